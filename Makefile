@@ -1,0 +1,39 @@
+# The two commands of the README: `make demo` and `make test`. Each creates .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: demo test lint typecheck unit bench k8s-binaries clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/topos demo
+
+# Builds (or finds in ~/.cache/topos/k8s) etcd, kube-apiserver and kubectl, runs the quality
+# gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
+# a green run must have run tests.
+test: $(STAMP) k8s-binaries lint typecheck
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+k8s-binaries: $(STAMP)
+	$(PY) -m devcluster.binaries ensure || { [ "$$CI" != "true" ] && echo "warning: Kubernetes binaries unavailable; control-plane tests will be skipped"; }
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

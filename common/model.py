@@ -1,0 +1,339 @@
+"""The hardware model of one GPU node (DESIGN.md §1).
+
+Every structure is a frozen ``msgspec.Struct``: one discovery produces one immutable snapshot, the
+agent's labelers read it, the stream ships it as MessagePack, the coordinator's inventory keeps it,
+and the API renders it as JSON. ``None`` in a field means *unknown* (the hardware refused to say),
+never "zero" or "false".
+
+The GPU×GPU link matrix uses the vocabulary of ``nvidia-smi topo -m``:
+
+``X``     the GPU itself
+``NV<n>`` joined by *n* bonded NVLinks
+``PIX``   at most one PCIe bridge between them
+``PXB``   several PCIe bridges, no host bridge
+``PHB``   through a PCIe host bridge (the CPU's root complex)
+``NODE``  across host bridges inside one NUMA node
+``SYS``   across the inter-socket link (QPI/UPI/Infinity Fabric)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final, Literal
+
+import msgspec
+
+LinkKind = Literal["X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS"]
+
+# Lower is closer. NVLink beats every PCIe path; among NVLinks, more links is better.
+_LINK_RANK: Final[dict[str, int]] = {
+    "X": 0,
+    "NV": 1,
+    "PIX": 2,
+    "PXB": 3,
+    "PHB": 4,
+    "NODE": 5,
+    "SYS": 6,
+}
+_LINK_RE: Final = re.compile(r"^(X|NV(\d{1,3})|PIX|PXB|PHB|NODE|SYS)$")
+
+
+class ModelError(ValueError):
+    """A value that cannot be part of the hardware model (bad link cell, bad CPU list, …)."""
+
+
+class Link(msgspec.Struct, frozen=True, order=True):
+    """One cell of the link matrix."""
+
+    kind: str
+    nvlinks: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Link:
+        m = _LINK_RE.match(text.strip())
+        if m is None:
+            raise ModelError(
+                f"unknown link {text!r}; expected X, NV<n>, PIX, PXB, PHB, NODE or SYS"
+            )
+        if m.group(2) is not None:
+            n = int(m.group(2))
+            if n < 1:
+                raise ModelError(f"link {text!r} has no NVLinks")
+            return cls("NV", n)
+        return cls(m.group(1))
+
+    @property
+    def rank(self) -> int:
+        """Distance class: 0 for the GPU itself, 1 for NVLink, … 6 for SYS."""
+        return _LINK_RANK[self.kind]
+
+    @property
+    def is_nvlink(self) -> bool:
+        return self.kind == "NV"
+
+    def sort_key(self) -> tuple[int, int]:
+        """Ascending key: closer first, then more NVLinks first."""
+        return (self.rank, -self.nvlinks)
+
+    def __str__(self) -> str:
+        return f"NV{self.nvlinks}" if self.kind == "NV" else self.kind
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """``[0,1,2,3,8,9]`` → ``"0-3,8-9"`` (the kernel's cpulist format)."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """``"0-3,8-9"`` → ``(0, 1, 2, 3, 8, 9)``. Empty text (or ``N/A``) is the empty set."""
+    text = text.strip()
+    if text in ("", "N/A"):
+        return ()
+    cpus: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        try:
+            a = int(lo)
+            b = int(hi) if sep else a
+        except ValueError:
+            raise ModelError(f"bad CPU list {text!r}: {part!r} is not a number or range") from None
+        if a < 0 or b < a or b - a > 65536:
+            raise ModelError(f"bad CPU list {text!r}: range {part!r}")
+        cpus.update(range(a, b + 1))
+    return tuple(sorted(cpus))
+
+
+class MigInstance(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A MIG GPU instance (with its compute instance, when one exists)."""
+
+    profile: str  # "1g.10gb", "3g.40gb", "1c.3g.40gb" for a compute-instance split
+    gi_id: int
+    ci_id: int | None = None
+    placement_start: int
+    placement_size: int
+    memory_mib: int
+    slices: int  # compute slices ("3" in 3g.40gb)
+    uuid: str | None = None  # MIG-… device UUID; unknown before a compute instance exists
+
+
+class MigProfileCapacity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How many instances of one GPU-instance profile could still be created."""
+
+    profile: str
+    free: int
+    total: int  # instances of this profile an empty GPU holds
+    memory_mib: int
+    slices: int
+
+
+class Gpu(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    index: int
+    uuid: str
+    product: str | None = None
+    memory_total_mib: int | None = None
+    memory_free_mib: int | None = None
+    compute_capability: str | None = None  # "8.0"
+    pci_bus_id: str | None = None  # "00000000:07:00.0"
+    numa_node: int | None = None
+    cpu_affinity: tuple[int, ...] | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    pcie_gen_current: int | None = None
+    pcie_width_current: int | None = None
+    power_limit_w: float | None = None
+    mig_capable: bool | None = None
+    mig_enabled: bool | None = None
+    mig_instances: tuple[MigInstance, ...] = ()
+    mig_creatable: tuple[MigProfileCapacity, ...] = ()
+    healthy: bool = True
+    health_reason: str | None = None
+
+
+class Nic(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    name: str  # "mlx5_0" / "NIC0"
+    pci_bus_id: str | None = None
+    numa_node: int | None = None
+
+
+class NumaNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    id: int
+    cpus: tuple[int, ...]
+    memory_mib: int | None = None
+
+
+class NodeTopology(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Everything the agent knows about one node's hardware, as of one discovery."""
+
+    hostname: str
+    driver_version: str | None = None
+    cuda_version: str | None = None  # "12.4"
+    gpus: tuple[Gpu, ...] = ()
+    # links[i][j] is the cell of `nvidia-smi topo -m` between GPU i and GPU j ("X" on the diagonal)
+    links: tuple[tuple[str, ...], ...] = ()
+    nvswitch: bool = False
+    nics: tuple[Nic, ...] = ()
+    # nic_links[i][k] is the cell between GPU i and NIC k
+    nic_links: tuple[tuple[str, ...], ...] = ()
+    numa_nodes: tuple[NumaNode, ...] = ()
+    cpu_count: int | None = None
+    memory_mib: int | None = None
+    source: str = "nvml"  # "nvml" or "profile:<name>"
+
+    def __post_init__(self) -> None:
+        n = len(self.gpus)
+        if len(self.links) != n or any(len(row) != n for row in self.links):
+            raise ModelError(f"link matrix must be {n}x{n} for {n} GPUs")
+        for i, row in enumerate(self.links):
+            for j, cell in enumerate(row):
+                link = Link.parse(cell)
+                if (i == j) != (link.kind == "X"):
+                    raise ModelError(f"link[{i}][{j}] = {cell!r}: X belongs on the diagonal only")
+                if Link.parse(self.links[j][i]) != link:
+                    raise ModelError(f"link matrix is not symmetric at [{i}][{j}]")
+        if self.nic_links and (
+            len(self.nic_links) != n or any(len(r) != len(self.nics) for r in self.nic_links)
+        ):
+            raise ModelError(f"NIC link matrix must be {n}x{len(self.nics)}")
+        for i, gpu in enumerate(self.gpus):
+            if gpu.index != i:
+                raise ModelError(f"GPU at position {i} has index {gpu.index}")
+
+    def link(self, i: int, j: int) -> Link:
+        return _parse_cached(self.links[i][j])
+
+    def gpu_by_uuid(self, uuid: str) -> Gpu | None:
+        for gpu in self.gpus:
+            if gpu.uuid == uuid:
+                return gpu
+        return None
+
+
+_LINK_CACHE: dict[str, Link] = {}
+
+
+def _parse_cached(cell: str) -> Link:
+    link = _LINK_CACHE.get(cell)
+    if link is None:
+        link = _LINK_CACHE[cell] = Link.parse(cell)
+    return link
+
+
+def worst_link(topology: NodeTopology, gpus: Sequence[int]) -> Link:
+    """The weakest link among a set of GPUs (``X`` for one GPU)."""
+    worst = Link("X")
+    for a in range(len(gpus)):
+        for b in range(a + 1, len(gpus)):
+            link = topology.link(gpus[a], gpus[b])
+            if link.sort_key() > worst.sort_key():
+                worst = link
+    return worst
+
+
+def gpu_family(compute_capability: str | None) -> str | None:
+    """NVIDIA architecture name for a compute capability (GFD's ``gpu.family``)."""
+    if compute_capability is None:
+        return None
+    major, _, minor = compute_capability.partition(".")
+    families = {
+        "3": "kepler",
+        "5": "maxwell",
+        "6": "pascal",
+        "7": "volta",
+        "8": "ampere",
+        "9": "hopper",
+        "10": "blackwell",
+        "12": "blackwell",
+    }
+    if major == "7" and minor == "5":
+        return "turing"
+    if major == "8" and minor == "9":
+        return "ada-lovelace"
+    return families.get(major)
+
+
+def topology_class(topology: NodeTopology) -> str:
+    """``nvswitch`` | ``nvlink`` | ``pcie`` for the whole node (label ``topos.io/gpu.topology``)."""
+    if topology.nvswitch:
+        return "nvswitch"
+    n = len(topology.gpus)
+    if any(topology.link(i, j).is_nvlink for i in range(n) for j in range(n) if i != j):
+        return "nvlink"
+    return "pcie"
+
+
+# Cached encoders/decoders: the model travels as MessagePack (stream) and JSON (annotation, API).
+_MSGPACK_ENC: Final = msgspec.msgpack.Encoder()
+_MSGPACK_DEC: Final = msgspec.msgpack.Decoder(NodeTopology)
+_JSON_ENC: Final = msgspec.json.Encoder()
+_JSON_DEC: Final = msgspec.json.Decoder(NodeTopology)
+
+
+def topology_to_json(topology: NodeTopology) -> bytes:
+    return _JSON_ENC.encode(topology)
+
+
+def topology_from_json(data: bytes | str) -> NodeTopology:
+    """Decode and validate; raises ``ModelError`` naming the bad field."""
+    try:
+        return _JSON_DEC.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ModelError(f"invalid topology: {exc}") from None
+
+
+def topology_to_msgpack(topology: NodeTopology) -> bytes:
+    return _MSGPACK_ENC.encode(topology)
+
+
+def topology_from_msgpack(data: bytes) -> NodeTopology:
+    try:
+        return _MSGPACK_DEC.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise ModelError(f"invalid topology: {exc}") from None
+
+
+def topology_to_builtins(topology: NodeTopology) -> dict[str, object]:
+    out = msgspec.to_builtins(topology)
+    assert isinstance(out, dict)
+    return out
+
+
+def topology_from_builtins(data: object) -> NodeTopology:
+    try:
+        return msgspec.convert(data, NodeTopology)
+    except msgspec.ValidationError as exc:
+        raise ModelError(f"invalid topology: {exc}") from None
+
+
+__all__ = [
+    "Gpu",
+    "Link",
+    "LinkKind",
+    "MigInstance",
+    "MigProfileCapacity",
+    "ModelError",
+    "Nic",
+    "NodeTopology",
+    "NumaNode",
+    "format_cpulist",
+    "gpu_family",
+    "parse_cpulist",
+    "topology_class",
+    "topology_from_builtins",
+    "topology_from_json",
+    "topology_from_msgpack",
+    "topology_to_builtins",
+    "topology_to_json",
+    "topology_to_msgpack",
+    "worst_link",
+]
