@@ -1,0 +1,158 @@
+"""Limits on the HTTP API: request body size and a per-client request rate.
+
+``limits_middleware(settings)`` is installed *before* authentication so a flood (or a stream of
+garbage tokens) is turned away without costing a TokenReview:
+
+* **Body size.** A declared ``Content-Length`` over ``max_body_bytes`` is refused with 413 before a
+  byte is read; a chunked body is held to the same bound while the handler reads it.
+* **Rate.** Each client (its remote address) owns a token bucket of ``burst`` tokens refilled at
+  ``rate_per_s``; a request takes one token, and a client with none gets 429 with
+  ``Retry-After``. Other clients are unaffected: their buckets are their own. The table of buckets
+  is bounded (least recently seen clients are forgotten first, which only ever *refills* them).
+  Probes (``/healthz``, ``/readyz``) are exempt so the kubelet never restarts a busy coordinator.
+
+Time is an injected monotonic ``clock`` so refill is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitSettings:
+    """ConfigMap section ``limits``."""
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest request body accepted (``POST /v1/simulate`` carries pod specs)."""
+    rate_per_s: float = 50.0
+    """Sustained requests per second per client."""
+    burst: int = 100
+    """Requests a client may make at once before the rate applies."""
+    max_clients: int = 10_000
+    """Most clients tracked at once."""
+    exempt_paths: tuple[str, ...] = ("/healthz", "/readyz")
+    """Paths never rate limited."""
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1:
+            raise ValueError("limits.maxBodyBytes must be positive")
+        if not (self.rate_per_s > 0 and math.isfinite(self.rate_per_s)):
+            raise ValueError("limits.ratePerSecond must be a positive number")
+        if self.burst < 1 or self.max_clients < 1:
+            raise ValueError("limits.burst and limits.maxClients must be positive")
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> LimitSettings:
+        names = {
+            "maxBodyBytes": "max_body_bytes",
+            "ratePerSecond": "rate_per_s",
+            "burst": "burst",
+            "maxClients": "max_clients",
+        }
+        unknown = sorted(set(raw) - set(names))
+        if unknown:
+            raise ValueError(f"unknown limits setting(s): {', '.join(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in raw.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"limits.{key}: expected a number, got {value!r}")
+            if key != "ratePerSecond" and not isinstance(value, int):
+                raise ValueError(f"limits.{key}: expected an integer, got {value!r}")
+            kwargs[names[key]] = value
+        return cls(**kwargs)
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class RateLimiter:
+    """Token buckets keyed by client."""
+
+    def __init__(
+        self, settings: LimitSettings, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self.refused = 0
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def take(self, client: str) -> float:
+        """Spend one token of ``client``: 0.0 if allowed, else seconds until one is available."""
+        s = self._settings
+        now = self._clock()
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            bucket = _Bucket(tokens=float(s.burst), updated=now)
+            self._buckets[client] = bucket
+            while len(self._buckets) > s.max_clients:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(client)
+            elapsed = max(0.0, now - bucket.updated)
+            bucket.tokens = min(float(s.burst), bucket.tokens + elapsed * s.rate_per_s)
+            bucket.updated = now
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return 0.0
+        self.refused += 1
+        return (1.0 - bucket.tokens) / s.rate_per_s
+
+
+def client_key(request: web.Request) -> str:
+    """Who is asking: the peer's address (the API server's, for requests through its proxy)."""
+    return request.remote or "unknown"
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> web.Response:
+    return web.json_response({"error": code, "message": message}, status=status, headers=headers)
+
+
+def limits_middleware(
+    settings: LimitSettings,
+    *,
+    limiter: RateLimiter | None = None,
+    key: Callable[[web.Request], str] = client_key,
+) -> Middleware:
+    """The middleware; pass ``limiter`` to share or inspect the buckets."""
+    buckets = limiter if limiter is not None else RateLimiter(settings)
+    exempt = frozenset(settings.exempt_paths)
+
+    @web.middleware
+    async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in exempt:
+            wait = buckets.take(key(request))
+            if wait > 0:
+                return _error(
+                    429,
+                    "too-many-requests",
+                    "rate limit exceeded; slow down",
+                    **{"Retry-After": str(max(1, math.ceil(wait)))},
+                )
+        declared = request.content_length
+        if declared is not None and declared > settings.max_body_bytes:
+            return _error(
+                413,
+                "payload-too-large",
+                f"request body of {declared} bytes exceeds the limit of "
+                f"{settings.max_body_bytes} bytes",
+            )
+        if request.can_read_body and request.client_max_size != settings.max_body_bytes:
+            request = request.clone(client_max_size=settings.max_body_bytes)
+        return await handler(request)
+
+    return limit

@@ -1,0 +1,87 @@
+"""Leader election settings and the Lease's wire form: what operators write in the ConfigMap and
+what other Kubernetes tools (kubectl, client-go electors) read from the Lease."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from coordinator.leader import (
+    LeaderElectionSettings,
+    LeaseRecord,
+    lease_from_record,
+    record_from_lease,
+)
+
+
+def test_defaults_match_client_go_and_are_consistent() -> None:
+    s = LeaderElectionSettings(identity="a")
+    assert (s.lease_duration_s, s.renew_deadline_s, s.retry_period_s) == (15.0, 10.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"leaseDurationSeconds": 5, "renewDeadlineSeconds": 5}, "must exceed renewDeadline"),
+        ({"renewDeadlineSeconds": 2, "retryPeriodSeconds": 2}, "must exceed 1.2 x retryPeriod"),
+        ({"retryPeriodSeconds": 0}, "retryPeriodSeconds must be positive"),
+        ({"retryPeriodSeconds": "2s"}, "expected a number"),
+        ({"leaseDuration": 15}, "unknown leaderElection setting(s): leaseDuration"),
+        ({"identity": ""}, "identity must not be empty"),
+    ],
+)
+def test_bad_settings_are_refused_with_a_clear_message(
+    raw: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        LeaderElectionSettings.from_mapping(raw)
+
+
+def test_settings_from_configmap_section() -> None:
+    s = LeaderElectionSettings.from_mapping(
+        {
+            "leaseName": "x",
+            "namespace": "ns",
+            "leaseDurationSeconds": 30,
+            "renewDeadlineSeconds": 20,
+        }
+    )
+    assert (s.lease_name, s.namespace, s.lease_duration_s, s.renew_deadline_s) == (
+        "x",
+        "ns",
+        30.0,
+        20.0,
+    )
+    assert s.identity  # generated, unique per process
+    assert s.identity != LeaderElectionSettings.from_mapping({}).identity
+
+
+def test_lease_round_trip_uses_micro_time_and_keeps_the_version() -> None:
+    when = dt.datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
+    record = LeaseRecord(
+        holder="pod-a_1",
+        lease_duration_s=15,
+        acquire_time=when,
+        renew_time=when,
+        transitions=3,
+        resource_version="42",
+    )
+    obj = lease_from_record(record, name="topos-coordinator", namespace="topos-system")
+    assert obj["spec"]["renewTime"] == "2025-03-01T12:00:00.123456Z"
+    assert obj["metadata"]["resourceVersion"] == "42"
+    assert record_from_lease(obj) == record
+
+
+def test_a_released_or_foreign_lease_reads_safely() -> None:
+    released = record_from_lease(
+        {
+            "metadata": {"resourceVersion": "7"},
+            "spec": {"holderIdentity": "", "leaseDurationSeconds": 1},
+        }
+    )
+    assert released.is_free
+    garbage = record_from_lease(
+        {"spec": {"leaseDurationSeconds": -4, "renewTime": "yesterday", "leaseTransitions": "x"}}
+    )
+    assert garbage == LeaseRecord(holder=None, lease_duration_s=1)
