@@ -1,0 +1,105 @@
+"""Labels and annotations for a Node, computed from one topology snapshot.
+
+One small pure labeler per concern (``gpu``, ``topology``, ``mig``, ``numa``, ``driver``,
+``health``, ``describe``) plus the compatibility sets (``gfd``, ``neuronetes``, ``kubenexus``),
+each switchable with ``LabelingSettings``. ``labels(snapshot, settings)`` runs them in order and
+merges the results, later wins. Publishing them is ``agent.publish``'s job, not this package's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.labeling.base import Labeler
+from agent.labeling.describe import describe
+from agent.labeling.driver import driver
+from agent.labeling.gfd import MIG_STRATEGIES, MigStrategy, gfd
+from agent.labeling.gpu import count, family, memory, product
+from agent.labeling.health import health
+from agent.labeling.kubenexus import kubenexus
+from agent.labeling.mig import mig
+from agent.labeling.neuronetes import neuronetes
+from agent.labeling.numa import numa
+from agent.labeling.topology import link_class
+from common.labels import NodeLabels, merge
+from common.model import NodeTopology
+
+COMPAT_SETS: tuple[str, ...] = ("gfd", "neuronetes", "kubenexus")
+_STRATEGIES: dict[str, MigStrategy] = {s: s for s in MIG_STRATEGIES}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabelingSettings:
+    """Which label sets the agent writes."""
+
+    gfd: bool = True
+    """NVIDIA GPU Feature Discovery names (``nvidia.com/gpu.product``, …). Turn off where GFD
+    itself runs, so the two do not take turns rewriting the same keys."""
+    gfd_mig_strategy: MigStrategy = "mixed"
+    """GFD's MIG strategy: ``none``, ``single`` or ``mixed`` (the names DESIGN.md §4 schedules)."""
+    neuronetes: bool = True
+    """NeuroNetes names (``neuronetes.io/gpu-type``, …)."""
+    kubenexus: bool = True
+    """KubeNexus NUMA names (``numa.kubenexus.io/node-<i>-cpus``, …)."""
+
+    def __post_init__(self) -> None:
+        if self.gfd_mig_strategy not in MIG_STRATEGIES:
+            raise ValueError(
+                f"unknown MIG strategy {self.gfd_mig_strategy!r}; expected none, single or mixed"
+            )
+
+    @classmethod
+    def from_compat(cls, names: str, *, gfd_mig_strategy: str = "mixed") -> LabelingSettings:
+        """``"gfd,kubenexus"`` → those sets on, the others off; ``""``/``"none"`` → all off."""
+        wanted = {n.strip() for n in names.split(",") if n.strip()} - {"none"}
+        unknown = wanted - set(COMPAT_SETS)
+        if unknown:
+            raise ValueError(
+                f"unknown label set(s) {', '.join(sorted(unknown))}; "
+                f"expected some of {', '.join(COMPAT_SETS)} or none"
+            )
+        if gfd_mig_strategy not in MIG_STRATEGIES:
+            raise ValueError(
+                f"unknown MIG strategy {gfd_mig_strategy!r}; expected none, single or mixed"
+            )
+        strategy = _STRATEGIES[gfd_mig_strategy]
+        return cls(
+            gfd="gfd" in wanted,
+            gfd_mig_strategy=strategy,
+            neuronetes="neuronetes" in wanted,
+            kubenexus="kubenexus" in wanted,
+        )
+
+
+CORE_LABELERS: tuple[Labeler, ...] = (
+    product,
+    count,
+    memory,
+    family,
+    link_class,
+    mig,
+    numa,
+    driver,
+    health,
+    describe,
+)
+
+
+def labelers(settings: LabelingSettings) -> tuple[Labeler, ...]:
+    """The labelers to run, in merge order."""
+    chosen: list[Labeler] = list(CORE_LABELERS)
+    if settings.gfd:
+        chosen.append(gfd(settings.gfd_mig_strategy))
+    if settings.neuronetes:
+        chosen.append(neuronetes)
+    if settings.kubenexus:
+        chosen.append(kubenexus)
+    return tuple(chosen)
+
+
+def labels(snapshot: NodeTopology, settings: LabelingSettings | None = None) -> NodeLabels:
+    """Everything the agent wants on its Node for this snapshot."""
+    return merge(labeler(snapshot) for labeler in labelers(settings or LabelingSettings()))
+
+
+__all__ = ["COMPAT_SETS", "Labeler", "LabelingSettings", "labelers", "labels"]

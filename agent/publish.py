@@ -1,0 +1,208 @@
+"""Publishing labels and annotations on the agent's own Node (DESIGN.md §2).
+
+Computing what should be on the Node (``agent.labeling``) is separate from getting it there. This
+module diffs the desired set against the Node as the API server has it and sends one JSON merge
+patch with only the differences, or nothing at all when the Node already carries them: a steady
+node costs one GET per cycle and no writes.
+
+Ownership: the agent records the keys it wrote in the annotation ``topos.io/owned-keys``. A key
+is removed only when it is in that record, under one of the agent's prefixes, and no longer
+produced. Keys written by people or other programs — ``topos.io/leaf``, a label GFD wrote, a
+cloud provider's labels — are never touched unless the agent itself produces the same key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from common import labels as L
+from common.labels import NodeLabels
+
+log = logging.getLogger("topos.agent.publish")
+
+JsonPatch = dict[str, Any]
+
+
+class NodeApi(Protocol):
+    """The two Node verbs the publisher needs (``agent.kube`` adapts the Kubernetes client)."""
+
+    async def get_node_metadata(self, name: str) -> NodeMetadata:
+        """The Node's labels and annotations; raises ``NodeNotFound`` when there is no Node."""
+        ...
+
+    async def patch_node_metadata(self, name: str, patch: JsonPatch) -> NodeMetadata:
+        """Apply a JSON merge patch to the Node and return its metadata after the patch."""
+        ...
+
+
+class NodeNotFound(LookupError):
+    """The Node named by ``NODE_NAME``/``--node`` does not exist in the API server."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"node {name!r} not found in the API server (is NODE_NAME / --node the Node's name?)"
+        )
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetadata:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_node(cls, node: Mapping[str, Any]) -> NodeMetadata:
+        """From a raw Node object (``{"metadata": {"labels": …, "annotations": …}}``)."""
+        meta = node.get("metadata") or {}
+        return cls(
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedKeys:
+    labels: frozenset[str] = frozenset()
+    annotations: frozenset[str] = frozenset()
+
+    def encode(self) -> str:
+        return json.dumps(
+            {"labels": sorted(self.labels), "annotations": sorted(self.annotations)},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, text: str | None) -> OwnedKeys:
+        """Tolerant: a missing or garbled record means "owns nothing" (logged), never a crash —
+        the worst outcome is a stale key left in place, never a foreign key removed."""
+        if text is None:
+            return cls()
+        try:
+            data = json.loads(text)
+            labels = data["labels"]
+            annotations = data["annotations"]
+            if not all(isinstance(k, str) for k in [*labels, *annotations]):
+                raise TypeError("keys must be strings")
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning(
+                "ignoring malformed ownership record",
+                extra={"annotation": L.OWNED_KEYS, "error": str(exc)},
+            )
+            return cls()
+        return cls(labels=frozenset(labels), annotations=frozenset(annotations))
+
+
+@dataclass(frozen=True, slots=True)
+class PatchPlan:
+    """What one publish would change; ``patch`` is ``None`` when nothing would."""
+
+    patch: JsonPatch | None
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+def _ours(key: str) -> bool:
+    return key.startswith(L.AGENT_PREFIXES)
+
+
+def _diff(
+    current: Mapping[str, str],
+    desired: Mapping[str, str],
+    previously_owned: frozenset[str],
+    kind: str,
+    added: list[str],
+    changed: list[str],
+    removed: list[str],
+) -> dict[str, str | None]:
+    patch: dict[str, str | None] = {}
+    for key, value in desired.items():
+        old = current.get(key)
+        if old != value:
+            patch[key] = value
+            (added if old is None else changed).append(f"{kind}:{key}")
+    for key in sorted(previously_owned - desired.keys()):
+        if key in current and _ours(key):
+            patch[key] = None  # JSON merge patch: null removes the key
+            removed.append(f"{kind}:{key}")
+    return patch
+
+
+def plan_patch(current: NodeMetadata, desired: NodeLabels) -> PatchPlan:
+    """The merge patch that takes ``current`` to carry ``desired``, removing our stale keys."""
+    owned_before = OwnedKeys.decode(current.annotations.get(L.OWNED_KEYS))
+    owned_now = OwnedKeys(
+        labels=frozenset(desired.labels), annotations=frozenset(desired.annotations)
+    )
+    want_annotations = {**desired.annotations, L.OWNED_KEYS: owned_now.encode()}
+    added: list[str] = []
+    changed: list[str] = []
+    removed: list[str] = []
+    label_patch = _diff(
+        current.labels, desired.labels, owned_before.labels, "label", added, changed, removed
+    )
+    annotation_patch = _diff(
+        current.annotations,
+        want_annotations,
+        owned_before.annotations,
+        "annotation",
+        added,
+        changed,
+        removed,
+    )
+    if not label_patch and not annotation_patch:
+        return PatchPlan(patch=None)
+    metadata: dict[str, Any] = {}
+    if label_patch:
+        metadata["labels"] = label_patch
+    if annotation_patch:
+        metadata["annotations"] = annotation_patch
+    return PatchPlan(
+        patch={"metadata": metadata},
+        added=tuple(added),
+        changed=tuple(changed),
+        removed=tuple(removed),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    patched: bool
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+class NodePublisher:
+    """Keeps one Node's labels/annotations equal to what the labelers produce."""
+
+    def __init__(self, api: NodeApi, node_name: str) -> None:
+        self._api = api
+        self._node = node_name
+
+    @property
+    def node_name(self) -> str:
+        return self._node
+
+    async def publish(self, desired: NodeLabels) -> PublishResult:
+        current = await self._api.get_node_metadata(self._node)
+        plan = plan_patch(current, desired)
+        if plan.patch is None:
+            return PublishResult(patched=False)
+        await self._api.patch_node_metadata(self._node, plan.patch)
+        log.info(
+            "published node labels",
+            extra={
+                "node": self._node,
+                "added": len(plan.added),
+                "changed": len(plan.changed),
+                "removed": list(plan.removed),
+            },
+        )
+        return PublishResult(
+            patched=True, added=plan.added, changed=plan.changed, removed=plan.removed
+        )
