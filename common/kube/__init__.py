@@ -1,0 +1,75 @@
+"""The one Kubernetes client adapter: nothing else in Topos imports kubernetes_asyncio.
+
+- ``KubeClient`` (``client``): async verbs returning plain JSON dicts.
+- ``Resource`` and constants (``resources``): which API types, at which paths.
+- errors (``errors``): ``KubeError`` and one subclass per failure worth telling apart.
+- ``RetryPolicy`` (``retry``): the one place retries are decided.
+"""
+
+from common.kube.client import ClientSettings, KubeClient, object_reference
+from common.kube.errors import (
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+    Unreachable,
+)
+from common.kube.resources import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    CONFIG_MAPS,
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    SERVICE_ACCOUNTS,
+    TOKEN_REVIEWS,
+    Resource,
+)
+from common.kube.retry import NO_RETRY, RetryPolicy
+from common.kube.types import KubeObject, ObjectList, PatchType, WatchEventType
+
+__all__ = [
+    "CLUSTER_ROLES",
+    "CLUSTER_ROLE_BINDINGS",
+    "CONFIG_MAPS",
+    "EVENTS",
+    "LEASES",
+    "NAMESPACES",
+    "NODES",
+    "NO_RETRY",
+    "PODS",
+    "POD_GROUPS",
+    "SERVICE_ACCOUNTS",
+    "TOKEN_REVIEWS",
+    "AlreadyExists",
+    "BadRequest",
+    "ClientSettings",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "KubeClient",
+    "KubeError",
+    "KubeObject",
+    "NotFound",
+    "ObjectList",
+    "PatchType",
+    "Resource",
+    "RetryPolicy",
+    "ServerError",
+    "TooManyRequests",
+    "Unauthorized",
+    "Unreachable",
+    "WatchEventType",
+    "object_reference",
+]

@@ -1,0 +1,33 @@
+"""Decoding one line of a watch stream into ``(type, object)``."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import msgspec
+
+from common.kube.errors import KubeError, error_for_status
+from common.kube.resources import Resource
+from common.kube.types import KubeObject, WatchEventType
+
+_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+_DECODER = msgspec.json.Decoder()
+
+
+def parse_watch_line(line: bytes, resource: Resource) -> tuple[WatchEventType, KubeObject]:
+    """One watch event. An ``ERROR`` event becomes its ``KubeError`` (``Gone`` for 410);
+    a line that isn't a watch event raises ``KubeError``."""
+    try:
+        event = _DECODER.decode(line)
+    except msgspec.DecodeError as exc:
+        raise KubeError(f"watch {resource.plural}: undecodable event: {exc}") from exc
+    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+        raise KubeError(f"watch {resource.plural}: malformed event {line[:200]!r}")
+    kind = event.get("type")
+    obj: KubeObject = event["object"]
+    if kind == "ERROR":
+        code = obj.get("code")
+        raise error_for_status(code if isinstance(code, int) else 500, obj)
+    if kind not in _TYPES:
+        raise KubeError(f"watch {resource.plural}: unknown event type {kind!r}")
+    return cast(WatchEventType, kind), obj

@@ -1,0 +1,109 @@
+"""Child processes of the control plane: free ports, start in a process group, stop for sure."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts connections on ``host:port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(
+    argv: Sequence[str], *, log_path: Path, die_with_parent: bool, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new process group (and session), output to ``log_path``.
+
+    With ``die_with_parent`` the kernel kills it if this process dies, even by SIGKILL, so a
+    crashed test run leaves nothing behind. (Linux ties this to the thread that spawned it:
+    call from the main thread.) Without it the process outlives us (``devcluster up``).
+    """
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,
+            env=env,
+            close_fds=True,
+        )
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # the state letter follows the parenthesised command name
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` is alive (zombies don't count)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        # after the name: state, ppid, pgrp
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def stop_group(
+    pgid: int, *, grace_s: float = 10.0, reap: Callable[[], object] | None = None
+) -> None:
+    """SIGTERM the process group, SIGKILL whatever is left after ``grace_s``, wait until gone.
+
+    ``reap`` (e.g. ``Popen.poll``) collects our own child so it doesn't linger as a zombie.
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
+        if not group_alive(pgid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap()
+        if not group_alive(pgid):
+            return
+        time.sleep(0.05)

@@ -1,0 +1,138 @@
+"""Shared fixtures: a real kube-apiserver + etcd for the whole test session.
+
+Fixtures (use them by name; a test that does is marked ``kube`` automatically):
+
+- ``control_plane`` (session): the running ``devcluster.controlplane.ControlPlane``, started once
+  on free 127.0.0.1 ports and stopped at the end of the session. ``.kubeconfig`` is an admin
+  kubeconfig (client certificate in ``system:masters``), ``.server`` the URL, and
+  ``.write_user_kubeconfig(path, user=…, groups=…)`` mints a less privileged identity.
+- ``kubeconfig`` (session): ``Path`` of that admin kubeconfig.
+- ``kube`` (function, async): a connected ``common.kube.KubeClient`` (admin), closed afterwards.
+- ``namespace`` (function, async): a fresh namespace for this test, e.g. ``t-my-test-3f9a1c``.
+  Nothing deletes it (no controller-manager runs, so deletion would never finish); it vanishes
+  with the control plane.
+- ``unique_name`` (function): ``unique_name("node")`` → ``node-5d0c2e…``, for cluster-scoped
+  objects such as Nodes that several tests create.
+- ``kubectl`` (session): ``kubectl("get", "ns")`` runs the harness's kubectl against the control
+  plane and returns the ``CompletedProcess`` (text, not checked).
+
+If the binaries can't be found or built, tests needing them are skipped with a loud reason, or
+fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
+``KUBEBUILDER_ASSETS`` (see docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from common.kube import NAMESPACES, KubeClient
+from devcluster.binaries import Binaries, BinariesUnavailable, ensure
+from devcluster.controlplane import ControlPlane, ControlPlaneError
+
+_KUBE_FIXTURES = frozenset({"control_plane", "kubeconfig", "kube", "namespace", "kubectl"})
+_unavailable: list[str] = []
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _KUBE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kube)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _unavailable:
+        terminalreporter.write_sep("!", "KUBERNETES CONTROL-PLANE TESTS DID NOT RUN", red=True)
+        terminalreporter.write_line(_unavailable[0])
+        terminalreporter.write_line(
+            "Build the binaries with `make k8s-binaries` (see docs/testing.md)."
+        )
+
+
+def _unavailable_outcome(reason: str) -> None:
+    _unavailable.append(reason)
+    if _in_ci():
+        pytest.fail(
+            f"CI=true and the Kubernetes control plane is unavailable: {reason}", pytrace=False
+        )
+    pytest.skip(f"KUBERNETES CONTROL PLANE UNAVAILABLE: {reason}")
+
+
+@pytest.fixture(scope="session")
+def k8s_binaries() -> Binaries:
+    try:
+        return ensure()
+    except BinariesUnavailable as exc:
+        _unavailable_outcome(str(exc))
+        raise  # unreachable: skip/fail raise
+
+
+@pytest.fixture(scope="session")
+def control_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
+    try:
+        plane = ControlPlane.start(binaries=k8s_binaries)
+    except ControlPlaneError as exc:
+        _unavailable_outcome(f"the control plane did not start: {exc}")
+        raise
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: ControlPlane) -> Path:
+    return control_plane.kubeconfig
+
+
+@pytest.fixture
+async def kube(kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(kubeconfig)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def unique_name() -> Callable[[str], str]:
+    def make(prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    return make
+
+
+@pytest.fixture
+async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{stem}-{uuid.uuid4().hex[:6]}"
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    return name
+
+
+@pytest.fixture(scope="session")
+def kubectl(
+    control_plane: ControlPlane, k8s_binaries: Binaries
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(k8s_binaries.kubectl), f"--kubeconfig={control_plane.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
