@@ -1,0 +1,143 @@
+"""Placement strategies and the pod annotations that choose them.
+
+``topos.io/placement`` (alias ``topology.scheduler/placement-strategy``):
+
+``consolidated``  fewest nodes and leaves: fill whole nodes first (training, all-reduce heavy)
+``balanced``      the default: the narrowest network domain, best-fit nodes inside it so partly
+                  used nodes are filled before idle ones (least fragmentation)
+``distributed``   one member per node where possible, round-robin across leaves (fault tolerance,
+                  inference replicas)
+
+The seed-003 hints are accepted too: ``gpu-count`` (the job's total GPUs, checked against the
+members' limits), ``network-bandwidth`` (``100Gb``, ``200Gbps``, ``25G``…) and
+``latency-sensitive`` (``true``/``false``). A job that asks for bandwidth or says it is
+latency-sensitive never spans more than one spine when the nodes carry spine labels.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from common import podkeys
+
+
+class Strategy(enum.Enum):
+    CONSOLIDATED = "consolidated"
+    BALANCED = "balanced"
+    DISTRIBUTED = "distributed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementIntent:
+    """What a pod's annotations ask of its (gang's) network placement."""
+
+    strategy: Strategy = Strategy.BALANCED
+    preferred_domain: str | None = None
+    gpu_count: int | None = None
+    network_bandwidth_gbps: float | None = None
+    latency_sensitive: bool = False
+
+    @property
+    def single_spine(self) -> bool:
+        """Whether the job must stay inside one spine (when spines are labelled)."""
+        return self.latency_sensitive or self.network_bandwidth_gbps is not None
+
+
+@dataclass(frozen=True, slots=True)
+class IntentError:
+    """A placement annotation with a value Topos cannot use; ``message`` names key and value."""
+
+    message: str
+
+
+_BANDWIDTH = re.compile(r"^(\d+(?:\.\d+)?)\s*([GMT])(?:b|bit|bps|bit/s)?$", re.IGNORECASE)
+_BANDWIDTH_SCALE = {"m": 0.001, "g": 1.0, "t": 1000.0}
+_MAX_GPU_COUNT = 100_000
+_DOMAIN = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+
+
+def parse_bandwidth(text: str) -> float | None:
+    """``"200Gb"`` → 200.0 (Gbit/s); None when the text is not a bandwidth."""
+    m = _BANDWIDTH.match(text.strip())
+    if m is None:
+        return None
+    return float(m.group(1)) * _BANDWIDTH_SCALE[m.group(2).lower()]
+
+
+def _value(key: podkeys.Key, annotations: Mapping[str, str]) -> tuple[str | None, str | None]:
+    value, conflict = podkeys.lookup(key, annotations)
+    return value, (conflict.message if conflict is not None else None)
+
+
+def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | IntentError:
+    """Read the placement annotations of a pod (canonical names or seed aliases)."""
+    strategy = Strategy.BALANCED
+    text, err = _value(podkeys.PLACEMENT, annotations)
+    if err:
+        return IntentError(err)
+    if text is not None:
+        try:
+            strategy = Strategy(text.lower())
+        except ValueError:
+            allowed = ", ".join(s.value for s in Strategy)
+            return IntentError(
+                f"annotation {podkeys.PLACEMENT.canonical}={text!r}: expected one of {allowed}"
+            )
+
+    preferred, err = _value(podkeys.PREFERRED_DOMAIN, annotations)
+    if err:
+        return IntentError(err)
+    if preferred is not None and not _DOMAIN.match(preferred):
+        return IntentError(
+            f"annotation {podkeys.PREFERRED_DOMAIN.canonical}={preferred!r}: "
+            "not a leaf, spine or zone name"
+        )
+
+    gpu_count: int | None = None
+    text, err = _value(podkeys.GPU_COUNT, annotations)
+    if err:
+        return IntentError(err)
+    if text is not None:
+        if not text.isdigit() or not 0 < int(text) <= _MAX_GPU_COUNT:
+            return IntentError(
+                f"annotation {podkeys.GPU_COUNT.canonical}={text!r}: "
+                f"expected a whole number of GPUs from 1 to {_MAX_GPU_COUNT}"
+            )
+        gpu_count = int(text)
+
+    bandwidth: float | None = None
+    text, err = _value(podkeys.NETWORK_BANDWIDTH, annotations)
+    if err:
+        return IntentError(err)
+    if text is not None:
+        bandwidth = parse_bandwidth(text)
+        if bandwidth is None or bandwidth <= 0:
+            return IntentError(
+                f"annotation {podkeys.NETWORK_BANDWIDTH.canonical}={text!r}: "
+                "expected a bandwidth such as 100Gb or 400Gbps"
+            )
+
+    latency = False
+    text, err = _value(podkeys.LATENCY_SENSITIVE, annotations)
+    if err:
+        return IntentError(err)
+    if text is not None:
+        if text.lower() not in ("true", "false"):
+            return IntentError(
+                f"annotation {podkeys.LATENCY_SENSITIVE.canonical}={text!r}: expected true or false"
+            )
+        latency = text.lower() == "true"
+
+    return PlacementIntent(
+        strategy=strategy,
+        preferred_domain=preferred,
+        gpu_count=gpu_count,
+        network_bandwidth_gbps=bandwidth,
+        latency_sensitive=latency,
+    )
+
+
+__all__ = ["IntentError", "PlacementIntent", "Strategy", "parse_bandwidth", "placement_intent"]
