@@ -467,6 +467,22 @@ def _with(p: Placement, *, preferred_domain_used: bool, notes: list[str]) -> Pla
     )
 
 
+def format_amount(resource: str, amount: int) -> str:
+    """``cpu`` millicores as cores, ``memory`` bytes as Gi/Mi, devices as counts."""
+    if resource == "cpu":
+        text = f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
+    elif resource == "memory" or resource.startswith("hugepages-"):
+        if amount % 2**30 == 0:
+            text = f"{amount // 2**30}Gi"
+        elif amount % 2**20 == 0:
+            text = f"{amount // 2**20}Mi"
+        else:
+            text = str(amount)
+    else:
+        text = str(amount)
+    return f"{text} {resource}"
+
+
 def _failure(ctx: _Ctx, scope: set[str], notes: list[str]) -> Status:
     statuses: dict[str, Status] = dict(ctx.rejections)
     smallest = min(ctx.members, key=lambda m: (sum(m.requests.values()), m.name))
@@ -482,8 +498,9 @@ def _failure(ctx: _Ctx, scope: set[str], notes: list[str]) -> Status:
         else:
             statuses[name] = Status.unschedulable(GANG_APART)
     free = ctx.free_sum(scope)
-    need = ", ".join(f"{v} {k}" for k, v in sorted(ctx.demand.items()))
-    have = ", ".join(f"{free.get(k, 0)} {k}" for k in sorted(ctx.demand))
+    names = sorted(ctx.demand, key=lambda k: (k != GPU, k))
+    need = ", ".join(format_amount(k, ctx.demand[k]) for k in names)
+    have = ", ".join(format_amount(k, free.get(k, 0)) for k in names)
     detail = f"{len(ctx.members)} pods need {need} together; eligible nodes have {have} free"
     if ctx.intent.single_spine and ctx.layout.spines:
         detail += "; a latency-sensitive or bandwidth-bound group must fit in one spine"
