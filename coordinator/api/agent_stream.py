@@ -1,0 +1,103 @@
+"""``GET /v1/agents/stream``: the capacity stream's server end (DESIGN.md §3, docs/stream.md).
+
+The WebSocket carries binary MessagePack frames (``common.wire``). Each applied frame is answered
+with an ``ack``; a frame that can't be applied closes *this* connection with a close code and a
+``"<reason>: <detail>"`` message, and nothing of it reaches the inventory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Final
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from common.wire import MAX_FRAME_BYTES, CloseReason, FrameError
+from coordinator.api.keys import AGENT_AUTH, INVENTORY, METRICS, SESSIONS
+from coordinator.api.routing import Route
+from coordinator.inventory.ingest import AgentSession
+
+log = logging.getLogger(__name__)
+
+# aiohttp drops anything beyond this itself (close 1009, no reason text); frames between
+# MAX_FRAME_BYTES and this get our own "oversized" reason.
+_TRANSPORT_LIMIT: Final = 4 * MAX_FRAME_BYTES
+
+
+async def agent_stream(request: web.Request) -> web.StreamResponse:
+    bound_node = await request.app[AGENT_AUTH](request)  # raises 401/403 before the upgrade
+    ws = web.WebSocketResponse(max_msg_size=_TRANSPORT_LIMIT, autoping=True, heartbeat=None)
+    await ws.prepare(request)
+    metrics = request.app[METRICS]
+    pending_close: list[asyncio.Task[bool]] = []
+
+    def evict(reason: CloseReason, detail: str) -> None:
+        pending_close.append(
+            asyncio.ensure_future(
+                ws.close(code=reason.ws_code, message=reason.message(detail).encode())
+            )
+        )
+
+    session = AgentSession(
+        request.app[INVENTORY], request.app[SESSIONS], bound_node=bound_node, on_evict=evict
+    )
+    peer = request.remote
+    try:
+        while not ws.closed:
+            msg = await ws.receive()
+            if msg.type == WSMsgType.BINARY:
+                started = time.perf_counter()
+                try:
+                    ack = session.receive(msg.data)
+                except FrameError as exc:
+                    await _reject(ws, metrics_reason=exc.reason, detail=exc.detail, request=request)
+                    log.warning(
+                        "closed agent stream from %s (node %s): %s", peer, session.node, exc
+                    )
+                    break
+                metrics.ingest_seconds.observe(time.perf_counter() - started)
+                metrics.frames.labels(session.last_type).inc()
+                await ws.send_bytes(ack)
+            elif msg.type == WSMsgType.TEXT:
+                await _reject(
+                    ws,
+                    metrics_reason=CloseReason.MALFORMED,
+                    detail="text frame; frames are binary MessagePack",
+                    request=request,
+                )
+                break
+            elif msg.type == WSMsgType.ERROR:
+                if ws.close_code == WSCloseCode.MESSAGE_TOO_BIG:
+                    metrics.rejected.labels(CloseReason.OVERSIZED.slug).inc()
+                break
+            else:  # CLOSE / CLOSING / CLOSED
+                break
+    finally:
+        session.end()
+        for task in pending_close:
+            await asyncio.shield(task)
+        if not ws.closed:
+            await ws.close()
+    return ws
+
+
+async def _reject(
+    ws: web.WebSocketResponse, *, metrics_reason: CloseReason, detail: str, request: web.Request
+) -> None:
+    request.app[METRICS].rejected.labels(metrics_reason.slug).inc()
+    await ws.close(code=metrics_reason.ws_code, message=metrics_reason.message(detail).encode())
+
+
+ROUTES = (
+    Route(
+        "GET",
+        "/v1/agents/stream",
+        agent_stream,
+        "Agent capacity stream: WebSocket upgrade, binary MessagePack frames (docs/stream.md)",
+        "agents",
+        errors={401: "missing or invalid token", 403: "token not allowed to report"},
+        response_type="application/msgpack",
+    ),
+)

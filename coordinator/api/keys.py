@@ -1,0 +1,43 @@
+"""Typed application state (``web.AppKey``) shared by the route modules."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from coordinator.api.metrics import Metrics
+from coordinator.api.routing import Route
+from coordinator.inventory.ingest import SessionRegistry
+from coordinator.inventory.store import Inventory
+
+AgentAuthenticator = Callable[[web.Request], Awaitable[str | None]]
+"""Checks a stream request before the upgrade: returns the node the caller may report
+(``None``: any node) or raises ``ApiError`` (401/403). Auth off: always ``None``."""
+
+
+async def allow_any_node(request: web.Request) -> str | None:
+    return None
+
+
+@dataclass
+class Readiness:
+    """What ``/readyz`` waits for: each component sets its flag once it is serving."""
+
+    checks: dict[str, bool] = field(default_factory=dict)
+
+    def set(self, name: str, ready: bool) -> None:
+        self.checks[name] = ready
+
+    @property
+    def ready(self) -> bool:
+        return all(self.checks.values())
+
+
+INVENTORY = web.AppKey("inventory", Inventory)
+SESSIONS = web.AppKey("sessions", SessionRegistry)
+METRICS = web.AppKey("metrics", Metrics)
+READINESS = web.AppKey("readiness", Readiness)
+AGENT_AUTH = web.AppKey[AgentAuthenticator]("agent_auth")
+ROUTES = web.AppKey[tuple[Route, ...]]("routes")

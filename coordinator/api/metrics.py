@@ -1,0 +1,33 @@
+"""Prometheus metrics of the coordinator's API and stream ingest, on a per-app registry.
+
+Other parts of the coordinator register their collectors on ``app[METRICS].registry``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.frames = Counter(
+            "topos_stream_frames", "Agent frames applied, by type", ["type"], registry=r
+        )
+        self.rejected = Counter(
+            "topos_stream_rejected",
+            "Agent streams closed for bad input, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.connections = Gauge("topos_stream_connections", "Open agent streams", registry=r)
+        self.ingest_seconds = Histogram(
+            "topos_stream_ingest_seconds",
+            "Time to decode and apply one agent frame",
+            buckets=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1),
+            registry=r,
+        )
+        self.nodes = Gauge(
+            "topos_inventory_nodes", "Nodes in the inventory, by state", ["state"], registry=r
+        )

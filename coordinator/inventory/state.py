@@ -1,0 +1,110 @@
+"""What the inventory knows about one node, from its three sources.
+
+- :class:`AgentReport` — the node's agent over the capacity stream (topology, allocations).
+- :class:`KubeNode` — the Node object in the API server (allocatable, readiness, labels, taints).
+- :class:`BoundPod` — every non-terminal pod bound to the node, by *any* scheduler.
+
+Quantities are integers in canonical units: ``cpu`` in millicores, ``memory`` and
+``ephemeral-storage`` in bytes, everything else (``nvidia.com/gpu``, ``pods``, MIG resources) in
+units. :class:`NodeState` is the merged, read-only view handed to the API and the scheduler.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from common.model import NodeTopology
+from common.wire import ContainerAllocation
+
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+ASSIGNED_GPUS_ANNOTATION: Final = "topos.io/assigned-gpus"
+
+
+class AgentReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The latest state the node's agent reported, with protocol bookkeeping."""
+
+    agent_id: str
+    agent_version: str
+    seq: int
+    topology: NodeTopology
+    allocations: tuple[ContainerAllocation, ...] = ()
+    last_seen: float  # inventory clock
+    connected: bool = True
+
+
+class Taint(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    key: str
+    effect: str
+    value: str | None = None
+
+
+class KubeNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The parts of a Node object the inventory uses."""
+
+    name: str
+    labels: dict[str, str] = {}
+    allocatable: dict[str, int] = {}
+    capacity: dict[str, int] = {}
+    ready: bool = True
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    resource_version: str = ""
+
+
+class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A pod bound to a node and not finished: it holds capacity whoever scheduled it."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    scheduler: str = "default-scheduler"
+    phase: str = "Pending"
+    requests: dict[str, int] = {}
+    assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
+    priority: int = 0
+
+
+class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    namespace: str
+    name: str
+    scheduler: str
+    requests: dict[str, int] = {}
+
+
+class GpuUse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Who holds one GPU or MIG device (``None`` when free)."""
+
+    uuid: str
+    holder: str | None = None  # "namespace/pod"
+    source: str | None = None  # "agent" (PodResources) or "annotation"
+
+
+class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The merged view of one node (what ``GET /v1/nodes/{name}`` shows)."""
+
+    name: str
+    stale: bool
+    connected: bool
+    schedulable: bool
+    ready: bool | None = None  # None: no Node object known
+    unschedulable: bool = False
+    agent_id: str | None = None
+    agent_version: str | None = None
+    seq: int | None = None
+    last_seen_age_s: float | None = None
+    labels: dict[str, str] = {}
+    taints: tuple[Taint, ...] = ()
+    allocatable: dict[str, int] = {}
+    requested: dict[str, int] = {}
+    free: dict[str, int] = {}
+    topology: NodeTopology | None = None
+    allocations: tuple[ContainerAllocation, ...] = ()
+    gpu_use: tuple[GpuUse, ...] = ()
+    pods: tuple[PodUsage, ...] = ()
+
+    @property
+    def free_gpus(self) -> int:
+        return self.free.get(GPU_RESOURCE, 0)

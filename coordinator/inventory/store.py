@@ -1,0 +1,412 @@
+"""The coordinator's authoritative inventory: one record per node, merged from agent reports, the
+Node object and the pods bound to the node.
+
+Everything here runs on the event loop and does no I/O; time comes from an injected clock
+(monotonic seconds). Readers get frozen :class:`NodeState` views, built lazily and cached until the
+node changes. Subscribers get an :class:`InventoryEvent` for every change, with
+``capacity_gained`` set when the node can now take more than before (the scheduler re-queues
+pending pods on those).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import msgspec
+
+from common.model import NodeTopology
+from common.wire import ContainerAllocation, GpuState, apply_gpu_states
+from coordinator.inventory.state import (
+    GPU_RESOURCE,
+    AgentReport,
+    BoundPod,
+    GpuUse,
+    KubeNode,
+    NodeState,
+    PodUsage,
+)
+
+log = logging.getLogger(__name__)
+
+EventKind = Literal["added", "updated", "removed", "stale", "recovered"]
+DEFAULT_STALE_TTL_S: Final = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryEvent:
+    kind: EventKind
+    node: str
+    capacity_gained: bool = False
+
+
+Listener = Callable[[InventoryEvent], None]
+_Signature = tuple[bool, tuple[tuple[str, int], ...]]
+
+
+@dataclass(slots=True)
+class _Record:
+    name: str
+    agent: AgentReport | None = None
+    kube: KubeNode | None = None
+    pods: dict[str, BoundPod] = field(default_factory=dict)  # by uid
+    requested: dict[str, int] = field(default_factory=dict)
+    stale: bool = False
+    view: NodeState | None = None
+
+
+def _derived_allocatable(topology: NodeTopology) -> dict[str, int]:
+    """Capacity implied by the hardware, for nodes without a Node object (``--in-memory``)."""
+    out: dict[str, int] = {GPU_RESOURCE: sum(1 for g in topology.gpus if not g.mig_enabled)}
+    for gpu in topology.gpus:
+        for inst in gpu.mig_instances:
+            key = f"nvidia.com/mig-{inst.profile}"
+            out[key] = out.get(key, 0) + 1
+    if topology.cpu_count is not None:
+        out["cpu"] = topology.cpu_count * 1000
+    if topology.memory_mib is not None:
+        out["memory"] = topology.memory_mib * 1024 * 1024
+    return out
+
+
+class Inventory:
+    """The store. Not thread-safe: call it from the event loop only."""
+
+    def __init__(
+        self,
+        *,
+        stale_ttl_s: float = DEFAULT_STALE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if stale_ttl_s <= 0:
+            raise ValueError("stale_ttl_s must be positive")
+        self.stale_ttl_s = stale_ttl_s
+        self._clock = clock
+        self._records: dict[str, _Record] = {}
+        self._pod_node: dict[str, str] = {}  # uid -> node
+        self._listeners: list[Listener] = []
+        self.generation = 0  # bumped on every change; snapshots compare it
+
+    # --- subscriptions ---------------------------------------------------------------------------
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` on every change; returns a function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _emit(self, event: InventoryEvent) -> None:
+        self.generation += 1
+        for listener in tuple(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # a broken subscriber must not break ingest
+                log.exception("inventory listener failed on %s", event)
+
+    # --- capacity bookkeeping --------------------------------------------------------------------
+
+    def _signature(self, rec: _Record | None) -> _Signature:
+        if rec is None:
+            return (False, ())
+        return (self._schedulable(rec), tuple(sorted(self._free(rec).items())))
+
+    @staticmethod
+    def _gained(before: _Signature, after: _Record) -> bool:
+        sched, free = Inventory._schedulable(after), Inventory._free(after)
+        if sched and not before[0]:
+            return True
+        if not sched:
+            return False
+        old = dict(before[1])
+        return any(v > old.get(k, 0) for k, v in free.items())
+
+    @staticmethod
+    def _schedulable(rec: _Record) -> bool:
+        if rec.stale:
+            return False
+        if rec.kube is not None and (not rec.kube.ready or rec.kube.unschedulable):
+            return False
+        return rec.kube is not None or rec.agent is not None
+
+    @staticmethod
+    def _allocatable(rec: _Record) -> dict[str, int]:
+        if rec.kube is not None and rec.kube.allocatable:
+            return rec.kube.allocatable
+        if rec.agent is not None:
+            return _derived_allocatable(rec.agent.topology)
+        return {}
+
+    @staticmethod
+    def _free(rec: _Record) -> dict[str, int]:
+        alloc = Inventory._allocatable(rec)
+        free = {k: max(0, v - rec.requested.get(k, 0)) for k, v in alloc.items()}
+        if rec.agent is not None and GPU_RESOURCE in free:
+            # Conservative: a GPU the agent reports unhealthy can't be handed out.
+            unhealthy = sum(
+                1 for g in rec.agent.topology.gpus if not g.healthy and not g.mig_enabled
+            )
+            free[GPU_RESOURCE] = max(0, free[GPU_RESOURCE] - unhealthy)
+        if "pods" in free:
+            free["pods"] = max(0, alloc["pods"] - len(rec.pods))
+        return free
+
+    def _changed(self, rec: _Record, kind: EventKind, before: _Signature) -> None:
+        rec.view = None
+        self._emit(InventoryEvent(kind, rec.name, self._gained(before, rec)))
+
+    def _record(self, name: str) -> tuple[_Record, bool]:
+        rec = self._records.get(name)
+        if rec is None:
+            rec = self._records[name] = _Record(name)
+            return rec, True
+        return rec, False
+
+    def _drop_if_empty(self, rec: _Record) -> bool:
+        if rec.agent is None and rec.kube is None and not rec.pods:
+            del self._records[rec.name]
+            return True
+        return False
+
+    # --- agent side ------------------------------------------------------------------------------
+
+    def apply_hello(
+        self,
+        node: str,
+        *,
+        agent_id: str,
+        agent_version: str,
+        seq: int,
+        topology: NodeTopology,
+        allocations: tuple[ContainerAllocation, ...],
+    ) -> None:
+        rec, new = self._record(node)
+        before = self._signature(None if new else rec)
+        was_stale = rec.stale
+        rec.agent = AgentReport(
+            agent_id=agent_id,
+            agent_version=agent_version,
+            seq=seq,
+            topology=topology,
+            allocations=allocations,
+            last_seen=self._clock(),
+        )
+        rec.stale = False
+        kind: EventKind = "added" if new else ("recovered" if was_stale else "updated")
+        self._changed(rec, kind, before)
+
+    def apply_delta(
+        self,
+        node: str,
+        *,
+        seq: int,
+        gpus: tuple[GpuState, ...],
+        allocations: tuple[ContainerAllocation, ...] | None,
+    ) -> None:
+        """Apply a validated delta. Raises ``FrameError`` (and changes nothing) if it doesn't fit
+        the node's reported topology; ``KeyError`` if the node never said hello."""
+        rec = self._records[node]
+        agent = rec.agent
+        if agent is None:
+            raise KeyError(node)
+        topology = apply_gpu_states(agent.topology, gpus)  # validates before anything changes
+        before = self._signature(rec)
+        was_stale = rec.stale
+        rec.agent = msgspec.structs.replace(
+            agent,
+            seq=seq,
+            topology=topology,
+            allocations=agent.allocations if allocations is None else allocations,
+            last_seen=self._clock(),
+            connected=True,
+        )
+        rec.stale = False
+        self._changed(rec, "recovered" if was_stale else "updated", before)
+
+    def touch(self, node: str) -> None:
+        """A heartbeat: the agent is alive and its state unchanged."""
+        rec = self._records.get(node)
+        if rec is None or rec.agent is None:
+            return
+        if not rec.agent.connected:
+            rec.view = None
+        rec.agent = msgspec.structs.replace(rec.agent, last_seen=self._clock(), connected=True)
+        if rec.stale:
+            before = self._signature(rec)
+            rec.stale = False
+            self._changed(rec, "recovered", before)
+
+    def agent_disconnected(self, node: str, agent_id: str) -> None:
+        """The stream closed. The node keeps its state until the TTL makes it stale."""
+        rec = self._records.get(node)
+        if rec is None or rec.agent is None or rec.agent.agent_id != agent_id:
+            return
+        rec.agent = msgspec.structs.replace(rec.agent, connected=False)
+        rec.view = None
+        self.generation += 1
+
+    def sweep(self) -> list[str]:
+        """Mark nodes whose agent is silent past the TTL stale; returns the newly stale names."""
+        now = self._clock()
+        newly: list[str] = []
+        for rec in self._records.values():
+            if rec.stale or rec.agent is None:
+                continue
+            if now - rec.agent.last_seen > self.stale_ttl_s:
+                before = self._signature(rec)
+                rec.stale = True
+                newly.append(rec.name)
+                self._changed(rec, "stale", before)
+        return newly
+
+    # --- API-server side -------------------------------------------------------------------------
+
+    def upsert_node(self, node: KubeNode) -> None:
+        rec, new = self._record(node.name)
+        if rec.kube == node:
+            return
+        before = self._signature(None if new else rec)
+        rec.kube = node
+        self._changed(rec, "added" if new else "updated", before)
+
+    def delete_node(self, name: str) -> None:
+        rec = self._records.get(name)
+        if rec is None or rec.kube is None:
+            return
+        before = self._signature(rec)
+        rec.kube = None
+        if self._drop_if_empty(rec):
+            self._emit(InventoryEvent("removed", name))
+        else:
+            self._changed(rec, "updated", before)
+
+    def upsert_pod(self, pod: BoundPod) -> None:
+        """A bound, non-terminal pod (any scheduler). Re-binding to another node moves it."""
+        old_node = self._pod_node.get(pod.uid)
+        if old_node is not None:
+            old = self._records[old_node].pods.get(pod.uid)
+            if old == pod:
+                return
+            self.delete_pod(pod.uid)
+        rec, new = self._record(pod.node)
+        before = self._signature(None if new else rec)
+        rec.pods[pod.uid] = pod
+        for k, v in pod.requests.items():
+            rec.requested[k] = rec.requested.get(k, 0) + v
+        self._pod_node[pod.uid] = pod.node
+        self._changed(rec, "added" if new else "updated", before)
+
+    def delete_pod(self, uid: str) -> None:
+        """The pod finished, was deleted, or left the node."""
+        node = self._pod_node.pop(uid, None)
+        if node is None:
+            return
+        rec = self._records[node]
+        before = self._signature(rec)
+        pod = rec.pods.pop(uid)
+        for k, v in pod.requests.items():
+            left = rec.requested.get(k, 0) - v
+            if left > 0:
+                rec.requested[k] = left
+            else:
+                rec.requested.pop(k, None)
+        if self._drop_if_empty(rec):
+            self._emit(InventoryEvent("removed", node))
+        else:
+            self._changed(rec, "updated", before)
+
+    def replace_nodes(self, nodes: list[KubeNode]) -> None:
+        """Resynchronise Node objects after a (re)list: drop those the API server no longer has."""
+        keep = {n.name for n in nodes}
+        for name in [r.name for r in self._records.values() if r.kube is not None]:
+            if name not in keep:
+                self.delete_node(name)
+        for n in nodes:
+            self.upsert_node(n)
+
+    def replace_pods(self, pods: list[BoundPod]) -> None:
+        """Resynchronise bound pods after a (re)list."""
+        keep = {p.uid for p in pods}
+        for uid in [u for u in self._pod_node if u not in keep]:
+            self.delete_pod(uid)
+        for p in pods:
+            self.upsert_pod(p)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def names(self) -> list[str]:
+        return sorted(self._records)
+
+    def node(self, name: str) -> NodeState | None:
+        rec = self._records.get(name)
+        return None if rec is None else self._view(rec)
+
+    def nodes(self) -> Iterator[NodeState]:
+        for name in self.names():
+            yield self._view(self._records[name])
+
+    def _view(self, rec: _Record) -> NodeState:
+        now = self._clock()
+        agent, kube = rec.agent, rec.kube
+        if rec.view is not None:
+            if agent is None:
+                return rec.view
+            return msgspec.structs.replace(
+                rec.view, last_seen_age_s=round(now - agent.last_seen, 3)
+            )
+        agent, kube = rec.agent, rec.kube
+        uses: dict[str, GpuUse] = {}
+        for pod in rec.pods.values():
+            for uuid in pod.assigned_gpus:
+                uses[uuid] = GpuUse(
+                    uuid=uuid, holder=f"{pod.namespace}/{pod.name}", source="annotation"
+                )
+        if agent is not None:
+            for alloc in agent.allocations:
+                for dev in alloc.devices:
+                    for uuid in dev.ids:
+                        uses[uuid] = GpuUse(
+                            uuid=uuid, holder=f"{alloc.namespace}/{alloc.pod}", source="agent"
+                        )
+        gpu_use: list[GpuUse] = []
+        if agent is not None:
+            for gpu in agent.topology.gpus:
+                gpu_use.append(uses.get(gpu.uuid, GpuUse(uuid=gpu.uuid)))
+                for inst in gpu.mig_instances:
+                    if inst.uuid:
+                        gpu_use.append(uses.get(inst.uuid, GpuUse(uuid=inst.uuid)))
+        view = NodeState(
+            name=rec.name,
+            stale=rec.stale,
+            connected=agent is not None and agent.connected,
+            schedulable=self._schedulable(rec),
+            ready=None if kube is None else kube.ready,
+            unschedulable=kube is not None and kube.unschedulable,
+            agent_id=None if agent is None else agent.agent_id,
+            agent_version=None if agent is None else agent.agent_version,
+            seq=None if agent is None else agent.seq,
+            last_seen_age_s=None if agent is None else round(now - agent.last_seen, 3),
+            labels={} if kube is None else kube.labels,
+            taints=() if kube is None else kube.taints,
+            allocatable=dict(self._allocatable(rec)),
+            requested=dict(rec.requested),
+            free=self._free(rec),
+            topology=None if agent is None else agent.topology,
+            allocations=() if agent is None else agent.allocations,
+            gpu_use=tuple(gpu_use),
+            pods=tuple(
+                PodUsage(
+                    namespace=p.namespace, name=p.name, scheduler=p.scheduler, requests=p.requests
+                )
+                for p in sorted(rec.pods.values(), key=lambda p: (p.namespace, p.name))
+            ),
+        )
+        rec.view = view  # last_seen_age_s is refreshed on every read of the cached view
+        return view
