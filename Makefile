@@ -28,6 +28,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/hadolint Dockerfile.agent Dockerfile.coordinator
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
