@@ -211,6 +211,11 @@ def _from_podgroup(
                 message=f"PodGroup {key} spec.scheduleTimeoutSeconds={raw!r}: expected seconds",
                 key=key,
             )
+        if raw <= 0:
+            return GangProblem(
+                message=f"PodGroup {key} spec.scheduleTimeoutSeconds={raw}: must be positive",
+                key=key,
+            )
         t = _timeout(str(raw), what=f"PodGroup {key} spec.scheduleTimeoutSeconds")
         if isinstance(t, str):
             return GangProblem(message=t, key=key)

@@ -314,7 +314,9 @@ class GangManager:
         gang = self._gangs.get(key)
         if gang is None:
             return Reject(f"pod group {key} is unknown")
-        return self._release(gang, f"reservations given to pod group {by}", backoff=False)
+        out = self._release(gang, f"reservations given to pod group {by}", backoff=False)
+        gang.last_failure = out.message
+        return out
 
     def order_key(self, key: GangKey) -> tuple[int, float, str, str]:
         """Queue order: higher priority first, then first seen, then namespace/name."""

@@ -9,9 +9,9 @@ partial reservation is ever held, so a gang that does not fit blocks nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from coordinator.domains.capacity import NodeState
+from coordinator.domains.capacity import NodeState, add, subtract
 from coordinator.domains.layout import DomainKeys, Layout
 from coordinator.domains.select import EligibleFn, Member, Placement, place_members
 from coordinator.domains.strategy import (
@@ -78,6 +78,25 @@ def plan_gang(
     return partial
 
 
+def with_reservations(
+    nodes: Sequence[NodeState], reservations: Iterable[Reservation]
+) -> list[NodeState]:
+    """The nodes as they are once ``reservations`` hold their capacity (new objects)."""
+    held: dict[str, dict[str, int]] = {}
+    for r in reservations:
+        add(held.setdefault(r.node, {}), r.requests)
+    out: list[NodeState] = []
+    for node in nodes:
+        taken = held.get(node.name)
+        if not taken:
+            out.append(node)
+            continue
+        free = dict(node.free)
+        subtract(free, taken)
+        out.append(replace(node, free=free))
+    return out
+
+
 def gang_intent(annotations: Iterable[Mapping[str, str]]) -> PlacementIntent | IntentError:
     """The placement intent of a gang: its members' annotations must agree."""
     found: PlacementIntent | None = None
@@ -96,4 +115,4 @@ def gang_intent(annotations: Iterable[Mapping[str, str]]) -> PlacementIntent | I
     return found or PlacementIntent()
 
 
-__all__ = ["GangPlan", "gang_intent", "plan_gang"]
+__all__ = ["GangPlan", "gang_intent", "plan_gang", "with_reservations"]

@@ -1,0 +1,211 @@
+"""Gang identity from the three vocabularies (Topos, KubeNexus, scheduler-plugins PodGroup), with
+clear errors for bad values and a clear wait for a PodGroup object that does not exist yet."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coordinator.gang.identity import (
+    GangKey,
+    GangProblem,
+    GangSpec,
+    gang_of,
+    gang_of_agent_pool,
+    parse_timeout,
+)
+
+
+def pod(
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    namespace: str = "ml",
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "worker-0",
+            "namespace": namespace,
+            "labels": labels or {},
+            "annotations": annotations or {},
+        },
+        "spec": {"schedulerName": "topos", "containers": [{"name": "c"}]},
+    }
+
+
+def test_pod_without_gang_labels_is_not_a_member() -> None:
+    assert gang_of(pod({"app": "web"})) is None
+
+
+def test_topos_labels_and_timeout_annotation() -> None:
+    spec = gang_of(
+        pod({"topos.io/gang": "train-1", "topos.io/gang-min": "8"}, {"topos.io/gang-timeout": "5m"})
+    )
+    assert spec == GangSpec(
+        key=GangKey("ml", "train-1"), min_member=8, timeout_s=300.0, source="topos"
+    )
+
+
+def test_kubenexus_labels() -> None:
+    spec = gang_of(
+        pod(
+            {
+                "pod-group.scheduling.kubenexus.io/name": "distributed-training",
+                "pod-group.scheduling.kubenexus.io/min-available": "4",
+            }
+        )
+    )
+    assert isinstance(spec, GangSpec)
+    assert (spec.key, spec.min_member, spec.source) == (
+        GangKey("ml", "distributed-training"),
+        4,
+        "kubenexus",
+    )
+
+
+def test_scheduler_plugins_pod_group_object() -> None:
+    labels = {"scheduling.x-k8s.io/pod-group": "pg-1"}
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg-1", "namespace": "ml"},
+        "spec": {"minMember": 3, "scheduleTimeoutSeconds": 120},
+    }
+    spec = gang_of(pod(labels), {("ml", "pg-1"): group})
+    assert spec == GangSpec(
+        key=GangKey("ml", "pg-1"), min_member=3, timeout_s=120.0, source="podgroup"
+    )
+
+
+def test_pod_group_label_without_object_waits_with_a_clear_message() -> None:
+    result = gang_of(pod({"scheduling.x-k8s.io/pod-group": "pg-2"}), {})
+    assert isinstance(result, GangProblem)
+    assert result.waiting
+    assert result.key == GangKey("ml", "pg-2")
+    assert "PodGroup ml/pg-2" in result.message
+    assert "does not exist yet" in result.message
+
+
+def test_pod_group_in_another_namespace_does_not_count() -> None:
+    group = {"metadata": {"name": "pg"}, "spec": {"minMember": 2}}
+    result = gang_of(pod({"scheduling.x-k8s.io/pod-group": "pg"}), {("other", "pg"): group})
+    assert isinstance(result, GangProblem)
+    assert result.waiting
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("0", "at least 1 member"),
+        ("-3", "at least 1 member"),
+        ("eight", "whole number"),
+        ("2.5", "whole number"),
+        ("", "whole number"),
+        ("10001", "more than 10000"),
+    ],
+)
+def test_bad_member_counts(value: str, fragment: str) -> None:
+    result = gang_of(pod({"topos.io/gang": "g", "topos.io/gang-min": value}))
+    assert isinstance(result, GangProblem)
+    assert not result.waiting
+    assert fragment in result.message
+    assert "topos.io/gang-min" in result.message
+
+
+def test_bad_kubenexus_count_names_the_kubenexus_label() -> None:
+    result = gang_of(
+        pod(
+            {
+                "pod-group.scheduling.kubenexus.io/name": "g",
+                "pod-group.scheduling.kubenexus.io/min-available": "-1",
+            }
+        )
+    )
+    assert isinstance(result, GangProblem)
+    assert "pod-group.scheduling.kubenexus.io/min-available" in result.message
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"minMember": 0}, {"minMember": "lots"}, {"minMember": True}, {}, {"minMember": 20000}],
+)
+def test_bad_pod_group_objects(spec: dict[str, Any]) -> None:
+    result = gang_of(pod({"scheduling.x-k8s.io/pod-group": "pg"}), {("ml", "pg"): {"spec": spec}})
+    assert isinstance(result, GangProblem)
+    assert "spec.minMember" in result.message
+
+
+def test_bad_pod_group_timeout() -> None:
+    result = gang_of(
+        pod({"scheduling.x-k8s.io/pod-group": "pg"}),
+        {("ml", "pg"): {"spec": {"minMember": 2, "scheduleTimeoutSeconds": -5}}},
+    )
+    assert isinstance(result, GangProblem)
+    assert "positive" in result.message
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "0", "5x", "9999h"])
+def test_bad_timeouts(value: str) -> None:
+    result = gang_of(
+        pod({"topos.io/gang": "g", "topos.io/gang-min": "2"}, {"topos.io/gang-timeout": value})
+    )
+    assert isinstance(result, GangProblem)
+    assert "topos.io/gang-timeout" in result.message
+
+
+def test_missing_min_and_conflicting_names() -> None:
+    missing = gang_of(pod({"topos.io/gang": "g"}))
+    assert isinstance(missing, GangProblem)
+    assert "topos.io/gang-min" in missing.message
+    both = gang_of(pod({"topos.io/gang": "a", "pod-group.scheduling.kubenexus.io/name": "b"}))
+    assert isinstance(both, GangProblem)
+    assert "contradictory" in both.message
+    two = gang_of(
+        pod(
+            {
+                "topos.io/gang": "a",
+                "topos.io/gang-min": "2",
+                "scheduling.x-k8s.io/pod-group": "b",
+            }
+        )
+    )
+    assert isinstance(two, GangProblem)
+    assert "two pod groups" in two.message
+
+
+def test_garbage_metadata_is_not_a_crash() -> None:
+    assert gang_of({"metadata": "nonsense"}) is None
+    assert gang_of({}) is None
+    assert gang_of({"metadata": {"labels": ["x"]}}) is None
+
+
+def test_durations() -> None:
+    assert parse_timeout("90") == 90.0
+    assert parse_timeout("90s") == 90.0
+    assert parse_timeout("1h30m") == 5400.0
+    assert parse_timeout("") is None
+    assert parse_timeout("h") is None
+
+
+def test_neuronetes_agent_pool_gang() -> None:
+    pool = {
+        "apiVersion": "neuronetes.io/v1alpha1",
+        "kind": "AgentPool",
+        "metadata": {"name": "pipeline-parallel-pool", "namespace": "ml"},
+        "spec": {
+            "minReplicas": 4,
+            "scheduling": {"gangScheduling": {"enabled": True, "minMembers": 4}},
+        },
+    }
+    spec = gang_of_agent_pool(pool)
+    assert isinstance(spec, GangSpec)
+    assert (spec.key, spec.min_member, spec.source) == (
+        GangKey("ml", "pipeline-parallel-pool"),
+        4,
+        "agentpool",
+    )
+    pool["spec"]["scheduling"]["gangScheduling"]["enabled"] = False  # type: ignore[index]
+    assert gang_of_agent_pool(pool) is None
+    pool["spec"]["scheduling"]["gangScheduling"] = {"enabled": True, "minMembers": 0}  # type: ignore[index]
+    bad = gang_of_agent_pool(pool)
+    assert isinstance(bad, GangProblem)

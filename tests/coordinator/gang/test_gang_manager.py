@@ -1,0 +1,253 @@
+"""The gang manager's all-or-nothing state machine with a fake clock: gangs that fit, that don't,
+that time out, that race each other (whole-gang and member-by-member), and that must not block
+smaller work."""
+
+from __future__ import annotations
+
+from coordinator.domains.capacity import GPU, NodeState
+from coordinator.domains.select import Member
+from coordinator.gang.identity import GangKey, GangSpec
+from coordinator.gang.manager import Allow, GangManager, Reject, Reservation, Wait
+from coordinator.gang.plan import GangPlan, plan_gang, with_reservations
+from coordinator.scheduling.status import Status
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def spec(name: str, n: int, timeout: float | None = None) -> GangSpec:
+    return GangSpec(key=GangKey("ml", name), min_member=n, timeout_s=timeout, source="topos")
+
+
+def pods(name: str, n: int) -> list[str]:
+    return [f"ml/{name}-{i}" for i in range(n)]
+
+
+def res(pod: str, node: str, gpus: int = 8) -> Reservation:
+    return Reservation(pod=pod, node=node, requests={GPU: gpus})
+
+
+def cluster(n: int = 4) -> list[NodeState]:
+    return [
+        NodeState(
+            name=f"n{i}",
+            labels={"topos.io/leaf": "leaf-1"},
+            allocatable={GPU: 8},
+            free={GPU: 8},
+        )
+        for i in range(1, n + 1)
+    ]
+
+
+def manager(clock: Clock | None = None, **kw: float) -> GangManager:
+    return GangManager(clock=clock or Clock(), **kw)
+
+
+def test_gang_that_fits_is_released_together_only_when_min_members_hold_reservations() -> None:
+    m = manager()
+    key = GangKey("ml", "train-1")
+    for p in pods("train-1", 8):
+        m.observe(p, spec("train-1", 8))
+    verdicts = [m.reserve(key, [res(p, f"n{i}")]) for i, p in enumerate(pods("train-1", 8))]
+    assert all(isinstance(v, Wait) for v in verdicts[:7])
+    first = verdicts[2]
+    assert isinstance(first, Wait)
+    assert first.message == "waiting for pod group train-1: 3/8 members placed"
+    last = verdicts[7]
+    assert isinstance(last, Allow)
+    assert last.pods == tuple(sorted(pods("train-1", 8)))
+    for p in last.pods:
+        m.bound(p)
+    status = m.status(key)
+    assert status is not None
+    assert (status.phase, status.bound, status.reserved) == ("Bound", 8, 0)
+    # a ninth member of a bound gang schedules without waiting
+    m.observe("ml/train-1-8", spec("train-1", 8))
+    assert m.reserve(key, [res("ml/train-1-8", "n9")]) == Allow(("ml/train-1-8",))
+
+
+def test_message_counts_missing_pods() -> None:
+    m = manager()
+    for p in pods("spark", 5):
+        m.observe(p, spec("spark", 11))
+    key = GangKey("ml", "spark")
+    assert m.message(key) == "waiting for pod group spark: 0/11 members placed (5 of 11 pods exist)"
+    assert not m.ready_to_plan(key)
+    assert m.status(key).phase == "Pending"  # type: ignore[union-attr]
+
+
+def test_whole_gang_plan_reserve_and_a_second_gang_that_no_longer_fits_holds_nothing() -> None:
+    m = manager()
+    nodes = cluster(4)
+    a, b = GangKey("ml", "a"), GangKey("ml", "b")
+    for p in pods("a", 3):
+        m.observe(p, spec("a", 3))
+    for p in pods("b", 3):
+        m.observe(p, spec("b", 3))
+    assert m.ready_to_plan(a)
+    assert m.ready_to_plan(b)
+
+    members_a = [Member(name=p, requests={GPU: 8}) for p in m.unplaced(a)]
+    plan_a = plan_gang(members_a, nodes, min_member=3)
+    assert isinstance(plan_a, GangPlan)
+    verdict = m.reserve(a, plan_a.reservations(members_a))
+    assert isinstance(verdict, Allow)
+    assert len(verdict.pods) == 3
+
+    # the next cycle sees a's reservations in its capacity; b (each fits alone) cannot fit now
+    after = with_reservations(nodes, m.reservations())
+    members_b = [Member(name=p, requests={GPU: 8}) for p in m.unplaced(b)]
+    plan_b = plan_gang(members_b, after, min_member=3)
+    assert isinstance(plan_b, Status)
+    rejected = m.reject(b, plan_b.message)
+    assert rejected.released == ()
+    assert m.message(b).startswith("waiting for pod group b: 0/3 members placed; 0/4 nodes")
+    assert "3 Insufficient nvidia.com/gpu" in m.message(b)
+    # no head-of-line blocking: b holds nothing, so a 1-GPU pod still fits on the free node
+    small = plan_gang([Member(name="ml/small", requests={GPU: 1})], after)
+    assert isinstance(small, GangPlan)
+    # once a is bound and leaves, b fits
+    for p in pods("a", 3):
+        m.bound(p)
+        m.remove(p)
+    plan_b = plan_gang(members_b, with_reservations(nodes, m.reservations()), min_member=3)
+    assert isinstance(plan_b, GangPlan)
+    assert isinstance(m.reserve(b, plan_b.reservations(members_b)), Allow)
+
+
+def test_member_by_member_race_the_older_gang_takes_the_younger_ones_reservations() -> None:
+    clock = Clock()
+    m = manager(clock)
+    a, b = GangKey("ml", "a"), GangKey("ml", "b")
+    for p in pods("a", 3):
+        m.observe(p, spec("a", 3))
+    clock.now += 1
+    for p in pods("b", 3):
+        m.observe(p, spec("b", 3))
+    # interleaved reservations fill the 4-node cluster: a 2/3, b 2/3 — neither can finish
+    assert isinstance(m.reserve(a, [res("ml/a-0", "n1")]), Wait)
+    assert isinstance(m.reserve(b, [res("ml/b-0", "n2")]), Wait)
+    assert isinstance(m.reserve(a, [res("ml/a-1", "n3")]), Wait)
+    assert isinstance(m.reserve(b, [res("ml/b-1", "n4")]), Wait)
+    # b may take nothing from a (a is older); a may take b's reservations
+    assert m.stealable(b) == []
+    victims = m.stealable(a)
+    assert [k for k, _ in victims] == [b]
+    released = m.revoke(b, by=a)
+    assert {r.node for r in released.released} == {"n2", "n4"}
+    assert isinstance(m.reserve(a, [res("ml/a-2", "n2")]), Allow)
+    assert m.status(b).reserved == 0  # type: ignore[union-attr]
+    assert "reservations given to pod group ml/a" in m.message(b)
+
+
+def test_priority_beats_age_in_the_order() -> None:
+    clock = Clock()
+    m = manager(clock)
+    m.observe("ml/old-0", spec("old", 2), priority=0)
+    clock.now += 10
+    m.observe("ml/vip-0", spec("vip", 2), priority=1000)
+    m.reserve(GangKey("ml", "old"), [res("ml/old-0", "n1")])
+    assert [k for k, _ in m.stealable(GangKey("ml", "vip"))] == [GangKey("ml", "old")]
+    assert m.stealable(GangKey("ml", "old")) == []
+
+
+def test_timeout_releases_the_whole_reservation_then_backs_off() -> None:
+    clock = Clock()
+    m = manager(clock, backoff_s=10.0)
+    key = GangKey("ml", "t")
+    for p in pods("t", 3):
+        m.observe(p, spec("t", 3, timeout=60))
+    m.reserve(key, [res("ml/t-0", "n1"), res("ml/t-1", "n2")])
+    clock.now += 59
+    assert m.tick() == []
+    clock.now += 1
+    expired = m.tick()
+    assert len(expired) == 1
+    gone_key, verdict = expired[0]
+    assert gone_key == key
+    assert {r.pod for r in verdict.released} == {"ml/t-0", "ml/t-1"}
+    assert verdict.message == "pod group t timed out after 60s: 2/3 members placed"
+    assert m.reservations() == []
+    assert m.status(key).phase == "TimedOut"  # type: ignore[union-attr]
+    assert not m.ready_to_plan(key)
+    clock.now += 10
+    assert m.ready_to_plan(key)
+    assert "timed out" in m.message(key)
+    # a fresh timeout for the new attempt
+    assert m.status(key).deadline == clock.now + 60  # type: ignore[union-attr]
+
+
+def test_bind_failure_releases_the_rest_and_evicts_what_bound() -> None:
+    m = manager()
+    key = GangKey("ml", "g")
+    for p in pods("g", 3):
+        m.observe(p, spec("g", 3))
+    verdict = m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("g", 3))])
+    assert isinstance(verdict, Allow)
+    m.bound("ml/g-0")
+    failed = m.bind_failed("ml/g-1", "node n1 is gone")
+    assert isinstance(failed, Reject)
+    assert failed.evict == ("ml/g-0",)
+    assert {r.pod for r in failed.released} == {"ml/g-1", "ml/g-2"}
+    assert m.reservations() == []
+
+
+def test_deleting_a_reserved_member_releases_the_whole_gang() -> None:
+    m = manager()
+    key = GangKey("ml", "g")
+    for p in pods("g", 3):
+        m.observe(p, spec("g", 3))
+    m.reserve(key, [res("ml/g-0", "n1"), res("ml/g-1", "n2")])
+    out = m.remove("ml/g-0")
+    assert out is not None
+    assert {r.pod for r in out.released} == {"ml/g-0", "ml/g-1"}
+    assert m.reservations() == []
+    assert m.status(key).members == 2  # type: ignore[union-attr]
+
+
+def test_unknown_pods_and_gangs_are_refused_not_crashed() -> None:
+    m = manager()
+    key = GangKey("ml", "g")
+    assert isinstance(m.reserve(key, [res("ml/x", "n1")]), Reject)
+    m.observe("ml/g-0", spec("g", 2))
+    outsider = m.reserve(key, [res("ml/intruder", "n1")])
+    assert isinstance(outsider, Reject)
+    assert "not a member" in outsider.message
+    assert m.remove("ml/never-seen") is None
+    assert m.bind_failed("ml/never-seen", "x") is None
+
+
+def test_members_disagreeing_on_min_use_the_larger_and_say_so() -> None:
+    m = manager()
+    m.observe("ml/g-0", spec("g", 4))
+    m.observe("ml/g-1", spec("g", 6))
+    status = m.status(GangKey("ml", "g"))
+    assert status is not None
+    assert status.min_member == 6
+    assert "disagree" in status.problems[0]
+
+
+def test_restart_rebuilds_a_bound_gang_from_bound_pods() -> None:
+    m = manager()
+    for p in pods("g", 2):
+        m.observe(p, spec("g", 2), bound=True)
+    status = m.status(GangKey("ml", "g"))
+    assert status is not None
+    assert status.phase == "Bound"
+    assert m.tick() == []  # a bound gang never times out
+
+
+def test_plan_gang_falls_back_to_min_members() -> None:
+    members = [Member(name=f"ml/w-{i}", requests={GPU: 8}) for i in range(5)]
+    plan = plan_gang(members, cluster(4), min_member=4)
+    assert isinstance(plan, GangPlan)
+    assert plan.planned == ("ml/w-0", "ml/w-1", "ml/w-2", "ml/w-3")
+    assert plan.left_over == ("ml/w-4",)
+    short = plan_gang(members[:2], cluster(4), min_member=3)
+    assert isinstance(short, Status)
+    assert "2/3 members exist" in short.message
