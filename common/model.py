@@ -158,6 +158,11 @@ class Gpu(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     mig_creatable: tuple[MigProfileCapacity, ...] = ()
     healthy: bool = True
     health_reason: str | None = None
+    # NUMA nodes near the GPU as `nvidia-smi topo -m` prints them ("NUMA Affinity"; Grace Hopper:
+    # "0,5-11"); numa_node is the first of them. () = none visible, None = unknown.
+    numa_affinity: tuple[int, ...] | None = None
+    # The GPU's own memory as a NUMA node ("GPU NUMA ID"; coherent C2C parts such as GH200).
+    memory_numa_node: int | None = None
 
 
 class Nic(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -185,6 +190,8 @@ class NodeTopology(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     nics: tuple[Nic, ...] = ()
     # nic_links[i][k] is the cell between GPU i and NIC k
     nic_links: tuple[tuple[str, ...], ...] = ()
+    # nic_nic_links[k][l] is the cell between NIC k and NIC l ("X" on the diagonal), when known
+    nic_nic_links: tuple[tuple[str, ...], ...] = ()
     numa_nodes: tuple[NumaNode, ...] = ()
     cpu_count: int | None = None
     memory_mib: int | None = None
