@@ -1,0 +1,127 @@
+"""The pod-facing vocabulary of DESIGN.md §4: annotation and label keys users write on their pods,
+with the seed projects' names accepted as aliases, the values they may take, and the keys the
+coordinator writes back on a pod when it places it.
+
+Reading is pure: :func:`lookup` finds a canonical key or any alias and reports a conflict when
+two spellings disagree, so a pod carrying both ``topos.io/numa-policy: single-numa`` and
+``numa.scheduling.kubenexus.io/policy: isolated`` is rejected with both names in the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "ASSIGNED_GPUS",
+    "ASSIGNED_NUMA",
+    "GANG",
+    "GANG_MIN",
+    "GANG_TIMEOUT",
+    "GPU_COUNT",
+    "GPU_LOCALITY",
+    "GPU_LOCALITY_VALUES",
+    "GPU_MEMORY_MIN",
+    "LATENCY_SENSITIVE",
+    "MIG_PROFILE",
+    "NETWORK_BANDWIDTH",
+    "NUMA_POLICY",
+    "NUMA_POLICY_VALUES",
+    "NUMA_RESOURCES",
+    "NUMA_RESOURCE_VALUES",
+    "PLACEMENT",
+    "PLACEMENT_SCORE",
+    "PLACEMENT_VALUES",
+    "POD_GROUP_X_K8S",
+    "PREFERRED_DOMAIN",
+    "SCHEDULER_NAME",
+    "Key",
+    "KeyConflict",
+    "lookup",
+]
+
+SCHEDULER_NAME: Final = "topos"
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One pod-facing key: the canonical name, its accepted aliases, and where it lives."""
+
+    canonical: str
+    aliases: tuple[str, ...] = ()
+    where: str = "annotation"  # "annotation" | "label"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.canonical, *self.aliases)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConflict:
+    """Two spellings of one key carry different values."""
+
+    key: Key
+    values: tuple[tuple[str, str], ...]  # (name, value) for each spelling present
+
+    @property
+    def message(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.values)
+        return f"contradictory {self.key.where}s: {shown}"
+
+
+# --- what users write -------------------------------------------------------------------------
+GPU_LOCALITY: Final = Key("topos.io/gpu-locality")
+GPU_LOCALITY_VALUES: Final = ("nvlink", "same-socket", "same-node", "any")
+
+NUMA_POLICY: Final = Key("topos.io/numa-policy", ("numa.scheduling.kubenexus.io/policy",))
+NUMA_POLICY_VALUES: Final = ("best-effort", "restricted", "single-numa", "isolated")
+NUMA_RESOURCES: Final = Key("topos.io/numa-resources", ("numa.scheduling.kubenexus.io/resources",))
+NUMA_RESOURCE_VALUES: Final = ("cpu", "memory", "nvidia.com/gpu")
+
+GANG: Final = Key("topos.io/gang", ("pod-group.scheduling.kubenexus.io/name",), "label")
+GANG_MIN: Final = Key(
+    "topos.io/gang-min", ("pod-group.scheduling.kubenexus.io/min-available",), "label"
+)
+GANG_TIMEOUT: Final = Key("topos.io/gang-timeout")
+# scheduler-plugins' PodGroup: the label names a PodGroup object whose spec holds minMember.
+POD_GROUP_X_K8S: Final = Key("scheduling.x-k8s.io/pod-group", (), "label")
+
+PLACEMENT: Final = Key("topos.io/placement", ("topology.scheduler/placement-strategy",))
+PLACEMENT_VALUES: Final = ("consolidated", "balanced", "distributed")
+PREFERRED_DOMAIN: Final = Key("topos.io/preferred-domain", ("topology.scheduler/preferred-domain",))
+# Seed-003 job hints, accepted as written (coordinator.domains.strategy parses them).
+GPU_COUNT: Final = Key("topos.io/gpu-count", ("topology.scheduler/gpu-count",))
+NETWORK_BANDWIDTH: Final = Key(
+    "topos.io/network-bandwidth", ("topology.scheduler/network-bandwidth",)
+)
+LATENCY_SENSITIVE: Final = Key(
+    "topos.io/latency-sensitive", ("topology.scheduler/latency-sensitive",)
+)
+
+GPU_MEMORY_MIN: Final = Key("topos.io/gpu-memory-min")
+MIG_PROFILE: Final = Key("topos.io/mig-profile")
+
+# --- what the coordinator writes on a pod before binding -------------------------------------
+ASSIGNED_GPUS: Final = "topos.io/assigned-gpus"  # comma-separated GPU (or MIG device) UUIDs
+ASSIGNED_NUMA: Final = "topos.io/assigned-numa"  # comma-separated NUMA node ids
+PLACEMENT_SCORE: Final = "topos.io/placement-score"  # the winning node's total score
+
+
+def lookup(key: Key, values: Mapping[str, str]) -> tuple[str | None, KeyConflict | None]:
+    """The value of ``key`` in ``values`` (a pod's annotations or labels) under any spelling.
+
+    Returns ``(value, None)``; ``(None, None)`` when absent; ``(None, conflict)`` when two
+    spellings are present with different values (surrounding whitespace ignored).
+    """
+    found: list[tuple[str, str]] = []
+    for name in key.names:
+        value = values.get(name)
+        if value is not None:
+            found.append((name, value))
+    if not found:
+        return None, None
+    distinct = {value.strip() for _, value in found}
+    if len(distinct) > 1:
+        return None, KeyConflict(key, tuple(found))
+    return found[0][1].strip(), None

@@ -1,0 +1,467 @@
+"""The scheduler's view of nodes and the pods on them, and the :class:`Snapshot` one cycle uses.
+
+Building a snapshot (this is what the inventory does, and what tests do)::
+
+    node = NodeInfo.build(
+        "gpu-1",
+        labels={"kubernetes.io/hostname": "gpu-1", "topos.io/gpu.product": "H100"},
+        allocatable={"cpu": 224_000, "memory": 2 * 2**40, "pods": 110, "nvidia.com/gpu": 8},
+        taints=(Taint("dedicated", "gpu", "NoSchedule"),),
+        topology=node_topology,          # common.model.NodeTopology, or None without an agent
+        pods=(PodInfo.from_pod_object(p) for p in pods_bound_there),
+    )
+    snapshot = Snapshot([node, ...], namespaces={"default": {}})
+
+Units: ``cpu`` in millicores, ``memory``/``ephemeral-storage`` in bytes, everything else
+(``pods``, ``nvidia.com/gpu``, ``nvidia.com/mig-1g.10gb``) in whole units — the same units
+:class:`~coordinator.scheduling.podspec.PodRequest` uses.
+
+A :class:`NodeInfo` is immutable; everything derived from its pods (requested resources, which
+GPU and MIG instance each pod holds, free CPU and memory per NUMA node) is computed once when it is
+built. :meth:`Snapshot.assume` and :meth:`Snapshot.forget` replace one node's ``NodeInfo`` and keep
+the snapshot's indexes current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from common import podkeys
+from common.model import NodeTopology
+
+from .podspec import (
+    GPU_RESOURCE,
+    AffinityTerm,
+    PodRequest,
+    Taint,
+    WeightedAffinityTerm,
+    parse_affinity_terms,
+    parse_pod_lenient_requests,
+)
+
+__all__ = [
+    "NOT_READY_TAINT",
+    "UNSCHEDULABLE_TAINT",
+    "NodeInfo",
+    "NumaUse",
+    "Placement",
+    "PodInfo",
+    "Snapshot",
+    "mig_device_id",
+]
+
+NOT_READY_TAINT: Final = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class NumaUse:
+    """CPU (millicores) and memory (bytes) a pod holds on one NUMA node."""
+
+    numa: int
+    cpu_milli: int = 0
+    memory: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """What a pod holds inside its node: GPUs, MIG instances, NUMA nodes."""
+
+    gpus: tuple[int, ...] = ()  # whole GPU indices
+    mig: tuple[tuple[int, int], ...] = ()  # (GPU index, GPU-instance id)
+    numa: tuple[int, ...] = ()  # NUMA node ids
+    numa_usage: tuple[NumaUse, ...] = ()  # per-NUMA CPU/memory when the pod is NUMA-pinned
+    exclusive_numa: bool = False  # NUMA nodes held exclusively (policy isolated)
+
+
+def mig_device_id(topology: NodeTopology, gpu: int, gi_id: int) -> str:
+    """The id written in ``topos.io/assigned-gpus`` for a MIG instance: its ``MIG-…`` UUID when
+    known, else ``<GPU UUID>/gi<id>``."""
+    g = topology.gpus[gpu]
+    for inst in g.mig_instances:
+        if inst.gi_id == gi_id and inst.uuid:
+            return inst.uuid
+    return f"{g.uuid}/gi{gi_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """A pod already on a node (bound by any scheduler) or assumed onto it this cycle."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, int] = field(default_factory=dict)
+    priority: int = 0
+    uid: str = ""
+    # device ids from topos.io/assigned-gpus (GPU UUIDs, MIG UUIDs or "<GPU UUID>/gi<n>"),
+    # or from the agent's PodResources report
+    device_ids: tuple[str, ...] = ()
+    placement: Placement | None = None  # set when known by index (assumed pods)
+    numa: tuple[int, ...] = ()  # from topos.io/assigned-numa
+    exclusive_numa: bool = False
+    affinity: tuple[AffinityTerm, ...] = ()
+    anti_affinity: tuple[AffinityTerm, ...] = ()
+    affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
+    anti_affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def has_affinity(self) -> bool:
+        return bool(
+            self.affinity
+            or self.anti_affinity
+            or self.affinity_preferred
+            or self.anti_affinity_preferred
+        )
+
+    @classmethod
+    def from_request(cls, pod: PodRequest, placement: Placement) -> PodInfo:
+        return cls(
+            namespace=pod.namespace,
+            name=pod.name,
+            labels=pod.labels,
+            requests=pod.requests,
+            priority=pod.priority,
+            uid=pod.uid,
+            placement=placement,
+            numa=placement.numa,
+            exclusive_numa=placement.exclusive_numa,
+            affinity=pod.pod_affinity,
+            anti_affinity=pod.pod_anti_affinity,
+            affinity_preferred=pod.pod_affinity_preferred,
+            anti_affinity_preferred=pod.pod_anti_affinity_preferred,
+        )
+
+    @classmethod
+    def from_pod_object(cls, obj: Mapping[str, object]) -> PodInfo | None:
+        """A bound pod as the API server returns it; ``None`` for pods that hold nothing (ended).
+
+        Lenient by design: a running pod's odd annotation must not hide the capacity it uses.
+        """
+        meta = obj.get("metadata")
+        spec = obj.get("spec")
+        status = obj.get("status")
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
+            return None
+        if isinstance(status, Mapping) and status.get("phase") in _TERMINAL_PHASES:
+            return None
+        namespace = str(meta.get("namespace") or "default")
+        labels_raw = meta.get("labels")
+        labels = (
+            {str(k): str(v) for k, v in labels_raw.items()}
+            if isinstance(labels_raw, Mapping)
+            else {}
+        )
+        ann_raw = meta.get("annotations")
+        annotations = (
+            {str(k): str(v) for k, v in ann_raw.items()} if isinstance(ann_raw, Mapping) else {}
+        )
+        devices = tuple(
+            d.strip() for d in annotations.get(podkeys.ASSIGNED_GPUS, "").split(",") if d.strip()
+        )
+        numa: list[int] = []
+        for part in annotations.get(podkeys.ASSIGNED_NUMA, "").split(","):
+            if part.strip().isdigit():
+                numa.append(int(part))
+        policy, _ = podkeys.lookup(podkeys.NUMA_POLICY, annotations)
+        terms: dict[str, tuple[tuple[AffinityTerm, ...], tuple[WeightedAffinityTerm, ...]]] = {}
+        affinity = spec.get("affinity")
+        for kind in ("podAffinity", "podAntiAffinity"):
+            block = affinity.get(kind) if isinstance(affinity, Mapping) else None
+            try:
+                terms[kind] = (
+                    parse_affinity_terms(block, kind, namespace, labels)
+                    if isinstance(block, Mapping)
+                    else ((), ())
+                )
+            except Exception:  # a malformed term on a running pod constrains nothing
+                terms[kind] = ((), ())
+        priority = spec.get("priority")
+        return cls(
+            namespace=namespace,
+            name=str(meta.get("name") or ""),
+            labels=labels,
+            requests=parse_pod_lenient_requests(spec),
+            priority=priority if isinstance(priority, int) else 0,
+            uid=str(meta.get("uid") or ""),
+            device_ids=devices,
+            numa=tuple(numa),
+            exclusive_numa=policy == "isolated",
+            affinity=terms["podAffinity"][0],
+            affinity_preferred=terms["podAffinity"][1],
+            anti_affinity=terms["podAntiAffinity"][0],
+            anti_affinity_preferred=terms["podAntiAffinity"][1],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NumaFree:
+    """Free capacity of one NUMA node."""
+
+    numa: int
+    cpu_milli: int
+    memory: int
+    gpus: tuple[int, ...]  # free whole GPUs attached to it
+    busy: bool  # some pod holds CPU, memory or a device here
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    stale: bool = False  # the node's agent went silent: no new placements
+    topology: NodeTopology | None = None
+    pods: tuple[PodInfo, ...] = ()
+    # --- derived (computed by build) ---
+    requested: Mapping[str, int] = field(default_factory=dict)
+    effective_taints: tuple[Taint, ...] = ()
+    gpu_owner: Mapping[int, str] = field(default_factory=dict)
+    mig_owner: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    free_gpus: tuple[int, ...] = ()
+    free_mig: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    numa_free: tuple[NumaFree, ...] = ()
+    unattributed_gpus: int = 0  # GPUs pods hold without saying which (other schedulers)
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        allocatable: Mapping[str, int] | None = None,
+        taints: Sequence[Taint] = (),
+        unschedulable: bool = False,
+        ready: bool = True,
+        stale: bool = False,
+        topology: NodeTopology | None = None,
+        pods: Iterable[PodInfo] = (),
+        requested: Mapping[str, int] | None = None,
+    ) -> NodeInfo:
+        """A node with everything derived from its pods. ``requested`` overrides the sum of the
+        pods' requests (when the inventory tracks it separately)."""
+        pods_t = tuple(pods)
+        labels = dict(labels or {})
+        labels.setdefault("kubernetes.io/hostname", name)
+        req: dict[str, int] = {}
+        if requested is None:
+            for p in pods_t:
+                for k, v in p.requests.items():
+                    req[k] = req.get(k, 0) + v
+        else:
+            req.update(requested)
+        req["pods"] = max(req.get("pods", 0), len(pods_t))
+        eff = list(taints)
+        if not ready and not any(t.key == NOT_READY_TAINT.key for t in eff):
+            eff.append(NOT_READY_TAINT)
+        gpu_owner, mig_owner, numa_use, busy = _device_use(topology, pods_t)
+        held = sum(p.requests.get(GPU_RESOURCE, 0) for p in pods_t)
+        attributed = len(gpu_owner) + len(mig_owner)
+        free_gpus: tuple[int, ...] = ()
+        free_mig: dict[str, tuple[tuple[int, int], ...]] = {}
+        numa_free: tuple[NumaFree, ...] = ()
+        if topology is not None:
+            free_gpus = tuple(
+                g.index
+                for g in topology.gpus
+                if g.healthy and not g.mig_enabled and g.index not in gpu_owner
+            )
+            mig: dict[str, list[tuple[int, int]]] = {}
+            for g in topology.gpus:
+                if not (g.healthy and g.mig_enabled):
+                    continue
+                for inst in g.mig_instances:
+                    if (g.index, inst.gi_id) not in mig_owner:
+                        mig.setdefault(inst.profile, []).append((g.index, inst.gi_id))
+            free_mig = {k: tuple(v) for k, v in mig.items()}
+            numa_free = tuple(
+                NumaFree(
+                    numa=n.id,
+                    cpu_milli=len(n.cpus) * 1000 - numa_use.get(n.id, (0, 0))[0],
+                    memory=(n.memory_mib or 0) * 2**20 - numa_use.get(n.id, (0, 0))[1],
+                    gpus=tuple(i for i in free_gpus if topology.gpus[i].numa_node == n.id),
+                    busy=n.id in busy,
+                )
+                for n in topology.numa_nodes
+            )
+        return cls(
+            name=name,
+            labels=labels,
+            allocatable=dict(allocatable or {}),
+            taints=tuple(taints),
+            unschedulable=unschedulable,
+            ready=ready,
+            stale=stale,
+            topology=topology,
+            pods=pods_t,
+            requested=req,
+            effective_taints=tuple(eff),
+            gpu_owner=gpu_owner,
+            mig_owner=mig_owner,
+            free_gpus=free_gpus,
+            free_mig=free_mig,
+            numa_free=numa_free,
+            unattributed_gpus=max(0, held - attributed),
+        )
+
+    def rebuild(self, pods: Iterable[PodInfo]) -> NodeInfo:
+        return NodeInfo.build(
+            self.name,
+            labels=self.labels,
+            allocatable=self.allocatable,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            ready=self.ready,
+            stale=self.stale,
+            topology=self.topology,
+            pods=pods,
+        )
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+
+    @property
+    def free_whole_gpus(self) -> int:
+        """Whole GPUs a new pod could get here (known free, minus those held anonymously)."""
+        if self.topology is None:
+            return max(0, self.free(GPU_RESOURCE))
+        return max(0, len(self.free_gpus) - self.unattributed_gpus)
+
+
+def _device_use(
+    topology: NodeTopology | None, pods: Sequence[PodInfo]
+) -> tuple[dict[int, str], dict[tuple[int, int], str], dict[int, tuple[int, int]], set[int]]:
+    gpu_owner: dict[int, str] = {}
+    mig_owner: dict[tuple[int, int], str] = {}
+    numa_use: dict[int, tuple[int, int]] = {}
+    busy: set[int] = set()
+    if topology is None:
+        return gpu_owner, mig_owner, numa_use, busy
+    by_uuid: dict[str, int] = {g.uuid: g.index for g in topology.gpus}
+    by_mig: dict[str, tuple[int, int]] = {}
+    for g in topology.gpus:
+        for inst in g.mig_instances:
+            by_mig[mig_device_id(topology, g.index, inst.gi_id)] = (g.index, inst.gi_id)
+            if inst.uuid:
+                by_mig[inst.uuid] = (g.index, inst.gi_id)
+    all_numa = [n.id for n in topology.numa_nodes]
+    for p in pods:
+        gpus: list[int] = []
+        migs: list[tuple[int, int]] = []
+        if p.placement is not None:
+            gpus.extend(p.placement.gpus)
+            migs.extend(p.placement.mig)
+        for dev in p.device_ids:
+            if dev in by_uuid:
+                gpus.append(by_uuid[dev])
+            elif dev in by_mig:
+                migs.append(by_mig[dev])
+        for i in gpus:
+            gpu_owner[i] = p.key
+            numa = topology.gpus[i].numa_node
+            if numa is not None:
+                busy.add(numa)
+        for m in migs:
+            mig_owner[m] = p.key
+            numa = topology.gpus[m[0]].numa_node
+            if numa is not None:
+                busy.add(numa)
+        usage: Sequence[NumaUse] = p.placement.numa_usage if p.placement else ()
+        if not usage and p.numa:
+            # Only ids are known (rebuilt from annotations): split requests evenly.
+            k = len(p.numa)
+            cpu, mem = p.requests.get("cpu", 0), p.requests.get("memory", 0)
+            usage = [NumaUse(n, -(-cpu // k), -(-mem // k)) for n in p.numa]
+        for u in usage:
+            c, m_ = numa_use.get(u.numa, (0, 0))
+            numa_use[u.numa] = (c + u.cpu_milli, m_ + u.memory)
+            busy.add(u.numa)
+        if p.exclusive_numa:
+            for n in p.numa:
+                # An isolated pod's NUMA node is closed to everyone else.
+                numa_use[n] = (10**15, 10**18)
+                busy.add(n)
+        elif p.numa:
+            busy.update(p.numa)
+    del all_numa
+    return gpu_owner, mig_owner, numa_use, busy
+
+
+class Snapshot:
+    """All nodes (in a stable order) and namespace labels, as of the start of a cycle.
+
+    ``assume`` places a pod on a node of this snapshot before its bind is confirmed (so the next
+    cycle sees the capacity taken); ``forget`` undoes it. Both replace the node's ``NodeInfo``;
+    :meth:`copy` is cheap (shallow), for what-if runs.
+    """
+
+    __slots__ = ("_assumed", "_nodes", "namespaces")
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeInfo],
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        for n in nodes:
+            if n.name in self._nodes:
+                raise ValueError(f"node {n.name!r} appears twice in the snapshot")
+            self._nodes[n.name] = n
+        self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
+        self._assumed: dict[str, str] = {}  # pod key → node name
+
+    def copy(self) -> Snapshot:
+        other = Snapshot((), namespaces=self.namespaces)
+        other._nodes = dict(self._nodes)
+        other._assumed = dict(self._assumed)
+        return other
+
+    @property
+    def nodes(self) -> Sequence[NodeInfo]:
+        return tuple(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def node_names(self) -> Sequence[str]:
+        return tuple(self._nodes)
+
+    def replace(self, node: NodeInfo) -> None:
+        """Put a rebuilt node in (the inventory's incremental update path)."""
+        self._nodes[node.name] = node
+
+    def is_assumed(self, pod_key: str) -> bool:
+        return pod_key in self._assumed
+
+    def assume(self, pod: PodRequest, node_name: str, placement: Placement) -> None:
+        node = self._nodes.get(node_name)
+        if node is None:
+            raise KeyError(f"node {node_name!r} is not in the snapshot")
+        if pod.key in self._assumed:
+            raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[pod.key]}")
+        self._nodes[node_name] = node.rebuild((*node.pods, PodInfo.from_request(pod, placement)))
+        self._assumed[pod.key] = node_name
+
+    def forget(self, pod_key: str) -> bool:
+        """Undo :meth:`assume`; False when the pod was not assumed here."""
+        node_name = self._assumed.pop(pod_key, None)
+        if node_name is None:
+            return False
+        node = self._nodes.get(node_name)
+        if node is not None:
+            self._nodes[node_name] = node.rebuild(p for p in node.pods if p.key != pod_key)
+        return True

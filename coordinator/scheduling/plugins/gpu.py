@@ -1,0 +1,131 @@
+"""GPU, MIG and NUMA placement plugins.
+
+``GpuTopology`` filters nodes by what the pod needs inside them (GPU count on the real free
+GPUs, per-GPU memory, MIG instances, locality, NUMA policy — see ``placement.py``), records the
+chosen GPUs/MIG instances/NUMA nodes per feasible node, and scores the link class of the chosen
+GPUs. ``NumaTopology`` scores NUMA alignment, ``GpuPacking`` bin-packs (or spreads) GPU pods
+across nodes, and ``GpuAvailability`` keeps CPU-only pods off nodes with free GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from ..config import SchedulerConfig
+from ..cyclestate import CycleState, StateKey
+from ..framework import PLACEMENTS
+from ..nodeinfo import NodeInfo, Snapshot
+from ..placement import Plan, plan_placement
+from ..podspec import GPU_RESOURCE, PodRequest
+from ..status import SKIP, SUCCESS, Status
+
+__all__ = ["PLANS", "GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
+
+#: The plan GpuTopology made for each feasible node this cycle.
+PLANS: Final = StateKey[dict[str, Plan]]("GpuTopology.plans")
+
+# Score of the worst link among the chosen GPUs (a single GPU counts as NVLink-perfect).
+_LINK_SCORE: Final = {
+    "X": 100.0,
+    "NV": 100.0,
+    "PIX": 80.0,
+    "PXB": 70.0,
+    "PHB": 55.0,
+    "NODE": 40.0,
+    "SYS": 20.0,
+}
+
+
+class GpuTopology:
+    name = "GpuTopology"
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        state.write(PLANS, {})
+        if pod.wants_devices or pod.numa_policy is not None:
+            return SUCCESS
+        return SKIP
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        plan = plan_placement(node, pod)
+        if isinstance(plan, Status):
+            return plan
+        state.read(PLANS)[node.name] = plan
+        state.read(PLACEMENTS)[node.name] = plan.placement
+        return SUCCESS
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if pod.gpus > 1 else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        plan = state.read(PLANS).get(node.name)
+        if plan is None or plan.choice is None:
+            return 0.0  # no topology known: nothing to promise
+        return _LINK_SCORE[plan.choice.worst.kind]
+
+
+class NumaTopology:
+    name = "NumaTopology"
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if pod.numa_policy is not None else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        plan = state.read(PLANS).get(node.name)
+        if plan is None or plan.numa_span == 0:
+            return 0.0
+        return 100.0 / plan.numa_span
+
+
+def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
+    """(device slots on the node, slots in use) counting whole GPUs and MIG instances."""
+    topo = node.topology
+    if topo is None:
+        total = node.allocatable.get(GPU_RESOURCE, 0)
+        return total, min(total, node.requested.get(GPU_RESOURCE, 0))
+    total = 0
+    for g in topo.gpus:
+        if not g.healthy:
+            continue
+        total += len(g.mig_instances) if g.mig_enabled else 1
+    used = len(node.gpu_owner) + len(node.mig_owner) + node.unattributed_gpus
+    return total, min(total, used)
+
+
+class GpuPacking:
+    name = "GpuPacking"
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.spread = config.packing == "spread"
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if pod.wants_devices else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        total, used = _gpu_totals(node)
+        if total == 0:
+            return 0.0
+        after = min(total, used + pod.gpus + pod.mig_count)
+        share = 100.0 * after / total
+        return 100.0 - share if self.spread else share
+
+
+class GpuAvailability:
+    name = "GpuAvailability"
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SKIP if pod.wants_devices else SUCCESS
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        total, used = _gpu_totals(node)
+        if total == 0:
+            return 100.0
+        return 100.0 * used / total

@@ -1,0 +1,67 @@
+"""Resource fit, as kube-scheduler's NodeResourcesFit plugin.
+
+Filter: for every resource the pod requests (cpu, memory, ephemeral-storage, extended resources
+such as ``nvidia.com/gpu`` and ``nvidia.com/mig-1g.10gb``) the node's allocatable minus what its
+pods (bound by any scheduler) request must cover it, and one more pod must fit under ``pods``.
+Every short resource is reported ("Insufficient cpu", "Too many pods"); a request larger than the
+node's whole allocatable is unresolvable (no preemption can help). Score: LeastAllocated over
+cpu and memory (kube-scheduler's default), or MostAllocated when packing is configured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..config import SchedulerConfig
+from ..cyclestate import CycleState
+from ..nodeinfo import NodeInfo, Snapshot
+from ..podspec import PodRequest
+from ..status import SUCCESS, Code, Reason, Status
+
+__all__ = ["NodeResourcesFit"]
+
+_TOO_MANY = Reason.TOO_MANY_PODS
+
+
+class NodeResourcesFit:
+    name = "NodeResourcesFit"
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.most_allocated = False  # kube-scheduler's default scoring: spread cpu/memory
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        alloc = node.allocatable
+        used = node.requested
+        reasons: list[str] = []
+        unresolvable = False
+        pods_alloc = alloc.get("pods")
+        if pods_alloc is not None and used.get("pods", 0) + 1 > pods_alloc:
+            reasons.append(_TOO_MANY)
+        for resource, amount in pod.requests.items():
+            have = alloc.get(resource, 0)
+            if used.get(resource, 0) + amount > have:
+                reasons.append(Reason.insufficient(resource))
+                if amount > have:
+                    unresolvable = True
+        if not reasons:
+            return SUCCESS
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(code, tuple(reasons))
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        total = 0.0
+        n = 0
+        for resource in ("cpu", "memory"):
+            cap = node.allocatable.get(resource, 0)
+            if cap <= 0:
+                continue
+            after = node.requested.get(resource, 0) + pod.requests.get(resource, 0)
+            share = min(1.0, after / cap)
+            total += share if self.most_allocated else 1.0 - share
+            n += 1
+        return 100.0 * total / n if n else 0.0

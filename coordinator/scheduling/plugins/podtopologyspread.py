@@ -1,0 +1,136 @@
+"""Topology spread constraints, as kube-scheduler's PodTopologySpread plugin.
+
+For each ``DoNotSchedule`` constraint, PreFilter counts the pods in the incoming pod's namespace
+matching the constraint's selector per topology domain, over the nodes that carry every
+constraint's key and pass its inclusion policies (``nodeAffinityPolicy: Honor`` — the pod's
+nodeSelector/required affinity — by default; ``nodeTaintsPolicy: Ignore`` by default). Filter: the
+node must carry the key ("… (missing required label)", unresolvable), and placing the pod there
+must keep ``count + self - min ≤ maxSkew``, where ``min`` is 0 while fewer than ``minDomains``
+domains exist. ``ScheduleAnyway`` constraints only score: fewer matching pods in the node's
+domain is better, domains weighted by log(number of domains + 2) as kube does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ..cyclestate import CycleState, StateKey
+from ..nodeinfo import NodeInfo, Snapshot
+from ..podspec import PodRequest, SpreadConstraint
+from ..status import SKIP, SUCCESS, Reason, Status
+from .nodeaffinity import node_matches_required
+
+__all__ = ["PodTopologySpread"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    constraints: tuple[SpreadConstraint, ...]
+    per_value: tuple[dict[str, int], ...]  # per constraint: domain value → matching pods
+
+
+_FILTER: Final = StateKey[_Counts]("PodTopologySpread.filter")
+_SCORE: Final = StateKey[tuple[_Counts, tuple[float, ...]]]("PodTopologySpread.score")
+
+_MISSING = Status.unresolvable(Reason.SPREAD_MISSING_LABEL)
+_SKEW = Status.unschedulable(Reason.SPREAD)
+
+
+def _included(c: SpreadConstraint, pod: PodRequest, node: NodeInfo) -> bool:
+    if c.node_affinity_policy == "Honor" and not node_matches_required(pod, node):
+        return False
+    if c.node_taints_policy == "Honor":
+        for taint in node.effective_taints:
+            if taint.effect == "PreferNoSchedule":
+                continue
+            if not any(t.tolerates(taint) for t in pod.tolerations):
+                return False
+    return True
+
+
+def _count(
+    pod: PodRequest, constraints: tuple[SpreadConstraint, ...], nodes: Sequence[NodeInfo]
+) -> _Counts:
+    per_value: list[dict[str, int]] = [{} for _ in constraints]
+    for node in nodes:
+        labels = node.labels
+        if not all(c.topology_key in labels for c in constraints):
+            continue
+        for i, c in enumerate(constraints):
+            if not _included(c, pod, node):
+                continue
+            value = labels[c.topology_key]
+            n = 0
+            if c.selector is not None:
+                for p in node.pods:
+                    if p.namespace == pod.namespace and c.selector.matches(p.labels):
+                        n += 1
+            per_value[i][value] = per_value[i].get(value, 0) + n
+    return _Counts(constraints, tuple(per_value))
+
+
+class PodTopologySpread:
+    name = "PodTopologySpread"
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        hard = tuple(c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule")
+        if not hard:
+            return SKIP
+        state.write(_FILTER, _count(pod, hard, snapshot.nodes))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        counts = state.read(_FILTER)
+        for c, values in zip(counts.constraints, counts.per_value, strict=True):
+            value = node.labels.get(c.topology_key)
+            if value is None:
+                return _MISSING
+            self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
+            min_match = min(values.values(), default=0)
+            if c.min_domains is not None and len(values) < c.min_domains:
+                min_match = 0
+            if values.get(value, 0) + self_match - min_match > c.max_skew:
+                return _SKEW
+        return SUCCESS
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        soft = tuple(c for c in pod.spread if c.when_unsatisfiable == "ScheduleAnyway")
+        if not soft:
+            return SKIP
+        # Hostname-level domains count only the nodes still in the running (as kube does).
+        counts = _count(pod, soft, snapshot.nodes)
+        weights = tuple(math.log(len(v) + 2) for v in counts.per_value)
+        state.write(_SCORE, (counts, weights))
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        counts, weights = state.read(_SCORE)
+        total = 0.0
+        for c, values, w in zip(counts.constraints, counts.per_value, weights, strict=True):
+            value = node.labels.get(c.topology_key)
+            if value is None:
+                return -1.0  # ignored node: scored 0 after normalisation
+            total += w * (values.get(value, 0) + c.max_skew - 1)
+        return total
+
+    def normalize_scores(
+        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
+    ) -> None:
+        valid = [s for s in scores.values() if s >= 0]
+        if not valid:
+            for name in scores:
+                scores[name] = 0.0
+            return
+        hi, lo = max(valid), min(valid)
+        for name, s in scores.items():
+            if s < 0:
+                scores[name] = 0.0
+            elif hi == 0:
+                scores[name] = 100.0
+            else:
+                scores[name] = 100.0 * (hi + lo - s) / hi
