@@ -1,0 +1,175 @@
+"""Preemption victim selection: fewest, lowest-priority victims, whole gangs as one victim,
+``preemptionPolicy: Never`` and PodDisruptionBudgets honoured."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.domains.capacity import GPU, NodeState
+from coordinator.domains.select import Member
+from coordinator.preemption.victims import (
+    DisruptionBudget,
+    PreemptionPlan,
+    RunningPod,
+    select_victims,
+)
+from coordinator.scheduling.selectors import LabelSelector
+from coordinator.scheduling.status import Code, Status
+
+
+def nodes_with(running: list[RunningPod], count: int = 4) -> list[NodeState]:
+    used: dict[str, int] = {}
+    for pod in running:
+        used[pod.node] = used.get(pod.node, 0) + pod.requests.get(GPU, 0)
+    return [
+        NodeState(
+            name=f"n{i}",
+            labels={"topos.io/leaf": "leaf-1", "topos.io/spine": "spine-1"},
+            allocatable={GPU: 8},
+            free={GPU: 8 - used.get(f"n{i}", 0)},
+        )
+        for i in range(1, count + 1)
+    ]
+
+
+def pod(key: str, node: str, gpus: int, priority: int = 0, **kw: object) -> RunningPod:
+    return RunningPod(key=key, node=node, requests={GPU: gpus}, priority=priority, **kw)  # type: ignore[arg-type]
+
+
+def gang(name: str, n: int, gpus: int = 8) -> list[Member]:
+    return [Member(name=f"ml/{name}-{i}", requests={GPU: gpus}) for i in range(n)]
+
+
+LOW_GANG = [
+    pod("ml/low-0", "n1", 8, 0, gang="ml/low", labels={"app": "low"}),
+    pod("ml/low-1", "n2", 8, 0, gang="ml/low", labels={"app": "low"}),
+]
+
+
+def test_high_priority_gang_preempts_the_low_priority_gang_as_a_whole() -> None:
+    running = [*LOW_GANG, pod("ml/mid", "n3", 8, 500)]
+    plan = select_victims(
+        gang("high", 2), priority=1000, nodes=nodes_with(running), running=running
+    )
+    assert isinstance(plan, PreemptionPlan)
+    assert [v.unit for v in plan.victims] == ["gang:ml/low"]
+    assert plan.victim_pods == ("ml/low-0", "ml/low-1")
+    assert {node for _, node in plan.nominated} <= {"n1", "n2", "n4"}
+    assert "ml/mid" not in plan.victim_pods
+    assert "gang:ml/low (priority 0, 2 pods)" in plan.describe("gang ml/high")
+
+
+def test_a_victim_gang_is_never_left_half_running() -> None:
+    running = [*LOW_GANG, pod("ml/mid", "n3", 8, 500), pod("ml/mid2", "n4", 8, 500)]
+    plan = select_victims(gang("one", 1), priority=1000, nodes=nodes_with(running), running=running)
+    assert isinstance(plan, PreemptionPlan)
+    # one node is enough, but the gang's two pods go together
+    assert plan.victim_pods == ("ml/low-0", "ml/low-1")
+
+
+def test_fewest_victims_a_single_pod_before_a_gang_of_the_same_priority() -> None:
+    running = [*LOW_GANG, pod("ml/filler", "n4", 8, 0), pod("ml/mid", "n3", 8, 500)]
+    plan = select_victims(gang("one", 1), priority=1000, nodes=nodes_with(running), running=running)
+    assert isinstance(plan, PreemptionPlan)
+    assert plan.victim_pods == ("ml/filler",)
+    assert plan.nominated == (("ml/one-0", "n4"),)
+
+
+def test_unneeded_victims_are_spared() -> None:
+    running = [pod(f"ml/p{i}", "n1", 2, 0) for i in range(4)]
+    running += [pod(f"ml/q{i}", "n2", 2, 0) for i in range(4)]
+    plan = select_victims(
+        gang("four", 1, gpus=4), priority=10, nodes=nodes_with(running, 2), running=running
+    )
+    assert isinstance(plan, PreemptionPlan)
+    assert len(plan.victim_pods) == 2
+    assert len({v.nodes for v in plan.victims}) == 1
+
+
+def test_disruption_budget_protects_a_pod_and_another_victim_is_chosen() -> None:
+    running = [
+        *LOW_GANG,
+        pod("ml/mid", "n3", 8, 500),
+        pod("ml/filler", "n4", 8, 0, labels={"app": "web"}),
+    ]
+    budget = DisruptionBudget(
+        namespace="ml",
+        name="web-pdb",
+        selector=LabelSelector(match_labels=(("app", "web"),)),
+        healthy=1,
+        expected=1,
+        min_available=1,
+    )
+    plan = select_victims(
+        gang("one", 1),
+        priority=1000,
+        nodes=nodes_with(running),
+        running=running,
+        budgets=[budget],
+    )
+    assert isinstance(plan, PreemptionPlan)
+    assert plan.victim_pods == ("ml/low-0", "ml/low-1")
+
+
+def test_when_only_budget_protected_pods_would_help_the_budget_is_named() -> None:
+    running = [*LOW_GANG, pod("ml/a", "n3", 8), pod("ml/b", "n4", 8)]
+    budget = DisruptionBudget(
+        namespace="ml",
+        name="low-pdb",
+        selector=LabelSelector(match_labels=(("app", "low"),)),
+        healthy=2,
+        expected=2,
+        max_unavailable="0%",
+    )
+    result = select_victims(
+        gang("big", 4), priority=1000, nodes=nodes_with(running), running=running, budgets=[budget]
+    )
+    assert isinstance(result, Status)
+    assert "ml/low-pdb" in result.message
+
+
+def test_preemption_policy_never_and_equal_priority() -> None:
+    running = [*LOW_GANG, pod("ml/a", "n3", 8), pod("ml/b", "n4", 8)]
+    never = select_victims(
+        gang("x", 1),
+        priority=1000,
+        nodes=nodes_with(running),
+        running=running,
+        preemption_policy="Never",
+    )
+    assert isinstance(never, Status)
+    assert never.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "Never" in never.message
+    equal = select_victims(gang("x", 1), priority=0, nodes=nodes_with(running), running=running)
+    assert isinstance(equal, Status)
+    assert "would not make room" in equal.message
+
+
+@pytest.mark.parametrize(
+    ("kw", "allowed"),
+    [
+        ({"min_available": 3}, 2),
+        ({"min_available": "50%"}, 2),  # ceil(2.5) = 3 of 5 healthy must stay
+        ({"max_unavailable": 1}, 1),
+        ({"max_unavailable": "40%"}, 2),
+        ({"disruptions_allowed": 0, "min_available": 0}, 0),
+    ],
+)
+def test_budget_arithmetic(kw: dict[str, object], allowed: int) -> None:
+    budget = DisruptionBudget(
+        namespace="ml",
+        name="b",
+        selector=LabelSelector(),
+        healthy=5,
+        expected=5,
+        **kw,  # type: ignore[arg-type]
+    )
+    assert budget.allowed() == allowed
+
+
+def test_garbage_budget_value_is_a_clear_error() -> None:
+    budget = DisruptionBudget(
+        namespace="ml", name="b", selector=LabelSelector(), healthy=1, expected=1, min_available="x"
+    )
+    with pytest.raises(ValueError, match="neither a count nor a percentage"):
+        budget.allowed()
