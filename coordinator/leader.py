@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from common.kube import AlreadyExists, Conflict, KubeClient, KubeError, KubeObject, NotFound
+
 _log = logging.getLogger("topos.coordinator.leader")
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"
@@ -452,3 +454,46 @@ def lease_from_record(record: LeaseRecord, *, name: str, namespace: str) -> dict
     if record.renew_time is not None:
         spec["renewTime"] = _format_time(record.renew_time)
     return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": metadata, "spec": spec}
+
+
+class KubeLeaseStore:
+    """The election's Lease through ``common.kube`` (RBAC: leases get/create/update)."""
+
+    def __init__(self, client: KubeClient, *, namespace: str, name: str) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._name = name
+
+    def _object(self, record: LeaseRecord) -> KubeObject:
+        return lease_from_record(record, name=self._name, namespace=self._namespace)
+
+    async def get(self) -> LeaseRecord | None:
+        try:
+            obj = await self._client.get_lease(namespace=self._namespace, name=self._name)
+        except KubeError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        return None if obj is None else record_from_lease(obj)
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        spec = self._object(record)["spec"]
+        try:
+            obj = await self._client.create_lease(
+                namespace=self._namespace, name=self._name, spec=spec
+            )
+        except AlreadyExists as exc:
+            raise LeaseConflict(str(exc)) from exc
+        except KubeError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        return record_from_lease(obj)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        if not record.resource_version:
+            raise LeaseConflict("an update needs the resourceVersion it was read at")
+        obj = self._object(record)
+        try:
+            updated = await self._client.update_lease(obj, obj["spec"])
+        except (Conflict, NotFound) as exc:
+            raise LeaseConflict(str(exc)) from exc
+        except KubeError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        return record_from_lease(updated)

@@ -18,10 +18,11 @@ from coordinator.auth.middleware import (
 )
 from coordinator.auth.review import (
     CachingReviewer,
+    KubeTokenReviewer,
     Review,
     ReviewUnavailable,
     TokenReviewer,
-    review_from_status,
+    review_from_result,
 )
 from coordinator.auth.settings import AuthSettings
 
@@ -31,6 +32,7 @@ __all__ = [
     "AuthSettings",
     "CachingReviewer",
     "Identity",
+    "KubeTokenReviewer",
     "NodeGuard",
     "NodeVerdict",
     "PodNodeResolver",
@@ -42,5 +44,5 @@ __all__ = [
     "classify",
     "identity_of",
     "install",
-    "review_from_status",
+    "review_from_result",
 ]

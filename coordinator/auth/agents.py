@@ -11,11 +11,15 @@ Verdicts are values: :class:`NodeVerdict` says allowed or not, and why.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from common.kube import PODS, KubeClient, KubeError
 from coordinator.auth.identity import Identity
 from coordinator.auth.settings import AuthSettings
+
+_log = logging.getLogger("topos.coordinator.auth")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +72,21 @@ class NodeGuard:
                 False, f"agent of node {verdict.node} may not report node {node}", verdict.node
             )
         return verdict
+
+
+class KubePodNodeResolver:
+    """Reads the pod from the API server (needs ``pods get``, which the coordinator has)."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    async def node_of(self, namespace: str, pod: str, uid: str | None) -> str | None:
+        try:
+            obj = await self._client.get(PODS, pod, namespace=namespace)
+        except KubeError as exc:
+            _log.info("cannot read pod %s/%s for an agent token: %s", namespace, pod, exc)
+            return None
+        if uid is not None and (obj.get("metadata") or {}).get("uid") != uid:
+            return None
+        node = (obj.get("spec") or {}).get("nodeName")
+        return node if isinstance(node, str) and node else None

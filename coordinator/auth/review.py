@@ -16,10 +16,11 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from common.kube import KubeClient, KubeError
 from coordinator.auth.identity import Identity
 
 _log = logging.getLogger("topos.coordinator.auth")
@@ -47,36 +48,52 @@ class TokenReviewer(Protocol):
         ...
 
 
-def review_from_status(status: Any, *, audiences: Sequence[str] = ()) -> Review:
-    """A :class:`Review` from a TokenReview ``status`` (the API's nested JSON shape).
+def review_from_result(result: Mapping[str, Any], *, audiences: Sequence[str] = ()) -> Review:
+    """A :class:`Review` from a TokenReview result (``common.kube``'s ``TokenReviewResult``).
 
-    When ``audiences`` were asked for, the server's ``status.audiences`` must name one of them.
+    Anything but a clear "authenticated, with a user name" is a rejection. When ``audiences``
+    were asked for, the server must have granted one of them.
     """
-    if not isinstance(status, dict) or status.get("authenticated") is not True:
-        error = status.get("error") if isinstance(status, dict) else None
+    if not isinstance(result, Mapping) or result.get("authenticated") is not True:
+        error = result.get("error") if isinstance(result, Mapping) else None
         return Review(None, str(error or "token not authenticated"))
-    user = status.get("user")
-    if not isinstance(user, dict) or not isinstance(user.get("username"), str):
+    username = result.get("username")
+    if not isinstance(username, str) or not username:
         return Review(None, "token review returned no user")
     if audiences:
-        granted = status.get("audiences") or []
+        granted = result.get("audiences")
         if not set(audiences) & set(granted if isinstance(granted, list) else []):
             return Review(None, "token not issued for this audience")
-    extra_raw = user.get("extra") or {}
+    extra_raw = result.get("extra")
     extra = {
-        str(k): [str(v) for v in values]
-        for k, values in (extra_raw.items() if isinstance(extra_raw, dict) else ())
+        str(key): [str(v) for v in values]
+        for key, values in (extra_raw.items() if isinstance(extra_raw, Mapping) else ())
         if isinstance(values, list)
     }
-    groups = user.get("groups") or []
+    groups = result.get("groups")
     return Review(
         Identity.from_review(
-            username=user["username"],
-            uid=str(user.get("uid") or ""),
+            username=username,
+            uid=str(result.get("uid") or ""),
             groups=[str(g) for g in groups] if isinstance(groups, list) else [],
             extra=extra,
         )
     )
+
+
+class KubeTokenReviewer:
+    """Reviews tokens with the API server's TokenReview (needs ``tokenreviews create``)."""
+
+    def __init__(self, client: KubeClient, *, audiences: Sequence[str] = ()) -> None:
+        self._client = client
+        self._audiences = list(audiences)
+
+    async def review(self, token: str) -> Review:
+        try:
+            result = await self._client.review_token(token, audiences=self._audiences or None)
+        except KubeError as exc:
+            raise ReviewUnavailable(f"TokenReview failed: {exc}") from exc
+        return review_from_result(result, audiences=self._audiences)
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from coordinator.auth import (
     Review,
     ReviewUnavailable,
     classify,
-    review_from_status,
+    review_from_result,
 )
 
 
@@ -54,22 +54,21 @@ class FakeClock:
 
 AGENT_STATUS = {
     "authenticated": True,
-    "user": {
-        "username": "system:serviceaccount:topos-system:topos-agent",
-        "uid": "u-1",
-        "groups": ["system:serviceaccounts", "system:authenticated"],
-        "extra": {
-            "authentication.kubernetes.io/pod-name": ["topos-agent-x1"],
-            "authentication.kubernetes.io/pod-uid": ["p-1"],
-            "authentication.kubernetes.io/node-name": ["gpu-node-1"],
-        },
+    "username": "system:serviceaccount:topos-system:topos-agent",
+    "uid": "u-1",
+    "groups": ["system:serviceaccounts", "system:authenticated"],
+    "extra": {
+        "authentication.kubernetes.io/pod-name": ["topos-agent-x1"],
+        "authentication.kubernetes.io/pod-uid": ["p-1"],
+        "authentication.kubernetes.io/node-name": ["gpu-node-1"],
     },
     "audiences": ["https://kubernetes.default.svc"],
+    "error": "",
 }
 
 
 def test_review_status_of_a_pod_bound_agent_token() -> None:
-    review = review_from_status(AGENT_STATUS)
+    review = review_from_result(AGENT_STATUS)
     assert review.identity is not None
     ident = review.identity
     assert ident.service_account == ("topos-system", "topos-agent")
@@ -86,19 +85,20 @@ def test_review_status_of_a_pod_bound_agent_token() -> None:
     [
         {"authenticated": False, "error": "token expired"},
         {"authenticated": True},  # no user
-        {"authenticated": True, "user": {"username": 7}},
+        {"authenticated": True, "username": 7},
+        {"authenticated": True, "username": ""},
         "garbage",
         None,
-        {"authenticated": "yes", "user": {"username": "a"}},
+        {"authenticated": "yes", "username": "a"},
     ],
 )
 def test_anything_but_a_clear_yes_is_a_no(status: object) -> None:
-    assert not review_from_status(status).authenticated
+    assert not review_from_result(status).authenticated
 
 
 def test_audience_must_match_when_asked_for() -> None:
-    assert not review_from_status(AGENT_STATUS, audiences=["topos"]).authenticated
-    assert review_from_status(AGENT_STATUS, audiences=["https://kubernetes.default.svc"]).identity
+    assert not review_from_result(AGENT_STATUS, audiences=["topos"]).authenticated
+    assert review_from_result(AGENT_STATUS, audiences=["https://kubernetes.default.svc"]).identity
 
 
 def test_user_names_that_are_not_service_accounts() -> None:
@@ -222,7 +222,7 @@ class Pods:
 
 async def test_an_agent_may_report_only_its_own_node() -> None:
     guard = NodeGuard(AuthSettings())
-    agent = review_from_status(AGENT_STATUS).identity
+    agent = review_from_result(AGENT_STATUS).identity
     assert (await guard.check(agent, "gpu-node-1")).allowed
     refused = await guard.check(agent, "gpu-node-2")
     assert not refused.allowed
