@@ -1,0 +1,137 @@
+"""Recovery planning after a GPU or node failure: affected gangs are re-placed as whole units,
+with the fewest moves, never two gangs into the same room."""
+
+from __future__ import annotations
+
+from coordinator.domains.capacity import GPU, NodeState
+from coordinator.gang.recovery import affected_pods, plan_recovery
+from coordinator.preemption.victims import RunningPod
+
+
+def layout(used: dict[str, int]) -> list[NodeState]:
+    """2 spines × 2 leaves × 4 nodes of 8 GPUs; leaf-1, leaf-2 under spine-1."""
+    out = []
+    for leaf in range(1, 5):
+        for i in range(1, 5):
+            name = f"l{leaf}-n{i}"
+            out.append(
+                NodeState(
+                    name=name,
+                    labels={
+                        "topos.io/leaf": f"leaf-{leaf}",
+                        "topos.io/spine": f"spine-{(leaf + 1) // 2}",
+                    },
+                    allocatable={GPU: 8},
+                    free={GPU: 8 - used.get(name, 0)},
+                )
+            )
+    return out
+
+
+def member(gang: str, i: int, node: str, priority: int = 0) -> RunningPod:
+    return RunningPod(
+        key=f"ml/{gang}-{i}",
+        node=node,
+        requests={GPU: 8},
+        priority=priority,
+        gang=f"ml/{gang}",
+        gpus=tuple(f"{node}-GPU-{g}" for g in range(8)),
+    )
+
+
+def filler(node: str) -> RunningPod:
+    return RunningPod(key=f"other/{node}", node=node, requests={GPU: 8}, priority=0)
+
+
+def used_by(pods: list[RunningPod]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in pods:
+        out[p.node] = out.get(p.node, 0) + p.requests[GPU]
+    return out
+
+
+def test_gpu_failure_moves_only_the_broken_member_inside_its_leaf() -> None:
+    train = [member("train", i, f"l1-n{i + 1}") for i in range(3)]
+    plan = plan_recovery(layout(used_by(train)), train, failed_gpus={"l1-n2": ["l1-n2-GPU-3"]})
+    (unit,) = plan.units
+    assert unit.unit == "gang:ml/train"
+    assert unit.mode == "partial"
+    assert unit.affected == ("ml/train-1",)
+    assert unit.moves == (("ml/train-1", "l1-n4"),)
+    assert unit.kept == ("ml/train-0", "ml/train-2")
+    assert plan.moves == 1
+
+
+def test_a_full_leaf_sends_the_mover_to_a_neighbour_leaf_of_the_same_spine() -> None:
+    train = [member("train", i, f"l1-n{i + 1}") for i in range(3)]
+    others = [filler("l1-n4")]
+    running = train + others
+    plan = plan_recovery(layout(used_by(running)), running, failed_nodes=["l1-n1"])
+    (unit,) = plan.units
+    assert unit.mode == "partial"
+    ((pod, node),) = unit.moves
+    assert pod == "ml/train-0"
+    assert node.startswith("l2-")  # leaf-2 is under spine-1 like the rest of the gang
+
+
+def test_whole_gang_moves_when_its_spine_has_no_room_for_the_broken_part() -> None:
+    train = [member("train", i, f"l1-n{i + 1}") for i in range(4)]
+    others = [filler(f"l2-n{i}") for i in range(1, 5)]
+    running = train + others
+    plan = plan_recovery(layout(used_by(running)), running, failed_nodes=["l1-n1"])
+    (unit,) = plan.units
+    # leaf-2 is full, so the lost member cannot join the others in spine-1; leaf-1 has only 3
+    # healthy nodes for 4 members, so the whole gang moves together to one leaf of spine-2
+    assert unit.mode == "whole"
+    assert sorted(unit.evict) == [f"ml/train-{i}" for i in range(4)]
+    assert {node for _, node in unit.moves} == {f"l3-n{i}" for i in range(1, 5)}
+
+
+def test_unplaceable_gang_is_released_whole_never_left_half_running() -> None:
+    train = [member("train", i, f"l1-n{i + 1}") for i in range(4)]
+    others = [filler(f"l{leaf}-n{i}") for leaf in (2, 3, 4) for i in range(1, 5)]
+    running = train + others
+    plan = plan_recovery(layout(used_by(running)), running, failed_nodes=["l1-n1"])
+    (unit,) = plan.units
+    assert unit.mode == "wait"
+    assert unit.moves == ()
+    assert sorted(unit.evict) == [f"ml/train-{i}" for i in range(4)]
+    assert "waits whole" in unit.message
+
+
+def test_two_broken_gangs_do_not_get_the_same_room_higher_priority_first() -> None:
+    a = [member("a", 0, "l1-n1", priority=10), member("a", 1, "l1-n2", priority=10)]
+    b = [member("b", 0, "l1-n3"), member("b", 1, "l2-n1")]
+    others = [filler(f"l2-n{i}") for i in range(2, 5)] + [
+        filler(f"l{leaf}-n{i}") for leaf in (3, 4) for i in range(1, 5)
+    ]
+    running = a + b + others
+    plan = plan_recovery(
+        layout(used_by(running)),
+        running,
+        failed_gpus={"l1-n1": ["l1-n1-GPU-0"], "l1-n3": ["l1-n3-GPU-5"]},
+    )
+    assert [u.unit for u in plan.units] == ["gang:ml/a", "gang:ml/b"]
+    first, second = plan.units
+    assert first.moves == (("ml/a-0", "l1-n4"),)
+    # the only other free node is gone; b's broken member cannot move within spine-1
+    assert second.mode in ("whole", "wait")
+    assert "l1-n4" not in {n for _, n in second.moves}
+
+
+def test_affected_pods_are_exactly_those_on_failed_hardware() -> None:
+    p1 = RunningPod(key="ml/x", node="n1", requests={GPU: 1}, gpus=("GPU-a",))
+    p2 = RunningPod(key="ml/y", node="n1", requests={GPU: 1}, gpus=("GPU-b",))
+    p3 = RunningPod(key="ml/z", node="n2", requests={GPU: 1}, gpus=("GPU-c",))
+    hit = affected_pods([p1, p2, p3], failed_gpus={"n1": ["GPU-b"]}, failed_nodes=["n2"])
+    assert [p.key for p in hit] == ["ml/y", "ml/z"]
+    assert plan_recovery([], [p1], failed_nodes=["n9"]).units == ()
+
+
+def test_lone_pod_on_a_dead_node_is_replaced() -> None:
+    lone = RunningPod(key="ml/solo", node="l1-n1", requests={GPU: 2}, gpus=("g",))
+    plan = plan_recovery(layout({"l1-n1": 2}), [lone], failed_nodes=["l1-n1"])
+    (unit,) = plan.units
+    assert unit.unit == "ml/solo"
+    assert unit.mode == "whole"
+    assert unit.moves[0][1] != "l1-n1"
