@@ -93,6 +93,7 @@ class NvmlEventWatcher:
         self._set: Any = None
         self._uuids: dict[Any, str] = {}  # device handle → UUID
         self._stopping = False
+        self._initialized = False
 
     def open(self) -> int:
         """Create the event set and register every GPU that supports events (blocking).
@@ -100,6 +101,8 @@ class NvmlEventWatcher:
         Returns how many GPUs are watched; GPUs that refuse (NotSupported) are skipped.
         """
         nvml = self._nvml
+        nvml.nvmlInit()  # reference-counted: discovery's own init/shutdown pairs are unaffected
+        self._initialized = True
         self._set = nvml.nvmlEventSetCreate()
         kinds = getattr(nvml, "nvmlEventTypeXidCriticalError", _XID_CRITICAL) | getattr(
             nvml, "nvmlEventTypeDoubleBitEccError", _DOUBLE_BIT_ECC
@@ -161,6 +164,12 @@ class NvmlEventWatcher:
             except Exception as exc:  # best effort at shutdown
                 log.debug("nvmlEventSetFree failed", extra={"error": str(exc)})
             self._set = None
+        if self._initialized:
+            self._initialized = False
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception as exc:
+                log.debug("nvmlShutdown failed", extra={"error": str(exc)})
 
     def stop(self) -> None:
         self._stopping = True
