@@ -7,8 +7,9 @@ NUMA policy allows) pick the set of the requested size that, in order:
    NUMA node, or no ``SYS`` link where NUMA is unknown; ``same-node``/``any``: nothing more);
 2. has the best *worst* link class (NVLink before PIX before PXB before PHB before NODE before SYS);
 3. leaves the largest intact groups free afterwards: the biggest fully NVLink-connected group of
-   remaining free GPUs, then the biggest all-PIX group, and so on (anti-fragmentation: on a DGX-1
-   hybrid cube-mesh a 1-GPU pod goes where it leaves the other quad whole);
+   remaining free GPUs and how many free GPUs still have an NVLink partner, then the same for
+   PIX, PXB, PHB and NODE (anti-fragmentation: on a DGX-1 hybrid cube-mesh a 1-GPU pod goes
+   where it leaves the other quad whole; on a PCIe box it takes the partner of a busy GPU);
 4. has the most NVLinks on its worst pair, then in total;
 5. has the lowest indices (determinism).
 
@@ -40,7 +41,7 @@ _SYS: Final = 6
 class GpuChoice:
     gpus: tuple[int, ...]
     worst: Link
-    groups_left: tuple[int, ...]  # largest intact group per level (NV, PIX, PXB, PHB, NODE)
+    groups_left: tuple[int, ...]  # per level (NV, PIX, PXB, PHB, NODE): largest group, paired
 
     @property
     def link_class(self) -> str:
@@ -119,6 +120,20 @@ class TopologyIndex:
         self._clique_memo[memo_key] = best
         return best
 
+    def paired(self, level: int, mask: int) -> int:
+        """How many GPUs in ``mask`` still have a partner in ``mask`` at ``level`` or closer."""
+        adj = self.level_adj[level]
+        return sum(1 for i in range(self.n) if mask >> i & 1 and adj[i] & mask)
+
+    def groups(self, mask: int) -> tuple[int, ...]:
+        """Per level (NV, PIX, PXB, PHB, NODE): the largest intact group left in ``mask`` and
+        how many GPUs still have a partner — bigger is less fragmented."""
+        out: list[int] = []
+        for level in _GROUP_LEVELS:
+            out.append(self.clique(level, mask))
+            out.append(self.paired(level, mask))
+        return tuple(out)
+
     def _satisfies(self, gpus: tuple[int, ...], locality: str, worst: Link) -> bool:
         if len(gpus) < 2 or locality in ("any", "same-node"):
             return True
@@ -174,7 +189,7 @@ class TopologyIndex:
                 left = free_mask
                 for i in gpus:
                     left &= ~(1 << i)
-                groups = tuple(self.clique(level, left) for level in _GROUP_LEVELS)
+                groups = self.groups(left)
                 total_nv = sum(
                     self.link[gpus[a]][gpus[b]].nvlinks
                     for a in range(len(gpus))

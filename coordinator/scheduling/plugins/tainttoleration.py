@@ -8,10 +8,12 @@ has not yet done so). Score: fewer untolerated ``PreferNoSchedule`` taints is be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..cyclestate import CycleState
-from ..nodeinfo import NodeInfo
+from ..nodeinfo import NodeInfo, Snapshot
 from ..podspec import PodRequest, Taint, Toleration
-from ..status import SUCCESS, Reason, Status
+from ..status import SKIP, SUCCESS, Reason, Status
 
 __all__ = ["TaintToleration"]
 
@@ -26,6 +28,15 @@ class TaintToleration:
             if not any(t.tolerates(taint) for t in pod.tolerations):
                 return Status.unresolvable(Reason.untolerated_taint(taint.key, taint.value))
         return SUCCESS
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        # Only PreferNoSchedule taints score; without any, every node would get the same 100.
+        for node in nodes:
+            if any(t.effect == "PreferNoSchedule" for t in node.effective_taints):
+                return SUCCESS
+        return SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         prefer = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]

@@ -1,0 +1,314 @@
+"""Which node and which GPUs a GPU pod gets: link classes, anti-fragmentation, locality,
+per-GPU memory, MIG instances, unhealthy GPUs, nodes without an agent, and that no GPU is ever
+handed out twice."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from sched_hw import (
+    a100_mig,
+    dgx1,
+    dgx_h100,
+    gpu_node,
+    pcie8,
+    place_all,
+    plain_node,
+    request,
+    run,
+    simple_pod,
+    topology,
+    ws4,
+)
+
+from common.model import worst_link
+from coordinator.scheduling import Decision, Failure, Framework, Snapshot, schedule_one
+from coordinator.scheduling.gpuchoice import topology_index
+
+QUAD_A, QUAD_B = {0, 1, 2, 3}, {4, 5, 6, 7}
+
+
+def gpus_of(result: object) -> set[int]:
+    assert isinstance(result, Decision), getattr(result, "message", result)
+    return set(result.placement.gpus)
+
+
+def test_dgx1_four_gpu_pod_gets_a_fully_connected_quad() -> None:
+    got = gpus_of(run(simple_pod("p", gpus=4), [gpu_node("d", dgx1("d"))]))
+    assert got in (QUAD_A, QUAD_B)
+
+
+def test_dgx1_one_gpu_pods_fill_one_quad_before_breaking_the_other() -> None:
+    snapshot = Snapshot([gpu_node("d", dgx1("d"))])
+    results = place_all([simple_pod(f"p{i}", gpus=1) for i in range(4)], snapshot)
+    used = set().union(*(gpus_of(r) for r in results))
+    assert used in (QUAD_A, QUAD_B)
+    # …so a 4-GPU pod still finds an intact quad afterwards.
+    four = schedule_one(simple_pod("big", gpus=4), snapshot, Framework.build())
+    assert gpus_of(four) == ({0, 1, 2, 3, 4, 5, 6, 7} - used)
+
+
+def test_dgx1_two_gpu_pod_takes_a_double_nvlink_pair_inside_a_quad() -> None:
+    topo = dgx1("d")
+    got = sorted(gpus_of(run(simple_pod("p", gpus=2), [gpu_node("d", topo)])))
+    assert str(topo.link(*got)) == "NV2"
+    assert set(got) <= QUAD_A or set(got) <= QUAD_B
+
+
+def test_pcie_box_two_gpus_from_one_switch_before_crossing_sockets() -> None:
+    topo = pcie8("p")
+    snapshot = Snapshot([gpu_node("p", topo)])
+    results = place_all([simple_pod(f"p{i}", gpus=2) for i in range(4)], snapshot)
+    for r in results:
+        a, b = sorted(gpus_of(r))
+        assert str(topo.link(a, b)) == "PIX"
+    # With one GPU of switch (0,1) busy, a 2-GPU pod avoids the broken pair.
+    snapshot = Snapshot([gpu_node("p", topo)])
+    place_all([simple_pod("single", gpus=1)], snapshot)
+    pair = gpus_of(schedule_one(simple_pod("pair", gpus=2), snapshot, Framework.build()))
+    assert str(topo.link(*sorted(pair))) == "PIX"
+
+
+def test_best_node_is_the_one_with_the_better_link_class() -> None:
+    nodes = [gpu_node("pcie", pcie8("pcie")), gpu_node("nvsw", dgx_h100("nvsw"))]
+    result = run(simple_pod("p", gpus=4), nodes)
+    assert isinstance(result, Decision)
+    assert result.node == "nvsw"
+    assert result.verdicts["pcie"].scores["GpuTopology"] < result.breakdown["GpuTopology"]
+
+
+@pytest.mark.parametrize(
+    ("busy", "count", "locality", "expect_fit"),
+    [
+        ((0, 2), 2, "nvlink", True),  # (1,3) are NVLinked in the quad
+        ((0, 1, 2, 4, 5, 6), 2, "nvlink", False),  # 3 and 7 are joined by SYS only
+        ((0, 1, 2, 4, 5, 6), 2, "any", True),
+        ((0, 1, 2, 4, 5, 6), 2, "same-socket", False),  # 3 on socket 0, 7 on socket 1
+        ((), 5, "nvlink", False),  # no 5-GPU NVLink clique on a cube-mesh
+        ((), 5, "same-node", True),
+    ],
+)
+def test_locality_policies_on_dgx1(
+    busy: tuple[int, ...], count: int, locality: str, expect_fit: bool
+) -> None:
+    from sched_hw import running
+
+    holder = simple_pod("holder", gpus=len(busy)) if busy else None
+    pods = [running(holder, gpus=busy)] if holder else []
+    node = gpu_node("d", dgx1("d"), pods=pods)
+    obj = simple_pod("p", gpus=count, annotations={"topos.io/gpu-locality": locality})
+    result = run(obj, [node])
+    assert isinstance(result, Decision) is expect_fit
+    if expect_fit:
+        assert set(result.placement.gpus).isdisjoint(busy)
+    else:
+        assert isinstance(result, Failure)
+        expected = {
+            "nvlink": "node(s) had no free GPUs joined by NVLink",
+            "same-socket": "node(s) had no free GPUs on one socket",
+        }[locality]
+        assert result.statuses["d"].reasons == (expected,)
+
+
+def test_same_socket_uses_the_numa_node_of_each_gpu() -> None:
+    obj = simple_pod("p", gpus=4, annotations={"topos.io/gpu-locality": "same-socket"})
+    got = gpus_of(run(obj, [gpu_node("p", pcie8("p"))]))
+    assert got in ({0, 1, 2, 3}, {4, 5, 6, 7})
+
+
+def test_workstation_pairs_by_nvlink_bridge() -> None:
+    snapshot = Snapshot([gpu_node("ws", ws4("ws"))])
+    first, second = place_all([simple_pod("a", gpus=2), simple_pod("b", gpus=2)], snapshot)
+    assert {frozenset(gpus_of(first)), frozenset(gpus_of(second))} == {
+        frozenset({0, 1}),
+        frozenset({2, 3}),
+    }
+
+
+def test_gpu_product_selection_by_our_label_and_gfd_label() -> None:
+    nodes = [gpu_node("l40s", pcie8("l40s")), gpu_node("h100", dgx_h100("h100"))]
+    for key in ("topos.io/gpu.product", "nvidia.com/gpu.product"):
+        obj = simple_pod("p", gpus=1, extra_spec={"nodeSelector": {key: "NVIDIA-L40S"}})
+        result = run(obj, nodes)
+        assert isinstance(result, Decision) and result.node == "l40s"
+
+
+def test_per_gpu_memory_minimum() -> None:
+    nodes = [gpu_node("small", pcie8("small", memory_mib=24576)), gpu_node("big", dgx_h100("big"))]
+    obj = simple_pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "40Gi"})
+    result = run(obj, nodes)
+    assert isinstance(result, Decision) and result.node == "big"
+    assert result.verdicts["small"].status.reasons == (
+        "node(s) had no free GPU with enough memory",
+    )
+    # A bare number is MiB.
+    obj = simple_pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "20000"})
+    assert run(obj, nodes[:1]).node == "small"  # type: ignore[union-attr]
+
+
+def test_mig_profile_resource_fits_only_a_gpu_with_that_instance_free() -> None:
+    topo = a100_mig("m")
+    snapshot = Snapshot([gpu_node("m", topo), gpu_node("h", dgx_h100("h"))])
+    obj = lambda i: simple_pod(f"mig{i}", cpu="1")  # noqa: E731
+    pods = []
+    for i in range(8):
+        p = obj(i)
+        p["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+        pods.append(p)
+    results = place_all(pods, snapshot)
+    decided = [r for r in results if isinstance(r, Decision)]
+    assert len(decided) == 7  # GPU 0 has seven 1g.10gb instances
+    assert all(r.node == "m" for r in decided)
+    assert len({r.placement.mig for r in decided}) == 7
+    assert {g for r in decided for g, _ in r.placement.mig} == {0}
+    assert decided[0].device_ids[0].startswith("MIG-m-0-")
+    last = results[-1]
+    assert isinstance(last, Failure)
+    assert last.statuses["m"].reasons == ("Insufficient nvidia.com/mig-1g.10gb",)
+    assert last.statuses["h"].reasons == ("Insufficient nvidia.com/mig-1g.10gb",)
+
+
+def test_mig_profile_annotation_single_strategy() -> None:
+    topo = a100_mig("m")
+    obj = simple_pod("p", gpus=1, annotations={"topos.io/mig-profile": "3g.40gb"})
+    result = run(obj, [gpu_node("m", topo, gpus=12)])
+    assert isinstance(result, Decision)
+    assert result.placement.gpus == ()
+    assert result.placement.mig in (((1, 1),), ((1, 2),))
+    missing = simple_pod("p", gpus=1, annotations={"topos.io/mig-profile": "2g.20gb"})
+    failure = run(missing, [gpu_node("m", topo, gpus=12)])
+    assert isinstance(failure, Failure)
+    assert failure.statuses["m"].reasons == (
+        "node(s) had no free MIG instance of the requested profile",
+    )
+
+
+def test_whole_gpu_pods_never_get_mig_partitioned_or_unhealthy_gpus() -> None:
+    topo = a100_mig("m")  # GPUs 0 and 1 are partitioned
+    result = run(simple_pod("p", gpus=6), [gpu_node("m", topo)])
+    assert gpus_of(result) == {2, 3, 4, 5, 6, 7}
+    sick = topology(
+        "s",
+        links=[["X", "NV4"], ["NV4", "X"]],
+        product="A",
+        memory_mib=1000,
+        gpu_numa=[0, 0],
+        numa=dgx1("x").numa_nodes[:1],
+        unhealthy=[0],
+    )
+    assert gpus_of(run(simple_pod("p", gpus=1), [gpu_node("s", sick)])) == {1}
+    too_many = run(simple_pod("p", gpus=2), [gpu_node("s", sick)])
+    assert isinstance(too_many, Failure)
+    assert too_many.statuses["s"].reasons == ("Insufficient nvidia.com/gpu",)
+
+
+def test_node_without_agent_schedules_plain_counts_but_not_topology_demands() -> None:
+    bare = plain_node("bare", gpus=8)
+    assert isinstance(run(simple_pod("p", gpus=4), [bare]), Decision)
+    nvlink = simple_pod("p", gpus=4, annotations={"topos.io/gpu-locality": "nvlink"})
+    failure = run(nvlink, [bare])
+    assert isinstance(failure, Failure)
+    assert failure.message == "0/1 nodes are available: 1 node(s) had no GPU topology."
+    numa = simple_pod("p", cpu="4", annotations={"topos.io/numa-policy": "single-numa"})
+    failure = run(numa, [bare])
+    assert isinstance(failure, Failure)
+    assert failure.statuses["bare"].reasons == ("node(s) had no NUMA topology",)
+
+
+def test_stale_agent_node_gets_no_new_placements() -> None:
+    nodes = [gpu_node("stale", dgx_h100("stale"), stale=True), plain_node("cpu")]
+    result = run(simple_pod("p", gpus=1), nodes)
+    assert isinstance(result, Failure)
+    assert result.statuses["stale"].reasons == ("node(s) had a stale GPU agent",)
+
+
+def test_gpus_of_assumed_pods_are_never_reassigned() -> None:
+    snapshot = Snapshot([gpu_node("d", dgx1("d")), gpu_node("p", pcie8("p"))])
+    sizes = [3, 1, 2, 4, 1, 2, 1, 2]  # 16 GPUs in all: exactly the two nodes
+    results = place_all([simple_pod(f"p{i}", gpus=n) for i, n in enumerate(sizes)], snapshot)
+    assert all(isinstance(r, Decision) for r in results)
+    seen: set[tuple[str, int]] = set()
+    for r in results:
+        assert isinstance(r, Decision)
+        for g in r.placement.gpus:
+            assert (r.node, g) not in seen
+            seen.add((r.node, g))
+    assert len(seen) == 16
+    assert isinstance(
+        schedule_one(simple_pod("extra", gpus=1), snapshot, Framework.build()), Failure
+    )
+
+
+def test_forget_returns_the_gpus() -> None:
+    snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
+    obj = simple_pod("all", gpus=8)
+    (result,) = place_all([obj], snapshot)
+    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, Framework.build()), Failure)
+    assert snapshot.forget(request(obj).key)
+    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, Framework.build()), Decision)
+    assert not snapshot.forget(request(obj).key)
+
+
+def test_bound_pods_holding_gpus_by_uuid_annotation_are_respected() -> None:
+    """After a coordinator restart the inventory rebuilds from topos.io/assigned-gpus."""
+    from sched_hw import running
+
+    held = simple_pod(
+        "old",
+        gpus=2,
+        annotations={"topos.io/assigned-gpus": "GPU-h-0,GPU-h-5", "topos.io/assigned-numa": "0,1"},
+    )
+    node = gpu_node("h", dgx_h100("h"), pods=[running(held)])
+    got = gpus_of(run(simple_pod("p", gpus=6), [node]))
+    assert got == {1, 2, 3, 4, 6, 7}
+
+
+def test_exhaustive_choice_matches_brute_force_on_dgx1() -> None:
+    """The chosen set always has the best achievable worst link for every free set and size."""
+    topo = dgx1("d")
+    index = topology_index(topo)
+    for mask in range(1, 256, 7):
+        free = [i for i in range(8) if mask >> i & 1]
+        for k in range(1, len(free) + 1):
+            choice = index.choose(mask, k, "any")
+            assert choice is not None
+            best = min(worst_link(topo, c).sort_key()[0] for c in itertools.combinations(free, k))
+            assert choice.worst.rank == best
+            assert set(choice.gpus) <= set(free)
+
+
+def test_sixteen_gpu_node_is_pruned_but_still_sound() -> None:
+    links = [["X" if i == j else "NV6" for j in range(16)] for i in range(16)]
+    topo = topology(
+        "dgx2",
+        links=links,
+        product="V100",
+        memory_mib=32768,
+        gpu_numa=[i // 8 for i in range(16)],
+        numa=dgx1("x").numa_nodes,
+        nvswitch=True,
+    )
+    snapshot = Snapshot([gpu_node("dgx2", topo)])
+    results = place_all([simple_pod(f"p{i}", gpus=n) for i, n in enumerate([8, 5, 3])], snapshot)
+    chosen = [gpus_of(r) for r in results]
+    assert sum(len(c) for c in chosen) == 16
+    assert set().union(*chosen) == set(range(16))
+
+
+def test_single_gpu_pods_fill_a_broken_quad_not_an_intact_one() -> None:
+    """Lowest-index-first would break quad A; anti-fragmentation finishes quad B instead."""
+    from sched_hw import running
+
+    holder = running(simple_pod("holder", gpus=1), gpus=(4,))
+    snapshot = Snapshot([gpu_node("d", dgx1("d"), pods=[holder])])
+    results = place_all([simple_pod(f"s{i}", gpus=1) for i in range(3)], snapshot)
+    assert set().union(*(gpus_of(r) for r in results)) == {5, 6, 7}
+
+
+def test_single_gpu_pod_takes_the_partner_of_a_busy_pcie_gpu() -> None:
+    from sched_hw import running
+
+    holder = running(simple_pod("holder", gpus=1), gpus=(2,))
+    got = gpus_of(run(simple_pod("s", gpus=1), [gpu_node("p", pcie8("p"), pods=[holder])]))
+    assert got == {3}
