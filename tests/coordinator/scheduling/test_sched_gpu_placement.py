@@ -131,14 +131,16 @@ def test_gpu_product_selection_by_our_label_and_gfd_label() -> None:
     for key in ("topos.io/gpu.product", "nvidia.com/gpu.product"):
         obj = simple_pod("p", gpus=1, extra_spec={"nodeSelector": {key: "NVIDIA-L40S"}})
         result = run(obj, nodes)
-        assert isinstance(result, Decision) and result.node == "l40s"
+        assert isinstance(result, Decision)
+        assert result.node == "l40s"
 
 
 def test_per_gpu_memory_minimum() -> None:
     nodes = [gpu_node("small", pcie8("small", memory_mib=24576)), gpu_node("big", dgx_h100("big"))]
     obj = simple_pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "40Gi"})
     result = run(obj, nodes)
-    assert isinstance(result, Decision) and result.node == "big"
+    assert isinstance(result, Decision)
+    assert result.node == "big"
     assert result.verdicts["small"].status.reasons == (
         "node(s) had no free GPU with enough memory",
     )
@@ -244,6 +246,7 @@ def test_forget_returns_the_gpus() -> None:
     snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
     obj = simple_pod("all", gpus=8)
     (result,) = place_all([obj], snapshot)
+    assert isinstance(result, Decision)
     assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, Framework.build()), Failure)
     assert snapshot.forget(request(obj).key)
     assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, Framework.build()), Decision)

@@ -401,7 +401,8 @@ def test_cordoned_and_not_ready_nodes() -> None:
     ]
     result = failed(run(simple_pod("p"), nodes))
     assert result.message == (
-        "0/2 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
+        "0/2 nodes are available: "
+        "1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, "
         "1 node(s) were unschedulable."
     )
     tolerant = simple_pod(
@@ -558,7 +559,7 @@ def test_spread_honours_node_affinity_policy_when_counting() -> None:
     assert isinstance(run(ignore, nodes), Failure)
 
 
-# --- resource fit ----------------------------------------------------------------------------------
+# --- resource fit -----------------------------------------------------------------------------
 
 
 def test_resource_fit_counts_pods_of_other_schedulers_and_reports_every_short_resource() -> None:
