@@ -10,6 +10,7 @@ take work on its own or at the zone/cluster tier, but never counts as "close" to
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from coordinator.domains.capacity import NodeState
 _DIGITS = re.compile(r"(\d+)")
 
 
+@functools.lru_cache(maxsize=65536)
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key putting ``leaf-2`` before ``leaf-10`` (numbers compare as numbers)."""
     parts: list[tuple[int, int | str]] = []

@@ -106,8 +106,11 @@ class _Ctx:
             key=lambda m: (-m.requests.get(GPU, 0), -sum(m.requests.values()), m.name),
         )
         self.shapes: dict[str, Member] = {}
+        self.shape_of: dict[str, str] = {}
         for m in members:
-            self.shapes.setdefault(m.shape_key, m)
+            key = m.shape_key
+            self.shape_of[m.name] = key
+            self.shapes.setdefault(key, m)
         self.ok: dict[str, set[str]] = {s: set() for s in self.shapes}
         self.rejections: dict[str, Status] = {}
         for node in nodes.values():
@@ -133,12 +136,8 @@ class _Ctx:
                     self.demand[k] = self.demand.get(k, 0) + v
 
     def free_sum(self, names: Iterable[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for n in names:
-            for k, v in self.nodes[n].free.items():
-                if k in self.demand:
-                    out[k] = out.get(k, 0) + max(0, v)
-        return out
+        frees = [self.nodes[n].free for n in names]
+        return {k: sum(max(0, f.get(k, 0)) for f in frees) for k in self.demand}
 
     def could_fit(self, names: Sequence[str]) -> bool:
         return fits(self.free_sum(names), self.demand)
@@ -173,7 +172,7 @@ class _Ctx:
             return room
 
         for member in self.order:
-            shape = member.shape_key
+            shape = self.shape_of[member.name]
             ok = self.ok[shape]
             i = pointer.get(shape, 0)
             chosen: str | None = None
@@ -246,19 +245,18 @@ def _narrowest(ctx: _Ctx, scope: set[str]) -> Placement | None:
     layout = ctx.layout
     if not scope or not ctx.could_fit(list(scope)):
         return None
-    # 1. one node
-    best: tuple[tuple[int, ...], str, dict[str, str]] | None = None
-    for name in scope:
-        if not fits(ctx.nodes[name].free, ctx.demand):
-            continue
+    # 1. one node: the tightest node (fewest free GPUs) that holds everything
+    singles = [n for n in scope if fits(ctx.nodes[n].free, ctx.demand)]
+    if singles:
+        first = min(singles, key=lambda n: (ctx.node_key(n), natural_key(n)))
+        used = ctx.fill([first])
+        if used is not None:
+            return ctx.result("node", first, used)
+        singles.sort(key=lambda n: (ctx.node_key(n), natural_key(n)))
+    for name in singles:
         used = ctx.fill([name])
         if used is not None:
-            key = (ctx.node_key(name)[0], ctx.node_key(name)[1])
-            cand = (key, name, used)
-            if best is None or (cand[0], natural_key(cand[1])) < (best[0], natural_key(best[1])):
-                best = cand
-    if best is not None:
-        return ctx.result("node", best[1], best[2])
+            return ctx.result("node", name, used)
     # 2. one leaf
     leaf_best: tuple[tuple[int, int], str, dict[str, str]] | None = None
     for leaf_name, leaf in layout.leaves.items():
