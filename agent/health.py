@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -94,6 +95,8 @@ class NvmlEventWatcher:
         self._uuids: dict[Any, str] = {}  # device handle → UUID
         self._stopping = False
         self._initialized = False
+        self.opened = threading.Event()
+        """Set once every GPU is registered (events from then on are delivered)."""
 
     def open(self) -> int:
         """Create the event set and register every GPU that supports events (blocking).
@@ -121,6 +124,7 @@ class NvmlEventWatcher:
                     continue
                 raise
             watched += 1
+        self.opened.set()
         return watched
 
     def wait_once(self) -> GpuEvent | None:

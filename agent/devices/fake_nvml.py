@@ -13,6 +13,7 @@ current state. ``inject_error`` makes any call fail, to test how callers degrade
 
 from __future__ import annotations
 
+import threading
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,6 +97,15 @@ class _Struct:
 
 
 @dataclass(slots=True)
+class _EventSet:
+    """An ``nvmlEventSet_t``: which event types each GPU reports into it, and what is pending."""
+
+    masks: dict[int, int] = field(default_factory=dict)
+    queue: list[_Struct] = field(default_factory=list)
+    ready: threading.Condition = field(default_factory=threading.Condition)
+
+
+@dataclass(slots=True)
 class _Fault:
     code: int
     remaining: int | None
@@ -168,6 +178,7 @@ class FakeNvml:
         keep_uuids = hostname is None or hostname == (profile.hostname or profile.name)
         self._initialized = 0
         self._faults: dict[tuple[str, int | None], _Fault] = {}
+        self._event_sets: list[_EventSet] = []
         self.calls = 0
         matrix = profile.link_matrix()
         self._matrix = matrix
@@ -801,6 +812,72 @@ class FakeNvml:
     def mark_lost(self, index: int, lost: bool = True) -> None:
         """Simulate a GPU falling off the bus (every query then answers GPU_IS_LOST)."""
         self._gpus[index].lost = lost
+
+
+    # -- events (XID / ECC; added for the agent's health watcher) -------------------------------
+    nvmlEventTypeXidCriticalError = pynvml.nvmlEventTypeXidCriticalError
+    nvmlEventTypeDoubleBitEccError = pynvml.nvmlEventTypeDoubleBitEccError
+
+    def nvmlEventSetCreate(self) -> _EventSet:
+        self._enter("nvmlEventSetCreate")
+        return _EventSet()
+
+    def nvmlDeviceRegisterEvents(self, device: Any, eventTypes: int, eventSet: Any) -> None:
+        gpu = self._gpu(device)
+        self._enter("nvmlDeviceRegisterEvents", gpu)
+        if not isinstance(eventSet, _EventSet):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        with eventSet.ready:
+            eventSet.masks[gpu.index] = eventSet.masks.get(gpu.index, 0) | int(eventTypes)
+        if all(e is not eventSet for e in self._event_sets):
+            self._event_sets.append(eventSet)
+
+    def nvmlEventSetWait(self, eventSet: Any, timeoutms: int) -> _Struct:
+        """Blocks up to ``timeoutms`` like the driver; raises Timeout when nothing arrived."""
+        self._enter("nvmlEventSetWait")
+        if not isinstance(eventSet, _EventSet):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        with eventSet.ready:
+            if not eventSet.queue:
+                eventSet.ready.wait(timeoutms / 1000)
+            if not eventSet.queue:
+                raise _err(pynvml.NVML_ERROR_TIMEOUT)
+            return eventSet.queue.pop(0)
+
+    nvmlEventSetWait_v2 = nvmlEventSetWait
+
+    def nvmlEventSetFree(self, eventSet: Any) -> None:
+        if isinstance(eventSet, _EventSet):
+            self._event_sets[:] = [e for e in self._event_sets if e is not eventSet]
+
+    def inject_event(self, index: int, *, xid: int | None = None) -> int:
+        """Deliver an event for GPU ``index`` to every set registered for it: an XID critical
+        error ``xid``, or a double-bit ECC error when ``xid`` is ``None``. Returns how many sets
+        received it (0: nobody is watching that GPU for that event type)."""
+        gpu = self._gpus[index]
+        kind = (
+            pynvml.nvmlEventTypeXidCriticalError
+            if xid is not None
+            else pynvml.nvmlEventTypeDoubleBitEccError
+        )
+        delivered = 0
+        for event_set in list(self._event_sets):
+            with event_set.ready:
+                if event_set.masks.get(index, 0) & kind:
+                    event_set.queue.append(
+                        _Struct(
+                            {
+                                "device": gpu,
+                                "eventType": kind,
+                                "eventData": 0 if xid is None else xid,
+                                "gpuInstanceId": 0xFFFFFFFF,
+                                "computeInstanceId": 0xFFFFFFFF,
+                            }
+                        )
+                    )
+                    event_set.ready.notify_all()
+                    delivered += 1
+        return delivered
 
 
 def _install_constants() -> None:
