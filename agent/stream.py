@@ -19,6 +19,7 @@ The agent app runs it like this::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import random
@@ -120,6 +121,8 @@ class StreamClient:
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._seq = 0
         self._hello_seq = 1
+        self._stopped = asyncio.Event()
+        self._stopped.set()  # not running
         self.connected = asyncio.Event()
         """Set while a hello is acknowledged on the current connection."""
 
@@ -141,14 +144,12 @@ class StreamClient:
         """Stop: close the connection (``agent-stopping``) and make :meth:`run` return."""
         self._closing = True
         self._wake.set()
-        ws = self._ws
-        if ws is not None and not ws.closed:
-            reason = CloseReason.AGENT_STOPPING
-            await ws.close(code=reason.ws_code, message=reason.message("").encode())
+        await self._stopped.wait()
 
     async def run(self) -> None:
         """Connect, stream, reconnect — until :meth:`close`."""
         session = self._session or aiohttp.ClientSession()
+        self._stopped.clear()
         attempt = 0
         try:
             while not self._closing:
@@ -187,6 +188,7 @@ class StreamClient:
             self._set_state(StreamState.CLOSED)
             if self._own_session:
                 await session.close()
+            self._stopped.set()
 
     # --- one connection --------------------------------------------------------------------------
 
@@ -277,9 +279,13 @@ class StreamClient:
             finally:
                 if not reader.done():
                     reader.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await reader
                 greeted = greeted or self.connected.is_set()
                 if not ws.closed:
-                    await ws.close()
+                    reason = CloseReason.AGENT_STOPPING if self._closing else CloseReason.INTERNAL
+                    detail = "" if self._closing else "no ack in time"
+                    await ws.close(code=reason.ws_code, message=reason.message(detail).encode())
             return CloseReason.from_message(self.stats.last_close), greeted
 
     def _hello(self, topology: NodeTopology, allocations: tuple[ContainerAllocation, ...]) -> Hello:

@@ -170,7 +170,7 @@ def create_app(
 ) -> web.Application:
     """The coordinator's application. Background loops are ``cleanup_ctx`` generators; the
     API-server sync is one of them unless ``settings.in_memory``."""
-    inv = inventory or Inventory(stale_ttl_s=settings.stale_ttl_s)
+    inv = inventory if inventory is not None else Inventory(stale_ttl_s=settings.stale_ttl_s)
     app = build_app(inv, agent_auth=agent_auth, extra_routes=extra_routes)
     app.cleanup_ctx.append(_stale_sweeper(settings.sweep_every_s))
     if settings.in_memory:

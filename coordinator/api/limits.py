@@ -26,6 +26,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from coordinator.api.errors import error_response
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LimitSettings:
@@ -118,10 +120,6 @@ def client_key(request: web.Request) -> str:
     return request.remote or "unknown"
 
 
-def _error(status: int, code: str, message: str, **headers: str) -> web.Response:
-    return web.json_response({"error": code, "message": message}, status=status, headers=headers)
-
-
 def limits_middleware(
     settings: LimitSettings,
     *,
@@ -137,15 +135,15 @@ def limits_middleware(
         if request.path not in exempt:
             wait = buckets.take(key(request))
             if wait > 0:
-                return _error(
-                    429,
-                    "too-many-requests",
-                    "rate limit exceeded; slow down",
-                    **{"Retry-After": str(max(1, math.ceil(wait)))},
+                response = error_response(
+                    request, 429, "too-many-requests", "rate limit exceeded; slow down"
                 )
+                response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+                return response
         declared = request.content_length
         if declared is not None and declared > settings.max_body_bytes:
-            return _error(
+            return error_response(
+                request,
                 413,
                 "payload-too-large",
                 f"request body of {declared} bytes exceeds the limit of "

@@ -242,9 +242,9 @@ class Inventory:
         rec = self._records.get(node)
         if rec is None or rec.agent is None or rec.agent.agent_id != agent_id:
             return
+        before = self._signature(rec)
         rec.agent = msgspec.structs.replace(rec.agent, connected=False)
-        rec.view = None
-        self.generation += 1
+        self._changed(rec, "updated", before)
 
     def sweep(self) -> list[str]:
         """Mark nodes whose agent is silent past the TTL stale; returns the newly stale names."""

@@ -1,0 +1,260 @@
+"""The inventory store: hellos and deltas from agents, Node objects and bound pods from the API
+server, merged into per-node free capacity; staleness by TTL on an injected clock; change events
+that tell the scheduler when a node gained capacity."""
+
+from __future__ import annotations
+
+import pytest
+from stream_helpers import allocation, mig_layout, topology
+
+from common.wire import CloseReason, FrameError, GpuState
+from coordinator.inventory.state import BoundPod, KubeNode
+from coordinator.inventory.store import Inventory, InventoryEvent
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def inv(clock: FakeClock) -> Inventory:
+    return Inventory(stale_ttl_s=10.0, clock=clock)
+
+
+def _hello(inv: Inventory, node: str = "node-a", **kw: object) -> None:
+    inv.apply_hello(
+        node,
+        agent_id=str(kw.get("agent_id", "a1")),
+        agent_version="test",
+        seq=0,
+        topology=kw.get("topology") or topology(node, gpus=4),  # type: ignore[arg-type]
+        allocations=kw.get("allocations", ()),  # type: ignore[arg-type]
+    )
+
+
+def _kube_node(name: str = "node-a", gpus: int = 4, **kw: object) -> KubeNode:
+    return KubeNode(
+        name=name,
+        allocatable={"nvidia.com/gpu": gpus, "cpu": 32000, "memory": 512 * 2**30, "pods": 110},
+        labels={"topos.io/leaf": "leaf-0"},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _pod(uid: str, node: str = "node-a", gpus: int = 1, scheduler: str = "default-scheduler"):
+    return BoundPod(
+        uid=uid,
+        namespace="default",
+        name=f"pod-{uid}",
+        node=node,
+        scheduler=scheduler,
+        requests={"nvidia.com/gpu": gpus, "cpu": 1000},
+    )
+
+
+def test_hello_creates_a_node_with_capacity_from_its_hardware(inv: Inventory) -> None:
+    _hello(inv)
+    state = inv.node("node-a")
+    assert state is not None
+    assert state.connected
+    assert not state.stale
+    assert state.schedulable
+    assert state.free == {"nvidia.com/gpu": 4, "cpu": 32000, "memory": 524288 * 2**20}
+    assert [u.uuid for u in state.gpu_use] == [f"GPU-node-a-{i}" for i in range(4)]
+
+
+def test_node_object_allocatable_wins_and_pods_of_any_scheduler_count(inv: Inventory) -> None:
+    _hello(inv)
+    inv.upsert_node(_kube_node())
+    inv.upsert_pod(_pod("p1", gpus=2, scheduler="default-scheduler"))
+    inv.upsert_pod(_pod("p2", gpus=1, scheduler="volcano"))
+    state = inv.node("node-a")
+    assert state is not None
+    assert state.free["nvidia.com/gpu"] == 1
+    assert state.free["cpu"] == 30000
+    assert state.free["pods"] == 108
+    assert {p.scheduler for p in state.pods} == {"default-scheduler", "volcano"}
+    inv.delete_pod("p1")
+    assert inv.node("node-a").free["nvidia.com/gpu"] == 3  # type: ignore[union-attr]
+
+
+def test_pod_moving_nodes_is_counted_once(inv: Inventory) -> None:
+    inv.upsert_node(_kube_node("node-a"))
+    inv.upsert_node(_kube_node("node-b"))
+    inv.upsert_pod(_pod("p1", node="node-a", gpus=2))
+    inv.upsert_pod(_pod("p1", node="node-b", gpus=2))
+    assert inv.node("node-a").free["nvidia.com/gpu"] == 4  # type: ignore[union-attr]
+    assert inv.node("node-b").free["nvidia.com/gpu"] == 2  # type: ignore[union-attr]
+
+
+def test_agent_allocations_and_annotations_show_who_holds_each_gpu(inv: Inventory) -> None:
+    _hello(inv, allocations=(allocation("train-0", "GPU-node-a-1"),))
+    inv.upsert_pod(
+        BoundPod(
+            uid="u", namespace="ml", name="infer", node="node-a", assigned_gpus=("GPU-node-a-3",)
+        )
+    )
+    holders = {u.uuid: (u.holder, u.source) for u in inv.node("node-a").gpu_use}  # type: ignore[union-attr]
+    assert holders["GPU-node-a-1"] == ("default/train-0", "agent")
+    assert holders["GPU-node-a-3"] == ("ml/infer", "annotation")
+    assert holders["GPU-node-a-0"] == (None, None)
+
+
+def test_delta_updates_gpu_state_and_unhealthy_gpus_are_not_free(inv: Inventory) -> None:
+    _hello(inv)
+    inv.apply_delta(
+        "node-a",
+        seq=1,
+        gpus=(GpuState(index=2, uuid="GPU-node-a-2", healthy=False, health_reason="XID 79"),),
+        allocations=None,
+    )
+    state = inv.node("node-a")
+    assert state is not None
+    assert state.topology is not None
+    assert state.topology.gpus[2].health_reason == "XID 79"
+    assert state.free["nvidia.com/gpu"] == 3
+    assert state.seq == 1
+
+
+def test_a_delta_that_does_not_fit_changes_nothing(inv: Inventory) -> None:
+    _hello(inv)
+    before = inv.node("node-a")
+    generation = inv.generation
+    bad = (
+        GpuState(index=0, uuid="GPU-node-a-0", healthy=False),
+        GpuState(index=9, uuid="GPU-node-a-9", healthy=False),
+    )
+    with pytest.raises(FrameError) as info:
+        inv.apply_delta("node-a", seq=1, gpus=bad, allocations=None)
+    assert info.value.reason is CloseReason.INVALID_STATE
+    assert inv.node("node-a") == before
+    assert inv.generation == generation
+
+
+def test_silent_agent_goes_stale_after_the_ttl_and_recovers(
+    inv: Inventory, clock: FakeClock
+) -> None:
+    events: list[InventoryEvent] = []
+    inv.subscribe(events.append)
+    _hello(inv)
+    clock.now += 9.0
+    assert inv.sweep() == []
+    inv.agent_disconnected("node-a", "a1")
+    assert not inv.node("node-a").connected  # type: ignore[union-attr]
+    assert not inv.node("node-a").stale  # type: ignore[union-attr]
+    clock.now += 2.0
+    assert inv.sweep() == ["node-a"]
+    state = inv.node("node-a")
+    assert state is not None
+    assert state.stale
+    assert not state.schedulable
+    assert state.last_seen_age_s == pytest.approx(11.0)
+    assert events[-1] == InventoryEvent("stale", "node-a", False)
+    _hello(inv)
+    assert events[-1] == InventoryEvent("recovered", "node-a", True)
+    assert inv.node("node-a").schedulable  # type: ignore[union-attr]
+
+
+def test_heartbeats_keep_a_node_fresh(inv: Inventory, clock: FakeClock) -> None:
+    _hello(inv)
+    for _ in range(5):
+        clock.now += 8.0
+        inv.touch("node-a")
+        assert inv.sweep() == []
+
+
+def test_capacity_gained_is_reported_when_a_pod_leaves_or_a_gpu_heals(inv: Inventory) -> None:
+    events: list[InventoryEvent] = []
+    _hello(inv)
+    inv.upsert_pod(_pod("p1", gpus=2))
+    inv.subscribe(events.append)
+    inv.upsert_pod(_pod("p2", gpus=1))
+    assert events[-1].capacity_gained is False
+    inv.delete_pod("p1")
+    assert events[-1] == InventoryEvent("updated", "node-a", True)
+    inv.apply_delta(
+        "node-a",
+        seq=1,
+        gpus=(GpuState(index=0, uuid="GPU-node-a-0", healthy=False),),
+        allocations=None,
+    )
+    assert events[-1].capacity_gained is False
+    inv.apply_delta(
+        "node-a",
+        seq=2,
+        gpus=(GpuState(index=0, uuid="GPU-node-a-0", healthy=True),),
+        allocations=None,
+    )
+    assert events[-1].capacity_gained is True
+
+
+def test_cordoned_or_not_ready_nodes_are_not_schedulable(inv: Inventory) -> None:
+    inv.upsert_node(_kube_node(unschedulable=True))
+    assert not inv.node("node-a").schedulable  # type: ignore[union-attr]
+    events: list[InventoryEvent] = []
+    inv.subscribe(events.append)
+    inv.upsert_node(_kube_node())
+    assert inv.node("node-a").schedulable  # type: ignore[union-attr]
+    assert events[-1].capacity_gained
+    inv.upsert_node(_kube_node(ready=False))
+    assert not inv.node("node-a").schedulable  # type: ignore[union-attr]
+
+
+def test_relist_drops_what_the_api_server_no_longer_has(inv: Inventory) -> None:
+    inv.upsert_node(_kube_node("node-a"))
+    inv.upsert_node(_kube_node("node-b"))
+    inv.upsert_pod(_pod("p1", node="node-a"))
+    inv.upsert_pod(_pod("p2", node="node-b"))
+    inv.replace_nodes([_kube_node("node-a")])
+    inv.replace_pods([_pod("p2", node="node-b")])
+    assert inv.names() == ["node-a", "node-b"]  # node-b still has a bound pod
+    assert inv.node("node-b").ready is None  # type: ignore[union-attr]
+    assert inv.node("node-a").pods == ()  # type: ignore[union-attr]
+    inv.replace_pods([])
+    assert inv.names() == ["node-a"]
+
+
+def test_a_broken_listener_does_not_break_ingest(inv: Inventory) -> None:
+    def boom(event: InventoryEvent) -> None:
+        raise RuntimeError("subscriber bug")
+
+    seen: list[InventoryEvent] = []
+    inv.subscribe(boom)
+    inv.subscribe(seen.append)
+    _hello(inv)
+    assert seen == [InventoryEvent("added", "node-a", True)]
+
+
+def test_mig_instances_become_mig_resources_without_a_node_object(inv: Inventory) -> None:
+    _hello(inv, topology=mig_layout(topology("node-a", gpus=2), 0, ["3g.40gb", "2g.20gb"]))
+    free = inv.node("node-a").free  # type: ignore[union-attr]
+    assert free["nvidia.com/gpu"] == 1
+    assert free["nvidia.com/mig-3g.40gb"] == 1
+    assert free["nvidia.com/mig-2g.20gb"] == 1
+
+
+def test_ttl_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Inventory(stale_ttl_s=0)
+
+
+def test_unchanged_health_does_not_claim_gained_capacity(inv: Inventory) -> None:
+    _hello(inv)
+    events: list[InventoryEvent] = []
+    inv.subscribe(events.append)
+    inv.apply_delta(
+        "node-a",
+        seq=1,
+        gpus=(GpuState(index=0, uuid="GPU-node-a-0", memory_free_mib=100),),
+        allocations=None,
+    )
+    assert events == [InventoryEvent("updated", "node-a", False)]
