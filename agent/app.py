@@ -475,15 +475,27 @@ async def _run_forever(
 ) -> int:
     agent = Agent(settings, source=hardware.source, publisher=publisher, podresources=podresources)
     loop = asyncio.get_running_loop()
+    installed = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, agent.stop)
+            installed.append(sig)
+    try:
+        await serve(agent, nvml=hardware.nvml)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    return 0
 
+
+async def serve(agent: Agent, *, nvml: Any = None) -> None:
+    """Run ``agent`` until ``agent.stop()``: discovery cycles, the NVML event watcher (when
+    ``nvml`` is given), the stream client (``--coordinator``) and the HTTP endpoints."""
+    settings = agent.settings
     async with contextlib.AsyncExitStack() as stack:
         stream: StreamClient | None = None
         if settings.coordinator:
             stream = await _open_stream(settings, agent, stack)
-        nvml = hardware.nvml
         watcher = NvmlEventWatcher(nvml) if nvml is not None else None
         await stack.enter_async_context(_http(agent, settings.listen))
         async with asyncio.TaskGroup() as tasks:
@@ -508,7 +520,6 @@ async def _run_forever(
                 if stream is not None:
                     await stream.close()
     log.info("agent stopped", extra={"node": settings.node_name})
-    return 0
 
 
 async def _open_stream(

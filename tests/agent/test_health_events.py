@@ -6,28 +6,15 @@ from __future__ import annotations
 
 import asyncio
 
+from agent_profiles import TWO_L40S
+
 from agent.devices import ProfileSource
 from agent.devices.profiles import profile_from_mapping
 from agent.health import GpuEvent, HealthLedger, NvmlEventWatcher
 
-TWO_GPUS = {
-    "name": "two-gpus",
-    "hostname": "box",
-    "driver_version": "550.54.15",
-    "cuda_version": "12.4",
-    "numa_nodes": [{"id": 0, "cpus": "0-15", "memory_mib": 65536}],
-    "gpus": [
-        {"product": "NVIDIA L40S", "memory_mib": 46068, "compute_capability": "8.9",
-         "cpu_affinity": "0-15", "numa_affinity": "0"},
-        {"product": "NVIDIA L40S", "memory_mib": 46068, "compute_capability": "8.9",
-         "cpu_affinity": "0-15", "numa_affinity": "0"},
-    ],
-    "links": ["X PHB", "PHB X"],
-}  # fmt: skip
-
 
 def _source() -> ProfileSource:
-    return ProfileSource(profile_from_mapping(TWO_GPUS))
+    return ProfileSource(profile_from_mapping(TWO_L40S))
 
 
 def test_injected_xid_is_read_for_the_right_gpu() -> None:
