@@ -11,6 +11,7 @@ from coordinator.auth.agents import NodeGuard, NodeVerdict, PodNodeResolver
 from coordinator.auth.identity import Identity
 from coordinator.auth.middleware import (
     IDENTITY_KEY,
+    agent_node,
     auth_middleware,
     authorize_node_report,
     identity_of,
@@ -39,6 +40,7 @@ __all__ = [
     "Review",
     "ReviewUnavailable",
     "TokenReviewer",
+    "agent_node",
     "auth_middleware",
     "authorize_node_report",
     "classify",

@@ -18,6 +18,7 @@ from typing import Final
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from coordinator.api.errors import ApiError, error_response
 from coordinator.auth.access import Access, classify
 from coordinator.auth.agents import NodeGuard, NodeVerdict, PodNodeResolver
 from coordinator.auth.identity import ANONYMOUS_DEMO, Identity
@@ -36,8 +37,13 @@ AUTH_DISABLED_WARNING: Final = (
 )
 
 
-def _error(status: int, code: str, message: str, **headers: str) -> web.Response:
-    return web.json_response({"error": code, "message": message}, status=status, headers=headers)
+def _error(
+    request: web.Request, status: int, code: str, message: str, *, challenge: bool = False
+) -> web.Response:
+    response = error_response(request, status, code, message)
+    if challenge:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="topos"'
+    return response
 
 
 def _bearer(request: web.Request) -> str | None:
@@ -62,24 +68,25 @@ def auth_middleware(settings: AuthSettings, reviewer: TokenReviewer) -> Middlewa
             return await handler(request)
         if access is Access.PUBLIC or (access is Access.READ and settings.open_read_only):
             return await handler(request)
-        challenge = {"WWW-Authenticate": 'Bearer realm="topos"'}
         token = _bearer(request)
         if token is None:
-            return _error(401, "unauthorized", "a bearer token is required", **challenge)
+            message = "a bearer token is required"
+            return _error(request, 401, "unauthorized", message, challenge=True)
         if len(token) > settings.max_token_bytes:
-            return _error(401, "unauthorized", "bearer token too long", **challenge)
+            return _error(request, 401, "unauthorized", "bearer token too long", challenge=True)
         try:
             review = await reviewer.review(token)
         except ReviewUnavailable as exc:
             _log.warning("token review unavailable: %s", exc)
-            return _error(503, "unavailable", "cannot verify tokens right now; retry")
+            return _error(request, 503, "unavailable", "cannot verify tokens right now; retry")
         if review.identity is None:
             _log.info("rejected token from %s: %s", request.remote, review.error)
-            return _error(401, "unauthorized", "invalid bearer token", **challenge)
+            return _error(request, 401, "unauthorized", "invalid bearer token", challenge=True)
         identity = review.identity
         if access is Access.AGENT and not settings.is_agent(identity):
             _log.info("refused %s on the agent stream", identity.describe())
-            return _error(403, "forbidden", f"{identity.username} may not open the agent stream")
+            message = f"{identity.username} may not open the agent stream"
+            return _error(request, 403, "forbidden", message)
         request[IDENTITY_KEY] = identity
         return await handler(request)
 
@@ -112,21 +119,12 @@ async def authorize_node_report(request: web.Request, node: str) -> NodeVerdict:
     return await guard.check(identity_of(request), node)
 
 
-class AgentRefused(Exception):
-    """Raised by :func:`agent_node` when the caller may not open the stream at all."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
 async def agent_node(request: web.Request) -> str | None:
     """Before the stream's upgrade: the node this caller may report (``None``: any, auth off).
 
-    Relies on the middleware having authenticated the request; raises :class:`AgentRefused`
-    (401/403) otherwise or when the identity has no node of its own.
+    The ``agent_auth`` of ``coordinator.api.app.build_app``. Relies on the middleware having
+    authenticated the request; raises ``ApiError`` 401/403 otherwise, or when the identity has
+    no node of its own.
     """
     guard = request.app.get(NODE_GUARD_KEY)
     if guard is None:
@@ -135,5 +133,5 @@ async def agent_node(request: web.Request) -> str | None:
     verdict = await guard.node_for(identity)
     if not verdict.allowed:
         status, code = (401, "unauthorized") if identity is None else (403, "forbidden")
-        raise AgentRefused(status, code, verdict.reason)
+        raise ApiError(status, code, verdict.reason)
     return verdict.node
