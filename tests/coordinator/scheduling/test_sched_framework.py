@@ -1,0 +1,299 @@
+"""The framework itself: the kube-style summary, explanations kept in the result, extension
+points other packages plug into (PreFilter node restriction, Reserve/Permit), candidate-node
+restriction, configuration from YAML, and a plugin bug turning into an error status instead of a
+crash."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
+
+from coordinator.scheduling import (
+    ConfigError,
+    CycleState,
+    Decision,
+    Failure,
+    Framework,
+    NodeInfo,
+    PodRequest,
+    PreFilterResult,
+    SchedulerConfig,
+    Snapshot,
+    StateKey,
+    Status,
+    load_config,
+    schedule_one,
+    summarize,
+)
+from coordinator.scheduling.framework import num_feasible_nodes_to_find
+from coordinator.scheduling.status import SUCCESS, Code
+
+
+def test_summary_counts_each_reason_and_sorts_like_kube() -> None:
+    statuses = {f"n{i}": Status.unschedulable("Insufficient nvidia.com/gpu") for i in range(4)}
+    statuses.update(
+        {
+            f"m{i}": Status.unschedulable("no single NUMA node has sufficient capacity")
+            for i in range(8)
+        }
+    )
+    assert summarize(12, statuses) == (
+        "0/12 nodes are available: 4 Insufficient nvidia.com/gpu, "
+        "8 no single NUMA node has sufficient capacity."
+    )
+    # kube sorts the "<count> <reason>" strings as strings: "12 …" before "3 …".
+    mixed = [Status.unschedulable("b")] * 12 + [Status.unschedulable("a", "c")] * 3
+    assert summarize(15, mixed) == "0/15 nodes are available: 12 b, 3 a, 3 c."
+
+
+def test_mixed_cluster_summary_from_a_real_cycle() -> None:
+    nodes = [gpu_node(f"full{i}", dgx_h100(f"full{i}"), gpus=0) for i in range(4)]
+    nodes += [plain_node(f"cpu{i}", labels={"pool": "cpu"}) for i in range(2)]
+    result = run(simple_pod("p", gpus=1), nodes)
+    assert isinstance(result, Failure)
+    assert result.message == "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
+    assert set(result.statuses) == {n.name for n in nodes}
+
+
+def test_decision_keeps_per_node_verdicts_and_breakdowns_for_explain() -> None:
+    nodes = [
+        gpu_node("a", dgx_h100("a")),
+        gpu_node("b", dgx_h100("b"), labels={"zone": "z"}),
+        plain_node("cpu"),
+    ]
+    result = run(simple_pod("p", gpus=2), nodes)
+    assert isinstance(result, Decision)
+    assert set(result.verdicts) == {"a", "b", "cpu"}
+    assert result.verdicts["cpu"].status.reasons == ("Insufficient nvidia.com/gpu",)
+    assert result.verdicts["cpu"].status.plugin == "NodeResourcesFit"
+    chosen = result.verdicts[result.node]
+    assert chosen.total == result.score == pytest.approx(sum(result.breakdown.values()))
+    assert "GpuTopology" in result.breakdown
+    assert result.feasible == 2
+    assert result.evaluated == 3
+    # Equal scores: the tie goes to the lexically first node, every time.
+    assert result.node == "a"
+    annotations = result.annotations()
+    assert annotations["topos.io/placement-score"] == f"{result.score:.1f}"
+    assert len(annotations["topos.io/assigned-gpus"].split(",")) == 2
+
+
+def test_candidate_nodes_restrict_the_cycle() -> None:
+    snapshot = Snapshot([gpu_node(n, dgx_h100(n)) for n in ("a", "b", "c")])
+    result = schedule_one(
+        simple_pod("p", gpus=1), snapshot, Framework.build(), candidate_nodes={"c"}
+    )
+    assert isinstance(result, Decision)
+    assert result.node == "c"
+    assert result.verdicts["a"].status.reasons == ("node(s) were not among the candidate nodes",)
+
+
+LEAF: StateKey[str] = StateKey("test.leaf")
+
+
+class LeafOnly:
+    """A domain-style plugin: restricts candidates with a PreFilterResult and records state."""
+
+    name = "LeafOnly"
+
+    def __init__(self, leaf: str) -> None:
+        self.leaf = leaf
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> PreFilterResult:
+        state.write(LEAF, self.leaf)
+        names = frozenset(n.name for n in snapshot.nodes if n.labels.get("leaf") == self.leaf)
+        return PreFilterResult(SUCCESS, names)
+
+
+class GangGate:
+    """A gang-style plugin: reserve records, permit waits until two members are reserved."""
+
+    name = "GangGate"
+
+    def __init__(self) -> None:
+        self.reserved: list[str] = []
+        self.unreserved: list[str] = []
+
+    def reserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status:
+        if pod.name == "refused":
+            return Status.unschedulable("pod group is closed")
+        self.reserved.append(pod.key)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> None:
+        self.unreserved.append(pod.key)
+
+    def permit(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status:
+        if len(self.reserved) < 2:
+            return Status(Code.WAIT, ("waiting for pod group g: 1/2 members placed",))
+        return SUCCESS
+
+
+class Recorder:
+    name = "Recorder"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def reserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status:
+        self.calls.append(f"reserve {pod.name}")
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> None:
+        self.calls.append(f"unreserve {pod.name}")
+
+
+def test_registered_plugins_restrict_nodes_and_see_state() -> None:
+    nodes = [
+        gpu_node("l1-a", dgx_h100("l1-a"), labels={"leaf": "l1"}),
+        gpu_node("l2-a", dgx_h100("l2-a"), labels={"leaf": "l2"}),
+    ]
+    fw = Framework.build(
+        SchedulerConfig(enabled_plugins=("LeafOnly",)),
+        registry={"LeafOnly": lambda cfg: LeafOnly("l2")},
+    )
+    result = schedule_one(simple_pod("p", gpus=1), Snapshot(nodes), fw)
+    assert isinstance(result, Decision)
+    assert result.node == "l2-a"
+    assert result.state.read(LEAF) == "l2"
+
+
+def test_reserve_permit_and_unreserve_order() -> None:
+    gate, recorder = GangGate(), Recorder()
+    fw = Framework.build(
+        SchedulerConfig(enabled_plugins=("Recorder", "GangGate")),
+        registry={"GangGate": lambda cfg: gate, "Recorder": lambda cfg: recorder},
+    )
+    snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
+    first_obj, second_obj = simple_pod("m1", gpus=1), simple_pod("m2", gpus=1)
+    first = schedule_one(first_obj, snapshot, fw)
+    assert isinstance(first, Decision)
+    assert fw.run_reserve(request(first_obj), first).is_success
+    waiting = fw.run_permit(request(first_obj), first)
+    assert waiting.code is Code.WAIT
+    assert waiting.plugin == "GangGate"
+    second = schedule_one(second_obj, snapshot, fw)
+    assert isinstance(second, Decision)
+    assert fw.run_reserve(request(second_obj), second).is_success
+    assert fw.run_permit(request(second_obj), second).is_success
+    refused_obj = simple_pod("refused", gpus=1)
+    refused = schedule_one(refused_obj, snapshot, fw)
+    assert isinstance(refused, Decision)
+    status = fw.run_reserve(request(refused_obj), refused)
+    assert status.code is Code.UNSCHEDULABLE
+    assert status.plugin == "GangGate"
+    # Recorder reserved before GangGate refused, so it is unreserved again.
+    assert recorder.calls[-2:] == ["reserve refused", "unreserve refused"]
+
+
+class Exploding:
+    name = "Exploding"
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        raise RuntimeError("plugin bug")
+
+
+def test_a_plugin_bug_becomes_an_error_status_not_a_crash() -> None:
+    fw = Framework.build(
+        SchedulerConfig(enabled_plugins=("Exploding",)),
+        registry={"Exploding": lambda c: Exploding()},
+    )
+    result = schedule_one(simple_pod("p"), Snapshot([plain_node("n")]), fw)
+    assert isinstance(result, Failure)
+    assert result.pod_status is not None
+    assert result.pod_status.code is Code.ERROR
+    assert "plugin bug" in result.message
+
+
+def test_unknown_plugin_name_is_refused_at_build() -> None:
+    with pytest.raises(KeyError, match="Nope"):
+        Framework.build(SchedulerConfig(enabled_plugins=("Nope",)))
+
+
+def test_config_from_yaml_changes_packing_and_weights() -> None:
+    config = load_config(
+        """
+weights:
+  bin_packing: 10
+  topology_fitness: 0
+packing: spread
+percentage_of_nodes_to_score: 50
+disabled_plugins: [GpuAvailability]
+"""
+    )
+    assert config.weights.bin_packing == 10
+    assert config.packing == "spread"
+    fw = Framework.build(config)
+    assert "GpuAvailability" not in {getattr(p, "name", "") for p in fw.plugins}
+    assert all(p.name != "GpuTopology" for p, _ in fw.score)  # weight 0: not scored
+    # Spread vs binpack decides between a half-used and an empty node.
+    from sched_hw import running
+
+    half = gpu_node(
+        "half", dgx_h100("half"), pods=[running(simple_pod("x", gpus=4), gpus=(0, 1, 2, 3))]
+    )
+    empty = gpu_node("empty", dgx_h100("empty"))
+    spread = run(simple_pod("p", gpus=1), [half, empty], config=config)
+    packed = run(simple_pod("p", gpus=1), [half, empty])
+    assert isinstance(spread, Decision)
+    assert isinstance(packed, Decision)
+    assert (spread.node, packed.node) == ("empty", "half")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("weights: {gpu_love: 3}", "weights.gpu_love: unknown weight"),
+        ("weights: {numa_fit: -1}", "weights.numa_fit: must be an integer from 0 to 100"),
+        ("packing: tight", "packing: unknown mode 'tight'"),
+        ("colour: blue", "colour: unknown key"),
+        ("percentage_of_nodes_to_score: 500", "percentage_of_nodes_to_score"),
+        ("[1, 2", "not valid YAML"),
+        ("- a list", "must be a mapping"),
+    ],
+)
+def test_bad_config_is_rejected_with_the_key(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_config(text)
+
+
+def test_empty_config_is_the_defaults() -> None:
+    assert load_config("") == SchedulerConfig()
+    assert load_config(None) == SchedulerConfig()
+
+
+def test_kube_rule_for_how_many_feasible_nodes_suffice() -> None:
+    assert num_feasible_nodes_to_find(50, 0) == 50
+    assert num_feasible_nodes_to_find(1000, 0) == 420  # 50 - 1000/125 = 42 %
+    assert num_feasible_nodes_to_find(5000, 0) == 500  # 50 - 5000/125 = 10 %
+    assert num_feasible_nodes_to_find(1000, 100) == 1000
+
+
+def test_adaptive_percentage_stops_filtering_early() -> None:
+    nodes = [plain_node(f"n{i:03d}") for i in range(300)]
+    config = SchedulerConfig(percentage_of_nodes_to_score=0)
+    result = run(simple_pod("p"), nodes, config=config)
+    assert isinstance(result, Decision)
+    assert result.feasible == num_feasible_nodes_to_find(300, 0) == 144
+
+
+def _names(nodes: Sequence[NodeInfo]) -> list[str]:
+    return [n.name for n in nodes]
+
+
+def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        Snapshot([plain_node("a"), plain_node("a")])
+    snapshot = Snapshot([plain_node("a"), plain_node("b")])
+    obj = simple_pod("p")
+    result = schedule_one(obj, snapshot, Framework.build())
+    assert isinstance(result, Decision)
+    snapshot.assume(request(obj), result.node, result.placement)
+    with pytest.raises(ValueError, match="already assumed"):
+        snapshot.assume(request(obj), result.node, result.placement)
+    copy = snapshot.copy()
+    assert copy.forget(request(obj).key)
+    assert snapshot.is_assumed(request(obj).key)  # the copy's forget left the original alone
+    assert _names(copy.nodes) == ["a", "b"]
