@@ -198,7 +198,12 @@ class FakeNvml:
                     memory_mib=g.memory_mib,
                     memory_used_mib=g.memory_used_mib,
                     cc=cc,
-                    pcie=(g.pcie_gen_max, g.pcie_width_max, g.pcie_gen_current, g.pcie_width_current),
+                    pcie=(
+                        g.pcie_gen_max,
+                        g.pcie_width_max,
+                        g.pcie_gen_current,
+                        g.pcie_width_current,
+                    ),
                     power_mw=None if g.power_limit_w is None else int(g.power_limit_w * 1000),
                     cpus=None if g.cpu_affinity is None else parse_cpulist(g.cpu_affinity),
                     numa=None if g.numa_affinity is None else parse_cpulist(g.numa_affinity),
@@ -220,7 +225,9 @@ class FakeNvml:
                 gi = self._create_gi(gpu, gi_profile, inst.placement)
                 names = [gi_profile.name] if inst.compute is None else inst.compute
                 for ci_name in names:
-                    ci_profile = next((c for c in ci_profiles(gi_profile) if c.name == ci_name), None)
+                    ci_profile = next(
+                        (c for c in ci_profiles(gi_profile) if c.name == ci_name), None
+                    )
                     if ci_profile is None:
                         raise ValueError(
                             f"GPU {gpu.index}: compute instance {ci_name!r} does not fit a"
@@ -239,15 +246,19 @@ class FakeNvml:
             if self.profile.nvswitch and nv:
                 count = max(n for _, n in nv)
                 gpu.links = [
-                    _Link(switch_buses[k % len(switch_buses)], pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH,
-                          _NVSWITCH_PCI_ID)
+                    _Link(
+                        switch_buses[k % len(switch_buses)],
+                        pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH,
+                        _NVSWITCH_PCI_ID,
+                    )
                     for k in range(count)
                 ]
             else:
                 for j, n in nv:
                     pci_id = _pci_device_id(self._gpus[j].name)
                     gpu.links += [
-                        _Link(bus_of[j], pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, pci_id) for _ in range(n)
+                        _Link(bus_of[j], pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, pci_id)
+                        for _ in range(n)
                     ]
             ports = self.profile.gpus[i].nvlinks
             if ports is not None:
@@ -311,7 +322,9 @@ class FakeNvml:
         if p.media_extensions and any(gi.profile.media_extensions for gi in gpu.gis.values()):
             return False
         end = start + p.size
-        return all(end <= gi.start or gi.start + gi.profile.size <= start for gi in gpu.gis.values())
+        return all(
+            end <= gi.start or gi.start + gi.profile.size <= start for gi in gpu.gis.values()
+        )
 
     def _gi_start(self, gpu: _Gpu, p: GiProfile) -> int | None:
         geometry = gpu.geometry
@@ -350,7 +363,10 @@ class FakeNvml:
         if used + c.slices > gi.profile.slices:
             return None
         for s in c.starts:
-            if all(s + c.slices <= ci.start or ci.start + ci.profile.slices <= s for ci in gi.cis.values()):
+            if all(
+                s + c.slices <= ci.start or ci.start + ci.profile.slices <= s
+                for ci in gi.cis.values()
+            ):
                 return s
         return None
 
@@ -414,7 +430,11 @@ class FakeNvml:
         return len(self._gpus)
 
     def nvmlDeviceGetHandleByIndex(self, index: int) -> _Gpu:
-        self._enter("nvmlDeviceGetHandleByIndex", self._gpus[index] if 0 <= index < len(self._gpus) else None, lost_ok=True)
+        self._enter(
+            "nvmlDeviceGetHandleByIndex",
+            self._gpus[index] if 0 <= index < len(self._gpus) else None,
+            lost_ok=True,
+        )
         if not 0 <= index < len(self._gpus):
             raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return self._gpus[index]
@@ -572,7 +592,9 @@ class FakeNvml:
         gpu.mig_current = gpu.mig_pending = mode
         return int(pynvml.NVML_SUCCESS)
 
-    def nvmlDeviceGetGpuInstanceProfileInfo(self, device: Any, profile: int, version: int = 2) -> _Struct:
+    def nvmlDeviceGetGpuInstanceProfileInfo(
+        self, device: Any, profile: int, version: int = 2
+    ) -> _Struct:
         gpu = self._gpu(device)
         self._enter("nvmlDeviceGetGpuInstanceProfileInfo", gpu)
         if gpu.geometry is None:
@@ -632,7 +654,9 @@ class FakeNvml:
         self._enter("nvmlDeviceCreateGpuInstance", gpu)
         return self._create_gi(gpu, self._gi_profile(gpu, profileId), None)
 
-    def nvmlDeviceCreateGpuInstanceWithPlacement(self, device: Any, profileId: int, placement: Any) -> _Gi:
+    def nvmlDeviceCreateGpuInstanceWithPlacement(
+        self, device: Any, profileId: int, placement: Any
+    ) -> _Gi:
         gpu = self._gpu(device)
         self._enter("nvmlDeviceCreateGpuInstanceWithPlacement", gpu)
         p = self._gi_profile(gpu, profileId)
@@ -700,7 +724,9 @@ class FakeNvml:
 
     nvmlGpuInstanceGetComputeInstanceProfileInfoV = nvmlGpuInstanceGetComputeInstanceProfileInfo
 
-    def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(self, gpuInstance: Any, profileId: int) -> int:
+    def nvmlGpuInstanceGetComputeInstanceRemainingCapacity(
+        self, gpuInstance: Any, profileId: int
+    ) -> int:
         gi = self._gi(gpuInstance)
         self._enter("nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gi.gpu)
         c = self._ci_profile_by_index(gi, profileId)
@@ -719,7 +745,9 @@ class FakeNvml:
         gi = self._gi(gpuInstance)
         self._enter("nvmlGpuInstanceGetComputeInstances", gi.gpu)
         c = self._ci_profile_by_index(gi, profileId)
-        found = sorted((ci for ci in gi.cis.values() if ci.profile.index == c.index), key=lambda x: x.id)
+        found = sorted(
+            (ci for ci in gi.cis.values() if ci.profile.index == c.index), key=lambda x: x.id
+        )
         if len(found) > len(computeInstancesRef):
             raise _err(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
         for k, ci in enumerate(found):
@@ -813,7 +841,6 @@ class FakeNvml:
         """Simulate a GPU falling off the bus (every query then answers GPU_IS_LOST)."""
         self._gpus[index].lost = lost
 
-
     # -- events (XID / ECC; added for the agent's health watcher) -------------------------------
     nvmlEventTypeXidCriticalError = pynvml.nvmlEventTypeXidCriticalError
     nvmlEventTypeDoubleBitEccError = pynvml.nvmlEventTypeDoubleBitEccError
@@ -883,9 +910,11 @@ class FakeNvml:
 def _install_constants() -> None:
     """Give the fake every ``NVML_*`` constant and ``NVMLError*`` class of the real module."""
     for name, value in vars(pynvml).items():
-        if (name.startswith("NVML_") and isinstance(value, int)) or name.startswith("NVMLError"):
-            if not hasattr(FakeNvml, name):
-                setattr(FakeNvml, name, value)
+        wanted = (name.startswith("NVML_") and isinstance(value, int)) or name.startswith(
+            "NVMLError"
+        )
+        if wanted and not hasattr(FakeNvml, name):
+            setattr(FakeNvml, name, value)
 
 
 _install_constants()
@@ -906,7 +935,7 @@ def _pci_device_id(product: str | None) -> int:
 
 
 def _pci_struct(bus_id: str, device_id: int) -> _Struct:
-    domain, bus, rest = (bus_id.split(":") + ["0", "0", "0.0"])[:3]
+    domain, bus, rest = ([*bus_id.split(":"), "0", "0", "0.0"])[:3]
     return _Struct(
         {
             "busId": bus_id.encode(),

@@ -193,8 +193,8 @@ def _write_tree(
                 linked.add(bridge)
         dev = here / bdf
         dev.mkdir(parents=True, exist_ok=True)
-        numa = numa_of[d]
-        (dev / "numa_node").write_text(f"{-1 if numa is None else numa}\n")
+        dev_numa = numa_of[d]
+        (dev / "numa_node").write_text(f"{-1 if dev_numa is None else dev_numa}\n")
         (dev / "class").write_text("0x030200\n" if d < n_gpus else "0x020700\n")
         (dev / "vendor").write_text("0x10de\n" if d < n_gpus else "0x15b3\n")
         os.symlink(dev, bus_dir / bdf)
@@ -237,7 +237,9 @@ def _first(cpulist: str | None) -> int | None:
     return ids[0] if ids else None
 
 
-def _check(profile: Profile, reader: Sysfs, devices: list[str], rel: dict[tuple[int, int], int]) -> None:
+def _check(
+    profile: Profile, reader: Sysfs, devices: list[str], rel: dict[tuple[int, int], int]
+) -> None:
     """The tree must give back every known cell; a matrix no PCI tree can produce is an error."""
     names = {v: k for k, v in _RANK.items()}
     n = len(profile.gpus)

@@ -16,7 +16,7 @@ from typing import Any, Final
 from agent.devices.mig_catalog import geometry_for_names
 from agent.devices.profile import Profile, ProfileError, profile_from_mapping
 from agent.devices.topo_text import TopoMatrix, TopoParseError, parse_topo
-from common.model import parse_cpulist
+from common.model import format_cpulist, parse_cpulist
 
 # Compute capability by product family (nvidia-smi -q does not print it).
 _COMPUTE_CAPABILITY: Final = (
@@ -97,7 +97,7 @@ def _parse_query_text(text: str, origin: str) -> Query:
     gpu: QueryGpu | None = None
     stack: list[tuple[int, str]] = []
     saw_log = False
-    for number, raw in enumerate(text.splitlines(), 1):
+    for _number, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not line.strip():
             continue
@@ -162,7 +162,9 @@ def _parse_query_text(text: str, origin: str) -> Query:
         elif key == "State" and section[-1:] == ["Fabric"]:
             gpu.fabric = value not in ("N/A", "")
     if not saw_log and not q.gpus:
-        raise ImportError_(f"{origin}: line 1: not `nvidia-smi -q` output (no NVSMI LOG, no GPU sections)")
+        raise ImportError_(
+            f"{origin}: line 1: not `nvidia-smi -q` output (no NVSMI LOG, no GPU sections)"
+        )
     return q
 
 
@@ -186,7 +188,9 @@ def _parse_query_xml(text: str, origin: str) -> Query:
         w_max = _num(get(g, "pci/pci_gpu_link_info/link_widths/max_link_width"))
         w_cur = _num(get(g, "pci/pci_gpu_link_info/link_widths/current_link_width"))
         mem = _num(get(g, "fb_memory_usage/total"))
-        power = _num(get(g, "gpu_power_readings/current_power_limit") or get(g, "power_readings/power_limit"))
+        power = _num(
+            get(g, "gpu_power_readings/current_power_limit") or get(g, "power_readings/power_limit")
+        )
         mig = get(g, "mig_mode/current_mig")
         fabric = get(g, "fabric/state")
         q.gpus.append(
@@ -228,7 +232,9 @@ def parse_mig_tables(text: str, *, origin: str = "<mig>") -> MigTables:
         line = raw.strip()
         if not line or set(line) <= set("+-=|") or not line.startswith("|"):
             if line and not line.startswith(("+", "|")):
-                raise ImportError_(f"{origin}: line {number}: not a `nvidia-smi mig` table: {line[:60]!r}")
+                raise ImportError_(
+                    f"{origin}: line {number}: not a `nvidia-smi mig` table: {line[:60]!r}"
+                )
             continue
         if m := _LGIP_ROW.match(line):
             out.profiles.setdefault(int(m.group(1)), []).append(m.group(2))
@@ -273,13 +279,17 @@ def build_profile(
                 "memory_numa_node": matrix.gpu_numa_id[i],
             }
         )
-    data: dict[str, Any] = {"name": name, "description": f"imported from {source_file or 'nvidia-smi topo -m'}"}
+    data: dict[str, Any] = {
+        "name": name,
+        "description": f"imported from {source_file or 'nvidia-smi topo -m'}",
+    }
     if hostname:
         data["hostname"] = hostname
     if query is not None:
         if query.gpus and len(query.gpus) < n:
             raise ImportError_(
-                f"--query lists {len(query.gpus)} GPUs but the matrix has {n}; use outputs of one machine"
+                f"--query lists {len(query.gpus)} GPUs but the matrix has {n};"
+                " give the outputs of one machine"
             )
         data["driver_version"] = query.driver_version
         data["cuda_version"] = query.cuda_version
@@ -339,20 +349,22 @@ def build_profile(
             numa_cpus.setdefault(nodes[0], set()).update(cpus)
     if numa_cpus:
         taken: set[int] = set()
-        numa_nodes = []
-        for node, cpus in sorted(numa_cpus.items()):
-            cpus -= taken
-            taken |= cpus
-            numa_nodes.append({"id": node, "cpus": ",".join(str(c) for c in sorted(cpus))})
-        data["numa_nodes"] = [
-            {"id": nd["id"], "cpus": _compact(nd["cpus"])} for nd in numa_nodes
-        ]
+        numa_nodes: list[dict[str, Any]] = []
+        for node, node_cpus in sorted(numa_cpus.items()):
+            own = node_cpus - taken
+            taken |= own
+            numa_nodes.append({"id": node, "cpus": format_cpulist(own)})
+        data["numa_nodes"] = numa_nodes
     if all_cpus:
         data["cpu_count"] = max(all_cpus) + 1
     if source_file is not None:
         compare = ["links", "nic_links"] + [
-            c for c, col in (("cpu_affinity", "CPU Affinity"), ("numa_affinity", "NUMA Affinity"),
-                             ("gpu_numa_id", "GPU NUMA ID"))
+            c
+            for c, col in (
+                ("cpu_affinity", "CPU Affinity"),
+                ("numa_affinity", "NUMA Affinity"),
+                ("gpu_numa_id", "GPU NUMA ID"),
+            )
             if col in matrix.columns
         ]
         data["matrix_source"] = {"file": source_file, "compare": compare}
@@ -364,12 +376,6 @@ def build_profile(
             raise
         data["nvswitch"] = False  # a partitioned fabric: describe its links as direct ones
         return profile_from_mapping(data, origin=name)
-
-
-def _compact(cpus: str) -> str:
-    from common.model import format_cpulist
-
-    return format_cpulist(parse_cpulist(cpus)) if cpus else ""
 
 
 def import_files(
@@ -393,6 +399,8 @@ def import_files(
         raise ImportError_(f"{topo}: {exc}") from None
     q = None if query is None else parse_query(read(query), origin=str(query))
     m = None if mig is None else parse_mig_tables(read(mig), origin=str(mig))
-    profile_name = name or re.sub(r"[^a-z0-9._-]+", "-", topo.stem.lower()).strip("-.")[:63] or "imported"
+    profile_name = (
+        name or re.sub(r"[^a-z0-9._-]+", "-", topo.stem.lower()).strip("-.")[:63] or "imported"
+    )
     profile = build_profile(matrix, name=profile_name, source_file=topo.name, query=q, mig=m)
     return profile, matrix.notes

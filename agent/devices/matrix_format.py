@@ -51,8 +51,14 @@ def format_topo_matrix(topology: NodeTopology) -> str:
     out = "\n".join(lines) + "\n\n" + _LEGEND
     if k:
         out += "\nNIC Legend:\n\n"
-        out += "".join(f"  {label}: {nic.name}\n" for label, nic in zip(nic_labels, topology.nics, strict=True))
+        out += "".join(
+            f"  {label}: {nic.name}\n" for label, nic in zip(nic_labels, topology.nics, strict=True)
+        )
     return out
+
+
+def _opt(value: int | None) -> str:
+    return "?" if value is None else str(value)
 
 
 def _gib(mib: int | None) -> str:
@@ -74,8 +80,12 @@ def format_inventory(topology: NodeTopology) -> str:
         pcie = "?"
         if g.pcie_gen_current is not None or g.pcie_gen_max is not None:
             pcie = f"gen{g.pcie_gen_current or '?'}x{g.pcie_width_current or '?'}"
-        mig = "n/a" if g.mig_capable is False else "?" if g.mig_enabled is None else (
-            f"on ({len(g.mig_instances)})" if g.mig_enabled else "off"
+        mig = (
+            "n/a"
+            if g.mig_capable is False
+            else "?"
+            if g.mig_enabled is None
+            else (f"on ({len(g.mig_instances)})" if g.mig_enabled else "off")
         )
         rows.append(
             [
@@ -92,7 +102,10 @@ def format_inventory(topology: NodeTopology) -> str:
             ]
         )
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    out += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    out += [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in rows
+    ]
     for g in t.gpus:
         if g.mig_instances:
             out.append("")
@@ -108,12 +121,18 @@ def format_inventory(topology: NodeTopology) -> str:
             out.append(f"    still creatable: {free}")
     if t.nics:
         out.append("")
-        out.append("  NICs: " + ", ".join(
-            f"{nic.name} ({nic.pci_bus_id or '?'}, NUMA {'?' if nic.numa_node is None else nic.numa_node})"
-            for nic in t.nics
-        ))
+        out.append(
+            "  NICs: "
+            + ", ".join(
+                f"{nic.name} ({nic.pci_bus_id or '?'}, NUMA {_opt(nic.numa_node)})"
+                for nic in t.nics
+            )
+        )
     if t.numa_nodes:
         out.append("")
         for node in t.numa_nodes:
-            out.append(f"  NUMA {node.id}: CPUs {format_cpulist(node.cpus) or '-'}  memory {_gib(node.memory_mib)}")
+            out.append(
+                f"  NUMA {node.id}: CPUs {format_cpulist(node.cpus) or '-'}"
+                f"  memory {_gib(node.memory_mib)}"
+            )
     return "\n".join(out) + "\n"

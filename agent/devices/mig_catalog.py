@@ -93,11 +93,16 @@ _CI_SPLITS: Final[dict[int, tuple[int, ...]]] = {
 
 
 def ci_profiles(gi: GiProfile) -> tuple[CiProfile, ...]:
-    """Compute-instance profiles of a GPU instance: ``c`` slices start at multiples of ``c``."""
+    """Compute-instance profiles of a GPU instance.
+
+    A ``c``-slice compute instance starts at a multiple of ``c`` rounded up to a power of two, so
+    1c + 2c + 3c fit one 7g instance (at 0, 2 and 4) as ``nvidia-smi -L`` shows on real A100s.
+    """
     out: list[CiProfile] = []
     for c in _CI_SPLITS.get(gi.slices, (gi.slices,)):
         name = gi.name if c == gi.slices else f"{c}c.{gi.name}"
-        starts = tuple(range(0, gi.slices - c + 1, c))
+        step = 1 << (c - 1).bit_length()
+        starts = tuple(range(0, gi.slices - c + 1, step))
         out.append(CiProfile(name, _CI_INDEX[c], c, starts, gi.sms * c // gi.slices))
     return tuple(out)
 

@@ -159,9 +159,7 @@ def read_topology(
     links = _link_matrix(nvml, handles, probes, buses, sysfs)
     nvswitch = links.nvswitch
     # A GPU can be lost half-way through (the NVLink or topology queries): report it.
-    gpus = [
-        _mark_lost(g) if (probes[i].lost and g.healthy) else g for i, g in enumerate(gpus)
-    ]
+    gpus = [_mark_lost(g) if (probes[i].lost and g.healthy) else g for i, g in enumerate(gpus)]
 
     nics = sysfs.rdma_nics()
     nic_links: tuple[tuple[str, ...], ...] = ()
@@ -169,11 +167,12 @@ def read_topology(
     if nics:
         nic_bdfs = [None if n.pci_bus_id is None else sysfs_bdf(n.pci_bus_id) for n in nics]
         gpu_bdfs = [None if b is None else sysfs_bdf(b) for b in buses]
-        nic_links = tuple(
-            tuple(_pci_cell(sysfs, g, k) for k in nic_bdfs) for g in gpu_bdfs
-        )
+        nic_links = tuple(tuple(_pci_cell(sysfs, g, k) for k in nic_bdfs) for g in gpu_bdfs)
         nic_nic = tuple(
-            tuple("X" if a == b else _pci_cell(sysfs, nic_bdfs[a], nic_bdfs[b]) for b in range(len(nics)))
+            tuple(
+                "X" if a == b else _pci_cell(sysfs, nic_bdfs[a], nic_bdfs[b])
+                for b in range(len(nics))
+            )
             for a in range(len(nics))
         )
 
@@ -232,7 +231,10 @@ def _read_gpu(
     power = probe("nvmlDeviceGetPowerManagementLimit", handle)
     cpu_mask = probe("nvmlDeviceGetCpuAffinity", handle, cpu_words)
     node_mask = probe(
-        "nvmlDeviceGetMemoryAffinity", handle, _NODE_WORDS, getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0)
+        "nvmlDeviceGetMemoryAffinity",
+        handle,
+        _NODE_WORDS,
+        getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0),
     )
     memory_numa = probe("nvmlDeviceGetNumaNodeId", handle)
     numa_affinity = None if node_mask is None else _bits(node_mask)
@@ -313,7 +315,10 @@ def _read_mig(
             continue
         gi_array = (nvml.c_nvmlGpuInstance_t * int(info.instanceCount))()
         gi_count = ctypes.c_uint(0)
-        if probe("nvmlDeviceGetGpuInstances", handle, info.id, gi_array, ctypes.byref(gi_count)) is None:
+        if (
+            probe("nvmlDeviceGetGpuInstances", handle, info.id, gi_array, ctypes.byref(gi_count))
+            is None
+        ):
             continue
         for gi in list(gi_array)[: gi_count.value]:
             gi_info = probe("nvmlGpuInstanceGetInfo", gi)
@@ -342,14 +347,22 @@ def _read_cis(
     engine = int(getattr(nvml, "NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED", 0))
     for index in range(int(nvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT)):
         try:
-            ci_profile = probe.raising("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, engine)
+            ci_profile = probe.raising(
+                "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, engine
+            )
         except nvml.NVMLError:
             continue
         if int(ci_profile.instanceCount) == 0:
             continue
         ci_array = (nvml.c_nvmlComputeInstance_t * int(ci_profile.instanceCount))()
         ci_count = ctypes.c_uint(0)
-        got = probe("nvmlGpuInstanceGetComputeInstances", gi, ci_profile.id, ci_array, ctypes.byref(ci_count))
+        got = probe(
+            "nvmlGpuInstanceGetComputeInstances",
+            gi,
+            ci_profile.id,
+            ci_array,
+            ctypes.byref(ci_count),
+        )
         if got is None:
             continue
         for ci in list(ci_array)[: ci_count.value]:
@@ -459,9 +472,7 @@ def _link_matrix(
                 switch_ports[i] += 1
                 switches[i].add(remote_bus)
 
-    levels = {
-        int(getattr(nvml, attr)): cell for attr, cell in _LEVEL_CELLS if hasattr(nvml, attr)
-    }
+    levels = {int(getattr(nvml, attr)): cell for attr, cell in _LEVEL_CELLS if hasattr(nvml, attr)}
     rows = [["X"] * n for _ in range(n)]
     for i in range(n):
         for j in range(i + 1, n):
@@ -471,7 +482,9 @@ def _link_matrix(
             elif switch_ports[i] and switch_ports[j] and switches[i] & switches[j]:
                 cell = f"NV{min(switch_ports[i], switch_ports[j])}"
             else:
-                cell = _pcie_cell(nvml, probes[i], handles[i], handles[j], buses[i], buses[j], levels, sysfs)
+                cell = _pcie_cell(
+                    nvml, probes[i], handles[i], handles[j], buses[i], buses[j], levels, sysfs
+                )
             rows[i][j] = rows[j][i] = cell
     return _Links(tuple(tuple(r) for r in rows), nvswitch=any(switch_ports))
 

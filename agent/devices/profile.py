@@ -136,17 +136,38 @@ def profile_from_mapping(data: object, *, origin: str = "<data>") -> Profile:
     return profile
 
 
+class _Rows(list[str]):
+    """Matrix rows: dumped one per line."""
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(
+    _Rows, lambda d, rows: d.represent_sequence("tag:yaml.org,2002:seq", rows, flow_style=False)
+)
+
+
 def profile_to_yaml(profile: Profile) -> str:
-    """Serialise a profile (defaults left out) as YAML."""
-    data = msgspec.to_builtins(profile)
-    data = _drop_defaults(data, msgspec.to_builtins(Profile(name=profile.name)))
-    data["gpus"] = [_drop_defaults(g, msgspec.to_builtins(ProfileGpu())) for g in data["gpus"]]
-    data.setdefault("gpus", [])
-    return yaml.safe_dump(data, sort_keys=False, width=100, default_flow_style=None)
-
-
-def _drop_defaults(data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k not in defaults or defaults[k] != v or k == "name"}
+    """Serialise a profile as YAML (unset fields left out, matrix rows one per line)."""
+    data: dict[str, Any] = msgspec.to_builtins(profile)
+    defaults: dict[str, Any] = msgspec.to_builtins(Profile(name=profile.name))
+    gpu_defaults: dict[str, Any] = msgspec.to_builtins(ProfileGpu())
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key != "name" and defaults.get(key) == value:
+            continue
+        if key in ("links", "nic_links", "nic_nic_links"):
+            value = _Rows(value)
+        elif key == "gpus":
+            value = [
+                {k: v for k, v in g.items() if gpu_defaults.get(k, object()) != v} for g in value
+            ]
+        elif key in ("nics", "numa_nodes"):
+            value = [{k: v for k, v in item.items() if v is not None} for item in value]
+        out[key] = value
+    return yaml.dump(out, Dumper=_Dumper, sort_keys=False, width=100, default_flow_style=None)
 
 
 def _resolve(name_or_path: str) -> Path:
@@ -341,7 +362,8 @@ def validate_profile(profile: Profile, *, origin: str = "<profile>") -> None:
                 if geometry.by_name(inst.profile) is None:
                     known = ", ".join(p.name for p in geometry.profiles)
                     raise fail(
-                        f"{where}: MIG profile {inst.profile!r} unknown for {geometry.key} ({known})"
+                        f"{where}: MIG profile {inst.profile!r} unknown for {geometry.key}"
+                        f" ({known})"
                     )
 
     ids = [node.id for node in profile.numa_nodes]

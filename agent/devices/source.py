@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import tempfile
@@ -64,10 +65,8 @@ class NvmlSource:
         except DiscoveryError as exc:
             raise NvmlUnavailable(str(exc)) from None
         finally:
-            try:
+            with contextlib.suppress(nvml.NVMLError):
                 nvml.nvmlShutdown()
-            except nvml.NVMLError:
-                pass
 
 
 class NullSource:
@@ -108,7 +107,9 @@ class ProfileSource:
         self.nvml = FakeNvml(self.profile, hostname=hostname)
         self._dir = Path(tempfile.mkdtemp(prefix=f"topos-sysfs-{self.profile.name}-"))
         try:
-            self.sysfs = build_fake_sysfs(self.profile, self._dir, gpu_bus_ids=self.nvml.gpu_bus_ids())
+            self.sysfs = build_fake_sysfs(
+                self.profile, self._dir, gpu_bus_ids=self.nvml.gpu_bus_ids()
+            )
         except BaseException:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise
@@ -140,7 +141,9 @@ class ProfileSource:
         self.close()
 
 
-def discover_profile(name_or_path: str | Path | Profile, *, hostname: str | None = None) -> NodeTopology:
+def discover_profile(
+    name_or_path: str | Path | Profile, *, hostname: str | None = None
+) -> NodeTopology:
     """The topology a node built from this profile reports (fake NVML + fake sysfs → reader)."""
     with ProfileSource(name_or_path, hostname=hostname) as source:
         return source.discover()

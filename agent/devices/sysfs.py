@@ -160,8 +160,7 @@ class Sysfs:
         bridges_a, bridges_b = a.chain[:-1], b.chain[:-1]
         common = 0
         while (
-            common < min(len(bridges_a), len(bridges_b))
-            and bridges_a[common] == bridges_b[common]
+            common < min(len(bridges_a), len(bridges_b)) and bridges_a[common] == bridges_b[common]
         ):
             common += 1
         if common == 0:

@@ -69,7 +69,9 @@ def _header_tokens(line: str) -> list[str]:
     return out
 
 
-def _affinity_fields(raw: str, expanded: str, label_and_cells: int, k: int, lineno: int) -> list[str]:
+def _affinity_fields(
+    raw: str, expanded: str, label_and_cells: int, k: int, lineno: int
+) -> list[str]:
     """The values of the affinity columns of one row (see the module docstring)."""
     if k == 0:
         return []
@@ -96,7 +98,8 @@ def _affinity_fields(raw: str, expanded: str, label_and_cells: int, k: int, line
                 break
         else:
             raise TopoParseError(
-                lineno, f"{len(fields)} values after the cells but the header has {k} affinity columns"
+                lineno,
+                f"{len(fields)} values after the cells but the header has {k} affinity columns",
             )
     return fields + [""] * (k - len(fields))
 
@@ -113,7 +116,9 @@ def parse_topo(text: str) -> TopoMatrix:
     header = _header_tokens(lines[lineno])
     if not header or header[0] != "GPU0":
         raise TopoParseError(
-            header_no, f"expected the header row (GPU0 GPU1 … CPU Affinity), found {lines[lineno].strip()[:60]!r}"
+            header_no,
+            "expected the header row (GPU0 GPU1 … CPU Affinity),"
+            f" found {lines[lineno].strip()[:60]!r}",
         )
     devices: list[str] = []
     columns: list[str] = []
@@ -159,13 +164,18 @@ def parse_topo(text: str) -> TopoMatrix:
             if not _CELL.match(cell):
                 raise TopoParseError(
                     number,
-                    f"{label} column {devices[pos]}: {cell!r} is not X, NV<n>, PIX, PXB, PHB, NODE or SYS",
+                    f"{label} column {devices[pos]}: {cell!r} is not"
+                    " X, NV<n>, PIX, PXB, PHB, NODE or SYS",
                 )
         if len(cells) < n_dev:
-            raise TopoParseError(number, f"row {label} has {len(cells)} cells, the header has {n_dev} devices")
+            raise TopoParseError(
+                number, f"row {label} has {len(cells)} cells, the header has {n_dev} devices"
+            )
         own = devices.index(label)
         if cells[own] != "X":
-            raise TopoParseError(number, f"row {label} must have X in its own column, found {cells[own]!r}")
+            raise TopoParseError(
+                number, f"row {label} must have X in its own column, found {cells[own]!r}"
+            )
         rows[label] = cells
         row_lines[label] = number
         if _GPU.match(label):
@@ -184,7 +194,9 @@ def parse_topo(text: str) -> TopoMatrix:
         raise TopoParseError(header_no + 1, "no GPU rows after the header")
     stray = [g for g in gpus[kept:] if g in rows]
     if stray:
-        raise TopoParseError(row_lines[stray[0]], f"row {stray[0]} comes without the rows before it")
+        raise TopoParseError(
+            row_lines[stray[0]], f"row {stray[0]} comes without the rows before it"
+        )
     if kept < len(gpus):
         notes.append(
             f"rows GPU{kept}…GPU{len(gpus) - 1} are missing (truncated input): "
@@ -192,7 +204,9 @@ def parse_topo(text: str) -> TopoMatrix:
         )
     missing_nics = [c for c in nic_cols if c not in rows]
     if missing_nics:
-        notes.append(f"rows {', '.join(missing_nics)} are missing: their cells come from the other rows")
+        notes.append(
+            f"rows {', '.join(missing_nics)} are missing: their cells come from the other rows"
+        )
 
     index = {d: i for i, d in enumerate(devices)}
     for a in rows:
@@ -201,7 +215,8 @@ def parse_topo(text: str) -> TopoMatrix:
                 later = a if row_lines[a] > row_lines[b] else b
                 raise TopoParseError(
                     row_lines[later],
-                    f"{a}/{b} is {rows[a][index[b]]} but {b}/{a} is {rows[b][index[a]]}: not symmetric",
+                    f"{a}/{b} is {rows[a][index[b]]} but {b}/{a} is {rows[b][index[a]]}:"
+                    " not symmetric",
                 )
     kept_gpus = [f"GPU{i}" for i in range(kept)]
     links = [[rows[g][index[h]] for h in kept_gpus] for g in kept_gpus]
@@ -276,12 +291,7 @@ def _check_legend(lines: list[str], start: int) -> None:
     """After the rows: blank lines, ``Legend:``, ``X = …`` definitions, ``NIC Legend:`` entries."""
     for i in range(start, len(lines)):
         text = lines[i].strip()
-        if (
-            not text
-            or text in ("Legend:", "NIC Legend:")
-            or "=" in text
-            or _NIC_LEGEND.match(text)
-        ):
+        if not text or text in ("Legend:", "NIC Legend:") or "=" in text or _NIC_LEGEND.match(text):
             continue
         raise TopoParseError(i + 1, f"unexpected text after the matrix: {text[:60]!r}")
 
