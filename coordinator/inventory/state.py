@@ -11,7 +11,7 @@ units. :class:`NodeState` is the merged, read-only view handed to the API and th
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -65,6 +65,10 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     requests: dict[str, int] = {}
     assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
     priority: int = 0
+    # What the scheduler needs about pods already placed (coordinator.runtime reads these):
+    labels: dict[str, str] = {}  # for pod (anti-)affinity and topology spread of later pods
+    annotations: dict[str, str] = {}  # only scheduling keys (topos.io/*, KubeNexus NUMA)
+    affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
 
 
 class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -352,6 +352,11 @@ class Inventory:
         for name in self.names():
             yield self._view(self._records[name])
 
+    def bound_pods(self, name: str) -> tuple[BoundPod, ...]:
+        """The pods bound to node ``name`` (any scheduler), for the scheduler's snapshot."""
+        rec = self._records.get(name)
+        return () if rec is None else tuple(rec.pods.values())
+
     def _view(self, rec: _Record) -> NodeState:
         now = self._clock()
         agent, kube = rec.agent, rec.kube

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 
 _MILLI_RESOURCES: Final = frozenset({"cpu"})
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+#: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy).
+SCHEDULING_ANNOTATION_PREFIXES: Final = ("topos.io/", "numa.scheduling.kubenexus.io/")
 
 
 def quantity(resource: str, value: object) -> int:
@@ -123,4 +125,15 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         requests=pod_requests(obj),
         assigned_gpus=tuple(u.strip() for u in assigned.split(",") if u.strip()),
         priority=int(spec.get("priority") or 0),
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        annotations={
+            str(k): str(v)
+            for k, v in annotations.items()
+            if str(k).startswith(SCHEDULING_ANNOTATION_PREFIXES)
+        },
+        affinity={
+            k: v
+            for k, v in (spec.get("affinity") or {}).items()
+            if k in ("podAffinity", "podAntiAffinity")
+        },
     )
