@@ -19,7 +19,7 @@ Nothing here mutates the snapshot passed in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from coordinator.domains.capacity import GPU, NodeState
@@ -84,15 +84,21 @@ def schedule_gang(
     min_member: int | None = None,
     intent: PlacementIntent | None = None,
     keys: DomainKeys | None = None,
+    within: Iterable[str] | None = None,
     max_rounds: int = 8,
 ) -> GangDecision | Status:
-    """Decide every member of a gang at once, or say why the gang does not fit now."""
+    """Decide every member of a gang at once, or say why the gang does not fit now.
+
+    ``within`` restricts the nodes (a recovering gang's replacements: the nodes its recovery plan
+    chose, or the leaves its surviving members occupy).
+    """
     by_key = {p.key: p for p in pods}
     members = [member_of(p) for p in pods]
     shapes = {m.name: m.shape_key for m in members}
     nodes = node_states(snapshot)
     layout = build_layout(nodes, keys=keys)
     refused: dict[tuple[str, str], Status] = {}
+    scope = None if within is None else list(within)
 
     def eligible(member: Member, node: NodeState) -> Status:
         return refused.get((member.shape_key, node.name), Status())
@@ -106,6 +112,7 @@ def schedule_gang(
             intent=intent,
             layout=layout,
             eligible=eligible if refused else None,
+            within=scope,
         )
         if isinstance(plan, Status):
             return plan

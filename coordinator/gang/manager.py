@@ -195,6 +195,14 @@ class GangManager:
         if held is not None and not gang.complete:
             out = self._release(gang, f"member {pod} was deleted before the group was bound")
             out = Reject(out.message, (held, *out.released), out.evict)
+        elif gang.complete and len(gang.bound) < gang.min_member:
+            # A running gang lost a member (eviction for recovery, a crash): it re-forms. The
+            # survivors count as placed; replacements are planned as a group with a fresh timeout.
+            gang.complete = gang.admitted = False
+            gang.first_seen = self._clock()
+            gang.last_failure = (
+                f"member {pod} is gone: {len(gang.bound)}/{gang.min_member} members bound"
+            )
         if not gang.members:
             del self._gangs[key]
         return out

@@ -251,3 +251,25 @@ def test_plan_gang_falls_back_to_min_members() -> None:
     short = plan_gang(members[:2], cluster(4), min_member=3)
     assert isinstance(short, Status)
     assert "2/3 members exist" in short.message
+
+
+def test_a_running_gang_that_loses_a_member_re_forms_around_its_survivors() -> None:
+    clock = Clock()
+    m = manager(clock)
+    key = GangKey("ml", "g")
+    for p in pods("g", 3):
+        m.observe(p, spec("g", 3, timeout=60), bound=True)
+    assert m.status(key).phase == "Bound"  # type: ignore[union-attr]
+    clock.now += 500
+    m.remove("ml/g-1")  # evicted for recovery
+    status = m.status(key)
+    assert status is not None
+    assert (status.phase, status.bound) == ("Pending", 2)
+    assert "member ml/g-1 is gone: 2/3 members bound" in m.message(key)
+    m.observe("ml/g-1b", spec("g", 3, timeout=60))  # the replacement pod
+    assert m.ready_to_plan(key)
+    assert m.unplaced(key) == ("ml/g-1b",)
+    assert m.needed(key) == 1
+    assert m.reserve(key, [res("ml/g-1b", "n9")]) == Allow(("ml/g-1b",))
+    m.bound("ml/g-1b")
+    assert m.status(key).phase == "Bound"  # type: ignore[union-attr]
