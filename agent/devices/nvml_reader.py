@@ -120,6 +120,7 @@ def read_topology(
     ``host_fallback``: when sysfs has no NUMA data, describe this host from psutil (real nodes);
     off for simulated nodes, whose facts must come from their profile only.
     """
+    sysfs.forget()
     top = _Probe(nvml)
     driver = top("nvmlSystemGetDriverVersion")
     cuda_raw = top("nvmlSystemGetCudaDriverVersion")

@@ -111,7 +111,7 @@ class Profile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return [row.split() for row in self.nic_nic_links]
 
 
-_DECODER: Final = msgspec.json.Decoder(Profile)
+_YAML_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
 
 
 def list_profiles() -> list[str]:
@@ -191,7 +191,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

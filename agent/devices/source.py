@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import tempfile
@@ -105,7 +106,9 @@ class ProfileSource:
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.hostname = hostname or self.profile.hostname or self.profile.name
         self.nvml = FakeNvml(self.profile, hostname=hostname)
-        self._dir = Path(tempfile.mkdtemp(prefix=f"topos-sysfs-{self.profile.name}-"))
+        self._dir = Path(
+            tempfile.mkdtemp(prefix=f"topos-sysfs-{self.profile.name}-", dir=_scratch())
+        )
         try:
             self.sysfs = build_fake_sysfs(
                 self.profile, self._dir, gpu_bus_ids=self.nvml.gpu_bus_ids()
@@ -139,6 +142,12 @@ class ProfileSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _scratch() -> str | None:
+    """Memory-backed scratch space for fake sysfs trees when there is one (many small files)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def discover_profile(

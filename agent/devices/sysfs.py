@@ -61,6 +61,13 @@ class Sysfs:
     def __init__(self, root: str | Path = "/") -> None:
         self.root = Path(root)
         self.sys = self.root / "sys"
+        self._paths: dict[str, PciPath | None] = {}
+        self._port_numas: dict[str, int] = {}
+
+    def forget(self) -> None:
+        """Drop what was cached about PCI paths (call before each discovery: hotplug)."""
+        self._paths.clear()
+        self._port_numas.clear()
 
     # -- small file helpers ----------------------------------------------------------------------
     def _read(self, path: Path) -> str | None:
@@ -132,6 +139,11 @@ class Sysfs:
         return value if value is not None and value >= 0 else None
 
     def pci_path(self, bdf: str) -> PciPath | None:
+        if bdf not in self._paths:
+            self._paths[bdf] = self._pci_path(bdf)
+        return self._paths[bdf]
+
+    def _pci_path(self, bdf: str) -> PciPath | None:
         try:
             real = Path(os.path.realpath(self.pci_device_dir(bdf)))
             rel = real.relative_to(Path(os.path.realpath(self.sys / "devices")))
@@ -147,8 +159,11 @@ class Sysfs:
 
     def _port_numa(self, path: PciPath) -> int:
         """NUMA node of the root port above a device (-1 when unknown)."""
-        value = self._int(self.pci_device_dir(path.chain[0]) / "numa_node")
-        return -1 if value is None else value
+        port = path.chain[0]
+        if port not in self._port_numas:
+            value = self._int(self.pci_device_dir(port) / "numa_node")
+            self._port_numas[port] = -1 if value is None else value
+        return self._port_numas[port]
 
     def pci_relation(self, bdf_a: str, bdf_b: str) -> str | None:
         """``PIX``/``PXB``/``PHB``/``NODE``/``SYS`` between two PCI devices; ``None`` if unknown."""
