@@ -1,0 +1,347 @@
+"""``kubectl topos``: the coordinator's view, from kubectl (the executable ``kubectl-topos``).
+
+    kubectl topos nodes                      GPUs free per node, per NUMA node, MIG free
+    kubectl topos explain pod/NAME [-n NS]   where a pod went and why, or why it is pending
+    kubectl topos gangs [-n NS]              gangs and how many members are placed
+
+It talks to the coordinator through the API server's service proxy
+(``/api/v1/namespaces/topos-system/services/https:topos-coordinator:443/proxy/v1/…``) with the
+user's kubeconfig, so it needs no network path of its own to the coordinator and is authorised by
+RBAC: the user needs ``get`` on ``services/proxy`` of that Service (the ``topos-viewer`` Role in
+deploy/). ``--coordinator URL`` talks to a coordinator directly instead (a port-forward, the
+embedded demo's ``--serve``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import ssl
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+import yaml
+
+from common.kube import Forbidden, KubeClient, KubeError, NotFound, Resource, Unreachable
+
+SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
+DEFAULT_NAMESPACE = "topos-system"
+DEFAULT_SERVICE = "https:topos-coordinator:443"
+
+
+class PluginError(Exception):
+    """Printed as one line: ``kubectl-topos: <message>``."""
+
+
+class Transport(Protocol):
+    async def get_json(self, path: str) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class ProxyTransport:
+    """GET through the API server's service proxy."""
+
+    def __init__(self, client: KubeClient, *, namespace: str, service: str) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._service = service
+
+    async def get_json(self, path: str) -> Any:
+        where = f"service {self._service} in namespace {self._namespace}"
+        try:
+            return await self._client.get(
+                SERVICES, self._service, namespace=self._namespace, subresource="proxy" + path
+            )
+        except Forbidden as exc:
+            raise PluginError(
+                f"not allowed to reach the coordinator ({exc.message}); ask for the topos-viewer "
+                f"Role in {self._namespace}"
+            ) from exc
+        except NotFound as exc:
+            if exc.reason == "NotFound" and "services" in exc.message:
+                raise PluginError(f"no coordinator: {where} not found ({exc.message})") from exc
+            raise PluginError(exc.message) from exc
+        except Unreachable as exc:
+            raise PluginError(f"cannot reach the API server: {exc.message}") from exc
+        except KubeError as exc:
+            if exc.status == 503:
+                raise PluginError(
+                    f"the coordinator ({where}) is not answering: {exc.message}"
+                ) from exc
+            raise PluginError(exc.message) from exc
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class DirectTransport:
+    """GET from a coordinator URL (port-forward, demo)."""
+
+    def __init__(self, base: str, *, token: str | None, ca_file: str | None) -> None:
+        self._base = base.rstrip("/")
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        context: ssl.SSLContext | bool = True
+        if ca_file:
+            context = ssl.create_default_context(cafile=ca_file)
+        self._session = aiohttp.ClientSession(
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=30),
+            connector=aiohttp.TCPConnector(ssl=context),
+        )
+
+    async def get_json(self, path: str) -> Any:
+        url = self._base + path
+        try:
+            async with self._session.get(url) as resp:
+                body = await resp.read()
+                try:
+                    decoded = json.loads(body) if body else None
+                except ValueError:
+                    decoded = None
+                if resp.status >= 400:
+                    message = decoded.get("message") if isinstance(decoded, dict) else None
+                    raise PluginError(
+                        f"{resp.status}: {message or body[:200].decode(errors='replace')}"
+                    )
+                return decoded
+        except aiohttp.ClientError as exc:
+            raise PluginError(f"cannot reach the coordinator at {self._base}: {exc}") from exc
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns aligned like kubectl's own tables."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = [headers, *rows]
+    return "\n".join(
+        "   ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _items(doc: Any, *keys: str) -> list[dict[str, Any]]:
+    if isinstance(doc, list):
+        return [x for x in doc if isinstance(x, dict)]
+    if isinstance(doc, dict):
+        for key in keys:
+            if isinstance(doc.get(key), list):
+                return [x for x in doc[key] if isinstance(x, dict)]
+    raise PluginError("the coordinator's answer has an unexpected shape")
+
+
+def _status(node: dict[str, Any]) -> str:
+    if node.get("ready") is False:
+        return "NotReady"
+    if node.get("stale"):
+        return "Stale"
+    if not node.get("connected", True):
+        return "NoAgent"
+    if node.get("unschedulable") or not node.get("schedulable", True):
+        return "Unschedulable"
+    return "Ready"
+
+
+def node_row(node: dict[str, Any]) -> list[str]:
+    """One row of ``kubectl topos nodes`` from a node of ``GET /v1/inventory``."""
+    topo = node.get("topology") or {}
+    gpus = [g for g in topo.get("gpus") or [] if isinstance(g, dict)]
+    whole = [g for g in gpus if not g.get("mig_enabled")]  # MIG GPUs are shared out in slices
+    free = node.get("free") or {}
+    allocatable = node.get("allocatable") or {}
+    total = len(whole) if gpus else int(allocatable.get("nvidia.com/gpu", 0))
+    held = {u.get("uuid") for u in node.get("gpu_use") or [] if u.get("holder")}
+    per_numa: dict[int, list[int]] = {}
+    for gpu in whole:
+        numa = gpu.get("numa_node")
+        if isinstance(numa, int):
+            slot = per_numa.setdefault(numa, [0, 0])
+            slot[1] += 1
+            if gpu.get("uuid") not in held:
+                slot[0] += 1
+    numa_text = " ".join(f"{n}:{f}/{t}" for n, (f, t) in sorted(per_numa.items())) or "-"
+    mig = sorted(
+        (key.removeprefix("nvidia.com/mig-"), value)
+        for key, value in free.items()
+        if key.startswith("nvidia.com/mig-") and isinstance(value, int)
+    )
+    mig_text = ",".join(f"{profile}={count}" for profile, count in mig) or "-"
+    products = sorted({str(g["product"]) for g in gpus if g.get("product")})
+    labels = node.get("labels") or {}
+    return [
+        str(node.get("name", "?")),
+        _status(node),
+        ", ".join(products) or "-",
+        f"{free.get('nvidia.com/gpu', 0)}/{total}",
+        numa_text,
+        mig_text,
+        str(labels.get("topos.io/leaf", "-")),
+    ]
+
+
+NODE_HEADERS = ("NODE", "STATUS", "GPU", "GPUS FREE", "NUMA FREE", "MIG FREE", "LEAF")
+GANG_HEADERS = ("NAMESPACE", "NAME", "PHASE", "MIN", "MEMBERS", "RESERVED", "BOUND", "MESSAGE")
+
+
+def gang_row(gang: dict[str, Any]) -> list[str]:
+    def get(key: str) -> str:
+        value = gang.get(key)
+        return "-" if value is None else str(value)
+
+    return [
+        get("namespace"),
+        get("name"),
+        get("phase"),
+        get("min_member"),
+        get("members"),
+        get("reserved"),
+        get("bound"),
+        get("message"),
+    ]
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+async def cmd_nodes(transport: Transport, args: argparse.Namespace) -> str:
+    doc = await transport.get_json("/v1/inventory")
+    nodes = sorted(_items(doc, "nodes", "items"), key=lambda n: str(n.get("name")))
+    if args.output == "json":
+        return json.dumps(nodes, indent=2, sort_keys=True)
+    if not nodes:
+        return "No GPU nodes known to the coordinator."
+    return table(NODE_HEADERS, [node_row(n) for n in nodes])
+
+
+async def cmd_gangs(transport: Transport, args: argparse.Namespace) -> str:
+    doc = await transport.get_json("/v1/gangs")
+    gangs = _items(doc, "items", "gangs")
+    if args.namespace:
+        gangs = [g for g in gangs if g.get("namespace") == args.namespace]
+    if args.output == "json":
+        return json.dumps(gangs, indent=2, sort_keys=True)
+    if not gangs:
+        return "No gangs."
+    return table(GANG_HEADERS, [gang_row(g) for g in gangs])
+
+
+def parse_pod_ref(ref: str) -> str:
+    kind, sep, name = ref.partition("/")
+    if not sep:
+        kind, name = "pod", ref
+    if kind not in ("pod", "pods", "po") or not name or "/" in name:
+        raise PluginError(f"explain takes pod/NAME, not {ref!r}")
+    return name
+
+
+async def cmd_explain(transport: Transport, args: argparse.Namespace) -> str:
+    name = parse_pod_ref(args.pod)
+    namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
+    doc = await transport.get_json(f"/v1/pods/{namespace}/{name}/explain")
+    if args.output == "json":
+        return json.dumps(doc, indent=2, sort_keys=True)
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).rstrip()
+
+
+def context_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig's (current) context, as kubectl would use it."""
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    file = Path(path) if path else Path.home() / ".kube" / "config"
+    try:
+        config = yaml.safe_load(file.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "default"
+    wanted = context or config.get("current-context")
+    for entry in config.get("contexts") or []:
+        if isinstance(entry, dict) and entry.get("name") == wanted:
+            namespace = (entry.get("context") or {}).get("namespace")
+            return str(namespace) if namespace else "default"
+    return "default"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubectl topos", description="The Topos coordinator's view of the cluster."
+    )
+    parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context")
+    parser.add_argument(
+        "--topos-namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"namespace of the coordinator's Service (default {DEFAULT_NAMESPACE})",
+    )
+    parser.add_argument(
+        "--service",
+        default=DEFAULT_SERVICE,
+        help=f"scheme:name:port of the Service to proxy to (default {DEFAULT_SERVICE})",
+    )
+    parser.add_argument(
+        "--coordinator", metavar="URL", help="talk to this coordinator URL directly instead"
+    )
+    parser.add_argument("--token", help="bearer token for --coordinator (or $TOPOS_TOKEN)")
+    parser.add_argument("--ca-file", help="CA bundle to verify an https --coordinator")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    nodes = sub.add_parser("nodes", help="GPUs free per node, per NUMA node, MIG free")
+    nodes.set_defaults(run=cmd_nodes)
+    explain = sub.add_parser("explain", help="where a pod went and why (or why not)")
+    explain.add_argument("pod", metavar="pod/NAME")
+    explain.add_argument("-n", "--namespace", help="the pod's namespace (default: context's)")
+    explain.set_defaults(run=cmd_explain)
+    gangs = sub.add_parser("gangs", help="gangs and how many members are placed")
+    gangs.add_argument("-n", "--namespace", help="only gangs in this namespace")
+    gangs.set_defaults(run=cmd_gangs)
+    return parser
+
+
+async def _transport(args: argparse.Namespace) -> Transport:
+    if args.coordinator:
+        token = args.token or os.environ.get("TOPOS_TOKEN")
+        return DirectTransport(args.coordinator, token=token, ca_file=args.ca_file)
+    try:
+        client = await KubeClient.connect(args.kubeconfig, context=args.context)
+    except KubeError as exc:
+        raise PluginError(str(exc)) from exc
+    return ProxyTransport(client, namespace=args.topos_namespace, service=args.service)
+
+
+async def run(args: argparse.Namespace) -> str:
+    transport = await _transport(args)
+    try:
+        output: str = await args.run(transport, args)
+        return output
+    finally:
+        await transport.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        print(asyncio.run(run(args)))
+    except PluginError as exc:
+        if args.debug:
+            raise
+        print(f"kubectl-topos: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
