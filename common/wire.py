@@ -13,6 +13,7 @@ anything incompatible bumps :data:`WIRE_VERSION`.
 
 from __future__ import annotations
 
+import copy
 import enum
 from typing import Annotated, Final
 
@@ -315,7 +316,11 @@ def apply_gpu_states(topology: NodeTopology, states: tuple[GpuState, ...]) -> No
                 f"{gpus[state.index].uuid}",
             )
         gpus[state.index] = _with_state(gpus[state.index], state)
-    return msgspec.structs.replace(topology, gpus=tuple(gpus))
+    # Same GPUs (index and UUID checked above), same links: the invariants NodeTopology checks in
+    # __post_init__ (an O(n²) matrix walk) still hold, so copy without re-running it.
+    updated = copy.copy(topology)
+    msgspec.structs.force_setattr(updated, "gpus", tuple(gpus))
+    return updated
 
 
 __all__ = [
