@@ -129,6 +129,10 @@ class _Ctx:
             if first_failure is not None and not any(node.name in s for s in self.ok.values()):
                 self.rejections[node.name] = first_failure
         self.usable = [n for n in nodes if n not in self.rejections]
+        self.counts: dict[str, int] = {}
+        for m in members:
+            self.counts[self.shape_of[m.name]] = self.counts.get(self.shape_of[m.name], 0) + 1
+        self.slots = {shape: self._slots(shape) for shape in self.shapes}
         self.demand: dict[str, int] = {}
         for m in members:
             for k, v in m.requests.items():
@@ -140,7 +144,26 @@ class _Ctx:
         return {k: sum(max(0, f.get(k, 0)) for f in frees) for k in self.demand}
 
     def could_fit(self, names: Sequence[str]) -> bool:
-        return fits(self.free_sum(names), self.demand)
+        """A cheap necessary condition: total capacity, and per shape enough whole slots."""
+        if not fits(self.free_sum(names), self.demand):
+            return False
+        for shape, count in self.counts.items():
+            cap = self.slots[shape]
+            if sum(cap.get(n, 0) for n in names) < count:
+                return False
+        return True
+
+    def _slots(self, shape: str) -> dict[str, int]:
+        """How many members of ``shape`` each eligible node could hold on its own."""
+        request = {k: v for k, v in self.shapes[shape].requests.items() if v > 0}
+        out: dict[str, int] = {}
+        for name in self.ok[shape]:
+            free = self.nodes[name].free
+            if not request:
+                out[name] = len(self.members)
+                continue
+            out[name] = min(max(0, free.get(k, 0)) // v for k, v in request.items())
+        return out
 
     def node_key(self, name: str) -> tuple[int, int]:
         free = self.nodes[name].free
@@ -280,6 +303,7 @@ def _narrowest(ctx: _Ctx, scope: set[str]) -> Placement | None:
         for s, sp in layout.spines.items()
     }
     widest = max((len(v) for v in spine_leaves.values()), default=0)
+    primary = ctx.slots[ctx.shape_of[ctx.order[0].name]]
     for width in range(2, widest + 1):
         win_best: tuple[tuple[int, int], str, tuple[str, ...], dict[str, str]] | None = None
         for spine, leaves in spine_leaves.items():
@@ -306,6 +330,8 @@ def _narrowest(ctx: _Ctx, scope: set[str]) -> Placement | None:
             roomiest = sorted(
                 leaves,
                 key=lambda lf: (
+                    # room for the biggest members first, then free GPUs
+                    -sum(primary.get(n, 0) for n in layout.leaves[lf].nodes if n in scope),
                     -ctx.free_sum(n for n in layout.leaves[lf].nodes if n in scope).get(GPU, 0),
                     natural_key(lf),
                 ),
