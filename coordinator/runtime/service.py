@@ -1,0 +1,149 @@
+"""The runtime assembled: a :class:`~.loop.Scheduler` with the feeds that fill its queue, as
+one async context manager.
+
+On Kubernetes (:meth:`SchedulerRuntime.on_kube`) the feed is the pending-pod watch and the
+scheduler starts only once the inventory has synced from the API server (so GPU assignments of
+bound pods are known before anything is placed) and the first list of pending pods is in. In
+memory (:meth:`SchedulerRuntime.in_memory`) the :class:`~.memory_cluster.MemoryCluster` feeds
+the queue directly::
+
+    async with SchedulerRuntime.in_memory(inventory, cluster) as runtime:
+        cluster.create_pod(manifest)
+        await runtime.settle()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from common import podkeys
+from common.kube import KubeClient
+from coordinator.inventory.store import Inventory
+from coordinator.scheduling import Framework
+
+from .kube_cluster import KubeClusterWriter
+from .loop import PostFilterHook, RuntimeSettings, Scheduler
+from .memory_cluster import MemoryCluster
+from .pending import PendingWatcher
+from .snapshot import ClusterView
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SchedulerRuntime"]
+
+
+class SchedulerRuntime:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        feeds: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
+        ready: Sequence[asyncio.Event] = (),
+        detach: Callable[[], None] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self._feeds = tuple(feeds)
+        self._ready = tuple(ready)
+        self._detach = detach
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started = asyncio.Event()  # set once the loop runs (after the initial sync)
+
+    @classmethod
+    def in_memory(
+        cls,
+        inventory: Inventory,
+        cluster: MemoryCluster,
+        *,
+        framework: Framework | None = None,
+        settings: RuntimeSettings | None = None,
+        post_filter: Sequence[PostFilterHook] = (),
+    ) -> SchedulerRuntime:
+        scheduler = Scheduler(
+            view=ClusterView(inventory),
+            writer=cluster,
+            framework=framework,
+            settings=settings,
+            post_filter=post_filter,
+        )
+        detach = cluster.attach(scheduler.queue)
+        return cls(scheduler, detach=detach)
+
+    @classmethod
+    def on_kube(
+        cls,
+        client: KubeClient,
+        inventory: Inventory,
+        *,
+        inventory_synced: asyncio.Event | None = None,
+        framework: Framework | None = None,
+        settings: RuntimeSettings | None = None,
+        post_filter: Sequence[PostFilterHook] = (),
+        scheduler_name: str = podkeys.SCHEDULER_NAME,
+        instance: str = "topos",
+    ) -> SchedulerRuntime:
+        """``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are
+        listed; scheduling waits for it."""
+        scheduler = Scheduler(
+            view=ClusterView(inventory),
+            writer=KubeClusterWriter(client, instance=instance),
+            framework=framework,
+            settings=settings,
+            post_filter=post_filter,
+        )
+        watcher = PendingWatcher(client, scheduler.queue, scheduler_name=scheduler_name)
+        ready = [watcher.synced] + ([inventory_synced] if inventory_synced is not None else [])
+        return cls(scheduler, feeds=[watcher.run], ready=ready)
+
+    async def _main(self) -> None:
+        for event in self._ready:
+            await event.wait()
+        self.started.set()
+        log.info("scheduler started")
+        await self.scheduler.run()
+
+    async def start(self) -> None:
+        for feed in self._feeds:
+            self._tasks.append(asyncio.create_task(feed(), name="scheduler-feed"))
+        self._tasks.append(asyncio.create_task(self._main(), name="scheduler-loop"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._detach is not None:
+            self._detach()
+        self.scheduler.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def settle(self, *, timeout_s: float = 30.0) -> None:
+        """Wait until nothing is ready to schedule and every bind and write has finished
+        (pods left are unschedulable, waiting or backing off)."""
+        async with asyncio.timeout(timeout_s):
+            await self.started.wait()
+            while True:
+                await self.scheduler.drain()
+                await asyncio.sleep(0)
+                if self.scheduler.idle.is_set() and self.scheduler.binder.in_flight == 0:
+                    await asyncio.sleep(0.01)
+                    if self.scheduler.idle.is_set() and self.scheduler.binder.in_flight == 0:
+                        return
+                await asyncio.sleep(0.01)
