@@ -1,0 +1,400 @@
+"""Simulated GPU nodes for the dev cluster: ``topos devcluster up --nodes dgx-a100:4,pcie-8x:2``.
+
+For each ``PROFILE:N`` (a built-in profile name or an imported profile file) this registers N
+Ready Node objects whose capacity and allocatable match the profile's hardware — ``nvidia.com/gpu``
+(GPUs not in MIG mode), ``nvidia.com/mig-<profile>`` per MIG instance (GFD's "mixed" names),
+``cpu``, ``memory``, ``pods`` (110) and ``ephemeral-storage`` — and then keeps one real agent per
+node running on that profile's fake NVML, in one background process, until
+``topos devcluster down``. The agents publish labels and annotations like on a real node and, when
+``$TOPOS_COORDINATOR`` names a coordinator URL at ``up`` time, stream to it.
+
+Nodes are named ``<profile>-<k>`` (k counting per profile) and placed into the network in
+registration order: **4 nodes per leaf, 4 leaves per spine** — node *i* (0-based across the whole
+spec) gets ``topos.io/leaf=leaf-<i // 4>`` and ``topos.io/spine=spine-<i // 16>``, so
+``dgx-a100:4,pcie-8x:2`` puts the four DGXs in ``leaf-0`` and the two PCIe boxes in ``leaf-1``,
+all under ``spine-0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from common.kube import NODES, AlreadyExists, KubeClient
+from common.model import NodeTopology
+
+NODES_PER_LEAF: Final = 4
+LEAVES_PER_SPINE: Final = 4
+LEAF_LABEL: Final = "topos.io/leaf"
+SPINE_LABEL: Final = "topos.io/spine"
+SIMULATED_LABEL: Final = "topos.io/simulated"
+MAX_NODES: Final = 5000
+_STATE_FILE: Final = "nodes.json"
+_READY_FILE: Final = "nodes.ready"
+_LOG_FILE: Final = "nodes.log"
+
+
+@dataclass(frozen=True, slots=True)
+class SimNode:
+    name: str
+    profile: str
+    leaf: str
+    spine: str
+    topology: NodeTopology
+
+
+def parse_spec(text: str) -> list[tuple[str, int]]:
+    """``"dgx-a100:4,pcie-8x:2"`` → ``[("dgx-a100", 4), ("pcie-8x", 2)]``; ``ValueError`` naming
+    the bad entry otherwise."""
+    entries: list[tuple[str, int]] = []
+    for raw in text.split(","):
+        part = raw.strip()
+        profile, sep, count = part.rpartition(":")
+        if not part or not sep or not profile:
+            raise ValueError(f"{part!r}: expected PROFILE:N, e.g. dgx-a100:4")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ValueError(f"{part!r}: node count {count!r} is not a number") from None
+        if n < 1:
+            raise ValueError(f"{part!r}: node count must be at least 1")
+        entries.append((profile, n))
+    total = sum(n for _, n in entries)
+    if total > MAX_NODES:
+        raise ValueError(f"{total} nodes requested; at most {MAX_NODES}")
+    return entries
+
+
+def _slug(profile: str) -> str:
+    stem = (
+        Path(profile).stem if ("/" in profile or profile.endswith((".yaml", ".yml"))) else profile
+    )
+    slug = re.sub(r"[^a-z0-9-]+", "-", stem.lower()).strip("-")
+    return slug[:40].strip("-") or "node"
+
+
+def plan_nodes(entries: list[tuple[str, int]]) -> list[SimNode]:
+    """Node names, network position and topology for every requested node. An unknown profile or
+    a broken profile file raises ``ValueError``."""
+    from agent.devices import discover_profile
+
+    nodes: list[SimNode] = []
+    per_slug: dict[str, int] = {}
+    for profile, count in entries:
+        slug = _slug(profile)
+        for _ in range(count):
+            k = per_slug.get(slug, 0)
+            per_slug[slug] = k + 1
+            name = f"{slug}-{k}"
+            i = len(nodes)
+            try:
+                topology = discover_profile(profile, hostname=name)
+            except (ValueError, OSError, KeyError) as exc:
+                text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+                raise ValueError(f"profile {profile}: {text}") from None
+            nodes.append(
+                SimNode(
+                    name=name,
+                    profile=profile,
+                    leaf=f"leaf-{i // NODES_PER_LEAF}",
+                    spine=f"spine-{i // (NODES_PER_LEAF * LEAVES_PER_SPINE)}",
+                    topology=topology,
+                )
+            )
+    return nodes
+
+
+def capacity(topology: NodeTopology) -> dict[str, str]:
+    """What the kubelet and the NVIDIA device plugin (MIG strategy "mixed") would report."""
+    out: dict[str, str] = {
+        "nvidia.com/gpu": str(sum(1 for g in topology.gpus if not g.mig_enabled)),
+        "cpu": str(topology.cpu_count or 8),
+        "memory": f"{topology.memory_mib or 32768}Mi",
+        "pods": "110",
+        "ephemeral-storage": "1000Gi",
+    }
+    mig: dict[str, int] = {}
+    for gpu in topology.gpus:
+        for inst in gpu.mig_instances:
+            # A compute-instance split ("1c.3g.40gb") is still a slice of its GPU instance.
+            name = inst.profile.split(".", 1)[1] if inst.profile.count(".") == 2 else inst.profile
+            mig[f"nvidia.com/mig-{name}"] = mig.get(f"nvidia.com/mig-{name}", 0) + 1
+    out.update({k: str(v) for k, v in sorted(mig.items())})
+    return out
+
+
+def node_object(node: SimNode) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "labels": {
+                "kubernetes.io/hostname": node.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                LEAF_LABEL: node.leaf,
+                SPINE_LABEL: node.spine,
+                SIMULATED_LABEL: "true",
+            },
+        },
+        "spec": {},
+    }
+
+
+def node_status(node: SimNode) -> dict[str, Any]:
+    cap = capacity(node.topology)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "status": {
+            "capacity": cap,
+            "allocatable": cap,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "simulated node (topos devcluster)",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            ],
+            "nodeInfo": {
+                "machineID": node.name,
+                "systemUUID": node.name,
+                "bootID": node.name,
+                "kernelVersion": "6.1.0-topos-sim",
+                "osImage": "Topos simulated node",
+                "containerRuntimeVersion": "none://0",
+                "kubeletVersion": "v0.0.0-simulated",
+                "kubeProxyVersion": "v0.0.0-simulated",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        }
+    }
+
+
+async def register(kube: KubeClient, nodes: list[SimNode]) -> None:
+    """Create (or refresh) each Node and set its status: Ready, with the profile's capacity."""
+    for node in nodes:
+        body = node_object(node)
+        try:
+            await kube.create(NODES, body)
+        except AlreadyExists:
+            await kube.patch(NODES, node.name, {"metadata": body["metadata"]})
+        await kube.patch(NODES, node.name, node_status(node), subresource="status")
+
+
+# --- the background process hosting the agents -------------------------------------------------
+
+
+async def run_agents(
+    nodes: list[tuple[str, str]],
+    *,
+    kubeconfig: str,
+    coordinator: str | None,
+    interval_s: float,
+    ready_file: Path | None,
+) -> None:
+    """One agent per ``(node, profile)`` on the fake NVML, until SIGTERM/SIGINT."""
+    from agent.app import Agent, AgentSettings, open_hardware, serve
+    from agent.kube import KubeNodeApi
+    from agent.publish import NodePublisher
+
+    kube = await KubeClient.connect(kubeconfig)
+    agents: list[Agent] = []
+    closers = []
+    try:
+        for name, profile in nodes:
+            settings = AgentSettings(
+                node_name=name,
+                profile=profile,
+                kubeconfig=kubeconfig,
+                coordinator=coordinator,
+                interval_s=interval_s,
+                listen=None,
+                podresources_socket=None,
+                token_file=None,
+            )
+            hardware = open_hardware(profile, hostname=name)
+            if hardware.close is not None:
+                closers.append(hardware.close)
+            agents.append(
+                Agent(
+                    settings,
+                    source=hardware.source,
+                    publisher=NodePublisher(KubeNodeApi(kube), name),
+                )
+            )
+
+        def stop_all() -> None:
+            for agent in agents:
+                agent.stop()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop_all)
+        runs = [asyncio.create_task(serve(a)) for a in agents]
+        if ready_file is not None:
+            # Ready once every agent has published at least once.
+            while not all(a.ready or a.last_error for a in agents):
+                if any(r.done() for r in runs):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.to_thread(ready_file.write_text, json.dumps({"agents": len(agents)}))
+        await asyncio.gather(*runs)
+    finally:
+        for close in closers:
+            with contextlib.suppress(Exception):
+                close()
+        await kube.close()
+
+
+def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path) -> str:
+    """``devcluster up --nodes SPEC``: register the nodes, start the agents' process, wait until
+    every agent published once. ``ValueError`` for a bad spec or profile, ``RuntimeError`` when
+    the agents' process fails."""
+    nodes = plan_nodes(parse_spec(spec))
+    asyncio.run(_register(str(kubeconfig), nodes))
+    directory.mkdir(parents=True, exist_ok=True)
+    ready = directory / _READY_FILE
+    ready.unlink(missing_ok=True)
+    log_path = directory / _LOG_FILE
+    coordinator = os.environ.get("TOPOS_COORDINATOR") or None
+    cmd = [
+        sys.executable,
+        "-m",
+        "devcluster.nodes",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--ready-file",
+        str(ready),
+    ]
+    if coordinator:
+        cmd += ["--coordinator", coordinator]
+    for node in nodes:
+        cmd += ["--node", f"{node.name}={node.profile}"]
+    with log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+    (directory / _STATE_FILE).write_text(
+        json.dumps({"pid": proc.pid, "nodes": [n.name for n in nodes], "spec": spec})
+    )
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
+            raise RuntimeError(f"simulated agents exited: {tail[0] if tail else proc.returncode}")
+        if time.monotonic() > deadline:
+            stop_nodes(directory=directory)
+            raise RuntimeError(f"simulated agents not ready after 120s (see {log_path})")
+        time.sleep(0.1)
+    leaves = sorted({n.leaf for n in nodes})
+    spines = sorted({n.spine for n in nodes})
+    counts = ", ".join(f"{p} x{c}" for p, c in parse_spec(spec))
+    return (
+        f"devcluster: {len(nodes)} simulated nodes ({counts}) in {len(leaves)} leaves under "
+        f"{len(spines)} spine(s); agents pid {proc.pid}"
+        + (f", streaming to {coordinator}" if coordinator else "")
+        + f" (log: {log_path})"
+    )
+
+
+async def _register(kubeconfig: str, nodes: list[SimNode]) -> None:
+    async with await KubeClient.connect(kubeconfig) as kube:
+        await register(kube, nodes)
+
+
+def stop_nodes(*, directory: Path) -> None:
+    """``devcluster down``: stop the agents' process (SIGTERM, then SIGKILL after 10 s)."""
+    state_file = directory / _STATE_FILE
+    if not state_file.exists():
+        return
+    try:
+        pid = int(json.loads(state_file.read_text())["pid"])
+    except (ValueError, KeyError, TypeError):
+        state_file.unlink(missing_ok=True)
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    state_file.unlink(missing_ok=True)
+    (directory / _READY_FILE).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child: probe it
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}").exists() and "zombie" not in _proc_state(pid)
+    return done == 0
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devcluster.nodes", description="Host simulated agents (devcluster)."
+    )
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--node", action="append", default=[], metavar="NAME=PROFILE")
+    parser.add_argument("--coordinator", default=None)
+    parser.add_argument("--interval", type=float, default=30.0)
+    parser.add_argument("--ready-file", type=Path, default=None)
+    args = parser.parse_args(argv)
+    pairs = []
+    for item in args.node:
+        name, sep, profile = item.partition("=")
+        if not sep:
+            parser.error(f"--node {item!r}: expected NAME=PROFILE")
+        pairs.append((name, profile))
+    from common.logs import setup_logging
+
+    setup_logging()
+    asyncio.run(
+        run_agents(
+            pairs,
+            kubeconfig=args.kubeconfig,
+            coordinator=args.coordinator,
+            interval_s=args.interval,
+            ready_file=args.ready_file,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
