@@ -190,18 +190,16 @@ def parse_topo(text: str) -> TopoMatrix:
     kept = 0
     while f"GPU{kept}" in rows:
         kept += 1
-    if kept == 0:
-        raise TopoParseError(header_no + 1, "no GPU rows after the header")
     stray = [g for g in gpus[kept:] if g in rows]
     if stray:
         raise TopoParseError(
             row_lines[stray[0]], f"row {stray[0]} comes without the rows before it"
         )
+    if kept == 0:
+        raise TopoParseError(header_no + 1, "no GPU rows after the header")
     if kept < len(gpus):
-        notes.append(
-            f"rows GPU{kept}…GPU{len(gpus) - 1} are missing (truncated input): "
-            f"keeping GPU0…GPU{kept - 1}"
-        )
+        gone = f"GPU{kept}" if kept == len(gpus) - 1 else f"GPU{kept}…GPU{len(gpus) - 1}"
+        notes.append(f"rows {gone} missing (truncated input): keeping GPU0…GPU{kept - 1}")
     missing_nics = [c for c in nic_cols if c not in rows]
     if missing_nics:
         notes.append(

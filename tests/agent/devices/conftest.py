@@ -9,10 +9,6 @@ import pytest
 RAW_DIR = Path(__file__).resolve().parents[3].parent / "shared" / "hw" / "raw"
 
 
-def raw_topo_files() -> list[Path]:
-    return sorted(RAW_DIR.glob("topo-*.txt")) if RAW_DIR.is_dir() else []
-
-
 @pytest.fixture
 def raw_dir() -> Path:
     if not RAW_DIR.is_dir():
