@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -27,8 +28,12 @@ from common.wire import CloseReason
 from coordinator.api.app import build_app
 from coordinator.api.keys import INVENTORY, READINESS, SESSIONS, AgentAuthenticator, allow_any_node
 from coordinator.api.routing import Route
+from coordinator.auth import agent_node
+from coordinator.auth.tls import TlsConfigError
 from coordinator.inventory.kube_sync import KubeSync
 from coordinator.inventory.store import DEFAULT_STALE_TTL_S, Inventory
+from coordinator.leadership import elect_leader
+from coordinator.security import SecuritySettings, secure_app
 
 log = logging.getLogger("coordinator")
 
@@ -184,29 +189,60 @@ def create_app(
 
 @contextlib.asynccontextmanager
 async def running(
-    app: web.Application, host: str = "127.0.0.1", port: int = 0
+    app: web.Application,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``host:port`` (0: a free port) and yield its base URL."""
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()
     try:
         addresses = runner.addresses
         bound = addresses[0]
-        yield f"http://{host if ':' not in host else f'[{host}]'}:{bound[1]}"
+        scheme = "https" if ssl_context is not None else "http"
+        yield f"{scheme}://{host if ':' not in host else f'[{host}]'}:{bound[1]}"
     finally:
         await runner.cleanup()
 
 
+# --- deployment wiring (issue 8): authentication, limits, TLS, leader election ------------------
+
+
+def create_secure_app(
+    settings: CoordinatorSettings,
+) -> tuple[web.Application, ssl.SSLContext | None]:
+    """:func:`create_app` as ``topos coordinator`` serves it: request limits and TokenReview
+    authentication (config sections ``limits``, ``auth``; off with ``--in-memory``), the agent
+    stream bound to the caller's own node, leader election (``leaderElection``) and the
+    listener's TLS context (``tls``). Raises ConfigError for a bad section."""
+    try:
+        security = SecuritySettings.from_config(settings.extra, in_memory=settings.in_memory)
+        ssl_context = security.ssl_context()
+        app = create_app(settings, agent_auth=agent_node)
+        secure_app(app, security, kubeconfig=settings.kubeconfig)
+        elect_leader(
+            app,
+            settings.extra.get("leaderElection"),
+            kubeconfig=settings.kubeconfig,
+            in_memory=settings.in_memory,
+        )
+    except (ValueError, TlsConfigError) as exc:
+        raise ConfigError(f"config: {exc}") from None
+    return app, ssl_context
+
+
 async def serve(settings: CoordinatorSettings) -> None:
-    app = create_app(settings)
+    app, ssl_context = create_secure_app(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     started = time.monotonic()
-    async with running(app, settings.host, settings.port) as url:
+    async with running(app, settings.host, settings.port, ssl_context=ssl_context) as url:
         log.info(
             "coordinator listening on %s (%s)",
             url,

@@ -1,0 +1,174 @@
+"""The coordinator as ``topos coordinator`` serves it (``create_secure_app``) on the real API
+server: HTTPS with a certificate from files (as mounted from the Secret), probes open, API calls
+needing a token, a real agent ``StreamClient`` with its pod-bound ServiceAccount token admitted for
+its own node and evicted when it claims another, and the leader elected on a Lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from agent.stream import StreamClient, StreamSettings
+from common.kube import LEASES, NODES, PODS, SERVICE_ACCOUNTS, KubeClient
+from common.model import Gpu, NodeTopology
+from coordinator.api.keys import INVENTORY
+from coordinator.app import ConfigError, CoordinatorSettings, create_secure_app, running
+from coordinator.leadership import LEADER
+from devcluster import pki
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    ca = pki.make_ca("topos-test-ca")
+    serving = pki.make_serving_cert(ca, ips=("127.0.0.1",))
+    pki.write_pair(ca, tmp_path, "ca")
+    pki.write_pair(serving, tmp_path, "tls")
+    return tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "ca.crt"
+
+
+def _topology(node: str) -> NodeTopology:
+    return NodeTopology(
+        hostname=node,
+        gpus=(Gpu(index=0, uuid=f"GPU-{node}", product="NVIDIA H100 80GB HBM3"),),
+        links=(("X",),),
+    )
+
+
+async def _pod_bound_token(kube: KubeClient, namespace: str, node: str) -> str:
+    await kube.create(
+        SERVICE_ACCOUNTS,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}},
+        namespace=namespace,
+    )
+    await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    pod = await kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "agent-0"},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": "agent",
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "agent", "image": "topos/agent:0.1.0"}],
+            },
+        },
+        namespace=namespace,
+    )
+    return await kube.request_token(namespace=namespace, service_account="agent", bound_pod=pod)
+
+
+async def test_secure_coordinator_end_to_end(
+    kube: KubeClient,
+    kubeconfig: Path,
+    namespace: str,
+    tls_files: tuple[Path, Path, Path],
+    unique_name: Callable[[str], str],
+) -> None:
+    cert, key, ca = tls_files
+    node, other = unique_name("gpu"), unique_name("gpu")
+    token = await _pod_bound_token(kube, namespace, node)
+    extra: dict[str, Any] = {
+        "tls": {"certFile": str(cert), "keyFile": str(key)},
+        "auth": {"agentServiceAccounts": [f"{namespace}/agent"]},
+        "limits": {"ratePerSecond": 100, "burst": 200},
+        "leaderElection": {
+            "namespace": namespace,
+            "leaseDurationSeconds": 4,
+            "renewDeadlineSeconds": 3,
+            "retryPeriodSeconds": 0.5,
+        },
+    }
+    settings = CoordinatorSettings(kubeconfig=str(kubeconfig), extra=extra)
+    app, ssl_context = create_secure_app(settings)
+    assert ssl_context is not None
+    client_tls = ssl.create_default_context(cafile=str(ca))
+    async with (
+        running(app, ssl_context=ssl_context) as url,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_tls)) as http,
+    ):
+        assert url.startswith("https://127.0.0.1:")
+        async with http.get(f"{url}/healthz") as resp:
+            assert resp.status == 200
+        async with http.get(f"{url}/v1/nodes") as resp:
+            assert resp.status == 401
+        async with http.get(f"{url}/v1/nodes", headers={"Authorization": f"Bearer {token}"}) as r:
+            assert r.status == 200
+
+        # the leader is elected on the Lease in our namespace
+        await asyncio.wait_for(app[LEADER].wait_until_leading(), 30)
+        lease = await kube.get(LEASES, "topos-coordinator", namespace=namespace)
+        assert lease["spec"]["holderIdentity"] == app[LEADER].identity
+
+        # a real agent stream for its own node is admitted
+        ws_url = url.replace("https://", "wss://") + "/v1/agents/stream"
+        auth = StreamSettings(headers={"Authorization": f"Bearer {token}"}, backoff_max_s=1)
+        agent = StreamClient(ws_url, node, agent_version="0.1.0", settings=auth, session=http)
+        agent.publish(_topology(node))
+        running_agent = asyncio.create_task(agent.run())
+        await asyncio.wait_for(agent.connected.wait(), 30)
+        assert app[INVENTORY].node(node) is not None
+        await agent.close()
+        await asyncio.gather(running_agent, return_exceptions=True)
+
+        # the same token claiming another node is turned away, and never reaches the inventory
+        liar = StreamClient(ws_url, other, agent_version="0.1.0", settings=auth, session=http)
+        liar.publish(_topology(other))
+        running_liar = asyncio.create_task(liar.run())
+        for _ in range(300):
+            if liar.stats.last_close is not None:
+                break
+            await asyncio.sleep(0.05)
+        await liar.close()
+        await asyncio.gather(running_liar, return_exceptions=True)
+        assert liar.stats.last_close is not None
+        assert liar.stats.last_close.startswith("unauthorized: credentials are bound to node")
+        assert node in liar.stats.last_close
+        assert not liar.connected.is_set()
+        assert app[INVENTORY].node(other) is None
+
+        # no token at all: the upgrade is refused
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await http.ws_connect(ws_url)
+        assert refused.value.status == 401
+
+
+def test_in_memory_runs_with_auth_off_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        app, ssl_context = create_secure_app(CoordinatorSettings(in_memory=True))
+    assert ssl_context is None
+    assert any("authentication is OFF" in r.getMessage() for r in caplog.records)
+    assert app[LEADER].is_leader()  # no election without an API server
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"auth": {"enable": True}}, "unknown auth setting"),
+        ({"limits": {"burst": 0}}, "limits.burst"),
+        (
+            {"tls": {"certFile": "/nonexistent.crt", "keyFile": "/nonexistent.key"}},
+            "does not exist",
+        ),
+        ({"tls": {"certFile": "/x.crt"}}, "certFile and keyFile go together"),
+        ({"leaderElection": {"leaseDurationSeconds": 1}}, "must exceed renewDeadline"),
+        ({"auth": "yes"}, "auth must be a mapping"),
+    ],
+)
+def test_bad_sections_are_one_clear_config_error(extra: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        create_secure_app(CoordinatorSettings(extra=extra))
+
+
+def test_auth_cannot_be_forced_on_without_an_api_server() -> None:
+    with pytest.raises(ConfigError, match="needs an API server"):
+        create_secure_app(CoordinatorSettings(in_memory=True, extra={"auth": {"enabled": True}}))
