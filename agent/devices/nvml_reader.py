@@ -351,7 +351,11 @@ def _read_cis(
             ci_profile = probe.raising(
                 "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, engine
             )
+        except nvml.NVMLError_FunctionNotFound:  # drivers before the V call: ask version 1
+            ci_profile = probe("nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, engine, 1)
         except nvml.NVMLError:
+            continue  # no such split for this GPU instance
+        if ci_profile is None:
             continue
         if int(ci_profile.instanceCount) == 0:
             continue
