@@ -17,8 +17,7 @@ Adding a plugin is one module and one registry line; see ``docs/scheduling.md``.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
@@ -48,6 +47,7 @@ __all__ = [
     "ScheduleResult",
     "ScorePlugin",
     "num_feasible_nodes_to_find",
+    "pod_class_key",
     "schedule_one",
 ]
 
@@ -198,6 +198,7 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
         self.config = config
+        self.token = object()  # distinguishes this framework's entries in NodeInfo.memo
         self.plugins: tuple[object, ...] = tuple(plugins)
         self.pre_filter: list[PreFilterPlugin] = []
         self.filter: list[FilterPlugin] = []
@@ -251,6 +252,13 @@ class Framework:
                 raise KeyError(f"plugin {name!r} is not registered")
             plugins.append(factory(config))
         return cls(config, plugins)
+
+    @staticmethod
+    def is_local(plugin: object) -> bool:
+        """A plugin whose Filter and Score depend only on the node and the pod's class
+        (:func:`pod_class_key`) — the framework memoises its results per NodeInfo. Set
+        ``node_local = True`` on a plugin only when that holds."""
+        return getattr(plugin, "node_local", False) is True
 
     # --- after a decision ------------------------------------------------------------------
     def run_reserve(self, pod: PodRequest, decision: Decision) -> Status:
@@ -325,6 +333,36 @@ def _pod_rejected(pod_key: str, nodes: Sequence[NodeInfo], status: Status) -> Fa
     )
 
 
+def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
+    """Everything about a pod a *node-local* plugin may read: two pods with equal keys get the
+    same node-local verdicts and scores on the same NodeInfo."""
+    return (
+        tuple(sorted(pod.requests.items())),
+        pod.gpus,
+        pod.mig,
+        pod.gpu_memory_min_mib,
+        pod.gpu_locality,
+        pod.numa_policy,
+        pod.numa_resources,
+        pod.node_selector,
+        pod.node_affinity,
+        pod.tolerations,
+    )
+
+
+@dataclass(slots=True)
+class _Memo:
+    """Node-local verdict, placement and raw scores of one pod class on one NodeInfo."""
+
+    verdict: Status
+    placement: Placement | None
+    scores: dict[str, float]  # plugin → raw score
+    sums: dict[tuple[str, ...], float] = field(default_factory=dict)  # weighted local sums
+
+
+_MEMO_LIMIT: Final = 64
+
+
 def _cycle(
     pod: PodRequest,
     snapshot: Snapshot,
@@ -333,9 +371,9 @@ def _cycle(
     candidate_nodes: Collection[str] | None,
 ) -> ScheduleResult:
     state = CycleState()
-    state.write(PLACEMENTS, {})
+    placements: dict[str, Placement] = {}
+    state.write(PLACEMENTS, placements)
     allowed: set[str] | None = set(candidate_nodes) if candidate_nodes is not None else None
-    filters: list[FilterPlugin] = []
     skipped: set[str] = set()
     for p in fw.pre_filter:
         result = p.pre_filter(state, pod, snapshot)
@@ -347,24 +385,46 @@ def _cycle(
             return _pod_rejected(pod.key, nodes, status.with_plugin(p.name))
         if isinstance(result, PreFilterResult) and result.node_names is not None:
             allowed = set(result.node_names) if allowed is None else allowed & result.node_names
-    filters = [f for f in fw.filter if f.name not in skipped]
+    local_filters = [f for f in fw.filter if f.name not in skipped and fw.is_local(f)]
+    other_filters = [f for f in fw.filter if f.name not in skipped and not fw.is_local(f)]
+    memo_key = (fw.token, pod_class_key(pod), tuple(f.name for f in local_filters))
 
     statuses: dict[str, Status] = {}
     feasible: list[NodeInfo] = []
+    entries: list[_Memo] = []
     want = num_feasible_nodes_to_find(len(nodes), fw.config.percentage_of_nodes_to_score)
     not_candidate = Status.unresolvable(Reason.NOT_IN_CANDIDATES)
     for node in nodes:
         if allowed is not None and node.name not in allowed:
             statuses[node.name] = not_candidate
             continue
-        verdict = SUCCESS
-        for f in filters:
-            status = f.filter(state, pod, node)
-            if status is not SUCCESS and not status.is_success:
-                verdict = status.with_plugin(f.name)
-                break
+        memo = node.memo
+        entry = memo.get(memo_key)
+        if entry is None:
+            verdict = SUCCESS
+            for f in local_filters:
+                status = f.filter(state, pod, node)
+                if status is not SUCCESS and not status.is_success:
+                    verdict = status.with_plugin(f.name)
+                    break
+            entry = _Memo(verdict, placements.get(node.name), {})
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[memo_key] = entry
+        else:
+            assert isinstance(entry, _Memo)
+            verdict = entry.verdict
+            if entry.placement is not None:
+                placements[node.name] = entry.placement
+        if verdict is SUCCESS:
+            for f in other_filters:
+                status = f.filter(state, pod, node)
+                if status is not SUCCESS and not status.is_success:
+                    verdict = status.with_plugin(f.name)
+                    break
         if verdict is SUCCESS:
             feasible.append(node)
+            entries.append(entry)
             if len(feasible) >= want:
                 break
         else:
@@ -375,54 +435,118 @@ def _cycle(
         return Failure(pod.key, total, statuses, summarize(total, statuses))
 
     # --- scoring --------------------------------------------------------------------------
-    per_plugin: list[tuple[str, int, dict[str, float]]] = []
-    if len(feasible) > 1 or fw.config.percentage_of_nodes_to_score >= 0:
-        for plugin, weight in fw.score:
-            pre = fw.pre_score.get(plugin.name)
-            if pre is not None:
-                st = pre.pre_score(state, pod, feasible, snapshot)
-                if st.is_skip:
-                    continue
-                if not st.is_success:
-                    return _pod_rejected(pod.key, nodes, st.with_plugin(plugin.name))
-            scores = {n.name: plugin.score(state, pod, n) for n in feasible}
-            norm = fw.normalize.get(plugin.name)
-            if norm is not None:
-                norm.normalize_scores(state, pod, scores)
-            per_plugin.append((plugin.name, weight, scores))
+    # Node-local plugins without normalisation add up to one memoised sum per node; the others
+    # (normalised or cluster-dependent) are computed per cycle.
+    local: list[tuple[ScorePlugin, int]] = []
+    cycle: list[tuple[str, int, dict[str, float]]] = []
+    for plugin, weight in fw.score:
+        name = plugin.name
+        pre = fw.pre_score.get(name)
+        if pre is not None:
+            st = pre.pre_score(state, pod, feasible, snapshot)
+            if st.is_skip:
+                continue
+            if not st.is_success:
+                return _pod_rejected(pod.key, nodes, st.with_plugin(name))
+        norm = fw.normalize.get(name)
+        if fw.is_local(plugin) and norm is None:
+            local.append((plugin, weight))
+            continue
+        scores: dict[str, float] = {}
+        if fw.is_local(plugin):
+            for node, entry in zip(feasible, entries, strict=True):
+                scores[node.name] = _local_score(entry, plugin, state, pod, node)
+        else:
+            for node in feasible:
+                scores[node.name] = plugin.score(state, pod, node)
+        if norm is not None:
+            norm.normalize_scores(state, pod, scores)
+        cycle.append((name, weight, scores))
 
-    best: NodeInfo | None = None
-    best_total = -math.inf
-    totals: dict[str, float] = {}
-    for node in feasible:
-        t = 0.0
-        for _, weight, scores in per_plugin:
+    sum_key = tuple(p.name for p, _ in local)
+    totals: list[float] = []
+    for node, entry in zip(feasible, entries, strict=True):
+        t = entry.sums.get(sum_key)
+        if t is None:
+            t = 0.0
+            for plugin, weight in local:
+                t += weight * _local_score(entry, plugin, state, pod, node)
+            entry.sums[sum_key] = t
+        for _, weight, scores in cycle:
             t += weight * scores[node.name]
-        totals[node.name] = t
-        if t > best_total or (t == best_total and best is not None and node.name < best.name):
-            best, best_total = node, t
-    assert best is not None
+        totals.append(t)
 
-    verdicts: dict[str, NodeVerdict] = {name: NodeVerdict(s) for name, s in statuses.items()}
-    for node in feasible:
-        verdicts[node.name] = NodeVerdict(
-            SUCCESS,
-            {name: weight * scores[node.name] for name, weight, scores in per_plugin},
-            totals[node.name],
-        )
-    placement = state.read(PLACEMENTS).get(best.name, Placement())
+    best_i = 0
+    for i in range(1, len(feasible)):
+        if totals[i] > totals[best_i] or (
+            totals[i] == totals[best_i] and feasible[i].name < feasible[best_i].name
+        ):
+            best_i = i
+    best = feasible[best_i]
+    verdicts = _Verdicts(statuses, feasible, entries, local, cycle, totals)
+    placement = placements.get(best.name, Placement())
     return Decision(
         pod_key=pod.key,
         node=best.name,
         placement=placement,
         device_ids=_device_ids(best.topology, placement),
-        score=best_total,
-        breakdown=verdicts[best.name].scores,
+        score=totals[best_i],
+        breakdown=verdicts.breakdown(best_i),
         verdicts=verdicts,
         evaluated=len(statuses) + len(feasible),
         feasible=len(feasible),
         state=state,
     )
+
+
+def _local_score(
+    entry: _Memo, plugin: ScorePlugin, state: CycleState, pod: PodRequest, node: NodeInfo
+) -> float:
+    value = entry.scores.get(plugin.name)
+    if value is None:
+        value = entry.scores[plugin.name] = plugin.score(state, pod, node)
+    return value
+
+
+class _Verdicts(Mapping[str, NodeVerdict]):
+    """Per-node verdicts of one cycle, built when asked for (explanations are rare; cycles
+    are not)."""
+
+    def __init__(
+        self,
+        statuses: dict[str, Status],
+        feasible: list[NodeInfo],
+        entries: list[_Memo],
+        local: list[tuple[ScorePlugin, int]],
+        cycle: list[tuple[str, int, dict[str, float]]],
+        totals: list[float],
+    ) -> None:
+        self._statuses = statuses
+        self._feasible = {n.name: i for i, n in enumerate(feasible)}
+        self._names = [n.name for n in feasible]
+        self._entries = entries
+        self._local = local
+        self._cycle = cycle
+        self._totals = totals
+
+    def breakdown(self, i: int) -> dict[str, float]:
+        entry, name = self._entries[i], self._names[i]
+        out = {p.name: w * entry.scores[p.name] for p, w in self._local}
+        out.update({plugin: w * scores[name] for plugin, w, scores in self._cycle})
+        return out
+
+    def __getitem__(self, name: str) -> NodeVerdict:
+        i = self._feasible.get(name)
+        if i is not None:
+            return NodeVerdict(SUCCESS, self.breakdown(i), self._totals[i])
+        return NodeVerdict(self._statuses[name])
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._statuses
+        yield from self._names
+
+    def __len__(self) -> int:
+        return len(self._statuses) + len(self._names)
 
 
 def _device_ids(topology: NodeTopology | None, placement: Placement) -> tuple[str, ...]:

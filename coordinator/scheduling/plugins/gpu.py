@@ -13,17 +13,15 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..config import SchedulerConfig
-from ..cyclestate import CycleState, StateKey
+from ..cyclestate import CycleState
 from ..framework import PLACEMENTS
+from ..gpuchoice import topology_index
 from ..nodeinfo import NodeInfo, Snapshot
-from ..placement import Plan, plan_placement
+from ..placement import plan_placement
 from ..podspec import GPU_RESOURCE, PodRequest
 from ..status import SKIP, SUCCESS, Status
 
-__all__ = ["PLANS", "GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
-
-#: The plan GpuTopology made for each feasible node this cycle.
-PLANS: Final = StateKey[dict[str, Plan]]("GpuTopology.plans")
+__all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
 
 # Score of the worst link among the chosen GPUs (a single GPU counts as NVLink-perfect).
 _LINK_SCORE: Final = {
@@ -39,9 +37,9 @@ _LINK_SCORE: Final = {
 
 class GpuTopology:
     name = "GpuTopology"
+    node_local = True
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
-        state.write(PLANS, {})
         if pod.wants_devices or pod.numa_policy is not None:
             return SUCCESS
         return SKIP
@@ -50,7 +48,6 @@ class GpuTopology:
         plan = plan_placement(node, pod)
         if isinstance(plan, Status):
             return plan
-        state.read(PLANS)[node.name] = plan
         state.read(PLACEMENTS)[node.name] = plan.placement
         return SUCCESS
 
@@ -60,14 +57,16 @@ class GpuTopology:
         return SUCCESS if pod.gpus > 1 else SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        plan = state.read(PLANS).get(node.name)
-        if plan is None or plan.choice is None:
+        placement = state.read(PLACEMENTS).get(node.name)
+        if placement is None or node.topology is None or len(placement.gpus) < 2:
             return 0.0  # no topology known: nothing to promise
-        return _LINK_SCORE[plan.choice.worst.kind]
+        worst = topology_index(node.topology).worst(placement.gpus)
+        return _LINK_SCORE[worst.kind]
 
 
 class NumaTopology:
     name = "NumaTopology"
+    node_local = True
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -75,10 +74,10 @@ class NumaTopology:
         return SUCCESS if pod.numa_policy is not None else SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        plan = state.read(PLANS).get(node.name)
-        if plan is None or plan.numa_span == 0:
-            return 0.0
-        return 100.0 / plan.numa_span
+        placement = state.read(PLACEMENTS).get(node.name)
+        if placement is None or not placement.numa_usage:
+            return 0.0  # not pinned: best-effort could not align here
+        return 100.0 / len(placement.numa_usage)
 
 
 def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
@@ -98,6 +97,7 @@ def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
 
 class GpuPacking:
     name = "GpuPacking"
+    node_local = True
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.spread = config.packing == "spread"
@@ -118,6 +118,7 @@ class GpuPacking:
 
 class GpuAvailability:
     name = "GpuAvailability"
+    node_local = True
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

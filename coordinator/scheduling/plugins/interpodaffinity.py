@@ -70,25 +70,30 @@ class InterPodAffinity:
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
         ns_labels = snapshot.namespaces
         fs = _FilterState()
+        with_affinity = snapshot.pods_with_affinity()
         any_existing_anti = False
-        for node in snapshot.nodes:
-            for existing in node.pods:
-                if existing.anti_affinity:
-                    any_existing_anti = True
-                    for term in existing.anti_affinity:
-                        if _matches(term, pod.namespace, pod.labels, ns_labels):
-                            _bump(fs.existing_anti, node, term.topology_key, 1)
-                if pod.pod_affinity and all(
+        for node, existing in with_affinity:
+            if existing.anti_affinity:
+                any_existing_anti = True
+                for term in existing.anti_affinity:
+                    if _matches(term, pod.namespace, pod.labels, ns_labels):
+                        _bump(fs.existing_anti, node, term.topology_key, 1)
+        if not (pod.pod_affinity or pod.pod_anti_affinity or any_existing_anti):
+            return SKIP
+        if pod.pod_affinity:
+            # An existing pod counts when it matches *all* the terms: the first term's
+            # selector narrows the candidates.
+            for node, existing in snapshot.pods_selected_by(pod.pod_affinity[0].selector):
+                if all(
                     _matches(t, existing.namespace, existing.labels, ns_labels)
                     for t in pod.pod_affinity
                 ):
                     for t in pod.pod_affinity:
                         _bump(fs.affinity, node, t.topology_key, 1)
-                for t in pod.pod_anti_affinity:
-                    if _matches(t, existing.namespace, existing.labels, ns_labels):
-                        _bump(fs.anti, node, t.topology_key, 1)
-        if not (pod.pod_affinity or pod.pod_anti_affinity or any_existing_anti):
-            return SKIP
+        for t in pod.pod_anti_affinity:
+            for node, existing in snapshot.pods_selected_by(t.selector):
+                if _matches(t, existing.namespace, existing.labels, ns_labels):
+                    _bump(fs.anti, node, t.topology_key, 1)
         fs.matches_own_terms = all(
             _matches(t, pod.namespace, pod.labels, ns_labels) for t in pod.pod_affinity
         )
@@ -123,39 +128,38 @@ class InterPodAffinity:
     ) -> Status:
         ns_labels = snapshot.namespaces
         counts: dict[Pair, int] = {}
-        has_own = bool(pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred)
-        any_term = has_own
-        for node in snapshot.nodes:
-            for existing in node.pods:
-                if has_own:
-                    for w in pod.pod_affinity_preferred:
-                        if _matches(w.term, existing.namespace, existing.labels, ns_labels):
-                            _bump(counts, node, w.term.topology_key, w.weight)
-                    for w in pod.pod_anti_affinity_preferred:
-                        if _matches(w.term, existing.namespace, existing.labels, ns_labels):
-                            _bump(counts, node, w.term.topology_key, -w.weight)
-                if not existing.has_affinity:
-                    continue
-                any_term = True
-                for t in existing.affinity:
-                    if _matches(t, pod.namespace, pod.labels, ns_labels):
-                        _bump(counts, node, t.topology_key, HARD_POD_AFFINITY_WEIGHT)
-                for w in existing.affinity_preferred:
-                    if _matches(w.term, pod.namespace, pod.labels, ns_labels):
-                        _bump(counts, node, w.term.topology_key, w.weight)
-                for w in existing.anti_affinity_preferred:
-                    if _matches(w.term, pod.namespace, pod.labels, ns_labels):
-                        _bump(counts, node, w.term.topology_key, -w.weight)
-        if not any_term:
+        with_affinity = snapshot.pods_with_affinity()
+        if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or with_affinity):
             return SKIP
+        for sign, weighted in (
+            (1, pod.pod_affinity_preferred),
+            (-1, pod.pod_anti_affinity_preferred),
+        ):
+            for w in weighted:
+                for node, existing in snapshot.pods_selected_by(w.term.selector):
+                    if _matches(w.term, existing.namespace, existing.labels, ns_labels):
+                        _bump(counts, node, w.term.topology_key, sign * w.weight)
+        for node, existing in with_affinity:
+            for t in existing.affinity:
+                if _matches(t, pod.namespace, pod.labels, ns_labels):
+                    _bump(counts, node, t.topology_key, HARD_POD_AFFINITY_WEIGHT)
+            for w in existing.affinity_preferred:
+                if _matches(w.term, pod.namespace, pod.labels, ns_labels):
+                    _bump(counts, node, w.term.topology_key, w.weight)
+            for w in existing.anti_affinity_preferred:
+                if _matches(w.term, pod.namespace, pod.labels, ns_labels):
+                    _bump(counts, node, w.term.topology_key, -w.weight)
+        if not any(counts.values()):
+            return SKIP  # every node would score the same
         state.write(_SCORE, counts)
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         counts = state.read(_SCORE)
-        if not counts:
-            return 0.0
-        return float(sum(counts.get((k, v), 0) for k, v in node.labels.items()))
+        labels = node.labels
+        if len(counts) < len(labels):
+            return float(sum(n for (k, v), n in counts.items() if labels.get(k) == v))
+        return float(sum(counts.get(pair, 0) for pair in labels.items()))
 
     def normalize_scores(
         self, state: CycleState, pod: PodRequest, scores: dict[str, float]

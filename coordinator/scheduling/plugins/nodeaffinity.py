@@ -34,6 +34,7 @@ def node_matches_required(pod: PodRequest, node: NodeInfo) -> bool:
 
 class NodeAffinity:
     name = "NodeAffinity"
+    node_local = True
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
         if pod.node_selector or (pod.node_affinity and pod.node_affinity.required is not None):

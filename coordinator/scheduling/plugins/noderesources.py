@@ -25,6 +25,7 @@ _TOO_MANY = Reason.TOO_MANY_PODS
 
 class NodeResourcesFit:
     name = "NodeResourcesFit"
+    node_local = True
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.most_allocated = False  # kube-scheduler's default scoring: spread cpu/memory

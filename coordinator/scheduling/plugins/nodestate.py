@@ -17,6 +17,7 @@ class NodeHealth:
     """No new placements on a node whose agent went silent (its inventory may be wrong)."""
 
     name = "NodeHealth"
+    node_local = True
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         return _STALE if node.stale else SUCCESS
@@ -27,6 +28,7 @@ class NodeUnschedulable:
     ``node.kubernetes.io/unschedulable:NoSchedule``, as in kube-scheduler."""
 
     name = "NodeUnschedulable"
+    node_local = True
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if not node.unschedulable:

@@ -52,23 +52,37 @@ def _included(c: SpreadConstraint, pod: PodRequest, node: NodeInfo) -> bool:
 
 
 def _count(
-    pod: PodRequest, constraints: tuple[SpreadConstraint, ...], nodes: Sequence[NodeInfo]
+    pod: PodRequest, constraints: tuple[SpreadConstraint, ...], snapshot: Snapshot
 ) -> _Counts:
-    per_value: list[dict[str, int]] = [{} for _ in constraints]
-    for node in nodes:
-        labels = node.labels
-        if not all(c.topology_key in labels for c in constraints):
-            continue
-        for i, c in enumerate(constraints):
-            if not _included(c, pod, node):
-                continue
-            value = labels[c.topology_key]
-            n = 0
-            if c.selector is not None:
-                for p in node.pods:
-                    if p.namespace == pod.namespace and c.selector.matches(p.labels):
-                        n += 1
-            per_value[i][value] = per_value[i].get(value, 0) + n
+    per_value: list[dict[str, int]] = []
+    # Nodes count towards a domain when they carry every constraint's key and pass the
+    # constraint's inclusion policies.
+    keyed = [snapshot.domains(c.topology_key) for c in constraints]
+    eligible_all = set(keyed[0]).intersection(*keyed[1:]) if keyed else set()
+    for c, domain_of in zip(constraints, keyed, strict=True):
+        trivial = c.node_taints_policy == "Ignore" and (
+            c.node_affinity_policy == "Ignore"
+            or not (pod.node_selector or (pod.node_affinity and pod.node_affinity.required))
+        )
+        if trivial:
+            eligible = eligible_all
+        else:
+            eligible = set()
+            for name in eligible_all:
+                node = snapshot.get(name)
+                if node is not None and _included(c, pod, node):
+                    eligible.add(name)
+        values: dict[str, int] = dict.fromkeys((domain_of[n] for n in eligible), 0)
+        for node, p in snapshot.pods_selected_by(c.selector):
+            if (
+                node.name in eligible
+                and p.namespace == pod.namespace
+                and c.selector is not None
+                and c.selector.matches(p.labels)
+            ):
+                value = domain_of[node.name]
+                values[value] += 1
+        per_value.append(values)
     return _Counts(constraints, tuple(per_value))
 
 
@@ -79,7 +93,7 @@ class PodTopologySpread:
         hard = tuple(c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule")
         if not hard:
             return SKIP
-        state.write(_FILTER, _count(pod, hard, snapshot.nodes))
+        state.write(_FILTER, _count(pod, hard, snapshot))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
@@ -103,7 +117,7 @@ class PodTopologySpread:
         if not soft:
             return SKIP
         # Hostname-level domains count only the nodes still in the running (as kube does).
-        counts = _count(pod, soft, snapshot.nodes)
+        counts = _count(pod, soft, snapshot)
         weights = tuple(math.log(len(v) + 2) for v in counts.per_value)
         state.write(_SCORE, (counts, weights))
         return SUCCESS

@@ -20,6 +20,7 @@ __all__ = ["TaintToleration"]
 
 class TaintToleration:
     name = "TaintToleration"
+    node_local = True
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         for taint in node.effective_taints:
@@ -33,10 +34,7 @@ class TaintToleration:
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
         # Only PreferNoSchedule taints score; without any, every node would get the same 100.
-        for node in nodes:
-            if any(t.effect == "PreferNoSchedule" for t in node.effective_taints):
-                return SUCCESS
-        return SKIP
+        return SUCCESS if snapshot.has_prefer_no_schedule_taints() else SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         prefer = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]
