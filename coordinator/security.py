@@ -53,14 +53,14 @@ class SecuritySettings:
         def section(name: str) -> Mapping[str, Any]:
             raw = sections.get(name) or {}
             if not isinstance(raw, Mapping):
-                raise ValueError(f"config: {name} must be a mapping")
+                raise ValueError(f"{name} must be a mapping")
             return raw
 
         auth_raw = section("auth")
         if in_memory:
             if auth_raw.get("enabled", False):
                 raise ValueError(
-                    "config: auth.enabled needs an API server (TokenReview); "
+                    "auth.enabled needs an API server (TokenReview); "
                     "it cannot be on with --in-memory"
                 )
             auth = AuthSettings.from_mapping({**auth_raw, "enabled": False})
