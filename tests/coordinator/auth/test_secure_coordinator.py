@@ -67,16 +67,36 @@ async def _pod_bound_token(kube: KubeClient, namespace: str, node: str) -> str:
     return await kube.request_token(namespace=namespace, service_account="agent", bound_pod=pod)
 
 
+async def _labels(kube: KubeClient, namespace: str, pod: str) -> dict[str, str]:
+    obj = await kube.get(PODS, pod, namespace=namespace)
+    labels: dict[str, str] = obj["metadata"].get("labels") or {}
+    return labels
+
+
 async def test_secure_coordinator_end_to_end(
     kube: KubeClient,
     kubeconfig: Path,
     namespace: str,
     tls_files: tuple[Path, Path, Path],
     unique_name: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cert, key, ca = tls_files
     node, other = unique_name("gpu"), unique_name("gpu")
     token = await _pod_bound_token(kube, namespace, node)
+    # the coordinator's own pod (as the Deployment's downward-API env names it)
+    await kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "coordinator-0", "labels": {"app": "topos"}},
+            "spec": {"containers": [{"name": "c", "image": "topos/coordinator:0.1.0"}]},
+        },
+        namespace=namespace,
+    )
+    monkeypatch.setenv("POD_NAME", "coordinator-0")
+    monkeypatch.setenv("POD_NAMESPACE", namespace)
     extra: dict[str, Any] = {
         "tls": {"certFile": str(cert), "keyFile": str(key)},
         "auth": {"agentServiceAccounts": [f"{namespace}/agent"]},
@@ -108,6 +128,12 @@ async def test_secure_coordinator_end_to_end(
         await asyncio.wait_for(app[LEADER].wait_until_leading(), 30)
         lease = await kube.get(LEASES, "topos-coordinator", namespace=namespace)
         assert lease["spec"]["holderIdentity"] == app[LEADER].identity
+        # ... and its pod carries the label the Service selects
+        for _ in range(100):
+            if (await _labels(kube, namespace, "coordinator-0")).get("topos.io/leader") == "true":
+                break
+            await asyncio.sleep(0.05)
+        assert (await _labels(kube, namespace, "coordinator-0"))["topos.io/leader"] == "true"
 
         # a real agent stream for its own node is admitted
         ws_url = url.replace("https://", "wss://") + "/v1/agents/stream"
@@ -140,6 +166,11 @@ async def test_secure_coordinator_end_to_end(
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await http.ws_connect(ws_url)
         assert refused.value.status == 401
+
+    # stopped gracefully: the lease is released and the pod no longer attracts the Service
+    lease = await kube.get(LEASES, "topos-coordinator", namespace=namespace)
+    assert lease["spec"].get("holderIdentity") in ("", None)
+    assert "topos.io/leader" not in await _labels(kube, namespace, "coordinator-0")
 
 
 def test_in_memory_runs_with_auth_off_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
