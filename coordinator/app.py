@@ -25,6 +25,7 @@ from aiohttp import web
 
 from common.kube import KubeClient
 from common.wire import CloseReason
+from coordinator.api import explain
 from coordinator.api.app import build_app
 from coordinator.api.keys import INVENTORY, READINESS, SESSIONS, AgentAuthenticator, allow_any_node
 from coordinator.api.routing import Route
@@ -33,6 +34,7 @@ from coordinator.auth.tls import TlsConfigError
 from coordinator.inventory.kube_sync import KubeSync
 from coordinator.inventory.store import DEFAULT_STALE_TTL_S, Inventory
 from coordinator.leadership import elect_leader
+from coordinator.runtime.web import install_scheduler
 from coordinator.security import SecuritySettings, secure_app
 
 log = logging.getLogger("coordinator")
@@ -176,13 +178,22 @@ def create_app(
     """The coordinator's application. Background loops are ``cleanup_ctx`` generators; the
     API-server sync is one of them unless ``settings.in_memory``."""
     inv = inventory if inventory is not None else Inventory(stale_ttl_s=settings.stale_ttl_s)
-    app = build_app(inv, agent_auth=agent_auth, extra_routes=extra_routes)
+    # Scheduler runtime (coordinator.runtime, issue 5): the explain/simulate routes.
+    routes = (*explain.ROUTES, *extra_routes)
+    app = build_app(inv, agent_auth=agent_auth, extra_routes=routes)
     app.cleanup_ctx.append(_stale_sweeper(settings.sweep_every_s))
     if settings.in_memory:
         app[READINESS].set("inventory", True)
     else:
         app.cleanup_ctx.append(_kube_sync(settings.kubeconfig))
     app.cleanup_ctx.extend(background)
+    # Scheduler runtime (issue 5): the scheduling loop, unless `scheduler: {enabled: false}`.
+    try:
+        install_scheduler(
+            app, settings.extra, kubeconfig=settings.kubeconfig, in_memory=settings.in_memory
+        )
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
     app.on_shutdown.append(_close_streams)
     return app
 

@@ -43,6 +43,7 @@ class Binder:
         on_bound: Callable[[BindJob], None],
         on_failed: Callable[[BindJob, ClusterError], None],
         max_in_flight: int = 64,
+        may_bind: Callable[[], bool] = lambda: True,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -53,6 +54,8 @@ class Binder:
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         self.max_in_flight = max_in_flight
+        #: Asked before every bind (leader election: a replica that lost its lease stops).
+        self.may_bind = may_bind
 
     @property
     def in_flight(self) -> int:
@@ -67,6 +70,8 @@ class Binder:
     async def _run(self, job: BindJob) -> None:
         try:
             node = job.decision.node
+            if not self.may_bind():
+                raise ClusterError("not the leader: binding is left to the leading replica")
             if not self._node_exists(node):
                 raise BindConflict(f"node {node} is gone")
             await self._writer.bind(job.pod, node, job.decision.annotations())

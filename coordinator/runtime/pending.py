@@ -2,11 +2,11 @@
 that is not bound yet.
 
 List, then watch from the list's resourceVersion, with a field selector so the server sends
-only our pending pods; a pod that gets bound (by us or anyone) stops matching and arrives as
-``DELETED``, as does a deleted pod — either way it leaves the queue. A watch the server ends is
-resumed from the last resourceVersion (bookmarks keep it fresh); ``410 Gone`` re-lists and the
-list *replaces* the queue's view (pods deleted meanwhile are dropped); API errors back off with
-jitter.
+only our pending pods (optionally of one namespace); a pod that gets bound (by us or anyone)
+stops matching and arrives as ``DELETED``, as does a deleted pod — either way it leaves the
+queue. A watch the server ends is resumed from the last resourceVersion (bookmarks keep it
+fresh); ``410 Gone`` re-lists and the list *replaces* the queue's view (pods deleted meanwhile
+are dropped); API errors back off with jitter.
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ class PendingWatcher:
         queue: SchedulingQueue,
         *,
         scheduler_name: str = podkeys.SCHEDULER_NAME,
+        namespace: str | None = None,
         on_synced: Callable[[], None] | None = None,
         backoff_max_s: float = 30.0,
     ) -> None:
         self._client = client
         self._queue = queue
         self._selector = pending_selector(scheduler_name)
+        self._namespace = namespace
         self._on_synced = on_synced
         self._backoff_max_s = backoff_max_s
         self.relists = 0
@@ -60,7 +62,11 @@ class PendingWatcher:
         token: str | None = None
         while True:
             page = await self._client.list(
-                PODS, field_selector=self._selector, limit=_PAGE, continue_token=token
+                PODS,
+                namespace=self._namespace,
+                field_selector=self._selector,
+                limit=_PAGE,
+                continue_token=token,
             )
             items.extend(page["items"])
             token = page["continue"]
@@ -97,6 +103,7 @@ class PendingWatcher:
                             self._on_synced()
                 async for kind, obj in self._client.watch(
                     PODS,
+                    namespace=self._namespace,
                     field_selector=self._selector,
                     resource_version=rv,
                     timeout_seconds=_WATCH_TIMEOUT_S,

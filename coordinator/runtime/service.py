@@ -48,7 +48,7 @@ class SchedulerRuntime:
     ) -> None:
         self.scheduler = scheduler
         self._feeds = tuple(feeds)
-        self._ready = tuple(ready)
+        self._ready = list(ready)
         self._detach = detach
         self._tasks: list[asyncio.Task[None]] = []
         self.started = asyncio.Event()  # set once the loop runs (after the initial sync)
@@ -84,6 +84,7 @@ class SchedulerRuntime:
         settings: RuntimeSettings | None = None,
         post_filter: Sequence[PostFilterHook] = (),
         scheduler_name: str = podkeys.SCHEDULER_NAME,
+        namespace: str | None = None,
         instance: str = "topos",
     ) -> SchedulerRuntime:
         """``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are
@@ -95,9 +96,15 @@ class SchedulerRuntime:
             settings=settings,
             post_filter=post_filter,
         )
-        watcher = PendingWatcher(client, scheduler.queue, scheduler_name=scheduler_name)
+        watcher = PendingWatcher(
+            client, scheduler.queue, scheduler_name=scheduler_name, namespace=namespace
+        )
         ready = [watcher.synced] + ([inventory_synced] if inventory_synced is not None else [])
         return cls(scheduler, feeds=[watcher.run], ready=ready)
+
+    def add_gate(self, event: asyncio.Event) -> None:
+        """Scheduling also waits for ``event`` (e.g. leadership) before it starts."""
+        self._ready.append(event)
 
     async def _main(self) -> None:
         for event in self._ready:

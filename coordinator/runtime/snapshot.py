@@ -113,8 +113,10 @@ class ClusterView:
         assume_ttl_s: float = DEFAULT_ASSUME_TTL_S,
         clock: Callable[[], float] = time.monotonic,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        node_filter: Callable[[NodeState], bool] | None = None,
     ) -> None:
         self.inventory = inventory
+        self._node_filter = node_filter
         self.assume_ttl_s = assume_ttl_s
         self._clock = clock
         self.namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
@@ -195,8 +197,12 @@ class ClusterView:
         for gone in self._node_uids.get(name, frozenset()) - uids:
             self._pods.pop(gone, None)
         self._node_uids[name] = uids
-        if state is None or (state.ready is None and state.topology is None):
-            # Gone, or only pods are known there (no Node object, no agent): not a candidate.
+        if (
+            state is None
+            or (state.ready is None and state.topology is None)
+            or (self._node_filter is not None and not self._node_filter(state))
+        ):
+            # Gone, only pods known there (no Node object, no agent), or not ours to fill.
             self._base.pop(name, None)
             return None
         base = node_info(state, tuple(self._pod(b) for b in bound))
@@ -263,6 +269,19 @@ class ClusterView:
                 if info is not None:
                     self._snapshot.replace(info)
         return self._snapshot
+
+    @property
+    def node_filter(self) -> Callable[[NodeState], bool] | None:
+        """Which inventory nodes the scheduler may use (``None``: all)."""
+        return self._node_filter
+
+    @node_filter.setter
+    def node_filter(self, value: Callable[[NodeState], bool] | None) -> None:
+        self._node_filter = value
+        self._dirty.update(self.inventory.names())
+        self._effective.clear()
+        self._base.clear()
+        self._order_changed = True
 
     def set_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
         """Namespace labels for affinity ``namespaceSelector``s (``None``: deleted)."""
