@@ -1,0 +1,256 @@
+"""The capacity stream and inventory on the real control plane: simulated nodes registered as
+Node objects (devcluster.nodes), agents' stream clients on the fake NVML of two profiles, and a
+coordinator on loopback that merges their reports with the Nodes and every bound pod."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from stream_helpers import hello
+
+from agent.devices import ProfileSource
+from agent.stream import StreamClient, StreamSettings
+from common.kube import PODS, KubeClient
+from common.wire import encode
+from coordinator.app import CoordinatorSettings, create_app, running
+from coordinator.inventory.store import Inventory
+from devcluster.nodes import SimNode, plan_nodes, register
+
+pytestmark = pytest.mark.kube
+
+FAST = StreamSettings(heartbeat_interval_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.2)
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def until(inv: Inventory, predicate: Callable[[], bool]) -> None:
+    changed = asyncio.Event()
+    unsubscribe = inv.subscribe(lambda event: changed.set())
+    try:
+        async with asyncio.timeout(30):  # guards a hang only
+            while not predicate():
+                await changed.wait()
+                changed.clear()
+    finally:
+        unsubscribe()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def inv(clock: Clock) -> Inventory:
+    return Inventory(stale_ttl_s=30, clock=clock)
+
+
+@pytest.fixture
+async def nodes(kube: KubeClient, unique_name: Callable[[str], str]) -> list[SimNode]:
+    """One DGX A100 and one 8-GPU PCIe box, registered as Ready Nodes with unique names."""
+    planned = plan_nodes([("dgx-a100", 1), ("pcie-8x", 1)])
+    renamed = [
+        SimNode(
+            name=unique_name(n.name),
+            profile=n.profile,
+            leaf=n.leaf,
+            spine=n.spine,
+            topology=n.topology,
+        )
+        for n in planned
+    ]
+    await register(kube, renamed)
+    return renamed
+
+
+@pytest.fixture
+async def coordinator(kubeconfig: Any, inv: Inventory, nodes: list[SimNode]) -> AsyncIterator[str]:
+    settings = CoordinatorSettings(kubeconfig=str(kubeconfig), sweep_interval_s=3600)
+    async with running(create_app(settings, inventory=inv)) as url:
+        await until(inv, lambda: all(n.name in inv for n in nodes))  # the API server's Nodes
+        yield url
+
+
+class SimAgent:
+    """An agent's stream client fed by a profile's fake NVML."""
+
+    def __init__(self, url: str, node: SimNode) -> None:
+        self.source = ProfileSource(node.profile, hostname=node.name)
+        self.client = StreamClient(
+            url.replace("http://", "ws://") + "/v1/agents/stream",
+            node.name,
+            agent_version="test",
+            settings=FAST,
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.client.publish(self.source.discover())
+        self.task = asyncio.create_task(self.client.run())
+        async with asyncio.timeout(30):
+            await self.client.connected.wait()
+
+    async def stop(self) -> None:
+        await self.client.close()
+        if self.task is not None:
+            await self.task
+        self.source.close()
+
+
+async def _node(url: str, name: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/v1/nodes/{name}") as resp:
+        assert resp.status == 200, await resp.text()
+        body: dict[str, Any] = await resp.json()
+        return body
+
+
+async def test_agents_of_two_profiles_merge_with_their_node_objects(
+    coordinator: str, inv: Inventory, nodes: list[SimNode]
+) -> None:
+    agents = [SimAgent(coordinator, n) for n in nodes]
+    for agent in agents:
+        await agent.start()
+    dgx, pcie = [await _node(coordinator, n.name) for n in nodes]
+    assert dgx["ready"] is True
+    assert dgx["labels"]["topos.io/leaf"] == "leaf-0"
+    assert dgx["allocatable"]["nvidia.com/gpu"] == 8
+    assert dgx["topology"]["nvswitch"] is True
+    assert dgx["connected"] is True
+    assert pcie["topology"]["links"][0][7] == "SYS"  # two sockets
+    assert pcie["free"]["nvidia.com/gpu"] == 8
+    assert pcie["free"]["cpu"] == pcie["allocatable"]["cpu"]
+    for agent in agents:
+        await agent.stop()
+
+
+async def test_stopped_agent_goes_stale_and_recovers(
+    coordinator: str, inv: Inventory, clock: Clock, nodes: list[SimNode]
+) -> None:
+    node = nodes[0]
+    agent = SimAgent(coordinator, node)
+    await agent.start()
+    await agent.stop()
+    await until(inv, lambda: not inv.node(node.name).connected)  # type: ignore[union-attr]
+    clock.now += 31
+    assert node.name in inv.sweep()
+    state = await _node(coordinator, node.name)
+    assert state["stale"] is True
+    assert state["schedulable"] is False
+    agent = SimAgent(coordinator, node)
+    await agent.start()
+    state = await _node(coordinator, node.name)
+    assert state["stale"] is False
+    assert state["schedulable"] is True
+    await agent.stop()
+
+
+async def test_mig_layout_change_in_the_fake_follows_into_the_inventory(
+    coordinator: str, inv: Inventory, nodes: list[SimNode]
+) -> None:
+    node = nodes[0]  # DGX A100: MIG-capable, MIG off
+    agent = SimAgent(coordinator, node)
+    await agent.start()
+    nvml = agent.source.nvml
+    nvml.nvmlInit()
+    try:
+        handle = nvml.nvmlDeviceGetHandleByIndex(2)
+        nvml.nvmlDeviceSetMigMode(handle, nvml.NVML_DEVICE_MIG_ENABLE)
+        info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(
+            handle, nvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE
+        )
+        gi = nvml.nvmlDeviceCreateGpuInstance(handle, info.id)
+        ci_info = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi,
+            nvml.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+            nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+        )
+        nvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
+    finally:
+        nvml.nvmlShutdown()
+    agent.client.publish(agent.source.discover())
+
+    def gpu2_instances() -> int:
+        state = inv.node(node.name)
+        assert state is not None
+        assert state.topology is not None
+        return len(state.topology.gpus[2].mig_instances)
+
+    await until(inv, lambda: gpu2_instances() == 1)
+    body = await _node(coordinator, node.name)
+    gpu2 = body["topology"]["gpus"][2]
+    assert gpu2["mig_enabled"] is True
+    assert gpu2["mig_instances"][0]["profile"] == "3g.20gb"
+    assert agent.client.stats.hellos == 1  # a delta carried it, not a new hello
+    await agent.stop()
+
+
+async def test_pods_bound_by_another_scheduler_reduce_free_capacity(
+    coordinator: str, inv: Inventory, kube: KubeClient, namespace: str, nodes: list[SimNode]
+) -> None:
+    node = nodes[1]
+    agent = SimAgent(coordinator, node)
+    await agent.start()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "other-scheduler-job"},
+        "spec": {
+            "nodeName": node.name,  # bound directly, as another scheduler would
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "example.invalid/job:1",
+                    "resources": {
+                        "requests": {"cpu": "3", "memory": "8Gi"},
+                        "limits": {"nvidia.com/gpu": "3"},
+                    },
+                }
+            ],
+        },
+    }
+    created = await kube.create(PODS, pod, namespace=namespace)
+    await until(inv, lambda: inv.node(node.name).free["nvidia.com/gpu"] == 5)  # type: ignore[union-attr]
+    body = await _node(coordinator, node.name)
+    assert body["free"]["nvidia.com/gpu"] == 5
+    assert body["requested"]["cpu"] == 3000
+    assert [(p["name"], p["scheduler"]) for p in body["pods"]] == [
+        ("other-scheduler-job", "default-scheduler")
+    ]
+    # The job finishes (what its kubelet would report): it no longer holds capacity.
+    await kube.patch(
+        PODS,
+        created["metadata"]["name"],
+        {"status": {"phase": "Succeeded"}},
+        namespace=namespace,
+        subresource="status",
+    )
+    await until(inv, lambda: inv.node(node.name).free["nvidia.com/gpu"] == 8)  # type: ignore[union-attr]
+    await agent.stop()
+
+
+async def test_agent_cannot_take_over_a_live_node_on_the_real_cluster(
+    coordinator: str, inv: Inventory, nodes: list[SimNode]
+) -> None:
+    node = nodes[0]
+    agent = SimAgent(coordinator, node)
+    await agent.start()
+    ws_url = coordinator.replace("http://", "ws://") + "/v1/agents/stream"
+    async with aiohttp.ClientSession() as http, http.ws_connect(ws_url) as ws:
+        await ws.send_bytes(encode(hello(node.name, agent_id="impostor")))
+        msg = await ws.receive(timeout=30)
+    assert msg.type == aiohttp.WSMsgType.CLOSE
+    assert msg.data == 1008
+    assert str(msg.extra).startswith("node-conflict")
+    state = inv.node(node.name)
+    assert state is not None
+    assert state.agent_id == agent.client.agent_id
+    await agent.stop()
