@@ -6,6 +6,8 @@
 - ``RetryPolicy`` (``retry``): the one place retries are decided.
 """
 
+# First: keeps kubernetes_asyncio from importing every generated API and model (see lean.py).
+from common.kube import lean as _lean  # noqa: F401
 from common.kube.client import ClientSettings, KubeClient, object_reference
 from common.kube.errors import (
     AlreadyExists,
