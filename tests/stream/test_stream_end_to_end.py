@@ -278,3 +278,24 @@ async def test_acks_name_the_last_applied_seq(coordinator: str) -> None:
         assert decode_frame(await ws.receive_bytes(timeout=20)) == Ack(seq=41)
         await ws.send_bytes(encode(Heartbeat(seq=41)))
         assert decode_frame(await ws.receive_bytes(timeout=20)) == Ack(seq=41)
+
+
+async def test_same_agent_reconnecting_closes_its_old_connection_as_replaced(
+    coordinator: str, inv: Inventory
+) -> None:
+    async with aiohttp.ClientSession() as http:
+        old = await http.ws_connect(_ws_url(coordinator))
+        await old.send_bytes(encode(hello("node-r", agent_id="same")))
+        assert decode_frame(await old.receive_bytes(timeout=20)) == Ack(seq=0)
+        new = await http.ws_connect(_ws_url(coordinator))
+        await new.send_bytes(encode(hello("node-r", agent_id="same", seq=7)))
+        assert decode_frame(await new.receive_bytes(timeout=20)) == Ack(seq=7)
+        msg = await old.receive(timeout=20)
+        assert msg.type == aiohttp.WSMsgType.CLOSE
+        assert str(msg.extra).startswith("replaced")
+        await new.send_bytes(encode(Heartbeat(seq=7)))
+        assert decode_frame(await new.receive_bytes(timeout=20)) == Ack(seq=7)
+        assert inv.node("node-r").seq == 7  # type: ignore[union-attr]
+        assert inv.node("node-r").connected  # type: ignore[union-attr]
+        await old.close()
+        await new.close()
