@@ -57,6 +57,8 @@ def test_every_manifest_passes_server_side_dry_run(installed: Kubectl) -> None:
         "deployment.apps/topos-coordinator",
         "poddisruptionbudget.policy/topos-coordinator",
         "daemonset.apps/topos-agent",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/topos-agent-own-node",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/topos-agent-own-node",
     ):
         assert expected in done.stdout, f"{expected} missing from:\n{done.stdout}"
 

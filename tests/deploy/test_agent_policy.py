@@ -1,0 +1,143 @@
+"""deploy/agent-node-policy.yaml on the real API server: the agent's ServiceAccount, holding the
+cluster-wide ``nodes`` patch RBAC allows, may still change only the Node its pod is bound to, only
+keys of its own vocabularies, and never a Node's spec. The agent acts with a real pod-bound token
+(TokenRequest with ``boundObjectRef``), exactly as in its DaemonSet pod.
+
+The policy is removed again afterwards: it matches the agent's user name, and other tests act as
+that user with client certificates (which carry no node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from common.kube import NODES, PODS, Forbidden, Invalid, KubeClient, KubeError
+from tests.deploy.deploy_fixtures import NAMESPACE, Kubectl, apply_for_real
+
+POLICY = "topos-agent-own-node"
+
+
+def _token_kubeconfig(admin: Path, token: str, path: Path) -> Path:
+    config = yaml.safe_load(admin.read_text())
+    config["users"] = [{"name": "agent", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "agent"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def policy(kubectl: Kubectl) -> Iterator[Kubectl]:
+    apply_for_real(kubectl, "namespace.yaml", "agent-rbac.yaml", "agent-node-policy.yaml")
+    yield kubectl
+    kubectl("delete", "validatingadmissionpolicybinding", POLICY, "--ignore-not-found")
+    kubectl("delete", "validatingadmissionpolicy", POLICY, "--ignore-not-found")
+
+
+async def _node(kube: KubeClient, name: str) -> None:
+    await kube.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/hostname": name, "topos.io/gpu.count": "8"},
+                "annotations": {"example.com/owner": "ops"},
+            },
+        },
+    )
+
+
+async def _agent_client(
+    kube: KubeClient, kubeconfig: Path, node: str, tmp_path: Path, unique_name: Callable[[str], str]
+) -> KubeClient:
+    pod = await kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": unique_name("topos-agent")},
+            "spec": {
+                "nodeName": node,
+                "serviceAccountName": "topos-agent",
+                "automountServiceAccountToken": False,
+                "containers": [{"name": "agent", "image": "topos/agent:0.1.0"}],
+            },
+        },
+        namespace=NAMESPACE,
+    )
+    token = await kube.request_token(
+        namespace=NAMESPACE, service_account="topos-agent", bound_pod=pod
+    )
+    path = await asyncio.to_thread(
+        _token_kubeconfig, kubeconfig, token, tmp_path / "agent.kubeconfig"
+    )
+    return await KubeClient.connect(path)
+
+
+def _labels(patch: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"labels": patch}}
+
+
+async def test_agent_changes_only_its_own_nodes_metadata(
+    policy: Kubectl,
+    kube: KubeClient,
+    kubeconfig: Path,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    own, other = unique_name("gpu"), unique_name("gpu")
+    await _node(kube, own)
+    await _node(kube, other)
+    agent = await _agent_client(kube, kubeconfig, own, tmp_path, unique_name)
+    try:
+        # The policy takes effect once the API server has loaded it: wait (bounded) until the
+        # other node is protected.
+        refusal: KubeError | None = None
+        for _ in range(100):
+            try:
+                await agent.patch(NODES, other, _labels({"topos.io/gpu.count": "4"}))
+            except (Forbidden, Invalid) as exc:
+                refusal = exc
+                break
+            await asyncio.sleep(0.1)
+        assert refusal is not None, "the policy never took effect"
+        assert f"may only change the Node its pod runs on, not {other}" in refusal.message
+
+        # its own node: its own labels and annotations, added, changed and removed
+        await agent.patch(
+            NODES, own, _labels({"topos.io/gpu.count": "4", "nvidia.com/gpu.count": "4"})
+        )
+        await agent.patch(NODES, own, {"metadata": {"annotations": {"topos.io/topology": "{}"}}})
+        await agent.patch(NODES, own, _labels({"nvidia.com/gpu.count": None}))
+        node = await kube.get(NODES, own)
+        assert node["metadata"]["labels"]["topos.io/gpu.count"] == "4"
+        assert "nvidia.com/gpu.count" not in node["metadata"]["labels"]
+
+        refused: list[dict[str, Any]] = [
+            _labels({"kubernetes.io/hostname": "elsewhere"}),  # someone else's label
+            _labels({"kubernetes.io/hostname": None}),  # removing someone else's label
+            _labels({"node-role.kubernetes.io/control-plane": ""}),
+            {"metadata": {"annotations": {"example.com/owner": "mallory"}}},
+            {"spec": {"unschedulable": True}},  # cordon
+            {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}},
+        ]
+        for patch in refused:
+            with pytest.raises((Forbidden, Invalid)):
+                await agent.patch(NODES, own, patch)
+        node = await kube.get(NODES, own)
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == own
+        assert node["metadata"]["annotations"]["example.com/owner"] == "ops"
+        assert not node["spec"].get("unschedulable")
+
+        # everyone else is untouched by the policy
+        await kube.patch(NODES, other, _labels({"example.com/rack": "r1"}))
+    finally:
+        await agent.close()
