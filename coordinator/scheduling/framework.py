@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Protocol, cast, runtime_checkable
 
 from common import podkeys
 from common.model import NodeTopology
@@ -198,7 +198,9 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
         self.config = config
-        self.token = object()  # distinguishes this framework's entries in NodeInfo.memo
+        # Memo keys: one small object per distinct pod class, hashed by identity, so a warm
+        # cycle hashes the (large) class key once instead of once per node.
+        self._interned: dict[object, object] = {}
         self.plugins: tuple[object, ...] = tuple(plugins)
         self.pre_filter: list[PreFilterPlugin] = []
         self.filter: list[FilterPlugin] = []
@@ -252,6 +254,15 @@ class Framework:
                 raise KeyError(f"plugin {name!r} is not registered")
             plugins.append(factory(config))
         return cls(config, plugins)
+
+    def intern(self, key: object) -> object:
+        """The framework's token for ``key`` (equal keys, same token; distinct per framework)."""
+        token = self._interned.get(key)
+        if token is None:
+            if len(self._interned) > 10_000:
+                self._interned.clear()
+            token = self._interned[key] = object()
+        return token
 
     @staticmethod
     def is_local(plugin: object) -> bool:
@@ -350,17 +361,46 @@ def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
     )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Memo:
     """Node-local verdict, placement and raw scores of one pod class on one NodeInfo."""
 
     verdict: Status
     placement: Placement | None
     scores: dict[str, float]  # plugin → raw score
-    sums: dict[tuple[str, ...], float] = field(default_factory=dict)  # weighted local sums
+    sums: dict[object, float] = field(default_factory=dict)  # weighted local sums
 
 
 _MEMO_LIMIT: Final = 64
+
+
+class _Placements(dict[str, Placement]):
+    """The cycle's placements: written by filters on memo misses, read through to the memo for
+    nodes whose verdict was remembered (so a warm cycle never copies them)."""
+
+    __slots__ = ("_key", "_snapshot")
+
+    def __init__(self, snapshot: Snapshot, key: object) -> None:
+        super().__init__()
+        self._snapshot = snapshot
+        self._key = key
+
+    def _remembered(self, name: str) -> Placement | None:
+        node = self._snapshot.get(name)
+        entry = node.memo.get(self._key) if node is not None else None
+        return entry.placement if isinstance(entry, _Memo) else None
+
+    def __missing__(self, name: str) -> Placement:
+        placement = self._remembered(name)
+        if placement is None:
+            raise KeyError(name)
+        return placement
+
+    def get(self, name: str, default: Placement | None = None) -> Placement | None:  # type: ignore[override]
+        if name in self:
+            return dict.__getitem__(self, name)
+        placement = self._remembered(name)
+        return default if placement is None else placement
 
 
 def _cycle(
@@ -371,10 +411,12 @@ def _cycle(
     candidate_nodes: Collection[str] | None,
 ) -> ScheduleResult:
     state = CycleState()
-    placements: dict[str, Placement] = {}
-    state.write(PLACEMENTS, placements)
     allowed: set[str] | None = set(candidate_nodes) if candidate_nodes is not None else None
     skipped: set[str] = set()
+    # PreFilter may reject, skip, or narrow; the placements map must exist before it runs.
+    local_names = tuple(f.name for f in fw.filter if fw.is_local(f))
+    pending = _Placements(snapshot, None)
+    state.write(PLACEMENTS, pending)
     for p in fw.pre_filter:
         result = p.pre_filter(state, pod, snapshot)
         status = result.status if isinstance(result, PreFilterResult) else result
@@ -387,52 +429,68 @@ def _cycle(
             allowed = set(result.node_names) if allowed is None else allowed & result.node_names
     local_filters = [f for f in fw.filter if f.name not in skipped and fw.is_local(f)]
     other_filters = [f for f in fw.filter if f.name not in skipped and not fw.is_local(f)]
-    memo_key = (fw.token, pod_class_key(pod), tuple(f.name for f in local_filters))
+    memo_key = fw.intern((pod_class_key(pod), tuple(n for n in local_names if n not in skipped)))
+    placements = _Placements(snapshot, memo_key)
+    state.write(PLACEMENTS, placements)
 
-    statuses: dict[str, Status] = {}
-    feasible: list[NodeInfo] = []
-    entries: list[_Memo] = []
-    want = num_feasible_nodes_to_find(len(nodes), fw.config.percentage_of_nodes_to_score)
-    not_candidate = Status.unresolvable(Reason.NOT_IN_CANDIDATES)
-    for node in nodes:
-        if allowed is not None and node.name not in allowed:
-            statuses[node.name] = not_candidate
-            continue
-        memo = node.memo
-        entry = memo.get(memo_key)
-        if entry is None:
+    # --- filtering: node-local verdicts from the memo, the rest per node -----------------------
+    considered = [n for n in nodes if n.name in allowed] if allowed is not None else list(nodes)
+    got: list[_Memo | None] = [n.memo.get(memo_key) for n in considered]  # type: ignore[misc]
+    if None in got:
+        for i, node in enumerate(considered):
+            if got[i] is not None:
+                continue
             verdict = SUCCESS
             for f in local_filters:
                 status = f.filter(state, pod, node)
                 if status is not SUCCESS and not status.is_success:
                     verdict = status.with_plugin(f.name)
                     break
-            entry = _Memo(verdict, placements.get(node.name), {})
+            entry = _Memo(verdict, dict.get(placements, node.name), {})
+            memo = node.memo
             if len(memo) >= _MEMO_LIMIT:
                 memo.clear()
             memo[memo_key] = entry
-        else:
-            assert isinstance(entry, _Memo)
-            verdict = entry.verdict
-            if entry.placement is not None:
-                placements[node.name] = entry.placement
-        if verdict is SUCCESS:
+            got[i] = entry
+    entries_all = cast(list[_Memo], got)
+    ok = [i for i, e in enumerate(entries_all) if e.verdict is SUCCESS]
+    if other_filters:
+        rejected: dict[int, Status] = {}
+        still: list[int] = []
+        for i in ok:
+            node = considered[i]
             for f in other_filters:
                 status = f.filter(state, pod, node)
                 if status is not SUCCESS and not status.is_success:
-                    verdict = status.with_plugin(f.name)
+                    rejected[i] = status.with_plugin(f.name)
                     break
-        if verdict is SUCCESS:
-            feasible.append(node)
-            entries.append(entry)
-            if len(feasible) >= want:
-                break
-        else:
-            statuses[node.name] = verdict
+            else:
+                still.append(i)
+        ok = still
+    else:
+        rejected = {}
+    want = num_feasible_nodes_to_find(len(nodes), fw.config.percentage_of_nodes_to_score)
+    if len(ok) > want:
+        ok = ok[:want]  # kube's early stop: enough feasible nodes found
+    feasible = [considered[i] for i in ok]
+    entries = [entries_all[i] for i in ok]
+
+    def statuses() -> dict[str, Status]:
+        out: dict[str, Status] = {}
+        if allowed is not None:
+            not_candidate = Status.unresolvable(Reason.NOT_IN_CANDIDATES)
+            out.update((n.name, not_candidate) for n in nodes if n.name not in allowed)
+        for i, e in enumerate(entries_all):
+            if e.verdict is not SUCCESS:
+                out[considered[i].name] = e.verdict
+        for i, st in rejected.items():
+            out[considered[i].name] = st
+        return out
 
     if not feasible:
         total = len(nodes)
-        return Failure(pod.key, total, statuses, summarize(total, statuses))
+        found = statuses()
+        return Failure(pod.key, total, found, summarize(total, found))
 
     # --- scoring --------------------------------------------------------------------------
     # Node-local plugins without normalisation add up to one memoised sum per node; the others
@@ -463,28 +521,24 @@ def _cycle(
             norm.normalize_scores(state, pod, scores)
         cycle.append((name, weight, scores))
 
-    sum_key = tuple(p.name for p, _ in local)
-    totals: list[float] = []
-    for node, entry in zip(feasible, entries, strict=True):
-        t = entry.sums.get(sum_key)
-        if t is None:
-            t = 0.0
-            for plugin, weight in local:
-                t += weight * _local_score(entry, plugin, state, pod, node)
-            entry.sums[sum_key] = t
-        for _, weight, scores in cycle:
-            t += weight * scores[node.name]
-        totals.append(t)
+    sum_key = fw.intern(tuple(p.name for p, _ in local))
+    sums: list[float | None] = [e.sums.get(sum_key) for e in entries]
+    if None in sums:
+        for i, (node, entry) in enumerate(zip(feasible, entries, strict=True)):
+            if sums[i] is None:
+                t = 0.0
+                for plugin, weight in local:
+                    t += weight * _local_score(entry, plugin, state, pod, node)
+                entry.sums[sum_key] = sums[i] = t
+    totals = cast(list[float], sums)
+    for _, weight, scores in cycle:
+        totals = [t + weight * scores[n.name] for t, n in zip(totals, feasible, strict=True)]
 
-    best_i = 0
-    for i in range(1, len(feasible)):
-        if totals[i] > totals[best_i] or (
-            totals[i] == totals[best_i] and feasible[i].name < feasible[best_i].name
-        ):
-            best_i = i
+    top = max(totals)
+    best_i = min((i for i, t in enumerate(totals) if t == top), key=lambda i: feasible[i].name)
     best = feasible[best_i]
     verdicts = _Verdicts(statuses, feasible, entries, local, cycle, totals)
-    placement = placements.get(best.name, Placement())
+    placement = placements.get(best.name) or Placement()
     return Decision(
         pod_key=pod.key,
         node=best.name,
@@ -493,7 +547,7 @@ def _cycle(
         score=totals[best_i],
         breakdown=verdicts.breakdown(best_i),
         verdicts=verdicts,
-        evaluated=len(statuses) + len(feasible),
+        evaluated=len(nodes),
         feasible=len(feasible),
         state=state,
     )
@@ -514,29 +568,42 @@ class _Verdicts(Mapping[str, NodeVerdict]):
 
     def __init__(
         self,
-        statuses: dict[str, Status],
+        statuses: Callable[[], dict[str, Status]],
         feasible: list[NodeInfo],
         entries: list[_Memo],
         local: list[tuple[ScorePlugin, int]],
         cycle: list[tuple[str, int, dict[str, float]]],
         totals: list[float],
     ) -> None:
-        self._statuses = statuses
-        self._feasible = {n.name: i for i, n in enumerate(feasible)}
-        self._names = [n.name for n in feasible]
+        self._make_statuses = statuses
+        self._statuses_cache: dict[str, Status] | None = None
+        self._feasible_nodes = feasible
+        self._index: dict[str, int] | None = None
         self._entries = entries
         self._local = local
         self._cycle = cycle
         self._totals = totals
 
+    @property
+    def _statuses(self) -> dict[str, Status]:
+        if self._statuses_cache is None:
+            self._statuses_cache = self._make_statuses()
+        return self._statuses_cache
+
+    @property
+    def _names(self) -> list[str]:
+        return [n.name for n in self._feasible_nodes]
+
     def breakdown(self, i: int) -> dict[str, float]:
-        entry, name = self._entries[i], self._names[i]
+        entry, name = self._entries[i], self._feasible_nodes[i].name
         out = {p.name: w * entry.scores[p.name] for p, w in self._local}
         out.update({plugin: w * scores[name] for plugin, w, scores in self._cycle})
         return out
 
     def __getitem__(self, name: str) -> NodeVerdict:
-        i = self._feasible.get(name)
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self._names)}
+        i = self._index.get(name)
         if i is not None:
             return NodeVerdict(SUCCESS, self.breakdown(i), self._totals[i])
         return NodeVerdict(self._statuses[name])

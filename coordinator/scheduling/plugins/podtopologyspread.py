@@ -32,7 +32,9 @@ class _Counts:
     per_value: tuple[dict[str, int], ...]  # per constraint: domain value → matching pods
 
 
-_FILTER: Final = StateKey[_Counts]("PodTopologySpread.filter")
+# Per DoNotSchedule constraint: topology key, matching pods per domain, the most a domain may
+# already hold for the pod to go there.
+_LIMITS: Final = StateKey[tuple[tuple[str, dict[str, int], int], ...]]("PodTopologySpread.filter")
 _SCORE: Final = StateKey[tuple[_Counts, tuple[float, ...]]]("PodTopologySpread.score")
 
 _MISSING = Status.unresolvable(Reason.SPREAD_MISSING_LABEL)
@@ -93,20 +95,25 @@ class PodTopologySpread:
         hard = tuple(c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule")
         if not hard:
             return SKIP
-        state.write(_FILTER, _count(pod, hard, snapshot))
-        return SUCCESS
-
-    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
-        counts = state.read(_FILTER)
+        counts = _count(pod, hard, snapshot)
+        limits = []
         for c, values in zip(counts.constraints, counts.per_value, strict=True):
-            value = node.labels.get(c.topology_key)
-            if value is None:
-                return _MISSING
             self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
             min_match = min(values.values(), default=0)
             if c.min_domains is not None and len(values) < c.min_domains:
                 min_match = 0
-            if values.get(value, 0) + self_match - min_match > c.max_skew:
+            # count + self - min <= maxSkew  ⇔  count <= maxSkew + min - self
+            limits.append((c.topology_key, values, c.max_skew + min_match - self_match))
+        state.write(_LIMITS, tuple(limits))
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        labels = node.labels
+        for key, values, allowed in state.read(_LIMITS):
+            value = labels.get(key)
+            if value is None:
+                return _MISSING
+            if values.get(value, 0) > allowed:
                 return _SKEW
         return SUCCESS
 
