@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Literal, Self, cast
 
 import aiohttp
 import msgspec
@@ -189,13 +189,19 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         resource_version: str | None = None,
+        resource_version_match: Literal["Exact", "NotOlderThan"] | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> ObjectList:
-        """One page (all items unless ``limit``); ``namespace=None`` lists across namespaces."""
+        """One page (all items unless ``limit``); ``namespace=None`` lists across namespaces.
+
+        ``resource_version`` with ``resource_version_match="Exact"`` reads the state at that
+        version (``Gone`` once etcd compacted it away)."""
         query = _selectors(label_selector, field_selector)
         if resource_version is not None:
             query["resourceVersion"] = resource_version
+        if resource_version_match is not None:
+            query["resourceVersionMatch"] = resource_version_match
         if limit is not None:
             query["limit"] = limit
         if continue_token:

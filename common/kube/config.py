@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import Configuration
 
@@ -53,6 +54,13 @@ async def load_configuration(
             await kube_config.load_kube_config(
                 config_file=str(path), context=context, client_configuration=configuration
             )
-    except (kube_config.ConfigException, OSError, ValueError, KeyError, TypeError) as exc:
+    except (
+        kube_config.ConfigException,
+        yaml.YAMLError,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+    ) as exc:
         raise KubeError(f"cannot load Kubernetes configuration from {path}: {exc}") from exc
     return configuration
