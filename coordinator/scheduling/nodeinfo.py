@@ -233,6 +233,9 @@ class NodeInfo:
     free_mig: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     numa_free: tuple[NumaFree, ...] = ()
     unattributed_gpus: int = 0  # GPUs pods hold without saying which (other schedulers)
+    #: Everything in-node placement depends on besides the hardware shape (free GPUs, MIG
+    #: instances, NUMA capacity): nodes with equal shape and device_state place a pod alike.
+    device_state: tuple[object, ...] = ()
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
     #: changes, so what was computed for it stays true; a changed node is a new NodeInfo.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
@@ -316,6 +319,13 @@ class NodeInfo:
             free_mig=free_mig,
             numa_free=numa_free,
             unattributed_gpus=max(0, held - attributed),
+            device_state=(
+                free_gpus,
+                max(0, held - attributed),
+                tuple(sorted(free_mig.items())),
+                tuple(sorted(mig_owner)),
+                numa_free,
+            ),
         )
 
     def rebuild(self, pods: Iterable[PodInfo]) -> NodeInfo:

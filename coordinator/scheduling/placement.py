@@ -25,7 +25,7 @@ from .nodeinfo import NodeInfo, NumaFree, NumaUse, Placement
 from .podspec import GPU_RESOURCE, PodRequest
 from .status import Reason, Status
 
-__all__ = ["Plan", "plan_placement"]
+__all__ = ["Plan", "device_key", "plan_placement"]
 
 _GPU_MEMORY_LABELS = ("topos.io/gpu.memory", "nvidia.com/gpu.memory")
 
@@ -41,11 +41,51 @@ class Plan:
 _EMPTY_PLAN = Plan(Placement(), None, 0, False)
 
 
-def plan_placement(node: NodeInfo, pod: PodRequest) -> Plan | Status:
-    topo = node.topology
-    policy = pod.numa_policy
-    if topo is None:
+def device_key(pod: PodRequest) -> tuple[object, ...]:
+    """What in-node placement reads from a pod."""
+    aligned = pod.numa_resources if pod.numa_policy else frozenset()
+    return (
+        pod.gpus,
+        pod.mig,
+        pod.gpu_memory_min_mib,
+        pod.gpu_locality,
+        pod.numa_policy,
+        aligned,
+        pod.requests.get("cpu", 0) if "cpu" in aligned else 0,
+        pod.requests.get("memory", 0) if "memory" in aligned else 0,
+    )
+
+
+# Plans depend only on (hardware shape, device state, device key): nodes that look alike share
+# them. A memo of a pure function; bounded.
+_PLANS: dict[tuple[object, ...], Plan | Status] = {}
+_PLANS_LIMIT = 200_000
+
+
+def plan_placement(
+    node: NodeInfo, pod: PodRequest, key: tuple[object, ...] | None = None
+) -> Plan | Status:
+    """The plan for ``pod`` on ``node`` (``key``: :func:`device_key` of the pod, if known)."""
+    if node.topology is None:
         return _plan_without_topology(node, pod)
+    memo_key = (
+        topology_index(node.topology) if node.topology.gpus else None,
+        node.device_state,
+        key if key is not None else device_key(pod),
+    )
+    hit = _PLANS.get(memo_key)
+    if hit is None:
+        hit = _plan(node, pod)
+        if len(_PLANS) >= _PLANS_LIMIT:
+            _PLANS.clear()
+        _PLANS[memo_key] = hit
+    return hit
+
+
+def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
+    topo = node.topology
+    assert topo is not None
+    policy = pod.numa_policy
     aligned_res = pod.numa_resources if policy else frozenset()
     cpu = pod.requests.get("cpu", 0) if "cpu" in aligned_res else 0
     mem = pod.requests.get("memory", 0) if "memory" in aligned_res else 0

@@ -13,15 +13,17 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..config import SchedulerConfig
-from ..cyclestate import CycleState
+from ..cyclestate import CycleState, StateKey
 from ..framework import PLACEMENTS
 from ..gpuchoice import topology_index
 from ..nodeinfo import NodeInfo, Snapshot
-from ..placement import plan_placement
+from ..placement import device_key, plan_placement
 from ..podspec import GPU_RESOURCE, PodRequest
 from ..status import SKIP, SUCCESS, Status
 
 __all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
+
+_DEVICE_KEY: Final = StateKey[tuple[object, ...]]("GpuTopology.device_key")
 
 # Score of the worst link among the chosen GPUs (a single GPU counts as NVLink-perfect).
 _LINK_SCORE: Final = {
@@ -41,11 +43,12 @@ class GpuTopology:
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
         if pod.wants_devices or pod.numa_policy is not None:
+            state.write(_DEVICE_KEY, device_key(pod))
             return SUCCESS
         return SKIP
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
-        plan = plan_placement(node, pod)
+        plan = plan_placement(node, pod, state.get(_DEVICE_KEY))
         if isinstance(plan, Status):
             return plan
         state.read(PLACEMENTS)[node.name] = plan.placement
