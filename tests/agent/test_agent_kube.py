@@ -351,3 +351,65 @@ async def _wait_for_label(kube: KubeClient, node: str, key: str, value: str) -> 
             return labels
         await asyncio.sleep(0.05)
     raise AssertionError(f"{key} never became {value!r}; last labels: {labels}")
+
+
+async def test_agent_streams_to_a_coordinator_while_publishing(
+    kube: KubeClient, kubeconfig: Path, unique_name: Callable[[str], str]
+) -> None:
+    from coordinator.app import CoordinatorSettings, create_app, running
+    from devcluster.nodes import SimNode, plan_nodes, register
+
+    (planned,) = plan_nodes([("pcie-8x", 1)])
+    node = SimNode(
+        name=unique_name("streamed"),
+        profile=planned.profile,
+        leaf=planned.leaf,
+        spine=planned.spine,
+        topology=planned.topology,
+    )
+    await register(kube, [node])
+    coordinator_settings = CoordinatorSettings(kubeconfig=str(kubeconfig), sweep_interval_s=3600)
+    async with running(create_app(coordinator_settings)) as url:
+        hardware = open_hardware("pcie-8x", hostname=node.name)
+        settings = AgentSettings(
+            node_name=node.name, listen=None, interval_s=3600, coordinator=url, token_file=None
+        )
+        agent = Agent(
+            settings,
+            source=hardware.source,
+            publisher=NodePublisher(KubeNodeApi(kube), node.name),
+        )
+        task = asyncio.create_task(serve(agent, nvml=hardware.nvml))
+        try:
+            seen: dict[str, object] = {}
+            async with aiohttp.ClientSession() as http:
+                for _ in range(600):  # until the coordinator has the agent's hello (bounded)
+                    async with http.get(f"{url}/v1/nodes/{node.name}") as reply:
+                        seen = await reply.json() if reply.status == 200 else {}
+                    if seen.get("connected") is True:
+                        break
+                    await asyncio.sleep(0.05)
+            assert seen.get("connected") is True, seen
+            topology = seen["topology"]
+            assert isinstance(topology, dict)
+            assert topology["hostname"] == node.name
+            # the stream client reports CONNECTED on its next send-loop turn (≤ one heartbeat)
+            registry = agent.metrics.registry
+            state = None
+            for _ in range(300):
+                state = registry.get_sample_value(
+                    "topos_agent_stream_state", {"state": "connected"}
+                )
+                if state == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert state == 1
+            labels = await _wait_for_label(kube, node.name, L.GPU_TOPOLOGY, "pcie")
+            assert labels[L.LEAF] == node.leaf  # devcluster's tier label survives publishing
+        finally:
+            agent.stop()
+            await asyncio.wait_for(task, 60)
+            assert hardware.close is not None
+            hardware.close()
+    assert agent.stream is not None
+    assert agent.stream.state.value == "closed"
