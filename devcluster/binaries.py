@@ -384,11 +384,14 @@ def _build_kwok(go: str, env: dict[str, str], work: Path, target: Path, *, binar
     staged = work / KWOK_STAGES_DIR
     for path in sorted(source.rglob("*.yaml")):
         relative = path.relative_to(source)
-        if "testdata" in relative.parts or path.name == "kustomization.yaml":
+        if "testdata" in relative.parts:
             continue
+        data = path.read_bytes()
+        if not re.search(rb"^kind:\s*Stage\s*$", data, re.MULTILINE):
+            continue  # kustomizations, RBAC for KWOK's own pod: not stage definitions
         destination = staged / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_bytes(path.read_bytes())
+        destination.write_bytes(data)
     final = target / KWOK_STAGES_DIR
     if final.exists():
         shutil.rmtree(final)
