@@ -26,6 +26,7 @@ import json
 import shutil
 import ssl
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -147,8 +148,8 @@ class ControlPlane:
 
         ``directory=None`` uses a fresh temporary directory, removed again by ``stop()``.
         ``detach=True`` leaves the processes running after this Python process exits (for
-        ``topos devcluster up``); otherwise they are stopped at exit and killed by the kernel
-        if this process dies abruptly.
+        ``topos devcluster up``); otherwise they are stopped at exit and, when started from the
+        main thread, killed by the kernel if this process dies abruptly (even by SIGKILL).
         """
         settings = settings or ControlPlaneSettings()
         owned = directory is None
@@ -201,15 +202,16 @@ class ControlPlane:
             kubeconfig, server=server, ca=ca.certificate, client=admin, user=ADMIN_USER
         )
 
+        # The kernel's parent-death signal follows the *thread* that spawned the child, so it is
+        # only safe from the main thread (a worker thread may end long before the process).
+        tied = not detach and threading.current_thread() is threading.main_thread()
         etcd = spawn(
-            _etcd_args(binaries, root, ports),
-            log_path=logs / "etcd.log",
-            die_with_parent=not detach,
+            _etcd_args(binaries, root, ports), log_path=logs / "etcd.log", die_with_parent=tied
         )
         apiserver = spawn(
             _apiserver_args(binaries, root, ports, settings),
             log_path=logs / "kube-apiserver.log",
-            die_with_parent=not detach,
+            die_with_parent=tied,
         )
         state = ControlPlaneState(
             directory=str(root),
