@@ -256,6 +256,8 @@ class Agent:
         self.metrics.gpus_total.set(len(topology.gpus))
         self.metrics.gpus_healthy.set(sum(1 for g in topology.gpus if g.healthy))
         desired = labels(topology, self.settings.labeling)
+        if self.stream is not None:  # the coordinator hears of it even when the API server is down
+            self.stream.publish(topology, await self._allocations())
         result: PublishResult | None = None
         if self.publisher is not None:
             try:
@@ -265,8 +267,6 @@ class Agent:
                 self.metrics.publish_errors.inc()
                 raise
             self.metrics.publish_total.labels("patched" if result.patched else "unchanged").inc()
-        if self.stream is not None:
-            self.stream.publish(topology, await self._allocations())
         self.ready = True
         self.last_error = None
         return CycleResult(topology=topology, labels=desired, publish=result)
@@ -279,7 +279,11 @@ class Agent:
             extra={"gpu": event.uuid, "reason": event.reason, "fatal": event.fatal},
         )
         if changed:
-            self._wake.set()
+            self.wake()
+
+    def wake(self) -> None:
+        """Run the next cycle now instead of at the end of the interval."""
+        self._wake.set()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -291,9 +295,11 @@ class Agent:
             try:
                 await self.cycle()
             except NodeNotFound as exc:
+                self.ready = False
                 self.last_error = str(exc)
                 log.error("publish failed", extra={"error": str(exc)})
             except Exception as exc:  # a daemon keeps going; the error is logged and counted
+                self.ready = False
                 self.metrics.cycle_errors.inc()
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.error("discovery cycle failed", extra={"error": self.last_error})

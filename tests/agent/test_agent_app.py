@@ -164,3 +164,21 @@ async def test_cycle_health_events_and_http_endpoints() -> None:
     finally:
         assert hardware.close is not None
         hardware.close()
+
+
+async def test_a_lost_gpu_is_reported_unhealthy() -> None:
+    hardware = open_hardware("dgx-a100", hostname="node-b")
+    try:
+        agent = Agent(
+            AgentSettings(node_name="node-b", listen=None), source=hardware.source, publisher=None
+        )
+        hardware.nvml.mark_lost(5)
+        result = await agent.cycle()
+        assert result.labels.labels[L.GPU_HEALTHY] == "7"
+        assert result.topology.gpus[5].healthy is False
+        assert result.labels.annotations[L.GPU_HEALTH].startswith(
+            f"GPU5 {result.topology.gpus[5].uuid}: "
+        )
+    finally:
+        assert hardware.close is not None
+        hardware.close()

@@ -413,3 +413,33 @@ async def test_agent_streams_to_a_coordinator_while_publishing(
             hardware.close()
     assert agent.stream is not None
     assert agent.stream.state.value == "closed"
+
+
+async def test_readiness_follows_the_last_cycle(
+    kube: KubeClient, unique_name: Callable[[str], str]
+) -> None:
+    node = unique_name("ready")
+    await _make_node(kube, node)
+    hardware = open_hardware("pcie-8x", hostname=node)
+    settings = AgentSettings(node_name=node, listen=None, interval_s=3600)
+    agent = Agent(
+        settings, source=hardware.source, publisher=NodePublisher(KubeNodeApi(kube), node)
+    )
+    task = asyncio.create_task(agent.run_cycles())
+    try:
+        await _wait_for_label(kube, node, L.GPU_TOPOLOGY, "pcie")
+        await kube.delete(NODES, node)
+        for _ in range(600):  # the deletion is seen by the next cycle, which we trigger
+            agent.wake()
+            await asyncio.sleep(0.05)
+            if not agent.ready:
+                break
+        assert not agent.ready
+        assert agent.last_error is not None
+        assert f"node {node!r} not found" in agent.last_error
+        assert agent.metrics.registry.get_sample_value("topos_agent_publish_errors_total") >= 1
+    finally:
+        agent.stop()
+        await asyncio.wait_for(task, 60)
+        assert hardware.close is not None
+        hardware.close()
