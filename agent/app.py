@@ -238,7 +238,7 @@ class Agent:
         self.metrics.discovery_seconds.observe(time.perf_counter() - started)
         return self.ledger.apply(topology)
 
-    async def _allocations(self) -> tuple[wire.ContainerAllocation, ...]:
+    async def allocations(self) -> tuple[wire.ContainerAllocation, ...]:
         if self.podresources is None:
             return ()
         try:
@@ -257,7 +257,7 @@ class Agent:
         self.metrics.gpus_healthy.set(sum(1 for g in topology.gpus if g.healthy))
         desired = labels(topology, self.settings.labeling)
         if self.stream is not None:  # the coordinator hears of it even when the API server is down
-            self.stream.publish(topology, await self._allocations())
+            self.stream.publish(topology, await self.allocations())
         result: PublishResult | None = None
         if self.publisher is not None:
             try:

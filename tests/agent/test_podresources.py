@@ -224,3 +224,51 @@ async def test_garbage_reply_is_an_error_not_a_crash(socket_path: str) -> None:
                 await asyncio.wait_for(client.list(), 30)
     finally:
         await server.stop(None)
+
+
+async def test_agent_turns_kubelet_allocations_into_stream_records(socket_path: str) -> None:
+    from agent.app import Agent, AgentSettings, open_hardware
+
+    async def list_(request: Any, context: Any) -> Any:
+        return LIST_REPLY
+
+    server = await _serve(socket_path, {"List": (list_, pb.ListPodResourcesRequest)})
+    hardware = open_hardware("pcie-8x", hostname="n1")
+    try:
+        async with PodResourcesClient(socket_path) as client:
+            agent = Agent(
+                AgentSettings(node_name="n1", listen=None),
+                source=hardware.source,
+                publisher=None,
+                podresources=client,
+            )
+            records = await agent.allocations()
+    finally:
+        await server.stop(None)
+        assert hardware.close is not None
+        hardware.close()
+    # the sidecar holds nothing and is left out; devices keep their NUMA nodes
+    assert [(r.pod, r.container) for r in records] == [("train-0", "worker"), ("infer", "server")]
+    assert records[0].devices[0].ids == ("GPU-aaa", "GPU-bbb")
+    assert records[0].devices[0].numa_nodes == (1,)
+    assert records[0].cpus == (16, 17, 18, 19)
+    assert records[1].devices[0].resource == "nvidia.com/mig-1g.10gb"
+
+
+async def test_agent_without_kubelet_socket_reports_no_allocations(socket_path: str) -> None:
+    from agent.app import Agent, AgentSettings, open_hardware
+
+    hardware = open_hardware("pcie-8x", hostname="n1")
+    try:
+        async with PodResourcesClient(socket_path) as client:
+            agent = Agent(
+                AgentSettings(node_name="n1", listen=None),
+                source=hardware.source,
+                publisher=None,
+                podresources=client,
+            )
+            assert await agent.allocations() == ()
+            assert (await agent.cycle()).labels.labels["topos.io/gpu.count"] == "8"
+    finally:
+        assert hardware.close is not None
+        hardware.close()
