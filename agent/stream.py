@@ -166,6 +166,8 @@ class StreamClient:
                         attempt = 0
                 except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                     log.info("coordinator stream %s unavailable: %s", self.url, exc)
+                except FrameError as exc:  # our own state can't be framed (too large)
+                    log.error("cannot stream node %s: %s", self.node, exc)
                 finally:
                     self.connected.clear()
                     self._ws = None
@@ -248,8 +250,8 @@ class StreamClient:
                     if frame is not None:
                         await self._send(ws, frame)
                         last_sent = now = loop.time()
-                        if not isinstance(frame, Heartbeat):
-                            unacked[self._seq] = now
+                        # Heartbeats are acked too: an unanswered one means a dead link.
+                        unacked.setdefault(self._seq, now)
                         sent_topology, sent_allocations = topology, allocations
                     if (
                         unacked
