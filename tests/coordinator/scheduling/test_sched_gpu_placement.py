@@ -315,3 +315,56 @@ def test_single_gpu_pod_takes_the_partner_of_a_busy_pcie_gpu() -> None:
     holder = running(simple_pod("holder", gpus=1), gpus=(2,))
     got = gpus_of(run(simple_pod("s", gpus=1), [gpu_node("p", pcie8("p"), pods=[holder])]))
     assert got == {3}
+
+
+def test_lookalike_nodes_share_plans_but_report_their_own_uuids() -> None:
+    nodes = [gpu_node("twin-a", dgx_h100("twin-a")), gpu_node("twin-b", dgx_h100("twin-b"))]
+    first = run(simple_pod("p", gpus=2), nodes)
+    second = run(simple_pod("p", gpus=2), nodes, config=None)
+    assert isinstance(first, Decision)
+    assert isinstance(second, Decision)
+    only_b = schedule_one(
+        simple_pod("q", gpus=2), Snapshot(nodes), Framework.build(), candidate_nodes={"twin-b"}
+    )
+    assert isinstance(only_b, Decision)
+    assert only_b.node == "twin-b"
+    assert all(uuid.startswith("GPU-twin-b-") for uuid in only_b.device_ids)
+    assert only_b.placement.gpus == first.placement.gpus
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_streams_never_double_book_and_fail_only_when_nothing_fits(seed: int) -> None:
+    import random
+
+    from coordinator.scheduling import Failure as F
+
+    rng = random.Random(seed)
+    builders = [dgx1, pcie8, dgx_h100, ws4, a100_mig]
+    snapshot = Snapshot([gpu_node(f"n{i}", rng.choice(builders)(f"n{i}")) for i in range(5)])
+    fw = Framework.build()
+    held: dict[tuple[str, object], str] = {}
+    for k in range(40):
+        gpus = rng.choice([0, 1, 1, 2, 4, 8])
+        obj = simple_pod(f"p{k}", cpu=str(rng.choice([1, 2, 8])), memory="4Gi", gpus=gpus)
+        if gpus == 0 and rng.random() < 0.5:
+            obj["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+        req = request(obj)
+        result = schedule_one(obj, snapshot, fw)
+        if isinstance(result, F):
+            for node in snapshot.nodes:  # really nothing could take it
+                fits = (
+                    len(node.free_gpus) >= req.gpus
+                    and all(node.free(r) >= v for r, v in req.requests.items())
+                    and node.free("pods") >= 1
+                    and all(len(node.free_mig.get(p, ())) >= n for p, n in req.mig)
+                )
+                assert not fits, (node.name, result.statuses[node.name])
+            continue
+        for g in result.placement.gpus:
+            assert (result.node, g) not in held
+            held[(result.node, g)] = req.key
+        for m in result.placement.mig:
+            assert (result.node, m) not in held
+            held[(result.node, m)] = req.key
+        assert len(result.placement.gpus) == req.gpus
+        snapshot.assume(req, result.node, result.placement)

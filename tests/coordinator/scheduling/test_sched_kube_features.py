@@ -600,3 +600,69 @@ def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
     # max(app 2 + sidecar 1, init 4 + sidecar 1) + overhead 0.25
     assert req.requests["cpu"] == 5250
     assert req.requests["memory"] == 8 * 2**30
+
+
+def test_own_anti_affinity_reason_when_existing_pods_carry_none() -> None:
+    """Existing pods without any anti-affinity: the incoming pod's own term rejects."""
+    nodes = [
+        plain_node("n1", pods=[running(simple_pod("db-0", labels={"app": "db"}))]),
+        plain_node("n2"),
+    ]
+    obj = simple_pod(
+        "db-1",
+        extra_spec={
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {
+                                "matchExpressions": [
+                                    {"key": "app", "operator": "NotIn", "values": ["web"]}
+                                ]
+                            },
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    result = decided(run(obj, nodes))
+    assert result.node == "n2"
+    assert result.verdicts["n1"].status.reasons == ("node(s) didn't match pod anti-affinity rules",)
+
+
+def test_existing_pods_preferred_affinity_attracts_the_incoming_pod() -> None:
+    """Symmetry in scoring: an existing pod that prefers pods like the incoming one pulls it."""
+    fan = simple_pod(
+        "fan",
+        extra_spec={
+            "affinity": {
+                "podAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 80,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchLabels": {"app": "cache"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    nodes = [plain_node("a"), plain_node("b", pods=[running(fan)]), plain_node("c")]
+    result = decided(run(simple_pod("cache-0", labels={"app": "cache"}), nodes))
+    assert result.node == "b"
+    assert result.breakdown["InterPodAffinity"] > result.verdicts["a"].scores.get(
+        "InterPodAffinity", 0
+    )
+
+
+def test_finished_pods_hold_nothing() -> None:
+    done = simple_pod("done", cpu="60", gpus=8)
+    done["status"] = {"phase": "Succeeded"}
+    from coordinator.scheduling import PodInfo
+
+    assert PodInfo.from_pod_object(done) is None
