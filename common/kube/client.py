@@ -417,9 +417,10 @@ class KubeClient:
             "source": {"component": component},
             "reportingComponent": component,
             "reportingInstance": instance or component,
+            # the legacy timestamps only: with eventTime set the API server demands the
+            # events.k8s.io fields (action, reportingController) and rejects the rest
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
-            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "count": 1,
         }
         if action:

@@ -168,6 +168,27 @@ async def test_pod_bound_through_binding_and_event_posted(
         await kube.bind(namespace=namespace, pod="train-0", node=node)
 
 
+async def test_event_about_a_node_lands_in_default(
+    kube: KubeClient, unique_name: Callable[[str], str]
+) -> None:
+    name = unique_name("gpu")
+    node = await kube.create(NODES, gpu_node(name))
+    posted = await kube.create_event(
+        regarding=node, reason="GPUUnhealthy", message="GPU 3: XID 79", event_type="Warning"
+    )
+    assert posted["metadata"]["namespace"] == "default"
+    events = await kube.list(
+        EVENTS, namespace="default", field_selector=f"involvedObject.name={name}"
+    )
+    [event] = events["items"]
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Warning",
+        "GPUUnhealthy",
+        "GPU 3: XID 79",
+    )
+    assert event["involvedObject"]["kind"] == "Node"
+
+
 async def test_bind_with_stale_uid_is_refused(
     kube: KubeClient, namespace: str, unique_name: Callable[[str], str]
 ) -> None:
