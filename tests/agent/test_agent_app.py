@@ -182,3 +182,19 @@ async def test_a_lost_gpu_is_reported_unhealthy() -> None:
     finally:
         assert hardware.close is not None
         hardware.close()
+
+
+def test_topos_agent_entry_point_errors_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.app import main
+
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert main(["--once", "--profile", "dgx-a100"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("topos-agent: no node name")
+    assert main(["--dry-run", "--profile", "nope"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]]
+    assert err[0].startswith("topos-agent: profile nope: unknown profile 'nope'")
