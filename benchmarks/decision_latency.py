@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import random
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode, worst_link
@@ -336,7 +337,8 @@ def first_fit(pod: PodRequest, snapshot: Snapshot) -> tuple[str, Placement] | No
 @dataclass
 class Run:
     name: str
-    latencies: list[float]
+    latencies: list[float]  # wall clock
+    cpu: list[float] = field(default_factory=list)  # this thread's CPU time
     placed: int = 0
     multi: int = 0
     multi_nvlink: int = 0
@@ -348,10 +350,16 @@ class Run:
         p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e3
         share = 100.0 * self.multi_nvlink / self.multi if self.multi else 0.0
         return (
-            f"{self.name:<10} p50 {p50:6.3f} ms  p95 {p95:6.3f} ms  p99 {p99:6.3f} ms  "
-            f"max {lat[-1] * 1e3:7.3f} ms  "
+            f"{self.name:<10} wall p50 {p50:6.3f}  p95 {p95:6.3f}  p99 {p99:6.3f}  "
+            f"max {lat[-1] * 1e3:7.3f} ms | cpu p50 {_pct(self.cpu, 0.5):6.3f}  "
+            f"p99 {_pct(self.cpu, 0.99):6.3f} ms  "
             f"placed {self.placed:5d}  multi-GPU pods on all-NVLink sets {share:5.1f}%"
         )
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1e3
 
 
 def _quality(run: Run, topo: NodeTopology, gpus: Sequence[int]) -> None:
@@ -391,13 +399,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         profiler = cProfile.Profile()
     for obj in pods:
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         if profiler:
             profiler.enable()
         result = schedule_one(obj, topos_snap, fw)
         if profiler:
             profiler.disable()
         topos_run.latencies.append(time.perf_counter() - t0)
+        topos_run.cpu.append(time.thread_time() - c0)
         if isinstance(result, Decision):
             req = parse_pod(obj)
             assert isinstance(req, PodRequest)
@@ -409,11 +418,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ff_snap = snapshot.copy()
     ff_run = Run("first-fit", [])
     for obj in pods:
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         req = parse_pod(obj)
         assert isinstance(req, PodRequest)
         found = first_fit(req, ff_snap)
         ff_run.latencies.append(time.perf_counter() - t0)
+        ff_run.cpu.append(time.thread_time() - c0)
         if found is not None:
             node, placement = found
             ff_snap.assume(req, node, placement)
@@ -450,9 +460,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"topos, every pod a new class (no memo hits): p50 {statistics.median(cold) * 1e3:.2f} ms, "
         f"max {cold[-1] * 1e3:.2f} ms over {len(cold)} pods"
     )
-    p99 = sorted(topos_run.latencies)[int(len(topos_run.latencies) * 0.99)] * 1e3
+    p99 = _pct(topos_run.latencies, 0.99)
+    p99_cpu = _pct(topos_run.cpu, 0.99)
     verdict = "meets" if p99 < 5.0 else "misses"
-    print(f"target p99 < 5 ms per pod: {verdict} ({p99:.3f} ms)")
+    print(
+        f"target p99 < 5 ms per pod: wall {verdict} ({p99:.3f} ms); CPU time p99 {p99_cpu:.3f} ms "
+        f"(wall minus time other processes held the CPU; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} CPUs)"
+    )
     if profiler:
         import pstats
 
