@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "Attempt",
+    "BindListener",
+    "PodStep",
     "PostFilterHook",
     "RuntimeSettings",
     "RuntimeStats",
@@ -68,6 +70,11 @@ Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid",
 #: Called with the pod, the failure and the snapshot it was decided on; returns a message to add
 #: to the explanation (e.g. "preempting 2 pods on gpu-3") or ``None``. Preemption plugs in here.
 PostFilterHook = Callable[[PodRequest, Failure, Snapshot], Awaitable[str | None]]
+#: (gangs_runtime) Called with every popped pod before the per-pod path; returns the result when
+#: it decided the pod itself (gang members: whole-gang planning), ``None`` to schedule it one by one.
+PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | None]]
+#: (gangs_runtime) Told about every bind outcome: the job and ``None`` (bound) or the error.
+BindListener = Callable[[BindJob, ClusterError | None], None]
 _MAX_BACKGROUND_WRITES: Final = 256
 
 
@@ -148,6 +155,8 @@ class Scheduler:
         self.queue = queue or SchedulingQueue(self.settings.queue, clock=clock)
         self.queue.notify = self._wakeup.set
         self.post_filter: list[PostFilterHook] = list(post_filter)
+        self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step
+        self.bind_listeners: list[BindListener] = []  # gangs_runtime: gang bookkeeping
         self.stats = RuntimeStats()
         self.waiting: dict[str, WaitingPod] = {}
         self._waiting_deadlines: list[tuple[float, str]] = []
@@ -234,6 +243,10 @@ class Scheduler:
             # catching up): never place a pod twice.
             self.queue.retry(entry)
             return Failure(request.key, 0, {}, f"pod {request.key} is already being bound")
+        for step in self.pod_steps:  # gangs_runtime: gang members are planned as a whole
+            handled = await step(entry)
+            if handled is not None:
+                return handled
         snapshot = self.view.snapshot()
         result = schedule_one(request, snapshot, self.framework)
         if isinstance(result, Failure):
@@ -325,6 +338,7 @@ class Scheduler:
         message = scheduled_message(job.pod, job.decision, node.topology if node else None)
         self._record(job.entry, "bound", job.decision, message)
         self._background(self.writer.record_scheduled(job.pod, message), f"event {key}")
+        self._tell_bind_listeners(job, None)
 
     def _bind_failed(self, job: BindJob, exc: ClusterError) -> None:
         key = job.request.key
@@ -338,6 +352,35 @@ class Scheduler:
             log.warning("bind of %s failed: %s", key, exc)
         self._record(job.entry, "bind-failed", job.decision, str(exc))
         self.queue.retry(job.entry)  # a no-op if the watch already dropped the pod
+        self._tell_bind_listeners(job, exc)
+
+    def _tell_bind_listeners(self, job: BindJob, exc: ClusterError | None) -> None:
+        for listener in self.bind_listeners:
+            try:
+                listener(job, exc)
+            except Exception:
+                log.exception("bind listener failed for %s", job.request.key)
+
+    # --- for steps outside the per-pod path (gangs_runtime) ------------------------------------
+
+    def report(
+        self,
+        entry: QueuedPod,
+        outcome: Outcome,
+        result: ScheduleResult,
+        message: str,
+        *,
+        explain: bool = False,
+    ) -> None:
+        """Remember an attempt decided by a :data:`PodStep` (what explain shows); ``explain``
+        also posts ``message`` as a ``FailedScheduling`` Event and ``PodScheduled=False``."""
+        self._record(entry, outcome, result, message)
+        if explain:
+            self._explain_failure(PodRef.of(entry.obj), message)
+
+    def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        """Run a cluster write in the background (bounded, errors logged and counted)."""
+        self._background(coro, what)
 
     # --- permit: waiting pods (gangs) ----------------------------------------------------------
 
