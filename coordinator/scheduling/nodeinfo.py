@@ -236,6 +236,8 @@ class NodeInfo:
     #: Everything in-node placement depends on besides the hardware shape (free GPUs, MIG
     #: instances, NUMA capacity): nodes with equal shape and device_state place a pod alike.
     device_state: tuple[object, ...] = ()
+    gpu_slots: int = 0  # healthy whole GPUs plus MIG instances (devices a pod could hold)
+    gpu_slots_used: int = 0
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
     #: changes, so what was computed for it stays true; a changed node is a new NodeInfo.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
@@ -319,6 +321,15 @@ class NodeInfo:
             free_mig=free_mig,
             numa_free=numa_free,
             unattributed_gpus=max(0, held - attributed),
+            gpu_slots=_slots(topology, allocatable or {}),
+            gpu_slots_used=_slots_used(
+                topology,
+                requested=req,
+                gpu_owner=gpu_owner,
+                mig_owner=mig_owner,
+                held=held,
+                attributed=attributed,
+            ),
             device_state=(
                 free_gpus,
                 max(0, held - attributed),
@@ -350,6 +361,26 @@ class NodeInfo:
         if self.topology is None:
             return max(0, self.free(GPU_RESOURCE))
         return max(0, len(self.free_gpus) - self.unattributed_gpus)
+
+
+def _slots(topology: NodeTopology | None, allocatable: Mapping[str, int]) -> int:
+    if topology is None:
+        return allocatable.get(GPU_RESOURCE, 0)
+    return sum((len(g.mig_instances) if g.mig_enabled else 1) for g in topology.gpus if g.healthy)
+
+
+def _slots_used(
+    topology: NodeTopology | None,
+    *,
+    requested: Mapping[str, int],
+    gpu_owner: Mapping[int, str],
+    mig_owner: Mapping[tuple[int, int], str],
+    held: int,
+    attributed: int,
+) -> int:
+    if topology is None:
+        return requested.get(GPU_RESOURCE, 0)
+    return len(gpu_owner) + len(mig_owner) + max(0, held - attributed)
 
 
 def _device_use(
@@ -464,15 +495,20 @@ class Snapshot:
         return tuple(self._nodes)
 
     def replace(self, node: NodeInfo) -> None:
-        """Put a new or rebuilt node in (the inventory's incremental update path)."""
+        """Put a new or rebuilt node in (the inventory's incremental update path). The indexes
+        are updated for that node only."""
+        old = self._nodes.get(node.name)
         self._nodes[node.name] = node
         self._order = None
-        self._index = None
+        if self._index is not None:
+            self._index.swap_node(old, node)
 
     def remove(self, name: str) -> None:
-        if self._nodes.pop(name, None) is not None:
+        old = self._nodes.pop(name, None)
+        if old is not None:
             self._order = None
-            self._index = None
+            if self._index is not None:
+                self._index.swap_node(old, None)
 
     def is_assumed(self, pod_key: str) -> bool:
         return pod_key in self._assumed
@@ -582,6 +618,19 @@ class _PodIndex:
         other.prefer_no_schedule = set(self.prefer_no_schedule)
         other.domains = self.domains  # node labels do not change with assume/forget
         return other
+
+    def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        if old is not None:
+            for p in old.pods:
+                self.discard(p)
+            self.prefer_no_schedule.discard(old.name)
+        if new is not None:
+            for p in new.pods:
+                self.add(new.name, p)
+            if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
+                self.prefer_no_schedule.add(new.name)
+        if old is None or new is None or old.labels != new.labels:
+            self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
 
     def add(self, node: str, pod: PodInfo) -> None:
         for pair in pod.labels.items():

@@ -18,7 +18,7 @@ from ..framework import PLACEMENTS
 from ..gpuchoice import topology_index
 from ..nodeinfo import NodeInfo, Snapshot
 from ..placement import device_key, plan_placement
-from ..podspec import GPU_RESOURCE, PodRequest
+from ..podspec import PodRequest
 from ..status import SKIP, SUCCESS, Status
 
 __all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
@@ -85,17 +85,8 @@ class NumaTopology:
 
 def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
     """(device slots on the node, slots in use) counting whole GPUs and MIG instances."""
-    topo = node.topology
-    if topo is None:
-        total = node.allocatable.get(GPU_RESOURCE, 0)
-        return total, min(total, node.requested.get(GPU_RESOURCE, 0))
-    total = 0
-    for g in topo.gpus:
-        if not g.healthy:
-            continue
-        total += len(g.mig_instances) if g.mig_enabled else 1
-    used = len(node.gpu_owner) + len(node.mig_owner) + node.unattributed_gpus
-    return total, min(total, used)
+    total = node.gpu_slots
+    return total, min(total, node.gpu_slots_used)
 
 
 class GpuPacking:

@@ -297,3 +297,42 @@ def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
     assert copy.forget(request(obj).key)
     assert snapshot.is_assumed(request(obj).key)  # the copy's forget left the original alone
     assert _names(copy.nodes) == ["a", "b"]
+
+
+def test_replace_keeps_the_indexes_current() -> None:
+    """The inventory replaces rebuilt nodes; affinity, spread and taint scoring see the change."""
+    from sched_hw import running
+
+    from coordinator.scheduling import Taint
+
+    snapshot = Snapshot([plain_node("a"), plain_node("b")])
+    cache_pod = simple_pod(
+        "p",
+        extra_spec={
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "cache"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    fw = Framework.build()
+    assert isinstance(schedule_one(cache_pod, snapshot, fw), Failure)  # builds the indexes
+    snapshot.replace(plain_node("b", pods=[running(simple_pod("c", labels={"app": "cache"}))]))
+    placed = schedule_one(cache_pod, snapshot, fw)
+    assert isinstance(placed, Decision)
+    assert placed.node == "b"
+    snapshot.replace(plain_node("b"))  # the cache pod ended
+    assert isinstance(schedule_one(cache_pod, snapshot, fw), Failure)
+    # A PreferNoSchedule taint appearing through replace is scored.
+    snapshot.replace(plain_node("a", taints=[Taint("soft", "", "PreferNoSchedule")]))
+    plain = schedule_one(simple_pod("q"), snapshot, fw)
+    assert isinstance(plain, Decision)
+    assert plain.node == "b"
+    snapshot.remove("b")
+    assert schedule_one(simple_pod("q"), snapshot, fw).node == "a"  # type: ignore[union-attr]
