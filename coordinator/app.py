@@ -25,7 +25,7 @@ from aiohttp import web
 
 from common.kube import KubeClient
 from common.wire import CloseReason
-from coordinator.api import explain
+from coordinator.api import explain, gangs
 from coordinator.api.app import build_app
 from coordinator.api.keys import INVENTORY, READINESS, SESSIONS, AgentAuthenticator, allow_any_node
 from coordinator.api.routing import Route
@@ -179,7 +179,7 @@ def create_app(
     API-server sync is one of them unless ``settings.in_memory``."""
     inv = inventory if inventory is not None else Inventory(stale_ttl_s=settings.stale_ttl_s)
     # Scheduler runtime (coordinator.runtime, issue 5): the explain/simulate routes.
-    routes = (*explain.ROUTES, *extra_routes)
+    routes = (*explain.ROUTES, *gangs.ROUTES, *extra_routes)  # + gangs/domains (issue 6)
     app = build_app(inv, agent_auth=agent_auth, extra_routes=routes)
     app.cleanup_ctx.append(_stale_sweeper(settings.sweep_every_s))
     if settings.in_memory:

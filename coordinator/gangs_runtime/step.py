@@ -141,6 +141,7 @@ class GangStep:
     ) -> None:
         self.scheduler = scheduler
         self.podgroups = podgroups
+        self.clock = clock
         self._clock = clock
         self._wall = wall_clock
         self.manager = manager or GangManager(

@@ -29,7 +29,9 @@ from aiohttp import web
 
 from common.kube import KubeClient
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
+from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, READINESS
+from coordinator.gangs_runtime import GangRuntime, GangSettings  # gangs_runtime (issue 6)
 from coordinator.inventory.state import NodeState
 from coordinator.leadership import LEADER
 from coordinator.scheduling import Framework, load_config
@@ -100,6 +102,7 @@ def _context(
     section = RuntimeSection.from_config(extra.get("scheduler"))
     framework = Framework.build(load_config(extra.get("scheduling")))
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
+    gang_settings = GangSettings.from_config(extra.get("gangs"))  # gangs_runtime (issue 6)
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]
@@ -127,12 +130,23 @@ def _context(
             # Only the leader binds: start once leading, and check before every bind.
             runtime.add_gate(_until(elector.is_leader))
             runtime.scheduler.binder.may_bind = elector.is_leader
+        # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
+        if client is not None:
+            gangs = GangRuntime.on_kube(
+                runtime, client, settings=gang_settings, namespace=section.namespace
+            )
+        else:
+            gangs = GangRuntime.in_memory(runtime, settings=gang_settings)
+        app[GANGS].step = gangs.step
+        await gangs.start()
         slot.scheduler = runtime.scheduler
         await runtime.start()
         try:
             yield
         finally:
             slot.scheduler = None
+            app[GANGS].step = None
+            await gangs.stop()
             await runtime.stop()
             if client is not None:
                 await client.close()
@@ -170,6 +184,8 @@ def install_scheduler(
     for a bad ``scheduler``/``scheduling`` section."""
     app[SCHEDULER] = SchedulerSlot()
     section = RuntimeSection.from_config(extra.get("scheduler"))
+    # gangs_runtime (issue 6): the gang routes' slot; `gangs` config section checked here.
+    app[GANGS] = GangSlot(keys=GangSettings.from_config(extra.get("gangs")).keys)
     ctx = _context(extra, kubeconfig=kubeconfig, in_memory=in_memory)
     if section.enabled:
         app.cleanup_ctx.append(ctx)
