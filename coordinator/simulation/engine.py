@@ -8,7 +8,10 @@ kube-scheduler's queue). Two facts keep a long replay cheap without changing its
 
 - between completions capacity only shrinks, so a job that did not fit need not be tried again
   until something finishes: instants without a completion try only the new arrivals;
-- inside one pass, a job of the same shape as one that just failed fails too: it is skipped.
+- inside one pass, a job of the same shape as one that just failed fails too: it is skipped;
+- a job whose pods cannot possibly fit — fewer free whole GPUs, counted in pod-sized chunks per
+  node, than the job has pods — is not handed to the policy at all (no policy could place it).
+  Profiling showed failed whole-gang planning attempts taking most of a replay's time.
 
 There is no preemption: priority orders the queue only. A placed job runs for its trace duration
 stretched by the communication-cost model (:mod:`.costmodel`) of the placement it got.
@@ -28,7 +31,7 @@ from coordinator.scheduling import NodeInfo, PodRequest, Snapshot
 
 from .costmodel import CostModel
 from .metrics import JobOutcome, RunResult, UsagePoint
-from .pods import job_pods
+from .pods import gpu_type_values, job_pods
 from .policies import Policy, Slot
 from .trace import Job
 
@@ -49,6 +52,18 @@ class _Usage:
         used = self.used.get(node, 0)
         total = self.total.get(node, 0)
         return total - used if 0 < used < total else 0
+
+    def room_for(self, gpus: int, pods: int, nodes: Sequence[str] | None) -> bool:
+        """Could ``pods`` pods of ``gpus`` whole GPUs each fit on ``nodes`` (None: all),
+        counting free GPUs only?"""
+        if gpus <= 0:
+            return True
+        chunks = 0
+        for node in self.total if nodes is None else nodes:
+            chunks += (self.total[node] - self.used.get(node, 0)) // gpus
+            if chunks >= pods:
+                return True
+        return False
 
     def change(self, slots: Sequence[Slot], sign: int) -> None:
         for slot in slots:
@@ -80,6 +95,10 @@ class Simulator:
             job_pods(j, products) for j in self.jobs
         )
         self._by_name = {n.name: n for n in self.nodes}
+        # nodes of the GPU model a job names (None: any node), for the capacity precheck
+        self.eligible: tuple[tuple[str, ...] | None, ...] = tuple(
+            self._of_type(j.gpu_type, products) if j.gpu_type else None for j in self.jobs
+        )
         self._best: dict[tuple[tuple[tuple[str, ...], ...], int], int] = {}
         self.whole_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in self.nodes)
         self.mig_instances = sum(
@@ -88,6 +107,10 @@ class Simulator:
             for k, v in n.allocatable.items()
             if k.startswith("nvidia.com/mig-")
         )
+
+    def _of_type(self, gpu_type: str, products: set[str]) -> tuple[str, ...]:
+        values = set(gpu_type_values(gpu_type, products))
+        return tuple(n.name for n in self.nodes if n.labels.get(L.GPU_PRODUCT) in values)
 
     # --- placement quality ------------------------------------------------------------------
     def _best_rank(self, topology: NodeTopology, k: int) -> int:
@@ -198,6 +221,10 @@ class Simulator:
                     job.numa_policy,
                 )
                 if shape in failed:
+                    continue
+                if not usage.room_for(job.whole_gpus, job.gang_size, self.eligible[i]):
+                    failed.add(shape)
+                    reasons.setdefault(i, "not enough free GPUs in the cluster")
                     continue
                 attempts += 1
                 result = policy.place(pods[i], snapshot)
