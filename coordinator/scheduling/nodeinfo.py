@@ -236,6 +236,8 @@ class NodeInfo:
     #: Everything in-node placement depends on besides the hardware shape (free GPUs, MIG
     #: instances, NUMA capacity): nodes with equal shape and device_state place a pod alike.
     device_state: tuple[object, ...] = ()
+    #: An interned token standing for ``device_state`` (equal states, same token): cheap to hash.
+    device_token: object = None
     gpu_slots: int = 0  # healthy whole GPUs plus MIG instances (devices a pod could hold)
     gpu_slots_used: int = 0
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
@@ -303,6 +305,13 @@ class NodeInfo:
                 )
                 for n in topology.numa_nodes
             )
+        state: tuple[object, ...] = (
+            free_gpus,
+            max(0, held - attributed),
+            tuple(sorted(free_mig.items())),
+            tuple(sorted(mig_owner)),
+            numa_free,
+        )
         return cls(
             name=name,
             labels=labels,
@@ -330,13 +339,8 @@ class NodeInfo:
                 held=held,
                 attributed=attributed,
             ),
-            device_state=(
-                free_gpus,
-                max(0, held - attributed),
-                tuple(sorted(free_mig.items())),
-                tuple(sorted(mig_owner)),
-                numa_free,
-            ),
+            device_state=state,
+            device_token=_intern_state(state),
         )
 
     def rebuild(self, pods: Iterable[PodInfo]) -> NodeInfo:
@@ -361,6 +365,18 @@ class NodeInfo:
         if self.topology is None:
             return max(0, self.free(GPU_RESOURCE))
         return max(0, len(self.free_gpus) - self.unattributed_gpus)
+
+
+_STATES: dict[tuple[object, ...], object] = {}
+
+
+def _intern_state(state: tuple[object, ...]) -> object:
+    token = _STATES.get(state)
+    if token is None:
+        if len(_STATES) > 200_000:
+            _STATES.clear()
+        token = _STATES[state] = object()
+    return token
 
 
 def _slots(topology: NodeTopology | None, allocatable: Mapping[str, int]) -> int:

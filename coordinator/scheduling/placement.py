@@ -70,7 +70,7 @@ def plan_placement(
         return _plan_without_topology(node, pod)
     memo_key = (
         topology_index(node.topology) if node.topology.gpus else None,
-        node.device_state,
+        node.device_token,
         key if key is not None else device_key(pod),
     )
     hit = _PLANS.get(memo_key)
