@@ -44,7 +44,7 @@ class CycleState:
         return cast(T, self._data[key])
 
     def get(self, key: StateKey[T]) -> T | None:
-        return cast(T | None, self._data.get(key))
+        return cast("T | None", self._data.get(key))
 
     def __contains__(self, key: object) -> bool:
         return key in self._data
