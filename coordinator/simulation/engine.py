@@ -53,17 +53,18 @@ class _Usage:
         total = self.total.get(node, 0)
         return total - used if 0 < used < total else 0
 
-    def room_for(self, gpus: int, pods: int, nodes: Sequence[str] | None) -> bool:
-        """Could ``pods`` pods of ``gpus`` whole GPUs each fit on ``nodes`` (None: all),
-        counting free GPUs only?"""
-        if gpus <= 0:
-            return True
+    def room_for(self, gpus: int, pods: int, nodes: Sequence[str] | None) -> str | None:
+        """Why ``pods`` pods of ``gpus`` whole GPUs each cannot fit on ``nodes`` (None: all),
+        counting free GPUs only; None when they might."""
+        if gpus <= 0 or (nodes is not None and not nodes):
+            return None  # nothing to count (no node of that model): the policy says why
         chunks = 0
         for node in self.total if nodes is None else nodes:
             chunks += (self.total[node] - self.used.get(node, 0)) // gpus
             if chunks >= pods:
-                return True
-        return False
+                return None
+        what = f"{pods} pods of {gpus} GPUs" if pods > 1 else f"a pod of {gpus} GPUs"
+        return f"no room for {what}: {chunks} such slot(s) free on the nodes it may use"
 
     def change(self, slots: Sequence[Slot], sign: int) -> None:
         for slot in slots:
@@ -222,9 +223,10 @@ class Simulator:
                 )
                 if shape in failed:
                     continue
-                if not usage.room_for(job.whole_gpus, job.gang_size, self.eligible[i]):
+                short = usage.room_for(job.whole_gpus, job.gang_size, self.eligible[i])
+                if short is not None:
                     failed.add(shape)
-                    reasons.setdefault(i, "not enough free GPUs in the cluster")
+                    reasons[i] = short
                     continue
                 attempts += 1
                 result = policy.place(pods[i], snapshot)

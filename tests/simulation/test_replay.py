@@ -59,7 +59,9 @@ def test_gang_too_big_for_the_cluster_waits_whole_and_blocks_nobody(policy: str)
     run = replay(TWO_LEAVES, jobs, policy)
     assert list(run.unplaced()) == ["huge"]
     assert run.by_id["small"].start_s == 1
-    assert "nodes are available" in run.unplaced()["huge"]  # says why, as the core does
+    assert run.unplaced()["huge"] == (
+        "no room for 5 pods of 8 GPUs: 4 such slot(s) free on the nodes it may use"
+    )
 
 
 def test_higher_priority_starts_first_when_capacity_frees() -> None:
