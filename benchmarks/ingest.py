@@ -4,9 +4,10 @@ Three measurements, one run, with baselines beside them:
 
 1. **core** — frames decoded, validated and applied to the inventory by the coordinator's
    session code (``AgentSession.receive``: decode, protocol checks, apply, encode the ack) for
-   1,000 DGX A100 nodes, no network, one core. Baselines on the same state changes: the same
-   frames as **JSON** (msgspec JSON codec, same validation), and **naive full hello every time**
-   (no deltas: each change ships the node's whole topology).
+   1,000 DGX A100 nodes, no network, one core. Baselines on the same state changes: the codec
+   alone (envelope + typed decode, apply, ack; no protocol checks) as **MessagePack** and as
+   **JSON** — what the encoding costs — and **naive full hello every time** (no deltas: each
+   change ships the node's whole topology, as a stateless design would).
 2. **steady** — the real coordinator (``topos coordinator --in-memory``) in a subprocess pinned to
    one core, 1,000 simulated agents on real WebSockets (one process, pre-encoded frames), each
    sending one delta per second for ``--seconds``: frames/s sustained, the coordinator's CPU share
@@ -104,9 +105,10 @@ def _core_run(name: str, topos: list[NodeTopology], rounds: int, *, mode: str) -
     inv = Inventory(stale_ttl_s=60)
     registry = SessionRegistry(inv)
     sessions = [AgentSession(inv, registry) for _ in topos]
-    json_enc = msgspec.json.Encoder()
-    json_dec = msgspec.json.Decoder(Hello | Delta)
-    json_env = msgspec.json.Decoder(_Envelope)
+    codec: Any = msgspec.json if mode == "json" else msgspec.msgpack
+    enc = codec.Encoder()
+    dec = codec.Decoder(Hello | Delta)
+    env_dec = codec.Decoder(_Envelope)
     for i, (s, t) in enumerate(zip(sessions, topos, strict=True)):
         s.receive(encode(_hello(i, t)))
     # Pre-encode, so only ingest is timed.
@@ -125,18 +127,18 @@ def _core_run(name: str, topos: list[NodeTopology], rounds: int, *, mode: str) -
                 )
             else:
                 frame = _delta(t, r)
-            frames.append((i, json_enc.encode(frame) if mode == "json" else encode(frame)))
+            frames.append((i, enc.encode(frame)))
     size = statistics.fmean(len(f) for _, f in frames)
     started = time.process_time()
-    if mode == "json":
-        # Same work as AgentSession.receive with the JSON codec in place of MessagePack.
+    if mode in ("json", "bare"):
+        # The codec alone: envelope + typed decode, apply, encode an ack; no protocol checks.
         for i, data in frames:
-            env = json_env.decode(data)
+            env = env_dec.decode(data)
             assert env.version == 1
-            f = json_dec.decode(data)
+            f = dec.decode(data)
             assert isinstance(f, Delta)
             inv.apply_delta(_node_name(i), seq=f.seq, gpus=f.gpus, allocations=f.allocations)
-            json_enc.encode({"type": "ack", "version": 1, "seq": f.seq})
+            enc.encode({"type": "ack", "version": 1, "seq": f.seq})
     else:
         for i, data in frames:
             sessions[i].receive(data)
@@ -144,12 +146,18 @@ def _core_run(name: str, topos: list[NodeTopology], rounds: int, *, mode: str) -
     return CoreResult(name, len(frames), elapsed, size)
 
 
-def bench_core(nodes: int, rounds: int) -> list[CoreResult]:
+def bench_core(nodes: int, rounds: int, repeats: int = 3) -> list[CoreResult]:
+    """Each row is the best of ``repeats`` runs (the machine is shared; the best is the cost)."""
     topos = _topologies(nodes)
+    rows = [
+        ("Topos session (msgpack delta)", rounds, "session"),
+        ("codec only: msgpack delta", rounds, "bare"),
+        ("codec only: JSON delta", rounds, "json"),
+        ("baseline: full hello every time", max(1, rounds // 4), "hello"),
+    ]
     return [
-        _core_run("msgpack delta (Topos)", topos, rounds, mode="msgpack"),
-        _core_run("baseline: JSON delta", topos, rounds, mode="json"),
-        _core_run("baseline: full hello every time", topos, max(1, rounds // 4), mode="hello"),
+        max((_core_run(name, topos, n, mode=mode) for _ in range(repeats)), key=lambda r: r.rate)
+        for name, n, mode in rows
     ]
 
 
@@ -196,6 +204,12 @@ def _ws_frame(payload: bytes) -> bytes:
     return head + key + masked
 
 
+async def _upgrade(reader: asyncio.StreamReader) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 101"):
+        raise ConnectionError(f"upgrade refused: {head.splitlines()[0].decode(errors='replace')}")
+
+
 async def _read_frame(reader: asyncio.StreamReader) -> bytes:
     head = await reader.readexactly(2)
     n = head[1] & 0x7F
@@ -231,7 +245,7 @@ async def _agent(
         b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         b"Sec-WebSocket-Version: 13\r\n\r\n"
     )
-    await reader.readuntil(b"\r\n\r\n")
+    await _upgrade(reader)
     writer.write(hello)
     await _read_frame(reader)
     await ready.wait()
@@ -324,8 +338,22 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     port = _free_port()
+    # All simulated agents share one loopback address; the per-client request limit (meant for
+    # one client per address) would refuse most of their WebSocket upgrades, so raise it here.
+    config = ROOT / ".devcluster" / "ingest-bench.yaml"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text("limits:\n  ratePerSecond: 1000000\n  burst: 1000000\n")
     coord = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.app", "--in-memory", "--listen", f"127.0.0.1:{port}"],
+        [
+            sys.executable,
+            "-m",
+            "coordinator.app",
+            "--in-memory",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--config",
+            str(config),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -358,11 +386,19 @@ def main(argv: list[str] | None = None) -> int:
             f"ingest p50 {row['ingest_p50_ms']} ms, p99 {row['ingest_p99_ms']} ms"
         )
     target = 5000
-    best = max(rows[1]["frames_per_cpu_s"], rows[1]["frames_per_s"])
+    measured = rows[1]["frames_per_s"]
+    per_cpu = rows[1]["frames_per_cpu_s"]
+    if measured >= target:
+        verdict = "met"
+    elif per_cpu >= target:
+        verdict = "met per CPU-second only: the load generator, not the coordinator, was the limit"
+    else:
+        verdict = "NOT met"
     print(
-        f"== target ≥ {target:,} frames/s on one core: core path {ours:,.0f}/s, network "
-        f"{rows[1]['frames_per_cpu_s']:,} frames per coordinator CPU-second -> "
-        f"{'MET' if min(ours, best) >= target else 'NOT MET'}"
+        f"== target ≥ {target:,} frames/s on one core: ingest path {ours:,.0f}/s "
+        f"({'met' if ours >= target else 'NOT met'}); over WebSockets {measured:,} frames/s "
+        f"measured at {rows[1]['coordinator_cpu_share'] * 100:.0f}% of the coordinator's core, "
+        f"i.e. {per_cpu:,} frames per CPU-second ({verdict})"
     )
     if args.json:
         print(
