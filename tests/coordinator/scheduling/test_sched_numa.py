@@ -4,6 +4,7 @@ and GPUs, including the KubeNexus guide's examples written with its annotation n
 
 from __future__ import annotations
 
+import pytest
 from sched_hw import dgx1, dgx_h100, gpu_node, pcie8, place_all, pod, run, running, simple_pod
 
 from coordinator.scheduling import Decision, Failure, Framework, NumaUse, Snapshot, schedule_one
@@ -193,3 +194,59 @@ def test_numa_resources_without_gpu_leave_gpus_unconstrained() -> None:
     failure = run(aligned, [gpu_node("h", topo, pods=[hog, holder])])
     assert isinstance(failure, Failure)
     assert failure.statuses["h"].reasons == ("no single NUMA node has sufficient capacity",)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_numa_policy_invariants_on_random_occupancy(seed: int) -> None:
+    """Whatever the occupancy, a placement honours its policy, and a rejection is justified."""
+    import random
+
+    from coordinator.scheduling.placement import plan_placement
+    from coordinator.scheduling.status import Status
+
+    rng = random.Random(seed)
+    topo = rng.choice([dgx_h100, pcie8, dgx1])("n")
+    pods = []
+    for k, numa in enumerate(n.id for n in topo.numa_nodes):
+        if rng.random() < 0.7:
+            cpu = rng.randint(1, len(topo.numa_nodes[k].cpus)) * 1000
+            pods.append(
+                running(
+                    simple_pod(f"pin{k}", cpu=f"{cpu}m"),
+                    numa=(numa,),
+                    numa_usage=(NumaUse(numa, cpu, 0),),
+                )
+            )
+    busy_gpus = tuple(sorted(rng.sample(range(8), rng.randint(0, 6))))
+    if busy_gpus:
+        pods.append(running(simple_pod("g", gpus=len(busy_gpus)), gpus=busy_gpus))
+    node = gpu_node("n", topo, pods=pods)
+    free_cpu = {n.numa: n.cpu_milli for n in node.numa_free}
+    for policy in ("single-numa", "isolated", "restricted", "best-effort"):
+        cpu = rng.choice([2, 8, 24, 48])
+        gpus = rng.choice([0, 1, 2])
+        obj = simple_pod("p", cpu=str(cpu), gpus=gpus, annotations={"topos.io/numa-policy": policy})
+        from sched_hw import request
+
+        plan = plan_placement(node, request(obj))
+        if isinstance(plan, Status):
+            assert policy != "best-effort" or gpus > len(node.free_gpus), plan
+            if policy == "single-numa":
+                # no single NUMA node had both the CPUs and the GPUs
+                for n in node.numa_free:
+                    assert not (n.cpu_milli >= cpu * 1000 and len(n.gpus) >= gpus)
+            continue
+        placement = plan.placement
+        assert len(placement.gpus) == gpus
+        assert set(placement.gpus) <= set(node.free_gpus)
+        if policy in ("single-numa", "isolated"):
+            (numa,) = placement.numa
+            assert free_cpu[numa] >= cpu * 1000
+            assert {topo.gpus[g].numa_node for g in placement.gpus} <= {numa}
+            if policy == "isolated":
+                assert not next(n for n in node.numa_free if n.numa == numa).busy
+        if policy == "restricted":
+            assert sum(u.cpu_milli for u in placement.numa_usage) == cpu * 1000
+            if len(placement.numa) > 1:  # fewest: no single NUMA node would have done
+                for n in node.numa_free:
+                    assert not (n.cpu_milli >= cpu * 1000 and len(n.gpus) >= gpus)
