@@ -179,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
         f"Trace {args.trace}: {len(jobs)} jobs arriving over {format_duration(span)}, "
         f"{gpu_hours:,.0f} whole-GPU hours asked"
     )
-    print(f"Policies: {', '.join(f'{p} = {POLICIES[p]}' for p in policies)}")
+    for name in policies:
+        print(f"  {name:9s} {POLICIES[name]}")
     print()
     sys.stdout.write(format_table(summaries))
     return 0
