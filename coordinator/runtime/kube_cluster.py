@@ -20,6 +20,7 @@ from common.kube import (
     KubeError,
     NotFound,
     TooManyRequests,
+    Unreachable,
 )
 from common.kube.types import ObjectReference
 
@@ -86,19 +87,25 @@ class KubeClusterWriter:
             "lastProbeTime": None,
             "lastTransitionTime": now,
         }
-        try:
-            await self._client.patch(
-                PODS,
-                pod.name,
-                {"status": {"conditions": [condition]}},
-                namespace=pod.namespace,
-                patch_type="strategic",
-                subresource="status",
-            )
-        except NotFound:
-            return  # deleted meanwhile: nothing to explain to anyone
-        except KubeError as exc:
-            raise ClusterError(f"condition on {pod.key}: {exc}") from exc
+        for attempt in (1, 2):
+            try:
+                await self._client.patch(
+                    PODS,
+                    pod.name,
+                    {"status": {"conditions": [condition]}},
+                    namespace=pod.namespace,
+                    patch_type="strategic",
+                    subresource="status",
+                )
+                break
+            except NotFound:
+                return  # deleted meanwhile: nothing to explain to anyone
+            except Unreachable as exc:
+                # Setting the same condition twice is harmless: retry a dropped connection once.
+                if attempt == 2:
+                    raise ClusterError(f"condition on {pod.key}: {exc}") from exc
+            except KubeError as exc:
+                raise ClusterError(f"condition on {pod.key}: {exc}") from exc
         await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
 
     async def record_scheduled(self, pod: PodRef, message: str) -> None:

@@ -70,8 +70,9 @@ Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid",
 #: Called with the pod, the failure and the snapshot it was decided on; returns a message to add
 #: to the explanation (e.g. "preempting 2 pods on gpu-3") or ``None``. Preemption plugs in here.
 PostFilterHook = Callable[[PodRequest, Failure, Snapshot], Awaitable[str | None]]
-#: (gangs_runtime) Called with every popped pod before the per-pod path; returns the result when
-#: it decided the pod itself (gang members: whole-gang planning), ``None`` to schedule it one by one.
+#: (gangs_runtime) Called with every popped pod before the per-pod path; returns the result
+#: when it decided the pod itself (gang members: whole-gang planning), ``None`` to schedule it
+#: one by one.
 PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | None]]
 #: (gangs_runtime) Told about every bind outcome: the job and ``None`` (bound) or the error.
 BindListener = Callable[[BindJob, ClusterError | None], None]
@@ -166,6 +167,7 @@ class Scheduler:
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
         self._capacity_changed = False
         self._pods_changed = False
+        self._shapes: dict[str, object] = {}
         self.binder = Binder(
             writer,
             node_exists=lambda name: name in view.inventory,
@@ -186,8 +188,33 @@ class Scheduler:
 
     # --- cluster changes -----------------------------------------------------------------------
 
+    def _node_shape_changed(self, name: str) -> bool:
+        """Did the node's labels, taints, readiness or hardware change (not just its pods)?"""
+        state = self.inventory.node(name)
+        shape = (
+            None
+            if state is None
+            else (
+                tuple(sorted(state.labels.items())),
+                state.taints,
+                state.unschedulable,
+                state.ready,
+                state.stale,
+                state.topology,
+            )
+        )
+        before = self._shapes.get(name)
+        if shape is None:
+            self._shapes.pop(name, None)
+        else:
+            self._shapes[name] = shape
+        return before != shape
+
     def _on_inventory(self, event: InventoryEvent) -> None:
-        if event.capacity_gained:
+        if event.capacity_gained or (
+            event.kind != "removed" and self._node_shape_changed(event.node)
+        ):
+            # More room, or a node whose labels/taints/readiness changed: anyone may fit now.
             self._capacity_changed = True
             self._wakeup.set()
         elif event.kind in ("updated", "added"):
