@@ -1,0 +1,135 @@
+"""Node and Pod JSON → inventory records: readiness, cordons, taints, allocatable in canonical
+units; pod requests the way kube-scheduler counts them (init containers, sidecars, overhead,
+limits-only extended resources); finished or unbound pods hold nothing; odd quantities don't
+crash the coordinator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.inventory.translate import bound_pod, kube_node, pod_requests
+
+
+def _pod(spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", **meta},
+        "spec": {"nodeName": "gpu-1", **spec},
+        "status": {"phase": "Running"},
+    }
+
+
+def _container(
+    requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": "c", "image": "x", "resources": resources, **extra}
+
+
+def test_node_allocatable_readiness_cordon_and_taints() -> None:
+    node = kube_node(
+        {
+            "metadata": {
+                "name": "gpu-1",
+                "labels": {"topos.io/leaf": "leaf-3"},
+                "resourceVersion": "42",
+            },
+            "spec": {
+                "unschedulable": True,
+                "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule", "value": "present"}],
+            },
+            "status": {
+                "allocatable": {
+                    "cpu": "63500m",
+                    "memory": "500Gi",
+                    "nvidia.com/gpu": "8",
+                    "pods": "110",
+                },
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "True"},
+                ],
+            },
+        }
+    )
+    assert node.allocatable == {
+        "cpu": 63500,
+        "memory": 500 * 2**30,
+        "nvidia.com/gpu": 8,
+        "pods": 110,
+    }
+    assert node.ready
+    assert node.unschedulable
+    assert node.taints[0].key == "nvidia.com/gpu"
+    assert node.labels["topos.io/leaf"] == "leaf-3"
+    assert not kube_node({"metadata": {"name": "n"}, "status": {}}).ready  # no Ready condition
+
+
+def test_requests_follow_kube_scheduler_accounting() -> None:
+    pod = _pod(
+        {
+            "containers": [
+                _container({"cpu": "500m", "memory": "1Gi"}, {"nvidia.com/gpu": "2"}),
+                _container({"cpu": "1"}),
+            ],
+            "initContainers": [
+                _container({"cpu": "4", "memory": "512Mi"}),  # runs alone, before the app
+                _container({"cpu": "250m"}, restartPolicy="Always"),  # a sidecar: runs beside
+            ],
+            "overhead": {"cpu": "100m"},
+        }
+    )
+    req = pod_requests(pod)
+    # app 1.5 CPU + sidecar 0.25 = 1.75 < the init container's 4 (+0 sidecars started before it)
+    assert req["cpu"] == 4000 + 100
+    assert req["memory"] == 2**30
+    assert req["nvidia.com/gpu"] == 2  # limits-only extended resource
+
+
+def test_explicit_requests_win_over_limits() -> None:
+    req = pod_requests(_pod({"containers": [_container({"cpu": "1"}, {"cpu": "4"})]}))
+    assert req == {"cpu": 1000}
+
+
+def test_finished_or_unbound_pods_hold_no_capacity() -> None:
+    done = _pod({"containers": [_container({"cpu": "1"})]})
+    done["status"]["phase"] = "Succeeded"
+    assert bound_pod(done) is None
+    failed = dict(done, status={"phase": "Failed"})
+    assert bound_pod(failed) is None
+    pending = _pod({"containers": [_container({"cpu": "1"})]})
+    del pending["spec"]["nodeName"]
+    assert bound_pod(pending) is None
+
+
+def test_bound_pod_of_any_scheduler_with_assigned_gpus() -> None:
+    pod = bound_pod(
+        _pod(
+            {
+                "schedulerName": "volcano",
+                "containers": [_container(limits={"nvidia.com/gpu": "1"})],
+                "priority": 1000,
+            },
+            annotations={"topos.io/assigned-gpus": "GPU-a, GPU-b", "unrelated": "x"},
+        )
+    )
+    assert pod is not None
+    assert pod.scheduler == "volcano"
+    assert pod.assigned_gpus == ("GPU-a", "GPU-b")
+    assert pod.priority == 1000
+    assert pod.requests == {"nvidia.com/gpu": 1}
+    assert "unrelated" not in pod.annotations
+
+
+def test_garbage_quantities_are_skipped_not_fatal() -> None:
+    req = pod_requests(
+        _pod({"containers": [_container({"cpu": "lots", "memory": "-1Gi", "example.com/x": "3"})]})
+    )
+    assert req == {"example.com/x": 3}
+    node = kube_node(
+        {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "??", "pods": "10"}}}
+    )
+    assert node.allocatable == {"pods": 10}
