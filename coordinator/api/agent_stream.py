@@ -24,11 +24,16 @@ log = logging.getLogger(__name__)
 # aiohttp drops anything beyond this itself (close 1009, no reason text); frames between
 # MAX_FRAME_BYTES and this get our own "oversized" reason.
 _TRANSPORT_LIMIT: Final = 4 * MAX_FRAME_BYTES
+_PING_INTERVAL_S: Final = 20.0
 
 
 async def agent_stream(request: web.Request) -> web.StreamResponse:
     bound_node = await request.app[AGENT_AUTH](request)  # raises 401/403 before the upgrade
-    ws = web.WebSocketResponse(max_msg_size=_TRANSPORT_LIMIT, autoping=True, heartbeat=None)
+    # WebSocket pings find agents whose TCP connection died silently (no FIN), so their claim on
+    # the node is released; staleness itself comes from the inventory's TTL.
+    ws = web.WebSocketResponse(
+        max_msg_size=_TRANSPORT_LIMIT, autoping=True, heartbeat=_PING_INTERVAL_S
+    )
     await ws.prepare(request)
     metrics = request.app[METRICS]
     pending_close: list[asyncio.Task[bool]] = []
