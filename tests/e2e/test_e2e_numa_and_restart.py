@@ -1,0 +1,272 @@
+"""End to end on the real control plane: the KubeNexus NUMA examples (seed 002), bad pods that
+must stay Pending with an Event naming the bad field while everyone else is served, bind
+conflicts, and a coordinator restart that must not hand out any GPU twice.
+
+Fleet: two DGX H100 nodes (8 GPUs, two NUMA nodes of 48 CPUs and ~503 GiB, GPUs 0-3 on NUMA 0
+and 4-7 on NUMA 1), labelled by the agent's own labelers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
+
+from common.kube import PODS, Invalid, KubeClient
+from coordinator.runtime import BindConflict, KubeClusterWriter, PodRef
+
+
+async def h100_pair(kube: KubeClient, kubeconfig: Path, namespace: str) -> GpuCluster:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    for name in ("numa-a", "numa-b"):
+        await cluster.add_node(name, "dgx-h100")
+    return cluster
+
+
+ML_TRAINING = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ml-training
+  annotations:
+    numa.scheduling.kubenexus.io/policy: "single-numa"
+    numa.scheduling.kubenexus.io/resources: "cpu,memory,nvidia.com/gpu"
+spec:
+  schedulerName: topos
+  containers:
+  - name: training
+    image: nvcr.io/nvidia/pytorch:latest
+    resources:
+      requests:
+        cpu: "16"
+        memory: "64Gi"
+        nvidia.com/gpu: "2"
+      limits:
+        nvidia.com/gpu: "2"
+"""
+HPC = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  annotations:
+    numa.scheduling.kubenexus.io/policy: "isolated"
+    numa.scheduling.kubenexus.io/resources: "cpu,memory"
+spec:
+  schedulerName: topos
+  containers:
+  - name: simulation
+    image: my-hpc-app:latest
+    resources:
+      requests:
+        cpu: "32"
+        memory: "128Gi"
+"""
+TOO_BIG_FOR_ONE_NUMA = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: wide-training
+  annotations:
+    numa.scheduling.kubenexus.io/policy: "single-numa"
+    numa.scheduling.kubenexus.io/resources: "cpu,memory,nvidia.com/gpu"
+spec:
+  schedulerName: topos
+  containers:
+  - name: training
+    image: nvcr.io/nvidia/pytorch:latest
+    resources:
+      requests:
+        cpu: "64"
+        memory: "64Gi"
+        nvidia.com/gpu: "2"
+      limits:
+        nvidia.com/gpu: "2"
+"""
+
+
+async def test_kubenexus_numa_policies_and_the_single_numa_failure(
+    kube: KubeClient, kubeconfig: Path, namespace: str, kubectl: Kubectl
+) -> None:
+    cluster = await h100_pair(kube, kubeconfig, namespace)
+    async with cluster.coordinator():
+        await cluster.create(ML_TRAINING)
+        training = await cluster.bound("ml-training")
+        await cluster.create(TOO_BIG_FOR_ONE_NUMA)
+        message = await cluster.unschedulable("wide-training")
+        for name in ("hpc-simulation", "hpc-simulation-2", "hpc-simulation-3"):
+            await cluster.create(HPC.format(name=name))
+        hpc = [await cluster.bound(n) for n in ("hpc-simulation", "hpc-simulation-2")]
+        hpc.append(await cluster.bound("hpc-simulation-3"))
+
+    # single-numa: both GPUs, and the pod's CPU and memory, on one NUMA node.
+    node, gpus, numa = assignment(training)
+    assert len(numa) == 1
+    topo = cluster.topologies[node]
+    assert {topo.gpus[i].numa_node for i in gpu_indices(topo, gpus)} == set(numa)
+    # isolated: each gets a NUMA node no other pod uses.
+    held = {(node, numa[0])}
+    for pod in hpc:
+        hpc_node, hpc_gpus, hpc_numa = assignment(pod)
+        assert hpc_gpus == []
+        assert len(hpc_numa) == 1
+        assert (hpc_node, hpc_numa[0]) not in held, "an isolated NUMA node is shared"
+        held.add((hpc_node, hpc_numa[0]))
+    # 64 CPUs fit the node but not one of its 48-CPU NUMA nodes.
+    assert message == "0/2 nodes are available: 2 no single NUMA node has sufficient capacity."
+    text = describe(kubectl, namespace, "wide-training")
+    assert "FailedScheduling" in text
+    assert "no single NUMA node has sufficient capacity" in text
+    assert "PodScheduled" in text
+
+
+def gpu_pod(name: str, gpus: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "schedulerName": "topos",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+BAD_PODS: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "unknown-policy",
+        gpu_pod("unknown-policy", 1, {"topos.io/numa-policy": "fastest"}),
+        "metadata.annotations[topos.io/numa-policy]: unknown value 'fastest'",
+    ),
+    (
+        "malformed-quantity",
+        gpu_pod("malformed-quantity", 1, {"topos.io/gpu-memory-min": "lots"}),
+        "metadata.annotations[topos.io/gpu-memory-min]",
+    ),
+    (
+        "negative-memory",
+        gpu_pod("negative-memory", 1, {"topos.io/gpu-memory-min": "-5Gi"}),
+        "metadata.annotations[topos.io/gpu-memory-min]",
+    ),
+    (
+        "absurd-gpus",
+        gpu_pod("absurd-gpus", 1000),
+        "limits[nvidia.com/gpu]: 1000 GPUs is more than any node holds",
+    ),
+    (
+        "unknown-mig",
+        {
+            **gpu_pod("unknown-mig", 1),
+            "spec": {
+                "schedulerName": "topos",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "resources": {"limits": {"nvidia.com/mig-9g.99gb": "1"}},
+                    }
+                ],
+            },
+        },
+        "unknown MIG profile '9g.99gb'",
+    ),
+    (
+        "contradictory",
+        gpu_pod(
+            "contradictory",
+            1,
+            {
+                "topos.io/numa-policy": "single-numa",
+                "numa.scheduling.kubenexus.io/policy": "isolated",
+            },
+        ),
+        "contradictory annotations",
+    ),
+]
+
+
+async def test_bad_pods_stay_pending_with_the_bad_field_named_and_others_are_served(
+    kube: KubeClient, kubeconfig: Path, namespace: str, kubectl: Kubectl
+) -> None:
+    cluster = await h100_pair(kube, kubeconfig, namespace)
+    # The API server itself refuses a negative GPU count; nothing reaches the scheduler.
+    with pytest.raises(Invalid):
+        await cluster.create(gpu_pod("negative-gpus", -1))
+    async with cluster.coordinator() as runtime:
+        for _, manifest, _ in BAD_PODS:
+            await cluster.create(manifest)
+        await cluster.create(gpu_pod("good", 2))
+        good = await cluster.bound("good")
+        messages = {name: await cluster.unschedulable(name) for name, _, _ in BAD_PODS}
+        event = await cluster.warning("unknown-policy")
+        # Scheduling goes on after the bad pods.
+        await cluster.create(gpu_pod("good-after", 1))
+        await cluster.bound("good-after")
+        assert runtime.scheduler.stats.invalid == len(BAD_PODS)
+    assert assignment(good)[1]
+    for name, _, expected in BAD_PODS:
+        assert "pod spec is invalid" in messages[name], messages[name]
+        assert expected in messages[name], messages[name]
+        assert expected in describe(kubectl, namespace, name)
+    assert event["type"] == "Warning"
+    assert event["source"]["component"] == "topos"
+
+
+async def test_bind_conflicts_are_reported_not_forced(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = await h100_pair(kube, kubeconfig, namespace)
+    node = next(iter(cluster.topologies))
+    writer = KubeClusterWriter(kube)
+    created = await cluster.create(gpu_pod("target", 1))
+    ref = PodRef(namespace, "target", created["metadata"]["uid"])
+    # A decision made for an earlier pod of the same name (different uid) is refused.
+    with pytest.raises(BindConflict):
+        await writer.bind(PodRef(namespace, "target", "0" * 8 + "-dead-beef"), node, {})
+    await writer.bind(ref, node, {"topos.io/assigned-gpus": "x"})
+    bound = await cluster.pod("target")
+    assert bound["spec"]["nodeName"] == node
+    # Already bound: a second bind is a conflict, not a move.
+    with pytest.raises(BindConflict):
+        await writer.bind(ref, next(n for n in cluster.topologies if n != node), {})
+    # Deleted: a conflict too.
+    await kube.delete(PODS, "target", namespace=namespace, grace_period_seconds=0)
+    with pytest.raises(BindConflict):
+        await writer.bind(ref, node, {})
+
+
+async def test_restart_rebuilds_gpu_assignments_and_never_assigns_a_gpu_twice(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = await h100_pair(kube, kubeconfig, namespace)
+    async with cluster.coordinator():
+        for i in range(3):
+            await cluster.create(gpu_pod(f"first-{i}", 3))
+        first = [await cluster.bound(f"first-{i}") for i in range(3)]
+    # A new coordinator: a fresh inventory from the API server and the agents' hellos.
+    async with cluster.coordinator() as runtime:
+        for i in range(7):
+            await cluster.create(gpu_pod(f"second-{i}", 1))
+        second = [await cluster.bound(f"second-{i}") for i in range(7)]
+        await cluster.create(gpu_pod("one-too-many", 1))
+        message = await cluster.unschedulable("one-too-many")
+        explained = runtime.scheduler.last_attempt(f"{namespace}/one-too-many")
+    assigned: list[tuple[str, str]] = []
+    for pod in first + second:
+        node, gpus, _ = assignment(pod)
+        valid = {g.uuid for g in cluster.topologies[node].gpus}
+        assert set(gpus) <= valid
+        assigned.extend((node, g) for g in gpus)
+    assert len(assigned) == 16
+    assert len(set(assigned)) == 16, "a GPU was assigned twice across the restart"
+    assert message == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert explained is not None
+    assert explained.outcome == "unschedulable"
