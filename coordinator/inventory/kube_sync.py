@@ -35,11 +35,14 @@ class KubeSync:
         *,
         on_synced: Callable[[], None] | None = None,
         backoff_max_s: float = 30.0,
+        watch_timeout_s: int = _WATCH_TIMEOUT_S,
     ) -> None:
+        """``watch_timeout_s``: how long the server keeps one watch open before it is resumed."""
         self._client = client
         self._inventory = inventory
         self._on_synced = on_synced
         self._backoff_max_s = backoff_max_s
+        self._watch_timeout_s = watch_timeout_s
         self._synced: set[str] = set()
         self.relists = 0
 
@@ -81,7 +84,7 @@ class KubeSync:
                     resource,
                     field_selector=selector,
                     resource_version=rv,
-                    timeout_seconds=_WATCH_TIMEOUT_S,
+                    timeout_seconds=self._watch_timeout_s,
                     bookmarks=True,
                 ):
                     attempt = 0
