@@ -558,6 +558,8 @@ class Snapshot:
     def _set(self, node: NodeInfo) -> None:
         self._nodes[node.name] = node
         self._order = None
+        if self._index is not None and any(p.has_affinity for p in node.pods):
+            self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
 
     # --- indexes ----------------------------------------------------------------------------
     def _pod_index(self) -> _PodIndex:
@@ -572,12 +574,13 @@ class Snapshot:
         return self._index
 
     def pods_with_affinity(self) -> list[tuple[NodeInfo, PodInfo]]:
-        """Pods carrying (anti-)affinity terms, with their nodes."""
-        return [
-            (self._nodes[n], p)
-            for n, p in self._pod_index().with_affinity.values()
-            if n in self._nodes
-        ]
+        """Pods carrying (anti-)affinity terms, with their nodes (cached until a change)."""
+        index = self._pod_index()
+        if index.with_affinity_list is None:
+            index.with_affinity_list = [
+                (self._nodes[n], p) for n, p in index.with_affinity.values() if n in self._nodes
+            ]
+        return index.with_affinity_list
 
     def pods_with_label(self, key: str, value: str) -> list[tuple[NodeInfo, PodInfo]]:
         return [
@@ -619,9 +622,10 @@ class Snapshot:
 
 
 class _PodIndex:
-    __slots__ = ("by_label", "domains", "prefer_no_schedule", "with_affinity")
+    __slots__ = ("by_label", "domains", "prefer_no_schedule", "with_affinity", "with_affinity_list")
 
     def __init__(self) -> None:
+        self.with_affinity_list: list[tuple[NodeInfo, PodInfo]] | None = None
         self.domains: dict[str, dict[str, str]] = {}  # label key → node → value
         self.by_label: dict[tuple[str, str], dict[str, tuple[str, PodInfo]]] = {}
         self.with_affinity: dict[str, tuple[str, PodInfo]] = {}
@@ -636,6 +640,7 @@ class _PodIndex:
         return other
 
     def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
         if old is not None:
             for p in old.pods:
                 self.discard(p)
@@ -653,9 +658,11 @@ class _PodIndex:
             self.by_label.setdefault(pair, {})[pod.key] = (node, pod)
         if pod.has_affinity:
             self.with_affinity[pod.key] = (node, pod)
+            self.with_affinity_list = None
 
     def discard(self, pod: PodInfo) -> None:
-        self.with_affinity.pop(pod.key, None)
+        if self.with_affinity.pop(pod.key, None) is not None:
+            self.with_affinity_list = None
         for pair in pod.labels.items():
             bucket = self.by_label.get(pair)
             if bucket is not None:

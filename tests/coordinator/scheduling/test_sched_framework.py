@@ -336,3 +336,31 @@ def test_replace_keeps_the_indexes_current() -> None:
     assert plain.node == "b"
     snapshot.remove("b")
     assert schedule_one(simple_pod("q"), snapshot, fw).node == "a"  # type: ignore[union-attr]
+
+
+def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
+    loner = simple_pod(
+        "loner",
+        labels={"app": "x"},
+        extra_spec={
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "x"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    snapshot = Snapshot([plain_node("only")])
+    fw = Framework.build()
+    first = schedule_one(loner, snapshot, fw)
+    assert isinstance(first, Decision)
+    snapshot.assume(request(loner), first.node, first.placement)
+    other = simple_pod("other", labels={"app": "x"})
+    assert isinstance(schedule_one(other, snapshot, fw), Failure)
+    assert snapshot.forget(request(loner).key)
+    assert isinstance(schedule_one(other, snapshot, fw), Decision)
