@@ -1,0 +1,295 @@
+"""The scheduler runtime over the in-memory cluster (the demo's backend), the queue on a fake
+clock, and the explain/simulate API: what a user notices — which pods get placed, in which order,
+when a waiting pod is retried, that a GPU is never handed out twice while binds are in flight,
+that a bad pod is named and harms no one, and that a what-if changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from agent.devices import discover_profile
+from coordinator.api.app import build_app
+from coordinator.api.explain import ROUTES, SCHEDULER, SchedulerSlot
+from coordinator.inventory.store import Inventory
+from coordinator.runtime import MemoryCluster, QueueSettings, SchedulerRuntime, SchedulingQueue
+
+
+def gpu_pod(
+    name: str,
+    gpus: int,
+    *,
+    annotations: dict[str, str] | None = None,
+    priority: int | None = None,
+    created: str = "",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": "topos",
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi"},
+                    "limits": {"nvidia.com/gpu": str(gpus)} if gpus else {},
+                },
+            }
+        ],
+    }
+    if priority is not None:
+        spec["priority"] = priority
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if annotations:
+        meta["annotations"] = annotations
+    if created:
+        meta["creationTimestamp"] = created
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- the queue ----------------------------------------------------------------------------------
+
+
+def test_queue_pops_by_priority_then_age_and_backs_off_failures() -> None:
+    clock = FakeClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1, max_backoff_s=4), clock=clock)
+    q.add(gpu_pod("old-low", 1, created="2026-01-01T00:00:00Z"))
+    q.add(gpu_pod("new-low", 1, created="2026-01-02T00:00:00Z"))
+    q.add(gpu_pod("urgent", 1, priority=1000, created="2026-01-03T00:00:00Z"))
+    order = []
+    while (entry := q.pop()) is not None:
+        order.append(entry.key)
+        q.retry(entry)
+    assert order == ["default/urgent", "default/old-low", "default/new-low"]
+    assert q.pop() is None  # all backing off
+    assert q.next_ready_in() == pytest.approx(1.0)
+    clock.now += 1.0
+    assert q.pop() is not None
+
+
+def test_unschedulable_pods_wait_for_a_cluster_change_and_bad_pods_for_an_edit() -> None:
+    clock = FakeClock()
+    q = SchedulingQueue(QueueSettings(unschedulable_flush_s=60), clock=clock)
+    q.add(gpu_pod("big", 8))
+    q.add(gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "telepathy"}))
+    big, bad = q.pop(), q.pop()
+    assert big is not None
+    assert bad is not None
+    q.failed(big, message="0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    q.failed(bad, message="invalid", spec_error=True)
+    clock.now += 30
+    assert q.pop() is None  # nothing changed
+    assert q.cluster_changed() == 1  # only the pod a cluster change can help
+    clock.now += 30
+    again = q.pop()
+    assert again is not None
+    assert again.key == "default/big"
+    assert q.pop() is None
+    # An edit that does not touch labels/annotations/spec (a status write) changes nothing…
+    q.add({**gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "telepathy"}), "status": {}})
+    assert q.pop() is None
+    # …fixing the annotation does.
+    q.add(gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "nvlink"}))
+    clock.now += 10
+    fixed = q.pop()
+    assert fixed is not None
+    assert fixed.key == "default/bad"
+
+
+# --- the runtime over the memory cluster ----------------------------------------------------------
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[tuple[MemoryCluster, SchedulerRuntime]]:
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster = MemoryCluster(inventory)
+    for name in ("h100-0", "h100-1"):
+        cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    runtime = SchedulerRuntime.in_memory(inventory, cluster)
+    async with runtime:
+        yield cluster, runtime
+
+
+def assigned(cluster: MemoryCluster, name: str) -> tuple[str | None, list[str]]:
+    pod = cluster.pod("default", name)
+    assert pod is not None
+    ann = pod["metadata"].get("annotations") or {}
+    return pod["spec"].get("nodeName"), [
+        g for g in ann.get("topos.io/assigned-gpus", "").split(",") if g
+    ]
+
+
+async def test_pipelined_binds_never_hand_out_a_gpu_twice(
+    memory: tuple[MemoryCluster, SchedulerRuntime],
+) -> None:
+    cluster, runtime = memory
+    for i in range(20):
+        cluster.create_pod(gpu_pod(f"p{i}", 1))
+    await runtime.settle()
+    placed = [assigned(cluster, f"p{i}") for i in range(20)]
+    bound = [(node, gpus[0]) for node, gpus in placed if node]
+    assert len(bound) == 16
+    assert len(set(bound)) == 16
+    assert runtime.scheduler.stats.unschedulable >= 4
+
+
+async def test_a_waiting_pod_is_placed_when_capacity_frees_up(
+    memory: tuple[MemoryCluster, SchedulerRuntime],
+) -> None:
+    cluster, runtime = memory
+    cluster.create_pod(gpu_pod("a", 8))
+    cluster.create_pod(gpu_pod("b", 8))
+    await runtime.settle()
+    cluster.create_pod(gpu_pod("c", 4))
+    await runtime.settle()
+    assert assigned(cluster, "c")[0] is None
+    failed = [e for e in cluster.events("default", "c") if e["reason"] == "FailedScheduling"]
+    assert failed[0]["message"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    node_a, _ = assigned(cluster, "a")
+    cluster.finish_pod("default", "a")
+    await asyncio.wait_for(_until_bound(cluster, "c"), 10)
+    assert assigned(cluster, "c")[0] == node_a
+    scheduled = [e for e in cluster.events("default", "c") if e["reason"] == "Scheduled"]
+    assert scheduled[0]["message"].startswith(f"Successfully assigned default/c to {node_a} (GPUs")
+
+
+async def _until_bound(cluster: MemoryCluster, name: str) -> None:
+    bound = asyncio.Event()
+
+    def on_pod(kind: str, obj: Any) -> None:
+        if obj["metadata"]["name"] == name and obj["spec"].get("nodeName"):
+            bound.set()
+
+    unsubscribe = cluster.subscribe(on_pod)
+    try:
+        if assigned(cluster, name)[0] is None:
+            await bound.wait()
+    finally:
+        unsubscribe()
+
+
+async def test_a_bad_pod_is_named_harms_no_one_and_is_placed_once_fixed(
+    memory: tuple[MemoryCluster, SchedulerRuntime],
+) -> None:
+    cluster, runtime = memory
+    cluster.create_pod(gpu_pod("bad", 2, annotations={"topos.io/gpu-locality": "telepathy"}))
+    cluster.create_pod(gpu_pod("good", 2))
+    await runtime.settle()
+    assert assigned(cluster, "good")[0] is not None
+    assert assigned(cluster, "bad")[0] is None
+    (event,) = [e for e in cluster.events("default", "bad") if e["reason"] == "FailedScheduling"]
+    assert "metadata.annotations[topos.io/gpu-locality]" in event["message"]
+    assert "'telepathy'" in event["message"]
+    cluster.update_pod_metadata("default", "bad", annotations={"topos.io/gpu-locality": "nvlink"})
+    await asyncio.wait_for(_until_bound(cluster, "bad"), 10)
+
+
+async def test_a_deleted_pending_pod_is_never_bound(
+    memory: tuple[MemoryCluster, SchedulerRuntime],
+) -> None:
+    cluster, runtime = memory
+    cluster.create_pod(gpu_pod("fill-0", 8))
+    cluster.create_pod(gpu_pod("fill-1", 8))
+    cluster.create_pod(gpu_pod("gone", 1))
+    await runtime.settle()
+    cluster.delete_pod("default", "gone")
+    cluster.finish_pod("default", "fill-0")
+    await runtime.settle()
+    assert cluster.pod("default", "gone") is None
+    assert runtime.scheduler.queue.get("default/gone") is None
+    assert cluster.binds == 2
+
+
+# --- explain and simulate -----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def api(
+    memory: tuple[MemoryCluster, SchedulerRuntime],
+) -> AsyncIterator[TestClient[Any, Any]]:
+    cluster, runtime = memory
+    app = build_app(cluster.inventory, extra_routes=ROUTES)
+    app[SCHEDULER] = SchedulerSlot(runtime.scheduler)
+    async with TestClient(TestServer(app)) as client:
+        yield client
+
+
+async def test_explain_shows_where_and_why_with_per_node_scores(
+    memory: tuple[MemoryCluster, SchedulerRuntime], api: TestClient[Any, Any]
+) -> None:
+    cluster, runtime = memory
+    cluster.create_pod(gpu_pod("placed", 4, annotations={"topos.io/gpu-locality": "nvlink"}))
+    cluster.create_pod(gpu_pod("huge", 9))
+    await runtime.settle()
+    resp = await api.get("/v1/pods/default/placed/explain")
+    assert resp.status == 200
+    doc = await resp.json()
+    assert doc["state"] == "bound"
+    node, gpus = assigned(cluster, "placed")
+    assert doc["node"] == node
+    assert doc["gpus"] == gpus
+    assert doc["nodes"][0]["node"] == node
+    assert doc["nodes"][0]["feasible"] is True
+    assert "GpuTopology" in doc["nodes"][0]["scores"]
+    assert {n["node"] for n in doc["nodes"]} == {"h100-0", "h100-1"}
+    resp = await api.get("/v1/pods/default/huge/explain")
+    doc = await resp.json()
+    assert doc["state"] == "unschedulable"
+    assert doc["message"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert [n["reasons"] for n in doc["nodes"]] == [["Insufficient nvidia.com/gpu"]] * 2
+    resp = await api.get("/v1/pods/default/nobody/explain")
+    assert resp.status == 404
+    assert (await resp.json())["error"] == "not-found"
+    resp = await api.get("/v1/pods/default/placed/explain?limit=zero")
+    assert resp.status == 400
+
+
+async def test_simulate_answers_where_pods_would_go_and_changes_nothing(
+    memory: tuple[MemoryCluster, SchedulerRuntime], api: TestClient[Any, Any]
+) -> None:
+    cluster, runtime = memory
+    generation = cluster.inventory.generation
+    pods = [gpu_pod(f"what-if-{i}", 8) for i in range(3)]
+    resp = await api.post("/v1/simulate", json={"pods": pods})
+    assert resp.status == 200
+    doc = await resp.json()
+    assert doc["nodes"] == 2
+    assert doc["placed"] == 2
+    placed_nodes = {r["node"] for r in doc["results"] if r["placed"]}
+    assert placed_nodes == {"h100-0", "h100-1"}  # each sees the ones before it
+    assert doc["results"][2]["message"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert cluster.inventory.generation == generation
+    assert cluster.pods() == []
+    assert runtime.scheduler.view.assumed_count == 0
+    for body in (b"not json", b'{"pods": 3}', b"{}"):
+        bad = await api.post("/v1/simulate", data=body)
+        assert bad.status == 400
+        assert (await bad.json())["error"] == "bad-request"
+
+
+async def test_openapi_documents_explain_and_simulate(api: TestClient[Any, Any]) -> None:
+    resp = await api.get("/v1/openapi.json")
+    doc = await resp.json()
+    assert "/v1/pods/{namespace}/{name}/explain" in doc["paths"]
+    assert "post" in doc["paths"]["/v1/simulate"]
+    assert "PodExplanation" in doc["components"]["schemas"]
+
+
+async def test_api_without_a_running_scheduler_answers_503() -> None:
+    app = build_app(Inventory(), extra_routes=ROUTES)
+    app[SCHEDULER] = SchedulerSlot()
+    async with TestClient(TestServer(app)) as client:
+        resp = await client.post("/v1/simulate", json={"pods": []})
+        assert resp.status == 503
