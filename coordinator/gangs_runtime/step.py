@@ -271,8 +271,13 @@ class GangStep:
         status = self.manager.status(key)
         if status is not None and status.members < status.min_member:
             self.sync_pending()  # siblings already in the queue count at once
-        if key in self._attempts or not self.manager.ready_to_plan(key):
+        if key in self._attempts:
             return self._wait(entry, self.manager.message(key), popped=True)
+        if not self.manager.ready_to_plan(key):
+            # Every waiting member reads the same, current message (3 of 8 pods exist, …).
+            message = self.manager.message(key)
+            siblings = [e for e in self._entries(self.members(key)) if e is not entry]
+            return self._refuse_all(key, [entry, *siblings], entry, message)
         return await self._plan(key, entry)
 
     def _nodes(self) -> int:

@@ -1,0 +1,23 @@
+"""Fixtures for the gang end-to-end tests: a fresh ``GangCluster`` per test (its own namespace and
+run label), and the scheduler-plugins PodGroup CRD installed once per session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gang_cluster import GangCluster, install_crd
+
+from common.kube import KubeClient
+
+
+@pytest.fixture(scope="session")
+def podgroup_crd(kubectl: Callable[..., Any]) -> None:
+    install_crd(kubectl)
+
+
+@pytest.fixture
+def cluster(kube: KubeClient, kubeconfig: Path, namespace: str) -> GangCluster:
+    return GangCluster(kube, kubeconfig, namespace)
