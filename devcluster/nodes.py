@@ -311,11 +311,15 @@ def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path) -> str:
     spines = sorted({n.spine for n in nodes})
     counts = ", ".join(f"{p} x{c}" for p, c in parse_spec(spec))
     return (
-        f"devcluster: {len(nodes)} simulated nodes ({counts}) in {len(leaves)} leaves under "
-        f"{len(spines)} spine(s); agents pid {proc.pid}"
+        f"devcluster: {len(nodes)} simulated nodes ({counts}) in {_plural(len(leaves), 'leaf')} "
+        f"under {_plural(len(spines), 'spine')}; agents pid {proc.pid}"
         + (f", streaming to {coordinator}" if coordinator else "")
         + f" (log: {log_path})"
     )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {'leaves' if word == 'leaf' else word + 's'}"
 
 
 async def _register(kubeconfig: str, nodes: list[SimNode]) -> None:
