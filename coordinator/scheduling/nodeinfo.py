@@ -50,6 +50,7 @@ __all__ = [
     "Placement",
     "PodInfo",
     "Snapshot",
+    "gpu_numa",
     "mig_device_id",
 ]
 
@@ -76,6 +77,15 @@ class Placement:
     numa: tuple[int, ...] = ()  # NUMA node ids
     numa_usage: tuple[NumaUse, ...] = ()  # per-NUMA CPU/memory when the pod is NUMA-pinned
     exclusive_numa: bool = False  # NUMA nodes held exclusively (policy isolated)
+
+
+def gpu_numa(topology: NodeTopology, index: int) -> int | None:
+    """The NUMA node of a GPU; on a node with a single NUMA node, that one even when the GPU
+    did not say (VMs and some boards report no affinity)."""
+    numa = topology.gpus[index].numa_node
+    if numa is None and len(topology.numa_nodes) == 1:
+        return topology.numa_nodes[0].id
+    return numa
 
 
 def mig_device_id(topology: NodeTopology, gpu: int, gi_id: int) -> str:
@@ -300,7 +310,7 @@ class NodeInfo:
                     numa=n.id,
                     cpu_milli=len(n.cpus) * 1000 - numa_use.get(n.id, (0, 0))[0],
                     memory=(n.memory_mib or 0) * 2**20 - numa_use.get(n.id, (0, 0))[1],
-                    gpus=tuple(i for i in free_gpus if topology.gpus[i].numa_node == n.id),
+                    gpus=tuple(i for i in free_gpus if gpu_numa(topology, i) == n.id),
                     busy=n.id in busy,
                 )
                 for n in topology.numa_nodes
@@ -415,7 +425,6 @@ def _device_use(
             by_mig[mig_device_id(topology, g.index, inst.gi_id)] = (g.index, inst.gi_id)
             if inst.uuid:
                 by_mig[inst.uuid] = (g.index, inst.gi_id)
-    all_numa = [n.id for n in topology.numa_nodes]
     for p in pods:
         gpus: list[int] = []
         migs: list[tuple[int, int]] = []
@@ -429,12 +438,12 @@ def _device_use(
                 migs.append(by_mig[dev])
         for i in gpus:
             gpu_owner[i] = p.key
-            numa = topology.gpus[i].numa_node
+            numa = gpu_numa(topology, i)
             if numa is not None:
                 busy.add(numa)
         for m in migs:
             mig_owner[m] = p.key
-            numa = topology.gpus[m[0]].numa_node
+            numa = gpu_numa(topology, m[0])
             if numa is not None:
                 busy.add(numa)
         usage: Sequence[NumaUse] = p.placement.numa_usage if p.placement else ()
@@ -454,7 +463,6 @@ def _device_use(
                 busy.add(n)
         elif p.numa:
             busy.update(p.numa)
-    del all_numa
     return gpu_owner, mig_owner, numa_use, busy
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from .gpuchoice import GpuChoice, topology_index
-from .nodeinfo import NodeInfo, NumaFree, NumaUse, Placement
+from .nodeinfo import NodeInfo, NumaFree, NumaUse, Placement, gpu_numa
 from .podspec import GPU_RESOURCE, PodRequest
 from .status import Reason, Status
 
@@ -264,7 +264,7 @@ def _devices(
             free = [
                 m
                 for m in node.free_mig.get(profile, ())
-                if on_numa is None or topo.gpus[m[0]].numa_node in on_numa
+                if on_numa is None or gpu_numa(topo, m[0]) in on_numa
             ]
             free.sort(key=lambda m: (-in_use.get(m[0], 0), m))
             if len(free) < count:
@@ -281,6 +281,6 @@ def _numa_of_devices(
     topo = node.topology
     assert topo is not None
     choice, mig = devices
-    ids = {topo.gpus[i].numa_node for i in (choice.gpus if choice else ())}
-    ids |= {topo.gpus[g].numa_node for g, _ in mig}
+    ids = {gpu_numa(topo, i) for i in (choice.gpus if choice else ())}
+    ids |= {gpu_numa(topo, g) for g, _ in mig}
     return tuple(sorted(i for i in ids if i is not None))

@@ -119,3 +119,14 @@ def test_a100_mig_profile_instances() -> None:
     assert first.device_ids == (instance.uuid,)
     assert isinstance(second, Failure)
     assert second.statuses["mig"].reasons == ("Insufficient nvidia.com/mig-1g.5gb",)
+
+
+def test_dgx1_v100_profile_single_numa_node_aligns_gpus_without_affinity() -> None:
+    """The profile's GPUs report no NUMA affinity, but the node has one NUMA node: pinned pods
+    still place, and their NUMA node is reported."""
+    topo = discovered("dgx1-v100", "v100")
+    assert len(topo.numa_nodes) == 1
+    obj = simple_pod("p", cpu="8", gpus=2, annotations={"topos.io/numa-policy": "single-numa"})
+    result = run(obj, [gpu_node("v100", topo)])
+    assert isinstance(result, Decision)
+    assert result.placement.numa == (topo.numa_nodes[0].id,)
