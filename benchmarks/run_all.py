@@ -1,0 +1,232 @@
+"""Run every benchmark, collect their figures, and write the table to ``docs/benchmarks.md``.
+
+``make bench`` runs ``python -m benchmarks.run_all``. Each benchmark runs in its own process
+(``python -m benchmarks.<name>``, one after the other, so they do not compete for the CPU), with
+the arguments listed in ``ARGS`` (sizes chosen to finish in minutes on a small machine). Those
+that print rows (``--json`` → ``{"rows": [...], "notes": [...]}``) fill the summary table; for
+the others, their verdict lines ("target …", "goal …") go in the table and their whole output
+below it. A benchmark module added later is picked up automatically (run with no arguments).
+
+Options: ``--only a,b`` runs a subset, ``--output F`` writes elsewhere (``-`` for stdout),
+``--timeout S`` per benchmark (default 900 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+
+#: Arguments per benchmark; modules printing JSON rows get ``--json`` as well.
+ARGS: dict[str, list[str]] = {
+    "decision_scaling": ["--sizes", "100,1000,5000", "--pods", "400"],
+    "decision_latency": ["--nodes", "1000", "--pods", "1000"],
+    "gang_placement": [],
+    "placement_quality": ["--jobs", "1500"],
+    "resource_use": ["--nodes", "1000"],
+    "agent_cycle": ["--cycles", "100"],
+    "discovery": ["--runs", "100"],
+    "ingest": ["--nodes", "1000", "--seconds", "5"],
+}
+JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use"}
+ORDER = list(ARGS)
+_VERDICT = re.compile(r"\b(target|goal)\b", re.IGNORECASE)
+
+
+@dataclass
+class Outcome:
+    name: str
+    seconds: float
+    rc: int
+    output: str
+    rows: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    table: str = ""
+
+    @property
+    def verdicts(self) -> list[str]:
+        return [line.strip() for line in self.output.splitlines() if _VERDICT.search(line)]
+
+
+def discover() -> list[str]:
+    found = sorted(
+        p.stem for p in HERE.glob("*.py") if not p.stem.startswith("_") and p.stem != "run_all"
+    )
+    return [n for n in ORDER if n in found] + [n for n in found if n not in ORDER]
+
+
+def first_paragraph(name: str) -> str:
+    text = (HERE / f"{name}.py").read_text()
+    m = re.search(r'^"""(.*?)(?:\n\n|""")', text, re.S)
+    return " ".join(m.group(1).split()) if m else ""
+
+
+def run_one(name: str, timeout: float) -> Outcome:
+    argv = [sys.executable, "-m", f"benchmarks.{name}", *ARGS.get(name, [])]
+    if name in JSON_ROWS:
+        argv.append("--json")
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        rc, out = proc.returncode, proc.stdout + (proc.stderr if proc.returncode else "")
+    except subprocess.TimeoutExpired as exc:
+        partial = exc.stdout or ""
+        text = partial if isinstance(partial, str) else partial.decode(errors="replace")
+        rc, out = -1, f"{text}\n(timed out after {timeout:.0f} s)"
+    outcome = Outcome(name, time.perf_counter() - started, rc, out.rstrip())
+    if name in JSON_ROWS and rc == 0:
+        try:
+            doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+            outcome.rows = [{k: str(v) for k, v in r.items()} for r in doc.get("rows", [])]
+            outcome.notes = [str(n) for n in doc.get("notes", [])]
+            outcome.table = str(doc.get("table", ""))
+        except (json.JSONDecodeError, IndexError):
+            pass
+    return outcome
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = psutil.virtual_memory().total / 2**30
+    return {
+        "CPU": cpu,
+        "cores": f"{psutil.cpu_count(logical=False) or '?'} physical / {os.cpu_count()} logical",
+        "memory": f"{mem:.0f} GiB",
+        "Python": f"{platform.python_implementation()} {platform.python_version()}",
+        "OS": f"{platform.system()} {platform.release()}",
+    }
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(outcomes: Sequence[Outcome], info: dict[str, str], load: tuple[float, ...]) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Written by `make bench` (`python -m benchmarks.run_all`) on {now}, commit `{commit()}`.",
+        "Every figure below comes from that one run; baselines ran in the same run on the same",
+        "input. Re-run it to refresh this page. Nothing in `tests/` asserts a time.",
+        "",
+        "## Machine",
+        "",
+        *[f"- **{k}**: {v}" for k, v in info.items()],
+        f"- **load average** at start: {', '.join(f'{x:.1f}' for x in load)} "
+        "(a shared machine: wall-clock figures include time other processes held the CPU)",
+        "",
+        "## Summary",
+        "",
+        "| benchmark | case | figure | Topos | baseline (same run) | goal |",
+        "|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        if o.rc != 0:
+            lines.append(f"| {o.name} | | **failed** (exit {o.rc}) | | | |")
+            continue
+        for r in o.rows:
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(x)
+                    for x in (
+                        o.name,
+                        r.get("case", ""),
+                        r.get("figure", ""),
+                        r.get("topos", ""),
+                        r.get("baseline", ""),
+                        r.get("goal", ""),
+                    )
+                )
+                + " |"
+            )
+        if not o.rows:
+            for v in o.verdicts or ["(see output below)"]:
+                lines.append(f"| {o.name} | | {_cell(v)} | | | |")
+    lines += ["", "## Details", ""]
+    for o in outcomes:
+        lines += [f"### {o.name}", "", first_paragraph(o.name), ""]
+        argv = " ".join(ARGS.get(o.name, []))
+        lines += [
+            f"`python -m benchmarks.{o.name} {argv}`".replace("  ", " ") + f" — {o.seconds:.0f} s",
+            "",
+        ]
+        body = o.output
+        if o.rows:
+            body = "\n".join(o.notes)
+            if o.table:
+                body += "\n\n" + o.table.rstrip()
+        lines += ["```text", body.rstrip() or "(no output)", "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated benchmark names")
+    ap.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--timeout", type=float, default=900.0)
+    args = ap.parse_args(argv)
+    names = discover()
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            print(f"unknown benchmark {unknown[0]!r}; known: {', '.join(names)}", file=sys.stderr)
+            return 2
+        names = wanted
+    info = machine()
+    load = os.getloadavg()
+    print(f"machine: {info['CPU']}, {info['cores']}, {info['Python']}", file=sys.stderr)
+    outcomes: list[Outcome] = []
+    for name in names:
+        print(f"[{len(outcomes) + 1}/{len(names)}] {name} …", file=sys.stderr, flush=True)
+        o = run_one(name, args.timeout)
+        status = "ok" if o.rc == 0 else f"FAILED (exit {o.rc})"
+        print(f"    {status} in {o.seconds:.0f} s", file=sys.stderr, flush=True)
+        outcomes.append(o)
+    text = render(outcomes, info, load)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0 if all(o.rc == 0 for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
