@@ -306,10 +306,8 @@ class Controllers:
 
     async def _run(self) -> None:
         while True:
-            try:
+            with contextlib.suppress(KubeError):
                 await self._round()
-            except KubeError:
-                pass
             await asyncio.sleep(0.1)
 
     def forget(self, name: str) -> None:

@@ -12,7 +12,7 @@ import asyncio
 
 from gang_cluster import GangCluster, gang_pod
 
-from common.kube import POD_GROUPS, PODS
+from common.kube import POD_GROUPS
 
 
 async def test_a_gang_that_fits_binds_every_member_inside_one_leaf(cluster: GangCluster) -> None:
@@ -25,10 +25,8 @@ async def test_a_gang_that_fits_binds_every_member_inside_one_leaf(cluster: Gang
         assert len({cluster.leaf_of[n] for n in placed.values()}) == 1  # a leaf's worth: one leaf
         pod = await cluster.pod("w-0")
         assert len(pod["metadata"]["annotations"]["topos.io/assigned-gpus"].split(",")) == 8
-        status = coord.gangs.step.manager.status(
-            coord.gangs.step.manager.gang_of_pod(f"{cluster.namespace}/w-0")
-        )  # type: ignore[arg-type]
-        assert status is not None and status.phase == "Bound" and status.bound == 4
+        statuses = coord.gangs.step.manager.statuses()
+        assert [(s.name, s.phase, s.bound) for s in statuses] == [("train-1", "Bound", 4)]
 
 
 async def test_members_wait_until_min_exist_then_bind_together(cluster: GangCluster) -> None:
@@ -166,4 +164,3 @@ async def test_a_gang_found_partly_bound_that_cannot_complete_is_released(
                     break
                 await asyncio.sleep(0.1)
         assert all(not pods[f"w-{k}"]["spec"].get("nodeName") for k in (2, 3))
-    _ = PODS
