@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common import labels as L
-from common.model import Link, NodeTopology, worst_link
+from common.model import Link, worst_link
 from coordinator.scheduling import NodeInfo, PodRequest, Snapshot
 
 from .costmodel import CostModel
+from .locality import best_link_rank, span
 from .metrics import JobOutcome, RunResult, UsagePoint
 from .pods import gpu_type_values, job_pods
 from .policies import Policy, Slot
@@ -100,7 +100,6 @@ class Simulator:
         self.eligible: tuple[tuple[str, ...] | None, ...] = tuple(
             self._of_type(j.gpu_type, products) if j.gpu_type else None for j in self.jobs
         )
-        self._best: dict[tuple[tuple[tuple[str, ...], ...], int], int] = {}
         self.whole_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in self.nodes)
         self.mig_instances = sum(
             v
@@ -114,30 +113,8 @@ class Simulator:
         return tuple(n.name for n in self.nodes if n.labels.get(L.GPU_PRODUCT) in values)
 
     # --- placement quality ------------------------------------------------------------------
-    def _best_rank(self, topology: NodeTopology, k: int) -> int:
-        """The best worst-link class the hardware offers for ``k`` GPUs (rank, lower is better)."""
-        key = (topology.links, k)
-        best = self._best.get(key)
-        if best is None:
-            n = len(topology.gpus)
-            best = min(
-                (worst_link(topology, c).rank for c in itertools.combinations(range(n), k)),
-                default=0,
-            )
-            self._best[key] = best
-        return best
-
     def _span(self, nodes: Sequence[str]) -> str:
-        if len(set(nodes)) <= 1:
-            return "node"
-        labels = [self._by_name[n].labels for n in nodes]
-        leaves = {lab.get(L.LEAF) for lab in labels}
-        if None in leaves:
-            return "cluster"
-        if len(leaves) == 1:
-            return "leaf"
-        spines = {lab.get(L.SPINE) for lab in labels}
-        return "spine" if None not in spines and len(spines) == 1 else "cluster"
+        return span([self._by_name[n].labels for n in dict.fromkeys(nodes)])
 
     def _outcome(self, job: Job, slots: Sequence[Slot], start: float) -> JobOutcome:
         worst = Link("X")
@@ -150,7 +127,7 @@ class Simulator:
                 continue
             link = worst_link(topology, gpus)
             multi += 1
-            if link.rank <= self._best_rank(topology, len(gpus)):
+            if link.rank <= best_link_rank(topology, len(gpus)):
                 best += 1
             if link.rank > worst.rank:
                 worst = link
