@@ -153,6 +153,8 @@ class GangStep:
         self.stats = GangStepStats()
         self._attempts: dict[GangKey, _Attempt] = {}
         self._known: dict[str, GangKey] = {}  # pod key → gang, every member the manager knows
+        self._uids: dict[str, str] = {}  # pod key → uid of the member the manager knows
+        self._gone_uids: set[str] = set()  # members known to be gone (the inventory may lag)
         self._bound: set[str] = set()  # members the manager counts (or counted) as bound
         self._cache: dict[str, _Cached] = {}
         self._wake: dict[GangKey, float] = {}  # gangs backing off after a timeout → when
@@ -185,7 +187,10 @@ class GangStep:
         }
         self.scheduler.queue.cluster_changed(lambda p: p.key in members)
 
-    def _observe(self, pod: str, spec: GangSpec, priority: int, *, bound: bool) -> None:
+    def _observe(self, pod: str, spec: GangSpec, priority: int, *, bound: bool, uid: str) -> None:
+        old_uid = self._uids.get(pod)
+        if old_uid is not None and uid and old_uid != uid:
+            self._lost(pod)  # replaced under the same name (a StatefulSet, a recreated pod)
         old = self._known.get(pod)
         if old is not None and old != spec.key:
             self._forget_pod(pod)
@@ -195,6 +200,8 @@ class GangStep:
             self._bound.add(pod)
         self.manager.observe(pod, spec, priority=priority, bound=bound)
         self._known[pod] = spec.key
+        if uid:
+            self._uids[pod] = uid
 
     def sync_pending(self) -> None:
         """Observe every pending member in the queue (siblings count before they are popped)."""
@@ -202,22 +209,30 @@ class GangStep:
             if entry.where == "bound" or not isinstance(entry.request, PodRequest):
                 continue
             spec = self.spec_of(entry)
-            if isinstance(spec, GangSpec) and entry.key not in self._bound:
-                self._observe(entry.key, spec, entry.request.priority, bound=False)
+            if isinstance(spec, GangSpec) and not (
+                entry.key in self._bound and self._uids.get(entry.key) == entry.uid
+            ):
+                self._observe(entry.key, spec, entry.request.priority, bound=False, uid=entry.uid)
 
     def sync_bound(self) -> None:
         """Observe every bound member in the inventory (running gangs, after a restart too)."""
         for pod in bound_pods(self.scheduler.inventory):
             key = f"{pod.namespace}/{pod.name}"
-            if key in self._bound:
+            if pod.uid in self._gone_uids:
+                continue  # on its way out (evicted, replaced); the inventory catches up
+            if key in self._bound and self._uids.get(key) == pod.uid:
                 continue
             spec = bound_gang(pod, self.podgroups)
             if spec is not None:
-                self._observe(key, spec, pod.priority, bound=True)
+                self._observe(key, spec, pod.priority, bound=True, uid=pod.uid)
 
-    def _present(self) -> set[str]:
-        present = {e.key for e in self.scheduler.queue.entries()}
-        present.update(f"{p.namespace}/{p.name}" for p in bound_pods(self.scheduler.inventory))
+    def _present(self) -> dict[str, set[str]]:
+        present: dict[str, set[str]] = {}
+        for e in self.scheduler.queue.entries():
+            present.setdefault(e.key, set()).add(e.uid)
+        for p in bound_pods(self.scheduler.inventory):
+            if p.uid not in self._gone_uids:
+                present.setdefault(f"{p.namespace}/{p.name}", set()).add(p.uid)
         return present
 
     def sync_gone(self) -> None:
@@ -225,15 +240,26 @@ class GangStep:
         present = self._present()
         view = self.scheduler.view
         for pod in tuple(self._known):
-            if pod in present or view.assumed(pod) is not None:
+            uid = self._uids.get(pod, "")
+            there = present.get(pod, set())
+            if (uid in there if uid else bool(there)) or view.assumed(pod) is not None:
                 continue
             key = self._known[pod]
-            if any(pod in a.pods for k, a in self._attempts.items() if k == key):
+            attempt = self._attempts.get(key)
+            if attempt is not None and pod in attempt.pods:
                 continue  # its bind is still in flight
-            was_complete = self._phase(key) is Phase.BOUND
-            self._forget_pod(pod)
-            if was_complete and self._phase(key) is not Phase.BOUND and key not in self.recovering:
-                self.recovering[key] = _Recovery(self._clock(), f"member {pod} is gone")
+            self._lost(pod)
+
+    def _lost(self, pod: str) -> None:
+        """A member is gone (deleted, evicted, replaced): a running gang starts re-forming."""
+        key = self._known.get(pod)
+        was_complete = key is not None and self._phase(key) is Phase.BOUND
+        gone = self._uids.pop(pod, None)
+        if gone:
+            self._gone_uids.add(gone)
+        self._forget_pod(pod)
+        if key is not None and was_complete and self._phase(key) is not Phase.BOUND:
+            self.recovery_started(key, cause=f"member {pod} is gone")
 
     def _forget_pod(self, pod: str) -> None:
         self._known.pop(pod, None)
@@ -265,7 +291,7 @@ class GangStep:
         if isinstance(spec, GangProblem):
             return self._problem(entry, spec)
         key = spec.key
-        self._observe(entry.key, spec, request.priority, bound=False)
+        self._observe(entry.key, spec, request.priority, bound=False, uid=entry.uid)
         if self._phase(key) is Phase.BOUND:
             return None  # members beyond min of a running gang schedule one by one
         status = self.manager.status(key)

@@ -1,0 +1,111 @@
+"""Recovery on the real control plane: a GPU under a running gang fails, a node goes NotReady, an
+agent goes silent — the affected members are evicted, the workload controller (played by the
+test) recreates them, and the gang runs again whole, placed with the fewest moves.
+
+The time from the failure to every member bound again is printed (target: under 30 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from gang_cluster import Controllers, GangCluster, gang_pod
+
+from common.wire import GpuState
+
+
+async def _running_again(cluster: GangCluster, gang: str, size: int, moved: str) -> dict[str, str]:
+    """Every member bound, ``moved`` being a replacement (not the original) — the original's uid
+    is read first."""
+    original = (await cluster.pod(moved))["metadata"]["uid"]
+    async with asyncio.timeout(60):
+        while True:
+            placed = await cluster.placement(f"topos.io/gang={gang}")
+            if len(placed) == size and all(placed.values()):
+                pod = await cluster.pod(moved)
+                if pod["metadata"]["uid"] != original:
+                    return {k: str(v) for k, v in placed.items()}
+            await asyncio.sleep(0.05)
+
+
+async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
+    cluster: GangCluster,
+) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
+    async with Controllers(cluster), cluster.gang_coordinator() as coord:
+        for k in range(3):
+            await cluster.create(gang_pod(f"w-{k}", "train", 3, recreate=True))
+        before = await cluster.all_bound("topos.io/gang=train", 3)
+        victim = await cluster.pod("w-1")
+        node = victim["spec"]["nodeName"]
+        uuid = victim["metadata"]["annotations"]["topos.io/assigned-gpus"].split(",")[3]
+        index = next(g.index for g in cluster.topologies[node].gpus if g.uuid == uuid)
+        back = asyncio.create_task(_running_again(cluster, "train", 3, "w-1"))
+        await asyncio.sleep(0.2)  # it has read the original's uid
+        failed_at = time.monotonic()
+        # The node's agent reports an XID on one of w-1's GPUs.
+        coord.inventory.apply_delta(
+            node,
+            seq=1,
+            gpus=(GpuState(index=index, uuid=uuid, healthy=False, health_reason="XID 79"),),
+            allocations=None,
+        )
+        after = await back
+        took = time.monotonic() - failed_at
+        print(f"\nGPU failure -> gang running again (all 3 members bound): {took:.2f} s")
+        assert after["w-0"] == before["w-0"]  # fewest moves: the healthy members stayed
+        assert after["w-2"] == before["w-2"]
+        assert after["w-1"] != node  # 7 healthy GPUs left there: too few for 8
+        assert cluster.leaf_of[after["w-1"]] == cluster.leaf_of[before["w-0"]]  # same leaf
+        event = await cluster.event("Rescheduled", name="w-1")
+        assert f"GPU {uuid} on node {node} is unhealthy" in event["message"]
+        assert "1 of 3 members move" in event["message"]
+        records = coord.gangs.step.recoveries
+        assert [r.gang for r in records] == [f"{cluster.namespace}/train"]
+
+
+async def test_a_node_going_notready_moves_its_member(cluster: GangCluster) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
+    async with Controllers(cluster), cluster.gang_coordinator():
+        for k in range(4):
+            await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True))
+        before = await cluster.all_bound("topos.io/gang=train", 4)
+        down = before["w-2"]
+        back = asyncio.create_task(_running_again(cluster, "train", 4, "w-2"))
+        await asyncio.sleep(0.2)
+        failed_at = time.monotonic()
+        await cluster.set_node_ready(down, False)
+        after = await back
+        took = time.monotonic() - failed_at
+        print(f"\nnode NotReady -> gang running again (all 4 members bound): {took:.2f} s")
+        assert down not in after.values()
+        # Fewest moves: the three healthy members stay; the leaf is full, so w-2 goes to the
+        # next leaf of the same spine.
+        assert all(after[f"w-{k}"] == before[f"w-{k}"] for k in (0, 1, 3))
+        assert cluster.spine_of[after["w-2"]] == cluster.spine_of[down]
+        event = await cluster.event("Rescheduled", name="w-2")
+        assert f"node {down} is NotReady" in event["message"]
+        assert "1 of 4 members move" in event["message"]
+
+
+async def test_a_stale_agent_moves_its_member_and_the_others_stay(cluster: GangCluster) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=4)
+    async with Controllers(cluster), cluster.gang_coordinator(stale_ttl_s=30) as coord:
+        for k in range(2):
+            await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True))
+        before = await cluster.all_bound("topos.io/gang=pair", 2)
+        silent = before["w-0"]
+        back = asyncio.create_task(_running_again(cluster, "pair", 2, "w-0"))
+        await asyncio.sleep(0.2)
+        # Every agent but w-0's keeps talking; 31 s pass on the inventory's clock.
+        coord.clock.now += 31
+        for name in cluster.topologies:
+            if name != silent:
+                coord.inventory.touch(name)
+        assert coord.inventory.sweep() == [silent]
+        after = await back
+        assert after["w-1"] == before["w-1"]
+        assert after["w-0"] != silent
+        event = await cluster.event("Rescheduled", name="w-0")
+        assert f"the agent on node {silent} is silent past its TTL" in event["message"]
