@@ -73,7 +73,8 @@ class Reason:
 
     @staticmethod
     def untolerated_taint(key: str, value: str) -> str:
-        return f"node(s) had untolerated taint {{{key}: {value}}}"
+        """Which taint (the status detail; the counted reason is :attr:`TAINTS`)."""
+        return f"untolerated taint {{{key}: {value}}}"
 
 
 @dataclass(frozen=True, slots=True)

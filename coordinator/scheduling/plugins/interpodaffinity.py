@@ -9,9 +9,10 @@ the snapshot once and records
 - where existing pods match *all* the incoming pod's required affinity terms;
 - where existing pods match each of its required anti-affinity terms.
 
-Filter checks the node's pairs. A pod whose affinity terms no existing pod matches may still go
-where the node has the topology keys, when it matches its own terms (the first pod of a group
-that wants to be together). Score sums preferred weights (both ways, plus existing pods' required
+Filter checks the node's pairs, in kube-scheduler's order: the pod's affinity, its
+anti-affinity, then the existing pods' anti-affinity. A pod whose affinity terms no existing pod
+matches may still go where the node has the topology keys, when it matches its own terms (the
+first pod of a group that wants to be together). Score sums preferred weights (both ways, plus existing pods' required
 affinity terms at weight 1) per pair, min-max normalised.
 """
 
@@ -101,16 +102,10 @@ class InterPodAffinity:
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        # kube-scheduler's order (1.2x+): the pod's affinity, its anti-affinity, then the
+        # existing pods' anti-affinity towards it.
         fs = state.read(_FILTER)
         labels = node.labels
-        if fs.existing_anti:
-            for pair in labels.items():
-                if fs.existing_anti.get(pair, 0) > 0:
-                    return _EXISTING
-        for t in pod.pod_anti_affinity:
-            value = labels.get(t.topology_key)
-            if value is not None and fs.anti.get((t.topology_key, value), 0) > 0:
-                return _ANTI
         if pod.pod_affinity:
             pods_exist = True
             for t in pod.pod_affinity:
@@ -121,6 +116,14 @@ class InterPodAffinity:
                     pods_exist = False
             if not pods_exist and not (not fs.affinity and fs.matches_own_terms):
                 return _AFFINITY
+        for t in pod.pod_anti_affinity:
+            value = labels.get(t.topology_key)
+            if value is not None and fs.anti.get((t.topology_key, value), 0) > 0:
+                return _ANTI
+        if fs.existing_anti:
+            for pair in labels.items():
+                if fs.existing_anti.get(pair, 0) > 0:
+                    return _EXISTING
         return SUCCESS
 
     def pre_score(

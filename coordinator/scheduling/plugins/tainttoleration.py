@@ -1,7 +1,8 @@
 """Taints and tolerations, as kube-scheduler's TaintToleration plugin.
 
-Filter: a ``NoSchedule`` or ``NoExecute`` taint the pod does not tolerate rejects the node
-("node(s) had untolerated taint {key: value}"). A node that is not Ready carries
+Filter: a ``NoSchedule`` or ``NoExecute`` taint the pod does not tolerate rejects the node with
+kube-scheduler's (1.33) reason "node(s) had untolerated taint(s)"; which taint rides in the
+status detail ("{key: value}") for explanations. A node that is not Ready carries
 ``node.kubernetes.io/not-ready:NoSchedule`` (added by NodeInfo when the node lifecycle controller
 has not yet done so). Score: fewer untolerated ``PreferNoSchedule`` taints is better.
 """
@@ -27,7 +28,9 @@ class TaintToleration:
             if taint.effect == "PreferNoSchedule":
                 continue
             if not any(t.tolerates(taint) for t in pod.tolerations):
-                return Status.unresolvable(Reason.untolerated_taint(taint.key, taint.value))
+                return Status.unresolvable(
+                    Reason.TAINTS, detail=Reason.untolerated_taint(taint.key, taint.value)
+                )
         return SUCCESS
 
     def pre_score(

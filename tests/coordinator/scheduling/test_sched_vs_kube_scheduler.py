@@ -1,0 +1,451 @@
+"""Differential test against the real kube-scheduler of the harness's Kubernetes version.
+
+The same Nodes and bound Pods are created on the test API server. A real ``kube-scheduler``, with
+a profile of its own scheduler name (so it touches no other test's pods), schedules each incoming
+pod. The pure core is run on a snapshot built from the same objects, and the two must agree:
+
+- on the FailedScheduling summary (before kube's "no new claims…, preemption: …" suffixes),
+  byte for byte;
+- on the node, when only one node is feasible.
+
+Node conditions are ignored on both sides: kube-scheduler acts on taints only. (The API server
+adds ``node.kubernetes.io/not-ready:NoSchedule`` to a new Node; the test sets each node's taints
+explicitly afterwards, as a node lifecycle controller would once the node is Ready.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from common.kube import NODES, PODS, KubeClient
+from common.quantity import parse_quantity, to_int, to_milli
+from coordinator.scheduling import (
+    Decision,
+    Failure,
+    Framework,
+    NodeInfo,
+    PodInfo,
+    Snapshot,
+    Taint,
+    schedule_one,
+)
+
+pytestmark = pytest.mark.kube
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(control_plane: Any, tmp_path_factory: Any) -> Iterator[str]:
+    from devcluster.binaries import find
+
+    found = find(extra=True)
+    binary = found.kube_scheduler if found is not None else None
+    if binary is None or not Path(binary).exists():
+        pytest.skip("kube-scheduler binary not built (python -m devcluster.binaries ensure --all)")
+    name = f"kube-diff-{uuid.uuid4().hex[:6]}"
+    work = tmp_path_factory.mktemp("kube-scheduler")
+    config = work / "config.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": str(control_plane.kubeconfig)},
+                "leaderElection": {"leaderElect": False},
+                "profiles": [{"schedulerName": name}],
+            }
+        )
+    )
+    log = (work / "kube-scheduler.log").open("w")
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            f"--config={config}",
+            f"--secure-port={_free_port()}",
+            "--bind-address=127.0.0.1",
+            f"--authentication-kubeconfig={control_plane.kubeconfig}",
+            f"--authorization-kubeconfig={control_plane.kubeconfig}",
+            "--v=1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        log.close()
+        pytest.fail(f"kube-scheduler exited: {(work / 'kube-scheduler.log').read_text()[-2000:]}")
+    try:
+        yield name
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+# --- building the same cluster on both sides ---------------------------------------------------
+
+
+def _amount(resource: str, raw: object) -> int:
+    q = parse_quantity(raw)
+    return to_milli(q) if resource == "cpu" else to_int(q)
+
+
+def node_info(obj: Mapping[str, Any], pods: list[PodInfo]) -> NodeInfo:
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    return NodeInfo.build(
+        meta["name"],
+        labels=meta.get("labels") or {},
+        allocatable={k: _amount(k, v) for k, v in (status.get("allocatable") or {}).items()},
+        taints=tuple(
+            Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("taints") or ()
+        ),
+        unschedulable=bool(spec.get("unschedulable")),
+        pods=pods,
+    )
+
+
+async def cluster_snapshot(kube: KubeClient) -> Snapshot:
+    nodes = (await kube.list(NODES))["items"]
+    pods = (await kube.list(PODS))["items"]
+    by_node: dict[str, list[PodInfo]] = {}
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        info = PodInfo.from_pod_object(p) if node else None
+        if info is not None:
+            by_node.setdefault(node, []).append(info)
+    return Snapshot(
+        [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes],
+    )
+
+
+async def make_node(
+    kube: KubeClient,
+    name: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+    cpu: str = "32",
+    memory: str = "128Gi",
+    gpus: int = 0,
+    pods: int = 110,
+) -> None:
+    spec: dict[str, Any] = {}
+    if unschedulable:
+        spec["unschedulable"] = True
+    await kube.create(
+        NODES,
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+            },
+            "spec": spec,
+        },
+    )
+    # Replace the not-ready taint the API server added with the taints this node should have.
+    await kube.patch(NODES, name, {"spec": {"taints": taints or None}})
+    resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpus:
+        resources["nvidia.com/gpu"] = str(gpus)
+    await kube.patch(
+        NODES,
+        name,
+        {"status": {"capacity": resources, "allocatable": resources}},
+        subresource="status",
+    )
+
+
+def pod_obj(
+    name: str,
+    *,
+    scheduler: str,
+    node: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    cpu: str = "1",
+    gpus: int = 0,
+    spec: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
+    if gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+    body: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "image": "registry.invalid/x", "resources": resources}],
+        **(spec or {}),
+    }
+    if node:
+        body["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": body,
+    }
+
+
+async def kube_verdict(kube: KubeClient, namespace: str, name: str) -> tuple[str | None, str]:
+    """(node, "") when kube-scheduler bound the pod, (None, message) when it gave up."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        obj = await kube.get(PODS, name, namespace=namespace)
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node:
+            return node, ""
+        for cond in (obj.get("status") or {}).get("conditions") or ():
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                message = str(cond.get("message", ""))
+                if message:
+                    # "<summary>. no new claims to deallocate, preemption: …" → "<summary>."
+                    return None, message.split(". ", 1)[0].rstrip(".") + "."
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"kube-scheduler gave no verdict on {namespace}/{name}")
+
+
+async def compare(
+    kube: KubeClient, namespace: str, obj: dict[str, Any]
+) -> tuple[str | None, str, Decision | Failure]:
+    """Our verdict on the cluster as it is, then kube-scheduler's on the same pod."""
+    ours_obj = dict(obj, metadata={**obj["metadata"], "namespace": namespace})
+    ours = schedule_one(ours_obj, await cluster_snapshot(kube), Framework.build())
+    await kube.create(PODS, obj, namespace=namespace)
+    node, message = await kube_verdict(kube, namespace, obj["metadata"]["name"])
+    return node, message, ours
+
+
+# --- scenarios -----------------------------------------------------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+async def test_zone_anti_affinity_message_matches_kube_scheduler(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    app = f"llm-{tag}"
+    for z in ("a", "b", "c"):
+        await make_node(kube, f"d{tag}-{z}", labels={ZONE: f"zone-{tag}-{z}", "diff": tag}, gpus=8)
+    await make_node(
+        kube,
+        f"d{tag}-dedicated",
+        labels={ZONE: f"zone-{tag}-a", "diff": tag},
+        taints=[{"key": "gpu-only", "value": "true", "effect": "NoSchedule"}],
+        gpus=8,
+    )
+    anti = {
+        "nodeSelector": {"diff": tag},
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": ZONE,
+                        "labelSelector": {
+                            "matchExpressions": [{"key": "app", "operator": "In", "values": [app]}]
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    for i, z in enumerate("abc"):
+        replica = pod_obj(
+            f"r{i}", scheduler=kube_scheduler, node=f"d{tag}-{z}", labels={"app": app}, spec=anti
+        )
+        await kube.create(PODS, replica, namespace=namespace)
+    fourth = pod_obj("r3", scheduler=kube_scheduler, labels={"app": app}, gpus=1, spec=anti)
+    node, message, ours = await compare(kube, namespace, fourth)
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+
+
+async def test_existing_anti_affinity_and_pod_affinity_messages_match(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    for k in range(2):
+        await make_node(kube, f"e{tag}-{k}", labels={"diff": tag})
+    loner = pod_obj(
+        "loner",
+        scheduler=kube_scheduler,
+        node=f"e{tag}-0",
+        labels={"role": f"r{tag}"},
+        spec={
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"role": f"r{tag}"}},
+                        }
+                    ]
+                }
+            }
+        },
+    )
+    await kube.create(PODS, loner, namespace=namespace)
+    # Symmetry: a pod without affinity may not join the loner; only e-1 is feasible.
+    plain = pod_obj(
+        "plain",
+        scheduler=kube_scheduler,
+        labels={"role": f"r{tag}"},
+        spec={"nodeSelector": {"diff": tag}},
+    )
+    node, message, ours = await compare(kube, namespace, plain)
+    assert isinstance(ours, Decision), getattr(ours, "message", "")
+    assert node == ours.node == f"e{tag}-1"
+    # Affinity to something that runs nowhere.
+    wants_cache = pod_obj(
+        "wants-cache",
+        scheduler=kube_scheduler,
+        spec={
+            "nodeSelector": {"diff": tag},
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": f"cache-{tag}"}},
+                        }
+                    ]
+                }
+            },
+        },
+    )
+    node, message, ours = await compare(kube, namespace, wants_cache)
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+
+
+async def test_resources_taints_cordon_and_spread_messages_match(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    await make_node(kube, f"f{tag}-small", labels={"diff": tag, ZONE: f"z{tag}-a"}, cpu="2", gpus=8)
+    await make_node(kube, f"f{tag}-nogpu", labels={"diff": tag, ZONE: f"z{tag}-a"})
+    await make_node(kube, f"f{tag}-full", labels={"diff": tag, ZONE: f"z{tag}-b"}, pods=1, gpus=8)
+    await make_node(kube, f"f{tag}-cordoned", labels={"diff": tag}, unschedulable=True, gpus=8)
+    await make_node(
+        kube,
+        f"f{tag}-tainted",
+        labels={"diff": tag, ZONE: f"z{tag}-c"},
+        taints=[{"key": "dedicated", "value": "infer", "effect": "NoExecute"}],
+        gpus=8,
+    )
+    await kube.create(
+        PODS, pod_obj("filler", scheduler=kube_scheduler, node=f"f{tag}-full"), namespace=namespace
+    )
+    big = pod_obj(
+        "big", scheduler=kube_scheduler, cpu="4", gpus=2, spec={"nodeSelector": {"diff": tag}}
+    )
+    node, message, ours = await compare(kube, namespace, big)
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+
+    # A node without the zone label, then a spread pod that cannot reach minDomains.
+    await make_node(kube, f"f{tag}-nozone", labels={"diff": tag}, gpus=8)
+    spread = pod_obj(
+        "spread",
+        scheduler=kube_scheduler,
+        labels={"app": f"web-{tag}"},
+        gpus=1,
+        spec={
+            "nodeSelector": {"diff": tag},
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": ZONE,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": f"web-{tag}"}},
+                    "minDomains": 5,
+                }
+            ],
+        },
+    )
+    await kube.create(
+        PODS,
+        pod_obj(
+            "web-0", scheduler=kube_scheduler, node=f"f{tag}-small", labels={"app": f"web-{tag}"}
+        ),
+        namespace=namespace,
+    )
+    node, message, ours = await compare(kube, namespace, spread)
+    if node is None:
+        assert isinstance(ours, Failure)
+        assert ours.message == message
+    else:
+        assert isinstance(ours, Decision)
+        assert ours.node == node
+
+
+async def test_node_affinity_operators_init_containers_and_tolerations_match(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    await make_node(kube, f"g{tag}-8", labels={"diff": tag, "gpus": "8"}, cpu="8", gpus=8)
+    await make_node(kube, f"g{tag}-4", labels={"diff": tag, "gpus": "4"}, cpu="16", gpus=4)
+    await make_node(
+        kube,
+        f"g{tag}-spot",
+        labels={"diff": tag, "gpus": "8", "tier": "spot"},
+        taints=[{"key": "spot", "value": "yes", "effect": "NoSchedule"}],
+        cpu="16",
+        gpus=8,
+    )
+    affinity = {
+        "nodeSelector": {"diff": tag},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]}
+                    ]
+                }
+            }
+        },
+        # The init container needs 12 CPUs: more than g-8 has, less than g-spot.
+        "initContainers": [
+            {
+                "name": "warm",
+                "image": "registry.invalid/x",
+                "resources": {"requests": {"cpu": "12"}},
+            }
+        ],
+    }
+    first = pod_obj("gt", scheduler=kube_scheduler, gpus=1, spec=affinity)
+    node, message, ours = await compare(kube, namespace, first)
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+    tolerant = pod_obj(
+        "gt-tolerant",
+        scheduler=kube_scheduler,
+        gpus=1,
+        spec={**affinity, "tolerations": [{"key": "spot", "operator": "Exists"}]},
+    )
+    node, message, ours = await compare(kube, namespace, tolerant)
+    assert isinstance(ours, Decision), getattr(ours, "message", "")
+    assert node == ours.node == f"g{tag}-spot"
