@@ -12,8 +12,8 @@ the snapshot once and records
 Filter checks the node's pairs, in kube-scheduler's order: the pod's affinity, its
 anti-affinity, then the existing pods' anti-affinity. A pod whose affinity terms no existing pod
 matches may still go where the node has the topology keys, when it matches its own terms (the
-first pod of a group that wants to be together). Score sums preferred weights (both ways, plus existing pods' required
-affinity terms at weight 1) per pair, min-max normalised.
+first pod of a group that wants to be together). Score sums preferred weights (both ways, plus
+existing pods' required affinity terms at weight 1) per pair, min-max normalised.
 """
 
 from __future__ import annotations
