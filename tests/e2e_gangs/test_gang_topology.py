@@ -31,7 +31,7 @@ async def test_2_4_8_16_node_jobs_take_one_leaf_a_whole_leaf_then_adjacent_leave
             assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # adjacent
             await cluster.delete_pods(f"topos.io/gang={gang}")
             async with asyncio.timeout(30):  # the job is done: its room is free again
-                while await cluster.placement(f"topos.io/gang={gang}"):
+                while await cluster.placement(f"topos.io/gang={gang}"):  # noqa: ASYNC110
                     await asyncio.sleep(0.1)
 
 
