@@ -1,0 +1,116 @@
+"""``GET /v1/gangs``, ``/v1/gangs/{ns}/{name}`` and ``/v1/domains`` over a scheduler running on an
+in-memory cluster with its gang runtime: what a user sees of a bound gang, a waiting gang, an
+unknown gang, bad input, and the fabric's utilisation and fragmentation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from agent.devices import discover_profile
+from coordinator.api.app import build_app
+from coordinator.api.explain import SCHEDULER, SchedulerSlot
+from coordinator.api.gangs import GANGS, ROUTES, GangSlot
+from coordinator.gangs_runtime import GangRuntime, GangSettings
+from coordinator.inventory.store import Inventory
+from coordinator.runtime import MemoryCluster, SchedulerRuntime
+
+
+def member(name: str, gang: str, size: int, gpus: int = 8) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "labels": {"topos.io/gang": gang, "topos.io/gang-min": str(size)},
+        },
+        "spec": {
+            "schedulerName": "topos",
+            "containers": [
+                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+            ],
+        },
+    }
+
+
+@pytest.fixture
+async def api(aiohttp_client: Any) -> AsyncIterator[tuple[TestClient, MemoryCluster, Any]]:
+    inventory = Inventory()
+    cluster = MemoryCluster(inventory)
+    for i in range(4):
+        cluster.add_node(
+            f"n{i}",
+            labels={"topos.io/leaf": f"leaf-{i // 2 + 1}", "topos.io/spine": "spine-1"},
+            topology=discover_profile("dgx-a100", hostname=f"n{i}"),
+        )
+    runtime = SchedulerRuntime.in_memory(inventory, cluster)
+    gangs = GangRuntime.in_memory(runtime, settings=GangSettings())
+    app = build_app(inventory, extra_routes=ROUTES)
+    app[SCHEDULER] = SchedulerSlot(runtime.scheduler)
+    app[GANGS] = GangSlot(gangs.step)
+    client = await aiohttp_client(app)
+    async with gangs, runtime:
+        yield client, cluster, runtime
+
+
+async def test_a_bound_gang_and_a_waiting_gang_as_the_api_shows_them(api: Any) -> None:
+    client, cluster, runtime = api
+    for k in range(2):
+        cluster.create_pod(member(f"a-{k}", "train-a", 2))
+    for k in range(3):
+        cluster.create_pod(member(f"b-{k}", "train-b", 4))  # 3 of 4 exist
+    await runtime.settle()
+    listed = await (await client.get("/v1/gangs")).json()
+    by_name = {g["name"]: g for g in listed["gangs"]}
+    assert by_name["train-a"]["phase"] == "Bound"
+    assert by_name["train-a"]["bound"] == 2
+    assert by_name["train-b"]["phase"] == "Pending"
+    assert by_name["train-b"]["message"] == (
+        "waiting for pod group train-b: 0/4 members placed (3 of 4 pods exist)"
+    )
+    one = await (await client.get("/v1/gangs/ml/train-a")).json()
+    states = {m["pod"]: (m["state"], m.get("node")) for m in one["member_pods"]}
+    assert {s for s, _ in states.values()} == {"bound"}
+    assert {n for _, n in states.values()} <= {"n0", "n1", "n2", "n3"}
+    only_other = await (await client.get("/v1/gangs", params={"namespace": "other"})).json()
+    assert only_other == {"gangs": []}
+
+
+async def test_unknown_gang_is_404_and_an_empty_namespace_is_400(api: Any) -> None:
+    client, _, _ = api
+    missing = await client.get("/v1/gangs/ml/nope")
+    assert missing.status == 404
+    assert (await missing.json())["error"] == "not-found"
+    bad = await client.get("/v1/gangs?namespace=")
+    assert bad.status == 400
+
+
+async def test_domains_show_free_gpus_utilisation_and_fragmentation_per_leaf(api: Any) -> None:
+    client, cluster, runtime = api
+    cluster.create_pod(member("small", "one", 1, gpus=3))  # 3 of n?'s 8 GPUs
+    await runtime.settle()
+    doc = await (await client.get("/v1/domains")).json()
+    assert doc["cluster"]["gpus_total"] == 32
+    assert doc["cluster"]["gpus_used"] == 3
+    assert doc["cluster"]["fragmentation"] == 5  # idle GPUs on the partly used node
+    leaves = {leaf["name"]: leaf for leaf in doc["leaves"]}
+    assert set(leaves) == {"leaf-1", "leaf-2"}
+    assert sum(leaf["gpus_free"] for leaf in leaves.values()) == 29
+    assert doc["spines"][0]["leaves"] == ["leaf-1", "leaf-2"]
+
+
+async def test_gang_routes_answer_503_without_a_scheduler(aiohttp_client: Any) -> None:
+    app = build_app(Inventory(), extra_routes=ROUTES)
+    app[GANGS] = GangSlot()
+    client = await aiohttp_client(app)
+    response = await client.get("/v1/gangs")
+    assert response.status == 503
+    domains = await (await client.get("/v1/domains")).json()
+    assert domains["cluster"]["gpus_total"] == 0
+    paths = (await (await client.get("/v1/openapi.json")).json())["paths"]
+    assert {"/v1/gangs", "/v1/gangs/{namespace}/{name}", "/v1/domains"} <= set(paths)
+    assert "GangView" in str(paths["/v1/gangs/{namespace}/{name}"])
