@@ -449,3 +449,127 @@ async def test_node_affinity_operators_init_containers_and_tolerations_match(
     node, message, ours = await compare(kube, namespace, tolerant)
     assert isinstance(ours, Decision), getattr(ours, "message", "")
     assert node == ours.node == f"g{tag}-spot"
+
+
+# --- randomized: many small clusters and pods ----------------------------------------------------
+
+
+def _random_pod(rng: Any, name: str, scheduler: str, tag: str) -> dict[str, Any]:
+    apps = [f"web-{tag}", f"db-{tag}", f"cache-{tag}"]
+    spec: dict[str, Any] = {"nodeSelector": {"diff": tag}}
+    labels = {"app": rng.choice(apps)} if rng.random() < 0.8 else {}
+    if rng.random() < 0.3:
+        spec["nodeSelector"]["tier"] = rng.choice(["spot", "ondemand"])
+    if rng.random() < 0.3:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                rng.choice(
+                                    [
+                                        {"key": "gpus", "operator": "Gt", "values": ["4"]},
+                                        {"key": "tier", "operator": "NotIn", "values": ["spot"]},
+                                        {"key": ZONE, "operator": "Exists"},
+                                        {"key": "tier", "operator": "DoesNotExist"},
+                                    ]
+                                )
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    term = {
+        "topologyKey": rng.choice(["kubernetes.io/hostname", ZONE]),
+        "labelSelector": {"matchLabels": {"app": rng.choice(apps)}},
+    }
+    roll = rng.random()
+    if roll < 0.2:
+        spec.setdefault("affinity", {})["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term]
+        }
+    elif roll < 0.35:
+        spec.setdefault("affinity", {})["podAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term]
+        }
+    elif roll < 0.5 and labels:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": labels},
+            }
+        ]
+    if rng.random() < 0.4:
+        spec["tolerations"] = [
+            rng.choice(
+                [
+                    {"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoSchedule"},
+                    {"key": "maint", "operator": "Exists"},
+                    {"operator": "Exists"},
+                    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},
+                ]
+            )
+        ]
+    return pod_obj(
+        name,
+        scheduler=scheduler,
+        labels=labels,
+        cpu=rng.choice(["500m", "2", "6"]),
+        gpus=rng.choice([0, 0, 1, 2, 4]),
+        spec=spec,
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+async def test_random_clusters_and_pods_agree_with_kube_scheduler(
+    kube: KubeClient, namespace: str, kube_scheduler: str, seed: int
+) -> None:
+    import random
+
+    rng = random.Random(seed)
+    tag = uuid.uuid4().hex[:6]
+    for k in range(5):
+        labels = {"diff": tag, "gpus": rng.choice(["4", "8"])}
+        if rng.random() < 0.8:
+            labels[ZONE] = f"z{tag}-{rng.choice('abc')}"
+        if rng.random() < 0.6:
+            labels["tier"] = rng.choice(["spot", "ondemand"])
+        taints = []
+        if rng.random() < 0.3:
+            taints.append(
+                rng.choice(
+                    [
+                        {"key": "dedicated", "value": "x", "effect": "NoSchedule"},
+                        {"key": "maint", "value": "", "effect": "NoExecute"},
+                        {"key": "soft", "value": "1", "effect": "PreferNoSchedule"},
+                    ]
+                )
+            )
+        await make_node(
+            kube,
+            f"r{tag}-{k}",
+            labels=labels,
+            taints=taints,
+            unschedulable=rng.random() < 0.1,
+            cpu=rng.choice(["4", "8", "16"]),
+            gpus=rng.choice([0, 4, 8]),
+            pods=rng.choice([3, 110]),
+        )
+    disagreements = []
+    outcomes = {"bound": 0, "pending": 0}
+    for i in range(15):
+        obj = _random_pod(rng, f"p{i}", kube_scheduler, tag)
+        node, message, ours = await compare(kube, namespace, obj)
+        outcomes["pending" if node is None else "bound"] += 1
+        if node is None:
+            if not (isinstance(ours, Failure) and ours.message == message):
+                disagreements.append((obj, message, getattr(ours, "message", ours.node)))
+            await kube.delete(PODS, obj["metadata"]["name"], namespace=namespace)
+        elif not (isinstance(ours, Decision) and ours.verdicts[node].status.is_success):
+            disagreements.append((obj, node, getattr(ours, "message", None)))
+    assert not disagreements, disagreements
+    assert outcomes["bound"] and outcomes["pending"], outcomes  # both kinds were compared
