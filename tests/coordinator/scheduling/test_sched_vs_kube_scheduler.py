@@ -572,4 +572,6 @@ async def test_random_clusters_and_pods_agree_with_kube_scheduler(
         elif not (isinstance(ours, Decision) and ours.verdicts[node].status.is_success):
             disagreements.append((obj, node, getattr(ours, "message", None)))
     assert not disagreements, disagreements
-    assert outcomes["bound"] and outcomes["pending"], outcomes  # both kinds were compared
+    # both kinds were compared
+    assert outcomes["bound"] > 0, outcomes
+    assert outcomes["pending"] > 0, outcomes
