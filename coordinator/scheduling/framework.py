@@ -358,6 +358,7 @@ def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
         pod.node_selector,
         pod.node_affinity,
         pod.tolerations,
+        pod.host_ports,
     )
 
 

@@ -34,9 +34,11 @@ from common.model import NodeTopology
 from .podspec import (
     GPU_RESOURCE,
     AffinityTerm,
+    HostPort,
     PodRequest,
     Taint,
     WeightedAffinityTerm,
+    host_ports,
     parse_affinity_terms,
     parse_pod_lenient_requests,
 )
@@ -118,6 +120,7 @@ class PodInfo:
     anti_affinity: tuple[AffinityTerm, ...] = ()
     affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
     anti_affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
 
     @property
     def key(self) -> str:
@@ -148,6 +151,7 @@ class PodInfo:
             anti_affinity=pod.pod_anti_affinity,
             affinity_preferred=pod.pod_affinity_preferred,
             anti_affinity_preferred=pod.pod_anti_affinity_preferred,
+            host_ports=pod.host_ports,
         )
 
     @classmethod
@@ -209,7 +213,15 @@ class PodInfo:
             affinity_preferred=terms["podAffinity"][1],
             anti_affinity=terms["podAntiAffinity"][0],
             anti_affinity_preferred=terms["podAntiAffinity"][1],
+            host_ports=_lenient_ports(spec),
         )
+
+
+def _lenient_ports(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
+    try:
+        return host_ports(spec)
+    except Exception:  # a running pod's odd port entry does not stop scheduling elsewhere
+        return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +262,7 @@ class NodeInfo:
     device_token: object = None
     gpu_slots: int = 0  # healthy whole GPUs plus MIG instances (devices a pod could hold)
     gpu_slots_used: int = 0
+    used_ports: tuple[HostPort, ...] = ()  # host ports the node's pods bind
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
     #: changes, so what was computed for it stays true; a changed node is a new NodeInfo.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
@@ -349,6 +362,7 @@ class NodeInfo:
                 held=held,
                 attributed=attributed,
             ),
+            used_ports=tuple(hp for p in pods_t for hp in p.host_ports),
             device_state=state,
             device_token=_intern_state(state),
         )

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_GPUS_PER_POD",
     "AffinityTerm",
     "GangSpec",
+    "HostPort",
     "NodeAffinity",
     "PodRequest",
     "PodSpecError",
@@ -42,6 +43,7 @@ __all__ = [
     "Toleration",
     "WeightedAffinityTerm",
     "WeightedNodeTerm",
+    "host_ports",
     "parse_affinity_terms",
     "parse_pod",
     "parse_pod_lenient_requests",
@@ -164,6 +166,22 @@ class SpreadConstraint:
 
 
 @dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port bound on the node (``hostPort``)."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Same port and protocol, on the same address or where either listens on all."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wildcard = ("0.0.0.0", "::", "")
+        return self.ip == other.ip or self.ip in wildcard or other.ip in wildcard
+
+
+@dataclass(frozen=True, slots=True)
 class GangSpec:
     name: str
     min_member: int | None  # None: from a scheduler-plugins PodGroup object
@@ -204,6 +222,7 @@ class PodRequest:
     placement: str | None = None
     preferred_domain: str | None = None
     node_name: str = ""  # spec.nodeName, set when already bound
+    host_ports: tuple[HostPort, ...] = ()  # ports the pod binds on its node
 
     @property
     def key(self) -> str:
@@ -787,7 +806,36 @@ def _parse(meta: Mapping[str, object], spec: Mapping[str, object]) -> PodRequest
         placement=_choice(podkeys.PLACEMENT, annotations, podkeys.PLACEMENT_VALUES),
         preferred_domain=_key(podkeys.PREFERRED_DOMAIN, annotations),
         node_name=_str(spec, "nodeName", "spec"),
+        host_ports=host_ports(spec),
     )
+
+
+def host_ports(spec: Mapping[str, object]) -> tuple[HostPort, ...]:
+    """``hostPort`` entries of the app containers and sidecars (restartable init containers)."""
+    out: list[HostPort] = []
+    groups = [("containers", _list(spec, "containers", "spec"))]
+    groups.append(("initContainers", _list(spec, "initContainers", "spec")))
+    for group, containers in groups:
+        for i, c in enumerate(containers):
+            path = f"spec.{group}[{i}]"
+            entry = _entry(c, path)
+            if group == "initContainers" and entry.get("restartPolicy") != "Always":
+                continue
+            for j, port in enumerate(_list(entry, "ports", path)):
+                p = _entry(port, f"{path}.ports[{j}]")
+                number = _int(p, "hostPort", f"{path}.ports[{j}]")
+                if not number:
+                    continue
+                if not 0 < number < 65536:
+                    raise _Bad(f"{path}.ports[{j}].hostPort", f"{number} is not a port number")
+                out.append(
+                    HostPort(
+                        number,
+                        _str(p, "protocol", f"{path}.ports[{j}]", "TCP") or "TCP",
+                        _str(p, "hostIP", f"{path}.ports[{j}]", "0.0.0.0") or "0.0.0.0",
+                    )
+                )
+    return tuple(out)
 
 
 def parse_pod_lenient_requests(spec: Mapping[str, object]) -> dict[str, int]:

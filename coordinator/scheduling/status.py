@@ -54,6 +54,7 @@ class Reason:
         "node(s) didn't match pod topology spread constraints (missing required label)"
     )
     TOO_MANY_PODS: Final = "Too many pods"
+    NODE_PORTS: Final = "node(s) didn't have free ports for the requested pod ports"
     STALE_AGENT: Final = "node(s) had a stale GPU agent"
     NOT_IN_CANDIDATES: Final = "node(s) were not among the candidate nodes"
     NO_TOPOLOGY: Final = "node(s) had no GPU topology"

@@ -15,6 +15,7 @@ from ..config import SchedulerConfig
 from .gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
 from .interpodaffinity import InterPodAffinity
 from .nodeaffinity import NodeAffinity
+from .nodeports import NodePorts
 from .noderesources import NodeResourcesFit
 from .nodestate import NodeHealth, NodeUnschedulable
 from .podtopologyspread import PodTopologySpread
@@ -29,6 +30,7 @@ DEFAULT_PROFILE: Final = (
     "NodeUnschedulable",
     "TaintToleration",
     "NodeAffinity",
+    "NodePorts",
     "NodeResourcesFit",
     "GpuTopology",
     "PodTopologySpread",
@@ -45,6 +47,7 @@ def default_registry() -> Mapping[str, Callable[[SchedulerConfig], object]]:
         "NodeUnschedulable": lambda _: NodeUnschedulable(),
         "TaintToleration": lambda _: TaintToleration(),
         "NodeAffinity": lambda _: NodeAffinity(),
+        "NodePorts": lambda _: NodePorts(),
         "NodeResourcesFit": NodeResourcesFit,
         "GpuTopology": lambda _: GpuTopology(),
         "PodTopologySpread": lambda _: PodTopologySpread(),

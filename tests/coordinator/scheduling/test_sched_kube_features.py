@@ -664,3 +664,33 @@ def test_finished_pods_hold_nothing() -> None:
     from coordinator.scheduling import PodInfo
 
     assert PodInfo.from_pod_object(done) is None
+
+
+def _with_port(name: str, port: int, protocol: str = "TCP", ip: str | None = None) -> dict:
+    obj = simple_pod(name)
+    entry: dict = {"containerPort": port, "hostPort": port, "protocol": protocol}
+    if ip:
+        entry["hostIP"] = ip
+    obj["spec"]["containers"][0]["ports"] = [entry]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("existing", "wanted", "conflict"),
+    [
+        (_with_port("a", 8080), _with_port("b", 8080), True),
+        (_with_port("a", 8080), _with_port("b", 8080, "UDP"), False),
+        (_with_port("a", 8080), _with_port("b", 9090), False),
+        (_with_port("a", 8080, ip="10.0.0.1"), _with_port("b", 8080, ip="10.0.0.2"), False),
+        (_with_port("a", 8080, ip="10.0.0.1"), _with_port("b", 8080), True),  # wildcard
+    ],
+)
+def test_host_ports(existing: dict, wanted: dict, conflict: bool) -> None:
+    node = plain_node("n", pods=[running(existing)])
+    result = run(wanted, [node])
+    if conflict:
+        assert failed(result).message == (
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        )
+    else:
+        assert decided(result).node == "n"

@@ -514,7 +514,7 @@ def _random_pod(rng: Any, name: str, scheduler: str, tag: str) -> dict[str, Any]
                 ]
             )
         ]
-    return pod_obj(
+    obj = pod_obj(
         name,
         scheduler=scheduler,
         labels=labels,
@@ -522,6 +522,10 @@ def _random_pod(rng: Any, name: str, scheduler: str, tag: str) -> dict[str, Any]
         gpus=rng.choice([0, 0, 1, 2, 4]),
         spec=spec,
     )
+    if rng.random() < 0.2:
+        port = rng.choice([9000, 9001])
+        obj["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return obj
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
@@ -575,3 +579,27 @@ async def test_random_clusters_and_pods_agree_with_kube_scheduler(
     # both kinds were compared
     assert outcomes["bound"] > 0, outcomes
     assert outcomes["pending"] > 0, outcomes
+
+
+async def test_host_port_conflicts_match(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    for k in range(2):
+        await make_node(kube, f"h{tag}-{k}", labels={"diff": tag})
+
+    def with_port(name: str, node: str | None = None) -> dict[str, Any]:
+        obj = pod_obj(
+            name, scheduler=kube_scheduler, node=node, spec={"nodeSelector": {"diff": tag}}
+        )
+        obj["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000}]
+        return obj
+
+    await kube.create(PODS, with_port("holder", f"h{tag}-0"), namespace=namespace)
+    node, _, ours = await compare(kube, namespace, with_port("second"))
+    assert isinstance(ours, Decision)
+    assert node == ours.node == f"h{tag}-1"
+    node, message, ours = await compare(kube, namespace, with_port("third"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
