@@ -123,7 +123,9 @@ def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
     if policy == "isolated":
         singles = [(n,) for n in numas if not n.busy]
         if not singles:
-            return Status.unschedulable(Reason.NUMA_ISOLATED)
+            return Status.unschedulable(
+                Reason.NUMA_ISOLATED, detail=f"every NUMA node in use ({_numa_text(numas)})"
+            )
     options: list[tuple[NumaFree, ...]]
     if policy == "restricted":
         options = []
@@ -179,8 +181,21 @@ def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
             False,
         )
     if policy == "restricted":
-        return Status.unschedulable(Reason.NUMA_RESTRICTED)
-    return Status.unschedulable(Reason.NUMA_SINGLE)
+        return Status.unschedulable(Reason.NUMA_RESTRICTED, detail=_want_text(cpu, mem, pod, numas))
+    return Status.unschedulable(Reason.NUMA_SINGLE, detail=_want_text(cpu, mem, pod, numas))
+
+
+def _numa_text(numas: Sequence[NumaFree]) -> str:
+    return "; ".join(
+        f"NUMA {n.numa}: {n.cpu_milli // 1000} CPUs, {n.memory // 2**30} GiB, {len(n.gpus)} GPUs"
+        f" free{' (busy)' if n.busy else ''}"
+        for n in numas
+    )
+
+
+def _want_text(cpu: int, mem: int, pod: PodRequest, numas: Sequence[NumaFree]) -> str:
+    want = f"wants {cpu / 1000:g} CPUs, {mem // 2**30} GiB, {pod.gpus} GPUs"
+    return f"{want}; {_numa_text(numas)}"
 
 
 def _plan_without_topology(node: NodeInfo, pod: PodRequest) -> Plan | Status:
@@ -241,8 +256,15 @@ def _devices(
                 pod.gpu_memory_min_mib is not None
                 and len(node.free_gpus) - node.unattributed_gpus >= pod.gpus
             ):
-                return Status.unschedulable(Reason.GPU_MEMORY)
-            return Status.unschedulable(Reason.insufficient(GPU_RESOURCE))
+                return Status.unschedulable(
+                    Reason.GPU_MEMORY,
+                    detail=f"{len(allowed_gpus)} free GPUs have ≥ {pod.gpu_memory_min_mib} MiB, "
+                    f"{pod.gpus} requested",
+                )
+            return Status.unschedulable(
+                Reason.insufficient(GPU_RESOURCE),
+                detail=f"requested {pod.gpus}, free {max(0, usable)} whole GPUs",
+            )
         mask = 0
         for i in allowed_gpus:
             mask |= 1 << i
@@ -270,7 +292,10 @@ def _devices(
             if len(free) < count:
                 if option is not None:
                     return Status.unschedulable(Reason.NUMA_SINGLE)
-                return Status.unschedulable(Reason.MIG_PROFILE)
+                return Status.unschedulable(
+                    Reason.MIG_PROFILE,
+                    detail=f"requested {count}× {profile}, free {len(free)}",
+                )
             mig.extend(free[:count])
     return choice, tuple(mig)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from common.quantity import format_bytes
+
 from ..config import SchedulerConfig
 from ..cyclestate import CycleState
 from ..nodeinfo import NodeInfo, Snapshot
@@ -21,6 +23,14 @@ from ..status import SUCCESS, Code, Reason, Status
 __all__ = ["NodeResourcesFit"]
 
 _TOO_MANY = Reason.TOO_MANY_PODS
+
+
+def _show(resource: str, amount: int) -> str:
+    if resource == "cpu":
+        return f"{amount}m" if amount % 1000 else str(amount // 1000)
+    if resource in ("memory", "ephemeral-storage"):
+        return format_bytes(amount)
+    return str(amount)
 
 
 class NodeResourcesFit:
@@ -34,20 +44,27 @@ class NodeResourcesFit:
         alloc = node.allocatable
         used = node.requested
         reasons: list[str] = []
+        details: list[str] = []
         unresolvable = False
         pods_alloc = alloc.get("pods")
         if pods_alloc is not None and used.get("pods", 0) + 1 > pods_alloc:
             reasons.append(_TOO_MANY)
+            details.append(f"pods: {used.get('pods', 0)} of {pods_alloc} in use")
         for resource, amount in pod.requests.items():
             have = alloc.get(resource, 0)
             if used.get(resource, 0) + amount > have:
                 reasons.append(Reason.insufficient(resource))
+                free = max(0, have - used.get(resource, 0))
+                details.append(
+                    f"{resource}: requested {_show(resource, amount)}, free {_show(resource, free)}"
+                    f" of {_show(resource, have)}"
+                )
                 if amount > have:
                     unresolvable = True
         if not reasons:
             return SUCCESS
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return Status(code, tuple(reasons))
+        return Status(code, tuple(reasons), detail="; ".join(details))
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

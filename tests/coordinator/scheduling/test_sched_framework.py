@@ -364,3 +364,21 @@ def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
     assert isinstance(schedule_one(other, snapshot, fw), Failure)
     assert snapshot.forget(request(loner).key)
     assert isinstance(schedule_one(other, snapshot, fw), Decision)
+
+
+def test_rejections_carry_the_numbers_for_explanations() -> None:
+    from sched_hw import running
+
+    other = simple_pod("legacy", cpu="60", memory="200Gi", gpus=7)
+    node = gpu_node("g", dgx_h100("g"), cpu=64, memory_gib=256, pods=[running(other)])
+    result = run(simple_pod("p", cpu="8", memory="64Gi", gpus=2), [node])
+    assert isinstance(result, Failure)
+    status = result.statuses["g"]
+    assert status.detail == (
+        "cpu: requested 8, free 4 of 64; memory: requested 64Gi, free 56Gi of 256Gi; "
+        "nvidia.com/gpu: requested 2, free 1 of 8"
+    )
+    numa = simple_pod("n", cpu="100", annotations={"topos.io/numa-policy": "single-numa"})
+    failure = run(numa, [gpu_node("h", dgx_h100("h"))])
+    assert isinstance(failure, Failure)
+    assert failure.statuses["h"].detail.startswith("wants 100 CPUs, 1 GiB, 0 GPUs; NUMA 0: 56 CPUs")
