@@ -59,6 +59,7 @@ __all__ = [
 NOT_READY_TAINT: Final = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_UNKNOWN: Final = 2**62  # capacity the hardware did not report
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,8 +322,11 @@ class NodeInfo:
             numa_free = tuple(
                 NumaFree(
                     numa=n.id,
-                    cpu_milli=len(n.cpus) * 1000 - numa_use.get(n.id, (0, 0))[0],
-                    memory=(n.memory_mib or 0) * 2**20 - numa_use.get(n.id, (0, 0))[1],
+                    # Unknown capacity (no CPU list, no memory size) constrains nothing.
+                    cpu_milli=(len(n.cpus) * 1000 if n.cpus else _UNKNOWN)
+                    - numa_use.get(n.id, (0, 0))[0],
+                    memory=(n.memory_mib * 2**20 if n.memory_mib is not None else _UNKNOWN)
+                    - numa_use.get(n.id, (0, 0))[1],
                     gpus=tuple(i for i in free_gpus if gpu_numa(topology, i) == n.id),
                     busy=n.id in busy,
                 )

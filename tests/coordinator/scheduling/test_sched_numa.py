@@ -250,3 +250,21 @@ def test_numa_policy_invariants_on_random_occupancy(seed: int) -> None:
             if len(placement.numa) > 1:  # fewest: no single NUMA node would have done
                 for n in node.numa_free:
                     assert not (n.cpu_milli >= cpu * 1000 and len(n.gpus) >= gpus)
+
+
+def test_numa_node_of_unknown_memory_does_not_reject_memory_requests() -> None:
+    import msgspec
+
+    from common.model import NumaNode
+
+    topo = dgx_h100("h")
+    blind = msgspec.structs.replace(
+        topo,
+        numa_nodes=tuple(NumaNode(id=n.id, cpus=n.cpus, memory_mib=None) for n in topo.numa_nodes),
+    )
+    obj = simple_pod(
+        "p", cpu="8", memory="300Gi", annotations={"topos.io/numa-policy": "single-numa"}
+    )
+    result = run(obj, [gpu_node("h", blind, memory_gib=2048)])
+    assert isinstance(result, Decision)
+    assert len(result.placement.numa) == 1
