@@ -186,9 +186,12 @@ def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
 
 
 def _numa_text(numas: Sequence[NumaFree]) -> str:
+    def amount(value: int, unit: int) -> str:
+        return "?" if value >= 2**61 else str(value // unit)  # capacity the node did not report
+
     return "; ".join(
-        f"NUMA {n.numa}: {n.cpu_milli // 1000} CPUs, {n.memory // 2**30} GiB, {len(n.gpus)} GPUs"
-        f" free{' (busy)' if n.busy else ''}"
+        f"NUMA {n.numa}: {amount(n.cpu_milli, 1000)} CPUs, {amount(n.memory, 2**30)} GiB, "
+        f"{len(n.gpus)} GPUs free{' (busy)' if n.busy else ''}"
         for n in numas
     )
 
