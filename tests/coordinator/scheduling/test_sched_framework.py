@@ -382,3 +382,66 @@ def test_rejections_carry_the_numbers_for_explanations() -> None:
     failure = run(numa, [gpu_node("h", dgx_h100("h"))])
     assert isinstance(failure, Failure)
     assert failure.statuses["h"].detail.startswith("wants 100 CPUs, 1 GiB, 0 GPUs; NUMA 0: 56 CPUs")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_memoised_cycles_decide_exactly_like_fresh_ones(seed: int) -> None:
+    """The per-node memo and the shared plan memo never change a decision: every cycle on a warm
+    snapshot equals the same cycle on freshly built NodeInfos with a new framework."""
+    import random
+
+    from sched_hw import a100_mig, dgx1, pcie8
+
+    rng = random.Random(seed)
+    builders = [dgx1, pcie8, dgx_h100, a100_mig]
+    nodes = []
+    for i in range(8):
+        topo = rng.choice(builders)(f"n{i}")
+        labels = {"topology.kubernetes.io/zone": f"z{i % 3}"}
+        nodes.append(gpu_node(f"n{i}", topo, labels=labels))
+    snapshot = Snapshot(nodes)
+    warm = Framework.build()
+    for k in range(30):
+        obj = simple_pod(
+            f"p{k}",
+            cpu=str(rng.choice([1, 4, 16])),
+            gpus=rng.choice([0, 1, 2, 4]),
+            labels={"app": rng.choice(["a", "b"])},
+            annotations=rng.choice(
+                [{}, {"topos.io/numa-policy": "single-numa"}, {"topos.io/gpu-locality": "nvlink"}]
+            ),
+        )
+        if rng.random() < 0.3:
+            obj["spec"]["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": "a"}},
+                }
+            ]
+        fresh_nodes = [
+            NodeInfo.build(
+                n.name,
+                labels=n.labels,
+                allocatable=n.allocatable,
+                taints=n.taints,
+                topology=n.topology,
+                pods=n.pods,
+            )
+            for n in snapshot.nodes
+        ]
+        expected = schedule_one(obj, Snapshot(fresh_nodes), Framework.build())
+        got = schedule_one(obj, snapshot, warm)
+        assert type(got) is type(expected)
+        if isinstance(got, Decision):
+            assert isinstance(expected, Decision)
+            assert (got.node, got.placement, got.score) == (
+                expected.node,
+                expected.placement,
+                expected.score,
+            )
+            snapshot.assume(request(obj), got.node, got.placement)
+        else:
+            assert isinstance(expected, Failure)
+            assert got.message == expected.message
