@@ -238,6 +238,11 @@ class Scheduler:
         try:
             while True:
                 await self.run_once()
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # asyncio.wait_for (Python 3.11) returns instead of raising when the awaited
+                    # event fires in the same step as the cancel: never loop on after a cancel.
+                    raise asyncio.CancelledError
         finally:
             await self.binder.cancel()
 
