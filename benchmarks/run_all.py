@@ -42,6 +42,7 @@ ARGS: dict[str, list[str]] = {
     "agent_cycle": ["--cycles", "100"],
     "discovery": ["--runs", "100"],
     "ingest": ["--nodes", "1000", "--seconds", "5"],
+    "binding_throughput": ["--nodes", "200", "--pods", "500"],
 }
 JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use"}
 ORDER = list(ARGS)
