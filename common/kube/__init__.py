@@ -23,6 +23,7 @@ from common.kube.errors import (
     Unauthorized,
     Unreachable,
 )
+from common.kube.ratelimit import RateLimit, TokenBucket
 from common.kube.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -66,9 +67,11 @@ __all__ = [
     "NotFound",
     "ObjectList",
     "PatchType",
+    "RateLimit",
     "Resource",
     "RetryPolicy",
     "ServerError",
+    "TokenBucket",
     "TooManyRequests",
     "Unauthorized",
     "Unreachable",

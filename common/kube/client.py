@@ -28,6 +28,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from common.kube.config import load_configuration
 from common.kube.errors import KubeError, NotFound, Unreachable, error_for_status
+from common.kube.ratelimit import RateLimit, TokenBucket
 from common.kube.resources import EVENTS, LEASES, PODS, SERVICE_ACCOUNTS, TOKEN_REVIEWS, Resource
 from common.kube.retry import RetryPolicy, call_with_retries
 from common.kube.types import (
@@ -62,6 +63,9 @@ class ClientSettings:
     ``timeoutSeconds``, default 5 minutes, and sends bookmarks about once a minute)."""
     field_manager: str = "topos"
     """Recorded in managedFields for our writes."""
+    rate_limit: RateLimit | None = None
+    """Client-side QPS/burst over every request of this client (``None``: no limit), as
+    client-go's ``rest.Config.QPS``/``Burst``; see ``common.kube.ratelimit``."""
 
 
 class KubeClient:
@@ -70,6 +74,8 @@ class KubeClient:
     def __init__(self, api_client: Any, *, settings: ClientSettings | None = None) -> None:
         self._api = api_client
         self.settings = settings or ClientSettings()
+        limit = self.settings.rate_limit
+        self._bucket: TokenBucket | None = None if limit is None else TokenBucket(limit)
 
     @classmethod
     async def connect(
@@ -110,6 +116,8 @@ class KubeClient:
         client_timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
         """One HTTP exchange; a non-2xx reply becomes the matching ``KubeError``."""
+        if self._bucket is not None:
+            await self._bucket.wait()
         try:
             response = cast(
                 aiohttp.ClientResponse,
@@ -346,19 +354,46 @@ class KubeClient:
         path = resource.path(namespace=namespace, name=name)
         return await self._call("DELETE", path, body=options)
 
+    async def delete_collection(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> KubeObject:
+        """Delete every matching object in one request (``deletecollection``)."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        query = _selectors(label_selector, field_selector)
+        path = resource.path(namespace=namespace)
+        return await self._call("DELETE", path, query=query, body=options)
+
     # ----------------------------------------------------------------- pods
 
     async def bind(
-        self, *, namespace: str, pod: str, node: str, pod_uid: str | None = None
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        node: str,
+        pod_uid: str | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         """Bind a pending pod to a node through the ``pods/binding`` subresource.
 
         With ``pod_uid`` the bind fails (``Conflict``) if the pod was recreated under the same
-        name; binding an already bound pod is a ``Conflict`` too.
+        name; binding an already bound pod is a ``Conflict`` too. ``annotations`` are set on the
+        pod by the API server in the same update that sets ``spec.nodeName`` (the Binding's
+        annotations are copied onto the pod), so one request both records and binds.
         """
         metadata: dict[str, Any] = {"name": pod, "namespace": namespace}
         if pod_uid is not None:
             metadata["uid"] = pod_uid
+        if annotations:
+            metadata["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

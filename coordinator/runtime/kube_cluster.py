@@ -1,9 +1,12 @@
 """``ClusterWriter`` on the Kubernetes API server, through ``common.kube``.
 
-Bind is two requests: a merge patch of the decision annotations (carrying ``metadata.uid``, so
-a pod recreated under the same name is refused) and a POST to ``pods/binding`` (also guarded by
-the uid). Failures write a ``FailedScheduling`` Event and patch the ``PodScheduled`` condition
-through ``pods/status`` (strategic merge on the condition type), as kube-scheduler does.
+Bind is one request: a POST to ``pods/binding`` guarded by ``metadata.uid`` (a pod recreated
+under the same name is refused) that carries the decision annotations — the API server copies a
+Binding's annotations onto the pod in the same update that sets ``spec.nodeName``, so the
+annotations and the node appear together. Failures write a ``FailedScheduling`` Event and patch
+the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
+kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
+do, so that under a client-side QPS limit they don't take binds' turns.
 """
 
 from __future__ import annotations
@@ -54,20 +57,21 @@ def _reference(pod: PodRef) -> ObjectReference:
 class KubeClusterWriter:
     """Writes through one ``KubeClient``; ``instance`` names this coordinator in Events."""
 
-    def __init__(self, client: KubeClient, *, instance: str = COMPONENT) -> None:
+    def __init__(
+        self, client: KubeClient, *, instance: str = COMPONENT, events: KubeClient | None = None
+    ) -> None:
         self._client = client
+        self._events = events or client
         self._instance = instance
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
-        metadata: dict[str, object] = {"annotations": dict(annotations)}
-        if pod.uid:
-            metadata["uid"] = pod.uid
         try:
-            await self._client.patch(
-                PODS, pod.name, {"metadata": metadata}, namespace=pod.namespace
-            )
             await self._client.bind(
-                namespace=pod.namespace, pod=pod.name, node=node, pod_uid=pod.uid or None
+                namespace=pod.namespace,
+                pod=pod.name,
+                node=node,
+                pod_uid=pod.uid or None,
+                annotations=annotations,
             )
         except (NotFound, Conflict) as exc:
             raise BindConflict(f"bind {pod.key} to {node}: {exc}") from exc
@@ -115,7 +119,7 @@ class KubeClusterWriter:
         self, pod: PodRef, *, reason: str, message: str, event_type: str = "Normal"
     ) -> None:
         try:
-            await self._client.create_event(
+            await self._events.create_event(
                 regarding=_reference(pod),
                 reason=reason,
                 message=message[:_EVENT_MESSAGE_MAX],

@@ -86,12 +86,14 @@ class SchedulerRuntime:
         scheduler_name: str = podkeys.SCHEDULER_NAME,
         namespace: str | None = None,
         instance: str = "topos",
+        events_client: KubeClient | None = None,
     ) -> SchedulerRuntime:
         """``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are
-        listed; scheduling waits for it."""
+        listed; scheduling waits for it. ``events_client``: Events go through it (default:
+        ``client``), as kube-scheduler's go through their own client and rate limit."""
         scheduler = Scheduler(
             view=ClusterView(inventory),
-            writer=KubeClusterWriter(client, instance=instance),
+            writer=KubeClusterWriter(client, instance=instance, events=events_client),
             framework=framework,
             settings=settings,
             post_filter=post_filter,

@@ -11,6 +11,15 @@ Config file sections read here (``topos coordinator --config F``):
       nodeSelector: {pool: gpu}  # only onto nodes with these labels (default: every node)
       maxBindsInFlight: 64     # binds pipelined while the next pod is scheduled
 
+``kube``        the scheduler's API-server clients::
+
+    kube:
+      qps: 50                  # client-side requests per second (0: no client-side limit)
+      burst: 100               # requests at once after a quiet spell
+
+The defaults are kube-scheduler's (``clientConnection.qps``/``burst``). As in kube-scheduler,
+Events go through a second client with the same limit, so explaining never takes a bind's turn.
+
 On Kubernetes the loop starts after the inventory's first sync (GPU assignments of bound pods are
 known before anything is placed) and, with leader election on, only while this replica leads.
 With ``--in-memory`` the runtime runs over a :class:`~.memory_cluster.MemoryCluster`, so explain
@@ -27,7 +36,7 @@ from typing import Any
 
 from aiohttp import web
 
-from common.kube import KubeClient
+from common.kube import ClientSettings, KubeClient, RateLimit
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, READINESS
@@ -42,7 +51,46 @@ from .service import SchedulerRuntime
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RuntimeSection", "install_scheduler"]
+__all__ = ["KubeSection", "RuntimeSection", "install_scheduler"]
+
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KubeSection:
+    """The ``kube`` section: client-side rate limit of the scheduler's API-server clients."""
+
+    rate_limit: RateLimit | None = field(
+        default_factory=lambda: RateLimit(qps=DEFAULT_QPS, burst=DEFAULT_BURST)
+    )
+    """``None``: no client-side limit (``qps: 0``)."""
+
+    @classmethod
+    def from_config(cls, raw: object) -> KubeSection:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise ValueError("kube: must be a mapping")
+        known = {"qps", "burst"}
+        for key in raw:
+            if key not in known:
+                raise ValueError(f"kube.{key}: unknown key (expected {', '.join(sorted(known))})")
+        qps = raw.get("qps", DEFAULT_QPS)
+        if isinstance(qps, bool) or not isinstance(qps, int | float) or not qps >= 0:
+            raise ValueError(f"kube.qps: must be a number >= 0 (0: no limit), not {qps!r}")
+        burst = raw.get("burst", DEFAULT_BURST)
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise ValueError(f"kube.burst: must be an integer >= 1, not {burst!r}")
+        if qps == 0:
+            return cls(rate_limit=None)
+        try:
+            return cls(rate_limit=RateLimit(qps=float(qps), burst=burst))
+        except ValueError as exc:
+            raise ValueError(f"kube: {exc}") from None
+
+    def client_settings(self) -> ClientSettings:
+        return ClientSettings(rate_limit=self.rate_limit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +148,7 @@ def _context(
     extra: Mapping[str, Any], *, kubeconfig: str | None, in_memory: bool
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     section = RuntimeSection.from_config(extra.get("scheduler"))
+    kube = KubeSection.from_config(extra.get("kube"))
     framework = Framework.build(load_config(extra.get("scheduling")))
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = GangSettings.from_config(extra.get("gangs"))  # gangs_runtime (issue 6)
@@ -108,12 +157,14 @@ def _context(
         slot = app[SCHEDULER]
         inventory = app[INVENTORY]
         client: KubeClient | None = None
+        events: KubeClient | None = None
         if in_memory:
             runtime = SchedulerRuntime.in_memory(
                 inventory, MemoryCluster(inventory), framework=framework, settings=settings
             )
         else:
-            client = await KubeClient.connect(kubeconfig)
+            client = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
+            events = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             readiness = app[READINESS]
             synced = _until(lambda: bool(readiness.checks.get("inventory")))
             runtime = SchedulerRuntime.on_kube(
@@ -123,6 +174,7 @@ def _context(
                 framework=framework,
                 settings=settings,
                 namespace=section.namespace,
+                events_client=events,
             )
         runtime.scheduler.view.node_filter = section.node_filter()
         elector = app.get(LEADER)
@@ -148,8 +200,9 @@ def _context(
             app[GANGS].step = None
             await gangs.stop()
             await runtime.stop()
-            if client is not None:
-                await client.close()
+            for opened in (client, events):
+                if opened is not None:
+                    await opened.close()
 
     return ctx
 
@@ -181,9 +234,10 @@ def install_scheduler(
 ) -> None:
     """Give ``app`` the scheduler slot the explain/simulate routes read, and — unless the
     ``scheduler`` section disables it — the runtime as a ``cleanup_ctx``. Raises ``ValueError``
-    for a bad ``scheduler``/``scheduling`` section."""
+    for a bad ``scheduler``/``scheduling``/``kube`` section."""
     app[SCHEDULER] = SchedulerSlot()
     section = RuntimeSection.from_config(extra.get("scheduler"))
+    KubeSection.from_config(extra.get("kube"))  # a bad `kube` section fails at start-up
     # gangs_runtime (issue 6): the gang routes' slot; `gangs` config section checked here.
     app[GANGS] = GangSlot(keys=GangSettings.from_config(extra.get("gangs")).keys)
     ctx = _context(extra, kubeconfig=kubeconfig, in_memory=in_memory)

@@ -1,0 +1,224 @@
+"""The KWOK benchmark's cluster: fake GPU Nodes managed by KWOK, and the two schedulers as
+processes (kube-scheduler and ``topos coordinator``), each with its own kubeconfig and a config
+file that sets its client QPS/burst.
+
+Nodes are created through the API (not by KWOK) so they carry what a real GPU node carries: the
+labels the Topos agent publishes for a DGX H100 (``agent.labeling`` over the built-in profile),
+``kubernetes.io/hostname``, a ``topos.io/leaf``/``topos.io/spine`` place in a leaf–spine fabric,
+and the capacity the kubelet and the NVIDIA device plugin would report (``nvidia.com/gpu: 8``,
+CPU, memory, ``pods: 110``). The annotation ``kwok.x-k8s.io/node: fake`` hands them to KWOK,
+which makes them Ready (stage ``node-initialize``), turns bound pods Running (``pod-ready``) and
+removes deleted ones (``pod-delete``). No heartbeat stage: nothing here would mark a silent node
+NotReady (no controller-manager), and 1,000 heartbeats would only add noise to the measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.devices import discover_profile
+from agent.labeling import labels
+from common.kube import NODES, KubeClient
+from devcluster.binaries import Binaries
+from devcluster.controlplane import ControlPlane
+from devcluster.nodes import capacity
+from devcluster.processes import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+PROFILE = "dgx-h100"
+NODES_PER_LEAF = 32
+LEAVES_PER_SPINE = 8
+STAGES = ("node/fast/node-initialize.yaml", "pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limit:
+    """A client QPS/burst; ``qps == 0``: no client-side limit."""
+
+    qps: float
+    burst: int
+
+    @property
+    def label(self) -> str:
+        return "unlimited" if self.qps == 0 else f"QPS {self.qps:g} / burst {self.burst}"
+
+
+def node_body(index: int) -> dict[str, Any]:
+    name = f"kwok-gpu-{index:04d}"
+    topo = discover_profile(PROFILE, hostname=name)
+    leaf = index // NODES_PER_LEAF
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                **labels(topo).labels,
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                "topos.io/leaf": f"leaf-{leaf}",
+                "topos.io/spine": f"spine-{leaf // LEAVES_PER_SPINE}",
+            },
+            "annotations": {KWOK_ANNOTATION: "fake"},
+        },
+    }
+
+
+async def create_nodes(kube: KubeClient, count: int) -> None:
+    """Create ``count`` Nodes with GPU capacity (status written by us, Ready set by KWOK)."""
+    status = {"capacity": capacity(discover_profile(PROFILE, hostname="x"))}
+    status["allocatable"] = dict(status["capacity"])
+    sem = asyncio.Semaphore(32)
+
+    async def one(i: int) -> None:
+        body = node_body(i)
+        async with sem:
+            name = body["metadata"]["name"]
+            await kube.create(NODES, body)
+            await kube.patch(NODES, name, {"status": status}, subresource="status")
+            # the API server taints new Nodes not-ready; the node lifecycle controller (not run
+            # here) would lift it once Ready, as KWOK's node-initialize stage makes them
+            await kube.patch(NODES, name, {"spec": {"taints": None}})
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float = 120.0) -> float:
+    """Seconds until ``count`` Nodes report Ready (KWOK's node-initialize stage)."""
+    started = time.perf_counter()
+    deadline = started + timeout_s
+    while True:
+        listed = await kube.list(NODES, label_selector="type=kwok")
+        ready = sum(
+            1
+            for n in listed["items"]
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or []
+            )
+        )
+        if ready >= count:
+            return time.perf_counter() - started
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"only {ready}/{count} KWOK nodes Ready after {timeout_s:.0f}s")
+        await asyncio.sleep(0.5)
+
+
+class Process:
+    """A child process in its own process group, its output in a log file."""
+
+    def __init__(self, name: str, argv: Sequence[str], log: Path) -> None:
+        self.name = name
+        self.log = log
+        self._file = log.open("wb")
+        self.popen = subprocess.Popen(
+            list(argv),
+            stdout=self._file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=ROOT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def check(self) -> None:
+        if self.popen.poll() is not None:
+            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+            raise RuntimeError(f"{self.name} exited ({self.popen.returncode}):\n{tail}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait()
+        self._file.close()
+
+
+def start_kwok(binaries: Binaries, plane: ControlPlane, work: Path) -> Process:
+    if binaries.kwok is None or binaries.kwok_stages is None:
+        raise RuntimeError("kwok missing: run `python -m devcluster.binaries ensure --all`")
+    kubeconfig = plane.write_user_kubeconfig(
+        work / "kwok.kubeconfig", user="kwok-controller", groups=("system:masters",)
+    )
+    argv = [
+        str(binaries.kwok),
+        f"--kubeconfig={kubeconfig}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+        "--cidr=10.64.0.0/10",
+        "--node-ip=10.255.0.1",
+        "--v=WARN",
+        *(f"--config={binaries.kwok_stages / stage}" for stage in STAGES),
+    ]
+    return Process("kwok", argv, work / "kwok.log")
+
+
+def start_kube_scheduler(
+    binaries: Binaries, plane: ControlPlane, work: Path, limit: Limit, tag: str
+) -> Process:
+    if binaries.kube_scheduler is None:
+        raise RuntimeError("kube-scheduler missing: `python -m devcluster.binaries ensure --all`")
+    kubeconfig = plane.write_user_kubeconfig(
+        work / "kube-scheduler.kubeconfig",
+        user="bench-kube-scheduler",
+        groups=("system:masters",),
+    )
+    qps, burst = (limit.qps, limit.burst) if limit.qps > 0 else (-1, 0)  # client-go: < 0 = none
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": burst},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+    path = work / f"kube-scheduler-{tag}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = [
+        str(binaries.kube_scheduler),
+        f"--config={path}",
+        f"--secure-port={free_port()}",
+        "--bind-address=127.0.0.1",
+        "-v=1",
+    ]
+    return Process("kube-scheduler", argv, work / f"kube-scheduler-{tag}.log")
+
+
+def start_topos(plane: ControlPlane, work: Path, limit: Limit, tag: str, *, binds: int) -> Process:
+    kubeconfig = plane.write_user_kubeconfig(
+        work / "topos.kubeconfig", user="bench-topos", groups=("system:masters",)
+    )
+    config = {
+        "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
+        "auth": {"enabled": False},
+        "scheduler": {"enabled": True, "maxBindsInFlight": binds},
+        "kube": {"qps": limit.qps, "burst": limit.burst},
+    }
+    path = work / f"topos-{tag}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = [
+        sys.executable,
+        "-m",
+        "cli.main",
+        "coordinator",
+        f"--kubeconfig={kubeconfig}",
+        f"--config={path}",
+    ]
+    return Process("topos coordinator", argv, work / f"topos-{tag}.log")

@@ -1,0 +1,404 @@
+"""End-to-end binding throughput on the real control plane with 1,000 KWOK nodes: Topos vs the
+real kube-scheduler of the same Kubernetes version, same pods, same API server, one run.
+
+One etcd + kube-apiserver (``devcluster``), KWOK managing ``--nodes`` fake DGX H100 Nodes (8
+``nvidia.com/gpu`` each, Topos labels; ``benchmarks/kwok_cluster.py``). For each client limit
+(``--limits``, default kube-scheduler's QPS 50 / burst 100, then "unlimited") each scheduler in
+turn — kube-scheduler for ``schedulerName: default-scheduler``, ``topos coordinator`` for
+``schedulerName: topos`` — is started as its own process with that QPS/burst in its config file,
+warmed up with one pod, then ``--pods`` single-GPU pods (``limits: {nvidia.com/gpu: 1}``) are
+created in a fresh namespace (32 creates in flight, no client-side limit on the creator) while a
+watch records when each pod is seen bound and Running. Only one scheduler runs at a time; after
+its run it is stopped and its pods deleted (``deletecollection``, grace 0) so the next run starts
+on the same empty nodes.
+
+Figures per run: pods bound per second from the first create sent to the last bind seen on the
+watch; create→bound latency p50/p99 (client-side clock: the moment the create request was sent
+→ the watch event showing ``spec.nodeName``); the creation rate (the ceiling for both); CPU
+seconds the scheduler process used. The Topos/kube-scheduler ratio at equal limits is the goal
+(≥ 1.0×).
+
+    .venv/bin/python -m benchmarks.kwok_throughput [--nodes 1000] [--pods 2000]
+        [--limits 50/100,unlimited] [--profile DIR] [--json]
+
+``--profile DIR`` records the coordinator with ``py-spy`` during Topos runs (collapsed stacks).
+Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok, stages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from benchmarks.kwok_cluster import (
+    Limit,
+    Process,
+    create_nodes,
+    start_kube_scheduler,
+    start_kwok,
+    start_topos,
+    wait_ready,
+)
+from benchmarks.run_all import machine
+from common.kube import NAMESPACES, PODS, KubeClient, KubeError
+from devcluster.binaries import KUBERNETES_VERSION, ensure
+from devcluster.controlplane import ControlPlane
+
+SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
+CREATORS = 32
+
+
+@dataclass
+class Run:
+    scheduler: str
+    limit: Limit
+    pods: int
+    sent: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+    running: dict[str, float] = field(default_factory=dict)
+    created_s: float = 0.0
+    cpu_s: float = 0.0
+    apiserver_cpu_s: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def start(self) -> float:
+        return min(self.sent.values())
+
+    @property
+    def span_s(self) -> float:
+        return max(self.bound.values()) - self.start if self.bound else float("nan")
+
+    @property
+    def rate(self) -> float:
+        return len(self.bound) / self.span_s if self.bound else 0.0
+
+    @property
+    def create_rate(self) -> float:
+        return self.pods / self.created_s
+
+    def latency_ms(self, q: float) -> float:
+        values = sorted(self.bound[n] - self.sent[n] for n in self.bound if n in self.sent)
+        if not values:
+            return float("nan")
+        return 1000 * values[min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))]
+
+    def summary(self) -> str:
+        running = (
+            f"Running {len(self.running)}/{self.pods} by "
+            f"{max(self.running.values()) - self.start:.1f}s"
+            if self.running
+            else "Running 0"
+        )
+        return (
+            f"{self.scheduler:14s} {self.limit.label:22s} {len(self.bound)}/{self.pods} bound in "
+            f"{self.span_s:6.2f}s = {self.rate:7.1f} pods/s  create→bound p50 "
+            f"{self.latency_ms(50):7.0f} ms p99 {self.latency_ms(99):7.0f} ms  "
+            f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
+            f"{1000 * self.cpu_s / max(1, len(self.bound)):.2f} ms/pod; "
+            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running})"
+            + ("  TIMED OUT" if self.timed_out else "")
+        )
+
+
+def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "kwok-bench"}},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/train:1",
+                    "resources": {
+                        "requests": {"cpu": "1", "memory": "4Gi"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        t = psutil.Process(pid).cpu_times()
+        return float(t.user + t.system + t.children_user + t.children_system)
+    except psutil.Error:
+        return 0.0
+
+
+async def wait_bound(kube: KubeClient, namespace: str, name: str, timeout_s: float) -> None:
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        pod = await kube.get(PODS, name, namespace=namespace)
+        if pod["spec"].get("nodeName"):
+            return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"{namespace}/{name} not bound after {timeout_s:.0f}s")
+
+
+async def watch(kube: KubeClient, namespace: str, rv: str, run: Run, done: asyncio.Event) -> None:
+    """Record when each pod is first seen bound and Running; resumes a broken watch."""
+    while True:
+        try:
+            async for kind, obj in kube.watch(
+                PODS, namespace=namespace, resource_version=rv, timeout_seconds=900
+            ):
+                now = time.perf_counter()
+                meta = obj["metadata"]
+                rv = meta.get("resourceVersion") or rv
+                if kind not in ("ADDED", "MODIFIED"):
+                    continue
+                name = meta["name"]
+                if name not in run.bound and obj["spec"].get("nodeName"):
+                    run.bound[name] = now
+                if name not in run.running and (obj.get("status") or {}).get("phase") == "Running":
+                    run.running[name] = now
+                if len(run.running) >= run.pods:
+                    done.set()
+        except KubeError as exc:
+            print(f"watch of {namespace} broke ({exc}); resuming", file=sys.stderr)
+
+
+async def one_run(
+    plane: ControlPlane,
+    kube: KubeClient,
+    scheduler: Process,
+    run: Run,
+    namespace: str,
+    *,
+    timeout_s: float,
+    running_grace_s: float,
+) -> None:
+    scheduler_name = SCHEDULERS[run.scheduler]
+    await kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
+    # warm-up: the scheduler has synced and binds (its start-up is not what we measure)
+    await kube.create(PODS, pod_body("warmup", scheduler_name), namespace=namespace)
+    deadline = time.perf_counter() + 120
+    while True:
+        scheduler.check()
+        with contextlib.suppress(RuntimeError):
+            await wait_bound(kube, namespace, "warmup", 2)
+            break
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"{run.scheduler} did not bind the warm-up pod in 120 s")
+    listed = await kube.list(PODS, namespace=namespace, limit=1)
+    done = asyncio.Event()
+    watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
+    cpu0 = cpu_seconds(scheduler.pid)
+    api0 = cpu_seconds(plane.state.apiserver_pid)
+    names = [f"p-{i:05d}" for i in range(run.pods)]
+    sem = asyncio.Semaphore(CREATORS)
+
+    async def create(name: str) -> None:
+        async with sem:
+            run.sent[name] = time.perf_counter()
+            await kube.create(PODS, pod_body(name, scheduler_name), namespace=namespace)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(create(n) for n in names))
+    run.created_s = time.perf_counter() - t0
+    try:
+        async with asyncio.timeout(timeout_s):
+            while len(run.bound) < run.pods:
+                scheduler.check()
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        run.timed_out = True
+    run.cpu_s = cpu_seconds(scheduler.pid) - cpu0
+    run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(running_grace_s):
+            await done.wait()
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+
+
+async def clear(kube: KubeClient, namespace: str) -> None:
+    await kube.delete_collection(PODS, namespace=namespace, grace_period_seconds=0)
+    while (await kube.list(PODS, namespace=namespace, limit=1))["items"]:  # noqa: ASYNC110
+        await asyncio.sleep(0.2)
+
+
+def parse_limits(text: str) -> list[Limit]:
+    out: list[Limit] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "unlimited":
+            out.append(Limit(qps=0, burst=1))
+            continue
+        qps, _, burst = part.partition("/")
+        out.append(Limit(qps=float(qps), burst=int(burst or 2 * float(qps))))
+    return out
+
+
+def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy not found; not profiling", file=sys.stderr)
+        return None
+    return subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def bench(args: argparse.Namespace) -> list[Run]:
+    binaries = ensure(extra=True, log=False)
+    work = Path(tempfile.mkdtemp(prefix="topos-kwok-"))
+    plane = ControlPlane.start(binaries=binaries)
+    kwok: Process | None = None
+    runs: list[Run] = []
+    try:
+        kube = await KubeClient.connect(plane.kubeconfig)
+        kwok = start_kwok(binaries, plane, work)
+        t0 = time.perf_counter()
+        await create_nodes(kube, args.nodes)
+        created = time.perf_counter() - t0
+        ready = await wait_ready(kube, args.nodes)
+        say(
+            args,
+            f"{args.nodes} Nodes created in {created:.1f}s, all Ready (KWOK) {ready:.1f}s later",
+        )
+        for li, limit in enumerate(parse_limits(args.limits)):
+            for name in args.order.split(","):
+                tag = f"{name}-{li}"
+                if name == "kube-scheduler":
+                    proc = start_kube_scheduler(binaries, plane, work, limit, tag)
+                else:
+                    proc = start_topos(plane, work, limit, tag, binds=args.binds)
+                run = Run(name, limit, args.pods)
+                spy = None
+                try:
+                    if args.profile and name == "topos":
+                        spy = start_profiler(proc.pid, Path(args.profile) / f"topos-{li}.txt")
+                    await one_run(
+                        plane,
+                        kube,
+                        proc,
+                        run,
+                        f"kwok-{tag}",
+                        timeout_s=args.timeout,
+                        running_grace_s=10,
+                    )
+                finally:
+                    if spy is not None:
+                        spy.send_signal(2)
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            spy.wait(20)
+                    proc.stop()
+                runs.append(run)
+                say(args, run.summary())
+                await clear(kube, f"kwok-{tag}")
+        await kube.close()
+    finally:
+        if kwok is not None:
+            kwok.stop()
+        plane.stop()
+        if args.keep:
+            print(f"logs kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return runs
+
+
+def say(args: argparse.Namespace, line: str) -> None:
+    print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+
+def rows(runs: Sequence[Run], nodes: int) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    by_limit: dict[str, dict[str, Run]] = {}
+    for r in runs:
+        by_limit.setdefault(r.limit.label, {})[r.scheduler] = r
+    for label, pair in by_limit.items():
+        topos, kube = pair.get("topos"), pair.get("kube-scheduler")
+        if topos is None or kube is None:
+            continue
+        ratio = topos.rate / kube.rate if kube.rate else float("nan")
+        case = f"{nodes:,} KWOK nodes, {topos.pods:,} 1-GPU pods, {label}"
+        out.append(
+            {
+                "case": case,
+                "figure": "pods bound/s (first create → last bound)",
+                "topos": f"{topos.rate:,.1f} ({ratio:.2f}×)",
+                "baseline": f"{kube.rate:,.1f} (kube-scheduler v{KUBERNETES_VERSION})",
+                "goal": "≥ 1.0× kube-scheduler" if "QPS" in label else "",
+            }
+        )
+        out.append(
+            {
+                "case": case,
+                "figure": "create→bound p50 / p99",
+                "topos": f"{topos.latency_ms(50):,.0f} / {topos.latency_ms(99):,.0f} ms",
+                "baseline": f"{kube.latency_ms(50):,.0f} / {kube.latency_ms(99):,.0f} ms",
+                "goal": "",
+            }
+        )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=2000, help="single-GPU pods per run")
+    ap.add_argument(
+        "--limits", default="50/100,unlimited", help="client QPS/burst per pair of runs"
+    )
+    ap.add_argument("--order", default="kube-scheduler,topos", help="which runs first")
+    ap.add_argument("--binds", type=int, default=64, help="Topos scheduler.maxBindsInFlight")
+    ap.add_argument("--timeout", type=float, default=120.0, help="per run, after the creates")
+    ap.add_argument("--profile", default="", help="py-spy the coordinator into this directory")
+    ap.add_argument("--keep", action="store_true", help="keep the logs and configs")
+    ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
+    args = ap.parse_args(argv)
+    info = machine()
+    say(args, f"machine: {info['CPU']}, {info['cores']}, {info['memory']}, {info['Python']}")
+    say(args, f"Kubernetes v{KUBERNETES_VERSION} (kube-apiserver, kube-scheduler), KWOK")
+    started = time.perf_counter()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+    runs = asyncio.run(bench(args))
+    load = os.getloadavg()[0]
+    table = rows(runs, args.nodes)
+    notes = [
+        f"machine: {info['CPU']}, {info['cores']}; load average {load:.1f} after the run",
+        "one scheduler process at a time on the same API server, nodes and pod spec; "
+        "latency from the client-side send of the create to the bind seen on a watch",
+        *(r.summary() for r in runs),
+        f"whole benchmark {time.perf_counter() - started:.0f} s",
+    ]
+    if args.json:
+        print(json.dumps({"rows": table, "notes": notes}))
+    else:
+        for r in table:
+            print(f"{r['case']}: {r['figure']}: Topos {r['topos']}, {r['baseline']} {r['goal']}")
+        print(notes[0])
+    return 0 if all(not r.timed_out for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

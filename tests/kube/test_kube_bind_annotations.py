@@ -1,0 +1,82 @@
+"""One-request binds on the real API server: the Binding's annotations land on the pod together
+with ``spec.nodeName``, the uid guard still holds, and a rate-limited client still works."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.kube import NODES, PODS, ClientSettings, Conflict, KubeClient, KubeError, RateLimit
+
+pytestmark = pytest.mark.kube
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": {"team": "ml"}},
+        "spec": {
+            "schedulerName": "topos",
+            "containers": [{"name": "main", "image": "busybox"}],
+        },
+    }
+
+
+async def test_bind_sets_annotations_and_node_in_one_update(
+    kube: KubeClient, namespace: str, unique_name: Callable[[str], str]
+) -> None:
+    node = unique_name("gpu")
+    await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    created = await kube.create(PODS, pod("p"), namespace=namespace)
+    await kube.bind(
+        namespace=namespace,
+        pod="p",
+        node=node,
+        pod_uid=created["metadata"]["uid"],
+        annotations={"topos.io/assigned-gpus": "GPU-1,GPU-2", "topos.io/assigned-numa": "0"},
+    )
+    bound = await kube.get(PODS, "p", namespace=namespace)
+    assert bound["spec"]["nodeName"] == node
+    assert bound["metadata"]["annotations"] == {
+        "team": "ml",  # the pod's own annotations are kept
+        "topos.io/assigned-gpus": "GPU-1,GPU-2",
+        "topos.io/assigned-numa": "0",
+    }
+    # exactly one write after the create: the bind itself
+    assert int(bound["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+
+
+async def test_a_refused_bind_writes_no_annotations(
+    kube: KubeClient, namespace: str, unique_name: Callable[[str], str]
+) -> None:
+    node = unique_name("gpu")
+    await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    await kube.create(PODS, pod("q"), namespace=namespace)
+    with pytest.raises(KubeError):  # a decision made for an earlier pod of that name
+        await kube.bind(
+            namespace=namespace,
+            pod="q",
+            node=node,
+            pod_uid="00000000-dead-beef-0000-000000000000",
+            annotations={"topos.io/assigned-gpus": "GPU-9"},
+        )
+    left = await kube.get(PODS, "q", namespace=namespace)
+    assert "nodeName" not in left["spec"]
+    assert left["metadata"]["annotations"] == {"team": "ml"}
+    await kube.bind(namespace=namespace, pod="q", node=node)
+    with pytest.raises(Conflict):  # bound already: annotations of a second bind are refused too
+        await kube.bind(namespace=namespace, pod="q", node=node, annotations={"x": "y"})
+    assert "x" not in (await kube.get(PODS, "q", namespace=namespace))["metadata"]["annotations"]
+
+
+async def test_a_rate_limited_client_does_its_work(kubeconfig: Path, namespace: str) -> None:
+    settings = ClientSettings(rate_limit=RateLimit(qps=1000, burst=2))
+    async with await KubeClient.connect(kubeconfig, settings=settings) as limited:
+        for i in range(6):  # more requests than the burst: the later ones wait their turn
+            await limited.create(PODS, pod(f"r-{i}"), namespace=namespace)
+        listed = await limited.list(PODS, namespace=namespace)
+    assert sorted(p["metadata"]["name"] for p in listed["items"]) == [f"r-{i}" for i in range(6)]
