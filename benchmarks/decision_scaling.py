@@ -2,10 +2,11 @@
 
 For each size, a leaf–spine cluster (32 nodes per leaf, 8 leaves per spine) of DGX H100 (40 %),
 DGX A100 (30 %), 8×L40S PCIe boxes (25 %) and MIG-partitioned A100s (5 %) — hardware from the
-built-in profiles — is first filled to about 40 % of its GPUs with pods of the synthetic trace
-mix (untimed), then the next ``--pods`` pods of the same mix (single pods: 1–8 GPUs, MIG, NUMA
-pinned, CPU-only; gang members are left to ``benchmarks/gang_placement.py``) are decided one at a
-time, each followed by ``Snapshot.assume`` as the scheduler loop does. Timed per pod: wall and
+built-in profiles — starts with about 40 % of its GPUs and MIG instances held by running pods
+(random GPUs per node, seeded), then ``--pods`` pods of the synthetic trace mix (single pods:
+1–8 GPUs, MIG, NUMA pinned, some naming a GPU model; gang members are left to
+``benchmarks/gang_placement.py``) are decided one at a time, each followed by
+``Snapshot.assume`` as the scheduler loop does. Timed per pod: wall and
 CPU (``process_time``) for decide + assume. Throughput = pods decided per wall second.
 
 Baseline in the same run, on the same cluster and pods: the naive first-fit policy of the
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -29,7 +31,16 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
-from coordinator.scheduling import Decision, Framework, NodeInfo, PodRequest, Snapshot, schedule_one
+from coordinator.scheduling import (
+    Decision,
+    Framework,
+    NodeInfo,
+    Placement,
+    PodInfo,
+    PodRequest,
+    Snapshot,
+    schedule_one,
+)
 from coordinator.simulation import build_nodes, cluster_shape, generate, parse_cluster
 from coordinator.simulation.pods import job_pods
 from coordinator.simulation.policies import baseline_framework
@@ -87,25 +98,47 @@ class Result:
         return len(self.wall_ms) / (sum(self.wall_ms) / 1000) if self.wall_ms else 0.0
 
 
+def prefill(nodes: list[NodeInfo], seed: int, share: float = 0.4) -> tuple[list[NodeInfo], int]:
+    """Nodes with about ``share`` of their GPUs and MIG instances already held by running pods
+    (random GPUs, seeded: some nodes full, some empty, most partly used)."""
+    rng = random.Random(seed)
+    out: list[NodeInfo] = []
+    busy = 0
+    for node in nodes:
+        topo = node.topology
+        if topo is None:
+            out.append(node)
+            continue
+        whole = [g.index for g in topo.gpus if not g.mig_enabled]
+        mig = [(g.index, i.gi_id) for g in topo.gpus if g.mig_enabled for i in g.mig_instances]
+        take = sum(1 for _ in whole if rng.random() < share)
+        gpus = tuple(sorted(rng.sample(whole, take)))
+        migs = tuple(m for m in mig if rng.random() < share)
+        pods = []
+        if gpus or migs:
+            requests = {"nvidia.com/gpu": len(gpus), "cpu": 4000 * len(gpus), "pods": 1}
+            placement = Placement(gpus=gpus, mig=migs)
+            pods.append(
+                PodInfo(namespace="fill", name=node.name, requests=requests, placement=placement)
+            )
+        busy += len(gpus)
+        out.append(node.rebuild(pods))
+    return out, busy
+
+
 def run(
-    policy: str, framework: Framework, nodes: list[NodeInfo], pods: list[PodRequest], timed: int
+    policy: str,
+    framework: Framework,
+    nodes: list[NodeInfo],
+    pods: list[PodRequest],
+    timed: int,
+    busy: int,
 ) -> Result:
     snapshot = Snapshot(nodes)
-    total_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes)
-    busy = 0
-    i = 0
-    # prefill to ~40 % of the GPUs (untimed)
-    while busy < 0.4 * total_gpus and i < len(pods):
-        pod = pods[i]
-        i += 1
-        result = schedule_one(pod, snapshot, framework)
-        if isinstance(result, Decision):
-            snapshot.assume(pod, result.node, result.placement)
-            busy += len(result.placement.gpus)
     wall: list[float] = []
     cpu: list[float] = []
     placed = 0
-    for pod in pods[i : i + timed]:
+    for pod in pods[:timed]:
         w0, c0 = time.perf_counter(), time.process_time()
         result = schedule_one(pod, snapshot, framework)
         if isinstance(result, Decision):
@@ -129,12 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for n in sizes:
         t0 = time.perf_counter()
-        nodes = cluster(n)
-        pods = pods_for(nodes, args.pods * 3 + n // 2, args.seed)
+        nodes, busy = prefill(cluster(n), args.seed)
+        pods = pods_for(nodes, args.pods, args.seed)
         build_s = time.perf_counter() - t0
         results = [
-            run("topos", topos, nodes, pods, args.pods),
-            run("first-fit", naive, nodes, pods, args.pods),
+            run("topos", topos, nodes, pods, args.pods, busy),
+            run("first-fit", naive, nodes, pods, args.pods, busy),
         ]
         for r in results:
             line = (

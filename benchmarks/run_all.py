@@ -5,7 +5,8 @@
 the arguments listed in ``ARGS`` (sizes chosen to finish in minutes on a small machine). Those
 that print rows (``--json`` → ``{"rows": [...], "notes": [...]}``) fill the summary table; for
 the others, their verdict lines ("target …", "goal …") go in the table and their whole output
-below it. A benchmark module added later is picked up automatically (run with no arguments).
+below it. A benchmark module added later (one with a ``__main__`` guard) is picked up
+automatically and run with no arguments.
 
 Options: ``--only a,b`` runs a subset, ``--output F`` writes elsewhere (``-`` for stdout),
 ``--timeout S`` per benchmark (default 900 s).
@@ -47,6 +48,12 @@ ARGS: dict[str, list[str]] = {
 JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use"}
 ORDER = list(ARGS)
 _VERDICT = re.compile(r"\b(target|goal)\b", re.IGNORECASE)
+#: Lines worth a row in the summary, for benchmarks that print neither rows nor a verdict line.
+KEY_LINES: dict[str, re.Pattern[str]] = {
+    "gang_placement": re.compile(r"(topos median|fragmentation mean|in one leaf)"),
+    "binding_throughput": re.compile(r"vs one bind at a time"),
+    "kwok_throughput": re.compile(r"^1,000 KWOK nodes"),
+}
 
 
 @dataclass
@@ -61,12 +68,20 @@ class Outcome:
 
     @property
     def verdicts(self) -> list[str]:
-        return [line.strip() for line in self.output.splitlines() if _VERDICT.search(line)]
+        pattern = KEY_LINES.get(self.name, _VERDICT)
+        lines = [line.strip() for line in self.output.splitlines() if pattern.search(line)]
+        if not lines and self.output.strip():
+            lines = [self.output.strip().splitlines()[-1].strip()]
+        return lines
 
 
 def discover() -> list[str]:
     found = sorted(
-        p.stem for p in HERE.glob("*.py") if not p.stem.startswith("_") and p.stem != "run_all"
+        p.stem
+        for p in HERE.glob("*.py")
+        if not p.stem.startswith("_")
+        and p.stem != "run_all"
+        and '__name__ == "__main__"' in p.read_text()  # helpers are not benchmarks
     )
     return [n for n in ORDER if n in found] + [n for n in found if n not in ORDER]
 

@@ -184,7 +184,7 @@ class Simulator:
             else:
                 new = set(arrived)
                 candidates = [e for e in pending if e[2] in new]
-            failed: set[tuple[object, ...]] = set()
+            failed: dict[tuple[object, ...], str] = {}  # shape → why it did not fit
             placed: list[tuple[int, float, int]] = []
             for entry in candidates:
                 i = entry[2]
@@ -198,18 +198,18 @@ class Simulator:
                     job.memory_gib_per_pod,
                     job.numa_policy,
                 )
-                if shape in failed:
+                why = failed.get(shape)
+                if why is not None:
+                    reasons[i] = why
                     continue
                 short = usage.room_for(job.whole_gpus, job.gang_size, self.eligible[i])
                 if short is not None:
-                    failed.add(shape)
-                    reasons[i] = short
+                    failed[shape] = reasons[i] = short
                     continue
                 attempts += 1
                 result = policy.place(pods[i], snapshot)
                 if isinstance(result, str):
-                    failed.add(shape)
-                    reasons[i] = result
+                    failed[shape] = reasons[i] = result
                     continue
                 for slot in result:
                     snapshot.assume(slot.pod, slot.node, slot.placement)

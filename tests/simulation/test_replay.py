@@ -158,3 +158,12 @@ def test_utilisation_and_fragmentation_are_time_weighted() -> None:
 def test_policies_see_identical_input_and_unknown_policy_is_refused() -> None:
     with pytest.raises(KeyError, match="unknown policy 'best'"):
         make_policy("best")
+
+
+def test_every_waiting_job_says_why_even_when_a_twin_was_tried_first() -> None:
+    jobs = [job("big-1", 0, 10, gpus=8, gang_size=9), job("big-2", 0, 10, gpus=8, gang_size=9)]
+    run = replay(TWO_LEAVES, jobs, "spread")
+    reasons = run.unplaced()
+    assert set(reasons) == {"big-1", "big-2"}
+    assert reasons["big-1"] == reasons["big-2"]
+    assert reasons["big-2"].startswith("no room for 9 pods of 8 GPUs")
