@@ -19,8 +19,10 @@ Nothing here mutates the snapshot passed in.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 from coordinator.domains.capacity import GPU, NodeState
 from coordinator.domains.layout import DomainKeys, build_layout
@@ -28,7 +30,7 @@ from coordinator.domains.select import Member
 from coordinator.domains.strategy import PlacementIntent
 from coordinator.gang.manager import Reservation
 from coordinator.gang.plan import GangPlan, plan_gang
-from coordinator.scheduling.framework import Decision, Framework, schedule_one
+from coordinator.scheduling.framework import Decision, Failure, Framework, schedule_one
 from coordinator.scheduling.nodeinfo import NodeInfo, Snapshot
 from coordinator.scheduling.podspec import PodRequest
 from coordinator.scheduling.status import Status
@@ -76,6 +78,20 @@ class GangDecision:
         return out
 
 
+#: Filters of the default profile that judge a node without its capacity.
+_NODE_GATE: Final = ("NodeHealth", "NodeUnschedulable", "TaintToleration", "NodeAffinity")
+_GATES: weakref.WeakKeyDictionary[Framework, Framework] = weakref.WeakKeyDictionary()
+
+
+def node_gate(framework: Framework) -> Framework:
+    """The framework's node-level filters alone (same config, no scoring)."""
+    gate = _GATES.get(framework)
+    if gate is None:
+        names = [p for p in _NODE_GATE if p not in framework.config.disabled_plugins]
+        gate = _GATES[framework] = Framework.build(framework.config, profile=names)
+    return gate
+
+
 def schedule_gang(
     pods: Sequence[PodRequest],
     snapshot: Snapshot,
@@ -102,6 +118,18 @@ def schedule_gang(
 
     def eligible(member: Member, node: NodeState) -> Status:
         return refused.get((member.shape_key, node.name), Status())
+
+    # Where may each shape go at all? The core's node-level filters (health, unschedulable,
+    # taints, node selector and affinity — a GPU model, a pool) once per shape, so the plan
+    # never has to learn them one refused node per round.
+    gate = node_gate(framework)
+    for probe_pod in {shapes[p.key]: p for p in pods}.values():
+        probe = schedule_one(probe_pod, snapshot, gate)
+        if isinstance(probe, Failure) and probe.pod_status is not None:
+            return probe.pod_status  # the pod itself is invalid: no node helps
+        for node_name, verdict in probe.verdicts.items():
+            if not verdict.status.is_success:
+                refused[(shapes[probe_pod.key], node_name)] = verdict.status
 
     last: Status = Status.unschedulable("pod group does not fit")
     for round_no in range(1, max_rounds + 1):
@@ -141,4 +169,11 @@ def schedule_gang(
     return last
 
 
-__all__ = ["GangDecision", "member_of", "node_state", "node_states", "schedule_gang"]
+__all__ = [
+    "GangDecision",
+    "member_of",
+    "node_gate",
+    "node_state",
+    "node_states",
+    "schedule_gang",
+]

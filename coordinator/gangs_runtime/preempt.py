@@ -24,12 +24,12 @@ from coordinator.domains.capacity import NodeState
 from coordinator.domains.layout import DomainKeys
 from coordinator.domains.select import Member
 from coordinator.domains.strategy import PlacementIntent
-from coordinator.gang.cycle import member_of, node_states
+from coordinator.gang.cycle import member_of, node_gate, node_states
 from coordinator.gang.identity import GangKey
 from coordinator.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
 from coordinator.runtime.cluster import PodRef
 from coordinator.runtime.loop import Scheduler
-from coordinator.scheduling import Code, Failure, PodRequest, Snapshot, Status
+from coordinator.scheduling import Code, Failure, PodRequest, Snapshot, Status, schedule_one
 
 from .running import bound_pods, running_pods
 
@@ -96,12 +96,29 @@ class Preemptor:
             if any(m.preemption_policy == "Never" for m in members)
             else "PreemptLowerPriority"
         )
+        # Members may only be planned where the core's node-level filters let them (GPU model,
+        # pool, taints): otherwise "room" on nodes they can never use looks like a plan.
+        snapshot = self.scheduler.view.snapshot()
+        gate = node_gate(self.scheduler.framework)
+        barred: dict[str, set[str]] = {}
+        for m in members:
+            shape = member_of(m).shape_key
+            if shape not in barred:
+                probe = schedule_one(m, snapshot, gate)
+                barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
+
+        def eligible(member: Member, node: NodeState) -> Status:
+            if node.name in barred.get(member.shape_key, ()):
+                return Status.unresolvable("the pod can never run on this node")
+            return Status()
+
         return await self._preempt(
             f"gang:{key}",
             members,
             priority=max(m.priority for m in members),
             policy=policy,
             intent=intent,
+            eligible=eligible,
         )
 
     async def post_filter(
@@ -177,6 +194,8 @@ class Preemptor:
             if "PodDisruptionBudget" in plan.message:
                 return f"preemption: {plan.message}"
             return None
+        if not plan.victims:
+            return None  # nothing to evict would help: no preemption, no nomination
         self._execute(unit, members, priority, plan, now)
         victims = len(plan.victim_pods)
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
