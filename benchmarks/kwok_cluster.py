@@ -29,7 +29,7 @@ import yaml
 
 from agent.devices import discover_profile
 from agent.labeling import labels
-from common.kube import NODES, KubeClient
+from common.kube import NODES, AlreadyExists, KubeClient, Unreachable
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
 from devcluster.nodes import capacity
@@ -49,6 +49,11 @@ class Limit:
 
     qps: float
     burst: int
+
+    @property
+    def token(self) -> str:
+        """As written on the command line: ``50/100`` or ``unlimited``."""
+        return "unlimited" if self.qps == 0 else f"{self.qps:g}/{self.burst}"
 
     @property
     def label(self) -> str:
@@ -81,17 +86,23 @@ async def create_nodes(kube: KubeClient, count: int) -> None:
     """Create ``count`` Nodes with GPU capacity (status written by us, Ready set by KWOK)."""
     status = {"capacity": capacity(discover_profile(PROFILE, hostname="x"))}
     status["allocatable"] = dict(status["capacity"])
-    sem = asyncio.Semaphore(32)
+    sem = asyncio.Semaphore(64)
 
     async def one(i: int) -> None:
         body = node_body(i)
         async with sem:
             name = body["metadata"]["name"]
-            await kube.create(NODES, body)
+            for attempt in range(5):  # a POST is not retried by the client: a busy box drops some
+                try:
+                    await kube.create(NODES, body)
+                    break
+                except AlreadyExists:
+                    break
+                except Unreachable:
+                    if attempt == 4:
+                        raise
+                    await asyncio.sleep(1)
             await kube.patch(NODES, name, {"status": status}, subresource="status")
-            # the API server taints new Nodes not-ready; the node lifecycle controller (not run
-            # here) would lift it once Ready, as KWOK's node-initialize stage makes them
-            await kube.patch(NODES, name, {"spec": {"taints": None}})
 
     await asyncio.gather(*(one(i) for i in range(count)))
 
@@ -150,6 +161,12 @@ class Process:
                 os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait()
         self._file.close()
+
+
+#: No controller-manager runs, so nothing would lift the ``node.kubernetes.io/not-ready`` taint
+#: the ``TaintNodesByCondition`` admission plugin puts on every new Node once KWOK makes it Ready;
+#: the benchmark's API server runs without that plugin instead (flag values accumulate).
+APISERVER_ARGS = ("--disable-admission-plugins=TaintNodesByCondition",)
 
 
 def start_kwok(binaries: Binaries, plane: ControlPlane, work: Path) -> Process:

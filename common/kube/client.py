@@ -87,7 +87,9 @@ class KubeClient:
     ) -> Self:
         """A client for ``kubeconfig`` (else ``$KUBECONFIG``, in-cluster, ``~/.kube/config``)."""
         configuration = await load_configuration(kubeconfig, context=context)
-        return cls(ApiClient(configuration), settings=settings)
+        api = ApiClient(configuration)
+        _skip_environment_lookups(api)
+        return cls(api, settings=settings)
 
     async def close(self) -> None:
         await self._api.close()
@@ -568,6 +570,26 @@ def object_reference(obj: KubeObject | ObjectReference) -> ObjectReference:
                 reference[key] = str(metadata[key])
         return reference
     return cast(ObjectReference, dict(obj))
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def _skip_environment_lookups(api: Any) -> None:
+    """Stop aiohttp from consulting the environment on every request when that can't matter.
+
+    kubernetes_asyncio opens its session with ``trust_env=True``, so for *each* request aiohttp
+    looks for proxy variables and a ``~/.netrc`` entry, both in worker threads: two thread hops
+    per call (py-spy: the largest per-request cost of the coordinator under load, beside TLS).
+    With no proxy variable set neither lookup can change a request to the API server (its
+    credentials are the kubeconfig's certificate or token, never netrc), so switch them off;
+    with one set, keep aiohttp's behaviour.
+    """
+    if any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARIABLES):
+        return
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if isinstance(session, aiohttp.ClientSession) and hasattr(session, "_trust_env"):
+        session._trust_env = False
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str | int]:
