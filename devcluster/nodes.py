@@ -195,6 +195,21 @@ async def register(kube: KubeClient, nodes: list[SimNode]) -> None:
         except AlreadyExists:
             await kube.patch(NODES, node.name, {"metadata": body["metadata"]})
         await kube.patch(NODES, node.name, node_status(node), subresource="status")
+        await _lift_not_ready_taint(kube, node.name)
+
+
+async def _lift_not_ready_taint(kube: KubeClient, name: str) -> None:
+    """Do the node lifecycle controller's part: no controller-manager runs here, so the
+    ``node.kubernetes.io/not-ready`` taint the API server's TaintNodesByCondition admission puts on
+    every new Node would otherwise stay and keep every pod off a node that reports Ready."""
+    obj = await kube.get(NODES, name)
+    taints = (obj.get("spec") or {}).get("taints") or []
+    kept = [t for t in taints if t.get("key") != _NOT_READY_TAINT]
+    if len(kept) != len(taints):
+        await kube.patch(NODES, name, {"spec": {"taints": kept or None}})
+
+
+_NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
 
 
 # --- the background process hosting the agents -------------------------------------------------

@@ -91,6 +91,10 @@ async def test_registered_nodes_are_ready_with_profile_capacity(
     assert obj["metadata"]["labels"]["topos.io/leaf"] == "leaf-7"
     ready = [c for c in obj["status"]["conditions"] if c["type"] == "Ready"]
     assert ready[0]["status"] == "True"
+    # Ready and schedulable: the admission-added not-ready taint is lifted, as a controller would.
+    assert not [
+        t for t in obj["spec"].get("taints", []) if t["key"] == "node.kubernetes.io/not-ready"
+    ]
 
     def parsed(resources: dict[str, str]) -> dict[str, object]:
         return {k: parse_quantity(v) for k, v in resources.items()}
