@@ -19,7 +19,8 @@ demo: $(STAMP)
 # gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
 # a green run must have run tests.
 test: $(STAMP) k8s-binaries lint typecheck
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	@rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 k8s-binaries: $(STAMP)
 	$(PY) -m devcluster.binaries ensure || { [ "$$CI" != "true" ] && echo "warning: Kubernetes binaries unavailable; control-plane tests will be skipped"; }
