@@ -55,7 +55,7 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 # like "800" or "1e6".
 MAX_GPUS_PER_POD: Final = 64
 MAX_MIG_PER_POD: Final = 64
-_MAX_GANG: Final = 100_000
+_MAX_GANG: Final = 10_000  # the gang manager's bound too (coordinator.gang.identity)
 _MiB: Final = 2**20
 
 
