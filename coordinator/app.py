@@ -24,6 +24,7 @@ import yaml
 from aiohttp import web
 
 from common.kube import KubeClient
+from common.logs import setup_logging
 from common.wire import CloseReason
 from coordinator.api import explain, gangs
 from coordinator.api.app import build_app
@@ -284,9 +285,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         in_memory=args.in_memory,
     )
     if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
+        setup_logging()  # one JSON object per line, like the agent
     asyncio.run(serve(settings))
     return 0
 
