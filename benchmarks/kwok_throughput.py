@@ -77,6 +77,7 @@ class Run:
     timed_out: bool = False
     backlog: bool = False
     launched: float = 0.0
+    load: float = 0.0  # 1-minute load average at the end of the run (a shared machine)
 
     @property
     def mode(self) -> str:
@@ -126,7 +127,7 @@ class Run:
             f"{self.pods} bound in {self.span_s:6.2f}s = {self.rate:6.1f} pods/s  {timing}  "
             f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
             f"{1000 * self.cpu_s / max(1, len(self.bound)):.2f} ms/pod; "
-            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running})"
+            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; load {self.load:.1f})"
             + ("  TIMED OUT" if self.timed_out else "")
         )
 
@@ -252,6 +253,7 @@ async def one_run(
                 await asyncio.sleep(0.05)
     except TimeoutError:
         run.timed_out = True
+    run.load = os.getloadavg()[0]
     run.cpu_s = cpu_seconds(scheduler.pid) - cpu0
     run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
     with contextlib.suppress(TimeoutError):
