@@ -22,8 +22,10 @@ test: $(STAMP) k8s-binaries lint typecheck
 	@rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
+# --all: kube-scheduler (differential tests) and KWOK (benchmarks) too, not only etcd,
+# kube-apiserver and kubectl.
 k8s-binaries: $(STAMP)
-	$(PY) -m devcluster.binaries ensure || { [ "$$CI" != "true" ] && echo "warning: Kubernetes binaries unavailable; control-plane tests will be skipped"; }
+	$(PY) -m devcluster.binaries ensure --all || { [ "$$CI" != "true" ] && echo "warning: Kubernetes binaries unavailable; control-plane tests will be skipped"; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
