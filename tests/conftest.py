@@ -13,8 +13,19 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
   with the control plane.
 - ``unique_name`` (function): ``unique_name("node")`` → ``node-5d0c2e…``, for cluster-scoped
   objects such as Nodes that several tests create.
+- ``k8s_binaries`` (session): ``devcluster.binaries.Binaries`` (paths of etcd, kube-apiserver,
+  kubectl), for tests that start their own control plane or run the binaries themselves.
 - ``kubectl`` (session): ``kubectl("get", "ns")`` runs the harness's kubectl against the control
   plane and returns the ``CompletedProcess`` (text, not checked).
+- ``uncached_plane`` (session): a second control plane whose API server has no watch cache, so
+  etcd compaction shows as 410 Gone (``tests.support.etcd.compact``). Started only if asked for.
+
+The control plane is shared by every test of the session. A coordinator started on it
+(``coordinator.app.create_app``) runs a scheduler that would bind *other tests'* pending pods
+unless its ``scheduler`` config section names the test's namespace or a node selector, or turns
+it off; tests marked ``kube`` fail at once if they start one that does not.
+
+Shared helpers live in ``tests/support`` (``tests.support.<module>``).
 
 If the binaries can't be found or built, tests needing them are skipped with a loud reason, or
 fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
@@ -23,25 +34,26 @@ fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from common.kube import NAMESPACES, KubeClient
-from devcluster.binaries import Binaries, BinariesUnavailable, ensure
-from devcluster.controlplane import ControlPlane, ControlPlaneError
+pytest.register_assert_rewrite("tests.support")
 
-_KUBE_FIXTURES = frozenset({"control_plane", "kubeconfig", "kube", "namespace", "kubectl"})
+from common.kube import NAMESPACES, KubeClient  # noqa: E402
+from devcluster.binaries import Binaries, BinariesUnavailable, ensure  # noqa: E402
+from devcluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneSettings  # noqa: E402
+from tests.support.ci import in_ci  # noqa: E402
+
+_KUBE_FIXTURES = frozenset(
+    {"control_plane", "kubeconfig", "kube", "namespace", "kubectl", "uncached_plane"}
+)
 _unavailable: list[str] = []
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,7 +73,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def _unavailable_outcome(reason: str) -> None:
     _unavailable.append(reason)
-    if _in_ci():
+    if in_ci():
         pytest.fail(
             f"CI=true and the Kubernetes control plane is unavailable: {reason}", pytrace=False
         )
@@ -136,3 +148,44 @@ def kubectl(
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def uncached_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
+    settings = ControlPlaneSettings(extra_apiserver_args=("--watch-cache=false",))
+    try:
+        plane = ControlPlane.start(binaries=k8s_binaries, settings=settings)
+    except ControlPlaneError as exc:
+        _unavailable_outcome(f"the uncached control plane did not start: {exc}")
+        raise
+    with plane:
+        yield plane
+
+
+@pytest.fixture(autouse=True)
+def _coordinators_keep_to_their_own_pods(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the shared control plane, a coordinator's scheduler must be scoped (see module doc)."""
+    if request.node.get_closest_marker("kube") is None:
+        return
+    import coordinator.app
+
+    install = coordinator.app.install_scheduler
+
+    def scoped(app: Any, extra: Mapping[str, Any], **kw: Any) -> None:
+        section = extra.get("scheduler")
+        if not kw.get("in_memory") and (section is None or isinstance(section, Mapping)):
+            section = section or {}
+            if section.get("enabled", True) and not (
+                section.get("namespace") or section.get("nodeSelector")
+            ):
+                pytest.fail(
+                    "this test starts a coordinator on the shared control plane with a scheduler "
+                    "over every namespace and node: give it `scheduler: {namespace: <the test's "
+                    "namespace>}` (or a nodeSelector), or `enabled: false`",
+                    pytrace=False,
+                )
+        install(app, extra, **kw)
+
+    monkeypatch.setattr(coordinator.app, "install_scheduler", scoped)
