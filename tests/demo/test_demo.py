@@ -206,3 +206,24 @@ def test_port_in_use_is_one_line() -> None:
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("topos: cannot start the demo:")
     assert "Traceback" not in proc.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_redraws_in_place_on_a_terminal_only() -> None:
+    from cli.demo import Progress
+
+    tty, log = _Terminal(), io.StringIO()
+    for stream in (tty, log):
+        bar = Progress(stream, width=10)
+        bar.update("agents", 5, 10)
+        bar.update("agents", 10, 10)
+        bar.done("agents", "10 connected")
+    assert "\r  agents" in tty.getvalue()
+    assert "█████░░░░░ 5/10" in tty.getvalue()
+    assert log.getvalue().count("\n") == 1  # not a terminal: only the finished stage, one line
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().endswith("agents: 10 connected\n")
