@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-from agent_kube_proxy import counting_proxy
-from agent_profiles import TWO_L40S
 
 from agent.app import Agent, AgentSettings, open_hardware, serve
 from agent.devices import ProfileSource
@@ -27,6 +25,11 @@ from agent.kube import KubeNodeApi
 from agent.publish import NodePublisher
 from common import labels as L
 from common.kube import NODES, KubeClient
+from tests.support.fake_profiles import TWO_L40S
+from tests.support.kube_objects import create_node
+from tests.support.kube_proxy import counting_proxy
+from tests.support.kube_wait import wait_for_object
+from tests.support.polling import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]
@@ -35,14 +38,7 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
 async def _make_node(kube: KubeClient, name: str) -> None:
-    await kube.create(
-        NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, L.LEAF: "l1"}},
-        },
-    )
+    await create_node(kube, name, labels={L.LEAF: "l1"})
 
 
 async def _agent(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -343,14 +339,16 @@ async def test_xid_event_triggers_a_cycle_and_marks_the_gpu_unhealthy(
 
 
 async def _wait_for_label(kube: KubeClient, node: str, key: str, value: str) -> dict[str, str]:
-    """Poll the Node (bounded) until ``key`` has ``value``; returns its labels."""
-    labels: dict[str, str] = {}
-    for _ in range(600):
-        labels = (await kube.get(NODES, node))["metadata"].get("labels", {})
-        if labels.get(key) == value:
-            return labels
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{key} never became {value!r}; last labels: {labels}")
+    """The Node's labels once ``key`` has ``value`` (watched, bounded)."""
+    obj = await wait_for_object(
+        kube,
+        NODES,
+        node,
+        lambda n: (n["metadata"].get("labels") or {}).get(key) == value,
+        what=f"label {key}={value} on node {node}",
+    )
+    labels: dict[str, str] = obj["metadata"]["labels"]
+    return labels
 
 
 async def test_agent_streams_to_a_coordinator_while_publishing(
@@ -368,7 +366,12 @@ async def test_agent_streams_to_a_coordinator_while_publishing(
         topology=planned.topology,
     )
     await register(kube, [node])
-    coordinator_settings = CoordinatorSettings(kubeconfig=str(kubeconfig), sweep_interval_s=3600)
+    coordinator_settings = CoordinatorSettings(
+        kubeconfig=str(kubeconfig),
+        sweep_interval_s=3600,
+        # not about scheduling: no scheduler binding other tests' pods on the shared plane
+        extra={"scheduler": {"enabled": False}},
+    )
     async with running(create_app(coordinator_settings)) as url:
         hardware = open_hardware("pcie-8x", hostname=node.name)
         settings = AgentSettings(
@@ -381,29 +384,26 @@ async def test_agent_streams_to_a_coordinator_while_publishing(
         )
         task = asyncio.create_task(serve(agent, nvml=hardware.nvml))
         try:
-            seen: dict[str, object] = {}
             async with aiohttp.ClientSession() as http:
-                for _ in range(600):  # until the coordinator has the agent's hello (bounded)
+
+                async def connected() -> dict[str, object] | None:
                     async with http.get(f"{url}/v1/nodes/{node.name}") as reply:
-                        seen = await reply.json() if reply.status == 200 else {}
-                    if seen.get("connected") is True:
-                        break
-                    await asyncio.sleep(0.05)
-            assert seen.get("connected") is True, seen
+                        seen: dict[str, object] = await reply.json() if reply.ok else {}
+                    return seen if seen.get("connected") is True else None
+
+                seen = await eventually(connected, what="the coordinator to have the hello")
             topology = seen["topology"]
             assert isinstance(topology, dict)
             assert topology["hostname"] == node.name
             # the stream client reports CONNECTED on its next send-loop turn (≤ one heartbeat)
             registry = agent.metrics.registry
-            state = None
-            for _ in range(300):
-                state = registry.get_sample_value(
-                    "topos_agent_stream_state", {"state": "connected"}
-                )
-                if state == 1:
-                    break
-                await asyncio.sleep(0.05)
-            assert state == 1
+            await eventually(
+                lambda: (
+                    registry.get_sample_value("topos_agent_stream_state", {"state": "connected"})
+                    == 1
+                ),
+                what="the stream state metric to say connected",
+            )
             labels = await _wait_for_label(kube, node.name, L.GPU_TOPOLOGY, "pcie")
             assert labels[L.LEAF] == node.leaf  # devcluster's tier label survives publishing
         finally:
@@ -429,12 +429,12 @@ async def test_readiness_follows_the_last_cycle(
     try:
         await _wait_for_label(kube, node, L.GPU_TOPOLOGY, "pcie")
         await kube.delete(NODES, node)
-        for _ in range(600):  # the deletion is seen by the next cycle, which we trigger
+
+        def woken_and_unready() -> bool:  # the deletion is seen by the next cycle we trigger
             agent.wake()
-            await asyncio.sleep(0.05)
-            if not agent.ready:
-                break
-        assert not agent.ready
+            return not agent.ready
+
+        await eventually(woken_and_unready, what="the agent to turn unready")
         assert agent.last_error is not None
         assert f"node {node!r} not found" in agent.last_error
         assert agent.metrics.registry.get_sample_value("topos_agent_publish_errors_total") >= 1

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_profiles import TWO_L40S
-
 from agent.devices import ProfileSource
 from agent.devices.profiles import profile_from_mapping
 from agent.health import GpuEvent, HealthLedger, NvmlEventWatcher
+from tests.support.fake_profiles import TWO_L40S
 
 
 def _source() -> ProfileSource:

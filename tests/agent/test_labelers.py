@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from agent_topologies import (
+
+from agent.labeling import LabelingSettings, labels
+from agent.labeling.neuronetes import gpu_type
+from common import labels as L
+from common.labels import is_label_value
+from common.model import NodeTopology, topology_from_json
+from tests.support.agent_topologies import (
     MIXED_LAYOUT,
     SEVEN_SMALL,
     mig_node,
@@ -13,12 +19,6 @@ from agent_topologies import (
     pcie_node,
     unknown_node,
 )
-
-from agent.labeling import LabelingSettings, labels
-from agent.labeling.neuronetes import gpu_type
-from common import labels as L
-from common.labels import is_label_value
-from common.model import NodeTopology, topology_from_json
 
 ALL_OFF = LabelingSettings(gfd=False, neuronetes=False, kubenexus=False)
 

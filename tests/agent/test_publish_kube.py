@@ -10,8 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agent_kube_proxy import counting_proxy
-from agent_topologies import SEVEN_SMALL, mig_node, nvswitch_node
 
 from agent.kube import KubeNodeApi
 from agent.labeling import labels
@@ -19,6 +17,9 @@ from agent.publish import NodeNotFound, NodePublisher
 from common import labels as L
 from common.kube import NODES, KubeClient
 from common.model import topology_from_json
+from tests.support.agent_topologies import SEVEN_SMALL, mig_node, nvswitch_node
+from tests.support.kube_objects import create_node
+from tests.support.kube_proxy import counting_proxy
 
 FOREIGN_LABELS = {
     L.LEAF: "leaf-a",
@@ -28,18 +29,7 @@ FOREIGN_LABELS = {
 
 
 async def _make_node(kube: KubeClient, name: str) -> None:
-    await kube.create(
-        NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/hostname": name, **FOREIGN_LABELS},
-                "annotations": {"example.com/owner": "infra"},
-            },
-        },
-    )
+    await create_node(kube, name, labels=FOREIGN_LABELS, annotations={"example.com/owner": "infra"})
 
 
 async def test_publish_then_steady_node_gets_no_patch(

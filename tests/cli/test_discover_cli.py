@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pynvml
 import pytest
 
 from cli.main import main
 from common.model import topology_from_json
+from tests.support.nvml import real_nvml_loads
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -53,16 +53,7 @@ def test_unknown_profile_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
     assert err.startswith("topos: unknown profile 'nope'")
 
 
-def _driver_present() -> bool:
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
-@pytest.mark.skipif(_driver_present(), reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(real_nvml_loads(), reason="this machine has an NVIDIA driver")
 def test_discover_without_a_driver(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "discover")
     assert code != 0

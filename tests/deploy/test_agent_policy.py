@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from common.kube import NODES, PODS, Forbidden, Invalid, KubeClient, KubeError
-from tests.deploy.deploy_fixtures import NAMESPACE, Kubectl, apply_for_real
+from common.kube import NODES, Forbidden, Invalid, KubeClient, KubeError
+from tests.support.deploy import NAMESPACE, Kubectl, apply_for_real
+from tests.support.kube_objects import create_agent_pod, create_node
 
 POLICY = "topos-agent-own-node"
 
@@ -41,37 +42,19 @@ def policy(kubectl: Kubectl) -> Iterator[Kubectl]:
 
 
 async def _node(kube: KubeClient, name: str) -> None:
-    await kube.create(
-        NODES,
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/hostname": name, "topos.io/gpu.count": "8"},
-                "annotations": {"example.com/owner": "ops"},
-            },
-        },
+    await create_node(
+        kube,
+        name,
+        labels={"topos.io/gpu.count": "8"},
+        annotations={"example.com/owner": "ops"},
     )
 
 
 async def _agent_client(
     kube: KubeClient, kubeconfig: Path, node: str, tmp_path: Path, unique_name: Callable[[str], str]
 ) -> KubeClient:
-    pod = await kube.create(
-        PODS,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": unique_name("topos-agent")},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": "topos-agent",
-                "automountServiceAccountToken": False,
-                "containers": [{"name": "agent", "image": "topos/agent:0.1.0"}],
-            },
-        },
-        namespace=NAMESPACE,
+    pod = await create_agent_pod(
+        kube, NAMESPACE, name=unique_name("topos-agent"), node=node, service_account="topos-agent"
     )
     token = await kube.request_token(
         namespace=NAMESPACE, service_account="topos-agent", bound_pod=pod

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.support.ci import skip_or_fail
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = [ROOT / "Dockerfile.agent", ROOT / "Dockerfile.coordinator"]
 LOCK = ROOT / "deploy" / "images" / "requirements.lock"
@@ -111,7 +113,7 @@ def test_hadolint_passes() -> None:
         "hadolint"
     )
     if hadolint is None:
-        pytest.skip("hadolint is not installed (pip install -e '.[dev]' provides it)")
+        skip_or_fail("hadolint is not installed (pip install -e '.[dev]' provides it)")
     done = subprocess.run(
         [hadolint, *map(str, DOCKERFILES)], capture_output=True, text=True, check=False
     )
@@ -121,7 +123,7 @@ def test_hadolint_passes() -> None:
 def test_hadolint_catches_a_bad_dockerfile(tmp_path: Path) -> None:
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
     if hadolint is None:
-        pytest.skip("hadolint is not installed")
+        skip_or_fail("hadolint is not installed (pip install -e '.[dev]' provides it)")
     bad = tmp_path / "Dockerfile"
     bad.write_text("FROM python:latest\nRUN pip install aiohttp\nUSER root\n")
     done = subprocess.run([hadolint, str(bad)], capture_output=True, text=True, check=False)

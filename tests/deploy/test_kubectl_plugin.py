@@ -26,6 +26,7 @@ from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
+from tests.support.ci import skip_or_fail
 
 SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
 ENDPOINTS = Resource("", "v1", "endpoints", namespaced=True, kind="Endpoints")
@@ -148,7 +149,6 @@ async def _kubectl_topos(binaries: Binaries, kubeconfig: Path, *args: str) -> tu
     return proc.returncode, out.decode(), err.decode()
 
 
-@pytest.mark.skipif(not PLUGIN.exists(), reason="kubectl-topos is not installed in this venv")
 async def test_through_the_api_servers_proxy(
     k8s_binaries: Binaries,
     kubeconfig: Path,
@@ -158,6 +158,8 @@ async def test_through_the_api_servers_proxy(
     tmp_path: Path,
     unique_name: Callable[[str], str],
 ) -> None:
+    if not PLUGIN.exists():
+        skip_or_fail("kubectl-topos is not installed in this venv (pip install -e '.[dev]')")
     # no Service at all
     code, out, err = await _kubectl_topos(
         k8s_binaries, kubeconfig, "--topos-namespace", namespace, "nodes"

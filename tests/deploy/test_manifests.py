@@ -16,7 +16,7 @@ from coordinator.api.limits import LimitSettings
 from coordinator.auth import AuthSettings
 from coordinator.leader import LeaderElectionSettings
 from coordinator.scheduling.config import load_config
-from tests.deploy.deploy_fixtures import (
+from tests.support.deploy import (
     DEPLOY,
     NAMESPACE,
     Kubectl,

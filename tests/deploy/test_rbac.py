@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.controlplane import ControlPlane
-from tests.deploy.deploy_fixtures import NAMESPACE, Kubectl, apply_for_real, wait_crd_established
+from tests.support.deploy import NAMESPACE, Kubectl, apply_for_real, wait_crd_established
 
 COORDINATOR = f"system:serviceaccount:{NAMESPACE}:topos-coordinator"
 AGENT = f"system:serviceaccount:{NAMESPACE}:topos-agent"

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
 
 from common.kube import PODS, Invalid, KubeClient
 from coordinator.runtime import BindConflict, KubeClusterWriter, PodRef
+from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
 
 
 async def h100_pair(kube: KubeClient, kubeconfig: Path, namespace: str) -> GpuCluster:
@@ -25,11 +25,11 @@ async def h100_pair(kube: KubeClient, kubeconfig: Path, namespace: str) -> GpuCl
     return cluster
 
 
-ML_TRAINING = """
+SINGLE_NUMA_TRAINING = """
 apiVersion: v1
 kind: Pod
 metadata:
-  name: ml-training
+  name: {name}
   annotations:
     numa.scheduling.kubenexus.io/policy: "single-numa"
     numa.scheduling.kubenexus.io/resources: "cpu,memory,nvidia.com/gpu"
@@ -40,12 +40,15 @@ spec:
     image: nvcr.io/nvidia/pytorch:latest
     resources:
       requests:
-        cpu: "16"
+        cpu: "{cpu}"
         memory: "64Gi"
         nvidia.com/gpu: "2"
       limits:
         nvidia.com/gpu: "2"
 """
+# The seed's example, and the same asking for more CPUs than one NUMA node has.
+ML_TRAINING = SINGLE_NUMA_TRAINING.format(name="ml-training", cpu=16)
+TOO_BIG_FOR_ONE_NUMA = SINGLE_NUMA_TRAINING.format(name="wide-training", cpu=64)
 HPC = """
 apiVersion: v1
 kind: Pod
@@ -64,27 +67,6 @@ spec:
         cpu: "32"
         memory: "128Gi"
 """
-TOO_BIG_FOR_ONE_NUMA = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: wide-training
-  annotations:
-    numa.scheduling.kubenexus.io/policy: "single-numa"
-    numa.scheduling.kubenexus.io/resources: "cpu,memory,nvidia.com/gpu"
-spec:
-  schedulerName: topos
-  containers:
-  - name: training
-    image: nvcr.io/nvidia/pytorch:latest
-    resources:
-      requests:
-        cpu: "64"
-        memory: "64Gi"
-        nvidia.com/gpu: "2"
-      limits:
-        nvidia.com/gpu: "2"
-"""
 
 
 async def test_kubenexus_numa_policies_and_the_single_numa_failure(
@@ -96,6 +78,7 @@ async def test_kubenexus_numa_policies_and_the_single_numa_failure(
         training = await cluster.bound("ml-training")
         await cluster.create(TOO_BIG_FOR_ONE_NUMA)
         message = await cluster.unschedulable("wide-training")
+        await cluster.warning("wide-training")  # the Event is written after the condition
         for name in ("hpc-simulation", "hpc-simulation-2", "hpc-simulation-3"):
             await cluster.create(HPC.format(name=name))
         hpc = [await cluster.bound(n) for n in ("hpc-simulation", "hpc-simulation-2")]
@@ -206,7 +189,8 @@ async def test_bad_pods_stay_pending_with_the_bad_field_named_and_others_are_ser
         await cluster.create(gpu_pod("good", 2))
         good = await cluster.bound("good")
         messages = {name: await cluster.unschedulable(name) for name, _, _ in BAD_PODS}
-        event = await cluster.warning("unknown-policy")
+        events = {name: await cluster.warning(name) for name, _, _ in BAD_PODS}
+        event = events["unknown-policy"]
         # Scheduling goes on after the bad pods.
         await cluster.create(gpu_pod("good-after", 1))
         await cluster.bound("good-after")

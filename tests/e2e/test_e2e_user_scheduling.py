@@ -17,10 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-from e2e_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
-
 from common.kube import KubeClient
+from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -93,6 +91,9 @@ async def test_h100_node_selector_gets_nvswitch_quads_on_one_numa_node(
         for i in range(2):
             await cluster.create(H100_REPLICA.format(i=i))
         pods = [await cluster.bound(f"llama-3-70b-h100-{i}") for i in range(2)]
+        # Events are written after the bind, in the background: wait for the ones we describe.
+        for i in range(2):
+            await cluster.event("Scheduled", name=f"llama-3-70b-h100-{i}")
     seen: dict[str, set[str]] = {}
     for pod in pods:
         node, gpus, numa = assignment(pod)
@@ -150,6 +151,7 @@ async def test_zone_anti_affinity_spreads_and_explains_the_replica_that_cannot_f
             await cluster.bound(f"llama-3-70b-multi-zone-{i}")
         await cluster.create(ZONE_REPLICA.format(i=3))
         message = await cluster.unschedulable("llama-3-70b-multi-zone-3")
+        await cluster.warning("llama-3-70b-multi-zone-3")  # written after the condition
     zones = set()
     for i in range(3):
         node, _, _ = assignment(await cluster.pod(f"llama-3-70b-multi-zone-{i}"))
@@ -222,6 +224,7 @@ async def test_colocation_waits_for_the_cache_then_follows_it(
         await cluster.create(MODEL_SERVER)
         message = await cluster.unschedulable("model-server")
         assert "didn't match pod affinity rules" in message
+        await cluster.warning("model-server")
         assert "FailedScheduling" in describe(kubectl, namespace, "model-server")
         await cluster.create(CACHE)
         cache = await cluster.bound("redis-cache")
@@ -263,6 +266,7 @@ async def test_dedicated_node_only_takes_pods_that_tolerate_its_taint(
         await cluster.create(dedicated_pod("owner", dedicated, tolerate=True))
         owner = await cluster.bound("owner")
         message = await cluster.unschedulable("intruder")
+        await cluster.warning("intruder")
     assert owner["spec"]["nodeName"] == dedicated
     assert message == (
         "0/4 nodes are available: 1 node(s) had untolerated taint(s), "
@@ -394,11 +398,3 @@ async def test_combined_llm_example_lands_next_to_monitoring_on_an_h100(
     indices = gpu_indices(cluster.topologies[node], gpus)
     assert len(indices) == 2
     assert len(numa) == 1
-
-
-@pytest.fixture(autouse=True)
-def _skip_without_profiles() -> None:
-    from agent.devices.profiles import list_profiles
-
-    if not {"dgx-h100", "dgx-a100"} <= set(list_profiles()):
-        pytest.skip("hardware profiles dgx-h100/dgx-a100 are not available")

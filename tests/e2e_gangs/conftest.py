@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gang_cluster import GangCluster, install_crd
 
 from common.kube import KubeClient
+from tests.support.gang_cluster import GangCluster, install_crd
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,12 @@ one member fills one node.
 
 from __future__ import annotations
 
-import asyncio
-
-from gang_cluster import GangCluster, gang_pod
+from collections.abc import Sequence
+from typing import Any
 
 from common.kube import POD_GROUPS
+from tests.support.gang_cluster import GangCluster, gang_pod
+from tests.support.kube_wait import wait_for_pods
 
 
 async def test_a_gang_that_fits_binds_every_member_inside_one_leaf(cluster: GangCluster) -> None:
@@ -88,21 +89,26 @@ async def test_two_gangs_that_fit_alone_but_not_together_do_not_deadlock(
         for k in range(6):
             await cluster.create(gang_pod(f"a-{k}", "a", 6))
             await cluster.create(gang_pod(f"b-{k}", "b", 6))
-        winner = None
-        async with asyncio.timeout(60):
-            while winner is None:
-                a = await cluster.placement("topos.io/gang=a")
-                b = await cluster.placement("topos.io/gang=b")
-                if all(a.values()):
-                    winner, loser = "a", b
-                elif all(b.values()):
-                    winner, loser = "b", a
-                await asyncio.sleep(0.1)
-        await asyncio.sleep(1.0)  # the loser had its chance: it must hold nothing
+
+        def whole_gang(pods: Sequence[dict[str, Any]]) -> str | None:
+            for gang in ("a", "b"):
+                members = [p for p in pods if p["metadata"]["labels"]["topos.io/gang"] == gang]
+                if len(members) == 6 and all(p["spec"].get("nodeName") for p in members):
+                    return gang
+            return None
+
+        winner = await wait_for_pods(
+            cluster.kube,
+            cluster.namespace,
+            whole_gang,
+            label_selector="topos.io/gang in (a,b)",
+            what="one whole gang bound",
+        )
         loser_name = "b" if winner == "a" else "a"
+        # The loser had its chance and says so; it holds nothing.
+        await cluster.condition(f"{loser_name}-0", f"waiting for pod group {loser_name}: 0/6")
         loser = await cluster.placement(f"topos.io/gang={loser_name}")
         assert all(n is None for n in loser.values()), loser
-        await cluster.condition(f"{loser_name}-0", f"waiting for pod group {loser_name}: 0/6")
         # The winner finishes: the loser gets the room and completes.
         await cluster.delete_pods(f"topos.io/gang={winner}")
         await cluster.all_bound(f"topos.io/gang={loser_name}", 6)
@@ -157,10 +163,14 @@ async def test_a_gang_found_partly_bound_that_cannot_complete_is_released(
     async with cluster.gang_coordinator():
         event = await cluster.event("GangReleased", name="w-0")
         assert "partly bound" in event["message"]
-        async with asyncio.timeout(30):
-            while True:  # the eviction starts a graceful delete (no kubelet finishes it here)
-                pods = {p["metadata"]["name"]: p for p in await cluster.pods()}
-                if all(pods[f"w-{k}"]["metadata"].get("deletionTimestamp") for k in range(2)):
-                    break
-                await asyncio.sleep(0.1)
+
+        def evicted(pods: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+            by_name = {p["metadata"]["name"]: p for p in pods}
+            # the eviction starts a graceful delete (no kubelet finishes it here)
+            done = all(by_name[f"w-{k}"]["metadata"].get("deletionTimestamp") for k in range(2))
+            return by_name if done else None
+
+        pods = await wait_for_pods(
+            cluster.kube, cluster.namespace, evicted, what="the 2 bound members evicted"
+        )
         assert all(not pods[f"w-{k}"]["spec"].get("nodeName") for k in (2, 3))

@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from gang_cluster import Controllers, GangCluster, gang_pod
-
 from common.kube import PODS, KubeError
+from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
 
 PRIORITY_CLASSES = """
 apiVersion: scheduling.k8s.io/v1

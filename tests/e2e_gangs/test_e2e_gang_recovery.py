@@ -7,26 +7,10 @@ The time from the failure to every member bound again is printed (target: under 
 
 from __future__ import annotations
 
-import asyncio
 import time
 
-from gang_cluster import Controllers, GangCluster, gang_pod
-
 from common.wire import GpuState
-
-
-async def _running_again(cluster: GangCluster, gang: str, size: int, moved: str) -> dict[str, str]:
-    """Every member bound, ``moved`` being a replacement (not the original) — the original's uid
-    is read first."""
-    original = (await cluster.pod(moved))["metadata"]["uid"]
-    async with asyncio.timeout(60):
-        while True:
-            placed = await cluster.placement(f"topos.io/gang={gang}")
-            if len(placed) == size and all(placed.values()):
-                pod = await cluster.pod(moved)
-                if pod["metadata"]["uid"] != original:
-                    return {k: str(v) for k, v in placed.items()}
-            await asyncio.sleep(0.05)
+from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
 
 
 async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
@@ -41,8 +25,7 @@ async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
         node = victim["spec"]["nodeName"]
         uuid = victim["metadata"]["annotations"]["topos.io/assigned-gpus"].split(",")[3]
         index = next(g.index for g in cluster.topologies[node].gpus if g.uuid == uuid)
-        back = asyncio.create_task(_running_again(cluster, "train", 3, "w-1"))
-        await asyncio.sleep(0.2)  # it has read the original's uid
+        original = victim["metadata"]["uid"]
         failed_at = time.monotonic()
         # The node's agent reports an XID on one of w-1's GPUs.
         coord.inventory.apply_delta(
@@ -51,7 +34,7 @@ async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
             gpus=(GpuState(index=index, uuid=uuid, healthy=False, health_reason="XID 79"),),
             allocations=None,
         )
-        after = await back
+        after = await cluster.all_bound("topos.io/gang=train", 3, replaced={"w-1": original})
         took = time.monotonic() - failed_at
         print(f"\nGPU failure -> gang running again (all 3 members bound): {took:.2f} s")
         assert after["w-0"] == before["w-0"]  # fewest moves: the healthy members stayed
@@ -72,11 +55,10 @@ async def test_a_node_going_notready_moves_its_member(cluster: GangCluster) -> N
             await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True))
         before = await cluster.all_bound("topos.io/gang=train", 4)
         down = before["w-2"]
-        back = asyncio.create_task(_running_again(cluster, "train", 4, "w-2"))
-        await asyncio.sleep(0.2)
+        original = (await cluster.pod("w-2"))["metadata"]["uid"]
         failed_at = time.monotonic()
         await cluster.set_node_ready(down, False)
-        after = await back
+        after = await cluster.all_bound("topos.io/gang=train", 4, replaced={"w-2": original})
         took = time.monotonic() - failed_at
         print(f"\nnode NotReady -> gang running again (all 4 members bound): {took:.2f} s")
         assert down not in after.values()
@@ -96,15 +78,14 @@ async def test_a_stale_agent_moves_its_member_and_the_others_stay(cluster: GangC
             await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True))
         before = await cluster.all_bound("topos.io/gang=pair", 2)
         silent = before["w-0"]
-        back = asyncio.create_task(_running_again(cluster, "pair", 2, "w-0"))
-        await asyncio.sleep(0.2)
+        original = (await cluster.pod("w-0"))["metadata"]["uid"]
         # Every agent but w-0's keeps talking; 31 s pass on the inventory's clock.
         coord.clock.now += 31
         for name in cluster.topologies:
             if name != silent:
                 coord.inventory.touch(name)
         assert coord.inventory.sweep() == [silent]
-        after = await back
+        after = await cluster.all_bound("topos.io/gang=pair", 2, replaced={"w-0": original})
         assert after["w-1"] == before["w-1"]
         assert after["w-0"] != silent
         event = await cluster.event("Rescheduled", name="w-0")

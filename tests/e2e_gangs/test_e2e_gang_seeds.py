@@ -10,7 +10,8 @@ API server's defaulting would need the user to write for any scheduler).
 from __future__ import annotations
 
 import yaml
-from gang_cluster import GangCluster
+
+from tests.support.gang_cluster import GangCluster
 
 SPARK_DRIVER = """
 apiVersion: v1

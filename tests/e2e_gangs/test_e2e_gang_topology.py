@@ -6,9 +6,7 @@ under spine-1, leaf-5…leaf-8 under spine-2. Members ask for 8 GPUs (one node e
 
 from __future__ import annotations
 
-import asyncio
-
-from gang_cluster import GangCluster, gang_pod
+from tests.support.gang_cluster import GangCluster, gang_pod
 
 
 async def test_2_4_8_16_node_jobs_take_one_leaf_a_whole_leaf_then_adjacent_leaves(
@@ -30,9 +28,7 @@ async def test_2_4_8_16_node_jobs_take_one_leaf_a_whole_leaf_then_adjacent_leave
             numbers = [int(leaf[5:]) for leaf in leaves]
             assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # adjacent
             await cluster.delete_pods(f"topos.io/gang={gang}")
-            async with asyncio.timeout(30):  # the job is done: its room is free again
-                while await cluster.placement(f"topos.io/gang={gang}"):  # noqa: ASYNC110
-                    await asyncio.sleep(0.1)
+            await cluster.none_left(f"topos.io/gang={gang}")  # the job is done: room is free
 
 
 async def test_consolidated_packs_a_job_onto_fewest_nodes_distributed_spreads_it(

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
-from stream_helpers import topology
 
 from agent.stream import StreamClient, StreamSettings, StreamState, backoff_delay
 from common.wire import Ack, Hello, decode_agent_frame, encode
+from tests.support.stream_frames import topology
 
 MakeServer = Callable[[web.Application], Awaitable[TestServer]]
 

@@ -10,48 +10,24 @@ from typing import Any
 
 import aiohttp
 import pytest
-from stream_helpers import hello
 
 from agent.devices import ProfileSource
 from agent.stream import StreamClient, StreamSettings
 from common.kube import PODS, KubeClient
-from common.wire import encode
 from coordinator.app import CoordinatorSettings, create_app, running
 from coordinator.inventory.store import Inventory
 from devcluster.nodes import SimNode, plan_nodes, register
+from tests.support.clock import ManualClock
+from tests.support.inventory_wait import until
 
 pytestmark = pytest.mark.kube
 
 FAST = StreamSettings(heartbeat_interval_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.2)
 
 
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def until(inv: Inventory, predicate: Callable[[], bool]) -> None:
-    changed = asyncio.Event()
-    unsubscribe = inv.subscribe(lambda event: changed.set())
-    try:
-        async with asyncio.timeout(30):  # guards a hang only
-            while not predicate():
-                await changed.wait()
-                changed.clear()
-    finally:
-        unsubscribe()
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def inv(clock: Clock) -> Inventory:
-    return Inventory(stale_ttl_s=30, clock=clock)
+def inv() -> Inventory:
+    return Inventory(stale_ttl_s=30, clock=ManualClock())
 
 
 @pytest.fixture
@@ -74,7 +50,12 @@ async def nodes(kube: KubeClient, unique_name: Callable[[str], str]) -> list[Sim
 
 @pytest.fixture
 async def coordinator(kubeconfig: Any, inv: Inventory, nodes: list[SimNode]) -> AsyncIterator[str]:
-    settings = CoordinatorSettings(kubeconfig=str(kubeconfig), sweep_interval_s=3600)
+    settings = CoordinatorSettings(
+        kubeconfig=str(kubeconfig),
+        sweep_interval_s=3600,
+        # about the stream and the inventory, not scheduling: no scheduler on the shared plane
+        extra={"scheduler": {"enabled": False}},
+    )
     async with running(create_app(settings, inventory=inv)) as url:
         await until(inv, lambda: all(n.name in inv for n in nodes))  # the API server's Nodes
         yield url
@@ -130,27 +111,6 @@ async def test_agents_of_two_profiles_merge_with_their_node_objects(
     assert pcie["free"]["cpu"] == pcie["allocatable"]["cpu"]
     for agent in agents:
         await agent.stop()
-
-
-async def test_stopped_agent_goes_stale_and_recovers(
-    coordinator: str, inv: Inventory, clock: Clock, nodes: list[SimNode]
-) -> None:
-    node = nodes[0]
-    agent = SimAgent(coordinator, node)
-    await agent.start()
-    await agent.stop()
-    await until(inv, lambda: not inv.node(node.name).connected)  # type: ignore[union-attr]
-    clock.now += 31
-    assert node.name in inv.sweep()
-    state = await _node(coordinator, node.name)
-    assert state["stale"] is True
-    assert state["schedulable"] is False
-    agent = SimAgent(coordinator, node)
-    await agent.start()
-    state = await _node(coordinator, node.name)
-    assert state["stale"] is False
-    assert state["schedulable"] is True
-    await agent.stop()
 
 
 async def test_mig_layout_change_in_the_fake_follows_into_the_inventory(
@@ -234,23 +194,4 @@ async def test_pods_bound_by_another_scheduler_reduce_free_capacity(
         subresource="status",
     )
     await until(inv, lambda: inv.node(node.name).free["nvidia.com/gpu"] == 8)  # type: ignore[union-attr]
-    await agent.stop()
-
-
-async def test_agent_cannot_take_over_a_live_node_on_the_real_cluster(
-    coordinator: str, inv: Inventory, nodes: list[SimNode]
-) -> None:
-    node = nodes[0]
-    agent = SimAgent(coordinator, node)
-    await agent.start()
-    ws_url = coordinator.replace("http://", "ws://") + "/v1/agents/stream"
-    async with aiohttp.ClientSession() as http, http.ws_connect(ws_url) as ws:
-        await ws.send_bytes(encode(hello(node.name, agent_id="impostor")))
-        msg = await ws.receive(timeout=30)
-    assert msg.type == aiohttp.WSMsgType.CLOSE
-    assert msg.data == 1008
-    assert str(msg.extra).startswith("node-conflict")
-    state = inv.node(node.name)
-    assert state is not None
-    assert state.agent_id == agent.client.agent_id
     await agent.stop()

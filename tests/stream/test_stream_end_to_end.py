@@ -11,44 +11,25 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import msgpack
 import pytest
-from stream_helpers import hello, mig_layout, topology, with_gpu
 
 from agent.stream import StreamClient, StreamSettings, StreamState
 from common.wire import MAX_FRAME_BYTES, Ack, CloseReason, Heartbeat, decode_frame, encode
 from coordinator.app import CoordinatorSettings, create_app, running
 from coordinator.inventory.store import Inventory
-
-
-class Clock:
-    now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
+from tests.support.clock import ManualClock
+from tests.support.inventory_wait import until
+from tests.support.stream_frames import hello, mig_layout, topology, with_gpu
 
 FAST = StreamSettings(heartbeat_interval_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.2)
 
 
-async def until(inv: Inventory, predicate: Callable[[], bool]) -> None:
-    """Wait for the inventory to satisfy ``predicate`` (the timeout only guards a hang)."""
-    changed = asyncio.Event()
-    unsubscribe = inv.subscribe(lambda event: changed.set())
-    try:
-        async with asyncio.timeout(20):
-            while not predicate():
-                await changed.wait()
-                changed.clear()
-    finally:
-        unsubscribe()
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(100.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def inv(clock: Clock) -> Inventory:
+def inv(clock: ManualClock) -> Inventory:
     return Inventory(stale_ttl_s=30.0, clock=clock)
 
 
@@ -138,7 +119,7 @@ async def test_a_new_gpu_is_sent_as_a_new_hello(coordinator: str, inv: Inventory
 
 
 async def test_stopped_agent_goes_stale_and_recovers_on_restart(
-    coordinator: str, inv: Inventory, clock: Clock
+    coordinator: str, inv: Inventory, clock: ManualClock
 ) -> None:
     client, task = await _start(coordinator, "node-a")
     await _stop(client, task)
@@ -147,7 +128,9 @@ async def test_stopped_agent_goes_stale_and_recovers_on_restart(
     assert inv.sweep() == ["node-a"]
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{coordinator}/v1/nodes/node-a") as resp:
-            assert (await resp.json())["stale"] is True
+            body = await resp.json()
+        assert body["stale"] is True
+        assert body["schedulable"] is False
         async with http.get(f"{coordinator}/v1/nodes?stale=true") as resp:
             assert [n["name"] for n in (await resp.json())["items"]] == ["node-a"]
     client, task = await _start(coordinator, "node-a")

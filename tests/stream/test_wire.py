@@ -8,7 +8,6 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from stream_helpers import allocation, hello, mig_layout, topology, with_gpu
 
 from common.wire import (
     MAX_FRAME_BYTES,
@@ -25,6 +24,7 @@ from common.wire import (
     decode_frame,
     encode,
 )
+from tests.support.stream_frames import allocation, hello, mig_layout, topology, with_gpu
 
 
 def _raw(frame: object) -> dict[str, object]:

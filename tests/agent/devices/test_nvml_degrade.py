@@ -15,6 +15,7 @@ import pytest
 from agent.devices import NvmlSource, NvmlUnavailable, ProfileSource
 from agent.devices.nvml_reader import DiscoveryError
 from common.model import Gpu
+from tests.support.nvml import real_nvml_loads
 
 REFUSALS = [
     pynvml.NVML_ERROR_NOT_SUPPORTED,
@@ -176,16 +177,7 @@ def test_nvml_source_reads_through_an_injected_module(node: ProfileSource) -> No
     assert len(topo.numa_nodes) == 8
 
 
-def _real_nvml_loads() -> bool:
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
-@pytest.mark.skipif(_real_nvml_loads(), reason="this machine has an NVIDIA driver")
+@pytest.mark.skipif(real_nvml_loads(), reason="this machine has an NVIDIA driver")
 def test_real_nvml_without_a_driver_says_so() -> None:
     with pytest.raises(NvmlUnavailable, match="NVML is not available"):
         NvmlSource().discover()

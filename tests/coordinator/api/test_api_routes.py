@@ -11,7 +11,6 @@ import msgpack
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
-from stream_helpers import allocation, topology
 
 from coordinator.api.app import build_app
 from coordinator.api.keys import READINESS
@@ -19,6 +18,7 @@ from coordinator.api.render import respond
 from coordinator.api.routing import Route
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
+from tests.support.stream_frames import allocation, topology
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[[web.Application], Awaitable[Client]]

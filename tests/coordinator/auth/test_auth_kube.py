@@ -21,7 +21,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from common.kube import NODES, PODS, SERVICE_ACCOUNTS, KubeClient
+from common.kube import KubeClient
 from coordinator.api.errors import error_middleware
 from coordinator.auth import (
     AuthSettings,
@@ -34,6 +34,7 @@ from coordinator.auth import (
     install,
 )
 from coordinator.auth.agents import KubePodNodeResolver
+from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
 
 
 class CountingReviewer:
@@ -92,31 +93,9 @@ async def serve(kube: KubeClient) -> AsyncIterator[Serve]:
         await server.close()
 
 
-async def _service_account(kube: KubeClient, namespace: str, name: str) -> None:
-    await kube.create(
-        SERVICE_ACCOUNTS,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-        namespace=namespace,
-    )
-
-
 async def _agent_pod(kube: KubeClient, namespace: str, node: str, name: str) -> dict[str, Any]:
-    await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-    return await kube.create(
-        PODS,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": "agent",
-                "automountServiceAccountToken": False,
-                "containers": [{"name": "agent", "image": "topos/agent:0.1.0"}],
-            },
-        },
-        namespace=namespace,
-    )
+    await create_node(kube, node)
+    return await create_agent_pod(kube, namespace, name=name, node=node, service_account="agent")
 
 
 async def _get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, Any]:
@@ -131,7 +110,7 @@ async def _get(url: str, token: str | None = None, method: str = "GET") -> tuple
 async def test_real_tokens_garbage_and_the_cache(
     kube: KubeClient, namespace: str, serve: Serve
 ) -> None:
-    await _service_account(kube, namespace, "reader")
+    await create_service_account(kube, namespace, "reader")
     token = await kube.request_token(namespace=namespace, service_account="reader")
     base, counting = await serve(AuthSettings(agent_service_accounts=(f"{namespace}/agent",)))
 
@@ -163,10 +142,10 @@ async def test_real_tokens_garbage_and_the_cache(
 async def test_pod_bound_agent_token_may_report_only_its_node(
     kube: KubeClient, namespace: str, serve: Serve, unique_name: Callable[[str], str]
 ) -> None:
-    await _service_account(kube, namespace, "agent")
+    await create_service_account(kube, namespace, "agent")
     node, other = unique_name("gpu"), unique_name("gpu")
     pod = await _agent_pod(kube, namespace, node, "agent-1")
-    await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": other}})
+    await create_node(kube, other)
     bound = await kube.request_token(namespace=namespace, service_account="agent", bound_pod=pod)
     unbound = await kube.request_token(namespace=namespace, service_account="agent")
     base, counting = await serve(AuthSettings(agent_service_accounts=(f"{namespace}/agent",)))

@@ -23,6 +23,7 @@ from coordinator.auth import (
     classify,
     review_from_result,
 )
+from tests.support.clock import ManualClock
 
 
 class ScriptedReviewer:
@@ -42,14 +43,6 @@ class ScriptedReviewer:
         if token.startswith("good-"):
             return Review(Identity(username=f"user:{token}"))
         return Review(None, "invalid token")
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 AGENT_STATUS = {
@@ -113,7 +106,7 @@ def test_user_names_that_are_not_service_accounts() -> None:
 
 
 async def test_cache_reuses_a_verdict_until_it_expires() -> None:
-    inner, clock = ScriptedReviewer(), FakeClock()
+    inner, clock = ScriptedReviewer(), ManualClock()
     cache = CachingReviewer(inner, ttl_s=10, negative_ttl_s=2, clock=clock)
     assert (await cache.review("good-a")).authenticated
     clock.now += 9.9
@@ -126,7 +119,7 @@ async def test_cache_reuses_a_verdict_until_it_expires() -> None:
 
 
 async def test_rejections_are_cached_for_less_time_and_failures_not_at_all() -> None:
-    inner, clock = ScriptedReviewer(), FakeClock()
+    inner, clock = ScriptedReviewer(), ManualClock()
     cache = CachingReviewer(inner, ttl_s=10, negative_ttl_s=2, clock=clock)
     assert not (await cache.review("bad")).authenticated
     clock.now += 1
@@ -145,7 +138,7 @@ async def test_rejections_are_cached_for_less_time_and_failures_not_at_all() -> 
 async def test_concurrent_requests_with_one_token_cost_one_review() -> None:
     inner = ScriptedReviewer()
     inner.gate = asyncio.Event()
-    cache = CachingReviewer(inner, clock=FakeClock())
+    cache = CachingReviewer(inner, clock=ManualClock())
     tasks = [asyncio.create_task(cache.review("good-c")) for _ in range(20)]
     await asyncio.sleep(0)
     inner.gate.set()
@@ -157,7 +150,7 @@ async def test_concurrent_requests_with_one_token_cost_one_review() -> None:
 async def test_concurrent_waiters_share_a_failure() -> None:
     inner = ScriptedReviewer()
     inner.gate, inner.fail = asyncio.Event(), True
-    cache = CachingReviewer(inner, clock=FakeClock())
+    cache = CachingReviewer(inner, clock=ManualClock())
     tasks = [asyncio.create_task(cache.review("good-d")) for _ in range(3)]
     await asyncio.sleep(0)
     inner.gate.set()
@@ -168,7 +161,7 @@ async def test_concurrent_waiters_share_a_failure() -> None:
 
 async def test_cache_is_bounded_and_never_keeps_the_token() -> None:
     inner = ScriptedReviewer()
-    cache = CachingReviewer(inner, max_entries=3, clock=FakeClock())
+    cache = CachingReviewer(inner, max_entries=3, clock=ManualClock())
     for i in range(10):
         await cache.review(f"good-{i}")
     assert len(cache) == 3

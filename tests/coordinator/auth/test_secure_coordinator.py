@@ -17,12 +17,13 @@ import aiohttp
 import pytest
 
 from agent.stream import StreamClient, StreamSettings
-from common.kube import LEASES, NODES, PODS, SERVICE_ACCOUNTS, KubeClient
+from common.kube import LEASES, PODS, KubeClient
 from common.model import Gpu, NodeTopology
 from coordinator.api.keys import INVENTORY
 from coordinator.app import ConfigError, CoordinatorSettings, create_secure_app, running
 from coordinator.leadership import LEADER
 from devcluster import pki
+from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
 
 
 @pytest.fixture
@@ -43,26 +44,10 @@ def _topology(node: str) -> NodeTopology:
 
 
 async def _pod_bound_token(kube: KubeClient, namespace: str, node: str) -> str:
-    await kube.create(
-        SERVICE_ACCOUNTS,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}},
-        namespace=namespace,
-    )
-    await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-    pod = await kube.create(
-        PODS,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "agent-0"},
-            "spec": {
-                "nodeName": node,
-                "serviceAccountName": "agent",
-                "automountServiceAccountToken": False,
-                "containers": [{"name": "agent", "image": "topos/agent:0.1.0"}],
-            },
-        },
-        namespace=namespace,
+    await create_service_account(kube, namespace, "agent")
+    await create_node(kube, node)
+    pod = await create_agent_pod(
+        kube, namespace, name="agent-0", node=node, service_account="agent"
     )
     return await kube.request_token(namespace=namespace, service_account="agent", bound_pod=pod)
 
@@ -98,6 +83,9 @@ async def test_secure_coordinator_end_to_end(
     monkeypatch.setenv("POD_NAME", "coordinator-0")
     monkeypatch.setenv("POD_NAMESPACE", namespace)
     extra: dict[str, Any] = {
+        # the leader's scheduler runs, but only over this test's namespace: the control plane
+        # is shared, and other tests' pending pods are not ours to bind
+        "scheduler": {"namespace": namespace},
         "tls": {"certFile": str(cert), "keyFile": str(key)},
         "auth": {"agentServiceAccounts": [f"{namespace}/agent"]},
         "limits": {"ratePerSecond": 100, "burst": 200},

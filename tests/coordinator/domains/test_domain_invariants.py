@@ -3,7 +3,6 @@ member is placed exactly once, and the reported tier matches where the members r
 
 from __future__ import annotations
 
-from fabric import fabric
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +10,7 @@ from coordinator.domains.capacity import GPU
 from coordinator.domains.layout import build_layout
 from coordinator.domains.select import Member, Placement, place_members
 from coordinator.domains.strategy import PlacementIntent, Strategy
+from tests.support.domain_fabric import fabric
 
 NODE_NAMES = [n.name for n in fabric()]
 

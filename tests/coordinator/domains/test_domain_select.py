@@ -7,12 +7,12 @@ spine-2). Members ask for whole nodes (8 GPUs) unless a test says otherwise.
 from __future__ import annotations
 
 import pytest
-from fabric import fabric, fill_leaf
 
 from coordinator.domains.capacity import GPU, NodeState
 from coordinator.domains.select import Member, Placement, place_members
 from coordinator.domains.strategy import PlacementIntent, Strategy
 from coordinator.scheduling.status import Code, Status
+from tests.support.domain_fabric import fabric, fill_leaf
 
 
 def members(n: int, gpus: int = 8) -> list[Member]:

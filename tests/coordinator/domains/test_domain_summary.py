@@ -3,11 +3,10 @@ layout read from node labels (natural leaf order, configurable keys, inconsisten
 
 from __future__ import annotations
 
-from fabric import fabric
-
 from coordinator.domains.capacity import GPU, NodeState
 from coordinator.domains.layout import DomainKeys, build_layout, natural_key
 from coordinator.domains.summary import summarize_domains, summary_to_builtins
+from tests.support.domain_fabric import fabric
 
 
 def test_leaf_order_is_natural() -> None:

@@ -10,14 +10,7 @@ from coordinator.gang.identity import GangKey, GangSpec
 from coordinator.gang.manager import Allow, GangManager, Reject, Reservation, Wait
 from coordinator.gang.plan import GangPlan, plan_gang, with_reservations
 from coordinator.scheduling.status import Status
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
 
 
 def spec(name: str, n: int, timeout: float | None = None) -> GangSpec:
@@ -44,8 +37,8 @@ def cluster(n: int = 4) -> list[NodeState]:
     ]
 
 
-def manager(clock: Clock | None = None, **kw: float) -> GangManager:
-    return GangManager(clock=clock or Clock(), **kw)
+def manager(clock: ManualClock | None = None, **kw: float) -> GangManager:
+    return GangManager(clock=clock or ManualClock(), **kw)
 
 
 def test_gang_that_fits_is_released_together_only_when_min_members_hold_reservations() -> None:
@@ -121,7 +114,7 @@ def test_whole_gang_plan_reserve_and_a_second_gang_that_no_longer_fits_holds_not
 
 
 def test_member_by_member_race_the_older_gang_takes_the_younger_ones_reservations() -> None:
-    clock = Clock()
+    clock = ManualClock()
     m = manager(clock)
     a, b = GangKey("ml", "a"), GangKey("ml", "b")
     for p in pods("a", 3):
@@ -146,7 +139,7 @@ def test_member_by_member_race_the_older_gang_takes_the_younger_ones_reservation
 
 
 def test_priority_beats_age_in_the_order() -> None:
-    clock = Clock()
+    clock = ManualClock()
     m = manager(clock)
     m.observe("ml/old-0", spec("old", 2), priority=0)
     clock.now += 10
@@ -157,7 +150,7 @@ def test_priority_beats_age_in_the_order() -> None:
 
 
 def test_timeout_releases_the_whole_reservation_then_backs_off() -> None:
-    clock = Clock()
+    clock = ManualClock()
     m = manager(clock, backoff_s=10.0)
     key = GangKey("ml", "t")
     for p in pods("t", 3):
@@ -254,7 +247,7 @@ def test_plan_gang_falls_back_to_min_members() -> None:
 
 
 def test_a_running_gang_that_loses_a_member_re_forms_around_its_survivors() -> None:
-    clock = Clock()
+    clock = ManualClock()
     m = manager(clock)
     key = GangKey("ml", "g")
     for p in pods("g", 3):

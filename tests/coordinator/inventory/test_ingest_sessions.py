@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-from stream_helpers import hello, topology, with_gpu
 
 from common.wire import (
     Ack,
@@ -21,22 +20,17 @@ from common.wire import (
 )
 from coordinator.inventory.ingest import AgentSession, SessionRegistry
 from coordinator.inventory.store import Inventory
-
-
-class Clock:
-    now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
+from tests.support.stream_frames import hello, topology, with_gpu
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock(0.0)
 
 
 @pytest.fixture
-def inv(clock: Clock) -> Inventory:
+def inv(clock: ManualClock) -> Inventory:
     return Inventory(stale_ttl_s=5.0, clock=clock)
 
 
@@ -148,7 +142,7 @@ def test_same_agent_reconnecting_replaces_its_old_stream(
 
 
 def test_a_stale_node_can_be_taken_over_by_a_new_agent(
-    inv: Inventory, registry: SessionRegistry, clock: Clock
+    inv: Inventory, registry: SessionRegistry, clock: ManualClock
 ) -> None:
     _session(inv, registry).receive(encode(hello(agent_id="agent-1")))
     clock.now += 6

@@ -5,28 +5,21 @@ that tell the scheduler when a node gained capacity."""
 from __future__ import annotations
 
 import pytest
-from stream_helpers import allocation, mig_layout, topology
 
 from common.wire import CloseReason, FrameError, GpuState
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory, InventoryEvent
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
+from tests.support.stream_frames import allocation, mig_layout, topology
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def inv(clock: FakeClock) -> Inventory:
+def inv(clock: ManualClock) -> Inventory:
     return Inventory(stale_ttl_s=10.0, clock=clock)
 
 
@@ -141,7 +134,7 @@ def test_a_delta_that_does_not_fit_changes_nothing(inv: Inventory) -> None:
 
 
 def test_silent_agent_goes_stale_after_the_ttl_and_recovers(
-    inv: Inventory, clock: FakeClock
+    inv: Inventory, clock: ManualClock
 ) -> None:
     events: list[InventoryEvent] = []
     inv.subscribe(events.append)
@@ -164,7 +157,7 @@ def test_silent_agent_goes_stale_after_the_ttl_and_recovers(
     assert inv.node("node-a").schedulable  # type: ignore[union-attr]
 
 
-def test_heartbeats_keep_a_node_fresh(inv: Inventory, clock: FakeClock) -> None:
+def test_heartbeats_keep_a_node_fresh(inv: Inventory, clock: ManualClock) -> None:
     _hello(inv)
     for _ in range(5):
         clock.now += 8.0

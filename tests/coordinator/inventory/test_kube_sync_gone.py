@@ -5,56 +5,24 @@ changes afterwards."""
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
 from coordinator.inventory.kube_sync import KubeSync
 from coordinator.inventory.store import Inventory
-from devcluster.binaries import Binaries
-from devcluster.controlplane import ControlPlane, ControlPlaneSettings
+from devcluster.controlplane import ControlPlane
+from tests.support.etcd import compact
+from tests.support.inventory_wait import until
 
 pytestmark = pytest.mark.kube
-
-
-@pytest.fixture(scope="module")
-def uncached_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
-    settings = ControlPlaneSettings(extra_apiserver_args=("--watch-cache=false",))
-    with ControlPlane.start(binaries=k8s_binaries, settings=settings) as plane:
-        yield plane
 
 
 @pytest.fixture
 async def client(uncached_plane: ControlPlane) -> AsyncIterator[KubeClient]:
     async with await KubeClient.connect(uncached_plane.kubeconfig) as c:
         yield c
-
-
-def _compact(plane: ControlPlane) -> None:
-    base = f"http://127.0.0.1:{plane.state.etcd_port}/v3/kv"
-    probe = urllib.request.Request(f"{base}/range", data=b'{"key":"AA=="}', method="POST")
-    with urllib.request.urlopen(probe, timeout=10) as reply:
-        revision = json.load(reply)["header"]["revision"]
-    body = json.dumps({"revision": revision, "physical": True}).encode()
-    with urllib.request.urlopen(
-        urllib.request.Request(f"{base}/compaction", data=body, method="POST"), timeout=10
-    ):
-        pass
-
-
-async def until(inv: Inventory, predicate: Callable[[], bool]) -> None:
-    changed = asyncio.Event()
-    unsubscribe = inv.subscribe(lambda event: changed.set())
-    try:
-        async with asyncio.timeout(30):  # guards a hang only
-            while not predicate():
-                await changed.wait()
-                changed.clear()
-    finally:
-        unsubscribe()
 
 
 def _pod(name: str, node: str, gpus: int) -> dict[str, object]:
@@ -72,17 +40,17 @@ def _pod(name: str, node: str, gpus: int) -> dict[str, object]:
 
 
 async def test_watch_from_a_compacted_version_relists_and_keeps_following(
-    uncached_plane: ControlPlane, client: KubeClient
+    uncached_plane: ControlPlane, client: KubeClient, unique_name: Callable[[str], str]
 ) -> None:
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sync"}}
+    namespace, node = unique_name("sync"), unique_name("gone-node")
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     await client.create(NAMESPACES, ns)
     await client.create(
-        NODES,
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gone-node"}, "spec": {}},
+        NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}, "spec": {}}
     )
     await client.patch(
         NODES,
-        "gone-node",
+        node,
         {
             "status": {
                 "allocatable": {"nvidia.com/gpu": "8"},
@@ -91,7 +59,7 @@ async def test_watch_from_a_compacted_version_relists_and_keeps_following(
         },
         subresource="status",
     )
-    await client.create(PODS, _pod("first", "gone-node", 2), namespace="sync")
+    await client.create(PODS, _pod("first", node, 2), namespace=namespace)
     inv = Inventory(stale_ttl_s=30)
     synced = asyncio.Event()
     lists: list[int] = []  # one entry per completed (re)list once both resources are synced
@@ -103,26 +71,30 @@ async def test_watch_from_a_compacted_version_relists_and_keeps_following(
     sync = KubeSync(client, inv, on_synced=on_synced, watch_timeout_s=1)
     task = asyncio.create_task(sync.run())
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(120):  # guards a hang only
             await synced.wait()
         synced.clear()
-        assert inv.node("gone-node").free["nvidia.com/gpu"] == 6  # type: ignore[union-attr]
+        assert inv.node(node).free["nvidia.com/gpu"] == 6  # type: ignore[union-attr]
         relists = sync.relists
         # Move etcd on without touching pods or nodes, then compact: the next resumed watch
         # (every second) starts from a revision that no longer exists.
-        for i in range(3):
+        for _ in range(3):
             await client.create(
                 NAMESPACES,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"bump-{i}"}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": unique_name("bump")},
+                },
             )
-        await asyncio.to_thread(_compact, uncached_plane)
-        async with asyncio.timeout(30):
+        await asyncio.to_thread(compact, uncached_plane)
+        async with asyncio.timeout(120):  # guards a hang only
             while len(lists) < 3:  # the first sync, then both the node and the pod watch re-list
                 await synced.wait()
                 synced.clear()
         assert sync.relists == relists + 2
-        await client.create(PODS, _pod("second", "gone-node", 3), namespace="sync")
-        await until(inv, lambda: inv.node("gone-node").free["nvidia.com/gpu"] == 3)  # type: ignore[union-attr]
+        await client.create(PODS, _pod("second", node, 3), namespace=namespace)
+        await until(inv, lambda: inv.node(node).free["nvidia.com/gpu"] == 3)  # type: ignore[union-attr]
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -18,6 +18,7 @@ from coordinator.leader import (
     LeaderElector,
     LeaseRecord,
 )
+from tests.support.polling import eventually
 
 LEASE = "topos-coordinator"
 
@@ -149,8 +150,9 @@ async def test_running_electors_crash_and_graceful_handover(
             identity=identity,
             namespace=namespace,
             lease_name=LEASE,
-            lease_duration_s=2.0,
-            renew_deadline_s=1.5,
+            # short, yet a renewal on a loaded two-core machine stays well within the deadline
+            lease_duration_s=4.0,
+            renew_deadline_s=3.0,
             retry_period_s=0.25,
             release_on_stop=release,
         )
@@ -168,11 +170,11 @@ async def test_running_electors_crash_and_graceful_handover(
         )
 
     a, _ = elector("a", release=False)
-    b, _ = elector("b", release=True)
+    b, b_store = elector("b", release=True)
     task_a = asyncio.create_task(a.run())
-    await asyncio.wait_for(a.wait_until_leading(), 30)
+    await asyncio.wait_for(a.wait_until_leading(), 60)
     task_b = asyncio.create_task(b.run())
-    await asyncio.sleep(1.0)  # B polls a few times meanwhile
+    await eventually(lambda: b_store.reads >= 3, what="B to read the lease 3 times")
     assert a.is_leader()
     assert not b.is_leader()
 
@@ -180,7 +182,7 @@ async def test_running_electors_crash_and_graceful_handover(
     task_a.cancel()
     await asyncio.gather(task_a, return_exceptions=True)
     assert not a.is_leader()
-    await asyncio.wait_for(b.wait_until_leading(), 30)
+    await asyncio.wait_for(b.wait_until_leading(), 60)
     assert b.is_leader()
     assert (await _holder(kube, namespace))["holderIdentity"] == "b"
 
@@ -190,7 +192,7 @@ async def test_running_electors_crash_and_graceful_handover(
     await asyncio.gather(task_b, return_exceptions=True)
     assert not b.is_leader()
     task_c = asyncio.create_task(c.run())
-    await asyncio.wait_for(c.wait_until_leading(), 30)
+    await asyncio.wait_for(c.wait_until_leading(), 60)
     assert c_store.reads == 1
     task_c.cancel()
     await asyncio.gather(task_c, return_exceptions=True)

@@ -17,18 +17,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from coordinator.api.limits import LimitSettings, RateLimiter, limits_middleware
-
-
-class FrozenClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
 
 
 def test_bucket_allows_a_burst_then_refills_at_the_rate() -> None:
-    clock = FrozenClock()
+    clock = ManualClock(50.0)
     limiter = RateLimiter(LimitSettings(rate_per_s=2, burst=3), clock=clock)
     assert [limiter.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]
     assert limiter.take("a") == pytest.approx(0.5)
@@ -40,7 +33,7 @@ def test_bucket_allows_a_burst_then_refills_at_the_rate() -> None:
 
 
 def test_client_table_is_bounded() -> None:
-    limiter = RateLimiter(LimitSettings(max_clients=5), clock=FrozenClock())
+    limiter = RateLimiter(LimitSettings(max_clients=5), clock=ManualClock(50.0))
     for i in range(50):
         limiter.take(f"10.0.0.{i}")
     assert len(limiter) == 5
@@ -63,7 +56,7 @@ async def _echo(request: web.Request) -> web.Response:
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[TestServer, RateLimiter]]:
     settings = LimitSettings(rate_per_s=1, burst=10, max_body_bytes=1024)
-    limiter = RateLimiter(settings, clock=FrozenClock())
+    limiter = RateLimiter(settings, clock=ManualClock(50.0))
     app = web.Application(middlewares=[limits_middleware(settings, limiter=limiter)])
     app.router.add_get("/v1/nodes", _echo)
     app.router.add_post("/v1/simulate", _echo)

@@ -18,6 +18,7 @@ from coordinator.api.app import build_app
 from coordinator.api.explain import ROUTES, SCHEDULER, SchedulerSlot
 from coordinator.inventory.store import Inventory
 from coordinator.runtime import MemoryCluster, QueueSettings, SchedulerRuntime, SchedulingQueue
+from tests.support.clock import ManualClock
 
 
 def gpu_pod(
@@ -51,19 +52,11 @@ def gpu_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 # --- the queue ----------------------------------------------------------------------------------
 
 
 def test_queue_pops_by_priority_then_age_and_backs_off_failures() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     q = SchedulingQueue(QueueSettings(initial_backoff_s=1, max_backoff_s=4), clock=clock)
     q.add(gpu_pod("old-low", 1, created="2026-01-01T00:00:00Z"))
     q.add(gpu_pod("new-low", 1, created="2026-01-02T00:00:00Z"))
@@ -80,7 +73,7 @@ def test_queue_pops_by_priority_then_age_and_backs_off_failures() -> None:
 
 
 def test_unschedulable_pods_wait_for_a_cluster_change_and_bad_pods_for_an_edit() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     q = SchedulingQueue(QueueSettings(unschedulable_flush_s=60), clock=clock)
     q.add(gpu_pod("big", 8))
     q.add(gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "telepathy"}))

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
 
 from coordinator.scheduling import (
     ConfigError,
@@ -29,6 +28,7 @@ from coordinator.scheduling import (
 )
 from coordinator.scheduling.framework import num_feasible_nodes_to_find
 from coordinator.scheduling.status import SUCCESS, Code
+from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
 
 
 def test_summary_counts_each_reason_and_sorts_like_kube() -> None:
@@ -229,7 +229,7 @@ disabled_plugins: [GpuAvailability]
     assert "GpuAvailability" not in {getattr(p, "name", "") for p in fw.plugins}
     assert all(p.name != "GpuTopology" for p, _ in fw.score)  # weight 0: not scored
     # Spread vs binpack decides between a half-used and an empty node.
-    from sched_hw import running
+    from tests.support.sched_hw import running
 
     half = gpu_node(
         "half", dgx_h100("half"), pods=[running(simple_pod("x", gpus=4), gpus=(0, 1, 2, 3))]
@@ -301,9 +301,8 @@ def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
 
 def test_replace_keeps_the_indexes_current() -> None:
     """The inventory replaces rebuilt nodes; affinity, spread and taint scoring see the change."""
-    from sched_hw import running
-
     from coordinator.scheduling import Taint
+    from tests.support.sched_hw import running
 
     snapshot = Snapshot([plain_node("a"), plain_node("b")])
     cache_pod = simple_pod(
@@ -367,7 +366,7 @@ def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
 
 
 def test_rejections_carry_the_numbers_for_explanations() -> None:
-    from sched_hw import running
+    from tests.support.sched_hw import running
 
     other = simple_pod("legacy", cpu="60", memory="200Gi", gpus=7)
     node = gpu_node("g", dgx_h100("g"), cpu=64, memory_gib=256, pods=[running(other)])
@@ -390,7 +389,7 @@ def test_memoised_cycles_decide_exactly_like_fresh_ones(seed: int) -> None:
     snapshot equals the same cycle on freshly built NodeInfos with a new framework."""
     import random
 
-    from sched_hw import a100_mig, dgx1, pcie8
+    from tests.support.sched_hw import a100_mig, dgx1, pcie8
 
     rng = random.Random(seed)
     builders = [dgx1, pcie8, dgx_h100, a100_mig]

@@ -7,7 +7,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from sched_hw import (
+
+from common.model import worst_link
+from coordinator.scheduling import Decision, Failure, Framework, Snapshot, schedule_one
+from coordinator.scheduling.gpuchoice import topology_index
+from tests.support.sched_hw import (
     a100_mig,
     dgx1,
     dgx_h100,
@@ -21,10 +25,6 @@ from sched_hw import (
     topology,
     ws4,
 )
-
-from common.model import worst_link
-from coordinator.scheduling import Decision, Failure, Framework, Snapshot, schedule_one
-from coordinator.scheduling.gpuchoice import topology_index
 
 QUAD_A, QUAD_B = {0, 1, 2, 3}, {4, 5, 6, 7}
 
@@ -92,7 +92,7 @@ def test_best_node_is_the_one_with_the_better_link_class() -> None:
 def test_locality_policies_on_dgx1(
     busy: tuple[int, ...], count: int, locality: str, expect_fit: bool
 ) -> None:
-    from sched_hw import running
+    from tests.support.sched_hw import running
 
     holder = simple_pod("holder", gpus=len(busy)) if busy else None
     pods = [running(holder, gpus=busy)] if holder else []
@@ -255,7 +255,7 @@ def test_forget_returns_the_gpus() -> None:
 
 def test_bound_pods_holding_gpus_by_uuid_annotation_are_respected() -> None:
     """After a coordinator restart the inventory rebuilds from topos.io/assigned-gpus."""
-    from sched_hw import running
+    from tests.support.sched_hw import running
 
     held = simple_pod(
         "old",
@@ -301,7 +301,7 @@ def test_sixteen_gpu_node_is_pruned_but_still_sound() -> None:
 
 def test_single_gpu_pods_fill_a_broken_quad_not_an_intact_one() -> None:
     """Lowest-index-first would break quad A; anti-fragmentation finishes quad B instead."""
-    from sched_hw import running
+    from tests.support.sched_hw import running
 
     holder = running(simple_pod("holder", gpus=1), gpus=(4,))
     snapshot = Snapshot([gpu_node("d", dgx1("d"), pods=[holder])])
@@ -310,7 +310,7 @@ def test_single_gpu_pods_fill_a_broken_quad_not_an_intact_one() -> None:
 
 
 def test_single_gpu_pod_takes_the_partner_of_a_busy_pcie_gpu() -> None:
-    from sched_hw import running
+    from tests.support.sched_hw import running
 
     holder = running(simple_pod("holder", gpus=1), gpus=(2,))
     got = gpus_of(run(simple_pod("s", gpus=1), [gpu_node("p", pcie8("p"), pods=[holder])]))

@@ -11,7 +11,10 @@ The manifests are this project's own, with the same semantics.
 from __future__ import annotations
 
 import pytest
-from sched_hw import (
+
+from coordinator.scheduling import Decision, Failure, Framework, Snapshot, Taint, schedule_one
+from coordinator.scheduling.status import Code
+from tests.support.sched_hw import (
     dgx_a100,
     dgx_h100,
     gpu_node,
@@ -23,9 +26,6 @@ from sched_hw import (
     running,
     simple_pod,
 )
-
-from coordinator.scheduling import Decision, Failure, Framework, Snapshot, Taint, schedule_one
-from coordinator.scheduling.status import Code
 
 
 def decided(result: object) -> Decision:

@@ -5,9 +5,19 @@ and GPUs, including the KubeNexus guide's examples written with its annotation n
 from __future__ import annotations
 
 import pytest
-from sched_hw import dgx1, dgx_h100, gpu_node, pcie8, place_all, pod, run, running, simple_pod
 
 from coordinator.scheduling import Decision, Failure, Framework, NumaUse, Snapshot, schedule_one
+from tests.support.sched_hw import (
+    dgx1,
+    dgx_h100,
+    gpu_node,
+    pcie8,
+    place_all,
+    pod,
+    run,
+    running,
+    simple_pod,
+)
 
 GiB = 2**30
 
@@ -226,7 +236,7 @@ def test_numa_policy_invariants_on_random_occupancy(seed: int) -> None:
         cpu = rng.choice([2, 8, 24, 48])
         gpus = rng.choice([0, 1, 2])
         obj = simple_pod("p", cpu=str(cpu), gpus=gpus, annotations={"topos.io/numa-policy": policy})
-        from sched_hw import request
+        from tests.support.sched_hw import request
 
         plan = plan_placement(node, request(obj))
         if isinstance(plan, Status):

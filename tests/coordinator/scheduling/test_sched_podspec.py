@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
 
 from common.podkeys import GANG, NUMA_POLICY, lookup
 from common.quantity import QuantityError, parse_quantity, to_int, to_milli
@@ -28,6 +27,7 @@ from coordinator.scheduling import (
     schedule_one,
 )
 from coordinator.scheduling.status import Code
+from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
 
 
 @pytest.mark.parametrize(

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
-from sched_hw import gpu_node, place_all, pod, run, simple_pod
-
+from agent.devices.source import discover_profile
 from coordinator.scheduling import Decision, Failure, Snapshot
-
-source = pytest.importorskip("agent.devices.source")
+from tests.support.sched_hw import gpu_node, place_all, pod, run, simple_pod
 
 
 def discovered(profile: str, host: str):  # type: ignore[no-untyped-def]
-    return source.discover_profile(profile, hostname=host)
+    return discover_profile(profile, hostname=host)
 
 
 def links_of(topo, gpus) -> set[str]:  # type: ignore[no-untyped-def]

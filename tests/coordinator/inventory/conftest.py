@@ -1,6 +1,0 @@
-"""Makes the shared stream test helpers (tests/stream/stream_helpers.py) importable here."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "stream"))

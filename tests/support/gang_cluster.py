@@ -1,0 +1,337 @@
+"""A leaf–spine GPU fabric on the real test control plane, a coordinator with its gang runtime, and
+the parts of Kubernetes the test control plane lacks, played by the test.
+
+Builds on the runtime's end-to-end helpers (:mod:`tests.support.gpu_cluster`: Node objects from
+hardware profiles, the agents' hellos injected into the inventory, ``KubeSync`` feeding it, the
+scheduler watching one namespace). Added here:
+
+- :meth:`GangCluster.fabric` — ``spines × leaves × nodes`` Nodes labelled ``topos.io/spine`` /
+  ``topos.io/leaf`` (leaf names count up across spines, so leaves of one spine are adjacent);
+- :meth:`GangCluster.gang_coordinator` — the coordinator as it starts up, with
+  :class:`~coordinator.gangs_runtime.GangRuntime` (PodGroup and PDB watches, gang step,
+  preemption, recovery) attached;
+- :class:`Controllers` — no kubelet and no controller-manager run here, so the test plays them:
+  a pod being deleted (an eviction starts a graceful delete) is removed at once, as a kubelet
+  would once its containers stopped; and pods labelled ``e2e/recreate`` are created again under
+  the same name once gone, as their Job/StatefulSet would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
+from coordinator.gangs_runtime import GangRuntime, GangSettings
+from coordinator.inventory.store import Inventory
+from coordinator.runtime import RuntimeSettings, SchedulerRuntime
+from tests.support.clock import ManualClock
+from tests.support.gpu_cluster import GpuCluster
+from tests.support.kube_wait import (
+    DEFAULT_TIMEOUT_S,
+    scheduled_message,
+    wait_for_object,
+    wait_for_pods,
+)
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+CRD_FILE = DEPLOY / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
+LEAF = "topos.io/leaf"
+SPINE = "topos.io/spine"
+RECREATE = "e2e/recreate"
+
+
+@dataclass
+class Coordinator:
+    runtime: SchedulerRuntime
+    gangs: GangRuntime
+    inventory: Inventory
+    clock: ManualClock
+
+
+@dataclass
+class GangCluster(GpuCluster):
+    leaf_of: dict[str, str] = field(default_factory=dict)
+    spine_of: dict[str, str] = field(default_factory=dict)
+
+    async def fabric(
+        self,
+        *,
+        spines: int,
+        leaves_per_spine: int,
+        nodes_per_leaf: int,
+        profile: str = "dgx-a100",
+    ) -> list[str]:
+        """Nodes in ``leaf-1 … leaf-N`` under ``spine-1 … spine-M``; returns their names."""
+        specs = []
+        for s in range(spines):
+            for lf in range(leaves_per_spine):
+                leaf = f"leaf-{s * leaves_per_spine + lf + 1}"
+                for k in range(nodes_per_leaf):
+                    specs.append((f"n{leaf[5:]}x{k}", leaf, f"spine-{s + 1}"))
+        slots = asyncio.Semaphore(8)
+
+        async def one(short: str, leaf: str, spine: str) -> str:
+            async with slots:
+                name = await self.add_node(short, profile, labels_extra={LEAF: leaf, SPINE: spine})
+            self.leaf_of[name] = leaf
+            self.spine_of[name] = spine
+            return name
+
+        return list(await asyncio.gather(*(one(*s) for s in specs)))
+
+    @contextlib.asynccontextmanager
+    async def gang_coordinator(
+        self,
+        *,
+        gang_settings: GangSettings | None = None,
+        settings: RuntimeSettings | None = None,
+        stale_ttl_s: float = 3600.0,
+    ) -> AsyncIterator[Coordinator]:
+        """A coordinator starting up: inventory synced from the API server, agents' hellos,
+        the scheduler over this test's nodes and namespace, and the gang runtime."""
+        clock = ManualClock()
+        inventory = Inventory(stale_ttl_s=stale_ttl_s, clock=clock)
+        attached: list[GangRuntime] = []
+
+        def gang_runtime(client: KubeClient, runtime: SchedulerRuntime) -> GangRuntime:
+            gangs = GangRuntime.on_kube(
+                runtime,
+                client,
+                settings=gang_settings or GangSettings(backoff_s=2.0),
+                namespace=self.namespace,
+            )
+            attached.append(gangs)
+            return gangs
+
+        async with self.coordinator(
+            settings=settings or RuntimeSettings(), inventory=inventory, attach=gang_runtime
+        ) as runtime:
+            yield Coordinator(runtime, attached[0], inventory, clock)
+
+    # --- reading back --------------------------------------------------------------------------
+
+    async def pods(self, selector: str | None = None) -> list[dict[str, Any]]:
+        listed = await self.kube.list(PODS, namespace=self.namespace, label_selector=selector)
+        return list(listed["items"])
+
+    async def placement(self, selector: str) -> dict[str, str | None]:
+        """Pod name → node (None while pending) for pods matching ``selector``."""
+        return {
+            p["metadata"]["name"]: p["spec"].get("nodeName")
+            for p in await self.pods(selector)
+            if not p["metadata"].get("deletionTimestamp")
+        }
+
+    async def all_bound(
+        self,
+        selector: str,
+        count: int,
+        *,
+        replaced: Mapping[str, str] | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> dict[str, str]:
+        """Pod name → node once ``count`` live pods match ``selector`` and every one is bound;
+        with ``replaced`` (pod name → uid), only once each of those pods is a new one."""
+        gone = dict(replaced or {})
+
+        def placed(pods: Sequence[dict[str, Any]]) -> dict[str, str] | None:
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in live}
+            uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in live}
+            if len(nodes) != count or not all(nodes.values()):
+                return None
+            if any(uids.get(name, uid) == uid for name, uid in gone.items()):
+                return None
+            return {k: str(v) for k, v in nodes.items()}
+
+        return await wait_for_pods(
+            self.kube,
+            self.namespace,
+            placed,
+            label_selector=selector,
+            timeout_s=timeout_s,
+            what=f"{count} bound pods matching {selector}"
+            + (f" ({', '.join(gone)} replaced)" if gone else ""),
+        )
+
+    async def none_left(self, selector: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """Wait until no live pod matches ``selector``."""
+
+        def empty(pods: Sequence[dict[str, Any]]) -> bool | None:
+            return not any(not p["metadata"].get("deletionTimestamp") for p in pods) or None
+
+        await wait_for_pods(
+            self.kube,
+            self.namespace,
+            empty,
+            label_selector=selector,
+            timeout_s=timeout_s,
+            what=f"no pods matching {selector}",
+        )
+
+    async def condition(
+        self, name: str, contains: str, *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> str:
+        """The pod's ``PodScheduled=False`` message once it contains ``contains``."""
+        pod = await wait_for_object(
+            self.kube,
+            PODS,
+            name,
+            lambda pod: contains in (scheduled_message(pod) or ""),
+            namespace=self.namespace,
+            timeout_s=timeout_s,
+            what=f"pod {name}'s PodScheduled condition to say {contains!r}",
+        )
+        return str(scheduled_message(pod))
+
+    async def delete_pods(self, selector: str) -> None:
+        for pod in await self.pods(selector):
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(
+                    PODS, pod["metadata"]["name"], namespace=self.namespace, grace_period_seconds=0
+                )
+
+    async def set_node_ready(self, node: str, ready: bool) -> None:
+        obj = await self.kube.get(NODES, node)
+        conditions = obj["status"]["conditions"]
+        for cond in conditions:
+            if cond["type"] == "Ready":
+                cond["status"] = "True" if ready else "False"
+                cond["reason"] = "KubeletReady" if ready else "NodeStatusUnknown"
+        await self.kube.patch(
+            NODES, node, {"status": {"conditions": conditions}}, subresource="status"
+        )
+
+
+def gang_pod(
+    name: str,
+    gang: str,
+    min_member: int,
+    *,
+    gpus: int = 8,
+    cpu: str = "8",
+    priority_class: str | None = None,
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    recreate: bool = False,
+) -> dict[str, Any]:
+    """A training worker as a Job's or StatefulSet's template would make it."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "labels": {
+            "topos.io/gang": gang,
+            "topos.io/gang-min": str(min_member),
+            **({RECREATE: "true"} if recreate else {}),
+            **dict(labels or {}),
+        },
+    }
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    spec: dict[str, Any] = {
+        "schedulerName": "topos",
+        "containers": [
+            {
+                "name": "worker",
+                "image": "trainer:1",
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": "8Gi"},
+                    "limits": {"nvidia.com/gpu": str(gpus)} if gpus else {},
+                },
+            }
+        ],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+class Controllers:
+    """The kubelet's and the workload controllers' part, for one namespace (see module doc)."""
+
+    def __init__(self, cluster: GangCluster) -> None:
+        self.cluster = cluster
+        self._saved: dict[str, dict[str, Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def _template(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        meta = pod["metadata"]
+        spec = copy.deepcopy(pod["spec"])
+        for key in ("nodeName", "priority"):
+            spec.pop(key, None)
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": meta["name"],
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": {
+                    k: v
+                    for k, v in (meta.get("annotations") or {}).items()
+                    if not k.startswith("topos.io/assigned") and k != "topos.io/placement-score"
+                },
+            },
+            "spec": spec,
+        }
+
+    async def _round(self) -> str:
+        kube, ns = self.cluster.kube, self.cluster.namespace
+        listed = await kube.list(PODS, namespace=ns)
+        live = listed["items"]
+        names = set()
+        for pod in live:
+            meta = pod["metadata"]
+            names.add(meta["name"])
+            if (meta.get("labels") or {}).get(RECREATE):
+                self._saved[meta["name"]] = self._template(pod)
+            if meta.get("deletionTimestamp"):
+                with contextlib.suppress(NotFound):
+                    await kube.delete(
+                        PODS, meta["name"], namespace=ns, grace_period_seconds=0, uid=meta["uid"]
+                    )
+        for name, template in tuple(self._saved.items()):
+            if name not in names:
+                with contextlib.suppress(KubeError):
+                    await kube.create(PODS, template, namespace=ns)
+        return str(listed["resourceVersion"])
+
+    async def _run(self) -> None:
+        """A round now and after every change to the namespace's pods (a watch, not a timer)."""
+        kube, ns = self.cluster.kube, self.cluster.namespace
+        while True:
+            try:
+                version = await self._round()
+                async for _ in kube.watch(
+                    PODS, namespace=ns, resource_version=version, timeout_seconds=30
+                ):
+                    await self._round()
+            except KubeError:
+                await asyncio.sleep(0.1)  # back off before listing again
+
+    async def __aenter__(self) -> Controllers:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def install_crd(kubectl: Callable[..., Any]) -> None:
+    done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+    assert done.returncode == 0, done.stderr
+    done = kubectl(
+        "wait",
+        "--for=condition=Established",
+        "crd/podgroups.scheduling.x-k8s.io",
+        "--timeout=60s",
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
