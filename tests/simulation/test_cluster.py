@@ -4,9 +4,9 @@ allocatable resources the scheduler sees, and clear errors for bad descriptions.
 from __future__ import annotations
 
 import pytest
-from sim_helpers import make_cluster
 
 from coordinator.simulation import ClusterError, describe, parse_cluster
+from tests.support.sim_cluster import make_cluster
 
 CLUSTER = """
 name: lab

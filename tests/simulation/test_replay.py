@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sim_helpers import make_cluster
 
 from coordinator.simulation import Job, JobOutcome, RunResult, Simulator, Summary, make_policy
+from tests.support.sim_cluster import make_cluster
 
 PCIE = "nodes: [{profile: pcie-8x, count: 1}]"
 TWO_LEAVES = """

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from sim_helpers import make_cluster
 
 from coordinator.simulation import Job, TraceShape, cluster_shape, dump_csv, generate, parse_trace
 from coordinator.simulation.metrics import percentile
 from coordinator.simulation.tracegen import short_gpu_type
+from tests.support.sim_cluster import make_cluster
 
 CLUSTER = """
 layout: {nodesPerLeaf: 4}

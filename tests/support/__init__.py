@@ -18,5 +18,6 @@ with pytest's default import mode; test modules themselves keep unique basenames
 - ``domain_fabric``: leaf–spine clusters as plain lists for the network-domain tests.
 - ``gpu_cluster``: GPU Nodes on the real control plane and a scheduler runtime scoped to them.
 - ``gang_cluster``: the same with a leaf–spine fabric and the gang runtime.
+- ``sim_cluster``: simulation clusters from YAML text on the fake hardware profiles.
 - ``deploy``: the rendered ``deploy/`` kustomization and applying parts of it.
 """
