@@ -27,6 +27,7 @@ import msgspec
 from kubernetes_asyncio.client import ApiClient
 
 from common.kube.config import load_configuration
+from common.kube.direct import DirectTransport
 from common.kube.errors import KubeError, NotFound, Unreachable, error_for_status
 from common.kube.ratelimit import RateLimit, TokenBucket
 from common.kube.resources import EVENTS, LEASES, PODS, SERVICE_ACCOUNTS, TOKEN_REVIEWS, Resource
@@ -76,6 +77,8 @@ class KubeClient:
         self.settings = settings or ClientSettings()
         limit = self.settings.rate_limit
         self._bucket: TokenBucket | None = None if limit is None else TokenBucket(limit)
+        self._request_timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout_s)
+        self._transport = DirectTransport.of(api_client)
 
     @classmethod
     async def connect(
@@ -120,21 +123,31 @@ class KubeClient:
         """One HTTP exchange; a non-2xx reply becomes the matching ``KubeError``."""
         if self._bucket is not None:
             await self._bucket.wait()
+        timeout = client_timeout or self._request_timeout
         try:
-            response = cast(
-                aiohttp.ClientResponse,
-                await self._api.call_api(
-                    path,
+            if self._transport is not None:
+                response = await self._transport.send(
                     method,
-                    query_params=list((query or {}).items()),
-                    header_params={"Content-Type": content_type, "Accept": "application/json"},
+                    path,
+                    query=query,
                     body=body,
-                    auth_settings=["BearerToken"],
-                    _preload_content=False,
-                    _request_timeout=client_timeout
-                    or aiohttp.ClientTimeout(total=self.settings.request_timeout_s),
-                ),
-            )
+                    content_type=content_type,
+                    client_timeout=timeout,
+                )
+            else:
+                response = cast(
+                    aiohttp.ClientResponse,
+                    await self._api.call_api(
+                        path,
+                        method,
+                        query_params=list((query or {}).items()),
+                        header_params={"Content-Type": content_type, "Accept": "application/json"},
+                        body=body,
+                        auth_settings=["BearerToken"],
+                        _preload_content=False,
+                        _request_timeout=timeout,
+                    ),
+                )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from exc
         if 200 <= response.status < 300:

@@ -170,13 +170,23 @@ class Preemptor:
         now = self._clock()
         self._expire(now)
         inventory = self.scheduler.inventory
-        present = {f"{p.namespace}/{p.name}" for p in bound_pods(inventory)}
+        present: set[str] = set()
+        lower = False  # is any pod it may evict (lower priority, not leaving) running?
+        for p in bound_pods(inventory):
+            key = f"{p.namespace}/{p.name}"
+            present.add(key)
+            if p.priority < priority and key not in self.evicting:
+                lower = True
         pending = self.nominations.get(unit)
         if pending is not None:
             left = pending.victims & present
             if left:
                 return f"waiting for {len(left)} preempted pod(s) to terminate"
             del self.nominations[unit]  # its victims are gone and it still does not fit
+        if policy == "Never" or not lower:
+            # select_victims would find no candidate (victims must have lower priority), and
+            # that outcome is "no preemption": skip building every running pod's gang for it.
+            return None
         nodes = node_states(self.scheduler.view.snapshot())
         running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
         plan = select_victims(

@@ -237,6 +237,8 @@ class GangStep:
 
     def sync_gone(self) -> None:
         """Members that are neither pending, bound nor being bound are gone: tell the manager."""
+        if not self._known:
+            return  # no gang members known: nothing can be gone (skip walking every pod)
         present = self._present()
         view = self.scheduler.view
         for pod in tuple(self._known):

@@ -23,10 +23,28 @@ TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 SCHEDULING_ANNOTATION_PREFIXES: Final = ("topos.io/", "numa.scheduling.kubenexus.io/")
 
 
+#: Parsed text quantities, keyed by (in millis?, text): pods and nodes repeat a handful of
+#: values ("1", "4Gi", "110"), and parsing through ``Fraction`` is most of a pod's translation.
+_PARSED: dict[tuple[bool, str], int] = {}
+_PARSED_MAX: Final = 4096
+
+
 def quantity(resource: str, value: object) -> int:
     """A quantity in the inventory's unit for ``resource`` (millicores for cpu)."""
+    milli = resource in _MILLI_RESOURCES
+    if type(value) is str:
+        key = (milli, value)
+        cached = _PARSED.get(key)
+        if cached is not None:
+            return cached
+        q = parse_quantity(value)  # bad text raises, and is never cached
+        result = to_milli(q) if milli else to_int(q)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = result
+        return result
     q = parse_quantity(value)
-    return to_milli(q) if resource in _MILLI_RESOURCES else to_int(q)
+    return to_milli(q) if milli else to_int(q)
 
 
 def _resources(raw: object, where: str) -> dict[str, int]:
