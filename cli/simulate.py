@@ -150,9 +150,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     sim = Simulator(nodes, jobs, cost_model=spec.cost_model)
     summaries = []
+    unplaced: dict[str, list[dict[str, str]]] = {}
     for name in policies:
         result = sim.run(make_policy(name))
         summaries.append(result.summary())
+        unplaced[name] = [
+            {"job_id": sim.jobs[i].job_id, "reason": why}
+            for i, why in sorted(result.unplaced.items())
+        ]
     shape = describe(nodes)
     if args.json:
         doc = {
@@ -162,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
                 "link": dict(spec.cost_model.link),
                 "network": dict(spec.cost_model.network),
             },
-            "policies": [s.as_dict() for s in summaries],
+            "policies": [{**s.as_dict(), "unplaced_jobs": unplaced[s.policy]} for s in summaries],
         }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return 0

@@ -101,3 +101,15 @@ def test_mistakes_end_with_one_clear_line(
 def test_missing_trace_file(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--cluster", CLUSTER, "--trace", "/nonexistent/t.csv"]) == 1
     assert "cannot read trace /nonexistent/t.csv" in capsys.readouterr().err
+
+
+def test_json_lists_jobs_that_never_ran_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,arrival_s,duration_s,gpus,gpu_type\nok,0,60,1,\nb200,0,60,1,B200\n")
+    assert main(["simulate", "--cluster", CLUSTER, "--trace", str(trace), "--json"]) == 0
+    topos = json.loads(capsys.readouterr().out)["policies"][0]
+    assert topos["placed"] == 1
+    assert [u["job_id"] for u in topos["unplaced_jobs"]] == ["b200"]
+    assert "didn't match Pod's node affinity/selector" in topos["unplaced_jobs"][0]["reason"]
