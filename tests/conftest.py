@@ -51,7 +51,15 @@ from devcluster.controlplane import ControlPlane, ControlPlaneError, ControlPlan
 from tests.support.ci import in_ci  # noqa: E402
 
 _KUBE_FIXTURES = frozenset(
-    {"control_plane", "kubeconfig", "kube", "namespace", "kubectl", "uncached_plane"}
+    {
+        "control_plane",
+        "kubeconfig",
+        "kube",
+        "namespace",
+        "kubectl",
+        "k8s_binaries",
+        "uncached_plane",
+    }
 )
 _unavailable: list[str] = []
 

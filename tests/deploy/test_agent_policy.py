@@ -20,6 +20,7 @@ import yaml
 from common.kube import NODES, Forbidden, Invalid, KubeClient, KubeError
 from tests.support.deploy import NAMESPACE, Kubectl, apply_for_real
 from tests.support.kube_objects import create_agent_pod, create_node
+from tests.support.polling import eventually
 
 POLICY = "topos-agent-own-node"
 
@@ -83,15 +84,14 @@ async def test_agent_changes_only_its_own_nodes_metadata(
     try:
         # The policy takes effect once the API server has loaded it: wait (bounded) until the
         # other node is protected.
-        refusal: KubeError | None = None
-        for _ in range(100):
+        async def refused() -> KubeError | None:
             try:
                 await agent.patch(NODES, other, _labels({"topos.io/gpu.count": "4"}))
             except (Forbidden, Invalid) as exc:
-                refusal = exc
-                break
-            await asyncio.sleep(0.1)
-        assert refusal is not None, "the policy never took effect"
+                return exc
+            return None
+
+        refusal = await eventually(refused, what="the policy to take effect", interval_s=0.1)
         assert f"may only change the Node its pod runs on, not {other}" in refusal.message
 
         # its own node: its own labels and annotations, added, changed and removed

@@ -14,6 +14,7 @@ from typing import Any
 from common.kube import POD_GROUPS
 from tests.support.gang_cluster import GangCluster, gang_pod
 from tests.support.kube_wait import wait_for_pods
+from tests.support.polling import eventually
 
 
 async def test_a_gang_that_fits_binds_every_member_inside_one_leaf(cluster: GangCluster) -> None:
@@ -84,7 +85,7 @@ async def test_two_gangs_that_fit_alone_but_not_together_do_not_deadlock(
     cluster: GangCluster,
 ) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
-    async with cluster.gang_coordinator():
+    async with cluster.gang_coordinator() as coord:
         # Interleaved arrivals, as two Jobs submitted at the same moment would create them.
         for k in range(6):
             await cluster.create(gang_pod(f"a-{k}", "a", 6))
@@ -105,10 +106,17 @@ async def test_two_gangs_that_fit_alone_but_not_together_do_not_deadlock(
             what="one whole gang bound",
         )
         loser_name = "b" if winner == "a" else "a"
-        # The loser had its chance and says so; it holds nothing.
+        # The loser had its chance and says so; it holds nothing, and its members wait for the
+        # cluster to change.
         await cluster.condition(f"{loser_name}-0", f"waiting for pod group {loser_name}: 0/6")
         loser = await cluster.placement(f"topos.io/gang={loser_name}")
         assert all(n is None for n in loser.values()), loser
+        queue = coord.runtime.scheduler.queue
+        members = [f"{cluster.namespace}/{loser_name}-{k}" for k in range(6)]
+        await eventually(
+            lambda: all(getattr(queue.get(m), "where", None) == "unschedulable" for m in members),
+            what="the loser's members back in the unschedulable queue",
+        )
         # The winner finishes: the loser gets the room and completes.
         await cluster.delete_pods(f"topos.io/gang={winner}")
         await cluster.all_bound(f"topos.io/gang={loser_name}", 6)

@@ -24,6 +24,8 @@ from coordinator.app import ConfigError, CoordinatorSettings, create_secure_app,
 from coordinator.leadership import LEADER
 from devcluster import pki
 from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
+from tests.support.kube_wait import wait_for_object
+from tests.support.polling import eventually
 
 
 @pytest.fixture
@@ -113,15 +115,18 @@ async def test_secure_coordinator_end_to_end(
             assert r.status == 200
 
         # the leader is elected on the Lease in our namespace
-        await asyncio.wait_for(app[LEADER].wait_until_leading(), 30)
+        await asyncio.wait_for(app[LEADER].wait_until_leading(), 120)
         lease = await kube.get(LEASES, "topos-coordinator", namespace=namespace)
         assert lease["spec"]["holderIdentity"] == app[LEADER].identity
         # ... and its pod carries the label the Service selects
-        for _ in range(100):
-            if (await _labels(kube, namespace, "coordinator-0")).get("topos.io/leader") == "true":
-                break
-            await asyncio.sleep(0.05)
-        assert (await _labels(kube, namespace, "coordinator-0"))["topos.io/leader"] == "true"
+        await wait_for_object(
+            kube,
+            PODS,
+            "coordinator-0",
+            lambda pod: (pod["metadata"].get("labels") or {}).get("topos.io/leader") == "true",
+            namespace=namespace,
+            what="the leader label on coordinator-0",
+        )
 
         # a real agent stream for its own node is admitted
         ws_url = url.replace("https://", "wss://") + "/v1/agents/stream"
@@ -129,7 +134,7 @@ async def test_secure_coordinator_end_to_end(
         agent = StreamClient(ws_url, node, agent_version="0.1.0", settings=auth, session=http)
         agent.publish(_topology(node))
         running_agent = asyncio.create_task(agent.run())
-        await asyncio.wait_for(agent.connected.wait(), 30)
+        await asyncio.wait_for(agent.connected.wait(), 120)
         assert app[INVENTORY].node(node) is not None
         await agent.close()
         await asyncio.gather(running_agent, return_exceptions=True)
@@ -138,10 +143,7 @@ async def test_secure_coordinator_end_to_end(
         liar = StreamClient(ws_url, other, agent_version="0.1.0", settings=auth, session=http)
         liar.publish(_topology(other))
         running_liar = asyncio.create_task(liar.run())
-        for _ in range(300):
-            if liar.stats.last_close is not None:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: liar.stats.last_close, what="the liar's stream to be closed")
         await liar.close()
         await asyncio.gather(running_liar, return_exceptions=True)
         assert liar.stats.last_close is not None

@@ -152,7 +152,8 @@ async def test_a_waiting_pod_is_placed_when_capacity_frees_up(
     assert failed[0]["message"] == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     node_a, _ = assigned(cluster, "a")
     cluster.finish_pod("default", "a")
-    await asyncio.wait_for(_until_bound(cluster, "c"), 10)
+    await asyncio.wait_for(_until_bound(cluster, "c"), 60)
+    await runtime.settle()  # the Scheduled Event is written after the bind, in the background
     assert assigned(cluster, "c")[0] == node_a
     scheduled = [e for e in cluster.events("default", "c") if e["reason"] == "Scheduled"]
     assert scheduled[0]["message"].startswith(f"Successfully assigned default/c to {node_a} (GPUs")
@@ -186,7 +187,7 @@ async def test_a_bad_pod_is_named_harms_no_one_and_is_placed_once_fixed(
     assert "metadata.annotations[topos.io/gpu-locality]" in event["message"]
     assert "'telepathy'" in event["message"]
     cluster.update_pod_metadata("default", "bad", annotations={"topos.io/gpu-locality": "nvlink"})
-    await asyncio.wait_for(_until_bound(cluster, "bad"), 10)
+    await asyncio.wait_for(_until_bound(cluster, "bad"), 60)
 
 
 async def test_a_deleted_pending_pod_is_never_bound(
