@@ -11,6 +11,7 @@ with pytest's default import mode; test modules themselves keep unique basenames
 - ``clock``: a clock the test moves by hand.
 - ``etcd``: compacting the test control plane's etcd (410 Gone end to end).
 - ``stream_frames``: hand-built node topologies and capacity-stream frames.
+- ``mig``: one MIG instance as NVML reports it.
 - ``agent_topologies``, ``fake_profiles``: topologies for labelers, profiles for the fake NVML.
 - ``nvml``: whether a real NVIDIA driver is present.
 - ``kube_proxy``: a counting HTTP proxy in front of the test API server.

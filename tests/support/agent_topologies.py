@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
+from tests.support.mig import mig_instance
 
 A100 = "NVIDIA A100-SXM4-40GB"
 
@@ -87,24 +88,16 @@ def pcie_node(n: int = 4) -> NodeTopology:
     )
 
 
-def _inst(profile: str, gi: int, start: int, size: int, mem: int, slices: int) -> MigInstance:
-    return MigInstance(
-        profile=profile,
-        gi_id=gi,
-        ci_id=0,
-        placement_start=start,
-        placement_size=size,
-        memory_mib=mem,
-        slices=slices,
-        uuid=f"MIG-{profile}-{gi}",
-    )
+def _inst(profile: str, gi: int, start: int, size: int, mem: int) -> MigInstance:
+    uuid = f"MIG-{profile}-{gi}"
+    return mig_instance(profile, gi=gi, start=start, size=size, memory_mib=mem, uuid=uuid)
 
 
-SEVEN_SMALL = tuple(_inst("1g.10gb", 7 + i, i, 1, 9728, 1) for i in range(7))
+SEVEN_SMALL = tuple(_inst("1g.10gb", 7 + i, i, 1, 9728) for i in range(7))
 MIXED_LAYOUT = (
-    _inst("3g.40gb", 2, 4, 4, 40192, 3),
-    _inst("2g.20gb", 3, 0, 2, 19968, 2),
-    _inst("1g.10gb", 9, 2, 1, 9728, 1),
+    _inst("3g.40gb", 2, 4, 4, 40192),
+    _inst("2g.20gb", 3, 0, 2, 19968),
+    _inst("1g.10gb", 9, 2, 1, 9728),
 )
 
 

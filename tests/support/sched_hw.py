@@ -28,6 +28,7 @@ from coordinator.scheduling import (
 from coordinator.scheduling.framework import ScheduleResult
 from coordinator.scheduling.nodeinfo import Placement
 from coordinator.scheduling.podspec import PodRequest
+from tests.support.mig import mig_instance
 
 GiB = 2**30
 
@@ -206,26 +207,20 @@ def ws4(host: str) -> NodeTopology:
     )
 
 
-def mig_instance(profile: str, gi: int, start: int, size: int, mem: int, host: str, gpu: int):
-    return MigInstance(
-        profile=profile,
-        gi_id=gi,
-        ci_id=0,
-        placement_start=start,
-        placement_size=size,
-        memory_mib=mem,
-        slices=int(profile.split("g", 1)[0]),
-        uuid=f"MIG-{host}-{gpu}-{gi}",
-    )
+def _mig(
+    profile: str, gi: int, start: int, size: int, mem: int, host: str, gpu: int
+) -> MigInstance:
+    uuid = f"MIG-{host}-{gpu}-{gi}"
+    return mig_instance(profile, gi=gi, start=start, size=size, memory_mib=mem, uuid=uuid)
 
 
 def a100_mig(host: str) -> NodeTopology:
     """DGX A100 80GB with GPU 0 as 7×1g.10gb and GPU 1 as 2×3g.40gb; GPUs 2-7 whole."""
     mig = {
-        0: [mig_instance("1g.10gb", 7 + k, k, 1, 9728, host, 0) for k in range(7)],
+        0: [_mig("1g.10gb", 7 + k, k, 1, 9728, host, 0) for k in range(7)],
         1: [
-            mig_instance("3g.40gb", 1, 4, 4, 40192, host, 1),
-            mig_instance("3g.40gb", 2, 0, 4, 40192, host, 1),
+            _mig("3g.40gb", 1, 4, 4, 40192, host, 1),
+            _mig("3g.40gb", 2, 0, 4, 40192, host, 1),
         ],
     }
     return _two_socket_8gpu(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from common.model import Gpu, MigInstance, NodeTopology, NumaNode
+from common.model import Gpu, NodeTopology, NumaNode
 from common.wire import ContainerAllocation, DeviceAllocation, Hello
+from tests.support.mig import mig_instance
 
 
 def topology(hostname: str = "node-a", *, gpus: int = 2, nvlink: bool = True) -> NodeTopology:
@@ -63,14 +64,12 @@ def mig_layout(topo: NodeTopology, index: int, profiles: list[str]) -> NodeTopol
     for gi, profile in enumerate(profiles):
         slices = int(profile.split("g", 1)[0])
         instances.append(
-            MigInstance(
-                profile=profile,
-                gi_id=gi + 1,
-                ci_id=0,
-                placement_start=start,
-                placement_size=slices,
+            mig_instance(
+                profile,
+                gi=gi + 1,
+                start=start,
+                size=slices,
                 memory_mib=int(profile.split(".")[1].removesuffix("gb")) * 1024,
-                slices=slices,
                 uuid=f"MIG-{topo.gpus[index].uuid}-{gi + 1}",
             )
         )
