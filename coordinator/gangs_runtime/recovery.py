@@ -55,10 +55,13 @@ class Recovery:
         keys: DomainKeys | None = None,
         clock: Callable[[], float] = time.monotonic,
         settle_s: float = 0.05,
+        namespace: str | None = None,
     ) -> None:
         self.step = step
         self.scheduler = step.scheduler
         self.keys = keys
+        self.namespace = namespace
+        """Only pods of this namespace are moved (the scheduler's ``namespace``); ``None``: all."""
         self._clock = clock
         self._settle_s = settle_s
         self._dirty: set[str] = set()
@@ -88,6 +91,10 @@ class Recovery:
 
     # --- what failed ----------------------------------------------------------------------------
 
+    def _ours(self, namespace: str) -> bool:
+        """A coordinator scheduling one namespace leaves other namespaces' pods alone."""
+        return self.namespace is None or namespace == self.namespace
+
     def _failures(self, names: set[str]) -> tuple[dict[str, str], dict[str, set[str]]]:
         """New node failures (node → cause) and new GPU failures under pods (node → UUIDs)."""
         inventory = self.scheduler.inventory
@@ -114,7 +121,12 @@ class Recovery:
                 bad = {g.uuid for g in state.topology.gpus if not g.healthy}
             handled = self._failed_gpus.setdefault(name, set())
             handled &= bad  # a GPU that came back is watched again
-            held = {u for p in inventory.bound_pods(name) for u in p.assigned_gpus}
+            held = {
+                u
+                for p in inventory.bound_pods(name)
+                if self._ours(p.namespace)
+                for u in p.assigned_gpus
+            }
             new = (bad & held) - handled
             if new:
                 handled |= new
@@ -133,10 +145,16 @@ class Recovery:
             return None
         inventory = self.scheduler.inventory
         podgroups = self.step.podgroups
-        running = [p for p in running_pods(inventory, podgroups) if p.key not in self._evicted]
+        running = [
+            p
+            for p in running_pods(inventory, podgroups)
+            if p.key not in self._evicted and self._ours(p.key.partition("/")[0])
+        ]
         intents: dict[str, PlacementIntent] = {}
         annotations: dict[str, list[dict[str, str]]] = {}
         for bound in bound_pods(inventory):
+            if not self._ours(bound.namespace):
+                continue
             spec = bound_gang(bound, podgroups)
             if spec is not None:
                 annotations.setdefault(f"gang:{spec.key}", []).append(dict(bound.annotations))

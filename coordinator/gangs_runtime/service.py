@@ -135,6 +135,7 @@ class GangRuntime:
         pdbs: ObjectCache | None = None,
         nominate: Nominate | None = None,
         clock: Callable[[], float] = time.monotonic,
+        namespace: str | None = None,
     ) -> None:
         self.settings = settings = settings or GangSettings()
         self.runtime = runtime
@@ -168,7 +169,9 @@ class GangRuntime:
         if self.preemptor is not None:
             scheduler.post_filter.append(self.preemptor.post_filter)
         self.recovery = (
-            Recovery(self.step, keys=settings.keys, clock=clock) if settings.recovery else None
+            Recovery(self.step, keys=settings.keys, clock=clock, namespace=namespace)
+            if settings.recovery
+            else None
         )
         self._tasks: list[asyncio.Task[None]] = []
         if podgroups is not None:
@@ -197,6 +200,7 @@ class GangRuntime:
             podgroups=podgroups,
             pdbs=pdbs,
             nominate=kube_nominator(client),
+            namespace=namespace,
         )
         holder.append(out)
         return out

@@ -8,9 +8,13 @@ The time from the failure to every member bound again is printed (target: under 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
+from common.kube import NAMESPACES, PODS
 from common.wire import GpuState
+from coordinator.inventory.store import Inventory
 from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
+from tests.support.inventory_wait import until
 
 
 async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
@@ -90,3 +94,44 @@ async def test_a_stale_agent_moves_its_member_and_the_others_stay(cluster: GangC
         assert after["w-0"] != silent
         event = await cluster.event("Rescheduled", name="w-0")
         assert f"the agent on node {silent} is silent past its TTL" in event["message"]
+
+
+async def test_recovery_keeps_to_the_coordinators_namespace(
+    cluster: GangCluster, unique_name: Callable[[str], str]
+) -> None:
+    """A coordinator scheduling one namespace moves its own pods off a failed node and leaves
+    another namespace's pod on that node to whoever owns it."""
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=4)
+    other = unique_name("t-elsewhere")
+    await cluster.kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}
+    )
+    async with Controllers(cluster), cluster.gang_coordinator() as coord:
+        for k in range(2):
+            await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True))
+        before = await cluster.all_bound("topos.io/gang=pair", 2)
+        down = before["w-0"]
+        original = (await cluster.pod("w-0"))["metadata"]["uid"]
+        foreign = gang_pod("theirs-0", "theirs", 1, gpus=0)
+        foreign["spec"] = {
+            **foreign["spec"],
+            "schedulerName": "default-scheduler",
+            "nodeName": down,
+        }
+        await cluster.kube.create(PODS, foreign, namespace=other)
+        await until(coord.inventory, lambda: down in _nodes_holding(coord.inventory, other))
+        await cluster.set_node_ready(down, False)
+        after = await cluster.all_bound("topos.io/gang=pair", 2, replaced={"w-0": original})
+        assert after["w-0"] != down
+        await coord.runtime.scheduler.drain()  # every eviction and Event written
+    theirs = await cluster.kube.get(PODS, "theirs-0", namespace=other)
+    assert not theirs["metadata"].get("deletionTimestamp"), "another namespace's pod was evicted"
+    assert theirs["spec"]["nodeName"] == down
+
+
+def _nodes_holding(inventory: Inventory, namespace: str) -> set[str]:
+    return {
+        name
+        for name in inventory.names()
+        if any(p.namespace == namespace for p in inventory.bound_pods(name))
+    }
