@@ -164,6 +164,7 @@ class GangRuntime:
             clock=clock,
             default_timeout_s=settings.default_timeout_s,
             backoff_s=settings.backoff_s,
+            namespace=namespace,
         )
         self.step.attach()
         if self.preemptor is not None:

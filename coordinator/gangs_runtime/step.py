@@ -138,9 +138,12 @@ class GangStep:
         wall_clock: Callable[[], float] = time.time,
         default_timeout_s: float = 300.0,
         backoff_s: float = 10.0,
+        namespace: str | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.podgroups = podgroups
+        self.namespace = namespace
+        """Only gangs of this namespace (the scheduler's ``namespace``); ``None``: every one."""
         self.clock = clock
         self._clock = clock
         self._wall = wall_clock
@@ -217,6 +220,8 @@ class GangStep:
     def sync_bound(self) -> None:
         """Observe every bound member in the inventory (running gangs, after a restart too)."""
         for pod in bound_pods(self.scheduler.inventory):
+            if self.namespace is not None and pod.namespace != self.namespace:
+                continue  # another scheduler's gang: neither completed nor released here
             key = f"{pod.namespace}/{pod.name}"
             if pod.uid in self._gone_uids:
                 continue  # on its way out (evicted, replaced); the inventory catches up

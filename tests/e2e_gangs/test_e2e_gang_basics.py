@@ -8,10 +8,10 @@ one member fills one node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from common.kube import POD_GROUPS
+from common.kube import EVENTS, NAMESPACES, POD_GROUPS, PODS
 from tests.support.gang_cluster import GangCluster, gang_pod
 from tests.support.kube_wait import wait_for_pods
 from tests.support.polling import eventually
@@ -27,10 +27,8 @@ async def test_a_gang_that_fits_binds_every_member_inside_one_leaf(cluster: Gang
         assert len({cluster.leaf_of[n] for n in placed.values()}) == 1  # a leaf's worth: one leaf
         pod = await cluster.pod("w-0")
         assert len(pod["metadata"]["annotations"]["topos.io/assigned-gpus"].split(",")) == 8
-        # the manager also knows gangs other tests left bound in the shared control plane
-        statuses = [
-            s for s in coord.gangs.step.manager.statuses() if s.namespace == cluster.namespace
-        ]
+        # only this namespace's gangs: those other tests left bound elsewhere are not ours
+        statuses = coord.gangs.step.manager.statuses()
         assert [(s.name, s.phase, s.bound) for s in statuses] == [("train-1", "Bound", 4)]
 
 
@@ -185,3 +183,25 @@ async def test_a_gang_found_partly_bound_that_cannot_complete_is_released(
             cluster.kube, cluster.namespace, evicted, what="the 2 bound members evicted"
         )
         assert all(not pods[f"w-{k}"]["spec"].get("nodeName") for k in (2, 3))
+
+
+async def test_a_partly_bound_gang_of_another_namespace_is_left_alone(
+    cluster: GangCluster, unique_name: Callable[[str], str]
+) -> None:
+    """A coordinator scheduling one namespace neither completes nor releases a partly bound
+    gang of another namespace at start-up: that gang is another scheduler's to handle."""
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
+    other = unique_name("t-elsewhere")
+    await cluster.kube.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}
+    )
+    for k in range(2):  # 2 of its 4 members exist, both bound
+        await cluster.kube.create(PODS, gang_pod(f"w-{k}", "theirs", 4), namespace=other)
+        await cluster.kube.bind(namespace=other, pod=f"w-{k}", node=nodes[k])
+    async with cluster.gang_coordinator() as coord:
+        await coord.runtime.settle()
+        coord.gangs.step.tick()
+        await coord.runtime.scheduler.drain()  # any eviction and Event written
+    theirs = (await cluster.kube.list(PODS, namespace=other))["items"]
+    assert [p["metadata"].get("deletionTimestamp") for p in theirs] == [None, None]
+    assert not (await cluster.kube.list(EVENTS, namespace=other))["items"]
