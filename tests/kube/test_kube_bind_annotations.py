@@ -3,6 +3,7 @@ with ``spec.nodeName``, the uid guard still holds, and a rate-limited client sti
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,25 @@ async def test_bind_sets_annotations_and_node_in_one_update(
         pod_uid=created["metadata"]["uid"],
         annotations={"topos.io/assigned-gpus": "GPU-1,GPU-2", "topos.io/assigned-numa": "0"},
     )
-    bound = await kube.get(PODS, "p", namespace=namespace)
-    assert bound["spec"]["nodeName"] == node
-    assert bound["metadata"]["annotations"] == {
+    # The first change after the create already carries both: no moment where the pod is on
+    # the node without its GPU assignment (what a device plugin reading it would see).
+    changes = kube.watch(
+        PODS,
+        namespace=namespace,
+        field_selector="metadata.name=p",
+        resource_version=created["metadata"]["resourceVersion"],
+    )
+    try:
+        kind, first = await asyncio.wait_for(anext(changes), 120)  # guards a hang only
+    finally:
+        await changes.aclose()  # type: ignore[attr-defined]
+    assert kind == "MODIFIED"
+    assert first["spec"]["nodeName"] == node
+    assert first["metadata"]["annotations"] == {
         "team": "ml",  # the pod's own annotations are kept
         "topos.io/assigned-gpus": "GPU-1,GPU-2",
         "topos.io/assigned-numa": "0",
     }
-    # exactly one write after the create: the bind itself
-    assert int(bound["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
 
 
 async def test_a_refused_bind_writes_no_annotations(
