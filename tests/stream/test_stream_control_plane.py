@@ -77,7 +77,7 @@ class SimAgent:
     async def start(self) -> None:
         self.client.publish(self.source.discover())
         self.task = asyncio.create_task(self.client.run())
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(60):
             await self.client.connected.wait()
 
     async def stop(self) -> None:

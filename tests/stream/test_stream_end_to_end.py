@@ -65,7 +65,7 @@ async def _start(url: str, node: str, **kw: object) -> tuple[StreamClient, async
     )
     client.publish(kw.get("topo") or topology(node))  # type: ignore[arg-type]
     task = asyncio.create_task(client.run())
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         await client.connected.wait()
     return client, task
 
@@ -151,12 +151,12 @@ async def test_client_reconnects_with_a_full_hello_after_coordinator_restart(
         port = int(url.rsplit(":", 1)[1])
         client, task = await _start(url, "node-a", on_state=on_state)
     # The coordinator is gone: the client backs off and retries.
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         await backing_off.wait()
     fresh = Inventory(stale_ttl_s=30)
     async with running(create_app(settings, inventory=fresh), port=port):
         await until(fresh, lambda: "node-a" in fresh)
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(60):
             await client.connected.wait()
     assert client.stats.connects >= 2
     assert client.stats.hellos >= 2
@@ -179,7 +179,7 @@ async def _raw_close(url: str, *frames: bytes | str) -> tuple[int | None, str]:
         except ConnectionError:  # the server hung up while we were still sending
             pass
         while True:
-            msg = await ws.receive(timeout=20)
+            msg = await ws.receive(timeout=60)
             if msg.type == aiohttp.WSMsgType.CLOSE:
                 return msg.data, str(msg.extra)
             if msg.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
@@ -246,7 +246,7 @@ async def test_refused_client_reports_the_reason_and_keeps_retrying(
     )
     rival.publish(topology("node-a"))
     rival_task = asyncio.create_task(rival.run())
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(60):
         await backing_off.wait()
     assert CloseReason.from_message(rival.stats.last_close) is CloseReason.NODE_CONFLICT
     assert not rival.connected.is_set()
@@ -258,9 +258,9 @@ async def test_refused_client_reports_the_reason_and_keeps_retrying(
 async def test_acks_name_the_last_applied_seq(coordinator: str) -> None:
     async with aiohttp.ClientSession() as http, http.ws_connect(_ws_url(coordinator)) as ws:
         await ws.send_bytes(encode(hello("node-q", seq=41)))
-        assert decode_frame(await ws.receive_bytes(timeout=20)) == Ack(seq=41)
+        assert decode_frame(await ws.receive_bytes(timeout=60)) == Ack(seq=41)
         await ws.send_bytes(encode(Heartbeat(seq=41)))
-        assert decode_frame(await ws.receive_bytes(timeout=20)) == Ack(seq=41)
+        assert decode_frame(await ws.receive_bytes(timeout=60)) == Ack(seq=41)
 
 
 async def test_same_agent_reconnecting_closes_its_old_connection_as_replaced(
@@ -269,15 +269,15 @@ async def test_same_agent_reconnecting_closes_its_old_connection_as_replaced(
     async with aiohttp.ClientSession() as http:
         old = await http.ws_connect(_ws_url(coordinator))
         await old.send_bytes(encode(hello("node-r", agent_id="same")))
-        assert decode_frame(await old.receive_bytes(timeout=20)) == Ack(seq=0)
+        assert decode_frame(await old.receive_bytes(timeout=60)) == Ack(seq=0)
         new = await http.ws_connect(_ws_url(coordinator))
         await new.send_bytes(encode(hello("node-r", agent_id="same", seq=7)))
-        assert decode_frame(await new.receive_bytes(timeout=20)) == Ack(seq=7)
-        msg = await old.receive(timeout=20)
+        assert decode_frame(await new.receive_bytes(timeout=60)) == Ack(seq=7)
+        msg = await old.receive(timeout=60)
         assert msg.type == aiohttp.WSMsgType.CLOSE
         assert str(msg.extra).startswith("replaced")
         await new.send_bytes(encode(Heartbeat(seq=7)))
-        assert decode_frame(await new.receive_bytes(timeout=20)) == Ack(seq=7)
+        assert decode_frame(await new.receive_bytes(timeout=60)) == Ack(seq=7)
         assert inv.node("node-r").seq == 7  # type: ignore[union-attr]
         assert inv.node("node-r").connected  # type: ignore[union-attr]
         await old.close()
