@@ -32,7 +32,7 @@ if sys.argv[1] == "kill":
 """
 
 
-def wait_until_gone(pids: list[int], ports: list[int], limit_s: float = 30.0) -> None:
+def wait_until_gone(pids: list[int], ports: list[int], limit_s: float = 120.0) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if not any(alive(p) for p in pids) and not any(port_in_use(p) for p in ports):
