@@ -226,8 +226,16 @@ async def test_garbage_reply_is_an_error_not_a_crash(socket_path: str) -> None:
         await server.stop(None)
 
 
+def _agent(hardware: Any, client: PodResourcesClient) -> Any:
+    """An agent on ``hardware`` that reads allocations through ``client`` and publishes nothing."""
+    from agent.app import Agent, AgentSettings
+
+    settings = AgentSettings(node_name="n1", listen=None)
+    return Agent(settings, source=hardware.source, publisher=None, podresources=client)
+
+
 async def test_agent_turns_kubelet_allocations_into_stream_records(socket_path: str) -> None:
-    from agent.app import Agent, AgentSettings, open_hardware
+    from agent.app import open_hardware
 
     async def list_(request: Any, context: Any) -> Any:
         return LIST_REPLY
@@ -236,13 +244,7 @@ async def test_agent_turns_kubelet_allocations_into_stream_records(socket_path: 
     hardware = open_hardware("pcie-8x", hostname="n1")
     try:
         async with PodResourcesClient(socket_path) as client:
-            agent = Agent(
-                AgentSettings(node_name="n1", listen=None),
-                source=hardware.source,
-                publisher=None,
-                podresources=client,
-            )
-            records = await agent.allocations()
+            records = await _agent(hardware, client).allocations()
     finally:
         await server.stop(None)
         assert hardware.close is not None
@@ -256,17 +258,12 @@ async def test_agent_turns_kubelet_allocations_into_stream_records(socket_path: 
 
 
 async def test_agent_without_kubelet_socket_reports_no_allocations(socket_path: str) -> None:
-    from agent.app import Agent, AgentSettings, open_hardware
+    from agent.app import open_hardware
 
     hardware = open_hardware("pcie-8x", hostname="n1")
     try:
         async with PodResourcesClient(socket_path) as client:
-            agent = Agent(
-                AgentSettings(node_name="n1", listen=None),
-                source=hardware.source,
-                publisher=None,
-                podresources=client,
-            )
+            agent = _agent(hardware, client)
             assert await agent.allocations() == ()
             assert (await agent.cycle()).labels.labels["topos.io/gpu.count"] == "8"
     finally:
