@@ -93,6 +93,11 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, str]] = []  # (until, gen, key)
         self._unschedulable: list[tuple[float, int, str]] = []  # (since, gen, key)
         self._seq = 0
+        # Cluster-wide changes seen, and how many had been seen when the current attempt began:
+        # a failure decided on an older view retries after its backoff instead of parking, or it
+        # would miss room freed while it was being decided (kube-scheduler's moveRequestCycle).
+        self._changes = 0
+        self._attempt_basis = 0
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -191,6 +196,7 @@ class SchedulingQueue:
             pod.where = "in_flight"
             pod.generation += 1
             pod.moved_while_in_flight = False
+            self._attempt_basis = self._changes
             return pod
         return None
 
@@ -245,7 +251,8 @@ class SchedulingQueue:
         pod.attempts += 1
         pod.backoff_until = now + self._backoff_s(pod.attempts)
         pod.last_message = message
-        if pod.moved_while_in_flight:
+        stale_view = not spec_error and self._changes != self._attempt_basis
+        if pod.moved_while_in_flight or stale_view:
             pod.needs_update = False
             self._to_backoff(pod)
             self.notify()
@@ -269,13 +276,13 @@ class SchedulingQueue:
     def cluster_changed(self, only: Callable[[QueuedPod], bool] | None = None) -> int:
         """Something changed that may let unschedulable pods fit (all of them, or those ``only``
         selects): they go back, after their backoff. Returns how many moved."""
+        if only is None:
+            self._changes += 1
         moved = 0
         for pod in tuple(self._pods.values()):
-            if (
-                pod.where == "unschedulable"
-                and not pod.needs_update
-                and (only is None or only(pod))
-            ):
+            if only is not None and not only(pod):
+                continue
+            if pod.where == "unschedulable" and not pod.needs_update:
                 self._to_backoff(pod)
                 moved += 1
         if moved:

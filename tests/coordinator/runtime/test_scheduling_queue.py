@@ -1,0 +1,118 @@
+"""The runtime's scheduling queue: order (priority, then age), backoff after failures, parking
+unschedulable pods until the cluster changes, and not losing a cluster change that happens while
+a pod's attempt is still running."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.runtime.queue import QueueSettings, SchedulingQueue
+from tests.support.clock import ManualClock
+
+
+def pod(name: str, *, priority: int = 0, created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "creationTimestamp": created,
+        },
+        "spec": {
+            "schedulerName": "topos",
+            "priority": priority,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+
+
+def make_queue(clock: ManualClock) -> SchedulingQueue:
+    return SchedulingQueue(
+        QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0, unschedulable_flush_s=60.0),
+        clock=clock,
+    )
+
+
+def test_higher_priority_first_then_older_first() -> None:
+    q = make_queue(ManualClock())
+    q.add(pod("young", created="2026-01-02T00:00:00Z"))
+    q.add(pod("old", created="2026-01-01T00:00:00Z"))
+    q.add(pod("urgent", priority=100, created="2026-01-03T00:00:00Z"))
+    order = []
+    while (p := q.pop()) is not None:
+        order.append(p.key)
+    assert order == ["ns/urgent", "ns/old", "ns/young"]
+
+
+def test_an_unschedulable_pod_waits_for_a_cluster_change_then_its_backoff() -> None:
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    attempt = q.pop()
+    assert attempt is not None
+    q.failed(attempt, message="0/1 nodes are available")
+    clock.now += 30
+    assert q.pop() is None  # parked: nothing changed
+    assert q.cluster_changed() == 1
+    again = q.pop()  # its 1 s backoff already passed while it waited
+    assert again is not None
+    assert again.key == "ns/a"
+
+
+def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> None:
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    attempt = q.pop()
+    assert attempt is not None
+    q.failed(attempt)
+    clock.now += 59
+    assert q.pop() is None
+    clock.now += 2
+    assert q.pop() is not None
+
+
+def test_a_pod_rejected_for_its_spec_waits_for_an_edit_not_for_the_cluster() -> None:
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(pod("bad"))
+    attempt = q.pop()
+    assert attempt is not None
+    q.failed(attempt, spec_error=True)
+    q.cluster_changed()
+    clock.now += 3600
+    assert q.pop() is None
+    edited = pod("bad")
+    edited["metadata"]["annotations"] = {"topos.io/numa-policy": "single-numa"}
+    q.add(edited)
+    clock.now += 10
+    assert q.pop() is not None
+
+
+def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
+    """Room frees up while the pod's (failing) attempt runs: the pod must come back after its
+    backoff, not sit out the 60 s flush interval."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    attempt = q.pop()
+    assert attempt is not None
+    q.cluster_changed()  # e.g. another job finished while this attempt was being decided
+    q.failed(attempt, message="0/1 nodes are available")
+    assert q.pop() is None  # still backing off
+    clock.now += 1.0
+    again = q.pop()
+    assert again is not None
+    assert again.key == "ns/a"
+
+
+def test_a_change_for_other_pods_does_not_touch_this_attempt() -> None:
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    attempt = q.pop()
+    assert attempt is not None
+    q.cluster_changed(only=lambda p: p.key != "ns/a")
+    q.failed(attempt)
+    clock.now += 5
+    assert q.pop() is None  # parked as unschedulable, as before
