@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from common import podkeys
 from coordinator.domains.layout import DomainKeys
 from coordinator.domains.strategy import PlacementIntent
 from coordinator.gang.cycle import node_states
@@ -152,9 +153,14 @@ class Recovery:
         ]
         intents: dict[str, PlacementIntent] = {}
         annotations: dict[str, list[dict[str, str]]] = {}
+        # Only pods Topos scheduled are moved: other schedulers' pods on a failed node are the
+        # node lifecycle controller's business, as in any cluster.
+        movable: set[str] = set()
         for bound in bound_pods(inventory):
             if not self._ours(bound.namespace):
                 continue
+            if bound.scheduler == podkeys.SCHEDULER_NAME:
+                movable.add(f"{bound.namespace}/{bound.name}")
             spec = bound_gang(bound, podgroups)
             if spec is not None:
                 annotations.setdefault(f"gang:{spec.key}", []).append(dict(bound.annotations))
@@ -187,6 +193,8 @@ class Recovery:
                 )
             message = f"{cause}: {unit.message}"
             for pod in unit.evict:
+                if pod not in movable:
+                    continue
                 self._evicted[pod] = now
                 self._evict(pod, message)
         return plan

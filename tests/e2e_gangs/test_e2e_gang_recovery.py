@@ -60,6 +60,18 @@ async def test_a_node_going_notready_moves_its_member(cluster: GangCluster) -> N
         before = await cluster.all_bound("topos.io/gang=train", 4)
         down = before["w-2"]
         original = (await cluster.pod("w-2"))["metadata"]["uid"]
+        # A pod another scheduler put on that node is not ours to move.
+        other = await cluster.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "not-ours"},
+                "spec": {
+                    "nodeName": down,
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            }
+        )
         failed_at = time.monotonic()
         await cluster.set_node_ready(down, False)
         after = await cluster.all_bound("topos.io/gang=train", 4, replaced={"w-2": original})
@@ -73,6 +85,9 @@ async def test_a_node_going_notready_moves_its_member(cluster: GangCluster) -> N
         event = await cluster.event("Rescheduled", name="w-2")
         assert f"node {down} is NotReady" in event["message"]
         assert "1 of 4 members move" in event["message"]
+        still = await cluster.pod("not-ours")
+        assert still["metadata"]["uid"] == other["metadata"]["uid"]
+        assert "deletionTimestamp" not in still["metadata"]
 
 
 async def test_a_stale_agent_moves_its_member_and_the_others_stay(cluster: GangCluster) -> None:
