@@ -33,6 +33,7 @@ from .pending import PendingWatcher
 from .snapshot import ClusterView
 
 log = logging.getLogger(__name__)
+_DRAIN_ON_STOP_S = 5.0
 
 __all__ = ["SchedulerRuntime"]
 
@@ -127,6 +128,11 @@ class SchedulerRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        # Binds, Events and conditions already decided reach the API server before the clients
+        # close (bounded: a dead API server must not hold shutdown).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_DRAIN_ON_STOP_S):
+                await self.scheduler.drain()
         if self._detach is not None:
             self._detach()
         self.scheduler.close()
