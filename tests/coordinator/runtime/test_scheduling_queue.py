@@ -1,6 +1,6 @@
-"""The runtime's scheduling queue: order (priority, then age), backoff after failures, parking
-unschedulable pods until the cluster changes, and not losing a cluster change that happens while
-a pod's attempt is still running."""
+"""The scheduling queue's timing rules not covered in test_runtime_memory.py: the flush interval
+that retries a parked pod anyway, and not losing a cluster change that happens while a pod's
+attempt is still being decided."""
 
 from __future__ import annotations
 
@@ -33,32 +33,6 @@ def make_queue(clock: ManualClock) -> SchedulingQueue:
     )
 
 
-def test_higher_priority_first_then_older_first() -> None:
-    q = make_queue(ManualClock())
-    q.add(pod("young", created="2026-01-02T00:00:00Z"))
-    q.add(pod("old", created="2026-01-01T00:00:00Z"))
-    q.add(pod("urgent", priority=100, created="2026-01-03T00:00:00Z"))
-    order = []
-    while (p := q.pop()) is not None:
-        order.append(p.key)
-    assert order == ["ns/urgent", "ns/old", "ns/young"]
-
-
-def test_an_unschedulable_pod_waits_for_a_cluster_change_then_its_backoff() -> None:
-    clock = ManualClock()
-    q = make_queue(clock)
-    q.add(pod("a"))
-    attempt = q.pop()
-    assert attempt is not None
-    q.failed(attempt, message="0/1 nodes are available")
-    clock.now += 30
-    assert q.pop() is None  # parked: nothing changed
-    assert q.cluster_changed() == 1
-    again = q.pop()  # its 1 s backoff already passed while it waited
-    assert again is not None
-    assert again.key == "ns/a"
-
-
 def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> None:
     clock = ManualClock()
     q = make_queue(clock)
@@ -69,23 +43,6 @@ def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> No
     clock.now += 59
     assert q.pop() is None
     clock.now += 2
-    assert q.pop() is not None
-
-
-def test_a_pod_rejected_for_its_spec_waits_for_an_edit_not_for_the_cluster() -> None:
-    clock = ManualClock()
-    q = make_queue(clock)
-    q.add(pod("bad"))
-    attempt = q.pop()
-    assert attempt is not None
-    q.failed(attempt, spec_error=True)
-    q.cluster_changed()
-    clock.now += 3600
-    assert q.pop() is None
-    edited = pod("bad")
-    edited["metadata"]["annotations"] = {"topos.io/numa-policy": "single-numa"}
-    q.add(edited)
-    clock.now += 10
     assert q.pop() is not None
 
 
