@@ -179,12 +179,16 @@ class Recovery:
         if not plan.units:
             return None
         self.plans.append(plan)
-        causes = [*new_nodes.values()] + [
-            f"GPU {', '.join(sorted(uuids))} on node {node} is unhealthy"
-            for node, uuids in sorted(new_gpus.items())
-        ]
-        cause = "; ".join(causes)
+        # Each unit is told only the failures under its own pods, not every node that failed.
+        node_of = {f"{b.namespace}/{b.name}": b.node for b in bound_pods(inventory)}
         for unit in plan.units:
+            hit = {node_of[p] for p in unit.evict if p in node_of}
+            causes = [c for n, c in sorted(new_nodes.items()) if n in hit] + [
+                f"GPU {', '.join(sorted(uuids))} on node {node} is unhealthy"
+                for node, uuids in sorted(new_gpus.items())
+                if node in hit
+            ]
+            cause = "; ".join(causes) or "hardware under its pods failed"
             log.warning("recovery (%s): %s", cause, unit.message)
             if unit.unit.startswith("gang:"):
                 ns, _, name = unit.unit[len("gang:") :].partition("/")
