@@ -34,6 +34,7 @@ fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import uuid
@@ -197,3 +198,14 @@ def _coordinators_keep_to_their_own_pods(
         install(app, extra, **kw)
 
     monkeypatch.setattr(coordinator.app, "install_scheduler", scoped)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """Programs run in-process (the agent, the coordinator) point the root logger at the stderr
+    of the moment; put it back so later tests don't log into a capture pytest already closed."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
