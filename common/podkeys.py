@@ -13,6 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+# Extended resources as the NVIDIA device plugin / GFD "mixed" strategy name them.
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
+
 __all__ = [
     "ASSIGNED_GPUS",
     "ASSIGNED_NUMA",
@@ -23,8 +27,10 @@ __all__ = [
     "GPU_LOCALITY",
     "GPU_LOCALITY_VALUES",
     "GPU_MEMORY_MIN",
+    "GPU_RESOURCE",
     "LATENCY_SENSITIVE",
     "MIG_PROFILE",
+    "MIG_RESOURCE_PREFIX",
     "NETWORK_BANDWIDTH",
     "NUMA_POLICY",
     "NUMA_POLICY_VALUES",

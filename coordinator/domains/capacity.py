@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-GPU: Final = "nvidia.com/gpu"
+from common import podkeys
+
+GPU: Final = podkeys.GPU_RESOURCE
 
 Resources = Mapping[str, int]
 

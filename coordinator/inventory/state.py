@@ -15,11 +15,12 @@ from typing import Any, Final
 
 import msgspec
 
+from common import podkeys
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
 
-GPU_RESOURCE: Final = "nvidia.com/gpu"
-ASSIGNED_GPUS_ANNOTATION: Final = "topos.io/assigned-gpus"
+GPU_RESOURCE: Final = podkeys.GPU_RESOURCE
+ASSIGNED_GPUS_ANNOTATION: Final = podkeys.ASSIGNED_GPUS
 
 
 class AgentReport(msgspec.Struct, frozen=True, kw_only=True):

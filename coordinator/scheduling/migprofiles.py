@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from common import podkeys
+
 __all__ = ["KNOWN_MIG_PROFILES", "MIG_RESOURCE_PREFIX", "is_known_mig_profile"]
 
-MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
+MIG_RESOURCE_PREFIX: Final = podkeys.MIG_RESOURCE_PREFIX
 
 # Per product: A30 24GB, A100 40GB, A100 80GB, H100 80GB, H100 NVL 94GB, H200 141GB, GH200 96/144GB.
 _BASE: Final = (

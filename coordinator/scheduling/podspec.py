@@ -50,7 +50,7 @@ __all__ = [
     "pod_requests",
 ]
 
-GPU_RESOURCE: Final = "nvidia.com/gpu"
+GPU_RESOURCE: Final = podkeys.GPU_RESOURCE
 # The largest GPU nodes hold 16 GPUs; 64 leaves room for future boxes and still catches typos
 # like "800" or "1e6".
 MAX_GPUS_PER_POD: Final = 64

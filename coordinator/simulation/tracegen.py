@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from common import podkeys
 from coordinator.scheduling import NodeInfo
 
 from .trace import Job
@@ -41,7 +42,7 @@ __all__ = ["GpuKind", "TraceShape", "cluster_shape", "generate", "short_gpu_type
 
 _MIN_S: Final = 30.0
 _MAX_S: Final = 7 * 24 * 3600.0
-_MIG_PREFIX: Final = "nvidia.com/mig-"
+_MIG_PREFIX: Final = podkeys.MIG_RESOURCE_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
