@@ -20,9 +20,10 @@ import uuid
 from agent.devices import discover_profile
 from agent.labeling import labels
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
-from coordinator.inventory.kube_sync import KubeSync
+from coordinator.adapters.kube.inventory_sync import KubeSync
+from coordinator.engine.loop import RuntimeSettings
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from coordinator.runtime import RuntimeSettings, SchedulerRuntime
 from devcluster.binaries import ensure
 from devcluster.controlplane import ControlPlane
 from devcluster.nodes import SimNode, node_status

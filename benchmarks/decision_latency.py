@@ -26,18 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode, worst_link
-from coordinator.scheduling import (
-    Decision,
-    Framework,
-    NodeInfo,
-    Placement,
-    PodInfo,
-    PodRequest,
-    SchedulerConfig,
-    Snapshot,
-    parse_pod,
-    schedule_one,
-)
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.cycle import Decision, Framework, schedule_one
+from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 
 GiB = 2**30
 

@@ -31,19 +31,12 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
-from coordinator.scheduling import (
-    Decision,
-    Framework,
-    NodeInfo,
-    Placement,
-    PodInfo,
-    PodRequest,
-    Snapshot,
-    schedule_one,
-)
-from coordinator.simulation import build_nodes, cluster_shape, generate, parse_cluster
-from coordinator.simulation.pods import job_pods
-from coordinator.simulation.policies import baseline_framework
+from coordinator.core.framework.cycle import Decision, Framework, schedule_one
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.sim import build_nodes, cluster_shape, generate, parse_cluster
+from coordinator.sim.pods import job_pods
+from coordinator.sim.policies import baseline_framework
 
 _MIX = (("dgx-h100", 0.40), ("dgx-a100", 0.30), ("pcie-8x", 0.25), ("a100-mig", 0.05))
 _CACHE: dict[str, NodeTopology] = {}

@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from coordinator.domains.capacity import GPU, NodeState, fits, subtract
-from coordinator.domains.layout import build_layout
-from coordinator.domains.select import Member, Placement, place_members
-from coordinator.domains.strategy import PlacementIntent, Strategy
-from coordinator.domains.summary import fragmentation
-from coordinator.gang.plan import GangPlan, plan_gang
+from coordinator.core.domains.capacity import GPU, NodeState, fits, subtract
+from coordinator.core.domains.layout import build_layout
+from coordinator.core.domains.select import Member, Placement, place_members
+from coordinator.core.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.domains.summary import fragmentation
+from coordinator.core.gangs.plan import GangPlan, plan_gang
 
 SPINES, LEAVES_PER_SPINE, NODES, GPUS = 2, 16, 1000, 8
 

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         [
             sys.executable,
             "-m",
-            "coordinator.app",
+            "coordinator.app.main",
             "--in-memory",
             "--listen",
             f"127.0.0.1:{port}",

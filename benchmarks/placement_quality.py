@@ -1,5 +1,5 @@
 """Placement quality on one trace: Topos against the kube-scheduler-like spread baseline and a
-naive first-fit, same cluster, same jobs, same run (``coordinator.simulation``).
+naive first-fit, same cluster, same jobs, same run (``coordinator.sim``).
 
 The cluster: 96 nodes in 12 leaves of 8 under 3 spines — DGX H100 (40), DGX A100 (24), 8×L40S
 PCIe boxes (24, two sockets, PCIe switches: where GPU choice matters most), MIG A100s (8). The
@@ -10,7 +10,7 @@ times) at ``--load`` offered load, seeded.
 Reported per policy: share of multi-GPU pods on the best link class their node offers, share of
 multi-node jobs (gangs) inside one leaf, idle GPUs stranded on partly used nodes
 (fragmentation, time-weighted), GPU utilisation, and job completion time under the stated
-communication-cost model (``coordinator/simulation/costmodel.py``): run time × link factor
+communication-cost model (``coordinator/sim/costmodel.py``): run time × link factor
 (NV 1.0, PIX 1.1, PXB 1.15, PHB/NODE 1.25, SYS 1.4) × network factor (node 1.0, leaf 1.1,
 spine 1.25, wider 1.5).
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
-from coordinator.simulation import (
+from coordinator.sim import (
     Simulator,
     Summary,
     build_nodes,
@@ -40,7 +40,7 @@ from coordinator.simulation import (
     make_policy,
     parse_cluster,
 )
-from coordinator.simulation.report import format_duration
+from coordinator.sim.report import format_duration
 
 CLUSTER = """
 name: bench-96

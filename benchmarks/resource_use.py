@@ -38,12 +38,12 @@ _PRELUDE = textwrap.dedent(
     """
     import gc, json, sys, time, psutil
     import msgspec
-    import coordinator.app, coordinator.api.app
+    import coordinator.app.main, coordinator.app.web
     from coordinator.inventory.store import Inventory
     from coordinator.inventory.ingest import AgentSession, SessionRegistry
     from coordinator.inventory.translate import kube_node
-    from coordinator.runtime.snapshot import ClusterView
-    from coordinator.scheduling import Framework, Decision, parse_pod, schedule_one
+    from coordinator.engine.view import ClusterView
+    from coordinator.core import Framework, Decision, parse_pod, schedule_one
     proc = psutil.Process()
     def rss():
         gc.collect()

@@ -2,7 +2,7 @@
 
 In one process, on loopback:
 
-1. the real coordinator application (``coordinator.app.create_app``: agent stream, inventory,
+1. the real coordinator application (``coordinator.app.main.create_app``: agent stream, inventory,
    explain, simulate, gangs, domains) with the scheduler runtime and the gang step over an
    in-memory cluster (``coordinator.demo.EmbeddedCoordinator``) — the scheduling loop and core
    that run on Kubernetes;
@@ -44,7 +44,7 @@ from coordinator.demo import (
     demo_workload,
     format_report,
 )
-from coordinator.simulation.cluster import node_allocatable
+from coordinator.sim.cluster import node_allocatable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -13,8 +13,8 @@ from agent.devices.profile import ProfileError
 from agent.devices.source import discover_profile
 from cli.errors import CliError
 from common.model import NodeTopology
-from coordinator.scheduling import NodeInfo
-from coordinator.simulation import (
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.sim import (
     POLICIES,
     ClusterError,
     ClusterSpec,
@@ -31,7 +31,7 @@ from coordinator.simulation import (
     parse_cluster,
     parse_trace,
 )
-from coordinator.simulation.report import format_duration
+from coordinator.sim.report import format_duration
 
 BASELINES = tuple(p for p in POLICIES if p != "topos")
 

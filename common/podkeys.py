@@ -96,7 +96,7 @@ POD_GROUP_X_K8S: Final = Key("scheduling.x-k8s.io/pod-group", (), "label")
 PLACEMENT: Final = Key("topos.io/placement", ("topology.scheduler/placement-strategy",))
 PLACEMENT_VALUES: Final = ("consolidated", "balanced", "distributed")
 PREFERRED_DOMAIN: Final = Key("topos.io/preferred-domain", ("topology.scheduler/preferred-domain",))
-# Seed-003 job hints, accepted as written (coordinator.domains.strategy parses them).
+# Seed-003 job hints, accepted as written (coordinator.core.domains.strategy parses them).
 GPU_COUNT: Final = Key("topos.io/gpu-count", ("topology.scheduler/gpu-count",))
 NETWORK_BANDWIDTH: Final = Key(
     "topos.io/network-bandwidth", ("topology.scheduler/network-bandwidth",)

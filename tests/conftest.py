@@ -21,7 +21,7 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
   etcd compaction shows as 410 Gone (``tests.support.etcd.compact``). Started only if asked for.
 
 The control plane is shared by every test of the session. A coordinator started on it
-(``coordinator.app.create_app``) runs a scheduler that would bind *other tests'* pending pods
+(``coordinator.app.main.create_app``) runs a scheduler that would bind *other tests'* pending pods
 unless its ``scheduler`` config section names the test's namespace or a node selector, or turns
 it off; tests marked ``kube`` fail at once if they start one that does not.
 
@@ -178,9 +178,9 @@ def _coordinators_keep_to_their_own_pods(
     """On the shared control plane, a coordinator's scheduler must be scoped (see module doc)."""
     if request.node.get_closest_marker("kube") is None:
         return
-    import coordinator.app
+    import coordinator.app.main
 
-    install = coordinator.app.install_scheduler
+    install = coordinator.app.main.install_scheduler
 
     def scoped(app: Any, extra: Mapping[str, Any], **kw: Any) -> None:
         section = extra.get("scheduler")
@@ -197,7 +197,7 @@ def _coordinators_keep_to_their_own_pods(
                 )
         install(app, extra, **kw)
 
-    monkeypatch.setattr(coordinator.app, "install_scheduler", scoped)
+    monkeypatch.setattr(coordinator.app.main, "install_scheduler", scoped)
 
 
 @pytest.fixture(autouse=True)

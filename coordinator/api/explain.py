@@ -2,7 +2,7 @@
 (or why it is still Pending), per node with the score breakdown; and where given pods would go,
 changing nothing.
 
-Both read the scheduler runtime (``coordinator.runtime``) through :data:`SCHEDULER`; without a
+Both read the scheduler runtime (``coordinator.engine``) through :data:`SCHEDULER`; without a
 running scheduler they answer 503.
 """
 
@@ -19,8 +19,8 @@ from common import podkeys
 from coordinator.api.errors import ApiError, bad_request, not_found
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
-from coordinator.runtime.loop import Attempt, Scheduler
-from coordinator.scheduling import Decision, Failure, NodeVerdict, ScheduleResult
+from coordinator.core.framework.cycle import Decision, Failure, NodeVerdict, ScheduleResult
+from coordinator.engine.loop import Attempt, Scheduler
 
 __all__ = [
     "MAX_SIMULATED_PODS",

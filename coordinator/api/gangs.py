@@ -1,6 +1,6 @@
 """``GET /v1/gangs``, ``/v1/gangs/{namespace}/{name}`` and ``/v1/domains``.
 
-Gangs come from the running gang step (:mod:`coordinator.gangs_runtime`) through :data:`GANGS`;
+Gangs come from the running gang step (:mod:`coordinator.engine.gangs`) through :data:`GANGS`;
 without one (scheduler disabled, or not started yet) the gang routes answer 503. Domains are
 computed from the scheduler's view (bound pods plus the ones being bound) when it runs, else
 straight from the inventory, so ``/v1/domains`` works on a coordinator that only serves the API.
@@ -18,15 +18,15 @@ from coordinator.api.explain import SCHEDULER
 from coordinator.api.keys import INVENTORY
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
-from coordinator.domains.layout import DomainKeys
-from coordinator.domains.summary import DomainsSummary, summarize_domains
-from coordinator.gang.cycle import node_states
-from coordinator.gang.identity import GangKey
-from coordinator.gang.manager import GangStatus
-from coordinator.gangs_runtime.step import GangStep
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.summary import DomainsSummary, summarize_domains
+from coordinator.core.gangs.cycle import node_states
+from coordinator.core.gangs.identity import GangKey
+from coordinator.core.gangs.manager import GangStatus
+from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.engine.gangs.step import GangStep
+from coordinator.engine.view import node_info, pod_info
 from coordinator.inventory.store import Inventory
-from coordinator.runtime.snapshot import node_info, pod_info
-from coordinator.scheduling import Snapshot
 
 __all__ = [
     "GANGS",

@@ -10,9 +10,16 @@ The agent side (fake NVML from profiles, streaming over the real WebSocket) is s
 - :mod:`.report` — what happened, per job and for the cluster, as text.
 """
 
-from .embedded import EmbeddedCoordinator
-from .report import DemoReport, JobRow, build_report, format_report
-from .scenario import DEMO_NAMESPACE, JOB_LABEL, DemoJob, DemoNode, demo_nodes, demo_workload
+from coordinator.demo.embedded import EmbeddedCoordinator
+from coordinator.demo.report import DemoReport, JobRow, build_report, format_report
+from coordinator.demo.scenario import (
+    DEMO_NAMESPACE,
+    JOB_LABEL,
+    DemoJob,
+    DemoNode,
+    demo_nodes,
+    demo_workload,
+)
 
 __all__ = [
     "DEMO_NAMESPACE",

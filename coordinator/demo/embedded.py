@@ -1,6 +1,6 @@
 """The coordinator as ``topos demo`` runs it: the same aiohttp application ``topos coordinator``
 serves (agent stream, inventory, explain, simulate, gangs, domains routes), on loopback, with the
-scheduler runtime and the gang step over a :class:`~coordinator.runtime.MemoryCluster` instead of
+scheduler runtime and the gang step over a :class:`~coordinator.engine.MemoryCluster` instead of
 an API server. Authentication is off (the demo binds to 127.0.0.1 only).
 
     async with EmbeddedCoordinator() as coord:
@@ -18,12 +18,13 @@ from typing import Self
 
 from aiohttp import web
 
+from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.explain import SCHEDULER
 from coordinator.api.gangs import GANGS
-from coordinator.app import CoordinatorSettings, create_app, running
-from coordinator.gangs_runtime import GangRuntime, GangSettings
+from coordinator.app.main import CoordinatorSettings, create_app, running
+from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from coordinator.runtime import MemoryCluster, SchedulerRuntime
 
 __all__ = ["EmbeddedCoordinator"]
 

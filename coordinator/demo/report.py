@@ -19,10 +19,9 @@ from typing import Any
 from common import labels as L
 from common import podkeys
 from common.model import NodeTopology, worst_link
+from coordinator.demo.scenario import DemoJob
 from coordinator.inventory.store import Inventory
-from coordinator.simulation.locality import best_link_rank, span
-
-from .scenario import DemoJob
+from coordinator.sim.locality import best_link_rank, span
 
 __all__ = ["DemoReport", "JobRow", "PodPlace", "build_report", "compress", "format_report"]
 

@@ -66,7 +66,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     requests: dict[str, int] = {}
     assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
     priority: int = 0
-    # What the scheduler needs about pods already placed (coordinator.runtime reads these):
+    # What the scheduler needs about pods already placed (coordinator.engine reads these):
     labels: dict[str, str] = {}  # for pod (anti-)affinity and topology spread of later pods
     annotations: dict[str, str] = {}  # only scheduling keys (topos.io/*, KubeNexus NUMA)
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written

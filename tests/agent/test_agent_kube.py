@@ -354,7 +354,7 @@ async def _wait_for_label(kube: KubeClient, node: str, key: str, value: str) -> 
 async def test_agent_streams_to_a_coordinator_while_publishing(
     kube: KubeClient, kubeconfig: Path, unique_name: Callable[[str], str]
 ) -> None:
-    from coordinator.app import CoordinatorSettings, create_app, running
+    from coordinator.app.main import CoordinatorSettings, create_app, running
     from devcluster.nodes import SimNode, plan_nodes, register
 
     (planned,) = plan_nodes([("pcie-8x", 1)])

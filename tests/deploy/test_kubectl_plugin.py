@@ -21,7 +21,7 @@ import pytest
 from cli.kubectl_plugin import build_parser, context_namespace, parse_pod_ref, run
 from common.kube import KubeClient, Resource
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
-from coordinator.app import CoordinatorSettings, create_app, running
+from coordinator.app.main import CoordinatorSettings, create_app, running
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from coordinator.api.limits import LimitSettings
-from coordinator.auth import AuthSettings
-from coordinator.leader import LeaderElectionSettings
-from coordinator.scheduling.config import load_config
+from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.election import LeaderElectionSettings
+from coordinator.core.framework.config import load_config
 from tests.support.deploy import (
     DEPLOY,
     NAMESPACE,

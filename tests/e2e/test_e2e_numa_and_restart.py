@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from common.kube import PODS, Invalid, KubeClient
-from coordinator.runtime import BindConflict, KubeClusterWriter, PodRef
+from coordinator.adapters.kube.writer import KubeClusterWriter
+from coordinator.engine.ports import BindConflict, PodRef
 from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
 
 

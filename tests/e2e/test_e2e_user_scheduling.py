@@ -158,7 +158,7 @@ async def test_zone_anti_affinity_spreads_and_explains_the_replica_that_cannot_f
         zones.add(await kube_zone(kube, node))
     assert zones == {"us-west-1a", "us-west-1b", "us-west-1c"}
     # The dedicated node is tainted; the three others each hold a replica's zone. Wording as
-    # the real kube-scheduler 1.33 gives it (tests/coordinator/scheduling/
+    # the real kube-scheduler 1.33 gives it (tests/coordinator/core/
     # test_sched_vs_kube_scheduler.py checks the core against that binary).
     assert message == (
         "0/4 nodes are available: 1 node(s) had untolerated taint(s), "

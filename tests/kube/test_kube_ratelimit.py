@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from common.kube import ClientSettings, KubeClient, RateLimit, TokenBucket
-from coordinator.runtime.web import KubeSection
+from coordinator.app.scheduler import KubeSection
 
 
 class FakeClock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.simulation import ClusterError, describe, parse_cluster
+from coordinator.sim import ClusterError, describe, parse_cluster
 from tests.support.sim_cluster import make_cluster
 
 CLUSTER = """

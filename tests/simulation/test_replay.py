@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.simulation import Job, JobOutcome, RunResult, Simulator, Summary, make_policy
+from coordinator.sim import Job, JobOutcome, RunResult, Simulator, Summary, make_policy
 from tests.support.sim_cluster import make_cluster
 
 PCIE = "nodes: [{profile: pcie-8x, count: 1}]"

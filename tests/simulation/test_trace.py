@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.simulation import Job, TraceError, dump_csv, dump_jsonl, parse_trace
+from coordinator.sim import Job, TraceError, dump_csv, dump_jsonl, parse_trace
 
 HEADER = "job_id,arrival_s,duration_s,gpus,gpu_type,gang_size,priority,mig_profile,cpu,memory_gib"
 CSV = f"""{HEADER},numa_policy

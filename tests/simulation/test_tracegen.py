@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from coordinator.simulation import Job, TraceShape, cluster_shape, dump_csv, generate, parse_trace
-from coordinator.simulation.metrics import percentile
-from coordinator.simulation.tracegen import short_gpu_type
+from coordinator.sim import Job, TraceShape, cluster_shape, dump_csv, generate, parse_trace
+from coordinator.sim.metrics import percentile
+from coordinator.sim.tracegen import short_gpu_type
 from tests.support.sim_cluster import make_cluster
 
 CLUSTER = """

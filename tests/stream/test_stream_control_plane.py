@@ -14,7 +14,7 @@ import pytest
 from agent.devices import ProfileSource
 from agent.stream import StreamClient, StreamSettings
 from common.kube import PODS, KubeClient
-from coordinator.app import CoordinatorSettings, create_app, running
+from coordinator.app.main import CoordinatorSettings, create_app, running
 from coordinator.inventory.store import Inventory
 from devcluster.nodes import SimNode, plan_nodes, register
 from tests.support.clock import ManualClock

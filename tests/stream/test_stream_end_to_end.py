@@ -14,7 +14,7 @@ import pytest
 
 from agent.stream import StreamClient, StreamSettings, StreamState
 from common.wire import MAX_FRAME_BYTES, Ack, CloseReason, Heartbeat, decode_frame, encode
-from coordinator.app import CoordinatorSettings, create_app, running
+from coordinator.app.main import CoordinatorSettings, create_app, running
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock
 from tests.support.inventory_wait import until

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from coordinator.domains.capacity import GPU, NodeState
+from coordinator.core.domains.capacity import GPU, NodeState
 
 
 def fabric(

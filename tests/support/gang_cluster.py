@@ -8,7 +8,7 @@ scheduler watching one namespace). Added here:
 - :meth:`GangCluster.fabric` — ``spines × leaves × nodes`` Nodes labelled ``topos.io/spine`` /
   ``topos.io/leaf`` (leaf names count up across spines, so leaves of one spine are adjacent);
 - :meth:`GangCluster.gang_coordinator` — the coordinator as it starts up, with
-  :class:`~coordinator.gangs_runtime.GangRuntime` (PodGroup and PDB watches, gang step,
+  :class:`~coordinator.engine.gangs.GangRuntime` (PodGroup and PDB watches, gang step,
   preemption, recovery) attached;
 - :class:`Controllers` — no kubelet and no controller-manager run here, so the test plays them:
   a pod being deleted (an eviction starts a graceful delete) is removed at once, as a kubelet
@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
-from coordinator.gangs_runtime import GangRuntime, GangSettings
+from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.loop import RuntimeSettings
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from coordinator.runtime import RuntimeSettings, SchedulerRuntime
 from tests.support.clock import ManualClock
 from tests.support.gpu_cluster import GpuCluster
 from tests.support.kube_wait import (

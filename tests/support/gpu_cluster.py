@@ -28,9 +28,10 @@ from agent.devices import discover_profile
 from agent.labeling import LabelingSettings, labels
 from common.kube import EVENTS, NODES, PODS, KubeClient, Resource
 from common.model import NodeTopology
-from coordinator.inventory.kube_sync import KubeSync
+from coordinator.adapters.kube.inventory_sync import KubeSync
+from coordinator.engine.loop import RuntimeSettings
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from coordinator.runtime import RuntimeSettings, SchedulerRuntime
 from devcluster.nodes import SimNode, capacity, node_status
 from tests.support.kube_wait import (
     DEFAULT_TIMEOUT_S,

@@ -15,19 +15,10 @@ from typing import Any
 import yaml
 
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
-from coordinator.scheduling import (
-    Framework,
-    NodeInfo,
-    PodInfo,
-    SchedulerConfig,
-    Snapshot,
-    Taint,
-    parse_pod,
-    schedule_one,
-)
-from coordinator.scheduling.framework import ScheduleResult
-from coordinator.scheduling.nodeinfo import Placement
-from coordinator.scheduling.podspec import PodRequest
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.cycle import Framework, ScheduleResult, schedule_one
+from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 from tests.support.mig import mig_instance
 
 GiB = 2**30
@@ -366,7 +357,7 @@ def place_all(
     out = []
     for obj in objs:
         result = schedule_one(obj, snapshot, fw)
-        from coordinator.scheduling import Decision
+        from coordinator.core.framework.cycle import Decision
 
         if isinstance(result, Decision):
             snapshot.assume(request(obj), result.node, result.placement)

@@ -7,8 +7,8 @@ import functools
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
-from coordinator.scheduling import NodeInfo
-from coordinator.simulation import ClusterSpec, build_nodes, parse_cluster
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.sim import ClusterSpec, build_nodes, parse_cluster
 
 
 @functools.cache

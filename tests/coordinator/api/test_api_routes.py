@@ -12,10 +12,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from coordinator.api.app import build_app
 from coordinator.api.keys import READINESS
 from coordinator.api.render import respond
 from coordinator.api.routing import Route
+from coordinator.app.web import build_app
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from tests.support.stream_frames import allocation, topology

@@ -22,18 +22,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from common.kube import KubeClient
+from coordinator.adapters.kube.tokenreview import CachingReviewer, KubeTokenReviewer, Review
 from coordinator.api.errors import error_middleware
-from coordinator.auth import (
-    AuthSettings,
-    CachingReviewer,
-    KubeTokenReviewer,
-    Review,
-    agent_node,
-    authorize_node_report,
-    identity_of,
-    install,
-)
-from coordinator.auth.agents import KubePodNodeResolver
+from coordinator.app.auth.agents import KubePodNodeResolver
+from coordinator.app.auth.middleware import agent_node, authorize_node_report, identity_of, install
+from coordinator.app.auth.settings import AuthSettings
 from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
 
 
@@ -178,7 +171,7 @@ async def test_read_only_endpoints_open_by_config_writes_still_need_a_token(
 async def test_auth_off_says_so_and_lets_everything_through(
     kube: KubeClient, serve: Serve, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="topos.coordinator.auth"):
+    with caplog.at_level(logging.WARNING, logger="topos.coordinator.app.auth"):
         base, counting = await serve(AuthSettings(enabled=False))
     assert any("authentication is OFF" in r.getMessage() for r in caplog.records)
     status, body = await _get(f"{base}/v1/simulate", method="POST")

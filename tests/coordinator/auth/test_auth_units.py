@@ -12,17 +12,16 @@ import asyncio
 
 import pytest
 
-from coordinator.auth import (
-    Access,
-    AuthSettings,
+from coordinator.adapters.kube.tokenreview import (
     CachingReviewer,
-    Identity,
-    NodeGuard,
     Review,
     ReviewUnavailable,
-    classify,
     review_from_result,
 )
+from coordinator.app.auth.access import Access, classify
+from coordinator.app.auth.agents import NodeGuard
+from coordinator.app.auth.identity import Identity
+from coordinator.app.auth.settings import AuthSettings
 from tests.support.clock import ManualClock
 
 

@@ -20,8 +20,8 @@ from agent.stream import StreamClient, StreamSettings
 from common.kube import LEASES, PODS, KubeClient
 from common.model import Gpu, NodeTopology
 from coordinator.api.keys import INVENTORY
-from coordinator.app import ConfigError, CoordinatorSettings, create_secure_app, running
-from coordinator.leadership import LEADER
+from coordinator.app.leadership import LEADER
+from coordinator.app.main import ConfigError, CoordinatorSettings, create_secure_app, running
 from devcluster import pki
 from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
 from tests.support.kube_wait import wait_for_object

@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.domains.capacity import GPU
-from coordinator.domains.layout import build_layout
-from coordinator.domains.select import Member, Placement, place_members
-from coordinator.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.domains.capacity import GPU
+from coordinator.core.domains.layout import build_layout
+from coordinator.core.domains.select import Member, Placement, place_members
+from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from tests.support.domain_fabric import fabric
 
 NODE_NAMES = [n.name for n in fabric()]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.domains.capacity import GPU, NodeState
-from coordinator.domains.select import Member, Placement, place_members
-from coordinator.domains.strategy import PlacementIntent, Strategy
-from coordinator.scheduling.status import Code, Status
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.select import Member, Placement, place_members
+from coordinator.core.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.framework.status import Code, Status
 from tests.support.domain_fabric import fabric, fill_leaf
 
 

@@ -3,9 +3,9 @@ layout read from node labels (natural leaf order, configurable keys, inconsisten
 
 from __future__ import annotations
 
-from coordinator.domains.capacity import GPU, NodeState
-from coordinator.domains.layout import DomainKeys, build_layout, natural_key
-from coordinator.domains.summary import summarize_domains, summary_to_builtins
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.layout import DomainKeys, build_layout, natural_key
+from coordinator.core.domains.summary import summarize_domains, summary_to_builtins
 from tests.support.domain_fabric import fabric
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.domains.strategy import (
+from coordinator.core.domains.strategy import (
     IntentError,
     PlacementIntent,
     Strategy,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.gang.cycle import GangDecision, node_state, schedule_gang
-from coordinator.scheduling.framework import Framework
-from coordinator.scheduling.nodeinfo import NodeInfo, Snapshot
-from coordinator.scheduling.podspec import PodRequest, Taint, parse_pod
-from coordinator.scheduling.status import Status
+from coordinator.core.framework.cycle import Framework
+from coordinator.core.framework.status import Status
+from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
+from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 
 def worker(i: int, gpus: int = 8) -> PodRequest:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.gang.identity import (
+from coordinator.core.gangs.identity import (
     GangKey,
     GangProblem,
     GangSpec,

@@ -4,12 +4,12 @@ smaller work."""
 
 from __future__ import annotations
 
-from coordinator.domains.capacity import GPU, NodeState
-from coordinator.domains.select import Member
-from coordinator.gang.identity import GangKey, GangSpec
-from coordinator.gang.manager import Allow, GangManager, Reject, Reservation, Wait
-from coordinator.gang.plan import GangPlan, plan_gang, with_reservations
-from coordinator.scheduling.status import Status
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.select import Member
+from coordinator.core.framework.status import Status
+from coordinator.core.gangs.identity import GangKey, GangSpec
+from coordinator.core.gangs.manager import Allow, GangManager, Reject, Reservation, Wait
+from coordinator.core.gangs.plan import GangPlan, plan_gang, with_reservations
 from tests.support.clock import ManualClock
 
 

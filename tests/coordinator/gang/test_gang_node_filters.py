@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.gang.cycle import GangDecision, schedule_gang
-from coordinator.scheduling.framework import Framework
-from coordinator.scheduling.nodeinfo import NodeInfo, Snapshot
-from coordinator.scheduling.podspec import PodRequest, parse_pod
-from coordinator.scheduling.status import Status
+from coordinator.core.framework.cycle import Framework
+from coordinator.core.framework.status import Status
+from coordinator.core.gangs.cycle import GangDecision, schedule_gang
+from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 PRODUCT = "nvidia.com/gpu.product"
 

@@ -3,9 +3,9 @@ with the fewest moves, never two gangs into the same room."""
 
 from __future__ import annotations
 
-from coordinator.domains.capacity import GPU, NodeState
-from coordinator.gang.recovery import affected_pods, plan_recovery
-from coordinator.preemption.victims import RunningPod
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.gangs.recovery import affected_pods, plan_recovery
+from coordinator.core.preemption.victims import RunningPod
 
 
 def layout(used: dict[str, int]) -> list[NodeState]:

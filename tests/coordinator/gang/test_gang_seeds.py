@@ -1,6 +1,6 @@
 """The seed guides' gang examples work as written (only ``schedulerName`` changed): KubeNexus'
 Spark job (1 driver + 10 executors, min 11) and 8-worker PyTorch job, decided whole by the
-scheduling core through :func:`coordinator.gang.cycle.schedule_gang`.
+scheduling core through :func:`coordinator.core.gangs.cycle.schedule_gang`.
 
 The YAML is read from ``../shared/seeds`` at test time (skipped when that folder is absent).
 """
@@ -16,13 +16,13 @@ import pytest
 import yaml
 
 from common.model import Gpu, NodeTopology, NumaNode
-from coordinator.gang.cycle import GangDecision, schedule_gang
-from coordinator.gang.identity import GangKey, GangSpec, gang_of
-from coordinator.gang.manager import Allow, GangManager
-from coordinator.scheduling.framework import Framework
-from coordinator.scheduling.nodeinfo import NodeInfo, Snapshot
-from coordinator.scheduling.podspec import PodRequest, parse_pod
-from coordinator.scheduling.status import Status
+from coordinator.core.framework.cycle import Framework
+from coordinator.core.framework.status import Status
+from coordinator.core.gangs.cycle import GangDecision, schedule_gang
+from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
+from coordinator.core.gangs.manager import Allow, GangManager
+from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 SEEDS = Path(__file__).resolve().parents[3] / ".." / "shared" / "seeds"
 KUBENEXUS = next(iter(sorted(SEEDS.glob("002_*.txt"))), None) if SEEDS.is_dir() else None

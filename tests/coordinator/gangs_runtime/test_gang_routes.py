@@ -11,12 +11,13 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from agent.devices import discover_profile
-from coordinator.api.app import build_app
+from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, ROUTES, GangSlot
-from coordinator.gangs_runtime import GangRuntime, GangSettings
+from coordinator.app.web import build_app
+from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from coordinator.runtime import MemoryCluster, SchedulerRuntime
 
 
 def member(name: str, gang: str, size: int, gpus: int = 8) -> dict[str, Any]:

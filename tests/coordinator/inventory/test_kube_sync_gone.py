@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
-from coordinator.inventory.kube_sync import KubeSync
+from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.inventory.store import Inventory
 from devcluster.controlplane import ControlPlane
 from tests.support.etcd import compact

@@ -12,7 +12,7 @@ import asyncio
 import datetime as dt
 
 from common.kube import LEASES, KubeClient
-from coordinator.leader import (
+from coordinator.app.election import (
     KubeLeaseStore,
     LeaderElectionSettings,
     LeaderElector,

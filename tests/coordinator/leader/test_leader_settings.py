@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from coordinator.leader import (
+from coordinator.app.election import (
     LeaderElectionSettings,
     LeaseRecord,
     lease_from_record,

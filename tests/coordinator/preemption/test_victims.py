@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.domains.capacity import GPU, NodeState
-from coordinator.domains.select import Member
-from coordinator.preemption.victims import (
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.select import Member
+from coordinator.core.framework.status import Code, Status
+from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.preemption.victims import (
     DisruptionBudget,
     PreemptionPlan,
     RunningPod,
     select_victims,
 )
-from coordinator.scheduling.selectors import LabelSelector
-from coordinator.scheduling.status import Code, Status
 
 
 def nodes_with(running: list[RunningPod], count: int = 4) -> list[NodeState]:

@@ -14,10 +14,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from agent.devices import discover_profile
-from coordinator.api.app import build_app
+from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.explain import ROUTES, SCHEDULER, SchedulerSlot
+from coordinator.app.web import build_app
+from coordinator.core.queue import QueueSettings, SchedulingQueue
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from coordinator.runtime import MemoryCluster, QueueSettings, SchedulerRuntime, SchedulingQueue
 from tests.support.clock import ManualClock
 
 

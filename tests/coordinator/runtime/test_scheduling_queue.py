@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.runtime.queue import QueueSettings, SchedulingQueue
+from coordinator.core.queue import QueueSettings, SchedulingQueue
 from tests.support.clock import ManualClock
 
 

@@ -9,25 +9,19 @@ from collections.abc import Sequence
 
 import pytest
 
-from coordinator.scheduling import (
-    ConfigError,
-    CycleState,
+from coordinator.core.framework.config import ConfigError, SchedulerConfig, load_config
+from coordinator.core.framework.cycle import (
     Decision,
     Failure,
     Framework,
-    NodeInfo,
-    PodRequest,
     PreFilterResult,
-    SchedulerConfig,
-    Snapshot,
-    StateKey,
-    Status,
-    load_config,
+    num_feasible_nodes_to_find,
     schedule_one,
-    summarize,
 )
-from coordinator.scheduling.framework import num_feasible_nodes_to_find
-from coordinator.scheduling.status import SUCCESS, Code
+from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.status import SUCCESS, Code, Status, summarize
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
 
 
@@ -301,7 +295,7 @@ def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
 
 def test_replace_keeps_the_indexes_current() -> None:
     """The inventory replaces rebuilt nodes; affinity, spread and taint scoring see the change."""
-    from coordinator.scheduling import Taint
+    from coordinator.core.podspec.parse import Taint
     from tests.support.sched_hw import running
 
     snapshot = Snapshot([plain_node("a"), plain_node("b")])

@@ -9,8 +9,9 @@ import itertools
 import pytest
 
 from common.model import worst_link
-from coordinator.scheduling import Decision, Failure, Framework, Snapshot, schedule_one
-from coordinator.scheduling.gpuchoice import topology_index
+from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.plugins.gpuchoice import topology_index
+from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import (
     a100_mig,
     dgx1,
@@ -336,7 +337,7 @@ def test_lookalike_nodes_share_plans_but_report_their_own_uuids() -> None:
 def test_random_streams_never_double_book_and_fail_only_when_nothing_fits(seed: int) -> None:
     import random
 
-    from coordinator.scheduling import Failure as F
+    from coordinator.core.framework.cycle import Failure as F
 
     rng = random.Random(seed)
     builders = [dgx1, pcie8, dgx_h100, ws4, a100_mig]

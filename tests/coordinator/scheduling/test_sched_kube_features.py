@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.scheduling import Decision, Failure, Framework, Snapshot, Taint, schedule_one
-from coordinator.scheduling.status import Code
+from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.status import Code
+from coordinator.core.podspec.parse import Taint
+from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import (
     dgx_a100,
     dgx_h100,
@@ -661,7 +663,7 @@ def test_existing_pods_preferred_affinity_attracts_the_incoming_pod() -> None:
 def test_finished_pods_hold_nothing() -> None:
     done = simple_pod("done", cpu="60", gpus=8)
     done["status"] = {"phase": "Succeeded"}
-    from coordinator.scheduling import PodInfo
+    from coordinator.core.snapshot.nodeinfo import PodInfo
 
     assert PodInfo.from_pod_object(done) is None
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.scheduling import Decision, Failure, Framework, NumaUse, Snapshot, schedule_one
+from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.snapshot.nodeinfo import NumaUse, Snapshot
 from tests.support.sched_hw import (
     dgx1,
     dgx_h100,
@@ -211,8 +212,8 @@ def test_numa_policy_invariants_on_random_occupancy(seed: int) -> None:
     """Whatever the occupancy, a placement honours its policy, and a rejection is justified."""
     import random
 
-    from coordinator.scheduling.placement import plan_placement
-    from coordinator.scheduling.status import Status
+    from coordinator.core.framework.status import Status
+    from coordinator.core.plugins.placement import plan_placement
 
     rng = random.Random(seed)
     topo = rng.choice([dgx_h100, pcie8, dgx1])("n")

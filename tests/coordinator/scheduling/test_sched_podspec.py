@@ -16,17 +16,10 @@ from hypothesis import strategies as st
 
 from common.podkeys import GANG, NUMA_POLICY, lookup
 from common.quantity import QuantityError, parse_quantity, to_int, to_milli
-from coordinator.scheduling import (
-    Decision,
-    Failure,
-    Framework,
-    PodRequest,
-    PodSpecError,
-    Snapshot,
-    parse_pod,
-    schedule_one,
-)
-from coordinator.scheduling.status import Code
+from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.status import Code
+from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
 
 

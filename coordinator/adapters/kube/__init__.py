@@ -1,0 +1,1 @@
+"""Everything that talks to the API server: reflector, writer, leases, TokenReview, watches."""

@@ -1,0 +1,141 @@
+"""``ClusterWriter`` on the Kubernetes API server, through ``common.kube``.
+
+Bind is one request: a POST to ``pods/binding`` guarded by ``metadata.uid`` (a pod recreated
+under the same name is refused) that carries the decision annotations — the API server copies a
+Binding's annotations onto the pod in the same update that sets ``spec.nodeName``, so the
+annotations and the node appear together. Failures write a ``FailedScheduling`` Event and patch
+the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
+kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
+do, so that under a client-side QPS limit they don't take binds' turns.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Final
+
+from common.kube import (
+    PODS,
+    Conflict,
+    Invalid,
+    KubeClient,
+    KubeError,
+    NotFound,
+    TooManyRequests,
+    Unreachable,
+)
+from common.kube.types import ObjectReference
+from coordinator.engine.ports import (
+    COMPONENT,
+    CONDITION_REASON,
+    REASON_FAILED,
+    REASON_SCHEDULED,
+    BindConflict,
+    ClusterError,
+    PodRef,
+)
+
+__all__ = ["KubeClusterWriter"]
+
+_EVENT_MESSAGE_MAX: Final = 1024
+
+
+def _reference(pod: PodRef) -> ObjectReference:
+    ref: ObjectReference = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": pod.name,
+        "namespace": pod.namespace,
+    }
+    if pod.uid:
+        ref["uid"] = pod.uid
+    return ref
+
+
+class KubeClusterWriter:
+    """Writes through one ``KubeClient``; ``instance`` names this coordinator in Events."""
+
+    def __init__(
+        self, client: KubeClient, *, instance: str = COMPONENT, events: KubeClient | None = None
+    ) -> None:
+        self._client = client
+        self._events = events or client
+        self._instance = instance
+
+    async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        try:
+            await self._client.bind(
+                namespace=pod.namespace,
+                pod=pod.name,
+                node=node,
+                pod_uid=pod.uid or None,
+                annotations=annotations,
+            )
+        except (NotFound, Conflict) as exc:
+            raise BindConflict(f"bind {pod.key} to {node}: {exc}") from exc
+        except Invalid as exc:
+            # A uid that no longer matches (the pod was recreated) is refused as invalid.
+            raise BindConflict(f"bind {pod.key} to {node}: {exc}") from exc
+        except KubeError as exc:
+            raise ClusterError(f"bind {pod.key} to {node}: {exc}") from exc
+
+    async def record_failure(self, pod: PodRef, message: str) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": CONDITION_REASON,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        for attempt in (1, 2):
+            try:
+                await self._client.patch(
+                    PODS,
+                    pod.name,
+                    {"status": {"conditions": [condition]}},
+                    namespace=pod.namespace,
+                    patch_type="strategic",
+                    subresource="status",
+                )
+                break
+            except NotFound:
+                return  # deleted meanwhile: nothing to explain to anyone
+            except Unreachable as exc:
+                # Setting the same condition twice is harmless: retry a dropped connection once.
+                if attempt == 2:
+                    raise ClusterError(f"condition on {pod.key}: {exc}") from exc
+            except KubeError as exc:
+                raise ClusterError(f"condition on {pod.key}: {exc}") from exc
+        await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
+
+    async def record_scheduled(self, pod: PodRef, message: str) -> None:
+        await self.event(pod, reason=REASON_SCHEDULED, message=message)
+
+    async def event(
+        self, pod: PodRef, *, reason: str, message: str, event_type: str = "Normal"
+    ) -> None:
+        try:
+            await self._events.create_event(
+                regarding=_reference(pod),
+                reason=reason,
+                message=message[:_EVENT_MESSAGE_MAX],
+                event_type=event_type,
+                action="Scheduling" if reason in (REASON_FAILED, REASON_SCHEDULED) else "",
+                component=COMPONENT,
+                instance=self._instance,
+            )
+        except KubeError as exc:
+            raise ClusterError(f"event on {pod.key}: {exc}") from exc
+
+    async def evict(self, pod: PodRef) -> None:
+        try:
+            await self._client.evict(namespace=pod.namespace, pod=pod.name)
+        except NotFound:
+            return
+        except TooManyRequests as exc:  # a disruption budget says not now
+            raise ClusterError(f"evict {pod.key}: {exc}") from exc
+        except KubeError as exc:
+            raise ClusterError(f"evict {pod.key}: {exc}") from exc

@@ -1,0 +1,356 @@
+"""An in-memory cluster: the scheduler runtime's backend when there is no API server (the
+embedded demo, trace simulation, fast tests).
+
+It keeps Node and Pod objects as the API server would return them (plain dicts), and Events, and
+plays the API server's part towards the rest of the coordinator:
+
+- towards the **inventory** it is what ``KubeSync`` is on Kubernetes: Nodes and bound,
+  unfinished pods are upserted, deleted and finished pods removed;
+- towards the **queue** it is what :class:`~coordinator.adapters.kube.pending.PendingWatcher` is:
+  pending pods with our scheduler name are added, updated and dropped (when bound or deleted);
+- towards the **scheduler** it is a :class:`~coordinator.engine.ports.ClusterWriter`: bind
+  (annotations, ``spec.nodeName``, ``PodScheduled=True``), failures (Event + condition),
+  Events, eviction.
+
+Objects handed out are copies; mutate the cluster only through its methods. Typical use::
+
+    inventory = Inventory()
+    cluster = MemoryCluster(inventory)
+    runtime = SchedulerRuntime.create(inventory, cluster, feed=cluster.attach)
+    cluster.add_node("gpu-1", allocatable={"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": 8},
+                     topology=discover_profile("dgx-h100", hostname="gpu-1"))
+    cluster.create_pod(pod_manifest)
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import itertools
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from common import podkeys
+from common.model import NodeTopology
+from coordinator.core.queue import SchedulingQueue, pod_key
+from coordinator.engine.ports import (
+    COMPONENT,
+    CONDITION_REASON,
+    REASON_FAILED,
+    REASON_SCHEDULED,
+    BindConflict,
+    PodRef,
+)
+from coordinator.inventory.store import Inventory
+from coordinator.inventory.translate import bound_pod, kube_node
+
+__all__ = ["MemoryCluster"]
+
+PodListener = Callable[[str, Mapping[str, Any]], None]  # (ADDED|MODIFIED|DELETED, pod)
+
+
+def _stamp(now: float) -> str:
+    return datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class MemoryCluster:
+    def __init__(
+        self,
+        inventory: Inventory,
+        *,
+        scheduler_name: str = podkeys.SCHEDULER_NAME,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.inventory = inventory
+        self.scheduler_name = scheduler_name
+        self._clock = clock
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._events: list[dict[str, Any]] = []
+        self._rv = itertools.count(1)
+        self._listeners: list[PodListener] = []
+        self.binds = 0
+
+    # --- feeds ---------------------------------------------------------------------------------
+
+    def subscribe(self, listener: PodListener) -> Callable[[], None]:
+        """Pod changes, as a watch would deliver them (copies)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def attach(self, queue: SchedulingQueue) -> Callable[[], None]:
+        """Feed ``queue`` with our pending pods, now and on every change (the pending watch)."""
+
+        def on_pod(kind: str, obj: Mapping[str, Any]) -> None:
+            if kind != "DELETED" and self._pending(obj):
+                queue.add(obj)
+            else:
+                queue.delete(pod_key(obj))
+
+        for obj in self._pods.values():
+            if self._pending(obj):
+                queue.add(copy.deepcopy(obj))
+        return self.subscribe(on_pod)
+
+    def _pending(self, obj: Mapping[str, Any]) -> bool:
+        spec = obj.get("spec") or {}
+        meta = obj.get("metadata") or {}
+        return (
+            spec.get("schedulerName") == self.scheduler_name
+            and not spec.get("nodeName")
+            and not meta.get("deletionTimestamp")
+            and (obj.get("status") or {}).get("phase", "Pending") == "Pending"
+        )
+
+    def _publish(self, kind: str, obj: dict[str, Any]) -> None:
+        pod = bound_pod(obj)
+        uid = str(obj["metadata"]["uid"])
+        if kind == "DELETED" or pod is None:
+            self.inventory.delete_pod(uid)
+        else:
+            self.inventory.upsert_pod(pod)
+        for listener in tuple(self._listeners):
+            listener(kind, copy.deepcopy(obj))
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str] | None = None,
+        allocatable: Mapping[str, str | int] | None = None,
+        taints: Iterable[Mapping[str, str]] = (),
+        unschedulable: bool = False,
+        ready: bool = True,
+        topology: NodeTopology | None = None,
+    ) -> dict[str, Any]:
+        """A Node object; with ``topology``, also that node's agent hello (as if its agent had
+        connected). Allocatable defaults to what the topology implies."""
+        alloc: dict[str, Any] = {"pods": "110"}
+        if topology is not None:
+            whole = sum(1 for g in topology.gpus if not g.mig_enabled)
+            if whole:
+                alloc["nvidia.com/gpu"] = str(whole)
+            for g in topology.gpus:
+                for inst in g.mig_instances:
+                    key = f"nvidia.com/mig-{inst.profile}"
+                    alloc[key] = str(int(alloc.get(key, 0)) + 1)
+            if topology.cpu_count:
+                alloc["cpu"] = str(topology.cpu_count)
+            if topology.memory_mib:
+                alloc["memory"] = f"{topology.memory_mib}Mi"
+        alloc.update({k: str(v) for k, v in (allocatable or {}).items()})
+        obj: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "uid": str(uuid.uuid4()),
+                "labels": {"kubernetes.io/hostname": name, **dict(labels or {})},
+                "resourceVersion": str(next(self._rv)),
+                "creationTimestamp": _stamp(self._clock()),
+            },
+            "spec": {"unschedulable": unschedulable, "taints": [dict(t) for t in taints]},
+            "status": {
+                "capacity": dict(alloc),
+                "allocatable": dict(alloc),
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        }
+        self._nodes[name] = obj
+        self.inventory.upsert_node(kube_node(obj))
+        if topology is not None:
+            self.inventory.apply_hello(
+                name,
+                agent_id=f"memory-{name}",
+                agent_version="memory",
+                seq=0,
+                topology=topology,
+                allocations=(),
+            )
+        return copy.deepcopy(obj)
+
+    def update_node(
+        self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None
+    ) -> None:
+        obj = self._nodes[name]
+        if ready is not None:
+            obj["status"]["conditions"] = [
+                {"type": "Ready", "status": "True" if ready else "False"}
+            ]
+        if unschedulable is not None:
+            obj["spec"]["unschedulable"] = unschedulable
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.inventory.upsert_node(kube_node(obj))
+
+    def remove_node(self, name: str) -> None:
+        if self._nodes.pop(name, None) is not None:
+            self.inventory.delete_node(name)
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        obj = self._nodes.get(name)
+        return None if obj is None else copy.deepcopy(obj)
+
+    def touch_agents(self) -> None:
+        """Heartbeat every injected agent (keeps them from going stale under a sweeper)."""
+        for name in self._nodes:
+            self.inventory.touch(name)
+
+    # --- pods ----------------------------------------------------------------------------------
+
+    def create_pod(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a pod from a manifest (namespace ``default`` unless given)."""
+        obj = copy.deepcopy(dict(manifest))
+        obj.setdefault("apiVersion", "v1")
+        obj.setdefault("kind", "Pod")
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        if not meta.get("name"):
+            raise ValueError("pod manifest needs metadata.name")
+        key = f"{meta['namespace']}/{meta['name']}"
+        if key in self._pods:
+            raise ValueError(f"pod {key} already exists")
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = _stamp(self._clock())
+        meta["resourceVersion"] = str(next(self._rv))
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("schedulerName", "default-scheduler")
+        obj.setdefault("status", {}).setdefault("phase", "Pending")
+        self._pods[key] = obj
+        self._publish("ADDED", obj)
+        return copy.deepcopy(obj)
+
+    def update_pod_metadata(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        annotations: Mapping[str, str | None] | None = None,
+    ) -> dict[str, Any]:
+        """Merge labels/annotations into a pod (``None`` removes a key), as ``kubectl annotate``."""
+        obj = self._pods[f"{namespace}/{name}"]
+        for field, changes in (("labels", labels), ("annotations", annotations)):
+            if changes:
+                current = dict(obj["metadata"].get(field) or {})
+                for k, v in changes.items():
+                    if v is None:
+                        current.pop(k, None)
+                    else:
+                        current[k] = v
+                obj["metadata"][field] = current
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self._publish("MODIFIED", obj)
+        return copy.deepcopy(obj)
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        obj = self._pods.pop(f"{namespace}/{name}", None)
+        if obj is None:
+            return False
+        self._publish("DELETED", obj)
+        return True
+
+    def finish_pod(self, namespace: str, name: str, *, phase: str = "Succeeded") -> None:
+        """The pod's containers ended: it stops holding capacity."""
+        obj = self._pods[f"{namespace}/{name}"]
+        obj["status"]["phase"] = phase
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self._publish("MODIFIED", obj)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self._pods.get(f"{namespace}/{name}")
+        return None if obj is None else copy.deepcopy(obj)
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [copy.deepcopy(p) for p in self._pods.values()]
+
+    def events(self, namespace: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Events, oldest first, optionally only those about one pod."""
+        return [
+            copy.deepcopy(e)
+            for e in self._events
+            if (namespace is None or e["involvedObject"]["namespace"] == namespace)
+            and (name is None or e["involvedObject"]["name"] == name)
+        ]
+
+    # --- ClusterWriter -------------------------------------------------------------------------
+
+    def _live(self, pod: PodRef) -> dict[str, Any]:
+        obj = self._pods.get(pod.key)
+        if obj is None:
+            raise BindConflict(f"pod {pod.key} not found")
+        if pod.uid and obj["metadata"].get("uid") != pod.uid:
+            raise BindConflict(f"pod {pod.key} was recreated (uid {obj['metadata']['uid']})")
+        return obj
+
+    def _set_condition(self, obj: dict[str, Any], condition: dict[str, Any]) -> None:
+        conditions = [
+            c for c in obj["status"].get("conditions") or () if c.get("type") != condition["type"]
+        ]
+        conditions.append(condition)
+        obj["status"]["conditions"] = conditions
+
+    async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        obj = self._live(pod)
+        if obj["spec"].get("nodeName"):
+            raise BindConflict(f"pod {pod.key} is already assigned to {obj['spec']['nodeName']}")
+        if node not in self._nodes:
+            raise BindConflict(f"node {node} not found")
+        obj["metadata"]["annotations"] = {
+            **(obj["metadata"].get("annotations") or {}),
+            **dict(annotations),
+        }
+        obj["spec"]["nodeName"] = node
+        self._set_condition(
+            obj,
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(self._clock())},
+        )
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.binds += 1
+        self._publish("MODIFIED", obj)
+
+    async def record_failure(self, pod: PodRef, message: str) -> None:
+        obj = self._pods.get(pod.key)
+        if obj is None:
+            return
+        self._set_condition(
+            obj,
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": CONDITION_REASON,
+                "message": message,
+                "lastTransitionTime": _stamp(self._clock()),
+            },
+        )
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self._publish("MODIFIED", obj)
+        await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
+
+    async def record_scheduled(self, pod: PodRef, message: str) -> None:
+        await self.event(pod, reason=REASON_SCHEDULED, message=message)
+
+    async def event(
+        self, pod: PodRef, *, reason: str, message: str, event_type: str = "Normal"
+    ) -> None:
+        self._events.append(
+            {
+                "involvedObject": {
+                    "kind": "Pod",
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "uid": pod.uid,
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": event_type,
+                "source": {"component": COMPONENT},
+                "firstTimestamp": _stamp(self._clock()),
+            }
+        )
+
+    async def evict(self, pod: PodRef) -> None:
+        self.delete_pod(pod.namespace, pod.name)

@@ -1,0 +1,1 @@
+"""The coordinator program: configuration, wiring, leader election, security."""

@@ -1,0 +1,1 @@
+"""Authentication of the API and the agent stream: TokenReview identity, access, middleware."""

@@ -1,0 +1,499 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease (DESIGN.md §6: only the leader binds).
+
+Two or more coordinators run; each is a candidate. The one whose identity is the Lease's
+``holderIdentity`` leads and renews ``renewTime`` every ``retry_period_s``; the others poll. The
+semantics follow client-go's ``leaderelection`` package, which every Kubernetes controller uses:
+
+* A candidate never trusts another machine's clock. It records *when it last saw the record
+  change* (its own monotonic clock) and treats the lease as expired only when
+  ``lease_duration_s`` has passed on *its* clock without a change. A crashed leader is therefore
+  replaced within ``lease_duration_s + retry_period_s`` of its last renewal.
+* Every write is a compare-and-swap on ``metadata.resourceVersion``: two candidates racing for an
+  expired lease cannot both win; the loser sees a conflict and keeps following.
+* A leader that fails to renew for ``renew_deadline_s`` (API server unreachable, conflicts) steps
+  down on its own — before its lease can expire for the others — so two leaders never bind at once.
+* A graceful stop *releases* the lease (empty holder, one-second duration) so a follower takes over
+  on its next poll instead of waiting out the lease.
+
+The Lease is reached through :class:`LeaseStore`; :class:`KubeLeaseStore` adapts it to the
+project's Kubernetes client (``common.kube``). Time comes from an injected :class:`ElectionClock`
+so tests can step the election deterministically against the real API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from common.kube import AlreadyExists, Conflict, KubeClient, KubeError, KubeObject, NotFound
+
+_log = logging.getLogger("topos.coordinator.app.election")
+
+LEASE_API_VERSION = "coordination.k8s.io/v1"
+_MICROTIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class LeaseConflict(Exception):
+    """The Lease changed (or appeared) since it was read: someone else wrote first."""
+
+
+class LeaseUnavailable(Exception):
+    """The Lease could not be read or written (API server down, forbidden, timeout)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """The election-relevant part of a Lease's ``spec`` plus its ``resourceVersion``."""
+
+    holder: str | None
+    lease_duration_s: int
+    acquire_time: dt.datetime | None = None
+    renew_time: dt.datetime | None = None
+    transitions: int = 0
+    resource_version: str | None = None
+
+    @property
+    def is_free(self) -> bool:
+        return not self.holder
+
+
+class LeaseStore(Protocol):
+    """One named Lease. ``update`` is conditional on ``record.resource_version``."""
+
+    async def get(self) -> LeaseRecord | None:
+        """The current record, ``None`` if the Lease does not exist. Raises LeaseUnavailable."""
+        ...
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create the Lease. Raises LeaseConflict if it already exists."""
+        ...
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace the Lease if its resourceVersion is still ``record.resource_version``."""
+        ...
+
+
+class ElectionClock(Protocol):
+    """Time as the elector sees it: a monotonic reading, the wall clock, and sleeping."""
+
+    def monotonic(self) -> float: ...
+
+    def wall(self) -> dt.datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The real clocks."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def default_identity() -> str:
+    """``<pod name>_<random>``: unique per process even when a pod restarts in place."""
+    host = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{host}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderElectionSettings:
+    """How the coordinators elect their leader (ConfigMap section ``leaderElection``)."""
+
+    enabled: bool = True
+    """Off: this process always leads (single replica, the embedded demo)."""
+    lease_name: str = "topos-coordinator"
+    """Name of the Lease object."""
+    namespace: str = "topos-system"
+    """Namespace of the Lease (the coordinator's own)."""
+    identity: str = field(default_factory=default_identity)
+    """This candidate's name in ``holderIdentity``; must differ between replicas."""
+    lease_duration_s: float = 15.0
+    """How long followers wait, after the last change they saw, before taking over."""
+    renew_deadline_s: float = 10.0
+    """How long a leader keeps trying to renew before it steps down."""
+    retry_period_s: float = 2.0
+    """Pause between attempts to acquire or renew."""
+    release_on_stop: bool = True
+    """Release the Lease on a graceful stop so a follower takes over at once."""
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("leader election identity must not be empty")
+        if not self.lease_name or not self.namespace:
+            raise ValueError("leader election needs a lease name and a namespace")
+        if self.retry_period_s <= 0:
+            raise ValueError("retryPeriodSeconds must be positive")
+        if self.renew_deadline_s <= self.retry_period_s * _JITTER:
+            raise ValueError(
+                f"renewDeadlineSeconds ({self.renew_deadline_s}) must exceed "
+                f"{_JITTER} x retryPeriodSeconds ({self.retry_period_s})"
+            )
+        if self.lease_duration_s <= self.renew_deadline_s:
+            raise ValueError(
+                f"leaseDurationSeconds ({self.lease_duration_s}) must exceed "
+                f"renewDeadlineSeconds ({self.renew_deadline_s})"
+            )
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any], **overrides: Any) -> LeaderElectionSettings:
+        """Settings from the ConfigMap's camelCase ``leaderElection`` section."""
+        names = {
+            "enabled": "enabled",
+            "leaseName": "lease_name",
+            "namespace": "namespace",
+            "identity": "identity",
+            "leaseDurationSeconds": "lease_duration_s",
+            "renewDeadlineSeconds": "renew_deadline_s",
+            "retryPeriodSeconds": "retry_period_s",
+            "releaseOnStop": "release_on_stop",
+        }
+        unknown = sorted(set(raw) - set(names))
+        if unknown:
+            raise ValueError(f"unknown leaderElection setting(s): {', '.join(unknown)}")
+        kwargs: dict[str, Any] = {names[k]: v for k, v in raw.items()}
+        for key in ("lease_duration_s", "renew_deadline_s", "retry_period_s"):
+            if key in kwargs:
+                value = kwargs[key]
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ValueError(f"leaderElection {key}: expected a number, got {value!r}")
+                kwargs[key] = float(value)
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+
+_JITTER = 1.2
+Callback = Callable[[], Awaitable[None]]
+
+
+async def _nothing() -> None:
+    return None
+
+
+class LeaderElector:
+    """One candidate. ``run()`` campaigns until cancelled; ``is_leader()`` gates binding."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        settings: LeaderElectionSettings,
+        *,
+        on_started_leading: Callback = _nothing,
+        on_stopped_leading: Callback = _nothing,
+        clock: ElectionClock | None = None,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._on_started = on_started_leading
+        self._on_stopped = on_stopped_leading
+        self._clock: ElectionClock = clock if clock is not None else SystemClock()
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._last_renew: float | None = None
+        self._leading = False
+        self._leading_event = asyncio.Event()
+
+    @property
+    def identity(self) -> str:
+        return self._settings.identity
+
+    @property
+    def observed(self) -> LeaseRecord | None:
+        """The Lease record as last read or written by this candidate."""
+        return self._observed
+
+    @property
+    def observed_leader(self) -> str | None:
+        return self._observed.holder if self._observed else None
+
+    def is_leader(self) -> bool:
+        """True while this candidate holds a lease it renewed within the renew deadline.
+
+        The binder asks this before every bind: a leader cut off from the API server stops
+        binding after ``renew_deadline_s``, before followers may take over at ``lease_duration_s``.
+        """
+        if not self._settings.enabled:
+            return True
+        if not self._leading or self._last_renew is None:
+            return False
+        return self._clock.monotonic() - self._last_renew <= self._settings.renew_deadline_s
+
+    async def wait_until_leading(self) -> None:
+        await self._leading_event.wait()
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One attempt: take the lease if it is free, expired or ours; True if we hold it now."""
+        s = self._settings
+        now = self._clock.monotonic()
+        wall = self._clock.wall()
+        try:
+            current = await self._store.get()
+        except LeaseUnavailable as exc:
+            _log.warning("lease %s/%s unreadable: %s", s.namespace, s.lease_name, exc)
+            return False
+        duration = max(1, round(s.lease_duration_s))
+        if current is None:
+            mine = LeaseRecord(
+                holder=s.identity,
+                lease_duration_s=duration,
+                acquire_time=wall,
+                renew_time=wall,
+                transitions=0,
+            )
+            try:
+                created = await self._store.create(mine)
+            except (LeaseConflict, LeaseUnavailable) as exc:
+                _log.info("lease %s/%s: create lost: %s", s.namespace, s.lease_name, exc)
+                return False
+            self._observe(created, now)
+            return True
+
+        if self._observed is None or current.resource_version != self._observed.resource_version:
+            self._observe(current, now)
+        ours = current.holder == s.identity
+        if not ours and not current.is_free:
+            expires = self._observed_at + current.lease_duration_s
+            if now < expires:
+                return False
+        new = replace(
+            current,
+            holder=s.identity,
+            lease_duration_s=duration,
+            acquire_time=current.acquire_time if ours else wall,
+            renew_time=wall,
+            transitions=current.transitions if ours else current.transitions + 1,
+        )
+        try:
+            updated = await self._store.update(new)
+        except (LeaseConflict, LeaseUnavailable) as exc:
+            _log.info("lease %s/%s: update lost: %s", s.namespace, s.lease_name, exc)
+            return False
+        self._observe(updated, now)
+        return True
+
+    def _observe(self, record: LeaseRecord, now: float) -> None:
+        previous = self._observed.holder if self._observed else None
+        self._observed = record
+        self._observed_at = now
+        if record.holder != previous and record.holder:
+            _log.info(
+                "lease %s/%s: leader is now %s",
+                self._settings.namespace,
+                self._settings.lease_name,
+                record.holder,
+            )
+
+    async def release(self) -> bool:
+        """Give the lease up if we hold it, so followers need not wait for it to expire."""
+        self._leading = False
+        self._leading_event.clear()
+        try:
+            current = await self._store.get()
+        except LeaseUnavailable:
+            return False
+        if current is None or current.holder != self._settings.identity:
+            return False
+        wall = self._clock.wall()
+        released = replace(
+            current, holder=None, lease_duration_s=1, renew_time=wall, acquire_time=wall
+        )
+        try:
+            self._observe(await self._store.update(released), self._clock.monotonic())
+        except (LeaseConflict, LeaseUnavailable) as exc:
+            _log.warning("lease release failed: %s", exc)
+            return False
+        _log.info("released lease %s/%s", self._settings.namespace, self._settings.lease_name)
+        return True
+
+    async def run(self) -> None:
+        """Campaign forever: acquire, lead while renewals succeed, step down, campaign again.
+
+        Cancelling the task stops leading (calling ``on_stopped_leading``) and, with
+        ``release_on_stop``, releases the lease.
+        """
+        s = self._settings
+        if not s.enabled:
+            self._become_leader()
+            await self._on_started()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                self._leading = False
+                await self._on_stopped()
+            return
+        try:
+            while True:
+                while not await self._attempt(within=s.retry_period_s * 4):
+                    await self._clock.sleep(s.retry_period_s * random.uniform(1.0, _JITTER))
+                self._become_leader()
+                await self._on_started()
+                await self._renew_until_lost()
+                self._leading = False
+                self._leading_event.clear()
+                _log.warning("lost leadership of %s/%s", s.namespace, s.lease_name)
+                await self._on_stopped()
+        finally:
+            if self._leading:
+                self._leading = False
+                self._leading_event.clear()
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._stop_leading())
+
+    async def _stop_leading(self) -> None:
+        try:
+            if self._settings.release_on_stop:
+                await self.release()
+        finally:
+            await self._on_stopped()
+
+    def _become_leader(self) -> None:
+        self._leading = True
+        self._last_renew = self._clock.monotonic()
+        self._leading_event.set()
+        _log.info(
+            "%s is leading %s/%s",
+            self._settings.identity,
+            self._settings.namespace,
+            self._settings.lease_name,
+        )
+
+    async def _attempt(self, *, within: float) -> bool:
+        try:
+            async with asyncio.timeout(within):
+                return await self.try_acquire_or_renew()
+        except TimeoutError:
+            return False
+
+    async def _renew_until_lost(self) -> None:
+        s = self._settings
+        while True:
+            await self._clock.sleep(s.retry_period_s)
+            assert self._last_renew is not None
+            deadline = self._last_renew + s.renew_deadline_s
+            while True:
+                left = deadline - self._clock.monotonic()
+                if left <= 0:
+                    return
+                if await self._attempt(within=left):
+                    if self._observed is None or self._observed.holder != s.identity:
+                        return
+                    self._last_renew = self._clock.monotonic()
+                    break
+                if self._observed is not None and self._observed.holder not in (
+                    None,
+                    s.identity,
+                ):
+                    return  # someone else holds it now: we lost it
+                await self._clock.sleep(s.retry_period_s)
+
+
+# --- the Lease on the wire ---------------------------------------------------------------------
+
+
+def _format_time(value: dt.datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(dt.UTC).strftime(_MICROTIME_FORMAT)
+
+
+def _parse_time(value: object) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.replace("Z", "+00:00")
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def record_from_lease(obj: Mapping[str, Any]) -> LeaseRecord:
+    """A LeaseRecord from a Lease object as the API server returns it (JSON)."""
+    spec = obj.get("spec") or {}
+    meta = obj.get("metadata") or {}
+    duration = spec.get("leaseDurationSeconds")
+    transitions = spec.get("leaseTransitions")
+    return LeaseRecord(
+        holder=spec.get("holderIdentity") or None,
+        lease_duration_s=duration if isinstance(duration, int) and duration > 0 else 1,
+        acquire_time=_parse_time(spec.get("acquireTime")),
+        renew_time=_parse_time(spec.get("renewTime")),
+        transitions=transitions if isinstance(transitions, int) and transitions >= 0 else 0,
+        resource_version=meta.get("resourceVersion"),
+    )
+
+
+def lease_from_record(record: LeaseRecord, *, name: str, namespace: str) -> dict[str, Any]:
+    """The Lease object (JSON) that stores ``record``; conditional when it has a version."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if record.resource_version:
+        metadata["resourceVersion"] = record.resource_version
+    spec: dict[str, Any] = {
+        "holderIdentity": record.holder or "",
+        "leaseDurationSeconds": record.lease_duration_s,
+        "leaseTransitions": record.transitions,
+    }
+    if record.acquire_time is not None:
+        spec["acquireTime"] = _format_time(record.acquire_time)
+    if record.renew_time is not None:
+        spec["renewTime"] = _format_time(record.renew_time)
+    return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": metadata, "spec": spec}
+
+
+class KubeLeaseStore:
+    """The election's Lease through ``common.kube`` (RBAC: leases get/create/update)."""
+
+    def __init__(self, client: KubeClient, *, namespace: str, name: str) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._name = name
+
+    def _object(self, record: LeaseRecord) -> KubeObject:
+        return lease_from_record(record, name=self._name, namespace=self._namespace)
+
+    async def get(self) -> LeaseRecord | None:
+        try:
+            obj = await self._client.get_lease(namespace=self._namespace, name=self._name)
+        except KubeError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        return None if obj is None else record_from_lease(obj)
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        spec = self._object(record)["spec"]
+        try:
+            obj = await self._client.create_lease(
+                namespace=self._namespace, name=self._name, spec=spec
+            )
+        except AlreadyExists as exc:
+            raise LeaseConflict(str(exc)) from exc
+        except KubeError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        return record_from_lease(obj)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        if not record.resource_version:
+            raise LeaseConflict("an update needs the resourceVersion it was read at")
+        obj = self._object(record)
+        try:
+            updated = await self._client.update_lease(obj, obj["spec"])
+        except (Conflict, NotFound) as exc:
+            raise LeaseConflict(str(exc)) from exc
+        except KubeError as exc:
+            raise LeaseUnavailable(str(exc)) from exc
+        return record_from_lease(updated)

@@ -1,0 +1,129 @@
+"""Leader election wired into the coordinator's application (DESIGN.md §6).
+
+:func:`elect_leader` puts a :class:`~coordinator.app.election.LeaderElector` on the app under
+``LEADER`` (the binder asks ``app[LEADER].is_leader()`` before every bind) and campaigns while
+the app runs. The leader labels its own pod ``topos.io/leader=true``, which is what the
+coordinator Service selects, so agents' streams and ``kubectl topos`` reach the leader; it
+removes the label when it stops leading, and every coordinator clears a stale label from its pod
+when it starts (a restarted container keeps its pod).
+
+Without a ``leaderElection`` section in the config (tests, single replica, the demo) the
+elector is disabled: this process always leads and nothing is written to the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Final
+
+from aiohttp import web
+
+from common.kube import PODS, KubeClient, KubeError
+from coordinator.app.election import (
+    KubeLeaseStore,
+    LeaderElectionSettings,
+    LeaderElector,
+    LeaseRecord,
+    LeaseStore,
+    LeaseUnavailable,
+)
+
+_log = logging.getLogger("topos.coordinator.app.election")
+
+LEADER: Final = web.AppKey("topos.leader", LeaderElector)
+LEADER_LABEL: Final = "topos.io/leader"
+
+
+class _LazyLeaseStore:
+    """A LeaseStore whose client is connected when the app starts."""
+
+    def __init__(self, settings: LeaderElectionSettings) -> None:
+        self._settings = settings
+        self.client: KubeClient | None = None
+
+    def _store(self) -> LeaseStore:
+        if self.client is None:
+            raise LeaseUnavailable("not connected to the API server yet")
+        s = self._settings
+        return KubeLeaseStore(self.client, namespace=s.namespace, name=s.lease_name)
+
+    async def get(self) -> LeaseRecord | None:
+        return await self._store().get()
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        return await self._store().create(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        return await self._store().update(record)
+
+
+async def _label_own_pod(client: KubeClient, leading: bool) -> None:
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not pod or not namespace:
+        return  # not running in a pod (devcluster, tests): nothing to label
+    patch = {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}}
+    try:
+        await client.patch(PODS, pod, patch, namespace=namespace)
+    except KubeError as exc:
+        _log.warning(
+            "cannot set %s=%s on pod %s/%s: %s", LEADER_LABEL, leading, namespace, pod, exc
+        )
+
+
+def elect_leader(
+    app: web.Application,
+    section: Mapping[str, Any] | None,
+    *,
+    kubeconfig: str | None = None,
+    in_memory: bool = False,
+) -> LeaderElector:
+    """Put the elector on ``app`` and campaign while it runs; returns the elector."""
+    raw = dict(section or {})
+    if section is None or in_memory:
+        raw["enabled"] = False
+    settings = LeaderElectionSettings.from_mapping(raw)
+    store = _LazyLeaseStore(settings)
+    client_box: list[KubeClient] = []
+
+    async def started() -> None:
+        if client_box:
+            await _label_own_pod(client_box[0], True)
+
+    async def stopped() -> None:
+        if client_box:
+            await _label_own_pod(client_box[0], False)
+
+    elector = LeaderElector(store, settings, on_started_leading=started, on_stopped_leading=stopped)
+    app[LEADER] = elector
+    if settings.enabled:
+        app.cleanup_ctx.append(_campaign(elector, store, client_box, kubeconfig))
+    return elector
+
+
+def _campaign(
+    elector: LeaderElector,
+    store: _LazyLeaseStore,
+    client_box: list[KubeClient],
+    kubeconfig: str | None,
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        client = await KubeClient.connect(kubeconfig)
+        store.client = client
+        client_box.append(client)
+        await _label_own_pod(client, False)  # a label left from before a restart
+        task = asyncio.create_task(elector.run(), name="leader-election")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            store.client = None
+            client_box.clear()
+            await client.close()
+
+    return ctx

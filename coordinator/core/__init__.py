@@ -1,0 +1,15 @@
+"""The pure scheduling core: no asyncio, no HTTP, no Kubernetes client.
+
+A pod object and a :class:`~coordinator.core.snapshot.nodeinfo.Snapshot` in, a decision or a
+failure out. Packages, bottom up:
+
+- :mod:`.podspec` — every Topos and alias key of a pod parsed once (``parse_pod``).
+- :mod:`.snapshot` — ``NodeInfo``/``PodInfo``/``Snapshot``: what the plugins look at.
+- :mod:`.framework` — plugin interfaces, status, cycle state, config, ``schedule_one``.
+- :mod:`.plugins` — kube-scheduler's filters and scores plus GPU, MIG and NUMA placement.
+- :mod:`.gangs`, :mod:`.domains`, :mod:`.preemption` — whole-gang planning, leaf/spine
+  domains, victim choice.
+- :mod:`.queue` — the scheduling queue's ordering and backoff (clock injected).
+
+See docs/architecture.md and docs/scheduling.md.
+"""

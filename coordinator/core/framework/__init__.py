@@ -1,0 +1,1 @@
+"""The scheduling framework: plugin interfaces, status, cycle state, config and the cycle."""

@@ -1,0 +1,179 @@
+"""Deciding a whole gang on the scheduling core's snapshot: plan by network rules, confirm every
+member with the per-pod framework, assume on a copy.
+
+:func:`schedule_gang` is what the coordinator's loop calls when a gang has min members:
+
+1. the snapshot's nodes become :class:`~coordinator.core.domains.capacity.NodeState` capacity views;
+2. :func:`~coordinator.core.gangs.plan.plan_gang` picks a node for every member (narrowest domain,
+   strategy order);
+3. each member is run through ``schedule_one`` restricted to its planned node, on a *copy* of the
+   snapshot where the members before it are already assumed — so GPU choice, NUMA policy,
+   affinity, taints and spread constraints all hold for the gang as a whole;
+4. if the core refuses a member on its planned node, that node is excluded for members of that
+   shape and the gang is planned again (a few rounds at most).
+
+The result carries one core ``Decision`` per member (GPUs, NUMA, score, annotations) — the glue
+assumes them on the real snapshot, reserves them in the gang manager, and binds when allowed.
+Nothing here mutates the snapshot passed in.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.layout import DomainKeys, build_layout
+from coordinator.core.domains.select import Member
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.status import Status
+from coordinator.core.gangs.manager import Reservation
+from coordinator.core.gangs.plan import GangPlan, plan_gang
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+
+
+def node_state(node: NodeInfo) -> NodeState:
+    """The capacity view of one snapshot node."""
+    free = {name: node.free(name) for name in node.allocatable}
+    free[GPU] = node.free_whole_gpus
+    unhealthy: frozenset[str] = frozenset()
+    if node.topology is not None:
+        unhealthy = frozenset(g.uuid for g in node.topology.gpus if not g.healthy)
+    return NodeState(
+        name=node.name,
+        labels=node.labels,
+        allocatable=node.allocatable,
+        free=free,
+        schedulable=node.ready and not node.unschedulable and not node.stale,
+        unhealthy_gpus=unhealthy,
+    )
+
+
+def node_states(snapshot: Snapshot) -> list[NodeState]:
+    return [node_state(n) for n in snapshot.nodes]
+
+
+def member_of(pod: PodRequest) -> Member:
+    """A planning member for a pod: pods equal but for name and uid share a shape."""
+    template = replace(pod, name="", uid="", labels={})
+    return Member(name=pod.key, requests=dict(pod.requests), shape=repr(template))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangDecision:
+    plan: GangPlan
+    decisions: tuple[Decision, ...]  # one per planned member, in plan order
+    rounds: int
+
+    def reservations(self) -> list[Reservation]:
+        by_key = {d.pod_key: d for d in self.decisions}
+        out = []
+        for name, node in self.plan.placement.assignments:
+            d = by_key[name]
+            out.append(Reservation(pod=name, node=node, gpus=d.device_ids))
+        return out
+
+
+#: Filters of the default profile that judge a node without its capacity.
+_NODE_GATE: Final = ("NodeHealth", "NodeUnschedulable", "TaintToleration", "NodeAffinity")
+_GATES: weakref.WeakKeyDictionary[Framework, Framework] = weakref.WeakKeyDictionary()
+
+
+def node_gate(framework: Framework) -> Framework:
+    """The framework's node-level filters alone (same config, no scoring)."""
+    gate = _GATES.get(framework)
+    if gate is None:
+        names = [p for p in _NODE_GATE if p not in framework.config.disabled_plugins]
+        gate = _GATES[framework] = Framework.build(framework.config, profile=names)
+    return gate
+
+
+def schedule_gang(
+    pods: Sequence[PodRequest],
+    snapshot: Snapshot,
+    framework: Framework,
+    *,
+    min_member: int | None = None,
+    intent: PlacementIntent | None = None,
+    keys: DomainKeys | None = None,
+    within: Iterable[str] | None = None,
+    max_rounds: int = 8,
+) -> GangDecision | Status:
+    """Decide every member of a gang at once, or say why the gang does not fit now.
+
+    ``within`` restricts the nodes (a recovering gang's replacements: the nodes its recovery plan
+    chose, or the leaves its surviving members occupy).
+    """
+    by_key = {p.key: p for p in pods}
+    members = [member_of(p) for p in pods]
+    shapes = {m.name: m.shape_key for m in members}
+    nodes = node_states(snapshot)
+    layout = build_layout(nodes, keys=keys)
+    refused: dict[tuple[str, str], Status] = {}
+    scope = None if within is None else list(within)
+
+    def eligible(member: Member, node: NodeState) -> Status:
+        return refused.get((member.shape_key, node.name), Status())
+
+    # Where may each shape go at all? The core's node-level filters (health, unschedulable,
+    # taints, node selector and affinity — a GPU model, a pool) once per shape, so the plan
+    # never has to learn them one refused node per round.
+    gate = node_gate(framework)
+    for probe_pod in {shapes[p.key]: p for p in pods}.values():
+        probe = schedule_one(probe_pod, snapshot, gate)
+        if isinstance(probe, Failure) and probe.pod_status is not None:
+            return probe.pod_status  # the pod itself is invalid: no node helps
+        for node_name, verdict in probe.verdicts.items():
+            if not verdict.status.is_success:
+                refused[(shapes[probe_pod.key], node_name)] = verdict.status
+
+    last: Status = Status.unschedulable("pod group does not fit")
+    for round_no in range(1, max_rounds + 1):
+        plan = plan_gang(
+            members,
+            nodes,
+            min_member=min_member,
+            intent=intent,
+            layout=layout,
+            eligible=eligible if refused else None,
+            within=scope,
+        )
+        if isinstance(plan, Status):
+            return plan
+        trial = snapshot.copy()
+        decisions: list[Decision] = []
+        failed = False
+        for name, node in plan.placement.assignments:
+            pod = by_key[name]
+            result = schedule_one(pod, trial, framework, candidate_nodes=(node,))
+            if not isinstance(result, Decision):
+                status = (
+                    result.statuses.get(node)
+                    or result.pod_status
+                    or Status.unschedulable("refused by the scheduling core")
+                )
+                if result.pod_status is not None:
+                    return result.pod_status  # the pod itself is invalid: no node helps
+                refused[(shapes[name], node)] = status
+                last = Status(status.code, status.reasons, status.plugin, result.message)
+                failed = True
+                break
+            trial.assume(pod, node, result.placement)
+            decisions.append(result)
+        if not failed:
+            return GangDecision(plan=plan, decisions=tuple(decisions), rounds=round_no)
+    return last
+
+
+__all__ = [
+    "GangDecision",
+    "member_of",
+    "node_gate",
+    "node_state",
+    "node_states",
+    "schedule_gang",
+]

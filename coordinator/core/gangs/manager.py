@@ -1,0 +1,439 @@
+"""The gang manager: all-or-nothing bookkeeping for pod groups, pure, with an injected clock.
+
+Like scheduler-plugins' Coscheduling manager, minus the informers: the glue tells it what it sees
+(``observe`` / ``remove`` pods), what the planner reserved (``reserve``), what bound (``bound``),
+and asks it what to do (``Allow`` these pods to bind, ``Wait`` with a message, ``Reject``). It
+never reads the cluster and never sleeps; time comes from ``clock()``.
+
+Life of a gang::
+
+    PENDING   fewer than min members exist yet; nothing is held
+    WAITING   min members exist; fewer than min hold reservations (or the last plan failed)
+    RESERVED  min members hold reservations: they are released together for binding
+    BOUND     min members are bound; later members schedule one by one, without waiting
+    TIMED_OUT the timeout passed before the gang was bound: every reservation was released and
+              the gang sits out ``backoff_s`` before it is tried again
+
+Fairness (documented in docs/gangs.md):
+
+* A gang that is not complete holds no capacity in the whole-gang path: the planner reserves all
+  min members in one step or none, so a waiting gang never blocks smaller work, and two gangs
+  planned one after the other cannot deadlock (the second simply does not fit).
+* In the incremental path (members reserved one at a time, Coscheduling-style) reservations of an
+  incomplete gang can be taken away by a gang ordered before it (:meth:`stealable`): higher
+  priority first, then the gang first seen earlier, then by name. Of two gangs that each fit alone
+  but not together, the first in that order always completes.
+* Every reservation held by an incomplete gang expires with the gang's timeout.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from coordinator.core.domains.capacity import Resources
+from coordinator.core.gangs.identity import DEFAULT_TIMEOUT_S, GangKey, GangSpec
+
+
+class Phase(enum.Enum):
+    PENDING = "Pending"
+    WAITING = "Waiting"
+    RESERVED = "Reserved"
+    BOUND = "Bound"
+    TIMED_OUT = "TimedOut"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reservation:
+    """Capacity held for one member until it binds: a node, the devices, the requests."""
+
+    pod: str  # "namespace/name"
+    node: str
+    gpus: tuple[str, ...] = ()
+    requests: Resources = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Allow:
+    """Bind these pods now (all of them; they were released together)."""
+
+    pods: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Keep the reservation, bind nothing yet."""
+
+    message: str
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """The gang gave up this attempt: ``released`` capacity is free again; ``evict`` lists members
+    that were bound while the gang never completed (the glue evicts them so no gang is left
+    partly running)."""
+
+    message: str
+    released: tuple[Reservation, ...] = ()
+    evict: tuple[str, ...] = ()
+
+
+Verdict = Allow | Wait | Reject
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangStatus:
+    """What ``GET /v1/gangs`` shows for one gang."""
+
+    namespace: str
+    name: str
+    source: str
+    phase: str
+    min_member: int
+    members: int
+    reserved: int
+    bound: int
+    priority: int
+    timeout_s: float
+    first_seen: float
+    deadline: float
+    message: str
+    problems: tuple[str, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+
+
+@dataclass(slots=True)
+class _Gang:
+    spec: GangSpec
+    first_seen: float
+    min_member: int
+    timeout_s: float
+    members: set[str] = field(default_factory=set)
+    priorities: dict[str, int] = field(default_factory=dict)
+    reserved: dict[str, Reservation] = field(default_factory=dict)
+    bound: set[str] = field(default_factory=set)
+    admitted: bool = False  # min members reached RESERVED at least once this attempt
+    complete: bool = False  # min members bound
+    backoff_until: float = 0.0
+    last_failure: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def priority(self) -> int:
+        return max(self.priorities.values(), default=0)
+
+    @property
+    def placed(self) -> int:
+        return len(self.reserved) + len(self.bound)
+
+
+class GangManager:
+    """All-or-nothing state of every gang the coordinator knows about."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        backoff_s: float = 10.0,
+    ) -> None:
+        self._clock = clock
+        self._default_timeout = default_timeout_s
+        self._backoff = backoff_s
+        self._gangs: dict[GangKey, _Gang] = {}
+        self._pod_gang: dict[str, GangKey] = {}
+
+    # --- what the glue sees ---------------------------------------------------------------------
+    def observe(self, pod: str, spec: GangSpec, *, priority: int = 0, bound: bool = False) -> None:
+        """A member pod exists (pending, or already ``bound`` — e.g. after a restart)."""
+        gang = self._gangs.get(spec.key)
+        now = self._clock()
+        if gang is None:
+            gang = _Gang(
+                spec=spec,
+                first_seen=now,
+                min_member=spec.min_member,
+                timeout_s=spec.timeout_s or self._default_timeout,
+            )
+            self._gangs[spec.key] = gang
+        elif spec.min_member != gang.min_member:
+            note = (
+                f"members disagree on the minimum: {gang.min_member} and {spec.min_member}; "
+                f"using {max(gang.min_member, spec.min_member)}"
+            )
+            if note not in gang.problems:
+                gang.problems.append(note)
+            gang.min_member = max(gang.min_member, spec.min_member)
+        old = self._pod_gang.get(pod)
+        if old is not None and old != spec.key:
+            self.remove(pod)
+            self.observe(pod, spec, priority=priority, bound=bound)
+            return
+        self._pod_gang[pod] = spec.key
+        gang.members.add(pod)
+        gang.priorities[pod] = priority
+        if bound:
+            gang.reserved.pop(pod, None)
+            gang.bound.add(pod)
+            if len(gang.bound) >= gang.min_member:
+                gang.complete = gang.admitted = True
+
+    def remove(self, pod: str) -> Reject | None:
+        """A member pod is gone. If it held a reservation of a gang that has not bound yet, the
+        whole gang's reservations are released (all or nothing)."""
+        key = self._pod_gang.pop(pod, None)
+        if key is None:
+            return None
+        gang = self._gangs[key]
+        gang.members.discard(pod)
+        gang.priorities.pop(pod, None)
+        gang.bound.discard(pod)
+        held = gang.reserved.pop(pod, None)
+        out: Reject | None = None
+        if held is not None and not gang.complete:
+            out = self._release(gang, f"member {pod} was deleted before the group was bound")
+            out = Reject(out.message, (held, *out.released), out.evict)
+        elif gang.complete and len(gang.bound) < gang.min_member:
+            # A running gang lost a member (eviction for recovery, a crash): it re-forms. The
+            # survivors count as placed; replacements are planned as a group with a fresh timeout.
+            gang.complete = gang.admitted = False
+            gang.first_seen = self._clock()
+            gang.last_failure = (
+                f"member {pod} is gone: {len(gang.bound)}/{gang.min_member} members bound"
+            )
+        if not gang.members:
+            del self._gangs[key]
+        return out
+
+    # --- what the scheduling loop asks -----------------------------------------------------------
+    def gang_of_pod(self, pod: str) -> GangKey | None:
+        return self._pod_gang.get(pod)
+
+    def ready_to_plan(self, key: GangKey) -> bool:
+        """Min members exist, none of the gang's attempt is in flight, and no backoff is due."""
+        gang = self._gangs.get(key)
+        if gang is None or gang.complete or gang.admitted:
+            return False
+        if self._clock() < gang.backoff_until:
+            return False
+        return len(gang.members) >= gang.min_member
+
+    def unplaced(self, key: GangKey) -> tuple[str, ...]:
+        """Members with neither a reservation nor a bind, sorted."""
+        gang = self._gangs.get(key)
+        if gang is None:
+            return ()
+        return tuple(sorted(gang.members - gang.reserved.keys() - gang.bound))
+
+    def needed(self, key: GangKey) -> int:
+        """How many more members must be placed before the gang may bind."""
+        gang = self._gangs.get(key)
+        return 0 if gang is None else max(0, gang.min_member - gang.placed)
+
+    def reserve(self, key: GangKey, reservations: Iterable[Reservation]) -> Verdict:
+        """Hold capacity for members (a whole-gang plan, or one member at a time).
+
+        Returns ``Allow`` with every reserved member once min members are placed, else ``Wait``.
+        Members of a gang that is already bound are allowed at once.
+        """
+        gang = self._gangs.get(key)
+        if gang is None:
+            return Reject(f"pod group {key} is unknown")
+        for r in reservations:
+            if r.pod not in gang.members:
+                return Reject(f"pod {r.pod} is not a member of pod group {key}")
+        for r in reservations:
+            if r.pod not in gang.bound:
+                gang.reserved[r.pod] = r
+        if gang.complete:
+            return Allow(tuple(sorted(gang.reserved)))
+        if gang.placed >= gang.min_member:
+            gang.admitted = True
+            gang.last_failure = ""
+            return Allow(tuple(sorted(gang.reserved)))
+        return Wait(self.message(key), self._deadline(gang))
+
+    def bound(self, pod: str) -> None:
+        """The bind of a released member succeeded."""
+        key = self._pod_gang.get(pod)
+        if key is None:
+            return
+        gang = self._gangs[key]
+        gang.reserved.pop(pod, None)
+        gang.bound.add(pod)
+        if len(gang.bound) >= gang.min_member:
+            gang.complete = True
+
+    def bind_failed(self, pod: str, reason: str) -> Reject | None:
+        """A released member could not bind: the gang's attempt is abandoned as a whole."""
+        key = self._pod_gang.get(pod)
+        if key is None:
+            return None
+        gang = self._gangs[key]
+        if gang.complete:
+            gang.reserved.pop(pod, None)
+            return Reject(f"pod {pod} could not bind: {reason}")
+        return self._release(gang, f"member {pod} could not bind: {reason}")
+
+    def reject(self, key: GangKey, reason: str) -> Reject:
+        """The planner found no room for the gang: release everything it holds, keep waiting."""
+        gang = self._gangs.get(key)
+        if gang is None:
+            return Reject(f"pod group {key} is unknown")
+        out = self._release(gang, reason, backoff=False)
+        gang.last_failure = reason
+        return out
+
+    def tick(self) -> list[tuple[GangKey, Reject]]:
+        """Expire gangs past their timeout that are not bound; returns what was released."""
+        now = self._clock()
+        out: list[tuple[GangKey, Reject]] = []
+        for key in sorted(self._gangs):
+            gang = self._gangs[key]
+            if gang.complete or now < gang.backoff_until:
+                continue
+            if now >= self._deadline(gang):
+                placed, need = gang.placed, gang.min_member
+                msg = (
+                    f"pod group {key.name} timed out after {gang.timeout_s:g}s: "
+                    f"{placed}/{need} members placed"
+                )
+                out.append((key, self._release(gang, msg)))
+        return out
+
+    def stealable(self, key: GangKey) -> list[tuple[GangKey, tuple[Reservation, ...]]]:
+        """Incomplete gangs ordered after ``key`` that hold reservations ``key`` may take."""
+        me = self._gangs.get(key)
+        if me is None:
+            return []
+        mine = self.order_key(key)
+        out = []
+        for other_key, other in self._gangs.items():
+            if other_key == key or other.complete or other.admitted or not other.reserved:
+                continue
+            if self.order_key(other_key) > mine:
+                out.append((other_key, tuple(other.reserved.values())))
+        return sorted(out, key=lambda kv: self.order_key(kv[0]), reverse=True)
+
+    def revoke(self, key: GangKey, *, by: GangKey) -> Reject:
+        """Take every reservation away from an incomplete gang (for ``by``, ordered before it)."""
+        gang = self._gangs.get(key)
+        if gang is None:
+            return Reject(f"pod group {key} is unknown")
+        out = self._release(gang, f"reservations given to pod group {by}", backoff=False)
+        gang.last_failure = out.message
+        return out
+
+    def order_key(self, key: GangKey) -> tuple[int, float, str, str]:
+        """Queue order: higher priority first, then first seen, then namespace/name."""
+        gang = self._gangs.get(key)
+        if gang is None:
+            return (0, float("inf"), key.namespace, key.name)
+        return (-gang.priority, gang.first_seen, key.namespace, key.name)
+
+    def reservations(self) -> list[Reservation]:
+        """Everything held and not yet bound: assume these in each cycle's snapshot."""
+        return [r for g in self._gangs.values() for r in g.reserved.values()]
+
+    # --- what users see -------------------------------------------------------------------------
+    def message(self, key: GangKey) -> str:
+        gang = self._gangs.get(key)
+        if gang is None:
+            return f"pod group {key} is unknown"
+        name = key.name
+        if gang.complete:
+            return f"pod group {name}: {len(gang.bound)}/{gang.min_member} members bound"
+        text = f"waiting for pod group {name}: {gang.placed}/{gang.min_member} members placed"
+        if len(gang.members) < gang.min_member:
+            text += f" ({len(gang.members)} of {gang.min_member} pods exist)"
+        if gang.last_failure:
+            text += f"; {gang.last_failure}"
+        return text
+
+    def status(self, key: GangKey) -> GangStatus | None:
+        gang = self._gangs.get(key)
+        if gang is None:
+            return None
+        return GangStatus(
+            namespace=key.namespace,
+            name=key.name,
+            source=gang.spec.source,
+            phase=self._phase(gang).value,
+            min_member=gang.min_member,
+            members=len(gang.members),
+            reserved=len(gang.reserved),
+            bound=len(gang.bound),
+            priority=gang.priority,
+            timeout_s=gang.timeout_s,
+            first_seen=gang.first_seen,
+            deadline=self._deadline(gang),
+            message=self.message(key),
+            problems=tuple(gang.problems),
+            reservations=tuple(sorted(gang.reserved.values(), key=lambda r: r.pod)),
+        )
+
+    def statuses(self) -> list[GangStatus]:
+        out = [self.status(k) for k in sorted(self._gangs, key=self.order_key)]
+        return [s for s in out if s is not None]
+
+    # --- internals ------------------------------------------------------------------------------
+    def _phase(self, gang: _Gang) -> Phase:
+        if gang.complete:
+            return Phase.BOUND
+        if self._clock() < gang.backoff_until:
+            return Phase.TIMED_OUT
+        if gang.admitted:
+            return Phase.RESERVED
+        if len(gang.members) < gang.min_member:
+            return Phase.PENDING
+        return Phase.WAITING
+
+    def _deadline(self, gang: _Gang) -> float:
+        return gang.first_seen + gang.timeout_s
+
+    def _release(self, gang: _Gang, message: str, *, backoff: bool = True) -> Reject:
+        released = tuple(sorted(gang.reserved.values(), key=lambda r: r.pod))
+        evict = tuple(sorted(gang.bound)) if not gang.complete else ()
+        gang.reserved.clear()
+        gang.admitted = False
+        now = self._clock()
+        if backoff:
+            gang.backoff_until = now + self._backoff
+            gang.first_seen = gang.backoff_until  # a fresh timeout for the next attempt
+            gang.last_failure = message
+            # Members bound by an attempt that never completed are evicted by the glue; they are
+            # no longer counted as bound.
+            gang.bound.clear()
+        return Reject(message, released, evict)
+
+
+def members_by_gang(
+    pods: Mapping[str, GangSpec | None],
+) -> dict[GangKey, list[str]]:
+    """Group pod keys by gang (helper for the glue's queue)."""
+    out: dict[GangKey, list[str]] = {}
+    for pod, spec in pods.items():
+        if spec is not None:
+            out.setdefault(spec.key, []).append(pod)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def sorted_gangs(manager: GangManager, keys: Sequence[GangKey]) -> list[GangKey]:
+    """Gangs in the order the manager serves them."""
+    return sorted(keys, key=manager.order_key)
+
+
+__all__ = [
+    "Allow",
+    "GangManager",
+    "GangStatus",
+    "Phase",
+    "Reject",
+    "Reservation",
+    "Verdict",
+    "Wait",
+    "members_by_gang",
+    "sorted_gangs",
+]

@@ -1,0 +1,203 @@
+"""Recovery planning: after GPUs or nodes fail, re-place every affected gang as a whole unit, with
+the fewest moves.
+
+Input is plain data: the nodes' capacity (the failed GPUs already excluded from ``free`` when they
+were idle), the running pods with the GPUs they hold and their gang, and what failed — nodes
+(NotReady, or their agent stale past its TTL) and GPUs (XID / lost, per node). For each affected
+unit (a gang with all its running members, or a lone pod), in priority order:
+
+1. **Fewest moves**: the healthy members stay; only the members on failed hardware move, into the
+   gang's current network domain (the leaves it already occupies, then their spine).
+2. Otherwise **the whole gang moves**: every member is re-placed by the usual network rules, as
+   if newly submitted (capacity held by the gang itself counts as free).
+3. Otherwise the gang cannot run now: every member is evicted so none is left half running, and
+   the gang waits whole in the queue.
+
+Each decision is applied to the capacity before the next unit is planned, so two affected gangs
+never get the same room. Nothing is evicted here: the glue evicts (Eviction API) what ``evict``
+lists and reserves the new places for the replacement pods in the gang manager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from coordinator.core.domains.capacity import GPU, NodeState, add, subtract
+from coordinator.core.domains.layout import DomainKeys, build_layout
+from coordinator.core.domains.select import EligibleFn, Member, Placement, place_members
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.framework.status import Status
+from coordinator.core.preemption.victims import RunningPod
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitRecovery:
+    unit: str  # "gang:<namespace/name>" or the pod key
+    affected: tuple[str, ...]  # pods on failed hardware
+    kept: tuple[str, ...]  # members that stay where they are
+    moves: tuple[tuple[str, str], ...]  # (pod, new node) — the pod is evicted and replaced there
+    evict: tuple[str, ...]  # every pod the glue evicts (moves and, when waiting, all members)
+    mode: str  # "partial" | "whole" | "wait"
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryPlan:
+    units: tuple[UnitRecovery, ...]
+
+    @property
+    def moves(self) -> int:
+        return sum(len(u.moves) for u in self.units)
+
+    @property
+    def evictions(self) -> tuple[str, ...]:
+        return tuple(sorted(p for u in self.units for p in u.evict))
+
+
+def affected_pods(
+    running: Iterable[RunningPod],
+    *,
+    failed_nodes: Iterable[str] = (),
+    failed_gpus: Mapping[str, Iterable[str]] | None = None,
+) -> list[RunningPod]:
+    """Pods on a failed node, or holding a failed GPU."""
+    down = set(failed_nodes)
+    bad = {node: set(ids) for node, ids in (failed_gpus or {}).items()}
+    return [p for p in running if p.node in down or (bad.get(p.node, set()) & set(p.gpus))]
+
+
+def plan_recovery(
+    nodes: Sequence[NodeState],
+    running: Sequence[RunningPod],
+    *,
+    failed_nodes: Iterable[str] = (),
+    failed_gpus: Mapping[str, Iterable[str]] | None = None,
+    intents: Mapping[str, PlacementIntent] | None = None,
+    keys: DomainKeys | None = None,
+    eligible: EligibleFn | None = None,
+) -> RecoveryPlan:
+    """Re-placement of every unit touched by the failures (see the module docstring)."""
+    down = set(failed_nodes)
+    bad = {node: set(ids) for node, ids in (failed_gpus or {}).items()}
+    hit = affected_pods(running, failed_nodes=down, failed_gpus=bad)
+    if not hit:
+        return RecoveryPlan(units=())
+    layout = build_layout(nodes, keys=keys)
+    state: dict[str, NodeState] = {
+        n.name: (replace(n, schedulable=False) if n.name in down else n) for n in nodes
+    }
+    units: dict[str, list[RunningPod]] = {}
+    for pod in running:
+        units.setdefault(f"gang:{pod.gang}" if pod.gang else pod.key, []).append(pod)
+    hit_keys = {p.key for p in hit}
+    touched = sorted(
+        {u for u, pods in units.items() if any(p.key in hit_keys for p in pods)},
+        key=lambda u: (-max(p.priority for p in units[u]), u),
+    )
+
+    def give_back(pods: Iterable[RunningPod]) -> None:
+        for pod in pods:
+            if pod.node in down or pod.node not in state:
+                continue
+            node = state[pod.node]
+            free = dict(node.free)
+            back = dict(pod.requests)
+            lost = len(bad.get(pod.node, set()) & set(pod.gpus))
+            if lost:
+                back[GPU] = max(0, back.get(GPU, 0) - lost)
+            add(free, back)
+            state[pod.node] = replace(node, free=free)
+
+    def take(placement: Placement, members: Sequence[Member]) -> None:
+        by_name = {m.name: m for m in members}
+        for name, node_name in placement.assignments:
+            node = state[node_name]
+            free = dict(node.free)
+            subtract(free, by_name[name].requests)
+            state[node_name] = replace(node, free=free)
+
+    out: list[UnitRecovery] = []
+    for unit in touched:
+        pods = sorted(units[unit], key=lambda p: p.key)
+        movers = [p for p in pods if p.key in hit_keys]
+        stay = [p for p in pods if p.key not in hit_keys]
+        intent = (intents or {}).get(unit)
+        # Capacity the movers held on healthy nodes (minus dead GPUs) is free again.
+        give_back(movers)
+        mover_members = [Member(name=p.key, requests=dict(p.requests)) for p in movers]
+        found: Placement | Status = Status.unschedulable("no healthy member to anchor to")
+        if stay:
+            leaves = {layout.leaf_of[p.node] for p in stay if p.node in layout.leaf_of}
+            spines = {layout.spine_of[p.node] for p in stay if p.node in layout.spine_of}
+            scopes: list[set[str]] = []
+            if leaves:
+                scopes.append({n for leaf in leaves for n in layout.leaves[leaf].nodes})
+            if spines:
+                scopes.append({n for s in spines for n in layout.nodes_in(s)})
+            if not leaves and not spines:
+                scopes.append(set(state))
+            for scope in scopes:
+                found = place_members(
+                    mover_members,
+                    list(state.values()),
+                    intent=intent,
+                    layout=layout,
+                    eligible=eligible,
+                    within=scope,
+                )
+                if isinstance(found, Placement):
+                    break
+        if isinstance(found, Placement):
+            take(found, mover_members)
+            out.append(
+                UnitRecovery(
+                    unit=unit,
+                    affected=tuple(p.key for p in movers),
+                    kept=tuple(p.key for p in stay),
+                    moves=found.assignments,
+                    evict=tuple(p.key for p in movers),
+                    mode="partial",
+                    message=f"{unit}: {len(movers)} of {len(pods)} members move; "
+                    f"the rest stay ({found.tier} {found.domain})",
+                )
+            )
+            continue
+        # The whole unit moves: what the healthy members hold is free for the re-placement.
+        give_back(stay)
+        everyone = [Member(name=p.key, requests=dict(p.requests)) for p in pods]
+        whole = place_members(
+            everyone, list(state.values()), intent=intent, layout=layout, eligible=eligible
+        )
+        if isinstance(whole, Placement):
+            take(whole, everyone)
+            moved = tuple((m, n) for m, n in whole.assignments)
+            out.append(
+                UnitRecovery(
+                    unit=unit,
+                    affected=tuple(p.key for p in movers),
+                    kept=(),
+                    moves=moved,
+                    evict=tuple(p.key for p in pods),
+                    mode="whole",
+                    message=f"{unit}: all {len(pods)} members move together to "
+                    f"{whole.tier} {whole.domain}",
+                )
+            )
+            continue
+        out.append(
+            UnitRecovery(
+                unit=unit,
+                affected=tuple(p.key for p in movers),
+                kept=(),
+                moves=(),
+                evict=tuple(p.key for p in pods),
+                mode="wait",
+                message=f"{unit}: cannot be re-placed now ({whole.message}); "
+                "all members are released and the group waits whole",
+            )
+        )
+    return RecoveryPlan(units=tuple(out))
+
+
+__all__ = ["RecoveryPlan", "UnitRecovery", "affected_pods", "plan_recovery"]

@@ -1,0 +1,126 @@
+"""GPU, MIG and NUMA placement plugins.
+
+``GpuTopology`` filters nodes by what the pod needs inside them (GPU count on the real free
+GPUs, per-GPU memory, MIG instances, locality, NUMA policy — see ``placement.py``), records the
+chosen GPUs/MIG instances/NUMA nodes per feasible node, and scores the link class of the chosen
+GPUs. ``NumaTopology`` scores NUMA alignment, ``GpuPacking`` bin-packs (or spreads) GPU pods
+across nodes, and ``GpuAvailability`` keeps CPU-only pods off nodes with free GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.cycle import PLACEMENTS
+from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.status import SKIP, SUCCESS, Status
+from coordinator.core.plugins.gpuchoice import topology_index
+from coordinator.core.plugins.placement import device_key, plan_placement
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+
+__all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
+
+_DEVICE_KEY: Final = StateKey[tuple[object, ...]]("GpuTopology.device_key")
+
+# Score of the worst link among the chosen GPUs (a single GPU counts as NVLink-perfect).
+_LINK_SCORE: Final = {
+    "X": 100.0,
+    "NV": 100.0,
+    "PIX": 80.0,
+    "PXB": 70.0,
+    "PHB": 55.0,
+    "NODE": 40.0,
+    "SYS": 20.0,
+}
+
+
+class GpuTopology:
+    name = "GpuTopology"
+    node_local = True
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        if pod.wants_devices or pod.numa_policy is not None:
+            state.write(_DEVICE_KEY, device_key(pod))
+            return SUCCESS
+        return SKIP
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        plan = plan_placement(node, pod, state.get(_DEVICE_KEY))
+        if isinstance(plan, Status):
+            return plan
+        state.read(PLACEMENTS)[node.name] = plan.placement
+        return SUCCESS
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if pod.gpus > 1 else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        placement = state.read(PLACEMENTS).get(node.name)
+        if placement is None or node.topology is None or len(placement.gpus) < 2:
+            return 0.0  # no topology known: nothing to promise
+        worst = topology_index(node.topology).worst(placement.gpus)
+        return _LINK_SCORE[worst.kind]
+
+
+class NumaTopology:
+    name = "NumaTopology"
+    node_local = True
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if pod.numa_policy is not None else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        placement = state.read(PLACEMENTS).get(node.name)
+        if placement is None or not placement.numa_usage:
+            return 0.0  # not pinned: best-effort could not align here
+        return 100.0 / len(placement.numa_usage)
+
+
+def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
+    """(device slots on the node, slots in use) counting whole GPUs and MIG instances."""
+    total = node.gpu_slots
+    return total, min(total, node.gpu_slots_used)
+
+
+class GpuPacking:
+    name = "GpuPacking"
+    node_local = True
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.spread = config.packing == "spread"
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if pod.wants_devices else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        total, used = _gpu_totals(node)
+        if total == 0:
+            return 0.0
+        after = min(total, used + pod.gpus + pod.mig_count)
+        share = 100.0 * after / total
+        return 100.0 - share if self.spread else share
+
+
+class GpuAvailability:
+    name = "GpuAvailability"
+    node_local = True
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SKIP if pod.wants_devices else SUCCESS
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        total, used = _gpu_totals(node)
+        if total == 0:
+            return 100.0
+        return 100.0 * used / total

@@ -1,0 +1,174 @@
+"""Pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity plugin.
+
+Counts are kept per *topology pair* (a node label key and value): PreFilter walks the pods of
+the snapshot once and records
+
+- where existing pods' required anti-affinity terms match the incoming pod (symmetry: a pod may
+  not land where an existing pod refuses it — "node(s) didn't satisfy existing pods anti-affinity
+  rules");
+- where existing pods match *all* the incoming pod's required affinity terms;
+- where existing pods match each of its required anti-affinity terms.
+
+Filter checks the node's pairs, in kube-scheduler's order: the pod's affinity, its
+anti-affinity, then the existing pods' anti-affinity. A pod whose affinity terms no existing pod
+matches may still go where the node has the topology keys, when it matches its own terms (the
+first pod of a group that wants to be together). Score sums preferred weights (both ways, plus
+existing pods' required affinity terms at weight 1) per pair, min-max normalised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
+from coordinator.core.podspec.parse import AffinityTerm, PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+
+__all__ = ["InterPodAffinity"]
+
+Pair = tuple[str, str]
+HARD_POD_AFFINITY_WEIGHT: Final = 1  # kube-scheduler's hardPodAffinityWeight default
+
+
+@dataclass(slots=True)
+class _FilterState:
+    existing_anti: dict[Pair, int] = field(default_factory=dict)
+    affinity: dict[Pair, int] = field(default_factory=dict)
+    anti: dict[Pair, int] = field(default_factory=dict)
+    matches_own_terms: bool = False
+
+
+_FILTER: Final = StateKey[_FilterState]("InterPodAffinity.filter")
+_SCORE: Final = StateKey[dict[Pair, int]]("InterPodAffinity.score")
+
+_EXISTING = Status.unschedulable(Reason.EXISTING_ANTI_AFFINITY)
+_ANTI = Status.unschedulable(Reason.POD_ANTI_AFFINITY)
+_AFFINITY = Status.unresolvable(Reason.POD_AFFINITY)
+
+
+def _bump(counts: dict[Pair, int], node: NodeInfo, key: str, by: int) -> None:
+    value = node.labels.get(key)
+    if value is not None:
+        pair = (key, value)
+        counts[pair] = counts.get(pair, 0) + by
+
+
+def _matches(
+    term: AffinityTerm,
+    namespace: str,
+    labels: Mapping[str, str],
+    namespaces: Mapping[str, Mapping[str, str]],
+) -> bool:
+    return term.matches_pod(namespace, labels, namespaces.get(namespace))
+
+
+class InterPodAffinity:
+    name = "InterPodAffinity"
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        ns_labels = snapshot.namespaces
+        fs = _FilterState()
+        with_affinity = snapshot.pods_with_affinity()
+        any_existing_anti = False
+        for node, existing in with_affinity:
+            if existing.anti_affinity:
+                any_existing_anti = True
+                for term in existing.anti_affinity:
+                    if _matches(term, pod.namespace, pod.labels, ns_labels):
+                        _bump(fs.existing_anti, node, term.topology_key, 1)
+        if not (pod.pod_affinity or pod.pod_anti_affinity or any_existing_anti):
+            return SKIP
+        if pod.pod_affinity:
+            # An existing pod counts when it matches *all* the terms: the first term's
+            # selector narrows the candidates.
+            for node, existing in snapshot.pods_selected_by(pod.pod_affinity[0].selector):
+                if all(
+                    _matches(t, existing.namespace, existing.labels, ns_labels)
+                    for t in pod.pod_affinity
+                ):
+                    for t in pod.pod_affinity:
+                        _bump(fs.affinity, node, t.topology_key, 1)
+        for t in pod.pod_anti_affinity:
+            for node, existing in snapshot.pods_selected_by(t.selector):
+                if _matches(t, existing.namespace, existing.labels, ns_labels):
+                    _bump(fs.anti, node, t.topology_key, 1)
+        fs.matches_own_terms = all(
+            _matches(t, pod.namespace, pod.labels, ns_labels) for t in pod.pod_affinity
+        )
+        state.write(_FILTER, fs)
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        # kube-scheduler's order (1.2x+): the pod's affinity, its anti-affinity, then the
+        # existing pods' anti-affinity towards it.
+        fs = state.read(_FILTER)
+        labels = node.labels
+        if pod.pod_affinity:
+            pods_exist = True
+            for t in pod.pod_affinity:
+                value = labels.get(t.topology_key)
+                if value is None:
+                    return _AFFINITY  # every topology key must exist on the node
+                if fs.affinity.get((t.topology_key, value), 0) <= 0:
+                    pods_exist = False
+            if not pods_exist and not (not fs.affinity and fs.matches_own_terms):
+                return _AFFINITY
+        for t in pod.pod_anti_affinity:
+            value = labels.get(t.topology_key)
+            if value is not None and fs.anti.get((t.topology_key, value), 0) > 0:
+                return _ANTI
+        if fs.existing_anti:
+            for pair in labels.items():
+                if fs.existing_anti.get(pair, 0) > 0:
+                    return _EXISTING
+        return SUCCESS
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        ns_labels = snapshot.namespaces
+        counts: dict[Pair, int] = {}
+        with_affinity = snapshot.pods_with_affinity()
+        if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or with_affinity):
+            return SKIP
+        for sign, weighted in (
+            (1, pod.pod_affinity_preferred),
+            (-1, pod.pod_anti_affinity_preferred),
+        ):
+            for w in weighted:
+                for node, existing in snapshot.pods_selected_by(w.term.selector):
+                    if _matches(w.term, existing.namespace, existing.labels, ns_labels):
+                        _bump(counts, node, w.term.topology_key, sign * w.weight)
+        for node, existing in with_affinity:
+            for t in existing.affinity:
+                if _matches(t, pod.namespace, pod.labels, ns_labels):
+                    _bump(counts, node, t.topology_key, HARD_POD_AFFINITY_WEIGHT)
+            for w in existing.affinity_preferred:
+                if _matches(w.term, pod.namespace, pod.labels, ns_labels):
+                    _bump(counts, node, w.term.topology_key, w.weight)
+            for w in existing.anti_affinity_preferred:
+                if _matches(w.term, pod.namespace, pod.labels, ns_labels):
+                    _bump(counts, node, w.term.topology_key, -w.weight)
+        if not any(counts.values()):
+            return SKIP  # every node would score the same
+        state.write(_SCORE, counts)
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        counts = state.read(_SCORE)
+        labels = node.labels
+        if len(counts) < len(labels):
+            return float(sum(n for (k, v), n in counts.items() if labels.get(k) == v))
+        return float(sum(counts.get(pair, 0) for pair in labels.items()))
+
+    def normalize_scores(
+        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
+    ) -> None:
+        if not scores:
+            return
+        lo, hi = min(scores.values()), max(scores.values())
+        for name, value in scores.items():
+            scores[name] = 0.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)

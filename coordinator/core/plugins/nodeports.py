@@ -1,0 +1,30 @@
+"""Host ports, as kube-scheduler's NodePorts plugin: a pod binding ``hostPort`` P/protocol may
+not go where a pod already binds the same port and protocol on the same address, or where
+either side listens on all addresses ("node(s) didn't have free ports for the requested pod
+ports")."""
+
+from __future__ import annotations
+
+from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+
+__all__ = ["NodePorts"]
+
+_TAKEN = Status.unschedulable(Reason.NODE_PORTS)
+
+
+class NodePorts:
+    name = "NodePorts"
+    node_local = True
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        return SUCCESS if pod.host_ports else SKIP
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        for wanted in pod.host_ports:
+            for used in node.used_ports:
+                if wanted.conflicts(used):
+                    return _TAKEN
+        return SUCCESS

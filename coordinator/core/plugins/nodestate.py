@@ -1,0 +1,38 @@
+"""Node-level gates: stale agents (NodeHealth) and cordoned nodes (NodeUnschedulable)."""
+
+from __future__ import annotations
+
+from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.status import SUCCESS, Reason, Status
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import UNSCHEDULABLE_TAINT, NodeInfo
+
+__all__ = ["NodeHealth", "NodeUnschedulable"]
+
+_STALE = Status.unresolvable(Reason.STALE_AGENT)
+_CORDONED = Status.unresolvable(Reason.NODE_UNSCHEDULABLE)
+
+
+class NodeHealth:
+    """No new placements on a node whose agent went silent (its inventory may be wrong)."""
+
+    name = "NodeHealth"
+    node_local = True
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        return _STALE if node.stale else SUCCESS
+
+
+class NodeUnschedulable:
+    """``spec.unschedulable`` (kubectl cordon) keeps pods off unless they tolerate
+    ``node.kubernetes.io/unschedulable:NoSchedule``, as in kube-scheduler."""
+
+    name = "NodeUnschedulable"
+    node_local = True
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        if not node.unschedulable:
+            return SUCCESS
+        if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
+            return SUCCESS
+        return _CORDONED

@@ -1,0 +1,314 @@
+"""Where inside one node a pod goes: which GPUs, which MIG instances, which NUMA nodes.
+
+NUMA policies (DESIGN.md §4), over the resources the pod names (``cpu``, ``memory``,
+``nvidia.com/gpu``; all three by default):
+
+``best-effort``  prefer one NUMA node holding everything; otherwise place anyway.
+``restricted``   use the fewest NUMA nodes whose free capacity together fits.
+``single-numa``  everything from one NUMA node, or the node is rejected with
+                 "no single NUMA node has sufficient capacity".
+``isolated``     one NUMA node no other pod uses (and none will while this pod runs).
+
+Without a policy the pod is not pinned; its NUMA nodes are reported as those of its GPUs.
+The result is a :class:`Plan` (a :class:`~.nodeinfo.Placement` plus what scoring needs) or a
+rejecting :class:`~.status.Status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+from coordinator.core.framework.status import Reason, Status
+from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
+from coordinator.core.podspec.parse import GPU_RESOURCE, PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, NumaFree, NumaUse, Placement, gpu_numa
+
+__all__ = ["Plan", "device_key", "plan_placement"]
+
+_GPU_MEMORY_LABELS = ("topos.io/gpu.memory", "nvidia.com/gpu.memory")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    placement: Placement
+    choice: GpuChoice | None  # whole-GPU choice (None without whole GPUs or topology)
+    numa_span: int  # NUMA nodes the pinned resources span (0: not pinned / unknown)
+    aligned: bool  # everything the policy names sits on one NUMA node
+
+
+_EMPTY_PLAN = Plan(Placement(), None, 0, False)
+
+
+def device_key(pod: PodRequest) -> tuple[object, ...]:
+    """What in-node placement reads from a pod."""
+    aligned = pod.numa_resources if pod.numa_policy else frozenset()
+    return (
+        pod.gpus,
+        pod.mig,
+        pod.gpu_memory_min_mib,
+        pod.gpu_locality,
+        pod.numa_policy,
+        aligned,
+        pod.requests.get("cpu", 0) if "cpu" in aligned else 0,
+        pod.requests.get("memory", 0) if "memory" in aligned else 0,
+    )
+
+
+# Plans depend only on (hardware shape, device state, device key): nodes that look alike share
+# them. A memo of a pure function; bounded.
+_PLANS: dict[tuple[object, ...], Plan | Status] = {}
+_PLANS_LIMIT = 200_000
+
+
+def plan_placement(
+    node: NodeInfo, pod: PodRequest, key: tuple[object, ...] | None = None
+) -> Plan | Status:
+    """The plan for ``pod`` on ``node`` (``key``: :func:`device_key` of the pod, if known)."""
+    if node.topology is None:
+        return _plan_without_topology(node, pod)
+    memo_key = (
+        topology_index(node.topology) if node.topology.gpus else None,
+        node.device_token,
+        key if key is not None else device_key(pod),
+    )
+    hit = _PLANS.get(memo_key)
+    if hit is None:
+        hit = _plan(node, pod)
+        if len(_PLANS) >= _PLANS_LIMIT:
+            _PLANS.clear()
+        _PLANS[memo_key] = hit
+    return hit
+
+
+def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
+    topo = node.topology
+    assert topo is not None
+    policy = pod.numa_policy
+    aligned_res = pod.numa_resources if policy else frozenset()
+    cpu = pod.requests.get("cpu", 0) if "cpu" in aligned_res else 0
+    mem = pod.requests.get("memory", 0) if "memory" in aligned_res else 0
+    gpu_aligned = "nvidia.com/gpu" in aligned_res and pod.wants_devices
+
+    index = topology_index(topo) if topo.gpus else None
+    allowed_gpus = node.free_gpus
+    if pod.gpu_memory_min_mib is not None and index is not None:
+        allowed_gpus = tuple(
+            i for i in allowed_gpus if (index.memory[i] or 0) >= pod.gpu_memory_min_mib
+        )
+
+    # 1. Can the devices fit at all, ignoring NUMA? (the most telling reason when they can't)
+    base = _devices(node, pod, allowed_gpus, None)
+    if isinstance(base, Status):
+        return base
+    if policy is None:
+        numa = _numa_of_devices(node, base)
+        return Plan(
+            Placement(gpus=base[0].gpus if base[0] else (), mig=base[1], numa=numa),
+            base[0],
+            0,
+            False,
+        )
+    if not node.numa_free:
+        if policy == "best-effort":
+            return Plan(
+                Placement(gpus=base[0].gpus if base[0] else (), mig=base[1]), base[0], 0, False
+            )
+        return Status.unresolvable(Reason.NO_NUMA_TOPOLOGY)
+
+    # 2. NUMA options in the policy's order of preference.
+    numas = node.numa_free
+    singles = [(n,) for n in numas]
+    if policy == "isolated":
+        singles = [(n,) for n in numas if not n.busy]
+        if not singles:
+            return Status.unschedulable(
+                Reason.NUMA_ISOLATED, detail=f"every NUMA node in use ({_numa_text(numas)})"
+            )
+    options: list[tuple[NumaFree, ...]]
+    if policy == "restricted":
+        options = []
+        for k in range(1, len(numas) + 1):
+            options = [c for c in combinations(numas, k) if _fits(c, cpu, mem)]
+            if options and any(
+                not isinstance(
+                    _devices(node, pod, _gpus_on(c, allowed_gpus, gpu_aligned), c), Status
+                )
+                for c in options
+            ):
+                break
+    else:
+        options = list(singles)
+
+    best: tuple[tuple[object, ...], Plan] | None = None
+    for option in options:
+        if not _fits(option, cpu, mem):
+            continue
+        devices = _devices(
+            node, pod, _gpus_on(option, allowed_gpus, gpu_aligned), option if gpu_aligned else None
+        )
+        if isinstance(devices, Status):
+            continue
+        choice, mig = devices
+        ids = tuple(sorted(n.numa for n in option))
+        usage = _usage(option, cpu, mem)
+        placement = Placement(
+            gpus=choice.gpus if choice else (),
+            mig=mig,
+            numa=ids,
+            numa_usage=usage,
+            exclusive_numa=policy == "isolated",
+        )
+        plan = Plan(placement, choice, len(option), len(option) == 1)
+        # Prefer the better GPU set, then the tightest fit (keep roomy NUMA nodes free), then id.
+        gkey: tuple[object, ...] = (
+            (choice.worst.rank, tuple(-g for g in choice.groups_left)) if choice else (0, ())
+        )
+        leftover = sum(n.cpu_milli for n in option) - cpu
+        key = (len(option), gkey, leftover, ids)
+        if best is None or key < best[0]:
+            best = (key, plan)
+    if best is not None:
+        return best[1]
+    if policy == "best-effort":
+        return Plan(
+            Placement(
+                gpus=base[0].gpus if base[0] else (), mig=base[1], numa=_numa_of_devices(node, base)
+            ),
+            base[0],
+            0,
+            False,
+        )
+    if policy == "restricted":
+        return Status.unschedulable(Reason.NUMA_RESTRICTED, detail=_want_text(cpu, mem, pod, numas))
+    return Status.unschedulable(Reason.NUMA_SINGLE, detail=_want_text(cpu, mem, pod, numas))
+
+
+def _numa_text(numas: Sequence[NumaFree]) -> str:
+    def amount(value: int, unit: int) -> str:
+        return "?" if value >= 2**61 else str(value // unit)  # capacity the node did not report
+
+    return "; ".join(
+        f"NUMA {n.numa}: {amount(n.cpu_milli, 1000)} CPUs, {amount(n.memory, 2**30)} GiB, "
+        f"{len(n.gpus)} GPUs free{' (busy)' if n.busy else ''}"
+        for n in numas
+    )
+
+
+def _want_text(cpu: int, mem: int, pod: PodRequest, numas: Sequence[NumaFree]) -> str:
+    want = f"wants {cpu / 1000:g} CPUs, {mem // 2**30} GiB, {pod.gpus} GPUs"
+    return f"{want}; {_numa_text(numas)}"
+
+
+def _plan_without_topology(node: NodeInfo, pod: PodRequest) -> Plan | Status:
+    """A node without an agent: plain counts only (checked by NodeResourcesFit)."""
+    if pod.gpus > 1 and pod.gpu_locality in ("nvlink", "same-socket"):
+        return Status.unresolvable(Reason.NO_TOPOLOGY)
+    if pod.gpu_memory_min_mib is not None and pod.gpus > 0:
+        label = next((node.labels[k] for k in _GPU_MEMORY_LABELS if k in node.labels), None)
+        if label is None or not label.isdigit():
+            return Status.unresolvable(Reason.NO_TOPOLOGY)
+        if int(label) < pod.gpu_memory_min_mib:
+            return Status.unresolvable(Reason.GPU_MEMORY)
+    if pod.numa_policy not in (None, "best-effort"):
+        return Status.unresolvable(Reason.NO_NUMA_TOPOLOGY)
+    return _EMPTY_PLAN
+
+
+def _fits(option: Sequence[NumaFree], cpu: int, mem: int) -> bool:
+    return sum(n.cpu_milli for n in option) >= cpu and sum(n.memory for n in option) >= mem
+
+
+def _gpus_on(
+    option: Sequence[NumaFree], allowed: tuple[int, ...], aligned: bool
+) -> tuple[int, ...]:
+    if not aligned:
+        return allowed
+    on = {i for n in option for i in n.gpus}
+    return tuple(i for i in allowed if i in on)
+
+
+def _usage(option: Sequence[NumaFree], cpu: int, mem: int) -> tuple[NumaUse, ...]:
+    out: list[NumaUse] = []
+    for n in option:
+        c = min(cpu, max(0, n.cpu_milli))
+        m = min(mem, max(0, n.memory))
+        cpu -= c
+        mem -= m
+        out.append(NumaUse(n.numa, c, m))
+    return tuple(out)
+
+
+def _devices(
+    node: NodeInfo,
+    pod: PodRequest,
+    allowed_gpus: tuple[int, ...],
+    option: Sequence[NumaFree] | None,
+) -> tuple[GpuChoice | None, tuple[tuple[int, int], ...]] | Status:
+    """Whole GPUs and MIG instances for the pod among those allowed."""
+    topo = node.topology
+    assert topo is not None
+    choice: GpuChoice | None = None
+    if pod.gpus > 0:
+        usable = len(allowed_gpus) - node.unattributed_gpus
+        if usable < pod.gpus:
+            if option is not None:
+                return Status.unschedulable(Reason.NUMA_SINGLE)
+            if (
+                pod.gpu_memory_min_mib is not None
+                and len(node.free_gpus) - node.unattributed_gpus >= pod.gpus
+            ):
+                return Status.unschedulable(
+                    Reason.GPU_MEMORY,
+                    detail=f"{len(allowed_gpus)} free GPUs have ≥ {pod.gpu_memory_min_mib} MiB, "
+                    f"{pod.gpus} requested",
+                )
+            return Status.unschedulable(
+                Reason.insufficient(GPU_RESOURCE),
+                detail=f"requested {pod.gpus}, free {max(0, usable)} whole GPUs",
+            )
+        mask = 0
+        for i in allowed_gpus:
+            mask |= 1 << i
+        choice = topology_index(topo).choose(mask, pod.gpus, pod.gpu_locality)
+        if choice is None:
+            if option is not None:
+                return Status.unschedulable(Reason.NUMA_SINGLE)
+            if pod.gpu_locality == "nvlink":
+                return Status.unschedulable(Reason.GPU_LOCALITY_NVLINK)
+            return Status.unschedulable(Reason.GPU_LOCALITY_SOCKET)
+    mig: list[tuple[int, int]] = []
+    if pod.mig:
+        on_numa = None if option is None else {n.numa for n in option}
+        # Pack MIG pods: prefer GPUs that already have instances in use, then lower indices.
+        in_use: dict[int, int] = {}
+        for gpu, _ in node.mig_owner:
+            in_use[gpu] = in_use.get(gpu, 0) + 1
+        for profile, count in pod.mig:
+            free = [
+                m
+                for m in node.free_mig.get(profile, ())
+                if on_numa is None or gpu_numa(topo, m[0]) in on_numa
+            ]
+            free.sort(key=lambda m: (-in_use.get(m[0], 0), m))
+            if len(free) < count:
+                if option is not None:
+                    return Status.unschedulable(Reason.NUMA_SINGLE)
+                return Status.unschedulable(
+                    Reason.MIG_PROFILE,
+                    detail=f"requested {count}× {profile}, free {len(free)}",
+                )
+            mig.extend(free[:count])
+    return choice, tuple(mig)
+
+
+def _numa_of_devices(
+    node: NodeInfo, devices: tuple[GpuChoice | None, tuple[tuple[int, int], ...]]
+) -> tuple[int, ...]:
+    topo = node.topology
+    assert topo is not None
+    choice, mig = devices
+    ids = {gpu_numa(topo, i) for i in (choice.gpus if choice else ())}
+    ids |= {gpu_numa(topo, g) for g, _ in mig}
+    return tuple(sorted(i for i in ids if i is not None))

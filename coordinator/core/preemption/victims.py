@@ -1,0 +1,242 @@
+"""Pick victims so that a higher-priority pod or gang fits: fewest, lowest priority, whole gangs.
+
+Inputs are plain data — the nodes' free capacity, the running pods (with their gang, if any) and
+the PodDisruptionBudgets with their current health — and the answer is a value: the nominated
+node of every preemptor member and the pods to evict, or a ``Status`` saying why preemption cannot
+help. Nothing is evicted here; the glue evicts through the Eviction API, records
+``status.nominatedNodeName`` and emits the Events.
+
+Rules:
+
+* A preemptor with ``preemptionPolicy: Never`` never preempts.
+* Only pods of strictly lower priority are candidates. A gang is one candidate: all of its running
+  pods go together (a victim gang is never left half running); its priority is its highest
+  member's.
+* PodDisruptionBudgets are honoured strictly: a candidate whose eviction would take a budget below
+  its minimum is not used. When only such candidates would help, the answer names the budget.
+* Fewest victims: candidates are taken lowest priority first (then smallest), the shortest prefix
+  that makes the preemptor fit is found, and then every victim that is not needed after all is
+  spared, highest priority first. The preemptor is placed with the same network rules as always.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from coordinator.core.domains.capacity import GPU, NodeState, Resources, add
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.select import EligibleFn, Member, Placement, place_members
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.framework.status import Status
+from coordinator.core.podspec.selectors import LabelSelector
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunningPod:
+    """A pod that holds capacity on a node."""
+
+    key: str  # "namespace/name"
+    node: str
+    requests: Resources
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    gang: str | None = None  # "namespace/name" of its gang
+    gpus: tuple[str, ...] = ()
+
+    @property
+    def namespace(self) -> str:
+        return self.key.partition("/")[0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as plain data (spec + the status fields the controller keeps)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    healthy: int  # status.currentHealthy
+    expected: int  # status.expectedPods
+    min_available: int | str | None = None  # 3 or "50%"
+    max_unavailable: int | str | None = None
+    disruptions_allowed: int | None = None  # status.disruptionsAllowed when known
+
+    def allowed(self) -> int:
+        """How many matching pods may be evicted now."""
+        if self.disruptions_allowed is not None:
+            return max(0, self.disruptions_allowed)
+        if self.min_available is not None:
+            need = _scaled(self.min_available, self.expected, up=True)
+            return max(0, self.healthy - need)
+        if self.max_unavailable is not None:
+            may = _scaled(self.max_unavailable, self.expected, up=False)
+            return max(0, self.healthy - (self.expected - may))
+        return max(0, self.healthy)
+
+    def covers(self, pod: RunningPod) -> bool:
+        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+def _scaled(value: int | str, total: int, *, up: bool) -> int:
+    if isinstance(value, int):
+        return value
+    text = value.strip()
+    if text.endswith("%") and text[:-1].isdigit():
+        share = int(text[:-1]) * total / 100
+        return math.ceil(share) if up else math.floor(share)
+    if text.isdigit():
+        return int(text)
+    raise ValueError(f"PodDisruptionBudget value {value!r} is neither a count nor a percentage")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Victim:
+    """One unit evicted together: a single pod, or every running pod of a gang."""
+
+    unit: str  # the pod key, or "gang:<namespace/name>"
+    pods: tuple[str, ...]
+    priority: int
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreemptionPlan:
+    placement: Placement
+    nominated: tuple[tuple[str, str], ...]  # (preemptor member, node)
+    victims: tuple[Victim, ...]
+
+    @property
+    def victim_pods(self) -> tuple[str, ...]:
+        return tuple(sorted(p for v in self.victims for p in v.pods))
+
+    def describe(self, preemptor: str) -> str:
+        """One line for the Events: who preempts whom, where."""
+        units = ", ".join(
+            f"{v.unit} (priority {v.priority}, {len(v.pods)} pod{'s' if len(v.pods) != 1 else ''})"
+            for v in self.victims
+        )
+        nodes = ", ".join(sorted({n for _, n in self.nominated}))
+        return f"{preemptor} preempts {units} to run on {nodes}"
+
+
+def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
+    units: dict[str, list[RunningPod]] = {}
+    for pod in candidates:
+        unit = f"gang:{pod.gang}" if pod.gang else pod.key
+        units.setdefault(unit, []).append(pod)
+    return units
+
+
+def _freed(nodes: Sequence[NodeState], pods: Sequence[RunningPod]) -> list[NodeState]:
+    give: dict[str, dict[str, int]] = {}
+    for pod in pods:
+        add(give.setdefault(pod.node, {}), pod.requests)
+    out = []
+    for node in nodes:
+        extra = give.get(node.name)
+        if extra:
+            free = dict(node.free)
+            add(free, extra)
+            out.append(replace(node, free=free))
+        else:
+            out.append(node)
+    return out
+
+
+def select_victims(
+    preemptor: Sequence[Member],
+    *,
+    priority: int,
+    nodes: Sequence[NodeState],
+    running: Sequence[RunningPod],
+    budgets: Sequence[DisruptionBudget] = (),
+    preemption_policy: str = "PreemptLowerPriority",
+    intent: PlacementIntent | None = None,
+    keys: DomainKeys | None = None,
+    eligible: EligibleFn | None = None,
+) -> PreemptionPlan | Status:
+    """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist."""
+    if preemption_policy == "Never":
+        return Status.unresolvable(
+            "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
+        )
+    if not preemptor:
+        return Status.unresolvable("pod group has no members")
+
+    def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
+        pods = [p for unit in victims for p in unit]
+        return place_members(
+            preemptor, _freed(nodes, pods), intent=intent, keys=keys, eligible=eligible
+        )
+
+    groups = _units(running)
+    # A gang's priority is its highest member's; a gang is a candidate only as a whole.
+    unit_priority = {u: max(p.priority for p in pods) for u, pods in groups.items()}
+    candidates = [u for u in groups if unit_priority[u] < priority]
+    candidates.sort(
+        key=lambda u: (
+            unit_priority[u],
+            len(groups[u]),
+            -sum(p.requests.get(GPU, 0) for p in groups[u]),
+            u,
+        )
+    )
+    # Honour disruption budgets: walk the candidates in order, skipping any that would exceed one.
+    allowance = {(b.namespace, b.name): b.allowed() for b in budgets}
+    usable: list[str] = []
+    blocked: dict[str, str] = {}
+    for unit in candidates:
+        hits: dict[tuple[str, str], int] = {}
+        for b in budgets:
+            n = sum(1 for p in groups[unit] if b.covers(p))
+            if n:
+                hits[(b.namespace, b.name)] = n
+        over = [k for k, n in hits.items() if n > allowance[k]]
+        if over:
+            blocked[unit] = ", ".join(f"{ns}/{name}" for ns, name in over)
+            continue
+        for k, n in hits.items():
+            allowance[k] -= n
+        usable.append(unit)
+
+    everything = attempt([groups[u] for u in usable])
+    if not isinstance(everything, Placement):
+        detail = "evicting every lower-priority pod would not make room"
+        if blocked:
+            unblocked_all = attempt([groups[u] for u in candidates])
+            if isinstance(unblocked_all, Placement):
+                names = sorted(set(blocked.values()))
+                detail = "only evictions the PodDisruptionBudget(s) " + ", ".join(names)
+                detail += " forbid would make room"
+        return Status.unschedulable("preemption cannot make room", detail=detail)
+
+    # Shortest prefix that fits (fitting is monotone in the freed capacity), then spare victims.
+    lo, hi = 0, len(usable)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if isinstance(attempt([groups[u] for u in usable[:mid]]), Placement):
+            hi = mid
+        else:
+            lo = mid + 1
+    chosen = list(usable[:lo])
+    for unit in sorted(chosen, key=lambda u: (-unit_priority[u], -len(groups[u]), u)):
+        trial = [u for u in chosen if u != unit]
+        if isinstance(attempt([groups[u] for u in trial]), Placement):
+            chosen = trial
+    final = attempt([groups[u] for u in chosen])
+    assert isinstance(final, Placement)
+    victims = tuple(
+        Victim(
+            unit=u,
+            pods=tuple(sorted(p.key for p in groups[u])),
+            priority=unit_priority[u],
+            nodes=tuple(sorted({p.node for p in groups[u]})),
+        )
+        for u in sorted(chosen, key=lambda u: (unit_priority[u], u))
+    )
+    return PreemptionPlan(placement=final, nominated=final.assignments, victims=victims)
+
+
+__all__ = ["DisruptionBudget", "PreemptionPlan", "RunningPod", "Victim", "select_victims"]

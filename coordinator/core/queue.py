@@ -1,0 +1,290 @@
+"""The scheduling queue: which pending pod to try next (pure, time injected).
+
+Three places a pod can wait, as in kube-scheduler:
+
+- **active** — ready now, ordered by priority (highest first), then creation time, then arrival;
+- **backoff** — failed recently, ready again at ``backoff_until`` (1 s doubling to 10 s by default);
+- **unschedulable** — the last attempt found no node. It leaves when the cluster changes (a node
+  gains capacity, a pod ends: :meth:`SchedulingQueue.cluster_changed`), when the pod itself is
+  edited, or after ``unschedulable_flush_s`` as a safety net. A pod rejected for its own spec
+  (bad annotation, malformed quantity) leaves only when it is edited: no cluster change can fix it.
+
+A popped pod is *in flight* until the loop reports :meth:`done`, :meth:`failed` or :meth:`retry`;
+watch updates meanwhile only refresh the stored object, so our own status writes never re-queue
+a pod, and an edit made while it was in flight is honoured when it comes back. A pod reported
+:meth:`done` (bound) stays, inert, until the watch says it is no longer pending (:meth:`delete`):
+the watch may still deliver updates from before the binding, which must not queue it again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+
+__all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue", "pod_key"]
+
+Where = Literal["active", "backoff", "unschedulable", "in_flight", "bound"]
+_FAR: Final = float("inf")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueSettings:
+    initial_backoff_s: float = 1.0
+    """Wait after the first failed attempt; doubles with each further failure."""
+    max_backoff_s: float = 10.0
+    """Cap on the backoff."""
+    unschedulable_flush_s: float = 60.0
+    """An unschedulable pod is retried after this long even if nothing seemed to change."""
+
+
+def pod_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _fingerprint(obj: Mapping[str, Any]) -> tuple[object, object, object]:
+    """What a user edit can change that matters to scheduling."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("labels"), meta.get("annotations"), obj.get("spec"))
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    key: str
+    uid: str
+    obj: Mapping[str, Any]
+    request: PodRequest | PodSpecError
+    created: str
+    seq: int
+    where: Where = "active"
+    attempts: int = 0
+    backoff_until: float = 0.0
+    unschedulable_since: float = 0.0
+    needs_update: bool = False  # rejected for its own spec: only an edit can help
+    moved_while_in_flight: bool = False  # edited while being scheduled
+    generation: int = 0  # bumped whenever it moves; stale heap entries are skipped
+    last_message: str = field(default="", repr=False)
+
+    @property
+    def priority(self) -> int:
+        return self.request.priority if isinstance(self.request, PodRequest) else 0
+
+
+class SchedulingQueue:
+    """Event-loop only; ``notify`` is called whenever a pod may have become ready."""
+
+    def __init__(
+        self,
+        settings: QueueSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        notify: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings or QueueSettings()
+        self._clock = clock
+        self.notify: Callable[[], None] = notify or (lambda: None)
+        self._pods: dict[str, QueuedPod] = {}
+        self._active: list[tuple[int, str, int, int, str]] = []  # (-prio, created, seq, gen, key)
+        self._backoff: list[tuple[float, int, str]] = []  # (until, gen, key)
+        self._unschedulable: list[tuple[float, int, str]] = []  # (since, gen, key)
+        self._seq = 0
+        # Cluster-wide changes seen, and how many had been seen when the current attempt began:
+        # a failure decided on an older view retries after its backoff instead of parking, or it
+        # would miss room freed while it was being decided (kube-scheduler's moveRequestCycle).
+        self._changes = 0
+        self._attempt_basis = 0
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._pods
+
+    def get(self, key: str) -> QueuedPod | None:
+        return self._pods.get(key)
+
+    def entries(self) -> Iterator[QueuedPod]:
+        return iter(tuple(self._pods.values()))
+
+    def count(self, where: Where) -> int:
+        return sum(1 for p in self._pods.values() if p.where == where)
+
+    @property
+    def pending(self) -> int:
+        """Pods still to place (everything but those bound and awaiting the watch)."""
+        return sum(1 for p in self._pods.values() if p.where != "bound")
+
+    # --- moving ---------------------------------------------------------------------------------
+
+    def _to_active(self, pod: QueuedPod) -> None:
+        pod.where = "active"
+        pod.generation += 1
+        heapq.heappush(self._active, (-pod.priority, pod.created, pod.seq, pod.generation, pod.key))
+
+    def _to_backoff(self, pod: QueuedPod) -> None:
+        if pod.backoff_until <= self._clock():
+            self._to_active(pod)
+            return
+        pod.where = "backoff"
+        pod.generation += 1
+        heapq.heappush(self._backoff, (pod.backoff_until, pod.generation, pod.key))
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        """A pending pod appeared or changed (a watch event)."""
+        key = pod_key(obj)
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        pod = self._pods.get(key)
+        if pod is not None and pod.uid != uid:
+            self.delete(key)  # recreated under the same name: a new pod
+            pod = None
+        if pod is None:
+            self._seq += 1
+            pod = QueuedPod(
+                key=key,
+                uid=uid,
+                obj=obj,
+                request=parse_pod(obj),
+                created=str(meta.get("creationTimestamp") or ""),
+                seq=self._seq,
+            )
+            self._pods[key] = pod
+            self._to_active(pod)
+            self.notify()
+            return
+        changed = _fingerprint(pod.obj) != _fingerprint(obj)
+        pod.obj = obj
+        if not changed:
+            return  # status-only (our own condition) or a no-op update
+        pod.request = parse_pod(obj)
+        if pod.where == "bound":
+            return
+        if pod.where == "in_flight":
+            pod.moved_while_in_flight = True
+            return
+        if pod.where in ("unschedulable", "backoff"):
+            pod.needs_update = False
+            if pod.where == "unschedulable":
+                self._to_backoff(pod)
+            self.notify()
+        elif pod.where == "active":
+            self._to_active(pod)  # its priority may have changed: re-sort
+            self.notify()
+
+    def delete(self, key: str) -> QueuedPod | None:
+        """The pod was deleted or bound by someone: forget it wherever it waits."""
+        pod = self._pods.pop(key, None)
+        if pod is not None:
+            pod.generation += 1
+        return pod
+
+    def pop(self) -> QueuedPod | None:
+        """The next pod to try, now in flight; ``None`` if none is ready."""
+        self._release_due()
+        while self._active:
+            _, _, _, gen, key = heapq.heappop(self._active)
+            pod = self._pods.get(key)
+            if pod is None or pod.generation != gen or pod.where != "active":
+                continue
+            pod.where = "in_flight"
+            pod.generation += 1
+            pod.moved_while_in_flight = False
+            self._attempt_basis = self._changes
+            return pod
+        return None
+
+    def _release_due(self) -> None:
+        now = self._clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, gen, key = heapq.heappop(self._backoff)
+            pod = self._pods.get(key)
+            if pod is not None and pod.generation == gen and pod.where == "backoff":
+                self._to_active(pod)
+        flush = self.settings.unschedulable_flush_s
+        while self._unschedulable and self._unschedulable[0][0] + flush <= now:
+            _, gen, key = heapq.heappop(self._unschedulable)
+            pod = self._pods.get(key)
+            if (
+                pod is not None
+                and pod.generation == gen
+                and pod.where == "unschedulable"
+                and not pod.needs_update
+            ):
+                self._to_active(pod)
+
+    def next_ready_in(self) -> float | None:
+        """Seconds until a waiting pod becomes ready by itself (``None``: nothing scheduled)."""
+        now = self._clock()
+        soonest = _FAR
+        if self._backoff:
+            soonest = self._backoff[0][0]
+        if self._unschedulable:
+            soonest = min(soonest, self._unschedulable[0][0] + self.settings.unschedulable_flush_s)
+        if soonest == _FAR:
+            return None
+        return max(0.0, soonest - now)
+
+    # --- outcomes of an attempt -----------------------------------------------------------------
+
+    def _backoff_s(self, attempts: int) -> float:
+        s = self.settings
+        return float(min(s.max_backoff_s, s.initial_backoff_s * 2 ** max(0, attempts - 1)))
+
+    def done(self, pod: QueuedPod) -> None:
+        """Bound: it stays inert until the watch drops it (:meth:`delete`)."""
+        if self._pods.get(pod.key) is pod:
+            pod.where = "bound"
+            pod.generation += 1
+
+    def failed(self, pod: QueuedPod, *, message: str = "", spec_error: bool = False) -> None:
+        """No node fits: wait for the cluster to change (or for an edit, on a spec error)."""
+        if self._pods.get(pod.key) is not pod:
+            return  # deleted meanwhile
+        now = self._clock()
+        pod.attempts += 1
+        pod.backoff_until = now + self._backoff_s(pod.attempts)
+        pod.last_message = message
+        stale_view = not spec_error and self._changes != self._attempt_basis
+        if pod.moved_while_in_flight or stale_view:
+            pod.needs_update = False
+            self._to_backoff(pod)
+            self.notify()
+            return
+        pod.where = "unschedulable"
+        pod.generation += 1
+        pod.unschedulable_since = now
+        pod.needs_update = spec_error
+        if not spec_error:
+            heapq.heappush(self._unschedulable, (now, pod.generation, pod.key))
+
+    def retry(self, pod: QueuedPod) -> None:
+        """A transient problem (API error, lost bind race): try again after a backoff."""
+        if self._pods.get(pod.key) is not pod:
+            return
+        pod.attempts += 1
+        pod.backoff_until = self._clock() + self._backoff_s(pod.attempts)
+        self._to_backoff(pod)
+        self.notify()
+
+    def cluster_changed(self, only: Callable[[QueuedPod], bool] | None = None) -> int:
+        """Something changed that may let unschedulable pods fit (all of them, or those ``only``
+        selects): they go back, after their backoff. Returns how many moved."""
+        if only is None:
+            self._changes += 1
+        moved = 0
+        for pod in tuple(self._pods.values()):
+            if only is not None and not only(pod):
+                continue
+            if pod.where == "unschedulable" and not pod.needs_update:
+                self._to_backoff(pod)
+                moved += 1
+        if moved:
+            self.notify()
+        return moved

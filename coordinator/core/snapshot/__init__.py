@@ -1,0 +1,1 @@
+"""What the plugins see: nodes with their pods, free GPUs, MIG instances and NUMA capacity."""

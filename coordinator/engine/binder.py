@@ -1,0 +1,105 @@
+"""Binding in the background, so the next pod is scheduled while earlier binds are on the wire.
+
+The loop hands over a :class:`BindJob` once the decision is assumed (the assumption keeps the
+GPUs taken meanwhile); :meth:`Binder.submit` waits only when ``max_in_flight`` binds are already
+running (back-pressure). Each job checks that the node still exists, then calls
+``ClusterWriter.bind``; the outcome goes to ``on_bound`` / ``on_failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from coordinator.core.framework.cycle import Decision
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.ports import BindConflict, ClusterError, ClusterWriter, PodRef
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BindJob", "Binder"]
+
+
+@dataclass(frozen=True, slots=True)
+class BindJob:
+    entry: QueuedPod
+    request: PodRequest
+    decision: Decision
+
+    @property
+    def pod(self) -> PodRef:
+        return PodRef(self.request.namespace, self.request.name, self.request.uid)
+
+
+class Binder:
+    def __init__(
+        self,
+        writer: ClusterWriter,
+        *,
+        node_exists: Callable[[str], bool],
+        on_bound: Callable[[BindJob], None],
+        on_failed: Callable[[BindJob, ClusterError], None],
+        max_in_flight: int = 64,
+        may_bind: Callable[[], bool] = lambda: True,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        self._writer = writer
+        self._node_exists = node_exists
+        self._on_bound = on_bound
+        self._on_failed = on_failed
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.max_in_flight = max_in_flight
+        #: Asked before every bind (leader election: a replica that lost its lease stops).
+        self.may_bind = may_bind
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def submit(self, job: BindJob) -> None:
+        await self._slots.acquire()
+        task = asyncio.create_task(self._run(job), name=f"bind {job.request.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, job: BindJob) -> None:
+        try:
+            node = job.decision.node
+            if not self.may_bind():
+                raise ClusterError("not the leader: binding is left to the leading replica")
+            if not self._node_exists(node):
+                raise BindConflict(f"node {node} is gone")
+            await self._writer.bind(job.pod, node, job.decision.annotations())
+        except ClusterError as exc:
+            self._report_failure(job, exc)
+        except Exception as exc:  # a writer bug must not leave the assumption held forever
+            log.exception("binding %s failed unexpectedly", job.request.key)
+            self._report_failure(job, ClusterError(f"{type(exc).__name__}: {exc}"))
+        else:
+            try:
+                self._on_bound(job)
+            except Exception:
+                log.exception("after binding %s", job.request.key)
+        finally:
+            self._slots.release()
+
+    def _report_failure(self, job: BindJob, exc: ClusterError) -> None:
+        try:
+            self._on_failed(job, exc)
+        except Exception:
+            log.exception("after a failed bind of %s", job.request.key)
+
+    async def drain(self) -> None:
+        """Wait for every bind submitted so far."""
+        while self._tasks:
+            await asyncio.gather(*tuple(self._tasks), return_exceptions=True)
+
+    async def cancel(self) -> None:
+        for task in tuple(self._tasks):
+            task.cancel()
+        await asyncio.gather(*tuple(self._tasks), return_exceptions=True)

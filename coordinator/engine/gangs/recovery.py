@@ -1,0 +1,217 @@
+"""Recovery, executed: when hardware under running pods fails, move each affected gang as a whole,
+with the fewest moves.
+
+Failures come from the inventory: a GPU its agent reports unhealthy (XID, lost) while a pod holds
+it (``topos.io/assigned-gpus``), a node whose Node object turns NotReady, a node whose agent is
+silent past the TTL (stale). For new failures,
+:func:`~coordinator.core.gangs.recovery.plan_recovery` decides per affected unit (a gang with
+all its running members, or a lone pod):
+
+- ``partial`` — only the members on failed hardware move, into the leaves the gang already uses;
+- ``whole`` — the whole gang moves together by the usual network rules;
+- ``wait`` — every member is released and the gang waits whole.
+
+Here every pod the plan lists is evicted through the Eviction API with a ``Rescheduled`` Event
+that says why, and the gang step is told where the replacements should go (the plan's nodes).
+The controllers that own the pods (Job, StatefulSet, JobSet, …) create the replacements; they
+arrive as members of the same gang, and the gang step plans them together, inside that scope.
+When every member is bound again, the time from the failure is logged, kept for
+``GET /v1/gangs`` and reported in a ``GangScheduled`` Event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+from common import podkeys
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.gangs.cycle import node_states
+from coordinator.core.gangs.identity import GangKey
+from coordinator.core.gangs.plan import gang_intent
+from coordinator.core.gangs.recovery import RecoveryPlan, plan_recovery
+from coordinator.engine.gangs.running import bound_gang, bound_pods, running_pods
+from coordinator.engine.gangs.step import GangStep
+from coordinator.engine.ports import PodRef
+from coordinator.inventory.store import InventoryEvent
+
+log = logging.getLogger(__name__)
+
+__all__ = ["REASON_RESCHEDULED", "Recovery"]
+
+REASON_RESCHEDULED: Final = "Rescheduled"
+
+
+class Recovery:
+    """Event-loop only. :meth:`run` in a task; it wakes on inventory changes."""
+
+    def __init__(
+        self,
+        step: GangStep,
+        *,
+        keys: DomainKeys | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        settle_s: float = 0.05,
+        namespace: str | None = None,
+    ) -> None:
+        self.step = step
+        self.scheduler = step.scheduler
+        self.keys = keys
+        self.namespace = namespace
+        """Only pods of this namespace are moved (the scheduler's ``namespace``); ``None``: all."""
+        self._clock = clock
+        self._settle_s = settle_s
+        self._dirty: set[str] = set()
+        self._wakeup = asyncio.Event()
+        self._failed_nodes: dict[str, str] = {}  # node → cause, already handled
+        self._failed_gpus: dict[str, set[str]] = {}  # node → GPU UUIDs already handled
+        self._evicted: dict[str, float] = {}  # pod → when we asked it to go
+        self.plans: list[RecoveryPlan] = []
+        self._unsubscribe = self.scheduler.inventory.subscribe(self._on_event)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+    def _on_event(self, event: InventoryEvent) -> None:
+        self._dirty.add(event.node)
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            await asyncio.sleep(self._settle_s)  # let a burst of changes land together
+            self._wakeup.clear()
+            try:
+                self.check()
+            except Exception:
+                log.exception("recovery check failed")
+
+    # --- what failed ----------------------------------------------------------------------------
+
+    def _ours(self, namespace: str) -> bool:
+        """A coordinator scheduling one namespace leaves other namespaces' pods alone."""
+        return self.namespace is None or namespace == self.namespace
+
+    def _failures(self, names: set[str]) -> tuple[dict[str, str], dict[str, set[str]]]:
+        """New node failures (node → cause) and new GPU failures under pods (node → UUIDs)."""
+        inventory = self.scheduler.inventory
+        nodes: dict[str, str] = {}
+        gpus: dict[str, set[str]] = {}
+        for name in names:
+            state = inventory.node(name)
+            if state is None:
+                self._failed_nodes.pop(name, None)
+                self._failed_gpus.pop(name, None)
+                continue
+            cause = None
+            if state.ready is False:
+                cause = f"node {name} is NotReady"
+            elif state.stale:
+                cause = f"the agent on node {name} is silent past its TTL"
+            if cause is None:
+                self._failed_nodes.pop(name, None)
+            elif name not in self._failed_nodes:
+                self._failed_nodes[name] = cause
+                nodes[name] = cause
+            bad: set[str] = set()
+            if state.topology is not None:
+                bad = {g.uuid for g in state.topology.gpus if not g.healthy}
+            handled = self._failed_gpus.setdefault(name, set())
+            handled &= bad  # a GPU that came back is watched again
+            held = {
+                u
+                for p in inventory.bound_pods(name)
+                if self._ours(p.namespace)
+                for u in p.assigned_gpus
+            }
+            new = (bad & held) - handled
+            if new:
+                handled |= new
+                gpus[name] = new
+        return nodes, gpus
+
+    def check(self) -> RecoveryPlan | None:
+        """Look at changed nodes; plan and start recovery for new failures."""
+        names, self._dirty = self._dirty, set()
+        now = self._clock()
+        for pod, when in tuple(self._evicted.items()):
+            if now - when > 300:
+                del self._evicted[pod]
+        new_nodes, new_gpus = self._failures(names)
+        if not new_nodes and not new_gpus:
+            return None
+        inventory = self.scheduler.inventory
+        podgroups = self.step.podgroups
+        running = [
+            p
+            for p in running_pods(inventory, podgroups)
+            if p.key not in self._evicted and self._ours(p.key.partition("/")[0])
+        ]
+        intents: dict[str, PlacementIntent] = {}
+        annotations: dict[str, list[dict[str, str]]] = {}
+        # Only pods Topos scheduled are moved: other schedulers' pods on a failed node are the
+        # node lifecycle controller's business, as in any cluster.
+        movable: set[str] = set()
+        for bound in bound_pods(inventory):
+            if not self._ours(bound.namespace):
+                continue
+            if bound.scheduler == podkeys.SCHEDULER_NAME:
+                movable.add(f"{bound.namespace}/{bound.name}")
+            spec = bound_gang(bound, podgroups)
+            if spec is not None:
+                annotations.setdefault(f"gang:{spec.key}", []).append(dict(bound.annotations))
+        for gang, anns in annotations.items():
+            intent = gang_intent(anns)
+            if isinstance(intent, PlacementIntent):
+                intents[gang] = intent
+        plan = plan_recovery(
+            node_states(self.scheduler.view.snapshot()),
+            running,
+            failed_nodes=set(new_nodes),
+            failed_gpus=new_gpus,
+            intents=intents,
+            keys=self.keys,
+        )
+        if not plan.units:
+            return None
+        self.plans.append(plan)
+        # Each unit is told only the failures under its own pods, not every node that failed.
+        node_of = {f"{b.namespace}/{b.name}": b.node for b in bound_pods(inventory)}
+        for unit in plan.units:
+            hit = {node_of[p] for p in unit.evict if p in node_of}
+            causes = [c for n, c in sorted(new_nodes.items()) if n in hit] + [
+                f"GPU {', '.join(sorted(uuids))} on node {node} is unhealthy"
+                for node, uuids in sorted(new_gpus.items())
+                if node in hit
+            ]
+            cause = "; ".join(causes) or "hardware under its pods failed"
+            log.warning("recovery (%s): %s", cause, unit.message)
+            if unit.unit.startswith("gang:"):
+                ns, _, name = unit.unit[len("gang:") :].partition("/")
+                self.step.recovery_started(
+                    GangKey(ns, name), cause=cause, scope=(node for _, node in unit.moves)
+                )
+            message = f"{cause}: {unit.message}"
+            for pod in unit.evict:
+                if pod not in movable:
+                    continue
+                self._evicted[pod] = now
+                self._evict(pod, message)
+        return plan
+
+    def _evict(self, pod: str, message: str) -> None:
+        writer = self.scheduler.writer
+        ns, _, name = pod.partition("/")
+        ref = PodRef(ns, name)
+
+        async def run() -> None:
+            await writer.event(
+                ref, reason=REASON_RESCHEDULED, message=message, event_type="Warning"
+            )
+            await writer.evict(ref)
+
+        self.scheduler.write(run(), f"recover {pod}")

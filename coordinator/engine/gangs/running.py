@@ -1,0 +1,134 @@
+"""What is running, as the pure preemption and recovery planners take it: ``RunningPod`` for every
+bound pod in the inventory (with its gang), ``DisruptionBudget`` for every PodDisruptionBudget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from common.kube import KubeObject
+from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
+from coordinator.core.podspec.selectors import LabelSelector, Requirement
+from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
+from coordinator.inventory.state import BoundPod
+from coordinator.inventory.store import Inventory
+
+log = logging.getLogger(__name__)
+
+__all__ = ["bound_gang", "bound_pods", "budget_of", "budgets", "pod_object", "running_pods"]
+
+PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+def pod_object(pod: BoundPod) -> dict[str, Any]:
+    """The metadata of a bound pod, shaped as ``gang_of`` reads pods."""
+    return {
+        "metadata": {
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "labels": dict(pod.labels),
+            "annotations": dict(pod.annotations),
+        }
+    }
+
+
+def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:
+    """The gang a bound pod belongs to (``None``: none, or its labels are unusable)."""
+    spec = gang_of(pod_object(pod), podgroups)
+    return spec if isinstance(spec, GangSpec) else None
+
+
+def bound_pods(inventory: Inventory) -> Iterator[BoundPod]:
+    for name in inventory.names():
+        yield from inventory.bound_pods(name)
+
+
+def running_pods(inventory: Inventory, podgroups: PodGroups) -> list[RunningPod]:
+    out: list[RunningPod] = []
+    for pod in bound_pods(inventory):
+        spec = bound_gang(pod, podgroups)
+        out.append(
+            RunningPod(
+                key=f"{pod.namespace}/{pod.name}",
+                node=pod.node,
+                requests=dict(pod.requests),
+                priority=pod.priority,
+                labels=dict(pod.labels),
+                gang=str(spec.key) if spec is not None else None,
+                gpus=tuple(pod.assigned_gpus),
+            )
+        )
+    return out
+
+
+def _selector(raw: object) -> LabelSelector:
+    if raw is None:
+        return LabelSelector()
+    if not isinstance(raw, Mapping):
+        raise ValueError("spec.selector must be a mapping")
+    labels = raw.get("matchLabels") or {}
+    exprs = raw.get("matchExpressions") or []
+    if not isinstance(labels, Mapping) or not isinstance(exprs, list):
+        raise ValueError("spec.selector has malformed matchLabels or matchExpressions")
+    reqs: list[Requirement] = []
+    for e in exprs:
+        if not isinstance(e, Mapping) or e.get("operator") not in (
+            "In",
+            "NotIn",
+            "Exists",
+            "DoesNotExist",
+        ):
+            raise ValueError(f"spec.selector.matchExpressions: unusable entry {e!r}")
+        values = e.get("values") or []
+        reqs.append(Requirement(str(e.get("key")), str(e["operator"]), tuple(map(str, values))))
+    return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in labels.items())), tuple(reqs))
+
+
+def _count_or_percent(value: object) -> int | str | None:
+    if value is None or isinstance(value, int | str):
+        return value
+    raise ValueError(f"expected a count or a percentage, not {value!r}")
+
+
+def budget_of(obj: KubeObject) -> DisruptionBudget:
+    """A PodDisruptionBudget as plain data; ``ValueError`` for one that cannot be read."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    allowed = status.get("disruptionsAllowed")
+    observed = status.get("observedGeneration")
+    # A budget the disruption controller has not evaluated yet allows nothing (as the Eviction
+    # API treats it): never plan on evictions the server will refuse.
+    if observed is None or allowed is None:
+        allowed = 0
+    return DisruptionBudget(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        selector=_selector(spec.get("selector")),
+        healthy=int(status.get("currentHealthy") or 0),
+        expected=int(status.get("expectedPods") or 0),
+        min_available=_count_or_percent(spec.get("minAvailable")),
+        max_unavailable=_count_or_percent(spec.get("maxUnavailable")),
+        disruptions_allowed=int(allowed),
+    )
+
+
+def budgets(objects: Iterable[KubeObject]) -> list[DisruptionBudget]:
+    out: list[DisruptionBudget] = []
+    for obj in objects:
+        try:
+            out.append(budget_of(obj))
+        except (ValueError, TypeError) as exc:
+            meta = obj.get("metadata") or {}
+            # Unreadable: protect everything it might cover by treating it as allowing nothing.
+            log.warning(
+                "PodDisruptionBudget %s/%s: %s", meta.get("namespace"), meta.get("name"), exc
+            )
+    return out
+
+
+def gang_members(running: Iterable[RunningPod], key: GangKey) -> list[RunningPod]:
+    text = str(key)
+    return [p for p in running if p.gang == text]

@@ -1,0 +1,514 @@
+"""The scheduling loop: pop → snapshot → ``schedule_one`` → assume → reserve → permit → bind.
+
+One pod at a time (decisions are sequential and each sees the previous ones through the
+assumptions), binds in the background (:mod:`.binder`). No API round-trip happens per node or per
+decision: the snapshot is local, the only writes are the bind itself and the explanation.
+
+Outcomes:
+
+- **placed** — the pod is assumed on its node and handed to the binder; once bound, a
+  ``Scheduled`` Event reads "Successfully assigned ns/pod to node (GPUs 0,1 NVLink; NUMA 0)".
+- **unschedulable** — a ``FailedScheduling`` Event and ``PodScheduled=False`` with the summary
+  ("0/12 nodes are available: …"), posted again only when the message changes or after
+  ``failure_repost_s``; the pod waits for the cluster to change. A pod rejected for its own spec
+  waits for an edit instead, and everyone else is served meanwhile.
+- **waiting** — a Permit plugin answered ``Wait`` (gangs): the pod keeps its assumption in
+  :attr:`Scheduler.waiting` until :meth:`Scheduler.allow` or :meth:`Scheduler.reject` (or the
+  timeout) decides.
+
+Extension points for the gang/preemption steps (see docs/runtime.md): Reserve/Permit plugins in
+the framework, :meth:`allow`/:meth:`reject` for waiting pods, ``post_filter`` hooks called on
+every failure, and :meth:`plan` for what-if batches on a copy of the snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from coordinator.core.framework.cycle import (
+    Decision,
+    Failure,
+    Framework,
+    ScheduleResult,
+    schedule_one,
+)
+from coordinator.core.framework.status import Code, Status
+from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
+from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.engine.binder import Binder, BindJob
+from coordinator.engine.ports import (
+    BindConflict,
+    ClusterError,
+    ClusterWriter,
+    PodRef,
+    scheduled_message,
+)
+from coordinator.engine.view import ClusterView
+from coordinator.inventory.store import Inventory, InventoryEvent
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "Attempt",
+    "BindListener",
+    "PodStep",
+    "PostFilterHook",
+    "RuntimeSettings",
+    "RuntimeStats",
+    "Scheduler",
+    "WaitingPod",
+]
+
+Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid", "waiting"]
+#: Called with the pod, the failure and the snapshot it was decided on; returns a message to add
+#: to the explanation (e.g. "preempting 2 pods on gpu-3") or ``None``. Preemption plugs in here.
+PostFilterHook = Callable[[PodRequest, Failure, Snapshot], Awaitable[str | None]]
+#: (gangs_runtime) Called with every popped pod before the per-pod path; returns the result
+#: when it decided the pod itself (gang members: whole-gang planning), ``None`` to schedule it
+#: one by one.
+PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | None]]
+#: (gangs_runtime) Told about every bind outcome: the job and ``None`` (bound) or the error.
+BindListener = Callable[[BindJob, ClusterError | None], None]
+_MAX_BACKGROUND_WRITES: Final = 256
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeSettings:
+    max_binds_in_flight: int = 64
+    """Binds running concurrently (pipelining); 1 binds one pod at a time."""
+    permit_timeout_s: float = 300.0
+    """How long a pod may wait at Permit (gangs) before its reservation is released."""
+    failure_repost_s: float = 60.0
+    """An unchanged failure explanation is written again at most this often."""
+    explanations_kept: int = 10_000
+    """Last attempts remembered for ``/v1/pods/{ns}/{name}/explain``."""
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    """Backoff and retry timing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The latest scheduling attempt of one pod (what explain shows)."""
+
+    pod_key: str
+    uid: str
+    at: float  # wall-clock seconds
+    outcome: Outcome
+    result: ScheduleResult
+    message: str
+
+
+@dataclass(slots=True)
+class RuntimeStats:
+    attempts: int = 0
+    placed: int = 0
+    bound: int = 0
+    unschedulable: int = 0
+    invalid: int = 0
+    bind_conflicts: int = 0
+    bind_errors: int = 0
+    write_errors: int = 0
+
+
+@dataclass(slots=True)
+class WaitingPod:
+    entry: QueuedPod
+    request: PodRequest
+    decision: Decision
+    status: Status
+    deadline: float
+
+
+def _affinity_sensitive(pod: QueuedPod) -> bool:
+    req = pod.request
+    return isinstance(req, PodRequest) and bool(req.has_affinity_terms or req.spread)
+
+
+class Scheduler:
+    """One scheduling profile over one cluster. Create, then ``await run()`` in a task."""
+
+    def __init__(
+        self,
+        *,
+        view: ClusterView,
+        writer: ClusterWriter,
+        framework: Framework | None = None,
+        queue: SchedulingQueue | None = None,
+        settings: RuntimeSettings | None = None,
+        post_filter: Sequence[PostFilterHook] = (),
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or RuntimeSettings()
+        self.view = view
+        self.writer = writer
+        self.framework = framework or Framework.build()
+        self._clock = clock
+        self._wall = wall_clock
+        self._wakeup = asyncio.Event()
+        self.queue = queue or SchedulingQueue(self.settings.queue, clock=clock)
+        self.queue.notify = self._wakeup.set
+        self.post_filter: list[PostFilterHook] = list(post_filter)
+        self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step
+        self.bind_listeners: list[BindListener] = []  # gangs_runtime: gang bookkeeping
+        self.stats = RuntimeStats()
+        self.waiting: dict[str, WaitingPod] = {}
+        self._waiting_deadlines: list[tuple[float, str]] = []
+        self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()
+        self._posted: dict[str, tuple[str, float]] = {}  # pod key → (message, when)
+        self._writes: set[asyncio.Task[None]] = set()
+        self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
+        self._capacity_changed = False
+        self._pods_changed = False
+        self._shapes: dict[str, object] = {}
+        self.binder = Binder(
+            writer,
+            node_exists=lambda name: name in view.inventory,
+            on_bound=self._bound,
+            on_failed=self._bind_failed,
+            max_in_flight=self.settings.max_binds_in_flight,
+        )
+        self._unsubscribe = view.inventory.subscribe(self._on_inventory)
+        self.idle = asyncio.Event()  # set while nothing is ready to schedule
+
+    @property
+    def inventory(self) -> Inventory:
+        return self.view.inventory
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self.view.close()
+
+    # --- cluster changes -----------------------------------------------------------------------
+
+    def _node_shape_changed(self, name: str) -> bool:
+        """Did the node's labels, taints, readiness or hardware change (not just its pods)?"""
+        state = self.inventory.node(name)
+        shape = (
+            None
+            if state is None
+            else (
+                tuple(sorted(state.labels.items())),
+                state.taints,
+                state.unschedulable,
+                state.ready,
+                state.stale,
+                state.topology,
+            )
+        )
+        before = self._shapes.get(name)
+        if shape is None:
+            self._shapes.pop(name, None)
+        else:
+            self._shapes[name] = shape
+        return before != shape
+
+    def _on_inventory(self, event: InventoryEvent) -> None:
+        if event.capacity_gained or (
+            event.kind != "removed" and self._node_shape_changed(event.node)
+        ):
+            # More room, or a node whose labels/taints/readiness changed: anyone may fit now.
+            self._capacity_changed = True
+            self._wakeup.set()
+        elif event.kind in ("updated", "added"):
+            # A pod appeared or changed somewhere: pods with (anti-)affinity or spread
+            # constraints may fit now (a cache they must sit next to got bound).
+            self._pods_changed = True
+            self._wakeup.set()
+
+    def _apply_cluster_changes(self) -> None:
+        if self._capacity_changed:
+            self._capacity_changed = self._pods_changed = False
+            self.queue.cluster_changed()
+        elif self._pods_changed:
+            self._pods_changed = False
+            self.queue.cluster_changed(_affinity_sensitive)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule until cancelled."""
+        try:
+            while True:
+                await self.run_once()
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # asyncio.wait_for (Python 3.11) returns instead of raising when the awaited
+                    # event fires in the same step as the cancel: never loop on after a cancel.
+                    raise asyncio.CancelledError
+        finally:
+            await self.binder.cancel()
+
+    async def run_once(self) -> bool:
+        """Schedule the next ready pod, or wait until one may be ready. True if one was tried."""
+        self._apply_cluster_changes()
+        self._expire_waiting()
+        entry = self.queue.pop()
+        if entry is None:
+            self.idle.set()
+            self._wakeup.clear()
+            delays = [
+                d for d in (self.queue.next_ready_in(), self._next_deadline_in()) if d is not None
+            ]
+            timeout = min(delays) if delays else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            return False
+        self.idle.clear()
+        await self.schedule(entry)
+        await asyncio.sleep(0)  # let watches and binds progress between decisions
+        return True
+
+    async def schedule(self, entry: QueuedPod) -> ScheduleResult:
+        """One attempt for a popped pod."""
+        self.stats.attempts += 1
+        request = entry.request
+        if isinstance(request, PodRequest) and self.view.assumed(request.key) is not None:
+            # Still held by an earlier decision (bind in flight, or bound and the watch is
+            # catching up): never place a pod twice.
+            self.queue.retry(entry)
+            return Failure(request.key, 0, {}, f"pod {request.key} is already being bound")
+        for step in self.pod_steps:  # gangs_runtime: gang members are planned as a whole
+            handled = await step(entry)
+            if handled is not None:
+                return handled
+        snapshot = self.view.snapshot()
+        result = schedule_one(request, snapshot, self.framework)
+        if isinstance(result, Failure):
+            await self._failed(entry, result, snapshot)
+            return result
+        assert isinstance(request, PodRequest)
+        self.view.assume(request, result.node, result.placement)
+        status = self.framework.run_reserve(request, result)
+        if not status.is_success:
+            self.view.forget(request.key)
+            await self._failed(entry, self._rejected(result, status), snapshot)
+            return result
+        status = self.framework.run_permit(request, result)
+        if status.code is Code.WAIT:
+            self._wait(entry, request, result, status)
+            return result
+        if not status.is_success:
+            self.framework.run_unreserve(request, result)
+            self.view.forget(request.key)
+            await self._failed(entry, self._rejected(result, status), snapshot)
+            return result
+        self._record(entry, "binding", result, f"binding to {result.node}")
+        self.stats.placed += 1
+        await self.binder.submit(BindJob(entry, request, result))
+        return result
+
+    @staticmethod
+    def _rejected(decision: Decision, status: Status) -> Failure:
+        message = f"0/{len(decision.verdicts)} nodes are available: {status.message}."
+        return Failure(decision.pod_key, len(decision.verdicts), {}, message, status)
+
+    async def _failed(self, entry: QueuedPod, failure: Failure, snapshot: Snapshot) -> None:
+        spec_error = isinstance(entry.request, PodSpecError)
+        message = failure.message
+        if isinstance(entry.request, PodRequest):
+            for hook in self.post_filter:
+                try:
+                    note = await hook(entry.request, failure, snapshot)
+                except Exception:
+                    log.exception("post-filter hook failed for %s", entry.key)
+                    continue
+                if note:
+                    message = f"{message} {note}"
+        if spec_error:
+            self.stats.invalid += 1
+        else:
+            self.stats.unschedulable += 1
+        self._record(entry, "invalid" if spec_error else "unschedulable", failure, message)
+        self.queue.failed(entry, message=message, spec_error=spec_error)
+        self._explain_failure(PodRef.of(entry.obj), message)
+
+    def _explain_failure(self, pod: PodRef, message: str) -> None:
+        now = self._clock()
+        last = self._posted.get(pod.key)
+        if (
+            last is not None
+            and last[0] == message
+            and now - last[1] < self.settings.failure_repost_s
+        ):
+            return
+        self._posted[pod.key] = (message, now)
+        self._background(self.writer.record_failure(pod, message), f"explain {pod.key}")
+
+    def _background(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        async def run() -> None:
+            async with self._write_slots:
+                try:
+                    await coro
+                except ClusterError as exc:
+                    self.stats.write_errors += 1
+                    log.warning("%s: %s", what, exc)
+                except Exception:
+                    self.stats.write_errors += 1
+                    log.exception("%s failed", what)
+
+        task = asyncio.create_task(run(), name=what)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    # --- bind outcomes -------------------------------------------------------------------------
+
+    def _bound(self, job: BindJob) -> None:
+        key = job.request.key
+        self.view.bound(key)
+        self.queue.done(job.entry)
+        self._posted.pop(key, None)
+        self.stats.bound += 1
+        node = self.inventory.node(job.decision.node)
+        message = scheduled_message(job.pod, job.decision, node.topology if node else None)
+        self._record(job.entry, "bound", job.decision, message)
+        self._background(self.writer.record_scheduled(job.pod, message), f"event {key}")
+        self._tell_bind_listeners(job, None)
+
+    def _bind_failed(self, job: BindJob, exc: ClusterError) -> None:
+        key = job.request.key
+        self.view.forget(key)
+        self.framework.run_unreserve(job.request, job.decision)
+        if isinstance(exc, BindConflict):
+            self.stats.bind_conflicts += 1
+            log.info("bind of %s lost: %s", key, exc)
+        else:
+            self.stats.bind_errors += 1
+            log.warning("bind of %s failed: %s", key, exc)
+        self._record(job.entry, "bind-failed", job.decision, str(exc))
+        self.queue.retry(job.entry)  # a no-op if the watch already dropped the pod
+        self._tell_bind_listeners(job, exc)
+
+    def _tell_bind_listeners(self, job: BindJob, exc: ClusterError | None) -> None:
+        for listener in self.bind_listeners:
+            try:
+                listener(job, exc)
+            except Exception:
+                log.exception("bind listener failed for %s", job.request.key)
+
+    # --- for steps outside the per-pod path (gangs_runtime) ------------------------------------
+
+    def report(
+        self,
+        entry: QueuedPod,
+        outcome: Outcome,
+        result: ScheduleResult,
+        message: str,
+        *,
+        explain: bool = False,
+    ) -> None:
+        """Remember an attempt decided by a :data:`PodStep` (what explain shows); ``explain``
+        also posts ``message`` as a ``FailedScheduling`` Event and ``PodScheduled=False``."""
+        self._record(entry, outcome, result, message)
+        if explain:
+            self._explain_failure(PodRef.of(entry.obj), message)
+
+    def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        """Run a cluster write in the background (bounded, errors logged and counted)."""
+        self._background(coro, what)
+
+    # --- permit: waiting pods (gangs) ----------------------------------------------------------
+
+    def _wait(
+        self, entry: QueuedPod, request: PodRequest, decision: Decision, status: Status
+    ) -> None:
+        deadline = self._clock() + self.settings.permit_timeout_s
+        self.waiting[request.key] = WaitingPod(entry, request, decision, status, deadline)
+        heapq.heappush(self._waiting_deadlines, (deadline, request.key))
+        self._record(entry, "waiting", decision, status.message)
+        if status.reasons or status.detail:
+            self._explain_failure(PodRef.of(entry.obj), status.message)
+
+    async def allow(self, pod_key: str) -> bool:
+        """Let a waiting pod bind (its gang is complete). False if it is not waiting."""
+        waiting = self.waiting.pop(pod_key, None)
+        if waiting is None:
+            return False
+        self._record(
+            waiting.entry, "binding", waiting.decision, f"binding to {waiting.decision.node}"
+        )
+        self.stats.placed += 1
+        await self.binder.submit(BindJob(waiting.entry, waiting.request, waiting.decision))
+        return True
+
+    def reject(self, pod_key: str, message: str) -> bool:
+        """Release a waiting pod's reservation; it goes back to the queue as unschedulable."""
+        waiting = self.waiting.pop(pod_key, None)
+        if waiting is None:
+            return False
+        self.framework.run_unreserve(waiting.request, waiting.decision)
+        self.view.forget(pod_key)
+        failure = self._rejected(waiting.decision, Status.unschedulable(message))
+        self.stats.unschedulable += 1
+        self._record(waiting.entry, "unschedulable", failure, failure.message)
+        self.queue.failed(waiting.entry, message=failure.message)
+        self._explain_failure(PodRef.of(waiting.entry.obj), failure.message)
+        return True
+
+    def _expire_waiting(self) -> None:
+        now = self._clock()
+        while self._waiting_deadlines and self._waiting_deadlines[0][0] <= now:
+            deadline, key = heapq.heappop(self._waiting_deadlines)
+            waiting = self.waiting.get(key)
+            if waiting is not None and waiting.deadline == deadline:
+                self.reject(key, f"timed out waiting at permit: {waiting.status.message}")
+
+    def _next_deadline_in(self) -> float | None:
+        if not self._waiting_deadlines:
+            return None
+        return max(0.0, self._waiting_deadlines[0][0] - self._clock())
+
+    # --- explanations and what-if --------------------------------------------------------------
+
+    def _record(
+        self, entry: QueuedPod, outcome: Outcome, result: ScheduleResult, message: str
+    ) -> None:
+        attempt = Attempt(entry.key, entry.uid, self._wall(), outcome, result, message)
+        self._attempts[entry.key] = attempt
+        self._attempts.move_to_end(entry.key)
+        while len(self._attempts) > self.settings.explanations_kept:
+            self._attempts.popitem(last=False)
+
+    def last_attempt(self, pod_key: str) -> Attempt | None:
+        return self._attempts.get(pod_key)
+
+    def plan(
+        self, pods: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None
+    ) -> list[ScheduleResult]:
+        """Where would these pods go, in order, each seeing the ones before? Runs on a copy of
+        the snapshot: nothing is assumed, reserved or written."""
+        copy = (snapshot or self.view.snapshot()).copy()
+        out: list[ScheduleResult] = []
+        for obj in pods:
+            request = parse_pod(obj)
+            result = schedule_one(request, copy, self.framework)
+            if isinstance(result, Decision) and isinstance(request, PodRequest):
+                try:
+                    copy.assume(request, result.node, result.placement)
+                except ValueError:  # the same pod twice in one batch
+                    result = Failure(
+                        request.key, result.evaluated, {}, f"pod {request.key} appears twice"
+                    )
+            out.append(result)
+        return out
+
+    def explain_now(self, entry: QueuedPod) -> ScheduleResult:
+        """A fresh dry run for a queued pod (nothing changes)."""
+        return schedule_one(entry.request, self.view.snapshot().copy(), self.framework)
+
+    # --- waiting for quiet (tests, benchmarks, the demo) ---------------------------------------
+
+    async def drain(self) -> None:
+        """Wait for every submitted bind and background write."""
+        await self.binder.drain()
+        while self._writes:
+            await asyncio.gather(*tuple(self._writes), return_exceptions=True)

@@ -1,0 +1,122 @@
+"""What the scheduler writes to a cluster, whichever cluster it is.
+
+``ClusterWriter`` is the small surface the runtime needs: bind a pod (decision annotations first,
+then the Binding), record why a pod can't be placed (a ``FailedScheduling`` Warning Event and the
+``PodScheduled=False`` condition), record a success (a ``Scheduled`` Normal Event), post any other
+Event (gangs, preemption), and evict. :mod:`.kube_cluster` implements it on the API server,
+:mod:`.memory_cluster` on an in-process store (the embedded demo and simulation).
+
+Errors: :class:`BindConflict` when the bind can never succeed as decided (pod deleted or
+recreated, already bound, node gone) — forget the assumption and move on; :class:`ClusterError`
+for anything transient — retry later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from common.model import NodeTopology, worst_link
+from coordinator.core.framework.cycle import Decision
+
+__all__ = [
+    "COMPONENT",
+    "BindConflict",
+    "ClusterError",
+    "ClusterWriter",
+    "PodRef",
+    "scheduled_message",
+]
+
+#: ``source.component`` / ``reportingComponent`` of our Events (what ``kubectl describe`` shows
+#: in the "From" column).
+COMPONENT: Final = "topos"
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_FAILED: Final = "FailedScheduling"
+CONDITION_REASON: Final = "Unschedulable"
+
+
+class ClusterError(Exception):
+    """A write failed for a reason that may pass (API down, throttled, timeout)."""
+
+
+class BindConflict(ClusterError):
+    """The bind cannot succeed as decided: the pod was deleted or recreated, is bound already,
+    or the node is gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> PodRef:
+        meta = obj.get("metadata") or {}
+        return cls(
+            str(meta.get("namespace") or "default"),
+            str(meta.get("name") or ""),
+            str(meta.get("uid") or ""),
+        )
+
+
+class ClusterWriter(Protocol):
+    async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        """Merge ``annotations`` into the pod, then bind it to ``node``."""
+        ...
+
+    async def record_failure(self, pod: PodRef, message: str) -> None:
+        """``FailedScheduling`` Warning Event + ``PodScheduled=False`` (reason Unschedulable)."""
+        ...
+
+    async def record_scheduled(self, pod: PodRef, message: str) -> None:
+        """``Scheduled`` Normal Event."""
+        ...
+
+    async def event(
+        self, pod: PodRef, *, reason: str, message: str, event_type: str = "Normal"
+    ) -> None:
+        """Any other Event about a pod (gang waits, preemption)."""
+        ...
+
+    async def evict(self, pod: PodRef) -> None:
+        """Evict (disruption budgets apply where the cluster has them)."""
+        ...
+
+
+def _link_name(topology: NodeTopology, gpus: tuple[int, ...]) -> str:
+    if len(gpus) < 2:
+        return ""
+    link = worst_link(topology, gpus)
+    if link.is_nvlink:
+        return "NVSwitch" if topology.nvswitch else "NVLink"
+    return str(link)
+
+
+def scheduled_message(pod: PodRef, decision: Decision, topology: NodeTopology | None) -> str:
+    """``Successfully assigned ns/pod to node (GPUs 0,1,2,3 NVLink; NUMA 0)``."""
+    parts: list[str] = []
+    placement = decision.placement
+    if placement.gpus:
+        text = "GPU" if len(placement.gpus) == 1 else "GPUs"
+        text += " " + ",".join(str(g) for g in placement.gpus)
+        link = _link_name(topology, placement.gpus) if topology is not None else ""
+        parts.append(f"{text} {link}".strip())
+    if placement.mig and topology is not None:
+        names = []
+        for gpu, gi in placement.mig:
+            profile = next(
+                (i.profile for i in topology.gpus[gpu].mig_instances if i.gi_id == gi), "MIG"
+            )
+            names.append(f"{profile} on GPU {gpu}")
+        parts.append("MIG " + ", ".join(names))
+    if placement.numa:
+        parts.append("NUMA " + ",".join(str(n) for n in placement.numa))
+    detail = f" ({'; '.join(parts)})" if parts else ""
+    return f"Successfully assigned {pod.key} to {decision.node}{detail}"

@@ -1,0 +1,253 @@
+"""Preemption, executed: when a higher-priority pod or gang cannot fit, evict the fewest,
+lowest-priority victims that make room (whole gangs as one victim), as the pure
+:func:`~coordinator.core.preemption.victims.select_victims` picks them.
+
+Executing a plan means: ``status.nominatedNodeName`` on every preemptor member (where it will go
+once the room is free), a ``Preempted`` Event on every victim naming the preemptor, a
+``Preempting`` Event on the preemptor naming the victims, and an eviction of every victim through
+the Eviction API (``pods/eviction``: the API server checks PodDisruptionBudgets too — a ``429``
+leaves the victim running, and the preemptor tries again once its nomination expires).
+
+While the victims of a nomination are terminating, the same preemptor does not preempt again,
+and pods already being evicted are never picked as victims twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from coordinator.core.domains.capacity import NodeState
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.select import Member
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.framework.cycle import Failure, schedule_one
+from coordinator.core.framework.status import Code, Status
+from coordinator.core.gangs.cycle import member_of, node_gate, node_states
+from coordinator.core.gangs.identity import GangKey
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
+from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.engine.gangs.running import bound_pods, running_pods
+from coordinator.engine.loop import Scheduler
+from coordinator.engine.ports import PodRef
+
+log = logging.getLogger(__name__)
+
+__all__ = ["REASON_PREEMPTED", "REASON_PREEMPTING", "Nominate", "Preemptor"]
+
+REASON_PREEMPTED: Final = "Preempted"
+REASON_PREEMPTING: Final = "Preempting"
+
+#: Records ``status.nominatedNodeName`` on a pod.
+Nominate = Callable[[PodRef, str], Coroutine[Any, Any, None]]
+PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+@dataclass(slots=True)
+class _Nomination:
+    victims: frozenset[str]
+    until: float
+    plan: PreemptionPlan
+
+
+def _ref(pod: str) -> PodRef:
+    ns, _, name = pod.partition("/")
+    return PodRef(ns, name)
+
+
+class Preemptor:
+    """Event-loop only."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        podgroups: PodGroups,
+        budgets: Callable[[], Sequence[DisruptionBudget]] = lambda: (),
+        nominate: Nominate | None = None,
+        keys: DomainKeys | None = None,
+        nomination_ttl_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.scheduler = scheduler
+        self.podgroups = podgroups
+        self.budgets = budgets
+        self.nominate = nominate
+        self.keys = keys
+        self.nomination_ttl_s = nomination_ttl_s
+        self._clock = clock
+        self.nominations: dict[str, _Nomination] = {}  # preemptor unit → what it evicted
+        self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
+        self.preemptions = 0
+        self.victims = 0
+
+    # --- entry points ----------------------------------------------------------------------------
+
+    async def for_gang(
+        self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent | None
+    ) -> str | None:
+        """A gang that does not fit: preempt for all its unplaced members at once."""
+        if not members:
+            return None
+        policy = (
+            "Never"
+            if any(m.preemption_policy == "Never" for m in members)
+            else "PreemptLowerPriority"
+        )
+        # Members may only be planned where the core's node-level filters let them (GPU model,
+        # pool, taints): otherwise "room" on nodes they can never use looks like a plan.
+        snapshot = self.scheduler.view.snapshot()
+        gate = node_gate(self.scheduler.framework)
+        barred: dict[str, set[str]] = {}
+        for m in members:
+            shape = member_of(m).shape_key
+            if shape not in barred:
+                probe = schedule_one(m, snapshot, gate)
+                barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
+
+        def eligible(member: Member, node: NodeState) -> Status:
+            if node.name in barred.get(member.shape_key, ()):
+                return Status.unresolvable("the pod can never run on this node")
+            return Status()
+
+        return await self._preempt(
+            f"gang:{key}",
+            members,
+            priority=max(m.priority for m in members),
+            policy=policy,
+            intent=intent,
+            eligible=eligible,
+        )
+
+    async def post_filter(
+        self, pod: PodRequest, failure: Failure, snapshot: Snapshot
+    ) -> str | None:
+        """The runtime's post-filter hook for pods in no gang."""
+        if pod.gang is not None or failure.unresolvable:
+            return None
+        hopeless = {
+            node
+            for node, status in failure.statuses.items()
+            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        }
+
+        def eligible(member: Member, node: NodeState) -> Status:
+            if node.name in hopeless:
+                return Status.unresolvable("the pod can never run on this node")
+            return Status()
+
+        return await self._preempt(
+            pod.key,
+            [pod],
+            priority=pod.priority,
+            policy=pod.preemption_policy,
+            intent=None,
+            eligible=eligible,
+        )
+
+    # --- the work --------------------------------------------------------------------------------
+
+    def _expire(self, now: float) -> None:
+        for pod, until in tuple(self.evicting.items()):
+            if until <= now:
+                del self.evicting[pod]
+        for unit, nom in tuple(self.nominations.items()):
+            if nom.until <= now:
+                del self.nominations[unit]
+
+    async def _preempt(
+        self,
+        unit: str,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        policy: str,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None = None,
+    ) -> str | None:
+        now = self._clock()
+        self._expire(now)
+        inventory = self.scheduler.inventory
+        present: set[str] = set()
+        lower = False  # is any pod it may evict (lower priority, not leaving) running?
+        for p in bound_pods(inventory):
+            key = f"{p.namespace}/{p.name}"
+            present.add(key)
+            if p.priority < priority and key not in self.evicting:
+                lower = True
+        pending = self.nominations.get(unit)
+        if pending is not None:
+            left = pending.victims & present
+            if left:
+                return f"waiting for {len(left)} preempted pod(s) to terminate"
+            del self.nominations[unit]  # its victims are gone and it still does not fit
+        if policy == "Never" or not lower:
+            # select_victims would find no candidate (victims must have lower priority), and
+            # that outcome is "no preemption": skip building every running pod's gang for it.
+            return None
+        nodes = node_states(self.scheduler.view.snapshot())
+        running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
+        plan = select_victims(
+            [member_of(m) for m in members],
+            priority=priority,
+            nodes=nodes,
+            running=running,
+            budgets=list(self.budgets()),
+            preemption_policy=policy,
+            intent=intent,
+            keys=self.keys,
+            eligible=eligible,
+        )
+        if isinstance(plan, Status):
+            if "PodDisruptionBudget" in plan.message:
+                return f"preemption: {plan.message}"
+            return None
+        if not plan.victims:
+            return None  # nothing to evict would help: no preemption, no nomination
+        self._execute(unit, members, priority, plan, now)
+        victims = len(plan.victim_pods)
+        return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
+            plan.describe(unit)
+        )
+
+    def _execute(
+        self,
+        unit: str,
+        members: Collection[PodRequest],
+        priority: int,
+        plan: PreemptionPlan,
+        now: float,
+    ) -> None:
+        self.preemptions += 1
+        self.victims += len(plan.victim_pods)
+        until = now + self.nomination_ttl_s
+        self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan)
+        text = plan.describe(unit)
+        log.info("%s", text)
+        writer = self.scheduler.writer
+        nodes = ", ".join(sorted({n for _, n in plan.nominated}))
+        for victim in plan.victim_pods:
+            self.evicting[victim] = until
+            ref = _ref(victim)
+            message = f"Preempted by {unit} (priority {priority}) to make room on {nodes}"
+
+            async def evict(ref: PodRef = ref, message: str = message) -> None:
+                await writer.event(
+                    ref, reason=REASON_PREEMPTED, message=message, event_type="Warning"
+                )
+                await writer.evict(ref)
+
+            self.scheduler.write(evict(), f"preempt {victim}")
+        by_key = {m.key: m for m in members}
+        for member, node in plan.nominated:
+            request = by_key.get(member)
+            ref = PodRef(request.namespace, request.name, request.uid) if request else _ref(member)
+            self.scheduler.write(
+                writer.event(ref, reason=REASON_PREEMPTING, message=text), f"preempting {member}"
+            )
+            if self.nominate is not None:
+                self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
