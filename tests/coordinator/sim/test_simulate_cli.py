@@ -11,7 +11,7 @@ import pytest
 
 from cli.main import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CLUSTER = str(ROOT / "examples" / "cluster-small.yaml")
 TRACE = str(ROOT / "examples" / "trace-small.csv")
 

@@ -24,7 +24,7 @@ from coordinator.core.gangs.manager import Allow, GangManager
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
-SEEDS = Path(__file__).resolve().parents[3] / ".." / "shared" / "seeds"
+SEEDS = Path(__file__).resolve().parents[4] / ".." / "shared" / "seeds"
 KUBENEXUS = next(iter(sorted(SEEDS.glob("002_*.txt"))), None) if SEEDS.is_dir() else None
 pytestmark = pytest.mark.skipif(KUBENEXUS is None, reason="../shared/seeds is not available")
 
