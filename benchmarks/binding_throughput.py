@@ -18,8 +18,8 @@ import time
 import uuid
 
 from agent.devices import discover_profile
-from agent.labeling import labels
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
+from common.labeling import labels
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
