@@ -15,6 +15,11 @@ kube-scheduler's queue). Two facts keep a long replay cheap without changing its
 
 There is no preemption: priority orders the queue only. A placed job runs for its trace duration
 stretched by the communication-cost model (:mod:`.costmodel`) of the placement it got.
+
+This loop is not the coordinator's engine (``coordinator.engine.loop.Scheduler``) and does not
+share its ``SchedulingQueue``: nothing backs off or waits a timeout, and time is the trace's, not
+a clock. A policy's decision is assumed on the core's ``Snapshot`` at once (no binder, no
+``ClusterWriter``) and forgotten when the job completes.
 """
 
 from __future__ import annotations
