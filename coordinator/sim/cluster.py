@@ -34,6 +34,7 @@ import msgspec
 import yaml
 
 from common import labels as L
+from common import podkeys
 from common.labeling import labels as agent_labels
 from common.model import NodeTopology
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -271,8 +272,13 @@ def profiles_of(spec: ClusterSpec) -> Sequence[str]:
 
 def describe(nodes: Sequence[NodeInfo]) -> dict[str, Any]:
     """Counts for report headers: nodes, whole GPUs, MIG instances, leaves, spines."""
-    gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes)
-    mig = sum(v for n in nodes for k, v in n.allocatable.items() if k.startswith("nvidia.com/mig-"))
+    gpus = sum(n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in nodes)
+    mig = sum(
+        v
+        for n in nodes
+        for k, v in n.allocatable.items()
+        if k.startswith(podkeys.MIG_RESOURCE_PREFIX)
+    )
     leaves = {n.labels.get(L.LEAF) for n in nodes} - {None}
     spines = {n.labels.get(L.SPINE) for n in nodes} - {None}
     return {

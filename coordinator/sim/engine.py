@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common import labels as L
+from common import podkeys
 from common.model import Link, worst_link
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
@@ -105,12 +106,12 @@ class Simulator:
         self.eligible: tuple[tuple[str, ...] | None, ...] = tuple(
             self._of_type(j.gpu_type, products) if j.gpu_type else None for j in self.jobs
         )
-        self.whole_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in self.nodes)
+        self.whole_gpus = sum(n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in self.nodes)
         self.mig_instances = sum(
             v
             for n in self.nodes
             for k, v in n.allocatable.items()
-            if k.startswith("nvidia.com/mig-")
+            if k.startswith(podkeys.MIG_RESOURCE_PREFIX)
         )
 
     def _of_type(self, gpu_type: str, products: set[str]) -> tuple[str, ...]:
@@ -156,7 +157,7 @@ class Simulator:
         self, policy: Policy, *, progress: Callable[[int, int], None] | None = None
     ) -> RunResult:
         snapshot = Snapshot(self.nodes)
-        usage = _Usage({n.name: n.allocatable.get("nvidia.com/gpu", 0) for n in self.nodes})
+        usage = _Usage({n.name: n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in self.nodes})
         jobs, pods = self.jobs, self.pods
         # (time, kind, index): kind 0 = completion (applied first), 1 = arrival
         events: list[tuple[float, int, int]] = [(j.arrival_s, 1, i) for i, j in enumerate(jobs)]
