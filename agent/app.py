@@ -37,7 +37,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from agent.health import GpuEvent, HealthLedger, NvmlEventWatcher
 from agent.kube import KubeNodeApi
-from agent.labeling import COMPAT_SETS, LabelingSettings, labels
 from agent.podresources import (
     DEFAULT_SOCKET,
     ContainerAllocation,
@@ -48,6 +47,7 @@ from agent.publish import NodeNotFound, NodePublisher, PublishResult
 from agent.stream import StreamClient, StreamSettings, StreamState
 from common import wire
 from common.kube import ClientSettings, KubeClient, KubeError
+from common.labeling import COMPAT_SETS, LabelingSettings, labels
 from common.labels import NodeLabels
 from common.logs import setup_logging
 from common.model import NodeTopology

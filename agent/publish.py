@@ -1,6 +1,6 @@
 """Publishing labels and annotations on the agent's own Node (DESIGN.md §2).
 
-Computing what should be on the Node (``agent.labeling``) is separate from getting it there. This
+Computing what should be on the Node (``common.labeling``) is separate from getting it there. This
 module diffs the desired set against the Node as the API server has it and sends one JSON merge
 patch with only the differences, or nothing at all when the Node already carries them: a steady
 node costs one GET per cycle and no writes.

@@ -84,7 +84,7 @@ _AGENT = textwrap.dedent(
             if i == warmup - 1:
                 rss_warm = proc.memory_info().rss
         hardware.close()
-        from agent.labeling import labels as compute_labels
+        from common.labeling import labels as compute_labels
         t0 = time.process_time()
         for _ in range(cycles):
             plan_patch(node, compute_labels(result.topology))

@@ -18,8 +18,9 @@ import time
 import uuid
 
 from agent.devices import discover_profile
-from agent.labeling import labels
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
+from common.labeling import labels
+from common.podkeys import GPU_RESOURCE
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
@@ -79,7 +80,7 @@ async def create_pods(kube: KubeClient, namespace: str, count: int) -> None:
                         "image": "busybox",
                         "resources": {
                             "requests": {"cpu": "1", "memory": "1Gi"},
-                            "limits": {"nvidia.com/gpu": "1"},
+                            "limits": {GPU_RESOURCE: "1"},
                         },
                     }
                 ],

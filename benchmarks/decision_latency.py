@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import labels as L
+from common import podkeys
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode, worst_link
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import Decision, Framework, schedule_one
@@ -145,11 +147,11 @@ def build_cluster(n_nodes: int, rng: random.Random) -> tuple[Snapshot, list[Node
             "cpu": (topo.cpu_count or 0) * 1000,
             "memory": (topo.memory_mib or 0) * 2**20,
             "pods": 110,
-            "nvidia.com/gpu": whole,
+            podkeys.GPU_RESOURCE: whole,
         }
         if shape == "mig":
-            alloc["nvidia.com/mig-1g.10gb"] = 7
-            alloc["nvidia.com/mig-3g.40gb"] = 2
+            alloc[podkeys.MIG_RESOURCE_PREFIX + "1g.10gb"] = 7
+            alloc[podkeys.MIG_RESOURCE_PREFIX + "3g.40gb"] = 2
         # About half full: existing pods on random GPUs, as other jobs left them.
         free = [g.index for g in topo.gpus if not g.mig_enabled]
         rng.shuffle(free)
@@ -164,7 +166,7 @@ def build_cluster(n_nodes: int, rng: random.Random) -> tuple[Snapshot, list[Node
                     requests={
                         "cpu": 8000 * len(busy),
                         "memory": 32 * GiB * len(busy),
-                        "nvidia.com/gpu": len(busy),
+                        podkeys.GPU_RESOURCE: len(busy),
                     },
                     placement=Placement(gpus=tuple(sorted(busy))),
                 )
@@ -173,7 +175,7 @@ def build_cluster(n_nodes: int, rng: random.Random) -> tuple[Snapshot, list[Node
             "kubernetes.io/hostname": name,
             "topology.kubernetes.io/zone": f"zone-{i % 4}",
             "topos.io/leaf": f"leaf-{i % 40:02d}",
-            "nvidia.com/gpu.product": topo.gpus[0].product or "",
+            L.GFD_GPU_PRODUCT: topo.gpus[0].product or "",
             "topos.io/gpu.product": topo.gpus[0].product or "",
         }
         nodes.append(
@@ -188,7 +190,7 @@ def _pod(
     resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
     limits = dict(extra.pop("limits", {}))
     if gpus:
-        limits["nvidia.com/gpu"] = gpus
+        limits[podkeys.GPU_RESOURCE] = gpus
     if limits:
         resources["limits"] = limits
     spec: dict[str, Any] = {
@@ -213,7 +215,12 @@ def workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
         (0.12, lambda nm: _pod(nm, gpus=2, annotations={"topos.io/gpu-locality": "nvlink"})),
         (0.08, lambda nm: _pod(nm, gpus=4)),
         (0.04, lambda nm: _pod(nm, gpus=8, cpu="32", memory="256Gi")),
-        (0.08, lambda nm: _pod(nm, cpu="1", memory="4Gi", limits={"nvidia.com/mig-1g.10gb": 1})),
+        (
+            0.08,
+            lambda nm: _pod(
+                nm, cpu="1", memory="4Gi", limits={podkeys.MIG_RESOURCE_PREFIX + "1g.10gb": 1}
+            ),
+        ),
         (
             0.08,
             lambda nm: _pod(
@@ -223,7 +230,7 @@ def workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
                 gpus=2,
                 annotations={
                     "numa.scheduling.kubenexus.io/policy": "single-numa",
-                    "numa.scheduling.kubenexus.io/resources": "cpu,memory,nvidia.com/gpu",
+                    "numa.scheduling.kubenexus.io/resources": f"cpu,memory,{podkeys.GPU_RESOURCE}",
                 },
             ),
         ),
@@ -233,7 +240,7 @@ def workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
             lambda nm: _pod(
                 nm,
                 gpus=4,
-                spec={"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+                spec={"nodeSelector": {L.GFD_GPU_PRODUCT: "NVIDIA-H100-80GB-HBM3"}},
             ),
         ),
         (

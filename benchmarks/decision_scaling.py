@@ -31,6 +31,7 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.cycle import Decision, Framework, schedule_one
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
@@ -109,7 +110,7 @@ def prefill(nodes: list[NodeInfo], seed: int, share: float = 0.4) -> tuple[list[
         migs = tuple(m for m in mig if rng.random() < share)
         pods = []
         if gpus or migs:
-            requests = {"nvidia.com/gpu": len(gpus), "cpu": 4000 * len(gpus), "pods": 1}
+            requests = {GPU_RESOURCE: len(gpus), "cpu": 4000 * len(gpus), "pods": 1}
             placement = Placement(gpus=gpus, mig=migs)
             pods.append(
                 PodInfo(namespace="fill", name=node.name, requests=requests, placement=placement)
@@ -172,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.json:
                 print(line, flush=True)
         t, b = results
-        gpus = sum(x.allocatable.get("nvidia.com/gpu", 0) for x in nodes)
+        gpus = sum(x.allocatable.get(GPU_RESOURCE, 0) for x in nodes)
         wall = "decision p50 / p99 (wall)"
         rows.append(
             {

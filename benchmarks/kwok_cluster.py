@@ -3,7 +3,7 @@ processes (kube-scheduler and ``topos coordinator``), each with its own kubeconf
 file that sets its client QPS/burst.
 
 Nodes are created through the API (not by KWOK) so they carry what a real GPU node carries: the
-labels the Topos agent publishes for a DGX H100 (``agent.labeling`` over the built-in profile),
+labels the Topos agent publishes for a DGX H100 (``common.labeling`` over the built-in profile),
 ``kubernetes.io/hostname``, a ``topos.io/leaf``/``topos.io/spine`` place in a leaf–spine fabric,
 and the capacity the kubelet and the NVIDIA device plugin would report (``nvidia.com/gpu: 8``,
 CPU, memory, ``pods: 110``). The annotation ``kwok.x-k8s.io/node: fake`` hands them to KWOK,
@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from agent.devices import discover_profile
-from agent.labeling import labels
 from common.kube import NODES, AlreadyExists, KubeClient, Unreachable
+from common.labeling import labels
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
 from devcluster.nodes import capacity

@@ -56,6 +56,7 @@ from benchmarks.kwok_cluster import (
 )
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
+from common.podkeys import GPU_RESOURCE
 from devcluster.binaries import KUBERNETES_VERSION, ensure
 from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
@@ -145,7 +146,7 @@ def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
                     "image": "registry.example/train:1",
                     "resources": {
                         "requests": {"cpu": "1", "memory": "4Gi"},
-                        "limits": {"nvidia.com/gpu": "1"},
+                        "limits": {GPU_RESOURCE: "1"},
                     },
                 }
             ],

@@ -39,6 +39,7 @@ _PRELUDE = textwrap.dedent(
     import gc, json, sys, time, psutil
     import msgspec
     import coordinator.app.main, coordinator.app.web
+    from common.podkeys import GPU_RESOURCE
     from coordinator.inventory.store import Inventory
     from coordinator.inventory.ingest import AgentSession, SessionRegistry
     from coordinator.inventory.translate import kube_node
@@ -82,7 +83,7 @@ _COORDINATOR = textwrap.dedent(
                                     "topos.io/leaf": "leaf-" + name[-2:]}},
             "spec": {},
             "status": {"allocatable": {"cpu": "256", "memory": "1Ti", "pods": "110",
-                                        "nvidia.com/gpu": "8"},
+                                        GPU_RESOURCE: "8"},
                        "conditions": [{"type": "Ready", "status": "True"}]},
         }))
     ingest_s = time.perf_counter() - t0
@@ -96,7 +97,7 @@ _COORDINATOR = textwrap.dedent(
     for i in range(1000):
         pod = parse_pod({"metadata": {"name": f"p{i}", "namespace": "bench"},
                          "spec": {"schedulerName": "topos", "containers": [{"name": "c",
-                                  "resources": {"limits": {"nvidia.com/gpu": "1"},
+                                  "resources": {"limits": {GPU_RESOURCE: "1"},
                                                 "requests": {"cpu": "4", "memory": "16Gi"}}}]}})
         result = schedule_one(pod, snap, fw)
         if isinstance(result, Decision):

@@ -31,8 +31,8 @@ from typing import Any, TextIO
 import aiohttp
 
 from agent.app import Agent, AgentSettings, Hardware, open_hardware, serve
-from agent.labeling import labels
 from cli.errors import CliError
+from common.labeling import labels
 from common.model import NodeTopology
 from coordinator.demo import (
     DEMO_NAMESPACE,

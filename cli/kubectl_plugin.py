@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import aiohttp
 import yaml
 
+from common import podkeys
 from common.kube import Forbidden, KubeClient, KubeError, NotFound, Resource, Unreachable
 
 SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
@@ -163,7 +164,7 @@ def node_row(node: dict[str, Any]) -> list[str]:
     whole = [g for g in gpus if not g.get("mig_enabled")]  # MIG GPUs are shared out in slices
     free = node.get("free") or {}
     allocatable = node.get("allocatable") or {}
-    total = len(whole) if gpus else int(allocatable.get("nvidia.com/gpu", 0))
+    total = len(whole) if gpus else int(allocatable.get(podkeys.GPU_RESOURCE, 0))
     held = {u.get("uuid") for u in node.get("gpu_use") or [] if u.get("holder")}
     per_numa: dict[int, list[int]] = {}
     for gpu in whole:
@@ -175,9 +176,9 @@ def node_row(node: dict[str, Any]) -> list[str]:
                 slot[0] += 1
     numa_text = " ".join(f"{n}:{f}/{t}" for n, (f, t) in sorted(per_numa.items())) or "-"
     mig = sorted(
-        (key.removeprefix("nvidia.com/mig-"), value)
+        (key.removeprefix(podkeys.MIG_RESOURCE_PREFIX), value)
         for key, value in free.items()
-        if key.startswith("nvidia.com/mig-") and isinstance(value, int)
+        if key.startswith(podkeys.MIG_RESOURCE_PREFIX) and isinstance(value, int)
     )
     mig_text = ",".join(f"{profile}={count}" for profile, count in mig) or "-"
     products = sorted({str(g["product"]) for g in gpus if g.get("product")})
@@ -186,7 +187,7 @@ def node_row(node: dict[str, Any]) -> list[str]:
         str(node.get("name", "?")),
         _status(node),
         ", ".join(products) or "-",
-        f"{free.get('nvidia.com/gpu', 0)}/{total}",
+        f"{free.get(podkeys.GPU_RESOURCE, 0)}/{total}",
         numa_text,
         mig_text,
         str(labels.get("topos.io/leaf", "-")),

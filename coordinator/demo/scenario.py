@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from common import labels as L
 from common import podkeys
 
 __all__ = [
@@ -43,7 +44,7 @@ JOB_LABEL: Final = "demo.topos.io/job"
 H100: Final = "NVIDIA-H100-80GB-HBM3"
 A100: Final = "NVIDIA-A100-SXM4-40GB"
 L40S: Final = "NVIDIA-L40S"
-PRODUCT: Final = "nvidia.com/gpu.product"  # GPU Feature Discovery's name: existing YAML works
+PRODUCT: Final = L.GFD_GPU_PRODUCT  # GPU Feature Discovery's name: existing YAML works
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,7 @@ class DemoNode:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {"topos.io/leaf": self.leaf, "topos.io/spine": self.spine}
+        return {L.LEAF: self.leaf, L.SPINE: self.spine}
 
 
 def demo_nodes() -> list[DemoNode]:
@@ -96,9 +97,9 @@ def _pod(
 ) -> dict[str, Any]:
     limits: dict[str, str] = {}
     if gpus:
-        limits["nvidia.com/gpu"] = str(gpus)
+        limits[podkeys.GPU_RESOURCE] = str(gpus)
     if mig:
-        limits[f"nvidia.com/mig-{mig}"] = "1"
+        limits[podkeys.MIG_RESOURCE_PREFIX + mig] = "1"
     spec: dict[str, Any] = {
         "schedulerName": podkeys.SCHEDULER_NAME,
         "priority": priority,
@@ -159,7 +160,7 @@ def _gang(
 def demo_workload() -> list[DemoJob]:
     numa = {
         podkeys.NUMA_POLICY.canonical: "single-numa",
-        podkeys.NUMA_RESOURCES.canonical: "cpu,memory,nvidia.com/gpu",
+        podkeys.NUMA_RESOURCES.canonical: f"cpu,memory,{podkeys.GPU_RESOURCE}",
     }
     jobs = [
         DemoJob(

@@ -4,7 +4,7 @@
 then the Binding), record why a pod can't be placed (a ``FailedScheduling`` Warning Event and the
 ``PodScheduled=False`` condition), record a success (a ``Scheduled`` Normal Event), post any other
 Event (gangs, preemption), and evict. :mod:`.kube_cluster` implements it on the API server,
-:mod:`.memory_cluster` on an in-process store (the embedded demo and simulation).
+:mod:`.memory_cluster` on an in-process store (the embedded demo, ``--in-memory``).
 
 Errors: :class:`BindConflict` when the bind can never succeed as decided (pod deleted or
 recreated, already bound, node gone) — forget the assumption and move on; :class:`ClusterError`

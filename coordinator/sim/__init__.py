@@ -5,6 +5,14 @@ comes from a ``profile → NodeTopology`` function the caller passes (the CLI us
 profile-driven fake NVML), and the replay is a discrete-event loop over the scheduling core's
 ``Snapshot``. See ``docs/simulate.md``.
 
+With production it shares the pure parts: node labels from the agent's labelers
+(``common.labeling``), pods parsed by the core's ``parse_pod``, the core's ``Snapshot`` and
+``NodeInfo`` accounting, and placement by the core's ``Framework``/``schedule_one`` and gang
+planner (``schedule_gang``). It does not run the engine (``coordinator.engine``): no scheduling
+queue or backoff, no ``ClusterView`` over an inventory, no binder or ``ClusterWriter``, no
+in-memory cluster, no gang manager (reservations, timeouts, recovery) and no preemption; its own
+loop (:mod:`.engine`) orders the jobs and assumes each decision on the snapshot at once.
+
     spec = parse_cluster(yaml_text)
     nodes = build_nodes(spec, topology_of)
     sim = Simulator(nodes, parse_trace(csv_text, name="trace.csv"), cost_model=spec.cost_model)

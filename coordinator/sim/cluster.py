@@ -19,7 +19,8 @@ leaves and spines (format in ``docs/simulate.md``)::
 The description is pure data; turning a profile into a :class:`~common.model.NodeTopology` is
 the caller's job (the CLI uses the agent's profile-driven fake NVML), so this module stays free
 of hardware code. :func:`build_nodes` makes the scheduling core's ``NodeInfo`` for each node with
-the labels and allocatable resources its agent and kubelet would publish.
+the labels its agent publishes (the agent's own labelers, :mod:`common.labeling`) and the
+allocatable resources its kubelet and device plugin would advertise.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import msgspec
 import yaml
 
 from common import labels as L
-from common.model import NodeTopology, gpu_family, topology_class
+from common import podkeys
+from common.labeling import labels as agent_labels
+from common.model import NodeTopology
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.sim.costmodel import CostModel, CostModelError, cost_model_from
 
@@ -225,19 +228,11 @@ def node_allocatable(topology: NodeTopology) -> dict[str, int]:
     return alloc
 
 
-def node_labels(topology: NodeTopology, spec: NodeSpec) -> dict[str, str]:
-    """The scheduling-relevant labels the agent (and the operator, for domains) would set."""
-    out: dict[str, str] = {"kubernetes.io/hostname": spec.name}
-    if topology.gpus:
-        product = topology.gpus[0].product
-        if product:
-            out[L.GPU_PRODUCT] = L.sanitise_label_value(product)
-        out[L.GPU_COUNT] = str(len(topology.gpus))
-        family = gpu_family(topology.gpus[0].compute_capability)
-        if family:
-            out[L.GPU_FAMILY] = family
-        out[L.GPU_TOPOLOGY] = topology_class(topology)
-        out[L.MIG_ENABLED] = str(any(g.mig_enabled for g in topology.gpus)).lower()
+def node_labels(agent: Mapping[str, str], spec: NodeSpec) -> dict[str, str]:
+    """A node's labels: what its agent publishes (``agent``: :func:`common.labeling.labels` of
+    its hardware), the kubelet's hostname, the operator's leaf and spine, then the description's
+    own labels (which win)."""
+    out: dict[str, str] = {**agent, "kubernetes.io/hostname": spec.name}
     if spec.leaf:
         out[L.LEAF] = spec.leaf
     if spec.spine:
@@ -248,18 +243,22 @@ def node_labels(topology: NodeTopology, spec: NodeSpec) -> dict[str, str]:
 
 def build_nodes(spec: ClusterSpec, topology_of: Callable[[str], NodeTopology]) -> list[NodeInfo]:
     """One ``NodeInfo`` per node; ``topology_of(profile)`` gives the hardware of a profile (it is
-    called once per distinct profile; each node gets a copy under its own hostname)."""
-    cache: dict[str, NodeTopology] = {}
+    called once per distinct profile; each node gets a copy under its own hostname). Node labels
+    are the agent's own labelers' output with the default settings, computed once per profile:
+    labels depend on the hardware, never on the hostname."""
+    cache: dict[str, tuple[NodeTopology, Mapping[str, str]]] = {}
     out: list[NodeInfo] = []
     for node in spec.node_specs():
-        base = cache.get(node.profile)
-        if base is None:
-            base = cache[node.profile] = topology_of(node.profile)
+        known = cache.get(node.profile)
+        if known is None:
+            hardware = topology_of(node.profile)
+            known = cache[node.profile] = (hardware, agent_labels(hardware).labels)
+        base, agent = known
         topology = msgspec.structs.replace(base, hostname=node.name)
         out.append(
             NodeInfo.build(
                 node.name,
-                labels=node_labels(topology, node),
+                labels=node_labels(agent, node),
                 allocatable=node_allocatable(topology),
                 topology=topology,
             )
@@ -273,8 +272,13 @@ def profiles_of(spec: ClusterSpec) -> Sequence[str]:
 
 def describe(nodes: Sequence[NodeInfo]) -> dict[str, Any]:
     """Counts for report headers: nodes, whole GPUs, MIG instances, leaves, spines."""
-    gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes)
-    mig = sum(v for n in nodes for k, v in n.allocatable.items() if k.startswith("nvidia.com/mig-"))
+    gpus = sum(n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in nodes)
+    mig = sum(
+        v
+        for n in nodes
+        for k, v in n.allocatable.items()
+        if k.startswith(podkeys.MIG_RESOURCE_PREFIX)
+    )
     leaves = {n.labels.get(L.LEAF) for n in nodes} - {None}
     spines = {n.labels.get(L.SPINE) for n in nodes} - {None}
     return {

@@ -15,6 +15,11 @@ kube-scheduler's queue). Two facts keep a long replay cheap without changing its
 
 There is no preemption: priority orders the queue only. A placed job runs for its trace duration
 stretched by the communication-cost model (:mod:`.costmodel`) of the placement it got.
+
+This loop is not the coordinator's engine (``coordinator.engine.loop.Scheduler``) and does not
+share its ``SchedulingQueue``: nothing backs off or waits a timeout, and time is the trace's, not
+a clock. A policy's decision is assumed on the core's ``Snapshot`` at once (no binder, no
+``ClusterWriter``) and forgotten when the job completes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from common import labels as L
+from common import podkeys
 from common.model import Link, worst_link
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
@@ -100,12 +106,12 @@ class Simulator:
         self.eligible: tuple[tuple[str, ...] | None, ...] = tuple(
             self._of_type(j.gpu_type, products) if j.gpu_type else None for j in self.jobs
         )
-        self.whole_gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in self.nodes)
+        self.whole_gpus = sum(n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in self.nodes)
         self.mig_instances = sum(
             v
             for n in self.nodes
             for k, v in n.allocatable.items()
-            if k.startswith("nvidia.com/mig-")
+            if k.startswith(podkeys.MIG_RESOURCE_PREFIX)
         )
 
     def _of_type(self, gpu_type: str, products: set[str]) -> tuple[str, ...]:
@@ -151,7 +157,7 @@ class Simulator:
         self, policy: Policy, *, progress: Callable[[int, int], None] | None = None
     ) -> RunResult:
         snapshot = Snapshot(self.nodes)
-        usage = _Usage({n.name: n.allocatable.get("nvidia.com/gpu", 0) for n in self.nodes})
+        usage = _Usage({n.name: n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in self.nodes})
         jobs, pods = self.jobs, self.pods
         # (time, kind, index): kind 0 = completion (applied first), 1 = arrival
         events: list[tuple[float, int, int]] = [(j.arrival_s, 1, i) for i, j in enumerate(jobs)]

@@ -29,9 +29,9 @@ def job_manifests(job: Job, products: Iterable[str] = ()) -> list[dict[str, Any]
     """One Pod manifest per gang member (``<job>-<i>``; a single pod is ``<job>``)."""
     limits: dict[str, str] = {}
     if job.mig_profile:
-        limits[f"nvidia.com/mig-{job.mig_profile}"] = str(job.gpus)
+        limits[podkeys.MIG_RESOURCE_PREFIX + job.mig_profile] = str(job.gpus)
     elif job.gpus:
-        limits["nvidia.com/gpu"] = str(job.gpus)
+        limits[podkeys.GPU_RESOURCE] = str(job.gpus)
     requests = {
         "cpu": f"{round(job.cpu_per_pod * 1000)}m",
         "memory": f"{round(job.memory_gib_per_pod * 1024)}Mi",

@@ -85,7 +85,7 @@ def cluster_shape(
     total = 0
     biggest = 1
     for n in nodes:
-        whole = n.allocatable.get("nvidia.com/gpu", 0)
+        whole = n.allocatable.get(podkeys.GPU_RESOURCE, 0)
         total += whole
         biggest = max(biggest, whole)
         product = n.topology.gpus[0].product if n.topology and n.topology.gpus else None

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent.kube import KubeNodeApi
-from agent.labeling import labels
 from agent.publish import NodeNotFound, NodePublisher
 from common import labels as L
 from common.kube import NODES, KubeClient
+from common.labeling import labels
 from common.model import topology_from_json
 from tests.support.agent_topologies import SEVEN_SMALL, mig_node, nvswitch_node
 from tests.support.kube_objects import create_node

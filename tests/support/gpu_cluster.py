@@ -1,7 +1,7 @@
 """A GPU cluster on the real test control plane, and a Topos scheduler runtime over it.
 
 Nodes are Node objects created through the API from hardware profiles: the agent's own labels and
-annotations (``agent.labeling``), the capacity the kubelet and device plugin would report
+annotations (``common.labeling``), the capacity the kubelet and device plugin would report
 (``devcluster.nodes.capacity``), Ready. No kubelet runs; the agent's capacity-stream hello is
 injected into the coordinator's inventory directly. The inventory is fed from the API server by
 ``KubeSync`` exactly as in production, and the runtime watches pending pods of one namespace and
@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from agent.devices import discover_profile
-from agent.labeling import LabelingSettings, labels
 from common.kube import EVENTS, NODES, PODS, KubeClient, Resource
+from common.labeling import LabelingSettings, labels
 from common.model import NodeTopology
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.engine.loop import RuntimeSettings

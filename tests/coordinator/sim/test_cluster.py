@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from agent.app import AgentSettings
+from agent.devices import discover_profile
+from common import labels as L
+from common.labeling import labels
 from coordinator.sim import ClusterError, describe, parse_cluster
 from tests.support.sim_cluster import make_cluster
 
@@ -65,6 +69,26 @@ def test_layout_names_and_labels() -> None:
         "spines": 3,
     }
     assert spec.name == "lab"
+
+
+def test_nodes_carry_exactly_what_their_agent_publishes() -> None:
+    spec, nodes = make_cluster(CLUSTER)
+    profiles = {n.name: n.profile for n in spec.node_specs()}
+    defaults = AgentSettings(node_name="any").labeling
+    for node in nodes:
+        hardware = discover_profile(profiles[node.name], hostname=node.name)
+        published = labels(hardware, defaults).labels
+        extra = {k: v for k, v in node.labels.items() if k not in published}
+        assert {k: node.labels[k] for k in published} == published, node.name
+        # beyond the agent's labels: only the kubelet's hostname, the leaf/spine and the
+        # description's own labels
+        assert set(extra) <= {"kubernetes.io/hostname", L.LEAF, L.SPINE, "pool"}, node.name
+    h100 = nodes[0]
+    # selectors written for GPU Feature Discovery or KubeNexus match simulated nodes too
+    assert h100.labels[L.GFD_GPU_PRODUCT] == "NVIDIA-H100-80GB-HBM3"
+    assert h100.labels[L.KUBENEXUS_NODE_COUNT] == "2"
+    mig = next(n for n in nodes if n.name == "mig-001")
+    assert mig.labels[L.gfd_mig_key("3g.20gb", "count")] == "1"
 
 
 def test_cost_model_overrides() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from agent.labeling import LabelingSettings, labels
-from agent.labeling.neuronetes import gpu_type
 from common import labels as L
+from common.labeling import LabelingSettings, labels
+from common.labeling.neuronetes import gpu_type
 from common.labels import is_label_value
 from common.model import NodeTopology, topology_from_json
 from tests.support.agent_topologies import (

@@ -8,8 +8,8 @@ not a legal label value, so it is written as an annotation of the same name; a s
 
 from __future__ import annotations
 
-from agent.labeling import facts
 from common import labels as L
+from common.labeling import facts
 from common.labels import LabelBuilder, NodeLabels
 from common.model import NodeTopology, format_cpulist
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from agent.labeling import facts
 from common import labels as L
+from common.labeling import facts
 from common.labels import LabelBuilder, NodeLabels
 from common.model import NodeTopology, gpu_family
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
-from agent.labeling import facts
 from common import labels as L
+from common.labeling import facts
 from common.labels import LabelBuilder, NodeLabels
 from common.model import Gpu, NodeTopology, format_cpulist, topology_class, topology_to_json
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.labeling import facts
 from common import labels as L
+from common.labeling import facts
 from common.labels import LabelBuilder, NodeLabels
 from common.model import NodeTopology, gpu_family
 

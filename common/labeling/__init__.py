@@ -3,24 +3,28 @@
 One small pure labeler per concern (``gpu``, ``topology``, ``mig``, ``numa``, ``driver``,
 ``health``, ``describe``) plus the compatibility sets (``gfd``, ``neuronetes``, ``kubenexus``),
 each switchable with ``LabelingSettings``. ``labels(snapshot, settings)`` runs them in order and
-merges the results, later wins. Publishing them is ``agent.publish``'s job, not this package's.
+merges the results, later wins.
+
+Everything here is pure and depends only on ``common``, so both programs use the same labelers:
+the agent publishes their output on its Node (``agent.publish``), and the trace simulator
+(``coordinator.sim.cluster``) gives each simulated node the labels its agent would publish.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.labeling.base import Labeler
-from agent.labeling.describe import describe
-from agent.labeling.driver import driver
-from agent.labeling.gfd import MIG_STRATEGIES, MigStrategy, gfd
-from agent.labeling.gpu import count, family, memory, product
-from agent.labeling.health import health
-from agent.labeling.kubenexus import kubenexus
-from agent.labeling.mig import mig
-from agent.labeling.neuronetes import neuronetes
-from agent.labeling.numa import numa
-from agent.labeling.topology import link_class
+from common.labeling.base import Labeler
+from common.labeling.describe import describe
+from common.labeling.driver import driver
+from common.labeling.gfd import MIG_STRATEGIES, MigStrategy, gfd
+from common.labeling.gpu import count, family, memory, product
+from common.labeling.health import health
+from common.labeling.kubenexus import kubenexus
+from common.labeling.mig import mig
+from common.labeling.neuronetes import neuronetes
+from common.labeling.numa import numa
+from common.labeling.topology import link_class
 from common.labels import NodeLabels, merge
 from common.model import NodeTopology
 

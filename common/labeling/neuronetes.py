@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from agent.labeling import facts
 from common import labels as L
+from common.labeling import facts
 from common.labels import LabelBuilder, NodeLabels
 from common.model import NodeTopology, topology_class
 
