@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from common import podkeys
-from coordinator.core.podspec.parse import (
+from coordinator.core.podspec.affinity import (
     AffinityTerm,
-    PodRequest,
-    Taint,
     WeightedAffinityTerm,
     parse_affinity_terms,
 )
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import Inventory, InventoryEvent

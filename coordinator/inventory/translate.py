@@ -1,9 +1,8 @@
 """Raw Node and Pod objects (the API server's JSON) → the inventory's :class:`KubeNode` and
 :class:`BoundPod`.
 
-Pod requests follow kube-scheduler's accounting: per resource, the larger of the sum over app
-containers (plus restartable init containers, i.e. sidecars) and the largest plain init
-container, plus the pod overhead; an extended resource given only as a limit requests that limit.
+A bound pod holds its effective requests, by the core's one copy of Kubernetes' rule
+(:func:`coordinator.core.podspec.resources.held_requests`).
 """
 
 from __future__ import annotations
@@ -12,39 +11,15 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from common.quantity import QuantityError, parse_quantity, to_int, to_milli
+from common.quantity import QuantityError
+from coordinator.core.podspec.resources import held_requests, quantity
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
 
 log = logging.getLogger(__name__)
 
-_MILLI_RESOURCES: Final = frozenset({"cpu"})
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 #: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy).
 SCHEDULING_ANNOTATION_PREFIXES: Final = ("topos.io/", "numa.scheduling.kubenexus.io/")
-
-
-#: Parsed text quantities, keyed by (in millis?, text): pods and nodes repeat a handful of
-#: values ("1", "4Gi", "110"), and parsing through ``Fraction`` is most of a pod's translation.
-_PARSED: dict[tuple[bool, str], int] = {}
-_PARSED_MAX: Final = 4096
-
-
-def quantity(resource: str, value: object) -> int:
-    """A quantity in the inventory's unit for ``resource`` (millicores for cpu)."""
-    milli = resource in _MILLI_RESOURCES
-    if type(value) is str:
-        key = (milli, value)
-        cached = _PARSED.get(key)
-        if cached is not None:
-            return cached
-        q = parse_quantity(value)  # bad text raises, and is never cached
-        result = to_milli(q) if milli else to_int(q)
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[key] = result
-        return result
-    q = parse_quantity(value)
-    return to_milli(q) if milli else to_int(q)
 
 
 def _resources(raw: object, where: str) -> dict[str, int]:
@@ -85,43 +60,6 @@ def kube_node(obj: Mapping[str, Any]) -> KubeNode:
     )
 
 
-def _container_requests(container: Mapping[str, Any], where: str) -> dict[str, int]:
-    res = container.get("resources") or {}
-    requests = _resources(res.get("requests"), where)
-    for name, value in _resources(res.get("limits"), where).items():
-        # Requests default to limits when only limits are given (always so for extended ones).
-        requests.setdefault(name, value)
-    return requests
-
-
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    spec = pod.get("spec") or {}
-    meta = pod.get("metadata") or {}
-    where = f"pod {meta.get('namespace')}/{meta.get('name')}"
-    total: dict[str, int] = {}
-    for c in spec.get("containers") or ():
-        for k, v in _container_requests(c, where).items():
-            total[k] = total.get(k, 0) + v
-    init_peak: dict[str, int] = {}
-    sidecars: dict[str, int] = {}
-    for c in spec.get("initContainers") or ():
-        req = _container_requests(c, where)
-        if c.get("restartPolicy") == "Always":  # a sidecar runs beside the app containers
-            for k, v in req.items():
-                sidecars[k] = sidecars.get(k, 0) + v
-            continue
-        for k, v in req.items():
-            # A plain init container runs after the sidecars started before it.
-            init_peak[k] = max(init_peak.get(k, 0), v + sidecars.get(k, 0))
-    for k, v in sidecars.items():
-        total[k] = total.get(k, 0) + v
-    for k, v in init_peak.items():
-        total[k] = max(total.get(k, 0), v)
-    for k, v in _resources(spec.get("overhead"), where).items():
-        total[k] = total.get(k, 0) + v
-    return total
-
-
 def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     """The pod as capacity held on its node, or ``None`` if unbound or finished."""
     meta = obj.get("metadata") or {}
@@ -140,7 +78,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         node=str(node),
         scheduler=str(spec.get("schedulerName", "default-scheduler")),
         phase=phase,
-        requests=pod_requests(obj),
+        requests=held_requests(spec),
         assigned_gpus=tuple(u.strip() for u in assigned.split(",") if u.strip()),
         priority=int(spec.get("priority") or 0),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},

@@ -22,12 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.config import SchedulerConfig, ScoreWeights
 from coordinator.core.framework.cycle import PLACEMENTS, Decision, Framework, schedule_one
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.gangs.cycle import schedule_gang
-from coordinator.core.podspec.parse import GPU_RESOURCE, PodRequest
+from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot
 
 __all__ = [

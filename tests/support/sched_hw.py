@@ -17,7 +17,8 @@ import yaml
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import Framework, ScheduleResult, schedule_one
-from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
+from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 from tests.support.mig import mig_instance
 

@@ -1,13 +1,18 @@
 """Which gang (pod group) a pod belongs to, from any of the three vocabularies of DESIGN.md §4.
 
 1. Topos: labels ``topos.io/gang`` (group name) and ``topos.io/gang-min`` (members that must be
-   placed together), annotation ``topos.io/gang-timeout`` (``300``, ``90s``, ``5m``, ``1h30m``).
+   placed together), annotation ``topos.io/gang-timeout`` (a duration: ``300``, ``90s``, ``5m``,
+   ``1h30m``; docs/scheduling.md, "Durations").
 2. KubeNexus: labels ``pod-group.scheduling.kubenexus.io/name`` and ``…/min-available`` — read as
    aliases of the Topos labels, so a pod may carry either spelling (or both, if they agree).
 3. scheduler-plugins: label ``scheduling.x-k8s.io/pod-group`` naming a ``PodGroup`` object
    (``scheduling.x-k8s.io/v1alpha1``) in the pod's namespace; its ``spec.minMember`` and
    ``spec.scheduleTimeoutSeconds`` apply. Until that object exists the pod waits, with a message
    saying so.
+
+The pod's keys are read by the pod parser (:mod:`coordinator.core.podspec.gangkeys`), so a gang
+label means here what it means to :func:`~coordinator.core.podspec.parse.parse_pod`; this module
+adds what a gang is: its key, the PodGroup object, the source it came from.
 
 :func:`gang_of` is pure: it takes the pod as the API returns it (a dict) and the PodGroup objects
 the glue has seen, and returns a :class:`GangSpec`, ``None`` for a pod in no gang, or a
@@ -17,15 +22,14 @@ the glue has seen, and returns a :class:`GangSpec`, ``None`` for a pod in no gan
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from common import podkeys
+from coordinator.core.podspec.durations import DurationError, parse_duration
+from coordinator.core.podspec.fields import FieldError
+from coordinator.core.podspec.gangkeys import GangKeyError, member_count, pod_gang_labels
 
-MAX_MIN_MEMBER: Final = 10_000
-MAX_TIMEOUT_S: Final = 7 * 24 * 3600.0
 DEFAULT_TIMEOUT_S: Final = 300.0
 
 
@@ -62,63 +66,18 @@ class GangProblem:
     key: GangKey | None = None
 
 
-_DURATION: Final = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+def _namespace(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return ns if isinstance(ns, str) and ns else "default"
 
 
-def parse_timeout(text: str) -> float | None:
-    """``"300"``, ``"90s"``, ``"5m"``, ``"1h30m"`` → seconds; None when malformed."""
-    text = text.strip()
-    if not text:
-        return None
-    if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        return float(text)
-    m = _DURATION.match(text)
-    if m is None or not any(m.groups()):
-        return None
-    h, mi, s = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mi * 60 + s
-
-
-def parse_min_member(value: object, *, what: str) -> int | str:
-    """A member count from 1 to 10,000, or an error message naming ``what``."""
-    if isinstance(value, bool):
-        return f"{what}={value!r}: expected a whole number from 1 to {MAX_MIN_MEMBER}"
-    if isinstance(value, int):
-        n = value
-    elif isinstance(value, str) and re.fullmatch(r"[+-]?\d{1,12}", value.strip()):
-        n = int(value.strip())
-    else:
-        return f"{what}={value!r}: expected a whole number from 1 to {MAX_MIN_MEMBER}"
-    if n < 1:
-        return f"{what}={value!r}: a pod group needs at least 1 member"
-    if n > MAX_MIN_MEMBER:
-        return f"{what}={value!r}: more than {MAX_MIN_MEMBER} members is not supported"
-    return n
-
-
-def _timeout(value: str, *, what: str) -> float | str:
-    seconds = parse_timeout(value)
-    if seconds is None:
-        return f"{what}={value!r}: expected seconds or a duration such as 90s, 5m, 1h30m"
-    if seconds <= 0:
-        return f"{what}={value!r}: the timeout must be positive"
-    if seconds > MAX_TIMEOUT_S:
-        return f"{what}={value!r}: longer than 7 days is not supported"
-    return seconds
-
-
-def _meta(pod: Mapping[str, Any]) -> tuple[str, Mapping[str, str], Mapping[str, str]]:
-    meta = pod.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        return "default", {}, {}
-    ns = meta.get("namespace") or "default"
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    if not isinstance(labels, Mapping):
-        labels = {}
-    if not isinstance(annotations, Mapping):
-        annotations = {}
-    return str(ns), labels, annotations
+def _count(value: object, *, what: str) -> int | str:
+    """A member count, or an error message naming ``what``."""
+    try:
+        return member_count(value)
+    except ValueError as exc:
+        return f"{what}: {exc}"
 
 
 def gang_of(
@@ -129,103 +88,58 @@ def gang_of(
 
     ``podgroups`` maps ``(namespace, name)`` to scheduler-plugins ``PodGroup`` objects as dicts.
     """
-    namespace, labels, annotations = _meta(pod)
-    name, conflict = podkeys.lookup(podkeys.GANG, labels)
-    if conflict is not None:
-        return GangProblem(message=conflict.message)
-    pg_name, _ = podkeys.lookup(podkeys.POD_GROUP_X_K8S, labels)
-
-    if name is not None:
-        key = GangKey(namespace, name)
-        if not name:
-            return GangProblem(message=f"label {podkeys.GANG.canonical} is empty")
-        if pg_name is not None and pg_name != name:
-            return GangProblem(
-                message=f"pod names two pod groups: {podkeys.GANG.canonical}={name!r} and "
-                f"{podkeys.POD_GROUP_X_K8S.canonical}={pg_name!r}",
-                key=key,
-            )
-        source = "topos" if podkeys.GANG.canonical in labels else "kubenexus"
-        min_text, conflict = podkeys.lookup(podkeys.GANG_MIN, labels)
-        if conflict is not None:
-            return GangProblem(message=conflict.message, key=key)
-        if min_text is None:
-            if pg_name is not None:
-                return _from_podgroup(namespace, pg_name, podgroups, annotations)
-            min_label = (
-                podkeys.GANG_MIN.canonical if source == "topos" else podkeys.GANG_MIN.aliases[0]
-            )
-            return GangProblem(
-                message=f"pod group {name!r} has no member count: add label {min_label}",
-                key=key,
-            )
-        min_label = podkeys.GANG_MIN.canonical if source == "topos" else podkeys.GANG_MIN.aliases[0]
-        n = parse_min_member(min_text, what=f"label {min_label}")
-        if isinstance(n, str):
-            return GangProblem(message=n, key=key)
-        timeout: float | None = None
-        t_text, conflict = podkeys.lookup(podkeys.GANG_TIMEOUT, annotations)
-        if conflict is not None:
-            return GangProblem(message=conflict.message, key=key)
-        if t_text is not None:
-            t = _timeout(t_text, what=f"annotation {podkeys.GANG_TIMEOUT.canonical}")
-            if isinstance(t, str):
-                return GangProblem(message=t, key=key)
-            timeout = t
-        return GangSpec(key=key, min_member=n, timeout_s=timeout, source=source)
-
-    if pg_name is not None:
-        return _from_podgroup(namespace, pg_name, podgroups, annotations)
-    return None
+    namespace = _namespace(pod)
+    try:
+        declared = pod_gang_labels(pod)
+    except GangKeyError as bad:
+        key = GangKey(namespace, bad.gang) if bad.gang else None
+        return GangProblem(message=f"invalid {bad.field}: {bad.message}", key=key)
+    except FieldError as bad:
+        return GangProblem(message=f"invalid {bad.field.lstrip('.')}: {bad.message}")
+    if declared is None:
+        return None
+    key = GangKey(namespace, declared.name)
+    if declared.min_member is None:  # the size is the PodGroup object's
+        return _from_podgroup(key, podgroups, declared.timeout_s)
+    return GangSpec(
+        key=key,
+        min_member=declared.min_member,
+        timeout_s=declared.timeout_s,
+        source=declared.source,
+    )
 
 
 def _from_podgroup(
-    namespace: str,
-    name: str,
+    key: GangKey,
     podgroups: Mapping[tuple[str, str], Mapping[str, Any]] | None,
-    annotations: Mapping[str, str],
+    pod_timeout_s: float | None,
 ) -> GangSpec | GangProblem:
-    key = GangKey(namespace, name)
-    if not name:
-        return GangProblem(message=f"label {podkeys.POD_GROUP_X_K8S.canonical} is empty")
-    obj = (podgroups or {}).get((namespace, name))
+    obj = (podgroups or {}).get((key.namespace, key.name))
     if obj is None:
         return GangProblem(
-            message=f"waiting for PodGroup {namespace}/{name} "
-            f"(scheduling.x-k8s.io) named by label {podkeys.POD_GROUP_X_K8S.canonical}: "
-            "it does not exist yet",
+            message=f"waiting for PodGroup {key} (scheduling.x-k8s.io) named by label "
+            "scheduling.x-k8s.io/pod-group: it does not exist yet",
             waiting=True,
             key=key,
         )
     spec = obj.get("spec") if isinstance(obj, Mapping) else None
     if not isinstance(spec, Mapping):
         spec = {}
-    n = parse_min_member(spec.get("minMember"), what=f"PodGroup {key} spec.minMember")
+    n = _count(spec.get("minMember"), what=f"PodGroup {key} spec.minMember")
     if isinstance(n, str):
         return GangProblem(message=n, key=key)
-    timeout: float | None = None
+    timeout = pod_timeout_s  # the object's timeout wins over the pod's annotation
     raw = spec.get("scheduleTimeoutSeconds")
     if raw is not None:
+        what = f"PodGroup {key} spec.scheduleTimeoutSeconds={raw!r}"
         if isinstance(raw, bool) or not isinstance(raw, int):
-            return GangProblem(
-                message=f"PodGroup {key} spec.scheduleTimeoutSeconds={raw!r}: expected seconds",
-                key=key,
-            )
+            return GangProblem(message=f"{what}: expected seconds", key=key)
         if raw <= 0:
-            return GangProblem(
-                message=f"PodGroup {key} spec.scheduleTimeoutSeconds={raw}: must be positive",
-                key=key,
-            )
-        t = _timeout(str(raw), what=f"PodGroup {key} spec.scheduleTimeoutSeconds")
-        if isinstance(t, str):
-            return GangProblem(message=t, key=key)
-        timeout = t
-    t_text = annotations.get(podkeys.GANG_TIMEOUT.canonical)
-    if t_text is not None and timeout is None:
-        t = _timeout(t_text, what=f"annotation {podkeys.GANG_TIMEOUT.canonical}")
-        if isinstance(t, str):
-            return GangProblem(message=t, key=key)
-        timeout = t
+            return GangProblem(message=f"{what}: must be positive", key=key)
+        try:
+            timeout = parse_duration(str(raw))
+        except DurationError as exc:
+            return GangProblem(message=f"{what}: {exc}", key=key)
     return GangSpec(key=key, min_member=n, timeout_s=timeout, source="podgroup")
 
 
@@ -235,7 +149,6 @@ def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None
     The pool's pods are its replicas; the glue labels them ``topos.io/gang=<pool name>`` and
     ``topos.io/gang-min=<minMembers>`` from this spec. ``None`` when gang scheduling is off.
     """
-    namespace, _, _ = _meta(pool)
     meta = pool.get("metadata") or {}
     name = meta.get("name") if isinstance(meta, Mapping) else None
     spec = pool.get("spec") or {}
@@ -245,9 +158,9 @@ def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None
         return None
     if not isinstance(name, str) or not name:
         return GangProblem(message="AgentPool has no metadata.name")
-    key = GangKey(namespace, name)
+    key = GangKey(_namespace(pool), name)
     raw = gang.get("minMembers", spec.get("minReplicas"))
-    n = parse_min_member(raw, what=f"AgentPool {key} gangScheduling.minMembers")
+    n = _count(raw, what=f"AgentPool {key} gangScheduling.minMembers")
     if isinstance(n, str):
         return GangProblem(message=n, key=key)
     return GangSpec(key=key, min_member=n, source="agentpool")
@@ -255,12 +168,9 @@ def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "MAX_MIN_MEMBER",
     "GangKey",
     "GangProblem",
     "GangSpec",
     "gang_of",
     "gang_of_agent_pool",
-    "parse_min_member",
-    "parse_timeout",
 ]

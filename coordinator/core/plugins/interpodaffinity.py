@@ -24,7 +24,8 @@ from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
-from coordinator.core.podspec.parse import AffinityTerm, PodRequest
+from coordinator.core.podspec.affinity import AffinityTerm
+from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 __all__ = ["InterPodAffinity"]

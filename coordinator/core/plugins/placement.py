@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.status import Reason, Status
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
-from coordinator.core.podspec.parse import GPU_RESOURCE, PodRequest
+from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo, NumaFree, NumaUse, Placement, gpu_numa
 
 __all__ = ["Plan", "device_key", "plan_placement"]

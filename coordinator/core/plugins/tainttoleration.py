@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
-from coordinator.core.podspec.parse import PodRequest, Taint, Toleration
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.tolerations import Taint, Toleration
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 __all__ = ["TaintToleration"]

@@ -30,18 +30,17 @@ from typing import Final
 
 from common import podkeys
 from common.model import NodeTopology
-from coordinator.core.podspec.parse import (
-    GPU_RESOURCE,
+from common.podkeys import GPU_RESOURCE
+from coordinator.core.podspec.affinity import (
     AffinityTerm,
-    HostPort,
-    PodRequest,
-    Taint,
     WeightedAffinityTerm,
-    host_ports,
     parse_affinity_terms,
-    parse_pod_lenient_requests,
 )
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.ports import HostPort, host_ports
+from coordinator.core.podspec.resources import held_requests
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.podspec.tolerations import Taint
 
 __all__ = [
     "NOT_READY_TAINT",
@@ -203,7 +202,7 @@ class PodInfo:
             namespace=namespace,
             name=str(meta.get("name") or ""),
             labels=labels,
-            requests=parse_pod_lenient_requests(spec),
+            requests=held_requests(spec),
             priority=priority if isinstance(priority, int) else 0,
             uid=str(meta.get("uid") or ""),
             device_ids=devices,

@@ -295,7 +295,7 @@ def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
 
 def test_replace_keeps_the_indexes_current() -> None:
     """The inventory replaces rebuilt nodes; affinity, spread and taint scoring see the change."""
-    from coordinator.core.podspec.parse import Taint
+    from coordinator.core.podspec.tolerations import Taint
     from tests.support.sched_hw import running
 
     snapshot = Snapshot([plain_node("a"), plain_node("b")])

@@ -14,7 +14,7 @@ import pytest
 
 from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
 from coordinator.core.framework.status import Code
-from coordinator.core.podspec.parse import Taint
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import (
     dgx_a100,

@@ -31,7 +31,7 @@ import yaml
 from common.kube import NODES, PODS, KubeClient
 from common.quantity import parse_quantity, to_int, to_milli
 from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
-from coordinator.core.podspec.parse import Taint
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo, PodInfo, Snapshot
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.inventory.translate import bound_pod, kube_node, pod_requests
+from coordinator.inventory.translate import bound_pod, kube_node
+
+
+def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
+    """What the bound pod holds on its node."""
+    bound = bound_pod(pod)
+    assert bound is not None
+    return dict(bound.requests)
 
 
 def _pod(spec: dict[str, Any], **meta: Any) -> dict[str, Any]:

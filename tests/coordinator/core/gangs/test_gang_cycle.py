@@ -8,7 +8,8 @@ from typing import Any
 from coordinator.core.framework.cycle import Framework
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
-from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
+from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 

@@ -13,7 +13,6 @@ from coordinator.core.gangs.identity import (
     GangSpec,
     gang_of,
     gang_of_agent_pool,
-    parse_timeout,
 )
 
 
@@ -173,18 +172,16 @@ def test_missing_min_and_conflicting_names() -> None:
     assert "two pod groups" in two.message
 
 
-def test_garbage_metadata_is_not_a_crash() -> None:
-    assert gang_of({"metadata": "nonsense"}) is None
+def test_garbage_metadata_is_a_problem_naming_the_field_not_a_crash() -> None:
     assert gang_of({}) is None
-    assert gang_of({"metadata": {"labels": ["x"]}}) is None
-
-
-def test_durations() -> None:
-    assert parse_timeout("90") == 90.0
-    assert parse_timeout("90s") == 90.0
-    assert parse_timeout("1h30m") == 5400.0
-    assert parse_timeout("") is None
-    assert parse_timeout("h") is None
+    for bad, field in [
+        ({"metadata": "nonsense"}, "metadata"),
+        ({"metadata": {"labels": ["x"]}}, "metadata.labels"),
+        ({"metadata": {"labels": {"topos.io/gang": 7}}}, "metadata.labels.topos.io/gang"),
+    ]:
+        result = gang_of(bad)
+        assert isinstance(result, GangProblem)
+        assert result.message.startswith(f"invalid {field}: must be a ")
 
 
 def test_neuronetes_agent_pool_gang() -> None:

@@ -1,4 +1,4 @@
-"""Quantities seen again are served from the translation's cache: the answers must be the ones a
+"""Quantities seen again are served from the pod parser's cache: the answers must be the ones a
 fresh parse gives, per unit (``1`` CPU is 1000 millicores, ``1`` GPU is one device), and bad text
 must be refused every time, never remembered as a number."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from common.quantity import QuantityError
-from coordinator.inventory import translate
-from coordinator.inventory.translate import pod_requests, quantity
+from coordinator.core.podspec import resources
+from coordinator.core.podspec.resources import held_requests, quantity
 
 
-def _pod(cpu: str, memory: str, gpus: str) -> dict[str, object]:
+def _spec(cpu: str, memory: str, gpus: str) -> dict[str, object]:
     resources = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"nvidia.com/gpu": gpus}}
-    return {"spec": {"containers": [{"name": "c", "resources": resources}]}}
+    return {"containers": [{"name": "c", "resources": resources}]}
 
 
 def test_same_text_means_different_units_per_resource() -> None:
@@ -25,9 +25,9 @@ def test_same_text_means_different_units_per_resource() -> None:
 
 
 def test_repeated_pods_count_the_same_as_the_first() -> None:
-    first = pod_requests(_pod("1500m", "64Gi", "2"))
+    first = held_requests(_spec("1500m", "64Gi", "2"))
     assert first == {"cpu": 1500, "memory": 64 * 2**30, "nvidia.com/gpu": 2}
-    assert pod_requests(_pod("1500m", "64Gi", "2")) == first
+    assert held_requests(_spec("1500m", "64Gi", "2")) == first
 
 
 def test_bad_text_is_refused_every_time() -> None:
@@ -37,7 +37,7 @@ def test_bad_text_is_refused_every_time() -> None:
         with pytest.raises(QuantityError):
             quantity("cpu", "-1")
     # and a pod carrying it still translates, without that resource
-    assert pod_requests(_pod("lots", "1Gi", "1")) == {"memory": 2**30, "nvidia.com/gpu": 1}
+    assert held_requests(_spec("lots", "1Gi", "1")) == {"memory": 2**30, "nvidia.com/gpu": 1}
 
 
 def test_numbers_and_unhashable_garbage_are_not_cached_but_still_answered() -> None:
@@ -48,6 +48,6 @@ def test_numbers_and_unhashable_garbage_are_not_cached_but_still_answered() -> N
 
 
 def test_the_cache_stays_bounded() -> None:
-    for i in range(translate._PARSED_MAX + 10):
+    for i in range(resources._PARSED_MAX + 10):
         assert quantity("memory", f"{i}Ki") == i * 1024
-    assert len(translate._PARSED) <= translate._PARSED_MAX
+    assert len(resources._PARSED) <= resources._PARSED_MAX

@@ -1,0 +1,133 @@
+"""The gang keys of a pod: which pod group it declares, its size and its timeout.
+
+Labels ``topos.io/gang`` + ``topos.io/gang-min`` (aliases: KubeNexus'
+``pod-group.scheduling.kubenexus.io/name`` + ``…/min-available``) or
+``scheduling.x-k8s.io/pod-group`` (the size then comes from that PodGroup object), and annotation
+``topos.io/gang-timeout`` in the grammar of :mod:`coordinator.core.podspec.durations`. What a
+gang *means* (PodGroup objects, defaults, its state) is :mod:`coordinator.core.gangs`' business;
+this module only reads the keys.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from common import podkeys
+from coordinator.core.podspec.durations import DurationError, parse_duration
+from coordinator.core.podspec.fields import FieldError, key_path, key_value, mapping, str_map
+
+__all__ = [
+    "MAX_GANG_MEMBERS",
+    "GangKeyError",
+    "GangLabels",
+    "gang_labels",
+    "member_count",
+    "pod_gang_labels",
+]
+
+MAX_GANG_MEMBERS: Final = 10_000
+_COUNT: Final = re.compile(r"[+-]?\d{1,12}")
+
+
+@dataclass(frozen=True, slots=True)
+class GangLabels:
+    """A gang as one pod's labels and annotations declare it."""
+
+    name: str
+    min_member: int | None  # None: from the scheduler-plugins PodGroup object named ``name``
+    timeout_s: float | None  # None: not given on the pod
+    source: str  # "topos" | "kubenexus" | "x-k8s"
+
+
+class GangKeyError(FieldError):
+    """A gang key that cannot be used, with the gang's name when the pod names one."""
+
+    def __init__(self, field: str, message: str, gang: str | None) -> None:
+        super().__init__(field, message)
+        self.gang = gang
+
+
+def member_count(value: object) -> int:
+    """A gang size from 1 to 10,000 (an integer, or its text); ``ValueError`` says what is wrong."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        n = value
+    elif isinstance(value, str) and _COUNT.fullmatch(value.strip()):
+        n = int(value.strip())
+    else:
+        raise ValueError(f"must be a whole number from 1 to {MAX_GANG_MEMBERS}, got {value!r}")
+    if n < 1:
+        raise ValueError(f"a pod group needs at least 1 member, got {value!r}")
+    if n > MAX_GANG_MEMBERS:
+        raise ValueError(f"more than {MAX_GANG_MEMBERS} members is not supported, got {value!r}")
+    return n
+
+
+def pod_gang_labels(pod: Mapping[str, object]) -> GangLabels | None:
+    """The gang a Pod object (as the API returns it) declares; raises :class:`FieldError`."""
+    meta = mapping(pod, "metadata", "")
+    labels = str_map(meta, "labels", "metadata")
+    return gang_labels(labels, str_map(meta, "annotations", "metadata"))
+
+
+def gang_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> GangLabels | None:
+    """The gang these labels and annotations declare, ``None`` for none; raises
+    :class:`FieldError` (a :class:`GangKeyError` once the gang's name is known)."""
+    name = key_value(podkeys.GANG, labels)
+    pod_group = key_value(podkeys.POD_GROUP_X_K8S, labels)
+    if name is None and pod_group is None:
+        spelled = [n for n in podkeys.GANG_MIN.names if n in labels]
+        if spelled:
+            raise FieldError(key_path(podkeys.GANG_MIN, spelled[0]), "set without a gang name")
+        return None
+    gang = name if name is not None else pod_group
+    try:
+        return _declared(name, pod_group, labels, annotations)
+    except FieldError as err:
+        raise GangKeyError(err.field, err.message, gang or None) from None
+
+
+def _declared(
+    name: str | None,
+    pod_group: str | None,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+) -> GangLabels:
+    for key, value in ((podkeys.GANG, name), (podkeys.POD_GROUP_X_K8S, pod_group)):
+        if value == "":
+            raise FieldError(key_path(key), "must not be empty")
+    if name is not None and pod_group is not None and name != pod_group:
+        raise FieldError(
+            key_path(podkeys.GANG),
+            f"pod names two pod groups: {name!r} and "
+            f"{podkeys.POD_GROUP_X_K8S.canonical}={pod_group!r}",
+        )
+    if name is None:
+        source = "x-k8s"
+    else:
+        source = "topos" if podkeys.GANG.canonical in labels else "kubenexus"
+    # The count is named in the spelling the pod uses (or would use, when it is missing).
+    min_names = [n for n in podkeys.GANG_MIN.names if n in labels]
+    min_field = key_path(
+        podkeys.GANG_MIN,
+        min_names[0] if min_names else podkeys.GANG_MIN.names[source == "kubenexus"],
+    )
+    min_text = key_value(podkeys.GANG_MIN, labels)
+    min_member: int | None = None
+    if min_text is not None:
+        try:
+            min_member = member_count(min_text)
+        except ValueError as exc:
+            raise FieldError(min_field, str(exc)) from None
+    elif pod_group is None:
+        raise FieldError(min_field, f"pod group {name!r} has no member count: add this label")
+    timeout_text = key_value(podkeys.GANG_TIMEOUT, annotations)
+    timeout_s: float | None = None
+    if timeout_text is not None:
+        try:
+            timeout_s = parse_duration(timeout_text)
+        except DurationError as exc:
+            raise FieldError(key_path(podkeys.GANG_TIMEOUT), str(exc)) from None
+    return GangLabels(name if name is not None else str(pod_group), min_member, timeout_s, source)
