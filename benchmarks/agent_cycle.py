@@ -5,7 +5,7 @@ Each measurement runs in a fresh Python process so memory figures are not pollut
 1. **baseline** — an interpreter that only imports the libraries the agent uses (the Kubernetes
    client as ``common.kube`` loads it, aiohttp, prometheus-client, grpc, msgspec, pynvml …) and
    does nothing: the floor any Python agent with these libraries pays.
-2. **agent** — the real ``agent.app.Agent`` on the ``dgx-a100`` profile (fake NVML + fake sysfs),
+2. **agent** — the real ``agent.cycle.Agent`` on the ``dgx-a100`` profile (fake NVML + fake sysfs),
    running ``--cycles`` discovery cycles back to back: discovery (in a worker thread, as in
    production), the health ledger, every labeler, and the publish diff against the Node metadata
    the previous cycle produced (so a steady node's "no patch" path is what is timed). No API
@@ -50,7 +50,9 @@ _AGENT = textwrap.dedent(
     """
     import asyncio, json, os, sys, time
     import psutil
-    from agent.app import Agent, AgentSettings, open_hardware
+    from agent.cycle import Agent
+    from agent.hardware import open_hardware
+    from agent.settings import AgentSettings
     from agent.publish import NodeMetadata, plan_patch
 
     profile, cycles, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from agent.app import AgentError, add_arguments, run_from_args
+from agent.app import run_from_args
+from agent.settings import AgentError, add_arguments
 from cli.errors import CliError
 
 

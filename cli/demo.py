@@ -8,7 +8,7 @@ In one process, on loopback:
    that run on Kubernetes;
 2. 32 Node objects in two spines of two leaves (DGX H100, DGX A100 with and without MIG, 8×L40S
    PCIe boxes, MIG-split A100s), labelled as their agents would label them;
-3. one real agent per node (``agent.app.Agent``) on the profile-driven fake NVML, streaming its
+3. one real agent per node (``agent.cycle.Agent``) on the profile-driven fake NVML, streaming its
    hardware over the real WebSocket/msgpack capacity stream;
 4. a realistic workload in two phases (``coordinator.demo.scenario``), then a report of where
    every job went and why, GPU utilisation, fragmentation and locality.
@@ -30,7 +30,10 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from agent.app import Agent, AgentSettings, Hardware, open_hardware, serve
+from agent.app import serve
+from agent.cycle import Agent
+from agent.hardware import Hardware, open_hardware
+from agent.settings import AgentSettings
 from cli.errors import CliError
 from common.labeling import labels
 from common.model import NodeTopology

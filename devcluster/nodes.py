@@ -224,9 +224,12 @@ async def run_agents(
     ready_file: Path | None,
 ) -> None:
     """One agent per ``(node, profile)`` on the fake NVML, until SIGTERM/SIGINT."""
-    from agent.app import Agent, AgentSettings, open_hardware, serve
+    from agent.app import serve
+    from agent.cycle import Agent
+    from agent.hardware import open_hardware
     from agent.kube import KubeNodeApi
     from agent.publish import NodePublisher
+    from agent.settings import AgentSettings
 
     kube = await KubeClient.connect(kubeconfig)
     agents: list[Agent] = []

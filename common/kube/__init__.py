@@ -1,6 +1,7 @@
 """The one Kubernetes client adapter: nothing else in Topos imports kubernetes_asyncio.
 
-- ``KubeClient`` (``client``): async verbs returning plain JSON dicts.
+- ``KubeClient`` (``client``): async verbs returning plain JSON dicts; built on ``core`` (one
+  request, retries) and ``verbs`` (any resource), with ``pods``, ``events``, ``leases``, ``tokens``.
 - ``Resource`` and constants (``resources``): which API types, at which paths.
 - errors (``errors``): ``KubeError`` and one subclass per failure worth telling apart.
 - ``RetryPolicy`` (``retry``): the one place retries are decided.
@@ -8,7 +9,8 @@
 
 # First: keeps kubernetes_asyncio from importing every generated API and model (see lean.py).
 from common.kube import lean as _lean  # noqa: F401
-from common.kube.client import ClientSettings, KubeClient, object_reference
+from common.kube.client import KubeClient
+from common.kube.core import ClientSettings
 from common.kube.errors import (
     AlreadyExists,
     BadRequest,
@@ -23,6 +25,7 @@ from common.kube.errors import (
     Unauthorized,
     Unreachable,
 )
+from common.kube.events import object_reference
 from common.kube.ratelimit import RateLimit, TokenBucket
 from common.kube.resources import (
     CLUSTER_ROLE_BINDINGS,

@@ -13,19 +13,12 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agent.app import (
-    Agent,
-    AgentError,
-    AgentSettings,
-    add_arguments,
-    make_http_app,
-    open_hardware,
-    settings_from_args,
-    stream_url,
-    to_wire,
-)
+from agent.cycle import Agent, to_wire
+from agent.endpoints import make_http_app
+from agent.hardware import open_hardware
 from agent.health import GpuEvent
 from agent.podresources import ContainerAllocation, DeviceAllocation
+from agent.settings import AgentError, AgentSettings, add_arguments, settings_from_args, stream_url
 from common import labels as L
 
 REPO = Path(__file__).resolve().parents[2]

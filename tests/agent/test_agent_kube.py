@@ -18,11 +18,14 @@ from pathlib import Path
 
 import aiohttp
 
-from agent.app import Agent, AgentSettings, open_hardware, serve
+from agent.app import serve
+from agent.cycle import Agent
 from agent.devices import ProfileSource
 from agent.devices.profiles import profile_from_mapping
+from agent.hardware import open_hardware
 from agent.kube import KubeNodeApi
 from agent.publish import NodePublisher
+from agent.settings import AgentSettings
 from common import labels as L
 from common.kube import NODES, KubeClient
 from tests.support.fake_profiles import TWO_L40S
@@ -160,7 +163,7 @@ async def test_mig_layout_change_is_followed(
         assert L.MIG_LAYOUT not in meta["annotations"]
 
         _create_one(nvml, gpu=0, profile_const="NVML_GPU_INSTANCE_PROFILE_7_SLICE")
-        await agent.cycle()
+        recreated = await agent.cycle()
         meta = (await kube.get(NODES, node))["metadata"]
         seven = [
             k for k in meta["labels"] if k.startswith("nvidia.com/mig-7g.") and k.endswith(".count")
@@ -169,14 +172,10 @@ async def test_mig_layout_change_is_followed(
         assert meta["labels"][seven[0]] == "1"
         assert meta["annotations"][L.MIG_LAYOUT].startswith("7g.")
         assert meta["annotations"][L.MIG_LAYOUT] != layout_before
-        assert before.topology.gpus[0].mig_instances != agent_last(agent).gpus[0].mig_instances
+        assert before.topology.gpus[0].mig_instances != recreated.topology.gpus[0].mig_instances
     finally:
         assert hardware.close is not None
         hardware.close()
-
-
-def agent_last(agent: Agent):  # type: ignore[no-untyped-def]
-    return agent._last_topology
 
 
 def _destroy_all_instances(nvml) -> int:  # type: ignore[no-untyped-def]

@@ -228,14 +228,15 @@ async def test_garbage_reply_is_an_error_not_a_crash(socket_path: str) -> None:
 
 def _agent(hardware: Any, client: PodResourcesClient) -> Any:
     """An agent on ``hardware`` that reads allocations through ``client`` and publishes nothing."""
-    from agent.app import Agent, AgentSettings
+    from agent.cycle import Agent
+    from agent.settings import AgentSettings
 
     settings = AgentSettings(node_name="n1", listen=None)
     return Agent(settings, source=hardware.source, publisher=None, podresources=client)
 
 
 async def test_agent_turns_kubelet_allocations_into_stream_records(socket_path: str) -> None:
-    from agent.app import open_hardware
+    from agent.hardware import open_hardware
 
     async def list_(request: Any, context: Any) -> Any:
         return LIST_REPLY
@@ -258,7 +259,7 @@ async def test_agent_turns_kubelet_allocations_into_stream_records(socket_path: 
 
 
 async def test_agent_without_kubelet_socket_reports_no_allocations(socket_path: str) -> None:
-    from agent.app import open_hardware
+    from agent.hardware import open_hardware
 
     hardware = open_hardware("pcie-8x", hostname="n1")
     try:

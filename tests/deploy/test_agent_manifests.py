@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from agent.app import add_arguments, settings_from_args
+from agent.settings import add_arguments, settings_from_args
 
 REPO = Path(__file__).resolve().parents[2]
 DAEMONSET = REPO / "deploy" / "agent-daemonset.yaml"

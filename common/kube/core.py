@@ -1,0 +1,212 @@
+"""What every ``KubeClient`` verb is built on: the connection, one HTTP exchange (rate limit,
+timeout, the non-2xx reply turned into a ``common.kube.errors`` exception) and one JSON call under
+the ``RetryPolicy``.
+
+Requests go through the library's ``ApiClient`` (authentication, TLS, token refresh) but ask for
+the raw response and decode JSON ourselves: the generated models are slow to build, and some
+replies (``pods/binding``) don't even deserialise. Every failure is a ``common.kube.errors``
+exception raised ``from`` the library's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self, cast
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio.client import ApiClient
+
+from common.kube.config import load_configuration
+from common.kube.direct import DirectTransport
+from common.kube.errors import KubeError, Unreachable, error_for_status
+from common.kube.ratelimit import RateLimit, TokenBucket
+from common.kube.retry import RetryPolicy, call_with_retries
+from common.kube.types import KubeObject
+
+_JSON_DECODER = msgspec.json.Decoder()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientSettings:
+    """How the client behaves; pass one to ``KubeClient.connect``."""
+
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Which failures are retried and how patiently."""
+    request_timeout_s: float = 30.0
+    """Limit on one ordinary request (not on watches)."""
+    watch_idle_timeout_s: float = 330.0
+    """A watch with no bytes for this long is considered dead (the server ends watches by
+    ``timeoutSeconds``, default 5 minutes, and sends bookmarks about once a minute)."""
+    field_manager: str = "topos"
+    """Recorded in managedFields for our writes."""
+    rate_limit: RateLimit | None = None
+    """Client-side QPS/burst over every request of this client (``None``: no limit), as
+    client-go's ``rest.Config.QPS``/``Burst``; see ``common.kube.ratelimit``."""
+
+
+class KubeClientCore:
+    """Connecting, closing, and sending requests; the verbs are added by subclasses."""
+
+    def __init__(self, api_client: Any, *, settings: ClientSettings | None = None) -> None:
+        self._api = api_client
+        self.settings = settings or ClientSettings()
+        limit = self.settings.rate_limit
+        self._bucket: TokenBucket | None = None if limit is None else TokenBucket(limit)
+        self._request_timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout_s)
+        self._transport = DirectTransport.of(api_client)
+
+    @classmethod
+    async def connect(
+        cls,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        *,
+        context: str | None = None,
+        settings: ClientSettings | None = None,
+    ) -> Self:
+        """A client for ``kubeconfig`` (else ``$KUBECONFIG``, in-cluster, ``~/.kube/config``)."""
+        configuration = await load_configuration(kubeconfig, context=context)
+        api = ApiClient(configuration)
+        _skip_environment_lookups(api)
+        return cls(api, settings=settings)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        client_timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        """One HTTP exchange; a non-2xx reply becomes the matching ``KubeError``."""
+        if self._bucket is not None:
+            await self._bucket.wait()
+        timeout = client_timeout or self._request_timeout
+        try:
+            if self._transport is not None:
+                response = await self._transport.send(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    client_timeout=timeout,
+                )
+            else:
+                response = cast(
+                    aiohttp.ClientResponse,
+                    await self._api.call_api(
+                        path,
+                        method,
+                        query_params=list((query or {}).items()),
+                        header_params={"Content-Type": content_type, "Accept": "application/json"},
+                        body=body,
+                        auth_settings=["BearerToken"],
+                        _preload_content=False,
+                        _request_timeout=timeout,
+                    ),
+                )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from exc
+        if 200 <= response.status < 300:
+            return response
+        try:
+            raw = await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise Unreachable(f"{method} {path}: {exc}") from exc
+        finally:
+            response.release()
+        raise _error_from_reply(response, raw, method, path)
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> KubeObject:
+        """A request whose reply is one JSON object, under the retry policy."""
+
+        async def attempt() -> KubeObject:
+            response = await self._send(
+                method, path, query=query, body=body, content_type=content_type
+            )
+            try:
+                raw = await response.read()
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise Unreachable(f"{method} {path}: {exc}") from exc
+            finally:
+                response.release()
+            try:
+                decoded = _JSON_DECODER.decode(raw) if raw else {}
+            except msgspec.DecodeError as exc:
+                raise KubeError(f"{method} {path}: reply is not JSON: {exc}") from exc
+            if not isinstance(decoded, dict):
+                raise KubeError(f"{method} {path}: reply is not a JSON object")
+            return decoded
+
+        return await call_with_retries(self.settings.retry, method, attempt)
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def _skip_environment_lookups(api: Any) -> None:
+    """Stop aiohttp from consulting the environment on every request when that can't matter.
+
+    kubernetes_asyncio opens its session with ``trust_env=True``, so for *each* request aiohttp
+    looks for proxy variables and a ``~/.netrc`` entry, both in worker threads: two thread hops
+    per call (py-spy: the largest per-request cost of the coordinator under load, beside TLS).
+    With no proxy variable set neither lookup can change a request to the API server (its
+    credentials are the kubeconfig's certificate or token, never netrc), so switch them off;
+    with one set, keep aiohttp's behaviour.
+    """
+    if any(os.environ.get(v) or os.environ.get(v.upper()) for v in _PROXY_VARIABLES):
+        return
+    session = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if isinstance(session, aiohttp.ClientSession) and hasattr(session, "_trust_env"):
+        session._trust_env = False
+
+
+def _error_from_reply(
+    response: aiohttp.ClientResponse, raw: bytes, method: str, path: str
+) -> KubeError:
+    body: dict[str, Any] | None = None
+    try:
+        decoded = _JSON_DECODER.decode(raw) if raw else None
+        if isinstance(decoded, dict):
+            body = decoded
+    except msgspec.DecodeError:
+        body = None
+    if body is None:
+        text = raw.decode("utf-8", "replace").strip()[:300]
+        body = {"message": f"{method} {path}: {text or response.reason or 'no body'}"}
+    retry_after: float | None = None
+    header = response.headers.get("Retry-After")
+    if header:
+        try:
+            retry_after = float(header)
+        except ValueError:
+            retry_after = None
+    return error_for_status(response.status, body, retry_after_s=retry_after)
