@@ -19,7 +19,7 @@ from common import podkeys
 from coordinator.api.errors import ApiError, bad_request, not_found
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
-from coordinator.core.framework.cycle import Decision, Failure, NodeVerdict, ScheduleResult
+from coordinator.core.framework.results import Decision, Failure, NodeVerdict, ScheduleResult
 from coordinator.engine.loop import Attempt, Scheduler
 
 __all__ = [

@@ -33,7 +33,7 @@ from typing import Any, Final, Protocol
 
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
-from coordinator.core.framework.cycle import Failure, ScheduleResult
+from coordinator.core.framework.results import Failure, ScheduleResult
 from coordinator.core.framework.status import Code, Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.gangs.identity import GangKey, GangProblem, GangSpec, gang_of
