@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from coordinator.core.domains.capacity import NodeState
 from coordinator.core.domains.layout import DomainKeys
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure

@@ -26,7 +26,7 @@ from typing import Final
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, build_layout
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework

@@ -5,7 +5,7 @@ smaller work."""
 from __future__ import annotations
 
 from coordinator.core.domains.capacity import GPU, NodeState
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.identity import GangKey, GangSpec
 from coordinator.core.gangs.manager import Allow, GangManager, Reject, Reservation, Wait
