@@ -61,7 +61,7 @@ class NodeExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     namespace: str
     name: str
-    #: bound | binding | waiting | unschedulable | invalid | bind-failed | pending (not tried
+    #: bound | binding | unschedulable | invalid | bind-failed | pending (not tried
     #: yet: a dry run now) | placed-before-restart (bound earlier; from its annotations)
     state: str
     message: str
