@@ -29,8 +29,10 @@ from common import labels as L
 from common import podkeys
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode, worst_link
 from coordinator.core.framework.config import SchedulerConfig
-from coordinator.core.framework.cycle import Decision, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 
 GiB = 2**30
@@ -389,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.freeze()
 
     # Topos: the full framework; each decision assumed (not timed).
-    fw = Framework.build(SchedulerConfig())
+    fw = build_framework(SchedulerConfig())
     topos_snap = snapshot.copy()
     topos_run = Run("topos", [])
     profiler = None

@@ -32,8 +32,11 @@ from typing import Any
 from agent.devices import discover_profile
 from common.model import NodeTopology
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.framework.cycle import Decision, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 from coordinator.sim import build_nodes, cluster_shape, generate, parse_cluster
 from coordinator.sim.pods import job_pods
@@ -151,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    topos = Framework.build()
+    topos = build_framework()
     naive = baseline_framework("firstfit")
     rows: list[dict[str, Any]] = []
     for n in sizes:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 from coordinator.core.domains.capacity import GPU, NodeState, fits, subtract
 from coordinator.core.domains.layout import build_layout
-from coordinator.core.domains.select import Member, Placement, place_members
+from coordinator.core.domains.packing import Member, Placement
+from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.domains.summary import fragmentation
 from coordinator.core.gangs.plan import GangPlan, plan_gang

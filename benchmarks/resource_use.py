@@ -44,7 +44,10 @@ _PRELUDE = textwrap.dedent(
     from coordinator.inventory.ingest import AgentSession, SessionRegistry
     from coordinator.inventory.translate import kube_node
     from coordinator.engine.view import ClusterView
-    from coordinator.core import Framework, Decision, parse_pod, schedule_one
+    from coordinator.core.framework.cycle import schedule_one
+    from coordinator.core.framework.results import Decision
+    from coordinator.core.podspec.parse import parse_pod
+    from coordinator.core.registry import build_framework
     proc = psutil.Process()
     def rss():
         gc.collect()
@@ -92,7 +95,7 @@ _COORDINATOR = textwrap.dedent(
     gpus = sum(len(n.topology.gpus) for n in inv.nodes() if n.topology)
     view = ClusterView(inv)
     snap = view.snapshot()
-    fw = Framework.build()
+    fw = build_framework()
     placed = 0
     for i in range(1000):
         pod = parse_pod({"metadata": {"name": f"p{i}", "namespace": "bench"},

@@ -19,7 +19,7 @@ from common import podkeys
 from coordinator.api.errors import ApiError, bad_request, not_found
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
-from coordinator.core.framework.cycle import Decision, Failure, NodeVerdict, ScheduleResult
+from coordinator.core.framework.results import Decision, Failure, NodeVerdict, ScheduleResult
 from coordinator.engine.loop import Attempt, Scheduler
 
 __all__ = [
@@ -61,7 +61,7 @@ class NodeExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     namespace: str
     name: str
-    #: bound | binding | waiting | unschedulable | invalid | bind-failed | pending (not tried
+    #: bound | binding | unschedulable | invalid | bind-failed | pending (not tried
     #: yet: a dry run now) | placed-before-restart (bound earlier; from its annotations)
     state: str
     message: str

@@ -43,7 +43,7 @@ from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, READINESS
 from coordinator.app.leadership import LEADER
 from coordinator.core.framework.config import load_config
-from coordinator.core.framework.cycle import Framework
+from coordinator.core.registry import build_framework
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
@@ -149,7 +149,7 @@ def _context(
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     section = RuntimeSection.from_config(extra.get("scheduler"))
     kube = KubeSection.from_config(extra.get("kube"))
-    framework = Framework.build(load_config(extra.get("scheduling")))
+    framework = build_framework(load_config(extra.get("scheduling")))
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = GangSettings.from_config(extra.get("gangs"))  # gangs_runtime (issue 6)
 

@@ -5,8 +5,11 @@ failure out. Packages, bottom up:
 
 - :mod:`.podspec` — every Topos and alias key of a pod parsed once (``parse_pod``).
 - :mod:`.snapshot` — ``NodeInfo``/``PodInfo``/``Snapshot``: what the plugins look at.
-- :mod:`.framework` — plugin interfaces, status, cycle state, config, ``schedule_one``.
-- :mod:`.plugins` — kube-scheduler's filters and scores plus GPU, MIG and NUMA placement.
+- :mod:`.framework` — plugin interfaces, results, status, cycle state, config, ``schedule_one``;
+  it names no plugin.
+- :mod:`.plugins` — kube-scheduler's filters and scores plus GPU, MIG and NUMA placement; they
+  import only the framework's interfaces.
+- :mod:`.registry` — the plugins by name, the default profile, ``build_framework``.
 - :mod:`.gangs`, :mod:`.domains`, :mod:`.preemption` — whole-gang planning, leaf/spine
   domains, victim choice.
 - :mod:`.queue` — the scheduling queue's ordering and backoff (clock injected).

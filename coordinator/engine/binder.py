@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coordinator.core.framework.cycle import Decision
+from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
 from coordinator.engine.ports import BindConflict, ClusterError, ClusterWriter, PodRef

@@ -1,4 +1,4 @@
-"""The scheduling loop: pop → snapshot → ``schedule_one`` → assume → reserve → permit → bind.
+"""The scheduling loop: pop → gang step → snapshot → ``schedule_one`` → assume → bind.
 
 One pod at a time (decisions are sequential and each sees the previous ones through the
 assumptions), binds in the background (:mod:`.binder`). No API round-trip happens per node or per
@@ -12,13 +12,10 @@ Outcomes:
   ("0/12 nodes are available: …"), posted again only when the message changes or after
   ``failure_repost_s``; the pod waits for the cluster to change. A pod rejected for its own spec
   waits for an edit instead, and everyone else is served meanwhile.
-- **waiting** — a Permit plugin answered ``Wait`` (gangs): the pod keeps its assumption in
-  :attr:`Scheduler.waiting` until :meth:`Scheduler.allow` or :meth:`Scheduler.reject` (or the
-  timeout) decides.
 
-Extension points for the gang/preemption steps (see docs/runtime.md): Reserve/Permit plugins in
-the framework, :meth:`allow`/:meth:`reject` for waiting pods, ``post_filter`` hooks called on
-every failure, and :meth:`plan` for what-if batches on a copy of the snapshot.
+Hooks for the gang and preemption steps (see docs/runtime.md): ``pod_steps`` see every popped pod
+before the per-pod cycle (the gang step plans a whole gang there), ``bind_listeners`` hear every
+bind outcome, and ``post_filter`` hooks are called on every failure.
 """
 
 from __future__ import annotations
@@ -26,23 +23,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from coordinator.core.framework.cycle import (
-    Decision,
-    Failure,
-    Framework,
-    ScheduleResult,
-    schedule_one,
-)
-from coordinator.core.framework.status import Code, Status
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import Snapshot
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.ports import (
@@ -65,10 +57,9 @@ __all__ = [
     "RuntimeSettings",
     "RuntimeStats",
     "Scheduler",
-    "WaitingPod",
 ]
 
-Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid", "waiting"]
+Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid"]
 #: Called with the pod, the failure and the snapshot it was decided on; returns a message to add
 #: to the explanation (e.g. "preempting 2 pods on gpu-3") or ``None``. Preemption plugs in here.
 PostFilterHook = Callable[[PodRequest, Failure, Snapshot], Awaitable[str | None]]
@@ -85,8 +76,6 @@ _MAX_BACKGROUND_WRITES: Final = 256
 class RuntimeSettings:
     max_binds_in_flight: int = 64
     """Binds running concurrently (pipelining); 1 binds one pod at a time."""
-    permit_timeout_s: float = 300.0
-    """How long a pod may wait at Permit (gangs) before its reservation is released."""
     failure_repost_s: float = 60.0
     """An unchanged failure explanation is written again at most this often."""
     explanations_kept: int = 10_000
@@ -119,15 +108,6 @@ class RuntimeStats:
     write_errors: int = 0
 
 
-@dataclass(slots=True)
-class WaitingPod:
-    entry: QueuedPod
-    request: PodRequest
-    decision: Decision
-    status: Status
-    deadline: float
-
-
 def _affinity_sensitive(pod: QueuedPod) -> bool:
     req = pod.request
     return isinstance(req, PodRequest) and bool(req.has_affinity_terms or req.spread)
@@ -151,7 +131,7 @@ class Scheduler:
         self.settings = settings or RuntimeSettings()
         self.view = view
         self.writer = writer
-        self.framework = framework or Framework.build()
+        self.framework = framework or build_framework()
         self._clock = clock
         self._wall = wall_clock
         self._wakeup = asyncio.Event()
@@ -161,8 +141,6 @@ class Scheduler:
         self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step
         self.bind_listeners: list[BindListener] = []  # gangs_runtime: gang bookkeeping
         self.stats = RuntimeStats()
-        self.waiting: dict[str, WaitingPod] = {}
-        self._waiting_deadlines: list[tuple[float, str]] = []
         self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()
         self._posted: dict[str, tuple[str, float]] = {}  # pod key → (message, when)
         self._writes: set[asyncio.Task[None]] = set()
@@ -251,17 +229,12 @@ class Scheduler:
     async def run_once(self) -> bool:
         """Schedule the next ready pod, or wait until one may be ready. True if one was tried."""
         self._apply_cluster_changes()
-        self._expire_waiting()
         entry = self.queue.pop()
         if entry is None:
             self.idle.set()
             self._wakeup.clear()
-            delays = [
-                d for d in (self.queue.next_ready_in(), self._next_deadline_in()) if d is not None
-            ]
-            timeout = min(delays) if delays else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                await asyncio.wait_for(self._wakeup.wait(), self.queue.next_ready_in())
             return False
         self.idle.clear()
         await self.schedule(entry)
@@ -288,29 +261,10 @@ class Scheduler:
             return result
         assert isinstance(request, PodRequest)
         self.view.assume(request, result.node, result.placement)
-        status = self.framework.run_reserve(request, result)
-        if not status.is_success:
-            self.view.forget(request.key)
-            await self._failed(entry, self._rejected(result, status), snapshot)
-            return result
-        status = self.framework.run_permit(request, result)
-        if status.code is Code.WAIT:
-            self._wait(entry, request, result, status)
-            return result
-        if not status.is_success:
-            self.framework.run_unreserve(request, result)
-            self.view.forget(request.key)
-            await self._failed(entry, self._rejected(result, status), snapshot)
-            return result
         self._record(entry, "binding", result, f"binding to {result.node}")
         self.stats.placed += 1
         await self.binder.submit(BindJob(entry, request, result))
         return result
-
-    @staticmethod
-    def _rejected(decision: Decision, status: Status) -> Failure:
-        message = f"0/{len(decision.verdicts)} nodes are available: {status.message}."
-        return Failure(decision.pod_key, len(decision.verdicts), {}, message, status)
 
     async def _failed(self, entry: QueuedPod, failure: Failure, snapshot: Snapshot) -> None:
         spec_error = isinstance(entry.request, PodSpecError)
@@ -377,7 +331,6 @@ class Scheduler:
     def _bind_failed(self, job: BindJob, exc: ClusterError) -> None:
         key = job.request.key
         self.view.forget(key)
-        self.framework.run_unreserve(job.request, job.decision)
         if isinstance(exc, BindConflict):
             self.stats.bind_conflicts += 1
             log.info("bind of %s lost: %s", key, exc)
@@ -415,57 +368,6 @@ class Scheduler:
     def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         """Run a cluster write in the background (bounded, errors logged and counted)."""
         self._background(coro, what)
-
-    # --- permit: waiting pods (gangs) ----------------------------------------------------------
-
-    def _wait(
-        self, entry: QueuedPod, request: PodRequest, decision: Decision, status: Status
-    ) -> None:
-        deadline = self._clock() + self.settings.permit_timeout_s
-        self.waiting[request.key] = WaitingPod(entry, request, decision, status, deadline)
-        heapq.heappush(self._waiting_deadlines, (deadline, request.key))
-        self._record(entry, "waiting", decision, status.message)
-        if status.reasons or status.detail:
-            self._explain_failure(PodRef.of(entry.obj), status.message)
-
-    async def allow(self, pod_key: str) -> bool:
-        """Let a waiting pod bind (its gang is complete). False if it is not waiting."""
-        waiting = self.waiting.pop(pod_key, None)
-        if waiting is None:
-            return False
-        self._record(
-            waiting.entry, "binding", waiting.decision, f"binding to {waiting.decision.node}"
-        )
-        self.stats.placed += 1
-        await self.binder.submit(BindJob(waiting.entry, waiting.request, waiting.decision))
-        return True
-
-    def reject(self, pod_key: str, message: str) -> bool:
-        """Release a waiting pod's reservation; it goes back to the queue as unschedulable."""
-        waiting = self.waiting.pop(pod_key, None)
-        if waiting is None:
-            return False
-        self.framework.run_unreserve(waiting.request, waiting.decision)
-        self.view.forget(pod_key)
-        failure = self._rejected(waiting.decision, Status.unschedulable(message))
-        self.stats.unschedulable += 1
-        self._record(waiting.entry, "unschedulable", failure, failure.message)
-        self.queue.failed(waiting.entry, message=failure.message)
-        self._explain_failure(PodRef.of(waiting.entry.obj), failure.message)
-        return True
-
-    def _expire_waiting(self) -> None:
-        now = self._clock()
-        while self._waiting_deadlines and self._waiting_deadlines[0][0] <= now:
-            deadline, key = heapq.heappop(self._waiting_deadlines)
-            waiting = self.waiting.get(key)
-            if waiting is not None and waiting.deadline == deadline:
-                self.reject(key, f"timed out waiting at permit: {waiting.status.message}")
-
-    def _next_deadline_in(self) -> float | None:
-        if not self._waiting_deadlines:
-            return None
-        return max(0.0, self._waiting_deadlines[0][0] - self._clock())
 
     # --- explanations and what-if --------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from common.model import NodeTopology, worst_link
-from coordinator.core.framework.cycle import Decision
+from coordinator.core.framework.results import Decision
 
 __all__ = [
     "COMPONENT",

@@ -22,9 +22,10 @@ from typing import Any, Final
 
 from coordinator.core.domains.capacity import NodeState
 from coordinator.core.domains.layout import DomainKeys
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
-from coordinator.core.framework.cycle import Failure, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Failure
 from coordinator.core.framework.status import Code, Status
 from coordinator.core.gangs.cycle import member_of, node_gate, node_states
 from coordinator.core.gangs.identity import GangKey

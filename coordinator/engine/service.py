@@ -26,7 +26,7 @@ from common.kube import KubeClient
 from coordinator.adapters.kube.pending import PendingWatcher
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.core.framework.cycle import Framework
+from coordinator.core.framework.profile import Framework
 from coordinator.engine.loop import PostFilterHook, RuntimeSettings, Scheduler
 from coordinator.engine.view import ClusterView
 from coordinator.inventory.store import Inventory

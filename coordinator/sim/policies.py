@@ -24,11 +24,15 @@ from typing import Final, Protocol
 
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.config import SchedulerConfig, ScoreWeights
-from coordinator.core.framework.cycle import PLACEMENTS, Decision, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import PLACEMENTS
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.gangs.cycle import schedule_gang
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot
 
 __all__ = [
@@ -156,7 +160,7 @@ def baseline_framework(name: str) -> Framework:
     else:
         raise KeyError(name)
     config = SchedulerConfig(weights=weights)
-    return Framework.build(config, registry=registry, profile=profile)
+    return build_framework(config, registry=registry, profile=profile)
 
 
 class _PerPod:
@@ -185,7 +189,7 @@ class _PerPod:
 
 class ToposPolicy(_PerPod):
     def __init__(self, framework: Framework | None = None) -> None:
-        super().__init__("topos", framework or Framework.build())
+        super().__init__("topos", framework or build_framework())
 
     def place(self, pods: Sequence[PodRequest], snapshot: Snapshot) -> list[Slot] | str:
         if len(pods) == 1:

@@ -16,9 +16,12 @@ import yaml
 
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
 from coordinator.core.framework.config import SchedulerConfig
-from coordinator.core.framework.cycle import Framework, ScheduleResult, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.tolerations import Taint
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
 from tests.support.mig import mig_instance
 
@@ -346,7 +349,7 @@ def run(
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
 ) -> ScheduleResult:
     return schedule_one(
-        obj, Snapshot(nodes, namespaces=namespaces), Framework.build(config or SchedulerConfig())
+        obj, Snapshot(nodes, namespaces=namespaces), build_framework(config or SchedulerConfig())
     )
 
 
@@ -354,11 +357,11 @@ def place_all(
     objs: Iterable[Mapping[str, Any]], snapshot: Snapshot, framework: Framework | None = None
 ) -> list[ScheduleResult]:
     """Schedule pods one after another, assuming each decision (as the coordinator does)."""
-    fw = framework or Framework.build()
+    fw = framework or build_framework()
     out = []
     for obj in objs:
         result = schedule_one(obj, snapshot, fw)
-        from coordinator.core.framework.cycle import Decision
+        from coordinator.core.framework.results import Decision
 
         if isinstance(result, Decision):
             snapshot.assume(request(obj), result.node, result.placement)

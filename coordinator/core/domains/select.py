@@ -16,16 +16,15 @@ distinct nodes, round-robin across leaves.
 
 Inside the chosen nodes members are packed first-fit in a strategy-specific node order:
 ``consolidated`` takes the nodes with the most free GPUs first (fewest nodes), ``balanced`` the
-nodes with the fewest free GPUs that still fit (best fit, least fragmentation). Everything works
-on copies of the free-capacity maps: the inputs are never changed.
+nodes with the fewest free GPUs that still fit (best fit, least fragmentation); the packing
+itself is :mod:`.packing`, the explanation of a refusal :mod:`.refusal`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 
-from coordinator.core.domains.capacity import GPU, NodeState, Resources, fits, shortfall, subtract
+from coordinator.core.domains.capacity import GPU, NodeState, fits
 from coordinator.core.domains.layout import (
     DomainKeys,
     Layout,
@@ -34,222 +33,15 @@ from coordinator.core.domains.layout import (
     natural_key,
     sorted_names,
 )
+from coordinator.core.domains.packing import EligibleFn, Member, Packing, Placement
+from coordinator.core.domains.refusal import refusal
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.framework.status import SUCCESS, Code, Status, summarize
+from coordinator.core.framework.status import Status
 
-GANG_APART = "node(s) could not hold the pod group together with its siblings"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Member:
-    """One pod to place: its name (``namespace/name`` or an ordinal) and what it requests.
-
-    Members with equal ``shape`` are interchangeable for the per-pod filters (same template); the
-    default shape is the request itself.
-    """
-
-    name: str
-    requests: Resources
-    shape: str | None = None
-
-    @property
-    def shape_key(self) -> str:
-        if self.shape is not None:
-            return self.shape
-        return ",".join(f"{k}={v}" for k, v in sorted(self.requests.items()) if v)
+__all__ = ["place_members"]
 
 
-# The per-pod core's capacity-independent filters for one member on one node (selectors,
-# affinity, taints, NUMA feasibility…): SUCCESS, or a rejection Status with kube-style reasons.
-EligibleFn = Callable[[Member, NodeState], Status]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Placement:
-    """Where every member goes, and which network domain that is."""
-
-    assignments: tuple[tuple[str, str], ...]  # (member name, node name), in input order
-    tier: str  # "node" | "leaf" | "spine" | "zone" | "cluster" | "distributed"
-    domain: str  # the node, leaf, spine or zone name; "cluster" for the widest tier
-    nodes: tuple[str, ...]
-    leaves: tuple[str, ...]
-    spines: tuple[str, ...]
-    adjacent: bool  # for several leaves: all neighbours in name order
-    strategy: Strategy
-    preferred_domain_used: bool = False
-    notes: tuple[str, ...] = field(default=())
-
-    def node_of(self, member: str) -> str | None:
-        for name, node in self.assignments:
-            if name == member:
-                return node
-        return None
-
-
-class _Ctx:
-    """Scratch state of one placement: eligibility per shape, node order keys, member order."""
-
-    def __init__(
-        self,
-        members: Sequence[Member],
-        nodes: Mapping[str, NodeState],
-        layout: Layout,
-        intent: PlacementIntent,
-        eligible: EligibleFn | None,
-    ) -> None:
-        self.members = members
-        self.nodes = nodes
-        self.layout = layout
-        self.intent = intent
-        self.order = sorted(
-            members,
-            key=lambda m: (-m.requests.get(GPU, 0), -sum(m.requests.values()), m.name),
-        )
-        self.shapes: dict[str, Member] = {}
-        self.shape_of: dict[str, str] = {}
-        for m in members:
-            key = m.shape_key
-            self.shape_of[m.name] = key
-            self.shapes.setdefault(key, m)
-        self.ok: dict[str, set[str]] = {s: set() for s in self.shapes}
-        self.rejections: dict[str, Status] = {}
-        for node in nodes.values():
-            if not node.schedulable:
-                self.rejections[node.name] = Status.unschedulable(
-                    "node(s) were unschedulable", detail=node.name
-                )
-                continue
-            first_failure: Status | None = None
-            for key, rep in self.shapes.items():
-                status = SUCCESS if eligible is None else eligible(rep, node)
-                if status.is_success:
-                    self.ok[key].add(node.name)
-                elif first_failure is None:
-                    first_failure = status
-            if first_failure is not None and not any(node.name in s for s in self.ok.values()):
-                self.rejections[node.name] = first_failure
-        self.usable = [n for n in nodes if n not in self.rejections]
-        self.counts: dict[str, int] = {}
-        for m in members:
-            self.counts[self.shape_of[m.name]] = self.counts.get(self.shape_of[m.name], 0) + 1
-        self.slots = {shape: self._slots(shape) for shape in self.shapes}
-        self.demand: dict[str, int] = {}
-        for m in members:
-            for k, v in m.requests.items():
-                if v:
-                    self.demand[k] = self.demand.get(k, 0) + v
-
-    def free_sum(self, names: Iterable[str]) -> dict[str, int]:
-        frees = [self.nodes[n].free for n in names]
-        return {k: sum(max(0, f.get(k, 0)) for f in frees) for k in self.demand}
-
-    def could_fit(self, names: Sequence[str]) -> bool:
-        """A cheap necessary condition: total capacity, and per shape enough whole slots."""
-        if not fits(self.free_sum(names), self.demand):
-            return False
-        for shape, count in self.counts.items():
-            cap = self.slots[shape]
-            if sum(cap.get(n, 0) for n in names) < count:
-                return False
-        return True
-
-    def _slots(self, shape: str) -> dict[str, int]:
-        """How many members of ``shape`` each eligible node could hold on its own."""
-        request = {k: v for k, v in self.shapes[shape].requests.items() if v > 0}
-        out: dict[str, int] = {}
-        for name in self.ok[shape]:
-            free = self.nodes[name].free
-            if not request:
-                out[name] = len(self.members)
-                continue
-            out[name] = min(max(0, free.get(k, 0)) // v for k, v in request.items())
-        return out
-
-    def node_key(self, name: str) -> tuple[int, int]:
-        free = self.nodes[name].free
-        return (free.get(GPU, 0), free.get("cpu", 0))
-
-    def ordered(self, names: Iterable[str]) -> list[str]:
-        """Nodes of one leaf (or group) in the strategy's packing order."""
-        names = list(names)
-        if self.intent.strategy is Strategy.BALANCED:
-            return sorted(names, key=lambda n: (self.node_key(n), natural_key(n)))
-        neg = {n: tuple(-x for x in self.node_key(n)) for n in names}
-        return sorted(names, key=lambda n: (neg[n], natural_key(n)))
-
-    def fill(self, node_order: Sequence[str], *, spread: bool = False) -> dict[str, str] | None:
-        """First-fit the members onto ``node_order``; None when some member does not fit.
-
-        With ``spread`` a first pass puts at most one member on a node; members left over take
-        any node with room, in the same order.
-        """
-        free: dict[str, dict[str, int]] = {}
-        pointer: dict[str, int] = {}
-        taken: set[str] = set()
-        out: dict[str, str] = {}
-
-        def room_of(node: str) -> dict[str, int]:
-            room = free.get(node)
-            if room is None:
-                room = free[node] = dict(self.nodes[node].free)
-            return room
-
-        for member in self.order:
-            shape = self.shape_of[member.name]
-            ok = self.ok[shape]
-            i = pointer.get(shape, 0)
-            chosen: str | None = None
-            # Capacity only shrinks during a fill, so a node that cannot take this shape now never
-            # will: the per-shape pointer only moves forward (linear in nodes + members).
-            while i < len(node_order):
-                node = node_order[i]
-                if node in ok and node not in taken and fits(room_of(node), member.requests):
-                    chosen = node
-                    break
-                if node in ok and not spread and fits(room_of(node), member.requests):
-                    chosen = node
-                    break
-                i += 1
-            pointer[shape] = i
-            if chosen is None and spread:
-                for node in node_order:
-                    if node in ok and fits(room_of(node), member.requests):
-                        chosen = node
-                        break
-            if chosen is None:
-                return None
-            subtract(room_of(chosen), member.requests)
-            out[member.name] = chosen
-            if spread:
-                taken.add(chosen)
-        return out
-
-    def leftover_gpus(self, names: Iterable[str], used: Mapping[str, str]) -> int:
-        demand_on: dict[str, int] = {}
-        by_name = {m.name: m for m in self.members}
-        for member, node in used.items():
-            demand_on[node] = demand_on.get(node, 0) + by_name[member].requests.get(GPU, 0)
-        return sum(self.nodes[n].free.get(GPU, 0) - demand_on.get(n, 0) for n in names)
-
-    def result(
-        self, tier: str, domain: str, used: Mapping[str, str], *, adjacent: bool = True
-    ) -> Placement:
-        nodes = sorted_names(set(used.values()))
-        leaves = sorted_names({self.layout.leaf_of[n] for n in nodes if n in self.layout.leaf_of})
-        spines = sorted_names({self.layout.spine_of[n] for n in nodes if n in self.layout.spine_of})
-        return Placement(
-            assignments=tuple((m.name, used[m.name]) for m in self.members),
-            tier=tier,
-            domain=domain,
-            nodes=tuple(nodes),
-            leaves=tuple(leaves),
-            spines=tuple(spines),
-            adjacent=adjacent,
-            strategy=self.intent.strategy,
-        )
-
-
-def _rank(ctx: _Ctx, names: Sequence[str], used: Mapping[str, str]) -> tuple[int, int]:
+def _rank(ctx: Packing, names: Sequence[str], used: Mapping[str, str]) -> tuple[int, int]:
     nodes_used = len(set(used.values()))
     leftover = ctx.leftover_gpus(names, used)
     if ctx.intent.strategy is Strategy.CONSOLIDATED:
@@ -257,14 +49,14 @@ def _rank(ctx: _Ctx, names: Sequence[str], used: Mapping[str, str]) -> tuple[int
     return (leftover, nodes_used)
 
 
-def _by_leaves(ctx: _Ctx, leaves: Sequence[str], scope: set[str]) -> list[str]:
+def _by_leaves(ctx: Packing, leaves: Sequence[str], scope: set[str]) -> list[str]:
     order: list[str] = []
     for leaf in leaves:
         order.extend(ctx.ordered(n for n in ctx.layout.leaves[leaf].nodes if n in scope))
     return order
 
 
-def _narrowest(ctx: _Ctx, scope: set[str]) -> Placement | None:
+def _narrowest(ctx: Packing, scope: set[str]) -> Placement | None:
     layout = ctx.layout
     if not scope or not ctx.could_fit(list(scope)):
         return None
@@ -357,7 +149,7 @@ def _narrowest(ctx: _Ctx, scope: set[str]) -> Placement | None:
     return None
 
 
-def _cluster_order(ctx: _Ctx, names: Sequence[str]) -> list[str]:
+def _cluster_order(ctx: Packing, names: Sequence[str]) -> list[str]:
     """Roomiest spine first, roomiest leaf first inside it, unlabelled nodes last."""
     layout = ctx.layout
     groups: dict[tuple[str, str], list[str]] = {}
@@ -383,7 +175,7 @@ def _cluster_order(ctx: _Ctx, names: Sequence[str]) -> list[str]:
     return order
 
 
-def _distributed(ctx: _Ctx, scope: set[str]) -> Placement | None:
+def _distributed(ctx: Packing, scope: set[str]) -> Placement | None:
     layout = ctx.layout
     if not scope or not ctx.could_fit(list(scope)):
         return None
@@ -408,7 +200,7 @@ def _distributed(ctx: _Ctx, scope: set[str]) -> Placement | None:
     return ctx.result("distributed", "cluster", used, adjacent=False)
 
 
-def _search(ctx: _Ctx, scope: set[str]) -> Placement | None:
+def _search(ctx: Packing, scope: set[str]) -> Placement | None:
     if ctx.intent.strategy is not Strategy.DISTRIBUTED:
         return _narrowest(ctx, scope)
     if ctx.intent.single_spine and ctx.layout.spines:
@@ -451,7 +243,7 @@ def place_members(
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         return Status.error("members must have distinct names")
-    ctx = _Ctx(members, by_name, layout, intent, eligible)
+    ctx = Packing(members, by_name, layout, intent, eligible)
     scope = set(ctx.usable)
     if within is not None:
         scope &= set(within)
@@ -473,7 +265,7 @@ def place_members(
     found = _search(ctx, scope)
     if found is not None:
         return _with(found, preferred_domain_used=False, notes=notes)
-    return _failure(ctx, scope, notes)
+    return refusal(ctx, scope, notes)
 
 
 def _with(p: Placement, *, preferred_domain_used: bool, notes: list[str]) -> Placement:
@@ -489,56 +281,3 @@ def _with(p: Placement, *, preferred_domain_used: bool, notes: list[str]) -> Pla
         preferred_domain_used=preferred_domain_used,
         notes=tuple(notes),
     )
-
-
-def format_amount(resource: str, amount: int) -> str:
-    """``cpu`` millicores as cores, ``memory`` bytes as Gi/Mi, devices as counts."""
-    if resource == "cpu":
-        text = f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
-    elif resource == "memory" or resource.startswith("hugepages-"):
-        if amount % 2**30 == 0:
-            text = f"{amount // 2**30}Gi"
-        elif amount % 2**20 == 0:
-            text = f"{amount // 2**20}Mi"
-        else:
-            text = str(amount)
-    else:
-        text = str(amount)
-    return f"{text} {resource}"
-
-
-def _failure(ctx: _Ctx, scope: set[str], notes: list[str]) -> Status:
-    statuses: dict[str, Status] = dict(ctx.rejections)
-    smallest = min(ctx.members, key=lambda m: (sum(m.requests.values()), m.name))
-    for name in ctx.nodes:
-        if name in statuses:
-            continue
-        if name not in scope:
-            statuses[name] = Status.unschedulable("node(s) were not among the candidate nodes")
-            continue
-        short = shortfall(ctx.nodes[name].free, smallest.requests)
-        if short:
-            statuses[name] = Status.unschedulable(*(f"Insufficient {r}" for r in short))
-        else:
-            statuses[name] = Status.unschedulable(GANG_APART)
-    free = ctx.free_sum(scope)
-    names = sorted(ctx.demand, key=lambda k: (k != GPU, k))
-    need = ", ".join(format_amount(k, ctx.demand[k]) for k in names)
-    have = ", ".join(format_amount(k, free.get(k, 0)) for k in names)
-    detail = f"{len(ctx.members)} pods need {need} together; eligible nodes have {have} free"
-    if ctx.intent.single_spine and ctx.layout.spines:
-        detail += "; a latency-sensitive or bandwidth-bound group must fit in one spine"
-    if notes:
-        detail += "; " + "; ".join(notes)
-    every_unresolvable = (
-        bool(ctx.rejections)
-        and len(ctx.rejections) == len(ctx.nodes)
-        and all(s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in ctx.rejections.values())
-    )
-    reasons = summarize(len(ctx.nodes), statuses).rstrip(".")
-    if every_unresolvable:
-        return Status.unresolvable(reasons, detail=detail)
-    return Status.unschedulable(reasons, detail=detail)
-
-
-__all__ = ["GANG_APART", "EligibleFn", "Member", "Placement", "place_members"]

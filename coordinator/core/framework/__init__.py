@@ -1,1 +1,3 @@
-"""The scheduling framework: plugin interfaces, status, cycle state, config and the cycle."""
+"""The scheduling framework: plugin interfaces (``interfaces``), results, status, cycle state,
+config, one profile's plugins (``profile.Framework``) and the cycle (``cycle.schedule_one``).
+It names no plugin: :mod:`coordinator.core.registry` builds a profile."""

@@ -1,186 +1,32 @@
-"""The scheduling framework: extension points, the plugin registry, and one scheduling cycle.
+"""One scheduling cycle (:func:`schedule_one`): PreFilter, Filter every node, PreScore, Score
+and NormalizeScore the feasible ones, pick the best.
 
-A plugin is any object with a ``name`` and the methods of the extension points it takes part in
-(one small ``Protocol`` each, as in kube-scheduler):
-
-``PreFilter``  once per pod: compute per-cycle state, reject the pod outright, answer ``Skip``
-               (nothing to check, its Filter is not run), or restrict the candidate nodes.
-``Filter``     per node: can the pod go there? A :class:`~.status.Status`, never an exception.
-``PreScore``   once over the feasible nodes (``Skip``: this plugin does not score this pod).
-``Score``      per feasible node, 0–100 (or raw, when the plugin also normalises).
-``NormalizeScore`` rescale one plugin's raw scores over all feasible nodes to 0–100.
-``Reserve`` / ``Unreserve`` and ``Permit``  after a decision, before binding — gangs use these
-               to hold capacity and to say ``Wait`` until enough members have reservations.
-
-Adding a plugin is one module and one registry line; see ``docs/scheduling.md``.
+Node-local plugins (``node_local = True``) have their verdicts, placements and weighted score
+sums remembered per pod class on the immutable ``NodeInfo`` (``NodeInfo.memo``), so a warm
+cycle is mostly dictionary lookups. The cycle is pure: it never changes the snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol, cast, runtime_checkable
+from typing import Final, cast
 
-from common import podkeys
 from common.model import NodeTopology
-from coordinator.core.framework.config import SchedulerConfig
-from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.status import SUCCESS, Code, Reason, Status, summarize
+from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import (
+    PLACEMENTS,
+    PreFilterResult,
+    ScorePlugin,
+    pod_class_key,
+)
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision, Failure, NodeVerdict, ScheduleResult
+from coordinator.core.framework.status import SUCCESS, Reason, Status, summarize
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot, mig_device_id
 
-__all__ = [
-    "PLACEMENTS",
-    "Decision",
-    "Failure",
-    "FilterPlugin",
-    "Framework",
-    "NodeVerdict",
-    "NormalizeScorePlugin",
-    "PermitPlugin",
-    "PreFilterPlugin",
-    "PreFilterResult",
-    "PreScorePlugin",
-    "Registry",
-    "ReservePlugin",
-    "ScheduleResult",
-    "ScorePlugin",
-    "num_feasible_nodes_to_find",
-    "pod_class_key",
-    "schedule_one",
-]
-
-MAX_NODE_SCORE: Final = 100
-
-#: Plugins that decide *where inside the node* put the placement for each feasible node here.
-PLACEMENTS: Final = StateKey[dict[str, Placement]]("placements")
-
-
-@dataclass(frozen=True, slots=True)
-class PreFilterResult:
-    """A PreFilter verdict that also narrows the nodes worth filtering (``None``: all)."""
-
-    status: Status = SUCCESS
-    node_names: frozenset[str] | None = None
-
-
-@runtime_checkable
-class PreFilterPlugin(Protocol):
-    name: str
-
-    def pre_filter(
-        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
-    ) -> Status | PreFilterResult: ...
-
-
-@runtime_checkable
-class FilterPlugin(Protocol):
-    name: str
-
-    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status: ...
-
-
-@runtime_checkable
-class PreScorePlugin(Protocol):
-    name: str
-
-    def pre_score(
-        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
-    ) -> Status: ...
-
-
-@runtime_checkable
-class ScorePlugin(Protocol):
-    name: str
-
-    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float: ...
-
-
-@runtime_checkable
-class NormalizeScorePlugin(Protocol):
-    name: str
-
-    def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None: ...
-
-
-@runtime_checkable
-class ReservePlugin(Protocol):
-    name: str
-
-    def reserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status: ...
-
-    def unreserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> None: ...
-
-
-@runtime_checkable
-class PermitPlugin(Protocol):
-    name: str
-
-    def permit(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status: ...
-
-
-#: name → factory; a factory gets the scheduler config and returns the plugin object.
-Registry = Mapping[str, Callable[[SchedulerConfig], object]]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeVerdict:
-    """What the cycle concluded about one node (for explanations)."""
-
-    status: Status
-    scores: Mapping[str, float] = field(default_factory=dict)  # plugin → weighted score
-    total: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    pod_key: str
-    node: str
-    placement: Placement
-    device_ids: tuple[str, ...]  # GPU UUIDs, then MIG device ids
-    score: float
-    breakdown: Mapping[str, float]  # plugin → weighted score on the chosen node
-    verdicts: Mapping[str, NodeVerdict]  # every node evaluated this cycle
-    evaluated: int
-    feasible: int
-    state: CycleState = field(repr=False, compare=False, default_factory=CycleState)
-
-    @property
-    def numa(self) -> tuple[int, ...]:
-        return self.placement.numa
-
-    def annotations(self) -> dict[str, str]:
-        """The ``topos.io/assigned-*`` annotations to write on the pod before binding."""
-        return {
-            podkeys.ASSIGNED_GPUS: ",".join(self.device_ids),
-            podkeys.ASSIGNED_NUMA: ",".join(str(n) for n in self.placement.numa),
-            podkeys.PLACEMENT_SCORE: f"{self.score:.1f}",
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    pod_key: str
-    total_nodes: int
-    statuses: Mapping[str, Status]  # node → why not
-    message: str  # kube-scheduler style: "0/12 nodes are available: …"
-    pod_status: Status | None = None  # set when the pod itself was rejected (bad spec, gang…)
-
-    @property
-    def unresolvable(self) -> bool:
-        """No preemption could help: every node said UnschedulableAndUnresolvable."""
-        if self.pod_status is not None:
-            return self.pod_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        return all(s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in self.statuses.values())
-
-    @property
-    def verdicts(self) -> Mapping[str, NodeVerdict]:
-        return {name: NodeVerdict(status) for name, status in self.statuses.items()}
-
-
-ScheduleResult = Decision | Failure
+__all__ = ["num_feasible_nodes_to_find", "schedule_one"]
 
 
 def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
@@ -190,113 +36,6 @@ def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
     if percentage <= 0:
         percentage = max(5, 50 - total // 125)
     return max(100, total * percentage // 100)
-
-
-class Framework:
-    """Plugins of one profile, sorted by extension point, with their score weights."""
-
-    def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
-        self.config = config
-        # Memo keys: one small object per distinct pod class, hashed by identity, so a warm
-        # cycle hashes the (large) class key once instead of once per node.
-        self._interned: dict[object, object] = {}
-        self.plugins: tuple[object, ...] = tuple(plugins)
-        self.pre_filter: list[PreFilterPlugin] = []
-        self.filter: list[FilterPlugin] = []
-        self.pre_score: dict[str, PreScorePlugin] = {}
-        self.score: list[tuple[ScorePlugin, int]] = []
-        self.normalize: dict[str, NormalizeScorePlugin] = {}
-        self.reserve: list[ReservePlugin] = []
-        self.permit: list[PermitPlugin] = []
-        for p in self.plugins:
-            if isinstance(p, PreFilterPlugin):
-                self.pre_filter.append(p)
-            if isinstance(p, FilterPlugin):
-                self.filter.append(p)
-            if isinstance(p, PreScorePlugin):
-                self.pre_score[p.name] = p
-            if isinstance(p, ScorePlugin):
-                weight = config.weights.for_plugin(p.name)
-                if weight > 0:
-                    self.score.append((p, weight))
-            if isinstance(p, NormalizeScorePlugin):
-                self.normalize[p.name] = p
-            if isinstance(p, ReservePlugin):
-                self.reserve.append(p)
-            if isinstance(p, PermitPlugin):
-                self.permit.append(p)
-
-    @classmethod
-    def build(
-        cls,
-        config: SchedulerConfig | None = None,
-        *,
-        registry: Registry | None = None,
-        profile: Sequence[str] | None = None,
-    ) -> Framework:
-        """Instantiate the profile's plugins (default: every registered one, minus those the
-        config disables, plus those it enables) from the registry."""
-        from coordinator.core.plugins import DEFAULT_PROFILE, default_registry
-
-        config = config or SchedulerConfig()
-        reg: dict[str, Callable[[SchedulerConfig], object]] = dict(default_registry())
-        if registry:
-            reg.update(registry)
-        names = list(profile if profile is not None else DEFAULT_PROFILE)
-        names.extend(n for n in config.enabled_plugins if n not in names)
-        plugins = []
-        for name in names:
-            if name in config.disabled_plugins:
-                continue
-            factory = reg.get(name)
-            if factory is None:
-                raise KeyError(f"plugin {name!r} is not registered")
-            plugins.append(factory(config))
-        return cls(config, plugins)
-
-    def intern(self, key: object) -> object:
-        """The framework's token for ``key`` (equal keys, same token; distinct per framework)."""
-        token = self._interned.get(key)
-        if token is None:
-            if len(self._interned) > 10_000:
-                self._interned.clear()
-            token = self._interned[key] = object()
-        return token
-
-    @staticmethod
-    def is_local(plugin: object) -> bool:
-        """A plugin whose Filter and Score depend only on the node and the pod's class
-        (:func:`pod_class_key`) — the framework memoises its results per NodeInfo. Set
-        ``node_local = True`` on a plugin only when that holds."""
-        return getattr(plugin, "node_local", False) is True
-
-    # --- after a decision ------------------------------------------------------------------
-    def run_reserve(self, pod: PodRequest, decision: Decision) -> Status:
-        """Reserve in order; on the first failure unreserve those already done, in reverse."""
-        done: list[ReservePlugin] = []
-        for p in self.reserve:
-            status = p.reserve(decision.state, pod, decision)
-            if not status.is_success:
-                for q in reversed(done):
-                    q.unreserve(decision.state, pod, decision)
-                return status.with_plugin(p.name)
-            done.append(p)
-        return SUCCESS
-
-    def run_unreserve(self, pod: PodRequest, decision: Decision) -> None:
-        for p in reversed(self.reserve):
-            p.unreserve(decision.state, pod, decision)
-
-    def run_permit(self, pod: PodRequest, decision: Decision) -> Status:
-        """Success, Wait (hold the reservation) or a rejection; the first non-success wins."""
-        waiting: Status | None = None
-        for p in self.permit:
-            status = p.permit(decision.state, pod, decision).with_plugin(p.name)
-            if status.is_rejection or status.code is Code.ERROR:
-                return status
-            if status.code is Code.WAIT:
-                waiting = waiting or status
-        return waiting or SUCCESS
 
 
 def schedule_one(
@@ -340,24 +79,6 @@ def _pod_rejected(pod_key: str, nodes: Sequence[NodeInfo], status: Status) -> Fa
         {n.name: status for n in nodes},
         f"0/{total} nodes are available: {status.message}.",
         status,
-    )
-
-
-def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
-    """Everything about a pod a *node-local* plugin may read: two pods with equal keys get the
-    same node-local verdicts and scores on the same NodeInfo."""
-    return (
-        tuple(sorted(pod.requests.items())),
-        pod.gpus,
-        pod.mig,
-        pod.gpu_memory_min_mib,
-        pod.gpu_locality,
-        pod.numa_policy,
-        pod.numa_resources,
-        pod.node_selector,
-        pod.node_affinity,
-        pod.tolerations,
-        pod.host_ports,
     )
 
 

@@ -22,7 +22,6 @@ class Code(enum.IntEnum):
     ERROR = 1
     UNSCHEDULABLE = 2
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
-    WAIT = 4
     SKIP = 5  # PreFilter only: this plugin has nothing to check for this pod
 
     @property
@@ -35,7 +34,6 @@ _LABELS: Final = {
     Code.ERROR: "Error",
     Code.UNSCHEDULABLE: "Unschedulable",
     Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
-    Code.WAIT: "Wait",
     Code.SKIP: "Skip",
 }
 

@@ -26,13 +26,16 @@ from typing import Final
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, build_layout
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
-from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 
@@ -88,7 +91,7 @@ def node_gate(framework: Framework) -> Framework:
     gate = _GATES.get(framework)
     if gate is None:
         names = [p for p in _NODE_GATE if p not in framework.config.disabled_plugins]
-        gate = _GATES[framework] = Framework.build(framework.config, profile=names)
+        gate = _GATES[framework] = build_framework(framework.config, profile=names)
     return gate
 
 

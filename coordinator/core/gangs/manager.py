@@ -1,9 +1,10 @@
 """The gang manager: all-or-nothing bookkeeping for pod groups, pure, with an injected clock.
 
 Like scheduler-plugins' Coscheduling manager, minus the informers: the glue tells it what it sees
-(``observe`` / ``remove`` pods), what the planner reserved (``reserve``), what bound (``bound``),
-and asks it what to do (``Allow`` these pods to bind, ``Wait`` with a message, ``Reject``). It
-never reads the cluster and never sleeps; time comes from ``clock()``.
+(``observe`` / ``remove`` pods), what the whole-gang planner reserved (``reserve``), what bound
+(``bound``), and asks it what to do (``Allow`` these pods to bind, or ``Reject``). It never reads
+the cluster and never sleeps; time comes from ``clock()``. Unlike Coscheduling there is no
+member-at-a-time path: a gang is reserved whole or not at all (docs/gangs.md).
 
 Life of a gang::
 
@@ -16,20 +17,16 @@ Life of a gang::
 
 Fairness (documented in docs/gangs.md):
 
-* A gang that is not complete holds no capacity in the whole-gang path: the planner reserves all
-  min members in one step or none, so a waiting gang never blocks smaller work, and two gangs
-  planned one after the other cannot deadlock (the second simply does not fit).
-* In the incremental path (members reserved one at a time, Coscheduling-style) reservations of an
-  incomplete gang can be taken away by a gang ordered before it (:meth:`stealable`): higher
-  priority first, then the gang first seen earlier, then by name. Of two gangs that each fit alone
-  but not together, the first in that order always completes.
-* Every reservation held by an incomplete gang expires with the gang's timeout.
+* A gang that is not complete holds no capacity: the planner reserves all min members in one step
+  or none, so a waiting gang never blocks smaller work, and two gangs planned one after the other
+  cannot deadlock (the second simply does not fit).
+* Every reservation held by a gang that has not bound expires with the gang's timeout.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from coordinator.core.domains.capacity import Resources
@@ -62,14 +59,6 @@ class Allow:
 
 
 @dataclass(frozen=True, slots=True)
-class Wait:
-    """Keep the reservation, bind nothing yet."""
-
-    message: str
-    deadline: float
-
-
-@dataclass(frozen=True, slots=True)
 class Reject:
     """The gang gave up this attempt: ``released`` capacity is free again; ``evict`` lists members
     that were bound while the gang never completed (the glue evicts them so no gang is left
@@ -80,7 +69,7 @@ class Reject:
     evict: tuple[str, ...] = ()
 
 
-Verdict = Allow | Wait | Reject
+Verdict = Allow | Reject
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,27 +222,27 @@ class GangManager:
         return 0 if gang is None else max(0, gang.min_member - gang.placed)
 
     def reserve(self, key: GangKey, reservations: Iterable[Reservation]) -> Verdict:
-        """Hold capacity for members (a whole-gang plan, or one member at a time).
-
-        Returns ``Allow`` with every reserved member once min members are placed, else ``Wait``.
-        Members of a gang that is already bound are allowed at once.
-        """
+        """Hold capacity for a whole-gang plan: ``Allow`` every reserved member. Members of a gang
+        that is already bound are allowed at once; a plan that places fewer than min members is
+        refused and holds nothing."""
         gang = self._gangs.get(key)
         if gang is None:
             return Reject(f"pod group {key} is unknown")
-        for r in reservations:
-            if r.pod not in gang.members:
-                return Reject(f"pod {r.pod} is not a member of pod group {key}")
-        for r in reservations:
-            if r.pod not in gang.bound:
-                gang.reserved[r.pod] = r
-        if gang.complete:
-            return Allow(tuple(sorted(gang.reserved)))
-        if gang.placed >= gang.min_member:
+        held = {r.pod: r for r in reservations}
+        for pod in held:
+            if pod not in gang.members:
+                return Reject(f"pod {pod} is not a member of pod group {key}")
+        new = {pod: r for pod, r in held.items() if pod not in gang.bound}
+        placed = len(gang.reserved.keys() | new.keys()) + len(gang.bound)
+        if not gang.complete and placed < gang.min_member:
+            return Reject(
+                f"pod group {key.name}: the plan places {placed}/{gang.min_member} members"
+            )
+        gang.reserved.update(new)
+        if not gang.complete:
             gang.admitted = True
             gang.last_failure = ""
-            return Allow(tuple(sorted(gang.reserved)))
-        return Wait(self.message(key), self._deadline(gang))
+        return Allow(tuple(sorted(gang.reserved)))
 
     def bound(self, pod: str) -> None:
         """The bind of a released member succeeded."""
@@ -301,29 +290,6 @@ class GangManager:
                     f"{placed}/{need} members placed"
                 )
                 out.append((key, self._release(gang, msg)))
-        return out
-
-    def stealable(self, key: GangKey) -> list[tuple[GangKey, tuple[Reservation, ...]]]:
-        """Incomplete gangs ordered after ``key`` that hold reservations ``key`` may take."""
-        me = self._gangs.get(key)
-        if me is None:
-            return []
-        mine = self.order_key(key)
-        out = []
-        for other_key, other in self._gangs.items():
-            if other_key == key or other.complete or other.admitted or not other.reserved:
-                continue
-            if self.order_key(other_key) > mine:
-                out.append((other_key, tuple(other.reserved.values())))
-        return sorted(out, key=lambda kv: self.order_key(kv[0]), reverse=True)
-
-    def revoke(self, key: GangKey, *, by: GangKey) -> Reject:
-        """Take every reservation away from an incomplete gang (for ``by``, ordered before it)."""
-        gang = self._gangs.get(key)
-        if gang is None:
-            return Reject(f"pod group {key} is unknown")
-        out = self._release(gang, f"reservations given to pod group {by}", backoff=False)
-        gang.last_failure = out.message
         return out
 
     def order_key(self, key: GangKey) -> tuple[int, float, str, str]:
@@ -409,22 +375,6 @@ class GangManager:
         return Reject(message, released, evict)
 
 
-def members_by_gang(
-    pods: Mapping[str, GangSpec | None],
-) -> dict[GangKey, list[str]]:
-    """Group pod keys by gang (helper for the glue's queue)."""
-    out: dict[GangKey, list[str]] = {}
-    for pod, spec in pods.items():
-        if spec is not None:
-            out.setdefault(spec.key, []).append(pod)
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def sorted_gangs(manager: GangManager, keys: Sequence[GangKey]) -> list[GangKey]:
-    """Gangs in the order the manager serves them."""
-    return sorted(keys, key=manager.order_key)
-
-
 __all__ = [
     "Allow",
     "GangManager",
@@ -433,7 +383,4 @@ __all__ = [
     "Reject",
     "Reservation",
     "Verdict",
-    "Wait",
-    "members_by_gang",
-    "sorted_gangs",
 ]

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 from coordinator.core.domains.capacity import NodeState, add, subtract
 from coordinator.core.domains.layout import DomainKeys, Layout
-from coordinator.core.domains.select import EligibleFn, Member, Placement, place_members
+from coordinator.core.domains.packing import EligibleFn, Member, Placement
+from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import (
     IntentError,
     PlacementIntent,

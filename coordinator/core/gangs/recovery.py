@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, add, subtract
 from coordinator.core.domains.layout import DomainKeys, build_layout
-from coordinator.core.domains.select import EligibleFn, Member, Placement, place_members
+from coordinator.core.domains.packing import EligibleFn, Member, Placement
+from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.status import Status
 from coordinator.core.preemption.victims import RunningPod

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from coordinator.core.framework.config import SchedulerConfig
-from coordinator.core.framework.cycle import PLACEMENTS
 from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.interfaces import PLACEMENTS
 from coordinator.core.framework.status import SKIP, SUCCESS, Status
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement

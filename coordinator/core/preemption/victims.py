@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, Resources, add
 from coordinator.core.domains.layout import DomainKeys
-from coordinator.core.domains.select import EligibleFn, Member, Placement, place_members
+from coordinator.core.domains.packing import EligibleFn, Member, Placement
+from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.status import Status
 from coordinator.core.podspec.selectors import LabelSelector

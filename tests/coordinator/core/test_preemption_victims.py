@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.core.domains.capacity import GPU, NodeState
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.framework.status import Code, Status
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.preemption.victims import (

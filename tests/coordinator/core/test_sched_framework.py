@@ -1,7 +1,6 @@
 """The framework itself: the kube-style summary, explanations kept in the result, extension
-points other packages plug into (PreFilter node restriction, Reserve/Permit), candidate-node
-restriction, configuration from YAML, and a plugin bug turning into an error status instead of a
-crash."""
+points other packages plug into (PreFilter node restriction), candidate-node restriction,
+configuration from YAML, and a plugin bug turning into an error status instead of a crash."""
 
 from __future__ import annotations
 
@@ -10,17 +9,13 @@ from collections.abc import Sequence
 import pytest
 
 from coordinator.core.framework.config import ConfigError, SchedulerConfig, load_config
-from coordinator.core.framework.cycle import (
-    Decision,
-    Failure,
-    Framework,
-    PreFilterResult,
-    num_feasible_nodes_to_find,
-    schedule_one,
-)
+from coordinator.core.framework.cycle import num_feasible_nodes_to_find, schedule_one
 from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.interfaces import PreFilterResult
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import SUCCESS, Code, Status, summarize
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
 
@@ -77,7 +72,7 @@ def test_decision_keeps_per_node_verdicts_and_breakdowns_for_explain() -> None:
 def test_candidate_nodes_restrict_the_cycle() -> None:
     snapshot = Snapshot([gpu_node(n, dgx_h100(n)) for n in ("a", "b", "c")])
     result = schedule_one(
-        simple_pod("p", gpus=1), snapshot, Framework.build(), candidate_nodes={"c"}
+        simple_pod("p", gpus=1), snapshot, build_framework(), candidate_nodes={"c"}
     )
     assert isinstance(result, Decision)
     assert result.node == "c"
@@ -101,50 +96,12 @@ class LeafOnly:
         return PreFilterResult(SUCCESS, names)
 
 
-class GangGate:
-    """A gang-style plugin: reserve records, permit waits until two members are reserved."""
-
-    name = "GangGate"
-
-    def __init__(self) -> None:
-        self.reserved: list[str] = []
-        self.unreserved: list[str] = []
-
-    def reserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status:
-        if pod.name == "refused":
-            return Status.unschedulable("pod group is closed")
-        self.reserved.append(pod.key)
-        return SUCCESS
-
-    def unreserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> None:
-        self.unreserved.append(pod.key)
-
-    def permit(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status:
-        if len(self.reserved) < 2:
-            return Status(Code.WAIT, ("waiting for pod group g: 1/2 members placed",))
-        return SUCCESS
-
-
-class Recorder:
-    name = "Recorder"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def reserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> Status:
-        self.calls.append(f"reserve {pod.name}")
-        return SUCCESS
-
-    def unreserve(self, state: CycleState, pod: PodRequest, decision: Decision) -> None:
-        self.calls.append(f"unreserve {pod.name}")
-
-
 def test_registered_plugins_restrict_nodes_and_see_state() -> None:
     nodes = [
         gpu_node("l1-a", dgx_h100("l1-a"), labels={"leaf": "l1"}),
         gpu_node("l2-a", dgx_h100("l2-a"), labels={"leaf": "l2"}),
     ]
-    fw = Framework.build(
+    fw = build_framework(
         SchedulerConfig(enabled_plugins=("LeafOnly",)),
         registry={"LeafOnly": lambda cfg: LeafOnly("l2")},
     )
@@ -152,34 +109,6 @@ def test_registered_plugins_restrict_nodes_and_see_state() -> None:
     assert isinstance(result, Decision)
     assert result.node == "l2-a"
     assert result.state.read(LEAF) == "l2"
-
-
-def test_reserve_permit_and_unreserve_order() -> None:
-    gate, recorder = GangGate(), Recorder()
-    fw = Framework.build(
-        SchedulerConfig(enabled_plugins=("Recorder", "GangGate")),
-        registry={"GangGate": lambda cfg: gate, "Recorder": lambda cfg: recorder},
-    )
-    snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
-    first_obj, second_obj = simple_pod("m1", gpus=1), simple_pod("m2", gpus=1)
-    first = schedule_one(first_obj, snapshot, fw)
-    assert isinstance(first, Decision)
-    assert fw.run_reserve(request(first_obj), first).is_success
-    waiting = fw.run_permit(request(first_obj), first)
-    assert waiting.code is Code.WAIT
-    assert waiting.plugin == "GangGate"
-    second = schedule_one(second_obj, snapshot, fw)
-    assert isinstance(second, Decision)
-    assert fw.run_reserve(request(second_obj), second).is_success
-    assert fw.run_permit(request(second_obj), second).is_success
-    refused_obj = simple_pod("refused", gpus=1)
-    refused = schedule_one(refused_obj, snapshot, fw)
-    assert isinstance(refused, Decision)
-    status = fw.run_reserve(request(refused_obj), refused)
-    assert status.code is Code.UNSCHEDULABLE
-    assert status.plugin == "GangGate"
-    # Recorder reserved before GangGate refused, so it is unreserved again.
-    assert recorder.calls[-2:] == ["reserve refused", "unreserve refused"]
 
 
 class Exploding:
@@ -190,7 +119,7 @@ class Exploding:
 
 
 def test_a_plugin_bug_becomes_an_error_status_not_a_crash() -> None:
-    fw = Framework.build(
+    fw = build_framework(
         SchedulerConfig(enabled_plugins=("Exploding",)),
         registry={"Exploding": lambda c: Exploding()},
     )
@@ -203,7 +132,7 @@ def test_a_plugin_bug_becomes_an_error_status_not_a_crash() -> None:
 
 def test_unknown_plugin_name_is_refused_at_build() -> None:
     with pytest.raises(KeyError, match="Nope"):
-        Framework.build(SchedulerConfig(enabled_plugins=("Nope",)))
+        build_framework(SchedulerConfig(enabled_plugins=("Nope",)))
 
 
 def test_config_from_yaml_changes_packing_and_weights() -> None:
@@ -219,7 +148,7 @@ disabled_plugins: [GpuAvailability]
     )
     assert config.weights.bin_packing == 10
     assert config.packing == "spread"
-    fw = Framework.build(config)
+    fw = build_framework(config)
     assert "GpuAvailability" not in {getattr(p, "name", "") for p in fw.plugins}
     assert all(p.name != "GpuTopology" for p, _ in fw.score)  # weight 0: not scored
     # Spread vs binpack decides between a half-used and an empty node.
@@ -282,7 +211,7 @@ def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
         Snapshot([plain_node("a"), plain_node("a")])
     snapshot = Snapshot([plain_node("a"), plain_node("b")])
     obj = simple_pod("p")
-    result = schedule_one(obj, snapshot, Framework.build())
+    result = schedule_one(obj, snapshot, build_framework())
     assert isinstance(result, Decision)
     snapshot.assume(request(obj), result.node, result.placement)
     with pytest.raises(ValueError, match="already assumed"):
@@ -314,7 +243,7 @@ def test_replace_keeps_the_indexes_current() -> None:
             }
         },
     )
-    fw = Framework.build()
+    fw = build_framework()
     assert isinstance(schedule_one(cache_pod, snapshot, fw), Failure)  # builds the indexes
     snapshot.replace(plain_node("b", pods=[running(simple_pod("c", labels={"app": "cache"}))]))
     placed = schedule_one(cache_pod, snapshot, fw)
@@ -349,7 +278,7 @@ def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
         },
     )
     snapshot = Snapshot([plain_node("only")])
-    fw = Framework.build()
+    fw = build_framework()
     first = schedule_one(loner, snapshot, fw)
     assert isinstance(first, Decision)
     snapshot.assume(request(loner), first.node, first.placement)
@@ -393,7 +322,7 @@ def test_memoised_cycles_decide_exactly_like_fresh_ones(seed: int) -> None:
         labels = {"topology.kubernetes.io/zone": f"z{i % 3}"}
         nodes.append(gpu_node(f"n{i}", topo, labels=labels))
     snapshot = Snapshot(nodes)
-    warm = Framework.build()
+    warm = build_framework()
     for k in range(30):
         obj = simple_pod(
             f"p{k}",
@@ -424,7 +353,7 @@ def test_memoised_cycles_decide_exactly_like_fresh_ones(seed: int) -> None:
             )
             for n in snapshot.nodes
         ]
-        expected = schedule_one(obj, Snapshot(fresh_nodes), Framework.build())
+        expected = schedule_one(obj, Snapshot(fresh_nodes), build_framework())
         got = schedule_one(obj, snapshot, warm)
         assert type(got) is type(expected)
         if isinstance(got, Decision):

@@ -9,8 +9,10 @@ import itertools
 import pytest
 
 from common.model import worst_link
-from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.plugins.gpuchoice import topology_index
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import (
     a100_mig,
@@ -46,7 +48,7 @@ def test_dgx1_one_gpu_pods_fill_one_quad_before_breaking_the_other() -> None:
     used = set().union(*(gpus_of(r) for r in results))
     assert used in (QUAD_A, QUAD_B)
     # …so a 4-GPU pod still finds an intact quad afterwards.
-    four = schedule_one(simple_pod("big", gpus=4), snapshot, Framework.build())
+    four = schedule_one(simple_pod("big", gpus=4), snapshot, build_framework())
     assert gpus_of(four) == ({0, 1, 2, 3, 4, 5, 6, 7} - used)
 
 
@@ -67,7 +69,7 @@ def test_pcie_box_two_gpus_from_one_switch_before_crossing_sockets() -> None:
     # With one GPU of switch (0,1) busy, a 2-GPU pod avoids the broken pair.
     snapshot = Snapshot([gpu_node("p", topo)])
     place_all([simple_pod("single", gpus=1)], snapshot)
-    pair = gpus_of(schedule_one(simple_pod("pair", gpus=2), snapshot, Framework.build()))
+    pair = gpus_of(schedule_one(simple_pod("pair", gpus=2), snapshot, build_framework()))
     assert str(topo.link(*sorted(pair))) == "PIX"
 
 
@@ -239,7 +241,7 @@ def test_gpus_of_assumed_pods_are_never_reassigned() -> None:
             seen.add((r.node, g))
     assert len(seen) == 16
     assert isinstance(
-        schedule_one(simple_pod("extra", gpus=1), snapshot, Framework.build()), Failure
+        schedule_one(simple_pod("extra", gpus=1), snapshot, build_framework()), Failure
     )
 
 
@@ -248,9 +250,9 @@ def test_forget_returns_the_gpus() -> None:
     obj = simple_pod("all", gpus=8)
     (result,) = place_all([obj], snapshot)
     assert isinstance(result, Decision)
-    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, Framework.build()), Failure)
+    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, build_framework()), Failure)
     assert snapshot.forget(request(obj).key)
-    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, Framework.build()), Decision)
+    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, build_framework()), Decision)
     assert not snapshot.forget(request(obj).key)
 
 
@@ -325,7 +327,7 @@ def test_lookalike_nodes_share_plans_but_report_their_own_uuids() -> None:
     assert isinstance(first, Decision)
     assert isinstance(second, Decision)
     only_b = schedule_one(
-        simple_pod("q", gpus=2), Snapshot(nodes), Framework.build(), candidate_nodes={"twin-b"}
+        simple_pod("q", gpus=2), Snapshot(nodes), build_framework(), candidate_nodes={"twin-b"}
     )
     assert isinstance(only_b, Decision)
     assert only_b.node == "twin-b"
@@ -337,12 +339,13 @@ def test_lookalike_nodes_share_plans_but_report_their_own_uuids() -> None:
 def test_random_streams_never_double_book_and_fail_only_when_nothing_fits(seed: int) -> None:
     import random
 
-    from coordinator.core.framework.cycle import Failure as F
+    from coordinator.core.framework.results import Failure as F
+    from coordinator.core.registry import build_framework
 
     rng = random.Random(seed)
     builders = [dgx1, pcie8, dgx_h100, ws4, a100_mig]
     snapshot = Snapshot([gpu_node(f"n{i}", rng.choice(builders)(f"n{i}")) for i in range(5)])
-    fw = Framework.build()
+    fw = build_framework()
     held: dict[tuple[str, object], str] = {}
     for k in range(40):
         gpus = rng.choice([0, 1, 1, 2, 4, 8])

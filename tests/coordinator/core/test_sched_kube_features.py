@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import Code
 from coordinator.core.podspec.tolerations import Taint
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import (
     dgx_a100,
@@ -233,14 +235,14 @@ def test_existing_pods_anti_affinity_is_symmetric() -> None:
     taken = next(n.name for n in snapshot.nodes if n.pods)
     zone = snapshot.get(taken).labels["topology.kubernetes.io/zone"]
     newcomer = simple_pod("plain", labels={"app": "llama-3-70b-multi-zone"})
-    result = decided(schedule_one(newcomer, snapshot, Framework.build()))
+    result = decided(schedule_one(newcomer, snapshot, build_framework()))
     assert snapshot.get(result.node).labels["topology.kubernetes.io/zone"] != zone
     for name in (f"{zone}-1", f"{zone}-2"):
         assert result.verdicts[name].status.reasons == (
             "node(s) didn't satisfy existing pods anti-affinity rules",
         )
     # Without the matching label it may go anywhere.
-    other = decided(schedule_one(simple_pod("other"), snapshot, Framework.build()))
+    other = decided(schedule_one(simple_pod("other"), snapshot, build_framework()))
     assert other.feasible == 6
 
 

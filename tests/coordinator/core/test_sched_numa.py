@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision, Failure
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NumaUse, Snapshot
 from tests.support.sched_hw import (
     dgx1,
@@ -141,7 +143,7 @@ def test_isolated_needs_a_numa_node_nobody_uses() -> None:
     place_all([small], snapshot)
     taken = next(p.numa for p in snapshot.get("p").pods)
     single = simple_pod("s", cpu="2", annotations={"topos.io/numa-policy": "single-numa"})
-    after = decided(schedule_one(single, snapshot, Framework.build()))
+    after = decided(schedule_one(single, snapshot, build_framework()))
     assert after.placement.numa != taken
 
 

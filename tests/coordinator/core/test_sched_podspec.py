@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 
 from common.podkeys import GANG, NUMA_POLICY, lookup
 from common.quantity import QuantityError, parse_quantity, to_int, to_milli
-from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import Code
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
 
@@ -333,7 +335,7 @@ def test_bad_pods_name_the_field_and_stay_pending(case: str, change: dict, field
 
 def test_a_bad_pod_does_not_disturb_the_next_one() -> None:
     snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
-    fw = Framework.build()
+    fw = build_framework()
     bad = schedule_one(_bad_pod({"gpus": "-1"}), snapshot, fw)
     good = schedule_one(simple_pod("good", gpus=8), snapshot, fw)
     assert isinstance(bad, Failure)

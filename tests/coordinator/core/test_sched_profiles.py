@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 
 from agent.devices.source import discover_profile
-from coordinator.core.framework.cycle import Decision, Failure
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.snapshot.nodeinfo import Snapshot
 from tests.support.sched_hw import gpu_node, place_all, pod, run, simple_pod
 

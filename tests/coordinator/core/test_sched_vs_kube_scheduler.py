@@ -30,8 +30,10 @@ import yaml
 
 from common.kube import NODES, PODS, KubeClient
 from common.quantity import parse_quantity, to_int, to_milli
-from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.podspec.tolerations import Taint
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, PodInfo, Snapshot
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
@@ -238,7 +240,7 @@ async def compare(
 ) -> tuple[str | None, str, Decision | Failure]:
     """Our verdict on the cluster as it is, then kube-scheduler's on the same pod."""
     ours_obj = dict(obj, metadata={**obj["metadata"], "namespace": namespace})
-    ours = schedule_one(ours_obj, await cluster_snapshot(kube), Framework.build())
+    ours = schedule_one(ours_obj, await cluster_snapshot(kube), build_framework())
     await kube.create(PODS, obj, namespace=namespace)
     node, message = await kube_verdict(kube, namespace, obj["metadata"]["name"])
     return node, message, ours

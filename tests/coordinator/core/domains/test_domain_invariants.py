@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from coordinator.core.domains.capacity import GPU
 from coordinator.core.domains.layout import build_layout
-from coordinator.core.domains.select import Member, Placement, place_members
+from coordinator.core.domains.packing import Member, Placement
+from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from tests.support.domain_fabric import fabric
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.framework.cycle import Framework
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.tolerations import Taint
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 
@@ -48,7 +48,7 @@ def test_a_tainted_node_is_vetoed_by_the_core_and_the_gang_is_replanned() -> Non
             node("b2", "leaf-b"),
         ]
     )
-    decided = schedule_gang([worker(0), worker(1)], snapshot, Framework.build(), min_member=2)
+    decided = schedule_gang([worker(0), worker(1)], snapshot, build_framework(), min_member=2)
     assert isinstance(decided, GangDecision)
     assert decided.rounds == 1  # the core's verdict per node is known before planning
     assert {d.node for d in decided.decisions} == {"b1", "b2"}  # one leaf, without the taint
@@ -61,6 +61,6 @@ def test_not_ready_and_stale_nodes_take_nothing() -> None:
     assert not node_state(node("x", "leaf-a", stale=True)).schedulable
     assert not node_state(node("x", "leaf-a", unschedulable=True)).schedulable
     snapshot = Snapshot([node("a1", "leaf-a", stale=True), node("a2", "leaf-a")])
-    refused = schedule_gang([worker(0), worker(1)], snapshot, Framework.build(), min_member=2)
+    refused = schedule_gang([worker(0), worker(1)], snapshot, build_framework(), min_member=2)
     assert isinstance(refused, Status)
     assert "0/2 nodes are available" in refused.message

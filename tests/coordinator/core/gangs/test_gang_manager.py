@@ -1,14 +1,13 @@
 """The gang manager's all-or-nothing state machine with a fake clock: gangs that fit, that don't,
-that time out, that race each other (whole-gang and member-by-member), and that must not block
-smaller work."""
+that time out, that are served in priority order, and that must not block smaller work."""
 
 from __future__ import annotations
 
 from coordinator.core.domains.capacity import GPU, NodeState
-from coordinator.core.domains.select import Member
+from coordinator.core.domains.packing import Member
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.identity import GangKey, GangSpec
-from coordinator.core.gangs.manager import Allow, GangManager, Reject, Reservation, Wait
+from coordinator.core.gangs.manager import Allow, GangManager, Reject, Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang, with_reservations
 from tests.support.clock import ManualClock
 
@@ -41,17 +40,17 @@ def manager(clock: ManualClock | None = None, **kw: float) -> GangManager:
     return GangManager(clock=clock or ManualClock(), **kw)
 
 
-def test_gang_that_fits_is_released_together_only_when_min_members_hold_reservations() -> None:
+def test_gang_is_released_together_only_when_its_plan_places_min_members() -> None:
     m = manager()
     key = GangKey("ml", "train-1")
     for p in pods("train-1", 8):
         m.observe(p, spec("train-1", 8))
-    verdicts = [m.reserve(key, [res(p, f"n{i}")]) for i, p in enumerate(pods("train-1", 8))]
-    assert all(isinstance(v, Wait) for v in verdicts[:7])
-    first = verdicts[2]
-    assert isinstance(first, Wait)
-    assert first.message == "waiting for pod group train-1: 3/8 members placed"
-    last = verdicts[7]
+    short = m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("train-1", 7))])
+    assert isinstance(short, Reject)
+    assert short.message == "pod group train-1: the plan places 7/8 members"
+    assert m.status(key).reserved == 0  # type: ignore[union-attr]  # a short plan holds nothing
+    assert m.message(key) == "waiting for pod group train-1: 0/8 members placed"
+    last = m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("train-1", 8))])
     assert isinstance(last, Allow)
     assert last.pods == tuple(sorted(pods("train-1", 8)))
     for p in last.pods:
@@ -113,40 +112,14 @@ def test_whole_gang_plan_reserve_and_a_second_gang_that_no_longer_fits_holds_not
     assert isinstance(m.reserve(b, plan_b.reservations(members_b)), Allow)
 
 
-def test_member_by_member_race_the_older_gang_takes_the_younger_ones_reservations() -> None:
-    clock = ManualClock()
-    m = manager(clock)
-    a, b = GangKey("ml", "a"), GangKey("ml", "b")
-    for p in pods("a", 3):
-        m.observe(p, spec("a", 3))
-    clock.now += 1
-    for p in pods("b", 3):
-        m.observe(p, spec("b", 3))
-    # interleaved reservations fill the 4-node cluster: a 2/3, b 2/3 — neither can finish
-    assert isinstance(m.reserve(a, [res("ml/a-0", "n1")]), Wait)
-    assert isinstance(m.reserve(b, [res("ml/b-0", "n2")]), Wait)
-    assert isinstance(m.reserve(a, [res("ml/a-1", "n3")]), Wait)
-    assert isinstance(m.reserve(b, [res("ml/b-1", "n4")]), Wait)
-    # b may take nothing from a (a is older); a may take b's reservations
-    assert m.stealable(b) == []
-    victims = m.stealable(a)
-    assert [k for k, _ in victims] == [b]
-    released = m.revoke(b, by=a)
-    assert {r.node for r in released.released} == {"n2", "n4"}
-    assert isinstance(m.reserve(a, [res("ml/a-2", "n2")]), Allow)
-    assert m.status(b).reserved == 0  # type: ignore[union-attr]
-    assert "reservations given to pod group ml/a" in m.message(b)
-
-
-def test_priority_beats_age_in_the_order() -> None:
+def test_gangs_are_listed_in_the_order_they_are_served_priority_before_age() -> None:
     clock = ManualClock()
     m = manager(clock)
     m.observe("ml/old-0", spec("old", 2), priority=0)
     clock.now += 10
     m.observe("ml/vip-0", spec("vip", 2), priority=1000)
-    m.reserve(GangKey("ml", "old"), [res("ml/old-0", "n1")])
-    assert [k for k, _ in m.stealable(GangKey("ml", "vip"))] == [GangKey("ml", "old")]
-    assert m.stealable(GangKey("ml", "old")) == []
+    m.observe("ml/new-0", spec("new", 2), priority=0)
+    assert [s.name for s in m.statuses()] == ["vip", "old", "new"]
 
 
 def test_timeout_releases_the_whole_reservation_then_backs_off() -> None:
@@ -155,16 +128,16 @@ def test_timeout_releases_the_whole_reservation_then_backs_off() -> None:
     key = GangKey("ml", "t")
     for p in pods("t", 3):
         m.observe(p, spec("t", 3, timeout=60))
-    m.reserve(key, [res("ml/t-0", "n1"), res("ml/t-1", "n2")])
-    clock.now += 59
+    assert isinstance(m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("t", 3))]), Allow)
+    clock.now += 59  # the binds never report
     assert m.tick() == []
     clock.now += 1
     expired = m.tick()
     assert len(expired) == 1
     gone_key, verdict = expired[0]
     assert gone_key == key
-    assert {r.pod for r in verdict.released} == {"ml/t-0", "ml/t-1"}
-    assert verdict.message == "pod group t timed out after 60s: 2/3 members placed"
+    assert {r.pod for r in verdict.released} == {"ml/t-0", "ml/t-1", "ml/t-2"}
+    assert verdict.message == "pod group t timed out after 60s: 3/3 members placed"
     assert m.reservations() == []
     assert m.status(key).phase == "TimedOut"  # type: ignore[union-attr]
     assert not m.ready_to_plan(key)
@@ -195,10 +168,10 @@ def test_deleting_a_reserved_member_releases_the_whole_gang() -> None:
     key = GangKey("ml", "g")
     for p in pods("g", 3):
         m.observe(p, spec("g", 3))
-    m.reserve(key, [res("ml/g-0", "n1"), res("ml/g-1", "n2")])
+    assert isinstance(m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("g", 3))]), Allow)
     out = m.remove("ml/g-0")
     assert out is not None
-    assert {r.pod for r in out.released} == {"ml/g-0", "ml/g-1"}
+    assert {r.pod for r in out.released} == {"ml/g-0", "ml/g-1", "ml/g-2"}
     assert m.reservations() == []
     assert m.status(key).members == 2  # type: ignore[union-attr]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.framework.cycle import Framework
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 PRODUCT = "nvidia.com/gpu.product"
@@ -50,14 +50,14 @@ def cluster() -> Snapshot:
 
 
 def test_gang_with_a_node_selector_is_placed_in_the_first_round() -> None:
-    decided = schedule_gang([member(0, "H100"), member(1, "H100")], cluster(), Framework.build())
+    decided = schedule_gang([member(0, "H100"), member(1, "H100")], cluster(), build_framework())
     assert isinstance(decided, GangDecision)
     assert {d.node for d in decided.decisions} == {"h-01", "h-02"}
     assert decided.rounds == 1
 
 
 def test_gang_of_a_model_nobody_has_says_so() -> None:
-    result = schedule_gang([member(0, "B200"), member(1, "B200")], cluster(), Framework.build())
+    result = schedule_gang([member(0, "B200"), member(1, "B200")], cluster(), build_framework())
     assert isinstance(result, Status)
     assert not result.is_success
     assert "14 node(s) didn't match Pod's node affinity/selector" in result.message

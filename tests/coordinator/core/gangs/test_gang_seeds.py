@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from common.model import Gpu, NodeTopology, NumaNode
-from coordinator.core.framework.cycle import Framework
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
 from coordinator.core.gangs.manager import Allow, GangManager
 from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
 
 SEEDS = Path(__file__).resolve().parents[4] / ".." / "shared" / "seeds"
@@ -113,7 +113,7 @@ def test_spark_driver_and_executors_form_one_gang_of_eleven() -> None:
 
 def test_spark_job_is_placed_whole_when_it_fits_and_waits_whole_when_not() -> None:
     pods = requests(spark_pods())
-    framework = Framework.build()
+    framework = build_framework()
     decided = schedule_gang(pods, cpu_nodes(3), framework, min_member=11)
     assert isinstance(decided, GangDecision)
     assert len(decided.decisions) == 11
@@ -145,7 +145,7 @@ def test_pytorch_training_job_of_eight_workers() -> None:
     spec = gang_of(pods[0])
     assert isinstance(spec, GangSpec)
     assert spec.min_member == 8
-    decided = schedule_gang(requests(pods), gpu_nodes(4), Framework.build(), min_member=8)
+    decided = schedule_gang(requests(pods), gpu_nodes(4), build_framework(), min_member=8)
     assert isinstance(decided, GangDecision)
     # eight 1-GPU workers fit one 8-GPU node: the narrowest domain there is
     assert decided.plan.placement.tier == "node"
@@ -179,7 +179,7 @@ def test_multi_gpu_training_scenario_with_single_numa_workers() -> None:
     job = find("Job", "multi-gpu-training")
     pods = requests(pods_of(job, job["spec"]["parallelism"]))
     assert all(p.numa_policy == "single-numa" for p in pods)
-    framework = Framework.build()
+    framework = build_framework()
 
     # Nodes that publish no NUMA topology cannot honour single-numa: the core says so per node,
     # and the gang waits whole with that reason.

@@ -1,0 +1,228 @@
+"""Members of a gang, a placement, and first-fit packing of the members onto an ordered set of
+nodes — the scratch state one :func:`~.select.place_members` call shares between its tiers.
+
+Members with equal shape are interchangeable for the per-pod filters; eligibility and per-node
+slots are computed once per shape. Packing works on copies of the free-capacity maps: the inputs
+are never changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from coordinator.core.domains.capacity import GPU, NodeState, Resources, fits, subtract
+from coordinator.core.domains.layout import Layout, natural_key, sorted_names
+from coordinator.core.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.framework.status import SUCCESS, Status
+
+__all__ = ["EligibleFn", "Member", "Packing", "Placement"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Member:
+    """One pod to place: its name (``namespace/name`` or an ordinal) and what it requests.
+
+    Members with equal ``shape`` are interchangeable for the per-pod filters (same template); the
+    default shape is the request itself.
+    """
+
+    name: str
+    requests: Resources
+    shape: str | None = None
+
+    @property
+    def shape_key(self) -> str:
+        if self.shape is not None:
+            return self.shape
+        return ",".join(f"{k}={v}" for k, v in sorted(self.requests.items()) if v)
+
+
+# The per-pod core's capacity-independent filters for one member on one node (selectors,
+# affinity, taints, NUMA feasibility…): SUCCESS, or a rejection Status with kube-style reasons.
+EligibleFn = Callable[[Member, NodeState], Status]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where every member goes, and which network domain that is."""
+
+    assignments: tuple[tuple[str, str], ...]  # (member name, node name), in input order
+    tier: str  # "node" | "leaf" | "spine" | "zone" | "cluster" | "distributed"
+    domain: str  # the node, leaf, spine or zone name; "cluster" for the widest tier
+    nodes: tuple[str, ...]
+    leaves: tuple[str, ...]
+    spines: tuple[str, ...]
+    adjacent: bool  # for several leaves: all neighbours in name order
+    strategy: Strategy
+    preferred_domain_used: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def node_of(self, member: str) -> str | None:
+        for name, node in self.assignments:
+            if name == member:
+                return node
+        return None
+
+
+class Packing:
+    """Scratch state of one placement: eligibility per shape, node order keys, member order."""
+
+    def __init__(
+        self,
+        members: Sequence[Member],
+        nodes: Mapping[str, NodeState],
+        layout: Layout,
+        intent: PlacementIntent,
+        eligible: EligibleFn | None,
+    ) -> None:
+        self.members = members
+        self.nodes = nodes
+        self.layout = layout
+        self.intent = intent
+        self.order = sorted(
+            members,
+            key=lambda m: (-m.requests.get(GPU, 0), -sum(m.requests.values()), m.name),
+        )
+        self.shapes: dict[str, Member] = {}
+        self.shape_of: dict[str, str] = {}
+        for m in members:
+            key = m.shape_key
+            self.shape_of[m.name] = key
+            self.shapes.setdefault(key, m)
+        self.ok: dict[str, set[str]] = {s: set() for s in self.shapes}
+        self.rejections: dict[str, Status] = {}
+        for node in nodes.values():
+            if not node.schedulable:
+                self.rejections[node.name] = Status.unschedulable(
+                    "node(s) were unschedulable", detail=node.name
+                )
+                continue
+            first_failure: Status | None = None
+            for key, rep in self.shapes.items():
+                status = SUCCESS if eligible is None else eligible(rep, node)
+                if status.is_success:
+                    self.ok[key].add(node.name)
+                elif first_failure is None:
+                    first_failure = status
+            if first_failure is not None and not any(node.name in s for s in self.ok.values()):
+                self.rejections[node.name] = first_failure
+        self.usable = [n for n in nodes if n not in self.rejections]
+        self.counts: dict[str, int] = {}
+        for m in members:
+            self.counts[self.shape_of[m.name]] = self.counts.get(self.shape_of[m.name], 0) + 1
+        self.slots = {shape: self._slots(shape) for shape in self.shapes}
+        self.demand: dict[str, int] = {}
+        for m in members:
+            for k, v in m.requests.items():
+                if v:
+                    self.demand[k] = self.demand.get(k, 0) + v
+
+    def free_sum(self, names: Iterable[str]) -> dict[str, int]:
+        frees = [self.nodes[n].free for n in names]
+        return {k: sum(max(0, f.get(k, 0)) for f in frees) for k in self.demand}
+
+    def could_fit(self, names: Sequence[str]) -> bool:
+        """A cheap necessary condition: total capacity, and per shape enough whole slots."""
+        if not fits(self.free_sum(names), self.demand):
+            return False
+        for shape, count in self.counts.items():
+            cap = self.slots[shape]
+            if sum(cap.get(n, 0) for n in names) < count:
+                return False
+        return True
+
+    def _slots(self, shape: str) -> dict[str, int]:
+        """How many members of ``shape`` each eligible node could hold on its own."""
+        request = {k: v for k, v in self.shapes[shape].requests.items() if v > 0}
+        out: dict[str, int] = {}
+        for name in self.ok[shape]:
+            free = self.nodes[name].free
+            if not request:
+                out[name] = len(self.members)
+                continue
+            out[name] = min(max(0, free.get(k, 0)) // v for k, v in request.items())
+        return out
+
+    def node_key(self, name: str) -> tuple[int, int]:
+        free = self.nodes[name].free
+        return (free.get(GPU, 0), free.get("cpu", 0))
+
+    def ordered(self, names: Iterable[str]) -> list[str]:
+        """Nodes of one leaf (or group) in the strategy's packing order."""
+        names = list(names)
+        if self.intent.strategy is Strategy.BALANCED:
+            return sorted(names, key=lambda n: (self.node_key(n), natural_key(n)))
+        neg = {n: tuple(-x for x in self.node_key(n)) for n in names}
+        return sorted(names, key=lambda n: (neg[n], natural_key(n)))
+
+    def fill(self, node_order: Sequence[str], *, spread: bool = False) -> dict[str, str] | None:
+        """First-fit the members onto ``node_order``; None when some member does not fit.
+
+        With ``spread`` a first pass puts at most one member on a node; members left over take
+        any node with room, in the same order.
+        """
+        free: dict[str, dict[str, int]] = {}
+        pointer: dict[str, int] = {}
+        taken: set[str] = set()
+        out: dict[str, str] = {}
+
+        def room_of(node: str) -> dict[str, int]:
+            room = free.get(node)
+            if room is None:
+                room = free[node] = dict(self.nodes[node].free)
+            return room
+
+        for member in self.order:
+            shape = self.shape_of[member.name]
+            ok = self.ok[shape]
+            i = pointer.get(shape, 0)
+            chosen: str | None = None
+            # Capacity only shrinks during a fill, so a node that cannot take this shape now never
+            # will: the per-shape pointer only moves forward (linear in nodes + members).
+            while i < len(node_order):
+                node = node_order[i]
+                if node in ok and node not in taken and fits(room_of(node), member.requests):
+                    chosen = node
+                    break
+                if node in ok and not spread and fits(room_of(node), member.requests):
+                    chosen = node
+                    break
+                i += 1
+            pointer[shape] = i
+            if chosen is None and spread:
+                for node in node_order:
+                    if node in ok and fits(room_of(node), member.requests):
+                        chosen = node
+                        break
+            if chosen is None:
+                return None
+            subtract(room_of(chosen), member.requests)
+            out[member.name] = chosen
+            if spread:
+                taken.add(chosen)
+        return out
+
+    def leftover_gpus(self, names: Iterable[str], used: Mapping[str, str]) -> int:
+        demand_on: dict[str, int] = {}
+        by_name = {m.name: m for m in self.members}
+        for member, node in used.items():
+            demand_on[node] = demand_on.get(node, 0) + by_name[member].requests.get(GPU, 0)
+        return sum(self.nodes[n].free.get(GPU, 0) - demand_on.get(n, 0) for n in names)
+
+    def result(
+        self, tier: str, domain: str, used: Mapping[str, str], *, adjacent: bool = True
+    ) -> Placement:
+        nodes = sorted_names(set(used.values()))
+        leaves = sorted_names({self.layout.leaf_of[n] for n in nodes if n in self.layout.leaf_of})
+        spines = sorted_names({self.layout.spine_of[n] for n in nodes if n in self.layout.spine_of})
+        return Placement(
+            assignments=tuple((m.name, used[m.name]) for m in self.members),
+            tier=tier,
+            domain=domain,
+            nodes=tuple(nodes),
+            leaves=tuple(leaves),
+            spines=tuple(spines),
+            adjacent=adjacent,
+            strategy=self.intent.strategy,
+        )

@@ -1,0 +1,108 @@
+"""What a plugin implements: one small ``Protocol`` per extension point, as in kube-scheduler.
+
+A plugin is any object with a ``name`` and the methods of the extension points it takes part in:
+
+``PreFilter``  once per pod: compute per-cycle state, reject the pod outright, answer ``Skip``
+               (nothing to check, its Filter is not run), or restrict the candidate nodes.
+``Filter``     per node: can the pod go there? A :class:`~.status.Status`, never an exception.
+``PreScore``   once over the feasible nodes (``Skip``: this plugin does not score this pod).
+``Score``      per feasible node, 0–100 (or raw, when the plugin also normalises).
+``NormalizeScore`` rescale one plugin's raw scores over all feasible nodes to 0–100.
+
+There is no Reserve or Permit point: gangs are planned whole before the per-pod cycle (see
+docs/gangs.md), so nothing holds capacity between a decision and its bind. Plugins import this
+module, never the cycle or the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol, runtime_checkable
+
+from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.status import SUCCESS, Status
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot
+
+__all__ = [
+    "PLACEMENTS",
+    "FilterPlugin",
+    "NormalizeScorePlugin",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "ScorePlugin",
+    "pod_class_key",
+]
+
+#: Plugins that decide *where inside the node* put the placement for each feasible node here.
+PLACEMENTS: Final = StateKey[dict[str, Placement]]("placements")
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """A PreFilter verdict that also narrows the nodes worth filtering (``None``: all)."""
+
+    status: Status = SUCCESS
+    node_names: frozenset[str] | None = None
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Status | PreFilterResult: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float: ...
+
+
+@runtime_checkable
+class NormalizeScorePlugin(Protocol):
+    name: str
+
+    def normalize_scores(
+        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
+    ) -> None: ...
+
+
+def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
+    """Everything about a pod a *node-local* plugin may read: two pods with equal keys get the
+    same node-local verdicts and scores on the same NodeInfo. A plugin sets ``node_local = True``
+    only when its Filter and Score depend on nothing else."""
+    return (
+        tuple(sorted(pod.requests.items())),
+        pod.gpus,
+        pod.mig,
+        pod.gpu_memory_min_mib,
+        pod.gpu_locality,
+        pod.numa_policy,
+        pod.numa_resources,
+        pod.node_selector,
+        pod.node_affinity,
+        pod.tolerations,
+        pod.host_ports,
+    )

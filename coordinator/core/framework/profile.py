@@ -1,0 +1,65 @@
+"""One scheduling profile: its plugin objects sorted by extension point, with their score weights.
+
+The framework never names a plugin: :func:`coordinator.core.registry.build_framework` turns
+plugin names into objects and hands them to :class:`Framework`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.interfaces import (
+    FilterPlugin,
+    NormalizeScorePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+)
+
+__all__ = ["Framework"]
+
+
+class Framework:
+    """Plugins of one profile, sorted by extension point, with their score weights."""
+
+    def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
+        self.config = config
+        # Memo keys: one small object per distinct pod class, hashed by identity, so a warm
+        # cycle hashes the (large) class key once instead of once per node.
+        self._interned: dict[object, object] = {}
+        self.plugins: tuple[object, ...] = tuple(plugins)
+        self.pre_filter: list[PreFilterPlugin] = []
+        self.filter: list[FilterPlugin] = []
+        self.pre_score: dict[str, PreScorePlugin] = {}
+        self.score: list[tuple[ScorePlugin, int]] = []
+        self.normalize: dict[str, NormalizeScorePlugin] = {}
+        for p in self.plugins:
+            if isinstance(p, PreFilterPlugin):
+                self.pre_filter.append(p)
+            if isinstance(p, FilterPlugin):
+                self.filter.append(p)
+            if isinstance(p, PreScorePlugin):
+                self.pre_score[p.name] = p
+            if isinstance(p, ScorePlugin):
+                weight = config.weights.for_plugin(p.name)
+                if weight > 0:
+                    self.score.append((p, weight))
+            if isinstance(p, NormalizeScorePlugin):
+                self.normalize[p.name] = p
+
+    def intern(self, key: object) -> object:
+        """The framework's token for ``key`` (equal keys, same token; distinct per framework)."""
+        token = self._interned.get(key)
+        if token is None:
+            if len(self._interned) > 10_000:
+                self._interned.clear()
+            token = self._interned[key] = object()
+        return token
+
+    @staticmethod
+    def is_local(plugin: object) -> bool:
+        """A plugin whose Filter and Score depend only on the node and the pod's class
+        (:func:`~.interfaces.pod_class_key`) — the framework memoises its results per NodeInfo.
+        Set ``node_local = True`` on a plugin only when that holds."""
+        return getattr(plugin, "node_local", False) is True

@@ -1,0 +1,88 @@
+"""The built-in plugins by name, the default profile, and building a :class:`Framework` from them.
+
+This module sits above both :mod:`coordinator.core.framework` (which never names a plugin) and
+:mod:`coordinator.core.plugins` (which import only the framework's interfaces). Other packages
+add plugins by passing ``registry={"MyPlugin": factory}`` to :func:`build_framework` and naming
+them in ``profile`` or the config's ``enabled_plugins``; a factory gets the
+:class:`~coordinator.core.framework.config.SchedulerConfig` and returns the plugin object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.profile import Framework
+from coordinator.core.plugins.gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
+from coordinator.core.plugins.interpodaffinity import InterPodAffinity
+from coordinator.core.plugins.nodeaffinity import NodeAffinity
+from coordinator.core.plugins.nodeports import NodePorts
+from coordinator.core.plugins.noderesources import NodeResourcesFit
+from coordinator.core.plugins.nodestate import NodeHealth, NodeUnschedulable
+from coordinator.core.plugins.podtopologyspread import PodTopologySpread
+from coordinator.core.plugins.tainttoleration import TaintToleration
+
+__all__ = ["DEFAULT_PROFILE", "Registry", "build_framework", "default_registry"]
+
+#: name → factory; a factory gets the scheduler config and returns the plugin object.
+Registry = Mapping[str, Callable[[SchedulerConfig], object]]
+
+# Filter order follows kube-scheduler's (cheap node-level gates first), so the reason a node
+# reports is the same one kube would report.
+DEFAULT_PROFILE: Final = (
+    "NodeHealth",
+    "NodeUnschedulable",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "GpuTopology",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "NumaTopology",
+    "GpuPacking",
+    "GpuAvailability",
+)
+
+
+def default_registry() -> Registry:
+    return {
+        "NodeHealth": lambda _: NodeHealth(),
+        "NodeUnschedulable": lambda _: NodeUnschedulable(),
+        "TaintToleration": lambda _: TaintToleration(),
+        "NodeAffinity": lambda _: NodeAffinity(),
+        "NodePorts": lambda _: NodePorts(),
+        "NodeResourcesFit": NodeResourcesFit,
+        "GpuTopology": lambda _: GpuTopology(),
+        "PodTopologySpread": lambda _: PodTopologySpread(),
+        "InterPodAffinity": lambda _: InterPodAffinity(),
+        "NumaTopology": lambda _: NumaTopology(),
+        "GpuPacking": GpuPacking,
+        "GpuAvailability": lambda _: GpuAvailability(),
+    }
+
+
+def build_framework(
+    config: SchedulerConfig | None = None,
+    *,
+    registry: Registry | None = None,
+    profile: Sequence[str] | None = None,
+) -> Framework:
+    """Instantiate the profile's plugins (default: every registered one, minus those the config
+    disables, plus those it enables) from the built-in registry and ``registry``."""
+    config = config or SchedulerConfig()
+    factories = dict(default_registry())
+    if registry:
+        factories.update(registry)
+    names = list(profile if profile is not None else DEFAULT_PROFILE)
+    names.extend(n for n in config.enabled_plugins if n not in names)
+    plugins = []
+    for name in names:
+        if name in config.disabled_plugins:
+            continue
+        factory = factories.get(name)
+        if factory is None:
+            raise KeyError(f"plugin {name!r} is not registered")
+        plugins.append(factory(config))
+    return Framework(config, plugins)

@@ -1,0 +1,349 @@
+"""A gang after its members were handed to the binder: bind outcomes, completion, releases and
+evictions, timeouts and their backoff, gangs a crash left partly bound, recovery bookkeeping.
+
+:class:`GangLifecycle` holds the gang step's state; :class:`~.step.GangStep` adds admission (the
+whole-gang plan) on top. Bind outcomes come back through a bind listener: a member that cannot
+bind abandons the whole attempt (members already bound are evicted, so no gang is left partly
+running). A timer (:meth:`GangLifecycle.tick`) expires gangs past their timeout and forgets pods
+that are gone; at start-up, gangs a crash left partly bound get one attempt to complete, else
+their bound members are evicted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.framework.results import Failure
+from coordinator.core.framework.status import Status
+from coordinator.core.gangs.identity import GangKey
+from coordinator.core.gangs.manager import GangManager, Phase, Reject
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.binder import BindJob
+from coordinator.engine.gangs.membership import GangMembership, PodGroups
+from coordinator.engine.loop import Scheduler
+from coordinator.engine.ports import ClusterError, PodRef
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "REASON_GANG_RELEASED",
+    "REASON_GANG_SCHEDULED",
+    "REASON_GANG_TIMEOUT",
+    "GangLifecycle",
+    "GangPreemption",
+    "GangStepStats",
+    "RecoveryRecord",
+]
+
+REASON_GANG_TIMEOUT: Final = "GangTimeout"
+REASON_GANG_RELEASED: Final = "GangReleased"
+REASON_GANG_SCHEDULED: Final = "GangScheduled"
+
+
+class GangPreemption(Protocol):
+    """What the gang step asks of preemption when a gang does not fit (``preempt.Preemptor``)."""
+
+    async def for_gang(
+        self,
+        key: GangKey,
+        members: list[PodRequest],
+        *,
+        intent: PlacementIntent | None,
+    ) -> str | None: ...
+
+
+@dataclass(slots=True)
+class Attempt:
+    """Members of one gang handed to the binder together, until each bind has reported."""
+
+    pods: set[str]
+    aborted: bool = False
+
+
+@dataclass(slots=True)
+class _Recovery:
+    """A gang being put back together after failed hardware (or any lost member)."""
+
+    started: float
+    cause: str
+    scope: frozenset[str] = frozenset()  # nodes the recovery plan chose (empty: anywhere)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryRecord:
+    gang: str
+    cause: str
+    seconds: float  # failure noticed → every member bound again
+    finished_at: float  # wall-clock
+
+
+@dataclass(slots=True)
+class GangStepStats:
+    planned: int = 0
+    admitted: int = 0
+    refused: int = 0
+    timed_out: int = 0
+    evicted: int = 0
+    recovered: int = 0
+    restart_partial: int = 0
+
+
+class GangLifecycle:
+    """Event-loop only. The state of every gang the step drives, and everything that happens to
+    a gang after admission."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        podgroups: PodGroups,
+        manager: GangManager | None = None,
+        keys: DomainKeys | None = None,
+        preemption: GangPreemption | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        default_timeout_s: float = 300.0,
+        backoff_s: float = 10.0,
+        namespace: str | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.podgroups = podgroups
+        self.namespace = namespace
+        """Only gangs of this namespace (the scheduler's ``namespace``); ``None``: every one."""
+        self.clock = clock
+        self._clock = clock
+        self._wall = wall_clock
+        self.manager = manager or GangManager(
+            clock=clock, default_timeout_s=default_timeout_s, backoff_s=backoff_s
+        )
+        self.keys = keys
+        self.backoff_s = backoff_s
+        self.preemption = preemption
+        self.stats = GangStepStats()
+        self._attempts: dict[GangKey, Attempt] = {}
+        self._wake: dict[GangKey, float] = {}  # gangs backing off after a timeout → when
+        self._restart_partial: set[GangKey] = set()
+        self._started = False
+        self.recovering: dict[GangKey, _Recovery] = {}
+        self.recoveries: list[RecoveryRecord] = []
+        self.membership = GangMembership(
+            scheduler,
+            self.manager,
+            podgroups,
+            namespace=namespace,
+            released=self._released,
+            broken=lambda key, cause: self.recovery_started(key, cause=cause),
+            in_flight=self._in_flight,
+        )
+
+    def podgroups_changed(self, namespace: str, name: str) -> None:
+        """A PodGroup appeared, changed or went: members waiting on it are looked at again."""
+        self.membership.podgroups_changed(namespace)
+
+    def members(self, key: GangKey) -> list[str]:
+        return self.membership.members(key)
+
+    def _in_flight(self, key: GangKey, pod: str) -> bool:
+        attempt = self._attempts.get(key)
+        return attempt is not None and pod in attempt.pods
+
+    def _phase(self, key: GangKey) -> Phase | None:
+        return self.membership.phase(key)
+
+    # --- members waiting for their gang ------------------------------------------------------
+
+    def _nodes(self) -> int:
+        return len(self.scheduler.view.snapshot().nodes)
+
+    def _wait(self, entry: QueuedPod, message: str, *, popped: bool) -> Failure:
+        """The member waits for its gang: explained, and parked until something changes."""
+        failure = Failure(entry.key, self._nodes(), {}, message, Status.unschedulable(message))
+        queue = self.scheduler.queue
+        if queue.get(entry.key) is not entry or entry.where == "bound":
+            return failure
+        if not popped and self.scheduler.view.assumed(entry.key) is not None:
+            return failure  # part of an attempt in flight
+        self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
+        if popped or entry.where != "in_flight":
+            queue.failed(entry, message=message)
+        return failure
+
+    def _entries(self, pods: Iterable[str]) -> list[QueuedPod]:
+        out = []
+        for pod in pods:
+            entry = self.scheduler.queue.get(pod)
+            if entry is not None and entry.where != "bound":
+                out.append(entry)
+        return out
+
+    # --- bind outcomes ---------------------------------------------------------------------------
+
+    def on_bind(self, job: BindJob, error: ClusterError | None) -> None:
+        pod = job.request.key
+        key = self.manager.gang_of_pod(pod)
+        if key is None:
+            return
+        attempt = self._attempts.get(key)
+        in_attempt = attempt is not None and pod in attempt.pods
+        if attempt is not None and in_attempt:
+            attempt.pods.discard(pod)
+            if not attempt.pods:
+                del self._attempts[key]
+        if error is None:
+            if attempt is not None and in_attempt and attempt.aborted:
+                # Its gang gave up while this bind was on the wire: never leave it half running.
+                self._evict((pod,), f"pod group {key.name} could not bind all its members")
+                return
+            self.membership.bound(pod)
+            before = self._phase(key)
+            self.manager.bound(pod)
+            if before is not Phase.BOUND and self._phase(key) is Phase.BOUND:
+                self._completed(key)
+            return
+        out = self.manager.bind_failed(pod, str(error))
+        if out is None:
+            return
+        if attempt is not None and in_attempt:
+            attempt.aborted = True
+        self._released(key, out)
+        for entry in self._entries(self.members(key)):
+            self._wait(entry, self.manager.message(key), popped=False)
+
+    def _completed(self, key: GangKey) -> None:
+        status = self.manager.status(key)
+        message = self.manager.message(key)
+        log.info("%s", message)
+        self._restart_partial.discard(key)
+        recovery = self.recovering.pop(key, None)
+        if recovery is not None:
+            took = self._clock() - recovery.started
+            self.stats.recovered += 1
+            self.recoveries.append(RecoveryRecord(str(key), recovery.cause, took, self._wall()))
+            message = f"{message}: running again {took:.1f}s after {recovery.cause}"
+            log.info("pod group %s recovered in %.1fs (%s)", key, took, recovery.cause)
+        for pod in self.members(key):
+            if self.membership.is_bound(pod):
+                ns, _, name = pod.partition("/")
+                self.scheduler.write(
+                    self.scheduler.writer.event(
+                        PodRef(ns, name), reason=REASON_GANG_SCHEDULED, message=message
+                    ),
+                    f"gang event {pod}",
+                )
+        if status is not None and status.members > status.bound:
+            # Members beyond min waited for the gang; they may schedule one by one now.
+            waiting = set(self.members(key))
+            self.scheduler.queue.cluster_changed(lambda p: p.key in waiting)
+
+    # --- releases, evictions ---------------------------------------------------------------------
+
+    def _released(self, key: GangKey | None, out: Reject) -> None:
+        view = self.scheduler.view
+        for r in out.released:
+            view.forget(r.pod)
+        if out.evict:
+            self._evict(out.evict, out.message)
+        if key is not None:
+            attempt = self._attempts.get(key)
+            if attempt is not None:
+                attempt.aborted = True
+
+    def _evict(self, pods: Iterable[str], why: str) -> None:
+        writer = self.scheduler.writer
+        for pod in pods:
+            ns, _, name = pod.partition("/")
+            ref = PodRef(ns, name)
+            self.stats.evicted += 1
+
+            async def run(ref: PodRef = ref) -> None:
+                await writer.event(
+                    ref, reason=REASON_GANG_RELEASED, message=why, event_type="Warning"
+                )
+                await writer.evict(ref)
+
+            self.scheduler.write(run(), f"release {pod}")
+
+    # --- the timer -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Called once the scheduler runs (inventory and pending pods listed): learn running and
+        pending gangs, and find gangs a crash left partly bound. Runs once."""
+        if self._started:
+            return
+        self._started = True
+        self.membership.sync_bound()
+        self.membership.sync_pending()
+        for status in self.manager.statuses():
+            if 0 < status.bound < status.min_member:
+                key = GangKey(status.namespace, status.name)
+                self._restart_partial.add(key)
+                self.stats.restart_partial += 1
+                log.warning(
+                    "pod group %s is partly bound (%d/%d): completing it or releasing it",
+                    key,
+                    status.bound,
+                    status.min_member,
+                )
+                if status.members < status.min_member:
+                    # Members are missing: it cannot complete now, so it is released at once.
+                    out = self.manager.reject(
+                        key, f"{status.members}/{status.min_member} members exist after a restart"
+                    )
+                    self._restart_partial.discard(key)
+                    self._evict(
+                        out.evict,
+                        f"pod group {key.name} was left partly bound and cannot complete: "
+                        f"{status.members} of {status.min_member} members exist",
+                    )
+
+    def tick(self) -> None:
+        """Every half second or so: membership, timeouts, the end of timeout backoffs."""
+        if not self._started:
+            return
+        self.membership.sync_bound()
+        self.membership.sync_gone()
+        now = self._clock()
+        if not self._attempts:  # never expire a gang while its binds are on the wire
+            for key, out in self.manager.tick():
+                self.stats.timed_out += 1
+                self._released(key, out)
+                self._wake[key] = now + self.backoff_s
+                log.info("%s", out.message)
+                for pod in self.members(key):
+                    ns, _, name = pod.partition("/")
+                    self.scheduler.write(
+                        self.scheduler.writer.event(
+                            PodRef(ns, name),
+                            reason=REASON_GANG_TIMEOUT,
+                            message=out.message,
+                            event_type="Warning",
+                        ),
+                        f"gang timeout {pod}",
+                    )
+                for entry in self._entries(self.members(key)):
+                    self._wait(entry, self.manager.message(key), popped=False)
+        for key, when in tuple(self._wake.items()):
+            if now >= when:
+                del self._wake[key]
+                self.wake(key)
+
+    def wake(self, key: GangKey) -> None:
+        """Members of ``key`` parked as unschedulable are tried again (after their backoff)."""
+        waiting = set(self.members(key))
+        self.scheduler.queue.cluster_changed(lambda p: p.key in waiting)
+
+    # --- for recovery -----------------------------------------------------------------------------
+
+    def recovery_started(self, key: GangKey, *, cause: str, scope: Iterable[str] = ()) -> None:
+        current = self.recovering.get(key)
+        if current is None:
+            self.recovering[key] = _Recovery(self._clock(), cause, frozenset(scope))
+        else:
+            current.scope = frozenset(scope) or current.scope

@@ -1,0 +1,175 @@
+"""Who is in which gang: what the gang step tells the pure gang manager about member pods.
+
+Every pending member in the scheduler's queue and every bound member in the inventory is
+*observed*; members that are neither (deleted, evicted, replaced under the same name) are *lost*.
+A lost member of a running gang starts that gang's recovery; a lost member holding a reservation
+releases its gang's attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator.core.gangs.identity import GangKey, GangProblem, GangSpec, gang_of
+from coordinator.core.gangs.manager import GangManager, Phase, Reject
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.gangs.running import bound_gang, bound_pods
+from coordinator.engine.loop import Scheduler
+
+__all__ = ["GangMembership", "PodGroups"]
+
+PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
+
+
+@dataclass(slots=True)
+class _Cached:
+    obj: Mapping[str, Any]
+    spec: GangSpec | GangProblem | None
+
+
+class GangMembership:
+    """The members the manager knows, kept in step with the queue and the inventory."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        manager: GangManager,
+        podgroups: PodGroups,
+        *,
+        namespace: str | None,
+        released: Callable[[GangKey | None, Reject], None],
+        broken: Callable[[GangKey, str], None],
+        in_flight: Callable[[GangKey, str], bool],
+    ) -> None:
+        self.scheduler = scheduler
+        self.manager = manager
+        self.podgroups = podgroups
+        self.namespace = namespace
+        self._released = released  # a member's loss released its gang's attempt
+        self._broken = broken  # a running gang lost a member (gang, cause)
+        self._in_flight = in_flight  # is this member's bind on the wire?
+        self._known: dict[str, GangKey] = {}  # pod key → gang, every member the manager knows
+        self._uids: dict[str, str] = {}  # pod key → uid of the member the manager knows
+        self._gone_uids: set[str] = set()  # members known to be gone (the inventory may lag)
+        self._bound: set[str] = set()  # members the manager counts (or counted) as bound
+        self._cache: dict[str, _Cached] = {}
+
+    def spec_of(self, entry: QueuedPod) -> GangSpec | GangProblem | None:
+        cached = self._cache.get(entry.key)
+        if cached is not None and cached.obj is entry.obj:
+            return cached.spec
+        spec = gang_of(entry.obj, self.podgroups)
+        self._cache[entry.key] = _Cached(entry.obj, spec)
+        return spec
+
+    def podgroups_changed(self, namespace: str) -> None:
+        """A PodGroup of ``namespace`` changed: its pods' gangs are read again."""
+        self._cache.clear()
+        members = {
+            e.key
+            for e in self.scheduler.queue.entries()
+            if (e.obj.get("metadata") or {}).get("namespace", "default") == namespace
+        }
+        self.scheduler.queue.cluster_changed(lambda p: p.key in members)
+
+    def observe(self, pod: str, spec: GangSpec, priority: int, *, bound: bool, uid: str) -> None:
+        old_uid = self._uids.get(pod)
+        if old_uid is not None and uid and old_uid != uid:
+            self._lost(pod)  # replaced under the same name (a StatefulSet, a recreated pod)
+        old = self._known.get(pod)
+        if old is not None and old != spec.key:
+            self._forget(pod)
+        if bound:
+            if pod in self._bound:
+                return
+            self._bound.add(pod)
+        self.manager.observe(pod, spec, priority=priority, bound=bound)
+        self._known[pod] = spec.key
+        if uid:
+            self._uids[pod] = uid
+
+    def bound(self, pod: str) -> None:
+        """A member's bind succeeded (the manager is told by the caller)."""
+        self._bound.add(pod)
+
+    def is_bound(self, pod: str) -> bool:
+        return pod in self._bound
+
+    def sync_pending(self) -> None:
+        """Observe every pending member in the queue (siblings count before they are popped)."""
+        for entry in self.scheduler.queue.entries():
+            if entry.where == "bound" or not isinstance(entry.request, PodRequest):
+                continue
+            spec = self.spec_of(entry)
+            if isinstance(spec, GangSpec) and not (
+                entry.key in self._bound and self._uids.get(entry.key) == entry.uid
+            ):
+                self.observe(entry.key, spec, entry.request.priority, bound=False, uid=entry.uid)
+
+    def sync_bound(self) -> None:
+        """Observe every bound member in the inventory (running gangs, after a restart too)."""
+        for pod in bound_pods(self.scheduler.inventory):
+            if self.namespace is not None and pod.namespace != self.namespace:
+                continue  # another scheduler's gang: neither completed nor released here
+            key = f"{pod.namespace}/{pod.name}"
+            if pod.uid in self._gone_uids:
+                continue  # on its way out (evicted, replaced); the inventory catches up
+            if key in self._bound and self._uids.get(key) == pod.uid:
+                continue
+            spec = bound_gang(pod, self.podgroups)
+            if spec is not None:
+                self.observe(key, spec, pod.priority, bound=True, uid=pod.uid)
+
+    def _present(self) -> dict[str, set[str]]:
+        present: dict[str, set[str]] = {}
+        for e in self.scheduler.queue.entries():
+            present.setdefault(e.key, set()).add(e.uid)
+        for p in bound_pods(self.scheduler.inventory):
+            if p.uid not in self._gone_uids:
+                present.setdefault(f"{p.namespace}/{p.name}", set()).add(p.uid)
+        return present
+
+    def sync_gone(self) -> None:
+        """Members that are neither pending, bound nor being bound are gone: tell the manager."""
+        if not self._known:
+            return  # no gang members known: nothing can be gone (skip walking every pod)
+        present = self._present()
+        view = self.scheduler.view
+        for pod in tuple(self._known):
+            uid = self._uids.get(pod, "")
+            there = present.get(pod, set())
+            if (uid in there if uid else bool(there)) or view.assumed(pod) is not None:
+                continue
+            if self._in_flight(self._known[pod], pod):
+                continue  # its bind is still in flight
+            self._lost(pod)
+
+    def _lost(self, pod: str) -> None:
+        """A member is gone (deleted, evicted, replaced): a running gang starts re-forming."""
+        key = self._known.get(pod)
+        was_complete = key is not None and self.phase(key) is Phase.BOUND
+        gone = self._uids.pop(pod, None)
+        if gone:
+            self._gone_uids.add(gone)
+        self._forget(pod)
+        if key is not None and was_complete and self.phase(key) is not Phase.BOUND:
+            self._broken(key, f"member {pod} is gone")
+
+    def _forget(self, pod: str) -> None:
+        self._known.pop(pod, None)
+        self._bound.discard(pod)
+        self._cache.pop(pod, None)
+        key = self.manager.gang_of_pod(pod)
+        out = self.manager.remove(pod)
+        if out is not None:
+            self._released(key, out)
+
+    def phase(self, key: GangKey) -> Phase | None:
+        status = self.manager.status(key)
+        return None if status is None else Phase(status.phase)
+
+    def members(self, key: GangKey) -> list[str]:
+        return sorted(p for p, k in self._known.items() if k == key)
