@@ -22,8 +22,8 @@ from common.kube import NAMESPACES, NODES, PODS, KubeClient
 from common.labeling import labels
 from common.podkeys import GPU_RESOURCE
 from coordinator.adapters.kube.inventory_sync import KubeSync
+from coordinator.adapters.kube.runtime import kube_runtime
 from coordinator.engine.loop import RuntimeSettings
-from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import ensure
 from devcluster.controlplane import ControlPlane
@@ -109,7 +109,7 @@ async def measure(
             name, agent_id=name, agent_version="bench", seq=0, topology=topo, allocations=()
         )  # type: ignore[arg-type]
     sync_task = asyncio.create_task(sync.run())
-    runtime = SchedulerRuntime.on_kube(
+    runtime = kube_runtime(
         client,
         inventory,
         inventory_synced=synced,

@@ -15,9 +15,10 @@ semantics follow client-go's ``leaderelection`` package, which every Kubernetes 
 * A graceful stop *releases* the lease (empty holder, one-second duration) so a follower takes over
   on its next poll instead of waiting out the lease.
 
-The Lease is reached through :class:`LeaseStore`; :class:`KubeLeaseStore` adapts it to the
-project's Kubernetes client (``common.kube``). Time comes from an injected :class:`ElectionClock`
-so tests can step the election deterministically against the real API server.
+The Lease is reached through :class:`LeaseStore` (on the API server:
+:class:`~coordinator.adapters.kube.lease.KubeLeaseStore`). Time comes from an injected
+:class:`ElectionClock` so tests can step the election deterministically against the real API
+server.
 """
 
 from __future__ import annotations
@@ -35,12 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from common.kube import AlreadyExists, Conflict, KubeClient, KubeError, KubeObject, NotFound
-
 _log = logging.getLogger("topos.coordinator.app.election")
-
-LEASE_API_VERSION = "coordination.k8s.io/v1"
-_MICROTIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 class LeaseConflict(Exception):
@@ -401,99 +397,3 @@ class LeaderElector:
                 ):
                     return  # someone else holds it now: we lost it
                 await self._clock.sleep(s.retry_period_s)
-
-
-# --- the Lease on the wire ---------------------------------------------------------------------
-
-
-def _format_time(value: dt.datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(dt.UTC).strftime(_MICROTIME_FORMAT)
-
-
-def _parse_time(value: object) -> dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.replace("Z", "+00:00")
-    try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-
-
-def record_from_lease(obj: Mapping[str, Any]) -> LeaseRecord:
-    """A LeaseRecord from a Lease object as the API server returns it (JSON)."""
-    spec = obj.get("spec") or {}
-    meta = obj.get("metadata") or {}
-    duration = spec.get("leaseDurationSeconds")
-    transitions = spec.get("leaseTransitions")
-    return LeaseRecord(
-        holder=spec.get("holderIdentity") or None,
-        lease_duration_s=duration if isinstance(duration, int) and duration > 0 else 1,
-        acquire_time=_parse_time(spec.get("acquireTime")),
-        renew_time=_parse_time(spec.get("renewTime")),
-        transitions=transitions if isinstance(transitions, int) and transitions >= 0 else 0,
-        resource_version=meta.get("resourceVersion"),
-    )
-
-
-def lease_from_record(record: LeaseRecord, *, name: str, namespace: str) -> dict[str, Any]:
-    """The Lease object (JSON) that stores ``record``; conditional when it has a version."""
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    if record.resource_version:
-        metadata["resourceVersion"] = record.resource_version
-    spec: dict[str, Any] = {
-        "holderIdentity": record.holder or "",
-        "leaseDurationSeconds": record.lease_duration_s,
-        "leaseTransitions": record.transitions,
-    }
-    if record.acquire_time is not None:
-        spec["acquireTime"] = _format_time(record.acquire_time)
-    if record.renew_time is not None:
-        spec["renewTime"] = _format_time(record.renew_time)
-    return {"apiVersion": LEASE_API_VERSION, "kind": "Lease", "metadata": metadata, "spec": spec}
-
-
-class KubeLeaseStore:
-    """The election's Lease through ``common.kube`` (RBAC: leases get/create/update)."""
-
-    def __init__(self, client: KubeClient, *, namespace: str, name: str) -> None:
-        self._client = client
-        self._namespace = namespace
-        self._name = name
-
-    def _object(self, record: LeaseRecord) -> KubeObject:
-        return lease_from_record(record, name=self._name, namespace=self._namespace)
-
-    async def get(self) -> LeaseRecord | None:
-        try:
-            obj = await self._client.get_lease(namespace=self._namespace, name=self._name)
-        except KubeError as exc:
-            raise LeaseUnavailable(str(exc)) from exc
-        return None if obj is None else record_from_lease(obj)
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        spec = self._object(record)["spec"]
-        try:
-            obj = await self._client.create_lease(
-                namespace=self._namespace, name=self._name, spec=spec
-            )
-        except AlreadyExists as exc:
-            raise LeaseConflict(str(exc)) from exc
-        except KubeError as exc:
-            raise LeaseUnavailable(str(exc)) from exc
-        return record_from_lease(obj)
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        if not record.resource_version:
-            raise LeaseConflict("an update needs the resourceVersion it was read at")
-        obj = self._object(record)
-        try:
-            updated = await self._client.update_lease(obj, obj["spec"])
-        except (Conflict, NotFound) as exc:
-            raise LeaseConflict(str(exc)) from exc
-        except KubeError as exc:
-            raise LeaseUnavailable(str(exc)) from exc
-        return record_from_lease(updated)

@@ -23,8 +23,8 @@ from typing import Any, Final
 from aiohttp import web
 
 from common.kube import PODS, KubeClient, KubeError
+from coordinator.adapters.kube.lease import KubeLeaseStore
 from coordinator.app.election import (
-    KubeLeaseStore,
     LeaderElectionSettings,
     LeaderElector,
     LeaseRecord,

@@ -37,7 +37,9 @@ from typing import Any
 from aiohttp import web
 
 from common.kube import ClientSettings, KubeClient, RateLimit
+from coordinator.adapters.kube.runtime import kube_gang_runtime, kube_runtime
 from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, READINESS
@@ -46,7 +48,6 @@ from coordinator.core.framework.config import load_config
 from coordinator.core.registry import build_framework
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
-from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.state import NodeState
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ def _context(
         client: KubeClient | None = None
         events: KubeClient | None = None
         if in_memory:
-            runtime = SchedulerRuntime.in_memory(
+            runtime = memory_runtime(
                 inventory, MemoryCluster(inventory), framework=framework, settings=settings
             )
         else:
@@ -167,7 +168,7 @@ def _context(
             events = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             readiness = app[READINESS]
             synced = _until(lambda: bool(readiness.checks.get("inventory")))
-            runtime = SchedulerRuntime.on_kube(
+            runtime = kube_runtime(
                 client,
                 inventory,
                 inventory_synced=synced,
@@ -184,11 +185,11 @@ def _context(
             runtime.scheduler.binder.may_bind = elector.is_leader
         # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
         if client is not None:
-            gangs = GangRuntime.on_kube(
+            gangs = kube_gang_runtime(
                 runtime, client, settings=gang_settings, namespace=section.namespace
             )
         else:
-            gangs = GangRuntime.in_memory(runtime, settings=gang_settings)
+            gangs = GangRuntime(runtime, settings=gang_settings)
         app[GANGS].step = gangs.step
         await gangs.start()
         slot.scheduler = runtime.scheduler

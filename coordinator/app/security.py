@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from common.kube import KubeClient
+from coordinator.adapters.kube.podnode import KubePodNodeResolver
 from coordinator.adapters.kube.tokenreview import (
     CachingReviewer,
     KubeTokenReviewer,
@@ -29,7 +30,6 @@ from coordinator.adapters.kube.tokenreview import (
     ReviewUnavailable,
 )
 from coordinator.api.limits import LimitSettings, limits_middleware
-from coordinator.app.auth.agents import KubePodNodeResolver
 from coordinator.app.auth.middleware import install
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.auth.tls import server_context

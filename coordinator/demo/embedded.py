@@ -19,11 +19,11 @@ from typing import Self
 from aiohttp import web
 
 from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER
 from coordinator.api.gangs import GANGS
 from coordinator.app.main import CoordinatorSettings, create_app, running
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
-from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 
 __all__ = ["EmbeddedCoordinator"]
@@ -45,8 +45,8 @@ class EmbeddedCoordinator:
             extra={"scheduler": {"enabled": False}},
         )
         self.app: web.Application = create_app(settings, inventory=self.inventory)
-        self.runtime = SchedulerRuntime.in_memory(self.inventory, self.cluster)
-        self.gangs = GangRuntime.in_memory(self.runtime, settings=GangSettings())
+        self.runtime = memory_runtime(self.inventory, self.cluster)
+        self.gangs = GangRuntime(self.runtime, settings=GangSettings())
         self.url = ""
         self._stack = contextlib.AsyncExitStack()
 

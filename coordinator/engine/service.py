@@ -1,13 +1,12 @@
 """The runtime assembled: a :class:`~.loop.Scheduler` with the feeds that fill its queue, as
-one async context manager.
+one async context manager. The loop starts once every ``ready`` event (and gate) is set.
 
-On Kubernetes (:meth:`SchedulerRuntime.on_kube`) the feed is the pending-pod watch and the
-scheduler starts only once the inventory has synced from the API server (so GPU assignments of
-bound pods are known before anything is placed) and the first list of pending pods is in. In
-memory (:meth:`SchedulerRuntime.in_memory`) the :class:`~.memory_cluster.MemoryCluster` feeds
-the queue directly::
+The adapters build it: on Kubernetes :func:`coordinator.adapters.kube.runtime.kube_runtime` (the
+feed is the pending-pod watch; ready once the inventory has synced, so GPU assignments of bound
+pods are known before anything is placed, and the first list of pending pods is in), in memory
+:func:`coordinator.adapters.memory.runtime.memory_runtime` (the cluster feeds the queue)::
 
-    async with SchedulerRuntime.in_memory(inventory, cluster) as runtime:
+    async with memory_runtime(inventory, cluster) as runtime:
         cluster.create_pod(manifest)
         await runtime.settle()
 """
@@ -21,15 +20,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from common import podkeys
-from common.kube import KubeClient
-from coordinator.adapters.kube.pending import PendingWatcher
-from coordinator.adapters.kube.writer import KubeClusterWriter
-from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.core.framework.profile import Framework
-from coordinator.engine.loop import PostFilterHook, RuntimeSettings, Scheduler
-from coordinator.engine.view import ClusterView
-from coordinator.inventory.store import Inventory
+from coordinator.engine.loop import Scheduler
 
 log = logging.getLogger(__name__)
 _DRAIN_ON_STOP_S = 5.0
@@ -38,6 +29,8 @@ __all__ = ["SchedulerRuntime"]
 
 
 class SchedulerRuntime:
+    """``feeds`` run as tasks from ``start`` to ``stop``; ``detach`` runs once stopped."""
+
     def __init__(
         self,
         scheduler: Scheduler,
@@ -52,57 +45,6 @@ class SchedulerRuntime:
         self._detach = detach
         self._tasks: list[asyncio.Task[None]] = []
         self.started = asyncio.Event()  # set once the loop runs (after the initial sync)
-
-    @classmethod
-    def in_memory(
-        cls,
-        inventory: Inventory,
-        cluster: MemoryCluster,
-        *,
-        framework: Framework | None = None,
-        settings: RuntimeSettings | None = None,
-        post_filter: Sequence[PostFilterHook] = (),
-    ) -> SchedulerRuntime:
-        scheduler = Scheduler(
-            view=ClusterView(inventory),
-            writer=cluster,
-            framework=framework,
-            settings=settings,
-            post_filter=post_filter,
-        )
-        detach = cluster.attach(scheduler.queue)
-        return cls(scheduler, detach=detach)
-
-    @classmethod
-    def on_kube(
-        cls,
-        client: KubeClient,
-        inventory: Inventory,
-        *,
-        inventory_synced: asyncio.Event | None = None,
-        framework: Framework | None = None,
-        settings: RuntimeSettings | None = None,
-        post_filter: Sequence[PostFilterHook] = (),
-        scheduler_name: str = podkeys.SCHEDULER_NAME,
-        namespace: str | None = None,
-        instance: str = "topos",
-        events_client: KubeClient | None = None,
-    ) -> SchedulerRuntime:
-        """``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are
-        listed; scheduling waits for it. ``events_client``: Events go through it (default:
-        ``client``), as kube-scheduler's go through their own client and rate limit."""
-        scheduler = Scheduler(
-            view=ClusterView(inventory),
-            writer=KubeClusterWriter(client, instance=instance, events=events_client),
-            framework=framework,
-            settings=settings,
-            post_filter=post_filter,
-        )
-        watcher = PendingWatcher(
-            client, scheduler.queue, scheduler_name=scheduler_name, namespace=namespace
-        )
-        ready = [watcher.synced] + ([inventory_synced] if inventory_synced is not None else [])
-        return cls(scheduler, feeds=[watcher.run], ready=ready)
 
     def add_gate(self, event: asyncio.Event) -> None:
         """Scheduling also waits for ``event`` (e.g. leadership) before it starts."""

@@ -8,7 +8,7 @@ scheduler watching one namespace). Added here:
 - :meth:`GangCluster.fabric` — ``spines × leaves × nodes`` Nodes labelled ``topos.io/spine`` /
   ``topos.io/leaf`` (leaf names count up across spines, so leaves of one spine are adjacent);
 - :meth:`GangCluster.gang_coordinator` — the coordinator as it starts up, with
-  :class:`~coordinator.engine.gangs.GangRuntime` (PodGroup and PDB watches, gang step,
+  :class:`~coordinator.engine.gangs.service.GangRuntime` (PodGroup and PDB watches, gang step,
   preemption, recovery) attached;
 - :class:`Controllers` — no kubelet and no controller-manager run here, so the test plays them:
   a pod being deleted (an eviction starts a graceful delete) is removed at once, as a kubelet
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
+from coordinator.adapters.kube.runtime import kube_gang_runtime
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
@@ -101,7 +102,7 @@ class GangCluster(GpuCluster):
         attached: list[GangRuntime] = []
 
         def gang_runtime(client: KubeClient, runtime: SchedulerRuntime) -> GangRuntime:
-            gangs = GangRuntime.on_kube(
+            gangs = kube_gang_runtime(
                 runtime,
                 client,
                 settings=gang_settings or GangSettings(backoff_s=2.0),

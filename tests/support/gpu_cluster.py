@@ -29,6 +29,7 @@ from common.kube import EVENTS, NODES, PODS, KubeClient, Resource
 from common.labeling import LabelingSettings, labels
 from common.model import NodeTopology
 from coordinator.adapters.kube.inventory_sync import KubeSync
+from coordinator.adapters.kube.runtime import kube_runtime
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
@@ -200,7 +201,7 @@ class GpuCluster:
         synced = asyncio.Event()
         sync = KubeSync(client, inventory, on_synced=synced.set)
         self.hello(inventory)
-        runtime = SchedulerRuntime.on_kube(
+        runtime = kube_runtime(
             client, inventory, inventory_synced=synced, namespace=self.namespace, settings=settings
         )
         runtime.scheduler.view.node_filter = lambda node: node.labels.get(RUN_LABEL) == self.run

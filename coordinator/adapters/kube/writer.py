@@ -6,7 +6,8 @@ Binding's annotations onto the pod in the same update that sets ``spec.nodeName`
 annotations and the node appear together. Failures write a ``FailedScheduling`` Event and patch
 the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
 kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
-do, so that under a client-side QPS limit they don't take binds' turns.
+do, so that under a client-side QPS limit they don't take binds' turns. A preemptor's nominated
+node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from coordinator.engine.ports import (
     ClusterError,
     PodRef,
 )
+from coordinator.engine.preemptor import Nominate
 
-__all__ = ["KubeClusterWriter"]
+__all__ = ["KubeClusterWriter", "kube_nominator"]
 
 _EVENT_MESSAGE_MAX: Final = 1024
 
@@ -139,3 +141,23 @@ class KubeClusterWriter:
             raise ClusterError(f"evict {pod.key}: {exc}") from exc
         except KubeError as exc:
             raise ClusterError(f"evict {pod.key}: {exc}") from exc
+
+
+def kube_nominator(client: KubeClient) -> Nominate:
+    """``status.nominatedNodeName`` through ``pods/status``; a pod gone meanwhile is no error."""
+
+    async def nominate(pod: PodRef, node: str) -> None:
+        try:
+            await client.patch(
+                PODS,
+                pod.name,
+                {"status": {"nominatedNodeName": node}},
+                namespace=pod.namespace,
+                subresource="status",
+            )
+        except NotFound:
+            return
+        except KubeError as exc:
+            raise ClusterError(f"nominate {pod.key} for {node}: {exc}") from exc
+
+    return nominate

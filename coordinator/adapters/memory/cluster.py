@@ -6,7 +6,7 @@ plays the API server's part towards the rest of the coordinator:
 
 - towards the **inventory** it is what ``KubeSync`` is on Kubernetes: Nodes and bound,
   unfinished pods are upserted, deleted and finished pods removed;
-- towards the **queue** it is what :class:`~coordinator.adapters.kube.pending.PendingWatcher` is:
+- towards the **queue** it is what :func:`~coordinator.adapters.kube.pending.pending_watch` is:
   pending pods with our scheduler name are added, updated and dropped (when bound or deleted);
 - towards the **scheduler** it is a :class:`~coordinator.engine.ports.ClusterWriter`: bind
   (annotations, ``spec.nodeName``, ``PodScheduled=True``), failures (Event + condition),
@@ -16,7 +16,7 @@ Objects handed out are copies; mutate the cluster only through its methods. Typi
 
     inventory = Inventory()
     cluster = MemoryCluster(inventory)
-    runtime = SchedulerRuntime.create(inventory, cluster, feed=cluster.attach)
+    runtime = memory_runtime(inventory, cluster)  # adapters/memory/runtime.py
     cluster.add_node("gpu-1", allocatable={"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": 8},
                      topology=discover_profile("dgx-h100", hostname="gpu-1"))
     cluster.create_pod(pod_manifest)

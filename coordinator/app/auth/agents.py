@@ -2,24 +2,21 @@
 
 An agent authenticates with its pod's ServiceAccount token. The TokenReview of such a token names
 the pod and (Kubernetes ≥ 1.30) the node the pod is bound to. The agent may report exactly that
-node. Where the review carries only the pod, a :class:`PodNodeResolver` reads the pod's
-``spec.nodeName`` (checking the pod's UID, so the token of a deleted pod does not speak for a new
-pod of the same name).
+node. Where the review carries only the pod, a :class:`PodNodeResolver` (on the API server:
+:class:`~coordinator.adapters.kube.podnode.KubePodNodeResolver`) reads the pod's
+``spec.nodeName``, checking the pod's UID, so the token of a deleted pod does not speak for a new
+pod of the same name.
 
 Verdicts are values: :class:`NodeVerdict` says allowed or not, and why.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Protocol
 
-from common.kube import PODS, KubeClient, KubeError
 from coordinator.app.auth.identity import Identity
 from coordinator.app.auth.settings import AuthSettings
-
-_log = logging.getLogger("topos.coordinator.app.auth")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,21 +69,3 @@ class NodeGuard:
                 False, f"agent of node {verdict.node} may not report node {node}", verdict.node
             )
         return verdict
-
-
-class KubePodNodeResolver:
-    """Reads the pod from the API server (needs ``pods get``, which the coordinator has)."""
-
-    def __init__(self, client: KubeClient) -> None:
-        self._client = client
-
-    async def node_of(self, namespace: str, pod: str, uid: str | None) -> str | None:
-        try:
-            obj = await self._client.get(PODS, pod, namespace=namespace)
-        except KubeError as exc:
-            _log.info("cannot read pod %s/%s for an agent token: %s", namespace, pod, exc)
-            return None
-        if uid is not None and (obj.get("metadata") or {}).get("uid") != uid:
-            return None
-        node = (obj.get("spec") or {}).get("nodeName")
-        return node if isinstance(node, str) and node else None

@@ -8,7 +8,6 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from common.kube import KubeObject
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
 from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
@@ -92,7 +91,7 @@ def _count_or_percent(value: object) -> int | str | None:
     raise ValueError(f"expected a count or a percentage, not {value!r}")
 
 
-def budget_of(obj: KubeObject) -> DisruptionBudget:
+def budget_of(obj: Mapping[str, Any]) -> DisruptionBudget:
     """A PodDisruptionBudget as plain data; ``ValueError`` for one that cannot be read."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -115,7 +114,7 @@ def budget_of(obj: KubeObject) -> DisruptionBudget:
     )
 
 
-def budgets(objects: Iterable[KubeObject]) -> list[DisruptionBudget]:
+def budgets(objects: Iterable[Mapping[str, Any]]) -> list[DisruptionBudget]:
     out: list[DisruptionBudget] = []
     for obj in objects:
         try:

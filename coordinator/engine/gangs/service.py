@@ -1,10 +1,11 @@
 """Gangs, preemption and recovery attached to a running scheduler, as one async context manager.
 
-On Kubernetes (:meth:`GangRuntime.on_kube`): a watch of scheduler-plugins ``PodGroup`` objects
-(``scheduling.x-k8s.io/v1alpha1``) and of ``PodDisruptionBudget`` objects, ``nominatedNodeName``
-written through ``pods/status``; in memory (:meth:`GangRuntime.in_memory`) the same steps with no
-PodGroups and no budgets. Scheduling waits until the PodGroups are listed, so a member of a
-scheduler-plugins gang is never mistaken for a lone pod at start-up.
+On Kubernetes (:func:`coordinator.adapters.kube.runtime.kube_gang_runtime`): fed by a watch of
+scheduler-plugins ``PodGroup`` objects (``scheduling.x-k8s.io/v1alpha1``) and of
+``PodDisruptionBudget`` objects, ``nominatedNodeName`` written through ``pods/status``; in memory
+(``GangRuntime(runtime)``) the same steps with no PodGroups and no budgets. Scheduling waits until
+the PodGroups are listed, so a member of a scheduler-plugins gang is never mistaken for a lone pod
+at start-up.
 
 Config file section ``gangs`` (``topos coordinator --config F``)::
 
@@ -22,24 +23,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
-from common.kube import POD_GROUPS, PODS, KubeClient, KubeError, NotFound
-from coordinator.adapters.kube.objects import PDBS, ObjectCache
 from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.preemption.victims import DisruptionBudget
 from coordinator.engine.gangs.recovery import Recovery
-from coordinator.engine.gangs.running import budgets
 from coordinator.engine.gangs.step import GangStep
-from coordinator.engine.ports import ClusterError, PodRef
 from coordinator.engine.preemptor import Nominate, Preemptor
 from coordinator.engine.service import SchedulerRuntime
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GangRuntime", "GangSettings", "kube_nominator"]
+__all__ = ["GangRuntime", "GangSettings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,54 +100,36 @@ class GangSettings:
         )
 
 
-def kube_nominator(client: KubeClient) -> Nominate:
-    """``status.nominatedNodeName`` through ``pods/status``."""
-
-    async def nominate(pod: PodRef, node: str) -> None:
-        try:
-            await client.patch(
-                PODS,
-                pod.name,
-                {"status": {"nominatedNodeName": node}},
-                namespace=pod.namespace,
-                subresource="status",
-            )
-        except NotFound:
-            return
-        except KubeError as exc:
-            raise ClusterError(f"nominate {pod.key} for {node}: {exc}") from exc
-
-    return nominate
-
-
 class GangRuntime:
-    """The gang step, preemption and recovery around one :class:`SchedulerRuntime`."""
+    """The gang step, preemption and recovery around one :class:`SchedulerRuntime`.
+
+    ``podgroups``: the PodGroup objects by ``(namespace, name)``, kept current by one of the
+    ``feeds`` (which run from ``start`` to ``stop``); ``budgets``: the disruption budgets now;
+    ``nominate``: records a preemptor's nominated node."""
 
     def __init__(
         self,
         runtime: SchedulerRuntime,
         *,
         settings: GangSettings | None = None,
-        podgroups: ObjectCache | None = None,
-        pdbs: ObjectCache | None = None,
+        podgroups: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+        budgets: Callable[[], Sequence[DisruptionBudget]] = lambda: (),
         nominate: Nominate | None = None,
+        feeds: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
         clock: Callable[[], float] = time.monotonic,
         namespace: str | None = None,
     ) -> None:
         self.settings = settings = settings or GangSettings()
         self.runtime = runtime
         scheduler = runtime.scheduler
-        self._podgroup_cache = podgroups
-        self._pdb_cache = pdbs
-        groups: Mapping[tuple[str, str], Mapping[str, Any]] = (
-            podgroups.objects if podgroups is not None else {}
-        )
+        self._feeds = tuple(feeds)
+        groups = podgroups if podgroups is not None else {}
         self.preemptor: Preemptor | None = None
         if settings.preemption:
             self.preemptor = Preemptor(
                 scheduler,
                 podgroups=groups,
-                budgets=lambda: budgets(pdbs.objects.values()) if pdbs is not None else [],
+                budgets=budgets,
                 nominate=nominate,
                 keys=settings.keys,
                 nomination_ttl_s=settings.nomination_ttl_s,
@@ -174,42 +154,6 @@ class GangRuntime:
             else None
         )
         self._tasks: list[asyncio.Task[None]] = []
-        if podgroups is not None:
-            runtime.add_gate(podgroups.synced)
-
-    @classmethod
-    def on_kube(
-        cls,
-        runtime: SchedulerRuntime,
-        client: KubeClient,
-        *,
-        settings: GangSettings | None = None,
-        namespace: str | None = None,
-    ) -> GangRuntime:
-        holder: list[GangRuntime] = []
-
-        def changed(key: tuple[str, str], obj: object) -> None:
-            if holder:
-                holder[0].step.podgroups_changed(*key)
-
-        podgroups = ObjectCache(client, POD_GROUPS, namespace=namespace, on_change=changed)
-        pdbs = ObjectCache(client, PDBS, namespace=namespace)
-        out = cls(
-            runtime,
-            settings=settings,
-            podgroups=podgroups,
-            pdbs=pdbs,
-            nominate=kube_nominator(client),
-            namespace=namespace,
-        )
-        holder.append(out)
-        return out
-
-    @classmethod
-    def in_memory(
-        cls, runtime: SchedulerRuntime, *, settings: GangSettings | None = None
-    ) -> GangRuntime:
-        return cls(runtime, settings=settings)
 
     # --- running -------------------------------------------------------------------------------
 
@@ -227,9 +171,8 @@ class GangRuntime:
             await asyncio.sleep(self.settings.tick_s)
 
     async def start(self) -> None:
-        for cache in (self._podgroup_cache, self._pdb_cache):
-            if cache is not None:
-                self._spawn(cache.run(), f"watch {cache.resource.plural}")
+        for feed in self._feeds:
+            self._spawn(feed(), "gang-feed")
         self._spawn(self._ticker(), "gang-ticker")
         if self.recovery is not None:
             self._spawn(self.recovery.run(), "gang-recovery")

@@ -12,11 +12,11 @@ from aiohttp.test_utils import TestClient
 
 from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, ROUTES, GangSlot
 from coordinator.app.web import build_app
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
-from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 
 
@@ -48,8 +48,8 @@ async def api(aiohttp_client: Any) -> AsyncIterator[tuple[TestClient, MemoryClus
             labels={"topos.io/leaf": f"leaf-{i // 2 + 1}", "topos.io/spine": "spine-1"},
             topology=discover_profile("dgx-a100", hostname=f"n{i}"),
         )
-    runtime = SchedulerRuntime.in_memory(inventory, cluster)
-    gangs = GangRuntime.in_memory(runtime, settings=GangSettings())
+    runtime = memory_runtime(inventory, cluster)
+    gangs = GangRuntime(runtime, settings=GangSettings())
     app = build_app(inventory, extra_routes=ROUTES)
     app[SCHEDULER] = SchedulerSlot(runtime.scheduler)
     app[GANGS] = GangSlot(gangs.step)

@@ -12,8 +12,8 @@ import asyncio
 import datetime as dt
 
 from common.kube import LEASES, KubeClient
+from coordinator.adapters.kube.lease import KubeLeaseStore
 from coordinator.app.election import (
-    KubeLeaseStore,
     LeaderElectionSettings,
     LeaderElector,
     LeaseRecord,

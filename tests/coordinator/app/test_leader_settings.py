@@ -7,11 +7,10 @@ import datetime as dt
 
 import pytest
 
+from coordinator.adapters.kube.lease import lease_from_record, record_from_lease
 from coordinator.app.election import (
     LeaderElectionSettings,
     LeaseRecord,
-    lease_from_record,
-    record_from_lease,
 )
 
 

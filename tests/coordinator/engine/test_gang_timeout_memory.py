@@ -12,9 +12,9 @@ import pytest
 
 from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.core.gangs.identity import GangKey
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
-from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from tests.support.polling import eventually
 
@@ -45,8 +45,8 @@ async def cluster() -> AsyncIterator[tuple[MemoryCluster, GangRuntime]]:
     cluster = MemoryCluster(inventory)
     for name in ("h100-0", "h100-1"):
         cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
-    runtime = SchedulerRuntime.in_memory(inventory, cluster)
-    gangs = GangRuntime.in_memory(runtime, settings=GangSettings(tick_s=0.05))
+    runtime = memory_runtime(inventory, cluster)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05))
     async with runtime, gangs:
         yield cluster, gangs
 

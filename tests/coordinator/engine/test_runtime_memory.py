@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import ROUTES, SCHEDULER, SchedulerSlot
 from coordinator.app.web import build_app
 from coordinator.core.queue import QueueSettings, SchedulingQueue
@@ -112,7 +113,7 @@ async def memory() -> AsyncIterator[tuple[MemoryCluster, SchedulerRuntime]]:
     cluster = MemoryCluster(inventory)
     for name in ("h100-0", "h100-1"):
         cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
-    runtime = SchedulerRuntime.in_memory(inventory, cluster)
+    runtime = memory_runtime(inventory, cluster)
     async with runtime:
         yield cluster, runtime
 

@@ -22,9 +22,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from common.kube import KubeClient
+from coordinator.adapters.kube.podnode import KubePodNodeResolver
 from coordinator.adapters.kube.tokenreview import CachingReviewer, KubeTokenReviewer, Review
 from coordinator.api.errors import error_middleware
-from coordinator.app.auth.agents import KubePodNodeResolver
 from coordinator.app.auth.middleware import agent_node, authorize_node_report, identity_of, install
 from coordinator.app.auth.settings import AuthSettings
 from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
