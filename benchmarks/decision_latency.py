@@ -29,7 +29,9 @@ from common.model import Gpu, MigInstance, NodeTopology, NumaNode, worst_link
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import Decision, Framework, schedule_one
 from coordinator.core.podspec.parse import PodRequest, parse_pod
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 GiB = 2**30
 

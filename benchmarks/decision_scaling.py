@@ -33,7 +33,9 @@ from agent.devices import discover_profile
 from common.model import NodeTopology
 from coordinator.core.framework.cycle import Decision, Framework, schedule_one
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.sim import build_nodes, cluster_shape, generate, parse_cluster
 from coordinator.sim.pods import job_pods
 from coordinator.sim.policies import baseline_framework

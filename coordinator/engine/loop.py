@@ -43,7 +43,7 @@ from coordinator.core.framework.cycle import (
 from coordinator.core.framework.status import Code, Status
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.ports import (
     BindConflict,

@@ -28,7 +28,9 @@ from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.gangs.cycle import schedule_gang
 from coordinator.core.podspec.parse import GPU_RESOURCE, PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = [
     "POLICIES",

@@ -18,7 +18,10 @@ from common.model import Gpu, MigInstance, NodeTopology, NumaNode
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import Framework, ScheduleResult, schedule_one
 from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.inventory.translate import bound_pod
 from tests.support.mig import mig_instance
 
 GiB = 2**30
@@ -320,9 +323,18 @@ def simple_pod(
     }
 
 
+def bound_info(obj: Mapping[str, Any], *, node: str = "node") -> PodInfo | None:
+    """A pod object as the running coordinator counts it once bound (``None`` when it has
+    ended): the inventory's translation, then the one bound-pod converter, as in production."""
+    spec = dict(obj.get("spec") or {})
+    spec.setdefault("nodeName", node)
+    bound = bound_pod({**obj, "spec": spec})
+    return None if bound is None else bound_pod_info(bound)
+
+
 def running(obj: Mapping[str, Any], **placement: Any) -> PodInfo:
     """An existing pod on a node (as the inventory would have it)."""
-    info = PodInfo.from_pod_object(obj)
+    info = bound_info(obj)
     assert info is not None
     if placement:
         from dataclasses import replace

@@ -27,7 +27,10 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.status import SUCCESS, Code, Reason, Status, summarize
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot, mig_device_id
+from coordinator.core.snapshot.devices import mig_device_id
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = [
     "PLACEMENTS",

@@ -33,7 +33,8 @@ from coordinator.core.framework.status import Status
 from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 
 def node_state(node: NodeInfo) -> NodeState:

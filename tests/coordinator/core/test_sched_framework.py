@@ -21,7 +21,8 @@ from coordinator.core.framework.cycle import (
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.status import SUCCESS, Code, Status, summarize
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
 
 

@@ -11,7 +11,7 @@ import pytest
 from common.model import worst_link
 from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
 from coordinator.core.plugins.gpuchoice import topology_index
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import (
     a100_mig,
     dgx1,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
-from coordinator.core.snapshot.nodeinfo import NumaUse, Snapshot
+from coordinator.core.snapshot.podinfo import NumaUse
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import (
     dgx1,
     dgx_h100,

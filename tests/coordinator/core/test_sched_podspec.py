@@ -19,7 +19,7 @@ from common.quantity import QuantityError, parse_quantity, to_int, to_milli
 from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
 from coordinator.core.framework.status import Code
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
 
 

@@ -32,10 +32,13 @@ from common.kube import NODES, PODS, KubeClient
 from common.quantity import parse_quantity, to_int, to_milli
 from coordinator.core.framework.cycle import Decision, Failure, Framework, schedule_one
 from coordinator.core.podspec.parse import Taint
-from coordinator.core.snapshot.nodeinfo import NodeInfo, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.kube_wait import scheduled_message, wait_for_object
+from tests.support.sched_hw import bound_info
 
 pytestmark = pytest.mark.kube
 
@@ -148,7 +151,7 @@ async def cluster_snapshot(kube: KubeClient) -> Snapshot:
     by_node: dict[str, list[PodInfo]] = {}
     for p in pods:
         node = (p.get("spec") or {}).get("nodeName")
-        info = PodInfo.from_pod_object(p) if node else None
+        info = bound_info(p, node=node) if node else None
         if info is not None:
             by_node.setdefault(node, []).append(info)
     return Snapshot(

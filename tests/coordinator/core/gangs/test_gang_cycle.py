@@ -9,7 +9,8 @@ from coordinator.core.framework.cycle import Framework
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 
 def worker(i: int, gpus: int = 8) -> PodRequest:
