@@ -33,6 +33,7 @@ import aiohttp
 from agent.app import Agent, AgentSettings, Hardware, open_hardware, serve
 from agent.labeling import labels
 from cli.errors import CliError
+from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology
 from coordinator.demo import (
     DEMO_NAMESPACE,
@@ -44,7 +45,6 @@ from coordinator.demo import (
     demo_workload,
     format_report,
 )
-from coordinator.sim.cluster import node_allocatable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,7 +94,7 @@ class Progress:
 def allocatable(topology: NodeTopology) -> dict[str, str]:
     """What the kubelet and the device plugin advertise for this hardware."""
     out: dict[str, str] = {}
-    for key, value in node_allocatable(topology).items():
+    for key, value in allocatable_from_topology(topology).items():
         out[key] = f"{value}m" if key == "cpu" else str(value)
     return out
 

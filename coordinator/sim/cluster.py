@@ -33,7 +33,9 @@ import msgspec
 import yaml
 
 from common import labels as L
+from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology, gpu_family, topology_class
+from common.podkeys import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.sim.costmodel import CostModel, CostModelError, cost_model_from
 
@@ -43,7 +45,6 @@ __all__ = [
     "NodeGroup",
     "NodeSpec",
     "build_nodes",
-    "node_allocatable",
     "parse_cluster",
 ]
 
@@ -205,26 +206,6 @@ def parse_cluster(text: str, *, name: str = "cluster") -> ClusterSpec:
     )
 
 
-def node_allocatable(topology: NodeTopology) -> dict[str, int]:
-    """What the kubelet and device plugin would advertise for this hardware (core units: CPU in
-    millicores, memory in bytes; whole GPUs and each MIG profile as extended resources)."""
-    alloc: dict[str, int] = {"pods": 110}
-    whole = sum(1 for g in topology.gpus if not g.mig_enabled)
-    if whole:
-        alloc["nvidia.com/gpu"] = whole
-    for g in topology.gpus:
-        if not g.mig_enabled:
-            continue
-        for inst in g.mig_instances:
-            key = f"nvidia.com/mig-{inst.profile}"
-            alloc[key] = alloc.get(key, 0) + 1
-    if topology.cpu_count:
-        alloc["cpu"] = topology.cpu_count * 1000
-    if topology.memory_mib:
-        alloc["memory"] = topology.memory_mib * 2**20
-    return alloc
-
-
 def node_labels(topology: NodeTopology, spec: NodeSpec) -> dict[str, str]:
     """The scheduling-relevant labels the agent (and the operator, for domains) would set."""
     out: dict[str, str] = {"kubernetes.io/hostname": spec.name}
@@ -260,7 +241,7 @@ def build_nodes(spec: ClusterSpec, topology_of: Callable[[str], NodeTopology]) -
             NodeInfo.build(
                 node.name,
                 labels=node_labels(topology, node),
-                allocatable=node_allocatable(topology),
+                allocatable=allocatable_from_topology(topology),
                 topology=topology,
             )
         )
@@ -273,8 +254,10 @@ def profiles_of(spec: ClusterSpec) -> Sequence[str]:
 
 def describe(nodes: Sequence[NodeInfo]) -> dict[str, Any]:
     """Counts for report headers: nodes, whole GPUs, MIG instances, leaves, spines."""
-    gpus = sum(n.allocatable.get("nvidia.com/gpu", 0) for n in nodes)
-    mig = sum(v for n in nodes for k, v in n.allocatable.items() if k.startswith("nvidia.com/mig-"))
+    gpus = sum(n.allocatable.get(GPU_RESOURCE, 0) for n in nodes)
+    mig = sum(
+        v for n in nodes for k, v in n.allocatable.items() if k.startswith(MIG_RESOURCE_PREFIX)
+    )
     leaves = {n.labels.get(L.LEAF) for n in nodes} - {None}
     spines = {n.labels.get(L.SPINE) for n in nodes} - {None}
     return {

@@ -14,7 +14,9 @@ from typing import Any
 
 import yaml
 
+from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
+from common.podkeys import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import Framework, ScheduleResult, schedule_one
 from coordinator.core.podspec.parse import PodRequest, Taint, parse_pod
@@ -243,29 +245,25 @@ def gpu_node(
     **kw: Any,
 ) -> NodeInfo:
     """A node whose allocatable matches its topology (what the device plugin would report)."""
+    devices: dict[str, int] = {}
     if topo is not None:
-        whole = sum(1 for g in topo.gpus if not g.mig_enabled)
+        derived = allocatable_from_topology(topo)
+        devices = {
+            k: v
+            for k, v in derived.items()
+            if k == GPU_RESOURCE or k.startswith(MIG_RESOURCE_PREFIX)
+        }
         cpu = cpu if cpu is not None else (topo.cpu_count or 0)
         memory_gib = memory_gib if memory_gib is not None else (topo.memory_mib or 0) // 1024
-        mig_counts: dict[str, int] = {}
-        for g in topo.gpus:
-            for inst in g.mig_instances:
-                key = f"nvidia.com/mig-{inst.profile}"
-                mig_counts[key] = mig_counts.get(key, 0) + 1
-    else:
-        whole = 0
-        mig_counts = {}
     alloc = {
         "cpu": (cpu if cpu is not None else 64) * 1000,
         "memory": (memory_gib if memory_gib is not None else 256) * GiB,
-        "pods": 110,
+        "pods": KUBELET_MAX_PODS,
         "ephemeral-storage": 500 * GiB,
+        **devices,
     }
     if gpus is not None:
-        alloc["nvidia.com/gpu"] = gpus
-    elif whole:
-        alloc["nvidia.com/gpu"] = whole
-    alloc.update(mig_counts)
+        alloc[GPU_RESOURCE] = gpus
     alloc.update(extra or {})
     base = {"kubernetes.io/hostname": name}
     if topo is not None and topo.gpus:
