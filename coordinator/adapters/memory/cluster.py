@@ -130,15 +130,13 @@ class MemoryCluster:
     ) -> dict[str, Any]:
         """A Node object; with ``topology``, also that node's agent hello (as if its agent had
         connected). Allocatable defaults to what the topology implies."""
-        alloc: dict[str, Any] = {}
-        if topology is not None:
-            alloc.update(allocatable_from_topology(topology))
-            if "cpu" in alloc:
-                alloc["cpu"] = f"{alloc['cpu']}m"
-        else:
-            alloc["pods"] = KUBELET_MAX_PODS
-        alloc.update(allocatable or {})
-        alloc = {k: str(v) for k, v in alloc.items()}
+        derived = (
+            allocatable_from_topology(topology)
+            if topology is not None
+            else {"pods": KUBELET_MAX_PODS}
+        )
+        alloc = {k: f"{v}m" if k == "cpu" else str(v) for k, v in derived.items()}
+        alloc.update({k: str(v) for k, v in (allocatable or {}).items()})
         obj: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
