@@ -33,7 +33,9 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 GiB = 2**30
 

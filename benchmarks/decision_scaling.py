@@ -37,7 +37,9 @@ from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.sim import build_nodes, cluster_shape, generate, parse_cluster
 from coordinator.sim.pods import job_pods
 from coordinator.sim.policies import baseline_framework

@@ -35,6 +35,7 @@ from agent.cycle import Agent
 from agent.hardware import Hardware, open_hardware
 from agent.settings import AgentSettings
 from cli.errors import CliError
+from common.allocatable import allocatable_from_topology
 from common.labeling import labels
 from common.model import NodeTopology
 from coordinator.demo import (
@@ -47,7 +48,6 @@ from coordinator.demo import (
     demo_workload,
     format_report,
 )
-from coordinator.sim.cluster import node_allocatable
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,7 +97,7 @@ class Progress:
 def allocatable(topology: NodeTopology) -> dict[str, str]:
     """What the kubelet and the device plugin advertise for this hardware."""
     out: dict[str, str] = {}
-    for key, value in node_allocatable(topology).items():
+    for key, value in allocatable_from_topology(topology).items():
         out[key] = f"{value}m" if key == "cpu" else str(value)
     return out
 

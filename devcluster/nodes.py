@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from common.allocatable import allocatable_from_topology
 from common.kube import NODES, AlreadyExists, KubeClient
 from common.model import NodeTopology
 
@@ -116,22 +117,24 @@ def plan_nodes(entries: list[tuple[str, int]]) -> list[SimNode]:
 
 
 def capacity(topology: NodeTopology) -> dict[str, str]:
-    """What the kubelet and the NVIDIA device plugin (MIG strategy "mixed") would report."""
-    out: dict[str, str] = {
-        "nvidia.com/gpu": str(sum(1 for g in topology.gpus if not g.mig_enabled)),
-        "cpu": str(topology.cpu_count or 8),
-        "memory": f"{topology.memory_mib or 32768}Mi",
-        "pods": "110",
-        "ephemeral-storage": "1000Gi",
-    }
-    mig: dict[str, int] = {}
-    for gpu in topology.gpus:
-        for inst in gpu.mig_instances:
-            # A compute-instance split ("1c.3g.40gb") is still a slice of its GPU instance.
-            name = inst.profile.split(".", 1)[1] if inst.profile.count(".") == 2 else inst.profile
-            mig[f"nvidia.com/mig-{name}"] = mig.get(f"nvidia.com/mig-{name}", 0) + 1
-    out.update({k: str(v) for k, v in sorted(mig.items())})
+    """What the kubelet and the NVIDIA device plugin (MIG strategy "mixed") would report
+    (:func:`common.allocatable.allocatable_from_topology`), with CPU, memory and ephemeral
+    storage for a profile that gives none."""
+    alloc = allocatable_from_topology(topology)
+    out = {k: _text(k, v) for k, v in sorted(alloc.items())}
+    out.setdefault("cpu", "8")
+    out.setdefault("memory", "32Gi")
+    out.setdefault("ephemeral-storage", "1000Gi")
     return out
+
+
+def _text(resource: str, value: int) -> str:
+    """A quantity as a kubelet writes it: whole cores, memory in Mi."""
+    if resource == "cpu":
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource == "memory" and value % 2**20 == 0:
+        return f"{value // 2**20}Mi"
+    return str(value)
 
 
 def node_object(node: SimNode) -> dict[str, Any]:

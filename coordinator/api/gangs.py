@@ -23,9 +23,10 @@ from coordinator.core.domains.summary import DomainsSummary, summarize_domains
 from coordinator.core.gangs.cycle import node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.manager import GangStatus
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.podinfo import bound_pod_info
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.gangs.step import GangStep
-from coordinator.engine.view import node_info, pod_info
+from coordinator.engine.view import node_info
 from coordinator.inventory.store import Inventory
 
 __all__ = [
@@ -182,7 +183,7 @@ def _inventory_snapshot(inventory: Inventory) -> Snapshot:
     for state in inventory.nodes():
         if state.ready is None and state.topology is None:
             continue  # only pods known there: no Node object, no agent
-        pods = tuple(pod_info(p) for p in inventory.bound_pods(state.name))
+        pods = tuple(bound_pod_info(p) for p in inventory.bound_pods(state.name))
         infos.append(node_info(state, pods))
     return Snapshot(infos)
 

@@ -1,6 +1,6 @@
 """The pure scheduling core: no asyncio, no HTTP, no Kubernetes client.
 
-A pod object and a :class:`~coordinator.core.snapshot.nodeinfo.Snapshot` in, a decision or a
+A pod object and a :class:`~coordinator.core.snapshot.snapshot.Snapshot` in, a decision or a
 failure out. Packages, bottom up:
 
 - :mod:`.podspec` — every Topos and alias key of a pod parsed once (``parse_pod``).

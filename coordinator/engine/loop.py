@@ -35,7 +35,7 @@ from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.ports import (
     BindConflict,

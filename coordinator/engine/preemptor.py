@@ -31,7 +31,7 @@ from coordinator.core.gangs.cycle import member_of, node_gate, node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.gangs.running import bound_pods, running_pods
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import PodRef

@@ -11,7 +11,8 @@ confirmation deadline passes.
 
 GPU assignments survive a coordinator restart because bound pods carry
 ``topos.io/assigned-gpus`` / ``topos.io/assigned-numa``: the inventory keeps those annotations and
-:func:`pod_info` turns them into the devices the pod holds.
+:func:`~coordinator.core.snapshot.podinfo.bound_pod_info` (the one bound-pod converter) turns
+them into the devices the pod holds.
 """
 
 from __future__ import annotations
@@ -22,65 +23,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from common import podkeys
-from coordinator.core.podspec.affinity import (
-    AffinityTerm,
-    WeightedAffinityTerm,
-    parse_affinity_terms,
-)
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import Inventory, InventoryEvent
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_ASSUME_TTL_S", "Assumed", "ClusterView", "node_info", "pod_info"]
+__all__ = ["DEFAULT_ASSUME_TTL_S", "Assumed", "ClusterView", "node_info"]
 
 #: How long a pod whose bind succeeded stays assumed when the inventory never shows it bound
 #: (deleted right after binding, or a watch that lags): kube-scheduler uses the same idea.
 DEFAULT_ASSUME_TTL_S: Final = 30.0
-
-
-def _terms(
-    bound: BoundPod, kind: str
-) -> tuple[tuple[AffinityTerm, ...], tuple[WeightedAffinityTerm, ...]]:
-    block = bound.affinity.get(kind)
-    if not isinstance(block, Mapping):
-        return (), ()
-    try:
-        return parse_affinity_terms(block, kind, bound.namespace, bound.labels)
-    except Exception:  # a running pod's odd term constrains nothing (the API server accepted it)
-        return (), ()
-
-
-def pod_info(bound: BoundPod) -> PodInfo:
-    """A bound pod (any scheduler) as the scheduling core counts it on its node."""
-    ann = bound.annotations
-    numa = tuple(
-        int(part)
-        for part in ann.get(podkeys.ASSIGNED_NUMA, "").split(",")
-        if part.strip().isdigit()
-    )
-    policy, _ = podkeys.lookup(podkeys.NUMA_POLICY, ann)
-    affinity, affinity_pref = _terms(bound, "podAffinity")
-    anti, anti_pref = _terms(bound, "podAntiAffinity")
-    return PodInfo(
-        namespace=bound.namespace,
-        name=bound.name,
-        labels=bound.labels,
-        requests=bound.requests,
-        priority=bound.priority,
-        uid=bound.uid,
-        device_ids=bound.assigned_gpus,
-        numa=numa,
-        exclusive_numa=policy == "isolated" and bool(numa),
-        affinity=affinity,
-        affinity_preferred=affinity_pref,
-        anti_affinity=anti,
-        anti_affinity_preferred=anti_pref,
-    )
 
 
 def node_info(state: NodeState, pods: tuple[PodInfo, ...]) -> NodeInfo:
@@ -192,7 +149,7 @@ class ClusterView:
         cached = self._pods.get(bound.uid)
         if cached is not None and (cached[0] is bound or cached[0] == bound):
             return cached[1]
-        info = pod_info(bound)
+        info = bound_pod_info(bound)
         self._pods[bound.uid] = (bound, info)
         return info
 

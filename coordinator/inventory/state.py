@@ -18,6 +18,7 @@ import msgspec
 from common import podkeys
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
+from coordinator.core.podspec.ports import HostPort
 
 GPU_RESOURCE: Final = podkeys.GPU_RESOURCE
 ASSIGNED_GPUS_ANNOTATION: Final = podkeys.ASSIGNED_GPUS
@@ -70,6 +71,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     labels: dict[str, str] = {}  # for pod (anti-)affinity and topology spread of later pods
     annotations: dict[str, str] = {}  # only scheduling keys (topos.io/*, KubeNexus NUMA)
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
+    host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
 
 
 class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -18,6 +18,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology
 from common.wire import ContainerAllocation, GpuState, apply_gpu_states
 from coordinator.inventory.state import (
@@ -56,20 +57,6 @@ class _Record:
     requested: dict[str, int] = field(default_factory=dict)
     stale: bool = False
     view: NodeState | None = None
-
-
-def _derived_allocatable(topology: NodeTopology) -> dict[str, int]:
-    """Capacity implied by the hardware, for nodes without a Node object (``--in-memory``)."""
-    out: dict[str, int] = {GPU_RESOURCE: sum(1 for g in topology.gpus if not g.mig_enabled)}
-    for gpu in topology.gpus:
-        for inst in gpu.mig_instances:
-            key = f"nvidia.com/mig-{inst.profile}"
-            out[key] = out.get(key, 0) + 1
-    if topology.cpu_count is not None:
-        out["cpu"] = topology.cpu_count * 1000
-    if topology.memory_mib is not None:
-        out["memory"] = topology.memory_mib * 1024 * 1024
-    return out
 
 
 class Inventory:
@@ -135,7 +122,7 @@ class Inventory:
         if rec.kube is not None and rec.kube.allocatable:
             return rec.kube.allocatable
         if rec.agent is not None:
-            return _derived_allocatable(rec.agent.topology)
+            return allocatable_from_topology(rec.agent.topology)
         return {}
 
     @staticmethod

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from common.quantity import QuantityError
 from coordinator.core.podspec.resources import held_requests, quantity
+from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
 
 log = logging.getLogger(__name__)
@@ -71,9 +72,10 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         return None
     annotations = meta.get("annotations") or {}
     assigned = str(annotations.get(ASSIGNED_GPUS_ANNOTATION, ""))
+    namespace = str(meta.get("namespace") or "default")
     return BoundPod(
-        uid=str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"),
-        namespace=str(meta.get("namespace", "")),
+        uid=str(meta.get("uid") or f"{namespace}/{meta.get('name')}"),
+        namespace=namespace,
         name=str(meta.get("name", "")),
         node=str(node),
         scheduler=str(spec.get("schedulerName", "default-scheduler")),
@@ -92,4 +94,5 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             for k, v in (spec.get("affinity") or {}).items()
             if k in ("podAffinity", "podAntiAffinity")
         },
+        host_ports=bound_host_ports(spec),
     )

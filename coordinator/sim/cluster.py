@@ -35,6 +35,7 @@ import yaml
 
 from common import labels as L
 from common import podkeys
+from common.allocatable import allocatable_from_topology
 from common.labeling import labels as agent_labels
 from common.model import NodeTopology
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -46,7 +47,6 @@ __all__ = [
     "NodeGroup",
     "NodeSpec",
     "build_nodes",
-    "node_allocatable",
     "parse_cluster",
 ]
 
@@ -208,26 +208,6 @@ def parse_cluster(text: str, *, name: str = "cluster") -> ClusterSpec:
     )
 
 
-def node_allocatable(topology: NodeTopology) -> dict[str, int]:
-    """What the kubelet and device plugin would advertise for this hardware (core units: CPU in
-    millicores, memory in bytes; whole GPUs and each MIG profile as extended resources)."""
-    alloc: dict[str, int] = {"pods": 110}
-    whole = sum(1 for g in topology.gpus if not g.mig_enabled)
-    if whole:
-        alloc["nvidia.com/gpu"] = whole
-    for g in topology.gpus:
-        if not g.mig_enabled:
-            continue
-        for inst in g.mig_instances:
-            key = f"nvidia.com/mig-{inst.profile}"
-            alloc[key] = alloc.get(key, 0) + 1
-    if topology.cpu_count:
-        alloc["cpu"] = topology.cpu_count * 1000
-    if topology.memory_mib:
-        alloc["memory"] = topology.memory_mib * 2**20
-    return alloc
-
-
 def node_labels(agent: Mapping[str, str], spec: NodeSpec) -> dict[str, str]:
     """A node's labels: what its agent publishes (``agent``: :func:`common.labeling.labels` of
     its hardware), the kubelet's hostname, the operator's leaf and spine, then the description's
@@ -259,7 +239,7 @@ def build_nodes(spec: ClusterSpec, topology_of: Callable[[str], NodeTopology]) -
             NodeInfo.build(
                 node.name,
                 labels=node_labels(agent, node),
-                allocatable=node_allocatable(topology),
+                allocatable=allocatable_from_topology(topology),
                 topology=topology,
             )
         )

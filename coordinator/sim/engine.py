@@ -33,7 +33,8 @@ from common import labels as L
 from common import podkeys
 from common.model import Link, worst_link
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.sim.costmodel import CostModel
 from coordinator.sim.locality import best_link_rank, span
 from coordinator.sim.metrics import JobOutcome, RunResult, UsagePoint

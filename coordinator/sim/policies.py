@@ -33,7 +33,9 @@ from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.gangs.cycle import schedule_gang
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = [
     "POLICIES",

@@ -91,7 +91,8 @@ class GpuCluster:
         # create; the node lifecycle controller (not running here) would lift it once Ready.
         await self.kube.patch(NODES, node, {"spec": {"taints": [dict(t) for t in taints] or None}})
         self.topologies[node] = topology
-        assert capacity(topology)["nvidia.com/gpu"]  # every profile used here has GPUs
+        # Every profile used here has devices: whole GPUs, MIG instances or both.
+        assert any(k.startswith("nvidia.com/") for k in capacity(topology))
         return node
 
     def hello(self, inventory: Inventory) -> None:

@@ -14,7 +14,9 @@ from typing import Any
 
 import yaml
 
+from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
+from common.podkeys import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
@@ -22,7 +24,10 @@ from coordinator.core.framework.results import ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Placement, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.inventory.translate import bound_pod
 from tests.support.mig import mig_instance
 
 GiB = 2**30
@@ -244,29 +249,25 @@ def gpu_node(
     **kw: Any,
 ) -> NodeInfo:
     """A node whose allocatable matches its topology (what the device plugin would report)."""
+    devices: dict[str, int] = {}
     if topo is not None:
-        whole = sum(1 for g in topo.gpus if not g.mig_enabled)
+        derived = allocatable_from_topology(topo)
+        devices = {
+            k: v
+            for k, v in derived.items()
+            if k == GPU_RESOURCE or k.startswith(MIG_RESOURCE_PREFIX)
+        }
         cpu = cpu if cpu is not None else (topo.cpu_count or 0)
         memory_gib = memory_gib if memory_gib is not None else (topo.memory_mib or 0) // 1024
-        mig_counts: dict[str, int] = {}
-        for g in topo.gpus:
-            for inst in g.mig_instances:
-                key = f"nvidia.com/mig-{inst.profile}"
-                mig_counts[key] = mig_counts.get(key, 0) + 1
-    else:
-        whole = 0
-        mig_counts = {}
     alloc = {
         "cpu": (cpu if cpu is not None else 64) * 1000,
         "memory": (memory_gib if memory_gib is not None else 256) * GiB,
-        "pods": 110,
+        "pods": KUBELET_MAX_PODS,
         "ephemeral-storage": 500 * GiB,
+        **devices,
     }
     if gpus is not None:
-        alloc["nvidia.com/gpu"] = gpus
-    elif whole:
-        alloc["nvidia.com/gpu"] = whole
-    alloc.update(mig_counts)
+        alloc[GPU_RESOURCE] = gpus
     alloc.update(extra or {})
     base = {"kubernetes.io/hostname": name}
     if topo is not None and topo.gpus:
@@ -324,9 +325,18 @@ def simple_pod(
     }
 
 
+def bound_info(obj: Mapping[str, Any], *, node: str = "node") -> PodInfo | None:
+    """A pod object as the running coordinator counts it once bound (``None`` when it has
+    ended): the inventory's translation, then the one bound-pod converter, as in production."""
+    spec = dict(obj.get("spec") or {})
+    spec.setdefault("nodeName", node)
+    bound = bound_pod({**obj, "spec": spec})
+    return None if bound is None else bound_pod_info(bound)
+
+
 def running(obj: Mapping[str, Any], **placement: Any) -> PodInfo:
     """An existing pod on a node (as the inventory would have it)."""
-    info = PodInfo.from_pod_object(obj)
+    info = bound_info(obj)
     assert info is not None
     if placement:
         from dataclasses import replace

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from common import podkeys
+from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import NodeTopology
 from coordinator.core.queue import SchedulingQueue, pod_key
 from coordinator.engine.ports import (
@@ -129,19 +130,12 @@ class MemoryCluster:
     ) -> dict[str, Any]:
         """A Node object; with ``topology``, also that node's agent hello (as if its agent had
         connected). Allocatable defaults to what the topology implies."""
-        alloc: dict[str, Any] = {"pods": "110"}
-        if topology is not None:
-            whole = sum(1 for g in topology.gpus if not g.mig_enabled)
-            if whole:
-                alloc["nvidia.com/gpu"] = str(whole)
-            for g in topology.gpus:
-                for inst in g.mig_instances:
-                    key = f"nvidia.com/mig-{inst.profile}"
-                    alloc[key] = str(int(alloc.get(key, 0)) + 1)
-            if topology.cpu_count:
-                alloc["cpu"] = str(topology.cpu_count)
-            if topology.memory_mib:
-                alloc["memory"] = f"{topology.memory_mib}Mi"
+        derived = (
+            allocatable_from_topology(topology)
+            if topology is not None
+            else {"pods": KUBELET_MAX_PODS}
+        )
+        alloc = {k: f"{v}m" if k == "cpu" else str(v) for k, v in derived.items()}
         alloc.update({k: str(v) for k, v in (allocatable or {}).items()})
         obj: dict[str, Any] = {
             "apiVersion": "v1",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from common import podkeys
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.status import Code, Status
-from coordinator.core.snapshot.nodeinfo import Placement
+from coordinator.core.snapshot.podinfo import Placement
 
 __all__ = ["Decision", "Failure", "NodeVerdict", "ScheduleResult"]
 

@@ -36,7 +36,8 @@ from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 
 def node_state(node: NodeInfo) -> NodeState:

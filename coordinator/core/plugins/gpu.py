@@ -19,7 +19,8 @@ from coordinator.core.framework.status import SKIP, SUCCESS, Status
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
 

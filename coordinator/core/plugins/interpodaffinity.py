@@ -26,7 +26,8 @@ from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = ["InterPodAffinity"]
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = ["NodePorts"]
 

@@ -17,7 +17,8 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.status import SUCCESS, Code, Reason, Status
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = ["NodeResourcesFit"]
 

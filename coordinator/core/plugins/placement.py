@@ -24,7 +24,9 @@ from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.status import Reason, Status
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.snapshot.nodeinfo import NodeInfo, NumaFree, NumaUse, Placement, gpu_numa
+from coordinator.core.snapshot.devices import NumaFree, gpu_numa
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import NumaUse, Placement
 
 __all__ = ["Plan", "device_key", "plan_placement"]
 

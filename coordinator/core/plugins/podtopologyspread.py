@@ -22,7 +22,8 @@ from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.plugins.nodeaffinity import node_matches_required
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = ["PodTopologySpread"]
 

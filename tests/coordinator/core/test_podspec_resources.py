@@ -1,5 +1,6 @@
 """One rule for what a pod requests of its node, for pods waiting (``parse_pod``, strict) and pods
-already running (the inventory's ``bound_pod`` and the snapshot's ``PodInfo``, lenient).
+already running (the inventory's ``bound_pod`` and the snapshot's ``PodInfo`` built from it,
+lenient).
 
 The inventory used to keep its own copy of the rule: a malformed container there crashed the
 translation, and the snapshot's lenient copy forgot every resource of a running pod as soon as one
@@ -10,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
-from coordinator.core.snapshot.nodeinfo import PodInfo
 from coordinator.inventory.translate import bound_pod
+from tests.support.sched_hw import bound_info
 
 
 def _pod(spec: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +31,7 @@ def _all_three(pod: dict[str, Any]) -> list[dict[str, int]]:
     request = parse_pod(pod)
     assert isinstance(request, PodRequest), request
     bound = bound_pod(pod)
-    info = PodInfo.from_pod_object(pod)
+    info = bound_info(pod)
     assert bound is not None
     assert info is not None
     return [dict(request.requests), dict(bound.requests), dict(info.requests)]
@@ -60,7 +61,7 @@ def test_zero_requests_are_left_out_everywhere() -> None:
 def test_a_running_pod_with_one_malformed_quantity_still_holds_the_rest() -> None:
     pod = _pod({"containers": [_c({"cpu": "lots", "memory": "2Gi"})]})
     assert isinstance(parse_pod(pod), PodSpecError)  # a waiting pod: named and refused
-    info = PodInfo.from_pod_object(pod)
+    info = bound_info(pod)
     bound = bound_pod(pod)
     assert info is not None
     assert bound is not None
@@ -71,7 +72,7 @@ def test_a_running_pod_with_one_malformed_quantity_still_holds_the_rest() -> Non
 def test_malformed_containers_of_a_running_pod_are_skipped_not_fatal() -> None:
     pod = _pod({"containers": ["not a container", _c({"cpu": "1"})], "initContainers": {"x": 1}})
     bound = bound_pod(pod)  # crashed the inventory's translation before
-    info = PodInfo.from_pod_object(pod)
+    info = bound_info(pod)
     assert bound is not None
     assert info is not None
     assert dict(bound.requests) == dict(info.requests) == {"cpu": 1000}

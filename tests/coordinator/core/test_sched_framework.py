@@ -16,7 +16,8 @@ from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import SUCCESS, Code, Status, summarize
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
 
 

@@ -17,8 +17,9 @@ from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import Code
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import (
+    bound_info,
     dgx_a100,
     dgx_h100,
     gpu_node,
@@ -665,9 +666,7 @@ def test_existing_pods_preferred_affinity_attracts_the_incoming_pod() -> None:
 def test_finished_pods_hold_nothing() -> None:
     done = simple_pod("done", cpu="60", gpus=8)
     done["status"] = {"phase": "Succeeded"}
-    from coordinator.core.snapshot.nodeinfo import PodInfo
-
-    assert PodInfo.from_pod_object(done) is None
+    assert bound_info(done) is None
 
 
 def _with_port(name: str, port: int, protocol: str = "TCP", ip: str | None = None) -> dict:

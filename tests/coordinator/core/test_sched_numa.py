@@ -9,7 +9,8 @@ import pytest
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NumaUse, Snapshot
+from coordinator.core.snapshot.podinfo import NumaUse
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import (
     dgx1,
     dgx_h100,

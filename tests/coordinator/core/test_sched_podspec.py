@@ -21,7 +21,7 @@ from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.framework.status import Code
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
 
 

@@ -8,7 +8,7 @@ import itertools
 
 from agent.devices.source import discover_profile
 from coordinator.core.framework.results import Decision, Failure
-from coordinator.core.snapshot.nodeinfo import Snapshot
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.sched_hw import gpu_node, place_all, pod, run, simple_pod
 
 

@@ -34,10 +34,13 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, PodInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.kube_wait import scheduled_message, wait_for_object
+from tests.support.sched_hw import bound_info
 
 pytestmark = pytest.mark.kube
 
@@ -150,7 +153,7 @@ async def cluster_snapshot(kube: KubeClient) -> Snapshot:
     by_node: dict[str, list[PodInfo]] = {}
     for p in pods:
         node = (p.get("spec") or {}).get("nodeName")
-        info = PodInfo.from_pod_object(p) if node else None
+        info = bound_info(p, node=node) if node else None
         if info is not None:
             by_node.setdefault(node, []).append(info)
     return Snapshot(

@@ -61,7 +61,12 @@ def test_hello_creates_a_node_with_capacity_from_its_hardware(inv: Inventory) ->
     assert state.connected
     assert not state.stale
     assert state.schedulable
-    assert state.free == {"nvidia.com/gpu": 4, "cpu": 32000, "memory": 524288 * 2**20}
+    assert state.free == {
+        "nvidia.com/gpu": 4,
+        "cpu": 32000,
+        "memory": 524288 * 2**20,
+        "pods": 110,  # the kubelet's default maxPods
+    }
     assert [u.uuid for u in state.gpu_use] == [f"GPU-node-a-{i}" for i in range(4)]
 
 

@@ -10,7 +10,8 @@ from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 
 def worker(i: int, gpus: int = 8) -> PodRequest:

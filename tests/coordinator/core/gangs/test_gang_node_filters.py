@@ -11,7 +11,8 @@ from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 PRODUCT = "nvidia.com/gpu.product"
 

@@ -22,7 +22,8 @@ from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
 from coordinator.core.gangs.manager import Allow, GangManager
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo, Snapshot
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 SEEDS = Path(__file__).resolve().parents[4] / ".." / "shared" / "seeds"
 KUBENEXUS = next(iter(sorted(SEEDS.glob("002_*.txt"))), None) if SEEDS.is_dir() else None

@@ -1,0 +1,224 @@
+"""The :class:`Snapshot` one scheduling cycle uses: every node (in a stable order), namespace
+labels, and the indexes the inter-pod plugins query."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
+
+__all__ = ["Snapshot"]
+
+
+class Snapshot:
+    """All nodes (in a stable order) and namespace labels, as of the start of a cycle.
+
+    ``assume`` places a pod on a node of this snapshot before its bind is confirmed (so the next
+    cycle sees the capacity taken); ``forget`` undoes it. Both replace the node's ``NodeInfo``;
+    :meth:`copy` is cheap (shallow), for what-if runs.
+
+    Indexes for the inter-pod plugins (pods by label, pods with affinity terms, nodes with
+    ``PreferNoSchedule`` taints) are built on first use and kept current by ``assume``/``forget``.
+    """
+
+    __slots__ = ("_assumed", "_index", "_nodes", "_order", "namespaces")
+
+    def __init__(
+        self,
+        nodes: Iterable[NodeInfo],
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        for n in nodes:
+            if n.name in self._nodes:
+                raise ValueError(f"node {n.name!r} appears twice in the snapshot")
+            self._nodes[n.name] = n
+        self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
+        self._assumed: dict[str, str] = {}  # pod key → node name
+        self._order: tuple[NodeInfo, ...] | None = None
+        self._index: _PodIndex | None = None
+
+    def copy(self) -> Snapshot:
+        other = Snapshot((), namespaces=self.namespaces)
+        other._nodes = dict(self._nodes)
+        other._assumed = dict(self._assumed)
+        other._order = self._order
+        other._index = self._index.copy() if self._index is not None else None
+        return other
+
+    @property
+    def nodes(self) -> Sequence[NodeInfo]:
+        if self._order is None:
+            self._order = tuple(self._nodes.values())
+        return self._order
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def get(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def node_names(self) -> Sequence[str]:
+        return tuple(self._nodes)
+
+    def replace(self, node: NodeInfo) -> None:
+        """Put a new or rebuilt node in (the inventory's incremental update path). The indexes
+        are updated for that node only."""
+        old = self._nodes.get(node.name)
+        self._nodes[node.name] = node
+        self._order = None
+        if self._index is not None:
+            self._index.swap_node(old, node)
+
+    def remove(self, name: str) -> None:
+        old = self._nodes.pop(name, None)
+        if old is not None:
+            self._order = None
+            if self._index is not None:
+                self._index.swap_node(old, None)
+
+    def is_assumed(self, pod_key: str) -> bool:
+        return pod_key in self._assumed
+
+    def assume(self, pod: PodRequest, node_name: str, placement: Placement) -> None:
+        node = self._nodes.get(node_name)
+        if node is None:
+            raise KeyError(f"node {node_name!r} is not in the snapshot")
+        if pod.key in self._assumed:
+            raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[pod.key]}")
+        info = PodInfo.from_request(pod, placement)
+        self._set(node.rebuild((*node.pods, info)))
+        self._assumed[pod.key] = node_name
+        if self._index is not None:
+            self._index.add(node_name, info)
+
+    def forget(self, pod_key: str) -> bool:
+        """Undo :meth:`assume`; False when the pod was not assumed here."""
+        node_name = self._assumed.pop(pod_key, None)
+        if node_name is None:
+            return False
+        node = self._nodes.get(node_name)
+        if node is not None:
+            gone = [p for p in node.pods if p.key == pod_key]
+            self._set(node.rebuild(p for p in node.pods if p.key != pod_key))
+            if self._index is not None:
+                for p in gone:
+                    self._index.discard(p)
+        return True
+
+    def _set(self, node: NodeInfo) -> None:
+        self._nodes[node.name] = node
+        self._order = None
+        if self._index is not None and any(p.has_affinity for p in node.pods):
+            self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
+
+    # --- indexes ----------------------------------------------------------------------------
+    def _pod_index(self) -> _PodIndex:
+        if self._index is None:
+            index = _PodIndex()
+            for node in self._nodes.values():
+                for p in node.pods:
+                    index.add(node.name, p)
+                if any(t.effect == "PreferNoSchedule" for t in node.effective_taints):
+                    index.prefer_no_schedule.add(node.name)
+            self._index = index
+        return self._index
+
+    def pods_with_affinity(self) -> list[tuple[NodeInfo, PodInfo]]:
+        """Pods carrying (anti-)affinity terms, with their nodes (cached until a change)."""
+        index = self._pod_index()
+        if index.with_affinity_list is None:
+            index.with_affinity_list = [
+                (self._nodes[n], p) for n, p in index.with_affinity.values() if n in self._nodes
+            ]
+        return index.with_affinity_list
+
+    def pods_with_label(self, key: str, value: str) -> list[tuple[NodeInfo, PodInfo]]:
+        return [
+            (self._nodes[n], p)
+            for n, p in self._pod_index().by_label.get((key, value), {}).values()
+            if n in self._nodes
+        ]
+
+    def all_pods(self) -> list[tuple[NodeInfo, PodInfo]]:
+        return [(node, p) for node in self.nodes for p in node.pods]
+
+    def pods_selected_by(self, selector: LabelSelector | None) -> list[tuple[NodeInfo, PodInfo]]:
+        """A superset of the pods ``selector`` matches (narrowed through the label index when
+        the selector names a label value); callers still match each pod."""
+        if selector is None:
+            return []
+        for key, value in selector.match_labels:
+            return self.pods_with_label(key, value)
+        for req in selector.match_expressions:
+            if req.operator == "In":
+                out: list[tuple[NodeInfo, PodInfo]] = []
+                for value in req.values:
+                    out.extend(self.pods_with_label(req.key, value))
+                return out
+        return self.all_pods()
+
+    def domains(self, key: str) -> Mapping[str, str]:
+        """Node name → value of label ``key``, for the nodes carrying it (cached per key)."""
+        index = self._pod_index()
+        cached = index.domains.get(key)
+        if cached is None:
+            cached = index.domains[key] = {
+                n.name: n.labels[key] for n in self._nodes.values() if key in n.labels
+            }
+        return cached
+
+    def has_prefer_no_schedule_taints(self) -> bool:
+        return bool(self._pod_index().prefer_no_schedule)
+
+
+class _PodIndex:
+    __slots__ = ("by_label", "domains", "prefer_no_schedule", "with_affinity", "with_affinity_list")
+
+    def __init__(self) -> None:
+        self.with_affinity_list: list[tuple[NodeInfo, PodInfo]] | None = None
+        self.domains: dict[str, dict[str, str]] = {}  # label key → node → value
+        self.by_label: dict[tuple[str, str], dict[str, tuple[str, PodInfo]]] = {}
+        self.with_affinity: dict[str, tuple[str, PodInfo]] = {}
+        self.prefer_no_schedule: set[str] = set()
+
+    def copy(self) -> _PodIndex:
+        other = _PodIndex()
+        other.by_label = {k: dict(v) for k, v in self.by_label.items()}
+        other.with_affinity = dict(self.with_affinity)
+        other.prefer_no_schedule = set(self.prefer_no_schedule)
+        other.domains = self.domains  # node labels do not change with assume/forget
+        return other
+
+    def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
+        if old is not None:
+            for p in old.pods:
+                self.discard(p)
+            self.prefer_no_schedule.discard(old.name)
+        if new is not None:
+            for p in new.pods:
+                self.add(new.name, p)
+            if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
+                self.prefer_no_schedule.add(new.name)
+        if old is None or new is None or old.labels != new.labels:
+            self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
+
+    def add(self, node: str, pod: PodInfo) -> None:
+        for pair in pod.labels.items():
+            self.by_label.setdefault(pair, {})[pod.key] = (node, pod)
+        if pod.has_affinity:
+            self.with_affinity[pod.key] = (node, pod)
+            self.with_affinity_list = None
+
+    def discard(self, pod: PodInfo) -> None:
+        if self.with_affinity.pop(pod.key, None) is not None:
+            self.with_affinity_list = None
+        for pair in pod.labels.items():
+            bucket = self.by_label.get(pair)
+            if bucket is not None:
+                bucket.pop(pod.key, None)
