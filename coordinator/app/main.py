@@ -97,7 +97,7 @@ def wire(
     election. ``inventory`` is the one to serve: by default a new one, or the in-memory cluster's
     (the only one allowed there). Raises ConfigError for what the backend cannot run."""
     if isinstance(backend, MemoryBackend):
-        if inventory not in (None, backend.cluster.inventory):
+        if inventory is not None and inventory is not backend.cluster.inventory:
             raise ValueError("an in-memory backend serves its own cluster's inventory")
         inv = backend.cluster.inventory
     elif inventory is not None:
