@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from cli.errors import CliError
-from coordinator.app.main import ConfigError, add_arguments, run_from_args
+from coordinator.app.config.load import ConfigError
+from coordinator.app.main import add_arguments, run_from_args
 
 
 def _run(args: argparse.Namespace) -> int:

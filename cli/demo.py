@@ -2,7 +2,7 @@
 
 In one process, on loopback:
 
-1. the real coordinator application (``coordinator.app.main.create_app``: agent stream, inventory,
+1. the real coordinator application (``coordinator.app.main.wire``: agent stream, inventory,
    explain, simulate, gangs, domains) with the scheduler runtime and the gang step over an
    in-memory cluster (``coordinator.demo.EmbeddedCoordinator``) — the scheduling loop and core
    that run on Kubernetes;

@@ -21,7 +21,7 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
   etcd compaction shows as 410 Gone (``tests.support.etcd.compact``). Started only if asked for.
 
 The control plane is shared by every test of the session. A coordinator started on it
-(``coordinator.app.main.create_app``) runs a scheduler that would bind *other tests'* pending pods
+(``coordinator.app.main.wire``) runs a scheduler that would bind *other tests'* pending pods
 unless its ``scheduler`` config section names the test's namespace or a node selector, or turns
 it off; tests marked ``kube`` fail at once if they start one that does not.
 
@@ -38,7 +38,7 @@ import logging
 import re
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -179,23 +179,22 @@ def _coordinators_keep_to_their_own_pods(
     if request.node.get_closest_marker("kube") is None:
         return
     import coordinator.app.main
+    from coordinator.app.backend import Backend, KubeBackend
+    from coordinator.app.config.sections import Config
 
     install = coordinator.app.main.install_scheduler
 
-    def scoped(app: Any, extra: Mapping[str, Any], **kw: Any) -> None:
-        section = extra.get("scheduler")
-        if not kw.get("in_memory") and (section is None or isinstance(section, Mapping)):
-            section = section or {}
-            if section.get("enabled", True) and not (
-                section.get("namespace") or section.get("nodeSelector")
-            ):
-                pytest.fail(
-                    "this test starts a coordinator on the shared control plane with a scheduler "
-                    "over every namespace and node: give it `scheduler: {namespace: <the test's "
-                    "namespace>}` (or a nodeSelector), or `enabled: false`",
-                    pytrace=False,
-                )
-        install(app, extra, **kw)
+    def scoped(app: Any, config: Config, backend: Backend) -> None:
+        section = config.scheduler
+        on_kube = isinstance(backend, KubeBackend)
+        if on_kube and section.enabled and not (section.namespace or section.node_selector):
+            pytest.fail(
+                "this test starts a coordinator on the shared control plane with a scheduler "
+                "over every namespace and node: give it `scheduler: {namespace: <the test's "
+                "namespace>}` (or a nodeSelector), or `enabled: false`",
+                pytrace=False,
+            )
+        install(app, config, backend)
 
     monkeypatch.setattr(coordinator.app.main, "install_scheduler", scoped)
 

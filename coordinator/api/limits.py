@@ -19,30 +19,28 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
+import msgspec
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from coordinator.api.errors import error_response
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LimitSettings:
-    """ConfigMap section ``limits``."""
+class LimitSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The config file's ``limits`` section."""
 
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = msgspec.field(default=4 * 1024 * 1024, name="maxBodyBytes")
     """Largest request body accepted (``POST /v1/simulate`` carries pod specs)."""
-    rate_per_s: float = 50.0
+    rate_per_s: float = msgspec.field(default=50.0, name="ratePerSecond")
     """Sustained requests per second per client."""
     burst: int = 100
     """Requests a client may make at once before the rate applies."""
-    max_clients: int = 10_000
+    max_clients: int = msgspec.field(default=10_000, name="maxClients")
     """Most clients tracked at once."""
-    exempt_paths: tuple[str, ...] = ("/healthz", "/readyz")
-    """Paths never rate limited."""
 
     def __post_init__(self) -> None:
         if self.max_body_bytes < 1:
@@ -52,25 +50,9 @@ class LimitSettings:
         if self.burst < 1 or self.max_clients < 1:
             raise ValueError("limits.burst and limits.maxClients must be positive")
 
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> LimitSettings:
-        names = {
-            "maxBodyBytes": "max_body_bytes",
-            "ratePerSecond": "rate_per_s",
-            "burst": "burst",
-            "maxClients": "max_clients",
-        }
-        unknown = sorted(set(raw) - set(names))
-        if unknown:
-            raise ValueError(f"unknown limits setting(s): {', '.join(unknown)}")
-        kwargs: dict[str, Any] = {}
-        for key, value in raw.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"limits.{key}: expected a number, got {value!r}")
-            if key != "ratePerSecond" and not isinstance(value, int):
-                raise ValueError(f"limits.{key}: expected an integer, got {value!r}")
-            kwargs[names[key]] = value
-        return cls(**kwargs)
+
+EXEMPT_PATHS: Final = frozenset({"/healthz", "/readyz"})
+"""Paths never rate limited (the kubelet's probes)."""
 
 
 @dataclass(slots=True)
@@ -128,11 +110,10 @@ def limits_middleware(
 ) -> Middleware:
     """The middleware; pass ``limiter`` to share or inspect the buckets."""
     buckets = limiter if limiter is not None else RateLimiter(settings)
-    exempt = frozenset(settings.exempt_paths)
 
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in exempt:
+        if request.path not in EXEMPT_PATHS:
             wait = buckets.take(key(request))
             if wait > 0:
                 response = error_response(

@@ -32,9 +32,11 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+import msgspec
 
 _log = logging.getLogger("topos.coordinator.app.election")
 
@@ -108,25 +110,24 @@ def default_identity() -> str:
     return f"{host}_{uuid.uuid4().hex[:8]}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderElectionSettings:
-    """How the coordinators elect their leader (ConfigMap section ``leaderElection``)."""
+class LeaderElectionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How the coordinators elect their leader (the config file's ``leaderElection`` section)."""
 
     enabled: bool = True
     """Off: this process always leads (single replica, the embedded demo)."""
-    lease_name: str = "topos-coordinator"
+    lease_name: str = msgspec.field(default="topos-coordinator", name="leaseName")
     """Name of the Lease object."""
     namespace: str = "topos-system"
     """Namespace of the Lease (the coordinator's own)."""
-    identity: str = field(default_factory=default_identity)
+    identity: str = msgspec.field(default_factory=default_identity)
     """This candidate's name in ``holderIdentity``; must differ between replicas."""
-    lease_duration_s: float = 15.0
+    lease_duration_s: float = msgspec.field(default=15.0, name="leaseDurationSeconds")
     """How long followers wait, after the last change they saw, before taking over."""
-    renew_deadline_s: float = 10.0
+    renew_deadline_s: float = msgspec.field(default=10.0, name="renewDeadlineSeconds")
     """How long a leader keeps trying to renew before it steps down."""
-    retry_period_s: float = 2.0
+    retry_period_s: float = msgspec.field(default=2.0, name="retryPeriodSeconds")
     """Pause between attempts to acquire or renew."""
-    release_on_stop: bool = True
+    release_on_stop: bool = msgspec.field(default=True, name="releaseOnStop")
     """Release the Lease on a graceful stop so a follower takes over at once."""
 
     def __post_init__(self) -> None:
@@ -146,32 +147,6 @@ class LeaderElectionSettings:
                 f"leaseDurationSeconds ({self.lease_duration_s}) must exceed "
                 f"renewDeadlineSeconds ({self.renew_deadline_s})"
             )
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any], **overrides: Any) -> LeaderElectionSettings:
-        """Settings from the ConfigMap's camelCase ``leaderElection`` section."""
-        names = {
-            "enabled": "enabled",
-            "leaseName": "lease_name",
-            "namespace": "namespace",
-            "identity": "identity",
-            "leaseDurationSeconds": "lease_duration_s",
-            "renewDeadlineSeconds": "renew_deadline_s",
-            "retryPeriodSeconds": "retry_period_s",
-            "releaseOnStop": "release_on_stop",
-        }
-        unknown = sorted(set(raw) - set(names))
-        if unknown:
-            raise ValueError(f"unknown leaderElection setting(s): {', '.join(unknown)}")
-        kwargs: dict[str, Any] = {names[k]: v for k, v in raw.items()}
-        for key in ("lease_duration_s", "renew_deadline_s", "retry_period_s"):
-            if key in kwargs:
-                value = kwargs[key]
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ValueError(f"leaderElection {key}: expected a number, got {value!r}")
-                kwargs[key] = float(value)
-        kwargs.update(overrides)
-        return cls(**kwargs)
 
 
 _JITTER = 1.2

@@ -7,8 +7,9 @@ coordinator Service selects, so agents' streams and ``kubectl topos`` reach the 
 removes the label when it stops leading, and every coordinator clears a stale label from its pod
 when it starts (a restarted container keeps its pod).
 
-Without a ``leaderElection`` section in the config (tests, single replica, the demo) the
-elector is disabled: this process always leads and nothing is written to the API server.
+Without a ``leaderElection`` section in the config, or without an API server (tests, single
+replica, the demo), the elector is disabled: this process always leads and nothing is written to
+the API server.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable
+from typing import Final
 
 from aiohttp import web
 
@@ -76,16 +77,13 @@ async def _label_own_pod(client: KubeClient, leading: bool) -> None:
 
 def elect_leader(
     app: web.Application,
-    section: Mapping[str, Any] | None,
+    settings: LeaderElectionSettings | None,
     *,
     kubeconfig: str | None = None,
-    in_memory: bool = False,
 ) -> LeaderElector:
-    """Put the elector on ``app`` and campaign while it runs; returns the elector."""
-    raw = dict(section or {})
-    if section is None or in_memory:
-        raw["enabled"] = False
-    settings = LeaderElectionSettings.from_mapping(raw)
+    """Put the elector on ``app`` and campaign while it runs (``None``: no election, this process
+    always leads); returns the elector."""
+    settings = settings or LeaderElectionSettings(enabled=False)
     store = _LazyLeaseStore(settings)
     client_box: list[KubeClient] = []
 

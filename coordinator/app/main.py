@@ -1,8 +1,12 @@
 """The coordinator process: the HTTP API and agent streams on one event loop, beside background
-loops (stale-agent sweeper, API-server sync), started and stopped through ``cleanup_ctx``.
+loops (stale-agent sweeper, API-server sync, scheduler, leader election), started and stopped
+through ``cleanup_ctx``.
 
-``topos coordinator`` / ``topos-coordinator`` run :func:`main`. Tests, the demo and benchmarks use
-:func:`create_app` and :func:`running` to get the same application on a loopback port.
+:func:`wire` is the one wiring of the application, from the config tree
+(:mod:`coordinator.app.config`) and a backend (:mod:`coordinator.app.backend`): ``topos
+coordinator`` passes the API server (or, with ``--in-memory``, an in-memory cluster), ``topos demo``
+its in-memory cluster, tests either. :func:`running` serves it on a port; :func:`main` is
+``topos-coordinator``.
 """
 
 from __future__ import annotations
@@ -15,112 +19,30 @@ import signal
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
 
-import yaml
+import msgspec
 from aiohttp import web
 
 from common.kube import KubeClient
 from common.logs import setup_logging
 from common.wire import CloseReason
 from coordinator.adapters.kube.inventory_sync import KubeSync
+from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api import explain, gangs
-from coordinator.api.keys import INVENTORY, READINESS, SESSIONS, AgentAuthenticator, allow_any_node
-from coordinator.api.routing import Route
+from coordinator.api.keys import INVENTORY, READINESS, SESSIONS
 from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
+from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
+from coordinator.app.config.load import ConfigError, load_file
+from coordinator.app.config.sections import Config, parse_listen
 from coordinator.app.leadership import elect_leader
 from coordinator.app.scheduler import install_scheduler
-from coordinator.app.security import SecuritySettings, secure_app
+from coordinator.app.security import listener_tls, secure_app
 from coordinator.app.web import build_app
-from coordinator.inventory.store import DEFAULT_STALE_TTL_S, Inventory
+from coordinator.inventory.store import Inventory
 
 log = logging.getLogger("coordinator")
-
-DEFAULT_LISTEN = "0.0.0.0:8080"
-KUBE_SYNC = web.AppKey("kube_sync", KubeSync)
-
-
-class ConfigError(ValueError):
-    """A bad command-line value or configuration file."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CoordinatorSettings:
-    host: str = "0.0.0.0"
-    """Address the API and agent streams listen on."""
-    port: int = 8080
-    """Port (0: any free port, see :func:`running`)."""
-    stale_ttl_s: float = DEFAULT_STALE_TTL_S
-    """An agent silent this long marks its node stale (no new placements there)."""
-    sweep_interval_s: float | None = None
-    """How often to look for stale agents (default: a quarter of the TTL)."""
-    kubeconfig: str | None = None
-    """Kubeconfig for the API server (default: in-cluster, then ``$KUBECONFIG``)."""
-    in_memory: bool = False
-    """No API server: the inventory holds what agents report, nothing else."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Config-file sections other components read (scheduling weights, tiers, …)."""
-
-    @property
-    def sweep_every_s(self) -> float:
-        return self.sweep_interval_s or max(self.stale_ttl_s / 4, 0.01)
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--listen {text!r}: expected HOST:PORT, e.g. 0.0.0.0:8080")
-    return (host.strip("[]") or "0.0.0.0"), int(port)
-
-
-def load_settings(
-    *,
-    config_file: str | None = None,
-    listen: str | None = None,
-    kubeconfig: str | None = None,
-    in_memory: bool = False,
-) -> CoordinatorSettings:
-    """Settings from the config file (YAML), overridden by command-line values.
-
-    The file's ``coordinator`` section may hold ``listen``, ``staleTtlSeconds``,
-    ``sweepIntervalSeconds``; other sections are kept in ``extra`` for other components.
-    """
-    doc: dict[str, Any] = {}
-    if config_file is not None:
-        try:
-            loaded = yaml.safe_load(Path(config_file).read_text())
-        except OSError as exc:
-            raise ConfigError(f"cannot read config {config_file}: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config {config_file} is not valid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"config {config_file}: expected a mapping at the top level")
-        doc = loaded or {}
-    section = doc.get("coordinator") or {}
-    if not isinstance(section, dict):
-        raise ConfigError("config: 'coordinator' must be a mapping")
-    host, port = parse_listen(listen or str(section.get("listen", DEFAULT_LISTEN)))
-    ttl = _positive(section.get("staleTtlSeconds", DEFAULT_STALE_TTL_S), "staleTtlSeconds")
-    sweep = section.get("sweepIntervalSeconds")
-    return CoordinatorSettings(
-        host=host,
-        port=port,
-        stale_ttl_s=ttl,
-        sweep_interval_s=None if sweep is None else _positive(sweep, "sweepIntervalSeconds"),
-        kubeconfig=kubeconfig,
-        in_memory=in_memory,
-        extra={k: v for k, v in doc.items() if k != "coordinator"},
-    )
-
-
-def _positive(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"config: coordinator.{name} must be a positive number, not {value!r}")
-    return float(value)
 
 
 # --- background loops as cleanup contexts ------------------------------------------------------
@@ -151,7 +73,6 @@ def _kube_sync(kubeconfig: str | None) -> Callable[[web.Application], AsyncItera
         readiness.set("inventory", False)
         client = await KubeClient.connect(kubeconfig)
         sync = KubeSync(client, app[INVENTORY], on_synced=lambda: readiness.set("inventory", True))
-        app[KUBE_SYNC] = sync
         task = asyncio.create_task(sync.run(), name="kube-sync")
         try:
             yield
@@ -168,33 +89,36 @@ async def _close_streams(app: web.Application) -> None:
     app[SESSIONS].close_all(CloseReason.SHUTTING_DOWN, "coordinator stopping")
 
 
-def create_app(
-    settings: CoordinatorSettings,
-    *,
-    inventory: Inventory | None = None,
-    agent_auth: AgentAuthenticator = allow_any_node,
-    extra_routes: Iterable[Route] = (),
-    background: Iterable[Callable[[web.Application], AsyncIterator[None]]] = (),
+def wire(
+    config: Config, backend: Backend, *, inventory: Inventory | None = None
 ) -> web.Application:
-    """The coordinator's application. Background loops are ``cleanup_ctx`` generators; the
-    API-server sync is one of them unless ``settings.in_memory``."""
-    inv = inventory if inventory is not None else Inventory(stale_ttl_s=settings.stale_ttl_s)
-    # Scheduler runtime (coordinator.engine, issue 5): the explain/simulate routes.
-    routes = (*explain.ROUTES, *gangs.ROUTES, *extra_routes)  # + gangs/domains (issue 6)
-    app = build_app(inv, agent_auth=agent_auth, extra_routes=routes)
-    app.cleanup_ctx.append(_stale_sweeper(settings.sweep_every_s))
-    if settings.in_memory:
-        app[READINESS].set("inventory", True)
+    """The coordinator's application: the inventory and agent streams, the API routes (explain,
+    simulate, gangs), the scheduler runtime and gangs, request limits and authentication, leader
+    election. ``inventory`` is the one to serve: by default a new one, or the in-memory cluster's
+    (the only one allowed there). Raises ConfigError for what the backend cannot run."""
+    if isinstance(backend, MemoryBackend):
+        if inventory is not None and inventory is not backend.cluster.inventory:
+            raise ValueError("an in-memory backend serves its own cluster's inventory")
+        inv = backend.cluster.inventory
+    elif inventory is not None:
+        inv = inventory
     else:
-        app.cleanup_ctx.append(_kube_sync(settings.kubeconfig))
-    app.cleanup_ctx.extend(background)
-    # Scheduler runtime (issue 5): the scheduling loop, unless `scheduler: {enabled: false}`.
+        inv = Inventory(stale_ttl_s=config.coordinator.stale_ttl_s)
+    app = build_app(inv, agent_auth=agent_node, extra_routes=(*explain.ROUTES, *gangs.ROUTES))
+    app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))
+    if isinstance(backend, KubeBackend):
+        app.cleanup_ctx.append(_kube_sync(backend.kubeconfig))
+    else:
+        app[READINESS].set("inventory", True)
+    install_scheduler(app, config, backend)
     try:
-        install_scheduler(
-            app, settings.extra, kubeconfig=settings.kubeconfig, in_memory=settings.in_memory
-        )
+        secure_app(app, config, backend)
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
+    if isinstance(backend, KubeBackend):
+        elect_leader(app, config.leader_election, kubeconfig=backend.kubeconfig)
+    else:
+        elect_leader(app, None)  # no Lease without an API server: this process leads
     app.on_shutdown.append(_close_streams)
     return app
 
@@ -221,45 +145,17 @@ async def running(
         await runner.cleanup()
 
 
-# --- deployment wiring (issue 8): authentication, limits, TLS, leader election ------------------
-
-
-def create_secure_app(
-    settings: CoordinatorSettings,
-) -> tuple[web.Application, ssl.SSLContext | None]:
-    """:func:`create_app` as ``topos coordinator`` serves it: request limits and TokenReview
-    authentication (config sections ``limits``, ``auth``; off with ``--in-memory``), the agent
-    stream bound to the caller's own node, leader election (``leaderElection``) and the
-    listener's TLS context (``tls``). Raises ConfigError for a bad section."""
-    try:
-        security = SecuritySettings.from_config(settings.extra, in_memory=settings.in_memory)
-        ssl_context = security.ssl_context()
-        app = create_app(settings, agent_auth=agent_node)
-        secure_app(app, security, kubeconfig=settings.kubeconfig)
-        elect_leader(
-            app,
-            settings.extra.get("leaderElection"),
-            kubeconfig=settings.kubeconfig,
-            in_memory=settings.in_memory,
-        )
-    except (ValueError, TlsConfigError) as exc:
-        raise ConfigError(f"config: {exc}") from None
-    return app, ssl_context
-
-
-async def serve(settings: CoordinatorSettings) -> None:
-    app, ssl_context = create_secure_app(settings)
+async def serve(
+    app: web.Application, config: Config, ssl_context: ssl.SSLContext | None, *, kube: bool
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     started = time.monotonic()
-    async with running(app, settings.host, settings.port, ssl_context=ssl_context) as url:
-        log.info(
-            "coordinator listening on %s (%s)",
-            url,
-            "in-memory" if settings.in_memory else "API server",
-        )
+    host, port = config.coordinator.address
+    async with running(app, host, port, ssl_context=ssl_context) as url:
+        log.info("coordinator listening on %s (%s)", url, "API server" if kube else "in-memory")
         await stop.wait()
     log.info("coordinator stopped after %.0fs", time.monotonic() - started)
 
@@ -267,7 +163,7 @@ async def serve(settings: CoordinatorSettings) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="K", help="kubeconfig of the API server")
     parser.add_argument(
-        "--listen", metavar="HOST:PORT", help=f"API and agent streams (default {DEFAULT_LISTEN})"
+        "--listen", metavar="HOST:PORT", help="API and agent streams (default 0.0.0.0:8080)"
     )
     parser.add_argument("--config", metavar="F", help="YAML configuration file")
     parser.add_argument(
@@ -278,15 +174,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    settings = load_settings(
-        config_file=args.config,
-        listen=args.listen,
-        kubeconfig=args.kubeconfig,
-        in_memory=args.in_memory,
-    )
+    config = load_file(args.config)
+    if args.listen is not None:
+        try:
+            parse_listen(args.listen)
+        except ValueError as exc:
+            raise ConfigError(f"--listen: {exc}") from None
+        listen = msgspec.structs.replace(config.coordinator, listen=args.listen)
+        config = msgspec.structs.replace(config, coordinator=listen)
+    backend: Backend
+    if args.in_memory:
+        inventory = Inventory(stale_ttl_s=config.coordinator.stale_ttl_s)
+        backend = MemoryBackend(MemoryCluster(inventory))
+    else:
+        backend = KubeBackend(args.kubeconfig)
+    try:
+        ssl_context = listener_tls(config.tls)
+    except TlsConfigError as exc:
+        raise ConfigError(f"config: tls: {exc}") from None
     if not logging.getLogger().handlers:
         setup_logging()  # one JSON object per line, like the agent
-    asyncio.run(serve(settings))
+    app = wire(config, backend)
+    asyncio.run(serve(app, config, ssl_context, kube=not args.in_memory))
     return 0
 
 

@@ -1,169 +1,74 @@
 """Runs the scheduler inside the coordinator's aiohttp application (a ``cleanup_ctx``).
 
-Config file sections read here (``topos coordinator --config F``):
-
-``scheduling``  the scoring weights and plugin choices (``coordinator.core.load_config``).
-``scheduler``   the runtime::
-
-    scheduler:
-      enabled: true            # false: serve the API only, never bind
-      namespace: ml            # only pods of this namespace (default: every namespace)
-      nodeSelector: {pool: gpu}  # only onto nodes with these labels (default: every node)
-      maxBindsInFlight: 64     # binds pipelined while the next pod is scheduled
-
-``kube``        the scheduler's API-server clients::
-
-    kube:
-      qps: 50                  # client-side requests per second (0: no client-side limit)
-      burst: 100               # requests at once after a quiet spell
-
-The defaults are kube-scheduler's (``clientConnection.qps``/``burst``). As in kube-scheduler,
-Events go through a second client with the same limit, so explaining never takes a bind's turn.
+It reads the config tree's ``scheduler`` (the loop: on or off, which namespace and nodes, binds
+in flight), ``kube`` (the API-server clients' rate limit), ``gangs`` and ``scheduling`` (weights
+and plugins) sections; ``docs/deploy.md`` lists their keys. As in kube-scheduler, Events go
+through a second client with the same limit, so explaining never takes a bind's turn.
 
 On Kubernetes the loop starts after the inventory's first sync (GPU assignments of bound pods are
 known before anything is placed) and, with leader election on, only while this replica leads.
-With ``--in-memory`` the runtime runs over a :class:`~.memory_cluster.MemoryCluster`, so explain
-and simulate work on what the agents report.
+In memory the runtime runs over the backend's :class:`~coordinator.adapters.memory.cluster.
+MemoryCluster`, so explain and simulate work on what the agents report. While the app runs,
+``app[RUNNING]`` holds the runtime and the gangs (the demo waits on them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Final
 
 from aiohttp import web
 
-from common.kube import ClientSettings, KubeClient, RateLimit
+from common.kube import KubeClient
 from coordinator.adapters.kube.runtime import kube_gang_runtime, kube_runtime
-from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, READINESS
+from coordinator.app.backend import Backend, MemoryBackend
+from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
-from coordinator.core.framework.config import load_config
 from coordinator.core.registry import build_framework
-from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.loop import RuntimeSettings
-from coordinator.inventory.state import NodeState
+from coordinator.engine.service import SchedulerRuntime
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KubeSection", "RuntimeSection", "install_scheduler"]
-
-DEFAULT_QPS = 50.0
-DEFAULT_BURST = 100
+__all__ = ["RUNNING", "Running", "install_scheduler"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KubeSection:
-    """The ``kube`` section: client-side rate limit of the scheduler's API-server clients."""
+@dataclass(slots=True)
+class Running:
+    """The scheduler runtime and its gangs while the app runs (``None`` before and after)."""
 
-    rate_limit: RateLimit | None = field(
-        default_factory=lambda: RateLimit(qps=DEFAULT_QPS, burst=DEFAULT_BURST)
-    )
-    """``None``: no client-side limit (``qps: 0``)."""
-
-    @classmethod
-    def from_config(cls, raw: object) -> KubeSection:
-        if raw is None:
-            return cls()
-        if not isinstance(raw, Mapping):
-            raise ValueError("kube: must be a mapping")
-        known = {"qps", "burst"}
-        for key in raw:
-            if key not in known:
-                raise ValueError(f"kube.{key}: unknown key (expected {', '.join(sorted(known))})")
-        qps = raw.get("qps", DEFAULT_QPS)
-        if isinstance(qps, bool) or not isinstance(qps, int | float) or not qps >= 0:
-            raise ValueError(f"kube.qps: must be a number >= 0 (0: no limit), not {qps!r}")
-        burst = raw.get("burst", DEFAULT_BURST)
-        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-            raise ValueError(f"kube.burst: must be an integer >= 1, not {burst!r}")
-        if qps == 0:
-            return cls(rate_limit=None)
-        try:
-            return cls(rate_limit=RateLimit(qps=float(qps), burst=burst))
-        except ValueError as exc:
-            raise ValueError(f"kube: {exc}") from None
-
-    def client_settings(self) -> ClientSettings:
-        return ClientSettings(rate_limit=self.rate_limit)
+    runtime: SchedulerRuntime | None = None
+    gangs: GangRuntime | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RuntimeSection:
-    enabled: bool = True
-    """Run the scheduling loop (false: the API only)."""
-    namespace: str | None = None
-    """Only pods of this namespace; ``None``: every namespace."""
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    """Only nodes carrying all these labels."""
-    max_binds_in_flight: int = 64
-    """Binds pipelined while the next pod is scheduled."""
-
-    @classmethod
-    def from_config(cls, raw: object) -> RuntimeSection:
-        if raw is None:
-            return cls()
-        if not isinstance(raw, Mapping):
-            raise ValueError("scheduler: must be a mapping")
-        known = {"enabled", "namespace", "nodeSelector", "maxBindsInFlight"}
-        for key in raw:
-            if key not in known:
-                raise ValueError(
-                    f"scheduler.{key}: unknown key (expected {', '.join(sorted(known))})"
-                )
-        enabled = raw.get("enabled", True)
-        if not isinstance(enabled, bool):
-            raise ValueError("scheduler.enabled: must be true or false")
-        namespace = raw.get("namespace")
-        if namespace is not None and (not isinstance(namespace, str) or not namespace):
-            raise ValueError("scheduler.namespace: must be a namespace name")
-        selector = raw.get("nodeSelector") or {}
-        if not isinstance(selector, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in selector.items()
-        ):
-            raise ValueError("scheduler.nodeSelector: must map label names to strings")
-        binds = raw.get("maxBindsInFlight", 64)
-        if isinstance(binds, bool) or not isinstance(binds, int) or not 1 <= binds <= 4096:
-            raise ValueError("scheduler.maxBindsInFlight: must be an integer from 1 to 4096")
-        return cls(
-            enabled=enabled,
-            namespace=namespace,
-            node_selector=dict(selector),
-            max_binds_in_flight=binds,
-        )
-
-    def node_filter(self) -> Callable[[NodeState], bool] | None:
-        if not self.node_selector:
-            return None
-        wanted = dict(self.node_selector)
-        return lambda node: all(node.labels.get(k) == v for k, v in wanted.items())
+RUNNING: Final = web.AppKey("topos.running", Running)
 
 
-def _context(
-    extra: Mapping[str, Any], *, kubeconfig: str | None, in_memory: bool
-) -> Callable[[web.Application], AsyncIterator[None]]:
-    section = RuntimeSection.from_config(extra.get("scheduler"))
-    kube = KubeSection.from_config(extra.get("kube"))
-    framework = build_framework(load_config(extra.get("scheduling")))
+def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
+    section, kube = config.scheduler, config.kube
+    framework = build_framework(config.scheduling)
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
-    gang_settings = GangSettings.from_config(extra.get("gangs"))  # gangs_runtime (issue 6)
+    gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]
         inventory = app[INVENTORY]
         client: KubeClient | None = None
         events: KubeClient | None = None
-        if in_memory:
+        if isinstance(backend, MemoryBackend):
             runtime = memory_runtime(
-                inventory, MemoryCluster(inventory), framework=framework, settings=settings
+                inventory, backend.cluster, framework=framework, settings=settings
             )
         else:
+            kubeconfig = backend.kubeconfig
             client = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             events = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             readiness = app[READINESS]
@@ -194,9 +99,11 @@ def _context(
         await gangs.start()
         slot.scheduler = runtime.scheduler
         await runtime.start()
+        app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         try:
             yield
         finally:
+            app[RUNNING].runtime = app[RUNNING].gangs = None
             slot.scheduler = None
             app[GANGS].step = None
             await gangs.stop()
@@ -226,21 +133,11 @@ def _until(condition: Callable[[], bool]) -> asyncio.Event:
 _GATES: set[asyncio.Task[None]] = set()
 
 
-def install_scheduler(
-    app: web.Application,
-    extra: Mapping[str, Any],
-    *,
-    kubeconfig: str | None = None,
-    in_memory: bool = False,
-) -> None:
-    """Give ``app`` the scheduler slot the explain/simulate routes read, and — unless the
-    ``scheduler`` section disables it — the runtime as a ``cleanup_ctx``. Raises ``ValueError``
-    for a bad ``scheduler``/``scheduling``/``kube`` section."""
+def install_scheduler(app: web.Application, config: Config, backend: Backend) -> None:
+    """Give ``app`` the slots the explain/simulate and gang routes read, and — unless the
+    ``scheduler`` section disables it — the runtime as a ``cleanup_ctx``."""
     app[SCHEDULER] = SchedulerSlot()
-    section = RuntimeSection.from_config(extra.get("scheduler"))
-    KubeSection.from_config(extra.get("kube"))  # a bad `kube` section fails at start-up
-    # gangs_runtime (issue 6): the gang routes' slot; `gangs` config section checked here.
-    app[GANGS] = GangSlot(keys=GangSettings.from_config(extra.get("gangs")).keys)
-    ctx = _context(extra, kubeconfig=kubeconfig, in_memory=in_memory)
-    if section.enabled:
-        app.cleanup_ctx.append(ctx)
+    app[GANGS] = GangSlot(keys=config.gangs.domain_keys)  # gangs_runtime (issue 6)
+    app[RUNNING] = Running()
+    if config.scheduler.enabled:
+        app.cleanup_ctx.append(_context(config, backend))

@@ -1,10 +1,10 @@
 """Wiring the API's protections into the coordinator's application: limits, authentication, TLS.
 
-``SecuritySettings.from_config(sections)`` reads the config file's ``auth``, ``limits`` and ``tls``
-sections; :func:`secure_app` installs, in this order after the app's error middleware, the request
-limits (so floods never cost a TokenReview) and the authentication middleware, and connects the
-Kubernetes client TokenReview needs when the app starts. :meth:`SecuritySettings.ssl_context` is
-the listener's TLS context (certificate and key from the mounted Secret).
+:func:`secure_app` installs, from the config tree's ``limits`` and ``auth`` sections and in this
+order after the app's error middleware, the request limits (so floods never cost a TokenReview)
+and the authentication middleware, and connects the Kubernetes client TokenReview needs when the
+app starts. :func:`listener_tls` is the listener's TLS context from the ``tls`` section
+(certificate and key from the mounted Secret).
 
 With no API server (``--in-memory``, the embedded demo) authentication is off unless the config
 asks for it, which is an error there (TokenReview needs an API server); the middleware logs that
@@ -14,10 +14,8 @@ it is off.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
@@ -29,66 +27,19 @@ from coordinator.adapters.kube.tokenreview import (
     Review,
     ReviewUnavailable,
 )
-from coordinator.api.limits import LimitSettings, limits_middleware
+from coordinator.api.limits import limits_middleware
 from coordinator.app.auth.middleware import install
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.auth.tls import server_context
+from coordinator.app.backend import Backend, MemoryBackend
+from coordinator.app.config.sections import Config, TlsSection
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SecuritySettings:
-    auth: AuthSettings = field(default_factory=AuthSettings)
-    limits: LimitSettings = field(default_factory=LimitSettings)
-    tls_cert_file: Path | None = None
-    """Serving certificate (PEM); with ``tls_key_file``, the listener speaks HTTPS."""
-    tls_key_file: Path | None = None
-
-    def __post_init__(self) -> None:
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ValueError("tls: certFile and keyFile go together")
-
-    @classmethod
-    def for_demo(cls) -> SecuritySettings:
-        """The embedded demo: loopback only, no API server, authentication off (and logged)."""
-        return cls(auth=AuthSettings(enabled=False))
-
-    @classmethod
-    def from_config(cls, sections: Mapping[str, Any], *, in_memory: bool) -> SecuritySettings:
-        """From the config file's top-level sections (``auth``, ``limits``, ``tls``)."""
-
-        def section(name: str) -> Mapping[str, Any]:
-            raw = sections.get(name) or {}
-            if not isinstance(raw, Mapping):
-                raise ValueError(f"{name} must be a mapping")
-            return raw
-
-        auth_raw = section("auth")
-        if in_memory:
-            if auth_raw.get("enabled", False):
-                raise ValueError(
-                    "auth.enabled needs an API server (TokenReview); "
-                    "it cannot be on with --in-memory"
-                )
-            auth = AuthSettings.from_mapping({**auth_raw, "enabled": False})
-        else:
-            auth = AuthSettings.from_mapping(auth_raw)
-        tls = section("tls")
-        unknown = sorted(set(tls) - {"certFile", "keyFile"})
-        if unknown:
-            raise ValueError(f"unknown tls setting(s): {', '.join(unknown)}")
-        cert, key = tls.get("certFile"), tls.get("keyFile")
-        return cls(
-            auth=auth,
-            limits=LimitSettings.from_mapping(section("limits")),
-            tls_cert_file=Path(cert) if cert else None,
-            tls_key_file=Path(key) if key else None,
-        )
-
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The listener's TLS context, or None for plain HTTP. Raises TlsConfigError."""
-        if self.tls_cert_file is None or self.tls_key_file is None:
-            return None
-        return server_context(self.tls_cert_file, self.tls_key_file)
+def listener_tls(tls: TlsSection) -> ssl.SSLContext | None:
+    """The listener's TLS context, or None for plain HTTP. Raises TlsConfigError."""
+    if tls.cert_file is None or tls.key_file is None:
+        return None
+    return server_context(Path(tls.cert_file), Path(tls.key_file))
 
 
 class _ClientSlot:
@@ -135,20 +86,27 @@ class _NoReviews:
         raise ReviewUnavailable("authentication is off")
 
 
-def secure_app(
-    app: web.Application, settings: SecuritySettings, *, kubeconfig: str | None = None
-) -> None:
-    """Install limits and authentication on ``app`` (before it starts)."""
-    app.middlewares.append(limits_middleware(settings.limits))
-    if not settings.auth.enabled:
-        install(app, settings=settings.auth, reviewer=_NoReviews())
+def secure_app(app: web.Application, config: Config, backend: Backend) -> None:
+    """Install the request limits and authentication on ``app`` (before it starts). Raises
+    ValueError for authentication asked of a backend without an API server."""
+    app.middlewares.append(limits_middleware(config.limits))
+    if isinstance(backend, MemoryBackend):
+        if config.auth is not None and config.auth.enabled:
+            raise ValueError(
+                "auth.enabled needs an API server (TokenReview); it cannot be on with --in-memory"
+            )
+        install(app, settings=config.auth or AuthSettings(enabled=False), reviewer=_NoReviews())
+        return
+    auth = config.auth or AuthSettings()
+    if not auth.enabled:
+        install(app, settings=auth, reviewer=_NoReviews())
         return
     slot = _ClientSlot()
     reviewer = CachingReviewer(
-        _SlotReviewer(slot, settings.auth.audiences),
-        ttl_s=settings.auth.cache_ttl_s,
-        negative_ttl_s=settings.auth.negative_cache_ttl_s,
-        max_entries=settings.auth.cache_max_entries,
+        _SlotReviewer(slot, auth.audiences),
+        ttl_s=auth.cache_ttl_s,
+        negative_ttl_s=auth.negative_cache_ttl_s,
+        max_entries=auth.cache_max_entries,
     )
-    install(app, settings=settings.auth, reviewer=reviewer, resolver=_SlotResolver(slot))
-    app.cleanup_ctx.append(slot.context(kubeconfig))
+    install(app, settings=auth, reviewer=reviewer, resolver=_SlotResolver(slot))
+    app.cleanup_ctx.append(slot.context(backend.kubeconfig))

@@ -1,12 +1,12 @@
-"""The coordinator as ``topos demo`` runs it: the same aiohttp application ``topos coordinator``
-serves (agent stream, inventory, explain, simulate, gangs, domains routes), on loopback, with the
-scheduler runtime and the gang step over a :class:`~coordinator.engine.MemoryCluster` instead of
-an API server. Authentication is off (the demo binds to 127.0.0.1 only).
+"""The coordinator as ``topos demo`` runs it: the application ``topos coordinator`` serves, wired
+by the same :func:`~coordinator.app.main.wire` (agent stream, inventory, explain, simulate, gangs,
+domains routes, the scheduler runtime and the gang step), on loopback, over an in-memory cluster
+instead of an API server. Authentication is off (no API server; the demo binds to 127.0.0.1).
 
     async with EmbeddedCoordinator() as coord:
         coord.cluster.add_node(...)        # Node objects (agents stream the hardware)
         coord.cluster.create_pod(manifest)
-        await coord.runtime.settle()
+        await coord.settle()
         print(coord.url)
 """
 
@@ -19,11 +19,12 @@ from typing import Self
 from aiohttp import web
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.adapters.memory.runtime import memory_runtime
-from coordinator.api.explain import SCHEDULER
-from coordinator.api.gangs import GANGS
-from coordinator.app.main import CoordinatorSettings, create_app, running
-from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.app.backend import MemoryBackend
+from coordinator.app.config.sections import Config, CoordinatorSection
+from coordinator.app.main import running, wire
+from coordinator.app.scheduler import RUNNING
+from coordinator.engine.gangs.service import GangRuntime
+from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 
 __all__ = ["EmbeddedCoordinator"]
@@ -33,38 +34,31 @@ class EmbeddedCoordinator:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, stale_ttl_s: float = 600) -> None:
         self.host = host
         self.port = port
+        config = Config(coordinator=CoordinatorSection(stale_ttl_s=stale_ttl_s))
         self.inventory = Inventory(stale_ttl_s=stale_ttl_s)
         self.cluster = MemoryCluster(self.inventory)
-        # The app's own in-memory runtime would build a private cluster: it is switched off and
-        # this one (same classes, same loop) is installed in its slots instead.
-        settings = CoordinatorSettings(
-            host=host,
-            port=port,
-            stale_ttl_s=stale_ttl_s,
-            in_memory=True,
-            extra={"scheduler": {"enabled": False}},
-        )
-        self.app: web.Application = create_app(settings, inventory=self.inventory)
-        self.runtime = memory_runtime(self.inventory, self.cluster)
-        self.gangs = GangRuntime(self.runtime, settings=GangSettings())
+        self.app: web.Application = wire(config, MemoryBackend(self.cluster))
         self.url = ""
         self._stack = contextlib.AsyncExitStack()
 
+    @property
+    def runtime(self) -> SchedulerRuntime:
+        """The scheduler runtime (while running)."""
+        runtime = self.app[RUNNING].runtime
+        if runtime is None:
+            raise RuntimeError("the embedded coordinator is not running")
+        return runtime
+
+    @property
+    def gangs(self) -> GangRuntime:
+        """The gang step, preemption and recovery (while running)."""
+        gangs = self.app[RUNNING].gangs
+        if gangs is None:
+            raise RuntimeError("the embedded coordinator is not running")
+        return gangs
+
     async def __aenter__(self) -> Self:
-        await self._stack.__aenter__()
-        try:
-            self.url = await self._stack.enter_async_context(
-                running(self.app, self.host, self.port)
-            )
-            self.app[SCHEDULER].scheduler = self.runtime.scheduler
-            self.app[GANGS].step = self.gangs.step
-            await self.gangs.start()
-            self._stack.push_async_callback(self.gangs.stop)
-            await self.runtime.start()
-            self._stack.push_async_callback(self.runtime.stop)
-        except BaseException:
-            await self._stack.aclose()
-            raise
+        self.url = await self._stack.enter_async_context(running(self.app, self.host, self.port))
         return self
 
     async def __aexit__(
@@ -73,8 +67,6 @@ class EmbeddedCoordinator:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.app[SCHEDULER].scheduler = None
-        self.app[GANGS].step = None
         await self._stack.__aexit__(exc_type, exc, tb)
 
     async def settle(self, *, timeout_s: float = 30.0) -> None:

@@ -353,7 +353,9 @@ async def _wait_for_label(kube: KubeClient, node: str, key: str, value: str) -> 
 async def test_agent_streams_to_a_coordinator_while_publishing(
     kube: KubeClient, kubeconfig: Path, unique_name: Callable[[str], str]
 ) -> None:
-    from coordinator.app.main import CoordinatorSettings, create_app, running
+    from coordinator.app.backend import KubeBackend
+    from coordinator.app.config.load import parse_config
+    from coordinator.app.main import running, wire
     from devcluster.nodes import SimNode, plan_nodes, register
 
     (planned,) = plan_nodes([("pcie-8x", 1)])
@@ -365,13 +367,15 @@ async def test_agent_streams_to_a_coordinator_while_publishing(
         topology=planned.topology,
     )
     await register(kube, [node])
-    coordinator_settings = CoordinatorSettings(
-        kubeconfig=str(kubeconfig),
-        sweep_interval_s=3600,
-        # not about scheduling: no scheduler binding other tests' pods on the shared plane
-        extra={"scheduler": {"enabled": False}},
+    config = parse_config(
+        {
+            "coordinator": {"sweepIntervalSeconds": 3600},
+            "auth": {"enabled": False},
+            # not about scheduling: no scheduler binding other tests' pods on the shared plane
+            "scheduler": {"enabled": False},
+        }
     )
-    async with running(create_app(coordinator_settings)) as url:
+    async with running(wire(config, KubeBackend(str(kubeconfig)))) as url:
         hardware = open_hardware("pcie-8x", hostname=node.name)
         settings = AgentSettings(
             node_name=node.name, listen=None, interval_s=3600, coordinator=url, token_file=None

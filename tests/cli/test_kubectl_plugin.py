@@ -21,7 +21,10 @@ import pytest
 from cli.kubectl_plugin import build_parser, context_namespace, parse_pod_ref, run
 from common.kube import KubeClient, Resource
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
-from coordinator.app.main import CoordinatorSettings, create_app, running
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.app.backend import MemoryBackend
+from coordinator.app.config.sections import Config
+from coordinator.app.main import running, wire
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries
@@ -93,7 +96,7 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
             assigned_gpus=("GPU-1",),
         )
     )
-    app = create_app(CoordinatorSettings(in_memory=True), inventory=inventory)
+    app = wire(Config(), MemoryBackend(MemoryCluster(inventory)))
     async with running(app) as url:
         out = await _plugin("--coordinator", url, "nodes")
         as_json = await _plugin("--coordinator", url, "-o", "json", "nodes")

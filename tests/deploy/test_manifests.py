@@ -12,10 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator.api.limits import LimitSettings
-from coordinator.app.auth.settings import AuthSettings
-from coordinator.app.election import LeaderElectionSettings
-from coordinator.core.framework.config import load_config
+from coordinator.app.config.load import parse_config
 from tests.support.deploy import (
     DEPLOY,
     NAMESPACE,
@@ -142,20 +139,20 @@ def test_service_reaches_only_the_leader_and_the_budget_keeps_one(kubectl: Kubec
     assert selector.items() <= labels.items()
 
 
-def test_configmap_is_accepted_by_the_coordinators_loaders(kubectl: Kubectl) -> None:
+def test_configmap_is_accepted_by_the_coordinators_loader(kubectl: Kubectl) -> None:
     objects = render(kubectl)
-    config = yaml.safe_load(
-        _by_kind(objects, "ConfigMap", "topos-coordinator-config")["data"]["config.yaml"]
+    config = parse_config(
+        yaml.safe_load(
+            _by_kind(objects, "ConfigMap", "topos-coordinator-config")["data"]["config.yaml"]
+        )
     )
-    auth = AuthSettings.from_mapping(config["auth"])
-    assert auth.enabled
-    assert auth.agent_service_accounts == ("topos-system/topos-agent",)
-    leader = LeaderElectionSettings.from_mapping(config["leaderElection"])
-    assert leader.namespace == NAMESPACE
-    LimitSettings.from_mapping(config["limits"])
-    scheduling = load_config(config["scheduling"])
-    assert scheduling.weights.topology_fitness == 5
-    assert config["coordinator"]["listen"].endswith(":8443")
+    assert config.auth is not None
+    assert config.auth.enabled
+    assert config.auth.agent_service_accounts == ("topos-system/topos-agent",)
+    assert config.leader_election is not None
+    assert config.leader_election.namespace == NAMESPACE
+    assert config.scheduling.weights.topology_fitness == 5
+    assert config.coordinator.address == ("0.0.0.0", 8443)
 
 
 def test_namespace_file_matches_the_objects(kubectl: Kubectl) -> None:

@@ -8,11 +8,13 @@ delays the bucket asked for instead of waiting.
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
 from common.kube import ClientSettings, KubeClient, RateLimit, TokenBucket
-from coordinator.app.scheduler import KubeSection
+from coordinator.app.config.load import ConfigError, parse_config
+from coordinator.app.config.sections import KubeSection
 
 
 class FakeClock:
@@ -87,16 +89,20 @@ def test_bad_limits_are_refused(qps: float, burst: int) -> None:
         RateLimit(qps=qps, burst=burst)
 
 
+def _kube(raw: object) -> KubeSection:
+    return parse_config({"kube": raw}, source="F").kube
+
+
 def test_kube_section_defaults_to_kube_schedulers_limit() -> None:
-    assert KubeSection.from_config(None).rate_limit == RateLimit(qps=50, burst=100)
-    assert KubeSection.from_config({"qps": 200}).rate_limit == RateLimit(qps=200, burst=100)
-    assert KubeSection.from_config({"qps": 5000, "burst": 10000}).client_settings() == (
+    assert _kube(None).rate_limit == RateLimit(qps=50, burst=100)
+    assert _kube({"qps": 200}).rate_limit == RateLimit(qps=200, burst=100)
+    assert _kube({"qps": 5000, "burst": 10000}).client_settings() == (
         ClientSettings(rate_limit=RateLimit(qps=5000, burst=10000))
     )
 
 
 def test_kube_section_qps_zero_means_no_client_side_limit() -> None:
-    section = KubeSection.from_config({"qps": 0})
+    section = _kube({"qps": 0})
     assert section.rate_limit is None
     client = KubeClient(object(), settings=section.client_settings())
     assert client._bucket is None  # nothing on the request path
@@ -105,14 +111,14 @@ def test_kube_section_qps_zero_means_no_client_side_limit() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"qps": -1}, "kube.qps"),
-        ({"qps": "fast"}, "kube.qps"),
-        ({"burst": 0}, "kube.burst"),
-        ({"burst": "lots"}, "kube.burst"),
-        ({"qpz": 10}, "kube.qpz: unknown key"),
-        (["qps", 10], "kube: must be a mapping"),
+        ({"qps": -1}, "'kube.qps' in F: expected a number >= 0"),
+        ({"qps": "fast"}, "'kube.qps' in F: expected a number, got a string"),
+        ({"burst": 0}, "'kube.burst' in F: expected an integer >= 1"),
+        ({"burst": "lots"}, "'kube.burst' in F: expected an integer, got a string"),
+        ({"qpz": 10}, "unknown key 'kube.qpz' in F — did you mean 'kube.qps'?"),
+        (["qps", 10], "'kube' in F: expected a mapping, got a list"),
     ],
 )
 def test_kube_section_rejects_bad_values_with_their_name(raw: object, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
-        KubeSection.from_config(raw)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        _kube(raw)

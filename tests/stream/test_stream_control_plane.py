@@ -14,7 +14,9 @@ import pytest
 from agent.devices import ProfileSource
 from agent.stream import StreamClient, StreamSettings
 from common.kube import PODS, KubeClient
-from coordinator.app.main import CoordinatorSettings, create_app, running
+from coordinator.app.backend import KubeBackend
+from coordinator.app.config.load import parse_config
+from coordinator.app.main import running, wire
 from coordinator.inventory.store import Inventory
 from devcluster.nodes import SimNode, plan_nodes, register
 from tests.support.clock import ManualClock
@@ -50,13 +52,15 @@ async def nodes(kube: KubeClient, unique_name: Callable[[str], str]) -> list[Sim
 
 @pytest.fixture
 async def coordinator(kubeconfig: Any, inv: Inventory, nodes: list[SimNode]) -> AsyncIterator[str]:
-    settings = CoordinatorSettings(
-        kubeconfig=str(kubeconfig),
-        sweep_interval_s=3600,
-        # about the stream and the inventory, not scheduling: no scheduler on the shared plane
-        extra={"scheduler": {"enabled": False}},
+    config = parse_config(
+        {
+            "coordinator": {"sweepIntervalSeconds": 3600},
+            "auth": {"enabled": False},
+            # about the stream and the inventory, not scheduling: no scheduler on the shared plane
+            "scheduler": {"enabled": False},
+        }
     )
-    async with running(create_app(settings, inventory=inv)) as url:
+    async with running(wire(config, KubeBackend(str(kubeconfig)), inventory=inv)) as url:
         await until(inv, lambda: all(n.name in inv for n in nodes))  # the API server's Nodes
         yield url
 

@@ -14,7 +14,10 @@ import pytest
 
 from agent.stream import StreamClient, StreamSettings, StreamState
 from common.wire import MAX_FRAME_BYTES, Ack, CloseReason, Heartbeat, decode_frame, encode
-from coordinator.app.main import CoordinatorSettings, create_app, running
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.app.backend import MemoryBackend
+from coordinator.app.config.sections import Config, CoordinatorSection
+from coordinator.app.main import running, wire
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock
 from tests.support.inventory_wait import until
@@ -28,6 +31,10 @@ def clock() -> ManualClock:
     return ManualClock(100.0)
 
 
+# A sweep interval far longer than any test: tests call inv.sweep() themselves.
+NO_SWEEPS = Config(coordinator=CoordinatorSection(sweep_interval_s=3600))
+
+
 @pytest.fixture
 def inv(clock: ManualClock) -> Inventory:
     return Inventory(stale_ttl_s=30.0, clock=clock)
@@ -35,9 +42,7 @@ def inv(clock: ManualClock) -> Inventory:
 
 @pytest.fixture
 async def coordinator(inv: Inventory) -> AsyncIterator[str]:
-    # A sweep interval far longer than any test: tests call inv.sweep() themselves.
-    settings = CoordinatorSettings(in_memory=True, sweep_interval_s=3600)
-    async with running(create_app(settings, inventory=inv)) as url:
+    async with running(wire(NO_SWEEPS, MemoryBackend(MemoryCluster(inv)))) as url:
         yield url
 
 
@@ -144,8 +149,7 @@ async def test_stopped_agent_goes_stale_and_recovers_on_restart(
 async def test_client_reconnects_with_a_full_hello_after_coordinator_restart(
     inv: Inventory,
 ) -> None:
-    settings = CoordinatorSettings(in_memory=True, sweep_interval_s=3600)
-    app = create_app(settings, inventory=inv)
+    app = wire(NO_SWEEPS, MemoryBackend(MemoryCluster(inv)))
     backing_off, on_state = _backoff_event()
     async with running(app) as url:
         port = int(url.rsplit(":", 1)[1])
@@ -154,7 +158,7 @@ async def test_client_reconnects_with_a_full_hello_after_coordinator_restart(
     async with asyncio.timeout(60):
         await backing_off.wait()
     fresh = Inventory(stale_ttl_s=30)
-    async with running(create_app(settings, inventory=fresh), port=port):
+    async with running(wire(NO_SWEEPS, MemoryBackend(MemoryCluster(fresh))), port=port):
         await until(fresh, lambda: "node-a" in fresh)
         async with asyncio.timeout(60):
             await client.connected.wait()

@@ -1,36 +1,35 @@
-"""Authentication settings (ConfigMap section ``auth``), grouped and documented in one place."""
+"""Authentication settings: the config file's ``auth`` section (``coordinator.app.config``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+import msgspec
 
 from coordinator.app.auth.identity import Identity
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AuthSettings:
+class AuthSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Who may call the coordinator's HTTP API and stream."""
 
     enabled: bool = True
     """Off: every request is accepted without a token (the embedded demo); logged loudly."""
-    open_read_only: bool = False
+    open_read_only: bool = msgspec.field(default=False, name="openReadOnly")
     """Serve GET/HEAD endpoints (inventory, nodes, gangs, explain, domains, metrics) without a
     token. ``kubectl topos`` reaches the coordinator through the API server's service proxy, which
     authorises the user (RBAC on ``services/proxy``) and then strips the credentials, so the
     plugin needs this on."""
-    agent_service_accounts: tuple[str, ...] = ("topos-system/topos-agent",)
+    agent_service_accounts: tuple[str, ...] = msgspec.field(
+        default=("topos-system/topos-agent",), name="agentServiceAccounts"
+    )
     """``namespace/name`` of ServiceAccounts whose pod-bound tokens may open the agent stream."""
     audiences: tuple[str, ...] = ()
     """Audiences a token must be issued for; empty = the API server's own (default SA tokens)."""
-    cache_ttl_s: float = 10.0
+    cache_ttl_s: float = msgspec.field(default=10.0, name="cacheTTLSeconds")
     """How long an accepted token's review is reused."""
-    negative_cache_ttl_s: float = 2.0
+    negative_cache_ttl_s: float = msgspec.field(default=2.0, name="negativeCacheTTLSeconds")
     """How long a rejected token's review is reused."""
-    cache_max_entries: int = 4096
+    cache_max_entries: int = msgspec.field(default=4096, name="cacheMaxEntries")
     """Most reviews remembered at once (least recently used are dropped first)."""
-    max_token_bytes: int = 16 * 1024
+    max_token_bytes: int = msgspec.field(default=16 * 1024, name="maxTokenBytes")
     """Longer bearer tokens are refused without a review."""
 
     def __post_init__(self) -> None:
@@ -46,32 +45,3 @@ class AuthSettings:
     def is_agent(self, identity: Identity) -> bool:
         account = identity.service_account
         return account is not None and f"{account[0]}/{account[1]}" in self.agent_service_accounts
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> AuthSettings:
-        """Settings from the ConfigMap's camelCase ``auth`` section; unknown keys are an error."""
-        names: dict[str, tuple[str, type | tuple[type, ...]]] = {
-            "enabled": ("enabled", bool),
-            "openReadOnly": ("open_read_only", bool),
-            "agentServiceAccounts": ("agent_service_accounts", list),
-            "audiences": ("audiences", list),
-            "cacheTTLSeconds": ("cache_ttl_s", (int, float)),
-            "negativeCacheTTLSeconds": ("negative_cache_ttl_s", (int, float)),
-            "cacheMaxEntries": ("cache_max_entries", int),
-            "maxTokenBytes": ("max_token_bytes", int),
-        }
-        unknown = sorted(set(raw) - set(names))
-        if unknown:
-            raise ValueError(f"unknown auth setting(s): {', '.join(unknown)}")
-        kwargs: dict[str, Any] = {}
-        for key, value in raw.items():
-            attr, kind = names[key]
-            bad_bool = isinstance(value, bool) and kind is not bool
-            if bad_bool or not isinstance(value, kind):
-                raise ValueError(f"auth.{key}: unexpected value {value!r}")
-            if isinstance(value, list):
-                if not all(isinstance(v, str) for v in value):
-                    raise ValueError(f"auth.{key}: expected a list of strings")
-                value = tuple(value)
-            kwargs[attr] = value
-        return cls(**kwargs)

@@ -16,6 +16,7 @@ the key. The reasons behind each default are in ``docs/scheduling.md``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -120,16 +121,14 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     }
     for key in data:
         if key not in known:
-            raise ConfigError(f"{key}: unknown key (expected one of {', '.join(sorted(known))})")
+            raise ConfigError(f"{key}: unknown key{_hint(str(key), known)}")
     weights_raw = data.get("weights") or {}
     if not isinstance(weights_raw, Mapping):
         raise ConfigError("weights: must be a mapping")
     names = {f.name for f in dataclasses.fields(ScoreWeights)}
     for key in weights_raw:
         if key not in names:
-            raise ConfigError(
-                f"weights.{key}: unknown weight (expected one of {', '.join(sorted(names))})"
-            )
+            raise ConfigError(f"weights.{key}: unknown weight{_hint(str(key), names)}")
     try:
         weights = ScoreWeights(**{str(k): v for k, v in weights_raw.items()})
     except TypeError as exc:
@@ -149,3 +148,10 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
                 raise ConfigError(f"{key}: must be a list of plugin names")
             kwargs[key] = frozenset(value) if key == "disabled_plugins" else tuple(value)
     return SchedulerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def _hint(key: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    if close:
+        return f" — did you mean {close[0]!r}?"
+    return f" (expected one of {', '.join(sorted(known))})"

@@ -7,14 +7,8 @@ scheduler-plugins ``PodGroup`` objects (``scheduling.x-k8s.io/v1alpha1``) and of
 the PodGroups are listed, so a member of a scheduler-plugins gang is never mistaken for a lone pod
 at start-up.
 
-Config file section ``gangs`` (``topos coordinator --config F``)::
-
-    gangs:
-      defaultTimeoutSeconds: 300   # a gang not bound by then releases what it holds
-      backoffSeconds: 10           # …and sits out this long before its next attempt
-      preemption: true             # evict lower-priority pods/gangs for pods that don't fit
-      recovery: true               # move gangs off failed GPUs / nodes
-      domainKeys: {leaf: topos.io/leaf, spine: topos.io/spine, zone: topology.kubernetes.io/zone}
+:class:`GangSettings` come from the config file's ``gangs`` section
+(``coordinator.app.config.sections.GangsSection``).
 """
 
 from __future__ import annotations
@@ -56,48 +50,6 @@ class GangSettings:
     """How long a preemptor waits for its victims before it may preempt again."""
     keys: DomainKeys = field(default_factory=DomainKeys)
     """Node labels naming the network tiers."""
-
-    @classmethod
-    def from_config(cls, raw: object) -> GangSettings:
-        if raw is None:
-            return cls()
-        if not isinstance(raw, Mapping):
-            raise ValueError("gangs: must be a mapping")
-        known = {
-            "defaultTimeoutSeconds",
-            "backoffSeconds",
-            "preemption",
-            "recovery",
-            "domainKeys",
-        }
-        for key in raw:
-            if key not in known:
-                raise ValueError(f"gangs.{key}: unknown key (expected {', '.join(sorted(known))})")
-
-        def seconds(name: str, default: float) -> float:
-            value = raw.get(name, default)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"gangs.{name}: must be a positive number of seconds")
-            return float(value)
-
-        def flag(name: str) -> bool:
-            value = raw.get(name, True)
-            if not isinstance(value, bool):
-                raise ValueError(f"gangs.{name}: must be true or false")
-            return value
-
-        keys_raw = raw.get("domainKeys") or {}
-        if not isinstance(keys_raw, Mapping) or not all(
-            k in ("leaf", "spine", "zone") and isinstance(v, str) and v for k, v in keys_raw.items()
-        ):
-            raise ValueError("gangs.domainKeys: must map leaf/spine/zone to label names")
-        return cls(
-            default_timeout_s=seconds("defaultTimeoutSeconds", 300.0),
-            backoff_s=seconds("backoffSeconds", 10.0),
-            preemption=flag("preemption"),
-            recovery=flag("recovery"),
-            keys=DomainKeys(**{str(k): str(v) for k, v in keys_raw.items()}),
-        )
 
 
 class GangRuntime:

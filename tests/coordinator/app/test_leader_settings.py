@@ -1,5 +1,6 @@
-"""Leader election settings and the Lease's wire form: what operators write in the ConfigMap and
-what other Kubernetes tools (kubectl, client-go electors) read from the Lease."""
+"""Leader election settings and the Lease's wire form: what operators write in the ConfigMap's
+``leaderElection`` section and what other Kubernetes tools (kubectl, client-go electors) read from
+the Lease."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import datetime as dt
 import pytest
 
 from coordinator.adapters.kube.lease import lease_from_record, record_from_lease
+from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.election import (
     LeaderElectionSettings,
     LeaseRecord,
@@ -25,27 +27,33 @@ def test_defaults_match_client_go_and_are_consistent() -> None:
         ({"leaseDurationSeconds": 5, "renewDeadlineSeconds": 5}, "must exceed renewDeadline"),
         ({"renewDeadlineSeconds": 2, "retryPeriodSeconds": 2}, "must exceed 1.2 x retryPeriod"),
         ({"retryPeriodSeconds": 0}, "retryPeriodSeconds must be positive"),
-        ({"retryPeriodSeconds": "2s"}, "expected a number"),
-        ({"leaseDuration": 15}, "unknown leaderElection setting(s): leaseDuration"),
+        (
+            {"retryPeriodSeconds": "2s"},
+            "'leaderElection.retryPeriodSeconds' in F: expected a number",
+        ),
+        ({"leaseDuration": 15}, "did you mean 'leaderElection.leaseDurationSeconds'?"),
         ({"identity": ""}, "identity must not be empty"),
     ],
 )
 def test_bad_settings_are_refused_with_a_clear_message(
     raw: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        LeaderElectionSettings.from_mapping(raw)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_config({"leaderElection": raw}, source="F")
 
 
 def test_settings_from_configmap_section() -> None:
-    s = LeaderElectionSettings.from_mapping(
+    s = parse_config(
         {
-            "leaseName": "x",
-            "namespace": "ns",
-            "leaseDurationSeconds": 30,
-            "renewDeadlineSeconds": 20,
+            "leaderElection": {
+                "leaseName": "x",
+                "namespace": "ns",
+                "leaseDurationSeconds": 30,
+                "renewDeadlineSeconds": 20,
+            }
         }
-    )
+    ).leader_election
+    assert s is not None
     assert (s.lease_name, s.namespace, s.lease_duration_s, s.renew_deadline_s) == (
         "x",
         "ns",
@@ -53,7 +61,8 @@ def test_settings_from_configmap_section() -> None:
         20.0,
     )
     assert s.identity  # generated, unique per process
-    assert s.identity != LeaderElectionSettings.from_mapping({}).identity
+    assert s.identity != LeaderElectionSettings().identity
+    assert parse_config({}).leader_election is None  # no section: no election
 
 
 def test_lease_round_trip_uses_micro_time_and_keeps_the_version() -> None:

@@ -22,6 +22,7 @@ from coordinator.app.auth.access import Access, classify
 from coordinator.app.auth.agents import NodeGuard
 from coordinator.app.auth.identity import Identity
 from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.config.load import ConfigError, parse_config
 from tests.support.clock import ManualClock
 
 
@@ -188,20 +189,24 @@ def test_route_classes(method: str, path: str, access: Access) -> None:
 
 
 def test_settings_from_configmap_and_their_errors() -> None:
-    s = AuthSettings.from_mapping(
-        {"openReadOnly": True, "agentServiceAccounts": ["gpu/agent"], "cacheTTLSeconds": 5}
-    )
+    def auth(raw: dict[str, object]) -> AuthSettings | None:
+        return parse_config({"auth": raw}, source="F").auth
+
+    s = auth({"openReadOnly": True, "agentServiceAccounts": ["gpu/agent"], "cacheTTLSeconds": 5})
+    assert s is not None
     assert s.open_read_only
     assert s.agent_service_accounts == ("gpu/agent",)
     assert s.cache_ttl_s == 5
-    with pytest.raises(ValueError, match="unknown auth setting"):
-        AuthSettings.from_mapping({"open": True})
-    with pytest.raises(ValueError, match="expected namespace/name"):
-        AuthSettings.from_mapping({"agentServiceAccounts": ["agent"]})
-    with pytest.raises(ValueError, match="unexpected value"):
-        AuthSettings.from_mapping({"enabled": "false"})
-    with pytest.raises(ValueError, match="unexpected value"):
-        AuthSettings.from_mapping({"cacheMaxEntries": True})
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'auth\.open' in F \(expected one of: .*openReadOnly"
+    ):
+        auth({"open": True})
+    with pytest.raises(ConfigError, match=r"'auth' in F: .* expected namespace/name"):
+        auth({"agentServiceAccounts": ["agent"]})
+    with pytest.raises(ConfigError, match=r"'auth\.enabled' in F: expected true or false, got a"):
+        auth({"enabled": "false"})
+    with pytest.raises(ConfigError, match=r"'auth\.cacheMaxEntries' in F: expected an integer"):
+        auth({"cacheMaxEntries": True})
 
 
 class Pods:

@@ -1,4 +1,4 @@
-"""The coordinator as ``topos coordinator`` serves it (``create_secure_app``) on the real API
+"""The coordinator as ``topos coordinator`` serves it (``wire`` over the API server) on the real API
 server: HTTPS with a certificate from files (as mounted from the Secret), probes open, API calls
 needing a token, a real agent ``StreamClient`` with its pod-bound ServiceAccount token admitted for
 its own node and evicted when it claims another, and the leader elected on a Lease.
@@ -11,7 +11,6 @@ import logging
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -19,9 +18,16 @@ import pytest
 from agent.stream import StreamClient, StreamSettings
 from common.kube import LEASES, PODS, KubeClient
 from common.model import Gpu, NodeTopology
+from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import INVENTORY
+from coordinator.app.auth.tls import TlsConfigError
+from coordinator.app.backend import KubeBackend, MemoryBackend
+from coordinator.app.config.load import ConfigError, parse_config
+from coordinator.app.config.sections import Config, TlsSection
 from coordinator.app.leadership import LEADER
-from coordinator.app.main import ConfigError, CoordinatorSettings, create_secure_app, running
+from coordinator.app.main import running, wire
+from coordinator.app.security import listener_tls
+from coordinator.inventory.store import Inventory
 from devcluster import pki
 from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
 from tests.support.kube_wait import wait_for_object
@@ -84,22 +90,24 @@ async def test_secure_coordinator_end_to_end(
     )
     monkeypatch.setenv("POD_NAME", "coordinator-0")
     monkeypatch.setenv("POD_NAMESPACE", namespace)
-    extra: dict[str, Any] = {
-        # the leader's scheduler runs, but only over this test's namespace: the control plane
-        # is shared, and other tests' pending pods are not ours to bind
-        "scheduler": {"namespace": namespace},
-        "tls": {"certFile": str(cert), "keyFile": str(key)},
-        "auth": {"agentServiceAccounts": [f"{namespace}/agent"]},
-        "limits": {"ratePerSecond": 100, "burst": 200},
-        "leaderElection": {
-            "namespace": namespace,
-            "leaseDurationSeconds": 4,
-            "renewDeadlineSeconds": 3,
-            "retryPeriodSeconds": 0.5,
-        },
-    }
-    settings = CoordinatorSettings(kubeconfig=str(kubeconfig), extra=extra)
-    app, ssl_context = create_secure_app(settings)
+    config = parse_config(
+        {
+            # the leader's scheduler runs, but only over this test's namespace: the control plane
+            # is shared, and other tests' pending pods are not ours to bind
+            "scheduler": {"namespace": namespace},
+            "tls": {"certFile": str(cert), "keyFile": str(key)},
+            "auth": {"agentServiceAccounts": [f"{namespace}/agent"]},
+            "limits": {"ratePerSecond": 100, "burst": 200},
+            "leaderElection": {
+                "namespace": namespace,
+                "leaseDurationSeconds": 4,
+                "renewDeadlineSeconds": 3,
+                "retryPeriodSeconds": 0.5,
+            },
+        }
+    )
+    app = wire(config, KubeBackend(str(kubeconfig)))
+    ssl_context = listener_tls(config.tls)
     assert ssl_context is not None
     client_tls = ssl.create_default_context(cafile=str(ca))
     async with (
@@ -163,33 +171,24 @@ async def test_secure_coordinator_end_to_end(
     assert "topos.io/leader" not in await _labels(kube, namespace, "coordinator-0")
 
 
+def _in_memory() -> MemoryBackend:
+    return MemoryBackend(MemoryCluster(Inventory()))
+
+
 def test_in_memory_runs_with_auth_off_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
-        app, ssl_context = create_secure_app(CoordinatorSettings(in_memory=True))
-    assert ssl_context is None
+        app = wire(Config(), _in_memory())
     assert any("authentication is OFF" in r.getMessage() for r in caplog.records)
     assert app[LEADER].is_leader()  # no election without an API server
 
 
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        ({"auth": {"enable": True}}, "unknown auth setting"),
-        ({"limits": {"burst": 0}}, "limits.burst"),
-        (
-            {"tls": {"certFile": "/nonexistent.crt", "keyFile": "/nonexistent.key"}},
-            "does not exist",
-        ),
-        ({"tls": {"certFile": "/x.crt"}}, "certFile and keyFile go together"),
-        ({"leaderElection": {"leaseDurationSeconds": 1}}, "must exceed renewDeadline"),
-        ({"auth": "yes"}, "auth must be a mapping"),
-    ],
-)
-def test_bad_sections_are_one_clear_config_error(extra: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        create_secure_app(CoordinatorSettings(extra=extra))
-
-
 def test_auth_cannot_be_forced_on_without_an_api_server() -> None:
     with pytest.raises(ConfigError, match="needs an API server"):
-        create_secure_app(CoordinatorSettings(in_memory=True, extra={"auth": {"enabled": True}}))
+        wire(parse_config({"auth": {"enabled": True}}), _in_memory())
+
+
+def test_missing_certificate_files_are_named() -> None:
+    tls = TlsSection(cert_file="/nonexistent.crt", key_file="/nonexistent.key")
+    with pytest.raises(TlsConfigError, match="does not exist"):
+        listener_tls(tls)
+    assert listener_tls(TlsSection()) is None  # no tls section: plain HTTP

@@ -1,0 +1,173 @@
+"""The configuration tree: one typed object per section, decoded once by :mod:`.load`.
+
+Each section is handed to the component that reads it: ``auth`` (:class:`AuthSettings`) and
+``tls`` to the security wiring, ``limits`` (:class:`LimitSettings`) to the request limits,
+``leaderElection`` (:class:`LeaderElectionSettings`) to the elector, ``scheduler``, ``kube``,
+``gangs`` and ``scheduling`` (:class:`SchedulerConfig`, parsed by ``core.framework.config``) to the
+scheduler runtime, ``coordinator`` to the process itself. Key names are the file's (camelCase);
+attribute names are Python's. A section's own checks live in its ``__post_init__``, so a bad value
+is reported with the section's path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import msgspec
+
+from common.kube import ClientSettings, RateLimit
+from coordinator.api.limits import LimitSettings
+from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.election import LeaderElectionSettings
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.engine.gangs.service import GangSettings
+from coordinator.inventory.state import NodeState
+from coordinator.inventory.store import DEFAULT_STALE_TTL_S
+
+__all__ = [
+    "Config",
+    "CoordinatorSection",
+    "GangsSection",
+    "KubeSection",
+    "SchedulerSection",
+    "TlsSection",
+    "parse_listen",
+]
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+Name = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6; port 0: any free port). Raises ValueError."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT, e.g. 0.0.0.0:8080, not {text!r}")
+    return (host.strip("[]") or "0.0.0.0"), int(port)
+
+
+class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``coordinator``: the process's listener and the agents' staleness."""
+
+    listen: str = "0.0.0.0:8080"
+    """Address of the API and the agent streams (``--listen`` overrides it)."""
+    stale_ttl_s: Positive = msgspec.field(default=DEFAULT_STALE_TTL_S, name="staleTtlSeconds")
+    """An agent silent this long marks its node stale (no new placements there)."""
+    sweep_interval_s: Positive | None = msgspec.field(default=None, name="sweepIntervalSeconds")
+    """How often to look for stale agents (default: a quarter of the TTL)."""
+
+    def __post_init__(self) -> None:
+        try:
+            parse_listen(self.listen)
+        except ValueError as exc:
+            raise ValueError(f"listen: {exc}") from None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return parse_listen(self.listen)
+
+    @property
+    def sweep_every_s(self) -> float:
+        return self.sweep_interval_s or max(self.stale_ttl_s / 4, 0.01)
+
+
+class TlsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``tls``: the serving certificate and key (PEM, mounted from a Secret); none: plain HTTP."""
+
+    cert_file: Name | None = msgspec.field(default=None, name="certFile")
+    key_file: Name | None = msgspec.field(default=None, name="keyFile")
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile and keyFile go together")
+
+
+class SchedulerSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``scheduler``: the scheduling loop inside the coordinator."""
+
+    enabled: bool = True
+    """Run the scheduling loop (false: serve the API only, never bind)."""
+    namespace: Name | None = None
+    """Only pods of this namespace; none: every namespace."""
+    node_selector: dict[str, str] = msgspec.field(default_factory=dict, name="nodeSelector")
+    """Only onto nodes carrying all these labels."""
+    max_binds_in_flight: Annotated[int, msgspec.Meta(ge=1, le=4096)] = msgspec.field(
+        default=64, name="maxBindsInFlight"
+    )
+    """Binds pipelined while the next pod is scheduled."""
+
+    def node_filter(self) -> Callable[[NodeState], bool] | None:
+        if not self.node_selector:
+            return None
+        wanted = dict(self.node_selector)
+        return lambda node: all(node.labels.get(k) == v for k, v in wanted.items())
+
+
+class KubeSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``kube``: client-side rate limit of the scheduler's API-server clients (kube-scheduler's
+    ``clientConnection.qps``/``burst``, and its defaults)."""
+
+    qps: Annotated[float, msgspec.Meta(ge=0)] = 50.0
+    """Requests per second; 0: no client-side limit."""
+    burst: Annotated[int, msgspec.Meta(ge=1)] = 100
+    """Requests at once after a quiet spell."""
+
+    def __post_init__(self) -> None:
+        _ = self.rate_limit  # an infinite qps is refused here, with the section's path
+
+    @property
+    def rate_limit(self) -> RateLimit | None:
+        return RateLimit(qps=self.qps, burst=self.burst) if self.qps else None
+
+    def client_settings(self) -> ClientSettings:
+        return ClientSettings(rate_limit=self.rate_limit)
+
+
+class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``gangs``: gang timeouts, preemption, recovery and the network tiers' node labels."""
+
+    default_timeout_s: Positive = msgspec.field(default=300.0, name="defaultTimeoutSeconds")
+    """A gang not bound by then releases what it holds."""
+    backoff_s: Positive = msgspec.field(default=10.0, name="backoffSeconds")
+    """…and sits out this long before its next attempt."""
+    preemption: bool = True
+    """Evict lower-priority pods and gangs for a pod or gang that does not fit."""
+    recovery: bool = True
+    """Move gangs and pods off failed GPUs and nodes."""
+    domain_keys: DomainKeys = msgspec.field(default_factory=DomainKeys, name="domainKeys")
+    """Node labels naming the ``leaf``, ``spine`` and ``zone`` tiers."""
+
+    def __post_init__(self) -> None:
+        keys = self.domain_keys
+        if not (keys.leaf and keys.spine and keys.zone):
+            raise ValueError("domainKeys: label names must not be empty")
+
+    def settings(self) -> GangSettings:
+        return GangSettings(
+            default_timeout_s=self.default_timeout_s,
+            backoff_s=self.backoff_s,
+            preemption=self.preemption,
+            recovery=self.recovery,
+            keys=self.domain_keys,
+        )
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The whole file. A section left out (or left empty) is its defaults."""
+
+    coordinator: CoordinatorSection = msgspec.field(default_factory=CoordinatorSection)
+    tls: TlsSection = msgspec.field(default_factory=TlsSection)
+    auth: AuthSettings | None = None
+    """None: no section — authentication on against an API server, off with ``--in-memory``."""
+    limits: LimitSettings = msgspec.field(default_factory=LimitSettings)
+    leader_election: LeaderElectionSettings | None = msgspec.field(
+        default=None, name="leaderElection"
+    )
+    """None: no section — this process always leads (single replica, tests, the demo)."""
+    scheduler: SchedulerSection = msgspec.field(default_factory=SchedulerSection)
+    kube: KubeSection = msgspec.field(default_factory=KubeSection)
+    gangs: GangsSection = msgspec.field(default_factory=GangsSection)
+    scheduling: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
+    """Scoring weights and plugins (``docs/scheduling.md``)."""
