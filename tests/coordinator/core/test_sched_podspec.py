@@ -20,7 +20,8 @@ from coordinator.core.framework.cycle import Decision, Failure, Framework, sched
 from coordinator.core.framework.status import Code
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.snapshot.nodeinfo import Snapshot
-from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
+from tests.support.pods import pod, yaml_pod
+from tests.support.sched_hw import dgx_h100, gpu_node, run
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,7 @@ def test_alias_lookup_and_conflicts() -> None:
 
 
 def test_a_full_pod_reads_into_a_request() -> None:
-    obj = pod(
+    obj = yaml_pod(
         """
 metadata:
   name: trainer
@@ -137,7 +138,7 @@ spec:
 
 def test_gang_vocabularies() -> None:
     kubenexus = parse_pod(
-        simple_pod(
+        pod(
             "w",
             labels={
                 "pod-group.scheduling.kubenexus.io/name": "spark-job-123",
@@ -152,7 +153,7 @@ def test_gang_vocabularies() -> None:
         11,
         "kubenexus",
     )
-    x_k8s = parse_pod(simple_pod("w", labels={"scheduling.x-k8s.io/pod-group": "pg-1"}))
+    x_k8s = parse_pod(pod("w", labels={"scheduling.x-k8s.io/pod-group": "pg-1"}))
     assert isinstance(x_k8s, PodRequest)
     assert x_k8s.gang is not None
     assert (x_k8s.gang.name, x_k8s.gang.min_member, x_k8s.gang.source) == ("pg-1", None, "x-k8s")
@@ -299,7 +300,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
 
 
 def _bad_pod(change: dict[str, Any]) -> dict[str, Any]:
-    obj = simple_pod(
+    obj = pod(
         "bad",
         cpu=change.get("cpu", "1"),
         memory=change.get("memory", "1Gi"),
@@ -335,7 +336,7 @@ def test_a_bad_pod_does_not_disturb_the_next_one() -> None:
     snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
     fw = Framework.build()
     bad = schedule_one(_bad_pod({"gpus": "-1"}), snapshot, fw)
-    good = schedule_one(simple_pod("good", gpus=8), snapshot, fw)
+    good = schedule_one(pod("good", gpus=8), snapshot, fw)
     assert isinstance(bad, Failure)
     assert isinstance(good, Decision)
 
