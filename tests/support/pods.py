@@ -40,6 +40,8 @@ def pod(
 ) -> dict[str, Any]:
     """A Pod. ``gang=(name, min)`` labels it a member of a Topos gang; ``node`` binds it
     (``spec.nodeName``); ``spec`` adds or overrides any other ``spec`` field."""
+    assert isinstance(name, str), f"{name!r} is not a pod's name"
+    assert ":" not in name, f"{name!r} is a manifest, for yaml_pod()"
     requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
     resources: dict[str, Any] = {"requests": requests} if requests else {}
     if gpus:

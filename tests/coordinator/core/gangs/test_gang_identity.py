@@ -15,6 +15,7 @@ from coordinator.core.gangs.identity import (
     gang_of_agent_pool,
     parse_timeout,
 )
+from tests.support import pods
 
 
 def pod(
@@ -22,15 +23,7 @@ def pod(
     annotations: dict[str, str] | None = None,
     namespace: str = "ml",
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "worker-0",
-            "namespace": namespace,
-            "labels": labels or {},
-            "annotations": annotations or {},
-        },
-        "spec": {"schedulerName": "topos", "containers": [{"name": "c"}]},
-    }
+    return pods.pod("worker-0", labels=labels, annotations=annotations, namespace=namespace)
 
 
 def test_pod_without_gang_labels_is_not_a_member() -> None:
