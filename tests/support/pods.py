@@ -1,5 +1,6 @@
 """Pod manifests for the tests, built one way: :func:`pod` with keywords for what a test varies,
-:func:`gang_members` for a gang's worth of them, :func:`host_port` for a container port bound on
+:func:`gpu_pod` for a GPU job as submitted to an API server, :func:`gang_members` for a gang's
+worth of pods, :func:`host_port` for a container port bound on
 the node, :func:`yaml_pod` for a manifest written out in full.
 
 Every pod has one container (``main``, ``busybox``) asking for ``cpu``/``memory`` (requests) and
@@ -73,6 +74,13 @@ def pod(
         if value is not None:
             meta[key] = value
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+
+
+def gpu_pod(name: str, gpus: int, **kw: Any) -> dict[str, Any]:
+    """A GPU job as users often write one for an API server: an ``nvidia.com/gpu`` limit, no
+    CPU/memory requests, no namespace (it lands in the one it is created in); ``kw`` as for
+    :func:`pod`, and may set those too."""
+    return pod(name, gpus=gpus, **{"namespace": None, "cpu": None, "memory": None, **kw})
 
 
 def gang_members(

@@ -18,7 +18,7 @@ from coordinator.app.web import build_app
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from tests.support.pods import gang_members, pod
+from tests.support.pods import gang_members, gpu_pod
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ async def test_unknown_gang_is_404_and_an_empty_namespace_is_400(api: Any) -> No
 async def test_domains_show_free_gpus_utilisation_and_fragmentation_per_leaf(api: Any) -> None:
     client, cluster, runtime = api
     # 3 of n?'s 8 GPUs
-    cluster.create_pod(pod("small", namespace="ml", gang=("one", 1), gpus=3, cpu=None, memory=None))
+    cluster.create_pod(gpu_pod("small", 3, namespace="ml", gang=("one", 1)))
     await runtime.settle()
     doc = await (await client.get("/v1/domains")).json()
     assert doc["cluster"]["gpus_total"] == 32
