@@ -9,11 +9,7 @@ import pytest
 from common.quantity import QuantityError
 from coordinator.inventory import translate
 from coordinator.inventory.translate import pod_requests, quantity
-
-
-def _pod(cpu: str, memory: str, gpus: str) -> dict[str, object]:
-    resources = {"requests": {"cpu": cpu, "memory": memory}, "limits": {"nvidia.com/gpu": gpus}}
-    return {"spec": {"containers": [{"name": "c", "resources": resources}]}}
+from tests.support.pods import pod
 
 
 def test_same_text_means_different_units_per_resource() -> None:
@@ -25,9 +21,9 @@ def test_same_text_means_different_units_per_resource() -> None:
 
 
 def test_repeated_pods_count_the_same_as_the_first() -> None:
-    first = pod_requests(_pod("1500m", "64Gi", "2"))
+    first = pod_requests(pod("p", cpu="1500m", memory="64Gi", gpus=2))
     assert first == {"cpu": 1500, "memory": 64 * 2**30, "nvidia.com/gpu": 2}
-    assert pod_requests(_pod("1500m", "64Gi", "2")) == first
+    assert pod_requests(pod("p", cpu="1500m", memory="64Gi", gpus=2)) == first
 
 
 def test_bad_text_is_refused_every_time() -> None:
@@ -37,7 +33,10 @@ def test_bad_text_is_refused_every_time() -> None:
         with pytest.raises(QuantityError):
             quantity("cpu", "-1")
     # and a pod carrying it still translates, without that resource
-    assert pod_requests(_pod("lots", "1Gi", "1")) == {"memory": 2**30, "nvidia.com/gpu": 1}
+    assert pod_requests(pod("p", cpu="lots", memory="1Gi", gpus=1)) == {
+        "memory": 2**30,
+        "nvidia.com/gpu": 1,
+    }
 
 
 def test_numbers_and_unhashable_garbage_are_not_cached_but_still_answered() -> None:
