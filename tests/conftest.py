@@ -27,6 +27,10 @@ it off; tests marked ``kube`` fail at once if they start one that does not.
 
 Shared helpers live in ``tests/support`` (``tests.support.<module>``).
 
+Under ``python -B`` (or ``PYTHONDONTWRITEBYTECODE``) the session fails if a ``__pycache__`` folder
+appeared in the source tree: a test started a Python process without
+``tests.support.subprocess_env``.
+
 If the binaries can't be found or built, tests needing them are skipped with a loud reason, or
 fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
 ``KUBEBUILDER_ASSETS`` (see docs/testing.md).
@@ -34,9 +38,12 @@ fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -63,6 +70,36 @@ _KUBE_FIXTURES = frozenset(
     }
 )
 _unavailable: list[str] = []
+_REPO = Path(__file__).resolve().parents[1]
+_bytecode_before: dict[Path, int] = {}
+_bytecode_written: list[Path] = []
+
+
+def _bytecode_files() -> dict[Path, int]:
+    """Files in the ``__pycache__`` folders of the source tree (hidden folders such as ``.venv``
+    left out), with their modification times."""
+    found: dict[Path, int] = {}
+    for root, dirs, files in os.walk(_REPO):
+        if Path(root).name == "__pycache__":
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):  # a writer replacing it just now
+                    found[Path(root, name)] = Path(root, name).stat().st_mtime_ns
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+    return found
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if sys.dont_write_bytecode:
+        _bytecode_before.update(_bytecode_files())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not sys.dont_write_bytecode:
+        return  # this process writes bytecode itself: a child's can't be told apart
+    after = _bytecode_files()
+    _bytecode_written.extend(sorted(p for p, t in after.items() if _bytecode_before.get(p) != t))
+    if _bytecode_written:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -72,6 +109,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _bytecode_written:
+        terminalreporter.write_sep("!", "BYTECODE WRITTEN INTO THE SOURCE TREE", red=True)
+        for path in _bytecode_written:
+            terminalreporter.write_line(str(path.relative_to(_REPO)))
+        terminalreporter.write_line(
+            "A test started Python without tests.support.subprocess_env.subprocess_env()."
+        )
     if _unavailable:
         terminalreporter.write_sep("!", "KUBERNETES CONTROL-PLANE TESTS DID NOT RUN", red=True)
         terminalreporter.write_line(_unavailable[0])

@@ -20,6 +20,7 @@ from agent.health import GpuEvent
 from agent.podresources import ContainerAllocation, DeviceAllocation
 from agent.settings import AgentError, AgentSettings, add_arguments, settings_from_args, stream_url
 from common import labels as L
+from tests.support.subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]
@@ -91,7 +92,7 @@ def _run_cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.Comple
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PATH": "/usr/bin:/bin", **(env or {})},
+        env=subprocess_env({"PATH": "/usr/bin:/bin", **(env or {})}),
         check=False,
     )
 

@@ -33,6 +33,7 @@ from tests.support.kube_objects import create_node
 from tests.support.kube_proxy import counting_proxy
 from tests.support.kube_wait import wait_for_object
 from tests.support.polling import eventually
+from tests.support.subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]
@@ -50,7 +51,7 @@ async def _agent(*argv: str, env: dict[str, str] | None = None) -> tuple[int, st
         "agent",
         *argv,
         cwd=REPO,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})},
+        env=subprocess_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})}),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -266,7 +267,7 @@ async def test_long_running_agent_serves_health_and_stops_on_sigterm(
         *TOPOS, "agent", "--profile", "pcie-8x", "--kubeconfig", str(kubeconfig),
         "--listen", f"127.0.0.1:{port}", "--interval", "0.5", "--pod-resources-socket", "",
         cwd=REPO,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NODE_NAME": node},
+        env=subprocess_env({"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NODE_NAME": node}),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip

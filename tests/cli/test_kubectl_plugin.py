@@ -30,6 +30,7 @@ from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
 from tests.support.ci import skip_or_fail
+from tests.support.subprocess_env import subprocess_env
 
 SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
 ENDPOINTS = Resource("", "v1", "endpoints", namespaced=True, kind="Endpoints")
@@ -134,8 +135,7 @@ def test_pod_references_and_the_contexts_namespace(tmp_path: Path) -> None:
 
 async def _kubectl_topos(binaries: Binaries, kubeconfig: Path, *args: str) -> tuple[int, str, str]:
     """``kubectl topos …`` with the real kubectl, which finds kubectl-topos on PATH."""
-    env = dict(
-        os.environ,
+    env = subprocess_env(
         KUBECONFIG=str(kubeconfig),
         PATH=f"{PLUGIN.parent}{os.pathsep}{os.environ.get('PATH', '')}",
     )

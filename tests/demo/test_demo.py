@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import io
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from cli.demo import demo
 from cli.main import main
+from tests.support.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]
@@ -130,7 +130,13 @@ def test_progress_goes_to_stderr_in_lines_when_not_a_terminal(report: dict[str, 
 
 def test_cli_run_prints_the_report_and_exits_zero() -> None:
     proc = subprocess.run(
-        [*TOPOS, "demo"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        [*TOPOS, "demo"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
@@ -154,6 +160,7 @@ def test_serve_keeps_the_api_up_for_curl() -> None:
     proc = subprocess.Popen(
         [*TOPOS, "demo", "--serve", "--port", str(port)],
         cwd=ROOT,
+        env=subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -200,7 +207,7 @@ def test_port_in_use_is_one_line() -> None:
             text=True,
             timeout=60,
             check=False,
-            env={**os.environ},
+            env=subprocess_env(),
         )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]

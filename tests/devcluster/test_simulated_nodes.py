@@ -14,6 +14,7 @@ import pytest
 from common.kube import NODES, KubeClient
 from common.quantity import parse_quantity
 from devcluster import nodes as simnodes
+from tests.support.subprocess_env import NO_BYTECODE
 
 
 @pytest.mark.parametrize(
@@ -106,6 +107,8 @@ async def test_start_nodes_runs_agents_that_publish_until_stopped(
     kube: KubeClient, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TOPOS_COORDINATOR", raising=False)
+    for key, value in NO_BYTECODE.items():  # for the agents' process start_nodes starts
+        monkeypatch.setenv(key, value)
     # Profile names no other test uses, so the node names are ours (registered afresh).
     summary = await asyncio.to_thread(
         simnodes.start_nodes,

@@ -17,6 +17,7 @@ from common.kube import PODS, Invalid, KubeClient
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.engine.ports import BindConflict, PodRef
 from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
+from tests.support.pods import gpu_pod
 
 
 async def h100_pair(kube: KubeClient, kubeconfig: Path, namespace: str) -> GpuCluster:
@@ -106,38 +107,20 @@ async def test_kubenexus_numa_policies_and_the_single_numa_failure(
     assert "PodScheduled" in text
 
 
-def gpu_pod(name: str, gpus: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {
-            "schedulerName": "topos",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ],
-        },
-    }
-
-
 BAD_PODS: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown-policy",
-        gpu_pod("unknown-policy", 1, {"topos.io/numa-policy": "fastest"}),
+        gpu_pod("unknown-policy", 1, annotations={"topos.io/numa-policy": "fastest"}),
         "metadata.annotations[topos.io/numa-policy]: unknown value 'fastest'",
     ),
     (
         "malformed-quantity",
-        gpu_pod("malformed-quantity", 1, {"topos.io/gpu-memory-min": "lots"}),
+        gpu_pod("malformed-quantity", 1, annotations={"topos.io/gpu-memory-min": "lots"}),
         "metadata.annotations[topos.io/gpu-memory-min]",
     ),
     (
         "negative-memory",
-        gpu_pod("negative-memory", 1, {"topos.io/gpu-memory-min": "-5Gi"}),
+        gpu_pod("negative-memory", 1, annotations={"topos.io/gpu-memory-min": "-5Gi"}),
         "metadata.annotations[topos.io/gpu-memory-min]",
     ),
     (
@@ -167,7 +150,7 @@ BAD_PODS: list[tuple[str, dict[str, Any], str]] = [
         gpu_pod(
             "contradictory",
             1,
-            {
+            annotations={
                 "topos.io/numa-policy": "single-numa",
                 "numa.scheduling.kubenexus.io/policy": "isolated",
             },

@@ -15,10 +15,10 @@ nodes, priority classes, and the combined multi-dimension example.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from common.kube import KubeClient
 from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
+from tests.support.pods import gpu_pod
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -237,23 +237,12 @@ async def test_colocation_waits_for_the_cache_then_follows_it(
 
 # Taints and tolerations (dedicated nodes): the guide's toleration, on a pod that asks for the
 # dedicated node by name.
-def dedicated_pod(name: str, node: str, *, tolerate: bool) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": "topos",
-        "nodeSelector": {"kubernetes.io/hostname": node},
-        "containers": [
-            {
-                "name": "main",
-                "image": "busybox",
-                "resources": {"limits": {"nvidia.com/gpu": "2"}},
-            }
-        ],
-    }
-    if tolerate:
-        spec["tolerations"] = [
-            {"key": "gpu-only", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-        ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+TOLERATE_GPU_ONLY = {
+    "key": "gpu-only",
+    "operator": "Equal",
+    "value": "true",
+    "effect": "NoSchedule",
+}
 
 
 async def test_dedicated_node_only_takes_pods_that_tolerate_its_taint(
@@ -262,8 +251,11 @@ async def test_dedicated_node_only_takes_pods_that_tolerate_its_taint(
     cluster = await fleet(kube, kubeconfig, namespace)
     dedicated = node_of(cluster, "dedicated")
     async with cluster.coordinator():
-        await cluster.create(dedicated_pod("intruder", dedicated, tolerate=False))
-        await cluster.create(dedicated_pod("owner", dedicated, tolerate=True))
+        on_it = {"kubernetes.io/hostname": dedicated}
+        await cluster.create(gpu_pod("intruder", 2, node_selector=on_it))
+        await cluster.create(
+            gpu_pod("owner", 2, node_selector=on_it, tolerations=[TOLERATE_GPU_ONLY])
+        )
         owner = await cluster.bound("owner")
         message = await cluster.unschedulable("intruder")
         await cluster.warning("intruder")
@@ -285,27 +277,19 @@ globalDefault: false
 """
 
 
-def a100_job(name: str, priority_class: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": "topos",
-        "nodeSelector": {"gpu-type": "A100-40GB"},
-        "containers": [
-            {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
-        ],
-    }
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-
-
 async def test_priority_class_goes_first_for_the_last_free_node(
     kube: KubeClient, kubeconfig: Path, namespace: str
 ) -> None:
     cluster = await fleet(kube, kubeconfig, namespace)
     await cluster.create(PRIORITY_CLASSES.format(run=cluster.run))
     # Both wait before the coordinator starts; the older one has no priority.
-    await cluster.create(a100_job("batch", None))
-    urgent = await cluster.create(a100_job("urgent", f"high-priority-model-{cluster.run}"))
+    a100 = {"gpu-type": "A100-40GB"}
+    await cluster.create(gpu_pod("batch", 8, node_selector=a100))
+    urgent = await cluster.create(
+        gpu_pod(
+            "urgent", 8, node_selector=a100, priority_class=f"high-priority-model-{cluster.run}"
+        )
+    )
     assert urgent["spec"]["priority"] == 1000  # resolved by the API server's admission
     async with cluster.coordinator():
         placed = await cluster.bound("urgent")

@@ -14,6 +14,7 @@ import pytest
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneSettings
 from devcluster.processes import alive, port_in_use
+from tests.support.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.kube
 
@@ -45,6 +46,7 @@ def test_owner_ending_takes_the_control_plane_along(k8s_binaries: Binaries, endi
     owner = subprocess.run(
         [sys.executable, "-c", OWNER, ending],
         cwd=REPO,
+        env=subprocess_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -8,7 +8,6 @@ and free every port it used. Also the binaries' override rules.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from devcluster.binaries import Binaries, BinariesUnavailable, ensure, kubernetes_wrapper_go_mod
 from devcluster.processes import alive, port_in_use
+from tests.support.subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def topos(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         text=True,
         timeout=300,
         check=False,
-        env=env,
+        env=subprocess_env() if env is None else env,
     )
 
 
@@ -71,7 +71,7 @@ def test_up_kubectl_down(k8s_binaries: Binaries, tmp_path: Path) -> None:
 
 
 def test_up_with_unusable_binaries_is_one_clear_line(tmp_path: Path) -> None:
-    env = dict(os.environ, TOPOS_K8S_BIN=str(tmp_path / "empty"))
+    env = subprocess_env(TOPOS_K8S_BIN=str(tmp_path / "empty"))
     result = topos("devcluster", "up", "--dir", str(tmp_path / "dc"), env=env)
     assert result.returncode == 1
     assert result.stderr.startswith("topos: Kubernetes binaries unavailable")

@@ -6,25 +6,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from common.kube import NODES, PODS, ClientSettings, Conflict, KubeClient, KubeError, RateLimit
+from tests.support.pods import pod
 
 pytestmark = pytest.mark.kube
-
-
-def pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": {"team": "ml"}},
-        "spec": {
-            "schedulerName": "topos",
-            "containers": [{"name": "main", "image": "busybox"}],
-        },
-    }
 
 
 async def test_bind_sets_annotations_and_node_in_one_update(
@@ -32,7 +20,9 @@ async def test_bind_sets_annotations_and_node_in_one_update(
 ) -> None:
     node = unique_name("gpu")
     await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-    created = await kube.create(PODS, pod("p"), namespace=namespace)
+    created = await kube.create(
+        PODS, pod("p", namespace=None, annotations={"team": "ml"}), namespace=namespace
+    )
     await kube.bind(
         namespace=namespace,
         pod="p",
@@ -66,7 +56,9 @@ async def test_a_refused_bind_writes_no_annotations(
 ) -> None:
     node = unique_name("gpu")
     await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
-    await kube.create(PODS, pod("q"), namespace=namespace)
+    await kube.create(
+        PODS, pod("q", namespace=None, annotations={"team": "ml"}), namespace=namespace
+    )
     with pytest.raises(KubeError):  # a decision made for an earlier pod of that name
         await kube.bind(
             namespace=namespace,
@@ -88,6 +80,8 @@ async def test_a_rate_limited_client_does_its_work(kubeconfig: Path, namespace: 
     settings = ClientSettings(rate_limit=RateLimit(qps=1000, burst=2))
     async with await KubeClient.connect(kubeconfig, settings=settings) as limited:
         for i in range(6):  # more requests than the burst: the later ones wait their turn
-            await limited.create(PODS, pod(f"r-{i}"), namespace=namespace)
+            await limited.create(
+                PODS, pod(f"r-{i}", namespace=None, annotations={"team": "ml"}), namespace=namespace
+            )
         listed = await limited.list(PODS, namespace=namespace)
     assert sorted(p["metadata"]["name"] for p in listed["items"]) == [f"r-{i}" for i in range(6)]

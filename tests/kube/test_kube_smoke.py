@@ -32,17 +32,10 @@ from common.kube import (
 )
 from devcluster.binaries import KUBERNETES_VERSION
 from devcluster.controlplane import ControlPlane
+from tests.support.kube_objects import create_node
+from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.kube
-
-
-def gpu_node(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": {},
-    }
 
 
 def gpu_node_status() -> dict[str, Any]:
@@ -65,24 +58,6 @@ def gpu_node_status() -> dict[str, Any]:
     }
 
 
-def topos_pod(name: str, gpus: int = 1) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": "topos",
-            "containers": [
-                {
-                    "name": "train",
-                    "image": "example.invalid/train:1",
-                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
-                }
-            ],
-        },
-    }
-
-
 async def test_server_reports_the_pinned_version(kube: KubeClient) -> None:
     version = await kube.version()
     assert version["gitVersion"] == f"v{KUBERNETES_VERSION}"
@@ -92,7 +67,7 @@ async def test_node_with_gpu_capacity_labels_and_status(
     kube: KubeClient, unique_name: Callable[[str], str]
 ) -> None:
     name = unique_name("gpu")
-    await kube.create(NODES, gpu_node(name))
+    await create_node(kube, name)
     await kube.patch(NODES, name, gpu_node_status(), subresource="status")
     await kube.patch(NODES, name, {"metadata": {"labels": {"topos.io/gpu.count": "8"}}})
     await kube.patch(
@@ -129,8 +104,8 @@ async def test_pod_bound_through_binding_and_event_posted(
     kube: KubeClient, namespace: str, unique_name: Callable[[str], str]
 ) -> None:
     node = unique_name("gpu")
-    await kube.create(NODES, gpu_node(node))
-    created = await kube.create(PODS, topos_pod("train-0", gpus=4), namespace=namespace)
+    await create_node(kube, node)
+    created = await kube.create(PODS, gpu_pod("train-0", 4), namespace=namespace)
     assert created["spec"]["schedulerName"] == "topos"
     assert "nodeName" not in created["spec"]
 
@@ -172,7 +147,7 @@ async def test_event_about_a_node_lands_in_default(
     kube: KubeClient, unique_name: Callable[[str], str]
 ) -> None:
     name = unique_name("gpu")
-    node = await kube.create(NODES, gpu_node(name))
+    node = await create_node(kube, name)
     posted = await kube.create_event(
         regarding=node, reason="GPUUnhealthy", message="GPU 3: XID 79", event_type="Warning"
     )
@@ -193,10 +168,10 @@ async def test_bind_with_stale_uid_is_refused(
     kube: KubeClient, namespace: str, unique_name: Callable[[str], str]
 ) -> None:
     node = unique_name("gpu")
-    await kube.create(NODES, gpu_node(node))
-    first = await kube.create(PODS, topos_pod("p"), namespace=namespace)
+    await create_node(kube, node)
+    first = await kube.create(PODS, gpu_pod("p", 1), namespace=namespace)
     await kube.delete(PODS, "p", namespace=namespace, grace_period_seconds=0)
-    await kube.create(PODS, topos_pod("p"), namespace=namespace)  # same name, new uid
+    await kube.create(PODS, gpu_pod("p", 1), namespace=namespace)  # same name, new uid
     with pytest.raises(Conflict):
         await kube.bind(namespace=namespace, pod="p", node=node, pod_uid=first["metadata"]["uid"])
     pod = await kube.get(PODS, "p", namespace=namespace)
@@ -217,7 +192,7 @@ async def test_watch_sees_changes_after_list(kube: KubeClient, namespace: str) -
                 return
 
     watcher = asyncio.create_task(follow())
-    await kube.create(PODS, topos_pod("w"), namespace=namespace)
+    await kube.create(PODS, gpu_pod("w", 1), namespace=namespace)
     await kube.patch(PODS, "w", {"metadata": {"labels": {"phase": "two"}}}, namespace=namespace)
     await kube.delete(PODS, "w", namespace=namespace, grace_period_seconds=0)
     await asyncio.wait_for(watcher, timeout=60)
@@ -248,9 +223,9 @@ async def test_errors_map_to_our_hierarchy(
     assert missing.value.status == 404
     assert isinstance(missing.value, KubeError)
 
-    await kube.create(PODS, topos_pod("dup"), namespace=namespace)
+    await kube.create(PODS, gpu_pod("dup", 1), namespace=namespace)
     with pytest.raises(AlreadyExists):
-        await kube.create(PODS, topos_pod("dup"), namespace=namespace)
+        await kube.create(PODS, gpu_pod("dup", 1), namespace=namespace)
 
     pod = await kube.get(PODS, "dup", namespace=namespace)
     await kube.patch(PODS, "dup", {"metadata": {"labels": {"a": "b"}}}, namespace=namespace)
@@ -259,8 +234,7 @@ async def test_errors_map_to_our_hierarchy(
         await kube.replace(PODS, "dup", stale, namespace=namespace)
     assert not isinstance(conflict.value, AlreadyExists)
 
-    negative = topos_pod("neg")
-    negative["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "-1"
+    negative = gpu_pod("neg", -1)
     with pytest.raises(Invalid) as invalid:
         await kube.create(PODS, negative, namespace=namespace)
     assert invalid.value.details.get("causes")
@@ -320,7 +294,7 @@ async def test_token_request_and_review(kube: KubeClient, namespace: str) -> Non
 
 
 async def test_eviction_removes_the_pod(kube: KubeClient, namespace: str) -> None:
-    await kube.create(PODS, topos_pod("victim"), namespace=namespace)
+    await kube.create(PODS, gpu_pod("victim", 1), namespace=namespace)
     await kube.evict(namespace=namespace, pod="victim", grace_period_seconds=0)
     with pytest.raises(NotFound):
         await kube.get(PODS, "victim", namespace=namespace)

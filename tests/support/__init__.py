@@ -15,10 +15,13 @@ with pytest's default import mode; test modules themselves keep unique basenames
 - ``agent_topologies``, ``fake_profiles``: topologies for labelers, profiles for the fake NVML.
 - ``nvml``: whether a real NVIDIA driver is present.
 - ``kube_proxy``: a counting HTTP proxy in front of the test API server.
-- ``sched_hw``: nodes, pods and a one-shot scheduler for the scheduling-core tests.
+- ``pods``: every test's Pod manifests (``pod``, ``gpu_pod``, ``gang_members``, ``host_port``,
+  ``yaml_pod``).
+- ``sched_hw``: nodes and a one-shot scheduler for the scheduling-core tests.
 - ``domain_fabric``: leaf–spine clusters as plain lists for the network-domain tests.
 - ``gpu_cluster``: GPU Nodes on the real control plane and a scheduler runtime scoped to them.
 - ``gang_cluster``: the same with a leaf–spine fabric and the gang runtime.
 - ``sim_cluster``: simulation clusters from YAML text on the fake hardware profiles.
 - ``deploy``: the rendered ``deploy/`` kustomization and applying parts of it.
+- ``subprocess_env``: the environment for Python child processes (no bytecode written).
 """

@@ -32,6 +32,7 @@ from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
+from tests.support import pods
 from tests.support.clock import ManualClock
 from tests.support.gpu_cluster import GpuCluster
 from tests.support.kube_wait import (
@@ -223,34 +224,19 @@ def gang_pod(
     labels: Mapping[str, str] | None = None,
     recreate: bool = False,
 ) -> dict[str, Any]:
-    """A training worker as a Job's or StatefulSet's template would make it."""
-    meta: dict[str, Any] = {
-        "name": name,
-        "labels": {
-            "topos.io/gang": gang,
-            "topos.io/gang-min": str(min_member),
-            **({RECREATE: "true"} if recreate else {}),
-            **dict(labels or {}),
-        },
-    }
-    if annotations:
-        meta["annotations"] = dict(annotations)
-    spec: dict[str, Any] = {
-        "schedulerName": "topos",
-        "containers": [
-            {
-                "name": "worker",
-                "image": "trainer:1",
-                "resources": {
-                    "requests": {"cpu": cpu, "memory": "8Gi"},
-                    "limits": {"nvidia.com/gpu": str(gpus)} if gpus else {},
-                },
-            }
-        ],
-    }
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    """A training worker as a Job's or StatefulSet's template would make it; ``recreate`` marks
+    it for the fake controller to create again once deleted."""
+    return pods.pod(
+        name,
+        namespace=None,
+        gang=(gang, min_member),
+        gpus=gpus,
+        cpu=cpu,
+        memory="8Gi",
+        priority_class=priority_class,
+        annotations=annotations,
+        labels={**({RECREATE: "true"} if recreate else {}), **dict(labels or {})},
+    )
 
 
 class Controllers:

@@ -1,7 +1,7 @@
 """Hardware for the scheduling tests: node topologies written from public facts about the
 machines (nvidia-smi topo -m of a DGX-1 hybrid cube-mesh, NVSwitch DGX A100/H100, a dual-socket
 8×PCIe box with PIX pairs, an NVLink-bridged workstation, an A100 in MIG mode), and builders
-for nodes, pods and snapshots.
+for nodes and snapshots (pods come from :mod:`tests.support.pods`).
 
 Kept independent of the agent's profile data so these tests pin the scheduler's behaviour to
 the link structure itself.
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-import yaml
 
 from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
@@ -281,48 +279,6 @@ def gpu_node(
 
 def plain_node(name: str, **kw: Any) -> NodeInfo:
     return gpu_node(name, None, **kw)
-
-
-def pod(yaml_text: str) -> dict[str, Any]:
-    data = yaml.safe_load(yaml_text)
-    assert isinstance(data, dict)
-    data.setdefault("apiVersion", "v1")
-    data.setdefault("kind", "Pod")
-    data.setdefault("metadata", {}).setdefault("namespace", "default")
-    data.setdefault("spec", {}).setdefault("schedulerName", "topos")
-    return data
-
-
-def simple_pod(
-    name: str,
-    *,
-    cpu: str = "1",
-    memory: str = "1Gi",
-    gpus: int = 0,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    namespace: str = "default",
-    extra_spec: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": memory}}
-    if gpus:
-        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-    spec: dict[str, Any] = {
-        "schedulerName": "topos",
-        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
-    }
-    spec.update(extra_spec or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": dict(labels or {}),
-            "annotations": dict(annotations or {}),
-        },
-        "spec": spec,
-    }
 
 
 def bound_info(obj: Mapping[str, Any], *, node: str = "node") -> PodInfo | None:

@@ -18,24 +18,7 @@ from coordinator.api.gangs import GANGS, ROUTES, GangSlot
 from coordinator.app.web import build_app
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.inventory.store import Inventory
-
-
-def member(name: str, gang: str, size: int, gpus: int = 8) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "ml",
-            "labels": {"topos.io/gang": gang, "topos.io/gang-min": str(size)},
-        },
-        "spec": {
-            "schedulerName": "topos",
-            "containers": [
-                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
-            ],
-        },
-    }
+from tests.support.pods import gang_members, gpu_pod
 
 
 @pytest.fixture
@@ -60,10 +43,16 @@ async def api(aiohttp_client: Any) -> AsyncIterator[tuple[TestClient, MemoryClus
 
 async def test_a_bound_gang_and_a_waiting_gang_as_the_api_shows_them(api: Any) -> None:
     client, cluster, runtime = api
-    for k in range(2):
-        cluster.create_pod(member(f"a-{k}", "train-a", 2))
-    for k in range(3):
-        cluster.create_pod(member(f"b-{k}", "train-b", 4))  # 3 of 4 exist
+    gpus_only: dict[str, Any] = {
+        "namespace": "ml",
+        "gpus": 8,
+        "cpu": None,
+        "memory": None,
+    }  # no CPU/memory requests
+    for obj in gang_members("train-a", 2, prefix="a", **gpus_only):
+        cluster.create_pod(obj)
+    for obj in gang_members("train-b", 4, count=3, prefix="b", **gpus_only):  # 3 of 4 exist
+        cluster.create_pod(obj)
     await runtime.settle()
     listed = await (await client.get("/v1/gangs")).json()
     by_name = {g["name"]: g for g in listed["gangs"]}
@@ -92,7 +81,8 @@ async def test_unknown_gang_is_404_and_an_empty_namespace_is_400(api: Any) -> No
 
 async def test_domains_show_free_gpus_utilisation_and_fragmentation_per_leaf(api: Any) -> None:
     client, cluster, runtime = api
-    cluster.create_pod(member("small", "one", 1, gpus=3))  # 3 of n?'s 8 GPUs
+    # 3 of n?'s 8 GPUs
+    cluster.create_pod(gpu_pod("small", 3, namespace="ml", gang=("one", 1)))
     await runtime.settle()
     doc = await (await client.get("/v1/domains")).json()
     assert doc["cluster"]["gpus_total"] == 32

@@ -18,7 +18,8 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run, simple_pod
+from tests.support.pods import pod
+from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run
 
 
 def test_summary_counts_each_reason_and_sorts_like_kube() -> None:
@@ -41,7 +42,7 @@ def test_summary_counts_each_reason_and_sorts_like_kube() -> None:
 def test_mixed_cluster_summary_from_a_real_cycle() -> None:
     nodes = [gpu_node(f"full{i}", dgx_h100(f"full{i}"), gpus=0) for i in range(4)]
     nodes += [plain_node(f"cpu{i}", labels={"pool": "cpu"}) for i in range(2)]
-    result = run(simple_pod("p", gpus=1), nodes)
+    result = run(pod("p", gpus=1), nodes)
     assert isinstance(result, Failure)
     assert result.message == "0/6 nodes are available: 6 Insufficient nvidia.com/gpu."
     assert set(result.statuses) == {n.name for n in nodes}
@@ -53,7 +54,7 @@ def test_decision_keeps_per_node_verdicts_and_breakdowns_for_explain() -> None:
         gpu_node("b", dgx_h100("b"), labels={"zone": "z"}),
         plain_node("cpu"),
     ]
-    result = run(simple_pod("p", gpus=2), nodes)
+    result = run(pod("p", gpus=2), nodes)
     assert isinstance(result, Decision)
     assert set(result.verdicts) == {"a", "b", "cpu"}
     assert result.verdicts["cpu"].status.reasons == ("Insufficient nvidia.com/gpu",)
@@ -72,9 +73,7 @@ def test_decision_keeps_per_node_verdicts_and_breakdowns_for_explain() -> None:
 
 def test_candidate_nodes_restrict_the_cycle() -> None:
     snapshot = Snapshot([gpu_node(n, dgx_h100(n)) for n in ("a", "b", "c")])
-    result = schedule_one(
-        simple_pod("p", gpus=1), snapshot, build_framework(), candidate_nodes={"c"}
-    )
+    result = schedule_one(pod("p", gpus=1), snapshot, build_framework(), candidate_nodes={"c"})
     assert isinstance(result, Decision)
     assert result.node == "c"
     assert result.verdicts["a"].status.reasons == ("node(s) were not among the candidate nodes",)
@@ -106,7 +105,7 @@ def test_registered_plugins_restrict_nodes_and_see_state() -> None:
         SchedulerConfig(enabled_plugins=("LeafOnly",)),
         registry={"LeafOnly": lambda cfg: LeafOnly("l2")},
     )
-    result = schedule_one(simple_pod("p", gpus=1), Snapshot(nodes), fw)
+    result = schedule_one(pod("p", gpus=1), Snapshot(nodes), fw)
     assert isinstance(result, Decision)
     assert result.node == "l2-a"
     assert result.state.read(LEAF) == "l2"
@@ -124,7 +123,7 @@ def test_a_plugin_bug_becomes_an_error_status_not_a_crash() -> None:
         SchedulerConfig(enabled_plugins=("Exploding",)),
         registry={"Exploding": lambda c: Exploding()},
     )
-    result = schedule_one(simple_pod("p"), Snapshot([plain_node("n")]), fw)
+    result = schedule_one(pod("p"), Snapshot([plain_node("n")]), fw)
     assert isinstance(result, Failure)
     assert result.pod_status is not None
     assert result.pod_status.code is Code.ERROR
@@ -155,12 +154,10 @@ disabled_plugins: [GpuAvailability]
     # Spread vs binpack decides between a half-used and an empty node.
     from tests.support.sched_hw import running
 
-    half = gpu_node(
-        "half", dgx_h100("half"), pods=[running(simple_pod("x", gpus=4), gpus=(0, 1, 2, 3))]
-    )
+    half = gpu_node("half", dgx_h100("half"), pods=[running(pod("x", gpus=4), gpus=(0, 1, 2, 3))])
     empty = gpu_node("empty", dgx_h100("empty"))
-    spread = run(simple_pod("p", gpus=1), [half, empty], config=config)
-    packed = run(simple_pod("p", gpus=1), [half, empty])
+    spread = run(pod("p", gpus=1), [half, empty], config=config)
+    packed = run(pod("p", gpus=1), [half, empty])
     assert isinstance(spread, Decision)
     assert isinstance(packed, Decision)
     assert (spread.node, packed.node) == ("empty", "half")
@@ -198,7 +195,7 @@ def test_kube_rule_for_how_many_feasible_nodes_suffice() -> None:
 def test_adaptive_percentage_stops_filtering_early() -> None:
     nodes = [plain_node(f"n{i:03d}") for i in range(300)]
     config = SchedulerConfig(percentage_of_nodes_to_score=0)
-    result = run(simple_pod("p"), nodes, config=config)
+    result = run(pod("p"), nodes, config=config)
     assert isinstance(result, Decision)
     assert result.feasible == num_feasible_nodes_to_find(300, 0) == 144
 
@@ -211,7 +208,7 @@ def test_snapshot_rejects_duplicate_nodes_and_double_assume() -> None:
     with pytest.raises(ValueError, match="twice"):
         Snapshot([plain_node("a"), plain_node("a")])
     snapshot = Snapshot([plain_node("a"), plain_node("b")])
-    obj = simple_pod("p")
+    obj = pod("p")
     result = schedule_one(obj, snapshot, build_framework())
     assert isinstance(result, Decision)
     snapshot.assume(request(obj), result.node, result.placement)
@@ -229,9 +226,9 @@ def test_replace_keeps_the_indexes_current() -> None:
     from tests.support.sched_hw import running
 
     snapshot = Snapshot([plain_node("a"), plain_node("b")])
-    cache_pod = simple_pod(
+    cache_pod = pod(
         "p",
-        extra_spec={
+        spec={
             "affinity": {
                 "podAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -246,7 +243,7 @@ def test_replace_keeps_the_indexes_current() -> None:
     )
     fw = build_framework()
     assert isinstance(schedule_one(cache_pod, snapshot, fw), Failure)  # builds the indexes
-    snapshot.replace(plain_node("b", pods=[running(simple_pod("c", labels={"app": "cache"}))]))
+    snapshot.replace(plain_node("b", pods=[running(pod("c", labels={"app": "cache"}))]))
     placed = schedule_one(cache_pod, snapshot, fw)
     assert isinstance(placed, Decision)
     assert placed.node == "b"
@@ -254,18 +251,18 @@ def test_replace_keeps_the_indexes_current() -> None:
     assert isinstance(schedule_one(cache_pod, snapshot, fw), Failure)
     # A PreferNoSchedule taint appearing through replace is scored.
     snapshot.replace(plain_node("a", taints=[Taint("soft", "", "PreferNoSchedule")]))
-    plain = schedule_one(simple_pod("q"), snapshot, fw)
+    plain = schedule_one(pod("q"), snapshot, fw)
     assert isinstance(plain, Decision)
     assert plain.node == "b"
     snapshot.remove("b")
-    assert schedule_one(simple_pod("q"), snapshot, fw).node == "a"  # type: ignore[union-attr]
+    assert schedule_one(pod("q"), snapshot, fw).node == "a"  # type: ignore[union-attr]
 
 
 def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
-    loner = simple_pod(
+    loner = pod(
         "loner",
         labels={"app": "x"},
-        extra_spec={
+        spec={
             "affinity": {
                 "podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -283,7 +280,7 @@ def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
     first = schedule_one(loner, snapshot, fw)
     assert isinstance(first, Decision)
     snapshot.assume(request(loner), first.node, first.placement)
-    other = simple_pod("other", labels={"app": "x"})
+    other = pod("other", labels={"app": "x"})
     assert isinstance(schedule_one(other, snapshot, fw), Failure)
     assert snapshot.forget(request(loner).key)
     assert isinstance(schedule_one(other, snapshot, fw), Decision)
@@ -292,16 +289,16 @@ def test_forgetting_a_pod_lifts_its_anti_affinity() -> None:
 def test_rejections_carry_the_numbers_for_explanations() -> None:
     from tests.support.sched_hw import running
 
-    other = simple_pod("legacy", cpu="60", memory="200Gi", gpus=7)
+    other = pod("legacy", cpu="60", memory="200Gi", gpus=7)
     node = gpu_node("g", dgx_h100("g"), cpu=64, memory_gib=256, pods=[running(other)])
-    result = run(simple_pod("p", cpu="8", memory="64Gi", gpus=2), [node])
+    result = run(pod("p", cpu="8", memory="64Gi", gpus=2), [node])
     assert isinstance(result, Failure)
     status = result.statuses["g"]
     assert status.detail == (
         "cpu: requested 8, free 4 of 64; memory: requested 64Gi, free 56Gi of 256Gi; "
         "nvidia.com/gpu: requested 2, free 1 of 8"
     )
-    numa = simple_pod("n", cpu="100", annotations={"topos.io/numa-policy": "single-numa"})
+    numa = pod("n", cpu="100", annotations={"topos.io/numa-policy": "single-numa"})
     failure = run(numa, [gpu_node("h", dgx_h100("h"))])
     assert isinstance(failure, Failure)
     assert failure.statuses["h"].detail.startswith("wants 100 CPUs, 1 GiB, 0 GPUs; NUMA 0: 56 CPUs")
@@ -325,7 +322,7 @@ def test_memoised_cycles_decide_exactly_like_fresh_ones(seed: int) -> None:
     snapshot = Snapshot(nodes)
     warm = build_framework()
     for k in range(30):
-        obj = simple_pod(
+        obj = pod(
             f"p{k}",
             cpu=str(rng.choice([1, 4, 16])),
             gpus=rng.choice([0, 1, 2, 4]),

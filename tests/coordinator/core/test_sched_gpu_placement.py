@@ -14,6 +14,7 @@ from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
+from tests.support.pods import pod
 from tests.support.sched_hw import (
     a100_mig,
     dgx1,
@@ -24,7 +25,6 @@ from tests.support.sched_hw import (
     plain_node,
     request,
     run,
-    simple_pod,
     topology,
     ws4,
 )
@@ -38,23 +38,23 @@ def gpus_of(result: object) -> set[int]:
 
 
 def test_dgx1_four_gpu_pod_gets_a_fully_connected_quad() -> None:
-    got = gpus_of(run(simple_pod("p", gpus=4), [gpu_node("d", dgx1("d"))]))
+    got = gpus_of(run(pod("p", gpus=4), [gpu_node("d", dgx1("d"))]))
     assert got in (QUAD_A, QUAD_B)
 
 
 def test_dgx1_one_gpu_pods_fill_one_quad_before_breaking_the_other() -> None:
     snapshot = Snapshot([gpu_node("d", dgx1("d"))])
-    results = place_all([simple_pod(f"p{i}", gpus=1) for i in range(4)], snapshot)
+    results = place_all([pod(f"p{i}", gpus=1) for i in range(4)], snapshot)
     used = set().union(*(gpus_of(r) for r in results))
     assert used in (QUAD_A, QUAD_B)
     # …so a 4-GPU pod still finds an intact quad afterwards.
-    four = schedule_one(simple_pod("big", gpus=4), snapshot, build_framework())
+    four = schedule_one(pod("big", gpus=4), snapshot, build_framework())
     assert gpus_of(four) == ({0, 1, 2, 3, 4, 5, 6, 7} - used)
 
 
 def test_dgx1_two_gpu_pod_takes_a_double_nvlink_pair_inside_a_quad() -> None:
     topo = dgx1("d")
-    got = sorted(gpus_of(run(simple_pod("p", gpus=2), [gpu_node("d", topo)])))
+    got = sorted(gpus_of(run(pod("p", gpus=2), [gpu_node("d", topo)])))
     assert str(topo.link(*got)) == "NV2"
     assert set(got) <= QUAD_A or set(got) <= QUAD_B
 
@@ -62,20 +62,20 @@ def test_dgx1_two_gpu_pod_takes_a_double_nvlink_pair_inside_a_quad() -> None:
 def test_pcie_box_two_gpus_from_one_switch_before_crossing_sockets() -> None:
     topo = pcie8("p")
     snapshot = Snapshot([gpu_node("p", topo)])
-    results = place_all([simple_pod(f"p{i}", gpus=2) for i in range(4)], snapshot)
+    results = place_all([pod(f"p{i}", gpus=2) for i in range(4)], snapshot)
     for r in results:
         a, b = sorted(gpus_of(r))
         assert str(topo.link(a, b)) == "PIX"
     # With one GPU of switch (0,1) busy, a 2-GPU pod avoids the broken pair.
     snapshot = Snapshot([gpu_node("p", topo)])
-    place_all([simple_pod("single", gpus=1)], snapshot)
-    pair = gpus_of(schedule_one(simple_pod("pair", gpus=2), snapshot, build_framework()))
+    place_all([pod("single", gpus=1)], snapshot)
+    pair = gpus_of(schedule_one(pod("pair", gpus=2), snapshot, build_framework()))
     assert str(topo.link(*sorted(pair))) == "PIX"
 
 
 def test_best_node_is_the_one_with_the_better_link_class() -> None:
     nodes = [gpu_node("pcie", pcie8("pcie")), gpu_node("nvsw", dgx_h100("nvsw"))]
-    result = run(simple_pod("p", gpus=4), nodes)
+    result = run(pod("p", gpus=4), nodes)
     assert isinstance(result, Decision)
     assert result.node == "nvsw"
     assert result.verdicts["pcie"].scores["GpuTopology"] < result.breakdown["GpuTopology"]
@@ -97,10 +97,10 @@ def test_locality_policies_on_dgx1(
 ) -> None:
     from tests.support.sched_hw import running
 
-    holder = simple_pod("holder", gpus=len(busy)) if busy else None
+    holder = pod("holder", gpus=len(busy)) if busy else None
     pods = [running(holder, gpus=busy)] if holder else []
     node = gpu_node("d", dgx1("d"), pods=pods)
-    obj = simple_pod("p", gpus=count, annotations={"topos.io/gpu-locality": locality})
+    obj = pod("p", gpus=count, annotations={"topos.io/gpu-locality": locality})
     result = run(obj, [node])
     assert isinstance(result, Decision) is expect_fit
     if expect_fit:
@@ -115,14 +115,14 @@ def test_locality_policies_on_dgx1(
 
 
 def test_same_socket_uses_the_numa_node_of_each_gpu() -> None:
-    obj = simple_pod("p", gpus=4, annotations={"topos.io/gpu-locality": "same-socket"})
+    obj = pod("p", gpus=4, annotations={"topos.io/gpu-locality": "same-socket"})
     got = gpus_of(run(obj, [gpu_node("p", pcie8("p"))]))
     assert got in ({0, 1, 2, 3}, {4, 5, 6, 7})
 
 
 def test_workstation_pairs_by_nvlink_bridge() -> None:
     snapshot = Snapshot([gpu_node("ws", ws4("ws"))])
-    first, second = place_all([simple_pod("a", gpus=2), simple_pod("b", gpus=2)], snapshot)
+    first, second = place_all([pod("a", gpus=2), pod("b", gpus=2)], snapshot)
     assert {frozenset(gpus_of(first)), frozenset(gpus_of(second))} == {
         frozenset({0, 1}),
         frozenset({2, 3}),
@@ -132,7 +132,7 @@ def test_workstation_pairs_by_nvlink_bridge() -> None:
 def test_gpu_product_selection_by_our_label_and_gfd_label() -> None:
     nodes = [gpu_node("l40s", pcie8("l40s")), gpu_node("h100", dgx_h100("h100"))]
     for key in ("topos.io/gpu.product", "nvidia.com/gpu.product"):
-        obj = simple_pod("p", gpus=1, extra_spec={"nodeSelector": {key: "NVIDIA-L40S"}})
+        obj = pod("p", gpus=1, spec={"nodeSelector": {key: "NVIDIA-L40S"}})
         result = run(obj, nodes)
         assert isinstance(result, Decision)
         assert result.node == "l40s"
@@ -140,7 +140,7 @@ def test_gpu_product_selection_by_our_label_and_gfd_label() -> None:
 
 def test_per_gpu_memory_minimum() -> None:
     nodes = [gpu_node("small", pcie8("small", memory_mib=24576)), gpu_node("big", dgx_h100("big"))]
-    obj = simple_pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "40Gi"})
+    obj = pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "40Gi"})
     result = run(obj, nodes)
     assert isinstance(result, Decision)
     assert result.node == "big"
@@ -148,14 +148,14 @@ def test_per_gpu_memory_minimum() -> None:
         "node(s) had no free GPU with enough memory",
     )
     # A bare number is MiB.
-    obj = simple_pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "20000"})
+    obj = pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "20000"})
     assert run(obj, nodes[:1]).node == "small"  # type: ignore[union-attr]
 
 
 def test_mig_profile_resource_fits_only_a_gpu_with_that_instance_free() -> None:
     topo = a100_mig("m")
     snapshot = Snapshot([gpu_node("m", topo), gpu_node("h", dgx_h100("h"))])
-    obj = lambda i: simple_pod(f"mig{i}", cpu="1")  # noqa: E731
+    obj = lambda i: pod(f"mig{i}", cpu="1")  # noqa: E731
     pods = []
     for i in range(8):
         p = obj(i)
@@ -176,12 +176,12 @@ def test_mig_profile_resource_fits_only_a_gpu_with_that_instance_free() -> None:
 
 def test_mig_profile_annotation_single_strategy() -> None:
     topo = a100_mig("m")
-    obj = simple_pod("p", gpus=1, annotations={"topos.io/mig-profile": "3g.40gb"})
+    obj = pod("p", gpus=1, annotations={"topos.io/mig-profile": "3g.40gb"})
     result = run(obj, [gpu_node("m", topo, gpus=12)])
     assert isinstance(result, Decision)
     assert result.placement.gpus == ()
     assert result.placement.mig in (((1, 1),), ((1, 2),))
-    missing = simple_pod("p", gpus=1, annotations={"topos.io/mig-profile": "2g.20gb"})
+    missing = pod("p", gpus=1, annotations={"topos.io/mig-profile": "2g.20gb"})
     failure = run(missing, [gpu_node("m", topo, gpus=12)])
     assert isinstance(failure, Failure)
     assert failure.statuses["m"].reasons == (
@@ -191,7 +191,7 @@ def test_mig_profile_annotation_single_strategy() -> None:
 
 def test_whole_gpu_pods_never_get_mig_partitioned_or_unhealthy_gpus() -> None:
     topo = a100_mig("m")  # GPUs 0 and 1 are partitioned
-    result = run(simple_pod("p", gpus=6), [gpu_node("m", topo)])
+    result = run(pod("p", gpus=6), [gpu_node("m", topo)])
     assert gpus_of(result) == {2, 3, 4, 5, 6, 7}
     sick = topology(
         "s",
@@ -202,20 +202,20 @@ def test_whole_gpu_pods_never_get_mig_partitioned_or_unhealthy_gpus() -> None:
         numa=dgx1("x").numa_nodes[:1],
         unhealthy=[0],
     )
-    assert gpus_of(run(simple_pod("p", gpus=1), [gpu_node("s", sick)])) == {1}
-    too_many = run(simple_pod("p", gpus=2), [gpu_node("s", sick)])
+    assert gpus_of(run(pod("p", gpus=1), [gpu_node("s", sick)])) == {1}
+    too_many = run(pod("p", gpus=2), [gpu_node("s", sick)])
     assert isinstance(too_many, Failure)
     assert too_many.statuses["s"].reasons == ("Insufficient nvidia.com/gpu",)
 
 
 def test_node_without_agent_schedules_plain_counts_but_not_topology_demands() -> None:
     bare = plain_node("bare", gpus=8)
-    assert isinstance(run(simple_pod("p", gpus=4), [bare]), Decision)
-    nvlink = simple_pod("p", gpus=4, annotations={"topos.io/gpu-locality": "nvlink"})
+    assert isinstance(run(pod("p", gpus=4), [bare]), Decision)
+    nvlink = pod("p", gpus=4, annotations={"topos.io/gpu-locality": "nvlink"})
     failure = run(nvlink, [bare])
     assert isinstance(failure, Failure)
     assert failure.message == "0/1 nodes are available: 1 node(s) had no GPU topology."
-    numa = simple_pod("p", cpu="4", annotations={"topos.io/numa-policy": "single-numa"})
+    numa = pod("p", cpu="4", annotations={"topos.io/numa-policy": "single-numa"})
     failure = run(numa, [bare])
     assert isinstance(failure, Failure)
     assert failure.statuses["bare"].reasons == ("node(s) had no NUMA topology",)
@@ -223,7 +223,7 @@ def test_node_without_agent_schedules_plain_counts_but_not_topology_demands() ->
 
 def test_stale_agent_node_gets_no_new_placements() -> None:
     nodes = [gpu_node("stale", dgx_h100("stale"), stale=True), plain_node("cpu")]
-    result = run(simple_pod("p", gpus=1), nodes)
+    result = run(pod("p", gpus=1), nodes)
     assert isinstance(result, Failure)
     assert result.statuses["stale"].reasons == ("node(s) had a stale GPU agent",)
 
@@ -231,7 +231,7 @@ def test_stale_agent_node_gets_no_new_placements() -> None:
 def test_gpus_of_assumed_pods_are_never_reassigned() -> None:
     snapshot = Snapshot([gpu_node("d", dgx1("d")), gpu_node("p", pcie8("p"))])
     sizes = [3, 1, 2, 4, 1, 2, 1, 2]  # 16 GPUs in all: exactly the two nodes
-    results = place_all([simple_pod(f"p{i}", gpus=n) for i, n in enumerate(sizes)], snapshot)
+    results = place_all([pod(f"p{i}", gpus=n) for i, n in enumerate(sizes)], snapshot)
     assert all(isinstance(r, Decision) for r in results)
     seen: set[tuple[str, int]] = set()
     for r in results:
@@ -240,19 +240,17 @@ def test_gpus_of_assumed_pods_are_never_reassigned() -> None:
             assert (r.node, g) not in seen
             seen.add((r.node, g))
     assert len(seen) == 16
-    assert isinstance(
-        schedule_one(simple_pod("extra", gpus=1), snapshot, build_framework()), Failure
-    )
+    assert isinstance(schedule_one(pod("extra", gpus=1), snapshot, build_framework()), Failure)
 
 
 def test_forget_returns_the_gpus() -> None:
     snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
-    obj = simple_pod("all", gpus=8)
+    obj = pod("all", gpus=8)
     (result,) = place_all([obj], snapshot)
     assert isinstance(result, Decision)
-    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, build_framework()), Failure)
+    assert isinstance(schedule_one(pod("x", gpus=1), snapshot, build_framework()), Failure)
     assert snapshot.forget(request(obj).key)
-    assert isinstance(schedule_one(simple_pod("x", gpus=1), snapshot, build_framework()), Decision)
+    assert isinstance(schedule_one(pod("x", gpus=1), snapshot, build_framework()), Decision)
     assert not snapshot.forget(request(obj).key)
 
 
@@ -260,13 +258,13 @@ def test_bound_pods_holding_gpus_by_uuid_annotation_are_respected() -> None:
     """After a coordinator restart the inventory rebuilds from topos.io/assigned-gpus."""
     from tests.support.sched_hw import running
 
-    held = simple_pod(
+    held = pod(
         "old",
         gpus=2,
         annotations={"topos.io/assigned-gpus": "GPU-h-0,GPU-h-5", "topos.io/assigned-numa": "0,1"},
     )
     node = gpu_node("h", dgx_h100("h"), pods=[running(held)])
-    got = gpus_of(run(simple_pod("p", gpus=6), [node]))
+    got = gpus_of(run(pod("p", gpus=6), [node]))
     assert got == {1, 2, 3, 4, 6, 7}
 
 
@@ -296,7 +294,7 @@ def test_sixteen_gpu_node_is_pruned_but_still_sound() -> None:
         nvswitch=True,
     )
     snapshot = Snapshot([gpu_node("dgx2", topo)])
-    results = place_all([simple_pod(f"p{i}", gpus=n) for i, n in enumerate([8, 5, 3])], snapshot)
+    results = place_all([pod(f"p{i}", gpus=n) for i, n in enumerate([8, 5, 3])], snapshot)
     chosen = [gpus_of(r) for r in results]
     assert sum(len(c) for c in chosen) == 16
     assert set().union(*chosen) == set(range(16))
@@ -306,28 +304,28 @@ def test_single_gpu_pods_fill_a_broken_quad_not_an_intact_one() -> None:
     """Lowest-index-first would break quad A; anti-fragmentation finishes quad B instead."""
     from tests.support.sched_hw import running
 
-    holder = running(simple_pod("holder", gpus=1), gpus=(4,))
+    holder = running(pod("holder", gpus=1), gpus=(4,))
     snapshot = Snapshot([gpu_node("d", dgx1("d"), pods=[holder])])
-    results = place_all([simple_pod(f"s{i}", gpus=1) for i in range(3)], snapshot)
+    results = place_all([pod(f"s{i}", gpus=1) for i in range(3)], snapshot)
     assert set().union(*(gpus_of(r) for r in results)) == {5, 6, 7}
 
 
 def test_single_gpu_pod_takes_the_partner_of_a_busy_pcie_gpu() -> None:
     from tests.support.sched_hw import running
 
-    holder = running(simple_pod("holder", gpus=1), gpus=(2,))
-    got = gpus_of(run(simple_pod("s", gpus=1), [gpu_node("p", pcie8("p"), pods=[holder])]))
+    holder = running(pod("holder", gpus=1), gpus=(2,))
+    got = gpus_of(run(pod("s", gpus=1), [gpu_node("p", pcie8("p"), pods=[holder])]))
     assert got == {3}
 
 
 def test_lookalike_nodes_share_plans_but_report_their_own_uuids() -> None:
     nodes = [gpu_node("twin-a", dgx_h100("twin-a")), gpu_node("twin-b", dgx_h100("twin-b"))]
-    first = run(simple_pod("p", gpus=2), nodes)
-    second = run(simple_pod("p", gpus=2), nodes, config=None)
+    first = run(pod("p", gpus=2), nodes)
+    second = run(pod("p", gpus=2), nodes, config=None)
     assert isinstance(first, Decision)
     assert isinstance(second, Decision)
     only_b = schedule_one(
-        simple_pod("q", gpus=2), Snapshot(nodes), build_framework(), candidate_nodes={"twin-b"}
+        pod("q", gpus=2), Snapshot(nodes), build_framework(), candidate_nodes={"twin-b"}
     )
     assert isinstance(only_b, Decision)
     assert only_b.node == "twin-b"
@@ -349,7 +347,7 @@ def test_random_streams_never_double_book_and_fail_only_when_nothing_fits(seed: 
     held: dict[tuple[str, object], str] = {}
     for k in range(40):
         gpus = rng.choice([0, 1, 1, 2, 4, 8])
-        obj = simple_pod(f"p{k}", cpu=str(rng.choice([1, 2, 8])), memory="4Gi", gpus=gpus)
+        obj = pod(f"p{k}", cpu=str(rng.choice([1, 2, 8])), memory="4Gi", gpus=gpus)
         if gpus == 0 and rng.random() < 0.5:
             obj["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
         req = request(obj)

@@ -18,6 +18,7 @@ from coordinator.core.framework.status import Code
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
+from tests.support.pods import host_port, pod, yaml_pod
 from tests.support.sched_hw import (
     bound_info,
     dgx_a100,
@@ -25,11 +26,9 @@ from tests.support.sched_hw import (
     gpu_node,
     place_all,
     plain_node,
-    pod,
     request,
     run,
     running,
-    simple_pod,
 )
 
 
@@ -69,7 +68,7 @@ def _h100_cluster() -> list:
 
 def test_node_selector_sends_replicas_only_to_matching_gpu_type() -> None:
     snapshot = Snapshot(_h100_cluster())
-    replicas = [pod(LLAMA_H100.replace("-0", f"-{i}")) for i in range(3)]
+    replicas = [yaml_pod(LLAMA_H100.replace("-0", f"-{i}")) for i in range(3)]
     first, second, third = place_all(replicas, snapshot)
     assert decided(first).node == "h100-1"
     assert decided(second).node == "h100-1"
@@ -120,7 +119,7 @@ def test_required_node_affinity_filters_and_preferred_term_wins_the_tie() -> Non
             },
         ),
     ]
-    result = decided(run(pod(NODE_AFFINITY), nodes))
+    result = decided(run(yaml_pod(NODE_AFFINITY), nodes))
     assert result.node == "p4d"
     assert result.verdicts["t4"].status.reasons == (
         "node(s) didn't match Pod's node affinity/selector",
@@ -144,9 +143,9 @@ def test_node_affinity_operators(expression: dict, matching: set[str]) -> None:
         plain_node("n4", labels={"gpus": "4"}),
         plain_node("bare", labels={"gpus": "many"}),  # Gt/Lt on a non-integer label: no match
     ]
-    obj = simple_pod(
+    obj = pod(
         "p",
-        extra_spec={
+        spec={
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -163,9 +162,9 @@ def test_node_affinity_operators(expression: dict, matching: set[str]) -> None:
 
 def test_match_fields_on_node_name_and_ored_terms() -> None:
     nodes = [plain_node("a"), plain_node("b"), plain_node("c", labels={"rack": "r9"})]
-    obj = simple_pod(
+    obj = pod(
         "p",
-        extra_spec={
+        spec={
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -217,7 +216,7 @@ def _zoned() -> list:
 
 def test_required_anti_affinity_puts_each_replica_in_its_own_zone() -> None:
     snapshot = Snapshot(_zoned())
-    results = place_all([pod(MULTI_ZONE.format(i=i)) for i in range(4)], snapshot)
+    results = place_all([yaml_pod(MULTI_ZONE.format(i=i)) for i in range(4)], snapshot)
     zones = [
         snapshot.get(decided(r).node).labels["topology.kubernetes.io/zone"] for r in results[:3]
     ]
@@ -232,10 +231,10 @@ def test_required_anti_affinity_puts_each_replica_in_its_own_zone() -> None:
 def test_existing_pods_anti_affinity_is_symmetric() -> None:
     """A pod without any affinity may not join a zone whose pod refuses it."""
     snapshot = Snapshot(_zoned())
-    place_all([pod(MULTI_ZONE.format(i=0))], snapshot)
+    place_all([yaml_pod(MULTI_ZONE.format(i=0))], snapshot)
     taken = next(n.name for n in snapshot.nodes if n.pods)
     zone = snapshot.get(taken).labels["topology.kubernetes.io/zone"]
-    newcomer = simple_pod("plain", labels={"app": "llama-3-70b-multi-zone"})
+    newcomer = pod("plain", labels={"app": "llama-3-70b-multi-zone"})
     result = decided(schedule_one(newcomer, snapshot, build_framework()))
     assert snapshot.get(result.node).labels["topology.kubernetes.io/zone"] != zone
     for name in (f"{zone}-1", f"{zone}-2"):
@@ -243,7 +242,7 @@ def test_existing_pods_anti_affinity_is_symmetric() -> None:
             "node(s) didn't satisfy existing pods anti-affinity rules",
         )
     # Without the matching label it may go anywhere.
-    other = decided(schedule_one(simple_pod("other"), snapshot, build_framework()))
+    other = decided(schedule_one(pod("other"), snapshot, build_framework()))
     assert other.feasible == 6
 
 
@@ -265,18 +264,18 @@ spec:
 
 
 def test_pod_affinity_colocates_with_the_cache() -> None:
-    cache = simple_pod("redis", labels={"app": "redis-cache"})
+    cache = pod("redis", labels={"app": "redis-cache"})
     nodes = [
         gpu_node("g1", dgx_h100("g1")),
         gpu_node("g2", dgx_h100("g2"), pods=[running(cache)]),
         gpu_node("g3", dgx_h100("g3")),
     ]
-    assert decided(run(pod(WITH_CACHE), nodes)).node == "g2"
+    assert decided(run(yaml_pod(WITH_CACHE), nodes)).node == "g2"
 
 
 def test_pod_affinity_without_any_cache_pending() -> None:
     nodes = [gpu_node("g1", dgx_h100("g1")), gpu_node("g2", dgx_h100("g2"))]
-    assert failed(run(pod(WITH_CACHE), nodes)).message == (
+    assert failed(run(yaml_pod(WITH_CACHE), nodes)).message == (
         "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
     )
 
@@ -293,29 +292,29 @@ spec:
   containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
 """
     snapshot = Snapshot(_zoned())
-    results = place_all([pod(group.format(i=i)) for i in range(3)], snapshot)
+    results = place_all([yaml_pod(group.format(i=i)) for i in range(3)], snapshot)
     zones = {snapshot.get(decided(r).node).labels["topology.kubernetes.io/zone"] for r in results}
     assert len(zones) == 1
 
 
 def test_namespace_selector_and_namespaces_limit_which_pods_count() -> None:
-    cache = simple_pod("redis", labels={"app": "redis-cache"}, namespace="infra")
+    cache = pod("redis", labels={"app": "redis-cache"}, namespace="infra")
     nodes = [plain_node("n1"), plain_node("n2", pods=[running(cache)])]
     term = {
         "labelSelector": {"matchLabels": {"app": "redis-cache"}},
         "topologyKey": "kubernetes.io/hostname",
     }
-    same_ns = simple_pod(
+    same_ns = pod(
         "p",
-        extra_spec={
+        spec={
             "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
         },
     )
     # Default: only the pod's own namespace counts, and the cache is in "infra".
     assert isinstance(run(same_ns, nodes), Failure)
-    by_selector = simple_pod(
+    by_selector = pod(
         "p",
-        extra_spec={
+        spec={
             "affinity": {
                 "podAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -327,9 +326,9 @@ def test_namespace_selector_and_namespaces_limit_which_pods_count() -> None:
     )
     namespaces = {"infra": {"team": "platform"}, "default": {}}
     assert decided(run(by_selector, nodes, namespaces=namespaces)).node == "n2"
-    by_list = simple_pod(
+    by_list = pod(
         "p",
-        extra_spec={
+        spec={
             "affinity": {
                 "podAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -357,13 +356,13 @@ def test_dedicated_node_taint_keeps_others_off() -> None:
     dedicated = gpu_node(
         "node-1", dgx_h100("node-1"), taints=[Taint("gpu-only", "true", "NoSchedule")]
     )
-    intolerant = simple_pod("web", gpus=1)
+    intolerant = pod("web", gpus=1)
     result = failed(run(intolerant, [dedicated]))
     # kube-scheduler 1.33 counts the generic reason; which taint is kept for explanations.
     assert result.message == "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
     assert result.statuses["node-1"].detail == "untolerated taint {gpu-only: true}"
     assert result.unresolvable
-    assert decided(run(pod(TOLERATES), [dedicated])).node == "node-1"
+    assert decided(run(yaml_pod(TOLERATES), [dedicated])).node == "node-1"
 
 
 @pytest.mark.parametrize(
@@ -379,7 +378,7 @@ def test_dedicated_node_taint_keeps_others_off() -> None:
 )
 def test_toleration_matching(toleration: dict, tolerated: bool) -> None:
     node = plain_node("n", taints=[Taint("gpu-only", "true", "NoSchedule")])
-    result = run(simple_pod("p", extra_spec={"tolerations": [toleration]}), [node])
+    result = run(pod("p", spec={"tolerations": [toleration]}), [node])
     assert isinstance(result, Decision) is tolerated
 
 
@@ -389,14 +388,14 @@ def test_no_execute_taints_filter_and_prefer_no_schedule_only_scores() -> None:
         plain_node("soft", taints=[Taint("busy", "yes", "PreferNoSchedule")]),
         plain_node("clean"),
     ]
-    result = decided(run(simple_pod("p"), nodes))
+    result = decided(run(pod("p"), nodes))
     assert result.node == "clean"
     assert result.verdicts["evicting"].status.reasons == ("node(s) had untolerated taint(s)",)
     assert result.verdicts["evicting"].status.detail == "untolerated taint {maint: }"
     assert result.verdicts["soft"].status.is_success
     assert result.verdicts["soft"].scores["TaintToleration"] < result.breakdown["TaintToleration"]
     # Only the soft node left: it is used.
-    assert decided(run(simple_pod("p"), nodes[:2])).node == "soft"
+    assert decided(run(pod("p"), nodes[:2])).node == "soft"
 
 
 def test_cordoned_and_not_ready_nodes() -> None:
@@ -404,13 +403,13 @@ def test_cordoned_and_not_ready_nodes() -> None:
         plain_node("cordoned", unschedulable=True),
         plain_node("down", ready=False),
     ]
-    result = failed(run(simple_pod("p"), nodes))
+    result = failed(run(pod("p"), nodes))
     assert result.message == (
         "0/2 nodes are available: 1 node(s) had untolerated taint(s), 1 node(s) were unschedulable."
     )
-    tolerant = simple_pod(
+    tolerant = pod(
         "ds",
-        extra_spec={
+        spec={
             "tolerations": [
                 {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},
                 {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
@@ -457,9 +456,9 @@ spec:
 
 def test_combined_llm_example() -> None:
     gpu_taint = [Taint("nvidia.com/gpu", "present", "NoSchedule")]
-    prom = running(simple_pod("prom", labels={"app": "prometheus"}))
-    prom2 = running(simple_pod("prom2", labels={"app": "prometheus"}))
-    serving = running(simple_pod("old-model", labels={"app": "model-serving"}))
+    prom = running(pod("prom", labels={"app": "prometheus"}))
+    prom2 = running(pod("prom2", labels={"app": "prometheus"}))
+    serving = running(pod("old-model", labels={"app": "model-serving"}))
     h100 = {"nvidia.com/gpu.product": "H100"}
     nodes = [
         gpu_node("h100-a", dgx_h100("h100-a"), labels=h100, taints=gpu_taint),  # no prometheus
@@ -467,7 +466,7 @@ def test_combined_llm_example() -> None:
         gpu_node("h100-c", dgx_h100("h100-c"), labels=h100, taints=gpu_taint, pods=[prom2]),
         gpu_node("a100-d", dgx_a100("a100-d"), labels={"nvidia.com/gpu.product": "A100"}),
     ]
-    obj = pod(COMBINED)
+    obj = yaml_pod(COMBINED)
     assert request(obj).priority == 1000000
     result = decided(run(obj, nodes))
     assert result.node == "h100-c"
@@ -493,13 +492,11 @@ def _spread_pod(
         "labelSelector": {"matchLabels": {"app": "web"}},
         **extra,
     }
-    return simple_pod(
-        name, labels={"app": "web"}, extra_spec={"topologySpreadConstraints": [constraint]}
-    )
+    return pod(name, labels={"app": "web"}, spec={"topologySpreadConstraints": [constraint]})
 
 
 def _two_zones(a_pods: int, b_pods: int) -> list:
-    web = lambda i: running(simple_pod(f"web-{i}", labels={"app": "web"}))  # noqa: E731
+    web = lambda i: running(pod(f"web-{i}", labels={"app": "web"}))  # noqa: E731
     return [
         plain_node(
             "a1", labels={"topology.kubernetes.io/zone": "a"}, pods=[web(i) for i in range(a_pods)]
@@ -546,7 +543,7 @@ def test_spread_schedule_anyway_prefers_the_emptier_zone_but_never_blocks() -> N
 def test_spread_honours_node_affinity_policy_when_counting() -> None:
     # Zone b's only node is excluded by the pod's nodeSelector, so zone b is not a domain and the
     # skew is measured among zone a and c only.
-    web = lambda i: running(simple_pod(f"w{i}", labels={"app": "web"}))  # noqa: E731
+    web = lambda i: running(pod(f"w{i}", labels={"app": "web"}))  # noqa: E731
     nodes = [
         plain_node("a1", labels={"topology.kubernetes.io/zone": "a", "pool": "x"}, pods=[web(1)]),
         plain_node("b1", labels={"topology.kubernetes.io/zone": "b"}),
@@ -566,22 +563,22 @@ def test_spread_honours_node_affinity_policy_when_counting() -> None:
 
 
 def test_resource_fit_counts_pods_of_other_schedulers_and_reports_every_short_resource() -> None:
-    other = simple_pod("legacy", cpu="60", memory="200Gi", gpus=7)
+    other = pod("legacy", cpu="60", memory="200Gi", gpus=7)
     other["spec"]["schedulerName"] = "default-scheduler"
     node = gpu_node("g", dgx_h100("g"), cpu=64, memory_gib=256, pods=[running(other)])
-    result = failed(run(simple_pod("p", cpu="8", memory="64Gi", gpus=2), [node]))
+    result = failed(run(pod("p", cpu="8", memory="64Gi", gpus=2), [node]))
     assert result.statuses["g"].reasons == (
         "Insufficient cpu",
         "Insufficient memory",
         "Insufficient nvidia.com/gpu",
     )
-    assert decided(run(simple_pod("p", cpu="4", memory="56Gi", gpus=1), [node])).node == "g"
+    assert decided(run(pod("p", cpu="4", memory="56Gi", gpus=1), [node])).node == "g"
 
 
 def test_too_many_pods_ephemeral_storage_and_extended_resources() -> None:
-    full = plain_node("full", extra={"pods": 1}, pods=[running(simple_pod("x"))])
-    assert failed(run(simple_pod("p"), [full])).statuses["full"].reasons == ("Too many pods",)
-    obj = simple_pod("p")
+    full = plain_node("full", extra={"pods": 1}, pods=[running(pod("x"))])
+    assert failed(run(pod("p"), [full])).statuses["full"].reasons == ("Too many pods",)
+    obj = pod("p")
     obj["spec"]["containers"][0]["resources"]["requests"]["ephemeral-storage"] = "600Gi"
     obj["spec"]["containers"][0]["resources"]["limits"] = {"example.com/fpga": "1"}
     result = failed(run(obj, [plain_node("n")]))
@@ -593,7 +590,7 @@ def test_too_many_pods_ephemeral_storage_and_extended_resources() -> None:
 
 
 def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
-    obj = simple_pod("p", cpu="2")
+    obj = pod("p", cpu="2")
     obj["spec"]["initContainers"] = [
         {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
         {"name": "setup", "resources": {"requests": {"cpu": "4", "memory": "8Gi"}}},
@@ -608,12 +605,12 @@ def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
 def test_own_anti_affinity_reason_when_existing_pods_carry_none() -> None:
     """Existing pods without any anti-affinity: the incoming pod's own term rejects."""
     nodes = [
-        plain_node("n1", pods=[running(simple_pod("db-0", labels={"app": "db"}))]),
+        plain_node("n1", pods=[running(pod("db-0", labels={"app": "db"}))]),
         plain_node("n2"),
     ]
-    obj = simple_pod(
+    obj = pod(
         "db-1",
-        extra_spec={
+        spec={
             "affinity": {
                 "podAntiAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -637,9 +634,9 @@ def test_own_anti_affinity_reason_when_existing_pods_carry_none() -> None:
 
 def test_existing_pods_preferred_affinity_attracts_the_incoming_pod() -> None:
     """Symmetry in scoring: an existing pod that prefers pods like the incoming one pulls it."""
-    fan = simple_pod(
+    fan = pod(
         "fan",
-        extra_spec={
+        spec={
             "affinity": {
                 "podAffinity": {
                     "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -656,7 +653,7 @@ def test_existing_pods_preferred_affinity_attracts_the_incoming_pod() -> None:
         },
     )
     nodes = [plain_node("a"), plain_node("b", pods=[running(fan)]), plain_node("c")]
-    result = decided(run(simple_pod("cache-0", labels={"app": "cache"}), nodes))
+    result = decided(run(pod("cache-0", labels={"app": "cache"}), nodes))
     assert result.node == "b"
     assert result.breakdown["InterPodAffinity"] > result.verdicts["a"].scores.get(
         "InterPodAffinity", 0
@@ -664,33 +661,24 @@ def test_existing_pods_preferred_affinity_attracts_the_incoming_pod() -> None:
 
 
 def test_finished_pods_hold_nothing() -> None:
-    done = simple_pod("done", cpu="60", gpus=8)
+    done = pod("done", cpu="60", gpus=8)
     done["status"] = {"phase": "Succeeded"}
     assert bound_info(done) is None
-
-
-def _with_port(name: str, port: int, protocol: str = "TCP", ip: str | None = None) -> dict:
-    obj = simple_pod(name)
-    entry: dict = {"containerPort": port, "hostPort": port, "protocol": protocol}
-    if ip:
-        entry["hostIP"] = ip
-    obj["spec"]["containers"][0]["ports"] = [entry]
-    return obj
 
 
 @pytest.mark.parametrize(
     ("existing", "wanted", "conflict"),
     [
-        (_with_port("a", 8080), _with_port("b", 8080), True),
-        (_with_port("a", 8080), _with_port("b", 8080, "UDP"), False),
-        (_with_port("a", 8080), _with_port("b", 9090), False),
-        (_with_port("a", 8080, ip="10.0.0.1"), _with_port("b", 8080, ip="10.0.0.2"), False),
-        (_with_port("a", 8080, ip="10.0.0.1"), _with_port("b", 8080), True),  # wildcard
+        (host_port(8080), host_port(8080), True),
+        (host_port(8080), host_port(8080, protocol="UDP"), False),
+        (host_port(8080), host_port(9090), False),
+        (host_port(8080, ip="10.0.0.1"), host_port(8080, ip="10.0.0.2"), False),
+        (host_port(8080, ip="10.0.0.1"), host_port(8080), True),  # wildcard
     ],
 )
 def test_host_ports(existing: dict, wanted: dict, conflict: bool) -> None:
-    node = plain_node("n", pods=[running(existing)])
-    result = run(wanted, [node])
+    node = plain_node("n", pods=[running(pod("a", ports=[existing]))])
+    result = run(pod("b", ports=[wanted]), [node])
     if conflict:
         assert failed(result).message == (
             "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."

@@ -22,7 +22,8 @@ from coordinator.core.framework.status import Code
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.sched_hw import dgx_h100, gpu_node, pod, run, simple_pod
+from tests.support.pods import pod, yaml_pod
+from tests.support.sched_hw import dgx_h100, gpu_node, run
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def test_alias_lookup_and_conflicts() -> None:
 
 
 def test_a_full_pod_reads_into_a_request() -> None:
-    obj = pod(
+    obj = yaml_pod(
         """
 metadata:
   name: trainer
@@ -139,7 +140,7 @@ spec:
 
 def test_gang_vocabularies() -> None:
     kubenexus = parse_pod(
-        simple_pod(
+        pod(
             "w",
             labels={
                 "pod-group.scheduling.kubenexus.io/name": "spark-job-123",
@@ -154,7 +155,7 @@ def test_gang_vocabularies() -> None:
         11,
         "kubenexus",
     )
-    x_k8s = parse_pod(simple_pod("w", labels={"scheduling.x-k8s.io/pod-group": "pg-1"}))
+    x_k8s = parse_pod(pod("w", labels={"scheduling.x-k8s.io/pod-group": "pg-1"}))
     assert isinstance(x_k8s, PodRequest)
     assert x_k8s.gang is not None
     assert (x_k8s.gang.name, x_k8s.gang.min_member, x_k8s.gang.source) == ("pg-1", None, "x-k8s")
@@ -301,7 +302,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
 
 
 def _bad_pod(change: dict[str, Any]) -> dict[str, Any]:
-    obj = simple_pod(
+    obj = pod(
         "bad",
         cpu=change.get("cpu", "1"),
         memory=change.get("memory", "1Gi"),
@@ -337,7 +338,7 @@ def test_a_bad_pod_does_not_disturb_the_next_one() -> None:
     snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
     fw = build_framework()
     bad = schedule_one(_bad_pod({"gpus": "-1"}), snapshot, fw)
-    good = schedule_one(simple_pod("good", gpus=8), snapshot, fw)
+    good = schedule_one(pod("good", gpus=8), snapshot, fw)
     assert isinstance(bad, Failure)
     assert isinstance(good, Decision)
 

@@ -9,7 +9,8 @@ import itertools
 from agent.devices.source import discover_profile
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.sched_hw import gpu_node, place_all, pod, run, simple_pod
+from tests.support.pods import pod, yaml_pod
+from tests.support.sched_hw import gpu_node, place_all, run
 
 
 def discovered(profile: str, host: str):  # type: ignore[no-untyped-def]
@@ -22,13 +23,13 @@ def links_of(topo, gpus) -> set[str]:  # type: ignore[no-untyped-def]
 
 def test_dgx1_v100_profile_quads() -> None:
     topo = discovered("dgx1-v100", "v100")
-    result = run(simple_pod("p", gpus=4), [gpu_node("v100", topo)])
+    result = run(pod("p", gpus=4), [gpu_node("v100", topo)])
     assert isinstance(result, Decision)
     assert all(link.startswith("NV") for link in links_of(topo, result.placement.gpus))
     snapshot = Snapshot([gpu_node("v100", topo)])
-    singles = place_all([simple_pod(f"s{i}", gpus=1) for i in range(4)], snapshot)
+    singles = place_all([pod(f"s{i}", gpus=1) for i in range(4)], snapshot)
     used = {g for r in singles if isinstance(r, Decision) for g in r.placement.gpus}
-    (quad,) = place_all([simple_pod("q", gpus=4)], snapshot)
+    (quad,) = place_all([pod("q", gpus=4)], snapshot)
     assert isinstance(quad, Decision)
     assert set(quad.placement.gpus).isdisjoint(used)
     assert all(link.startswith("NV") for link in links_of(topo, quad.placement.gpus))
@@ -37,7 +38,7 @@ def test_dgx1_v100_profile_quads() -> None:
 def test_pcie_8x_profile_pairs_behind_one_switch() -> None:
     topo = discovered("pcie-8x", "pcie")
     snapshot = Snapshot([gpu_node("pcie", topo)])
-    results = place_all([simple_pod(f"p{i}", gpus=2) for i in range(4)], snapshot)
+    results = place_all([pod(f"p{i}", gpus=2) for i in range(4)], snapshot)
     for r in results:
         assert isinstance(r, Decision)
         assert links_of(topo, r.placement.gpus) == {"PIX"}
@@ -46,7 +47,7 @@ def test_pcie_8x_profile_pairs_behind_one_switch() -> None:
 def test_ws_4x_nvlink_profile_bridge_pairs() -> None:
     topo = discovered("ws-4x-nvlink", "ws")
     snapshot = Snapshot([gpu_node("ws", topo)])
-    results = place_all([simple_pod("a", gpus=2), simple_pod("b", gpus=2)], snapshot)
+    results = place_all([pod("a", gpus=2), pod("b", gpus=2)], snapshot)
     for r in results:
         assert isinstance(r, Decision)
         assert links_of(topo, r.placement.gpus) == {"NV4"}
@@ -69,7 +70,7 @@ spec:
       limits: {{nvidia.com/gpu: "2"}}
 """
     snapshot = Snapshot([gpu_node("a100", topo)])
-    results = place_all([pod(training.format(i=i)) for i in range(5)], snapshot)
+    results = place_all([yaml_pod(training.format(i=i)) for i in range(5)], snapshot)
     numas = []
     for r in results[:4]:
         assert isinstance(r, Decision)
@@ -83,7 +84,7 @@ spec:
 
 def test_dgx_a100_nps4_single_numa_too_big_for_any_numa_node() -> None:
     topo = discovered("dgx-a100", "a100")
-    big = simple_pod(
+    big = pod(
         "big",
         cpu="48",  # 32 CPUs per NUMA node with NPS4
         gpus=2,
@@ -94,9 +95,7 @@ def test_dgx_a100_nps4_single_numa_too_big_for_any_numa_node() -> None:
     assert failure.message == (
         "0/1 nodes are available: 1 no single NUMA node has sufficient capacity."
     )
-    restricted = simple_pod(
-        "r", cpu="48", gpus=2, annotations={"topos.io/numa-policy": "restricted"}
-    )
+    restricted = pod("r", cpu="48", gpus=2, annotations={"topos.io/numa-policy": "restricted"})
     result = run(restricted, [gpu_node("a100", topo)])
     assert isinstance(result, Decision)
     assert len(result.placement.numa) == 2
@@ -107,7 +106,7 @@ def test_a100_mig_profile_instances() -> None:
     snapshot = Snapshot([gpu_node("mig", topo)])
     objs = []
     for i in range(2):
-        obj = simple_pod(f"m{i}")
+        obj = pod(f"m{i}")
         obj["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.5gb": "1"}
         objs.append(obj)
     first, second = place_all(objs, snapshot)
@@ -124,7 +123,7 @@ def test_dgx1_v100_profile_single_numa_node_aligns_gpus_without_affinity() -> No
     still place, and their NUMA node is reported."""
     topo = discovered("dgx1-v100", "v100")
     assert len(topo.numa_nodes) == 1
-    obj = simple_pod("p", cpu="8", gpus=2, annotations={"topos.io/numa-policy": "single-numa"})
+    obj = pod("p", cpu="8", gpus=2, annotations={"topos.io/numa-policy": "single-numa"})
     result = run(obj, [gpu_node("v100", topo)])
     assert isinstance(result, Decision)
     assert result.placement.numa == (topo.numa_nodes[0].id,)

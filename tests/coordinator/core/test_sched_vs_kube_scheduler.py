@@ -22,6 +22,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.kube_wait import scheduled_message, wait_for_object
+from tests.support.pods import host_port, pod
 from tests.support.sched_hw import bound_info
 
 pytestmark = pytest.mark.kube
@@ -189,32 +191,8 @@ async def make_node(
     )
 
 
-def pod_obj(
-    name: str,
-    *,
-    scheduler: str,
-    node: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    cpu: str = "1",
-    gpus: int = 0,
-    spec: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    resources: dict[str, Any] = {"requests": {"cpu": cpu, "memory": "1Gi"}}
-    if gpus:
-        resources["limits"] = {"nvidia.com/gpu": str(gpus)}
-    body: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "c", "image": "registry.invalid/x", "resources": resources}],
-        **(spec or {}),
-    }
-    if node:
-        body["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": body,
-    }
+# Pods are created in the test's namespace.
+pod_obj = partial(pod, namespace=None)
 
 
 async def kube_verdict(kube: KubeClient, namespace: str, name: str) -> tuple[str | None, str]:
@@ -604,11 +582,13 @@ async def test_host_port_conflicts_match(
         await make_node(kube, f"h{tag}-{k}", labels={"diff": tag})
 
     def with_port(name: str, node: str | None = None) -> dict[str, Any]:
-        obj = pod_obj(
-            name, scheduler=kube_scheduler, node=node, spec={"nodeSelector": {"diff": tag}}
+        return pod_obj(
+            name,
+            scheduler=kube_scheduler,
+            node=node,
+            spec={"nodeSelector": {"diff": tag}},
+            ports=[host_port(9000)],
         )
-        obj["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000}]
-        return obj
 
     await kube.create(PODS, with_port("holder", f"h{tag}-0"), namespace=namespace)
     node, _, ours = await compare(kube, namespace, with_port("second"))

@@ -4,26 +4,9 @@ attempt is still being decided."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from coordinator.core.queue import QueueSettings, SchedulingQueue
 from tests.support.clock import ManualClock
-
-
-def pod(name: str, *, priority: int = 0, created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": f"uid-{name}",
-            "creationTimestamp": created,
-        },
-        "spec": {
-            "schedulerName": "topos",
-            "priority": priority,
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-        },
-    }
+from tests.support.pods import gpu_pod
 
 
 def make_queue(clock: ManualClock) -> SchedulingQueue:
@@ -36,7 +19,7 @@ def make_queue(clock: ManualClock) -> SchedulingQueue:
 def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> None:
     clock = ManualClock()
     q = make_queue(clock)
-    q.add(pod("a"))
+    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
     attempt = q.pop()
     assert attempt is not None
     q.failed(attempt)
@@ -51,7 +34,7 @@ def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
     backoff, not sit out the 60 s flush interval."""
     clock = ManualClock()
     q = make_queue(clock)
-    q.add(pod("a"))
+    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
     attempt = q.pop()
     assert attempt is not None
     q.cluster_changed()  # e.g. another job finished while this attempt was being decided
@@ -66,7 +49,7 @@ def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
 def test_a_change_for_other_pods_does_not_touch_this_attempt() -> None:
     clock = ManualClock()
     q = make_queue(clock)
-    q.add(pod("a"))
+    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
     attempt = q.pop()
     assert attempt is not None
     q.cluster_changed(only=lambda p: p.key != "ns/a")

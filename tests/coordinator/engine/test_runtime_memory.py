@@ -22,38 +22,7 @@ from coordinator.core.queue import QueueSettings, SchedulingQueue
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock
-
-
-def gpu_pod(
-    name: str,
-    gpus: int,
-    *,
-    annotations: dict[str, str] | None = None,
-    priority: int | None = None,
-    created: str = "",
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "schedulerName": "topos",
-        "containers": [
-            {
-                "name": "main",
-                "image": "busybox",
-                "resources": {
-                    "requests": {"cpu": "1", "memory": "1Gi"},
-                    "limits": {"nvidia.com/gpu": str(gpus)} if gpus else {},
-                },
-            }
-        ],
-    }
-    if priority is not None:
-        spec["priority"] = priority
-    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
-    if annotations:
-        meta["annotations"] = annotations
-    if created:
-        meta["creationTimestamp"] = created
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-
+from tests.support.pods import pod
 
 # --- the queue ----------------------------------------------------------------------------------
 
@@ -61,9 +30,9 @@ def gpu_pod(
 def test_queue_pops_by_priority_then_age_and_backs_off_failures() -> None:
     clock = ManualClock()
     q = SchedulingQueue(QueueSettings(initial_backoff_s=1, max_backoff_s=4), clock=clock)
-    q.add(gpu_pod("old-low", 1, created="2026-01-01T00:00:00Z"))
-    q.add(gpu_pod("new-low", 1, created="2026-01-02T00:00:00Z"))
-    q.add(gpu_pod("urgent", 1, priority=1000, created="2026-01-03T00:00:00Z"))
+    q.add(pod("old-low", gpus=1, uid="uid-old-low", created="2026-01-01T00:00:00Z"))
+    q.add(pod("new-low", gpus=1, uid="uid-new-low", created="2026-01-02T00:00:00Z"))
+    q.add(pod("urgent", gpus=1, uid="uid-urgent", priority=1000, created="2026-01-03T00:00:00Z"))
     order = []
     while (entry := q.pop()) is not None:
         order.append(entry.key)
@@ -78,8 +47,8 @@ def test_queue_pops_by_priority_then_age_and_backs_off_failures() -> None:
 def test_unschedulable_pods_wait_for_a_cluster_change_and_bad_pods_for_an_edit() -> None:
     clock = ManualClock()
     q = SchedulingQueue(QueueSettings(unschedulable_flush_s=60), clock=clock)
-    q.add(gpu_pod("big", 8))
-    q.add(gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "telepathy"}))
+    q.add(pod("big", gpus=8, uid="uid-big"))
+    q.add(pod("bad", gpus=1, uid="uid-bad", annotations={"topos.io/gpu-locality": "telepathy"}))
     big, bad = q.pop(), q.pop()
     assert big is not None
     assert bad is not None
@@ -94,10 +63,15 @@ def test_unschedulable_pods_wait_for_a_cluster_change_and_bad_pods_for_an_edit()
     assert again.key == "default/big"
     assert q.pop() is None
     # An edit that does not touch labels/annotations/spec (a status write) changes nothing…
-    q.add({**gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "telepathy"}), "status": {}})
+    q.add(
+        {
+            **pod("bad", gpus=1, uid="uid-bad", annotations={"topos.io/gpu-locality": "telepathy"}),
+            "status": {},
+        }
+    )
     assert q.pop() is None
     # …fixing the annotation does.
-    q.add(gpu_pod("bad", 1, annotations={"topos.io/gpu-locality": "nvlink"}))
+    q.add(pod("bad", gpus=1, uid="uid-bad", annotations={"topos.io/gpu-locality": "nvlink"}))
     clock.now += 10
     fixed = q.pop()
     assert fixed is not None
@@ -132,7 +106,7 @@ async def test_pipelined_binds_never_hand_out_a_gpu_twice(
 ) -> None:
     cluster, runtime = memory
     for i in range(20):
-        cluster.create_pod(gpu_pod(f"p{i}", 1))
+        cluster.create_pod(pod(f"p{i}", gpus=1))
     await runtime.settle()
     placed = [assigned(cluster, f"p{i}") for i in range(20)]
     bound = [(node, gpus[0]) for node, gpus in placed if node]
@@ -145,10 +119,10 @@ async def test_a_waiting_pod_is_placed_when_capacity_frees_up(
     memory: tuple[MemoryCluster, SchedulerRuntime],
 ) -> None:
     cluster, runtime = memory
-    cluster.create_pod(gpu_pod("a", 8))
-    cluster.create_pod(gpu_pod("b", 8))
+    cluster.create_pod(pod("a", gpus=8))
+    cluster.create_pod(pod("b", gpus=8))
     await runtime.settle()
-    cluster.create_pod(gpu_pod("c", 4))
+    cluster.create_pod(pod("c", gpus=4))
     await runtime.settle()
     assert assigned(cluster, "c")[0] is None
     failed = [e for e in cluster.events("default", "c") if e["reason"] == "FailedScheduling"]
@@ -181,8 +155,8 @@ async def test_a_bad_pod_is_named_harms_no_one_and_is_placed_once_fixed(
     memory: tuple[MemoryCluster, SchedulerRuntime],
 ) -> None:
     cluster, runtime = memory
-    cluster.create_pod(gpu_pod("bad", 2, annotations={"topos.io/gpu-locality": "telepathy"}))
-    cluster.create_pod(gpu_pod("good", 2))
+    cluster.create_pod(pod("bad", gpus=2, annotations={"topos.io/gpu-locality": "telepathy"}))
+    cluster.create_pod(pod("good", gpus=2))
     await runtime.settle()
     assert assigned(cluster, "good")[0] is not None
     assert assigned(cluster, "bad")[0] is None
@@ -197,9 +171,9 @@ async def test_a_deleted_pending_pod_is_never_bound(
     memory: tuple[MemoryCluster, SchedulerRuntime],
 ) -> None:
     cluster, runtime = memory
-    cluster.create_pod(gpu_pod("fill-0", 8))
-    cluster.create_pod(gpu_pod("fill-1", 8))
-    cluster.create_pod(gpu_pod("gone", 1))
+    cluster.create_pod(pod("fill-0", gpus=8))
+    cluster.create_pod(pod("fill-1", gpus=8))
+    cluster.create_pod(pod("gone", gpus=1))
     await runtime.settle()
     cluster.delete_pod("default", "gone")
     cluster.finish_pod("default", "fill-0")
@@ -227,8 +201,8 @@ async def test_explain_shows_where_and_why_with_per_node_scores(
     memory: tuple[MemoryCluster, SchedulerRuntime], api: TestClient[Any, Any]
 ) -> None:
     cluster, runtime = memory
-    cluster.create_pod(gpu_pod("placed", 4, annotations={"topos.io/gpu-locality": "nvlink"}))
-    cluster.create_pod(gpu_pod("huge", 9))
+    cluster.create_pod(pod("placed", gpus=4, annotations={"topos.io/gpu-locality": "nvlink"}))
+    cluster.create_pod(pod("huge", gpus=9))
     await runtime.settle()
     resp = await api.get("/v1/pods/default/placed/explain")
     assert resp.status == 200
@@ -258,7 +232,7 @@ async def test_simulate_answers_where_pods_would_go_and_changes_nothing(
 ) -> None:
     cluster, runtime = memory
     generation = cluster.inventory.generation
-    pods = [gpu_pod(f"what-if-{i}", 8) for i in range(3)]
+    pods = [pod(f"what-if-{i}", gpus=8) for i in range(3)]
     resp = await api.post("/v1/simulate", json={"pods": pods})
     assert resp.status == 200
     doc = await resp.json()

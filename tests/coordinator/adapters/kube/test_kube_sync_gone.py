@@ -15,6 +15,7 @@ from coordinator.inventory.store import Inventory
 from devcluster.controlplane import ControlPlane
 from tests.support.etcd import compact
 from tests.support.inventory_wait import until
+from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.kube
 
@@ -23,20 +24,6 @@ pytestmark = pytest.mark.kube
 async def client(uncached_plane: ControlPlane) -> AsyncIterator[KubeClient]:
     async with await KubeClient.connect(uncached_plane.kubeconfig) as c:
         yield c
-
-
-def _pod(name: str, node: str, gpus: int) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "containers": [
-                {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
-            ],
-        },
-    }
 
 
 async def test_watch_from_a_compacted_version_relists_and_keeps_following(
@@ -59,7 +46,11 @@ async def test_watch_from_a_compacted_version_relists_and_keeps_following(
         },
         subresource="status",
     )
-    await client.create(PODS, _pod("first", node, 2), namespace=namespace)
+    await client.create(
+        PODS,
+        gpu_pod("first", 2, node=node, scheduler=None),
+        namespace=namespace,
+    )
     inv = Inventory(stale_ttl_s=30)
     synced = asyncio.Event()
     lists: list[int] = []  # one entry per completed (re)list once both resources are synced
@@ -93,7 +84,11 @@ async def test_watch_from_a_compacted_version_relists_and_keeps_following(
                 await synced.wait()
                 synced.clear()
         assert sync.relists == relists + 2
-        await client.create(PODS, _pod("second", node, 3), namespace=namespace)
+        await client.create(
+            PODS,
+            gpu_pod("second", 3, node=node, scheduler=None),
+            namespace=namespace,
+        )
         await until(inv, lambda: inv.node(node).free["nvidia.com/gpu"] == 3)  # type: ignore[union-attr]
     finally:
         task.cancel()

@@ -14,6 +14,7 @@ from coordinator.core.gangs.identity import (
     gang_of,
     gang_of_agent_pool,
 )
+from tests.support import pods
 
 
 def pod(
@@ -21,15 +22,7 @@ def pod(
     annotations: dict[str, str] | None = None,
     namespace: str = "ml",
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "worker-0",
-            "namespace": namespace,
-            "labels": labels or {},
-            "annotations": annotations or {},
-        },
-        "spec": {"schedulerName": "topos", "containers": [{"name": "c"}]},
-    }
+    return pods.pod("worker-0", labels=labels, annotations=annotations, namespace=namespace)
 
 
 def test_pod_without_gang_labels_is_not_a_member() -> None:

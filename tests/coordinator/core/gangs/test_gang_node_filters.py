@@ -5,42 +5,36 @@ nodes that don't match."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
-from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from tests.support.pods import gang_members
+from tests.support.sched_hw import plain_node, request
 
 PRODUCT = "nvidia.com/gpu.product"
 
 
-def member(i: int, product: str) -> PodRequest:
-    pod: dict[str, Any] = {
-        "metadata": {
-            "name": f"m-{i}",
-            "namespace": "ml",
-            "labels": {"topos.io/gang": "ft", "topos.io/gang-min": "2"},
-        },
-        "spec": {
-            "schedulerName": "topos",
-            "nodeSelector": {PRODUCT: product},
-            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
-        },
-    }
-    parsed = parse_pod(pod)
-    assert isinstance(parsed, PodRequest)
-    return parsed
+def members(product: str) -> list[PodRequest]:
+    """Two 4-GPU members of gang "ft" (min 2) asking for ``product`` by node selector."""
+    pods = gang_members(
+        "ft",
+        2,
+        prefix="m",
+        namespace="ml",
+        gpus=4,
+        cpu=None,
+        memory=None,
+        node_selector={PRODUCT: product},
+    )
+    return [request(obj) for obj in pods]
 
 
 def node(name: str, product: str, gpus: int) -> NodeInfo:
-    return NodeInfo.build(
-        name,
-        labels={"topos.io/leaf": "leaf-1", "topos.io/spine": "spine-1", PRODUCT: product},
-        allocatable={"nvidia.com/gpu": gpus, "cpu": 64_000, "memory": 2**38, "pods": 110},
-    )
+    labels = {"topos.io/leaf": "leaf-1", "topos.io/spine": "spine-1", PRODUCT: product}
+    return plain_node(name, gpus=gpus, labels=labels)
 
 
 def cluster() -> Snapshot:
@@ -51,14 +45,14 @@ def cluster() -> Snapshot:
 
 
 def test_gang_with_a_node_selector_is_placed_in_the_first_round() -> None:
-    decided = schedule_gang([member(0, "H100"), member(1, "H100")], cluster(), build_framework())
+    decided = schedule_gang(members("H100"), cluster(), build_framework())
     assert isinstance(decided, GangDecision)
     assert {d.node for d in decided.decisions} == {"h-01", "h-02"}
     assert decided.rounds == 1
 
 
 def test_gang_of_a_model_nobody_has_says_so() -> None:
-    result = schedule_gang([member(0, "B200"), member(1, "B200")], cluster(), build_framework())
+    result = schedule_gang(members("B200"), cluster(), build_framework())
     assert isinstance(result, Status)
     assert not result.is_success
     assert "14 node(s) didn't match Pod's node affinity/selector" in result.message

@@ -1,31 +1,14 @@
 """Recovery planning after a GPU or node failure: affected gangs are re-placed as whole units,
-with the fewest moves, never two gangs into the same room."""
+with the fewest moves, never two gangs into the same room.
+
+Fabric: 2 spines × 2 leaves × 4 nodes of 8 GPUs; leaf-1, leaf-2 under spine-1."""
 
 from __future__ import annotations
 
-from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.capacity import GPU
 from coordinator.core.gangs.recovery import affected_pods, plan_recovery
 from coordinator.core.preemption.victims import RunningPod
-
-
-def layout(used: dict[str, int]) -> list[NodeState]:
-    """2 spines × 2 leaves × 4 nodes of 8 GPUs; leaf-1, leaf-2 under spine-1."""
-    out = []
-    for leaf in range(1, 5):
-        for i in range(1, 5):
-            name = f"l{leaf}-n{i}"
-            out.append(
-                NodeState(
-                    name=name,
-                    labels={
-                        "topos.io/leaf": f"leaf-{leaf}",
-                        "topos.io/spine": f"spine-{(leaf + 1) // 2}",
-                    },
-                    allocatable={GPU: 8},
-                    free={GPU: 8 - used.get(name, 0)},
-                )
-            )
-    return out
+from tests.support.domain_fabric import fabric
 
 
 def member(gang: str, i: int, node: str, priority: int = 0) -> RunningPod:
@@ -52,7 +35,11 @@ def used_by(pods: list[RunningPod]) -> dict[str, int]:
 
 def test_gpu_failure_moves_only_the_broken_member_inside_its_leaf() -> None:
     train = [member("train", i, f"l1-n{i + 1}") for i in range(3)]
-    plan = plan_recovery(layout(used_by(train)), train, failed_gpus={"l1-n2": ["l1-n2-GPU-3"]})
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used=used_by(train)),
+        train,
+        failed_gpus={"l1-n2": ["l1-n2-GPU-3"]},
+    )
     (unit,) = plan.units
     assert unit.unit == "gang:ml/train"
     assert unit.mode == "partial"
@@ -66,7 +53,9 @@ def test_a_full_leaf_sends_the_mover_to_a_neighbour_leaf_of_the_same_spine() -> 
     train = [member("train", i, f"l1-n{i + 1}") for i in range(3)]
     others = [filler("l1-n4")]
     running = train + others
-    plan = plan_recovery(layout(used_by(running)), running, failed_nodes=["l1-n1"])
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used=used_by(running)), running, failed_nodes=["l1-n1"]
+    )
     (unit,) = plan.units
     assert unit.mode == "partial"
     ((pod, node),) = unit.moves
@@ -78,7 +67,9 @@ def test_whole_gang_moves_when_its_spine_has_no_room_for_the_broken_part() -> No
     train = [member("train", i, f"l1-n{i + 1}") for i in range(4)]
     others = [filler(f"l2-n{i}") for i in range(1, 5)]
     running = train + others
-    plan = plan_recovery(layout(used_by(running)), running, failed_nodes=["l1-n1"])
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used=used_by(running)), running, failed_nodes=["l1-n1"]
+    )
     (unit,) = plan.units
     # leaf-2 is full, so the lost member cannot join the others in spine-1; leaf-1 has only 3
     # healthy nodes for 4 members, so the whole gang moves together to one leaf of spine-2
@@ -91,7 +82,9 @@ def test_unplaceable_gang_is_released_whole_never_left_half_running() -> None:
     train = [member("train", i, f"l1-n{i + 1}") for i in range(4)]
     others = [filler(f"l{leaf}-n{i}") for leaf in (2, 3, 4) for i in range(1, 5)]
     running = train + others
-    plan = plan_recovery(layout(used_by(running)), running, failed_nodes=["l1-n1"])
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used=used_by(running)), running, failed_nodes=["l1-n1"]
+    )
     (unit,) = plan.units
     assert unit.mode == "wait"
     assert unit.moves == ()
@@ -107,7 +100,7 @@ def test_two_broken_gangs_do_not_get_the_same_room_higher_priority_first() -> No
     ]
     running = a + b + others
     plan = plan_recovery(
-        layout(used_by(running)),
+        fabric(leaves_per_spine=2, used=used_by(running)),
         running,
         failed_gpus={"l1-n1": ["l1-n1-GPU-0"], "l1-n3": ["l1-n3-GPU-5"]},
     )
@@ -130,7 +123,9 @@ def test_affected_pods_are_exactly_those_on_failed_hardware() -> None:
 
 def test_lone_pod_on_a_dead_node_is_replaced() -> None:
     lone = RunningPod(key="ml/solo", node="l1-n1", requests={GPU: 2}, gpus=("g",))
-    plan = plan_recovery(layout({"l1-n1": 2}), [lone], failed_nodes=["l1-n1"])
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used={"l1-n1": 2}), [lone], failed_nodes=["l1-n1"]
+    )
     (unit,) = plan.units
     assert unit.unit == "ml/solo"
     assert unit.mode == "whole"
