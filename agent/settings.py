@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from agent.podresources import DEFAULT_SOCKET
+from common.hostport import parse_host_port
 from common.labeling import COMPAT_SETS, LabelingSettings
 
 SERVICE_ACCOUNT_TOKEN: Final = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -60,10 +61,11 @@ def stream_url(base: str) -> str:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise AgentError(f"--listen {text!r} must be HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """``--listen``'s ``HOST:PORT``, or an :class:`AgentError` saying so."""
+    try:
+        return parse_host_port(text)
+    except ValueError as exc:
+        raise AgentError(f"--listen: {exc}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,52 +33,14 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Protocol
 
 import msgspec
 
+from coordinator.adapters.kube.lease import LeaseConflict, LeaseRecord, LeaseStore, LeaseUnavailable
+
 _log = logging.getLogger("topos.coordinator.app.election")
-
-
-class LeaseConflict(Exception):
-    """The Lease changed (or appeared) since it was read: someone else wrote first."""
-
-
-class LeaseUnavailable(Exception):
-    """The Lease could not be read or written (API server down, forbidden, timeout)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRecord:
-    """The election-relevant part of a Lease's ``spec`` plus its ``resourceVersion``."""
-
-    holder: str | None
-    lease_duration_s: int
-    acquire_time: dt.datetime | None = None
-    renew_time: dt.datetime | None = None
-    transitions: int = 0
-    resource_version: str | None = None
-
-    @property
-    def is_free(self) -> bool:
-        return not self.holder
-
-
-class LeaseStore(Protocol):
-    """One named Lease. ``update`` is conditional on ``record.resource_version``."""
-
-    async def get(self) -> LeaseRecord | None:
-        """The current record, ``None`` if the Lease does not exist. Raises LeaseUnavailable."""
-        ...
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        """Create the Lease. Raises LeaseConflict if it already exists."""
-        ...
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        """Replace the Lease if its resourceVersion is still ``record.resource_version``."""
-        ...
 
 
 class ElectionClock(Protocol):

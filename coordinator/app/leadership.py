@@ -24,14 +24,13 @@ from typing import Final
 from aiohttp import web
 
 from common.kube import PODS, KubeClient, KubeError
-from coordinator.adapters.kube.lease import KubeLeaseStore
-from coordinator.app.election import (
-    LeaderElectionSettings,
-    LeaderElector,
+from coordinator.adapters.kube.lease import (
+    KubeLeaseStore,
     LeaseRecord,
     LeaseStore,
     LeaseUnavailable,
 )
+from coordinator.app.election import LeaderElectionSettings, LeaderElector
 
 _log = logging.getLogger("topos.coordinator.app.election")
 

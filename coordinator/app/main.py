@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import msgspec
 from aiohttp import web
 
+from common.hostport import parse_host_port
 from common.kube import KubeClient
 from common.logs import setup_logging
 from common.wire import CloseReason
@@ -35,7 +36,7 @@ from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file
-from coordinator.app.config.sections import Config, parse_listen
+from coordinator.app.config.sections import Config
 from coordinator.app.leadership import elect_leader
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
@@ -177,7 +178,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     config = load_file(args.config)
     if args.listen is not None:
         try:
-            parse_listen(args.listen)
+            parse_host_port(args.listen)
         except ValueError as exc:
             raise ConfigError(f"--listen: {exc}") from None
         listen = msgspec.structs.replace(config.coordinator, listen=args.listen)

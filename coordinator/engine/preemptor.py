@@ -26,12 +26,12 @@ from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure
-from coordinator.core.framework.status import Code, Status
 from coordinator.core.gangs.cycle import member_of, node_gate, node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Code, Status
 from coordinator.engine.gangs.running import bound_pods, running_pods
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import PodRef

@@ -29,13 +29,13 @@ from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import PLACEMENTS
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
-from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.gangs.cycle import schedule_gang
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
 __all__ = [
     "POLICIES",

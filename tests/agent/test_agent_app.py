@@ -48,7 +48,7 @@ def test_missing_node_name_is_a_clear_error() -> None:
         (["--interval", "0"], "--interval must be positive"),
         (["--labels-compat", "gfd,bogus"], "unknown label set"),
         (["--coordinator", "ftp://x"], "must start with http"),
-        (["--listen", "nowhere"], "must be HOST:PORT"),
+        (["--listen", "nowhere"], "--listen: expected HOST:PORT"),
     ],
 )
 def test_bad_flags_are_clear_errors(argv: list[str], message: str) -> None:

@@ -1,20 +1,68 @@
 """The leader election's Lease on the API server: :class:`KubeLeaseStore` (the elector's
 ``LeaseStore``) and the mapping between a ``coordination.k8s.io/v1`` Lease and a
-:class:`~coordinator.app.election.LeaseRecord` (times as MicroTime, UTC)."""
+:class:`LeaseRecord` (times as MicroTime, UTC)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from common.kube import AlreadyExists, Conflict, KubeClient, KubeError, KubeObject, NotFound
-from coordinator.app.election import LeaseConflict, LeaseRecord, LeaseUnavailable
 
-__all__ = ["KubeLeaseStore", "lease_from_record", "record_from_lease"]
+__all__ = [
+    "KubeLeaseStore",
+    "LeaseConflict",
+    "LeaseRecord",
+    "LeaseStore",
+    "LeaseUnavailable",
+    "lease_from_record",
+    "record_from_lease",
+]
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"
 _MICROTIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class LeaseConflict(Exception):
+    """The Lease changed (or appeared) since it was read: someone else wrote first."""
+
+
+class LeaseUnavailable(Exception):
+    """The Lease could not be read or written (API server down, forbidden, timeout)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """The election-relevant part of a Lease's ``spec`` plus its ``resourceVersion``."""
+
+    holder: str | None
+    lease_duration_s: int
+    acquire_time: dt.datetime | None = None
+    renew_time: dt.datetime | None = None
+    transitions: int = 0
+    resource_version: str | None = None
+
+    @property
+    def is_free(self) -> bool:
+        return not self.holder
+
+
+class LeaseStore(Protocol):
+    """One named Lease. ``update`` is conditional on ``record.resource_version``."""
+
+    async def get(self) -> LeaseRecord | None:
+        """The current record, ``None`` if the Lease does not exist. Raises LeaseUnavailable."""
+        ...
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create the Lease. Raises LeaseConflict if it already exists."""
+        ...
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace the Lease if its resourceVersion is still ``record.resource_version``."""
+        ...
 
 
 def _format_time(value: dt.datetime | None) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from common.kube import KubeClient, KubeError
-from coordinator.app.auth.identity import Identity
+from coordinator.adapters.kube.identity import Identity
 
 _log = logging.getLogger("topos.coordinator.app.auth")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from coordinator.app.auth.identity import Identity
+from coordinator.adapters.kube.identity import Identity
 from coordinator.app.auth.settings import AuthSettings
 
 

@@ -18,11 +18,11 @@ from typing import Final
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from coordinator.adapters.kube.identity import ANONYMOUS_DEMO, Identity
 from coordinator.adapters.kube.tokenreview import ReviewUnavailable, TokenReviewer
 from coordinator.api.errors import ApiError, error_response
 from coordinator.app.auth.access import Access, classify
 from coordinator.app.auth.agents import NodeGuard, NodeVerdict, PodNodeResolver
-from coordinator.app.auth.identity import ANONYMOUS_DEMO, Identity
 from coordinator.app.auth.settings import AuthSettings
 
 _log = logging.getLogger("topos.coordinator.app.auth")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coordinator.app.auth.identity import Identity
+from coordinator.adapters.kube.identity import Identity
 
 
 class AuthSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import msgspec
 
+from common.hostport import parse_host_port
 from common.kube import ClientSettings, RateLimit
 from coordinator.api.limits import LimitSettings
 from coordinator.app.auth.settings import AuthSettings
@@ -33,19 +34,10 @@ __all__ = [
     "KubeSection",
     "SchedulerSection",
     "TlsSection",
-    "parse_listen",
 ]
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6; port 0: any free port). Raises ValueError."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, e.g. 0.0.0.0:8080, not {text!r}")
-    return (host.strip("[]") or "0.0.0.0"), int(port)
 
 
 class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -60,13 +52,13 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
 
     def __post_init__(self) -> None:
         try:
-            parse_listen(self.listen)
+            parse_host_port(self.listen)
         except ValueError as exc:
             raise ValueError(f"listen: {exc}") from None
 
     @property
     def address(self) -> tuple[str, int]:
-        return parse_listen(self.listen)
+        return parse_host_port(self.listen)
 
     @property
     def sweep_every_s(self) -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from coordinator.core.domains.capacity import GPU, NodeState, Resources, fits, subtract
 from coordinator.core.domains.layout import Layout, natural_key, sorted_names
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.framework.status import SUCCESS, Status
+from coordinator.core.status import SUCCESS, Status
 
 __all__ = ["EligibleFn", "Member", "Packing", "Placement"]
 

@@ -7,7 +7,7 @@ from typing import Final
 
 from coordinator.core.domains.capacity import GPU, shortfall
 from coordinator.core.domains.packing import Packing
-from coordinator.core.framework.status import Code, Status, summarize
+from coordinator.core.status import Code, Status, summarize
 
 __all__ = ["GANG_APART", "format_amount", "refusal"]
 

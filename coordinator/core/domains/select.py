@@ -36,7 +36,7 @@ from coordinator.core.domains.layout import (
 from coordinator.core.domains.packing import EligibleFn, Member, Packing, Placement
 from coordinator.core.domains.refusal import refusal
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.framework.status import Status
+from coordinator.core.status import Status
 
 __all__ = ["place_members"]
 

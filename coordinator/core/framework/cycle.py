@@ -22,12 +22,12 @@ from coordinator.core.framework.interfaces import (
 )
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure, NodeVerdict, ScheduleResult
-from coordinator.core.framework.status import SUCCESS, Reason, Status, summarize
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.snapshot.devices import mig_device_id
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SUCCESS, Reason, Status, summarize
 
 __all__ = ["num_feasible_nodes_to_find", "schedule_one"]
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.status import SUCCESS, Status
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SUCCESS, Status
 
 __all__ = [
     "PLACEMENTS",

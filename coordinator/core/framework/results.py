@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from common import podkeys
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.status import Code, Status
 from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.status import Code, Status
 
 __all__ = ["Decision", "Failure", "NodeVerdict", "ScheduleResult"]
 

@@ -31,13 +31,13 @@ from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Status
 
 
 def node_state(node: NodeInfo) -> NodeState:

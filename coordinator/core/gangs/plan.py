@@ -21,8 +21,8 @@ from coordinator.core.domains.strategy import (
     PlacementIntent,
     placement_intent,
 )
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.manager import Reservation
+from coordinator.core.status import Status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,8 +28,8 @@ from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
-from coordinator.core.framework.status import Status
 from coordinator.core.preemption.victims import RunningPod
+from coordinator.core.status import Status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

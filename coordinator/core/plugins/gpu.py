@@ -15,12 +15,12 @@ from typing import Final
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import PLACEMENTS
-from coordinator.core.framework.status import SKIP, SUCCESS, Status
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Status
 
 __all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
 

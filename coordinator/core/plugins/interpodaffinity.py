@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
 __all__ = ["InterPodAffinity"]
 

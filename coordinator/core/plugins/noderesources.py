@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from common.quantity import format_bytes
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.status import SUCCESS, Code, Reason, Status
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SUCCESS, Code, Reason, Status
 
 __all__ = ["NodeResourcesFit"]
 

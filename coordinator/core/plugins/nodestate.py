@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.status import SUCCESS, Reason, Status
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import UNSCHEDULABLE_TAINT, NodeInfo
+from coordinator.core.status import SUCCESS, Reason, Status
 
 __all__ = ["NodeHealth", "NodeUnschedulable"]
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.framework.status import Reason, Status
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.devices import NumaFree, gpu_numa
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import NumaUse, Placement
+from coordinator.core.status import Reason, Status
 
 __all__ = ["Plan", "device_key", "plan_placement"]
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.plugins.nodeaffinity import node_matches_required
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
 __all__ = ["PodTopologySpread"]
 

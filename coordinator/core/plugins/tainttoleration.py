@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.status import SKIP, SUCCESS, Reason, Status
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint, Toleration
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
 __all__ = ["TaintToleration"]
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from common import podkeys
-from coordinator.core.framework.status import Reason, Status
 from coordinator.core.podspec.affinity import (
     AffinityTerm,
     NodeAffinity,
@@ -43,6 +42,7 @@ from coordinator.core.podspec.resources import pod_requests
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
 from coordinator.core.podspec.tolerations import Toleration, tolerations
 from coordinator.core.podspec.toposkeys import gpu_memory_mib, mig_demand, numa
+from coordinator.core.status import Reason, Status
 
 __all__ = ["MAX_GPUS_PER_POD", "PodRequest", "PodSpecError", "parse_pod"]
 

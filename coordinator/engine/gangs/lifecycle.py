@@ -20,11 +20,11 @@ from typing import Final, Protocol
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.results import Failure
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.manager import GangManager, Phase, Reject
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
+from coordinator.core.status import Status
 from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.membership import GangMembership, PodGroups
 from coordinator.engine.loop import Scheduler

@@ -27,13 +27,13 @@ import logging
 
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
 from coordinator.core.framework.results import Failure, ScheduleResult
-from coordinator.core.framework.status import Code, Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.gangs.identity import GangKey, GangProblem
 from coordinator.core.gangs.manager import Allow, Phase
 from coordinator.core.gangs.plan import gang_intent
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
+from coordinator.core.status import Code, Status
 from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.lifecycle import Attempt, GangLifecycle
 from coordinator.engine.loop import Outcome

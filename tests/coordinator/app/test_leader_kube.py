@@ -12,12 +12,8 @@ import asyncio
 import datetime as dt
 
 from common.kube import LEASES, KubeClient
-from coordinator.adapters.kube.lease import KubeLeaseStore
-from coordinator.app.election import (
-    LeaderElectionSettings,
-    LeaderElector,
-    LeaseRecord,
-)
+from coordinator.adapters.kube.lease import KubeLeaseStore, LeaseRecord
+from coordinator.app.election import LeaderElectionSettings, LeaderElector
 from tests.support.polling import eventually
 
 LEASE = "topos-coordinator"

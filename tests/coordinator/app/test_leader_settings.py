@@ -8,12 +8,9 @@ import datetime as dt
 
 import pytest
 
-from coordinator.adapters.kube.lease import lease_from_record, record_from_lease
+from coordinator.adapters.kube.lease import LeaseRecord, lease_from_record, record_from_lease
 from coordinator.app.config.load import ConfigError, parse_config
-from coordinator.app.election import (
-    LeaderElectionSettings,
-    LeaseRecord,
-)
+from coordinator.app.election import LeaderElectionSettings
 
 
 def test_defaults_match_client_go_and_are_consistent() -> None:

@@ -7,7 +7,6 @@ import pytest
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.packing import Member
-from coordinator.core.framework.status import Code, Status
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
@@ -15,6 +14,7 @@ from coordinator.core.preemption.victims import (
     RunningPod,
     select_victims,
 )
+from coordinator.core.status import Code, Status
 
 
 def nodes_with(running: list[RunningPod], count: int = 4) -> list[NodeState]:

@@ -13,11 +13,11 @@ from coordinator.core.framework.cycle import num_feasible_nodes_to_find, schedul
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import PreFilterResult
 from coordinator.core.framework.results import Decision, Failure
-from coordinator.core.framework.status import SUCCESS, Code, Status, summarize
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SUCCESS, Code, Status, summarize
 from tests.support.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, run
 

@@ -14,10 +14,10 @@ import pytest
 
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
-from coordinator.core.framework.status import Code
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Code
 from tests.support.pods import host_port, pod, yaml_pod
 from tests.support.sched_hw import (
     bound_info,

@@ -210,8 +210,8 @@ def test_numa_policy_invariants_on_random_occupancy(seed: int) -> None:
     """Whatever the occupancy, a placement honours its policy, and a rejection is justified."""
     import random
 
-    from coordinator.core.framework.status import Status
     from coordinator.core.plugins.placement import plan_placement
+    from coordinator.core.status import Status
 
     rng = random.Random(seed)
     topo = rng.choice([dgx_h100, pcie8, dgx1])("n")

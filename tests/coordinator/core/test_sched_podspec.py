@@ -18,10 +18,10 @@ from common.podkeys import GANG, NUMA_POLICY, lookup
 from common.quantity import QuantityError, parse_quantity, to_int, to_milli
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
-from coordinator.core.framework.status import Code
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Code
 from tests.support.pods import pod, yaml_pod
 from tests.support.sched_hw import dgx_h100, gpu_node, run
 

@@ -12,6 +12,7 @@ import asyncio
 
 import pytest
 
+from coordinator.adapters.kube.identity import Identity
 from coordinator.adapters.kube.tokenreview import (
     CachingReviewer,
     Review,
@@ -20,7 +21,6 @@ from coordinator.adapters.kube.tokenreview import (
 )
 from coordinator.app.auth.access import Access, classify
 from coordinator.app.auth.agents import NodeGuard
-from coordinator.app.auth.identity import Identity
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.config.load import ConfigError, parse_config
 from tests.support.clock import ManualClock

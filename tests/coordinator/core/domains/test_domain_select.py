@@ -12,7 +12,7 @@ from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.packing import Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.framework.status import Code, Status
+from coordinator.core.status import Code, Status
 from tests.support.domain_fabric import fabric, fill_leaf
 
 

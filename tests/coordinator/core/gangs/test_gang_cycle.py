@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Status
 from tests.support.pods import gang_members
 from tests.support.sched_hw import plain_node, request
 

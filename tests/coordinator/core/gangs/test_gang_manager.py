@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.packing import Member
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.identity import GangKey, GangSpec
 from coordinator.core.gangs.manager import Allow, GangManager, Reject, Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang, with_reservations
+from coordinator.core.status import Status
 from tests.support.clock import ManualClock
 
 

@@ -5,12 +5,12 @@ nodes that don't match."""
 
 from __future__ import annotations
 
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Status
 from tests.support.pods import gang_members
 from tests.support.sched_hw import plain_node, request
 

@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from common.model import Gpu, NodeTopology, NumaNode
-from coordinator.core.framework.status import Status
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
 from coordinator.core.gangs.manager import Allow, GangManager
@@ -24,6 +23,7 @@ from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Status
 
 SEEDS = Path(__file__).resolve().parents[4] / ".." / "shared" / "seeds"
 KUBENEXUS = next(iter(sorted(SEEDS.glob("002_*.txt"))), None) if SEEDS.is_dir() else None
