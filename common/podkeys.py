@@ -83,7 +83,7 @@ GPU_LOCALITY_VALUES: Final = ("nvlink", "same-socket", "same-node", "any")
 NUMA_POLICY: Final = Key("topos.io/numa-policy", ("numa.scheduling.kubenexus.io/policy",))
 NUMA_POLICY_VALUES: Final = ("best-effort", "restricted", "single-numa", "isolated")
 NUMA_RESOURCES: Final = Key("topos.io/numa-resources", ("numa.scheduling.kubenexus.io/resources",))
-NUMA_RESOURCE_VALUES: Final = ("cpu", "memory", "nvidia.com/gpu")
+NUMA_RESOURCE_VALUES: Final = ("cpu", "memory", GPU_RESOURCE)
 
 GANG: Final = Key("topos.io/gang", ("pod-group.scheduling.kubenexus.io/name",), "label")
 GANG_MIN: Final = Key(

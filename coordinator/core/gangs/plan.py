@@ -10,9 +10,9 @@ blocks nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from coordinator.core.domains.capacity import NodeState, add, subtract
+from coordinator.core.domains.capacity import NodeState
 from coordinator.core.domains.layout import DomainKeys, Layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
@@ -80,25 +80,6 @@ def plan_gang(
     return partial
 
 
-def with_reservations(
-    nodes: Sequence[NodeState], reservations: Iterable[Reservation]
-) -> list[NodeState]:
-    """The nodes as they are once ``reservations`` hold their capacity (new objects)."""
-    held: dict[str, dict[str, int]] = {}
-    for r in reservations:
-        add(held.setdefault(r.node, {}), r.requests)
-    out: list[NodeState] = []
-    for node in nodes:
-        taken = held.get(node.name)
-        if not taken:
-            out.append(node)
-            continue
-        free = dict(node.free)
-        subtract(free, taken)
-        out.append(replace(node, free=free))
-    return out
-
-
 def gang_intent(annotations: Iterable[Mapping[str, str]]) -> PlacementIntent | IntentError:
     """The placement intent of a gang: its members' annotations must agree."""
     found: PlacementIntent | None = None
@@ -117,4 +98,4 @@ def gang_intent(annotations: Iterable[Mapping[str, str]]) -> PlacementIntent | I
     return found or PlacementIntent()
 
 
-__all__ = ["GangPlan", "gang_intent", "plan_gang", "with_reservations"]
+__all__ = ["GangPlan", "gang_intent", "plan_gang"]

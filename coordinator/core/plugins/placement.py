@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from common import labels
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.podspec.parse import PodRequest
@@ -30,7 +31,7 @@ from coordinator.core.status import Reason, Status
 
 __all__ = ["Plan", "device_key", "plan_placement"]
 
-_GPU_MEMORY_LABELS = ("topos.io/gpu.memory", "nvidia.com/gpu.memory")
+_GPU_MEMORY_LABELS = (labels.GPU_MEMORY, labels.GFD_GPU_MEMORY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
     aligned_res = pod.numa_resources if policy else frozenset()
     cpu = pod.requests.get("cpu", 0) if "cpu" in aligned_res else 0
     mem = pod.requests.get("memory", 0) if "memory" in aligned_res else 0
-    gpu_aligned = "nvidia.com/gpu" in aligned_res and pod.wants_devices
+    gpu_aligned = GPU_RESOURCE in aligned_res and pod.wants_devices
 
     index = topology_index(topo) if topo.gpus else None
     allowed_gpus = node.free_gpus

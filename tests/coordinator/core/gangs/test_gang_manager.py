@@ -7,9 +7,10 @@ from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.packing import Member
 from coordinator.core.gangs.identity import GangKey, GangSpec
 from coordinator.core.gangs.manager import Allow, GangManager, Reject, Reservation
-from coordinator.core.gangs.plan import GangPlan, plan_gang, with_reservations
+from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.status import Status
 from tests.support.clock import ManualClock
+from tests.support.gang_capacity import with_reservations
 
 
 def spec(name: str, n: int, timeout: float | None = None) -> GangSpec:
