@@ -217,7 +217,7 @@ async def explain_pod(request: web.Request) -> web.Response:
     limit = _limit(request)
     key = f"{namespace}/{name}"
     attempt: Attempt | None = scheduler.last_attempt(key)
-    entry = scheduler.queue.get(key)
+    entry = scheduler.queue.named(key)
     if attempt is not None and (entry is None or entry.uid == attempt.uid):
         doc = _from_result(
             namespace,

@@ -14,19 +14,25 @@ watch updates meanwhile only refresh the stored object, so our own status writes
 a pod, and an edit made while it was in flight is honoured when it comes back. A pod reported
 :meth:`done` (bound) stays, inert, until the watch says it is no longer pending (:meth:`delete`):
 the watch may still deliver updates from before the binding, which must not queue it again.
+
+Pods are identified by UID (:func:`pod_uid`), never by name: a pod deleted and created again
+under the same name is a new pod, and its predecessor leaves the queue the moment the new one
+arrives. ``on_removed`` hears every pod that leaves, and whether it is *gone* (deleted, or
+replaced under its name) or only no longer pending (bound), so the scheduler can drop what it
+held for it at once.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 
-__all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue", "pod_key"]
+__all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue", "pod_key", "pod_uid"]
 
 Where = Literal["active", "backoff", "unschedulable", "in_flight", "bound"]
 _FAR: Final = float("inf")
@@ -47,6 +53,12 @@ def pod_key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
+def pod_uid(obj: Mapping[str, Any]) -> str:
+    """A pod's identity: its UID. A pod object without one (hand-written what-ifs and tests;
+    the API server always sets it) is identified by its namespace/name."""
+    return str((obj.get("metadata") or {}).get("uid") or "") or pod_key(obj)
+
+
 def _fingerprint(obj: Mapping[str, Any]) -> tuple[object, object, object]:
     """What a user edit can change that matters to scheduling."""
     meta = obj.get("metadata") or {}
@@ -55,8 +67,8 @@ def _fingerprint(obj: Mapping[str, Any]) -> tuple[object, object, object]:
 
 @dataclass(slots=True)
 class QueuedPod:
-    key: str
-    uid: str
+    key: str  # namespace/name, for messages and lookups by name
+    uid: str  # the identity (:func:`pod_uid`)
     obj: Mapping[str, Any]
     request: PodRequest | PodSpecError
     created: str
@@ -88,10 +100,14 @@ class SchedulingQueue:
         self.settings = settings or QueueSettings()
         self._clock = clock
         self.notify: Callable[[], None] = notify or (lambda: None)
-        self._pods: dict[str, QueuedPod] = {}
-        self._active: list[tuple[int, str, int, int, str]] = []  # (-prio, created, seq, gen, key)
-        self._backoff: list[tuple[float, int, str]] = []  # (until, gen, key)
-        self._unschedulable: list[tuple[float, int, str]] = []  # (since, gen, key)
+        #: Told about every pod that leaves, with ``gone``: deleted or replaced under its name
+        #: (``True``), or only no longer pending, i.e. bound (``False``).
+        self.on_removed: Callable[[QueuedPod, bool], None] = lambda pod, gone: None
+        self._pods: dict[str, QueuedPod] = {}  # uid → pod
+        self._names: dict[str, str] = {}  # namespace/name → uid of the pod under that name
+        self._active: list[tuple[int, str, int, int, str]] = []  # (-prio, created, seq, gen, uid)
+        self._backoff: list[tuple[float, int, str]] = []  # (until, gen, uid)
+        self._unschedulable: list[tuple[float, int, str]] = []  # (since, gen, uid)
         self._seq = 0
         # Cluster-wide changes seen, and how many had been seen when the current attempt began:
         # a failure decided on an older view retries after its backoff instead of parking, or it
@@ -104,11 +120,17 @@ class SchedulingQueue:
     def __len__(self) -> int:
         return len(self._pods)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._pods
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pods
 
-    def get(self, key: str) -> QueuedPod | None:
-        return self._pods.get(key)
+    def entry(self, uid: str) -> QueuedPod | None:
+        """The pod with this identity (:func:`pod_uid`), if it waits here."""
+        return self._pods.get(uid)
+
+    def named(self, key: str) -> QueuedPod | None:
+        """The pod now waiting under ``namespace/name`` (explanations are asked for by name)."""
+        uid = self._names.get(key)
+        return None if uid is None else self._pods.get(uid)
 
     def entries(self) -> Iterator[QueuedPod]:
         return iter(tuple(self._pods.values()))
@@ -126,7 +148,7 @@ class SchedulingQueue:
     def _to_active(self, pod: QueuedPod) -> None:
         pod.where = "active"
         pod.generation += 1
-        heapq.heappush(self._active, (-pod.priority, pod.created, pod.seq, pod.generation, pod.key))
+        heapq.heappush(self._active, (-pod.priority, pod.created, pod.seq, pod.generation, pod.uid))
 
     def _to_backoff(self, pod: QueuedPod) -> None:
         if pod.backoff_until <= self._clock():
@@ -134,17 +156,18 @@ class SchedulingQueue:
             return
         pod.where = "backoff"
         pod.generation += 1
-        heapq.heappush(self._backoff, (pod.backoff_until, pod.generation, pod.key))
+        heapq.heappush(self._backoff, (pod.backoff_until, pod.generation, pod.uid))
 
     def add(self, obj: Mapping[str, Any]) -> None:
         """A pending pod appeared or changed (a watch event)."""
         key = pod_key(obj)
         meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or "")
-        pod = self._pods.get(key)
-        if pod is not None and pod.uid != uid:
-            self.delete(key)  # recreated under the same name: a new pod
-            pod = None
+        uid = pod_uid(obj)
+        before = self._names.get(key)
+        if before is not None and before != uid:
+            # Recreated under the same name: the old pod is gone, this is a new one.
+            self._remove(self._pods[before], gone=True)
+        pod = self._pods.get(uid)
         if pod is None:
             self._seq += 1
             pod = QueuedPod(
@@ -155,7 +178,8 @@ class SchedulingQueue:
                 created=str(meta.get("creationTimestamp") or ""),
                 seq=self._seq,
             )
-            self._pods[key] = pod
+            self._pods[uid] = pod
+            self._names[key] = uid
             self._to_active(pod)
             self.notify()
             return
@@ -178,19 +202,39 @@ class SchedulingQueue:
             self._to_active(pod)  # its priority may have changed: re-sort
             self.notify()
 
-    def delete(self, key: str) -> QueuedPod | None:
-        """The pod was deleted or bound by someone: forget it wherever it waits."""
-        pod = self._pods.pop(key, None)
+    def delete(self, obj: Mapping[str, Any]) -> QueuedPod | None:
+        """The watch says the pod is no longer pending: bound (``spec.nodeName`` set, by us or
+        anyone) or deleted. It leaves wherever it waits."""
+        pod = self._pods.get(pod_uid(obj))
         if pod is not None:
-            pod.generation += 1
+            self._remove(pod, gone=not (obj.get("spec") or {}).get("nodeName"))
         return pod
+
+    def replace(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """A (re-)list of every pending pod: pods not listed left (bound or deleted, which is not
+        known: anything held for them stays until their bind outcome or the inventory settles
+        it); pods in flight stay until their attempt reports."""
+        objs = list(objs)
+        keep = {pod_uid(obj) for obj in objs}
+        for pod in tuple(self._pods.values()):
+            if pod.uid not in keep and pod.where != "in_flight":
+                self._remove(pod, gone=False)
+        for obj in objs:
+            self.add(obj)
+
+    def _remove(self, pod: QueuedPod, *, gone: bool) -> None:
+        del self._pods[pod.uid]
+        if self._names.get(pod.key) == pod.uid:
+            del self._names[pod.key]
+        pod.generation += 1
+        self.on_removed(pod, gone)
 
     def pop(self) -> QueuedPod | None:
         """The next pod to try, now in flight; ``None`` if none is ready."""
         self._release_due()
         while self._active:
-            _, _, _, gen, key = heapq.heappop(self._active)
-            pod = self._pods.get(key)
+            _, _, _, gen, uid = heapq.heappop(self._active)
+            pod = self._pods.get(uid)
             if pod is None or pod.generation != gen or pod.where != "active":
                 continue
             pod.where = "in_flight"
@@ -203,14 +247,14 @@ class SchedulingQueue:
     def _release_due(self) -> None:
         now = self._clock()
         while self._backoff and self._backoff[0][0] <= now:
-            _, gen, key = heapq.heappop(self._backoff)
-            pod = self._pods.get(key)
+            _, gen, uid = heapq.heappop(self._backoff)
+            pod = self._pods.get(uid)
             if pod is not None and pod.generation == gen and pod.where == "backoff":
                 self._to_active(pod)
         flush = self.settings.unschedulable_flush_s
         while self._unschedulable and self._unschedulable[0][0] + flush <= now:
-            _, gen, key = heapq.heappop(self._unschedulable)
-            pod = self._pods.get(key)
+            _, gen, uid = heapq.heappop(self._unschedulable)
+            pod = self._pods.get(uid)
             if (
                 pod is not None
                 and pod.generation == gen
@@ -239,13 +283,13 @@ class SchedulingQueue:
 
     def done(self, pod: QueuedPod) -> None:
         """Bound: it stays inert until the watch drops it (:meth:`delete`)."""
-        if self._pods.get(pod.key) is pod:
+        if self._pods.get(pod.uid) is pod:
             pod.where = "bound"
             pod.generation += 1
 
     def failed(self, pod: QueuedPod, *, message: str = "", spec_error: bool = False) -> None:
         """No node fits: wait for the cluster to change (or for an edit, on a spec error)."""
-        if self._pods.get(pod.key) is not pod:
+        if self._pods.get(pod.uid) is not pod:
             return  # deleted meanwhile
         now = self._clock()
         pod.attempts += 1
@@ -262,11 +306,11 @@ class SchedulingQueue:
         pod.unschedulable_since = now
         pod.needs_update = spec_error
         if not spec_error:
-            heapq.heappush(self._unschedulable, (now, pod.generation, pod.key))
+            heapq.heappush(self._unschedulable, (now, pod.generation, pod.uid))
 
     def retry(self, pod: QueuedPod) -> None:
         """A transient problem (API error, lost bind race): try again after a backoff."""
-        if self._pods.get(pod.key) is not pod:
+        if self._pods.get(pod.uid) is not pod:
             return
         pod.attempts += 1
         pod.backoff_until = self._clock() + self._backoff_s(pod.attempts)

@@ -13,6 +13,12 @@ Outcomes:
   ``failure_repost_s``; the pod waits for the cluster to change. A pod rejected for its own spec
   waits for an edit instead, and everyone else is served meanwhile.
 
+Every piece of per-pod state (the room held, the explanation last posted, the last attempt) is
+keyed by the pod's UID: a pod deleted and created again under the same name is a new pod, placed
+at once and explained on its own. When a pod leaves the queue because it is gone (deleted, or
+replaced under its name), what was held for it is released at once and the pods waiting for room
+are tried again.
+
 Hooks for the gang and preemption steps (see docs/runtime.md): ``pod_steps`` see every popped pod
 before the per-pod cycle (the gang step plans a whole gang there), ``bind_listeners`` hear every
 bind outcome, and ``post_filter`` hooks are called on every failure.
@@ -137,12 +143,15 @@ class Scheduler:
         self._wakeup = asyncio.Event()
         self.queue = queue or SchedulingQueue(self.settings.queue, clock=clock)
         self.queue.notify = self._wakeup.set
+        self.queue.on_removed = self._left_queue
+        view.on_release = self._room_released
         self.post_filter: list[PostFilterHook] = list(post_filter)
         self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step
         self.bind_listeners: list[BindListener] = []  # gangs_runtime: gang bookkeeping
         self.stats = RuntimeStats()
-        self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()
-        self._posted: dict[str, tuple[str, float]] = {}  # pod key → (message, when)
+        self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()  # uid →
+        self._named: dict[str, str] = {}  # pod key → uid of its latest attempt (explain by name)
+        self._posted: dict[str, tuple[str, float]] = {}  # uid → (message, when)
         self._writes: set[asyncio.Task[None]] = set()
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
         self._capacity_changed = False
@@ -203,6 +212,25 @@ class Scheduler:
             self._pods_changed = True
             self._wakeup.set()
 
+    def _room_released(self) -> None:
+        """Room held for a pod was freed without the inventory taking it over (bind failed, pod
+        deleted before its bind was seen): anyone waiting for room may fit now."""
+        self._capacity_changed = True
+        self._wakeup.set()
+
+    def _left_queue(self, entry: QueuedPod, gone: bool) -> None:
+        """A pod left the queue: bound (``gone`` False), or deleted / replaced under its name."""
+        self._posted.pop(entry.uid, None)
+        if not gone:
+            return  # bound: its room stays held until the inventory shows it
+        self._forget_attempt(entry.uid)
+        if self.view.release(entry.uid):
+            log.info(
+                "pod %s (uid %s) is gone before its bind was seen: room released",
+                entry.key,
+                entry.uid,
+            )
+
     def _apply_cluster_changes(self) -> None:
         if self._capacity_changed:
             self._capacity_changed = self._pods_changed = False
@@ -228,13 +256,17 @@ class Scheduler:
 
     async def run_once(self) -> bool:
         """Schedule the next ready pod, or wait until one may be ready. True if one was tried."""
+        self.view.expire()
         self._apply_cluster_changes()
         entry = self.queue.pop()
         if entry is None:
             self.idle.set()
             self._wakeup.clear()
+            waits = [
+                t for t in (self.queue.next_ready_in(), self.view.next_expiry_in()) if t is not None
+            ]
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self.queue.next_ready_in())
+                await asyncio.wait_for(self._wakeup.wait(), min(waits, default=None))
             return False
         self.idle.clear()
         await self.schedule(entry)
@@ -245,7 +277,7 @@ class Scheduler:
         """One attempt for a popped pod."""
         self.stats.attempts += 1
         request = entry.request
-        if isinstance(request, PodRequest) and self.view.assumed(request.key) is not None:
+        if isinstance(request, PodRequest) and self.view.held(entry.uid) is not None:
             # Still held by an earlier decision (bind in flight, or bound and the watch is
             # catching up): never place a pod twice.
             self.queue.retry(entry)
@@ -284,18 +316,19 @@ class Scheduler:
             self.stats.unschedulable += 1
         self._record(entry, "invalid" if spec_error else "unschedulable", failure, message)
         self.queue.failed(entry, message=message, spec_error=spec_error)
-        self._explain_failure(PodRef.of(entry.obj), message)
+        self._explain_failure(entry, message)
 
-    def _explain_failure(self, pod: PodRef, message: str) -> None:
+    def _explain_failure(self, entry: QueuedPod, message: str) -> None:
+        pod = PodRef.of(entry.obj)
         now = self._clock()
-        last = self._posted.get(pod.key)
+        last = self._posted.get(entry.uid)
         if (
             last is not None
             and last[0] == message
             and now - last[1] < self.settings.failure_repost_s
         ):
             return
-        self._posted[pod.key] = (message, now)
+        self._posted[entry.uid] = (message, now)
         self._background(self.writer.record_failure(pod, message), f"explain {pod.key}")
 
     def _background(self, coro: Coroutine[Any, Any, None], what: str) -> None:
@@ -318,9 +351,9 @@ class Scheduler:
 
     def _bound(self, job: BindJob) -> None:
         key = job.request.key
-        self.view.bound(key)
+        self.view.bind_done(job.entry.uid)
         self.queue.done(job.entry)
-        self._posted.pop(key, None)
+        self._posted.pop(job.entry.uid, None)
         self.stats.bound += 1
         node = self.inventory.node(job.decision.node)
         message = scheduled_message(job.pod, job.decision, node.topology if node else None)
@@ -330,7 +363,7 @@ class Scheduler:
 
     def _bind_failed(self, job: BindJob, exc: ClusterError) -> None:
         key = job.request.key
-        self.view.forget(key)
+        self.view.release(job.entry.uid)
         if isinstance(exc, BindConflict):
             self.stats.bind_conflicts += 1
             log.info("bind of %s lost: %s", key, exc)
@@ -363,7 +396,7 @@ class Scheduler:
         also posts ``message`` as a ``FailedScheduling`` Event and ``PodScheduled=False``."""
         self._record(entry, outcome, result, message)
         if explain:
-            self._explain_failure(PodRef.of(entry.obj), message)
+            self._explain_failure(entry, message)
 
     def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         """Run a cluster write in the background (bounded, errors logged and counted)."""
@@ -375,13 +408,23 @@ class Scheduler:
         self, entry: QueuedPod, outcome: Outcome, result: ScheduleResult, message: str
     ) -> None:
         attempt = Attempt(entry.key, entry.uid, self._wall(), outcome, result, message)
-        self._attempts[entry.key] = attempt
-        self._attempts.move_to_end(entry.key)
+        self._attempts[entry.uid] = attempt
+        self._attempts.move_to_end(entry.uid)
+        self._named[entry.key] = entry.uid
         while len(self._attempts) > self.settings.explanations_kept:
-            self._attempts.popitem(last=False)
+            _, oldest = self._attempts.popitem(last=False)
+            if self._named.get(oldest.pod_key) == oldest.uid:
+                del self._named[oldest.pod_key]
+
+    def _forget_attempt(self, uid: str) -> None:
+        old = self._attempts.pop(uid, None)
+        if old is not None and self._named.get(old.pod_key) == uid:
+            del self._named[old.pod_key]
 
     def last_attempt(self, pod_key: str) -> Attempt | None:
-        return self._attempts.get(pod_key)
+        """The latest attempt of the newest pod tried under ``namespace/name``."""
+        uid = self._named.get(pod_key)
+        return None if uid is None else self._attempts.get(uid)
 
     def plan(
         self, pods: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None

@@ -5,9 +5,19 @@ onto nodes whose bind is not confirmed yet.
 ``ClusterView`` subscribes to the inventory and marks a node dirty on every change; taking a
 snapshot rebuilds only dirty nodes (a ``NodeInfo`` per node is cached until its node changes,
 and a ``PodInfo`` per bound pod until that pod changes). Assumptions live here, not in the
-inventory: an assumed pod counts on its node until the inventory shows it bound there (the watch
-caught up), its bind fails (:meth:`ClusterView.forget`), or — bound but never seen — its
-confirmation deadline passes.
+inventory, keyed by the pod's UID (a pod re-created under the same name is another pod and never
+waits for its predecessor's). An assumed pod counts on its node until:
+
+- the inventory shows it bound (the bound-pods watch caught up): from then on the inventory
+  counts it, and its deletion frees the room at once;
+- it is released (:meth:`ClusterView.release`): its bind failed, or the pod was deleted or
+  replaced under its name before its bind was seen;
+- bound but never seen, its confirmation deadline passes (``assume_ttl_s``). This is only a
+  last-resort safety net for a watch that missed the pod entirely; it does not fire in normal
+  operation.
+
+Whenever room is released without the inventory taking it over, ``on_release`` is called (the
+scheduler retries the pods waiting for room).
 
 GPU assignments survive a coordinator restart because bound pods carry
 ``topos.io/assigned-gpus`` / ``topos.io/assigned-numa``: the inventory keeps those annotations and
@@ -35,8 +45,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_ASSUME_TTL_S", "Assumed", "ClusterView", "node_info"]
 
-#: How long a pod whose bind succeeded stays assumed when the inventory never shows it bound
-#: (deleted right after binding, or a watch that lags): kube-scheduler uses the same idea.
+#: How long a pod whose bind succeeded stays assumed when the inventory never shows it bound.
+#: A last-resort safety net only (kube-scheduler has the same one): the bind showing up on the
+#: watch, the pod's deletion or a new pod under its name all release the room at once.
 DEFAULT_ASSUME_TTL_S: Final = 30.0
 
 
@@ -59,8 +70,8 @@ def node_info(state: NodeState, pods: tuple[PodInfo, ...]) -> NodeInfo:
 class Assumed:
     """A pod placed by this coordinator whose binding the inventory has not shown yet."""
 
-    key: str
-    uid: str
+    key: str  # namespace/name, for messages
+    uid: str  # the identity (``pod.uid``, or the name for a pod without one)
     node: str
     info: PodInfo
     bound_at: float | None = None  # monotonic time the bind succeeded; None: in flight
@@ -88,8 +99,11 @@ class ClusterView:
         self._pods: dict[str, tuple[BoundPod, PodInfo]] = {}  # uid → cached conversion
         self._node_uids: dict[str, frozenset[str]] = {}  # node → uids converted for it
         self._dirty: set[str] = set(inventory.names())
-        self._assumed: dict[str, Assumed] = {}  # pod key → assumption
-        self._by_node: dict[str, set[str]] = {}  # node → assumed pod keys
+        self._assumed: dict[str, Assumed] = {}  # uid → assumption
+        self._by_node: dict[str, set[str]] = {}  # node → assumed uids
+        self._next_expiry = float("inf")  # earliest TTL deadline of a bound assumption
+        #: Called when held room is released without the inventory taking it over.
+        self.on_release: Callable[[], None] = lambda: None
         self._snapshot: Snapshot | None = None
         self._order_changed = True
         self._unsubscribe = inventory.subscribe(self._on_event)
@@ -103,45 +117,101 @@ class ClusterView:
         self._dirty.add(event.node)
         if event.kind in ("added", "removed"):
             self._order_changed = True
+        held = self._by_node.get(event.node)
+        if held:
+            # The watch caught up: pods the inventory now shows bound are counted there, so
+            # their assumptions end now (their deletion then frees the room at once).
+            seen = {b.uid for b in self.inventory.bound_pods(event.node)}
+            for uid in tuple(held & seen):
+                self._drop(uid)
 
     # --- assumptions -------------------------------------------------------------------------
 
+    @staticmethod
+    def _uid(pod: PodRequest) -> str:
+        return pod.uid or pod.key
+
     def assume(self, pod: PodRequest, node: str, placement: Placement) -> None:
-        """Hold ``placement`` on ``node`` for ``pod`` until its bind is confirmed or forgotten."""
-        if pod.key in self._assumed:
-            raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[pod.key].node}")
+        """Hold ``placement`` on ``node`` for ``pod`` until its bind is confirmed or released."""
+        uid = self._uid(pod)
+        if uid in self._assumed:
+            raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[uid].node}")
         info = PodInfo.from_request(pod, placement)
-        self._assumed[pod.key] = Assumed(pod.key, pod.uid, node, info)
-        self._by_node.setdefault(node, set()).add(pod.key)
+        self._assumed[uid] = Assumed(pod.key, uid, node, info)
+        self._by_node.setdefault(node, set()).add(uid)
         self._dirty.add(node)
 
-    def forget(self, pod_key: str) -> bool:
-        """Drop an assumption (bind failed, pod gone); False if there was none."""
-        found = self._assumed.pop(pod_key, None)
+    def _drop(self, uid: str) -> Assumed | None:
+        found = self._assumed.pop(uid, None)
         if found is None:
-            return False
-        keys = self._by_node.get(found.node)
-        if keys is not None:
-            keys.discard(pod_key)
-            if not keys:
+            return None
+        held = self._by_node.get(found.node)
+        if held is not None:
+            held.discard(uid)
+            if not held:
                 del self._by_node[found.node]
         self._dirty.add(found.node)
+        return found
+
+    def release(self, uid: str) -> bool:
+        """Free the room held for pod ``uid`` (bind failed, pod deleted or replaced); False if
+        none was held."""
+        found = self._drop(uid)
+        if found is None:
+            return False
+        self.on_release()
         return True
 
-    def bound(self, pod_key: str) -> None:
-        """The bind call succeeded: keep the assumption until the inventory shows the pod."""
-        found = self._assumed.get(pod_key)
+    def bind_done(self, uid: str) -> None:
+        """The bind call succeeded: hold the room until the inventory shows the pod."""
+        found = self._assumed.get(uid)
         if found is not None and found.bound_at is None:
-            self._assumed[pod_key] = Assumed(
-                found.key, found.uid, found.node, found.info, self._clock()
-            )
+            now = self._clock()
+            self._assumed[uid] = Assumed(found.key, found.uid, found.node, found.info, now)
+            self._next_expiry = min(self._next_expiry, now + self.assume_ttl_s)
 
-    def assumed(self, pod_key: str) -> Assumed | None:
-        return self._assumed.get(pod_key)
+    def held(self, uid: str) -> Assumed | None:
+        """The assumption of pod ``uid``, if room is held for it."""
+        return self._assumed.get(uid)
 
     @property
     def assumed_count(self) -> int:
         return len(self._assumed)
+
+    def next_expiry_in(self) -> float | None:
+        """Seconds until the safety net may release a bound assumption (``None``: none held)."""
+        if self._next_expiry == float("inf"):
+            return None
+        return max(0.0, self._next_expiry - self._clock())
+
+    def expire(self) -> int:
+        """The safety net: release bound assumptions the inventory never showed within
+        ``assume_ttl_s`` (a watch that missed the pod). Returns how many."""
+        now = self._clock()
+        if now < self._next_expiry:
+            return 0
+        expired = [
+            a
+            for a in self._assumed.values()
+            if a.bound_at is not None and now - a.bound_at > self.assume_ttl_s
+        ]
+        for a in expired:
+            log.warning(
+                "pod %s (uid %s) was bound to %s %.0fs ago and never showed up there; "
+                "releasing its room",
+                a.key,
+                a.uid,
+                a.node,
+                now - (a.bound_at or now),
+            )
+            self._drop(a.uid)
+        self._next_expiry = min(
+            (a.bound_at + self.assume_ttl_s for a in self._assumed.values() if a.bound_at),
+            default=float("inf"),
+        )
+        if expired:
+            self.on_release()
+        return len(expired)
 
     # --- snapshots ---------------------------------------------------------------------------
 
@@ -173,41 +243,21 @@ class ClusterView:
         return base
 
     def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
-        keys = self._by_node.get(name)
-        if not keys:
+        held = self._by_node.get(name)
+        if not held:
             return base
         present = {p.uid for p in base.pods if p.uid}
-        now = self._clock()
-        extra: list[PodInfo] = []
-        for key in sorted(keys):
-            a = self._assumed[key]
-            if a.uid and a.uid in present:
-                self._confirmed(key)  # the watch caught up: the inventory counts it now
-                continue
-            if a.bound_at is not None and now - a.bound_at > self.assume_ttl_s:
-                log.info("assumed pod %s never showed up bound on %s; forgetting it", key, name)
-                self._confirmed(key)
-                continue
-            extra.append(a.info)
+        extra = [
+            self._assumed[uid].info
+            for uid in sorted(held)
+            if uid not in present  # already counted by the inventory
+        ]
         return base.rebuild((*base.pods, *extra)) if extra else base
-
-    def _confirmed(self, key: str) -> None:
-        a = self._assumed.pop(key)
-        keys = self._by_node.get(a.node)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._by_node[a.node]
 
     def snapshot(self) -> Snapshot:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it
         for what-if runs."""
-        # Nodes with bound-but-unconfirmed assumptions may need their TTL checked.
-        if self._assumed:
-            now = self._clock()
-            for a in self._assumed.values():
-                if a.bound_at is not None and now - a.bound_at > self.assume_ttl_s:
-                    self._dirty.add(a.node)
+        self.expire()
         if not self._dirty and self._snapshot is not None:
             return self._snapshot
         dirty, self._dirty = self._dirty, set()

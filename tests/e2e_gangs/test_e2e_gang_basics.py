@@ -115,7 +115,7 @@ async def test_two_gangs_that_fit_alone_but_not_together_do_not_deadlock(
         queue = coord.runtime.scheduler.queue
         members = [f"{cluster.namespace}/{loser_name}-{k}" for k in range(6)]
         await eventually(
-            lambda: all(getattr(queue.get(m), "where", None) == "unschedulable" for m in members),
+            lambda: all(getattr(queue.named(m), "where", None) == "unschedulable" for m in members),
             what="the loser's members back in the unschedulable queue",
         )
         # The winner finishes: the loser gets the room and completes.

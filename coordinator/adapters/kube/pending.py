@@ -3,8 +3,9 @@ that is not bound yet.
 
 A :class:`~.reflector.Reflector` with a field selector, so the server sends only our pending pods
 (optionally of one namespace); a pod that gets bound (by us or anyone) stops matching and arrives
-as ``DELETED``, as does a deleted pod — either way it leaves the queue. A (re-)list *replaces* the
-queue's view: pods deleted meanwhile are dropped, pods being bound stay.
+as ``DELETED`` with its node set, a deleted pod as ``DELETED`` without one — either way it leaves
+the queue, and a deleted one releases at once whatever the scheduler held for it. A (re-)list
+*replaces* the queue's view: pods gone meanwhile are dropped, pods being bound stay.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from common import podkeys
 from common.kube import PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.reflector import Change, Reflector
-from coordinator.core.queue import SchedulingQueue, pod_key
+from coordinator.core.queue import SchedulingQueue
 
 __all__ = ["PendingPods", "pending_selector", "pending_watch"]
 
@@ -31,17 +32,18 @@ class PendingPods:
         self._queue = queue
 
     def replace(self, items: list[KubeObject]) -> None:
-        keep = {pod_key(obj) for obj in items}
-        for entry in self._queue.entries():
-            if entry.key not in keep and entry.where != "in_flight":
-                self._queue.delete(entry.key)
+        pending = []
         for obj in items:
-            self.apply("ADDED", obj)
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                self._queue.delete(obj)  # being deleted: gone, not pending
+            else:
+                pending.append(obj)
+        self._queue.replace(pending)
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
         meta = obj.get("metadata") or {}
         if kind == "DELETED" or meta.get("deletionTimestamp"):
-            self._queue.delete(pod_key(obj))
+            self._queue.delete(obj)
         else:
             self._queue.add(obj)
 

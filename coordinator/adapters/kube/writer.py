@@ -92,12 +92,16 @@ class KubeClusterWriter:
             "lastProbeTime": None,
             "lastTransitionTime": now,
         }
+        body: dict[str, object] = {"status": {"conditions": [condition]}}
+        if pod.uid:
+            # Only on this pod: one re-created under its name since is another pod.
+            body["metadata"] = {"uid": pod.uid}
         for attempt in (1, 2):
             try:
                 await self._client.patch(
                     PODS,
                     pod.name,
-                    {"status": {"conditions": [condition]}},
+                    body,
                     namespace=pod.namespace,
                     patch_type="strategic",
                     subresource="status",
@@ -105,6 +109,10 @@ class KubeClusterWriter:
                 break
             except NotFound:
                 return  # deleted meanwhile: nothing to explain to anyone
+            except (Conflict, Invalid) as exc:
+                if pod.uid:
+                    return  # a uid that no longer matches: the pod was re-created meanwhile
+                raise ClusterError(f"condition on {pod.key}: {exc}") from exc
             except Unreachable as exc:
                 # Setting the same condition twice is harmless: retry a dropped connection once.
                 if attempt == 2:

@@ -35,7 +35,7 @@ from typing import Any
 from common import podkeys
 from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import NodeTopology
-from coordinator.core.queue import SchedulingQueue, pod_key
+from coordinator.core.queue import SchedulingQueue
 from coordinator.engine.ports import (
     COMPONENT,
     CONDITION_REASON,
@@ -88,7 +88,7 @@ class MemoryCluster:
             if kind != "DELETED" and self._pending(obj):
                 queue.add(obj)
             else:
-                queue.delete(pod_key(obj))
+                queue.delete(obj)
 
         for obj in self._pods.values():
             if self._pending(obj):

@@ -166,9 +166,9 @@ class GangLifecycle:
         """The member waits for its gang: explained, and parked until something changes."""
         failure = Failure(entry.key, self._nodes(), {}, message, Status.unschedulable(message))
         queue = self.scheduler.queue
-        if queue.get(entry.key) is not entry or entry.where == "bound":
+        if queue.entry(entry.uid) is not entry or entry.where == "bound":
             return failure
-        if not popped and self.scheduler.view.assumed(entry.key) is not None:
+        if not popped and self.scheduler.view.held(entry.uid) is not None:
             return failure  # part of an attempt in flight
         self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
         if popped or entry.where != "in_flight":
@@ -178,7 +178,7 @@ class GangLifecycle:
     def _entries(self, pods: Iterable[str]) -> list[QueuedPod]:
         out = []
         for pod in pods:
-            entry = self.scheduler.queue.get(pod)
+            entry = self.scheduler.queue.named(pod)
             if entry is not None and entry.where != "bound":
                 out.append(entry)
         return out
@@ -247,7 +247,9 @@ class GangLifecycle:
     def _released(self, key: GangKey | None, out: Reject) -> None:
         view = self.scheduler.view
         for r in out.released:
-            view.forget(r.pod)
+            uid = self.membership.uid_of(r.pod)
+            if uid:
+                view.release(uid)
         if out.evict:
             self._evict(out.evict, out.message)
         if key is not None:

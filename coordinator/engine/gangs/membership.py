@@ -91,6 +91,10 @@ class GangMembership:
         if uid:
             self._uids[pod] = uid
 
+    def uid_of(self, pod: str) -> str:
+        """The uid of the member known under ``pod`` (namespace/name); "" if none is known."""
+        return self._uids.get(pod, "")
+
     def bound(self, pod: str) -> None:
         """A member's bind succeeded (the manager is told by the caller)."""
         self._bound.add(pod)
@@ -141,7 +145,7 @@ class GangMembership:
         for pod in tuple(self._known):
             uid = self._uids.get(pod, "")
             there = present.get(pod, set())
-            if (uid in there if uid else bool(there)) or view.assumed(pod) is not None:
+            if (uid in there if uid else bool(there)) or (uid and view.held(uid) is not None):
                 continue
             if self._in_flight(self._known[pod], pod):
                 continue  # its bind is still in flight
@@ -151,10 +155,10 @@ class GangMembership:
         """A member is gone (deleted, evicted, replaced): a running gang starts re-forming."""
         key = self._known.get(pod)
         was_complete = key is not None and self.phase(key) is Phase.BOUND
+        self._forget(pod)  # before its uid goes: room held for it is released by uid
         gone = self._uids.pop(pod, None)
         if gone:
             self._gone_uids.add(gone)
-        self._forget(pod)
         if key is not None and was_complete and self.phase(key) is not Phase.BOUND:
             self._broken(key, f"member {pod} is gone")
 

@@ -159,11 +159,11 @@ class GangStep(GangLifecycle):
                 view.assume(entry.request, d.node, d.placement)
             except ValueError:
                 continue
-            assumed.append(d.pod_key)
+            assumed.append(entry.uid)
         verdict = self.manager.reserve(key, decision.reservations())
         if not isinstance(verdict, Allow):
-            for pod in assumed:
-                view.forget(pod)
+            for uid in assumed:
+                view.release(uid)
             message = verdict.message
             self.manager.reject(key, message)
             return self._refuse_all(key, entries, popped, self.manager.message(key))

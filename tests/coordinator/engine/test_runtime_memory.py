@@ -179,7 +179,7 @@ async def test_a_deleted_pending_pod_is_never_bound(
     cluster.finish_pod("default", "fill-0")
     await runtime.settle()
     assert cluster.pod("default", "gone") is None
-    assert runtime.scheduler.queue.get("default/gone") is None
+    assert runtime.scheduler.queue.named("default/gone") is None
     assert cluster.binds == 2
 
 
