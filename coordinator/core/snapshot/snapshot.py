@@ -208,17 +208,21 @@ class _PodIndex:
         if old is None or new is None or old.labels != new.labels:
             self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
 
+    # By uid: a pod re-created under a name may sit beside its predecessor until the watch
+    # catches up, and each must be found (and dropped) on its own.
     def add(self, node: str, pod: PodInfo) -> None:
+        ident = pod.uid or pod.key
         for pair in pod.labels.items():
-            self.by_label.setdefault(pair, {})[pod.key] = (node, pod)
+            self.by_label.setdefault(pair, {})[ident] = (node, pod)
         if pod.has_affinity:
-            self.with_affinity[pod.key] = (node, pod)
+            self.with_affinity[ident] = (node, pod)
             self.with_affinity_list = None
 
     def discard(self, pod: PodInfo) -> None:
-        if self.with_affinity.pop(pod.key, None) is not None:
+        ident = pod.uid or pod.key
+        if self.with_affinity.pop(ident, None) is not None:
             self.with_affinity_list = None
         for pair in pod.labels.items():
             bucket = self.by_label.get(pair)
             if bucket is not None:
-                bucket.pop(pod.key, None)
+                bucket.pop(ident, None)
