@@ -202,12 +202,14 @@ class SchedulingQueue:
             self._to_active(pod)  # its priority may have changed: re-sort
             self.notify()
 
-    def delete(self, obj: Mapping[str, Any]) -> QueuedPod | None:
-        """The watch says the pod is no longer pending: bound (``spec.nodeName`` set, by us or
-        anyone) or deleted. It leaves wherever it waits."""
+    def delete(self, obj: Mapping[str, Any], *, gone: bool) -> QueuedPod | None:
+        """The watch says the pod is no longer pending; it leaves wherever it waits. ``gone``:
+        the pod is known to be deleted (or being deleted) and can never be bound; ``False`` when
+        it was bound, or when the feed cannot tell (a field-selector watch sends ``DELETED``
+        with the last matching object both when the pod is bound and when it is deleted)."""
         pod = self._pods.get(pod_uid(obj))
         if pod is not None:
-            self._remove(pod, gone=not (obj.get("spec") or {}).get("nodeName"))
+            self._remove(pod, gone=gone)
         return pod
 
     def replace(self, objs: Iterable[Mapping[str, Any]]) -> None:

@@ -3,8 +3,10 @@ that is not bound yet.
 
 A :class:`~.reflector.Reflector` with a field selector, so the server sends only our pending pods
 (optionally of one namespace); a pod that gets bound (by us or anyone) stops matching and arrives
-as ``DELETED`` with its node set, a deleted pod as ``DELETED`` without one — either way it leaves
-the queue, and a deleted one releases at once whatever the scheduler held for it. A (re-)list
+as ``DELETED``, as does a deleted pod — either way it leaves the queue. The server sends the last
+*matching* object in both cases, so the two cannot be told apart here: the room assumed for the
+pod is settled by its bind (it fails for a deleted pod) or by the inventory. A pod seen with a
+``deletionTimestamp`` is known to be going and releases what was held for it at once. A (re-)list
 *replaces* the queue's view: pods gone meanwhile are dropped, pods being bound stay.
 """
 
@@ -35,7 +37,7 @@ class PendingPods:
         pending = []
         for obj in items:
             if (obj.get("metadata") or {}).get("deletionTimestamp"):
-                self._queue.delete(obj)  # being deleted: gone, not pending
+                self._queue.delete(obj, gone=True)
             else:
                 pending.append(obj)
         self._queue.replace(pending)
@@ -43,7 +45,8 @@ class PendingPods:
     def apply(self, kind: Change, obj: KubeObject) -> None:
         meta = obj.get("metadata") or {}
         if kind == "DELETED" or meta.get("deletionTimestamp"):
-            self._queue.delete(obj)
+            # DELETED: bound or deleted, the event cannot say which (see above).
+            self._queue.delete(obj, gone=bool(meta.get("deletionTimestamp")))
         else:
             self._queue.add(obj)
 

@@ -88,7 +88,10 @@ class MemoryCluster:
             if kind != "DELETED" and self._pending(obj):
                 queue.add(obj)
             else:
-                queue.delete(obj)
+                # Gone unless it left the pending set by being bound.
+                queue.delete(
+                    obj, gone=kind == "DELETED" or not (obj.get("spec") or {}).get("nodeName")
+                )
 
         for obj in self._pods.values():
             if self._pending(obj):

@@ -60,15 +60,15 @@ def test_the_queue_tells_a_bound_pod_from_a_deleted_one() -> None:
     seen = removals(q)
     for name in ("in-flight", "bound", "deleted", "listed-away"):
         q.add(pod(name, gpus=1, uid=f"uid-{name}"))
-    q.delete(pod("bound", gpus=1, uid="uid-bound", node=NODE))
-    q.delete(pod("deleted", gpus=1, uid="uid-deleted"))
+    q.delete(pod("bound", gpus=1, uid="uid-bound", node=NODE), gone=False)
+    q.delete(pod("deleted", gpus=1, uid="uid-deleted"), gone=True)
     flying = q.pop()
     assert flying is not None
     assert flying.uid == "uid-in-flight"
     q.replace([])  # a re-list: gone or bound, nobody knows which; the attempt in flight stays
     assert seen == [("uid-bound", False), ("uid-deleted", True), ("uid-listed-away", False)]
     assert q.named("default/in-flight") is flying
-    assert q.delete(pod("never-seen", uid="uid-x")) is None
+    assert q.delete(pod("never-seen", uid="uid-x"), gone=True) is None
 
 
 # --- the view -----------------------------------------------------------------------------------
