@@ -15,9 +15,9 @@ Outcomes:
 
 Every piece of per-pod state (the room held, the explanation last posted, the last attempt) is
 keyed by the pod's UID: a pod deleted and created again under the same name is a new pod, placed
-at once and explained on its own. When a pod leaves the queue because it is gone (deleted, or
-replaced under its name), what was held for it is released at once and the pods waiting for room
-are tried again.
+at once and explained on its own. When a pod is known to be gone (replaced under its name, being
+deleted) or its bind fails, the room held for it is released at once and the pods waiting for
+room are tried again.
 
 Hooks for the gang and preemption steps (see docs/runtime.md): ``pod_steps`` see every popped pod
 before the per-pod cycle (the gang step plans a whole gang there), ``bind_listeners`` hear every
@@ -149,7 +149,8 @@ class Scheduler:
         self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step
         self.bind_listeners: list[BindListener] = []  # gangs_runtime: gang bookkeeping
         self.stats = RuntimeStats()
-        self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()  # uid →
+        # uid → latest attempt (bounded, oldest dropped first)
+        self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()
         self._named: dict[str, str] = {}  # pod key → uid of its latest attempt (explain by name)
         self._posted: dict[str, tuple[str, float]] = {}  # uid → (message, when)
         self._writes: set[asyncio.Task[None]] = set()
@@ -219,7 +220,8 @@ class Scheduler:
         self._wakeup.set()
 
     def _left_queue(self, entry: QueuedPod, gone: bool) -> None:
-        """A pod left the queue: bound (``gone`` False), or deleted / replaced under its name."""
+        """A pod left the queue: known to be gone (deleted, replaced under its name), or bound or
+        not known which (``gone`` False: what it holds is settled by its bind or the inventory)."""
         self._posted.pop(entry.uid, None)
         if not gone:
             return  # bound: its room stays held until the inventory shows it
