@@ -88,6 +88,9 @@ class SchedulingQueue:
         self.settings = settings or QueueSettings()
         self._clock = clock
         self.notify: Callable[[], None] = notify or (lambda: None)
+        #: Told about every pod the feed adds or updates (``True``) and deletes (``False``):
+        #: the engine's nominations read ``status.nominatedNodeName`` here.
+        self.listeners: list[Callable[[QueuedPod, bool], None]] = []
         self._pods: dict[str, QueuedPod] = {}
         self._active: list[tuple[int, str, int, int, str]] = []  # (-prio, created, seq, gen, key)
         self._backoff: list[tuple[float, int, str]] = []  # (until, gen, key)
@@ -157,13 +160,16 @@ class SchedulingQueue:
             )
             self._pods[key] = pod
             self._to_active(pod)
+            self._tell(pod, True)
             self.notify()
             return
         changed = _fingerprint(pod.obj) != _fingerprint(obj)
         pod.obj = obj
+        if changed:
+            pod.request = parse_pod(obj)
+        self._tell(pod, True)
         if not changed:
             return  # status-only (our own condition) or a no-op update
-        pod.request = parse_pod(obj)
         if pod.where == "bound":
             return
         if pod.where == "in_flight":
@@ -183,7 +189,12 @@ class SchedulingQueue:
         pod = self._pods.pop(key, None)
         if pod is not None:
             pod.generation += 1
+            self._tell(pod, False)
         return pod
+
+    def _tell(self, pod: QueuedPod, present: bool) -> None:
+        for listener in self.listeners:
+            listener(pod, present)
 
     def pop(self) -> QueuedPod | None:
         """The next pod to try, now in flight; ``None`` if none is ready."""
