@@ -178,14 +178,21 @@ class Preemptor:
         now = self._clock()
         self._expire(now)
         inventory = self.scheduler.inventory
+        uids = frozenset(m.uid for m in members)
+        mine = {node for m in members if (node := self.held.node_of(m.uid)) is not None}
         present: set[str] = set()
+        leaving: set[str] = set()  # terminating (deletionTimestamp set)
         lower = False  # is any pod it may evict (lower priority, not leaving) running?
+        waiting_for = 0  # lower-priority pods terminating on its nominated nodes
         for p in bound_pods(inventory):
             key = f"{p.namespace}/{p.name}"
             present.add(key)
-            if p.priority < priority and key not in self.evicting:
+            if p.terminating:
+                leaving.add(key)
+                if p.priority < priority and p.node in mine:
+                    waiting_for += 1
+            elif p.priority < priority and key not in self.evicting:
                 lower = True
-        uids = frozenset(m.uid for m in members)
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
             del self.nominations[unit]  # made for pods of the same name that are gone
@@ -195,6 +202,10 @@ class Preemptor:
             if left:
                 return f"waiting for {len(left)} preempted pod(s) to terminate"
             del self.nominations[unit]  # its victims are gone and it still does not fit
+        if waiting_for:
+            # Nominated where lower-priority pods are still terminating (after a restart, too):
+            # their room is coming; preempting again would only evict more (as kube-scheduler).
+            return f"waiting for {waiting_for} preempted pod(s) to terminate"
         if policy == "Never":
             return None
         if not lower:
@@ -205,7 +216,11 @@ class Preemptor:
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = self.scheduler.view.snapshot()
         nodes = node_states(self.held.overlay(view, priority, uids))
-        running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
+        running = [
+            p
+            for p in running_pods(inventory, self.podgroups)
+            if p.key not in self.evicting and p.key not in leaving
+        ]
         plan = select_victims(
             [member_of(m) for m in members],
             priority=priority,

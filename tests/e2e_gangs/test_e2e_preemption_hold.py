@@ -50,3 +50,33 @@ async def test_a_lower_priority_pod_does_not_take_the_room_the_victims_are_leavi
         )
         assert (await cluster.bound("urgent"))["spec"]["nodeName"] == node
         assert not (await cluster.pod("late"))["spec"].get("nodeName")
+
+
+async def test_the_hold_survives_a_coordinator_restart(cluster: GangCluster) -> None:
+    (node,) = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    low, high = f"low-{cluster.run}", f"high-{cluster.run}"
+    await cluster.create(PRIORITY_CLASS.format(name=low, value=10))
+    await cluster.create(PRIORITY_CLASS.format(name=high, value=1000))
+    async with cluster.gang_coordinator():
+        await cluster.create(gpu_pod("filler", 6, priority_class=low))
+        await cluster.bound("filler")
+        await cluster.create(gpu_pod("urgent", 8, priority_class=high))
+        await wait_for_object(
+            cluster.kube,
+            PODS,
+            "urgent",
+            lambda pod: (pod.get("status") or {}).get("nominatedNodeName") == node,
+            namespace=cluster.namespace,
+            what="urgent nominated",
+        )
+    # A new coordinator knows nothing but what the API server says: urgent is nominated there.
+    async with cluster.gang_coordinator():
+        await cluster.create(gpu_pod("late", 2, priority_class=low))
+        assert "Insufficient nvidia.com/gpu" in await cluster.unschedulable("late")
+        await cluster.kube.delete(
+            PODS, "filler", namespace=cluster.namespace, grace_period_seconds=0
+        )
+        assert (await cluster.bound("urgent"))["spec"]["nodeName"] == node
+        assert not (await cluster.pod("late"))["spec"].get("nodeName")
+        # It waited for the victim it had already evicted instead of evicting again.
+        assert len(await cluster.events(reason="Preempted")) == 1
