@@ -175,3 +175,37 @@ def test_the_api_server_decides_when_a_nomination_is_cleared() -> None:
     queue.add(pod("urgent", gpus=8, priority=100, uid="uid-urgent-2"))
     assert nominations.node_of("uid-urgent") is None
     assert len(nominations) == 0
+
+
+async def test_a_gang_preemptor_holds_the_room_of_every_member() -> None:
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = LingeringCluster(inventory)
+    for name in ("dgx-a", "dgx-b"):
+        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
+    async with runtime, gangs:
+        for k in range(2):
+            memory.create_pod(pod(f"filler-{k}", gpus=6, priority=0))
+        await eventually(
+            lambda: all(node_of(memory, f"filler-{k}") for k in range(2)), what="fillers bound"
+        )
+        for k in range(2):
+            memory.create_pod(pod(f"train-{k}", gpus=8, priority=100, gang=("train", 2)))
+        await eventually(lambda: len(memory.evicted) == 2, what="both fillers evicted")
+        memory.create_pod(pod("late", gpus=2, priority=0))
+        await runtime.settle()
+        held = {n.key: n.node for n in runtime.scheduler.nominations.all()}
+        assert held == {"default/train-0": "dgx-a", "default/train-1": "dgx-b"} or held == {
+            "default/train-0": "dgx-b",
+            "default/train-1": "dgx-a",
+        }
+        assert node_of(memory, "late") is None
+        memory.terminate()
+        await eventually(
+            lambda: all(node_of(memory, f"train-{k}") for k in range(2)), what="gang bound"
+        )
+        assert {node_of(memory, f"train-{k}") for k in range(2)} == {"dgx-a", "dgx-b"}
+        await runtime.settle()
+        assert node_of(memory, "late") is None
+        assert len(runtime.scheduler.nominations) == 0
