@@ -181,17 +181,14 @@ class Preemptor:
         uids = frozenset(m.uid for m in members)
         mine = {node for m in members if (node := self.held.node_of(m.uid)) is not None}
         present: set[str] = set()
-        leaving: set[str] = set()  # terminating (deletionTimestamp set)
         lower = False  # is any pod it may evict (lower priority, not leaving) running?
         waiting_for = 0  # lower-priority pods terminating on its nominated nodes
         for p in bound_pods(inventory):
             key = f"{p.namespace}/{p.name}"
             present.add(key)
-            if p.terminating:
-                leaving.add(key)
-                if p.priority < priority and p.node in mine:
-                    waiting_for += 1
-            elif p.priority < priority and key not in self.evicting:
+            if p.terminating and p.priority < priority and p.node in mine:
+                waiting_for += 1
+            if p.priority < priority and key not in self.evicting:
                 lower = True
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
@@ -216,11 +213,7 @@ class Preemptor:
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = self.scheduler.view.snapshot()
         nodes = node_states(self.held.overlay(view, priority, uids))
-        running = [
-            p
-            for p in running_pods(inventory, self.podgroups)
-            if p.key not in self.evicting and p.key not in leaving
-        ]
+        running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
         plan = select_victims(
             [member_of(m) for m in members],
             priority=priority,

@@ -209,3 +209,32 @@ async def test_a_gang_preemptor_holds_the_room_of_every_member() -> None:
         await runtime.settle()
         assert node_of(memory, "late") is None
         assert len(runtime.scheduler.nominations) == 0
+
+
+async def test_a_higher_priority_preemptor_takes_the_node_from_a_lower_nomination(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    for k in range(2):
+        memory.create_pod(pod(f"filler-{k}", gpus=4, priority=0))
+    await eventually(
+        lambda: all(node_of(memory, f"filler-{k}") for k in range(2)), what="fillers bound"
+    )
+    memory.create_pod(pod("middle", gpus=4, priority=50))
+    await eventually(lambda: len(memory.evicted) == 1, what="middle's preemption")
+    await runtime.settle()
+    assert runtime.scheduler.nominations.node_of(uid_of(memory, "middle")) == "dgx-a"
+    memory.create_pod(pod("urgent", gpus=4, priority=100))  # does not count middle's hold
+    await eventually(lambda: len(memory.evicted) == 2, what="urgent's preemption")
+    await runtime.settle()
+    held = {n.key: n.node for n in runtime.scheduler.nominations.all()}
+    assert held == {"default/urgent": "dgx-a"}
+    middle = memory.pod("default", "middle")
+    assert middle is not None
+    assert "nominatedNodeName" not in middle["status"]
+
+
+def uid_of(cluster: MemoryCluster, name: str) -> str:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    return str(obj["metadata"]["uid"])
