@@ -127,6 +127,8 @@ class Nominations:
             self._api.pop(uid, None)
             self.drop(uid)
             return
+        if entry.where == "bound":
+            return  # bound by us: an update from before the binding must not nominate it again
         node = _api_node(entry)
         before = self._api.get(uid, "")
         self._api[uid] = node
