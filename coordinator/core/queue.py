@@ -103,6 +103,9 @@ class SchedulingQueue:
         #: Told about every pod that leaves, with ``gone``: deleted or replaced under its name
         #: (``True``), or only no longer pending, i.e. bound (``False``).
         self.on_removed: Callable[[QueuedPod, bool], None] = lambda pod, gone: None
+        #: Told about every pod the feed adds or updates (``True``) and removes (``False``):
+        #: the engine's nominations read ``status.nominatedNodeName`` here.
+        self.listeners: list[Callable[[QueuedPod, bool], None]] = []
         self._pods: dict[str, QueuedPod] = {}  # uid → pod
         self._names: dict[str, str] = {}  # namespace/name → uid of the pod under that name
         self._active: list[tuple[int, str, int, int, str]] = []  # (-prio, created, seq, gen, uid)
@@ -181,13 +184,16 @@ class SchedulingQueue:
             self._pods[uid] = pod
             self._names[key] = uid
             self._to_active(pod)
+            self._tell(pod, True)
             self.notify()
             return
         changed = _fingerprint(pod.obj) != _fingerprint(obj)
         pod.obj = obj
+        if changed:
+            pod.request = parse_pod(obj)
+        self._tell(pod, True)
         if not changed:
             return  # status-only (our own condition) or a no-op update
-        pod.request = parse_pod(obj)
         if pod.where == "bound":
             return
         if pod.where == "in_flight":
@@ -230,6 +236,11 @@ class SchedulingQueue:
             del self._names[pod.key]
         pod.generation += 1
         self.on_removed(pod, gone)
+        self._tell(pod, False)
+
+    def _tell(self, pod: QueuedPod, present: bool) -> None:
+        for listener in self.listeners:
+            listener(pod, present)
 
     def pop(self) -> QueuedPod | None:
         """The next pod to try, now in flight; ``None`` if none is ready."""

@@ -43,6 +43,7 @@ from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
+from coordinator.engine.nominations import Nominations
 from coordinator.engine.ports import (
     BindConflict,
     ClusterError,
@@ -166,7 +167,12 @@ class Scheduler:
             max_in_flight=self.settings.max_binds_in_flight,
         )
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
+        # Room held for preemptors (engine/nominations.py): consulted by every cycle below.
+        self.nominations = Nominations(self.queue, held=self._held)
         self.idle = asyncio.Event()  # set while nothing is ready to schedule
+
+    def _held(self, key: str, uid: str) -> bool:
+        return self.view.held(uid) is not None
 
     @property
     def inventory(self) -> Inventory:
@@ -288,8 +294,8 @@ class Scheduler:
             handled = await step(entry)
             if handled is not None:
                 return handled
-        snapshot = self.view.snapshot()
-        result = schedule_one(request, snapshot, self.framework)
+        snapshot = self.nominations.snapshot_for(request, self.view.snapshot())
+        result = self.nominations.schedule(request, snapshot, self.framework)
         if isinstance(result, Failure):
             await self._failed(entry, result, snapshot)
             return result
@@ -354,6 +360,7 @@ class Scheduler:
     def _bound(self, job: BindJob) -> None:
         key = job.request.key
         self.view.bind_done(job.entry.uid)
+        self.nominations.bound(job.request.uid, job.decision.node)
         self.queue.done(job.entry)
         self._posted.pop(job.entry.uid, None)
         self.stats.bound += 1
@@ -450,7 +457,8 @@ class Scheduler:
 
     def explain_now(self, entry: QueuedPod) -> ScheduleResult:
         """A fresh dry run for a queued pod (nothing changes)."""
-        return schedule_one(entry.request, self.view.snapshot().copy(), self.framework)
+        snapshot = self.nominations.snapshot_for(entry.request, self.view.snapshot())
+        return schedule_one(entry.request, snapshot.copy(), self.framework)
 
     # --- waiting for quiet (tests, benchmarks, the demo) ---------------------------------------
 

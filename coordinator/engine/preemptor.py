@@ -9,7 +9,10 @@ the Eviction API (``pods/eviction``: the API server checks PodDisruptionBudgets 
 leaves the victim running, and the preemptor tries again once its nomination expires).
 
 While the victims of a nomination are terminating, the same preemptor does not preempt again,
-and pods already being evicted are never picked as victims twice.
+and pods already being evicted are never picked as victims twice. The nominated room is held for
+the preemptor meanwhile (:mod:`.nominations`): pods of equal or lower priority cannot take it.
+A preemptor of higher priority that takes a node clears the nominations of lower-priority pods
+there; a preemptor whose next preemption finds nothing to do loses its own.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ __all__ = ["REASON_PREEMPTED", "REASON_PREEMPTING", "Nominate", "Preemptor"]
 REASON_PREEMPTED: Final = "Preempted"
 REASON_PREEMPTING: Final = "Preempting"
 
-#: Records ``status.nominatedNodeName`` on a pod.
+#: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
 Nominate = Callable[[PodRef, str], Coroutine[Any, Any, None]]
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
@@ -53,6 +56,7 @@ class _Nomination:
     victims: frozenset[str]
     until: float
     plan: PreemptionPlan
+    uids: frozenset[str]  # the preemptor pods it was made for (a pod recreated is a new one)
 
 
 def _ref(pod: str) -> PodRef:
@@ -82,6 +86,7 @@ class Preemptor:
         self.nomination_ttl_s = nomination_ttl_s
         self._clock = clock
         self.nominations: dict[str, _Nomination] = {}  # preemptor unit → what it evicted
+        self.held = scheduler.nominations  # the room held for preemptors, by pod UID
         self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
         self.preemptions = 0
         self.victims = 0
@@ -173,24 +178,41 @@ class Preemptor:
         now = self._clock()
         self._expire(now)
         inventory = self.scheduler.inventory
+        uids = frozenset(m.uid for m in members)
+        mine = {node for m in members if (node := self.held.node_of(m.uid)) is not None}
         present: set[str] = set()
         lower = False  # is any pod it may evict (lower priority, not leaving) running?
+        waiting_for = 0  # lower-priority pods terminating on its nominated nodes
         for p in bound_pods(inventory):
             key = f"{p.namespace}/{p.name}"
             present.add(key)
+            if p.terminating and p.priority < priority and p.node in mine:
+                waiting_for += 1
             if p.priority < priority and key not in self.evicting:
                 lower = True
         pending = self.nominations.get(unit)
+        if pending is not None and pending.uids.isdisjoint(uids):
+            del self.nominations[unit]  # made for pods of the same name that are gone
+            pending = None
         if pending is not None:
             left = pending.victims & present
             if left:
                 return f"waiting for {len(left)} preempted pod(s) to terminate"
             del self.nominations[unit]  # its victims are gone and it still does not fit
-        if policy == "Never" or not lower:
+        if waiting_for:
+            # Nominated where lower-priority pods are still terminating (after a restart, too):
+            # their room is coming; preempting again would only evict more (as kube-scheduler).
+            return f"waiting for {waiting_for} preempted pod(s) to terminate"
+        if policy == "Never":
+            return None
+        if not lower:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.
+            self._release(members)
             return None
-        nodes = node_states(self.scheduler.view.snapshot())
+        # Room held for other preemptors at or above this priority is not this one's to plan on.
+        view = self.scheduler.view.snapshot()
+        nodes = node_states(self.held.overlay(view, priority, uids))
         running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
         plan = select_victims(
             [member_of(m) for m in members],
@@ -204,10 +226,12 @@ class Preemptor:
             eligible=eligible,
         )
         if isinstance(plan, Status):
+            self._release(members)
             if "PodDisruptionBudget" in plan.message:
                 return f"preemption: {plan.message}"
             return None
         if not plan.victims:
+            self._release(members)
             return None  # nothing to evict would help: no preemption, no nomination
         self._execute(unit, members, priority, plan, now)
         victims = len(plan.victim_pods)
@@ -226,7 +250,8 @@ class Preemptor:
         self.preemptions += 1
         self.victims += len(plan.victim_pods)
         until = now + self.nomination_ttl_s
-        self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan)
+        uids = frozenset(m.uid for m in members)
+        self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids)
         text = plan.describe(unit)
         log.info("%s", text)
         writer = self.scheduler.writer
@@ -243,12 +268,30 @@ class Preemptor:
                 await writer.evict(ref)
 
             self.scheduler.write(evict(), f"preempt {victim}")
+        # Lower-priority pods nominated where this one goes lose that room (kube-scheduler too).
+        taken = {n for _, n in plan.nominated}
+        for other in self.held.lower_on(taken, priority):
+            if other.uid not in uids:
+                self._unnominate(other.uid, _ref(other.key))
         by_key = {m.key: m for m in members}
         for member, node in plan.nominated:
             request = by_key.get(member)
             ref = PodRef(request.namespace, request.name, request.uid) if request else _ref(member)
+            if request is not None:
+                self.held.nominate(request, node)  # held from now on, before the API shows it
             self.scheduler.write(
                 writer.event(ref, reason=REASON_PREEMPTING, message=text), f"preempting {member}"
             )
             if self.nominate is not None:
                 self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
+
+    def _release(self, members: Collection[PodRequest]) -> None:
+        """Preemption found nothing to do: the members' nominations end (kube clears them)."""
+        for m in members:
+            if self.held.node_of(m.uid) is not None:
+                self._unnominate(m.uid, PodRef(m.namespace, m.name, m.uid))
+
+    def _unnominate(self, uid: str, ref: PodRef) -> None:
+        self.held.drop(uid)
+        if self.nominate is not None:
+            self.scheduler.write(self.nominate(ref, ""), f"clear nomination of {ref.key}")

@@ -95,4 +95,5 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             if k in ("podAffinity", "podAntiAffinity")
         },
         host_ports=bound_host_ports(spec),
+        terminating=bool(meta.get("deletionTimestamp")),
     )

@@ -152,14 +152,15 @@ class KubeClusterWriter:
 
 
 def kube_nominator(client: KubeClient) -> Nominate:
-    """``status.nominatedNodeName`` through ``pods/status``; a pod gone meanwhile is no error."""
+    """``status.nominatedNodeName`` through ``pods/status`` (``""`` removes it); a pod gone
+    meanwhile is no error."""
 
     async def nominate(pod: PodRef, node: str) -> None:
         try:
             await client.patch(
                 PODS,
                 pod.name,
-                {"status": {"nominatedNodeName": node}},
+                {"status": {"nominatedNodeName": node or None}},
                 namespace=pod.namespace,
                 subresource="status",
             )

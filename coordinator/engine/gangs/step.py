@@ -117,7 +117,9 @@ class GangStep(GangLifecycle):
                 if e is popped or e.where != "in_flight":
                     self.scheduler.queue.failed(e, message=intent.message, spec_error=True)
             return Failure(popped.key, 0, {}, intent.message, Status.unresolvable(intent.message))
-        snapshot = self.scheduler.view.snapshot()
+        # Others' nominations at or above the gang's priority hold their room (nominations.py).
+        scheduler = self.scheduler
+        snapshot = scheduler.nominations.gang_snapshot(requests, scheduler.view.snapshot())
         recovery = self.recovering.get(key)
         result: GangDecision | Status
         result = Status.unschedulable("not planned")

@@ -1,0 +1,200 @@
+"""Room held for preemptors while their victims terminate, as kube-scheduler's nominator holds it.
+
+A pod that preempted is *nominated* on the node(s) its plan freed (``status.nominatedNodeName``;
+every member of a gang at once). Until the nomination ends, every pod of **equal or lower**
+priority is scheduled on a snapshot where the nominated pod already sits on that node, so it
+cannot take the room; a pod of higher priority sees the node as it is and may. The preemptor
+itself (and, for a gang, its siblings) is not counted against itself, and it tries its
+nominated node first when it is retried.
+
+A nomination is kept by pod UID and ends when the pod is bound (anywhere), deleted, recreated
+under its name, when a higher-priority preemptor takes the node, when its own preemption finds
+nothing to do, or when the API server's ``status.nominatedNodeName`` is cleared. The API server is
+the record: a pending pod seen with ``status.nominatedNodeName`` (after a restart, or written by
+another coordinator) is nominated there. An update that shows no nomination while one is held in
+memory keeps it unless the object had one before (our own patch may still be on its way — the
+rule kube-scheduler's ``UpdateNominatedPod`` follows).
+
+Held pods count with their requests and host ports only (no labels, no affinity terms, no GPU
+indices: they hold *how many* GPUs, not which), so a nomination never makes another pod's
+affinity hold.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision, ScheduleResult
+from coordinator.core.podspec.parse import PodRequest, PodSpecError
+from coordinator.core.queue import QueuedPod, SchedulingQueue
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Nominated", "Nominations"]
+
+
+@dataclass(frozen=True, slots=True)
+class Nominated:
+    """One pod's claim on a node."""
+
+    uid: str
+    key: str
+    node: str
+    priority: int
+    info: PodInfo  # what it holds there: requests and host ports
+
+
+def _held(request: PodRequest) -> PodInfo:
+    return PodInfo(
+        namespace=request.namespace,
+        name=request.name,
+        requests=request.requests,
+        priority=request.priority,
+        uid=request.uid,
+        placement=Placement(),
+        host_ports=request.host_ports,
+    )
+
+
+def _api_node(entry: QueuedPod) -> str:
+    return str((entry.obj.get("status") or {}).get("nominatedNodeName") or "")
+
+
+class Nominations:
+    """Event-loop only. ``held(key, uid)``: is the pod assumed on a node already (its bind in
+    flight)? Then it counts there and not here. Listens to ``queue`` (the pending-pod feed)."""
+
+    def __init__(self, queue: SchedulingQueue, *, held: Callable[[str, str], bool]) -> None:
+        self._queue = queue
+        self._held = held
+        self._by_uid: dict[str, Nominated] = {}
+        self._api: dict[str, str] = {}  # uid → nominatedNodeName last seen on the API object
+        queue.listeners.append(self._observe)
+
+    def __len__(self) -> int:
+        return len(self._by_uid)
+
+    def node_of(self, uid: str) -> str | None:
+        found = self._by_uid.get(uid)
+        return found.node if found is not None else None
+
+    def all(self) -> list[Nominated]:
+        return list(self._by_uid.values())
+
+    # --- changes -----------------------------------------------------------------------------
+
+    def nominate(self, request: PodRequest, node: str) -> None:
+        """``request`` holds room on ``node`` from now on (replacing any earlier nomination)."""
+        before = self._by_uid.get(request.uid)
+        self._by_uid[request.uid] = Nominated(
+            request.uid, request.key, node, request.priority, _held(request)
+        )
+        if before is not None and before.node != node:
+            self._room_freed(before)
+
+    def drop(self, uid: str) -> Nominated | None:
+        """The nomination ends; pods it kept out are tried again."""
+        found = self._by_uid.pop(uid, None)
+        if found is not None:
+            log.info("nomination of %s on %s ended", found.key, found.node)
+            self._room_freed(found)
+        return found
+
+    def bound(self, uid: str, node: str) -> None:
+        """The pod is bound on ``node``: it holds room there as any bound pod does."""
+        found = self._by_uid.pop(uid, None)
+        self._api.pop(uid, None)
+        if found is not None and found.node != node:
+            self._room_freed(found)  # bound elsewhere: the held node is free for others
+
+    def lower_on(self, nodes: Collection[str], priority: int) -> list[Nominated]:
+        """Nominations below ``priority`` on ``nodes`` (a higher preemptor takes their room)."""
+        return [n for n in self._by_uid.values() if n.node in nodes and n.priority < priority]
+
+    def _room_freed(self, gone: Nominated) -> None:
+        self._queue.cluster_changed(lambda p: p.priority <= gone.priority and p.uid != gone.uid)
+
+    def _observe(self, entry: QueuedPod, present: bool) -> None:
+        """The pending-pod feed added, updated or deleted ``entry``."""
+        uid = entry.uid
+        if not present:
+            self._api.pop(uid, None)
+            self.drop(uid)
+            return
+        if entry.where == "bound":
+            return  # bound by us: an update from before the binding must not nominate it again
+        node = _api_node(entry)
+        before = self._api.get(uid, "")
+        self._api[uid] = node
+        request = entry.request
+        if isinstance(request, PodSpecError):
+            self.drop(uid)
+            return
+        if node:
+            current = self._by_uid.get(uid)
+            if current is None or current.node != node or current.info.requests != request.requests:
+                self.nominate(request, node)
+        elif before:
+            self.drop(uid)  # cleared on the API server
+        # Neither before nor now on the object: a nomination held in memory stays (our own
+        # status patch may not have arrived yet).
+
+    # --- what a cycle sees -------------------------------------------------------------------
+
+    def applicable(self, priority: int, exclude: Collection[str]) -> list[Nominated]:
+        """Nominations a pod of ``priority`` must respect (``exclude``: its own UIDs)."""
+        return [
+            n
+            for n in self._by_uid.values()
+            if n.priority >= priority and n.uid not in exclude and not self._held(n.key, n.uid)
+        ]
+
+    def overlay(self, snapshot: Snapshot, priority: int, exclude: Collection[str] = ()) -> Snapshot:
+        """``snapshot`` with the nominated pods a pod of ``priority`` must respect placed on
+        their nodes (a copy; ``snapshot`` itself when none applies)."""
+        holds = self.applicable(priority, exclude)
+        if not holds:
+            return snapshot
+        by_node: dict[str, list[PodInfo]] = {}
+        for n in holds:
+            by_node.setdefault(n.node, []).append(n.info)
+        out: Snapshot | None = None
+        for name, infos in by_node.items():
+            node = snapshot.get(name)
+            if node is None:
+                continue
+            if out is None:
+                out = snapshot.copy()
+            out.replace(node.rebuild((*node.pods, *infos)))
+        return out if out is not None else snapshot
+
+    def snapshot_for(self, request: PodRequest | PodSpecError, snapshot: Snapshot) -> Snapshot:
+        """The snapshot one pod is scheduled on (the loop's hook)."""
+        if isinstance(request, PodSpecError):
+            return snapshot
+        return self.overlay(snapshot, request.priority, (request.uid,))
+
+    def schedule(
+        self, request: PodRequest | PodSpecError, snapshot: Snapshot, framework: Framework
+    ) -> ScheduleResult:
+        """One cycle; a nominated pod tries its nominated node first (kube-scheduler does)."""
+        node = None if isinstance(request, PodSpecError) else self.node_of(request.uid)
+        if node is not None and snapshot.get(node) is not None:
+            first = schedule_one(request, snapshot, framework, candidate_nodes=(node,))
+            if isinstance(first, Decision):
+                return first
+        return schedule_one(request, snapshot, framework)
+
+    def gang_snapshot(self, requests: Iterable[PodRequest], snapshot: Snapshot) -> Snapshot:
+        """The snapshot a gang is planned on: others' nominations at or above its priority."""
+        members = list(requests)
+        if not members or not self._by_uid:
+            return snapshot
+        priority = max(m.priority for m in members)
+        return self.overlay(snapshot, priority, {m.uid for m in members})

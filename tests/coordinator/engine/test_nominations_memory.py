@@ -1,0 +1,240 @@
+"""Room freed by preemption is held for the preemptor while its victims terminate (on the
+in-memory cluster, where evicted pods linger until the test ends them): a lower-priority pod
+arriving meanwhile cannot take it, a higher-priority one can, the hold ends when the preemptor is
+deleted, and a nomination left on a pending pod by an earlier coordinator is honoured."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent.devices import discover_profile
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
+from coordinator.core.queue import SchedulingQueue
+from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.nominations import Nominations
+from coordinator.engine.ports import PodRef
+from coordinator.engine.service import SchedulerRuntime
+from coordinator.inventory.store import Inventory
+from tests.support.pods import pod
+from tests.support.polling import eventually
+
+
+class LingeringCluster(MemoryCluster):
+    """Evicted pods stay (Terminating) until :meth:`terminate`; nominations are written to the
+    pod's status as the API server would keep them."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        super().__init__(inventory)
+        self.evicted: list[str] = []
+
+    async def evict(self, pod: PodRef) -> None:
+        self.evicted.append(pod.key)
+
+    def terminate(self) -> None:
+        for key in self.evicted:
+            ns, _, name = key.partition("/")
+            self.delete_pod(ns, name)
+        self.evicted.clear()
+
+    async def nominate(self, pod: PodRef, node: str) -> None:
+        obj = self._pods.get(pod.key)
+        if obj is None:
+            return
+        if node:
+            obj["status"]["nominatedNodeName"] = node
+        else:
+            obj["status"].pop("nominatedNodeName", None)
+        self._publish("MODIFIED", obj)
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[tuple[LingeringCluster, SchedulerRuntime]]:
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster = LingeringCluster(inventory)
+    cluster.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    runtime = memory_runtime(inventory, cluster)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=cluster.nominate)
+    async with runtime, gangs:
+        yield cluster, runtime
+
+
+def node_of(cluster: MemoryCluster, name: str) -> str | None:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    node: str | None = obj["spec"].get("nodeName")
+    return node
+
+
+def message_of(cluster: MemoryCluster, name: str) -> str:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    conditions = obj["status"].get("conditions") or [{}]
+    return str(conditions[-1].get("message", ""))
+
+
+async def preempted(cluster: LingeringCluster, runtime: SchedulerRuntime) -> None:
+    """``filler`` (priority 0) holds 6 of dgx-a's 8 GPUs; ``urgent`` (priority 100) wants all 8
+    and evicts it; the eviction lingers."""
+    cluster.create_pod(pod("filler", gpus=6, priority=0))
+    await eventually(lambda: node_of(cluster, "filler"), what="filler bound", timeout_s=10)
+    cluster.create_pod(pod("urgent", gpus=8, priority=100))
+    await eventually(lambda: cluster.evicted, what="the eviction", timeout_s=10)
+    await runtime.settle()
+    urgent = cluster.pod("default", "urgent")
+    assert urgent is not None
+    assert urgent["status"].get("nominatedNodeName") == "dgx-a"
+
+
+async def test_a_lower_priority_pod_cannot_take_the_room_while_victims_terminate(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    await preempted(memory, runtime)
+    # Two GPUs are free on dgx-a, but they are the preemptor's: a later, lower pod waits.
+    memory.create_pod(pod("late", gpus=2, priority=0))
+    await runtime.settle()
+    assert node_of(memory, "late") is None
+    assert "Insufficient nvidia.com/gpu" in message_of(memory, "late")
+    memory.terminate()  # the victim is gone: the preemptor binds where it was nominated
+    await eventually(lambda: node_of(memory, "urgent"), what="urgent bound", timeout_s=10)
+    assert node_of(memory, "urgent") == "dgx-a"
+    await runtime.settle()
+    assert node_of(memory, "late") is None
+    assert len(runtime.scheduler.nominations) == 0
+
+
+async def test_a_higher_priority_pod_may_take_the_held_room(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    await preempted(memory, runtime)
+    memory.create_pod(pod("vip", gpus=2, priority=1000))
+    await eventually(lambda: node_of(memory, "vip"), what="vip bound", timeout_s=10)
+    assert node_of(memory, "vip") == "dgx-a"
+
+
+async def test_the_hold_ends_when_the_preemptor_is_deleted(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    await preempted(memory, runtime)
+    memory.create_pod(pod("late", gpus=2, priority=0))
+    await runtime.settle()
+    assert node_of(memory, "late") is None
+    memory.delete_pod("default", "urgent")
+    # Retried at once (not after the 60 s unschedulable flush), while the victim still lingers.
+    await eventually(lambda: node_of(memory, "late"), what="late bound", timeout_s=5)
+    assert len(runtime.scheduler.nominations) == 0
+
+
+async def test_a_nomination_found_on_a_pending_pod_is_honoured() -> None:
+    """After a restart the API server is the record: a pending pod that carries
+    ``status.nominatedNodeName`` holds that room, though this coordinator preempted nothing."""
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = MemoryCluster(inventory)
+    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    memory.create_pod(pod("filler", gpus=6, priority=0, scheduler="other", node="dgx-a"))
+    nominated = pod("urgent", gpus=8, priority=100)
+    nominated["status"] = {"phase": "Pending", "nominatedNodeName": "dgx-a"}
+    memory.create_pod(nominated)
+    memory.create_pod(pod("late", gpus=2, priority=0))
+    memory.create_pod(pod("peer", gpus=2, priority=100))  # equal priority: held out too
+    async with memory_runtime(inventory, memory) as runtime:
+        await runtime.settle()
+        assert node_of(memory, "late") is None
+        assert node_of(memory, "peer") is None
+        memory.create_pod(pod("vip", gpus=2, priority=1000))
+        await runtime.settle()
+        assert node_of(memory, "vip") == "dgx-a"
+
+
+def test_the_api_server_decides_when_a_nomination_is_cleared() -> None:
+    queue = SchedulingQueue()
+    nominations = Nominations(queue, held=lambda key, uid: False)
+    obj: dict[str, Any] = pod("urgent", gpus=8, priority=100, uid="uid-urgent")
+    obj["status"] = {"phase": "Pending", "nominatedNodeName": "dgx-a"}
+    queue.add(obj)
+    assert nominations.node_of("uid-urgent") == "dgx-a"
+    cleared = copy.deepcopy(obj)
+    del cleared["status"]["nominatedNodeName"]
+    queue.add(cleared)  # someone cleared it on the API server
+    assert nominations.node_of("uid-urgent") is None
+    # Nominated here; an update from before our status patch does not undo it…
+    entry = queue.named("default/urgent")
+    assert entry is not None
+    assert not isinstance(entry.request, Exception)
+    nominations.nominate(entry.request, "dgx-b")
+    queue.add(copy.deepcopy(cleared))
+    assert nominations.node_of("uid-urgent") == "dgx-b"
+    # …and a pod recreated under the same name holds nothing.
+    queue.add(pod("urgent", gpus=8, priority=100, uid="uid-urgent-2"))
+    assert nominations.node_of("uid-urgent") is None
+    assert len(nominations) == 0
+
+
+async def test_a_gang_preemptor_holds_the_room_of_every_member() -> None:
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = LingeringCluster(inventory)
+    for name in ("dgx-a", "dgx-b"):
+        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
+    async with runtime, gangs:
+        for k in range(2):
+            memory.create_pod(pod(f"filler-{k}", gpus=6, priority=0))
+        await eventually(
+            lambda: all(node_of(memory, f"filler-{k}") for k in range(2)), what="fillers bound"
+        )
+        for k in range(2):
+            memory.create_pod(pod(f"train-{k}", gpus=8, priority=100, gang=("train", 2)))
+        await eventually(lambda: len(memory.evicted) == 2, what="both fillers evicted")
+        memory.create_pod(pod("late", gpus=2, priority=0))
+        await runtime.settle()
+        held = {n.key: n.node for n in runtime.scheduler.nominations.all()}
+        assert held == {"default/train-0": "dgx-a", "default/train-1": "dgx-b"} or held == {
+            "default/train-0": "dgx-b",
+            "default/train-1": "dgx-a",
+        }
+        assert node_of(memory, "late") is None
+        memory.terminate()
+        await eventually(
+            lambda: all(node_of(memory, f"train-{k}") for k in range(2)), what="gang bound"
+        )
+        assert {node_of(memory, f"train-{k}") for k in range(2)} == {"dgx-a", "dgx-b"}
+        await runtime.settle()
+        assert node_of(memory, "late") is None
+        assert len(runtime.scheduler.nominations) == 0
+
+
+async def test_a_higher_priority_preemptor_takes_the_node_from_a_lower_nomination(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    for k in range(2):
+        memory.create_pod(pod(f"filler-{k}", gpus=4, priority=0))
+    await eventually(
+        lambda: all(node_of(memory, f"filler-{k}") for k in range(2)), what="fillers bound"
+    )
+    memory.create_pod(pod("middle", gpus=4, priority=50))
+    await eventually(lambda: len(memory.evicted) == 1, what="middle's preemption")
+    await runtime.settle()
+    assert runtime.scheduler.nominations.node_of(uid_of(memory, "middle")) == "dgx-a"
+    memory.create_pod(pod("urgent", gpus=4, priority=100))  # does not count middle's hold
+    await eventually(lambda: len(memory.evicted) == 2, what="urgent's preemption")
+    await runtime.settle()
+    held = {n.key: n.node for n in runtime.scheduler.nominations.all()}
+    assert held == {"default/urgent": "dgx-a"}
+    middle = memory.pod("default", "middle")
+    assert middle is not None
+    assert "nominatedNodeName" not in middle["status"]
+
+
+def uid_of(cluster: MemoryCluster, name: str) -> str:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    return str(obj["metadata"]["uid"])
