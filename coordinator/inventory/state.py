@@ -72,6 +72,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     annotations: dict[str, str] = {}  # only scheduling keys (topos.io/*, KubeNexus NUMA)
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
     host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
+    scheduling_group: str = ""  # spec.schedulingGroup.podGroupName: a Workload-API gang member
 
 
 class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
