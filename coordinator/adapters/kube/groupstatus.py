@@ -236,6 +236,9 @@ class PodGroupStatusWriter:
         if want["phase"] != "Pending" and not status.get("scheduleStartTime"):
             want["scheduleStartTime"] = self._now()
         condition = self._condition(min_member, n.scheduled, gang)
+        if condition is None and n.scheduled < min_member:  # the gang's members are all gone
+            waiting = f"{n.pods} of {min_member} members exist"
+            condition = scheduled_condition(min_member, n.scheduled, waiting)
         if condition is not None:
             conditions = with_condition(
                 status.get("conditions") or [], condition, now=self._now(), generation=generation

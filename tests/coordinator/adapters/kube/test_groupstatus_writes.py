@@ -85,3 +85,33 @@ async def test_a_status_is_written_once_per_change() -> None:
     assert (changed["phase"], changed["scheduled"]) == ("Scheduled", 2)
     assert "running" not in changed  # only what changed is sent
     assert changed["conditions"][0]["status"] == "True"
+
+
+async def test_a_group_whose_members_are_gone_no_longer_says_scheduled() -> None:
+    client = Recorder()
+    group: dict[str, Any] = {
+        "metadata": {"namespace": "ml", "name": "train", "uid": "g1"},
+        "spec": {"minMember": 2},
+        "status": {
+            "phase": "Running",
+            "scheduled": 2,
+            "running": 2,
+            "conditions": [{"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled"}],
+        },
+    }
+    writer = PodGroupStatusWriter(
+        client,  # type: ignore[arg-type]
+        podgroups={("ml", "train"): group},
+        workload_groups={},
+        gangs=lambda: (),
+        bound=lambda: (),
+        now=lambda: "2026-01-01T00:00:00Z",
+    )
+    writer.members.replace([member("w-0", node="n1")])
+    await writer.sync()  # one member of ours left: the group is written
+    writer.members.replace([])
+    await writer.sync()  # none left: written again, since it was written before
+    status = client.patches[-1][1]
+    assert (status["phase"], status["scheduled"], status["running"]) == ("Pending", 0, 0)
+    [condition] = status["conditions"]
+    assert (condition["status"], condition["message"]) == ("False", "0 of 2 members exist")
