@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 import yaml
 
@@ -62,6 +62,10 @@ class ControlPlaneSettings:
     api_audiences: tuple[str, ...] = ("https://kubernetes.default.svc.cluster.local", "topos")
     """Audiences the API server accepts (the first is the default for TokenRequest)."""
     service_cluster_ip_range: str = "10.0.0.0/24"
+    workload_api: bool = True
+    """Serve the Workload API (``scheduling.k8s.io/v1alpha2``: Workload, PodGroup, and pods'
+    ``spec.schedulingGroup``): feature gates ``GenericWorkload`` and ``GangScheduling`` and its
+    runtime-config. Alpha in Kubernetes 1.36, so off by default in a real cluster."""
     extra_apiserver_args: tuple[str, ...] = ()
     """Appended to kube-apiserver's command line (e.g. ``--feature-gates=…``)."""
     port_attempts: int = 3
@@ -354,6 +358,13 @@ def _etcd_args(binaries: Binaries, root: Path, ports: _Ports) -> list[str]:
     ]
 
 
+#: kube-apiserver flags serving the Workload API (scheduling.k8s.io/v1alpha2, alpha in 1.36).
+WORKLOAD_API_ARGS: Final = (
+    "--feature-gates=GenericWorkload=true,GangScheduling=true",
+    "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+)
+
+
 def _apiserver_args(
     binaries: Binaries, root: Path, ports: _Ports, settings: ControlPlaneSettings
 ) -> list[str]:
@@ -377,6 +388,7 @@ def _apiserver_args(
         "--disable-admission-plugins=ServiceAccount",
         "--allow-privileged=true",
         "--profiling=false",
+        *(WORKLOAD_API_ARGS if settings.workload_api else ()),
         *settings.extra_apiserver_args,
     ]
 

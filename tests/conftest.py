@@ -205,7 +205,10 @@ def kubectl(
 
 @pytest.fixture(scope="session")
 def uncached_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
-    settings = ControlPlaneSettings(extra_apiserver_args=("--watch-cache=false",))
+    """A second control plane: no watch cache, and the Workload API not served (as by default)."""
+    settings = ControlPlaneSettings(
+        workload_api=False, extra_apiserver_args=("--watch-cache=false",)
+    )
     try:
         plane = ControlPlane.start(binaries=k8s_binaries, settings=settings)
     except ControlPlaneError as exc:

@@ -73,6 +73,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
     host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
     terminating: bool = False  # deletionTimestamp set: leaving, still holding its room
+    scheduling_group: str = ""  # spec.schedulingGroup.podGroupName: a Workload-API gang member
 
 
 class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -96,4 +96,11 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         },
         host_ports=bound_host_ports(spec),
         terminating=bool(meta.get("deletionTimestamp")),
+        scheduling_group=_scheduling_group(spec),
     )
+
+
+def _scheduling_group(spec: Mapping[str, Any]) -> str:
+    group = spec.get("schedulingGroup")
+    name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    return name if isinstance(name, str) else ""

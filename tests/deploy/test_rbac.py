@@ -82,6 +82,8 @@ COORDINATOR_GRANTS = _expand(
         "tokenreviews.authentication.k8s.io": ["create"],
         "podgroups.scheduling.x-k8s.io": ["get", "list", "watch"],
         "podgroups.scheduling.x-k8s.io/status": ["update", "patch"],
+        "podgroups.scheduling.k8s.io": ["get", "list", "watch"],
+        "podgroups.scheduling.k8s.io/status": ["patch"],
         "poddisruptionbudgets.policy": ["list", "watch"],
         "priorityclasses.scheduling.k8s.io": ["list"],
     }
@@ -133,6 +135,14 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
         ("-n", "ml", "--subresource=status"),
         True,
     ),
+    (COORDINATOR, "watch", "podgroups.scheduling.k8s.io", ("-A",), True),
+    (
+        COORDINATOR,
+        "patch",
+        "podgroups.scheduling.k8s.io",
+        ("-n", "ml", "--subresource=status"),
+        True,
+    ),
     (COORDINATOR, "list", "poddisruptionbudgets.policy", ("-A",), True),
     (COORDINATOR, "list", "priorityclasses.scheduling.k8s.io", (), True),
     (COORDINATOR, "create", "leases.coordination.k8s.io", ("-n", NAMESPACE), True),
@@ -157,6 +167,8 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     (COORDINATOR, "delete", "events", ("-n", "team-a"), False),
     (COORDINATOR, "update", "podgroups.scheduling.x-k8s.io", ("-n", "ml"), False),
     (COORDINATOR, "delete", "podgroups.scheduling.x-k8s.io", ("-n", "ml"), False),
+    (COORDINATOR, "update", "podgroups.scheduling.k8s.io", ("-n", "ml"), False),
+    (COORDINATOR, "create", "workloads.scheduling.k8s.io", ("-n", "ml"), False),
     (COORDINATOR, "watch", "priorityclasses.scheduling.k8s.io", (), False),
     (COORDINATOR, "create", "poddisruptionbudgets.policy", ("-n", "team-a"), False),
     (

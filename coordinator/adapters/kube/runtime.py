@@ -1,5 +1,6 @@
 """The scheduler runtime and the gang runtime on Kubernetes: the engine's ports filled with the
-API server (writer, nominator) and its feeds with reflectors (pending pods, PodGroups, PDBs)."""
+API server (writer, nominator) and its feeds with reflectors (pending pods, both kinds of
+PodGroup, PDBs) and the PodGroup status writer."""
 
 from __future__ import annotations
 
@@ -8,11 +9,19 @@ from collections.abc import Sequence
 
 from common import podkeys
 from common.kube import POD_GROUPS, KubeClient
-from coordinator.adapters.kube.objects import PDBS, ObjectCache
+from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
+from coordinator.adapters.kube.objects import (
+    PDBS,
+    WORKLOAD_POD_GROUPS,
+    MergedObjects,
+    ObjectCache,
+    object_key,
+)
 from coordinator.adapters.kube.pending import pending_watch
 from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.core.framework.profile import Framework
-from coordinator.engine.gangs.running import budgets
+from coordinator.core.gangs.identity import workload_group_key
+from coordinator.engine.gangs.running import bound_pods, budgets
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import PostFilterHook, RuntimeSettings, Scheduler
 from coordinator.engine.service import SchedulerRuntime
@@ -61,26 +70,47 @@ def kube_gang_runtime(
     *,
     settings: GangSettings | None = None,
     namespace: str | None = None,
+    scheduler_name: str = podkeys.SCHEDULER_NAME,
 ) -> GangRuntime:
-    """Gangs on ``runtime`` with PodGroups and PodDisruptionBudgets watched through ``client``;
-    scheduling waits until the PodGroups are listed."""
+    """Gangs on ``runtime`` with PodGroups (scheduler-plugins' and the Workload API's) and
+    PodDisruptionBudgets watched through ``client``, and the PodGroups' status written; scheduling
+    waits until the PodGroups are listed (a type the server does not serve counts as listed)."""
     holder: list[GangRuntime] = []
 
     def changed(key: tuple[str, str], obj: object) -> None:
         if holder:
             holder[0].step.podgroups_changed(*key)
 
+    def workload_key(obj: dict[str, object]) -> tuple[str, str]:
+        return workload_group_key(*object_key(obj))
+
     podgroups = ObjectCache(client, POD_GROUPS, namespace=namespace, on_change=changed)
+    workload_groups = ObjectCache(
+        client, WORKLOAD_POD_GROUPS, namespace=namespace, on_change=changed, key=workload_key
+    )
     pdbs = ObjectCache(client, PDBS, namespace=namespace)
+    scheduler = runtime.scheduler
+    status = PodGroupStatusWriter(
+        client,
+        podgroups=podgroups.objects,
+        workload_groups=workload_groups.objects,
+        gangs=lambda: holder[0].step.manager.statuses() if holder else (),
+        bound=lambda: bound_pods(scheduler.inventory),
+        scheduler_name=scheduler_name,
+        namespace=namespace,
+        started=runtime.started,
+        active=lambda: scheduler.binder.may_bind(),
+    )
     gangs = GangRuntime(
         runtime,
         settings=settings,
-        podgroups=podgroups.objects,
+        podgroups=MergedObjects(podgroups.objects, workload_groups.objects),
         budgets=lambda: budgets(pdbs.objects.values()),
         nominate=kube_nominator(client),
-        feeds=[podgroups.run, pdbs.run],
+        feeds=[podgroups.run, workload_groups.run, pdbs.run, *status.feeds],
         namespace=namespace,
     )
     holder.append(gangs)
     runtime.add_gate(podgroups.synced)
+    runtime.add_gate(workload_groups.synced)
     return gangs

@@ -1,4 +1,4 @@
-"""Which gang (pod group) a pod belongs to, from any of the three vocabularies of DESIGN.md §4.
+"""Which gang (pod group) a pod belongs to, from any of the four gang vocabularies.
 
 1. Topos: labels ``topos.io/gang`` (group name) and ``topos.io/gang-min`` (members that must be
    placed together), annotation ``topos.io/gang-timeout`` (a duration: ``300``, ``90s``, ``5m``,
@@ -9,6 +9,11 @@
    (``scheduling.x-k8s.io/v1alpha1``) in the pod's namespace; its ``spec.minMember`` and
    ``spec.scheduleTimeoutSeconds`` apply. Until that object exists the pod waits, with a message
    saying so.
+4. Kubernetes' Workload API (``scheduling.k8s.io/v1alpha2``, alpha in 1.36): the pod spec field
+   ``spec.schedulingGroup.podGroupName`` naming a standalone ``PodGroup`` of that API in the pod's
+   namespace; its ``spec.schedulingPolicy.gang.minCount`` is the size (a ``basic`` policy: no
+   gang, each pod alone). The glue keeps these objects in the same mapping as the
+   scheduler-plugins ones, under :func:`workload_group_key`. Until the object exists the pod waits.
 
 The pod's keys are read by the pod parser (:mod:`coordinator.core.podspec.gangkeys`), so a gang
 label means here what it means to :func:`~coordinator.core.podspec.parse.parse_pod`; this module
@@ -49,7 +54,7 @@ class GangSpec:
     key: GangKey
     min_member: int
     timeout_s: float | None = None  # None: the manager's default
-    source: str  # "topos" | "kubenexus" | "podgroup" | "agentpool"
+    source: str  # "topos" | "kubenexus" | "podgroup" | "workload" | "agentpool"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +91,8 @@ def gang_of(
 ) -> GangSpec | GangProblem | None:
     """The gang a pod declares, ``None`` for a pod in no gang, or what is wrong.
 
-    ``podgroups`` maps ``(namespace, name)`` to scheduler-plugins ``PodGroup`` objects as dicts.
+    ``podgroups`` maps ``(namespace, name)`` to scheduler-plugins ``PodGroup`` objects as dicts,
+    and :func:`workload_group_key` to Workload-API ``PodGroup`` objects.
     """
     namespace = _namespace(pod)
     try:
@@ -99,6 +105,8 @@ def gang_of(
     if declared is None:
         return None
     key = GangKey(namespace, declared.name)
+    if declared.source == "workload":
+        return _from_workload_group(key, podgroups, declared.timeout_s)
     if declared.min_member is None:  # the size is the PodGroup object's
         return _from_podgroup(key, podgroups, declared.timeout_s)
     return GangSpec(
@@ -143,6 +151,48 @@ def _from_podgroup(
     return GangSpec(key=key, min_member=n, timeout_s=timeout, source="podgroup")
 
 
+# --- the Workload API (scheduling.k8s.io/v1alpha2) ------------------------------------------------
+
+#: Where Workload-API PodGroups sit in the ``podgroups`` mapping: Kubernetes names hold no ``/``,
+#: so these keys never meet a scheduler-plugins PodGroup's ``(namespace, name)``.
+WORKLOAD_GROUP_PREFIX: Final = "scheduling.k8s.io/"
+
+
+def workload_group_key(namespace: str, name: str) -> tuple[str, str]:
+    """The ``podgroups`` key of the Workload-API ``PodGroup`` ``namespace/name``."""
+    return (namespace, WORKLOAD_GROUP_PREFIX + name)
+
+
+def _from_workload_group(
+    key: GangKey,
+    podgroups: Mapping[tuple[str, str], Mapping[str, Any]] | None,
+    timeout_s: float | None,
+) -> GangSpec | GangProblem | None:
+    obj = (podgroups or {}).get(workload_group_key(key.namespace, key.name))
+    if obj is None:
+        return GangProblem(
+            message=f"waiting for PodGroup {key} (scheduling.k8s.io/v1alpha2) named by "
+            "spec.schedulingGroup.podGroupName: it does not exist yet",
+            waiting=True,
+            key=key,
+        )
+    spec = obj.get("spec")
+    policy = spec.get("schedulingPolicy") if isinstance(spec, Mapping) else None
+    gang = policy.get("gang") if isinstance(policy, Mapping) else None
+    if not isinstance(gang, Mapping):
+        if isinstance(policy, Mapping) and "basic" in policy:
+            return None  # the basic policy: every pod is scheduled on its own
+        return GangProblem(
+            message=f"PodGroup {key} (scheduling.k8s.io/v1alpha2) has no "
+            "spec.schedulingPolicy.gang or .basic",
+            key=key,
+        )
+    n = _count(gang.get("minCount"), what=f"PodGroup {key} spec.schedulingPolicy.gang.minCount")
+    if isinstance(n, str):
+        return GangProblem(message=n, key=key)
+    return GangSpec(key=key, min_member=n, timeout_s=timeout_s, source="workload")
+
+
 def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None:
     """The gang a NeuroNetes ``AgentPool`` asks for (``spec.scheduling.gangScheduling``).
 
@@ -173,4 +223,5 @@ __all__ = [
     "GangSpec",
     "gang_of",
     "gang_of_agent_pool",
+    "workload_group_key",
 ]

@@ -2,8 +2,10 @@
 
 Labels ``topos.io/gang`` + ``topos.io/gang-min`` (aliases: KubeNexus'
 ``pod-group.scheduling.kubenexus.io/name`` + ``…/min-available``) or
-``scheduling.x-k8s.io/pod-group`` (the size then comes from that PodGroup object), and annotation
-``topos.io/gang-timeout`` in the grammar of :mod:`coordinator.core.podspec.durations`. What a
+``scheduling.x-k8s.io/pod-group`` (the size then comes from that PodGroup object), or the pod spec
+field ``spec.schedulingGroup.podGroupName`` (Kubernetes' Workload API: the size comes from that
+``scheduling.k8s.io/v1alpha2`` PodGroup), and annotation ``topos.io/gang-timeout`` in the grammar
+of :mod:`coordinator.core.podspec.durations`. What a
 gang *means* (PodGroup objects, defaults, its state) is :mod:`coordinator.core.gangs`' business;
 this module only reads the keys.
 """
@@ -17,18 +19,28 @@ from typing import Final
 
 from common import podkeys
 from coordinator.core.podspec.durations import DurationError, parse_duration
-from coordinator.core.podspec.fields import FieldError, key_path, key_value, mapping, str_map
+from coordinator.core.podspec.fields import (
+    FieldError,
+    key_path,
+    key_value,
+    mapping,
+    str_map,
+    text,
+)
 
 __all__ = [
     "MAX_GANG_MEMBERS",
+    "SCHEDULING_GROUP_FIELD",
     "GangKeyError",
     "GangLabels",
+    "declared_gang",
     "gang_labels",
     "member_count",
     "pod_gang_labels",
 ]
 
 MAX_GANG_MEMBERS: Final = 10_000
+SCHEDULING_GROUP_FIELD: Final = "spec.schedulingGroup.podGroupName"
 _COUNT: Final = re.compile(r"[+-]?\d{1,12}")
 
 
@@ -37,9 +49,9 @@ class GangLabels:
     """A gang as one pod's labels and annotations declare it."""
 
     name: str
-    min_member: int | None  # None: from the scheduler-plugins PodGroup object named ``name``
+    min_member: int | None  # None: from the PodGroup object named ``name`` (x-k8s or workload)
     timeout_s: float | None  # None: not given on the pod
-    source: str  # "topos" | "kubenexus" | "x-k8s"
+    source: str  # "topos" | "kubenexus" | "x-k8s" | "workload"
 
 
 class GangKeyError(FieldError):
@@ -69,7 +81,41 @@ def pod_gang_labels(pod: Mapping[str, object]) -> GangLabels | None:
     """The gang a Pod object (as the API returns it) declares; raises :class:`FieldError`."""
     meta = mapping(pod, "metadata", "")
     labels = str_map(meta, "labels", "metadata")
-    return gang_labels(labels, str_map(meta, "annotations", "metadata"))
+    annotations = str_map(meta, "annotations", "metadata")
+    return declared_gang(mapping(pod, "spec", ""), labels, annotations)
+
+
+def declared_gang(
+    spec: Mapping[str, object], labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> GangLabels | None:
+    """The gang a pod declares by its labels or by ``spec.schedulingGroup`` (one, not both)."""
+    group = _scheduling_group(spec)
+    by_label = gang_labels(labels, annotations)
+    if group is None:
+        return by_label
+    if by_label is not None:
+        raise GangKeyError(
+            SCHEDULING_GROUP_FIELD,
+            f"pod names two pod groups: {group!r} here and {by_label.name!r} by label; use one",
+            group,
+        )
+    timeout_s: float | None = None
+    timeout_text = key_value(podkeys.GANG_TIMEOUT, annotations)
+    if timeout_text is not None:
+        try:
+            timeout_s = parse_duration(timeout_text)
+        except DurationError as exc:
+            raise GangKeyError(key_path(podkeys.GANG_TIMEOUT), str(exc), group) from None
+    return GangLabels(group, None, timeout_s, "workload")
+
+
+def _scheduling_group(spec: Mapping[str, object]) -> str | None:
+    """``spec.schedulingGroup.podGroupName`` (Workload API), ``None`` when the pod has none."""
+    group = mapping(spec, "schedulingGroup", "spec")
+    name = text(group, "podGroupName", "spec.schedulingGroup")
+    if "podGroupName" in group and not name:
+        raise FieldError(SCHEDULING_GROUP_FIELD, "must not be empty")
+    return name or None
 
 
 def gang_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> GangLabels | None:

@@ -36,7 +36,7 @@ from coordinator.core.podspec.fields import (
     str_map,
     text,
 )
-from coordinator.core.podspec.gangkeys import GangLabels, gang_labels
+from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.resources import pod_requests
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
@@ -198,7 +198,7 @@ def _parse(meta: Mapping[str, object], spec: Mapping[str, object]) -> PodRequest
         pod_anti_affinity_preferred=paa_pref,
         tolerations=tolerations(spec),
         spread=spread_constraints(spec, labels),
-        gang=gang_labels(labels, annotations),
+        gang=declared_gang(spec, labels, annotations),
         placement=key_choice(podkeys.PLACEMENT, annotations, podkeys.PLACEMENT_VALUES),
         preferred_domain=key_value(podkeys.PREFERRED_DOMAIN, annotations),
         node_name=text(spec, "nodeName", "spec"),

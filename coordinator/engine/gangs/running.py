@@ -22,8 +22,9 @@ PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
 def pod_object(pod: BoundPod) -> dict[str, Any]:
-    """The metadata of a bound pod, shaped as ``gang_of`` reads pods."""
-    return {
+    """The metadata of a bound pod (and its Workload-API group), shaped as ``gang_of`` reads
+    pods."""
+    obj: dict[str, Any] = {
         "metadata": {
             "namespace": pod.namespace,
             "name": pod.name,
@@ -31,6 +32,9 @@ def pod_object(pod: BoundPod) -> dict[str, Any]:
             "annotations": dict(pod.annotations),
         }
     }
+    if pod.scheduling_group:
+        obj["spec"] = {"schedulingGroup": {"podGroupName": pod.scheduling_group}}
+    return obj
 
 
 def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:

@@ -1,8 +1,9 @@
 """Gangs, preemption and recovery attached to a running scheduler, as one async context manager.
 
-On Kubernetes (:func:`coordinator.adapters.kube.runtime.kube_gang_runtime`): fed by a watch of
-scheduler-plugins ``PodGroup`` objects (``scheduling.x-k8s.io/v1alpha1``) and of
-``PodDisruptionBudget`` objects, ``nominatedNodeName`` written through ``pods/status``; in memory
+On Kubernetes (:func:`coordinator.adapters.kube.runtime.kube_gang_runtime`): fed by watches of
+scheduler-plugins ``PodGroup`` objects (``scheduling.x-k8s.io/v1alpha1``), the Workload API's
+``PodGroup`` objects (``scheduling.k8s.io/v1alpha2``, where served) and ``PodDisruptionBudget``
+objects, ``nominatedNodeName`` written through ``pods/status``, PodGroup status written; in memory
 (``GangRuntime(runtime)``) the same steps with no PodGroups and no budgets. Scheduling waits until
 the PodGroups are listed, so a member of a scheduler-plugins gang is never mistaken for a lone pod
 at start-up.
