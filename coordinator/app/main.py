@@ -199,7 +199,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     backend: Backend
     if args.in_memory:
         inventory = Inventory(stale_ttl_s=config.coordinator.stale_ttl_s)
-        backend = MemoryBackend(MemoryCluster(inventory))
+        cluster = MemoryCluster(inventory)
+        cluster.register_reported_nodes()  # no API server: an agent's node is registered for it
+        backend = MemoryBackend(cluster)
     else:
         backend = KubeBackend(args.kubeconfig)
     try:

@@ -12,6 +12,7 @@ import pytest
 from common import labels
 from common.model import topology_to_json
 from common.wire import CloseReason, FrameError
+from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.engine.view import ClusterView
 from coordinator.inventory.state import KubeNode
 from coordinator.inventory.store import MAX_UNKNOWN_NODES, Inventory, InventoryEvent
@@ -147,3 +148,22 @@ def test_an_invalid_published_topology_is_ignored() -> None:
     doc["gpus"][1]["uuid"] = doc["gpus"][0]["uuid"]
     assert _node_object("node-a", published=json.dumps(doc)).topology is None
     assert _node_object("node-a", published="{not json").topology is None
+
+
+def test_in_memory_coordinator_registers_the_nodes_its_agents_report() -> None:
+    """``topos coordinator --in-memory``: no API server, so an agent's hello registers its Node
+    (the kubelet's part), and the node takes pods with allocatable from its hardware."""
+    inv = Inventory(clock=ManualClock(0.0))
+    cluster = MemoryCluster(inv)
+    stop = cluster.register_reported_nodes()
+    _hello(inv, "gpu-0")
+    state = inv.node("gpu-0")
+    assert state is not None
+    assert state.schedulable
+    assert state.ready is True
+    assert state.free["nvidia.com/gpu"] == 4
+    assert cluster.node("gpu-0") is not None
+    assert inv.unknown_nodes() == []
+    stop()
+    _hello(inv, "gpu-1")
+    assert not inv.node("gpu-1").schedulable  # type: ignore[union-attr]
