@@ -7,17 +7,12 @@ node changes. Subscribers get an :class:`InventoryEvent` for every change, with
 ``capacity_gained`` set when the node can now take more than before (the scheduler re-queues
 pending pods on those).
 
-The API server decides which nodes exist: a node is schedulable only while it has a Node object.
-An agent report for a name without one (a deleted node whose agent still runs, a made-up name) is
-kept for ``unknown_node_ttl_s`` — long enough for a new node's object to appear — then dropped
-(:meth:`Inventory.expire_unknown`), and at most :data:`MAX_UNKNOWN_NODES` such names are held at
-once. Reports are validated before anything is kept (:mod:`.validate`), and no GPU or MIG UUID
-may be reported by two live nodes.
-
-A Node object carries the topology its agent last published (``topos.io/topology``). Until the
-node's agent reports, that is the node's topology — except during ``agent_grace_s`` after start-up,
-when the agents of a restarted coordinator are expected back with fresher state: then the node has
-no topology, so no GPU pod goes there blind.
+Only a node with a Node object is schedulable. A report for a name without one is kept for
+``unknown_node_ttl_s``, then dropped (:meth:`Inventory.expire_unknown`); at most
+:data:`MAX_UNKNOWN_NODES` such names at once. Reports are validated first (:mod:`.validate`) and
+no GPU or MIG UUID may be on two live nodes. Until a node's agent reports, its topology is the one
+published on its Node (``topos.io/topology``) — except during ``agent_grace_s`` after start-up,
+when agents are expected back: then it has none, and no GPU pod goes there blind.
 """
 
 from __future__ import annotations
