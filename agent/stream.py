@@ -48,7 +48,12 @@ log = logging.getLogger(__name__)
 
 # Reasons a retry cannot fix quickly: wait the longest backoff before trying again.
 _SLOW_RETRY = frozenset(
-    {CloseReason.NODE_CONFLICT, CloseReason.UNAUTHORIZED, CloseReason.UNSUPPORTED_VERSION}
+    {
+        CloseReason.NODE_CONFLICT,
+        CloseReason.UNAUTHORIZED,
+        CloseReason.UNSUPPORTED_VERSION,
+        CloseReason.UNKNOWN_NODE,
+    }
 )
 
 

@@ -64,20 +64,21 @@ def node_body(index: int) -> dict[str, Any]:
     name = f"kwok-gpu-{index:04d}"
     topo = discover_profile(PROFILE, hostname=name)
     leaf = index // NODES_PER_LEAF
+    published = labels(topo)  # what the agent writes on a real node, topology included
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "labels": {
-                **labels(topo).labels,
+                **published.labels,
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "type": "kwok",
                 "topos.io/leaf": f"leaf-{leaf}",
                 "topos.io/spine": f"spine-{leaf // LEAVES_PER_SPINE}",
             },
-            "annotations": {KWOK_ANNOTATION: "fake"},
+            "annotations": {**published.annotations, KWOK_ANNOTATION: "fake"},
         },
     }
 

@@ -58,6 +58,7 @@ class CloseReason(enum.Enum):
     SEQ_OUT_OF_ORDER = (1002, "seq-out-of-order")
     INVALID_STATE = (1007, "invalid-state")
     NODE_CONFLICT = (1008, "node-conflict")
+    UNKNOWN_NODE = (1008, "unknown-node")  # the API server has no such Node (for too long)
     UNAUTHORIZED = (1008, "unauthorized")
     REPLACED = (1000, "replaced")
     SHUTTING_DOWN = (1001, "shutting-down")

@@ -51,16 +51,25 @@ log = logging.getLogger("coordinator")
 
 def _stale_sweeper(interval_s: float) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        inventory = app[INVENTORY]
+        inventory, sessions = app[INVENTORY], app[SESSIONS]
 
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_s)
                 for name in inventory.sweep():
                     log.warning("node %s is stale: its agent is silent", name)
+                for name in inventory.expire_unknown():
+                    log.warning(
+                        "dropping node %s: its agent reports it, the API server has none", name
+                    )
+                    sessions.evict(
+                        name, CloseReason.UNKNOWN_NODE, "the API server has no such node"
+                    )
 
         task = asyncio.create_task(loop(), name="stale-sweeper")
+        grace = asyncio.get_running_loop().call_later(inventory.grace_left_s(), inventory.end_grace)
         yield
+        grace.cancel()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -104,7 +113,11 @@ def wire(
     elif inventory is not None:
         inv = inventory
     else:
-        inv = Inventory(stale_ttl_s=config.coordinator.stale_ttl_s)
+        inv = Inventory(
+            stale_ttl_s=config.coordinator.stale_ttl_s,
+            unknown_node_ttl_s=config.coordinator.unknown_node_ttl_s,
+            agent_grace_s=config.scheduler.agent_grace_s if isinstance(backend, KubeBackend) else 0,
+        )
     app = build_app(inv, agent_auth=agent_node, extra_routes=(*explain.ROUTES, *gangs.ROUTES))
     app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))
     if isinstance(backend, KubeBackend):
@@ -186,7 +199,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     backend: Backend
     if args.in_memory:
         inventory = Inventory(stale_ttl_s=config.coordinator.stale_ttl_s)
-        backend = MemoryBackend(MemoryCluster(inventory))
+        cluster = MemoryCluster(inventory)
+        cluster.register_reported_nodes()  # no API server: an agent's node is registered for it
+        backend = MemoryBackend(cluster)
     else:
         backend = KubeBackend(args.kubeconfig)
     try:

@@ -56,6 +56,7 @@ class Reason:
     STALE_AGENT: Final = "node(s) had a stale GPU agent"
     NOT_IN_CANDIDATES: Final = "node(s) were not among the candidate nodes"
     NO_TOPOLOGY: Final = "node(s) had no GPU topology"
+    NO_GPU_AGENT: Final = "node(s) had no GPU topology from a Topos agent yet"
     NO_NUMA_TOPOLOGY: Final = "node(s) had no NUMA topology"
     GPU_MEMORY: Final = "node(s) had no free GPU with enough memory"
     GPU_LOCALITY_NVLINK: Final = "node(s) had no free GPUs joined by NVLink"

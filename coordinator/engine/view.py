@@ -232,10 +232,11 @@ class ClusterView:
         self._node_uids[name] = uids
         if (
             state is None
-            or (state.ready is None and state.topology is None)
+            or state.ready is None
             or (self._node_filter is not None and not self._node_filter(state))
         ):
-            # Gone, only pods known there (no Node object, no agent), or not ours to fill.
+            # Gone, no Node object (the API server decides which nodes exist, whatever an agent
+            # reports: such a node is no target and not one of "0/N nodes"), or not ours to fill.
             self._base.pop(name, None)
             return None
         base = node_info(state, tuple(self._pod(b) for b in bound))

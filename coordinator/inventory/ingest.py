@@ -73,6 +73,12 @@ class SessionRegistry:
         if current is not None and current.session is session:
             del self._claims[node]
 
+    def evict(self, node: str, reason: CloseReason, detail: str) -> None:
+        """Close the stream that reports ``node``, if any."""
+        claim = self._claims.pop(node, None)
+        if claim is not None:
+            claim.session.evict(reason, detail)
+
     def close_all(self, reason: CloseReason, detail: str) -> None:
         for claim in list(self._claims.values()):
             claim.session.evict(reason, detail)

@@ -53,6 +53,7 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     resource_version: str = ""
+    topology: NodeTopology | None = None  # what the agent published (topos.io/topology)
 
 
 class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -110,6 +111,7 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     requested: dict[str, int] = {}
     free: dict[str, int] = {}
     topology: NodeTopology | None = None
+    topology_source: str | None = None  # "agent", or "node-annotation" while the agent is away
     allocations: tuple[ContainerAllocation, ...] = ()
     gpu_use: tuple[GpuUse, ...] = ()
     pods: tuple[PodUsage, ...] = ()

@@ -6,6 +6,13 @@ Everything here runs on the event loop and does no I/O; time comes from an injec
 node changes. Subscribers get an :class:`InventoryEvent` for every change, with
 ``capacity_gained`` set when the node can now take more than before (the scheduler re-queues
 pending pods on those).
+
+Only a node with a Node object is schedulable. A report for a name without one is kept for
+``unknown_node_ttl_s``, then dropped (:meth:`Inventory.expire_unknown`); at most
+:data:`MAX_UNKNOWN_NODES` such names at once. Reports are validated first (:mod:`.validate`) and
+no GPU or MIG UUID may be on two live nodes. Until a node's agent reports, its topology is the one
+published on its Node (``topos.io/topology``) — except during ``agent_grace_s`` after start-up,
+when agents are expected back: then it has none, and no GPU pod goes there blind.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import msgspec
 
 from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology
-from common.wire import ContainerAllocation, GpuState, apply_gpu_states
+from common.wire import CloseReason, ContainerAllocation, FrameError, GpuState, apply_gpu_states
+from coordinator.inventory.devices import DeviceOwners
 from coordinator.inventory.state import (
     GPU_RESOURCE,
     AgentReport,
@@ -30,11 +38,15 @@ from coordinator.inventory.state import (
     NodeState,
     PodUsage,
 )
+from coordinator.inventory.validate import check_report
 
 log = logging.getLogger(__name__)
 
 EventKind = Literal["added", "updated", "removed", "stale", "recovered"]
 DEFAULT_STALE_TTL_S: Final = 30.0
+DEFAULT_UNKNOWN_NODE_TTL_S: Final = 60.0
+#: Agent-reported names without a Node object held at once; more hellos for such names are refused.
+MAX_UNKNOWN_NODES: Final = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +57,7 @@ class InventoryEvent:
 
 
 Listener = Callable[[InventoryEvent], None]
-_Signature = tuple[bool, tuple[tuple[str, int], ...]]
+_Signature = tuple[bool, bool, tuple[tuple[str, int], ...]]
 
 
 @dataclass(slots=True)
@@ -66,13 +78,22 @@ class Inventory:
         self,
         *,
         stale_ttl_s: float = DEFAULT_STALE_TTL_S,
+        unknown_node_ttl_s: float = DEFAULT_UNKNOWN_NODE_TTL_S,
+        agent_grace_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if stale_ttl_s <= 0:
-            raise ValueError("stale_ttl_s must be positive")
+        if stale_ttl_s <= 0 or unknown_node_ttl_s <= 0:
+            raise ValueError("stale_ttl_s and unknown_node_ttl_s must be positive")
+        if agent_grace_s < 0:
+            raise ValueError("agent_grace_s must not be negative")
         self.stale_ttl_s = stale_ttl_s
+        self.unknown_node_ttl_s = unknown_node_ttl_s
         self._clock = clock
+        self._grace_until = clock() + agent_grace_s
+        self._in_grace = agent_grace_s > 0
         self._records: dict[str, _Record] = {}
+        self._unknown: dict[str, float] = {}  # agent-reported names without a Node object: since
+        self._devices = DeviceOwners(self._live)  # no GPU or MIG UUID on two live nodes
         self._pod_node: dict[str, str] = {}  # uid -> node
         self._listeners: list[Listener] = []
         self.generation = 0  # bumped on every change; snapshots compare it
@@ -96,44 +117,45 @@ class Inventory:
 
     def _signature(self, rec: _Record | None) -> _Signature:
         if rec is None:
-            return (False, ())
-        return (self._schedulable(rec), tuple(sorted(self._free(rec).items())))
+            return (False, False, ())
+        has_topology = self._topology(rec) is not None
+        return (self._schedulable(rec), has_topology, tuple(sorted(self._free(rec).items())))
 
-    @staticmethod
-    def _gained(before: _Signature, after: _Record) -> bool:
-        sched, free = Inventory._schedulable(after), Inventory._free(after)
-        if sched and not before[0]:
-            return True
+    def _gained(self, before: _Signature, after: _Record) -> bool:
+        sched, free = self._schedulable(after), self._free(after)
         if not sched:
             return False
-        old = dict(before[1])
+        if not before[0] or (self._topology(after) is not None and not before[1]):
+            return True
+        old = dict(before[2])
         return any(v > old.get(k, 0) for k, v in free.items())
 
     @staticmethod
     def _schedulable(rec: _Record) -> bool:
-        if rec.stale:
-            return False
-        if rec.kube is not None and (not rec.kube.ready or rec.kube.unschedulable):
-            return False
-        return rec.kube is not None or rec.agent is not None
+        """Only a node the API server has, Ready, not cordoned, whose agent (if any) is alive."""
+        kube = rec.kube
+        return kube is not None and kube.ready and not kube.unschedulable and not rec.stale
 
-    @staticmethod
-    def _allocatable(rec: _Record) -> dict[str, int]:
+    def _topology(self, rec: _Record) -> NodeTopology | None:
+        if rec.agent is not None:
+            return rec.agent.topology
+        if rec.kube is not None and not self._in_grace:
+            return rec.kube.topology
+        return None
+
+    def _allocatable(self, rec: _Record) -> dict[str, int]:
         if rec.kube is not None and rec.kube.allocatable:
             return rec.kube.allocatable
-        if rec.agent is not None:
-            return allocatable_from_topology(rec.agent.topology)
-        return {}
+        topology = self._topology(rec)
+        return {} if topology is None else allocatable_from_topology(topology)
 
-    @staticmethod
-    def _free(rec: _Record) -> dict[str, int]:
-        alloc = Inventory._allocatable(rec)
+    def _free(self, rec: _Record) -> dict[str, int]:
+        alloc = self._allocatable(rec)
         free = {k: max(0, v - rec.requested.get(k, 0)) for k, v in alloc.items()}
-        if rec.agent is not None and GPU_RESOURCE in free:
+        topology = self._topology(rec)
+        if topology is not None and GPU_RESOURCE in free:
             # Conservative: a GPU the agent reports unhealthy can't be handed out.
-            unhealthy = sum(
-                1 for g in rec.agent.topology.gpus if not g.healthy and not g.mig_enabled
-            )
+            unhealthy = sum(1 for g in topology.gpus if not g.healthy and not g.mig_enabled)
             free[GPU_RESOURCE] = max(0, free[GPU_RESOURCE] - unhealthy)
         if "pods" in free:
             free["pods"] = max(0, alloc["pods"] - len(rec.pods))
@@ -168,9 +190,23 @@ class Inventory:
         topology: NodeTopology,
         allocations: tuple[ContainerAllocation, ...],
     ) -> None:
+        """Keep a validated report. Raises ``FrameError`` (and changes nothing) for an impossible
+        report, a device another live node reports, or one unknown node too many."""
+        devices = check_report(topology, allocations)
+        current = self._records.get(node)
+        unknown = current is None or current.kube is None
+        if unknown and node not in self._unknown and len(self._unknown) >= MAX_UNKNOWN_NODES:
+            raise FrameError(
+                CloseReason.UNKNOWN_NODE,
+                f"node {node} has no Node object and {len(self._unknown)} such nodes are held",
+            )
+        self._devices.check(node, devices)
         rec, new = self._record(node)
         before = self._signature(None if new else rec)
         was_stale = rec.stale
+        if unknown:
+            self._unknown.setdefault(node, self._clock())
+        self._devices.claim(node, devices)
         rec.agent = AgentReport(
             agent_id=agent_id,
             agent_version=agent_version,
@@ -198,7 +234,10 @@ class Inventory:
         if agent is None:
             raise KeyError(node)
         topology = apply_gpu_states(agent.topology, gpus)  # validates before anything changes
+        devices = check_report(topology, agent.allocations if allocations is None else allocations)
+        self._devices.check(node, devices)
         before = self._signature(rec)
+        self._devices.claim(node, devices)
         was_stale = rec.stale
         rec.agent = msgspec.structs.replace(
             agent,
@@ -210,6 +249,10 @@ class Inventory:
         )
         rec.stale = False
         self._changed(rec, "recovered" if was_stale else "updated", before)
+
+    def _live(self, name: str) -> bool:
+        rec = self._records.get(name)
+        return rec is not None and rec.agent is not None and not rec.stale
 
     def touch(self, node: str) -> None:
         """A heartbeat: the agent is alive and its state unchanged."""
@@ -234,7 +277,10 @@ class Inventory:
         self._changed(rec, "updated", before)
 
     def sweep(self) -> list[str]:
-        """Mark nodes whose agent is silent past the TTL stale; returns the newly stale names."""
+        """Mark nodes whose agent is silent past the TTL stale; returns the newly stale names.
+        Also ends the start-up grace once it has passed (nodes whose agent is not back take
+        the topology on their Node object)."""
+        self.end_grace()
         now = self._clock()
         newly: list[str] = []
         for rec in self._records.values():
@@ -247,6 +293,47 @@ class Inventory:
                 self._changed(rec, "stale", before)
         return newly
 
+    def grace_left_s(self) -> float:
+        """Seconds of the start-up grace left (0 once over)."""
+        return max(0.0, self._grace_until - self._clock()) if self._in_grace else 0.0
+
+    def end_grace(self) -> None:
+        """End the start-up grace if it is due (nodes whose agent is not back take the topology
+        on their Node object from now on)."""
+        if not self._in_grace or self._clock() < self._grace_until:
+            return
+        waiting = [r for r in self._records.values() if r.agent is None and r.kube is not None]
+        before = {r.name: self._signature(r) for r in waiting}
+        self._in_grace = False
+        for rec in waiting:
+            if rec.kube is not None and rec.kube.topology is not None:
+                log.info("node %s: no agent yet; using the topology on its Node", rec.name)
+                self._changed(rec, "updated", before[rec.name])
+
+    def expire_unknown(self) -> list[str]:
+        """Drop agent reports for names that had no Node object for ``unknown_node_ttl_s``;
+        returns those names (their streams should be closed)."""
+        now = self._clock()
+        expired = [n for n, t in self._unknown.items() if now - t > self.unknown_node_ttl_s]
+        for name in expired:
+            del self._unknown[name]
+            rec = self._records.get(name)
+            if rec is None or rec.agent is None or rec.kube is not None:
+                continue
+            before = self._signature(rec)
+            self._devices.release(name)
+            rec.agent = None
+            rec.stale = False
+            if self._drop_if_empty(rec):
+                self._emit(InventoryEvent("removed", name))
+            else:
+                self._changed(rec, "updated", before)
+        return expired
+
+    def unknown_nodes(self) -> list[str]:
+        """Names agents report that the API server does not have (yet)."""
+        return sorted(self._unknown)
+
     # --- API-server side -------------------------------------------------------------------------
 
     def upsert_node(self, node: KubeNode) -> None:
@@ -255,6 +342,7 @@ class Inventory:
             return
         before = self._signature(None if new else rec)
         rec.kube = node
+        self._unknown.pop(node.name, None)
         self._changed(rec, "added" if new else "updated", before)
 
     def delete_node(self, name: str) -> None:
@@ -263,6 +351,8 @@ class Inventory:
             return
         before = self._signature(rec)
         rec.kube = None
+        if rec.agent is not None:
+            self._unknown[name] = self._clock()  # its agent still reports: expires unless re-added
         if self._drop_if_empty(rec):
             self._emit(InventoryEvent("removed", name))
         else:
@@ -368,8 +458,9 @@ class Inventory:
                             uuid=uuid, holder=f"{alloc.namespace}/{alloc.pod}", source="agent"
                         )
         gpu_use: list[GpuUse] = []
-        if agent is not None:
-            for gpu in agent.topology.gpus:
+        topology = self._topology(rec)
+        if topology is not None:
+            for gpu in topology.gpus:
                 gpu_use.append(uses.get(gpu.uuid, GpuUse(uuid=gpu.uuid)))
                 for inst in gpu.mig_instances:
                     if inst.uuid:
@@ -390,7 +481,8 @@ class Inventory:
             allocatable=dict(self._allocatable(rec)),
             requested=dict(rec.requested),
             free=self._free(rec),
-            topology=None if agent is None else agent.topology,
+            topology=topology,
+            topology_source=None if topology is None else ("agent" if agent else "node-annotation"),
             allocations=() if agent is None else agent.allocations,
             gpu_use=tuple(gpu_use),
             pods=tuple(

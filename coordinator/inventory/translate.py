@@ -11,10 +11,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
+from common import labels
+from common.model import ModelError, NodeTopology, topology_from_json
 from common.quantity import QuantityError
+from common.wire import FrameError
 from coordinator.core.podspec.resources import held_requests, quantity
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
+from coordinator.inventory.validate import check_report
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,20 @@ def _resources(raw: object, where: str) -> dict[str, int]:
         except QuantityError as exc:
             log.warning("ignoring %s of %s: %s", name, where, exc)
     return out
+
+
+def published_topology(name: str, annotations: Mapping[str, Any]) -> NodeTopology | None:
+    """The topology the node's agent published (``topos.io/topology``), if it is valid."""
+    text = annotations.get(labels.TOPOLOGY)
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        topology = topology_from_json(text)
+        check_report(topology)
+    except (ModelError, FrameError) as exc:
+        log.warning("ignoring %s of node %s: %s", labels.TOPOLOGY, name, exc)
+        return None
+    return topology
 
 
 def kube_node(obj: Mapping[str, Any]) -> KubeNode:
@@ -58,6 +76,7 @@ def kube_node(obj: Mapping[str, Any]) -> KubeNode:
         unschedulable=bool(spec.get("unschedulable", False)),
         taints=taints,
         resource_version=str(meta.get("resourceVersion", "")),
+        topology=published_topology(name, meta.get("annotations") or {}),
     )
 
 

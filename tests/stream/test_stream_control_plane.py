@@ -4,15 +4,12 @@ coordinator on loopback that merges their reports with the Nodes and every bound
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 import pytest
 
-from agent.devices import ProfileSource
-from agent.stream import StreamClient, StreamSettings
 from common.kube import PODS, KubeClient
 from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
@@ -21,10 +18,9 @@ from coordinator.inventory.store import Inventory
 from devcluster.nodes import SimNode, plan_nodes, register
 from tests.support.clock import ManualClock
 from tests.support.inventory_wait import until
+from tests.support.sim_agent import SimAgent
 
 pytestmark = pytest.mark.kube
-
-FAST = StreamSettings(heartbeat_interval_s=0.2, backoff_initial_s=0.05, backoff_max_s=0.2)
 
 
 @pytest.fixture
@@ -63,32 +59,6 @@ async def coordinator(kubeconfig: Any, inv: Inventory, nodes: list[SimNode]) -> 
     async with running(wire(config, KubeBackend(str(kubeconfig)), inventory=inv)) as url:
         await until(inv, lambda: all(n.name in inv for n in nodes))  # the API server's Nodes
         yield url
-
-
-class SimAgent:
-    """An agent's stream client fed by a profile's fake NVML."""
-
-    def __init__(self, url: str, node: SimNode) -> None:
-        self.source = ProfileSource(node.profile, hostname=node.name)
-        self.client = StreamClient(
-            url.replace("http://", "ws://") + "/v1/agents/stream",
-            node.name,
-            agent_version="test",
-            settings=FAST,
-        )
-        self.task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self.client.publish(self.source.discover())
-        self.task = asyncio.create_task(self.client.run())
-        async with asyncio.timeout(60):
-            await self.client.connected.wait()
-
-    async def stop(self) -> None:
-        await self.client.close()
-        if self.task is not None:
-            await self.task
-        self.source.close()
 
 
 async def _node(url: str, name: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, CoordinatorSection
 from coordinator.app.main import running, wire
+from coordinator.inventory.state import KubeNode
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock
 from tests.support.inventory_wait import until
@@ -126,6 +127,7 @@ async def test_a_new_gpu_is_sent_as_a_new_hello(coordinator: str, inv: Inventory
 async def test_stopped_agent_goes_stale_and_recovers_on_restart(
     coordinator: str, inv: Inventory, clock: ManualClock
 ) -> None:
+    inv.upsert_node(KubeNode(name="node-a"))
     client, task = await _start(coordinator, "node-a")
     await _stop(client, task)
     await until(inv, lambda: not inv.node("node-a").connected)  # type: ignore[union-attr]

@@ -44,7 +44,7 @@ from coordinator.engine.ports import (
     BindConflict,
     PodRef,
 )
-from coordinator.inventory.store import Inventory
+from coordinator.inventory.store import Inventory, InventoryEvent
 from coordinator.inventory.translate import bound_pod, kube_node
 
 __all__ = ["MemoryCluster"]
@@ -120,6 +120,20 @@ class MemoryCluster:
 
     # --- nodes ---------------------------------------------------------------------------------
 
+    def register_reported_nodes(self) -> Callable[[], None]:
+        """Do the kubelet's part for ``topos coordinator --in-memory``, where agents are the only
+        source of nodes: register a Ready Node for every node an agent reports, its allocatable
+        following the agent's hardware. Returns a function that stops it."""
+
+        def on_event(event: InventoryEvent) -> None:
+            state = self.inventory.node(event.node)
+            if event.node in self._nodes or state is None or state.agent_id is None:
+                return
+            node = self._nodes[event.node] = self._node_object(event.node, {}, (), False, True)
+            self.inventory.upsert_node(kube_node(node))
+
+        return self.inventory.subscribe(on_event)
+
     def add_node(
         self,
         name: str,
@@ -140,7 +154,30 @@ class MemoryCluster:
         )
         alloc = {k: f"{v}m" if k == "cpu" else str(v) for k, v in derived.items()}
         alloc.update({k: str(v) for k, v in (allocatable or {}).items()})
-        obj: dict[str, Any] = {
+        obj = self._node_object(name, alloc, taints, unschedulable, ready, labels)
+        self._nodes[name] = obj
+        self.inventory.upsert_node(kube_node(obj))
+        if topology is not None:
+            self.inventory.apply_hello(
+                name,
+                agent_id=f"memory-{name}",
+                agent_version="memory",
+                seq=0,
+                topology=topology,
+                allocations=(),
+            )
+        return copy.deepcopy(obj)
+
+    def _node_object(
+        self,
+        name: str,
+        alloc: Mapping[str, str],
+        taints: Iterable[Mapping[str, str]],
+        unschedulable: bool,
+        ready: bool,
+        labels: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        return {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
@@ -157,18 +194,6 @@ class MemoryCluster:
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
             },
         }
-        self._nodes[name] = obj
-        self.inventory.upsert_node(kube_node(obj))
-        if topology is not None:
-            self.inventory.apply_hello(
-                name,
-                agent_id=f"memory-{name}",
-                agent_version="memory",
-                seq=0,
-                topology=topology,
-                allocations=(),
-            )
-        return copy.deepcopy(obj)
 
     def update_node(
         self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None

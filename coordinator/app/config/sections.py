@@ -25,7 +25,7 @@ from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.state import NodeState
-from coordinator.inventory.store import DEFAULT_STALE_TTL_S
+from coordinator.inventory.store import DEFAULT_STALE_TTL_S, DEFAULT_UNKNOWN_NODE_TTL_S
 
 __all__ = [
     "Config",
@@ -38,6 +38,7 @@ __all__ = [
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
+DEFAULT_AGENT_GRACE_S = 5.0
 
 
 class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -49,6 +50,11 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     """An agent silent this long marks its node stale (no new placements there)."""
     sweep_interval_s: Positive | None = msgspec.field(default=None, name="sweepIntervalSeconds")
     """How often to look for stale agents (default: a quarter of the TTL)."""
+    unknown_node_ttl_s: Positive = msgspec.field(
+        default=DEFAULT_UNKNOWN_NODE_TTL_S, name="unknownNodeTtlSeconds"
+    )
+    """An agent reporting a node the API server does not have is dropped after this long (its
+    stream closed with ``unknown-node``); such a node is never a placement target meanwhile."""
 
     def __post_init__(self) -> None:
         try:
@@ -89,6 +95,12 @@ class SchedulerSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         default=64, name="maxBindsInFlight"
     )
     """Binds pipelined while the next pod is scheduled."""
+    agent_grace_s: Annotated[float, msgspec.Meta(ge=0, le=600)] = msgspec.field(
+        default=DEFAULT_AGENT_GRACE_S, name="agentGraceSeconds"
+    )
+    """After start-up, how long GPU pods wait for the agents of known nodes to reconnect; a node
+    whose agent is not back by then is scheduled from the topology published on its Node
+    (``topos.io/topology``), and a GPU node with neither takes no GPU pods."""
 
     def node_filter(self) -> Callable[[NodeState], bool] | None:
         if not self.node_selector:

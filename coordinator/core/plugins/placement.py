@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from common import labels
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.podspec.parse import PodRequest
@@ -30,8 +29,6 @@ from coordinator.core.snapshot.podinfo import NumaUse, Placement
 from coordinator.core.status import Reason, Status
 
 __all__ = ["Plan", "device_key", "plan_placement"]
-
-_GPU_MEMORY_LABELS = (labels.GPU_MEMORY, labels.GFD_GPU_MEMORY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,15 +203,10 @@ def _want_text(cpu: int, mem: int, pod: PodRequest, numas: Sequence[NumaFree]) -
 
 
 def _plan_without_topology(node: NodeInfo, pod: PodRequest) -> Plan | Status:
-    """A node without an agent: plain counts only (checked by NodeResourcesFit)."""
-    if pod.gpus > 1 and pod.gpu_locality in ("nvlink", "same-socket"):
-        return Status.unresolvable(Reason.NO_TOPOLOGY)
-    if pod.gpu_memory_min_mib is not None and pod.gpus > 0:
-        label = next((node.labels[k] for k in _GPU_MEMORY_LABELS if k in node.labels), None)
-        if label is None or not label.isdigit():
-            return Status.unresolvable(Reason.NO_TOPOLOGY)
-        if int(label) < pod.gpu_memory_min_mib:
-            return Status.unresolvable(Reason.GPU_MEMORY)
+    """A node no agent has described (and no published topology): CPU pods only. A GPU pod is
+    never bound without choosing its GPUs, or the kubelet would pick devices nobody tracks."""
+    if pod.gpus > 0 or pod.mig:
+        return Status.unresolvable(Reason.NO_GPU_AGENT)
     if pod.numa_policy not in (None, "best-effort"):
         return Status.unresolvable(Reason.NO_NUMA_TOPOLOGY)
     return _EMPTY_PLAN

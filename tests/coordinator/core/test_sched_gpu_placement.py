@@ -208,13 +208,18 @@ def test_whole_gpu_pods_never_get_mig_partitioned_or_unhealthy_gpus() -> None:
     assert too_many.statuses["s"].reasons == ("Insufficient nvidia.com/gpu",)
 
 
-def test_node_without_agent_schedules_plain_counts_but_not_topology_demands() -> None:
+def test_node_without_topology_takes_cpu_pods_but_never_a_gpu_pod_blind() -> None:
     bare = plain_node("bare", gpus=8)
-    assert isinstance(run(pod("p", gpus=4), [bare]), Decision)
-    nvlink = pod("p", gpus=4, annotations={"topos.io/gpu-locality": "nvlink"})
-    failure = run(nvlink, [bare])
-    assert isinstance(failure, Failure)
-    assert failure.message == "0/1 nodes are available: 1 node(s) had no GPU topology."
+    assert isinstance(run(pod("p", cpu="4"), [bare]), Decision)
+    for gpu_pod in (
+        pod("p", gpus=4),
+        pod("p", gpus=4, annotations={"topos.io/gpu-locality": "nvlink"}),
+    ):
+        failure = run(gpu_pod, [bare])
+        assert isinstance(failure, Failure)
+        assert failure.message == (
+            "0/1 nodes are available: 1 node(s) had no GPU topology from a Topos agent yet."
+        )
     numa = pod("p", cpu="4", annotations={"topos.io/numa-policy": "single-numa"})
     failure = run(numa, [bare])
     assert isinstance(failure, Failure)

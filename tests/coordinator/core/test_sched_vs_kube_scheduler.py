@@ -30,6 +30,8 @@ import pytest
 import yaml
 
 from common.kube import NODES, PODS, KubeClient
+from common.model import Gpu, NodeTopology
+from common.podkeys import GPU_RESOURCE
 from common.quantity import parse_quantity, to_int, to_milli
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
@@ -135,10 +137,24 @@ def _amount(resource: str, raw: object) -> int:
     return to_milli(q) if resource == "cpu" else to_int(q)
 
 
+def _pcie_gpus(name: str, count: int) -> NodeTopology | None:
+    """What an agent would report for ``count`` PCIe GPUs: Topos binds a GPU pod only to a node
+    with a topology (kube-scheduler, counting devices, needs none)."""
+    if count <= 0:
+        return None
+    return NodeTopology(
+        hostname=name,
+        gpus=tuple(Gpu(index=i, uuid=f"GPU-{name}-{i}") for i in range(count)),
+        links=tuple(tuple("X" if i == j else "PHB" for j in range(count)) for i in range(count)),
+    )
+
+
 def node_info(obj: Mapping[str, Any], pods: list[PodInfo]) -> NodeInfo:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    gpus = _amount(GPU_RESOURCE, (status.get("allocatable") or {}).get(GPU_RESOURCE, "0"))
     return NodeInfo.build(
         meta["name"],
+        topology=_pcie_gpus(meta["name"], gpus),
         labels=meta.get("labels") or {},
         allocatable={k: _amount(k, v) for k, v in (status.get("allocatable") or {}).items()},
         taints=tuple(

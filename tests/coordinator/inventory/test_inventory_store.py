@@ -54,13 +54,16 @@ def _pod(uid: str, node: str = "node-a", gpus: int = 1, scheduler: str = "defaul
     )
 
 
-def test_hello_creates_a_node_with_capacity_from_its_hardware(inv: Inventory) -> None:
+def test_hello_describes_the_hardware_but_only_a_node_object_makes_it_schedulable(
+    inv: Inventory,
+) -> None:
     _hello(inv)
     state = inv.node("node-a")
     assert state is not None
     assert state.connected
     assert not state.stale
-    assert state.schedulable
+    assert not state.schedulable  # the API server has no such node (yet)
+    assert inv.unknown_nodes() == ["node-a"]
     assert state.free == {
         "nvidia.com/gpu": 4,
         "cpu": 32000,
@@ -68,6 +71,9 @@ def test_hello_creates_a_node_with_capacity_from_its_hardware(inv: Inventory) ->
         "pods": 110,  # the kubelet's default maxPods
     }
     assert [u.uuid for u in state.gpu_use] == [f"GPU-node-a-{i}" for i in range(4)]
+    inv.upsert_node(KubeNode(name="node-a"))
+    assert inv.node("node-a").schedulable  # type: ignore[union-attr]
+    assert inv.unknown_nodes() == []
 
 
 def test_node_object_allocatable_wins_and_pods_of_any_scheduler_count(inv: Inventory) -> None:
@@ -142,6 +148,7 @@ def test_silent_agent_goes_stale_after_the_ttl_and_recovers(
     inv: Inventory, clock: ManualClock
 ) -> None:
     events: list[InventoryEvent] = []
+    inv.upsert_node(_kube_node())
     inv.subscribe(events.append)
     _hello(inv)
     clock.now += 9.0
@@ -172,6 +179,7 @@ def test_heartbeats_keep_a_node_fresh(inv: Inventory, clock: ManualClock) -> Non
 
 def test_capacity_gained_is_reported_when_a_pod_leaves_or_a_gpu_heals(inv: Inventory) -> None:
     events: list[InventoryEvent] = []
+    inv.upsert_node(_kube_node())
     _hello(inv)
     inv.upsert_pod(_pod("p1", gpus=2))
     inv.subscribe(events.append)
@@ -226,10 +234,11 @@ def test_a_broken_listener_does_not_break_ingest(inv: Inventory) -> None:
         raise RuntimeError("subscriber bug")
 
     seen: list[InventoryEvent] = []
+    inv.upsert_node(_kube_node())
     inv.subscribe(boom)
     inv.subscribe(seen.append)
     _hello(inv)
-    assert seen == [InventoryEvent("added", "node-a", True)]
+    assert seen == [InventoryEvent("updated", "node-a", True)]  # it has a topology now
 
 
 def test_mig_instances_become_mig_resources_without_a_node_object(inv: Inventory) -> None:

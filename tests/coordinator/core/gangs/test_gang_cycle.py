@@ -12,7 +12,7 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 from tests.support.pods import gang_members
-from tests.support.sched_hw import plain_node, request
+from tests.support.sched_hw import dgx_h100, gpu_node, request
 
 # Two 8-GPU members of gang "train" (min 2), asking for GPUs only.
 WORKERS = [
@@ -22,9 +22,8 @@ WORKERS = [
 
 
 def node(name: str, leaf: str, **kw: Any) -> NodeInfo:
-    return plain_node(
-        name, gpus=8, labels={"topos.io/leaf": leaf, "topos.io/spine": "spine-1"}, **kw
-    )
+    labels = {"topos.io/leaf": leaf, "topos.io/spine": "spine-1"}
+    return gpu_node(name, dgx_h100(name), labels=labels, **kw)
 
 
 def test_a_tainted_node_is_vetoed_by_the_core_and_the_gang_is_replanned() -> None:

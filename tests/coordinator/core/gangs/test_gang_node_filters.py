@@ -12,7 +12,7 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 from tests.support.pods import gang_members
-from tests.support.sched_hw import plain_node, request
+from tests.support.sched_hw import dgx_h100, gpu_node, request, ws4
 
 PRODUCT = "nvidia.com/gpu.product"
 
@@ -34,7 +34,8 @@ def members(product: str) -> list[PodRequest]:
 
 def node(name: str, product: str, gpus: int) -> NodeInfo:
     labels = {"topos.io/leaf": "leaf-1", "topos.io/spine": "spine-1", PRODUCT: product}
-    return plain_node(name, gpus=gpus, labels=labels)
+    topo = dgx_h100(name) if gpus == 8 else ws4(name)
+    return gpu_node(name, topo, labels=labels)
 
 
 def cluster() -> Snapshot:

@@ -1,0 +1,119 @@
+"""Whether an agent's report could describe a real node.
+
+The wire schema (:mod:`common.wire`) checks shapes and types; this module checks what only the
+report as a whole can show: every GPU and MIG device has a UUID and no two share one, memory
+figures are possible (never negative, free never above total), CPU ids are within the node's CPUs,
+and allocations name devices the node reported. A failed check raises
+:class:`~common.wire.FrameError` (``invalid-state``) naming the first problem; the stream is closed
+with it and nothing of the report is kept. Uniqueness *across* nodes needs the whole inventory and
+is checked there (:meth:`coordinator.inventory.store.Inventory.apply_hello`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from common.model import NodeTopology
+from common.wire import CloseReason, ContainerAllocation, FrameError
+
+__all__ = ["check_report", "device_ids"]
+
+_GPU: Final = "nvidia.com/gpu"
+_MIG_PREFIX: Final = "nvidia.com/mig-"
+
+
+def _bad(detail: str) -> FrameError:
+    return FrameError(CloseReason.INVALID_STATE, detail)
+
+
+def device_ids(topology: NodeTopology) -> frozenset[str]:
+    """The UUIDs of every GPU and every MIG device (with a UUID) the report names."""
+    ids = {gpu.uuid for gpu in topology.gpus}
+    ids.update(inst.uuid for gpu in topology.gpus for inst in gpu.mig_instances if inst.uuid)
+    return frozenset(ids)
+
+
+def _check_devices(topology: NodeTopology) -> None:
+    seen: dict[str, str] = {}
+    for gpu in topology.gpus:
+        names = [(f"GPU {gpu.index}", gpu.uuid)]
+        names += [
+            (f"MIG gi{inst.gi_id} of GPU {gpu.index}", inst.uuid)
+            for inst in gpu.mig_instances
+            if inst.uuid is not None
+        ]
+        for what, uuid in names:
+            if not uuid.strip():
+                raise _bad(f"{what} has an empty UUID")
+            if uuid in seen:
+                raise _bad(f"{what} and {seen[uuid]} share UUID {uuid[:40]}")
+            seen[uuid] = what
+
+
+def _check_memory(topology: NodeTopology) -> None:
+    if topology.memory_mib is not None and topology.memory_mib < 0:
+        raise _bad(f"node memory_mib {topology.memory_mib} is negative")
+    for numa in topology.numa_nodes:
+        if numa.id < 0 or (numa.memory_mib is not None and numa.memory_mib < 0):
+            raise _bad(f"NUMA node {numa.id} has a negative id or memory")
+    for gpu in topology.gpus:
+        total, free = gpu.memory_total_mib, gpu.memory_free_mib
+        if total is not None and total < 0:
+            raise _bad(f"GPU {gpu.index} memory_total_mib {total} is negative")
+        if free is not None and free < 0:
+            raise _bad(f"GPU {gpu.index} memory_free_mib {free} is negative")
+        if total is not None and free is not None and free > total:
+            raise _bad(f"GPU {gpu.index} memory_free_mib {free} exceeds its total {total}")
+        if gpu.numa_node is not None and gpu.numa_node < 0:
+            raise _bad(f"GPU {gpu.index} numa_node {gpu.numa_node} is negative")
+        for inst in gpu.mig_instances:
+            if inst.memory_mib < 0:
+                raise _bad(f"MIG gi{inst.gi_id} of GPU {gpu.index} has negative memory")
+
+
+def _check_cpus(where: str, cpus: Iterable[int], count: int | None) -> None:
+    for cpu in cpus:
+        if cpu < 0 or (count is not None and cpu >= count):
+            limit = "" if count is None else f" (the node has {count} CPUs)"
+            raise _bad(f"{where} names CPU {cpu}{limit}")
+
+
+def _check_topology_cpus(topology: NodeTopology) -> None:
+    count = topology.cpu_count
+    if count is not None and count < 0:
+        raise _bad(f"cpu_count {count} is negative")
+    for gpu in topology.gpus:
+        _check_cpus(f"GPU {gpu.index} cpu_affinity", gpu.cpu_affinity or (), count)
+    for numa in topology.numa_nodes:
+        _check_cpus(f"NUMA node {numa.id}", numa.cpus, count)
+
+
+def _check_allocations(
+    topology: NodeTopology, allocations: Iterable[ContainerAllocation], devices: frozenset[str]
+) -> None:
+    # A MIG instance whose UUID the agent could not read can still be allocated: MIG ids are
+    # checked only when every instance has one. Other device plugins' ids are theirs to name.
+    mig_known = all(inst.uuid for gpu in topology.gpus for inst in gpu.mig_instances)
+    for alloc in allocations:
+        where = f"allocation of {alloc.namespace}/{alloc.pod}"
+        for dev in alloc.devices:
+            mig = dev.resource.startswith(_MIG_PREFIX)
+            if dev.resource != _GPU and not (mig and mig_known):
+                continue
+            for uuid in dev.ids:
+                if uuid not in devices:
+                    raise _bad(f"{where} names {uuid[:40]}, not a device of this node")
+        _check_cpus(where, alloc.cpus, topology.cpu_count)
+
+
+def check_report(
+    topology: NodeTopology, allocations: Iterable[ContainerAllocation] = ()
+) -> frozenset[str]:
+    """Raise ``FrameError`` unless the report is possible; returns its device UUIDs."""
+    _check_devices(topology)
+    _check_memory(topology)
+    _check_topology_cpus(topology)
+    devices = device_ids(topology)
+    _check_allocations(topology, allocations, devices)
+    return devices
