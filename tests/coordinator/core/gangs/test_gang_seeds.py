@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
@@ -80,11 +81,13 @@ def cpu_nodes(n: int) -> Snapshot:
 
 
 def gpu_nodes(n: int) -> Snapshot:
+    """8-GPU nodes whose agent reported the GPUs and their links but no NUMA layout."""
     return Snapshot(
         NodeInfo.build(
             f"gpu-{i}",
             labels={"topos.io/leaf": f"leaf-{i // 2 + 1}"},
             allocatable={"nvidia.com/gpu": 8, "cpu": 96_000, "memory": 1024 * 2**30, "pods": 110},
+            topology=msgspec.structs.replace(two_socket_topology(f"gpu-{i}"), numa_nodes=()),
         )
         for i in range(n)
     )
