@@ -1,8 +1,9 @@
 """API errors: a JSON (or msgpack) body ``{"error": code, "message": …}`` with the right status.
 
 Handlers raise :class:`ApiError`; the middleware renders it. aiohttp's own HTTP exceptions (404 for
-an unknown path, 405 for a wrong method, 413 for a huge body) are rendered the same way, and any
-other exception becomes a 500 ``internal`` whose details stay in the log.
+an unknown path, 405 for a wrong method, 413 for a huge body) are rendered the same way, keeping
+their headers (a 405 lists the route's methods in ``Allow``), and any other exception becomes a
+500 ``internal`` whose details stay in the log.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ _HTTP_CODES = {
     429: "too-many-requests",
     503: "unavailable",
 }
+
+
+_BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding"})
+"""Headers of aiohttp's own error that describe its plain-text body, which ours replaces."""
 
 
 class ApiError(Exception):
@@ -64,7 +69,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         code = _HTTP_CODES.get(exc.status, "error")
-        return error_response(request, exc.status, code, exc.reason)
+        response = error_response(request, exc.status, code, exc.reason)
+        for name, value in exc.headers.items():
+            if name.lower() not in _BODY_HEADERS:  # e.g. a 405's Allow
+                response.headers.add(name, value)
+        return response
     except Exception:
         log.exception("unhandled error serving %s %s", request.method, request.path)
         return error_response(request, 500, "internal", "internal error; see the coordinator log")
