@@ -37,6 +37,7 @@ from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
+from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
@@ -133,7 +134,7 @@ async def running(
     ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``host:port`` (0: a free port) and yield its base URL."""
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0, logger=server_logger())
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()

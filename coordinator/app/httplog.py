@@ -1,0 +1,46 @@
+"""The logger of the coordinator's HTTP server (aiohttp's ``RequestHandler`` logs through it).
+
+aiohttp logs every request it cannot parse — a header without a colon, a bad ``Content-Length``,
+TLS or binary bytes on the plain port — as ``ERROR`` with a traceback ("Error handling request"),
+although the client already got its ``400``. That is the client's mistake, not ours: on this
+logger such records become one ``DEBUG`` line naming the client and what was wrong, without the
+traceback (the access log keeps its one line per request). Everything else aiohttp's server logs
+passes unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from aiohttp.http_exceptions import HttpProcessingError
+
+__all__ = ["SERVER_LOGGER", "server_logger"]
+
+SERVER_LOGGER: Final = "topos.coordinator.http"
+
+
+class _ClientErrorsAreDebug(logging.Filter):
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self._logger = logger
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError) or not 400 <= exc.code < 500:
+            return True
+        remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+        reason = " ".join(str(exc.message).split()) or type(exc).__name__
+        record.msg = "refused a malformed HTTP request from %s (%d): %s"
+        record.args = (remote, exc.code, reason)
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        record.exc_info = record.exc_text = None
+        return self._logger.isEnabledFor(logging.DEBUG)
+
+
+def server_logger() -> logging.Logger:
+    """The logger to hand aiohttp's server (``AppRunner(..., logger=...)``)."""
+    logger = logging.getLogger(SERVER_LOGGER)
+    if not any(isinstance(f, _ClientErrorsAreDebug) for f in logger.filters):
+        logger.addFilter(_ClientErrorsAreDebug(logger))
+    return logger
