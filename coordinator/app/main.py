@@ -37,6 +37,7 @@ from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
+from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
 from coordinator.app.scheduler import install_scheduler
@@ -118,9 +119,15 @@ def wire(
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
     if isinstance(backend, KubeBackend):
-        elect_leader(app, config.leader_election, kubeconfig=backend.kubeconfig)
+        election = config.leader_election or LeaderElectionSettings()
+        elect_leader(app, election, kubeconfig=backend.kubeconfig)
+    elif config.leader_election is not None and config.leader_election.enabled:
+        raise ConfigError(
+            "config: leaderElection.enabled needs an API server (a Lease); "
+            "it cannot be on with --in-memory"
+        )
     else:
-        elect_leader(app, None)  # no Lease without an API server: this process leads
+        elect_leader(app, None)  # the in-memory cluster is this process's own: it leads
     app.on_shutdown.append(_close_streams)
     return app
 
