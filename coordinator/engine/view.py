@@ -208,7 +208,7 @@ class ClusterView:
             for a in self._assumed.values():
                 if a.bound_at is not None and now - a.bound_at > self.assume_ttl_s:
                     self._dirty.add(a.node)
-        if not self._dirty and self._snapshot is not None:
+        if not self._dirty and not self._order_changed and self._snapshot is not None:
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
         for name in dirty:
