@@ -8,7 +8,8 @@ removes the label when it stops leading, and every coordinator clears a stale la
 when it starts (a restarted container keeps its pod).
 
 Against an API server the election is on unless the config's ``leaderElection`` section turns
-it off (``enabled: false``): two coordinators started on one cluster never both bind. Without an
+it off (``enabled: false``), or names none and the scheduler is off (that coordinator never binds):
+two coordinators started on one cluster never both bind. Without an
 API server (``--in-memory``, the demo) the elector is disabled: this process always leads and
 nothing is written anywhere.
 """

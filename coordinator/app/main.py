@@ -119,7 +119,9 @@ def wire(
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
     if isinstance(backend, KubeBackend):
-        election = config.leader_election or LeaderElectionSettings()
+        election = config.leader_election
+        if election is None and config.scheduler.enabled:
+            election = LeaderElectionSettings()  # on by default wherever this process binds
         elect_leader(app, election, kubeconfig=backend.kubeconfig)
     elif config.leader_election is not None and config.leader_election.enabled:
         raise ConfigError(

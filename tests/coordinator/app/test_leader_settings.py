@@ -82,6 +82,9 @@ def test_without_a_section_coordinators_on_an_api_server_elect_a_leader(
     assert not elector.is_leader()  # not before it holds the Lease
     monkeypatch.setenv("POD_NAMESPACE", "topos-system")  # in a pod: the Lease sits beside it
     assert LeaderElectionSettings().namespace == "topos-system"
+    # a coordinator that never binds (API only) does not take the Lease from one that does
+    api_only = parse_config({"scheduler": {"enabled": False}})
+    assert not wire(api_only, KubeBackend("/nonexistent/kubeconfig"))[LEADER].settings.enabled
 
 
 def test_election_turned_off_leads_at_once_and_in_memory_never_elects() -> None:
