@@ -4,7 +4,7 @@ the wired application (``wire`` + ``running``, as ``topos coordinator`` serves i
 * A declared ``Content-Length`` over the body limit is answered 413 from the header, and the
   reply *ends* at once (plain HTTP and TLS) — the body is never waited for.
 * Malformed HTTP gets its 400 and is logged as the client's mistake (DEBUG, one line, no
-  traceback), never as an ERROR of ours.
+  traceback), never as an ERROR of ours; so is a client hanging up in the middle of its body.
 """
 
 from __future__ import annotations
@@ -32,13 +32,21 @@ LIMIT = 64 * 1024
 
 
 async def _exchange(
-    port: int, data: bytes, *, tls: ssl.SSLContext | None = None, within_s: float = 5.0
+    port: int,
+    data: bytes,
+    *,
+    tls: ssl.SSLContext | None = None,
+    within_s: float = 5.0,
+    hang_up: bool = False,
 ) -> tuple[bytes, float]:
-    """Send ``data``, then read until the server ends the connection: (all bytes, seconds)."""
+    """Send ``data`` (``hang_up``: and shut our side), then read until the server ends the
+    connection: (all bytes, seconds)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls)
     started = time.monotonic()
     writer.write(data)
     await writer.drain()
+    if hang_up:
+        writer.write_eof()
     received = b""
     try:
         async with asyncio.timeout(within_s):
@@ -128,3 +136,15 @@ async def test_malformed_http_is_a_400_and_no_error_in_the_log(
     told = [r.getMessage() for r in caplog.records if "malformed HTTP request" in r.getMessage()]
     assert len(told) == 1
     assert "127.0.0.1" in told[0]
+
+
+async def test_a_client_hanging_up_mid_body_is_no_error_of_ours(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    await _exchange(port, _post(1000, b'{"pods": ['), hang_up=True)
+    await asyncio.sleep(0.05)
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert loud == [], [r.getMessage() for r in loud]
+    assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
+    assert any("left during POST /v1/simulate" in r.getMessage() for r in caplog.records)
