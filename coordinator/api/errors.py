@@ -77,6 +77,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             if name.lower() not in _BODY_HEADERS:  # e.g. a 405's Allow
                 response.headers.add(name, value)
         return response
+    except web.RequestPayloadError as exc:  # a body that cannot be decoded (bad gzip, chunks)
+        log.debug(
+            "bad body from %s on %s %s: %s", request.remote, request.method, request.path, exc
+        )
+        return error_response(request, 400, "bad-request", f"malformed request body: {exc}")
     except ConnectionResetError:
         if request.transport is not None:
             log.exception("unhandled error serving %s %s", request.method, request.path)

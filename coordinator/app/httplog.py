@@ -1,11 +1,11 @@
 """The logger of the coordinator's HTTP server (aiohttp's ``RequestHandler`` logs through it).
 
 aiohttp logs every request it cannot parse — a header without a colon, a bad ``Content-Length``,
-TLS or binary bytes on the plain port — as ``ERROR`` with a traceback ("Error handling request"),
-although the client already got its ``400``. That is the client's mistake, not ours: on this
-logger such records become one ``DEBUG`` line naming the client and what was wrong, without the
-traceback (the access log keeps its one line per request). Everything else aiohttp's server logs
-passes unchanged.
+TLS or binary bytes on the plain port, a body it cannot decode — as ``ERROR`` with a traceback
+("Error handling request", "Unhandled exception"), although the client already got its ``400``.
+That is the client's mistake, not ours: on this logger such records become one ``DEBUG`` line
+naming the client and what was wrong, without the traceback (the access log keeps its one line
+per request). Everything else aiohttp's server logs passes unchanged.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 from typing import Final
 
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web import RequestPayloadError
 
 __all__ = ["SERVER_LOGGER", "server_logger"]
 
@@ -27,12 +28,15 @@ class _ClientErrorsAreDebug(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, HttpProcessingError) or not 400 <= exc.code < 500:
+        if isinstance(exc, HttpProcessingError) and 400 <= exc.code < 500:
+            reason = str(exc.message)
+        elif isinstance(exc, RequestPayloadError):  # a body aiohttp could not decode
+            reason = str(exc)
+        else:
             return True
-        remote = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
-        reason = " ".join(str(exc.message).split()) or type(exc).__name__
-        record.msg = "refused a malformed HTTP request from %s (%d): %s"
-        record.args = (remote, exc.code, reason)
+        remote = record.args[0] if isinstance(record.args, tuple) and record.args else "a client"
+        record.msg = "refused a malformed HTTP request from %s: %s"
+        record.args = (remote, " ".join(reason.split()) or type(exc).__name__)
         record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         record.exc_info = record.exc_text = None
         return self._logger.isEnabledFor(logging.DEBUG)

@@ -4,7 +4,8 @@ the wired application (``wire`` + ``running``, as ``topos coordinator`` serves i
 * A declared ``Content-Length`` over the body limit is answered 413 from the header, and the
   reply *ends* at once (plain HTTP and TLS) — the body is never waited for.
 * Malformed HTTP gets its 400 and is logged as the client's mistake (DEBUG, one line, no
-  traceback), never as an ERROR of ours; so is a client hanging up in the middle of its body.
+  traceback), never as an ERROR of ours; so are a body that cannot be decoded and a client
+  hanging up in the middle of its body.
 """
 
 from __future__ import annotations
@@ -148,3 +149,18 @@ async def test_a_client_hanging_up_mid_body_is_no_error_of_ours(
     assert loud == [], [r.getMessage() for r in loud]
     assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
     assert any("left during POST /v1/simulate" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_body_that_cannot_be_decoded_is_a_400_and_no_error_in_the_log(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    not_gzip = _post(8, b"not gzip", b"Content-Encoding: gzip")
+    reply, _ = await _exchange(port, not_gzip)
+    assert reply.startswith(b"HTTP/1.1 400 ")
+    assert b'"error":"bad-request"' in reply
+    assert b"malformed request body" in reply
+    await asyncio.sleep(0.05)
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert loud == [], [r.getMessage() for r in loud]
+    assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
