@@ -226,6 +226,7 @@ def start_topos(plane: ControlPlane, work: Path, limit: Limit, tag: str, *, bind
     config = {
         "coordinator": {"listen": f"127.0.0.1:{free_port()}"},
         "auth": {"enabled": False},
+        "leaderElection": {"enabled": False},  # as kube-scheduler's leaderElect: false above
         "scheduler": {"enabled": True, "maxBindsInFlight": binds},
         "kube": {"qps": limit.qps, "burst": limit.burst},
     }

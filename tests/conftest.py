@@ -23,7 +23,8 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
 The control plane is shared by every test of the session. A coordinator started on it
 (``coordinator.app.main.wire``) runs a scheduler that would bind *other tests'* pending pods
 unless its ``scheduler`` config section names the test's namespace or a node selector, or turns
-it off; tests marked ``kube`` fail at once if they start one that does not.
+it off; tests marked ``kube`` fail at once if they start one that does not. Its leader election
+(on by default against an API server) uses a Lease of the test's own when the config names none.
 
 Shared helpers live in ``tests/support`` (``tests.support.<module>``).
 
@@ -49,6 +50,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 pytest.register_assert_rewrite("tests.support")
@@ -244,6 +246,32 @@ def _coordinators_keep_to_their_own_pods(
         install(app, config, backend)
 
     monkeypatch.setattr(coordinator.app.main, "install_scheduler", scoped)
+
+
+@pytest.fixture(autouse=True)
+def _coordinators_elect_on_their_tests_lease(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coordinator elects its leader on the API server by default, on a Lease in ``default``
+    (outside a pod). There, each test's coordinators share a Lease of their own, so one test's
+    leader — even one stopped without releasing — never holds up the next test's."""
+    if request.node.get_closest_marker("kube") is None:
+        return
+    import coordinator.app.main
+    from coordinator.app.election import DEFAULT_LEASE_NAME, LeaderElectionSettings
+
+    elect = coordinator.app.main.elect_leader
+    lease = f"{DEFAULT_LEASE_NAME}-{uuid.uuid4().hex[:8]}"
+
+    def own_lease(app: Any, settings: LeaderElectionSettings | None, **kwargs: Any) -> Any:
+        if settings is not None and (settings.namespace, settings.lease_name) == (
+            "default",
+            DEFAULT_LEASE_NAME,
+        ):
+            settings = msgspec.structs.replace(settings, lease_name=lease)
+        return elect(app, settings, **kwargs)
+
+    monkeypatch.setattr(coordinator.app.main, "elect_leader", own_lease)
 
 
 @pytest.fixture(autouse=True)

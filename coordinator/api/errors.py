@@ -1,8 +1,9 @@
 """API errors: a JSON (or msgpack) body ``{"error": code, "message": …}`` with the right status.
 
 Handlers raise :class:`ApiError`; the middleware renders it. aiohttp's own HTTP exceptions (404 for
-an unknown path, 405 for a wrong method, 413 for a huge body) are rendered the same way, and any
-other exception becomes a 500 ``internal`` whose details stay in the log.
+an unknown path, 405 for a wrong method, 413 for a huge body) are rendered the same way, keeping
+their headers (a 405 lists the route's methods in ``Allow``). A client that hangs up mid-request
+is logged at DEBUG; any other exception becomes a 500 ``internal`` whose details stay in the log.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ _HTTP_CODES = {
     429: "too-many-requests",
     503: "unavailable",
 }
+
+
+_BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding"})
+"""Headers of aiohttp's own error that describe its plain-text body, which ours replaces."""
+
+
+_INTERNAL = "internal error; see the coordinator log"
 
 
 class ApiError(Exception):
@@ -64,7 +72,24 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         code = _HTTP_CODES.get(exc.status, "error")
-        return error_response(request, exc.status, code, exc.reason)
+        response = error_response(request, exc.status, code, exc.reason)
+        for name, value in exc.headers.items():
+            if name.lower() not in _BODY_HEADERS:  # e.g. a 405's Allow
+                response.headers.add(name, value)
+        return response
+    except web.RequestPayloadError as exc:  # a body that cannot be decoded (bad gzip, chunks)
+        log.debug(
+            "bad body from %s on %s %s: %s", request.remote, request.method, request.path, exc
+        )
+        return error_response(request, 400, "bad-request", f"malformed request body: {exc}")
+    except ConnectionResetError:
+        if request.transport is not None:
+            log.exception("unhandled error serving %s %s", request.method, request.path)
+            return error_response(request, 500, "internal", _INTERNAL)
+        # The client hung up mid-request (e.g. a body shorter than its Content-Length): its
+        # mistake, and nobody is left to read an answer.
+        log.debug("client %s left during %s %s", request.remote, request.method, request.path)
+        return error_response(request, 400, "bad-request", "the connection closed mid-request")
     except Exception:
         log.exception("unhandled error serving %s %s", request.method, request.path)
-        return error_response(request, 500, "internal", "internal error; see the coordinator log")
+        return error_response(request, 500, "internal", _INTERNAL)

@@ -4,7 +4,8 @@
 garbage tokens) is turned away without costing a TokenReview:
 
 * **Body size.** A declared ``Content-Length`` over ``max_body_bytes`` is refused with 413 before a
-  byte is read; a chunked body is held to the same bound while the handler reads it.
+  byte is read, and the connection ends with the answer; a chunked body is held to the same
+  bound while the handler reads it.
 * **Rate.** Each client (its remote address) owns a token bucket of ``burst`` tokens refilled at
   ``rate_per_s``; a request takes one token, and a client with none gets 429 with
   ``Retry-After``. Other clients are unaffected: their buckets are their own. The table of buckets
@@ -123,15 +124,34 @@ def limits_middleware(
                 return response
         declared = request.content_length
         if declared is not None and declared > settings.max_body_bytes:
-            return error_response(
+            response = error_response(
                 request,
                 413,
                 "payload-too-large",
                 f"request body of {declared} bytes exceeds the limit of "
                 f"{settings.max_body_bytes} bytes",
             )
+            return await _answer_and_end(request, response)
         if request.can_read_body and request.client_max_size != settings.max_body_bytes:
             request = request.clone(client_max_size=settings.max_body_bytes)
         return await handler(request)
 
     return limit
+
+
+async def _answer_and_end(request: web.Request, response: web.Response) -> web.Response:
+    """Send ``response`` now and end the connection: the body it refuses is never read.
+
+    Left to aiohttp, the unread body would keep the connection open for its lingering time (10 s)
+    after the answer, so a client waiting for the end of the reply would wait that long. Instead
+    the answer says ``Connection: close`` and our side of the connection is shut at once (TLS has
+    no half-close: there the connection is closed)."""
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    transport = request.transport
+    if transport is not None and transport.can_write_eof():
+        transport.write_eof()  # the client sees the end; what it still sends is drained
+    else:
+        request.protocol.force_close()
+    return response

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import Final, Protocol
 
 import msgspec
 
@@ -72,15 +72,24 @@ def default_identity() -> str:
     return f"{host}_{uuid.uuid4().hex[:8]}"
 
 
+def default_namespace() -> str:
+    """The coordinator's own namespace (``POD_NAMESPACE``, which the Deployment sets from the
+    downward API); outside a pod ``default``, which every API server has."""
+    return os.environ.get("POD_NAMESPACE") or "default"
+
+
+DEFAULT_LEASE_NAME: Final = "topos-coordinator"
+
+
 class LeaderElectionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """How the coordinators elect their leader (the config file's ``leaderElection`` section)."""
 
     enabled: bool = True
-    """Off: this process always leads (single replica, the embedded demo)."""
-    lease_name: str = msgspec.field(default="topos-coordinator", name="leaseName")
-    """Name of the Lease object."""
-    namespace: str = "topos-system"
-    """Namespace of the Lease (the coordinator's own)."""
+    """Off: this process always leads, whatever else runs (one replica only)."""
+    lease_name: str = msgspec.field(default=DEFAULT_LEASE_NAME, name="leaseName")
+    """Name of the Lease object: coordinators that share it elect one leader."""
+    namespace: str = msgspec.field(default_factory=default_namespace)
+    """Namespace of the Lease (default: the coordinator's own)."""
     identity: str = msgspec.field(default_factory=default_identity)
     """This candidate's name in ``holderIdentity``; must differ between replicas."""
     lease_duration_s: float = msgspec.field(default=15.0, name="leaseDurationSeconds")
@@ -145,6 +154,10 @@ class LeaderElector:
     @property
     def identity(self) -> str:
         return self._settings.identity
+
+    @property
+    def settings(self) -> LeaderElectionSettings:
+        return self._settings
 
     @property
     def observed(self) -> LeaseRecord | None:

@@ -7,9 +7,11 @@ coordinator Service selects, so agents' streams and ``kubectl topos`` reach the 
 removes the label when it stops leading, and every coordinator clears a stale label from its pod
 when it starts (a restarted container keeps its pod).
 
-Without a ``leaderElection`` section in the config, or without an API server (tests, single
-replica, the demo), the elector is disabled: this process always leads and nothing is written to
-the API server.
+Against an API server the election is on unless the config's ``leaderElection`` section turns
+it off (``enabled: false``), or names none and the scheduler is off (that coordinator never binds):
+two coordinators started on one cluster never both bind. Without an
+API server (``--in-memory``, the demo) the elector is disabled: this process always leads and
+nothing is written anywhere.
 """
 
 from __future__ import annotations

@@ -37,6 +37,8 @@ from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
+from coordinator.app.election import LeaderElectionSettings
+from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
@@ -130,9 +132,17 @@ def wire(
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
     if isinstance(backend, KubeBackend):
-        elect_leader(app, config.leader_election, kubeconfig=backend.kubeconfig)
+        election = config.leader_election
+        if election is None and config.scheduler.enabled:
+            election = LeaderElectionSettings()  # on by default wherever this process binds
+        elect_leader(app, election, kubeconfig=backend.kubeconfig)
+    elif config.leader_election is not None and config.leader_election.enabled:
+        raise ConfigError(
+            "config: leaderElection.enabled needs an API server (a Lease); "
+            "it cannot be on with --in-memory"
+        )
     else:
-        elect_leader(app, None)  # no Lease without an API server: this process leads
+        elect_leader(app, None)  # the in-memory cluster is this process's own: it leads
     app.on_shutdown.append(_close_streams)
     return app
 
@@ -146,7 +156,7 @@ async def running(
     ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``host:port`` (0: a free port) and yield its base URL."""
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0, logger=server_logger())
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()

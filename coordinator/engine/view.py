@@ -259,7 +259,7 @@ class ClusterView:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it
         for what-if runs."""
         self.expire()
-        if not self._dirty and self._snapshot is not None:
+        if not self._dirty and not self._order_changed and self._snapshot is not None:
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
         for name in dirty:

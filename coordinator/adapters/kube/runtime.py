@@ -1,6 +1,6 @@
 """The scheduler runtime and the gang runtime on Kubernetes: the engine's ports filled with the
-API server (writer, nominator) and its feeds with reflectors (pending pods, both kinds of
-PodGroup, PDBs) and the PodGroup status writer."""
+API server (writer, nominator) and its feeds with reflectors (pending pods, namespace labels,
+both kinds of PodGroup, PDBs) and the PodGroup status writer."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from common import podkeys
 from common.kube import POD_GROUPS, KubeClient
 from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
+from coordinator.adapters.kube.namespaces import namespace_watch
 from coordinator.adapters.kube.objects import (
     PDBS,
     WORKLOAD_POD_GROUPS,
@@ -47,7 +48,8 @@ def kube_runtime(
     """The scheduler fed by the pending-pod watch, binding through ``client``.
 
     ``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are listed;
-    scheduling waits for it, and for the first list of pending pods. ``events_client``: Events go
+    scheduling waits for it, and for the first lists of pending pods and of namespaces (their
+    labels, for affinity ``namespaceSelector``s). ``events_client``: Events go
     through it (default: ``client``), as kube-scheduler's go through their own client and rate
     limit."""
     scheduler = Scheduler(
@@ -60,8 +62,10 @@ def kube_runtime(
     watch = pending_watch(
         client, scheduler.queue, scheduler_name=scheduler_name, namespace=namespace
     )
-    ready = [watch.synced] + ([inventory_synced] if inventory_synced is not None else [])
-    return SchedulerRuntime(scheduler, feeds=[watch.run], ready=ready)
+    namespaces = namespace_watch(client, scheduler)
+    ready = [watch.synced, namespaces.synced]
+    ready += [inventory_synced] if inventory_synced is not None else []
+    return SchedulerRuntime(scheduler, feeds=[watch.run, namespaces.run], ready=ready)
 
 
 def kube_gang_runtime(

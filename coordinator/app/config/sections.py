@@ -169,7 +169,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     leader_election: LeaderElectionSettings | None = msgspec.field(
         default=None, name="leaderElection"
     )
-    """None: no section — this process always leads (single replica, tests, the demo)."""
+    """None: no section — elected on the default Lease against an API server when the scheduler
+    runs (two coordinators never both bind); no election with ``--in-memory``, where nothing else
+    can share the cluster."""
     scheduler: SchedulerSection = msgspec.field(default_factory=SchedulerSection)
     kube: KubeSection = msgspec.field(default_factory=KubeSection)
     gangs: GangsSection = msgspec.field(default_factory=GangsSection)

@@ -4,6 +4,7 @@ route (including ones other modules add)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,9 +13,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from coordinator.api.keys import READINESS
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.api.keys import READINESS, ROUTES
 from coordinator.api.render import respond
 from coordinator.api.routing import Route
+from coordinator.app.backend import MemoryBackend
+from coordinator.app.config.sections import Config
+from coordinator.app.main import wire
 from coordinator.app.web import build_app
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
@@ -162,6 +167,22 @@ async def test_bad_requests_get_a_json_error_body(
     assert body["error"] == code
     assert isinstance(body["message"], str)
     assert body["message"]
+
+
+async def test_every_wrong_method_reply_says_which_methods_the_route_allows(
+    aiohttp_client: MakeClient,
+) -> None:
+    app = wire(Config(), MemoryBackend(MemoryCluster(Inventory())))
+    client = await aiohttp_client(app)
+    allowed: dict[str, set[str]] = {}
+    for route in app[ROUTES]:
+        allowed.setdefault(route.path, set()).add(route.method)
+    assert len(allowed) > 10  # inventory, explain, simulate, gangs, health, the agent stream
+    for path, methods in allowed.items():
+        resp = await client.request("PATCH", re.sub(r"\{\w+\}", "x", path))
+        assert resp.status == 405, path
+        assert (await _json(resp))["error"] == "method-not-allowed"
+        assert set(resp.headers["Allow"].split(",")) == methods, path
 
 
 async def test_errors_follow_accept_too(client: Client) -> None:

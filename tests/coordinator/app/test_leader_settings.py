@@ -9,8 +9,14 @@ import datetime as dt
 import pytest
 
 from coordinator.adapters.kube.lease import LeaseRecord, lease_from_record, record_from_lease
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.app.backend import KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
+from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings
+from coordinator.app.leadership import LEADER
+from coordinator.app.main import wire
+from coordinator.inventory.store import Inventory
 
 
 def test_defaults_match_client_go_and_are_consistent() -> None:
@@ -59,7 +65,35 @@ def test_settings_from_configmap_section() -> None:
     )
     assert s.identity  # generated, unique per process
     assert s.identity != LeaderElectionSettings().identity
-    assert parse_config({}).leader_election is None  # no section: no election
+    assert parse_config({}).leader_election is None  # no section: wire() chooses (below)
+
+
+def test_without_a_section_coordinators_on_an_api_server_elect_a_leader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    app = wire(Config(), KubeBackend("/nonexistent/kubeconfig"))  # nothing connects until start
+    elector = app[LEADER]
+    assert elector.settings.enabled
+    assert (elector.settings.namespace, elector.settings.lease_name) == (
+        "default",
+        "topos-coordinator",
+    )
+    assert not elector.is_leader()  # not before it holds the Lease
+    monkeypatch.setenv("POD_NAMESPACE", "topos-system")  # in a pod: the Lease sits beside it
+    assert LeaderElectionSettings().namespace == "topos-system"
+    # a coordinator that never binds (API only) does not take the Lease from one that does
+    api_only = parse_config({"scheduler": {"enabled": False}})
+    assert not wire(api_only, KubeBackend("/nonexistent/kubeconfig"))[LEADER].settings.enabled
+
+
+def test_election_turned_off_leads_at_once_and_in_memory_never_elects() -> None:
+    off = parse_config({"leaderElection": {"enabled": False}})
+    assert wire(off, KubeBackend("/nonexistent/kubeconfig"))[LEADER].is_leader()
+    in_memory = MemoryBackend(MemoryCluster(Inventory()))
+    assert wire(Config(), in_memory)[LEADER].is_leader()
+    with pytest.raises(ConfigError, match=r"leaderElection\.enabled needs an API server"):
+        wire(parse_config({"leaderElection": {}}), MemoryBackend(MemoryCluster(Inventory())))
 
 
 def test_lease_round_trip_uses_micro_time_and_keeps_the_version() -> None:
