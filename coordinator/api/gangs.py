@@ -111,7 +111,7 @@ def _bound_nodes(inventory: Inventory) -> dict[str, str]:
 
 
 def _view(step: GangStep, status: GangStatus, nodes: dict[str, str], *, detail: bool) -> GangView:
-    key = GangKey(status.namespace, status.name)
+    key = status.key
     now = step.clock()
     bound = status.phase == "Bound"
     members: list[GangMember] = []
@@ -171,7 +171,8 @@ async def list_gangs(request: web.Request) -> web.Response:
 async def get_gang(request: web.Request) -> web.Response:
     step = _step(request)
     key = GangKey(request.match_info["namespace"], request.match_info["name"])
-    status = step.manager.status(key)
+    runs = step.manager.find(key.namespace, key.name)  # a re-run beside its old run: the newest
+    status = step.manager.status(runs[0]) if runs else None
     if status is None:
         raise not_found(f"pod group {key}")
     nodes = _bound_nodes(step.scheduler.inventory)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from common.quantity import QuantityError
+from coordinator.core.gangs.identity import workload_uid
 from coordinator.core.podspec.resources import held_requests, quantity
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
@@ -95,4 +96,6 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             if k in ("podAffinity", "podAntiAffinity")
         },
         host_ports=bound_host_ports(spec),
+        owner_uid=workload_uid(obj),
+        terminating=bool(meta.get("deletionTimestamp")),
     )

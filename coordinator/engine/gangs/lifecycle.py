@@ -33,6 +33,7 @@ from coordinator.engine.ports import ClusterError, PodRef
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "REASON_GANG_KEPT",
     "REASON_GANG_RELEASED",
     "REASON_GANG_SCHEDULED",
     "REASON_GANG_TIMEOUT",
@@ -45,6 +46,7 @@ __all__ = [
 REASON_GANG_TIMEOUT: Final = "GangTimeout"
 REASON_GANG_RELEASED: Final = "GangReleased"
 REASON_GANG_SCHEDULED: Final = "GangScheduled"
+REASON_GANG_KEPT: Final = "GangMemberKept"
 
 
 class GangPreemption(Protocol):
@@ -128,6 +130,9 @@ class GangLifecycle:
         self.preemption = preemption
         self.stats = GangStepStats()
         self._attempts: dict[GangKey, Attempt] = {}
+        # Cluster changes seen (queue.changes) when each gang's last attempt began: members parked
+        # by that attempt retry at once if room was freed meanwhile (kube's moveRequestCycle).
+        self._basis: dict[GangKey, int] = {}
         self._wake: dict[GangKey, float] = {}  # gangs backing off after a timeout → when
         self._restart_partial: set[GangKey] = set()
         self._started = False
@@ -141,6 +146,7 @@ class GangLifecycle:
             released=self._released,
             broken=lambda key, cause: self.recovery_started(key, cause=cause),
             in_flight=self._in_flight,
+            ended=self._ended,
         )
 
     def podgroups_changed(self, namespace: str, name: str) -> None:
@@ -157,13 +163,23 @@ class GangLifecycle:
     def _phase(self, key: GangKey) -> Phase | None:
         return self.membership.phase(key)
 
+    def _ended(self, key: GangKey) -> None:
+        """The gang's last member is gone: nothing of this run is kept (a re-run starts fresh)."""
+        self.recovering.pop(key, None)
+        self._wake.pop(key, None)
+        self._basis.pop(key, None)
+        self._restart_partial.discard(key)
+
     # --- members waiting for their gang ------------------------------------------------------
 
     def _nodes(self) -> int:
         return len(self.scheduler.view.snapshot().nodes)
 
-    def _wait(self, entry: QueuedPod, message: str, *, popped: bool) -> Failure:
-        """The member waits for its gang: explained, and parked until something changes."""
+    def _wait(
+        self, entry: QueuedPod, message: str, *, popped: bool, key: GangKey | None = None
+    ) -> Failure:
+        """The member waits for its gang: explained, and parked until something changes — or,
+        when room was freed after the gang's last attempt began, tried again after its backoff."""
         failure = Failure(entry.key, self._nodes(), {}, message, Status.unschedulable(message))
         queue = self.scheduler.queue
         if queue.get(entry.key) is not entry or entry.where == "bound":
@@ -172,7 +188,8 @@ class GangLifecycle:
             return failure  # part of an attempt in flight
         self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
         if popped or entry.where != "in_flight":
-            queue.failed(entry, message=message)
+            basis = None if key is None else self._basis.get(key)
+            queue.failed(entry, message=message, basis=basis)
         return failure
 
     def _entries(self, pods: Iterable[str]) -> list[QueuedPod]:
@@ -214,7 +231,7 @@ class GangLifecycle:
             attempt.aborted = True
         self._released(key, out)
         for entry in self._entries(self.members(key)):
-            self._wait(entry, self.manager.message(key), popped=False)
+            self._wait(entry, self.manager.message(key), popped=False, key=key)
 
     def _completed(self, key: GangKey) -> None:
         status = self.manager.status(key)
@@ -248,8 +265,22 @@ class GangLifecycle:
         view = self.scheduler.view
         for r in out.released:
             view.forget(r.pod)
+        if out.released:
+            self.scheduler.queue.cluster_changed()  # the room it held is free for others
         if out.evict:
             self._evict(out.evict, out.message)
+        for pod in out.kept:
+            ns, _, name = pod.partition("/")
+            why = (
+                f"{out.message}; this pod has no controller that would create it again, "
+                "so it stays bound and the group completes around it"
+            )
+            self.scheduler.write(
+                self.scheduler.writer.event(
+                    PodRef(ns, name), reason=REASON_GANG_KEPT, message=why, event_type="Warning"
+                ),
+                f"gang kept {pod}",
+            )
         if key is not None:
             attempt = self._attempts.get(key)
             if attempt is not None:
@@ -282,7 +313,7 @@ class GangLifecycle:
         self.membership.sync_pending()
         for status in self.manager.statuses():
             if 0 < status.bound < status.min_member:
-                key = GangKey(status.namespace, status.name)
+                key = status.key
                 self._restart_partial.add(key)
                 self.stats.restart_partial += 1
                 log.warning(
@@ -328,7 +359,7 @@ class GangLifecycle:
                         f"gang timeout {pod}",
                     )
                 for entry in self._entries(self.members(key)):
-                    self._wait(entry, self.manager.message(key), popped=False)
+                    self._wait(entry, self.manager.message(key), popped=False, key=key)
         for key, when in tuple(self._wake.items()):
             if now >= when:
                 del self._wake[key]

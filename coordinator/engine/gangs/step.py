@@ -65,14 +65,23 @@ class GangStep(GangLifecycle):
         if isinstance(spec, GangProblem):
             return self._problem(entry, spec)
         key = spec.key
-        self.membership.observe(entry.key, spec, request.priority, bound=False, uid=entry.uid)
+        if self.manager.gang_of_pod(entry.key) != key:
+            # A member new to its gang: first forget members already gone (a re-run of bare pods
+            # must not join the old run's bound members; the timer would only see it later).
+            self.membership.sync_gone()
+        self.membership.observe_entry(entry, spec)
+        disagreement = self.manager.disagreement(key)
+        if disagreement:
+            message = f"pod group {key.name}: {disagreement}"
+            siblings = [e for e in self._entries(self.members(key)) if e is not entry]
+            return self._refuse_all(key, [entry, *siblings], entry, message)
         if self._phase(key) is Phase.BOUND:
             return None  # members beyond min of a running gang schedule one by one
         status = self.manager.status(key)
         if status is not None and status.members < status.min_member:
             self.membership.sync_pending()  # siblings already in the queue count at once
         if key in self._attempts:
-            return self._wait(entry, self.manager.message(key), popped=True)
+            return self._wait(entry, self.manager.message(key), popped=True, key=key)
         if not self.manager.ready_to_plan(key):
             # Every waiting member reads the same, current message (3 of 8 pods exist, …).
             message = self.manager.message(key)
@@ -92,6 +101,7 @@ class GangStep(GangLifecycle):
 
     async def _plan(self, key: GangKey, popped: QueuedPod) -> ScheduleResult:
         self.stats.planned += 1
+        self._basis[key] = self.scheduler.queue.changes
         entries = self._entries(self.manager.unplaced(key))
         if popped not in entries:
             entries.append(popped)
@@ -104,7 +114,7 @@ class GangStep(GangLifecycle):
         requests = [e.request for e in entries if isinstance(e.request, PodRequest)]
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
-            return self._wait(popped, self.manager.message(key), popped=True)
+            return self._wait(popped, self.manager.message(key), popped=True, key=key)
         intent = gang_intent(
             (e.obj.get("metadata") or {}).get("annotations") or {} for e in entries
         )
@@ -183,7 +193,7 @@ class GangStep(GangLifecycle):
             await self.scheduler.binder.submit(BindJob(member, member.request, chosen))
         for entry in entries:
             if entry.key not in decisions:  # beyond min and no room now: waits, holding nothing
-                self._wait(entry, self.manager.message(key), popped=entry is popped)
+                self._wait(entry, self.manager.message(key), popped=entry is popped, key=key)
         mine = decisions.get(popped.key)
         if mine is not None:
             return mine
@@ -223,8 +233,8 @@ class GangStep(GangLifecycle):
     def _refuse_all(
         self, key: GangKey, entries: list[QueuedPod], popped: QueuedPod, message: str
     ) -> Failure:
-        out = self._wait(popped, message, popped=True)
+        out = self._wait(popped, message, popped=True, key=key)
         for entry in entries:
             if entry is not popped:
-                self._wait(entry, message, popped=False)
+                self._wait(entry, message, popped=False, key=key)
         return out
