@@ -176,10 +176,11 @@ class GangLifecycle:
         return len(self.scheduler.view.snapshot().nodes)
 
     def _wait(
-        self, entry: QueuedPod, message: str, *, popped: bool, key: GangKey | None = None
+        self, entry: QueuedPod, message: str, *, popped: bool, basis: int | None = None
     ) -> Failure:
-        """The member waits for its gang: explained, and parked until something changes — or,
-        when room was freed after the gang's last attempt began, tried again after its backoff."""
+        """The member waits for its gang: explained, and parked until something changes.
+        ``basis``: the queue's ``changes`` when the attempt that failed began (default: when the
+        last pod was popped); room freed since then sends the member to its backoff instead."""
         failure = Failure(entry.key, self._nodes(), {}, message, Status.unschedulable(message))
         queue = self.scheduler.queue
         if queue.get(entry.key) is not entry or entry.where == "bound":
@@ -188,7 +189,6 @@ class GangLifecycle:
             return failure  # part of an attempt in flight
         self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
         if popped or entry.where != "in_flight":
-            basis = None if key is None else self._basis.get(key)
             queue.failed(entry, message=message, basis=basis)
         return failure
 
@@ -230,8 +230,10 @@ class GangLifecycle:
         if attempt is not None and in_attempt:
             attempt.aborted = True
         self._released(key, out)
+        # The attempt began long before this answer: room freed meanwhile must not be missed.
+        basis = self._basis.get(key)
         for entry in self._entries(self.members(key)):
-            self._wait(entry, self.manager.message(key), popped=False, key=key)
+            self._wait(entry, self.manager.message(key), popped=False, basis=basis)
 
     def _completed(self, key: GangKey) -> None:
         status = self.manager.status(key)
@@ -359,7 +361,7 @@ class GangLifecycle:
                         f"gang timeout {pod}",
                     )
                 for entry in self._entries(self.members(key)):
-                    self._wait(entry, self.manager.message(key), popped=False, key=key)
+                    self._wait(entry, self.manager.message(key), popped=False)
         for key, when in tuple(self._wake.items()):
             if now >= when:
                 del self._wake[key]

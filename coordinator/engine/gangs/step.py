@@ -81,7 +81,7 @@ class GangStep(GangLifecycle):
         if status is not None and status.members < status.min_member:
             self.membership.sync_pending()  # siblings already in the queue count at once
         if key in self._attempts:
-            return self._wait(entry, self.manager.message(key), popped=True, key=key)
+            return self._wait(entry, self.manager.message(key), popped=True)
         if not self.manager.ready_to_plan(key):
             # Every waiting member reads the same, current message (3 of 8 pods exist, …).
             message = self.manager.message(key)
@@ -114,7 +114,7 @@ class GangStep(GangLifecycle):
         requests = [e.request for e in entries if isinstance(e.request, PodRequest)]
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
-            return self._wait(popped, self.manager.message(key), popped=True, key=key)
+            return self._wait(popped, self.manager.message(key), popped=True)
         intent = gang_intent(
             (e.obj.get("metadata") or {}).get("annotations") or {} for e in entries
         )
@@ -193,7 +193,7 @@ class GangStep(GangLifecycle):
             await self.scheduler.binder.submit(BindJob(member, member.request, chosen))
         for entry in entries:
             if entry.key not in decisions:  # beyond min and no room now: waits, holding nothing
-                self._wait(entry, self.manager.message(key), popped=entry is popped, key=key)
+                self._wait(entry, self.manager.message(key), popped=entry is popped)
         mine = decisions.get(popped.key)
         if mine is not None:
             return mine
@@ -233,8 +233,8 @@ class GangStep(GangLifecycle):
     def _refuse_all(
         self, key: GangKey, entries: list[QueuedPod], popped: QueuedPod, message: str
     ) -> Failure:
-        out = self._wait(popped, message, popped=True, key=key)
+        out = self._wait(popped, message, popped=True)
         for entry in entries:
             if entry is not popped:
-                self._wait(entry, message, popped=False, key=key)
+                self._wait(entry, message, popped=False)
         return out
