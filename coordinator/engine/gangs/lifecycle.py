@@ -133,6 +133,7 @@ class GangLifecycle:
         # Cluster changes seen (queue.changes) when each gang's last attempt began: members parked
         # by that attempt retry at once if room was freed meanwhile (kube's moveRequestCycle).
         self._basis: dict[GangKey, int] = {}
+        self._joining: set[str] = set()  # uids of pods held back once before joining a bound gang
         self._wake: dict[GangKey, float] = {}  # gangs backing off after a timeout → when
         self._restart_partial: set[GangKey] = set()
         self._started = False
@@ -147,6 +148,7 @@ class GangLifecycle:
             broken=lambda key, cause: self.recovery_started(key, cause=cause),
             in_flight=self._in_flight,
             ended=self._ended,
+            clock=clock,
         )
 
     def podgroups_changed(self, namespace: str, name: str) -> None:
@@ -271,22 +273,26 @@ class GangLifecycle:
             self.scheduler.queue.cluster_changed()  # the room it held is free for others
         if out.evict:
             self._evict(out.evict, out.message)
-        for pod in out.kept:
-            ns, _, name = pod.partition("/")
-            why = (
-                f"{out.message}; this pod has no controller that would create it again, "
-                "so it stays bound and the group completes around it"
-            )
-            self.scheduler.write(
-                self.scheduler.writer.event(
-                    PodRef(ns, name), reason=REASON_GANG_KEPT, message=why, event_type="Warning"
-                ),
-                f"gang kept {pod}",
-            )
+        self._keep(out.kept, out.message)
         if key is not None:
             attempt = self._attempts.get(key)
             if attempt is not None:
                 attempt.aborted = True
+
+    def _keep(self, pods: Iterable[str], why: str) -> None:
+        """Bound bare members of a released gang stay: say so on each (a Warning Event)."""
+        for pod in pods:
+            ns, _, name = pod.partition("/")
+            message = (
+                f"{why}; this pod has no controller that would create it again, "
+                "so it stays bound and the group completes around it"
+            )
+            self.scheduler.write(
+                self.scheduler.writer.event(
+                    PodRef(ns, name), reason=REASON_GANG_KEPT, message=message, event_type="Warning"
+                ),
+                f"gang kept {pod}",
+            )
 
     def _evict(self, pods: Iterable[str], why: str) -> None:
         writer = self.scheduler.writer
@@ -330,11 +336,12 @@ class GangLifecycle:
                         key, f"{status.members}/{status.min_member} members exist after a restart"
                     )
                     self._restart_partial.discard(key)
-                    self._evict(
-                        out.evict,
+                    why = (
                         f"pod group {key.name} was left partly bound and cannot complete: "
-                        f"{status.members} of {status.min_member} members exist",
+                        f"{status.members} of {status.min_member} members exist"
                     )
+                    self._evict(out.evict, why)
+                    self._keep(out.kept, why)
 
     def tick(self) -> None:
         """Every half second or so: membership, timeouts, the end of timeout backoffs."""

@@ -10,9 +10,10 @@ state ends (``ended``): a re-run under the same name starts from nothing, never 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from coordinator.core.gangs.identity import (
     GangKey,
@@ -28,6 +29,9 @@ from coordinator.engine.gangs.running import bound_gang, bound_pods
 from coordinator.engine.loop import Scheduler
 
 __all__ = ["GangMembership", "PodGroups"]
+
+#: How long a member we bound may be missing from the inventory (its watch lags) and still count.
+INVENTORY_LAG_S: Final = 5.0
 
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
@@ -52,6 +56,7 @@ class GangMembership:
         broken: Callable[[GangKey, str], None],
         in_flight: Callable[[GangKey, str], bool],
         ended: Callable[[GangKey], None] = lambda key: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
         self.manager = manager
@@ -64,6 +69,9 @@ class GangMembership:
         self._known: dict[str, GangKey] = {}  # pod key → gang, every member the manager knows
         self._uids: dict[str, str] = {}  # pod key → uid of the member the manager knows
         self._gone_uids: set[str] = set()  # members known to be gone (the inventory may lag)
+        self._seen_bound: set[str] = set()  # uids of members the inventory has shown bound
+        self._bound_at: dict[str, float] = {}  # uid → when our bind of it succeeded
+        self._clock = clock
         self._bound: set[str] = set()  # members the manager counts (or counted) as bound
         self._cache: dict[str, _Cached] = {}
 
@@ -106,6 +114,9 @@ class GangMembership:
     def bound(self, pod: str) -> None:
         """A member's bind succeeded (the manager is told by the caller)."""
         self._bound.add(pod)
+        uid = self._uids.get(pod)
+        if uid:
+            self._bound_at[uid] = self._clock()
 
     def is_bound(self, pod: str) -> bool:
         return pod in self._bound
@@ -147,7 +158,10 @@ class GangMembership:
         present: dict[str, set[str]] = {}
         for e in self.scheduler.queue.entries():
             present.setdefault(e.key, set()).add(e.uid)
+        known = set(self._uids.values())
         for p in bound_pods(self.scheduler.inventory):
+            if p.uid in known:
+                self._seen_bound.add(p.uid)  # the inventory has caught up with our bind
             if p.uid not in self._gone_uids and not p.terminating:
                 present.setdefault(f"{p.namespace}/{p.name}", set()).add(p.uid)
         return present
@@ -157,13 +171,16 @@ class GangMembership:
         if not self._known:
             return  # no gang members known: nothing can be gone (skip walking every pod)
         present = self._present()
-        view = self.scheduler.view
+        now = self._clock()
         lost: list[str] = []
         for pod in tuple(self._known):
             uid = self._uids.get(pod, "")
             there = present.get(pod, set())
-            if (uid in there if uid else bool(there)) or view.assumed(pod) is not None:
+            if uid in there if uid else bool(there):
                 continue
+            bound_at = self._bound_at.get(uid)
+            if uid not in self._seen_bound and bound_at and now - bound_at < INVENTORY_LAG_S:
+                continue  # bound by us a moment ago, not in the inventory yet
             if self._in_flight(self._known[pod], pod):
                 continue  # its bind is still in flight
             lost.append(pod)
@@ -186,6 +203,11 @@ class GangMembership:
         gone = self._uids.pop(pod, None)
         if gone:
             self._gone_uids.add(gone)
+            self._seen_bound.discard(gone)
+            self._bound_at.pop(gone, None)
+            assumed = self.scheduler.view.assumed(pod)
+            if assumed is not None and assumed.uid == gone:
+                self.scheduler.view.forget(pod)  # its room is free: it is gone
         self._forget(pod)
         if not report or key is None or self.manager.status(key) is None:
             return

@@ -69,6 +69,14 @@ class GangStep(GangLifecycle):
             # A member new to its gang: first forget members already gone (a re-run of bare pods
             # must not join the old run's bound members; the timer would only see it later).
             self.membership.sync_gone()
+            if self._phase(key) is Phase.BOUND and entry.uid not in self._joining:
+                # Joining a running gang: once, give the watches a moment to show whether that
+                # run is ending (its pods being deleted) before this pod counts as one of it.
+                self._joining.add(entry.uid)
+                self.scheduler.queue.retry(entry)
+                message = f"pod group {key.name}: joining a running group"
+                return Failure(entry.key, 0, {}, message, Status.unschedulable(message))
+        self._joining.discard(entry.uid)
         self.membership.observe_entry(entry, spec)
         disagreement = self.manager.disagreement(key)
         if disagreement:
@@ -214,11 +222,9 @@ class GangStep(GangLifecycle):
         if key in self._restart_partial:
             # Found partly bound after a restart and it cannot complete now: release it whole.
             self._restart_partial.discard(key)
-            self._evict(
-                out.evict,
-                f"pod group {key.name} was left partly bound and cannot "
-                f"complete now ({reason}); its bound members are released",
-            )
+            why = f"pod group {key.name} was left partly bound and cannot complete now ({reason})"
+            self._evict(out.evict, f"{why}; its bound members are released")
+            self._keep(out.kept, why)
         note = None
         if self.preemption is not None and status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             try:
