@@ -11,6 +11,7 @@ Fabric: one spine, two leaves of four DGX A100 nodes (8 GPUs each); members ask 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from common.kube import PODS
+from tests.support import pods
 from tests.support.gang_cluster import Coordinator, GangCluster, gang_pod
 from tests.support.kube_wait import wait_for_pods
 from tests.support.polling import eventually
@@ -185,3 +187,31 @@ async def test_a_released_gang_of_bare_pods_keeps_its_bound_member(cluster: Gang
         assert w0["spec"]["nodeName"] == nodes[0]
         assert not w0["metadata"].get("deletionTimestamp")
         assert not await cluster.events(name="w-0", reason="GangReleased")
+
+
+async def test_a_gang_that_lost_the_race_for_room_binds_as_soon_as_room_frees(
+    cluster: GangCluster,
+) -> None:
+    """ISSUE12 item 7: room freed a moment after a gang's attempt began (or while it was being
+    decided) sends the gang back to be tried again; it never sits out the 60 s flush."""
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    async with cluster.gang_coordinator():
+        for round_no, delay_s in enumerate((0.0, 0.05, 0.1, 0.3)):
+            blocker = pods.pod(
+                f"blocker-{round_no}",
+                namespace=None,
+                gpus=8,
+                node=nodes[round_no % 2],  # already running there
+                labels={"e2e/role": "blocker"},
+            )
+            await cluster.create(blocker)
+            gang = f"race-{round_no}"
+            for k in range(2):
+                await cluster.create(gang_pod(f"{gang}-{k}", gang, 2))
+            await asyncio.sleep(delay_s)
+            started = time.monotonic()
+            await cluster.delete_pods("e2e/role=blocker")
+            await cluster.all_bound(f"topos.io/gang={gang}", 2, timeout_s=PROMPT_S)
+            assert time.monotonic() - started < PROMPT_S, (round_no, delay_s)
+            await cluster.delete_pods(f"topos.io/gang={gang}")
+            await cluster.none_left(f"topos.io/gang={gang}")

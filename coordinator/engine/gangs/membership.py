@@ -207,7 +207,8 @@ class GangMembership:
             self._bound_at.pop(gone, None)
             assumed = self.scheduler.view.assumed(pod)
             if assumed is not None and assumed.uid == gone:
-                self.scheduler.view.forget(pod)  # its room is free: it is gone
+                self.scheduler.view.forget(pod)  # it is gone: its room is free for others
+                self.scheduler.queue.cluster_changed()
         self._forget(pod)
         if not report or key is None or self.manager.status(key) is None:
             return
