@@ -105,10 +105,14 @@ async def test_a_gang_rerun_under_new_names_binds_all_or_nothing_beside_its_old_
         news = {f"v-{k}": None for k in range(3)}
         placement = await cluster.placement("topos.io/gang=train-1")
         assert {k: v for k, v in placement.items() if k.startswith("v-")} == news  # none bound
-        statuses = coord.gangs.step.manager.statuses()
-        assert [(s.name, s.phase, s.members, s.bound) for s in statuses] == [
-            ("train-1", "Pending", 3, 0)
-        ]  # the new run only: the old run ended with its last (terminating) member
+        await eventually(  # the new run only: the old run ends with its last terminating member
+            lambda: (
+                [(s.phase, s.members, s.bound) for s in coord.gangs.step.manager.statuses()]
+                == [("Pending", 3, 0)]
+            ),
+            what="/v1/gangs showing the new run only, 3 of 4 members",
+            timeout_s=2,
+        )
         await cluster.create(gang_pod("v-3", "train-1", 4, owner=owner))
 
         def new_run_bound(pods: Sequence[dict[str, Any]]) -> dict[str, str] | None:
@@ -140,6 +144,7 @@ async def test_a_gang_rerun_under_new_names_binds_all_or_nothing_beside_its_old_
             ),
             what="/v1/gangs showing the new run only, bound 4/4",
         )
+        assert [s.uid for s in coord.gangs.step.manager.statuses()] == [owner or ""]
         _no_recovery(coord)
 
 

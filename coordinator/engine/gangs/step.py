@@ -65,9 +65,10 @@ class GangStep(GangLifecycle):
         if isinstance(spec, GangProblem):
             return self._problem(entry, spec)
         key = spec.key
-        if self.manager.gang_of_pod(entry.key) != key:
-            # A member new to its gang: first forget members already gone (a re-run of bare pods
-            # must not join the old run's bound members; the timer would only see it later).
+        known = self.manager.status(key)
+        if known is not None and known.bound and self.manager.gang_of_pod(entry.key) != key:
+            # A member new to a gang with bound members: first forget members already gone (a
+            # re-run of bare pods must not join the old run's; the timer would see it later).
             self.membership.sync_gone()
             if self._phase(key) is Phase.BOUND and entry.uid not in self._joining:
                 # Joining a running gang: once, give the watches a moment to show whether that
