@@ -256,6 +256,11 @@ class GangManager:
         gang = self._gangs.get(key)
         return "" if gang is None else gang.disagreement()
 
+    def is_bare(self, pod: str) -> bool:
+        """The member has no controller: evicting it would delete it for good."""
+        key = self._pod_gang.get(pod)
+        return key is not None and pod in self._gangs[key].bare
+
     def find(self, namespace: str, name: str) -> list[GangKey]:
         """Every run of the gang ``namespace/name`` known now, the newest first."""
         found = [k for k in self._gangs if (k.namespace, k.name) == (namespace, name)]

@@ -217,9 +217,13 @@ class GangLifecycle:
                 del self._attempts[key]
         if error is None:
             if attempt is not None and in_attempt and attempt.aborted:
-                # Its gang gave up while this bind was on the wire: never leave it half running.
-                self._evict((pod,), f"pod group {key.name} could not bind all its members")
-                return
+                # Its gang gave up while this bind was on the wire: never leave it half running
+                # (a bare pod stays: nothing would create it again; it counts as placed).
+                why = f"pod group {key.name} could not bind all its members"
+                if not self.manager.is_bare(pod):
+                    self._evict((pod,), why)
+                    return
+                self._keep((pod,), why)
             self.membership.bound(pod)
             before = self._phase(key)
             self.manager.bound(pod)
@@ -278,6 +282,10 @@ class GangLifecycle:
             attempt = self._attempts.get(key)
             if attempt is not None:
                 attempt.aborted = True
+            if self.manager.status(key) is not None:
+                # The gang sits out its backoff; then its members are tried again, not left to
+                # the 60 s unschedulable flush.
+                self._wake[key] = self._clock() + self.backoff_s
 
     def _keep(self, pods: Iterable[str], why: str) -> None:
         """Bound bare members of a released gang stay: say so on each (a Warning Event)."""
