@@ -60,17 +60,13 @@ async def test_a_gang_deleted_and_rerun_under_the_same_names_binds_again_togethe
         await _bound_then_deleted(cluster, coord, str(uuid.uuid4()) if owned else None)
         await cluster.delete_pods("topos.io/gang=train-1")
         await cluster.none_left("topos.io/gang=train-1")
-        await eventually(
-            lambda: coord.gangs.step.manager.statuses() == [],
-            what="the deleted gang's state dropped from /v1/gangs",
-            timeout_s=PROMPT_S,
-        )
         owner = str(uuid.uuid4()) if owned else None
         started = time.monotonic()
         for k in range(4):
             await cluster.create(gang_pod(f"w-{k}", "train-1", 4, owner=owner))
         placed = await cluster.all_bound("topos.io/gang=train-1", 4, timeout_s=PROMPT_S)
         assert time.monotonic() - started < PROMPT_S
+        assert [s.uid for s in coord.gangs.step.manager.statuses()] == [owner or ""]
         assert len(set(placed.values())) == 4
         await eventually(
             lambda: (
@@ -82,6 +78,13 @@ async def test_a_gang_deleted_and_rerun_under_the_same_names_binds_again_togethe
         _no_recovery(coord)
         events = await cluster.events(reason="GangScheduled")
         assert not [e for e in events if "running again" in e["message"]]
+        # Deleted for good: /v1/gangs forgets it (it kept "Bound 4/4" forever).
+        await cluster.delete_pods("topos.io/gang=train-1")
+        await eventually(
+            lambda: coord.gangs.step.manager.statuses() == [],
+            what="the deleted gang dropped from /v1/gangs",
+            timeout_s=PROMPT_S,
+        )
 
 
 @pytest.mark.parametrize("owned", [True, False], ids=["job", "bare-pods"])

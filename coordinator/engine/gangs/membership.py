@@ -118,6 +118,10 @@ class GangMembership:
         if uid:
             self._bound_at[uid] = self._clock()
 
+    def uid_of(self, pod: str) -> str | None:
+        """The uid of the member known under this pod key (``None``: no member)."""
+        return self._uids.get(pod)
+
     def is_bound(self, pod: str) -> bool:
         return pod in self._bound
 

@@ -66,9 +66,14 @@ class GangStep(GangLifecycle):
             return self._problem(entry, spec)
         key = spec.key
         known = self.manager.status(key)
-        if known is not None and known.bound and self.manager.gang_of_pod(entry.key) != key:
-            # A member new to a gang with bound members: first forget members already gone (a
-            # re-run of bare pods must not join the old run's; the timer would see it later).
+        fresh = (
+            self.manager.gang_of_pod(entry.key) != key
+            or self.membership.uid_of(entry.key) != entry.uid
+        )
+        if known is not None and known.bound and fresh:
+            # A member new to a gang with bound members (or a pod recreated under a member's
+            # name): first forget members already gone, all at once — a re-run of bare pods must
+            # neither join the old run's members nor read as its recovery.
             self.membership.sync_gone()
             if self._phase(key) is Phase.BOUND and entry.uid not in self._joining:
                 # Joining a running gang: once, give the watches a moment to show whether that
