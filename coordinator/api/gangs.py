@@ -84,6 +84,7 @@ class GangView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     age_s: float  # since the gang was first seen (or re-formed)
     deadline_in_s: float  # until the timeout releases it (negative: passed); 0 once bound
     message: str
+    workload_uid: str = ""  # the PodGroup's or the pods' workload's UID: which run of the gang
     recovering: bool = False
     problems: list[str] = []
     reservations: list[ReservationView] = []
@@ -111,7 +112,7 @@ def _bound_nodes(inventory: Inventory) -> dict[str, str]:
 
 
 def _view(step: GangStep, status: GangStatus, nodes: dict[str, str], *, detail: bool) -> GangView:
-    key = GangKey(status.namespace, status.name)
+    key = status.key
     now = step.clock()
     bound = status.phase == "Bound"
     members: list[GangMember] = []
@@ -144,6 +145,7 @@ def _view(step: GangStep, status: GangStatus, nodes: dict[str, str], *, detail: 
         age_s=round(max(0.0, now - status.first_seen), 3),
         deadline_in_s=0.0 if bound else round(status.deadline - now, 3),
         message=status.message,
+        workload_uid=status.uid,
         recovering=key in step.recovering,
         problems=list(status.problems),
         reservations=[
@@ -171,7 +173,8 @@ async def list_gangs(request: web.Request) -> web.Response:
 async def get_gang(request: web.Request) -> web.Response:
     step = _step(request)
     key = GangKey(request.match_info["namespace"], request.match_info["name"])
-    status = step.manager.status(key)
+    runs = step.manager.find(key.namespace, key.name)  # a re-run beside its old run: the newest
+    status = step.manager.status(runs[0]) if runs else None
     if status is None:
         raise not_found(f"pod group {key}")
     nodes = _bound_nodes(step.scheduler.inventory)

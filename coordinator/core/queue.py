@@ -142,6 +142,12 @@ class SchedulingQueue:
         return sum(1 for p in self._pods.values() if p.where == where)
 
     @property
+    def changes(self) -> int:
+        """Cluster-wide changes seen so far: an attempt spanning several pods (a gang) notes it
+        when it begins and hands it to :meth:`failed` as ``basis``."""
+        return self._changes
+
+    @property
     def pending(self) -> int:
         """Pods still to place (everything but those bound and awaiting the watch)."""
         return sum(1 for p in self._pods.values() if p.where != "bound")
@@ -300,15 +306,26 @@ class SchedulingQueue:
             pod.where = "bound"
             pod.generation += 1
 
-    def failed(self, pod: QueuedPod, *, message: str = "", spec_error: bool = False) -> None:
-        """No node fits: wait for the cluster to change (or for an edit, on a spec error)."""
+    def failed(
+        self,
+        pod: QueuedPod,
+        *,
+        message: str = "",
+        spec_error: bool = False,
+        basis: int | None = None,
+    ) -> None:
+        """No node fits: wait for the cluster to change (or for an edit, on a spec error).
+
+        ``basis``: :attr:`changes` when the attempt that failed began (default: when the last pod
+        was popped); if the cluster changed since, the pod retries after its backoff instead."""
         if self._pods.get(pod.uid) is not pod:
             return  # deleted meanwhile
         now = self._clock()
         pod.attempts += 1
         pod.backoff_until = now + self._backoff_s(pod.attempts)
         pod.last_message = message
-        stale_view = not spec_error and self._changes != self._attempt_basis
+        began = self._attempt_basis if basis is None else basis
+        stale_view = not spec_error and self._changes != began
         if pod.moved_while_in_flight or stale_view:
             pod.needs_update = False
             self._to_backoff(pod)

@@ -73,7 +73,9 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     annotations: dict[str, str] = {}  # only scheduling keys (topos.io/*, KubeNexus NUMA)
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
     host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
-    terminating: bool = False  # deletionTimestamp set: leaving, still holding its room
+    # For gangs (coordinator.engine.gangs): the run a member belongs to, and whether it is going.
+    owner_uid: str = ""  # the workload's UID (JobSet label, controller ownerReference); bare: ""
+    terminating: bool = False  # metadata.deletionTimestamp is set: still holds capacity
     scheduling_group: str = ""  # spec.schedulingGroup.podGroupName: a Workload-API gang member
 
 

@@ -223,10 +223,12 @@ def gang_pod(
     annotations: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     recreate: bool = False,
+    owner: str | None = None,
 ) -> dict[str, Any]:
     """A training worker as a Job's or StatefulSet's template would make it; ``recreate`` marks
-    it for the fake controller to create again once deleted."""
-    return pods.pod(
+    it for the fake controller to create again once deleted; ``owner``: the UID of the Job that
+    made it (its controller ``ownerReference``; no controller-manager runs here to mind it)."""
+    obj = pods.pod(
         name,
         namespace=None,
         gang=(gang, min_member),
@@ -237,6 +239,10 @@ def gang_pod(
         annotations=annotations,
         labels={**({RECREATE: "true"} if recreate else {}), **dict(labels or {})},
     )
+    if owner is not None:
+        ref = {"apiVersion": "batch/v1", "kind": "Job", "name": gang, "uid": owner}
+        obj["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+    return obj
 
 
 class Controllers:

@@ -17,7 +17,8 @@
 
 The pod's keys are read by the pod parser (:mod:`coordinator.core.podspec.gangkeys`), so a gang
 label means here what it means to :func:`~coordinator.core.podspec.parse.parse_pod`; this module
-adds what a gang is: its key, the PodGroup object, the source it came from.
+adds what a gang is: its key, the PodGroup object, the source it came from. A key names one *run*
+of a gang (:func:`gang_instance_of`): the name plus the UID of the workload behind it.
 
 :func:`gang_of` is pure: it takes the pod as the API returns it (a dict) and the PodGroup objects
 the glue has seen, and returns a :class:`GangSpec`, ``None`` for a pod in no gang, or a
@@ -28,7 +29,7 @@ the glue has seen, and returns a :class:`GangSpec`, ``None`` for a pod in no gan
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from coordinator.core.podspec.durations import DurationError, parse_duration
@@ -40,8 +41,13 @@ DEFAULT_TIMEOUT_S: Final = 300.0
 
 @dataclass(frozen=True, slots=True, order=True)
 class GangKey:
+    """One run of a gang: its name, and the UID of the workload that made it (the PodGroup
+    object, the pods' controller; empty for bare pods). A re-run under the same name is a new
+    workload, hence a new key: it starts from nothing (see :func:`gang_instance_of`)."""
+
     namespace: str
     name: str
+    uid: str = ""
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"
@@ -193,6 +199,58 @@ def _from_workload_group(
     return GangSpec(key=key, min_member=n, timeout_s=timeout_s, source="workload")
 
 
+# --- runs of a gang -------------------------------------------------------------------------------
+
+#: JobSet labels each pod with its JobSet's UID: a JobSet's child Jobs are one workload.
+JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
+
+
+def workload_uid(pod: Mapping[str, Any]) -> str:
+    """The UID of the workload a pod belongs to: its JobSet (label), else its controller
+    (``ownerReferences`` with ``controller: true``, else the first owner); empty for a bare pod."""
+    meta = pod.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ""
+    labels = meta.get("labels")
+    if isinstance(labels, Mapping):
+        jobset = labels.get(JOBSET_UID_LABEL)
+        if isinstance(jobset, str) and jobset:
+            return jobset
+    owners = meta.get("ownerReferences")
+    if not isinstance(owners, list):
+        return ""
+    refs = [o for o in owners if isinstance(o, Mapping) and isinstance(o.get("uid"), str)]
+    controllers = [o for o in refs if o.get("controller") is True]
+    chosen = (controllers or refs)[:1]
+    return str(chosen[0]["uid"]) if chosen else ""
+
+
+def gang_instance_of(
+    pod: Mapping[str, Any],
+    podgroups: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+) -> GangSpec | GangProblem | None:
+    """:func:`gang_of`, with the key naming this run of the gang: the PodGroup object's UID for
+    the scheduler-plugins vocabulary, else the pod's workload UID (:func:`workload_uid`). Two
+    runs of one gang name (a Job deleted and applied again) are two gangs."""
+    spec = gang_of(pod, podgroups)
+    if not isinstance(spec, GangSpec):
+        return spec
+    uid = ""
+    if spec.source in ("podgroup", "workload"):
+        where = (spec.key.namespace, spec.key.name)
+        if spec.source == "workload":
+            where = workload_group_key(*where)
+        obj = (podgroups or {}).get(where) or {}
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        raw = meta.get("uid") if isinstance(meta, Mapping) else None
+        uid = raw if isinstance(raw, str) else ""
+    else:
+        uid = workload_uid(pod)
+    if not uid:
+        return spec
+    return replace(spec, key=replace(spec.key, uid=uid))
+
+
 def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None:
     """The gang a NeuroNetes ``AgentPool`` asks for (``spec.scheduling.gangScheduling``).
 
@@ -218,10 +276,13 @@ def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "JOBSET_UID_LABEL",
     "GangKey",
     "GangProblem",
     "GangSpec",
+    "gang_instance_of",
     "gang_of",
     "gang_of_agent_pool",
     "workload_group_key",
+    "workload_uid",
 ]

@@ -21,6 +21,12 @@ Fairness (documented in docs/gangs.md):
   or none, so a waiting gang never blocks smaller work, and two gangs planned one after the other
   cannot deadlock (the second simply does not fit).
 * Every reservation held by a gang that has not bound expires with the gang's timeout.
+
+A gang's state ends when its last member is gone (deleted, finished): a new run under the same
+name starts from nothing — and a new run of a workload has a new :class:`GangKey` anyway (the
+workload's UID is part of it). Members that declare different minimums do not bind until they
+agree. A released gang never evicts a bound member that has no controller (``bare``): nothing
+would create it again, so it stays bound, counts as placed, and the rest complete around it.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ class Reject:
     message: str
     released: tuple[Reservation, ...] = ()
     evict: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()  # bound bare pods left bound (no controller would recreate them)
 
 
 Verdict = Allow | Reject
@@ -78,6 +85,7 @@ class GangStatus:
 
     namespace: str
     name: str
+    uid: str
     source: str
     phase: str
     min_member: int
@@ -92,6 +100,10 @@ class GangStatus:
     problems: tuple[str, ...] = ()
     reservations: tuple[Reservation, ...] = ()
 
+    @property
+    def key(self) -> GangKey:
+        return GangKey(self.namespace, self.name, self.uid)
+
 
 @dataclass(slots=True)
 class _Gang:
@@ -100,6 +112,8 @@ class _Gang:
     min_member: int
     timeout_s: float
     members: set[str] = field(default_factory=set)
+    mins: dict[str, int] = field(default_factory=dict)  # member → the minimum it declares
+    bare: set[str] = field(default_factory=set)  # members with no controller
     priorities: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, Reservation] = field(default_factory=dict)
     bound: set[str] = field(default_factory=set)
@@ -116,6 +130,24 @@ class _Gang:
     @property
     def placed(self) -> int:
         return len(self.reserved) + len(self.bound)
+
+    def disagreement(self) -> str:
+        """Empty when every member declares the same minimum, else what they declare."""
+        declared: dict[int, list[str]] = {}
+        for pod, n in sorted(self.mins.items()):
+            declared.setdefault(n, []).append(pod.rpartition("/")[2])
+        if len(declared) < 2:
+            return ""
+        said = " and ".join(
+            f"{n} ({', '.join(pods[:3])}{', …' if len(pods) > 3 else ''})"
+            for n, pods in sorted(declared.items())
+        )
+        return f"members disagree on the minimum: {said}; none binds until they agree"
+
+    def settle_min(self) -> None:
+        self.min_member = max(self.mins.values(), default=self.spec.min_member)
+        note = self.disagreement()
+        self.problems = [note] if note else []
 
 
 class GangManager:
@@ -135,8 +167,17 @@ class GangManager:
         self._pod_gang: dict[str, GangKey] = {}
 
     # --- what the glue sees ---------------------------------------------------------------------
-    def observe(self, pod: str, spec: GangSpec, *, priority: int = 0, bound: bool = False) -> None:
-        """A member pod exists (pending, or already ``bound`` — e.g. after a restart)."""
+    def observe(
+        self,
+        pod: str,
+        spec: GangSpec,
+        *,
+        priority: int = 0,
+        bound: bool = False,
+        bare: bool = False,
+    ) -> None:
+        """A member pod exists (pending, or already ``bound`` — e.g. after a restart); ``bare``:
+        it has no controller, so evicting it would delete it for good."""
         gang = self._gangs.get(spec.key)
         now = self._clock()
         if gang is None:
@@ -147,21 +188,19 @@ class GangManager:
                 timeout_s=spec.timeout_s or self._default_timeout,
             )
             self._gangs[spec.key] = gang
-        elif spec.min_member != gang.min_member:
-            note = (
-                f"members disagree on the minimum: {gang.min_member} and {spec.min_member}; "
-                f"using {max(gang.min_member, spec.min_member)}"
-            )
-            if note not in gang.problems:
-                gang.problems.append(note)
-            gang.min_member = max(gang.min_member, spec.min_member)
         old = self._pod_gang.get(pod)
         if old is not None and old != spec.key:
             self.remove(pod)
-            self.observe(pod, spec, priority=priority, bound=bound)
+            self.observe(pod, spec, priority=priority, bound=bound, bare=bare)
             return
         self._pod_gang[pod] = spec.key
         gang.members.add(pod)
+        gang.mins[pod] = spec.min_member
+        gang.settle_min()
+        if bare:
+            gang.bare.add(pod)
+        else:
+            gang.bare.discard(pod)
         gang.priorities[pod] = priority
         if bound:
             gang.reserved.pop(pod, None)
@@ -178,6 +217,9 @@ class GangManager:
         gang = self._gangs[key]
         gang.members.discard(pod)
         gang.priorities.pop(pod, None)
+        gang.mins.pop(pod, None)
+        gang.bare.discard(pod)
+        gang.settle_min()
         gang.bound.discard(pod)
         held = gang.reserved.pop(pod, None)
         out: Reject | None = None
@@ -203,11 +245,26 @@ class GangManager:
     def ready_to_plan(self, key: GangKey) -> bool:
         """Min members exist, none of the gang's attempt is in flight, and no backoff is due."""
         gang = self._gangs.get(key)
-        if gang is None or gang.complete or gang.admitted:
+        if gang is None or gang.complete or gang.admitted or gang.problems:
             return False
         if self._clock() < gang.backoff_until:
             return False
         return len(gang.members) >= gang.min_member
+
+    def disagreement(self, key: GangKey) -> str:
+        """Why the gang's members may not bind (they declare different minimums), or ``""``."""
+        gang = self._gangs.get(key)
+        return "" if gang is None else gang.disagreement()
+
+    def is_bare(self, pod: str) -> bool:
+        """The member has no controller: evicting it would delete it for good."""
+        key = self._pod_gang.get(pod)
+        return key is not None and pod in self._gangs[key].bare
+
+    def find(self, namespace: str, name: str) -> list[GangKey]:
+        """Every run of the gang ``namespace/name`` known now, the newest first."""
+        found = [k for k in self._gangs if (k.namespace, k.name) == (namespace, name)]
+        return sorted(found, key=lambda k: -self._gangs[k].first_seen)
 
     def unplaced(self, key: GangKey) -> tuple[str, ...]:
         """Members with neither a reservation nor a bind, sorted."""
@@ -251,7 +308,7 @@ class GangManager:
             return
         gang = self._gangs[key]
         gang.reserved.pop(pod, None)
-        gang.bound.add(pod)
+        gang.bound.add(pod)  # a member: _pod_gang holds members only
         if len(gang.bound) >= gang.min_member:
             gang.complete = True
 
@@ -309,6 +366,8 @@ class GangManager:
         if gang is None:
             return f"pod group {key} is unknown"
         name = key.name
+        if gang.problems and not gang.complete:
+            return f"pod group {name}: {gang.problems[0]}"
         if gang.complete:
             return f"pod group {name}: {len(gang.bound)}/{gang.min_member} members bound"
         text = f"waiting for pod group {name}: {gang.placed}/{gang.min_member} members placed"
@@ -325,6 +384,7 @@ class GangManager:
         return GangStatus(
             namespace=key.namespace,
             name=key.name,
+            uid=key.uid,
             source=gang.spec.source,
             phase=self._phase(gang).value,
             min_member=gang.min_member,
@@ -361,7 +421,11 @@ class GangManager:
 
     def _release(self, gang: _Gang, message: str, *, backoff: bool = True) -> Reject:
         released = tuple(sorted(gang.reserved.values(), key=lambda r: r.pod))
-        evict = tuple(sorted(gang.bound)) if not gang.complete else ()
+        evict: tuple[str, ...] = ()
+        kept: tuple[str, ...] = ()
+        if not gang.complete:
+            evict = tuple(sorted(gang.bound - gang.bare))
+            kept = tuple(sorted(gang.bound & gang.bare))
         gang.reserved.clear()
         gang.admitted = False
         now = self._clock()
@@ -370,9 +434,9 @@ class GangManager:
             gang.first_seen = gang.backoff_until  # a fresh timeout for the next attempt
             gang.last_failure = message
             # Members bound by an attempt that never completed are evicted by the glue; they are
-            # no longer counted as bound.
-            gang.bound.clear()
-        return Reject(message, released, evict)
+            # no longer counted as bound. Bare ones stay bound (nothing would recreate them).
+            gang.bound.difference_update(evict)
+        return Reject(message, released, evict, kept)
 
 
 __all__ = [

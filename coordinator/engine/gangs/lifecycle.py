@@ -33,6 +33,7 @@ from coordinator.engine.ports import ClusterError, PodRef
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "REASON_GANG_KEPT",
     "REASON_GANG_RELEASED",
     "REASON_GANG_SCHEDULED",
     "REASON_GANG_TIMEOUT",
@@ -45,6 +46,7 @@ __all__ = [
 REASON_GANG_TIMEOUT: Final = "GangTimeout"
 REASON_GANG_RELEASED: Final = "GangReleased"
 REASON_GANG_SCHEDULED: Final = "GangScheduled"
+REASON_GANG_KEPT: Final = "GangMemberKept"
 
 
 class GangPreemption(Protocol):
@@ -128,6 +130,10 @@ class GangLifecycle:
         self.preemption = preemption
         self.stats = GangStepStats()
         self._attempts: dict[GangKey, Attempt] = {}
+        # Cluster changes seen (queue.changes) when each gang's last attempt began: members parked
+        # by that attempt retry at once if room was freed meanwhile (kube's moveRequestCycle).
+        self._basis: dict[GangKey, int] = {}
+        self._joining: set[str] = set()  # uids of pods held back once before joining a bound gang
         self._wake: dict[GangKey, float] = {}  # gangs backing off after a timeout → when
         self._restart_partial: set[GangKey] = set()
         self._started = False
@@ -141,6 +147,7 @@ class GangLifecycle:
             released=self._released,
             broken=lambda key, cause: self.recovery_started(key, cause=cause),
             in_flight=self._in_flight,
+            ended=self._ended,
         )
 
     def podgroups_changed(self, namespace: str, name: str) -> None:
@@ -157,13 +164,24 @@ class GangLifecycle:
     def _phase(self, key: GangKey) -> Phase | None:
         return self.membership.phase(key)
 
+    def _ended(self, key: GangKey) -> None:
+        """The gang's last member is gone: nothing of this run is kept (a re-run starts fresh)."""
+        self.recovering.pop(key, None)
+        self._wake.pop(key, None)
+        self._basis.pop(key, None)
+        self._restart_partial.discard(key)
+
     # --- members waiting for their gang ------------------------------------------------------
 
     def _nodes(self) -> int:
         return len(self.scheduler.view.snapshot().nodes)
 
-    def _wait(self, entry: QueuedPod, message: str, *, popped: bool) -> Failure:
-        """The member waits for its gang: explained, and parked until something changes."""
+    def _wait(
+        self, entry: QueuedPod, message: str, *, popped: bool, basis: int | None = None
+    ) -> Failure:
+        """The member waits for its gang: explained, and parked until something changes.
+        ``basis``: the queue's ``changes`` when the attempt that failed began (default: when the
+        last pod was popped); room freed since then sends the member to its backoff instead."""
         failure = Failure(entry.key, self._nodes(), {}, message, Status.unschedulable(message))
         queue = self.scheduler.queue
         if queue.entry(entry.uid) is not entry or entry.where == "bound":
@@ -172,7 +190,7 @@ class GangLifecycle:
             return failure  # part of an attempt in flight
         self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
         if popped or entry.where != "in_flight":
-            queue.failed(entry, message=message)
+            queue.failed(entry, message=message, basis=basis)
         return failure
 
     def _entries(self, pods: Iterable[str]) -> list[QueuedPod]:
@@ -198,9 +216,13 @@ class GangLifecycle:
                 del self._attempts[key]
         if error is None:
             if attempt is not None and in_attempt and attempt.aborted:
-                # Its gang gave up while this bind was on the wire: never leave it half running.
-                self._evict((pod,), f"pod group {key.name} could not bind all its members")
-                return
+                # Its gang gave up while this bind was on the wire: never leave it half running
+                # (a bare pod stays: nothing would create it again; it counts as placed).
+                why = f"pod group {key.name} could not bind all its members"
+                if not self.manager.is_bare(pod):
+                    self._evict((pod,), why)
+                    return
+                self._keep((pod,), why)
             self.membership.bound(pod)
             before = self._phase(key)
             self.manager.bound(pod)
@@ -213,8 +235,10 @@ class GangLifecycle:
         if attempt is not None and in_attempt:
             attempt.aborted = True
         self._released(key, out)
+        # The attempt began long before this answer: room freed meanwhile must not be missed.
+        basis = self._basis.get(key)
         for entry in self._entries(self.members(key)):
-            self._wait(entry, self.manager.message(key), popped=False)
+            self._wait(entry, self.manager.message(key), popped=False, basis=basis)
 
     def _completed(self, key: GangKey) -> None:
         status = self.manager.status(key)
@@ -250,12 +274,34 @@ class GangLifecycle:
             uid = self.membership.uid_of(r.pod)
             if uid:
                 view.release(uid)
+        if out.released:
+            self.scheduler.queue.cluster_changed()  # the room it held is free for others
         if out.evict:
             self._evict(out.evict, out.message)
+        self._keep(out.kept, out.message)
         if key is not None:
             attempt = self._attempts.get(key)
             if attempt is not None:
                 attempt.aborted = True
+            if self.manager.status(key) is not None:
+                # The gang sits out its backoff; then its members are tried again, not left to
+                # the 60 s unschedulable flush.
+                self._wake[key] = self._clock() + self.backoff_s
+
+    def _keep(self, pods: Iterable[str], why: str) -> None:
+        """Bound bare members of a released gang stay: say so on each (a Warning Event)."""
+        for pod in pods:
+            ns, _, name = pod.partition("/")
+            message = (
+                f"{why}; this pod has no controller that would create it again, "
+                "so it stays bound and the group completes around it"
+            )
+            self.scheduler.write(
+                self.scheduler.writer.event(
+                    PodRef(ns, name), reason=REASON_GANG_KEPT, message=message, event_type="Warning"
+                ),
+                f"gang kept {pod}",
+            )
 
     def _evict(self, pods: Iterable[str], why: str) -> None:
         writer = self.scheduler.writer
@@ -284,7 +330,7 @@ class GangLifecycle:
         self.membership.sync_pending()
         for status in self.manager.statuses():
             if 0 < status.bound < status.min_member:
-                key = GangKey(status.namespace, status.name)
+                key = status.key
                 self._restart_partial.add(key)
                 self.stats.restart_partial += 1
                 log.warning(
@@ -299,11 +345,12 @@ class GangLifecycle:
                         key, f"{status.members}/{status.min_member} members exist after a restart"
                     )
                     self._restart_partial.discard(key)
-                    self._evict(
-                        out.evict,
+                    why = (
                         f"pod group {key.name} was left partly bound and cannot complete: "
-                        f"{status.members} of {status.min_member} members exist",
+                        f"{status.members} of {status.min_member} members exist"
                     )
+                    self._evict(out.evict, why)
+                    self._keep(out.kept, why)
 
     def tick(self) -> None:
         """Every half second or so: membership, timeouts, the end of timeout backoffs."""

@@ -3,7 +3,9 @@
 Every pending member in the scheduler's queue and every bound member in the inventory is
 *observed*; members that are neither (deleted, evicted, replaced under the same name) are *lost*.
 A lost member of a running gang starts that gang's recovery; a lost member holding a reservation
-releases its gang's attempt.
+releases its gang's attempt. A member being deleted (``deletionTimestamp`` set) is lost at once,
+though it holds its capacity until it is gone. When the last member of a gang is lost the gang's
+state ends (``ended``): a re-run under the same name starts from nothing, never as a recovery.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.core.gangs.identity import GangKey, GangProblem, GangSpec, gang_of
+from coordinator.core.gangs.identity import (
+    GangKey,
+    GangProblem,
+    GangSpec,
+    gang_instance_of,
+    workload_uid,
+)
 from coordinator.core.gangs.manager import GangManager, Phase, Reject
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
@@ -20,6 +28,8 @@ from coordinator.engine.gangs.running import bound_gang, bound_pods
 from coordinator.engine.loop import Scheduler
 
 __all__ = ["GangMembership", "PodGroups"]
+
+#: How long a member we bound may be missing from the inventory (its watch lags) and still count.
 
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
@@ -43,6 +53,7 @@ class GangMembership:
         released: Callable[[GangKey | None, Reject], None],
         broken: Callable[[GangKey, str], None],
         in_flight: Callable[[GangKey, str], bool],
+        ended: Callable[[GangKey], None] = lambda key: None,
     ) -> None:
         self.scheduler = scheduler
         self.manager = manager
@@ -51,6 +62,7 @@ class GangMembership:
         self._released = released  # a member's loss released its gang's attempt
         self._broken = broken  # a running gang lost a member (gang, cause)
         self._in_flight = in_flight  # is this member's bind on the wire?
+        self._ended = ended  # the gang's last member is gone: drop what the step keeps for it
         self._known: dict[str, GangKey] = {}  # pod key → gang, every member the manager knows
         self._uids: dict[str, str] = {}  # pod key → uid of the member the manager knows
         self._gone_uids: set[str] = set()  # members known to be gone (the inventory may lag)
@@ -61,7 +73,7 @@ class GangMembership:
         cached = self._cache.get(entry.key)
         if cached is not None and cached.obj is entry.obj:
             return cached.spec
-        spec = gang_of(entry.obj, self.podgroups)
+        spec = gang_instance_of(entry.obj, self.podgroups)
         self._cache[entry.key] = _Cached(entry.obj, spec)
         return spec
 
@@ -75,7 +87,9 @@ class GangMembership:
         }
         self.scheduler.queue.cluster_changed(lambda p: p.key in members)
 
-    def observe(self, pod: str, spec: GangSpec, priority: int, *, bound: bool, uid: str) -> None:
+    def observe(
+        self, pod: str, spec: GangSpec, priority: int, *, bound: bool, uid: str, bare: bool
+    ) -> None:
         old_uid = self._uids.get(pod)
         if old_uid is not None and uid and old_uid != uid:
             self._lost(pod)  # replaced under the same name (a StatefulSet, a recreated pod)
@@ -86,7 +100,7 @@ class GangMembership:
             if pod in self._bound:
                 return
             self._bound.add(pod)
-        self.manager.observe(pod, spec, priority=priority, bound=bound)
+        self.manager.observe(pod, spec, priority=priority, bound=bound, bare=bare)
         self._known[pod] = spec.key
         if uid:
             self._uids[pod] = uid
@@ -111,7 +125,14 @@ class GangMembership:
             if isinstance(spec, GangSpec) and not (
                 entry.key in self._bound and self._uids.get(entry.key) == entry.uid
             ):
-                self.observe(entry.key, spec, entry.request.priority, bound=False, uid=entry.uid)
+                self.observe_entry(entry, spec)
+
+    def observe_entry(self, entry: QueuedPod, spec: GangSpec) -> None:
+        """A pending member in the queue."""
+        assert isinstance(entry.request, PodRequest)
+        bare = not workload_uid(entry.obj)
+        priority = entry.request.priority
+        self.observe(entry.key, spec, priority, bound=False, uid=entry.uid, bare=bare)
 
     def sync_bound(self) -> None:
         """Observe every bound member in the inventory (running gangs, after a restart too)."""
@@ -119,20 +140,21 @@ class GangMembership:
             if self.namespace is not None and pod.namespace != self.namespace:
                 continue  # another scheduler's gang: neither completed nor released here
             key = f"{pod.namespace}/{pod.name}"
-            if pod.uid in self._gone_uids:
-                continue  # on its way out (evicted, replaced); the inventory catches up
+            if pod.uid in self._gone_uids or pod.terminating:
+                continue  # on its way out (deleted, evicted, replaced); the inventory catches up
             if key in self._bound and self._uids.get(key) == pod.uid:
                 continue
             spec = bound_gang(pod, self.podgroups)
             if spec is not None:
-                self.observe(key, spec, pod.priority, bound=True, uid=pod.uid)
+                bare = not pod.owner_uid
+                self.observe(key, spec, pod.priority, bound=True, uid=pod.uid, bare=bare)
 
     def _present(self) -> dict[str, set[str]]:
         present: dict[str, set[str]] = {}
         for e in self.scheduler.queue.entries():
             present.setdefault(e.key, set()).add(e.uid)
         for p in bound_pods(self.scheduler.inventory):
-            if p.uid not in self._gone_uids:
+            if p.uid not in self._gone_uids and not p.terminating:
                 present.setdefault(f"{p.namespace}/{p.name}", set()).add(p.uid)
         return present
 
@@ -141,25 +163,43 @@ class GangMembership:
         if not self._known:
             return  # no gang members known: nothing can be gone (skip walking every pod)
         present = self._present()
-        view = self.scheduler.view
+        lost: list[str] = []
         for pod in tuple(self._known):
             uid = self._uids.get(pod, "")
             there = present.get(pod, set())
-            if (uid in there if uid else bool(there)) or (uid and view.held(uid) is not None):
+            if uid in there if uid else bool(there):
                 continue
+            if uid and self.scheduler.view.held(uid) is not None:
+                continue  # bound by us a moment ago, not in the inventory yet (the view holds it)
             if self._in_flight(self._known[pod], pod):
                 continue  # its bind is still in flight
-            self._lost(pod)
+            lost.append(pod)
+        # All at once: a gang whose members all went (a Job deleted) ends, it does not recover.
+        broken: dict[GangKey, str] = {}
+        for pod in lost:
+            key = self._known.get(pod)
+            was_complete = key is not None and self.phase(key) is Phase.BOUND
+            self._lost(pod, report=False)
+            if key is not None and was_complete and self.phase(key) is not Phase.BOUND:
+                broken.setdefault(key, f"member {pod} is gone")
+        for key, cause in broken.items():
+            if self.manager.status(key) is not None:
+                self._broken(key, cause)
 
-    def _lost(self, pod: str) -> None:
+    def _lost(self, pod: str, *, report: bool = True) -> None:
         """A member is gone (deleted, evicted, replaced): a running gang starts re-forming."""
         key = self._known.get(pod)
         was_complete = key is not None and self.phase(key) is Phase.BOUND
-        self._forget(pod)  # before its uid goes: room held for it is released by uid
-        gone = self._uids.pop(pod, None)
+        gone = self._uids.get(pod)
         if gone:
             self._gone_uids.add(gone)
-        if key is not None and was_complete and self.phase(key) is not Phase.BOUND:
+            if self.scheduler.view.release(gone):  # it is gone: its room is free for others
+                self.scheduler.queue.cluster_changed()
+        self._forget(pod)  # while its uid is known: room held for it is released by uid
+        self._uids.pop(pod, None)
+        if not report or key is None or self.manager.status(key) is None:
+            return
+        if was_complete and self.phase(key) is not Phase.BOUND:
             self._broken(key, f"member {pod} is gone")
 
     def _forget(self, pod: str) -> None:
@@ -167,9 +207,15 @@ class GangMembership:
         self._bound.discard(pod)
         self._cache.pop(pod, None)
         key = self.manager.gang_of_pod(pod)
+        disagreed = key is not None and bool(self.manager.disagreement(key))
         out = self.manager.remove(pod)
         if out is not None:
             self._released(key, out)
+        if key is not None and self.manager.status(key) is None:
+            self._ended(key)
+        elif key is not None and disagreed and not self.manager.disagreement(key):
+            siblings = set(self.members(key))  # the members agree now: they are tried again
+            self.scheduler.queue.cluster_changed(lambda p: p.key in siblings)
 
     def phase(self, key: GangKey) -> Phase | None:
         status = self.manager.status(key)

@@ -156,6 +156,7 @@ class Recovery:
         # Only pods Topos scheduled are moved: other schedulers' pods on a failed node are the
         # node lifecycle controller's business, as in any cluster.
         movable: set[str] = set()
+        gang_keys: dict[str, GangKey] = {}
         for bound in bound_pods(inventory):
             if not self._ours(bound.namespace):
                 continue
@@ -163,6 +164,7 @@ class Recovery:
                 movable.add(f"{bound.namespace}/{bound.name}")
             spec = bound_gang(bound, podgroups)
             if spec is not None:
+                gang_keys[f"gang:{spec.key}"] = spec.key
                 annotations.setdefault(f"gang:{spec.key}", []).append(dict(bound.annotations))
         for gang, anns in annotations.items():
             intent = gang_intent(anns)
@@ -190,10 +192,10 @@ class Recovery:
             ]
             cause = "; ".join(causes) or "hardware under its pods failed"
             log.warning("recovery (%s): %s", cause, unit.message)
-            if unit.unit.startswith("gang:"):
-                ns, _, name = unit.unit[len("gang:") :].partition("/")
+            gang_key = gang_keys.get(unit.unit)
+            if gang_key is not None:
                 self.step.recovery_started(
-                    GangKey(ns, name), cause=cause, scope=(node for _, node in unit.moves)
+                    gang_key, cause=cause, scope=(node for _, node in unit.moves)
                 )
             message = f"{cause}: {unit.message}"
             for pod in unit.evict:

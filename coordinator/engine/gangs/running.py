@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from coordinator.core.gangs.identity import GangKey, GangSpec, gang_of
+from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
 from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
 from coordinator.inventory.state import BoundPod
@@ -22,24 +22,26 @@ PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
 def pod_object(pod: BoundPod) -> dict[str, Any]:
-    """The metadata of a bound pod (and its Workload-API group), shaped as ``gang_of`` reads
-    pods."""
-    obj: dict[str, Any] = {
-        "metadata": {
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "labels": dict(pod.labels),
-            "annotations": dict(pod.annotations),
-        }
+    """The metadata of a bound pod (and its Workload-API group), shaped as ``gang_instance_of``
+    reads pods."""
+    meta: dict[str, Any] = {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+        "labels": dict(pod.labels),
+        "annotations": dict(pod.annotations),
     }
+    if pod.owner_uid:
+        meta["ownerReferences"] = [{"uid": pod.owner_uid, "controller": True}]
+    obj: dict[str, Any] = {"metadata": meta}
     if pod.scheduling_group:
         obj["spec"] = {"schedulingGroup": {"podGroupName": pod.scheduling_group}}
     return obj
 
 
 def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:
-    """The gang a bound pod belongs to (``None``: none, or its labels are unusable)."""
-    spec = gang_of(pod_object(pod), podgroups)
+    """The gang (this run of it) a bound pod belongs to (``None``: none, or unusable labels)."""
+    spec = gang_instance_of(pod_object(pod), podgroups)
     return spec if isinstance(spec, GangSpec) else None
 
 

@@ -65,7 +65,30 @@ class GangStep(GangLifecycle):
         if isinstance(spec, GangProblem):
             return self._problem(entry, spec)
         key = spec.key
-        self.membership.observe(entry.key, spec, request.priority, bound=False, uid=entry.uid)
+        known = self.manager.status(key)
+        fresh = (
+            self.manager.gang_of_pod(entry.key) != key
+            or self.membership.uid_of(entry.key) != entry.uid
+        )
+        if known is not None and known.bound and fresh:
+            # A member new to a gang with bound members (or a pod recreated under a member's
+            # name): first forget members already gone, all at once — a re-run of bare pods must
+            # neither join the old run's members nor read as its recovery.
+            self.membership.sync_gone()
+            if self._phase(key) is Phase.BOUND and entry.uid not in self._joining:
+                # Joining a running gang: once, give the watches a moment to show whether that
+                # run is ending (its pods being deleted) before this pod counts as one of it.
+                self._joining.add(entry.uid)
+                self.scheduler.queue.retry(entry)
+                message = f"pod group {key.name}: joining a running group"
+                return Failure(entry.key, 0, {}, message, Status.unschedulable(message))
+        self._joining.discard(entry.uid)
+        self.membership.observe_entry(entry, spec)
+        disagreement = self.manager.disagreement(key)
+        if disagreement:
+            message = f"pod group {key.name}: {disagreement}"
+            siblings = [e for e in self._entries(self.members(key)) if e is not entry]
+            return self._refuse_all(key, [entry, *siblings], entry, message)
         if self._phase(key) is Phase.BOUND:
             return None  # members beyond min of a running gang schedule one by one
         status = self.manager.status(key)
@@ -92,6 +115,7 @@ class GangStep(GangLifecycle):
 
     async def _plan(self, key: GangKey, popped: QueuedPod) -> ScheduleResult:
         self.stats.planned += 1
+        self._basis[key] = self.scheduler.queue.changes
         entries = self._entries(self.manager.unplaced(key))
         if popped not in entries:
             entries.append(popped)
@@ -206,11 +230,9 @@ class GangStep(GangLifecycle):
         if key in self._restart_partial:
             # Found partly bound after a restart and it cannot complete now: release it whole.
             self._restart_partial.discard(key)
-            self._evict(
-                out.evict,
-                f"pod group {key.name} was left partly bound and cannot "
-                f"complete now ({reason}); its bound members are released",
-            )
+            why = f"pod group {key.name} was left partly bound and cannot complete now ({reason})"
+            self._evict(out.evict, f"{why}; its bound members are released")
+            self._keep(out.kept, why)
         note = None
         if self.preemption is not None and status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             try:

@@ -56,3 +56,35 @@ def test_a_change_for_other_pods_does_not_touch_this_attempt() -> None:
     q.failed(attempt)
     clock.now += 5
     assert q.pop() is None  # parked as unschedulable, as before
+
+
+def test_a_gang_attempt_answered_late_still_sees_room_freed_after_it_began() -> None:
+    """A gang's binds answer long after its attempt began, and other pods were popped meanwhile:
+    members parked by that late failure retry after their backoff when room was freed after the
+    attempt began (the attempt's ``basis``), instead of sitting out the 60 s flush."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    for name in ("g-0", "g-1"):
+        q.add(gpu_pod(name, 8, namespace="ns", uid=f"uid-{name}"))
+    first = q.pop()
+    sibling = q.pop()
+    assert first is not None
+    assert sibling is not None
+    basis = q.changes  # the gang's attempt begins
+    q.cluster_changed()  # room freed 0.1 s later
+    q.add(gpu_pod("lone", 1, namespace="ns", uid="uid-lone"))
+    lone = q.pop()  # another pod's attempt: the queue's own basis moves on
+    assert lone is not None
+    q.done(lone)
+    for member in (first, sibling):  # the gang lost its race; its members wait again
+        q.failed(member, message="pod group g could not bind", basis=basis)
+    clock.now += 1.0
+    retried = {p.key for p in (q.pop(), q.pop()) if p is not None}
+    assert retried == {"ns/g-0", "ns/g-1"}
+    # Without a change since its attempt began, a failure parks the member as before.
+    for name in ("ns/g-0", "ns/g-1"):
+        member = q.named(name)
+        assert member is not None
+        q.failed(member, basis=q.changes)
+    clock.now += 30
+    assert q.pop() is None

@@ -28,6 +28,7 @@ def gang(phase: str, message: str) -> GangStatus:
     return GangStatus(
         namespace="ml",
         name="train",
+        uid="",
         source="podgroup",
         phase=phase,
         min_member=2,

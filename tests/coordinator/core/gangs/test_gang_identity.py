@@ -11,6 +11,7 @@ from coordinator.core.gangs.identity import (
     GangKey,
     GangProblem,
     GangSpec,
+    gang_instance_of,
     gang_of,
     gang_of_agent_pool,
 )
@@ -199,3 +200,39 @@ def test_neuronetes_agent_pool_gang() -> None:
     pool["spec"]["scheduling"]["gangScheduling"] = {"enabled": True, "minMembers": 0}  # type: ignore[index]
     bad = gang_of_agent_pool(pool)
     assert isinstance(bad, GangProblem)
+
+
+def _owned(obj: dict[str, Any], *owners: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["ownerReferences"] = list(owners)
+    return obj
+
+
+def test_a_run_of_a_gang_is_named_by_its_workload_not_by_its_name_alone() -> None:
+    labels = {"topos.io/gang": "train-1", "topos.io/gang-min": "2"}
+    job = {"kind": "Job", "name": "train", "uid": "job-1", "controller": True}
+    first = gang_instance_of(_owned(pod(labels), job))
+    again = gang_instance_of(_owned(pod(labels), {**job, "uid": "job-2"}))
+    assert isinstance(first, GangSpec)
+    assert isinstance(again, GangSpec)
+    assert first.key == GangKey("ml", "train-1", "job-1")
+    assert again.key != first.key  # the Job deleted and applied again: a new gang
+    assert str(again.key) == "ml/train-1"  # what users read is unchanged
+    # The controller wins over other owners; a JobSet's child Jobs are one workload.
+    other = {"kind": "ConfigMap", "name": "x", "uid": "cm-1"}
+    assert gang_instance_of(_owned(pod(labels), other, job)).key.uid == "job-1"  # type: ignore[union-attr]
+    jobset = pod({**labels, "jobset.sigs.k8s.io/jobset-uid": "js-1"})
+    assert gang_instance_of(_owned(jobset, job)).key.uid == "js-1"  # type: ignore[union-attr]
+    # Bare pods have no workload: the name is all there is.
+    assert gang_instance_of(pod(labels)).key == GangKey("ml", "train-1")  # type: ignore[union-attr]
+
+
+def test_a_podgroup_gang_run_is_named_by_the_podgroup_objects_uid() -> None:
+    labels = {"scheduling.x-k8s.io/pod-group": "pg-1"}
+    group = {"metadata": {"name": "pg-1", "namespace": "ml", "uid": "pg-uid-7"}}
+    group["spec"] = {"minMember": 2}
+    spec = gang_instance_of(pod(labels), {("ml", "pg-1"): group})
+    assert isinstance(spec, GangSpec)
+    assert spec.key == GangKey("ml", "pg-1", "pg-uid-7")
+    waiting = gang_instance_of(pod(labels), {})
+    assert isinstance(waiting, GangProblem)
+    assert waiting.waiting

@@ -189,14 +189,70 @@ def test_unknown_pods_and_gangs_are_refused_not_crashed() -> None:
     assert m.bind_failed("ml/never-seen", "x") is None
 
 
-def test_members_disagreeing_on_min_use_the_larger_and_say_so() -> None:
+def test_members_disagreeing_on_min_wait_until_they_agree_and_say_so() -> None:
     m = manager()
-    m.observe("ml/g-0", spec("g", 4))
-    m.observe("ml/g-1", spec("g", 6))
-    status = m.status(GangKey("ml", "g"))
+    key = GangKey("ml", "g")
+    m.observe("ml/g-0", spec("g", 2))
+    m.observe("ml/g-1", spec("g", 3))
+    m.observe("ml/g-2", spec("g", 3))
+    status = m.status(key)
     assert status is not None
-    assert status.min_member == 6
-    assert "disagree" in status.problems[0]
+    assert not m.ready_to_plan(key)  # three members exist, but which minimum holds?
+    assert m.message(key) == (
+        "pod group g: members disagree on the minimum: 2 (g-0) and 3 (g-1, g-2); "
+        "none binds until they agree"
+    )
+    assert status.problems == (m.disagreement(key),)
+    m.remove("ml/g-0")  # the odd one out is deleted (or re-created with gang-min 3)
+    assert m.disagreement(key) == ""
+    assert m.ready_to_plan(key) is False  # 2 of 3 exist
+    m.observe("ml/g-0", spec("g", 3))
+    assert m.ready_to_plan(key)
+    assert m.status(key).problems == ()  # type: ignore[union-attr]
+
+
+def test_a_gang_ends_with_its_last_member_and_a_rerun_starts_from_nothing() -> None:
+    clock = ManualClock()
+    m = manager(clock)
+    old = GangKey("ml", "g", "job-uid-1")
+    for p in pods("g", 4):
+        m.observe(p, GangSpec(key=old, min_member=4, source="topos"), bound=True)
+    assert m.status(old).phase == "Bound"  # type: ignore[union-attr]
+    # A re-run (new Job, new names) while the old pods are still known: a separate gang.
+    clock.now += 220
+    new = GangKey("ml", "g", "job-uid-2")
+    for p in pods("v", 3):
+        m.observe(p, GangSpec(key=new, min_member=4, source="topos"))
+    status = m.status(new)
+    assert status is not None
+    assert (status.phase, status.members, status.bound) == ("Pending", 3, 0)
+    assert not m.ready_to_plan(new)
+    assert m.find("ml", "g") == [new, old]  # the newest run first
+    for p in pods("g", 4):
+        m.remove(p)
+    assert m.status(old) is None
+    assert [s.key for s in m.statuses()] == [new]
+
+
+def test_releasing_a_gang_keeps_bound_bare_pods_and_evicts_only_owned_ones() -> None:
+    m = manager()
+    key = GangKey("ml", "g")
+    m.observe("ml/g-0", spec("g", 3), bare=True)
+    m.observe("ml/g-1", spec("g", 3))
+    m.observe("ml/g-2", spec("g", 3), bare=True)
+    assert isinstance(m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("g", 3))]), Allow)
+    m.bound("ml/g-0")
+    m.bound("ml/g-1")
+    failed = m.bind_failed("ml/g-2", "node n2 is gone")
+    assert isinstance(failed, Reject)
+    assert failed.evict == ("ml/g-1",)  # its Job makes it again
+    assert failed.kept == ("ml/g-0",)  # nothing would make a bare pod again: it stays bound
+    status = m.status(key)
+    assert status is not None
+    assert (status.bound, status.members) == (1, 3)
+    m.remove("ml/g-1")
+    m.observe("ml/g-1", spec("g", 3))  # the Job's replacement
+    assert m.needed(key) == 2  # the kept member counts: two more complete the group
 
 
 def test_restart_rebuilds_a_bound_gang_from_bound_pods() -> None:
