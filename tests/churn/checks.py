@@ -138,12 +138,12 @@ def check_state(
         layout = topo.get(node)
         if layout is None:
             continue
-        numa = set()
+        numa: set[int] = set()
         for u in uuids:
             gpu = layout.gpu_by_uuid(u)
             if gpu is None:
                 found.append(Violation(round_, "unknown-gpu", name(pod), node, u))
-            else:
+            elif gpu.numa_node is not None:
                 numa.add(gpu.numa_node)
         ann = pod["metadata"].get("annotations") or {}
         if ann.get(NUMA_POLICY) == "single-numa" and len(numa) > 1:

@@ -69,7 +69,8 @@ class ChurnResult:
     def line(self) -> str:
         return (
             f"seed {self.seed}: {self.rounds_done}/{self.rounds_planned} rounds, "
-            f"{self.kills} coordinator kills (rounds {self.kill_rounds}), {self.pods_created} pods created, "
+            f"{self.kills} coordinator kills (rounds {self.kill_rounds}), "
+            f"{self.pods_created} pods created, "
             f"{self.pods_deleted} deleted, {len(self.violations)} violations, "
             f"{self.elapsed_s:.0f} s"
             + (" (stopped by the time limit)" if self.stopped_by_time else "")
@@ -127,6 +128,8 @@ class Churn:
                     break
                 await self._round(round_, coordinator)
                 self.result.rounds_done += 1
+                if round_.index % 50 == 0:
+                    self.log(f"… {self.result.line()}")
         finally:
             coordinator.stop()
             agents.stop()
