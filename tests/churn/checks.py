@@ -181,11 +181,11 @@ def check_state(
                     f"({', '.join(on)})",
                 )
             )
-    found += _partial_gangs(round_, live)
+    found += partial_gangs(round_, live)
     return found
 
 
-def _partial_gangs(round_: int, live: Sequence[KubeObject]) -> list[Violation]:
+def partial_gangs(round_: int, live: Sequence[KubeObject]) -> list[Violation]:
     gangs: dict[str, list[KubeObject]] = defaultdict(list)
     for pod in live:
         gang = (pod["metadata"].get("labels") or {}).get(GANG_LABEL)

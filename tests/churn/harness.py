@@ -2,11 +2,13 @@
 API server after every round.
 
 A round does its actions (create pods and gangs, delete them, SIGKILL and restart the
-coordinator at the planned moment), then *settles*: it lists the namespace's pods until every live
-pod is bound or has a reason and the set of bound pods has not changed for ``quiet_s`` — or until
-``settle_timeout_s`` passed, when every pod still unexplained is a violation. Then the invariants
-of :mod:`.checks` run on that list and the Nodes. The run stops by itself after its rounds or its
-time limit, whichever comes first.
+coordinator at the planned moment), then *settles*: once a restarted coordinator serves again, it
+lists the namespace's pods until every live pod is bound or has a reason, no gang is partly bound
+(its binds are separate requests, so it may be for a moment) and the set of bound pods has not
+changed for ``quiet_s`` — or until ``settle_timeout_s`` passed, when every pod still unexplained
+is a violation. Then the invariants of :mod:`.checks` run on that list and the Nodes; a violation
+found again in a later round (the same kind, pod, node and UUID) is reported once. The run stops
+by itself after its rounds or its time limit, whichever comes first.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tests.churn.checks import (
     is_live,
     name,
     node_of,
+    partial_gangs,
     uid,
 )
 from tests.churn.fleet import DEFAULT_FLEET, Agents, Coordinator, gpu_capacity, register_nodes
@@ -129,6 +132,7 @@ class Churn:
                 await self._round(round_, coordinator)
                 self.result.rounds_done += 1
                 if round_.index % 50 == 0:
+                    self.result.elapsed_s = time.monotonic() - started
                     self.log(f"… {self.result.line()}")
         finally:
             coordinator.stop()
@@ -155,6 +159,7 @@ class Churn:
                 coordinator.start()  # at once, as a restarted container; not waited for
         if round_.kills:
             self.result.kill_rounds.append(round_.index)
+            await coordinator.wait_serving()  # settling starts once it is back
         for v in await self._settle(round_.index):
             key = (v.kind, v.pod, v.node, v.uuid)
             if key in self.seen:
@@ -199,7 +204,10 @@ class Churn:
             now = time.monotonic()
             if bound != last_bound:
                 last_bound, quiet_since = bound, now
-            if not waiting and now - quiet_since >= s.quiet_s:
+            # binds are separate requests, so a gang is partly bound while its binds are in
+            # flight: it must be whole (or released) by the deadline, not at every instant
+            partial = partial_gangs(round_, live)
+            if not waiting and not partial and now - quiet_since >= s.quiet_s:
                 break
             if now > deadline:
                 break
