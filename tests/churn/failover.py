@@ -6,7 +6,8 @@ agents' process (in a cluster the agents reach the leader through the Service; h
 has its agents already, so the figure is the election's and the first scheduling cycle's, not
 the agents' reconnection). Who bound a pod is read from the API server: the ``Scheduled`` Event
 about the pod's UID names the replica (``reportingInstance`` = its election identity), and the
-Lease names the leader. Each trial binds a few pods (all must be the leader's), SIGKILLs the
+Lease names the leader, and so does the ``topos.io/leader=true`` label the leader puts on its own
+pod (a Pod object per coordinator, named in its ``POD_NAME``). Each trial binds a few pods (all must be the leader's), SIGKILLs the
 leader, creates a pod at once and measures the time until it is bound — by the other replica.
 """
 
@@ -21,7 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.kube import EVENTS, LEASES, NODES, PODS, KubeClient, NotFound
+from coordinator.app.leadership import LEADER_LABEL
 from tests.churn.checks import Violation, node_of, uid
+from tests.churn.checks import name as object_name
 from tests.churn.fleet import Agents, Coordinator, Election, register_nodes
 from tests.churn.harness import Log
 from tests.support.pods import gpu_pod
@@ -134,14 +137,30 @@ class _Trials:
                 )
             )
 
+    async def labelled(self) -> set[str]:
+        """Coordinators' pods carrying ``topos.io/leader=true``."""
+        listed = await self.kube.list(
+            PODS, namespace=self.namespace, label_selector=f"{LEADER_LABEL}=true"
+        )
+        return {object_name(p) for p in listed["items"]}
+
     async def trial(self, index: int, replicas: dict[str, Coordinator]) -> None:
         leader_id = await self.wait_holder(set(replicas))
         leader = replicas[leader_id]
         other = next(c for i, c in replicas.items() if i != leader_id)
         pods = [await self.create() for _ in range(self.pods_per_trial)]
-        for name, pod_uid in pods:
-            await self.bound(name)
-            await self.attribute(index, name, pod_uid, leader_id)
+        for pod, pod_uid in pods:
+            await self.bound(pod)
+            await self.attribute(index, pod, pod_uid, leader_id)
+        if (labelled := await self.labelled()) != {leader.pod_name}:
+            self.result.violations.append(
+                Violation(
+                    index,
+                    "leader-label",
+                    ", ".join(sorted(labelled)) or "(none)",
+                    detail=f"labelled {LEADER_LABEL}=true; the Lease names {leader_id}",
+                )
+            )
         killed = time.monotonic()
         leader.kill()
         takeover = asyncio.create_task(self.seen_holder(other.identity))
@@ -157,6 +176,10 @@ class _Trials:
                 Violation(index, "non-leader-bind", name, detail=f"lease holder {taken!r}")
             )
         await self.attribute(index, name, pod_uid, other.identity)
+        if other.pod_name not in await self.labelled():
+            self.result.violations.append(
+                Violation(index, "leader-label", other.pod_name, detail="new leader not labelled")
+            )
         self.log(
             f"failover {index}: {leader_id} killed, {other.identity} bound {name} after "
             f"{bound_at - killed:.1f} s"
@@ -184,6 +207,9 @@ async def run_failover(
     b = Coordinator("b", kubeconfig, namespace, run, directory, election=election)
     fleets = [Agents(kubeconfig, nodes, c.url, directory / f"agents-{c.label}.log") for c in (a, b)]
     trials = _Trials(kube, namespace, election, settings.pods_per_trial, log)
+    for c in (a, b):  # the coordinators' own pods, for the leader label (never scheduled)
+        body = gpu_pod(c.pod_name, 0, scheduler="default-scheduler")
+        await kube.create(PODS, body, namespace=namespace)
     try:
         a.start()
         await a.wait_serving()

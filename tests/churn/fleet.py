@@ -113,8 +113,13 @@ class Coordinator:
             ],
             log_path=self.log_path,
             die_with_parent=True,
-            env=subprocess_env(),
+            # its "own pod" (a Pod object the harness made): the leader labels it
+            env=subprocess_env(POD_NAME=self.pod_name, POD_NAMESPACE=self.namespace),
         )
+
+    @property
+    def pod_name(self) -> str:
+        return f"coordinator-{self.label}"
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no lease release, the agents' streams cut."""
