@@ -7,8 +7,9 @@ has its agents already, so the figure is the election's and the first scheduling
 the agents' reconnection). Who bound a pod is read from the API server: the ``Scheduled`` Event
 about the pod's UID names the replica (``reportingInstance`` = its election identity), and the
 Lease names the leader, and so does the ``topos.io/leader=true`` label the leader puts on its own
-pod (a Pod object per coordinator, named in its ``POD_NAME``). Each trial binds a few pods (all must be the leader's), SIGKILLs the
-leader, creates a pod at once and measures the time until it is bound — by the other replica.
+pod (a Pod object per coordinator, named in its ``POD_NAME``). Each trial binds a few pods (all
+must be the leader's), SIGKILLs the leader, creates a pod at once and measures the time until it
+is bound — by the other replica.
 """
 
 from __future__ import annotations
