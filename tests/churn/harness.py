@@ -72,7 +72,9 @@ class ChurnResult:
     def line(self) -> str:
         return (
             f"seed {self.seed}: {self.rounds_done}/{self.rounds_planned} rounds, "
-            f"{self.kills} coordinator kills (rounds {self.kill_rounds}), "
+            f"{self.kills} coordinator kills"
+            + (f" (rounds {self.kill_rounds})" if len(self.kill_rounds) <= 10 else "")
+            + ", "
             f"{self.pods_created} pods created, "
             f"{self.pods_deleted} deleted, {len(self.violations)} violations, "
             f"{self.elapsed_s:.0f} s"
