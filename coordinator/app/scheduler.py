@@ -63,6 +63,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         inventory = app[INVENTORY]
         client: KubeClient | None = None
         events: KubeClient | None = None
+        elector = app.get(LEADER)
         if isinstance(backend, MemoryBackend):
             runtime = memory_runtime(
                 inventory, backend.cluster, framework=framework, settings=settings
@@ -81,9 +82,10 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
                 settings=settings,
                 namespace=section.namespace,
                 events_client=events,
+                # Events name the replica that wrote them (its leader-election identity).
+                instance=elector.identity if elector is not None else "topos",
             )
         runtime.scheduler.view.node_filter = section.node_filter()
-        elector = app.get(LEADER)
         if elector is not None:
             # Only the leader binds: start once leading, and check before every bind.
             runtime.add_gate(_until(elector.is_leader))
