@@ -168,11 +168,8 @@ class Scheduler:
         )
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
         # Room held for preemptors (engine/nominations.py): consulted by every cycle below.
-        self.nominations = Nominations(self.queue, held=self._held)
+        self.nominations = Nominations(self.queue, held=lambda uid: view.held(uid) is not None)
         self.idle = asyncio.Event()  # set while nothing is ready to schedule
-
-    def _held(self, key: str, uid: str) -> bool:
-        return self.view.held(uid) is not None
 
     @property
     def inventory(self) -> Inventory:

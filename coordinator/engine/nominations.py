@@ -67,10 +67,10 @@ def _api_node(entry: QueuedPod) -> str:
 
 
 class Nominations:
-    """Event-loop only. ``held(key, uid)``: is the pod assumed on a node already (its bind in
+    """Event-loop only. ``held(uid)``: is the pod assumed on a node already (its bind in
     flight)? Then it counts there and not here. Listens to ``queue`` (the pending-pod feed)."""
 
-    def __init__(self, queue: SchedulingQueue, *, held: Callable[[str, str], bool]) -> None:
+    def __init__(self, queue: SchedulingQueue, *, held: Callable[[str], bool]) -> None:
         self._queue = queue
         self._held = held
         self._by_uid: dict[str, Nominated] = {}
@@ -152,7 +152,7 @@ class Nominations:
         return [
             n
             for n in self._by_uid.values()
-            if n.priority >= priority and n.uid not in exclude and not self._held(n.key, n.uid)
+            if n.priority >= priority and n.uid not in exclude and not self._held(n.uid)
         ]
 
     def overlay(self, snapshot: Snapshot, priority: int, exclude: Collection[str] = ()) -> Snapshot:

@@ -155,7 +155,7 @@ async def test_a_nomination_found_on_a_pending_pod_is_honoured() -> None:
 
 def test_the_api_server_decides_when_a_nomination_is_cleared() -> None:
     queue = SchedulingQueue()
-    nominations = Nominations(queue, held=lambda key, uid: False)
+    nominations = Nominations(queue, held=lambda uid: False)
     obj: dict[str, Any] = pod("urgent", gpus=8, priority=100, uid="uid-urgent")
     obj["status"] = {"phase": "Pending", "nominatedNodeName": "dgx-a"}
     queue.add(obj)
