@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from common import podkeys
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.status import Code, Status
@@ -34,6 +35,8 @@ class Decision:
     verdicts: Mapping[str, NodeVerdict]  # every node evaluated this cycle
     evaluated: int
     feasible: int
+    # DRA: the claims to allocate (and reserve for the pod) before the Binding, in order.
+    claims: tuple[ClaimAllocation, ...] = ()
     state: CycleState = field(repr=False, compare=False, default_factory=CycleState)
 
     @property

@@ -26,6 +26,7 @@ from coordinator.core.podspec.affinity import (
     node_affinity,
     parse_affinity_terms,
 )
+from coordinator.core.podspec.claims import PodClaim
 from coordinator.core.podspec.fields import (
     FieldError,
     integer,
@@ -102,6 +103,10 @@ class PodRequest:
     preferred_domain: str | None = None
     node_name: str = ""  # spec.nodeName, set when already bound
     host_ports: tuple[HostPort, ...] = ()  # ports the pod binds on its node
+    claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
+    # status.extendedResourceClaimStatus.resourceClaimName: the claim made for its extended
+    # resources (KEP-5004), once created
+    extended_claim: str = ""
 
     @property
     def key(self) -> str:

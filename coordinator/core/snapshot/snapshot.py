@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -24,13 +25,14 @@ class Snapshot:
     ``PreferNoSchedule`` taints) are built on first use and kept current by ``assume``/``forget``.
     """
 
-    __slots__ = ("_assumed", "_index", "_nodes", "_order", "namespaces")
+    __slots__ = ("_assumed", "_index", "_nodes", "_order", "dra", "namespaces")
 
     def __init__(
         self,
         nodes: Iterable[NodeInfo],
         *,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        dra: DraState | None = None,
     ) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         for n in nodes:
@@ -38,12 +40,14 @@ class Snapshot:
                 raise ValueError(f"node {n.name!r} appears twice in the snapshot")
             self._nodes[n.name] = n
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
+        #: ResourceSlices, DeviceClasses and ResourceClaims (DRA) as of this cycle.
+        self.dra: DraState = dra if dra is not None else DraState()
         self._assumed: dict[str, str] = {}  # pod key → node name
         self._order: tuple[NodeInfo, ...] | None = None
         self._index: _PodIndex | None = None
 
     def copy(self) -> Snapshot:
-        other = Snapshot((), namespaces=self.namespaces)
+        other = Snapshot((), namespaces=self.namespaces, dra=self.dra)
         other._nodes = dict(self._nodes)
         other._assumed = dict(self._assumed)
         other._order = self._order
