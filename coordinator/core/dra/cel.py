@@ -29,7 +29,7 @@ from celpy import celtypes
 
 from common.quantity import QuantityError, parse_quantity
 
-__all__ = ["CelCompileError", "Quantity", "SemVer", "Selector", "compile_selector"]
+__all__ = ["CelCompileError", "Quantity", "Selector", "SemVer", "compile_selector"]
 
 
 class CelCompileError(ValueError):
@@ -79,9 +79,7 @@ class SemVer:
         return cls(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4) or "")
 
     def _key(self) -> tuple[int, int, int, int, tuple[tuple[int, int | str], ...]]:
-        pre = tuple(
-            (0, int(p)) if p.isdigit() else (1, p) for p in self.pre.split(".") if self.pre
-        )
+        pre = tuple((0, int(p)) if p.isdigit() else (1, p) for p in self.pre.split(".") if self.pre)
         return (self.major, self.minor, self.patch, 0 if self.pre else 1, pre)
 
     def __eq__(self, other: object) -> bool:
@@ -182,7 +180,7 @@ class Selector:
             raise CelCompileError(first) from None
         self._program = _ENV.program(ast, functions=dict(_FUNCTIONS))
 
-    def matches(self, device: Mapping[str, Any]) -> bool:
+    def matches(self, device: celtypes.MapType) -> bool:
         """Whether the device (as :func:`device_value` built it) is selected; a run-time error
         (missing attribute, wrong type) selects nothing."""
         try:

@@ -221,7 +221,11 @@ def _taints(raw: Sequence[object], path: str) -> tuple[Taint, ...]:
     for i, item in enumerate(raw):
         e = entry(item, f"{path}[{i}]")
         out.append(
-            Taint(text(e, "key", path), text(e, "value", path), text(e, "effect", path, "NoSchedule"))
+            Taint(
+                text(e, "key", path),
+                text(e, "value", path),
+                text(e, "effect", path, "NoSchedule"),
+            )
         )
     return tuple(out)
 

@@ -42,7 +42,7 @@ __all__ = [
     "parse_resource_slice",
 ]
 
-#: Every DeviceClass also serves the extended resource ``deviceclass.resource.kubernetes.io/<name>``.
+#: Every DeviceClass also serves the extended resource named this prefix + its name.
 EXTENDED_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
@@ -167,4 +167,3 @@ class DraState:
 def _node_allocation(a: ClaimAllocation) -> Allocation:
     term = NodeSelectorTerm((), (Requirement("metadata.name", "In", (a.node,)),))
     return Allocation(a.results, (term,))
-

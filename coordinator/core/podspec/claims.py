@@ -72,8 +72,9 @@ def pod_claims(spec: Mapping[str, object], status: Mapping[str, object]) -> tupl
         if name in seen:
             raise FieldError(f"{p}.name", f"{name!r} appears twice")
         if bool(claim) == bool(template):
-            raise FieldError(p, "must set exactly one of resourceClaimName and "
-                             "resourceClaimTemplateName")
+            raise FieldError(
+                p, "must set exactly one of resourceClaimName and resourceClaimTemplateName"
+            )
         seen.add(name)
         out.append(PodClaim(name, claim, template, generated.get(name, "") if template else ""))
     return tuple(out)
@@ -111,5 +112,6 @@ def container_extended(spec: Mapping[str, object]) -> tuple[ContainerExtended, .
             except ValueError:
                 continue  # the resource parser reports bad quantities
             if count > 0:
-                out.append(ContainerExtended(index, str(raw.get("name", "")), position, name, count))
+                container = str(raw.get("name", ""))
+                out.append(ContainerExtended(index, container, position, name, count))
     return tuple(out)

@@ -73,7 +73,7 @@ class Snapshot:
     def _refresh_dra(self) -> None:
         assumed = [a for claims in self._claims.values() for a in claims]
         self._dra = self._dra_base.with_allocations(assumed)
-        for name, node in list(self._nodes.items()):
+        for node in list(self._nodes.values()):
             held = self._held(node)
             if held != node.dra_held:
                 self._set(node.rebuild(node.pods, dra_held=held))
