@@ -10,6 +10,7 @@ from typing import Any
 
 from common.model import NodeTopology
 from coordinator.core.dra.state import (
+    DraObjectError,
     DraState,
     parse_device_class,
     parse_resource_claim,
@@ -18,7 +19,9 @@ from coordinator.core.dra.state import (
 from tests.support.pods import pod
 
 DRIVER = "gpu.nvidia.com"
-GPU_CLASS_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+GPU_CLASS_SELECTOR = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+)
 
 
 def gpu_slice(
@@ -163,5 +166,5 @@ def state(
     parsed_classes = [parse_device_class(c) for c in classes]
     parsed_claims = [parse_resource_claim(c) for c in claims]
     for obj in (*parsed_slices, *parsed_classes, *parsed_claims):
-        assert not isinstance(obj, Exception) and not hasattr(obj, "message"), obj
+        assert not isinstance(obj, DraObjectError), obj
     return DraState(parsed_slices, parsed_classes, parsed_claims)  # type: ignore[arg-type]
