@@ -69,6 +69,14 @@ class DraState:
         #: "driver/pool" → why the pool is not used
         self.problems: dict[str, str] = {}
         self._pool_slices = self._usable_pools()
+        # slices naming their node, by node; the others are matched against each node's labels
+        self._named: dict[str, list[ResourceSlice]] = {}
+        self._selected: list[ResourceSlice] = []
+        for s in self._pool_slices:
+            if s.selection is not None and s.selection.node_name:
+                self._named.setdefault(s.selection.node_name, []).append(s)
+            else:
+                self._selected.append(s)
         self.allocated: frozenset[DeviceId] = frozenset(
             r.device
             for c in self.claims
@@ -112,7 +120,7 @@ class DraState:
         hit = self._by_node.get(node)
         if hit is None:
             out: list[Device] = []
-            for s in self._pool_slices:
+            for s in (*self._named.get(node, ()), *self._selected):
                 if s.selection is not None:
                     if s.selection.reaches(node, labels):
                         out.extend(s.devices)
@@ -140,6 +148,19 @@ class DraState:
             if d.id in self.allocated and (u := d.attribute("uuid")) is not None
         )
 
+    def nodes_holding(self) -> frozenset[str] | None:
+        """Nodes with allocated devices in slices naming them; ``None`` when some allocated
+        device lives in a slice chosen by node labels (then any node may hold one)."""
+        if not self.allocated:
+            return frozenset()
+        names: set[str] = set()
+        for node, slices in self._named.items():
+            if any(d.id in self.allocated for s in slices for d in s.devices):
+                names.add(node)
+        if any(d.id in self.allocated for s in self._selected for d in s.devices):
+            return None
+        return frozenset(names)
+
     def with_allocations(self, allocations: Iterable[ClaimAllocation]) -> DraState:
         """This state with ``allocations`` (written, or being written, by us and not yet seen
         on the watch) counted as allocated: their devices are taken, their claims allocated."""
@@ -150,6 +171,7 @@ class DraState:
         other.slices, other.classes = self.slices, self.classes
         other.class_by_name, other.extended = self.class_by_name, self.extended
         other.problems, other._pool_slices = self.problems, self._pool_slices
+        other._named, other._selected = self._named, self._selected
         other._by_node, other._by_id = self._by_node, self._by_id
         claims = dict(self.claim_by_key)
         taken = set(self.allocated)

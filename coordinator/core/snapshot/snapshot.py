@@ -73,7 +73,10 @@ class Snapshot:
     def _refresh_dra(self) -> None:
         assumed = [a for claims in self._claims.values() for a in claims]
         self._dra = self._dra_base.with_allocations(assumed)
+        holding = self._dra.nodes_holding()
         for node in list(self._nodes.values()):
+            if holding is not None and not node.dra_held and node.name not in holding:
+                continue
             held = self._held(node)
             if held != node.dra_held:
                 self._set(node.rebuild(node.pods, dra_held=held))

@@ -410,3 +410,42 @@ def test_extended_pods_do_not_get_the_same_gpus() -> None:
 def test_empty_dra_state_leaves_gpu_pods_alone() -> None:
     snapshot = Snapshot([gpu_node("d", dgx1("d"))], dra=DraState())
     assert decided(schedule(pod("job", gpus=2), snapshot)).claims == ()
+
+
+# --- gangs ---------------------------------------------------------------------------------
+
+
+def test_gang_members_with_claims_never_get_the_same_gpus() -> None:
+    from coordinator.core.gangs.cycle import GangDecision, schedule_gang
+    from tests.support.pods import gang_members
+
+    objs = gang_members("train", 2, prefix="w", cpu="1", memory="1Gi")
+    for i, obj in enumerate(objs):
+        obj["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": f"w{i}-gpus"}]
+    claims = [claim(f"w{i}-gpus", [exactly("gpus", 4)]) for i in range(2)]
+    # with the agent's topology (GPUs tracked by index) and without (devices tracked by claim)
+    topo = dgx1("d")
+    for node in (dra_node("d", topo), plain_node("d")):
+        snapshot = Snapshot([node], dra=state([gpu_slice("d", topo)], claims=claims))
+        decided_gang = schedule_gang([request(o) for o in objs], snapshot, build_framework())
+        assert isinstance(decided_gang, GangDecision), decided_gang
+        claimed = [devices(d.claims[0]) for d in decided_gang.decisions]
+        assert not set(claimed[0]) & set(claimed[1])
+    held = [set(d.placement.gpus) for d in decided_gang.decisions]
+    assert held == [set(), set()]  # no agent: nothing promised by index
+
+
+def test_gang_with_agent_topology_gets_both_quads() -> None:
+    from coordinator.core.gangs.cycle import GangDecision, schedule_gang
+    from tests.support.pods import gang_members
+
+    objs = gang_members("train", 2, prefix="w", cpu="1", memory="1Gi")
+    for i, obj in enumerate(objs):
+        obj["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimName": f"w{i}-gpus"}]
+    snapshot = one_node(*(claim(f"w{i}-gpus", [exactly("gpus", 4)]) for i in range(2)))
+    decided_gang = schedule_gang([request(o) for o in objs], snapshot, build_framework())
+    assert isinstance(decided_gang, GangDecision), decided_gang
+    held = sorted(sorted(d.placement.gpus) for d in decided_gang.decisions)
+    assert held == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    claimed = [devices(d.claims[0]) for d in decided_gang.decisions]
+    assert not set(claimed[0]) & set(claimed[1])
