@@ -82,7 +82,7 @@ def _selected(device: Device, expressions: Sequence[str]) -> bool:
     for expr in expressions:
         hit = device.memo.get(expr)
         if hit is None:
-            hit = device.memo[expr] = compile_selector(expr).matches(device.cel())  # type: ignore[arg-type]
+            hit = device.memo[expr] = compile_selector(expr).matches(device.cel())
         if not hit:
             return False
     return True

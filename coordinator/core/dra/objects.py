@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from celpy import celtypes
+
 from common.quantity import QuantityError
 from coordinator.core.dra.cel import Quantity, SemVer, device_value
 from coordinator.core.dra.model import DeviceId, DeviceResult
@@ -80,14 +82,15 @@ class Device:
     allow_multiple: bool = False
     #: selector expression → selected? (devices never change; a new slice is new devices)
     memo: dict[str, bool] = field(default_factory=dict, repr=False)
-    _cel: list[object] = field(default_factory=list, repr=False)
+    _cel: list[celtypes.MapType] = field(default_factory=list, repr=False)
 
     def attribute(self, name: str) -> AttributeValue | None:
         """A (possibly domain-qualified) attribute; unqualified names are the driver's."""
         domain, _, short = name.rpartition("/")
         return self.attributes.get(domain or self.id.driver, {}).get(short)
 
-    def cel(self) -> object:
+    def cel(self) -> celtypes.MapType:
+        """The ``device`` variable selectors see (built on first use)."""
         if not self._cel:
             self._cel.append(
                 device_value(self.id.driver, self.attributes, self.capacity, self.allow_multiple)

@@ -26,7 +26,7 @@ from tests.coordinator.core.dra.dra_objects import (
 from tests.support.sched_hw import dgx1
 
 
-def a_device(**attrs: object) -> Device:
+def a_device() -> Device:
     s = gpu_slice("n", dgx1("n"))
     parsed = parse_resource_slice(s)
     assert isinstance(parsed, ResourceSlice)
@@ -64,7 +64,7 @@ def test_cel_selectors_see_the_device_as_kubernetes_shows_it(
     expression: str, selected: bool
 ) -> None:
     device = a_device()
-    assert compile_selector(expression).matches(device.cel()) is selected  # type: ignore[arg-type]
+    assert compile_selector(expression).matches(device.cel()) is selected
 
 
 def test_malformed_cel_does_not_compile_and_says_where() -> None:
