@@ -258,7 +258,7 @@ class _Allocator:
         if len(candidates) < need:
             what = f"with matching {pinned.strip()}" if pinned.strip() else "free"
             return (
-                f"no {need} devices of class {alt.class_name} {what} on this node "
+                f"no {_count(need)} of class {alt.class_name} {what} on this node "
                 f"({len(candidates)} eligible)"
             )
         if distinct:
@@ -273,7 +273,7 @@ class _Allocator:
                     used[a].add(v)
                 if len(picked) == need:
                     return picked
-            return f"no {need} devices of class {alt.class_name} with distinct {distinct[0]}"
+            return f"no {_count(need)} of class {alt.class_name} with distinct {distinct[0]}"
         return self.chooser.choose(candidates, need)
 
 
@@ -354,7 +354,8 @@ def allocate(
             continue
         results = alloc.claim(claim)
         if isinstance(results, str):
-            return AllocationFailure(f"cannot allocate {label}: {results}")
+            unusable = "".join(f"; {p}" for p in state.problems_on(node, labels))
+            return AllocationFailure(f"cannot allocate {label}: {results}{unusable}")
         spec = spec_of(claim)
         out.append(
             ClaimAllocation(
@@ -370,3 +371,7 @@ def allocate(
             )
         )
     return tuple(out)
+
+
+def _count(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"

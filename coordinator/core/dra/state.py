@@ -68,6 +68,7 @@ class DraState:
             self.extended.setdefault(EXTENDED_CLASS_PREFIX + c.name, c.name)
         #: "driver/pool" → why the pool is not used
         self.problems: dict[str, str] = {}
+        self._unusable: list[tuple[str, ResourceSlice]] = []  # (pool key, one of its slices)
         self._pool_slices = self._usable_pools()
         # slices naming their node, by node; the others are matched against each node's labels
         self._named: dict[str, list[ResourceSlice]] = {}
@@ -105,11 +106,13 @@ class DraState:
                 self.problems[key] = (
                     f"pool {key} is incomplete ({len(current)} of {want} slices published)"
                 )
+                self._unusable.extend((key, s) for s in current)
                 continue
             names = Counter(d.id.device for s in current for d in s.devices)
             dup = sorted(n for n, k in names.items() if k > 1)
             if dup:
                 self.problems[key] = f"pool {key} lists device {dup[0]} more than once"
+                self._unusable.extend((key, s) for s in current)
                 continue
             usable.extend(sorted(current, key=lambda s: s.name))
         return usable
@@ -130,6 +133,16 @@ class DraState:
                     )
             hit = self._by_node[node] = tuple(out)
         return hit
+
+    def problems_on(self, node: str, labels: Mapping[str, str]) -> list[str]:
+        """Why pools that would reach ``node`` are not used (for the pod's explanation)."""
+        keys = {
+            key
+            for key, s in self._unusable
+            if (s.selection is not None and s.selection.reaches(node, labels))
+            or any(d.selection and d.selection.reaches(node, labels) for d in s.devices)
+        }
+        return [self.problems[k] for k in sorted(keys)]
 
     def device(self, device_id: DeviceId) -> Device | None:
         if self._by_id is None:
@@ -171,6 +184,7 @@ class DraState:
         other.slices, other.classes = self.slices, self.classes
         other.class_by_name, other.extended = self.class_by_name, self.extended
         other.problems, other._pool_slices = self.problems, self._pool_slices
+        other._unusable = self._unusable
         other._named, other._selected = self._named, self._selected
         other._by_node, other._by_id = self._by_node, self._by_id
         claims = dict(self.claim_by_key)

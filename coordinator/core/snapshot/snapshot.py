@@ -14,6 +14,8 @@ from coordinator.core.snapshot.podinfo import Placement, PodInfo
 
 __all__ = ["Snapshot"]
 
+_NO_DRA = DraState()  # no DRA objects (immutable; shared)
+
 
 class Snapshot:
     """All nodes (in a stable order) and namespace labels, as of the start of a cycle.
@@ -54,7 +56,7 @@ class Snapshot:
         self._order: tuple[NodeInfo, ...] | None = None
         self._index: _PodIndex | None = None
         self._claims: dict[str, tuple[ClaimAllocation, ...]] = {}  # pod key → assumed claims
-        self._dra_base = self._dra = DraState()
+        self._dra_base = self._dra = _NO_DRA
         if dra is not None:
             self.dra = dra
 

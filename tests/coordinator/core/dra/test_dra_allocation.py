@@ -223,6 +223,19 @@ def test_a_template_claim_once_created_is_allocated() -> None:
     assert d.claims[0].name == "r-from-template-x"
 
 
+def test_a_pool_with_duplicate_device_names_is_named_in_the_reason() -> None:
+    topo = dgx1("d")
+    s = gpu_slice("d", topo)
+    s["spec"]["devices"][1]["name"] = "gpu-0"
+    snapshot = Snapshot(
+        [dra_node("d", topo)], dra=state([s], claims=[claim("c", [exactly("gpus", 1)])])
+    )
+    result = schedule(claim_pod("p", "c"), snapshot)
+    assert isinstance(result, Failure)
+    assert "cannot allocate claim c: no 1 device of class gpu.nvidia.com free" in result.message
+    assert "pool gpu.nvidia.com/d lists device gpu-0 more than once" in result.message
+
+
 def test_malformed_cel_is_a_reason_on_that_pod_only() -> None:
     bad = device_class("broken", ["device.driver =="])
     snapshot = one_node(
