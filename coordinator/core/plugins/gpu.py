@@ -132,7 +132,7 @@ class GpuAvailability:
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        return SKIP if pod.wants_devices else SUCCESS
+        return SKIP if pod.wants_devices or pod.claims else SUCCESS
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         total, used = _gpu_totals(node)
