@@ -50,6 +50,7 @@ class AllocationFailure:
 
     message: str
     unresolvable: bool = False
+    detail: str = ""  # this node's numbers (the message is the same on alike nodes)
 
 
 class DeviceChooser(Protocol):
@@ -257,10 +258,7 @@ class _Allocator:
         need = alt.count
         if len(candidates) < need:
             what = f"with matching {pinned.strip()}" if pinned.strip() else "free"
-            return (
-                f"no {_count(need)} of class {alt.class_name} {what} on this node "
-                f"({len(candidates)} eligible)"
-            )
+            return f"no {_count(need)} of class {alt.class_name} {what} on this node"
         if distinct:
             used = {a: {d.attribute(a) for r, ds in chosen.items() for d in ds} for a in distinct}
             picked: list[Device] = []
@@ -355,7 +353,11 @@ def allocate(
         results = alloc.claim(claim)
         if isinstance(results, str):
             unusable = "".join(f"; {p}" for p in state.problems_on(node, labels))
-            return AllocationFailure(f"cannot allocate {label}: {results}{unusable}")
+            return AllocationFailure(
+                f"cannot allocate {label}: {results}{unusable}",
+                detail=f"{len(alloc.devices)} devices reachable from node {node}, "
+                f"{sum(d.id in state.allocated for d in alloc.devices)} allocated",
+            )
         spec = spec_of(claim)
         out.append(
             ClaimAllocation(

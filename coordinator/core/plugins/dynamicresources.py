@@ -88,7 +88,7 @@ class _TopologyChooser:
         sub = replace(self.pod, gpus=count, mig=(), gpu_memory_min_mib=None)
         plan = plan_placement(self.node, sub, allowed=tuple(sorted(joined)))
         if isinstance(plan, Status):
-            return f"no {count} of the {len(joined)} eligible GPUs fit: {plan.message}"
+            return f"no {count} of the eligible GPUs fit: {', '.join(plan.reasons)}"
         self.plans.append(plan)
         return [joined[i] for i in plan.placement.gpus]
 
@@ -175,9 +175,8 @@ class DynamicResources:
             extended_requests=ext.mappings if ext is not None else (),
         )
         if isinstance(result, AllocationFailure):
-            if result.unresolvable:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (result.message,))
-            return Status(Code.UNSCHEDULABLE, (result.message,))
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if result.unresolvable else None
+            return Status(code or Code.UNSCHEDULABLE, (result.message,), detail=result.detail)
         state.read(CLAIMS)[node.name] = result
         gpus = self._gpus(data.state, chooser, result)
         if gpus:
