@@ -272,6 +272,8 @@ class _Allocator:
                 if len(picked) == need:
                     return picked
             return f"no {_count(need)} of class {alt.class_name} with distinct {distinct[0]}"
+        if alt.admin_access:
+            return candidates[:need]  # monitoring access holds nothing: no set to optimise
         return self.chooser.choose(candidates, need)
 
 

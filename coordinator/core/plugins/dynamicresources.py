@@ -191,6 +191,8 @@ class DynamicResources:
         out: set[int] = set()
         for a in allocations:
             for r in a.results:
+                if r.admin_access:
+                    continue  # shared with whoever holds it; not this pod's GPU
                 device = dra.device(r.device)
                 index = chooser.gpu(device) if device is not None else None
                 if index is not None:

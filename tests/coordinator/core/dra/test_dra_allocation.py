@@ -462,3 +462,31 @@ def test_gang_with_agent_topology_gets_both_quads() -> None:
     assert held == [[0, 1, 2, 3], [4, 5, 6, 7]]
     claimed = [devices(d.claims[0]) for d in decided_gang.decisions]
     assert not set(claimed[0]) & set(claimed[1])
+
+
+def test_admin_access_may_use_allocated_devices_and_takes_none() -> None:
+    admin = claim("admin", [exactly("gpus", 8)])
+    admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    held = claim("held", [exactly("gpus", 1)], allocation=allocated_on("d", ["gpu-0"]))
+    snapshot = one_node(admin, held, claim("after", [exactly("gpus", 7)]))
+    first = place([claim_pod("monitor", "admin")], snapshot)
+    assert all(r.admin_access for r in decided(first[0]).claims[0].results)
+    assert len(decided(first[0]).claims[0].results) == 8
+    # the monitor took nothing: the seven GPUs nobody holds are still there
+    assert len(decided(schedule(claim_pod("p", "after"), snapshot)).claims[0].results) == 7
+
+
+def test_forgetting_a_pod_releases_its_claims() -> None:
+    topo = dgx1("bare")
+    snapshot = Snapshot(
+        [plain_node("bare")],
+        dra=state([gpu_slice("bare", topo)], claims=[claim("c", [exactly("gpus", 8)])]),
+    )
+    (d,) = place([claim_pod("p", "c")], snapshot)
+    assert snapshot.dra.claim("default", "c").allocation is not None  # type: ignore[union-attr]
+    other = state([gpu_slice("bare", topo)], claims=[claim("x", [exactly("gpus", 1)])])
+    snapshot.dra = other.with_allocations(decided(d).claims)  # our write, not yet watched
+    assert isinstance(schedule(claim_pod("q", "x"), snapshot), Failure)
+    snapshot.dra = other
+    assert snapshot.forget("default/p")
+    assert decided(schedule(claim_pod("q", "x"), snapshot)).claims
