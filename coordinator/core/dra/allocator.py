@@ -42,6 +42,8 @@ __all__ = [
 
 #: kube's limit on ``status.reservedFor`` entries of one claim.
 MAX_RESERVED: int = 256
+#: matchAttribute values tried per request (largest groups first): bounds the search.
+_MAX_VALUES: int = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +228,7 @@ class _Allocator:
                 groups: dict[AttributeValue, list[Device]] = {}
                 for d in have:
                     groups.setdefault(d.attribute(attr), []).append(d)  # type: ignore[arg-type]
-                ordered = sorted(groups.values(), key=lambda g: -len(g))
+                ordered = sorted(groups.values(), key=lambda g: -len(g))[:_MAX_VALUES]
                 next_options.extend((f"{pinned} {attr}".strip(), g) for g in ordered)
                 if not groups:
                     next_options.append((f"{pinned} {attr}".strip(), []))
