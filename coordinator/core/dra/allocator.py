@@ -351,6 +351,7 @@ def allocate(
                     claim.resource_version,
                     node,
                     claim.allocation.results,
+                    reserve_only=True,
                 )
             )
             continue

@@ -176,6 +176,8 @@ def test_a_claim_shared_by_two_pods_is_allocated_once() -> None:
     first, second = place([claim_pod("a", "shared"), claim_pod("b", "shared")], snapshot)
     a, b = decided(first), decided(second)
     assert devices(a.claims[0]) == devices(b.claims[0])
+    assert not a.claims[0].reserve_only
+    assert b.claims[0].reserve_only  # allocated once, by the first pod
     assert a.placement.gpus == b.placement.gpus  # both pods see the claim's GPUs
 
 
