@@ -65,6 +65,9 @@ class ClaimAllocation:
     config: tuple[Mapping[str, Any], ...] = ()
     spec: Mapping[str, Any] | None = None  # set only for a claim to create (KEP-5004)
     extended_requests: tuple[tuple[str, str, str], ...] = field(default=())
+    # The claim was allocated already (by us earlier, or by anyone): ``results`` repeat its
+    # allocation and only ``reservedFor`` needs the pod added.
+    reserve_only: bool = False
 
     @property
     def extended(self) -> bool:
