@@ -1,5 +1,8 @@
-"""One scheduling cycle (:func:`schedule_one`): PreFilter, Filter every node, PreScore, Score
-and NormalizeScore the feasible ones, pick the best.
+"""One scheduling cycle (:func:`schedule_one`): PreFilter, Filter nodes until enough are feasible
+(kube-scheduler's ``percentageOfNodesToScore``, from a rotating start), PreScore, Score and
+NormalizeScore the feasible ones found, pick the best. A pod no node takes is filtered on every
+node, so its message counts them all; ``percentageOfNodesToScore: 100`` filters and scores every
+node for every pod.
 
 Node-local plugins (``node_local = True``) have their verdicts, placements and weighted score
 sums remembered per pod class on the immutable ``NodeInfo`` (``NodeInfo.memo``), so a warm
@@ -16,6 +19,8 @@ from common.model import NodeTopology
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import (
     PLACEMENTS,
+    CandidatesPlugin,
+    FilterPlugin,
     PreFilterResult,
     ScorePlugin,
     pod_class_key,
@@ -29,16 +34,7 @@ from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Reason, Status, summarize
 
-__all__ = ["num_feasible_nodes_to_find", "schedule_one"]
-
-
-def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
-    """kube-scheduler's rule for how many feasible nodes are enough to stop filtering."""
-    if total < 100 or percentage >= 100:
-        return total
-    if percentage <= 0:
-        percentage = max(5, 50 - total // 125)
-    return max(100, total * percentage // 100)
+__all__ = ["schedule_one"]
 
 
 def schedule_one(
@@ -48,7 +44,7 @@ def schedule_one(
     *,
     candidate_nodes: Collection[str] | None = None,
 ) -> ScheduleResult:
-    """One scheduling cycle: filter every node, score the feasible ones, pick the best.
+    """One scheduling cycle: filter nodes until enough are feasible, score those, pick the best.
 
     ``pod`` may be a Pod object (parsed here), a parsed request, or a parse error (reported).
     ``candidate_nodes`` restricts the nodes considered (network domains, gang members); the
@@ -157,58 +153,67 @@ def _cycle(
     placements = _Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
 
-    # --- filtering: node-local verdicts from the memo, the rest per node -----------------------
-    considered = [n for n in nodes if n.name in allowed] if allowed is not None else list(nodes)
-    got: list[_Memo | None] = [n.memo.get(memo_key) for n in considered]  # type: ignore[misc]
-    if None in got:
-        for i, node in enumerate(considered):
-            if got[i] is not None:
+    # --- filtering: from a rotating start until enough feasible nodes are found ---------------
+    # Node-local verdicts come from the memo; the other filters run on the nodes that pass.
+    # Filters with an index name a superset of the nodes they pass: those are visited first.
+    considered = _considered(snapshot, nodes, allowed)
+    want = fw.config.nodes_to_score(len(considered))
+    narrowed = _narrowed(fw, skipped, state, pod, snapshot)
+    order = considered
+    if narrowed is not None:
+        order = snapshot.in_order(n for n in narrowed if allowed is None or n in allowed)
+    feasible: list[NodeInfo] = []
+    entries: list[_Memo] = []
+    rejected: list[tuple[str, Status]] = []
+
+    def verdict_of(node: NodeInfo) -> tuple[_Memo, Status]:
+        entry = cast(_Memo | None, node.memo.get(memo_key))
+        if entry is None:
+            entry = _remember(node, memo_key, local_filters, state, pod, placements)
+        verdict = entry.verdict
+        if verdict is SUCCESS and other_filters:
+            verdict = _other_verdict(other_filters, state, pod, node)
+        return entry, verdict
+
+    def scan(seq: Sequence[NodeInfo], start: int) -> int:
+        """Visit ``seq`` from ``start`` (wrapping) until ``want`` are feasible; how many seen."""
+        count = len(seq)
+        for k in range(count):
+            i = start + k
+            node = seq[i - count if i >= count else i]
+            entry, verdict = verdict_of(node)
+            if verdict is not SUCCESS:
+                rejected.append((node.name, verdict))
                 continue
-            verdict = SUCCESS
-            for f in local_filters:
-                status = f.filter(state, pod, node)
-                if status is not SUCCESS and not status.is_success:
-                    verdict = status.with_plugin(f.name)
-                    break
-            entry = _Memo(verdict, dict.get(placements, node.name), {})
-            memo = node.memo
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            memo[memo_key] = entry
-            got[i] = entry
-    entries_all = cast(list[_Memo], got)
-    ok = [i for i, e in enumerate(entries_all) if e.verdict is SUCCESS]
-    if other_filters:
-        rejected: dict[int, Status] = {}
-        still: list[int] = []
-        for i in ok:
-            node = considered[i]
-            for f in other_filters:
-                status = f.filter(state, pod, node)
-                if status is not SUCCESS and not status.is_success:
-                    rejected[i] = status.with_plugin(f.name)
-                    break
-            else:
-                still.append(i)
-        ok = still
+            feasible.append(node)
+            entries.append(entry)
+            if len(feasible) >= want:
+                return k + 1
+        return count
+
+    if 0 < want < len(order):
+        start = fw.next_start % len(order)
+        fw.next_start = (start + scan(order, start)) % len(order)
     else:
-        rejected = {}
-    want = num_feasible_nodes_to_find(len(nodes), fw.config.percentage_of_nodes_to_score)
-    if len(ok) > want:
-        ok = ok[:want]  # kube's early stop: enough feasible nodes found
-    feasible = [considered[i] for i in ok]
-    entries = [entries_all[i] for i in ok]
+        scan(order, 0)
+    if not feasible and narrowed is not None:  # none of the index's nodes fit: judge the rest
+        first = {n.name for n in order}
+        scan([n for n in considered if n.name not in first], 0)
 
     def statuses() -> dict[str, Status]:
         out: dict[str, Status] = {}
         if allowed is not None:
             not_candidate = Status.unresolvable(Reason.NOT_IN_CANDIDATES)
             out.update((n.name, not_candidate) for n in nodes if n.name not in allowed)
-        for i, e in enumerate(entries_all):
-            if e.verdict is not SUCCESS:
-                out[considered[i].name] = e.verdict
-        for i, st in rejected.items():
-            out[considered[i].name] = st
+        out.update(rejected)
+        # Nodes the cycle did not visit (enough feasible ones found first): judged when asked,
+        # so an explanation still names every node that cannot take the pod.
+        seen = {n.name for n in feasible}
+        for node in considered:
+            if node.name not in seen and node.name not in out:
+                verdict = verdict_of(node)[1]
+                if verdict is not SUCCESS:
+                    out[node.name] = verdict
         return out
 
     if not feasible:
@@ -275,6 +280,64 @@ def _cycle(
         feasible=len(feasible),
         state=state,
     )
+
+
+def _considered(
+    snapshot: Snapshot, nodes: Sequence[NodeInfo], allowed: set[str] | None
+) -> Sequence[NodeInfo]:
+    if allowed is None:
+        return nodes
+    if len(allowed) * 4 < len(nodes):  # a few candidates: look them up, not every node
+        found = (snapshot.get(name) for name in sorted(allowed))
+        return [n for n in found if n is not None]
+    return [n for n in nodes if n.name in allowed]
+
+
+def _narrowed(
+    fw: Framework, skipped: set[str], state: CycleState, pod: PodRequest, snapshot: Snapshot
+) -> set[str] | None:
+    """The nodes every indexed filter could pass (``None``: no filter narrows)."""
+    out: set[str] | None = None
+    for f in fw.filter:
+        if f.name in skipped or not isinstance(f, CandidatesPlugin):
+            continue
+        names = f.candidates(state, pod, snapshot)
+        if names is not None:
+            out = set(names) if out is None else out.intersection(names)
+    return out
+
+
+def _remember(
+    node: NodeInfo,
+    key: object,
+    local_filters: Sequence[FilterPlugin],
+    state: CycleState,
+    pod: PodRequest,
+    placements: _Placements,
+) -> _Memo:
+    """Run the node-local filters on ``node`` and remember the verdict on it."""
+    verdict = SUCCESS
+    for f in local_filters:
+        status = f.filter(state, pod, node)
+        if status is not SUCCESS and not status.is_success:
+            verdict = status.with_plugin(f.name)
+            break
+    entry = _Memo(verdict, dict.get(placements, node.name), {})
+    memo = node.memo
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = entry
+    return entry
+
+
+def _other_verdict(
+    filters: Sequence[FilterPlugin], state: CycleState, pod: PodRequest, node: NodeInfo
+) -> Status:
+    for f in filters:
+        status = f.filter(state, pod, node)
+        if status is not SUCCESS and not status.is_success:
+            return status.with_plugin(f.name)
+    return SUCCESS
 
 
 def _local_score(

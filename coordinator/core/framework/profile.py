@@ -25,6 +25,10 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
         self.config = config
+        #: Where the next cycle starts looking when it stops early (kube-scheduler's rotating
+        #: ``nextStartNodeIndex``): each cycle resumes after the nodes the last one visited, so
+        #: every node gets its turn.
+        self.next_start = 0
         # Memo keys: one small object per distinct pod class, hashed by identity, so a warm
         # cycle hashes the (large) class key once instead of once per node.
         self._interned: dict[object, object] = {}

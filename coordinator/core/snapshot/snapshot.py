@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.snapshot.capacity import CapacityIndex
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 
@@ -22,10 +23,20 @@ class Snapshot:
     :meth:`copy` is cheap (shallow), for what-if runs.
 
     Indexes for the inter-pod plugins (pods by label, pods with affinity terms, nodes with
-    ``PreferNoSchedule`` taints) are built on first use and kept current by ``assume``/``forget``.
+    ``PreferNoSchedule`` taints) and the device :class:`CapacityIndex` are built on first use and
+    kept current by ``assume``/``forget``/``replace``/``remove``.
     """
 
-    __slots__ = ("_assumed", "_index", "_nodes", "_order", "dra", "namespaces")
+    __slots__ = (
+        "_assumed",
+        "_capacity",
+        "_index",
+        "_nodes",
+        "_order",
+        "_positions",
+        "dra",
+        "namespaces",
+    )
 
     def __init__(
         self,
@@ -44,14 +55,18 @@ class Snapshot:
         self.dra: DraState = dra if dra is not None else DraState()
         self._assumed: dict[str, str] = {}  # pod key → node name
         self._order: tuple[NodeInfo, ...] | None = None
+        self._positions: dict[str, int] | None = None  # unchanged by assume/forget
         self._index: _PodIndex | None = None
+        self._capacity: CapacityIndex | None = None
 
     def copy(self) -> Snapshot:
         other = Snapshot((), namespaces=self.namespaces, dra=self.dra)
         other._nodes = dict(self._nodes)
         other._assumed = dict(self._assumed)
         other._order = self._order
+        other._positions = self._positions
         other._index = self._index.copy() if self._index is not None else None
+        other._capacity = self._capacity.copy() if self._capacity is not None else None
         return other
 
     @property
@@ -75,15 +90,24 @@ class Snapshot:
         old = self._nodes.get(node.name)
         self._nodes[node.name] = node
         self._order = None
+        if old is None:
+            self._positions = None
         if self._index is not None:
             self._index.swap_node(old, node)
+        if self._capacity is not None:
+            if old is not None:
+                self._capacity.discard(old)
+            self._capacity.add(node)
 
     def remove(self, name: str) -> None:
         old = self._nodes.pop(name, None)
         if old is not None:
             self._order = None
+            self._positions = None
             if self._index is not None:
                 self._index.swap_node(old, None)
+            if self._capacity is not None:
+                self._capacity.discard(old)
 
     def is_assumed(self, pod_key: str) -> bool:
         return pod_key in self._assumed
@@ -115,12 +139,29 @@ class Snapshot:
         return True
 
     def _set(self, node: NodeInfo) -> None:
+        if self._capacity is not None:
+            self._capacity.discard(self._nodes[node.name])
+            self._capacity.add(node)
         self._nodes[node.name] = node
         self._order = None
         if self._index is not None and any(p.has_affinity for p in node.pods):
             self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
 
     # --- indexes ----------------------------------------------------------------------------
+    def capacity(self) -> CapacityIndex:
+        """Nodes by free whole GPUs and free MIG profiles (built on first use)."""
+        if self._capacity is None:
+            self._capacity = CapacityIndex(self._nodes.values())
+        return self._capacity
+
+    def in_order(self, names: Iterable[str]) -> list[NodeInfo]:
+        """The nodes named (those in the snapshot), in the snapshot's order."""
+        if self._positions is None:
+            self._positions = {name: i for i, name in enumerate(self._nodes)}
+        positions = self._positions
+        found = sorted((positions[n], n) for n in names if n in positions)
+        return [self._nodes[n] for _, n in found]
+
     def _pod_index(self) -> _PodIndex:
         if self._index is None:
             index = _PodIndex()
