@@ -159,9 +159,12 @@ def _cycle(
     considered = _considered(snapshot, nodes, allowed)
     want = fw.config.nodes_to_score(len(considered))
     narrowed = _narrowed(fw, skipped, state, pod, snapshot)
-    order = considered
-    if narrowed is not None:
+    order: Sequence[NodeInfo] | Sequence[str] = considered
+    if isinstance(narrowed, Sequence):  # names already in the snapshot's order
+        order = narrowed if allowed is None else [n for n in narrowed if n in allowed]
+    elif narrowed is not None:
         order = snapshot.in_order(n for n in narrowed if allowed is None or n in allowed)
+    by_name = snapshot.by_name
     feasible: list[NodeInfo] = []
     entries: list[_Memo] = []
     rejected: list[tuple[str, Status]] = []
@@ -175,12 +178,13 @@ def _cycle(
             verdict = _other_verdict(other_filters, state, pod, node)
         return entry, verdict
 
-    def scan(seq: Sequence[NodeInfo], start: int) -> int:
+    def scan(seq: Sequence[NodeInfo] | Sequence[str], start: int) -> int:
         """Visit ``seq`` from ``start`` (wrapping) until ``want`` are feasible; how many seen."""
         count = len(seq)
         for k in range(count):
             i = start + k
-            node = seq[i - count if i >= count else i]
+            item = seq[i - count if i >= count else i]
+            node = by_name[item] if isinstance(item, str) else item
             entry, verdict = verdict_of(node)
             if verdict is not SUCCESS:
                 rejected.append((node.name, verdict))
@@ -197,7 +201,7 @@ def _cycle(
     else:
         scan(order, 0)
     if not feasible and narrowed is not None:  # none of the index's nodes fit: judge the rest
-        first = {n.name for n in order}
+        first = {n if isinstance(n, str) else n.name for n in order}
         scan([n for n in considered if n.name not in first], 0)
 
     def statuses() -> dict[str, Status]:
@@ -295,15 +299,16 @@ def _considered(
 
 def _narrowed(
     fw: Framework, skipped: set[str], state: CycleState, pod: PodRequest, snapshot: Snapshot
-) -> set[str] | None:
-    """The nodes every indexed filter could pass (``None``: no filter narrows)."""
-    out: set[str] | None = None
+) -> Collection[str] | None:
+    """The nodes every indexed filter could pass (``None``: no filter narrows). One filter's
+    answer is kept as given (a sequence is in the snapshot's order); several are intersected."""
+    out: Collection[str] | None = None
     for f in fw.filter:
         if f.name in skipped or not isinstance(f, CandidatesPlugin):
             continue
         names = f.candidates(state, pod, snapshot)
         if names is not None:
-            out = set(names) if out is None else out.intersection(names)
+            out = names if out is None else set(out).intersection(names)
     return out
 
 

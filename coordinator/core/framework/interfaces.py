@@ -72,7 +72,8 @@ class FilterPlugin(Protocol):
 @runtime_checkable
 class CandidatesPlugin(Protocol):
     """A Filter that can name, without visiting every node, a superset of the nodes it passes
-    (``None``: no useful narrowing). Called after PreFilter, once per cycle."""
+    (``None``: no useful narrowing). Called after PreFilter, once per cycle. An answer that is a
+    ``Sequence`` must list the names in the snapshot's order (other collections are sorted)."""
 
     name: str
 

@@ -4,6 +4,7 @@ labels, and the indexes the inter-pod plugins query."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.parse import PodRequest
@@ -13,6 +14,8 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 
 __all__ = ["Snapshot"]
+
+_LABELLED_LIMIT: Final = 1024
 
 
 class Snapshot:
@@ -31,6 +34,7 @@ class Snapshot:
         "_assumed",
         "_capacity",
         "_index",
+        "_labelled",
         "_nodes",
         "_order",
         "_positions",
@@ -58,6 +62,7 @@ class Snapshot:
         self._positions: dict[str, int] | None = None  # unchanged by assume/forget
         self._index: _PodIndex | None = None
         self._capacity: CapacityIndex | None = None
+        self._labelled: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
 
     def copy(self) -> Snapshot:
         other = Snapshot((), namespaces=self.namespaces, dra=self.dra)
@@ -65,6 +70,7 @@ class Snapshot:
         other._assumed = dict(self._assumed)
         other._order = self._order
         other._positions = self._positions
+        other._labelled = self._labelled  # replaced, never changed, when labels change
         other._index = self._index.copy() if self._index is not None else None
         other._capacity = self._capacity.copy() if self._capacity is not None else None
         return other
@@ -81,6 +87,11 @@ class Snapshot:
     def get(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
 
+    @property
+    def by_name(self) -> Mapping[str, NodeInfo]:
+        """Every node by name (read-only)."""
+        return self._nodes
+
     def node_names(self) -> Sequence[str]:
         return tuple(self._nodes)
 
@@ -92,6 +103,8 @@ class Snapshot:
         self._order = None
         if old is None:
             self._positions = None
+        if old is None or old.labels != node.labels:
+            self._labelled = {}
         if self._index is not None:
             self._index.swap_node(old, node)
         if self._capacity is not None:
@@ -104,6 +117,7 @@ class Snapshot:
         if old is not None:
             self._order = None
             self._positions = None
+            self._labelled = {}
             if self._index is not None:
                 self._index.swap_node(old, None)
             if self._capacity is not None:
@@ -153,6 +167,19 @@ class Snapshot:
         if self._capacity is None:
             self._capacity = CapacityIndex(self._nodes.values())
         return self._capacity
+
+    def nodes_labelled(self, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
+        """Names of the nodes whose label ``key`` has one of ``values``, in the snapshot's order
+        (cached until a node's labels change: assume and forget keep it)."""
+        cached = self._labelled.get((key, values))
+        if cached is None:
+            if len(self._labelled) >= _LABELLED_LIMIT:
+                self._labelled = {}
+            cached = tuple(
+                name for name, node in self._nodes.items() if node.labels.get(key) in values
+            )
+            self._labelled[(key, values)] = cached
+        return cached
 
     def in_order(self, names: Iterable[str]) -> list[NodeInfo]:
         """The nodes named (those in the snapshot), in the snapshot's order."""

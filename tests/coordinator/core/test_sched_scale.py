@@ -165,3 +165,37 @@ def test_config_spellings_and_defaults() -> None:
 def test_bad_scale_settings_are_rejected_with_the_key(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(text)
+
+
+def _pools(cpu_nodes: int, gpu_nodes: int) -> list[NodeInfo]:
+    nodes = [plain_node(f"c{i:04d}", labels={"pool": "cpu"}) for i in range(cpu_nodes)]
+    return nodes + [plain_node(f"g{i:04d}", labels={"pool": "gpu"}) for i in range(gpu_nodes)]
+
+
+def test_node_selector_pod_visits_its_pool_and_still_names_every_other_node() -> None:
+    snapshot = Snapshot(_pools(500, 100))
+    fw = build_framework()
+    result = schedule_one(pod("p", node_selector={"pool": "gpu"}), snapshot, fw)
+    assert isinstance(result, Decision)
+    assert result.node.startswith("g")
+    refused = {n: v.status.reasons for n, v in result.verdicts.items() if not v.status.is_success}
+    assert len(refused) == 500
+    assert set(refused.values()) == {("node(s) didn't match Pod's node affinity/selector",)}
+    huge = pod("huge", cpu="1000", node_selector={"pool": "gpu"})
+    failed = schedule_one(huge, snapshot, fw)
+    assert isinstance(failed, Failure)
+    assert failed.message == (
+        "0/600 nodes are available: 100 Insufficient cpu, "
+        "500 node(s) didn't match Pod's node affinity/selector."
+    )
+
+
+def test_relabelled_node_is_found_by_its_new_label() -> None:
+    snapshot = Snapshot(_pools(300, 0))
+    fw = build_framework()
+    lonely = pod("p", node_selector={"pool": "gpu"})
+    assert isinstance(schedule_one(lonely, snapshot, fw), Failure)
+    snapshot.replace(plain_node("c0123", labels={"pool": "gpu"}))
+    result = schedule_one(lonely, snapshot, fw)
+    assert isinstance(result, Decision)
+    assert result.node == "c0123"
