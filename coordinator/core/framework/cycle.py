@@ -92,6 +92,9 @@ class _Memo:
 
 
 _MEMO_LIMIT: Final = 64
+# Nodes filtered at a time: about as many as are still wanted, within these bounds.
+_CHUNK_MIN: Final = 16
+_CHUNK_MAX: Final = 512
 
 
 class _Placements(dict[str, Placement]):
@@ -167,55 +170,85 @@ def _cycle(
     by_name = snapshot.by_name
     feasible: list[NodeInfo] = []
     entries: list[_Memo] = []
-    rejected: list[tuple[str, Status]] = []
+    refused: dict[str, Status] = {}  # by the filters that are not remembered per node
 
-    def verdict_of(node: NodeInfo) -> tuple[_Memo, Status]:
+    def verdict_of(node: NodeInfo) -> Status:
         entry = cast(_Memo | None, node.memo.get(memo_key))
         if entry is None:
             entry = _remember(node, memo_key, local_filters, state, pod, placements)
         verdict = entry.verdict
         if verdict is SUCCESS and other_filters:
-            verdict = _other_verdict(other_filters, state, pod, node)
-        return entry, verdict
+            known = refused.get(node.name)
+            verdict = (
+                known if known is not None else _other_verdict(other_filters, state, pod, node)
+            )
+        return verdict
+
+    def take(part: Sequence[NodeInfo]) -> int:
+        """Filter ``part``; keep its feasible nodes up to ``want``. How many of it were needed."""
+        got: list[_Memo | None] = [n.memo.get(memo_key) for n in part]  # type: ignore[misc]
+        if None in got:
+            for j, e in enumerate(got):
+                if e is None:
+                    got[j] = _remember(part[j], memo_key, local_filters, state, pod, placements)
+        passed = cast(list[_Memo], got)
+        ok = [j for j, e in enumerate(passed) if e.verdict is SUCCESS]
+        if other_filters:
+            still = []
+            for j in ok:
+                verdict = _other_verdict(other_filters, state, pod, part[j])
+                if verdict is SUCCESS:
+                    still.append(j)
+                else:
+                    refused[part[j].name] = verdict
+            ok = still
+        need = want - len(feasible)
+        if len(ok) >= need:
+            ok = ok[:need]
+        feasible.extend(part[j] for j in ok)
+        entries.extend(passed[j] for j in ok)
+        return ok[-1] + 1 if len(feasible) >= want and ok else len(part)
 
     def scan(seq: Sequence[NodeInfo] | Sequence[str], start: int) -> int:
-        """Visit ``seq`` from ``start`` (wrapping) until ``want`` are feasible; how many seen."""
-        count = len(seq)
-        for k in range(count):
-            i = start + k
-            item = seq[i - count if i >= count else i]
-            node = by_name[item] if isinstance(item, str) else item
-            entry, verdict = verdict_of(node)
-            if verdict is not SUCCESS:
-                rejected.append((node.name, verdict))
-                continue
-            feasible.append(node)
-            entries.append(entry)
-            if len(feasible) >= want:
-                return k + 1
-        return count
+        """Visit ``seq`` from ``start`` (wrapping) until ``want`` are feasible, in chunks about
+        the size still wanted; how many nodes were visited."""
+        seen = 0
+        for lo, hi in ((start, len(seq)), (0, start)):
+            while lo < hi:
+                step = min(hi - lo, max(_CHUNK_MIN, min(_CHUNK_MAX, want - len(feasible))))
+                part = seq[lo : lo + step]
+                if isinstance(part[0], str):
+                    part = [by_name[n] for n in part]  # type: ignore[index]
+                used = take(part)  # type: ignore[arg-type]
+                seen += used
+                if len(feasible) >= want:
+                    return seen
+                lo += step
+        return seen
 
     if 0 < want < len(order):
         start = fw.next_start % len(order)
         fw.next_start = (start + scan(order, start)) % len(order)
-    else:
+    elif order:
         scan(order, 0)
     if not feasible and narrowed is not None:  # none of the index's nodes fit: judge the rest
         first = {n if isinstance(n, str) else n.name for n in order}
-        scan([n for n in considered if n.name not in first], 0)
+        rest = [n for n in considered if n.name not in first]
+        if rest:
+            scan(rest, 0)
 
     def statuses() -> dict[str, Status]:
         out: dict[str, Status] = {}
         if allowed is not None:
             not_candidate = Status.unresolvable(Reason.NOT_IN_CANDIDATES)
             out.update((n.name, not_candidate) for n in nodes if n.name not in allowed)
-        out.update(rejected)
-        # Nodes the cycle did not visit (enough feasible ones found first): judged when asked,
-        # so an explanation still names every node that cannot take the pod.
+        # Every node but the feasible ones found, judged when asked (remembered verdicts, or the
+        # filters run now): an explanation names every node that cannot take the pod, including
+        # those the cycle did not need to visit.
         seen = {n.name for n in feasible}
         for node in considered:
-            if node.name not in seen and node.name not in out:
-                verdict = verdict_of(node)[1]
+            if node.name not in seen:
+                verdict = verdict_of(node)
                 if verdict is not SUCCESS:
                     out[node.name] = verdict
         return out
