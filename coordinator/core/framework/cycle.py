@@ -19,7 +19,6 @@ from common.model import NodeTopology
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import (
     PLACEMENTS,
-    CandidatesPlugin,
     FilterPlugin,
     PreFilterResult,
     ScorePlugin,
@@ -336,8 +335,8 @@ def _narrowed(
     """The nodes every indexed filter could pass (``None``: no filter narrows). One filter's
     answer is kept as given (a sequence is in the snapshot's order); several are intersected."""
     out: Collection[str] | None = None
-    for f in fw.filter:
-        if f.name in skipped or not isinstance(f, CandidatesPlugin):
+    for f in fw.candidates:
+        if f.name in skipped:
             continue
         names = f.candidates(state, pod, snapshot)
         if names is not None:

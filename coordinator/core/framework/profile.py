@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
+    CandidatesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
     PreFilterPlugin,
@@ -35,6 +36,9 @@ class Framework:
         self.plugins: tuple[object, ...] = tuple(plugins)
         self.pre_filter: list[PreFilterPlugin] = []
         self.filter: list[FilterPlugin] = []
+        #: Filters that name candidate nodes from an index (resolved once: a Protocol
+        #: ``isinstance`` check is slow).
+        self.candidates: list[CandidatesPlugin] = []
         self.pre_score: dict[str, PreScorePlugin] = {}
         self.score: list[tuple[ScorePlugin, int]] = []
         self.normalize: dict[str, NormalizeScorePlugin] = {}
@@ -43,6 +47,8 @@ class Framework:
                 self.pre_filter.append(p)
             if isinstance(p, FilterPlugin):
                 self.filter.append(p)
+                if isinstance(p, CandidatesPlugin):
+                    self.candidates.append(p)
             if isinstance(p, PreScorePlugin):
                 self.pre_score[p.name] = p
             if isinstance(p, ScorePlugin):
