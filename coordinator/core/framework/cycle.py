@@ -324,8 +324,7 @@ def _considered(
     if allowed is None:
         return nodes
     if len(allowed) * 4 < len(nodes):  # a few candidates: look them up, not every node
-        found = (snapshot.get(name) for name in sorted(allowed))
-        return [n for n in found if n is not None]
+        return snapshot.in_order(allowed)
     return [n for n in nodes if n.name in allowed]
 
 
