@@ -29,16 +29,17 @@ from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError, GpuState, apply_gpu_states
 from coordinator.inventory.devices import DeviceOwners
+from coordinator.inventory.holdings import gpu_use, with_holdings
+from coordinator.inventory.mismatch import find_mismatches
 from coordinator.inventory.state import (
     GPU_RESOURCE,
     AgentReport,
     BoundPod,
-    GpuUse,
     KubeNode,
     NodeState,
     PodUsage,
 )
-from coordinator.inventory.validate import check_report
+from coordinator.inventory.validate import check_report, warn_unknown_holdings
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class _Record:
     requested: dict[str, int] = field(default_factory=dict)
     stale: bool = False
     view: NodeState | None = None
+    bound: tuple[int, tuple[BoundPod, ...]] | None = None  # (generation, bound_pods)
 
 
 class Inventory:
@@ -207,6 +209,7 @@ class Inventory:
         if unknown:
             self._unknown.setdefault(node, self._clock())
         self._devices.claim(node, devices)
+        warn_unknown_holdings(node, topology, allocations)
         rec.agent = AgentReport(
             agent_id=agent_id,
             agent_version=agent_version,
@@ -238,6 +241,8 @@ class Inventory:
         self._devices.check(node, devices)
         before = self._signature(rec)
         self._devices.claim(node, devices)
+        if allocations is not None and allocations != agent.allocations:
+            warn_unknown_holdings(node, topology, allocations)
         was_stale = rec.stale
         rec.agent = msgspec.structs.replace(
             agent,
@@ -430,9 +435,15 @@ class Inventory:
             yield self._view(self._records[name])
 
     def bound_pods(self, name: str) -> tuple[BoundPod, ...]:
-        """The pods bound to node ``name`` (any scheduler), for the scheduler's snapshot."""
+        """The pods bound to node ``name`` (any scheduler), for the scheduler's snapshot, with
+        the devices the agent reports each holds (``held_gpus``)."""
         rec = self._records.get(name)
-        return () if rec is None else tuple(rec.pods.values())
+        if rec is None:
+            return ()
+        if rec.bound is None or rec.bound[0] != self.generation:
+            allocations = () if rec.agent is None else rec.agent.allocations
+            rec.bound = (self.generation, with_holdings(rec.pods.values(), allocations))
+        return rec.bound[1]
 
     def _view(self, rec: _Record) -> NodeState:
         now = self._clock()
@@ -443,28 +454,8 @@ class Inventory:
             return msgspec.structs.replace(
                 rec.view, last_seen_age_s=round(now - agent.last_seen, 3)
             )
-        agent, kube = rec.agent, rec.kube
-        uses: dict[str, GpuUse] = {}
-        for pod in rec.pods.values():
-            for uuid in pod.assigned_gpus:
-                uses[uuid] = GpuUse(
-                    uuid=uuid, holder=f"{pod.namespace}/{pod.name}", source="annotation"
-                )
-        if agent is not None:
-            for alloc in agent.allocations:
-                for dev in alloc.devices:
-                    for uuid in dev.ids:
-                        uses[uuid] = GpuUse(
-                            uuid=uuid, holder=f"{alloc.namespace}/{alloc.pod}", source="agent"
-                        )
-        gpu_use: list[GpuUse] = []
+        view_allocations = () if agent is None else agent.allocations
         topology = self._topology(rec)
-        if topology is not None:
-            for gpu in topology.gpus:
-                gpu_use.append(uses.get(gpu.uuid, GpuUse(uuid=gpu.uuid)))
-                for inst in gpu.mig_instances:
-                    if inst.uuid:
-                        gpu_use.append(uses.get(inst.uuid, GpuUse(uuid=inst.uuid)))
         view = NodeState(
             name=rec.name,
             stale=rec.stale,
@@ -483,8 +474,9 @@ class Inventory:
             free=self._free(rec),
             topology=topology,
             topology_source=None if topology is None else ("agent" if agent else "node-annotation"),
-            allocations=() if agent is None else agent.allocations,
-            gpu_use=tuple(gpu_use),
+            allocations=view_allocations,
+            gpu_use=gpu_use(topology, rec.pods.values(), view_allocations),
+            mismatches=find_mismatches(topology, rec.pods.values(), view_allocations),
             pods=tuple(
                 PodUsage(
                     namespace=p.namespace, name=p.name, scheduler=p.scheduler, requests=p.requests
