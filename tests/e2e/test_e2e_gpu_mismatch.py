@@ -112,7 +112,7 @@ async def test_the_node_giving_other_gpus_is_reported_once_counted_and_shown(
             )
             url = f"{coordinator.url}/v1/nodes/{node}"
             async with asyncio.timeout(120):  # the agent process starting, its stream open
-                while not await _connected(url):
+                while not await _connected(url):  # noqa: ASYNC110 (another process)
                     await asyncio.sleep(0.1)
             await _scenario(kube, namespace, node, topology, kubelet, coordinator.url)
         finally:
