@@ -38,12 +38,9 @@ def gpu_use(
             uses[uuid] = GpuUse(
                 uuid=uuid, holder=f"{pod.namespace}/{pod.name}", source="annotation"
             )
-    for alloc in allocations:
-        for dev in alloc.devices:
-            for uuid in dev.ids:
-                uses[uuid] = GpuUse(
-                    uuid=uuid, holder=f"{alloc.namespace}/{alloc.pod}", source="agent"
-                )
+    for (namespace, name), ids in held.items():
+        for uuid in ids:
+            uses[uuid] = GpuUse(uuid=uuid, holder=f"{namespace}/{name}", source="agent")
     out: list[GpuUse] = []
     for gpu in topology.gpus if topology is not None else ():
         out.append(uses.get(gpu.uuid, GpuUse(uuid=gpu.uuid)))

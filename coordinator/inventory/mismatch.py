@@ -27,7 +27,14 @@ from common import podkeys
 from common.model import Link, NodeTopology, worst_link
 from common.wire import ContainerAllocation
 
-__all__ = ["GpuMismatch", "LinkChange", "PlacedPod", "find_mismatches", "holdings_by_pod"]
+__all__ = [
+    "GpuMismatch",
+    "LinkChange",
+    "PlacedPod",
+    "device_uuid",
+    "find_mismatches",
+    "holdings_by_pod",
+]
 
 LinkChange = Literal["worse", "same", "better", "unknown-device"]
 _MIG_PREFIX: Final = podkeys.MIG_RESOURCE_PREFIX
@@ -64,13 +71,19 @@ def _is_gpu_resource(resource: str) -> bool:
     return resource == podkeys.GPU_RESOURCE or resource.startswith(_MIG_PREFIX)
 
 
+def device_uuid(device_id: str) -> str:
+    """The GPU or MIG UUID of a device-plugin id: a GPU shared by time-slicing or MPS is
+    advertised once per replica, as ``<uuid>::<replica>``."""
+    return device_id.split("::", 1)[0]
+
+
 def holdings_by_pod(
     allocations: Iterable[ContainerAllocation],
 ) -> dict[tuple[str, str], tuple[str, ...]]:
-    """``(namespace, pod)`` → the GPU and MIG device ids all its containers hold, in order."""
+    """``(namespace, pod)`` → the GPU and MIG UUIDs all its containers hold, in order."""
     held: dict[tuple[str, str], list[str]] = {}
     for alloc in allocations:
-        ids = [i for d in alloc.devices if _is_gpu_resource(d.resource) for i in d.ids]
+        ids = [device_uuid(i) for d in alloc.devices if _is_gpu_resource(d.resource) for i in d.ids]
         if ids:
             seen = held.setdefault((alloc.namespace, alloc.pod), [])
             seen.extend(i for i in ids if i not in seen)

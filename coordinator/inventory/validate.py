@@ -18,6 +18,7 @@ from typing import Final
 
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError
+from coordinator.inventory.mismatch import device_uuid
 
 __all__ = ["check_report", "device_ids", "unknown_holdings", "warn_unknown_holdings"]
 
@@ -113,7 +114,8 @@ def unknown_holdings(
             mig = dev.resource.startswith(_MIG_PREFIX)
             if dev.resource != _GPU and not (mig and mig_known):
                 continue
-            found += [(f"{alloc.namespace}/{alloc.pod}", i) for i in dev.ids if i not in devices]
+            where = f"{alloc.namespace}/{alloc.pod}"
+            found += [(where, i) for i in dev.ids if device_uuid(i) not in devices]
     return found
 
 

@@ -139,7 +139,8 @@ def test_a_holding_naming_an_unknown_device_is_kept_logged_and_named(
     inv.upsert_pod(_placed(dgx1, "ok", 1, 2))
     state = inv.node(NODE)
     assert state is not None
-    assert state.connected and state.seq == 0  # the report was kept, the stream not refused
+    assert state.connected
+    assert state.seq == 0
     (mismatch,) = state.mismatches
     assert mismatch.unknown == ("GPU-nowhere",)
     assert mismatch.link_change == "unknown-device"
@@ -149,3 +150,18 @@ def test_a_holding_naming_an_unknown_device_is_kept_logged_and_named(
     use = {u.uuid: u.holder for u in state.gpu_use}
     assert use[dgx1.gpus[1].uuid] == "ml/ok"  # everyone else's holdings are recorded as ever
     assert "GPU-nowhere" not in use
+
+
+def test_time_sliced_replicas_count_as_their_gpu(dgx1: NodeTopology) -> None:
+    # With time-slicing or MPS the device plugin advertises each GPU once per replica.
+    shared = allocation(
+        "infer", f"{dgx1.gpus[2].uuid}::3", f"{dgx1.gpus[5].uuid}::0", namespace="ml"
+    )
+    inv = _inventory(dgx1, shared)
+    inv.upsert_pod(_placed(dgx1, "infer", 2, 6))
+    state = inv.node(NODE)
+    assert state is not None
+    assert {u.uuid: u.holder for u in state.gpu_use}[dgx1.gpus[5].uuid] == "ml/infer"
+    (mismatch,) = state.mismatches
+    assert mismatch.given_devices == "GPUs 2,5"
+    assert mismatch.unknown == ()
