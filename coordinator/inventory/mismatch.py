@@ -8,7 +8,7 @@ devices the kubelet says the pod's containers hold. A pod without holdings yet (
 PodResources on the node) has no verdict.
 
 Each :class:`GpuMismatch` carries both sets as the user knows them (GPU indices, MIG profiles)
-and their weakest link class, and :attr:`GpuMismatch.message` says it in one line::
+and their weakest link class, and its ``message`` says it in one line::
 
     assigned GPUs 0,3 (NV2) but the node gave GPUs 0,4 (SYS)
 
@@ -54,13 +54,7 @@ class GpuMismatch(msgspec.Struct, frozen=True, kw_only=True):
     given_link: str | None = None
     unknown: tuple[str, ...] = ()  # given ids that are not devices of the node
     link_change: LinkChange = "same"
-
-    @property
-    def message(self) -> str:
-        """``assigned GPUs 0,3 (NV2) but the node gave GPUs 0,4 (SYS)``."""
-        assigned = _with_link(self.assigned_devices, self.assigned_link)
-        given = _with_link(self.given_devices, self.given_link)
-        return f"assigned {assigned} but the node gave {given}"
+    message: str = ""  # "assigned GPUs 0,3 (NV2) but the node gave GPUs 0,4 (SYS)"
 
 
 def _with_link(devices: str, link: str | None) -> str:
@@ -176,6 +170,12 @@ def find_mismatches(
             continue
         chosen_text, chosen_link, _ = devices.describe(chosen)
         given_text, given_link, unknown = devices.describe(given)
+        a_link = None if chosen_link is None else str(chosen_link)
+        g_link = None if given_link is None else str(given_link)
+        message = (
+            f"assigned {_with_link(chosen_text, a_link)} "
+            f"but the node gave {_with_link(given_text, g_link)}"
+        )
         found.append(
             GpuMismatch(
                 namespace=namespace,
@@ -185,10 +185,11 @@ def find_mismatches(
                 given=given,
                 assigned_devices=chosen_text,
                 given_devices=given_text,
-                assigned_link=None if chosen_link is None else str(chosen_link),
-                given_link=None if given_link is None else str(given_link),
+                assigned_link=a_link,
+                given_link=g_link,
                 unknown=unknown,
                 link_change=_change(chosen_link, given_link, bool(unknown)),
+                message=message,
             )
         )
     return tuple(found)

@@ -165,6 +165,7 @@ async def _scenario(
     assert mismatch["assigned_link"] == chosen_link
     assert mismatch["given_link"] == "SYS"
     assert mismatch["link_change"] == "worse"
+    assert mismatch["message"] == wanted
     use = {u["uuid"]: u.get("holder") for u in doc["gpu_use"]}
     assert [use[topology.gpus[i].uuid] for i in given] == [f"{namespace}/train"] * 2
     assert all(use[topology.gpus[i].uuid] is None for i in chosen if i not in given)
