@@ -71,6 +71,8 @@ class _Record:
     stale: bool = False
     view: NodeState | None = None
     bound: tuple[int, tuple[BoundPod, ...]] | None = None  # (generation, bound_pods)
+    # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
+    gone: set[tuple[str, str]] = field(default_factory=set)
 
 
 class Inventory:
@@ -210,6 +212,7 @@ class Inventory:
             self._unknown.setdefault(node, self._clock())
         self._devices.claim(node, devices)
         warn_unknown_holdings(node, topology, allocations)
+        rec.gone.clear()
         rec.agent = AgentReport(
             agent_id=agent_id,
             agent_version=agent_version,
@@ -243,6 +246,7 @@ class Inventory:
         self._devices.claim(node, devices)
         if allocations is not None and allocations != agent.allocations:
             warn_unknown_holdings(node, topology, allocations)
+            rec.gone.clear()
         was_stale = rec.stale
         rec.agent = msgspec.structs.replace(
             agent,
@@ -387,6 +391,7 @@ class Inventory:
         rec = self._records[node]
         before = self._signature(rec)
         pod = rec.pods.pop(uid)
+        rec.gone.add((pod.namespace, pod.name))
         for k, v in pod.requests.items():
             left = rec.requested.get(k, 0) - v
             if left > 0:
@@ -441,9 +446,16 @@ class Inventory:
         if rec is None:
             return ()
         if rec.bound is None or rec.bound[0] != self.generation:
-            allocations = () if rec.agent is None else rec.agent.allocations
-            rec.bound = (self.generation, with_holdings(rec.pods.values(), allocations))
+            rec.bound = (self.generation, with_holdings(rec.pods.values(), self._held(rec)))
         return rec.bound[1]
+
+    @staticmethod
+    def _held(rec: _Record) -> tuple[ContainerAllocation, ...]:
+        """The agent's allocations, less those of pods deleted since it reported them."""
+        allocations = () if rec.agent is None else rec.agent.allocations
+        if not rec.gone:
+            return allocations
+        return tuple(a for a in allocations if (a.namespace, a.pod) not in rec.gone)
 
     def _view(self, rec: _Record) -> NodeState:
         now = self._clock()
@@ -475,8 +487,8 @@ class Inventory:
             topology=topology,
             topology_source=None if topology is None else ("agent" if agent else "node-annotation"),
             allocations=view_allocations,
-            gpu_use=gpu_use(topology, rec.pods.values(), view_allocations),
-            mismatches=find_mismatches(topology, rec.pods.values(), view_allocations),
+            gpu_use=gpu_use(topology, rec.pods.values(), self._held(rec)),
+            mismatches=find_mismatches(topology, rec.pods.values(), self._held(rec)),
             pods=tuple(
                 PodUsage(
                     namespace=p.namespace, name=p.name, scheduler=p.scheduler, requests=p.requests

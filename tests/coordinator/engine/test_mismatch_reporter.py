@@ -123,7 +123,9 @@ async def test_a_pod_that_left_is_forgotten(dgx1: NodeTopology) -> None:
     assert await reporter.check([NODE]) == 1
     inv.delete_pod("uid-train")
     assert await reporter.check([NODE]) == 0
-    _place(inv, dgx1, "train", 0, 3)  # the same name and uid bound again and again mis-served
+    _place(inv, dgx1, "train", 0, 3)  # bound again: the agent's old word on it does not count
+    assert await reporter.check([NODE]) == 0
+    _give(inv, dgx1, 2, train=(6, 7))  # its next report: mis-served again, and news again
     assert await reporter.check([NODE]) == 1
 
 

@@ -165,3 +165,24 @@ def test_time_sliced_replicas_count_as_their_gpu(dgx1: NodeTopology) -> None:
     (mismatch,) = state.mismatches
     assert mismatch.given_devices == "GPUs 2,5"
     assert mismatch.unknown == ()
+
+
+def test_a_pod_recreated_under_its_name_is_not_blamed_for_its_predecessors_devices(
+    dgx1: NodeTopology,
+) -> None:
+    inv = _inventory(dgx1)
+    _placed_pod = _placed(dgx1, "worker-0", 0, 3)
+    inv.upsert_pod(_placed_pod)
+    inv.apply_delta(NODE, seq=1, gpus=(), allocations=(_held(dgx1, "worker-0", 0, 3),))
+    inv.delete_pod(_placed_pod.uid)
+    # A new worker-0 is placed on 4,5 before the agent's next report still names the old one's.
+    inv.upsert_pod(_placed(dgx1, "worker-0", 4, 5, uid="uid-new"))
+    state = inv.node(NODE)
+    assert state is not None
+    assert state.mismatches == ()
+    assert {u.uuid: u.holder for u in state.gpu_use}[dgx1.gpus[0].uuid] is None
+    assert inv.bound_pods(NODE)[0].held_gpus == ()
+    # The agent's next report is the kubelet's word on the new pod.
+    inv.apply_delta(NODE, seq=2, gpus=(), allocations=(_held(dgx1, "worker-0", 4, 6),))
+    (mismatch,) = inv.node(NODE).mismatches  # type: ignore[union-attr]
+    assert (mismatch.uid, mismatch.given_devices) == ("uid-new", "GPUs 4,6")
