@@ -9,11 +9,15 @@ exists, ``up --nodes SPEC`` calls ``devcluster.nodes.start_nodes(spec=SPEC, kube
 directory=DIR) -> str`` once the API server is ready (the string is printed as a summary line;
 a ``ValueError`` or ``RuntimeError`` stops the cluster again and is reported as the error), and
 ``down`` calls ``devcluster.nodes.stop_nodes(directory=DIR)`` before stopping the control plane.
+
+``--dra`` publishes NVIDIA's DRA DeviceClasses (``devcluster.dra``) and, with ``--nodes``, makes
+the simulated nodes' GPUs DRA devices (a ResourceSlice per node, no device-plugin resources).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import sys
 import time
@@ -42,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--nodes",
         metavar="PROFILE:N[,PROFILE:N…]",
         help="also register simulated GPU nodes of these hardware profiles",
+    )
+    up.add_argument(
+        "--dra",
+        action="store_true",
+        help="GPUs as NVIDIA DRA devices: DeviceClasses gpu.nvidia.com and mig.nvidia.com, and "
+        "with --nodes a ResourceSlice per node instead of nvidia.com/gpu capacity",
     )
     up.set_defaults(func=run_up)
 
@@ -95,17 +105,34 @@ def run_up(args: argparse.Namespace) -> int:
             summary.append(
                 str(
                     nodes.start_nodes(
-                        spec=args.nodes, kubeconfig=plane.kubeconfig, directory=directory
+                        spec=args.nodes,
+                        kubeconfig=plane.kubeconfig,
+                        directory=directory,
+                        dra=args.dra,
                     )
                 )
             )
         except (ValueError, RuntimeError) as exc:
             plane.stop()
             raise CliError(f"--nodes {args.nodes}: {_one_line(exc)}") from exc
+    elif args.dra:
+        summary.append(_publish_classes(plane.kubeconfig))
     for line in summary:
         print(line, file=sys.stderr)
     print(f"export KUBECONFIG={plane.kubeconfig}")
     return 0
+
+
+def _publish_classes(kubeconfig: Path) -> str:
+    from common.kube import KubeClient
+    from devcluster.dra import publish_classes
+
+    async def publish() -> None:
+        async with await KubeClient.connect(kubeconfig) as kube:
+            await publish_classes(kube)
+
+    asyncio.run(publish())
+    return "devcluster: DeviceClasses gpu.nvidia.com and mig.nvidia.com published (no nodes)"
 
 
 def run_down(args: argparse.Namespace) -> int:

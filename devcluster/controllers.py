@@ -18,14 +18,12 @@ everything else nothing here uses (each controller costs CPU on a small machine)
 
 from __future__ import annotations
 
-import http.client
-import ssl
 import subprocess
-import time
 from pathlib import Path
 from typing import Final
 
 from devcluster import pki
+from devcluster.processes import wait_https_ok
 
 USER: Final = "system:kube-controller-manager"
 KUBECONFIG_FILE: Final = "controller-manager.kubeconfig"
@@ -78,34 +76,12 @@ def args(
 
 def wait_healthy(process: subprocess.Popen[bytes], port: int, log: Path, timeout_s: float) -> None:
     """Return once ``/healthz`` answers ``ok``; ``ControllersError`` if it exits or times out."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
-    deadline = time.monotonic() + timeout_s
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise ControllersError(
-                f"kube-controller-manager exited with status {process.returncode} while "
-                f"starting; last log lines ({log}):\n{tail(log)}"
-            )
-        connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
-        try:
-            connection.request("GET", "/healthz")
-            response = connection.getresponse()
-            body = response.read().decode("utf-8", "replace")
-            if response.status == 200:
-                return
-            last = f"{response.status} {body[:200]}"
-        except (OSError, http.client.HTTPException) as exc:
-            last = str(exc)
-        finally:
-            connection.close()
-        time.sleep(0.2)
-    raise ControllersError(
-        f"kube-controller-manager not healthy after {timeout_s:.0f}s (last answer: {last}); "
-        f"log: {log}"
-    )
+    failure = wait_https_ok(process.poll, port, "/healthz", timeout_s=timeout_s)
+    if failure is not None:
+        raise ControllersError(
+            f"kube-controller-manager {failure} while starting; last log lines ({log}):\n"
+            + tail(log)
+        )
 
 
 def tail(path: Path, lines: int = 15) -> str:

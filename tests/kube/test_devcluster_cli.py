@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,38 @@ replace (
 def test_wrapper_module_refuses_a_go_mod_without_staging() -> None:
     with pytest.raises(BinariesUnavailable, match="staging"):
         kubernetes_wrapper_go_mod("module k8s.io/kubernetes\n\ngo 1.26.0\n", "1.36.3", ["kubectl"])
+
+
+@pytest.mark.kube
+def test_up_dra_makes_the_simulated_gpus_dra_devices(
+    k8s_binaries: Binaries, tmp_path: Path
+) -> None:
+    directory = tmp_path / "dc"
+    up = topos("devcluster", "up", "--dir", str(directory), "--nodes", "dgx-a100:1", "--dra")
+    assert up.returncode == 0, up.stderr
+    assert "GPUs as DRA devices" in up.stderr
+
+    def get(*what: str) -> Any:
+        kubectl = [str(k8s_binaries.kubectl), "--kubeconfig", str(directory / "kubeconfig")]
+        done = subprocess.run(
+            [*kubectl, "get", *what, "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    try:
+        slices = get("resourceslices")["items"]
+        assert [s["spec"]["pool"]["name"] for s in slices] == ["dgx-a100-0"]
+        names = [d["name"] for d in slices[0]["spec"]["devices"]]
+        assert names == [f"gpu-{i}" for i in range(8)]
+        classes = {c["metadata"]["name"] for c in get("deviceclasses")["items"]}
+        assert classes == {"gpu.nvidia.com", "mig.nvidia.com"}
+        node = get("node", "dgx-a100-0")
+        assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # DRA, not device plugin
+    finally:
+        down = topos("devcluster", "down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
