@@ -209,7 +209,7 @@ async def register(kube: KubeClient, nodes: list[SimNode], *, device_plugin: boo
 
 
 async def _lift_not_ready_taint(kube: KubeClient, name: str) -> None:
-    """Do the node lifecycle controller's part: no controller-manager runs here, so the
+    """Do the node lifecycle controller's part (it does not run here): otherwise the
     ``node.kubernetes.io/not-ready`` taint the API server's TaintNodesByCondition admission puts on
     every new Node would otherwise stay and keep every pod off a node that reports Ready."""
     obj = await kube.get(NODES, name)
