@@ -211,7 +211,7 @@ async def register(kube: KubeClient, nodes: list[SimNode], *, device_plugin: boo
 async def _lift_not_ready_taint(kube: KubeClient, name: str) -> None:
     """Do the node lifecycle controller's part (it does not run here): otherwise the
     ``node.kubernetes.io/not-ready`` taint the API server's TaintNodesByCondition admission puts on
-    every new Node would otherwise stay and keep every pod off a node that reports Ready."""
+    every new Node would stay and keep every pod off a node that reports Ready."""
     obj = await kube.get(NODES, name)
     taints = (obj.get("spec") or {}).get("taints") or []
     kept = [t for t in taints if t.get("key") != _NOT_READY_TAINT]
