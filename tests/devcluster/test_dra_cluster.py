@@ -191,3 +191,33 @@ async def test_a_topos_test_clusters_dra_node_joins_the_inventory_by_uuid(
     assert by_name == {f"gpu-{g.index}": g.uuid for g in cluster.topologies[node].gpus}
     allocatable = (await kube.get(NODES, node))["status"]["allocatable"]
     assert "nvidia.com/gpu" not in allocatable
+
+
+async def test_a_users_claim_is_unreserved_and_deallocated_when_its_pod_ends_but_kept(
+    kube: KubeClient, namespace: str, kube_scheduler_name: str, run: str
+) -> None:
+    """A claim the user made (not from a template) outlives its pod: the controller-manager only
+    takes the finished pod out of ``reservedFor`` and drops the allocation, so the devices are
+    free again and the claim can be used by the next pod."""
+    node = f"dra-h100-{run}"
+    await dra_node(kube, node, "dgx-h100", labels={RUN: run})
+    await kube.create(RESOURCE_CLAIMS, claim("mine", 2), namespace=namespace)
+    pod = claim_pod(
+        "first", claim_name="mine", scheduler=kube_scheduler_name, node_selector={RUN: run}
+    )
+    await kube.create(PODS, pod, namespace=namespace)
+    await wait_for_object(
+        kube, RESOURCE_CLAIMS, "mine", lambda c: reserved_for(c) == ["first"], namespace=namespace
+    )
+    await kube.patch(
+        PODS, "first", {"status": {"phase": "Succeeded"}}, namespace=namespace, subresource="status"
+    )
+    released = await wait_for_object(
+        kube,
+        RESOURCE_CLAIMS,
+        "mine",
+        lambda c: not reserved_for(c) and not allocated(c),
+        namespace=namespace,
+        what="claim mine unreserved and deallocated",
+    )
+    assert released["metadata"]["name"] == "mine"
