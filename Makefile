@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/topos demo
 
-# Builds (or finds in ~/.cache/topos/k8s) etcd, kube-apiserver and kubectl, runs the quality
-# gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
+# Builds (or finds in ~/.cache/topos/k8s) etcd, kube-apiserver, kube-controller-manager and kubectl,
+# runs the quality gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
 # a green run must have run tests.
 test: $(STAMP) k8s-binaries lint typecheck
 	@rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \

@@ -1,4 +1,4 @@
-"""``topos devcluster up|down``: a local etcd + kube-apiserver to try Topos against (DESIGN.md §8).
+"""``topos devcluster up|down``: a local control plane to try Topos against (DESIGN.md §8).
 
 ``up`` starts the same control plane the tests use, detached, records it in ``--dir`` (default
 ``.devcluster/``), prints ``export KUBECONFIG=…`` on stdout (so ``eval "$(topos devcluster up)"``
@@ -9,11 +9,15 @@ exists, ``up --nodes SPEC`` calls ``devcluster.nodes.start_nodes(spec=SPEC, kube
 directory=DIR) -> str`` once the API server is ready (the string is printed as a summary line;
 a ``ValueError`` or ``RuntimeError`` stops the cluster again and is reported as the error), and
 ``down`` calls ``devcluster.nodes.stop_nodes(directory=DIR)`` before stopping the control plane.
+
+``--dra`` publishes NVIDIA's DRA DeviceClasses (``devcluster.dra``) and, with ``--nodes``, makes
+the simulated nodes' GPUs DRA devices (a ResourceSlice per node, no device-plugin resources).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import sys
 import time
@@ -30,8 +34,9 @@ DEFAULT_DIR = Path(".devcluster")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "devcluster",
-        help="a local etcd + kube-apiserver on 127.0.0.1",
-        description="Start or stop a local Kubernetes control plane (etcd + kube-apiserver).",
+        help="a local etcd + kube-apiserver + kube-controller-manager on 127.0.0.1",
+        description="Start or stop a local Kubernetes control plane "
+        "(etcd, kube-apiserver, kube-controller-manager).",
     )
     sub = parser.add_subparsers(dest="devcluster_command", metavar="ACTION", required=True)
 
@@ -41,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--nodes",
         metavar="PROFILE:N[,PROFILE:N…]",
         help="also register simulated GPU nodes of these hardware profiles",
+    )
+    up.add_argument(
+        "--dra",
+        action="store_true",
+        help="GPUs as NVIDIA DRA devices: DeviceClasses gpu.nvidia.com and mig.nvidia.com, and "
+        "with --nodes a ResourceSlice per node instead of nvidia.com/gpu capacity",
     )
     up.set_defaults(func=run_up)
 
@@ -84,8 +95,9 @@ def run_up(args: argparse.Namespace) -> int:
         plane = ControlPlane.start(binaries=binaries, directory=directory, detach=True)
     except ControlPlaneError as exc:
         raise CliError(f"devcluster failed to start: {_one_line(exc)}") from exc
+    manager = " and kube-controller-manager" if plane.state.controller_manager_pid else ""
     summary = [
-        f"devcluster: kube-apiserver {plane.state.kubernetes_version} at {plane.server}, "
+        f"devcluster: kube-apiserver {plane.state.kubernetes_version} at {plane.server}{manager}, "
         f"ready in {time.monotonic() - started:.1f}s (logs: {directory / 'logs'})"
     ]
     if nodes is not None:
@@ -93,17 +105,34 @@ def run_up(args: argparse.Namespace) -> int:
             summary.append(
                 str(
                     nodes.start_nodes(
-                        spec=args.nodes, kubeconfig=plane.kubeconfig, directory=directory
+                        spec=args.nodes,
+                        kubeconfig=plane.kubeconfig,
+                        directory=directory,
+                        dra=args.dra,
                     )
                 )
             )
         except (ValueError, RuntimeError) as exc:
             plane.stop()
             raise CliError(f"--nodes {args.nodes}: {_one_line(exc)}") from exc
+    elif args.dra:
+        summary.append(_publish_classes(plane.kubeconfig))
     for line in summary:
         print(line, file=sys.stderr)
     print(f"export KUBECONFIG={plane.kubeconfig}")
     return 0
+
+
+def _publish_classes(kubeconfig: Path) -> str:
+    from common.kube import KubeClient
+    from devcluster.dra import publish_classes
+
+    async def publish() -> None:
+        async with await KubeClient.connect(kubeconfig) as kube:
+            await publish_classes(kube)
+
+    asyncio.run(publish())
+    return "devcluster: DeviceClasses gpu.nvidia.com and mig.nvidia.com published (no nodes)"
 
 
 def run_down(args: argparse.Namespace) -> int:

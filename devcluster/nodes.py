@@ -116,12 +116,17 @@ def plan_nodes(entries: list[tuple[str, int]]) -> list[SimNode]:
     return nodes
 
 
-def capacity(topology: NodeTopology) -> dict[str, str]:
+def capacity(topology: NodeTopology, *, device_plugin: bool = True) -> dict[str, str]:
     """What the kubelet and the NVIDIA device plugin (MIG strategy "mixed") would report
     (:func:`common.allocatable.allocatable_from_topology`), with CPU, memory and ephemeral
-    storage for a profile that gives none."""
+    storage for a profile that gives none. Without ``device_plugin`` (GPUs served by NVIDIA's
+    DRA driver instead, see ``devcluster.dra``) no ``nvidia.com/…`` resources."""
     alloc = allocatable_from_topology(topology)
-    out = {k: _text(k, v) for k, v in sorted(alloc.items())}
+    out = {
+        k: _text(k, v)
+        for k, v in sorted(alloc.items())
+        if device_plugin or not k.startswith("nvidia.com/")
+    }
     out.setdefault("cpu", "8")
     out.setdefault("memory", "32Gi")
     out.setdefault("ephemeral-storage", "1000Gi")
@@ -156,8 +161,8 @@ def node_object(node: SimNode) -> dict[str, Any]:
     }
 
 
-def node_status(node: SimNode) -> dict[str, Any]:
-    cap = capacity(node.topology)
+def node_status(node: SimNode, *, device_plugin: bool = True) -> dict[str, Any]:
+    cap = capacity(node.topology, device_plugin=device_plugin)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return {
         "status": {
@@ -189,22 +194,24 @@ def node_status(node: SimNode) -> dict[str, Any]:
     }
 
 
-async def register(kube: KubeClient, nodes: list[SimNode]) -> None:
-    """Create (or refresh) each Node and set its status: Ready, with the profile's capacity."""
+async def register(kube: KubeClient, nodes: list[SimNode], *, device_plugin: bool = True) -> None:
+    """Create (or refresh) each Node and set its status: Ready, with the profile's capacity
+    (``device_plugin``: see :func:`capacity`)."""
     for node in nodes:
         body = node_object(node)
         try:
             await kube.create(NODES, body)
         except AlreadyExists:
             await kube.patch(NODES, node.name, {"metadata": body["metadata"]})
-        await kube.patch(NODES, node.name, node_status(node), subresource="status")
+        status = node_status(node, device_plugin=device_plugin)
+        await kube.patch(NODES, node.name, status, subresource="status")
         await _lift_not_ready_taint(kube, node.name)
 
 
 async def _lift_not_ready_taint(kube: KubeClient, name: str) -> None:
-    """Do the node lifecycle controller's part: no controller-manager runs here, so the
+    """Do the node lifecycle controller's part (it does not run here): otherwise the
     ``node.kubernetes.io/not-ready`` taint the API server's TaintNodesByCondition admission puts on
-    every new Node would otherwise stay and keep every pod off a node that reports Ready."""
+    every new Node would stay and keep every pod off a node that reports Ready."""
     obj = await kube.get(NODES, name)
     taints = (obj.get("spec") or {}).get("taints") or []
     kept = [t for t in taints if t.get("key") != _NOT_READY_TAINT]
@@ -283,12 +290,14 @@ async def run_agents(
         await kube.close()
 
 
-def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path) -> str:
+def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path, dra: bool = False) -> str:
     """``devcluster up --nodes SPEC``: register the nodes, start the agents' process, wait until
-    every agent published once. ``ValueError`` for a bad spec or profile, ``RuntimeError`` when
-    the agents' process fails."""
+    every agent published once. With ``dra`` (``--dra``) the nodes' GPUs are NVIDIA DRA devices
+    (``devcluster.dra``: DeviceClasses and a ResourceSlice per node) instead of device-plugin
+    resources. ``ValueError`` for a bad spec or profile, ``RuntimeError`` when the agents'
+    process fails."""
     nodes = plan_nodes(parse_spec(spec))
-    asyncio.run(_register(str(kubeconfig), nodes))
+    asyncio.run(_register(str(kubeconfig), nodes, dra=dra))
     directory.mkdir(parents=True, exist_ok=True)
     ready = directory / _READY_FILE
     ready.unlink(missing_ok=True)
@@ -333,7 +342,9 @@ def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path) -> str:
     counts = ", ".join(f"{p} x{c}" for p, c in parse_spec(spec))
     return (
         f"devcluster: {len(nodes)} simulated nodes ({counts}) in {_plural(len(leaves), 'leaf')} "
-        f"under {_plural(len(spines), 'spine')}; agents pid {proc.pid}"
+        f"under {_plural(len(spines), 'spine')}"
+        + (", GPUs as DRA devices (gpu.nvidia.com ResourceSlices)" if dra else "")
+        + f"; agents pid {proc.pid}"
         + (f", streaming to {coordinator}" if coordinator else "")
         + f" (log: {log_path})"
     )
@@ -343,9 +354,15 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {'leaves' if word == 'leaf' else word + 's'}"
 
 
-async def _register(kubeconfig: str, nodes: list[SimNode]) -> None:
+async def _register(kubeconfig: str, nodes: list[SimNode], *, dra: bool) -> None:
     async with await KubeClient.connect(kubeconfig) as kube:
-        await register(kube, nodes)
+        await register(kube, nodes, device_plugin=not dra)
+        if dra:
+            from devcluster import dra as nvidia_dra
+
+            await nvidia_dra.publish_classes(kube)
+            for node in nodes:
+                await nvidia_dra.publish_node(kube, node.name, node.profile)
 
 
 def stop_nodes(*, directory: Path) -> None:

@@ -1,12 +1,15 @@
-"""Child processes of the control plane: free ports, start in a process group, stop for sure."""
+"""Child processes of the control plane: free ports, start in a process group, wait until
+healthy, stop for sure."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import http.client
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -107,3 +110,34 @@ def stop_group(
         if not group_alive(pgid):
             return
         time.sleep(0.05)
+
+
+def wait_https_ok(
+    poll: Callable[[], int | None], port: int, path: str, *, timeout_s: float
+) -> str | None:
+    """Poll ``https://127.0.0.1:<port><path>`` (any certificate: the components' own are
+    self-signed) until it answers 200: ``None``; otherwise why not — the process exited
+    (``poll()`` returned its status) or the time ran out — in a few words."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        code = poll()
+        if code is not None:
+            return f"exited with status {code}"
+        connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            body = response.read().decode("utf-8", "replace")
+            if response.status == 200:
+                return None
+            last = f"{response.status} {body[:200]}"
+        except (OSError, http.client.HTTPException) as exc:
+            last = str(exc)
+        finally:
+            connection.close()
+        time.sleep(0.2)
+    return f"{path} not ok after {timeout_s:.0f}s (last answer: {last})"

@@ -1,20 +1,27 @@
-"""Shared fixtures: a real kube-apiserver + etcd for the whole test session.
+"""Shared fixtures: a real etcd + kube-apiserver + kube-controller-manager for the whole session.
 
 Fixtures (use them by name; a test that does is marked ``kube`` automatically):
 
 - ``control_plane`` (session): the running ``devcluster.controlplane.ControlPlane``, started once
-  on free 127.0.0.1 ports and stopped at the end of the session. ``.kubeconfig`` is an admin
+  on free 127.0.0.1 ports and stopped at the end of the session, with kube-controller-manager
+  running the controllers of ``devcluster.controllers.CONTROLLERS`` (ResourceClaims from
+  templates and released when pods finish, Jobs/ReplicaSets/Deployments make pods, garbage
+  collection: a pod whose owner does not exist is deleted). ``.kubeconfig`` is an admin
   kubeconfig (client certificate in ``system:masters``), ``.server`` the URL, and
   ``.write_user_kubeconfig(path, user=…, groups=…)`` mints a less privileged identity.
 - ``kubeconfig`` (session): ``Path`` of that admin kubeconfig.
 - ``kube`` (function, async): a connected ``common.kube.KubeClient`` (admin), closed afterwards.
 - ``namespace`` (function, async): a fresh namespace for this test, e.g. ``t-my-test-3f9a1c``.
-  Nothing deletes it (no controller-manager runs, so deletion would never finish); it vanishes
+  Nothing deletes it (no namespace controller runs, so deletion would never finish); it vanishes
   with the control plane.
 - ``unique_name`` (function): ``unique_name("node")`` → ``node-5d0c2e…``, for cluster-scoped
   objects such as Nodes that several tests create.
 - ``k8s_binaries`` (session): ``devcluster.binaries.Binaries`` (paths of etcd, kube-apiserver,
-  kubectl), for tests that start their own control plane or run the binaries themselves.
+  kube-controller-manager, kubectl), for tests that start their own control plane or run the
+  binaries themselves.
+- ``kube_scheduler_name`` (session): the ``schedulerName`` of a real kube-scheduler running on
+  the control plane (``devcluster.scheduler``); only pods naming it are its business. Skipped
+  (failed under ``CI=true``) when kube-scheduler is not built.
 - ``kubectl`` (session): ``kubectl("get", "ns")`` runs the harness's kubectl against the control
   plane and returns the ``CompletedProcess`` (text, not checked).
 - ``uncached_plane`` (session): a second control plane whose API server has no watch cache, so
@@ -69,6 +76,7 @@ _KUBE_FIXTURES = frozenset(
         "kubectl",
         "k8s_binaries",
         "uncached_plane",
+        "kube_scheduler_name",
     }
 )
 _unavailable: list[str] = []
@@ -155,6 +163,31 @@ def control_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_scheduler_name(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    from devcluster.binaries import find
+    from devcluster.scheduler import KubeScheduler, SchedulerError
+    from tests.support.ci import skip_or_fail
+
+    found = find(extra=True)
+    if found is None or found.kube_scheduler is None:
+        skip_or_fail("kube-scheduler is not built (python -m devcluster.binaries ensure --all)")
+    name = f"kube-scheduler-{uuid.uuid4().hex[:6]}"
+    try:
+        scheduler = KubeScheduler.start(
+            binary=found.kube_scheduler,
+            kubeconfig=control_plane.kubeconfig,
+            name=name,
+            directory=tmp_path_factory.mktemp("kube-scheduler"),
+        )
+    except SchedulerError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with scheduler:
+        yield name
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """``topos devcluster up`` / ``down`` through the real command line, in subprocesses.
 
 ``up`` must return while the control plane keeps running (kubectl works with the printed
-KUBECONFIG), refuse a second ``up`` on the same directory, and ``down`` must stop every process
-and free every port it used. Also the binaries' override rules.
+KUBECONFIG, and a Job makes its pod: kube-controller-manager runs), refuse a second ``up`` on the
+same directory, and ``down`` must stop every process and free every port it used. Also the
+binaries' override rules.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,19 +43,30 @@ def test_up_kubectl_down(k8s_binaries: Binaries, tmp_path: Path) -> None:
     assert up.returncode == 0, up.stderr
     assert up.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}"
     state = json.loads((directory / "state.json").read_text())
-    pids = [state["etcd_pid"], state["apiserver_pid"]]
-    ports = [state["etcd_port"], state["etcd_peer_port"], state["apiserver_port"]]
-    try:
-        assert all(alive(pid) for pid in pids)  # survived the `up` process
-        kubectl = subprocess.run(
-            [str(k8s_binaries.kubectl), "--kubeconfig", str(directory / "kubeconfig"), "get", "ns"],
+    pids = [state["etcd_pid"], state["apiserver_pid"], state["controller_manager_pid"]]
+    ports = [state[f"{name}_port"] for name in ("etcd", "etcd_peer", "apiserver")]
+    ports.append(state["controller_manager_port"])
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(k8s_binaries.kubectl), "--kubeconfig", str(directory / "kubeconfig"), *args],
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
         )
-        assert kubectl.returncode == 0, kubectl.stderr
-        assert "default" in kubectl.stdout.split()
+
+    try:
+        assert all(alive(pid) for pid in pids)  # survived the `up` process
+        listed = kubectl("get", "ns")
+        assert listed.returncode == 0, listed.stderr
+        assert "default" in listed.stdout.split()
+        made = kubectl("create", "job", "hello", "--image=busybox")
+        assert made.returncode == 0, made.stderr
+        deadline = time.monotonic() + 60
+        while not kubectl("get", "pods", "-l", "job-name=hello", "-o", "name").stdout.strip():
+            assert time.monotonic() < deadline, "the Job made no pod: no controller-manager?"
+            time.sleep(0.2)
 
         again = topos("devcluster", "up", "--dir", str(directory))
         assert again.returncode == 1
@@ -100,6 +114,7 @@ def test_envtest_assets_are_used_as_they_are(
     found = ensure()
     assert found.source == "KUBEBUILDER_ASSETS"
     assert found.kube_apiserver == tmp_path / "kube-apiserver"
+    assert found.kube_controller_manager is None  # envtest has none: no controllers run
 
 
 def test_wrapper_module_pins_every_staging_module() -> None:
@@ -129,3 +144,38 @@ replace (
 def test_wrapper_module_refuses_a_go_mod_without_staging() -> None:
     with pytest.raises(BinariesUnavailable, match="staging"):
         kubernetes_wrapper_go_mod("module k8s.io/kubernetes\n\ngo 1.26.0\n", "1.36.3", ["kubectl"])
+
+
+@pytest.mark.kube
+def test_up_dra_makes_the_simulated_gpus_dra_devices(
+    k8s_binaries: Binaries, tmp_path: Path
+) -> None:
+    directory = tmp_path / "dc"
+    up = topos("devcluster", "up", "--dir", str(directory), "--nodes", "dgx-a100:1", "--dra")
+    assert up.returncode == 0, up.stderr
+    assert "GPUs as DRA devices" in up.stderr
+
+    def get(*what: str) -> Any:
+        kubectl = [str(k8s_binaries.kubectl), "--kubeconfig", str(directory / "kubeconfig")]
+        done = subprocess.run(
+            [*kubectl, "get", *what, "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    try:
+        slices = get("resourceslices")["items"]
+        assert [s["spec"]["pool"]["name"] for s in slices] == ["dgx-a100-0"]
+        names = [d["name"] for d in slices[0]["spec"]["devices"]]
+        assert names == [f"gpu-{i}" for i in range(8)]
+        classes = {c["metadata"]["name"] for c in get("deviceclasses")["items"]}
+        assert classes == {"gpu.nvidia.com", "mig.nvidia.com"}
+        node = get("node", "dgx-a100-0")
+        assert "nvidia.com/gpu" not in node["status"]["allocatable"]  # DRA, not device plugin
+    finally:
+        down = topos("devcluster", "down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr

@@ -33,6 +33,7 @@ from coordinator.adapters.kube.runtime import kube_runtime
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
+from devcluster.dra import publish_classes, publish_node
 from devcluster.nodes import SimNode, capacity, node_status
 from tests.support.kube_wait import (
     DEFAULT_TIMEOUT_S,
@@ -64,8 +65,12 @@ class GpuCluster:
         labels_extra: Mapping[str, str] | None = None,
         taints: Iterable[Mapping[str, str]] = (),
         gfd: bool = True,
+        dra: bool = False,
     ) -> str:
-        """A Ready Node from ``profile`` with the agent's labels; returns its (unique) name."""
+        """A Ready Node from ``profile`` with the agent's labels; returns its (unique) name.
+        With ``dra`` its GPUs are NVIDIA DRA devices (``tests.support.dra``: the DeviceClasses and
+        a ResourceSlice whose device ``gpu-<i>`` has the UUID of the agent's GPU ``i``) and the
+        node has no device-plugin resources."""
         node = f"{name}-{self.run}"
         topology = discover_profile(profile, hostname=node)
         published = labels(topology, LabelingSettings(gfd=gfd))
@@ -86,13 +91,17 @@ class GpuCluster:
         }
         await self.kube.create(NODES, body)
         sim = SimNode(name=node, profile=profile, leaf="", spine="", topology=topology)
-        await self.kube.patch(NODES, node, node_status(sim), subresource="status")
+        status = node_status(sim, device_plugin=not dra)
+        await self.kube.patch(NODES, node, status, subresource="status")
         # The API server's TaintNodesByCondition admission adds node.kubernetes.io/not-ready on
         # create; the node lifecycle controller (not running here) would lift it once Ready.
         await self.kube.patch(NODES, node, {"spec": {"taints": [dict(t) for t in taints] or None}})
         self.topologies[node] = topology
         # Every profile used here has devices: whole GPUs, MIG instances or both.
         assert any(k.startswith("nvidia.com/") for k in capacity(topology))
+        if dra:
+            await publish_classes(self.kube)
+            await publish_node(self.kube, node, profile)
         return node
 
     def hello(self, inventory: Inventory) -> None:
