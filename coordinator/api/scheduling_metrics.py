@@ -21,14 +21,17 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from common.podkeys import SCHEDULER_NAME
+from coordinator.api.window_summary import WindowSummary
 from coordinator.core.queue import QueuedPod
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.observer import Outcome, SchedulingObserver
 
-__all__ = ["METRIC_SETS", "MISMATCH", "SchedulingMetrics", "exponential"]
+__all__ = ["METRIC_SETS", "MISMATCH", "RESULTS", "SchedulingMetrics", "exponential"]
 
 #: The seed systems' metric names, switchable with the config's ``metrics.compat``.
 METRIC_SETS: Final = ("neuronetes", "topology-scheduler")
+#: The results of an attempt, as kube-scheduler's ``scheduler_schedule_attempts_total``.
+RESULTS: Final = ("scheduled", "unschedulable", "error")
 #: The topology-violation reason the device-plugin mismatch check reports.
 MISMATCH: Final = "gpu-assignment-mismatch"
 
@@ -115,6 +118,9 @@ class SchedulingMetrics(SchedulingObserver):
             registry=r,
         )
         self.violations.labels(MISMATCH)  # exported at 0 from the start
+        for result in RESULTS:  # every result's series exists from the start: rate() works
+            self.attempts.labels(result, SCHEDULER_NAME)
+            self.attempt_seconds.labels(result, SCHEDULER_NAME)
         self._neuronetes = _Neuronetes(r) if "neuronetes" in compat else None
         self._topology = _TopologyScheduler(r) if "topology-scheduler" in compat else None
 
@@ -142,9 +148,10 @@ class SchedulingMetrics(SchedulingObserver):
     def _queued(self, entry: QueuedPod, present: bool) -> None:
         if present:
             self._seen.setdefault(entry.uid, self._clock())
-        else:
+        elif entry.uid not in self._decided:
+            # A pod with a decision may leave the queue (its binding seen) before the bind's
+            # answer reaches the loop: the bind's record drops what is kept for it.
             self._seen.pop(entry.uid, None)
-            self._decided.pop(entry.uid, None)
 
     # --- the observer ----------------------------------------------------------------------------
 
@@ -160,15 +167,19 @@ class SchedulingMetrics(SchedulingObserver):
                 self._counted("unschedulable", now - began)
             return
         started = self._decided.pop(entry.uid, None)
+        if outcome == "bind-failed":
+            queue = self._attached.queue if self._attached is not None else None
+            if queue is None or entry.uid not in queue:
+                self._seen.pop(entry.uid, None)  # gone: it will not be tried again
+            if started is not None:
+                self._counted("error", now - started)
+            return
+        first = self._seen.pop(entry.uid, None)
         if started is None:
             return  # decided before this observer was attached
-        if outcome == "bind-failed":
-            self._counted("error", now - started)
-            return
         self._counted("scheduled", now - started)
         tries = entry.attempts + 1
         self.pod_attempts.observe(tries)
-        first = self._seen.get(entry.uid)
         if first is not None:
             self.sli_seconds.labels(str(tries)).observe(max(0.0, now - first))
 
@@ -200,13 +211,12 @@ class SchedulingMetrics(SchedulingObserver):
 
 class _Neuronetes:
     """NeuroNetes' scheduler metrics (seed 000): success rate is ``rate(success) /
-    rate(attempts)``."""
+    rate(attempts)``; the latency is a summary, so its bare name graphs quantiles."""
 
     def __init__(self, r: CollectorRegistry) -> None:
-        self.latency = Histogram(
+        self.latency = WindowSummary(
             "neuronetes_scheduler_latency_seconds",
-            "Scheduling attempt latency (every result)",
-            buckets=ATTEMPT_BUCKETS,
+            "Scheduling attempt latency (every result); quantiles of the last 1024 attempts",
             registry=r,
         )
         self.attempts = Counter(
