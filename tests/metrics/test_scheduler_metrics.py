@@ -8,27 +8,22 @@ histograms whose counts equal the binds."""
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Awaitable, Callable
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 
-from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.config.sections import Config, MetricsSection
-from coordinator.app.main import wire
-from coordinator.app.scheduler import RUNNING
-from coordinator.inventory.store import Inventory
+from tests.support.metrics_coordinator import (
+    MakeClient,
+    bound,
+    coordinator,
+    scrape,
+    settle,
+    two_leaf_cluster,
+)
 from tests.support.pods import gang_members, gpu_pod
 from tests.support.polling import eventually
-from tests.support.promql import Scrape, histogram_quantile, rate
-from tests.support.sched_hw import dgx_h100
-
-Client = TestClient[web.Request, web.Application]
-MakeClient = Callable[[web.Application], Awaitable[Client]]
+from tests.support.promql import histogram_quantile, rate
 
 NEURONETES = {
     "neuronetes_scheduler_latency_seconds",
@@ -48,42 +43,6 @@ TOPOLOGY_SCHEDULER = {
     "topology_scheduler_domain_fragmentation_ratio",
     "topology_recovery_duration_seconds_count",
 }
-
-
-def two_leaf_cluster() -> MemoryCluster:
-    """Two 8-GPU NVSwitch nodes, one per leaf, under one spine."""
-    cluster = MemoryCluster(Inventory())
-    for node, leaf in (("n1", "leaf-1"), ("n2", "leaf-2")):
-        labels = {"topos.io/leaf": leaf, "topos.io/spine": "spine-1"}
-        cluster.add_node(node, labels=labels, topology=dgx_h100(node))
-    return cluster
-
-
-async def coordinator(
-    aiohttp_client: MakeClient, cluster: MemoryCluster, config: Config | None = None
-) -> tuple[Client, web.Application]:
-    app = wire(config or Config(), MemoryBackend(cluster))
-    return await aiohttp_client(app), app
-
-
-async def scrape(client: Client) -> Scrape:
-    resp = await client.get("/metrics")
-    assert resp.status == 200
-    return Scrape.parse(await resp.text(), time.monotonic())
-
-
-async def settle(app: web.Application) -> None:
-    runtime = app[RUNNING].runtime
-    assert runtime is not None
-    await runtime.settle()
-
-
-def bound(cluster: MemoryCluster) -> dict[str, str]:
-    return {
-        p["metadata"]["name"]: p["spec"]["nodeName"]
-        for p in cluster.pods()
-        if p["spec"].get("nodeName")
-    }
 
 
 async def test_attempts_latency_and_pending_read_as_the_seeds_promql_says(
