@@ -8,11 +8,15 @@ histograms whose counts equal the binds."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pytest
 
+from coordinator.api.scheduling_metrics import MISMATCH
 from coordinator.app.config.load import ConfigError, parse_config
+from coordinator.app.scheduler import RUNNING
 from coordinator.app.config.sections import Config, MetricsSection
+from coordinator.engine.ports import ClusterError, PodRef
 from tests.support.metrics_coordinator import (
     MakeClient,
     bound,
@@ -24,6 +28,7 @@ from tests.support.metrics_coordinator import (
 from tests.support.pods import gang_members, gpu_pod
 from tests.support.polling import eventually
 from tests.support.promql import histogram_quantile, rate
+from tests.support.sched_hw import dgx_h100
 
 NEURONETES = {
     "neuronetes_scheduler_latency_seconds",
@@ -206,3 +211,71 @@ async def test_preemption_and_gangs_show_up(aiohttp_client: MakeClient) -> None:
         "topos_scheduling_attempt_duration_seconds_count", result="scheduled"
     )
     assert scheduled == len(bound(cluster)) + len(evicted)  # every bind, the evicted ones too
+
+
+async def test_a_gang_recovery_and_a_failed_bind_are_timed_and_counted(
+    aiohttp_client: MakeClient,
+) -> None:
+    cluster = two_leaf_cluster()
+    spare = {"topos.io/leaf": "leaf-1", "topos.io/spine": "spine-1"}
+    cluster.add_node("n3", labels=spare, topology=dgx_h100("n3"))
+    client, app = await coordinator(aiohttp_client, cluster)
+    members = gang_members("w", 2, gpus=8, namespace="default")
+    for member in members:
+        cluster.create_pod(member)
+    await eventually(lambda: len(bound(cluster)) == 2, what="the gang bound", timeout_s=15)
+    await settle(app)
+    s0 = await scrape(client)
+    assert s0.value("topos_recovery_duration_seconds_count") == 0
+
+    failed = bound(cluster)["w-0"]
+    cluster.update_node(failed, ready=False)  # its member is evicted; its controller makes anew
+    await eventually(lambda: "w-0" not in bound(cluster), what="w-0 evicted", timeout_s=15)
+    cluster.create_pod(members[0])
+    await eventually(lambda: len(bound(cluster)) == 2, what="the gang bound again", timeout_s=30)
+    await settle(app)
+    s1 = await scrape(client)
+    assert bound(cluster)["w-0"] != failed
+    for name in (
+        "topos_recovery_duration_seconds",
+        "topology_scheduler_recovery_duration_seconds",
+        "topology_recovery_duration_seconds",
+    ):
+        assert s1.value(f"{name}_count") == 1
+        assert 0 < s1.value(f"{name}_sum") < 30  # the seeds' target: back in under 30 s
+
+    cluster.update_node(failed, ready=True)  # room for one more pod
+    real_bind = cluster.bind
+
+    async def refused(pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        cluster.bind = real_bind  # type: ignore[method-assign]
+        raise ClusterError(f"the API server refused to bind {pod.key}")
+
+    cluster.bind = refused  # type: ignore[method-assign]
+    cluster.create_pod(gpu_pod("once", 1, namespace="default"))
+    await eventually(lambda: "once" in bound(cluster), what="the retried bind", timeout_s=15)
+    await settle(app)
+    s2 = await scrape(client)
+    assert s2.value("topos_schedule_attempts_total", result="error") == 1
+    assert s2.value("topos_scheduling_attempt_duration_seconds_count", result="error") == 1
+    assert s2.value("topology_placement_decisions_total", result="error") == 1
+    assert rate(s1, s2, "topos_schedule_attempts_total", result="scheduled") > 0
+    # the pod's end-to-end latency counts both attempts, from when it was first seen
+    assert s2.value("topos_pod_scheduling_sli_duration_seconds_count", attempts="2") == 1
+
+
+async def test_a_topology_violation_reported_by_the_engine_reaches_both_counters(
+    aiohttp_client: MakeClient,
+) -> None:
+    client, app = await coordinator(aiohttp_client, two_leaf_cluster())
+    await settle(app)
+    s0 = await scrape(client)
+    assert s0.value("topos_topology_violations_total", reason=MISMATCH) == 0
+    runtime = app[RUNNING].runtime
+    assert runtime is not None
+    # what the device-plugin mismatch check calls when a pod got other GPUs than were chosen
+    runtime.scheduler.observer.topology_violation(MISMATCH)
+    runtime.scheduler.observer.topology_violation(MISMATCH)
+    s1 = await scrape(client)
+    assert s1.value("topos_topology_violations_total", reason=MISMATCH) == 2
+    assert s1.value("neuronetes_scheduler_topology_violations_total") == 2
