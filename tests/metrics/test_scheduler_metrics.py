@@ -14,8 +14,8 @@ import pytest
 
 from coordinator.api.scheduling_metrics import MISMATCH
 from coordinator.app.config.load import ConfigError, parse_config
-from coordinator.app.scheduler import RUNNING
 from coordinator.app.config.sections import Config, MetricsSection
+from coordinator.app.scheduler import RUNNING
 from coordinator.engine.ports import ClusterError, PodRef
 from tests.support.metrics_coordinator import (
     MakeClient,
