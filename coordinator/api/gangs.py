@@ -38,6 +38,7 @@ __all__ = [
     "GangView",
     "RecoveryView",
     "ReservationView",
+    "domains_summary",
 ]
 
 
@@ -191,16 +192,21 @@ def _inventory_snapshot(inventory: Inventory) -> Snapshot:
     return Snapshot(infos)
 
 
-async def domains(request: web.Request) -> web.Response:
-    slot = request.app.get(SCHEDULER)
+def domains_summary(app: web.Application) -> DomainsSummary:
+    """Utilisation and fragmentation per domain, from the scheduler's view when it runs (bound
+    pods plus the ones being bound), else from the inventory (``/v1/domains`` and ``/metrics``)."""
+    slot = app.get(SCHEDULER)
     if slot is not None and slot.scheduler is not None:
         snapshot = slot.scheduler.view.snapshot()
     else:
-        snapshot = _inventory_snapshot(request.app[INVENTORY])
-    gangs = request.app.get(GANGS)
+        snapshot = _inventory_snapshot(app[INVENTORY])
+    gangs = app.get(GANGS)
     keys = gangs.keys if gangs is not None else None
-    summary = summarize_domains(node_states(snapshot), keys=keys)
-    return respond(request, summary)
+    return summarize_domains(node_states(snapshot), keys=keys)
+
+
+async def domains(request: web.Request) -> web.Response:
+    return respond(request, domains_summary(request.app))
 
 
 ROUTES = (

@@ -6,6 +6,9 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator.api import keys
+from coordinator.api.cluster_metrics import read_cluster
+from coordinator.api.explain import SCHEDULER
+from coordinator.api.gangs import GANGS, domains_summary
 from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
 from coordinator.api.render import respond
 from coordinator.api.routing import Route, openapi_document
@@ -33,6 +36,14 @@ async def metrics(request: web.Request) -> web.Response:
     for state, count in states.items():
         m.nodes.labels(state).set(count)
     m.connections.set(len(request.app[SESSIONS]))
+    scheduler, gangs = request.app.get(SCHEDULER), request.app.get(GANGS)
+    m.cluster.refresh(
+        read_cluster(
+            scheduler.scheduler if scheduler is not None else None,
+            gangs.step if gangs is not None else None,
+            domains_summary(request.app),
+        )
+    )
     body = generate_latest(m.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -1,17 +1,29 @@
-"""Prometheus metrics of the coordinator's API and stream ingest, on a per-app registry.
+"""Prometheus metrics of the coordinator, on a per-app registry: the API and stream ingest
+(here), the scheduler's events (:mod:`.scheduling_metrics`) and its state, read at each scrape
+(:mod:`.cluster_metrics`). ``compat`` picks the seed systems' metric sets exported beside
+``topos_*`` (``docs/metrics.md``).
 
 Other parts of the coordinator register their collectors on ``app[METRICS].registry``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from coordinator.api.cluster_metrics import ClusterMetrics
+from coordinator.api.scheduling_metrics import METRIC_SETS, SchedulingMetrics
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, compat: Collection[str] = METRIC_SETS
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self.scheduling = SchedulingMetrics(r, compat=compat)
+        self.cluster = ClusterMetrics(r, compat=compat)
         self.frames = Counter(
             "topos_stream_frames", "Agent frames applied, by type", ["type"], registry=r
         )

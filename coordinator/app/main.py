@@ -32,6 +32,7 @@ from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api import explain, gangs
 from coordinator.api.keys import INVENTORY, READINESS, SESSIONS
+from coordinator.api.metrics import Metrics
 from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
@@ -121,7 +122,12 @@ def wire(
             unknown_node_ttl_s=config.coordinator.unknown_node_ttl_s,
             agent_grace_s=config.scheduler.agent_grace_s if isinstance(backend, KubeBackend) else 0,
         )
-    app = build_app(inv, agent_auth=agent_node, extra_routes=(*explain.ROUTES, *gangs.ROUTES))
+    app = build_app(
+        inv,
+        metrics=Metrics(compat=config.metrics.compat),
+        agent_auth=agent_node,
+        extra_routes=(*explain.ROUTES, *gangs.ROUTES),
+    )
     app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))
     if isinstance(backend, KubeBackend):
         app.cleanup_ctx.append(_kube_sync(backend.kubeconfig))

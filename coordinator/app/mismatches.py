@@ -2,7 +2,8 @@
 
 It writes through the scheduler's own writer (its Events client), only while that scheduler runs
 and may bind (the leader), and counts each Event in ``topos_gpu_assignment_mismatches_total``
-``{node, link}`` (``link``: ``worse``, ``same``, ``better`` or ``unknown-device``).
+``{node, link}`` (``link``: ``worse``, ``same``, ``better`` or ``unknown-device``) and as a
+topology violation (``topos_topology_violations_total{reason="gpu-assignment-mismatch"}``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from coordinator.api.keys import INVENTORY, METRICS
+from coordinator.api.scheduling_metrics import MISMATCH
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.mismatches import MismatchReporter
 from coordinator.inventory.mismatch import GpuMismatch
@@ -28,10 +30,13 @@ async def _reporter(app: web.Application) -> AsyncIterator[None]:
         return
     counter = app[METRICS].gpu_mismatches
 
+    scheduler = runtime.scheduler
+
     def count(node: str, mismatch: GpuMismatch) -> None:
         counter.labels(node, mismatch.link_change).inc()
+        # also a topology violation (topos_topology_violations_total and the seeds' names)
+        scheduler.observer.topology_violation(MISMATCH)
 
-    scheduler = runtime.scheduler
     reporter = MismatchReporter(
         app[INVENTORY],
         scheduler.writer,

@@ -27,7 +27,7 @@ from coordinator.adapters.kube.runtime import kube_gang_runtime, kube_runtime
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
-from coordinator.api.keys import INVENTORY, READINESS
+from coordinator.api.keys import INVENTORY, METRICS, READINESS
 from coordinator.app.backend import Backend, MemoryBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
@@ -100,6 +100,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         app[GANGS].step = gangs.step
         await gangs.start()
         slot.scheduler = runtime.scheduler
+        app[METRICS].scheduling.attach(runtime.scheduler)
         await runtime.start()
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         try:
@@ -107,6 +108,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         finally:
             app[RUNNING].runtime = app[RUNNING].gangs = None
             slot.scheduler = None
+            app[METRICS].scheduling.detach()
             app[GANGS].step = None
             await gangs.stop()
             await runtime.stop()

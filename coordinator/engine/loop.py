@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
@@ -44,6 +44,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.nominations import Nominations
+from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import (
     BindConflict,
     ClusterError,
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Attempt",
     "BindListener",
+    "Outcome",
     "PodStep",
     "PostFilterHook",
     "RuntimeSettings",
@@ -66,7 +68,6 @@ __all__ = [
     "Scheduler",
 ]
 
-Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid"]
 #: Called with the pod, the failure and the snapshot it was decided on; returns a message to add
 #: to the explanation (e.g. "preempting 2 pods on gpu-3") or ``None``. Preemption plugs in here.
 PostFilterHook = Callable[[PodRequest, Failure, Snapshot], Awaitable[str | None]]
@@ -150,6 +151,8 @@ class Scheduler:
         self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step
         self.bind_listeners: list[BindListener] = []  # gangs_runtime: gang bookkeeping
         self.stats = RuntimeStats()
+        self.observer = SchedulingObserver()  # the metrics replace it (engine/observer.py)
+        self._attempt_began: float | None = None  # while an attempt runs: when it began
         # uid → latest attempt (bounded, oldest dropped first)
         self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()
         self._named: dict[str, str] = {}  # pod key → uid of its latest attempt (explain by name)
@@ -281,6 +284,13 @@ class Scheduler:
     async def schedule(self, entry: QueuedPod) -> ScheduleResult:
         """One attempt for a popped pod."""
         self.stats.attempts += 1
+        self._attempt_began = self._clock()
+        try:
+            return await self._attempt(entry)
+        finally:
+            self._attempt_began = None
+
+    async def _attempt(self, entry: QueuedPod) -> ScheduleResult:
         request = entry.request
         if isinstance(request, PodRequest) and self.view.held(entry.uid) is not None:
             # Still held by an earlier decision (bind in flight, or bound and the watch is
@@ -414,6 +424,10 @@ class Scheduler:
         self, entry: QueuedPod, outcome: Outcome, result: ScheduleResult, message: str
     ) -> None:
         attempt = Attempt(entry.key, entry.uid, self._wall(), outcome, result, message)
+        try:
+            self.observer.attempt(entry, outcome, began=self._attempt_began, now=self._clock())
+        except Exception:
+            log.exception("scheduling observer failed for %s", entry.key)
         self._attempts[entry.uid] = attempt
         self._attempts.move_to_end(entry.uid)
         self._named[entry.key] = entry.uid

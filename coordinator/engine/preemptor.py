@@ -205,6 +205,7 @@ class Preemptor:
             return f"waiting for {waiting_for} preempted pod(s) to terminate"
         if policy == "Never":
             return None
+        self.scheduler.observer.preemption_attempted()
         if not lower:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.
@@ -249,6 +250,7 @@ class Preemptor:
     ) -> None:
         self.preemptions += 1
         self.victims += len(plan.victim_pods)
+        self.scheduler.observer.preempted(len(plan.victim_pods))
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
         self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids)

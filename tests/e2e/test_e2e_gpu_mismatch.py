@@ -171,7 +171,11 @@ async def _scenario(
     assert all(use[topology.gpus[i].uuid] is None for i in chosen if i not in given)
 
     metric = f'topos_gpu_assignment_mismatches_total{{link="worse",node="{node}"}} 1.0'
-    assert metric in await _text(f"{base}/metrics")
+    scrape = await _text(f"{base}/metrics")
+    assert metric in scrape
+    # a mismatch is also a topology violation, under Topos's and the NeuroNetes seed's names
+    assert 'topos_topology_violations_total{reason="gpu-assignment-mismatch"} 1.0' in scrape
+    assert "neuronetes_scheduler_topology_violations_total 1.0" in scrape
 
     table = await _plugin(base, "mismatches", "-n", namespace)
     header, row = table.splitlines()

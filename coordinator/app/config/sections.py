@@ -4,9 +4,9 @@ Each section is handed to the component that reads it: ``auth`` (:class:`AuthSet
 ``tls`` to the security wiring, ``limits`` (:class:`LimitSettings`) to the request limits,
 ``leaderElection`` (:class:`LeaderElectionSettings`) to the elector, ``scheduler``, ``kube``,
 ``gangs`` and ``scheduling`` (:class:`SchedulerConfig`, parsed by ``core.framework.config``) to the
-scheduler runtime, ``coordinator`` to the process itself. Key names are the file's (camelCase);
-attribute names are Python's. A section's own checks live in its ``__post_init__``, so a bad value
-is reported with the section's path.
+scheduler runtime, ``metrics`` (the seed metric sets) to ``/metrics``, ``coordinator`` to the
+process itself. Key names are the file's (camelCase); attribute names are Python's. A section's
+own checks live in its ``__post_init__``, so a bad value is reported with the section's path.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import msgspec
 from common.hostport import parse_host_port
 from common.kube import ClientSettings, RateLimit
 from coordinator.api.limits import LimitSettings
+from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.core.domains.layout import DomainKeys
@@ -32,6 +33,7 @@ __all__ = [
     "CoordinatorSection",
     "GangsSection",
     "KubeSection",
+    "MetricsSection",
     "SchedulerSection",
     "TlsSection",
 ]
@@ -158,6 +160,23 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         )
 
 
+class MetricsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``metrics``: which seed systems' metric names ``/metrics`` exports beside ``topos_*``
+    (``docs/metrics.md``)."""
+
+    compat: tuple[str, ...] = METRIC_SETS
+    """Any of ``neuronetes`` (seed 000) and ``topology-scheduler`` (seeds 003/004); ``[]``:
+    only the ``topos_*`` names."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.compat) - set(METRIC_SETS))
+        if unknown:
+            raise ValueError(
+                f"compat: unknown metric set(s) {', '.join(unknown)}; "
+                f"expected some of {', '.join(METRIC_SETS)}"
+            )
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole file. A section left out (or left empty) is its defaults."""
 
@@ -177,3 +196,4 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     gangs: GangsSection = msgspec.field(default_factory=GangsSection)
     scheduling: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     """Scoring weights and plugins (``docs/scheduling.md``)."""
+    metrics: MetricsSection = msgspec.field(default_factory=MetricsSection)

@@ -250,6 +250,7 @@ class GangLifecycle:
             took = self._clock() - recovery.started
             self.stats.recovered += 1
             self.recoveries.append(RecoveryRecord(str(key), recovery.cause, took, self._wall()))
+            self.scheduler.observer.recovered(took)
             message = f"{message}: running again {took:.1f}s after {recovery.cause}"
             log.info("pod group %s recovered in %.1fs (%s)", key, took, recovery.cause)
         for pod in self.members(key):
