@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -43,6 +44,7 @@ from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
+from coordinator.engine.claims import claims_to_write
 from coordinator.engine.nominations import Nominations
 from coordinator.engine.ports import (
     BindConflict,
@@ -165,7 +167,9 @@ class Scheduler:
             on_bound=self._bound,
             on_failed=self._bind_failed,
             max_in_flight=self.settings.max_binds_in_flight,
+            on_claims=lambda job, written: view.claims_written(job.entry.uid, written),
         )
+        view.on_dra_change = self._room_released
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
         # Room held for preemptors (engine/nominations.py): consulted by every cycle below.
         self.nominations = Nominations(self.queue, held=lambda uid: view.held(uid) is not None)
@@ -297,10 +301,10 @@ class Scheduler:
             await self._failed(entry, result, snapshot)
             return result
         assert isinstance(request, PodRequest)
-        self.view.assume(request, result.node, result.placement)
+        self.view.assume(request, result.node, result.placement, result.claims)
         self._record(entry, "binding", result, f"binding to {result.node}")
         self.stats.placed += 1
-        await self.binder.submit(BindJob(entry, request, result))
+        await self.binder.submit(self.bind_job(entry, request, result))
         return result
 
     async def _failed(self, entry: QueuedPod, failure: Failure, snapshot: Snapshot) -> None:
@@ -403,6 +407,47 @@ class Scheduler:
         self._record(entry, outcome, result, message)
         if explain:
             self._explain_failure(entry, message)
+
+    def bind_job(self, entry: QueuedPod, request: PodRequest, decision: Decision) -> BindJob:
+        """What the binder does for a decision: its DRA claims (see :mod:`.claims`), the bind."""
+        claims = claims_to_write(request, decision, self.view.dra) if request.claims else ()
+        return BindJob(entry, request, decision, claims or decision.claims)
+
+    async def write_claims(self, jobs: Sequence[BindJob]) -> list[BindJob] | None:
+        """Write the DRA claims of several pods that bind together (a gang), all or nothing:
+        the jobs with their claims written, or ``None`` when any write failed — then every
+        claim written is released again and every job is reported as a failed bind."""
+        if not any(job.claims for job in jobs):
+            return list(jobs)
+        if not self.binder.may_bind():
+            error = ClusterError("not the leader: binding is left to the leading replica")
+            for job in jobs:
+                self._bind_failed(job, error)
+            return None
+        outcomes = await asyncio.gather(
+            *(self.writer.allocate_claims(job.pod, job.claims) for job in jobs),
+            return_exceptions=True,
+        )
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is None:
+            out = []
+            for job, written in zip(jobs, outcomes, strict=True):
+                assert not isinstance(written, BaseException)
+                self.view.claims_written(job.entry.uid, written)
+                out.append(dataclasses.replace(job, written=written))
+            return out
+        for job, written in zip(jobs, outcomes, strict=True):
+            if written and not isinstance(written, BaseException):
+                await self.binder.release_claims(job, written)
+        error = (
+            failed
+            if isinstance(failed, ClusterError)
+            else ClusterError(f"{type(failed).__name__}: {failed}")
+        )
+        log.info("claims of %d pods bound together not written: %s", len(jobs), error)
+        for job in jobs:
+            self._bind_failed(job, error)
+        return None
 
     def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         """Run a cluster write in the background (bounded, errors logged and counted)."""
