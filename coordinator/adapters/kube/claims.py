@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from common.kube import (
     PODS,
@@ -50,6 +50,7 @@ from coordinator.engine.claimstatus import (
 from coordinator.engine.ports import BindConflict, ClusterError, PodRef
 
 log = logging.getLogger(__name__)
+_RELEASE_ATTEMPTS: Final = 3
 
 __all__ = ["KubeClaimWriter"]
 
@@ -84,25 +85,45 @@ class KubeClaimWriter:
         if claim.extended:
             return await self._create(pod, claim, written)
         what = f"claim {claim.key} for {pod.key}"
-        version = claim.resource_version
-        if claim.results:
-            try:
-                obj = await self._patch(
-                    claim, {"metadata": _version(version, finalizers=[DELETE_PROTECTION])}
-                )
-            except KubeError as exc:
-                raise _conflict(f"protect {what}", exc) from exc
-            version = str(obj["metadata"]["resourceVersion"])
-        status: dict[str, Any] = {"reservedFor": [consumer(pod)]}
-        if claim.results:
-            status["allocation"] = allocation_status(claim)
+        if not claim.results:
+            await self._reserve(pod, claim, what)
+            return claim
+        try:
+            obj = await self._patch(
+                claim,
+                {"metadata": _version(claim.resource_version, finalizers=[DELETE_PROTECTION])},
+            )
+        except KubeError as exc:
+            raise _conflict(f"protect {what}", exc) from exc
+        version = str(obj["metadata"]["resourceVersion"])
+        # Unallocated at that version, so nobody else holds it: reservedFor is ours alone.
+        status = {"allocation": allocation_status(claim), "reservedFor": [consumer(pod)]}
         try:
             await self._patch(claim, {"metadata": _version(version), "status": status}, "status")
         except KubeError as exc:
-            if claim.results:
-                await self._unprotect(claim)
+            await self._unprotect(claim)
             raise _conflict(f"allocate {what}", exc) from exc
         return claim
+
+    async def _reserve(self, pod: PodRef, claim: ClaimAllocation, what: str) -> None:
+        """Append the pod to an allocated claim's ``reservedFor`` (read, then write with the
+        read's ``resourceVersion``: another consumer added meanwhile is kept, never lost)."""
+        try:
+            obj = await self._client.get(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
+            status = dict(obj.get("status") or {})
+            if claim.uid and obj["metadata"].get("uid") != claim.uid:
+                raise BindConflict(f"reserve {what}: the claim was re-created")
+            if not status.get("allocation"):
+                raise BindConflict(f"reserve {what}: the claim is no longer allocated")
+            reserved = list(status.get("reservedFor") or [])
+            if any(r.get("uid") == pod.uid for r in reserved):
+                return
+            obj["status"] = {**status, "reservedFor": [*reserved, consumer(pod)]}
+            await self._client.replace(
+                RESOURCE_CLAIMS, claim.name, obj, namespace=claim.namespace, subresource="status"
+            )
+        except KubeError as exc:
+            raise _conflict(f"reserve {what}", exc) from exc
 
     async def _create(
         self, pod: PodRef, claim: ClaimAllocation, written: list[ClaimAllocation]
@@ -184,20 +205,43 @@ class KubeClaimWriter:
 
     async def release(self, pod: PodRef, claims: Sequence[ClaimAllocation]) -> None:
         for claim in reversed(claims):
-            status: dict[str, Any] = {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}
-            if claim.results:
-                status["allocation"] = None
+            if await self._unreserve(pod, claim):
+                if claim.results:
+                    await self._unprotect(claim)
+                if claim.extended:
+                    await self._delete(pod, claim)
+
+    async def _unreserve(self, pod: PodRef, claim: ClaimAllocation) -> bool:
+        """The pod leaves ``reservedFor``; a claim we allocated is deallocated (read, then
+        write with the read's ``resourceVersion``; a race is retried). False: nothing left."""
+        for _ in range(_RELEASE_ATTEMPTS):
             try:
-                await self._patch(claim, {"status": status}, "status")
+                obj = await self._client.get(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
+                if claim.uid and obj["metadata"].get("uid") != claim.uid:
+                    return False  # re-created meanwhile: not the claim we wrote
+                status = dict(obj.get("status") or {})
+                reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod.uid]
+                status["reservedFor"] = reserved or None
+                if claim.results and not reserved:
+                    status["allocation"] = None
+                obj["status"] = {k: v for k, v in status.items() if v is not None}
+                await self._client.replace(
+                    RESOURCE_CLAIMS,
+                    claim.name,
+                    obj,
+                    namespace=claim.namespace,
+                    subresource="status",
+                )
+                return True
             except NotFound:
+                return False
+            except Conflict:
                 continue
             except KubeError as exc:
                 log.warning("releasing claim %s of %s failed: %s", claim.key, pod.key, exc)
-                continue
-            if claim.results:
-                await self._unprotect(claim)
-            if claim.extended:
-                await self._delete(pod, claim)
+                return False
+        log.warning("releasing claim %s of %s kept conflicting; left", claim.key, pod.key)
+        return False
 
     async def _delete(self, pod: PodRef, claim: ClaimAllocation) -> None:
         try:
