@@ -84,21 +84,23 @@ def test_watched_objects_become_the_state_and_it_is_rebuilt_only_after_a_change(
 
 def test_a_malformed_object_is_left_out_with_its_reason_and_harms_no_other() -> None:
     store = DraStore()
-    store.replace("ResourceSlice", [gpu_slice("gpu-1", "gpu-0")])
-    store.replace("DeviceClass", [gpu_class("device.attributes[")])  # CEL that does not compile
+    bad = gpu_slice("gpu-2", "gpu-0", name="broken")
+    del bad["spec"]["driver"]
+    store.replace("ResourceSlice", [gpu_slice("gpu-1", "gpu-0"), bad])
+    store.replace("DeviceClass", [gpu_class()])
     store.apply("ResourceClaim", "ml/train", claim("train"))
 
     state = store.state()
-    assert state.classes == ()
     assert [s.name for s in state.slices] == [f"gpu-1-{DRIVER}"]
+    assert [c.name for c in state.classes] == [DRIVER]
     assert [c.name for c in state.claims] == ["train"]
-    error = store.errors[("DeviceClass", DRIVER)]
-    assert error.kind == "DeviceClass"
-    assert error.message
+    error = store.errors[("ResourceSlice", "broken")]
+    assert "driver" in error.message
     assert store.rejected == 1
 
-    store.replace("DeviceClass", [gpu_class()])  # fixed: used, the reason forgotten
-    assert [c.name for c in store.state().classes] == [DRIVER]
+    fixed = gpu_slice("gpu-2", "gpu-0", name="broken")
+    store.apply("ResourceSlice", "broken", fixed)  # fixed: used, the reason forgotten
+    assert sorted(s.name for s in store.state().slices) == ["broken", f"gpu-1-{DRIVER}"]
     assert not store.errors
 
 
