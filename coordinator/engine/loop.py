@@ -410,8 +410,8 @@ class Scheduler:
 
     def bind_job(self, entry: QueuedPod, request: PodRequest, decision: Decision) -> BindJob:
         """What the binder does for a decision: its DRA claims (see :mod:`.claims`), the bind."""
-        claims = claims_to_write(request, decision, self.view.dra) if request.claims else ()
-        return BindJob(entry, request, decision, claims or decision.claims)
+        claims = claims_to_write(request, decision, self.view.dra)
+        return BindJob(entry, request, decision, claims)
 
     async def write_claims(self, jobs: Sequence[BindJob]) -> list[BindJob] | None:
         """Write the DRA claims of several pods that bind together (a gang), all or nothing:
