@@ -1,4 +1,4 @@
-"""``topos devcluster up|down``: a local etcd + kube-apiserver to try Topos against (DESIGN.md §8).
+"""``topos devcluster up|down``: a local control plane to try Topos against (DESIGN.md §8).
 
 ``up`` starts the same control plane the tests use, detached, records it in ``--dir`` (default
 ``.devcluster/``), prints ``export KUBECONFIG=…`` on stdout (so ``eval "$(topos devcluster up)"``
@@ -30,8 +30,9 @@ DEFAULT_DIR = Path(".devcluster")
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "devcluster",
-        help="a local etcd + kube-apiserver on 127.0.0.1",
-        description="Start or stop a local Kubernetes control plane (etcd + kube-apiserver).",
+        help="a local etcd + kube-apiserver + kube-controller-manager on 127.0.0.1",
+        description="Start or stop a local Kubernetes control plane "
+        "(etcd, kube-apiserver, kube-controller-manager).",
     )
     sub = parser.add_subparsers(dest="devcluster_command", metavar="ACTION", required=True)
 
@@ -84,8 +85,9 @@ def run_up(args: argparse.Namespace) -> int:
         plane = ControlPlane.start(binaries=binaries, directory=directory, detach=True)
     except ControlPlaneError as exc:
         raise CliError(f"devcluster failed to start: {_one_line(exc)}") from exc
+    manager = " and kube-controller-manager" if plane.state.controller_manager_pid else ""
     summary = [
-        f"devcluster: kube-apiserver {plane.state.kubernetes_version} at {plane.server}, "
+        f"devcluster: kube-apiserver {plane.state.kubernetes_version} at {plane.server}{manager}, "
         f"ready in {time.monotonic() - started:.1f}s (logs: {directory / 'logs'})"
     ]
     if nodes is not None:

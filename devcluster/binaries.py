@@ -1,13 +1,15 @@
 """Kubernetes binaries for the local control plane: find them, or build them from Go modules.
 
-``python -m devcluster.binaries ensure [--all]`` makes ``etcd``, ``kube-apiserver`` and
-``kubectl`` available (``--all`` adds ``kube-scheduler``, ``kwok`` and KWOK's stage definitions)
-and prints the directory holding them.
+``python -m devcluster.binaries ensure [--all]`` makes ``etcd``, ``kube-apiserver``,
+``kube-controller-manager`` and ``kubectl`` available (``--all`` adds ``kube-scheduler``, ``kwok``
+and KWOK's stage definitions) and prints the directory holding them.
 
 Where binaries come from, first match wins:
 
-1. ``$TOPOS_K8S_BIN``: a directory with the binaries (nothing is built; missing ones are an error).
-2. ``$KUBEBUILDER_ASSETS``: controller-runtime envtest's asset directory, same rule.
+1. ``$TOPOS_K8S_BIN``: a directory with the binaries (nothing is built; missing ones are an error,
+   except ``kube-controller-manager``: without it the control plane runs no controllers).
+2. ``$KUBEBUILDER_ASSETS``: controller-runtime envtest's asset directory (which has no
+   controller-manager), same rule.
 3. The cache ``~/.cache/topos/k8s/v<KUBERNETES_VERSION>/`` (``$XDG_CACHE_HOME`` honoured, or
    ``$TOPOS_CACHE_DIR`` for the ``topos`` part), filled on first use by building from the Go module
    proxy: Kubernetes through a generated wrapper module that pins its staging modules, etcd
@@ -40,12 +42,15 @@ KUBERNETES_VERSION = "1.36.3"
 ETCD_VERSION = "3.6.16"
 KWOK_VERSION = "0.8.0"
 
-CORE_BINARIES: tuple[str, ...] = ("etcd", "kube-apiserver", "kubectl")
+CORE_BINARIES: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+#: Core binaries an override directory may lack (envtest's assets have no controller-manager).
+_OPTIONAL_IN_OVERRIDE = frozenset({"kube-controller-manager"})
 EXTRA_BINARIES: tuple[str, ...] = ("kube-scheduler", "kwok")
 KWOK_STAGES_DIR = "kwok-stages"
 
 _KUBE_COMMANDS = {
     "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+    "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
     "kubectl": "k8s.io/kubernetes/cmd/kubectl",
     "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
 }
@@ -70,6 +75,8 @@ class Binaries:
     etcd: Path
     kube_apiserver: Path
     kubectl: Path
+    kube_controller_manager: Path | None = None
+    """``None`` only from an override directory without one: then no controllers run."""
     kube_scheduler: Path | None = None
     kwok: Path | None = None
     kwok_stages: Path | None = None
@@ -102,6 +109,8 @@ def _from_directory(directory: Path, source: str, *, extra: bool) -> Binaries:
             on_path = shutil.which("kubectl")
             path = Path(on_path) if on_path else path
         if not _executable(path):
+            if source != "cache" and name in _OPTIONAL_IN_OVERRIDE:
+                continue
             raise BinariesUnavailable(f"${source} is set but {path} is missing or not executable")
         found[name] = path
     stages: Path | None = None
@@ -115,6 +124,7 @@ def _from_directory(directory: Path, source: str, *, extra: bool) -> Binaries:
         etcd=found["etcd"],
         kube_apiserver=found["kube-apiserver"],
         kubectl=found["kubectl"],
+        kube_controller_manager=found.get("kube-controller-manager"),
         kube_scheduler=found.get("kube-scheduler"),
         kwok=found.get("kwok"),
         kwok_stages=stages,

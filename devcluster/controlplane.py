@@ -1,25 +1,28 @@
-"""A local Kubernetes control plane: etcd + kube-apiserver on 127.0.0.1, nothing else.
+"""A local Kubernetes control plane: etcd, kube-apiserver and kube-controller-manager on 127.0.0.1.
 
 ``ControlPlane.start`` generates a CA, the API server's serving certificate, an admin client
 certificate (group ``system:masters``, so it may also impersonate anyone) and a service-account
 signing key; starts etcd (``--unsafe-no-fsync``, data in the directory) and kube-apiserver (RBAC,
 TokenRequest/TokenReview with the configured issuer and audiences) on free ports; writes an admin
-kubeconfig; and returns once ``/readyz`` answers ``ok`` and the ``default`` namespace exists.
+kubeconfig; once ``/readyz`` answers ``ok`` and the ``default`` namespace exists it starts
+kube-controller-manager with the few controllers of ``devcluster.controllers.CONTROLLERS``
+(ResourceClaims from templates, Jobs, ReplicaSets, Deployments, garbage collection) and returns
+when that is healthy too.
 
-There is no controller-manager, scheduler or kubelet: objects are stored and validated, nothing
-acts on them. So namespaces stay ``Terminating`` once deleted, no ServiceAccount tokens appear
-by themselves (use TokenRequest), and the ServiceAccount admission plugin is off so pods can be
-created in namespaces without a ``default`` ServiceAccount.
+There is no scheduler or kubelet, and no other controller: namespaces stay ``Terminating`` once
+deleted, no ServiceAccount tokens appear by themselves (use TokenRequest), nodes are never marked
+unreachable, and the ServiceAccount admission plugin is off so pods can be created in namespaces
+without a ``default`` ServiceAccount.
 
 Directory layout (``state.json`` lets another process find and stop it):
 
-    kubeconfig  state.json  pki/  etcd/  logs/{etcd,kube-apiserver}.log
+    kubeconfig  controller-manager.kubeconfig  state.json  pki/  etcd/
+    logs/{etcd,kube-apiserver,kube-controller-manager}.log
 """
 
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
 import http.client
 import json
@@ -28,21 +31,19 @@ import ssl
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
-import yaml
-
-from devcluster import pki
+from devcluster import controllers, pki
 from devcluster.binaries import KUBERNETES_VERSION, Binaries
 from devcluster.processes import alive, free_port, port_in_use, spawn, stop_group
 
 STATE_FILE = "state.json"
 KUBECONFIG_FILE = "kubeconfig"
 ADMIN_USER = "topos-admin"
-_MANAGED = (STATE_FILE, KUBECONFIG_FILE, "pki", "etcd", "logs")
+_MANAGED = (STATE_FILE, KUBECONFIG_FILE, controllers.KUBECONFIG_FILE, "pki", "etcd", "logs")
 
 
 class ControlPlaneError(Exception):
@@ -66,6 +67,9 @@ class ControlPlaneSettings:
     """Serve the Workload API (``scheduling.k8s.io/v1alpha2``: Workload, PodGroup, and pods'
     ``spec.schedulingGroup``): feature gates ``GenericWorkload`` and ``GangScheduling`` and its
     runtime-config. Alpha in Kubernetes 1.36, so off by default in a real cluster."""
+    controllers: tuple[str, ...] = controllers.CONTROLLERS
+    """kube-controller-manager's ``--controllers``; ``()`` runs no controller-manager (nor does
+    a binaries directory without one)."""
     extra_apiserver_args: tuple[str, ...] = ()
     """Appended to kube-apiserver's command line (e.g. ``--feature-gates=…``)."""
     port_attempts: int = 3
@@ -85,10 +89,22 @@ class ControlPlaneState:
     etcd_port: int
     etcd_peer_port: int
     apiserver_port: int
+    controller_manager_pid: int = 0
+    """0: none runs."""
+    controller_manager_port: int = 0
 
     @property
-    def ports(self) -> tuple[int, int, int]:
-        return (self.etcd_port, self.etcd_peer_port, self.apiserver_port)
+    def ports(self) -> tuple[int, ...]:
+        ports = (self.etcd_port, self.etcd_peer_port, self.apiserver_port)
+        return ports + ((self.controller_manager_port,) if self.controller_manager_pid else ())
+
+    def components(self) -> tuple[tuple[int, str], ...]:
+        """(pid, binary name) of each process, the order they stop in."""
+        manager = ((self.controller_manager_pid, "kube-controller-manager"),)
+        return (manager if self.controller_manager_pid else ()) + (
+            (self.apiserver_pid, "kube-apiserver"),
+            (self.etcd_pid, "etcd"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +112,7 @@ class _Ports:
     etcd: int
     etcd_peer: int
     apiserver: int
+    controller_manager: int
 
 
 class ControlPlane:
@@ -130,9 +147,9 @@ class ControlPlane:
     def write_user_kubeconfig(self, path: Path, *, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A kubeconfig authenticating as ``user`` in ``groups`` by client certificate
         (for tests that need a less privileged identity than the admin)."""
-        ca = _load_ca(self.directory / "pki")
+        ca = pki.load_ca(self.directory / "pki")
         credentials = pki.make_client_cert(ca, user, groups)
-        _write_kubeconfig(
+        pki.write_kubeconfig(
             path, server=self.server, ca=ca.certificate, client=credentials, user=user
         )
         return path
@@ -162,8 +179,8 @@ class ControlPlane:
         last_error: ControlPlaneError | None = None
         for _ in range(max(1, settings.port_attempts)):
             _clear(root)
-            ports = _Ports(free_port(), free_port(), free_port())
-            if len(set(asdict(ports).values())) < 3:
+            ports = _Ports(free_port(), free_port(), free_port(), free_port())
+            if len(set(asdict(ports).values())) < 4:
                 continue
             try:
                 plane = cls._start_once(binaries, root, ports, settings, detach=detach, owned=owned)
@@ -202,7 +219,7 @@ class ControlPlane:
         pki.write_pair(pki.make_signing_key(), pki_dir, "service-account", cert_suffix=".pub")
         server = f"https://127.0.0.1:{ports.apiserver}"
         kubeconfig = root / KUBECONFIG_FILE
-        _write_kubeconfig(
+        pki.write_kubeconfig(
             kubeconfig, server=server, ca=ca.certificate, client=admin, user=ADMIN_USER
         )
 
@@ -234,10 +251,40 @@ class ControlPlane:
             atexit.register(plane.stop)
         try:
             plane._wait_ready(settings.startup_timeout_s, pki_dir)
+            if binaries.kube_controller_manager is not None and settings.controllers:
+                plane._start_controllers(binaries.kube_controller_manager, ports, settings, tied)
         except BaseException:
             plane.stop(remove_directory=False)
             raise
         return plane
+
+    def _start_controllers(
+        self, binary: Path, ports: _Ports, settings: ControlPlaneSettings, tied: bool
+    ) -> None:
+        log = self.directory / "logs" / f"{controllers.LOG_NAME}.log"
+        argv = controllers.args(
+            binary,
+            self.directory,
+            server=self.server,
+            port=ports.controller_manager,
+            controllers=settings.controllers,
+        )
+        manager = spawn(argv, log_path=log, die_with_parent=tied)
+        self._processes.append(manager)
+        self.state = replace(
+            self.state,
+            controller_manager_pid=manager.pid,
+            controller_manager_port=ports.controller_manager,
+        )
+        (self.directory / STATE_FILE).write_text(json.dumps(asdict(self.state), indent=2) + "\n")
+        try:
+            controllers.wait_healthy(
+                manager, ports.controller_manager, log, settings.startup_timeout_s
+            )
+        except controllers.ControllersError as exc:
+            if "address already in use" in controllers.tail(log):
+                raise _PortTaken("kube-controller-manager: port taken while starting") from exc
+            raise ControlPlaneError(str(exc)) from exc
 
     def _wait_ready(self, timeout_s: float, pki_dir: Path) -> None:
         context = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
@@ -248,7 +295,7 @@ class ControlPlane:
             for name, process in zip(("etcd", "kube-apiserver"), self._processes, strict=True):
                 if process.poll() is not None:
                     log = self.directory / "logs" / f"{name}.log"
-                    tail = _tail(log)
+                    tail = controllers.tail(log)
                     if "address already in use" in tail:
                         raise _PortTaken(f"{name}: port taken while starting")
                     raise ControlPlaneError(
@@ -284,28 +331,20 @@ class ControlPlane:
         return cls(state, owned_directory=False, processes=[])
 
     def running(self) -> bool:
-        """Whether both processes are still ours and alive."""
-        return all(
-            _is_ours(pid, name)
-            for pid, name in (
-                (self.state.etcd_pid, "etcd"),
-                (self.state.apiserver_pid, "kube-apiserver"),
-            )
-        )
+        """Whether all its processes are still ours and alive."""
+        return all(_is_ours(pid, name) for pid, name in self.state.components())
 
     def stop(self, *, remove_directory: bool = True) -> None:
-        """Stop kube-apiserver, then etcd (each a whole process group), and wait until their
-        ports are free. Removes the directory's contents we created when ``remove_directory``."""
+        """Stop kube-controller-manager, kube-apiserver, then etcd (each a whole process group),
+        and wait until their ports are free. Removes the directory's contents we created when
+        ``remove_directory``."""
         if self._stopped:
             return
         self._stopped = True
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
         by_pid = {process.pid: process for process in self._processes}
-        for pid, name in (
-            (self.state.apiserver_pid, "kube-apiserver"),
-            (self.state.etcd_pid, "etcd"),
-        ):
+        for pid, name in self.state.components():
             process = by_pid.get(pid)
             if process is None and not _is_ours(pid, name):
                 continue  # gone already, or the pid now belongs to someone else
@@ -393,44 +432,6 @@ def _apiserver_args(
     ]
 
 
-def _write_kubeconfig(
-    path: Path, *, server: str, ca: bytes, client: pki.KeyPair, user: str
-) -> None:
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode("ascii")
-
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "topos-devcluster",
-                "cluster": {"server": server, "certificate-authority-data": b64(ca)},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": b64(client.certificate),
-                    "client-key-data": b64(client.key),
-                },
-            }
-        ],
-        "contexts": [
-            {"name": "topos-devcluster", "context": {"cluster": "topos-devcluster", "user": user}}
-        ],
-        "current-context": "topos-devcluster",
-        "preferences": {},
-    }
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    path.chmod(0o600)
-
-
-def _load_ca(pki_dir: Path) -> pki.KeyPair:
-    return pki.KeyPair((pki_dir / "ca.crt").read_bytes(), (pki_dir / "ca.key").read_bytes())
-
-
 def _get(context: ssl.SSLContext, port: int, path: str) -> tuple[int, str]:
     connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
     try:
@@ -441,13 +442,6 @@ def _get(context: ssl.SSLContext, port: int, path: str) -> tuple[int, str]:
         return 0, str(exc)
     finally:
         connection.close()
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def _is_ours(pid: int, name: str) -> bool:

@@ -7,11 +7,13 @@ generate, accepted everywhere Kubernetes takes a key.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -149,3 +151,42 @@ def write_pair(pair: KeyPair, directory: Path, stem: str, *, cert_suffix: str = 
     key_path = directory / f"{stem}.key"
     key_path.write_bytes(pair.key)
     key_path.chmod(0o600)
+
+
+def write_kubeconfig(path: Path, *, server: str, ca: bytes, client: KeyPair, user: str) -> None:
+    """A kubeconfig for ``server`` authenticating as ``user`` by client certificate."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode("ascii")
+
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "topos-devcluster",
+                "cluster": {"server": server, "certificate-authority-data": b64(ca)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(client.certificate),
+                    "client-key-data": b64(client.key),
+                },
+            }
+        ],
+        "contexts": [
+            {"name": "topos-devcluster", "context": {"cluster": "topos-devcluster", "user": user}}
+        ],
+        "current-context": "topos-devcluster",
+        "preferences": {},
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+def load_ca(pki_dir: Path) -> KeyPair:
+    """The CA that ``write_pair(ca, pki_dir, "ca")`` wrote."""
+    return KeyPair((pki_dir / "ca.crt").read_bytes(), (pki_dir / "ca.key").read_bytes())

@@ -186,10 +186,15 @@ class GenericVerbs(KubeClientCore):
         grace_period_seconds: int | None = None,
         uid: str | None = None,
         resource_version: str | None = None,
+        propagation_policy: Literal["Orphan", "Background", "Foreground"] | None = None,
     ) -> KubeObject:
         """Delete; ``uid``/``resource_version`` preconditions make it fail with ``Conflict`` if the
-        object was replaced or changed meanwhile. Returns the server's reply (object or Status)."""
+        object was replaced or changed meanwhile; ``propagation_policy`` says what the garbage
+        collector does with its dependents (the resource's default when ``None``). Returns the
+        server's reply (object or Status)."""
         options = _delete_options(grace_period_seconds)
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
         preconditions = {
             key: value
             for key, value in (("uid", uid), ("resourceVersion", resource_version))

@@ -166,8 +166,9 @@ async def test_a_gang_found_partly_bound_that_cannot_complete_is_released(
     """2 of 4 members of a Job bound before a crash, and no room for the rest: the 2 are evicted
     (their Job makes them again; bare pods are kept, see test_e2e_gang_reruns.py)."""
     nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
+    owner = await cluster.job("stuck")
     for k in range(4):
-        await cluster.create(gang_pod(f"w-{k}", "stuck", 4, owner="0c0e6a52-job-stuck"))
+        await cluster.create(gang_pod(f"w-{k}", "stuck", 4, owner=owner))
     for k in range(2):
         await cluster.kube.bind(namespace=cluster.namespace, pod=f"w-{k}", node=nodes[k])
     async with cluster.gang_coordinator():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,10 +56,10 @@ async def test_a_gang_deleted_and_rerun_under_the_same_names_binds_again_togethe
 ) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
     async with cluster.gang_coordinator() as coord:
-        await _bound_then_deleted(cluster, coord, str(uuid.uuid4()) if owned else None)
+        await _bound_then_deleted(cluster, coord, await cluster.job("train-1") if owned else None)
         await cluster.delete_pods("topos.io/gang=train-1")
         await cluster.none_left("topos.io/gang=train-1")
-        owner = str(uuid.uuid4()) if owned else None
+        owner = await cluster.job("train-1") if owned else None
         started = time.monotonic()
         for k in range(4):
             await cluster.create(gang_pod(f"w-{k}", "train-1", 4, owner=owner))
@@ -95,10 +94,10 @@ async def test_a_gang_rerun_under_new_names_binds_all_or_nothing_beside_its_old_
     when the new run's pods arrive: the new run never joins the old one's bound count."""
     await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
     async with cluster.gang_coordinator() as coord:
-        await _bound_then_deleted(cluster, coord, str(uuid.uuid4()) if owned else None)
+        await _bound_then_deleted(cluster, coord, await cluster.job("train-1") if owned else None)
         for pod in await cluster.pods("topos.io/gang=train-1"):
             await cluster.kube.delete(PODS, pod["metadata"]["name"], namespace=cluster.namespace)
-        owner = str(uuid.uuid4()) if owned else None
+        owner = await cluster.job("train-1") if owned else None
         seen: list[tuple[str, int, int, int]] = []
         for k in range(3):
             await cluster.create(gang_pod(f"v-{k}", "train-1", 4, owner=owner))

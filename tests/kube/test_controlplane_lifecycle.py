@@ -26,7 +26,7 @@ import json, os, signal, sys
 from devcluster.binaries import ensure
 from devcluster.controlplane import ControlPlane
 plane = ControlPlane.start(binaries=ensure(log=False))
-print(json.dumps({"pids": [plane.state.etcd_pid, plane.state.apiserver_pid],
+print(json.dumps({"pids": [pid for pid, _ in plane.state.components()],
                   "ports": list(plane.state.ports), "dir": str(plane.directory)}), flush=True)
 if sys.argv[1] == "kill":
     os.kill(os.getpid(), signal.SIGKILL)

@@ -1,8 +1,9 @@
 """``topos devcluster up`` / ``down`` through the real command line, in subprocesses.
 
 ``up`` must return while the control plane keeps running (kubectl works with the printed
-KUBECONFIG), refuse a second ``up`` on the same directory, and ``down`` must stop every process
-and free every port it used. Also the binaries' override rules.
+KUBECONFIG, and a Job makes its pod: kube-controller-manager runs), refuse a second ``up`` on the
+same directory, and ``down`` must stop every process and free every port it used. Also the
+binaries' override rules.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,19 +42,30 @@ def test_up_kubectl_down(k8s_binaries: Binaries, tmp_path: Path) -> None:
     assert up.returncode == 0, up.stderr
     assert up.stdout.strip() == f"export KUBECONFIG={directory / 'kubeconfig'}"
     state = json.loads((directory / "state.json").read_text())
-    pids = [state["etcd_pid"], state["apiserver_pid"]]
-    ports = [state["etcd_port"], state["etcd_peer_port"], state["apiserver_port"]]
-    try:
-        assert all(alive(pid) for pid in pids)  # survived the `up` process
-        kubectl = subprocess.run(
-            [str(k8s_binaries.kubectl), "--kubeconfig", str(directory / "kubeconfig"), "get", "ns"],
+    pids = [state["etcd_pid"], state["apiserver_pid"], state["controller_manager_pid"]]
+    ports = [state[f"{name}_port"] for name in ("etcd", "etcd_peer", "apiserver")]
+    ports.append(state["controller_manager_port"])
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(k8s_binaries.kubectl), "--kubeconfig", str(directory / "kubeconfig"), *args],
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
         )
-        assert kubectl.returncode == 0, kubectl.stderr
-        assert "default" in kubectl.stdout.split()
+
+    try:
+        assert all(alive(pid) for pid in pids)  # survived the `up` process
+        listed = kubectl("get", "ns")
+        assert listed.returncode == 0, listed.stderr
+        assert "default" in listed.stdout.split()
+        made = kubectl("create", "job", "hello", "--image=busybox")
+        assert made.returncode == 0, made.stderr
+        deadline = time.monotonic() + 60
+        while not kubectl("get", "pods", "-l", "job-name=hello", "-o", "name").stdout.strip():
+            assert time.monotonic() < deadline, "the Job made no pod: no controller-manager?"
+            time.sleep(0.2)
 
         again = topos("devcluster", "up", "--dir", str(directory))
         assert again.returncode == 1
@@ -100,6 +113,7 @@ def test_envtest_assets_are_used_as_they_are(
     found = ensure()
     assert found.source == "KUBEBUILDER_ASSETS"
     assert found.kube_apiserver == tmp_path / "kube-apiserver"
+    assert found.kube_controller_manager is None  # envtest has none: no controllers run
 
 
 def test_wrapper_module_pins_every_staging_module() -> None:

@@ -10,10 +10,13 @@ scheduler watching one namespace). Added here:
 - :meth:`GangCluster.gang_coordinator` — the coordinator as it starts up, with
   :class:`~coordinator.engine.gangs.service.GangRuntime` (PodGroup and PDB watches, gang step,
   preemption, recovery) attached;
-- :class:`Controllers` — no kubelet and no controller-manager run here, so the test plays them:
-  a pod being deleted (an eviction starts a graceful delete) is removed at once, as a kubelet
-  would once its containers stopped; and pods labelled ``e2e/recreate`` are created again under
-  the same name once gone, as their Job/StatefulSet would.
+- :meth:`GangCluster.job` — a real Job for a gang's pods to belong to (the controller-manager's
+  garbage collector deletes pods whose owner does not exist), which the Job controller leaves to
+  the test (``spec.managedBy``);
+- :class:`Controllers` — no kubelet runs here and the Job controller keeps off those Jobs, so the
+  test plays them: a pod being deleted (an eviction starts a graceful delete) is removed at once,
+  as a kubelet would once its containers stopped; and pods labelled ``e2e/recreate`` are created
+  again under the same name once gone, as their Job/StatefulSet would.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
+from common.kube import NODES, PODS, KubeClient, KubeError, NotFound, Resource
 from coordinator.adapters.kube.runtime import kube_gang_runtime
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
@@ -38,6 +41,7 @@ from tests.support.gpu_cluster import GpuCluster
 from tests.support.kube_wait import (
     DEFAULT_TIMEOUT_S,
     scheduled_message,
+    wait_for,
     wait_for_object,
     wait_for_pods,
 )
@@ -47,6 +51,8 @@ CRD_FILE = DEPLOY / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 LEAF = "topos.io/leaf"
 SPINE = "topos.io/spine"
 RECREATE = "e2e/recreate"
+JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job")
+MANAGED_BY = "topos.io/e2e-test"
 
 
 @dataclass
@@ -116,6 +122,35 @@ class GangCluster(GpuCluster):
             settings=settings or RuntimeSettings(), inventory=inventory, attach=gang_runtime
         ) as runtime:
             yield Coordinator(runtime, attached[0], inventory, clock)
+
+    async def job(self, name: str) -> str:
+        """A Job ``name`` (replacing one of that name, as ``kubectl delete job`` then
+        ``kubectl apply`` would) whose pods the test makes itself; returns its UID, the
+        ``owner`` of :func:`gang_pod`."""
+        with contextlib.suppress(NotFound):
+            await self.kube.delete(
+                JOBS, name, namespace=self.namespace, propagation_policy="Background"
+            )
+        await wait_for(
+            self.kube,
+            JOBS,
+            lambda jobs: True if not jobs else None,
+            namespace=self.namespace,
+            name=name,
+            what=f"the old Job {name} gone",
+        )
+        template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "w", "image": "w"}]}}
+        job = await self.kube.create(
+            JOBS,
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": name},
+                "spec": {"managedBy": MANAGED_BY, "template": template},
+            },
+            namespace=self.namespace,
+        )
+        return str(job["metadata"]["uid"])
 
     # --- reading back --------------------------------------------------------------------------
 
@@ -226,8 +261,8 @@ def gang_pod(
     owner: str | None = None,
 ) -> dict[str, Any]:
     """A training worker as a Job's or StatefulSet's template would make it; ``recreate`` marks
-    it for the fake controller to create again once deleted; ``owner``: the UID of the Job that
-    made it (its controller ``ownerReference``; no controller-manager runs here to mind it)."""
+    it for the fake controller to create again once deleted; ``owner``: the UID of the Job
+    ``gang`` that made it (its controller ``ownerReference``; see :meth:`GangCluster.job`)."""
     obj = pods.pod(
         name,
         namespace=None,

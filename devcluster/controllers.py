@@ -1,0 +1,116 @@
+"""kube-controller-manager for the local control plane: the controllers DRA and workloads need.
+
+It runs as ``kubeadm`` runs it — its own client certificate (user
+``system:kube-controller-manager``) and ``--use-service-account-credentials``, so each controller
+acts as its own service account under the bootstrap RBAC roles — with leader election off, the
+control plane's service-account signing key and root CA, and HTTPS (health only) on a free
+127.0.0.1 port. Only the controllers in ``CONTROLLERS`` run:
+
+- ``resourceclaim``: creates a pod's ResourceClaims from its ResourceClaimTemplates, removes
+  finished or deleted pods from ``status.reservedFor``, and deletes the claims it generated;
+- ``job``, ``replicaset``, ``deployment``: workloads create their pods;
+- ``garbage-collector``: dependents go with their owners (ownerReferences).
+
+Left out on purpose: node lifecycle, taint eviction and pod GC (the simulated nodes have no
+kubelet, so they would be tainted ``unreachable`` and their pods evicted or deleted), and
+everything else nothing here uses (each controller costs CPU on a small machine).
+"""
+
+from __future__ import annotations
+
+import http.client
+import ssl
+import subprocess
+import time
+from pathlib import Path
+from typing import Final
+
+from devcluster import pki
+
+USER: Final = "system:kube-controller-manager"
+KUBECONFIG_FILE: Final = "controller-manager.kubeconfig"
+LOG_NAME: Final = "kube-controller-manager"
+CONTROLLERS: Final = (
+    "resourceclaim-controller",
+    "job-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "garbage-collector-controller",
+)
+
+
+class ControllersError(Exception):
+    """kube-controller-manager did not become healthy; the message says why."""
+
+
+def write_kubeconfig(root: Path, server: str) -> Path:
+    """kube-controller-manager's own kubeconfig (client certificate for ``USER``)."""
+    pki_dir = root / "pki"
+    ca = pki.load_ca(pki_dir)
+    path = root / KUBECONFIG_FILE
+    pki.write_kubeconfig(
+        path, server=server, ca=ca.certificate, client=pki.make_client_cert(ca, USER), user=USER
+    )
+    return path
+
+
+def args(
+    binary: Path, root: Path, *, server: str, port: int, controllers: tuple[str, ...]
+) -> list[str]:
+    """The command line; writes the kubeconfig it names."""
+    pki_dir = root / "pki"
+    kubeconfig = write_kubeconfig(root, server)
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--use-service-account-credentials=true",
+        "--leader-elect=false",
+        f"--controllers={','.join(controllers)}",
+        f"--service-account-private-key-file={pki_dir / 'service-account.key'}",
+        f"--root-ca-file={pki_dir / 'ca.crt'}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={pki_dir / 'controller-manager'}",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def wait_healthy(process: subprocess.Popen[bytes], port: int, log: Path, timeout_s: float) -> None:
+    """Return once ``/healthz`` answers ``ok``; ``ControllersError`` if it exits or times out."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its serving certificate is self-signed
+    deadline = time.monotonic() + timeout_s
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ControllersError(
+                f"kube-controller-manager exited with status {process.returncode} while "
+                f"starting; last log lines ({log}):\n{tail(log)}"
+            )
+        connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
+        try:
+            connection.request("GET", "/healthz")
+            response = connection.getresponse()
+            body = response.read().decode("utf-8", "replace")
+            if response.status == 200:
+                return
+            last = f"{response.status} {body[:200]}"
+        except (OSError, http.client.HTTPException) as exc:
+            last = str(exc)
+        finally:
+            connection.close()
+        time.sleep(0.2)
+    raise ControllersError(
+        f"kube-controller-manager not healthy after {timeout_s:.0f}s (last answer: {last}); "
+        f"log: {log}"
+    )
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a log file, or ``(no log)``."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
