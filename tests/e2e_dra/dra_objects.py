@@ -68,12 +68,14 @@ def gpu_class(*, extended: str | None = None) -> dict[str, Any]:
     }
 
 
-def claim_spec(count: int) -> dict[str, Any]:
-    request = {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": count}}
+def claim_spec(count: int, device_class: str = DRIVER) -> dict[str, Any]:
+    request = {"name": "gpus", "exactly": {"deviceClassName": device_class, "count": count}}
     return {"devices": {"requests": [request]}}
 
 
-def gpu_claim(name: str, count: int, namespace: str | None = None) -> dict[str, Any]:
+def gpu_claim(
+    name: str, count: int, namespace: str | None = None, *, device_class: str = DRIVER
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
@@ -81,16 +83,16 @@ def gpu_claim(name: str, count: int, namespace: str | None = None) -> dict[str, 
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": meta,
-        "spec": claim_spec(count),
+        "spec": claim_spec(count, device_class),
     }
 
 
-def claim_template(name: str, count: int) -> dict[str, Any]:
+def claim_template(name: str, count: int, *, device_class: str = DRIVER) -> dict[str, Any]:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name},
-        "spec": {"spec": claim_spec(count)},
+        "spec": {"spec": claim_spec(count, device_class)},
     }
 
 
