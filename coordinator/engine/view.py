@@ -108,6 +108,7 @@ class ClusterView:
         self._claims_version = 0
         self._dra_key: tuple[int, int] = (-1, -1)
         self._dra_state: DraState = self.dra.state()
+        self._snapshot_dra: DraState | None = None  # what the cached snapshot was given
         #: Called on every change of a watched DRA object.
         self.on_dra_change: Callable[[], None] = lambda: None
         self._node_filter = node_filter
@@ -355,7 +356,7 @@ class ClusterView:
         for what-if runs."""
         self.expire()
         if not self._dirty and not self._order_changed and self._snapshot is not None:
-            self._snapshot.dra = self._dra()
+            self._set_dra(self._snapshot)
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
         for name in dirty:
@@ -369,8 +370,11 @@ class ClusterView:
             self._effective[name] = self._effective_node(name, base)
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
+            self._snapshot_dra = self._dra()
             self._snapshot = Snapshot(
-                (self._effective[n] for n in ordered), namespaces=self.namespaces, dra=self._dra()
+                (self._effective[n] for n in ordered),
+                namespaces=self.namespaces,
+                dra=self._snapshot_dra,
             )
             self._order_changed = False
         else:
@@ -378,8 +382,16 @@ class ClusterView:
                 info = self._effective.get(name)
                 if info is not None:
                     self._snapshot.replace(info)
-            self._snapshot.dra = self._dra()
+            self._set_dra(self._snapshot)
         return self._snapshot
+
+    def _set_dra(self, snapshot: Snapshot) -> None:
+        """Hand the snapshot a new DRA state only when it changed (the snapshot revisits its
+        nodes on every new state)."""
+        state = self._dra()
+        if state is not self._snapshot_dra:
+            self._snapshot_dra = state
+            snapshot.dra = state
 
     @property
     def node_filter(self) -> Callable[[NodeState], bool] | None:
