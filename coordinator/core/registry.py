@@ -14,6 +14,7 @@ from typing import Final
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.profile import Framework
+from coordinator.core.plugins.dynamicresources import DynamicResources
 from coordinator.core.plugins.gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
 from coordinator.core.plugins.interpodaffinity import InterPodAffinity
 from coordinator.core.plugins.nodeaffinity import NodeAffinity
@@ -38,6 +39,7 @@ DEFAULT_PROFILE: Final = (
     "NodePorts",
     "NodeResourcesFit",
     "GpuTopology",
+    "DynamicResources",
     "PodTopologySpread",
     "InterPodAffinity",
     "NumaTopology",
@@ -55,6 +57,7 @@ def default_registry() -> Registry:
         "NodePorts": lambda _: NodePorts(),
         "NodeResourcesFit": NodeResourcesFit,
         "GpuTopology": lambda _: GpuTopology(),
+        "DynamicResources": lambda _: DynamicResources(),
         "PodTopologySpread": lambda _: PodTopologySpread(),
         "InterPodAffinity": lambda _: InterPodAffinity(),
         "NumaTopology": lambda _: NumaTopology(),

@@ -1,19 +1,37 @@
 """The DRA objects one scheduling cycle sees: :class:`DraState`.
 
-BOUNDARY STUB (issue 13): the adapters build a ``DraState`` from the watched objects, parsed with
-the ``parse_*`` functions below; the core's DynamicResources plugin allocates from it. The
-dra-core work replaces the bodies; the names and signatures are the contract.
+The adapters build a ``DraState`` from the watched objects, parsed with the ``parse_*``
+functions (:mod:`.objects`); the DynamicResources plugin allocates from it. A state never
+changes: :meth:`DraState.with_allocations` returns a new one with our in-flight allocations
+counted.
+
+Pools: only the slices of a pool's newest generation count; a pool with fewer slices of that
+generation than ``resourceSliceCount`` is incomplete and not used (kube-scheduler waits too);
+a pool naming one device twice is not used, with a reason (:attr:`DraState.problems`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
 
-from coordinator.core.dra.model import ClaimAllocation
+from coordinator.core.dra.model import ClaimAllocation, DeviceId
+from coordinator.core.dra.objects import (
+    Allocation,
+    Device,
+    DeviceClass,
+    DraObjectError,
+    ResourceClaim,
+    ResourceSlice,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
+from coordinator.core.podspec.selectors import NodeSelectorTerm, Requirement
 
 __all__ = [
+    "EXTENDED_CLASS_PREFIX",
     "DeviceClass",
     "DraObjectError",
     "DraState",
@@ -24,47 +42,8 @@ __all__ = [
     "parse_resource_slice",
 ]
 
-
-@dataclass(frozen=True, slots=True)
-class DraObjectError:
-    """Why a watched DRA object cannot be used (it harms nothing else)."""
-
-    kind: str
-    key: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceSlice:
-    name: str
-    raw: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceClass:
-    name: str
-    raw: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceClaim:
-    namespace: str
-    name: str
-    uid: str
-    resource_version: str
-    raw: Mapping[str, Any]
-
-
-def parse_resource_slice(obj: Mapping[str, Any]) -> ResourceSlice | DraObjectError:
-    raise NotImplementedError
-
-
-def parse_device_class(obj: Mapping[str, Any]) -> DeviceClass | DraObjectError:
-    raise NotImplementedError
-
-
-def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaim | DraObjectError:
-    raise NotImplementedError
+#: Every DeviceClass also serves the extended resource named this prefix + its name.
+EXTENDED_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 class DraState:
@@ -79,8 +58,148 @@ class DraState:
         self.slices = tuple(slices)
         self.classes = tuple(classes)
         self.claims = tuple(claims)
+        self.class_by_name: dict[str, DeviceClass] = {c.name: c for c in self.classes}
+        self.claim_by_key: dict[str, ResourceClaim] = {c.key: c for c in self.claims}
+        #: extended resource name → DeviceClass name (explicit, then the implicit name)
+        self.extended: dict[str, str] = {}
+        for c in sorted(self.classes, key=lambda c: c.name):
+            if c.extended_resource_name:
+                self.extended.setdefault(c.extended_resource_name, c.name)
+            self.extended.setdefault(EXTENDED_CLASS_PREFIX + c.name, c.name)
+        #: "driver/pool" → why the pool is not used
+        self.problems: dict[str, str] = {}
+        self._unusable: list[tuple[str, ResourceSlice]] = []  # (pool key, one of its slices)
+        self._pool_slices = self._usable_pools()
+        # slices naming their node, by node; the others are matched against each node's labels
+        self._named: dict[str, list[ResourceSlice]] = {}
+        self._selected: list[ResourceSlice] = []
+        for s in self._pool_slices:
+            if s.selection is not None and s.selection.node_name:
+                self._named.setdefault(s.selection.node_name, []).append(s)
+            else:
+                self._selected.append(s)
+        self.allocated: frozenset[DeviceId] = frozenset(
+            r.device
+            for c in self.claims
+            if c.allocation is not None
+            for r in c.allocation.results
+            if not r.admin_access
+        )
+        self._by_node: dict[str, tuple[Device, ...]] = {}
+        self._by_id: dict[DeviceId, Device] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.slices or self.classes or self.claims)
+
+    def _usable_pools(self) -> list[ResourceSlice]:
+        pools: dict[tuple[str, str], list[ResourceSlice]] = {}
+        for s in self.slices:
+            pools.setdefault((s.driver, s.pool), []).append(s)
+        usable: list[ResourceSlice] = []
+        for (driver, pool), members in sorted(pools.items()):
+            newest = max(s.generation for s in members)
+            current = [s for s in members if s.generation == newest]
+            want = max(s.slice_count for s in current)
+            key = f"{driver}/{pool}"
+            if len(current) < want:
+                self.problems[key] = (
+                    f"pool {key} is incomplete ({len(current)} of {want} slices published)"
+                )
+                self._unusable.extend((key, s) for s in current)
+                continue
+            names = Counter(d.id.device for s in current for d in s.devices)
+            dup = sorted(n for n, k in names.items() if k > 1)
+            if dup:
+                self.problems[key] = f"pool {key} lists device {dup[0]} more than once"
+                self._unusable.extend((key, s) for s in current)
+                continue
+            usable.extend(sorted(current, key=lambda s: s.name))
+        return usable
+
+    def devices_on(self, node: str, labels: Mapping[str, str]) -> tuple[Device, ...]:
+        """Every device of a usable pool reachable from ``node`` (allocated or not), in slice
+        order. Remembered per node name (node labels do not change within a cycle)."""
+        hit = self._by_node.get(node)
+        if hit is None:
+            out: list[Device] = []
+            for s in (*self._named.get(node, ()), *self._selected):
+                if s.selection is not None:
+                    if s.selection.reaches(node, labels):
+                        out.extend(s.devices)
+                else:
+                    out.extend(
+                        d for d in s.devices if d.selection and d.selection.reaches(node, labels)
+                    )
+            hit = self._by_node[node] = tuple(out)
+        return hit
+
+    def problems_on(self, node: str, labels: Mapping[str, str]) -> list[str]:
+        """Why pools that would reach ``node`` are not used (for the pod's explanation)."""
+        keys = {
+            key
+            for key, s in self._unusable
+            if (s.selection is not None and s.selection.reaches(node, labels))
+            or any(d.selection and d.selection.reaches(node, labels) for d in s.devices)
+        }
+        return [self.problems[k] for k in sorted(keys)]
+
+    def device(self, device_id: DeviceId) -> Device | None:
+        if self._by_id is None:
+            self._by_id = {d.id: d for s in self._pool_slices for d in s.devices}
+        return self._by_id.get(device_id)
+
+    def claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        return self.claim_by_key.get(f"{namespace}/{name}")
+
+    def gpu_uuids_allocated(self, node: str, labels: Mapping[str, str]) -> frozenset[str]:
+        """``uuid`` attributes of allocated devices on ``node``: the GPUs DRA claims hold, which
+        no ``nvidia.com/gpu`` pod may get."""
+        return frozenset(
+            str(u)
+            for d in self.devices_on(node, labels)
+            if d.id in self.allocated and (u := d.attribute("uuid")) is not None
+        )
+
+    def nodes_holding(self) -> frozenset[str] | None:
+        """Nodes with allocated devices in slices naming them; ``None`` when some allocated
+        device lives in a slice chosen by node labels (then any node may hold one)."""
+        if not self.allocated:
+            return frozenset()
+        names: set[str] = set()
+        for node, slices in self._named.items():
+            if any(d.id in self.allocated for s in slices for d in s.devices):
+                names.add(node)
+        if any(d.id in self.allocated for s in self._selected for d in s.devices):
+            return None
+        return frozenset(names)
 
     def with_allocations(self, allocations: Iterable[ClaimAllocation]) -> DraState:
         """This state with ``allocations`` (written, or being written, by us and not yet seen
         on the watch) counted as allocated: their devices are taken, their claims allocated."""
-        raise NotImplementedError
+        allocs = list(allocations)
+        if not allocs:
+            return self
+        other = object.__new__(DraState)
+        other.slices, other.classes = self.slices, self.classes
+        other.class_by_name, other.extended = self.class_by_name, self.extended
+        other.problems, other._pool_slices = self.problems, self._pool_slices
+        other._unusable = self._unusable
+        other._named, other._selected = self._named, self._selected
+        other._by_node, other._by_id = self._by_node, self._by_id
+        claims = dict(self.claim_by_key)
+        taken = set(self.allocated)
+        for a in allocs:
+            taken.update(r.device for r in a.results if not r.admin_access)
+            claim = claims.get(a.key)
+            if claim is not None and not a.extended:
+                claims[a.key] = replace(claim, allocation=_node_allocation(a))
+        other.claim_by_key = claims
+        other.claims = tuple(claims.values())
+        other.allocated = frozenset(taken)
+        return other
+
+
+def _node_allocation(a: ClaimAllocation) -> Allocation:
+    term = NodeSelectorTerm((), (Requirement("metadata.name", "In", (a.node,)),))
+    return Allocation(a.results, (term,))

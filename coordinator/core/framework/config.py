@@ -58,6 +58,7 @@ class ScoreWeights:
 
 PLUGIN_WEIGHT: Final = {
     "GpuTopology": "topology_fitness",
+    "DynamicResources": "topology_fitness",
     "NumaTopology": "numa_fit",
     "GpuPacking": "bin_packing",
     "GpuAvailability": "gpu_availability",

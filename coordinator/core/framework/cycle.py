@@ -15,6 +15,8 @@ from typing import Final, cast
 from common.model import NodeTopology
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import (
+    CLAIMS,
+    DRA_SERVED,
     PLACEMENTS,
     PreFilterResult,
     ScorePlugin,
@@ -153,7 +155,13 @@ def _cycle(
             allowed = set(result.node_names) if allowed is None else allowed & result.node_names
     local_filters = [f for f in fw.filter if f.name not in skipped and fw.is_local(f)]
     other_filters = [f for f in fw.filter if f.name not in skipped and not fw.is_local(f)]
-    memo_key = fw.intern((pod_class_key(pod), tuple(n for n in local_names if n not in skipped)))
+    memo_key = fw.intern(
+        (
+            pod_class_key(pod),
+            tuple(n for n in local_names if n not in skipped),
+            state.get(DRA_SERVED),
+        )
+    )
     placements = _Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
 
@@ -273,6 +281,7 @@ def _cycle(
         verdicts=verdicts,
         evaluated=len(nodes),
         feasible=len(feasible),
+        claims=(state.get(CLAIMS) or {}).get(best.name, ()),
         state=state,
     )
 

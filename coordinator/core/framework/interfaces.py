@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -28,6 +29,8 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Status
 
 __all__ = [
+    "CLAIMS",
+    "DRA_SERVED",
     "PLACEMENTS",
     "FilterPlugin",
     "NormalizeScorePlugin",
@@ -40,6 +43,12 @@ __all__ = [
 
 #: Plugins that decide *where inside the node* put the placement for each feasible node here.
 PLACEMENTS: Final = StateKey[dict[str, Placement]]("placements")
+#: The DRA claims a pod gets on each feasible node (the cycle copies the chosen node's into
+#: ``Decision.claims``).
+CLAIMS: Final = StateKey[dict[str, tuple[ClaimAllocation, ...]]]("claims")
+#: Extended resources DRA serves for this pod where a node's allocatable lacks them (KEP-5004):
+#: NodeResourcesFit and GpuTopology leave those to DRA. Part of the node-local memo key.
+DRA_SERVED: Final = StateKey[frozenset[str]]("dra-served")
 
 
 @dataclass(frozen=True, slots=True)

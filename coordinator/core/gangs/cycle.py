@@ -166,7 +166,7 @@ def schedule_gang(
                 last = Status(status.code, status.reasons, status.plugin, result.message)
                 failed = True
                 break
-            trial.assume(pod, node, result.placement)
+            trial.assume(pod, node, result.placement, result.claims)
             decisions.append(result)
         if not failed:
             return GangDecision(plan=plan, decisions=tuple(decisions), rounds=round_no)

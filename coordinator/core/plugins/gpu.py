@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.interfaces import PLACEMENTS
+from coordinator.core.framework.interfaces import DRA_SERVED, PLACEMENTS
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
@@ -22,7 +23,7 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Status
 
-__all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology"]
+__all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology", "link_score"]
 
 _DEVICE_KEY: Final = StateKey[tuple[object, ...]]("GpuTopology.device_key")
 
@@ -38,6 +39,20 @@ _LINK_SCORE: Final = {
 }
 
 
+def link_score(node: NodeInfo, gpus: tuple[int, ...]) -> float:
+    """Score of the worst link among ``gpus`` (0 for fewer than two, or no topology known)."""
+    if node.topology is None or len(gpus) < 2:
+        return 0.0  # no topology known: nothing to promise
+    return _LINK_SCORE[topology_index(node.topology).worst(gpus).kind]
+
+
+def _dra_serves_gpus(state: CycleState, pod: PodRequest, node: NodeInfo) -> bool:
+    """KEP-5004: the node lists no nvidia.com/gpu and a DeviceClass serves it (DynamicResources
+    chooses the GPUs)."""
+    served = state.get(DRA_SERVED)
+    return served is not None and GPU_RESOURCE in served and not node.allocatable.get(GPU_RESOURCE)
+
+
 class GpuTopology:
     name = "GpuTopology"
     node_local = True
@@ -49,6 +64,8 @@ class GpuTopology:
         return SKIP
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        if _dra_serves_gpus(state, pod, node):
+            return SUCCESS
         plan = plan_placement(node, pod, state.get(_DEVICE_KEY))
         if isinstance(plan, Status):
             return plan
@@ -62,10 +79,7 @@ class GpuTopology:
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         placement = state.read(PLACEMENTS).get(node.name)
-        if placement is None or node.topology is None or len(placement.gpus) < 2:
-            return 0.0  # no topology known: nothing to promise
-        worst = topology_index(node.topology).worst(placement.gpus)
-        return _LINK_SCORE[worst.kind]
+        return 0.0 if placement is None else link_score(node, placement.gpus)
 
 
 class NumaTopology:
@@ -118,7 +132,7 @@ class GpuAvailability:
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        return SKIP if pod.wants_devices else SUCCESS
+        return SKIP if pod.wants_devices or pod.claims else SUCCESS
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         total, used = _gpu_totals(node)

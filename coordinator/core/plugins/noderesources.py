@@ -4,8 +4,10 @@ Filter: for every resource the pod requests (cpu, memory, ephemeral-storage, ext
 such as ``nvidia.com/gpu`` and ``nvidia.com/mig-1g.10gb``) the node's allocatable minus what its
 pods (bound by any scheduler) request must cover it, and one more pod must fit under ``pods``.
 Every short resource is reported ("Insufficient cpu", "Too many pods"); a request larger than the
-node's whole allocatable is unresolvable (no preemption can help). Score: LeastAllocated over
-cpu and memory (kube-scheduler's default), or MostAllocated when packing is configured.
+node's whole allocatable is unresolvable (no preemption can help). An extended resource the node
+does not list, where a DeviceClass serves it (KEP-5004), is left to DynamicResources.
+Score: LeastAllocated over cpu and memory (kube-scheduler's default), or MostAllocated when
+packing is configured.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from common.quantity import format_bytes
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import DRA_SERVED
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -50,8 +53,11 @@ class NodeResourcesFit:
         if pods_alloc is not None and used.get("pods", 0) + 1 > pods_alloc:
             reasons.append(_TOO_MANY)
             details.append(f"pods: {used.get('pods', 0)} of {pods_alloc} in use")
+        served = state.get(DRA_SERVED)
         for resource, amount in pod.requests.items():
             have = alloc.get(resource, 0)
+            if served and have == 0 and resource in served:
+                continue  # served by DRA here (KEP-5004): DynamicResources allocates it
             if used.get(resource, 0) + amount > have:
                 reasons.append(Reason.insufficient(resource))
                 free = max(0, have - used.get(resource, 0))

@@ -64,26 +64,34 @@ _PLANS_LIMIT = 200_000
 
 
 def plan_placement(
-    node: NodeInfo, pod: PodRequest, key: tuple[object, ...] | None = None
+    node: NodeInfo,
+    pod: PodRequest,
+    key: tuple[object, ...] | None = None,
+    *,
+    allowed: tuple[int, ...] | None = None,
 ) -> Plan | Status:
-    """The plan for ``pod`` on ``node`` (``key``: :func:`device_key` of the pod, if known)."""
+    """The plan for ``pod`` on ``node`` (``key``: :func:`device_key` of the pod, if known).
+
+    ``allowed`` narrows the whole GPUs the pod may get to those indices (the GPUs a DRA request
+    may take); by default every free GPU of the node."""
     if node.topology is None:
         return _plan_without_topology(node, pod)
     memo_key = (
         topology_index(node.topology) if node.topology.gpus else None,
         node.device_token,
         key if key is not None else device_key(pod),
+        allowed,
     )
     hit = _PLANS.get(memo_key)
     if hit is None:
-        hit = _plan(node, pod)
+        hit = _plan(node, pod, allowed)
         if len(_PLANS) >= _PLANS_LIMIT:
             _PLANS.clear()
         _PLANS[memo_key] = hit
     return hit
 
 
-def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
+def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> Plan | Status:
     topo = node.topology
     assert topo is not None
     policy = pod.numa_policy
@@ -94,6 +102,8 @@ def _plan(node: NodeInfo, pod: PodRequest) -> Plan | Status:
 
     index = topology_index(topo) if topo.gpus else None
     allowed_gpus = node.free_gpus
+    if allowed is not None:
+        allowed_gpus = tuple(i for i in allowed_gpus if i in allowed)
     if pod.gpu_memory_min_mib is not None and index is not None:
         allowed_gpus = tuple(
             i for i in allowed_gpus if (index.memory[i] or 0) >= pod.gpu_memory_min_mib

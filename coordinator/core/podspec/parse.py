@@ -26,7 +26,13 @@ from coordinator.core.podspec.affinity import (
     node_affinity,
     parse_affinity_terms,
 )
-from coordinator.core.podspec.claims import PodClaim
+from coordinator.core.podspec.claims import (
+    ContainerExtended,
+    PodClaim,
+    container_extended,
+    extended_claim,
+    pod_claims,
+)
 from coordinator.core.podspec.fields import (
     FieldError,
     integer,
@@ -107,6 +113,8 @@ class PodRequest:
     # status.extendedResourceClaimStatus.resourceClaimName: the claim made for its extended
     # resources (KEP-5004), once created
     extended_claim: str = ""
+    # extended resources per container (what a KEP-5004 claim would ask, where DRA serves them)
+    container_extended: tuple[ContainerExtended, ...] = ()
 
     @property
     def key(self) -> str:
@@ -138,14 +146,16 @@ def parse_pod(obj: object) -> PodRequest | PodSpecError:
             raise FieldError("pod", "must be a mapping")
         meta = mapping(obj, "metadata", "")
         spec = mapping(obj, "spec", "")
-        return _parse(meta, spec)
+        return _parse(meta, spec, mapping(obj, "status", ""))
     except FieldError as bad:
         ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
         name = meta.get("name") if isinstance(meta.get("name"), str) else "?"
         return PodSpecError(f"{ns}/{name}", bad.field.lstrip("."), bad.message)
 
 
-def _parse(meta: Mapping[str, object], spec: Mapping[str, object]) -> PodRequest:
+def _parse(
+    meta: Mapping[str, object], spec: Mapping[str, object], status: Mapping[str, object]
+) -> PodRequest:
     namespace = text(meta, "namespace", "metadata") or "default"
     name = text(meta, "name", "metadata")
     labels = str_map(meta, "labels", "metadata")
@@ -208,4 +218,7 @@ def _parse(meta: Mapping[str, object], spec: Mapping[str, object]) -> PodRequest
         preferred_domain=key_value(podkeys.PREFERRED_DOMAIN, annotations),
         node_name=text(spec, "nodeName", "spec"),
         host_ports=host_ports(spec),
+        claims=pod_claims(spec, status),
+        extended_claim=extended_claim(status),
+        container_extended=container_extended(spec),
     )

@@ -77,6 +77,8 @@ class NodeInfo:
     gpu_slots: int = 0  # healthy whole GPUs plus MIG instances (devices a pod could hold)
     gpu_slots_used: int = 0
     used_ports: tuple[HostPort, ...] = ()  # host ports the node's pods bind
+    #: UUIDs of GPUs allocated to DRA claims (whoever allocated them): never free for a pod.
+    dra_held: frozenset[str] = frozenset()
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
     #: changes, so what was computed for it stays true; a changed node is a new NodeInfo.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
@@ -95,6 +97,7 @@ class NodeInfo:
         topology: NodeTopology | None = None,
         pods: Iterable[PodInfo] = (),
         requested: Mapping[str, int] | None = None,
+        dra_held: frozenset[str] = frozenset(),
     ) -> NodeInfo:
         """A node with everything derived from its pods. ``requested`` overrides the sum of the
         pods' requests (when the inventory tracks it separately)."""
@@ -115,6 +118,11 @@ class NodeInfo:
         gpu_owner, mig_owner, numa_use, busy = device_use(topology, pods_t)
         held = sum(p.requests.get(GPU_RESOURCE, 0) for p in pods_t)
         attributed = len(gpu_owner) + len(mig_owner)
+        if dra_held and topology is not None:
+            claimed = {g.index for g in topology.gpus if g.uuid in dra_held} - set(gpu_owner)
+            attributed += len(claimed)  # a KEP-5004 pod's nvidia.com/gpu is its claim's GPUs
+        else:
+            claimed = set()
         free_gpus: tuple[int, ...] = ()
         free_mig: dict[str, tuple[tuple[int, int], ...]] = {}
         numa_free: tuple[NumaFree, ...] = ()
@@ -122,7 +130,10 @@ class NodeInfo:
             free_gpus = tuple(
                 g.index
                 for g in topology.gpus
-                if g.healthy and not g.mig_enabled and g.index not in gpu_owner
+                if g.healthy
+                and not g.mig_enabled
+                and g.index not in gpu_owner
+                and g.index not in claimed
             )
             mig: dict[str, list[tuple[int, int]]] = {}
             for g in topology.gpus:
@@ -180,11 +191,14 @@ class NodeInfo:
                 attributed=attributed,
             ),
             used_ports=tuple(hp for p in pods_t for hp in p.host_ports),
+            dra_held=dra_held,
             device_state=state,
             device_token=_intern_state(state),
         )
 
-    def rebuild(self, pods: Iterable[PodInfo]) -> NodeInfo:
+    def rebuild(
+        self, pods: Iterable[PodInfo], *, dra_held: frozenset[str] | None = None
+    ) -> NodeInfo:
         return NodeInfo.build(
             self.name,
             labels=self.labels,
@@ -195,6 +209,7 @@ class NodeInfo:
             stale=self.stale,
             topology=self.topology,
             pods=pods,
+            dra_held=self.dra_held if dra_held is None else dra_held,
         )
 
     def free(self, resource: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
@@ -12,6 +13,8 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 
 __all__ = ["Snapshot"]
+
+_NO_DRA = DraState()  # no DRA objects (immutable; shared)
 
 
 class Snapshot:
@@ -25,7 +28,16 @@ class Snapshot:
     ``PreferNoSchedule`` taints) are built on first use and kept current by ``assume``/``forget``.
     """
 
-    __slots__ = ("_assumed", "_index", "_nodes", "_order", "dra", "namespaces")
+    __slots__ = (
+        "_assumed",
+        "_claims",
+        "_dra",
+        "_dra_base",
+        "_index",
+        "_nodes",
+        "_order",
+        "namespaces",
+    )
 
     def __init__(
         self,
@@ -40,14 +52,48 @@ class Snapshot:
                 raise ValueError(f"node {n.name!r} appears twice in the snapshot")
             self._nodes[n.name] = n
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
-        #: ResourceSlices, DeviceClasses and ResourceClaims (DRA) as of this cycle.
-        self.dra: DraState = dra if dra is not None else DraState()
         self._assumed: dict[str, str] = {}  # pod key → node name
         self._order: tuple[NodeInfo, ...] | None = None
         self._index: _PodIndex | None = None
+        self._claims: dict[str, tuple[ClaimAllocation, ...]] = {}  # pod key → assumed claims
+        self._dra_base = self._dra = _NO_DRA
+        if dra is not None:
+            self.dra = dra
+
+    # --- DRA --------------------------------------------------------------------------------
+    @property
+    def dra(self) -> DraState:
+        """ResourceSlices, DeviceClasses and ResourceClaims as of this cycle, with the claims
+        of assumed pods counted as allocated."""
+        return self._dra
+
+    @dra.setter
+    def dra(self, state: DraState) -> None:
+        self._dra_base = state
+        self._refresh_dra()
+
+    def _refresh_dra(self) -> None:
+        assumed = [a for claims in self._claims.values() for a in claims]
+        self._dra = self._dra_base.with_allocations(assumed)
+        holding = self._dra.nodes_holding()
+        for node in list(self._nodes.values()):
+            if holding is not None and not node.dra_held and node.name not in holding:
+                continue
+            held = self._held(node)
+            if held != node.dra_held:
+                self._set(node.rebuild(node.pods, dra_held=held))
+                if self._index is not None:
+                    self._index.with_affinity_list = None
+
+    def _held(self, node: NodeInfo) -> frozenset[str]:
+        if node.topology is None or not node.topology.gpus or not self._dra.allocated:
+            return frozenset()
+        return self._dra.gpu_uuids_allocated(node.name, node.labels)
 
     def copy(self) -> Snapshot:
-        other = Snapshot((), namespaces=self.namespaces, dra=self.dra)
+        other = Snapshot((), namespaces=self.namespaces)
+        other._dra_base, other._dra = self._dra_base, self._dra
+        other._claims = dict(self._claims)
         other._nodes = dict(self._nodes)
         other._assumed = dict(self._assumed)
         other._order = self._order
@@ -73,6 +119,9 @@ class Snapshot:
         """Put a new or rebuilt node in (the inventory's incremental update path). The indexes
         are updated for that node only."""
         old = self._nodes.get(node.name)
+        held = self._held(node)
+        if held != node.dra_held:
+            node = node.rebuild(node.pods, dra_held=held)
         self._nodes[node.name] = node
         self._order = None
         if self._index is not None:
@@ -88,7 +137,14 @@ class Snapshot:
     def is_assumed(self, pod_key: str) -> bool:
         return pod_key in self._assumed
 
-    def assume(self, pod: PodRequest, node_name: str, placement: Placement) -> None:
+    def assume(
+        self,
+        pod: PodRequest,
+        node_name: str,
+        placement: Placement,
+        claims: Sequence[ClaimAllocation] = (),
+    ) -> None:
+        """Hold ``placement`` (and the DRA ``claims`` allocated for the pod) on the node."""
         node = self._nodes.get(node_name)
         if node is None:
             raise KeyError(f"node {node_name!r} is not in the snapshot")
@@ -99,6 +155,9 @@ class Snapshot:
         self._assumed[pod.key] = node_name
         if self._index is not None:
             self._index.add(node_name, info)
+        if claims:
+            self._claims[pod.key] = tuple(claims)
+            self._refresh_dra()
 
     def forget(self, pod_key: str) -> bool:
         """Undo :meth:`assume`; False when the pod was not assumed here."""
@@ -112,6 +171,8 @@ class Snapshot:
             if self._index is not None:
                 for p in gone:
                     self._index.discard(p)
+        if self._claims.pop(pod_key, None) is not None:
+            self._refresh_dra()
         return True
 
     def _set(self, node: NodeInfo) -> None:

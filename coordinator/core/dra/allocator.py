@@ -1,0 +1,383 @@
+"""Allocate a pod's ResourceClaims on one node, as kube-scheduler's structured allocator does,
+with the choice among eligible devices left to a :class:`DeviceChooser` (the DynamicResources
+plugin chooses GPUs by topology; :class:`FirstFit` takes them in slice order).
+
+Per claim, per request in order: the request's alternative (``exactly``, or the first
+``firstAvailable`` entry that can be satisfied) takes ``count`` devices (``All``: every eligible
+device, none of them taken) that the node reaches, no claim holds (admin access excepted),
+no other request of this pod took, whose taints the request tolerates and that every selector
+of the DeviceClass and of the request selects. ``matchAttribute`` constraints are met by trying
+each value the first constrained request could take; ``distinctAttribute`` by taking devices
+with unused values. A failure says which rule failed, naming the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from coordinator.core.dra.cel import CelCompileError, compile_selector
+from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
+from coordinator.core.dra.objects import (
+    AttributeValue,
+    Constraint,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    ResourceClaim,
+    SubRequest,
+)
+from coordinator.core.dra.state import DraState
+from coordinator.core.podspec.tolerations import Taint, Toleration
+
+__all__ = [
+    "AllocationFailure",
+    "DeviceChooser",
+    "FirstFit",
+    "allocate",
+    "check_claim",
+    "claim_node",
+]
+
+#: kube's limit on ``status.reservedFor`` entries of one claim.
+MAX_RESERVED: int = 256
+#: matchAttribute values tried per request (largest groups first): bounds the search.
+_MAX_VALUES: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationFailure:
+    """Why the claims cannot be allocated here. ``unresolvable``: no preemption helps."""
+
+    message: str
+    unresolvable: bool = False
+    detail: str = ""  # this node's numbers (the message is the same on alike nodes)
+
+
+class DeviceChooser(Protocol):
+    def usable(self, device: Device) -> bool:
+        """Whether the node can give this device at all (e.g. a GPU no classic pod holds)."""
+        ...
+
+    def choose(self, candidates: Sequence[Device], count: int) -> Sequence[Device] | str:
+        """``count`` of ``candidates`` (all eligible), or why no such set will do."""
+        ...
+
+
+class FirstFit:
+    """The devices in slice order (kube-scheduler's choice)."""
+
+    def usable(self, device: Device) -> bool:
+        return True
+
+    def choose(self, candidates: Sequence[Device], count: int) -> Sequence[Device] | str:
+        return candidates[:count]
+
+
+def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
+    if taint.effect not in ("NoSchedule", "NoExecute"):
+        return True
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def _selected(device: Device, expressions: Sequence[str]) -> bool:
+    for expr in expressions:
+        hit = device.memo.get(expr)
+        if hit is None:
+            hit = device.memo[expr] = compile_selector(expr).matches(device.cel())
+        if not hit:
+            return False
+    return True
+
+
+def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | None:
+    """Pod-level checks of an unallocated claim: its classes exist, its selectors compile."""
+    for request in claim.requests:
+        missing = [a.class_name for a in request.alternatives if _class(state, a) is None]
+        if len(missing) == len(request.alternatives):
+            return AllocationFailure(f"device class {missing[0]} not found", unresolvable=True)
+        for alt in request.alternatives:
+            cls = _class(state, alt)
+            for source, exprs in (
+                (f"device class {alt.class_name}", cls.selectors if cls else ()),
+                (f"claim {claim.name}: request {alt.name}", alt.selectors),
+            ):
+                for i, expr in enumerate(exprs):
+                    try:
+                        compile_selector(expr)
+                    except CelCompileError as bad:
+                        return AllocationFailure(
+                            f"{source}: selector {i} does not compile: {bad}", unresolvable=True
+                        )
+    return None
+
+
+def _class(state: DraState, sub: SubRequest) -> DeviceClass | None:
+    return state.class_by_name.get(sub.class_name)
+
+
+def claim_node(claim: ResourceClaim) -> str:
+    """The node an allocated claim is bound to, for messages ("" when not one node)."""
+    alloc = claim.allocation
+    if alloc is None or not alloc.terms:
+        return ""
+    for term in alloc.terms:
+        for req in (*term.match_fields, *term.match_expressions):
+            if req.operator == "In" and len(req.values) == 1:
+                return req.values[0]
+    return ""
+
+
+class _Allocator:
+    def __init__(
+        self,
+        state: DraState,
+        node: str,
+        labels: Mapping[str, str],
+        chooser: DeviceChooser,
+    ) -> None:
+        self.state = state
+        self.devices = [
+            d for d in state.devices_on(node, labels) if chooser.usable(d)
+        ]  # reachable and not held outside DRA
+        self.chooser = chooser
+        self.taken: set[DeviceId] = set()  # by earlier requests of this pod
+
+    def eligible(self, sub: SubRequest) -> list[Device]:
+        cls = _class(self.state, sub)
+        if cls is None:
+            return []
+        out = []
+        for d in self.devices:
+            if d.id in self.taken:
+                continue
+            if d.id in self.state.allocated and not sub.admin_access:
+                continue
+            if not all(_tolerated(t, sub.tolerations) for t in d.taints):
+                continue
+            if _selected(d, cls.selectors) and _selected(d, sub.selectors):
+                out.append(d)
+        return out
+
+    def claim(self, claim: ResourceClaim) -> tuple[DeviceResult, ...] | str:
+        picked = self._requests(claim, list(claim.requests), {})
+        if isinstance(picked, str):
+            return picked
+        results = tuple(
+            DeviceResult(name, d.id, admin_access=admin)
+            for name, (devices, admin) in picked.items()
+            for d in devices
+        )
+        self.taken.update(r.device for r in results if not r.admin_access)
+        return results
+
+    def _requests(
+        self,
+        claim: ResourceClaim,
+        pending: list[DeviceRequest],
+        chosen: dict[str, list[Device]],
+    ) -> dict[str, tuple[list[Device], bool]] | str:
+        """Depth-first over the requests; the first alternative/value that lets the rest fit."""
+        if not pending:
+            return {}
+        request, rest = pending[0], pending[1:]
+        why = ""
+        for alt in request.alternatives:
+            candidates = self.eligible(alt)
+            for pinned, options in self._constrained(claim, request.name, candidates, chosen):
+                picked = self._pick(alt, options, pinned, claim, request.name, chosen)
+                if isinstance(picked, str):
+                    why = why or picked
+                    continue
+                chosen[request.name] = list(picked)
+                saved = set(self.taken)
+                if not alt.admin_access:
+                    self.taken.update(d.id for d in picked)
+                tail = self._requests(claim, rest, chosen)
+                self.taken = saved
+                if isinstance(tail, dict):
+                    return {alt.name: (list(picked), alt.admin_access), **tail}
+                why = why or tail
+                del chosen[request.name]
+        return why or f"request {request.name}: no device matches"
+
+    def _constrained(
+        self,
+        claim: ResourceClaim,
+        request: str,
+        candidates: list[Device],
+        chosen: dict[str, list[Device]],
+    ) -> list[tuple[str, list[Device]]]:
+        """(the matchAttribute value pinned, the candidates left) options to try, in order."""
+        options: list[tuple[str, list[Device]]] = [("", candidates)]
+        for c in _applying(claim.constraints, request):
+            if not c.match_attribute:
+                continue
+            attr = c.match_attribute
+            earlier = [d for r, ds in chosen.items() if _in(c, r) for d in ds]
+            next_options: list[tuple[str, list[Device]]] = []
+            for pinned, devices in options:
+                have = [d for d in devices if d.attribute(attr) is not None]
+                if earlier:
+                    value = earlier[0].attribute(attr)
+                    next_options.append(
+                        (f"{pinned} {attr}", [d for d in have if d.attribute(attr) == value])
+                    )
+                    continue
+                groups: dict[AttributeValue, list[Device]] = {}
+                for d in have:
+                    groups.setdefault(d.attribute(attr), []).append(d)  # type: ignore[arg-type]
+                ordered = sorted(groups.values(), key=lambda g: -len(g))[:_MAX_VALUES]
+                next_options.extend((f"{pinned} {attr}".strip(), g) for g in ordered)
+                if not groups:
+                    next_options.append((f"{pinned} {attr}".strip(), []))
+            options = next_options
+        return options
+
+    def _pick(
+        self,
+        alt: SubRequest,
+        candidates: list[Device],
+        pinned: str,
+        claim: ResourceClaim,
+        request: str,
+        chosen: dict[str, list[Device]],
+    ) -> Sequence[Device] | str:
+        distinct = [c.distinct_attribute for c in _applying(claim.constraints, request)]
+        distinct = [a for a in distinct if a]
+        if alt.mode == "All":
+            every = [
+                d
+                for d in self.devices
+                if _selected(d, _class_selectors(self.state, alt)) and _selected(d, alt.selectors)
+            ]
+            if not every:
+                return f"request {alt.name}: no device of class {alt.class_name} on this node"
+            if len(every) != len(candidates):
+                return f"request {alt.name}: not all devices of class {alt.class_name} are free"
+            return candidates
+        need = alt.count
+        if len(candidates) < need:
+            what = f"with matching {pinned.strip()}" if pinned.strip() else "free"
+            return f"no {_count(need)} of class {alt.class_name} {what} on this node"
+        if distinct:
+            used = {a: {d.attribute(a) for r, ds in chosen.items() for d in ds} for a in distinct}
+            picked: list[Device] = []
+            for d in candidates:
+                values = {a: d.attribute(a) for a in distinct}
+                if any(v is None or v in used[a] for a, v in values.items()):
+                    continue
+                picked.append(d)
+                for a, v in values.items():
+                    used[a].add(v)
+                if len(picked) == need:
+                    return picked
+            return f"no {_count(need)} of class {alt.class_name} with distinct {distinct[0]}"
+        if alt.admin_access:
+            return candidates[:need]  # monitoring access holds nothing: no set to optimise
+        return self.chooser.choose(candidates, need)
+
+
+def _class_selectors(state: DraState, alt: SubRequest) -> tuple[str, ...]:
+    cls = _class(state, alt)
+    return cls.selectors if cls else ()
+
+
+def _in(c: Constraint, request: str) -> bool:
+    return not c.requests or request in c.requests
+
+
+def _applying(constraints: Sequence[Constraint], request: str) -> list[Constraint]:
+    return [c for c in constraints if _in(c, request)]
+
+
+def _config(
+    state: DraState, claim: ResourceClaim, results: Sequence[DeviceResult]
+) -> tuple[Mapping[str, Any], ...]:
+    """status.allocation.devices.config: the classes' config, then the claim's."""
+    out: list[Mapping[str, Any]] = []
+    by_class: dict[str, list[str]] = {}
+    alternatives = {a.name: a for r in claim.requests for a in r.alternatives}
+    for r in results:
+        alt = alternatives.get(r.request)
+        if alt is not None and r.request not in by_class.setdefault(alt.class_name, []):
+            by_class[alt.class_name].append(r.request)
+    for class_name, requests in by_class.items():
+        cls = state.class_by_name.get(class_name)
+        for entry in cls.config if cls else ():
+            out.append({"source": "FromClass", "requests": requests, **entry})
+    for entry in claim.config:
+        out.append({"source": "FromClaim", **entry})
+    return tuple(out)
+
+
+def allocate(
+    state: DraState,
+    claims: Sequence[ResourceClaim],
+    node: str,
+    labels: Mapping[str, str],
+    chooser: DeviceChooser,
+    *,
+    pod_uid: str = "",
+    spec_of: Callable[[ResourceClaim], Mapping[str, Any] | None] = lambda _: None,
+    extended_requests: tuple[tuple[str, str, str], ...] = (),
+) -> tuple[ClaimAllocation, ...] | AllocationFailure:
+    """Allocate (or, when already allocated, check and reserve) every claim of one pod on
+    ``node``. A claim ``spec_of`` gives a spec for is one to create (KEP-5004)."""
+    alloc = _Allocator(state, node, labels, chooser)
+    out: list[ClaimAllocation] = []
+    for claim in claims:
+        label = f"claim {claim.name}" if claim.name else "extended resources"
+        if claim.allocation is not None:
+            if not claim.allocation.reaches(node, labels):
+                where = claim_node(claim)
+                return AllocationFailure(
+                    f"{label} is allocated on node {where}"
+                    if where
+                    else f"{label} is allocated to other nodes",
+                    unresolvable=True,
+                )
+            if len(claim.reserved_for) >= MAX_RESERVED and pod_uid not in claim.reserved_for:
+                return AllocationFailure(
+                    f"{label} is reserved for {MAX_RESERVED} pods (the limit)", unresolvable=True
+                )
+            alloc.taken.update(r.device for r in claim.allocation.results if not r.admin_access)
+            out.append(
+                ClaimAllocation(
+                    claim.namespace,
+                    claim.name,
+                    claim.uid,
+                    claim.resource_version,
+                    node,
+                    claim.allocation.results,
+                )
+            )
+            continue
+        results = alloc.claim(claim)
+        if isinstance(results, str):
+            unusable = "".join(f"; {p}" for p in state.problems_on(node, labels))
+            return AllocationFailure(
+                f"cannot allocate {label}: {results}{unusable}",
+                detail=f"{len(alloc.devices)} devices reachable from node {node}, "
+                f"{sum(d.id in state.allocated for d in alloc.devices)} allocated",
+            )
+        spec = spec_of(claim)
+        out.append(
+            ClaimAllocation(
+                claim.namespace,
+                claim.name,
+                claim.uid,
+                claim.resource_version,
+                node,
+                results,
+                config=_config(state, claim, results),
+                spec=spec,
+                extended_requests=extended_requests if spec is not None else (),
+            )
+        )
+    return tuple(out)
+
+
+def _count(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"

@@ -1,0 +1,211 @@
+"""DynamicResources: allocate a pod's ResourceClaims (and the claim KEP-5004 makes for extended
+resources DRA serves) on each node, choosing GPUs by topology.
+
+PreFilter resolves the pod's claims (``spec.resourceClaims``, created from templates or not) and
+checks what is wrong whatever the node: a template claim not created yet, a claim or DeviceClass
+missing, a selector that does not compile. Filter allocates on the node
+(:func:`~coordinator.core.dra.allocator.allocate`); devices that are GPUs the node's agent
+reported (joined by the ``uuid`` attribute, else by ``resource.kubernetes.io/pciBusID``) are
+chosen by :func:`~coordinator.core.plugins.placement.plan_placement` — the same GPU-set choice,
+locality and NUMA policy as ``nvidia.com/gpu`` pods — among those eligible; other devices
+first-fit. The chosen GPUs become the node's placement (so ``topos.io/assigned-gpus`` and
+explanations read alike) and the allocations go to ``Decision.claims``. Score: the worst link
+class of the GPUs chosen (a pod asking ``nvidia.com/gpu`` is scored by GpuTopology already).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from coordinator.core.dra.allocator import AllocationFailure, allocate, check_claim
+from coordinator.core.dra.extended import dra_served, extended_claim
+from coordinator.core.dra.model import ClaimAllocation
+from coordinator.core.dra.objects import Device, ResourceClaim
+from coordinator.core.dra.state import DraState
+from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.interfaces import CLAIMS, DRA_SERVED, PLACEMENTS
+from coordinator.core.plugins.gpu import link_score
+from coordinator.core.plugins.placement import Plan, plan_placement
+from coordinator.core.podspec.claims import ContainerExtended
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Code, Status
+
+__all__ = ["DynamicResources"]
+
+_PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
+
+
+@dataclass(frozen=True, slots=True)
+class _PodDra:
+    state: DraState
+    claims: tuple[ResourceClaim, ...]
+    served: tuple[ContainerExtended, ...]
+
+
+_KEY: Final = StateKey[_PodDra]("DynamicResources")
+
+
+def _unresolvable(message: str) -> Status:
+    return Status.unresolvable(message)
+
+
+class _TopologyChooser:
+    """Chooses GPUs the node's agent knows by topology; anything else first-fit."""
+
+    def __init__(self, node: NodeInfo, pod: PodRequest) -> None:
+        self.node = node
+        self.pod = pod
+        topo = node.topology
+        self.by_uuid = {g.uuid: g.index for g in topo.gpus} if topo else {}
+        self.by_bus = (
+            {g.pci_bus_id.lower(): g.index for g in topo.gpus if g.pci_bus_id} if topo else {}
+        )
+        self.free = set(node.free_gpus)
+        self.plans: list[Plan] = []
+
+    def gpu(self, device: Device) -> int | None:
+        uuid = device.attribute("uuid")
+        if isinstance(uuid, str) and uuid in self.by_uuid:
+            return self.by_uuid[uuid]
+        bus = device.attribute(_PCI_BUS_ID)
+        if isinstance(bus, str):
+            return self.by_bus.get(bus.lower())
+        return None
+
+    def usable(self, device: Device) -> bool:
+        index = self.gpu(device)
+        return index is None or index in self.free or device.attribute("uuid") in self.node.dra_held
+
+    def choose(self, candidates: Sequence[Device], count: int) -> Sequence[Device] | str:
+        joined = {i: d for d in candidates if (i := self.gpu(d)) is not None}
+        if len(joined) < count or len(joined) < len(candidates):
+            return candidates[:count]  # not all GPUs the agent knows: slice order
+        sub = replace(self.pod, gpus=count, mig=(), gpu_memory_min_mib=None)
+        plan = plan_placement(self.node, sub, allowed=tuple(sorted(joined)))
+        if isinstance(plan, Status):
+            return f"no {count} of the eligible GPUs fit: {', '.join(plan.reasons)}"
+        self.plans.append(plan)
+        return [joined[i] for i in plan.placement.gpus]
+
+    def placement(self, gpus: Sequence[int], base: Placement | None) -> Placement:
+        base = base or Placement()
+        if not self.plans:
+            numa = base.numa
+            topo = self.node.topology
+            if topo is not None and not base.numa_usage:
+                numa = tuple(sorted({n for i in gpus if (n := topo.gpus[i].numa_node) is not None}))
+            return replace(base, gpus=tuple(sorted(gpus)), numa=numa)
+        first = self.plans[0].placement
+        numa_ids = {n for p in self.plans for n in p.placement.numa} | set(base.numa)
+        return replace(
+            base,
+            gpus=tuple(sorted(gpus)),
+            numa=tuple(sorted(numa_ids)),
+            numa_usage=first.numa_usage or base.numa_usage,
+            exclusive_numa=first.exclusive_numa or base.exclusive_numa,
+        )
+
+
+class DynamicResources:
+    name = "DynamicResources"
+
+    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        if not pod.claims and not pod.container_extended and not pod.extended_claim:
+            return SKIP
+        dra = snapshot.dra
+        claims: list[ResourceClaim] = []
+        for entry in pod.claims:
+            name = entry.resolved_name
+            if not name:
+                return _unresolvable(
+                    f"waiting for resource claim {entry.name} (template "
+                    f"{entry.template_name}) to be created"
+                )
+            claim = dra.claim(pod.namespace, name)
+            if claim is None:
+                return _unresolvable(f"resource claim {name} not found")
+            claims.append(claim)
+        served: tuple[ContainerExtended, ...] = ()
+        if pod.extended_claim:
+            claim = dra.claim(pod.namespace, pod.extended_claim)
+            if claim is None:
+                return _unresolvable(f"resource claim {pod.extended_claim} not found")
+            claims.append(claim)
+        else:
+            served = dra_served(dra, pod.container_extended)
+        if not claims and not served:
+            return SKIP
+        for claim in claims:
+            if claim.allocation is None:
+                bad = check_claim(dra, claim)
+                if bad is not None:
+                    return _unresolvable(bad.message)
+        for e in served:
+            probe = extended_claim(dra, pod.namespace, (e,), {})
+            bad = check_claim(dra, probe.claim) if probe is not None else None
+            if bad is not None:
+                return _unresolvable(bad.message)
+        state.write(_KEY, _PodDra(dra, tuple(claims), served))
+        state.write(DRA_SERVED, frozenset(e.resource for e in served))
+        state.write(CLAIMS, {})
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        data = state.read(_KEY)
+        claims = list(data.claims)
+        ext = extended_claim(data.state, pod.namespace, data.served, node.allocatable)
+        if ext is not None:
+            claims.append(ext.claim)
+        if not claims:
+            return SUCCESS  # the node serves the extended resources itself (device plugin)
+        chooser = _TopologyChooser(node, pod)
+        result = allocate(
+            data.state,
+            claims,
+            node.name,
+            node.labels,
+            chooser,
+            pod_uid=pod.uid,
+            spec_of=lambda c: ext.spec if ext is not None and c is ext.claim else None,
+            extended_requests=ext.mappings if ext is not None else (),
+        )
+        if isinstance(result, AllocationFailure):
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if result.unresolvable else None
+            return Status(code or Code.UNSCHEDULABLE, (result.message,), detail=result.detail)
+        state.read(CLAIMS)[node.name] = result
+        gpus = self._gpus(data.state, chooser, result)
+        if gpus:
+            placements = state.read(PLACEMENTS)
+            placements[node.name] = chooser.placement(gpus, placements.get(node.name))
+        return SUCCESS
+
+    @staticmethod
+    def _gpus(
+        dra: DraState, chooser: _TopologyChooser, allocations: Sequence[ClaimAllocation]
+    ) -> list[int]:
+        out: set[int] = set()
+        for a in allocations:
+            for r in a.results:
+                if r.admin_access:
+                    continue  # shared with whoever holds it; not this pod's GPU
+                device = dra.device(r.device)
+                index = chooser.gpu(device) if device is not None else None
+                if index is not None:
+                    out.add(index)
+        return sorted(out)
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        return SUCCESS if _KEY in state and pod.gpus <= 1 else SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        placement = state.read(PLACEMENTS).get(node.name)
+        if placement is None:
+            return 0.0
+        return link_score(node, placement.gpus)
