@@ -489,7 +489,7 @@ class Scheduler:
             result = schedule_one(request, copy, self.framework)
             if isinstance(result, Decision) and isinstance(request, PodRequest):
                 try:
-                    copy.assume(request, result.node, result.placement)
+                    copy.assume(request, result.node, result.placement, result.claims)
                 except ValueError:  # the same pod twice in one batch
                     result = Failure(
                         request.key, result.evaluated, {}, f"pod {request.key} appears twice"
