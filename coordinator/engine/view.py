@@ -177,9 +177,15 @@ class ClusterView:
 
     def hold_claims(self, uid: str, claims: tuple[ClaimAllocation, ...]) -> None:
         """Count ``claims`` as allocated for pod ``uid`` (replacing what was held for it: the
-        claims as written, extended-resource claims now named). Reserve-only writes (no
-        results: the claim is allocated already) take nothing and are not held."""
-        claims = tuple(c for c in claims if c.results)
+        claims as written, extended-resource claims now named). Claims the watch already shows
+        allocated (shared ones, ours from before a restart, or written and seen already) and
+        reserve-only writes are counted by the store and not held."""
+        seen = self.dra.raw
+        claims = tuple(
+            c
+            for c in claims
+            if c.results and not (c.name and claim_allocated(seen("ResourceClaim", c.key)))
+        )
         if claims:
             self._claims[uid] = claims
         elif self._claims.pop(uid, None) is None:
@@ -187,14 +193,9 @@ class ClusterView:
         self._claims_version += 1
 
     def claims_written(self, uid: str, written: tuple[ClaimAllocation, ...]) -> None:
-        """The claims of pod ``uid`` as written (created ones named): held until the watch shows
-        them, unless it already has."""
-        if uid not in self._claims:
-            return  # released meanwhile (the pod is gone)
-        seen = self.dra.raw
-        self.hold_claims(
-            uid, tuple(c for c in written if not claim_allocated(seen("ResourceClaim", c.key)))
-        )
+        """The claims of pod ``uid`` as written (created ones named)."""
+        if uid in self._claims:  # else released meanwhile (the pod is gone)
+            self.hold_claims(uid, written)
 
     def held_claims(self, uid: str) -> tuple[ClaimAllocation, ...]:
         """The allocations held for pod ``uid`` (decided, not yet seen on the claim watch)."""

@@ -189,6 +189,7 @@ async def test_a_claim_allocated_for_the_pod_before_a_restart_is_only_bound(
     runtime = memory_runtime(cluster.inventory, cluster)  # the restarted coordinator
     async with runtime:
         await runtime.settle()
+        assert runtime.scheduler.view.claims_in_flight == 0  # the store counts it; none held
 
     assert node_of(cluster, "again") == NODE
     after = claim_of(cluster, "kept")
