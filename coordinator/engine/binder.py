@@ -3,8 +3,9 @@
 The loop hands over a :class:`BindJob` once the decision is assumed (the assumption keeps the
 GPUs taken meanwhile); :meth:`Binder.submit` waits only when ``max_in_flight`` binds are already
 running (back-pressure). Each job checks that the node still exists, writes the decision's DRA
-claims (``ClusterWriter.allocate_claims``: allocated and reserved for the pod — a gang's are
-written by the gang step for all members before any bind, and arrive here as ``written``), then
+claims (``ClusterWriter.allocate_claims``: allocated and reserved for the pod — the gang step
+has a gang's written for all members at once with :meth:`Binder.write_claims` before it submits
+any, and they arrive here as ``written``), then
 calls ``ClusterWriter.bind``; the outcome goes to ``on_bound`` / ``on_failed``. A bind refused
 for good (:class:`~.ports.BindConflict`) releases the claims written for it; after a transient
 error the bind may have happened, so they stay — the pod's claims are then allocated and reserved
@@ -14,8 +15,9 @@ for it, and its next attempt only binds.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from coordinator.core.dra.model import ClaimAllocation
@@ -106,6 +108,42 @@ class Binder:
                 log.exception("after binding %s", job.request.key)
         finally:
             self._slots.release()
+
+    async def write_claims(self, jobs: Sequence[BindJob]) -> list[BindJob] | None:
+        """Write the DRA claims of pods that bind together (a gang), all or nothing, before any
+        of them is submitted: the jobs with their claims written, or ``None`` when a write
+        failed — then every claim written is given back and every job reported failed."""
+        if not any(job.claims for job in jobs):
+            return list(jobs)
+        if not self.may_bind():
+            error = ClusterError("not the leader: binding is left to the leading replica")
+            for job in jobs:
+                self._report_failure(job, error)
+            return None
+        outcomes = await asyncio.gather(
+            *(self._writer.allocate_claims(job.pod, job.claims) for job in jobs),
+            return_exceptions=True,
+        )
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is None:
+            out = []
+            for job, written in zip(jobs, outcomes, strict=True):
+                assert not isinstance(written, BaseException)
+                self._on_claims(job, written)
+                out.append(dataclasses.replace(job, written=written))
+            return out
+        for job, written in zip(jobs, outcomes, strict=True):
+            if written and not isinstance(written, BaseException):
+                await self.release_claims(job, written)
+        error = (
+            failed
+            if isinstance(failed, ClusterError)
+            else ClusterError(f"{type(failed).__name__}: {failed}")
+        )
+        log.info("claims of %d pods bound together not written: %s", len(jobs), error)
+        for job in jobs:
+            self._report_failure(job, error)
+        return None
 
     async def release_claims(self, job: BindJob, claims: tuple[ClaimAllocation, ...]) -> None:
         """Undo claim writes for a pod that will not be bound (best effort, logged)."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -412,42 +411,6 @@ class Scheduler:
         """What the binder does for a decision: its DRA claims (see :mod:`.claims`), the bind."""
         claims = claims_to_write(request, decision, self.view.dra)
         return BindJob(entry, request, decision, claims)
-
-    async def write_claims(self, jobs: Sequence[BindJob]) -> list[BindJob] | None:
-        """Write the DRA claims of several pods that bind together (a gang), all or nothing:
-        the jobs with their claims written, or ``None`` when any write failed — then every
-        claim written is released again and every job is reported as a failed bind."""
-        if not any(job.claims for job in jobs):
-            return list(jobs)
-        if not self.binder.may_bind():
-            error = ClusterError("not the leader: binding is left to the leading replica")
-            for job in jobs:
-                self._bind_failed(job, error)
-            return None
-        outcomes = await asyncio.gather(
-            *(self.writer.allocate_claims(job.pod, job.claims) for job in jobs),
-            return_exceptions=True,
-        )
-        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        if failed is None:
-            out = []
-            for job, written in zip(jobs, outcomes, strict=True):
-                assert not isinstance(written, BaseException)
-                self.view.claims_written(job.entry.uid, written)
-                out.append(dataclasses.replace(job, written=written))
-            return out
-        for job, written in zip(jobs, outcomes, strict=True):
-            if written and not isinstance(written, BaseException):
-                await self.binder.release_claims(job, written)
-        error = (
-            failed
-            if isinstance(failed, ClusterError)
-            else ClusterError(f"{type(failed).__name__}: {failed}")
-        )
-        log.info("claims of %d pods bound together not written: %s", len(jobs), error)
-        for job in jobs:
-            self._bind_failed(job, error)
-        return None
 
     def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         """Run a cluster write in the background (bounded, errors logged and counted)."""

@@ -210,7 +210,7 @@ class GangStep(GangLifecycle):
             self.scheduler.stats.placed += 1
             jobs.append(self.scheduler.bind_job(member, member.request, chosen))
         # DRA: every member's claims are allocated and reserved before any member binds.
-        for job in await self.scheduler.write_claims(jobs) or ():
+        for job in await self.scheduler.binder.write_claims(jobs) or ():
             await self.scheduler.binder.submit(job)
         for entry in entries:
             if entry.key not in decisions:  # beyond min and no room now: waits, holding nothing

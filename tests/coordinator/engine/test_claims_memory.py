@@ -214,7 +214,7 @@ async def test_pods_bound_together_get_all_their_claims_written_or_none(
     # w1's claim changes after the decision: neither member may keep anything.
     cluster.dra.put("ResourceClaim", {**b, "metadata": {**b["metadata"], "labels": {"x": "y"}}})
 
-    assert await scheduler.write_claims(jobs) is None
+    assert await scheduler.binder.write_claims(jobs) is None
 
     for name in ("w0-gpus", "w1-gpus"):
         status = claim_of(cluster, name).get("status") or {}
@@ -229,7 +229,7 @@ async def test_pods_bound_together_get_all_their_claims_written_or_none(
         job_for(scheduler, entry, allocation(claim_of(cluster, f"{name}-gpus"), "gpu-1", device))
         for entry, name, device in zip(entries, ("w0", "w1"), ("gpu-0", "gpu-1"), strict=True)
     ]
-    written = await scheduler.write_claims(again)
+    written = await scheduler.binder.write_claims(again)
     assert written is not None
     for job in written:
         await scheduler.binder.submit(job)
