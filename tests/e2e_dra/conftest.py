@@ -31,7 +31,7 @@ from common.model import NodeTopology
 from devcluster.nodes import SimNode
 from tests.churn.fleet import Agents, Coordinator, register_nodes
 from tests.e2e_dra.dra_objects import gpu_class, gpu_slice
-from tests.support.kube_wait import DEFAULT_TIMEOUT_S, wait_for_object
+from tests.support.kube_wait import DEFAULT_TIMEOUT_S, scheduled_message, wait_for_object
 
 
 @dataclass
@@ -67,7 +67,9 @@ class DraFleet:
                 what=f"pod {name} to be bound",
             )
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; coordinator: {self.coordinator.tail(10)}") from None
+            obj = await self.kube.get(PODS, name, namespace=self.namespace)
+            why = scheduled_message(obj, status="False")
+            raise AssertionError(f"{exc}; PodScheduled: {why}") from None
 
     async def claim(self, name: str, predicate: Any = None) -> dict[str, Any]:
         """The claim once ``predicate`` holds (default: allocated)."""

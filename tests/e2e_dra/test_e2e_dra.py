@@ -8,7 +8,8 @@ reserved for the pod, and are bound; an unchanged ``nvidia.com/gpu`` pod gets a 
 for it (KEP-5004); a deleted pod's claim is released by kube-controller-manager and its GPUs
 serve the next pod; a pod whose claim a killed coordinator had already allocated for it is only
 bound by the next one; a claim naming a missing DeviceClass is explained on its pod and harms no
-other pod.
+other pod; a gang's members are bound with every member's claim written, across nodes when
+their claims do not fit one.
 """
 
 from __future__ import annotations
@@ -191,3 +192,39 @@ async def test_a_claim_naming_a_missing_class_is_explained_and_harms_no_other_po
         assert not explained["spec"].get("nodeName")
         typo = await kube.get(RESOURCE_CLAIMS, "typo", namespace=namespace)
         assert not (typo.get("status") or {}).get("allocation")
+
+
+async def gang_of_quads(fleet: DraFleet, members: int) -> set[tuple[str, tuple[int, ...]]]:
+    """``members`` pods in one gang, each with a 4-GPU claim: each bound with its claim written
+    for it; the (node, quad) each got."""
+    for i in range(members):
+        await fleet.create(gpu_claim(f"w{i}-gpus", 4, device_class=fleet.class_name))
+    for i in range(members):
+        member = claim_pod(f"w{i}", claim=f"w{i}-gpus", namespace=None, gang=("train", members))
+        await fleet.create(member)
+    quads = set()
+    for i in range(members):
+        obj = await fleet.bound(f"w{i}")
+        claim = await fleet.claim(f"w{i}-gpus")
+        gpus = check_written_for(fleet, claim, obj)
+        assert gpus in QUADS
+        quads.add((obj["spec"]["nodeName"], tuple(gpus)))
+    return quads
+
+
+async def test_a_gang_binds_once_every_members_claim_is_written(
+    kube: KubeClient, kubeconfig: Path, namespace: str, directory: Path
+) -> None:
+    async with dra_fleet(kube, kubeconfig, namespace, directory) as fleet:
+        assert len(await gang_of_quads(fleet, 2)) == 2  # both quads of the one node
+
+
+async def test_a_gang_larger_than_a_node_spreads_by_its_claims(
+    kube: KubeClient, kubeconfig: Path, namespace: str, directory: Path
+) -> None:
+    # The gang's placement must count the GPUs its claims ask for: three 4-GPU claims do not
+    # fit one DGX-1, so the gang spans both nodes.
+    async with dra_fleet(kube, kubeconfig, namespace, directory, count=2) as fleet:
+        quads = await gang_of_quads(fleet, 3)
+        assert len(quads) == 3
+        assert len({node for node, _ in quads}) == 2
