@@ -73,3 +73,20 @@ CLUSTER_ROLE_BINDINGS = Resource(
 POD_GROUPS = Resource(  # scheduler-plugins' coscheduling CRD (an accepted gang alias)
     "scheduling.x-k8s.io", "v1alpha1", "podgroups", namespaced=True, kind="PodGroup"
 )
+# Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34).
+RESOURCE_SLICES = Resource(
+    "resource.k8s.io", "v1", "resourceslices", namespaced=False, kind="ResourceSlice"
+)
+DEVICE_CLASSES = Resource(
+    "resource.k8s.io", "v1", "deviceclasses", namespaced=False, kind="DeviceClass"
+)
+RESOURCE_CLAIMS = Resource(
+    "resource.k8s.io", "v1", "resourceclaims", namespaced=True, kind="ResourceClaim"
+)
+RESOURCE_CLAIM_TEMPLATES = Resource(
+    "resource.k8s.io",
+    "v1",
+    "resourceclaimtemplates",
+    namespaced=True,
+    kind="ResourceClaimTemplate",
+)

@@ -59,10 +59,17 @@ def pod_uid(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "") or pod_key(obj)
 
 
-def _fingerprint(obj: Mapping[str, Any]) -> tuple[object, object, object]:
-    """What a user edit can change that matters to scheduling."""
+def _fingerprint(obj: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a user edit (or the DRA claim controller) can change that matters to scheduling."""
     meta = obj.get("metadata") or {}
-    return (meta.get("labels"), meta.get("annotations"), obj.get("spec"))
+    status = obj.get("status") or {}
+    return (
+        meta.get("labels"),
+        meta.get("annotations"),
+        obj.get("spec"),
+        status.get("resourceClaimStatuses"),  # claims created from templates
+        status.get("extendedResourceClaimStatus"),
+    )
 
 
 @dataclass(slots=True)

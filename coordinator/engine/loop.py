@@ -43,6 +43,7 @@ from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
+from coordinator.engine.claims import claims_to_write
 from coordinator.engine.nominations import Nominations
 from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import (
@@ -168,7 +169,9 @@ class Scheduler:
             on_bound=self._bound,
             on_failed=self._bind_failed,
             max_in_flight=self.settings.max_binds_in_flight,
+            on_claims=lambda job, written: view.claims_written(job.entry.uid, written),
         )
+        view.on_dra_change = self._room_released
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
         # Room held for preemptors (engine/nominations.py): consulted by every cycle below.
         self.nominations = Nominations(self.queue, held=lambda uid: view.held(uid) is not None)
@@ -307,10 +310,10 @@ class Scheduler:
             await self._failed(entry, result, snapshot)
             return result
         assert isinstance(request, PodRequest)
-        self.view.assume(request, result.node, result.placement)
+        self.view.assume(request, result.node, result.placement, result.claims)
         self._record(entry, "binding", result, f"binding to {result.node}")
         self.stats.placed += 1
-        await self.binder.submit(BindJob(entry, request, result))
+        await self.binder.submit(self.bind_job(entry, request, result))
         return result
 
     async def _failed(self, entry: QueuedPod, failure: Failure, snapshot: Snapshot) -> None:
@@ -414,6 +417,11 @@ class Scheduler:
         if explain:
             self._explain_failure(entry, message)
 
+    def bind_job(self, entry: QueuedPod, request: PodRequest, decision: Decision) -> BindJob:
+        """What the binder does for a decision: its DRA claims (see :mod:`.claims`), the bind."""
+        claims = claims_to_write(request, decision, self.view.dra)
+        return BindJob(entry, request, decision, claims)
+
     def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         """Run a cluster write in the background (bounded, errors logged and counted)."""
         self._background(coro, what)
@@ -458,7 +466,7 @@ class Scheduler:
             result = schedule_one(request, copy, self.framework)
             if isinstance(result, Decision) and isinstance(request, PodRequest):
                 try:
-                    copy.assume(request, result.node, result.placement)
+                    copy.assume(request, result.node, result.placement, result.claims)
                 except ValueError:  # the same pod twice in one batch
                     result = Failure(
                         request.key, result.evaluated, {}, f"pod {request.key} appears twice"

@@ -1,23 +1,28 @@
 """What the scheduler writes to a cluster, whichever cluster it is.
 
-``ClusterWriter`` is the small surface the runtime needs: bind a pod (decision annotations first,
-then the Binding), record why a pod can't be placed (a ``FailedScheduling`` Warning Event and the
-``PodScheduled=False`` condition), record a success (a ``Scheduled`` Normal Event), post any other
-Event (gangs, preemption), and evict. :mod:`.kube_cluster` implements it on the API server,
-:mod:`.memory_cluster` on an in-process store (the embedded demo, ``--in-memory``).
+``ClusterWriter`` is the small surface the runtime needs: write a pod's DRA claims (allocated and
+reserved for it, before its Binding; undone when the bind does not happen), bind a pod (decision
+annotations first, then the Binding), record why a pod can't be placed (a ``FailedScheduling``
+Warning Event and the ``PodScheduled=False`` condition), record a success (a ``Scheduled``
+Normal Event), post any other Event (gangs, preemption), and evict.
+:mod:`coordinator.adapters.kube.writer` implements it on the API server,
+:mod:`coordinator.adapters.memory.cluster` on an in-process store (the embedded demo,
+``--in-memory``).
 
 Errors: :class:`BindConflict` when the bind can never succeed as decided (pod deleted or
 recreated, already bound, node gone) — forget the assumption and move on; :class:`ClusterError`
-for anything transient — retry later.
+for anything transient — retry later. A claim changed or allocated by someone else since the
+decision is a :class:`BindConflict` too (the decision was made against an older claim).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from common.model import NodeTopology, worst_link
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
 
 __all__ = [
@@ -67,6 +72,24 @@ class PodRef:
 
 
 class ClusterWriter(Protocol):
+    async def allocate_claims(
+        self, pod: PodRef, claims: Sequence[ClaimAllocation]
+    ) -> tuple[ClaimAllocation, ...]:
+        """Allocate each claim as decided and reserve it for ``pod``, in order: an existing claim
+        gets the ``resource.kubernetes.io/delete-protection`` finalizer, then ``status.allocation``
+        and ``status.reservedFor`` with its ``resourceVersion`` as precondition (an allocation
+        without ``results`` only reserves: the claim is allocated already); an extended-resource
+        claim (``spec`` set) is created, owned by the pod, allocated, reserved and named in the
+        pod's ``status.extendedResourceClaimStatus``. Returns the claims as written (created ones
+        named). All or nothing: on failure what this call wrote is undone before it raises."""
+        ...
+
+    async def release_claims(self, pod: PodRef, claims: Sequence[ClaimAllocation]) -> None:
+        """Undo :meth:`allocate_claims` (the bind did not happen): ``pod`` leaves each claim's
+        ``reservedFor``, claims this call allocated are deallocated (their finalizer removed),
+        claims it created are deleted. Best effort; a claim gone meanwhile is no error."""
+        ...
+
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         """Merge ``annotations`` into the pod, then bind it to ``node``."""
         ...

@@ -19,6 +19,15 @@ waits for its predecessor's). An assumed pod counts on its node until:
 Whenever room is released without the inventory taking it over, ``on_release`` is called (the
 scheduler retries the pods waiting for room).
 
+DRA (:attr:`Snapshot.dra <coordinator.core.snapshot.snapshot.Snapshot.dra>`): the watched
+ResourceSlices, DeviceClasses and ResourceClaims (a :class:`~coordinator.inventory.dra.DraStore`)
+overlaid with the claim allocations this coordinator decided and has not seen on the claim watch
+yet (:meth:`ClusterView.hold_claims`): a decided allocation counts from the decision until the
+watch shows the claim allocated (or deleted), or it is released with its pod (bind or claim
+write failed, pod gone). Every DRA change calls ``on_dra_change`` (pods waiting for a claim or
+for devices are tried again). Without DRA objects this costs nothing: the state is one shared
+empty one.
+
 GPU assignments survive a coordinator restart because bound pods carry
 ``topos.io/assigned-gpus`` / ``topos.io/assigned-numa``: the inventory keeps those annotations and
 :func:`~coordinator.core.snapshot.podinfo.bound_pod_info` (the one bound-pod converter) turns
@@ -33,11 +42,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from coordinator.core.dra.model import ClaimAllocation
+from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.inventory.dra import DraChange, DraStore, claim_allocated
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import Inventory, InventoryEvent
 
@@ -88,8 +100,17 @@ class ClusterView:
         clock: Callable[[], float] = time.monotonic,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         node_filter: Callable[[NodeState], bool] | None = None,
+        dra: DraStore | None = None,
     ) -> None:
         self.inventory = inventory
+        self.dra = dra if dra is not None else DraStore()
+        self._claims: dict[str, tuple[ClaimAllocation, ...]] = {}  # uid → allocations in flight
+        self._claims_version = 0
+        self._dra_key: tuple[int, int] = (-1, -1)
+        self._dra_state: DraState = self.dra.state()
+        self._snapshot_dra: DraState | None = None  # what the cached snapshot was given
+        #: Called on every change of a watched DRA object.
+        self.on_dra_change: Callable[[], None] = lambda: None
         self._node_filter = node_filter
         self.assume_ttl_s = assume_ttl_s
         self._clock = clock
@@ -107,9 +128,11 @@ class ClusterView:
         self._snapshot: Snapshot | None = None
         self._order_changed = True
         self._unsubscribe = inventory.subscribe(self._on_event)
+        self._unsubscribe_dra = self.dra.subscribe(self._on_dra)
 
     def close(self) -> None:
         self._unsubscribe()
+        self._unsubscribe_dra()
 
     # --- inventory changes -------------------------------------------------------------------
 
@@ -131,8 +154,15 @@ class ClusterView:
     def _uid(pod: PodRequest) -> str:
         return pod.uid or pod.key
 
-    def assume(self, pod: PodRequest, node: str, placement: Placement) -> None:
-        """Hold ``placement`` on ``node`` for ``pod`` until its bind is confirmed or released."""
+    def assume(
+        self,
+        pod: PodRequest,
+        node: str,
+        placement: Placement,
+        claims: tuple[ClaimAllocation, ...] = (),
+    ) -> None:
+        """Hold ``placement`` on ``node`` for ``pod`` until its bind is confirmed or released,
+        and its DRA ``claims`` until the claim watch shows them allocated."""
         uid = self._uid(pod)
         if uid in self._assumed:
             raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[uid].node}")
@@ -140,6 +170,71 @@ class ClusterView:
         self._assumed[uid] = Assumed(pod.key, uid, node, info)
         self._by_node.setdefault(node, set()).add(uid)
         self._dirty.add(node)
+        if claims:
+            self.hold_claims(uid, claims)
+
+    # --- DRA claims in flight ------------------------------------------------------------------
+
+    def hold_claims(self, uid: str, claims: tuple[ClaimAllocation, ...]) -> None:
+        """Count ``claims`` as allocated for pod ``uid`` (replacing what was held for it: the
+        claims as written, extended-resource claims now named). Claims the watch already shows
+        allocated (shared ones, ours from before a restart, or written and seen already) and
+        reserve-only writes are counted by the store and not held."""
+        seen = self.dra.raw
+        claims = tuple(
+            c
+            for c in claims
+            if c.results and not (c.name and claim_allocated(seen("ResourceClaim", c.key)))
+        )
+        if claims:
+            self._claims[uid] = claims
+        elif self._claims.pop(uid, None) is None:
+            return
+        self._claims_version += 1
+
+    def claims_written(self, uid: str, written: tuple[ClaimAllocation, ...]) -> None:
+        """The claims of pod ``uid`` as written (created ones named)."""
+        if uid in self._claims:  # else released meanwhile (the pod is gone)
+            self.hold_claims(uid, written)
+
+    def held_claims(self, uid: str) -> tuple[ClaimAllocation, ...]:
+        """The allocations held for pod ``uid`` (decided, not yet seen on the claim watch)."""
+        return self._claims.get(uid, ())
+
+    @property
+    def claims_in_flight(self) -> int:
+        return sum(len(c) for c in self._claims.values())
+
+    def _release_claims(self, uid: str) -> bool:
+        if self._claims.pop(uid, None) is None:
+            return False
+        self._claims_version += 1
+        return True
+
+    def _on_dra(self, change: DraChange) -> None:
+        if (
+            change.kind == "ResourceClaim"
+            and self._claims
+            and (change.obj is None or claim_allocated(change.obj))
+        ):
+            # The watch caught up (or the claim is gone): the store counts it from now on.
+            for uid, held in tuple(self._claims.items()):
+                kept = tuple(c for c in held if not c.name or c.key != change.key)
+                if len(kept) != len(held):
+                    self.hold_claims(uid, kept)
+        self.on_dra_change()
+
+    def _dra(self) -> DraState:
+        """The watched DRA objects with the allocations in flight counted."""
+        base = self.dra.state()
+        if not self._claims:
+            return base
+        key = (self.dra.version, self._claims_version)
+        if key != self._dra_key:
+            held = [c for claims in self._claims.values() for c in claims]
+            self._dra_state = base.with_allocations(held)
+            self._dra_key = key
+        return self._dra_state
 
     def _drop(self, uid: str) -> Assumed | None:
         found = self._assumed.pop(uid, None)
@@ -156,8 +251,9 @@ class ClusterView:
     def release(self, uid: str) -> bool:
         """Free the room held for pod ``uid`` (bind failed, pod deleted or replaced); False if
         none was held."""
+        claims = self._release_claims(uid)
         found = self._drop(uid)
-        if found is None:
+        if found is None and not claims:
             return False
         self.on_release()
         return True
@@ -205,6 +301,7 @@ class ClusterView:
                 now - (a.bound_at or now),
             )
             self._drop(a.uid)
+            self._release_claims(a.uid)
         self._next_expiry = min(
             (a.bound_at + self.assume_ttl_s for a in self._assumed.values() if a.bound_at),
             default=float("inf"),
@@ -260,6 +357,7 @@ class ClusterView:
         for what-if runs."""
         self.expire()
         if not self._dirty and not self._order_changed and self._snapshot is not None:
+            self._set_dra(self._snapshot)
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
         for name in dirty:
@@ -273,8 +371,11 @@ class ClusterView:
             self._effective[name] = self._effective_node(name, base)
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
+            self._snapshot_dra = self._dra()
             self._snapshot = Snapshot(
-                (self._effective[n] for n in ordered), namespaces=self.namespaces
+                (self._effective[n] for n in ordered),
+                namespaces=self.namespaces,
+                dra=self._snapshot_dra,
             )
             self._order_changed = False
         else:
@@ -282,7 +383,16 @@ class ClusterView:
                 info = self._effective.get(name)
                 if info is not None:
                     self._snapshot.replace(info)
+            self._set_dra(self._snapshot)
         return self._snapshot
+
+    def _set_dra(self, snapshot: Snapshot) -> None:
+        """Hand the snapshot a new DRA state only when it changed (the snapshot revisits its
+        nodes on every new state)."""
+        state = self._dra()
+        if state is not self._snapshot_dra:
+            self._snapshot_dra = state
+            snapshot.dra = state
 
     @property
     def node_filter(self) -> Callable[[NodeState], bool] | None:

@@ -87,6 +87,11 @@ COORDINATOR_GRANTS = _expand(
         "podgroups.scheduling.k8s.io/status": ["patch"],
         "poddisruptionbudgets.policy": ["list", "watch"],
         "priorityclasses.scheduling.k8s.io": ["list"],
+        "resourceslices.resource.k8s.io": ["get", "list", "watch"],
+        "deviceclasses.resource.k8s.io": ["get", "list", "watch"],
+        "resourceclaimtemplates.resource.k8s.io": ["get", "list", "watch"],
+        "resourceclaims.resource.k8s.io": ["get", "list", "watch", "create", "patch", "delete"],
+        "resourceclaims.resource.k8s.io/status": ["update", "patch"],
     }
 )
 COORDINATOR_NAMESPACE_GRANTS = _expand(
@@ -147,6 +152,17 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     ),
     (COORDINATOR, "list", "poddisruptionbudgets.policy", ("-A",), True),
     (COORDINATOR, "list", "priorityclasses.scheduling.k8s.io", (), True),
+    (COORDINATOR, "watch", "resourceslices.resource.k8s.io", (), True),
+    (COORDINATOR, "watch", "deviceclasses.resource.k8s.io", (), True),
+    (COORDINATOR, "watch", "resourceclaims.resource.k8s.io", ("-A",), True),
+    (COORDINATOR, "create", "resourceclaims.resource.k8s.io", ("-n", "ml"), True),
+    (
+        COORDINATOR,
+        "update",
+        "resourceclaims.resource.k8s.io",
+        ("-n", "ml", "--subresource=status"),
+        True,
+    ),
     (COORDINATOR, "create", "leases.coordination.k8s.io", ("-n", NAMESPACE), True),
     (
         COORDINATOR,
@@ -173,6 +189,9 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     (COORDINATOR, "delete", "podgroups.scheduling.x-k8s.io", ("-n", "ml"), False),
     (COORDINATOR, "update", "podgroups.scheduling.k8s.io", ("-n", "ml"), False),
     (COORDINATOR, "create", "workloads.scheduling.k8s.io", ("-n", "ml"), False),
+    (COORDINATOR, "create", "resourceslices.resource.k8s.io", (), False),
+    (COORDINATOR, "delete", "deviceclasses.resource.k8s.io", (), False),
+    (COORDINATOR, "update", "resourceclaims.resource.k8s.io", ("-n", "ml"), False),
     (COORDINATOR, "watch", "priorityclasses.scheduling.k8s.io", (), False),
     (COORDINATOR, "create", "poddisruptionbudgets.policy", ("-n", "team-a"), False),
     (

@@ -1,6 +1,6 @@
 """The scheduler runtime and the gang runtime on Kubernetes: the engine's ports filled with the
 API server (writer, nominator) and its feeds with reflectors (pending pods, namespace labels,
-both kinds of PodGroup, PDBs) and the PodGroup status writer."""
+the DRA objects, both kinds of PodGroup, PDBs) and the PodGroup status writer."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from common import podkeys
 from common.kube import POD_GROUPS, KubeClient
+from coordinator.adapters.kube.dra import dra_watch
 from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
 from coordinator.adapters.kube.namespaces import namespace_watch
 from coordinator.adapters.kube.objects import (
@@ -27,6 +28,7 @@ from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import PostFilterHook, RuntimeSettings, Scheduler
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.view import ClusterView
+from coordinator.inventory.dra import DraStore
 from coordinator.inventory.store import Inventory
 
 __all__ = ["kube_gang_runtime", "kube_runtime"]
@@ -49,11 +51,14 @@ def kube_runtime(
 
     ``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are listed;
     scheduling waits for it, and for the first lists of pending pods and of namespaces (their
-    labels, for affinity ``namespaceSelector``s). ``events_client``: Events go
+    labels, for affinity ``namespaceSelector``s) and of the DRA objects (ResourceSlices,
+    DeviceClasses, ResourceClaims of ``namespace``; none where ``resource.k8s.io/v1`` is not
+    served). ``events_client``: Events go
     through it (default: ``client``), as kube-scheduler's go through their own client and rate
     limit."""
+    dra = DraStore()
     scheduler = Scheduler(
-        view=ClusterView(inventory),
+        view=ClusterView(inventory, dra=dra),
         writer=KubeClusterWriter(client, instance=instance, events=events_client),
         framework=framework,
         settings=settings,
@@ -63,9 +68,11 @@ def kube_runtime(
         client, scheduler.queue, scheduler_name=scheduler_name, namespace=namespace
     )
     namespaces = namespace_watch(client, scheduler)
-    ready = [watch.synced, namespaces.synced]
+    claims = dra_watch(client, dra, namespace=namespace)
+    ready = [watch.synced, namespaces.synced, *claims.synced]
     ready += [inventory_synced] if inventory_synced is not None else []
-    return SchedulerRuntime(scheduler, feeds=[watch.run, namespaces.run], ready=ready)
+    feeds = [watch.run, namespaces.run, *claims.feeds]
+    return SchedulerRuntime(scheduler, feeds=feeds, ready=ready)
 
 
 def kube_gang_runtime(

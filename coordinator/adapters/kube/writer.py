@@ -13,7 +13,7 @@ node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`).
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from common.kube import (
@@ -27,6 +27,8 @@ from common.kube import (
     Unreachable,
 )
 from common.kube.types import ObjectReference
+from coordinator.adapters.kube.claims import KubeClaimWriter
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.engine.ports import (
     COMPONENT,
     CONDITION_REASON,
@@ -64,6 +66,15 @@ class KubeClusterWriter:
         self._client = client
         self._events = events or client
         self._instance = instance
+        self._claims = KubeClaimWriter(client)
+
+    async def allocate_claims(
+        self, pod: PodRef, claims: Sequence[ClaimAllocation]
+    ) -> tuple[ClaimAllocation, ...]:
+        return await self._claims.allocate(pod, claims)
+
+    async def release_claims(self, pod: PodRef, claims: Sequence[ClaimAllocation]) -> None:
+        await self._claims.release(pod, claims)
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         try:

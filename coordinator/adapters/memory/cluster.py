@@ -8,9 +8,10 @@ plays the API server's part towards the rest of the coordinator:
   unfinished pods are upserted, deleted and finished pods removed;
 - towards the **queue** it is what :func:`~coordinator.adapters.kube.pending.pending_watch` is:
   pending pods with our scheduler name are added, updated and dropped (when bound or deleted);
-- towards the **scheduler** it is a :class:`~coordinator.engine.ports.ClusterWriter`: bind
-  (annotations, ``spec.nodeName``, ``PodScheduled=True``), failures (Event + condition),
-  Events, eviction.
+- towards the **scheduler** it is a :class:`~coordinator.engine.ports.ClusterWriter`: DRA claim
+  writes (:attr:`MemoryCluster.dra`, :mod:`.dra`), bind (annotations, ``spec.nodeName``,
+  ``PodScheduled=True``), failures (Event + condition), Events, eviction. A finished or deleted
+  pod leaves its claims' ``reservedFor`` (kube-controller-manager's part).
 
 Objects handed out are copies; mutate the cluster only through its methods. Typical use::
 
@@ -29,13 +30,16 @@ import datetime
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from common import podkeys
 from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import NodeTopology
+from coordinator.adapters.memory.dra import MemoryDra
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.queue import SchedulingQueue
+from coordinator.engine.claimstatus import extended_claim_status
 from coordinator.engine.ports import (
     COMPONENT,
     CONDITION_REASON,
@@ -73,6 +77,9 @@ class MemoryCluster:
         self._rv = itertools.count(1)
         self._listeners: list[PodListener] = []
         self.binds = 0
+        #: ResourceSlices, DeviceClasses and ResourceClaims (the scheduler's view reads
+        #: ``dra.store``).
+        self.dra = MemoryDra(versions=self._rv)
 
     # --- feeds ---------------------------------------------------------------------------------
 
@@ -113,6 +120,8 @@ class MemoryCluster:
         uid = str(obj["metadata"]["uid"])
         if kind == "DELETED" or pod is None:
             self.inventory.delete_pod(uid)
+            if kind == "DELETED" or obj["status"].get("phase") in ("Succeeded", "Failed"):
+                self.dra.unreserve(uid)
         else:
             self.inventory.upsert_pod(pod)
         for listener in tuple(self._listeners):
@@ -314,6 +323,26 @@ class MemoryCluster:
         ]
         conditions.append(condition)
         obj["status"]["conditions"] = conditions
+
+    async def allocate_claims(
+        self, pod: PodRef, claims: Sequence[ClaimAllocation]
+    ) -> tuple[ClaimAllocation, ...]:
+        obj = self._live(pod)
+        written = self.dra.allocate(pod, claims)
+        for claim in written:
+            if claim.extended:
+                obj["status"]["extendedResourceClaimStatus"] = extended_claim_status(claim)
+                obj["metadata"]["resourceVersion"] = str(next(self._rv))
+                self._publish("MODIFIED", obj)
+        return written
+
+    async def release_claims(self, pod: PodRef, claims: Sequence[ClaimAllocation]) -> None:
+        self.dra.release(pod, claims)
+        obj = self._pods.get(pod.key)
+        if obj is not None and any(c.extended for c in claims):
+            obj["status"].pop("extendedResourceClaimStatus", None)
+            obj["metadata"]["resourceVersion"] = str(next(self._rv))
+            self._publish("MODIFIED", obj)
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         obj = self._live(pod)

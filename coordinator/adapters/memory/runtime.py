@@ -24,7 +24,7 @@ def memory_runtime(
     post_filter: Sequence[PostFilterHook] = (),
 ) -> SchedulerRuntime:
     scheduler = Scheduler(
-        view=ClusterView(inventory),
+        view=ClusterView(inventory, dra=cluster.dra.store),
         writer=cluster,
         framework=framework,
         settings=settings,

@@ -13,8 +13,9 @@ a member:
    exist)") in its ``PodScheduled`` condition and a ``FailedScheduling`` Event;
 3. once min members exist, every unplaced member is decided at once with
    :func:`~coordinator.core.gangs.cycle.schedule_gang` (network rules + the per-pod core for each
-   member); the decisions are assumed on the scheduler's view, reserved in the manager, and all
-   members are handed to the binder together;
+   member); the decisions are assumed on the scheduler's view, reserved in the manager, every
+   member's DRA claims are written (all or none), and all members are handed to the binder
+   together;
 4. if the gang does not fit it holds nothing (no head-of-line blocking, no deadlock between two
    gangs), every member gets the reason, and preemption is tried when it may help.
 
@@ -182,7 +183,7 @@ class GangStep(GangLifecycle):
             entry = by_key[d.pod_key]
             assert isinstance(entry.request, PodRequest)
             try:
-                view.assume(entry.request, d.node, d.placement)
+                view.assume(entry.request, d.node, d.placement, d.claims)
             except ValueError:
                 continue
             assumed.append(entry.uid)
@@ -198,6 +199,7 @@ class GangStep(GangLifecycle):
         self._attempts[key] = attempt
         n = len(verdict.pods)
         log.info("pod group %s: binding %d members (%s)", key, n, decision.plan.placement.domain)
+        jobs: list[BindJob] = []
         for pod in verdict.pods:
             member = by_key.get(pod)
             chosen = decisions.get(pod)
@@ -206,7 +208,10 @@ class GangStep(GangLifecycle):
             note = f"binding to {chosen.node} with pod group {key.name} ({n} members together)"
             self.scheduler.report(member, "binding", chosen, note)
             self.scheduler.stats.placed += 1
-            await self.scheduler.binder.submit(BindJob(member, member.request, chosen))
+            jobs.append(self.scheduler.bind_job(member, member.request, chosen))
+        # DRA: every member's claims are allocated and reserved before any member binds.
+        for job in await self.scheduler.binder.write_claims(jobs) or ():
+            await self.scheduler.binder.submit(job)
         for entry in entries:
             if entry.key not in decisions:  # beyond min and no room now: waits, holding nothing
                 self._wait(entry, self.manager.message(key), popped=entry is popped)

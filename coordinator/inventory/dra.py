@@ -1,0 +1,177 @@
+"""The Dynamic Resource Allocation objects the coordinator watches: :class:`DraStore`.
+
+ResourceSlices and DeviceClasses (cluster-scoped) and ResourceClaims (in the namespaces the
+coordinator serves) arrive here as the API server returns them — from the reflectors of
+:mod:`coordinator.adapters.kube.dra`, or from the in-memory cluster — and are parsed once, on
+arrival, with :mod:`coordinator.core.dra.state`'s ``parse_*`` functions. An object that cannot be
+parsed (a malformed selector, duplicate device names, ...) is left out, logged once per version
+and counted in :attr:`DraStore.rejected`; it harms no other object. :meth:`DraStore.state` builds
+the immutable :class:`~coordinator.core.dra.state.DraState` a scheduling cycle sees only when
+something changed since the last one, and most clusters have no DRA objects at all: then it is
+one shared empty state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from coordinator.core.dra.state import (
+    DeviceClass,
+    DraObjectError,
+    DraState,
+    ResourceClaim,
+    ResourceSlice,
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_slice,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EMPTY", "DraChange", "DraKind", "DraStore", "claim_allocated", "object_key"]
+
+DraKind = Literal["ResourceSlice", "DeviceClass", "ResourceClaim"]
+Parsed = ResourceSlice | DeviceClass | ResourceClaim
+#: The state of a cluster without DRA objects (shared: DraState is immutable).
+EMPTY: Final = DraState()
+
+
+@dataclass(frozen=True, slots=True)
+class DraChange:
+    """One object added, changed or removed (``obj`` ``None``)."""
+
+    kind: DraKind
+    key: str
+    obj: Mapping[str, Any] | None
+
+
+def object_key(kind: DraKind, obj: Mapping[str, Any]) -> str:
+    """``name`` for the cluster-scoped kinds, ``namespace/name`` for claims."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if kind == "ResourceClaim":
+        return f"{meta.get('namespace') or 'default'}/{name}"
+    return name
+
+
+def claim_allocated(obj: Mapping[str, Any] | None) -> bool:
+    """Does this ResourceClaim object carry ``status.allocation``?"""
+    return bool(obj is not None and (obj.get("status") or {}).get("allocation"))
+
+
+def _parse(kind: DraKind, obj: Mapping[str, Any]) -> Parsed | DraObjectError:
+    if kind == "ResourceSlice":
+        return parse_resource_slice(obj)
+    if kind == "DeviceClass":
+        return parse_device_class(obj)
+    return parse_resource_claim(obj)
+
+
+class DraStore:
+    """Event-loop only. ``parse`` is replaceable for tests (default: the core's parsers)."""
+
+    def __init__(
+        self, *, parse: Callable[[DraKind, Mapping[str, Any]], Parsed | DraObjectError] = _parse
+    ) -> None:
+        self._parse = parse
+        self._raw: dict[DraKind, dict[str, Mapping[str, Any]]] = {
+            "ResourceSlice": {},
+            "DeviceClass": {},
+            "ResourceClaim": {},
+        }
+        self._parsed: dict[DraKind, dict[str, Parsed]] = {k: {} for k in self._raw}
+        #: Objects left out, by (kind, key): why (what explain and logs show).
+        self.errors: dict[tuple[DraKind, str], DraObjectError] = {}
+        #: How many object versions were rejected since start (a metric).
+        self.rejected = 0
+        #: Bumped on every change; a state built at one version is reused until the next.
+        self.version = 0
+        self._state: DraState = EMPTY
+        self._state_version = 0
+        self._listeners: list[Callable[[DraChange], None]] = []
+
+    def subscribe(self, listener: Callable[[DraChange], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    # --- changes -------------------------------------------------------------------------------
+
+    def replace(self, kind: DraKind, items: list[Mapping[str, Any]]) -> None:
+        """The complete list of ``kind`` (first sync and every re-list)."""
+        fresh = {object_key(kind, obj): obj for obj in items}
+        for key in tuple(self._raw[kind]):
+            if key not in fresh:
+                self.apply(kind, key, None)
+        for key, obj in fresh.items():
+            self.apply(kind, key, obj)
+
+    def apply(self, kind: DraKind, key: str, obj: Mapping[str, Any] | None) -> None:
+        """One object of ``kind`` added or changed, or removed (``None``)."""
+        raw = self._raw[kind]
+        if obj is None:
+            if raw.pop(key, None) is None:
+                return
+            self._parsed[kind].pop(key, None)
+            self.errors.pop((kind, key), None)
+        else:
+            if raw.get(key) == obj:
+                return
+            raw[key] = obj
+            self._store(kind, key, obj)
+        self.version += 1
+        change = DraChange(kind, key, obj)
+        for listener in tuple(self._listeners):
+            try:
+                listener(change)
+            except Exception:
+                log.exception("DRA change listener failed for %s %s", kind, key)
+
+    def _store(self, kind: DraKind, key: str, obj: Mapping[str, Any]) -> None:
+        try:
+            parsed = self._parse(kind, obj)
+        except Exception as exc:  # a parser bug must not take the watch down
+            log.exception("parsing %s %s failed", kind, key)
+            parsed = DraObjectError(kind, key, f"{type(exc).__name__}: {exc}")
+        if isinstance(parsed, DraObjectError):
+            self._parsed[kind].pop(key, None)
+            if self.errors.get((kind, key)) != parsed:
+                log.warning("%s %s is ignored: %s", kind, key, parsed.message)
+            self.errors[(kind, key)] = parsed
+            self.rejected += 1
+            return
+        self.errors.pop((kind, key), None)
+        self._parsed[kind][key] = parsed
+
+    # --- reading -------------------------------------------------------------------------------
+
+    @property
+    def empty(self) -> bool:
+        """No DRA object at all (usable or not)?"""
+        return not any(self._raw.values())
+
+    def raw(self, kind: DraKind, key: str) -> Mapping[str, Any] | None:
+        """The object of ``kind`` under ``key`` as last seen (parsed or not)."""
+        return self._raw[kind].get(key)
+
+    def count(self, kind: DraKind) -> int:
+        return len(self._raw[kind])
+
+    def state(self) -> DraState:
+        """Every usable object as one immutable state, rebuilt only after a change."""
+        if self._state_version != self.version:
+            slices = self._parsed["ResourceSlice"].values()
+            classes = self._parsed["DeviceClass"].values()
+            claims = self._parsed["ResourceClaim"].values()
+            if slices or classes or claims:
+                self._state = DraState(
+                    slices=[o for o in slices if isinstance(o, ResourceSlice)],
+                    classes=[o for o in classes if isinstance(o, DeviceClass)],
+                    claims=[o for o in claims if isinstance(o, ResourceClaim)],
+                )
+            else:
+                self._state = EMPTY
+            self._state_version = self.version
+        return self._state

@@ -1,0 +1,231 @@
+"""The claim writes before a Binding, on the real API server: a decided ClaimAllocation becomes
+the claim's delete-protection finalizer, ``status.allocation`` and ``status.reservedFor``; a claim
+changed since the decision is a conflict and is left as it was; an allocated claim only gains the
+pod in ``reservedFor``; a KEP-5004 claim is created for the pod, owned by it and named in its
+status; releasing undoes each of these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from common.kube import PODS, RESOURCE_CLAIMS, KubeClient, NotFound
+from coordinator.adapters.kube.writer import KubeClusterWriter
+from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
+from coordinator.engine.ports import BindConflict, PodRef
+from tests.support import pods
+
+pytestmark = pytest.mark.kube
+
+DRIVER = "gpu.nvidia.com"
+PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+def claim_manifest(name: str, count: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": count}}
+                ]
+            }
+        },
+    }
+
+
+def decided(claim: dict[str, Any], node: str, *devices: str) -> ClaimAllocation:
+    meta = claim["metadata"]
+    return ClaimAllocation(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=meta["resourceVersion"],
+        node=node,
+        results=tuple(DeviceResult("gpus", DeviceId(DRIVER, node, d)) for d in devices),
+        config=({"opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}}},),
+    )
+
+
+async def make_pod(kube: KubeClient, namespace: str, name: str, *, gpus: int = 0) -> PodRef:
+    obj = await kube.create(PODS, pods.pod(name, namespace=None, gpus=gpus), namespace=namespace)
+    return PodRef.of(obj)
+
+
+async def read(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
+    return await kube.get(RESOURCE_CLAIMS, name, namespace=namespace)
+
+
+async def test_an_allocation_is_protected_allocated_and_reserved(
+    kube: KubeClient, namespace: str
+) -> None:
+    writer = KubeClusterWriter(kube)
+    pod = await make_pod(kube, namespace, "train")
+    claim = await kube.create(RESOURCE_CLAIMS, claim_manifest("train-gpus"), namespace=namespace)
+
+    written = await writer.allocate_claims(pod, [decided(claim, "gpu-1", "gpu-0", "gpu-1")])
+
+    assert [c.name for c in written] == ["train-gpus"]
+    after = await read(kube, namespace, "train-gpus")
+    assert PROTECTION in after["metadata"]["finalizers"]
+    allocation = after["status"]["allocation"]
+    assert [
+        (r["request"], r["driver"], r["pool"], r["device"])
+        for r in allocation["devices"]["results"]
+    ] == [("gpus", DRIVER, "gpu-1", "gpu-0"), ("gpus", DRIVER, "gpu-1", "gpu-1")]
+    assert allocation["devices"]["config"] == [
+        {
+            "source": "FromClass",
+            "opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}},
+        }
+    ]
+    assert allocation["nodeSelector"] == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-1"]}]}
+        ]
+    }
+    assert after["status"]["reservedFor"] == [{"resource": "pods", "name": "train", "uid": pod.uid}]
+
+    # The bind did not happen: the pod leaves it, the claim is free and unprotected again.
+    await writer.release_claims(pod, written)
+    released = await read(kube, namespace, "train-gpus")
+    assert not released.get("status", {}).get("allocation")
+    assert not released.get("status", {}).get("reservedFor")
+    assert PROTECTION not in (released["metadata"].get("finalizers") or [])
+
+
+async def test_a_claim_changed_since_the_decision_is_a_conflict_and_left_alone(
+    kube: KubeClient, namespace: str
+) -> None:
+    writer = KubeClusterWriter(kube)
+    pod = await make_pod(kube, namespace, "late")
+    claim = await kube.create(RESOURCE_CLAIMS, claim_manifest("late-gpus"), namespace=namespace)
+    decision = decided(claim, "gpu-1", "gpu-2", "gpu-3")
+    # Someone (another scheduler) allocates it first.
+    other = decided(claim, "gpu-2", "gpu-0", "gpu-1")
+    rival = await make_pod(kube, namespace, "rival")
+    await KubeClusterWriter(kube).allocate_claims(rival, [other])
+
+    with pytest.raises(BindConflict):
+        await writer.allocate_claims(pod, [decision])
+
+    after = await read(kube, namespace, "late-gpus")
+    results = after["status"]["allocation"]["devices"]["results"]
+    assert [r["pool"] for r in results] == ["gpu-2", "gpu-2"]  # never double-allocated
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == [rival.uid]
+
+
+async def test_a_failed_claim_undoes_the_claims_written_before_it(
+    kube: KubeClient, namespace: str
+) -> None:
+    writer = KubeClusterWriter(kube)
+    pod = await make_pod(kube, namespace, "two")
+    first = await kube.create(RESOURCE_CLAIMS, claim_manifest("two-a"), namespace=namespace)
+    second = await kube.create(RESOURCE_CLAIMS, claim_manifest("two-b"), namespace=namespace)
+    stale = decided(second, "gpu-1", "gpu-2", "gpu-3")
+    await kube.patch(
+        RESOURCE_CLAIMS, "two-b", {"metadata": {"labels": {"x": "y"}}}, namespace=namespace
+    )
+
+    with pytest.raises(BindConflict):
+        await writer.allocate_claims(pod, [decided(first, "gpu-1", "gpu-0", "gpu-1"), stale])
+
+    for name in ("two-a", "two-b"):
+        after = await read(kube, namespace, name)
+        assert not after.get("status", {}).get("allocation"), name
+        assert PROTECTION not in (after["metadata"].get("finalizers") or []), name
+
+
+async def test_an_allocated_claim_only_gains_the_pod_in_reserved_for(
+    kube: KubeClient, namespace: str
+) -> None:
+    writer = KubeClusterWriter(kube)
+    first = await make_pod(kube, namespace, "first")
+    second = await make_pod(kube, namespace, "second")
+    claim = await kube.create(RESOURCE_CLAIMS, claim_manifest("shared"), namespace=namespace)
+    await writer.allocate_claims(first, [decided(claim, "gpu-1", "gpu-0", "gpu-1")])
+    now = await read(kube, namespace, "shared")
+    meta = now["metadata"]
+    share = ClaimAllocation(
+        namespace, "shared", meta["uid"], meta["resourceVersion"], "gpu-1", results=()
+    )
+
+    written = await writer.allocate_claims(second, [share])
+
+    after = await read(kube, namespace, "shared")
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == [first.uid, second.uid]
+    assert after["status"]["allocation"] == now["status"]["allocation"]
+
+    await writer.release_claims(second, written)  # leaves the first pod's allocation alone
+    after = await read(kube, namespace, "shared")
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == [first.uid]
+    assert after["status"]["allocation"] == now["status"]["allocation"]
+
+
+async def test_an_extended_resource_claim_is_created_for_the_pod(
+    kube: KubeClient, namespace: str
+) -> None:
+    writer = KubeClusterWriter(kube)
+    pod = await make_pod(kube, namespace, "plain", gpus=2)
+    spec = claim_manifest("unused", count=2)["spec"]
+    want = ClaimAllocation(
+        namespace,
+        "",
+        "",
+        "",
+        "gpu-1",
+        results=tuple(
+            DeviceResult("container-0-request-0", DeviceId(DRIVER, "gpu-1", d))
+            for d in ("gpu-4", "gpu-5")
+        ),
+        spec=spec
+        | {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "container-0-request-0",
+                        "exactly": {"deviceClassName": DRIVER, "count": 2},
+                    }
+                ]
+            }
+        },
+        extended_requests=(("main", "nvidia.com/gpu", "container-0-request-0"),),
+    )
+
+    (written,) = await writer.allocate_claims(pod, [want])
+
+    assert written.name.startswith("plain-extended-resources-")
+    claim = await read(kube, namespace, written.name)
+    meta = claim["metadata"]
+    assert meta["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    (owner,) = meta["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "Pod",
+        "plain",
+        pod.uid,
+        True,
+    )
+    assert PROTECTION in meta["finalizers"]
+    assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == [
+        "gpu-4",
+        "gpu-5",
+    ]
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod.uid]
+    obj = await kube.get(PODS, "plain", namespace=namespace)
+    assert obj["status"]["extendedResourceClaimStatus"] == {
+        "requestMappings": [
+            {
+                "containerName": "main",
+                "resourceName": "nvidia.com/gpu",
+                "requestName": "container-0-request-0",
+            }
+        ],
+        "resourceClaimName": written.name,
+    }
+
+    await writer.release_claims(pod, [written])  # the bind did not happen: the claim goes
+    with pytest.raises(NotFound):
+        await read(kube, namespace, written.name)
