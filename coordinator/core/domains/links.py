@@ -1,12 +1,12 @@
 """GPU link class before packing: a gang takes the best-joined GPUs its members can all get.
 
 Nodes are ranked by how their GPUs are joined (``nvswitch`` before ``nvlink`` before ``pcie``,
-nodes whose class is unknown last). A gang that asks for GPUs is searched first on the nodes of
-the best class alone, then on that class and the next, and so on: the first search that holds
-every member wins, and only then do the network rules and the strategy's packing order choose
-among those nodes. So a consolidated training gang goes to idle NVSwitch nodes even when two PCIe
-nodes would hold it in fewer machines, and it falls back to PCIe only when the better nodes cannot
-take it. The note on the placement says which class it got and why.
+nodes whose class is unknown last). A gang asking for two GPUs or more is searched first on the
+nodes of the best class alone, then on that class and the next, and so on: the first search that
+holds every member wins, and only then do the network rules and the strategy's packing order
+choose among those nodes. So a consolidated training gang goes to idle NVSwitch nodes even when
+two PCIe nodes would hold it in fewer machines, and it falls back to PCIe only when the better
+nodes cannot take it. The note on the placement says which class it got and why.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def _names(ranks: Iterable[int]) -> str:
 
 def best_link_first(ctx: Packing, scope: set[str], search: Search) -> Placement | None:
     """``search`` on the best-joined nodes of ``scope`` first, widening one class at a time."""
-    if not any(m.requests.get(GPU, 0) > 0 for m in ctx.members):
-        return search(ctx, scope)
+    if sum(m.requests.get(GPU, 0) for m in ctx.members) < 2:
+        return search(ctx, scope)  # no GPU talks to another GPU: links do not matter
     rank = {n: link_rank(ctx.nodes[n]) for n in scope}
     # Classes on offer: nodes with a free GPU. Every cut also keeps nodes no better class covers.
     offered = sorted({rank[n] for n in scope if ctx.nodes[n].gpus_free > 0})

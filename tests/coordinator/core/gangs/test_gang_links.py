@@ -69,12 +69,14 @@ def test_the_gang_falls_back_to_pcie_only_when_better_nodes_cannot_hold_it() -> 
 
 
 def test_gangs_without_gpus_and_clusters_of_one_class_are_packed_as_before() -> None:
-    cpu_only = [Member(name=f"c-{i}", requests={"pods": 1}) for i in range(2)]
     nodes = [_node("p", "leaf-a", "pcie"), _node("h", "leaf-b", "nvswitch")]
-    found = place_members(cpu_only, nodes, intent=CONSOLIDATED)
-    assert isinstance(found, Placement)
-    assert found.link is None
-    assert not found.notes
+    cpu_only = [Member(name=f"c-{i}", requests={"pods": 1}) for i in range(2)]
+    one_gpu = [Member(name="g", requests={GPU: 1, "pods": 1})]
+    for members in (cpu_only, one_gpu):
+        found = place_members(members, nodes, intent=CONSOLIDATED)
+        assert isinstance(found, Placement)
+        assert found.link is None
+        assert not found.notes
     same = [_node("h1", "leaf-a", "nvswitch"), _node("h2", "leaf-a", "nvswitch")]
     found = place_members(_members(2, 4), same, intent=CONSOLIDATED)
     assert isinstance(found, Placement)
