@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 
 #: Arguments per benchmark; modules printing JSON rows get ``--json`` as well.
 ARGS: dict[str, list[str]] = {
-    "decision_scaling": ["--sizes", "100,1000,5000", "--pods", "400"],
+    "decision_scaling": ["--sizes", "1000,5000,10000", "--pods", "400"],
     "decision_latency": ["--nodes", "1000", "--pods", "1000"],
     "gang_placement": [],
     "placement_quality": ["--jobs", "1500"],

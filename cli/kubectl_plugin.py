@@ -3,6 +3,7 @@
     kubectl topos nodes                      GPUs free per node, per NUMA node, MIG free
     kubectl topos explain pod/NAME [-n NS]   where a pod went and why, or why it is pending
     kubectl topos gangs [-n NS]              gangs and how many members are placed
+    kubectl topos mismatches [-n NS]         pods the node gave other GPUs than Topos assigned
 
 It talks to the coordinator through the API server's service proxy
 (``/api/v1/namespaces/topos-system/services/https:topos-coordinator:443/proxy/v1/…``) with the
@@ -195,7 +196,27 @@ def node_row(node: dict[str, Any]) -> list[str]:
 
 
 NODE_HEADERS = ("NODE", "STATUS", "GPU", "GPUS FREE", "NUMA FREE", "MIG FREE", "LEAF")
+MISMATCH_HEADERS = ("NAMESPACE", "POD", "NODE", "ASSIGNED", "GIVEN")
 GANG_HEADERS = ("NAMESPACE", "NAME", "PHASE", "MIN", "MEMBERS", "RESERVED", "BOUND", "MESSAGE")
+
+
+def _with_link(devices: Any, link: Any) -> str:
+    return f"{devices} ({link})" if link else str(devices)
+
+
+def mismatch_rows(node: dict[str, Any]) -> list[list[str]]:
+    """``kubectl topos mismatches`` rows of one node: pods it gave other GPUs than assigned."""
+    return [
+        [
+            str(m.get("namespace", "?")),
+            str(m.get("pod", "?")),
+            str(node.get("name", "?")),
+            _with_link(m.get("assigned_devices", "?"), m.get("assigned_link")),
+            _with_link(m.get("given_devices", "?"), m.get("given_link")),
+        ]
+        for m in node.get("mismatches") or []
+        if isinstance(m, dict)
+    ]
 
 
 def gang_row(gang: dict[str, Any]) -> list[str]:
@@ -226,6 +247,20 @@ async def cmd_nodes(transport: Transport, args: argparse.Namespace) -> str:
     if not nodes:
         return "No GPU nodes known to the coordinator."
     return table(NODE_HEADERS, [node_row(n) for n in nodes])
+
+
+async def cmd_mismatches(transport: Transport, args: argparse.Namespace) -> str:
+    doc = await transport.get_json("/v1/inventory")
+    nodes = sorted(_items(doc, "nodes", "items"), key=lambda n: str(n.get("name")))
+    rows = sorted(row for n in nodes for row in mismatch_rows(n))
+    if args.namespace:
+        rows = [r for r in rows if r[0] == args.namespace]
+    if args.output == "json":
+        keys = [h.lower() for h in MISMATCH_HEADERS]
+        return json.dumps([dict(zip(keys, r, strict=True)) for r in rows], indent=2)
+    if not rows:
+        return "No pods hold other GPUs than Topos assigned."
+    return table(MISMATCH_HEADERS, rows)
 
 
 async def cmd_gangs(transport: Transport, args: argparse.Namespace) -> str:
@@ -304,6 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("pod", metavar="pod/NAME")
     explain.add_argument("-n", "--namespace", help="the pod's namespace (default: context's)")
     explain.set_defaults(run=cmd_explain)
+    mismatches = sub.add_parser(
+        "mismatches", help="pods the node gave other GPUs than Topos assigned (device plugin)"
+    )
+    mismatches.add_argument("-n", "--namespace", help="only pods in this namespace")
+    mismatches.set_defaults(run=cmd_mismatches)
     gangs = sub.add_parser("gangs", help="gangs and how many members are placed")
     gangs.add_argument("-n", "--namespace", help="only gangs in this namespace")
     gangs.set_defaults(run=cmd_gangs)

@@ -76,6 +76,8 @@ class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
     nodes: list[NodeExplanation] = []
+    #: "assigned GPUs 0,3 (NV2) but the node gave GPUs 0,4 (SYS)": the device plugin chose others
+    node_gave: str | None = None
 
 
 class SimulateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -211,6 +213,15 @@ def _placed_before(scheduler: Scheduler, namespace: str, name: str) -> PodExplan
     return None
 
 
+def _node_gave(doc: PodExplanation, scheduler: Scheduler) -> PodExplanation:
+    """``doc`` with the node's word on its devices, when it differs from the assignment."""
+    state = scheduler.inventory.node(doc.node) if doc.node else None
+    for mismatch in () if state is None else state.mismatches:
+        if (mismatch.namespace, mismatch.pod) == (doc.namespace, doc.name):
+            return msgspec.structs.replace(doc, node_gave=mismatch.message)
+    return doc
+
+
 async def explain_pod(request: web.Request) -> web.Response:
     scheduler = _scheduler(request)
     namespace, name = request.match_info["namespace"], request.match_info["name"]
@@ -229,7 +240,7 @@ async def explain_pod(request: web.Request) -> web.Response:
             dry_run=False,
             limit=limit,
         )
-        return respond(request, doc)
+        return respond(request, _node_gave(doc, scheduler))
     if entry is not None and entry.where != "bound":
         result = scheduler.explain_now(entry)
         message = f"would go to {result.node}" if isinstance(result, Decision) else result.message
@@ -240,7 +251,7 @@ async def explain_pod(request: web.Request) -> web.Response:
     found = _placed_before(scheduler, namespace, name)
     if found is None:
         raise not_found(f"pod {key[:300]!r} (not pending for topos and not bound)")
-    return respond(request, found)
+    return respond(request, _node_gave(found, scheduler))
 
 
 _DECODER: Final = msgspec.json.Decoder(SimulateRequest)

@@ -31,3 +31,10 @@ class Metrics:
         self.nodes = Gauge(
             "topos_inventory_nodes", "Nodes in the inventory, by state", ["state"], registry=r
         )
+        self.gpu_mismatches = Counter(
+            "topos_gpu_assignment_mismatches",
+            "Pods the node gave other GPUs than Topos assigned (one per new or changed mismatch),"
+            " by node and by how the link class of the devices given compares with the assigned",
+            ["node", "link"],
+            registry=r,
+        )

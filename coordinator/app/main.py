@@ -40,6 +40,7 @@ from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
+from coordinator.app.mismatches import install_mismatch_reporter
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
 from coordinator.app.web import build_app
@@ -127,6 +128,7 @@ def wire(
     else:
         app[READINESS].set("inventory", True)
     install_scheduler(app, config, backend)
+    install_mismatch_reporter(app)
     try:
         secure_app(app, config, backend)
     except ValueError as exc:

@@ -19,6 +19,7 @@ from common import podkeys
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
 from coordinator.core.podspec.ports import HostPort
+from coordinator.inventory.mismatch import GpuMismatch
 
 GPU_RESOURCE: Final = podkeys.GPU_RESOURCE
 ASSIGNED_GPUS_ANNOTATION: Final = podkeys.ASSIGNED_GPUS
@@ -67,6 +68,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     phase: str = "Pending"
     requests: dict[str, int] = {}
     assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
+    held_gpus: tuple[str, ...] = ()  # what the agent says it holds (PodResources); set by the store
     priority: int = 0
     # What the scheduler needs about pods already placed (coordinator.engine reads these):
     labels: dict[str, str] = {}  # for pod (anti-)affinity and topology spread of later pods
@@ -117,6 +119,8 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     allocations: tuple[ContainerAllocation, ...] = ()
     gpu_use: tuple[GpuUse, ...] = ()
     pods: tuple[PodUsage, ...] = ()
+    # Pods Topos placed whose devices, as the kubelet reports them, differ from its assignment.
+    mismatches: tuple[GpuMismatch, ...] = ()
 
     @property
     def free_gpus(self) -> int:

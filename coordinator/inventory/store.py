@@ -29,16 +29,17 @@ from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError, GpuState, apply_gpu_states
 from coordinator.inventory.devices import DeviceOwners
+from coordinator.inventory.holdings import gpu_use, with_holdings
+from coordinator.inventory.mismatch import find_mismatches
 from coordinator.inventory.state import (
     GPU_RESOURCE,
     AgentReport,
     BoundPod,
-    GpuUse,
     KubeNode,
     NodeState,
     PodUsage,
 )
-from coordinator.inventory.validate import check_report
+from coordinator.inventory.validate import check_report, warn_unknown_holdings
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,9 @@ class _Record:
     requested: dict[str, int] = field(default_factory=dict)
     stale: bool = False
     view: NodeState | None = None
+    bound: tuple[int, tuple[BoundPod, ...]] | None = None  # (generation, bound_pods)
+    # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
+    gone: set[tuple[str, str]] = field(default_factory=set)
 
 
 class Inventory:
@@ -207,6 +211,8 @@ class Inventory:
         if unknown:
             self._unknown.setdefault(node, self._clock())
         self._devices.claim(node, devices)
+        warn_unknown_holdings(node, topology, allocations)
+        rec.gone.clear()
         rec.agent = AgentReport(
             agent_id=agent_id,
             agent_version=agent_version,
@@ -238,6 +244,9 @@ class Inventory:
         self._devices.check(node, devices)
         before = self._signature(rec)
         self._devices.claim(node, devices)
+        if allocations is not None and allocations != agent.allocations:
+            warn_unknown_holdings(node, topology, allocations)
+            rec.gone.clear()
         was_stale = rec.stale
         rec.agent = msgspec.structs.replace(
             agent,
@@ -382,6 +391,7 @@ class Inventory:
         rec = self._records[node]
         before = self._signature(rec)
         pod = rec.pods.pop(uid)
+        rec.gone.add((pod.namespace, pod.name))
         for k, v in pod.requests.items():
             left = rec.requested.get(k, 0) - v
             if left > 0:
@@ -430,9 +440,22 @@ class Inventory:
             yield self._view(self._records[name])
 
     def bound_pods(self, name: str) -> tuple[BoundPod, ...]:
-        """The pods bound to node ``name`` (any scheduler), for the scheduler's snapshot."""
+        """The pods bound to node ``name`` (any scheduler), for the scheduler's snapshot, with
+        the devices the agent reports each holds (``held_gpus``)."""
         rec = self._records.get(name)
-        return () if rec is None else tuple(rec.pods.values())
+        if rec is None:
+            return ()
+        if rec.bound is None or rec.bound[0] != self.generation:
+            rec.bound = (self.generation, with_holdings(rec.pods.values(), self._held(rec)))
+        return rec.bound[1]
+
+    @staticmethod
+    def _held(rec: _Record) -> tuple[ContainerAllocation, ...]:
+        """The agent's allocations, less those of pods deleted since it reported them."""
+        allocations = () if rec.agent is None else rec.agent.allocations
+        if not rec.gone:
+            return allocations
+        return tuple(a for a in allocations if (a.namespace, a.pod) not in rec.gone)
 
     def _view(self, rec: _Record) -> NodeState:
         now = self._clock()
@@ -443,28 +466,8 @@ class Inventory:
             return msgspec.structs.replace(
                 rec.view, last_seen_age_s=round(now - agent.last_seen, 3)
             )
-        agent, kube = rec.agent, rec.kube
-        uses: dict[str, GpuUse] = {}
-        for pod in rec.pods.values():
-            for uuid in pod.assigned_gpus:
-                uses[uuid] = GpuUse(
-                    uuid=uuid, holder=f"{pod.namespace}/{pod.name}", source="annotation"
-                )
-        if agent is not None:
-            for alloc in agent.allocations:
-                for dev in alloc.devices:
-                    for uuid in dev.ids:
-                        uses[uuid] = GpuUse(
-                            uuid=uuid, holder=f"{alloc.namespace}/{alloc.pod}", source="agent"
-                        )
-        gpu_use: list[GpuUse] = []
+        view_allocations = () if agent is None else agent.allocations
         topology = self._topology(rec)
-        if topology is not None:
-            for gpu in topology.gpus:
-                gpu_use.append(uses.get(gpu.uuid, GpuUse(uuid=gpu.uuid)))
-                for inst in gpu.mig_instances:
-                    if inst.uuid:
-                        gpu_use.append(uses.get(inst.uuid, GpuUse(uuid=inst.uuid)))
         view = NodeState(
             name=rec.name,
             stale=rec.stale,
@@ -483,8 +486,9 @@ class Inventory:
             free=self._free(rec),
             topology=topology,
             topology_source=None if topology is None else ("agent" if agent else "node-annotation"),
-            allocations=() if agent is None else agent.allocations,
-            gpu_use=tuple(gpu_use),
+            allocations=view_allocations,
+            gpu_use=gpu_use(topology, rec.pods.values(), self._held(rec)),
+            mismatches=find_mismatches(topology, rec.pods.values(), self._held(rec)),
             pods=tuple(
                 PodUsage(
                     namespace=p.namespace, name=p.name, scheduler=p.scheduler, requests=p.requests

@@ -2,8 +2,9 @@
 
 The wire schema (:mod:`common.wire`) checks shapes and types; this module checks what only the
 report as a whole can show: every GPU and MIG device has a UUID and no two share one, memory
-figures are possible (never negative, free never above total), CPU ids are within the node's CPUs,
-and allocations name devices the node reported. A failed check raises
+figures are possible (never negative, free never above total), and CPU ids are within the node's
+CPUs. Allocations naming GPUs the node did not report are *not* refused — they are what the
+kubelet really handed out — but listed by :func:`unknown_holdings`. A failed check raises
 :class:`~common.wire.FrameError` (``invalid-state``) naming the first problem; the stream is closed
 with it and nothing of the report is kept. Uniqueness *across* nodes needs the whole inventory and
 is checked there (:meth:`coordinator.inventory.store.Inventory.apply_hello`).
@@ -11,13 +12,17 @@ is checked there (:meth:`coordinator.inventory.store.Inventory.apply_hello`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Final
 
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError
+from coordinator.inventory.mismatch import device_uuid
 
-__all__ = ["check_report", "device_ids"]
+__all__ = ["check_report", "device_ids", "unknown_holdings", "warn_unknown_holdings"]
+
+log = logging.getLogger(__name__)
 
 _GPU: Final = "nvidia.com/gpu"
 _MIG_PREFIX: Final = "nvidia.com/mig-"
@@ -89,22 +94,47 @@ def _check_topology_cpus(topology: NodeTopology) -> None:
         _check_cpus(f"NUMA node {numa.id}", numa.cpus, count)
 
 
-def _check_allocations(
-    topology: NodeTopology, allocations: Iterable[ContainerAllocation], devices: frozenset[str]
-) -> None:
-    # A MIG instance whose UUID the agent could not read can still be allocated: MIG ids are
-    # checked only when every instance has one. Other device plugins' ids are theirs to name.
-    mig_known = all(inst.uuid for gpu in topology.gpus for inst in gpu.mig_instances)
+def _check_allocations(topology: NodeTopology, allocations: Iterable[ContainerAllocation]) -> None:
     for alloc in allocations:
-        where = f"allocation of {alloc.namespace}/{alloc.pod}"
+        _check_cpus(f"allocation of {alloc.namespace}/{alloc.pod}", alloc.cpus, topology.cpu_count)
+
+
+def unknown_holdings(
+    topology: NodeTopology, allocations: Iterable[ContainerAllocation]
+) -> list[tuple[str, str]]:
+    """``(namespace/pod, id)`` of every GPU or MIG device a container holds that the node did not
+    report. The kubelet's word is kept (it is what the container really got), so these are no
+    reason to refuse a report; the inventory logs them and mismatches name them. A MIG id is
+    checked only when every MIG instance has a UUID; other device plugins' ids are theirs."""
+    devices = device_ids(topology)
+    mig_known = all(inst.uuid for gpu in topology.gpus for inst in gpu.mig_instances)
+    found: list[tuple[str, str]] = []
+    for alloc in allocations:
         for dev in alloc.devices:
             mig = dev.resource.startswith(_MIG_PREFIX)
             if dev.resource != _GPU and not (mig and mig_known):
                 continue
-            for uuid in dev.ids:
-                if uuid not in devices:
-                    raise _bad(f"{where} names {uuid[:40]}, not a device of this node")
-        _check_cpus(where, alloc.cpus, topology.cpu_count)
+            where = f"{alloc.namespace}/{alloc.pod}"
+            found += [(where, i) for i in dev.ids if device_uuid(i) not in devices]
+    return found
+
+
+def warn_unknown_holdings(
+    node: str, topology: NodeTopology, allocations: Iterable[ContainerAllocation]
+) -> None:
+    """Log the first holding of a device the node did not report (with how many more)."""
+    unknown = unknown_holdings(topology, allocations)
+    if unknown:
+        pod, device = unknown[0]
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        log.warning(
+            "node %s: the kubelet says %s holds %s, not a device of this node%s; "
+            "the holding is kept, not counted as the use of any GPU",
+            node,
+            pod,
+            device[:64],
+            more,
+        )
 
 
 def check_report(
@@ -114,6 +144,5 @@ def check_report(
     _check_devices(topology)
     _check_memory(topology)
     _check_topology_cpus(topology)
-    devices = device_ids(topology)
-    _check_allocations(topology, allocations, devices)
-    return devices
+    _check_allocations(topology, allocations)
+    return device_ids(topology)

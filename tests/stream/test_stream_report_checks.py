@@ -1,5 +1,7 @@
 """Impossible agent reports over the real socket: each is refused with ``invalid-state`` and a
-reason naming the problem, nothing of it is kept, and a good agent on another node streams on."""
+reason naming the problem, nothing of it is kept, and a good agent on another node streams on.
+A holding of a device the node did not report is not impossible — it is what the kubelet handed
+out — so it is kept and the stream stays open."""
 
 from __future__ import annotations
 
@@ -68,10 +70,6 @@ BAD_HELLOS = {
         {"topology": _cpus((0, 32))},
         "cpu_affinity names CPU 32 (the node has 32 CPUs)",
     ),
-    "allocation-of-unknown-gpu": (
-        {"allocations": (allocation("train", "GPU-node-b-0", "GPU-nowhere"),)},
-        "allocation of default/train names GPU-nowhere",
-    ),
     "allocation-beyond-cpus": (
         {
             "allocations": (
@@ -137,24 +135,6 @@ BAD_DELTAS = {
         Delta(seq=1, gpus=(GpuState(index=0, uuid="GPU-node-b-0", memory_free_mib=99999),)),
         "memory_free_mib 99999 exceeds its total 81920",
     ),
-    "allocation-of-unknown-gpu": (
-        Delta(seq=1, allocations=(allocation("p", "GPU-elsewhere"),)),
-        "names GPU-elsewhere",
-    ),
-    "allocation-of-unknown-mig": (
-        Delta(
-            seq=1,
-            allocations=(
-                ContainerAllocation(
-                    namespace="default",
-                    pod="m",
-                    container="c",
-                    devices=(DeviceAllocation(resource="nvidia.com/mig-1g.10gb", ids=("MIG-x",)),),
-                ),
-            ),
-        ),
-        "names MIG-x",
-    ),
 }
 
 
@@ -170,3 +150,26 @@ async def test_impossible_delta_is_refused_and_the_last_good_state_stays(
     assert state.seq == 0
     assert state.topology == topology("node-b")
     assert state.allocations == ()
+
+
+async def test_holdings_of_devices_the_node_lacks_are_kept_and_the_stream_stays_open(
+    coordinator: str, inv: Inventory
+) -> None:
+    client, task = await _start(coordinator, "node-b")
+    mig = ContainerAllocation(
+        namespace="default",
+        pod="m",
+        container="c",
+        devices=(DeviceAllocation(resource="nvidia.com/mig-1g.10gb", ids=("MIG-x",)),),
+    )
+    odd = (allocation("train", "GPU-node-b-0", "GPU-nowhere"), allocation("p", "GPU-elsewhere"))
+    client.publish(topology("node-b"), (*odd, mig))
+    await until(inv, lambda: len(inv.node("node-b").allocations) == 3)  # type: ignore[union-attr]
+    client.publish(with_gpu(topology("node-b"), 1, healthy=False), odd)
+    await until(inv, lambda: inv.node("node-b").free["nvidia.com/gpu"] == 1)  # type: ignore[union-attr]
+    state = inv.node("node-b")
+    assert state is not None
+    assert state.connected
+    assert state.allocations == odd
+    assert {u.uuid: u.holder for u in state.gpu_use}["GPU-node-b-0"] == "default/train"
+    await _stop(client, task)

@@ -6,7 +6,8 @@ Loaded from YAML (a file or the ``scheduling`` key of the coordinator's ConfigMa
       topology_fitness: 5
       numa_fit: 3
     packing: binpack          # or spread
-    percentage_of_nodes_to_score: 100
+    percentageOfNodesToScore: 0      # kube's adaptive rule (the default); 100: every node
+    fastScheduling: {enabled: true, maxNodesToScore: 50}
     disabled_plugins: [GpuAvailability]
 
 Unknown keys, negative weights and unknown modes are rejected with a :class:`ConfigError` naming
@@ -23,7 +24,7 @@ from typing import Final
 
 import yaml
 
-__all__ = ["ConfigError", "SchedulerConfig", "ScoreWeights", "load_config"]
+__all__ = ["ConfigError", "FastScheduling", "SchedulerConfig", "ScoreWeights", "load_config"]
 
 
 class ConfigError(ValueError):
@@ -72,18 +73,46 @@ PLUGIN_WEIGHT: Final = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FastScheduling:
+    """NeuroNetes' fast path: score at most ``max_nodes_to_score`` feasible nodes (an absolute
+    count, unlike the percentage), whatever the cluster's size."""
+
+    enabled: bool = False
+    max_nodes_to_score: int = 50
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError("fastScheduling.enabled: must be true or false")
+        n = self.max_nodes_to_score
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(
+                "fastScheduling.maxNodesToScore: must be a whole number of at least 1"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     #: ``binpack`` fills partly used GPU nodes first (keeps whole nodes for big jobs);
     #: ``spread`` prefers the emptiest node.
     packing: str = "binpack"
     #: Stop filtering once this share of nodes was found feasible (kube-scheduler's option).
-    #: 100 evaluates every node (best placements); 0 uses kube's adaptive rule.
-    percentage_of_nodes_to_score: int = 100
+    #: 0 (the default) is kube's adaptive rule; 100 evaluates and scores every node.
+    percentage_of_nodes_to_score: int = 0
+    #: An absolute cap on the feasible nodes scored, when enabled (on top of the percentage).
+    fast_scheduling: FastScheduling = field(default_factory=FastScheduling)
     #: Plugin names removed from the default profile.
     disabled_plugins: frozenset[str] = frozenset()
     #: Extra plugin names (registered by other packages) added to the profile, in order.
     enabled_plugins: tuple[str, ...] = ()
+
+    def nodes_to_score(self, total: int) -> int:
+        """How many feasible nodes a cycle looks for among ``total`` before it stops filtering:
+        kube-scheduler's rule for the percentage, capped by ``fast_scheduling``."""
+        want = num_feasible_nodes_to_find(total, self.percentage_of_nodes_to_score)
+        if self.fast_scheduling.enabled:
+            want = min(want, self.fast_scheduling.max_nodes_to_score)
+        return want
 
     def __post_init__(self) -> None:
         if self.packing not in ("binpack", "spread"):
@@ -91,11 +120,24 @@ class SchedulerConfig:
                 f"packing: unknown mode {self.packing!r} (expected binpack or spread)"
             )
         if not 0 <= self.percentage_of_nodes_to_score <= 100:
-            raise ConfigError("percentage_of_nodes_to_score: must be from 0 to 100")
+            raise ConfigError("percentageOfNodesToScore: must be from 0 to 100")
         for f in dataclasses.fields(self.weights):
             value = getattr(self.weights, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
                 raise ConfigError(f"weights.{f.name}: must be an integer from 0 to 100")
+
+
+def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
+    """kube-scheduler's rule: every node below 100 nodes or at 100 %; else the percentage
+    (0: adaptive, 50 % - 1 % per 125 nodes, at least 5 %) of the nodes, at least 100."""
+    if total < _MIN_FEASIBLE or percentage >= 100:
+        return total
+    if percentage <= 0:
+        percentage = max(5, 50 - total // 125)
+    return max(_MIN_FEASIBLE, total * percentage // 100)
+
+
+_MIN_FEASIBLE: Final = 100
 
 
 def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
@@ -116,7 +158,9 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     known = {
         "weights",
         "packing",
+        "percentageOfNodesToScore",
         "percentage_of_nodes_to_score",
+        "fastScheduling",
         "disabled_plugins",
         "enabled_plugins",
     }
@@ -137,11 +181,20 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     kwargs: dict[str, object] = {"weights": weights}
     if "packing" in data:
         kwargs["packing"] = data["packing"]
-    if "percentage_of_nodes_to_score" in data:
-        pct = data["percentage_of_nodes_to_score"]
+    spelled = [k for k in ("percentageOfNodesToScore", "percentage_of_nodes_to_score") if k in data]
+    if len(spelled) > 1:
+        raise ConfigError(
+            "percentageOfNodesToScore: given twice (also as percentage_of_nodes_to_score)"
+        )
+    for key in spelled:
+        pct = data[key]
         if isinstance(pct, bool) or not isinstance(pct, int):
-            raise ConfigError("percentage_of_nodes_to_score: must be an integer")
+            raise ConfigError(f"{key}: must be an integer from 0 to 100")
+        if not 0 <= pct <= 100:
+            raise ConfigError(f"{key}: must be from 0 to 100 (0: kube's adaptive rule), not {pct}")
         kwargs["percentage_of_nodes_to_score"] = pct
+    if "fastScheduling" in data:
+        kwargs["fast_scheduling"] = _fast_scheduling(data["fastScheduling"])
     for key in ("disabled_plugins", "enabled_plugins"):
         if key in data:
             value = data[key]
@@ -149,6 +202,22 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
                 raise ConfigError(f"{key}: must be a list of plugin names")
             kwargs[key] = frozenset(value) if key == "disabled_plugins" else tuple(value)
     return SchedulerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def _fast_scheduling(raw: object) -> FastScheduling:
+    if raw is None:
+        return FastScheduling()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            "fastScheduling: must be a mapping ({enabled: true, maxNodesToScore: 50})"
+        )
+    known = {"enabled", "maxNodesToScore"}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"fastScheduling.{key}: unknown key{_hint(str(key), known)}")
+    enabled = raw.get("enabled", True)
+    count = raw.get("maxNodesToScore", 50)
+    return FastScheduling(enabled=enabled, max_nodes_to_score=count)
 
 
 def _hint(key: str, known: set[str]) -> str:

@@ -1,5 +1,8 @@
-"""One scheduling cycle (:func:`schedule_one`): PreFilter, Filter every node, PreScore, Score
-and NormalizeScore the feasible ones, pick the best.
+"""One scheduling cycle (:func:`schedule_one`): PreFilter, Filter nodes until enough are feasible
+(kube-scheduler's ``percentageOfNodesToScore``, from a rotating start), PreScore, Score and
+NormalizeScore the feasible ones found, pick the best. A pod no node takes is filtered on every
+node, so its message counts them all; ``percentageOfNodesToScore: 100`` filters and scores every
+node for every pod.
 
 Node-local plugins (``node_local = True``) have their verdicts, placements and weighted score
 sums remembered per pod class on the immutable ``NodeInfo`` (``NodeInfo.memo``), so a warm
@@ -18,6 +21,7 @@ from coordinator.core.framework.interfaces import (
     CLAIMS,
     DRA_SERVED,
     PLACEMENTS,
+    FilterPlugin,
     PreFilterResult,
     ScorePlugin,
     pod_class_key,
@@ -31,16 +35,7 @@ from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Reason, Status, summarize
 
-__all__ = ["num_feasible_nodes_to_find", "schedule_one"]
-
-
-def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
-    """kube-scheduler's rule for how many feasible nodes are enough to stop filtering."""
-    if total < 100 or percentage >= 100:
-        return total
-    if percentage <= 0:
-        percentage = max(5, 50 - total // 125)
-    return max(100, total * percentage // 100)
+__all__ = ["schedule_one"]
 
 
 def schedule_one(
@@ -50,7 +45,7 @@ def schedule_one(
     *,
     candidate_nodes: Collection[str] | None = None,
 ) -> ScheduleResult:
-    """One scheduling cycle: filter every node, score the feasible ones, pick the best.
+    """One scheduling cycle: filter nodes until enough are feasible, score those, pick the best.
 
     ``pod`` may be a Pod object (parsed here), a parsed request, or a parse error (reported).
     ``candidate_nodes`` restricts the nodes considered (network domains, gang members); the
@@ -98,6 +93,9 @@ class _Memo:
 
 
 _MEMO_LIMIT: Final = 64
+# Nodes filtered at a time: about as many as are still wanted, within these bounds.
+_CHUNK_MIN: Final = 16
+_CHUNK_MAX: Final = 512
 
 
 class _Placements(dict[str, Placement]):
@@ -165,58 +163,101 @@ def _cycle(
     placements = _Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
 
-    # --- filtering: node-local verdicts from the memo, the rest per node -----------------------
-    considered = [n for n in nodes if n.name in allowed] if allowed is not None else list(nodes)
-    got: list[_Memo | None] = [n.memo.get(memo_key) for n in considered]  # type: ignore[misc]
-    if None in got:
-        for i, node in enumerate(considered):
-            if got[i] is not None:
-                continue
-            verdict = SUCCESS
-            for f in local_filters:
-                status = f.filter(state, pod, node)
-                if status is not SUCCESS and not status.is_success:
-                    verdict = status.with_plugin(f.name)
-                    break
-            entry = _Memo(verdict, dict.get(placements, node.name), {})
-            memo = node.memo
-            if len(memo) >= _MEMO_LIMIT:
-                memo.clear()
-            memo[memo_key] = entry
-            got[i] = entry
-    entries_all = cast(list[_Memo], got)
-    ok = [i for i, e in enumerate(entries_all) if e.verdict is SUCCESS]
-    if other_filters:
-        rejected: dict[int, Status] = {}
-        still: list[int] = []
-        for i in ok:
-            node = considered[i]
-            for f in other_filters:
-                status = f.filter(state, pod, node)
-                if status is not SUCCESS and not status.is_success:
-                    rejected[i] = status.with_plugin(f.name)
-                    break
-            else:
-                still.append(i)
-        ok = still
-    else:
-        rejected = {}
-    want = num_feasible_nodes_to_find(len(nodes), fw.config.percentage_of_nodes_to_score)
-    if len(ok) > want:
-        ok = ok[:want]  # kube's early stop: enough feasible nodes found
-    feasible = [considered[i] for i in ok]
-    entries = [entries_all[i] for i in ok]
+    # --- filtering: from a rotating start until enough feasible nodes are found ---------------
+    # Node-local verdicts come from the memo; the other filters run on the nodes that pass.
+    # Filters with an index name a superset of the nodes they pass: those are visited first.
+    considered = _considered(snapshot, nodes, allowed)
+    want = fw.config.nodes_to_score(len(considered))
+    narrowed = _narrowed(fw, skipped, state, pod, snapshot)
+    order: Sequence[NodeInfo] | Sequence[str] = considered
+    if isinstance(narrowed, Sequence):  # names already in the snapshot's order
+        order = narrowed if allowed is None else [n for n in narrowed if n in allowed]
+    elif narrowed is not None:
+        order = snapshot.in_order(n for n in narrowed if allowed is None or n in allowed)
+    by_name = snapshot.by_name
+    feasible: list[NodeInfo] = []
+    entries: list[_Memo] = []
+    refused: dict[str, Status] = {}  # by the filters that are not remembered per node
+
+    def verdict_of(node: NodeInfo) -> Status:
+        entry = cast(_Memo | None, node.memo.get(memo_key))
+        if entry is None:
+            entry = _remember(node, memo_key, local_filters, state, pod, placements)
+        verdict = entry.verdict
+        if verdict is SUCCESS and other_filters:
+            known = refused.get(node.name)
+            verdict = (
+                known if known is not None else _other_verdict(other_filters, state, pod, node)
+            )
+        return verdict
+
+    def take(part: Sequence[NodeInfo]) -> int:
+        """Filter ``part``; keep its feasible nodes up to ``want``. How many of it were needed."""
+        got: list[_Memo | None] = [n.memo.get(memo_key) for n in part]  # type: ignore[misc]
+        if None in got:
+            for j, e in enumerate(got):
+                if e is None:
+                    got[j] = _remember(part[j], memo_key, local_filters, state, pod, placements)
+        passed = cast(list[_Memo], got)
+        ok = [j for j, e in enumerate(passed) if e.verdict is SUCCESS]
+        if other_filters:
+            still = []
+            for j in ok:
+                verdict = _other_verdict(other_filters, state, pod, part[j])
+                if verdict is SUCCESS:
+                    still.append(j)
+                else:
+                    refused[part[j].name] = verdict
+            ok = still
+        need = want - len(feasible)
+        if len(ok) >= need:
+            ok = ok[:need]
+        feasible.extend(part[j] for j in ok)
+        entries.extend(passed[j] for j in ok)
+        return ok[-1] + 1 if len(feasible) >= want and ok else len(part)
+
+    def scan(seq: Sequence[NodeInfo] | Sequence[str], start: int) -> int:
+        """Visit ``seq`` from ``start`` (wrapping) until ``want`` are feasible, in chunks about
+        the size still wanted; how many nodes were visited."""
+        seen = 0
+        for lo, hi in ((start, len(seq)), (0, start)):
+            while lo < hi:
+                step = min(hi - lo, max(_CHUNK_MIN, min(_CHUNK_MAX, want - len(feasible))))
+                part = seq[lo : lo + step]
+                if isinstance(part[0], str):
+                    part = [by_name[n] for n in part]  # type: ignore[index]
+                used = take(part)  # type: ignore[arg-type]
+                seen += used
+                if len(feasible) >= want:
+                    return seen
+                lo += step
+        return seen
+
+    if 0 < want < len(order):
+        start = fw.next_start % len(order)
+        fw.next_start = (start + scan(order, start)) % len(order)
+    elif order:
+        scan(order, 0)
+    if not feasible and narrowed is not None:  # none of the index's nodes fit: judge the rest
+        first = {n if isinstance(n, str) else n.name for n in order}
+        rest = [n for n in considered if n.name not in first]
+        if rest:
+            scan(rest, 0)
 
     def statuses() -> dict[str, Status]:
         out: dict[str, Status] = {}
         if allowed is not None:
             not_candidate = Status.unresolvable(Reason.NOT_IN_CANDIDATES)
             out.update((n.name, not_candidate) for n in nodes if n.name not in allowed)
-        for i, e in enumerate(entries_all):
-            if e.verdict is not SUCCESS:
-                out[considered[i].name] = e.verdict
-        for i, st in rejected.items():
-            out[considered[i].name] = st
+        # Every node but the feasible ones found, judged when asked (remembered verdicts, or the
+        # filters run now): an explanation names every node that cannot take the pod, including
+        # those the cycle did not need to visit.
+        seen = {n.name for n in feasible}
+        for node in considered:
+            if node.name not in seen:
+                verdict = verdict_of(node)
+                if verdict is not SUCCESS:
+                    out[node.name] = verdict
         return out
 
     if not feasible:
@@ -284,6 +325,64 @@ def _cycle(
         claims=(state.get(CLAIMS) or {}).get(best.name, ()),
         state=state,
     )
+
+
+def _considered(
+    snapshot: Snapshot, nodes: Sequence[NodeInfo], allowed: set[str] | None
+) -> Sequence[NodeInfo]:
+    if allowed is None:
+        return nodes
+    if len(allowed) * 4 < len(nodes):  # a few candidates: look them up, not every node
+        return snapshot.in_order(allowed)
+    return [n for n in nodes if n.name in allowed]
+
+
+def _narrowed(
+    fw: Framework, skipped: set[str], state: CycleState, pod: PodRequest, snapshot: Snapshot
+) -> Collection[str] | None:
+    """The nodes every indexed filter could pass (``None``: no filter narrows). One filter's
+    answer is kept as given (a sequence is in the snapshot's order); several are intersected."""
+    out: Collection[str] | None = None
+    for f in fw.candidates:
+        if f.name in skipped:
+            continue
+        names = f.candidates(state, pod, snapshot)
+        if names is not None:
+            out = names if out is None else set(out).intersection(names)
+    return out
+
+
+def _remember(
+    node: NodeInfo,
+    key: object,
+    local_filters: Sequence[FilterPlugin],
+    state: CycleState,
+    pod: PodRequest,
+    placements: _Placements,
+) -> _Memo:
+    """Run the node-local filters on ``node`` and remember the verdict on it."""
+    verdict = SUCCESS
+    for f in local_filters:
+        status = f.filter(state, pod, node)
+        if status is not SUCCESS and not status.is_success:
+            verdict = status.with_plugin(f.name)
+            break
+    entry = _Memo(verdict, dict.get(placements, node.name), {})
+    memo = node.memo
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
+    memo[key] = entry
+    return entry
+
+
+def _other_verdict(
+    filters: Sequence[FilterPlugin], state: CycleState, pod: PodRequest, node: NodeInfo
+) -> Status:
+    for f in filters:
+        status = f.filter(state, pod, node)
+        if status is not SUCCESS and not status.is_success:
+            return status.with_plugin(f.name)
+    return SUCCESS
 
 
 def _local_score(

@@ -5,6 +5,8 @@ A plugin is any object with a ``name`` and the methods of the extension points i
 ``PreFilter``  once per pod: compute per-cycle state, reject the pod outright, answer ``Skip``
                (nothing to check, its Filter is not run), or restrict the candidate nodes.
 ``Filter``     per node: can the pod go there? A :class:`~.status.Status`, never an exception.
+               A filter may also offer ``candidates``: a superset of the nodes it can pass
+               (from an index), which the cycle visits first — the others only when none fit.
 ``PreScore``   once over the feasible nodes (``Skip``: this plugin does not score this pod).
 ``Score``      per feasible node, 0–100 (or raw, when the plugin also normalises).
 ``NormalizeScore`` rescale one plugin's raw scores over all feasible nodes to 0–100.
@@ -16,7 +18,7 @@ module, never the cycle or the registry.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol, runtime_checkable
 
@@ -32,6 +34,7 @@ __all__ = [
     "CLAIMS",
     "DRA_SERVED",
     "PLACEMENTS",
+    "CandidatesPlugin",
     "FilterPlugin",
     "NormalizeScorePlugin",
     "PreFilterPlugin",
@@ -73,6 +76,19 @@ class FilterPlugin(Protocol):
     name: str
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class CandidatesPlugin(Protocol):
+    """A Filter that can name, without visiting every node, a superset of the nodes it passes
+    (``None``: no useful narrowing). Called after PreFilter, once per cycle. An answer that is a
+    ``Sequence`` must list the names in the snapshot's order (other collections are sorted)."""
+
+    name: str
+
+    def candidates(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None: ...
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
+    CandidatesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
     PreFilterPlugin,
@@ -25,12 +26,19 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
         self.config = config
+        #: Where the next cycle starts looking when it stops early (kube-scheduler's rotating
+        #: ``nextStartNodeIndex``): each cycle resumes after the nodes the last one visited, so
+        #: every node gets its turn.
+        self.next_start = 0
         # Memo keys: one small object per distinct pod class, hashed by identity, so a warm
         # cycle hashes the (large) class key once instead of once per node.
         self._interned: dict[object, object] = {}
         self.plugins: tuple[object, ...] = tuple(plugins)
         self.pre_filter: list[PreFilterPlugin] = []
         self.filter: list[FilterPlugin] = []
+        #: Filters that name candidate nodes from an index (resolved once: a Protocol
+        #: ``isinstance`` check is slow).
+        self.candidates: list[CandidatesPlugin] = []
         self.pre_score: dict[str, PreScorePlugin] = {}
         self.score: list[tuple[ScorePlugin, int]] = []
         self.normalize: dict[str, NormalizeScorePlugin] = {}
@@ -39,6 +47,8 @@ class Framework:
                 self.pre_filter.append(p)
             if isinstance(p, FilterPlugin):
                 self.filter.append(p)
+                if isinstance(p, CandidatesPlugin):
+                    self.candidates.append(p)
             if isinstance(p, PreScorePlugin):
                 self.pre_score[p.name] = p
             if isinstance(p, ScorePlugin):

@@ -9,7 +9,7 @@ across nodes, and ``GpuAvailability`` keeps CPU-only pods off nodes with free GP
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Final
 
 from common.podkeys import GPU_RESOURCE
@@ -71,6 +71,17 @@ class GpuTopology:
             return plan
         state.read(PLACEMENTS)[node.name] = plan.placement
         return SUCCESS
+
+    def candidates(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None:
+        """Nodes with enough free whole GPUs and the MIG profiles asked for (an index lookup)."""
+        index = snapshot.capacity()
+        gpus = index.with_free_gpus(pod.gpus) if pod.gpus > 0 else None
+        mig = index.with_free_mig(p for p, _ in pod.mig) if pod.mig else None
+        if gpus is None or mig is None:
+            return gpus if mig is None else mig
+        return gpus & mig
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

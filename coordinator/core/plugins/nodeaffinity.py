@@ -7,11 +7,11 @@ weights of the preferred terms the node matches, scaled so the best node gets 10
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.podspec.selectors import match_node_terms
+from coordinator.core.podspec.selectors import NodeSelectorTerm, match_node_terms
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Reason, Status
@@ -45,6 +45,24 @@ class NodeAffinity:
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         return SUCCESS if node_matches_required(pod, node) else _NO_MATCH
 
+    def candidates(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None:
+        """Nodes carrying a label value the pod requires (the snapshot's label index): the first
+        ``nodeSelector`` label, and per required term its first ``In`` expression."""
+        found: list[Collection[str]] = []
+        for key, value in pod.node_selector[:1]:
+            found.append(snapshot.nodes_labelled(key, (value,)))
+        na = pod.node_affinity
+        if na is not None and na.required is not None:
+            terms = [_term_candidates(t, snapshot) for t in na.required]
+            known = [t for t in terms if t is not None]
+            if len(known) == len(terms):
+                found.append(known[0] if len(known) == 1 else set().union(*known))
+        if len(found) < 2:
+            return found[0] if found else None
+        return set(found[0]).intersection(found[1])
+
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
@@ -66,3 +84,16 @@ class NodeAffinity:
         top = max(scores.values(), default=0.0)
         for name, value in scores.items():
             scores[name] = 0.0 if top == 0 else 100.0 * value / top
+
+
+def _term_candidates(term: NodeSelectorTerm, snapshot: Snapshot) -> Collection[str] | None:
+    """A superset of the nodes one required term matches (``None``: no ``In`` to narrow by)."""
+    if not term.match_expressions and not term.match_fields:
+        return ()  # an empty term matches no node
+    for req in term.match_fields:
+        if req.operator == "In":
+            return frozenset(req.values)  # node names
+    for req in term.match_expressions:
+        if req.operator == "In":
+            return snapshot.nodes_labelled(req.key, req.values)
+    return None

@@ -128,6 +128,8 @@ class BoundPodFields(Protocol):
     @property
     def assigned_gpus(self) -> tuple[str, ...]: ...
     @property
+    def held_gpus(self) -> tuple[str, ...]: ...  # the node's word (PodResources), when known
+    @property
     def affinity(self) -> Mapping[str, object]: ...  # podAffinity/podAntiAffinity as written
     @property
     def host_ports(self) -> tuple[HostPort, ...]: ...
@@ -155,7 +157,7 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         requests=bound.requests,
         priority=bound.priority,
         uid=bound.uid,
-        device_ids=bound.assigned_gpus,
+        device_ids=bound.held_gpus or bound.assigned_gpus,
         numa=numa,
         exclusive_numa=policy == "isolated" and bool(numa),
         affinity=affinity,

@@ -4,17 +4,20 @@ labels, and the indexes the inter-pod plugins query."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.snapshot.capacity import CapacityIndex
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 
 __all__ = ["Snapshot"]
 
 _NO_DRA = DraState()  # no DRA objects (immutable; shared)
+_LABELLED_LIMIT: Final = 1024
 
 
 class Snapshot:
@@ -25,17 +28,21 @@ class Snapshot:
     :meth:`copy` is cheap (shallow), for what-if runs.
 
     Indexes for the inter-pod plugins (pods by label, pods with affinity terms, nodes with
-    ``PreferNoSchedule`` taints) are built on first use and kept current by ``assume``/``forget``.
+    ``PreferNoSchedule`` taints) and the device :class:`CapacityIndex` are built on first use and
+    kept current by ``assume``/``forget``/``replace``/``remove``.
     """
 
     __slots__ = (
         "_assumed",
+        "_capacity",
         "_claims",
         "_dra",
         "_dra_base",
         "_index",
+        "_labelled",
         "_nodes",
         "_order",
+        "_positions",
         "namespaces",
     )
 
@@ -54,7 +61,10 @@ class Snapshot:
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
         self._assumed: dict[str, str] = {}  # pod key → node name
         self._order: tuple[NodeInfo, ...] | None = None
+        self._positions: dict[str, int] | None = None  # unchanged by assume/forget
         self._index: _PodIndex | None = None
+        self._capacity: CapacityIndex | None = None
+        self._labelled: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         self._claims: dict[str, tuple[ClaimAllocation, ...]] = {}  # pod key → assumed claims
         self._dra_base = self._dra = _NO_DRA
         if dra is not None:
@@ -97,7 +107,10 @@ class Snapshot:
         other._nodes = dict(self._nodes)
         other._assumed = dict(self._assumed)
         other._order = self._order
+        other._positions = self._positions
+        other._labelled = self._labelled  # replaced, never changed, when labels change
         other._index = self._index.copy() if self._index is not None else None
+        other._capacity = self._capacity.copy() if self._capacity is not None else None
         return other
 
     @property
@@ -112,6 +125,11 @@ class Snapshot:
     def get(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
 
+    @property
+    def by_name(self) -> Mapping[str, NodeInfo]:
+        """Every node by name (read-only)."""
+        return self._nodes
+
     def node_names(self) -> Sequence[str]:
         return tuple(self._nodes)
 
@@ -124,15 +142,27 @@ class Snapshot:
             node = node.rebuild(node.pods, dra_held=held)
         self._nodes[node.name] = node
         self._order = None
+        if old is None:
+            self._positions = None
+        if old is None or old.labels != node.labels:
+            self._labelled = {}
         if self._index is not None:
             self._index.swap_node(old, node)
+        if self._capacity is not None:
+            if old is not None:
+                self._capacity.discard(old)
+            self._capacity.add(node)
 
     def remove(self, name: str) -> None:
         old = self._nodes.pop(name, None)
         if old is not None:
             self._order = None
+            self._positions = None
+            self._labelled = {}
             if self._index is not None:
                 self._index.swap_node(old, None)
+            if self._capacity is not None:
+                self._capacity.discard(old)
 
     def is_assumed(self, pod_key: str) -> bool:
         return pod_key in self._assumed
@@ -176,12 +206,42 @@ class Snapshot:
         return True
 
     def _set(self, node: NodeInfo) -> None:
+        if self._capacity is not None:
+            self._capacity.discard(self._nodes[node.name])
+            self._capacity.add(node)
         self._nodes[node.name] = node
         self._order = None
         if self._index is not None and any(p.has_affinity for p in node.pods):
             self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
 
     # --- indexes ----------------------------------------------------------------------------
+    def capacity(self) -> CapacityIndex:
+        """Nodes by free whole GPUs and free MIG profiles (built on first use)."""
+        if self._capacity is None:
+            self._capacity = CapacityIndex(self._nodes.values())
+        return self._capacity
+
+    def nodes_labelled(self, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
+        """Names of the nodes whose label ``key`` has one of ``values``, in the snapshot's order
+        (cached until a node's labels change: assume and forget keep it)."""
+        cached = self._labelled.get((key, values))
+        if cached is None:
+            if len(self._labelled) >= _LABELLED_LIMIT:
+                self._labelled = {}
+            cached = tuple(
+                name for name, node in self._nodes.items() if node.labels.get(key) in values
+            )
+            self._labelled[(key, values)] = cached
+        return cached
+
+    def in_order(self, names: Iterable[str]) -> list[NodeInfo]:
+        """The nodes named (those in the snapshot), in the snapshot's order."""
+        if self._positions is None:
+            self._positions = {name: i for i, name in enumerate(self._nodes)}
+        positions = self._positions
+        found = sorted((positions[n], n) for n in names if n in positions)
+        return [self._nodes[n] for _, n in found]
+
     def _pod_index(self) -> _PodIndex:
         if self._index is None:
             index = _PodIndex()

@@ -174,12 +174,34 @@ def test_a_bad_value_names_its_path_and_what_was_expected(doc: object, message: 
         ({"weights": {"numa_fit": -1}}, "weights.numa_fit: must be an integer from 0 to 100"),
         ({"packing": "tight"}, "packing: unknown mode 'tight' (expected binpack or spread)"),
         ({"wieghts": {}}, "wieghts: unknown key — did you mean 'weights'?"),
+        (
+            {"fastScheduling": {"enabled": True, "maxNodesToScore": 0}},
+            "fastScheduling.maxNodesToScore: must be a whole number of at least 1",
+        ),
+        (
+            {"percentageOfNodesToScore": 150},
+            "percentageOfNodesToScore: must be from 0 to 100 (0: kube's adaptive rule), not 150",
+        ),
     ],
 )
 def test_the_scheduling_section_keeps_its_own_messages(scheduling: object, message: str) -> None:
     assert rejected({"scheduling": scheduling}) == (
         f"'scheduling' in /etc/topos/config.yaml: {message}"
     )
+
+
+def test_the_seeds_fast_scheduling_and_kubes_percentage_are_accepted() -> None:
+    text = """
+scheduling:
+  percentageOfNodesToScore: 100
+  fastScheduling:
+    enabled: true
+    maxNodesToScore: 50
+"""
+    scheduling = parse_config(yaml.safe_load(text)).scheduling
+    assert scheduling.percentage_of_nodes_to_score == 100
+    assert scheduling.fast_scheduling.enabled
+    assert scheduling.nodes_to_score(5000) == 50
 
 
 def test_the_file_itself_is_named_when_it_cannot_be_read(tmp_path: Path) -> None:

@@ -8,8 +8,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from coordinator.core.framework.config import ConfigError, SchedulerConfig, load_config
-from coordinator.core.framework.cycle import num_feasible_nodes_to_find, schedule_one
+from coordinator.core.framework.config import (
+    ConfigError,
+    SchedulerConfig,
+    load_config,
+    num_feasible_nodes_to_find,
+)
+from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import PreFilterResult
 from coordinator.core.framework.results import Decision, Failure
