@@ -11,6 +11,10 @@
    free GPUs, gangs all-or-nothing but without domains). Reported: idle GPUs on partly-used nodes
    (mean over the run and at the end), jobs that could not be placed, and how many leaves /
    spines the multi-node gangs span.
+3. **GPU link class** — the same stream on the same fabric where odd leaves hold PCIe nodes and
+   even leaves NVSwitch nodes, once link-aware (the planner sees each node's class) and once
+   link-blind (the same planner, classes hidden). Reported: the share of the GPUs of multi-node
+   and multi-GPU gangs that landed on NVSwitch nodes, fragmentation and unplaced jobs.
 
 Run: ``.venv/bin/python -m benchmarks.gang_placement [--steps N] [--seed S]``.
 """
@@ -22,7 +26,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, fits, subtract
 from coordinator.core.domains.layout import build_layout
@@ -246,6 +250,51 @@ def replay(name: str, stream: list[list[Job]], place: Callable[..., dict[str, st
     )
 
 
+def link_run(label: str, stream: list[list[Job]], *, aware: bool) -> None:
+    """Replay ``stream`` on a fabric of PCIe (odd leaves) and NVSwitch (even leaves) nodes."""
+    nodes = []
+    for n in cluster():
+        leaf = int(n.labels["topos.io/leaf"].split("-")[1])
+        link = "nvswitch" if leaf % 2 == 0 else "pcie"
+        nodes.append(replace(n, link=link if aware else None, free=dict(n.free)))
+    nvswitch = {n.name for n in cluster() if int(n.labels["topos.io/leaf"][5:]) % 2 == 0}
+    layout = build_layout(nodes)
+    by_name = {n.name: n for n in nodes}
+    running: list[tuple[int, Job, dict[str, str]]] = []
+    frag: list[int] = []
+    failed = gang_gpus = best_gpus = 0
+    t0 = time.perf_counter()
+    for step, arrivals in enumerate(stream):
+        still = []
+        for end, job, where in running:
+            if end > step:
+                still.append((end, job, where))
+                continue
+            for m in job.members:
+                free = by_name[where[m.name]].free
+                for k, v in m.requests.items():
+                    free[k] += v  # type: ignore[index]
+        running = still
+        for job in arrivals:
+            found = topos_place(job.members, nodes, layout)
+            if found is None:
+                failed += 1
+                continue
+            running.append((step + job.duration, job, found))
+            for m in job.members:
+                subtract(by_name[found[m.name]].free, m.requests)  # type: ignore[arg-type]
+                if job.multi_node or m.requests[GPU] > 1:
+                    gang_gpus += m.requests[GPU]
+                    best_gpus += m.requests[GPU] if found[m.name] in nvswitch else 0
+        frag.append(fragmentation(nodes))
+    elapsed = time.perf_counter() - t0
+    print(
+        f"   {label:11s} gang GPUs on NVSwitch {100 * best_gpus / max(1, gang_gpus):5.1f}% "
+        f"| fragmentation mean {statistics.mean(frag):6.1f} GPUs | unplaced jobs {failed:4d} "
+        f"| replay {elapsed:5.1f} s"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -257,6 +306,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     stream = workload(args.steps, args.seed)
     replay("topos", stream, topos_place)
     replay("spread", stream, spread_place)
+    print("3. GPU link class: odd leaves PCIe, even leaves NVSwitch, the same job stream")
+    link_run("link-aware", stream, aware=True)
+    link_run("link-blind", stream, aware=False)
 
 
 if __name__ == "__main__":

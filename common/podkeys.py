@@ -45,6 +45,7 @@ __all__ = [
     "Key",
     "KeyConflict",
     "lookup",
+    "spelling",
 ]
 
 SCHEDULER_NAME: Final = "topos"
@@ -131,3 +132,9 @@ def lookup(key: Key, values: Mapping[str, str]) -> tuple[str | None, KeyConflict
     if len(distinct) > 1:
         return None, KeyConflict(key, tuple(found))
     return found[0][1].strip(), None
+
+
+def spelling(key: Key, values: Mapping[str, str]) -> str:
+    """The name ``key`` is written under in ``values`` (the first spelling present), else its
+    canonical name: messages about a value name the key the user wrote."""
+    return next((name for name in key.names if name in values), key.canonical)

@@ -85,6 +85,7 @@ class GangView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     age_s: float  # since the gang was first seen (or re-formed)
     deadline_in_s: float  # until the timeout releases it (negative: passed); 0 once bound
     message: str
+    placement: str = ""  # why its plan chose these nodes: domain, strategy, GPU link class
     workload_uid: str = ""  # the PodGroup's or the pods' workload's UID: which run of the gang
     recovering: bool = False
     problems: list[str] = []
@@ -146,6 +147,7 @@ def _view(step: GangStep, status: GangStatus, nodes: dict[str, str], *, detail: 
         age_s=round(max(0.0, now - status.first_seen), 3),
         deadline_in_s=0.0 if bound else round(status.deadline - now, 3),
         message=status.message,
+        placement=status.placement,
         workload_uid=status.uid,
         recovering=key in step.recovering,
         problems=list(status.problems),

@@ -114,6 +114,12 @@ BAD_PODS: list[tuple[str, dict[str, Any], str]] = [
         "metadata.annotations[topos.io/numa-policy]: unknown value 'fastest'",
     ),
     (
+        # A KubeNexus manifest is told about the key it wrote, not about our canonical name.
+        "kubenexus-policy",
+        gpu_pod("kubenexus-policy", 1, annotations={"numa.scheduling.kubenexus.io/policy": "hard"}),
+        "metadata.annotations[numa.scheduling.kubenexus.io/policy]: unknown value 'hard'",
+    ),
+    (
         "malformed-quantity",
         gpu_pod("malformed-quantity", 1, annotations={"topos.io/gpu-memory-min": "lots"}),
         "metadata.annotations[topos.io/gpu-memory-min]",

@@ -32,6 +32,8 @@ class NodeState:
     schedulable: bool = True
     # UUIDs (or indices as strings) of GPUs the agent reported unhealthy.
     unhealthy_gpus: frozenset[str] = frozenset()
+    # How the node's GPUs are joined: "nvswitch" | "nvlink" | "pcie"; None when unknown.
+    link: str | None = None
 
     @property
     def gpus_total(self) -> int:

@@ -57,6 +57,15 @@ class Placement:
     strategy: Strategy
     preferred_domain_used: bool = False
     notes: tuple[str, ...] = field(default=())
+    link: str | None = None  # the worst GPU link class among the chosen nodes, when known
+
+    @property
+    def explanation(self) -> str:
+        """Why here, in one line: the link class, the domain, the strategy and any notes."""
+        where = self.domain if self.tier in ("node", "cluster") else f"{self.tier} {self.domain}"
+        nodes = f"{len(self.nodes)} node{'s' * (len(self.nodes) != 1)}"
+        parts = [f"{where} ({nodes}, {self.strategy.value})", *self.notes]
+        return "; ".join(parts)
 
     def node_of(self, member: str) -> str | None:
         for name, node in self.assignments:

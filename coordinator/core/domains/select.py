@@ -14,7 +14,9 @@ A preferred domain (leaf, spine or zone name) is tried first with the same rules
 is too small, its spine is tried next. ``distributed`` placement instead spreads members over
 distinct nodes, round-robin across leaves.
 
-Inside the chosen nodes members are packed first-fit in a strategy-specific node order:
+Before any of this, a gang that asks for GPUs is searched on the nodes with the best GPU link
+class first (NVSwitch, then NVLink, then PCIe; :mod:`.links`). Inside the chosen nodes members are
+packed first-fit in a strategy-specific node order:
 ``consolidated`` takes the nodes with the most free GPUs first (fewest nodes), ``balanced`` the
 nodes with the fewest free GPUs that still fit (best fit, least fragmentation); the packing
 itself is :mod:`.packing`, the explanation of a refusal :mod:`.refusal`.
@@ -23,6 +25,7 @@ itself is :mod:`.packing`, the explanation of a refusal :mod:`.refusal`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, fits
 from coordinator.core.domains.layout import (
@@ -33,6 +36,7 @@ from coordinator.core.domains.layout import (
     natural_key,
     sorted_names,
 )
+from coordinator.core.domains.links import best_link_first
 from coordinator.core.domains.packing import EligibleFn, Member, Packing, Placement
 from coordinator.core.domains.refusal import refusal
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
@@ -258,26 +262,15 @@ def place_members(
             if kind == "leaf" and layout.leaves[preferred].spine is not None:
                 tries.append(layout.leaves[preferred].spine or "")
             for domain in tries:
-                found = _search(ctx, scope & set(layout.nodes_in(domain)))
+                found = best_link_first(ctx, scope & set(layout.nodes_in(domain)), _search)
                 if found is not None:
                     return _with(found, preferred_domain_used=True, notes=notes)
             notes.append(f"preferred domain {preferred!r} could not hold the whole group")
-    found = _search(ctx, scope)
+    found = best_link_first(ctx, scope, _search)
     if found is not None:
         return _with(found, preferred_domain_used=False, notes=notes)
     return refusal(ctx, scope, notes)
 
 
 def _with(p: Placement, *, preferred_domain_used: bool, notes: list[str]) -> Placement:
-    return Placement(
-        assignments=p.assignments,
-        tier=p.tier,
-        domain=p.domain,
-        nodes=p.nodes,
-        leaves=p.leaves,
-        spines=p.spines,
-        adjacent=p.adjacent,
-        strategy=p.strategy,
-        preferred_domain_used=preferred_domain_used,
-        notes=tuple(notes),
-    )
+    return replace(p, preferred_domain_used=preferred_domain_used, notes=(*notes, *p.notes))

@@ -72,6 +72,11 @@ def _value(key: podkeys.Key, annotations: Mapping[str, str]) -> tuple[str | None
     return value, (conflict.message if conflict is not None else None)
 
 
+def _bad(key: podkeys.Key, annotations: Mapping[str, str], text: str, expected: str) -> IntentError:
+    """A bad value, named under the key the pod wrote (canonical or seed alias)."""
+    return IntentError(f"annotation {podkeys.spelling(key, annotations)}={text!r}: {expected}")
+
+
 def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | IntentError:
     """Read the placement annotations of a pod (canonical names or seed aliases)."""
     strategy = Strategy.BALANCED
@@ -83,17 +88,14 @@ def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | Intent
             strategy = Strategy(text.lower())
         except ValueError:
             allowed = ", ".join(s.value for s in Strategy)
-            return IntentError(
-                f"annotation {podkeys.PLACEMENT.canonical}={text!r}: expected one of {allowed}"
-            )
+            return _bad(podkeys.PLACEMENT, annotations, text, f"expected one of {allowed}")
 
     preferred, err = _value(podkeys.PREFERRED_DOMAIN, annotations)
     if err:
         return IntentError(err)
     if preferred is not None and not _DOMAIN.match(preferred):
-        return IntentError(
-            f"annotation {podkeys.PREFERRED_DOMAIN.canonical}={preferred!r}: "
-            "not a leaf, spine or zone name"
+        return _bad(
+            podkeys.PREFERRED_DOMAIN, annotations, preferred, "not a leaf, spine or zone name"
         )
 
     gpu_count: int | None = None
@@ -102,9 +104,11 @@ def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | Intent
         return IntentError(err)
     if text is not None:
         if not text.isdigit() or not 0 < int(text) <= _MAX_GPU_COUNT:
-            return IntentError(
-                f"annotation {podkeys.GPU_COUNT.canonical}={text!r}: "
-                f"expected a whole number of GPUs from 1 to {_MAX_GPU_COUNT}"
+            return _bad(
+                podkeys.GPU_COUNT,
+                annotations,
+                text,
+                f"expected a whole number of GPUs from 1 to {_MAX_GPU_COUNT}",
             )
         gpu_count = int(text)
 
@@ -115,9 +119,11 @@ def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | Intent
     if text is not None:
         bandwidth = parse_bandwidth(text)
         if bandwidth is None or bandwidth <= 0:
-            return IntentError(
-                f"annotation {podkeys.NETWORK_BANDWIDTH.canonical}={text!r}: "
-                "expected a bandwidth such as 100Gb or 400Gbps"
+            return _bad(
+                podkeys.NETWORK_BANDWIDTH,
+                annotations,
+                text,
+                "expected a bandwidth such as 100Gb or 400Gbps",
             )
 
     latency = False
@@ -126,9 +132,7 @@ def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | Intent
         return IntentError(err)
     if text is not None:
         if text.lower() not in ("true", "false"):
-            return IntentError(
-                f"annotation {podkeys.LATENCY_SENSITIVE.canonical}={text!r}: expected true or false"
-            )
+            return _bad(podkeys.LATENCY_SENSITIVE, annotations, text, "expected true or false")
         latency = text.lower() == "true"
 
     return PlacementIntent(

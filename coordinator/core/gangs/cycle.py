@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from common.model import NodeTopology, topology_class
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import Member
@@ -54,7 +55,24 @@ def node_state(node: NodeInfo) -> NodeState:
         free=free,
         schedulable=node.ready and not node.unschedulable and not node.stale,
         unhealthy_gpus=unhealthy,
+        link=_link_class(node.topology) if node.topology and node.topology.gpus else None,
     )
+
+
+_LINKS: dict[int, tuple[NodeTopology, str]] = {}
+
+
+def _link_class(topology: NodeTopology) -> str:
+    """``nvswitch`` | ``nvlink`` | ``pcie``, remembered per topology object (a node keeps its
+    topology object until the agent reports a change; hashing a whole topology costs more)."""
+    hit = _LINKS.get(id(topology))
+    if hit is not None and hit[0] is topology:
+        return hit[1]
+    if len(_LINKS) > 8192:
+        _LINKS.clear()
+    cls = topology_class(topology)
+    _LINKS[id(topology)] = (topology, cls)
+    return cls
 
 
 def node_states(snapshot: Snapshot) -> list[NodeState]:

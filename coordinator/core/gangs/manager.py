@@ -99,6 +99,7 @@ class GangStatus:
     message: str
     problems: tuple[str, ...] = ()
     reservations: tuple[Reservation, ...] = ()
+    placement: str = ""  # why the last plan chose its nodes (link class, domain, strategy)
 
     @property
     def key(self) -> GangKey:
@@ -117,6 +118,7 @@ class _Gang:
     priorities: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, Reservation] = field(default_factory=dict)
     bound: set[str] = field(default_factory=set)
+    placement: str = ""
     admitted: bool = False  # min members reached RESERVED at least once this attempt
     complete: bool = False  # min members bound
     backoff_until: float = 0.0
@@ -278,10 +280,12 @@ class GangManager:
         gang = self._gangs.get(key)
         return 0 if gang is None else max(0, gang.min_member - gang.placed)
 
-    def reserve(self, key: GangKey, reservations: Iterable[Reservation]) -> Verdict:
+    def reserve(
+        self, key: GangKey, reservations: Iterable[Reservation], *, why: str = ""
+    ) -> Verdict:
         """Hold capacity for a whole-gang plan: ``Allow`` every reserved member. Members of a gang
         that is already bound are allowed at once; a plan that places fewer than min members is
-        refused and holds nothing."""
+        refused and holds nothing. ``why`` (the plan's explanation) is kept for the messages."""
         gang = self._gangs.get(key)
         if gang is None:
             return Reject(f"pod group {key} is unknown")
@@ -296,6 +300,8 @@ class GangManager:
                 f"pod group {key.name}: the plan places {placed}/{gang.min_member} members"
             )
         gang.reserved.update(new)
+        if why:
+            gang.placement = why
         if not gang.complete:
             gang.admitted = True
             gang.last_failure = ""
@@ -369,7 +375,8 @@ class GangManager:
         if gang.problems and not gang.complete:
             return f"pod group {name}: {gang.problems[0]}"
         if gang.complete:
-            return f"pod group {name}: {len(gang.bound)}/{gang.min_member} members bound"
+            text = f"pod group {name}: {len(gang.bound)}/{gang.min_member} members bound"
+            return f"{text} on {gang.placement}" if gang.placement else text
         text = f"waiting for pod group {name}: {gang.placed}/{gang.min_member} members placed"
         if len(gang.members) < gang.min_member:
             text += f" ({len(gang.members)} of {gang.min_member} pods exist)"
@@ -398,6 +405,7 @@ class GangManager:
             message=self.message(key),
             problems=tuple(gang.problems),
             reservations=tuple(sorted(gang.reserved.values(), key=lambda r: r.pod)),
+            placement=gang.placement,
         )
 
     def statuses(self) -> list[GangStatus]:

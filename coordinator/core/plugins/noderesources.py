@@ -6,6 +6,10 @@ pods (bound by any scheduler) request must cover it, and one more pod must fit u
 Every short resource is reported ("Insufficient cpu", "Too many pods"); a request larger than the
 node's whole allocatable is unresolvable (no preemption can help). An extended resource the node
 does not list, where a DeviceClass serves it (KEP-5004), is left to DynamicResources.
+A pod asking for MIG by ``topos.io/mig-profile`` with ``nvidia.com/gpu`` (the device plugin's
+"single" strategy) is refused on a node whose device plugin runs the "mixed" strategy — there
+``nvidia.com/gpu`` is a whole GPU, and the kubelet would hand out one of those or none — with a
+reason naming the resource to ask for instead (:func:`mixed_strategy_reason`).
 Score: LeastAllocated over cpu and memory (kube-scheduler's default), or MostAllocated when
 packing is configured.
 """
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from common import labels
+from common.podkeys import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from common.quantity import format_bytes
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
@@ -23,7 +29,7 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Code, Reason, Status
 
-__all__ = ["NodeResourcesFit"]
+__all__ = ["NodeResourcesFit", "mig_strategy", "mixed_strategy_reason"]
 
 _TOO_MANY = Reason.TOO_MANY_PODS
 
@@ -36,6 +42,24 @@ def _show(resource: str, amount: int) -> str:
     return str(amount)
 
 
+def mig_strategy(node: NodeInfo) -> str:
+    """The node's MIG strategy: GFD's label when present, else ``mixed`` where the node advertises
+    ``nvidia.com/mig-<profile>`` resources (only that strategy does), else ``single``."""
+    label = node.labels.get(labels.GFD_MIG_STRATEGY)
+    if label in ("single", "mixed", "none"):
+        return label
+    return "mixed" if any(r.startswith(MIG_RESOURCE_PREFIX) for r in node.allocatable) else "single"
+
+
+def mixed_strategy_reason(pod: PodRequest) -> str:
+    """What a ``topos.io/mig-profile`` pod should ask for on a mixed-strategy node."""
+    ask = ", ".join(f"{MIG_RESOURCE_PREFIX}{profile}: {n}" for profile, n in pod.mig)
+    return (
+        f"node(s) run the mixed MIG strategy, where {GPU_RESOURCE} is a whole GPU: "
+        f"request {ask} instead of {GPU_RESOURCE} with topos.io/mig-profile"
+    )
+
+
 class NodeResourcesFit:
     name = "NodeResourcesFit"
     node_local = True
@@ -44,6 +68,9 @@ class NodeResourcesFit:
         self.most_allocated = False  # kube-scheduler's default scoring: spread cpu/memory
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
+        if pod.mig_from_annotation and mig_strategy(node) == "mixed":
+            # No count of free devices helps: the kubelet would never give this pod a MIG device.
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (mixed_strategy_reason(pod),))
         alloc = node.allocatable
         used = node.requested
         reasons: list[str] = []

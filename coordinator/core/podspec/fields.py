@@ -21,6 +21,7 @@ __all__ = [
     "sequence",
     "str_map",
     "text",
+    "written_path",
 ]
 
 
@@ -89,11 +90,16 @@ def key_path(key: podkeys.Key, spelling: str | None = None) -> str:
     return f"metadata.{key.where}s[{spelling or key.canonical}]"
 
 
+def written_path(key: podkeys.Key, values: Mapping[str, str]) -> str:
+    """The field path of ``key`` as the pod spells it (an alias when the pod used one)."""
+    return key_path(key, podkeys.spelling(key, values))
+
+
 def key_value(key: podkeys.Key, values: Mapping[str, str]) -> str | None:
     """The value of ``key`` under any spelling; two spellings that disagree are an error."""
     value, conflict = podkeys.lookup(key, values)
     if conflict is not None:
-        raise FieldError(key_path(key), conflict.message)
+        raise FieldError(written_path(key, values), conflict.message)
     return value
 
 
@@ -102,5 +108,7 @@ def key_choice(key: podkeys.Key, values: Mapping[str, str], allowed: Sequence[st
     if value is None:
         return None
     if value not in allowed:
-        raise FieldError(key_path(key), f"unknown value {value!r} (expected {' | '.join(allowed)})")
+        raise FieldError(
+            written_path(key, values), f"unknown value {value!r} (expected {' | '.join(allowed)})"
+        )
     return value

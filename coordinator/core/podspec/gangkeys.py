@@ -26,6 +26,7 @@ from coordinator.core.podspec.fields import (
     mapping,
     str_map,
     text,
+    written_path,
 )
 
 __all__ = [
@@ -105,7 +106,8 @@ def declared_gang(
         try:
             timeout_s = parse_duration(timeout_text)
         except DurationError as exc:
-            raise GangKeyError(key_path(podkeys.GANG_TIMEOUT), str(exc), group) from None
+            path = written_path(podkeys.GANG_TIMEOUT, annotations)
+            raise GangKeyError(path, str(exc), group) from None
     return GangLabels(group, None, timeout_s, "workload")
 
 
@@ -143,10 +145,10 @@ def _declared(
 ) -> GangLabels:
     for key, value in ((podkeys.GANG, name), (podkeys.POD_GROUP_X_K8S, pod_group)):
         if value == "":
-            raise FieldError(key_path(key), "must not be empty")
+            raise FieldError(written_path(key, labels), "must not be empty")
     if name is not None and pod_group is not None and name != pod_group:
         raise FieldError(
-            key_path(podkeys.GANG),
+            written_path(podkeys.GANG, labels),
             f"pod names two pod groups: {name!r} and "
             f"{podkeys.POD_GROUP_X_K8S.canonical}={pod_group!r}",
         )
@@ -175,5 +177,5 @@ def _declared(
         try:
             timeout_s = parse_duration(timeout_text)
         except DurationError as exc:
-            raise FieldError(key_path(podkeys.GANG_TIMEOUT), str(exc)) from None
+            raise FieldError(written_path(podkeys.GANG_TIMEOUT, annotations), str(exc)) from None
     return GangLabels(name if name is not None else str(pod_group), min_member, timeout_s, source)

@@ -8,7 +8,7 @@ from typing import Final
 from common import podkeys
 from common.podkeys import GPU_RESOURCE
 from common.quantity import QuantityError, parse_quantity, to_int
-from coordinator.core.podspec.fields import FieldError, key_choice, key_path, key_value
+from coordinator.core.podspec.fields import FieldError, key_choice, key_value, written_path
 from coordinator.core.podspec.migprofiles import MIG_RESOURCE_PREFIX, is_known_mig_profile
 
 __all__ = ["MAX_MIG_PER_POD", "gpu_memory_mib", "mig_demand", "numa"]
@@ -24,7 +24,7 @@ def numa(annotations: Mapping[str, str]) -> tuple[str | None, frozenset[str]]:
         if policy is None:
             return None, frozenset()
         return policy, frozenset(podkeys.NUMA_RESOURCE_VALUES)
-    path = key_path(podkeys.NUMA_RESOURCES)
+    path = written_path(podkeys.NUMA_RESOURCES, annotations)
     names = [n.strip() for n in resources_text.split(",") if n.strip()]
     if not names:
         raise FieldError(path, "names no resource")
@@ -40,7 +40,7 @@ def gpu_memory_mib(annotations: Mapping[str, str]) -> int | None:
     text = key_value(podkeys.GPU_MEMORY_MIN, annotations)
     if text is None:
         return None
-    path = key_path(podkeys.GPU_MEMORY_MIN)
+    path = written_path(podkeys.GPU_MEMORY_MIN, annotations)
     try:
         # A bare number is MiB, as nvidia-smi and the node labels count GPU memory.
         mib = int(text) if text.isdigit() else to_int(parse_quantity(text) / _MiB)
@@ -72,7 +72,7 @@ def mig_demand(
     annotated = key_value(podkeys.MIG_PROFILE, annotations)
     from_annotation = False
     if annotated is not None:
-        path = key_path(podkeys.MIG_PROFILE)
+        path = written_path(podkeys.MIG_PROFILE, annotations)
         if not is_known_mig_profile(annotated):
             raise FieldError(path, f"unknown MIG profile {annotated!r}")
         if found and set(found) != {annotated}:

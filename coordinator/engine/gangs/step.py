@@ -187,7 +187,8 @@ class GangStep(GangLifecycle):
             except ValueError:
                 continue
             assumed.append(entry.uid)
-        verdict = self.manager.reserve(key, decision.reservations())
+        why = decision.plan.placement.explanation
+        verdict = self.manager.reserve(key, decision.reservations(), why=why)
         if not isinstance(verdict, Allow):
             for uid in assumed:
                 view.release(uid)
@@ -205,7 +206,10 @@ class GangStep(GangLifecycle):
             chosen = decisions.get(pod)
             if member is None or chosen is None or not isinstance(member.request, PodRequest):
                 continue
-            note = f"binding to {chosen.node} with pod group {key.name} ({n} members together)"
+            note = (
+                f"binding to {chosen.node} with pod group {key.name} ({n} members together)"
+                f" on {why}"
+            )
             self.scheduler.report(member, "binding", chosen, note)
             self.scheduler.stats.placed += 1
             jobs.append(self.scheduler.bind_job(member, member.request, chosen))

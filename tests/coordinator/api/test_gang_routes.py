@@ -66,6 +66,10 @@ async def test_a_bound_gang_and_a_waiting_gang_as_the_api_shows_them(api: Any) -
     states = {m["pod"]: (m["state"], m.get("node")) for m in one["member_pods"]}
     assert {s for s, _ in states.values()} == {"bound"}
     assert {n for _, n in states.values()} <= {"n0", "n1", "n2", "n3"}
+    # Why there: one leaf of the 2 nodes it needs, on the only GPU link class on offer.
+    assert one["placement"].startswith("leaf leaf-")
+    assert "(2 nodes, balanced)" in one["placement"]
+    assert one["message"] == f"pod group train-a: 2/2 members bound on {one['placement']}"
     only_other = await (await client.get("/v1/gangs", params={"namespace": "other"})).json()
     assert only_other == {"gangs": []}
 

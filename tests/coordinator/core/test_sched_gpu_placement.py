@@ -174,19 +174,48 @@ def test_mig_profile_resource_fits_only_a_gpu_with_that_instance_free() -> None:
     assert last.statuses["h"].reasons == ("Insufficient nvidia.com/mig-1g.10gb",)
 
 
+SINGLE = {"nvidia.com/mig.strategy": "single"}
+
+
 def test_mig_profile_annotation_single_strategy() -> None:
     topo = a100_mig("m")
     obj = pod("p", gpus=1, annotations={"topos.io/mig-profile": "3g.40gb"})
-    result = run(obj, [gpu_node("m", topo, gpus=12)])
+    result = run(obj, [gpu_node("m", topo, gpus=12, labels=SINGLE)])
     assert isinstance(result, Decision)
     assert result.placement.gpus == ()
     assert result.placement.mig in (((1, 1),), ((1, 2),))
     missing = pod("p", gpus=1, annotations={"topos.io/mig-profile": "2g.20gb"})
-    failure = run(missing, [gpu_node("m", topo, gpus=12)])
+    failure = run(missing, [gpu_node("m", topo, gpus=12, labels=SINGLE)])
     assert isinstance(failure, Failure)
     assert failure.statuses["m"].reasons == (
         "node(s) had no free MIG instance of the requested profile",
     )
+
+
+def test_mig_profile_annotation_on_a_mixed_strategy_node_says_what_to_ask_for() -> None:
+    # Under the mixed strategy nvidia.com/gpu is a whole GPU: the kubelet would never hand this
+    # pod a MIG instance, even where whole GPUs are free (GPUs 2-7 here).
+    topo = a100_mig("m")
+    obj = pod("p", gpus=1, annotations={"topos.io/mig-profile": "1g.10gb"})
+    for node in (
+        gpu_node("m", topo),
+        gpu_node("m", topo, labels={"nvidia.com/mig.strategy": "mixed"}),
+    ):
+        failure = run(obj, [node])
+        assert isinstance(failure, Failure)
+        assert failure.unresolvable
+        assert failure.message == (
+            "0/1 nodes are available: 1 node(s) run the mixed MIG strategy, where nvidia.com/gpu"
+            " is a whole GPU: request nvidia.com/mig-1g.10gb: 1 instead of nvidia.com/gpu with"
+            " topos.io/mig-profile."
+        )
+    # Asked for as the message says, the same pod gets a 1g.10gb instance there.
+    fixed = pod("p", cpu="1", annotations={"topos.io/mig-profile": "1g.10gb"})
+    fixed["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/mig-1g.10gb": "1"}
+    result = run(fixed, [gpu_node("m", topo)])
+    assert isinstance(result, Decision)
+    assert result.placement.gpus == ()
+    assert [g for g, _ in result.placement.mig] == [0]
 
 
 def test_whole_gpu_pods_never_get_mig_partitioned_or_unhealthy_gpus() -> None:

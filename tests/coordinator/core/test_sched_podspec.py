@@ -170,7 +170,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown kubenexus policy alias",
         {"annotations": {"numa.scheduling.kubenexus.io/policy": "strict"}},
-        "metadata.annotations[topos.io/numa-policy]",
+        "metadata.annotations[numa.scheduling.kubenexus.io/policy]",
     ),
     (
         "contradictory policy spellings",
@@ -196,6 +196,26 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
         "unknown placement",
         {"annotations": {"topos.io/placement": "random"}},
         "metadata.annotations[topos.io/placement]",
+    ),
+    (
+        "unknown seed-003 strategy alias",
+        {"annotations": {"topology.scheduler/placement-strategy": "random"}},
+        "metadata.annotations[topology.scheduler/placement-strategy]",
+    ),
+    (
+        "bad kubenexus resources alias",
+        {"annotations": {"numa.scheduling.kubenexus.io/resources": "cpu,disk"}},
+        "metadata.annotations[numa.scheduling.kubenexus.io/resources]",
+    ),
+    (
+        "bad kubenexus gang count alias",
+        {
+            "labels": {
+                "pod-group.scheduling.kubenexus.io/name": "g",
+                "pod-group.scheduling.kubenexus.io/min-available": "many",
+            }
+        },
+        "metadata.labels[pod-group.scheduling.kubenexus.io/min-available]",
     ),
     (
         "malformed cpu",

@@ -42,17 +42,30 @@ def test_seed_003_annotations_are_accepted_as_written() -> None:
     [
         ({"topos.io/placement": "packed"}, "expected one of consolidated"),
         (
+            {"topology.scheduler/placement-strategy": "packed"},
+            "annotation topology.scheduler/placement-strategy='packed'",
+        ),
+        (
             {
                 "topos.io/placement": "balanced",
                 "topology.scheduler/placement-strategy": "distributed",
             },
             "contradictory",
         ),
-        ({"topology.scheduler/gpu-count": "-8"}, "whole number of GPUs"),
+        (
+            {"topology.scheduler/gpu-count": "-8"},
+            "annotation topology.scheduler/gpu-count='-8': expected a whole number",
+        ),
         ({"topology.scheduler/gpu-count": "eight"}, "whole number of GPUs"),
         ({"topology.scheduler/gpu-count": "0"}, "whole number of GPUs"),
-        ({"topology.scheduler/network-bandwidth": "fast"}, "bandwidth"),
-        ({"topology.scheduler/latency-sensitive": "yes please"}, "true or false"),
+        (
+            {"topology.scheduler/network-bandwidth": "fast"},
+            "annotation topology.scheduler/network-bandwidth='fast'",
+        ),
+        (
+            {"topology.scheduler/latency-sensitive": "yes please"},
+            "topology.scheduler/latency-sensitive='yes please'",
+        ),
         ({"topos.io/preferred-domain": "leaf 1!"}, "not a leaf, spine or zone name"),
     ],
 )
