@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.profile import Framework
 from coordinator.core.plugins.nodeaffinity import node_matches_required
@@ -25,13 +26,14 @@ from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 __all__ = ["scan_framework"]
 
 
-def scan_framework() -> Framework:
-    """The default framework with the scanning InterPodAffinity and PodTopologySpread."""
+def scan_framework(config: SchedulerConfig | None = None) -> Framework:
+    """The framework with the scanning InterPodAffinity and PodTopologySpread."""
     return build_framework(
+        config,
         registry={
             "InterPodAffinity": lambda _: ScanInterPodAffinity(),
             "PodTopologySpread": lambda _: ScanPodTopologySpread(),
-        }
+        },
     )
 
 
