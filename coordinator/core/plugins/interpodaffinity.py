@@ -130,10 +130,17 @@ class InterPodAffinity:
         refusals = [*fs.anti, *fs.existing_anti] if fs is not None else []
         if not refusals or sum(len(v) for _, v in refusals) * 2 < len(snapshot):
             return None
-        refused: set[str] = set()
+        refused: dict[str, set[str]] = {}  # topology key → values refused
         for key, values in refusals:
-            refused.update(n for n, v in snapshot.domains(key).items() if values.get(v, 0) > 0)
-        return [name for name in snapshot.node_names() if name not in refused]
+            refused.setdefault(key, set()).update(v for v, n in values.items() if n > 0)
+        if len(refused) == 1:
+            ((key, bad),) = refused.items()
+            return [n.name for n in snapshot.nodes if n.labels.get(key) not in bad]
+        return [
+            n.name
+            for n in snapshot.nodes
+            if not any(n.labels.get(key) in bad for key, bad in refused.items())
+        ]
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         # kube-scheduler's order (1.2x+): the pod's affinity, its anti-affinity, then the
