@@ -331,9 +331,7 @@ class Snapshot:
     def pods_with_scoring_terms(self) -> list[tuple[NodeInfo, PodInfo]]:
         """Pods whose terms weigh on others' scores: required affinity, preferred either way."""
         return [
-            (self._nodes[n], p)
-            for n, p in self._pod_index().scoring.values()
-            if n in self._nodes
+            (self._nodes[n], p) for n, p in self._pod_index().scoring.values() if n in self._nodes
         ]
 
     def has_prefer_no_schedule_taints(self) -> bool:
