@@ -31,18 +31,30 @@ HOST = "kubernetes.io/hostname"
 EVERY_NODE = SchedulerConfig(percentage_of_nodes_to_score=100)
 
 
-def _anti(app: str, key: str, namespaces: Sequence[str] | None = None) -> dict[str, Any]:
+def _anti(
+    app: str,
+    key: str,
+    namespaces: Sequence[str] | None = None,
+    ns_selector: Mapping[str, Any] | None = None,
+    *,
+    preferred: bool = False,
+) -> dict[str, Any]:
     term: dict[str, Any] = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
     if namespaces is not None:
         term["namespaces"] = list(namespaces)
+    if ns_selector is not None:
+        term["namespaceSelector"] = dict(ns_selector)
+    if preferred:
+        weighted = [{"weight": 10, "podAffinityTerm": term}]
+        return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": weighted}}
     return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
 
 
-def _spread(app: str, key: str, skew: int) -> dict[str, Any]:
+def _spread(app: str, key: str, skew: int, when: str = "DoNotSchedule") -> dict[str, Any]:
     return {
         "maxSkew": skew,
         "topologyKey": key,
-        "whenUnsatisfiable": "DoNotSchedule",
+        "whenUnsatisfiable": when,
         "labelSelector": {"matchLabels": {"app": app}},
     }
 
@@ -60,10 +72,18 @@ def _random_pod(rng: random.Random, i: int) -> PodRequest:
     kind = rng.random()
     if kind < 0.35:
         key = rng.choice((HOST, ZONE))
-        spec["affinity"] = _anti(rng.choice(("a", "b")), key, rng.choice((None, ["ns1", "ns2"])))
+        # namespaces listed, every namespace ({}), or namespaces chosen by their labels
+        ns_selector = rng.choice((None, None, {}, {"matchLabels": {"team": "x"}}))
+        namespaces = rng.choice((None, ["ns1", "ns2"]))
+        spec["affinity"] = _anti(
+            rng.choice(("a", "b")), key, namespaces, ns_selector, preferred=rng.random() < 0.2
+        )
     elif kind < 0.7:
         keys = rng.sample((HOST, ZONE), rng.choice((1, 2)))
-        spec["topologySpreadConstraints"] = [_spread(app, k, rng.choice((1, 2))) for k in keys]
+        when = rng.choice(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"))
+        spec["topologySpreadConstraints"] = [
+            _spread(app, k, rng.choice((1, 2)), when) for k in keys
+        ]
     return _request(
         pod(f"p{i}", namespace=namespace, cpu="100m", memory=None, labels={"app": app}, spec=spec)
     )
@@ -155,7 +175,7 @@ def _step(
 def test_indexed_counts_agree_with_every_node_judged_exhaustively(seed: int) -> None:
     rng = random.Random(seed)
     nodes = _random_nodes(rng, rng.randint(4, 14))
-    snapshot = Snapshot(nodes)
+    snapshot = Snapshot(nodes, namespaces={"ns1": {"team": "x"}, "ns2": {}})
     fast, scan = build_framework(EVERY_NODE), scan_framework(EVERY_NODE)
     assumed: list[str] = []
     for i in range(40):
