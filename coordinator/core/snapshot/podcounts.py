@@ -25,7 +25,7 @@ from coordinator.core.snapshot.podinfo import PodInfo
 
 __all__ = ["AntiAffinityIndex", "CountKey", "DomainCounts", "InNamespace", "PodMatcher"]
 
-COUNTS_LIMIT: Final = 256  # cached (matcher, key) counts before the cache is cleared
+COUNTS_LIMIT: Final = 64  # counts kept (each as large as its domains) before a fresh start
 
 
 class PodMatcher(Protocol):
