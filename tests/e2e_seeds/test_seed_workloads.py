@@ -20,9 +20,11 @@ import yaml
 from common.kube import Resource
 from tests.support.gang_cluster import LEAF, GangCluster
 from tests.support.kube_wait import wait_for_pods
+from tests.support.pods import gpu_pod
 
 JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", namespaced=True, kind="Deployment")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", namespaced=True, kind="StatefulSet")
 
 
 async def fleet(cluster: GangCluster) -> dict[str, str]:
@@ -236,3 +238,42 @@ async def test_keys_on_the_pod_template_win_over_the_owners(cluster: GangCluster
     pod = await only_pod(cluster, "job-name=own-keys")
     assert pod["metadata"]["annotations"]["topology.scheduler/preferred-domain"] == "leaf-1"
     assert not await cluster.events(reason="UnknownTopologyDomain")
+
+
+async def test_statefulset_replicas_follow_their_owners_strategy(cluster: GangCluster) -> None:
+    """No StatefulSet controller runs here: the test makes the replicas, owned as it would."""
+    await fleet(cluster)
+    sts = await cluster.kube.create(
+        STATEFULSETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {
+                "name": "shards",
+                "annotations": {"topology.scheduler/placement-strategy": "distributed"},
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "shards"}},
+                "template": {
+                    "metadata": {"labels": {"app": "shards"}},
+                    "spec": {"containers": [{"name": "s", "image": "shard:1"}]},
+                },
+            },
+        },
+        namespace=cluster.namespace,
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "shards",
+        "uid": sts["metadata"]["uid"],
+        "controller": True,
+    }
+    async with cluster.gang_coordinator():
+        for i in range(2):
+            pod = gpu_pod(f"shards-{i}", 2, labels={"app": "shards"})
+            pod["metadata"]["ownerReferences"] = [owner]
+            await cluster.create(pod)
+        placed = await bound(cluster, "app=shards", 2)
+    assert len(set(placed.values())) == 2, placed
