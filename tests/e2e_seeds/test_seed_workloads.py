@@ -277,3 +277,25 @@ async def test_statefulset_replicas_follow_their_owners_strategy(cluster: GangCl
             await cluster.create(pod)
         placed = await bound(cluster, "app=shards", 2)
     assert len(set(placed.values())) == 2, placed
+
+
+async def test_replicas_made_before_the_coordinator_starts_wait_for_their_owner(
+    cluster: GangCluster,
+) -> None:
+    """At start-up the pending pods and their owners are listed side by side: a pod seen before
+    its Deployment is held, not placed without the Deployment's keys."""
+    await fleet(cluster)
+    manifest = deployment(
+        "early", {"topology.scheduler/placement-strategy": "distributed"}, gpus=1, replicas=3
+    )
+    await apply(cluster, manifest)
+    await wait_for_pods(
+        cluster.kube,
+        cluster.namespace,
+        lambda pods: True if len(pods) == 3 else None,
+        label_selector="app=early",
+        what="the Deployment's 3 pods",
+    )
+    async with cluster.gang_coordinator():
+        placed = await bound(cluster, "app=early", 3)
+    assert len(set(placed.values())) == 3, placed

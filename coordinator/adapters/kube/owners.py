@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from common import podkeys
@@ -28,7 +28,7 @@ from coordinator.core.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OWNER_KINDS", "InheritingPending", "Owners", "inheriting_pending_watch"]
+__all__ = ["OWNER_KINDS", "InheritingPending", "Owners", "inheriting_pending_watch", "owner_of"]
 
 OWNER_KINDS: Final[dict[str, Resource]] = {
     "Job": Resource("batch", "v1", "jobs", namespaced=True, kind="Job"),
@@ -88,23 +88,25 @@ class Owners:
                 break
             obj = cache.objects.get((namespace, str(ref.get("name"))))
             if obj is None or (obj.get("metadata") or {}).get("uid") != ref.get("uid"):
-                return False if not chain else self._owner(chain)
+                return False if not chain else owner_of(chain)
             chain.append((kind, obj))
             ref = _controller(obj.get("metadata") or {})
-        return self._owner(chain) if chain else None
+        return owner_of(chain) if chain else None
 
-    @staticmethod
-    def _owner(chain: list[tuple[str, Mapping[str, Any]]]) -> Owner:
-        annotations: dict[str, str] = {}
-        for _, obj in reversed(chain):  # the farthest first: the nearest owner's values win
-            annotations.update((obj.get("metadata") or {}).get("annotations") or {})
-        kind, top = chain[-1]
-        return Owner(
-            kind=kind,
-            name=str((top.get("metadata") or {}).get("name") or ""),
-            annotations=annotations,
-            pods=_pods(kind, top.get("spec") or {}),
-        )
+
+def owner_of(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> Owner:
+    """The workload of a controller chain (kind, object), nearest first: the farthest names it
+    and says how many pods run; the nearest owner's annotations win."""
+    annotations: dict[str, str] = {}
+    for _, obj in reversed(chain):
+        annotations.update((obj.get("metadata") or {}).get("annotations") or {})
+    kind, top = chain[-1]
+    return Owner(
+        kind=kind,
+        name=str((top.get("metadata") or {}).get("name") or ""),
+        annotations=annotations,
+        pods=_pods(kind, top.get("spec") or {}),
+    )
 
 
 class InheritingPending:
