@@ -60,6 +60,7 @@ class Owners:
 
     def __init__(self, client: KubeClient, *, namespace: str | None = None) -> None:
         self.listeners: list[Any] = []
+        self._digests: dict[tuple[str, Key], object] = {}
         self.caches = {
             kind: ObjectCache(client, resource, namespace=namespace, on_change=self._changed(kind))
             for kind, resource in OWNER_KINDS.items()
@@ -69,6 +70,19 @@ class Owners:
 
     def _changed(self, kind: str) -> Any:
         def changed(key: Key, obj: KubeObject | None) -> None:
+            # Status updates (a ReplicaSet's readyReplicas, a Job's active count) change nothing a
+            # pod inherits: only its annotations, its size and its identity are looked at.
+            digest = None
+            if obj is not None:
+                meta = obj.get("metadata") or {}
+                annotations = tuple(sorted((meta.get("annotations") or {}).items()))
+                digest = (meta.get("uid"), annotations, _pods(kind, obj.get("spec") or {}))
+            if self._digests.get((kind, key)) == digest:
+                return
+            if digest is None:
+                self._digests.pop((kind, key), None)
+            else:
+                self._digests[(kind, key)] = digest
             for listener in self.listeners:
                 listener(kind, key)
 
