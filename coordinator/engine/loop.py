@@ -349,6 +349,11 @@ class Scheduler:
         self._posted[entry.uid] = (message, now)
         self._background(self.writer.record_failure(pod, message), f"explain {pod.key}")
 
+    def warn(self, pod: PodRef, reason: str, message: str) -> None:
+        """A Warning Event on ``pod``, written in the background."""
+        coro = self.writer.event(pod, reason=reason, message=message, event_type="Warning")
+        self._background(coro, f"{reason} event on {pod.key}")
+
     def _background(self, coro: Coroutine[Any, Any, None], what: str) -> None:
         async def run() -> None:
             async with self._write_slots:

@@ -1,6 +1,7 @@
 """The scheduler runtime and the gang runtime on Kubernetes: the engine's ports filled with the
 API server (writer, nominator) and its feeds with reflectors (pending pods, namespace labels,
-the DRA objects, both kinds of PodGroup, PDBs) and the PodGroup status writer."""
+the DRA objects, workload owners whose keys pods inherit, both kinds of PodGroup, PDBs) and the
+PodGroup status writer."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from coordinator.adapters.kube.objects import (
     ObjectCache,
     object_key,
 )
-from coordinator.adapters.kube.pending import pending_watch
+from coordinator.adapters.kube.owners import Owners, inheriting_pending_watch
 from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.core.framework.profile import Framework
 from coordinator.core.gangs.identity import workload_group_key
@@ -64,14 +65,15 @@ def kube_runtime(
         settings=settings,
         post_filter=post_filter,
     )
-    watch = pending_watch(
-        client, scheduler.queue, scheduler_name=scheduler_name, namespace=namespace
+    owners = Owners(client, namespace=namespace)  # pods inherit their Job's / Deployment's keys
+    watch = inheriting_pending_watch(
+        client, scheduler.queue, owners, scheduler_name=scheduler_name, namespace=namespace
     )
     namespaces = namespace_watch(client, scheduler)
     claims = dra_watch(client, dra, namespace=namespace)
-    ready = [watch.synced, namespaces.synced, *claims.synced]
+    ready = [watch.synced, namespaces.synced, *claims.synced, *owners.synced]
     ready += [inventory_synced] if inventory_synced is not None else []
-    feeds = [watch.run, namespaces.run, *claims.feeds]
+    feeds = [watch.run, namespaces.run, *claims.feeds, *owners.feeds]
     return SchedulerRuntime(scheduler, feeds=feeds, ready=ready)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from coordinator.core.domains.capacity import GPU, NodeState, Resources, fits, subtract
 from coordinator.core.domains.layout import Layout, natural_key, sorted_names
-from coordinator.core.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.domains.strategy import PlacementIntent, Strategy, node_bandwidth_gbps
 from coordinator.core.status import SUCCESS, Status
 
 __all__ = ["EligibleFn", "Member", "Packing", "Placement"]
@@ -56,6 +56,7 @@ class Placement:
     adjacent: bool  # for several leaves: all neighbours in name order
     strategy: Strategy
     preferred_domain_used: bool = False
+    unknown_domain: str | None = None  # the preferred domain, when the cluster has none so named
     notes: tuple[str, ...] = field(default=())
     link: str | None = None  # the worst GPU link class among the chosen nodes, when known
 
@@ -101,10 +102,17 @@ class Packing:
             self.shapes.setdefault(key, m)
         self.ok: dict[str, set[str]] = {s: set() for s in self.shapes}
         self.rejections: dict[str, Status] = {}
+        want_bw = intent.network_bandwidth_gbps
         for node in nodes.values():
             if not node.schedulable:
                 self.rejections[node.name] = Status.unschedulable(
                     "node(s) were unschedulable", detail=node.name
+                )
+                continue
+            has_bw = node_bandwidth_gbps(node.labels)
+            if want_bw is not None and has_bw is not None and has_bw < want_bw:
+                self.rejections[node.name] = Status.unschedulable(
+                    "node(s) had less network bandwidth than the pods ask", detail=node.name
                 )
                 continue
             first_failure: Status | None = None

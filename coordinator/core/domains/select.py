@@ -11,8 +11,10 @@ The rules (DESIGN.md §4), tried tier by tier, narrowest first, for ``consolidat
    bandwidth, which keeps it inside one spine when spines are labelled.
 
 A preferred domain (leaf, spine or zone name) is tried first with the same rules; for a leaf that
-is too small, its spine is tried next. ``distributed`` placement instead spreads members over
-distinct nodes, round-robin across leaves.
+is too small, its spine is tried next; a name the cluster does not have is noted
+(``Placement.unknown_domain``, a Warning Event on the pods). A ``gpu-count`` that contradicts the
+members' GPU limits refuses the group; latency-sensitive groups use MIG-sharing nodes last.
+``distributed`` placement instead spreads members over distinct nodes, round-robin across leaves.
 
 Before any of this, a gang that asks for GPUs is searched on the nodes with the best GPU link
 class first (NVSwitch, then NVLink, then PCIe; :mod:`.links`). Inside the chosen nodes members are
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from common.podkeys import MIG_RESOURCE_PREFIX
 from coordinator.core.domains.capacity import GPU, NodeState, fits
 from coordinator.core.domains.layout import (
     DomainKeys,
@@ -39,7 +42,11 @@ from coordinator.core.domains.layout import (
 from coordinator.core.domains.links import best_link_first
 from coordinator.core.domains.packing import EligibleFn, Member, Packing, Placement
 from coordinator.core.domains.refusal import refusal
-from coordinator.core.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.domains.strategy import (
+    PlacementIntent,
+    Strategy,
+    gpu_count_disagreement,
+)
 from coordinator.core.status import Status
 
 __all__ = ["place_members"]
@@ -247,30 +254,44 @@ def place_members(
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         return Status.error("members must have distinct names")
+    disagreement = gpu_count_disagreement(intent, [m.requests.get(GPU, 0) for m in members])
+    if disagreement is not None:
+        return Status.unresolvable(disagreement)
     ctx = Packing(members, by_name, layout, intent, eligible)
     scope = set(ctx.usable)
     if within is not None:
         scope &= set(within)
     notes: list[str] = []
+    unknown: str | None = None
+    # Latency-sensitive jobs take nodes that share GPUs out as MIG instances only as a last resort.
+    quiet = {n for n in scope if not _shares_mig(by_name[n])} if intent.latency_sensitive else scope
+    scopes = [quiet, scope] if quiet != scope else [scope]
     preferred = intent.preferred_domain
     if preferred is not None:
         kind = layout.kind_of(preferred)
         if kind is None:
+            unknown = preferred
             notes.append(f"preferred domain {preferred!r} is not a known leaf, spine or zone")
         else:
             tries = [preferred]
             if kind == "leaf" and layout.leaves[preferred].spine is not None:
                 tries.append(layout.leaves[preferred].spine or "")
-            for domain in tries:
-                found = best_link_first(ctx, scope & set(layout.nodes_in(domain)), _search)
-                if found is not None:
-                    return _with(found, preferred_domain_used=True, notes=notes)
+            for part in scopes:
+                for domain in tries:
+                    found = best_link_first(ctx, part & set(layout.nodes_in(domain)), _search)
+                    if found is not None:
+                        return _with(found, True, unknown, notes)
             notes.append(f"preferred domain {preferred!r} could not hold the whole group")
-    found = best_link_first(ctx, scope, _search)
-    if found is not None:
-        return _with(found, preferred_domain_used=False, notes=notes)
+    for part in scopes:
+        found = best_link_first(ctx, part, _search)
+        if found is not None:
+            return _with(found, False, unknown, notes)
     return refusal(ctx, scope, notes)
 
 
-def _with(p: Placement, *, preferred_domain_used: bool, notes: list[str]) -> Placement:
-    return replace(p, preferred_domain_used=preferred_domain_used, notes=(*notes, *p.notes))
+def _shares_mig(node: NodeState) -> bool:
+    return any(k.startswith(MIG_RESOURCE_PREFIX) and v > 0 for k, v in node.allocatable.items())
+
+
+def _with(p: Placement, used: bool, unknown: str | None, notes: list[str]) -> Placement:
+    return replace(p, preferred_domain_used=used, unknown_domain=unknown, notes=(*notes, *p.notes))

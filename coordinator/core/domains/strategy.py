@@ -8,20 +8,29 @@
 ``distributed``   one member per node where possible, round-robin across leaves (fault tolerance,
                   inference replicas)
 
-The seed-003 hints are accepted too: ``gpu-count`` (the job's total GPUs, checked against the
-members' limits), ``network-bandwidth`` (``100Gb``, ``200Gbps``, ``25G``…) and
-``latency-sensitive`` (``true``/``false``). A job that asks for bandwidth or says it is
-latency-sensitive never spans more than one spine when the nodes carry spine labels.
+The seed-003 hints are accepted too (see docs/scheduling.md, "Workload-level keys"):
+
+``gpu-count``          the job's GPUs: the members' ``nvidia.com/gpu`` in all, or each member's;
+                       anything else refuses the group with a message naming both numbers
+``network-bandwidth``  ``100Gb``, ``200Gbps``, ``25G``…: nodes labelled
+                       ``topos.io/network.bandwidth`` with less are filtered out (unlabelled nodes
+                       are not), and the job stays inside one spine
+``latency-sensitive``  ``true``: the job stays inside one spine, and nodes that share their GPUs
+                       out as MIG instances (``nvidia.com/mig-*`` allocatable) are used only when
+                       no other nodes can hold it
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from common import podkeys
+
+#: Node label: the node's network bandwidth (``400Gb``, ``200Gbps``…), set by whoever knows it.
+NODE_BANDWIDTH_LABEL = "topos.io/network.bandwidth"
 
 
 class Strategy(enum.Enum):
@@ -39,6 +48,7 @@ class PlacementIntent:
     gpu_count: int | None = None
     network_bandwidth_gbps: float | None = None
     latency_sensitive: bool = False
+    gpu_count_key: str = podkeys.GPU_COUNT.canonical  # as the pod spelled it, for messages
 
     @property
     def single_spine(self) -> bool:
@@ -141,7 +151,42 @@ def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | Intent
         gpu_count=gpu_count,
         network_bandwidth_gbps=bandwidth,
         latency_sensitive=latency,
+        gpu_count_key=podkeys.spelling(podkeys.GPU_COUNT, annotations),
     )
 
 
-__all__ = ["IntentError", "PlacementIntent", "Strategy", "parse_bandwidth", "placement_intent"]
+def gpu_count_disagreement(intent: PlacementIntent, member_gpus: Sequence[int]) -> str | None:
+    """Why the members' GPU requests contradict ``gpu-count``, or ``None`` when they agree (the
+    count is the group's total, or every member's own)."""
+    want = intent.gpu_count
+    if want is None or not member_gpus:
+        return None
+    total = sum(member_gpus)
+    if total == want or all(n == want for n in member_gpus):
+        return None
+    n = len(member_gpus)
+    each = set(member_gpus)
+    shape = f" ({member_gpus[0]} each)" if len(each) == 1 and n > 1 else ""
+    pods = f"{n} pods ask" if n > 1 else "the pod asks"
+    return (
+        f"annotation {intent.gpu_count_key}={want} disagrees with the GPU limits: {pods} for "
+        f"{total} nvidia.com/gpu{shape}; make them agree"
+    )
+
+
+def node_bandwidth_gbps(labels: Mapping[str, str]) -> float | None:
+    """A node's bandwidth from :data:`NODE_BANDWIDTH_LABEL`; ``None`` when absent or unreadable."""
+    text = labels.get(NODE_BANDWIDTH_LABEL)
+    return None if text is None else parse_bandwidth(text)
+
+
+__all__ = [
+    "NODE_BANDWIDTH_LABEL",
+    "IntentError",
+    "PlacementIntent",
+    "Strategy",
+    "gpu_count_disagreement",
+    "node_bandwidth_gbps",
+    "parse_bandwidth",
+    "placement_intent",
+]

@@ -213,6 +213,11 @@ class GangStep(GangLifecycle):
             self.scheduler.report(member, "binding", chosen, note)
             self.scheduler.stats.placed += 1
             jobs.append(self.scheduler.bind_job(member, member.request, chosen))
+        unknown = decision.plan.placement.unknown_domain
+        if unknown is not None:
+            note = f"preferred domain {unknown!r} is not a leaf, spine or zone of this cluster"
+            for job in jobs:
+                self.scheduler.warn(job.pod, "UnknownTopologyDomain", f"{note}; placed on {why}")
         # DRA: every member's claims are allocated and reserved before any member binds.
         for job in await self.scheduler.binder.write_claims(jobs) or ():
             await self.scheduler.binder.submit(job)

@@ -1,0 +1,246 @@
+"""Workload owners of pending pods: Jobs, ReplicaSets, Deployments and StatefulSets, watched, and
+the keys their pods inherit from them written onto the pods before the queue sees them.
+
+:class:`Owners` caches the four kinds (in the served namespace) and resolves a pod's controller
+chain — a ReplicaSet's own controller (its Deployment) merged in behind it — into an
+:class:`~coordinator.core.podspec.inherit.Owner`. :class:`InheritingPending` sits between the
+pending-pod watch and :class:`~coordinator.adapters.kube.pending.PendingPods`: a pending pod that
+lacks keys its owner carries (:func:`~coordinator.core.podspec.inherit.inheritance`) is held back
+and patched; the watch then delivers it with the keys and it joins the queue. A pod whose
+controller is a watched kind not cached yet waits for it. When an owner changes, its pods not yet
+bound are patched again. Owners of other kinds pass nothing on (their pods are queued as written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from common import podkeys
+from common.kube import PODS, KubeClient, KubeError, KubeObject, NotFound, Resource
+from coordinator.adapters.kube.objects import Key, ObjectCache
+from coordinator.adapters.kube.pending import PendingPods, pending_selector
+from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.core.podspec.inherit import Owner, inheritance
+from coordinator.core.queue import SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OWNER_KINDS", "InheritingPending", "Owners", "inheriting_pending_watch", "owner_of"]
+
+OWNER_KINDS: Final[dict[str, Resource]] = {
+    "Job": Resource("batch", "v1", "jobs", namespaced=True, kind="Job"),
+    "ReplicaSet": Resource("apps", "v1", "replicasets", namespaced=True, kind="ReplicaSet"),
+    "Deployment": Resource("apps", "v1", "deployments", namespaced=True, kind="Deployment"),
+    "StatefulSet": Resource("apps", "v1", "statefulsets", namespaced=True, kind="StatefulSet"),
+}
+
+
+def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
+    chosen = [r for r in refs if r.get("controller") is True] or refs
+    return chosen[0] if chosen else None
+
+
+def _pods(kind: str, spec: Mapping[str, Any]) -> int:
+    """How many pods of the workload run at once."""
+    if kind == "Job":
+        parallelism = spec.get("parallelism", 1)
+        completions = spec.get("completions")
+        n = parallelism if completions is None else min(parallelism, completions)
+    else:
+        n = spec.get("replicas", 1)
+    return n if isinstance(n, int) and n > 0 else 1
+
+
+class Owners:
+    """Event-loop only. The four owner kinds, cached; ``on_change(kind, key)`` after a change."""
+
+    def __init__(self, client: KubeClient, *, namespace: str | None = None) -> None:
+        self.listeners: list[Any] = []
+        self._digests: dict[tuple[str, Key], object] = {}
+        self.caches = {
+            kind: ObjectCache(client, resource, namespace=namespace, on_change=self._changed(kind))
+            for kind, resource in OWNER_KINDS.items()
+        }
+        self.feeds = [cache.run for cache in self.caches.values()]
+        self.synced = [cache.synced for cache in self.caches.values()]
+
+    def _changed(self, kind: str) -> Any:
+        def changed(key: Key, obj: KubeObject | None) -> None:
+            # Status updates (a ReplicaSet's readyReplicas, a Job's active count) change nothing a
+            # pod inherits: only its annotations, its size and its identity are looked at.
+            digest = None
+            if obj is not None:
+                meta = obj.get("metadata") or {}
+                annotations = tuple(sorted((meta.get("annotations") or {}).items()))
+                digest = (meta.get("uid"), annotations, _pods(kind, obj.get("spec") or {}))
+            if self._digests.get((kind, key)) == digest:
+                return
+            if digest is None:
+                self._digests.pop((kind, key), None)
+            else:
+                self._digests[(kind, key)] = digest
+            for listener in self.listeners:
+                listener(kind, key)
+
+        return changed
+
+    def resolve(self, pod: Mapping[str, Any]) -> Owner | bool | None:
+        """The pod's workload owner; ``None``: it has none we watch; ``False``: its owner is a
+        watched kind not in the cache (yet)."""
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        ref = _controller(meta)
+        chain: list[tuple[str, Mapping[str, Any]]] = []
+        while ref is not None and (not chain or chain[-1][0] == "ReplicaSet"):
+            kind = str(ref.get("kind"))
+            cache = self.caches.get(kind)
+            if cache is None:
+                break
+            obj = cache.objects.get((namespace, str(ref.get("name"))))
+            if obj is None or (obj.get("metadata") or {}).get("uid") != ref.get("uid"):
+                return False if not chain else owner_of(chain)
+            chain.append((kind, obj))
+            ref = _controller(obj.get("metadata") or {})
+        return owner_of(chain) if chain else None
+
+
+def owner_of(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> Owner:
+    """The workload of a controller chain (kind, object), nearest first: the farthest names it
+    and says how many pods run; the nearest owner's annotations win."""
+    annotations: dict[str, str] = {}
+    for _, obj in reversed(chain):
+        annotations.update((obj.get("metadata") or {}).get("annotations") or {})
+    kind, top = chain[-1]
+    return Owner(
+        kind=kind,
+        name=str((top.get("metadata") or {}).get("name") or ""),
+        annotations=annotations,
+        pods=_pods(kind, top.get("spec") or {}),
+    )
+
+
+class InheritingPending:
+    """The pending-pod watch's handler: pods get their owner's keys before they are queued."""
+
+    def __init__(self, client: KubeClient, queue: SchedulingQueue, owners: Owners) -> None:
+        self._client = client
+        self._queue = PendingPods(queue)
+        self._owners = owners
+        self._held: dict[str, KubeObject] = {}  # uid → pod waiting for its owner or its patch
+        self._pending: dict[str, KubeObject] = {}  # uid → every pending pod seen
+        self._patching: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        owners.listeners.append(self._owner_changed)
+
+    def replace(self, items: list[KubeObject]) -> None:
+        self._pending = {}
+        self._held = {}
+        self._queue.replace([obj for obj in items if self._admit(obj)])
+
+    def apply(self, kind: Change, obj: KubeObject) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            self._pending.pop(uid, None)
+            self._held.pop(uid, None)
+            self._queue.apply(kind, obj)
+        elif self._admit(obj):
+            self._queue.apply(kind, obj)
+
+    def _admit(self, obj: KubeObject) -> bool:
+        """Whether ``obj`` may be queued as it is (else it is held, and patched if need be)."""
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        self._pending[uid] = obj
+        if meta.get("deletionTimestamp"):
+            return True
+        owner = self._owners.resolve(obj)
+        if owner is None:
+            self._held.pop(uid, None)
+            return True
+        if isinstance(owner, bool):
+            self._held[uid] = obj  # its owner's watch event has not come yet
+            return False
+        change = inheritance(
+            meta.get("annotations") or {},
+            meta.get("labels") or {},
+            owner,
+            has_scheduling_group=bool((obj.get("spec") or {}).get("schedulingGroup")),
+        )
+        if change is None:
+            self._held.pop(uid, None)
+            return True
+        self._held[uid] = obj
+        if uid not in self._patching:
+            self._patching.add(uid)
+            task = asyncio.get_running_loop().create_task(self._patch(obj, change.patch()))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return False
+
+    async def _patch(self, obj: KubeObject, patch: dict[str, object]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        namespace = str(meta.get("namespace") or "default")
+        name = str(meta.get("name") or "")
+        # The patch is for this pod, not one recreated under its name.
+        body = {"metadata": {**patch["metadata"], "uid": uid}}  # type: ignore[dict-item]
+        try:
+            await self._client.patch(PODS, name, body, namespace=namespace)
+        except NotFound:
+            self._held.pop(uid, None)
+        except KubeError as exc:
+            log.warning(
+                "pod %s/%s: cannot write its owner's keys (%s); queued as is", namespace, name, exc
+            )
+            if self._held.pop(uid, None) is not None:
+                self._queue.apply("MODIFIED", obj)
+        finally:
+            self._patching.discard(uid)
+
+    def _owner_changed(self, kind: str, key: Key) -> None:
+        """Pods not bound yet whose owner (or owner's owner) is ``key`` are looked at again."""
+        for uid, obj in list(self._pending.items()):
+            meta = obj.get("metadata") or {}
+            if meta.get("namespace", "default") != key[0]:
+                continue
+            ours = uid in self._held or _owned_by(self._owners, obj, kind, key[1])
+            if ours and self._admit(obj):
+                self._queue.apply("MODIFIED", obj)
+
+
+def _owned_by(owners: Owners, pod: Mapping[str, Any], kind: str, name: str) -> bool:
+    ref = _controller(pod.get("metadata") or {})
+    if ref is None:
+        return False
+    if ref.get("kind") == kind and ref.get("name") == name:
+        return True
+    if ref.get("kind") != "ReplicaSet" or kind != "Deployment":
+        return False
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+    rs = owners.caches["ReplicaSet"].objects.get((namespace, str(ref.get("name"))))
+    top = _controller((rs or {}).get("metadata") or {})
+    return top is not None and top.get("kind") == kind and top.get("name") == name
+
+
+def inheriting_pending_watch(
+    client: KubeClient,
+    queue: SchedulingQueue,
+    owners: Owners,
+    *,
+    scheduler_name: str = podkeys.SCHEDULER_NAME,
+    namespace: str | None = None,
+) -> Reflector:
+    """:func:`~coordinator.adapters.kube.pending.pending_watch`, with the owners' keys inherited."""
+    return Reflector(
+        client,
+        PODS,
+        InheritingPending(client, queue, owners),
+        namespace=namespace,
+        field_selector=pending_selector(scheduler_name),
+        what="pending pods",
+    )

@@ -1,0 +1,139 @@
+"""Workload-level keys: what a pod inherits from its controller (Job, Deployment, StatefulSet…).
+
+Seed manifests put ``topology.scheduler/*`` keys on the Job or Deployment, not on its pod
+template. :func:`inheritance` says what to write on a pending pod so that it carries them:
+
+- every pod-facing annotation key of :mod:`common.podkeys` (canonical or alias spelling) the pod
+  does not write itself is copied from the owner, in the owner's spelling (messages then name the
+  key the user wrote); the names copied are listed in ``topos.io/inherited``, so a later change
+  on the owner replaces (or removes) them, while keys the pod writes itself always win;
+- a workload whose keys ask for a placement (strategy, preferred domain, GPU count, bandwidth,
+  latency) becomes one pod group: ``topos.io/gang=<owner name>`` and
+  ``topos.io/gang-min=<its pod count>``, unless the pod already declares a group of its own. The
+  gang step then places all its pods at once, by the strategy (a workload of one pod too, so its
+  preferred domain is tried first).
+
+Pure: the adapter (``coordinator.adapters.kube.owners``) patches the result onto the pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from common import podkeys
+
+__all__ = [
+    "INHERITED",
+    "INHERITED_KEYS",
+    "PLACEMENT_KEYS",
+    "Inheritance",
+    "Owner",
+    "inheritance",
+]
+
+#: Annotation naming the keys a pod got from its owner (comma-separated), written with them.
+INHERITED: Final = "topos.io/inherited"
+
+#: The annotation keys a workload passes on to its pods.
+INHERITED_KEYS: Final[tuple[podkeys.Key, ...]] = (
+    podkeys.PLACEMENT,
+    podkeys.PREFERRED_DOMAIN,
+    podkeys.GPU_COUNT,
+    podkeys.NETWORK_BANDWIDTH,
+    podkeys.LATENCY_SENSITIVE,
+    podkeys.GPU_LOCALITY,
+    podkeys.GPU_MEMORY_MIN,
+    podkeys.MIG_PROFILE,
+    podkeys.NUMA_POLICY,
+    podkeys.NUMA_RESOURCES,
+    podkeys.GANG_TIMEOUT,
+)
+
+#: Keys that make a workload one pod group (placed as a unit).
+PLACEMENT_KEYS: Final[tuple[podkeys.Key, ...]] = (
+    podkeys.PLACEMENT,
+    podkeys.PREFERRED_DOMAIN,
+    podkeys.GPU_COUNT,
+    podkeys.NETWORK_BANDWIDTH,
+    podkeys.LATENCY_SENSITIVE,
+)
+
+_GANG_LABELS: Final = (*podkeys.GANG.names, *podkeys.POD_GROUP_X_K8S.names)
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """A pod's controller as the owner cache resolved it (a ReplicaSet's Deployment merged in)."""
+
+    kind: str  # "Job", "Deployment", "ReplicaSet", "StatefulSet", …
+    name: str
+    annotations: Mapping[str, str] = field(default_factory=dict)  # nearest owner first
+    pods: int = 1  # how many pods run at once (parallelism, replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class Inheritance:
+    """A merge patch for a pod's metadata (``None`` values delete)."""
+
+    annotations: Mapping[str, str | None]
+    labels: Mapping[str, str | None]
+
+    def patch(self) -> dict[str, object]:
+        meta: dict[str, object] = {}
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
+        if self.labels:
+            meta["labels"] = dict(self.labels)
+        return {"metadata": meta}
+
+
+def inheritance(
+    annotations: Mapping[str, str],
+    labels: Mapping[str, str],
+    owner: Owner,
+    *,
+    has_scheduling_group: bool = False,
+) -> Inheritance | None:
+    """What the pod (its ``annotations`` and ``labels``) must gain from ``owner``; ``None`` when
+    it carries all of it already."""
+    before = {n for n in annotations.get(INHERITED, "").split(",") if n}
+    own = {k: v for k, v in annotations.items() if k not in before and k != INHERITED}
+    wanted: dict[str, str] = {}
+    for key in INHERITED_KEYS:
+        if any(name in own for name in key.names):
+            continue  # the pod's own spelling wins
+        for name in key.names:
+            value = owner.annotations.get(name)
+            if value is not None:
+                wanted[name] = value
+    patch: dict[str, str | None] = {}
+    for name in before - set(wanted):
+        if name in annotations:
+            patch[name] = None
+    for name, value in wanted.items():
+        if annotations.get(name) != value:
+            patch[name] = value
+    listed = ",".join(sorted(wanted))
+    if patch or annotations.get(INHERITED, "") != listed:
+        patch[INHERITED] = listed or None
+    label_patch = _gang(labels, {**own, **wanted}, owner, has_scheduling_group)
+    if not patch and not label_patch:
+        return None
+    return Inheritance(annotations=patch, labels=label_patch)
+
+
+def _gang(
+    labels: Mapping[str, str],
+    merged: Mapping[str, str],
+    owner: Owner,
+    has_scheduling_group: bool,
+) -> dict[str, str | None]:
+    if has_scheduling_group or not any(n in merged for k in PLACEMENT_KEYS for n in k.names):
+        return {}
+    ours = labels.get(podkeys.GANG.canonical) == owner.name
+    if not ours and any(n in labels for n in _GANG_LABELS):
+        return {}  # the pod names its own group
+    wanted = {podkeys.GANG.canonical: owner.name, podkeys.GANG_MIN.canonical: str(owner.pods)}
+    return {k: v for k, v in wanted.items() if labels.get(k) != v}

@@ -1,0 +1,86 @@
+"""What a pod inherits from its workload owner: the owner's keys in the owner's spelling, the
+pod's own keys winning, later owner changes followed, and one pod group per placed workload."""
+
+from __future__ import annotations
+
+from coordinator.core.podspec.inherit import INHERITED, Owner, inheritance
+
+SEED = {
+    "topology.scheduler/gpu-count": "16",
+    "topology.scheduler/preferred-domain": "spine-1",
+    "topology.scheduler/placement-strategy": "consolidated",
+    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+}
+
+
+def test_a_jobs_keys_reach_its_pods_in_the_seed_spelling_with_a_pod_group() -> None:
+    change = inheritance({}, {}, Owner("Job", "train", SEED, pods=4))
+    assert change is not None
+    assert change.annotations == {
+        "topology.scheduler/gpu-count": "16",
+        "topology.scheduler/preferred-domain": "spine-1",
+        "topology.scheduler/placement-strategy": "consolidated",
+        INHERITED: (
+            "topology.scheduler/gpu-count,topology.scheduler/placement-strategy,"
+            "topology.scheduler/preferred-domain"
+        ),
+    }
+    assert change.labels == {"topos.io/gang": "train", "topos.io/gang-min": "4"}
+    assert change.patch()["metadata"] == {
+        "annotations": change.annotations,
+        "labels": change.labels,
+    }
+
+
+def test_nothing_to_do_once_the_pod_carries_them() -> None:
+    owner = Owner("Job", "train", SEED, pods=4)
+    change = inheritance({}, {}, owner)
+    assert change is not None
+    annotations = {k: v for k, v in change.annotations.items() if v is not None}
+    labels = {k: v for k, v in change.labels.items() if v is not None}
+    assert inheritance(annotations, labels, owner) is None
+
+
+def test_the_pods_own_key_wins_under_any_spelling() -> None:
+    own = {"topos.io/preferred-domain": "leaf-1"}
+    change = inheritance(own, {}, Owner("Job", "train", SEED, pods=4))
+    assert change is not None
+    assert "topology.scheduler/preferred-domain" not in change.annotations
+    assert "topos.io/preferred-domain" not in change.annotations
+
+
+def test_an_owner_change_replaces_and_removes_what_was_inherited() -> None:
+    before = {
+        "topology.scheduler/gpu-count": "8",
+        "topology.scheduler/latency-sensitive": "true",
+        INHERITED: "topology.scheduler/gpu-count,topology.scheduler/latency-sensitive",
+    }
+    labels = {"topos.io/gang": "svc", "topos.io/gang-min": "1"}
+    owner = Owner("Deployment", "svc", {"topology.scheduler/gpu-count": "4"}, pods=2)
+    change = inheritance(before, labels, owner)
+    assert change is not None
+    assert change.annotations == {
+        "topology.scheduler/gpu-count": "4",
+        "topology.scheduler/latency-sensitive": None,
+        INHERITED: "topology.scheduler/gpu-count",
+    }
+    assert change.labels == {"topos.io/gang-min": "2"}
+
+
+def test_no_pod_group_without_placement_keys_or_over_the_pods_own_group() -> None:
+    numa = Owner("Job", "j", {"numa.scheduling.kubenexus.io/policy": "single-numa"}, pods=3)
+    change = inheritance({}, {}, numa)
+    assert change is not None
+    assert change.annotations["numa.scheduling.kubenexus.io/policy"] == "single-numa"
+    assert change.labels == {}
+    own_group = {"pod-group.scheduling.kubenexus.io/name": "mine"}
+    change = inheritance({}, own_group, Owner("Job", "j", SEED, pods=4))
+    assert change is not None
+    assert change.labels == {}
+    change = inheritance({}, {}, Owner("Job", "j", SEED, pods=4), has_scheduling_group=True)
+    assert change is not None
+    assert change.labels == {}
+
+
+def test_an_owner_without_keys_changes_nothing() -> None:
+    assert inheritance({"a": "b"}, {"app": "x"}, Owner("Deployment", "web", {"x": "y"})) is None

@@ -1,0 +1,301 @@
+"""Seed 003's workloads as written — the Topos keys on the Job or Deployment, not on its pods —
+applied on the real control plane, where kube-controller-manager's Job and Deployment controllers
+create the pods, and placed as each one intends. Only ``schedulerName`` differs from the seed,
+plus what the API server refuses without (a Job template's ``restartPolicy``, an ``image``, a
+Deployment's selector and template labels, the training Job's missing pod template).
+
+Fleet: two leaves with no spine labels (so ``spine-1`` names nothing here), each of two idle
+8-GPU NVSwitch nodes; leaf-1's nodes sort last by name, so a placement that ignores
+``preferred-domain: leaf-1`` would not pick them first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from common.kube import Resource
+from tests.support.gang_cluster import LEAF, GangCluster
+from tests.support.kube_wait import wait_for_pods
+from tests.support.pods import gpu_pod
+
+JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", namespaced=True, kind="Deployment")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", namespaced=True, kind="StatefulSet")
+
+
+async def fleet(cluster: GangCluster) -> dict[str, str]:
+    """Node → leaf: leaf-2 holds ``a0``/``a1``, leaf-1 holds ``z0``/``z1``."""
+    leaf_of = {}
+    for short, leaf in (("a0", "leaf-2"), ("a1", "leaf-2"), ("z0", "leaf-1"), ("z1", "leaf-1")):
+        node = await cluster.add_node(short, "dgx-a100", labels_extra={LEAF: leaf})
+        leaf_of[node] = leaf
+    return leaf_of
+
+
+def job(name: str, annotations: Mapping[str, str], gpus: int, *, parallelism: int = 1) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "annotations": dict(annotations)},
+            "spec": {
+                "parallelism": parallelism,
+                "completions": parallelism,
+                "template": {
+                    "spec": {
+                        "schedulerName": "topos",
+                        "restartPolicy": "Never",
+                        "containers": [
+                            {
+                                "name": "work",
+                                "image": "trainer:1",
+                                "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+    )
+
+
+def deployment(name: str, annotations: Mapping[str, str], gpus: int, replicas: int) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "annotations": dict(annotations)},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "schedulerName": "topos",
+                        "containers": [
+                            {
+                                "name": "serve",
+                                "image": "server:1",
+                                "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+    )
+
+
+async def apply(cluster: GangCluster, manifest: str) -> dict[str, Any]:
+    obj = yaml.safe_load(manifest)
+    resource = JOBS if obj["kind"] == "Job" else DEPLOYMENTS
+    return await cluster.kube.create(resource, obj, namespace=cluster.namespace)
+
+
+async def bound(cluster: GangCluster, selector: str, count: int) -> dict[str, str]:
+    return await cluster.all_bound(selector, count)
+
+
+async def only_pod(cluster: GangCluster, selector: str) -> dict[str, Any]:
+    pods = await wait_for_pods(
+        cluster.kube,
+        cluster.namespace,
+        lambda pods: list(pods) if len(pods) == 1 else None,
+        label_selector=selector,
+        what=f"the pod of {selector}",
+    )
+    return dict(pods[0])
+
+
+@pytest.fixture
+def cluster(kube: Any, kubeconfig: Any, namespace: str) -> GangCluster:
+    return GangCluster(kube, kubeconfig, namespace)
+
+
+async def test_distributed_inference_replicas_land_on_three_nodes(cluster: GangCluster) -> None:
+    await fleet(cluster)
+    manifest = deployment(
+        "inference",
+        {
+            "topology.scheduler/placement-strategy": "distributed",
+            "topology.scheduler/gpu-count": "1",
+        },
+        gpus=1,
+        replicas=3,
+    )
+    async with cluster.gang_coordinator():
+        await apply(cluster, manifest)
+        placed = await bound(cluster, "app=inference", 3)
+    assert len(set(placed.values())) == 3, placed
+    pod = (await cluster.pods("app=inference"))[0]
+    # The keys the Deployment carries are on its pods now, in the seed's spelling.
+    assert pod["metadata"]["annotations"]["topology.scheduler/placement-strategy"] == "distributed"
+    assert pod["metadata"]["labels"]["topos.io/gang"] == "inference"
+
+
+async def test_preferred_leaf_is_honoured_for_a_single_eight_gpu_pod(cluster: GangCluster) -> None:
+    leaf_of = await fleet(cluster)
+    manifest = job(
+        "multi-gpu-job",
+        {"topology.scheduler/gpu-count": "8", "topology.scheduler/preferred-domain": "leaf-1"},
+        gpus=8,
+    )
+    async with cluster.gang_coordinator():
+        await apply(cluster, manifest)
+        placed = await bound(cluster, "job-name=multi-gpu-job", 1)
+    (node,) = placed.values()
+    assert leaf_of[node] == "leaf-1", placed
+
+
+async def test_multi_node_training_job_is_placed_as_one_consolidated_job(
+    cluster: GangCluster,
+) -> None:
+    leaf_of = await fleet(cluster)
+    manifest = job(
+        "multi-node-training",
+        {
+            "topology.scheduler/gpu-count": "16",
+            "topology.scheduler/preferred-domain": "spine-1",
+            "topology.scheduler/network-bandwidth": "200Gb",
+            "topology.scheduler/placement-strategy": "consolidated",
+        },
+        gpus=4,
+        parallelism=4,
+    )
+    async with cluster.gang_coordinator():
+        await apply(cluster, manifest)
+        placed = await bound(cluster, "job-name=multi-node-training", 4)
+        # spine-1 is no domain of this cluster: said on every pod, as a Warning Event.
+        warning = await cluster.event("UnknownTopologyDomain")
+    # 16 GPUs in 4-GPU pods: two whole 8-GPU nodes of one leaf, the fewest there can be.
+    assert len(set(placed.values())) == 2, placed
+    assert len({leaf_of[n] for n in placed.values()}) == 1, placed
+    assert warning["type"] == "Warning"
+    assert "'spine-1' is not a leaf, spine or zone" in warning["message"]
+    assert warning["involvedObject"]["name"] in placed
+
+
+async def test_gpu_count_that_contradicts_the_limits_is_explained_until_the_job_is_fixed(
+    cluster: GangCluster,
+) -> None:
+    await fleet(cluster)
+    manifest = job("miscounted", {"topology.scheduler/gpu-count": "8"}, gpus=4)
+    async with cluster.gang_coordinator():
+        await apply(cluster, manifest)
+        pod = await only_pod(cluster, "job-name=miscounted")
+        name = pod["metadata"]["name"]
+        message = await cluster.condition(name, "disagrees")
+        # The Job's annotation is corrected: its pod, not bound yet, follows the change.
+        await cluster.kube.patch(
+            JOBS,
+            "miscounted",
+            {"metadata": {"annotations": {"topology.scheduler/gpu-count": "4"}}},
+            namespace=cluster.namespace,
+        )
+        await cluster.bound(name)
+    assert (
+        "annotation topology.scheduler/gpu-count=8 disagrees with the GPU limits: "
+        "the pod asks for 4 nvidia.com/gpu"
+    ) in message
+
+
+async def test_latency_sensitive_inference_service_and_single_gpu_job_are_placed(
+    cluster: GangCluster,
+) -> None:
+    await fleet(cluster)
+    service = deployment(
+        "gpu-inference-service",
+        {"topology.scheduler/gpu-count": "4", "topology.scheduler/latency-sensitive": "true"},
+        gpus=4,
+        replicas=1,
+    )
+    single = job("single-gpu-job", {"topology.scheduler/gpu-count": "1"}, gpus=1)
+    async with cluster.gang_coordinator():
+        await apply(cluster, service)
+        await apply(cluster, single)
+        await bound(cluster, "app=gpu-inference-service", 1)
+        await bound(cluster, "job-name=single-gpu-job", 1)
+    pod = await only_pod(cluster, "job-name=single-gpu-job")
+    assert pod["metadata"]["annotations"]["topology.scheduler/gpu-count"] == "1"
+
+
+async def test_keys_on_the_pod_template_win_over_the_owners(cluster: GangCluster) -> None:
+    leaf_of = await fleet(cluster)
+    manifest = yaml.safe_load(
+        job("own-keys", {"topology.scheduler/preferred-domain": "leaf-9"}, gpus=1)
+    )
+    template = manifest["spec"]["template"]
+    template["metadata"] = {"annotations": {"topology.scheduler/preferred-domain": "leaf-1"}}
+    async with cluster.gang_coordinator():
+        await cluster.kube.create(JOBS, manifest, namespace=cluster.namespace)
+        placed = await bound(cluster, "job-name=own-keys", 1)
+    (node,) = placed.values()
+    assert leaf_of[node] == "leaf-1", placed
+    pod = await only_pod(cluster, "job-name=own-keys")
+    assert pod["metadata"]["annotations"]["topology.scheduler/preferred-domain"] == "leaf-1"
+    assert not await cluster.events(reason="UnknownTopologyDomain")
+
+
+async def test_statefulset_replicas_follow_their_owners_strategy(cluster: GangCluster) -> None:
+    """No StatefulSet controller runs here: the test makes the replicas, owned as it would."""
+    await fleet(cluster)
+    sts = await cluster.kube.create(
+        STATEFULSETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {
+                "name": "shards",
+                "annotations": {"topology.scheduler/placement-strategy": "distributed"},
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "shards"}},
+                "template": {
+                    "metadata": {"labels": {"app": "shards"}},
+                    "spec": {"containers": [{"name": "s", "image": "shard:1"}]},
+                },
+            },
+        },
+        namespace=cluster.namespace,
+    )
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "shards",
+        "uid": sts["metadata"]["uid"],
+        "controller": True,
+    }
+    async with cluster.gang_coordinator():
+        for i in range(2):
+            pod = gpu_pod(f"shards-{i}", 2, labels={"app": "shards"})
+            pod["metadata"]["ownerReferences"] = [owner]
+            await cluster.create(pod)
+        placed = await bound(cluster, "app=shards", 2)
+    assert len(set(placed.values())) == 2, placed
+
+
+async def test_replicas_made_before_the_coordinator_starts_wait_for_their_owner(
+    cluster: GangCluster,
+) -> None:
+    """At start-up the pending pods and their owners are listed side by side: a pod seen before
+    its Deployment is held, not placed without the Deployment's keys."""
+    await fleet(cluster)
+    manifest = deployment(
+        "early", {"topology.scheduler/placement-strategy": "distributed"}, gpus=1, replicas=3
+    )
+    await apply(cluster, manifest)
+    await wait_for_pods(
+        cluster.kube,
+        cluster.namespace,
+        lambda pods: True if len(pods) == 3 else None,
+        label_selector="app=early",
+        what="the Deployment's 3 pods",
+    )
+    async with cluster.gang_coordinator():
+        placed = await bound(cluster, "app=early", 3)
+    assert len(set(placed.values())) == 3, placed
