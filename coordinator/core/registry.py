@@ -16,6 +16,7 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.profile import Framework
 from coordinator.core.plugins.dynamicresources import DynamicResources
 from coordinator.core.plugins.gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
+from coordinator.core.plugins.groupspread import GroupSpread
 from coordinator.core.plugins.interpodaffinity import InterPodAffinity
 from coordinator.core.plugins.nodeaffinity import NodeAffinity
 from coordinator.core.plugins.nodeports import NodePorts
@@ -42,6 +43,7 @@ DEFAULT_PROFILE: Final = (
     "DynamicResources",
     "PodTopologySpread",
     "InterPodAffinity",
+    "GroupSpread",
     "NumaTopology",
     "GpuPacking",
     "GpuAvailability",
@@ -60,6 +62,7 @@ def default_registry() -> Registry:
         "DynamicResources": lambda _: DynamicResources(),
         "PodTopologySpread": lambda _: PodTopologySpread(),
         "InterPodAffinity": lambda _: InterPodAffinity(),
+        "GroupSpread": lambda _: GroupSpread(),
         "NumaTopology": lambda _: NumaTopology(),
         "GpuPacking": GpuPacking,
         "GpuAvailability": lambda _: GpuAvailability(),

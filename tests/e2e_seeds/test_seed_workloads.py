@@ -299,3 +299,27 @@ async def test_replicas_made_before_the_coordinator_starts_wait_for_their_owner(
     async with cluster.gang_coordinator():
         placed = await bound(cluster, "app=early", 3)
     assert len(set(placed.values())) == 3, placed
+
+
+async def test_a_rolling_update_of_a_distributed_deployment_is_not_held_back(
+    cluster: GangCluster,
+) -> None:
+    """A new template rolls out one surge pod at a time (maxSurge 25 % of 3 is 1): the new
+    ReplicaSet's first pod must be placed on its own, not wait for all three replicas of its
+    revision to be pending together (they never will be: the rollout waits for it)."""
+    await fleet(cluster)
+    manifest = deployment(
+        "rolling", {"topology.scheduler/placement-strategy": "distributed"}, gpus=1, replicas=3
+    )
+    async with cluster.gang_coordinator():
+        await apply(cluster, manifest)
+        first = await bound(cluster, "app=rolling", 3)
+        await cluster.kube.patch(
+            DEPLOYMENTS,
+            "rolling",
+            {"spec": {"template": {"metadata": {"annotations": {"revision": "2"}}}}},
+            namespace=cluster.namespace,
+        )
+        placed = await bound(cluster, "app=rolling", 4)
+    new = set(placed) - set(first)
+    assert len(new) == 1, placed  # the surge pod, bound while the old replicas still run

@@ -45,13 +45,18 @@ def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _pods(kind: str, spec: Mapping[str, Any]) -> int:
-    """How many pods of the workload run at once."""
-    if kind == "Job":
-        parallelism = spec.get("parallelism", 1)
-        completions = spec.get("completions")
-        n = parallelism if completions is None else min(parallelism, completions)
-    else:
-        n = spec.get("replicas", 1)
+    """How many pods of the workload must be placed together (the group's minimum).
+
+    A Job's parallel pods start together: all of them. Replicas of a Deployment or StatefulSet
+    come one at a time — a rolling update surges one new pod while the old ones run, a
+    StatefulSet starts its pods in order, a scale-up adds a few — so each is placed as it comes
+    (minimum 1) and the strategy applies among the replicas pending together and those placed;
+    waiting for all replicas of a revision would stall every rollout."""
+    if kind != "Job":
+        return 1
+    parallelism = spec.get("parallelism", 1)
+    completions = spec.get("completions")
+    n = parallelism if completions is None else min(parallelism, completions)
     return n if isinstance(n, int) and n > 0 else 1
 
 

@@ -193,12 +193,26 @@ def _distributed(ctx: Packing, scope: set[str]) -> Placement | None:
     groups: dict[str, list[str]] = {}
     for n in scope:
         groups.setdefault(layout.leaf_of.get(n, "\0" + n), []).append(n)
+    occupied = ctx.intent.occupied
+    # leaves and nodes already holding members of the group (placed earlier) come last
     leaf_order = sorted(
         groups,
-        key=lambda g: (-ctx.free_sum(groups[g]).get(GPU, 0), natural_key(g)),
+        key=lambda g: (
+            sum(1 for n in groups[g] if n in occupied),
+            -ctx.free_sum(groups[g]).get(GPU, 0),
+            natural_key(g),
+        ),
     )
     columns = [
-        sorted(groups[g], key=lambda n: (-ctx.node_key(n)[0], -ctx.node_key(n)[1], natural_key(n)))
+        sorted(
+            groups[g],
+            key=lambda n: (
+                n in occupied,
+                -ctx.node_key(n)[0],
+                -ctx.node_key(n)[1],
+                natural_key(n),
+            ),
+        )
         for g in leaf_order
     ]
     interleaved: list[str] = []

@@ -49,6 +49,9 @@ class PlacementIntent:
     network_bandwidth_gbps: float | None = None
     latency_sensitive: bool = False
     gpu_count_key: str = podkeys.GPU_COUNT.canonical  # as the pod spelled it, for messages
+    # Nodes already holding placed pods of the same group: ``distributed`` uses them last (a
+    # Deployment's replicas are placed as they come, one rollout surge or scale-up at a time).
+    occupied: frozenset[str] = frozenset()
 
     @property
     def single_spine(self) -> bool:

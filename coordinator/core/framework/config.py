@@ -67,6 +67,7 @@ PLUGIN_WEIGHT: Final = {
     "NodeAffinity": "node_affinity",
     "TaintToleration": "taint_toleration",
     "InterPodAffinity": "inter_pod_affinity",
+    "GroupSpread": "inter_pod_affinity",  # a soft anti-affinity among a group's pods
     "PodTopologySpread": "topology_spread",
     "DomainUtilisation": "domain_utilisation",
 }

@@ -28,12 +28,13 @@ from common.model import NodeTopology, topology_class
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import Member
-from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
+from coordinator.core.plugins.groupspread import group_of
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -114,6 +115,22 @@ def node_gate(framework: Framework) -> Framework:
     return gate
 
 
+def _occupied(pods: Sequence[PodRequest], snapshot: Snapshot) -> frozenset[str]:
+    """Nodes holding placed pods of the group ``pods`` belong to (same namespace and name)."""
+    first = pods[0] if pods else None
+    if first is None or first.gang is None:
+        return frozenset()
+    namespace, name, keys = first.namespace, first.gang.name, {p.key for p in pods}
+    return frozenset(
+        node.name
+        for node in snapshot.nodes
+        if any(
+            p.namespace == namespace and p.key not in keys and group_of(p.labels) == name
+            for p in node.pods
+        )
+    )
+
+
 def schedule_gang(
     pods: Sequence[PodRequest],
     snapshot: Snapshot,
@@ -131,6 +148,8 @@ def schedule_gang(
     chose, or the leaves its surviving members occupy).
     """
     by_key = {p.key: p for p in pods}
+    if intent is not None and intent.strategy is Strategy.DISTRIBUTED:
+        intent = replace(intent, occupied=_occupied(pods, snapshot))
     members = [member_of(p) for p in pods]
     shapes = {m.name: m.shape_key for m in members}
     nodes = node_states(snapshot)
