@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common import podkeys
+from coordinator.core.framework.config import TopologyConstraints
 
 
 class Strategy(enum.Enum):
@@ -39,6 +40,8 @@ class PlacementIntent:
     gpu_count: int | None = None
     network_bandwidth_gbps: float | None = None
     latency_sensitive: bool = False
+    #: The configuration's ``topologyConstraints`` (not an annotation: the gang cycle sets it).
+    leaf_limits: TopologyConstraints | None = None
 
     @property
     def single_spine(self) -> bool:

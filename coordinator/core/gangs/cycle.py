@@ -131,6 +131,8 @@ def schedule_gang(
     chose, or the leaves its surviving members occupy).
     """
     by_key = {p.key: p for p in pods}
+    # topologyConstraints bound every placement of the gang (core/domains/packing.py).
+    intent = replace(intent or PlacementIntent(), leaf_limits=framework.config.topology_constraints)
     members = [member_of(p) for p in pods]
     shapes = {m.name: m.shape_key for m in members}
     nodes = node_states(snapshot)
