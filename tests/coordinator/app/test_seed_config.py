@@ -1,0 +1,254 @@
+"""The seed systems' configuration objects, written as their authors wrote them, are accepted by
+the coordinator's file (whole, or as its ``scheduling`` section); a key Topos does not know is
+refused with its path; and a changed file is applied while the coordinator runs — a broken one
+is refused and the old settings keep running."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.api.keys import METRICS
+from coordinator.app.backend import MemoryBackend
+from coordinator.app.config.load import ConfigError, load_file, parse_config
+from coordinator.app.main import running, wire
+from coordinator.app.reload import restart_needed
+from coordinator.app.scheduler import RUNNING
+from coordinator.inventory.store import Inventory
+
+SEED_003 = """
+apiVersion: topology.scheduler/v1alpha1
+kind: SchedulerConfig
+metadata:
+  name: topology-scheduler-config
+spec:
+  scoringWeights:
+    resourceAvailability: 0.4
+    topologyAlignment: 0.3
+    domainUtilization: 0.2
+    historicalPerformance: 0.1
+  topologyConstraints:
+    maxNodesPerLeaf: 4
+    maxGPUsPerLeaf: 32
+"""
+
+KUBENEXUS = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: kubenexus-scheduler
+    plugins:
+      queueSort: {enabled: [{name: Coscheduling}]}
+      preFilter: {enabled: [{name: Coscheduling}]}
+      permit: {enabled: [{name: Coscheduling}]}
+      reserve: {enabled: [{name: Coscheduling}]}
+      score: {enabled: [{name: NUMATopology, weight: 10}]}
+"""
+
+
+def test_a_seed_003_scheduler_config_is_the_whole_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(SEED_003)
+    scheduling = load_file(str(path)).scheduling
+    assert scheduling.weights.bin_packing == 8  # 0.4 of 20
+    assert scheduling.weights.domain_utilisation == 4
+    assert scheduling.topology_constraints.max_nodes_per_leaf == 4
+    assert scheduling.topology_constraints.max_gpus_per_leaf == 32
+
+
+def test_a_seed_object_may_also_be_the_scheduling_section() -> None:
+    inside = parse_config({"scheduling": yaml.safe_load(SEED_003)}).scheduling
+    assert inside == load_file_text(SEED_003).scheduling
+
+
+def load_file_text(text: str):  # type: ignore[no-untyped-def]
+    return parse_config(yaml.safe_load(text))
+
+
+def test_kubenexus_kube_scheduler_configuration_is_read() -> None:
+    scheduling = load_file_text(KUBENEXUS).scheduling
+    assert scheduling.scheduler_name == "kubenexus-scheduler"
+    assert scheduling.weights.numa_fit == 10
+
+
+def test_neuronetes_scoring_factors_and_fast_scheduling_are_read() -> None:
+    scheduling = parse_config(
+        {
+            "scheduling": {
+                "scoringWeights": {
+                    "gpuAvailability": "30%",
+                    "topologyFitness": "25%",
+                    "modelCachePresence": "20%",
+                    "costEfficiency": "15%",
+                    "dataLocality": "10%",
+                },
+                "fastScheduling": {"enabled": True, "maxNodesToScore": 50},
+            }
+        }
+    ).scheduling
+    w = scheduling.weights
+    assert (w.bin_packing, w.topology_fitness, w.node_affinity, w.inter_pod_affinity) == (
+        6,
+        5,
+        7,  # a node's cache and its price are both node-label preferences
+        2,
+    )
+    assert scheduling.nodes_to_score(1000) == 50
+
+
+def rejected(doc: object) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(doc, source="/etc/topos/config.yaml")
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            {"scheduling": {"scoringWeights": {"resourceAvailabilty": 0.4}}},
+            "scoringWeights.resourceAvailabilty: unknown factor — did you mean "
+            "'resourceAvailability'?",
+        ),
+        (
+            {"scheduling": {"scoringWeights": {"topologyAlignment": -1}}},
+            "scoringWeights.topologyAlignment: must be a number of at least 0",
+        ),
+        (
+            {"scheduling": {"topologyConstraints": {"maxNodesPerLef": 4}}},
+            "topologyConstraints.maxNodesPerLef: unknown key — did you mean 'maxNodesPerLeaf'?",
+        ),
+        (
+            {"scheduling": {"topologyConstraints": {"maxGPUsPerLeaf": 0}}},
+            "topologyConstraints.maxGPUsPerLeaf: must be a whole number of at least 1",
+        ),
+        (
+            {"apiVersion": "topology.scheduler/v1alpha1", "kind": "SchedulerConfig", "sepc": {}},
+            "sepc: unknown key in a SchedulerConfig — did you mean 'spec'?",
+        ),
+        ({"kind": "Deployment"}, "kind: 'Deployment' is not a scheduler configuration"),
+        (
+            {
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"plugins": {"score": {"enabled": [{"name": "NUMATopolgy"}]}}}],
+            },
+            "profiles[0].plugins.score.enabled[0].name: unknown plugin 'NUMATopolgy' — "
+            "did you mean 'NUMATopology'?",
+        ),
+        (
+            {
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"plugins": {"preFilter": {"disabled": [{"name": "Coscheduling"}]}}}],
+            },
+            "profiles[0].plugins.preFilter.disabled[0].name: Coscheduling is built into Topos",
+        ),
+        (
+            {
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [
+                    {
+                        "pluginConfig": [
+                            {"name": "NodeResourcesFit", "args": {"scoringStrategi": {}}}
+                        ]
+                    }
+                ],
+            },
+            "profiles[0].pluginConfig[0].args.scoringStrategi: unknown key — did you mean "
+            "'scoringStrategy'?",
+        ),
+        (
+            {"kind": "KubeSchedulerConfiguration", "profiles": [{}, {}]},
+            "profiles[1]: Topos runs one profile",
+        ),
+        (
+            {"kind": "KubeSchedulerConfiguration", "clientConnection": {}},
+            "clientConnection: unknown key in a KubeSchedulerConfiguration",
+        ),
+    ],
+)
+def test_a_seed_key_topos_does_not_know_is_refused_by_its_path(doc: object, message: str) -> None:
+    assert message in rejected(doc)
+
+
+def test_a_profiles_scoring_strategy_reaches_node_resources_fit() -> None:
+    scheduling = parse_config(
+        {
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"scoringStrategy": {"type": "MostAllocated"}},
+                        }
+                    ]
+                }
+            ],
+        }
+    ).scheduling
+    assert scheduling.node_resources_strategy == "MostAllocated"
+
+
+def test_keys_that_need_a_restart_are_named() -> None:
+    old = parse_config({"coordinator": {"listen": "0.0.0.0:8080"}})
+    new = parse_config({"coordinator": {"listen": "0.0.0.0:9090"}, "gangs": {"backoffSeconds": 3}})
+    assert restart_needed(old, new) == ["coordinator.listen", "gangs.backoffSeconds"]
+    renamed = load_file_text(KUBENEXUS)
+    assert restart_needed(old, renamed) == ["scheduling.profiles[0].schedulerName"]
+    weights_only = parse_config({"scheduling": {"weights": {"numa_fit": 9}}})
+    assert restart_needed(old, weights_only) == []
+
+
+async def until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("coordinator: {reloadIntervalSeconds: 0.05}\n" + "scheduling: {}\n")
+    config = load_file(str(path))
+    app = wire(config, MemoryBackend(MemoryCluster(Inventory())), config_path=str(path))
+    registry = app[METRICS].registry
+
+    def count(result: str) -> float:
+        return registry.get_sample_value("topos_config_reloads_total", {"result": result}) or 0
+
+    async with running(app):
+        scheduler = app[RUNNING].runtime.scheduler  # type: ignore[union-attr]
+        before = scheduler.framework
+        assert before.config.topology_constraints.max_nodes_per_leaf is None
+        path.write_text(
+            "coordinator: {reloadIntervalSeconds: 0.05}\nscheduling:\n"
+            + "\n".join("  " + line for line in SEED_003.strip().splitlines())
+            + "\n"
+        )
+        await until(lambda: scheduler.framework is not before)
+        applied = scheduler.framework
+        assert applied.config.topology_constraints.max_nodes_per_leaf == 4
+        assert dict((p.name, w) for p, w in applied.score)["DomainUtilisation"] == 4
+        assert count("applied") >= 1
+        with caplog.at_level(logging.WARNING, logger="coordinator.app.reload"):
+            path.write_text(
+                "coordinator: {reloadIntervalSeconds: 0.05}\n"
+                "scheduling: {scoringWeights: {resourceAvailabilty: 1}}\n"
+            )
+            await until(lambda: count("refused") == 1)
+            assert scheduler.framework is applied  # the old settings keep running
+            assert "scoringWeights.resourceAvailabilty" in caplog.text
+            assert "previous settings keep running" in caplog.text
+            path.write_text(
+                "coordinator: {reloadIntervalSeconds: 0.05, listen: '0.0.0.0:9999'}\n"
+                "scheduling: {weights: {numa_fit: 9}}\n"
+            )
+            await until(lambda: scheduler.framework.config.weights.numa_fit == 9)
+            assert "coordinator.listen changed; restart the coordinator" in caplog.text
