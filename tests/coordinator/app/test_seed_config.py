@@ -5,7 +5,6 @@ is refused and the old settings keep running."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from coordinator.app.main import running, wire
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.store import Inventory
+from tests.support.polling import eventually
 
 SEED_003 = """
 apiVersion: topology.scheduler/v1alpha1
@@ -204,13 +204,6 @@ def test_keys_that_need_a_restart_are_named() -> None:
     assert restart_needed(old, weights_only) == []
 
 
-async def until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
-
-
 async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -232,17 +225,17 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
             + "\n".join("  " + line for line in SEED_003.strip().splitlines())
             + "\n"
         )
-        await until(lambda: scheduler.framework is not before)
+        await eventually(lambda: scheduler.framework is not before, what="the reload")
         applied = scheduler.framework
         assert applied.config.topology_constraints.max_nodes_per_leaf == 4
-        assert dict((p.name, w) for p, w in applied.score)["DomainUtilisation"] == 4
+        assert {p.name: w for p, w in applied.score}["DomainUtilisation"] == 4
         assert count("applied") >= 1
         with caplog.at_level(logging.WARNING, logger="coordinator.app.reload"):
             path.write_text(
                 "coordinator: {reloadIntervalSeconds: 0.05}\n"
                 "scheduling: {scoringWeights: {resourceAvailabilty: 1}}\n"
             )
-            await until(lambda: count("refused") == 1)
+            await eventually(lambda: count("refused") == 1, what="the reload")
             assert scheduler.framework is applied  # the old settings keep running
             assert "scoringWeights.resourceAvailabilty" in caplog.text
             assert "previous settings keep running" in caplog.text
@@ -250,5 +243,7 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
                 "coordinator: {reloadIntervalSeconds: 0.05, listen: '0.0.0.0:9999'}\n"
                 "scheduling: {weights: {numa_fit: 9}}\n"
             )
-            await until(lambda: scheduler.framework.config.weights.numa_fit == 9)
+            await eventually(
+                lambda: scheduler.framework.config.weights.numa_fit == 9, what="the reload"
+            )
             assert "coordinator.listen changed; restart the coordinator" in caplog.text

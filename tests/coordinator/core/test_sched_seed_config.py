@@ -38,11 +38,17 @@ def seed(**spec: Any) -> SchedulerConfig:
     )
 
 
+def placed(result: object) -> Decision:
+    assert isinstance(result, Decision), result
+    return result
+
+
 def fill(snapshot: Snapshot, node_name: str, gpus: int, name: str) -> None:
     """Bind a ``gpus``-GPU pod onto ``node_name`` in the snapshot."""
     filler = pod(name, gpus=gpus)
     result = schedule_one(filler, snapshot, build_framework(), candidate_nodes=(node_name,))
-    assert isinstance(result, Decision) and result.node == node_name
+    assert placed(result).node == node_name
+    assert isinstance(result, Decision)
     snapshot.assume(request(filler), result.node, result.placement)
 
 
@@ -62,9 +68,8 @@ def test_seed_scoring_weights_decide_between_packing_and_domain_utilisation() ->
     packing = seed(scoringWeights={"resourceAvailability": 1.0, "domainUtilization": 0})
     domain = seed(scoringWeights={"resourceAvailability": 0.1, "domainUtilization": 0.9})
     snap = two_leaves()
-    one = schedule_one(pod("p", gpus=2), snap.copy(), build_framework(packing))
-    other = schedule_one(pod("p", gpus=2), snap.copy(), build_framework(domain))
-    assert isinstance(one, Decision) and isinstance(other, Decision)
+    one = placed(schedule_one(pod("p", gpus=2), snap.copy(), build_framework(packing)))
+    other = placed(schedule_one(pod("p", gpus=2), snap.copy(), build_framework(domain)))
     assert one.node == "b1"
     assert other.node == "a2"
     assert other.breakdown["DomainUtilisation"] > one.breakdown.get("DomainUtilisation", 0)
@@ -102,14 +107,14 @@ def test_recent_failures_in_a_leaf_lower_its_score_until_they_fade() -> None:
     config = seed(scoringWeights={"historicalPerformance": 1.0, "resourceAvailability": 0.01})
     framework = build_framework(config, history=history)
     snap = Snapshot([node("a1", "leaf-a"), node("b1", "leaf-b")])
-    first = schedule_one(pod("p", gpus=1), snap.copy(), framework)
-    assert isinstance(first, Decision) and first.node == "a1"  # name order breaks the tie
+    first = placed(schedule_one(pod("p", gpus=1), snap.copy(), framework))
+    assert first.node == "a1"  # name order breaks the tie
     history.record(["a1"])  # a bind failed there
-    steered = schedule_one(pod("p", gpus=1), snap.copy(), framework)
-    assert isinstance(steered, Decision) and steered.node == "b1"
+    steered = placed(schedule_one(pod("p", gpus=1), snap.copy(), framework))
+    assert steered.node == "b1"
     clock.now += 60 * 8  # eight half-lives: the failure is forgotten
-    again = schedule_one(pod("p", gpus=1), snap.copy(), framework)
-    assert isinstance(again, Decision) and again.node == "a1"
+    again = placed(schedule_one(pod("p", gpus=1), snap.copy(), framework))
+    assert again.node == "a1"
     assert history.weights() == {}
 
 
@@ -148,7 +153,8 @@ def test_a_gang_the_constraints_cannot_hold_is_refused_saying_so() -> None:
     snap = Snapshot([node(f"a{i}", "leaf-a") for i in range(1, 5)])
     tight = seed(topologyConstraints={"maxNodesPerLeaf": 2, "maxGPUsPerLeaf": 32})
     refused = schedule_gang(WORKERS, snap, build_framework(tight), min_member=4)
-    assert isinstance(refused, Status) and not refused.is_success
+    assert isinstance(refused, Status)
+    assert not refused.is_success
     assert "at most 2 nodes and 32 GPUs per leaf" in refused.message
 
 
@@ -170,8 +176,8 @@ def test_a_plugin_disabled_in_a_kube_profile_is_off() -> None:
     )
     off = kube_profile({"filter": {"disabled": [{"name": "TaintToleration"}]}})
     assert off.scheduler_name == "kubenexus-scheduler"
-    placed = schedule_one(pod("p", gpus=1), Snapshot(tainted), build_framework(off))
-    assert isinstance(placed, Decision) and placed.node == "t1"
+    result = placed(schedule_one(pod("p", gpus=1), Snapshot(tainted), build_framework(off)))
+    assert result.node == "t1"
 
 
 def test_a_kube_profile_scores_only_what_it_enables_with_its_weights() -> None:
