@@ -25,6 +25,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Final
 
 from common import podkeys
@@ -171,7 +172,9 @@ class Recovery:
         for gang, anns in annotations.items():
             intent = gang_intent(anns)
             if isinstance(intent, PlacementIntent):
-                intents[gang] = intent
+                # A recovered gang's new places keep within topologyConstraints too.
+                limits = self.scheduler.framework.config.topology_constraints
+                intents[gang] = replace(intent, leaf_limits=limits)
         plan = plan_recovery(
             node_states(self.scheduler.view.snapshot()),
             running,
