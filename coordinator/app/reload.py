@@ -1,4 +1,5 @@
-"""Applying a changed configuration file without a restart (``coordinator.reloadIntervalSeconds``).
+"""Applying a changed configuration file without a restart (``coordinator.reloadIntervalSeconds``;
+``docs/deploy.md``, "Changing the configuration while it runs").
 
 The file is read again every few seconds (a mounted ConfigMap is swapped in place by the kubelet,
 so its content, not its mtime, is compared). A new file that parses is applied:

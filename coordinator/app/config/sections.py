@@ -61,7 +61,7 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
         default=5.0, name="reloadIntervalSeconds"
     )
     """How often the configuration file is read again; a changed ``scheduling`` section is
-    applied without a restart (``docs/configuration.md``). 0: never."""
+    applied without a restart (``docs/deploy.md``). 0: never."""
 
     def __post_init__(self) -> None:
         try:

@@ -1,6 +1,7 @@
 """The seed systems' scheduler configuration objects, read into the ``scheduling`` section's terms.
 
-Three shapes are accepted as their authors wrote them (``docs/configuration.md``):
+Three shapes are accepted as their authors wrote them (``docs/scheduling.md``, "The seeds'
+configuration objects"):
 
 - **topology-scheduler (seeds 003/004)**: ``apiVersion: topology.scheduler/v1alpha1``, ``kind:
   SchedulerConfig`` (or ``TopologySchedulerConfig``), ``metadata``, and a ``spec`` holding
