@@ -4,7 +4,8 @@ refused with a Warning Event on the coordinator's Pod while the previous weights
 
 Two 8-GPU NVSwitch nodes, one per leaf: ``busy`` already runs a 4-GPU pod, ``cheap`` is the node
 the pods prefer by node affinity (what a cost label would say). Seed 003's weights pack GPUs
-(``busy`` wins); NeuroNetes' ``costEfficiency`` factor weighted up makes the preference win."""
+(``busy`` wins); NeuroNetes' ``costEfficiency`` factor weighted up makes the preference win.
+A KubeNexus profile's ``schedulerName`` is the name the coordinator then schedules."""
 
 from __future__ import annotations
 
@@ -124,3 +125,33 @@ def reloads(app: web.Application, result: str) -> float:
         "topos_config_reloads_total", {"result": result}
     )
     return sample or 0.0
+
+
+KUBENEXUS = """
+  apiVersion: kubescheduler.config.k8s.io/v1
+  kind: KubeSchedulerConfiguration
+  profiles:
+    - schedulerName: kubenexus-scheduler
+      plugins:
+        queueSort: {enabled: [{name: Coscheduling}]}
+        score: {enabled: [{name: NUMATopology, weight: 10}]}
+"""
+
+
+async def test_a_kubenexus_profile_names_the_scheduler_its_pods_ask_for(
+    kube: KubeClient, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    node = await cluster.add_node("nexus", "dgx-h100")
+    path = tmp_path / "config.yaml"
+    path.write_text(config_text(namespace, cluster.run, KUBENEXUS))
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster.hello(inventory)
+    app = wire(load_file(str(path)), KubeBackend(str(kubeconfig)), inventory=inventory)
+    async with running(app):
+        await cluster.create(gpu_pod("nexus-job", 1, scheduler="kubenexus-scheduler"))
+        assert (await cluster.bound("nexus-job"))["spec"]["nodeName"] == node
+        await cluster.create(gpu_pod("topos-job", 1))  # not this profile's name: left alone
+        await cluster.create(gpu_pod("nexus-after", 1, scheduler="kubenexus-scheduler"))
+        await cluster.bound("nexus-after")
+        assert not (await cluster.pod("topos-job"))["spec"].get("nodeName")

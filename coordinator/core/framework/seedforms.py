@@ -55,6 +55,14 @@ FACTORS: Final[Mapping[str, tuple[str, ...]]] = {
 
 _TOPOLOGY_KINDS: Final = frozenset({"SchedulerConfig", "TopologySchedulerConfig"})
 _KUBE_KIND: Final = "KubeSchedulerConfiguration"
+_API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "SchedulerConfig": ("topology.scheduler/v1alpha1",),
+    "TopologySchedulerConfig": ("topology.scheduler/v1alpha1",),
+    "KubeSchedulerConfiguration": (
+        "kubescheduler.config.k8s.io/v1",
+        "kubescheduler.config.k8s.io/v1beta3",
+    ),
+}
 _KUBE_KEYS: Final = frozenset({"apiVersion", "kind", "profiles", "percentageOfNodesToScore"})
 
 
@@ -64,6 +72,13 @@ def unwrap(data: Mapping[str, object]) -> Mapping[str, object]:
     if "kind" not in data and "apiVersion" not in data:
         return data
     kind = data.get("kind")
+    version = data.get("apiVersion")
+    expected = _API_VERSIONS.get(str(kind))
+    if expected is not None and version is not None and version not in expected:
+        raise ConfigError(
+            f"apiVersion: {version!r} is not a version of {kind} Topos reads "
+            f"(expected {' or '.join(expected)})"
+        )
     if kind in _TOPOLOGY_KINDS:
         for key in data:
             if key not in ("apiVersion", "kind", "metadata", "spec"):

@@ -133,6 +133,11 @@ def rejected(doc: object) -> str:
         ),
         ({"kind": "Deployment"}, "kind: 'Deployment' is not a scheduler configuration"),
         (
+            {"apiVersion": "kubescheduler.config.k8s.io/v2", "kind": "KubeSchedulerConfiguration"},
+            "apiVersion: 'kubescheduler.config.k8s.io/v2' is not a version of "
+            "KubeSchedulerConfiguration",
+        ),
+        (
             {
                 "kind": "KubeSchedulerConfiguration",
                 "profiles": [{"plugins": {"score": {"enabled": [{"name": "NUMATopolgy"}]}}}],
