@@ -1,12 +1,14 @@
 """The seed systems' configuration objects, written as their authors wrote them, are accepted by
 the coordinator's file (whole, or as its ``scheduling`` section); a key Topos does not know is
 refused with its path; and a changed file is applied while the coordinator runs — a broken one
-is refused and the old settings keep running."""
+is refused and the old settings keep running. A failed bind counts against its node's history,
+so the retry goes elsewhere."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,7 +20,10 @@ from coordinator.app.config.load import ConfigError, load_file, parse_config
 from coordinator.app.main import running, wire
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
+from coordinator.engine.ports import ClusterError, PodRef
 from coordinator.inventory.store import Inventory
+from tests.support.metrics_coordinator import bound, two_leaf_cluster
+from tests.support.pods import gpu_pod
 from tests.support.polling import eventually
 
 SEED_003 = """
@@ -252,3 +257,26 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
                 lambda: scheduler.framework.config.weights.numa_fit == 9, what="the reload"
             )
             assert "coordinator.listen changed; restart the coordinator" in caplog.text
+
+
+async def test_a_failed_bind_steers_the_retry_to_another_leaf() -> None:
+    cluster = two_leaf_cluster()  # n1 in leaf-1, n2 in leaf-2, alike: n1 wins a tie
+    real_bind = cluster.bind
+    failed: list[str] = []
+
+    async def bind_failing_once_on_n1(pod: PodRef, node: str, annotations: Any) -> None:
+        if node == "n1" and not failed:
+            failed.append(pod.key)
+            raise ClusterError("the API server timed out")
+        await real_bind(pod, node, annotations)
+
+    cluster.bind = bind_failing_once_on_n1  # type: ignore[method-assign]
+    config = parse_config(
+        {"scheduling": {"scoringWeights": {"historicalPerformance": 0.9, "topologyAlignment": 0.1}}}
+    )
+    app = wire(config, MemoryBackend(cluster))
+    async with running(app):
+        cluster.create_pod(gpu_pod("retry", 1, namespace="default"))
+        node = await eventually(lambda: bound(cluster).get("retry"), what="the retry bound")
+    assert failed == ["default/retry"]
+    assert node == "n2"  # the history of n1 (and its leaf) counted against it
