@@ -13,17 +13,19 @@ from typing import Any
 import pytest
 import yaml
 
+from common.wire import GpuState
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import METRICS
 from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file, parse_config
+from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.ports import ClusterError, PodRef
 from coordinator.inventory.store import Inventory
 from tests.support.metrics_coordinator import bound, two_leaf_cluster
-from tests.support.pods import gpu_pod
+from tests.support.pods import gang_members, gpu_pod
 from tests.support.polling import eventually
 
 SEED_003 = """
@@ -71,7 +73,7 @@ def test_a_seed_object_may_also_be_the_scheduling_section() -> None:
     assert inside == load_file_text(SEED_003).scheduling
 
 
-def load_file_text(text: str):  # type: ignore[no-untyped-def]
+def load_file_text(text: str) -> Config:
     return parse_config(yaml.safe_load(text))
 
 
@@ -227,7 +229,9 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
         return registry.get_sample_value("topos_config_reloads_total", {"result": result}) or 0
 
     async with running(app):
-        scheduler = app[RUNNING].runtime.scheduler  # type: ignore[union-attr]
+        runtime = app[RUNNING].runtime
+        assert runtime is not None
+        scheduler = runtime.scheduler
         before = scheduler.framework
         assert before.config.topology_constraints.max_nodes_per_leaf is None
         path.write_text(
@@ -280,3 +284,32 @@ async def test_a_failed_bind_steers_the_retry_to_another_leaf() -> None:
         node = await eventually(lambda: bound(cluster).get("retry"), what="the retry bound")
     assert failed == ["default/retry"]
     assert node == "n2"  # the history of n1 (and its leaf) counted against it
+
+
+async def test_a_gang_recovery_counts_against_the_failed_node() -> None:
+    cluster = two_leaf_cluster()
+    app = wire(Config(), MemoryBackend(cluster))
+    async with running(app):
+        for member in gang_members("train", 2, prefix="w", gpus=8, namespace="default"):
+            cluster.create_pod(member)
+        await eventually(lambda: len(bound(cluster)) == 2, what="the gang bound")
+        pod_obj = cluster.pod("default", "w-0")
+        assert pod_obj is not None
+        node = pod_obj["spec"]["nodeName"]
+        uuid = pod_obj["metadata"]["annotations"]["topos.io/assigned-gpus"].split(",")[0]
+        inventory = cluster.inventory
+        state = inventory.node(node)
+        assert state is not None
+        assert state.topology is not None
+        index = next(g.index for g in state.topology.gpus if g.uuid == uuid)
+        history = app[RUNNING].history
+        assert history is not None
+        assert history.weights() == {}
+        inventory.apply_delta(
+            node,
+            seq=1,
+            gpus=(GpuState(index=index, uuid=uuid, healthy=False, health_reason="XID 79"),),
+            allocations=None,
+        )
+        weights = await eventually(history.weights, what="the recovery remembered")
+    assert set(weights) == {node}
