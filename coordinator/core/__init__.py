@@ -5,7 +5,8 @@ failure out. Packages, bottom up:
 
 - :mod:`.podspec` — every Topos and alias key of a pod parsed once (``parse_pod``).
 - :mod:`.snapshot` — ``NodeInfo``/``PodInfo``/``Snapshot``: what the plugins look at, with
-  the indexes a cycle narrows its nodes by (``CapacityIndex``, nodes by label value).
+  the indexes a cycle narrows its nodes by (``CapacityIndex``, nodes by label value) and the
+  pod counts per topology domain the inter-pod plugins read (``podcounts``).
 - :mod:`.framework` — plugin interfaces, results, status, cycle state, config, ``schedule_one``;
   it names no plugin.
 - :mod:`.plugins` — kube-scheduler's filters and scores plus GPU, MIG and NUMA placement; they

@@ -1,13 +1,16 @@
 """Pod affinity and anti-affinity, as kube-scheduler's InterPodAffinity plugin.
 
-Counts are kept per *topology pair* (a node label key and value): PreFilter walks the pods of
-the snapshot once and records
+Counts are kept per *topology pair* (a node label key and value). PreFilter gathers
 
 - where existing pods' required anti-affinity terms match the incoming pod (symmetry: a pod may
   not land where an existing pod refuses it — "node(s) didn't satisfy existing pods anti-affinity
-  rules");
-- where existing pods match *all* the incoming pod's required affinity terms;
-- where existing pods match each of its required anti-affinity terms.
+  rules"): the snapshot indexes those terms with the topology values their pods sit in, so
+  PreFilter matches each distinct term once instead of walking the pods;
+- where existing pods match *all* the incoming pod's required affinity terms (walking the pods
+  the first term's selector narrows to);
+- where existing pods match each of its required anti-affinity terms: the snapshot's
+  :meth:`~Snapshot.domain_counts` per term, kept current across cycles (walked per cycle only
+  for a term whose ``namespaceSelector`` names labels).
 
 Filter checks the node's pairs, in kube-scheduler's order: the pod's affinity, its
 anti-affinity, then the existing pods' anti-affinity. A pod whose affinity terms no existing pod
@@ -18,7 +21,7 @@ existing pods' required affinity terms at weight 1) per pair, min-max normalised
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -35,11 +38,15 @@ Pair = tuple[str, str]
 HARD_POD_AFFINITY_WEIGHT: Final = 1  # kube-scheduler's hardPodAffinityWeight default
 
 
+# A topology key and, per value of it, how many pods make a node there refuse the pod.
+Refusals = tuple[str, Mapping[str, int]]
+
+
 @dataclass(slots=True)
 class _FilterState:
-    existing_anti: dict[Pair, int] = field(default_factory=dict)
+    existing_anti: list[Refusals] = field(default_factory=list)
     affinity: dict[Pair, int] = field(default_factory=dict)
-    anti: dict[Pair, int] = field(default_factory=dict)
+    anti: list[Refusals] = field(default_factory=list)
     matches_own_terms: bool = False
 
 
@@ -67,22 +74,35 @@ def _matches(
     return term.matches_pod(namespace, labels, namespaces.get(namespace))
 
 
+def _matching(term: AffinityTerm, snapshot: Snapshot) -> Mapping[str, int]:
+    """Pods ``term`` matches per value of its topology key."""
+    ns_selector = term.namespace_selector
+    if ns_selector is None or ns_selector.is_empty:  # decided without namespace labels
+        key = term.topology_key
+        return snapshot.domain_counts(term, key, (key,)).counts
+    counts: dict[str, int] = {}
+    for node, existing in snapshot.pods_selected_by(term.selector):
+        if _matches(term, existing.namespace, existing.labels, snapshot.namespaces):
+            value = node.labels.get(term.topology_key)
+            if value is not None:
+                counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
 class InterPodAffinity:
     name = "InterPodAffinity"
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
         ns_labels = snapshot.namespaces
-        fs = _FilterState()
-        with_affinity = snapshot.pods_with_affinity()
-        any_existing_anti = False
-        for node, existing in with_affinity:
-            if existing.anti_affinity:
-                any_existing_anti = True
-                for term in existing.anti_affinity:
-                    if _matches(term, pod.namespace, pod.labels, ns_labels):
-                        _bump(fs.existing_anti, node, term.topology_key, 1)
-        if not (pod.pod_affinity or pod.pod_anti_affinity or any_existing_anti):
+        own_ns = ns_labels.get(pod.namespace)
+        existing_anti = [
+            (term.topology_key, values)
+            for term, values in snapshot.anti_affinity_terms().items()
+            if term.matches_pod(pod.namespace, pod.labels, own_ns)
+        ]
+        if not (pod.pod_affinity or pod.pod_anti_affinity or existing_anti):
             return SKIP
+        fs = _FilterState(existing_anti=existing_anti)
         if pod.pod_affinity:
             # An existing pod counts when it matches *all* the terms: the first term's
             # selector narrows the candidates.
@@ -94,14 +114,33 @@ class InterPodAffinity:
                     for t in pod.pod_affinity:
                         _bump(fs.affinity, node, t.topology_key, 1)
         for t in pod.pod_anti_affinity:
-            for node, existing in snapshot.pods_selected_by(t.selector):
-                if _matches(t, existing.namespace, existing.labels, ns_labels):
-                    _bump(fs.anti, node, t.topology_key, 1)
+            fs.anti.append((t.topology_key, _matching(t, snapshot)))
         fs.matches_own_terms = all(
             _matches(t, pod.namespace, pod.labels, ns_labels) for t in pod.pod_affinity
         )
         state.write(_FILTER, fs)
         return SUCCESS
+
+    def candidates(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None:
+        """The nodes no anti-affinity refuses, once refusals cover most of the cluster (each pod
+        of a large anti-affine set on a node of its own); in the snapshot's order."""
+        fs = state.get(_FILTER)
+        refusals = [*fs.anti, *fs.existing_anti] if fs is not None else []
+        if not refusals or sum(len(v) for _, v in refusals) * 2 < len(snapshot):
+            return None
+        refused: dict[str, set[str]] = {}  # topology key → values refused
+        for key, values in refusals:
+            refused.setdefault(key, set()).update(v for v, n in values.items() if n > 0)
+        if len(refused) == 1:
+            ((key, bad),) = refused.items()
+            return [n.name for n in snapshot.nodes if n.labels.get(key) not in bad]
+        return [
+            n.name
+            for n in snapshot.nodes
+            if not any(n.labels.get(key) in bad for key, bad in refused.items())
+        ]
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         # kube-scheduler's order (1.2x+): the pod's affinity, its anti-affinity, then the
@@ -118,14 +157,14 @@ class InterPodAffinity:
                     pods_exist = False
             if not pods_exist and not (not fs.affinity and fs.matches_own_terms):
                 return _AFFINITY
-        for t in pod.pod_anti_affinity:
-            value = labels.get(t.topology_key)
-            if value is not None and fs.anti.get((t.topology_key, value), 0) > 0:
+        for key, values in fs.anti:
+            value = labels.get(key)
+            if value is not None and values.get(value, 0) > 0:
                 return _ANTI
-        if fs.existing_anti:
-            for pair in labels.items():
-                if fs.existing_anti.get(pair, 0) > 0:
-                    return _EXISTING
+        for key, values in fs.existing_anti:
+            value = labels.get(key)
+            if value is not None and values.get(value, 0) > 0:
+                return _EXISTING
         return SUCCESS
 
     def pre_score(
@@ -133,7 +172,7 @@ class InterPodAffinity:
     ) -> Status:
         ns_labels = snapshot.namespaces
         counts: dict[Pair, int] = {}
-        with_affinity = snapshot.pods_with_affinity()
+        with_affinity = snapshot.pods_with_scoring_terms()
         if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or with_affinity):
             return SKIP
         for sign, weighted in (

@@ -8,10 +8,18 @@ from typing import Final
 
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.dra.state import DraState
+from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.snapshot.capacity import CapacityIndex
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podcounts import (
+    COUNTS_LIMIT,
+    AntiAffinityIndex,
+    CountKey,
+    DomainCounts,
+    PodMatcher,
+)
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 
 __all__ = ["Snapshot"]
@@ -184,7 +192,7 @@ class Snapshot:
         self._set(node.rebuild((*node.pods, info)))
         self._assumed[pod.key] = node_name
         if self._index is not None:
-            self._index.add(node_name, info)
+            self._index.add(node_name, info, node.labels)
         if claims:
             self._claims[pod.key] = tuple(claims)
             self._refresh_dra()
@@ -200,7 +208,7 @@ class Snapshot:
             self._set(node.rebuild(p for p in node.pods if p.key != pod_key))
             if self._index is not None:
                 for p in gone:
-                    self._index.discard(p)
+                    self._index.discard(p, node.labels)
         if self._claims.pop(pod_key, None) is not None:
             self._refresh_dra()
         return True
@@ -247,7 +255,7 @@ class Snapshot:
             index = _PodIndex()
             for node in self._nodes.values():
                 for p in node.pods:
-                    index.add(node.name, p)
+                    index.add(node.name, p, node.labels)
                 if any(t.effect == "PreferNoSchedule" for t in node.effective_taints):
                     index.prefer_no_schedule.add(node.name)
             self._index = index
@@ -297,12 +305,51 @@ class Snapshot:
             }
         return cached
 
+    def domain_counts(
+        self, matcher: PodMatcher, key: str, required: tuple[str, ...]
+    ) -> DomainCounts:
+        """Pods ``matcher`` matches per value of node label ``key``, over the nodes carrying
+        every ``required`` key (each such domain present, zeros included). Built on first use,
+        then kept current by assume/forget/replace/remove (read-only to callers)."""
+        index = self._pod_index()
+        ckey: CountKey = (matcher, key, required)
+        found = index.counts.get(ckey)
+        if found is None:
+            if len(index.counts) >= COUNTS_LIMIT:
+                index.counts, index.owned = {}, set()
+            pods = ((n.labels, p) for n, p in self.pods_selected_by(matcher.selector))
+            found = DomainCounts.build(ckey, (n.labels for n in self._nodes.values()), pods)
+            index.counts[ckey] = found
+            index.owned.add(ckey)
+        return found
+
+    def anti_affinity_terms(self) -> Mapping[AffinityTerm, Mapping[str, int]]:
+        """Required anti-affinity terms of the pods on the nodes → topology value → how many
+        pods carrying the term sit there (read-only)."""
+        return self._pod_index().anti.terms
+
+    def pods_with_scoring_terms(self) -> list[tuple[NodeInfo, PodInfo]]:
+        """Pods whose terms weigh on others' scores: required affinity, preferred either way."""
+        return [
+            (self._nodes[n], p) for n, p in self._pod_index().scoring.values() if n in self._nodes
+        ]
+
     def has_prefer_no_schedule_taints(self) -> bool:
         return bool(self._pod_index().prefer_no_schedule)
 
 
 class _PodIndex:
-    __slots__ = ("by_label", "domains", "prefer_no_schedule", "with_affinity", "with_affinity_list")
+    __slots__ = (
+        "anti",
+        "by_label",
+        "counts",
+        "domains",
+        "owned",
+        "prefer_no_schedule",
+        "scoring",
+        "with_affinity",
+        "with_affinity_list",
+    )
 
     def __init__(self) -> None:
         self.with_affinity_list: list[tuple[NodeInfo, PodInfo]] | None = None
@@ -310,12 +357,20 @@ class _PodIndex:
         self.by_label: dict[tuple[str, str], dict[str, tuple[str, PodInfo]]] = {}
         self.with_affinity: dict[str, tuple[str, PodInfo]] = {}
         self.prefer_no_schedule: set[str] = set()
+        self.scoring: dict[str, tuple[str, PodInfo]] = {}
+        self.anti = AntiAffinityIndex()
+        self.counts: dict[CountKey, DomainCounts] = {}
+        self.owned: set[CountKey] = set()  # counts this index may change (the others: copy first)
 
     def copy(self) -> _PodIndex:
         other = _PodIndex()
         other.by_label = {k: dict(v) for k, v in self.by_label.items()}
         other.with_affinity = dict(self.with_affinity)
         other.prefer_no_schedule = set(self.prefer_no_schedule)
+        other.scoring = dict(self.scoring)
+        other.anti = self.anti.copy()
+        other.counts = dict(self.counts)  # shared until one side changes a count
+        self.owned = set()
         other.domains = self.domains  # node labels do not change with assume/forget
         return other
 
@@ -323,31 +378,48 @@ class _PodIndex:
         self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
         if old is not None:
             for p in old.pods:
-                self.discard(p)
+                self.discard(p, old.labels)
             self.prefer_no_schedule.discard(old.name)
         if new is not None:
             for p in new.pods:
-                self.add(new.name, p)
+                self.add(new.name, p, new.labels)
             if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
                 self.prefer_no_schedule.add(new.name)
         if old is None or new is None or old.labels != new.labels:
             self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
+            self.counts, self.owned = {}, set()  # domains changed: count afresh when asked
 
     # By uid: a pod re-created under a name may sit beside its predecessor until the watch
     # catches up, and each must be found (and dropped) on its own.
-    def add(self, node: str, pod: PodInfo) -> None:
+    def add(self, node: str, pod: PodInfo, labels: Mapping[str, str]) -> None:
         ident = pod.uid or pod.key
         for pair in pod.labels.items():
             self.by_label.setdefault(pair, {})[ident] = (node, pod)
         if pod.has_affinity:
             self.with_affinity[ident] = (node, pod)
             self.with_affinity_list = None
+            if pod.affinity or pod.affinity_preferred or pod.anti_affinity_preferred:
+                self.scoring[ident] = (node, pod)
+            self.anti.bump(labels, pod, 1)
+        self._count(labels, pod, 1)
 
-    def discard(self, pod: PodInfo) -> None:
+    def discard(self, pod: PodInfo, labels: Mapping[str, str]) -> None:
         ident = pod.uid or pod.key
         if self.with_affinity.pop(ident, None) is not None:
             self.with_affinity_list = None
+            self.scoring.pop(ident, None)
+            self.anti.bump(labels, pod, -1)
         for pair in pod.labels.items():
             bucket = self.by_label.get(pair)
             if bucket is not None:
                 bucket.pop(ident, None)
+        self._count(labels, pod, -1)
+
+    def _count(self, labels: Mapping[str, str], pod: PodInfo, by: int) -> None:
+        for ckey, counts in self.counts.items():
+            value = counts.domain_of(labels, pod)
+            if value is not None:
+                if ckey not in self.owned:
+                    counts = self.counts[ckey] = counts.copy()
+                    self.owned.add(ckey)
+                counts.shift(value, by)
