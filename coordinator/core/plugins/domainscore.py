@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from coordinator.core.framework.config import SchedulerConfig
@@ -40,6 +40,7 @@ class DomainUtilisation:
     def __init__(self, config: SchedulerConfig) -> None:
         self.spread = config.packing == "spread"
         self.leaf_label = config.leaf_label
+        self._inverse: tuple[Mapping[str, str], Mapping[str, tuple[str, ...]]] | None = None
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -49,15 +50,32 @@ class DomainUtilisation:
         leaves = snapshot.domains(self.leaf_label)
         if not leaves:
             return SKIP
+        members = self._members(leaves)
         use: dict[str, tuple[int, int]] = {}
-        for node in snapshot.nodes:
-            leaf = leaves.get(node.name)
-            if leaf is not None:
-                total, used = use.get(leaf, (0, 0))
-                slots = node.gpu_slots
-                use[leaf] = (total + slots, used + min(slots, node.gpu_slots_used))
+        # Only the leaves of the nodes being scored: a cycle that stopped early (kube's
+        # percentage) looks at their leaves, not at the whole cluster.
+        for leaf in {leaves.get(n.name) for n in nodes}:
+            if leaf is None:
+                continue
+            total = used = 0
+            for name in members[leaf]:
+                info = snapshot.get(name)
+                if info is not None:
+                    total += info.gpu_slots
+                    used += min(info.gpu_slots, info.gpu_slots_used)
+            use[leaf] = (total, used)
         state.write(_LEAF_USE, use)
         return SUCCESS
+
+    def _members(self, leaves: Mapping[str, str]) -> Mapping[str, tuple[str, ...]]:
+        """Leaf → its nodes, rebuilt only when the snapshot's node → leaf mapping is a new one
+        (labels changed, or another snapshot)."""
+        if self._inverse is None or self._inverse[0] is not leaves:
+            grouped: dict[str, list[str]] = {}
+            for name, leaf in leaves.items():
+                grouped.setdefault(leaf, []).append(name)
+            self._inverse = (leaves, {k: tuple(v) for k, v in grouped.items()})
+        return self._inverse[1]
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         leaf = node.labels.get(self.leaf_label)
