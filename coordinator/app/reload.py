@@ -94,20 +94,14 @@ class _State:
                 continue  # a ConfigMap mid-swap may be briefly absent: wait for it
             self.seen = digest
             try:
-                new = load_file(self.path)
+                self.apply(load_file(self.path))
             except ConfigError as exc:
                 await self._refuse(str(exc))
-                continue
-            self.apply(new)
+            except Exception:  # a bug here must not end the watching
+                log.exception("config %s: applying the change failed; old settings kept", self.path)
 
     def apply(self, new: Config) -> None:
-        restart = restart_needed(self.base, new)
-        if restart:
-            log.warning(
-                "config %s: %s changed; restart the coordinator to apply (old values kept)",
-                self.path,
-                ", ".join(restart),
-            )
+        """Put ``new``'s scheduling settings in force, or raise :class:`ConfigError`."""
         # The restart-only keys keep their old values (the scheduler's name, the leaf label
         # from ``gangs``), so the next change is compared against what really runs.
         scheduling = dataclasses.replace(
@@ -116,13 +110,22 @@ class _State:
             leaf_label=self.config.scheduling.leaf_label,
         )
         running = self.app[RUNNING]
+        try:
+            framework = build_framework(scheduling, history=running.history)
+        except KeyError as exc:  # enabled_plugins names a plugin nothing registered
+            raise ConfigError(f"'scheduling' in {self.path}: {exc.args[0]}") from None
+        restart = restart_needed(self.base, new)
+        if restart:
+            log.warning(
+                "config %s: %s changed; restart the coordinator to apply (old values kept)",
+                self.path,
+                ", ".join(restart),
+            )
         if running.runtime is not None:
             if running.history is not None:
                 running.history.half_life_s = scheduling.history_half_life_s
             # One assignment between two awaits: no cycle sees half of each.
-            running.runtime.scheduler.framework = build_framework(
-                scheduling, history=running.history
-            )
+            running.runtime.scheduler.framework = framework
         self.config = msgspec.structs.replace(self.config, scheduling=scheduling)
         self.base = msgspec.structs.replace(self.base, scheduling=scheduling)
         self.reloads.labels("applied").inc()

@@ -30,6 +30,7 @@ from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, METRICS, READINESS
 from coordinator.app.backend import Backend, MemoryBackend
+from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
 from coordinator.core.plugins.domainscore import DomainHistory
@@ -61,7 +62,10 @@ RUNNING: Final = web.AppKey("topos.running", Running)
 def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
     section, kube = config.scheduler, config.kube
     history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
-    framework = build_framework(config.scheduling, history=history)
+    try:
+        framework = build_framework(config.scheduling, history=history)
+    except KeyError as exc:  # enabled_plugins names a plugin nothing registered
+        raise ConfigError(f"'scheduling': {exc.args[0]}") from None
     scheduler_name = config.scheduling.scheduler_name or podkeys.SCHEDULER_NAME
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)

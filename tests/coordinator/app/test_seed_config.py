@@ -187,6 +187,12 @@ def test_a_seed_key_topos_does_not_know_is_refused_by_its_path(doc: object, mess
     assert message in rejected(doc)
 
 
+def test_a_plugin_nothing_registered_is_refused_at_start() -> None:
+    config = parse_config({"scheduling": {"enabled_plugins": ["ModelCache"]}})
+    with pytest.raises(ConfigError, match="plugin 'ModelCache' is not registered"):
+        wire(config, MemoryBackend(MemoryCluster(Inventory())))
+
+
 def test_a_profiles_scoring_strategy_reaches_node_resources_fit() -> None:
     scheduling = parse_config(
         {
@@ -250,6 +256,12 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
                 "scheduling: {scoringWeights: {resourceAvailabilty: 1}}\n"
             )
             await eventually(lambda: count("refused") == 1, what="the reload")
+            path.write_text(
+                "coordinator: {reloadIntervalSeconds: 0.05}\n"
+                "scheduling: {enabled_plugins: [ModelCache]}\n"
+            )
+            await eventually(lambda: count("refused") == 2, what="the reload")
+            assert "plugin 'ModelCache' is not registered" in caplog.text
             assert scheduler.framework is applied  # the old settings keep running
             assert "scoringWeights.resourceAvailabilty" in caplog.text
             assert "previous settings keep running" in caplog.text
