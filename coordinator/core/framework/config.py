@@ -9,9 +9,12 @@ Loaded from YAML (a file or the ``scheduling`` key of the coordinator's ConfigMa
     percentageOfNodesToScore: 0      # kube's adaptive rule (the default); 100: every node
     fastScheduling: {enabled: true, maxNodesToScore: 50}
     disabled_plugins: [GpuAvailability]
+    topologyConstraints: {maxNodesPerLeaf: 4, maxGPUsPerLeaf: 32}
+    scoringWeights: {resourceAvailability: 0.4, topologyAlignment: 0.3}   # the seeds' factors
 
-Unknown keys, negative weights and unknown modes are rejected with a :class:`ConfigError` naming
-the key. The reasons behind each default are in ``docs/scheduling.md``.
+The seeds' whole objects (a KubeSchedulerConfiguration profile, a topology-scheduler
+``SchedulerConfig``) are read by :mod:`.seedforms`. Unknown keys, negative weights and unknown
+modes are rejected with a :class:`ConfigError` naming the key. The reasons behind each default are in ``docs/scheduling.md``.
 """
 
 from __future__ import annotations

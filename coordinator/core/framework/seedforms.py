@@ -12,7 +12,8 @@ configuration objects"):
   ``pluginConfig``.
 
 Factor weights may be fractions or percentages: they are normalised (each factor's share of their
-sum) and scaled to :data:`FACTOR_SCALE`; every plugin a factor maps to gets its share. Anything
+sum) and scaled to :data:`FACTOR_SCALE` (at least 1 for a factor above 0); every plugin a factor
+maps to gets its share. Anything
 not understood is a :class:`ConfigError` naming its path.
 """
 
@@ -113,8 +114,10 @@ def factor_weights(raw: object) -> dict[str, int]:
         raise ConfigError("scoringWeights: at least one weight must be above 0")
     out: dict[str, int] = {}
     for name, share in shares.items():
+        # A factor given any weight keeps at least 1: rounding never switches it off.
+        scaled = max(1, round(FACTOR_SCALE * share / total)) if share else 0
         for target in FACTORS[name]:
-            out[target] = out.get(target, 0) + round(FACTOR_SCALE * share / total)
+            out[target] = out.get(target, 0) + scaled
     return out
 
 
