@@ -14,7 +14,8 @@ Loaded from YAML (a file or the ``scheduling`` key of the coordinator's ConfigMa
 
 The seeds' whole objects (a KubeSchedulerConfiguration profile, a topology-scheduler
 ``SchedulerConfig``) are read by :mod:`.seedforms`. Unknown keys, negative weights and unknown
-modes are rejected with a :class:`ConfigError` naming the key. The reasons behind each default are in ``docs/scheduling.md``.
+modes are rejected with a :class:`ConfigError` naming the key. The reasons behind each default
+are in ``docs/scheduling.md``.
 """
 
 from __future__ import annotations
