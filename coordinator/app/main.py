@@ -42,6 +42,7 @@ from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
 from coordinator.app.mismatches import install_mismatch_reporter
+from coordinator.app.reload import install_reload
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
 from coordinator.app.web import build_app
@@ -104,12 +105,18 @@ async def _close_streams(app: web.Application) -> None:
 
 
 def wire(
-    config: Config, backend: Backend, *, inventory: Inventory | None = None
+    config: Config,
+    backend: Backend,
+    *,
+    inventory: Inventory | None = None,
+    config_path: str | None = None,
 ) -> web.Application:
     """The coordinator's application: the inventory and agent streams, the API routes (explain,
     simulate, gangs), the scheduler runtime and gangs, request limits and authentication, leader
     election. ``inventory`` is the one to serve: by default a new one, or the in-memory cluster's
-    (the only one allowed there). Raises ConfigError for what the backend cannot run."""
+    (the only one allowed there); ``config_path``, the file ``config`` came from, is watched and
+    its scheduling settings applied when it changes. Raises ConfigError for what the backend
+    cannot run."""
     if isinstance(backend, MemoryBackend):
         if inventory is not None and inventory is not backend.cluster.inventory:
             raise ValueError("an in-memory backend serves its own cluster's inventory")
@@ -134,6 +141,8 @@ def wire(
     else:
         app[READINESS].set("inventory", True)
     install_scheduler(app, config, backend)
+    if config_path is not None:
+        install_reload(app, config_path, config, backend)
     install_mismatch_reporter(app)
     try:
         secure_app(app, config, backend)
@@ -228,7 +237,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         raise ConfigError(f"config: tls: {exc}") from None
     if not logging.getLogger().handlers:
         setup_logging()  # one JSON object per line, like the agent
-    app = wire(config, backend)
+    app = wire(config, backend, config_path=args.config)
     asyncio.run(serve(app, config, ssl_context, kube=not args.in_memory))
     return 0
 

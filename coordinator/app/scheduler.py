@@ -22,6 +22,7 @@ from typing import Final
 
 from aiohttp import web
 
+from common import podkeys
 from common.kube import KubeClient
 from coordinator.adapters.kube.runtime import kube_gang_runtime, kube_runtime
 from coordinator.adapters.memory.runtime import memory_runtime
@@ -29,11 +30,15 @@ from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, METRICS, READINESS
 from coordinator.app.backend import Backend, MemoryBackend
+from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
+from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.registry import build_framework
+from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.loop import RuntimeSettings
+from coordinator.engine.ports import BindConflict, ClusterError
 from coordinator.engine.service import SchedulerRuntime
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,8 @@ class Running:
 
     runtime: SchedulerRuntime | None = None
     gangs: GangRuntime | None = None
+    #: Bind failures and gang recoveries per node (HistoricalPerformance reads it).
+    history: DomainHistory | None = None
 
 
 RUNNING: Final = web.AppKey("topos.running", Running)
@@ -54,7 +61,12 @@ RUNNING: Final = web.AppKey("topos.running", Running)
 
 def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
     section, kube = config.scheduler, config.kube
-    framework = build_framework(config.scheduling)
+    history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
+    try:
+        framework = build_framework(config.scheduling, history=history)
+    except KeyError as exc:  # enabled_plugins names a plugin nothing registered
+        raise ConfigError(f"'scheduling': {exc.args[0]}") from None
+    scheduler_name = config.scheduling.scheduler_name or podkeys.SCHEDULER_NAME
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)
 
@@ -81,6 +93,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
                 framework=framework,
                 settings=settings,
                 namespace=section.namespace,
+                scheduler_name=scheduler_name,
                 events_client=events,
                 # Events name the replica that wrote them (its leader-election identity).
                 instance=elector.identity if elector is not None else "topos",
@@ -93,20 +106,26 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
         if client is not None:
             gangs = kube_gang_runtime(
-                runtime, client, settings=gang_settings, namespace=section.namespace
+                runtime,
+                client,
+                settings=gang_settings,
+                namespace=section.namespace,
+                scheduler_name=scheduler_name,
             )
         else:
             gangs = GangRuntime(runtime, settings=gang_settings)
         app[GANGS].step = gangs.step
+        _record_trouble(runtime, gangs, history)
         await gangs.start()
         slot.scheduler = runtime.scheduler
         app[METRICS].scheduling.attach(runtime.scheduler)
         await runtime.start()
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
+        app[RUNNING].history = history
         try:
             yield
         finally:
-            app[RUNNING].runtime = app[RUNNING].gangs = None
+            app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None
             app[METRICS].scheduling.detach()
             app[GANGS].step = None
@@ -117,6 +136,19 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
                     await opened.close()
 
     return ctx
+
+
+def _record_trouble(runtime: SchedulerRuntime, gangs: GangRuntime, history: DomainHistory) -> None:
+    """Feed HistoricalPerformance: a failed bind counts against its node, a gang recovery
+    against the nodes whose failure caused it."""
+
+    def bound(job: BindJob, error: ClusterError | None) -> None:
+        if error is not None and not isinstance(error, BindConflict):
+            history.record((job.decision.node,))
+
+    runtime.scheduler.bind_listeners.append(bound)
+    if gangs.recovery is not None:
+        gangs.recovery.listeners.append(history.record)
 
 
 def _until(condition: Callable[[], bool]) -> asyncio.Event:

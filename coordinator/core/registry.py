@@ -12,8 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.config import BUILT_IN_PLUGINS, SchedulerConfig
 from coordinator.core.framework.profile import Framework
+from coordinator.core.plugins.domainscore import (
+    DomainHistory,
+    DomainUtilisation,
+    HistoricalPerformance,
+)
 from coordinator.core.plugins.dynamicresources import DynamicResources
 from coordinator.core.plugins.gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
 from coordinator.core.plugins.groupspread import GroupSpread
@@ -47,10 +52,17 @@ DEFAULT_PROFILE: Final = (
     "NumaTopology",
     "GpuPacking",
     "GpuAvailability",
+    "DomainUtilisation",
+    "HistoricalPerformance",
 )
 
 
-def default_registry() -> Registry:
+assert frozenset(DEFAULT_PROFILE) == BUILT_IN_PLUGINS, "framework/config.py's plugin list is stale"
+
+
+def default_registry(history: DomainHistory | None = None) -> Registry:
+    """The built-in plugins; ``history`` is what HistoricalPerformance reads (the running
+    scheduler records into it; none: a history of its own, empty)."""
     return {
         "NodeHealth": lambda _: NodeHealth(),
         "NodeUnschedulable": lambda _: NodeUnschedulable(),
@@ -66,6 +78,8 @@ def default_registry() -> Registry:
         "NumaTopology": lambda _: NumaTopology(),
         "GpuPacking": GpuPacking,
         "GpuAvailability": lambda _: GpuAvailability(),
+        "DomainUtilisation": DomainUtilisation,
+        "HistoricalPerformance": lambda config: HistoricalPerformance(config, history),
     }
 
 
@@ -74,11 +88,12 @@ def build_framework(
     *,
     registry: Registry | None = None,
     profile: Sequence[str] | None = None,
+    history: DomainHistory | None = None,
 ) -> Framework:
     """Instantiate the profile's plugins (default: every registered one, minus those the config
     disables, plus those it enables) from the built-in registry and ``registry``."""
     config = config or SchedulerConfig()
-    factories = dict(default_registry())
+    factories = dict(default_registry(history))
     if registry:
         factories.update(registry)
     names = list(profile if profile is not None else DEFAULT_PROFILE)

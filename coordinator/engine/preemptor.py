@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from coordinator.core.domains.capacity import NodeState
@@ -222,7 +222,12 @@ class Preemptor:
             running=running,
             budgets=list(self.budgets()),
             preemption_policy=policy,
-            intent=intent,
+            # topologyConstraints bound the placement the victims make room for, as they bound
+            # the gang's own placement (core/gangs/cycle.py).
+            intent=replace(
+                intent or PlacementIntent(),
+                leaf_limits=self.scheduler.framework.config.topology_constraints,
+            ),
             keys=self.keys,
             eligible=eligible,
         )

@@ -14,6 +14,7 @@ simulator and the benchmarks); its messages are prefixed with the section and th
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,10 @@ def parse_config(doc: object, *, source: str = "the configuration") -> Config:
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{source}: expected a mapping of sections at the top level")
     raw = _without_empty(doc)
+    if "kind" in raw or "apiVersion" in raw:
+        # A seed's scheduler object as the whole file (a KubeSchedulerConfiguration, a
+        # topology-scheduler SchedulerConfig): it is the ``scheduling`` section.
+        raw = {"scheduling": raw}
     rules = raw.pop("scheduling", None)
     _check_keys(raw, msgspec.inspect.type_info(Config), (), source)
     try:
@@ -66,6 +71,7 @@ def parse_config(doc: object, *, source: str = "the configuration") -> Config:
         parsed = scheduling.load_config(rules)
     except scheduling.ConfigError as exc:
         raise ConfigError(f"'scheduling' in {source}: {exc}") from None
+    parsed = dataclasses.replace(parsed, leaf_label=config.gangs.domain_keys.leaf)
     return msgspec.structs.replace(config, scheduling=parsed)
 
 

@@ -57,6 +57,11 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     )
     """An agent reporting a node the API server does not have is dropped after this long (its
     stream closed with ``unknown-node``); such a node is never a placement target meanwhile."""
+    reload_interval_s: Annotated[float, msgspec.Meta(ge=0)] = msgspec.field(
+        default=5.0, name="reloadIntervalSeconds"
+    )
+    """How often the configuration file is read again; a changed ``scheduling`` section is
+    applied without a restart (``docs/deploy.md``). 0: never."""
 
     def __post_init__(self) -> None:
         try:

@@ -183,6 +183,22 @@ class Packing:
         pointer: dict[str, int] = {}
         taken: set[str] = set()
         out: dict[str, str] = {}
+        limits = self.intent.leaf_limits
+        leaf_nodes: dict[str, set[str]] = {}
+        leaf_gpus: dict[str, int] = {}
+
+        def within_limits(node: str, member: Member) -> bool:
+            """``topologyConstraints``: the most nodes and GPUs of one leaf this set may take."""
+            leaf = self.layout.leaf_of.get(node) if limits is not None else None
+            if leaf is None or limits is None:
+                return True
+            held = leaf_nodes.get(leaf, set())
+            cap = limits.max_nodes_per_leaf
+            if cap is not None and node not in held and len(held) >= cap:
+                return False
+            gpus = limits.max_gpus_per_leaf
+            want = member.requests.get(GPU, 0)
+            return gpus is None or leaf_gpus.get(leaf, 0) + want <= gpus
 
         def room_of(node: str) -> dict[str, int]:
             room = free.get(node)
@@ -197,25 +213,36 @@ class Packing:
             chosen: str | None = None
             # Capacity only shrinks during a fill, so a node that cannot take this shape now never
             # will: the per-shape pointer only moves forward (linear in nodes + members).
+            # A leaf at its limit stays at it: the pointer may still only move forward.
             while i < len(node_order):
                 node = node_order[i]
-                if node in ok and node not in taken and fits(room_of(node), member.requests):
-                    chosen = node
-                    break
-                if node in ok and not spread and fits(room_of(node), member.requests):
+                if (
+                    node in ok
+                    and (spread is False or node not in taken)
+                    and fits(room_of(node), member.requests)
+                    and within_limits(node, member)
+                ):
                     chosen = node
                     break
                 i += 1
             pointer[shape] = i
             if chosen is None and spread:
                 for node in node_order:
-                    if node in ok and fits(room_of(node), member.requests):
+                    if (
+                        node in ok
+                        and fits(room_of(node), member.requests)
+                        and within_limits(node, member)
+                    ):
                         chosen = node
                         break
             if chosen is None:
                 return None
             subtract(room_of(chosen), member.requests)
             out[member.name] = chosen
+            leaf = self.layout.leaf_of.get(chosen)
+            if leaf is not None:
+                leaf_nodes.setdefault(leaf, set()).add(chosen)
+                leaf_gpus[leaf] = leaf_gpus.get(leaf, 0) + member.requests.get(GPU, 0)
             if spread:
                 taken.add(chosen)
         return out

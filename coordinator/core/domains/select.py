@@ -300,6 +300,17 @@ def place_members(
         found = best_link_first(ctx, part, _search)
         if found is not None:
             return _with(found, False, unknown, notes)
+    limits = intent.leaf_limits
+    if limits is not None and (limits.max_nodes_per_leaf or limits.max_gpus_per_leaf):
+        caps = [
+            f"{n} {what}"
+            for n, what in (
+                (limits.max_nodes_per_leaf, "nodes"),
+                (limits.max_gpus_per_leaf, "GPUs"),
+            )
+            if n
+        ]
+        notes.append(f"topologyConstraints allow at most {' and '.join(caps)} per leaf")
     return refusal(ctx, scope, notes)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from common import podkeys
+from coordinator.core.framework.config import TopologyConstraints
 
 #: Node label: the node's network bandwidth (``400Gb``, ``200Gbps``…), set by whoever knows it.
 NODE_BANDWIDTH_LABEL = "topos.io/network.bandwidth"
@@ -52,6 +53,8 @@ class PlacementIntent:
     # Nodes already holding placed pods of the same group: ``distributed`` uses them last (a
     # Deployment's replicas are placed as they come, one rollout surge or scale-up at a time).
     occupied: frozenset[str] = frozenset()
+    #: The configuration's ``topologyConstraints`` (not an annotation: the gang cycle sets it).
+    leaf_limits: TopologyConstraints | None = None
 
     @property
     def single_spine(self) -> bool:

@@ -9,26 +9,35 @@ Loaded from YAML (a file or the ``scheduling`` key of the coordinator's ConfigMa
     percentageOfNodesToScore: 0      # kube's adaptive rule (the default); 100: every node
     fastScheduling: {enabled: true, maxNodesToScore: 50}
     disabled_plugins: [GpuAvailability]
+    topologyConstraints: {maxNodesPerLeaf: 4, maxGPUsPerLeaf: 32}
+    scoringWeights: {resourceAvailability: 0.4, topologyAlignment: 0.3}   # the seeds' factors
 
-Unknown keys, negative weights and unknown modes are rejected with a :class:`ConfigError` naming
-the key. The reasons behind each default are in ``docs/scheduling.md``.
+The seeds' whole objects (a KubeSchedulerConfiguration profile, a topology-scheduler
+``SchedulerConfig``) are read by :mod:`.seedforms`. Unknown keys, negative weights and unknown
+modes are rejected with a :class:`ConfigError` naming the key. The reasons behind each default
+are in ``docs/scheduling.md``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import yaml
 
-__all__ = ["ConfigError", "FastScheduling", "SchedulerConfig", "ScoreWeights", "load_config"]
+from coordinator.core.framework import seedforms
+from coordinator.core.framework.config_errors import ConfigError, hint
 
-
-class ConfigError(ValueError):
-    """A scheduler configuration that cannot be used, with the key that is wrong."""
+__all__ = [
+    "ConfigError",
+    "FastScheduling",
+    "SchedulerConfig",
+    "ScoreWeights",
+    "TopologyConstraints",
+    "load_config",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,8 +59,10 @@ class ScoreWeights:
     taint_toleration: int = 3
     inter_pod_affinity: int = 2
     topology_spread: int = 2
-    #: Network-domain utilisation (the domains plugin, when registered).
+    #: Network-domain utilisation: GPU use of the node's leaf (DomainUtilisation).
     domain_utilisation: int = 2
+    #: Recent bind failures and gang recoveries in the node's leaf (HistoricalPerformance).
+    historical_performance: int = 1
 
     def for_plugin(self, plugin: str) -> int:
         return getattr(self, PLUGIN_WEIGHT.get(plugin, ""), 1)
@@ -70,7 +81,23 @@ PLUGIN_WEIGHT: Final = {
     "GroupSpread": "inter_pod_affinity",  # a soft anti-affinity among a group's pods
     "PodTopologySpread": "topology_spread",
     "DomainUtilisation": "domain_utilisation",
+    "HistoricalPerformance": "historical_performance",
 }
+
+
+#: Every plugin the built-in registry has (``core/registry.py`` checks it against its own list).
+BUILT_IN_PLUGINS: Final = frozenset(
+    {*PLUGIN_WEIGHT, "NodeHealth", "NodeUnschedulable", "NodePorts"}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyConstraints:
+    """Seed 003/004's ``topologyConstraints``: the most nodes and GPUs one gang (or placed
+    workload) may take in a single leaf; ``None``: no limit."""
+
+    max_nodes_per_leaf: int | None = None
+    max_gpus_per_leaf: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +133,16 @@ class SchedulerConfig:
     disabled_plugins: frozenset[str] = frozenset()
     #: Extra plugin names (registered by other packages) added to the profile, in order.
     enabled_plugins: tuple[str, ...] = ()
+    #: Per-leaf limits on one gang's placement (``topologyConstraints``).
+    topology_constraints: TopologyConstraints = field(default_factory=TopologyConstraints)
+    #: ``schedulerName`` of a KubeSchedulerConfiguration profile (None: ``topos``).
+    scheduler_name: str | None = None
+    #: NodeResourcesFit's scoring strategy (kube's ``scoringStrategy.type``).
+    node_resources_strategy: str = "LeastAllocated"
+    #: How fast a failure's weight halves in HistoricalPerformance.
+    history_half_life_s: float = 600.0
+    #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
+    leaf_label: str = "topos.io/leaf"
 
     def nodes_to_score(self, total: int) -> int:
         """How many feasible nodes a cycle looks for among ``total`` before it stops filtering:
@@ -140,6 +177,23 @@ def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
 
 _MIN_FEASIBLE: Final = 100
 
+_KEYS: Final = frozenset(
+    {
+        "weights",
+        "packing",
+        "percentageOfNodesToScore",
+        "percentage_of_nodes_to_score",
+        "fastScheduling",
+        "disabled_plugins",
+        "enabled_plugins",
+        # the seeds' shapes (seedforms.py)
+        "scoringWeights",
+        "topologyConstraints",
+        "profiles",
+        "historyHalfLifeSeconds",
+    }
+)
+
 
 def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     """A config from YAML text or an already decoded mapping (``None``/empty: the defaults)."""
@@ -156,27 +210,28 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         return SchedulerConfig()
     if not isinstance(data, Mapping):
         raise ConfigError("scheduler config must be a mapping")
-    known = {
-        "weights",
-        "packing",
-        "percentageOfNodesToScore",
-        "percentage_of_nodes_to_score",
-        "fastScheduling",
-        "disabled_plugins",
-        "enabled_plugins",
-    }
+    data = seedforms.unwrap(data)
     for key in data:
-        if key not in known:
-            raise ConfigError(f"{key}: unknown key{_hint(str(key), known)}")
+        if key not in _KEYS:
+            raise ConfigError(f"{key}: unknown key{hint(str(key), _KEYS)}")
     weights_raw = data.get("weights") or {}
     if not isinstance(weights_raw, Mapping):
         raise ConfigError("weights: must be a mapping")
     names = {f.name for f in dataclasses.fields(ScoreWeights)}
     for key in weights_raw:
         if key not in names:
-            raise ConfigError(f"weights.{key}: unknown weight{_hint(str(key), names)}")
+            raise ConfigError(f"weights.{key}: unknown weight{hint(str(key), names)}")
+    # Seed factors first, a profile's weights over them, this file's own ``weights`` last.
+    merged: dict[str, object] = {}
+    if data.get("scoringWeights") is not None:
+        merged.update(seedforms.factor_weights(data["scoringWeights"]))
+    profile = seedforms.ProfileSettings()
+    if data.get("profiles") is not None:
+        profile = seedforms.read_profiles(data["profiles"], PLUGIN_WEIGHT, BUILT_IN_PLUGINS)
+        merged.update(profile.weights)
+    merged.update({str(k): v for k, v in weights_raw.items()})
     try:
-        weights = ScoreWeights(**{str(k): v for k, v in weights_raw.items()})
+        weights = ScoreWeights(**merged)  # type: ignore[arg-type]
     except TypeError as exc:
         raise ConfigError(f"weights: {exc}") from None
     kwargs: dict[str, object] = {"weights": weights}
@@ -202,7 +257,42 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{key}: must be a list of plugin names")
             kwargs[key] = frozenset(value) if key == "disabled_plugins" else tuple(value)
+    if data.get("topologyConstraints") is not None:
+        kwargs["topology_constraints"] = _constraints(data["topologyConstraints"])
+    if "historyHalfLifeSeconds" in data:
+        half = data["historyHalfLifeSeconds"]
+        if isinstance(half, bool) or not isinstance(half, int | float) or not 0 < half < 1e9:
+            raise ConfigError("historyHalfLifeSeconds: must be a number of seconds above 0")
+        kwargs["history_half_life_s"] = float(half)
+    if profile.disabled:
+        listed = kwargs.get("disabled_plugins")
+        before = listed if isinstance(listed, frozenset) else frozenset()
+        kwargs["disabled_plugins"] = before | profile.disabled
+    if profile.scheduler_name is not None:
+        kwargs["scheduler_name"] = profile.scheduler_name
+    if profile.node_resources_strategy is not None:
+        kwargs["node_resources_strategy"] = profile.node_resources_strategy
     return SchedulerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def _constraints(raw: object) -> TopologyConstraints:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("topologyConstraints: must be a mapping")
+    known = {"maxNodesPerLeaf", "maxGPUsPerLeaf"}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"topologyConstraints.{key}: unknown key{hint(str(key), known)}")
+    values: dict[str, int | None] = {}
+    for key in known:
+        value = raw.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            raise ConfigError(f"topologyConstraints.{key}: must be a whole number of at least 1")
+        values[key] = value
+    return TopologyConstraints(
+        max_nodes_per_leaf=values["maxNodesPerLeaf"], max_gpus_per_leaf=values["maxGPUsPerLeaf"]
+    )
 
 
 def _fast_scheduling(raw: object) -> FastScheduling:
@@ -215,14 +305,7 @@ def _fast_scheduling(raw: object) -> FastScheduling:
     known = {"enabled", "maxNodesToScore"}
     for key in raw:
         if key not in known:
-            raise ConfigError(f"fastScheduling.{key}: unknown key{_hint(str(key), known)}")
+            raise ConfigError(f"fastScheduling.{key}: unknown key{hint(str(key), known)}")
     enabled = raw.get("enabled", True)
     count = raw.get("maxNodesToScore", 50)
     return FastScheduling(enabled=enabled, max_nodes_to_score=count)
-
-
-def _hint(key: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
-    if close:
-        return f" — did you mean {close[0]!r}?"
-    return f" (expected one of {', '.join(sorted(known))})"

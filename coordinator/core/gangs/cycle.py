@@ -148,7 +148,9 @@ def schedule_gang(
     chose, or the leaves its surviving members occupy).
     """
     by_key = {p.key: p for p in pods}
-    if intent is not None and intent.strategy is Strategy.DISTRIBUTED:
+    # topologyConstraints bound every placement of the gang (core/domains/packing.py).
+    intent = replace(intent or PlacementIntent(), leaf_limits=framework.config.topology_constraints)
+    if intent.strategy is Strategy.DISTRIBUTED:
         intent = replace(intent, occupied=_occupied(pods, snapshot))
     members = [member_of(p) for p in pods]
     shapes = {m.name: m.shape_key for m in members}

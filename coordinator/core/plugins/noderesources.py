@@ -65,7 +65,8 @@ class NodeResourcesFit:
     node_local = True
 
     def __init__(self, config: SchedulerConfig) -> None:
-        self.most_allocated = False  # kube-scheduler's default scoring: spread cpu/memory
+        # kube-scheduler's default scoring spreads cpu/memory; a profile may ask for MostAllocated.
+        self.most_allocated = config.node_resources_strategy == "MostAllocated"
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if pod.mig_from_annotation and mig_strategy(node) == "mixed":

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Final
 
 from common import podkeys
@@ -71,6 +72,8 @@ class Recovery:
         self._failed_gpus: dict[str, set[str]] = {}  # node → GPU UUIDs already handled
         self._evicted: dict[str, float] = {}  # pod → when we asked it to go
         self.plans: list[RecoveryPlan] = []
+        #: Told the failed nodes under each unit it moves (HistoricalPerformance's history).
+        self.listeners: list[Callable[[Iterable[str]], None]] = []
         self._unsubscribe = self.scheduler.inventory.subscribe(self._on_event)
 
     def close(self) -> None:
@@ -169,7 +172,9 @@ class Recovery:
         for gang, anns in annotations.items():
             intent = gang_intent(anns)
             if isinstance(intent, PlacementIntent):
-                intents[gang] = intent
+                # A recovered gang's new places keep within topologyConstraints too.
+                limits = self.scheduler.framework.config.topology_constraints
+                intents[gang] = replace(intent, leaf_limits=limits)
         plan = plan_recovery(
             node_states(self.scheduler.view.snapshot()),
             running,
@@ -185,6 +190,8 @@ class Recovery:
         node_of = {f"{b.namespace}/{b.name}": b.node for b in bound_pods(inventory)}
         for unit in plan.units:
             hit = {node_of[p] for p in unit.evict if p in node_of}
+            for listener in self.listeners:
+                listener(sorted(hit & (set(new_nodes) | set(new_gpus))))
             causes = [c for n, c in sorted(new_nodes.items()) if n in hit] + [
                 f"GPU {', '.join(sorted(uuids))} on node {node} is unhealthy"
                 for node, uuids in sorted(new_gpus.items())

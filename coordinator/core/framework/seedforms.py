@@ -1,0 +1,350 @@
+"""The seed systems' scheduler configuration objects, read into the ``scheduling`` section's terms.
+
+Three shapes are accepted as their authors wrote them (``docs/scheduling.md``, "The seeds'
+configuration objects"):
+
+- **topology-scheduler (seeds 003/004)**: ``apiVersion: topology.scheduler/v1alpha1``, ``kind:
+  SchedulerConfig`` (or ``TopologySchedulerConfig``), ``metadata``, and a ``spec`` holding
+  ``scoringWeights`` and ``topologyConstraints`` — or those two keys directly in ``scheduling``.
+- **NeuroNetes (seed 000)**: its five scoring factors, as ``scoringWeights`` too.
+- **KubeNexus / kube-scheduler (seed 002)**: a ``KubeSchedulerConfiguration`` with one profile:
+  ``schedulerName``, ``plugins.<point>.enabled/disabled`` (with score ``weight``) and
+  ``pluginConfig``.
+
+Factor weights may be fractions or percentages: they are normalised (each factor's share of their
+sum) and scaled to :data:`FACTOR_SCALE` (at least 1 for a factor above 0); every plugin a factor
+maps to gets its share. Anything
+not understood is a :class:`ConfigError` naming its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from coordinator.core.framework.config_errors import ConfigError, hint
+
+__all__ = [
+    "FACTORS",
+    "FACTOR_SCALE",
+    "ProfileSettings",
+    "factor_weights",
+    "read_profiles",
+    "unwrap",
+]
+
+#: The sum of the weights a ``scoringWeights`` object is normalised to.
+FACTOR_SCALE: Final = 20
+
+#: Seed factor name → the ``weights`` fields (our scorers) it sets.
+FACTORS: Final[Mapping[str, tuple[str, ...]]] = {
+    # topology-scheduler (seeds 003/004)
+    "resourceAvailability": ("bin_packing", "node_resources"),
+    "topologyAlignment": ("topology_fitness", "numa_fit"),
+    "domainUtilization": ("domain_utilisation",),
+    "historicalPerformance": ("historical_performance",),
+    # NeuroNetes (seed 000)
+    "gpuAvailability": ("bin_packing", "gpu_availability"),
+    "topologyFitness": ("topology_fitness", "numa_fit"),
+    # A cached model and a node's price are node labels: preferred node affinity scores them.
+    "modelCachePresence": ("node_affinity",),
+    "costEfficiency": ("node_affinity",),
+    # Co-location with vector stores and caches is pod affinity.
+    "dataLocality": ("inter_pod_affinity",),
+}
+
+_TOPOLOGY_KINDS: Final = frozenset({"SchedulerConfig", "TopologySchedulerConfig"})
+_KUBE_KIND: Final = "KubeSchedulerConfiguration"
+_API_VERSIONS: Final[Mapping[str, tuple[str, ...]]] = {
+    "SchedulerConfig": ("topology.scheduler/v1alpha1",),
+    "TopologySchedulerConfig": ("topology.scheduler/v1alpha1",),
+    "KubeSchedulerConfiguration": (
+        "kubescheduler.config.k8s.io/v1",
+        "kubescheduler.config.k8s.io/v1beta3",
+    ),
+}
+_KUBE_KEYS: Final = frozenset({"apiVersion", "kind", "profiles", "percentageOfNodesToScore"})
+
+
+def unwrap(data: Mapping[str, object]) -> Mapping[str, object]:
+    """A whole seed object (``apiVersion``/``kind``) as plain ``scheduling`` keys; other
+    mappings unchanged."""
+    if "kind" not in data and "apiVersion" not in data:
+        return data
+    kind = data.get("kind")
+    version = data.get("apiVersion")
+    expected = _API_VERSIONS.get(str(kind))
+    if expected is not None and version is not None and version not in expected:
+        raise ConfigError(
+            f"apiVersion: {version!r} is not a version of {kind} Topos reads "
+            f"(expected {' or '.join(expected)})"
+        )
+    if kind in _TOPOLOGY_KINDS:
+        for key in data:
+            if key not in ("apiVersion", "kind", "metadata", "spec"):
+                raise ConfigError(f"{key}: unknown key in a {kind}{hint(str(key), {'spec'})}")
+        spec = data.get("spec") or {}
+        if not isinstance(spec, Mapping):
+            raise ConfigError("spec: must be a mapping")
+        return spec
+    if kind == _KUBE_KIND:
+        for key in data:
+            if key not in _KUBE_KEYS:
+                raise ConfigError(f"{key}: unknown key in a {kind}{hint(str(key), _KUBE_KEYS)}")
+        return {k: v for k, v in data.items() if k not in ("apiVersion", "kind")}
+    raise ConfigError(
+        f"kind: {kind!r} is not a scheduler configuration Topos reads "
+        f"(expected {_KUBE_KIND}, SchedulerConfig or TopologySchedulerConfig)"
+    )
+
+
+def factor_weights(raw: object) -> dict[str, int]:
+    """``scoringWeights`` (factor → fraction, number or ``"30%"``) as ``weights`` fields."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("scoringWeights: must be a mapping of factor names to weights")
+    shares: dict[str, float] = {}
+    for key, value in raw.items():
+        name = str(key)
+        if name not in FACTORS:
+            raise ConfigError(f"scoringWeights.{name}: unknown factor{hint(name, set(FACTORS))}")
+        shares[name] = _amount(f"scoringWeights.{name}", value)
+    total = sum(shares.values())
+    if total <= 0:
+        raise ConfigError("scoringWeights: at least one weight must be above 0")
+    out: dict[str, int] = {}
+    for name, share in shares.items():
+        # A factor given any weight keeps at least 1: rounding never switches it off.
+        scaled = max(1, round(FACTOR_SCALE * share / total)) if share else 0
+        for target in FACTORS[name]:
+            out[target] = out.get(target, 0) + scaled
+    return out
+
+
+def _amount(path: str, value: object) -> float:
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            number = float(value.strip()[:-1])
+        except ValueError:
+            number = -1.0
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        number = -1.0
+    if not 0 <= number < float("inf"):
+        raise ConfigError(
+            f"{path}: must be a number of at least 0 (or a percentage), not {value!r}"
+        )
+    return number
+
+
+# --- KubeSchedulerConfiguration profiles ---------------------------------------------------------
+
+#: kube-scheduler / KubeNexus plugin names → ours.
+PLUGIN_NAMES: Final[Mapping[str, str]] = {
+    "NUMATopology": "NumaTopology",
+    "NodeResourcesFit": "NodeResourcesFit",
+    "NodeAffinity": "NodeAffinity",
+    "TaintToleration": "TaintToleration",
+    "InterPodAffinity": "InterPodAffinity",
+    "PodTopologySpread": "PodTopologySpread",
+    "NodePorts": "NodePorts",
+    "NodeUnschedulable": "NodeUnschedulable",
+    "DynamicResources": "DynamicResources",
+}
+#: Built into every Topos profile (gangs, the queue's order, binding, preemption): enabling them
+#: changes nothing, disabling them is refused.
+BUILT_IN: Final = frozenset(
+    {"Coscheduling", "PrioritySort", "DefaultBinder", "DefaultPreemption", "SchedulingGates"}
+)
+#: kube-scheduler plugins Topos does not run: disabling them is a no-op, enabling them refused.
+NOT_RUN: Final = frozenset(
+    {
+        "ImageLocality",
+        "VolumeBinding",
+        "VolumeRestrictions",
+        "VolumeZone",
+        "NodeVolumeLimits",
+        "NodeName",
+        "NodeResourcesBalancedAllocation",
+    }
+)
+_POINTS: Final = frozenset(
+    {
+        "multiPoint",
+        "queueSort",
+        "preEnqueue",
+        "preFilter",
+        "filter",
+        "postFilter",
+        "preScore",
+        "score",
+        "reserve",
+        "permit",
+        "preBind",
+        "bind",
+        "postBind",
+    }
+)
+_SCORE_ONLY: Final = frozenset({"score", "preScore"})
+
+
+@dataclass(slots=True)
+class ProfileSettings:
+    """What a profile changes: plugins off, score weights, the scheduler's name, plugin args."""
+
+    disabled: set[str] = field(default_factory=set)
+    weights: dict[str, int] = field(default_factory=dict)  # weights field → value
+    scheduler_name: str | None = None
+    node_resources_strategy: str | None = None
+
+
+def read_profiles(raw: object, plugins: Mapping[str, str], own: frozenset[str]) -> ProfileSettings:
+    """``profiles`` (one KubeSchedulerConfiguration profile). ``plugins`` maps our plugin names
+    to their ``weights`` field; ``own`` are the names of every plugin Topos registers."""
+    if not isinstance(raw, list):
+        raise ConfigError("profiles: must be a list of profiles")
+    if len(raw) > 1:
+        raise ConfigError("profiles[1]: Topos runs one profile; run a second coordinator instead")
+    out = ProfileSettings()
+    if not raw:
+        return out
+    profile = raw[0]
+    if not isinstance(profile, Mapping):
+        raise ConfigError("profiles[0]: must be a mapping")
+    for key in profile:
+        if key not in ("schedulerName", "plugins", "pluginConfig"):
+            raise ConfigError(
+                f"profiles[0].{key}: unknown key"
+                f"{hint(str(key), {'schedulerName', 'plugins', 'pluginConfig'})}"
+            )
+    name = profile.get("schedulerName")
+    if name is not None:
+        if not isinstance(name, str) or not name:
+            raise ConfigError("profiles[0].schedulerName: must be a non-empty string")
+        out.scheduler_name = name
+    points = profile.get("plugins") or {}
+    if not isinstance(points, Mapping):
+        raise ConfigError("profiles[0].plugins: must be a mapping of extension points")
+    for point, sets in points.items():
+        _read_point(f"profiles[0].plugins.{point}", str(point), sets, plugins, own, out)
+    _read_plugin_config(profile.get("pluginConfig") or [], out)
+    return out
+
+
+def _read_point(
+    path: str,
+    point: str,
+    sets: object,
+    plugins: Mapping[str, str],
+    own: frozenset[str],
+    out: ProfileSettings,
+) -> None:
+    if point not in _POINTS:
+        raise ConfigError(f"{path}: unknown extension point{hint(point, set(_POINTS))}")
+    if not isinstance(sets, Mapping):
+        raise ConfigError(f"{path}: must be a mapping with enabled and/or disabled")
+    for key in sets:
+        if key not in ("enabled", "disabled"):
+            raise ConfigError(f"{path}.{key}: unknown key{hint(str(key), {'enabled', 'disabled'})}")
+    for which in ("disabled", "enabled"):
+        entries = sets.get(which) or []
+        if not isinstance(entries, list):
+            raise ConfigError(f"{path}.{which}: must be a list of {{name: ...}}")
+        for i, entry in enumerate(entries):
+            where = f"{path}.{which}[{i}]"
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+                raise ConfigError(f"{where}: must be a mapping with a name")
+            for key in entry:
+                if key not in ("name", "weight"):
+                    raise ConfigError(f"{where}.{key}: unknown key{hint(str(key), {'weight'})}")
+            _apply(where, point, which, entry, plugins, own, out)
+
+
+def _apply(
+    where: str,
+    point: str,
+    which: str,
+    entry: Mapping[str, object],
+    plugins: Mapping[str, str],
+    own: frozenset[str],
+    out: ProfileSettings,
+) -> None:
+    given = str(entry["name"])
+    if given == "*" and which == "disabled":
+        targets = sorted(plugins) if point in _SCORE_ONLY else sorted(own)
+    elif given in BUILT_IN:
+        if which == "disabled":
+            raise ConfigError(f"{where}.name: {given} is built into Topos and cannot be disabled")
+        return
+    elif given in NOT_RUN:
+        if which == "enabled":
+            raise ConfigError(f"{where}.name: Topos does not run kube-scheduler's {given}")
+        return
+    else:
+        ours = PLUGIN_NAMES.get(given, given)
+        if ours not in own:
+            known = set(own) | set(PLUGIN_NAMES) | BUILT_IN
+            raise ConfigError(f"{where}.name: unknown plugin {given!r}{hint(given, known)}")
+        targets = [ours]
+    weight = entry.get("weight")
+    if weight is not None and (point not in ("score", "multiPoint") or which != "enabled"):
+        raise ConfigError(f"{where}.weight: a weight belongs to an enabled score plugin")
+    for ours in targets:
+        field_name = plugins.get(ours)
+        if which == "disabled":
+            if point in _SCORE_ONLY:
+                if field_name is not None:
+                    out.weights[field_name] = 0
+            else:
+                out.disabled.add(ours)
+            continue
+        out.disabled.discard(ours)
+        if weight is not None:
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+                raise ConfigError(f"{where}.weight: must be an integer from 0 to 100")
+            if field_name is None:
+                raise ConfigError(f"{where}.weight: {ours} does not score nodes")
+            out.weights[field_name] = weight
+        elif point in _SCORE_ONLY and field_name is not None and out.weights.get(field_name) == 0:
+            del out.weights[field_name]  # re-enabled after a "*": back to its default weight
+
+
+def _read_plugin_config(raw: object, out: ProfileSettings) -> None:
+    if not isinstance(raw, list):
+        raise ConfigError("profiles[0].pluginConfig: must be a list of {name, args}")
+    for i, entry in enumerate(raw):
+        where = f"profiles[0].pluginConfig[{i}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ConfigError(f"{where}: must be a mapping with a name")
+        for key in entry:
+            if key not in ("name", "args"):
+                raise ConfigError(f"{where}.{key}: unknown key{hint(str(key), {'args'})}")
+        args = entry.get("args") or {}
+        if not isinstance(args, Mapping):
+            raise ConfigError(f"{where}.args: must be a mapping")
+        if entry["name"] != "NodeResourcesFit":
+            if args:
+                key = next(iter(args))
+                raise ConfigError(f"{where}.args.{key}: {entry['name']} takes no arguments")
+            continue
+        for key in args:
+            if key != "scoringStrategy":
+                raise ConfigError(
+                    f"{where}.args.{key}: unknown key{hint(str(key), {'scoringStrategy'})}"
+                )
+        strategy = args.get("scoringStrategy") or {}
+        if not isinstance(strategy, Mapping):
+            raise ConfigError(f"{where}.args.scoringStrategy: must be a mapping")
+        for key in strategy:
+            if key != "type":
+                raise ConfigError(
+                    f"{where}.args.scoringStrategy.{key}: unknown key (Topos reads only type)"
+                )
+        kind = strategy.get("type", "LeastAllocated")
+        if kind not in ("LeastAllocated", "MostAllocated"):
+            raise ConfigError(
+                f"{where}.args.scoringStrategy.type: {kind!r} is not "
+                "LeastAllocated or MostAllocated"
+            )
+        out.node_resources_strategy = str(kind)
