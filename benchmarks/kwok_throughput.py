@@ -44,6 +44,7 @@ from typing import Any
 
 import psutil
 
+from benchmarks.apiserver_metrics import Requests, by_kind, requests_total, scheduler_share
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     Limit,
@@ -77,8 +78,14 @@ class Run:
     apiserver_cpu_s: float = 0.0
     timed_out: bool = False
     backlog: bool = False
+    workload: str = "gpu"
     launched: float = 0.0
     load: float = 0.0  # 1-minute load average at the end of the run (a shared machine)
+    requests: Requests = field(default_factory=Requests)  # the scheduler's, from its start
+
+    @property
+    def requests_per_pod(self) -> float:
+        return sum(self.requests.values()) / max(1, len(self.bound))
 
     @property
     def mode(self) -> str:
@@ -129,16 +136,51 @@ class Run:
             f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
             f"{1000 * self.cpu_s / max(1, len(self.bound)):.2f} ms/pod; "
             f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; load {self.load:.1f})"
+            f"\n{'':14s} API requests {self.requests_per_pod:.2f}/pod: {by_kind(self.requests)}"
             + ("  TIMED OUT" if self.timed_out else "")
         )
 
 
-def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
+#: ``--workload mixed``: as kube's scheduler_perf ``SchedulingPodAntiAffinity`` (no two such pods
+#: on one node, required) and ``TopologySpreading`` (spread over the leaves, skew at most 1, hard),
+#: alternately, on top of the single GPU.
+_ANTI = {
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "labelSelector": {"matchLabels": {"kind": "anti"}},
+                "topologyKey": "kubernetes.io/hostname",
+            }
+        ]
+    }
+}
+_SPREAD = [
+    {
+        "maxSkew": 1,
+        "topologyKey": "topos.io/leaf",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"kind": "spread"}},
+    }
+]
+
+
+def pod_body(
+    name: str, scheduler_name: str, *, workload: str = "gpu", index: int = 0
+) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    labels = {"app": "kwok-bench"}
+    if workload == "mixed" and index % 2 == 0:
+        labels["kind"] = "anti"
+        extra["affinity"] = _ANTI
+    elif workload == "mixed":
+        labels["kind"] = "spread"
+        extra["topologySpreadConstraints"] = _SPREAD
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "kwok-bench"}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
+            **extra,
             "schedulerName": scheduler_name,
             "containers": [
                 {
@@ -214,6 +256,7 @@ async def one_run(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     )
     scheduler: Process | None = None
+    requests0 = await asyncio.to_thread(requests_total, plane)
     if not run.backlog:
         scheduler = launch()
         # warm-up: the scheduler has synced and binds (its start-up is not what we measure)
@@ -232,19 +275,21 @@ async def one_run(
     watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
     api0 = cpu_seconds(plane.state.apiserver_pid)
     cpu0 = 0.0 if scheduler is None else cpu_seconds(scheduler.pid)
-    names = [f"p-{i:05d}" for i in range(run.pods)]
     sem = asyncio.Semaphore(CREATORS)
 
-    async def create(name: str) -> None:
+    async def create(i: int) -> None:
+        name = f"p-{i:05d}"
+        body = pod_body(name, scheduler_name, workload=run.workload, index=i)
         async with sem:
             run.sent[name] = time.perf_counter()
-            await kube.create(PODS, pod_body(name, scheduler_name), namespace=namespace)
+            await kube.create(PODS, body, namespace=namespace)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(create(n) for n in names))
+    await asyncio.gather(*(create(i) for i in range(run.pods)))
     run.created_s = time.perf_counter() - t0
     if scheduler is None:
         api0 = cpu_seconds(plane.state.apiserver_pid)
+        requests0 = await asyncio.to_thread(requests_total, plane)
         run.launched = time.perf_counter()
         scheduler = launch()
     try:
@@ -257,6 +302,7 @@ async def one_run(
     run.load = os.getloadavg()[0]
     run.cpu_s = cpu_seconds(scheduler.pid) - cpu0
     run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
+    run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(running_grace_s):
             await done.wait()
@@ -327,7 +373,7 @@ async def bench(args: argparse.Namespace) -> list[Run]:
         for i, (limit, backlog) in enumerate(plan):
             for name in args.order.split(","):
                 tag = f"{name}-{i}"
-                run = Run(name, limit, args.pods, backlog=backlog)
+                run = Run(name, limit, args.pods, backlog=backlog, workload=args.workload)
                 spy: list[subprocess.Popen[bytes]] = []
 
                 def launch(
@@ -388,7 +434,8 @@ def rows(runs: Sequence[Run], nodes: int) -> list[dict[str, str]]:
         if topos is None or kube is None:
             continue
         ratio = topos.rate / kube.rate if kube.rate else float("nan")
-        case = f"{nodes:,} KWOK nodes, {topos.pods:,} 1-GPU pods, {label}"
+        what = "1-GPU pods" if topos.workload == "gpu" else "anti-affinity/spread 1-GPU pods"
+        case = f"{nodes:,} KWOK nodes, {topos.pods:,} {what}, {label}"
         if mode == "backlog":
             figure = "pods bound/s, backlog (first → last bind)"
             case += ", created before the scheduler starts"
@@ -428,6 +475,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="unlimited",
         help="limits (as in --limits) that also get a backlog run: pods created first, then "
         "the scheduler started; rate from first to last bind ('' for none)",
+    )
+    ap.add_argument(
+        "--workload",
+        choices=("gpu", "mixed"),
+        default="gpu",
+        help="gpu: single-GPU pods; mixed: half with required pod anti-affinity per node, half "
+        "spread over the leaves (kube scheduler_perf's SchedulingPodAntiAffinity and "
+        "TopologySpreading), each with one GPU",
     )
     ap.add_argument("--order", default="kube-scheduler,topos", help="which runs first")
     ap.add_argument("--binds", type=int, default=64, help="Topos scheduler.maxBindsInFlight")

@@ -31,7 +31,7 @@ from common.wire import CloseReason
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api import explain, gangs
-from coordinator.api.keys import INVENTORY, READINESS, SESSIONS
+from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
 from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
@@ -42,6 +42,7 @@ from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
+from coordinator.app.watchmetrics import WatchEvents
 from coordinator.app.web import build_app
 from coordinator.inventory.store import Inventory
 
@@ -85,6 +86,7 @@ def _kube_sync(kubeconfig: str | None) -> Callable[[web.Application], AsyncItera
         readiness.set("inventory", False)
         client = await KubeClient.connect(kubeconfig)
         sync = KubeSync(client, app[INVENTORY], on_synced=lambda: readiness.set("inventory", True))
+        app[METRICS].registry.register(WatchEvents(sync))
         task = asyncio.create_task(sync.run(), name="kube-sync")
         try:
             yield

@@ -52,7 +52,6 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ready: bool = True
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
-    resource_version: str = ""
     topology: NodeTopology | None = None  # what the agent published (topos.io/topology)
 
 
@@ -64,7 +63,6 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: str
     node: str
     scheduler: str = "default-scheduler"
-    phase: str = "Pending"
     requests: dict[str, int] = {}
     assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
     priority: int = 0

@@ -336,14 +336,16 @@ class Inventory:
 
     # --- API-server side -------------------------------------------------------------------------
 
-    def upsert_node(self, node: KubeNode) -> None:
+    def upsert_node(self, node: KubeNode) -> bool:
+        """Whether anything changed (a Node update the scheduler cannot see changes nothing)."""
         rec, new = self._record(node.name)
         if rec.kube == node:
-            return
+            return False
         before = self._signature(None if new else rec)
         rec.kube = node
         self._unknown.pop(node.name, None)
         self._changed(rec, "added" if new else "updated", before)
+        return True
 
     def delete_node(self, name: str) -> None:
         rec = self._records.get(name)
@@ -358,13 +360,14 @@ class Inventory:
         else:
             self._changed(rec, "updated", before)
 
-    def upsert_pod(self, pod: BoundPod) -> None:
-        """A bound, non-terminal pod (any scheduler). Re-binding to another node moves it."""
+    def upsert_pod(self, pod: BoundPod) -> bool:
+        """A bound, non-terminal pod (any scheduler). Re-binding to another node moves it.
+        Whether anything changed (a status update, e.g. Running, changes nothing here)."""
         old_node = self._pod_node.get(pod.uid)
         if old_node is not None:
             old = self._records[old_node].pods.get(pod.uid)
             if old == pod:
-                return
+                return False
             self.delete_pod(pod.uid)
         rec, new = self._record(pod.node)
         before = self._signature(None if new else rec)
@@ -373,6 +376,7 @@ class Inventory:
             rec.requested[k] = rec.requested.get(k, 0) + v
         self._pod_node[pod.uid] = pod.node
         self._changed(rec, "added" if new else "updated", before)
+        return True
 
     def delete_pod(self, uid: str) -> None:
         """The pod finished, was deleted, or left the node."""

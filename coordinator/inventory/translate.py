@@ -7,8 +7,9 @@ A bound pod holds its effective requests, by the core's one copy of Kubernetes' 
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from common import labels
@@ -54,11 +55,43 @@ def published_topology(name: str, annotations: Mapping[str, Any]) -> NodeTopolog
     return topology
 
 
-def kube_node(obj: Mapping[str, Any]) -> KubeNode:
+class TopologyMemo:
+    """The topology last parsed for each node, by a digest of its ``topos.io/topology`` text: a
+    Node update that leaves the annotation alone (a status heartbeat, a label edit) does not
+    parse and validate it again (~0.8 ms for a DGX H100)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[bytes, NodeTopology | None]] = {}
+
+    def topology(self, name: str, annotations: Mapping[str, Any]) -> NodeTopology | None:
+        text = annotations.get(labels.TOPOLOGY)
+        if not isinstance(text, str) or not text:
+            self._by_node.pop(name, None)
+            return None
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        seen = self._by_node.get(name)
+        if seen is not None and seen[0] == digest:
+            return seen[1]
+        topology = published_topology(name, annotations)
+        self._by_node[name] = (digest, topology)
+        return topology
+
+    def forget(self, name: str) -> None:
+        self._by_node.pop(name, None)
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        keep = set(names)
+        for name in [n for n in self._by_node if n not in keep]:
+            del self._by_node[name]
+
+
+def kube_node(obj: Mapping[str, Any], memo: TopologyMemo | None = None) -> KubeNode:
+    """``memo``: reuse the topology parsed from an unchanged annotation."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     name = str(meta.get("name", ""))
+    annotations = meta.get("annotations") or {}
     ready = False
     for cond in status.get("conditions") or ():
         if cond.get("type") == "Ready":
@@ -76,8 +109,11 @@ def kube_node(obj: Mapping[str, Any]) -> KubeNode:
         ready=ready,
         unschedulable=bool(spec.get("unschedulable", False)),
         taints=taints,
-        resource_version=str(meta.get("resourceVersion", "")),
-        topology=published_topology(name, meta.get("annotations") or {}),
+        topology=(
+            published_topology(name, annotations)
+            if memo is None
+            else memo.topology(name, annotations)
+        ),
     )
 
 
@@ -99,7 +135,6 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         name=str(meta.get("name", "")),
         node=str(node),
         scheduler=str(spec.get("schedulerName", "default-scheduler")),
-        phase=phase,
         requests=held_requests(spec),
         assigned_gpus=tuple(u.strip() for u in assigned.split(",") if u.strip()),
         priority=int(spec.get("priority") or 0),
