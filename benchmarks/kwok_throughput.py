@@ -82,6 +82,11 @@ class Run:
     launched: float = 0.0
     load: float = 0.0  # 1-minute load average at the end of the run (a shared machine)
     requests: Requests = field(default_factory=Requests)  # the scheduler's, from its start
+    rss_mib: float = 0.0  # the scheduler process's resident memory when the last pod was bound
+
+    @property
+    def cpu_ms_per_pod(self) -> float:
+        return 1000 * self.cpu_s / max(1, len(self.bound))
 
     @property
     def requests_per_pod(self) -> float:
@@ -134,8 +139,9 @@ class Run:
             f"{self.scheduler:14s} {self.limit.label:21s} {self.mode:7s} {len(self.bound)}/"
             f"{self.pods} bound in {self.span_s:6.2f}s = {self.rate:6.1f} pods/s  {timing}  "
             f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
-            f"{1000 * self.cpu_s / max(1, len(self.bound)):.2f} ms/pod; "
-            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; load {self.load:.1f})"
+            f"{self.cpu_ms_per_pod:.2f} ms/pod; "
+            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; RSS {self.rss_mib:.0f} MiB; "
+            f"load {self.load:.1f})"
             f"\n{'':14s} API requests {self.requests_per_pod:.2f}/pod: {by_kind(self.requests)}"
             + ("  TIMED OUT" if self.timed_out else "")
         )
@@ -165,11 +171,15 @@ _SPREAD = [
 
 
 def pod_body(
-    name: str, scheduler_name: str, *, workload: str = "gpu", index: int = 0
+    name: str, scheduler_name: str, *, workload: str = "gpu", index: int = 0, size: int = 0
 ) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     labels = {"app": "kwok-bench"}
-    if workload == "mixed" and index % 2 == 0:
+    gpus = "1"
+    if workload == "gang":  # every pod a member of one gang needing them all (whole nodes)
+        labels.update({"topos.io/gang": "bench", "topos.io/gang-min": str(size)})
+        gpus = "8"
+    elif workload == "mixed" and index % 2 == 0:
         labels["kind"] = "anti"
         extra["affinity"] = _ANTI
     elif workload == "mixed":
@@ -188,7 +198,7 @@ def pod_body(
                     "image": "registry.example/train:1",
                     "resources": {
                         "requests": {"cpu": "1", "memory": "4Gi"},
-                        "limits": {GPU_RESOURCE: "1"},
+                        "limits": {GPU_RESOURCE: gpus},
                     },
                 }
             ],
@@ -204,9 +214,13 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-async def wait_bound(kube: KubeClient, namespace: str, name: str, timeout_s: float) -> None:
+async def wait_bound(
+    kube: KubeClient, namespace: str, name: str, timeout_s: float, gets: list[int]
+) -> None:
+    """Poll until bound; ``gets[0]`` counts the requests (not the scheduler's)."""
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
+        gets[0] += 1
         pod = await kube.get(PODS, name, namespace=namespace)
         if pod["spec"].get("nodeName"):
             return
@@ -257,6 +271,7 @@ async def one_run(
     )
     scheduler: Process | None = None
     requests0 = await asyncio.to_thread(requests_total, plane)
+    gets = [0]
     if not run.backlog:
         scheduler = launch()
         # warm-up: the scheduler has synced and binds (its start-up is not what we measure)
@@ -265,7 +280,7 @@ async def one_run(
         while True:
             scheduler.check()
             with contextlib.suppress(RuntimeError):
-                await wait_bound(kube, namespace, "warmup", 2)
+                await wait_bound(kube, namespace, "warmup", 2, gets)
                 break
             if time.perf_counter() > deadline:
                 scheduler.stop()
@@ -279,7 +294,7 @@ async def one_run(
 
     async def create(i: int) -> None:
         name = f"p-{i:05d}"
-        body = pod_body(name, scheduler_name, workload=run.workload, index=i)
+        body = pod_body(name, scheduler_name, workload=run.workload, index=i, size=run.pods)
         async with sem:
             run.sent[name] = time.perf_counter()
             await kube.create(PODS, body, namespace=namespace)
@@ -301,8 +316,14 @@ async def one_run(
         run.timed_out = True
     run.load = os.getloadavg()[0]
     run.cpu_s = cpu_seconds(scheduler.pid) - cpu0
+    with contextlib.suppress(psutil.Error):
+        run.rss_mib = psutil.Process(scheduler.pid).memory_info().rss / 2**20
     run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
     run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
+    run.requests["GET", "pods", ""] -= gets[0]  # the warm-up's polling
+    run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
+    run.requests["WATCH", "pods", ""] -= 1
+    run.requests = +run.requests  # what is left above zero
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(running_grace_s):
             await done.wait()
@@ -365,15 +386,17 @@ async def bench(args: argparse.Namespace) -> list[Run]:
         )
         backlog_for = {x.strip() for x in args.backlog.split(",") if x.strip()}
         plan = [
-            (limit, backlog)
+            (workload, limit, backlog)
+            for workload in args.workload.split(",")
             for limit in parse_limits(args.limits)
             for backlog in (False, True)
-            if not backlog or limit.token in backlog_for
+            if not backlog or (limit.token in backlog_for and workload != "gang")
         ]
-        for i, (limit, backlog) in enumerate(plan):
+        for i, (workload, limit, backlog) in enumerate(plan):
+            pods = args.gang_size if workload == "gang" else args.pods
             for name in args.order.split(","):
                 tag = f"{name}-{i}"
-                run = Run(name, limit, args.pods, backlog=backlog, workload=args.workload)
+                run = Run(name, limit, pods, backlog=backlog, workload=workload)
                 spy: list[subprocess.Popen[bytes]] = []
 
                 def launch(
@@ -426,15 +449,19 @@ def say(args: argparse.Namespace, line: str) -> None:
 
 def rows(runs: Sequence[Run], nodes: int) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
-    pairs: dict[tuple[str, str], dict[str, Run]] = {}
+    pairs: dict[tuple[str, str, str], dict[str, Run]] = {}
     for r in runs:
-        pairs.setdefault((r.limit.label, r.mode), {})[r.scheduler] = r
-    for (label, mode), pair in pairs.items():
+        pairs.setdefault((r.workload, r.limit.label, r.mode), {})[r.scheduler] = r
+    for (_, label, mode), pair in pairs.items():
         topos, kube = pair.get("topos"), pair.get("kube-scheduler")
         if topos is None or kube is None:
             continue
         ratio = topos.rate / kube.rate if kube.rate else float("nan")
-        what = "1-GPU pods" if topos.workload == "gpu" else "anti-affinity/spread 1-GPU pods"
+        what = {
+            "gpu": "1-GPU pods",
+            "mixed": "anti-affinity/spread 1-GPU pods",
+            "gang": "8-GPU pods in one gang",
+        }[topos.workload]
         case = f"{nodes:,} KWOK nodes, {topos.pods:,} {what}, {label}"
         if mode == "backlog":
             figure = "pods bound/s, backlog (first → last bind)"
@@ -460,6 +487,15 @@ def rows(runs: Sequence[Run], nodes: int) -> list[dict[str, str]]:
                     "goal": "",
                 }
             )
+        out.append(
+            {
+                "case": case + (", backlog" if mode == "backlog" else ""),
+                "figure": "scheduler CPU per bound pod; API requests per bound pod",
+                "topos": f"{topos.cpu_ms_per_pod:.2f} ms; {topos.requests_per_pod:.2f}",
+                "baseline": f"{kube.cpu_ms_per_pod:.2f} ms; {kube.requests_per_pod:.2f}",
+                "goal": "≤ kube-scheduler",
+            }
+        )
     return out
 
 
@@ -478,12 +514,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument(
         "--workload",
-        choices=("gpu", "mixed"),
         default="gpu",
-        help="gpu: single-GPU pods; mixed: half with required pod anti-affinity per node, half "
-        "spread over the leaves (kube scheduler_perf's SchedulingPodAntiAffinity and "
-        "TopologySpreading), each with one GPU",
+        help="comma-separated: gpu: single-GPU pods; mixed: half with required pod "
+        "anti-affinity per node, half spread over the leaves (kube scheduler_perf's "
+        "SchedulingPodAntiAffinity and TopologySpreading), each with one GPU; gang: "
+        "--gang-size 8-GPU pods, one Topos gang (labels kube-scheduler ignores), streamed only",
     )
+    ap.add_argument("--gang-size", type=int, default=64, help="members of the gang workload")
     ap.add_argument("--order", default="kube-scheduler,topos", help="which runs first")
     ap.add_argument("--binds", type=int, default=64, help="Topos scheduler.maxBindsInFlight")
     ap.add_argument("--timeout", type=float, default=120.0, help="per run, after the creates")

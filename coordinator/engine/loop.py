@@ -205,7 +205,7 @@ class Scheduler:
 
     def _on_inventory(self, event: InventoryEvent) -> None:
         if event.capacity_gained or (
-            event.kind != "removed" and self._node_shape_changed(event.node)
+            event.kind != "removed" and not event.pods_only and self._node_shape_changed(event.node)
         ):
             # More room, or a node whose labels/taints/readiness changed: anyone may fit now.
             self._capacity_changed = True

@@ -54,6 +54,7 @@ class InventoryEvent:
     kind: EventKind
     node: str
     capacity_gained: bool = False
+    pods_only: bool = False  # only its pods changed: labels, taints, hardware are as they were
 
 
 Listener = Callable[[InventoryEvent], None]
@@ -161,9 +162,9 @@ class Inventory:
             free["pods"] = max(0, alloc["pods"] - len(rec.pods))
         return free
 
-    def _changed(self, rec: _Record, kind: EventKind, before: _Signature) -> None:
+    def _changed(self, rec: _Record, kind: EventKind, was: _Signature, pods: bool = False) -> None:
         rec.view = None
-        self._emit(InventoryEvent(kind, rec.name, self._gained(before, rec)))
+        self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
 
     def _record(self, name: str) -> tuple[_Record, bool]:
         rec = self._records.get(name)
@@ -361,8 +362,7 @@ class Inventory:
             self._changed(rec, "updated", before)
 
     def upsert_pod(self, pod: BoundPod) -> bool:
-        """A bound, non-terminal pod (any scheduler). Re-binding to another node moves it.
-        Whether anything changed (a status update, e.g. Running, changes nothing here)."""
+        """A bound, non-terminal pod (any scheduler; re-binding moves it). Whether it changed."""
         old_node = self._pod_node.get(pod.uid)
         if old_node is not None:
             old = self._records[old_node].pods.get(pod.uid)
@@ -375,7 +375,7 @@ class Inventory:
         for k, v in pod.requests.items():
             rec.requested[k] = rec.requested.get(k, 0) + v
         self._pod_node[pod.uid] = pod.node
-        self._changed(rec, "added" if new else "updated", before)
+        self._changed(rec, "added" if new else "updated", before, pods=not new)
         return True
 
     def delete_pod(self, uid: str) -> None:
@@ -395,7 +395,7 @@ class Inventory:
         if self._drop_if_empty(rec):
             self._emit(InventoryEvent("removed", node))
         else:
-            self._changed(rec, "updated", before)
+            self._changed(rec, "updated", before, pods=True)
 
     def replace_nodes(self, nodes: list[KubeNode]) -> None:
         """Resynchronise Node objects after a (re)list: drop those the API server no longer has."""
