@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import ssl
@@ -85,7 +86,14 @@ def _kube_sync(kubeconfig: str | None) -> Callable[[web.Application], AsyncItera
         readiness = app[READINESS]
         readiness.set("inventory", False)
         client = await KubeClient.connect(kubeconfig)
-        sync = KubeSync(client, app[INVENTORY], on_synced=lambda: readiness.set("inventory", True))
+
+        def synced() -> None:
+            readiness.set("inventory", True)
+            # What the first list built (5,000 Nodes: some 200,000 objects) lives as long as
+            # the process: keep it out of the collector's full passes (~0.4 s each at 5,000).
+            gc.freeze()
+
+        sync = KubeSync(client, app[INVENTORY], on_synced=synced)
         app[METRICS].registry.register(WatchEvents(sync))
         task = asyncio.create_task(sync.run(), name="kube-sync")
         try:

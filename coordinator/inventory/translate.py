@@ -85,6 +85,35 @@ class TopologyMemo:
             del self._by_node[name]
 
 
+def node_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Node object :func:`kube_node` reads (no managed fields, images, addresses,
+    other annotations): what the inventory's watch keeps of a listed Node until it is read."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    topology = (meta.get("annotations") or {}).get(labels.TOPOLOGY)
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": meta.get("labels"),
+            "annotations": {} if topology is None else {labels.TOPOLOGY: topology},
+        },
+        "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
+        "status": {
+            "allocatable": status.get("allocatable"),
+            "capacity": status.get("capacity"),
+            "conditions": [c for c in status.get("conditions") or () if c.get("type") == "Ready"],
+        },
+    }
+
+
+def bound_pod_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Pod :func:`bound_pod` reads: no managed fields, of the status its phase."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    phase = (obj.get("status") or {}).get("phase")
+    return {"metadata": meta, "spec": obj.get("spec") or {}, "status": {"phase": phase}}
+
+
 def kube_node(obj: Mapping[str, Any], memo: TopologyMemo | None = None) -> KubeNode:
     """``memo``: reuse the topology parsed from an unchanged annotation."""
     meta = obj.get("metadata") or {}

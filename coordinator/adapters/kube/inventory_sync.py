@@ -23,7 +23,13 @@ from common.kube import NODES, PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
-from coordinator.inventory.translate import TopologyMemo, bound_pod, kube_node
+from coordinator.inventory.translate import (
+    TopologyMemo,
+    bound_pod,
+    bound_pod_fields,
+    kube_node,
+    node_fields,
+)
 
 BOUND_PODS_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
@@ -96,13 +102,20 @@ class KubeSync:
                 handler,
                 field_selector=selector,
                 what=what,
+                slim=slim,
                 on_listed=self._listed,
                 backoff_max_s=backoff_max_s,
                 watch_timeout_s=watch_timeout_s,
             )
-            for resource, handler, selector, what in (
-                (NODES, _Nodes(inventory, self.events), None, "nodes"),
-                (PODS, _BoundPods(inventory, self.events), BOUND_PODS_SELECTOR, "bound pods"),
+            for resource, handler, selector, what, slim in (
+                (NODES, _Nodes(inventory, self.events), None, "nodes", node_fields),
+                (
+                    PODS,
+                    _BoundPods(inventory, self.events),
+                    BOUND_PODS_SELECTOR,
+                    "bound pods",
+                    bound_pod_fields,
+                ),
             )
         )
 
