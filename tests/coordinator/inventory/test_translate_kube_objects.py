@@ -9,7 +9,13 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.labeling import labels
-from coordinator.inventory.translate import bound_pod, bound_pod_fields, kube_node, node_fields
+from coordinator.inventory.translate import (
+    TopologyMemo,
+    bound_pod,
+    bound_pod_fields,
+    kube_node,
+    node_fields,
+)
 
 
 def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
@@ -182,3 +188,18 @@ def test_what_the_watch_keeps_of_nodes_and_pods_translates_the_same() -> None:
     pod["status"]["containerStatuses"] = [{"name": "c", "ready": True}]
     assert bound_pod(bound_pod_fields(pod)) == bound_pod(pod)
     assert bound_pod(bound_pod_fields(pod)).owner_uid == "job-1"  # type: ignore[union-attr]
+
+
+def test_alike_machines_share_their_topology_parts_and_read_the_same() -> None:
+    memo = TopologyMemo()
+    nodes = []
+    for name in ("gpu-a", "gpu-b"):
+        published = labels(discover_profile("dgx-h100", hostname=name))
+        obj = {"metadata": {"name": name, "annotations": published.annotations}}
+        nodes.append((kube_node(obj, memo), kube_node(obj)))
+    (a, plain_a), (b, _) = nodes
+    assert a.topology == plain_a.topology  # the same topology, GPU UUIDs included
+    assert a.topology is not None
+    assert b.topology is not None
+    assert a.topology.gpus[0].uuid != b.topology.gpus[0].uuid
+    assert a.topology.numa_nodes is b.topology.numa_nodes  # held once for both
