@@ -18,6 +18,7 @@ import asyncio
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,3 +268,29 @@ def start_topos(plane: ControlPlane, work: Path, limit: Limit, tag: str, *, bind
         f"--config={path}",
     ]
     return Process("topos coordinator", argv, work / f"topos-{tag}.log")
+
+
+def parse_limits(text: str) -> list[Limit]:
+    out: list[Limit] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "unlimited":
+            out.append(Limit(qps=0, burst=1))
+            continue
+        qps, _, burst = part.partition("/")
+        out.append(Limit(qps=float(qps), burst=int(burst or 2 * float(qps))))
+    return out
+
+
+def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy not found; not profiling", file=sys.stderr)
+        return None
+    return subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

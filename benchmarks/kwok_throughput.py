@@ -50,7 +50,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -60,14 +59,16 @@ from benchmarks.kwok_cluster import (
     Limit,
     Process,
     create_nodes,
+    parse_limits,
     start_kube_scheduler,
     start_kwok,
+    start_profiler,
     start_topos,
     wait_ready,
 )
+from benchmarks.kwok_pods import pod_body
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
-from common.podkeys import GPU_RESOURCE
 from devcluster.binaries import KUBERNETES_VERSION, ensure
 from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
@@ -155,65 +156,6 @@ class Run:
             f"\n{'':14s} API requests {self.requests_per_pod:.2f}/pod: {by_kind(self.requests)}"
             + ("  TIMED OUT" if self.timed_out else "")
         )
-
-
-#: ``--workload mixed``: as kube's scheduler_perf ``SchedulingPodAntiAffinity`` (no two such pods
-#: on one node, required) and ``TopologySpreading`` (spread over the leaves, skew at most 1, hard),
-#: alternately, on top of the single GPU.
-_ANTI = {
-    "podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [
-            {
-                "labelSelector": {"matchLabels": {"kind": "anti"}},
-                "topologyKey": "kubernetes.io/hostname",
-            }
-        ]
-    }
-}
-_SPREAD = [
-    {
-        "maxSkew": 1,
-        "topologyKey": "topos.io/leaf",
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"kind": "spread"}},
-    }
-]
-
-
-def pod_body(
-    name: str, scheduler_name: str, *, workload: str = "gpu", index: int = 0, size: int = 0
-) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    labels = {"app": "kwok-bench"}
-    gpus = "1"
-    if workload == "gang":  # every pod a member of one gang needing them all (whole nodes)
-        labels.update({"topos.io/gang": "bench", "topos.io/gang-min": str(size)})
-        gpus = "8"
-    elif workload == "mixed" and index % 2 == 0:
-        labels["kind"] = "anti"
-        extra["affinity"] = _ANTI
-    elif workload == "mixed":
-        labels["kind"] = "spread"
-        extra["topologySpreadConstraints"] = _SPREAD
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            **extra,
-            "schedulerName": scheduler_name,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/train:1",
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "4Gi"},
-                        "limits": {GPU_RESOURCE: gpus},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -347,32 +289,6 @@ async def clear(kube: KubeClient, namespace: str) -> None:
     await kube.delete_collection(PODS, namespace=namespace, grace_period_seconds=0)
     while (await kube.list(PODS, namespace=namespace, limit=1))["items"]:  # noqa: ASYNC110
         await asyncio.sleep(0.2)
-
-
-def parse_limits(text: str) -> list[Limit]:
-    out: list[Limit] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if part == "unlimited":
-            out.append(Limit(qps=0, burst=1))
-            continue
-        qps, _, burst = part.partition("/")
-        out.append(Limit(qps=float(qps), burst=int(burst or 2 * float(qps))))
-    return out
-
-
-def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        print("py-spy not found; not profiling", file=sys.stderr)
-        return None
-    return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 async def bench(args: argparse.Namespace) -> list[Run]:
