@@ -280,7 +280,9 @@ async def test_pods_are_explained_only_once_the_agent_grace_is_over() -> None:
         assert inventory.grace_left_s() > 0  # (guards the test's own timing)
         assert runtime.scheduler.stats.unschedulable >= 1
         assert not cluster.events("default", "early")
-        await asyncio.sleep(inventory.grace_left_s() + 0.2)  # the grace ends: all tried again
+        async with asyncio.timeout(30):  # the grace ends: tried again (after its back-off)
+            while not cluster.events("default", "early"):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
         await runtime.settle()
     (event,) = cluster.events("default", "early")
     assert event["reason"] == "FailedScheduling"
