@@ -79,7 +79,14 @@ async def test_heartbeats_and_pod_status_churn_raise_no_inventory_event(
     sync = KubeSync(kube, inv)
     task = asyncio.create_task(sync.run())
     try:
-        await until(inv, lambda: any(p.name == "bound" for p in inv.bound_pods(node)))
+        # Both watches have caught up (the pod may arrive before its Node does).
+        await until(
+            inv,
+            lambda: (
+                any(p.name == "bound" for p in inv.bound_pods(node))
+                and inv.node(node).topology is not None
+            ),  # type: ignore[union-attr]
+        )
         topology = inv.node(node).topology  # type: ignore[union-attr]
         assert topology is not None
         assert len(topology.gpus) == 8
