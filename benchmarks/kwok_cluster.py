@@ -15,7 +15,10 @@ NotReady (no controller-manager), and 1,000 heartbeats would only add noise to t
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from typing import Any
 import yaml
 
 from agent.devices import discover_profile
+from agent.devices.fake_nvml import make_gpu_uuid
 from common.kube import NODES, AlreadyExists, KubeClient, Unreachable
 from common.labeling import labels
 from devcluster.binaries import Binaries
@@ -40,6 +44,8 @@ KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 PROFILE = "dgx-h100"
 NODES_PER_LEAF = 32
 LEAVES_PER_SPINE = 8
+GPUS_PER_NODE = 8
+_TEMPLATE = "kwok-gpu-template"
 STAGES = ("node/fast/node-initialize.yaml", "pod/fast/pod-ready.yaml", "pod/fast/pod-delete.yaml")
 
 
@@ -60,25 +66,42 @@ class Limit:
         return "unlimited" if self.qps == 0 else f"QPS {self.qps:g} / burst {self.burst}"
 
 
+@functools.cache
+def _published_template() -> tuple[str, str]:
+    """What the agent publishes for the template node, as JSON (its labels and annotations)."""
+    published = labels(discover_profile(PROFILE, hostname=_TEMPLATE))
+    return json.dumps(published.labels), json.dumps(published.annotations)
+
+
+def _published(name: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The template's labels and annotations with its host name and GPU UUIDs made ``name``'s
+    (discovering the fake machine once per node costs ~25 ms: two minutes at 5,000 nodes)."""
+    texts = list(_published_template())
+    for i in range(GPUS_PER_NODE):
+        old, new = make_gpu_uuid(_TEMPLATE, i), make_gpu_uuid(name, i)
+        texts = [t.replace(old, new) for t in texts]
+    label_text, annotation_text = (t.replace(_TEMPLATE, name) for t in texts)
+    return json.loads(label_text), json.loads(annotation_text)
+
+
 def node_body(index: int) -> dict[str, Any]:
     name = f"kwok-gpu-{index:04d}"
-    topo = discover_profile(PROFILE, hostname=name)
     leaf = index // NODES_PER_LEAF
-    published = labels(topo)  # what the agent writes on a real node, topology included
+    node_labels, annotations = _published(name)  # what the agent writes, topology included
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "labels": {
-                **published.labels,
+                **node_labels,
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "type": "kwok",
                 "topos.io/leaf": f"leaf-{leaf}",
                 "topos.io/spine": f"spine-{leaf // LEAVES_PER_SPINE}",
             },
-            "annotations": {**published.annotations, KWOK_ANNOTATION: "fake"},
+            "annotations": {**annotations, KWOK_ANNOTATION: "fake"},
         },
     }
 
@@ -108,12 +131,16 @@ async def create_nodes(kube: KubeClient, count: int) -> None:
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float = 120.0) -> float:
-    """Seconds until ``count`` Nodes report Ready (KWOK's node-initialize stage)."""
+async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float | None = None) -> float:
+    """Seconds until ``count`` Nodes report Ready (KWOK's node-initialize stage); by default
+    allow two minutes plus 60 ms a node (KWOK takes its time on a busy 2-core machine)."""
+    if timeout_s is None:
+        timeout_s = 120.0 + 0.06 * count
     started = time.perf_counter()
     deadline = started + timeout_s
     while True:
-        listed = await kube.list(NODES, label_selector="type=kwok")
+        # From the watch cache (resourceVersion 0): 5,000 such Nodes are some 50 MB of JSON.
+        listed = await kube.list(NODES, label_selector="type=kwok", resource_version="0")
         ready = sum(
             1
             for n in listed["items"]
@@ -126,7 +153,7 @@ async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float = 120.0) 
             return time.perf_counter() - started
         if time.perf_counter() > deadline:
             raise RuntimeError(f"only {ready}/{count} KWOK nodes Ready after {timeout_s:.0f}s")
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(2.0)
 
 
 class Process:
@@ -241,3 +268,29 @@ def start_topos(plane: ControlPlane, work: Path, limit: Limit, tag: str, *, bind
         f"--config={path}",
     ]
     return Process("topos coordinator", argv, work / f"topos-{tag}.log")
+
+
+def parse_limits(text: str) -> list[Limit]:
+    out: list[Limit] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "unlimited":
+            out.append(Limit(qps=0, burst=1))
+            continue
+        qps, _, burst = part.partition("/")
+        out.append(Limit(qps=float(qps), burst=int(burst or 2 * float(qps))))
+    return out
+
+
+def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        print("py-spy not found; not profiling", file=sys.stderr)
+        return None
+    return subprocess.Popen(
+        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

@@ -1,28 +1,38 @@
-"""End-to-end binding throughput on the real control plane with 1,000 KWOK nodes: Topos vs the
-real kube-scheduler of the same Kubernetes version, same pods, same API server, one run.
+"""End-to-end binding throughput on the real control plane with KWOK nodes (1,000 by default;
+5,000 is Kubernetes' supported cluster size): Topos vs the real kube-scheduler of the same
+Kubernetes version, same pods, same API server, one run.
 
 One etcd + kube-apiserver (``devcluster``), KWOK managing ``--nodes`` fake DGX H100 Nodes (8
-``nvidia.com/gpu`` each, Topos labels; ``benchmarks/kwok_cluster.py``). For each client limit
-(``--limits``, default kube-scheduler's QPS 50 / burst 100, then "unlimited") each scheduler in
-turn — kube-scheduler for ``schedulerName: default-scheduler``, ``topos coordinator`` for
-``schedulerName: topos`` — is started as its own process with that QPS/burst in its config file,
-warmed up with one pod, then ``--pods`` single-GPU pods (``limits: {nvidia.com/gpu: 1}``) are
+``nvidia.com/gpu`` each, Topos labels and topology annotation; ``benchmarks/kwok_cluster.py``).
+For each workload (``--workload``: single-GPU pods; ``mixed``, half with required pod
+anti-affinity per node and half spread over the leaves, as kube's scheduler_perf
+``SchedulingPodAntiAffinity`` / ``TopologySpreading``; ``gang``, ``--gang-size`` 8-GPU pods in
+one Topos gang) and client limit (``--limits``, default kube-scheduler's QPS 50 / burst 100,
+then "unlimited") each scheduler in turn — kube-scheduler for ``schedulerName:
+default-scheduler``, ``topos coordinator`` for ``schedulerName: topos`` — is started as its own
+process with that QPS/burst in its config file, warmed up with one pod, then the pods are
 created in a fresh namespace (32 creates in flight, no client-side limit on the creator) while a
-watch records when each pod is seen bound and Running. Only one scheduler runs at a time; after
-its run it is stopped and its pods deleted (``deletecollection``, grace 0) so the next run starts
-on the same empty nodes.
+watch records when each pod is seen bound and Running. A backlog run (single-GPU pods, limits in
+``--backlog``) creates the pods first and starts the scheduler after. Only one scheduler runs at
+a time; after its run it is stopped and its pods deleted (``deletecollection``, grace 0) so the
+next run starts on the same empty nodes.
 
-Figures per run: pods bound per second from the first create sent to the last bind seen on the
-watch; create→bound latency p50/p99 (client-side clock: the moment the create request was sent
-→ the watch event showing ``spec.nodeName``); the creation rate (the ceiling for both); CPU
-seconds the scheduler process used. The Topos/kube-scheduler ratio at equal limits is the goal
-(≥ 1.0×).
+Figures per run: pods bound per second from the first create sent (backlog: the first bind) to
+the last bind seen on the watch; create→bound latency p50/p99 (client-side clock: the moment the
+create request was sent → the watch event showing ``spec.nodeName``); the creation rate (the
+ceiling for both); CPU seconds the scheduler process used, per bound pod; its resident memory at
+the end; and the API requests it made per bound pod, from the API server's own
+``apiserver_request_total`` read before and after the run (``benchmarks/apiserver_metrics.py``:
+the counter names no client, so the rows only the benchmark and KWOK make are left out). The
+Topos/kube-scheduler ratios are the goals (≥ 1.0× pods/s; CPU and requests per pod ≤ 1.0×).
 
     .venv/bin/python -m benchmarks.kwok_throughput [--nodes 1000] [--pods 2000]
-        [--limits 50/100,unlimited] [--profile DIR] [--json]
+        [--limits 50/100,unlimited] [--backlog unlimited] [--workload gpu,mixed,gang]
+        [--profile DIR] [--json]
 
-``--profile DIR`` records the coordinator with ``py-spy`` during Topos runs (collapsed stacks).
-Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok, stages).
+``--profile DIR`` records the coordinator with ``py-spy`` during Topos runs (raw collapsed stacks,
+one file per run). Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok,
+stages).
 """
 
 from __future__ import annotations
@@ -40,23 +50,25 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from benchmarks.apiserver_metrics import Requests, by_kind, requests_total, scheduler_share
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     Limit,
     Process,
     create_nodes,
+    parse_limits,
     start_kube_scheduler,
     start_kwok,
+    start_profiler,
     start_topos,
     wait_ready,
 )
+from benchmarks.kwok_pods import pod_body
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
-from common.podkeys import GPU_RESOURCE
 from devcluster.binaries import KUBERNETES_VERSION, ensure
 from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
@@ -77,8 +89,19 @@ class Run:
     apiserver_cpu_s: float = 0.0
     timed_out: bool = False
     backlog: bool = False
+    workload: str = "gpu"
     launched: float = 0.0
     load: float = 0.0  # 1-minute load average at the end of the run (a shared machine)
+    requests: Requests = field(default_factory=Requests)  # the scheduler's, from its start
+    rss_mib: float = 0.0  # the scheduler process's resident memory when the last pod was bound
+
+    @property
+    def cpu_ms_per_pod(self) -> float:
+        return 1000 * self.cpu_s / max(1, len(self.bound))
+
+    @property
+    def requests_per_pod(self) -> float:
+        return sum(self.requests.values()) / max(1, len(self.bound))
 
     @property
     def mode(self) -> str:
@@ -127,31 +150,12 @@ class Run:
             f"{self.scheduler:14s} {self.limit.label:21s} {self.mode:7s} {len(self.bound)}/"
             f"{self.pods} bound in {self.span_s:6.2f}s = {self.rate:6.1f} pods/s  {timing}  "
             f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
-            f"{1000 * self.cpu_s / max(1, len(self.bound)):.2f} ms/pod; "
-            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; load {self.load:.1f})"
+            f"{self.cpu_ms_per_pod:.2f} ms/pod; "
+            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; RSS {self.rss_mib:.0f} MiB; "
+            f"load {self.load:.1f})"
+            f"\n{'':14s} API requests {self.requests_per_pod:.2f}/pod: {by_kind(self.requests)}"
             + ("  TIMED OUT" if self.timed_out else "")
         )
-
-
-def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": "kwok-bench"}},
-        "spec": {
-            "schedulerName": scheduler_name,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/train:1",
-                    "resources": {
-                        "requests": {"cpu": "1", "memory": "4Gi"},
-                        "limits": {GPU_RESOURCE: "1"},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -162,9 +166,13 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-async def wait_bound(kube: KubeClient, namespace: str, name: str, timeout_s: float) -> None:
+async def wait_bound(
+    kube: KubeClient, namespace: str, name: str, timeout_s: float, gets: list[int]
+) -> None:
+    """Poll until bound; ``gets[0]`` counts the requests (not the scheduler's)."""
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
+        gets[0] += 1
         pod = await kube.get(PODS, name, namespace=namespace)
         if pod["spec"].get("nodeName"):
             return
@@ -214,6 +222,8 @@ async def one_run(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
     )
     scheduler: Process | None = None
+    requests0 = await asyncio.to_thread(requests_total, plane)
+    gets = [0]
     if not run.backlog:
         scheduler = launch()
         # warm-up: the scheduler has synced and binds (its start-up is not what we measure)
@@ -222,7 +232,7 @@ async def one_run(
         while True:
             scheduler.check()
             with contextlib.suppress(RuntimeError):
-                await wait_bound(kube, namespace, "warmup", 2)
+                await wait_bound(kube, namespace, "warmup", 2, gets)
                 break
             if time.perf_counter() > deadline:
                 scheduler.stop()
@@ -232,19 +242,21 @@ async def one_run(
     watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
     api0 = cpu_seconds(plane.state.apiserver_pid)
     cpu0 = 0.0 if scheduler is None else cpu_seconds(scheduler.pid)
-    names = [f"p-{i:05d}" for i in range(run.pods)]
     sem = asyncio.Semaphore(CREATORS)
 
-    async def create(name: str) -> None:
+    async def create(i: int) -> None:
+        name = f"p-{i:05d}"
+        body = pod_body(name, scheduler_name, workload=run.workload, index=i, size=run.pods)
         async with sem:
             run.sent[name] = time.perf_counter()
-            await kube.create(PODS, pod_body(name, scheduler_name), namespace=namespace)
+            await kube.create(PODS, body, namespace=namespace)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(create(n) for n in names))
+    await asyncio.gather(*(create(i) for i in range(run.pods)))
     run.created_s = time.perf_counter() - t0
     if scheduler is None:
         api0 = cpu_seconds(plane.state.apiserver_pid)
+        requests0 = await asyncio.to_thread(requests_total, plane)
         run.launched = time.perf_counter()
         scheduler = launch()
     try:
@@ -256,7 +268,14 @@ async def one_run(
         run.timed_out = True
     run.load = os.getloadavg()[0]
     run.cpu_s = cpu_seconds(scheduler.pid) - cpu0
+    with contextlib.suppress(psutil.Error):
+        run.rss_mib = psutil.Process(scheduler.pid).memory_info().rss / 2**20
     run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
+    run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
+    run.requests["GET", "pods", ""] -= gets[0]  # the warm-up's polling
+    run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
+    run.requests["WATCH", "pods", ""] -= 1
+    run.requests = +run.requests  # what is left above zero
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(running_grace_s):
             await done.wait()
@@ -270,32 +289,6 @@ async def clear(kube: KubeClient, namespace: str) -> None:
     await kube.delete_collection(PODS, namespace=namespace, grace_period_seconds=0)
     while (await kube.list(PODS, namespace=namespace, limit=1))["items"]:  # noqa: ASYNC110
         await asyncio.sleep(0.2)
-
-
-def parse_limits(text: str) -> list[Limit]:
-    out: list[Limit] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if part == "unlimited":
-            out.append(Limit(qps=0, burst=1))
-            continue
-        qps, _, burst = part.partition("/")
-        out.append(Limit(qps=float(qps), burst=int(burst or 2 * float(qps))))
-    return out
-
-
-def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        print("py-spy not found; not profiling", file=sys.stderr)
-        return None
-    return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 async def bench(args: argparse.Namespace) -> list[Run]:
@@ -319,15 +312,17 @@ async def bench(args: argparse.Namespace) -> list[Run]:
         )
         backlog_for = {x.strip() for x in args.backlog.split(",") if x.strip()}
         plan = [
-            (limit, backlog)
+            (workload, limit, backlog)
+            for workload in args.workload.split(",")
             for limit in parse_limits(args.limits)
             for backlog in (False, True)
-            if not backlog or limit.token in backlog_for
+            if not backlog or (limit.token in backlog_for and workload == "gpu")
         ]
-        for i, (limit, backlog) in enumerate(plan):
+        for i, (workload, limit, backlog) in enumerate(plan):
+            pods = args.gang_size if workload == "gang" else args.pods
             for name in args.order.split(","):
                 tag = f"{name}-{i}"
-                run = Run(name, limit, args.pods, backlog=backlog)
+                run = Run(name, limit, pods, backlog=backlog, workload=workload)
                 spy: list[subprocess.Popen[bytes]] = []
 
                 def launch(
@@ -380,15 +375,20 @@ def say(args: argparse.Namespace, line: str) -> None:
 
 def rows(runs: Sequence[Run], nodes: int) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
-    pairs: dict[tuple[str, str], dict[str, Run]] = {}
+    pairs: dict[tuple[str, str, str], dict[str, Run]] = {}
     for r in runs:
-        pairs.setdefault((r.limit.label, r.mode), {})[r.scheduler] = r
-    for (label, mode), pair in pairs.items():
+        pairs.setdefault((r.workload, r.limit.label, r.mode), {})[r.scheduler] = r
+    for (_, label, mode), pair in pairs.items():
         topos, kube = pair.get("topos"), pair.get("kube-scheduler")
         if topos is None or kube is None:
             continue
         ratio = topos.rate / kube.rate if kube.rate else float("nan")
-        case = f"{nodes:,} KWOK nodes, {topos.pods:,} 1-GPU pods, {label}"
+        what = {
+            "gpu": "1-GPU pods",
+            "mixed": "anti-affinity/spread 1-GPU pods",
+            "gang": "8-GPU pods in one gang",
+        }[topos.workload]
+        case = f"{nodes:,} KWOK nodes, {topos.pods:,} {what}, {label}"
         if mode == "backlog":
             figure = "pods bound/s, backlog (first → last bind)"
             case += ", created before the scheduler starts"
@@ -413,6 +413,15 @@ def rows(runs: Sequence[Run], nodes: int) -> list[dict[str, str]]:
                     "goal": "",
                 }
             )
+        out.append(
+            {
+                "case": case + (", backlog" if mode == "backlog" else ""),
+                "figure": "scheduler CPU per bound pod; API requests per bound pod",
+                "topos": f"{topos.cpu_ms_per_pod:.2f} ms; {topos.requests_per_pod:.2f}",
+                "baseline": f"{kube.cpu_ms_per_pod:.2f} ms; {kube.requests_per_pod:.2f}",
+                "goal": "≤ kube-scheduler",
+            }
+        )
     return out
 
 
@@ -429,6 +438,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="limits (as in --limits) that also get a backlog run: pods created first, then "
         "the scheduler started; rate from first to last bind ('' for none)",
     )
+    ap.add_argument(
+        "--workload",
+        default="gpu",
+        help="comma-separated: gpu: single-GPU pods; mixed: half with required pod "
+        "anti-affinity per node, half spread over the leaves (kube scheduler_perf's "
+        "SchedulingPodAntiAffinity and TopologySpreading), each with one GPU; gang: "
+        "--gang-size 8-GPU pods, one Topos gang (labels kube-scheduler ignores); only gpu "
+        "gets a backlog run",
+    )
+    ap.add_argument("--gang-size", type=int, default=64, help="members of the gang workload")
     ap.add_argument("--order", default="kube-scheduler,topos", help="which runs first")
     ap.add_argument("--binds", type=int, default=64, help="Topos scheduler.maxBindsInFlight")
     ap.add_argument("--timeout", type=float, default=120.0, help="per run, after the creates")

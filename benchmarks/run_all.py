@@ -44,6 +44,7 @@ ARGS: dict[str, list[str]] = {
     "discovery": ["--runs", "100"],
     "ingest": ["--nodes", "1000", "--seconds", "5"],
     "binding_throughput": ["--nodes", "200", "--pods", "500"],
+    "watch_events": ["--nodes", "5000", "--pods", "3000"],
     "churn_soak": ["--rounds", "1000", "--quiet"],
 }
 #: Benchmarks that need longer than ``--timeout`` (seconds).
@@ -73,7 +74,8 @@ _VERDICT = re.compile(r"\b(target|goal)\b", re.IGNORECASE)
 KEY_LINES: dict[str, re.Pattern[str]] = {
     "gang_placement": re.compile(r"(topos median|fragmentation mean|in one leaf)"),
     "binding_throughput": re.compile(r"vs one bind at a time"),
-    "kwok_throughput": re.compile(r"^1,000 KWOK nodes"),
+    "kwok_throughput": re.compile(r"^[\d,]+ KWOK nodes"),
+    "watch_events": re.compile(r"^(heartbeat|pod status)"),
     "churn_soak": re.compile(r"^(goal|violations by kind|leader failover)"),
 }
 

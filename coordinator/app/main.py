@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import ssl
@@ -31,7 +32,7 @@ from common.wire import CloseReason
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api import explain, gangs
-from coordinator.api.keys import INVENTORY, READINESS, SESSIONS
+from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
 from coordinator.api.metrics import Metrics
 from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
@@ -45,6 +46,7 @@ from coordinator.app.mismatches import install_mismatch_reporter
 from coordinator.app.reload import install_reload
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
+from coordinator.app.watchmetrics import WatchEvents
 from coordinator.app.web import build_app
 from coordinator.inventory.store import Inventory
 
@@ -87,7 +89,15 @@ def _kube_sync(kubeconfig: str | None) -> Callable[[web.Application], AsyncItera
         readiness = app[READINESS]
         readiness.set("inventory", False)
         client = await KubeClient.connect(kubeconfig)
-        sync = KubeSync(client, app[INVENTORY], on_synced=lambda: readiness.set("inventory", True))
+
+        def synced() -> None:
+            readiness.set("inventory", True)
+            # What the first list built (5,000 Nodes: some 200,000 objects) lives as long as
+            # the process: keep it out of the collector's full passes (~0.4 s each at 5,000).
+            gc.freeze()
+
+        sync = KubeSync(client, app[INVENTORY], on_synced=synced)
+        app[METRICS].registry.register(WatchEvents(sync))
         task = asyncio.create_task(sync.run(), name="kube-sync")
         try:
             yield

@@ -162,6 +162,7 @@ class Scheduler:
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
         self._capacity_changed = False
         self._pods_changed = False
+        self._grace_retry: asyncio.TimerHandle | None = None  # retry all at the grace's end
         self._shapes: dict[str, object] = {}
         self.binder = Binder(
             writer,
@@ -184,6 +185,8 @@ class Scheduler:
     def close(self) -> None:
         self._unsubscribe()
         self.view.close()
+        if self._grace_retry is not None:
+            self._grace_retry.cancel()
 
     # --- cluster changes -----------------------------------------------------------------------
 
@@ -211,7 +214,7 @@ class Scheduler:
 
     def _on_inventory(self, event: InventoryEvent) -> None:
         if event.capacity_gained or (
-            event.kind != "removed" and self._node_shape_changed(event.node)
+            event.kind != "removed" and not event.pods_only and self._node_shape_changed(event.node)
         ):
             # More room, or a node whose labels/taints/readiness changed: anyone may fit now.
             self._capacity_changed = True
@@ -221,6 +224,10 @@ class Scheduler:
             # constraints may fit now (a cache they must sit next to got bound).
             self._pods_changed = True
             self._wakeup.set()
+
+    def _grace_over(self) -> None:
+        self.inventory.end_grace()  # if the coordinator's own timer has not yet
+        self._room_released()
 
     def _room_released(self) -> None:
         """Room held for a pod was freed without the inventory taking it over (bind failed, pod
@@ -337,6 +344,14 @@ class Scheduler:
         self._explain_failure(entry, message)
 
     def _explain_failure(self, entry: QueuedPod, message: str) -> None:
+        grace = self.inventory.grace_left_s()
+        if grace > 0:
+            # Nodes may still gain a topology when the agents' start-up grace ends: every pod is
+            # tried again then, and explained if it still does not fit. Writing now would cost a
+            # FailedScheduling Event and a status patch per pending GPU pod at every restart.
+            if self._grace_retry is None:
+                self._grace_retry = asyncio.get_running_loop().call_later(grace, self._grace_over)
+            return
         pod = PodRef.of(entry.obj)
         now = self._clock()
         last = self._posted.get(entry.uid)

@@ -53,7 +53,6 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     ready: bool = True
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
-    resource_version: str = ""
     topology: NodeTopology | None = None  # what the agent published (topos.io/topology)
 
 
@@ -65,7 +64,6 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: str
     node: str
     scheduler: str = "default-scheduler"
-    phase: str = "Pending"
     requests: dict[str, int] = {}
     assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
     held_gpus: tuple[str, ...] = ()  # what the agent says it holds (PodResources); set by the store

@@ -55,6 +55,7 @@ class InventoryEvent:
     kind: EventKind
     node: str
     capacity_gained: bool = False
+    pods_only: bool = False  # only its pods changed: labels, taints, hardware are as they were
 
 
 Listener = Callable[[InventoryEvent], None]
@@ -165,9 +166,9 @@ class Inventory:
             free["pods"] = max(0, alloc["pods"] - len(rec.pods))
         return free
 
-    def _changed(self, rec: _Record, kind: EventKind, before: _Signature) -> None:
+    def _changed(self, rec: _Record, kind: EventKind, was: _Signature, pods: bool = False) -> None:
         rec.view = None
-        self._emit(InventoryEvent(kind, rec.name, self._gained(before, rec)))
+        self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
 
     def _record(self, name: str) -> tuple[_Record, bool]:
         rec = self._records.get(name)
@@ -311,13 +312,13 @@ class Inventory:
         on their Node object from now on)."""
         if not self._in_grace or self._clock() < self._grace_until:
             return
-        waiting = [r for r in self._records.values() if r.agent is None and r.kube is not None]
-        before = {r.name: self._signature(r) for r in waiting}
+        used = [r for r in self._records.values() if r.agent is None and r.kube and r.kube.topology]
+        before = {r.name: self._signature(r) for r in used}
         self._in_grace = False
-        for rec in waiting:
-            if rec.kube is not None and rec.kube.topology is not None:
-                log.info("node %s: no agent yet; using the topology on its Node", rec.name)
-                self._changed(rec, "updated", before[rec.name])
+        if used:  # one line, not one per node (5,000 KWOK nodes have no agent)
+            log.info("%d nodes with no agent yet use their Node's topology", len(used))
+        for rec in used:
+            self._changed(rec, "updated", before[rec.name])
 
     def expire_unknown(self) -> list[str]:
         """Drop agent reports for names that had no Node object for ``unknown_node_ttl_s``;
@@ -345,14 +346,16 @@ class Inventory:
 
     # --- API-server side -------------------------------------------------------------------------
 
-    def upsert_node(self, node: KubeNode) -> None:
+    def upsert_node(self, node: KubeNode) -> bool:
+        """Whether anything changed (a Node update the scheduler cannot see changes nothing)."""
         rec, new = self._record(node.name)
         if rec.kube == node:
-            return
+            return False
         before = self._signature(None if new else rec)
         rec.kube = node
         self._unknown.pop(node.name, None)
         self._changed(rec, "added" if new else "updated", before)
+        return True
 
     def delete_node(self, name: str) -> None:
         rec = self._records.get(name)
@@ -367,13 +370,13 @@ class Inventory:
         else:
             self._changed(rec, "updated", before)
 
-    def upsert_pod(self, pod: BoundPod) -> None:
-        """A bound, non-terminal pod (any scheduler). Re-binding to another node moves it."""
+    def upsert_pod(self, pod: BoundPod) -> bool:
+        """A bound, non-terminal pod (any scheduler; re-binding moves it). Whether it changed."""
         old_node = self._pod_node.get(pod.uid)
         if old_node is not None:
             old = self._records[old_node].pods.get(pod.uid)
             if old == pod:
-                return
+                return False
             self.delete_pod(pod.uid)
         rec, new = self._record(pod.node)
         before = self._signature(None if new else rec)
@@ -381,7 +384,8 @@ class Inventory:
         for k, v in pod.requests.items():
             rec.requested[k] = rec.requested.get(k, 0) + v
         self._pod_node[pod.uid] = pod.node
-        self._changed(rec, "added" if new else "updated", before)
+        self._changed(rec, "added" if new else "updated", before, pods=not new)
+        return True
 
     def delete_pod(self, uid: str) -> None:
         """The pod finished, was deleted, or left the node."""
@@ -401,7 +405,7 @@ class Inventory:
         if self._drop_if_empty(rec):
             self._emit(InventoryEvent("removed", node))
         else:
-            self._changed(rec, "updated", before)
+            self._changed(rec, "updated", before, pods=True)
 
     def replace_nodes(self, nodes: list[KubeNode]) -> None:
         """Resynchronise Node objects after a (re)list: drop those the API server no longer has."""

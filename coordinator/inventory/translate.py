@@ -7,9 +7,12 @@ A bound pod holds its effective requests, by the core's one copy of Kubernetes' 
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TypeVar, cast
+
+import msgspec
 
 from common import labels
 from common.model import ModelError, NodeTopology, topology_from_json
@@ -22,6 +25,7 @@ from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, Kube
 from coordinator.inventory.validate import check_report
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 #: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy).
@@ -54,11 +58,102 @@ def published_topology(name: str, annotations: Mapping[str, Any]) -> NodeTopolog
     return topology
 
 
-def kube_node(obj: Mapping[str, Any]) -> KubeNode:
+class TopologyMemo:
+    """The topology last parsed for each node, by a digest of its ``topos.io/topology`` text: a
+    Node update that leaves the annotation alone (a status heartbeat, a label edit) does not
+    parse and validate it again (~0.8 ms for a DGX H100)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[bytes, NodeTopology | None]] = {}
+        self._parts: dict[object, object] = {}  # one copy of each equal part, shared by nodes
+
+    def _shared(self, value: _T) -> _T:
+        return cast(_T, self._parts.setdefault(value, value))
+
+    def _interned(self, topology: NodeTopology) -> NodeTopology:
+        """The topology with the parts alike machines have alike (link matrices, NICs, NUMA
+        CPU lists, GPU CPU affinities) shared: 20 KB → 4 KB a DGX H100, 80 MB at 5,000."""
+        s = self._shared
+        gpus = tuple(
+            msgspec.structs.replace(
+                g,
+                cpu_affinity=s(g.cpu_affinity),
+                numa_affinity=s(g.numa_affinity),
+                mig_creatable=s(g.mig_creatable),
+                product=s(g.product),
+            )
+            for g in topology.gpus
+        )
+        return msgspec.structs.replace(
+            topology,
+            gpus=gpus,
+            links=s(topology.links),
+            nics=s(topology.nics),
+            nic_links=s(topology.nic_links),
+            nic_nic_links=s(topology.nic_nic_links),
+            numa_nodes=s(topology.numa_nodes),
+        )
+
+    def topology(self, name: str, annotations: Mapping[str, Any]) -> NodeTopology | None:
+        text = annotations.get(labels.TOPOLOGY)
+        if not isinstance(text, str) or not text:
+            self._by_node.pop(name, None)
+            return None
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        seen = self._by_node.get(name)
+        if seen is not None and seen[0] == digest:
+            return seen[1]
+        topology = published_topology(name, annotations)
+        if topology is not None:
+            topology = self._interned(topology)
+        self._by_node[name] = (digest, topology)
+        return topology
+
+    def forget(self, name: str) -> None:
+        self._by_node.pop(name, None)
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        keep = set(names)
+        for name in [n for n in self._by_node if n not in keep]:
+            del self._by_node[name]
+
+
+def node_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Node object :func:`kube_node` reads (no managed fields, images, addresses,
+    other annotations): what the inventory's watch keeps of a listed Node until it is read."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    topology = (meta.get("annotations") or {}).get(labels.TOPOLOGY)
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": meta.get("labels"),
+            "annotations": {} if topology is None else {labels.TOPOLOGY: topology},
+        },
+        "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
+        "status": {
+            "allocatable": status.get("allocatable"),
+            "capacity": status.get("capacity"),
+            "conditions": [c for c in status.get("conditions") or () if c.get("type") == "Ready"],
+        },
+    }
+
+
+def bound_pod_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Pod :func:`bound_pod` reads: no managed fields, of the status its phase."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    phase = (obj.get("status") or {}).get("phase")
+    return {"metadata": meta, "spec": obj.get("spec") or {}, "status": {"phase": phase}}
+
+
+def kube_node(obj: Mapping[str, Any], memo: TopologyMemo | None = None) -> KubeNode:
+    """``memo``: reuse the topology parsed from an unchanged annotation."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     name = str(meta.get("name", ""))
+    annotations = meta.get("annotations") or {}
     ready = False
     for cond in status.get("conditions") or ():
         if cond.get("type") == "Ready":
@@ -76,8 +171,11 @@ def kube_node(obj: Mapping[str, Any]) -> KubeNode:
         ready=ready,
         unschedulable=bool(spec.get("unschedulable", False)),
         taints=taints,
-        resource_version=str(meta.get("resourceVersion", "")),
-        topology=published_topology(name, meta.get("annotations") or {}),
+        topology=(
+            published_topology(name, annotations)
+            if memo is None
+            else memo.topology(name, annotations)
+        ),
     )
 
 
@@ -99,7 +197,6 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         name=str(meta.get("name", "")),
         node=str(node),
         scheduler=str(spec.get("schedulerName", "default-scheduler")),
-        phase=phase,
         requests=held_requests(spec),
         assigned_gpus=tuple(u.strip() for u in assigned.split(",") if u.strip()),
         priority=int(spec.get("priority") or 0),

@@ -92,7 +92,6 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
             name="train-0",
             node="gpu-1",
             scheduler="topos",
-            phase="Running",
             requests={"nvidia.com/gpu": 1},
             assigned_gpus=("GPU-1",),
         )

@@ -52,11 +52,14 @@ class Reflector:
         what: str | None = None,
         on_listed: Callable[[], None] | None = None,
         missing_ok: bool = False,
+        slim: Callable[[KubeObject], KubeObject] | None = None,
         watch_timeout_s: int = 300,
         backoff_max_s: float = 30.0,
         absent_retry_s: float = 15.0,
     ) -> None:
-        """``what``: how log lines name the objects (default: the resource's plural)."""
+        """``what``: how log lines name the objects (default: the resource's plural). ``slim``:
+        keeps of each object only what the handler reads, page by page as a list arrives (5,000
+        Nodes as the API server sends them are some 85 MB of JSON, several times that as dicts)."""
         self._client = client
         self.resource = resource
         self._handler = handler
@@ -66,6 +69,7 @@ class Reflector:
         self.what = what or resource.plural
         self._on_listed = on_listed
         self._missing_ok = missing_ok
+        self._slim = slim
         self._watch_timeout_s = watch_timeout_s
         self._backoff_max_s = backoff_max_s
         self._absent_retry_s = absent_retry_s
@@ -85,7 +89,7 @@ class Reflector:
                 limit=_PAGE,
                 continue_token=token,
             )
-            items.extend(page["items"])
+            items.extend(page["items"] if self._slim is None else map(self._slim, page["items"]))
             token = page["continue"]
             if not token:
                 return items, page["resourceVersion"]
@@ -135,7 +139,7 @@ class Reflector:
                     attempt = 0
                     rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                     if kind != "BOOKMARK":
-                        self._handler.apply(kind, obj)
+                        self._handler.apply(kind, obj if self._slim is None else self._slim(obj))
                 # The server ended the watch (timeoutSeconds): resume from rv.
             except Gone:
                 log.info("watch of %s expired (410 Gone); re-listing", self.what)

@@ -24,8 +24,9 @@ from coordinator.core.gangs.identity import (
 from coordinator.core.gangs.manager import GangManager, Phase, Reject
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
-from coordinator.engine.gangs.running import bound_gang, bound_pods
+from coordinator.engine.gangs.running import bound_gang, bound_pods, declares_no_gang
 from coordinator.engine.loop import Scheduler
+from coordinator.inventory.state import BoundPod
 
 __all__ = ["GangMembership", "PodGroups"]
 
@@ -68,6 +69,8 @@ class GangMembership:
         self._gone_uids: set[str] = set()  # members known to be gone (the inventory may lag)
         self._bound: set[str] = set()  # members the manager counts (or counted) as bound
         self._cache: dict[str, _Cached] = {}
+        #: uid → the bound pod last seen declaring no gang (the same object: not looked at again)
+        self._plain: dict[str, BoundPod] = {}
 
     def spec_of(self, entry: QueuedPod) -> GangSpec | GangProblem | None:
         cached = self._cache.get(entry.key)
@@ -135,8 +138,14 @@ class GangMembership:
         self.observe(entry.key, spec, priority, bound=False, uid=entry.uid, bare=bare)
 
     def sync_bound(self) -> None:
-        """Observe every bound member in the inventory (running gangs, after a restart too)."""
+        """Observe every bound member in the inventory (running gangs, after a restart too).
+        A bound pod that declares no gang is read once (until the inventory holds a new version
+        of it), not on every tick: thousands of them would cost the loop a core's share."""
+        plain, self._plain = self._plain, {}
         for pod in bound_pods(self.scheduler.inventory):
+            if plain.get(pod.uid) is pod:
+                self._plain[pod.uid] = pod
+                continue
             if self.namespace is not None and pod.namespace != self.namespace:
                 continue  # another scheduler's gang: neither completed nor released here
             key = f"{pod.namespace}/{pod.name}"
@@ -148,6 +157,8 @@ class GangMembership:
             if spec is not None:
                 bare = not pod.owner_uid
                 self.observe(key, spec, pod.priority, bound=True, uid=pod.uid, bare=bare)
+            elif declares_no_gang(pod):
+                self._plain[pod.uid] = pod
 
     def _present(self) -> dict[str, set[str]]:
         present: dict[str, set[str]] = {}

@@ -45,6 +45,11 @@ def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:
     return spec if isinstance(spec, GangSpec) else None
 
 
+def declares_no_gang(pod: BoundPod) -> bool:
+    """The pod names no gang at all (whatever PodGroups come to exist)."""
+    return gang_instance_of(pod_object(pod)) is None
+
+
 def bound_pods(inventory: Inventory) -> Iterator[BoundPod]:
     for name in inventory.names():
         yield from inventory.bound_pods(name)

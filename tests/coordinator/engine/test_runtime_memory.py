@@ -264,3 +264,26 @@ async def test_api_without_a_running_scheduler_answers_503() -> None:
     async with TestClient(TestServer(app)) as client:
         resp = await client.post("/v1/simulate", json={"pods": []})
         assert resp.status == 503
+
+
+async def test_pods_are_explained_only_once_the_agent_grace_is_over() -> None:
+    """During the start-up grace a node without its agent may still gain a topology: the GPU pod
+    that does not fit yet gets no FailedScheduling (an Event and a status patch per pending pod
+    at every restart); when the grace ends it is tried again and explained."""
+    inventory = Inventory(stale_ttl_s=3600, agent_grace_s=0.5)
+    cluster = MemoryCluster(inventory)
+    cluster.add_node("no-agent", allocatable={"nvidia.com/gpu": 8})
+    runtime = memory_runtime(inventory, cluster)
+    async with runtime:
+        cluster.create_pod(pod("early", gpus=1))
+        await runtime.settle()
+        assert inventory.grace_left_s() > 0  # (guards the test's own timing)
+        assert runtime.scheduler.stats.unschedulable >= 1
+        assert not cluster.events("default", "early")
+        async with asyncio.timeout(30):  # the grace ends: tried again (after its back-off)
+            while not cluster.events("default", "early"):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        await runtime.settle()
+    (event,) = cluster.events("default", "early")
+    assert event["reason"] == "FailedScheduling"
+    assert assigned(cluster, "early")[0] is None

@@ -186,7 +186,7 @@ def test_capacity_gained_is_reported_when_a_pod_leaves_or_a_gpu_heals(inv: Inven
     inv.upsert_pod(_pod("p2", gpus=1))
     assert events[-1].capacity_gained is False
     inv.delete_pod("p1")
-    assert events[-1] == InventoryEvent("updated", "node-a", True)
+    assert events[-1] == InventoryEvent("updated", "node-a", True, pods_only=True)
     inv.apply_delta(
         "node-a",
         seq=1,

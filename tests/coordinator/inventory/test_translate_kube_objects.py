@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.inventory.translate import bound_pod, kube_node
+from agent.devices import discover_profile
+from common.labeling import labels
+from coordinator.inventory.translate import (
+    TopologyMemo,
+    bound_pod,
+    bound_pod_fields,
+    kube_node,
+    node_fields,
+)
 
 
 def pod_requests(pod: dict[str, Any]) -> dict[str, int]:
@@ -140,3 +148,58 @@ def test_garbage_quantities_are_skipped_not_fatal() -> None:
         {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "??", "pods": "10"}}}
     )
     assert node.allocatable == {"pods": 10}
+
+
+def test_what_the_watch_keeps_of_nodes_and_pods_translates_the_same() -> None:
+    published = labels(discover_profile("dgx-h100", hostname="gpu-9"))
+    node = {
+        "metadata": {
+            "name": "gpu-9",
+            "resourceVersion": "7",
+            "labels": published.labels,
+            "annotations": {**published.annotations, "other": "x"},
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
+        },
+        "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "podCIDR": "10.0.0.0/24"},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8", "cpu": "64"},
+            "capacity": {"nvidia.com/gpu": "8", "cpu": "64"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"},
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.36.3"},
+        },
+    }
+    slim = kube_node(node_fields(node))
+    assert slim == kube_node(node)
+    assert slim.topology is not None
+    assert slim.ready
+    pod = _pod(
+        {
+            "containers": [_container({"cpu": "1"}, {"nvidia.com/gpu": "2"})],
+            "affinity": {"podAntiAffinity": {"x": 1}},
+        },
+        labels={"app": "a"},
+        annotations={"topos.io/assigned-gpus": "GPU-1,GPU-2", "note": "n"},
+        ownerReferences=[{"uid": "job-1", "controller": True}],
+        managedFields=[{"manager": "kubectl"}],
+    )
+    pod["status"]["containerStatuses"] = [{"name": "c", "ready": True}]
+    assert bound_pod(bound_pod_fields(pod)) == bound_pod(pod)
+    assert bound_pod(bound_pod_fields(pod)).owner_uid == "job-1"  # type: ignore[union-attr]
+
+
+def test_alike_machines_share_their_topology_parts_and_read_the_same() -> None:
+    memo = TopologyMemo()
+    nodes = []
+    for name in ("gpu-a", "gpu-b"):
+        published = labels(discover_profile("dgx-h100", hostname=name))
+        obj = {"metadata": {"name": name, "annotations": published.annotations}}
+        nodes.append((kube_node(obj, memo), kube_node(obj)))
+    (a, plain_a), (b, _) = nodes
+    assert a.topology == plain_a.topology  # the same topology, GPU UUIDs included
+    assert a.topology is not None
+    assert b.topology is not None
+    assert a.topology.gpus[0].uuid != b.topology.gpus[0].uuid
+    assert a.topology.numa_nodes is b.topology.numa_nodes  # held once for both
