@@ -13,7 +13,7 @@ a pool naming one device twice is not used, with a reason (:attr:`DraState.probl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from coordinator.core.dra.model import ClaimAllocation, DeviceId
@@ -133,6 +133,11 @@ class DraState:
                     )
             hit = self._by_node[node] = tuple(out)
         return hit
+
+    def usable_devices(self) -> Iterator[Device]:
+        """Every device of every usable pool, whatever node reaches it."""
+        for s in self._pool_slices:
+            yield from s.devices
 
     def problems_on(self, node: str, labels: Mapping[str, str]) -> list[str]:
         """Why pools that would reach ``node`` are not used (for the pod's explanation)."""
