@@ -166,6 +166,18 @@ class DraState:
             if d.id in self.allocated and (u := d.attribute("uuid")) is not None
         )
 
+    def uuids_of(self, allocations: Iterable[ClaimAllocation]) -> tuple[str, ...]:
+        """The ``uuid`` attributes of the devices ``allocations`` hold (admin access aside), in
+        result order: the GPU (or MIG) UUIDs a pod's claims give it, agent or not."""
+        out: list[str] = []
+        for a in allocations:
+            for r in a.results:
+                device = None if r.admin_access else self.device(r.device)
+                uuid = device.attribute("uuid") if device is not None else None
+                if isinstance(uuid, str) and uuid not in out:
+                    out.append(uuid)
+        return tuple(out)
+
     def nodes_holding(self) -> frozenset[str] | None:
         """Nodes with allocated devices in slices naming them; ``None`` when some allocated
         device lives in a slice chosen by node labels (then any node may hold one)."""

@@ -492,3 +492,23 @@ def test_forgetting_a_pod_releases_its_claims() -> None:
     snapshot.dra = other
     assert snapshot.forget("default/p")
     assert decided(schedule(claim_pod("q", "x"), snapshot)).claims
+
+
+def test_a_claim_allocated_before_a_restart_names_its_gpus_on_the_pod() -> None:
+    # Allocated (by us, before a crash) and reserved for the pod; the node's agent may not
+    # have reported yet: the pod's topos.io/assigned-gpus still names the claim's GPUs.
+    topo = dgx1("d")
+    kept = claim(
+        "kept",
+        [exactly("gpus", 2)],
+        allocation=allocated_on("d", ["gpu-6", "gpu-7"]),
+        reserved_for=["uid-again"],
+    )
+    obj = claim_pod("again", "kept")
+    obj["metadata"]["uid"] = "uid-again"
+    for node in (dra_node("d", topo), plain_node("d")):
+        snapshot = Snapshot([node], dra=state([gpu_slice("d", topo)], claims=[kept]))
+        d = decided(schedule(obj, snapshot))
+        assert d.claims[0].reserve_only
+        assigned = d.annotations()["topos.io/assigned-gpus"]
+        assert assigned == f"{topo.gpus[6].uuid},{topo.gpus[7].uuid}"
