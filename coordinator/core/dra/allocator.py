@@ -99,7 +99,9 @@ def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | No
     for request in claim.requests:
         missing = [a.class_name for a in request.alternatives if _class(state, a) is None]
         if len(missing) == len(request.alternatives):
-            return AllocationFailure(f"device class {missing[0]} not found", unresolvable=True)
+            bad = state.rejection("DeviceClass", missing[0])
+            why = f"is invalid: {bad.message}" if bad is not None else "not found"
+            return AllocationFailure(f"device class {missing[0]} {why}", unresolvable=True)
         for alt in request.alternatives:
             cls = _class(state, alt)
             for source, exprs in (

@@ -54,6 +54,13 @@ def _unresolvable(message: str) -> Status:
     return Status.unresolvable(message)
 
 
+def _missing_claim(dra: DraState, namespace: str, name: str) -> str:
+    bad = dra.rejection("ResourceClaim", f"{namespace}/{name}")
+    if bad is not None:
+        return f"resource claim {name} is invalid: {bad.message}"
+    return f"resource claim {name} not found"
+
+
 class _TopologyChooser:
     """Chooses GPUs the node's agent knows by topology; anything else first-fit."""
 
@@ -128,13 +135,13 @@ class DynamicResources:
                 )
             claim = dra.claim(pod.namespace, name)
             if claim is None:
-                return _unresolvable(f"resource claim {name} not found")
+                return _unresolvable(_missing_claim(dra, pod.namespace, name))
             claims.append(claim)
         served: tuple[ContainerExtended, ...] = ()
         if pod.extended_claim:
             claim = dra.claim(pod.namespace, pod.extended_claim)
             if claim is None:
-                return _unresolvable(f"resource claim {pod.extended_claim} not found")
+                return _unresolvable(_missing_claim(dra, pod.namespace, pod.extended_claim))
             claims.append(claim)
         else:
             served = dra_served(dra, pod.container_extended)
