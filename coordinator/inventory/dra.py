@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from coordinator.core.dra.state import (
@@ -48,6 +48,15 @@ class DraChange:
     kind: DraKind
     key: str
     obj: Mapping[str, Any] | None
+    before: Mapping[str, Any] | None = field(default=None, compare=False)  # as last seen
+
+    @property
+    def frees(self) -> bool:
+        """Could this change let a pod refused for want of devices fit? A slice or class added
+        or changed, a claim deallocated or deleted (not a claim created or allocated)."""
+        if self.kind != "ResourceClaim":
+            return True
+        return claim_allocated(self.before) and not claim_allocated(self.obj)
 
 
 def object_key(kind: DraKind, obj: Mapping[str, Any]) -> str:
@@ -113,6 +122,7 @@ class DraStore:
     def apply(self, kind: DraKind, key: str, obj: Mapping[str, Any] | None) -> None:
         """One object of ``kind`` added or changed, or removed (``None``)."""
         raw = self._raw[kind]
+        before = raw.get(key)
         if obj is None:
             if raw.pop(key, None) is None:
                 return
@@ -124,7 +134,7 @@ class DraStore:
             raw[key] = obj
             self._store(kind, key, obj)
         self.version += 1
-        change = DraChange(kind, key, obj)
+        change = DraChange(kind, key, obj, before)
         for listener in tuple(self._listeners):
             try:
                 listener(change)
