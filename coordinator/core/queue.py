@@ -337,7 +337,10 @@ class SchedulingQueue:
             return  # deleted meanwhile
         now = self._clock()
         pod.attempts += 1
-        pod.backoff_until = now if gated else now + self._backoff_s(pod.attempts)
+        # Pods only the changes that may help them wake ("dra", "claim") need no backoff: a
+        # failed retry must not make them miss the next freed device (kube pops them at once).
+        quiet = gated or waits_for != "any"
+        pod.backoff_until = now if quiet else now + self._backoff_s(pod.attempts)
         pod.waits_for = waits_for
         pod.last_message = message
         began = self._attempt_basis if basis is None else basis

@@ -3,7 +3,9 @@
 Changes are noted as they arrive (watch callbacks) and applied once, before the loop's next pop.
 A pod only goes back for a change that may help it (``QueuedPod.waits_for``, set from its last
 failure): a failed retry doubles its backoff, so waking pods for nothing makes them miss the
-change that frees their room. Kinds of change:
+change that frees their room. Pods waiting for DRA devices or claims have no backoff at all
+(they are woken only by DRA changes; kube-scheduler likewise pops a backing-off pod at once when
+nothing else is ready). Kinds of change:
 
 - **everything** — a node's labels, taints or readiness changed, room held for a pod was given
   back, or DRA devices were freed (a claim deallocated or deleted, a slice or class changed):
