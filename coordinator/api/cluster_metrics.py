@@ -1,5 +1,6 @@
 """The scheduler's state metrics, read at every scrape: pending pods by queue, gangs by phase,
-GPU utilisation and fragmentation per domain, the cluster's GPU allocation ratio — as
+GPU utilisation and fragmentation per domain, the cluster's GPU allocation ratio, DRA objects
+left out — as
 ``topos_*`` names and, when their compatibility set is on, the seed systems' names.
 
 :func:`read_cluster` gathers what the scrape shows from the running scheduler, its gang step and
@@ -41,6 +42,8 @@ class ClusterReading:
     pending: Mapping[str, int] | None
     gangs: Mapping[str, int] | None
     domains: DomainsSummary
+    #: DRA objects left out now, by kind (``None`` while no scheduler runs)
+    dra_rejected: Mapping[str, int] | None = None
 
 
 def read_cluster(
@@ -57,7 +60,8 @@ def read_cluster(
     if step is not None:
         gangs = dict.fromkeys(GANG_PHASES, 0)
         gangs.update(collections.Counter(s.phase for s in step.manager.statuses()))
-    return ClusterReading(pending, gangs, domains)
+    rejected = scheduler.view.dra.rejected_now() if scheduler is not None else None
+    return ClusterReading(pending, gangs, domains, rejected)
 
 
 def _tiers(summary: DomainsSummary) -> list[DomainUsage]:
@@ -92,6 +96,14 @@ class ClusterMetrics:
             "topos_gpus",
             "GPUs in the cluster by state: used, free, unhealthy",
             ["state"],
+            registry=r,
+        )
+        self.dra_rejected = Gauge(
+            "topos_dra_rejected_objects",
+            "DRA objects left out because they are malformed (ResourceSlice, DeviceClass,"
+            " ResourceClaim) and ResourcePools not used (duplicate device names, slices missing),"
+            " by kind",
+            ["kind"],
             registry=r,
         )
         self._neuronetes = "neuronetes" in compat
@@ -131,6 +143,9 @@ class ClusterMetrics:
         if reading.gangs is not None:
             for phase, count in reading.gangs.items():
                 self.gangs.labels(phase).set(count)
+        self.dra_rejected.clear()
+        for kind, count in (reading.dra_rejected or {}).items():
+            self.dra_rejected.labels(kind).set(count)
         cluster = reading.domains.cluster
         self.allocation.set(cluster.utilisation)
         self.gpus.labels("used").set(cluster.gpus_used)

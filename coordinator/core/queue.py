@@ -85,6 +85,9 @@ class QueuedPod:
     backoff_until: float = 0.0
     unschedulable_since: float = 0.0
     needs_update: bool = False  # rejected for its own spec: only an edit can help
+    #: what can help it after a failure: "any" change; "dra": devices freed (claims released,
+    #: slices or classes changed) or nodes changed; "claim": any DRA change (a claim it names)
+    waits_for: str = "any"
     moved_while_in_flight: bool = False  # edited while being scheduled
     generation: int = 0  # bumped whenever it moves; stale heap entries are skipped
     last_message: str = field(default="", repr=False)
@@ -320,16 +323,25 @@ class SchedulingQueue:
         message: str = "",
         spec_error: bool = False,
         basis: int | None = None,
+        gated: bool = False,
+        waits_for: str = "any",
     ) -> None:
         """No node fits: wait for the cluster to change (or for an edit, on a spec error).
 
         ``basis``: :attr:`changes` when the attempt that failed began (default: when the last pod
-        was popped); if the cluster changed since, the pod retries after its backoff instead."""
+        was popped); if the cluster changed since, the pod retries after its backoff instead.
+        ``gated``: it waits for an object another controller makes (a claim from its template);
+        the next change sends it back at once, with no backoff (kube-scheduler's PreEnqueue).
+        ``waits_for``: which changes send it back (:attr:`QueuedPod.waits_for`)."""
         if self._pods.get(pod.uid) is not pod:
             return  # deleted meanwhile
         now = self._clock()
         pod.attempts += 1
-        pod.backoff_until = now + self._backoff_s(pod.attempts)
+        # Pods only the changes that may help them wake ("dra", "claim") need no backoff: a
+        # failed retry must not make them miss the next freed device (kube pops them at once).
+        quiet = gated or waits_for != "any"
+        pod.backoff_until = now if quiet else now + self._backoff_s(pod.attempts)
+        pod.waits_for = waits_for
         pod.last_message = message
         began = self._attempt_basis if basis is None else basis
         stale_view = not spec_error and self._changes != began
@@ -354,10 +366,13 @@ class SchedulingQueue:
         self._to_backoff(pod)
         self.notify()
 
-    def cluster_changed(self, only: Callable[[QueuedPod], bool] | None = None) -> int:
+    def cluster_changed(
+        self, only: Callable[[QueuedPod], bool] | None = None, *, counts: bool = False
+    ) -> int:
         """Something changed that may let unschedulable pods fit (all of them, or those ``only``
-        selects): they go back, after their backoff. Returns how many moved."""
-        if only is None:
+        selects): they go back, after their backoff. Returns how many moved. A change for all
+        (or ``counts``) also sends back an attempt in flight that fails on the older view."""
+        if only is None or counts:
             self._changes += 1
         moved = 0
         for pod in tuple(self._pods.values()):

@@ -85,6 +85,9 @@ class Status:
     reasons: tuple[str, ...] = ()
     plugin: str = ""
     detail: str = ""
+    #: The pod waits for an object another controller makes (a claim from its template):
+    #: kube-scheduler's PreEnqueue gate. It is tried again on the next change, with no backoff.
+    gated: bool = False
 
     @property
     def is_success(self) -> bool:
@@ -106,7 +109,7 @@ class Status:
     def with_plugin(self, plugin: str) -> Status:
         if self.plugin:
             return self
-        return Status(self.code, self.reasons, plugin, self.detail)
+        return Status(self.code, self.reasons, plugin, self.detail, self.gated)
 
     @staticmethod
     def unschedulable(*reasons: str, detail: str = "") -> Status:
@@ -115,6 +118,11 @@ class Status:
     @staticmethod
     def unresolvable(*reasons: str, detail: str = "") -> Status:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, "", detail)
+
+    @staticmethod
+    def waiting(*reasons: str) -> Status:
+        """Unresolvable until another controller makes an object (see :attr:`gated`)."""
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, "", "", True)
 
     @staticmethod
     def error(detail: str) -> Status:

@@ -43,6 +43,7 @@ from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.binder import Binder, BindJob
+from coordinator.engine.changes import PendingChanges
 from coordinator.engine.claims import claims_to_write
 from coordinator.engine.nominations import Nominations
 from coordinator.engine.observer import Outcome, SchedulingObserver
@@ -117,11 +118,6 @@ class RuntimeStats:
     write_errors: int = 0
 
 
-def _affinity_sensitive(pod: QueuedPod) -> bool:
-    req = pod.request
-    return isinstance(req, PodRequest) and bool(req.has_affinity_terms or req.spread)
-
-
 class Scheduler:
     """One scheduling profile over one cluster. Create, then ``await run()`` in a task."""
 
@@ -160,9 +156,8 @@ class Scheduler:
         self._posted: dict[str, tuple[str, float]] = {}  # uid → (message, when)
         self._writes: set[asyncio.Task[None]] = set()
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
-        self._capacity_changed = False
-        self._pods_changed = False
         self._grace_retry: asyncio.TimerHandle | None = None  # retry all at the grace's end
+        self.changes = PendingChanges(self.queue, self._wakeup.set)
         self._shapes: dict[str, object] = {}
         self.binder = Binder(
             writer,
@@ -172,7 +167,7 @@ class Scheduler:
             max_in_flight=self.settings.max_binds_in_flight,
             on_claims=lambda job, written: view.claims_written(job.entry.uid, written),
         )
-        view.on_dra_change = self._room_released
+        view.on_dra_change = self.changes.dra
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
         # Room held for preemptors (engine/nominations.py): consulted by every cycle below.
         self.nominations = Nominations(self.queue, held=lambda uid: view.held(uid) is not None)
@@ -213,17 +208,15 @@ class Scheduler:
         return before != shape
 
     def _on_inventory(self, event: InventoryEvent) -> None:
-        if event.capacity_gained or (
-            event.kind != "removed" and not event.pods_only and self._node_shape_changed(event.node)
-        ):
-            # More room, or a node whose labels/taints/readiness changed: anyone may fit now.
-            self._capacity_changed = True
-            self._wakeup.set()
+        if event.kind != "removed" and not event.pods_only and self._node_shape_changed(event.node):
+            # A node whose labels/taints/readiness changed: anyone may fit now.
+            self.changes.everything()
+        elif event.capacity_gained:
+            self.changes.capacity()  # pods ended (their claims are released a moment later)
         elif event.kind in ("updated", "added"):
             # A pod appeared or changed somewhere: pods with (anti-)affinity or spread
             # constraints may fit now (a cache they must sit next to got bound).
-            self._pods_changed = True
-            self._wakeup.set()
+            self.changes.pods()
 
     def _grace_over(self) -> None:
         self.inventory.end_grace()  # if the coordinator's own timer has not yet
@@ -232,8 +225,7 @@ class Scheduler:
     def _room_released(self) -> None:
         """Room held for a pod was freed without the inventory taking it over (bind failed, pod
         deleted before its bind was seen): anyone waiting for room may fit now."""
-        self._capacity_changed = True
-        self._wakeup.set()
+        self.changes.everything()
 
     def _left_queue(self, entry: QueuedPod, gone: bool) -> None:
         """A pod left the queue: known to be gone (deleted, replaced under its name), or bound or
@@ -248,14 +240,6 @@ class Scheduler:
                 entry.key,
                 entry.uid,
             )
-
-    def _apply_cluster_changes(self) -> None:
-        if self._capacity_changed:
-            self._capacity_changed = self._pods_changed = False
-            self.queue.cluster_changed()
-        elif self._pods_changed:
-            self._pods_changed = False
-            self.queue.cluster_changed(_affinity_sensitive)
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -275,7 +259,7 @@ class Scheduler:
     async def run_once(self) -> bool:
         """Schedule the next ready pod, or wait until one may be ready. True if one was tried."""
         self.view.expire()
-        self._apply_cluster_changes()
+        self.changes.apply()
         entry = self.queue.pop()
         if entry is None:
             self.idle.set()
@@ -340,7 +324,13 @@ class Scheduler:
         else:
             self.stats.unschedulable += 1
         self._record(entry, "invalid" if spec_error else "unschedulable", failure, message)
-        self.queue.failed(entry, message=message, spec_error=spec_error)
+        self.queue.failed(
+            entry,
+            message=message,
+            spec_error=spec_error,
+            gated=failure.gated,
+            waits_for=failure.waits_for,
+        )
         self._explain_failure(entry, message)
 
     def _explain_failure(self, entry: QueuedPod, message: str) -> None:

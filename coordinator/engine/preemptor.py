@@ -29,7 +29,7 @@ from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure
-from coordinator.core.gangs.cycle import member_of, node_gate, node_states
+from coordinator.core.gangs.cycle import members_of, node_gate, node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
@@ -109,8 +109,8 @@ class Preemptor:
         snapshot = self.scheduler.view.snapshot()
         gate = node_gate(self.scheduler.framework)
         barred: dict[str, set[str]] = {}
-        for m in members:
-            shape = member_of(m).shape_key
+        for m, planned in zip(members, members_of(members, snapshot), strict=True):
+            shape = planned.shape_key
             if shape not in barred:
                 probe = schedule_one(m, snapshot, gate)
                 barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
@@ -216,7 +216,7 @@ class Preemptor:
         nodes = node_states(self.held.overlay(view, priority, uids))
         running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
         plan = select_victims(
-            [member_of(m) for m in members],
+            members_of(members, view),
             priority=priority,
             nodes=nodes,
             running=running,

@@ -110,7 +110,7 @@ class ClusterView:
         self._dra_state: DraState = self.dra.state()
         self._snapshot_dra: DraState | None = None  # what the cached snapshot was given
         #: Called on every change of a watched DRA object.
-        self.on_dra_change: Callable[[], None] = lambda: None
+        self.on_dra_change: Callable[[bool], None] = lambda frees: None
         self._node_filter = node_filter
         self.assume_ttl_s = assume_ttl_s
         self._clock = clock
@@ -222,7 +222,7 @@ class ClusterView:
                 kept = tuple(c for c in held if not c.name or c.key != change.key)
                 if len(kept) != len(held):
                     self.hold_claims(uid, kept)
-        self.on_dra_change()
+        self.on_dra_change(change.frees)
 
     def _dra(self) -> DraState:
         """The watched DRA objects with the allocations in flight counted."""

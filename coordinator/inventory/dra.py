@@ -5,7 +5,9 @@ coordinator serves) arrive here as the API server returns them — from the refl
 :mod:`coordinator.adapters.kube.dra`, or from the in-memory cluster — and are parsed once, on
 arrival, with :mod:`coordinator.core.dra.state`'s ``parse_*`` functions. An object that cannot be
 parsed (a malformed selector, duplicate device names, ...) is left out, logged once per version
-and counted in :attr:`DraStore.rejected`; it harms no other object. :meth:`DraStore.state` builds
+and counted in :attr:`DraStore.rejected` (and, while it stays bad, in
+:meth:`DraStore.rejected_now`, the ``topos_dra_rejected_objects`` metric); the explanation of a pod
+naming it says why; it harms no other object. :meth:`DraStore.state` builds
 the immutable :class:`~coordinator.core.dra.state.DraState` a scheduling cycle sees only when
 something changed since the last one, and most clusters have no DRA objects at all: then it is
 one shared empty state.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from coordinator.core.dra.state import (
@@ -46,6 +48,15 @@ class DraChange:
     kind: DraKind
     key: str
     obj: Mapping[str, Any] | None
+    before: Mapping[str, Any] | None = field(default=None, compare=False)  # as last seen
+
+    @property
+    def frees(self) -> bool:
+        """Could this change let a pod refused for want of devices fit? A slice or class added
+        or changed, a claim deallocated or deleted (not a claim created or allocated)."""
+        if self.kind != "ResourceClaim":
+            return True
+        return claim_allocated(self.before) and not claim_allocated(self.obj)
 
 
 def object_key(kind: DraKind, obj: Mapping[str, Any]) -> str:
@@ -111,6 +122,7 @@ class DraStore:
     def apply(self, kind: DraKind, key: str, obj: Mapping[str, Any] | None) -> None:
         """One object of ``kind`` added or changed, or removed (``None``)."""
         raw = self._raw[kind]
+        before = raw.get(key)
         if obj is None:
             if raw.pop(key, None) is None:
                 return
@@ -122,7 +134,7 @@ class DraStore:
             raw[key] = obj
             self._store(kind, key, obj)
         self.version += 1
-        change = DraChange(kind, key, obj)
+        change = DraChange(kind, key, obj, before)
         for listener in tuple(self._listeners):
             try:
                 listener(change)
@@ -159,17 +171,27 @@ class DraStore:
     def count(self, kind: DraKind) -> int:
         return len(self._raw[kind])
 
+    def rejected_now(self) -> dict[str, int]:
+        """Objects left out now, by kind (every kind listed), and pools that are not used
+        (``ResourcePool``: duplicate device names, slices missing): the metric's values."""
+        out: dict[str, int] = dict.fromkeys(self._raw, 0)
+        for kind, _ in self.errors:
+            out[kind] += 1
+        out["ResourcePool"] = len(self.state().problems)
+        return out
+
     def state(self) -> DraState:
         """Every usable object as one immutable state, rebuilt only after a change."""
         if self._state_version != self.version:
             slices = self._parsed["ResourceSlice"].values()
             classes = self._parsed["DeviceClass"].values()
             claims = self._parsed["ResourceClaim"].values()
-            if slices or classes or claims:
+            if slices or classes or claims or self.errors:
                 self._state = DraState(
                     slices=[o for o in slices if isinstance(o, ResourceSlice)],
                     classes=[o for o in classes if isinstance(o, DeviceClass)],
                     claims=[o for o in claims if isinstance(o, ResourceClaim)],
+                    rejected=self.errors.values(),
                 )
             else:
                 self._state = EMPTY

@@ -219,7 +219,7 @@ class Simulator:
                     failed[shape] = reasons[i] = result
                     continue
                 for slot in result:
-                    snapshot.assume(slot.pod, slot.node, slot.placement)
+                    snapshot.assume(slot.pod, slot.node, slot.placement, slot.claims)
                 usage.change(result, +1)
                 running[i] = result
                 outcome = self._outcome(job, result, now)

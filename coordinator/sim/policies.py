@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from common.podkeys import GPU_RESOURCE
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.config import SchedulerConfig, ScoreWeights
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.cyclestate import CycleState
@@ -54,6 +55,7 @@ class Slot:
     pod: PodRequest
     node: str
     placement: Placement
+    claims: tuple[ClaimAllocation, ...] = ()  # DRA claims allocated for it
 
 
 class Policy(Protocol):
@@ -176,7 +178,7 @@ class _PerPod:
         if len(pods) == 1:
             result = schedule_one(pods[0], snapshot, self.framework)
             if isinstance(result, Decision):
-                return [Slot(pods[0], result.node, result.placement)]
+                return [Slot(pods[0], result.node, result.placement, result.claims)]
             return result.message
         trial = snapshot.copy()
         slots: list[Slot] = []
@@ -184,8 +186,8 @@ class _PerPod:
             result = schedule_one(pod, trial, self.framework)
             if not isinstance(result, Decision):
                 return f"{len(slots)}/{len(pods)} members placed; {result.message}"
-            trial.assume(pod, result.node, result.placement)
-            slots.append(Slot(pod, result.node, result.placement))
+            trial.assume(pod, result.node, result.placement, result.claims)
+            slots.append(Slot(pod, result.node, result.placement, result.claims))
         return slots
 
 
@@ -200,7 +202,7 @@ class ToposPolicy(_PerPod):
         if isinstance(result, Status):
             return result.message
         by_key = {p.key: p for p in pods}
-        return [Slot(by_key[d.pod_key], d.node, d.placement) for d in result.decisions]
+        return [Slot(by_key[d.pod_key], d.node, d.placement, d.claims) for d in result.decisions]
 
 
 POLICIES: Final[Mapping[str, str]] = {

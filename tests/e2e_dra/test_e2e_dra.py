@@ -168,6 +168,7 @@ async def test_a_claim_allocated_before_a_coordinator_died_is_only_bound(
         after = await kube.get(RESOURCE_CLAIMS, "kept", namespace=namespace)
         assert after["status"] == before["status"]  # nothing written again, nothing lost
         assert gpu_indices(allocated_devices(after)) == [6, 7]
+        assert assigned(fleet, bound) == [6, 7]  # the pod names the GPUs its claim holds
 
 
 async def test_a_claim_naming_a_missing_class_is_explained_and_harms_no_other_pod(

@@ -38,6 +38,7 @@ __all__ = [
     "allocate",
     "check_claim",
     "claim_node",
+    "selects",
 ]
 
 #: kube's limit on ``status.reservedFor`` entries of one claim.
@@ -81,7 +82,9 @@ def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
-def _selected(device: Device, expressions: Sequence[str]) -> bool:
+def selects(device: Device, expressions: Sequence[str]) -> bool:
+    """Every CEL selector in ``expressions`` selects ``device`` (raises
+    :class:`~coordinator.core.dra.cel.CelCompileError` for one that does not compile)."""
     for expr in expressions:
         hit = device.memo.get(expr)
         if hit is None:
@@ -96,7 +99,9 @@ def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | No
     for request in claim.requests:
         missing = [a.class_name for a in request.alternatives if _class(state, a) is None]
         if len(missing) == len(request.alternatives):
-            return AllocationFailure(f"device class {missing[0]} not found", unresolvable=True)
+            bad = state.rejection("DeviceClass", missing[0])
+            why = f"is invalid: {bad.message}" if bad is not None else "not found"
+            return AllocationFailure(f"device class {missing[0]} {why}", unresolvable=True)
         for alt in request.alternatives:
             cls = _class(state, alt)
             for source, exprs in (
@@ -156,7 +161,7 @@ class _Allocator:
                 continue
             if not all(_tolerated(t, sub.tolerations) for t in d.taints):
                 continue
-            if _selected(d, cls.selectors) and _selected(d, sub.selectors):
+            if selects(d, cls.selectors) and selects(d, sub.selectors):
                 out.append(d)
         return out
 
@@ -250,7 +255,7 @@ class _Allocator:
             every = [
                 d
                 for d in self.devices
-                if _selected(d, _class_selectors(self.state, alt)) and _selected(d, alt.selectors)
+                if selects(d, _class_selectors(self.state, alt)) and selects(d, alt.selectors)
             ]
             if not every:
                 return f"request {alt.name}: no device of class {alt.class_name} on this node"

@@ -51,6 +51,8 @@ class DraObjectError:
     kind: str
     key: str
     message: str
+    #: A slice's node (``spec.nodeName``; ``"*"`` for ``allNodes``), where it can be read.
+    node: str = ""
 
     def __str__(self) -> str:
         return f"{self.kind} {self.key}: {self.message}"
@@ -281,7 +283,20 @@ def parse_resource_slice(obj: Mapping[str, Any]) -> ResourceSlice | DraObjectErr
             raw=obj,
         )
     except FieldError as bad:
-        return DraObjectError("ResourceSlice", name, f"{bad.field}: {bad.message}")
+        return DraObjectError(
+            "ResourceSlice", name, f"{bad.field}: {bad.message}", node=_slice_node(obj)
+        )
+
+
+def _slice_node(obj: object) -> str:
+    """The node a slice names, read as far as it can be ("*": every node; "" unknown)."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return ""
+    node = spec.get("nodeName")
+    if isinstance(node, str):
+        return node
+    return "*" if spec.get("allNodes") is True else ""
 
 
 def _selectors(raw: Sequence[object], path: str) -> tuple[str, ...]:

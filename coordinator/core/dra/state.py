@@ -13,7 +13,7 @@ a pool naming one device twice is not used, with a reason (:attr:`DraState.probl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from coordinator.core.dra.model import ClaimAllocation, DeviceId
@@ -54,7 +54,9 @@ class DraState:
         slices: Iterable[ResourceSlice] = (),
         classes: Iterable[DeviceClass] = (),
         claims: Iterable[ResourceClaim] = (),
+        rejected: Iterable[DraObjectError] = (),
     ) -> None:
+        """``rejected``: the objects left out because they do not parse (for explanations)."""
         self.slices = tuple(slices)
         self.classes = tuple(classes)
         self.claims = tuple(claims)
@@ -66,6 +68,10 @@ class DraState:
             if c.extended_resource_name:
                 self.extended.setdefault(c.extended_resource_name, c.name)
             self.extended.setdefault(EXTENDED_CLASS_PREFIX + c.name, c.name)
+        #: (kind, key) → why that object is left out
+        self.rejected: dict[tuple[str, str], DraObjectError] = {
+            (e.kind, e.key): e for e in rejected
+        }
         #: "driver/pool" → why the pool is not used
         self.problems: dict[str, str] = {}
         self._unusable: list[tuple[str, ResourceSlice]] = []  # (pool key, one of its slices)
@@ -90,7 +96,7 @@ class DraState:
 
     @property
     def empty(self) -> bool:
-        return not (self.slices or self.classes or self.claims)
+        return not (self.slices or self.classes or self.claims or self.rejected)
 
     def _usable_pools(self) -> list[ResourceSlice]:
         pools: dict[tuple[str, str], list[ResourceSlice]] = {}
@@ -134,15 +140,31 @@ class DraState:
             hit = self._by_node[node] = tuple(out)
         return hit
 
+    def usable_devices(self) -> Iterator[Device]:
+        """Every device of every usable pool, whatever node reaches it."""
+        for s in self._pool_slices:
+            yield from s.devices
+
     def problems_on(self, node: str, labels: Mapping[str, str]) -> list[str]:
-        """Why pools that would reach ``node`` are not used (for the pod's explanation)."""
+        """Why pools that would reach ``node`` are not used, and slices naming it (or every
+        node) that do not parse are left out (for the pod's explanation)."""
         keys = {
             key
             for key, s in self._unusable
             if (s.selection is not None and s.selection.reaches(node, labels))
             or any(d.selection and d.selection.reaches(node, labels) for d in s.devices)
         }
-        return [self.problems[k] for k in sorted(keys)]
+        out = [self.problems[k] for k in sorted(keys)]
+        out.extend(
+            f"ResourceSlice {e.key} is ignored: {e.message}"
+            for (kind, _), e in sorted(self.rejected.items())
+            if kind == "ResourceSlice" and e.node in (node, "*")
+        )
+        return out
+
+    def rejection(self, kind: str, key: str) -> DraObjectError | None:
+        """Why the ``kind`` object ``key`` (a claim's ``namespace/name``) is left out, if it is."""
+        return self.rejected.get((kind, key))
 
     def device(self, device_id: DeviceId) -> Device | None:
         if self._by_id is None:
@@ -160,6 +182,18 @@ class DraState:
             for d in self.devices_on(node, labels)
             if d.id in self.allocated and (u := d.attribute("uuid")) is not None
         )
+
+    def uuids_of(self, allocations: Iterable[ClaimAllocation]) -> tuple[str, ...]:
+        """The ``uuid`` attributes of the devices ``allocations`` hold (admin access aside), in
+        result order: the GPU (or MIG) UUIDs a pod's claims give it, agent or not."""
+        out: list[str] = []
+        for a in allocations:
+            for r in a.results:
+                device = None if r.admin_access else self.device(r.device)
+                uuid = device.attribute("uuid") if device is not None else None
+                if isinstance(uuid, str) and uuid not in out:
+                    out.append(uuid)
+        return tuple(out)
 
     def nodes_holding(self) -> frozenset[str] | None:
         """Nodes with allocated devices in slices naming them; ``None`` when some allocated
@@ -184,6 +218,7 @@ class DraState:
         other.slices, other.classes = self.slices, self.classes
         other.class_by_name, other.extended = self.class_by_name, self.extended
         other.problems, other._pool_slices = self.problems, self._pool_slices
+        other.rejected = self.rejected
         other._unusable = self._unusable
         other._named, other._selected = self._named, self._selected
         other._by_node, other._by_id = self._by_node, self._by_id

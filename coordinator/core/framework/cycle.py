@@ -312,17 +312,19 @@ def _cycle(
     best = feasible[best_i]
     verdicts = _Verdicts(statuses, feasible, entries, local, cycle, totals)
     placement = placements.get(best.name) or Placement()
+    claims = (state.get(CLAIMS) or {}).get(best.name, ())
     return Decision(
         pod_key=pod.key,
         node=best.name,
         placement=placement,
-        device_ids=_device_ids(best.topology, placement),
+        # GPUs the agent knows by index; else (no agent report yet) the claims' device UUIDs
+        device_ids=_device_ids(best.topology, placement) or snapshot.dra.uuids_of(claims),
         score=totals[best_i],
         breakdown=verdicts.breakdown(best_i),
         verdicts=verdicts,
         evaluated=len(nodes),
         feasible=len(feasible),
-        claims=(state.get(CLAIMS) or {}).get(best.name, ()),
+        claims=claims,
         state=state,
     )
 

@@ -29,6 +29,8 @@ from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
+from coordinator.core.dra.demand import GpuDemand, node_dra_gpus
+from coordinator.core.dra.state import DraState
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
@@ -42,17 +44,28 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
 
-def node_state(node: NodeInfo) -> NodeState:
-    """The capacity view of one snapshot node."""
+def node_state(node: NodeInfo, dra: DraState | None = None) -> NodeState:
+    """The capacity view of one snapshot node. A node whose GPUs DRA serves (its allocatable
+    lists no ``nvidia.com/gpu``; ``dra`` has devices joined to its GPUs) offers those GPUs."""
     free = {name: node.free(name) for name in node.allocatable}
     free[GPU] = node.free_whole_gpus
+    allocatable = node.allocatable
     unhealthy: frozenset[str] = frozenset()
     if node.topology is not None:
         unhealthy = frozenset(g.uuid for g in node.topology.gpus if not g.healthy)
+        if allocatable.get(GPU, 0) <= 0 and dra is not None and node.topology.gpus:
+            uuids = {g.uuid: g.index for g in node.topology.gpus if not g.mig_enabled}
+            served = node_dra_gpus(dra, node.name, node.labels, uuids)
+            if served:
+                allocatable = {**allocatable, GPU: len(served)}
+                indices = {uuids[u] for u in served}
+                free[GPU] = max(
+                    0, sum(i in indices for i in node.free_gpus) - node.unattributed_gpus
+                )
     return NodeState(
         name=node.name,
         labels=node.labels,
-        allocatable=node.allocatable,
+        allocatable=allocatable,
         free=free,
         schedulable=node.ready and not node.unschedulable and not node.stale,
         unhealthy_gpus=unhealthy,
@@ -77,13 +90,29 @@ def _link_class(topology: NodeTopology) -> str:
 
 
 def node_states(snapshot: Snapshot) -> list[NodeState]:
-    return [node_state(n) for n in snapshot.nodes]
+    dra = None if snapshot.dra.empty else snapshot.dra
+    return [node_state(n, dra) for n in snapshot.nodes]
 
 
-def member_of(pod: PodRequest) -> Member:
-    """A planning member for a pod: pods equal but for name and uid share a shape."""
-    template = replace(pod, name="", uid="", labels={})
-    return Member(name=pod.key, requests=dict(pod.requests), shape=repr(template))
+def member_of(pod: PodRequest, *, claim_gpus: int = 0) -> Member:
+    """A planning member for a pod: pods equal but for name and uid share a shape.
+    ``claim_gpus``: GPUs its ResourceClaims ask for, planned as ``nvidia.com/gpu``."""
+    shape = repr(replace(pod, name="", uid="", labels={}))
+    requests = dict(pod.requests)
+    if claim_gpus:
+        requests[GPU] = requests.get(GPU, 0) + claim_gpus
+        shape += f" + {claim_gpus} claimed GPUs"  # members sharing a claim differ here
+    return Member(name=pod.key, requests=requests, shape=shape)
+
+
+def members_of(pods: Sequence[PodRequest], snapshot: Snapshot) -> list[Member]:
+    """Planning members for ``pods``, the GPUs their unallocated claims ask for counted (a
+    claim several members share, once)."""
+    demand: dict[str, int] = {}
+    if not snapshot.dra.empty and any(p.claims for p in pods):
+        uuids = {g.uuid for n in snapshot.nodes if n.topology for g in n.topology.gpus}
+        demand = GpuDemand(snapshot.dra, uuids).pods(pods)
+    return [member_of(p, claim_gpus=demand.get(p.key, 0)) for p in pods]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +181,7 @@ def schedule_gang(
     intent = replace(intent or PlacementIntent(), leaf_limits=framework.config.topology_constraints)
     if intent.strategy is Strategy.DISTRIBUTED:
         intent = replace(intent, occupied=_occupied(pods, snapshot))
-    members = [member_of(p) for p in pods]
+    members = members_of(pods, snapshot)
     shapes = {m.name: m.shape_key for m in members}
     nodes = node_states(snapshot)
     layout = build_layout(nodes, keys=keys)
@@ -215,6 +244,7 @@ def schedule_gang(
 __all__ = [
     "GangDecision",
     "member_of",
+    "members_of",
     "node_gate",
     "node_state",
     "node_states",

@@ -54,6 +54,13 @@ def _unresolvable(message: str) -> Status:
     return Status.unresolvable(message)
 
 
+def _missing_claim(dra: DraState, namespace: str, name: str) -> Status:
+    bad = dra.rejection("ResourceClaim", f"{namespace}/{name}")
+    if bad is not None:
+        return _unresolvable(f"resource claim {name} is invalid: {bad.message}")
+    return Status.waiting(f"resource claim {name} not found")  # made later, or not seen yet
+
+
 class _TopologyChooser:
     """Chooses GPUs the node's agent knows by topology; anything else first-fit."""
 
@@ -122,19 +129,19 @@ class DynamicResources:
         for entry in pod.claims:
             name = entry.resolved_name
             if not name:
-                return _unresolvable(
+                return Status.waiting(
                     f"waiting for resource claim {entry.name} (template "
                     f"{entry.template_name}) to be created"
                 )
             claim = dra.claim(pod.namespace, name)
             if claim is None:
-                return _unresolvable(f"resource claim {name} not found")
+                return _missing_claim(dra, pod.namespace, name)
             claims.append(claim)
         served: tuple[ContainerExtended, ...] = ()
         if pod.extended_claim:
             claim = dra.claim(pod.namespace, pod.extended_claim)
             if claim is None:
-                return _unresolvable(f"resource claim {pod.extended_claim} not found")
+                return _missing_claim(dra, pod.namespace, pod.extended_claim)
             claims.append(claim)
         else:
             served = dra_served(dra, pod.container_extended)

@@ -88,3 +88,29 @@ def test_a_gang_attempt_answered_late_still_sees_room_freed_after_it_began() -> 
         q.failed(member, basis=q.changes)
     clock.now += 30
     assert q.pop() is None
+
+
+def test_a_pod_gated_on_its_claim_is_tried_at_once_when_the_claim_appears() -> None:
+    """Waiting for kube-controller-manager to create its claim is no failed attempt: the pod's
+    status naming the claim sends it back without a backoff (a short job would miss it)."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    obj = gpu_pod("a", 0, namespace="ns", uid="uid-a")
+    obj["spec"]["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "gpus-2"}]
+    q.add(obj)
+    attempt = q.pop()
+    assert attempt is not None
+    q.failed(attempt, message="waiting for resource claim gpus", gated=True)
+    assert q.pop() is None  # parked until something changes
+    created = {
+        **obj,
+        "status": {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "a-gpus-x"}]},
+    }
+    q.add(created)
+    again = q.pop()
+    assert again is not None
+    assert again.request.claims[0].resolved_name == "a-gpus-x"  # type: ignore[union-attr]
+    # an ordinary failure still backs off
+    q.failed(again, message="0/1 nodes are available")
+    q.cluster_changed()
+    assert q.pop() is None

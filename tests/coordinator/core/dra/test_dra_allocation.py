@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coordinator.core.dra.model import ClaimAllocation
-from coordinator.core.dra.state import DraState
+from coordinator.core.dra.state import DraObjectError, DraState
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.registry import build_framework
@@ -492,3 +492,39 @@ def test_forgetting_a_pod_releases_its_claims() -> None:
     snapshot.dra = other
     assert snapshot.forget("default/p")
     assert decided(schedule(claim_pod("q", "x"), snapshot)).claims
+
+
+def test_a_claim_allocated_before_a_restart_names_its_gpus_on_the_pod() -> None:
+    # Allocated (by us, before a crash) and reserved for the pod; the node's agent may not
+    # have reported yet: the pod's topos.io/assigned-gpus still names the claim's GPUs.
+    topo = dgx1("d")
+    kept = claim(
+        "kept",
+        [exactly("gpus", 2)],
+        allocation=allocated_on("d", ["gpu-6", "gpu-7"]),
+        reserved_for=["uid-again"],
+    )
+    obj = claim_pod("again", "kept")
+    obj["metadata"]["uid"] = "uid-again"
+    for node in (dra_node("d", topo), plain_node("d")):
+        snapshot = Snapshot([node], dra=state([gpu_slice("d", topo)], claims=[kept]))
+        d = decided(schedule(obj, snapshot))
+        assert d.claims[0].reserve_only
+        assigned = d.annotations()["topos.io/assigned-gpus"]
+        assert assigned == f"{topo.gpus[6].uuid},{topo.gpus[7].uuid}"
+
+
+def test_a_malformed_slice_of_the_node_is_named_when_its_devices_are_missing() -> None:
+    from coordinator.core.dra.state import parse_resource_slice
+
+    topo = dgx1("d")
+    extra = gpu_slice("d", topo, name="d-extra")
+    extra["spec"]["pool"]["name"] = "d-extra"
+    extra["spec"]["devices"][0]["capacity"] = {"memory": {"value": "lots"}}
+    bad = parse_resource_slice(extra)
+    assert isinstance(bad, DraObjectError)
+    good = state([gpu_slice("d", topo)], claims=[claim("big", [exactly("gpus", 9)])])
+    dra = DraState(good.slices, good.classes, good.claims, rejected=[bad])
+    result = schedule(claim_pod("p", "big"), Snapshot([dra_node("d", topo)], dra=dra))
+    assert isinstance(result, Failure)
+    assert "ResourceSlice d-extra is ignored: spec.devices[0].capacity" in result.message

@@ -1,0 +1,94 @@
+"""A pod only goes back to the queue for a change that may help it: a failed retry doubles its
+backoff, so waking it for nothing makes it miss the change that frees its room. Pods refused
+only for want of DRA devices wait for devices to be freed, pods waiting for their claim to be
+created go back (without a backoff) on the next DRA change, other pods on any capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Failure
+from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
+from coordinator.core.registry import build_framework
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.engine.changes import PendingChanges
+from tests.coordinator.core.dra.dra_objects import (
+    allocated_on,
+    claim,
+    claim_pod,
+    exactly,
+    gpu_slice,
+    state,
+)
+from tests.support.clock import ManualClock
+from tests.support.pods import gpu_pod
+from tests.support.sched_hw import dgx1, gpu_node
+
+TEMPLATE_POD = claim_pod("c", template="gpus-2")
+
+
+def failure(obj: dict[str, Any]) -> Failure:
+    """The pod refused on one DGX-1 whose GPUs only DRA serves, all eight held by a claim."""
+    topo = dgx1("d")
+    claims = [
+        claim(
+            "held",
+            [exactly("gpus", 8)],
+            allocation=allocated_on("d", [f"gpu-{i}" for i in range(8)]),
+        ),
+        claim("two", [exactly("gpus", 2)]),
+    ]
+    snapshot = Snapshot(
+        [gpu_node("d", topo, gpus=0)], dra=state([gpu_slice("d", topo)], claims=claims)
+    )
+    result = schedule_one(obj, snapshot, build_framework())
+    assert isinstance(result, Failure), result
+    return result
+
+
+def test_failures_say_which_changes_may_help() -> None:
+    short = failure(claim_pod("b", "two"))
+    assert (short.waits_for, short.gated) == ("dra", False)
+    waiting = failure(TEMPLATE_POD)
+    assert (waiting.waits_for, waiting.gated) == ("claim", True)
+    classic = failure(gpu_pod("a", 2))
+    assert classic.waits_for == "any"
+
+
+def parked(q: SchedulingQueue, obj: dict[str, Any], f: Failure) -> QueuedPod:
+    q.add(obj)
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry, message=f.message, gated=f.gated, waits_for=f.waits_for)
+    return entry
+
+
+def names(q: SchedulingQueue) -> set[str]:
+    out = set()
+    while (entry := q.pop()) is not None:
+        out.add(entry.key.split("/")[1])
+    return out
+
+
+def test_each_change_sends_back_only_the_pods_it_may_help() -> None:
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    parked(q, gpu_pod("a", 2, uid="uid-a"), failure(gpu_pod("a", 2)))
+    parked(q, claim_pod("b", "two"), failure(claim_pod("b", "two")))
+    parked(q, TEMPLATE_POD, failure(TEMPLATE_POD))
+
+    changes.dra(frees=False)  # e.g. the claim of another pod created: only "c" may fit now
+    changes.apply()
+    assert names(q) == {"c"}  # at once: waiting for its claim is no failed attempt
+
+    changes.capacity()  # a classic pod ended: "a" may fit, "b" waits for devices
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"a"}
+
+    changes.dra(frees=True)  # a claim was released
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"b"}
