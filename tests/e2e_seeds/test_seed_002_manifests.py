@@ -248,7 +248,7 @@ async def test_numa_aligned_training_job_is_all_or_nothing(cluster: GangCluster)
         await apply(cluster, MULTI_GPU_TRAINING)
         workers = await pods_of(cluster, f"{GROUP}=gpu-training", 4)
         first = workers[0]["metadata"]["name"]
-        message = await cluster.condition(first, "gpu-training")
+        message = await cluster.condition(first, "could not hold the pod group")
         assert all(v is None for v in (await cluster.placement(f"{GROUP}=gpu-training")).values())
         await cluster.delete_pods("role=holder")
         placed = await cluster.all_bound(f"{GROUP}=gpu-training", 4)
@@ -256,7 +256,10 @@ async def test_numa_aligned_training_job_is_all_or_nothing(cluster: GangCluster)
     assert set(placed.values()) == {h100}
     per_numa = Counter(numa_aligned(cluster, p)[1] for p in pods)
     assert per_numa == {0: 2, 1: 2}
-    assert "waiting" in message or "0/1" in message, message
+    # The seed's "waiting for pod group", with why the group cannot start yet.
+    assert message.startswith("waiting for pod group gpu-training: 0/4 members placed"), message
+    assert "4 pods need 8 nvidia.com/gpu" in message
+    assert "eligible nodes have 6 nvidia.com/gpu" in message
 
 
 SPARK = """
