@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from common.kube import NODES
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import assignment, gpu_indices
 from tests.support.pods import gpu_pod
@@ -156,6 +157,31 @@ async def test_numa_policies_align_isolate_and_explain_what_no_numa_node_can_hol
     assert len(set(used)) == 4, "an isolated NUMA node is shared"
     assert crowded == "0/2 nodes are available: 2 no NUMA node is free of other pods."
     assert wide == "0/2 nodes are available: 2 no single NUMA node has sufficient capacity."
+
+
+async def test_a_node_no_agent_has_described_is_explained_and_labelled_nodes_count_numa(
+    cluster: GangCluster,
+) -> None:
+    """The seed's second troubleshooting entry ("no nodes with NUMA topology", nodes missing
+    their NUMA labels): a node whose agent has published nothing is named as such, while an
+    agent-labelled node answers the seed's ``kubectl get nodes -L numa.kubenexus.io/node-count``."""
+    (described,) = await h100s(cluster, 1)
+    bare = await cluster.add_node("bare", "dgx-h100")
+    del cluster.topologies[bare]  # its agent never said hello
+    published = (await cluster.kube.get(NODES, bare))["metadata"]["annotations"]
+    await cluster.kube.patch(NODES, bare, {"metadata": {"annotations": dict.fromkeys(published)}})
+    only_bare = ML_TRAINING.format(cpu=16).replace(
+        "spec:\n", f"spec:\n  nodeSelector: {{kubernetes.io/hostname: {bare}}}\n", 1
+    )
+    async with cluster.gang_coordinator():
+        await apply(cluster, only_bare)
+        message = await cluster.unschedulable("ml-training")
+    assert message == (
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        "1 node(s) had no GPU topology from a Topos agent yet."
+    )
+    labels = (await cluster.kube.get(NODES, described))["metadata"]["labels"]
+    assert labels["numa.kubenexus.io/node-count"] == "2"
 
 
 DISTRIBUTED_TRAINING = """
