@@ -75,6 +75,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
     # For gangs (coordinator.engine.gangs): the run a member belongs to, and whether it is going.
     owner_uid: str = ""  # the workload's UID (JobSet label, controller ownerReference); bare: ""
+    owner_kind: str = ""  # that workload's kind (ReplicaSet, Job, JobSet, ...)
     terminating: bool = False  # metadata.deletionTimestamp is set: still holds capacity
     scheduling_group: str = ""  # spec.schedulingGroup.podGroupName: a Workload-API gang member
 

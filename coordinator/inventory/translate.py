@@ -18,7 +18,7 @@ from common import labels
 from common.model import ModelError, NodeTopology, topology_from_json
 from common.quantity import QuantityError
 from common.wire import FrameError
-from coordinator.core.gangs.identity import workload_uid
+from coordinator.core.gangs.identity import workload_owner
 from coordinator.core.podspec.resources import held_requests, quantity
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
@@ -191,6 +191,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     annotations = meta.get("annotations") or {}
     assigned = str(annotations.get(ASSIGNED_GPUS_ANNOTATION, ""))
     namespace = str(meta.get("namespace") or "default")
+    owner = workload_owner(obj)
     return BoundPod(
         uid=str(meta.get("uid") or f"{namespace}/{meta.get('name')}"),
         namespace=namespace,
@@ -212,7 +213,8 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             if k in ("podAffinity", "podAntiAffinity")
         },
         host_ports=bound_host_ports(spec),
-        owner_uid=workload_uid(obj),
+        owner_uid=owner[0],
+        owner_kind=owner[1],
         terminating=bool(meta.get("deletionTimestamp")),
         scheduling_group=_scheduling_group(spec),
     )

@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from common.kube import Resource
 from tests.support.gang_cluster import LEAF, GangCluster
 from tests.support.kube_wait import wait_for_pods
 from tests.support.pods import gpu_pod
-
-JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job")
-DEPLOYMENTS = Resource("apps", "v1", "deployments", namespaced=True, kind="Deployment")
-STATEFULSETS = Resource("apps", "v1", "statefulsets", namespaced=True, kind="StatefulSet")
+from tests.support.workloads import DEPLOYMENTS, JOBS, STATEFULSETS, apply
 
 
 async def fleet(cluster: GangCluster) -> dict[str, str]:
@@ -88,12 +84,6 @@ def deployment(name: str, annotations: Mapping[str, str], gpus: int, replicas: i
             },
         }
     )
-
-
-async def apply(cluster: GangCluster, manifest: str) -> dict[str, Any]:
-    obj = yaml.safe_load(manifest)
-    resource = JOBS if obj["kind"] == "Job" else DEPLOYMENTS
-    return await cluster.kube.create(resource, obj, namespace=cluster.namespace)
 
 
 async def bound(cluster: GangCluster, selector: str, count: int) -> dict[str, str]:

@@ -205,24 +205,39 @@ def _from_workload_group(
 JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
 
 
-def workload_uid(pod: Mapping[str, Any]) -> str:
-    """The UID of the workload a pod belongs to: its JobSet (label), else its controller
-    (``ownerReferences`` with ``controller: true``, else the first owner); empty for a bare pod."""
+def workload_owner(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """The UID and kind of the workload a pod belongs to: its JobSet (label; kind ``JobSet``),
+    else its controller (``ownerReferences`` with ``controller: true``, else the first owner);
+    ``("", "")`` for a bare pod."""
     meta = pod.get("metadata")
     if not isinstance(meta, Mapping):
-        return ""
+        return "", ""
     labels = meta.get("labels")
     if isinstance(labels, Mapping):
         jobset = labels.get(JOBSET_UID_LABEL)
         if isinstance(jobset, str) and jobset:
-            return jobset
+            return jobset, "JobSet"
     owners = meta.get("ownerReferences")
     if not isinstance(owners, list):
-        return ""
+        return "", ""
     refs = [o for o in owners if isinstance(o, Mapping) and isinstance(o.get("uid"), str)]
     controllers = [o for o in refs if o.get("controller") is True]
     chosen = (controllers or refs)[:1]
-    return str(chosen[0]["uid"]) if chosen else ""
+    if not chosen:
+        return "", ""
+    kind = chosen[0].get("kind")
+    return str(chosen[0]["uid"]), kind if isinstance(kind, str) else ""
+
+
+def workload_uid(pod: Mapping[str, Any]) -> str:
+    """The UID of the workload a pod belongs to (:func:`workload_owner`); empty for a bare pod."""
+    return workload_owner(pod)[0]
+
+
+#: Controllers whose pods are replicas that live on across rollouts and scale-ups, not runs: their
+#: pods join a gang by its name, as bare pods do, so one gang may hold a bare driver and a
+#: Deployment's executors (KubeNexus' Spark example).
+REPLICA_CONTROLLERS: Final = frozenset({"ReplicaSet", "StatefulSet"})
 
 
 def gang_instance_of(
@@ -231,7 +246,8 @@ def gang_instance_of(
 ) -> GangSpec | GangProblem | None:
     """:func:`gang_of`, with the key naming this run of the gang: the PodGroup object's UID for
     the scheduler-plugins vocabulary, else the pod's workload UID (:func:`workload_uid`). Two
-    runs of one gang name (a Job deleted and applied again) are two gangs."""
+    runs of one gang name (a Job deleted and applied again) are two gangs. A ReplicaSet's or
+    StatefulSet's replicas are no run: their key is the name alone."""
     spec = gang_of(pod, podgroups)
     if not isinstance(spec, GangSpec):
         return spec
@@ -245,7 +261,9 @@ def gang_instance_of(
         raw = meta.get("uid") if isinstance(meta, Mapping) else None
         uid = raw if isinstance(raw, str) else ""
     else:
-        uid = workload_uid(pod)
+        uid, kind = workload_owner(pod)
+        if kind in REPLICA_CONTROLLERS:
+            uid = ""
     if not uid:
         return spec
     return replace(spec, key=replace(spec.key, uid=uid))
@@ -284,5 +302,6 @@ __all__ = [
     "gang_of",
     "gang_of_agent_pool",
     "workload_group_key",
+    "workload_owner",
     "workload_uid",
 ]

@@ -32,7 +32,8 @@ def pod_object(pod: BoundPod) -> dict[str, Any]:
         "annotations": dict(pod.annotations),
     }
     if pod.owner_uid:
-        meta["ownerReferences"] = [{"uid": pod.owner_uid, "controller": True}]
+        owner = {"uid": pod.owner_uid, "kind": pod.owner_kind, "controller": True}
+        meta["ownerReferences"] = [owner]
     obj: dict[str, Any] = {"metadata": meta}
     if pod.scheduling_group:
         obj["spec"] = {"schedulingGroup": {"podGroupName": pod.scheduling_group}}

@@ -15,6 +15,8 @@ from coordinator.core.gangs.identity import (
     gang_of,
     gang_of_agent_pool,
 )
+from coordinator.engine.gangs import running
+from coordinator.inventory import translate
 from tests.support import pods
 
 
@@ -224,6 +226,30 @@ def test_a_run_of_a_gang_is_named_by_its_workload_not_by_its_name_alone() -> Non
     assert gang_instance_of(_owned(jobset, job)).key.uid == "js-1"  # type: ignore[union-attr]
     # Bare pods have no workload: the name is all there is.
     assert gang_instance_of(pod(labels)).key == GangKey("ml", "train-1")  # type: ignore[union-attr]
+
+
+def test_a_bare_driver_and_a_deployments_executors_are_one_gang() -> None:
+    """KubeNexus' Spark example: a driver Pod and a Deployment's executors share a group name.
+    Replicas of a ReplicaSet or StatefulSet are no run of a workload, so all are one gang; a
+    bound executor, as the inventory keeps it, is counted in that same gang."""
+    labels = {
+        "pod-group.scheduling.kubenexus.io/name": "spark-job-123",
+        "pod-group.scheduling.kubenexus.io/min-available": "11",
+    }
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "uid": "rs-1", "controller": True}
+    driver = gang_instance_of(pod(labels))
+    executor = _owned(pod(labels), rs)
+    pending = gang_instance_of(executor)
+    assert isinstance(driver, GangSpec)
+    assert isinstance(pending, GangSpec)
+    assert driver.key == pending.key == GangKey("ml", "spark-job-123")
+    executor["spec"]["nodeName"] = "n1"
+    bound = translate.bound_pod(executor)
+    assert bound is not None
+    assert bound.owner_kind == "ReplicaSet"
+    assert running.bound_gang(bound, {}) == pending
+    sts = {**rs, "kind": "StatefulSet", "uid": "sts-1"}
+    assert gang_instance_of(_owned(pod(labels), sts)).key == driver.key  # type: ignore[union-attr]
 
 
 def test_a_podgroup_gang_run_is_named_by_the_podgroup_objects_uid() -> None:
