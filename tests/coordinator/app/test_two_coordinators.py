@@ -60,6 +60,8 @@ async def test_two_coordinators_with_the_default_config_only_the_leader_binds(
         assert not follower[LEADER].is_leader()
         assert _attempts(follower) == 0  # it never scheduled, so it never bound
         for i in range(4):
+            # Events are written in the background after the bind: wait for each, then count
+            await cluster.event("Scheduled", name=f"train-{i}")
             assert len(await cluster.events(f"train-{i}", "Scheduled")) == 1
         assert await cluster.events(reason="FailedScheduling") == []
         lease = await kube.get(LEASES, leader[LEADER].settings.lease_name, namespace="default")
