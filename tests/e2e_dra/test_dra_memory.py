@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from agent.devices import discover_profile
 from common.model import NodeTopology
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
@@ -27,33 +26,13 @@ from tests.support.dra import (
     devices,
     gpu_class,
     gpu_indices,
-    node_slice,
+    memory_dra_node,
     reserved_for,
     reserved_uids,
 )
 from tests.support.pods import pod
 
 NODE = "dgx1"
-
-
-def add_dra_node(cluster: MemoryCluster, name: str, profile: str, *, plugin: bool) -> NodeTopology:
-    """A node whose GPUs are published as a ResourceSlice; ``plugin``: the device plugin also
-    lists ``nvidia.com/gpu`` in its allocatable (otherwise only DRA serves them)."""
-    topology = discover_profile(profile, hostname=name)
-    if plugin:
-        cluster.add_node(name, topology=topology)
-    else:
-        cluster.add_node(name, allocatable={"cpu": "96", "memory": "512Gi"})
-        cluster.inventory.apply_hello(
-            name,
-            agent_id=f"memory-{name}",
-            agent_version="memory",
-            seq=0,
-            topology=topology,
-            allocations=(),
-        )
-    cluster.dra.put("ResourceSlice", node_slice(name, profile))
-    return topology
 
 
 @pytest.fixture
@@ -91,7 +70,7 @@ def assigned_gpus(cluster: MemoryCluster, name: str, topology: NodeTopology) -> 
 async def test_a_claim_gets_the_nvlink_set_and_is_reserved_before_the_bind(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    topology = add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    topology = memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
     cluster.dra.put("ResourceClaim", claim("pair", 2))
     cluster.dra.put("ResourceClaim", claim("quad", 4))
@@ -120,7 +99,7 @@ async def test_a_claim_gets_the_nvlink_set_and_is_reserved_before_the_bind(
 async def test_an_unchanged_gpu_pod_gets_a_claim_made_for_it(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    topology = add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    topology = memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class(extended=True))
     created = cluster.create_pod(pod("plain", gpus=4))
     await runtime.settle()
@@ -144,7 +123,7 @@ async def test_an_unchanged_gpu_pod_gets_a_claim_made_for_it(
 async def test_a_gangs_claims_are_all_written_and_its_members_bound(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
     for i in range(2):
         cluster.dra.put("ResourceClaim", claim(f"w{i}-gpus", 4))
@@ -166,7 +145,7 @@ async def test_a_gangs_claims_are_all_written_and_its_members_bound(
 async def test_a_claim_allocated_for_the_pod_before_a_restart_is_only_bound(
     cluster: MemoryCluster,
 ) -> None:
-    add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
     cluster.dra.put("ResourceClaim", claim("kept", 2))
     created = cluster.create_pod(claim_pod("again", claim_name="kept", scheduler="topos"))
@@ -191,7 +170,7 @@ async def test_a_claim_allocated_for_the_pod_before_a_restart_is_only_bound(
 async def test_a_claim_naming_a_missing_class_is_explained_and_blocks_nobody(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
     bad = claim("typo", 2)
     bad["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.nvidia.cmo"

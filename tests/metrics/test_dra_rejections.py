@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.inventory.store import Inventory
-from tests.support.dra import claim, claim_pod, gpu_class, node_slice
+from tests.support.dra import claim, claim_pod, gpu_class, memory_dra_node, node_slice
 from tests.support.metrics_coordinator import MakeClient, Scrape, coordinator, scrape, settle
 from tests.support.polling import eventually
 
@@ -21,17 +20,7 @@ KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourcePool")
 def dra_cluster() -> MemoryCluster:
     """One DGX-1 whose GPUs only DRA serves, its slice published, the GPU class defined."""
     cluster = MemoryCluster(Inventory())
-    topology = discover_profile("dgx1-v100", hostname=NODE)
-    cluster.add_node(NODE, allocatable={"cpu": "96", "memory": "512Gi"})
-    cluster.inventory.apply_hello(
-        NODE,
-        agent_id=f"memory-{NODE}",
-        agent_version="memory",
-        seq=0,
-        topology=topology,
-        allocations=(),
-    )
-    cluster.dra.put("ResourceSlice", node_slice(NODE, "dgx1-v100"))
+    memory_dra_node(cluster, NODE, "dgx1-v100")
     cluster.dra.put("DeviceClass", gpu_class())
     return cluster
 

@@ -6,11 +6,13 @@ back what a scheduler allocated.
   (``devcluster.dra``; device ``gpu-<i>`` carries the UUID the node's agent reports for GPU
   ``i``). ``GpuCluster.add_node(..., dra=True)`` does the same for a Topos cluster.
 - :func:`gpu_class`, :func:`node_slice` — the same objects as manifests, for an in-memory
-  cluster or a DeviceClass of a test's own.
+  cluster or a DeviceClass of a test's own; :func:`memory_dra_node` — such a node on a
+  ``MemoryCluster``.
 - :func:`claim_template`, :func:`claim`, :func:`claim_pod` — the objects a user writes.
 - :func:`pod_claim` — the claim behind a pod's claim entry (created by the controller-manager
   from a template, or by a scheduler for an extended-resource pod), once ``check`` holds for it;
-  :func:`allocated_on` — such an allocation, written by hand;
+  :func:`allocated_on` — such an allocation, written by hand; :func:`claim_allocation` — the
+  decision a scheduler hands its writer for a stored claim.
   :func:`devices`, :func:`gpu_indices`, :func:`reserved_for`, :func:`reserved_uids` — what a
   scheduler wrote into a claim.
 
@@ -25,6 +27,9 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.kube import NODES, PODS, KubeClient, Resource
+from common.model import NodeTopology
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from devcluster.dra import (
     DRIVER,
     GPU_CLASS,
@@ -76,6 +81,29 @@ def node_slice(node: str, profile: str) -> dict[str, Any]:
     body = resource_slice(node, node_devices(profile, node))
     body["metadata"] = {"name": f"{node}-{DRIVER}"}
     return body
+
+
+def memory_dra_node(
+    cluster: MemoryCluster, name: str, profile: str, *, plugin: bool = False
+) -> NodeTopology:
+    """A node of ``profile`` on ``cluster`` with its agent connected and its ResourceSlice
+    published; ``plugin``: the device plugin also lists ``nvidia.com/gpu`` in its allocatable
+    (otherwise only DRA serves its GPUs). Returns its topology."""
+    topology = discover_profile(profile, hostname=name)
+    if plugin:
+        cluster.add_node(name, topology=topology)
+    else:
+        cluster.add_node(name, allocatable={"cpu": "96", "memory": "512Gi"})
+        cluster.inventory.apply_hello(
+            name,
+            agent_id=f"memory-{name}",
+            agent_version="memory",
+            seq=0,
+            topology=topology,
+            allocations=(),
+        )
+    cluster.dra.put("ResourceSlice", node_slice(name, profile))
+    return topology
 
 
 def _requests(gpus: int, device_class: str) -> list[dict[str, Any]]:
@@ -193,6 +221,26 @@ def allocated_on(node: str, devices: Sequence[str], request: str = "gpus") -> di
     results = [{"request": request, "driver": DRIVER, "pool": node, "device": d} for d in devices]
     term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
     return {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [term]}}
+
+
+def claim_allocation(
+    claim: Mapping[str, Any],
+    node: str,
+    *devices: str,
+    config: tuple[Mapping[str, Any], ...] = (),
+) -> ClaimAllocation:
+    """The allocation of ``devices`` of ``node``'s pool to the stored ``claim``'s request
+    ``gpus``, as the core decides it."""
+    meta = claim["metadata"]
+    return ClaimAllocation(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=meta["resourceVersion"],
+        node=node,
+        results=tuple(DeviceResult("gpus", DeviceId(DRIVER, node, d)) for d in devices),
+        config=config,
+    )
 
 
 def gpu_indices(claim: Mapping[str, Any]) -> list[int]:
