@@ -1,6 +1,7 @@
 """A DRA fleet on the real control plane (kube-controller-manager included): simulated GPU
 nodes whose GPUs only DRA serves (no ``nvidia.com/gpu`` in their allocatable), each with the
-ResourceSlice NVIDIA's driver would publish for it, a DeviceClass of this test's own, their
+ResourceSlice NVIDIA's driver publishes for it (``devcluster.dra``), NVIDIA's GPU DeviceClass
+under a name of this test's own, their
 agents on the fake NVML and a real ``topos coordinator`` process scheduling this test's
 namespace onto them. Everything cluster-scoped it made is deleted afterwards."""
 
@@ -28,9 +29,10 @@ from common.kube import (
     NotFound,
 )
 from common.model import NodeTopology
+from devcluster.dra import publish_node
 from devcluster.nodes import SimNode
 from tests.churn.fleet import Agents, Coordinator, register_nodes
-from tests.e2e_dra.dra_objects import gpu_class, gpu_slice
+from tests.support.dra import gpu_class
 from tests.support.kube_wait import DEFAULT_TIMEOUT_S, scheduled_message, wait_for_object
 
 
@@ -98,16 +100,15 @@ async def dra_fleet(
     *,
     profile: str = "dgx1-v100",
     count: int = 1,
-    extended: str | None = None,
+    extended: bool = False,
     start: bool = True,
 ) -> AsyncIterator[DraFleet]:
-    """``extended``: the DeviceClass serves that extended resource (KEP-5004). ``start``: start
+    """``extended``: the DeviceClass serves ``nvidia.com/gpu`` (KEP-5004). ``start``: start
     the coordinator and agents now (otherwise the test calls :func:`start_fleet`)."""
     run = uuid.uuid4().hex[:6]
     nodes = await register_nodes(kube, run, ((profile, count),))
     class_name = f"gpu-{run}.nvidia.com"
-    device_class = gpu_class(extended=extended)
-    device_class["metadata"]["name"] = class_name
+    device_class = gpu_class(class_name, extended=extended)
     coordinator = Coordinator("dra", kubeconfig, namespace, run, directory)
     agents = Agents(kubeconfig, nodes, coordinator.url, directory / "agents-dra.log")
     fleet = DraFleet(kube, namespace, nodes, coordinator, agents, class_name)
@@ -124,7 +125,7 @@ async def dra_fleet(
             )
             topology = discover_profile(profile, hostname=node.name)
             fleet.topologies[node.name] = topology
-            published = await kube.create(RESOURCE_SLICES, gpu_slice(node.name, topology))
+            published = await publish_node(kube, node.name, profile)
             slices.append(published["metadata"]["name"])
         await kube.create(DEVICE_CLASSES, device_class)
         if start:

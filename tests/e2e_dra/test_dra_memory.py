@@ -12,47 +12,27 @@ from typing import Any
 
 import pytest
 
-from agent.devices import discover_profile
 from common.model import NodeTopology
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from tests.e2e_dra.dra_objects import (
-    DRIVER,
+from tests.support.dra import (
     PROTECTION,
-    allocated_devices,
+    allocated_on,
+    claim,
     claim_pod,
-    gpu_claim,
+    devices,
     gpu_class,
     gpu_indices,
-    gpu_slice,
+    memory_dra_node,
+    reserved_for,
     reserved_uids,
 )
 from tests.support.pods import pod
 
 NODE = "dgx1"
-
-
-def add_dra_node(cluster: MemoryCluster, name: str, profile: str, *, plugin: bool) -> NodeTopology:
-    """A node whose GPUs are published as a ResourceSlice; ``plugin``: the device plugin also
-    lists ``nvidia.com/gpu`` in its allocatable (otherwise only DRA serves them)."""
-    topology = discover_profile(profile, hostname=name)
-    if plugin:
-        cluster.add_node(name, topology=topology)
-    else:
-        cluster.add_node(name, allocatable={"cpu": "96", "memory": "512Gi"})
-        cluster.inventory.apply_hello(
-            name,
-            agent_id=f"memory-{name}",
-            agent_version="memory",
-            seq=0,
-            topology=topology,
-            allocations=(),
-        )
-    cluster.dra.put("ResourceSlice", gpu_slice(name, topology))
-    return topology
 
 
 @pytest.fixture
@@ -90,13 +70,13 @@ def assigned_gpus(cluster: MemoryCluster, name: str, topology: NodeTopology) -> 
 async def test_a_claim_gets_the_nvlink_set_and_is_reserved_before_the_bind(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    topology = add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    topology = memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
-    cluster.dra.put("ResourceClaim", gpu_claim("pair", 2, "default"))
-    cluster.dra.put("ResourceClaim", gpu_claim("quad", 4, "default"))
-    first = cluster.create_pod(claim_pod("first", claim="pair"))
+    cluster.dra.put("ResourceClaim", claim("pair", 2))
+    cluster.dra.put("ResourceClaim", claim("quad", 4))
+    first = cluster.create_pod(claim_pod("first", claim_name="pair", scheduler="topos"))
     await runtime.settle()
-    second = cluster.create_pod(claim_pod("second", claim="quad"))
+    second = cluster.create_pod(claim_pod("second", claim_name="quad", scheduler="topos"))
     await runtime.settle()
 
     pair, quad = claim_of(cluster, "pair"), claim_of(cluster, "quad")
@@ -105,12 +85,12 @@ async def test_a_claim_gets_the_nvlink_set_and_is_reserved_before_the_bind(
     assert reserved_uids(quad) == [second["metadata"]["uid"]]
     assert PROTECTION in quad["metadata"]["finalizers"]
     # The devices written are the GPUs Topos chose (the pod's annotation names the same set)...
-    quad_gpus = gpu_indices(allocated_devices(quad))
+    quad_gpus = gpu_indices(quad)
     assert quad_gpus == assigned_gpus(cluster, "second", topology)
-    assert {pool for pool, _ in allocated_devices(quad)} == {NODE}
+    assert {pool for _, pool, _ in devices(quad)} == {NODE}
     # ... an NVLink quad of the hybrid cube mesh, next to the pair, never overlapping it.
     assert quad_gpus in ([0, 1, 2, 3], [4, 5, 6, 7])
-    assert not set(quad_gpus) & set(gpu_indices(allocated_devices(pair)))
+    assert not set(quad_gpus) & set(gpu_indices(pair))
     for a in quad_gpus:
         for b in quad_gpus:
             assert a == b or topology.link(a, b).is_nvlink
@@ -119,8 +99,8 @@ async def test_a_claim_gets_the_nvlink_set_and_is_reserved_before_the_bind(
 async def test_an_unchanged_gpu_pod_gets_a_claim_made_for_it(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    topology = add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
-    cluster.dra.put("DeviceClass", gpu_class(extended="nvidia.com/gpu"))
+    topology = memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    cluster.dra.put("DeviceClass", gpu_class(extended=True))
     created = cluster.create_pod(pod("plain", gpus=4))
     await runtime.settle()
 
@@ -128,13 +108,13 @@ async def test_an_unchanged_gpu_pod_gets_a_claim_made_for_it(
     obj = cluster.pod("default", "plain")
     assert obj is not None
     status = obj["status"]["extendedResourceClaimStatus"]
-    claim = claim_of(cluster, status["resourceClaimName"])
-    meta = claim["metadata"]
+    made = claim_of(cluster, status["resourceClaimName"])
+    meta = made["metadata"]
     assert meta["name"].startswith("plain-extended-resources-")
     assert meta["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
     assert meta["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
-    assert reserved_uids(claim) == [created["metadata"]["uid"]]
-    gpus = gpu_indices(allocated_devices(claim))
+    assert reserved_uids(made) == [created["metadata"]["uid"]]
+    gpus = gpu_indices(made)
     assert gpus == assigned_gpus(cluster, "plain", topology)
     assert gpus in ([0, 1, 2, 3], [4, 5, 6, 7])
     assert [m["resourceName"] for m in status["requestMappings"]] == ["nvidia.com/gpu"]
@@ -143,45 +123,35 @@ async def test_an_unchanged_gpu_pod_gets_a_claim_made_for_it(
 async def test_a_gangs_claims_are_all_written_and_its_members_bound(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
     for i in range(2):
-        cluster.dra.put("ResourceClaim", gpu_claim(f"w{i}-gpus", 4, "default"))
+        cluster.dra.put("ResourceClaim", claim(f"w{i}-gpus", 4))
     for i in range(2):
-        cluster.create_pod(claim_pod(f"w{i}", claim=f"w{i}-gpus", gang=("train", 2)))
+        cluster.create_pod(
+            claim_pod(f"w{i}", claim_name=f"w{i}-gpus", scheduler="topos", gang=("train", 2))
+        )
     await runtime.settle()
 
     quads = []
     for i in range(2):
         assert node_of(cluster, f"w{i}") == NODE
-        claim = claim_of(cluster, f"w{i}-gpus")
-        assert [r["name"] for r in claim["status"]["reservedFor"]] == [f"w{i}"]
-        quads.append(gpu_indices(allocated_devices(claim)))
+        written = claim_of(cluster, f"w{i}-gpus")
+        assert reserved_for(written) == [f"w{i}"]
+        quads.append(gpu_indices(written))
     assert sorted(quads) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
 async def test_a_claim_allocated_for_the_pod_before_a_restart_is_only_bound(
     cluster: MemoryCluster,
 ) -> None:
-    add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
-    cluster.dra.put("ResourceClaim", gpu_claim("kept", 2, "default"))
-    created = cluster.create_pod(claim_pod("again", claim="kept"))
+    cluster.dra.put("ResourceClaim", claim("kept", 2))
+    created = cluster.create_pod(claim_pod("again", claim_name="kept", scheduler="topos"))
     # A coordinator wrote the claim and was killed before the bind.
     mine = {"resource": "pods", "name": "again", "uid": created["metadata"]["uid"]}
-    allocation = {
-        "devices": {
-            "results": [
-                {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": f"gpu-{i}"}
-                for i in (4, 5)
-            ]
-        },
-        "nodeSelector": {
-            "nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}
-            ]
-        },
-    }
+    allocation = allocated_on(NODE, ["gpu-4", "gpu-5"])
     before = cluster.dra.put(
         "ResourceClaim",
         {**claim_of(cluster, "kept"), "status": {"allocation": allocation, "reservedFor": [mine]}},
@@ -194,20 +164,20 @@ async def test_a_claim_allocated_for_the_pod_before_a_restart_is_only_bound(
     assert node_of(cluster, "again") == NODE
     after = claim_of(cluster, "kept")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert gpu_indices(allocated_devices(after)) == [4, 5]
+    assert gpu_indices(after) == [4, 5]
 
 
 async def test_a_claim_naming_a_missing_class_is_explained_and_blocks_nobody(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
-    add_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
     cluster.dra.put("DeviceClass", gpu_class())
-    bad = gpu_claim("typo", 2, "default")
+    bad = claim("typo", 2)
     bad["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "gpu.nvidia.cmo"
     cluster.dra.put("ResourceClaim", bad)
-    cluster.dra.put("ResourceClaim", gpu_claim("fine", 2, "default"))
-    cluster.create_pod(claim_pod("broken", claim="typo"))
-    cluster.create_pod(claim_pod("healthy", claim="fine"))
+    cluster.dra.put("ResourceClaim", claim("fine", 2))
+    cluster.create_pod(claim_pod("broken", claim_name="typo", scheduler="topos"))
+    cluster.create_pod(claim_pod("healthy", claim_name="fine", scheduler="topos"))
     await runtime.settle()
 
     assert node_of(cluster, "broken") is None

@@ -23,14 +23,14 @@ from common.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.engine.ports import PodRef
+from devcluster.dra import DRIVER
 from tests.e2e_dra.conftest import DraFleet, dra_fleet, start_fleet
-from tests.e2e_dra.dra_objects import (
-    DRIVER,
+from tests.support.dra import (
     PROTECTION,
-    allocated_devices,
+    claim,
     claim_pod,
     claim_template,
-    gpu_claim,
+    devices,
     gpu_indices,
     reserved_uids,
 )
@@ -55,11 +55,10 @@ def check_written_for(fleet: DraFleet, claim: dict[str, Any], obj: dict[str, Any
     node = obj["spec"]["nodeName"]
     assert PROTECTION in claim["metadata"]["finalizers"]
     assert reserved_uids(claim) == [obj["metadata"]["uid"]]
-    devices = allocated_devices(claim)
-    assert {pool for pool, _ in devices} == {node}
+    assert {pool for _, pool, _ in devices(claim)} == {node}
     selector = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]
     assert selector["matchFields"][0]["values"] == [node]
-    gpus = gpu_indices(devices)
+    gpus = gpu_indices(claim)
     assert gpus == assigned(fleet, obj)
     return gpus
 
@@ -69,15 +68,15 @@ async def test_claims_get_the_nvlink_set_and_are_reserved_before_the_bind(
 ) -> None:
     async with dra_fleet(kube, kubeconfig, namespace, directory) as fleet:
         cls = fleet.class_name
-        await fleet.create(gpu_claim("pair", 2, device_class=cls))
-        await fleet.create(claim_pod("first", claim="pair", namespace=None))
+        await fleet.create(claim("pair", 2, device_class=cls))
+        await fleet.create(claim_pod("first", claim_name="pair", scheduler="topos"))
         first = await fleet.bound("first")
         pair = await fleet.claim("pair")
         pair_gpus = check_written_for(fleet, pair, first)
 
         # From a template: kube-controller-manager creates the claim, Topos allocates it.
         await fleet.create(claim_template("quad", 4, device_class=cls))
-        await fleet.create(claim_pod("second", template="quad", namespace=None))
+        await fleet.create(claim_pod("second", template="quad", scheduler="topos"))
         second = await fleet.bound("second")
         (status,) = second["status"]["resourceClaimStatuses"]
         quad = await fleet.claim(status["resourceClaimName"])
@@ -92,10 +91,8 @@ async def test_claims_get_the_nvlink_set_and_are_reserved_before_the_bind(
 async def test_an_unchanged_gpu_pod_gets_a_claim_made_for_it(
     kube: KubeClient, kubeconfig: Path, namespace: str, directory: Path
 ) -> None:
-    async with dra_fleet(
-        kube, kubeconfig, namespace, directory, extended="nvidia.com/gpu"
-    ) as fleet:
-        await fleet.create(pod("plain", gpus=4, namespace=None))
+    async with dra_fleet(kube, kubeconfig, namespace, directory, extended=True) as fleet:
+        await fleet.create(pod("plain", gpus=4, scheduler="topos"))
         obj = await fleet.bound("plain")
         status = obj["status"]["extendedResourceClaimStatus"]
         claim = await fleet.claim(status["resourceClaimName"])
@@ -118,12 +115,12 @@ async def test_a_deleted_pods_claim_is_released_and_serves_the_next_pod(
 ) -> None:
     async with dra_fleet(kube, kubeconfig, namespace, directory) as fleet:
         cls = fleet.class_name
-        await fleet.create(gpu_claim("all", 8, device_class=cls))
-        await fleet.create(claim_pod("holder", claim="all", namespace=None))
+        await fleet.create(claim("all", 8, device_class=cls))
+        await fleet.create(claim_pod("holder", claim_name="all", scheduler="topos"))
         await fleet.bound("holder")
         await fleet.claim("all")
-        await fleet.create(gpu_claim("next", 8, device_class=cls))
-        await fleet.create(claim_pod("waiter", claim="next", namespace=None))
+        await fleet.create(claim("next", 8, device_class=cls))
+        await fleet.create(claim_pod("waiter", claim_name="next", scheduler="topos"))
         await wait_for_object(  # every GPU is taken: the waiter is explained, not bound
             kube,
             PODS,
@@ -146,10 +143,10 @@ async def test_a_claim_allocated_before_a_coordinator_died_is_only_bound(
 ) -> None:
     async with dra_fleet(kube, kubeconfig, namespace, directory, start=False) as fleet:
         node = fleet.nodes[0].name
-        claim = await fleet.create(gpu_claim("kept", 2, device_class=fleet.class_name))
-        obj = await fleet.create(claim_pod("again", claim="kept", namespace=None))
+        kept = await fleet.create(claim("kept", 2, device_class=fleet.class_name))
+        obj = await fleet.create(claim_pod("again", claim_name="kept", scheduler="topos"))
         # What a coordinator killed between the claim write and the bind left behind.
-        meta = claim["metadata"]
+        meta = kept["metadata"]
         written = ClaimAllocation(
             namespace,
             "kept",
@@ -167,7 +164,7 @@ async def test_a_claim_allocated_before_a_coordinator_died_is_only_bound(
         assert bound["spec"]["nodeName"] == node
         after = await kube.get(RESOURCE_CLAIMS, "kept", namespace=namespace)
         assert after["status"] == before["status"]  # nothing written again, nothing lost
-        assert gpu_indices(allocated_devices(after)) == [6, 7]
+        assert gpu_indices(after) == [6, 7]
         assert assigned(fleet, bound) == [6, 7]  # the pod names the GPUs its claim holds
 
 
@@ -175,10 +172,10 @@ async def test_a_claim_naming_a_missing_class_is_explained_and_harms_no_other_po
     kube: KubeClient, kubeconfig: Path, namespace: str, directory: Path
 ) -> None:
     async with dra_fleet(kube, kubeconfig, namespace, directory) as fleet:
-        await fleet.create(gpu_claim("typo", 2, device_class="gpu.nvidia.cmo"))
-        await fleet.create(gpu_claim("fine", 2, device_class=fleet.class_name))
-        await fleet.create(claim_pod("broken", claim="typo", namespace=None))
-        await fleet.create(claim_pod("healthy", claim="fine", namespace=None))
+        await fleet.create(claim("typo", 2, device_class="gpu.nvidia.cmo"))
+        await fleet.create(claim("fine", 2, device_class=fleet.class_name))
+        await fleet.create(claim_pod("broken", claim_name="typo", scheduler="topos"))
+        await fleet.create(claim_pod("healthy", claim_name="fine", scheduler="topos"))
 
         await fleet.bound("healthy")
         explained = await wait_for_object(
@@ -199,15 +196,17 @@ async def gang_of_quads(fleet: DraFleet, members: int) -> set[tuple[str, tuple[i
     """``members`` pods in one gang, each with a 4-GPU claim: each bound with its claim written
     for it; the (node, quad) each got."""
     for i in range(members):
-        await fleet.create(gpu_claim(f"w{i}-gpus", 4, device_class=fleet.class_name))
+        await fleet.create(claim(f"w{i}-gpus", 4, device_class=fleet.class_name))
     for i in range(members):
-        member = claim_pod(f"w{i}", claim=f"w{i}-gpus", namespace=None, gang=("train", members))
+        member = claim_pod(
+            f"w{i}", claim_name=f"w{i}-gpus", scheduler="topos", gang=("train", members)
+        )
         await fleet.create(member)
     quads = set()
     for i in range(members):
         obj = await fleet.bound(f"w{i}")
-        claim = await fleet.claim(f"w{i}-gpus")
-        gpus = check_written_for(fleet, claim, obj)
+        member_claim = await fleet.claim(f"w{i}-gpus")
+        gpus = check_written_for(fleet, member_claim, obj)
         assert gpus in QUADS
         quads.add((obj["spec"]["nodeName"], tuple(gpus)))
     return quads

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.inventory.store import Inventory
-from tests.e2e_dra.dra_objects import claim_pod, gpu_claim, gpu_class, gpu_slice
+from tests.support.dra import claim, claim_pod, gpu_class, memory_dra_node, node_slice
 from tests.support.metrics_coordinator import MakeClient, Scrape, coordinator, scrape, settle
 from tests.support.polling import eventually
 
@@ -21,17 +20,7 @@ KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourcePool")
 def dra_cluster() -> MemoryCluster:
     """One DGX-1 whose GPUs only DRA serves, its slice published, the GPU class defined."""
     cluster = MemoryCluster(Inventory())
-    topology = discover_profile("dgx1-v100", hostname=NODE)
-    cluster.add_node(NODE, allocatable={"cpu": "96", "memory": "512Gi"})
-    cluster.inventory.apply_hello(
-        NODE,
-        agent_id=f"memory-{NODE}",
-        agent_version="memory",
-        seq=0,
-        topology=topology,
-        allocations=(),
-    )
-    cluster.dra.put("ResourceSlice", gpu_slice(NODE, topology))
+    memory_dra_node(cluster, NODE, "dgx1-v100")
     cluster.dra.put("DeviceClass", gpu_class())
     return cluster
 
@@ -41,7 +30,7 @@ def rejected(s: Scrape) -> dict[str, float]:
 
 
 def bad_count(name: str) -> dict[str, Any]:
-    obj = gpu_claim(name, 2, "default")
+    obj = claim(name, 2)
     obj["spec"]["devices"]["requests"][0]["exactly"]["count"] = "two"
     return obj
 
@@ -56,7 +45,7 @@ async def test_malformed_objects_are_counted_told_on_their_pods_and_harm_no_othe
     aiohttp_client: MakeClient,
 ) -> None:
     cluster = dra_cluster()
-    broken_slice = gpu_slice(NODE, discover_profile("dgx1-v100", hostname=NODE))
+    broken_slice = node_slice(NODE, "dgx1-v100")
     broken_slice["metadata"]["name"] = "extra"
     broken_slice["spec"]["devices"][0]["attributes"]["uuid"] = {"string": 7}
     cluster.dra.put("ResourceSlice", broken_slice)
@@ -65,13 +54,13 @@ async def test_malformed_objects_are_counted_told_on_their_pods_and_harm_no_othe
     broken_class["spec"]["selectors"] = [{"cel": {}}]
     cluster.dra.put("DeviceClass", broken_class)
     cluster.dra.put("ResourceClaim", bad_count("bad"))
-    of_broken = gpu_claim("of-broken", 1, "default", device_class="broken.example.com")
+    of_broken = claim("of-broken", 1, device_class="broken.example.com")
     cluster.dra.put("ResourceClaim", of_broken)
-    cluster.dra.put("ResourceClaim", gpu_claim("fine", 2, "default"))
+    cluster.dra.put("ResourceClaim", claim("fine", 2))
     client, app = await coordinator(aiohttp_client, cluster)
-    cluster.create_pod(claim_pod("broken", claim="bad"))
-    cluster.create_pod(claim_pod("classless", claim="of-broken"))
-    cluster.create_pod(claim_pod("healthy", claim="fine"))
+    cluster.create_pod(claim_pod("broken", claim_name="bad", scheduler="topos"))
+    cluster.create_pod(claim_pod("classless", claim_name="of-broken", scheduler="topos"))
+    cluster.create_pod(claim_pod("healthy", claim_name="fine", scheduler="topos"))
     await settle(app)
 
     s = await scrape(client)
@@ -90,7 +79,7 @@ async def test_malformed_objects_are_counted_told_on_their_pods_and_harm_no_othe
         await explained(client, "classless")
     )
 
-    cluster.dra.put("ResourceClaim", gpu_claim("bad", 2, "default"))  # fixed
+    cluster.dra.put("ResourceClaim", claim("bad", 2))  # fixed
     await settle(app)
     assert rejected(await scrape(client))["ResourceClaim"] == 0
     node = await eventually(  # after its backoff

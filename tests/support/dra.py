@@ -5,10 +5,16 @@ back what a scheduler allocated.
   DeviceClasses and its ResourceSlice exactly as NVIDIA's DRA driver publishes them
   (``devcluster.dra``; device ``gpu-<i>`` carries the UUID the node's agent reports for GPU
   ``i``). ``GpuCluster.add_node(..., dra=True)`` does the same for a Topos cluster.
+- :func:`gpu_class`, :func:`node_slice` — the same objects as manifests, for an in-memory
+  cluster or a DeviceClass of a test's own; :func:`memory_dra_node` — such a node on a
+  ``MemoryCluster``.
 - :func:`claim_template`, :func:`claim`, :func:`claim_pod` — the objects a user writes.
 - :func:`pod_claim` — the claim behind a pod's claim entry (created by the controller-manager
   from a template, or by a scheduler for an extended-resource pod), once ``check`` holds for it;
-  :func:`devices` — the devices allocated in it.
+  :func:`allocated_on` — such an allocation, written by hand; :func:`claim_allocation` — the
+  decision a scheduler hands its writer for a stored claim.
+  :func:`devices`, :func:`gpu_indices`, :func:`reserved_for`, :func:`reserved_uids` — what a
+  scheduler wrote into a claim.
 
 The ``kube_scheduler_name`` fixture (tests/conftest.py) is a real kube-scheduler; pods naming it
 in ``schedulerName`` get their claims allocated, reserved and bound by Kubernetes itself.
@@ -16,20 +22,33 @@ in ``schedulerName`` get their claims allocated, reserved and bound by Kubernete
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent.devices import discover_profile
 from common.kube import NODES, PODS, KubeClient, Resource
-from devcluster.dra import GPU_CLASS, publish_classes, publish_node
+from common.model import NodeTopology
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
+from devcluster.dra import (
+    DRIVER,
+    GPU_CLASS,
+    device_classes,
+    node_devices,
+    publish_classes,
+    publish_node,
+    resource_slice,
+)
 from devcluster.nodes import SimNode, register
 from tests.support.kube_wait import wait_for, wait_for_object
+from tests.support.pods import pod
 
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim")
 RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io", "v1", "resourceclaimtemplates", True, "ResourceClaimTemplate"
 )
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
 async def dra_node(
@@ -44,6 +63,47 @@ async def dra_node(
         await kube.patch(NODES, name, {"metadata": {"labels": dict(labels)}})
     await publish_classes(kube)
     return await publish_node(kube, name, profile)
+
+
+def gpu_class(name: str = GPU_CLASS, *, extended: bool = False) -> dict[str, Any]:
+    """NVIDIA's GPU DeviceClass named ``name``; ``extended``: it keeps serving ``nvidia.com/gpu``
+    (KEP-5004) as the driver's own does, otherwise it serves claims only."""
+    body = next(c for c in device_classes() if c["metadata"]["name"] == GPU_CLASS)
+    body["metadata"]["name"] = name
+    if not extended:
+        del body["spec"]["extendedResourceName"]
+    return body
+
+
+def node_slice(node: str, profile: str) -> dict[str, Any]:
+    """The ResourceSlice NVIDIA's driver publishes for ``node``, a machine of ``profile``, named
+    ``<node>-gpu.nvidia.com`` (for a store that needs a name, e.g. ``MemoryCluster.dra``)."""
+    body = resource_slice(node, node_devices(profile, node))
+    body["metadata"] = {"name": f"{node}-{DRIVER}"}
+    return body
+
+
+def memory_dra_node(
+    cluster: MemoryCluster, name: str, profile: str, *, plugin: bool = False
+) -> NodeTopology:
+    """A node of ``profile`` on ``cluster`` with its agent connected and its ResourceSlice
+    published; ``plugin``: the device plugin also lists ``nvidia.com/gpu`` in its allocatable
+    (otherwise only DRA serves its GPUs). Returns its topology."""
+    topology = discover_profile(profile, hostname=name)
+    if plugin:
+        cluster.add_node(name, topology=topology)
+    else:
+        cluster.add_node(name, allocatable={"cpu": "96", "memory": "512Gi"})
+        cluster.inventory.apply_hello(
+            name,
+            agent_id=f"memory-{name}",
+            agent_version="memory",
+            seq=0,
+            topology=topology,
+            allocations=(),
+        )
+    cluster.dra.put("ResourceSlice", node_slice(name, profile))
+    return topology
 
 
 def _requests(gpus: int, device_class: str) -> list[dict[str, Any]]:
@@ -61,12 +121,15 @@ def claim_template(name: str, gpus: int, *, device_class: str = GPU_CLASS) -> di
     }
 
 
-def claim(name: str, gpus: int, *, device_class: str = GPU_CLASS) -> dict[str, Any]:
+def claim(
+    name: str, gpus: int, *, device_class: str = GPU_CLASS, namespace: str | None = None
+) -> dict[str, Any]:
     """A ResourceClaim for ``gpus`` devices of ``device_class`` (request ``gpus``)."""
+    meta = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
-        "metadata": {"name": name},
+        "metadata": meta,
         "spec": {"devices": {"requests": _requests(gpus, device_class)}},
     }
 
@@ -79,11 +142,13 @@ def claim_pod(
     gpus: int | None = None,
     scheduler: str | None = None,
     node_selector: Mapping[str, str] | None = None,
+    namespace: str | None = None,
+    gang: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """A pod whose container uses the claim ``gpus`` (from ``template`` or the existing
-    ``claim_name``), or, with ``gpus``, one that asks ``nvidia.com/gpu`` like any pod."""
-    container: dict[str, Any] = {"name": "main", "image": "cuda"}
-    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    ``claim_name``), or, with ``gpus``, one that asks ``nvidia.com/gpu`` like any pod; ``gang``
+    makes it a member of a Topos gang."""
+    spec: dict[str, Any] = {"restartPolicy": "Never"}
     if template is not None or claim_name is not None:
         source = (
             {"resourceClaimTemplateName": template}
@@ -91,14 +156,20 @@ def claim_pod(
             else {"resourceClaimName": claim_name}
         )
         spec["resourceClaims"] = [{"name": "gpus", **source}]
-        container["resources"] = {"claims": [{"name": "gpus"}]}
-    if gpus is not None:
-        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
-    if scheduler is not None:
-        spec["schedulerName"] = scheduler
-    if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    obj = pod(
+        name,
+        gpus=gpus or 0,
+        cpu=None,
+        memory=None,
+        namespace=namespace,
+        gang=gang,
+        scheduler=scheduler,
+        node_selector=node_selector,
+        spec=spec,
+    )
+    if "resourceClaims" in spec and gpus is None:
+        obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+    return obj
 
 
 async def pod_claim(
@@ -144,9 +215,47 @@ def devices(claim: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return sorted((r["driver"], r["pool"], r["device"]) for r in results)
 
 
+def allocated_on(node: str, devices: Sequence[str], request: str = "gpus") -> dict[str, Any]:
+    """A claim's ``status.allocation`` holding ``devices`` of ``node``'s pool for ``request``, as
+    a scheduler writes it."""
+    results = [{"request": request, "driver": DRIVER, "pool": node, "device": d} for d in devices]
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": [term]}}
+
+
+def claim_allocation(
+    claim: Mapping[str, Any],
+    node: str,
+    *devices: str,
+    config: tuple[Mapping[str, Any], ...] = (),
+) -> ClaimAllocation:
+    """The allocation of ``devices`` of ``node``'s pool to the stored ``claim``'s request
+    ``gpus``, as the core decides it."""
+    meta = claim["metadata"]
+    return ClaimAllocation(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=meta["resourceVersion"],
+        node=node,
+        results=tuple(DeviceResult("gpus", DeviceId(DRIVER, node, d)) for d in devices),
+        config=config,
+    )
+
+
+def gpu_indices(claim: Mapping[str, Any]) -> list[int]:
+    """The minors of the GPUs (``gpu-<minor>``) allocated in ``claim``, sorted."""
+    return sorted(int(device.removeprefix("gpu-")) for _, _, device in devices(claim))
+
+
 def reserved_for(claim: Mapping[str, Any]) -> list[str]:
     """Names of the consumers the claim is reserved for."""
     return sorted(r["name"] for r in (claim.get("status") or {}).get("reservedFor") or ())
+
+
+def reserved_uids(claim: Mapping[str, Any]) -> list[str]:
+    """UIDs of the consumers the claim is reserved for, in the claim's order."""
+    return [r["uid"] for r in (claim.get("status") or {}).get("reservedFor") or ()]
 
 
 async def claim_gone(kube: KubeClient, namespace: str, name: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
-from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
+from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.claims import PodClaim
 from coordinator.core.podspec.parse import PodRequest, parse_pod
@@ -26,35 +26,10 @@ from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import BindConflict
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
+from devcluster.dra import DRIVER
+from tests.support import dra
+from tests.support.dra import PROTECTION, claim_allocation
 from tests.support.pods import pod
-
-DRIVER = "gpu.nvidia.com"
-PROTECTION = "resource.kubernetes.io/delete-protection"
-
-
-def claim_manifest(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "devices": {
-                "requests": [{"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": 2}}]
-            }
-        },
-    }
-
-
-def allocation(claim: dict[str, Any], node: str, *devices: str) -> ClaimAllocation:
-    meta = claim["metadata"]
-    return ClaimAllocation(
-        namespace=meta["namespace"],
-        name=meta["name"],
-        uid=meta["uid"],
-        resource_version=meta["resourceVersion"],
-        node=node,
-        results=tuple(DeviceResult("gpus", DeviceId(DRIVER, node, d)) for d in devices),
-    )
 
 
 def decision(request: PodRequest, node: str, *claims: ClaimAllocation) -> Decision:
@@ -110,9 +85,9 @@ async def test_claims_are_allocated_and_reserved_before_the_pod_is_bound(
     cluster: MemoryCluster, runtime: SchedulerRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scheduler = runtime.scheduler
-    claim = cluster.dra.put("ResourceClaim", claim_manifest("train-gpus"))
+    claim = cluster.dra.put("ResourceClaim", dra.claim("train-gpus", 2, namespace="default"))
     created = cluster.create_pod(pod("train"))
-    decide(scheduler, monkeypatch, allocation(claim, "gpu-1", "gpu-0", "gpu-1"))
+    decide(scheduler, monkeypatch, claim_allocation(claim, "gpu-1", "gpu-0", "gpu-1"))
     seen: list[tuple[bool, bool]] = []
     bind = cluster.bind
 
@@ -146,9 +121,9 @@ async def test_a_claim_changed_since_the_decision_stops_the_bind_and_holds_nothi
     cluster: MemoryCluster, runtime: SchedulerRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scheduler = runtime.scheduler
-    claim = cluster.dra.put("ResourceClaim", claim_manifest("late-gpus"))
+    claim = cluster.dra.put("ResourceClaim", dra.claim("late-gpus", 2, namespace="default"))
     created = cluster.create_pod(pod("late"))
-    decide(scheduler, monkeypatch, allocation(claim, "gpu-1", "gpu-0", "gpu-1"))
+    decide(scheduler, monkeypatch, claim_allocation(claim, "gpu-1", "gpu-0", "gpu-1"))
     # Another scheduler allocates it between our decision and our write.
     taken = {**claim, "status": {"allocation": {"devices": {"results": []}}}}
     cluster.dra.put("ResourceClaim", taken)
@@ -171,9 +146,9 @@ async def test_a_refused_bind_gives_the_claims_back(
     cluster: MemoryCluster, runtime: SchedulerRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scheduler = runtime.scheduler
-    claim = cluster.dra.put("ResourceClaim", claim_manifest("lost-gpus"))
+    claim = cluster.dra.put("ResourceClaim", dra.claim("lost-gpus", 2, namespace="default"))
     cluster.create_pod(pod("lost"))
-    decide(scheduler, monkeypatch, allocation(claim, "gpu-1", "gpu-0", "gpu-1"))
+    decide(scheduler, monkeypatch, claim_allocation(claim, "gpu-1", "gpu-0", "gpu-1"))
 
     async def refused(*args: Any) -> None:
         raise BindConflict("pod default/lost is already assigned to gpu-2")
@@ -202,14 +177,14 @@ async def test_pods_bound_together_get_all_their_claims_written_or_none(
     cluster: MemoryCluster, runtime: SchedulerRuntime
 ) -> None:
     scheduler = runtime.scheduler
-    a = cluster.dra.put("ResourceClaim", claim_manifest("w0-gpus"))
-    b = cluster.dra.put("ResourceClaim", claim_manifest("w1-gpus"))
+    a = cluster.dra.put("ResourceClaim", dra.claim("w0-gpus", 2, namespace="default"))
+    b = cluster.dra.put("ResourceClaim", dra.claim("w1-gpus", 2, namespace="default"))
     cluster.create_pod(pod("w0"))
     cluster.create_pod(pod("w1"))
     entries = [popped(scheduler, "w0"), popped(scheduler, "w1")]
     jobs = [
-        job_for(scheduler, entries[0], allocation(a, "gpu-1", "gpu-0")),
-        job_for(scheduler, entries[1], allocation(b, "gpu-1", "gpu-1")),
+        job_for(scheduler, entries[0], claim_allocation(a, "gpu-1", "gpu-0")),
+        job_for(scheduler, entries[1], claim_allocation(b, "gpu-1", "gpu-1")),
     ]
     # w1's claim changes after the decision: neither member may keep anything.
     cluster.dra.put("ResourceClaim", {**b, "metadata": {**b["metadata"], "labels": {"x": "y"}}})
@@ -226,7 +201,9 @@ async def test_pods_bound_together_get_all_their_claims_written_or_none(
 
     # Decided again on the current claims, both are written, then both bind.
     again = [
-        job_for(scheduler, entry, allocation(claim_of(cluster, f"{name}-gpus"), "gpu-1", device))
+        job_for(
+            scheduler, entry, claim_allocation(claim_of(cluster, f"{name}-gpus"), "gpu-1", device)
+        )
         for entry, name, device in zip(entries, ("w0", "w1"), ("gpu-0", "gpu-1"), strict=True)
     ]
     written = await scheduler.binder.write_claims(again)
@@ -242,8 +219,8 @@ async def test_pods_bound_together_get_all_their_claims_written_or_none(
 def test_a_claim_already_allocated_and_reserved_for_the_pod_is_only_bound(
     cluster: MemoryCluster,
 ) -> None:
-    claim = cluster.dra.put("ResourceClaim", claim_manifest("mine"))
-    shared = cluster.dra.put("ResourceClaim", claim_manifest("shared"))
+    claim = cluster.dra.put("ResourceClaim", dra.claim("mine", 2, namespace="default"))
+    shared = cluster.dra.put("ResourceClaim", dra.claim("shared", 2, namespace="default"))
     created = cluster.create_pod(pod("again"))
     ref = {"resource": "pods", "name": "again", "uid": created["metadata"]["uid"]}
     other = {"resource": "pods", "name": "other", "uid": "uid-other"}

@@ -14,7 +14,6 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.changes import PendingChanges
 from tests.coordinator.core.dra.dra_objects import (
-    allocated_on,
     claim,
     claim_pod,
     exactly,
@@ -22,6 +21,7 @@ from tests.coordinator.core.dra.dra_objects import (
     state,
 )
 from tests.support.clock import ManualClock
+from tests.support.dra import allocated_on
 from tests.support.pods import gpu_pod
 from tests.support.sched_hw import dgx1, gpu_node
 

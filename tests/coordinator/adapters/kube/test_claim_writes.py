@@ -14,40 +14,17 @@ from common.kube import PODS, RESOURCE_CLAIMS, KubeClient, NotFound
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.engine.ports import BindConflict, PodRef
-from tests.support import pods
+from devcluster.dra import DRIVER
+from tests.support import dra, pods
+from tests.support.dra import PROTECTION, claim_allocation
 
 pytestmark = pytest.mark.kube
 
-DRIVER = "gpu.nvidia.com"
-PROTECTION = "resource.kubernetes.io/delete-protection"
-
-
-def claim_manifest(name: str, count: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {"name": "gpus", "exactly": {"deviceClassName": DRIVER, "count": count}}
-                ]
-            }
-        },
-    }
+SHARING = ({"opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}}},)
 
 
 def decided(claim: dict[str, Any], node: str, *devices: str) -> ClaimAllocation:
-    meta = claim["metadata"]
-    return ClaimAllocation(
-        namespace=meta["namespace"],
-        name=meta["name"],
-        uid=meta["uid"],
-        resource_version=meta["resourceVersion"],
-        node=node,
-        results=tuple(DeviceResult("gpus", DeviceId(DRIVER, node, d)) for d in devices),
-        config=({"opaque": {"driver": DRIVER, "parameters": {"sharing": "none"}}},),
-    )
+    return claim_allocation(claim, node, *devices, config=SHARING)
 
 
 async def make_pod(kube: KubeClient, namespace: str, name: str, *, gpus: int = 0) -> PodRef:
@@ -64,7 +41,7 @@ async def test_an_allocation_is_protected_allocated_and_reserved(
 ) -> None:
     writer = KubeClusterWriter(kube)
     pod = await make_pod(kube, namespace, "train")
-    claim = await kube.create(RESOURCE_CLAIMS, claim_manifest("train-gpus"), namespace=namespace)
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("train-gpus", 2), namespace=namespace)
 
     written = await writer.allocate_claims(pod, [decided(claim, "gpu-1", "gpu-0", "gpu-1")])
 
@@ -102,7 +79,7 @@ async def test_a_claim_changed_since_the_decision_is_a_conflict_and_left_alone(
 ) -> None:
     writer = KubeClusterWriter(kube)
     pod = await make_pod(kube, namespace, "late")
-    claim = await kube.create(RESOURCE_CLAIMS, claim_manifest("late-gpus"), namespace=namespace)
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("late-gpus", 2), namespace=namespace)
     decision = decided(claim, "gpu-1", "gpu-2", "gpu-3")
     # Someone (another scheduler) allocates it first.
     other = decided(claim, "gpu-2", "gpu-0", "gpu-1")
@@ -123,8 +100,8 @@ async def test_a_failed_claim_undoes_the_claims_written_before_it(
 ) -> None:
     writer = KubeClusterWriter(kube)
     pod = await make_pod(kube, namespace, "two")
-    first = await kube.create(RESOURCE_CLAIMS, claim_manifest("two-a"), namespace=namespace)
-    second = await kube.create(RESOURCE_CLAIMS, claim_manifest("two-b"), namespace=namespace)
+    first = await kube.create(RESOURCE_CLAIMS, dra.claim("two-a", 2), namespace=namespace)
+    second = await kube.create(RESOURCE_CLAIMS, dra.claim("two-b", 2), namespace=namespace)
     stale = decided(second, "gpu-1", "gpu-2", "gpu-3")
     await kube.patch(
         RESOURCE_CLAIMS, "two-b", {"metadata": {"labels": {"x": "y"}}}, namespace=namespace
@@ -145,7 +122,7 @@ async def test_an_allocated_claim_only_gains_the_pod_in_reserved_for(
     writer = KubeClusterWriter(kube)
     first = await make_pod(kube, namespace, "first")
     second = await make_pod(kube, namespace, "second")
-    claim = await kube.create(RESOURCE_CLAIMS, claim_manifest("shared"), namespace=namespace)
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("shared", 2), namespace=namespace)
     await writer.allocate_claims(first, [decided(claim, "gpu-1", "gpu-0", "gpu-1")])
     now = await read(kube, namespace, "shared")
     meta = now["metadata"]
@@ -170,7 +147,7 @@ async def test_an_extended_resource_claim_is_created_for_the_pod(
 ) -> None:
     writer = KubeClusterWriter(kube)
     pod = await make_pod(kube, namespace, "plain", gpus=2)
-    spec = claim_manifest("unused", count=2)["spec"]
+    spec = dra.claim("unused", 2)["spec"]
     want = ClaimAllocation(
         namespace,
         "",

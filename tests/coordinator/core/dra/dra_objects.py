@@ -1,12 +1,15 @@
 """``resource.k8s.io/v1`` objects for the core DRA tests, shaped as the API server returns them:
-slices as NVIDIA's ``gpu.nvidia.com`` driver publishes a node's GPUs (devices ``gpu-<minor>``,
-pool named after the node, ``uuid``/``productName``/... attributes, ``memory`` capacity), its
-DeviceClass, claims, and pods referencing claims."""
+a node's slice built by NVIDIA's publisher (``devcluster.dra``) from any topology, DeviceClasses
+with selectors of a test's own, claims with the uid, version and status the core reads, and pods
+referencing several claims. Claims, templates and allocations as a user or scheduler writes them
+are in ``tests/support/dra.py``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from msgspec.structs import replace
 
 from common.model import NodeTopology
 from coordinator.core.dra.state import (
@@ -16,12 +19,9 @@ from coordinator.core.dra.state import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from devcluster.dra import DRIVER, GPU_CLASS, gpu_devices, resource_slice
+from tests.support.dra import gpu_class
 from tests.support.pods import pod
-
-DRIVER = "gpu.nvidia.com"
-GPU_CLASS_SELECTOR = (
-    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
-)
 
 
 def gpu_slice(
@@ -33,54 +33,37 @@ def gpu_slice(
     extra_devices: Sequence[Mapping[str, Any]] = (),
     slice_count: int = 1,
 ) -> dict[str, Any]:
-    devices = []
-    for g in topo.gpus:
-        attrs: dict[str, Any] = {
-            "type": {"string": "gpu"},
-            "uuid": {"string": g.uuid},
-            "productName": {"string": g.product or ""},
-            "architecture": {"string": "Volta"},
-            "cudaComputeCapability": {"version": "7.0.0"},
-            "driverVersion": {"version": "550.54.15"},
-            "index": {"int": g.index},
-            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{g.numa_node or 0:02x}"},
-        }
-        devices.append(
-            {
-                "name": f"gpu-{g.index}",
-                "attributes": attrs,
-                "capacity": {"memory": {"value": f"{g.memory_total_mib or 0}Mi"}},
-            }
-        )
-    devices.extend(dict(d) for d in extra_devices)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name or f"{node}-{DRIVER}-slice"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": generation, "resourceSliceCount": slice_count},
-            "devices": devices,
-        },
-    }
+    """The slice NVIDIA's driver publishes for ``topo``'s GPUs (each GPU's PCIe root is
+    ``pci0000:<its NUMA node>``), plus ``extra_devices``; one of ``slice_count`` in the pool.
+    What synthetic topologies leave out is filled in (driver 550.54.15, compute capability 7.0),
+    and each GPU gets an ``index`` int attribute, so selectors of every attribute type have one
+    to read."""
+    gpus = [replace(g, compute_capability=g.compute_capability or "7.0") for g in topo.gpus]
+    devices = gpu_devices(
+        gpus,
+        driver_version=topo.driver_version or "550.54.15",
+        cuda_version=topo.cuda_version,
+        pcie_roots={g.index: f"pci0000:{g.numa_node or 0:02x}" for g in gpus},
+    )
+    for gpu, device in zip(gpus, devices, strict=True):
+        device["attributes"]["index"] = {"int": gpu.index}
+    body = resource_slice(node, [*devices, *(dict(d) for d in extra_devices)])
+    body["metadata"] = {"name": name or f"{node}-{DRIVER}-slice"}
+    body["spec"]["pool"].update(generation=generation, resourceSliceCount=slice_count)
+    return body
 
 
 def device_class(
-    name: str = DRIVER,
-    selectors: Sequence[str] = (GPU_CLASS_SELECTOR,),
-    *,
-    extended: str | None = None,
+    name: str = GPU_CLASS, selectors: Sequence[str] | None = None, *, extended: str | None = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in selectors]}
+    """NVIDIA's GPU DeviceClass named ``name``, its selectors replaced by ``selectors`` when
+    given; ``extended``: the extended resource it serves."""
+    body = gpu_class(name)
+    if selectors is not None:
+        body["spec"]["selectors"] = [{"cel": {"expression": e}} for e in selectors]
     if extended:
-        spec["extendedResourceName"] = extended
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+        body["spec"]["extendedResourceName"] = extended
+    return body
 
 
 def exactly(
@@ -128,22 +111,6 @@ def claim(
         },
         "spec": {"devices": {"requests": list(requests), "constraints": list(constraints)}},
         "status": status,
-    }
-
-
-def allocated_on(node: str, devices: Sequence[str], request: str = "gpus") -> dict[str, Any]:
-    """A ``status.allocation`` holding ``devices`` of the node's pool."""
-    return {
-        "devices": {
-            "results": [
-                {"request": request, "driver": DRIVER, "pool": node, "device": d} for d in devices
-            ]
-        },
-        "nodeSelector": {
-            "nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-            ]
-        },
     }
 
 

@@ -15,9 +15,8 @@ from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from devcluster.dra import DRIVER
 from tests.coordinator.core.dra.dra_objects import (
-    DRIVER,
-    allocated_on,
     claim,
     claim_pod,
     device_class,
@@ -25,6 +24,7 @@ from tests.coordinator.core.dra.dra_objects import (
     gpu_slice,
     state,
 )
+from tests.support.dra import allocated_on
 from tests.support.pods import pod
 from tests.support.sched_hw import dgx1, gpu_node, pcie8, plain_node, request
 

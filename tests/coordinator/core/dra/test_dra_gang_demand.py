@@ -12,13 +12,13 @@ from coordinator.core.gangs.cycle import GangDecision, members_of, node_states, 
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from tests.coordinator.core.dra.dra_objects import (
-    allocated_on,
     claim,
     device_class,
     exactly,
     gpu_slice,
     state,
 )
+from tests.support.dra import allocated_on
 from tests.support.pods import gang_members
 from tests.support.sched_hw import dgx1, gpu_node, request
 

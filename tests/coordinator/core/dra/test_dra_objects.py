@@ -17,12 +17,12 @@ from coordinator.core.dra.state import (
     parse_resource_slice,
 )
 from tests.coordinator.core.dra.dra_objects import (
-    allocated_on,
     claim,
     exactly,
     gpu_slice,
     state,
 )
+from tests.support.dra import allocated_on
 from tests.support.sched_hw import dgx1
 
 
