@@ -308,7 +308,8 @@ class Scheduler:
         return result
 
     async def _failed(self, entry: QueuedPod, failure: Failure, snapshot: Snapshot) -> None:
-        spec_error = isinstance(entry.request, PodSpecError)
+        request = entry.request  # its own spec, or its scheduling gates: only an edit can help
+        spec_error = isinstance(request, PodSpecError) or bool(request.scheduling_gates)
         message = failure.message
         if isinstance(entry.request, PodRequest):
             for hook in self.post_filter:

@@ -5,8 +5,9 @@ Fleet (agent labels from the profiles, plus what the guide's labelling step adds
 zone, instance type): two DGX H100 in zones us-west-1a/1b, a DGX A100 in us-west-1c, and a DGX
 H100 dedicated with the taint ``gpu-only=true:NoSchedule`` in us-west-1a.
 
-No controller-manager runs in the test control plane, so each Deployment replica is written as
-the Pod its ReplicaSet would create: the template as the guide gives it, ``schedulerName: topos``.
+Each Deployment replica is written here as the Pod its ReplicaSet would create (the template as
+the guide gives it, ``schedulerName: topos``); tests/e2e_seeds applies the Deployments themselves,
+through kube-controller-manager.
 Covered: H100-only nodeSelector, spread across zones with required anti-affinity (and the replica
 that can't fit, as ``kubectl describe`` shows it), co-location with a cache, dedicated tainted
 nodes, priority classes, and the combined multi-dimension example.

@@ -58,6 +58,9 @@ def schedule_one(
     total = len(nodes)
     if isinstance(pod, PodSpecError):
         return _pod_rejected(pod.pod_key, nodes, pod.status)
+    if pod.scheduling_gates:  # kube's SchedulingGates: not tried until the last gate is removed
+        message = "waiting for scheduling gates: " + ", ".join(pod.scheduling_gates)
+        return Failure(pod.key, total, {}, message, Status.unresolvable(message))
     try:
         return _cycle(pod, snapshot, nodes, framework, candidate_nodes)
     except Exception as exc:  # a bug in a plugin must not take the scheduler down

@@ -110,6 +110,8 @@ class PodRequest:
     node_name: str = ""  # spec.nodeName, set when already bound
     host_ports: tuple[HostPort, ...] = ()  # ports the pod binds on its node
     claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
+    # spec.schedulingGates names: while any is left the pod is not scheduled (kube's PreEnqueue)
+    scheduling_gates: tuple[str, ...] = ()
     # status.extendedResourceClaimStatus.resourceClaimName: the claim made for its extended
     # resources (KEP-5004), once created
     extended_claim: str = ""
@@ -151,6 +153,16 @@ def parse_pod(obj: object) -> PodRequest | PodSpecError:
         ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
         name = meta.get("name") if isinstance(meta.get("name"), str) else "?"
         return PodSpecError(f"{ns}/{name}", bad.field.lstrip("."), bad.message)
+
+
+def _gates(spec: Mapping[str, object]) -> tuple[str, ...]:
+    """The names in ``spec.schedulingGates``."""
+    names = []
+    for i, gate in enumerate(sequence(spec, "schedulingGates", "spec")):
+        if not isinstance(gate, Mapping):
+            raise FieldError(f"spec.schedulingGates[{i}]", "must be a mapping")
+        names.append(text(gate, "name", f"spec.schedulingGates[{i}]"))
+    return tuple(names)
 
 
 def _parse(
@@ -197,6 +209,7 @@ def _parse(
         priority_class_name=text(spec, "priorityClassName", "spec"),
         preemption_policy=text(spec, "preemptionPolicy", "spec", "PreemptLowerPriority"),
         scheduler_name=text(spec, "schedulerName", "spec", "default-scheduler"),
+        scheduling_gates=_gates(spec),
         requests=requests,
         gpus=gpus,
         mig=mig,

@@ -397,3 +397,27 @@ def test_a_bad_pod_does_not_disturb_the_next_one() -> None:
 def test_garbage_pods_never_raise(garbage: object) -> None:
     result = parse_pod(garbage)
     assert isinstance(result, PodRequest | PodSpecError)
+
+
+def test_scheduling_gates_are_read_and_a_malformed_gate_is_named() -> None:
+    from coordinator.core.framework.cycle import schedule_one
+    from coordinator.core.framework.results import Failure
+    from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+    from coordinator.core.registry import build_framework
+    from coordinator.core.snapshot.snapshot import Snapshot
+    from tests.support.pods import pod
+
+    gated = pod("g", gpus=1)
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    request = parse_pod(gated)
+    assert isinstance(request, PodRequest)
+    assert request.scheduling_gates == ("example.com/quota",)
+    result = schedule_one(request, Snapshot([]), build_framework())
+    assert isinstance(result, Failure)
+    assert result.unresolvable
+    assert result.message == "waiting for scheduling gates: example.com/quota"
+
+    gated["spec"]["schedulingGates"] = ["example.com/quota"]
+    bad = parse_pod(gated)
+    assert isinstance(bad, PodSpecError)
+    assert bad.field == "spec.schedulingGates[0]"
