@@ -1,6 +1,7 @@
-"""End to end on the real control plane: the KubeNexus NUMA examples (seed 002), bad pods that
-must stay Pending with an Event naming the bad field while everyone else is served, bind
-conflicts, and a coordinator restart that must not hand out any GPU twice.
+"""End to end on the real control plane: bad pods that must stay Pending with an Event naming the
+bad field while everyone else is served, bind conflicts, and a coordinator restart that must not
+hand out any GPU twice. (The KubeNexus NUMA examples of seed 002 are in
+tests/e2e_seeds/test_seed_002_manifests.py.)
 
 Fleet: two DGX H100 nodes (8 GPUs, two NUMA nodes of 48 CPUs and ~503 GiB, GPUs 0-3 on NUMA 0
 and 4-7 on NUMA 1), labelled by the agent's own labelers.
@@ -16,7 +17,7 @@ import pytest
 from common.kube import PODS, Invalid, KubeClient
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.engine.ports import BindConflict, PodRef
-from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
+from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe
 from tests.support.pods import gpu_pod
 
 
@@ -25,86 +26,6 @@ async def h100_pair(kube: KubeClient, kubeconfig: Path, namespace: str) -> GpuCl
     for name in ("numa-a", "numa-b"):
         await cluster.add_node(name, "dgx-h100")
     return cluster
-
-
-SINGLE_NUMA_TRAINING = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  annotations:
-    numa.scheduling.kubenexus.io/policy: "single-numa"
-    numa.scheduling.kubenexus.io/resources: "cpu,memory,nvidia.com/gpu"
-spec:
-  schedulerName: topos
-  containers:
-  - name: training
-    image: nvcr.io/nvidia/pytorch:latest
-    resources:
-      requests:
-        cpu: "{cpu}"
-        memory: "64Gi"
-        nvidia.com/gpu: "2"
-      limits:
-        nvidia.com/gpu: "2"
-"""
-# The seed's example, and the same asking for more CPUs than one NUMA node has.
-ML_TRAINING = SINGLE_NUMA_TRAINING.format(name="ml-training", cpu=16)
-TOO_BIG_FOR_ONE_NUMA = SINGLE_NUMA_TRAINING.format(name="wide-training", cpu=64)
-HPC = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  annotations:
-    numa.scheduling.kubenexus.io/policy: "isolated"
-    numa.scheduling.kubenexus.io/resources: "cpu,memory"
-spec:
-  schedulerName: topos
-  containers:
-  - name: simulation
-    image: my-hpc-app:latest
-    resources:
-      requests:
-        cpu: "32"
-        memory: "128Gi"
-"""
-
-
-async def test_kubenexus_numa_policies_and_the_single_numa_failure(
-    kube: KubeClient, kubeconfig: Path, namespace: str, kubectl: Kubectl
-) -> None:
-    cluster = await h100_pair(kube, kubeconfig, namespace)
-    async with cluster.coordinator():
-        await cluster.create(ML_TRAINING)
-        training = await cluster.bound("ml-training")
-        await cluster.create(TOO_BIG_FOR_ONE_NUMA)
-        message = await cluster.unschedulable("wide-training")
-        await cluster.warning("wide-training")  # the Event is written after the condition
-        for name in ("hpc-simulation", "hpc-simulation-2", "hpc-simulation-3"):
-            await cluster.create(HPC.format(name=name))
-        hpc = [await cluster.bound(n) for n in ("hpc-simulation", "hpc-simulation-2")]
-        hpc.append(await cluster.bound("hpc-simulation-3"))
-
-    # single-numa: both GPUs, and the pod's CPU and memory, on one NUMA node.
-    node, gpus, numa = assignment(training)
-    assert len(numa) == 1
-    topo = cluster.topologies[node]
-    assert {topo.gpus[i].numa_node for i in gpu_indices(topo, gpus)} == set(numa)
-    # isolated: each gets a NUMA node no other pod uses.
-    held = {(node, numa[0])}
-    for pod in hpc:
-        hpc_node, hpc_gpus, hpc_numa = assignment(pod)
-        assert hpc_gpus == []
-        assert len(hpc_numa) == 1
-        assert (hpc_node, hpc_numa[0]) not in held, "an isolated NUMA node is shared"
-        held.add((hpc_node, hpc_numa[0]))
-    # 64 CPUs fit the node but not one of its 48-CPU NUMA nodes.
-    assert message == "0/2 nodes are available: 2 no single NUMA node has sufficient capacity."
-    text = describe(kubectl, namespace, "wide-training")
-    assert "FailedScheduling" in text
-    assert "no single NUMA node has sufficient capacity" in text
-    assert "PodScheduled" in text
 
 
 BAD_PODS: list[tuple[str, dict[str, Any], str]] = [

@@ -19,7 +19,7 @@ import pytest
 
 from common.kube import NODES
 from tests.support.gang_cluster import GangCluster
-from tests.support.gpu_cluster import assignment, gpu_indices
+from tests.support.gpu_cluster import Kubectl, assignment, describe, gpu_indices
 from tests.support.pods import gpu_pod
 from tests.support.workloads import apply, pods_of
 
@@ -131,7 +131,7 @@ HPC_GUARANTEED = HPC.format(
 
 
 async def test_numa_policies_align_isolate_and_explain_what_no_numa_node_can_hold(
-    cluster: GangCluster,
+    cluster: GangCluster, kubectl: Kubectl
 ) -> None:
     """Two nodes, four NUMA nodes: ml-training takes one, three isolated pods one each."""
     await h100s(cluster, 2)
@@ -143,6 +143,7 @@ async def test_numa_policies_align_isolate_and_explain_what_no_numa_node_can_hol
         # The seed's third troubleshooting entry: 64 CPUs fit a node, not one NUMA node's 48.
         await apply(cluster, ML_TRAINING.format(cpu=64).replace("ml-training", "wide-training"))
         wide = await cluster.unschedulable("wide-training")
+        await cluster.warning("wide-training")  # the Event is written after the condition
         for manifest in (HPC_REQUESTS, HPC_GUARANTEED, third):
             await apply(cluster, manifest)
         names = ("hpc-simulation", "hpc-simulation-exclusive", "hpc-third")
@@ -157,6 +158,9 @@ async def test_numa_policies_align_isolate_and_explain_what_no_numa_node_can_hol
     assert len(set(used)) == 4, "an isolated NUMA node is shared"
     assert crowded == "0/2 nodes are available: 2 no NUMA node is free of other pods."
     assert wide == "0/2 nodes are available: 2 no single NUMA node has sufficient capacity."
+    text = describe(kubectl, cluster.namespace, "wide-training")  # as a person reads it
+    assert "FailedScheduling" in text
+    assert "no single NUMA node has sufficient capacity" in text
 
 
 async def test_a_node_no_agent_has_described_is_explained_and_labelled_nodes_count_numa(
