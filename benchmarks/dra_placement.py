@@ -51,7 +51,14 @@ from typing import Any
 
 import yaml
 
-from common.kube import NAMESPACES, NODES, PODS, KubeClient
+from common.kube import (
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    KubeClient,
+)
 from common.model import NodeTopology, worst_link
 from coordinator.sim.locality import best_link_rank
 from devcluster.binaries import ensure
@@ -61,8 +68,6 @@ from devcluster.nodes import SimNode, parse_spec, plan_nodes, register
 from devcluster.processes import free_port, spawn, stop_group
 from devcluster.scheduler import KubeScheduler
 from tests.support.dra import (
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
     claim_pod,
     claim_template,
 )

@@ -40,7 +40,7 @@ from agent.devices import ProfileSource
 from agent.devices.mig_catalog import GiProfile
 from agent.devices.profile import Profile, mig_geometry
 from agent.devices.sysfs import sysfs_bdf
-from common.kube import NODES, KubeClient, NotFound, Resource
+from common.kube import DEVICE_CLASSES, NODES, RESOURCE_SLICES, KubeClient, NotFound
 from common.model import Gpu, MigInstance
 
 DRIVER: Final = "gpu.nvidia.com"
@@ -49,13 +49,6 @@ MIG_CLASS: Final = "mig.nvidia.com"
 EXTENDED_RESOURCE: Final = "nvidia.com/gpu"
 PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
 PCIE_ROOT: Final = "resource.kubernetes.io/pcieRoot"
-
-RESOURCE_SLICES: Final = Resource(
-    "resource.k8s.io", "v1", "resourceslices", namespaced=False, kind="ResourceSlice"
-)
-DEVICE_CLASSES: Final = Resource(
-    "resource.k8s.io", "v1", "deviceclasses", namespaced=False, kind="DeviceClass"
-)
 
 _ARCHITECTURES: Final = (  # compute capability major (and minor) → NVML's architecture name
     ((3, None), "Kepler"),

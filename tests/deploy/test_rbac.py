@@ -93,7 +93,6 @@ COORDINATOR_GRANTS = _expand(
         "priorityclasses.scheduling.k8s.io": ["list"],
         "resourceslices.resource.k8s.io": ["get", "list", "watch"],
         "deviceclasses.resource.k8s.io": ["get", "list", "watch"],
-        "resourceclaimtemplates.resource.k8s.io": ["get", "list", "watch"],
         "resourceclaims.resource.k8s.io": ["get", "list", "watch", "create", "patch", "delete"],
         "resourceclaims.resource.k8s.io/status": ["update", "patch"],
     }

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.devices import discover_profile
-from common.kube import NODES, PODS, KubeClient, Resource
+from common.kube import NODES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient, Resource
 from devcluster.dra import (
     DEVICE_CLASSES,
     DRIVER,
@@ -26,8 +26,6 @@ from devcluster.dra import (
 )
 from tests.support.dra import (
     EXTENDED_CLAIM,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
     allocated,
     claim,
     claim_gone,

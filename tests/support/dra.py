@@ -26,7 +26,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent.devices import discover_profile
-from common.kube import NODES, PODS, KubeClient, Resource
+from common.kube import (
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    KubeClient,
+)
 from common.model import NodeTopology
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
@@ -43,10 +48,6 @@ from devcluster.nodes import SimNode, register
 from tests.support.kube_wait import wait_for, wait_for_object
 from tests.support.pods import pod
 
-RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True, "ResourceClaim")
-RESOURCE_CLAIM_TEMPLATES = Resource(
-    "resource.k8s.io", "v1", "resourceclaimtemplates", True, "ResourceClaimTemplate"
-)
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 PROTECTION = "resource.kubernetes.io/delete-protection"
 
