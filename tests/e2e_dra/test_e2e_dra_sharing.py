@@ -6,7 +6,8 @@ by default in Kubernetes 1.36): a DGX H100 whose GPUs are published shareable (8
 Covered: two claims asking 20Gi share one GPU, each with its own ``shareID`` and its
 ``consumedCapacity`` as the API server stores it; a claim asking 50Gi, which no longer fits
 there, gets another GPU; a claim carrying NVIDIA's TimeSlicing ``GpuConfig`` keeps it in its
-allocation; requests no GPU can meet are explained on their pods and allocate nothing.
+allocation; the coordinator's ``/v1/nodes/{name}`` lists each GPU's shares (claim and what it
+consumes); requests no GPU can meet are explained on their pods and allocate nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from common.kube import PODS, RESOURCE_CLAIMS, KubeClient
@@ -88,6 +90,17 @@ async def test_claims_share_a_gpu_by_capacity_and_keep_their_sharing_config(
         assert config["opaque"] == {"driver": DRIVER, "parameters": TIME_SLICING}
         # best fit: the GPU the 50Gi share left fullest (29.6Gi) takes the 8Gi share
         assert allocation["devices"]["results"][0]["device"] == big["device"]
+
+        node = fleet.nodes[0].name
+        url = f"{fleet.coordinator.url}/v1/nodes/{node}"
+        async with aiohttp.ClientSession() as http, http.get(url) as resp:
+            shares = (await resp.json())["dra_shares"]
+        by_claim = {s["claim"].split("/")[1]: s for s in shares}
+        assert sorted(by_claim) == ["a", "b", "big", "ts"]
+        assert by_claim["a"]["device"] == f"{DRIVER}/{node}/{a['device']}"
+        assert by_claim["a"]["gpu"] == by_claim["b"]["gpu"] != by_claim["big"]["gpu"]
+        assert by_claim["ts"]["consumed"] == {"compute": "10", "memory": "8Gi"}
+        assert by_claim["b"]["share_id"] == b["shareID"]
 
 
 async def test_capacity_requests_no_gpu_can_meet_are_explained(
