@@ -7,7 +7,8 @@ Covered: two claims asking 20Gi share one GPU, each with its own ``shareID`` and
 ``consumedCapacity`` as the API server stores it; a claim asking 50Gi, which no longer fits
 there, gets another GPU; a claim carrying NVIDIA's TimeSlicing ``GpuConfig`` keeps it in its
 allocation; the coordinator's ``/v1/nodes/{name}`` lists each GPU's shares (claim and what it
-consumes); requests no GPU can meet are explained on their pods and allocate nothing.
+consumes), and so does ``kubectl topos dra-shares NODE``; requests no GPU can meet are
+explained on their pods and allocate nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from cli.kubectl_plugin import build_parser, run
 from common.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from devcluster.dra import DRIVER
 from tests.e2e_dra.conftest import DraFleet, dra_fleet
@@ -101,6 +103,12 @@ async def test_claims_share_a_gpu_by_capacity_and_keep_their_sharing_config(
         assert by_claim["a"]["gpu"] == by_claim["b"]["gpu"] != by_claim["big"]["gpu"]
         assert by_claim["ts"]["consumed"] == {"compute": "10", "memory": "8Gi"}
         assert by_claim["b"]["share_id"] == b["shareID"]
+
+        args = ["--coordinator", fleet.coordinator.url, "dra-shares", node]
+        table = (await run(build_parser().parse_args(args))).splitlines()
+        assert table[0].split() == ["GPU", "DEVICE", "CLAIM", "CONSUMED"]
+        row = next(line for line in table if line.split()[2] == f"{namespace}/ts")
+        assert row.split()[1:] == [big["device"], f"{namespace}/ts", "compute=10", "memory=8Gi"]
 
 
 async def test_capacity_requests_no_gpu_can_meet_are_explained(
