@@ -226,3 +226,28 @@ def test_written_shares_read_back_as_the_same_consumption() -> None:
 @pytest.mark.parametrize("value", ["80Gi", "500m", "100", "1536Mi"])
 def test_quantities_are_written_as_the_api_server_writes_them(value: str) -> None:
     assert format_quantity(parse_quantity(value)) == value
+
+
+def test_a_first_available_subrequest_that_fits_is_taken() -> None:
+    body = claim("alt", [])
+    body["spec"]["devices"]["requests"] = [
+        {
+            "name": "gpu",
+            "firstAvailable": [
+                {
+                    "name": "large",
+                    "deviceClassName": DRIVER,
+                    "capacity": {"requests": {"memory": "90Gi"}},
+                },
+                {
+                    "name": "small",
+                    "deviceClassName": DRIVER,
+                    "capacity": {"requests": {"memory": "30Gi"}},
+                },
+            ],
+        }
+    ]
+    (alloc,) = decided(schedule(claim_pod("p", "alt"), shared_node(body))).claims
+    (result,) = alloc.results
+    assert result.request == "gpu/small"
+    assert dict(result.consumed)["memory"] == 30 * GI
