@@ -205,7 +205,7 @@ class _Allocator:
                 continue
             if not (selects(d, cls.selectors) and selects(d, sub.selectors)):
                 continue
-            if d.consumable or asked:
+            if asked or d.allow_multiple:  # an exclusive device asked nothing: taken whole
                 fit = share(d.consumable, asked, self.used(d.id) if d.allow_multiple else {})
                 if isinstance(fit, tuple):
                     why, never = fit
