@@ -11,7 +11,8 @@ a ``ValueError`` or ``RuntimeError`` stops the cluster again and is reported as 
 ``down`` calls ``devcluster.nodes.stop_nodes(directory=DIR)`` before stopping the control plane.
 
 ``--dra`` publishes NVIDIA's DRA DeviceClasses (``devcluster.dra``) and, with ``--nodes``, makes
-the simulated nodes' GPUs DRA devices (a ResourceSlice per node, no device-plugin resources).
+the simulated nodes' GPUs DRA devices (a ResourceSlice per node, no device-plugin resources);
+``--dra-shared`` does the same with whole GPUs shareable by several claims (consumable capacity).
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="GPUs as NVIDIA DRA devices: DeviceClasses gpu.nvidia.com and mig.nvidia.com, and "
         "with --nodes a ResourceSlice per node instead of nvidia.com/gpu capacity",
+    )
+    up.add_argument(
+        "--dra-shared",
+        action="store_true",
+        help="as --dra, with whole GPUs shareable by several claims (allowMultipleAllocations, "
+        "capacity memory and compute)",
     )
     up.set_defaults(func=run_up)
 
@@ -109,13 +116,14 @@ def run_up(args: argparse.Namespace) -> int:
                         kubeconfig=plane.kubeconfig,
                         directory=directory,
                         dra=args.dra,
+                        shared=args.dra_shared,
                     )
                 )
             )
         except (ValueError, RuntimeError) as exc:
             plane.stop()
             raise CliError(f"--nodes {args.nodes}: {_one_line(exc)}") from exc
-    elif args.dra:
+    elif args.dra or args.dra_shared:
         summary.append(_publish_classes(plane.kubeconfig))
     for line in summary:
         print(line, file=sys.stderr)

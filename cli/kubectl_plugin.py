@@ -4,6 +4,7 @@
     kubectl topos explain pod/NAME [-n NS]   where a pod went and why, or why it is pending
     kubectl topos gangs [-n NS]              gangs and how many members are placed
     kubectl topos mismatches [-n NS]         pods the node gave other GPUs than Topos assigned
+    kubectl topos dra-shares NODE            claims sharing the node's DRA GPUs, and how much
 
 It talks to the coordinator through the API server's service proxy
 (``/api/v1/namespaces/topos-system/services/https:topos-coordinator:443/proxy/v1/…``) with the
@@ -197,6 +198,7 @@ def node_row(node: dict[str, Any]) -> list[str]:
 
 NODE_HEADERS = ("NODE", "STATUS", "GPU", "GPUS FREE", "NUMA FREE", "MIG FREE", "LEAF")
 MISMATCH_HEADERS = ("NAMESPACE", "POD", "NODE", "ASSIGNED", "GIVEN")
+DRA_SHARE_HEADERS = ("GPU", "DEVICE", "CLAIM", "CONSUMED")
 GANG_HEADERS = ("NAMESPACE", "NAME", "PHASE", "MIN", "MEMBERS", "RESERVED", "BOUND", "MESSAGE")
 
 
@@ -217,6 +219,24 @@ def mismatch_rows(node: dict[str, Any]) -> list[list[str]]:
         for m in node.get("mismatches") or []
         if isinstance(m, dict)
     ]
+
+
+def dra_share_rows(node: dict[str, Any]) -> list[list[str]]:
+    """``kubectl topos dra-shares`` rows: one per share of a node's DRA device (KEP-5075)."""
+    rows = []
+    for share in node.get("dra_shares") or []:
+        if not isinstance(share, dict):
+            continue
+        consumed = share.get("consumed") or {}
+        rows.append(
+            [
+                str(share.get("gpu") or "-"),
+                str(share.get("device", "?")).rpartition("/")[2],
+                str(share.get("claim", "?")),
+                " ".join(f"{k}={v}" for k, v in sorted(consumed.items())) or "-",
+            ]
+        )
+    return rows
 
 
 def gang_row(gang: dict[str, Any]) -> list[str]:
@@ -247,6 +267,16 @@ async def cmd_nodes(transport: Transport, args: argparse.Namespace) -> str:
     if not nodes:
         return "No GPU nodes known to the coordinator."
     return table(NODE_HEADERS, [node_row(n) for n in nodes])
+
+
+async def cmd_dra_shares(transport: Transport, args: argparse.Namespace) -> str:
+    node = await transport.get_json(f"/v1/nodes/{args.node}")
+    if args.output == "json":
+        return json.dumps(node.get("dra_shares") or [], indent=2, sort_keys=True)
+    rows = dra_share_rows(node)
+    if not rows:
+        return f"No DRA device of node {args.node} is shared."
+    return table(DRA_SHARE_HEADERS, rows)
 
 
 async def cmd_mismatches(transport: Transport, args: argparse.Namespace) -> str:
@@ -344,6 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mismatches.add_argument("-n", "--namespace", help="only pods in this namespace")
     mismatches.set_defaults(run=cmd_mismatches)
+    shares = sub.add_parser(
+        "dra-shares", help="claims sharing a node's DRA GPUs (consumable capacity), and how much"
+    )
+    shares.add_argument("node", metavar="NODE")
+    shares.set_defaults(run=cmd_dra_shares)
     gangs = sub.add_parser("gangs", help="gangs and how many members are placed")
     gangs.add_argument("-n", "--namespace", help="only gangs in this namespace")
     gangs.set_defaults(run=cmd_gangs)

@@ -17,6 +17,16 @@ hardware profile, what NVIDIA's DRA driver for GPUs (``k8s-dra-driver-gpu``, dri
   ``type: mig``, ``uuid``, ``parentUUID``, ``profile``, the parent's other attributes, capacity
   ``memory``, ``multiprocessors`` and one ``memorySlice<i>`` per memory slice it occupies).
 
+Shareable GPUs (``shared=True``; ``devcluster up --dra-shared``): each whole GPU is published
+with ``allowMultipleAllocations: true`` so several claims share it through consumable capacity
+(KEP-5075, beta and on by default in Kubernetes 1.36): capacity ``memory`` (its total, no
+request policy: a claim takes what ``capacity.requests.memory`` asks, the whole memory when it
+asks none) and ``compute``, a percentage of the GPU's time (``100``; request policy default
+``10``, range 1–100 in steps of 1), the counter-free names a claim asks with
+``capacity.requests``. NVIDIA's driver itself publishes whole GPUs exclusive and applies
+time-slicing or MPS from the claim's ``GpuConfig``; a shareable GPU is this publisher's
+stand-in for the consumable-capacity model, off by default.
+
 Everything comes from the same fake NVML and fake sysfs the node's agent reads
 (``agent.devices.ProfileSource`` with the node's name as hostname), so the ``uuid`` of
 ``gpu-3`` is the UUID the agent reports for GPU 3, and ``pcieRoot`` is the root complex of the
@@ -49,6 +59,9 @@ MIG_CLASS: Final = "mig.nvidia.com"
 EXTENDED_RESOURCE: Final = "nvidia.com/gpu"
 PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"
 PCIE_ROOT: Final = "resource.kubernetes.io/pcieRoot"
+#: A shareable GPU's compute capacity: percent of its time (request policy below).
+COMPUTE: Final = "compute"
+_COMPUTE_POLICY: Final = {"default": "10", "validRange": {"min": "1", "max": "100", "step": "1"}}
 
 _ARCHITECTURES: Final = (  # compute capability major (and minor) → NVML's architecture name
     ((3, None), "Kepler"),
@@ -185,9 +198,11 @@ def gpu_devices(
     cuda_version: str | None,
     pcie_roots: Mapping[int, str],
     mig_profiles: Mapping[tuple[int, str], GiProfile] | None = None,
+    shared: bool = False,
 ) -> list[dict[str, Any]]:
     """The slice's ``devices`` for these GPUs (see the module doc). ``pcie_roots``: GPU index →
-    root complex; ``mig_profiles``: (GPU index, GPU-instance profile name) → its NVML profile."""
+    root complex; ``mig_profiles``: (GPU index, GPU-instance profile name) → its NVML profile;
+    ``shared``: whole GPUs allow multiple allocations (consumable capacity)."""
     profiles = mig_profiles or {}
     devices: list[dict[str, Any]] = []
     for gpu in sorted(gpus, key=lambda g: g.index):
@@ -203,6 +218,12 @@ def gpu_devices(
             device["attributes"] = _attributes(attributes)
             if gpu.memory_total_mib:
                 device["capacity"] = {"memory": {"value": _quantity(gpu.memory_total_mib << 20)}}
+            if shared:
+                device["allowMultipleAllocations"] = True
+                device.setdefault("capacity", {})[COMPUTE] = {
+                    "value": "100",
+                    "requestPolicy": _COMPUTE_POLICY,
+                }
             devices.append(device)
             continue
         per_gi: dict[int, int] = {}
@@ -218,10 +239,12 @@ def gpu_devices(
     return devices
 
 
-def node_devices(profile: str | Path | Profile, node: str) -> list[dict[str, Any]]:
+def node_devices(
+    profile: str | Path | Profile, node: str, *, shared: bool = False
+) -> list[dict[str, Any]]:
     """The devices NVIDIA's driver would publish on ``node``, a machine of ``profile`` (its
-    fake NVML and sysfs, with ``node`` as hostname, as the node's agent runs them).
-    ``ValueError`` for an unknown or broken profile."""
+    fake NVML and sysfs, with ``node`` as hostname, as the node's agent runs them); ``shared``:
+    whole GPUs shareable. ``ValueError`` for an unknown or broken profile."""
     with ProfileSource(profile, hostname=node) as source:
         topology = source.discover()
         roots: dict[int, str] = {}
@@ -240,6 +263,7 @@ def node_devices(profile: str | Path | Profile, node: str) -> list[dict[str, Any
         cuda_version=topology.cuda_version,
         pcie_roots=roots,
         mig_profiles=mig_profiles,
+        shared=shared,
     )
 
 
@@ -291,16 +315,17 @@ async def node_slices(kube: KubeClient, node: str) -> list[dict[str, Any]]:
 
 
 async def publish_node(
-    kube: KubeClient, node: str, profile: str | Path | Profile
+    kube: KubeClient, node: str, profile: str | Path | Profile, *, shared: bool = False
 ) -> dict[str, Any]:
     """Publish (or republish, with the pool's generation bumped) ``node``'s slice; returns it.
-    ``DraPublishError`` when the Node does not exist or the profile is unusable."""
+    ``shared``: whole GPUs shareable (consumable capacity). ``DraPublishError`` when the Node
+    does not exist or the profile is unusable."""
     try:
         node_obj = await kube.get(NODES, node)
     except NotFound:
         raise DraPublishError(f"node {node} does not exist: create the Node first") from None
     try:
-        devices = node_devices(profile, node)
+        devices = node_devices(profile, node, shared=shared)
     except (ValueError, OSError, KeyError) as exc:
         text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise DraPublishError(f"profile {profile}: {text}") from None

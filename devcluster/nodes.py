@@ -290,14 +290,17 @@ async def run_agents(
         await kube.close()
 
 
-def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path, dra: bool = False) -> str:
+def start_nodes(
+    *, spec: str, kubeconfig: Path | str, directory: Path, dra: bool = False, shared: bool = False
+) -> str:
     """``devcluster up --nodes SPEC``: register the nodes, start the agents' process, wait until
     every agent published once. With ``dra`` (``--dra``) the nodes' GPUs are NVIDIA DRA devices
     (``devcluster.dra``: DeviceClasses and a ResourceSlice per node) instead of device-plugin
-    resources. ``ValueError`` for a bad spec or profile, ``RuntimeError`` when the agents'
+    resources; ``shared`` (``--dra-shared``) publishes whole GPUs shareable (consumable
+    capacity). ``ValueError`` for a bad spec or profile, ``RuntimeError`` when the agents'
     process fails."""
     nodes = plan_nodes(parse_spec(spec))
-    asyncio.run(_register(str(kubeconfig), nodes, dra=dra))
+    asyncio.run(_register(str(kubeconfig), nodes, dra=dra or shared, shared=shared))
     directory.mkdir(parents=True, exist_ok=True)
     ready = directory / _READY_FILE
     ready.unlink(missing_ok=True)
@@ -343,7 +346,8 @@ def start_nodes(*, spec: str, kubeconfig: Path | str, directory: Path, dra: bool
     return (
         f"devcluster: {len(nodes)} simulated nodes ({counts}) in {_plural(len(leaves), 'leaf')} "
         f"under {_plural(len(spines), 'spine')}"
-        + (", GPUs as DRA devices (gpu.nvidia.com ResourceSlices)" if dra else "")
+        + (", GPUs as DRA devices (gpu.nvidia.com ResourceSlices)" if dra or shared else "")
+        + (", shareable (consumable capacity)" if shared else "")
         + f"; agents pid {proc.pid}"
         + (f", streaming to {coordinator}" if coordinator else "")
         + f" (log: {log_path})"
@@ -354,7 +358,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {'leaves' if word == 'leaf' else word + 's'}"
 
 
-async def _register(kubeconfig: str, nodes: list[SimNode], *, dra: bool) -> None:
+async def _register(
+    kubeconfig: str, nodes: list[SimNode], *, dra: bool, shared: bool = False
+) -> None:
     async with await KubeClient.connect(kubeconfig) as kube:
         await register(kube, nodes, device_plugin=not dra)
         if dra:
@@ -362,7 +368,7 @@ async def _register(kubeconfig: str, nodes: list[SimNode], *, dra: bool) -> None
 
             await nvidia_dra.publish_classes(kube)
             for node in nodes:
-                await nvidia_dra.publish_node(kube, node.name, node.profile)
+                await nvidia_dra.publish_node(kube, node.name, node.profile, shared=shared)
 
 
 def stop_nodes(*, directory: Path) -> None:

@@ -8,10 +8,12 @@ import msgspec
 from aiohttp import web
 
 from coordinator.api.errors import bad_request, not_found
+from coordinator.api.explain import SCHEDULER
 from coordinator.api.keys import INVENTORY
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
-from coordinator.inventory.state import GPU_RESOURCE, NodeState
+from coordinator.core.dra.capacity import format_quantity
+from coordinator.inventory.state import GPU_RESOURCE, DraShare, NodeState
 
 LEAF_LABEL: Final = "topos.io/leaf"
 SPINE_LABEL: Final = "topos.io/spine"
@@ -94,7 +96,33 @@ async def get_node(request: web.Request) -> web.Response:
     node = request.app[INVENTORY].node(name)
     if node is None:
         raise not_found(f"node {name[:253]!r}")
-    return respond(request, node)
+    shares = dra_shares(request, node)
+    return respond(request, msgspec.structs.replace(node, dra_shares=shares) if shares else node)
+
+
+def dra_shares(request: web.Request, node: NodeState) -> tuple[DraShare, ...]:
+    """The shares of ``node``'s DRA devices that claims hold (KEP-5075), device by device."""
+    slot = request.app.get(SCHEDULER)
+    if slot is None or slot.scheduler is None:
+        return ()
+    dra = slot.scheduler.view.dra.state()
+    if not dra.consumed:
+        return ()
+    shares = dra.shares()
+    out: list[DraShare] = []
+    for device in dra.devices_on(node.name, node.labels):
+        uuid = device.attribute("uuid")
+        for claim, result in shares.get(device.id, ()):
+            out.append(
+                DraShare(
+                    device=str(device.id),
+                    gpu=uuid if isinstance(uuid, str) else None,
+                    claim=claim,
+                    share_id=result.share_id,
+                    consumed={n: format_quantity(q) for n, q in result.consumed},
+                )
+            )
+    return tuple(out)
 
 
 async def get_inventory(request: web.Request) -> web.Response:
@@ -146,7 +174,8 @@ ROUTES = (
         "GET",
         "/v1/nodes/{name}",
         get_node,
-        "One node: GPUs, link matrix, NUMA, MIG, allocations, pods, free capacity, staleness",
+        "One node: GPUs, link matrix, NUMA, MIG, allocations, pods, free capacity, staleness, "
+        "shares of its DRA devices",
         "inventory",
         response=NodeState,
         errors={404: "no such node"},

@@ -2,16 +2,18 @@
 ResourceClaim — the same for every cluster writer (the API server's and the in-memory one).
 
 ``status.allocation`` is what kube-scheduler's structured allocator writes: ``devices.results``
-(request, driver, pool, device; ``adminAccess`` when asked), ``devices.config`` (the class's
-opaque config, ``source: FromClass`` unless the core says otherwise) and a ``nodeSelector``
-requiring ``metadata.name`` of the chosen node. The pod enters ``status.reservedFor`` as
-``{resource: pods, name, uid}``.
+(request, driver, pool, device; ``adminAccess`` when asked; ``shareID`` and
+``consumedCapacity`` for a share of a device allowing multiple allocations), ``devices.config``
+(the class's opaque config, ``source: FromClass`` unless the core says otherwise) and a
+``nodeSelector`` requiring ``metadata.name`` of the chosen node. The pod enters
+``status.reservedFor`` as ``{resource: pods, name, uid}``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from coordinator.core.dra.capacity import format_quantity
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.engine.ports import PodRef
 
@@ -47,6 +49,9 @@ def allocation_status(claim: ClaimAllocation) -> dict[str, Any]:
         }
         if result.admin_access:
             entry["adminAccess"] = True
+        if result.share_id:
+            entry["shareID"] = result.share_id
+            entry["consumedCapacity"] = {n: format_quantity(q) for n, q in result.consumed}
         results.append(entry)
     devices: dict[str, Any] = {"results": results}
     if claim.config:

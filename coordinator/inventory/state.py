@@ -95,6 +95,16 @@ class GpuUse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     source: str | None = None  # "agent" (PodResources) or "annotation"
 
 
+class DraShare(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One share of a DRA device allocated to several claims (consumable capacity)."""
+
+    device: str  # "driver/pool/device"
+    gpu: str | None = None  # the device's ``uuid`` attribute (the GPU, for a GPU)
+    claim: str  # "namespace/name"
+    share_id: str
+    consumed: dict[str, str] = {}  # capacity name → quantity
+
+
 class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """The merged view of one node (what ``GET /v1/nodes/{name}`` shows)."""
 
@@ -120,6 +130,8 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pods: tuple[PodUsage, ...] = ()
     # Pods Topos placed whose devices, as the kubelet reports them, differ from its assignment.
     mismatches: tuple[GpuMismatch, ...] = ()
+    # Shares of the node's DRA devices (filled by the API from the claims it watches).
+    dra_shares: tuple[DraShare, ...] = ()
 
     @property
     def free_gpus(self) -> int:

@@ -110,3 +110,16 @@ def test_the_slice_is_one_pool_named_after_its_node_owned_by_it() -> None:
 def test_an_unknown_profile_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="no-such-box"):
         node_devices("no-such-box", "x-0")
+
+
+def test_shared_publishing_makes_whole_gpus_shareable_and_leaves_mig_alone() -> None:
+    shared = node_devices("dgx-h100", "n", shared=True)
+    assert len(shared) == 8
+    for device in shared:
+        assert device["allowMultipleAllocations"] is True
+        assert device["capacity"]["memory"] == {"value": "81559Mi"}  # no policy: ask any amount
+        assert device["capacity"]["compute"]["value"] == "100"
+        assert device["capacity"]["compute"]["requestPolicy"]["default"] == "10"
+    assert not any("allowMultipleAllocations" in d for d in node_devices("dgx-h100", "n"))
+    # MIG devices are partitions already: published as ever
+    assert node_devices("a100-mig", "n", shared=True) == node_devices("a100-mig", "n")

@@ -102,9 +102,11 @@ async def dra_fleet(
     count: int = 1,
     extended: bool = False,
     start: bool = True,
+    shared: bool = False,
 ) -> AsyncIterator[DraFleet]:
     """``extended``: the DeviceClass serves ``nvidia.com/gpu`` (KEP-5004). ``start``: start
-    the coordinator and agents now (otherwise the test calls :func:`start_fleet`)."""
+    the coordinator and agents now (otherwise the test calls :func:`start_fleet`). ``shared``:
+    whole GPUs are published shareable (consumable capacity)."""
     run = uuid.uuid4().hex[:6]
     nodes = await register_nodes(kube, run, ((profile, count),))
     class_name = f"gpu-{run}.nvidia.com"
@@ -125,7 +127,7 @@ async def dra_fleet(
             )
             topology = discover_profile(profile, hostname=node.name)
             fleet.topologies[node.name] = topology
-            published = await publish_node(kube, node.name, profile)
+            published = await publish_node(kube, node.name, profile, shared=shared)
             slices.append(published["metadata"]["name"])
         await kube.create(DEVICE_CLASSES, device_class)
         if start:

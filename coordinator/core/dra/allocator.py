@@ -9,14 +9,22 @@ no other request of this pod took, whose taints the request tolerates and that e
 of the DeviceClass and of the request selects. ``matchAttribute`` constraints are met by trying
 each value the first constrained request could take; ``distinctAttribute`` by taking devices
 with unused values. A failure says which rule failed, naming the claim.
+
+A device that allows multiple allocations (KEP-5075, :mod:`.capacity`) is never held whole: each
+result is a share with a fresh ``shareID`` consuming part of its capacity, and it stays eligible
+while what the claims' shares (and this pod's earlier requests) consume leaves room for the
+request. The chooser picks among shareable candidates with :meth:`DeviceChooser.choose_shared`.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from fractions import Fraction
+from typing import Any, NamedTuple, Protocol
 
+from coordinator.core.dra.capacity import format_quantity, left_after, share
 from coordinator.core.dra.cel import CelCompileError, compile_selector
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.core.dra.objects import (
@@ -35,6 +43,7 @@ __all__ = [
     "AllocationFailure",
     "DeviceChooser",
     "FirstFit",
+    "SharedCandidate",
     "allocate",
     "check_claim",
     "claim_node",
@@ -56,6 +65,16 @@ class AllocationFailure:
     detail: str = ""  # this node's numbers (the message is the same on alike nodes)
 
 
+class SharedCandidate(NamedTuple):
+    """An eligible device when some candidate is shareable: ``in_use`` — shares of it exist
+    already; ``left`` — the smallest part of any of its capacities this request would leave
+    (0 for an exclusive device, taken whole)."""
+
+    device: Device
+    in_use: bool
+    left: Fraction
+
+
 class DeviceChooser(Protocol):
     def usable(self, device: Device) -> bool:
         """Whether the node can give this device at all (e.g. a GPU no classic pod holds)."""
@@ -63,6 +82,12 @@ class DeviceChooser(Protocol):
 
     def choose(self, candidates: Sequence[Device], count: int) -> Sequence[Device] | str:
         """``count`` of ``candidates`` (all eligible), or why no such set will do."""
+        ...
+
+    def choose_shared(
+        self, candidates: Sequence[SharedCandidate], count: int
+    ) -> Sequence[Device] | str:
+        """``count`` distinct devices of ``candidates`` (some shareable), or why none will do."""
         ...
 
 
@@ -74,6 +99,11 @@ class FirstFit:
 
     def choose(self, candidates: Sequence[Device], count: int) -> Sequence[Device] | str:
         return candidates[:count]
+
+    def choose_shared(
+        self, candidates: Sequence[SharedCandidate], count: int
+    ) -> Sequence[Device] | str:
+        return [c.device for c in candidates[:count]]
 
 
 def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
@@ -147,35 +177,77 @@ class _Allocator:
             d for d in state.devices_on(node, labels) if chooser.usable(d)
         ]  # reachable and not held outside DRA
         self.chooser = chooser
-        self.taken: set[DeviceId] = set()  # by earlier requests of this pod
+        self.taken: set[DeviceId] = set()  # held whole by earlier requests of this pod
+        #: what earlier requests of this pod consume of shared devices
+        self.sharing: dict[DeviceId, dict[str, Fraction]] = {}
+        #: (request, device) → what the request would consume of that device
+        self.shares: dict[tuple[str, DeviceId], dict[str, Fraction]] = {}
+        self.misfit: dict[str, tuple[str, bool]] = {}  # request → first capacity misfit
+
+    def used(self, device: DeviceId) -> dict[str, Fraction]:
+        mine = self.sharing.get(device, {})
+        base = self.state.used(device)
+        return {n: base.get(n, Fraction(0)) + mine.get(n, Fraction(0)) for n in {*base, *mine}}
 
     def eligible(self, sub: SubRequest) -> list[Device]:
         cls = _class(self.state, sub)
         if cls is None:
             return []
         out = []
+        asked = dict(sub.capacity)
+        self.misfit.pop(sub.name, None)
         for d in self.devices:
-            if d.id in self.taken:
+            if d.id in self.taken and not d.allow_multiple:
                 continue
             if d.id in self.state.allocated and not sub.admin_access:
                 continue
             if not all(_tolerated(t, sub.tolerations) for t in d.taints):
                 continue
-            if selects(d, cls.selectors) and selects(d, sub.selectors):
-                out.append(d)
+            if not (selects(d, cls.selectors) and selects(d, sub.selectors)):
+                continue
+            if asked or d.allow_multiple:  # an exclusive device asked nothing: taken whole
+                fit = share(d.consumable, asked, self.used(d.id) if d.allow_multiple else {})
+                if isinstance(fit, tuple):
+                    why, never = fit
+                    seen = self.misfit.get(sub.name)
+                    if seen is None or (never and not seen[1]):
+                        self.misfit[sub.name] = (f"device {d.id.device}: {why}", never)
+                    continue
+                if d.allow_multiple:
+                    self.shares[(sub.name, d.id)] = fit
+            out.append(d)
         return out
+
+    def hold(self, alt: SubRequest, devices: Sequence[Device]) -> None:
+        """Count ``devices`` as this pod's (whole, or the share ``alt`` takes)."""
+        if alt.admin_access:
+            return
+        for d in devices:
+            if not d.allow_multiple:
+                self.taken.add(d.id)
+                continue
+            used = self.sharing.setdefault(d.id, {})
+            for name, amount in self.shares.get((alt.name, d.id), {}).items():
+                used[name] = used.get(name, Fraction(0)) + amount
+
+    def result(self, name: str, device: Device, admin: bool) -> DeviceResult:
+        if not device.allow_multiple or admin:
+            return DeviceResult(name, device.id, admin_access=admin)
+        consumed = tuple(sorted(self.shares.get((name, device.id), {}).items()))
+        return DeviceResult(name, device.id, consumed=consumed, share_id=str(uuid.uuid4()))
 
     def claim(self, claim: ResourceClaim) -> tuple[DeviceResult, ...] | str:
         picked = self._requests(claim, list(claim.requests), {})
         if isinstance(picked, str):
             return picked
-        results = tuple(
-            DeviceResult(name, d.id, admin_access=admin)
+        alternatives = {a.name: a for r in claim.requests for a in r.alternatives}
+        for name, (devices, _) in picked.items():
+            self.hold(alternatives[name], devices)
+        return tuple(
+            self.result(name, d, admin)
             for name, (devices, admin) in picked.items()
             for d in devices
         )
-        self.taken.update(r.device for r in results if not r.admin_access)
-        return results
 
     def _requests(
         self,
@@ -196,11 +268,10 @@ class _Allocator:
                     why = why or picked
                     continue
                 chosen[request.name] = list(picked)
-                saved = set(self.taken)
-                if not alt.admin_access:
-                    self.taken.update(d.id for d in picked)
+                saved = set(self.taken), {d: dict(u) for d, u in self.sharing.items()}
+                self.hold(alt, picked)
                 tail = self._requests(claim, rest, chosen)
-                self.taken = saved
+                self.taken, self.sharing = saved
                 if isinstance(tail, dict):
                     return {alt.name: (list(picked), alt.admin_access), **tail}
                 why = why or tail
@@ -265,6 +336,13 @@ class _Allocator:
         need = alt.count
         if len(candidates) < need:
             what = f"with matching {pinned.strip()}" if pinned.strip() else "free"
+            misfit = self.misfit.get(alt.name)
+            if misfit is not None and not pinned.strip():
+                what = "that fits" if misfit[1] else "with enough capacity left"
+                return (
+                    f"no {_count(need)} of class {alt.class_name} {what} on this node "
+                    f"({misfit[0] if misfit[1] else _asked(alt)})"
+                )
             return f"no {_count(need)} of class {alt.class_name} {what} on this node"
         if distinct:
             used = {a: {d.attribute(a) for r, ds in chosen.items() for d in ds} for a in distinct}
@@ -281,7 +359,16 @@ class _Allocator:
             return f"no {_count(need)} of class {alt.class_name} with distinct {distinct[0]}"
         if alt.admin_access:
             return candidates[:need]  # monitoring access holds nothing: no set to optimise
+        if any(d.allow_multiple for d in candidates):
+            return self.chooser.choose_shared([self._candidate(alt, d) for d in candidates], need)
         return self.chooser.choose(candidates, need)
+
+    def _candidate(self, alt: SubRequest, device: Device) -> SharedCandidate:
+        if not device.allow_multiple:
+            return SharedCandidate(device, False, Fraction(0))
+        used = self.used(device.id)
+        taking = self.shares.get((alt.name, device.id), {})
+        return SharedCandidate(device, bool(used), left_after(device.consumable, used, taking))
 
 
 def _class_selectors(state: DraState, alt: SubRequest) -> tuple[str, ...]:
@@ -347,7 +434,9 @@ def allocate(
                 return AllocationFailure(
                     f"{label} is reserved for {MAX_RESERVED} pods (the limit)", unresolvable=True
                 )
-            alloc.taken.update(r.device for r in claim.allocation.results if not r.admin_access)
+            alloc.taken.update(
+                r.device for r in claim.allocation.results if not (r.admin_access or r.share_id)
+            )
             out.append(
                 ClaimAllocation(
                     claim.namespace,
@@ -366,7 +455,7 @@ def allocate(
             return AllocationFailure(
                 f"cannot allocate {label}: {results}{unusable}",
                 detail=f"{len(alloc.devices)} devices reachable from node {node}, "
-                f"{sum(d.id in state.allocated for d in alloc.devices)} allocated",
+                f"{sum(d.id in state.held for d in alloc.devices)} allocated",
             )
         spec = spec_of(claim)
         out.append(
@@ -383,6 +472,11 @@ def allocate(
             )
         )
     return tuple(out)
+
+
+def _asked(alt: SubRequest) -> str:
+    asked = ", ".join(f"{n} {format_quantity(q)}" for n, q in alt.capacity)
+    return f"asking {asked}" if asked else "asking the default share"
 
 
 def _count(n: int) -> str:

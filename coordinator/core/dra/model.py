@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 __all__ = ["ClaimAllocation", "DeviceId", "DeviceResult"]
@@ -32,11 +33,15 @@ class DeviceId:
 @dataclass(frozen=True, slots=True)
 class DeviceResult:
     """One entry of ``status.allocation.devices.results``. ``request`` is the request's name,
-    ``<request>/<subrequest>`` when a ``firstAvailable`` alternative was taken."""
+    ``<request>/<subrequest>`` when a ``firstAvailable`` alternative was taken. A share of a
+    device that allows multiple allocations has a ``share_id`` (a fresh UUID per share) and
+    what it ``consumed`` of each capacity (``consumedCapacity``)."""
 
     request: str
     device: DeviceId
     admin_access: bool = False
+    consumed: tuple[tuple[str, Fraction], ...] = ()
+    share_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

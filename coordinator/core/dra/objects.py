@@ -13,11 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from celpy import celtypes
 
 from common.quantity import QuantityError
+from coordinator.core.dra.capacity import (
+    Capacity,
+    parse_amounts,
+    parse_capacities,
+    parse_requests,
+)
 from coordinator.core.dra.cel import Quantity, SemVer, device_value
 from coordinator.core.dra.model import DeviceId, DeviceResult
 from coordinator.core.podspec.affinity import node_affinity
@@ -81,7 +88,9 @@ class Device:
     capacity: Mapping[str, Mapping[str, Quantity]]
     taints: tuple[Taint, ...] = ()
     selection: NodeSelection | None = None  # per-device node selection, when the slice says so
-    allow_multiple: bool = False
+    allow_multiple: bool = False  # allowMultipleAllocations: shared by claims, each taking part
+    #: ``capacity`` by the names as written, with request policies (what requests consume)
+    consumable: Mapping[str, Capacity] = field(default_factory=dict)
     #: selector expression → selected? (devices never change; a new slice is new devices)
     memo: dict[str, bool] = field(default_factory=dict, repr=False)
     _cel: list[celtypes.MapType] = field(default_factory=list, repr=False)
@@ -132,6 +141,7 @@ class SubRequest:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[Toleration, ...] = ()
+    capacity: tuple[tuple[str, Fraction], ...] = ()  # capacity.requests, sorted by name
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,14 +272,16 @@ def parse_resource_slice(obj: Mapping[str, Any]) -> ResourceSlice | DraObjectErr
             dev_name = text(d, "name", p)
             if not dev_name:
                 raise FieldError(f"{p}.name", "must be set")
+            capacity = mapping(d, "capacity", p)
             devices.append(
                 Device(
                     id=DeviceId(driver, pool_name, dev_name),
                     attributes=_attributes(mapping(d, "attributes", p), driver, f"{p}.attributes"),
-                    capacity=_capacity(mapping(d, "capacity", p), driver, f"{p}.capacity"),
+                    capacity=_capacity(capacity, driver, f"{p}.capacity"),
                     taints=_taints(sequence(d, "taints", p), f"{p}.taints"),
                     selection=_selection(d, p) if per_device else None,
                     allow_multiple=d.get("allowMultipleAllocations") is True,
+                    consumable=parse_capacities(capacity, f"{p}.capacity"),
                 )
             )
         return ResourceSlice(
@@ -366,6 +378,7 @@ def _sub(e: Mapping[str, object], name: str, path: str) -> SubRequest:
         count=count,
         admin_access=e.get("adminAccess") is True,
         tolerations=_tolerations(sequence(e, "tolerations", path), f"{path}.tolerations"),
+        capacity=parse_requests(e, path),
     )
 
 
@@ -420,11 +433,14 @@ def _allocation(status: Mapping[str, object]) -> Allocation | None:
     for i, item in enumerate(sequence(devices, "results", "status.allocation.devices")):
         p = f"status.allocation.devices.results[{i}]"
         e = entry(item, p)
+        consumed = mapping(e, "consumedCapacity", p)
         results.append(
             DeviceResult(
                 request=text(e, "request", p),
                 device=DeviceId(text(e, "driver", p), text(e, "pool", p), text(e, "device", p)),
                 admin_access=e.get("adminAccess") is True,
+                consumed=tuple(sorted(parse_amounts(consumed, f"{p}.consumedCapacity").items())),
+                share_id=text(e, "shareID", p),
             )
         )
     terms = _node_terms(alloc.get("nodeSelector"), "status.allocation.nodeSelector")

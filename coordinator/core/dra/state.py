@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
+from fractions import Fraction
 
-from coordinator.core.dra.model import ClaimAllocation, DeviceId
+from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.core.dra.objects import (
     Allocation,
     Device,
@@ -84,13 +85,19 @@ class DraState:
                 self._named.setdefault(s.selection.node_name, []).append(s)
             else:
                 self._selected.append(s)
-        self.allocated: frozenset[DeviceId] = frozenset(
-            r.device
+        results = [
+            r
             for c in self.claims
             if c.allocation is not None
             for r in c.allocation.results
             if not r.admin_access
-        )
+        ]
+        #: devices held whole (a share of a device allowing multiple allocations is not)
+        self.allocated: frozenset[DeviceId] = frozenset(r.device for r in results if not r.share_id)
+        #: what the shares of each shared device consume together, by capacity name
+        self.consumed: dict[DeviceId, dict[str, Fraction]] = {}
+        _add_shares(self.consumed, results)
+        self.held: frozenset[DeviceId] = self.allocated | frozenset(self.consumed)
         self._by_node: dict[str, tuple[Device, ...]] = {}
         self._by_id: dict[DeviceId, Device] | None = None
 
@@ -175,13 +182,26 @@ class DraState:
         return self.claim_by_key.get(f"{namespace}/{name}")
 
     def gpu_uuids_allocated(self, node: str, labels: Mapping[str, str]) -> frozenset[str]:
-        """``uuid`` attributes of allocated devices on ``node``: the GPUs DRA claims hold, which
-        no ``nvidia.com/gpu`` pod may get."""
+        """``uuid`` attributes of allocated devices on ``node``, whole or shared: the GPUs DRA
+        claims hold, which no ``nvidia.com/gpu`` pod may get."""
         return frozenset(
             str(u)
             for d in self.devices_on(node, labels)
-            if d.id in self.allocated and (u := d.attribute("uuid")) is not None
+            if d.id in self.held and (u := d.attribute("uuid")) is not None
         )
+
+    def used(self, device: DeviceId) -> Mapping[str, Fraction]:
+        """What the shares of ``device`` consume together (empty: none)."""
+        return self.consumed.get(device, {})
+
+    def shares(self) -> dict[DeviceId, list[tuple[str, DeviceResult]]]:
+        """Each shared device's shares: (claim ``namespace/name``, its result)."""
+        out: dict[DeviceId, list[tuple[str, DeviceResult]]] = {}
+        for c in self.claims:
+            for r in c.allocation.results if c.allocation is not None else ():
+                if r.share_id and not r.admin_access:
+                    out.setdefault(r.device, []).append((c.key, r))
+        return out
 
     def uuids_of(self, allocations: Iterable[ClaimAllocation]) -> tuple[str, ...]:
         """The ``uuid`` attributes of the devices ``allocations`` hold (admin access aside), in
@@ -198,13 +218,13 @@ class DraState:
     def nodes_holding(self) -> frozenset[str] | None:
         """Nodes with allocated devices in slices naming them; ``None`` when some allocated
         device lives in a slice chosen by node labels (then any node may hold one)."""
-        if not self.allocated:
+        if not self.held:
             return frozenset()
         names: set[str] = set()
         for node, slices in self._named.items():
-            if any(d.id in self.allocated for s in slices for d in s.devices):
+            if any(d.id in self.held for s in slices for d in s.devices):
                 names.add(node)
-        if any(d.id in self.allocated for s in self._selected for d in s.devices):
+        if any(d.id in self.held for s in self._selected for d in s.devices):
             return None
         return frozenset(names)
 
@@ -224,15 +244,31 @@ class DraState:
         other._by_node, other._by_id = self._by_node, self._by_id
         claims = dict(self.claim_by_key)
         taken = set(self.allocated)
+        consumed = {d: dict(used) for d, used in self.consumed.items()}
         for a in allocs:
-            taken.update(r.device for r in a.results if not r.admin_access)
+            mine = [r for r in a.results if not r.admin_access]
+            taken.update(r.device for r in mine if not r.share_id)
+            if not a.reserve_only:  # a reserved claim's shares are counted as its allocation
+                _add_shares(consumed, mine)
             claim = claims.get(a.key)
             if claim is not None and not a.extended:
                 claims[a.key] = replace(claim, allocation=_node_allocation(a))
         other.claim_by_key = claims
         other.claims = tuple(claims.values())
         other.allocated = frozenset(taken)
+        other.consumed = consumed
+        other.held = other.allocated | frozenset(consumed)
         return other
+
+
+def _add_shares(
+    consumed: dict[DeviceId, dict[str, Fraction]], results: Iterable[DeviceResult]
+) -> None:
+    for r in results:
+        if r.share_id:
+            used = consumed.setdefault(r.device, {})
+            for name, amount in r.consumed:
+                used[name] = used.get(name, Fraction(0)) + amount
 
 
 def _node_allocation(a: ClaimAllocation) -> Allocation:

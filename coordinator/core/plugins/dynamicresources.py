@@ -11,6 +11,11 @@ locality and NUMA policy as ``nvidia.com/gpu`` pods — among those eligible; ot
 first-fit. The chosen GPUs become the node's placement (so ``topos.io/assigned-gpus`` and
 explanations read alike) and the allocations go to ``Decision.claims``. Score: the worst link
 class of the GPUs chosen (a pod asking ``nvidia.com/gpu`` is scored by GpuTopology already).
+
+Shareable GPUs (``allowMultipleAllocations``, KEP-5075) are chosen best-fit: a GPU already
+shared, the one the share leaves the least capacity of, first; a fresh one only when none fits,
+and then by the same GPU-set choice, so a share does not break an intact NVLink group while a
+GPU outside one will do.
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from coordinator.core.dra.allocator import AllocationFailure, allocate, check_claim
+from coordinator.core.dra.allocator import (
+    AllocationFailure,
+    SharedCandidate,
+    allocate,
+    check_claim,
+)
 from coordinator.core.dra.extended import dra_served, extended_claim
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.dra.objects import Device, ResourceClaim
@@ -98,6 +108,16 @@ class _TopologyChooser:
             return f"no {count} of the eligible GPUs fit: {', '.join(plan.reasons)}"
         self.plans.append(plan)
         return [joined[i] for i in plan.placement.gpus]
+
+    def choose_shared(
+        self, candidates: Sequence[SharedCandidate], count: int
+    ) -> Sequence[Device] | str:
+        shared = sorted((c for c in candidates if c.in_use), key=lambda c: c.left)
+        picked = [c.device for c in shared[:count]]
+        if len(picked) == count:
+            return picked
+        fresh = self.choose([c.device for c in candidates if not c.in_use], count - len(picked))
+        return fresh if isinstance(fresh, str) else [*picked, *fresh]
 
     def placement(self, gpus: Sequence[int], base: Placement | None) -> Placement:
         base = base or Placement()

@@ -104,7 +104,7 @@ class Snapshot:
                     self._index.with_affinity_list = None
 
     def _held(self, node: NodeInfo) -> frozenset[str]:
-        if node.topology is None or not node.topology.gpus or not self._dra.allocated:
+        if node.topology is None or not node.topology.gpus or not self._dra.held:
             return frozenset()
         return self._dra.gpu_uuids_allocated(node.name, node.labels)
 

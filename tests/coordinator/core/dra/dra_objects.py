@@ -32,9 +32,11 @@ def gpu_slice(
     name: str | None = None,
     extra_devices: Sequence[Mapping[str, Any]] = (),
     slice_count: int = 1,
+    shared: bool = False,
 ) -> dict[str, Any]:
     """The slice NVIDIA's driver publishes for ``topo``'s GPUs (each GPU's PCIe root is
-    ``pci0000:<its NUMA node>``), plus ``extra_devices``; one of ``slice_count`` in the pool.
+    ``pci0000:<its NUMA node>``), plus ``extra_devices``; one of ``slice_count`` in the pool;
+    ``shared``: whole GPUs shareable (consumable capacity ``memory`` and ``compute``).
     What synthetic topologies leave out is filled in (driver 550.54.15, compute capability 7.0),
     and each GPU gets an ``index`` int attribute, so selectors of every attribute type have one
     to read."""
@@ -44,6 +46,7 @@ def gpu_slice(
         driver_version=topo.driver_version or "550.54.15",
         cuda_version=topo.cuda_version,
         pcie_roots={g.index: f"pci0000:{g.numa_node or 0:02x}" for g in gpus},
+        shared=shared,
     )
     for gpu, device in zip(gpus, devices, strict=True):
         device["attributes"]["index"] = {"int": gpu.index}
@@ -74,8 +77,12 @@ def exactly(
     selectors: Sequence[str] = (),
     mode: str = "ExactCount",
     tolerations: Sequence[Mapping[str, Any]] = (),
+    capacity: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """An ``exactly`` request; ``capacity``: its ``capacity.requests``."""
     body: dict[str, Any] = {"deviceClassName": cls, "allocationMode": mode}
+    if capacity is not None:
+        body["capacity"] = {"requests": dict(capacity)}
     if mode == "ExactCount":
         body["count"] = count
     if selectors:
