@@ -54,11 +54,16 @@ def kwok_args(
     *,
     stage_files: list[Path],
     manage: str,
-    node_lease_seconds: int = 0,
+    node_lease_seconds: int | None = None,
 ) -> list[str]:
-    """KWOK's command line. ``manage`` is a selector flag without dashes, e.g.
-    ``manage-nodes-with-label-selector=topos.io/simulated=true``; ``node_lease_seconds`` 0: no
-    Leases."""
+    """KWOK's command line (also the KWOK benchmark's). ``manage`` is a selector flag without
+    dashes, e.g. ``manage-nodes-with-label-selector=topos.io/simulated=true``;
+    ``node_lease_seconds`` ``None``: KWOK's default, 0: no Leases."""
+    lease = (
+        ()
+        if node_lease_seconds is None
+        else (f"--node-lease-duration-seconds={node_lease_seconds}",)
+    )
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
@@ -66,7 +71,7 @@ def kwok_args(
         f"--{manage}",
         f"--cidr={POD_CIDR}",
         f"--node-ip={NODE_IP}",
-        f"--node-lease-duration-seconds={node_lease_seconds}",
+        *lease,
         "--v=WARN",
         *(f"--config={path}" for path in stage_files),
     ]
