@@ -31,7 +31,7 @@ from tests.support.subprocess_env import subprocess_env
 pytestmark = pytest.mark.kube
 
 REPO = Path(__file__).resolve().parents[2]
-NODES = "dgx-a100:2,pcie-8x:1"
+NODES = "dgx-a100:3,pcie-8x:1"
 WAIT = "--timeout=120s"
 
 
@@ -155,8 +155,17 @@ def test_agents_stream_with_their_tokens(playground: Playground) -> None:
     status, text = playground.coordinator("/v1/nodes")
     assert status == 200, text
     nodes = {n["name"]: n for n in json.loads(text)["items"]}
-    assert set(nodes) == {"dgx-a100-0", "dgx-a100-1", "pcie-8x-0"}
+    assert set(nodes) == {"dgx-a100-0", "dgx-a100-1", "dgx-a100-2", "pcie-8x-0"}
     assert all(n["connected"] for n in nodes.values()), nodes
+
+
+def test_the_readme_example_runs(playground: Playground) -> None:
+    playground.kubectl("apply", "-f", str(REPO / "examples" / "playground.yaml"))
+    playground.kubectl("rollout", "status", "deployment/llm-serving", WAIT)
+    playground.kubectl("wait", "--for=jsonpath={.status.ready}=2", "job/finetune", WAIT)
+    pods = playground.get("pods", "-l", "job-name=finetune")["items"]
+    assert len(pods) == 2
+    assert all(p["metadata"]["annotations"]["topos.io/assigned-numa"].isdigit() for p in pods)
 
 
 def test_deployment_replicas_are_placed_and_run(playground: Playground) -> None:
