@@ -159,6 +159,17 @@ def test_agents_stream_with_their_tokens(playground: Playground) -> None:
     assert all(n["connected"] for n in nodes.values()), nodes
 
 
+def test_kwok_keeps_the_agents_labels_and_renews_node_leases(playground: Playground) -> None:
+    node = playground.get("node", "dgx-a100-0")
+    assert node["metadata"]["labels"]["neuronetes.io/gpu-count"] == "8"  # the agent's
+    assert "topos.io/topology" in node["metadata"]["annotations"]
+    assert _condition(node, "Ready") == "True"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    leases = playground.get("leases", "-n", "kube-node-lease")["items"]
+    assert {lease["metadata"]["name"] for lease in leases} >= {"dgx-a100-0", "pcie-8x-0"}
+    assert all(lease["spec"].get("renewTime") for lease in leases)
+
+
 def test_the_readme_example_runs(playground: Playground) -> None:
     playground.kubectl("apply", "-f", str(REPO / "examples" / "playground.yaml"))
     playground.kubectl("rollout", "status", "deployment/llm-serving", WAIT)
@@ -280,6 +291,22 @@ def test_deleting_a_running_pod_needs_no_force(playground: Playground) -> None:
     playground.kubectl("delete", "pod", "short-lived", WAIT)  # waits until it is gone
     listed = playground.get("pods", "--field-selector=metadata.name=short-lived")
     assert listed["items"] == []
+
+
+def test_an_evicted_pod_goes(playground: Playground) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "evicted"}}
+    playground.apply({**pod, "spec": _gpu_pod_spec(1)})
+    playground.kubectl("wait", "--for=condition=Ready", "pod/evicted", WAIT)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evicted"}}
+    playground.kubectl(
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/pods/evicted/eviction",
+        "-f",
+        "-",
+        stdin=json.dumps(eviction),
+    )
+    playground.kubectl("wait", "--for=delete", "pod/evicted", WAIT)
 
 
 def test_down_leaves_no_process_and_frees_the_ports(playground: Playground) -> None:
