@@ -13,6 +13,7 @@ of ``deploy/``). Files live in ``<dir>/coordinator/``: ``config.yaml``, ``kubeco
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -57,7 +58,7 @@ class CoordinatorProcess:
         """Shell lines for ``eval``: where ``kubectl topos`` and ``curl`` find it."""
         return [
             f"export TOPOS_COORDINATOR={self.url}",
-            f'export TOPOS_TOKEN="$(cat {self.token_file})"',
+            f'export TOPOS_TOKEN="$(cat {shlex.quote(str(self.token_file))})"',
         ]
 
 
