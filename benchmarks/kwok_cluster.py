@@ -36,6 +36,7 @@ from common.kube import NODES, AlreadyExists, KubeClient, Unreachable
 from common.labeling import labels
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
+from devcluster.kubelet import kwok_args
 from devcluster.nodes import capacity
 from devcluster.processes import free_port
 
@@ -203,16 +204,12 @@ def start_kwok(binaries: Binaries, plane: ControlPlane, work: Path) -> Process:
     kubeconfig = plane.write_user_kubeconfig(
         work / "kwok.kubeconfig", user="kwok-controller", groups=("system:masters",)
     )
-    argv = [
-        str(binaries.kwok),
-        f"--kubeconfig={kubeconfig}",
-        "--manage-all-nodes=false",
-        f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
-        "--cidr=10.64.0.0/10",
-        "--node-ip=10.255.0.1",
-        "--v=WARN",
-        *(f"--config={binaries.kwok_stages / stage}" for stage in STAGES),
-    ]
+    argv = kwok_args(
+        binaries.kwok,
+        kubeconfig,
+        stage_files=[binaries.kwok_stages / stage for stage in STAGES],
+        manage=f"manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+    )
     return Process("kwok", argv, work / "kwok.log")
 
 

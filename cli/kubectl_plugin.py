@@ -356,7 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"scheme:name:port of the Service to proxy to (default {DEFAULT_SERVICE})",
     )
     parser.add_argument(
-        "--coordinator", metavar="URL", help="talk to this coordinator URL directly instead"
+        "--coordinator",
+        metavar="URL",
+        default=os.environ.get("TOPOS_COORDINATOR") or None,
+        help="talk to this coordinator URL directly instead ($TOPOS_COORDINATOR, which "
+        "`topos devcluster up --coordinator` exports)",
     )
     parser.add_argument("--token", help="bearer token for --coordinator (or $TOPOS_TOKEN)")
     parser.add_argument("--ca-file", help="CA bundle to verify an https --coordinator")

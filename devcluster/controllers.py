@@ -11,6 +11,9 @@ control plane's service-account signing key and root CA, and HTTPS (health only)
 - ``job``, ``replicaset``, ``deployment``: workloads create their pods;
 - ``garbage-collector``: dependents go with their owners (ownerReferences).
 
+``topos devcluster up`` (``PLAYGROUND``) adds ``statefulset`` — the tests' shared control plane
+does not, where tests stand in for a StatefulSet's replicas themselves.
+
 Left out on purpose: node lifecycle, taint eviction and pod GC (the simulated nodes have no
 kubelet, so they would be tainted ``unreachable`` and their pods evicted or deleted), and
 everything else nothing here uses (each controller costs CPU on a small machine).
@@ -35,6 +38,8 @@ CONTROLLERS: Final = (
     "deployment-controller",
     "garbage-collector-controller",
 )
+PLAYGROUND: Final = (*CONTROLLERS, "statefulset-controller")
+"""What ``topos devcluster up`` runs: StatefulSets make their pods too."""
 
 
 class ControllersError(Exception):

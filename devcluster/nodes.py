@@ -5,8 +5,9 @@ Ready Node objects whose capacity and allocatable match the profile's hardware �
 (GPUs not in MIG mode), ``nvidia.com/mig-<profile>`` per MIG instance (GFD's "mixed" names),
 ``cpu``, ``memory``, ``pods`` (110) and ``ephemeral-storage`` — and then keeps one real agent per
 node running on that profile's fake NVML, in one background process, until
-``topos devcluster down``. The agents publish labels and annotations like on a real node and, when
-``$TOPOS_COORDINATOR`` names a coordinator URL at ``up`` time, stream to it.
+``topos devcluster down``. The agents publish labels and annotations like on a real node and, with
+a coordinator (``up --coordinator``), stream to it with a token bound to the node's agent Pod
+(``devcluster.credentials``). KWOK plays the nodes' kubelet (``devcluster.kubelet``).
 
 Nodes are named ``<profile>-<k>`` (k counting per profile) and placed into the network in
 registration order: **4 nodes per leaf, 4 leaves per spine** — node *i* (0-based across the whole
@@ -23,6 +24,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,7 +45,8 @@ SIMULATED_LABEL: Final = "topos.io/simulated"
 MAX_NODES: Final = 5000
 _STATE_FILE: Final = "nodes.json"
 _READY_FILE: Final = "nodes.ready"
-_LOG_FILE: Final = "nodes.log"
+LOG_FILE: Final = "nodes.log"
+_TOKENS_DIR: Final = "tokens"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +235,10 @@ async def run_agents(
     coordinator: str | None,
     interval_s: float,
     ready_file: Path | None,
+    token_dir: Path | None = None,
 ) -> None:
-    """One agent per ``(node, profile)`` on the fake NVML, until SIGTERM/SIGINT."""
+    """One agent per ``(node, profile)`` on the fake NVML, until SIGTERM/SIGINT; each streams
+    with the token ``token_dir/<node>.token`` when given."""
     from agent.app import serve
     from agent.cycle import Agent
     from agent.hardware import open_hardware
@@ -254,7 +259,7 @@ async def run_agents(
                 interval_s=interval_s,
                 listen=None,
                 podresources_socket=None,
-                token_file=None,
+                token_file=str(token_dir / f"{name}.token") if token_dir else None,
             )
             hardware = open_hardware(profile, hostname=name)
             if hardware.close is not None:
@@ -291,21 +296,28 @@ async def run_agents(
 
 
 def start_nodes(
-    *, spec: str, kubeconfig: Path | str, directory: Path, dra: bool = False, shared: bool = False
+    *,
+    spec: str,
+    kubeconfig: Path | str,
+    directory: Path,
+    dra: bool = False,
+    shared: bool = False,
+    coordinator: str | None = None,
 ) -> str:
     """``devcluster up --nodes SPEC``: register the nodes, start the agents' process, wait until
     every agent published once. With ``dra`` (``--dra``) the nodes' GPUs are NVIDIA DRA devices
     (``devcluster.dra``: DeviceClasses and a ResourceSlice per node) instead of device-plugin
     resources; ``shared`` (``--dra-shared``) publishes whole GPUs shareable (consumable
-    capacity). ``ValueError`` for a bad spec or profile, ``RuntimeError`` when the agents'
+    capacity). With ``coordinator`` (a URL) each agent streams to it with a token bound to its
+    node's agent Pod. ``ValueError`` for a bad spec or profile, ``RuntimeError`` when the agents'
     process fails."""
     nodes = plan_nodes(parse_spec(spec))
-    asyncio.run(_register(str(kubeconfig), nodes, dra=dra or shared, shared=shared))
     directory.mkdir(parents=True, exist_ok=True)
+    tokens = directory / _TOKENS_DIR if coordinator else None
+    asyncio.run(_register(str(kubeconfig), nodes, dra=dra or shared, shared=shared, tokens=tokens))
     ready = directory / _READY_FILE
     ready.unlink(missing_ok=True)
-    log_path = directory / _LOG_FILE
-    coordinator = os.environ.get("TOPOS_COORDINATOR") or None
+    log_path = directory / LOG_FILE
     cmd = [
         sys.executable,
         "-m",
@@ -315,8 +327,8 @@ def start_nodes(
         "--ready-file",
         str(ready),
     ]
-    if coordinator:
-        cmd += ["--coordinator", coordinator]
+    if coordinator and tokens:
+        cmd += ["--coordinator", coordinator, "--token-dir", str(tokens)]
     for node in nodes:
         cmd += ["--node", f"{node.name}={node.profile}"]
     with log_path.open("ab") as log:
@@ -359,10 +371,14 @@ def _plural(n: int, word: str) -> str:
 
 
 async def _register(
-    kubeconfig: str, nodes: list[SimNode], *, dra: bool, shared: bool = False
+    kubeconfig: str, nodes: list[SimNode], *, dra: bool, shared: bool = False, tokens: Path | None
 ) -> None:
     async with await KubeClient.connect(kubeconfig) as kube:
         await register(kube, nodes, device_plugin=not dra)
+        if tokens is not None:
+            from devcluster.credentials import agent_tokens
+
+            await agent_tokens(kube, [n.name for n in nodes], tokens)
         if dra:
             from devcluster import dra as nvidia_dra
 
@@ -392,6 +408,7 @@ def stop_nodes(*, directory: Path) -> None:
             os.kill(pid, signal.SIGKILL)
     state_file.unlink(missing_ok=True)
     (directory / _READY_FILE).unlink(missing_ok=True)
+    shutil.rmtree(directory / _TOKENS_DIR, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -422,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", default=None)
     parser.add_argument("--interval", type=float, default=30.0)
     parser.add_argument("--ready-file", type=Path, default=None)
+    parser.add_argument("--token-dir", type=Path, default=None, metavar="DIR")
     args = parser.parse_args(argv)
     pairs = []
     for item in args.node:
@@ -439,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             coordinator=args.coordinator,
             interval_s=args.interval,
             ready_file=args.ready_file,
+            token_dir=args.token_dir,
         )
     )
     return 0

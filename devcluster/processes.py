@@ -39,7 +39,12 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 def spawn(
-    argv: Sequence[str], *, log_path: Path, die_with_parent: bool, env: dict[str, str] | None = None
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    die_with_parent: bool,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new process group (and session), output to ``log_path``.
 
@@ -56,6 +61,7 @@ def spawn(
             start_new_session=True,
             preexec_fn=_die_with_parent if die_with_parent else None,
             env=env,
+            cwd=cwd,
             close_fds=True,
         )
 

@@ -106,7 +106,6 @@ async def test_registered_nodes_are_ready_with_profile_capacity(
 async def test_start_nodes_runs_agents_that_publish_until_stopped(
     kube: KubeClient, kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("TOPOS_COORDINATOR", raising=False)
     for key, value in NO_BYTECODE.items():  # for the agents' process start_nodes starts
         monkeypatch.setenv(key, value)
     # Profile names no other test uses, so the node names are ours (registered afresh).

@@ -1,0 +1,327 @@
+"""``topos devcluster up --nodes … --coordinator`` as a new user runs it: one command, then
+``kubectl``. Workloads written as people write them (a Deployment, a Job whose pods run for a
+while, a StatefulSet, a NUMA-pinned pod) are placed by Topos and run on the simulated nodes (KWOK
+plays their kubelet), Jobs complete, deleted pods go without ``--force``, and ``down`` leaves
+nothing behind.
+
+One playground (its own control plane, through the real command line) serves the module; the last
+test takes it down.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster.binaries import find
+from devcluster.processes import alive, port_in_use
+from tests.support.ci import skip_or_fail
+from tests.support.subprocess_env import subprocess_env
+
+pytestmark = pytest.mark.kube
+
+REPO = Path(__file__).resolve().parents[2]
+NODES = "dgx-a100:3,pcie-8x:1"
+WAIT = "--timeout=120s"
+
+
+def topos(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=subprocess_env(),
+    )
+
+
+@dataclass
+class Playground:
+    directory: Path
+    kubectl_path: Path
+    exports: dict[str, str]
+    token: str
+    pids: list[int]
+    ports: list[int]
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [str(self.kubectl_path), "--kubeconfig", self.exports["KUBECONFIG"], *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
+
+    def get(self, *what: str) -> Any:
+        return json.loads(self.kubectl("get", *what, "-o", "json"))
+
+    def coordinator(self, path: str, *, token: bool = True) -> tuple[int, str]:
+        request = urllib.request.Request(self.exports["TOPOS_COORDINATOR"] + path)
+        if token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+
+def _exports(stdout: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in stdout.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        out[name] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]:
+    binaries = find(extra=True)
+    if binaries is None or binaries.kwok is None:
+        skip_or_fail("kwok is not built (python -m devcluster.binaries ensure --all)")
+    directory = tmp_path_factory.mktemp("playground") / "dc"
+    up = topos("devcluster", "up", "--nodes", NODES, "--coordinator", "--dir", str(directory))
+    try:
+        assert up.returncode == 0, up.stderr
+        exports = _exports(up.stdout)
+        token = (directory / "coordinator" / "user.token").read_text()
+        state = json.loads((directory / "state.json").read_text())
+        pids = [state[k] for k in ("etcd_pid", "apiserver_pid", "controller_manager_pid")]
+        pids += [
+            json.loads((directory / name).read_text())["pid"]
+            for name in ("nodes.json", "kwok.json", "coordinator/state.json")
+        ]
+        ports = [state[f"{k}_port"] for k in ("etcd", "etcd_peer", "apiserver")]
+        ports += [
+            state["controller_manager_port"],
+            int(exports["TOPOS_COORDINATOR"].split(":")[-1]),
+        ]
+        yield Playground(directory, binaries.kubectl, exports, token, pids, ports)
+    finally:
+        topos("devcluster", "down", "--dir", str(directory))
+
+
+def _gpu_pod_spec(gpus: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "schedulerName": "topos",
+        "containers": [
+            {
+                "name": "main",
+                "image": "example/app:1",
+                "resources": {"limits": {"nvidia.com/gpu": gpus}},
+            }
+        ],
+        **extra,
+    }
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for condition in obj["status"].get("conditions") or []:
+        if condition["type"] == kind:
+            return str(condition["status"])
+    return None
+
+
+def test_up_says_where_the_coordinator_is_and_it_wants_a_token(playground: Playground) -> None:
+    assert set(playground.exports) == {"KUBECONFIG", "TOPOS_COORDINATOR", "TOPOS_TOKEN"}
+    assert playground.coordinator("/metrics", token=False)[0] == 401  # authentication is on
+    status, text = playground.coordinator("/metrics")
+    assert status == 200
+    assert "topos_" in text
+    crd = playground.get("crd", "podgroups.scheduling.x-k8s.io")
+    assert _condition(crd, "Established") == "True"
+
+
+def test_agents_stream_with_their_tokens(playground: Playground) -> None:
+    status, text = playground.coordinator("/v1/nodes")
+    assert status == 200, text
+    nodes = {n["name"]: n for n in json.loads(text)["items"]}
+    assert set(nodes) == {"dgx-a100-0", "dgx-a100-1", "dgx-a100-2", "pcie-8x-0"}
+    assert all(n["connected"] for n in nodes.values()), nodes
+
+
+def test_kwok_keeps_the_agents_labels_and_renews_node_leases(playground: Playground) -> None:
+    node = playground.get("node", "dgx-a100-0")
+    assert node["metadata"]["labels"]["neuronetes.io/gpu-count"] == "8"  # the agent's
+    assert "topos.io/topology" in node["metadata"]["annotations"]
+    assert _condition(node, "Ready") == "True"
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    leases = playground.get("leases", "-n", "kube-node-lease")["items"]
+    assert {lease["metadata"]["name"] for lease in leases} >= {"dgx-a100-0", "pcie-8x-0"}
+    assert all(lease["spec"].get("renewTime") for lease in leases)
+
+
+def test_the_readme_example_runs(playground: Playground) -> None:
+    playground.kubectl("apply", "-f", str(REPO / "examples" / "playground.yaml"))
+    playground.kubectl("rollout", "status", "deployment/llm-serving", WAIT)
+    playground.kubectl("wait", "--for=jsonpath={.status.ready}=2", "job/finetune", WAIT)
+    pods = playground.get("pods", "-l", "job-name=finetune")["items"]
+    assert len(pods) == 2
+    assert all(p["metadata"]["annotations"]["topos.io/assigned-numa"].isdigit() for p in pods)
+
+
+def test_deployment_replicas_are_placed_and_run(playground: Playground) -> None:
+    playground.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "inference"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "inference"}},
+                "template": {
+                    "metadata": {"labels": {"app": "inference"}},
+                    "spec": _gpu_pod_spec(2),
+                },
+            },
+        }
+    )
+    playground.kubectl("rollout", "status", "deployment/inference", WAIT)
+    pods = playground.get("pods", "-l", "app=inference")["items"]
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["status"]["phase"] == "Running"
+        for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
+            assert _condition(pod, kind) == "True", (kind, pod["status"])
+        assert pod["status"]["podIP"]
+        assert pod["metadata"]["annotations"]["topos.io/assigned-gpus"]  # Topos placed it
+
+
+def test_a_job_whose_pods_run_for_a_while_completes(playground: Playground) -> None:
+    playground.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train"},
+            "spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "template": {
+                    "metadata": {"annotations": {"topos.io/sim-duration": "3s"}},
+                    "spec": _gpu_pod_spec(4, restartPolicy="Never"),
+                },
+            },
+        }
+    )
+    playground.kubectl("wait", "--for=condition=Complete", "job/train", WAIT)
+    pods = playground.get("pods", "-l", "job-name=train")["items"]
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded", "Succeeded"]
+    for pod in pods:
+        (container,) = pod["status"]["containerStatuses"]
+        assert container["state"]["terminated"]["exitCode"] == 0
+        assert pod["spec"]["nodeName"]
+
+
+def test_a_bad_sim_duration_is_explained_and_the_pod_keeps_running(
+    playground: Playground,
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "forever", "annotations": {"topos.io/sim-duration": "ten minutes"}},
+        "spec": _gpu_pod_spec(1),
+    }
+    playground.apply(pod)
+    playground.kubectl("wait", "--for=condition=SimDurationValid=False", "pod/forever", WAIT)
+    obj = playground.get("pod", "forever")
+    assert obj["status"]["phase"] == "Running"
+    (condition,) = [c for c in obj["status"]["conditions"] if c["type"] == "SimDurationValid"]
+    assert "ten minutes" in condition["message"]
+
+
+def test_a_numa_aligned_pod_is_placed_on_one_numa_node(playground: Playground) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hpc", "annotations": {"topos.io/numa-policy": "single-numa"}},
+        "spec": _gpu_pod_spec(2),
+    }
+    playground.apply(pod)
+    playground.kubectl("wait", "--for=condition=Ready", "pod/hpc", WAIT)
+    annotations = playground.get("pod", "hpc")["metadata"]["annotations"]
+    assert annotations["topos.io/assigned-numa"].isdigit()
+
+
+def test_statefulset_replicas_are_made_placed_and_run(playground: Playground) -> None:
+    playground.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "shards"},
+            "spec": {
+                "replicas": 2,
+                "serviceName": "shards",
+                "selector": {"matchLabels": {"app": "shards"}},
+                "template": {"metadata": {"labels": {"app": "shards"}}, "spec": _gpu_pod_spec(1)},
+            },
+        }
+    )
+    playground.kubectl("rollout", "status", "statefulset/shards", WAIT)
+    assert playground.get("pod", "shards-1")["status"]["phase"] == "Running"
+
+
+def test_deleting_a_running_pod_needs_no_force(playground: Playground) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "short-lived"},
+        "spec": _gpu_pod_spec(1),
+    }
+    playground.apply(pod)
+    playground.kubectl("wait", "--for=condition=Ready", "pod/short-lived", WAIT)
+    playground.kubectl("delete", "pod", "short-lived", WAIT)  # waits until it is gone
+    listed = playground.get("pods", "--field-selector=metadata.name=short-lived")
+    assert listed["items"] == []
+
+
+def test_an_evicted_pod_goes(playground: Playground) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "evicted"}}
+    playground.apply({**pod, "spec": _gpu_pod_spec(1)})
+    playground.kubectl("wait", "--for=condition=Ready", "pod/evicted", WAIT)
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evicted"}}
+    playground.kubectl(
+        "create",
+        "--raw",
+        "/api/v1/namespaces/default/pods/evicted/eviction",
+        "-f",
+        "-",
+        stdin=json.dumps(eviction),
+    )
+    playground.kubectl("wait", "--for=delete", "pod/evicted", WAIT)
+
+
+def test_down_leaves_no_process_and_frees_the_ports(playground: Playground) -> None:
+    assert all(alive(pid) for pid in playground.pids)
+    down = topos("devcluster", "down", "--dir", str(playground.directory))
+    assert down.returncode == 0, down.stderr
+    assert [pid for pid in playground.pids if alive(pid)] == []
+    assert [port for port in playground.ports if port_in_use(port)] == []
+    assert not playground.directory.exists()
+
+
+def test_a_bad_node_spec_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "dc"
+    result = topos("devcluster", "up", "--nodes", "dgx-a100:lots", "--dir", str(directory))
+    assert result.returncode == 1
+    assert "not a number" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (directory / "state.json").exists()
