@@ -111,8 +111,9 @@ def build_framework(
     carbon: CarbonReadings | None = None,
 ) -> Framework:
     """Instantiate the profile's plugins (default: every registered one, minus those the config
-    disables, plus those it enables) from the built-in registry and ``registry``, then the
-    config's ``customScorers`` (each guarded: see :mod:`.plugins.custom`)."""
+    disables, plus those it enables) from the built-in registry and ``registry``, then — unless
+    ``profile`` names the plugins — the config's ``customScorers`` (each guarded: see
+    :mod:`.plugins.custom`)."""
     config = config or SchedulerConfig()
     factories = dict(default_registry(history, carbon))
     if registry:
@@ -127,7 +128,7 @@ def build_framework(
         if factory is None:
             raise KeyError(f"plugin {name!r} is not registered")
         plugins.append(factory(config))
-    for custom in config.custom_scorers:
+    for custom in config.custom_scorers if profile is None else ():
         if custom.name not in config.disabled_plugins:
             plugins.append(GuardedScorer(custom.build(), custom.name))
     return Framework(config, plugins)
