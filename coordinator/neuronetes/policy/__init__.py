@@ -8,7 +8,8 @@ status and Events. Bad input raises :class:`PolicyError` (a ``ValueError``) nami
 - :mod:`.budget`     ``pool_cost(pods, nodes, prices, max_cost_per_hour) -> CostReport``.
 - :mod:`.spot`       ``SpotSettings.from_pool(spec)``, ``InterruptionTracker``,
                      ``lost_spot_nodes(...)``, ``spot_replicas_allowed(...)``,
-                     ``may_place_on_spot(...)``, ``ON_DEMAND_AFFINITY``.
+                     ``may_place_on_spot(...)``, ``replacement_affinity(...)``,
+                     ``ON_DEMAND_AFFINITY``.
 - :mod:`.carbon`     ``parse_intensity(text)``, ``Intensities`` (last good value and its age),
                      ``CleanHours.parse("09:00-17:00")`` / ``.gate(now, urgent)``,
                      ``check_regions(preferred, known)``.

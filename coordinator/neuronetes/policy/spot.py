@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from coordinator.core.framework.prices import CAPACITY_TYPE_LABELS, SPOT, capacity_type
 from coordinator.core.podspec.durations import DurationError, parse_duration
+from coordinator.neuronetes.policy.decision import Action
 from coordinator.neuronetes.policy.errors import PolicyError
 
 __all__ = [
@@ -140,6 +141,11 @@ class SpotVerdict:
     disabled: bool
     count: int
     reason: str
+
+    @property
+    def action(self) -> Action:
+        """``disable-spot`` once the limit was reached, else ``keep``."""
+        return Action.DISABLE_SPOT if self.disabled else Action.KEEP
 
 
 class InterruptionTracker:

@@ -55,6 +55,7 @@ def test_the_third_interruption_in_an_hour_disables_spot() -> None:
     tracker.record("spot-4", at=3800)
     verdict = tracker.verdict(3801)
     assert verdict.disabled
+    assert verdict.action == "disable-spot"
     assert verdict.reason.startswith("disable-spot: 3 spot interruption(s) in the last 1h")
 
 
