@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,10 +19,12 @@ from typing import TYPE_CHECKING
 
 from agent.health import GpuEvent, HealthLedger
 from agent.metrics import AgentMetrics
+from agent.models import models_annotation, scan_model_cache
 from agent.podresources import ContainerAllocation, PodResourcesClient, PodResourcesError
 from agent.publish import NodeNotFound, NodePublisher, PublishResult
 from agent.settings import AgentSettings
 from agent.stream import StreamClient
+from common import labels as L
 from common import wire
 from common.labeling import labels
 from common.labels import NodeLabels
@@ -88,6 +91,7 @@ class Agent:
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._podresources_warned = False
+        self._cache_warned = False
 
     async def discover(self) -> NodeTopology:
         started = time.perf_counter()
@@ -112,6 +116,8 @@ class Agent:
         self.metrics.gpus_total.set(len(topology.gpus))
         self.metrics.gpus_healthy.set(sum(1 for g in topology.gpus if g.healthy))
         desired = labels(topology, self.settings.labeling)
+        if self.settings.model_cache_dir is not None:
+            desired = await self.with_models(desired, self.settings.model_cache_dir)
         if self.stream is not None:  # the coordinator hears of it even when the API server is down
             self.stream.publish(topology, await self.allocations())
         result: PublishResult | None = None
@@ -126,6 +132,16 @@ class Agent:
         self.ready = True
         self.last_error = None
         return CycleResult(topology=topology, labels=desired, publish=result)
+
+    async def with_models(self, desired: NodeLabels, root: str) -> NodeLabels:
+        """``desired`` plus ``topos.io/models`` from a scan of ``root`` (in a worker thread)."""
+        models = await asyncio.to_thread(scan_model_cache, root)
+        missing = not models and not await asyncio.to_thread(os.path.isdir, root)
+        if missing and not self._cache_warned:
+            log.warning("model cache directory missing", extra={"path": root})
+            self._cache_warned = True
+        annotations = {**desired.annotations, L.MODELS: models_annotation(models)}
+        return NodeLabels(labels=desired.labels, annotations=annotations)
 
     async def on_event(self, event: GpuEvent) -> None:
         self.metrics.nvml_events.labels("true" if event.fatal else "false").inc()

@@ -46,6 +46,9 @@ class AgentSettings:
     """Bearer token for the coordinator stream (the pod's ServiceAccount token)."""
     coordinator_ca: str | None = None
     """CA bundle to verify the coordinator's certificate (system CAs when absent)."""
+    model_cache_dir: str | None = None
+    """A Hugging Face hub cache on the host (mounted into the agent) whose models are published
+    as ``topos.io/models``; ``None``: no model annotation."""
 
 
 def stream_url(base: str) -> str:
@@ -119,6 +122,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="CA bundle for the coordinator's TLS certificate (ignored if the file is absent)",
     )
+    parser.add_argument(
+        "--model-cache-dir",
+        default=os.environ.get("TOPOS_MODEL_CACHE_DIR", ""),
+        metavar="PATH",
+        help="Hugging Face hub cache to publish as topos.io/models (default: "
+        "$TOPOS_MODEL_CACHE_DIR; '' for none)",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
 
 
@@ -156,4 +166,5 @@ def settings_from_args(
         podresources_socket=args.pod_resources_socket or None,
         token_file=args.token_file or None,
         coordinator_ca=args.coordinator_ca or None,
+        model_cache_dir=getattr(args, "model_cache_dir", "") or None,
     )

@@ -57,6 +57,8 @@ GPUS: Final = PREFIX + "gpus"  # one human-readable line per GPU
 GPU_HEALTH: Final = PREFIX + "gpu.health"  # why GPUs are unhealthy (absent when all are healthy)
 MIG_LAYOUT: Final = PREFIX + "mig.layout"  # MIG instances per profile, e.g. "1g.10gb:7,3g.40gb:1"
 OWNED_KEYS: Final = PREFIX + "owned-keys"  # JSON: which label/annotation keys the agent wrote
+MODELS: Final = PREFIX + "models"  # compact JSON list of the model ids in the node's HF cache
+MODELS_ANNOTATION_MAX_BYTES: Final = 16 * 1024
 
 # Kubernetes limits the *sum* of a Node's annotations to 256 KiB; the topology annotation stays
 # well inside that so other writers keep room.

@@ -111,7 +111,7 @@ class _State:
         )
         running = self.app[RUNNING]
         try:
-            framework = build_framework(scheduling, history=running.history)
+            framework = build_framework(scheduling, history=running.history, carbon=running.carbon)
         except KeyError as exc:  # enabled_plugins names a plugin nothing registered
             raise ConfigError(f"'scheduling' in {self.path}: {exc.args[0]}") from None
         restart = restart_needed(self.base, new)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from aiohttp import web
@@ -34,6 +34,7 @@ from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
 from coordinator.core.plugins.domainscore import DomainHistory
+from coordinator.core.plugins.pools import CarbonReadings
 from coordinator.core.registry import build_framework
 from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.service import GangRuntime
@@ -54,6 +55,9 @@ class Running:
     gangs: GangRuntime | None = None
     #: Bind failures and gang recoveries per node (HistoricalPerformance reads it).
     history: DomainHistory | None = None
+    #: Regions' carbon intensity (PoolPlacement reads it; the AgentPool controller updates it).
+    #: One object for the app's life, so a reloaded framework reads the same readings.
+    carbon: CarbonReadings = field(default_factory=CarbonReadings)
 
 
 RUNNING: Final = web.AppKey("topos.running", Running)
@@ -62,8 +66,9 @@ RUNNING: Final = web.AppKey("topos.running", Running)
 def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
     section, kube = config.scheduler, config.kube
     history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
+    carbon = CarbonReadings()
     try:
-        framework = build_framework(config.scheduling, history=history)
+        framework = build_framework(config.scheduling, history=history, carbon=carbon)
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
     scheduler_name = config.scheduling.scheduler_name or podkeys.SCHEDULER_NAME
@@ -122,6 +127,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         await runtime.start()
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         app[RUNNING].history = history
+        app[RUNNING].carbon = carbon
         try:
             yield
         finally:

@@ -14,6 +14,7 @@ from typing import Final
 
 from coordinator.core.framework.config import BUILT_IN_PLUGINS, SchedulerConfig
 from coordinator.core.framework.profile import Framework
+from coordinator.core.plugins.custom import GuardedScorer
 from coordinator.core.plugins.domainscore import (
     DomainHistory,
     DomainUtilisation,
@@ -28,6 +29,13 @@ from coordinator.core.plugins.nodeports import NodePorts
 from coordinator.core.plugins.noderesources import NodeResourcesFit
 from coordinator.core.plugins.nodestate import NodeHealth, NodeUnschedulable
 from coordinator.core.plugins.podtopologyspread import PodTopologySpread
+from coordinator.core.plugins.pools import (
+    CarbonReadings,
+    CostEfficiency,
+    ModelCache,
+    PoolPlacement,
+    PreferredRegion,
+)
 from coordinator.core.plugins.tainttoleration import TaintToleration
 
 __all__ = ["DEFAULT_PROFILE", "Registry", "build_framework", "default_registry"]
@@ -42,6 +50,7 @@ DEFAULT_PROFILE: Final = (
     "NodeUnschedulable",
     "TaintToleration",
     "NodeAffinity",
+    "PoolPlacement",
     "NodePorts",
     "NodeResourcesFit",
     "GpuTopology",
@@ -54,15 +63,21 @@ DEFAULT_PROFILE: Final = (
     "GpuAvailability",
     "DomainUtilisation",
     "HistoricalPerformance",
+    "ModelCache",
+    "CostEfficiency",
+    "PreferredRegion",
 )
 
 
 assert frozenset(DEFAULT_PROFILE) == BUILT_IN_PLUGINS, "framework/config.py's plugin list is stale"
 
 
-def default_registry(history: DomainHistory | None = None) -> Registry:
+def default_registry(
+    history: DomainHistory | None = None, carbon: CarbonReadings | None = None
+) -> Registry:
     """The built-in plugins; ``history`` is what HistoricalPerformance reads (the running
-    scheduler records into it; none: a history of its own, empty)."""
+    scheduler records into it; none: a history of its own, empty); ``carbon`` the regions'
+    carbon intensities PoolPlacement reads (the AgentPool controller updates them)."""
     return {
         "NodeHealth": lambda _: NodeHealth(),
         "NodeUnschedulable": lambda _: NodeUnschedulable(),
@@ -80,6 +95,10 @@ def default_registry(history: DomainHistory | None = None) -> Registry:
         "GpuAvailability": lambda _: GpuAvailability(),
         "DomainUtilisation": DomainUtilisation,
         "HistoricalPerformance": lambda config: HistoricalPerformance(config, history),
+        "PoolPlacement": lambda _: PoolPlacement(carbon),
+        "ModelCache": lambda _: ModelCache(),
+        "CostEfficiency": CostEfficiency,
+        "PreferredRegion": lambda _: PreferredRegion(),
     }
 
 
@@ -89,11 +108,14 @@ def build_framework(
     registry: Registry | None = None,
     profile: Sequence[str] | None = None,
     history: DomainHistory | None = None,
+    carbon: CarbonReadings | None = None,
 ) -> Framework:
     """Instantiate the profile's plugins (default: every registered one, minus those the config
-    disables, plus those it enables) from the built-in registry and ``registry``."""
+    disables, plus those it enables) from the built-in registry and ``registry``, then — unless
+    ``profile`` names the plugins — the config's ``customScorers`` (each guarded: see
+    :mod:`.plugins.custom`)."""
     config = config or SchedulerConfig()
-    factories = dict(default_registry(history))
+    factories = dict(default_registry(history, carbon))
     if registry:
         factories.update(registry)
     names = list(profile if profile is not None else DEFAULT_PROFILE)
@@ -106,4 +128,7 @@ def build_framework(
         if factory is None:
             raise KeyError(f"plugin {name!r} is not registered")
         plugins.append(factory(config))
+    for custom in config.custom_scorers if profile is None else ():
+        if custom.name not in config.disabled_plugins:
+            plugins.append(GuardedScorer(custom.build(), custom.name))
     return Framework(config, plugins)

@@ -75,6 +75,7 @@ def node_info(state: NodeState, pods: tuple[PodInfo, ...]) -> NodeInfo:
         stale=state.stale,
         topology=state.topology,
         pods=pods,
+        cached_models=state.cached_models,
     )
 
 

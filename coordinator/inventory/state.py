@@ -54,6 +54,7 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     topology: NodeTopology | None = None  # what the agent published (topos.io/topology)
+    cached_models: frozenset[str] = frozenset()  # the agent's topos.io/models
 
 
 class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -125,6 +126,7 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     free: dict[str, int] = {}
     topology: NodeTopology | None = None
     topology_source: str | None = None  # "agent", or "node-annotation" while the agent is away
+    cached_models: frozenset[str] = frozenset()  # models in the node's cache (topos.io/models)
     allocations: tuple[ContainerAllocation, ...] = ()
     gpu_use: tuple[GpuUse, ...] = ()
     pods: tuple[PodUsage, ...] = ()

@@ -490,6 +490,7 @@ class Inventory:
             free=self._free(rec),
             topology=topology,
             topology_source=None if topology is None else ("agent" if agent else "node-annotation"),
+            cached_models=frozenset() if kube is None else kube.cached_models,
             allocations=view_allocations,
             gpu_use=gpu_use(topology, rec.pods.values(), self._held(rec)),
             mismatches=find_mismatches(topology, rec.pods.values(), self._held(rec)),

@@ -124,13 +124,10 @@ def node_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    topology = (meta.get("annotations") or {}).get(labels.TOPOLOGY)
+    annotations = meta.get("annotations") or {}
+    kept = {k: annotations[k] for k in (labels.TOPOLOGY, labels.MODELS) if k in annotations}
     return {
-        "metadata": {
-            "name": meta.get("name"),
-            "labels": meta.get("labels"),
-            "annotations": {} if topology is None else {labels.TOPOLOGY: topology},
-        },
+        "metadata": {"name": meta.get("name"), "labels": meta.get("labels"), "annotations": kept},
         "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
         "status": {
             "allocatable": status.get("allocatable"),
@@ -176,7 +173,21 @@ def kube_node(obj: Mapping[str, Any], memo: TopologyMemo | None = None) -> KubeN
             if memo is None
             else memo.topology(name, annotations)
         ),
+        cached_models=cached_models(name, annotations),
     )
+
+
+def cached_models(name: str, annotations: Mapping[str, Any]) -> frozenset[str]:
+    """The model ids the node's agent published (``topos.io/models``); malformed: none."""
+    text = annotations.get(labels.MODELS)
+    if not isinstance(text, str) or not text:
+        return frozenset()
+    try:
+        models = msgspec.json.decode(text, type=list[str])
+    except msgspec.DecodeError as exc:
+        log.warning("ignoring %s of node %s: %s", labels.MODELS, name, exc)
+        return frozenset()
+    return frozenset(m for m in models if m)
 
 
 def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:

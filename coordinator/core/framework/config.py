@@ -29,6 +29,8 @@ import yaml
 
 from coordinator.core.framework import seedforms
 from coordinator.core.framework.config_errors import ConfigError, hint
+from coordinator.core.framework.customscorers import CustomScorer, read_custom_scorers
+from coordinator.core.framework.prices import PriceTable, read_prices
 
 __all__ = [
     "ConfigError",
@@ -63,6 +65,11 @@ class ScoreWeights:
     domain_utilisation: int = 2
     #: Recent bind failures and gang recoveries in the node's leaf (HistoricalPerformance).
     historical_performance: int = 1
+    #: AgentPool pods only (see ``agentPools``): the pod's model cached on the node, the
+    #: node's price (``prices``), a region the pool prefers (``carbonAware.preferredRegions``).
+    model_cache: int = 4
+    cost_efficiency: int = 3
+    preferred_region: int = 2
 
     def for_plugin(self, plugin: str) -> int:
         return getattr(self, PLUGIN_WEIGHT.get(plugin, ""), 1)
@@ -82,12 +89,15 @@ PLUGIN_WEIGHT: Final = {
     "PodTopologySpread": "topology_spread",
     "DomainUtilisation": "domain_utilisation",
     "HistoricalPerformance": "historical_performance",
+    "ModelCache": "model_cache",
+    "CostEfficiency": "cost_efficiency",
+    "PreferredRegion": "preferred_region",
 }
 
 
 #: Every plugin the built-in registry has (``core/registry.py`` checks it against its own list).
 BUILT_IN_PLUGINS: Final = frozenset(
-    {*PLUGIN_WEIGHT, "NodeHealth", "NodeUnschedulable", "NodePorts"}
+    {*PLUGIN_WEIGHT, "NodeHealth", "NodeUnschedulable", "NodePorts", "PoolPlacement"}
 )
 
 
@@ -143,6 +153,20 @@ class SchedulerConfig:
     history_half_life_s: float = 600.0
     #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
     leaf_label: str = "topos.io/leaf"
+    #: The weights AgentPool pods are scored with (``agentPools``; default: the NeuroNetes
+    #: guide's 30/25/20/15/10 factors over the other weights).
+    pool_weights: ScoreWeights = field(default_factory=lambda: pool_profile(ScoreWeights()))
+    #: What nodes cost (``prices``): CostEfficiency and the AgentPool controller read it.
+    prices: PriceTable = field(default_factory=PriceTable)
+    #: Users' Score plugins (``customScorers``), in the order given.
+    custom_scorers: tuple[CustomScorer, ...] = ()
+
+    def weight_of(self, plugin: str, *, pool: bool = False) -> int:
+        """The score weight of ``plugin`` for ordinary pods, or (``pool``) AgentPool pods."""
+        for custom in self.custom_scorers:
+            if custom.name == plugin:
+                return custom.weight
+        return (self.pool_weights if pool else self.weights).for_plugin(plugin)
 
     def nodes_to_score(self, total: int) -> int:
         """How many feasible nodes a cycle looks for among ``total`` before it stops filtering:
@@ -159,10 +183,38 @@ class SchedulerConfig:
             )
         if not 0 <= self.percentage_of_nodes_to_score <= 100:
             raise ConfigError("percentageOfNodesToScore: must be from 0 to 100")
-        for f in dataclasses.fields(self.weights):
-            value = getattr(self.weights, f.name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
-                raise ConfigError(f"weights.{f.name}: must be an integer from 0 to 100")
+        for where, weights in (
+            ("weights", self.weights),
+            ("agentPools.weights", self.pool_weights),
+        ):
+            for f in dataclasses.fields(weights):
+                value = getattr(weights, f.name)
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+                    raise ConfigError(f"{where}.{f.name}: must be an integer from 0 to 100")
+
+
+#: The NeuroNetes guide's scoring factors: the AgentPool profile unless ``agentPools`` says.
+GUIDE_FACTORS: Final = {
+    "gpuAvailability": 30,
+    "topologyFitness": 25,
+    "modelCachePresence": 20,
+    "costEfficiency": 15,
+    "dataLocality": 10,
+}
+
+
+def pool_profile(
+    base: ScoreWeights,
+    factors: Mapping[str, object] | None = None,
+    weights: Mapping[str, object] | None = None,
+) -> ScoreWeights:
+    """``base`` with the factors' weights (default: the guide's) and then ``weights`` over it."""
+    merged: dict[str, object] = dict(seedforms.factor_weights(factors or GUIDE_FACTORS))
+    merged.update(weights or {})
+    try:
+        return dataclasses.replace(base, **merged)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise ConfigError(f"agentPools.weights: {exc}") from None
 
 
 def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
@@ -191,6 +243,10 @@ _KEYS: Final = frozenset(
         "topologyConstraints",
         "profiles",
         "historyHalfLifeSeconds",
+        # AgentPools (issue 18; docs/neuronetes-policies.md)
+        "agentPools",
+        "prices",
+        "customScorers",
     }
 )
 
@@ -272,7 +328,38 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         kwargs["scheduler_name"] = profile.scheduler_name
     if profile.node_resources_strategy is not None:
         kwargs["node_resources_strategy"] = profile.node_resources_strategy
+    kwargs["pool_weights"] = _agent_pools(data.get("agentPools"), weights, names)
+    kwargs["prices"] = read_prices(data.get("prices"))
+    kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), BUILT_IN_PLUGINS)
     return SchedulerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def _agent_pools(raw: object, base: ScoreWeights, names: set[str]) -> ScoreWeights:
+    """``agentPools: {scoringWeights: {...factors}, weights: {...}}`` over the weights above."""
+    if raw is None:
+        return pool_profile(base)
+    if not isinstance(raw, Mapping):
+        raise ConfigError("agentPools: must be a mapping (scoringWeights, weights)")
+    for key in raw:
+        if key not in ("scoringWeights", "weights"):
+            raise ConfigError(
+                f"agentPools.{key}: unknown key{hint(str(key), {'scoringWeights', 'weights'})}"
+            )
+    factors = raw.get("scoringWeights")
+    if factors is not None and not isinstance(factors, Mapping):
+        raise ConfigError("agentPools.scoringWeights: must be a mapping of factors to weights")
+    weights = raw.get("weights") or {}
+    if not isinstance(weights, Mapping):
+        raise ConfigError("agentPools.weights: must be a mapping")
+    for key in weights:
+        if key not in names:
+            raise ConfigError(f"agentPools.weights.{key}: unknown weight{hint(str(key), names)}")
+    try:
+        return pool_profile(base, factors, {str(k): v for k, v in weights.items()})
+    except ConfigError as exc:
+        raise ConfigError(
+            str(exc).replace("scoringWeights", "agentPools.scoringWeights", 1)
+        ) from None
 
 
 def _constraints(raw: object) -> TopologyConstraints:

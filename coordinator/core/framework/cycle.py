@@ -271,9 +271,9 @@ def _cycle(
     # --- scoring --------------------------------------------------------------------------
     # Node-local plugins without normalisation add up to one memoised sum per node; the others
     # (normalised or cluster-dependent) are computed per cycle.
-    local: list[tuple[ScorePlugin, int]] = []
-    cycle: list[tuple[str, int, dict[str, float]]] = []
-    for plugin, weight in fw.score:
+    local: list[tuple[ScorePlugin, float]] = []
+    cycle: list[tuple[str, float, dict[str, float]]] = []
+    for plugin, weight in fw.scores_for(pod):
         name = plugin.name
         pre = fw.pre_score.get(name)
         if pre is not None:
@@ -297,7 +297,7 @@ def _cycle(
             norm.normalize_scores(state, pod, scores)
         cycle.append((name, weight, scores))
 
-    sum_key = fw.intern(tuple(p.name for p, _ in local))
+    sum_key = fw.intern(tuple((p.name, w) for p, w in local))
     sums: list[float | None] = [e.sums.get(sum_key) for e in entries]
     if None in sums:
         for i, (node, entry) in enumerate(zip(feasible, entries, strict=True)):
@@ -408,8 +408,8 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         statuses: Callable[[], dict[str, Status]],
         feasible: list[NodeInfo],
         entries: list[_Memo],
-        local: list[tuple[ScorePlugin, int]],
-        cycle: list[tuple[str, int, dict[str, float]]],
+        local: list[tuple[ScorePlugin, float]],
+        cycle: list[tuple[str, float, dict[str, float]]],
         totals: list[float],
     ) -> None:
         self._make_statuses = statuses

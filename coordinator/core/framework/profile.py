@@ -6,7 +6,7 @@ plugin names into objects and hands them to :class:`Framework`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
@@ -17,8 +17,11 @@ from coordinator.core.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from coordinator.core.podspec.parse import PodRequest
 
 __all__ = ["Framework"]
+
+_MODEL_CACHE = "ModelCache"
 
 
 class Framework:
@@ -40,7 +43,10 @@ class Framework:
         #: ``isinstance`` check is slow).
         self.candidates: list[CandidatesPlugin] = []
         self.pre_score: dict[str, PreScorePlugin] = {}
-        self.score: list[tuple[ScorePlugin, int]] = []
+        self.score: list[tuple[ScorePlugin, float]] = []
+        #: The same plugins with the AgentPool profile's weights (``agentPools``).
+        self.pool_score: list[tuple[ScorePlugin, float]] = []
+        self._cache_shares: dict[float, list[tuple[ScorePlugin, float]]] = {}
         self.normalize: dict[str, NormalizeScorePlugin] = {}
         for p in self.plugins:
             if isinstance(p, PreFilterPlugin):
@@ -52,11 +58,36 @@ class Framework:
             if isinstance(p, PreScorePlugin):
                 self.pre_score[p.name] = p
             if isinstance(p, ScorePlugin):
-                weight = config.weights.for_plugin(p.name)
+                weight = config.weight_of(p.name)
                 if weight > 0:
                     self.score.append((p, weight))
+                weight = config.weight_of(p.name, pool=True)
+                if weight > 0:
+                    self.pool_score.append((p, weight))
             if isinstance(p, NormalizeScorePlugin):
                 self.normalize[p.name] = p
+
+    def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
+        """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile,
+        with the ModelCache weight set to its pool's ``cacheHitWeight`` share of the total."""
+        pool = pod.pool
+        if pool is None:
+            return self.score
+        share = pool.cache_hit_weight
+        if share is None:
+            return self.pool_score
+        found = self._cache_shares.get(share)
+        if found is None:
+            found = self._cache_shares[share] = self._with_cache_share(share)
+        return found
+
+    def _with_cache_share(self, share: float) -> list[tuple[ScorePlugin, float]]:
+        others = [(p, w) for p, w in self.pool_score if p.name != _MODEL_CACHE]
+        cache = [p for p in self.plugins if isinstance(p, ScorePlugin) and p.name == _MODEL_CACHE]
+        rest = sum(w for _, w in others)
+        if not cache or share <= 0 or rest <= 0:
+            return others
+        return [*others, (cache[0], share * rest / (1.0 - share))]
 
     def intern(self, key: object) -> object:
         """The framework's token for ``key`` (equal keys, same token; distinct per framework)."""

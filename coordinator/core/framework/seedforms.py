@@ -47,9 +47,10 @@ FACTORS: Final[Mapping[str, tuple[str, ...]]] = {
     # NeuroNetes (seed 000)
     "gpuAvailability": ("bin_packing", "gpu_availability"),
     "topologyFitness": ("topology_fitness", "numa_fit"),
-    # A cached model and a node's price are node labels: preferred node affinity scores them.
-    "modelCachePresence": ("node_affinity",),
-    "costEfficiency": ("node_affinity",),
+    # The ModelCache and CostEfficiency scorers (AgentPool pods), and a pod's own preferred
+    # node affinity (the label-based way to say "cached here" or "cheap").
+    "modelCachePresence": ("model_cache", "node_affinity"),
+    "costEfficiency": ("cost_efficiency", "node_affinity"),
     # Co-location with vector stores and caches is pod affinity.
     "dataLocality": ("inter_pod_affinity",),
 }

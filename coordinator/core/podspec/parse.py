@@ -44,6 +44,7 @@ from coordinator.core.podspec.fields import (
     text,
 )
 from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
+from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.resources import pod_requests
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
@@ -117,6 +118,8 @@ class PodRequest:
     extended_claim: str = ""
     # extended resources per container (what a KEP-5004 claim would ask, where DRA serves them)
     container_extended: tuple[ContainerExtended, ...] = ()
+    # An AgentPool's pod (neuronetes.io/pool, model, scheduling keys); None for other pods
+    pool: PoolScheduling | None = None
 
     @property
     def key(self) -> str:
@@ -234,4 +237,5 @@ def _parse(
         claims=pod_claims(spec, status),
         extended_claim=extended_claim(status),
         container_extended=container_extended(spec),
+        pool=pool_scheduling(labels, annotations),
     )

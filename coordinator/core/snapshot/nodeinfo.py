@@ -79,6 +79,8 @@ class NodeInfo:
     used_ports: tuple[HostPort, ...] = ()  # host ports the node's pods bind
     #: UUIDs of GPUs allocated to DRA claims (whoever allocated them): never free for a pod.
     dra_held: frozenset[str] = frozenset()
+    #: Models in the node's Hugging Face cache (the agent's ``topos.io/models`` annotation).
+    cached_models: frozenset[str] = frozenset()
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
     #: changes, so what was computed for it stays true; a changed node is a new NodeInfo.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
@@ -98,6 +100,7 @@ class NodeInfo:
         pods: Iterable[PodInfo] = (),
         requested: Mapping[str, int] | None = None,
         dra_held: frozenset[str] = frozenset(),
+        cached_models: frozenset[str] = frozenset(),
     ) -> NodeInfo:
         """A node with everything derived from its pods. ``requested`` overrides the sum of the
         pods' requests (when the inventory tracks it separately)."""
@@ -192,6 +195,7 @@ class NodeInfo:
             ),
             used_ports=tuple(hp for p in pods_t for hp in p.host_ports),
             dra_held=dra_held,
+            cached_models=cached_models,
             device_state=state,
             device_token=_intern_state(state),
         )
@@ -210,6 +214,7 @@ class NodeInfo:
             topology=self.topology,
             pods=pods,
             dra_held=self.dra_held if dra_held is None else dra_held,
+            cached_models=self.cached_models,
         )
 
     def free(self, resource: str) -> int:

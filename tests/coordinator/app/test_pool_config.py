@@ -1,0 +1,61 @@
+"""The coordinator's configuration file with the AgentPool keys: a negative price or a scorer
+that cannot be loaded stops start-up naming the entry; a good file reaches the running
+scheduler (the price table, the pool weights, the custom scorer, one set of carbon readings)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.app.backend import MemoryBackend
+from coordinator.app.config.load import ConfigError, parse_config
+from coordinator.app.main import running, wire
+from coordinator.app.scheduler import RUNNING
+from coordinator.core.plugins.pools import PoolPlacement
+from coordinator.inventory.store import Inventory
+
+
+@pytest.mark.parametrize(
+    ("scheduling", "message"),
+    [
+        (
+            {"prices": {"instanceTypes": {"p4d.24xlarge": -32.77}}},
+            "'scheduling' in /etc/topos/config.yaml: prices.instanceTypes.p4d.24xlarge: "
+            "a price cannot be negative (-32.77)",
+        ),
+        (
+            {"customScorers": [{"name": "Power", "module": "nowhere.power:Power"}]},
+            "'scheduling' in /etc/topos/config.yaml: customScorers[0].module: nowhere.power:Power "
+            "cannot be loaded: ModuleNotFoundError",
+        ),
+    ],
+)
+def test_a_bad_entry_stops_start_up_by_name(scheduling: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"scheduling": scheduling}, source="/etc/topos/config.yaml")
+    assert message in str(caught.value)
+
+
+async def test_the_pool_settings_reach_the_running_scheduler() -> None:
+    config = parse_config(
+        {
+            "auth": {"enabled": False},
+            "scheduling": {
+                "prices": {"gpuModels": {"H100": 6.98}},
+                "agentPools": {"weights": {"model_cache": 9}},
+                "customScorers": [
+                    {"name": "Flaky", "module": "tests.support.scorers:FailsSometimes"}
+                ],
+            },
+        }
+    )
+    app = wire(config, MemoryBackend(MemoryCluster(Inventory())))
+    async with running(app):
+        runtime = app[RUNNING].runtime
+        assert runtime is not None
+        framework = runtime.scheduler.framework
+        assert framework.config.prices.gpu_models["H100"].on_demand == 6.98
+        assert {p.name: w for p, w in framework.pool_score}["ModelCache"] == 9
+        assert "Flaky" in {p.name for p, _ in framework.score}
+        (gate,) = [p for p in framework.plugins if isinstance(p, PoolPlacement)]
+        assert gate.carbon is app[RUNNING].carbon  # what the controller updates
