@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from coordinator.api.ui import UI_PATH  # the topology view's files: no data; the page sends a token
+
 PUBLIC_PATHS: Final = frozenset({"/healthz", "/readyz"})
 AGENT_STREAM_PATH: Final = "/v1/agents/stream"
 _READ_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -12,7 +14,7 @@ _READ_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 
 class Access(enum.Enum):
     PUBLIC = "public"
-    """Liveness/readiness: the kubelet's probes carry no token."""
+    """Liveness/readiness: the kubelet's probes carry no token; the topology view's files."""
     READ = "read"
     """Reads that change nothing (inventory, nodes, gangs, explain, domains, metrics, OpenAPI)."""
     WRITE = "write"
@@ -23,6 +25,8 @@ class Access(enum.Enum):
 
 def classify(method: str, path: str) -> Access:
     if path in PUBLIC_PATHS:
+        return Access.PUBLIC
+    if method.upper() in _READ_METHODS and (path == UI_PATH or path.startswith(UI_PATH + "/")):
         return Access.PUBLIC
     if path == AGENT_STREAM_PATH or path.startswith(AGENT_STREAM_PATH + "/"):
         return Access.AGENT
