@@ -31,7 +31,7 @@ function draw() {
   $("gangs-count").textContent = gangs.data ? `(${gangs.data.gangs.length})` : "";
   fill($("pending"), renderPending(pending, draw));
   fill($("gangs"), renderGangs(gangs));
-  fill($("fabric"), renderFabric(inventory, domains.data));
+  fill($("fabric"), renderFabric(inventory, domains.data, $("node-filter").value));
 }
 
 function showStatus(text, problem = false) {
@@ -64,7 +64,7 @@ async function refresh() {
     $("forget-token").hidden = !token();
     draw();
     showStatus(`updated ${new Date().toLocaleTimeString()} · every ${REFRESH_MS / 1000} s`);
-    refreshExplanations(draw);
+    refreshExplanations(pending, draw);
   } catch (err) {
     if (err.status === 401) {
       askForToken(token() ? `the coordinator refused the token: ${err.message}` : "");
@@ -79,8 +79,27 @@ function schedule() {
   if (timer === null && !$("pause").checked) timer = setTimeout(refresh, REFRESH_MS);
 }
 
+// The node filter lives in the address (#nodes=leaf-3), so a filtered view can be shared.
+function filterFromAddress() {
+  const params = new URLSearchParams(window.location.hash.slice(1));
+  $("node-filter").value = params.get("nodes") || "";
+}
+
+function filterToAddress() {
+  const value = $("node-filter").value;
+  const plain = window.location.pathname + window.location.search;
+  history.replaceState(null, "", value ? `#${new URLSearchParams({ nodes: value })}` : plain);
+  draw();
+}
+
 function start() {
   fill($("legend"), renderLegend());
+  filterFromAddress();
+  $("node-filter").addEventListener("input", filterToAddress);
+  window.addEventListener("hashchange", () => {
+    filterFromAddress();
+    draw();
+  });
   $("token-form").addEventListener("submit", (event) => {
     event.preventDefault();
     setToken($("token").value);

@@ -48,22 +48,23 @@ export function holdersOf(node, uuid) {
 
 function holderChips(holders) {
   if (holders.length === 0) return el("span", { class: "free" }, "free");
+  // The chip names the pod; its namespace is in the tooltip (and in "pods on this node").
   return holders.map((h) =>
     el(
       "span",
       {
         class: "holder",
         dataset: { holder: h.pod },
-        title: h.source === "agent" ? "as the kubelet reports it" : "as Topos assigned it",
+        title: `${h.pod} ${h.source === "agent" ? "(as the kubelet reports it)" : "(as Topos assigned it)"}`,
       },
-      h.pod,
+      h.pod.slice(h.pod.indexOf("/") + 1),
       h.fraction !== undefined && h.fraction !== null ? el("span", { class: "fraction" }, ` ${h.fraction}`) : null,
     ),
   );
 }
 
-function migCell(node, gpu) {
-  if (!gpu.mig_enabled) return el("span", { class: "subtle" }, gpu.mig_capable ? "MIG off" : "no MIG");
+// A MIG-split GPU: each slice (GPU instance) with its profile and who holds it.
+function migSlices(node, gpu) {
   const slices = (gpu.mig_instances || []).map((mig) => {
     const held = mig.uuid ? holdersOf(node, mig.uuid) : [];
     return el(
@@ -85,7 +86,7 @@ function migCell(node, gpu) {
   return slices.length ? slices : el("span", { class: "subtle" }, "MIG on, no instances");
 }
 
-function gpuRow(node, topo, gpu, i, withMig) {
+function gpuRow(node, topo, gpu, i) {
   const cells = (topo.links[i] || []).map((cell, j) =>
     el(
       "td",
@@ -109,14 +110,12 @@ function gpuRow(node, topo, gpu, i, withMig) {
       "td",
       { class: "holders" },
       gpu.healthy === false ? el("span", { class: "problem" }, `unhealthy: ${gpu.health_reason || "?"}`) : null,
-      gpu.mig_enabled ? el("span", { class: "subtle" }, "split by MIG") : holderChips(holdersOf(node, gpu.uuid)),
+      gpu.mig_enabled ? migSlices(node, gpu) : holderChips(holdersOf(node, gpu.uuid)),
     ),
-    withMig ? el("td", { class: "migs" }, migCell(node, gpu)) : null,
   );
 }
 
 function gpuTable(node, topo) {
-  const withMig = topo.gpus.some((g) => g.mig_enabled);
   const head = el(
     "tr",
     {},
@@ -124,14 +123,13 @@ function gpuTable(node, topo) {
     el("th", { title: "NUMA node(s) near the GPU" }, "NUMA"),
     topo.gpus.map((g) => el("th", { class: "link-head" }, String(g.index))),
     el("th", {}, "memory"),
-    el("th", {}, "held by"),
-    withMig ? el("th", {}, "MIG slices") : null,
+    el("th", { title: "the pod holding each GPU; a MIG-split GPU lists its slices" }, "held by"),
   );
   return el(
     "table",
     { class: "gpus" },
     el("thead", {}, head),
-    el("tbody", {}, topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i, withMig))),
+    el("tbody", {}, topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i))),
   );
 }
 
@@ -169,11 +167,26 @@ function badges(node) {
   return out;
 }
 
+// "3 of 8 GPUs free"; on a MIG-split GPU the slices count instead: "2 of 3 MIG slices free".
+function freeCount(node) {
+  const topo = node.topology;
+  const free = node.free["nvidia.com/gpu"] || 0;
+  if (!topo) return `${free} of ${plural(node.allocatable["nvidia.com/gpu"] || 0, "GPU")} free`;
+  const whole = topo.gpus.filter((g) => !g.mig_enabled).length;
+  const slices = topo.gpus.flatMap((g) => (g.mig_enabled ? g.mig_instances || [] : []));
+  const parts = [];
+  if (whole || !slices.length) parts.push(`${free} of ${plural(whole, "GPU")} free`);
+  if (slices.length) {
+    const idle = slices.filter((m) => !m.uuid || holdersOf(node, m.uuid).length === 0).length;
+    parts.push(`${idle} of ${plural(slices.length, "MIG slice")} free`);
+  }
+  return parts.join(" · ");
+}
+
 function nodeCard(node) {
   const topo = node.topology;
   const gpus = topo ? topo.gpus.length : node.allocatable["nvidia.com/gpu"] || 0;
   const products = topo ? [...new Set(topo.gpus.map((g) => g.product).filter(Boolean))].join(", ") : "";
-  const freeGpus = node.free["nvidia.com/gpu"] || 0;
   const pods = node.pods || [];
   return el(
     "article",
@@ -183,7 +196,7 @@ function nodeCard(node) {
       {},
       el("h5", {}, node.name),
       el("span", { class: "subtle" }, products ? `${products} ×${gpus}` : plural(gpus, "GPU")),
-      el("span", { class: "free-count" }, `${freeGpus} of ${gpus} GPUs free`),
+      el("span", { class: "free-count" }, freeCount(node)),
       badges(node),
     ),
     topo ? numaLine(topo) : null,
@@ -229,15 +242,20 @@ function card(node) {
   return element;
 }
 
-export function renderFabric(inventory, domains) {
+// `filter`: only nodes whose name, leaf or spine contains this text (empty: every node).
+export function renderFabric(inventory, domains, filter = "") {
   const keys = (domains && domains.keys) || {};
   const leafKey = keys.leaf || "topos.io/leaf";
   const spineKey = keys.spine || "topos.io/spine";
+  const wanted = filter.trim().toLowerCase();
+  const shown = inventory.nodes.filter(
+    (n) => !wanted || [n.name, n.labels[leafKey] || "", n.labels[spineKey] || ""].some((t) => t.toLowerCase().includes(wanted)),
+  );
   const leafUse = new Map(((domains && domains.leaves) || []).map((d) => [d.name, d]));
   const spineUse = new Map(((domains && domains.spines) || []).map((d) => [d.name, d]));
   const spines = new Map(); // spine -> leaf -> [node]
   const unplaced = [];
-  for (const node of inventory.nodes) {
+  for (const node of shown) {
     const leaf = node.labels[leafKey];
     if (!leaf) {
       unplaced.push(node);
@@ -251,7 +269,8 @@ export function renderFabric(inventory, domains) {
   }
   const seen = new Set(inventory.nodes.map((n) => n.name));
   for (const name of cards.keys()) if (!seen.has(name)) cards.delete(name);
-  const out = [...spines.keys()].sort(natural).map((spine) =>
+  const spineOrder = (a, b) => (a === "") - (b === "") || natural(a, b); // unlabelled last
+  const out = [...spines.keys()].sort(spineOrder).map((spine) =>
     el(
       "div",
       { class: "spine", dataset: { spine } },
@@ -277,5 +296,9 @@ export function renderFabric(inventory, domains) {
     );
   }
   if (!inventory.nodes.length) out.push(el("p", { class: "subtle" }, "no nodes known yet"));
+  else if (!shown.length) out.push(el("p", { class: "subtle" }, `no node matches "${filter}"`));
+  else if (shown.length < inventory.nodes.length) {
+    out.unshift(el("p", { class: "subtle" }, `showing ${shown.length} of ${plural(inventory.nodes.length, "node")}`));
+  }
   return out;
 }

@@ -46,15 +46,18 @@ async function explain(key, onChange) {
   const [namespace, name] = key.split("/");
   try {
     const doc = await get(`v1/pods/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/explain?limit=8`);
-    opened.set(key, doc);
+    if (opened.has(key)) opened.set(key, doc);
   } catch (err) {
-    opened.set(key, { error: err.message });
+    if (opened.has(key)) opened.set(key, { error: err.message });
   }
   onChange();
 }
 
-// Refresh the explanations of the rows that are open (called on every page refresh).
-export async function refreshExplanations(onChange) {
+// Refresh the explanations of the rows that are open (called on every page refresh); a pod no
+// longer pending (placed or deleted) closes its row.
+export async function refreshExplanations(pending, onChange) {
+  const waiting = new Set(pending.data ? pending.data.pods.map((p) => `${p.namespace}/${p.name}`) : []);
+  for (const key of opened.keys()) if (!waiting.has(key)) opened.delete(key);
   await Promise.all([...opened.keys()].map((key) => explain(key, onChange)));
 }
 
