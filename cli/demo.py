@@ -301,6 +301,7 @@ def _print_serving(out: TextIO, url: str) -> None:
         f"  curl {url}/v1/nodes\n"
         f"  curl {url}/v1/domains\n"
         f"  curl {url}/v1/gangs\n"
+        f"  curl {url}/v1/pending\n"
         f"  curl {url}/v1/pods/{DEMO_NAMESPACE}/llm-pretrain-2-0/explain\n"
         f"  curl -X POST {url}/v1/simulate -H 'Content-Type: application/json' "
         '-d \'{"pods": [{"metadata": {"name": "what-if"}, "spec": {"schedulerName": '
