@@ -23,10 +23,18 @@ class Access(enum.Enum):
     """The agents' capacity stream: only agent ServiceAccounts, each for its own node."""
 
 
+def _is_ui_file(path: str) -> bool:
+    """``/ui``, ``/ui/`` or one file name below it: never a path that climbs out (``..``)."""
+    if path == UI_PATH:
+        return True
+    name = path.removeprefix(UI_PATH + "/")
+    return name != path and "/" not in name and ".." not in name
+
+
 def classify(method: str, path: str) -> Access:
     if path in PUBLIC_PATHS:
         return Access.PUBLIC
-    if method.upper() in _READ_METHODS and (path == UI_PATH or path.startswith(UI_PATH + "/")):
+    if method.upper() in _READ_METHODS and _is_ui_file(path):
         return Access.PUBLIC
     if path == AGENT_STREAM_PATH or path.startswith(AGENT_STREAM_PATH + "/"):
         return Access.AGENT

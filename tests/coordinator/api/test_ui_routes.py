@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from yarl import URL
 
 from coordinator.adapters.kube.tokenreview import Review, ReviewUnavailable
 from coordinator.api import pending, ui
@@ -107,3 +108,6 @@ async def test_with_authentication_on_the_page_loads_and_the_api_asks_for_a_toke
     assert api.status == 401  # the page shows its token form on this answer
     assert api.headers["WWW-Authenticate"] == 'Bearer realm="topos"'
     assert (await client.post("/ui/")).status == 401  # only reads of the page are open
+    for climbing in ("/ui/../v1/inventory", "/ui/x/../../v1/inventory", "/ui/%2e%2e/v1/inventory"):
+        resp = await client.get(URL(climbing, encoded=True))
+        assert resp.status in (401, 404), climbing  # never the inventory without a token
