@@ -86,7 +86,7 @@ export function renderPending(result, onChange) {
         { dataset: { pending: key } },
         el("td", {}, key, pod.gang ? el("div", { class: "subtle" }, `gang ${pod.gang}`) : null),
         el("td", {}, asks(pod)),
-        el("td", {}, QUEUE_WORDS[pod.queue] || pod.queue, el("div", { class: "subtle" }, `${plural(pod.attempts, "attempt")} ${ago(pod.tried_at)}`)),
+        el("td", {}, pod.outcome === "invalid" ? "waits for the pod to be edited" : QUEUE_WORDS[pod.queue] || pod.queue, el("div", { class: "subtle" }, `${plural(pod.attempts, "attempt")} ${ago(pod.tried_at)}`)),
         el("td", { class: "reason" }, pod.message),
         el("td", {}, toggle),
       ),
