@@ -31,7 +31,15 @@ export function table(headings, rows, attrs = {}) {
   return el(
     "table",
     attrs,
-    el("thead", {}, el("tr", {}, headings.map((h) => el("th", {}, h)))),
+    el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        headings.map((h) => el("th", {}, h)),
+      ),
+    ),
     el("tbody", {}, rows),
   );
 }
@@ -55,7 +63,7 @@ export function plural(n, word, many = `${word}s`) {
 export function cpuList(cpus) {
   const sorted = [...(cpus || [])].sort((a, b) => a - b);
   const parts = [];
-  for (let i = 0; i < sorted.length; ) {
+  for (let i = 0; i < sorted.length;) {
     let j = i;
     while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
     parts.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);

@@ -5,7 +5,11 @@ import { cpuList, el, mib, percent, plural } from "./dom.js";
 
 // Link classes, closest first: the cell text is what `nvidia-smi topo -m` prints.
 export const LINK_CLASSES = [
-  { cls: "link-nvswitch", label: "NV# + NVSwitch", text: "NVLink through an NVSwitch: all GPUs at full NVLink speed" },
+  {
+    cls: "link-nvswitch",
+    label: "NV# + NVSwitch",
+    text: "NVLink through an NVSwitch: all GPUs at full NVLink speed",
+  },
   { cls: "link-nvlink", label: "NV#", text: "# NVLinks straight between the two GPUs" },
   { cls: "link-pix", label: "PIX · PXB", text: "PCIe through PCIe switches only" },
   { cls: "link-phb", label: "PHB", text: "PCIe through the CPU's host bridge" },
@@ -48,19 +52,18 @@ export function holdersOf(node, uuid) {
 
 function holderChips(holders) {
   if (holders.length === 0) return el("span", { class: "free" }, "free");
-  // The chip names the pod; its namespace is in the tooltip (and in "pods on this node").
-  return holders.map((h) =>
-    el(
+  // The chip names the pod; its namespace is in the tooltip (and in "pods on this node"). A
+  // share of a GPU adds its fraction after the name.
+  return holders.map((h) => {
+    const how = h.source === "agent" ? "as the kubelet reports it" : "as Topos assigned it";
+    const share = h.fraction !== undefined && h.fraction !== null ? ` ${h.fraction}` : "";
+    return el(
       "span",
-      {
-        class: "holder",
-        dataset: { holder: h.pod },
-        title: `${h.pod} ${h.source === "agent" ? "(as the kubelet reports it)" : "(as Topos assigned it)"}`,
-      },
+      { class: "holder", dataset: { holder: h.pod }, title: `${h.pod} (${how})` },
       h.pod.slice(h.pod.indexOf("/") + 1),
-      h.fraction !== undefined && h.fraction !== null ? el("span", { class: "fraction" }, ` ${h.fraction}`) : null,
-    ),
-  );
+      share ? el("span", { class: "fraction" }, share) : null,
+    );
+  });
 }
 
 // A MIG-split GPU: each slice (GPU instance) with its profile and who holds it.
@@ -81,7 +84,14 @@ function migSlices(node, gpu) {
   });
   const room = (gpu.mig_creatable || []).filter((c) => c.free > 0);
   if (room.length) {
-    slices.push(el("div", { class: "subtle" }, "room for ", room.map((c) => `${c.profile} ×${c.free}`).join(", ")));
+    slices.push(
+      el(
+        "div",
+        { class: "subtle" },
+        "room for ",
+        room.map((c) => `${c.profile} ×${c.free}`).join(", "),
+      ),
+    );
   }
   return slices.length ? slices : el("span", { class: "subtle" }, "MIG on, no instances");
 }
@@ -98,18 +108,27 @@ function gpuRow(node, topo, gpu, i) {
       cell,
     ),
   );
-  const numa = gpu.numa_affinity && gpu.numa_affinity.length ? gpu.numa_affinity.join(",") : gpu.numa_node ?? "?";
+  const numa =
+    gpu.numa_affinity && gpu.numa_affinity.length
+      ? gpu.numa_affinity.join(",")
+      : (gpu.numa_node ?? "?");
   return el(
     "tr",
     { class: gpu.healthy === false ? "unhealthy" : null, dataset: { gpu: String(gpu.index) } },
-    el("th", { title: `${gpu.uuid}${gpu.pci_bus_id ? ` at ${gpu.pci_bus_id}` : ""}` }, `GPU ${gpu.index}`),
+    el(
+      "th",
+      { title: `${gpu.uuid}${gpu.pci_bus_id ? ` at ${gpu.pci_bus_id}` : ""}` },
+      `GPU ${gpu.index}`,
+    ),
     el("td", { class: "num" }, String(numa)),
     cells,
     el("td", { class: "num" }, mib(gpu.memory_total_mib)),
     el(
       "td",
       { class: "holders" },
-      gpu.healthy === false ? el("span", { class: "problem" }, `unhealthy: ${gpu.health_reason || "?"}`) : null,
+      gpu.healthy === false
+        ? el("span", { class: "problem" }, `unhealthy: ${gpu.health_reason || "?"}`)
+        : null,
       gpu.mig_enabled ? migSlices(node, gpu) : holderChips(holdersOf(node, gpu.uuid)),
     ),
   );
@@ -129,7 +148,11 @@ function gpuTable(node, topo) {
     "table",
     { class: "gpus" },
     el("thead", {}, head),
-    el("tbody", {}, topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i))),
+    el(
+      "tbody",
+      {},
+      topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i)),
+    ),
   );
 }
 
@@ -161,7 +184,16 @@ function badges(node) {
   if (node.stale) out.push(el("span", { class: "badge bad" }, "agent stale"));
   if (node.connected) out.push(el("span", { class: "badge ok" }, "agent connected"));
   else if (node.topology_source === "node-annotation") {
-    out.push(el("span", { class: "badge warn", title: "no agent stream: read from the Node's topos.io/topology annotation" }, "hardware from Node annotation"));
+    out.push(
+      el(
+        "span",
+        {
+          class: "badge warn",
+          title: "no agent stream: read from the Node's topos.io/topology annotation",
+        },
+        "hardware from Node annotation",
+      ),
+    );
   }
   if (topo && topo.nvswitch) out.push(el("span", { class: "badge link-nvswitch" }, "NVSwitch"));
   return out;
@@ -186,7 +218,9 @@ function freeCount(node) {
 function nodeCard(node) {
   const topo = node.topology;
   const gpus = topo ? topo.gpus.length : node.allocatable["nvidia.com/gpu"] || 0;
-  const products = topo ? [...new Set(topo.gpus.map((g) => g.product).filter(Boolean))].join(", ") : "";
+  const products = topo
+    ? [...new Set(topo.gpus.map((g) => g.product).filter(Boolean))].join(", ")
+    : "";
   const pods = node.pods || [];
   return el(
     "article",
@@ -202,16 +236,36 @@ function nodeCard(node) {
     topo ? numaLine(topo) : null,
     topo && topo.gpus.length
       ? gpuTable(node, topo)
-      : el("p", { class: "subtle" }, "no hardware report yet: no agent stream and no topos.io/topology annotation"),
+      : el(
+          "p",
+          { class: "subtle" },
+          "no hardware report yet: no agent stream and no topos.io/topology annotation",
+        ),
     (node.mismatches || []).map((m) =>
-      el("p", { class: "problem" }, `${m.namespace}/${m.pod}: Topos assigned ${m.assigned_devices}, the node gave ${m.given_devices}`),
+      el(
+        "p",
+        { class: "problem" },
+        `${m.namespace}/${m.pod}: Topos assigned ${m.assigned_devices}, ` +
+          `the node gave ${m.given_devices}`,
+      ),
     ),
     pods.length
       ? el(
           "details",
           { class: "pods" },
           el("summary", {}, `${plural(pods.length, "pod")} on this node`),
-          el("ul", {}, pods.map((p) => el("li", {}, `${p.namespace}/${p.name}`, el("span", { class: "subtle" }, ` (${p.scheduler})`)))),
+          el(
+            "ul",
+            {},
+            pods.map((p) =>
+              el(
+                "li",
+                {},
+                `${p.namespace}/${p.name}`,
+                el("span", { class: "subtle" }, ` (${p.scheduler})`),
+              ),
+            ),
+          ),
         )
       : null,
   );
@@ -219,7 +273,8 @@ function nodeCard(node) {
 
 function usage(domain) {
   if (!domain) return "";
-  return `${plural(domain.nodes, "node")} · ${domain.gpus_free} of ${domain.gpus_total} GPUs free · ${percent(domain.utilisation)} used`;
+  const free = `${domain.gpus_free} of ${domain.gpus_total} GPUs free`;
+  return `${plural(domain.nodes, "node")} · ${free} · ${percent(domain.utilisation)} used`;
 }
 
 const natural = (a, b) => a.localeCompare(b, undefined, { numeric: true });
@@ -249,7 +304,11 @@ export function renderFabric(inventory, domains, filter = "") {
   const spineKey = keys.spine || "topos.io/spine";
   const wanted = filter.trim().toLowerCase();
   const shown = inventory.nodes.filter(
-    (n) => !wanted || [n.name, n.labels[leafKey] || "", n.labels[spineKey] || ""].some((t) => t.toLowerCase().includes(wanted)),
+    (n) =>
+      !wanted ||
+      [n.name, n.labels[leafKey] || "", n.labels[spineKey] || ""].some((t) =>
+        t.toLowerCase().includes(wanted),
+      ),
   );
   const leafUse = new Map(((domains && domains.leaves) || []).map((d) => [d.name, d]));
   const spineUse = new Map(((domains && domains.spines) || []).map((d) => [d.name, d]));
@@ -274,13 +333,26 @@ export function renderFabric(inventory, domains, filter = "") {
     el(
       "div",
       { class: "spine", dataset: { spine } },
-      el("h3", {}, spine ? `spine ${spine}` : "leaves without a spine label", el("span", { class: "usage" }, usage(spineUse.get(spine)))),
+      el(
+        "h3",
+        {},
+        spine ? `spine ${spine}` : "leaves without a spine label",
+        el("span", { class: "usage" }, usage(spineUse.get(spine))),
+      ),
       [...spines.get(spine).keys()].sort(natural).map((leaf) =>
         el(
           "div",
           { class: "leaf", dataset: { leaf } },
           el("h4", {}, `leaf ${leaf}`, el("span", { class: "usage" }, usage(leafUse.get(leaf)))),
-          el("div", { class: "nodes" }, spines.get(spine).get(leaf).sort((a, b) => natural(a.name, b.name)).map(card)),
+          el(
+            "div",
+            { class: "nodes" },
+            spines
+              .get(spine)
+              .get(leaf)
+              .sort((a, b) => natural(a.name, b.name))
+              .map(card),
+          ),
         ),
       ),
     ),
@@ -298,7 +370,13 @@ export function renderFabric(inventory, domains, filter = "") {
   if (!inventory.nodes.length) out.push(el("p", { class: "subtle" }, "no nodes known yet"));
   else if (!shown.length) out.push(el("p", { class: "subtle" }, `no node matches "${filter}"`));
   else if (shown.length < inventory.nodes.length) {
-    out.unshift(el("p", { class: "subtle" }, `showing ${shown.length} of ${plural(inventory.nodes.length, "node")}`));
+    out.unshift(
+      el(
+        "p",
+        { class: "subtle" },
+        `showing ${shown.length} of ${plural(inventory.nodes.length, "node")}`,
+      ),
+    );
   }
   return out;
 }
