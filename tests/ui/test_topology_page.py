@@ -5,10 +5,11 @@ Three nodes on one spine, from hardware profiles with the agent's labels and its
 ``topos.io/topology`` annotation (no agent streams: the coordinator reads the hardware from the
 Node): an NVSwitch DGX H100, an 8×PCIe box and a MIG-split A100. Pods created through the API
 server are placed by the coordinator: an 8-GPU trainer, a MIG pod, a 2-pod gang, and one pod
-too big for any node. The page asks for a token (a real ServiceAccount token, checked by
-TokenReview), then must show the nodes, link classes in colour, MIG slices with their holder,
-who holds which GPU, the pending pod with the scheduler's reason and its per-node explanation,
-the gang, and — refreshing by itself — the pending pod gone once it is deleted. A screenshot of
+too big for any node. The page asks for a token, says so when a bad one is typed, and with a
+real ServiceAccount token (checked by TokenReview) must show the nodes, link classes in colour,
+MIG slices with their holder, who holds which GPU, the pending pod with the scheduler's reason
+and its per-node explanation, the gang, and — refreshing by itself — the pending pod gone once it
+is deleted. A screenshot of
 the page is saved as ``topology.png`` in the test's temp folder.
 """
 
@@ -99,6 +100,14 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
             await page.wait_for(
                 "!document.getElementById('token-form').hidden", what="the token form"
             )
+            await page.type_into("#token", "not-a-token")
+            await page.click("#token-form button")
+            refused = await page.wait_for(
+                "!document.getElementById('token-problem').hidden"
+                " && document.getElementById('token-problem').innerText",
+                what="the bad token refused",
+            )
+            assert refused == "the coordinator refused the token: invalid bearer token"
             await page.type_into("#token", token)
             await page.click("#token-form button")
             await page.wait_for(f"{NODES_JS}.length === 3", what="the three nodes")
@@ -176,8 +185,8 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
                 what="the deleted pod gone on the next refresh",
                 timeout_s=20,
             )
-            # the one failed request: the first, before the token, which brought up the form
+            # the failed requests: the first, with no token, and the one with the bad token
             unauthorized = "the server responded with a status of 401 (Unauthorized)"
-            assert page.errors == [
+            assert page.errors == 2 * [
                 f"network: Failed to load resource: {unauthorized} {url}/v1/inventory"
             ]
