@@ -61,7 +61,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     parser.add_argument(
-        "--serve", action="store_true", help="keep the API up afterwards (Ctrl-C to stop)"
+        "--serve",
+        action="store_true",
+        help="keep the API and its topology view (/ui/) up afterwards (Ctrl-C to stop)",
     )
     parser.add_argument("--port", type=int, default=0, help="API port on 127.0.0.1 (default: any)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -293,10 +295,13 @@ def _print_report(
 
 def _print_serving(out: TextIO, url: str) -> None:
     out.write(
-        f"\nServing the API at {url} (authentication off) — Ctrl-C to stop. Try:\n"
+        f"\nServing the API at {url} (authentication off) — Ctrl-C to stop.\n"
+        f"  Topology view: {url}/ui/  (open it in a browser)\n"
+        "Try:\n"
         f"  curl {url}/v1/nodes\n"
         f"  curl {url}/v1/domains\n"
         f"  curl {url}/v1/gangs\n"
+        f"  curl {url}/v1/pending\n"
         f"  curl {url}/v1/pods/{DEMO_NAMESPACE}/llm-pretrain-2-0/explain\n"
         f"  curl -X POST {url}/v1/simulate -H 'Content-Type: application/json' "
         '-d \'{"pods": [{"metadata": {"name": "what-if"}, "spec": {"schedulerName": '

@@ -32,6 +32,8 @@ __all__ = [
     "SimulateRequest",
     "SimulateResponse",
     "SimulatedPlacement",
+    "limit_of",
+    "scheduler_of",
 ]
 
 MAX_SIMULATED_PODS: Final = 1000
@@ -106,7 +108,7 @@ class SimulateResponse(msgspec.Struct, frozen=True, kw_only=True):
     results: list[SimulatedPlacement]
 
 
-def _scheduler(request: web.Request) -> Scheduler:
+def scheduler_of(request: web.Request) -> Scheduler:
     slot = request.app.get(SCHEDULER)
     if slot is None or slot.scheduler is None:
         raise ApiError(503, "unavailable", "the scheduler is not running")
@@ -174,7 +176,7 @@ def _from_result(
     )
 
 
-def _limit(request: web.Request) -> int | None:
+def limit_of(request: web.Request) -> int | None:
     raw = request.query.get("limit")
     if raw is None:
         return None
@@ -223,9 +225,9 @@ def _node_gave(doc: PodExplanation, scheduler: Scheduler) -> PodExplanation:
 
 
 async def explain_pod(request: web.Request) -> web.Response:
-    scheduler = _scheduler(request)
+    scheduler = scheduler_of(request)
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    limit = _limit(request)
+    limit = limit_of(request)
     key = f"{namespace}/{name}"
     attempt: Attempt | None = scheduler.last_attempt(key)
     entry = scheduler.queue.named(key)
@@ -258,7 +260,7 @@ _DECODER: Final = msgspec.json.Decoder(SimulateRequest)
 
 
 async def simulate(request: web.Request) -> web.Response:
-    scheduler = _scheduler(request)
+    scheduler = scheduler_of(request)
     body = await request.read()
     try:
         doc = _DECODER.decode(body)

@@ -31,7 +31,7 @@ from common.logs import setup_logging
 from common.wire import CloseReason
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.api import explain, gangs
+from coordinator.api import explain, gangs, pending, ui
 from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
 from coordinator.api.metrics import Metrics
 from coordinator.app.auth.middleware import agent_node
@@ -143,7 +143,7 @@ def wire(
         inv,
         metrics=Metrics(compat=config.metrics.compat),
         agent_auth=agent_node,
-        extra_routes=(*explain.ROUTES, *gangs.ROUTES),
+        extra_routes=(*explain.ROUTES, *gangs.ROUTES, *pending.ROUTES, *ui.ROUTES),
     )
     app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))
     if isinstance(backend, KubeBackend):

@@ -1,0 +1,103 @@
+"""``GET /v1/pending``: the pods waiting for Topos, each with why it waits.
+
+One line per pod in the scheduler's queue that is not bound yet: where it waits (``active``: to be
+tried now; ``backoff``: failed recently, tried again shortly; ``unschedulable``: waits for the
+cluster to change, or for an edit; ``in_flight``: being decided or bound right now), what it asks
+for, and the message of its last attempt — the same text as its ``FailedScheduling`` Event.
+``/v1/pods/{namespace}/{name}/explain`` has the per-node detail. Without a running scheduler the
+route answers 503, like explain.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+from aiohttp import web
+
+from coordinator.api.errors import bad_request
+from coordinator.api.explain import limit_of, scheduler_of
+from coordinator.api.render import respond
+from coordinator.api.routing import QueryParam, Route
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.loop import Scheduler
+
+__all__ = ["ROUTES", "PendingList", "PendingPod"]
+
+NOT_TRIED: Final = "not tried yet"
+
+
+class PendingPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    namespace: str
+    name: str
+    queue: str  # active | backoff | unschedulable | in_flight
+    attempts: int
+    priority: int = 0
+    created: str = ""  # metadata.creationTimestamp, as the API server wrote it
+    gpus: int = 0  # whole GPUs asked for
+    mig: list[str] = []  # "1g.10gb ×2": MIG instances asked for
+    gang: str | None = None  # the gang (pod group) it belongs to, by name
+    outcome: str | None = None  # of its last attempt: unschedulable | invalid | binding | ...
+    message: str = NOT_TRIED  # why it waits, from its last attempt
+    tried_at: float | None = None  # unix seconds of that attempt
+
+
+class PendingList(msgspec.Struct, frozen=True, kw_only=True):
+    total: int  # pods waiting (of ``namespace``), before ``limit``
+    pods: list[PendingPod]
+
+
+def _line(scheduler: Scheduler, entry: QueuedPod) -> PendingPod:
+    request = entry.request
+    asked = request if isinstance(request, PodRequest) else None
+    attempt = scheduler.last_attempt(entry.key)
+    if attempt is not None and attempt.uid != entry.uid:
+        attempt = None  # an earlier pod of that name
+    namespace, _, name = entry.key.partition("/")
+    return PendingPod(
+        namespace=namespace,
+        name=name,
+        queue=entry.where,
+        attempts=entry.attempts,
+        priority=entry.priority,
+        created=entry.created,
+        gpus=asked.gpus if asked is not None else 0,
+        mig=[f"{profile} ×{n}" for profile, n in asked.mig] if asked is not None else [],
+        gang=asked.gang.name if asked is not None and asked.gang is not None else None,
+        outcome=attempt.outcome if attempt is not None else None,
+        message=(attempt.message if attempt is not None else entry.last_message) or NOT_TRIED,
+        tried_at=attempt.at if attempt is not None else None,
+    )
+
+
+async def list_pending(request: web.Request) -> web.Response:
+    scheduler = scheduler_of(request)
+    namespace = request.query.get("namespace")
+    if namespace is not None and not namespace:
+        raise bad_request("query parameter namespace must not be empty")
+    limit = limit_of(request)
+    waiting = [e for e in scheduler.queue.entries() if e.where != "bound"]
+    # The scheduler's own order: highest priority first, then the oldest.
+    waiting.sort(key=lambda e: (-e.priority, e.created, e.key))
+    chosen = [e for e in waiting if namespace is None or e.key.startswith(f"{namespace}/")]
+    pods = [_line(scheduler, e) for e in chosen[:limit]]
+    return respond(request, PendingList(total=len(chosen), pods=pods))
+
+
+ROUTES = (
+    Route(
+        "GET",
+        "/v1/pending",
+        list_pending,
+        "The pods waiting for Topos: where each waits in the queue, what it asks, and why "
+        "(its last attempt's message); highest priority first",
+        "scheduling",
+        response=PendingList,
+        query=(
+            QueryParam("namespace", "only pods of this namespace"),
+            QueryParam("limit", "at most this many pods", {"type": "integer", "minimum": 1}),
+        ),
+        errors={400: "bad query parameter", 503: "the scheduler is not running"},
+    ),
+)

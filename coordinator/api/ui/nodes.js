@@ -1,0 +1,382 @@
+// The fabric: spines, their leaves, and each node with its GPUs drawn as the link matrix.
+// Data: GET /v1/inventory (every node's merged state) and GET /v1/domains (usage per leaf/spine).
+
+import { cpuList, el, mib, percent, plural } from "./dom.js";
+
+// Link classes, closest first: the cell text is what `nvidia-smi topo -m` prints.
+export const LINK_CLASSES = [
+  {
+    cls: "link-nvswitch",
+    label: "NV# + NVSwitch",
+    text: "NVLink through an NVSwitch: all GPUs at full NVLink speed",
+  },
+  { cls: "link-nvlink", label: "NV#", text: "# NVLinks straight between the two GPUs" },
+  { cls: "link-pix", label: "PIX · PXB", text: "PCIe through PCIe switches only" },
+  { cls: "link-phb", label: "PHB", text: "PCIe through the CPU's host bridge" },
+  { cls: "link-node", label: "NODE", text: "PCIe across host bridges, same NUMA node" },
+  { cls: "link-sys", label: "SYS", text: "across the CPU sockets' link (slowest)" },
+  { cls: "link-self", label: "X", text: "the GPU itself" },
+];
+
+export function linkClass(cell, nvswitch) {
+  if (cell === "X") return "link-self";
+  if (/^NV\d+$/.test(cell)) return nvswitch ? "link-nvswitch" : "link-nvlink";
+  if (cell === "PIX" || cell === "PXB") return "link-pix";
+  if (cell === "PHB") return "link-phb";
+  if (cell === "NODE") return "link-node";
+  if (cell === "SYS") return "link-sys";
+  return "link-unknown";
+}
+
+export function renderLegend() {
+  return LINK_CLASSES.map((c) =>
+    el("span", { class: "legend-item" }, el("span", { class: `swatch ${c.cls}` }, c.label), c.text),
+  );
+}
+
+// Who holds a device (GPU or MIG instance), as a list: a GPU shared by several pods, each with
+// its fraction, shows every one. Reads `gpu_use` entries ({uuid, holder}) and, where present,
+// their `holders` list (strings or {pod, fraction}).
+export function holdersOf(node, uuid) {
+  const out = [];
+  for (const use of node.gpu_use || []) {
+    if (use.uuid !== uuid) continue;
+    if (Array.isArray(use.holders)) {
+      for (const h of use.holders) out.push(typeof h === "string" ? { pod: h } : h);
+    } else if (use.holder) {
+      out.push({ pod: use.holder, source: use.source });
+    }
+  }
+  return out;
+}
+
+function holderChips(holders) {
+  if (holders.length === 0) return el("span", { class: "free" }, "free");
+  // The chip names the pod; its namespace is in the tooltip (and in "pods on this node"). A
+  // share of a GPU adds its fraction after the name.
+  return holders.map((h) => {
+    const how = h.source === "agent" ? "as the kubelet reports it" : "as Topos assigned it";
+    const share = h.fraction !== undefined && h.fraction !== null ? ` ${h.fraction}` : "";
+    return el(
+      "span",
+      { class: "holder", dataset: { holder: h.pod }, title: `${h.pod} (${how})` },
+      h.pod.slice(h.pod.indexOf("/") + 1),
+      share ? el("span", { class: "fraction" }, share) : null,
+    );
+  });
+}
+
+// A MIG-split GPU: each slice (GPU instance) with its profile and who holds it.
+function migSlices(node, gpu) {
+  const slices = (gpu.mig_instances || []).map((mig) => {
+    const held = mig.uuid ? holdersOf(node, mig.uuid) : [];
+    return el(
+      "div",
+      {
+        class: `mig ${held.length ? "held" : "idle"}`,
+        dataset: { mig: mig.profile },
+        title: `GPU instance ${mig.gi_id}, ${mig.slices} compute slice(s), ${mib(mig.memory_mib)}`,
+      },
+      el("span", { class: "mig-profile" }, mig.profile),
+      " ",
+      holderChips(held),
+    );
+  });
+  const room = (gpu.mig_creatable || []).filter((c) => c.free > 0);
+  if (room.length) {
+    slices.push(
+      el(
+        "div",
+        { class: "subtle" },
+        "room for ",
+        room.map((c) => `${c.profile} ×${c.free}`).join(", "),
+      ),
+    );
+  }
+  return slices.length ? slices : el("span", { class: "subtle" }, "MIG on, no instances");
+}
+
+function gpuRow(node, topo, gpu, i) {
+  const cells = (topo.links[i] || []).map((cell, j) =>
+    el(
+      "td",
+      {
+        class: `link ${linkClass(cell, topo.nvswitch)}`,
+        dataset: { link: cell },
+        title: `GPU ${gpu.index} ↔ GPU ${topo.gpus[j] ? topo.gpus[j].index : j}: ${cell}`,
+      },
+      cell,
+    ),
+  );
+  const numa =
+    gpu.numa_affinity && gpu.numa_affinity.length
+      ? gpu.numa_affinity.join(",")
+      : (gpu.numa_node ?? "?");
+  return el(
+    "tr",
+    { class: gpu.healthy === false ? "unhealthy" : null, dataset: { gpu: String(gpu.index) } },
+    el(
+      "th",
+      { title: `${gpu.uuid}${gpu.pci_bus_id ? ` at ${gpu.pci_bus_id}` : ""}` },
+      `GPU ${gpu.index}`,
+    ),
+    el("td", { class: "num" }, String(numa)),
+    cells,
+    el("td", { class: "num" }, mib(gpu.memory_total_mib)),
+    el(
+      "td",
+      { class: "holders" },
+      gpu.healthy === false
+        ? el("span", { class: "problem" }, `unhealthy: ${gpu.health_reason || "?"}`)
+        : null,
+      gpu.mig_enabled ? migSlices(node, gpu) : holderChips(holdersOf(node, gpu.uuid)),
+    ),
+  );
+}
+
+function gpuTable(node, topo) {
+  const head = el(
+    "tr",
+    {},
+    el("th", {}, ""),
+    el("th", { title: "NUMA node(s) near the GPU" }, "NUMA"),
+    topo.gpus.map((g) => el("th", { class: "link-head" }, String(g.index))),
+    el("th", {}, "memory"),
+    el("th", { title: "the pod holding each GPU; a MIG-split GPU lists its slices" }, "held by"),
+  );
+  return el(
+    "table",
+    { class: "gpus" },
+    el("thead", {}, head),
+    el(
+      "tbody",
+      {},
+      topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i)),
+    ),
+  );
+}
+
+function numaLine(topo) {
+  const nodes = topo.numa_nodes || [];
+  if (!nodes.length) return null;
+  return el(
+    "div",
+    { class: "numa" },
+    nodes.map((n) => {
+      const gpus = topo.gpus.filter((g) => g.numa_node === n.id).map((g) => g.index);
+      return el(
+        "span",
+        { class: "numa-node", dataset: { numa: String(n.id) } },
+        el("b", {}, `NUMA ${n.id}`),
+        el("span", { title: `CPUs ${cpuList(n.cpus)}` }, ` ${plural(n.cpus.length, "CPU")}`),
+        n.memory_mib ? ` · ${mib(n.memory_mib)}` : "",
+        gpus.length ? ` · GPUs ${gpus.join(",")}` : "",
+      );
+    }),
+  );
+}
+
+function badges(node) {
+  const topo = node.topology;
+  const out = [];
+  if (!node.schedulable) out.push(el("span", { class: "badge bad" }, "not schedulable"));
+  if (node.ready === false) out.push(el("span", { class: "badge bad" }, "not Ready"));
+  if (node.stale) out.push(el("span", { class: "badge bad" }, "agent stale"));
+  if (node.connected) out.push(el("span", { class: "badge ok" }, "agent connected"));
+  else if (node.topology_source === "node-annotation") {
+    out.push(
+      el(
+        "span",
+        {
+          class: "badge warn",
+          title: "no agent stream: read from the Node's topos.io/topology annotation",
+        },
+        "hardware from Node annotation",
+      ),
+    );
+  }
+  if (topo && topo.nvswitch) out.push(el("span", { class: "badge link-nvswitch" }, "NVSwitch"));
+  return out;
+}
+
+// "3 of 8 GPUs free"; on a MIG-split GPU the slices count instead: "2 of 3 MIG slices free".
+function freeCount(node) {
+  const topo = node.topology;
+  const free = node.free["nvidia.com/gpu"] || 0;
+  if (!topo) return `${free} of ${plural(node.allocatable["nvidia.com/gpu"] || 0, "GPU")} free`;
+  const whole = topo.gpus.filter((g) => !g.mig_enabled).length;
+  const slices = topo.gpus.flatMap((g) => (g.mig_enabled ? g.mig_instances || [] : []));
+  const parts = [];
+  if (whole || !slices.length) parts.push(`${free} of ${plural(whole, "GPU")} free`);
+  if (slices.length) {
+    const idle = slices.filter((m) => !m.uuid || holdersOf(node, m.uuid).length === 0).length;
+    parts.push(`${idle} of ${plural(slices.length, "MIG slice")} free`);
+  }
+  return parts.join(" · ");
+}
+
+function nodeCard(node) {
+  const topo = node.topology;
+  const gpus = topo ? topo.gpus.length : node.allocatable["nvidia.com/gpu"] || 0;
+  const products = topo
+    ? [...new Set(topo.gpus.map((g) => g.product).filter(Boolean))].join(", ")
+    : "";
+  const pods = node.pods || [];
+  return el(
+    "article",
+    { class: "node", dataset: { node: node.name } },
+    el(
+      "header",
+      {},
+      el("h5", {}, node.name),
+      el("span", { class: "subtle" }, products ? `${products} ×${gpus}` : plural(gpus, "GPU")),
+      el("span", { class: "free-count" }, freeCount(node)),
+      badges(node),
+    ),
+    topo ? numaLine(topo) : null,
+    topo && topo.gpus.length
+      ? gpuTable(node, topo)
+      : el(
+          "p",
+          { class: "subtle" },
+          "no hardware report yet: no agent stream and no topos.io/topology annotation",
+        ),
+    (node.mismatches || []).map((m) =>
+      el(
+        "p",
+        { class: "problem" },
+        `${m.namespace}/${m.pod}: Topos assigned ${m.assigned_devices}, ` +
+          `the node gave ${m.given_devices}`,
+      ),
+    ),
+    pods.length
+      ? el(
+          "details",
+          { class: "pods" },
+          el("summary", {}, `${plural(pods.length, "pod")} on this node`),
+          el(
+            "ul",
+            {},
+            pods.map((p) =>
+              el(
+                "li",
+                {},
+                `${p.namespace}/${p.name}`,
+                el("span", { class: "subtle" }, ` (${p.scheduler})`),
+              ),
+            ),
+          ),
+        )
+      : null,
+  );
+}
+
+function usage(domain) {
+  if (!domain) return "";
+  const free = `${domain.gpus_free} of ${domain.gpus_total} GPUs free`;
+  return `${plural(domain.nodes, "node")} · ${free} · ${percent(domain.utilisation)} used`;
+}
+
+const natural = (a, b) => a.localeCompare(b, undefined, { numeric: true });
+
+// Nodes are cards; a card is rebuilt only when its node changed (the page refreshes often, and
+// an open "pods on this node" list should stay open).
+const cards = new Map(); // node name -> {json, element}
+
+function card(node) {
+  const json = JSON.stringify(node, (k, v) => (k === "last_seen_age_s" ? undefined : v));
+  const known = cards.get(node.name);
+  if (known && known.json === json) return known.element;
+  const element = nodeCard(node);
+  if (known) {
+    const open = known.element.querySelector("details.pods[open]");
+    const details = element.querySelector("details.pods");
+    if (open && details) details.open = true;
+  }
+  cards.set(node.name, { json, element });
+  return element;
+}
+
+// `filter`: only nodes whose name, leaf or spine contains this text (empty: every node).
+export function renderFabric(inventory, domains, filter = "") {
+  const keys = (domains && domains.keys) || {};
+  const leafKey = keys.leaf || "topos.io/leaf";
+  const spineKey = keys.spine || "topos.io/spine";
+  const wanted = filter.trim().toLowerCase();
+  const shown = inventory.nodes.filter(
+    (n) =>
+      !wanted ||
+      [n.name, n.labels[leafKey] || "", n.labels[spineKey] || ""].some((t) =>
+        t.toLowerCase().includes(wanted),
+      ),
+  );
+  const leafUse = new Map(((domains && domains.leaves) || []).map((d) => [d.name, d]));
+  const spineUse = new Map(((domains && domains.spines) || []).map((d) => [d.name, d]));
+  const spines = new Map(); // spine -> leaf -> [node]
+  const unplaced = [];
+  for (const node of shown) {
+    const leaf = node.labels[leafKey];
+    if (!leaf) {
+      unplaced.push(node);
+      continue;
+    }
+    const spine = node.labels[spineKey] || "";
+    if (!spines.has(spine)) spines.set(spine, new Map());
+    const leaves = spines.get(spine);
+    if (!leaves.has(leaf)) leaves.set(leaf, []);
+    leaves.get(leaf).push(node);
+  }
+  const seen = new Set(inventory.nodes.map((n) => n.name));
+  for (const name of cards.keys()) if (!seen.has(name)) cards.delete(name);
+  const spineOrder = (a, b) => (a === "") - (b === "") || natural(a, b); // unlabelled last
+  const out = [...spines.keys()].sort(spineOrder).map((spine) =>
+    el(
+      "div",
+      { class: "spine", dataset: { spine } },
+      el(
+        "h3",
+        {},
+        spine ? `spine ${spine}` : "leaves without a spine label",
+        el("span", { class: "usage" }, usage(spineUse.get(spine))),
+      ),
+      [...spines.get(spine).keys()].sort(natural).map((leaf) =>
+        el(
+          "div",
+          { class: "leaf", dataset: { leaf } },
+          el("h4", {}, `leaf ${leaf}`, el("span", { class: "usage" }, usage(leafUse.get(leaf)))),
+          el(
+            "div",
+            { class: "nodes" },
+            spines
+              .get(spine)
+              .get(leaf)
+              .sort((a, b) => natural(a.name, b.name))
+              .map(card),
+          ),
+        ),
+      ),
+    ),
+  );
+  if (unplaced.length) {
+    out.push(
+      el(
+        "div",
+        { class: "spine" },
+        el("h3", {}, "nodes without a leaf label"),
+        el("div", { class: "nodes" }, unplaced.sort((a, b) => natural(a.name, b.name)).map(card)),
+      ),
+    );
+  }
+  if (!inventory.nodes.length) out.push(el("p", { class: "subtle" }, "no nodes known yet"));
+  else if (!shown.length) out.push(el("p", { class: "subtle" }, `no node matches "${filter}"`));
+  else if (shown.length < inventory.nodes.length) {
+    out.unshift(
+      el(
+        "p",
+        { class: "subtle" },
+        `showing ${shown.length} of ${plural(inventory.nodes.length, "node")}`,
+      ),
+    );
+  }
+  return out;
+}
