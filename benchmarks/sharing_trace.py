@@ -60,8 +60,11 @@ class Results:
     gpus: int = 0
 
 
-def _topos(work: Workload, *, fraction: bool) -> Run:
+def _topos(work: Workload, *, fraction: bool) -> Run | None:
+    """The Topos arm's run; None when fractional asks were sent and no GPU was shared."""
     got = topos_replay(work, fraction=fraction)
+    if fraction and got.shared_gpus == 0:
+        return None
     demands = [p.demand for p in work.pods]
     return Run(
         TOPOS_FRACTION if fraction else TOPOS_WHOLE,
@@ -103,9 +106,14 @@ def run(
         out.nodes, out.gpus = len(work.nodes), work.capacity // 1000
         for name, (policy, whole) in policies.items():
             out.runs.setdefault(name, []).append(replay_baseline(name, policy, work, whole=whole))
-        for fraction in modes:
+        for fraction in list(modes):
             r = _topos(work, fraction=fraction)
-            out.runs.setdefault(r.policy, []).append(r)
+            if r is None:
+                out.unsupported[TOPOS_FRACTION] = "no GPU was given to two fractional pods"
+                out.runs.pop(TOPOS_FRACTION, None)
+                modes.remove(True)
+            else:
+                out.runs.setdefault(r.policy, []).append(r)
         if progress:
             print(f"  seed {seed}: {len(work.pods):,} pods", file=sys.stderr, flush=True)
     return out

@@ -151,6 +151,7 @@ class Ledger:
     cpu: dict[str, int] = field(default_factory=dict)
     memory: dict[str, int] = field(default_factory=dict)
     gpu: dict[tuple[str, int], int] = field(default_factory=dict)  # milli held per GPU
+    holders: dict[tuple[str, int], int] = field(default_factory=dict)  # pods per GPU
     unplaced_shares: dict[str, int] = field(default_factory=dict)  # milli on no named GPU
     violations: list[str] = field(default_factory=list)
 
@@ -173,6 +174,7 @@ class Ledger:
             self.violations.append(f"{node}: {shape.gpus} GPU(s) asked, got {gpus}")
         for g in gpus:
             self.gpu[(node, g)] = self.gpu.get((node, g), 0) + per
+            self.holders[(node, g)] = self.holders.get((node, g), 0) + 1
             if self.gpu[(node, g)] > MILLI:
                 self.violations.append(f"{node} GPU {g}: {self.gpu[(node, g)]} milli held")
 
@@ -183,6 +185,7 @@ class ToposRun:
     allocated: list[int]  # GPU milli allocated after each arrival
     seconds: float  # deciding and assuming, all pods
     violations: list[str]
+    shared_gpus: int  # GPUs the decisions gave to more than one pod
 
 
 def replay(work: Workload, *, fraction: bool, framework: Framework | None = None) -> ToposRun:
@@ -206,7 +209,8 @@ def replay(work: Workload, *, fraction: bool, framework: Framework | None = None
             placed += 1
             total += shape.demand
         allocated.append(total)
-    return ToposRun(placed, allocated, spent, ledger.violations)
+    shared = sum(1 for n in ledger.holders.values() if n > 1)
+    return ToposRun(placed, allocated, spent, ledger.violations, shared)
 
 
 def fraction_support(framework: Framework | None = None) -> str | None:
