@@ -109,7 +109,7 @@ def run(
         for fraction in list(modes):
             r = _topos(work, fraction=fraction)
             if r is None:
-                out.unsupported[TOPOS_FRACTION] = "no GPU was given to two fractional pods"
+                out.unsupported[TOPOS_FRACTION] = "no decision named a GPU shared by two pods"
                 out.runs.pop(TOPOS_FRACTION, None)
                 modes.remove(True)
             else:

@@ -136,6 +136,17 @@ def pod_object(name: str, shape: PodShape, *, fraction: bool) -> dict[str, objec
     }
 
 
+def _named(device_ids: Sequence[str]) -> tuple[int, ...]:
+    """GPU indices from a decision's device ids (``GPU-<model>-<index>``, see :func:`topology`),
+    for a placement that names its GPUs only there."""
+    out = []
+    for device in device_ids:
+        index = device.rsplit("-", 1)[-1]
+        if device.startswith("GPU-") and index.isdigit():
+            out.append(int(index))
+    return tuple(out)
+
+
 def _request(name: str, shape: PodShape, *, fraction: bool) -> PodRequest:
     parsed = parse_pod(pod_object(name, shape, fraction=fraction))
     if not isinstance(parsed, PodRequest):
@@ -205,7 +216,8 @@ def replay(work: Workload, *, fraction: bool, framework: Framework | None = None
             snapshot.assume(pod, result.node, result.placement)
         spent += time.perf_counter() - t0
         if isinstance(result, Decision):
-            ledger.hold(result.node, shape, result.placement.gpus, whole=not fraction)
+            gpus = result.placement.gpus or _named(result.device_ids)
+            ledger.hold(result.node, shape, gpus, whole=not fraction)
             placed += 1
             total += shape.demand
         allocated.append(total)
