@@ -46,7 +46,7 @@ from benchmarks.sharing.report import (
 )
 from benchmarks.sharing.topos_arm import fraction_support
 from benchmarks.sharing.topos_arm import replay as topos_replay
-from benchmarks.sharing.trace import Workload, pod_shapes, popularity, workload
+from benchmarks.sharing.trace import MILLI, Workload, pod_shapes, popularity, workload
 
 ROOT = Path(__file__).resolve().parents[1]
 WHOLE_BASELINE = "best-fit, whole GPU per fraction"
@@ -103,7 +103,7 @@ def run(
             modes.remove(True)
     for seed in seeds:
         work = workload(scale, seed, ratio)
-        out.nodes, out.gpus = len(work.nodes), work.capacity // 1000
+        out.nodes, out.gpus = len(work.nodes), work.capacity // MILLI
         for name, (policy, whole) in policies.items():
             out.runs.setdefault(name, []).append(replay_baseline(name, policy, work, whole=whole))
         for fraction in list(modes):
@@ -128,6 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--plot", default=str(ROOT / "docs" / "sharing_trace.png"), help="'' for none")
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     args = ap.parse_args(argv)
+    if args.seeds < 1:
+        ap.error("--seeds must be at least 1")
+    if not 0 < args.scale <= 10:
+        ap.error("--scale must be in (0, 10]: a fraction (or multiple) of the trace's 1,213 nodes")
+    if args.ratio < 1.0:
+        ap.error("--ratio must be at least 1.0: the metric is read at 100 % of capacity")
     res = run(
         range(args.seeds),
         args.scale,

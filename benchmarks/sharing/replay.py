@@ -17,7 +17,7 @@ from typing import Final
 
 from benchmarks.sharing.cluster import Cluster
 from benchmarks.sharing.policies import Policy
-from benchmarks.sharing.trace import Workload
+from benchmarks.sharing.trace import MILLI, Workload
 
 __all__ = ["CURVE_POINTS", "Run", "check", "curve", "replay_baseline"]
 
@@ -73,9 +73,9 @@ def check(cluster: Cluster) -> list[str]:
     free = 0
     for node in cluster.nodes:
         free += sum(node.free)
-        if node.cpu_left < 0 or node.mem_left < 0 or any(not 0 <= f <= 1000 for f in node.free):
+        if node.cpu_left < 0 or node.mem_left < 0 or any(not 0 <= f <= MILLI for f in node.free):
             problems.append(f"node {node.index} over-committed")
-        if node.free_total != sum(node.free) or node.full != node.free.count(1000):
+        if node.free_total != sum(node.free) or node.full != node.free.count(MILLI):
             problems.append(f"node {node.index}: counters out of step")
     if cluster.capacity - free != cluster.held:
         problems.append(f"GPU milli not conserved: {cluster.capacity} - {free} != {cluster.held}")

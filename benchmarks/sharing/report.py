@@ -64,13 +64,13 @@ def _pct(x: float) -> str:
 def table(summaries: Sequence[Summary], unsupported: Mapping[str, str]) -> str:
     seeds = max((len(s.runs) for s in summaries), default=0)
     head = f"unallocated at 100 % (median [min–max], {seeds} seeds)"
-    lines = [f"{'policy':32s}  {head:44s}  {'placed pods (median)':22s}  µs/decision"]
+    lines = [f"{'policy':32s}  {head:50s}  {'placed pods (median)':22s}  µs/decision"]
     for s in summaries:
         med, lo, hi = s.at_capacity
         placed, arrived = s.placed
         flag = f"  VIOLATIONS: {s.violations[0]} (+{len(s.violations) - 1})" if s.violations else ""
         lines.append(
-            f"{s.policy:32s}  {f'{_pct(med)} [{_pct(lo)}–{_pct(hi)}]':44s}  "
+            f"{s.policy:32s}  {f'{_pct(med)} [{_pct(lo)}–{_pct(hi)}]':50s}  "
             f"{f'{placed:,.0f} of {arrived:,.0f}':22s}  {s.us_per_decision:,.0f}{flag}"
         )
     for policy, why in unsupported.items():
