@@ -15,10 +15,11 @@ from benchmarks.sharing.fgd import Fgd
 from benchmarks.sharing.policies import BASELINES, best_fit
 from benchmarks.sharing.replay import curve, replay_baseline
 from benchmarks.sharing.report import TOPOS_FRACTION, TOPOS_WHOLE
-from benchmarks.sharing.topos_arm import FRACTION_KEY, fraction_support, pod_object
+from benchmarks.sharing.topos_arm import FRACTION_KEY, Ledger, fraction_support, pod_object
 from benchmarks.sharing.topos_arm import replay as topos_replay
 from benchmarks.sharing.trace import (
     MILLI,
+    NodeShape,
     PodShape,
     cluster,
     pod_shapes,
@@ -122,3 +123,16 @@ def test_the_fraction_arm_has_figures_only_when_pods_share_gpus() -> None:
     assert got.violations == []
     assert got.shared_gpus > 0
     assert len(results.runs[TOPOS_FRACTION]) == 1
+
+
+def test_the_topos_ledger_names_a_gpu_given_beyond_its_milli() -> None:
+    node = NodeShape("T4", 2, 104000, 524288)
+    ledger = Ledger({"t4": node})
+    ledger.hold("t4", PodShape(1, 600, 1000, 1024), (0,), whole=False)
+    ledger.hold("t4", PodShape(1, 400, 1000, 1024), (0,), whole=False)
+    assert ledger.violations == []
+    assert ledger.holders == {("t4", 0): 2}
+    ledger.hold("t4", PodShape(1, 50, 1000, 1024), (0,), whole=False)
+    ledger.hold("t4", PodShape(1, 250, 1000, 1024), (1,), whole=True)  # a whole GPU
+    ledger.hold("t4", PodShape(1, MILLI, 1000, 1024), (1,), whole=True)
+    assert ledger.violations == ["t4 GPU 0: 1050 milli held", "t4 GPU 1: 2000 milli held"]
