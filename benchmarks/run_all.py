@@ -46,10 +46,11 @@ ARGS: dict[str, list[str]] = {
     "binding_throughput": ["--nodes", "200", "--pods", "500"],
     "watch_events": ["--nodes", "5000", "--pods", "3000"],
     "churn_soak": ["--rounds", "1000", "--quiet"],
+    "sharing_trace": ["--seeds", "10", "--scale", "1.0"],
 }
 #: Benchmarks that need longer than ``--timeout`` (seconds).
-TIMEOUTS: dict[str, float] = {"churn_soak": 3600.0}
-JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use"}
+TIMEOUTS: dict[str, float] = {"churn_soak": 3600.0, "sharing_trace": 1800.0}
+JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use", "sharing_trace"}
 ORDER = list(ARGS)
 #: What profiling (py-spy) found and what changed because of it; printed under the figures.
 NOTES = """\

@@ -1,0 +1,136 @@
+"""The figures of a sharing-trace run: a row per policy (median over seeds, min–max), the
+curve as text, the verdict on the issue's goal, and rows for ``benchmarks.run_all``."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from benchmarks.sharing.replay import Run
+
+__all__ = ["CURVE_AT", "Summary", "curve_table", "goal", "json_rows", "summarise", "table"]
+
+#: Arrived demand (% of capacity) the printed curve shows.
+CURVE_AT: Final = (0, 20, 40, 60, 70, 80, 85, 90, 95, 100, 105, 110, 120, 130)
+TOPOS_WHOLE: Final = "topos, whole GPU per fraction"
+TOPOS_FRACTION: Final = "topos, fractions"
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    policy: str
+    runs: tuple[Run, ...]
+
+    @property
+    def at_capacity(self) -> tuple[float, float, float]:
+        """Median, min and max over seeds of the unallocated share at 100 % arrived."""
+        values = [r.at_capacity for r in self.runs]
+        return statistics.median(values), min(values), max(values)
+
+    @property
+    def placed(self) -> tuple[float, float]:
+        """Median placed pods and median arrived pods."""
+        return (
+            statistics.median(r.placed for r in self.runs),
+            statistics.median(r.arrived for r in self.runs),
+        )
+
+    @property
+    def us_per_decision(self) -> float:
+        return statistics.median(r.us_per_decision for r in self.runs)
+
+    @property
+    def curve(self) -> list[float]:
+        """Median over seeds at each percent of arrived demand."""
+        return [statistics.median(c) for c in zip(*(r.curve for r in self.runs), strict=True)]
+
+    @property
+    def violations(self) -> list[str]:
+        return [v for r in self.runs for v in r.violations]
+
+
+def summarise(runs: Mapping[str, Sequence[Run]]) -> list[Summary]:
+    """Best (lowest median unallocated share) first."""
+    out = [Summary(name, tuple(rs)) for name, rs in runs.items() if rs]
+    return sorted(out, key=lambda s: s.at_capacity[0])
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def table(summaries: Sequence[Summary], unsupported: Mapping[str, str]) -> str:
+    seeds = max((len(s.runs) for s in summaries), default=0)
+    head = f"unallocated at 100 % (median [min–max], {seeds} seeds)"
+    lines = [f"{'policy':32s}  {head:50s}  {'placed pods (median)':22s}  µs/decision"]
+    for s in summaries:
+        med, lo, hi = s.at_capacity
+        placed, arrived = s.placed
+        flag = f"  VIOLATIONS: {s.violations[0]} (+{len(s.violations) - 1})" if s.violations else ""
+        lines.append(
+            f"{s.policy:32s}  {f'{_pct(med)} [{_pct(lo)}–{_pct(hi)}]':50s}  "
+            f"{f'{placed:,.0f} of {arrived:,.0f}':22s}  {s.us_per_decision:,.0f}{flag}"
+        )
+    for policy, why in unsupported.items():
+        lines.append(f"{policy:32s}  fractional asks not supported by this build: {why}")
+    return "\n".join(lines)
+
+
+def curve_table(summaries: Sequence[Summary]) -> str:
+    lines = [
+        "unallocated GPU share (median %) by arrived GPU demand (% of capacity):",
+        f"{'arrived':32s}" + "".join(f"{x:>6d}" for x in CURVE_AT),
+    ]
+    for s in summaries:
+        c = s.curve
+        lines.append(f"{s.policy:32s}" + "".join(f"{100 * c[x]:6.1f}" for x in CURVE_AT))
+    return "\n".join(lines)
+
+
+def goal(summaries: Sequence[Summary], unsupported: Mapping[str, str]) -> str:
+    """The issue's goal: Topos sharing ≤ 0.6 × best-fit and below FGD, at no more µs/decision
+    than Topos today (its whole-GPU arm)."""
+    by = {s.policy: s for s in summaries}
+    best_fit, fgd = by.get("best-fit"), by.get("fgd")
+    if TOPOS_FRACTION in unsupported:
+        return "goal: Topos ≤ 0.6 × best-fit and < FGD — not measurable (no fractional asks)"
+    topos = by.get(TOPOS_FRACTION)
+    if topos is None or best_fit is None or fgd is None:
+        return "goal: Topos ≤ 0.6 × best-fit and < FGD — not run (needs topos, best-fit, fgd)"
+    t, b, f = topos.at_capacity[0], best_fit.at_capacity[0], fgd.at_capacity[0]
+    today = by.get(TOPOS_WHOLE)
+    speed = ""
+    speed_ok = True
+    if today is not None:
+        speed_ok = topos.us_per_decision <= today.us_per_decision
+        speed = (
+            f", {topos.us_per_decision:,.0f} µs/decision against {today.us_per_decision:,.0f} today"
+        )
+    met = t <= 0.6 * b and t < f and speed_ok and not topos.violations
+    return (
+        f"goal: Topos ≤ 0.6 × best-fit ({_pct(0.6 * b)}) and < FGD ({_pct(f)}) — "
+        f"{'met' if met else 'not met'} (Topos {_pct(t)}{speed})"
+    )
+
+
+def json_rows(summaries: Sequence[Summary], case: str) -> list[dict[str, Any]]:
+    rows = []
+    topos = [s for s in summaries if s.policy.startswith("topos")]
+    others = [s for s in summaries if not s.policy.startswith("topos")]
+    figures: tuple[tuple[str, Callable[[Summary], str]], ...] = (
+        ("GPU unallocated at 100 % arrived (median)", lambda s: _pct(s.at_capacity[0])),
+        ("µs per decision (median)", lambda s: f"{s.us_per_decision:,.0f}"),
+    )
+    for figure, fmt in figures:
+        rows.append(
+            {
+                "case": case,
+                "figure": figure,
+                "topos": ", ".join(f"{fmt(s)} ({s.policy[7:]})" for s in topos),
+                "baseline": ", ".join(f"{fmt(s)} ({s.policy})" for s in others),
+                "goal": "lower is better",
+            }
+        )
+    return rows
