@@ -37,6 +37,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks.run_all
 
 clean:
