@@ -63,6 +63,9 @@ class ScoreWeights:
     domain_utilisation: int = 2
     #: Recent bind failures and gang recoveries in the node's leaf (HistoricalPerformance).
     historical_performance: int = 1
+    #: Growth of the node's GPU fragmentation against the pod shapes seen (GpuFragmentation,
+    #: pods sharing a GPU; docs/sharing.md).
+    gpu_fragmentation: int = 5
 
     def for_plugin(self, plugin: str) -> int:
         return getattr(self, PLUGIN_WEIGHT.get(plugin, ""), 1)
@@ -82,6 +85,7 @@ PLUGIN_WEIGHT: Final = {
     "PodTopologySpread": "topology_spread",
     "DomainUtilisation": "domain_utilisation",
     "HistoricalPerformance": "historical_performance",
+    "GpuFragmentation": "gpu_fragmentation",
 }
 
 
@@ -143,6 +147,10 @@ class SchedulerConfig:
     history_half_life_s: float = 600.0
     #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
     leaf_label: str = "topos.io/leaf"
+    #: ``fragmentation.wholeGpuPods``: score whole-GPU pods by fragmentation growth too.
+    fragmentation_whole_gpus: bool = False
+    #: ``fragmentation.shapeHalfLife``: pods after which a seen pod shape weighs half.
+    fragmentation_half_life: int = 2000
 
     def nodes_to_score(self, total: int) -> int:
         """How many feasible nodes a cycle looks for among ``total`` before it stops filtering:
@@ -191,6 +199,7 @@ _KEYS: Final = frozenset(
         "topologyConstraints",
         "profiles",
         "historyHalfLifeSeconds",
+        "fragmentation",
     }
 )
 
@@ -264,6 +273,8 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         if isinstance(half, bool) or not isinstance(half, int | float) or not 0 < half < 1e9:
             raise ConfigError("historyHalfLifeSeconds: must be a number of seconds above 0")
         kwargs["history_half_life_s"] = float(half)
+    if data.get("fragmentation") is not None:
+        kwargs.update(_fragmentation(data["fragmentation"]))
     if profile.disabled:
         listed = kwargs.get("disabled_plugins")
         before = listed if isinstance(listed, frozenset) else frozenset()
@@ -293,6 +304,26 @@ def _constraints(raw: object) -> TopologyConstraints:
     return TopologyConstraints(
         max_nodes_per_leaf=values["maxNodesPerLeaf"], max_gpus_per_leaf=values["maxGPUsPerLeaf"]
     )
+
+
+def _fragmentation(raw: object) -> dict[str, object]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("fragmentation: must be a mapping ({wholeGpuPods: false})")
+    known = {"wholeGpuPods", "shapeHalfLife"}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"fragmentation.{key}: unknown key{hint(str(key), known)}")
+    out: dict[str, object] = {}
+    if "wholeGpuPods" in raw:
+        if not isinstance(raw["wholeGpuPods"], bool):
+            raise ConfigError("fragmentation.wholeGpuPods: must be true or false")
+        out["fragmentation_whole_gpus"] = raw["wholeGpuPods"]
+    if "shapeHalfLife" in raw:
+        half = raw["shapeHalfLife"]
+        if isinstance(half, bool) or not isinstance(half, int) or half < 1:
+            raise ConfigError("fragmentation.shapeHalfLife: must be a whole number of pods, ≥ 1")
+        out["fragmentation_half_life"] = half
+    return out
 
 
 def _fast_scheduling(raw: object) -> FastScheduling:
