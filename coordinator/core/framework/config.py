@@ -147,8 +147,9 @@ class SchedulerConfig:
     history_half_life_s: float = 600.0
     #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
     leaf_label: str = "topos.io/leaf"
-    #: ``fragmentation.wholeGpuPods``: score whole-GPU pods by fragmentation growth too.
-    fragmentation_whole_gpus: bool = False
+    #: ``fragmentation.allPods``: score whole-GPU and CPU-only pods by fragmentation growth too
+    #: (off: mixed results on the placement benchmarks, docs/sharing.md).
+    fragmentation_all_pods: bool = False
     #: ``fragmentation.shapeHalfLife``: pods after which a seen pod shape weighs half.
     fragmentation_half_life: int = 2000
 
@@ -308,16 +309,18 @@ def _constraints(raw: object) -> TopologyConstraints:
 
 def _fragmentation(raw: object) -> dict[str, object]:
     if not isinstance(raw, Mapping):
-        raise ConfigError("fragmentation: must be a mapping ({wholeGpuPods: false})")
-    known = {"wholeGpuPods", "shapeHalfLife"}
+        raise ConfigError(
+            "fragmentation: must be a mapping ({allPods: false, shapeHalfLife: 2000})"
+        )
+    known = {"allPods", "shapeHalfLife"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"fragmentation.{key}: unknown key{hint(str(key), known)}")
     out: dict[str, object] = {}
-    if "wholeGpuPods" in raw:
-        if not isinstance(raw["wholeGpuPods"], bool):
-            raise ConfigError("fragmentation.wholeGpuPods: must be true or false")
-        out["fragmentation_whole_gpus"] = raw["wholeGpuPods"]
+    if "allPods" in raw:
+        if not isinstance(raw["allPods"], bool):
+            raise ConfigError("fragmentation.allPods: must be true or false")
+        out["fragmentation_all_pods"] = raw["allPods"]
     if "shapeHalfLife" in raw:
         half = raw["shapeHalfLife"]
         if isinstance(half, bool) or not isinstance(half, int) or half < 1:

@@ -5,8 +5,9 @@ expected fragmentation (:mod:`.fragmentation`, FGD's measure against the pod sha
 sees) once the pod holds its share of the GPU :mod:`.sharedchoice` picked there, plus a
 penalty for each GPU the node's largest free NVLink group loses (a share never needs NVLink;
 multi-GPU pods do). Smaller growth scores higher: raw scores are normalised to 0–100 over the
-feasible nodes. Whole-GPU pods are left to ``GpuPacking`` and ``GpuTopology`` unless
-``fragmentation.wholeGpuPods`` is set (see docs/sharing.md for why it is off by default).
+feasible nodes. Whole-GPU and CPU-only pods (whose CPUs can strand a node's GPUs) are scored the
+same way only with ``fragmentation.allPods`` (see docs/sharing.md for why it is off by default);
+otherwise ``GpuPacking``, ``GpuTopology`` and ``GpuAvailability`` place them as before.
 """
 
 from __future__ import annotations
@@ -35,27 +36,27 @@ class GpuFragmentation:
 
     def __init__(self, config: SchedulerConfig, mix: ShapeMix) -> None:
         self.mix = mix
-        self.whole = config.fragmentation_whole_gpus
+        self.all_pods = config.fragmentation_all_pods
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        if pod.share is not None or (self.whole and pod.gpus > 0 and not pod.mig):
+        if pod.share is not None or (self.all_pods and not pod.mig):
             return SUCCESS
         return SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        placement = state.read(PLACEMENTS).get(node.name)
-        if placement is None or node.topology is None:
+        if node.topology is None:
             return 0.0
+        placement = state.read(PLACEMENTS).get(node.name)
         mix = self.mix.current()
         cores = -(-pod.requests.get("cpu", 0) // 1000)
-        if placement.share is not None and placement.gpus:
+        if placement is not None and placement.share is not None and placement.gpus:
             gpu = placement.gpus[0]
             up = growth(node, mix, cores, share=(gpu, placement.share))
             up += NVLINK_LOSS * nvlink_loss(node, gpu)
         else:
-            up = growth(node, mix, cores, whole=len(placement.gpus))
+            up = growth(node, mix, cores, whole=pod.gpus)
         return float(-up)
 
     def normalize_scores(

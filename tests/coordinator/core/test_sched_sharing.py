@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from msgspec import structs
 
+from coordinator.core.framework.config import ConfigError, load_config
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
@@ -247,3 +248,11 @@ def test_request_round_trip() -> None:
     assert isinstance(parsed, PodRequest)
     assert parsed.share is not None
     assert parsed.share.on_gpu(81920) == HeldShare(125, 10240)
+
+
+def test_fragmentation_config_is_checked() -> None:
+    assert load_config({"fragmentation": {"allPods": True}}).fragmentation_all_pods
+    with pytest.raises(ConfigError, match=r"fragmentation\.allPods: must be true or false"):
+        load_config({"fragmentation": {"allPods": "yes"}})
+    with pytest.raises(ConfigError, match=r"fragmentation\.allpods: unknown key"):
+        load_config({"fragmentation": {"allpods": True}})
