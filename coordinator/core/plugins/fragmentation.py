@@ -20,7 +20,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, count
 from typing import Final
 
 from coordinator.core.podspec.parse import PodRequest
@@ -58,9 +58,14 @@ _REFRESH: Final = 32  # records between refreshes of the mix scoring uses
 _SEEN_LIMIT: Final = 200_000
 
 
+#: Mix versions, unique in the process: memos keyed by a version never mix two distributions.
+_VERSIONS = count()
+
+
 @dataclass(frozen=True, slots=True)
 class Mix:
-    """A normalised pod-shape distribution, fixed between refreshes (``version`` names it)."""
+    """A normalised pod-shape distribution, fixed between refreshes (``version`` names it; 0 and
+    up are :class:`ShapeMix`'s, negative ones fixed mixes)."""
 
     version: int
     shapes: tuple[tuple[Shape, float], ...]
@@ -88,7 +93,7 @@ class ShapeMix:
         self._weights: dict[Shape, float] = dict(default)
         self._seen: set[str] = set()
         self._pending = 0
-        self._mix = self._normalised(0)
+        self._mix = self._normalised()
 
     def record(self, pod: PodRequest) -> None:
         """Count ``pod``'s shape, once per pod (by UID, else name)."""
@@ -107,16 +112,16 @@ class ShapeMix:
             del weights[min(weights, key=weights.__getitem__)]
         self._pending += 1
         if self._pending >= _REFRESH:
-            self._mix = self._normalised(self._mix.version + 1)
+            self._mix = self._normalised()
 
     def current(self) -> Mix:
         return self._mix
 
-    def _normalised(self, version: int) -> Mix:
+    def _normalised(self) -> Mix:
         self._pending = 0
         total = sum(self._weights.values()) or 1.0
         shapes = tuple(sorted((s, w / total) for s, w in self._weights.items() if w > 0))
-        return Mix(version, shapes)
+        return Mix(next(_VERSIONS), shapes)
 
 
 @dataclass(frozen=True, slots=True)

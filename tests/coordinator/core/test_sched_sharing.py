@@ -265,15 +265,15 @@ def test_fragmentation_counts_what_each_shape_could_not_use() -> None:
     from coordinator.core.plugins.fragmentation import Mix, NodeRoom, fragmentation
 
     room = NodeRoom(cpu=16, free=(300, 600, 1000, 1000), whole=2)  # 2.9 GPUs free
-    halves = Mix(1000, (((4, 0, 500), 1.0),))
+    halves = Mix(-101, (((4, 0, 500), 1.0),))
     assert fragmentation(room, halves) == 300  # only the 0.3 GPU is too small for a half
-    pairs = Mix(1001, (((4, 2, 0), 1.0),))
+    pairs = Mix(-102, (((4, 2, 0), 1.0),))
     assert fragmentation(room, pairs) == 900  # the partly used GPUs
-    fours = Mix(1002, (((4, 4, 0), 1.0),))
+    fours = Mix(-103, (((4, 4, 0), 1.0),))
     assert fragmentation(room, fours) == 2900  # two whole GPUs free: a 4-GPU pod fits nowhere
-    cpu_bound = Mix(1003, (((32, 0, 250), 1.0),))
+    cpu_bound = Mix(-104, (((32, 0, 250), 1.0),))
     assert fragmentation(room, cpu_bound) == 2900  # no CPUs left for it
-    mixed = Mix(1004, (((4, 0, 500), 0.5), ((4, 2, 0), 0.5)))
+    mixed = Mix(-105, (((4, 0, 500), 0.5), ((4, 2, 0), 0.5)))
     assert fragmentation(room, mixed) == 600
 
 
@@ -282,11 +282,12 @@ def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
 
     mix = ShapeMix(half_life=10, default={(8, 1, 0): 1.0})
     half = request(frac("h", "0.5", uid="u1"))
+    first = mix.current().version
     for _ in range(40):
         mix.record(half)  # the same pod, retried: once
-    assert mix.current().version == 0
+    assert mix.current().version == first  # refreshed every 32 pods
     for i in range(64):
         mix.record(request(frac(f"h{i}", "0.5", uid=f"u-{i}")))
     shapes = dict(mix.current().shapes)
-    assert mix.current().version == 2
+    assert mix.current().version == first + 2
     assert shapes[(1, 0, 500)] > 0.99  # the default's whole GPUs have faded
