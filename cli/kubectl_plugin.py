@@ -185,11 +185,14 @@ def node_row(node: dict[str, Any]) -> list[str]:
     mig_text = ",".join(f"{profile}={count}" for profile, count in mig) or "-"
     products = sorted({str(g["product"]) for g in gpus if g.get("product")})
     labels = node.get("labels") or {}
+    free_gpus = int(free.get(podkeys.GPU_RESOURCE, 0))
+    if whole:  # a GPU pods share holds no nvidia.com/gpu of theirs, yet it is not free
+        free_gpus = min(free_gpus, sum(1 for g in whole if g.get("uuid") not in held))
     return [
         str(node.get("name", "?")),
         _status(node),
         ", ".join(products) or "-",
-        f"{free.get(podkeys.GPU_RESOURCE, 0)}/{total}",
+        f"{free_gpus}/{total}",
         numa_text,
         mig_text,
         str(labels.get("topos.io/leaf", "-")),
@@ -197,6 +200,59 @@ def node_row(node: dict[str, Any]) -> list[str]:
 
 
 NODE_HEADERS = ("NODE", "STATUS", "GPU", "GPUS FREE", "NUMA FREE", "MIG FREE", "LEAF")
+GPU_HEADERS = ("NODE", "GPU", "PRODUCT", "USE", "HOLDERS")
+
+
+def _holder_text(holder: dict[str, Any]) -> str:
+    parts = [str(holder.get("pod", "?"))]
+    if isinstance(holder.get("fraction"), int | float):
+        parts.append(f"{holder['fraction']:g}")
+    if isinstance(holder.get("memory_mib"), int):
+        mib = holder["memory_mib"]
+        parts.append(f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi")
+    return " ".join(parts)
+
+
+def gpu_rows(node: dict[str, Any]) -> list[list[str]]:
+    """``kubectl topos gpus`` rows of one node: each GPU, how it is used, and by whom (a GPU
+    pods share lists each holder with its share)."""
+    uses = {u.get("uuid"): u for u in node.get("gpu_use") or [] if isinstance(u, dict)}
+    rows = []
+    for gpu in (node.get("topology") or {}).get("gpus") or []:
+        if not isinstance(gpu, dict):
+            continue
+        use = uses.get(gpu.get("uuid")) or {}
+        holders = [h for h in use.get("holders") or [] if isinstance(h, dict)]
+        if not holders and use.get("holder"):
+            holders = [{"pod": use["holder"]}]
+        if gpu.get("mig_enabled"):
+            state = "MIG"
+            holders = [
+                h
+                for i in gpu.get("mig_instances") or []
+                if isinstance(i, dict)
+                for h in (uses.get(i.get("uuid")) or {}).get("holders") or []
+            ]
+        elif not holders:
+            state = "free"
+        elif use.get("free_fraction") is not None:
+            state = f"shared, {use['free_fraction']:g} free"
+        elif len(holders) > 1 or holders[0].get("fraction") is not None:
+            state = "shared"
+        else:
+            state = "whole"
+        rows.append(
+            [
+                str(node.get("name", "?")),
+                str(gpu.get("index", "?")),
+                str(gpu.get("product") or "-"),
+                state,
+                ", ".join(_holder_text(h) for h in holders) or "-",
+            ]
+        )
+    return rows
+
+
 MISMATCH_HEADERS = ("NAMESPACE", "POD", "NODE", "ASSIGNED", "GIVEN")
 DRA_SHARE_HEADERS = ("GPU", "DEVICE", "CLAIM", "CONSUMED")
 GANG_HEADERS = ("NAMESPACE", "NAME", "PHASE", "MIN", "MEMBERS", "RESERVED", "BOUND", "MESSAGE")
@@ -277,6 +333,22 @@ async def cmd_dra_shares(transport: Transport, args: argparse.Namespace) -> str:
     if not rows:
         return f"No DRA device of node {args.node} is shared."
     return table(DRA_SHARE_HEADERS, rows)
+
+
+async def cmd_gpus(transport: Transport, args: argparse.Namespace) -> str:
+    doc = await transport.get_json("/v1/inventory")
+    nodes = sorted(_items(doc, "nodes", "items"), key=lambda n: str(n.get("name")))
+    if args.node:
+        nodes = [n for n in nodes if n.get("name") == args.node]
+        if not nodes:
+            raise PluginError(f"node {args.node!r} is not known to the coordinator")
+    rows = [row for n in nodes for row in gpu_rows(n)]
+    if args.output == "json":
+        keys = [h.lower() for h in GPU_HEADERS]
+        return json.dumps([dict(zip(keys, r, strict=True)) for r in rows], indent=2)
+    if not rows:
+        return "No GPUs known to the coordinator."
+    return table(GPU_HEADERS, rows)
 
 
 async def cmd_mismatches(transport: Transport, args: argparse.Namespace) -> str:
@@ -369,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     nodes = sub.add_parser("nodes", help="GPUs free per node, per NUMA node, MIG free")
     nodes.set_defaults(run=cmd_nodes)
+    gpus = sub.add_parser("gpus", help="each GPU, how it is used, its holders and their shares")
+    gpus.add_argument("node", nargs="?", help="only this node")
+    gpus.set_defaults(run=cmd_gpus)
     explain = sub.add_parser("explain", help="where a pod went and why (or why not)")
     explain.add_argument("pod", metavar="pod/NAME")
     explain.add_argument("-n", "--namespace", help="the pod's namespace (default: context's)")

@@ -83,6 +83,9 @@ GFD_RUNTIME_MAJOR: Final = GFD_PREFIX + "cuda.runtime.major"
 GFD_RUNTIME_MINOR: Final = GFD_PREFIX + "cuda.runtime.minor"
 GFD_MIG_CAPABLE: Final = GFD_PREFIX + "mig.capable"
 GFD_MIG_STRATEGY: Final = GFD_PREFIX + "mig.strategy"
+# NVIDIA's device plugin sharing (time-slicing / MPS): each GPU advertised as this many replicas.
+GFD_SHARING_STRATEGY: Final = GFD_PREFIX + "gpu.sharing-strategy"  # none | time-slicing | mps
+GFD_REPLICAS: Final = GFD_PREFIX + "gpu.replicas"
 
 
 def gfd_mig_key(profile: str, attribute: str) -> str:

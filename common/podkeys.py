@@ -24,10 +24,13 @@ __all__ = [
     "GANG_MIN",
     "GANG_TIMEOUT",
     "GPU_COUNT",
+    "GPU_FRACTION",
     "GPU_LOCALITY",
     "GPU_LOCALITY_VALUES",
+    "GPU_MEMORY",
     "GPU_MEMORY_MIN",
     "GPU_RESOURCE",
+    "GPU_SHARE",
     "LATENCY_SENSITIVE",
     "MIG_PROFILE",
     "MIG_RESOURCE_PREFIX",
@@ -108,11 +111,17 @@ LATENCY_SENSITIVE: Final = Key(
 
 GPU_MEMORY_MIN: Final = Key("topos.io/gpu-memory-min")
 MIG_PROFILE: Final = Key("topos.io/mig-profile")
+# Part of one GPU (docs/sharing.md): KAI's annotations are aliases (KAI counts memory in MiB, as a
+# bare number here does).
+GPU_FRACTION: Final = Key("topos.io/gpu-fraction", ("gpu-fraction",))
+GPU_MEMORY: Final = Key("topos.io/gpu-memory", ("gpu-memory",))
 
 # --- what the coordinator writes on a pod before binding -------------------------------------
 ASSIGNED_GPUS: Final = "topos.io/assigned-gpus"  # comma-separated GPU (or MIG device) UUIDs
 ASSIGNED_NUMA: Final = "topos.io/assigned-numa"  # comma-separated NUMA node ids
 PLACEMENT_SCORE: Final = "topos.io/placement-score"  # the winning node's total score
+# A fractional pod's share of its one GPU: "fraction=0.5,memory=40Gi" (docs/sharing.md)
+GPU_SHARE: Final = "topos.io/gpu-share"
 
 
 def lookup(key: Key, values: Mapping[str, str]) -> tuple[str | None, KeyConflict | None]:

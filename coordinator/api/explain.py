@@ -70,6 +70,7 @@ class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     node: str | None = None
     gpus: list[str] = []  # device ids, as written in topos.io/assigned-gpus
     gpu_indices: list[int] = []
+    gpu_share: str | None = None  # a pod sharing its GPU: topos.io/gpu-share (docs/sharing.md)
     mig: list[str] = []  # "GPU <index> gi <id>"
     numa: list[int] = []
     score: float | None = None
@@ -154,6 +155,7 @@ def _from_result(
             node=result.node,
             gpus=list(result.device_ids),
             gpu_indices=list(result.placement.gpus),
+            gpu_share=share.text() if (share := result.placement.share) is not None else None,
             mig=[f"GPU {g} gi {gi}" for g, gi in result.placement.mig],
             numa=list(result.placement.numa),
             score=round(result.score, 3),

@@ -21,6 +21,8 @@ from coordinator.core.plugins.domainscore import (
     HistoricalPerformance,
 )
 from coordinator.core.plugins.dynamicresources import DynamicResources
+from coordinator.core.plugins.fragmentation import ShapeMix
+from coordinator.core.plugins.fragscore import GpuFragmentation
 from coordinator.core.plugins.gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
 from coordinator.core.plugins.groupspread import GroupSpread
 from coordinator.core.plugins.interpodaffinity import InterPodAffinity
@@ -60,6 +62,7 @@ DEFAULT_PROFILE: Final = (
     "GroupSpread",
     "NumaTopology",
     "GpuPacking",
+    "GpuFragmentation",
     "GpuAvailability",
     "DomainUtilisation",
     "HistoricalPerformance",
@@ -77,7 +80,15 @@ def default_registry(
 ) -> Registry:
     """The built-in plugins; ``history`` is what HistoricalPerformance reads (the running
     scheduler records into it; none: a history of its own, empty); ``carbon`` the regions'
-    carbon intensities PoolPlacement reads (the AgentPool controller updates them)."""
+    carbon intensities PoolPlacement reads (the AgentPool controller updates them). GpuTopology
+    and GpuFragmentation share one :class:`ShapeMix` (the pod shapes seen)."""
+    mixes: list[ShapeMix] = []
+
+    def mix(config: SchedulerConfig) -> ShapeMix:
+        if not mixes:
+            mixes.append(ShapeMix(half_life=config.fragmentation_half_life))
+        return mixes[0]
+
     return {
         "NodeHealth": lambda _: NodeHealth(),
         "NodeUnschedulable": lambda _: NodeUnschedulable(),
@@ -85,13 +96,14 @@ def default_registry(
         "NodeAffinity": lambda _: NodeAffinity(),
         "NodePorts": lambda _: NodePorts(),
         "NodeResourcesFit": NodeResourcesFit,
-        "GpuTopology": lambda _: GpuTopology(),
+        "GpuTopology": lambda config: GpuTopology(mix(config)),
         "DynamicResources": lambda _: DynamicResources(),
         "PodTopologySpread": lambda _: PodTopologySpread(),
         "InterPodAffinity": lambda _: InterPodAffinity(),
         "GroupSpread": lambda _: GroupSpread(),
         "NumaTopology": lambda _: NumaTopology(),
         "GpuPacking": GpuPacking,
+        "GpuFragmentation": lambda config: GpuFragmentation(config, mix(config)),
         "GpuAvailability": lambda _: GpuAvailability(),
         "DomainUtilisation": DomainUtilisation,
         "HistoricalPerformance": lambda config: HistoricalPerformance(config, history),

@@ -62,6 +62,12 @@ class Reason:
     GPU_LOCALITY_NVLINK: Final = "node(s) had no free GPUs joined by NVLink"
     GPU_LOCALITY_SOCKET: Final = "node(s) had no free GPUs on one socket"
     MIG_PROFILE: Final = "node(s) had no free MIG instance of the requested profile"
+    SHARE_NO_ROOM: Final = "node(s) had no GPU with room for the share"
+    SHARE_MIG: Final = "node(s) had only MIG-enabled GPUs, which are never shared by fraction"
+    SHARE_NO_REPLICAS: Final = (
+        "node(s) hand out whole GPUs as nvidia.com/gpu (no time-slicing or MPS replicas)"
+    )
+    SHARE_MEMORY: Final = "no GPU has the memory the share asks for"
     NUMA_SINGLE: Final = "no single NUMA node has sufficient capacity"
     NUMA_ISOLATED: Final = "no NUMA node is free of other pods"
     NUMA_RESTRICTED: Final = "NUMA nodes have insufficient capacity"

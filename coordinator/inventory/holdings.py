@@ -10,14 +10,16 @@ assignment is only a claim until the kubelet has started it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from common import podkeys
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
+from coordinator.core.podspec.sharing import WHOLE, parse_held
 from coordinator.inventory.mismatch import holdings_by_pod
-from coordinator.inventory.state import BoundPod, GpuUse
+from coordinator.inventory.state import BoundPod, GpuHolder, GpuUse
 
 __all__ = ["gpu_use", "with_holdings"]
 
@@ -27,25 +29,53 @@ def gpu_use(
     pods: Iterable[BoundPod],
     allocations: tuple[ContainerAllocation, ...],
 ) -> tuple[GpuUse, ...]:
-    """Every GPU and MIG device of ``topology`` with its holder: the agent's report where it
-    names the pod, else the pod's assignment (not started yet), else free."""
+    """Every GPU and MIG device of ``topology`` with its holders: the agent's report where it
+    names the pod, else the pod's assignment (not started yet); a GPU pods share (time-slicing,
+    MPS, or Topos's own shares) lists each, with its share. Free devices have none."""
     held = holdings_by_pod(allocations)
-    uses: dict[str, GpuUse] = {}
+    holders: dict[str, list[GpuHolder]] = {}
+    known: set[tuple[str, str]] = set()
     for pod in pods:
-        if (pod.namespace, pod.name) in held:
-            continue  # the kubelet's word, below, replaces the assignment
-        for uuid in pod.assigned_gpus:
-            uses[uuid] = GpuUse(
-                uuid=uuid, holder=f"{pod.namespace}/{pod.name}", source="annotation"
-            )
-    for (namespace, name), ids in held.items():
+        key = (pod.namespace, pod.name)
+        known.add(key)
+        ids, source = (held[key], "agent") if key in held else (pod.assigned_gpus, "annotation")
+        share = parse_held(pod.annotations.get(podkeys.GPU_SHARE, ""))
+        holder = GpuHolder(
+            pod=f"{pod.namespace}/{pod.name}",
+            source=source,
+            fraction=None if share is None else share.milli / WHOLE,
+            memory_mib=None if share is None or not share.memory_mib else share.memory_mib,
+        )
         for uuid in ids:
-            uses[uuid] = GpuUse(uuid=uuid, holder=f"{namespace}/{name}", source="agent")
+            holders.setdefault(uuid, []).append(holder)
+    for (namespace, name), ids in held.items():
+        if (namespace, name) not in known:  # the kubelet's word about a pod not listed here
+            for uuid in ids:
+                holders.setdefault(uuid, []).append(
+                    GpuHolder(pod=f"{namespace}/{name}", source="agent")
+                )
     out: list[GpuUse] = []
     for gpu in topology.gpus if topology is not None else ():
-        out.append(uses.get(gpu.uuid, GpuUse(uuid=gpu.uuid)))
-        out += [uses.get(i.uuid, GpuUse(uuid=i.uuid)) for i in gpu.mig_instances if i.uuid]
+        out.append(_use(gpu.uuid, holders.get(gpu.uuid, ())))
+        out += [_use(i.uuid, holders.get(i.uuid, ())) for i in gpu.mig_instances if i.uuid]
     return tuple(out)
+
+
+def _use(uuid: str, holders: Sequence[GpuHolder]) -> GpuUse:
+    if not holders:
+        return GpuUse(uuid=uuid)
+    shares = [h.fraction for h in holders]
+    shared = len(holders) > 1 or shares[0] is not None
+    free = None
+    if shared and None not in shares:
+        free = round(max(0.0, 1.0 - sum(f for f in shares if f is not None)), 3)
+    return GpuUse(
+        uuid=uuid,
+        holder=holders[0].pod,
+        source=holders[0].source,
+        holders=tuple(holders),
+        free_fraction=free,
+    )
 
 
 def with_holdings(

@@ -14,6 +14,11 @@ and their weakest link class, and its ``message`` says it in one line::
 
 A holding naming a device the node did not report (a device plugin configured with index ids, a
 node whose GPUs changed) is named as such, not dropped.
+
+Several pods holding the same GPU is no mismatch: a time-slicing or MPS device plugin hands out
+replicas of one GPU (``<uuid>::<n>``), which is how pods sharing a GPU (docs/sharing.md) get it.
+Each pod is compared with its own assignment only; a share given a replica of another GPU than
+the one Topos assigned is a mismatch like any other.
 """
 
 from __future__ import annotations

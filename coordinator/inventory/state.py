@@ -88,12 +88,23 @@ class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     requests: dict[str, int] = {}
 
 
+class GpuHolder(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One pod holding a GPU: the whole device, or its share (``topos.io/gpu-share``)."""
+
+    pod: str  # "namespace/pod"
+    source: str  # "agent" (PodResources) or "annotation"
+    fraction: float | None = None  # its share of the GPU's compute; None: the whole device
+    memory_mib: int | None = None  # its share of the GPU's memory
+
+
 class GpuUse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Who holds one GPU or MIG device (``None`` when free)."""
 
     uuid: str
-    holder: str | None = None  # "namespace/pod"
+    holder: str | None = None  # "namespace/pod": the first of ``holders``
     source: str | None = None  # "agent" (PodResources) or "annotation"
+    holders: tuple[GpuHolder, ...] = ()  # every pod on it: several when the GPU is shared
+    free_fraction: float | None = None  # a shared GPU: the compute its holders leave
 
 
 class DraShare(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

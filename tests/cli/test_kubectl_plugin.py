@@ -115,6 +115,38 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
     assert '"name": "gpu-1"' in as_json
 
 
+async def test_gpus_lists_each_gpus_holders_and_shares() -> None:
+    inventory = Inventory()
+    inventory.upsert_node(KubeNode(name="gpu-1", allocatable={"nvidia.com/gpu": 4, "pods": 110}))
+    inventory.apply_hello(
+        "gpu-1", agent_id="a1", agent_version="0.1.0", seq=1, topology=_topology(), allocations=()
+    )
+    for name, share in (("a", "fraction=0.5,memory=40Gi"), ("b", "fraction=0.25")):
+        inventory.upsert_pod(
+            BoundPod(
+                uid=f"u-{name}",
+                namespace="ml",
+                name=name,
+                node="gpu-1",
+                scheduler="topos",
+                assigned_gpus=("GPU-2",),
+                annotations={"topos.io/gpu-share": share},
+            )
+        )
+    app = wire(Config(), MemoryBackend(MemoryCluster(inventory)))
+    async with running(app) as url:
+        out = await _plugin("--coordinator", url, "gpus", "gpu-1")
+        nodes = await _plugin("--coordinator", url, "nodes")
+    header, *rows = out.splitlines()
+    assert re.split(r"\s{3,}", header) == ["NODE", "GPU", "PRODUCT", "USE", "HOLDERS"]
+    cells = {r[1]: r for r in (re.split(r"\s{3,}", row) for row in rows)}
+    assert cells["2"][3:] == ["shared, 0.25 free", "ml/a 0.5 40Gi, ml/b 0.25"]
+    assert cells["0"][3:] == ["free", "-"]
+    assert cells["4"][3] == "MIG"
+    # the shared GPU is not free for a whole-GPU pod, though its holders ask no nvidia.com/gpu
+    assert "3/4" in nodes.splitlines()[1]
+
+
 def test_pod_references_and_the_contexts_namespace(tmp_path: Path) -> None:
     assert parse_pod_ref("pod/train-0") == "train-0"
     assert parse_pod_ref("train-0") == "train-0"

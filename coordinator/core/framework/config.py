@@ -70,6 +70,9 @@ class ScoreWeights:
     model_cache: int = 4
     cost_efficiency: int = 3
     preferred_region: int = 2
+    #: Growth of the node's GPU fragmentation against the pod shapes seen (GpuFragmentation,
+    #: pods sharing a GPU; docs/sharing.md).
+    gpu_fragmentation: int = 5
 
     def for_plugin(self, plugin: str) -> int:
         return getattr(self, PLUGIN_WEIGHT.get(plugin, ""), 1)
@@ -92,6 +95,7 @@ PLUGIN_WEIGHT: Final = {
     "ModelCache": "model_cache",
     "CostEfficiency": "cost_efficiency",
     "PreferredRegion": "preferred_region",
+    "GpuFragmentation": "gpu_fragmentation",
 }
 
 
@@ -167,6 +171,12 @@ class SchedulerConfig:
             if custom.name == plugin:
                 return custom.weight
         return (self.pool_weights if pool else self.weights).for_plugin(plugin)
+
+    #: ``fragmentation.allPods``: score whole-GPU and CPU-only pods by fragmentation growth too
+    #: (off: mixed results on the placement benchmarks, docs/sharing.md).
+    fragmentation_all_pods: bool = False
+    #: ``fragmentation.shapeHalfLife``: pods after which a seen pod shape weighs half.
+    fragmentation_half_life: int = 2000
 
     def nodes_to_score(self, total: int) -> int:
         """How many feasible nodes a cycle looks for among ``total`` before it stops filtering:
@@ -247,6 +257,7 @@ _KEYS: Final = frozenset(
         "agentPools",
         "prices",
         "customScorers",
+        "fragmentation",
     }
 )
 
@@ -320,6 +331,8 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         if isinstance(half, bool) or not isinstance(half, int | float) or not 0 < half < 1e9:
             raise ConfigError("historyHalfLifeSeconds: must be a number of seconds above 0")
         kwargs["history_half_life_s"] = float(half)
+    if data.get("fragmentation") is not None:
+        kwargs.update(_fragmentation(data["fragmentation"]))
     if profile.disabled:
         listed = kwargs.get("disabled_plugins")
         before = listed if isinstance(listed, frozenset) else frozenset()
@@ -380,6 +393,28 @@ def _constraints(raw: object) -> TopologyConstraints:
     return TopologyConstraints(
         max_nodes_per_leaf=values["maxNodesPerLeaf"], max_gpus_per_leaf=values["maxGPUsPerLeaf"]
     )
+
+
+def _fragmentation(raw: object) -> dict[str, object]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            "fragmentation: must be a mapping ({allPods: false, shapeHalfLife: 2000})"
+        )
+    known = {"allPods", "shapeHalfLife"}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"fragmentation.{key}: unknown key{hint(str(key), known)}")
+    out: dict[str, object] = {}
+    if "allPods" in raw:
+        if not isinstance(raw["allPods"], bool):
+            raise ConfigError("fragmentation.allPods: must be true or false")
+        out["fragmentation_all_pods"] = raw["allPods"]
+    if "shapeHalfLife" in raw:
+        half = raw["shapeHalfLife"]
+        if isinstance(half, bool) or not isinstance(half, int) or half < 1:
+            raise ConfigError("fragmentation.shapeHalfLife: must be a whole number of pods, ≥ 1")
+        out["fragmentation_half_life"] = half
+    return out
 
 
 def _fast_scheduling(raw: object) -> FastScheduling:

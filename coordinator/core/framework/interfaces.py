@@ -123,6 +123,7 @@ def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
     return (
         tuple(sorted(pod.requests.items())),
         pod.gpus,
+        pod.share,
         pod.mig,
         pod.gpu_memory_min_mib,
         pod.gpu_locality,

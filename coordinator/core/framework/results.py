@@ -45,12 +45,16 @@ class Decision:
         return self.placement.numa
 
     def annotations(self) -> dict[str, str]:
-        """The ``topos.io/assigned-*`` annotations to write on the pod before binding."""
-        return {
+        """The ``topos.io/assigned-*`` annotations to write on the pod before binding (and
+        ``topos.io/gpu-share`` for a pod sharing its GPU)."""
+        out = {
             podkeys.ASSIGNED_GPUS: ",".join(self.device_ids),
             podkeys.ASSIGNED_NUMA: ",".join(str(n) for n in self.placement.numa),
             podkeys.PLACEMENT_SCORE: f"{self.score:.1f}",
         }
+        if self.placement.share is not None:
+            out[podkeys.GPU_SHARE] = self.placement.share.text()
+        return out
 
 
 #: Filters whose verdict only a change of the node itself (labels, taints, cordon) alters.

@@ -12,18 +12,28 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Final
 
+from common import labels
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import DRA_SERVED, PLACEMENTS
+from coordinator.core.plugins.fragmentation import ShapeMix
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.sharing import gib_text
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from coordinator.core.status import SKIP, SUCCESS, Status
+from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
-__all__ = ["GpuAvailability", "GpuPacking", "GpuTopology", "NumaTopology", "link_score"]
+__all__ = [
+    "GpuAvailability",
+    "GpuPacking",
+    "GpuTopology",
+    "NumaTopology",
+    "hands_out_replicas",
+    "link_score",
+]
 
 _DEVICE_KEY: Final = StateKey[tuple[object, ...]]("GpuTopology.device_key")
 
@@ -53,11 +63,53 @@ def _dra_serves_gpus(state: CycleState, pod: PodRequest, node: NodeInfo) -> bool
     return served is not None and GPU_RESOURCE in served and not node.allocatable.get(GPU_RESOURCE)
 
 
+def hands_out_replicas(node: NodeInfo) -> bool:
+    """Whether the node's device plugin advertises replicas of its GPUs as ``nvidia.com/gpu``
+    (NVIDIA time-slicing or MPS, HAMi): GFD's labels say so, or it lists more ``nvidia.com/gpu``
+    than it has GPUs (and no MIG, whose "single" strategy lists instances so)."""
+    strategy = node.labels.get(labels.GFD_SHARING_STRATEGY, "")
+    replicas = node.labels.get(labels.GFD_REPLICAS, "")
+    if strategy in ("time-slicing", "mps") or (replicas.isdigit() and int(replicas) > 1):
+        return True
+    gpus = node.topology.gpus if node.topology is not None else ()
+    if not gpus or any(g.mig_enabled for g in gpus):
+        return False
+    return node.allocatable.get(GPU_RESOURCE, 0) > len(gpus)
+
+
+def _largest_gpu_mib(snapshot: Snapshot) -> int:
+    seen: set[int] = set()
+    largest = 0
+    for node in snapshot.nodes:
+        topo = node.topology
+        if topo is None or id(topo.gpus) in seen:
+            continue
+        seen.add(id(topo.gpus))
+        for g in topo.gpus:
+            if not g.mig_enabled and g.memory_total_mib:
+                largest = max(largest, g.memory_total_mib)
+    return largest
+
+
 class GpuTopology:
     name = "GpuTopology"
     node_local = True
 
+    def __init__(self, mix: ShapeMix | None = None) -> None:
+        #: the pod shapes seen, which a share's GPU is chosen against (and recorded into)
+        self.mix = mix or ShapeMix()
+
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
+        if pod.wants_devices:
+            self.mix.record(pod)
+        if pod.share is not None and pod.share.memory_mib is not None:
+            largest = _largest_gpu_mib(snapshot)
+            if largest and pod.share.memory_mib > largest:
+                return Status.unresolvable(
+                    Reason.SHARE_MEMORY,
+                    detail=f"{pod.share.memory_path}: no GPU has "
+                    f"{gib_text(pod.share.memory_mib)}; largest is {gib_text(largest)}",
+                )
         if pod.wants_devices or pod.numa_policy is not None:
             state.write(_DEVICE_KEY, device_key(pod))
             return SUCCESS
@@ -66,7 +118,14 @@ class GpuTopology:
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if _dra_serves_gpus(state, pod, node):
             return SUCCESS
-        plan = plan_placement(node, pod, state.get(_DEVICE_KEY))
+        if pod.share is not None and pod.share.replica and not hands_out_replicas(node):
+            # The kubelet would give its one nvidia.com/gpu a whole GPU of its own choosing.
+            return Status.unresolvable(
+                Reason.SHARE_NO_REPLICAS,
+                detail=f"a share asking for 1 {GPU_RESOURCE} needs time-slicing or MPS "
+                f"replicas; leave {GPU_RESOURCE} out to share by annotation (docs/sharing.md)",
+            )
+        plan = plan_placement(node, pod, state.get(_DEVICE_KEY), mix=self.mix.current())
         if isinstance(plan, Status):
             return plan
         state.read(PLACEMENTS)[node.name] = plan.placement
@@ -131,7 +190,11 @@ class GpuPacking:
         total, used = _gpu_totals(node)
         if total == 0:
             return 0.0
-        after = min(total, used + pod.gpus + pod.mig_count)
+        opened = 0
+        if pod.share is not None:  # a share opens a GPU only when it is not shared yet
+            placement = state.read(PLACEMENTS).get(node.name)
+            opened = int(placement is not None and bool(set(placement.gpus) - set(node.shared)))
+        after = min(total, used + pod.gpus + pod.mig_count + opened)
         share = 100.0 * after / total
         return 100.0 - share if self.spread else share
 

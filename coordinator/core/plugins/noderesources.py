@@ -5,7 +5,9 @@ such as ``nvidia.com/gpu`` and ``nvidia.com/mig-1g.10gb``) the node's allocatabl
 pods (bound by any scheduler) request must cover it, and one more pod must fit under ``pods``.
 Every short resource is reported ("Insufficient cpu", "Too many pods"); a request larger than the
 node's whole allocatable is unresolvable (no preemption can help). An extended resource the node
-does not list, where a DeviceClass serves it (KEP-5004), is left to DynamicResources.
+does not list, where a DeviceClass serves it (KEP-5004), is left to DynamicResources; a GPU
+share's resources (HAMi's ``nvidia.com/gpumem``…, docs/sharing.md) a node does not list are left
+to GpuTopology (the kubelet, too, admits a pod asking for extended resources its node lacks).
 A pod asking for MIG by ``topos.io/mig-profile`` with ``nvidia.com/gpu`` (the device plugin's
 "single" strategy) is refused on a node whose device plugin runs the "mixed" strategy — there
 ``nvidia.com/gpu`` is a whole GPU, and the kubelet would hand out one of those or none — with a
@@ -25,6 +27,7 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import DRA_SERVED
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.sharing import SHARE_RESOURCES
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Code, Reason, Status
@@ -86,6 +89,8 @@ class NodeResourcesFit:
             have = alloc.get(resource, 0)
             if served and have == 0 and resource in served:
                 continue  # served by DRA here (KEP-5004): DynamicResources allocates it
+            if have == 0 and resource in SHARE_RESOURCES:
+                continue  # a share's own words (nvidia.com/gpumem…): GpuTopology places it
             if used.get(resource, 0) + amount > have:
                 reasons.append(Reason.insufficient(resource))
                 free = max(0, have - used.get(resource, 0))

@@ -20,9 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from common.model import Link
 from common.podkeys import GPU_RESOURCE
+from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
+from coordinator.core.plugins.sharedchoice import choose_share
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.sharing import HeldShare
 from coordinator.core.snapshot.devices import NumaFree, gpu_numa
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import NumaUse, Placement
@@ -40,6 +44,8 @@ class Plan:
 
 
 _EMPTY_PLAN = Plan(Placement(), None, 0, False)
+_DEFAULT_MIX = Mix(-1, tuple(sorted(DEFAULT_MIX.items())))
+_Devices = tuple[GpuChoice | None, tuple[tuple[int, int], ...], HeldShare | None]
 
 
 def device_key(pod: PodRequest) -> tuple[object, ...]:
@@ -47,6 +53,7 @@ def device_key(pod: PodRequest) -> tuple[object, ...]:
     aligned = pod.numa_resources if pod.numa_policy else frozenset()
     return (
         pod.gpus,
+        pod.share,
         pod.mig,
         pod.gpu_memory_min_mib,
         pod.gpu_locality,
@@ -69,29 +76,35 @@ def plan_placement(
     key: tuple[object, ...] | None = None,
     *,
     allowed: tuple[int, ...] | None = None,
+    mix: Mix | None = None,
 ) -> Plan | Status:
     """The plan for ``pod`` on ``node`` (``key``: :func:`device_key` of the pod, if known).
 
     ``allowed`` narrows the whole GPUs the pod may get to those indices (the GPUs a DRA request
-    may take); by default every free GPU of the node."""
+    may take); by default every free GPU of the node. ``mix``: the pod shapes a fractional pod's
+    GPU is chosen against (default: :data:`~.fragmentation.DEFAULT_MIX`)."""
     if node.topology is None:
         return _plan_without_topology(node, pod)
+    mix = mix if mix is not None and pod.share is not None else _DEFAULT_MIX
     memo_key = (
         topology_index(node.topology) if node.topology.gpus else None,
         node.device_token,
         key if key is not None else device_key(pod),
         allowed,
+        mix.version,
     )
     hit = _PLANS.get(memo_key)
     if hit is None:
-        hit = _plan(node, pod, allowed)
+        hit = _plan(node, pod, allowed, mix)
         if len(_PLANS) >= _PLANS_LIMIT:
             _PLANS.clear()
         _PLANS[memo_key] = hit
     return hit
 
 
-def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> Plan | Status:
+def _plan(
+    node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None, mix: Mix
+) -> Plan | Status:
     topo = node.topology
     assert topo is not None
     policy = pod.numa_policy
@@ -101,7 +114,8 @@ def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> P
     gpu_aligned = GPU_RESOURCE in aligned_res and pod.wants_devices
 
     index = topology_index(topo) if topo.gpus else None
-    allowed_gpus = node.free_gpus
+    # a share may go to a GPU already shared, a whole-GPU pod only to a free one
+    allowed_gpus = tuple(node.share_room) if pod.share is not None else node.free_gpus
     if allowed is not None:
         allowed_gpus = tuple(i for i in allowed_gpus if i in allowed)
     if pod.gpu_memory_min_mib is not None and index is not None:
@@ -110,22 +124,14 @@ def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> P
         )
 
     # 1. Can the devices fit at all, ignoring NUMA? (the most telling reason when they can't)
-    base = _devices(node, pod, allowed_gpus, None)
+    base = _devices(node, pod, allowed_gpus, None, mix)
     if isinstance(base, Status):
         return base
     if policy is None:
-        numa = _numa_of_devices(node, base)
-        return Plan(
-            Placement(gpus=base[0].gpus if base[0] else (), mig=base[1], numa=numa),
-            base[0],
-            0,
-            False,
-        )
+        return Plan(_held(base, numa=_numa_of_devices(node, base)), base[0], 0, False)
     if not node.numa_free:
         if policy == "best-effort":
-            return Plan(
-                Placement(gpus=base[0].gpus if base[0] else (), mig=base[1]), base[0], 0, False
-            )
+            return Plan(_held(base), base[0], 0, False)
         return Status.unresolvable(Reason.NO_NUMA_TOPOLOGY)
 
     # 2. NUMA options in the policy's order of preference.
@@ -144,7 +150,8 @@ def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> P
             options = [c for c in combinations(numas, k) if _fits(c, cpu, mem)]
             if options and any(
                 not isinstance(
-                    _devices(node, pod, _gpus_on(c, allowed_gpus, gpu_aligned), c), Status
+                    _devices(node, pod, _gpus_on(node, c, allowed_gpus, gpu_aligned), c, mix),
+                    Status,
                 )
                 for c in options
             ):
@@ -157,20 +164,18 @@ def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> P
         if not _fits(option, cpu, mem):
             continue
         devices = _devices(
-            node, pod, _gpus_on(option, allowed_gpus, gpu_aligned), option if gpu_aligned else None
+            node,
+            pod,
+            _gpus_on(node, option, allowed_gpus, gpu_aligned),
+            option if gpu_aligned else None,
+            mix,
         )
         if isinstance(devices, Status):
             continue
-        choice, mig = devices
+        choice = devices[0]
         ids = tuple(sorted(n.numa for n in option))
         usage = _usage(option, cpu, mem)
-        placement = Placement(
-            gpus=choice.gpus if choice else (),
-            mig=mig,
-            numa=ids,
-            numa_usage=usage,
-            exclusive_numa=policy == "isolated",
-        )
+        placement = _held(devices, numa=ids, numa_usage=usage, exclusive_numa=policy == "isolated")
         plan = Plan(placement, choice, len(option), len(option) == 1)
         # Prefer the better GPU set, then the tightest fit (keep roomy NUMA nodes free), then id.
         gkey: tuple[object, ...] = (
@@ -183,14 +188,7 @@ def _plan(node: NodeInfo, pod: PodRequest, allowed: tuple[int, ...] | None) -> P
     if best is not None:
         return best[1]
     if policy == "best-effort":
-        return Plan(
-            Placement(
-                gpus=base[0].gpus if base[0] else (), mig=base[1], numa=_numa_of_devices(node, base)
-            ),
-            base[0],
-            0,
-            False,
-        )
+        return Plan(_held(base, numa=_numa_of_devices(node, base)), base[0], 0, False)
     if policy == "restricted":
         return Status.unschedulable(Reason.NUMA_RESTRICTED, detail=_want_text(cpu, mem, pod, numas))
     return Status.unschedulable(Reason.NUMA_SINGLE, detail=_want_text(cpu, mem, pod, numas))
@@ -215,7 +213,7 @@ def _want_text(cpu: int, mem: int, pod: PodRequest, numas: Sequence[NumaFree]) -
 def _plan_without_topology(node: NodeInfo, pod: PodRequest) -> Plan | Status:
     """A node no agent has described (and no published topology): CPU pods only. A GPU pod is
     never bound without choosing its GPUs, or the kubelet would pick devices nobody tracks."""
-    if pod.gpus > 0 or pod.mig:
+    if pod.gpus > 0 or pod.mig or pod.share is not None:
         return Status.unresolvable(Reason.NO_GPU_AGENT)
     if pod.numa_policy not in (None, "best-effort"):
         return Status.unresolvable(Reason.NO_NUMA_TOPOLOGY)
@@ -227,12 +225,23 @@ def _fits(option: Sequence[NumaFree], cpu: int, mem: int) -> bool:
 
 
 def _gpus_on(
-    option: Sequence[NumaFree], allowed: tuple[int, ...], aligned: bool
+    node: NodeInfo, option: Sequence[NumaFree], allowed: tuple[int, ...], aligned: bool
 ) -> tuple[int, ...]:
-    if not aligned:
+    if not aligned or node.topology is None:
         return allowed
-    on = {i for n in option for i in n.gpus}
-    return tuple(i for i in allowed if i in on)
+    on = {n.numa for n in option}
+    return tuple(i for i in allowed if gpu_numa(node.topology, i) in on)
+
+
+def _held(devices: _Devices, **numa: object) -> Placement:
+    """The placement of ``devices`` (whole GPUs or a share, MIG instances) with ``numa``."""
+    choice, mig, share = devices
+    return Placement(
+        gpus=choice.gpus if choice else (),
+        mig=mig,
+        share=share,
+        **numa,  # type: ignore[arg-type]
+    )
 
 
 def _usage(option: Sequence[NumaFree], cpu: int, mem: int) -> tuple[NumaUse, ...]:
@@ -251,11 +260,17 @@ def _devices(
     pod: PodRequest,
     allowed_gpus: tuple[int, ...],
     option: Sequence[NumaFree] | None,
-) -> tuple[GpuChoice | None, tuple[tuple[int, int], ...]] | Status:
-    """Whole GPUs and MIG instances for the pod among those allowed."""
+    mix: Mix,
+) -> _Devices | Status:
+    """Whole GPUs (or a share of one) and MIG instances for the pod among those allowed."""
     topo = node.topology
     assert topo is not None
     choice: GpuChoice | None = None
+    if pod.share is not None:
+        shared = choose_share(node, pod, allowed_gpus, mix)
+        if isinstance(shared, Status):
+            return Status.unschedulable(Reason.NUMA_SINGLE) if option is not None else shared
+        return GpuChoice((shared[0],), Link("X"), ()), (), shared[1]
     if pod.gpus > 0:
         usable = len(allowed_gpus) - node.unattributed_gpus
         if usable < pod.gpus:
@@ -306,15 +321,13 @@ def _devices(
                     detail=f"requested {count}× {profile}, free {len(free)}",
                 )
             mig.extend(free[:count])
-    return choice, tuple(mig)
+    return choice, tuple(mig), None
 
 
-def _numa_of_devices(
-    node: NodeInfo, devices: tuple[GpuChoice | None, tuple[tuple[int, int], ...]]
-) -> tuple[int, ...]:
+def _numa_of_devices(node: NodeInfo, devices: _Devices) -> tuple[int, ...]:
     topo = node.topology
     assert topo is not None
-    choice, mig = devices
+    choice, mig, _ = devices
     ids = {gpu_numa(topo, i) for i in (choice.gpus if choice else ())}
     ids |= {gpu_numa(topo, g) for g, _ in mig}
     return tuple(sorted(i for i in ids if i is not None))

@@ -47,6 +47,7 @@ from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
 from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.resources import pod_requests
+from coordinator.core.podspec.sharing import GpuShare, gpu_share
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
 from coordinator.core.podspec.tolerations import Toleration, tolerations
 from coordinator.core.podspec.toposkeys import gpu_memory_mib, mig_demand, numa
@@ -91,6 +92,8 @@ class PodRequest:
     # resource name → amount: cpu in millicores, all else in whole units; zero entries omitted
     requests: Mapping[str, int] = field(default_factory=dict)
     gpus: int = 0  # whole GPUs (nvidia.com/gpu), 0 when the pod asks for MIG instances instead
+    # part of one GPU (topos.io/gpu-fraction, -memory and aliases); gpus is then 0
+    share: GpuShare | None = None
     mig: tuple[tuple[str, int], ...] = ()  # (profile, count), sorted by profile
     mig_from_annotation: bool = False  # MIG demand comes from topos.io/mig-profile
     gpu_memory_min_mib: int | None = None
@@ -131,7 +134,7 @@ class PodRequest:
 
     @property
     def wants_devices(self) -> bool:
-        return self.gpus > 0 or bool(self.mig)
+        return self.gpus > 0 or bool(self.mig) or self.share is not None
 
     @property
     def has_affinity_terms(self) -> bool:
@@ -184,6 +187,15 @@ def _parse(
             "spec.containers[*].resources.limits[nvidia.com/gpu]",
             f"{gpus} GPUs is more than any node holds (at most {MAX_GPUS_PER_POD})",
         )
+    share = gpu_share(requests, annotations, gpus)
+    if share is not None:
+        if mig:
+            raise FieldError(
+                share.path,
+                "MIG instances are never shared by fraction: ask for a MIG profile or a share, "
+                "not both",
+            )
+        gpus = 0  # its one nvidia.com/gpu, if any, is a replica of the shared GPU
     locality = key_choice(podkeys.GPU_LOCALITY, annotations, podkeys.GPU_LOCALITY_VALUES) or "any"
     numa_policy, numa_resources = numa(annotations)
     priority = integer(spec, "priority", "spec")
@@ -215,6 +227,7 @@ def _parse(
         scheduling_gates=_gates(spec),
         requests=requests,
         gpus=gpus,
+        share=share,
         mig=mig,
         mig_from_annotation=mig_from_annotation,
         gpu_memory_min_mib=gpu_memory_mib(annotations),

@@ -1,5 +1,6 @@
-"""GPU, MIG and NUMA bookkeeping of one node: which device each pod holds, how many device
-slots the node has and uses, and the free capacity of each NUMA node."""
+"""GPU, MIG and NUMA bookkeeping of one node: which device each pod holds (a whole GPU, a MIG
+instance, or a share of a GPU it splits with others), how many device slots the node has and
+uses, and the free capacity of each NUMA node."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from dataclasses import dataclass
 
 from common.model import NodeTopology
 from common.podkeys import GPU_RESOURCE
+from coordinator.core.podspec.sharing import HeldShare
 from coordinator.core.snapshot.podinfo import NumaUse, PodInfo
 
-__all__ = ["NumaFree", "device_use", "gpu_numa", "mig_device_id", "slots", "slots_used"]
+__all__ = [
+    "DeviceUse",
+    "NumaFree",
+    "SharedGpu",
+    "device_use",
+    "gpu_numa",
+    "mig_device_id",
+    "slots",
+    "slots_used",
+]
 
 
 def gpu_numa(topology: NodeTopology, index: int) -> int | None:
@@ -43,6 +54,36 @@ class NumaFree:
     busy: bool  # some pod holds CPU, memory or a device here
 
 
+@dataclass(frozen=True, slots=True)
+class SharedGpu:
+    """A GPU split between fractional pods: who holds what, and the sums."""
+
+    holders: tuple[tuple[str, HeldShare], ...]  # (pod key, its share), in pod order
+    milli: int  # compute held, thousandths
+    memory_mib: int  # memory held
+
+    def add(self, pod: str, share: HeldShare) -> SharedGpu:
+        return SharedGpu(
+            (*self.holders, (pod, share)),
+            self.milli + share.milli,
+            self.memory_mib + share.memory_mib,
+        )
+
+
+_UNSHARED = SharedGpu((), 0, 0)
+
+
+@dataclass(slots=True)
+class DeviceUse:
+    """Who holds which device of one node (see :func:`device_use`)."""
+
+    gpu_owner: dict[int, str]  # whole GPUs
+    mig_owner: dict[tuple[int, int], str]
+    shared: dict[int, SharedGpu]  # GPUs split between fractional pods
+    numa_use: dict[int, tuple[int, int]]  # NUMA id → (cpu milli, memory) pinned there
+    busy: set[int]  # NUMA nodes some pod uses
+
+
 def slots(topology: NodeTopology | None, allocatable: Mapping[str, int]) -> int:
     if topology is None:
         return allocatable.get(GPU_RESOURCE, 0)
@@ -53,25 +94,27 @@ def slots_used(
     topology: NodeTopology | None,
     *,
     requested: Mapping[str, int],
-    gpu_owner: Mapping[int, str],
-    mig_owner: Mapping[tuple[int, int], str],
+    use: DeviceUse,
     held: int,
     attributed: int,
 ) -> int:
+    """Device slots in use: whole GPUs, MIG instances, shared GPUs (each counts whole: no
+    whole-GPU pod may have it), and GPUs held without saying which."""
     if topology is None:
         return requested.get(GPU_RESOURCE, 0)
-    return len(gpu_owner) + len(mig_owner) + max(0, held - attributed)
+    split = sum(1 for i in use.shared if i not in use.gpu_owner)
+    return len(use.gpu_owner) + len(use.mig_owner) + split + max(0, held - attributed)
 
 
-def device_use(
-    topology: NodeTopology | None, pods: Sequence[PodInfo]
-) -> tuple[dict[int, str], dict[tuple[int, int], str], dict[int, tuple[int, int]], set[int]]:
+def device_use(topology: NodeTopology | None, pods: Sequence[PodInfo]) -> DeviceUse:
     gpu_owner: dict[int, str] = {}
     mig_owner: dict[tuple[int, int], str] = {}
+    shared: dict[int, SharedGpu] = {}
     numa_use: dict[int, tuple[int, int]] = {}
     busy: set[int] = set()
+    out = DeviceUse(gpu_owner, mig_owner, shared, numa_use, busy)
     if topology is None:
-        return gpu_owner, mig_owner, numa_use, busy
+        return out
     by_uuid: dict[str, int] = {g.uuid: g.index for g in topology.gpus}
     by_mig: dict[str, tuple[int, int]] = {}
     for g in topology.gpus:
@@ -91,7 +134,10 @@ def device_use(
             elif dev in by_mig:
                 migs.append(by_mig[dev])
         for i in gpus:
-            gpu_owner[i] = p.key
+            if p.share is not None:
+                shared[i] = shared.get(i, _UNSHARED).add(p.key, p.share)
+            else:
+                gpu_owner[i] = p.key
             numa = gpu_numa(topology, i)
             if numa is not None:
                 busy.add(numa)
@@ -117,4 +163,4 @@ def device_use(
                 busy.add(n)
         elif p.numa:
             busy.update(p.numa)
-    return gpu_owner, mig_owner, numa_use, busy
+    return out

@@ -32,9 +32,11 @@ from typing import Final
 from common.model import NodeTopology
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.podspec.ports import HostPort
+from coordinator.core.podspec.sharing import WHOLE
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.devices import (
     NumaFree,
+    SharedGpu,
     device_use,
     gpu_numa,
     slots,
@@ -65,6 +67,11 @@ class NodeInfo:
     effective_taints: tuple[Taint, ...] = ()
     gpu_owner: Mapping[int, str] = field(default_factory=dict)
     mig_owner: Mapping[tuple[int, int], str] = field(default_factory=dict)
+    #: GPUs split between fractional pods (never free for a whole-GPU pod)
+    shared: Mapping[int, SharedGpu] = field(default_factory=dict)
+    #: GPUs a fractional pod could share → (free thousandths, free MiB or None when the GPU's
+    #: memory is unknown): the shared ones with room and the free ones
+    share_room: Mapping[int, tuple[int, int | None]] = field(default_factory=dict)
     free_gpus: tuple[int, ...] = ()
     free_mig: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     numa_free: tuple[NumaFree, ...] = ()
@@ -118,8 +125,11 @@ class NodeInfo:
         eff = list(taints)
         if not ready and not any(t.key == NOT_READY_TAINT.key for t in eff):
             eff.append(NOT_READY_TAINT)
-        gpu_owner, mig_owner, numa_use, busy = device_use(topology, pods_t)
-        held = sum(p.requests.get(GPU_RESOURCE, 0) for p in pods_t)
+        use = device_use(topology, pods_t)
+        gpu_owner, mig_owner, shared = use.gpu_owner, use.mig_owner, use.shared
+        numa_use, busy = use.numa_use, use.busy
+        # A fractional pod's nvidia.com/gpu is a replica of its shared GPU, not a GPU of its own.
+        held = sum(p.requests.get(GPU_RESOURCE, 0) for p in pods_t if p.share is None)
         attributed = len(gpu_owner) + len(mig_owner)
         if dra_held and topology is not None:
             claimed = {g.index for g in topology.gpus if g.uuid in dra_held} - set(gpu_owner)
@@ -129,15 +139,18 @@ class NodeInfo:
         free_gpus: tuple[int, ...] = ()
         free_mig: dict[str, tuple[tuple[int, int], ...]] = {}
         numa_free: tuple[NumaFree, ...] = ()
+        room: dict[int, tuple[int, int | None]] = {}
         if topology is not None:
-            free_gpus = tuple(
-                g.index
-                for g in topology.gpus
-                if g.healthy
-                and not g.mig_enabled
-                and g.index not in gpu_owner
-                and g.index not in claimed
-            )
+            for g in topology.gpus:
+                if not g.healthy or g.mig_enabled or g.index in gpu_owner or g.index in claimed:
+                    continue
+                s = shared.get(g.index)
+                mib = g.memory_total_mib
+                if s is None:
+                    room[g.index] = (WHOLE, mib)
+                elif s.milli < WHOLE and (mib is None or s.memory_mib < mib):
+                    room[g.index] = (WHOLE - s.milli, None if mib is None else mib - s.memory_mib)
+            free_gpus = tuple(i for i in room if i not in shared)
             mig: dict[str, list[tuple[int, int]]] = {}
             for g in topology.gpus:
                 if not (g.healthy and g.mig_enabled):
@@ -161,6 +174,7 @@ class NodeInfo:
             )
         state: tuple[object, ...] = (
             free_gpus,
+            tuple(sorted(room.items())) if shared else (),
             max(0, held - attributed),
             tuple(sorted(free_mig.items())),
             tuple(sorted(mig_owner)),
@@ -180,6 +194,8 @@ class NodeInfo:
             effective_taints=tuple(eff),
             gpu_owner=gpu_owner,
             mig_owner=mig_owner,
+            shared=shared,
+            share_room=room,
             free_gpus=free_gpus,
             free_mig=free_mig,
             numa_free=numa_free,
@@ -188,8 +204,7 @@ class NodeInfo:
             gpu_slots_used=slots_used(
                 topology,
                 requested=req,
-                gpu_owner=gpu_owner,
-                mig_owner=mig_owner,
+                use=use,
                 held=held,
                 attributed=attributed,
             ),

@@ -22,6 +22,7 @@ from coordinator.core.podspec.affinity import (
 )
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.ports import HostPort, host_ports
+from coordinator.core.podspec.sharing import HeldShare, parse_held
 
 __all__ = [
     "BoundPodFields",
@@ -51,6 +52,7 @@ class Placement:
     numa: tuple[int, ...] = ()  # NUMA node ids
     numa_usage: tuple[NumaUse, ...] = ()  # per-NUMA CPU/memory when the pod is NUMA-pinned
     exclusive_numa: bool = False  # NUMA nodes held exclusively (policy isolated)
+    share: HeldShare | None = None  # part of its one GPU (gpus), shared with other pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class PodInfo:
     affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
     anti_affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    share: HeldShare | None = None  # part of its GPU (topos.io/gpu-share); None: whole devices
 
     @property
     def key(self) -> str:
@@ -105,6 +108,7 @@ class PodInfo:
             affinity_preferred=pod.pod_affinity_preferred,
             anti_affinity_preferred=pod.pod_anti_affinity_preferred,
             host_ports=pod.host_ports,
+            share=placement.share,
         )
 
 
@@ -165,6 +169,7 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         anti_affinity=anti,
         anti_affinity_preferred=anti_pref,
         host_ports=bound.host_ports,
+        share=parse_held(ann.get(podkeys.GPU_SHARE, "")),
     )
 
 

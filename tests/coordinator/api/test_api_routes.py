@@ -104,6 +104,7 @@ async def test_node_detail_shows_free_capacity_after_other_schedulers_pods(clien
         "uuid": "GPU-gpu-1-0",
         "holder": "default/train",
         "source": "agent",
+        "holders": [{"pod": "default/train", "source": "agent"}],
     }
     assert body["topology"]["numa_nodes"][1]["id"] == 1
     assert body["labels"]["topos.io/leaf"] == "leaf-0"

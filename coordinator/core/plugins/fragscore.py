@@ -1,0 +1,90 @@
+"""``GpuFragmentation``: score nodes by how little a pod's placement fragments their free GPUs.
+
+For a pod sharing a GPU (docs/sharing.md) each feasible node is scored by the growth of its
+expected fragmentation (:mod:`.fragmentation`, FGD's measure against the pod shapes the cluster
+sees) once the pod holds its share of the GPU :mod:`.sharedchoice` picked there, plus a
+penalty for each GPU the node's largest free NVLink group loses (a share never needs NVLink;
+multi-GPU pods do). Smaller growth scores higher: no growth is 50, each 0.02 GPU of growth a
+point less (a shrinking fragmentation scores above 50), within 0–100. A fixed scale rather than
+one stretched over the feasible nodes: small differences stay small beside the other scores, and
+the score is remembered per node state like any node-local one.
+
+Whole-GPU and CPU-only pods (whose CPUs can strand a node's GPUs) are scored the
+same way only with ``fragmentation.allPods`` (see docs/sharing.md for why it is off by default);
+otherwise ``GpuPacking``, ``GpuTopology`` and ``GpuAvailability`` place them as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import PLACEMENTS
+from coordinator.core.plugins.fragmentation import ShapeMix, growth
+from coordinator.core.plugins.gpuchoice import topology_index
+from coordinator.core.plugins.sharedchoice import nvlink_loss
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SKIP, SUCCESS, Status
+
+__all__ = ["GpuFragmentation"]
+
+#: Thousandths of a GPU of fragmentation one GPU lost from an intact NVLink group counts as.
+NVLINK_LOSS: Final = 250
+#: Thousandths of a GPU of growth per point of score: no growth scores 50, a GPU's worth 0.
+_PER_POINT: Final = 20
+_SCORES: dict[tuple[object, ...], float] = {}
+_SCORES_LIMIT: Final = 200_000
+
+
+class GpuFragmentation:
+    name = "GpuFragmentation"
+    #: Raw scores are remembered per node state and pod class (the framework's memo), read
+    #: against the shape mix of the moment they were first computed: a node's state lasts until
+    #: a pod lands on it, the mix drifts over hundreds of pods.
+    node_local = True
+
+    def __init__(self, config: SchedulerConfig, mix: ShapeMix) -> None:
+        self.mix = mix
+        self.all_pods = config.fragmentation_all_pods
+
+    def pre_score(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
+    ) -> Status:
+        if pod.share is not None or (self.all_pods and not pod.mig):
+            return SUCCESS
+        return SKIP
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        if node.topology is None:
+            return 0.0
+        placement = state.read(PLACEMENTS).get(node.name)
+        mix = self.mix.current()
+        cores = -(-pod.requests.get("cpu", 0) // 1000)
+        shared = placement is not None and placement.share is not None and bool(placement.gpus)
+        # Nodes alike (hardware shape, device state, free CPU) score alike: most of a cycle's
+        # nodes are answered from the memo.
+        key = (
+            topology_index(node.topology),
+            node.device_token,
+            node.free("cpu") // 1000,
+            mix.version,
+            cores,
+            (placement.gpus[0], placement.share) if shared and placement else pod.gpus,
+        )
+        hit = _SCORES.get(key)
+        if hit is not None:
+            return hit
+        if shared and placement is not None and placement.share is not None:
+            gpu = placement.gpus[0]
+            up = growth(node, mix, cores, share=(gpu, placement.share))
+            up += NVLINK_LOSS * nvlink_loss(node, gpu)
+        else:
+            up = growth(node, mix, cores, whole=pod.gpus)
+        if len(_SCORES) >= _SCORES_LIMIT:
+            _SCORES.clear()
+        result = _SCORES[key] = min(100.0, max(0.0, 50.0 - up / _PER_POINT))
+        return result

@@ -1,0 +1,293 @@
+"""GPU sharing (docs/sharing.md): asking for part of a GPU, the bookkeeping of shared GPUs, and
+where fractional pods go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from msgspec import structs
+
+from coordinator.core.framework.config import ConfigError, load_config
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision, Failure
+from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.core.podspec.sharing import HeldShare
+from coordinator.core.registry import build_framework
+from coordinator.core.snapshot.snapshot import Snapshot
+from tests.support.pods import pod
+from tests.support.sched_hw import (
+    a100_mig,
+    dgx_h100,
+    gpu_node,
+    pcie8,
+    place_all,
+    request,
+    running,
+)
+
+
+def frac(name: str, fraction: str | None = None, *, memory: str | None = None, **kw: Any) -> Any:
+    ann = dict(kw.pop("annotations", {}))
+    if fraction is not None:
+        ann["topos.io/gpu-fraction"] = fraction
+    if memory is not None:
+        ann["topos.io/gpu-memory"] = memory
+    return pod(name, annotations=ann, **kw)
+
+
+def with_limits(obj: Any, limits: dict[str, str]) -> Any:
+    obj["spec"]["containers"][0]["resources"]["limits"] = limits
+    return obj
+
+
+def error(obj: Any) -> PodSpecError:
+    parsed = parse_pod(obj)
+    assert isinstance(parsed, PodSpecError), parsed
+    return parsed
+
+
+# --- asking -------------------------------------------------------------------------------------
+
+
+def test_topos_keys_and_kai_aliases_read_the_same_share() -> None:
+    ours = request(frac("a", "0.25", memory="10Gi")).share
+    kai = request(pod("b", annotations={"gpu-fraction": "0.25", "gpu-memory": "10240"})).share
+    assert ours is not None
+    assert kai is not None
+    assert (ours.milli, ours.memory_mib) == (kai.milli, kai.memory_mib) == (250, 10240)
+
+
+def test_hami_volcano_and_aliyun_resources_are_read_in_their_units() -> None:
+    hami = request(with_limits(pod("h"), {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}))
+    assert hami.share is not None
+    assert hami.share.memory_mib == 4000
+    assert hami.share.replica
+    assert hami.gpus == 0  # its nvidia.com/gpu is a replica of the shared GPU
+    cores = request(with_limits(pod("c"), {"nvidia.com/gpucores": "30"})).share
+    assert cores is not None
+    assert cores.milli == 300
+    volcano = request(with_limits(pod("v"), {"volcano.sh/vgpu-memory": "3000"})).share
+    assert volcano is not None
+    assert volcano.memory_mib == 3000
+    aliyun = request(with_limits(pod("a"), {"aliyun.com/gpu-mem": "8"})).share
+    assert aliyun is not None
+    assert aliyun.memory_mib == 8 * 1024
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("0", "'0' is not in (0, 1]"),
+        ("-0.5", "'-0.5' is not in (0, 1]"),
+        ("1.5", "'1.5' is not in (0, 1]: a fraction is part of one GPU"),
+        ("half", "'half' is not a number"),
+    ],
+)
+def test_bad_fractions_name_the_key(value: str, says: str) -> None:
+    bad = error(frac("p", value))
+    assert bad.field == "metadata.annotations[topos.io/gpu-fraction]"
+    assert says in bad.message
+
+
+def test_a_share_of_more_than_one_gpu_is_invalid() -> None:
+    bad = error(frac("p", "0.5", gpus=2))
+    assert "part of ONE GPU" in bad.message
+    assert "2 nvidia.com/gpu" in bad.message
+    bad = error(with_limits(pod("h"), {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "4000"}))
+    assert bad.field == "spec.containers[*].resources.limits[nvidia.com/gpumem]"
+
+
+def test_a_share_and_a_mig_profile_together_are_invalid() -> None:
+    bad = error(frac("p", "0.5", annotations={"topos.io/mig-profile": "1g.10gb"}))
+    assert "MIG instances are never shared by fraction" in bad.message
+
+
+def test_contradicting_spellings_are_named() -> None:
+    bad = error(with_limits(frac("p", "0.5"), {"nvidia.com/gpucores": "40"}))
+    assert "contradicts spec.containers[*].resources.limits[nvidia.com/gpucores]" in bad.message
+
+
+def test_more_memory_than_any_gpu_has_says_the_largest() -> None:
+    nodes = [gpu_node("h", dgx_h100("h")), gpu_node("p", pcie8("p"))]
+    result = schedule_one(frac("big", memory="90Gi"), Snapshot(nodes), build_framework())
+    assert isinstance(result, Failure)
+    assert result.unresolvable
+    assert "topos.io/gpu-memory]: no GPU has 90Gi; largest is 79.6Gi" in result.message
+
+
+# --- placement ------------------------------------------------------------------------------------
+
+
+def test_two_halves_share_one_gpu_and_say_so() -> None:
+    snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
+    first, second = place_all([frac("a", "0.5"), frac("b", "0.5")], snapshot)
+    assert isinstance(first, Decision)
+    assert isinstance(second, Decision)
+    assert first.placement.gpus == second.placement.gpus
+    assert first.annotations()["topos.io/gpu-share"] == "fraction=0.5,memory=40779Mi"
+    assert first.annotations()["topos.io/assigned-gpus"] == second.device_ids[0]
+    node = snapshot.get("h")
+    assert node is not None
+    assert len(node.free_gpus) == 7
+
+
+def test_the_next_half_joins_the_half_used_gpu_not_a_fresh_one() -> None:
+    (gpu,) = dgx_h100("h").gpus[3:4]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+    half = running(frac("old", "0.5", annotations=placed))
+    node = gpu_node("h", dgx_h100("h"), pods=[half])
+    result = schedule_one(frac("new", "0.5"), Snapshot([node]), build_framework())
+    assert isinstance(result, Decision)
+    assert result.placement.gpus == (3,)
+
+
+def test_a_whole_gpu_pod_never_lands_on_a_shared_gpu() -> None:
+    snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
+    place_all([frac("s", "0.25")], snapshot)
+    results = place_all([pod(f"w{i}", gpus=1) for i in range(8)], snapshot)
+    placed = [r for r in results if isinstance(r, Decision)]
+    assert len(placed) == 7  # the shared GPU is not free for a whole-GPU pod
+    shared = snapshot.get("h")
+    assert shared is not None
+    assert not set(shared.shared) & {g for r in placed for g in r.placement.gpus}
+    assert isinstance(results[-1], Failure)
+
+
+def test_shares_fill_a_gpu_to_its_capacity_and_no_further() -> None:
+    snapshot = Snapshot([gpu_node("h", pcie8("h"))])
+    results = place_all([frac(f"q{i}", "0.3") for i in range(4)], snapshot)
+    gpus = [r.placement.gpus for r in results if isinstance(r, Decision)]
+    assert gpus[0] == gpus[1] == gpus[2] != gpus[3]  # 0.9 on one GPU; the fourth opens another
+
+
+def test_memory_asks_count_against_the_gpus_memory() -> None:
+    snapshot = Snapshot([gpu_node("p", pcie8("p", memory_mib=46068))])  # 45Gi L40S
+    a, b = place_all([frac("a", memory="30Gi"), frac("b", memory="20Gi")], snapshot)
+    assert isinstance(a, Decision)
+    assert isinstance(b, Decision)
+    assert a.placement.gpus != b.placement.gpus  # 50Gi does not fit one 45Gi GPU
+    assert a.placement.share is not None
+    assert a.placement.share.memory_mib == 30 * 1024
+
+
+def test_a_fractional_pod_keeps_an_intact_nvlink_group_when_pcie_gpus_exist() -> None:
+    busy = [
+        running(pod(f"w{i}", gpus=1, annotations={"topos.io/assigned-gpus": f"GPU-p-{i}"}))
+        for i in range(7)
+    ]
+    nodes = [gpu_node("dgx", dgx_h100("dgx")), gpu_node("p", pcie8("p"), pods=busy)]
+    snapshot = Snapshot(nodes)
+    results = place_all([frac(f"s{i}", "0.5") for i in range(2)], snapshot)
+    assert all(isinstance(r, Decision) and r.node == "p" for r in results)
+
+
+def test_mig_enabled_gpus_are_never_shared() -> None:
+    topo = a100_mig("m")  # GPUs 0 and 1 MIG-enabled, 2-7 whole
+    mig_only = structs.replace(
+        topo, gpus=tuple(structs.replace(g, mig_enabled=True) for g in topo.gpus)
+    )
+    mig_node = gpu_node("m", mig_only)
+    result = schedule_one(frac("s", "0.5"), Snapshot([mig_node]), build_framework())
+    assert isinstance(result, Failure)
+    assert "only MIG-enabled GPUs, which are never shared by fraction" in result.message
+    mixed = schedule_one(frac("s", "0.5"), Snapshot([gpu_node("m", topo)]), build_framework())
+    assert isinstance(mixed, Decision)
+    assert mixed.placement.gpus[0] >= 2
+
+
+def test_asking_one_nvidia_gpu_with_a_share_needs_a_node_with_replicas() -> None:
+    plain = gpu_node("plain", pcie8("plain"))
+    sliced = gpu_node(
+        "sliced", pcie8("sliced"), labels={"nvidia.com/gpu.sharing-strategy": "time-slicing"}
+    )
+    obj = frac("s", "0.5", gpus=1)
+    refused = schedule_one(obj, Snapshot([plain]), build_framework())
+    assert isinstance(refused, Failure)
+    assert "no time-slicing or MPS replicas" in refused.message
+    assert isinstance(schedule_one(obj, Snapshot([plain, sliced]), build_framework()), Decision)
+
+
+# --- bookkeeping ------------------------------------------------------------------------------
+
+
+def test_restart_rebuilds_shares_from_annotations() -> None:
+    """A coordinator restarted reads topos.io/gpu-share back: the GPU is still shared, with the
+    room the pods left."""
+    snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
+    (decision,) = place_all([frac("a", "0.75")], snapshot)
+    assert isinstance(decision, Decision)
+    bound = frac("a", "0.75", annotations=decision.annotations())
+    node = gpu_node("h", dgx_h100("h"), pods=[running(bound)])
+    (gpu,) = decision.placement.gpus
+    assert node.shared[gpu].milli == 750
+    assert node.share_room[gpu] == (250, 81559 - 61169)
+    assert gpu not in node.free_gpus
+    again = schedule_one(frac("b", "0.5"), Snapshot([node]), build_framework())
+    assert isinstance(again, Decision)
+    assert again.placement.gpus != (gpu,)
+    fits = schedule_one(frac("c", "0.25"), Snapshot([node]), build_framework())
+    assert isinstance(fits, Decision)
+    assert fits.placement.gpus == (gpu,)
+
+
+def test_device_state_tells_shares_apart() -> None:
+    base = dgx_h100("h")
+    on0 = {"topos.io/assigned-gpus": base.gpus[0].uuid}
+    quarter = {**on0, "topos.io/gpu-share": "fraction=0.25,memory=20Gi"}
+    half = {**on0, "topos.io/gpu-share": "fraction=0.5,memory=40Gi"}
+    one = gpu_node("h", base, pods=[running(pod("a", annotations=quarter))])
+    two = gpu_node("h", base, pods=[running(pod("a", annotations=half))])
+    assert one.shared[0].milli == 250
+    assert two.shared[0].milli == 500
+    assert one.device_token is not two.device_token
+
+
+def test_request_round_trip() -> None:
+    parsed = parse_pod(frac("p", "0.125"))
+    assert isinstance(parsed, PodRequest)
+    assert parsed.share is not None
+    assert parsed.share.on_gpu(81920) == HeldShare(125, 10240)
+
+
+def test_fragmentation_config_is_checked() -> None:
+    assert load_config({"fragmentation": {"allPods": True}}).fragmentation_all_pods
+    with pytest.raises(ConfigError, match=r"fragmentation\.allPods: must be true or false"):
+        load_config({"fragmentation": {"allPods": "yes"}})
+    with pytest.raises(ConfigError, match=r"fragmentation\.allpods: unknown key"):
+        load_config({"fragmentation": {"allpods": True}})
+
+
+# --- fragmentation ------------------------------------------------------------------------------
+
+
+def test_fragmentation_counts_what_each_shape_could_not_use() -> None:
+    from coordinator.core.plugins.fragmentation import Mix, NodeRoom, fragmentation
+
+    room = NodeRoom(cpu=16, free=(300, 600, 1000, 1000), whole=2)  # 2.9 GPUs free
+    halves = Mix(-101, (((4, 0, 500), 1.0),))
+    assert fragmentation(room, halves) == 300  # only the 0.3 GPU is too small for a half
+    pairs = Mix(-102, (((4, 2, 0), 1.0),))
+    assert fragmentation(room, pairs) == 900  # the partly used GPUs
+    fours = Mix(-103, (((4, 4, 0), 1.0),))
+    assert fragmentation(room, fours) == 2900  # two whole GPUs free: a 4-GPU pod fits nowhere
+    cpu_bound = Mix(-104, (((32, 0, 250), 1.0),))
+    assert fragmentation(room, cpu_bound) == 2900  # no CPUs left for it
+    mixed = Mix(-105, (((4, 0, 500), 0.5), ((4, 2, 0), 0.5)))
+    assert fragmentation(room, mixed) == 600
+
+
+def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
+    from coordinator.core.plugins.fragmentation import ShapeMix
+
+    mix = ShapeMix(half_life=10, default={(8, 1, 0): 1.0})
+    half = request(frac("h", "0.5", uid="u1"))
+    first = mix.current().version
+    for _ in range(40):
+        mix.record(half)  # the same pod, retried: once
+    assert mix.current().version == first  # refreshed every 32 pods
+    for i in range(64):
+        mix.record(request(frac(f"h{i}", "0.5", uid=f"u-{i}")))
+    shapes = dict(mix.current().shapes)
+    assert mix.current().version == first + 2
+    assert shapes[(1, 0, 500)] > 0.99  # the default's whole GPUs have faded
