@@ -50,7 +50,8 @@ def test_a_node_with_only_its_annotation_is_scheduled_at_once_and_never_goes_sta
     assert state is not None
     assert state.topology_source == "annotation"
     assert state.topology == topology("dgx-1", gpus=8)
-    assert state.schedulable and not state.connected
+    assert state.schedulable
+    assert not state.connected
     assert state.free["nvidia.com/gpu"] == 8  # allocatable from the published hardware
     assert list(ClusterView(inv).snapshot().node_names()) == ["dgx-1"]
     clock.now += 3600  # no stream ever: no agent silence to count
@@ -102,7 +103,8 @@ def test_a_closed_stream_keeps_its_word_until_the_annotation_changes() -> None:
     state = inv.node("dgx-1")
     assert state is not None
     assert (state.topology_source, state.topology) == ("annotation", healed)
-    assert state.schedulable and not state.stale
+    assert state.schedulable
+    assert not state.stale
     assert state.free["nvidia.com/gpu"] == 4
     assert events == [InventoryEvent("recovered", "dgx-1", capacity_gained=True)]
     clock.now += 3600
@@ -127,7 +129,8 @@ def test_a_malformed_or_oversized_annotation_leaves_that_node_alone_without_a_to
     for name in ("broken", "dup", "huge"):
         state = inv.node(name)
         assert state is not None
-        assert state.topology is None and state.topology_source is None
+        assert state.topology is None
+        assert state.topology_source is None
         assert state.free.get("nvidia.com/gpu", 0) == 0  # no GPU pod goes there blind
         assert state.annotation_error is not None
         errors[name] = state.annotation_error
@@ -138,5 +141,6 @@ def test_a_malformed_or_oversized_annotation_leaves_that_node_alone_without_a_to
     assert _node("broken", "{not json", memo=memo).topology_error == errors["broken"]
     state = inv.node("good")
     assert state is not None
-    assert state.topology_source == "annotation" and state.annotation_error is None
+    assert state.topology_source == "annotation"
+    assert state.annotation_error is None
     assert state.free["nvidia.com/gpu"] == 2
