@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -106,8 +107,14 @@ async def test_agent_once_cluster_gets_numa_and_nvlink_placement_and_restarts_sc
     async with _coordinator(kubeconfig, namespace, leaf) as (app, url):
         inv = app[INVENTORY]
         await until(inv, lambda: all(inv.node(n.name) is not None for n in nodes))
-        async with ClientSession() as http, http.get(f"{url}/v1/nodes/{dgx.name}") as resp:
-            shown = await resp.json()
+        async with ClientSession() as http:
+            async with http.get(f"{url}/v1/nodes/{dgx.name}") as resp:
+                shown = await resp.json()
+            async with http.get(f"{url}/metrics") as resp:
+                metrics = await resp.text()
+        counted = re.search(r'topos_inventory_nodes\{state="annotation_topology"\} (\S+)', metrics)
+        assert counted is not None
+        assert float(counted.group(1)) >= 2  # these two (the control plane is shared)
         assert shown["topology_source"] == "annotation"
         assert not shown["connected"]
         assert not shown["stale"]
