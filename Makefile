@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint typecheck unit bench k8s-binaries clean
+.PHONY: demo test lint typecheck unit bench k8s-binaries helm clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,9 +16,9 @@ demo: $(STAMP)
 	$(VENV)/bin/topos demo
 
 # Builds (or finds in ~/.cache/topos/k8s) etcd, kube-apiserver, kube-controller-manager and kubectl,
-# runs the quality gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
+# and helm (~/.cache/topos/helm), runs the quality gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
 # a green run must have run tests.
-test: $(STAMP) k8s-binaries lint typecheck
+test: $(STAMP) k8s-binaries helm lint typecheck
 	@rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
@@ -26,6 +26,11 @@ test: $(STAMP) k8s-binaries lint typecheck
 # kube-apiserver and kubectl.
 k8s-binaries: $(STAMP)
 	$(PY) -m devcluster.binaries ensure --all || { [ "$$CI" != "true" ] && echo "warning: Kubernetes binaries unavailable; control-plane tests will be skipped"; }
+
+# helm for the chart's tests (tests/deploy/test_helm_chart.py: lint, template, compared with the
+# kustomize base), built from the helm.sh/helm/v3 Go module: ~2 min on a clean machine, then cached.
+helm: $(STAMP)
+	$(PY) -m devcluster.helm ensure || { [ "$$CI" != "true" ] && echo "warning: helm unavailable; the Helm chart's tests will be skipped"; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -28,11 +28,12 @@ async def readyz(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     m = request.app[METRICS]
     inventory = request.app[INVENTORY]
-    states = {"connected": 0, "stale": 0, "schedulable": 0}
+    states = {"connected": 0, "stale": 0, "schedulable": 0, "annotation_topology": 0}
     for node in inventory.nodes():
         states["connected"] += node.connected
         states["stale"] += node.stale
         states["schedulable"] += node.schedulable
+        states["annotation_topology"] += node.topology_source == "annotation"
     for state, count in states.items():
         m.nodes.labels(state).set(count)
     m.connections.set(len(request.app[SESSIONS]))

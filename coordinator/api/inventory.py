@@ -24,6 +24,7 @@ class NodeSummary(msgspec.Struct, frozen=True, kw_only=True):
     stale: bool
     connected: bool
     schedulable: bool
+    topology_source: str | None  # "stream", "annotation" (the Node's topos.io/topology) or none
     gpus: int
     gpus_free: int
     product: str | None
@@ -59,6 +60,7 @@ def summarize(node: NodeState) -> NodeSummary:
         stale=node.stale,
         connected=node.connected,
         schedulable=node.schedulable,
+        topology_source=node.topology_source,
         gpus=node.allocatable.get(GPU_RESOURCE, 0) if topo is None else len(topo.gpus),
         gpus_free=node.free_gpus,
         product=", ".join(products) or None,

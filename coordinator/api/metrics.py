@@ -41,7 +41,11 @@ class Metrics:
             registry=r,
         )
         self.nodes = Gauge(
-            "topos_inventory_nodes", "Nodes in the inventory, by state", ["state"], registry=r
+            "topos_inventory_nodes",
+            "Nodes in the inventory, by state (annotation_topology: no agent stream, scheduled"
+            " from the topology published on the Node)",
+            ["state"],
+            registry=r,
         )
         self.gpu_mismatches = Counter(
             "topos_gpu_assignment_mismatches",

@@ -54,6 +54,7 @@ class KubeNode(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     topology: NodeTopology | None = None  # what the agent published (topos.io/topology)
+    topology_error: str | None = None  # why that annotation was not used (malformed, too large)
     cached_models: frozenset[str] = frozenset()  # the agent's topos.io/models
 
 
@@ -136,7 +137,10 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     requested: dict[str, int] = {}
     free: dict[str, int] = {}
     topology: NodeTopology | None = None
-    topology_source: str | None = None  # "agent", or "node-annotation" while the agent is away
+    # "stream" (the agent's capacity stream) or "annotation" (the Node's topos.io/topology, while
+    # no stream has described the node): coordinator.inventory.record
+    topology_source: str | None = None
+    annotation_error: str | None = None  # why the Node's topos.io/topology was not used
     cached_models: frozenset[str] = frozenset()  # models in the node's cache (topos.io/models)
     allocations: tuple[ContainerAllocation, ...] = ()
     gpu_use: tuple[GpuUse, ...] = ()

@@ -10,9 +10,11 @@ pending pods on those).
 Only a node with a Node object is schedulable. A report for a name without one is kept for
 ``unknown_node_ttl_s``, then dropped (:meth:`Inventory.expire_unknown`); at most
 :data:`MAX_UNKNOWN_NODES` such names at once. Reports are validated first (:mod:`.validate`) and
-no GPU or MIG UUID may be on two live nodes. Until a node's agent reports, its topology is the one
-published on its Node (``topos.io/topology``) — except during ``agent_grace_s`` after start-up,
-when agents are expected back: then it has none, and no GPU pod goes there blind.
+no GPU or MIG UUID may be on two live nodes. Until a node's agent stream reports, its topology is
+the one published on its Node (``topos.io/topology``, source ``"annotation"``) — except during
+``agent_grace_s`` after start-up, if set: then it has none. A stream's word always wins; an
+annotation that changes while no stream is connected is newer than what the closed stream said and
+replaces it (:mod:`.record` has the rules).
 """
 
 from __future__ import annotations
@@ -20,25 +22,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal
 
 import msgspec
 
-from common.allocatable import allocatable_from_topology
+from common.labels import TOPOLOGY as TOPOLOGY_ANNOTATION
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError, GpuState, apply_gpu_states
+from coordinator.inventory import record
 from coordinator.inventory.devices import DeviceOwners
-from coordinator.inventory.holdings import gpu_use, with_holdings
-from coordinator.inventory.mismatch import find_mismatches
-from coordinator.inventory.state import (
-    GPU_RESOURCE,
-    AgentReport,
-    BoundPod,
-    KubeNode,
-    NodeState,
-    PodUsage,
-)
+from coordinator.inventory.holdings import with_holdings
+from coordinator.inventory.record import NodeRecord
+from coordinator.inventory.state import AgentReport, BoundPod, KubeNode, NodeState
 from coordinator.inventory.validate import check_report, warn_unknown_holdings
 
 log = logging.getLogger(__name__)
@@ -62,20 +58,6 @@ Listener = Callable[[InventoryEvent], None]
 _Signature = tuple[bool, bool, tuple[tuple[str, int], ...]]
 
 
-@dataclass(slots=True)
-class _Record:
-    name: str
-    agent: AgentReport | None = None
-    kube: KubeNode | None = None
-    pods: dict[str, BoundPod] = field(default_factory=dict)  # by uid
-    requested: dict[str, int] = field(default_factory=dict)
-    stale: bool = False
-    view: NodeState | None = None
-    bound: tuple[int, tuple[BoundPod, ...]] | None = None  # (generation, bound_pods)
-    # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
-    gone: set[tuple[str, str]] = field(default_factory=set)
-
-
 class Inventory:
     """The store. Not thread-safe: call it from the event loop only."""
 
@@ -96,7 +78,7 @@ class Inventory:
         self._clock = clock
         self._grace_until = clock() + agent_grace_s
         self._in_grace = agent_grace_s > 0
-        self._records: dict[str, _Record] = {}
+        self._records: dict[str, NodeRecord] = {}
         self._unknown: dict[str, float] = {}  # agent-reported names without a Node object: since
         self._devices = DeviceOwners(self._live)  # no GPU or MIG UUID on two live nodes
         self._pod_node: dict[str, str] = {}  # uid -> node
@@ -120,13 +102,13 @@ class Inventory:
 
     # --- capacity bookkeeping --------------------------------------------------------------------
 
-    def _signature(self, rec: _Record | None) -> _Signature:
+    def _signature(self, rec: NodeRecord | None) -> _Signature:
         if rec is None:
             return (False, False, ())
         has_topology = self._topology(rec) is not None
         return (self._schedulable(rec), has_topology, tuple(sorted(self._free(rec).items())))
 
-    def _gained(self, before: _Signature, after: _Record) -> bool:
+    def _gained(self, before: _Signature, after: NodeRecord) -> bool:
         sched, free = self._schedulable(after), self._free(after)
         if not sched:
             return False
@@ -136,49 +118,30 @@ class Inventory:
         return any(v > old.get(k, 0) for k, v in free.items())
 
     @staticmethod
-    def _schedulable(rec: _Record) -> bool:
-        """Only a node the API server has, Ready, not cordoned, whose agent (if any) is alive."""
-        kube = rec.kube
-        return kube is not None and kube.ready and not kube.unschedulable and not rec.stale
+    def _schedulable(rec: NodeRecord) -> bool:
+        return record.schedulable(rec)
 
-    def _topology(self, rec: _Record) -> NodeTopology | None:
-        if rec.agent is not None:
-            return rec.agent.topology
-        if rec.kube is not None and not self._in_grace:
-            return rec.kube.topology
-        return None
+    def _topology(self, rec: NodeRecord) -> NodeTopology | None:
+        return record.topology_of(rec, seeds=not self._in_grace)[0]
 
-    def _allocatable(self, rec: _Record) -> dict[str, int]:
-        if rec.kube is not None and rec.kube.allocatable:
-            return rec.kube.allocatable
-        topology = self._topology(rec)
-        return {} if topology is None else allocatable_from_topology(topology)
+    def _free(self, rec: NodeRecord) -> dict[str, int]:
+        return record.free(rec, self._topology(rec))
 
-    def _free(self, rec: _Record) -> dict[str, int]:
-        alloc = self._allocatable(rec)
-        free = {k: max(0, v - rec.requested.get(k, 0)) for k, v in alloc.items()}
-        topology = self._topology(rec)
-        if topology is not None and GPU_RESOURCE in free:
-            # Conservative: a GPU the agent reports unhealthy can't be handed out.
-            unhealthy = sum(1 for g in topology.gpus if not g.healthy and not g.mig_enabled)
-            free[GPU_RESOURCE] = max(0, free[GPU_RESOURCE] - unhealthy)
-        if "pods" in free:
-            free["pods"] = max(0, alloc["pods"] - len(rec.pods))
-        return free
-
-    def _changed(self, rec: _Record, kind: EventKind, was: _Signature, pods: bool = False) -> None:
+    def _changed(
+        self, rec: NodeRecord, kind: EventKind, was: _Signature, pods: bool = False
+    ) -> None:
         rec.view = None
         self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
 
-    def _record(self, name: str) -> tuple[_Record, bool]:
+    def _record(self, name: str) -> tuple[NodeRecord, bool]:
         rec = self._records.get(name)
         if rec is None:
-            rec = self._records[name] = _Record(name)
+            rec = self._records[name] = NodeRecord(name)
             return rec, True
         return rec, False
 
-    def _drop_if_empty(self, rec: _Record) -> bool:
-        if rec.agent is None and rec.kube is None and not rec.pods:
+    def _drop_if_empty(self, rec: NodeRecord) -> bool:
+        if rec.empty():
             del self._records[rec.name]
             return True
         return False
@@ -352,10 +315,31 @@ class Inventory:
         if rec.kube == node:
             return False
         before = self._signature(None if new else rec)
+        kind: EventKind = "added" if new else "updated"
+        if self._annotation_is_newer(rec, node):
+            log.info(
+                "node %s: %s changed while no agent stream is connected; it replaces what the "
+                "closed stream last reported",
+                node.name,
+                TOPOLOGY_ANNOTATION,
+            )
+            self._devices.release(node.name)
+            kind = "recovered" if rec.stale else kind
+            rec.agent, rec.stale = None, False
+            rec.gone.clear()
         rec.kube = node
         self._unknown.pop(node.name, None)
-        self._changed(rec, "added" if new else "updated", before)
+        self._changed(rec, kind, before)
         return True
+
+    @staticmethod
+    def _annotation_is_newer(rec: NodeRecord, node: KubeNode) -> bool:
+        """A closed stream's report gives way to an annotation published after it: the Node's
+        topology changed while no stream was connected (a stream's own word always wins)."""
+        agent, old = rec.agent, rec.kube
+        if agent is None or agent.connected or old is None or node.topology is None:
+            return False
+        return node.topology != old.topology
 
     def delete_node(self, name: str) -> None:
         rec = self._records.get(name)
@@ -450,56 +434,16 @@ class Inventory:
         if rec is None:
             return ()
         if rec.bound is None or rec.bound[0] != self.generation:
-            rec.bound = (self.generation, with_holdings(rec.pods.values(), self._held(rec)))
+            rec.bound = (self.generation, with_holdings(rec.pods.values(), record.held(rec)))
         return rec.bound[1]
 
-    @staticmethod
-    def _held(rec: _Record) -> tuple[ContainerAllocation, ...]:
-        """The agent's allocations, less those of pods deleted since it reported them."""
-        allocations = () if rec.agent is None else rec.agent.allocations
-        if not rec.gone:
-            return allocations
-        return tuple(a for a in allocations if (a.namespace, a.pod) not in rec.gone)
-
-    def _view(self, rec: _Record) -> NodeState:
-        now = self._clock()
-        agent, kube = rec.agent, rec.kube
-        if rec.view is not None:
-            if agent is None:
-                return rec.view
-            return msgspec.structs.replace(
-                rec.view, last_seen_age_s=round(now - agent.last_seen, 3)
-            )
-        view_allocations = () if agent is None else agent.allocations
-        topology = self._topology(rec)
-        view = NodeState(
-            name=rec.name,
-            stale=rec.stale,
-            connected=agent is not None and agent.connected,
-            schedulable=self._schedulable(rec),
-            ready=None if kube is None else kube.ready,
-            unschedulable=kube is not None and kube.unschedulable,
-            agent_id=None if agent is None else agent.agent_id,
-            agent_version=None if agent is None else agent.agent_version,
-            seq=None if agent is None else agent.seq,
-            last_seen_age_s=None if agent is None else round(now - agent.last_seen, 3),
-            labels={} if kube is None else kube.labels,
-            taints=() if kube is None else kube.taints,
-            allocatable=dict(self._allocatable(rec)),
-            requested=dict(rec.requested),
-            free=self._free(rec),
-            topology=topology,
-            topology_source=None if topology is None else ("agent" if agent else "node-annotation"),
-            cached_models=frozenset() if kube is None else kube.cached_models,
-            allocations=view_allocations,
-            gpu_use=gpu_use(topology, rec.pods.values(), self._held(rec)),
-            mismatches=find_mismatches(topology, rec.pods.values(), self._held(rec)),
-            pods=tuple(
-                PodUsage(
-                    namespace=p.namespace, name=p.name, scheduler=p.scheduler, requests=p.requests
-                )
-                for p in sorted(rec.pods.values(), key=lambda p: (p.namespace, p.name))
-            ),
-        )
-        rec.view = view  # last_seen_age_s is refreshed on every read of the cached view
-        return view
+    def _view(self, rec: NodeRecord) -> NodeState:
+        agent = rec.agent
+        if rec.view is None:
+            rec.view = record.build_view(rec, now=self._clock(), seeds=not self._in_grace)
+            return rec.view
+        if agent is None:
+            return rec.view
+        # the cached view, with last_seen_age_s refreshed on every read
+        age = round(self._clock() - agent.last_seen, 3)
+        return msgspec.structs.replace(rec.view, last_seen_age_s=age)

@@ -183,7 +183,7 @@ function badges(node) {
   if (node.ready === false) out.push(el("span", { class: "badge bad" }, "not Ready"));
   if (node.stale) out.push(el("span", { class: "badge bad" }, "agent stale"));
   if (node.connected) out.push(el("span", { class: "badge ok" }, "agent connected"));
-  else if (node.topology_source === "node-annotation") {
+  else if (node.topology_source === "annotation") {
     out.push(
       el(
         "span",

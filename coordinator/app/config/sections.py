@@ -40,7 +40,7 @@ __all__ = [
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
 Name = Annotated[str, msgspec.Meta(min_length=1)]
-DEFAULT_AGENT_GRACE_S = 5.0
+DEFAULT_AGENT_GRACE_S = 0.0
 
 
 class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -105,9 +105,9 @@ class SchedulerSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     agent_grace_s: Annotated[float, msgspec.Meta(ge=0, le=600)] = msgspec.field(
         default=DEFAULT_AGENT_GRACE_S, name="agentGraceSeconds"
     )
-    """After start-up, how long GPU pods wait for the agents of known nodes to reconnect; a node
-    whose agent is not back by then is scheduled from the topology published on its Node
-    (``topos.io/topology``), and a GPU node with neither takes no GPU pods."""
+    """After start-up, how long GPU pods wait for the agents of known nodes to reconnect before
+    the topology published on each Node (``topos.io/topology``) is used; 0 (the default): at
+    once. A GPU node with neither a stream nor a valid annotation takes no GPU pods."""
 
     def node_filter(self) -> Callable[[NodeState], bool] | None:
         if not self.node_selector:

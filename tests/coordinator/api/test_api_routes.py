@@ -136,6 +136,7 @@ async def test_node_list_is_one_line_per_node_and_filters(client: Client) -> Non
             "stale": False,
             "connected": True,
             "schedulable": True,
+            "topology_source": "stream",
             "gpus": 4,
             "gpus_free": 1,
             "product": "NVIDIA A100-SXM4-80GB",

@@ -129,7 +129,7 @@ def test_published_topology_is_used_only_after_the_start_up_grace() -> None:
     assert inv.node("node-a").topology is None  # type: ignore[union-attr]
     clock.now += 1
     _hello(inv, "node-b")  # this agent is back in time: its own report counts
-    assert inv.node("node-b").topology_source == "agent"  # type: ignore[union-attr]
+    assert inv.node("node-b").topology_source == "stream"  # type: ignore[union-attr]
     assert inv.grace_left_s() == 4.0
     clock.now += 4
     events.clear()
@@ -137,7 +137,7 @@ def test_published_topology_is_used_only_after_the_start_up_grace() -> None:
     state = inv.node("node-a")
     assert state is not None
     assert state.topology == topology("node-a", gpus=4)
-    assert state.topology_source == "node-annotation"
+    assert state.topology_source == "annotation"
     # The pods waiting for GPUs are woken for node-a only.
     assert events == [InventoryEvent("updated", "node-a", True)]
     assert inv.node("cpu-only").topology is None  # type: ignore[union-attr]
