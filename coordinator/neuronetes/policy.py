@@ -1,0 +1,94 @@
+"""The per-pool policy step: functions that run on every reconcile of a pool, after its pod
+template is made from the spec and before pods are created from it.
+
+A :data:`Policy` receives a :class:`PolicyContext` and may change ``template`` (switch the model
+for a ``fallbackModel``, add or drop the scheduling gate ``neuronetes.io/clean-energy-window``,
+add node affinity for spot capacity), add status ``conditions`` and ``events``, and record what it
+decided under ``status`` (written as the pool's ``status.policy``). A changed template replaces
+the pool's pods (its hash changes); a dropped scheduling gate is lifted from pods in place.
+Policies are pure; what they need from outside (node labels, prices, carbon intensity) comes in
+``nodes`` and ``inputs``. :data:`POLICIES` is the list the controller runs, in order; a policy
+that raises is reported as a condition and the others still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from coordinator.neuronetes.conditions import Condition
+from coordinator.neuronetes.pool import PoolSpec
+from coordinator.neuronetes.scaling import Decision
+
+__all__ = [
+    "CLEAN_ENERGY_GATE",
+    "POLICIES",
+    "Policy",
+    "PolicyContext",
+    "PolicyEvent",
+    "run_policies",
+]
+
+CLEAN_ENERGY_GATE: Final = "neuronetes.io/clean-energy-window"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyEvent:
+    reason: str
+    message: str
+    warning: bool = False
+
+
+@dataclass(slots=True)
+class PolicyContext:
+    pool: PoolSpec
+    raw: Mapping[str, Any]
+    """The AgentPool as the API server returned it."""
+    template: dict[str, Any]
+    """The pod template; a policy edits it in place."""
+    now: float
+    """Wall-clock seconds (Unix time)."""
+    nodes: Sequence[Mapping[str, str]] = ()
+    """The labels of every node the coordinator knows."""
+    decision: Decision | None = None
+    """The autoscaler's decision this reconcile (None: no signals yet)."""
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+    """What the coordinator's configuration gives the policies (price table, carbon source)."""
+    conditions: list[Condition] = field(default_factory=list)
+    events: list[PolicyEvent] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+
+    def gates(self) -> list[str]:
+        return [
+            str(g.get("name")) for g in self.template.get("spec", {}).get("schedulingGates") or ()
+        ]
+
+    def set_gate(self, name: str, held: bool) -> None:
+        """Hold the pool's new pods with scheduling gate ``name`` (or stop holding them)."""
+        spec = self.template.setdefault("spec", {})
+        gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != name]
+        if held:
+            gates.append({"name": name})
+        if gates:
+            spec["schedulingGates"] = gates
+        else:
+            spec.pop("schedulingGates", None)
+
+
+Policy = Callable[[PolicyContext], None]
+
+#: The policies every reconcile runs, in order (cost, carbon and cache policies register here).
+POLICIES: list[Policy] = []
+
+
+def run_policies(ctx: PolicyContext, policies: Sequence[Policy] | None = None) -> PolicyContext:
+    for policy in POLICIES if policies is None else policies:
+        name = getattr(policy, "__name__", type(policy).__name__)
+        try:
+            policy(ctx)
+        except Exception as exc:  # one broken policy must not stop the pool
+            ctx.conditions.append(
+                Condition("PolicyFailed", "True", "PolicyError", f"{name}: {exc}")
+            )
+    return ctx
