@@ -18,6 +18,7 @@ import yaml
 
 from common.kube import PODS, KubeClient
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES
+from tests.support.deploy import DEPLOY
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl, assignment
 from tests.support.kube_wait import wait_for, wait_for_object, wait_for_pods
@@ -219,3 +220,30 @@ async def test_priority_class_per_pool(
             field_selector=f"metadata.name={name}",
             what="the pool's PriorityClass gone",
         )
+
+
+def test_the_controllers_role_grants_what_it_does(kubectl: Kubectl, namespace: str) -> None:
+    """deploy/neuronetes-rbac.yaml's ClusterRole, bound here to a ServiceAccount of this test
+    (binding the real coordinator account would change what tests/deploy proves of it)."""
+    install_crds(kubectl)
+    docs = list(yaml.safe_load_all((DEPLOY / "neuronetes-rbac.yaml").read_text()))
+    role, binding = docs
+    binding["metadata"]["name"] = f"neuronetes-{namespace}"
+    binding["subjects"] = [{"kind": "ServiceAccount", "name": "nn", "namespace": namespace}]
+    _apply(kubectl, namespace, [role, binding])
+    who = f"--as=system:serviceaccount:{namespace}:nn"
+    allowed = [
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("patch", "agentpools.neuronetes.io"),
+        ("patch", "agentpools.neuronetes.io/status"),
+        ("patch", "toolbindings.neuronetes.io/status"),
+        ("create", "priorityclasses.scheduling.k8s.io"),
+        ("delete", "priorityclasses.scheduling.k8s.io"),
+    ]
+    for verb, resource in allowed:
+        done = kubectl("auth", "can-i", verb, resource, who, "-n", namespace)
+        assert done.stdout.strip() == "yes", (verb, resource, done.stderr)
+    for verb, resource in [("delete", "agentpools.neuronetes.io"), ("get", "secrets")]:
+        done = kubectl("auth", "can-i", verb, resource, who, "-n", namespace)
+        assert done.stdout.strip() == "no", (verb, resource)
