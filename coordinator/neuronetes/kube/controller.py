@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["NeuronetesController"]
 
+_ORPHANS: Key = ("", "")  # the dirty-set entry that re-checks bindings without a pool
+
 
 class _PoolPods:
     """The pods labelled ``neuronetes.io/pool``, by pool."""
@@ -122,14 +124,14 @@ class NeuronetesController:
     def _pool(self, key: Key, obj: KubeObject | None) -> None:
         if obj is None:
             self._gone.add(key)
+            self._mark(_ORPHANS)
         self._mark(key, scrape=obj is not None and key not in self.states)
 
     def _binding(self, key: Key, obj: KubeObject | None) -> None:
         pool = _pool_ref(obj or {})
         if pool:
-            self._mark((key[0], str(pool)))
-        elif obj is not None:
-            self._mark(("", ""))  # a binding with no pool: its status says so
+            self._mark((key[0], pool))
+        self._mark(_ORPHANS)  # a binding naming no pool, or one that is gone: its status says so
 
     def _bindings_of(self, key: Key) -> list[KubeObject]:
         return [
@@ -183,7 +185,7 @@ class NeuronetesController:
             dirty, self._dirty = self._dirty, set()
             scrape, self._scrape = self._scrape, set()
             await asyncio.gather(*(self._one(reconciler, key, key in scrape) for key in dirty))
-            await self._orphan_bindings(reconciler, ("", "") in dirty)
+            await self._orphan_bindings(reconciler, _ORPHANS in dirty)
 
     async def _one(self, reconciler: Reconciler, key: Key, scrape: bool) -> None:
         try:
