@@ -33,6 +33,7 @@ from coordinator.neuronetes.pool import PoolSpec, scheduling_json
 
 __all__ = [
     "API_VERSION",
+    "CREATED_ANNOTATION",
     "DEFAULT_IMAGE",
     "HASH_LABEL",
     "MODEL_ANNOTATION",
@@ -49,6 +50,7 @@ __all__ = [
 API_VERSION: Final = "neuronetes.io/v1alpha1"
 POOL_LABEL: Final = "neuronetes.io/pool"
 HASH_LABEL: Final = "neuronetes.io/template-hash"
+CREATED_ANNOTATION: Final = "neuronetes.io/created"  # Unix time, microseconds (scale-down order)
 MODEL_ANNOTATION: Final = "neuronetes.io/model"
 SCHEDULING_ANNOTATION: Final = "neuronetes.io/scheduling"
 POOL_NAMESPACE_LABEL: Final = "neuronetes.io/pool-namespace"
@@ -164,8 +166,9 @@ def template_hash(template: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def pod_for(pool: PoolSpec, template: Mapping[str, Any]) -> dict[str, Any]:
-    """A new Pod of the pool from its final ``template`` (named ``<pool>-<random>``)."""
+def pod_for(pool: PoolSpec, template: Mapping[str, Any], created: float = 0.0) -> dict[str, Any]:
+    """A new Pod of the pool from its final ``template`` (named ``<pool>-<random>``), made at
+    ``created`` (Unix time)."""
     body = copy.deepcopy(dict(template))
     meta = body.get("metadata") or {}
     labels = dict(meta.get("labels") or {})
@@ -177,7 +180,10 @@ def pod_for(pool: PoolSpec, template: Mapping[str, Any]) -> dict[str, Any]:
             "generateName": f"{pool.name}-",
             "namespace": pool.namespace,
             "labels": labels,
-            "annotations": dict(meta.get("annotations") or {}),
+            "annotations": {
+                **dict(meta.get("annotations") or {}),
+                CREATED_ANNOTATION: f"{created:.6f}",
+            },
             "ownerReferences": [
                 {
                     "apiVersion": API_VERSION,

@@ -9,11 +9,13 @@ longer has is ungated in place (gates may only be removed from a pod).
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.neuronetes.podtemplate import HASH_LABEL
+from coordinator.neuronetes.podtemplate import CREATED_ANNOTATION, HASH_LABEL
 
 __all__ = ["OwnedPod", "ReplicaPlan", "owned_pod", "plan_replicas"]
 
@@ -22,7 +24,7 @@ __all__ = ["OwnedPod", "ReplicaPlan", "owned_pod", "plan_replicas"]
 class OwnedPod:
     name: str
     uid: str
-    created: str  # RFC 3339, sorts in time order
+    created: float  # Unix time: the controller's annotation, else creationTimestamp
     node: str | None
     phase: str
     deleting: bool
@@ -50,7 +52,7 @@ def owned_pod(pod: Mapping[str, Any]) -> OwnedPod:
     return OwnedPod(
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
-        created=str(meta.get("creationTimestamp") or ""),
+        created=_created(meta),
         node=spec.get("nodeName") or None,
         phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
@@ -73,9 +75,22 @@ class ReplicaPlan:
         return not (self.create or self.delete or self.ungate)
 
 
-def _scale_down_order(pod: OwnedPod) -> tuple[bool, str, str]:
-    # Unbound first (False < True), then newest first (reverse of created, name).
-    return (pod.node is not None, _neg(pod.created), _neg(pod.name))
+def _created(meta: Mapping[str, Any]) -> float:
+    """When the pod was made, to the microsecond where the controller wrote it
+    (``creationTimestamp`` has whole seconds: two pods of one reconcile would tie)."""
+    stamp = (meta.get("annotations") or {}).get(CREATED_ANNOTATION)
+    with contextlib.suppress(ValueError):
+        return float(str(stamp))
+    text = str(meta.get("creationTimestamp") or "")
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _scale_down_order(pod: OwnedPod) -> tuple[bool, float, str]:
+    # Unbound first (False < True), then newest first.
+    return (pod.node is not None, -pod.created, _neg(pod.name))
 
 
 def _neg(text: str) -> str:

@@ -99,9 +99,9 @@ class Reconciler:
     async def forget(self, namespace: str, name: str) -> None:
         """The pool is gone: its pods go with it (garbage collector); its PriorityClass here."""
         pc = f"neuronetes-{namespace}-{name}"[:253]
-        if self._priority_classes.pop(pc, None) is not None:
-            with contextlib.suppress(NotFound):
-                await self._client.delete(PRIORITY_CLASSES, pc)
+        self._priority_classes.pop(pc, None)
+        with contextlib.suppress(NotFound):  # made by this or an earlier leader, or never
+            await self._client.delete(PRIORITY_CLASSES, pc)
 
     async def _priority_class(self, pool: PoolSpec) -> None:
         body = priority_class_for(pool)

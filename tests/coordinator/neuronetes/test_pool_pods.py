@@ -122,7 +122,7 @@ def test_a_gpu_type_on_some_node_is_known() -> None:
     assert parse_pool(_pool({"gpuRequirements": {"type": "MI300X"}}), {"MI300X"}).gpu.count == 1
 
 
-def _pod(name: str, created: str, node: str | None = None, **kw: Any) -> OwnedPod:
+def _pod(name: str, created: float, node: str | None = None, **kw: Any) -> OwnedPod:
     fields: dict[str, Any] = {
         "uid": name,
         "created": created,
@@ -138,10 +138,10 @@ def _pod(name: str, created: str, node: str | None = None, **kw: Any) -> OwnedPo
 
 def test_scale_down_removes_pending_then_newest() -> None:
     pods = [
-        _pod("a", "2026-01-01T00:00:01Z", "n1"),
-        _pod("b", "2026-01-01T00:00:03Z", "n1"),
-        _pod("c", "2026-01-01T00:00:02Z"),
-        _pod("d", "2026-01-01T00:00:00Z", "n2"),
+        _pod("a", 1.000001, "n1"),
+        _pod("b", 1.000003, "n1"),
+        _pod("c", 1.000002),
+        _pod("d", 1.0, "n2"),
     ]
     plan = plan_replicas(2, pods, "h")
     assert [p.name for p in plan.delete] == ["c", "b"]
@@ -150,10 +150,10 @@ def test_scale_down_removes_pending_then_newest() -> None:
 
 def test_finished_and_outdated_pods_are_replaced() -> None:
     pods = [
-        _pod("done", "t1", "n1", phase="Succeeded"),
-        _pod("old", "t2", "n1", template_hash="other"),
-        _pod("ok", "t3", "n1"),
-        _pod("going", "t4", "n1", deleting=True),
+        _pod("done", 1.0, "n1", phase="Succeeded"),
+        _pod("old", 2.0, "n1", template_hash="other"),
+        _pod("ok", 3.0, "n1"),
+        _pod("going", 4.0, "n1", deleting=True),
     ]
     plan = plan_replicas(3, pods, "h")
     assert sorted(p.name for p in plan.delete) == ["done", "old"]
