@@ -2,9 +2,10 @@
 template is made from the spec and before pods are created from it.
 
 A :data:`Policy` receives a :class:`PolicyContext` and may change ``template`` (switch the model
-for a ``fallbackModel``, add or drop the scheduling gate ``neuronetes.io/clean-energy-window``,
-add node affinity for spot capacity), add status ``conditions`` and ``events``, and record what it
-decided under ``status`` (written as the pool's ``status.policy``). A changed template replaces
+for a ``fallbackModel`` with :meth:`~PolicyContext.set_model`, add or drop the scheduling gate
+``neuronetes.io/clean-energy-window`` with :meth:`~PolicyContext.set_gate`, add node affinity for
+spot capacity with :meth:`~PolicyContext.prefer_nodes`), add status ``conditions`` and
+``events``, and record what it decided under ``status`` (written as the pool's ``status.policy``). A changed template replaces
 the pool's pods (its hash changes); a dropped scheduling gate is lifted from pods in place.
 Policies are pure; what they need from outside (node labels, prices, carbon intensity) comes in
 ``nodes`` and ``inputs``. :data:`POLICIES` is the list the controller runs, in order; a policy
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from coordinator.neuronetes.conditions import Condition
+from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION
 from coordinator.neuronetes.pool import PoolSpec
 from coordinator.neuronetes.scaling import Decision
 
@@ -63,6 +65,38 @@ class PolicyContext:
         return [
             str(g.get("name")) for g in self.template.get("spec", {}).get("schedulingGates") or ()
         ]
+
+    def set_model(self, model: str) -> None:
+        """Serve ``model`` instead (a ``fallbackModel``): the ``neuronetes.io/model`` annotation
+        and every container's ``--model`` argument."""
+        meta = self.template.setdefault("metadata", {})
+        meta.setdefault("annotations", {})[MODEL_ANNOTATION] = model
+        for container in self.template.get("spec", {}).get("containers") or ():
+            args = container.get("args") or []
+            for i in range(len(args) - 1):
+                if args[i] == "--model":
+                    args[i + 1] = model
+
+    def prefer_nodes(
+        self, expression: Mapping[str, Any], weight: int, *, required: bool = False
+    ) -> None:
+        """Add a node affinity term (``{"key", "operator", "values"}``): required (ANDed into
+        every required term) or preferred with ``weight`` (1–100)."""
+        affinity = self.template.setdefault("spec", {}).setdefault("affinity", {})
+        node = affinity.setdefault("nodeAffinity", {})
+        if required:
+            block = node.setdefault(
+                "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []}
+            )
+            terms = block.setdefault("nodeSelectorTerms", [])
+            if not terms:
+                terms.append({"matchExpressions": []})
+            for term in terms:
+                term.setdefault("matchExpressions", []).append(dict(expression))
+        else:
+            node.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(
+                {"weight": weight, "preference": {"matchExpressions": [dict(expression)]}}
+            )
 
     def set_gate(self, name: str, held: bool) -> None:
         """Hold the pool's new pods with scheduling gate ``name`` (or stop holding them)."""

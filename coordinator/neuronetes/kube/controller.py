@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -72,7 +73,8 @@ class _PoolPods:
 
 class NeuronetesController:
     """Event-loop only. ``node_labels()``: the labels of every node (GPU types are checked
-    against them); ``policies``: the per-pool policy step (default: ``policy.POLICIES``)."""
+    against them); ``policies``: the per-pool policy step (default: ``policy.POLICIES``), with
+    ``policy_inputs`` (price table, carbon source… from the configuration) as their inputs."""
 
     def __init__(
         self,
@@ -84,7 +86,9 @@ class NeuronetesController:
         active: Callable[[], bool] = lambda: True,
         instance: str = "topos",
         policies: Sequence[Policy] | None = None,
+        policy_inputs: Mapping[str, Any] | None = None,
     ) -> None:
+        self._policy_inputs = policy_inputs
         self.settings = settings or NeuronetesSettings()
         self._client = client
         self._node_labels = node_labels
@@ -149,6 +153,7 @@ class NeuronetesController:
                 session=session,
                 instance=self._instance,
                 policies=self._policies,
+                policy_inputs=self._policy_inputs,
             )
             tasks = [
                 asyncio.create_task(self.pools.run(), name="neuronetes-pools"),

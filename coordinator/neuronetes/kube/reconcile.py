@@ -75,8 +75,10 @@ class Reconciler:
         session: aiohttp.ClientSession,
         instance: str = "topos",
         policies: Sequence[Policy] | None = None,
+        policy_inputs: Mapping[str, Any] | None = None,
     ) -> None:
         self._client = client
+        self._policy_inputs = dict(policy_inputs or {})
         self._settings = settings
         self._session = session
         self._instance = instance
@@ -234,6 +236,7 @@ class Reconciler:
                 now=time.time(),
                 nodes=nodes,
                 decision=state.decision,
+                inputs=self._policy_inputs,
             ),
             self._policies,
         )

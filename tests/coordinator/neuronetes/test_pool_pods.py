@@ -190,3 +190,24 @@ def test_policies_edit_the_template_and_gates_are_lifted_in_place() -> None:
     plan = plan_replicas(1, [gated], template_hash(ctx.template), ctx.gates())
     assert plan.ungate == [(gated, ())]
     assert plan.create == 0
+
+
+def test_policy_helpers_switch_the_model_and_add_node_affinity() -> None:
+    pool = parse_pool(_pool({"model": "big", "gpuRequirements": {"type": "A100"}}), {"A100"})
+    ctx = PolicyContext(pool=pool, raw={}, template=pool_template(pool), now=0.0)
+    ctx.set_model("smaller-model")
+    spot = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+    ctx.prefer_nodes(spot, 80)
+    zone = {"key": "topology.kubernetes.io/region", "operator": "In", "values": ["us-west-2"]}
+    ctx.prefer_nodes(zone, required=True)
+    pod = pod_for(pool, ctx.template)
+    assert pod["metadata"]["annotations"]["neuronetes.io/model"] == "smaller-model"
+    assert pod["spec"]["containers"][0]["args"] == ["--model", "smaller-model"]
+    node = pod["spec"]["affinity"]["nodeAffinity"]
+    (preferred,) = node["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred == {"weight": 80, "preference": {"matchExpressions": [spot]}}
+    (term,) = node["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [e["key"] for e in term["matchExpressions"]] == [
+        "neuronetes.io/gpu-type",
+        "topology.kubernetes.io/region",
+    ]
