@@ -5,8 +5,9 @@ A :data:`Policy` receives a :class:`PolicyContext` and may change ``template`` (
 for a ``fallbackModel`` with :meth:`~PolicyContext.set_model`, add or drop the scheduling gate
 ``neuronetes.io/clean-energy-window`` with :meth:`~PolicyContext.set_gate`, add node affinity for
 spot capacity with :meth:`~PolicyContext.prefer_nodes`), add status ``conditions`` and
-``events``, and record what it decided under ``status`` (written as the pool's ``status.policy``). A changed template replaces
-the pool's pods (its hash changes); a dropped scheduling gate is lifted from pods in place.
+``events``, and record what it decided under ``status`` (written as the pool's
+``status.policy``). A changed template replaces the pool's pods (its hash changes); a dropped
+scheduling gate is lifted from pods in place.
 Policies are pure; what they need from outside (node labels, prices, carbon intensity) comes in
 ``nodes`` and ``inputs``. :data:`POLICIES` is the list the controller runs, in order; a policy
 that raises is reported as a condition and the others still run.
@@ -78,7 +79,7 @@ class PolicyContext:
                     args[i + 1] = model
 
     def prefer_nodes(
-        self, expression: Mapping[str, Any], weight: int, *, required: bool = False
+        self, expression: Mapping[str, Any], weight: int = 50, *, required: bool = False
     ) -> None:
         """Add a node affinity term (``{"key", "operator", "values"}``): required (ANDed into
         every required term) or preferred with ``weight`` (1–100)."""
