@@ -11,6 +11,7 @@ installing the CRD later is enough.
 from __future__ import annotations
 
 import asyncio
+import time
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -203,7 +204,10 @@ class NeuronetesController:
                 return
             state = self.states.get(key)
             if state is None:
-                state = self.states[key] = PoolState(memory=ScaleMemory())
+                # A pool first seen (a new pool, or a new leader) waits a cooldown before shrinking.
+                state = self.states[key] = PoolState(
+                    memory=ScaleMemory(last_scale=time.monotonic())
+                )
             labels = [dict(n) for n in self._node_labels()]
             types = {n["neuronetes.io/gpu-type"] for n in labels if "neuronetes.io/gpu-type" in n}
             created = await reconciler.reconcile(

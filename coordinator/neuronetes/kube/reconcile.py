@@ -244,6 +244,9 @@ class Reconciler:
             await self._priority_class(pool)
         created = await self._pods(pool, mine, ctx)
         conds = [*ctx.conditions, _ready(pool, mine, created)]
+        olds = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or ()}
+        if "PolicyFailed" in olds and not any(c.type == "PolicyFailed" for c in conds):
+            conds.append(Condition("PolicyFailed", "False", "PoliciesRan", "every policy ran"))
         if pool.autoscaling is not None or bindings:
             if state.signal_problem:
                 conds.append(
