@@ -11,9 +11,9 @@ installing the CRD later is enough.
 from __future__ import annotations
 
 import asyncio
-import time
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
