@@ -63,9 +63,16 @@ def _pool_pods(pods: list[dict[str, Any]], pool: str) -> list[dict[str, Any]]:
     ]
 
 
-async def _bound(kube: KubeClient, ns: str, pool: str, count: int) -> list[dict[str, Any]]:
+async def _bound(
+    kube: KubeClient, ns: str, pool: str, count: int, *, gone: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``count`` bound pods of ``pool`` (without ``gone``, which was replaced)."""
+    old = gone["metadata"]["uid"] if gone else None
+
     def done(pods: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         mine = _pool_pods(pods, pool)
+        if any(p["metadata"]["uid"] == old for p in mine):
+            return None
         return mine if len(mine) == count and all(p["spec"].get("nodeName") for p in mine) else None
 
     return await wait_for_pods(
@@ -164,10 +171,14 @@ async def test_guide_gpu_pools_are_placed_scaled_and_deleted(
         (kept,) = await _bound(kube, namespace, "tensor-parallel-pool", 1)
         assert kept["metadata"]["uid"] == tp["metadata"]["uid"]
 
-        # A deleted pod is replaced.
+        # A deleted pod is replaced; so is one whose server exited.
         await kube.delete(PODS, small["metadata"]["name"], namespace=namespace)
-        (again,) = await _bound(kube, namespace, "small-model-pool", 1)
+        (again,) = await _bound(kube, namespace, "small-model-pool", 1, gone=small)
         assert again["metadata"]["uid"] != small["metadata"]["uid"]
+        name = again["metadata"]["name"]
+        exited = {"status": {"phase": "Failed"}}
+        await kube.patch(PODS, name, exited, namespace=namespace, subresource="status")
+        await _bound(kube, namespace, "small-model-pool", 1, gone=again)
 
         # Deleting the pool deletes its pods (the garbage collector follows ownerReferences).
         done = kubectl("delete", "agentpool", "pipeline-parallel-pool", "-n", namespace)

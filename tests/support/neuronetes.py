@@ -197,7 +197,7 @@ class Kubelet:
                     await self.kube.delete(
                         PODS, meta["name"], namespace=self.namespace, grace_period_seconds=0
                     )
-            elif pod["spec"].get("nodeName") and status.get("phase") != "Running":
+            elif pod["spec"].get("nodeName") and status.get("phase", "Pending") == "Pending":
                 self._ips += 1
                 ready = {"type": "Ready", "status": "True"}
                 body = {

@@ -292,7 +292,7 @@ class Reconciler:
         for _ in range(plan.create):
             created.append(
                 await self._client.create(
-                    PODS, pod_for(pool, ctx.template), namespace=pool.namespace
+                    PODS, pod_for(pool, ctx.template, time.time()), namespace=pool.namespace
                 )
             )
         if plan.delete or plan.create:
