@@ -32,6 +32,8 @@ class OwnedPod:
     template_hash: str
     gates: tuple[str, ...] = ()
     ip: str | None = None
+    metrics_port: str | None = None  # annotation prometheus.io/port
+    metrics_path: str | None = None  # annotation prometheus.io/path
 
     @property
     def finished(self) -> bool:
@@ -60,6 +62,8 @@ def owned_pod(pod: Mapping[str, Any]) -> OwnedPod:
         template_hash=str((meta.get("labels") or {}).get(HASH_LABEL) or ""),
         gates=gates,
         ip=status.get("podIP") or None,
+        metrics_port=(meta.get("annotations") or {}).get("prometheus.io/port"),
+        metrics_path=(meta.get("annotations") or {}).get("prometheus.io/path"),
     )
 
 

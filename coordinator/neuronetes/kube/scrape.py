@@ -67,8 +67,8 @@ def _pod_url(pool: PoolSpec, pod: OwnedPod) -> str | None:
     try:
         return template.format(
             podIP=pod.ip or "",
-            port=metrics.port,
-            path=metrics.path,
+            port=pod.metrics_port or metrics.port,
+            path=pod.metrics_path or metrics.path,
             pod=pod.name,
             namespace=pool.namespace,
             pool=pool.name,

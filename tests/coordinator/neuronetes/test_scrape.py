@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -129,3 +130,17 @@ async def test_prometheus_queries_and_queue_lag() -> None:
     assert 'namespace="ns",pod=~"chat-.*"' in asked[0]
     assert lag is not None
     assert (lag.queue_depth, lag.max_lag) == (250, 100)
+
+
+async def test_a_pods_prometheus_annotations_choose_port_and_path() -> None:
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=METRICS % 0)
+
+    async with serve({"/custom/path": metrics}) as url, aiohttp.ClientSession() as session:
+        port = url.rsplit(":", 1)[1]
+        pool = _pool({"url": "http://127.0.0.1:{port}{path}", "port": 1, "path": "/metrics"})
+        (pod,) = _pods("a")
+        pod = dataclasses.replace(pod, metrics_port=port, metrics_path="/custom/path")
+        tokens = await pool_tokens(session, pool, [pod], RateTracker())
+    # Read without error (the spec's port 1 would refuse); no rate after a single reading.
+    assert tokens is None
