@@ -18,6 +18,7 @@ import yaml
 
 from common.kube import PODS, KubeClient
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES
+from coordinator.neuronetes.policy import CLEAN_ENERGY_GATE, PolicyContext
 from tests.support.deploy import DEPLOY
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl, assignment
@@ -258,3 +259,39 @@ def test_the_controllers_role_grants_what_it_does(kubectl: Kubectl, namespace: s
     for verb, resource in [("delete", "agentpools.neuronetes.io"), ("get", "secrets")]:
         done = kubectl("auth", "can-i", verb, resource, who, "-n", namespace)
         assert done.stdout.strip() == "no", (verb, resource)
+
+
+async def test_a_policy_holds_new_pods_with_a_gate_and_lifts_it_in_place(
+    kube: KubeClient, kubeconfig: Path, namespace: str, kubectl: Kubectl
+) -> None:
+    """The hook the carbon policy uses: while the window is shut the pool's pods are created
+    behind ``neuronetes.io/clean-energy-window`` and Topos leaves them; once it opens the gate is
+    lifted from the same pods, which are then placed."""
+    install_crds(kubectl)
+    cluster = GangCluster(kube, kubeconfig, namespace)
+    await cluster.add_node("dgx", "dgx-a100")
+    window = {"open": False}
+
+    def clean_energy(ctx: PolicyContext) -> None:
+        ctx.set_gate(CLEAN_ENERGY_GATE, held=not window["open"])
+
+    by_name = {d["metadata"]["name"]: d for d in shapes()}
+    async with (
+        cluster.coordinator(),
+        controller(kubeconfig, namespace, cluster.run, policies=[clean_energy]),
+    ):
+        _apply(kubectl, namespace, [by_name["green-pool"]])
+        (held,) = await wait_for_pods(
+            kube,
+            namespace,
+            lambda pods: pods or None,
+            label_selector="neuronetes.io/pool=green-pool",
+            what="the green pool's pod",
+        )
+        assert held["spec"]["schedulingGates"] == [{"name": CLEAN_ENERGY_GATE}]
+        message = await cluster.unschedulable(held["metadata"]["name"])
+        assert CLEAN_ENERGY_GATE in message
+        window["open"] = True
+        (placed,) = await _bound(kube, namespace, "green-pool", 1)
+    assert placed["metadata"]["uid"] == held["metadata"]["uid"]
+    assert not placed["spec"].get("schedulingGates")

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from aiohttp import web
 
 from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
 from coordinator.neuronetes.kube.controller import NeuronetesController
+from coordinator.neuronetes.policy import Policy
 from coordinator.neuronetes.settings import NeuronetesSettings
 from tests.support.deploy import DEPLOY
 from tests.support.gpu_cluster import RUN_LABEL
@@ -296,7 +297,12 @@ class MetricsServer:
 
 @contextlib.asynccontextmanager
 async def controller(
-    kubeconfig: Path, namespace: str, run: str, *, resync_s: float = 0.5
+    kubeconfig: Path,
+    namespace: str,
+    run: str,
+    *,
+    resync_s: float = 0.5,
+    policies: Sequence[Policy] | None = None,
 ) -> AsyncIterator[NeuronetesController]:
     """The controller on ``namespace``; GPU types checked against the nodes of run ``run``."""
     client = await KubeClient.connect(kubeconfig)
@@ -312,6 +318,7 @@ async def controller(
         NeuronetesSettings(resync_s=resync_s),
         namespace=namespace,
         node_labels=lambda: labels,
+        policies=policies,
     )
     task = asyncio.create_task(ctl.run())
     try:
