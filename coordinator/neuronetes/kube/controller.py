@@ -23,7 +23,7 @@ from common.kube import PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.neuronetes.conditions import Condition
-from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler
+from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
 from coordinator.neuronetes.podtemplate import POOL_LABEL
 from coordinator.neuronetes.policy import Policy
@@ -195,14 +195,15 @@ class NeuronetesController:
 
     async def _one(self, reconciler: Reconciler, key: Key, scrape: bool) -> None:
         try:
-            obj = self.pools.objects.get(key)
+            cached = self.pools.objects.get(key)
+            state = self.states.get(key)
+            obj = newer(cached, state.latest if state is not None else None)
             if obj is None:
                 if key in self._gone:
                     self._gone.discard(key)
                     self.states.pop(key, None)
                     await reconciler.forget(*key)
                 return
-            state = self.states.get(key)
             if state is None:
                 # A pool first seen (a new pool, or a new leader) waits a cooldown before shrinking.
                 state = self.states[key] = PoolState(

@@ -45,7 +45,7 @@ from coordinator.neuronetes.signals import RateTracker, SignalError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PoolState", "Reconciler"]
+__all__ = ["PoolState", "Reconciler", "newer"]
 
 
 def _stamp() -> str:
@@ -64,6 +64,8 @@ class PoolState:
     signal_problem: str | None = None
     last_scale_time: str | None = None
     last_scale_reason: str | None = None
+    latest: KubeObject | None = None
+    """The pool as our last write returned it (the watch may not have brought it yet)."""
 
 
 class Reconciler:
@@ -206,7 +208,7 @@ class Reconciler:
             pool = parse_pool(obj, node_types)
         except PoolProblem as exc:
             cond = Condition("Ready", "False", "Invalid", str(exc))
-            await self._write_status(obj, {"observedGeneration": _generation(obj)}, [cond])
+            await self._write_status(obj, {"observedGeneration": _generation(obj)}, [cond], state)
             return []
         mine = [owned_pod(p) for p in pods if _owned_by(p, pool.uid)]
         if scrape and (pool.autoscaling is not None or bindings):
@@ -254,7 +256,7 @@ class Reconciler:
                 )
             elif state.tokens is not None or state.lags:
                 conds.append(Condition("SignalsAvailable", "True", "Read", "load signals read"))
-        await self._write_status(obj, self._status(pool, mine, created, state, ctx), conds)
+        await self._write_status(obj, self._status(pool, mine, created, state, ctx), conds, state)
         for ev in ctx.events:
             await self.event(obj, ev.reason, ev.message, ev.warning)
         return created
@@ -264,7 +266,7 @@ class Reconciler:
     ) -> PoolSpec:
         current = pool.base_replicas()
         meta = obj["metadata"]
-        await self._client.patch(
+        state.latest = await self._client.patch(
             AGENT_POOLS,
             meta["name"],
             {"spec": {"replicas": decision.desired}},
@@ -342,7 +344,11 @@ class Reconciler:
         return status
 
     async def _write_status(
-        self, obj: KubeObject, fields: dict[str, Any], conds: Sequence[Condition]
+        self,
+        obj: KubeObject,
+        fields: dict[str, Any],
+        conds: Sequence[Condition],
+        state: PoolState,
     ) -> None:
         old_status = obj.get("status") or {}
         old = old_status.get("conditions") or []
@@ -351,7 +357,7 @@ class Reconciler:
         if not _same(old_status, status):
             meta = obj["metadata"]
             try:
-                await self._client.patch(
+                state.latest = await self._client.patch(
                     AGENT_POOLS,
                     meta["name"],
                     {"status": status},
@@ -373,6 +379,20 @@ def _ready(pool: PoolSpec, mine: Sequence[OwnedPod], created: Sequence[KubeObjec
     if ready >= want:
         return Condition("Ready", "True", "ReplicasReady", f"{ready} of {want} replicas ready")
     return Condition("Ready", "False", "ReplicasNotReady", f"{ready} of {want} replicas ready")
+
+
+def newer(cached: KubeObject | None, written: KubeObject | None) -> KubeObject | None:
+    """The newer of the watch's copy of a pool and the one our last write returned (by
+    resourceVersion, which etcd makes increasing); None when the watch saw it deleted."""
+    if cached is None or written is None:
+        return cached
+    try:
+        mine = int(written["metadata"]["resourceVersion"])
+        seen = int(cached["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return cached
+    same = written["metadata"].get("uid") == cached["metadata"].get("uid")
+    return written if same and mine > seen else cached
 
 
 def _generation(obj: KubeObject) -> int:

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from coordinator.neuronetes.kube.reconcile import newer
 from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
 from coordinator.neuronetes.pool import parse_pool
 from coordinator.neuronetes.replicas import OwnedPod
@@ -144,3 +145,15 @@ async def test_a_pods_prometheus_annotations_choose_port_and_path() -> None:
         tokens = await pool_tokens(session, pool, [pod], RateTracker())
     # Read without error (the spec's port 1 would refuse); no rate after a single reading.
     assert tokens is None
+
+
+def test_the_controller_reads_its_own_write_until_the_watch_catches_up() -> None:
+    def pool(rv: str, replicas: int, uid: str = "u") -> dict[str, Any]:
+        return {"metadata": {"uid": uid, "resourceVersion": rv}, "spec": {"replicas": replicas}}
+
+    written = pool("120", 3)
+    assert newer(pool("100", 1), written) is written  # the watch has not brought it yet
+    caught_up = pool("130", 3)
+    assert newer(caught_up, written) is caught_up
+    assert newer(pool("140", 1, uid="other"), written)["metadata"]["uid"] == "other"  # recreated
+    assert newer(None, written) is None  # deleted
