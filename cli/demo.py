@@ -48,6 +48,7 @@ from coordinator.demo import (
     demo_workload,
     format_report,
 )
+from coordinator.demo.inference import POOL, format_steps, run_inference_pool
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -234,6 +235,11 @@ async def demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{', '.join(j.name for j in finished)} finished; "
                 f"{_bound(coord, jobs)} pods bound in all",
             )
+            scaling = await run_inference_pool(
+                coord.cluster, DEMO_NAMESPACE, lambda: coord.settle(timeout_s=30)
+            )
+            top = max(step.replicas for step in scaling)
+            progress.done("inference", f"AgentPool {POOL}: 1 → {top} → 1 replicas on token load")
             report = build_report(jobs, coord.cluster.pods(), coord.inventory)
             explained = await _explain(coord.url, "oversized")
             stats = coord.runtime.scheduler.stats
@@ -243,9 +249,11 @@ async def demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 doc["coordinator"] = coord.url
                 doc["scheduler"] = {"attempts": stats.attempts, "bound": stats.bound}
                 doc["explain_oversized"] = explained
+                doc["inference_pool"] = [step.as_dict() for step in scaling]
                 out.write(json.dumps(doc, indent=2) + "\n")
             else:
                 _print_report(out, coord, nodes, jobs, report, explained, elapsed)
+                out.write(format_steps(scaling))
             if args.serve:
                 _print_serving(out, coord.url)
                 out.flush()

@@ -43,6 +43,7 @@ from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.httplog import server_logger
 from coordinator.app.leadership import elect_leader
 from coordinator.app.mismatches import install_mismatch_reporter
+from coordinator.app.neuronetes import install_neuronetes
 from coordinator.app.reload import install_reload
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
@@ -170,6 +171,7 @@ def wire(
         )
     else:
         elect_leader(app, None)  # the in-memory cluster is this process's own: it leads
+    install_neuronetes(app, config, backend)
     app.on_shutdown.append(_close_streams)
     return app
 

@@ -234,3 +234,16 @@ def test_progress_bar_redraws_in_place_on_a_terminal_only() -> None:
     assert log.getvalue().count("\n") == 1  # not a terminal: only the finished stage, one line
     assert "\r" not in log.getvalue()
     assert log.getvalue().endswith("agents: 10 connected\n")
+
+
+def test_the_inference_pool_scales_up_on_tokens_and_back_down(report: dict[str, Any]) -> None:
+    steps = report["inference_pool"]
+    replicas = [s["replicas"] for s in steps]
+    top = replicas.index(max(replicas))
+    assert replicas[0] == replicas[-1] == 1
+    assert max(replicas) == 6  # ceil(9000 / (1000 x 1.5))
+    assert replicas[: top + 1] == sorted(replicas[: top + 1])  # up while the queue grows
+    downs = [a - b for a, b in zip(replicas[top:], replicas[top + 1 :], strict=False)]
+    assert set(downs) == {1}  # then one at a time
+    assert all(s["placed"] == s["replicas"] for s in steps)  # every replica placed by Topos
+    assert steps[2]["reason"].startswith("expected TTFT 3500ms > SLO 1500ms")

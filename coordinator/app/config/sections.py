@@ -27,6 +27,7 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.state import NodeState
 from coordinator.inventory.store import DEFAULT_STALE_TTL_S, DEFAULT_UNKNOWN_NODE_TTL_S
+from coordinator.neuronetes.settings import NeuronetesSettings
 
 __all__ = [
     "Config",
@@ -202,3 +203,5 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     scheduling: SchedulerConfig = msgspec.field(default_factory=SchedulerConfig)
     """Scoring weights and plugins (``docs/scheduling.md``)."""
     metrics: MetricsSection = msgspec.field(default_factory=MetricsSection)
+    neuronetes: NeuronetesSettings = msgspec.field(default_factory=NeuronetesSettings)
+    """The AgentPool / ToolBinding controller (``docs/neuronetes.md``)."""

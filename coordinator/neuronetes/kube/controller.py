@@ -1,0 +1,252 @@
+"""The NeuroNetes controller: AgentPools, ToolBindings and the pools' pods watched, and every
+changed pool reconciled (:mod:`.reconcile`), one pool's failure never another's.
+
+A change to a pool, one of its pods or a ToolBinding naming it marks the pool dirty; every
+``resyncSeconds`` all pools are marked and their load signals read. Only while ``active()`` (this
+coordinator leads) does anything get written. Where the API server does not serve
+``agentpools.neuronetes.io`` the controller says so once and idles, listing again now and then, so
+installing the CRD later is enough.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from common.kube import PODS, KubeClient, KubeObject
+from coordinator.adapters.kube.objects import Key, ObjectCache
+from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.neuronetes.conditions import Condition
+from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
+from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
+from coordinator.neuronetes.podtemplate import POOL_LABEL
+from coordinator.neuronetes.policy import Policy
+from coordinator.neuronetes.scaling import ScaleMemory
+from coordinator.neuronetes.settings import NeuronetesSettings
+
+log = logging.getLogger(__name__)
+
+__all__ = ["NeuronetesController"]
+
+_ORPHANS: Key = ("", "")  # the dirty-set entry that re-checks bindings without a pool
+
+
+class _PoolPods:
+    """The pods labelled ``neuronetes.io/pool``, by pool."""
+
+    def __init__(self, changed: Callable[[Key], None]) -> None:
+        self._changed = changed
+        self.by_uid: dict[str, KubeObject] = {}
+
+    @staticmethod
+    def pool_of(pod: KubeObject) -> Key:
+        meta = pod.get("metadata") or {}
+        return (
+            str(meta.get("namespace") or "default"),
+            str((meta.get("labels") or {})[POOL_LABEL]),
+        )
+
+    def of(self, key: Key) -> list[KubeObject]:
+        return [p for p in self.by_uid.values() if self.pool_of(p) == key]
+
+    def put(self, pod: KubeObject) -> None:
+        self.by_uid[str(pod["metadata"]["uid"])] = pod
+
+    def replace(self, items: list[KubeObject]) -> None:
+        self.by_uid = {str(p["metadata"]["uid"]): p for p in items}
+        for key in {self.pool_of(p) for p in items}:
+            self._changed(key)
+
+    def apply(self, kind: Change, obj: KubeObject) -> None:
+        uid = str(obj["metadata"]["uid"])
+        if kind == "DELETED":
+            self.by_uid.pop(uid, None)
+        else:
+            self.by_uid[uid] = obj
+        self._changed(self.pool_of(obj))
+
+
+class NeuronetesController:
+    """Event-loop only. ``node_labels()``: the labels of every node (GPU types are checked
+    against them); ``policies``: the per-pool policy step (default: ``policy.POLICIES``), with
+    ``policy_inputs`` (price table, carbon source… from the configuration) as their inputs."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: NeuronetesSettings | None = None,
+        *,
+        namespace: str | None = None,
+        node_labels: Callable[[], Iterable[Mapping[str, str]]] = lambda: (),
+        active: Callable[[], bool] = lambda: True,
+        instance: str = "topos",
+        policies: Sequence[Policy] | None = None,
+        policy_inputs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._policy_inputs = policy_inputs
+        self.settings = settings or NeuronetesSettings()
+        self._client = client
+        self._node_labels = node_labels
+        self._active = active
+        self._instance = instance
+        self._policies = policies
+        self._dirty: set[Key] = set()
+        self._scrape: set[Key] = set()
+        self._wake = asyncio.Event()
+        self.states: dict[Key, PoolState] = {}
+        self.pools = ObjectCache(client, AGENT_POOLS, namespace=namespace, on_change=self._pool)
+        self.bindings = ObjectCache(
+            client, TOOL_BINDINGS, namespace=namespace, on_change=self._binding
+        )
+        self.pods = _PoolPods(self._mark)
+        self._pod_reflector = Reflector(
+            client,
+            PODS,
+            self.pods,
+            namespace=namespace,
+            label_selector=POOL_LABEL,
+            what="pool pods",
+        )
+        self.pools.reflector.what = "AgentPools (agentpools.neuronetes.io)"
+        self._gone: set[Key] = set()
+
+    @property
+    def synced(self) -> list[asyncio.Event]:
+        return [self.pools.synced, self.bindings.synced, self._pod_reflector.synced]
+
+    def _mark(self, key: Key, *, scrape: bool = False) -> None:
+        self._dirty.add(key)
+        if scrape:
+            self._scrape.add(key)
+        self._wake.set()
+
+    def _pool(self, key: Key, obj: KubeObject | None) -> None:
+        if obj is None:
+            self._gone.add(key)
+            self._mark(_ORPHANS)
+        self._mark(key, scrape=obj is not None and key not in self.states)
+
+    def _binding(self, key: Key, obj: KubeObject | None) -> None:
+        pool = _pool_ref(obj or {})
+        if pool:
+            self._mark((key[0], pool))
+        self._mark(_ORPHANS)  # a binding naming no pool, or one that is gone: its status says so
+
+    def _bindings_of(self, key: Key) -> list[KubeObject]:
+        return [
+            b
+            for (ns, _), b in self.bindings.objects.items()
+            if ns == key[0]
+            and ((b.get("spec") or {}).get("agentPoolRef") or {}).get("name") == key[1]
+        ]
+
+    async def run(self) -> None:
+        async with aiohttp.ClientSession() as session:
+            reconciler = Reconciler(
+                self._client,
+                self.settings,
+                session=session,
+                instance=self._instance,
+                policies=self._policies,
+                policy_inputs=self._policy_inputs,
+            )
+            tasks = [
+                asyncio.create_task(self.pools.run(), name="neuronetes-pools"),
+                asyncio.create_task(self.bindings.run(), name="neuronetes-bindings"),
+                asyncio.create_task(self._pod_reflector.run(), name="neuronetes-pods"),
+                asyncio.create_task(self._tick(), name="neuronetes-resync"),
+            ]
+            try:
+                await self._loop(reconciler)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_s)
+            for key in self.pools.objects:
+                self._mark(key, scrape=True)
+            self._wake.set()
+
+    async def _loop(self, reconciler: Reconciler) -> None:
+        for event in self.synced:
+            await event.wait()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._active():
+                await asyncio.sleep(0.2)
+                self._wake.set()
+                continue
+            dirty, self._dirty = self._dirty, set()
+            scrape, self._scrape = self._scrape, set()
+            await asyncio.gather(*(self._one(reconciler, key, key in scrape) for key in dirty))
+            await self._orphan_bindings(reconciler, _ORPHANS in dirty)
+
+    async def _one(self, reconciler: Reconciler, key: Key, scrape: bool) -> None:
+        try:
+            cached = self.pools.objects.get(key)
+            state = self.states.get(key)
+            obj = newer(cached, state.latest if state is not None else None)
+            if obj is None:
+                if key in self._gone:
+                    self._gone.discard(key)
+                    self.states.pop(key, None)
+                    await reconciler.forget(*key)
+                return
+            if state is None:
+                # A pool first seen (a new pool, or a new leader) waits a cooldown before shrinking.
+                state = self.states[key] = PoolState(
+                    memory=ScaleMemory(last_scale=time.monotonic())
+                )
+            labels = [dict(n) for n in self._node_labels()]
+            types = {n["neuronetes.io/gpu-type"] for n in labels if "neuronetes.io/gpu-type" in n}
+            created = await reconciler.reconcile(
+                obj,
+                self.pods.of(key),
+                self._bindings_of(key),
+                state,
+                node_types=types,
+                nodes=labels,
+                scrape=scrape,
+            )
+            for pod in created:
+                self.pods.put(pod)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("AgentPool %s/%s: reconcile failed; retrying", *key)
+            asyncio.get_running_loop().call_later(1.0, self._mark, key)
+
+    async def _orphan_bindings(self, reconciler: Reconciler, due: bool) -> None:
+        if not due:
+            return
+        for (ns, name), binding in list(self.bindings.objects.items()):
+            ref = _pool_ref(binding)
+            if ref and (ns, str(ref)) in self.pools.objects:
+                continue
+            why = (
+                f"spec.agentPoolRef names AgentPool {ref!r}, which does not exist"
+                if ref
+                else "spec.agentPoolRef names no AgentPool: the queue's lag scales nothing"
+            )
+            cond = Condition("PoolBound", "False", "NoAgentPool", why)
+            try:
+                await reconciler.binding_status(binding, {}, [cond])
+            except Exception as exc:
+                log.warning("ToolBinding %s/%s: cannot write status: %s", ns, name, exc)
+
+
+def _pool_ref(binding: KubeObject) -> str | None:
+    ref = ((binding.get("spec") or {}).get("agentPoolRef") or {}).get("name")
+    return str(ref) if ref else None

@@ -1,0 +1,199 @@
+"""The pods of an AgentPool, from its spec.
+
+:func:`pool_template` is the pod template before the per-pool policies (:mod:`.policy`) run:
+the pool's ``spec.template`` (or :func:`default_template`, one vLLM serving container) with
+
+- labels ``neuronetes.io/pool=<pool>``, annotations ``neuronetes.io/model`` (when named) and
+  ``neuronetes.io/scheduling`` (``spec.scheduling`` as compact JSON), ``schedulerName: topos``;
+- ``gpuRequirements.count`` as ``nvidia.com/gpu`` limits on the first container, or with
+  ``migProfile`` as ``nvidia.com/mig-<profile>``; ``type`` as a required node affinity on
+  ``neuronetes.io/gpu-type``; ``memory`` as ``topos.io/gpu-memory-min``; ``topology.locality``
+  (``nvlink`` when ``minBandwidth`` is above PCIe's) as ``topos.io/gpu-locality``;
+- a gang (``topos.io/gang=<pool>``, ``topos.io/gang-min``) with ``gangScheduling.enabled``;
+- ``priorityClassName`` with ``scheduling.priority`` / ``preemption``; data locality
+  (:mod:`.locality`).
+
+:func:`pod_for` turns the final template into a Pod owned by the pool (``ownerReferences`` with
+``controller: true``: the garbage collector deletes the pods with the pool), labelled with the
+template's hash so a changed template replaces the pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from common import podkeys
+from common.labels import NEURONETES_GPU_TYPE
+from coordinator.neuronetes.locality import data_locality
+from coordinator.neuronetes.pool import PoolSpec, scheduling_json
+
+__all__ = [
+    "API_VERSION",
+    "CREATED_ANNOTATION",
+    "DEFAULT_IMAGE",
+    "HASH_LABEL",
+    "MODEL_ANNOTATION",
+    "POOL_LABEL",
+    "SCHEDULING_ANNOTATION",
+    "default_template",
+    "pod_for",
+    "pool_template",
+    "priority_class_for",
+    "priority_class_name",
+    "template_hash",
+]
+
+API_VERSION: Final = "neuronetes.io/v1alpha1"
+POOL_LABEL: Final = "neuronetes.io/pool"
+HASH_LABEL: Final = "neuronetes.io/template-hash"
+CREATED_ANNOTATION: Final = "neuronetes.io/created"  # Unix time, microseconds (scale-down order)
+MODEL_ANNOTATION: Final = "neuronetes.io/model"
+SCHEDULING_ANNOTATION: Final = "neuronetes.io/scheduling"
+POOL_NAMESPACE_LABEL: Final = "neuronetes.io/pool-namespace"
+DEFAULT_IMAGE: Final = "vllm/vllm-openai:latest"
+SERVING_PORT: Final = 8000
+
+
+def default_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+    """One container ``server`` running ``image`` (vLLM's OpenAI server, ``--model`` the pool's
+    model), serving and exposing metrics on port 8000."""
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": image,
+        "ports": [{"name": "http", "containerPort": SERVING_PORT}],
+    }
+    if pool.model:
+        container["args"] = ["--model", pool.model]
+    return {"metadata": {}, "spec": {"containers": [container]}}
+
+
+def priority_class_name(pool: PoolSpec) -> str:
+    """``neuronetes-<namespace>-<pool>`` (PriorityClasses are cluster-wide)."""
+    return f"neuronetes-{pool.namespace}-{pool.name}"[:253]
+
+
+def priority_class_for(pool: PoolSpec) -> dict[str, Any]:
+    """The pool's PriorityClass: ``scheduling.priority`` (0 when only preemption is given);
+    ``preemptionPolicy: Never`` when ``preemption.enabled`` is false."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": priority_class_name(pool),
+            "labels": {POOL_LABEL: pool.name, POOL_NAMESPACE_LABEL: pool.namespace},
+        },
+        "value": pool.priority or 0,
+        "preemptionPolicy": "Never" if pool.preemption is False else "PreemptLowerPriority",
+        "globalDefault": False,
+        "description": f"AgentPool {pool.namespace}/{pool.name}",
+    }
+
+
+def _gpu_limits(pool: PoolSpec, container: dict[str, Any]) -> None:
+    resources = container.setdefault("resources", {})
+    limits = resources.setdefault("limits", {})
+    requests = resources.get("requests") or {}
+    for table in (limits, requests):
+        for name in [n for n in table if n.startswith("nvidia.com/")]:
+            del table[name]
+    if pool.mig_profile:
+        limits[f"{podkeys.MIG_RESOURCE_PREFIX}{pool.mig_profile}"] = str(pool.gpu.count)
+    elif pool.gpu.count:
+        limits[podkeys.GPU_RESOURCE] = str(pool.gpu.count)
+    if not limits:
+        del resources["limits"]
+    if not resources:
+        del container["resources"]
+
+
+def _gpu_type_affinity(gpu_type: str, spec: dict[str, Any]) -> None:
+    expr = {"key": NEURONETES_GPU_TYPE, "operator": "In", "values": [gpu_type]}
+    node = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node.setdefault(
+        "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []}
+    )
+    terms = required.setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({"matchExpressions": []})
+    for term in terms:  # terms are ORed: every one must ask for the type
+        term.setdefault("matchExpressions", []).append(dict(expr))
+
+
+def pool_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+    """The pod template the pool's spec asks for (before the policies run)."""
+    source = pool.template if pool.template is not None else default_template(pool, image)
+    template: dict[str, Any] = copy.deepcopy(dict(source))
+    meta = template.setdefault("metadata", {})
+    spec = template.setdefault("spec", {})
+    labels = meta.setdefault("labels", {})
+    annotations = meta.setdefault("annotations", {})
+    labels[POOL_LABEL] = pool.name
+    if pool.model:
+        annotations[MODEL_ANNOTATION] = pool.model
+    annotations[SCHEDULING_ANNOTATION] = scheduling_json({"scheduling": pool.scheduling})
+    spec["schedulerName"] = podkeys.SCHEDULER_NAME
+    _gpu_limits(pool, spec["containers"][0])
+    if pool.gpu.type:
+        _gpu_type_affinity(pool.gpu.type, spec)
+    if pool.gpu.memory:
+        annotations[podkeys.GPU_MEMORY_MIN.canonical] = pool.gpu.memory
+    if pool.gpu.locality:
+        annotations[podkeys.GPU_LOCALITY.canonical] = pool.gpu.locality
+    if pool.gang_min is not None:
+        labels[podkeys.GANG.canonical] = pool.name
+        labels[podkeys.GANG_MIN.canonical] = str(pool.gang_min)
+        if pool.gang_timeout_s:
+            annotations[podkeys.GANG_TIMEOUT.canonical] = f"{pool.gang_timeout_s}s"
+    if pool.wants_priority_class:
+        spec["priorityClassName"] = priority_class_name(pool)
+        spec.pop("priority", None)
+    for kind, terms in data_locality(pool.scheduling).items():
+        block = spec.setdefault("affinity", {}).setdefault(kind, {})
+        block.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).extend(terms)
+    return template
+
+
+def template_hash(template: Mapping[str, Any]) -> str:
+    """What makes pods of one template alike: everything but the scheduling gates, which are
+    lifted from pods in place."""
+    body = copy.deepcopy(dict(template))
+    body.get("spec", {}).pop("schedulingGates", None)
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def pod_for(pool: PoolSpec, template: Mapping[str, Any], created: float = 0.0) -> dict[str, Any]:
+    """A new Pod of the pool from its final ``template`` (named ``<pool>-<random>``), made at
+    ``created`` (Unix time)."""
+    body = copy.deepcopy(dict(template))
+    meta = body.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    labels[HASH_LABEL] = template_hash(template)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": f"{pool.name}-",
+            "namespace": pool.namespace,
+            "labels": labels,
+            "annotations": {
+                **dict(meta.get("annotations") or {}),
+                CREATED_ANNOTATION: f"{created:.6f}",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "AgentPool",
+                    "name": pool.name,
+                    "uid": pool.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": body.get("spec") or {},
+    }

@@ -1,0 +1,32 @@
+"""``neuronetes``: the AgentPool / ToolBinding controller's section of the configuration."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from coordinator.neuronetes.podtemplate import DEFAULT_IMAGE
+
+__all__ = ["NeuronetesSettings"]
+
+
+class NeuronetesSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``neuronetes``: the controller that serves AgentPools and ToolBindings (docs/neuronetes.md).
+    It runs in the leading coordinator against an API server."""
+
+    enabled: bool | None = None
+    """None: on — idle, with a log line, until the API server serves ``agentpools.neuronetes.io``;
+    false: off."""
+    namespace: Annotated[str, msgspec.Meta(min_length=1)] | None = None
+    """Only pools of this namespace; none: the scheduler's namespace (every one if unset)."""
+    resync_s: Annotated[float, msgspec.Meta(gt=0)] = msgspec.field(
+        default=10.0, name="resyncSeconds"
+    )
+    """How often every pool's load signals are read and its scaling decided."""
+    default_image: Annotated[str, msgspec.Meta(min_length=1)] = msgspec.field(
+        default=DEFAULT_IMAGE, name="defaultImage"
+    )
+    """The serving container of a pool without ``spec.template``."""
+    prometheus_url: str | None = msgspec.field(default=None, name="prometheusUrl")
+    """Prometheus for pools with ``metrics.source: prometheus`` that name none themselves."""

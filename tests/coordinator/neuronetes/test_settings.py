@@ -1,0 +1,24 @@
+"""The ``neuronetes`` section of the coordinator's configuration."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.app.config.load import ConfigError, parse_config
+
+
+def test_defaults_and_values() -> None:
+    assert parse_config({}).neuronetes.enabled is None  # on wherever the CRD is served
+    section = parse_config(
+        {"neuronetes": {"enabled": False, "resyncSeconds": 2, "defaultImage": "my/server:1"}}
+    ).neuronetes
+    assert (section.enabled, section.resync_s, section.default_image) == (False, 2, "my/server:1")
+
+
+@pytest.mark.parametrize(
+    ("doc", "named"),
+    [({"resyncSeconds": 0}, "resyncSeconds"), ({"replicas": 3}, "replicas")],
+)
+def test_bad_values_are_named(doc: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        parse_config({"neuronetes": doc})
