@@ -29,8 +29,8 @@ import yaml
 from aiohttp import web
 
 from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
+from coordinator.neuronetes.hooks import Policy
 from coordinator.neuronetes.kube.controller import NeuronetesController
-from coordinator.neuronetes.policy import Policy
 from coordinator.neuronetes.settings import NeuronetesSettings
 from tests.support.deploy import DEPLOY
 from tests.support.gpu_cluster import RUN_LABEL

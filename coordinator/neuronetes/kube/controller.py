@@ -23,10 +23,10 @@ from common.kube import PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.neuronetes.conditions import Condition
+from coordinator.neuronetes.hooks import Policy
 from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
 from coordinator.neuronetes.podtemplate import POOL_LABEL
-from coordinator.neuronetes.policy import Policy
 from coordinator.neuronetes.scaling import ScaleMemory
 from coordinator.neuronetes.settings import NeuronetesSettings
 

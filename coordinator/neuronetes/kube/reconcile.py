@@ -18,6 +18,7 @@ import aiohttp
 
 from common.kube import PODS, AlreadyExists, KubeClient, KubeObject, NotFound
 from coordinator.neuronetes.conditions import Condition, merge_conditions, transitions
+from coordinator.neuronetes.hooks import Policy, PolicyContext, run_policies
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES, TOOL_BINDINGS
 from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
 from coordinator.neuronetes.podtemplate import (
@@ -28,7 +29,6 @@ from coordinator.neuronetes.podtemplate import (
     priority_class_name,
     template_hash,
 )
-from coordinator.neuronetes.policy import Policy, PolicyContext, run_policies
 from coordinator.neuronetes.pool import PoolProblem, PoolSpec, parse_pool
 from coordinator.neuronetes.replicas import OwnedPod, owned_pod, plan_replicas
 from coordinator.neuronetes.scaling import (

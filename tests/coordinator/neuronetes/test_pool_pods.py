@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE, PolicyContext, run_policies
 from coordinator.neuronetes.podtemplate import pod_for, pool_template, template_hash
-from coordinator.neuronetes.policy import CLEAN_ENERGY_GATE, PolicyContext, run_policies
 from coordinator.neuronetes.pool import PoolProblem, PoolSpec, parse_pool
 from coordinator.neuronetes.replicas import OwnedPod, plan_replicas
 
