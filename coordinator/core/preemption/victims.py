@@ -123,7 +123,10 @@ class PreemptionPlan:
             for v in self.victims
         )
         nodes = ", ".join(sorted({n for _, n in self.nominated}))
-        return f"{preemptor} preempts {units} to run on {nodes}"
+        text = f"{preemptor} preempts {units} to run on {nodes}"
+        if self.claims:
+            text += f", freeing ResourceClaim(s) {', '.join(self.claims)}"
+        return text
 
 
 def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
