@@ -1,6 +1,7 @@
 """Preemption frees the GPUs of DRA claims: a pod whose GPUs come from a ResourceClaim asks no
 ``nvidia.com/gpu``, so its eviction makes room only through the claims no remaining pod
-reserves — whole devices or shares of consumable capacity. The snapshot, the preemptor's GPU
+reserves — whole devices or shares of consumable capacity; a KEP-5004 claim is the pod's own
+``nvidia.com/gpu`` request and counts once. The snapshot, the preemptor's GPU
 demand and the claims are built as the engine builds them."""
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from coordinator.core.domains.capacity import GPU
+from coordinator.core.domains.packing import Member
 from coordinator.core.gangs.cycle import members_of, node_states
 from coordinator.core.preemption.claims import claim_holds
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
@@ -149,3 +152,36 @@ def test_a_gpu_with_shares_is_freed_when_every_share_goes() -> None:
     (a, b) = plan.victim_pods
     assert a[:-1] == b[:-1] != "ml/s3"
     assert plan.claims == tuple(f"default/{p.removeprefix('ml/')}" for p in plan.victim_pods)
+
+
+def test_a_gpu_pod_on_a_dra_node_preempts_and_kep_5004_gpus_count_once() -> None:
+    # ml/plain asked nvidia.com/gpu: 4 and got a KEP-5004 claim; ml/claimed has a claim of 4.
+    made = held("plain-extended-resources-x", EVERY_GPU[:4], "uid-plain")
+    made["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    claims = [made, held("claimed", EVERY_GPU[4:], "uid-claimed")]
+    running = [
+        RunningPod(key="ml/plain", node="d", requests={GPU: 4}, priority=0),
+        low("claimed"),
+    ]
+    topo = dgx1("d")
+    snapshot = Snapshot([dra_node("d", topo)], dra=state([gpu_slice("d", topo)], claims=claims))
+    holds = claim_holds(
+        snapshot.dra,
+        {"d": snapshot.nodes[0].labels},
+        {"uid-plain": "ml/plain", "uid-claimed": "ml/claimed"},
+    )
+
+    def wanting(gpus: int) -> PreemptionPlan | Status:
+        member = Member(name="ml/high", requests={GPU: gpus})  # an unchanged nvidia.com/gpu pod
+        return select_victims(
+            [member], priority=1000, nodes=node_states(snapshot), running=running, claims=holds
+        )
+
+    plan = wanting(8)
+    assert isinstance(plan, PreemptionPlan), plan
+    # The KEP-5004 pod's four GPUs are not counted twice (request and claim): both must go.
+    assert plan.victim_pods == ("ml/claimed", "ml/plain")
+    assert plan.claims == ("default/claimed", "default/plain-extended-resources-x")
+    plan = wanting(4)
+    assert isinstance(plan, PreemptionPlan), plan
+    assert len(plan.victim_pods) == 1
