@@ -19,6 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
 
+from coordinator.core.dra.model import DeviceId
 from coordinator.core.dra.state import DraState
 
 __all__ = ["ClaimHold", "ClaimRoom", "claim_holds"]
@@ -90,7 +91,7 @@ def claim_holds(
     if not dra.held:
         return out
     holding = dra.nodes_holding()
-    device_node: dict[object, tuple[str, str]] = {}  # device → (node, gpu uuid)
+    device_node: dict[DeviceId, tuple[str, str]] = {}  # device → (node, gpu uuid)
     for node, labels in nodes.items():
         if holding is not None and node not in holding:
             continue
