@@ -332,7 +332,8 @@ class Scheduler:
             gated=failure.gated,
             waits_for=failure.waits_for,
         )
-        self._explain_failure(entry, message)
+        if not (isinstance(request, PodRequest) and request.scheduling_gates):
+            self._explain_failure(entry, message)  # gated: the API server's SchedulingGated holds
 
     def _explain_failure(self, entry: QueuedPod, message: str) -> None:
         grace = self.inventory.grace_left_s()

@@ -8,6 +8,12 @@ once the room is free), a ``Preempted`` Event on every victim naming the preempt
 the Eviction API (``pods/eviction``: the API server checks PodDisruptionBudgets too — a ``429``
 leaves the victim running, and the preemptor tries again once its nomination expires).
 
+Evicting a pod whose GPUs come from DRA claims frees the claims only victims reserve
+(:mod:`coordinator.core.preemption.claims`). Their devices are free only once
+kube-controller-manager's resourceclaim controller has taken the deleted victims out of
+``reservedFor`` and cleared the allocation (or deleted a claim made for the pod): until then the
+preemptor waits, as it waits for its victims to terminate.
+
 While the victims of a nomination are terminating, the same preemptor does not preempt again,
 and pods already being evicted are never picked as victims twice. The nominated room is held for
 the preemptor meanwhile (:mod:`.nominations`): pods of equal or lower priority cannot take it.
@@ -32,6 +38,7 @@ from coordinator.core.framework.results import Failure
 from coordinator.core.gangs.cycle import members_of, node_gate, node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.preemption.claims import ClaimHold, claim_holds
 from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
@@ -57,6 +64,7 @@ class _Nomination:
     until: float
     plan: PreemptionPlan
     uids: frozenset[str]  # the preemptor pods it was made for (a pod recreated is a new one)
+    claims: Mapping[str, frozenset[str]]  # claim it frees → the pod uids reserving it then
 
 
 def _ref(pod: str) -> PodRef:
@@ -198,6 +206,12 @@ class Preemptor:
             left = pending.victims & present
             if left:
                 return f"waiting for {len(left)} preempted pod(s) to terminate"
+            releasing = self._claims_held(pending)
+            if releasing:
+                return (
+                    f"waiting for {len(releasing)} ResourceClaim(s) of preempted pods to be "
+                    "released: " + ", ".join(releasing)
+                )
             del self.nominations[unit]  # its victims are gone and it still does not fit
         if waiting_for:
             # Nominated where lower-priority pods are still terminating (after a restart, too):
@@ -215,6 +229,7 @@ class Preemptor:
         view = self.scheduler.view.snapshot()
         nodes = node_states(self.held.overlay(view, priority, uids))
         running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
+        holds = self._holds(view)
         plan = select_victims(
             members_of(members, view),
             priority=priority,
@@ -230,6 +245,7 @@ class Preemptor:
             ),
             keys=self.keys,
             eligible=eligible,
+            claims=holds,
         )
         if isinstance(plan, Status):
             self._release(members)
@@ -239,7 +255,12 @@ class Preemptor:
         if not plan.victims:
             self._release(members)
             return None  # nothing to evict would help: no preemption, no nomination
-        self._execute(unit, members, priority, plan, now)
+        claims = {
+            key: frozenset(found.reserved_for)
+            for key in plan.claims
+            if (found := view.dra.claim_by_key.get(key)) is not None
+        }
+        self._execute(unit, members, priority, plan, now, claims)
         victims = len(plan.victim_pods)
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
             plan.describe(unit)
@@ -252,13 +273,14 @@ class Preemptor:
         priority: int,
         plan: PreemptionPlan,
         now: float,
+        claims: Mapping[str, frozenset[str]],
     ) -> None:
         self.preemptions += 1
         self.victims += len(plan.victim_pods)
         self.scheduler.observer.preempted(len(plan.victim_pods))
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
-        self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids)
+        self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims)
         text = plan.describe(unit)
         log.info("%s", text)
         writer = self.scheduler.writer
@@ -291,6 +313,31 @@ class Preemptor:
             )
             if self.nominate is not None:
                 self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
+
+    def _holds(self, view: Snapshot) -> list[ClaimHold]:
+        """The allocated claims holding GPUs, with the running pods reserving them."""
+        if view.dra.empty or not view.dra.held:
+            return []
+        by_uid = {p.uid: f"{p.namespace}/{p.name}" for p in bound_pods(self.scheduler.inventory)}
+        return claim_holds(view.dra, {n.name: n.labels for n in view.nodes}, by_uid)
+
+    def _claims_held(self, nomination: _Nomination) -> list[str]:
+        """Claims the nomination's victims freed that are still allocated to them (the
+        resourceclaim controller has not released them yet)."""
+        if not nomination.claims:
+            return []
+        dra = self.scheduler.view.snapshot().dra
+        out = []
+        for key, users in sorted(nomination.claims.items()):
+            found = dra.claim_by_key.get(key)
+            # Still allocated, and nobody new reserves it: the victims' still.
+            if (
+                found is not None
+                and found.allocation is not None
+                and set(found.reserved_for) <= users
+            ):
+                out.append(key)
+        return out
 
     def _release(self, members: Collection[PodRequest]) -> None:
         """Preemption found nothing to do: the members' nominations end (kube clears them)."""

@@ -249,7 +249,19 @@ class MemoryCluster:
         meta["resourceVersion"] = str(next(self._rv))
         spec = obj.setdefault("spec", {})
         spec.setdefault("schedulerName", "default-scheduler")
-        obj.setdefault("status", {}).setdefault("phase", "Pending")
+        status = obj.setdefault("status", {})
+        status.setdefault("phase", "Pending")
+        if spec.get("schedulingGates") and not status.get("conditions"):
+            # The API server's pod strategy marks a pod created with gates.
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastTransitionTime": meta["creationTimestamp"],
+                }
+            ]
         self._pods[key] = obj
         self._publish("ADDED", obj)
         return copy.deepcopy(obj)

@@ -17,6 +17,8 @@ Rules:
 * Fewest victims: candidates are taken lowest priority first (then smallest), the shortest prefix
   that makes the preemptor fit is found, and then every victim that is not needed after all is
   spared, highest priority first. The preemptor is placed with the same network rules as always.
+* DRA claims: evicting a pod frees the GPUs of the claims that only victims reserve
+  (:mod:`.claims`); a claim another remaining pod reserves stays taken.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
 from coordinator.core.status import Status
 
 
@@ -107,6 +110,7 @@ class PreemptionPlan:
     placement: Placement
     nominated: tuple[tuple[str, str], ...]  # (preemptor member, node)
     victims: tuple[Victim, ...]
+    claims: tuple[str, ...] = ()  # the ResourceClaims ("namespace/name") the victims free
 
     @property
     def victim_pods(self) -> tuple[str, ...]:
@@ -119,7 +123,10 @@ class PreemptionPlan:
             for v in self.victims
         )
         nodes = ", ".join(sorted({n for _, n in self.nominated}))
-        return f"{preemptor} preempts {units} to run on {nodes}"
+        text = f"{preemptor} preempts {units} to run on {nodes}"
+        if self.claims:
+            text += f", freeing ResourceClaim(s) {', '.join(self.claims)}"
+        return text
 
 
 def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
@@ -130,10 +137,14 @@ def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
     return units
 
 
-def _freed(nodes: Sequence[NodeState], pods: Sequence[RunningPod]) -> list[NodeState]:
+def _freed(
+    nodes: Sequence[NodeState], pods: Sequence[RunningPod], room: ClaimRoom
+) -> list[NodeState]:
     give: dict[str, dict[str, int]] = {}
     for pod in pods:
         add(give.setdefault(pod.node, {}), pod.requests)
+    for name, gpus in room.freed_gpus({p.key for p in pods}).items():
+        add(give.setdefault(name, {}), {GPU: gpus})
     out = []
     for node in nodes:
         extra = give.get(node.name)
@@ -157,8 +168,10 @@ def select_victims(
     intent: PlacementIntent | None = None,
     keys: DomainKeys | None = None,
     eligible: EligibleFn | None = None,
+    claims: Sequence[ClaimHold] = (),
 ) -> PreemptionPlan | Status:
-    """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist."""
+    """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
+    ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -166,10 +179,12 @@ def select_victims(
     if not preemptor:
         return Status.unresolvable("pod group has no members")
 
+    room = ClaimRoom(claims)
+
     def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
         pods = [p for unit in victims for p in unit]
         return place_members(
-            preemptor, _freed(nodes, pods), intent=intent, keys=keys, eligible=eligible
+            preemptor, _freed(nodes, pods, room), intent=intent, keys=keys, eligible=eligible
         )
 
     groups = _units(running)
@@ -237,7 +252,11 @@ def select_victims(
         )
         for u in sorted(chosen, key=lambda u: (unit_priority[u], u))
     )
-    return PreemptionPlan(placement=final, nominated=final.assignments, victims=victims)
+    evicted = {p for v in victims for p in v.pods}
+    freed = sorted({h.key for h in room.freed_claims(evicted)})
+    return PreemptionPlan(
+        placement=final, nominated=final.assignments, victims=victims, claims=tuple(freed)
+    )
 
 
 __all__ = ["DisruptionBudget", "PreemptionPlan", "RunningPod", "Victim", "select_victims"]

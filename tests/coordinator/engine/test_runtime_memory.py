@@ -287,3 +287,27 @@ async def test_pods_are_explained_only_once_the_agent_grace_is_over() -> None:
     (event,) = cluster.events("default", "early")
     assert event["reason"] == "FailedScheduling"
     assert assigned(cluster, "early")[0] is None
+
+
+async def test_a_gated_pod_keeps_the_api_servers_condition_and_gets_no_failure_event() -> None:
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster = MemoryCluster(inventory)
+    cluster.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    gated = pod("gated", gpus=1)
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]
+    cluster.create_pod(gated)
+    cluster.create_pod(pod("huge", gpus=16))  # an ungated pod that fits nowhere is explained
+    async with memory_runtime(inventory, cluster) as runtime:
+        await runtime.settle()
+        attempt = runtime.scheduler.last_attempt("default/gated")
+        assert attempt is not None
+        assert attempt.message == "waiting for scheduling gates: example.com/quota"
+        obj = cluster.pod("default", "gated")
+        assert obj is not None
+        (condition,) = obj["status"]["conditions"]
+        assert (condition["reason"], condition["message"]) == (
+            "SchedulingGated",
+            "Scheduling is blocked due to non-empty scheduling gates",
+        )
+        assert [e["reason"] for e in cluster.events(name="gated")] == []
+        assert [e["reason"] for e in cluster.events(name="huge")] == ["FailedScheduling"]
