@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from coordinator.core.dra.capacity import format_quantity
+from coordinator.core.dra.extended import EXTENDED_CLAIM_ANNOTATION
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.engine.ports import PodRef
 
@@ -29,7 +30,6 @@ __all__ = [
 #: when it deallocates the claim).
 DELETE_PROTECTION: Final = "resource.kubernetes.io/delete-protection"
 #: Marks a claim created for a pod's extended resources (KEP-5004).
-EXTENDED_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 
 
 def consumer(pod: PodRef) -> dict[str, str]:

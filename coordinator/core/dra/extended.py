@@ -12,13 +12,16 @@ in its allocatable keeps the device-plugin path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from coordinator.core.dra.objects import DeviceRequest, ResourceClaim, SubRequest
 from coordinator.core.dra.state import DraState
 from coordinator.core.podspec.claims import ContainerExtended
 
-__all__ = ["ExtendedClaim", "dra_served", "extended_claim"]
+__all__ = ["EXTENDED_CLAIM_ANNOTATION", "ExtendedClaim", "dra_served", "extended_claim"]
+
+#: On a claim made for a pod's extended resources (KEP-5004), as kube-scheduler marks it.
+EXTENDED_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 
 
 def dra_served(

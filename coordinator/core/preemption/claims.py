@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Final
 
+from coordinator.core.dra.extended import EXTENDED_CLAIM_ANNOTATION
 from coordinator.core.dra.model import DeviceId
 from coordinator.core.dra.state import DraState
 
@@ -76,10 +76,6 @@ class ClaimRoom:
         return out
 
 
-#: The annotation kube-scheduler (and Topos) puts on a claim made for extended resources.
-EXTENDED_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
-
-
 def claim_holds(
     dra: DraState, nodes: Mapping[str, Mapping[str, str]], pods_by_uid: Mapping[str, str]
 ) -> list[ClaimHold]:
@@ -111,7 +107,7 @@ def claim_holds(
             continue
         users = frozenset(pods_by_uid.get(uid, uid) for uid in claim.reserved_for)
         meta = claim.raw.get("metadata") or {}
-        extended = (meta.get("annotations") or {}).get(EXTENDED_ANNOTATION) == "true"
+        extended = (meta.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"
         out.extend(
             ClaimHold(key=claim.key, node=n, gpus=frozenset(g), users=users, extended=extended)
             for n, g in sorted(on.items())
