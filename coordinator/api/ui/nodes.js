@@ -83,8 +83,11 @@ function holderChips(holders) {
 // A GPU pods share: a bar of its compute split between the holders and the free part, then
 // each holder with its share and "0.5 free".
 function sharedGpu(holders, free) {
-  const segment = (width, cls, title) =>
-    el("span", { class: `share-seg ${cls}`, style: `width: ${width * 100}%`, title });
+  const segment = (width, cls, title) => {
+    const seg = el("span", { class: `share-seg ${cls}`, title });
+    seg.style.width = `${width * 100}%`; // through the CSSOM: the page's CSP allows no style=""
+    return seg;
+  };
   const left = Math.max(0, free ?? 1 - holders.reduce((sum, h) => sum + (h.fraction || 0), 0));
   return el(
     "div",
