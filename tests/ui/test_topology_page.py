@@ -244,6 +244,19 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
                 what="the deleted pod gone on the next refresh",
                 timeout_s=20,
             )
+            # one half goes: the other half stays, and half the GPU is free again
+            await kube.delete(PODS, "half-b", namespace=namespace, grace_period_seconds=0)
+            card = f"article.node[data-node={json.dumps(shared_node)}]"
+            left = await page.wait_for(
+                f"document.querySelector('{card} .shared')?.dataset.free === '0.5'"
+                f" && document.querySelector('{card} .shared').innerText",
+                what="the shared GPU half free",
+                timeout_s=20,
+            )
+            assert "0.5 free" in left
+            assert "half-a 0.5" in left
+            assert "half-b" not in left
+            await page.screenshot(tmp_path / "topology-half-free.png")
             # the failed requests: the first, with no token, and the one with the bad token
             unauthorized = "the server responded with a status of 401 (Unauthorized)"
             assert page.errors == 2 * [
