@@ -3,7 +3,8 @@
 ``up`` starts the same control plane the tests use, detached, records it in ``--dir`` (default
 ``.devcluster/``), installs the CRDs of ``deploy/crds/``, prints ``export KUBECONFIG=…`` on stdout
 (so ``eval "$(topos devcluster up)"`` works) and exits. ``--nodes PROFILE:N,…`` adds simulated GPU
-nodes with their agents, KWOK as their kubelet; ``--coordinator`` a Topos coordinator the agents
+nodes with their agents, KWOK as their kubelet (a Job's pods complete after ``--job-duration``,
+30s, unless annotated ``topos.io/sim-duration``); ``--coordinator`` a Topos coordinator the agents
 stream to (authentication on; ``up`` also exports ``TOPOS_COORDINATOR`` and ``TOPOS_TOKEN``);
 ``--dra`` publishes NVIDIA's DRA DeviceClasses and makes the nodes' GPUs DRA devices
 (``--dra-shared``: whole GPUs shareable by several claims, consumable capacity). ``down``
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 from cli.errors import CliError
-from devcluster import playground
+from devcluster import kubelet, playground
 
 DEFAULT_DIR = Path(".devcluster")
 
@@ -44,6 +45,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--coordinator",
         action="store_true",
         help="also start a Topos coordinator (authentication on) the nodes' agents stream to",
+    )
+    up.add_argument(
+        "--job-duration",
+        metavar="DURATION",
+        type=_duration,
+        default=kubelet.JOB_DURATION_S,
+        help="how long a Job's pod without the topos.io/sim-duration annotation runs on the "
+        "simulated nodes before it completes (default 30s; 0: until deleted)",
     )
     up.add_argument(
         "--dra",
@@ -79,6 +88,7 @@ def run_up(args: argparse.Namespace) -> int:
         dra=args.dra,
         dra_shared=args.dra_shared,
         coordinator=args.coordinator,
+        job_duration_s=args.job_duration,
     )
     try:
         started = playground.up(options)
@@ -103,6 +113,13 @@ def run_down(args: argparse.Namespace) -> int:
     state = "stopped" if was_running else "was not running; cleaned up"
     print(f"devcluster: {state} ({directory})", file=sys.stderr)
     return 0
+
+
+def _duration(text: str) -> float:
+    try:
+        return kubelet.parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _one_line(exc: BaseException) -> str:

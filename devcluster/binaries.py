@@ -2,7 +2,9 @@
 
 ``python -m devcluster.binaries ensure [--all]`` makes ``etcd``, ``kube-apiserver``,
 ``kube-controller-manager`` and ``kubectl`` available (``--all`` adds ``kube-scheduler``, ``kwok``
-and KWOK's stage definitions) and prints the directory holding them.
+and KWOK's stage definitions) and prints the directory holding them. The playground
+(``topos devcluster up --nodes``) asks for ``kwok`` alone on top of the core
+(``ensure(kwok=True)``): it brings its own stages and runs no kube-scheduler.
 
 Where binaries come from, first match wins:
 
@@ -100,8 +102,14 @@ def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def _from_directory(directory: Path, source: str, *, extra: bool) -> Binaries:
-    wanted = CORE_BINARIES + (EXTRA_BINARIES if extra else ())
+def _wanted(*, extra: bool, kwok: bool) -> tuple[str, ...]:
+    if extra:
+        return CORE_BINARIES + EXTRA_BINARIES
+    return CORE_BINARIES + (("kwok",) if kwok else ())
+
+
+def _from_directory(directory: Path, source: str, *, extra: bool, kwok: bool = False) -> Binaries:
+    wanted = _wanted(extra=extra, kwok=kwok)
     found: dict[str, Path] = {}
     for name in wanted:
         path = directory / name
@@ -139,33 +147,34 @@ def _override() -> tuple[Path, str] | None:
     return None
 
 
-def find(*, extra: bool = False) -> Binaries | None:
+def find(*, extra: bool = False, kwok: bool = False) -> Binaries | None:
     """The binaries if already present (override or cache); never builds."""
     override = _override()
     try:
         if override is not None:
-            return _from_directory(override[0], override[1], extra=extra)
-        return _from_directory(cache_dir(), "cache", extra=extra)
+            return _from_directory(override[0], override[1], extra=extra, kwok=kwok)
+        return _from_directory(cache_dir(), "cache", extra=extra, kwok=kwok)
     except BinariesUnavailable:
         if override is not None:
             raise
         return None
 
 
-def ensure(*, extra: bool = False, log: bool = True) -> Binaries:
-    """Return the binaries, building the missing ones into the cache first.
+def ensure(*, extra: bool = False, kwok: bool = False, log: bool = True) -> Binaries:
+    """Return the binaries, building the missing ones into the cache first: the core ones, with
+    ``kwok`` the ``kwok`` binary too, with ``extra`` also kube-scheduler and KWOK's stock stages.
 
     Raises ``BinariesUnavailable`` when an override points at an incomplete directory, or when a
     build is needed and Go is missing or the build fails.
     """
-    found = find(extra=extra)
+    found = find(extra=extra, kwok=kwok)
     if found is not None:
         return found
     target = cache_dir()
     target.mkdir(parents=True, exist_ok=True)
     with _locked(target / ".lock"):
-        _build_missing(target, extra=extra, log=log)
-    return _from_directory(target, "cache", extra=extra)
+        _build_missing(target, wanted=_wanted(extra=extra, kwok=kwok), stages=extra, log=log)
+    return _from_directory(target, "cache", extra=extra, kwok=kwok)
 
 
 @contextlib.contextmanager
@@ -222,10 +231,9 @@ def _module_download(go: str, module: str, *, cwd: Path, env: dict[str, str]) ->
     return info
 
 
-def _build_missing(target: Path, *, extra: bool, log: bool) -> None:
-    wanted = CORE_BINARIES + (EXTRA_BINARIES if extra else ())
+def _build_missing(target: Path, *, wanted: Sequence[str], stages: bool, log: bool) -> None:
     missing = [name for name in wanted if not _executable(target / name)]
-    need_stages = extra and not (target / KWOK_STAGES_DIR).is_dir()
+    need_stages = stages and not (target / KWOK_STAGES_DIR).is_dir()
     if not missing and not need_stages:
         return
     go = _go()

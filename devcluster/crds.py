@@ -1,6 +1,11 @@
 """``devcluster up`` installs every CustomResourceDefinition in ``deploy/crds/`` (adding a CRD to
 the playground is adding a file there) and waits until the API server serves each one
-(condition ``Established``)."""
+(condition ``Established``).
+
+The files are read from ``devcluster/deploy_crds/``: in a checkout a symbolic link to
+``deploy/crds`` (the one source, which the kustomize base and the Helm chart use too), in an
+installed wheel the copies setuptools made of it (package data), so ``topos devcluster up``
+installs the same CRDs either way."""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ import yaml
 from common.kube import AlreadyExists, KubeClient
 from common.kube.resources import Resource
 
-CRD_DIR: Final = Path(__file__).resolve().parents[1] / "deploy" / "crds"
+CRD_DIR: Final = Path(__file__).resolve().parent / "deploy_crds"
 CRDS: Final = Resource(
     "apiextensions.k8s.io",
     "v1",

@@ -1,14 +1,16 @@
 """KWOK plays the kubelet of the simulated nodes (``topos devcluster up --nodes …``).
 
-One ``kwok`` process (built by ``devcluster.binaries.ensure(extra=True)``) manages the Nodes
-labelled ``topos.io/simulated=true`` — only those — with the stages in ``devcluster/kwok/``:
+One ``kwok`` process (built by ``devcluster.binaries.ensure(kwok=True)``) manages the Nodes
+labelled ``topos.io/simulated=true`` — only those — with the stages in ``devcluster/kwok/``
+(rendered into the state directory with the Job default run time):
 
 - ``pod-create``, ``pod-ready``: a bound pod gets a pod IP and host IP, ``Initialized``, then
   phase ``Running`` with ``ContainersReady`` and ``Ready`` (``PodScheduled`` is the binding's);
 - ``pod-complete``: a pod annotated ``topos.io/sim-duration: 10m`` (a Go duration) ends
   ``Succeeded`` that long after its containers started, containers terminated with exit code 0;
   ``pod-sim-duration-invalid`` marks a malformed value on the pod (condition
-  ``SimDurationValid=False`` and a Warning Event) and lets it run;
+  ``SimDurationValid=False`` and a Warning Event) and lets it run; a pod a Job owns without the
+  annotation ends after ``job_duration_s`` (``up --job-duration``, 30 s; 0: it runs until deleted);
 - ``pod-delete``: a deleted or evicted pod goes a second later (finalizers permitting);
 - ``node-heartbeat``: the Ready condition's heartbeat time moves on about once a minute, and KWOK
   renews each node's Lease in ``kube-node-lease``.
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import shutil
 from pathlib import Path
 from typing import Final
 
@@ -37,15 +41,46 @@ POD_CIDR: Final = "10.64.0.0/10"
 NODE_IP: Final = "10.255.0.1"
 _STATE_FILE: Final = "kwok.json"
 LOG_FILE: Final = "kwok.log"
+RENDERED_DIR: Final = "kwok-stages"
+JOB_DURATION_S: Final = 30.0
+"""How long a Job's pod without ``topos.io/sim-duration`` runs (``up --job-duration``)."""
+_JOB_DURATION_TOKEN: Final = "JOB_DURATION_SECONDS"
+_DURATION: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
+_UNIT_S: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 class KubeletError(Exception):
     """KWOK could not be started; the message says why."""
 
 
+def parse_duration(text: str) -> float:
+    """Seconds of a Go duration as ``topos.io/sim-duration`` takes it (``90s``, ``1h30m``,
+    ``1.5h``), or a bare ``0``; ``ValueError`` naming the value otherwise."""
+    text = text.strip()
+    if text == "0":
+        return 0.0
+    if not text or _DURATION.sub("", text):
+        raise ValueError(f"{text!r} is not a duration such as 30s, 10m or 1h30m (or 0)")
+    return sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION.findall(text))
+
+
 def stages() -> list[Path]:
-    """Our stage definitions (every ``devcluster/kwok/*.yaml``)."""
+    """Our stage definitions (every ``devcluster/kwok/*.yaml``), as written: templates."""
     return sorted(STAGES_DIR.glob("*.yaml"))
+
+
+def render_stages(directory: Path, *, job_duration_s: float) -> list[Path]:
+    """Write the stages KWOK runs into ``directory`` with ``job_duration_s`` (seconds a Job's pod
+    without ``topos.io/sim-duration`` runs; 0: until deleted) filled in; their paths."""
+    if job_duration_s < 0:
+        raise ValueError(f"the Job run time cannot be negative ({job_duration_s:g}s)")
+    directory.mkdir(parents=True, exist_ok=True)
+    rendered = []
+    for stage in stages():
+        path = directory / stage.name
+        path.write_text(stage.read_text().replace(_JOB_DURATION_TOKEN, f"{job_duration_s:g}"))
+        rendered.append(path)
+    return rendered
 
 
 def kwok_args(
@@ -77,7 +112,13 @@ def kwok_args(
     ]
 
 
-def start_kubelet(*, binary: Path | None, kubeconfig: Path, directory: Path) -> str:
+def start_kubelet(
+    *,
+    binary: Path | None,
+    kubeconfig: Path,
+    directory: Path,
+    job_duration_s: float = JOB_DURATION_S,
+) -> str:
     """Start KWOK in the background for the simulated nodes (outliving this process, like the
     rest of ``devcluster up``); record it in ``directory``; return a summary line."""
     if binary is None:
@@ -87,7 +128,7 @@ def start_kubelet(*, binary: Path | None, kubeconfig: Path, directory: Path) -> 
     argv = kwok_args(
         binary,
         kubeconfig,
-        stage_files=stages(),
+        stage_files=render_stages(directory / RENDERED_DIR, job_duration_s=job_duration_s),
         manage=f"manage-nodes-with-label-selector={MANAGED_NODES}",
         node_lease_seconds=NODE_LEASE_SECONDS,
     )
@@ -99,9 +140,14 @@ def start_kubelet(*, binary: Path | None, kubeconfig: Path, directory: Path) -> 
         (directory / _STATE_FILE).unlink(missing_ok=True)
         tail = log.read_text(errors="replace").strip().splitlines()[-3:]
         raise KubeletError(f"kwok exited with status {process.returncode}: {' | '.join(tail)}")
+    jobs = (
+        f"a Job's pods after {job_duration_s:g}s unless annotated"
+        if job_duration_s
+        else "a Job's pods run until deleted unless annotated"
+    )
     return (
         f"devcluster: KWOK plays the kubelet of the simulated nodes (pid {process.pid}; "
-        f"pods Running, `topos.io/sim-duration: 10m` completes one; log: {log})"
+        f"pods Running, `topos.io/sim-duration: 10m` completes one, {jobs}; log: {log})"
     )
 
 
@@ -116,6 +162,7 @@ def stop_kubelet(*, directory: Path) -> None:
     if alive(pid) and _runs_kwok(pid):
         stop_group(pid, grace_s=5.0)
     state.unlink(missing_ok=True)
+    shutil.rmtree(directory / RENDERED_DIR, ignore_errors=True)
 
 
 def _runs_kwok(pid: int) -> bool:

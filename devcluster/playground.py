@@ -38,6 +38,9 @@ class Options:
     dra_shared: bool = False
     """As ``dra``, with whole GPUs shareable by several claims (consumable capacity)."""
     coordinator: bool = False
+    job_duration_s: float = kubelet.JOB_DURATION_S
+    """How long a Job's pod without ``topos.io/sim-duration`` runs on the simulated nodes; 0:
+    until deleted."""
 
 
 @dataclass(slots=True)
@@ -68,7 +71,7 @@ def up(options: Options) -> Playground:
     if options.nodes:
         nodes.parse_spec(options.nodes)
     try:
-        binaries = ensure(extra=bool(options.nodes))
+        binaries = ensure(kwok=bool(options.nodes))  # its own stages, no kube-scheduler
     except BinariesUnavailable as exc:
         raise PlaygroundError(f"Kubernetes binaries unavailable: {exc}") from exc
     started = time.monotonic()
@@ -133,7 +136,12 @@ def _start_parts(playground: Playground, options: Options, *, kwok: Path | None)
                 )
             )
             playground.summary.append(
-                kubelet.start_kubelet(binary=kwok, kubeconfig=plane.kubeconfig, directory=directory)
+                kubelet.start_kubelet(
+                    binary=kwok,
+                    kubeconfig=plane.kubeconfig,
+                    directory=directory,
+                    job_duration_s=options.job_duration_s,
+                )
             )
         except (ValueError, RuntimeError, kubelet.KubeletError) as exc:
             raise PlaygroundError(f"--nodes {options.nodes}: {exc}") from exc

@@ -20,12 +20,22 @@ from coordinator.api.explain import limit_of, scheduler_of
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.sharing import WHOLE, GpuShare
 from coordinator.core.queue import QueuedPod
 from coordinator.engine.loop import Scheduler
 
-__all__ = ["ROUTES", "PendingList", "PendingPod"]
+__all__ = ["ROUTES", "PendingList", "PendingPod", "ShareAsk"]
 
 NOT_TRIED: Final = "not tried yet"
+
+
+class ShareAsk(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Part of one GPU a pod asks for (``topos.io/gpu-fraction``/``-memory`` or an alias); a part
+    left out follows the other on the GPU it gets."""
+
+    fraction: float | None = None  # of the GPU's compute
+    memory_mib: int | None = None
+    memory_fraction: float | None = None  # of the GPU's memory (a percentage ask)
 
 
 class PendingPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -37,6 +47,7 @@ class PendingPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     created: str = ""  # metadata.creationTimestamp, as the API server wrote it
     gpus: int = 0  # whole GPUs asked for
     mig: list[str] = []  # "1g.10gb ×2": MIG instances asked for
+    share: ShareAsk | None = None  # part of one GPU asked for (then gpus is 0)
     gang: str | None = None  # the gang (pod group) it belongs to, by name
     outcome: str | None = None  # of its last attempt: unschedulable | invalid | binding | ...
     message: str = NOT_TRIED  # why it waits, from its last attempt
@@ -64,10 +75,19 @@ def _line(scheduler: Scheduler, entry: QueuedPod) -> PendingPod:
         created=entry.created,
         gpus=asked.gpus if asked is not None else 0,
         mig=[f"{profile} ×{n}" for profile, n in asked.mig] if asked is not None else [],
+        share=_share(asked.share) if asked is not None and asked.share is not None else None,
         gang=asked.gang.name if asked is not None and asked.gang is not None else None,
         outcome=attempt.outcome if attempt is not None else None,
         message=(attempt.message if attempt is not None else entry.last_message) or NOT_TRIED,
         tried_at=attempt.at if attempt is not None else None,
+    )
+
+
+def _share(share: GpuShare) -> ShareAsk:
+    return ShareAsk(
+        fraction=None if share.milli is None else share.milli / WHOLE,
+        memory_mib=share.memory_mib,
+        memory_fraction=None if share.memory_milli is None else share.memory_milli / WHOLE,
     )
 
 

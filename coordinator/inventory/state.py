@@ -152,4 +152,11 @@ class NodeState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     @property
     def free_gpus(self) -> int:
-        return self.free.get(GPU_RESOURCE, 0)
+        """Whole GPUs free: ``nvidia.com/gpu`` not requested, and no more than the GPUs nobody
+        holds — a GPU pods share is not free, though its holders request no ``nvidia.com/gpu``."""
+        free = self.free.get(GPU_RESOURCE, 0)
+        whole = [g.uuid for g in self.topology.gpus if not g.mig_enabled] if self.topology else []
+        if not whole:
+            return free
+        held = {u.uuid for u in self.gpu_use if u.holders or u.holder}
+        return min(free, sum(1 for uuid in whole if uuid not in held))

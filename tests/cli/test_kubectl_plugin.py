@@ -115,6 +115,26 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
     assert '"name": "gpu-1"' in as_json
 
 
+async def test_a_node_described_by_its_annotation_is_ready_not_agentless() -> None:
+    """No agent stream, but the Node carries the topology its agent published: Topos schedules
+    on it, and the STATUS says where the topology came from instead of "NoAgent"."""
+    inventory = Inventory()
+    inventory.upsert_node(
+        KubeNode(name="seeded", allocatable={"nvidia.com/gpu": 4}, topology=_topology())
+    )
+    inventory.upsert_node(KubeNode(name="bare", allocatable={"nvidia.com/gpu": 4}))
+    app = wire(Config(), MemoryBackend(MemoryCluster(inventory)))
+    async with running(app) as url:
+        out = await _plugin("--coordinator", url, "nodes")
+    header, *rows = out.splitlines()
+    columns = re.split(r"\s{3,}", header)
+    status = {
+        cells["NODE"]: cells["STATUS"]
+        for cells in (dict(zip(columns, re.split(r"\s{3,}", r), strict=True)) for r in rows)
+    }
+    assert status == {"seeded": "Ready (annotation)", "bare": "NoAgent"}
+
+
 async def test_gpus_lists_each_gpus_holders_and_shares() -> None:
     inventory = Inventory()
     inventory.upsert_node(KubeNode(name="gpu-1", allocatable={"nvidia.com/gpu": 4, "pods": 110}))

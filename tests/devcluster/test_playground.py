@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.kube
 REPO = Path(__file__).resolve().parents[2]
 NODES = "dgx-a100:3,pcie-8x:1"
 WAIT = "--timeout=120s"
+JOB_DURATION_S = 4  # `up --job-duration`: a Job's pods without topos.io/sim-duration end after it
 
 
 def topos(*args: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +101,17 @@ def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]
     if binaries is None or binaries.kwok is None:
         skip_or_fail("kwok is not built (python -m devcluster.binaries ensure --all)")
     directory = tmp_path_factory.mktemp("playground") / "dc"
-    up = topos("devcluster", "up", "--nodes", NODES, "--coordinator", "--dir", str(directory))
+    up = topos(
+        "devcluster",
+        "up",
+        "--nodes",
+        NODES,
+        "--coordinator",
+        "--job-duration",
+        f"{JOB_DURATION_S}s",
+        "--dir",
+        str(directory),
+    )
     try:
         assert up.returncode == 0, up.stderr
         exports = _exports(up.stdout)
@@ -231,6 +243,49 @@ def test_a_job_whose_pods_run_for_a_while_completes(playground: Playground) -> N
         assert pod["spec"]["nodeName"]
 
 
+def test_a_jobs_pods_without_a_duration_complete_after_the_playgrounds_default(
+    playground: Playground,
+) -> None:
+    """The seeds' Jobs carry no topos.io/sim-duration: they complete all the same, while a
+    Deployment's pod (no Job owns it) keeps running."""
+    playground.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "steady"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "steady"}},
+                "template": {"metadata": {"labels": {"app": "steady"}}, "spec": _gpu_pod_spec(1)},
+            },
+        },
+    )
+    playground.kubectl("rollout", "status", "deployment/steady", WAIT)
+    playground.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "plain"},
+            "spec": {"template": {"spec": _gpu_pod_spec(1, restartPolicy="Never")}},
+        }
+    )
+    playground.kubectl("wait", "--for=condition=Complete", "job/plain", WAIT)
+    (job_pod,) = playground.get("pods", "-l", "job-name=plain")["items"]
+    assert job_pod["status"]["phase"] == "Succeeded"
+    (container,) = job_pod["status"]["containerStatuses"]
+    ran = container["state"]["terminated"]
+    assert ran["exitCode"] == 0
+    started, finished = (
+        datetime.fromisoformat(ran[key].replace("Z", "+00:00"))
+        for key in ("startedAt", "finishedAt")
+    )
+    assert (finished - started).total_seconds() >= JOB_DURATION_S
+    # the Deployment's pod started before the Job's and has run longer than the default: still on
+    (steady,) = playground.get("pods", "-l", "app=steady")["items"]
+    assert steady["status"]["phase"] == "Running"
+    assert "running" in steady["status"]["containerStatuses"][0]["state"]
+
+
 def test_a_bad_sim_duration_is_explained_and_the_pod_keeps_running(
     playground: Playground,
 ) -> None:
@@ -324,4 +379,12 @@ def test_a_bad_node_spec_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "not a number" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    assert not (directory / "state.json").exists()
+
+
+def test_a_bad_job_duration_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "dc"
+    result = topos("devcluster", "up", "--job-duration", "ten minutes", "--dir", str(directory))
+    assert result.returncode == 2
+    assert "'ten minutes' is not a duration" in result.stderr
     assert not (directory / "state.json").exists()

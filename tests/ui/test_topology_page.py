@@ -4,10 +4,12 @@ coordinator on the real control plane with authentication on.
 Three nodes on one spine, from hardware profiles with the agent's labels and its
 ``topos.io/topology`` annotation (no agent streams: the coordinator reads the hardware from the
 Node): an NVSwitch DGX H100, an 8×PCIe box and a MIG-split A100. Pods created through the API
-server are placed by the coordinator: an 8-GPU trainer, a MIG pod, a 2-pod gang, and one pod
-too big for any node. The page asks for a token, says so when a bad one is typed, and with a
+server are placed by the coordinator: an 8-GPU trainer, a MIG pod, a 2-pod gang, two pods asking
+for half a GPU each (on one GPU), and two pods that fit nowhere (16 GPUs; half a GPU with more
+memory than any GPU has). The page asks for a token, says so when a bad one is typed, and with a
 real ServiceAccount token (checked by TokenReview) must show the nodes, link classes in colour,
-MIG slices with their holder, who holds which GPU, the pending pod with the scheduler's reason
+MIG slices with their holder, who holds which GPU, the shared GPU with both holders at 0.5 and
+nothing free, the pending pods (the share's ask, not "no GPU") with the scheduler's reason
 and its per-node explanation, the gang, and — refreshing by itself — the pending pod gone once it
 is deleted. A screenshot of
 the page is saved as ``topology.png`` in the test's temp folder.
@@ -23,6 +25,7 @@ import pytest
 
 from common.kube import PODS, KubeClient
 from common.labels import LEAF, SPINE
+from common.podkeys import ASSIGNED_GPUS
 from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
 from coordinator.app.main import running, wire
@@ -33,6 +36,7 @@ from tests.ui.browser import Page, chromium_or_skip, launch
 
 pytestmark = pytest.mark.kube
 
+FRACTION, MEMORY = "topos.io/gpu-fraction", "topos.io/gpu-memory"
 NODES_JS = "[...document.querySelectorAll('article.node')]"
 
 
@@ -40,6 +44,20 @@ def _mig_pod(name: str, profile: str) -> dict[str, Any]:
     obj = pod(name, namespace=None, cpu=None, memory=None)
     obj["spec"]["containers"][0]["resources"] = {"limits": {f"nvidia.com/mig-{profile}": "1"}}
     return obj
+
+
+def _share_pod(
+    name: str, annotations: dict[str, str], node_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Part of one GPU, as the share's users write it: annotations, no nvidia.com/gpu."""
+    return pod(
+        name,
+        namespace=None,
+        cpu=None,
+        memory=None,
+        annotations=annotations,
+        node_selector=node_selector,
+    )
 
 
 async def _card(page: Page, node: str) -> Any:
@@ -55,6 +73,14 @@ async def _card(page: Page, node: str) -> Any:
             migs: all('.mig').map((m) => [
                 m.dataset.mig, m.querySelector('[data-holder]')?.dataset.holder ?? m.innerText]),
             numa: all('[data-numa]').map((n) => n.dataset.numa),
+            shared: all('.shared').map((g) => ({{
+            holders: [...g.querySelectorAll('[data-holder]')].map(
+                    (h) => [h.dataset.holder, h.dataset.fraction]),
+                free: g.dataset.free,
+                text: g.innerText,
+                bar: [...g.querySelectorAll('.share-seg')].map(
+                    (b) => Math.round(b.getBoundingClientRect().width)),
+            }})),
             text: card.innerText,
         }};
     }})()"""
@@ -93,6 +119,18 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
             await cluster.bound(name)
         reason = await cluster.unschedulable("too-big")
         assert "Insufficient nvidia.com/gpu" in reason
+        # two halves of one GPU, on the node the trainer left room on
+        shared_node = pcie if trainer_node == h100 else h100
+        for name in ("half-a", "half-b"):
+            await cluster.create(
+                _share_pod(name, {FRACTION: "0.5"}, {"kubernetes.io/hostname": shared_node})
+            )
+        halves = [
+            (await cluster.bound(name))["metadata"]["annotations"] for name in ("half-a", "half-b")
+        ]
+        assert halves[0][ASSIGNED_GPUS] == halves[1][ASSIGNED_GPUS]  # one GPU, shared
+        await cluster.create(_share_pod("half-huge", {FRACTION: "0.5", MEMORY: "1Ti"}))
+        await cluster.unschedulable("half-huge")
 
         async with launch(tmp_path / "chromium") as page:
             # /ui redirects to the page; the filter in the address keeps other tests' nodes out
@@ -160,6 +198,27 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
             assert slices["1g.5gb"] == f"{namespace}/server"
             assert slices["3g.20gb"] == "3g.20gb free"
 
+            shared_card = await _card(page, shared_node)
+            # pair's 4 GPUs and the shared one are not free, though the halves ask no nvidia.com/gpu
+            assert "3 of 8 GPUs free · 1 shared" in shared_card["text"]
+            totals = await page.evaluate("document.getElementById('totals').innerText")
+            assert "3 of 17 GPUs free" in totals
+            (shared,) = shared_card["shared"]
+            assert sorted(shared["holders"]) == [
+                [f"{namespace}/half-a", "0.5"],
+                [f"{namespace}/half-b", "0.5"],
+            ]
+            assert shared["free"] == "0"
+            assert "shared by 2" in shared["text"]
+            assert "full" in shared["text"]
+            assert len(shared["bar"]) == 2  # two halves, nothing free
+            assert abs(shared["bar"][0] - shared["bar"][1]) <= 1
+            assert shared["bar"][0] >= 20
+            huge_row = f"[data-pending={json.dumps(f'{namespace}/half-huge')}]"
+            huge_text = await page.evaluate(f"document.querySelector('{huge_row}').innerText")
+            assert "0.5 of one GPU · 1.0 TiB" in huge_text
+            assert "no GPU" not in huge_text.split("\t")[1]
+
             row = f"[data-pending={json.dumps(f'{namespace}/too-big')}]"
             pending_text = await page.evaluate(f"document.querySelector('{row}').innerText")
             assert reason in pending_text
@@ -185,6 +244,19 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
                 what="the deleted pod gone on the next refresh",
                 timeout_s=20,
             )
+            # one half goes: the other half stays, and half the GPU is free again
+            await kube.delete(PODS, "half-b", namespace=namespace, grace_period_seconds=0)
+            card = f"article.node[data-node={json.dumps(shared_node)}]"
+            left = await page.wait_for(
+                f"document.querySelector('{card} .shared')?.dataset.free === '0.5'"
+                f" && document.querySelector('{card} .shared').innerText",
+                what="the shared GPU half free",
+                timeout_s=20,
+            )
+            assert "0.5 free" in left
+            assert "half-a 0.5" in left
+            assert "half-b" not in left
+            await page.screenshot(tmp_path / "topology-half-free.png")
             # the failed requests: the first, with no token, and the one with the bad token
             unauthorized = "the server responded with a status of 401 (Unauthorized)"
             assert page.errors == 2 * [

@@ -34,36 +34,89 @@ export function renderLegend() {
   );
 }
 
-// Who holds a device (GPU or MIG instance), as a list: a GPU shared by several pods, each with
-// its fraction, shows every one. Reads `gpu_use` entries ({uuid, holder}) and, where present,
-// their `holders` list (strings or {pod, fraction}).
+// The `gpu_use` entry of a device (GPU or MIG instance), or null when nobody holds it.
+function useOf(node, uuid) {
+  return (node.gpu_use || []).find((use) => use.uuid === uuid) || null;
+}
+
+// Who holds a device, as a list: a GPU shared by several pods shows every one, each with its
+// share. Reads the entry's `holders` ({pod, source, fraction?, memory_mib?}), else its `holder`.
 export function holdersOf(node, uuid) {
-  const out = [];
-  for (const use of node.gpu_use || []) {
-    if (use.uuid !== uuid) continue;
-    if (Array.isArray(use.holders)) {
-      for (const h of use.holders) out.push(typeof h === "string" ? { pod: h } : h);
-    } else if (use.holder) {
-      out.push({ pod: use.holder, source: use.source });
-    }
+  const use = useOf(node, uuid);
+  if (!use) return [];
+  if (Array.isArray(use.holders) && use.holders.length) {
+    return use.holders.map((h) => (typeof h === "string" ? { pod: h } : h));
   }
-  return out;
+  return use.holder ? [{ pod: use.holder, source: use.source }] : [];
+}
+
+const isShare = (h) => h.fraction !== undefined && h.fraction !== null;
+const part = (x) => String(Number(x.toFixed(3))); // 0.5, 0.25, 0.333
+
+// "0.5 · 40 GiB": what a holder has of a shared GPU.
+function shareText(h) {
+  const memory = h.memory_mib ? ` · ${mib(h.memory_mib)}` : "";
+  return `${part(h.fraction)}${memory}`;
 }
 
 function holderChips(holders) {
   if (holders.length === 0) return el("span", { class: "free" }, "free");
   // The chip names the pod; its namespace is in the tooltip (and in "pods on this node"). A
-  // share of a GPU adds its fraction after the name.
-  return holders.map((h) => {
+  // share of a GPU adds its fraction (and memory) after the name.
+  return holders.map((h, i) => {
     const how = h.source === "agent" ? "as the kubelet reports it" : "as Topos assigned it";
-    const share = h.fraction !== undefined && h.fraction !== null ? ` ${h.fraction}` : "";
+    const share = isShare(h) ? shareText(h) : null;
+    const title = `${h.pod}${share ? `: ${share} of the GPU` : ""} (${how})`;
     return el(
       "span",
-      { class: "holder", dataset: { holder: h.pod }, title: `${h.pod} (${how})` },
+      {
+        class: share ? `holder share-${i % 4}` : "holder", // a share: its colour in the bar
+        dataset: { holder: h.pod, fraction: share ? part(h.fraction) : null },
+        title,
+      },
       h.pod.slice(h.pod.indexOf("/") + 1),
-      share ? el("span", { class: "fraction" }, share) : null,
+      share ? el("span", { class: "fraction" }, ` ${share}`) : null,
     );
   });
+}
+
+// A GPU pods share: a bar of its compute split between the holders and the free part, then
+// each holder with its share and "0.5 free".
+function sharedGpu(holders, free) {
+  const segment = (width, cls, title) => {
+    const seg = el("span", { class: `share-seg ${cls}`, title });
+    seg.style.width = `${width * 100}%`; // through the CSSOM: the page's CSP allows no style=""
+    return seg;
+  };
+  const left = Math.max(0, free ?? 1 - holders.reduce((sum, h) => sum + (h.fraction || 0), 0));
+  return el(
+    "div",
+    { class: "shared", dataset: { shared: String(holders.length), free: part(left) } },
+    el(
+      "div",
+      { class: "share-bar", title: "the GPU's compute: each holder's share, then what is free" },
+      holders.map((h, i) =>
+        segment(h.fraction || 0, `held-${i % 4}`, `${h.pod}: ${shareText(h)} of the GPU`),
+      ),
+      left > 0 ? segment(left, "free-part", `${part(left)} of the GPU free`) : null,
+    ),
+    el("span", { class: "badge share-badge" }, `shared by ${holders.length}`),
+    " ",
+    holderChips(holders),
+    left > 0
+      ? el("span", { class: "free share-free" }, `${part(left)} free`)
+      : el("span", { class: "subtle share-free" }, "full"),
+  );
+}
+
+// A whole GPU: free, held whole, or shared (some holder has a fraction, or the entry says what
+// is free).
+function gpuHolders(node, gpu) {
+  const holders = holdersOf(node, gpu.uuid);
+  const use = useOf(node, gpu.uuid);
+  const free = use ? use.free_fraction : undefined;
+  const shared = holders.some(isShare) || (free !== undefined && free !== null);
+  return shared && holders.length ? sharedGpu(holders, free) : holderChips(holders);
 }
 
 // A MIG-split GPU: each slice (GPU instance) with its profile and who holds it.
@@ -129,7 +182,7 @@ function gpuRow(node, topo, gpu, i) {
       gpu.healthy === false
         ? el("span", { class: "problem" }, `unhealthy: ${gpu.health_reason || "?"}`)
         : null,
-      gpu.mig_enabled ? migSlices(node, gpu) : holderChips(holdersOf(node, gpu.uuid)),
+      gpu.mig_enabled ? migSlices(node, gpu) : gpuHolders(node, gpu),
     ),
   );
 }
@@ -142,7 +195,15 @@ function gpuTable(node, topo) {
     el("th", { title: "NUMA node(s) near the GPU" }, "NUMA"),
     topo.gpus.map((g) => el("th", { class: "link-head" }, String(g.index))),
     el("th", {}, "memory"),
-    el("th", { title: "the pod holding each GPU; a MIG-split GPU lists its slices" }, "held by"),
+    el(
+      "th",
+      {
+        title:
+          "the pod holding each GPU; a shared GPU lists each holder with its share and what is " +
+          "free; a MIG-split GPU lists its slices",
+      },
+      "held by",
+    ),
   );
   return el(
     "table",
@@ -199,15 +260,21 @@ function badges(node) {
   return out;
 }
 
-// "3 of 8 GPUs free"; on a MIG-split GPU the slices count instead: "2 of 3 MIG slices free".
+// "3 of 8 GPUs free · 1 shared"; on a MIG-split GPU the slices count instead: "2 of 3 MIG
+// slices free". A GPU pods share is not free (its holders ask no nvidia.com/gpu of their own).
 function freeCount(node) {
   const topo = node.topology;
-  const free = node.free["nvidia.com/gpu"] || 0;
+  let free = node.free["nvidia.com/gpu"] || 0;
   if (!topo) return `${free} of ${plural(node.allocatable["nvidia.com/gpu"] || 0, "GPU")} free`;
-  const whole = topo.gpus.filter((g) => !g.mig_enabled).length;
+  const wholeGpus = topo.gpus.filter((g) => !g.mig_enabled);
+  const whole = wholeGpus.length;
+  const idle = wholeGpus.filter((g) => holdersOf(node, g.uuid).length === 0).length;
+  if (whole) free = Math.min(free, idle);
+  const shared = wholeGpus.filter((g) => holdersOf(node, g.uuid).some(isShare)).length;
   const slices = topo.gpus.flatMap((g) => (g.mig_enabled ? g.mig_instances || [] : []));
   const parts = [];
   if (whole || !slices.length) parts.push(`${free} of ${plural(whole, "GPU")} free`);
+  if (shared) parts.push(`${shared} shared`);
   if (slices.length) {
     const idle = slices.filter((m) => !m.uuid || holdersOf(node, m.uuid).length === 0).length;
     parts.push(`${idle} of ${plural(slices.length, "MIG slice")} free`);

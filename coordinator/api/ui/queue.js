@@ -3,7 +3,7 @@
 // (GET /v1/gangs).
 
 import { get } from "./api.js";
-import { ago, el, plural, table } from "./dom.js";
+import { ago, el, mib, plural, table } from "./dom.js";
 
 const QUEUE_WORDS = {
   active: "to be tried now",
@@ -12,9 +12,21 @@ const QUEUE_WORDS = {
   in_flight: "being placed",
 };
 
+// "0.5 of one GPU", "0.25 of one GPU · 10 GiB", "10 GiB of one GPU", "30% of one GPU's memory".
+function shareAsk(share) {
+  const memory = share.memory_mib
+    ? mib(share.memory_mib)
+    : share.memory_fraction
+      ? `${Math.round(share.memory_fraction * 100)}% of its memory`
+      : "";
+  if (share.fraction) return `${share.fraction} of one GPU${memory ? ` · ${memory}` : ""}`;
+  return `${memory || "part"} of one GPU`;
+}
+
 function asks(pod) {
   const parts = [];
   if (pod.gpus) parts.push(plural(pod.gpus, "GPU"));
+  if (pod.share) parts.push(shareAsk(pod.share));
   for (const m of pod.mig || []) parts.push(`MIG ${m}`);
   return parts.join(", ") || "no GPU";
 }

@@ -19,7 +19,7 @@ from coordinator.api.gangs import GANGS, GangSlot
 from coordinator.app.web import build_app
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.inventory.store import Inventory
-from tests.support.pods import gang_members, gpu_pod
+from tests.support.pods import gang_members, gpu_pod, pod
 
 
 @pytest.fixture
@@ -69,6 +69,22 @@ async def test_waiting_pods_with_why_they_wait_highest_priority_first(api: Any) 
     assert by_name["gated"]["message"] == "waiting for scheduling gates: example.com/quota"
     assert by_name["train-0"]["gang"] == "train"
     assert "1 of 3 pods exist" in by_name["train-0"]["message"]
+
+
+async def test_a_pod_asking_for_part_of_a_gpu_shows_its_share(api: Any) -> None:
+    client, cluster, runtime = api
+    shares = {"topos.io/gpu-fraction": "0.5", "topos.io/gpu-memory": "200Gi"}  # no GPU has it
+    cluster.create_pod(pod("half", namespace="ml", annotations=shares, cpu=None, memory=None))
+    by_memory = {"topos.io/gpu-memory": "300Gi"}
+    cluster.create_pod(pod("roomy", namespace="ml", annotations=by_memory, cpu=None, memory=None))
+    await runtime.settle()
+
+    doc = await (await client.get("/v1/pending")).json()
+    by_name = {p["name"]: p for p in doc["pods"]}
+    assert by_name["half"]["share"] == {"fraction": 0.5, "memory_mib": 200 * 1024}
+    assert by_name["half"].get("gpus", 0) == 0  # no whole GPU
+    assert by_name["roomy"]["share"] == {"memory_mib": 300 * 1024}
+    assert "no GPU has the memory" in by_name["half"]["message"]
 
 
 async def test_namespace_and_limit_filters_and_bad_values(api: Any) -> None:
