@@ -50,10 +50,20 @@ function askForToken(message) {
   showStatus("waiting for a token", true);
 }
 
+// The API leaves out empty fields (a node the agent reported before its Node object exists has no
+// labels, allocatable or free resources yet): give each node its empty maps back.
+function withDefaults(inventory) {
+  for (const node of inventory.nodes || []) {
+    for (const key of ["labels", "allocatable", "free", "requested"]) node[key] = node[key] || {};
+  }
+  inventory.nodes = inventory.nodes || [];
+  return inventory;
+}
+
 async function refresh() {
   timer = null;
   try {
-    const inventory = await get("v1/inventory");
+    const inventory = withDefaults(await get("v1/inventory"));
     const [domains, pending, gangs] = await Promise.all([
       getOrError("v1/domains"),
       getOrError("v1/pending?limit=200"),
