@@ -254,6 +254,7 @@ def cost_policy(ctx: PolicyContext) -> None:
     if mem.get("action") != str(action):
         if mem.get("action") is not None or action is not Action.KEEP:
             event = "".join(w.capitalize() for w in str(action).split("-"))
+            event = "KeepAsIs" if action is Action.KEEP else event
             ctx.events.append(PolicyEvent(event, reason))
         mem["action"] = str(action)
 
