@@ -46,10 +46,16 @@ def _context(
         def node_labels() -> Iterator[Mapping[str, str]]:
             return (node.labels for node in inventory.nodes())
 
+        wanted = config.scheduler.node_filter()
+
         def node_facts() -> dict[str, NodeFacts]:
             # Nodes with a Node object (an agent still reporting after its Node was deleted
-            # does not make the node exist).
-            return {n.name: _facts(n) for n in inventory.nodes() if n.ready is not None}
+            # does not make the node exist); only those the scheduler may use.
+            return {
+                n.name: _facts(n)
+                for n in inventory.nodes()
+                if n.ready is not None and (wanted is None or wanted(n))
+            }
 
         elector = app.get(LEADER)
         leading = elector.is_leader if elector is not None else lambda: True

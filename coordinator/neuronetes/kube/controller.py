@@ -230,7 +230,9 @@ class NeuronetesController:
                 node_facts=facts,
             )
             for pod in created:
-                self.pods.put(pod)
+                # The watch may already hold a newer copy (bound, running): keep that one.
+                if str(pod["metadata"]["uid"]) not in self.pods.by_uid:
+                    self.pods.put(pod)
         except asyncio.CancelledError:
             raise
         except Exception:
