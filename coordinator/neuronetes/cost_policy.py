@@ -74,14 +74,19 @@ def spot_policy(ctx: PolicyContext) -> None:
     block = _cost_block(ctx)
     mem = ctx.memory
     facts = ctx.node_facts
-    seen: dict[str, Mapping[str, str]] = mem.get("seen_nodes", {})
     live = [p for p in ctx.pods if p.live]
-    vanished = {n for n in seen if n not in facts} if facts else set()
-    ctx.evict.update(p.name for p in live if p.node in vanished)
-    if facts:
-        mem["seen_nodes"] = {
-            p.node: facts[p.node].labels for p in live if p.node is not None and p.node in facts
-        }
+    before: dict[str, Mapping[str, str]] = mem.get("nodes", {})
+    # A node the pool's pods ran on when last seen (their pods may be gone already).
+    held: set[str] = mem.get("held", set())
+    gone: set[str] = mem.setdefault("gone", set())
+    if facts:  # an inventory not synced yet says nothing about nodes vanishing
+        gone.update(n for n in before if n not in facts)
+        gone.difference_update(facts)  # a node that came back is no longer gone
+        mem["nodes"] = {name: f.labels for name, f in facts.items()}
+    ctx.evict.update(p.name for p in live if p.node in gone)
+    pool_nodes = held | {p.node for p in live if p.node is not None}
+    lost = lost_spot_nodes(before, facts.keys(), pool_nodes) if facts else []
+    mem["held"] = {p.node for p in live if p.node is not None and p.node in facts}
     if block is None:
         return
     settings = SpotSettings.from_pool(block)
@@ -89,7 +94,6 @@ def spot_policy(ctx: PolicyContext) -> None:
     if tracker is None:
         tracker = mem["tracker"] = InterruptionTracker(settings)
     tracker.settings = settings  # a spec edit keeps the interruptions already counted
-    lost = lost_spot_nodes(seen, facts.keys(), seen.keys()) if facts else []
     for node in lost:
         tracker.record(node, at=ctx.now)
         ctx.events.append(
@@ -214,6 +218,19 @@ def cost_policy(ctx: PolicyContext) -> None:
     )
     if ttft is not None and math.isinf(ttft) and slo is not None:
         inputs = _replace_ttft(inputs, slo)
+    if not complete:  # replicas pending or being replaced: the last decision stands
+        _cost_status(
+            ctx,
+            str(mem.get("action") or Action.KEEP),
+            f"waiting: {report_text}",
+            cost_per_hour,
+            limit,
+            report_text,
+            model,
+        )
+        if model and model != primary:
+            ctx.set_model(model)
+        return
     result = decide(inputs)
     action, reason = result.action, result.reason
     if (
@@ -230,10 +247,8 @@ def cost_policy(ctx: PolicyContext) -> None:
             f"${limit:.2f}: back to {primary} from {fallback}"
         )
         result = dataclasses.replace(result, action=action, reason=reason, model=primary)
-    if result.model is not None and complete:
+    if result.model is not None:
         model = result.model
-    elif result.model is not None:
-        action, reason = Action.KEEP, f"{reason} (waiting: {report_text})"
     mem["model"] = model
     if model and model != (ctx.template.get("metadata", {}).get("annotations") or {}).get(
         MODEL_ANNOTATION
@@ -243,20 +258,32 @@ def cost_policy(ctx: PolicyContext) -> None:
         ctx.scale_to = result.replicas
     if action is Action.USE_ON_DEMAND:
         ctx.spot_slots = 0
-    ctx.status["cost"] = {
-        "action": str(action),
-        "reason": reason,
-        "costPerHour": cost_per_hour,
-        "maxCostPerHour": limit,
-        "cost": report_text,
-        "model": model or None,
-    }
+    _cost_status(ctx, str(action), reason, cost_per_hour, limit, report_text, model)
     if mem.get("action") != str(action):
         if mem.get("action") is not None or action is not Action.KEEP:
             event = "".join(w.capitalize() for w in str(action).split("-"))
             event = "KeepAsIs" if action is Action.KEEP else event
             ctx.events.append(PolicyEvent(event, reason))
         mem["action"] = str(action)
+
+
+def _cost_status(
+    ctx: PolicyContext,
+    action: str,
+    reason: str,
+    cost_per_hour: float | None,
+    limit: float | None,
+    report: str,
+    model: str,
+) -> None:
+    ctx.status["cost"] = {
+        "action": action,
+        "reason": reason,
+        "costPerHour": cost_per_hour,
+        "maxCostPerHour": limit,
+        "cost": report,
+        "model": model or None,
+    }
 
 
 def _replace_ttft(inputs: CostInputs, slo: float) -> CostInputs:
