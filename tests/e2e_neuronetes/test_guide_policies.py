@@ -197,13 +197,21 @@ async def test_green_pool_waits_for_its_window_and_avoids_dirty_regions(
     dirty = await cluster.add_node("west", "dgx-a100", labels_extra={region: "us-west-2"})
     clean = await cluster.add_node("north", "dgx-a100", labels_extra={region: "eu-north-1"})
     source = tmp_path / "intensity.json"
-    # The first preferred region is above maxCarbonIntensity 100, the second below.
-    source.write_text(json.dumps({"regions": {"us-west-2": 420, "eu-north-1": 30}}))
+    # Both preferred regions above maxCarbonIntensity 100 at first.
+    source.write_text(json.dumps({"regions": {"us-west-2": 420, "eu-north-1": 250}}))
     now = datetime.datetime.now(datetime.UTC)
     shut = _hours(now + datetime.timedelta(hours=2), 2)  # a window that excludes now
     pool = _guide("green-pool")
     pool["spec"]["scheduling"]["carbonAware"]["timeShifting"]["cleanEnergyHours"] = shut
     carbon = {"carbonIntensity": {"source": str(source), "refreshSeconds": 0.5}}
+
+    def held_because(text: str) -> Any:
+        def check(s: dict[str, Any]) -> bool:
+            carbon = (s.get("policy") or {}).get("carbon", {})
+            return carbon.get("held") is True and text in carbon.get("reason", "")
+
+        return check
+
     async with _coordinator(kubeconfig, cluster, neuronetes=carbon):
         await kube.create(AGENT_POOLS, pool, namespace=namespace)
         held = await _pods(kube, namespace, "green-pool", lambda ps: ps or None, "a held pod")
@@ -212,14 +220,12 @@ async def test_green_pool_waits_for_its_window_and_avoids_dirty_regions(
             kube,
             namespace,
             "green-pool",
-            lambda s: (s.get("policy") or {}).get("carbon", {}).get("held") is True,
-            "held in status",
+            held_because(f"until the clean-energy window {shut} opens"),
+            "held outside the window",
         )
-        assert f"until the clean-energy window {shut} opens" in status["policy"]["carbon"]["reason"]
         conds = {c["type"]: c for c in status["conditions"]}
         assert conds["CleanEnergyWindow"]["status"] == "False"
-        assert conds["CarbonIntensityAvailable"]["status"] == "True"
-        # The window is moved over now: the same pod is released, into the clean region only.
+        # The window is moved over now; every preferred region is still too dirty: held.
         open_now = _hours(now - datetime.timedelta(hours=1), 3)
         patch = {
             "spec": {
@@ -227,6 +233,25 @@ async def test_green_pool_waits_for_its_window_and_avoids_dirty_regions(
             }
         }
         await kube.patch(AGENT_POOLS, "green-pool", patch, namespace=namespace)
+        status = await _status(
+            kube,
+            namespace,
+            "green-pool",
+            held_because("every preferred region is above maxCarbonIntensity 100"),
+            "held for dirty regions",
+        )
+        assert status["policy"]["carbon"]["regions"] == {"us-west-2": 420, "eu-north-1": 250}
+        conds = {c["type"]: c for c in status["conditions"]}
+        assert conds["CarbonIntensityAvailable"]["status"] == "True"
+        (held,) = await _pods(
+            kube,
+            namespace,
+            "green-pool",
+            lambda ps: ps if len(ps) == 1 and ps[0]["spec"].get("schedulingGates") else None,
+            "the pod of the edited pool, held",
+        )
+        # eu-north-1 turns clean: the same pod is released, into that region only.
+        source.write_text(json.dumps({"regions": {"us-west-2": 420, "eu-north-1": 30}}))
         placed = await _pods(
             kube,
             namespace,
@@ -234,7 +259,7 @@ async def test_green_pool_waits_for_its_window_and_avoids_dirty_regions(
             lambda ps: ps[0] if len(ps) == 1 and ps[0]["spec"].get("nodeName") else None,
             "the released pod bound",
         )
-        assert placed["metadata"]["uid"] == held[0]["metadata"]["uid"]
+        assert placed["metadata"]["uid"] == held["metadata"]["uid"]
         assert placed["spec"]["nodeName"] == clean != dirty
         # The source turns to garbage: a condition and an Event, the last values kept.
         source.write_text("{not json")
