@@ -84,6 +84,7 @@ def spot_policy(ctx: PolicyContext) -> None:
         gone.difference_update(facts)  # a node that came back is no longer gone
         mem["nodes"] = {name: f.labels for name, f in facts.items()}
     ctx.evict.update(p.name for p in live if p.node in gone)
+    gone.intersection_update(p.node for p in ctx.pods)  # forgotten once no pod names it
     pool_nodes = held | {p.node for p in live if p.node is not None}
     lost = lost_spot_nodes(before, facts.keys(), pool_nodes) if facts else []
     mem["held"] = {p.node for p in live if p.node is not None and p.node in facts}
