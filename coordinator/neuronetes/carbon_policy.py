@@ -32,8 +32,9 @@ def _enabled(block: object) -> Mapping[str, Any] | None:
 def carbon_policy(ctx: PolicyContext) -> None:
     """Readings: ``CarbonIntensityAvailable`` says whether the source's last fetch worked (the
     last good values are kept, with their age). Time shifting: the pool's new pods are held by
-    ``neuronetes.io/clean-energy-window`` outside ``cleanEnergyHours`` or while every preferred
-    region with a reading is above ``maxCarbonIntensity``; inside, the gate is lifted from held
+    ``neuronetes.io/clean-energy-window`` outside ``cleanEnergyHours``, while every preferred
+    region with a reading is above ``maxCarbonIntensity``, or before the source's first answer
+    (a source that failed does not hold them: it cannot say); inside, the gate is lifted from held
     pods in place. ``status.policy.carbon`` says which and why; ``CleanEnergyWindow=False``
     while held."""
     block = _enabled(ctx.pool.scheduling.get("carbonAware"))
@@ -79,6 +80,10 @@ def carbon_policy(ctx: PolicyContext) -> None:
         verdict = hours.gate(now)
         hold, reason = verdict.hold, verdict.reason
         measured = [r for r in preferred if r in values]
+        first = readings is not None and readings.fetched_at is None and not readings.error
+        if not hold and most is not None and first:
+            hold = True
+            reason = f"held by {CLEAN_ENERGY_GATE}: waiting for the first carbon intensity reading"
         if not hold and most is not None and measured and all(values[r] > most for r in measured):
             hold = True
             worst = ", ".join(f"{r} {values[r]:g}" for r in measured)

@@ -255,6 +255,13 @@ def test_inside_the_window_pods_are_released_unless_every_region_is_too_dirty() 
     )
 
 
+def test_before_the_first_reading_pods_are_held() -> None:
+    first = {"intensities": lambda: Intensities(), "clock": lambda: 0.0}
+    ctx = run_policies(_ctx(GREEN, inputs=first), [carbon_policy])
+    assert ctx.gates() == [CLEAN_ENERGY_GATE]
+    assert "waiting for the first carbon intensity reading" in ctx.status["carbon"]["reason"]
+
+
 def test_a_failing_source_is_a_condition_and_the_last_values_are_kept() -> None:
     inputs = _readings({"us-west-2": 80}, error="http://carbon: no answer within 5s")
     ctx = run_policies(_ctx(GREEN, inputs=inputs), [carbon_policy])
