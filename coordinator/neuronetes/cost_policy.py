@@ -277,7 +277,7 @@ def _cost_status(
     report: str,
     model: str,
 ) -> None:
-    ctx.status["cost"] = {
+    fields = {
         "action": action,
         "reason": reason,
         "costPerHour": cost_per_hour,
@@ -285,6 +285,7 @@ def _cost_status(
         "cost": report,
         "model": model or None,
     }
+    ctx.status["cost"] = {k: v for k, v in fields.items() if v is not None}
 
 
 def _replace_ttft(inputs: CostInputs, slo: float) -> CostInputs:
