@@ -113,14 +113,13 @@ async def test_cost_optimized_pool_falls_back_to_the_smaller_model_above_max_cos
             "cost-optimized-pool",
             lambda s: (
                 (s.get("policy") or {}).get("cost", {}).get("model") == "smaller-model"
-                and "costPerHour" in s["policy"]["cost"]
+                and s["policy"]["cost"]["action"] == "keep"
             ),
             "the fallback's cost measured",
         )
         cost = status["policy"]["cost"]
         assert (cost["maxCostPerHour"], cost["costPerHour"]) == (50.0, 65.54)
-        assert cost["action"] == "keep"  # still above; nothing cheaper left
-        assert "no cheaper option" in cost["reason"]
+        assert "no cheaper option" in cost["reason"]  # still above; nothing cheaper left
         # The budget is raised well past the price: back to the pool's own model.
         patch = {"spec": {"scheduling": {"costOptimization": {"maxCostPerHour": 100.0}}}}
         await kube.patch(AGENT_POOLS, "cost-optimized-pool", patch, namespace=namespace)
