@@ -77,7 +77,7 @@ def _context(
             active=leading,
             instance=elector.identity if elector is not None else "topos",
             policy_inputs={
-                "prices": config.scheduling.prices,
+                "prices": lambda: app[RUNNING].prices,  # live reloads included
                 "intensities": intensities,
                 "clock": time.monotonic,
             },

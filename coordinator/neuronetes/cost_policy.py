@@ -5,7 +5,7 @@
 what one reconcile knows and turns their answers into template edits, status and Events.
 
 ``ctx.inputs["prices"]`` is the configuration's ``scheduling.prices`` (a
-:class:`~coordinator.core.framework.prices.PriceTable`).
+:class:`~coordinator.core.framework.prices.PriceTable`, or a callable returning the one in force).
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def cost_policy(ctx: PolicyContext) -> None:
     if block is None:
         return
     mem = ctx.memory
-    prices: PriceTable = ctx.inputs.get("prices") or PriceTable()
+    given = ctx.inputs.get("prices") or PriceTable()
+    prices: PriceTable = given() if callable(given) else given
     limit = _number(block, "maxCostPerHour")
     headroom = _number(block, "sloHeadroomMs") or 0.0
     fallback = block.get("fallbackModel")
