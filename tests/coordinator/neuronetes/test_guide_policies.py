@@ -128,6 +128,18 @@ def test_slo_at_risk_with_the_headroom_scales_up() -> None:
     assert [e.reason for e in ctx.events] == ["ScaleUp"]
 
 
+def test_slo_at_risk_at_max_replicas_sends_new_pods_to_on_demand() -> None:
+    spec = {**COST, "maxReplicas": 2, "autoscaling": {"slo": {"ttftMs": 2000}}}
+    spot_node = {"n1": NodeFacts(SPOT, 8), "n2": NodeFacts(ON_DEMAND, 8)}
+    pods = (_pod("a", "n1"), _pod("b", "n2"))
+    ctx = _ctx(spec, pods=pods, nodes=spot_node, decision=Decision(2, "", 3.0))
+    run_policies(ctx, [spot_policy, cost_policy])
+    assert ctx.status["cost"]["action"] == "use-on-demand"
+    assert "moving 1 replica(s) off spot" in ctx.status["cost"]["reason"]
+    assert ctx.spot_slots == 0
+    assert ctx.scale_to is None
+
+
 def test_a_bad_cost_block_is_a_policy_failure_and_the_others_still_run() -> None:
     spec = {
         "model": "m",
