@@ -126,6 +126,7 @@ class _State:
                 running.history.half_life_s = scheduling.history_half_life_s
             # One assignment between two awaits: no cycle sees half of each.
             running.runtime.scheduler.framework = framework
+        running.prices = scheduling.prices
         self.config = msgspec.structs.replace(self.config, scheduling=scheduling)
         self.base = msgspec.structs.replace(self.base, scheduling=scheduling)
         self.reloads.labels("applied").inc()

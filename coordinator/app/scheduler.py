@@ -33,6 +33,7 @@ from coordinator.app.backend import Backend, MemoryBackend
 from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
+from coordinator.core.framework.prices import PriceTable
 from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
 from coordinator.core.registry import build_framework
@@ -58,6 +59,9 @@ class Running:
     #: Regions' carbon intensity (PoolPlacement reads it; the AgentPool controller updates it).
     #: One object for the app's life, so a reloaded framework reads the same readings.
     carbon: CarbonReadings = field(default_factory=CarbonReadings)
+    #: The price table in force (``scheduling.prices``, live reloads included): the AgentPool
+    #: controller's cost policy reads it.
+    prices: PriceTable = field(default_factory=PriceTable)
 
 
 RUNNING: Final = web.AppKey("topos.running", Running)
@@ -128,6 +132,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         app[RUNNING].history = history
         app[RUNNING].carbon = carbon
+        app[RUNNING].prices = config.scheduling.prices
         try:
             yield
         finally:

@@ -9,7 +9,12 @@ spot capacity with :meth:`~PolicyContext.prefer_nodes`), add status ``conditions
 ``status.policy``). A changed template replaces the pool's pods (its hash changes); a dropped
 scheduling gate is lifted from pods in place.
 Policies are pure; what they need from outside (node labels, prices, carbon intensity) comes in
-``nodes`` and ``inputs``. :data:`POLICIES` is the list the controller runs, in order; a policy
+``nodes``, ``node_facts`` and ``inputs``; what a policy keeps between reconciles of one pool
+lives in ``memory``. Besides the template a policy may ask the controller to delete pods whose
+node vanished (``evict``), to cap how many of the pods it creates now may land on spot nodes
+(``spot_slots``; the rest get required on-demand node affinity at creation, which does not
+change the template's hash) and to scale up (``scale_to``). The guide's policies are
+:data:`coordinator.neuronetes.guide_policies.GUIDE_POLICIES`, the controller's default; a policy
 that raises is reported as a condition and the others still run.
 """
 
@@ -22,11 +27,12 @@ from typing import Any, Final
 from coordinator.neuronetes.conditions import Condition
 from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION
 from coordinator.neuronetes.pool import PoolSpec
+from coordinator.neuronetes.replicas import OwnedPod
 from coordinator.neuronetes.scaling import Decision
 
 __all__ = [
     "CLEAN_ENERGY_GATE",
-    "POLICIES",
+    "NodeFacts",
     "Policy",
     "PolicyContext",
     "PolicyEvent",
@@ -34,6 +40,16 @@ __all__ = [
 ]
 
 CLEAN_ENERGY_GATE: Final = "neuronetes.io/clean-energy-window"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the policies know of one node: its labels, its GPUs and the models its cache holds
+    (the inventory's ``topos.io/models``)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    models: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +74,21 @@ class PolicyContext:
     """The autoscaler's decision this reconcile (None: no signals yet)."""
     inputs: Mapping[str, Any] = field(default_factory=dict)
     """What the coordinator's configuration gives the policies (price table, carbon source)."""
+    node_facts: Mapping[str, NodeFacts] = field(default_factory=dict)
+    """Every node the coordinator knows, by name (empty: not known yet)."""
+    pods: Sequence[OwnedPod] = ()
+    """The pool's pods as the controller sees them."""
+    memory: dict[str, Any] = field(default_factory=dict)
+    """The pool's policy memory, kept between reconciles (not written anywhere)."""
     conditions: list[Condition] = field(default_factory=list)
     events: list[PolicyEvent] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
+    evict: set[str] = field(default_factory=set)
+    """Names of the pool's pods to delete (and replace) now."""
+    spot_slots: int | None = None
+    """How many of the pods created now may go to spot nodes (None: no cap)."""
+    scale_to: int | None = None
+    """Replicas a policy asks for (only ever more than now)."""
 
     def gates(self) -> list[str]:
         return [
@@ -113,12 +141,9 @@ class PolicyContext:
 
 Policy = Callable[[PolicyContext], None]
 
-#: The policies every reconcile runs, in order (cost, carbon and cache policies register here).
-POLICIES: list[Policy] = []
 
-
-def run_policies(ctx: PolicyContext, policies: Sequence[Policy] | None = None) -> PolicyContext:
-    for policy in POLICIES if policies is None else policies:
+def run_policies(ctx: PolicyContext, policies: Sequence[Policy]) -> PolicyContext:
+    for policy in policies:
         name = getattr(policy, "__name__", type(policy).__name__)
         try:
             policy(ctx)

@@ -8,7 +8,25 @@ import msgspec
 
 from coordinator.neuronetes.podtemplate import DEFAULT_IMAGE
 
-__all__ = ["NeuronetesSettings"]
+__all__ = ["CarbonIntensitySettings", "NeuronetesSettings"]
+
+
+class CarbonIntensitySettings(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
+):
+    """``neuronetes.carbonIntensity``: where region carbon intensities come from
+    (docs/neuronetes-policies.md#carbon-intensity)."""
+
+    source: Annotated[str, msgspec.Meta(min_length=1)]
+    """An ``http(s)://`` URL or a file path answering ``{"regions": {"<region>": gCO2/kWh}}``."""
+    refresh_s: Annotated[float, msgspec.Meta(gt=0)] = msgspec.field(
+        default=300.0, name="refreshSeconds"
+    )
+    """How often the leading coordinator reads it."""
+    timeout_s: Annotated[float, msgspec.Meta(gt=0)] = msgspec.field(
+        default=5.0, name="timeoutSeconds"
+    )
+    """A read that takes longer fails (the last good values stay, with their age)."""
 
 
 class NeuronetesSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -30,3 +48,7 @@ class NeuronetesSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     """The serving container of a pool without ``spec.template``."""
     prometheus_url: str | None = msgspec.field(default=None, name="prometheusUrl")
     """Prometheus for pools with ``metrics.source: prometheus`` that name none themselves."""
+    carbon_intensity: CarbonIntensitySettings | None = msgspec.field(
+        default=None, name="carbonIntensity"
+    )
+    """Region carbon intensities for ``carbonAware`` pools and the PoolPlacement filter."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -77,9 +78,9 @@ def _template(helm: Helm, *values: str) -> dict[Key, dict[str, Any]]:
     return dict(zip(keys, objects, strict=True))
 
 
-def _kustomize(k8s_binaries: Binaries) -> dict[Key, dict[str, Any]]:
+def _kustomize(k8s_binaries: Binaries, folder: Path = DEPLOY) -> dict[Key, dict[str, Any]]:
     done = subprocess.run(
-        [str(k8s_binaries.kubectl), "kustomize", str(DEPLOY)],
+        [str(k8s_binaries.kubectl), "kustomize", str(folder)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -129,6 +130,35 @@ def test_default_values_render_the_objects_of_the_kustomize_base(
             )
             pytest.fail(f"{key} differs:\n" + "\n".join(diff))
     assert not any("helm.sh/chart" in json.dumps(o) for o in chart.values())
+
+
+def test_the_model_cache_mount_is_off_by_default_and_the_same_in_both_when_on(
+    helm: Helm, k8s_binaries: Binaries, tmp_path: Path
+) -> None:
+    """``agent.modelCache.hostPath`` (Helm) and ``deploy/components/model-cache`` (kustomize)
+    give the agent the same read-only hostPath and ``--model-cache-dir``."""
+    key = ("apps/v1", "DaemonSet", "topos-system", "topos-agent")
+    off = _template(helm)[key]["spec"]["template"]["spec"]
+    assert "model-cache" not in json.dumps(off)
+    hub = "/var/lib/huggingface/hub"
+    chart = _template(helm, "--set", f"agent.modelCache.hostPath={hub}")[key]
+    shutil.copytree(DEPLOY, tmp_path / "base")
+    (tmp_path / "kustomization.yaml").write_text(
+        "resources: [base]\ncomponents: [base/components/model-cache]\n"
+    )
+    base = _kustomize(k8s_binaries, tmp_path)[key]
+    for obj in (chart, base):
+        pod = obj["spec"]["template"]["spec"]
+        (agent,) = pod["containers"]
+        assert "--model-cache-dir=/var/cache/topos/models" in agent["args"]
+        mount = next(m for m in agent["volumeMounts"] if m["name"] == "model-cache")
+        assert mount == {
+            "name": "model-cache",
+            "mountPath": "/var/cache/topos/models",
+            "readOnly": True,
+        }
+        volume = next(v for v in pod["volumes"] if v["name"] == "model-cache")
+        assert volume["hostPath"] == {"path": hub, "type": "DirectoryOrCreate"}
 
 
 def test_the_charts_crds_are_the_files_of_deploy_crds(helm: Helm) -> None:

@@ -23,7 +23,7 @@ from common.kube import PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.neuronetes.conditions import Condition
-from coordinator.neuronetes.hooks import Policy
+from coordinator.neuronetes.hooks import NodeFacts, Policy
 from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
 from coordinator.neuronetes.podtemplate import POOL_LABEL
@@ -74,8 +74,10 @@ class _PoolPods:
 
 class NeuronetesController:
     """Event-loop only. ``node_labels()``: the labels of every node (GPU types are checked
-    against them); ``policies``: the per-pool policy step (default: ``policy.POLICIES``), with
-    ``policy_inputs`` (price table, carbon source… from the configuration) as their inputs."""
+    against them); ``node_facts()``: every node by name with its labels, GPUs and cached models
+    (when given, the labels come from it); ``policies``: the per-pool policy step (default:
+    :data:`~coordinator.neuronetes.guide_policies.GUIDE_POLICIES`), with ``policy_inputs``
+    (price table, carbon readings… from the configuration) as their inputs."""
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class NeuronetesController:
         *,
         namespace: str | None = None,
         node_labels: Callable[[], Iterable[Mapping[str, str]]] = lambda: (),
+        node_facts: Callable[[], Mapping[str, NodeFacts]] | None = None,
         active: Callable[[], bool] = lambda: True,
         instance: str = "topos",
         policies: Sequence[Policy] | None = None,
@@ -93,6 +96,7 @@ class NeuronetesController:
         self.settings = settings or NeuronetesSettings()
         self._client = client
         self._node_labels = node_labels
+        self._node_facts = node_facts
         self._active = active
         self._instance = instance
         self._policies = policies
@@ -209,7 +213,11 @@ class NeuronetesController:
                 state = self.states[key] = PoolState(
                     memory=ScaleMemory(last_scale=time.monotonic())
                 )
-            labels = [dict(n) for n in self._node_labels()]
+            facts = dict(self._node_facts()) if self._node_facts is not None else {}
+            if self._node_facts is not None:
+                labels = [dict(f.labels) for f in facts.values()]
+            else:
+                labels = [dict(n) for n in self._node_labels()]
             types = {n["neuronetes.io/gpu-type"] for n in labels if "neuronetes.io/gpu-type" in n}
             created = await reconciler.reconcile(
                 obj,
@@ -219,9 +227,12 @@ class NeuronetesController:
                 node_types=types,
                 nodes=labels,
                 scrape=scrape,
+                node_facts=facts,
             )
             for pod in created:
-                self.pods.put(pod)
+                # The watch may already hold a newer copy (bound, running): keep that one.
+                if str(pod["metadata"]["uid"]) not in self.pods.by_uid:
+                    self.pods.put(pod)
         except asyncio.CancelledError:
             raise
         except Exception:

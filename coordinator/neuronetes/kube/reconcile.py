@@ -18,7 +18,9 @@ import aiohttp
 
 from common.kube import PODS, AlreadyExists, KubeClient, KubeObject, NotFound
 from coordinator.neuronetes.conditions import Condition, merge_conditions, transitions
-from coordinator.neuronetes.hooks import Policy, PolicyContext, run_policies
+from coordinator.neuronetes.cost_policy import on_demand
+from coordinator.neuronetes.guide_policies import GUIDE_POLICIES
+from coordinator.neuronetes.hooks import NodeFacts, Policy, PolicyContext, run_policies
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES, TOOL_BINDINGS
 from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
 from coordinator.neuronetes.podtemplate import (
@@ -66,6 +68,8 @@ class PoolState:
     last_scale_reason: str | None = None
     latest: KubeObject | None = None
     """The pool as our last write returned it (the watch may not have brought it yet)."""
+    policy_memory: dict[str, Any] = field(default_factory=dict)
+    """What the pool's policies keep between reconciles (interruptions, the model chosen)."""
 
 
 class Reconciler:
@@ -84,7 +88,7 @@ class Reconciler:
         self._settings = settings
         self._session = session
         self._instance = instance
-        self._policies = policies
+        self._policies = GUIDE_POLICIES if policies is None else policies
         self._priority_classes: dict[str, tuple[int, str]] = {}
 
     async def event(self, obj: KubeObject, reason: str, message: str, warning: bool) -> None:
@@ -202,6 +206,7 @@ class Reconciler:
         node_types: set[str],
         nodes: Sequence[Mapping[str, str]],
         scrape: bool,
+        node_facts: Mapping[str, NodeFacts] | None = None,
     ) -> list[KubeObject]:
         """Reconcile one pool; returns the pods it created (for the caller's cache)."""
         try:
@@ -239,9 +244,33 @@ class Reconciler:
                 nodes=nodes,
                 decision=state.decision,
                 inputs=self._policy_inputs,
+                node_facts=node_facts or {},
+                pods=mine,
+                memory=state.policy_memory,
             ),
             self._policies,
         )
+        if ctx.scale_to is not None and ctx.scale_to > pool.base_replicas():
+            wanted = min(ctx.scale_to, pool.max_replicas)
+            cost = ctx.status.get("cost") or {}
+            pool = await self._scale(
+                obj, pool, Decision(wanted, str(cost.get("reason") or "policy")), state
+            )
+            state.memory.last_scale = time.monotonic()
+        if ctx.evict:
+            for pod in mine:
+                if pod.name in ctx.evict:
+                    with contextlib.suppress(NotFound):
+                        await self._client.delete(
+                            PODS, pod.name, namespace=pool.namespace, uid=pod.uid
+                        )
+            log.info(
+                "AgentPool %s/%s: pods on vanished nodes deleted: %s",
+                pool.namespace,
+                pool.name,
+                ", ".join(sorted(ctx.evict)),
+            )
+            mine = [p for p in mine if p.name not in ctx.evict]
         if pool.wants_priority_class:
             await self._priority_class(pool)
         created = await self._pods(pool, mine, ctx)
@@ -291,12 +320,12 @@ class Reconciler:
         for pod, kept in plan.ungate:
             patch = {"spec": {"schedulingGates": [{"name": g} for g in kept] or None}}
             await self._client.patch(PODS, pod.name, patch, namespace=pool.namespace)
-        for _ in range(plan.create):
-            created.append(
-                await self._client.create(
-                    PODS, pod_for(pool, ctx.template, time.time()), namespace=pool.namespace
-                )
-            )
+        anywhere = plan.create if ctx.spot_slots is None else ctx.spot_slots
+        for i in range(plan.create):
+            body = pod_for(pool, ctx.template, time.time())
+            if i >= anywhere:  # beyond the pods that may go to spot: on-demand only
+                body = {**body, "spec": on_demand(body)["spec"]}
+            created.append(await self._client.create(PODS, body, namespace=pool.namespace))
         if plan.delete or plan.create:
             log.info(
                 "AgentPool %s/%s: %d pod(s) created, %d deleted",

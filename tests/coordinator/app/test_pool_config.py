@@ -59,3 +59,4 @@ async def test_the_pool_settings_reach_the_running_scheduler() -> None:
         assert "Flaky" in {p.name for p, _ in framework.score}
         (gate,) = [p for p in framework.plugins if isinstance(p, PoolPlacement)]
         assert gate.carbon is app[RUNNING].carbon  # what the controller updates
+        assert app[RUNNING].prices is config.scheduling.prices  # what the cost policy reads
