@@ -34,6 +34,8 @@ class OwnedPod:
     ip: str | None = None
     metrics_port: str | None = None  # annotation prometheus.io/port
     metrics_path: str | None = None  # annotation prometheus.io/path
+    #: Why the scheduler has not placed it: its PodScheduled=False message, if any.
+    unscheduled: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -51,6 +53,14 @@ def owned_pod(pod: Mapping[str, Any]) -> OwnedPod:
     conditions = status.get("conditions") or ()
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     gates = tuple(str(g.get("name")) for g in spec.get("schedulingGates") or ())
+    unscheduled = next(
+        (
+            str(c.get("message") or c.get("reason") or "")
+            for c in conditions
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ),
+        None,
+    )
     return OwnedPod(
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
@@ -64,6 +74,7 @@ def owned_pod(pod: Mapping[str, Any]) -> OwnedPod:
         ip=status.get("podIP") or None,
         metrics_port=(meta.get("annotations") or {}).get("prometheus.io/port"),
         metrics_path=(meta.get("annotations") or {}).get("prometheus.io/path"),
+        unscheduled=unscheduled or None,
     )
 
 

@@ -407,7 +407,12 @@ def _ready(pool: PoolSpec, mine: Sequence[OwnedPod], created: Sequence[KubeObjec
     ready = sum(1 for p in mine if p.live and p.ready)
     if ready >= want:
         return Condition("Ready", "True", "ReplicasReady", f"{ready} of {want} replicas ready")
-    return Condition("Ready", "False", "ReplicasNotReady", f"{ready} of {want} replicas ready")
+    message = f"{ready} of {want} replicas ready"
+    waiting = [p for p in mine if p.live and not p.node and p.unscheduled]
+    if waiting:
+        # what kubectl describe pod would say, on the pool: why its pods are not placed
+        message += f"; {len(waiting)} not scheduled: {waiting[0].name}: {waiting[0].unscheduled}"
+    return Condition("Ready", "False", "ReplicasNotReady", message)
 
 
 def newer(cached: KubeObject | None, written: KubeObject | None) -> KubeObject | None:

@@ -211,3 +211,40 @@ def test_policy_helpers_switch_the_model_and_add_node_affinity() -> None:
         "neuronetes.io/gpu-type",
         "topology.kubernetes.io/region",
     ]
+
+
+def test_the_pools_ready_condition_says_why_a_pod_is_not_placed() -> None:
+    """``kubectl describe agentpool`` shows the scheduler's reason, not only a count."""
+    from coordinator.neuronetes.kube.reconcile import _ready
+    from coordinator.neuronetes.replicas import owned_pod
+
+    pool = parse_pool(_pool({"replicas": 2, "gpuRequirements": {"count": 8, "type": "A100"}}))
+    reason = "0/8 nodes are available: 2 Insufficient nvidia.com/gpu."
+    pending = owned_pod(
+        {
+            "metadata": {"name": "p-abc", "uid": "u1"},
+            "status": {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": reason,
+                    }
+                ],
+            },
+        }
+    )
+    running = owned_pod(
+        {
+            "metadata": {"name": "p-def", "uid": "u2"},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+    )
+    cond = _ready(pool, [pending, running], [])
+    assert (cond.status, cond.reason) == ("False", "ReplicasNotReady")
+    assert cond.message == f"1 of 2 replicas ready; 1 not scheduled: p-abc: {reason}"
+    assert pending.unscheduled == reason
+    assert running.unscheduled is None
