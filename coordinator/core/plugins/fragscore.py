@@ -54,7 +54,10 @@ class GpuFragmentation:
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        if pod.share is not None or (self.all_pods and not pod.mig):
+        if pod.share is not None:
+            return SUCCESS
+        every = self.mix.sharing if self.all_pods is None else self.all_pods
+        if every and not pod.mig:
             return SUCCESS
         return SKIP
 
@@ -64,6 +67,7 @@ class GpuFragmentation:
         placement = state.read(PLACEMENTS).get(node.name)
         mix = self.mix.current()
         cores = -(-pod.requests.get("cpu", 0) // 1000)
+        gib = -(-pod.requests.get("memory", 0) // 2**30)
         shared = placement is not None and placement.share is not None and bool(placement.gpus)
         # Nodes alike (hardware shape, device state, free CPU) score alike: most of a cycle's
         # nodes are answered from the memo.
@@ -71,8 +75,10 @@ class GpuFragmentation:
             topology_index(node.topology),
             node.device_token,
             node.free("cpu") // 1000,
+            node.free("memory") // 2**30,
             mix.version,
             cores,
+            gib,
             (placement.gpus[0], placement.share) if shared and placement else pod.gpus,
         )
         hit = _SCORES.get(key)
@@ -80,10 +86,10 @@ class GpuFragmentation:
             return hit
         if shared and placement is not None and placement.share is not None:
             gpu = placement.gpus[0]
-            up = growth(node, mix, cores, share=(gpu, placement.share))
+            up = growth(node, mix, cores, share=(gpu, placement.share), gib=gib)
             up += NVLINK_LOSS * nvlink_loss(node, gpu)
         else:
-            up = growth(node, mix, cores, whole=pod.gpus)
+            up = growth(node, mix, cores, whole=pod.gpus, gib=gib)
         if len(_SCORES) >= _SCORES_LIMIT:
             _SCORES.clear()
         result = _SCORES[key] = min(100.0, max(0.0, 50.0 - up / _PER_POINT))

@@ -55,6 +55,7 @@ def choose_share(
     assert topo is not None
     assert share is not None
     cores = -(-pod.requests.get("cpu", 0) // 1000)
+    gib = -(-pod.requests.get("memory", 0) // 2**30)
     fresh_left = len(node.free_gpus) - node.unattributed_gpus
     fresh_mask = 0
     fits: list[tuple[int, HeldShare]] = []
@@ -85,7 +86,7 @@ def choose_share(
 
     def rank(item: tuple[int, HeldShare]) -> tuple[int, int, int, int]:
         i, held = item
-        up = growth(node, mix, cores, share=(i, held))
+        up = growth(node, mix, cores, share=(i, held), gib=gib)
         return (up, 0 if i in node.shared else 1, node.share_room[i][0] - held.milli, i)
 
     return min(fits, key=rank)
