@@ -17,11 +17,11 @@ and its free memory (as thousandths of its memory).
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate, count
-from typing import Final
+from typing import Final, cast
 
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, HeldShare
@@ -74,15 +74,30 @@ class Mix:
     #: CPU cores and GiB of memory the GPU shapes ask per whole GPU, on average (derived).
     cores_per_gpu: float = field(init=False)
     gib_per_gpu: float = field(init=False)
+    #: The shapes by GPU part: (whole GPUs, thousandths, ((cores, GiB, weight), ...)) (derived).
+    groups: tuple[tuple[int, int, tuple[tuple[int, int, float], ...]], ...] = field(init=False)
+    #: The distinct CPU and memory asks, sorted: a node's free CPU and memory matter to the
+    #: per-shape part only through how many of them they cover (derived).
+    cpu_steps: tuple[int, ...] = field(init=False)
+    gib_steps: tuple[int, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         gpus = cores = gib = 0.0
+        groups: dict[tuple[int, int], list[tuple[int, int, float]]] = {}
         for (c, k, part, g), p in self.shapes:
             gpus += p * (k * WHOLE + part)
             cores += p * c
             gib += p * g
-        object.__setattr__(self, "cores_per_gpu", WHOLE * cores / gpus if gpus else 0.0)
-        object.__setattr__(self, "gib_per_gpu", WHOLE * gib / gpus if gpus else 0.0)
+            groups.setdefault((k, part), []).append((c, g, p))
+        derived = {
+            "cores_per_gpu": WHOLE * cores / gpus if gpus else 0.0,
+            "gib_per_gpu": WHOLE * gib / gpus if gpus else 0.0,
+            "groups": tuple((k, part, tuple(m)) for (k, part), m in sorted(groups.items())),
+            "cpu_steps": tuple(sorted({c for (c, _, _, _), _ in self.shapes})),
+            "gib_steps": tuple(sorted({g for (_, _, _, g), _ in self.shapes})),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
 
 def shape_of(pod: PodRequest) -> Shape | None:
@@ -180,7 +195,17 @@ def effective(free_milli: int, free_mib: int | None, gpu_mib: int | None) -> int
     return min(free_milli, free_mib * WHOLE // gpu_mib)
 
 
+_ROOM: Final = object()  # NodeInfo.memo key of the node's room (a NodeInfo never changes)
+
+
 def node_room(node: NodeInfo) -> NodeRoom:
+    room = node.memo.get(_ROOM)
+    if room is None:
+        room = node.memo[_ROOM] = _room(node)
+    return cast(NodeRoom, room)
+
+
+def _room(node: NodeInfo) -> NodeRoom:
     topo = node.topology
     free: list[int] = []
     if topo is not None:
@@ -199,34 +224,49 @@ def node_room(node: NodeInfo) -> NodeRoom:
     )
 
 
-_FRAG: dict[tuple[int, NodeRoom], int] = {}
+_FRAG: dict[tuple[object, ...], float] = {}
 _FRAG_LIMIT: Final = 100_000
 
 
 def fragmentation(room: NodeRoom, mix: Mix) -> int:
     """Expected free capacity (thousandths of a GPU) that a pod drawn from ``mix`` could not
-    use on a node with ``room``."""
-    key = (mix.version, room)
-    hit = _FRAG.get(key)
-    if hit is not None:
-        return hit
+    use on a node with ``room``, plus what its free CPU and memory leave :func:`stranded`."""
     free = room.free
-    prefix = (0, *accumulate(free))
-    total = prefix[-1]
+    total = sum(free)
+    if not total:
+        return 0
+    key = (
+        mix.version,
+        free,
+        room.whole,
+        bisect_right(mix.cpu_steps, room.cpu),
+        bisect_right(mix.gib_steps, room.memory),
+    )
+    per_shape = _FRAG.get(key)
+    if per_shape is None:
+        per_shape = _per_shape(room, total, mix)
+        if len(_FRAG) >= _FRAG_LIMIT:
+            _FRAG.clear()
+        _FRAG[key] = per_shape
+    return round(per_shape + stranded(room, total, mix))
+
+
+def _per_shape(room: NodeRoom, total: int, mix: Mix) -> float:
+    free = room.free
     partial = total - WHOLE * room.whole
+    cpu, memory = room.cpu, room.memory
     out = 0.0
-    for (cores, k, part, gib), p in mix.shapes:
-        if cores > room.cpu or gib > room.memory:
-            out += p * total
-        elif k:
-            out += p * (total if room.whole < k else partial)
+    prefix: tuple[int, ...] | None = None
+    for k, part, members in mix.groups:
+        if k:
+            lost = total if room.whole < k else partial
         else:
-            out += p * prefix[bisect_left(free, part)]
-    out += stranded(room, total, mix)
-    if len(_FRAG) >= _FRAG_LIMIT:
-        _FRAG.clear()
-    result = _FRAG[key] = round(out)
-    return result
+            if prefix is None:
+                prefix = (0, *accumulate(free))
+            lost = prefix[bisect_left(free, part)]
+        for cores, gib, p in members:
+            out += p * (lost if cores <= cpu and gib <= memory else total)
+    return out
 
 
 def stranded(room: NodeRoom, total: int, mix: Mix) -> float:
