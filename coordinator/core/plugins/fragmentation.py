@@ -226,6 +226,9 @@ def _room(node: NodeInfo) -> NodeRoom:
 
 _FRAG: dict[tuple[object, ...], float] = {}
 _FRAG_LIMIT: Final = 100_000
+#: Growth per (mix version, room, pod CPU and memory, what it takes): alike nodes share it, and
+#: the share chooser's ranking and the score ask the same question.
+_GROWTH: dict[tuple[object, ...], int] = {}
 
 
 def fragmentation(room: NodeRoom, mix: Mix) -> int:
@@ -294,7 +297,6 @@ def growth(
     (a GPU index and what it holds there) or ``whole`` GPUs raises the fragmentation of
     ``node``."""
     room = node_room(node)
-    before = fragmentation(room, mix)
     if share is not None:
         gpu, held = share
         topo = node.topology
@@ -305,7 +307,18 @@ def growth(
         left = effective(
             milli - held.milli, None if mib is None else mib - held.memory_mib, gpu_mib
         )
-        after = room.after(was, left, gpu not in node.shared, cores, gib)
+        change = (was, left, gpu not in node.shared)
+    else:
+        change = (whole,)
+    key = (mix.version, room, cores, gib, change)
+    hit = _GROWTH.get(key)
+    if hit is not None:
+        return hit
+    if share is not None:
+        after = room.after(was, left, change[2], cores, gib)
     else:
         after = room.without_whole(whole, cores, gib)
-    return fragmentation(after, mix) - before
+    if len(_GROWTH) >= _FRAG_LIMIT:
+        _GROWTH.clear()
+    result = _GROWTH[key] = fragmentation(after, mix) - fragmentation(room, mix)
+    return result

@@ -307,3 +307,33 @@ def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
     shapes = dict(mix.current().shapes)
     assert mix.current().version == first + 2
     assert shapes[(1, 0, 500, 1)] > 0.99  # the default's whole GPUs have faded
+
+
+def test_a_fresh_half_joins_another_nodes_half_used_gpu_before_opening_one() -> None:
+    (gpu,) = pcie8("a").gpus[3:4]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+    half = running(frac("old", "0.5", annotations=placed))
+    nodes = [gpu_node("b", pcie8("b")), gpu_node("a", pcie8("a"), pods=[half])]
+    result = schedule_one(frac("new", "0.5"), Snapshot(nodes), build_framework())
+    assert isinstance(result, Decision)
+    assert (result.node, result.placement.gpus) == ("a", (3,))
+
+
+def test_once_shares_are_seen_a_cpu_only_pod_leaves_the_cpu_free_gpus_need() -> None:
+    fw = build_framework()
+    # The cluster's GPU pods ask 8 cores per half GPU: 16 cores per GPU.
+    warm = Snapshot([gpu_node(f"w{i}", pcie8(f"w{i}"), cpu=256) for i in range(3)])
+    place_all([frac(f"h{i}", "0.5", cpu="8") for i in range(33)], warm, fw)
+    # "tight" has just the 128 cores its 8 free GPUs need; "roomy" has 156 of 256 free.
+    busy = running(pod("busy", cpu="100"))
+    nodes = [
+        gpu_node("tight", pcie8("tight"), cpu=128),
+        gpu_node("roomy", pcie8("roomy"), cpu=256, pods=[busy]),
+    ]
+    result = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), fw)
+    assert isinstance(result, Decision)
+    assert result.node == "roomy"  # LeastAllocated alone would pick "tight" (75 % CPU left)
+    # Without shares seen (a whole-GPU cluster) the pod is placed as before.
+    plain = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), build_framework())
+    assert isinstance(plain, Decision)
+    assert plain.node == "tight"
