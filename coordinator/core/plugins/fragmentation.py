@@ -307,7 +307,8 @@ def growth(
         left = effective(
             milli - held.milli, None if mib is None else mib - held.memory_mib, gpu_mib
         )
-        change = (was, left, gpu not in node.shared)
+        fresh = gpu not in node.shared
+        change: tuple[int, ...] = (was, left, fresh)
     else:
         change = (whole,)
     key = (mix.version, room, cores, gib, change)
@@ -315,7 +316,7 @@ def growth(
     if hit is not None:
         return hit
     if share is not None:
-        after = room.after(was, left, change[2], cores, gib)
+        after = room.after(was, left, fresh, cores, gib)
     else:
         after = room.without_whole(whole, cores, gib)
     if len(_GROWTH) >= _FRAG_LIMIT:
