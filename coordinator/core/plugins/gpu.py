@@ -136,11 +136,6 @@ class GpuTopology:
     ) -> Collection[str] | None:
         """Nodes with enough free whole GPUs and the MIG profiles asked for (an index lookup)."""
         index = snapshot.capacity()
-        if pod.share is not None:
-            served = state.get(DRA_SERVED)
-            if pod.share.milli is None or (served is not None and GPU_RESOURCE in served):
-                return None  # by memory only, or GPUs a DeviceClass serves: not indexed
-            return index.with_share_room(pod.share.milli)
         gpus = index.with_free_gpus(pod.gpus) if pod.gpus > 0 else None
         mig = index.with_free_mig(p for p, _ in pod.mig) if pod.mig else None
         if gpus is None or mig is None:

@@ -24,12 +24,11 @@ _SELECTIVE: Final = 0.25
 class CapacityIndex:
     """Node names by free whole GPUs and by MIG profiles with a free instance."""
 
-    __slots__ = ("_by_gpus", "_by_mig", "_by_share", "_total")
+    __slots__ = ("_by_gpus", "_by_mig", "_total")
 
     def __init__(self, nodes: Iterable[NodeInfo] = ()) -> None:
         self._by_gpus: dict[int, set[str]] = {}
         self._by_mig: dict[str, set[str]] = {}
-        self._by_share: dict[int, set[str]] = {}  # by the most compute one GPU has for a share
         self._total = 0
         for node in nodes:
             self.add(node)
@@ -38,7 +37,6 @@ class CapacityIndex:
         other = CapacityIndex()
         other._by_gpus = {k: set(v) for k, v in self._by_gpus.items()}
         other._by_mig = {k: set(v) for k, v in self._by_mig.items()}
-        other._by_share = {k: set(v) for k, v in self._by_share.items()}
         other._total = self._total
         return other
 
@@ -47,7 +45,6 @@ class CapacityIndex:
         if node.topology is None:
             return
         self._by_gpus.setdefault(node.free_whole_gpus, set()).add(node.name)
-        self._by_share.setdefault(_share_room(node), set()).add(node.name)
         for profile, free in node.free_mig.items():
             if free:
                 self._by_mig.setdefault(profile, set()).add(node.name)
@@ -57,21 +54,12 @@ class CapacityIndex:
         if node.topology is None:
             return
         self._by_gpus.get(node.free_whole_gpus, set()).discard(node.name)
-        self._by_share.get(_share_room(node), set()).discard(node.name)
         for profile in node.free_mig:
             self._by_mig.get(profile, set()).discard(node.name)
 
     def with_free_gpus(self, count: int) -> set[str] | None:
         """Nodes with at least ``count`` free whole GPUs (``None``: too many to narrow to)."""
         buckets = [names for free, names in self._by_gpus.items() if free >= count]
-        if sum(map(len, buckets)) > self._total * _SELECTIVE:
-            return None
-        return set().union(*buckets)
-
-    def with_share_room(self, milli: int) -> set[str] | None:
-        """Nodes with a GPU of at least ``milli`` thousandths free for a share (``None``: too
-        many to narrow to)."""
-        buckets = [names for free, names in self._by_share.items() if free >= milli]
         if sum(map(len, buckets)) > self._total * _SELECTIVE:
             return None
         return set().union(*buckets)
@@ -85,8 +73,3 @@ class CapacityIndex:
         if out is None or len(out) > self._total * _SELECTIVE:
             return None
         return out
-
-
-def _share_room(node: NodeInfo) -> int:
-    """The most compute (thousandths) one GPU of ``node`` has free for a share."""
-    return max((milli for milli, _ in node.share_room.values()), default=0)
