@@ -64,13 +64,15 @@ class GpuFragmentation:
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         if node.topology is None:
             return 0.0
-        placement = state.read(PLACEMENTS).get(node.name)
         mix = self.mix.current()
         cores = -(-pod.requests.get("cpu", 0) // 1000)
         gib = -(-pod.requests.get("memory", 0) // 2**30)
-        shared = placement is not None and placement.share is not None and bool(placement.gpus)
-        # Nodes alike (hardware shape, device state, free CPU) score alike: most of a cycle's
-        # nodes are answered from the memo.
+        placement = state.read(PLACEMENTS).get(node.name) if pod.share is not None else None
+        if placement is None or placement.share is None or not placement.gpus:
+            # whole GPUs or none: growth is memoised per node room, alike nodes share it
+            return _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
+        gpu = placement.gpus[0]
+        # Nodes alike (hardware shape, device state, free CPU and memory) score alike.
         key = (
             topology_index(node.topology),
             node.device_token,
@@ -79,18 +81,20 @@ class GpuFragmentation:
             mix.version,
             cores,
             gib,
-            (placement.gpus[0], placement.share) if shared and placement else pod.gpus,
+            gpu,
+            placement.share,
         )
         hit = _SCORES.get(key)
         if hit is not None:
             return hit
-        if shared and placement is not None and placement.share is not None:
-            gpu = placement.gpus[0]
-            up = growth(node, mix, cores, share=(gpu, placement.share), gib=gib)
-            up += NVLINK_LOSS * nvlink_loss(node, gpu)
-        else:
-            up = growth(node, mix, cores, whole=pod.gpus, gib=gib)
+        up = growth(node, mix, cores, share=(gpu, placement.share), gib=gib)
+        up += NVLINK_LOSS * nvlink_loss(node, gpu)
         if len(_SCORES) >= _SCORES_LIMIT:
             _SCORES.clear()
-        result = _SCORES[key] = min(100.0, max(0.0, 50.0 - up / _PER_POINT))
+        result = _SCORES[key] = _points(up)
         return result
+
+
+def _points(up: int) -> float:
+    """No growth 50, one point less per ``_PER_POINT`` of growth, within 0–100."""
+    return min(100.0, max(0.0, 50.0 - up / _PER_POINT))
