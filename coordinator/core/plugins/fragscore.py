@@ -9,9 +9,10 @@ point less (a shrinking fragmentation scores above 50), within 0–100. A fixed 
 one stretched over the feasible nodes: small differences stay small beside the other scores, and
 the score is remembered per node state like any node-local one.
 
-Whole-GPU and CPU-only pods (whose CPUs can strand a node's GPUs) are scored the
-same way only with ``fragmentation.allPods`` (see docs/sharing.md for why it is off by default);
-otherwise ``GpuPacking``, ``GpuTopology`` and ``GpuAvailability`` place them as before.
+Whole-GPU and CPU-only pods (whose CPUs and memory can strand a node's GPUs) are scored the
+same way while pods sharing a GPU are seen (``fragmentation.allPods: auto``, the default; ``true``
+always, ``false`` never); on a cluster without shares ``GpuPacking``, ``GpuTopology`` and
+``GpuAvailability`` place them as before.
 """
 
 from __future__ import annotations
