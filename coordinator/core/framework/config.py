@@ -72,7 +72,7 @@ class ScoreWeights:
     preferred_region: int = 2
     #: Growth of the node's GPU fragmentation against the pod shapes seen (GpuFragmentation,
     #: pods sharing a GPU; docs/sharing.md).
-    gpu_fragmentation: int = 5
+    gpu_fragmentation: int = 25
 
     def for_plugin(self, plugin: str) -> int:
         return getattr(self, PLUGIN_WEIGHT.get(plugin, ""), 1)
@@ -172,9 +172,9 @@ class SchedulerConfig:
                 return custom.weight
         return (self.pool_weights if pool else self.weights).for_plugin(plugin)
 
-    #: ``fragmentation.allPods``: score whole-GPU and CPU-only pods by fragmentation growth too
-    #: (off: mixed results on the placement benchmarks, docs/sharing.md).
-    fragmentation_all_pods: bool = False
+    #: ``fragmentation.allPods``: score whole-GPU and CPU-only pods by fragmentation growth too;
+    #: ``None`` (``auto``, the default): while pods sharing a GPU are seen (docs/sharing.md).
+    fragmentation_all_pods: bool | None = None
     #: ``fragmentation.shapeHalfLife``: pods after which a seen pod shape weighs half.
     fragmentation_half_life: int = 2000
 
@@ -397,18 +397,16 @@ def _constraints(raw: object) -> TopologyConstraints:
 
 def _fragmentation(raw: object) -> dict[str, object]:
     if not isinstance(raw, Mapping):
-        raise ConfigError(
-            "fragmentation: must be a mapping ({allPods: false, shapeHalfLife: 2000})"
-        )
+        raise ConfigError("fragmentation: must be a mapping ({allPods: auto, shapeHalfLife: 2000})")
     known = {"allPods", "shapeHalfLife"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"fragmentation.{key}: unknown key{hint(str(key), known)}")
     out: dict[str, object] = {}
     if "allPods" in raw:
-        if not isinstance(raw["allPods"], bool):
-            raise ConfigError("fragmentation.allPods: must be true or false")
-        out["fragmentation_all_pods"] = raw["allPods"]
+        if not isinstance(raw["allPods"], bool) and raw["allPods"] != "auto":
+            raise ConfigError("fragmentation.allPods: must be true, false or auto")
+        out["fragmentation_all_pods"] = None if raw["allPods"] == "auto" else raw["allPods"]
     if "shapeHalfLife" in raw:
         half = raw["shapeHalfLife"]
         if isinstance(half, bool) or not isinstance(half, int) or half < 1:

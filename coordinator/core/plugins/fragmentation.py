@@ -3,7 +3,7 @@
 In the spirit of FGD (Weng et al., "Beware of Fragmentation", USENIX ATC'23): a node's free GPU
 capacity is *fragmented for* a pod shape when that shape could not use it there —
 
-- the node lacks the CPU the shape asks for: all its free GPU capacity;
+- the node lacks the CPU or the memory the shape asks for: all its free GPU capacity;
 - a shape of ``k`` whole GPUs: every partly used GPU, or all free capacity when fewer than ``k``
   GPUs are wholly free;
 - a share ``d`` of one GPU: every GPU with less than ``d`` free.
@@ -17,11 +17,11 @@ and its free memory (as thousandths of its memory).
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, count
-from typing import Final
+from typing import Final, cast
 
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, HeldShare
@@ -39,23 +39,25 @@ __all__ = [
     "shape_of",
 ]
 
-#: (CPU cores asked, whole GPUs, thousandths of one GPU): one of the two GPU parts is 0.
-Shape = tuple[int, int, int]
+#: (CPU cores asked, whole GPUs, thousandths of one GPU, GiB of memory asked): one of the two
+#: GPU parts is 0.
+Shape = tuple[int, int, int, int]
 
 #: Before any pod is seen: the shape of the ATC'23 trace (cluster-trace-gpu-v2023): 38 % shares
 #: of one GPU, 48 % one GPU, 1 % 2–8 GPUs (CPU-only pods do not weigh on GPUs).
 DEFAULT_MIX: Final[Mapping[Shape, float]] = {
-    (4, 0, 250): 0.10,
-    (4, 0, 500): 0.18,
-    (4, 0, 750): 0.10,
-    (8, 1, 0): 0.59,
-    (16, 2, 0): 0.01,
-    (32, 4, 0): 0.01,
-    (64, 8, 0): 0.01,
+    (4, 0, 250, 16): 0.10,
+    (4, 0, 500, 16): 0.18,
+    (4, 0, 750, 16): 0.10,
+    (8, 1, 0, 32): 0.59,
+    (16, 2, 0, 64): 0.01,
+    (32, 4, 0, 128): 0.01,
+    (64, 8, 0, 256): 0.01,
 }
 _MAX_SHAPES: Final = 48
 _REFRESH: Final = 32  # records between refreshes of the mix scoring uses
 _SEEN_LIMIT: Final = 200_000
+_SHARING_SEEN: Final = 0.05  # decayed shares seen above which the cluster counts as sharing
 
 
 #: Mix versions, unique in the process: memos keyed by a version never mix two distributions.
@@ -69,16 +71,44 @@ class Mix:
 
     version: int
     shapes: tuple[tuple[Shape, float], ...]
+    #: CPU cores and GiB of memory the GPU shapes ask per whole GPU, on average (derived).
+    cores_per_gpu: float = field(init=False)
+    gib_per_gpu: float = field(init=False)
+    #: The shapes by GPU part: (whole GPUs, thousandths, ((cores, GiB, weight), ...)) (derived).
+    groups: tuple[tuple[int, int, tuple[tuple[int, int, float], ...]], ...] = field(init=False)
+    #: The distinct CPU and memory asks, sorted: a node's free CPU and memory matter to the
+    #: per-shape part only through how many of them they cover (derived).
+    cpu_steps: tuple[int, ...] = field(init=False)
+    gib_steps: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        gpus = cores = gib = 0.0
+        groups: dict[tuple[int, int], list[tuple[int, int, float]]] = {}
+        for (c, k, part, g), p in self.shapes:
+            gpus += p * (k * WHOLE + part)
+            cores += p * c
+            gib += p * g
+            groups.setdefault((k, part), []).append((c, g, p))
+        derived = {
+            "cores_per_gpu": WHOLE * cores / gpus if gpus else 0.0,
+            "gib_per_gpu": WHOLE * gib / gpus if gpus else 0.0,
+            "groups": tuple((k, part, tuple(m)) for (k, part), m in sorted(groups.items())),
+            "cpu_steps": tuple(sorted({c for (c, _, _, _), _ in self.shapes})),
+            "gib_steps": tuple(sorted({g for (_, _, _, g), _ in self.shapes})),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
 
 def shape_of(pod: PodRequest) -> Shape | None:
     """A GPU pod's shape (``None``: no GPU, or MIG, which fragments MIG GPUs only)."""
     cores = -(-pod.requests.get("cpu", 0) // 1000)
+    gib = -(-pod.requests.get("memory", 0) // 2**30)
     if pod.share is not None:
         held = pod.share.on_gpu(81920)  # memory asks, as a part of an 80Gi GPU
-        return (cores, 0, held.milli if held is not None else WHOLE)
+        return (cores, 0, held.milli if held is not None else WHOLE, gib)
     if pod.gpus > 0:
-        return (cores, pod.gpus, 0)
+        return (cores, pod.gpus, 0, gib)
     return None
 
 
@@ -92,6 +122,7 @@ class ShapeMix:
         self._decay = 0.5 ** (1.0 / max(1, half_life))
         self._weights: dict[Shape, float] = dict(default)
         self._seen: set[str] = set()
+        self._shares = 0.0  # decayed count of the shares seen (not the default's)
         self._pending = 0
         self._mix = self._normalised()
 
@@ -108,11 +139,17 @@ class ShapeMix:
         for k in weights:
             weights[k] *= self._decay
         weights[shape] = weights.get(shape, 0.0) + 1.0
+        self._shares = self._shares * self._decay + (1.0 if pod.share is not None else 0.0)
         if len(weights) > _MAX_SHAPES:
             del weights[min(weights, key=weights.__getitem__)]
         self._pending += 1
         if self._pending >= _REFRESH:
             self._mix = self._normalised()
+
+    @property
+    def sharing(self) -> bool:
+        """Whether pods sharing a GPU were seen lately (within some four half-lives)."""
+        return self._shares > _SHARING_SEEN
 
     def current(self) -> Mix:
         return self._mix
@@ -127,26 +164,28 @@ class ShapeMix:
 @dataclass(frozen=True, slots=True)
 class NodeRoom:
     """What fragmentation reads of a node: free CPU cores and each GPU's free part (sorted),
-    of which ``whole`` are wholly free."""
+    of which ``whole`` are wholly free, and free memory (GiB)."""
 
     cpu: int
     free: tuple[int, ...]
     whole: int
+    memory: int = 2**31
 
-    def after(self, was: int, left: int, fresh: bool, cores: int) -> NodeRoom:
-        """The room once a pod takes ``cores`` CPUs and part of a GPU whose free part goes from
-        ``was`` to ``left`` (a wholly free GPU when ``fresh``)."""
+    def after(self, was: int, left: int, fresh: bool, cores: int, gib: int) -> NodeRoom:
+        """The room once a pod takes ``cores`` CPUs, ``gib`` of memory and part of a GPU whose
+        free part goes from ``was`` to ``left`` (a wholly free GPU when ``fresh``)."""
         free = list(self.free)
         free.remove(was)
         if left > 0:
             free.append(left)
-        return NodeRoom(self.cpu - cores, tuple(sorted(free)), self.whole - (1 if fresh else 0))
+        whole = self.whole - (1 if fresh else 0)
+        return NodeRoom(self.cpu - cores, tuple(sorted(free)), whole, self.memory - gib)
 
-    def without_whole(self, k: int, cores: int) -> NodeRoom:
+    def without_whole(self, k: int, cores: int, gib: int) -> NodeRoom:
         free = list(self.free)
         for _ in range(min(k, self.whole)):
             free.remove(WHOLE)
-        return NodeRoom(self.cpu - cores, tuple(free), max(0, self.whole - k))
+        return NodeRoom(self.cpu - cores, tuple(free), max(0, self.whole - k), self.memory - gib)
 
 
 def effective(free_milli: int, free_mib: int | None, gpu_mib: int | None) -> int:
@@ -156,7 +195,17 @@ def effective(free_milli: int, free_mib: int | None, gpu_mib: int | None) -> int
     return min(free_milli, free_mib * WHOLE // gpu_mib)
 
 
+_ROOM: Final = object()  # NodeInfo.memo key of the node's room (a NodeInfo never changes)
+
+
 def node_room(node: NodeInfo) -> NodeRoom:
+    room = node.memo.get(_ROOM)
+    if room is None:
+        room = node.memo[_ROOM] = _room(node)
+    return cast(NodeRoom, room)
+
+
+def _room(node: NodeInfo) -> NodeRoom:
     topo = node.topology
     free: list[int] = []
     if topo is not None:
@@ -166,36 +215,73 @@ def node_room(node: NodeInfo) -> NodeRoom:
     for _ in range(min(node.unattributed_gpus, len(node.free_gpus))):
         free.remove(WHOLE)  # held by pods that did not say which GPU
     cpu = node.allocatable.get("cpu", 0) - node.requested.get("cpu", 0)
-    return NodeRoom(cpu // 1000 if "cpu" in node.allocatable else 2**31, tuple(sorted(free)), whole)
+    memory = node.allocatable.get("memory", 0) - node.requested.get("memory", 0)
+    return NodeRoom(
+        cpu // 1000 if "cpu" in node.allocatable else 2**31,
+        tuple(sorted(free)),
+        whole,
+        memory // 2**30 if "memory" in node.allocatable else 2**31,
+    )
 
 
-_FRAG: dict[tuple[int, NodeRoom], int] = {}
+_FRAG: dict[tuple[object, ...], float] = {}
 _FRAG_LIMIT: Final = 100_000
+#: Growth per (mix version, room, pod CPU and memory, what it takes): alike nodes share it, and
+#: the share chooser's ranking and the score ask the same question.
+_GROWTH: dict[tuple[object, ...], int] = {}
 
 
 def fragmentation(room: NodeRoom, mix: Mix) -> int:
     """Expected free capacity (thousandths of a GPU) that a pod drawn from ``mix`` could not
-    use on a node with ``room``."""
-    key = (mix.version, room)
-    hit = _FRAG.get(key)
-    if hit is not None:
-        return hit
+    use on a node with ``room``, plus what its free CPU and memory leave :func:`stranded`."""
     free = room.free
-    prefix = (0, *accumulate(free))
-    total = prefix[-1]
+    total = sum(free)
+    if not total:
+        return 0
+    key = (
+        mix.version,
+        free,
+        room.whole,
+        bisect_right(mix.cpu_steps, room.cpu),
+        bisect_right(mix.gib_steps, room.memory),
+    )
+    per_shape = _FRAG.get(key)
+    if per_shape is None:
+        per_shape = _per_shape(room, total, mix)
+        if len(_FRAG) >= _FRAG_LIMIT:
+            _FRAG.clear()
+        _FRAG[key] = per_shape
+    return round(per_shape + stranded(room, total, mix))
+
+
+def _per_shape(room: NodeRoom, total: int, mix: Mix) -> float:
+    free = room.free
     partial = total - WHOLE * room.whole
+    cpu, memory = room.cpu, room.memory
     out = 0.0
-    for (cores, k, part), p in mix.shapes:
-        if cores > room.cpu:
-            out += p * total
-        elif k:
-            out += p * (total if room.whole < k else partial)
+    prefix: tuple[int, ...] | None = None
+    for k, part, members in mix.groups:
+        if k:
+            lost = total if room.whole < k else partial
         else:
-            out += p * prefix[bisect_left(free, part)]
-    if len(_FRAG) >= _FRAG_LIMIT:
-        _FRAG.clear()
-    result = _FRAG[key] = round(out)
-    return result
+            if prefix is None:
+                prefix = (0, *accumulate(free))
+            lost = prefix[bisect_left(free, part)]
+        for cores, gib, p in members:
+            out += p * (lost if cores <= cpu and gib <= memory else total)
+    return out
+
+
+def stranded(room: NodeRoom, total: int, mix: Mix) -> float:
+    """Free GPU capacity the node's free CPU and memory cannot feed at the mix's CPU and memory
+    per GPU: what pods of the usual shape would leave behind once the node's CPU (or memory)
+    runs out, however they are cut."""
+    fed = float(total)
+    if mix.cores_per_gpu > 0:
+        fed = min(fed, WHOLE * room.cpu / mix.cores_per_gpu)
+    if mix.gib_per_gpu > 0:
+        fed = min(fed, WHOLE * room.memory / mix.gib_per_gpu)
+    return total - max(0.0, fed)
 
 
 def growth(
@@ -205,11 +291,12 @@ def growth(
     *,
     share: tuple[int, HeldShare] | None = None,
     whole: int = 0,
+    gib: int = 0,
 ) -> int:
-    """How much placing a pod that takes ``cores`` CPUs and either ``share`` (a GPU index and
-    what it holds there) or ``whole`` GPUs raises the fragmentation of ``node``."""
+    """How much placing a pod that takes ``cores`` CPUs, ``gib`` of memory and either ``share``
+    (a GPU index and what it holds there) or ``whole`` GPUs raises the fragmentation of
+    ``node``."""
     room = node_room(node)
-    before = fragmentation(room, mix)
     if share is not None:
         gpu, held = share
         topo = node.topology
@@ -220,7 +307,19 @@ def growth(
         left = effective(
             milli - held.milli, None if mib is None else mib - held.memory_mib, gpu_mib
         )
-        after = room.after(was, left, gpu not in node.shared, cores)
+        fresh = gpu not in node.shared
+        change: tuple[int, ...] = (was, left, fresh)
     else:
-        after = room.without_whole(whole, cores)
-    return fragmentation(after, mix) - before
+        change = (whole,)
+    key = (mix.version, room, cores, gib, change)
+    hit = _GROWTH.get(key)
+    if hit is not None:
+        return hit
+    if share is not None:
+        after = room.after(was, left, fresh, cores, gib)
+    else:
+        after = room.without_whole(whole, cores, gib)
+    if len(_GROWTH) >= _FRAG_LIMIT:
+        _GROWTH.clear()
+    result = _GROWTH[key] = fragmentation(after, mix) - fragmentation(room, mix)
+    return result

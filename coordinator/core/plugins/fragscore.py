@@ -9,9 +9,10 @@ point less (a shrinking fragmentation scores above 50), within 0–100. A fixed 
 one stretched over the feasible nodes: small differences stay small beside the other scores, and
 the score is remembered per node state like any node-local one.
 
-Whole-GPU and CPU-only pods (whose CPUs can strand a node's GPUs) are scored the
-same way only with ``fragmentation.allPods`` (see docs/sharing.md for why it is off by default);
-otherwise ``GpuPacking``, ``GpuTopology`` and ``GpuAvailability`` place them as before.
+Whole-GPU and CPU-only pods (whose CPUs and memory can strand a node's GPUs) are scored the
+same way while pods sharing a GPU are seen (``fragmentation.allPods: auto``, the default; ``true``
+always, ``false`` never); on a cluster without shares ``GpuPacking``, ``GpuTopology`` and
+``GpuAvailability`` place them as before.
 """
 
 from __future__ import annotations
@@ -54,37 +55,47 @@ class GpuFragmentation:
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        if pod.share is not None or (self.all_pods and not pod.mig):
+        if pod.share is not None:
+            return SUCCESS
+        every = self.mix.sharing if self.all_pods is None else self.all_pods
+        if every and not pod.mig:
             return SUCCESS
         return SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         if node.topology is None:
             return 0.0
-        placement = state.read(PLACEMENTS).get(node.name)
         mix = self.mix.current()
         cores = -(-pod.requests.get("cpu", 0) // 1000)
-        shared = placement is not None and placement.share is not None and bool(placement.gpus)
-        # Nodes alike (hardware shape, device state, free CPU) score alike: most of a cycle's
-        # nodes are answered from the memo.
+        gib = -(-pod.requests.get("memory", 0) // 2**30)
+        placement = state.read(PLACEMENTS).get(node.name) if pod.share is not None else None
+        if placement is None or placement.share is None or not placement.gpus:
+            # whole GPUs or none: growth is memoised per node room, alike nodes share it
+            return _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
+        gpu = placement.gpus[0]
+        # Nodes alike (hardware shape, device state, free CPU and memory) score alike.
         key = (
             topology_index(node.topology),
             node.device_token,
             node.free("cpu") // 1000,
+            node.free("memory") // 2**30,
             mix.version,
             cores,
-            (placement.gpus[0], placement.share) if shared and placement else pod.gpus,
+            gib,
+            gpu,
+            placement.share,
         )
         hit = _SCORES.get(key)
         if hit is not None:
             return hit
-        if shared and placement is not None and placement.share is not None:
-            gpu = placement.gpus[0]
-            up = growth(node, mix, cores, share=(gpu, placement.share))
-            up += NVLINK_LOSS * nvlink_loss(node, gpu)
-        else:
-            up = growth(node, mix, cores, whole=pod.gpus)
+        up = growth(node, mix, cores, share=(gpu, placement.share), gib=gib)
+        up += NVLINK_LOSS * nvlink_loss(node, gpu)
         if len(_SCORES) >= _SCORES_LIMIT:
             _SCORES.clear()
-        result = _SCORES[key] = min(100.0, max(0.0, 50.0 - up / _PER_POINT))
+        result = _SCORES[key] = _points(up)
         return result
+
+
+def _points(up: int) -> float:
+    """No growth 50, one point less per ``_PER_POINT`` of growth, within 0–100."""
+    return min(100.0, max(0.0, 50.0 - up / _PER_POINT))

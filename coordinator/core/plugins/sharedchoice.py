@@ -14,11 +14,12 @@ with room for the share — compute and memory both — pick, in order:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 from coordinator.core.plugins.fragmentation import Mix, growth
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.podspec.sharing import WHOLE, HeldShare, mib_text
+from coordinator.core.podspec.sharing import WHOLE, GpuShare, HeldShare, mib_text
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.status import Reason, Status
 
@@ -46,6 +47,27 @@ def _room_text(node: NodeInfo, gpu: int) -> str:
     return f"{milli / WHOLE:g} of GPU {gpu}{memory}"
 
 
+_NO_ROOM: dict[tuple[object, ...], Status] = {}
+_NO_ROOM_LIMIT: Final = 50_000
+
+
+def _no_room(node: NodeInfo, share: GpuShare) -> Status:
+    """Why no GPU of ``node`` takes ``share``, naming each GPU's room (alike nodes: one text)."""
+    topo = node.topology
+    assert topo is not None
+    key = (topology_index(topo), node.device_token, share)
+    hit = _NO_ROOM.get(key)
+    if hit is None:
+        wanted = share.on_gpu(max((g.memory_total_mib or 0) for g in topo.gpus) or None)
+        want = wanted.text() if wanted is not None else "a share by memory of GPUs of known memory"
+        rooms = "; ".join(_room_text(node, i) for i in node.share_room) or "no GPU free or shared"
+        if len(_NO_ROOM) >= _NO_ROOM_LIMIT:
+            _NO_ROOM.clear()
+        hit = Status.unschedulable(Reason.SHARE_NO_ROOM, detail=f"wants {want}; room: {rooms}")
+        _NO_ROOM[key] = hit
+    return hit
+
+
 def choose_share(
     node: NodeInfo, pod: PodRequest, candidates: Iterable[int], mix: Mix
 ) -> tuple[int, HeldShare] | Status:
@@ -55,6 +77,7 @@ def choose_share(
     assert topo is not None
     assert share is not None
     cores = -(-pod.requests.get("cpu", 0) // 1000)
+    gib = -(-pod.requests.get("memory", 0) // 2**30)
     fresh_left = len(node.free_gpus) - node.unattributed_gpus
     fresh_mask = 0
     fits: list[tuple[int, HeldShare]] = []
@@ -78,14 +101,11 @@ def choose_share(
     if not fits:
         if not looked and all(g.mig_enabled for g in topo.gpus if g.healthy):
             return Status.unschedulable(Reason.SHARE_MIG)
-        wanted = share.on_gpu(max((g.memory_total_mib or 0) for g in topo.gpus) or None)
-        want = wanted.text() if wanted is not None else "a share by memory of GPUs of known memory"
-        rooms = "; ".join(_room_text(node, i) for i in node.share_room) or "no GPU free or shared"
-        return Status.unschedulable(Reason.SHARE_NO_ROOM, detail=f"wants {want}; room: {rooms}")
+        return _no_room(node, share)
 
     def rank(item: tuple[int, HeldShare]) -> tuple[int, int, int, int]:
         i, held = item
-        up = growth(node, mix, cores, share=(i, held))
+        up = growth(node, mix, cores, share=(i, held), gib=gib)
         return (up, 0 if i in node.shared else 1, node.share_room[i][0] - held.milli, i)
 
     return min(fits, key=rank)

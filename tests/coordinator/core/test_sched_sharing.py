@@ -252,7 +252,8 @@ def test_request_round_trip() -> None:
 
 def test_fragmentation_config_is_checked() -> None:
     assert load_config({"fragmentation": {"allPods": True}}).fragmentation_all_pods
-    with pytest.raises(ConfigError, match=r"fragmentation\.allPods: must be true or false"):
+    assert load_config({"fragmentation": {"allPods": "auto"}}).fragmentation_all_pods is None
+    with pytest.raises(ConfigError, match=r"fragmentation\.allPods: must be true, false or auto"):
         load_config({"fragmentation": {"allPods": "yes"}})
     with pytest.raises(ConfigError, match=r"fragmentation\.allpods: unknown key"):
         load_config({"fragmentation": {"allpods": True}})
@@ -264,23 +265,38 @@ def test_fragmentation_config_is_checked() -> None:
 def test_fragmentation_counts_what_each_shape_could_not_use() -> None:
     from coordinator.core.plugins.fragmentation import Mix, NodeRoom, fragmentation
 
-    room = NodeRoom(cpu=16, free=(300, 600, 1000, 1000), whole=2)  # 2.9 GPUs free
-    halves = Mix(-101, (((4, 0, 500), 1.0),))
+    room = NodeRoom(cpu=64, free=(300, 600, 1000, 1000), whole=2)  # 2.9 GPUs free
+    halves = Mix(-101, (((4, 0, 500, 8), 1.0),))
     assert fragmentation(room, halves) == 300  # only the 0.3 GPU is too small for a half
-    pairs = Mix(-102, (((4, 2, 0), 1.0),))
+    pairs = Mix(-102, (((4, 2, 0, 8), 1.0),))
     assert fragmentation(room, pairs) == 900  # the partly used GPUs
-    fours = Mix(-103, (((4, 4, 0), 1.0),))
+    fours = Mix(-103, (((4, 4, 0, 8), 1.0),))
     assert fragmentation(room, fours) == 2900  # two whole GPUs free: a 4-GPU pod fits nowhere
-    cpu_bound = Mix(-104, (((32, 0, 250), 1.0),))
-    assert fragmentation(room, cpu_bound) == 2900  # no CPUs left for it
-    mixed = Mix(-105, (((4, 0, 500), 0.5), ((4, 2, 0), 0.5)))
+    memory_bound = Mix(-104, (((4, 0, 250, 100), 1.0),))
+    # 50 GiB free: too little memory for the shape (all 2.9 GPUs), and it feeds only 0.125 GPU at
+    # the mix's 400 GiB per GPU (2.775 GPUs stranded)
+    assert fragmentation(NodeRoom(64, room.free, 2, memory=50), memory_bound) == 2900 + 2775
+    mixed = Mix(-105, (((4, 0, 500, 8), 0.5), ((4, 2, 0, 8), 0.5)))
     assert fragmentation(room, mixed) == 600
+
+
+def test_fragmentation_counts_the_gpus_the_free_cpu_cannot_feed() -> None:
+    from coordinator.core.plugins.fragmentation import Mix, NodeRoom, fragmentation
+
+    eights = Mix(-106, (((8, 1, 0, 8), 1.0),))  # 8 cores per GPU
+    free = (1000, 1000, 1000, 1000)
+    assert fragmentation(NodeRoom(cpu=32, free=free, whole=4), eights) == 0
+    # 20 cores feed 2.5 GPUs at the mix's 8 per GPU: 1.5 GPUs are stranded, though every shape
+    # still fits today
+    assert fragmentation(NodeRoom(cpu=20, free=free, whole=4), eights) == 1500
+    # no CPU for any: all 4 GPUs (for the shape) and all 4 (stranded) count
+    assert fragmentation(NodeRoom(cpu=4, free=free, whole=4), eights) == 4000 + 3500
 
 
 def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
     from coordinator.core.plugins.fragmentation import ShapeMix
 
-    mix = ShapeMix(half_life=10, default={(8, 1, 0): 1.0})
+    mix = ShapeMix(half_life=10, default={(8, 1, 0, 32): 1.0})
     half = request(frac("h", "0.5", uid="u1"))
     first = mix.current().version
     for _ in range(40):
@@ -290,4 +306,34 @@ def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
         mix.record(request(frac(f"h{i}", "0.5", uid=f"u-{i}")))
     shapes = dict(mix.current().shapes)
     assert mix.current().version == first + 2
-    assert shapes[(1, 0, 500)] > 0.99  # the default's whole GPUs have faded
+    assert shapes[(1, 0, 500, 1)] > 0.99  # the default's whole GPUs have faded
+
+
+def test_a_fresh_half_joins_another_nodes_half_used_gpu_before_opening_one() -> None:
+    (gpu,) = pcie8("a").gpus[3:4]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+    half = running(frac("old", "0.5", annotations=placed))
+    nodes = [gpu_node("b", pcie8("b")), gpu_node("a", pcie8("a"), pods=[half])]
+    result = schedule_one(frac("new", "0.5"), Snapshot(nodes), build_framework())
+    assert isinstance(result, Decision)
+    assert (result.node, result.placement.gpus) == ("a", (3,))
+
+
+def test_once_shares_are_seen_a_cpu_only_pod_leaves_the_cpu_free_gpus_need() -> None:
+    fw = build_framework()
+    # The cluster's GPU pods ask 8 cores per half GPU: 16 cores per GPU.
+    warm = Snapshot([gpu_node(f"w{i}", pcie8(f"w{i}"), cpu=256) for i in range(3)])
+    place_all([frac(f"h{i}", "0.5", cpu="8") for i in range(33)], warm, fw)
+    # "tight" has just the 128 cores its 8 free GPUs need; "roomy" has 156 of 256 free.
+    busy = running(pod("busy", cpu="100"))
+    nodes = [
+        gpu_node("tight", pcie8("tight"), cpu=128),
+        gpu_node("roomy", pcie8("roomy"), cpu=256, pods=[busy]),
+    ]
+    result = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), fw)
+    assert isinstance(result, Decision)
+    assert result.node == "roomy"  # LeastAllocated alone would pick "tight" (75 % CPU left)
+    # Without shares seen (a whole-GPU cluster) the pod is placed as before.
+    plain = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), build_framework())
+    assert isinstance(plain, Decision)
+    assert plain.node == "tight"
