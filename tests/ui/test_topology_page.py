@@ -201,8 +201,6 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
             shared_card = await _card(page, shared_node)
             # pair's 4 GPUs and the shared one are not free, though the halves ask no nvidia.com/gpu
             assert "3 of 8 GPUs free · 1 shared" in shared_card["text"]
-            totals = await page.evaluate("document.getElementById('totals').innerText")
-            assert "3 of 17 GPUs free" in totals
             (shared,) = shared_card["shared"]
             assert sorted(shared["holders"]) == [
                 [f"{namespace}/half-a", "0.5"],
