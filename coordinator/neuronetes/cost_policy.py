@@ -19,7 +19,7 @@ from typing import Any, Final
 from coordinator.core.framework.prices import SPOT, PriceTable, capacity_type
 from coordinator.neuronetes.conditions import Condition
 from coordinator.neuronetes.hooks import PolicyContext, PolicyEvent
-from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION
+from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION, require_everywhere
 from coordinator.neuronetes.policy.budget import NodeCost, PodCost, pool_cost
 from coordinator.neuronetes.policy.decision import Action, CostInputs, decide
 from coordinator.neuronetes.policy.errors import PolicyError
@@ -49,19 +49,10 @@ def on_demand(template: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``template`` whose pods may not go to spot nodes (ANDed into every required
     node selector term)."""
     body = copy.deepcopy(dict(template))
-    spec = body.setdefault("spec", {})
-    node = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    required = node.setdefault(
-        "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []}
-    )
-    terms = required.setdefault("nodeSelectorTerms", [])
-    if not terms:
-        terms.append({"matchExpressions": []})
     ours = ON_DEMAND_AFFINITY["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    for term in terms:
-        term.setdefault("matchExpressions", []).extend(
-            copy.deepcopy(ours["nodeSelectorTerms"][0]["matchExpressions"])
-        )
+    require_everywhere(
+        body.setdefault("spec", {}), ours["nodeSelectorTerms"][0]["matchExpressions"]
+    )
     return body
 
 

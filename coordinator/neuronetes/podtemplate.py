@@ -110,8 +110,9 @@ def _gpu_limits(pool: PoolSpec, container: dict[str, Any]) -> None:
         del container["resources"]
 
 
-def _gpu_type_affinity(gpu_type: str, spec: dict[str, Any]) -> None:
-    expr = {"key": NEURONETES_GPU_TYPE, "operator": "In", "values": [gpu_type]}
+def require_everywhere(spec: dict[str, Any], exprs: list[dict[str, Any]]) -> None:
+    """AND ``exprs`` into every required node selector term of a pod spec (terms are ORed, so
+    each must carry them), making the first term when there is none."""
     node = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node.setdefault(
         "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []}
@@ -119,8 +120,12 @@ def _gpu_type_affinity(gpu_type: str, spec: dict[str, Any]) -> None:
     terms = required.setdefault("nodeSelectorTerms", [])
     if not terms:
         terms.append({"matchExpressions": []})
-    for term in terms:  # terms are ORed: every one must ask for the type
-        term.setdefault("matchExpressions", []).append(dict(expr))
+    for term in terms:
+        term.setdefault("matchExpressions", []).extend(copy.deepcopy(exprs))
+
+
+def _gpu_type_affinity(gpu_type: str, spec: dict[str, Any]) -> None:
+    require_everywhere(spec, [{"key": NEURONETES_GPU_TYPE, "operator": "In", "values": [gpu_type]}])
 
 
 def pool_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
