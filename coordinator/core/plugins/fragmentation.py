@@ -58,7 +58,7 @@ _MAX_SHAPES: Final = 48
 _REFRESH: Final = 32  # records between looks at whether the mix scoring uses is stale
 #: How far (total variation: the share of weight that moved) the shapes seen may drift from the
 #: mix scoring uses before it is replaced: each new mix makes every memo of growth stale.
-_DRIFT: Final = 0.05
+_DRIFT: Final = 0.1
 _SEEN_LIMIT: Final = 200_000
 _SHARING_SEEN: Final = 0.05  # decayed shares seen above which the cluster counts as sharing
 
