@@ -6,7 +6,9 @@ node for every pod.
 
 Node-local plugins (``node_local = True``) have their verdicts, placements and weighted score
 sums remembered per pod class on the immutable ``NodeInfo`` (``NodeInfo.memo``), so a warm
-cycle is mostly dictionary lookups. The cycle is pure: it never changes the snapshot.
+cycle is mostly dictionary lookups; a plugin whose results also follow something else names it
+(``memo_epoch``, see :class:`~.profile.Framework`), so that what is remembered is always what
+would be computed now. The cycle is pure: it never changes the snapshot.
 """
 
 from __future__ import annotations
