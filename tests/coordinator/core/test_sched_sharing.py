@@ -345,3 +345,32 @@ def test_once_shares_are_seen_a_cpu_only_pod_leaves_the_cpu_free_gpus_need() -> 
     plain = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), build_framework())
     assert isinstance(plain, Decision)
     assert plain.node == "tight"
+
+
+@pytest.mark.parametrize("fraction", ["0.25", None])  # a share; one whole GPU
+def test_a_remembered_decision_is_the_one_made_under_the_current_shape_mix(
+    fraction: str | None,
+) -> None:
+    fw = build_framework()
+    (gpu,) = pcie8("a").gpus[3:4]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+
+    def cluster() -> Snapshot:
+        half = running(frac("old", "0.5", annotations=placed))
+        return Snapshot([gpu_node("a", pcie8("a"), pods=[half])])
+
+    def ask_pod(name: str) -> Any:
+        return frac(name, fraction, gpus=0 if fraction else 1)
+
+    place_all([frac(f"h{i}", "0.5") for i in range(8)], cluster(), fw)  # shares are seen
+    warm = cluster()
+    before = schedule_one(ask_pod("p"), warm, fw)  # remembered on warm's node
+    # The cluster then sees mostly pods asking for three quarters of a GPU and 8 cores.
+    place_all([frac(f"q{i}", "0.75", cpu="8") for i in range(300)], cluster(), fw)
+    again = schedule_one(ask_pod("p2"), warm, fw)
+    cold = schedule_one(ask_pod("p3"), cluster(), fw)
+    assert isinstance(before, Decision)
+    assert isinstance(again, Decision)
+    assert isinstance(cold, Decision)
+    assert cold.breakdown["GpuFragmentation"] != before.breakdown["GpuFragmentation"]
+    assert (again.placement, again.breakdown) == (cold.placement, cold.breakdown)
