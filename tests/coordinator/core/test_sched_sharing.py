@@ -374,3 +374,31 @@ def test_a_remembered_decision_is_the_one_made_under_the_current_shape_mix(
     assert isinstance(cold, Decision)
     assert cold.breakdown["GpuFragmentation"] != before.breakdown["GpuFragmentation"]
     assert (again.placement, again.breakdown) == (cold.placement, cold.breakdown)
+
+
+def test_on_a_busy_cluster_a_share_finds_the_one_gpu_with_room_and_a_refusal_names_every_node() -> (
+    None
+):
+    full = [
+        gpu_node(
+            f"n{i:02d}",
+            pcie8(f"n{i:02d}"),
+            pods=[running(pod(f"w{i}", gpus=8), gpus=tuple(range(8)))],
+        )
+        for i in range(15)
+    ]
+    (gpu,) = pcie8("room").gpus[:1]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+    half = running(frac("old", "0.5", annotations=placed))
+    others = [running(pod(f"x{i}", gpus=1, cpu="8"), gpus=(i,)) for i in range(1, 8)]
+    room = gpu_node("room", pcie8("room"), pods=[half, *others])
+    snapshot = Snapshot([*full, room])
+    fw = build_framework()
+    found = schedule_one(frac("p", "0.5"), snapshot, fw)
+    assert isinstance(found, Decision)
+    assert (found.node, found.placement.gpus) == ("room", (0,))
+    refused = schedule_one(frac("big", "0.5", cpu="10"), snapshot, fw)
+    assert isinstance(refused, Failure)
+    assert refused.message.startswith("0/16 nodes are available")
+    assert "15 node(s) had no GPU with room for the share" in refused.message
+    assert "1 Insufficient cpu" in refused.message
