@@ -6,7 +6,9 @@ node for every pod.
 
 Node-local plugins (``node_local = True``) have their verdicts, placements and weighted score
 sums remembered per pod class on the immutable ``NodeInfo`` (``NodeInfo.memo``), so a warm
-cycle is mostly dictionary lookups. The cycle is pure: it never changes the snapshot.
+cycle is mostly dictionary lookups; a plugin whose results also follow something else names it
+(``memo_epoch``, see :class:`~.profile.Framework`), so that what is remembered is always what
+would be computed now. The cycle is pure: it never changes the snapshot.
 """
 
 from __future__ import annotations
@@ -91,11 +93,15 @@ class _Memo:
 
     verdict: Status
     placement: Placement | None
-    scores: dict[str, float]  # plugin → raw score
+    scores: dict[object, float]  # plugin (with its epoch, if it has one) → raw score
     sums: dict[object, float] = field(default_factory=dict)  # weighted local sums
+    epoch: object = None  # the filters' epochs the placement was chosen in
 
 
-_MEMO_LIMIT: Final = 64
+#: Pod classes remembered per NodeInfo before its memo is cleared. A cluster sharing GPUs sees
+#: more classes (a share's fraction is part of its class): at 64 the memo of a node visited by
+#: every failing cycle was cleared so often that the Alibaba-shaped trace ran at twice the µs.
+_MEMO_LIMIT: Final = 256
 # Nodes filtered at a time: about as many as are still wanted, within these bounds.
 _CHUNK_MIN: Final = 16
 _CHUNK_MAX: Final = 512
@@ -165,6 +171,8 @@ def _cycle(
     )
     placements = _Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
+    renew = [f for f in fw.epoch_filters if f.name not in skipped]
+    epoch = tuple(f.memo_epoch(pod) for f in renew) if renew else None  # type: ignore[attr-defined]
 
     # --- filtering: from a rotating start until enough feasible nodes are found ---------------
     # Node-local verdicts come from the memo; the other filters run on the nodes that pass.
@@ -185,7 +193,7 @@ def _cycle(
     def verdict_of(node: NodeInfo) -> Status:
         entry = cast(_Memo | None, node.memo.get(memo_key))
         if entry is None:
-            entry = _remember(node, memo_key, local_filters, state, pod, placements)
+            entry = _remember(node, memo_key, local_filters, state, pod, placements, epoch)
         verdict = entry.verdict
         if verdict is SUCCESS and other_filters:
             known = refused.get(node.name)
@@ -200,9 +208,18 @@ def _cycle(
         if None in got:
             for j, e in enumerate(got):
                 if e is None:
-                    got[j] = _remember(part[j], memo_key, local_filters, state, pod, placements)
+                    got[j] = _remember(
+                        part[j], memo_key, local_filters, state, pod, placements, epoch
+                    )
         passed = cast(list[_Memo], got)
         ok = [j for j, e in enumerate(passed) if e.verdict is SUCCESS]
+        if renew and any(passed[j].epoch != epoch for j in ok):
+            for j in ok:
+                if passed[j].epoch != epoch:  # placed in another epoch: choose again
+                    passed[j] = _remember(
+                        part[j], memo_key, local_filters, state, pod, placements, epoch
+                    )
+            ok = [j for j in ok if passed[j].verdict is SUCCESS]
         if other_filters:
             still = []
             for j in ok:
@@ -271,7 +288,7 @@ def _cycle(
     # --- scoring --------------------------------------------------------------------------
     # Node-local plugins without normalisation add up to one memoised sum per node; the others
     # (normalised or cluster-dependent) are computed per cycle.
-    local: list[tuple[ScorePlugin, float]] = []
+    local: list[tuple[ScorePlugin, float, object]] = []  # with the key its score is kept under
     cycle: list[tuple[str, float, dict[str, float]]] = []
     for plugin, weight in fw.scores_for(pod):
         name = plugin.name
@@ -283,13 +300,15 @@ def _cycle(
             if not st.is_success:
                 return _pod_rejected(pod.key, nodes, st.with_plugin(name))
         norm = fw.normalize.get(name)
+        score_epoch = fw.score_epochs.get(name)
+        key: object = name if score_epoch is None else (name, score_epoch(pod))
         if fw.is_local(plugin) and norm is None:
-            local.append((plugin, weight))
+            local.append((plugin, weight, key))
             continue
         scores: dict[str, float] = {}
         if fw.is_local(plugin):
             for node, entry in zip(feasible, entries, strict=True):
-                scores[node.name] = _local_score(entry, plugin, state, pod, node)
+                scores[node.name] = _local_score(entry, plugin, key, state, pod, node)
         else:
             for node in feasible:
                 scores[node.name] = plugin.score(state, pod, node)
@@ -297,14 +316,14 @@ def _cycle(
             norm.normalize_scores(state, pod, scores)
         cycle.append((name, weight, scores))
 
-    sum_key = fw.intern(tuple((p.name, w) for p, w in local))
+    sum_key = fw.intern(tuple((k, w) for _, w, k in local))
     sums: list[float | None] = [e.sums.get(sum_key) for e in entries]
     if None in sums:
         for i, (node, entry) in enumerate(zip(feasible, entries, strict=True)):
             if sums[i] is None:
                 t = 0.0
-                for plugin, weight in local:
-                    t += weight * _local_score(entry, plugin, state, pod, node)
+                for plugin, weight, key in local:
+                    t += weight * _local_score(entry, plugin, key, state, pod, node)
                 entry.sums[sum_key] = sums[i] = t
     totals = cast(list[float], sums)
     for _, weight, scores in cycle:
@@ -364,17 +383,19 @@ def _remember(
     state: CycleState,
     pod: PodRequest,
     placements: _Placements,
+    epoch: object,
 ) -> _Memo:
-    """Run the node-local filters on ``node`` and remember the verdict on it."""
+    """Run the node-local filters on ``node`` and remember the verdict on it (replacing what
+    was remembered for ``key``)."""
     verdict = SUCCESS
     for f in local_filters:
         status = f.filter(state, pod, node)
         if status is not SUCCESS and not status.is_success:
             verdict = status.with_plugin(f.name)
             break
-    entry = _Memo(verdict, dict.get(placements, node.name), {})
+    entry = _Memo(verdict, dict.get(placements, node.name), {}, epoch=epoch)
     memo = node.memo
-    if len(memo) >= _MEMO_LIMIT:
+    if len(memo) >= _MEMO_LIMIT and key not in memo:
         memo.clear()
     memo[key] = entry
     return entry
@@ -391,11 +412,16 @@ def _other_verdict(
 
 
 def _local_score(
-    entry: _Memo, plugin: ScorePlugin, state: CycleState, pod: PodRequest, node: NodeInfo
+    entry: _Memo,
+    plugin: ScorePlugin,
+    key: object,
+    state: CycleState,
+    pod: PodRequest,
+    node: NodeInfo,
 ) -> float:
-    value = entry.scores.get(plugin.name)
+    value = entry.scores.get(key)
     if value is None:
-        value = entry.scores[plugin.name] = plugin.score(state, pod, node)
+        value = entry.scores[key] = plugin.score(state, pod, node)
     return value
 
 
@@ -408,7 +434,7 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         statuses: Callable[[], dict[str, Status]],
         feasible: list[NodeInfo],
         entries: list[_Memo],
-        local: list[tuple[ScorePlugin, float]],
+        local: list[tuple[ScorePlugin, float, object]],
         cycle: list[tuple[str, float, dict[str, float]]],
         totals: list[float],
     ) -> None:
@@ -433,7 +459,7 @@ class _Verdicts(Mapping[str, NodeVerdict]):
 
     def breakdown(self, i: int) -> dict[str, float]:
         entry, name = self._entries[i], self._feasible_nodes[i].name
-        out = {p.name: w * entry.scores[p.name] for p, w in self._local}
+        out = {p.name: w * entry.scores[k] for p, w, k in self._local}
         out.update({plugin: w * scores[name] for plugin, w, scores in self._cycle})
         return out
 

@@ -119,7 +119,8 @@ class NormalizeScorePlugin(Protocol):
 def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
     """Everything about a pod a *node-local* plugin may read: two pods with equal keys get the
     same node-local verdicts and scores on the same NodeInfo. A plugin sets ``node_local = True``
-    only when its Filter and Score depend on nothing else."""
+    only when its Filter and Score depend on nothing else, or on nothing else than what its
+    ``memo_epoch(pod)`` names (:class:`~.profile.Framework`)."""
     return (
         tuple(sorted(pod.requests.items())),
         pod.gpus,

@@ -6,7 +6,7 @@ plugin names into objects and hands them to :class:`Framework`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
@@ -48,6 +48,12 @@ class Framework:
         self.pool_score: list[tuple[ScorePlugin, float]] = []
         self._cache_shares: dict[float, list[tuple[ScorePlugin, float]]] = {}
         self.normalize: dict[str, NormalizeScorePlugin] = {}
+        #: Node-local plugins whose results also depend on state that changes between cycles,
+        #: which ``memo_epoch(pod)`` names. A filter's *placement* may depend on it (its verdict
+        #: must not): a remembered placement of another epoch is chosen again. A score-only
+        #: plugin's score is remembered per epoch.
+        self.epoch_filters: list[FilterPlugin] = []
+        self.score_epochs: dict[str, Callable[[PodRequest], object]] = {}
         for p in self.plugins:
             if isinstance(p, PreFilterPlugin):
                 self.pre_filter.append(p)
@@ -66,6 +72,12 @@ class Framework:
                     self.pool_score.append((p, weight))
             if isinstance(p, NormalizeScorePlugin):
                 self.normalize[p.name] = p
+            epoch = getattr(p, "memo_epoch", None)
+            if callable(epoch) and self.is_local(p):
+                if isinstance(p, FilterPlugin):
+                    self.epoch_filters.append(p)
+                elif isinstance(p, ScorePlugin):
+                    self.score_epochs[p.name] = epoch
 
     def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
         """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile,

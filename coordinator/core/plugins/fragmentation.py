@@ -55,7 +55,10 @@ DEFAULT_MIX: Final[Mapping[Shape, float]] = {
     (64, 8, 0, 256): 0.01,
 }
 _MAX_SHAPES: Final = 48
-_REFRESH: Final = 32  # records between refreshes of the mix scoring uses
+_REFRESH: Final = 32  # records between looks at whether the mix scoring uses is stale
+#: How far (total variation: the share of weight that moved) the shapes seen may drift from the
+#: mix scoring uses before it is replaced: each new mix makes every memo of growth stale.
+_DRIFT: Final = 0.1
 _SEEN_LIMIT: Final = 200_000
 _SHARING_SEEN: Final = 0.05  # decayed shares seen above which the cluster counts as sharing
 
@@ -144,7 +147,12 @@ class ShapeMix:
             del weights[min(weights, key=weights.__getitem__)]
         self._pending += 1
         if self._pending >= _REFRESH:
-            self._mix = self._normalised()
+            self._pending = 0
+            shapes = self._shapes()
+            old = dict(self._mix.shapes)
+            moved = sum(abs(w - old.pop(s, 0.0)) for s, w in shapes) + sum(old.values())
+            if moved / 2 >= _DRIFT:
+                self._mix = Mix(next(_VERSIONS), shapes)
 
     @property
     def sharing(self) -> bool:
@@ -156,9 +164,11 @@ class ShapeMix:
 
     def _normalised(self) -> Mix:
         self._pending = 0
+        return Mix(next(_VERSIONS), self._shapes())
+
+    def _shapes(self) -> tuple[tuple[Shape, float], ...]:
         total = sum(self._weights.values()) or 1.0
-        shapes = tuple(sorted((s, w / total) for s, w in self._weights.items() if w > 0))
-        return Mix(next(_VERSIONS), shapes)
+        return tuple(sorted((s, w / total) for s, w in self._weights.items() if w > 0))
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,24 +43,28 @@ _SCORES_LIMIT: Final = 200_000
 
 class GpuFragmentation:
     name = "GpuFragmentation"
-    #: Raw scores are remembered per node state and pod class (the framework's memo), read
-    #: against the shape mix of the moment they were first computed: a node's state lasts until
-    #: a pod lands on it, the mix drifts over hundreds of pods.
+    #: Raw scores are remembered per node state, pod class and shape mix (the framework's
+    #: memo, :meth:`memo_epoch`): a remembered score is the one computed now.
     node_local = True
 
     def __init__(self, config: SchedulerConfig, mix: ShapeMix) -> None:
         self.mix = mix
         self.all_pods = config.fragmentation_all_pods
 
+    def memo_epoch(self, pod: PodRequest) -> object:
+        """The shape mix scores are read against: each is remembered per mix."""
+        return self.mix.current().version
+
+    def _scores(self, pod: PodRequest) -> bool:
+        if pod.share is not None:
+            return True
+        every = self.mix.sharing if self.all_pods is None else self.all_pods
+        return bool(every) and not pod.mig
+
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        if pod.share is not None:
-            return SUCCESS
-        every = self.mix.sharing if self.all_pods is None else self.all_pods
-        if every and not pod.mig:
-            return SUCCESS
-        return SKIP
+        return SUCCESS if self._scores(pod) else SKIP
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         if node.topology is None:

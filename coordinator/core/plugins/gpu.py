@@ -21,7 +21,7 @@ from coordinator.core.plugins.fragmentation import ShapeMix
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.podspec.sharing import gib_text
+from coordinator.core.podspec.sharing import WHOLE, gib_text
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Reason, Status
@@ -115,6 +115,11 @@ class GpuTopology:
             return SUCCESS
         return SKIP
 
+    def memo_epoch(self, pod: PodRequest) -> object:
+        """A share's GPU is chosen against the shape mix of the moment (whether one has room
+        is not): chosen again for a newer mix."""
+        return self.mix.current().version if pod.share is not None else None
+
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if _dra_serves_gpus(state, pod, node):
             return SUCCESS
@@ -134,8 +139,13 @@ class GpuTopology:
     def candidates(
         self, state: CycleState, pod: PodRequest, snapshot: Snapshot
     ) -> Collection[str] | None:
-        """Nodes with enough free whole GPUs and the MIG profiles asked for (an index lookup)."""
+        """Nodes with enough free whole GPUs, the MIG profiles asked for, or room for the share
+        (an index lookup)."""
         index = snapshot.capacity()
+        if pod.share is not None:
+            share = pod.share
+            need = share.milli if share.milli is not None else share.memory_milli
+            return index.with_share_room(max(1, min(need or 1, WHOLE)))
         gpus = index.with_free_gpus(pod.gpus) if pod.gpus > 0 else None
         mig = index.with_free_mig(p for p, _ in pod.mig) if pod.mig else None
         if gpus is None or mig is None:

@@ -1,5 +1,6 @@
 """Nodes bucketed by free devices (:class:`CapacityIndex`), so a cycle for a pod that needs
-several whole GPUs or a MIG profile visits the nodes that have them, not every node.
+several whole GPUs, a MIG profile or a share of one GPU visits the nodes that have them, not
+every node.
 
 The :class:`~.snapshot.Snapshot` keeps one current through ``assume``/``forget``/``replace``/
 ``remove`` (each moves one node between buckets). Answers are supersets of the nodes a pod's
@@ -19,16 +20,25 @@ __all__ = ["CapacityIndex"]
 #: Narrow only to at most this share of the nodes: above it, visiting nodes in order and
 #: stopping once enough are feasible is as quick.
 _SELECTIVE: Final = 0.25
+#: The same for shares, whose cycles mostly find few nodes with room late in a busy cluster.
+_SELECTIVE_SHARE: Final = 0.25
+
+
+def _room(node: NodeInfo) -> int:
+    """The most thousandths of one GPU a share could get on ``node`` (0: none)."""
+    return max((milli for milli, _ in node.share_room.values()), default=0)
 
 
 class CapacityIndex:
-    """Node names by free whole GPUs and by MIG profiles with a free instance."""
+    """Node names by free whole GPUs, by MIG profiles with a free instance and by the most
+    thousandths of a GPU a share could still get there."""
 
-    __slots__ = ("_by_gpus", "_by_mig", "_total")
+    __slots__ = ("_by_gpus", "_by_mig", "_by_room", "_total")
 
     def __init__(self, nodes: Iterable[NodeInfo] = ()) -> None:
         self._by_gpus: dict[int, set[str]] = {}
         self._by_mig: dict[str, set[str]] = {}
+        self._by_room: dict[int, set[str]] = {}
         self._total = 0
         for node in nodes:
             self.add(node)
@@ -37,6 +47,7 @@ class CapacityIndex:
         other = CapacityIndex()
         other._by_gpus = {k: set(v) for k, v in self._by_gpus.items()}
         other._by_mig = {k: set(v) for k, v in self._by_mig.items()}
+        other._by_room = {k: set(v) for k, v in self._by_room.items()}
         other._total = self._total
         return other
 
@@ -45,6 +56,7 @@ class CapacityIndex:
         if node.topology is None:
             return
         self._by_gpus.setdefault(node.free_whole_gpus, set()).add(node.name)
+        self._by_room.setdefault(_room(node), set()).add(node.name)
         for profile, free in node.free_mig.items():
             if free:
                 self._by_mig.setdefault(profile, set()).add(node.name)
@@ -54,6 +66,7 @@ class CapacityIndex:
         if node.topology is None:
             return
         self._by_gpus.get(node.free_whole_gpus, set()).discard(node.name)
+        self._by_room.get(_room(node), set()).discard(node.name)
         for profile in node.free_mig:
             self._by_mig.get(profile, set()).discard(node.name)
 
@@ -61,6 +74,14 @@ class CapacityIndex:
         """Nodes with at least ``count`` free whole GPUs (``None``: too many to narrow to)."""
         buckets = [names for free, names in self._by_gpus.items() if free >= count]
         if sum(map(len, buckets)) > self._total * _SELECTIVE:
+            return None
+        return set().union(*buckets)
+
+    def with_share_room(self, milli: int) -> set[str] | None:
+        """Nodes with a GPU that has at least ``milli`` thousandths free for a share (``None``:
+        too many to narrow to)."""
+        buckets = [names for room, names in self._by_room.items() if room >= milli]
+        if sum(map(len, buckets)) > self._total * _SELECTIVE_SHARE:
             return None
         return set().union(*buckets)
 

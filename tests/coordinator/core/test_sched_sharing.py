@@ -305,8 +305,16 @@ def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
     for i in range(64):
         mix.record(request(frac(f"h{i}", "0.5", uid=f"u-{i}")))
     shapes = dict(mix.current().shapes)
-    assert mix.current().version == first + 2
+    assert mix.current().version > first
     assert shapes[(1, 0, 500, 1)] > 0.99  # the default's whole GPUs have faded
+    settled = mix.current().version
+    for i in range(32):
+        mix.record(request(frac(f"s{i}", "0.5", uid=f"s-{i}")))
+    assert mix.current().version == settled  # the same shapes again: no new mix to score by
+    for i in range(32):
+        mix.record(request(frac(f"q{i}", "0.25", uid=f"q-{i}")))
+    assert mix.current().version != settled  # the shapes drifted: a new mix
+    assert dict(mix.current().shapes)[(1, 0, 250, 1)] > 0.5
 
 
 def test_a_fresh_half_joins_another_nodes_half_used_gpu_before_opening_one() -> None:
@@ -337,3 +345,60 @@ def test_once_shares_are_seen_a_cpu_only_pod_leaves_the_cpu_free_gpus_need() -> 
     plain = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), build_framework())
     assert isinstance(plain, Decision)
     assert plain.node == "tight"
+
+
+@pytest.mark.parametrize("fraction", ["0.25", None])  # a share; one whole GPU
+def test_a_remembered_decision_is_the_one_made_under_the_current_shape_mix(
+    fraction: str | None,
+) -> None:
+    fw = build_framework()
+    (gpu,) = pcie8("a").gpus[3:4]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+
+    def cluster() -> Snapshot:
+        half = running(frac("old", "0.5", annotations=placed))
+        return Snapshot([gpu_node("a", pcie8("a"), pods=[half])])
+
+    def ask_pod(name: str) -> Any:
+        return frac(name, fraction, gpus=0 if fraction else 1)
+
+    place_all([frac(f"h{i}", "0.5") for i in range(8)], cluster(), fw)  # shares are seen
+    warm = cluster()
+    before = schedule_one(ask_pod("p"), warm, fw)  # remembered on warm's node
+    # The cluster then sees mostly pods asking for three quarters of a GPU and 8 cores.
+    place_all([frac(f"q{i}", "0.75", cpu="8") for i in range(300)], cluster(), fw)
+    again = schedule_one(ask_pod("p2"), warm, fw)
+    cold = schedule_one(ask_pod("p3"), cluster(), fw)
+    assert isinstance(before, Decision)
+    assert isinstance(again, Decision)
+    assert isinstance(cold, Decision)
+    assert cold.breakdown["GpuFragmentation"] != before.breakdown["GpuFragmentation"]
+    assert (again.placement, again.breakdown) == (cold.placement, cold.breakdown)
+
+
+def test_on_a_busy_cluster_a_share_finds_the_one_gpu_with_room_and_a_refusal_names_every_node() -> (
+    None
+):
+    full = [
+        gpu_node(
+            f"n{i:02d}",
+            pcie8(f"n{i:02d}"),
+            pods=[running(pod(f"w{i}", gpus=8), gpus=tuple(range(8)))],
+        )
+        for i in range(15)
+    ]
+    (gpu,) = pcie8("room").gpus[:1]
+    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+    half = running(frac("old", "0.5", annotations=placed))
+    others = [running(pod(f"x{i}", gpus=1, cpu="8"), gpus=(i,)) for i in range(1, 8)]
+    room = gpu_node("room", pcie8("room"), pods=[half, *others])
+    snapshot = Snapshot([*full, room])
+    fw = build_framework()
+    found = schedule_one(frac("p", "0.5"), snapshot, fw)
+    assert isinstance(found, Decision)
+    assert (found.node, found.placement.gpus) == ("room", (0,))
+    refused = schedule_one(frac("big", "0.5", cpu="10"), snapshot, fw)
+    assert isinstance(refused, Failure)
+    assert refused.message.startswith("0/16 nodes are available")
+    assert "15 node(s) had no GPU with room for the share" in refused.message
+    assert "1 Insufficient cpu" in refused.message
