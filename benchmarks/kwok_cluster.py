@@ -256,11 +256,12 @@ def start_topos(plane: ControlPlane, work: Path, limit: Limit, tag: str, *, bind
     }
     path = work / f"topos-{tag}.yaml"
     path.write_text(yaml.safe_dump(config))
+    # The image's entry point (Dockerfile.coordinator: topos-coordinator), not the `topos` CLI,
+    # which imports every sub-command (the demo, the simulator) before it starts.
     argv = [
         sys.executable,
         "-m",
-        "cli.main",
-        "coordinator",
+        "coordinator.app.main",
         f"--kubeconfig={kubeconfig}",
         f"--config={path}",
     ]
