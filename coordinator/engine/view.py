@@ -120,7 +120,8 @@ class ClusterView:
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
         self._pods: dict[str, tuple[BoundPod, PodInfo]] = {}  # uid → cached conversion
         self._node_uids: dict[str, frozenset[str]] = {}  # node → uids converted for it
-        self._dirty: set[str] = set(inventory.names())
+        self._dirty: set[str] = set(inventory.names())  # inventory changed: rebuild
+        self._held_dirty: set[str] = set()  # only the assumptions changed: base + held again
         self._assumed: dict[str, Assumed] = {}  # uid → assumption
         self._by_node: dict[str, set[str]] = {}  # node → assumed uids
         self._next_expiry = float("inf")  # earliest TTL deadline of a bound assumption
@@ -170,7 +171,7 @@ class ClusterView:
         info = PodInfo.from_request(pod, placement)
         self._assumed[uid] = Assumed(pod.key, uid, node, info)
         self._by_node.setdefault(node, set()).add(uid)
-        self._dirty.add(node)
+        self._held_dirty.add(node)
         if claims:
             self.hold_claims(uid, claims)
 
@@ -246,7 +247,7 @@ class ClusterView:
             held.discard(uid)
             if not held:
                 del self._by_node[found.node]
-        self._dirty.add(found.node)
+        self._held_dirty.add(found.node)
         return found
 
     def release(self, uid: str) -> bool:
@@ -322,7 +323,7 @@ class ClusterView:
         return info
 
     def _rebuild(self, name: str) -> NodeInfo | None:
-        state = self.inventory.node(name)
+        state = self.inventory.scheduling_node(name)
         bound = self.inventory.bound_pods(name) if state is not None else ()
         uids = frozenset(b.uid for b in bound)
         for gone in self._node_uids.get(name, frozenset()) - uids:
@@ -357,10 +358,16 @@ class ClusterView:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it
         for what-if runs."""
         self.expire()
-        if not self._dirty and not self._order_changed and self._snapshot is not None:
+        if (
+            not self._dirty
+            and not self._held_dirty
+            and not self._order_changed
+            and self._snapshot is not None
+        ):
             self._set_dra(self._snapshot)
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
+        held, self._held_dirty = self._held_dirty - dirty, set()
         for name in dirty:
             base = self._rebuild(name)
             if base is None:
@@ -370,6 +377,13 @@ class ClusterView:
             if name not in self._effective:
                 self._order_changed = True
             self._effective[name] = self._effective_node(name, base)
+        for name in held:
+            # Only an assumption came or went: the inventory's part is as it was (an assume
+            # and its bind's confirmation rebuild the node once each, not the base twice).
+            base = self._base.get(name)
+            if base is not None:
+                self._effective[name] = self._effective_node(name, base)
+        dirty |= held
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
             self._snapshot_dra = self._dra()

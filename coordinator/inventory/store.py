@@ -130,7 +130,7 @@ class Inventory:
     def _changed(
         self, rec: NodeRecord, kind: EventKind, was: _Signature, pods: bool = False
     ) -> None:
-        rec.view = None
+        rec.view = rec.sched = None
         self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
@@ -233,7 +233,7 @@ class Inventory:
         if rec is None or rec.agent is None:
             return
         if not rec.agent.connected:
-            rec.view = None
+            rec.view = rec.sched = None
         rec.agent = msgspec.structs.replace(rec.agent, last_seen=self._clock(), connected=True)
         if rec.stale:
             before = self._signature(rec)
@@ -422,6 +422,19 @@ class Inventory:
     def node(self, name: str) -> NodeState | None:
         rec = self._records.get(name)
         return None if rec is None else self._view(rec)
+
+    def scheduling_node(self, name: str) -> NodeState | None:
+        """As :meth:`node` without the display parts (``gpu_use``, ``mismatches``, ``pods``,
+        ``last_seen_age_s`` as of the last change): what the scheduler's snapshot reads, rebuilt
+        once per change of the node."""
+        rec = self._records.get(name)
+        if rec is None:
+            return None
+        if rec.sched is None:
+            rec.sched = record.build_view(
+                rec, now=self._clock(), seeds=not self._in_grace, display=False
+            )
+        return rec.sched
 
     def nodes(self) -> Iterator[NodeState]:
         for name in self.names():
