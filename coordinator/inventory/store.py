@@ -223,6 +223,12 @@ class Inventory:
         rec.stale = False
         self._changed(rec, "recovered" if was_stale else "updated", before)
 
+    def reports_holdings(self, name: str) -> bool:
+        """Whether the node's agent reports which devices pods hold (without such a report a
+        node has no mismatches to show)."""
+        rec = self._records.get(name)
+        return rec is not None and rec.agent is not None and bool(rec.agent.allocations)
+
     def _live(self, name: str) -> bool:
         rec = self._records.get(name)
         return rec is not None and rec.agent is not None and not rec.stale
