@@ -44,7 +44,7 @@ class NodeRecord:
     stale: bool = False
     view: NodeState | None = None
     sched: NodeState | None = None  # the view without its display parts (the scheduler's)
-    bound: tuple[int, tuple[BoundPod, ...]] | None = None  # (generation, bound_pods)
+    bound: tuple[BoundPod, ...] | None = None  # bound_pods, until the node changes
     # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
     gone: set[tuple[str, str]] = field(default_factory=set)
 

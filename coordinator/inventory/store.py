@@ -130,7 +130,7 @@ class Inventory:
     def _changed(
         self, rec: NodeRecord, kind: EventKind, was: _Signature, pods: bool = False
     ) -> None:
-        rec.view = rec.sched = None
+        rec.view = rec.sched = rec.bound = None
         self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
@@ -452,9 +452,9 @@ class Inventory:
         rec = self._records.get(name)
         if rec is None:
             return ()
-        if rec.bound is None or rec.bound[0] != self.generation:
-            rec.bound = (self.generation, with_holdings(rec.pods.values(), record.held(rec)))
-        return rec.bound[1]
+        if rec.bound is None:  # every change of the node goes through _changed, which resets it
+            rec.bound = with_holdings(rec.pods.values(), record.held(rec))
+        return rec.bound
 
     def _view(self, rec: NodeRecord) -> NodeState:
         agent = rec.agent
