@@ -322,7 +322,11 @@ class ClusterView:
         self._pods[bound.uid] = (bound, info)
         return info
 
-    def _rebuild(self, name: str) -> NodeInfo | None:
+    def _rebuild(self, name: str, *, held: bool = False) -> NodeInfo | None:
+        """The node from the inventory: its base (``held`` False), or with ``held`` its
+        effective node straight away, when pods are assumed on it — then the base is left to be
+        built if an assumption comes or goes before the node changes again (a bind confirmed
+        while others are in flight builds the node once, not base and effective)."""
         state = self.inventory.scheduling_node(name)
         bound = self.inventory.bound_pods(name) if state is not None else ()
         uids = frozenset(b.uid for b in bound)
@@ -338,20 +342,29 @@ class ClusterView:
             # reports: such a node is no target and not one of "0/N nodes"), or not ours to fill.
             self._base.pop(name, None)
             return None
-        base = node_info(state, tuple(self._pod(b) for b in bound))
+        pods = tuple(self._pod(b) for b in bound)
+        extra = self._extra(name, pods) if held else []
+        if extra:
+            self._base.pop(name, None)
+            return node_info(state, (*pods, *extra))
+        base = node_info(state, pods)
         self._base[name] = base
         return base
 
-    def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
+    def _extra(self, name: str, pods: tuple[PodInfo, ...]) -> list[PodInfo]:
+        """The pods assumed on ``name`` that ``pods`` (the inventory's) do not count yet."""
         held = self._by_node.get(name)
         if not held:
-            return base
-        present = {p.uid for p in base.pods if p.uid}
-        extra = [
+            return []
+        present = {p.uid for p in pods if p.uid}
+        return [
             self._assumed[uid].info
             for uid in sorted(held)
             if uid not in present  # already counted by the inventory
         ]
+
+    def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
+        extra = self._extra(name, base.pods)
         return base.rebuild((*base.pods, *extra)) if extra else base
 
     def snapshot(self) -> Snapshot:
@@ -369,20 +382,25 @@ class ClusterView:
         dirty, self._dirty = self._dirty, set()
         held, self._held_dirty = self._held_dirty - dirty, set()
         for name in dirty:
-            base = self._rebuild(name)
-            if base is None:
+            effective = self._rebuild(name, held=True)
+            if effective is None:
                 if self._effective.pop(name, None) is not None:
                     self._order_changed = True
                 continue
             if name not in self._effective:
                 self._order_changed = True
-            self._effective[name] = self._effective_node(name, base)
+            self._effective[name] = effective
         for name in held:
             # Only an assumption came or went: the inventory's part is as it was (an assume
-            # and its bind's confirmation rebuild the node once each, not the base twice).
-            base = self._base.get(name)
-            if base is not None:
-                self._effective[name] = self._effective_node(name, base)
+            # and its bind's confirmation build the node once each, not the base twice).
+            if name not in self._effective:
+                continue  # gone, or not ours to fill
+            base = self._base.get(name) or self._rebuild(name)
+            if base is None:
+                del self._effective[name]
+                self._order_changed = True
+                continue
+            self._effective[name] = self._effective_node(name, base)
         dirty |= held
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)

@@ -182,6 +182,11 @@ def test_a_pod_counts_once_from_its_assumption_to_its_bind_seen(
     assert view.release(second["metadata"]["uid"])
     assert fits(view, 3)
     assert not fits(view, 4)
+    asyncio.run(cluster.bind(PodRef.of(third), NODE, {}))
+    view.bind_done(third["metadata"]["uid"])
+    assert fits(view, 3)  # the third pod, now seen bound, still counts once
+    assert not fits(view, 4)
+    assert view.assumed_count == 0
 
 
 # --- the scheduler over the in-memory cluster ---------------------------------------------------
