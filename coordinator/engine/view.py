@@ -395,7 +395,9 @@ class ClusterView:
             # and its bind's confirmation build the node once each, not the base twice).
             if name not in self._effective:
                 continue  # gone, or not ours to fill
-            base = self._base.get(name) or self._rebuild(name)
+            base = self._base.get(name)
+            if base is None:  # not built since the node last changed (see _rebuild)
+                base = self._rebuild(name)
             if base is None:
                 del self._effective[name]
                 self._order_changed = True
