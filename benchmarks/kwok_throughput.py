@@ -58,6 +58,7 @@ from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     Limit,
     Process,
+    compile_topos,
     create_nodes,
     parse_limits,
     start_kube_scheduler,
@@ -302,6 +303,7 @@ async def bench(args: argparse.Namespace) -> list[Run]:
     try:
         kube = await KubeClient.connect(plane.kubeconfig)
         kwok = start_kwok(binaries, plane, work)
+        compile_topos()
         t0 = time.perf_counter()
         await create_nodes(kube, args.nodes)
         created = time.perf_counter() - t0

@@ -201,13 +201,7 @@ class NodeTopology(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
         n = len(self.gpus)
         if len(self.links) != n or any(len(row) != n for row in self.links):
             raise ModelError(f"link matrix must be {n}x{n} for {n} GPUs")
-        for i, row in enumerate(self.links):
-            for j, cell in enumerate(row):
-                link = Link.parse(cell)
-                if (i == j) != (link.kind == "X"):
-                    raise ModelError(f"link[{i}][{j}] = {cell!r}: X belongs on the diagonal only")
-                if Link.parse(self.links[j][i]) != link:
-                    raise ModelError(f"link matrix is not symmetric at [{i}][{j}]")
+        _check_links(self.links)
         if self.nic_links and (
             len(self.nic_links) != n or any(len(r) != len(self.nics) for r in self.nic_links)
         ):
@@ -229,10 +223,35 @@ class NodeTopology(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 _LINK_CACHE: dict[str, Link] = {}
 
 
+_LINK_CACHE_MAX: Final = 1024  # valid cells are few; odd spellings past this are parsed each time
+
+
+#: Link matrices found valid: alike machines share one, and a topology is checked on every
+#: decode and copy (5,000 nodes listed at a coordinator's start-up).
+_VALID_LINKS: set[tuple[tuple[str, ...], ...]] = set()
+
+
+def _check_links(links: tuple[tuple[str, ...], ...]) -> None:
+    if links in _VALID_LINKS:
+        return
+    for i, row in enumerate(links):
+        for j, cell in enumerate(row):
+            link = _parse_cached(cell)
+            if (i == j) != (link.kind == "X"):
+                raise ModelError(f"link[{i}][{j}] = {cell!r}: X belongs on the diagonal only")
+            if _parse_cached(links[j][i]) != link:
+                raise ModelError(f"link matrix is not symmetric at [{i}][{j}]")
+    if len(_VALID_LINKS) < _LINK_CACHE_MAX:
+        _VALID_LINKS.add(links)
+
+
 def _parse_cached(cell: str) -> Link:
+    """``Link.parse`` remembered per cell text (a node's matrix is checked on every decode)."""
     link = _LINK_CACHE.get(cell)
     if link is None:
-        link = _LINK_CACHE[cell] = Link.parse(cell)
+        link = Link.parse(cell)
+        if len(_LINK_CACHE) < _LINK_CACHE_MAX:
+            _LINK_CACHE[cell] = link
     return link
 
 

@@ -375,12 +375,16 @@ class SchedulingQueue:
         if only is None or counts:
             self._changes += 1
         moved = 0
-        for pod in tuple(self._pods.values()):
-            if only is not None and not only(pod):
+        # The unschedulable pods are those of the flush heap whose entry is current (pods with a
+        # spec error are never in it): not a walk over every pod queued or bound.
+        for _, gen, uid in tuple(self._unschedulable):
+            pod = self._pods.get(uid)
+            if pod is None or pod.generation != gen or pod.where != "unschedulable":
                 continue
-            if pod.where == "unschedulable" and not pod.needs_update:
-                self._to_backoff(pod)
-                moved += 1
+            if pod.needs_update or (only is not None and not only(pod)):
+                continue
+            self._to_backoff(pod)
+            moved += 1
         if moved:
             self.notify()
         return moved

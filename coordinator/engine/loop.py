@@ -187,7 +187,7 @@ class Scheduler:
 
     def _node_shape_changed(self, name: str) -> bool:
         """Did the node's labels, taints, readiness or hardware change (not just its pods)?"""
-        state = self.inventory.node(name)
+        state = self.inventory.scheduling_node(name)
         shape = (
             None
             if state is None
@@ -386,7 +386,7 @@ class Scheduler:
         self.queue.done(job.entry)
         self._posted.pop(job.entry.uid, None)
         self.stats.bound += 1
-        node = self.inventory.node(job.decision.node)
+        node = self.inventory.scheduling_node(job.decision.node)
         message = scheduled_message(job.pod, job.decision, node.topology if node else None)
         self._record(job.entry, "bound", job.decision, message)
         self._background(self.writer.record_scheduled(job.pod, message), f"event {key}")

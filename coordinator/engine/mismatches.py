@@ -90,7 +90,10 @@ class MismatchReporter:
         if not self._active():
             return 0
         written = 0
+        reported = {n for n, _ in self._reported.values()}
         for node in nodes:
+            if node not in reported and not self._inventory.reports_holdings(node):
+                continue  # nothing reported of it, nothing the kubelet says: no mismatch
             state = self._inventory.node(node)
             here = {p.uid for p in self._inventory.bound_pods(node)}
             for uid in [u for u, (n, _) in self._reported.items() if n == node and u not in here]:

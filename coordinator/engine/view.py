@@ -120,7 +120,8 @@ class ClusterView:
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
         self._pods: dict[str, tuple[BoundPod, PodInfo]] = {}  # uid → cached conversion
         self._node_uids: dict[str, frozenset[str]] = {}  # node → uids converted for it
-        self._dirty: set[str] = set(inventory.names())
+        self._dirty: set[str] = set(inventory.names())  # inventory changed: rebuild
+        self._held_dirty: set[str] = set()  # only the assumptions changed: base + held again
         self._assumed: dict[str, Assumed] = {}  # uid → assumption
         self._by_node: dict[str, set[str]] = {}  # node → assumed uids
         self._next_expiry = float("inf")  # earliest TTL deadline of a bound assumption
@@ -170,7 +171,7 @@ class ClusterView:
         info = PodInfo.from_request(pod, placement)
         self._assumed[uid] = Assumed(pod.key, uid, node, info)
         self._by_node.setdefault(node, set()).add(uid)
-        self._dirty.add(node)
+        self._held_dirty.add(node)
         if claims:
             self.hold_claims(uid, claims)
 
@@ -246,7 +247,7 @@ class ClusterView:
             held.discard(uid)
             if not held:
                 del self._by_node[found.node]
-        self._dirty.add(found.node)
+        self._held_dirty.add(found.node)
         return found
 
     def release(self, uid: str) -> bool:
@@ -321,8 +322,12 @@ class ClusterView:
         self._pods[bound.uid] = (bound, info)
         return info
 
-    def _rebuild(self, name: str) -> NodeInfo | None:
-        state = self.inventory.node(name)
+    def _rebuild(self, name: str, *, held: bool = False) -> NodeInfo | None:
+        """The node from the inventory: its base (``held`` False), or with ``held`` its
+        effective node straight away, when pods are assumed on it — then the base is left to be
+        built if an assumption comes or goes before the node changes again (a bind confirmed
+        while others are in flight builds the node once, not base and effective)."""
+        state = self.inventory.scheduling_node(name)
         bound = self.inventory.bound_pods(name) if state is not None else ()
         uids = frozenset(b.uid for b in bound)
         for gone in self._node_uids.get(name, frozenset()) - uids:
@@ -337,39 +342,68 @@ class ClusterView:
             # reports: such a node is no target and not one of "0/N nodes"), or not ours to fill.
             self._base.pop(name, None)
             return None
-        base = node_info(state, tuple(self._pod(b) for b in bound))
+        pods = tuple(self._pod(b) for b in bound)
+        extra = self._extra(name, pods) if held else []
+        if extra:
+            self._base.pop(name, None)
+            return node_info(state, (*pods, *extra))
+        base = node_info(state, pods)
         self._base[name] = base
         return base
 
-    def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
+    def _extra(self, name: str, pods: tuple[PodInfo, ...]) -> list[PodInfo]:
+        """The pods assumed on ``name`` that ``pods`` (the inventory's) do not count yet."""
         held = self._by_node.get(name)
         if not held:
-            return base
-        present = {p.uid for p in base.pods if p.uid}
-        extra = [
+            return []
+        present = {p.uid for p in pods if p.uid}
+        return [
             self._assumed[uid].info
             for uid in sorted(held)
             if uid not in present  # already counted by the inventory
         ]
+
+    def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
+        extra = self._extra(name, base.pods)
         return base.rebuild((*base.pods, *extra)) if extra else base
 
     def snapshot(self) -> Snapshot:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it
         for what-if runs."""
         self.expire()
-        if not self._dirty and not self._order_changed and self._snapshot is not None:
+        if (
+            not self._dirty
+            and not self._held_dirty
+            and not self._order_changed
+            and self._snapshot is not None
+        ):
             self._set_dra(self._snapshot)
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
+        held, self._held_dirty = self._held_dirty - dirty, set()
         for name in dirty:
-            base = self._rebuild(name)
-            if base is None:
+            effective = self._rebuild(name, held=True)
+            if effective is None:
                 if self._effective.pop(name, None) is not None:
                     self._order_changed = True
                 continue
             if name not in self._effective:
                 self._order_changed = True
+            self._effective[name] = effective
+        for name in held:
+            # Only an assumption came or went: the inventory's part is as it was (an assume
+            # and its bind's confirmation build the node once each, not the base twice).
+            if name not in self._effective:
+                continue  # gone, or not ours to fill
+            base = self._base.get(name)
+            if base is None:  # not built since the node last changed (see _rebuild)
+                base = self._rebuild(name)
+            if base is None:
+                del self._effective[name]
+                self._order_changed = True
+                continue
             self._effective[name] = self._effective_node(name, base)
+        dirty |= held
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
             self._snapshot_dra = self._dra()

@@ -43,7 +43,8 @@ class NodeRecord:
     requested: dict[str, int] = field(default_factory=dict)
     stale: bool = False
     view: NodeState | None = None
-    bound: tuple[int, tuple[BoundPod, ...]] | None = None  # (generation, bound_pods)
+    sched: NodeState | None = None  # the view without its display parts (the scheduler's)
+    bound: tuple[BoundPod, ...] | None = None  # bound_pods, until the node changes
     # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
     gone: set[tuple[str, str]] = field(default_factory=set)
 
@@ -95,10 +96,12 @@ def held(rec: NodeRecord) -> tuple[ContainerAllocation, ...]:
     return tuple(a for a in allocations if (a.namespace, a.pod) not in rec.gone)
 
 
-def build_view(rec: NodeRecord, *, now: float, seeds: bool) -> NodeState:
+def build_view(rec: NodeRecord, *, now: float, seeds: bool, display: bool = True) -> NodeState:
+    """``display`` False: without who holds each device, mismatches and the pod list (what
+    ``GET /v1/nodes`` shows; the scheduler's snapshot reads none of it)."""
     agent, kube = rec.agent, rec.kube
     topology, source = topology_of(rec, seeds=seeds)
-    holdings = held(rec)
+    holdings = held(rec) if display else ()
     return NodeState(
         name=rec.name,
         stale=rec.stale,
@@ -120,10 +123,12 @@ def build_view(rec: NodeRecord, *, now: float, seeds: bool) -> NodeState:
         annotation_error=None if kube is None else kube.topology_error,
         cached_models=frozenset() if kube is None else kube.cached_models,
         allocations=() if agent is None else agent.allocations,
-        gpu_use=gpu_use(topology, rec.pods.values(), holdings),
-        mismatches=find_mismatches(topology, rec.pods.values(), holdings),
+        gpu_use=gpu_use(topology, rec.pods.values(), holdings) if display else (),
+        mismatches=find_mismatches(topology, rec.pods.values(), holdings) if display else (),
         pods=tuple(
             PodUsage(namespace=p.namespace, name=p.name, scheduler=p.scheduler, requests=p.requests)
             for p in sorted(rec.pods.values(), key=lambda p: (p.namespace, p.name))
-        ),
+        )
+        if display
+        else (),
     )

@@ -130,7 +130,7 @@ class Inventory:
     def _changed(
         self, rec: NodeRecord, kind: EventKind, was: _Signature, pods: bool = False
     ) -> None:
-        rec.view = None
+        rec.view = rec.sched = rec.bound = None
         self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
@@ -223,6 +223,12 @@ class Inventory:
         rec.stale = False
         self._changed(rec, "recovered" if was_stale else "updated", before)
 
+    def reports_holdings(self, name: str) -> bool:
+        """Whether the node's agent reports which devices pods hold (without such a report a
+        node has no mismatches to show)."""
+        rec = self._records.get(name)
+        return rec is not None and rec.agent is not None and bool(rec.agent.allocations)
+
     def _live(self, name: str) -> bool:
         rec = self._records.get(name)
         return rec is not None and rec.agent is not None and not rec.stale
@@ -233,7 +239,7 @@ class Inventory:
         if rec is None or rec.agent is None:
             return
         if not rec.agent.connected:
-            rec.view = None
+            rec.view = rec.sched = None
         rec.agent = msgspec.structs.replace(rec.agent, last_seen=self._clock(), connected=True)
         if rec.stale:
             before = self._signature(rec)
@@ -423,6 +429,19 @@ class Inventory:
         rec = self._records.get(name)
         return None if rec is None else self._view(rec)
 
+    def scheduling_node(self, name: str) -> NodeState | None:
+        """As :meth:`node` without the display parts (``gpu_use``, ``mismatches``, ``pods``,
+        ``last_seen_age_s`` as of the last change): what the scheduler's snapshot reads, rebuilt
+        once per change of the node."""
+        rec = self._records.get(name)
+        if rec is None:
+            return None
+        if rec.sched is None:
+            rec.sched = record.build_view(
+                rec, now=self._clock(), seeds=not self._in_grace, display=False
+            )
+        return rec.sched
+
     def nodes(self) -> Iterator[NodeState]:
         for name in self.names():
             yield self._view(self._records[name])
@@ -433,9 +452,9 @@ class Inventory:
         rec = self._records.get(name)
         if rec is None:
             return ()
-        if rec.bound is None or rec.bound[0] != self.generation:
-            rec.bound = (self.generation, with_holdings(rec.pods.values(), record.held(rec)))
-        return rec.bound[1]
+        if rec.bound is None:  # every change of the node goes through _changed, which resets it
+            rec.bound = with_holdings(rec.pods.values(), record.held(rec))
+        return rec.bound
 
     def _view(self, rec: NodeRecord) -> NodeState:
         agent = rec.agent

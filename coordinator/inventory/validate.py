@@ -78,6 +78,9 @@ def _check_memory(topology: NodeTopology) -> None:
 
 
 def _check_cpus(where: str, cpus: Iterable[int], count: int | None) -> None:
+    cpus = tuple(cpus)
+    if not cpus or (min(cpus) >= 0 and (count is None or max(cpus) < count)):
+        return  # the common case, without a Python-level loop (224 CPUs a DGX H100, 10 lists)
     for cpu in cpus:
         if cpu < 0 or (count is not None and cpu >= count):
             limit = "" if count is None else f" (the node has {count} CPUs)"

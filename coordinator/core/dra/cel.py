@@ -17,6 +17,7 @@ mismatch) does not select that device, as in kube-scheduler.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -163,7 +164,11 @@ def _addend(b: object) -> Fraction:
     return b.value if isinstance(b, Quantity) else Fraction(int(b))  # type: ignore[call-overload]
 
 
-_ENV: Final = celpy.Environment()
+@functools.cache
+def _env() -> celpy.Environment:
+    """Built on the first selector compiled (its parser takes ~70 ms to build: every start of
+    the coordinator would pay it, DRA in use or not)."""
+    return celpy.Environment()
 
 
 class Selector:
@@ -174,11 +179,11 @@ class Selector:
     def __init__(self, expression: str) -> None:
         self.expression = expression
         try:
-            ast = _ENV.compile(expression)
+            ast = _env().compile(expression)
         except Exception as bad:  # celpy raises its parse errors and lark's
             first = str(bad).strip().splitlines()[0] if str(bad).strip() else type(bad).__name__
             raise CelCompileError(first) from None
-        self._program = _ENV.program(ast, functions=dict(_FUNCTIONS))
+        self._program = _env().program(ast, functions=dict(_FUNCTIONS))
 
     def matches(self, device: celtypes.MapType) -> bool:
         """Whether the device (as :func:`device_value` built it) is selected; a run-time error

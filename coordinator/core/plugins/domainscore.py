@@ -29,7 +29,7 @@ from coordinator.core.status import SKIP, SUCCESS, Status
 
 __all__ = ["DomainHistory", "DomainUtilisation", "HistoricalPerformance"]
 
-_LEAF_USE: Final = StateKey[dict[str, tuple[int, int]]]("leaf-use")
+_LEAF_SCORE: Final = StateKey[dict[str, float]]("leaf-score")
 _PENALTY: Final = StateKey[dict[str, float]]("history-penalty")
 _FORGET_BELOW: Final = 0.01  # an event weighing less than this is dropped
 
@@ -51,9 +51,11 @@ class DomainUtilisation:
         if not leaves:
             return SKIP
         members = self._members(leaves)
-        use: dict[str, tuple[int, int]] = {}
+        wanted = pod.gpus + pod.mig_count
+        scores: dict[str, float] = {}
         # Only the leaves of the nodes being scored: a cycle that stopped early (kube's
-        # percentage) looks at their leaves, not at the whole cluster.
+        # percentage) looks at their leaves, not at the whole cluster. Every node of a leaf
+        # scores alike, so the score is worked out once per leaf here.
         for leaf in {leaves.get(n.name) for n in nodes}:
             if leaf is None:
                 continue
@@ -63,8 +65,10 @@ class DomainUtilisation:
                 if info is not None:
                     total += info.gpu_slots
                     used += min(info.gpu_slots, info.gpu_slots_used)
-            use[leaf] = (total, used)
-        state.write(_LEAF_USE, use)
+            if total:
+                share = 100.0 * min(total, used + wanted) / total
+                scores[leaf] = 100.0 - share if self.spread else share
+        state.write(_LEAF_SCORE, scores)
         return SUCCESS
 
     def _members(self, leaves: Mapping[str, str]) -> Mapping[str, tuple[str, ...]]:
@@ -78,12 +82,7 @@ class DomainUtilisation:
         return self._inverse[1]
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        leaf = node.labels.get(self.leaf_label)
-        total, used = state.read(_LEAF_USE).get(leaf or "", (0, 0))
-        if not total:
-            return 0.0
-        share = 100.0 * min(total, used + pod.gpus + pod.mig_count) / total
-        return 100.0 - share if self.spread else share
+        return state.read(_LEAF_SCORE).get(node.labels.get(self.leaf_label) or "", 0.0)
 
 
 class DomainHistory:

@@ -129,6 +129,8 @@ class GpuShare:
 
 def parse_held(text: str) -> HeldShare | None:
     """A ``topos.io/gpu-share`` value back (a bound pod after a restart); ``None`` when odd."""
+    if not text:
+        return None  # a pod holding whole GPUs (no exception raised and caught for it)
     parts = dict(p.partition("=")[::2] for p in text.replace(" ", "").split(",") if "=" in p)
     try:
         milli = int(Decimal(parts["fraction"]) * WHOLE)

@@ -114,3 +114,30 @@ def test_a_pod_gated_on_its_claim_is_tried_at_once_when_the_claim_appears() -> N
     q.failed(again, message="0/1 nodes are available")
     q.cluster_changed()
     assert q.pop() is None
+
+
+def test_a_change_sends_back_only_the_pods_parked_for_want_of_room() -> None:
+    """Bound pods, pods in flight, pods refused for their own spec and pods already sent back
+    stay where they are; a pod parked, sent back and parked again goes back once."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    for name in ("parked", "twice", "bad-spec", "bound", "flying"):
+        q.add(gpu_pod(name, 1, namespace="ns", uid=f"uid-{name}"))
+    popped = {e.key: e for e in (q.pop() for _ in range(5)) if e is not None}
+    q.failed(popped["ns/parked"])
+    q.failed(popped["ns/twice"])
+    q.failed(popped["ns/bad-spec"], spec_error=True)
+    q.done(popped["ns/bound"])
+    assert q.cluster_changed(only=lambda p: p.key == "ns/twice") == 1
+    clock.now += 1.0
+    again = q.pop()
+    assert again is not None
+    assert again.key == "ns/twice"
+    q.failed(again)  # parked again: two flush entries, one of them current
+    assert q.cluster_changed() == 2  # "parked" and "twice", once each
+    assert q.cluster_changed() == 0  # nothing is parked now
+    clock.now += 8.0
+    back = sorted(e.key for e in iter(q.pop, None))
+    assert back == ["ns/parked", "ns/twice"]
+    assert q.entry("uid-flying") is not None
+    assert q.entry("uid-flying").where == "in_flight"  # type: ignore[union-attr]

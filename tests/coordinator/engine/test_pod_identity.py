@@ -158,6 +158,37 @@ def test_the_confirmation_deadline_is_only_a_safety_net(
     assert fits(view, 8)
 
 
+def test_a_pod_counts_once_from_its_assumption_to_its_bind_seen(
+    one_node: tuple[MemoryCluster, ClusterView, ManualClock],
+) -> None:
+    """The room a pod holds stays counted exactly once while its bind goes through: assumed,
+    bound and seen on the watch, with another pod assumed before and after a snapshot."""
+    cluster, view, _ = one_node
+    first = cluster.create_pod(pod("first", gpus=4))
+    view.assume(request(first), NODE, Placement(gpus=(0, 1, 2, 3)))
+    assert fits(view, 4)
+    assert not fits(view, 5)
+    second = cluster.create_pod(pod("second", gpus=2))
+    view.assume(request(second), NODE, Placement(gpus=(4, 5)))  # the base is unchanged
+    assert fits(view, 2)
+    assert not fits(view, 3)
+    asyncio.run(cluster.bind(PodRef.of(first), NODE, {}))  # the watch shows the first bound…
+    view.bind_done(first["metadata"]["uid"])
+    third = cluster.create_pod(pod("third", gpus=1))
+    view.assume(request(third), NODE, Placement(gpus=(6,)))  # …and a third is assumed with it
+    assert view.held(first["metadata"]["uid"]) is None
+    assert fits(view, 1)
+    assert not fits(view, 2)
+    assert view.release(second["metadata"]["uid"])
+    assert fits(view, 3)
+    assert not fits(view, 4)
+    asyncio.run(cluster.bind(PodRef.of(third), NODE, {}))
+    view.bind_done(third["metadata"]["uid"])
+    assert fits(view, 3)  # the third pod, now seen bound, still counts once
+    assert not fits(view, 4)
+    assert view.assumed_count == 0
+
+
 # --- the scheduler over the in-memory cluster ---------------------------------------------------
 
 

@@ -265,3 +265,27 @@ def test_unchanged_health_does_not_claim_gained_capacity(inv: Inventory) -> None
         allocations=None,
     )
     assert events == [InventoryEvent("updated", "node-a", False)]
+
+
+def test_the_schedulers_view_of_a_node_follows_every_change(inv: Inventory) -> None:
+    """What the scheduler reads of a node (labels, capacity, topology, readiness) is what
+    ``GET /v1/nodes`` shows, without who holds each device; it changes with the node."""
+    _hello(inv)
+    inv.upsert_node(_kube_node())
+    shown, sched = inv.node("node-a"), inv.scheduling_node("node-a")
+    assert shown is not None
+    assert sched is not None
+    assert shown.gpu_use
+    assert not sched.gpu_use
+    assert (sched.labels, sched.allocatable, sched.free, sched.topology, sched.schedulable) == (
+        shown.labels,
+        shown.allocatable,
+        shown.free,
+        shown.topology,
+        shown.schedulable,
+    )
+    inv.upsert_pod(_pod("u1", gpus=3))
+    assert inv.scheduling_node("node-a").free["nvidia.com/gpu"] == 1  # type: ignore[union-attr]
+    inv.upsert_node(_kube_node(unschedulable=True))
+    assert not inv.scheduling_node("node-a").schedulable  # type: ignore[union-attr]
+    assert inv.scheduling_node("node-b") is None

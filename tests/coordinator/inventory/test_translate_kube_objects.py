@@ -5,6 +5,7 @@ crash the coordinator."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agent.devices import discover_profile
@@ -203,3 +204,31 @@ def test_alike_machines_share_their_topology_parts_and_read_the_same() -> None:
     assert b.topology is not None
     assert a.topology.gpus[0].uuid != b.topology.gpus[0].uuid
     assert a.topology.numa_nodes is b.topology.numa_nodes  # held once for both
+
+
+def test_a_broken_topology_is_refused_after_alike_valid_ones_were_listed() -> None:
+    """Valid link matrices are remembered (alike machines are checked once); a node whose
+    matrix or CPU list is broken is still refused, with the reason on the node."""
+    memo = TopologyMemo()
+    published = labels(discover_profile("dgx-h100", hostname="gpu-ok"))
+    ok = {"metadata": {"name": "gpu-ok", "annotations": published.annotations}}
+    assert kube_node(ok, memo).topology is not None
+    text = published.annotations["topos.io/topology"]
+    topology = json.loads(text)
+    topology["links"][0][1] = "SYS" if topology["links"][0][1] != "SYS" else "PIX"
+    broken = {
+        "metadata": {"name": "gpu-bad", "annotations": {"topos.io/topology": json.dumps(topology)}}
+    }
+    node = kube_node(broken, memo)
+    assert node.topology is None
+    assert node.topology_error is not None
+    assert "not symmetric" in node.topology_error
+    topology = json.loads(text)
+    topology["gpus"][0]["cpu_affinity"] = [0, 9999]
+    wide = {
+        "metadata": {"name": "gpu-cpu", "annotations": {"topos.io/topology": json.dumps(topology)}}
+    }
+    node = kube_node(wide, memo)
+    assert node.topology is None
+    assert node.topology_error is not None
+    assert "names CPU 9999" in node.topology_error
