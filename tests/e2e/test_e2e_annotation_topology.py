@@ -13,7 +13,6 @@ import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiohttp import ClientSession, web
@@ -28,7 +27,7 @@ from coordinator.app.main import running, wire
 from devcluster.nodes import SimNode, register
 from tests.support.gpu_cluster import assignment, gpu_indices
 from tests.support.inventory_wait import until
-from tests.support.kube_wait import scheduled_message, wait_for_object
+from tests.support.kube_wait import scheduled_message, wait_for_bound, wait_for_object
 from tests.support.pods import gpu_pod
 from tests.support.subprocess_env import subprocess_env
 
@@ -79,17 +78,6 @@ async def _coordinator(
         yield app, url
 
 
-async def _bound(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    return await wait_for_object(
-        kube,
-        PODS,
-        name,
-        lambda p: bool(p["spec"].get("nodeName")),
-        namespace=namespace,
-        what=f"pod {name} to be bound",
-    )
-
-
 async def test_agent_once_cluster_gets_numa_and_nvlink_placement_and_restarts_schedule_at_once(
     kube: KubeClient, kubeconfig: Path, namespace: str, unique_name: Callable[[str], str]
 ) -> None:
@@ -122,9 +110,9 @@ async def test_agent_once_cluster_gets_numa_and_nvlink_placement_and_restarts_sc
         assert len(shown["topology"]["gpus"]) == 8
 
         await kube.create(PODS, gpu_pod("fill", 4, annotations=SINGLE_NUMA), namespace=namespace)
-        fill = await _bound(kube, namespace, "fill")
+        fill = await wait_for_bound(kube, namespace, "fill")
         await kube.create(PODS, gpu_pod("nvlink", 2, annotations=NVLINK), namespace=namespace)
-        nvlink = await _bound(kube, namespace, "nvlink")
+        nvlink = await wait_for_bound(kube, namespace, "nvlink")
         # Six NVLink-joined GPUs: the DGX has two left, the PCIe node eight with no NVLink.
         await kube.create(PODS, gpu_pod("too-wide", 6, annotations=NVLINK), namespace=namespace)
         too_wide = await wait_for_object(
@@ -153,7 +141,7 @@ async def test_agent_once_cluster_gets_numa_and_nvlink_placement_and_restarts_sc
     async with _coordinator(kubeconfig, namespace, leaf) as (app, _url):
         inv = app[INVENTORY]
         assert inv.grace_left_s() == 0
-        after = await _bound(kube, namespace, "after")
+        after = await wait_for_bound(kube, namespace, "after")
         state = inv.node(dgx.name)
         assert state is not None
         assert state.topology_source == "annotation"

@@ -26,7 +26,12 @@ from coordinator.inventory.state import NodeState
 from devcluster.nodes import SimNode, register
 from tests.support.gpu_cluster import assignment
 from tests.support.inventory_wait import until
-from tests.support.kube_wait import scheduled_message, wait_for_object, wait_for_pods
+from tests.support.kube_wait import (
+    scheduled_message,
+    wait_for_bound,
+    wait_for_object,
+    wait_for_pods,
+)
 from tests.support.pods import gpu_pod
 from tests.support.sim_agent import SimAgent
 
@@ -88,17 +93,6 @@ async def _unschedulable(kube: KubeClient, namespace: str, name: str) -> str:
     return str(scheduled_message(pod, status="False"))
 
 
-async def _bound(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]:
-    return await wait_for_object(
-        kube,
-        PODS,
-        name,
-        lambda p: bool(p["spec"].get("nodeName")),
-        namespace=namespace,
-        what=f"pod {name} to be bound",
-    )
-
-
 async def test_deleted_node_and_made_up_node_take_no_pods_though_their_agents_stream(
     kube: KubeClient, kubeconfig: Any, namespace: str, unique_name: Callable[[str], str]
 ) -> None:
@@ -127,7 +121,7 @@ async def test_deleted_node_and_made_up_node_take_no_pods_though_their_agents_st
         runtime.scheduler.view.node_filter = ours
 
         await kube.create(PODS, gpu_pod("before", 8), namespace=namespace)
-        assert (await _bound(kube, namespace, "before"))["spec"]["nodeName"] == pcie.name
+        assert (await wait_for_bound(kube, namespace, "before"))["spec"]["nodeName"] == pcie.name
         await kube.delete(PODS, "before", namespace=namespace, grace_period_seconds=0)
 
         await kube.delete(NODES, pcie.name)  # kubectl delete node, its agent still running
@@ -140,7 +134,7 @@ async def test_deleted_node_and_made_up_node_take_no_pods_though_their_agents_st
 
         # The Node is back: the agent's report and the Node object together take the pod.
         await register(kube, [pcie])
-        assert (await _bound(kube, namespace, "after"))["spec"]["nodeName"] == pcie.name
+        assert (await wait_for_bound(kube, namespace, "after"))["spec"]["nodeName"] == pcie.name
         for agent in agents:
             await agent.stop()
 
@@ -161,7 +155,7 @@ async def test_restart_waits_for_agents_or_uses_the_published_topology_never_bin
         for i in range(2):
             await kube.create(PODS, gpu_pod(f"first-{i}", 4), namespace=namespace)
         for i in range(2):
-            await _bound(kube, namespace, f"first-{i}")
+            await wait_for_bound(kube, namespace, f"first-{i}")
         for agent in agents:
             await agent.stop()
     # While no coordinator runs, the cluster fills up: 4 more pods for the 8 free GPUs left on

@@ -110,6 +110,18 @@ async def wait_for_object(
     )
 
 
+async def wait_for_bound(kube: KubeClient, namespace: str, name: str) -> KubeObject:
+    """Pod ``name`` once it has a node."""
+    return await wait_for_object(
+        kube,
+        PODS,
+        name,
+        lambda p: bool(p["spec"].get("nodeName")),
+        namespace=namespace,
+        what=f"pod {name} to be bound",
+    )
+
+
 async def wait_for_event(
     kube: KubeClient,
     namespace: str,
