@@ -287,14 +287,19 @@ async def test_cached_pool_reports_min_cached_replicas(
     pool = _guide("cached-pool", model=model)
     async with _coordinator(kubeconfig, cluster):
         await kube.create(AGENT_POOLS, pool, namespace=namespace)
-        event = await wait_for_event(
-            kube, namespace, reason="BelowMinCachedReplicas", name="cached-pool"
-        )
-        assert f"1 of 2 selected node(s) hold {model} in their cache" in event["message"]
+        # The first reconcile may run before the inventory lists the nodes ("0 of 0"): wait for
+        # the count over the two nodes, then the Warning Event saying so.
         status = await _status(
-            kube, namespace, "cached-pool", lambda s: "cache" in (s.get("policy") or {}), "cache"
+            kube,
+            namespace,
+            "cached-pool",
+            lambda s: (s.get("policy") or {}).get("cache", {}).get("nodes") == [nodes[0]],
+            "cache on the first node",
         )
-        assert status["policy"]["cache"]["nodes"] == [nodes[0]]
+        below = next(c for c in status["conditions"] if c["type"] == "ModelCached")
+        assert (below["status"], below["reason"]) == ("False", "BelowMinCachedReplicas")
+        assert f"1 of 2 selected node(s) hold {model} in their cache" in below["message"]
+        await wait_for_event(kube, namespace, reason="BelowMinCachedReplicas", name="cached-pool")
         # The second node's agent reports the model too: the condition turns true.
         await kube.patch(
             NODES, nodes[1], {"metadata": {"annotations": {"topos.io/models": json.dumps([model])}}}
