@@ -49,6 +49,8 @@ INHERITED_KEYS: Final[tuple[podkeys.Key, ...]] = (
     podkeys.NUMA_POLICY,
     podkeys.NUMA_RESOURCES,
     podkeys.GANG_TIMEOUT,
+    podkeys.GPU_FRACTION,
+    podkeys.GPU_MEMORY,
 )
 
 #: Keys that make a workload one pod group (placed as a unit).

@@ -84,3 +84,14 @@ def test_no_pod_group_without_placement_keys_or_over_the_pods_own_group() -> Non
 
 def test_an_owner_without_keys_changes_nothing() -> None:
     assert inheritance({"a": "b"}, {"app": "x"}, Owner("Deployment", "web", {"x": "y"})) is None
+
+
+def test_a_deployments_gpu_share_reaches_its_pods_without_making_a_group() -> None:
+    """``topos.io/gpu-fraction`` written on the Deployment, not its pod template, still asks for
+    part of a GPU on every replica (KAI's spelling too); a share alone groups nothing."""
+    owner = Owner("Deployment", "halves", {"topos.io/gpu-fraction": "0.5", "gpu-memory": "2000"})
+    change = inheritance({}, {}, owner)
+    assert change is not None
+    assert change.annotations["topos.io/gpu-fraction"] == "0.5"
+    assert change.annotations["gpu-memory"] == "2000"
+    assert not change.labels
