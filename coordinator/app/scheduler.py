@@ -94,7 +94,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             client = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             events = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             readiness = app[READINESS]
-            synced = _until(lambda: bool(readiness.checks.get("inventory")))
+            synced = until(lambda: bool(readiness.checks.get("inventory")))
             runtime = kube_runtime(
                 client,
                 inventory,
@@ -110,7 +110,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         runtime.scheduler.view.node_filter = section.node_filter()
         if elector is not None:
             # Only the leader binds: start once leading, and check before every bind.
-            runtime.add_gate(_until(elector.is_leader))
+            runtime.add_gate(until(elector.is_leader))
             runtime.scheduler.binder.may_bind = elector.is_leader
         # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
         if client is not None:
@@ -162,7 +162,8 @@ def _record_trouble(runtime: SchedulerRuntime, gangs: GangRuntime, history: Doma
         gangs.recovery.listeners.append(history.record)
 
 
-def _until(condition: Callable[[], bool]) -> asyncio.Event:
+def until(condition: Callable[[], bool]) -> asyncio.Event:
+    """An event set once ``condition()`` holds (polled every 0.1 s on the running loop)."""
     event = asyncio.Event()
 
     async def poll() -> None:

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from common.kube import NODES, KubeClient
+from common.kube import EVENTS, NODES, PODS, KubeClient
 from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
 from coordinator.app.leadership import LEADER
@@ -27,7 +27,7 @@ from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE
 from coordinator.neuronetes.kube.resources import AGENT_POOLS
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster, Kubectl
 from tests.support.kube_wait import wait_for_event, wait_for_object, wait_for_pods
-from tests.support.neuronetes import Kubelet, install_crds, shapes
+from tests.support.neuronetes import Kubelet, controller, install_crds, shapes
 
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
@@ -285,10 +285,10 @@ async def test_cached_pool_reports_min_cached_replicas(
         NODES, nodes[0], {"metadata": {"annotations": {"topos.io/models": json.dumps([model])}}}
     )
     pool = _guide("cached-pool", model=model)
+    # The pool exists before the coordinator starts: its first reconcile must wait for the
+    # inventory's first sync instead of reporting on no nodes ("0 of 0 selected").
+    await kube.create(AGENT_POOLS, pool, namespace=namespace)
     async with _coordinator(kubeconfig, cluster):
-        await kube.create(AGENT_POOLS, pool, namespace=namespace)
-        # The first reconcile may run before the inventory lists the nodes ("0 of 0"): wait for
-        # the count over the two nodes, then the Warning Event saying so.
         status = await _status(
             kube,
             namespace,
@@ -300,6 +300,15 @@ async def test_cached_pool_reports_min_cached_replicas(
         assert (below["status"], below["reason"]) == ("False", "BelowMinCachedReplicas")
         assert f"1 of 2 selected node(s) hold {model} in their cache" in below["message"]
         await wait_for_event(kube, namespace, reason="BelowMinCachedReplicas", name="cached-pool")
+        events = await kube.list(EVENTS, namespace=namespace)
+        said = [
+            e["message"]
+            for e in events["items"]
+            if e.get("reason") == "BelowMinCachedReplicas"
+            and e["involvedObject"]["name"] == "cached-pool"
+        ]
+        assert said
+        assert all("of 2 selected node(s)" in m for m in said), said
         # The second node's agent reports the model too: the condition turns true.
         await kube.patch(
             NODES, nodes[1], {"metadata": {"annotations": {"topos.io/models": json.dumps([model])}}}
@@ -315,3 +324,22 @@ async def test_cached_pool_reports_min_cached_replicas(
             "ModelCached true",
         )
         assert status["policy"]["cache"]["cachedNodes"] == 2
+
+
+async def test_no_pool_is_reconciled_before_the_node_inventory_is_ready(
+    kube: KubeClient, kubeconfig: Path, namespace: str, kubectl: Kubectl
+) -> None:
+    install_crds(kubectl)
+    await kube.create(AGENT_POOLS, _guide("cached-pool", model="m"), namespace=namespace)
+    inventory_ready = asyncio.Event()
+    async with controller(kubeconfig, namespace, "no-nodes", ready=[inventory_ready]):
+        await asyncio.sleep(2.0)  # four resync periods: nothing is judged on no nodes
+        pool = await kube.get(AGENT_POOLS, "cached-pool", namespace=namespace)
+        assert not pool.get("status")
+        pods = await kube.list(PODS, namespace=namespace, label_selector="neuronetes.io/pool")
+        assert pods["items"] == []
+        inventory_ready.set()
+        status = await _status(
+            kube, namespace, "cached-pool", lambda s: bool(s.get("conditions")), "a status"
+        )
+        assert any(c["type"] == "ModelCached" for c in status["conditions"])

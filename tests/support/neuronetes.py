@@ -303,8 +303,10 @@ async def controller(
     *,
     resync_s: float = 0.5,
     policies: Sequence[Policy] | None = None,
+    ready: Sequence[asyncio.Event] = (),
 ) -> AsyncIterator[NeuronetesController]:
-    """The controller on ``namespace``; GPU types checked against the nodes of run ``run``."""
+    """The controller on ``namespace``; GPU types checked against the nodes of run ``run``;
+    reconciling only once every event of ``ready`` is set."""
     client = await KubeClient.connect(kubeconfig)
     labels: list[dict[str, str]] = []
 
@@ -319,6 +321,7 @@ async def controller(
         namespace=namespace,
         node_labels=lambda: labels,
         policies=policies,
+        ready=ready,
     )
     task = asyncio.create_task(ctl.run())
     try:

@@ -77,7 +77,8 @@ class NeuronetesController:
     against them); ``node_facts()``: every node by name with its labels, GPUs and cached models
     (when given, the labels come from it); ``policies``: the per-pool policy step (default:
     :data:`~coordinator.neuronetes.guide_policies.GUIDE_POLICIES`), with ``policy_inputs``
-    (price table, carbon readings… from the configuration) as their inputs."""
+    (price table, carbon readings… from the configuration) as their inputs; no pool is
+    reconciled before every event of ``ready`` is set."""
 
     def __init__(
         self,
@@ -91,8 +92,10 @@ class NeuronetesController:
         instance: str = "topos",
         policies: Sequence[Policy] | None = None,
         policy_inputs: Mapping[str, Any] | None = None,
+        ready: Sequence[asyncio.Event] = (),
     ) -> None:
         self._policy_inputs = policy_inputs
+        self._ready = list(ready)
         self.settings = settings or NeuronetesSettings()
         self._client = client
         self._node_labels = node_labels
@@ -183,7 +186,9 @@ class NeuronetesController:
             self._wake.set()
 
     async def _loop(self, reconciler: Reconciler) -> None:
-        for event in self.synced:
+        # ``ready``: the node inventory's first sync — a policy judging nodes (cached replicas,
+        # spot capacity, regions) must not report on an empty inventory.
+        for event in [*self.synced, *self._ready]:
             await event.wait()
         while True:
             await self._wake.wait()
