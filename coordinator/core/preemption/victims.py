@@ -19,6 +19,8 @@ Rules:
   spared, highest priority first. The preemptor is placed with the same network rules as always.
 * DRA claims: evicting a pod frees the GPUs of the claims that only victims reserve
   (:mod:`.claims`); a claim another remaining pod reserves stays taken.
+* Shares of a GPU (:mod:`.shares`): a shared GPU is freed only when every holder is a victim;
+  a pod asking for a share fits where, once the victims are gone, one GPU has room for it.
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.podspec.sharing import GpuShare, HeldShare
+from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
+from coordinator.core.preemption.shares import SHARE_MILLI, GpuHolders, ShareRoom
 from coordinator.core.status import Status
+
+NO_ROOM = "node(s) had no GPU with room for the share"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +55,7 @@ class RunningPod:
     labels: Mapping[str, str] = field(default_factory=dict)
     gang: str | None = None  # "namespace/name" of its gang
     gpus: tuple[str, ...] = ()
+    share: HeldShare | None = None  # part of one GPU (its nvidia.com/gpu, if any, a replica)
 
     @property
     def namespace(self) -> str:
@@ -138,22 +146,36 @@ def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
 
 
 def _freed(
-    nodes: Sequence[NodeState], pods: Sequence[RunningPod], room: ClaimRoom
+    nodes: Sequence[NodeState],
+    pods: Sequence[RunningPod],
+    room: ClaimRoom,
+    shared: ShareRoom,
+    *,
+    milli: bool,
 ) -> list[NodeState]:
+    """``nodes`` once ``pods`` are gone; with ``milli``, each with its :data:`SHARE_MILLI`."""
     give: dict[str, dict[str, int]] = {}
     for pod in pods:
-        add(give.setdefault(pod.node, {}), pod.requests)
-    for name, gpus in room.freed_gpus({p.key for p in pods}).items():
+        requests = pod.requests
+        if pod.share is not None and requests.get(GPU):
+            requests = {k: v for k, v in requests.items() if k != GPU}  # a replica, not a GPU
+        add(give.setdefault(pod.node, {}), requests)
+    victims = {p.key for p in pods}
+    for name, gpus in room.freed_gpus(victims).items():
+        add(give.setdefault(name, {}), {GPU: gpus})
+    for name, gpus in shared.freed_gpus(victims).items():
         add(give.setdefault(name, {}), {GPU: gpus})
     out = []
     for node in nodes:
         extra = give.get(node.name)
-        if extra:
-            free = dict(node.free)
-            add(free, extra)
-            out.append(replace(node, free=free))
-        else:
+        if not extra and not milli:
             out.append(node)
+            continue
+        free = dict(node.free)
+        add(free, extra or {})
+        if milli:
+            free[SHARE_MILLI] = shared.milli(node.name, victims, max(0, free.get(GPU, 0)))
+        out.append(replace(node, free=free))
     return out
 
 
@@ -169,9 +191,15 @@ def select_victims(
     keys: DomainKeys | None = None,
     eligible: EligibleFn | None = None,
     claims: Sequence[ClaimHold] = (),
+    shares: Mapping[str, GpuShare] | None = None,
+    gpus: Sequence[GpuHolders] = (),
+    capacity: CapacityRoom | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
-    ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them."""
+    ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
+    ``shares``: member → the part of one GPU it asks for; ``gpus``: who holds the nodes' GPUs
+    (the shared ones, and every one when a member asks for a share); ``capacity``: the parts of
+    shareable DRA GPUs members' claims ask for."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -180,12 +208,38 @@ def select_victims(
         return Status.unresolvable("pod group has no members")
 
     room = ClaimRoom(claims)
+    shared = ShareRoom(gpus)
+    asks = dict(shares or {})
+    if asks:  # a share is part of one GPU: its nvidia.com/gpu (a replica) is no whole GPU
+        preemptor = [
+            replace(m, requests={k: v for k, v in m.requests.items() if k != GPU})
+            if m.name in asks
+            else m
+            for m in preemptor
+        ]
+    milli = any(m.requests.get(SHARE_MILLI) for m in preemptor)
 
     def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
         pods = [p for unit in victims for p in unit]
-        return place_members(
-            preemptor, _freed(nodes, pods, room), intent=intent, keys=keys, eligible=eligible
-        )
+        after = _freed(nodes, pods, room, shared, milli=milli)
+        check = eligible
+        if asks or capacity is not None:
+            gone = {p.key for p in pods}
+            unclaimed = {gpu for _, gpu in room.freed_gpu_ids(gone, extended=True)}
+            freed = {h.key for h in room.freed_claims(gone)}
+            fresh = {n.name for n in after if n.free.get(GPU, 0) > 0}
+
+            def check(member: Member, node: NodeState) -> Status:
+                ask = asks.get(member.name)
+                if ask is not None and not shared.fits(
+                    node.name, ask, gone, fresh=node.name in fresh, unclaimed=unclaimed
+                ):
+                    return Status.unschedulable(NO_ROOM)
+                if capacity is not None and not capacity.fits(member.name, node.name, freed):
+                    return Status.unschedulable(NO_ROOM)
+                return Status() if eligible is None else eligible(member, node)
+
+        return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
 
     groups = _units(running)
     # A gang's priority is its highest member's; a gang is a candidate only as a whole.

@@ -12,6 +12,7 @@ from typing import Any
 from coordinator.core.domains.capacity import GPU
 from coordinator.core.domains.packing import Member
 from coordinator.core.gangs.cycle import members_of, node_states
+from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import claim_holds
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -78,6 +79,7 @@ def preempt(
         nodes=node_states(snapshot),
         running=running,
         claims=holds if with_claims else (),
+        capacity=capacity_room(snapshot, [high]),
     )
 
 
