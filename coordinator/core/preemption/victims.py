@@ -14,7 +14,8 @@ Rules:
   member's.
 * PodDisruptionBudgets are honoured strictly: a candidate whose eviction would take a budget below
   its minimum is not used. When only such candidates would help, the answer names the budget.
-* Fewest victims: candidates are taken lowest priority first (then smallest), the shortest prefix
+* Fewest victims: candidates are taken lowest priority first (then smallest, then holding the
+  most of GPUs — a whole GPU 1000 thousandths, a share its part), the shortest prefix
   that makes the preemptor fit is found, and then every victim that is not needed after all is
   spared, highest priority first. The preemptor is placed with the same network rules as always.
 * DRA claims: evicting a pod frees the GPUs of the claims that only victims reserve
@@ -145,6 +146,11 @@ def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
     return units
 
 
+def _gpu_milli(pod: RunningPod) -> int:
+    """Thousandths of GPUs a pod holds: a share its part, a whole GPU 1000."""
+    return pod.share.milli if pod.share is not None else 1000 * pod.requests.get(GPU, 0)
+
+
 def _freed(
     nodes: Sequence[NodeState],
     pods: Sequence[RunningPod],
@@ -249,7 +255,7 @@ def select_victims(
         key=lambda u: (
             unit_priority[u],
             len(groups[u]),
-            -sum(p.requests.get(GPU, 0) for p in groups[u]),
+            -sum(_gpu_milli(p) for p in groups[u]),
             u,
         )
     )
