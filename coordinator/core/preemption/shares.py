@@ -29,8 +29,9 @@ from coordinator.core.snapshot.snapshot import Snapshot
 
 __all__ = ["SHARE_MILLI", "GpuHolders", "ShareRoom", "gpu_holders", "share_fits", "share_milli"]
 
-#: Planning-only resource: thousandths of GPUs (never a real resource name).
-SHARE_MILLI: Final = "topos.io/gpu-milli"
+#: Planning-only resource, named as refusals show it ("Insufficient thousandths of a GPU"); no
+#: real resource has a name with spaces.
+SHARE_MILLI: Final = "thousandths of a GPU"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -59,7 +59,10 @@ def plan(snapshot: Snapshot, pods: list[PodRequest]) -> GangPlan | Status:
 
 def test_a_share_takes_a_gpu_whole_members_cannot_have() -> None:
     # Two free GPUs: the two whole members take both, the half has none left.
-    assert isinstance(plan(Snapshot([node("a", busy=6)]), [*WHOLE, HALF]), Status)
+    refused = plan(Snapshot([node("a", busy=6)]), [*WHOLE, HALF])
+    assert isinstance(refused, Status)
+    assert "2500 thousandths of a GPU together" in (refused.detail or "")
+    assert "have 2 nvidia.com/gpu, " in (refused.detail or "")
     assert isinstance(plan(Snapshot([node("a", busy=6)]), WHOLE), GangPlan)
     # Another pod's shared GPU with room for the half: all three fit.
     assert isinstance(plan(Snapshot([node("a", busy=5, shared="0.5")]), [*WHOLE, HALF]), GangPlan)
