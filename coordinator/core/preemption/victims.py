@@ -42,7 +42,7 @@ from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
 from coordinator.core.preemption.shares import SHARE_MILLI, GpuHolders, ShareRoom
 from coordinator.core.status import Status
 
-NO_ROOM = "node(s) had no GPU with room for the share"
+_NO_ROOM = "node(s) had no GPU with room for the share"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,9 +240,9 @@ def select_victims(
                 if ask is not None and not shared.fits(
                     node.name, ask, gone, fresh=node.name in fresh, unclaimed=unclaimed
                 ):
-                    return Status.unschedulable(NO_ROOM)
+                    return Status.unschedulable(_NO_ROOM)
                 if capacity is not None and not capacity.fits(member.name, node.name, freed):
-                    return Status.unschedulable(NO_ROOM)
+                    return Status.unschedulable(_NO_ROOM)
                 return Status() if eligible is None else eligible(member, node)
 
         return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
