@@ -8,6 +8,10 @@ once the room is free), a ``Preempted`` Event on every victim naming the preempt
 the Eviction API (``pods/eviction``: the API server checks PodDisruptionBudgets too — a ``429``
 leaves the victim running, and the preemptor tries again once its nomination expires).
 
+A pod asking for part of a GPU preempts too: victims are chosen so that one GPU has room for its
+share (:mod:`coordinator.core.preemption.shares`); a GPU fractional pods share is freed for a
+whole-GPU pod only when all of its holders are victims.
+
 Evicting a pod whose GPUs come from DRA claims frees the claims only victims reserve
 (:mod:`coordinator.core.preemption.claims`). Their devices are free only once
 kube-controller-manager's resourceclaim controller has taken the deleted victims out of
@@ -38,7 +42,9 @@ from coordinator.core.framework.results import Failure
 from coordinator.core.gangs.cycle import members_of, node_gate, node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
+from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
@@ -227,9 +233,11 @@ class Preemptor:
             return None
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = self.scheduler.view.snapshot()
-        nodes = node_states(self.held.overlay(view, priority, uids))
+        overlay = self.held.overlay(view, priority, uids)
+        nodes = node_states(overlay)
         running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
         holds = self._holds(view)
+        shares = {m.key: m.share for m in members if m.share is not None}
         plan = select_victims(
             members_of(members, view),
             priority=priority,
@@ -246,6 +254,9 @@ class Preemptor:
             keys=self.keys,
             eligible=eligible,
             claims=holds,
+            shares=shares,
+            gpus=list(gpu_holders(overlay, every_gpu=bool(shares))),
+            capacity=capacity_room(view, members),
         )
         if isinstance(plan, Status):
             self._release(members)

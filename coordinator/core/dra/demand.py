@@ -6,8 +6,10 @@ A device is a GPU when it joins (by its ``uuid`` attribute) a GPU some agent rep
 alternative asks for GPUs when its DeviceClass's and its own selectors select at least one such
 device. A claim's GPU demand is, per request, the ``ExactCount`` of its cheapest alternative (a
 ``firstAvailable`` request may settle for it; the per-pod allocation decides), alternatives that
-select no GPU counting 0. Claims already allocated ask for nothing more (their GPUs are held
-already); a claim several pods share counts for the first of them only.
+select no GPU counting 0, and so do alternatives asking part of a shareable GPU (``capacity``
+requests on devices that allow multiple allocations: a share, not a GPU). Claims already
+allocated ask for nothing more (their GPUs are held already); a claim several pods share counts
+for the first of them only.
 """
 
 from __future__ import annotations
@@ -57,6 +59,20 @@ class GpuDemand:
             self._memo[key] = hit
         return hit
 
+    def shares_gpu(self, alt: SubRequest) -> bool:
+        """Whether the alternative asks part of a GPU: capacity requests, and every GPU its
+        class selects allows multiple allocations."""
+        if not alt.capacity:
+            return False
+        cls = self.state.class_by_name.get(alt.class_name)
+        if cls is None:
+            return False
+        try:
+            chosen = [d for d in self._gpu_devices() if selects(d, cls.selectors)]
+        except CelCompileError:
+            return False
+        return bool(chosen) and all(d.allow_multiple for d in chosen)
+
     def claim(self, claim: ResourceClaim) -> int:
         """The GPUs an unallocated claim asks for (0 once allocated)."""
         if claim.allocation is not None:
@@ -64,7 +80,9 @@ class GpuDemand:
         total = 0
         for request in claim.requests:
             counts = [
-                alt.count if alt.mode == "ExactCount" and self.asks_gpus(alt) else 0
+                alt.count
+                if alt.mode == "ExactCount" and self.asks_gpus(alt) and not self.shares_gpu(alt)
+                else 0
                 for alt in request.alternatives
                 if not alt.admin_access
             ]

@@ -38,6 +38,8 @@ from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.plugins.groupspread import group_of
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.sharing import WHOLE, GpuShare
+from coordinator.core.preemption.shares import SHARE_MILLI, share_fits, share_milli
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -94,25 +96,58 @@ def node_states(snapshot: Snapshot) -> list[NodeState]:
     return [node_state(n, dra) for n in snapshot.nodes]
 
 
-def member_of(pod: PodRequest, *, claim_gpus: int = 0) -> Member:
+def member_of(pod: PodRequest, *, claim_gpus: int = 0, milli: int = 0) -> Member:
     """A planning member for a pod: pods equal but for name and uid share a shape.
-    ``claim_gpus``: GPUs its ResourceClaims ask for, planned as ``nvidia.com/gpu``."""
+    ``claim_gpus``: GPUs its ResourceClaims ask for, planned as ``nvidia.com/gpu``; ``milli``:
+    the :data:`SHARE_MILLI` it takes (planning with shares). A share's ``nvidia.com/gpu`` (a
+    replica of the shared GPU) is no whole GPU."""
     shape = repr(replace(pod, name="", uid="", labels={}))
     requests = dict(pod.requests)
+    if pod.share is not None:
+        requests.pop(GPU, None)
     if claim_gpus:
         requests[GPU] = requests.get(GPU, 0) + claim_gpus
         shape += f" + {claim_gpus} claimed GPUs"  # members sharing a claim differ here
+    if milli:
+        requests[SHARE_MILLI] = milli
     return Member(name=pod.key, requests=requests, shape=shape)
 
 
 def members_of(pods: Sequence[PodRequest], snapshot: Snapshot) -> list[Member]:
     """Planning members for ``pods``, the GPUs their unallocated claims ask for counted (a
-    claim several members share, once)."""
+    claim several members share, once). When one of them asks for a share, every member
+    asking for GPUs also takes :data:`SHARE_MILLI`: 1000 per whole GPU, a share its part (of
+    the cluster's largest GPU, for an ask by memory)."""
     demand: dict[str, int] = {}
     if not snapshot.dra.empty and any(p.claims for p in pods):
         uuids = {g.uuid for n in snapshot.nodes if n.topology for g in n.topology.gpus}
         demand = GpuDemand(snapshot.dra, uuids).pods(pods)
-    return [member_of(p, claim_gpus=demand.get(p.key, 0)) for p in pods]
+    if not any(p.share is not None for p in pods):
+        return [member_of(p, claim_gpus=demand.get(p.key, 0)) for p in pods]
+    largest = max(
+        (g.memory_total_mib or 0 for n in snapshot.nodes if n.topology for g in n.topology.gpus),
+        default=0,
+    )
+    out = []
+    for p in pods:
+        gpus = demand.get(p.key, 0)
+        if p.share is not None:
+            held = p.share.on_gpu(largest or None)
+            milli = held.milli if held is not None else p.share.milli or 1
+        else:
+            milli = WHOLE * (p.requests.get(GPU, 0) + gpus)
+        out.append(member_of(p, claim_gpus=gpus, milli=milli))
+    return out
+
+
+def with_share_milli(nodes: Sequence[NodeState], snapshot: Snapshot) -> list[NodeState]:
+    """``nodes`` with the :data:`SHARE_MILLI` each offers (planning members that take it)."""
+    out = []
+    for state in nodes:
+        info = snapshot.get(state.name)
+        milli = share_milli(info, state.gpus_free) if info is not None else 0
+        out.append(replace(state, free={**state.free, SHARE_MILLI: milli}))
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +212,7 @@ def schedule_gang(
     chose, or the leaves its surviving members occupy).
     """
     by_key = {p.key: p for p in pods}
+    refused: dict[tuple[str, str], Status] = {}
     # topologyConstraints bound every placement of the gang (core/domains/packing.py).
     intent = replace(intent or PlacementIntent(), leaf_limits=framework.config.topology_constraints)
     if intent.strategy is Strategy.DISTRIBUTED:
@@ -184,8 +220,19 @@ def schedule_gang(
     members = members_of(pods, snapshot)
     shapes = {m.name: m.shape_key for m in members}
     nodes = node_states(snapshot)
+    asks: dict[str, GpuShare] = {shapes[p.key]: p.share for p in pods if p.share is not None}
+    if asks:
+        nodes = with_share_milli(nodes, snapshot)
+        # A share goes only where one GPU has room for it (shared, or free while the node
+        # still has a whole GPU to give).
+        for state in nodes:
+            info = snapshot.get(state.name)
+            for shape, ask in asks.items():
+                if info is None or not share_fits(info, ask, fresh=state.gpus_free > 0):
+                    refused[(shape, state.name)] = Status.unschedulable(
+                        "node(s) had no GPU with room for the share", detail=state.name
+                    )
     layout = build_layout(nodes, keys=keys)
-    refused: dict[tuple[str, str], Status] = {}
     scope = None if within is None else list(within)
 
     def eligible(member: Member, node: NodeState) -> Status:
@@ -249,4 +296,5 @@ __all__ = [
     "node_state",
     "node_states",
     "schedule_gang",
+    "with_share_milli",
 ]

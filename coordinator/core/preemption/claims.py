@@ -58,20 +58,26 @@ class ClaimRoom:
                     seen[(hold.key, hold.node)] = hold
         return list(seen.values())
 
-    def freed_gpus(self, victims: AbstractSet[str]) -> dict[str, int]:
-        """Node → how many GPUs evicting ``victims`` frees there through their claims (a GPU
-        several freed claims have shares of counts once)."""
+    def freed_gpu_ids(
+        self, victims: AbstractSet[str], *, extended: bool = False
+    ) -> set[tuple[str, str]]:
+        """(node, GPU uuid) of every GPU all of whose claims evicting ``victims`` frees (a GPU
+        several freed claims have shares of counts once); KEP-5004 claims' GPUs only with
+        ``extended`` (otherwise they are the pods' ``nvidia.com/gpu``)."""
         claims = self.freed_claims(victims)
         gone = {h.key for h in claims}
-        freed = {
+        return {
             (hold.node, gpu)
             for hold in claims
-            if not hold.extended  # freed as the pod's nvidia.com/gpu request
+            if extended or not hold.extended
             for gpu in hold.gpus
             if self._holders[(hold.node, gpu)] <= gone
         }
+
+    def freed_gpus(self, victims: AbstractSet[str]) -> dict[str, int]:
+        """Node → how many GPUs evicting ``victims`` frees there through their claims."""
         out: dict[str, int] = {}
-        for node, _ in freed:
+        for node, _ in self.freed_gpu_ids(victims):
             out[node] = out.get(node, 0) + 1
         return out
 

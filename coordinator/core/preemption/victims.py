@@ -14,11 +14,14 @@ Rules:
   member's.
 * PodDisruptionBudgets are honoured strictly: a candidate whose eviction would take a budget below
   its minimum is not used. When only such candidates would help, the answer names the budget.
-* Fewest victims: candidates are taken lowest priority first (then smallest), the shortest prefix
+* Fewest victims: candidates are taken lowest priority first (then smallest, then holding the
+  most of GPUs — a whole GPU 1000 thousandths, a share its part), the shortest prefix
   that makes the preemptor fit is found, and then every victim that is not needed after all is
   spared, highest priority first. The preemptor is placed with the same network rules as always.
 * DRA claims: evicting a pod frees the GPUs of the claims that only victims reserve
   (:mod:`.claims`); a claim another remaining pod reserves stays taken.
+* Shares of a GPU (:mod:`.shares`): a shared GPU is freed only when every holder is a victim;
+  a pod asking for a share fits where, once the victims are gone, one GPU has room for it.
 """
 
 from __future__ import annotations
@@ -33,8 +36,13 @@ from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.podspec.sharing import GpuShare, HeldShare
+from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
+from coordinator.core.preemption.shares import SHARE_MILLI, GpuHolders, ShareRoom
 from coordinator.core.status import Status
+
+_NO_ROOM = "node(s) had no GPU with room for the share"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +56,7 @@ class RunningPod:
     labels: Mapping[str, str] = field(default_factory=dict)
     gang: str | None = None  # "namespace/name" of its gang
     gpus: tuple[str, ...] = ()
+    share: HeldShare | None = None  # part of one GPU (its nvidia.com/gpu, if any, a replica)
 
     @property
     def namespace(self) -> str:
@@ -137,23 +146,42 @@ def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
     return units
 
 
+def _gpu_milli(pod: RunningPod) -> int:
+    """Thousandths of GPUs a pod holds: a share its part, a whole GPU 1000."""
+    return pod.share.milli if pod.share is not None else 1000 * pod.requests.get(GPU, 0)
+
+
 def _freed(
-    nodes: Sequence[NodeState], pods: Sequence[RunningPod], room: ClaimRoom
+    nodes: Sequence[NodeState],
+    pods: Sequence[RunningPod],
+    room: ClaimRoom,
+    shared: ShareRoom,
+    *,
+    milli: bool,
 ) -> list[NodeState]:
+    """``nodes`` once ``pods`` are gone; with ``milli``, each with its :data:`SHARE_MILLI`."""
     give: dict[str, dict[str, int]] = {}
     for pod in pods:
-        add(give.setdefault(pod.node, {}), pod.requests)
-    for name, gpus in room.freed_gpus({p.key for p in pods}).items():
+        requests = pod.requests
+        if pod.share is not None and requests.get(GPU):
+            requests = {k: v for k, v in requests.items() if k != GPU}  # a replica, not a GPU
+        add(give.setdefault(pod.node, {}), requests)
+    victims = {p.key for p in pods}
+    for name, gpus in room.freed_gpus(victims).items():
+        add(give.setdefault(name, {}), {GPU: gpus})
+    for name, gpus in shared.freed_gpus(victims).items():
         add(give.setdefault(name, {}), {GPU: gpus})
     out = []
     for node in nodes:
         extra = give.get(node.name)
-        if extra:
-            free = dict(node.free)
-            add(free, extra)
-            out.append(replace(node, free=free))
-        else:
+        if not extra and not milli:
             out.append(node)
+            continue
+        free = dict(node.free)
+        add(free, extra or {})
+        if milli:
+            free[SHARE_MILLI] = shared.milli(node.name, victims, max(0, free.get(GPU, 0)))
+        out.append(replace(node, free=free))
     return out
 
 
@@ -169,9 +197,15 @@ def select_victims(
     keys: DomainKeys | None = None,
     eligible: EligibleFn | None = None,
     claims: Sequence[ClaimHold] = (),
+    shares: Mapping[str, GpuShare] | None = None,
+    gpus: Sequence[GpuHolders] = (),
+    capacity: CapacityRoom | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
-    ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them."""
+    ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
+    ``shares``: member → the part of one GPU it asks for; ``gpus``: who holds the nodes' GPUs
+    (the shared ones, and every one when a member asks for a share); ``capacity``: the parts of
+    shareable DRA GPUs members' claims ask for."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -180,12 +214,38 @@ def select_victims(
         return Status.unresolvable("pod group has no members")
 
     room = ClaimRoom(claims)
+    shared = ShareRoom(gpus)
+    asks = dict(shares or {})
+    if asks:  # a share is part of one GPU: its nvidia.com/gpu (a replica) is no whole GPU
+        preemptor = [
+            replace(m, requests={k: v for k, v in m.requests.items() if k != GPU})
+            if m.name in asks
+            else m
+            for m in preemptor
+        ]
+    milli = any(m.requests.get(SHARE_MILLI) for m in preemptor)
 
     def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
         pods = [p for unit in victims for p in unit]
-        return place_members(
-            preemptor, _freed(nodes, pods, room), intent=intent, keys=keys, eligible=eligible
-        )
+        after = _freed(nodes, pods, room, shared, milli=milli)
+        check = eligible
+        if asks or capacity is not None:
+            gone = {p.key for p in pods}
+            unclaimed = {gpu for _, gpu in room.freed_gpu_ids(gone, extended=True)}
+            freed = {h.key for h in room.freed_claims(gone)}
+            fresh = {n.name for n in after if n.free.get(GPU, 0) > 0}
+
+            def check(member: Member, node: NodeState) -> Status:
+                ask = asks.get(member.name)
+                if ask is not None and not shared.fits(
+                    node.name, ask, gone, fresh=node.name in fresh, unclaimed=unclaimed
+                ):
+                    return Status.unschedulable(_NO_ROOM)
+                if capacity is not None and not capacity.fits(member.name, node.name, freed):
+                    return Status.unschedulable(_NO_ROOM)
+                return Status() if eligible is None else eligible(member, node)
+
+        return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
 
     groups = _units(running)
     # A gang's priority is its highest member's; a gang is a candidate only as a whole.
@@ -195,7 +255,7 @@ def select_victims(
         key=lambda u: (
             unit_priority[u],
             len(groups[u]),
-            -sum(p.requests.get(GPU, 0) for p in groups[u]),
+            -sum(_gpu_milli(p) for p in groups[u]),
             u,
         )
     )

@@ -8,8 +8,10 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from common.podkeys import GPU_SHARE
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
+from coordinator.core.podspec.sharing import parse_held
 from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
@@ -69,6 +71,7 @@ def running_pods(inventory: Inventory, podgroups: PodGroups) -> list[RunningPod]
                 labels=dict(pod.labels),
                 gang=str(spec.key) if spec is not None else None,
                 gpus=tuple(pod.assigned_gpus),
+                share=parse_held(pod.annotations.get(GPU_SHARE, "")),
             )
         )
     return out

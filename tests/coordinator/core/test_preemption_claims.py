@@ -12,6 +12,7 @@ from typing import Any
 from coordinator.core.domains.capacity import GPU
 from coordinator.core.domains.packing import Member
 from coordinator.core.gangs.cycle import members_of, node_states
+from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import claim_holds
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -78,6 +79,7 @@ def preempt(
         nodes=node_states(snapshot),
         running=running,
         claims=holds if with_claims else (),
+        capacity=capacity_room(snapshot, [high]),
     )
 
 
@@ -185,3 +187,26 @@ def test_a_gpu_pod_on_a_dra_node_preempts_and_kep_5004_gpus_count_once() -> None
     plan = wanting(4)
     assert isinstance(plan, PreemptionPlan), plan
     assert len(plan.victim_pods) == 1
+
+
+def test_a_capacity_ask_is_a_share_and_evicts_only_what_makes_room() -> None:
+    claims = []
+    running = []
+    for i in range(8):
+        for half in ("a", "b"):
+            name = f"s{i}{half}"
+            claims.append(shares(name, f"gpu-{i}", f"uid-{name}"))
+            running.append(low(name))
+    want = claim("want", [exactly("gpu", capacity={"memory": "30Gi"})], namespace="ml")
+    plan = preempt(claims, running, want=want, shared=True)
+    assert isinstance(plan, PreemptionPlan), plan
+    # 40Gi freed of one 80Gi GPU is room for 30Gi: one share goes, not a whole GPU's two.
+    (victim,) = plan.victim_pods
+    assert plan.claims == (f"default/{victim.removeprefix('ml/')}",)
+    # Planned as part of a GPU, not as one.
+    topo = pcie8("d", memory_mib=80 * 1024)
+    snapshot = Snapshot(
+        [dra_node("d", topo)], dra=state([gpu_slice("d", topo, shared=True)], claims=[want])
+    )
+    (member,) = members_of([request(claim_pod("high", "want", namespace="ml"))], snapshot)
+    assert member.requests.get(GPU, 0) == 0

@@ -1,0 +1,163 @@
+"""The GPUs fractional pods share, as the victim search frees them.
+
+A GPU split between fractional pods (``topos.io/gpu-share``) is never free for a whole-GPU pod:
+evicting some of its holders frees room on it for another share, and only evicting **every**
+holder frees the GPU itself. A fractional pod's ``nvidia.com/gpu: 1`` (a time-slicing or MPS
+replica) is therefore never counted as a GPU it frees.
+
+A pod asking for a share fits a node when, once the victims are gone, one GPU there has room for
+it: a shared GPU whose remaining holders leave enough compute and memory, or a GPU nobody holds
+(one held whole by a victim, or every one of whose holders is a victim) while the node still has
+a whole GPU to give (GPUs held without saying which count against that, as in the per-pod cycle).
+
+Planning several pods at once (a gang, or preemption for one) also counts
+:data:`SHARE_MILLI`: the thousandths of GPUs a node can give — 1000 for each free GPU and the
+free compute of its shared GPUs — against which a whole-GPU member asks 1000 per GPU and a share
+its fraction. So a gang's shares and whole GPUs are never planned onto the same GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Final
+
+from coordinator.core.podspec.sharing import WHOLE, GpuShare, HeldShare
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
+
+__all__ = ["SHARE_MILLI", "GpuHolders", "ShareRoom", "gpu_holders", "share_fits", "share_milli"]
+
+#: Planning-only resource, named as refusals show it ("Insufficient thousandths of a GPU"); no
+#: real resource has a name with spaces.
+SHARE_MILLI: Final = "thousandths of a GPU"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuHolders:
+    """One healthy GPU (not MIG-enabled) of a node, and who holds it."""
+
+    node: str
+    gpu: str  # uuid
+    memory_mib: int | None = None  # None: not reported
+    owner: str | None = None  # the pod holding it whole
+    shares: tuple[tuple[str, HeldShare], ...] = ()  # (pod key, its share)
+    claimed: bool = False  # a DRA claim holds it (whole, or a share of its capacity)
+
+
+def share_milli(node: NodeInfo, whole_free: int) -> int:
+    """:data:`SHARE_MILLI` a node offers now: its ``whole_free`` GPUs and its shared GPUs'
+    room."""
+    room = sum(
+        milli
+        for i, (milli, mib) in node.share_room.items()
+        if i in node.shared and (mib is None or mib > 0)
+    )
+    return WHOLE * whole_free + room
+
+
+def share_fits(node: NodeInfo, ask: GpuShare, *, fresh: bool) -> bool:
+    """Whether one GPU of ``node`` has room for ``ask`` now (a wholly free one only when
+    ``fresh``: the node has a whole GPU to give)."""
+    topo = node.topology
+    if topo is None:
+        return False
+    for i, (milli, mib) in node.share_room.items():
+        if i not in node.shared and not fresh:
+            continue
+        held = ask.on_gpu(topo.gpus[i].memory_total_mib)
+        if held is not None and held.milli <= milli and (mib is None or held.memory_mib <= mib):
+            return True
+    return False
+
+
+def gpu_holders(snapshot: Snapshot, *, every_gpu: bool) -> Iterator[GpuHolders]:
+    """The GPUs of ``snapshot``'s nodes: every healthy non-MIG one with ``every_gpu`` (a share
+    looks for room anywhere), else only the shared ones (what whole-GPU preemption frees)."""
+    for node in snapshot.nodes:
+        topo = node.topology
+        if topo is None or not (every_gpu or node.shared):
+            continue
+        for g in topo.gpus:
+            if not g.healthy or g.mig_enabled:
+                continue
+            shared = node.shared.get(g.index)
+            if shared is None and not every_gpu:
+                continue
+            yield GpuHolders(
+                node=node.name,
+                gpu=g.uuid,
+                memory_mib=g.memory_total_mib,
+                owner=node.gpu_owner.get(g.index),
+                shares=shared.holders if shared is not None else (),
+                claimed=g.uuid in node.dra_held,
+            )
+
+
+class ShareRoom:
+    """What evicting a set of pods frees of the GPUs ``holders``."""
+
+    def __init__(self, holders: Iterable[GpuHolders]) -> None:
+        self.by_node: dict[str, list[GpuHolders]] = {}
+        for h in holders:
+            self.by_node.setdefault(h.node, []).append(h)
+
+    def freed_gpus(self, victims: AbstractSet[str]) -> dict[str, int]:
+        """Node → shared GPUs every holder of which is a victim (free whole once they go)."""
+        out: dict[str, int] = {}
+        for node, gpus in self.by_node.items():
+            n = sum(
+                1
+                for g in gpus
+                if g.shares
+                and g.owner is None
+                and not g.claimed
+                and all(pod in victims for pod, _ in g.shares)
+            )
+            if n:
+                out[node] = n
+        return out
+
+    def milli(self, node: str, victims: AbstractSet[str], whole_free: int) -> int:
+        """:data:`SHARE_MILLI` of ``node`` once ``victims`` are gone (``whole_free``: its whole
+        free GPUs then, shared GPUs freed by the victims included)."""
+        room = 0
+        for g in self.by_node.get(node, ()):
+            left = [s for pod, s in g.shares if pod not in victims]
+            if not left or g.owner is not None or g.claimed:
+                continue  # free whole (counted in whole_free), or not the shares' to give
+            mem = sum(s.memory_mib for s in left)
+            if g.memory_mib is None or mem < g.memory_mib:
+                room += max(0, WHOLE - sum(s.milli for s in left))
+        return WHOLE * whole_free + room
+
+    def fits(
+        self,
+        node: str,
+        ask: GpuShare,
+        victims: AbstractSet[str],
+        *,
+        fresh: bool,
+        unclaimed: Collection[str] = (),
+    ) -> bool:
+        """Whether some GPU of ``node`` has room for ``ask`` once ``victims`` are gone.
+        ``fresh``: the node has a whole GPU to give then; ``unclaimed``: GPUs (uuids) whose DRA
+        claims the victims free."""
+        for g in self.by_node.get(node, ()):
+            if g.owner is not None and g.owner not in victims:
+                continue
+            if g.claimed and g.gpu not in unclaimed:
+                continue
+            left = [s for pod, s in g.shares if pod not in victims]
+            if not left and not fresh:
+                continue
+            need = ask.on_gpu(g.memory_mib)
+            if need is None:
+                continue
+            if sum(s.milli for s in left) + need.milli > WHOLE:
+                continue
+            mem = sum(s.memory_mib for s in left) + need.memory_mib
+            if g.memory_mib is None or mem <= g.memory_mib:
+                return True
+        return False

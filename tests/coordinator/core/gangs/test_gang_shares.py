@@ -1,0 +1,88 @@
+"""Gangs mixing shares and whole GPUs (docs/sharing.md): the planner counts a member's share
+against the GPUs it plans whole members on, so whole GPUs are never planned onto GPUs the gang's
+own shares (or other pods' shares) take."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.core.domains.capacity import GPU
+from coordinator.core.gangs.cycle import (
+    GangDecision,
+    members_of,
+    node_states,
+    schedule_gang,
+    with_share_milli,
+)
+from coordinator.core.gangs.plan import GangPlan, plan_gang
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.registry import build_framework
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Status
+from tests.support.pods import pod
+from tests.support.sched_hw import dgx_h100, gpu_node, request, running
+
+LABELS = {"topos.io/leaf": "leaf-a", "topos.io/spine": "spine-1"}
+
+
+def member(name: str, **kw: Any) -> PodRequest:
+    return request(pod(name, namespace="ml", gang=("mix", 3), cpu="1", memory="1Gi", **kw))
+
+
+WHOLE = [member("w-0", gpus=1), member("w-1", gpus=1)]
+HALF = member("s-0", annotations={"topos.io/gpu-fraction": "0.5"})
+
+
+def node(name: str, *, busy: int, shared: str | None = None) -> NodeInfo:
+    """A DGX H100 with GPUs 0..busy-1 held whole and, with ``shared``, GPU ``busy`` shared by a
+    pod holding that fraction."""
+    topo = dgx_h100(name)
+    pods = [
+        running(pod(f"{name}-b{i}", gpus=1, annotations={"topos.io/assigned-gpus": g.uuid}))
+        for i, g in enumerate(topo.gpus[:busy])
+    ]
+    if shared is not None:
+        ann = {
+            "topos.io/assigned-gpus": topo.gpus[busy].uuid,
+            "topos.io/gpu-fraction": shared,
+            "topos.io/gpu-share": f"fraction={shared}",
+        }
+        pods.append(running(pod(f"{name}-s", annotations=ann)))
+    return gpu_node(name, topo, labels=LABELS, pods=pods)
+
+
+def plan(snapshot: Snapshot, pods: list[PodRequest]) -> GangPlan | Status:
+    members = members_of(pods, snapshot)
+    return plan_gang(members, with_share_milli(node_states(snapshot), snapshot))
+
+
+def test_a_share_takes_a_gpu_whole_members_cannot_have() -> None:
+    # Two free GPUs: the two whole members take both, the half has none left.
+    refused = plan(Snapshot([node("a", busy=6)]), [*WHOLE, HALF])
+    assert isinstance(refused, Status)
+    assert "2500 thousandths of a GPU together" in (refused.detail or "")
+    assert "have 2 nvidia.com/gpu, " in (refused.detail or "")
+    assert isinstance(plan(Snapshot([node("a", busy=6)]), WHOLE), GangPlan)
+    # Another pod's shared GPU with room for the half: all three fit.
+    assert isinstance(plan(Snapshot([node("a", busy=5, shared="0.5")]), [*WHOLE, HALF]), GangPlan)
+    # Its shared GPU without room for it: no.
+    assert isinstance(plan(Snapshot([node("a", busy=5, shared="0.75")]), [*WHOLE, HALF]), Status)
+
+
+def test_a_share_is_no_whole_gpu_even_as_a_replica() -> None:
+    replica = member(
+        "s-0", gpus=1, annotations={"topos.io/gpu-fraction": "0.5"}
+    )  # time-slicing: nvidia.com/gpu 1 with the share
+    (planned,) = members_of([replica], Snapshot([node("a", busy=0)]))
+    assert planned.requests.get(GPU, 0) == 0
+
+
+def test_the_gang_goes_where_its_shares_and_whole_gpus_both_fit() -> None:
+    snapshot = Snapshot([node("a", busy=6), node("b", busy=5)])
+    decided = schedule_gang([*WHOLE, HALF], snapshot, build_framework(), min_member=3)
+    assert isinstance(decided, GangDecision), decided
+    assert decided.rounds == 1  # "a" was never planned: its two GPUs cannot hold all three
+    assert {d.node for d in decided.decisions} == {"b"}
+    gpus = {d.pod_key: d.placement.gpus for d in decided.decisions}
+    assert len({*gpus["ml/w-0"], *gpus["ml/w-1"], *gpus["ml/s-0"]}) == 3
