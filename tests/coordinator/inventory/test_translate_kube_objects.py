@@ -222,6 +222,13 @@ def test_alike_nodes_share_their_resource_maps_and_a_different_node_keeps_its_ow
     assert b.labels == {"kubernetes.io/hostname": "gpu-b", "topos.io/gpu.product": "H100"}
     resized = kube_node(node("gpu-a", "2Ti"), memo)  # a Node update: only that node changes
     assert (resized.allocatable["memory"], b.allocatable["memory"]) == (2**41, 2**40)
+    relabelled = node("gpu-b", "1Ti")
+    relabelled["metadata"]["labels"]["zone"] = "z1"
+    assert kube_node(relabelled, memo).labels["zone"] == "z1"
+    for name in ("bad-1", "bad-2"):  # a bad quantity is skipped on every node that has it
+        bad = kube_node(node(name, "lots"), memo)
+        assert "memory" not in bad.allocatable
+        assert bad.allocatable["cpu"] == 64_000
 
 
 def test_a_broken_topology_is_refused_after_alike_valid_ones_were_listed() -> None:
