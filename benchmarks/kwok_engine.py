@@ -9,7 +9,9 @@ as ``kwok_throughput``'s) are queued at once, then the scheduler runs until all 
 writer answers every bind at once and hands the bound pod back through the bound-pod watch's
 handler, as the watch would, a loop turn later; Events cost nothing. What the set-up built is
 frozen out of the garbage collector, as after the coordinator's first sync. Process CPU from the
-first decision to the last bind, per bound pod (start-up excluded).
+first decision to the last bind, per bound pod (start-up excluded), and the process's RSS once the
+last pod is bound (the benchmark's own pod bodies, ~4 MiB for 3,000, included); ``--tracemalloc N``
+also prints the N source lines holding the most memory then (tracing slows the run ~3×).
 
     .venv/bin/python -m benchmarks.kwok_engine [--nodes 5000] [--pods 3000] [--workload gpu]
 """
@@ -22,8 +24,11 @@ import copy
 import gc
 import sys
 import time
+import tracemalloc
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import psutil
 
 from benchmarks.kwok_pods import pod_body
 from benchmarks.watch_events import _nodes
@@ -78,8 +83,9 @@ class _Writer:
         return None
 
 
-async def measure(nodes: int, pods: int, workload: str) -> tuple[float, int]:
-    """CPU ms per bound pod, and how many were bound."""
+async def measure(nodes: int, pods: int, workload: str, top: int = 0) -> tuple[float, int, float]:
+    """CPU ms per bound pod, how many were bound, and RSS (MiB) when the last was bound (and,
+    with ``top``, what held the memory then, printed)."""
     inventory = Inventory()
     sync = KubeSync(KubeClient.__new__(KubeClient), inventory)  # handlers only: never run
     sync._reflectors[0]._handler.replace(_nodes(nodes))
@@ -101,9 +107,21 @@ async def measure(nodes: int, pods: int, workload: str) -> tuple[float, int]:
     await scheduler.binder.drain()
     await asyncio.sleep(0)  # the last binds seen
     cpu = time.process_time() - t0
+    rss = psutil.Process().memory_info().rss / 2**20
+    if top:
+        _top(top)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    return 1000 * cpu / max(1, scheduler.stats.bound), scheduler.stats.bound
+    return 1000 * cpu / max(1, scheduler.stats.bound), scheduler.stats.bound, rss
+
+
+def _top(lines: int) -> None:
+    stats = tracemalloc.take_snapshot().statistics("lineno")
+    print(f"tracemalloc: {sum(s.size for s in stats) / 2**20:.1f} MiB traced; top {lines}:")
+    for stat in stats[:lines]:
+        frame = stat.traceback[0]
+        where = f"{frame.filename}:{frame.lineno}"
+        print(f"  {stat.size / 2**20:6.1f} MiB {stat.count:8d} blocks  {where}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,11 +129,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--pods", type=int, default=3000)
     ap.add_argument("--workload", choices=("gpu", "mixed"), default="gpu")
+    ap.add_argument("--tracemalloc", type=int, default=0, metavar="N")
     args = ap.parse_args(argv)
-    ms, bound = asyncio.run(measure(args.nodes, args.pods, args.workload))
+    if args.tracemalloc:
+        tracemalloc.start()
+    ms, bound, rss = asyncio.run(measure(args.nodes, args.pods, args.workload, args.tracemalloc))
     print(
         f"{args.nodes} nodes, {args.workload}: {bound}/{args.pods} bound, "
-        f"{ms:.2f} ms CPU per bound pod (decide, assume, bind, confirm; no HTTP)"
+        f"{ms:.2f} ms CPU per bound pod (decide, assume, bind, confirm; no HTTP), "
+        f"RSS {rss:.0f} MiB when the last was bound"
     )
     return 0
 

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from coordinator.adapters.memory.cluster import MemoryCluster
+if TYPE_CHECKING:  # imported where ``--in-memory`` runs: the API-server path never loads it
+    from coordinator.adapters.memory.cluster import MemoryCluster
 
 
 @dataclass(frozen=True, slots=True)

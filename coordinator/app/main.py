@@ -30,7 +30,6 @@ from common.kube import KubeClient
 from common.logs import setup_logging
 from common.wire import CloseReason
 from coordinator.adapters.kube.inventory_sync import KubeSync
-from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api import explain, gangs, pending, ui
 from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
 from coordinator.api.metrics import Metrics
@@ -251,6 +250,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         config = msgspec.structs.replace(config, coordinator=listen)
     backend: Backend
     if args.in_memory:
+        from coordinator.adapters.memory.cluster import MemoryCluster
+
         inventory = Inventory(stale_ttl_s=config.coordinator.stale_ttl_s)
         cluster = MemoryCluster(inventory)
         cluster.register_reported_nodes()  # no API server: an agent's node is registered for it

@@ -25,7 +25,6 @@ from aiohttp import web
 from common import podkeys
 from common.kube import KubeClient
 from coordinator.adapters.kube.runtime import kube_gang_runtime, kube_runtime
-from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import INVENTORY, METRICS, READINESS
@@ -86,6 +85,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         events: KubeClient | None = None
         elector = app.get(LEADER)
         if isinstance(backend, MemoryBackend):
+            from coordinator.adapters.memory.runtime import memory_runtime
+
             runtime = memory_runtime(
                 inventory, backend.cluster, framework=framework, settings=settings
             )

@@ -27,7 +27,6 @@ bind outcome, and ``post_filter`` hooks are called on every failure.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import time
@@ -42,6 +41,7 @@ from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.engine.attempts import Attempt, AttemptLog
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.changes import PendingChanges
 from coordinator.engine.claims import claims_to_write
@@ -90,20 +90,10 @@ class RuntimeSettings:
     """An unchanged failure explanation is written again at most this often."""
     explanations_kept: int = 10_000
     """Last attempts remembered for ``/v1/pods/{ns}/{name}/explain``."""
+    explanations_detailed: int = 100
+    """Of those, the newest decisions that keep every node's verdict (:mod:`.attempts`)."""
     queue: QueueSettings = field(default_factory=QueueSettings)
     """Backoff and retry timing."""
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """The latest scheduling attempt of one pod (what explain shows)."""
-
-    pod_key: str
-    uid: str
-    at: float  # wall-clock seconds
-    outcome: Outcome
-    result: ScheduleResult
-    message: str
 
 
 @dataclass(slots=True)
@@ -150,9 +140,9 @@ class Scheduler:
         self.stats = RuntimeStats()
         self.observer = SchedulingObserver()  # the metrics replace it (engine/observer.py)
         self._attempt_began: float | None = None  # while an attempt runs: when it began
-        # uid → latest attempt (bounded, oldest dropped first)
-        self._attempts: collections.OrderedDict[str, Attempt] = collections.OrderedDict()
-        self._named: dict[str, str] = {}  # pod key → uid of its latest attempt (explain by name)
+        self._attempts = AttemptLog(
+            kept=self.settings.explanations_kept, detailed=self.settings.explanations_detailed
+        )
         self._posted: dict[str, tuple[str, float]] = {}  # uid → (message, when)
         self._writes: set[asyncio.Task[None]] = set()
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
@@ -233,7 +223,7 @@ class Scheduler:
         self._posted.pop(entry.uid, None)
         if not gone:
             return  # bound: its room stays held until the inventory shows it
-        self._forget_attempt(entry.uid)
+        self._attempts.forget(entry.uid)
         if self.view.release(entry.uid):
             log.info(
                 "pod %s (uid %s) is gone before its bind was seen: room released",
@@ -448,23 +438,11 @@ class Scheduler:
             self.observer.attempt(entry, outcome, began=self._attempt_began, now=self._clock())
         except Exception:
             log.exception("scheduling observer failed for %s", entry.key)
-        self._attempts[entry.uid] = attempt
-        self._attempts.move_to_end(entry.uid)
-        self._named[entry.key] = entry.uid
-        while len(self._attempts) > self.settings.explanations_kept:
-            _, oldest = self._attempts.popitem(last=False)
-            if self._named.get(oldest.pod_key) == oldest.uid:
-                del self._named[oldest.pod_key]
-
-    def _forget_attempt(self, uid: str) -> None:
-        old = self._attempts.pop(uid, None)
-        if old is not None and self._named.get(old.pod_key) == uid:
-            del self._named[old.pod_key]
+        self._attempts.record(attempt)
 
     def last_attempt(self, pod_key: str) -> Attempt | None:
         """The latest attempt of the newest pod tried under ``namespace/name``."""
-        uid = self._named.get(pod_key)
-        return None if uid is None else self._attempts.get(uid)
+        return self._attempts.last(pod_key)
 
     def plan(
         self, pods: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None

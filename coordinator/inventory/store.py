@@ -385,7 +385,10 @@ class Inventory:
         rec = self._records[node]
         before = self._signature(rec)
         pod = rec.pods.pop(uid)
-        rec.gone.add((pod.namespace, pod.name))
+        key = (pod.namespace, pod.name)
+        held = () if rec.agent is None else rec.agent.allocations
+        if any((a.namespace, a.pod) == key for a in held):
+            rec.gone.add(key)  # its agent's word on the pod is stale (none: nothing to hide)
         for k, v in pod.requests.items():
             left = rec.requested.get(k, 0) - v
             if left > 0:

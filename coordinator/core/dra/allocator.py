@@ -25,7 +25,6 @@ from fractions import Fraction
 from typing import Any, NamedTuple, Protocol
 
 from coordinator.core.dra.capacity import format_quantity, left_after, share
-from coordinator.core.dra.cel import CelCompileError, compile_selector
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.core.dra.objects import (
     AttributeValue,
@@ -37,6 +36,7 @@ from coordinator.core.dra.objects import (
     SubRequest,
 )
 from coordinator.core.dra.state import DraState
+from coordinator.core.dra.values import CelCompileError
 from coordinator.core.podspec.tolerations import Taint, Toleration
 
 __all__ = [
@@ -114,10 +114,12 @@ def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
 
 def selects(device: Device, expressions: Sequence[str]) -> bool:
     """Every CEL selector in ``expressions`` selects ``device`` (raises
-    :class:`~coordinator.core.dra.cel.CelCompileError` for one that does not compile)."""
+    :class:`~coordinator.core.dra.values.CelCompileError` for one that does not compile)."""
     for expr in expressions:
         hit = device.memo.get(expr)
         if hit is None:
+            from coordinator.core.dra.cel import compile_selector  # CEL loads on first use
+
             hit = device.memo[expr] = compile_selector(expr).matches(device.cel())
         if not hit:
             return False
@@ -139,6 +141,8 @@ def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | No
                 (f"claim {claim.name}: request {alt.name}", alt.selectors),
             ):
                 for i, expr in enumerate(exprs):
+                    from coordinator.core.dra.cel import compile_selector
+
                     try:
                         compile_selector(expr)
                     except CelCompileError as bad:

@@ -18,79 +18,17 @@ mismatch) does not select that device, as in kube-scheduler.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from fractions import Fraction
-from functools import total_ordering
 from typing import Any, Final
 
 import celpy
 from celpy import celtypes
 
 from common.quantity import QuantityError, parse_quantity
+from coordinator.core.dra.values import SEMVER, CelCompileError, Quantity, SemVer
 
 __all__ = ["CelCompileError", "Quantity", "Selector", "SemVer", "compile_selector"]
-
-
-class CelCompileError(ValueError):
-    """A selector expression that does not compile."""
-
-
-@total_ordering
-@dataclass(frozen=True, slots=True, eq=False)
-class Quantity:
-    """A Kubernetes resource quantity inside CEL."""
-
-    value: Fraction
-    text: str
-
-    @classmethod
-    def parse(cls, text: object) -> Quantity:
-        return cls(parse_quantity(str(text), allow_negative=True), str(text))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Quantity) and self.value == other.value
-
-    def __lt__(self, other: Quantity) -> bool:
-        return self.value < other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-
-_SEMVER: Final = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
-
-
-@total_ordering
-@dataclass(frozen=True, slots=True, eq=False)
-class SemVer:
-    """A semantic version inside CEL (pre-releases sort before the release)."""
-
-    major: int
-    minor: int
-    patch: int
-    pre: str = ""
-
-    @classmethod
-    def parse(cls, text: object) -> SemVer:
-        m = _SEMVER.match(str(text))
-        if m is None:
-            raise ValueError(f"{text!r} is not a semantic version")
-        return cls(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4) or "")
-
-    def _key(self) -> tuple[int, int, int, int, tuple[tuple[int, int | str], ...]]:
-        pre = tuple((0, int(p)) if p.isdigit() else (1, p) for p in self.pre.split(".") if self.pre)
-        return (self.major, self.minor, self.patch, 0 if self.pre else 1, pre)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SemVer) and self._key() == other._key()
-
-    def __lt__(self, other: SemVer) -> bool:
-        return self._key() < other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
 
 
 def _compare(a: object, b: object) -> celtypes.IntType:
@@ -129,7 +67,7 @@ def _version_part(index: int) -> Callable[[object], celtypes.IntType]:
 
 
 def _is_semver(text: object) -> celtypes.BoolType:
-    return celtypes.BoolType(_SEMVER.match(str(text)) is not None)
+    return celtypes.BoolType(SEMVER.match(str(text)) is not None)
 
 
 _FUNCTIONS: Final[Mapping[str, Callable[..., Any]]] = {

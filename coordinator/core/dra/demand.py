@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from coordinator.core.dra.allocator import selects
-from coordinator.core.dra.cel import CelCompileError
 from coordinator.core.dra.objects import Device, ResourceClaim, SubRequest
 from coordinator.core.dra.state import DraState
+from coordinator.core.dra.values import CelCompileError
 from coordinator.core.podspec.parse import PodRequest
 
 __all__ = ["GpuDemand", "node_dra_gpus"]

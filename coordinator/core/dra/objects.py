@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
-
-from celpy import celtypes
+from typing import TYPE_CHECKING, Any
 
 from common.quantity import QuantityError
 from coordinator.core.dra.capacity import (
@@ -25,12 +23,15 @@ from coordinator.core.dra.capacity import (
     parse_capacities,
     parse_requests,
 )
-from coordinator.core.dra.cel import Quantity, SemVer, device_value
 from coordinator.core.dra.model import DeviceId, DeviceResult
+from coordinator.core.dra.values import Quantity, SemVer
 from coordinator.core.podspec.affinity import node_affinity
 from coordinator.core.podspec.fields import FieldError, entry, integer, mapping, sequence, text
 from coordinator.core.podspec.selectors import NodeSelectorTerm, match_node_terms
 from coordinator.core.podspec.tolerations import Taint, Toleration
+
+if TYPE_CHECKING:
+    from celpy import celtypes
 
 __all__ = [
     "Allocation",
@@ -103,6 +104,8 @@ class Device:
     def cel(self) -> celtypes.MapType:
         """The ``device`` variable selectors see (built on first use)."""
         if not self._cel:
+            from coordinator.core.dra.cel import device_value  # loads CEL: on first use
+
             self._cel.append(
                 device_value(self.id.driver, self.attributes, self.capacity, self.allow_multiple)
             )

@@ -19,6 +19,7 @@ from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import ROUTES, SCHEDULER, SchedulerSlot
 from coordinator.app.web import build_app
 from coordinator.core.queue import QueueSettings, SchedulingQueue
+from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock
@@ -225,6 +226,36 @@ async def test_explain_shows_where_and_why_with_per_node_scores(
     assert (await resp.json())["error"] == "not-found"
     resp = await api.get("/v1/pods/default/placed/explain?limit=zero")
     assert resp.status == 400
+
+
+async def test_older_decisions_explain_the_chosen_node_only_and_failures_keep_every_reason() -> (
+    None
+):
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster = MemoryCluster(inventory)
+    for name in ("h100-0", "h100-1"):
+        cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    runtime = memory_runtime(inventory, cluster, settings=RuntimeSettings(explanations_detailed=1))
+    async with runtime:
+        app = build_app(cluster.inventory, extra_routes=ROUTES)
+        app[SCHEDULER] = SchedulerSlot(runtime.scheduler)
+        async with TestClient(TestServer(app)) as client:
+            for name in ("first", "second"):
+                cluster.create_pod(pod(name, gpus=4))
+                await runtime.settle()
+            cluster.create_pod(pod("huge", gpus=9))
+            await runtime.settle()
+            old = await (await client.get("/v1/pods/default/first/explain")).json()
+            new = await (await client.get("/v1/pods/default/second/explain")).json()
+            huge = await (await client.get("/v1/pods/default/huge/explain")).json()
+    assert old["state"] == new["state"] == "bound"
+    assert [n["node"] for n in old["nodes"]] == [assigned(cluster, "first")[0]]
+    assert old["nodes"][0]["feasible"] is True
+    assert old["nodes"][0]["score"] == old["score"]
+    assert "GpuTopology" in old["nodes"][0]["scores"]
+    assert (old["evaluated_nodes"], old["feasible_nodes"]) == (2, 2)
+    assert {n["node"] for n in new["nodes"]} == {"h100-0", "h100-1"}
+    assert [n["reasons"] for n in huge["nodes"]] == [["Insufficient nvidia.com/gpu"]] * 2
 
 
 async def test_simulate_answers_where_pods_would_go_and_changes_nothing(

@@ -206,6 +206,31 @@ def test_alike_machines_share_their_topology_parts_and_read_the_same() -> None:
     assert a.topology.numa_nodes is b.topology.numa_nodes  # held once for both
 
 
+def test_alike_nodes_share_their_resource_maps_and_a_different_node_keeps_its_own() -> None:
+    memo = TopologyMemo()
+
+    def node(name: str, memory: str) -> dict[str, Any]:
+        status = {"allocatable": {"cpu": "64", "memory": memory, "nvidia.com/gpu": "8"}}
+        labels = {"kubernetes.io/hostname": name, "topos.io/gpu.product": "H100"}
+        return {"metadata": {"name": name, "labels": labels}, "status": status}
+
+    a, b = kube_node(node("gpu-a", "1Ti"), memo), kube_node(node("gpu-b", "1Ti"), memo)
+    small = kube_node(node("gpu-c", "512Gi"), memo)
+    assert a.allocatable is b.allocatable  # held once for alike machines
+    assert a.allocatable["memory"] == 2**40
+    assert small.allocatable["memory"] == 2**39  # its own, not its neighbours'
+    assert b.labels == {"kubernetes.io/hostname": "gpu-b", "topos.io/gpu.product": "H100"}
+    resized = kube_node(node("gpu-a", "2Ti"), memo)  # a Node update: only that node changes
+    assert (resized.allocatable["memory"], b.allocatable["memory"]) == (2**41, 2**40)
+    relabelled = node("gpu-b", "1Ti")
+    relabelled["metadata"]["labels"]["zone"] = "z1"
+    assert kube_node(relabelled, memo).labels["zone"] == "z1"
+    for name in ("bad-1", "bad-2"):  # a bad quantity is skipped on every node that has it
+        bad = kube_node(node(name, "lots"), memo)
+        assert "memory" not in bad.allocatable
+        assert bad.allocatable["cpu"] == 64_000
+
+
 def test_a_broken_topology_is_refused_after_alike_valid_ones_were_listed() -> None:
     """Valid link matrices are remembered (alike machines are checked once); a node whose
     matrix or CPU list is broken is still refused, with the reason on the node."""
