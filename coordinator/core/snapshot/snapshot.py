@@ -12,6 +12,7 @@ from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.snapshot.capacity import CapacityIndex
+from coordinator.core.snapshot.domainslots import DomainSlots
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podcounts import (
     COUNTS_LIMIT,
@@ -51,6 +52,7 @@ class Snapshot:
         "_nodes",
         "_order",
         "_positions",
+        "_slots",
         "namespaces",
     )
 
@@ -72,6 +74,7 @@ class Snapshot:
         self._positions: dict[str, int] | None = None  # unchanged by assume/forget
         self._index: _PodIndex | None = None
         self._capacity: CapacityIndex | None = None
+        self._slots: dict[str, DomainSlots] = {}  # label key → GPU slots per value
         self._labelled: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         self._claims: dict[str, tuple[ClaimAllocation, ...]] = {}  # pod key → assumed claims
         self._dra_base = self._dra = _NO_DRA
@@ -119,6 +122,7 @@ class Snapshot:
         other._labelled = self._labelled  # replaced, never changed, when labels change
         other._index = self._index.copy() if self._index is not None else None
         other._capacity = self._capacity.copy() if self._capacity is not None else None
+        other._slots = {k: v.copy() for k, v in self._slots.items()}
         return other
 
     @property
@@ -160,6 +164,8 @@ class Snapshot:
             if old is not None:
                 self._capacity.discard(old)
             self._capacity.add(node)
+        for slots in self._slots.values():
+            slots.swap(old, node)
 
     def remove(self, name: str) -> None:
         old = self._nodes.pop(name, None)
@@ -171,6 +177,8 @@ class Snapshot:
                 self._index.swap_node(old, None)
             if self._capacity is not None:
                 self._capacity.discard(old)
+            for slots in self._slots.values():
+                slots.swap(old, None)
 
     def is_assumed(self, pod_key: str) -> bool:
         return pod_key in self._assumed
@@ -214,9 +222,12 @@ class Snapshot:
         return True
 
     def _set(self, node: NodeInfo) -> None:
+        old = self._nodes[node.name]
         if self._capacity is not None:
-            self._capacity.discard(self._nodes[node.name])
+            self._capacity.discard(old)
             self._capacity.add(node)
+        for slots in self._slots.values():
+            slots.swap(old, node)
         self._nodes[node.name] = node
         self._order = None
         if self._index is not None and any(p.has_affinity for p in node.pods):
@@ -228,6 +239,14 @@ class Snapshot:
         if self._capacity is None:
             self._capacity = CapacityIndex(self._nodes.values())
         return self._capacity
+
+    def domain_slots(self, key: str) -> DomainSlots:
+        """GPU slots and those in use per value of node label ``key`` (built on first use, then
+        kept current; read-only to callers)."""
+        found = self._slots.get(key)
+        if found is None:
+            found = self._slots[key] = DomainSlots(key, self._nodes.values())
+        return found
 
     def nodes_labelled(self, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
         """Names of the nodes whose label ``key`` has one of ``values``, in the snapshot's order
