@@ -197,7 +197,7 @@ class Snapshot:
         if pod.key in self._assumed:
             raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[pod.key]}")
         info = PodInfo.from_request(pod, placement)
-        self._set(node.rebuild((*node.pods, info)))
+        self._set(node.adding((info,)))
         self._assumed[pod.key] = node_name
         if self._index is not None:
             self._index.add(node_name, info, node.labels)
