@@ -14,6 +14,7 @@ from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.snapshot.capacity import CapacityIndex
 from coordinator.core.snapshot.domainslots import DomainSlots
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.nodeorder import NodeOrder
 from coordinator.core.snapshot.podcounts import (
     COUNTS_LIMIT,
     AntiAffinityIndex,
@@ -70,7 +71,7 @@ class Snapshot:
             self._nodes[n.name] = n
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
         self._assumed: dict[str, str] = {}  # pod key → node name
-        self._order: tuple[NodeInfo, ...] | None = None
+        self._order: NodeOrder | None = None
         self._positions: dict[str, int] | None = None  # unchanged by assume/forget
         self._index: _PodIndex | None = None
         self._capacity: CapacityIndex | None = None
@@ -127,9 +128,16 @@ class Snapshot:
 
     @property
     def nodes(self) -> Sequence[NodeInfo]:
+        """Every node, in the snapshot's order (an immutable version: a later change makes a
+        new one)."""
         if self._order is None:
-            self._order = tuple(self._nodes.values())
+            self._order = NodeOrder(self._nodes.values())
         return self._order
+
+    def _reorder(self, node: NodeInfo) -> None:
+        """The order after ``node`` replaced the node of its name (sharing all else)."""
+        if self._order is not None:
+            self._order = self._order.with_node(self._position(node.name), node)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -153,9 +161,11 @@ class Snapshot:
         if held != node.dra_held:
             node = node.rebuild(node.pods, dra_held=held)
         self._nodes[node.name] = node
-        self._order = None
         if old is None:
+            self._order = None
             self._positions = None
+        else:
+            self._reorder(node)
         if old is None or old.labels != node.labels:
             self._labelled = {}
         if self._index is not None:
@@ -229,7 +239,7 @@ class Snapshot:
         for slots in self._slots.values():
             slots.swap(old, node)
         self._nodes[node.name] = node
-        self._order = None
+        self._reorder(node)
         if self._index is not None and any(p.has_affinity for p in node.pods):
             self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
 
@@ -260,6 +270,11 @@ class Snapshot:
             )
             self._labelled[(key, values)] = cached
         return cached
+
+    def _position(self, name: str) -> int:
+        if self._positions is None:
+            self._positions = {name: i for i, name in enumerate(self._nodes)}
+        return self._positions[name]
 
     def in_order(self, names: Iterable[str]) -> list[NodeInfo]:
         """The nodes named (those in the snapshot), in the snapshot's order."""

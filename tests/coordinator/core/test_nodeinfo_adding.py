@@ -99,3 +99,20 @@ def test_an_assumed_pod_counts_on_the_snapshot_as_a_rebuilt_node_would() -> None
     assert node.free_whole_gpus == 6
     snap.forget("default/a")
     assert snap.get("n") == h100()
+
+
+def test_the_snapshot_order_keeps_each_version_as_it_was() -> None:
+    # A cycle's explanation keeps the node order it saw; an assume afterwards makes a new
+    # version (sharing the rest) and leaves the old one as it was.
+    names = [f"n{i:03d}" for i in range(150)]
+    snap = Snapshot([gpu_node(n, dgx_h100(n)) for n in names])
+    before = snap.nodes
+    snap.assume(request(pod("a", gpus=1, uid="uid-a")), "n100", Placement(gpus=(0,)))
+    after = snap.nodes
+    assert [n.name for n in after] == names
+    assert before[100].free_whole_gpus == 8
+    assert after[100].free_whole_gpus == 7
+    assert after[100] is snap.get("n100")
+    assert [n.name for n in after[60:130]] == names[60:130]
+    assert after[-1].name == "n149"
+    assert list(after[5:2]) == []
