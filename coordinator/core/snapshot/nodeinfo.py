@@ -40,6 +40,7 @@ from coordinator.core.snapshot.devices import (
     SharedGpu,
     device_use,
     gpu_numa,
+    numa_usage,
     slots,
     slots_used,
 )
@@ -236,8 +237,8 @@ class NodeInfo:
     def adding(self, pods: Sequence[PodInfo]) -> NodeInfo:
         """This node with ``pods`` added after its own: equal to ``rebuild((*self.pods,
         *pods))``, but worked out from what this node derived when the new pods hold whole GPUs
-        or none (no share, MIG instance or NUMA pinning; the common assume and bind seen) —
-        the other cases are rebuilt."""
+        or none (no share, MIG instance or NUMA node of their own; the common assume and bind
+        seen) — the other cases are rebuilt."""
         if not pods:
             return self
         topology = self.topology
@@ -258,11 +259,18 @@ class NodeInfo:
         room = {i: r for i, r in self.share_room.items() if i not in gone}
         free_gpus = tuple(i for i in self.free_gpus if i not in gone)
         busy = {gpu_numa(topology, i) for i in gone}
+        pinned: dict[int, tuple[int, int]] = {}  # NUMA id → (cpu milli, memory) added there
+        for p in pods:
+            for u in numa_usage(p):
+                c, m = pinned.get(u.numa, (0, 0))
+                pinned[u.numa] = (c + u.cpu_milli, m + u.memory)
+                busy.add(u.numa)
+            busy.update(p.numa)
         numa_free = tuple(
             NumaFree(
                 numa=n.numa,
-                cpu_milli=n.cpu_milli,
-                memory=n.memory,
+                cpu_milli=n.cpu_milli - pinned.get(n.numa, (0, 0))[0],
+                memory=n.memory - pinned.get(n.numa, (0, 0))[1],
                 gpus=tuple(i for i in n.gpus if i not in gone),
                 busy=n.busy or n.numa in busy,
             )
@@ -324,18 +332,18 @@ def _whole_gpus(
     topology: NodeTopology | None, pods: Sequence[PodInfo]
 ) -> list[tuple[int, str]] | None:
     """(GPU index, pod key) for each whole GPU ``pods`` hold; ``None`` when one holds anything
-    else (a share, a MIG instance, NUMA-pinned CPU or memory) or names a GPU not on the node."""
+    else (a share, a MIG instance, a NUMA node of its own) or names a GPU not on the node."""
     if topology is None:
         return None
     out: list[tuple[int, str]] = []
     by_uuid: dict[str, int] | None = None
     count = len(topology.gpus)
     for p in pods:
-        if p.share is not None or p.numa or p.exclusive_numa:
+        if p.share is not None or p.exclusive_numa:
             return None
         placement = p.placement
         if placement is not None:
-            if placement.mig or placement.numa_usage or placement.share is not None:
+            if placement.mig or placement.share is not None:
                 return None
             out.extend((i, p.key) for i in placement.gpus)
         if p.device_ids:

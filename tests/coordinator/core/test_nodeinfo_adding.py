@@ -51,9 +51,14 @@ CASES = {
         lambda n: [assumed("a", 1, gpus=(0,))],
     ),
     "a share (rebuilt)": (h100(), lambda n: [assumed("s", 1, gpus=(1,), share=HeldShare(250, 0))]),
-    "NUMA-pinned (rebuilt)": (
+    "NUMA-pinned": (
         h100(),
         lambda n: [assumed("p", 1, gpus=(0,), numa=(0,), numa_usage=(NumaUse(0, 1000, 2**30),))],
+    ),
+    "NUMA ids only (the bind seen)": (h100(), lambda n: [replace(seen("b", n, (4,)), numa=(1,))]),
+    "a NUMA node of its own (rebuilt)": (
+        h100(),
+        lambda n: [assumed("x", 1, gpus=(0,), numa=(0,), exclusive_numa=True)],
     ),
     "a MIG instance (rebuilt)": (
         gpu_node("m", a100_mig("m")),
