@@ -63,6 +63,20 @@ __all__ = ["DEFAULT_ASSUME_TTL_S", "Assumed", "ClusterView", "node_info"]
 DEFAULT_ASSUME_TTL_S: Final = 30.0
 
 
+def _node_part(state: NodeState) -> tuple[object, ...]:
+    """What :func:`node_info` reads of a node besides its pods."""
+    return (
+        state.labels,
+        state.allocatable,
+        state.taints,
+        state.unschedulable,
+        state.ready is not False,
+        state.stale,
+        state.topology,
+        state.cached_models,
+    )
+
+
 def node_info(state: NodeState, pods: tuple[PodInfo, ...]) -> NodeInfo:
     """One inventory node as a scheduling ``NodeInfo``."""
     return NodeInfo.build(
@@ -116,7 +130,8 @@ class ClusterView:
         self.assume_ttl_s = assume_ttl_s
         self._clock = clock
         self.namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
-        self._base: dict[str, NodeInfo] = {}  # from the inventory alone
+        #: From the inventory alone, with what of the node (besides its pods) it was built from.
+        self._base: dict[str, tuple[tuple[object, ...], NodeInfo]] = {}
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
         self._pods: dict[str, tuple[BoundPod, PodInfo]] = {}  # uid → cached conversion
         self._node_uids: dict[str, frozenset[str]] = {}  # node → uids converted for it
@@ -322,11 +337,10 @@ class ClusterView:
         self._pods[bound.uid] = (bound, info)
         return info
 
-    def _rebuild(self, name: str, *, held: bool = False) -> NodeInfo | None:
-        """The node from the inventory: its base (``held`` False), or with ``held`` its
-        effective node straight away, when pods are assumed on it — then the base is left to be
-        built if an assumption comes or goes before the node changes again (a bind confirmed
-        while others are in flight builds the node once, not base and effective)."""
+    def _rebuild(self, name: str) -> NodeInfo | None:
+        """The node's base from the inventory (``None``: not a node to schedule onto). When
+        only pods were added since the base was last built (a bind seen), they are added to it
+        (:meth:`NodeInfo.adding`) instead of building it afresh."""
         state = self.inventory.scheduling_node(name)
         bound = self.inventory.bound_pods(name) if state is not None else ()
         uids = frozenset(b.uid for b in bound)
@@ -343,12 +357,13 @@ class ClusterView:
             self._base.pop(name, None)
             return None
         pods = tuple(self._pod(b) for b in bound)
-        extra = self._extra(name, pods) if held else []
-        if extra:
-            self._base.pop(name, None)
-            return node_info(state, (*pods, *extra))
-        base = node_info(state, pods)
-        self._base[name] = base
+        part = _node_part(state)
+        cached = self._base.get(name)
+        if cached is not None and cached[0] == part and _extends(pods, cached[1].pods):
+            base = cached[1].adding(pods[len(cached[1].pods) :])
+        else:
+            base = node_info(state, pods)
+        self._base[name] = (part, base)
         return base
 
     def _extra(self, name: str, pods: tuple[PodInfo, ...]) -> list[PodInfo]:
@@ -364,8 +379,7 @@ class ClusterView:
         ]
 
     def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
-        extra = self._extra(name, base.pods)
-        return base.rebuild((*base.pods, *extra)) if extra else base
+        return base.adding(self._extra(name, base.pods))
 
     def snapshot(self) -> Snapshot:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it
@@ -382,27 +396,20 @@ class ClusterView:
         dirty, self._dirty = self._dirty, set()
         held, self._held_dirty = self._held_dirty - dirty, set()
         for name in dirty:
-            effective = self._rebuild(name, held=True)
-            if effective is None:
+            base = self._rebuild(name)
+            if base is None:
                 if self._effective.pop(name, None) is not None:
                     self._order_changed = True
                 continue
             if name not in self._effective:
                 self._order_changed = True
-            self._effective[name] = effective
-        for name in held:
-            # Only an assumption came or went: the inventory's part is as it was (an assume
-            # and its bind's confirmation build the node once each, not the base twice).
-            if name not in self._effective:
-                continue  # gone, or not ours to fill
-            base = self._base.get(name)
-            if base is None:  # not built since the node last changed (see _rebuild)
-                base = self._rebuild(name)
-            if base is None:
-                del self._effective[name]
-                self._order_changed = True
-                continue
             self._effective[name] = self._effective_node(name, base)
+        for name in held:
+            # Only an assumption came or went: the inventory's part is as it was, and the
+            # assumed pods are added to the cached base.
+            cached = self._base.get(name)
+            if cached is not None and name in self._effective:  # else gone, or not ours
+                self._effective[name] = self._effective_node(name, cached[1])
         dirty |= held
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
@@ -449,3 +456,8 @@ class ClusterView:
         else:
             self.namespaces[name] = dict(labels)
         self._order_changed = True
+
+
+def _extends(pods: tuple[PodInfo, ...], before: tuple[PodInfo, ...]) -> bool:
+    """``pods`` are ``before`` (the same objects: unchanged) followed by new ones."""
+    return len(pods) >= len(before) and all(a is b for a, b in zip(pods, before, strict=False))

@@ -13,6 +13,7 @@ would be computed now. The cycle is pure: it never changes the snapshot.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
@@ -289,7 +290,9 @@ def _cycle(
     # Node-local plugins without normalisation add up to one memoised sum per node; the others
     # (normalised or cluster-dependent) are computed per cycle.
     local: list[tuple[ScorePlugin, float, object]] = []  # with the key its score is kept under
-    cycle: list[tuple[str, float, dict[str, float]]] = []
+    # Scores in the order of ``feasible``, kept as arrays (an explanation keeps them: no float
+    # objects, nothing for the garbage collector to walk).
+    cycle: list[tuple[str, float, Sequence[float]]] = []
     for plugin, weight in fw.scores_for(pod):
         name = plugin.name
         pre = fw.pre_score.get(name)
@@ -305,16 +308,21 @@ def _cycle(
         if fw.is_local(plugin) and norm is None:
             local.append((plugin, weight, key))
             continue
-        scores: dict[str, float] = {}
-        if fw.is_local(plugin):
-            for node, entry in zip(feasible, entries, strict=True):
-                scores[node.name] = _local_score(entry, plugin, key, state, pod, node)
+        batch = fw.batch_score.get(name)
+        if batch is not None:
+            values = batch.score_nodes(state, pod, feasible)
+        elif fw.is_local(plugin):
+            values = [
+                _local_score(entry, plugin, key, state, pod, node)
+                for node, entry in zip(feasible, entries, strict=True)
+            ]
         else:
-            for node in feasible:
-                scores[node.name] = plugin.score(state, pod, node)
+            values = [plugin.score(state, pod, node) for node in feasible]
         if norm is not None:
+            scores = {n.name: v for n, v in zip(feasible, values, strict=True)}
             norm.normalize_scores(state, pod, scores)
-        cycle.append((name, weight, scores))
+            values = [scores[n.name] for n in feasible]
+        cycle.append((name, weight, array("d", values)))
 
     sum_key = fw.intern(tuple((k, w) for _, w, k in local))
     sums: list[float | None] = [e.sums.get(sum_key) for e in entries]
@@ -326,13 +334,13 @@ def _cycle(
                     t += weight * _local_score(entry, plugin, key, state, pod, node)
                 entry.sums[sum_key] = sums[i] = t
     totals = cast(list[float], sums)
-    for _, weight, scores in cycle:
-        totals = [t + weight * scores[n.name] for t, n in zip(totals, feasible, strict=True)]
+    for _, weight, scored in cycle:
+        totals = [t + weight * v for t, v in zip(totals, scored, strict=True)]
 
     top = max(totals)
     best_i = min((i for i, t in enumerate(totals) if t == top), key=lambda i: feasible[i].name)
     best = feasible[best_i]
-    verdicts = _Verdicts(statuses, feasible, entries, local, cycle, totals)
+    verdicts = _Verdicts(statuses, feasible, entries, local, cycle, array("d", totals))
     placement = placements.get(best.name) or Placement()
     claims = (state.get(CLAIMS) or {}).get(best.name, ())
     return Decision(
@@ -435,8 +443,8 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         feasible: list[NodeInfo],
         entries: list[_Memo],
         local: list[tuple[ScorePlugin, float, object]],
-        cycle: list[tuple[str, float, dict[str, float]]],
-        totals: list[float],
+        cycle: list[tuple[str, float, Sequence[float]]],
+        totals: Sequence[float],
     ) -> None:
         self._make_statuses = statuses
         self._statuses_cache: dict[str, Status] | None = None
@@ -458,9 +466,9 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         return [n.name for n in self._feasible_nodes]
 
     def breakdown(self, i: int) -> dict[str, float]:
-        entry, name = self._entries[i], self._feasible_nodes[i].name
+        entry = self._entries[i]
         out = {p.name: w * entry.scores[k] for p, w, k in self._local}
-        out.update({plugin: w * scores[name] for plugin, w, scores in self._cycle})
+        out.update({plugin: w * values[i] for plugin, w, values in self._cycle})
         return out
 
     def __getitem__(self, name: str) -> NodeVerdict:

@@ -8,7 +8,9 @@ A plugin is any object with a ``name`` and the methods of the extension points i
                A filter may also offer ``candidates``: a superset of the nodes it can pass
                (from an index), which the cycle visits first — the others only when none fit.
 ``PreScore``   once over the feasible nodes (``Skip``: this plugin does not score this pod).
-``Score``      per feasible node, 0–100 (or raw, when the plugin also normalises).
+``Score``      per feasible node, 0–100 (or raw, when the plugin also normalises). A plugin that
+               is not node-local may also score all feasible nodes in one call
+               (``score_nodes``), which the cycle then uses instead.
 ``NormalizeScore`` rescale one plugin's raw scores over all feasible nodes to 0–100.
 
 There is no Reserve or Permit point: gangs are planned whole before the per-pod cycle (see
@@ -34,6 +36,7 @@ __all__ = [
     "CLAIMS",
     "DRA_SERVED",
     "PLACEMENTS",
+    "BatchScorePlugin",
     "CandidatesPlugin",
     "FilterPlugin",
     "NormalizeScorePlugin",
@@ -105,6 +108,19 @@ class ScorePlugin(Protocol):
     name: str
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float: ...
+
+
+@runtime_checkable
+class BatchScorePlugin(Protocol):
+    """A Score plugin that scores many nodes in one call: the same values ``score`` gives each
+    node, in the order of ``nodes`` (for plugins whose per-node score is a lookup in what
+    PreScore worked out, where one call per node would cost more than the lookup)."""
+
+    name: str
+
+    def score_nodes(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo]
+    ) -> list[float]: ...
 
 
 @runtime_checkable

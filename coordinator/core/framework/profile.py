@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
+    BatchScorePlugin,
     CandidatesPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
@@ -48,6 +49,8 @@ class Framework:
         self.pool_score: list[tuple[ScorePlugin, float]] = []
         self._cache_shares: dict[float, list[tuple[ScorePlugin, float]]] = {}
         self.normalize: dict[str, NormalizeScorePlugin] = {}
+        #: Plugins that score every feasible node in one call (not node-local ones only).
+        self.batch_score: dict[str, BatchScorePlugin] = {}
         #: Node-local plugins whose results also depend on state that changes between cycles,
         #: which ``memo_epoch(pod)`` names. A filter's *placement* may depend on it (its verdict
         #: must not): a remembered placement of another epoch is chosen again. A score-only
@@ -72,6 +75,8 @@ class Framework:
                     self.pool_score.append((p, weight))
             if isinstance(p, NormalizeScorePlugin):
                 self.normalize[p.name] = p
+            if isinstance(p, BatchScorePlugin) and not self.is_local(p):
+                self.batch_score[p.name] = p
             epoch = getattr(p, "memo_epoch", None)
             if callable(epoch) and self.is_local(p):
                 if isinstance(p, FilterPlugin):

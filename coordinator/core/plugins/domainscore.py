@@ -3,8 +3,11 @@
 ``DomainUtilisation`` (the seeds' ``domainUtilization``): the share of the leaf's GPU slots in
 use, counted over every node of the leaf, after this pod. With ``packing: binpack`` a busier leaf
 scores higher (work gathers in leaves already in use, whole leaves stay free for gangs); with
-``spread`` an emptier leaf does. A node in no leaf scores 0; a cluster without leaf labels, or a
-pod that asks for no GPU, is not scored.
+``spread`` an emptier leaf does. The snapshot keeps the slots per leaf current
+(:meth:`~coordinator.core.snapshot.snapshot.Snapshot.domain_slots`), and the plugin scores a
+batch of nodes at once (``score_nodes``), each leaf once. A node in no leaf (or with an empty
+leaf value) scores 0; a cluster without leaf labels, or a pod that asks for no GPU, is not
+scored.
 
 ``HistoricalPerformance`` (the seeds' ``historicalPerformance``): every bind failure and gang
 recovery on a node is remembered in a :class:`DomainHistory` with a weight that halves every
@@ -17,19 +20,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.domainslots import DomainSlots
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Status
 
 __all__ = ["DomainHistory", "DomainUtilisation", "HistoricalPerformance"]
 
-_LEAF_SCORE: Final = StateKey[dict[str, float]]("leaf-score")
+_LEAF_SLOTS: Final = StateKey[tuple[DomainSlots, int]]("leaf-slots")
 _PENALTY: Final = StateKey[dict[str, float]]("history-penalty")
 _FORGET_BELOW: Final = 0.01  # an event weighing less than this is dropped
 
@@ -40,49 +44,41 @@ class DomainUtilisation:
     def __init__(self, config: SchedulerConfig) -> None:
         self.spread = config.packing == "spread"
         self.leaf_label = config.leaf_label
-        self._inverse: tuple[Mapping[str, str], Mapping[str, tuple[str, ...]]] | None = None
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
         if not pod.wants_devices:
             return SKIP
-        leaves = snapshot.domains(self.leaf_label)
-        if not leaves:
+        # Slots per leaf are kept current by the snapshot (not summed over the leaves' nodes
+        # here); every node of a leaf scores alike, so each leaf is scored once per cycle.
+        slots = snapshot.domain_slots(self.leaf_label)
+        if not slots.total:
             return SKIP
-        members = self._members(leaves)
-        wanted = pod.gpus + pod.mig_count
-        scores: dict[str, float] = {}
-        # Only the leaves of the nodes being scored: a cycle that stopped early (kube's
-        # percentage) looks at their leaves, not at the whole cluster. Every node of a leaf
-        # scores alike, so the score is worked out once per leaf here.
-        for leaf in {leaves.get(n.name) for n in nodes}:
-            if leaf is None:
-                continue
-            total = used = 0
-            for name in members[leaf]:
-                info = snapshot.get(name)
-                if info is not None:
-                    total += info.gpu_slots
-                    used += min(info.gpu_slots, info.gpu_slots_used)
-            if total:
-                share = 100.0 * min(total, used + wanted) / total
-                scores[leaf] = 100.0 - share if self.spread else share
-        state.write(_LEAF_SCORE, scores)
+        state.write(_LEAF_SLOTS, (slots, pod.gpus + pod.mig_count))
         return SUCCESS
 
-    def _members(self, leaves: Mapping[str, str]) -> Mapping[str, tuple[str, ...]]:
-        """Leaf → its nodes, rebuilt only when the snapshot's node → leaf mapping is a new one
-        (labels changed, or another snapshot)."""
-        if self._inverse is None or self._inverse[0] is not leaves:
-            grouped: dict[str, list[str]] = {}
-            for name, leaf in leaves.items():
-                grouped.setdefault(leaf, []).append(name)
-            self._inverse = (leaves, {k: tuple(v) for k, v in grouped.items()})
-        return self._inverse[1]
+    def score_nodes(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo]
+    ) -> list[float]:
+        slots, wanted = state.read(_LEAF_SLOTS)
+        key = self.leaf_label
+        leaves = [n.labels.get(key) for n in nodes]
+        by_leaf = {leaf: self._leaf_score(slots, leaf, wanted) for leaf in set(leaves)}
+        return [by_leaf[leaf] for leaf in leaves]
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        return state.read(_LEAF_SCORE).get(node.labels.get(self.leaf_label) or "", 0.0)
+        slots, wanted = state.read(_LEAF_SLOTS)
+        return self._leaf_score(slots, node.labels.get(self.leaf_label), wanted)
+
+    def _leaf_score(self, slots: DomainSlots, leaf: str | None, wanted: int) -> float:
+        if not leaf:  # no leaf (or an empty value)
+            return 0.0
+        total = slots.total.get(leaf, 0)
+        if not total:
+            return 0.0
+        share: float = 100.0 * min(total, slots.used[leaf] + wanted) / total
+        return 100.0 - share if self.spread else share
 
 
 class DomainHistory:

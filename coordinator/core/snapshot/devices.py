@@ -19,6 +19,7 @@ __all__ = [
     "device_use",
     "gpu_numa",
     "mig_device_id",
+    "numa_usage",
     "slots",
     "slots_used",
 ]
@@ -106,6 +107,17 @@ def slots_used(
     return len(use.gpu_owner) + len(use.mig_owner) + split + max(0, held - attributed)
 
 
+def numa_usage(p: PodInfo) -> Sequence[NumaUse]:
+    """The CPU and memory ``p`` holds per NUMA node (none unless it is NUMA-pinned)."""
+    usage: Sequence[NumaUse] = p.placement.numa_usage if p.placement else ()
+    if not usage and p.numa:
+        # Only ids are known (rebuilt from annotations): split requests evenly.
+        k = len(p.numa)
+        cpu, mem = p.requests.get("cpu", 0), p.requests.get("memory", 0)
+        usage = [NumaUse(n, -(-cpu // k), -(-mem // k)) for n in p.numa]
+    return usage
+
+
 def device_use(topology: NodeTopology | None, pods: Sequence[PodInfo]) -> DeviceUse:
     gpu_owner: dict[int, str] = {}
     mig_owner: dict[tuple[int, int], str] = {}
@@ -146,13 +158,7 @@ def device_use(topology: NodeTopology | None, pods: Sequence[PodInfo]) -> Device
             numa = gpu_numa(topology, m[0])
             if numa is not None:
                 busy.add(numa)
-        usage: Sequence[NumaUse] = p.placement.numa_usage if p.placement else ()
-        if not usage and p.numa:
-            # Only ids are known (rebuilt from annotations): split requests evenly.
-            k = len(p.numa)
-            cpu, mem = p.requests.get("cpu", 0), p.requests.get("memory", 0)
-            usage = [NumaUse(n, -(-cpu // k), -(-mem // k)) for n in p.numa]
-        for u in usage:
+        for u in numa_usage(p):
             c, m_ = numa_use.get(u.numa, (0, 0))
             numa_use[u.numa] = (c + u.cpu_milli, m_ + u.memory)
             busy.add(u.numa)

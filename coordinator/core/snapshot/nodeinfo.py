@@ -35,10 +35,12 @@ from coordinator.core.podspec.ports import HostPort
 from coordinator.core.podspec.sharing import WHOLE
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.devices import (
+    DeviceUse,
     NumaFree,
     SharedGpu,
     device_use,
     gpu_numa,
+    numa_usage,
     slots,
     slots_used,
 )
@@ -232,6 +234,89 @@ class NodeInfo:
             cached_models=self.cached_models,
         )
 
+    def adding(self, pods: Sequence[PodInfo]) -> NodeInfo:
+        """This node with ``pods`` added after its own: equal to ``rebuild((*self.pods,
+        *pods))``, but worked out from what this node derived when the new pods hold whole GPUs
+        or none (no share, MIG instance or NUMA node of their own; the common assume and bind
+        seen) — the other cases are rebuilt."""
+        if not pods:
+            return self
+        topology = self.topology
+        taken = _whole_gpus(topology, pods) if not self.dra_held else None
+        if topology is None or taken is None or any(i in self.gpu_owner for i, _ in taken):
+            return self.rebuild((*self.pods, *pods))
+        gone = {i for i, _ in taken}
+        if len(gone) < len(taken) or not gone.isdisjoint(self.shared):
+            return self.rebuild((*self.pods, *pods))
+        all_pods = (*self.pods, *pods)
+        req = dict(self.requested)
+        for p in pods:
+            for k, v in p.requests.items():
+                req[k] = req.get(k, 0) + v
+        req["pods"] = max(sum(p.requests.get("pods", 0) for p in all_pods), len(all_pods))
+        gpu_owner = dict(self.gpu_owner)
+        gpu_owner.update(taken)
+        room = {i: r for i, r in self.share_room.items() if i not in gone}
+        free_gpus = tuple(i for i in self.free_gpus if i not in gone)
+        busy = {gpu_numa(topology, i) for i in gone}
+        pinned: dict[int, tuple[int, int]] = {}  # NUMA id → (cpu milli, memory) added there
+        for p in pods:
+            for u in numa_usage(p):
+                c, m = pinned.get(u.numa, (0, 0))
+                pinned[u.numa] = (c + u.cpu_milli, m + u.memory)
+                busy.add(u.numa)
+            busy.update(p.numa)
+        numa_free = tuple(
+            NumaFree(
+                numa=n.numa,
+                cpu_milli=n.cpu_milli - pinned.get(n.numa, (0, 0))[0],
+                memory=n.memory - pinned.get(n.numa, (0, 0))[1],
+                gpus=tuple(i for i in n.gpus if i not in gone),
+                busy=n.busy or n.numa in busy,
+            )
+            for n in self.numa_free
+        )
+        held = sum(p.requests.get(GPU_RESOURCE, 0) for p in all_pods if p.share is None)
+        attributed = len(gpu_owner) + len(self.mig_owner)
+        use = DeviceUse(gpu_owner, dict(self.mig_owner), dict(self.shared), {}, set())
+        state: tuple[object, ...] = (
+            free_gpus,
+            tuple(sorted(room.items())) if self.shared else (),
+            max(0, held - attributed),
+            *self.device_state[3:5],
+            numa_free,
+        )
+        return NodeInfo(
+            name=self.name,
+            labels=self.labels,
+            allocatable=self.allocatable,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            ready=self.ready,
+            stale=self.stale,
+            topology=topology,
+            pods=all_pods,
+            requested=req,
+            effective_taints=self.effective_taints,
+            gpu_owner=gpu_owner,
+            mig_owner=self.mig_owner,
+            shared=self.shared,
+            share_room=room,
+            free_gpus=free_gpus,
+            free_mig=self.free_mig,
+            numa_free=numa_free,
+            unattributed_gpus=max(0, held - attributed),
+            gpu_slots=self.gpu_slots,
+            gpu_slots_used=slots_used(
+                topology, requested=req, use=use, held=held, attributed=attributed
+            ),
+            used_ports=(*self.used_ports, *(hp for p in pods for hp in p.host_ports)),
+            dra_held=self.dra_held,
+            cached_models=self.cached_models,
+            device_state=state,
+            device_token=_intern_state(state),
+        )
+
     def free(self, resource: str) -> int:
         return self.allocatable.get(resource, 0) - self.requested.get(resource, 0)
 
@@ -241,6 +326,38 @@ class NodeInfo:
         if self.topology is None:
             return max(0, self.free(GPU_RESOURCE))
         return max(0, len(self.free_gpus) - self.unattributed_gpus)
+
+
+def _whole_gpus(
+    topology: NodeTopology | None, pods: Sequence[PodInfo]
+) -> list[tuple[int, str]] | None:
+    """(GPU index, pod key) for each whole GPU ``pods`` hold; ``None`` when one holds anything
+    else (a share, a MIG instance, a NUMA node of its own) or names a GPU not on the node."""
+    if topology is None:
+        return None
+    out: list[tuple[int, str]] = []
+    by_uuid: dict[str, int] | None = None
+    count = len(topology.gpus)
+    for p in pods:
+        if p.share is not None or p.exclusive_numa:
+            return None
+        placement = p.placement
+        if placement is not None:
+            if placement.mig or placement.share is not None:
+                return None
+            out.extend((i, p.key) for i in placement.gpus)
+        if p.device_ids:
+            if by_uuid is None:
+                if any(g.mig_instances for g in topology.gpus):
+                    return None  # an id might name a MIG instance
+                by_uuid = {g.uuid: g.index for g in topology.gpus}
+            for dev in p.device_ids:
+                i = by_uuid.get(dev)
+                if i is not None:  # an unknown id holds nothing here (as in device_use)
+                    out.append((i, p.key))
+    if any(not 0 <= i < count for i, _ in out):
+        return None
+    return out
 
 
 _STATES: dict[tuple[object, ...], object] = {}

@@ -12,7 +12,9 @@ from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.snapshot.capacity import CapacityIndex
+from coordinator.core.snapshot.domainslots import DomainSlots
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.nodeorder import NodeOrder
 from coordinator.core.snapshot.podcounts import (
     COUNTS_LIMIT,
     AntiAffinityIndex,
@@ -51,6 +53,7 @@ class Snapshot:
         "_nodes",
         "_order",
         "_positions",
+        "_slots",
         "namespaces",
     )
 
@@ -68,10 +71,11 @@ class Snapshot:
             self._nodes[n.name] = n
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
         self._assumed: dict[str, str] = {}  # pod key → node name
-        self._order: tuple[NodeInfo, ...] | None = None
+        self._order: NodeOrder | None = None
         self._positions: dict[str, int] | None = None  # unchanged by assume/forget
         self._index: _PodIndex | None = None
         self._capacity: CapacityIndex | None = None
+        self._slots: dict[str, DomainSlots] = {}  # label key → GPU slots per value
         self._labelled: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         self._claims: dict[str, tuple[ClaimAllocation, ...]] = {}  # pod key → assumed claims
         self._dra_base = self._dra = _NO_DRA
@@ -119,13 +123,21 @@ class Snapshot:
         other._labelled = self._labelled  # replaced, never changed, when labels change
         other._index = self._index.copy() if self._index is not None else None
         other._capacity = self._capacity.copy() if self._capacity is not None else None
+        other._slots = {k: v.copy() for k, v in self._slots.items()}
         return other
 
     @property
     def nodes(self) -> Sequence[NodeInfo]:
+        """Every node, in the snapshot's order (an immutable version: a later change makes a
+        new one)."""
         if self._order is None:
-            self._order = tuple(self._nodes.values())
+            self._order = NodeOrder(self._nodes.values())
         return self._order
+
+    def _reorder(self, node: NodeInfo) -> None:
+        """The order after ``node`` replaced the node of its name (sharing all else)."""
+        if self._order is not None:
+            self._order = self._order.with_node(self._position(node.name), node)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -149,9 +161,11 @@ class Snapshot:
         if held != node.dra_held:
             node = node.rebuild(node.pods, dra_held=held)
         self._nodes[node.name] = node
-        self._order = None
         if old is None:
+            self._order = None
             self._positions = None
+        else:
+            self._reorder(node)
         if old is None or old.labels != node.labels:
             self._labelled = {}
         if self._index is not None:
@@ -160,6 +174,8 @@ class Snapshot:
             if old is not None:
                 self._capacity.discard(old)
             self._capacity.add(node)
+        for slots in self._slots.values():
+            slots.swap(old, node)
 
     def remove(self, name: str) -> None:
         old = self._nodes.pop(name, None)
@@ -171,6 +187,8 @@ class Snapshot:
                 self._index.swap_node(old, None)
             if self._capacity is not None:
                 self._capacity.discard(old)
+            for slots in self._slots.values():
+                slots.swap(old, None)
 
     def is_assumed(self, pod_key: str) -> bool:
         return pod_key in self._assumed
@@ -189,7 +207,7 @@ class Snapshot:
         if pod.key in self._assumed:
             raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[pod.key]}")
         info = PodInfo.from_request(pod, placement)
-        self._set(node.rebuild((*node.pods, info)))
+        self._set(node.adding((info,)))
         self._assumed[pod.key] = node_name
         if self._index is not None:
             self._index.add(node_name, info, node.labels)
@@ -214,11 +232,14 @@ class Snapshot:
         return True
 
     def _set(self, node: NodeInfo) -> None:
+        old = self._nodes[node.name]
         if self._capacity is not None:
-            self._capacity.discard(self._nodes[node.name])
+            self._capacity.discard(old)
             self._capacity.add(node)
+        for slots in self._slots.values():
+            slots.swap(old, node)
         self._nodes[node.name] = node
-        self._order = None
+        self._reorder(node)
         if self._index is not None and any(p.has_affinity for p in node.pods):
             self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
 
@@ -228,6 +249,14 @@ class Snapshot:
         if self._capacity is None:
             self._capacity = CapacityIndex(self._nodes.values())
         return self._capacity
+
+    def domain_slots(self, key: str) -> DomainSlots:
+        """GPU slots and those in use per value of node label ``key`` (built on first use, then
+        kept current; read-only to callers)."""
+        found = self._slots.get(key)
+        if found is None:
+            found = self._slots[key] = DomainSlots(key, self._nodes.values())
+        return found
 
     def nodes_labelled(self, key: str, values: tuple[str, ...]) -> tuple[str, ...]:
         """Names of the nodes whose label ``key`` has one of ``values``, in the snapshot's order
@@ -241,6 +270,11 @@ class Snapshot:
             )
             self._labelled[(key, values)] = cached
         return cached
+
+    def _position(self, name: str) -> int:
+        if self._positions is None:
+            self._positions = {name: i for i, name in enumerate(self._nodes)}
+        return self._positions[name]
 
     def in_order(self, names: Iterable[str]) -> list[NodeInfo]:
         """The nodes named (those in the snapshot), in the snapshot's order."""

@@ -192,3 +192,29 @@ def test_a_kube_profile_scores_only_what_it_enables_with_its_weights() -> None:
     )
     scored = {p.name: w for p, w in build_framework(config).score}
     assert scored == {"NumaTopology": 10}
+
+
+def test_a_leafs_utilisation_follows_pods_assumed_forgotten_and_nodes_removed() -> None:
+    # The snapshot keeps the slots per leaf current across cycles: each answer matches a
+    # snapshot built afresh from the same nodes.
+    framework = build_framework(seed(scoringWeights={"domainUtilization": 1.0}))
+    snap = Snapshot([node(n, f"leaf-{n[0]}") for n in ("a1", "a2", "b1", "b2")])
+
+    def decide(snapshot: Snapshot) -> Decision:
+        return placed(schedule_one(pod("p", gpus=1), snapshot, framework))
+
+    def fresh() -> Decision:
+        return decide(Snapshot(list(snap.nodes)))
+
+    assert decide(snap).node == "a1"  # idle leaves tie: name order
+    fill(snap, "b1", 8, "busy-b1")
+    busier = decide(snap)
+    assert busier.node == "b2"  # leaf-b is busier now
+    assert busier.breakdown == fresh().breakdown
+    snap.forget("default/busy-b1")
+    assert decide(snap).node == "a1"
+    fill(snap, "b2", 4, "half-b2")
+    snap.remove("b2")  # the busy node leaves: leaf-b is idle again, and smaller
+    again = decide(snap)
+    assert again.node == "b1"  # one GPU more is 1/8 of leaf-b, 1/16 of leaf-a
+    assert again.breakdown == fresh().breakdown

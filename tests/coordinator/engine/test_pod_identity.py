@@ -20,15 +20,17 @@ from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.queue import SchedulingQueue
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement, bound_pod_info
 from coordinator.engine.ports import PodRef
 from coordinator.engine.service import SchedulerRuntime
-from coordinator.engine.view import ClusterView
+from coordinator.engine.view import ClusterView, node_info
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock
 from tests.support.pods import pod
 
 NODE = "h100-0"
+PORTS = ({"containerPort": 80, "hostPort": 8080},)
 
 # --- the queue ----------------------------------------------------------------------------------
 
@@ -187,6 +189,47 @@ def test_a_pod_counts_once_from_its_assumption_to_its_bind_seen(
     assert fits(view, 3)  # the third pod, now seen bound, still counts once
     assert not fits(view, 4)
     assert view.assumed_count == 0
+
+
+def test_the_views_node_is_the_one_built_afresh_as_pods_come_and_go(
+    one_node: tuple[MemoryCluster, ClusterView, ManualClock],
+) -> None:
+    """Binds seen are added to the cached node instead of rebuilding it; whatever the order of
+    assumptions, binds, deletions and node changes, the node equals one built from scratch."""
+    cluster, view, _ = one_node
+    inventory = view.inventory
+
+    def afresh() -> NodeInfo:
+        state = inventory.scheduling_node(NODE)
+        assert state is not None
+        pods = tuple(bound_pod_info(b) for b in inventory.bound_pods(NODE))
+        extra = [a.info for a in (view.held(uid) for uid in sorted(held)) if a is not None]
+        return node_info(state, (*pods, *extra))
+
+    held: set[str] = set()
+    node = view.snapshot().get(NODE)
+    made = [cluster.create_pod(pod(f"p{i}", gpus=1, ports=PORTS if i else ())) for i in range(3)]
+    for i, obj in enumerate(made):
+        uid = obj["metadata"]["uid"]
+        view.assume(request(obj), NODE, Placement(gpus=(i,)))
+        held.add(uid)
+        assert view.snapshot().get(NODE) == afresh()
+        gpu = discover_profile("dgx-h100", hostname=NODE).gpus[i].uuid
+        asyncio.run(cluster.bind(PodRef.of(obj), NODE, {"topos.io/assigned-gpus": gpu}))
+        view.bind_done(uid)
+        held.discard(uid)
+        node = view.snapshot().get(NODE)
+        assert node == afresh()
+        assert node is not None
+        assert len(node.free_gpus) == 7 - i
+    cluster.delete_pod("default", "p0")
+    assert view.snapshot().get(NODE) == afresh()
+    cluster.update_node(NODE, unschedulable=True)
+    node = view.snapshot().get(NODE)
+    assert node == afresh()
+    assert node is not None
+    assert node.unschedulable
+    assert len(node.free_gpus) == 6
 
 
 # --- the scheduler over the in-memory cluster ---------------------------------------------------
