@@ -6,16 +6,12 @@ Binding's annotations onto the pod in the same update that sets ``spec.nodeName`
 annotations and the node appear together. Failures write a ``FailedScheduling`` Event and patch
 the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
 kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
-do, so that under a client-side QPS limit they don't take binds' turns; at most
-``EVENTS_IN_FLIGHT`` are on the wire at once (the rest wait their turn), as kube-scheduler's
-broadcaster posts them one after the other: each request in flight holds one HTTP/1.1 connection,
-and a burst of a hundred Events opened a hundred connections, each a TLS handshake. A preemptor's
-nominated node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`).
+do, so that under a client-side QPS limit they don't take binds' turns. A preemptor's nominated
+node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -44,10 +40,9 @@ from coordinator.engine.ports import (
 )
 from coordinator.engine.preemptor import Nominate
 
-__all__ = ["EVENTS_IN_FLIGHT", "KubeClusterWriter", "kube_nominator"]
+__all__ = ["KubeClusterWriter", "kube_nominator"]
 
 _EVENT_MESSAGE_MAX: Final = 1024
-EVENTS_IN_FLIGHT: Final = 8
 
 
 def _reference(pod: PodRef) -> ObjectReference:
@@ -72,7 +67,6 @@ class KubeClusterWriter:
         self._events = events or client
         self._instance = instance
         self._claims = KubeClaimWriter(client)
-        self._event_slots = asyncio.Semaphore(EVENTS_IN_FLIGHT)
 
     async def allocate_claims(
         self, pod: PodRef, claims: Sequence[ClaimAllocation]
@@ -145,16 +139,15 @@ class KubeClusterWriter:
         self, pod: PodRef, *, reason: str, message: str, event_type: str = "Normal"
     ) -> None:
         try:
-            async with self._event_slots:
-                await self._events.create_event(
-                    regarding=_reference(pod),
-                    reason=reason,
-                    message=message[:_EVENT_MESSAGE_MAX],
-                    event_type=event_type,
-                    action="Scheduling" if reason in (REASON_FAILED, REASON_SCHEDULED) else "",
-                    component=COMPONENT,
-                    instance=self._instance,
-                )
+            await self._events.create_event(
+                regarding=_reference(pod),
+                reason=reason,
+                message=message[:_EVENT_MESSAGE_MAX],
+                event_type=event_type,
+                action="Scheduling" if reason in (REASON_FAILED, REASON_SCHEDULED) else "",
+                component=COMPONENT,
+                instance=self._instance,
+            )
         except KubeError as exc:
             raise ClusterError(f"event on {pod.key}: {exc}") from exc
 
