@@ -10,7 +10,7 @@ cheaply — a node's published topology is parsed again only when its annotation
 (:class:`~coordinator.inventory.translate.TopologyMemo`) — and, being equal to what the inventory
 holds, stop there: no inventory event, so no node is rebuilt and no pod requeued. Cheaper still,
 most never get that far: the reflectors drop a ``MODIFIED`` event whose
-:mod:`~.fingerprints` digest (the parts these handlers read, taken from the raw JSON) equals the
+:mod:`~.watchdecode` digest (the parts these handlers read, taken from the raw JSON) equals the
 last one handed over, before it is decoded. ``unchanged`` counts both kinds, ``applied`` the
 rest, by resource.
 """
@@ -23,8 +23,12 @@ from collections.abc import Callable
 from typing import Final
 
 from common.kube import NODES, PODS, KubeClient, KubeObject
-from coordinator.adapters.kube.fingerprints import bound_pod_fingerprint, node_fingerprint
 from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.adapters.kube.watchdecode import (
+    bound_pod_event,
+    bound_pod_fingerprint,
+    node_fingerprint,
+)
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
 from coordinator.inventory.translate import (
@@ -107,19 +111,21 @@ class KubeSync:
                 field_selector=selector,
                 what=what,
                 slim=slim,
+                decode=decode,
                 fingerprint=fingerprint,
                 on_unchanged=self._counter(what),
                 on_listed=self._listed,
                 backoff_max_s=backoff_max_s,
                 watch_timeout_s=watch_timeout_s,
             )
-            for resource, handler, selector, what, slim, fingerprint in (
+            for resource, handler, selector, what, slim, decode, fingerprint in (
                 (
                     NODES,
                     _Nodes(inventory, self.events),
                     None,
                     "nodes",
                     node_fields,
+                    None,
                     node_fingerprint,
                 ),
                 (
@@ -128,6 +134,7 @@ class KubeSync:
                     BOUND_PODS_SELECTOR,
                     "bound pods",
                     bound_pod_fields,
+                    bound_pod_event,
                     bound_pod_fingerprint,
                 ),
             )

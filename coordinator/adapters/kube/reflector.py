@@ -9,11 +9,12 @@ Gone`` re-lists; other API errors back off with jitter (a ``404`` re-lists after
 ``missing_ok`` a resource type the server does not serve (a CRD not installed) counts as empty
 and is listed again every ``absent_retry_s``.
 
-Watch events are decoded here, line by line (``common.kube.watch``). With a ``fingerprint``
-(:mod:`.fingerprints`), a ``MODIFIED`` event whose fingerprint equals that of the last object
-handed over under the same identity is dropped before it is decoded into dicts (it would change
-nothing the handler reads); ``on_unchanged`` counts them. What was handed over is forgotten at
-every list, so the first event after a re-list always goes through.
+Watch events are decoded here, line by line: by ``common.kube.watch``, or by the reflector's
+own ``decode`` (:mod:`.watchdecode` decodes pods into only the parts their handlers read). With a
+``fingerprint`` (:mod:`.watchdecode`), a ``MODIFIED`` event whose fingerprint equals that of the
+last object handed over under the same identity is dropped before it is decoded into dicts (it
+would change nothing the handler reads); ``on_unchanged`` counts them. What was handed over is
+forgotten at every list, so the first event after a re-list always goes through.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import random
 from collections.abc import Callable
 from typing import Final, Literal, Protocol
 
-from common.kube import Gone, KubeClient, KubeError, KubeObject, NotFound, Resource
+from common.kube import Gone, KubeClient, KubeError, KubeObject, NotFound, Resource, WatchEventType
 from common.kube.watch import parse_watch_line
-from coordinator.adapters.kube.fingerprints import FingerprintOf
+from coordinator.adapters.kube.watchdecode import FingerprintOf
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class Reflector:
         on_listed: Callable[[], None] | None = None,
         missing_ok: bool = False,
         slim: Callable[[KubeObject], KubeObject] | None = None,
+        decode: Callable[[bytes], tuple[WatchEventType, KubeObject]] | None = None,
         fingerprint: FingerprintOf | None = None,
         on_unchanged: Callable[[], None] | None = None,
         watch_timeout_s: int = 300,
@@ -70,7 +72,9 @@ class Reflector:
         """``what``: how log lines name the objects (default: the resource's plural). ``slim``:
         keeps of each object only what the handler reads, page by page as a list arrives (5,000
         Nodes as the API server sends them are some 85 MB of JSON, several times that as dicts).
-        ``fingerprint`` / ``on_unchanged``: drop unchanged ``MODIFIED`` events (see above)."""
+        ``decode``: a watch line → ``(type, object)`` as ``slim`` would leave it (default: the
+        whole object, then ``slim``). ``fingerprint`` / ``on_unchanged``: drop unchanged
+        ``MODIFIED`` events (see above)."""
         self._client = client
         self.resource = resource
         self._handler = handler
@@ -81,6 +85,7 @@ class Reflector:
         self._on_listed = on_listed
         self._missing_ok = missing_ok
         self._slim = slim
+        self._decode = decode
         self._fingerprint = fingerprint
         self._on_unchanged = on_unchanged
         self._handed: dict[str, int] = {}  # identity → digest of the last object handed over
@@ -175,11 +180,16 @@ class Reflector:
                 if self._on_unchanged is not None:
                     self._on_unchanged()
                 return version or rv
-        kind, obj = parse_watch_line(line, self.resource)
+        if self._decode is not None:
+            kind, obj = self._decode(line)
+        else:
+            kind, obj = parse_watch_line(line, self.resource)
+            if self._slim is not None and kind != "BOOKMARK":
+                obj = self._slim(obj)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
         if kind == "BOOKMARK":
             return rv
-        self._handler.apply(kind, obj if self._slim is None else self._slim(obj))
+        self._handler.apply(kind, obj)
         if seen is not None and seen[1][0]:
             if kind == "DELETED":
                 self._handed.pop(seen[1][0], None)

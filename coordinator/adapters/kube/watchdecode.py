@@ -1,5 +1,14 @@
-"""What a watch event of a Node or a bound pod carries that the inventory reads, as a digest
-taken from the raw JSON without building the object.
+"""Decoding watch events of pods and Nodes into only what their handlers read.
+
+**Slim decoding.** :func:`bound_pod_event` decodes a bound-pod watch line straight into what
+:func:`~coordinator.inventory.translate.bound_pod_fields` keeps (the metadata without its managed
+fields, the spec, the phase), and :func:`pending_pod_event` a pending pod's ``DELETED`` into its
+metadata alone (the queue only needs to know which pod left): the managed fields, container
+statuses and conditions are never built as dicts. A line they cannot decode so goes through
+:func:`~common.kube.watch.parse_watch_line` and ``slim`` as before (an ``ERROR`` event included).
+
+**Fingerprints:** what a watch event of a Node or a bound pod carries that the inventory reads,
+as a digest taken from the raw JSON without building the object.
 
 Most watch events change nothing the scheduler uses (Node heartbeats; a bound pod's status as
 it starts and runs), yet decoding each into dicts and translating it costs more than all the
@@ -20,11 +29,22 @@ different contents share a hash with odds of about 2⁻⁶⁴ per event.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
-__all__ = ["Fingerprint", "FingerprintOf", "bound_pod_fingerprint", "node_fingerprint"]
+from common.kube import PODS, KubeObject, WatchEventType
+from common.kube.watch import parse_watch_line
+from coordinator.inventory.translate import bound_pod_fields
+
+__all__ = [
+    "Fingerprint",
+    "FingerprintOf",
+    "bound_pod_event",
+    "bound_pod_fingerprint",
+    "node_fingerprint",
+    "pending_pod_event",
+]
 
 Fingerprint = tuple[str, str, int]
 """(identity, resourceVersion, digest); an empty identity is never matched."""
@@ -139,3 +159,83 @@ def node_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
         conditions.encode(),
     )
     return event.type, (meta.name, meta.resourceVersion, digest)
+
+
+class _Meta(msgspec.Struct, omit_defaults=True):
+    """ObjectMeta without ``managedFields`` (and the fields nothing here reads)."""
+
+    name: str | None = None
+    generateName: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None
+    generation: int | None = None
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    deletionGracePeriodSeconds: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    ownerReferences: list[dict[str, Any]] | None = None
+    finalizers: list[str] | None = None
+
+
+class _SlimPhase(msgspec.Struct):
+    phase: str | None = None
+
+
+class _SlimPod(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: dict[str, Any] = msgspec.field(default_factory=dict)
+    status: _SlimPhase = msgspec.field(default_factory=_SlimPhase)
+
+
+class _SlimPodEvent(msgspec.Struct):
+    type: str
+    object: _SlimPod
+
+
+class _MetaOnly(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+
+
+class _MetaOnlyEvent(msgspec.Struct):
+    type: str
+    object: _MetaOnly
+
+
+_SLIM_POD = msgspec.json.Decoder(_SlimPodEvent)
+_META_ONLY = msgspec.json.Decoder(_MetaOnlyEvent)
+_TYPES: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
+#: How the API server starts a DELETED watch event (``type`` before ``object``).
+_DELETED: Final = b'{"type":"DELETED",'
+
+
+def bound_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
+    """A bound-pod watch line as ``(type, bound_pod_fields(object))``."""
+    try:
+        event = _SLIM_POD.decode(line)
+    except msgspec.DecodeError:
+        event = None
+    if event is None or event.type not in _TYPES:
+        kind, obj = parse_watch_line(line, PODS)  # errors raise; bookmarks pass
+        return kind, bound_pod_fields(obj)
+    pod = event.object
+    obj = {
+        "metadata": msgspec.to_builtins(pod.metadata),
+        "spec": pod.spec,
+        "status": {"phase": pod.status.phase},
+    }
+    return event.type, obj  # type: ignore[return-value]
+
+
+def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
+    """A pending-pod watch line; a ``DELETED`` one (the pod was bound or deleted) with its
+    metadata alone, every other one whole."""
+    if line.startswith(_DELETED):
+        try:
+            event = _META_ONLY.decode(line)
+        except msgspec.DecodeError:
+            event = None
+        if event is not None and event.type == "DELETED":
+            return "DELETED", {"metadata": msgspec.to_builtins(event.object.metadata)}
+    return parse_watch_line(line, PODS)

@@ -1,6 +1,8 @@
 """The reflector drops a watch event that changes nothing its handler reads (a bound pod's status
 moving, a Node heartbeat) before decoding it, and hands every other one over: a label, a spec,
-a deletion, a pod re-created under its name, the first event after a re-list, an error."""
+a deletion, a pod re-created under its name, the first event after a re-list, an error. Pods are
+decoded into what their handlers read: a bound pod as ``bound_pod_fields`` leaves it, a pending
+pod's ``DELETED`` as its metadata, and the queue still lets that pod go."""
 
 from __future__ import annotations
 
@@ -13,12 +15,18 @@ import msgspec
 import pytest
 
 from common.kube import NODES, PODS, Gone, KubeClient, KubeObject, Resource
-from coordinator.adapters.kube.fingerprints import (
+from common.kube.watch import parse_watch_line
+from coordinator.adapters.kube.pending import PendingPods
+from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.adapters.kube.watchdecode import (
     FingerprintOf,
+    bound_pod_event,
     bound_pod_fingerprint,
     node_fingerprint,
+    pending_pod_event,
 )
-from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.core.queue import SchedulingQueue
+from coordinator.inventory.translate import bound_pod, bound_pod_fields
 from tests.support.pods import gpu_pod
 
 
@@ -234,3 +242,45 @@ async def test_node_heartbeats_are_dropped_readiness_and_capacity_pass() -> None
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_a_bound_pod_is_decoded_as_its_handler_reads_it() -> None:
+    served = _bound("u1", 2, metadata__ownerReferences=[{"uid": "rs-1", "kind": "ReplicaSet"}])
+    served["metadata"]["annotations"] = {"topos.io/assigned-gpus": "GPU-1"}
+    served["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    line = _line("MODIFIED", served)
+    kind, obj = bound_pod_event(line)
+    assert kind == "MODIFIED"
+    assert "managedFields" not in obj["metadata"]
+    assert obj == bound_pod_fields(parse_watch_line(line, PODS)[1])
+    pod = bound_pod(obj)
+    assert pod is not None
+    assert (pod.node, pod.assigned_gpus, pod.owner_uid, pod.terminating) == (
+        "gpu-1",
+        ("GPU-1",),
+        "rs-1",
+        True,
+    )
+    bookmark = _line("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "9"}})
+    assert bound_pod_event(bookmark)[0] == "BOOKMARK"
+    with pytest.raises(Gone):
+        bound_pod_event(_line("ERROR", {"kind": "Status", "code": 410, "message": "old"}))
+    odd = _bound("u1", 3)
+    odd["metadata"]["labels"] = {"n": 1}  # not what an API server sends: decoded the slow way
+    assert bound_pod_event(_line("MODIFIED", odd))[1]["metadata"]["labels"] == {"n": 1}
+
+
+def test_a_pending_pods_deletion_is_its_metadata_and_the_pod_leaves_the_queue() -> None:
+    queue = SchedulingQueue()
+    handler = PendingPods(queue)
+    pending = gpu_pod("wait", 1, namespace="ml", uid="u9")
+    pending["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    kind, obj = pending_pod_event(_line("ADDED", pending))
+    assert obj == pending  # whole: the queue parses it
+    handler.apply(kind, obj)
+    assert len(queue) == 1
+    kind, obj = pending_pod_event(_line("DELETED", pending))
+    assert (kind, set(obj)) == ("DELETED", {"metadata"})
+    assert obj["metadata"]["uid"] == "u9"
+    handler.apply(kind, obj)
+    assert len(queue) == 0
