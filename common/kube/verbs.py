@@ -92,6 +92,30 @@ class GenericVerbs(KubeClientCore):
         resourceVersion), ``Unreachable`` when the stream breaks. ``BOOKMARK`` events (only with
         ``bookmarks=True``) carry just a newer resourceVersion.
         """
+        async for line in self.watch_lines(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            bookmarks=bookmarks,
+        ):
+            yield parse_watch_line(line, resource)
+
+    async def watch_lines(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        bookmarks: bool = False,
+    ) -> AsyncIterator[bytes]:
+        """As :meth:`watch`, each event as its undecoded line (``common.kube.watch`` decodes
+        them): for callers that decode only what they read."""
         query = _selectors(label_selector, field_selector)
         query["watch"] = "true"
         if resource_version is not None:
@@ -119,9 +143,8 @@ class GenericVerbs(KubeClientCore):
                     raise Unreachable(f"watch {path} broke: {exc or type(exc).__name__}") from exc
                 if not line:
                     return
-                if not line.strip():
-                    continue
-                yield parse_watch_line(line, resource)
+                if not line.isspace():
+                    yield line
         finally:
             response.release()
 

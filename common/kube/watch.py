@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import msgspec
 
@@ -10,8 +10,17 @@ from common.kube.errors import KubeError, error_for_status
 from common.kube.resources import Resource
 from common.kube.types import KubeObject, WatchEventType
 
+__all__ = ["parse_watch_line"]
+
 _TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
-_DECODER = msgspec.json.Decoder()
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: dict[str, Any]
+
+
+_DECODER = msgspec.json.Decoder(_Event)
 
 
 def parse_watch_line(line: bytes, resource: Resource) -> tuple[WatchEventType, KubeObject]:
@@ -20,11 +29,8 @@ def parse_watch_line(line: bytes, resource: Resource) -> tuple[WatchEventType, K
     try:
         event = _DECODER.decode(line)
     except msgspec.DecodeError as exc:
-        raise KubeError(f"watch {resource.plural}: undecodable event: {exc}") from exc
-    if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-        raise KubeError(f"watch {resource.plural}: malformed event {line[:200]!r}")
-    kind = event.get("type")
-    obj: KubeObject = event["object"]
+        raise KubeError(f"watch {resource.plural}: malformed event {line[:200]!r}: {exc}") from exc
+    kind, obj = event.type, event.object
     if kind == "ERROR":
         code = obj.get("code")
         raise error_for_status(code if isinstance(code, int) else 500, obj)

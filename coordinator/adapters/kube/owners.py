@@ -23,6 +23,7 @@ from common.kube import PODS, KubeClient, KubeError, KubeObject, NotFound, Resou
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.pending import PendingPods, pending_selector
 from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.adapters.kube.watchdecode import pending_pod_event
 from coordinator.core.podspec.inherit import Owner, inheritance
 from coordinator.core.queue import SchedulingQueue
 
@@ -248,4 +249,5 @@ def inheriting_pending_watch(
         namespace=namespace,
         field_selector=pending_selector(scheduler_name),
         what="pending pods",
+        decode=pending_pod_event,
     )

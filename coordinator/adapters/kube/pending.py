@@ -15,6 +15,7 @@ from __future__ import annotations
 from common import podkeys
 from common.kube import PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.adapters.kube.watchdecode import pending_pod_event
 from coordinator.core.queue import SchedulingQueue
 
 __all__ = ["PendingPods", "pending_selector", "pending_watch"]
@@ -66,4 +67,5 @@ def pending_watch(
         namespace=namespace,
         field_selector=pending_selector(scheduler_name),
         what="pending pods",
+        decode=pending_pod_event,
     )
