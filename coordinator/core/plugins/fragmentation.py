@@ -35,6 +35,7 @@ __all__ = [
     "ShapeMix",
     "fragmentation",
     "growth",
+    "node_fragmentation",
     "node_room",
     "shape_of",
 ]
@@ -321,7 +322,9 @@ def growth(
         change: tuple[int, ...] = (was, left, fresh)
     else:
         change = (whole,)
-    key = (mix.version, room, cores, gib, change)
+    # Ints and tuples of ints only: such keys are untracked by the garbage collector, whose
+    # full collections would otherwise walk every entry (the room object is tracked).
+    key = (mix.version, room.free, room.whole, room.cpu, room.memory, cores, gib, change)
     hit = _GROWTH.get(key)
     if hit is not None:
         return hit
@@ -331,5 +334,15 @@ def growth(
         after = room.without_whole(whole, cores, gib)
     if len(_GROWTH) >= _FRAG_LIMIT:
         _GROWTH.clear()
-    result = _GROWTH[key] = fragmentation(after, mix) - fragmentation(room, mix)
+    result = _GROWTH[key] = fragmentation(after, mix) - node_fragmentation(node, mix)
     return result
+
+
+def node_fragmentation(node: NodeInfo, mix: Mix) -> int:
+    """:func:`fragmentation` of the node's room now, kept on the node per mix (every pod scored
+    there asks it; a changed node is a new NodeInfo)."""
+    key = (_ROOM, mix.version)
+    hit = node.memo.get(key)
+    if hit is None:
+        hit = node.memo[key] = fragmentation(node_room(node), mix)
+    return cast(int, hit)

@@ -23,7 +23,7 @@ from typing import Final
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import PLACEMENTS
-from coordinator.core.plugins.fragmentation import ShapeMix, growth
+from coordinator.core.plugins.fragmentation import ShapeMix, growth, node_room
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.sharedchoice import nvlink_loss
 from coordinator.core.podspec.parse import PodRequest
@@ -38,6 +38,7 @@ NVLINK_LOSS: Final = 250
 #: Thousandths of a GPU of growth per point of score: no growth scores 50, a GPU's worth 0.
 _PER_POINT: Final = 20
 _SCORES: dict[tuple[object, ...], float] = {}
+_WHOLE: dict[tuple[object, ...], float] = {}  # points of pods taking whole GPUs or none
 _SCORES_LIMIT: Final = 200_000
 
 
@@ -70,16 +71,39 @@ class GpuFragmentation:
         if node.topology is None:
             return 0.0
         mix = self.mix.current()
-        cores = -(-pod.requests.get("cpu", 0) // 1000)
-        gib = -(-pod.requests.get("memory", 0) // 2**30)
-        placement = state.read(PLACEMENTS).get(node.name) if pod.share is not None else None
+        requests = pod.requests
+        if pod.share is None:
+            # Whole GPUs or none: the points follow the node's room alone, alike nodes share
+            # them (a key of ints, see growth's memo).
+            room = node_room(node)
+            flat = (
+                mix.version,
+                room.free,
+                room.whole,
+                room.cpu,
+                room.memory,
+                requests.get("cpu", 0),
+                requests.get("memory", 0),
+                pod.gpus,
+            )
+            points = _WHOLE.get(flat)
+            if points is None:
+                cores = -(-requests.get("cpu", 0) // 1000)
+                gib = -(-requests.get("memory", 0) // 2**30)
+                if len(_WHOLE) >= _SCORES_LIMIT:
+                    _WHOLE.clear()
+                points = _WHOLE[flat] = _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
+            return points
+        cores = -(-requests.get("cpu", 0) // 1000)
+        gib = -(-requests.get("memory", 0) // 2**30)
+        placement = state.read(PLACEMENTS).get(node.name)
         if placement is None or placement.share is None or not placement.gpus:
-            # whole GPUs or none: growth is memoised per node room, alike nodes share it
             return _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
         gpu = placement.gpus[0]
         # Nodes alike (hardware shape, device state, free CPU and memory) score alike.
-        key = (
-            topology_index(node.topology),
+        held = placement.share
+        key = (  # ints only (the device token is an untracked object): see growth's memo
+            topology_index(node.topology).ident,
             node.device_token,
             node.free("cpu") // 1000,
             node.free("memory") // 2**30,
@@ -87,12 +111,13 @@ class GpuFragmentation:
             cores,
             gib,
             gpu,
-            placement.share,
+            held.milli,
+            held.memory_mib,
         )
         hit = _SCORES.get(key)
         if hit is not None:
             return hit
-        up = growth(node, mix, cores, share=(gpu, placement.share), gib=gib)
+        up = growth(node, mix, cores, share=(gpu, held), gib=gib)
         up += NVLINK_LOSS * nvlink_loss(node, gpu)
         if len(_SCORES) >= _SCORES_LIMIT:
             _SCORES.clear()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, count
 from math import comb
 from typing import Final
 
@@ -35,6 +35,7 @@ EXHAUSTIVE_LIMIT: Final = 3000
 # Link ranks in common.model: X 0, NV 1, PIX 2, PXB 3, PHB 4, NODE 5, SYS 6.
 _GROUP_LEVELS: Final = (1, 2, 3, 4, 5)
 _SYS: Final = 6
+_IDENTS = count()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class TopologyIndex:
     __slots__ = (
         "_choice_memo",
         "_clique_memo",
+        "ident",
         "level_adj",
         "link",
         "memory",
@@ -62,6 +64,9 @@ class TopologyIndex:
     )
 
     def __init__(self, topology: NodeTopology) -> None:
+        #: Unique in the process: memo keys name the index by it (an int keeps a key of ints
+        #: out of the garbage collector's reach; the index itself would not).
+        self.ident = next(_IDENTS)
         n = self.n = len(topology.gpus)
         self.link: list[list[Link]] = [[topology.link(i, j) for j in range(n)] for i in range(n)]
         self.level_adj: dict[int, list[int]] = {}

@@ -87,7 +87,7 @@ def plan_placement(
         return _plan_without_topology(node, pod)
     mix = mix if mix is not None and pod.share is not None else _DEFAULT_MIX
     memo_key = (
-        topology_index(node.topology) if node.topology.gpus else None,
+        topology_index(node.topology).ident if node.topology.gpus else None,
         node.device_token,
         key if key is not None else device_key(pod),
         allowed,

@@ -55,7 +55,13 @@ def _no_room(node: NodeInfo, share: GpuShare) -> Status:
     """Why no GPU of ``node`` takes ``share``, naming each GPU's room (alike nodes: one text)."""
     topo = node.topology
     assert topo is not None
-    key = (topology_index(topo), node.device_token, share)
+    key = (
+        topology_index(topo).ident,
+        node.device_token,
+        share.milli,
+        share.memory_mib,
+        share.memory_milli,
+    )
     hit = _NO_ROOM.get(key)
     if hit is None:
         wanted = share.on_gpu(max((g.memory_total_mib or 0) for g in topo.gpus) or None)

@@ -347,6 +347,27 @@ def test_once_shares_are_seen_a_cpu_only_pod_leaves_the_cpu_free_gpus_need() -> 
     assert plain.node == "tight"
 
 
+def test_alike_nodes_share_a_whole_gpu_pods_fragmentation_score_and_free_cpu_tells_them_apart() -> (
+    None
+):
+    fw = build_framework()
+    warm = Snapshot([gpu_node(f"w{i}", pcie8(f"w{i}"), cpu=256) for i in range(3)])
+    place_all([frac(f"h{i}", "0.5", cpu="8") for i in range(33)], warm, fw)  # shares are seen
+    busy = running(pod("busy", cpu="160", memory=None))
+    nodes = [
+        gpu_node("a", pcie8("a"), cpu=256),
+        gpu_node("b", pcie8("b"), cpu=256),  # a's twin: the score remembered for a is b's
+        gpu_node("c", pcie8("c"), cpu=256, pods=[busy]),  # same GPUs, 96 cores free
+    ]
+    result = schedule_one(pod("one", gpus=1, cpu="8"), Snapshot(nodes), fw)
+    assert isinstance(result, Decision)
+    score = {n: result.verdicts[n].scores["GpuFragmentation"] for n in ("a", "b", "c")}
+    assert score["a"] == score["b"]
+    # c's 96 free cores feed 6 of its 8 GPUs at the mix's 16 cores per GPU (a's feed all): the
+    # same pod changes its fragmentation by another amount
+    assert score["c"] != score["a"]
+
+
 @pytest.mark.parametrize("fraction", ["0.25", None])  # a share; one whole GPU
 def test_a_remembered_decision_is_the_one_made_under_the_current_shape_mix(
     fraction: str | None,
