@@ -13,11 +13,12 @@ import re
 import ssl
 from collections import Counter
 from http.client import HTTPSConnection
+from pathlib import Path
 from typing import Final
 
 from devcluster.controlplane import ControlPlane
 
-__all__ = ["Requests", "by_kind", "requests_total", "scheduler_share"]
+__all__ = ["Requests", "by_kind", "cpu_profile", "requests_total", "scheduler_share"]
 
 #: (verb, resource, subresource) → requests.
 Requests = Counter[tuple[str, str, str]]
@@ -38,17 +39,29 @@ _NOT_THE_SCHEDULERS: Final = frozenset(
 )
 
 
-def requests_total(plane: ControlPlane) -> Requests:
-    """The counter now, summed over response codes, scopes and API versions."""
+def _get(plane: ControlPlane, path: str, timeout_s: float = 30) -> bytes:
     pki = plane.directory / "pki"
     context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
     context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
-    conn = HTTPSConnection("127.0.0.1", plane.state.apiserver_port, context=context, timeout=30)
+    conn = HTTPSConnection(
+        "127.0.0.1", plane.state.apiserver_port, context=context, timeout=timeout_s
+    )
     try:
-        conn.request("GET", "/metrics")
-        text = conn.getresponse().read().decode()
+        conn.request("GET", path)
+        return conn.getresponse().read()
     finally:
         conn.close()
+
+
+def cpu_profile(plane: ControlPlane, seconds: int, path: Path) -> None:
+    """The API server's own CPU profile over the next ``seconds`` (Go's pprof format, read with
+    ``go tool pprof -top``): which of its work a scheduler's requests and watches cost."""
+    path.write_bytes(_get(plane, f"/debug/pprof/profile?seconds={seconds}", seconds + 30))
+
+
+def requests_total(plane: ControlPlane) -> Requests:
+    """The counter now, summed over response codes, scopes and API versions."""
+    text = _get(plane, "/metrics").decode()
     out: Requests = Counter()
     for line in text.splitlines():
         m = _LINE.match(line)

@@ -53,7 +53,13 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.apiserver_metrics import Requests, by_kind, requests_total, scheduler_share
+from benchmarks.apiserver_metrics import (
+    Requests,
+    by_kind,
+    cpu_profile,
+    requests_total,
+    scheduler_share,
+)
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     Limit,
@@ -75,6 +81,10 @@ from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
 SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
 CREATORS = 32
+
+
+#: Seconds of the API server's CPU profile taken at the start of each run (``--profile``).
+APISERVER_PROFILE_S = 8
 
 
 @dataclass
@@ -213,6 +223,7 @@ async def one_run(
     *,
     timeout_s: float,
     running_grace_s: float,
+    apiserver_profile: Path | None = None,
 ) -> Process:
     """One measured run; returns the scheduler process (still running) for the caller to stop.
 
@@ -260,6 +271,12 @@ async def one_run(
         requests0 = await asyncio.to_thread(requests_total, plane)
         run.launched = time.perf_counter()
         scheduler = launch()
+    profiler = None
+    if apiserver_profile is not None:
+        # From here on (streamed: the creates are under way; backlog: the scheduler starts).
+        profiler = asyncio.create_task(
+            asyncio.to_thread(cpu_profile, plane, APISERVER_PROFILE_S, apiserver_profile)
+        )
     try:
         async with asyncio.timeout(timeout_s):
             while len(run.bound) < run.pods:
@@ -277,6 +294,8 @@ async def one_run(
     run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
     run.requests["WATCH", "pods", ""] -= 1
     run.requests = +run.requests  # what is left above zero
+    if profiler is not None:
+        await profiler
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(running_grace_s):
             await done.wait()
@@ -296,7 +315,10 @@ async def bench(args: argparse.Namespace) -> list[Run]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-kwok-"))
     plane = ControlPlane.start(
-        binaries=binaries, settings=ControlPlaneSettings(extra_apiserver_args=APISERVER_ARGS)
+        binaries=binaries,
+        settings=ControlPlaneSettings(
+            extra_apiserver_args=(*APISERVER_ARGS, *(["--profiling=true"] if args.profile else []))
+        ),
     )
     kwok: Process | None = None
     runs: list[Run] = []
@@ -350,6 +372,9 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                     f"kwok-{tag}",
                     timeout_s=args.timeout,
                     running_grace_s=10,
+                    apiserver_profile=(
+                        Path(args.profile) / f"apiserver-{tag}.pprof" if args.profile else None
+                    ),
                 )
                 for p in spy:
                     p.send_signal(2)
@@ -453,7 +478,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--order", default="kube-scheduler,topos", help="which runs first")
     ap.add_argument("--binds", type=int, default=64, help="Topos scheduler.maxBindsInFlight")
     ap.add_argument("--timeout", type=float, default=120.0, help="per run, after the creates")
-    ap.add_argument("--profile", default="", help="py-spy the coordinator into this directory")
+    ap.add_argument(
+        "--profile",
+        default="",
+        help="py-spy the coordinator, and take the API server's CPU profile (pprof, first "
+        f"{APISERVER_PROFILE_S} s of each run), into this directory",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the logs and configs")
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     args = ap.parse_args(argv)
