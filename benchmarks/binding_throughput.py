@@ -6,7 +6,7 @@ pipelining depth, creates ``--pods`` single-GPU pods in a fresh namespace *befor
 fresh coordinator runtime (inventory synced from the API server), and times from start to the
 last successful bind. Baseline in the same run: depth 1 (each bind waits for the previous).
 
-    .venv/bin/python benchmarks/binding_throughput.py --nodes 200 --pods 500
+    .venv/bin/python benchmarks/binding_throughput.py --nodes 200 --pods 500 [--event-loop asyncio]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from common.labeling import labels
 from common.podkeys import GPU_RESOURCE
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.kube.runtime import kube_runtime
+from coordinator.app.main import event_loop
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import ensure
@@ -163,4 +164,12 @@ if __name__ == "__main__":
     parser.add_argument("--nodes", type=int, default=200, help="Nodes to register (100-1000)")
     parser.add_argument("--pods", type=int, default=500, help="single-GPU pods per run")
     parser.add_argument("--depth", type=int, default=64, help="binds in flight when pipelined")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument(
+        "--event-loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the loop the runtime runs on (the coordinator's coordinator.eventLoop)",
+    )
+    args = parser.parse_args()
+    with asyncio.Runner(loop_factory=event_loop(args.event_loop)) as runner:
+        runner.run(main(args))

@@ -221,7 +221,9 @@ async def serve(
     started = time.monotonic()
     host, port = config.coordinator.address
     async with running(app, host, port, ssl_context=ssl_context) as url:
-        log.info("coordinator listening on %s (%s)", url, "API server" if kube else "in-memory")
+        backend = "API server" if kube else "in-memory"
+        kind = type(loop).__module__.split(".")[0]  # uvloop or asyncio
+        log.info("coordinator listening on %s (%s, event loop: %s)", url, backend, kind)
         await stop.wait()
     log.info("coordinator stopped after %.0fs", time.monotonic() - started)
 
@@ -265,8 +267,18 @@ def run_from_args(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         setup_logging()  # one JSON object per line, like the agent
     app = wire(config, backend, config_path=args.config)
-    asyncio.run(serve(app, config, ssl_context, kube=not args.in_memory))
+    with asyncio.Runner(loop_factory=event_loop(config.coordinator.event_loop)) as runner:
+        runner.run(serve(app, config, ssl_context, kube=not args.in_memory))
     return 0
+
+
+def event_loop(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The factory of the process's event loop: uvloop's, or ``None`` (asyncio's own)."""
+    if kind != "uvloop":
+        return None
+    import uvloop  # a dependency; imported only by the process that runs on it
+
+    return uvloop.new_event_loop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
