@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import gc
 import sys
 import time
 import tracemalloc
@@ -34,6 +33,7 @@ from benchmarks.kwok_pods import pod_body
 from benchmarks.watch_events import _nodes
 from common.kube import KubeClient
 from coordinator.adapters.kube.inventory_sync import KubeSync
+from coordinator.app.collector import settle
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import PodRef
@@ -98,7 +98,7 @@ async def measure(nodes: int, pods: int, workload: str, top: int = 0) -> tuple[f
     scheduler = Scheduler(view=ClusterView(inventory), writer=writer)
     writer.scheduler = scheduler
     scheduler.view.snapshot()  # the first snapshot is start-up, not measured
-    gc.freeze()  # as the coordinator does after its first sync
+    settle()  # as the coordinator does after its first sync
     for body in objs.values():
         scheduler.queue.add(body)
     t0 = time.process_time()

@@ -36,6 +36,7 @@ from coordinator.api.metrics import Metrics
 from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
+from coordinator.app.collector import settle
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings
@@ -100,9 +101,9 @@ def _kube_sync(kubeconfig: str | None) -> Callable[[web.Application], AsyncItera
 
         def synced() -> None:
             readiness.set("inventory", True)
-            # What the first list built (5,000 Nodes: some 200,000 objects) lives as long as
-            # the process: keep it out of the collector's full passes (~0.4 s each at 5,000).
-            gc.freeze()
+            # What the first list built lives as long as the process: out of the collector's
+            # full passes (~0.4 s each at 5,000 Nodes), and higher thresholds from now on.
+            settle()
             if resume is not None:
                 resume.cancel()
                 gc.enable()
