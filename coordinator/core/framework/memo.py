@@ -24,7 +24,7 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
-from coordinator.core.status import SUCCESS, Reason, Status
+from coordinator.core.status import SUCCESS, Code, Status
 
 __all__ = [
     "MEMO_LIMIT",
@@ -55,7 +55,9 @@ MEMO_LIMIT: Final = 256
 
 #: Stands in for a refusal known from the node this one was made from (``NodeInfo.refused``):
 #: never stored in a memo, so whoever needs the refusal's status judges the node afresh.
-REFUSED_BEFORE: Final = Memo(Status.unschedulable(Reason.NODE_UNSCHEDULABLE), None, {})
+REFUSED_BEFORE: Final = Memo(
+    Status(Code.UNSCHEDULABLE, detail="refused on the node this one was made from"), None, {}
+)
 
 
 def has_lasting_refusals(plugin: object) -> bool:
