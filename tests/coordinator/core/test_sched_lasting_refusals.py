@@ -10,14 +10,18 @@ from typing import Any
 
 import pytest
 
+from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
+from coordinator.core.plugins.noderesources import NodeResourcesFit
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SUCCESS, Status
 from tests.support.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, pcie8, plain_node, request, ws4
 
@@ -100,3 +104,30 @@ def test_a_node_made_by_adding_pods_keeps_the_refusals_and_a_rebuild_does_not() 
     assert after.refused == node.refused
     # A node built from its pods again (pods may have gone) remembers nothing.
     assert not after.rebuild(after.pods).refused
+
+
+class _NeedsCompany:
+    """A node-local filter whose refusal a pod added to the node lifts: it does not declare
+    ``lasting_refusals``."""
+
+    name = "NeedsCompany"
+    node_local = True
+
+    def filter(self, state: object, pod: PodRequest, node: NodeInfo) -> Status:
+        if pod.labels.get("wants") == "company" and not node.pods:
+            return Status.unschedulable("node(s) had no pods yet")
+        return SUCCESS
+
+
+def test_a_refusal_not_declared_lasting_is_judged_again_once_pods_are_added() -> None:
+    config = SchedulerConfig()
+    fw = Framework(config, [_NeedsCompany(), NodeResourcesFit(config)])
+    snapshot = Snapshot([plain_node("n", cpu=8)])
+    social = request(pod("social", labels={"wants": "company"}))
+    first = schedule_one(social, snapshot, fw)
+    assert isinstance(first, Failure)
+    assert first.message == "0/1 nodes are available: 1 node(s) had no pods yet."
+    snapshot.assume(request(pod("host", uid="uid-host")), "n", Placement())
+    again = schedule_one(social, snapshot, fw)
+    assert isinstance(again, Decision)
+    assert again.node == "n"
