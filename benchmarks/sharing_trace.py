@@ -58,11 +58,13 @@ class Results:
     unsupported: dict[str, str] = field(default_factory=dict)  # Topos arm → what the build does
     nodes: int = 0
     gpus: int = 0
+    digests: list[str] = field(default_factory=list)  # "seed S, arm: digest" per Topos replay
 
 
-def _topos(work: Workload, *, fraction: bool) -> Run | None:
+def _topos(work: Workload, *, fraction: bool, digests: list[str]) -> Run | None:
     """The Topos arm's run; None when fractional asks were sent and no GPU was shared."""
     got = topos_replay(work, fraction=fraction)
+    digests.append(f"seed {work.seed}, {TOPOS_FRACTION if fraction else TOPOS_WHOLE}: {got.digest}")
     if fraction and got.shared_gpus == 0:
         return None
     demands = [p.demand for p in work.pods]
@@ -107,7 +109,7 @@ def run(
         for name, (policy, whole) in policies.items():
             out.runs.setdefault(name, []).append(replay_baseline(name, policy, work, whole=whole))
         for fraction in list(modes):
-            r = _topos(work, fraction=fraction)
+            r = _topos(work, fraction=fraction, digests=out.digests)
             if r is None:
                 out.unsupported[TOPOS_FRACTION] = "no decision named a GPU shared by two pods"
                 out.runs.pop(TOPOS_FRACTION, None)
@@ -127,6 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--topos-mode", choices=("whole", "fraction", "both", "none"), default="both")
     ap.add_argument("--plot", default=str(ROOT / "docs" / "sharing_trace.png"), help="'' for none")
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
+    ap.add_argument(
+        "--digests",
+        action="store_true",
+        help="print a digest of each Topos replay's decisions (equal: the same decisions)",
+    )
     args = ap.parse_args(argv)
     if args.seeds < 1:
         ap.error("--seeds must be at least 1")
@@ -160,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     print()
     print("\n".join(notes[1:]))
+    if args.digests:
+        print("\ndecision digests:\n" + "\n".join(res.digests))
     return 0
 
 

@@ -18,6 +18,7 @@ GPU never given twice, a GPU's shares never above 1,000 milli.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -197,6 +198,9 @@ class ToposRun:
     seconds: float  # deciding and assuming, all pods
     violations: list[str]
     shared_gpus: int  # GPUs the decisions gave to more than one pod
+    #: sha256 (first 12 hex digits) of every decision in order: the node and GPUs chosen, or the
+    #: failure's message — equal digests, the same decisions and messages
+    digest: str = ""
 
 
 def replay(work: Workload, *, fraction: bool, framework: Framework | None = None) -> ToposRun:
@@ -209,20 +213,24 @@ def replay(work: Workload, *, fraction: bool, framework: Framework | None = None
     allocated: list[int] = []
     total = placed = 0
     spent = 0.0
+    digest = hashlib.sha256()
     for shape, pod in zip(work.pods, requests, strict=True):
         t0 = time.perf_counter()
         result = schedule_one(pod, snapshot, framework)
         if isinstance(result, Decision):
             snapshot.assume(pod, result.node, result.placement)
         spent += time.perf_counter() - t0
-        if isinstance(result, Decision):
+        if not isinstance(result, Decision):
+            digest.update(f"{result.message}|".encode())
+        else:
             gpus = result.placement.gpus or _named(result.device_ids)
+            digest.update(f"{result.node} {gpus} {result.placement.share}|".encode())
             ledger.hold(result.node, shape, gpus, whole=not fraction)
             placed += 1
             total += shape.demand
         allocated.append(total)
     shared = sum(1 for n in ledger.holders.values() if n > 1)
-    return ToposRun(placed, allocated, spent, ledger.violations, shared)
+    return ToposRun(placed, allocated, spent, ledger.violations, shared, digest.hexdigest()[:12])
 
 
 def fraction_support(framework: Framework | None = None) -> str | None:

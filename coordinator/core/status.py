@@ -148,9 +148,11 @@ def summarize(total_nodes: int, statuses: Mapping[str, Status] | Iterable[Status
     """
     values = statuses.values() if isinstance(statuses, Mapping) else statuses
     counts: Counter[str] = Counter()
-    for status in values:
-        for reason in status.reasons:
-            counts[reason] += 1
+    # Nodes refused alike share their reasons: count the reason tuples first (in C), then
+    # spread each tuple's count over its reasons.
+    for reasons, n in Counter(s.reasons for s in values).items():
+        for reason in reasons:
+            counts[reason] += n
     parts = sorted(f"{n} {reason}" for reason, n in counts.items())
     if not parts:
         return f"0/{total_nodes} nodes are available."

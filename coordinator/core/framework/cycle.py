@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Final, cast
 
 from common.model import NodeTopology
@@ -28,6 +27,13 @@ from coordinator.core.framework.interfaces import (
     PreFilterResult,
     ScorePlugin,
     pod_class_key,
+)
+from coordinator.core.framework.memo import (
+    REFUSED_BEFORE,
+    Memo,
+    Placements,
+    local_score,
+    remember,
 )
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure, NodeVerdict, ScheduleResult
@@ -88,53 +94,9 @@ def _pod_rejected(pod_key: str, nodes: Sequence[NodeInfo], status: Status) -> Fa
     )
 
 
-@dataclass(slots=True, eq=False)
-class _Memo:
-    """Node-local verdict, placement and raw scores of one pod class on one NodeInfo."""
-
-    verdict: Status
-    placement: Placement | None
-    scores: dict[object, float]  # plugin (with its epoch, if it has one) → raw score
-    sums: dict[object, float] = field(default_factory=dict)  # weighted local sums
-    epoch: object = None  # the filters' epochs the placement was chosen in
-
-
-#: Pod classes remembered per NodeInfo before its memo is cleared. A cluster sharing GPUs sees
-#: more classes (a share's fraction is part of its class): at 64 the memo of a node visited by
-#: every failing cycle was cleared so often that the Alibaba-shaped trace ran at twice the µs.
-_MEMO_LIMIT: Final = 256
 # Nodes filtered at a time: about as many as are still wanted, within these bounds.
 _CHUNK_MIN: Final = 16
 _CHUNK_MAX: Final = 512
-
-
-class _Placements(dict[str, Placement]):
-    """The cycle's placements: written by filters on memo misses, read through to the memo for
-    nodes whose verdict was remembered (so a warm cycle never copies them)."""
-
-    __slots__ = ("_key", "_snapshot")
-
-    def __init__(self, snapshot: Snapshot, key: object) -> None:
-        super().__init__()
-        self._snapshot = snapshot
-        self._key = key
-
-    def _remembered(self, name: str) -> Placement | None:
-        node = self._snapshot.get(name)
-        entry = node.memo.get(self._key) if node is not None else None
-        return entry.placement if isinstance(entry, _Memo) else None
-
-    def __missing__(self, name: str) -> Placement:
-        placement = self._remembered(name)
-        if placement is None:
-            raise KeyError(name)
-        return placement
-
-    def get(self, name: str, default: Placement | None = None) -> Placement | None:  # type: ignore[override]
-        if name in self:
-            return dict.__getitem__(self, name)
-        placement = self._remembered(name)
-        return default if placement is None else placement
 
 
 def _cycle(
@@ -149,7 +111,7 @@ def _cycle(
     skipped: set[str] = set()
     # PreFilter may reject, skip, or narrow; the placements map must exist before it runs.
     local_names = tuple(f.name for f in fw.filter if fw.is_local(f))
-    pending = _Placements(snapshot, None)
+    pending = Placements(snapshot, None)
     state.write(PLACEMENTS, pending)
     for p in fw.pre_filter:
         result = p.pre_filter(state, pod, snapshot)
@@ -170,10 +132,12 @@ def _cycle(
             state.get(DRA_SERVED),
         )
     )
-    placements = _Placements(snapshot, memo_key)
+    placements = Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
     renew = [f for f in fw.epoch_filters if f.name not in skipped]
     epoch = tuple(f.memo_epoch(pod) for f in renew) if renew else None  # type: ignore[attr-defined]
+    # A placement of another epoch is chosen again by the filters from the first with an epoch.
+    rechoose = local_filters[min((local_filters.index(f) for f in renew), default=0) :]
 
     # --- filtering: from a rotating start until enough feasible nodes are found ---------------
     # Node-local verdicts come from the memo; the other filters run on the nodes that pass.
@@ -188,13 +152,13 @@ def _cycle(
         order = snapshot.in_order(n for n in narrowed if allowed is None or n in allowed)
     by_name = snapshot.by_name
     feasible: list[NodeInfo] = []
-    entries: list[_Memo] = []
+    entries: list[Memo] = []
     refused: dict[str, Status] = {}  # by the filters that are not remembered per node
 
     def verdict_of(node: NodeInfo) -> Status:
-        entry = cast(_Memo | None, node.memo.get(memo_key))
+        entry = cast(Memo | None, node.memo.get(memo_key))
         if entry is None:
-            entry = _remember(node, memo_key, local_filters, state, pod, placements, epoch)
+            entry = remember(node, memo_key, local_filters, state, pod, placements, epoch)
         verdict = entry.verdict
         if verdict is SUCCESS and other_filters:
             known = refused.get(node.name)
@@ -205,20 +169,24 @@ def _cycle(
 
     def take(part: Sequence[NodeInfo]) -> int:
         """Filter ``part``; keep its feasible nodes up to ``want``. How many of it were needed."""
-        got: list[_Memo | None] = [n.memo.get(memo_key) for n in part]  # type: ignore[misc]
+        got: list[Memo | None] = [n.memo.get(memo_key) for n in part]  # type: ignore[misc]
         if None in got:
             for j, e in enumerate(got):
                 if e is None:
-                    got[j] = _remember(
-                        part[j], memo_key, local_filters, state, pod, placements, epoch
+                    node = part[j]
+                    got[j] = (
+                        REFUSED_BEFORE  # refused on the node this one was made from: still is
+                        if memo_key in node.refused
+                        else remember(node, memo_key, local_filters, state, pod, placements, epoch)
                     )
-        passed = cast(list[_Memo], got)
+        passed = cast(list[Memo], got)
         ok = [j for j, e in enumerate(passed) if e.verdict is SUCCESS]
         if renew and any(passed[j].epoch != epoch for j in ok):
             for j in ok:
-                if passed[j].epoch != epoch:  # placed in another epoch: choose again
-                    passed[j] = _remember(
-                        part[j], memo_key, local_filters, state, pod, placements, epoch
+                old = passed[j]
+                if old.epoch != epoch:  # placed in another epoch: choose again
+                    passed[j] = remember(
+                        part[j], memo_key, rechoose, state, pod, placements, epoch, old
                     )
             ok = [j for j in ok if passed[j].verdict is SUCCESS]
         if other_filters:
@@ -275,10 +243,15 @@ def _cycle(
         # those the cycle did not need to visit.
         seen = {n.name for n in feasible}
         for node in considered:
-            if node.name not in seen:
+            name = node.name
+            if name in seen:
+                continue
+            entry = node.memo.get(memo_key)  # a remembered refusal: no call to judge it
+            verdict = entry.verdict if entry is not None else SUCCESS  # type: ignore[attr-defined]
+            if verdict is SUCCESS:
                 verdict = verdict_of(node)
-                if verdict is not SUCCESS:
-                    out[node.name] = verdict
+            if verdict is not SUCCESS:
+                out[name] = verdict
         return out
 
     if not feasible:
@@ -313,7 +286,7 @@ def _cycle(
             values = batch.score_nodes(state, pod, feasible)
         elif fw.is_local(plugin):
             values = [
-                _local_score(entry, plugin, key, state, pod, node)
+                local_score(entry, plugin, key, state, pod, node)
                 for node, entry in zip(feasible, entries, strict=True)
             ]
         else:
@@ -331,7 +304,7 @@ def _cycle(
             if sums[i] is None:
                 t = 0.0
                 for plugin, weight, key in local:
-                    t += weight * _local_score(entry, plugin, key, state, pod, node)
+                    t += weight * local_score(entry, plugin, key, state, pod, node)
                 entry.sums[sum_key] = sums[i] = t
     totals = cast(list[float], sums)
     for _, weight, scored in cycle:
@@ -384,31 +357,6 @@ def _narrowed(
     return out
 
 
-def _remember(
-    node: NodeInfo,
-    key: object,
-    local_filters: Sequence[FilterPlugin],
-    state: CycleState,
-    pod: PodRequest,
-    placements: _Placements,
-    epoch: object,
-) -> _Memo:
-    """Run the node-local filters on ``node`` and remember the verdict on it (replacing what
-    was remembered for ``key``)."""
-    verdict = SUCCESS
-    for f in local_filters:
-        status = f.filter(state, pod, node)
-        if status is not SUCCESS and not status.is_success:
-            verdict = status.with_plugin(f.name)
-            break
-    entry = _Memo(verdict, dict.get(placements, node.name), {}, epoch=epoch)
-    memo = node.memo
-    if len(memo) >= _MEMO_LIMIT and key not in memo:
-        memo.clear()
-    memo[key] = entry
-    return entry
-
-
 def _other_verdict(
     filters: Sequence[FilterPlugin], state: CycleState, pod: PodRequest, node: NodeInfo
 ) -> Status:
@@ -419,20 +367,6 @@ def _other_verdict(
     return SUCCESS
 
 
-def _local_score(
-    entry: _Memo,
-    plugin: ScorePlugin,
-    key: object,
-    state: CycleState,
-    pod: PodRequest,
-    node: NodeInfo,
-) -> float:
-    value = entry.scores.get(key)
-    if value is None:
-        value = entry.scores[key] = plugin.score(state, pod, node)
-    return value
-
-
 class _Verdicts(Mapping[str, NodeVerdict]):
     """Per-node verdicts of one cycle, built when asked for (explanations are rare; cycles
     are not)."""
@@ -441,7 +375,7 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         self,
         statuses: Callable[[], dict[str, Status]],
         feasible: list[NodeInfo],
-        entries: list[_Memo],
+        entries: list[Memo],
         local: list[tuple[ScorePlugin, float, object]],
         cycle: list[tuple[str, float, Sequence[float]]],
         totals: Sequence[float],

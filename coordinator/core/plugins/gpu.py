@@ -94,6 +94,9 @@ def _largest_gpu_mib(snapshot: Snapshot) -> int:
 class GpuTopology:
     name = "GpuTopology"
     node_local = True
+    #: Pods added to a node only take GPUs, MIG instances, room on shared GPUs and NUMA
+    #: capacity; whether some GPU has room never depends on the shape mix.
+    lasting_refusals = True
 
     def __init__(self, mix: ShapeMix | None = None) -> None:
         #: the pod shapes seen, which a share's GPU is chosen against (and recorded into)

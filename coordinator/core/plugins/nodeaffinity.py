@@ -36,6 +36,7 @@ def node_matches_required(pod: PodRequest, node: NodeInfo) -> bool:
 class NodeAffinity:
     name = "NodeAffinity"
     node_local = True
+    lasting_refusals = True  # pods added to a node never change its labels or name
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
         if pod.node_selector or (pod.node_affinity and pod.node_affinity.required is not None):

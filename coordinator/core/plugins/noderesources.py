@@ -66,6 +66,7 @@ def mixed_strategy_reason(pod: PodRequest) -> str:
 class NodeResourcesFit:
     name = "NodeResourcesFit"
     node_local = True
+    lasting_refusals = True  # pods added to a node only request more
 
     def __init__(self, config: SchedulerConfig) -> None:
         # kube-scheduler's default scoring spreads cpu/memory; a profile may ask for MostAllocated.
@@ -77,10 +78,16 @@ class NodeResourcesFit:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (mixed_strategy_reason(pod),))
         alloc = node.allocatable
         used = node.requested
+        pods_alloc = alloc.get("pods")
+        if pods_alloc is None or used.get("pods", 0) < pods_alloc:
+            for resource, amount in pod.requests.items():
+                if used.get(resource, 0) + amount > alloc.get(resource, 0):
+                    break
+            else:  # everything fits (the usual case): no reasons to gather
+                return SUCCESS
         reasons: list[str] = []
         details: list[str] = []
         unresolvable = False
-        pods_alloc = alloc.get("pods")
         if pods_alloc is not None and used.get("pods", 0) + 1 > pods_alloc:
             reasons.append(_TOO_MANY)
             details.append(f"pods: {used.get('pods', 0)} of {pods_alloc} in use")

@@ -18,6 +18,7 @@ class NodeHealth:
 
     name = "NodeHealth"
     node_local = True
+    lasting_refusals = True  # pods added to a node never change whether its agent is stale
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         return _STALE if node.stale else SUCCESS
@@ -29,6 +30,7 @@ class NodeUnschedulable:
 
     name = "NodeUnschedulable"
     node_local = True
+    lasting_refusals = True  # pods added to a node never uncordon it
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if not node.unschedulable:

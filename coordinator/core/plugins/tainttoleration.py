@@ -24,6 +24,7 @@ __all__ = ["TaintToleration"]
 class TaintToleration:
     name = "TaintToleration"
     node_local = True
+    lasting_refusals = True  # pods added to a node never change its taints
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         for taint in node.effective_taints:

@@ -93,6 +93,9 @@ class NodeInfo:
     #: Results of node-local plugins per pod class, filled by the framework. A NodeInfo never
     #: changes, so what was computed for it stays true; a changed node is a new NodeInfo.
     memo: dict[object, object] = field(default_factory=dict, compare=False, repr=False)
+    #: Memo keys (pod classes) refused here by a filter whose refusals adding pods never lifts:
+    #: still refused on the nodes :meth:`adding` makes from this one, which carry them over.
+    refused: set[object] = field(default_factory=set, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -238,9 +241,16 @@ class NodeInfo:
         """This node with ``pods`` added after its own: equal to ``rebuild((*self.pods,
         *pods))``, but worked out from what this node derived when the new pods hold whole GPUs
         or none (no share, MIG instance or NUMA node of their own; the common assume and bind
-        seen) — the other cases are rebuilt."""
+        seen) — the other cases are rebuilt. The pod classes refused for good here
+        (:attr:`refused`) are refused there too."""
         if not pods:
             return self
+        out = self._added(pods)
+        if self.refused:
+            out.refused.update(self.refused)
+        return out
+
+    def _added(self, pods: Sequence[PodInfo]) -> NodeInfo:
         topology = self.topology
         taken = _whole_gpus(topology, pods) if not self.dra_held else None
         if topology is None or taken is None or any(i in self.gpu_owner for i, _ in taken):

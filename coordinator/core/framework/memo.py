@@ -1,0 +1,145 @@
+"""What the cycle remembers per node: node-local verdicts, placements and scores per pod class.
+
+A :class:`Memo` lives in ``NodeInfo.memo`` under the pod class's key (the class, the node-local
+filters run, whether DRA serves the pod's GPUs); a ``NodeInfo`` never changes, so what was
+computed for it stays true. A node that gets a pod is a new ``NodeInfo`` with an empty memo —
+but some refusals are known to stay: a filter declaring ``lasting_refusals = True`` promises
+that when it refuses a pod class on a node, it refuses it on every node
+:meth:`~coordinator.core.snapshot.nodeinfo.NodeInfo.adding` makes from that one (more pods never
+free CPU, GPUs, room on a GPU or host ports; labels, taints and the hardware do not change).
+Such refusals are kept as keys in ``NodeInfo.refused``, which ``adding`` carries over: the cycle
+skips those nodes without running a filter. The refusal's own status (its numbers, and maybe
+an earlier filter's reason) is worked out afresh only when a message or explanation asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import FilterPlugin, ScorePlugin
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import SUCCESS, Code, Status
+
+__all__ = [
+    "MEMO_LIMIT",
+    "REFUSED_BEFORE",
+    "Memo",
+    "Placements",
+    "has_lasting_refusals",
+    "local_score",
+    "remember",
+]
+
+
+@dataclass(slots=True, eq=False)
+class Memo:
+    """Node-local verdict, placement and raw scores of one pod class on one NodeInfo."""
+
+    verdict: Status
+    placement: Placement | None
+    scores: dict[object, float]  # plugin (with its epoch, if it has one) → raw score
+    sums: dict[object, float] = field(default_factory=dict)  # weighted local sums
+    epoch: object = None  # the filters' epochs the placement was chosen in
+
+
+#: Pod classes remembered per NodeInfo before its memo is cleared. A cluster sharing GPUs sees
+#: more classes (a share's fraction is part of its class): at 64 the memo of a node visited by
+#: every failing cycle was cleared so often that the Alibaba-shaped trace ran at twice the µs.
+MEMO_LIMIT: Final = 256
+
+#: Stands in for a refusal known from the node this one was made from (``NodeInfo.refused``):
+#: never stored in a memo, so whoever needs the refusal's status judges the node afresh.
+REFUSED_BEFORE: Final = Memo(
+    Status(Code.UNSCHEDULABLE, detail="refused on the node this one was made from"), None, {}
+)
+
+
+def has_lasting_refusals(plugin: object) -> bool:
+    """Whether ``plugin`` declares that adding pods to a node never lifts its refusals."""
+    return getattr(plugin, "lasting_refusals", False) is True
+
+
+class Placements(dict[str, Placement]):
+    """The cycle's placements: written by filters on memo misses, read through to the memo for
+    nodes whose verdict was remembered (so a warm cycle never copies them)."""
+
+    __slots__ = ("_key", "_snapshot")
+
+    def __init__(self, snapshot: Snapshot, key: object) -> None:
+        super().__init__()
+        self._snapshot = snapshot
+        self._key = key
+
+    def _remembered(self, name: str) -> Placement | None:
+        node = self._snapshot.get(name)
+        entry = node.memo.get(self._key) if node is not None else None
+        return entry.placement if isinstance(entry, Memo) else None
+
+    def __missing__(self, name: str) -> Placement:
+        placement = self._remembered(name)
+        if placement is None:
+            raise KeyError(name)
+        return placement
+
+    def get(self, name: str, default: Placement | None = None) -> Placement | None:  # type: ignore[override]
+        if name in self:
+            return dict.__getitem__(self, name)
+        placement = self._remembered(name)
+        return default if placement is None else placement
+
+
+def remember(
+    node: NodeInfo,
+    key: object,
+    local_filters: Sequence[FilterPlugin],
+    state: CycleState,
+    pod: PodRequest,
+    placements: Placements,
+    epoch: object,
+    since: Memo | None = None,
+) -> Memo:
+    """Run the node-local filters on ``node`` and remember the verdict on it (replacing what
+    was remembered for ``key``). ``since``: the node's entry from another epoch, which passed:
+    ``local_filters`` are then only those from the first filter with an epoch on (the others
+    passed on this very node), and the placement they chose stands unless one chooses again;
+    when the same placement is chosen, ``since`` is kept, with its scores."""
+    verdict = SUCCESS
+    if since is not None and since.placement is not None:
+        placements[node.name] = since.placement
+    for f in local_filters:
+        status = f.filter(state, pod, node)
+        if status is not SUCCESS and not status.is_success:
+            verdict = status.with_plugin(f.name)
+            if has_lasting_refusals(f) and len(node.refused) < MEMO_LIMIT:
+                node.refused.add(key)
+            break
+    placement = dict.get(placements, node.name)
+    if since is not None and verdict is SUCCESS and placement == since.placement:
+        since.epoch = epoch  # chosen alike: its scores (those of an epoch under its key) stand
+        return since
+    entry = Memo(verdict, placement, {}, epoch=epoch)
+    memo = node.memo
+    if len(memo) >= MEMO_LIMIT and key not in memo:
+        memo.clear()
+    memo[key] = entry
+    return entry
+
+
+def local_score(
+    entry: Memo,
+    plugin: ScorePlugin,
+    key: object,
+    state: CycleState,
+    pod: PodRequest,
+    node: NodeInfo,
+) -> float:
+    value = entry.scores.get(key)
+    if value is None:
+        value = entry.scores[key] = plugin.score(state, pod, node)
+    return value
