@@ -136,15 +136,23 @@ def test_a_claim_shared_with_a_pod_that_stays_keeps_its_devices() -> None:
     assert plan.claims == ("default/team",)
 
 
-def test_a_gpu_with_shares_is_freed_when_every_share_goes() -> None:
-    # Every GPU is full: two 40Gi shares on each of the 80Gi GPUs.
+def _two_shares_on_every_gpu(
+    protected: str | None = None,
+) -> tuple[list[dict[str, Any]], list[RunningPod]]:
+    """Every 80Gi GPU full with two 40Gi shares ``s<i>a``/``s<i>b``; ``protected`` at priority
+    100, the others 0."""
     claims = []
     running = []
     for i in range(8):
         for half in ("a", "b"):
             name = f"s{i}{half}"
             claims.append(shares(name, f"gpu-{i}", f"uid-{name}"))
-            running.append(low(name, priority=100 if (i, half) == (3, "b") else 0))
+            running.append(low(name, priority=100 if name == protected else 0))
+    return claims, running
+
+
+def test_a_gpu_with_shares_is_freed_when_every_share_goes() -> None:
+    claims, running = _two_shares_on_every_gpu(protected="s3b")
     want = claim("want", [exactly("gpu", capacity={"memory": "60Gi"})], namespace="ml")
     plan = preempt(claims, running, want=want, shared=True)
     assert isinstance(plan, PreemptionPlan), plan
@@ -190,13 +198,7 @@ def test_a_gpu_pod_on_a_dra_node_preempts_and_kep_5004_gpus_count_once() -> None
 
 
 def test_a_capacity_ask_is_a_share_and_evicts_only_what_makes_room() -> None:
-    claims = []
-    running = []
-    for i in range(8):
-        for half in ("a", "b"):
-            name = f"s{i}{half}"
-            claims.append(shares(name, f"gpu-{i}", f"uid-{name}"))
-            running.append(low(name))
+    claims, running = _two_shares_on_every_gpu()
     want = claim("want", [exactly("gpu", capacity={"memory": "30Gi"})], namespace="ml")
     plan = preempt(claims, running, want=want, shared=True)
     assert isinstance(plan, PreemptionPlan), plan
