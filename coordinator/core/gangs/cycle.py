@@ -39,7 +39,13 @@ from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.plugins.groupspread import group_of
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, GpuShare
-from coordinator.core.preemption.shares import SHARE_MILLI, share_fits, share_milli
+from coordinator.core.preemption.shares import (
+    SHARE_MILLI,
+    places_resource,
+    share_fits,
+    share_milli,
+    share_places,
+)
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -140,13 +146,20 @@ def members_of(pods: Sequence[PodRequest], snapshot: Snapshot) -> list[Member]:
     return out
 
 
-def with_share_milli(nodes: Sequence[NodeState], snapshot: Snapshot) -> list[NodeState]:
-    """``nodes`` with the :data:`SHARE_MILLI` each offers (planning members that take it)."""
+def with_share_milli(
+    nodes: Sequence[NodeState], snapshot: Snapshot, asks: Iterable[GpuShare] = ()
+) -> list[NodeState]:
+    """``nodes`` with the :data:`SHARE_MILLI` each offers (planning members that take it) and,
+    for each of ``asks``, its places for that share (:func:`share_places`)."""
+    wanted = {places_resource(ask): ask for ask in asks}
     out = []
     for state in nodes:
         info = snapshot.get(state.name)
-        milli = share_milli(info, state.gpus_free) if info is not None else 0
-        out.append(replace(state, free={**state.free, SHARE_MILLI: milli}))
+        free = dict(state.free)
+        free[SHARE_MILLI] = share_milli(info, state.gpus_free) if info is not None else 0
+        for name, ask in wanted.items():
+            free[name] = share_places(info, ask, state.gpus_free) if info is not None else 0
+        out.append(replace(state, free=free))
     return out
 
 
@@ -222,7 +235,15 @@ def schedule_gang(
     nodes = node_states(snapshot)
     asks: dict[str, GpuShare] = {shapes[p.key]: p.share for p in pods if p.share is not None}
     if asks:
-        nodes = with_share_milli(nodes, snapshot)
+        # Thousandths per node, and per share asked the places its GPUs have for it: room
+        # spread over GPUs each too small for a share is no place for it.
+        nodes = with_share_milli(nodes, snapshot, asks.values())
+        members = [
+            replace(m, requests={**m.requests, places_resource(asks[m.shape_key]): 1})
+            if m.shape_key in asks
+            else m
+            for m in members
+        ]
         # A share goes only where one GPU has room for it (shared, or free while the node
         # still has a whole GPU to give).
         for state in nodes:

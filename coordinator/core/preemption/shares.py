@@ -13,7 +13,10 @@ a whole GPU to give (GPUs held without saying which count against that, as in th
 Planning several pods at once (a gang, or preemption for one) also counts
 :data:`SHARE_MILLI`: the thousandths of GPUs a node can give — 1000 for each free GPU and the
 free compute of its shared GPUs — against which a whole-GPU member asks 1000 per GPU and a share
-its fraction. So a gang's shares and whole GPUs are never planned onto the same GPUs.
+its fraction. So a gang's shares and whole GPUs are never planned onto the same GPUs. A gang
+also counts, per share it asks, the places a node has for it (:func:`share_places`, named by
+:func:`places_resource`): thousandths spread over GPUs each too small for the share are no
+place for it.
 """
 
 from __future__ import annotations
@@ -23,11 +26,20 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
 
-from coordinator.core.podspec.sharing import WHOLE, GpuShare, HeldShare
+from coordinator.core.podspec.sharing import WHOLE, GpuShare, HeldShare, mib_text
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 
-__all__ = ["SHARE_MILLI", "GpuHolders", "ShareRoom", "gpu_holders", "share_fits", "share_milli"]
+__all__ = [
+    "SHARE_MILLI",
+    "GpuHolders",
+    "ShareRoom",
+    "gpu_holders",
+    "places_resource",
+    "share_fits",
+    "share_milli",
+    "share_places",
+]
 
 #: Planning-only resource, named as refusals show it ("Insufficient thousandths of a GPU"); no
 #: real resource has a name with spaces.
@@ -70,6 +82,41 @@ def share_fits(node: NodeInfo, ask: GpuShare, *, fresh: bool) -> bool:
         if held is not None and held.milli <= milli and (mib is None or held.memory_mib <= mib):
             return True
     return False
+
+
+def places_resource(ask: GpuShare) -> str:
+    """The planning-only resource counting a node's places for ``ask`` (one per member)."""
+    parts = []
+    if ask.milli is not None:
+        parts.append(f"{ask.milli / WHOLE:g}")
+    if ask.memory_mib is not None:
+        parts.append(mib_text(ask.memory_mib))
+    if ask.memory_milli is not None:
+        parts.append(f"{ask.memory_milli / 10:g}% of the memory")
+    return f"places on a GPU for a share of {' with '.join(parts)}"
+
+
+def share_places(node: NodeInfo, ask: GpuShare, whole_free: int) -> int:
+    """How many shares like ``ask`` the GPUs of ``node`` can hold now, GPU by GPU: its shared
+    GPUs' room, and ``whole_free`` of its free GPUs (those with the most places)."""
+    topo = node.topology
+    if topo is None:
+        return 0
+    shared = 0
+    fresh: list[int] = []
+    for i, (milli, mib) in node.share_room.items():
+        held = ask.on_gpu(topo.gpus[i].memory_total_mib)
+        if held is None:
+            continue
+        fit = milli // held.milli
+        if mib is not None and held.memory_mib > 0:
+            fit = min(fit, mib // held.memory_mib)
+        if i in node.shared:
+            shared += fit
+        else:
+            fresh.append(fit)
+    fresh.sort(reverse=True)
+    return shared + sum(fresh[: max(0, whole_free)])
 
 
 def gpu_holders(snapshot: Snapshot, *, every_gpu: bool) -> Iterator[GpuHolders]:

@@ -86,3 +86,49 @@ def test_the_gang_goes_where_its_shares_and_whole_gpus_both_fit() -> None:
     assert {d.node for d in decided.decisions} == {"b"}
     gpus = {d.pod_key: d.placement.gpus for d in decided.decisions}
     assert len({*gpus["ml/w-0"], *gpus["ml/w-1"], *gpus["ml/s-0"]}) == 3
+
+
+def split(name: str) -> NodeInfo:
+    """A DGX H100 with 1.4 GPUs of room for shares, none of it whole: 0.5 on GPU 0 and 0.3 on
+    each of GPUs 1-3 (the rest held whole)."""
+    topo = dgx_h100(name)
+    pods = [
+        running(
+            pod(
+                f"{name}-h{i}",
+                annotations={
+                    "topos.io/assigned-gpus": topo.gpus[i].uuid,
+                    "topos.io/gpu-fraction": held,
+                    "topos.io/gpu-share": f"fraction={held}",
+                },
+            )
+        )
+        for i, held in enumerate(("0.5", "0.7", "0.7", "0.7"))
+    ]
+    pods += [
+        running(pod(f"{name}-w{i}", gpus=1, annotations={"topos.io/assigned-gpus": g.uuid}))
+        for i, g in enumerate(topo.gpus[4:])
+    ]
+    return gpu_node(name, topo, labels=LABELS, pods=pods)
+
+
+HALVES = [member(f"h-{i}", annotations={"topos.io/gpu-fraction": "0.5"}) for i in range(2)]
+
+
+def test_room_split_over_gpus_too_small_for_a_share_is_no_place_for_it() -> None:
+    # Each node has 1400 thousandths free but only one GPU a half fits: one half per node.
+    # (Counted per node, both halves went to one node, the second was refused there, and so
+    # the shape was refused node after node until the gang could not be placed at all.)
+    snapshot = Snapshot([split("a"), split("b"), split("c")])
+    decided = schedule_gang(HALVES, snapshot, build_framework(), min_member=2)
+    assert isinstance(decided, GangDecision), decided
+    assert decided.rounds == 1
+    assert len({d.node for d in decided.decisions}) == 2
+    assert all(d.placement.gpus == (0,) for d in decided.decisions)
+    # One such node: the gang does not fit, and the refusal says what is missing.
+    refused = schedule_gang(HALVES, Snapshot([split("a")]), build_framework(), min_member=2)
+    assert isinstance(refused, Status)
+    assert "need 2 cpu, 2Gi memory, 2 places on a GPU for a share of 0.5," in (refused.detail or "")
+    assert "have 104 cpu, 2040Gi memory, 1 places on a GPU for a share of 0.5," in (
+        refused.detail or ""
+    )
