@@ -15,22 +15,30 @@ another coordinator) is nominated there. An update that shows no nomination whil
 memory keeps it unless the object had one before (our own patch may still be on its way — the
 rule kube-scheduler's ``UpdateNominatedPod`` follows).
 
-Held pods count with their requests and host ports only (no labels, no affinity terms, no GPU
-indices: they hold *how many* GPUs, not which), so a nomination never makes another pod's
-affinity hold.
+Held pods count with their requests and host ports only (no labels, no affinity terms), so a
+nomination never makes another pod's affinity hold. A pod asking whole GPUs holds *how many*, not
+which. A pod asking **part of a GPU** holds its share on one GPU: the one its preemption freed
+room on (the plan names it), or — nominated by the API server's word alone, after a restart —
+one with room for it now. Held there even while the victims still hold it, the room they free is
+its: another pod of equal or lower priority cannot take it (its ``nvidia.com/gpu: 1``, a
+time-slicing replica, is no whole GPU held).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, PodSpecError
+from coordinator.core.podspec.sharing import GpuShare
+from coordinator.core.preemption.shares import share_gpu
 from coordinator.core.queue import QueuedPod, SchedulingQueue
+from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 
@@ -48,13 +56,32 @@ class Nominated:
     node: str
     priority: int
     info: PodInfo  # what it holds there: requests and host ports
+    share: GpuShare | None = None  # the part of one GPU it asks for
+    gpu: str | None = None  # the GPU (uuid) its share is held on; None: one with room now
+
+    def on(self, node: NodeInfo) -> PodInfo:
+        """What it holds on ``node``: for a share, its part of one GPU there."""
+        topo = node.topology
+        if self.share is None or topo is None:
+            return self.info
+        index: int | None = next((g.index for g in topo.gpus if g.uuid == self.gpu), None)
+        if index is None:
+            index = share_gpu(node, self.share, fresh=node.free_whole_gpus > 0)
+        held = self.share.on_gpu(topo.gpus[index].memory_total_mib) if index is not None else None
+        if index is None or held is None:
+            return self.info
+        return replace(self.info, device_ids=(topo.gpus[index].uuid,), share=held)
 
 
 def _held(request: PodRequest) -> PodInfo:
+    requests = request.requests
+    if request.share is not None and GPU_RESOURCE in requests:
+        # a share's nvidia.com/gpu is a replica of its GPU, never a whole GPU held
+        requests = {k: v for k, v in requests.items() if k != GPU_RESOURCE}
     return PodInfo(
         namespace=request.namespace,
         name=request.name,
-        requests=request.requests,
+        requests=requests,
         priority=request.priority,
         uid=request.uid,
         placement=Placement(),
@@ -89,11 +116,18 @@ class Nominations:
 
     # --- changes -----------------------------------------------------------------------------
 
-    def nominate(self, request: PodRequest, node: str) -> None:
-        """``request`` holds room on ``node`` from now on (replacing any earlier nomination)."""
+    def nominate(self, request: PodRequest, node: str, *, gpu: str | None = None) -> None:
+        """``request`` holds room on ``node`` from now on (replacing any earlier nomination);
+        ``gpu``: the GPU (uuid) a share holds its room on."""
         before = self._by_uid.get(request.uid)
         self._by_uid[request.uid] = Nominated(
-            request.uid, request.key, node, request.priority, _held(request)
+            request.uid,
+            request.key,
+            node,
+            request.priority,
+            _held(request),
+            share=request.share,
+            gpu=gpu if request.share is not None else None,
         )
         if before is not None and before.node != node:
             self._room_freed(before)
@@ -138,8 +172,10 @@ class Nominations:
             return
         if node:
             current = self._by_uid.get(uid)
-            if current is None or current.node != node or current.info.requests != request.requests:
+            if current is None or current.node != node or current.share != request.share:
                 self.nominate(request, node)
+            elif current.info.requests != _held(request).requests:
+                self.nominate(request, node, gpu=current.gpu)
         elif before:
             self.drop(uid)  # cleared on the API server
         # Neither before nor now on the object: a nomination held in memory stays (our own
@@ -161,17 +197,19 @@ class Nominations:
         holds = self.applicable(priority, exclude)
         if not holds:
             return snapshot
-        by_node: dict[str, list[PodInfo]] = {}
+        by_node: dict[str, list[Nominated]] = {}
         for n in holds:
-            by_node.setdefault(n.node, []).append(n.info)
+            by_node.setdefault(n.node, []).append(n)
         out: Snapshot | None = None
-        for name, infos in by_node.items():
+        for name, held in by_node.items():
             node = snapshot.get(name)
             if node is None:
                 continue
             if out is None:
                 out = snapshot.copy()
-            out.replace(node.rebuild((*node.pods, *infos)))
+            for n in held:  # one by one: a share looking for room sees the ones before it
+                node = node.rebuild((*node.pods, n.on(node)))
+            out.replace(node)
         return out if out is not None else snapshot
 
     def snapshot_for(self, request: PodRequest | PodSpecError, snapshot: Snapshot) -> Snapshot:

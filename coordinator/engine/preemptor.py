@@ -20,7 +20,8 @@ preemptor waits, as it waits for its victims to terminate.
 
 While the victims of a nomination are terminating, the same preemptor does not preempt again,
 and pods already being evicted are never picked as victims twice. The nominated room is held for
-the preemptor meanwhile (:mod:`.nominations`): pods of equal or lower priority cannot take it.
+the preemptor meanwhile (:mod:`.nominations`): pods of equal or lower priority cannot take it
+(a share's room on the GPU the plan frees room on).
 A preemptor of higher priority that takes a node clears the nominations of lower-priority pods
 there; a preemptor whose next preemption finds nothing to do loses its own.
 """
@@ -314,11 +315,13 @@ class Preemptor:
             if other.uid not in uids:
                 self._unnominate(other.uid, _ref(other.key))
         by_key = {m.key: m for m in members}
+        gpus = dict(plan.share_gpus)
         for member, node in plan.nominated:
             request = by_key.get(member)
             ref = PodRef(request.namespace, request.name, request.uid) if request else _ref(member)
             if request is not None:
-                self.held.nominate(request, node)  # held from now on, before the API shows it
+                # held from now on, before the API shows it (a share on the GPU it frees room on)
+                self.held.nominate(request, node, gpu=gpus.get(member))
             self.scheduler.write(
                 writer.event(ref, reason=REASON_PREEMPTING, message=text), f"preempting {member}"
             )

@@ -21,7 +21,7 @@ place for it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
@@ -37,6 +37,7 @@ __all__ = [
     "gpu_holders",
     "places_resource",
     "share_fits",
+    "share_gpu",
     "share_milli",
     "share_places",
 ]
@@ -72,16 +73,25 @@ def share_milli(node: NodeInfo, whole_free: int) -> int:
 def share_fits(node: NodeInfo, ask: GpuShare, *, fresh: bool) -> bool:
     """Whether one GPU of ``node`` has room for ``ask`` now (a wholly free one only when
     ``fresh``: the node has a whole GPU to give)."""
+    return share_gpu(node, ask, fresh=fresh) is not None
+
+
+def share_gpu(node: NodeInfo, ask: GpuShare, *, fresh: bool) -> int | None:
+    """The GPU (index) of ``node`` with room for ``ask`` now, a shared one before a wholly free
+    one (which only ``fresh`` allows); ``None``: none."""
     topo = node.topology
     if topo is None:
-        return False
+        return None
+    found = None
     for i, (milli, mib) in node.share_room.items():
-        if i not in node.shared and not fresh:
+        if i not in node.shared and (not fresh or found is not None):
             continue
         held = ask.on_gpu(topo.gpus[i].memory_total_mib)
         if held is not None and held.milli <= milli and (mib is None or held.memory_mib <= mib):
-            return True
-    return False
+            if i in node.shared:
+                return i
+            found = i
+    return found
 
 
 def places_resource(ask: GpuShare) -> str:
@@ -191,12 +201,50 @@ class ShareRoom:
         """Whether some GPU of ``node`` has room for ``ask`` once ``victims`` are gone.
         ``fresh``: the node has a whole GPU to give then; ``unclaimed``: GPUs (uuids) whose DRA
         claims the victims free."""
+        return any(self._rooms(node, ask, victims, fresh=fresh, unclaimed=unclaimed))
+
+    def gpu_for(
+        self,
+        node: str,
+        ask: GpuShare,
+        victims: AbstractSet[str],
+        *,
+        fresh: bool,
+        unclaimed: Collection[str] = (),
+        taken: Mapping[str, Sequence[HeldShare]] | None = None,
+    ) -> str | None:
+        """The GPU (uuid) of ``node`` a share nominated there holds while ``victims`` go: one
+        they free room on, a shared one before a wholly free one. ``taken``: shares already
+        given to other members (by GPU uuid)."""
+        best: tuple[int, str] | None = None
+        for g, left in self._rooms(
+            node, ask, victims, fresh=fresh, unclaimed=unclaimed, taken=taken
+        ):
+            touched = g.owner in victims or any(pod in victims for pod, _ in g.shares)
+            rank = (0 if touched else 2) + (0 if left else 1)
+            if best is None or rank < best[0]:
+                best = (rank, g.gpu)
+        return best[1] if best is not None else None
+
+    def _rooms(
+        self,
+        node: str,
+        ask: GpuShare,
+        victims: AbstractSet[str],
+        *,
+        fresh: bool,
+        unclaimed: Collection[str],
+        taken: Mapping[str, Sequence[HeldShare]] | None = None,
+    ) -> Iterator[tuple[GpuHolders, bool]]:
+        """The GPUs of ``node`` with room for ``ask`` once ``victims`` are gone, each with
+        whether shares are left on it."""
         for g in self.by_node.get(node, ()):
             if g.owner is not None and g.owner not in victims:
                 continue
             if g.claimed and g.gpu not in unclaimed:
                 continue
             left = [s for pod, s in g.shares if pod not in victims]
+            left.extend((taken or {}).get(g.gpu, ()))
             if not left and not fresh:
                 continue
             need = ask.on_gpu(g.memory_mib)
@@ -206,5 +254,4 @@ class ShareRoom:
                 continue
             mem = sum(s.memory_mib for s in left) + need.memory_mib
             if g.memory_mib is None or mem <= g.memory_mib:
-                return True
-        return False
+                yield g, bool(left)

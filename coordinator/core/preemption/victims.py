@@ -120,6 +120,9 @@ class PreemptionPlan:
     nominated: tuple[tuple[str, str], ...]  # (preemptor member, node)
     victims: tuple[Victim, ...]
     claims: tuple[str, ...] = ()  # the ResourceClaims ("namespace/name") the victims free
+    #: (preemptor member, GPU uuid): the GPU each member asking a share holds room on while the
+    #: victims terminate (a GPU they free room on)
+    share_gpus: tuple[tuple[str, str], ...] = ()
 
     @property
     def victim_pods(self) -> tuple[str, ...]:
@@ -315,8 +318,53 @@ def select_victims(
     evicted = {p for v in victims for p in v.pods}
     freed = sorted({h.key for h in room.freed_claims(evicted)})
     return PreemptionPlan(
-        placement=final, nominated=final.assignments, victims=victims, claims=tuple(freed)
+        placement=final,
+        nominated=final.assignments,
+        victims=victims,
+        claims=tuple(freed),
+        share_gpus=_share_gpus(
+            final, asks, nodes, [p for u in chosen for p in groups[u]], room, shared
+        ),
     )
+
+
+def _share_gpus(
+    final: Placement,
+    asks: Mapping[str, GpuShare],
+    nodes: Sequence[NodeState],
+    pods: Sequence[RunningPod],
+    room: ClaimRoom,
+    shared: ShareRoom,
+) -> tuple[tuple[str, str], ...]:
+    """The GPU each member asking a share holds room on (:attr:`PreemptionPlan.share_gpus`)."""
+    if not asks:
+        return ()
+    gone = {p.key for p in pods}
+    after = {n.name: n for n in _freed(nodes, pods, room, shared, milli=False)}
+    unclaimed = {gpu for _, gpu in room.freed_gpu_ids(gone, extended=True)}
+    taken: dict[str, list[HeldShare]] = {}
+    out = []
+    for member, node in final.assignments:
+        ask = asks.get(member)
+        state = after.get(node)
+        if ask is None or state is None:
+            continue
+        gpu = shared.gpu_for(
+            node,
+            ask,
+            gone,
+            fresh=state.free.get(GPU, 0) > 0,
+            unclaimed=unclaimed,
+            taken=taken,
+        )
+        if gpu is None:
+            continue
+        memory = next((g.memory_mib for g in shared.by_node[node] if g.gpu == gpu), None)
+        held = ask.on_gpu(memory)
+        if held is not None:
+            taken.setdefault(gpu, []).append(held)
+        out.append((member, gpu))
+    return tuple(out)
 
 
 __all__ = ["DisruptionBudget", "PreemptionPlan", "RunningPod", "Victim", "select_victims"]

@@ -97,6 +97,8 @@ def test_a_share_evicts_the_one_lower_priority_share_that_makes_room() -> None:
     # One victim frees half of GPU 6; two quarters of GPU 7 would do it with two.
     assert plan.victim_pods == ("default/half",)
     assert plan.nominated == (("default/want", "h"),)
+    # Its nomination holds the half on GPU 6, the one the victim frees (engine/nominations.py).
+    assert plan.share_gpus == (("default/want", UUID[6]),)
 
 
 def test_a_share_evicts_nothing_that_leaves_no_gpu_with_room() -> None:
@@ -135,6 +137,7 @@ def test_a_share_takes_a_gpu_held_whole_by_a_lower_priority_pod() -> None:
     assert isinstance(plan, PreemptionPlan), plan
     # The whole GPU's holder (priority 0) goes before the quarter (500), which would not do.
     assert plan.victim_pods == ("default/whole",)
+    assert plan.share_gpus == (("default/want", UUID[6]),)
 
 
 def test_a_share_respects_disruption_budgets() -> None:

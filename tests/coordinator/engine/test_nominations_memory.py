@@ -1,7 +1,8 @@
 """Room freed by preemption is held for the preemptor while its victims terminate (on the
 in-memory cluster, where evicted pods linger until the test ends them): a lower-priority pod
 arriving meanwhile cannot take it, a higher-priority one can, the hold ends when the preemptor is
-deleted, and a nomination left on a pending pod by an earlier coordinator is honoured."""
+deleted, and a nomination left on a pending pod by an earlier coordinator is honoured. A share
+holds its room on one GPU: the one its victims free."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.core.queue import SchedulingQueue
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.nominations import Nominations
 from coordinator.engine.ports import PodRef
@@ -22,6 +24,7 @@ from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from tests.support.pods import pod
 from tests.support.polling import eventually
+from tests.support.sched_hw import gpu_node, pcie8, running
 
 
 class LingeringCluster(MemoryCluster):
@@ -238,3 +241,64 @@ def uid_of(cluster: MemoryCluster, name: str) -> str:
     obj = cluster.pod("default", name)
     assert obj is not None
     return str(obj["metadata"]["uid"])
+
+
+def share(name: str, fraction: str, priority: int) -> dict[str, Any]:
+    return pod(name, priority=priority, annotations={"topos.io/gpu-fraction": fraction})
+
+
+async def test_a_nominated_share_holds_its_room_on_the_gpu_its_victims_free(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    """One GPU of dgx-a is shared: a 0.5 that stays and two lower 0.25s. ``urgent`` (a 0.5)
+    evicts both quarters; while the second still terminates, the quarter the first left is
+    urgent's, not a later quarter's (which would have made urgent preempt again)."""
+    memory, runtime = cluster
+    memory.create_pod(pod("big", gpus=7, priority=1000))
+    await eventually(lambda: node_of(memory, "big"), what="big bound", timeout_s=10)
+    memory.create_pod(share("keeper", "0.5", 1000))
+    for name in ("low-a", "low-b"):
+        memory.create_pod(share(name, "0.25", 0))
+    bound = ("keeper", "low-a", "low-b")
+    await eventually(lambda: all(node_of(memory, n) for n in bound), what="shares bound")
+    memory.create_pod(share("urgent", "0.5", 100))
+    await eventually(lambda: len(memory.evicted) == 2, what="urgent's preemption", timeout_s=10)
+    await runtime.settle()
+    assert sorted(memory.evicted) == ["default/low-a", "default/low-b"]
+    memory.evicted.remove("default/low-b")  # low-b lingers; low-a is gone
+    memory.terminate()
+    memory.evicted.append("default/low-b")
+    memory.create_pod(share("late", "0.25", 0))
+    await runtime.settle()
+    assert node_of(memory, "late") is None
+    assert "no GPU with room" in message_of(memory, "late")
+    memory.terminate()
+    await eventually(lambda: node_of(memory, "urgent"), what="urgent bound", timeout_s=10)
+    await runtime.settle()
+    assert node_of(memory, "late") is None
+    assert memory.evicted == []  # nobody else was preempted
+    assert len(runtime.scheduler.nominations) == 0
+
+
+def test_a_share_nominated_by_the_api_server_alone_holds_a_gpu_with_room() -> None:
+    """After a restart the plan's GPU is unknown: the share holds one with room for it now, and
+    its ``nvidia.com/gpu: 1`` (a replica) holds no whole GPU."""
+    topo = pcie8("h", memory_mib=80 * 1024)
+    holders = [
+        running(pod(f"w{i}", gpus=1, annotations={"topos.io/assigned-gpus": g.uuid}))
+        for i, g in enumerate(topo.gpus[:6])
+    ]
+    half = {"topos.io/assigned-gpus": topo.gpus[6].uuid, "topos.io/gpu-share": "fraction=0.5"}
+    holders.append(running(pod("half", annotations=half)))
+    snapshot = Snapshot([gpu_node("h", topo, pods=holders)])
+    queue = SchedulingQueue()
+    nominations = Nominations(queue, held=lambda uid: False)
+    ann = {"topos.io/gpu-fraction": "0.5"}
+    obj: dict[str, Any] = pod("urgent", gpus=1, priority=100, uid="u1", annotations=ann)
+    obj["status"] = {"phase": "Pending", "nominatedNodeName": "h"}
+    queue.add(obj)
+    node = nominations.overlay(snapshot, 0).get("h")
+    assert node is not None
+    assert node.share_room.get(6) is None  # the half GPU 6 had free is urgent's
+    assert node.free_whole_gpus == 1  # GPU 7 is still whole
+    assert nominations.overlay(snapshot, 1000) is snapshot  # a higher pod sees it all
