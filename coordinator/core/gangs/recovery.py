@@ -16,6 +16,12 @@ unit (a gang with all its running members, or a lone pod), in priority order:
 Each decision is applied to the capacity before the next unit is planned, so two affected gangs
 never get the same room. Nothing is evicted here: the glue evicts (Eviction API) what ``evict``
 lists and reserves the new places for the replacement pods in the gang manager.
+
+A pod holding a **share** of a GPU moves as a share, as gangs are planned
+(:mod:`coordinator.core.gangs.cycle`): its ``nvidia.com/gpu: 1`` (a time-slicing replica) is no
+whole GPU it needs or gives back; when the nodes carry :data:`SHARE_MILLI` every member takes
+its thousandths of GPUs (a share its part, a whole GPU 1000) and gives them back when it moves;
+:func:`share_room` keeps a share to nodes with one GPU that has room for it.
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.podspec.sharing import WHOLE, GpuShare, HeldShare
+from coordinator.core.preemption.shares import SHARE_MILLI, share_fits
 from coordinator.core.preemption.victims import RunningPod
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
 
@@ -68,6 +77,36 @@ def affected_pods(
     return [p for p in running if p.node in down or (bad.get(p.node, set()) & set(p.gpus))]
 
 
+def share_room(snapshot: Snapshot, shares: Mapping[str, HeldShare]) -> EligibleFn:
+    """Eligibility for :func:`plan_recovery`: a member holding a share (``shares``: pod key →
+    its share) goes only to a node of ``snapshot`` with one GPU that has room for it."""
+
+    def eligible(member: Member, node: NodeState) -> Status:
+        held = shares.get(member.name)
+        if held is None:
+            return Status()
+        info = snapshot.get(node.name)
+        ask = GpuShare(milli=held.milli, memory_mib=held.memory_mib or None)
+        if info is None or not share_fits(info, ask, fresh=node.gpus_free > 0):
+            return Status.unschedulable("node(s) had no GPU with room for the share")
+        return Status()
+
+    return eligible
+
+
+def _needs(pod: RunningPod, milli: bool) -> dict[str, int]:
+    """What ``pod`` needs where it goes: a share's replica is no GPU; with ``milli``, its
+    :data:`SHARE_MILLI` too."""
+    requests = dict(pod.requests)
+    if pod.share is not None:
+        requests.pop(GPU, None)
+    if milli:
+        gpus = pod.share.milli if pod.share is not None else WHOLE * requests.get(GPU, 0)
+        if gpus:
+            requests[SHARE_MILLI] = gpus
+    return requests
+
+
 def plan_recovery(
     nodes: Sequence[NodeState],
     running: Sequence[RunningPod],
@@ -91,6 +130,7 @@ def plan_recovery(
     units: dict[str, list[RunningPod]] = {}
     for pod in running:
         units.setdefault(f"gang:{pod.gang}" if pod.gang else pod.key, []).append(pod)
+    milli = any(SHARE_MILLI in n.free for n in nodes)
     hit_keys = {p.key for p in hit}
     touched = sorted(
         {u for u, pods in units.items() if any(p.key in hit_keys for p in pods)},
@@ -103,10 +143,12 @@ def plan_recovery(
                 continue
             node = state[pod.node]
             free = dict(node.free)
-            back = dict(pod.requests)
+            back = _needs(pod, False)
             lost = len(bad.get(pod.node, set()) & set(pod.gpus))
             if lost:
                 back[GPU] = max(0, back.get(GPU, 0) - lost)
+            if milli and not (lost and pod.share is not None):  # a share dies with its GPU
+                back[SHARE_MILLI] = pod.share.milli if pod.share else WHOLE * back.get(GPU, 0)
             add(free, back)
             state[pod.node] = replace(node, free=free)
 
@@ -126,7 +168,7 @@ def plan_recovery(
         intent = (intents or {}).get(unit)
         # Capacity the movers held on healthy nodes (minus dead GPUs) is free again.
         give_back(movers)
-        mover_members = [Member(name=p.key, requests=dict(p.requests)) for p in movers]
+        mover_members = [Member(name=p.key, requests=_needs(p, milli)) for p in movers]
         found: Placement | Status = Status.unschedulable("no healthy member to anchor to")
         if stay:
             leaves = {layout.leaf_of[p.node] for p in stay if p.node in layout.leaf_of}
@@ -166,7 +208,7 @@ def plan_recovery(
             continue
         # The whole unit moves: what the healthy members hold is free for the re-placement.
         give_back(stay)
-        everyone = [Member(name=p.key, requests=dict(p.requests)) for p in pods]
+        everyone = [Member(name=p.key, requests=_needs(p, milli)) for p in pods]
         whole = place_members(
             everyone, list(state.values()), intent=intent, layout=layout, eligible=eligible
         )
@@ -201,4 +243,4 @@ def plan_recovery(
     return RecoveryPlan(units=tuple(out))
 
 
-__all__ = ["RecoveryPlan", "UnitRecovery", "affected_pods", "plan_recovery"]
+__all__ = ["RecoveryPlan", "UnitRecovery", "affected_pods", "plan_recovery", "share_room"]

@@ -31,10 +31,10 @@ from typing import Final
 from common import podkeys
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import PlacementIntent
-from coordinator.core.gangs.cycle import node_states
+from coordinator.core.gangs.cycle import node_states, with_share_milli
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.plan import gang_intent
-from coordinator.core.gangs.recovery import RecoveryPlan, plan_recovery
+from coordinator.core.gangs.recovery import RecoveryPlan, plan_recovery, share_room
 from coordinator.engine.gangs.running import bound_gang, bound_pods, running_pods
 from coordinator.engine.gangs.step import GangStep
 from coordinator.engine.ports import PodRef
@@ -175,13 +175,19 @@ class Recovery:
                 # A recovered gang's new places keep within topologyConstraints too.
                 limits = self.scheduler.framework.config.topology_constraints
                 intents[gang] = replace(intent, leaf_limits=limits)
+        snapshot = self.scheduler.view.snapshot()
+        nodes = node_states(snapshot)
+        shares = {p.key: p.share for p in running if p.share is not None}
+        if shares:  # shares move as shares: thousandths per node, one GPU with room each
+            nodes = with_share_milli(nodes, snapshot)
         plan = plan_recovery(
-            node_states(self.scheduler.view.snapshot()),
+            nodes,
             running,
             failed_nodes=set(new_nodes),
             failed_gpus=new_gpus,
             intents=intents,
             keys=self.keys,
+            eligible=share_room(snapshot, shares) if shares else None,
         )
         if not plan.units:
             return None

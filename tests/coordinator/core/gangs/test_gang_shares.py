@@ -1,10 +1,14 @@
 """Gangs mixing shares and whole GPUs (docs/sharing.md): the planner counts a member's share
 against the GPUs it plans whole members on, so whole GPUs are never planned onto GPUs the gang's
-own shares (or other pods' shares) take."""
+own shares (or other pods' shares) take; it counts each share's places GPU by GPU; and recovery
+from a failed GPU moves a share member as a share."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import msgspec
+import pytest
 
 from coordinator.core.domains.capacity import GPU
 from coordinator.core.gangs.cycle import (
@@ -15,7 +19,10 @@ from coordinator.core.gangs.cycle import (
     with_share_milli,
 )
 from coordinator.core.gangs.plan import GangPlan, plan_gang
+from coordinator.core.gangs.recovery import plan_recovery, share_room
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.sharing import parse_held
+from coordinator.core.preemption.victims import RunningPod
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -131,4 +138,62 @@ def test_room_split_over_gpus_too_small_for_a_share_is_no_place_for_it() -> None
     assert "need 2 cpu, 2Gi memory, 2 places on a GPU for a share of 0.5," in (refused.detail or "")
     assert "have 104 cpu, 2040Gi memory, 1 places on a GPU for a share of 0.5," in (
         refused.detail or ""
+    )
+
+
+@pytest.mark.parametrize("replica", [True, False], ids=["replica", "annotation-only"])
+def test_a_share_member_on_a_failed_gpu_moves_as_a_share(replica: bool) -> None:
+    """Gang ``train`` holds a half on GPU 0 of nodes a and b; a's GPU 0 fails. Every other GPU is
+    held whole but c's GPU 0, where another pod holds a half: the mover goes there, the member on
+    b stays. Counted as a whole GPU (its time-slicing replica) it had nowhere to go and the whole
+    gang was released; counted as nothing it could be sent beside its sibling on b, whose GPU 0
+    another half fills."""
+    topos = {n: dgx_h100(n) for n in "abc"}
+    dead = msgspec.structs.replace(topos["a"].gpus[0], healthy=False)
+    topos["a"] = msgspec.structs.replace(topos["a"], gpus=(dead, *topos["a"].gpus[1:]))
+    objs: dict[str, list[dict[str, Any]]] = {n: [] for n in "abc"}
+
+    def half(name: str, node: str, **kw: Any) -> None:
+        ann = {
+            "topos.io/assigned-gpus": topos[node].gpus[0].uuid,
+            "topos.io/gpu-fraction": "0.5",
+            "topos.io/gpu-share": "fraction=0.5",
+        }
+        objs[node].append(pod(name, namespace="ml", gpus=int(replica), annotations=ann, **kw))
+
+    for n, topo in topos.items():
+        for i, g in enumerate(topo.gpus[1:], start=1):
+            ann = {"topos.io/assigned-gpus": g.uuid}
+            objs[n].append(pod(f"{n}-w{i}", namespace="ml", gpus=1, annotations=ann))
+    half("train-0", "a", gang=("train", 2))
+    half("train-1", "b", gang=("train", 2))
+    half("other-b", "b")
+    half("other-c", "c")
+    snapshot = Snapshot(
+        [gpu_node(n, topos[n], labels=LABELS, pods=[running(o) for o in objs[n]]) for n in "abc"]
+    )
+    pods = [
+        RunningPod(
+            key=f"ml/{o['metadata']['name']}",
+            node=n,
+            requests=dict(request(o).requests),
+            gang="ml/train" if o["metadata"]["name"].startswith("train") else None,
+            gpus=(o["metadata"]["annotations"]["topos.io/assigned-gpus"],),
+            share=parse_held(o["metadata"]["annotations"].get("topos.io/gpu-share", "")),
+        )
+        for n in "abc"
+        for o in objs[n]
+    ]
+    shares = {p.key: p.share for p in pods if p.share is not None}
+    plan = plan_recovery(
+        with_share_milli(node_states(snapshot), snapshot),
+        pods,
+        failed_gpus={"a": [topos["a"].gpus[0].uuid]},
+        eligible=share_room(snapshot, shares),
+    )
+    (unit,) = plan.units
+    assert (unit.mode, unit.moves, unit.kept) == (
+        "partial",
+        (("ml/train-0", "c"),),
+        ("ml/train-1",),
     )
