@@ -189,6 +189,40 @@ class ShareRoom:
                 room += max(0, WHOLE - sum(s.milli for s in left))
         return WHOLE * whole_free + room
 
+    def places(
+        self,
+        node: str,
+        ask: GpuShare,
+        victims: AbstractSet[str],
+        *,
+        whole_free: int,
+        unclaimed: Collection[str] = (),
+    ) -> int:
+        """How many shares like ``ask`` the GPUs of ``node`` hold once ``victims`` are gone, GPU
+        by GPU (:func:`share_places` after the victims; ``whole_free``: its whole free GPUs
+        then)."""
+        shared = 0
+        fresh: list[int] = []
+        for g in self.by_node.get(node, ()):
+            if g.owner is not None and g.owner not in victims:
+                continue
+            if g.claimed and g.gpu not in unclaimed:
+                continue
+            need = ask.on_gpu(g.memory_mib)
+            if need is None:
+                continue
+            left = [s for pod, s in g.shares if pod not in victims]
+            fit = (WHOLE - sum(s.milli for s in left)) // need.milli
+            if g.memory_mib is not None and need.memory_mib > 0:
+                room = g.memory_mib - sum(s.memory_mib for s in left)
+                fit = min(fit, room // need.memory_mib)
+            if left:
+                shared += max(0, fit)
+            else:
+                fresh.append(max(0, fit))
+        fresh.sort(reverse=True)
+        return shared + sum(fresh[: max(0, whole_free)])
+
     def fits(
         self,
         node: str,

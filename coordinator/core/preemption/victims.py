@@ -27,7 +27,7 @@ Rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, Resources, add
@@ -39,7 +39,12 @@ from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.podspec.sharing import GpuShare, HeldShare
 from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
-from coordinator.core.preemption.shares import SHARE_MILLI, GpuHolders, ShareRoom
+from coordinator.core.preemption.shares import (
+    SHARE_MILLI,
+    GpuHolders,
+    ShareRoom,
+    places_resource,
+)
 from coordinator.core.status import Status
 
 _NO_ROOM = "node(s) had no GPU with room for the share"
@@ -161,8 +166,10 @@ def _freed(
     shared: ShareRoom,
     *,
     milli: bool,
+    asks: Collection[GpuShare] = (),
 ) -> list[NodeState]:
-    """``nodes`` once ``pods`` are gone; with ``milli``, each with its :data:`SHARE_MILLI`."""
+    """``nodes`` once ``pods`` are gone; with ``milli``, each with its :data:`SHARE_MILLI` and,
+    for each of ``asks`` (several members asking shares), its places for that share."""
     give: dict[str, dict[str, int]] = {}
     for pod in pods:
         requests = pod.requests
@@ -170,6 +177,7 @@ def _freed(
             requests = {k: v for k, v in requests.items() if k != GPU}  # a replica, not a GPU
         add(give.setdefault(pod.node, {}), requests)
     victims = {p.key for p in pods}
+    unclaimed = {gpu for _, gpu in room.freed_gpu_ids(victims, extended=True)} if asks else set()
     for name, gpus in room.freed_gpus(victims).items():
         add(give.setdefault(name, {}), {GPU: gpus})
     for name, gpus in shared.freed_gpus(victims).items():
@@ -183,7 +191,12 @@ def _freed(
         free = dict(node.free)
         add(free, extra or {})
         if milli:
-            free[SHARE_MILLI] = shared.milli(node.name, victims, max(0, free.get(GPU, 0)))
+            whole = max(0, free.get(GPU, 0))
+            free[SHARE_MILLI] = shared.milli(node.name, victims, whole)
+            for ask in asks:
+                free[places_resource(ask)] = shared.places(
+                    node.name, ask, victims, whole_free=whole, unclaimed=unclaimed
+                )
         out.append(replace(node, free=free))
     return out
 
@@ -219,18 +232,26 @@ def select_victims(
     room = ClaimRoom(claims)
     shared = ShareRoom(gpus)
     asks = dict(shares or {})
+    milli = any(m.requests.get(SHARE_MILLI) for m in preemptor)
+    # Several members asking shares also count each share's places GPU by GPU (as gangs do).
+    placed = set(asks.values()) if milli and len(asks) > 1 else set()
     if asks:  # a share is part of one GPU: its nvidia.com/gpu (a replica) is no whole GPU
         preemptor = [
-            replace(m, requests={k: v for k, v in m.requests.items() if k != GPU})
+            replace(
+                m,
+                requests={
+                    **{k: v for k, v in m.requests.items() if k != GPU},
+                    **({places_resource(asks[m.name]): 1} if placed else {}),
+                },
+            )
             if m.name in asks
             else m
             for m in preemptor
         ]
-    milli = any(m.requests.get(SHARE_MILLI) for m in preemptor)
 
     def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
         pods = [p for unit in victims for p in unit]
-        after = _freed(nodes, pods, room, shared, milli=milli)
+        after = _freed(nodes, pods, room, shared, milli=milli, asks=placed)
         check = eligible
         if asks or capacity is not None:
             gone = {p.key for p in pods}

@@ -184,3 +184,52 @@ def test_a_shared_gpu_all_of_whose_holders_go_is_freed() -> None:
     plan = preempt(holders, pod("want", gpus=1, priority=1000), replica=True)
     assert isinstance(plan, PreemptionPlan), plan
     assert plan.victim_pods == ("default/s1", "default/s2")
+
+
+def test_a_gang_of_halves_counts_the_places_its_victims_free_gpu_by_gpu() -> None:
+    """Evicting the low shares of GPUs 0-2 frees 0.5 + 0.4 + 0.4 of a GPU: 1.3 GPUs, room for
+    one half only. Two halves of a gang evict nobody (they once evicted all three, and the
+    second half still had no GPU)."""
+    holders: list[Holder] = [
+        ("keep0", 0, "0.5", 2000),
+        ("low0", 0, "0.5", 0),
+        ("keep1", 1, "0.6", 2000),
+        ("low1", 1, "0.4", 0),
+        ("keep2", 2, "0.6", 2000),
+        ("low2", 2, "0.4", 0),
+        *[(f"keep{i}", i, None, 2000) for i in range(3, 8)],
+    ]
+    objs = [obj(n, g, s, p, replica=False) for n, g, s, p in holders]
+    snapshot = Snapshot([gpu_node("h", TOPO, pods=[running(o) for o in objs])])
+    gang = [
+        request(pod(f"g-{k}", priority=1000, annotations={"topos.io/gpu-fraction": "0.5"}))
+        for k in range(2)
+    ]
+    run = [
+        RunningPod(
+            key=f"default/{o['metadata']['name']}",
+            node="h",
+            requests=dict(request(o).requests),
+            priority=o["spec"]["priority"],
+            share=parse_held(o["metadata"]["annotations"].get("topos.io/gpu-share", "")),
+        )
+        for o in objs
+    ]
+
+    def plan(members: list[Any]) -> PreemptionPlan | Status:
+        return select_victims(
+            members_of(members, snapshot),
+            priority=1000,
+            nodes=node_states(snapshot),
+            running=run,
+            shares={m.key: m.share for m in members if m.share is not None},
+            gpus=list(gpu_holders(snapshot, every_gpu=True)),
+        )
+
+    refused = plan(gang)
+    assert isinstance(refused, Status), refused
+    assert "would not make room" in (refused.detail or "")
+    one = plan(gang[:1])  # a single half: the low half of GPU 0 goes, on it
+    assert isinstance(one, PreemptionPlan), one
+    assert one.victim_pods == ("default/low0",)
+    assert one.share_gpus == (("default/g-0", UUID[0]),)
