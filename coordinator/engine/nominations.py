@@ -207,8 +207,11 @@ class Nominations:
                 continue
             if out is None:
                 out = snapshot.copy()
-            for n in held:  # one by one: a share looking for room sees the ones before it
-                node = node.rebuild((*node.pods, n.on(node)))
+            if any(n.share is not None for n in held):
+                for n in held:  # one by one: a share looking for room sees the ones before it
+                    node = node.rebuild((*node.pods, n.on(node)))
+            else:
+                node = node.rebuild((*node.pods, *(n.info for n in held)))
             out.replace(node)
         return out if out is not None else snapshot
 
