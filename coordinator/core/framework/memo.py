@@ -14,7 +14,7 @@ an earlier filter's reason) is worked out afresh only when a message or explanat
 Nodes alike share their entries. When every node-local plugin of the profile declares
 ``alike_nodes = True`` (it reads only what ``NodeInfo.state_key`` stands for, see
 :mod:`coordinator.core.snapshot.statekey`), the framework keeps a table (``Framework.alike``)
-from (state key, pod class) to the entry last made for it: a node just made (a pod was placed,
+from (state key, pod class) to the passing entry last made for it: a node just made (a pod was placed,
 forgotten, bound, nominated, or the node changed) whose state equals one judged before takes
 that entry — verdict, placement, scores — without a filter run. A changed node is a new
 ``NodeInfo`` with a new state key, so nothing is ever invalidated by hand; the cycle shares
@@ -60,7 +60,6 @@ class Memo:
     scores: dict[object, float]
     sums: dict[object, float]
     epoch: object = None  # the filters' epochs the placement was chosen in
-    lasting: bool = False  # refused by a filter whose refusals adding pods never lifts
 
 
 #: The scores of every refusal (never written: only nodes that pass are scored). Sharing it
@@ -73,7 +72,7 @@ NOT_SCORED: Final[dict[object, float]] = {}
 MEMO_LIMIT: Final = 256
 
 #: Entries the table of alike nodes holds before it is cleared (then filled again).
-ALIKE_LIMIT: Final = 100_000
+ALIKE_LIMIT: Final = 50_000
 
 #: Stands in for a refusal known from the node this one was made from (``NodeInfo.refused``):
 #: never stored in a memo, so whoever needs the refusal's status judges the node afresh.
@@ -142,20 +141,16 @@ def remember(
     if table is not None:
         known = table.get(shared)
         if known is not None and (since is None or (known.epoch == epoch and known is not since)):
-            if known.lasting and len(node.refused) < MEMO_LIMIT:
-                node.refused.add(key)
             _store(node.memo, key, known)
             return known
     verdict = SUCCESS
-    lasting = False
     if since is not None and since.placement is not None:
         placements[node.name] = since.placement
     for f in local_filters:
         status = f.filter(state, pod, node)
         if status is not SUCCESS and not status.is_success:
-            verdict = status.with_plugin(f.name)
-            lasting = has_lasting_refusals(f)
-            if lasting and len(node.refused) < MEMO_LIMIT:
+            verdict = _signed(status, f.name)
+            if has_lasting_refusals(f) and len(node.refused) < MEMO_LIMIT:
                 node.refused.add(key)
             break
     placement = dict.get(placements, node.name)
@@ -165,14 +160,29 @@ def remember(
     entry = (
         Memo(verdict, placement, {}, {}, epoch)
         if verdict is SUCCESS
-        else Memo(verdict, placement, NOT_SCORED, NOT_SCORED, epoch, lasting)
+        else Memo(verdict, placement, NOT_SCORED, NOT_SCORED, epoch)
     )
     _store(node.memo, key, entry)
-    if table is not None:
+    if table is not None and verdict is SUCCESS:  # refusals are rarely alike: not kept
         if len(table) >= ALIKE_LIMIT:
             table.clear()
         table[shared] = entry
     return entry
+
+
+#: Refusals signed by their plugin, one object per distinct refusal: nodes refused alike hold
+#: the same status (fewer objects for the garbage collector to walk).
+_SIGNED: dict[tuple[Status, str], Status] = {}
+
+
+def _signed(status: Status, plugin: str) -> Status:
+    key = (status, plugin)
+    signed = _SIGNED.get(key)
+    if signed is None:
+        if len(_SIGNED) >= ALIKE_LIMIT:
+            _SIGNED.clear()
+        signed = _SIGNED[key] = status.with_plugin(plugin)
+    return signed
 
 
 def _store(memo: dict[object, object], key: object, entry: Memo) -> None:
