@@ -14,9 +14,9 @@ an earlier filter's reason) is worked out afresh only when a message or explanat
 Nodes alike share their entries. When every node-local plugin of the profile declares
 ``alike_nodes = True`` (it reads only what ``NodeInfo.state_key`` stands for, see
 :mod:`coordinator.core.snapshot.statekey`), the framework keeps a table (``Framework.alike``)
-from (state key, pod class) to the passing entry last made for it: a node just made (a pod was placed,
-forgotten, bound, nominated, or the node changed) whose state equals one judged before takes
-that entry — verdict, placement, scores — without a filter run. A changed node is a new
+from (state key, pod class) to the last passing entry made for it: a node just made (a pod was
+placed, forgotten, bound, nominated, or the node changed) whose state equals one judged before
+takes that entry — verdict, placement, scores — without a filter run. A changed node is a new
 ``NodeInfo`` with a new state key, so nothing is ever invalidated by hand; the cycle shares
 nothing for pods that name nodes (``nodeSelector``, node affinity: NodeAffinity reads the
 node's name) or use DRA (their GPUs are chosen from the node's ResourceSlices).
