@@ -295,7 +295,7 @@ def _cycle(
                 return _pod_rejected(pod.key, nodes, st.with_plugin(name))
         norm = fw.normalize.get(name)
         score_epoch = fw.score_epochs.get(name)
-        key: object = name if score_epoch is None else (name, score_epoch(pod))
+        key: object = name if score_epoch is None else fw.intern((name, score_epoch(pod)))
         if fw.is_local(plugin) and norm is None:
             local.append((plugin, weight, key))
             continue
