@@ -5,7 +5,9 @@ builds it (allocatable CPU, memory, ``nvidia.com/gpu``, the ``topos.io/gpu.produ
 hardware topology: the DGX-1 NVLink mesh for 8-GPU V100 nodes, PCIe switch pairs otherwise; the
 trace says nothing of NUMA, so there is none). Each pod is a Pod object (``parse_pod``), decided
 by ``schedule_one`` with the default profile and configuration and held by ``Snapshot.assume`` —
-what the scheduler loop does, minus the API server.
+what the scheduler loop does, minus the API server, with the garbage collector as the coordinator
+runs it once its inventory has synced (what was built frozen out of its passes, steady
+thresholds: :func:`coordinator.app.collector.settle`).
 
 Modes: ``whole`` — a fractional pod asks ``nvidia.com/gpu: 1`` (all Topos offers without
 sharing); ``fraction`` — it asks ``topos.io/gpu-fraction`` and no ``nvidia.com/gpu``. Whether
