@@ -99,7 +99,8 @@ class NodeInfo:
     refused: set[object] = field(default_factory=set, compare=False, repr=False)
     #: Tokens of what adding pods never changes, and of the whole scheduling state
     #: (:mod:`.statekey`): nodes with one ``state_key`` share node-local results. ``None`` (a
-    #: NodeInfo made by hand): shares nothing.
+    #: NodeInfo made by hand): shares nothing. Never ``dataclasses.replace`` a NodeInfo: the copy
+    #: would keep keys that no longer describe it (``build`` or ``rebuild`` one).
     shape_key: object = field(default=None, compare=False, repr=False)
     state_key: object = field(default=None, compare=False, repr=False)
 
