@@ -5,7 +5,9 @@ builds it (allocatable CPU, memory, ``nvidia.com/gpu``, the ``topos.io/gpu.produ
 hardware topology: the DGX-1 NVLink mesh for 8-GPU V100 nodes, PCIe switch pairs otherwise; the
 trace says nothing of NUMA, so there is none). Each pod is a Pod object (``parse_pod``), decided
 by ``schedule_one`` with the default profile and configuration and held by ``Snapshot.assume`` —
-what the scheduler loop does, minus the API server.
+what the scheduler loop does, minus the API server, with the garbage collector as the coordinator
+runs it once its inventory has synced (what was built frozen out of its passes, steady
+thresholds: :func:`coordinator.app.collector.settle`).
 
 Modes: ``whole`` — a fractional pod asks ``nvidia.com/gpu: 1`` (all Topos offers without
 sharing); ``fraction`` — it asks ``topos.io/gpu-fraction`` and no ``nvidia.com/gpu``. Whether
@@ -18,9 +20,11 @@ GPU never given twice, a GPU's shares never above 1,000 milli.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -29,6 +33,7 @@ from benchmarks.sharing.trace import MILLI, NodeShape, PodShape, TraceNode, Work
 from common.labels import GPU_PRODUCT
 from common.model import Gpu, NodeTopology
 from common.podkeys import GPU_RESOURCE
+from coordinator.app.collector import settle
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
@@ -203,6 +208,21 @@ class ToposRun:
     digest: str = ""
 
 
+@contextmanager
+def steady_collector() -> Iterator[None]:
+    """The garbage collector as the coordinator runs it once its inventory has synced
+    (:func:`coordinator.app.collector.settle`: what exists is frozen out of the collector's
+    passes, higher thresholds), for the replay only; Python's defaults again after."""
+    thresholds = gc.get_threshold()
+    gc.collect()
+    settle()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
 def replay(work: Workload, *, fraction: bool, framework: Framework | None = None) -> ToposRun:
     framework = framework or build_framework()
     snapshot = Snapshot(node_infos(work.nodes), namespaces={NAMESPACE: {}})
@@ -214,21 +234,22 @@ def replay(work: Workload, *, fraction: bool, framework: Framework | None = None
     total = placed = 0
     spent = 0.0
     digest = hashlib.sha256()
-    for shape, pod in zip(work.pods, requests, strict=True):
-        t0 = time.perf_counter()
-        result = schedule_one(pod, snapshot, framework)
-        if isinstance(result, Decision):
-            snapshot.assume(pod, result.node, result.placement)
-        spent += time.perf_counter() - t0
-        if not isinstance(result, Decision):
-            digest.update(f"{result.message}|".encode())
-        else:
-            gpus = result.placement.gpus or _named(result.device_ids)
-            digest.update(f"{result.node} {gpus} {result.placement.share}|".encode())
-            ledger.hold(result.node, shape, gpus, whole=not fraction)
-            placed += 1
-            total += shape.demand
-        allocated.append(total)
+    with steady_collector():
+        for shape, pod in zip(work.pods, requests, strict=True):
+            t0 = time.perf_counter()
+            result = schedule_one(pod, snapshot, framework)
+            if isinstance(result, Decision):
+                snapshot.assume(pod, result.node, result.placement)
+            spent += time.perf_counter() - t0
+            if not isinstance(result, Decision):
+                digest.update(f"{result.message}|".encode())
+            else:
+                gpus = result.placement.gpus or _named(result.device_ids)
+                digest.update(f"{result.node} {gpus} {result.placement.share}|".encode())
+                ledger.hold(result.node, shape, gpus, whole=not fraction)
+                placed += 1
+                total += shape.demand
+            allocated.append(total)
     shared = sum(1 for n in ledger.holders.values() if n > 1)
     return ToposRun(placed, allocated, spent, ledger.violations, shared, digest.hexdigest()[:12])
 

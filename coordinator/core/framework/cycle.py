@@ -134,6 +134,12 @@ def _cycle(
     )
     placements = Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
+    # Nodes alike share results (memo.py) unless the pod names nodes or takes DRA devices.
+    alike = (
+        None
+        if pod.node_selector or pod.node_affinity or pod.claims or state.get(DRA_SERVED)
+        else fw.alike
+    )
     renew = [f for f in fw.epoch_filters if f.name not in skipped]
     epoch = tuple(f.memo_epoch(pod) for f in renew) if renew else None  # type: ignore[attr-defined]
     # A placement of another epoch is chosen again by the filters from the first with an epoch.
@@ -158,7 +164,9 @@ def _cycle(
     def verdict_of(node: NodeInfo) -> Status:
         entry = cast(Memo | None, node.memo.get(memo_key))
         if entry is None:
-            entry = remember(node, memo_key, local_filters, state, pod, placements, epoch)
+            entry = remember(
+                node, memo_key, local_filters, state, pod, placements, epoch, alike=alike
+            )
         verdict = entry.verdict
         if verdict is SUCCESS and other_filters:
             known = refused.get(node.name)
@@ -177,7 +185,17 @@ def _cycle(
                     got[j] = (
                         REFUSED_BEFORE  # refused on the node this one was made from: still is
                         if memo_key in node.refused
-                        else remember(node, memo_key, local_filters, state, pod, placements, epoch)
+                        else remember(
+                            node,
+                            memo_key,
+                            local_filters,
+                            state,
+                            pod,
+                            placements,
+                            epoch,
+                            None,
+                            alike,
+                        )
                     )
         passed = cast(list[Memo], got)
         ok = [j for j, e in enumerate(passed) if e.verdict is SUCCESS]
@@ -186,7 +204,7 @@ def _cycle(
                 old = passed[j]
                 if old.epoch != epoch:  # placed in another epoch: choose again
                     passed[j] = remember(
-                        part[j], memo_key, rechoose, state, pod, placements, epoch, old
+                        part[j], memo_key, rechoose, state, pod, placements, epoch, old, alike
                     )
             ok = [j for j in ok if passed[j].verdict is SUCCESS]
         if other_filters:
@@ -277,7 +295,7 @@ def _cycle(
                 return _pod_rejected(pod.key, nodes, st.with_plugin(name))
         norm = fw.normalize.get(name)
         score_epoch = fw.score_epochs.get(name)
-        key: object = name if score_epoch is None else (name, score_epoch(pod))
+        key: object = name if score_epoch is None else fw.intern((name, score_epoch(pod)))
         if fw.is_local(plugin) and norm is None:
             local.append((plugin, weight, key))
             continue
@@ -302,10 +320,13 @@ def _cycle(
     if None in sums:
         for i, (node, entry) in enumerate(zip(feasible, entries, strict=True)):
             if sums[i] is None:
-                t = 0.0
-                for plugin, weight, key in local:
-                    t += weight * local_score(entry, plugin, key, state, pod, node)
-                entry.sums[sum_key] = sums[i] = t
+                t = entry.sums.get(sum_key)  # summed already for an alike node of this cycle
+                if t is None:
+                    t = 0.0
+                    for plugin, weight, key in local:
+                        t += weight * local_score(entry, plugin, key, state, pod, node)
+                    entry.sums[sum_key] = t
+                sums[i] = t
     totals = cast(list[float], sums)
     for _, weight, scored in cycle:
         totals = [t + weight * v for t, v in zip(totals, scored, strict=True)]

@@ -10,12 +10,22 @@ free CPU, GPUs, room on a GPU or host ports; labels, taints and the hardware do 
 Such refusals are kept as keys in ``NodeInfo.refused``, which ``adding`` carries over: the cycle
 skips those nodes without running a filter. The refusal's own status (its numbers, and maybe
 an earlier filter's reason) is worked out afresh only when a message or explanation asks for it.
+
+Nodes alike share their entries. When every node-local plugin of the profile declares
+``alike_nodes = True`` (it reads only what ``NodeInfo.state_key`` stands for, see
+:mod:`coordinator.core.snapshot.statekey`), the framework keeps a table (``Framework.alike``)
+from (state key, pod class) to the last passing entry made for it: a node just made (a pod was
+placed, forgotten, bound, nominated, or the node changed) whose state equals one judged before
+takes that entry — verdict, placement, scores — without a filter run. A changed node is a new
+``NodeInfo`` with a new state key, so nothing is ever invalidated by hand; the cycle shares
+nothing for pods that name nodes (``nodeSelector``, node affinity: NodeAffinity reads the
+node's name) or use DRA (their GPUs are chosen from the node's ResourceSlices).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState
@@ -27,7 +37,9 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Code, Status
 
 __all__ = [
+    "ALIKE_LIMIT",
     "MEMO_LIMIT",
+    "NOT_SCORED",
     "REFUSED_BEFORE",
     "Memo",
     "Placements",
@@ -43,20 +55,32 @@ class Memo:
 
     verdict: Status
     placement: Placement | None
-    scores: dict[object, float]  # plugin (with its epoch, if it has one) → raw score
-    sums: dict[object, float] = field(default_factory=dict)  # weighted local sums
+    #: plugin (with its epoch, if it has one) → raw score; and the weighted local sums. Only a
+    #: passing entry is scored: a refusal's are :data:`NOT_SCORED`, one dict for all.
+    scores: dict[object, float]
+    sums: dict[object, float]
     epoch: object = None  # the filters' epochs the placement was chosen in
 
+
+#: The scores of every refusal (never written: only nodes that pass are scored). Sharing it
+#: leaves fewer objects for the garbage collector to walk.
+NOT_SCORED: Final[dict[object, float]] = {}
 
 #: Pod classes remembered per NodeInfo before its memo is cleared. A cluster sharing GPUs sees
 #: more classes (a share's fraction is part of its class): at 64 the memo of a node visited by
 #: every failing cycle was cleared so often that the Alibaba-shaped trace ran at twice the µs.
 MEMO_LIMIT: Final = 256
 
+#: Entries the table of alike nodes holds before it is cleared (then filled again).
+ALIKE_LIMIT: Final = 50_000
+
 #: Stands in for a refusal known from the node this one was made from (``NodeInfo.refused``):
 #: never stored in a memo, so whoever needs the refusal's status judges the node afresh.
 REFUSED_BEFORE: Final = Memo(
-    Status(Code.UNSCHEDULABLE, detail="refused on the node this one was made from"), None, {}
+    Status(Code.UNSCHEDULABLE, detail="refused on the node this one was made from"),
+    None,
+    NOT_SCORED,
+    NOT_SCORED,
 )
 
 
@@ -103,19 +127,29 @@ def remember(
     placements: Placements,
     epoch: object,
     since: Memo | None = None,
+    alike: dict[object, Memo] | None = None,
 ) -> Memo:
     """Run the node-local filters on ``node`` and remember the verdict on it (replacing what
     was remembered for ``key``). ``since``: the node's entry from another epoch, which passed:
     ``local_filters`` are then only those from the first filter with an epoch on (the others
     passed on this very node), and the placement they chose stands unless one chooses again;
-    when the same placement is chosen, ``since`` is kept, with its scores."""
+    when the same placement is chosen, ``since`` is kept, with its scores. ``alike``: the
+    framework's table of entries by (state key, ``key``) — an entry there for a node in the
+    same state (and, with ``since``, of this epoch) is taken instead of running the filters."""
+    table = alike if node.state_key is not None else None
+    shared = (node.state_key, key)
+    if table is not None:
+        known = table.get(shared)
+        if known is not None and (since is None or (known.epoch == epoch and known is not since)):
+            _store(node.memo, key, known)
+            return known
     verdict = SUCCESS
     if since is not None and since.placement is not None:
         placements[node.name] = since.placement
     for f in local_filters:
         status = f.filter(state, pod, node)
         if status is not SUCCESS and not status.is_success:
-            verdict = status.with_plugin(f.name)
+            verdict = _signed(status, f.name)
             if has_lasting_refusals(f) and len(node.refused) < MEMO_LIMIT:
                 node.refused.add(key)
             break
@@ -123,12 +157,38 @@ def remember(
     if since is not None and verdict is SUCCESS and placement == since.placement:
         since.epoch = epoch  # chosen alike: its scores (those of an epoch under its key) stand
         return since
-    entry = Memo(verdict, placement, {}, epoch=epoch)
-    memo = node.memo
+    entry = (
+        Memo(verdict, placement, {}, {}, epoch)
+        if verdict is SUCCESS
+        else Memo(verdict, placement, NOT_SCORED, NOT_SCORED, epoch)
+    )
+    _store(node.memo, key, entry)
+    if table is not None and verdict is SUCCESS:  # refusals are rarely alike: not kept
+        if len(table) >= ALIKE_LIMIT:
+            table.clear()
+        table[shared] = entry
+    return entry
+
+
+#: Refusals signed by their plugin, one object per distinct refusal: nodes refused alike hold
+#: the same status (fewer objects for the garbage collector to walk).
+_SIGNED: dict[tuple[Status, str], Status] = {}
+
+
+def _signed(status: Status, plugin: str) -> Status:
+    key = (status, plugin)
+    signed = _SIGNED.get(key)
+    if signed is None:
+        if len(_SIGNED) >= ALIKE_LIMIT:
+            _SIGNED.clear()
+        signed = _SIGNED[key] = status.with_plugin(plugin)
+    return signed
+
+
+def _store(memo: dict[object, object], key: object, entry: Memo) -> None:
     if len(memo) >= MEMO_LIMIT and key not in memo:
         memo.clear()
     memo[key] = entry
-    return entry
 
 
 def local_score(

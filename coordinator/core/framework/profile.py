@@ -18,6 +18,7 @@ from coordinator.core.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from coordinator.core.framework.memo import Memo
 from coordinator.core.podspec.parse import PodRequest
 
 __all__ = ["Framework"]
@@ -57,6 +58,9 @@ class Framework:
         #: plugin's score is remembered per epoch.
         self.epoch_filters: list[FilterPlugin] = []
         self.score_epochs: dict[str, Callable[[PodRequest], object]] = {}
+        #: Node-local results shared by nodes alike (see :mod:`.memo`): only when every
+        #: node-local plugin declares ``alike_nodes = True``; ``None`` otherwise.
+        self.alike: dict[object, Memo] | None = None
         for p in self.plugins:
             if isinstance(p, PreFilterPlugin):
                 self.pre_filter.append(p)
@@ -83,6 +87,9 @@ class Framework:
                     self.epoch_filters.append(p)
                 elif isinstance(p, ScorePlugin):
                     self.score_epochs[p.name] = epoch
+        local = [p for p in self.plugins if self.is_local(p)]
+        if all(getattr(p, "alike_nodes", False) is True for p in local):
+            self.alike = {}
 
     def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
         """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile,

@@ -47,6 +47,7 @@ class GpuFragmentation:
     #: Raw scores are remembered per node state, pod class and shape mix (the framework's
     #: memo, :meth:`memo_epoch`): a remembered score is the one computed now.
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
 
     def __init__(self, config: SchedulerConfig, mix: ShapeMix) -> None:
         self.mix = mix

@@ -94,6 +94,7 @@ def _largest_gpu_mib(snapshot: Snapshot) -> int:
 class GpuTopology:
     name = "GpuTopology"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
     #: Pods added to a node only take GPUs, MIG instances, room on shared GPUs and NUMA
     #: capacity; whether some GPU has room never depends on the shape mix.
     lasting_refusals = True
@@ -168,6 +169,7 @@ class GpuTopology:
 class NumaTopology:
     name = "NumaTopology"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -190,6 +192,7 @@ def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
 class GpuPacking:
     name = "GpuPacking"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.spread = config.packing == "spread"
@@ -215,6 +218,7 @@ class GpuPacking:
 class GpuAvailability:
     name = "GpuAvailability"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

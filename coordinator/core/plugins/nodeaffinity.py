@@ -36,6 +36,9 @@ def node_matches_required(pod: PodRequest, node: NodeInfo) -> bool:
 class NodeAffinity:
     name = "NodeAffinity"
     node_local = True
+    #: It reads the node's name and hostname label, but only for pods with a nodeSelector or
+    #: node affinity, for which the cycle shares nothing between nodes alike.
+    alike_nodes = True
     lasting_refusals = True  # pods added to a node never change its labels or name
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:

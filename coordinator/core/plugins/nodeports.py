@@ -19,6 +19,7 @@ _TAKEN = Status.unschedulable(Reason.NODE_PORTS)
 class NodePorts:
     name = "NodePorts"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node only bind more ports
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:

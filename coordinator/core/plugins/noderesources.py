@@ -66,6 +66,7 @@ def mixed_strategy_reason(pod: PodRequest) -> str:
 class NodeResourcesFit:
     name = "NodeResourcesFit"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node only request more
 
     def __init__(self, config: SchedulerConfig) -> None:

@@ -18,6 +18,7 @@ class NodeHealth:
 
     name = "NodeHealth"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node never change whether its agent is stale
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
@@ -30,6 +31,7 @@ class NodeUnschedulable:
 
     name = "NodeUnschedulable"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node never uncordon it
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:

@@ -24,6 +24,7 @@ __all__ = ["TaintToleration"]
 class TaintToleration:
     name = "TaintToleration"
     node_local = True
+    alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node never change its taints
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:

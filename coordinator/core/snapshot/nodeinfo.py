@@ -45,6 +45,7 @@ from coordinator.core.snapshot.devices import (
     slots_used,
 )
 from coordinator.core.snapshot.podinfo import PodInfo
+from coordinator.core.snapshot.statekey import shape_key, state_key
 
 __all__ = ["NOT_READY_TAINT", "UNSCHEDULABLE_TAINT", "NodeInfo"]
 
@@ -96,6 +97,12 @@ class NodeInfo:
     #: Memo keys (pod classes) refused here by a filter whose refusals adding pods never lifts:
     #: still refused on the nodes :meth:`adding` makes from this one, which carry them over.
     refused: set[object] = field(default_factory=set, compare=False, repr=False)
+    #: Tokens of what adding pods never changes, and of the whole scheduling state
+    #: (:mod:`.statekey`): nodes with one ``state_key`` share node-local results. ``None`` (a
+    #: NodeInfo made by hand): shares nothing. Never ``dataclasses.replace`` a NodeInfo: the copy
+    #: would keep keys that no longer describe it (``build`` or ``rebuild`` one).
+    shape_key: object = field(default=None, compare=False, repr=False)
+    state_key: object = field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -185,18 +192,36 @@ class NodeInfo:
             tuple(sorted(mig_owner)),
             numa_free,
         )
+        alloc = dict(allocatable or {})
+        taints_t = tuple(taints)
+        eff_t = tuple(eff)
+        shape = shape_key(
+            labels,
+            alloc,
+            taints_t,
+            eff_t,
+            (unschedulable, ready, stale),
+            topology,
+            dra_held,
+            cached_models,
+        )
+        slots_in_use = slots_used(
+            topology, requested=req, use=use, held=held, attributed=attributed
+        )
+        ports = tuple(hp for p in pods_t for hp in p.host_ports)
+        token = _intern_state(state)
         return cls(
             name=name,
             labels=labels,
-            allocatable=dict(allocatable or {}),
-            taints=tuple(taints),
+            allocatable=alloc,
+            taints=taints_t,
             unschedulable=unschedulable,
             ready=ready,
             stale=stale,
             topology=topology,
             pods=pods_t,
             requested=req,
-            effective_taints=tuple(eff),
+            effective_taints=eff_t,
             gpu_owner=gpu_owner,
             mig_owner=mig_owner,
             shared=shared,
@@ -205,19 +230,15 @@ class NodeInfo:
             free_mig=free_mig,
             numa_free=numa_free,
             unattributed_gpus=max(0, held - attributed),
-            gpu_slots=slots(topology, allocatable or {}),
-            gpu_slots_used=slots_used(
-                topology,
-                requested=req,
-                use=use,
-                held=held,
-                attributed=attributed,
-            ),
-            used_ports=tuple(hp for p in pods_t for hp in p.host_ports),
+            gpu_slots=slots(topology, alloc),
+            gpu_slots_used=slots_in_use,
+            used_ports=ports,
             dra_held=dra_held,
             cached_models=cached_models,
             device_state=state,
-            device_token=_intern_state(state),
+            device_token=token,
+            shape_key=shape,
+            state_key=state_key(shape, req, token, slots_in_use, shared, ports),
         )
 
     def rebuild(
@@ -296,6 +317,11 @@ class NodeInfo:
             *self.device_state[3:5],
             numa_free,
         )
+        slots_in_use = slots_used(
+            topology, requested=req, use=use, held=held, attributed=attributed
+        )
+        ports = (*self.used_ports, *(hp for p in pods for hp in p.host_ports))
+        token = _intern_state(state)
         return NodeInfo(
             name=self.name,
             labels=self.labels,
@@ -317,14 +343,16 @@ class NodeInfo:
             numa_free=numa_free,
             unattributed_gpus=max(0, held - attributed),
             gpu_slots=self.gpu_slots,
-            gpu_slots_used=slots_used(
-                topology, requested=req, use=use, held=held, attributed=attributed
-            ),
-            used_ports=(*self.used_ports, *(hp for p in pods for hp in p.host_ports)),
+            gpu_slots_used=slots_in_use,
+            used_ports=ports,
             dra_held=self.dra_held,
             cached_models=self.cached_models,
             device_state=state,
-            device_token=_intern_state(state),
+            device_token=token,
+            shape_key=self.shape_key,
+            state_key=None
+            if self.shape_key is None
+            else state_key(self.shape_key, req, token, slots_in_use, self.shared, ports),
         )
 
     def free(self, resource: str) -> int:
