@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -40,6 +40,7 @@ from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
+from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.attempts import Attempt, AttemptLog
 from coordinator.engine.binder import Binder, BindJob
@@ -126,7 +127,7 @@ class Scheduler:
         self.settings = settings or RuntimeSettings()
         self.view = view
         self.writer = writer
-        self.framework = framework or build_framework()
+        self._framework = framework or build_framework()
         self._clock = clock
         self._wall = wall_clock
         self._wakeup = asyncio.Event()
@@ -231,10 +232,27 @@ class Scheduler:
                 entry.uid,
             )
 
+    @property
+    def framework(self) -> Framework:
+        return self._framework
+
+    @framework.setter
+    def framework(self, framework: Framework) -> None:
+        """A new profile (a reloaded ``scheduling`` section) takes over at the next cycle,
+        having seen the pods already running."""
+        framework.observe_running(self._running())
+        self._framework = framework
+
+    def _running(self) -> Iterator[PodInfo]:
+        for node in self.view.snapshot().nodes:
+            yield from node.pods
+
     # --- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Schedule until cancelled."""
+        """Schedule until cancelled (from the inventory's first sync: the pods running then
+        are the shape mix's first)."""
+        self._framework.observe_running(self._running())
         try:
             while True:
                 await self.run_once()

@@ -13,6 +13,9 @@ A plugin is any object with a ``name`` and the methods of the extension points i
                (``score_nodes``), which the cycle then uses instead.
 ``NormalizeScore`` rescale one plugin's raw scores over all feasible nodes to 0–100.
 
+Outside the cycle, a plugin that learns from the cluster's pods may take ``observe_running``:
+the pods already running, handed over when the scheduler starts or its settings are reloaded.
+
 There is no Reserve or Permit point: gangs are planned whole before the per-pod cycle (see
 docs/gangs.md), so nothing holds capacity between a decision and its bind. Plugins import this
 module, never the cycle or the registry.
@@ -28,7 +31,7 @@ from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
-from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Status
 
@@ -43,6 +46,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "RunningObserver",
     "ScorePlugin",
     "pod_class_key",
 ]
@@ -72,6 +76,13 @@ class PreFilterPlugin(Protocol):
     def pre_filter(
         self, state: CycleState, pod: PodRequest, snapshot: Snapshot
     ) -> Status | PreFilterResult: ...
+
+
+@runtime_checkable
+class RunningObserver(Protocol):
+    name: str
+
+    def observe_running(self, pods: Sequence[PodInfo]) -> None: ...
 
 
 @runtime_checkable

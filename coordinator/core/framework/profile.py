@@ -16,10 +16,12 @@ from coordinator.core.framework.interfaces import (
     NormalizeScorePlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    RunningObserver,
     ScorePlugin,
 )
 from coordinator.core.framework.memo import Memo
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.podinfo import PodInfo
 
 __all__ = ["Framework"]
 
@@ -112,6 +114,15 @@ class Framework:
         if not cache or share <= 0 or rest <= 0:
             return others
         return [*others, (cache[0], share * rest / (1.0 - share))]
+
+    def observe_running(self, pods: Iterable[PodInfo]) -> None:
+        """Hand the pods already running to the plugins that learn from them (the shape mix
+        fragmentation scores against): at start and when the settings are reloaded."""
+        observers = [p for p in self.plugins if isinstance(p, RunningObserver)]
+        if observers:
+            running = tuple(pods)
+            for p in observers:
+                p.observe_running(running)
 
     def intern(self, key: object) -> object:
         """The framework's token for ``key`` (equal keys, same token; distinct per framework)."""

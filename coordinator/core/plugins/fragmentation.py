@@ -18,14 +18,16 @@ and its free memory (as thousandths of its memory).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate, count
 from typing import Final, cast
 
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, HeldShare
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import PodInfo
 
 __all__ = [
     "DEFAULT_MIX",
@@ -37,6 +39,7 @@ __all__ = [
     "growth",
     "node_fragmentation",
     "node_room",
+    "running_shape",
     "shape_of",
 ]
 
@@ -116,6 +119,17 @@ def shape_of(pod: PodRequest) -> Shape | None:
     return None
 
 
+def running_shape(pod: PodInfo) -> Shape | None:
+    """A running pod's shape, read as :func:`shape_of` reads a pending one's (``None``: no
+    whole GPU or share)."""
+    cores = -(-pod.requests.get("cpu", 0) // 1000)
+    gib = -(-pod.requests.get("memory", 0) // 2**30)
+    if pod.share is not None:
+        return (cores, 0, pod.share.milli, gib)
+    gpus = pod.requests.get(GPU_RESOURCE, 0)
+    return (cores, gpus, 0, gib) if gpus > 0 else None
+
+
 class ShapeMix:
     """The decayed histogram of the pod shapes seen: each pod once, older pods weighing less
     (a weight halves every ``half_life`` pods)."""
@@ -132,8 +146,18 @@ class ShapeMix:
 
     def record(self, pod: PodRequest) -> None:
         """Count ``pod``'s shape, once per pod (by UID, else name)."""
-        ident = pod.uid or pod.key
-        shape = shape_of(pod)
+        self._count(pod.uid or pod.key, shape_of(pod), pod.share is not None)
+
+    def record_running(self, pods: Iterable[PodInfo]) -> None:
+        """Count the shapes of pods already running (by any scheduler), once per pod: a
+        coordinator that starts or reloads its settings sees the cluster's own mix at once
+        instead of the default one."""
+        for pod in pods:
+            self._count(pod.uid or pod.key, running_shape(pod), pod.share is not None)
+        if self._pending:
+            self._refresh()  # read at once, not after the next few pods
+
+    def _count(self, ident: str, shape: Shape | None, shared: bool) -> None:
         if shape is None or ident in self._seen:
             return
         if len(self._seen) >= _SEEN_LIMIT:
@@ -143,17 +167,20 @@ class ShapeMix:
         for k in weights:
             weights[k] *= self._decay
         weights[shape] = weights.get(shape, 0.0) + 1.0
-        self._shares = self._shares * self._decay + (1.0 if pod.share is not None else 0.0)
+        self._shares = self._shares * self._decay + (1.0 if shared else 0.0)
         if len(weights) > _MAX_SHAPES:
             del weights[min(weights, key=weights.__getitem__)]
         self._pending += 1
         if self._pending >= _REFRESH:
-            self._pending = 0
-            shapes = self._shapes()
-            old = dict(self._mix.shapes)
-            moved = sum(abs(w - old.pop(s, 0.0)) for s, w in shapes) + sum(old.values())
-            if moved / 2 >= _DRIFT:
-                self._mix = Mix(next(_VERSIONS), shapes)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        self._pending = 0
+        shapes = self._shapes()
+        old = dict(self._mix.shapes)
+        moved = sum(abs(w - old.pop(s, 0.0)) for s, w in shapes) + sum(old.values())
+        if moved / 2 >= _DRIFT:
+            self._mix = Mix(next(_VERSIONS), shapes)
 
     @property
     def sharing(self) -> bool:

@@ -23,6 +23,7 @@ from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, gib_text
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
@@ -118,6 +119,9 @@ class GpuTopology:
             state.write(_DEVICE_KEY, device_key(pod))
             return SUCCESS
         return SKIP
+
+    def observe_running(self, pods: Sequence[PodInfo]) -> None:
+        self.mix.record_running(pods)
 
     def memo_epoch(self, pod: PodRequest) -> object:
         """A share's GPU is chosen against the shape mix of the moment (whether one has room

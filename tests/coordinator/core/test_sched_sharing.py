@@ -423,3 +423,32 @@ def test_on_a_busy_cluster_a_share_finds_the_one_gpu_with_room_and_a_refusal_nam
     assert refused.message.startswith("0/16 nodes are available")
     assert "15 node(s) had no GPU with room for the share" in refused.message
     assert "1 Insufficient cpu" in refused.message
+
+
+def test_a_restarted_scheduler_reads_the_shape_mix_from_the_pods_running() -> None:
+    # Halves asking 8 cores each run on three nodes, placed by an earlier coordinator.
+    held = {"topos.io/gpu-share": "fraction=0.5"}
+    halves = [
+        running(frac(f"h{i}", "0.5", cpu="8", uid=f"u-{i}", annotations=held)) for i in range(12)
+    ]
+    busy = running(pod("busy", cpu="100"))
+    nodes = [
+        gpu_node("tight", pcie8("tight"), cpu=128),
+        gpu_node("roomy", pcie8("roomy"), cpu=256, pods=[busy]),
+    ]
+    fresh = build_framework()
+    fresh.observe_running(halves)
+    result = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), fresh)
+    assert isinstance(result, Decision)
+    assert result.node == "roomy"  # the CPU 8 free GPUs need is left on "tight", as before
+    fresh.observe_running(halves)  # seen again (a reload): counted once
+    again = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), fresh)
+    assert isinstance(again, Decision)
+    assert again.node == "roomy"
+    # Only whole-GPU pods running: no shares seen, the pod goes where it always went.
+    wholes = [running(pod(f"w{i}", gpus=1, cpu="8", uid=f"w-{i}")) for i in range(12)]
+    plain = build_framework()
+    plain.observe_running(wholes)
+    other = schedule_one(pod("batch", cpu="32"), Snapshot(nodes), plain)
+    assert isinstance(other, Decision)
+    assert other.node == "tight"
