@@ -18,12 +18,22 @@ from typing import Final
 
 from devcluster.controlplane import ControlPlane
 
-__all__ = ["Requests", "by_kind", "cpu_profile", "requests_total", "scheduler_share"]
+__all__ = [
+    "Requests",
+    "by_kind",
+    "cpu_profile",
+    "requests_total",
+    "scheduler_share",
+    "terminated_pod_watchers",
+]
 
 #: (verb, resource, subresource) → requests.
 Requests = Counter[tuple[str, str, str]]
 
 _LINE: Final = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_TERMINATED: Final = re.compile(
+    r'^apiserver_terminated_watchers_total\{[^}]*resource="pods"[^}]*\} (?P<value>\S+)$', re.M
+)
 _LABEL: Final = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 #: Rows the benchmark client and KWOK make and neither scheduler does on a successful run:
 #: the pod creates, KWOK's status writes (Running) and deletes, the clean-up between runs.
@@ -71,6 +81,14 @@ def requests_total(plane: ControlPlane) -> Requests:
         key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
         out[key] += int(float(m["value"]))
     return out
+
+
+def terminated_pod_watchers(plane: ControlPlane) -> int:
+    """Pod watches the API server has closed so far because their client fell behind (its watch
+    cache could not hand an event over in time); each costs its client a new WATCH."""
+    return sum(
+        int(float(m["value"])) for m in _TERMINATED.finditer(_get(plane, "/metrics").decode())
+    )
 
 
 def scheduler_share(before: Requests, after: Requests) -> Requests:

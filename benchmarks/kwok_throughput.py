@@ -60,6 +60,7 @@ from benchmarks.apiserver_metrics import (
     requests_total,
     scheduler_share,
 )
+from benchmarks.kwok_audit import PodListers, audit_args
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     Limit,
@@ -74,6 +75,7 @@ from benchmarks.kwok_cluster import (
     wait_ready,
 )
 from benchmarks.kwok_pods import pod_body
+from benchmarks.kwok_settle import clear, settle, warm_up
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
 from devcluster.binaries import KUBERNETES_VERSION, ensure
@@ -305,38 +307,21 @@ async def one_run(
     return scheduler
 
 
-async def settle(plane: ControlPlane, *, below: float = 0.15, limit_s: float = 180.0) -> float:
-    """Wait until the API server is quiet: under ``below`` of a core over 3 s and no LIST of pods
-    in that window, so that the load of thousands of Nodes turning Ready does not fall on the
-    first scheduler's run; seconds waited (``limit_s`` at most). It does not remove the pod LISTs
-    and WATCHes that come with the first run's pods (docs/benchmarks.md)."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < limit_s:
-        before = cpu_seconds(plane.state.apiserver_pid)
-        lists = (await asyncio.to_thread(requests_total, plane))["LIST", "pods", ""]
-        await asyncio.sleep(3.0)
-        busy = cpu_seconds(plane.state.apiserver_pid) - before >= 3.0 * below
-        listing = (await asyncio.to_thread(requests_total, plane))["LIST", "pods", ""] > lists
-        if not busy and not listing:
-            break
-    return time.perf_counter() - t0
-
-
-async def clear(kube: KubeClient, namespace: str) -> None:
-    await kube.delete_collection(PODS, namespace=namespace, grace_period_seconds=0)
-    while (await kube.list(PODS, namespace=namespace, limit=1))["items"]:  # noqa: ASYNC110
-        await asyncio.sleep(0.2)
-
-
 async def bench(args: argparse.Namespace) -> list[Run]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-kwok-"))
     plane = ControlPlane.start(
         binaries=binaries,
+        directory=work / "plane" if args.keep else None,
         settings=ControlPlaneSettings(
-            extra_apiserver_args=(*APISERVER_ARGS, *(["--profiling=true"] if args.profile else []))
+            extra_apiserver_args=(
+                *APISERVER_ARGS,
+                *(["--profiling=true"] if args.profile else []),
+                *(audit_args(work) if args.audit else ()),
+            )
         ),
     )
+    listers = PodListers(work / "audit.log", plane) if args.audit else None
     kwok: Process | None = None
     runs: list[Run] = []
     try:
@@ -353,6 +338,12 @@ async def bench(args: argparse.Namespace) -> list[Run]:
             f"{args.nodes} Nodes created in {created:.1f}s, all Ready (KWOK) {ready:.1f}s later, "
             f"API server quiet {quiet:.1f}s after that",
         )
+        if listers is not None:
+            say(args, f"{'':14s} {listers.summary()}")
+        if args.warm_up:
+            say(args, (await warm_up(plane, kube, args.nodes)).summary())
+            if listers is not None:
+                say(args, f"{'':14s} {listers.summary()}")
         backlog_for = {x.strip() for x in args.backlog.split(",") if x.strip()}
         plan = [
             (workload, limit, backlog)
@@ -402,7 +393,11 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                 proc.stop()
                 runs.append(run)
                 say(args, run.summary())
+                if listers is not None:
+                    say(args, f"{'':14s} {listers.summary()}")
                 await clear(kube, f"kwok-{tag}")
+                if listers is not None:
+                    listers.read()  # the clean-up's, not the next run's
         await kube.close()
     finally:
         if kwok is not None:
@@ -502,6 +497,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="py-spy the coordinator, and take the API server's CPU profile (pprof, first "
         f"{APISERVER_PROFILE_S} s of each run), into this directory",
+    )
+    ap.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="before the first run, put one pod straight onto every Node until Running, then "
+        "delete them (KWOK's first-pod load then falls on no scheduler's run)",
+    )
+    ap.add_argument(
+        "--audit",
+        action="store_true",
+        help="the API server writes an audit log of pod LISTs/WATCHes; print them by client "
+        "after each run",
     )
     ap.add_argument("--keep", action="store_true", help="keep the logs and configs")
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
