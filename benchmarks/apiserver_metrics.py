@@ -22,17 +22,19 @@ __all__ = [
     "Requests",
     "by_kind",
     "cpu_profile",
+    "pod_watch_cache",
     "requests_total",
     "scheduler_share",
-    "terminated_pod_watchers",
 ]
 
 #: (verb, resource, subresource) → requests.
 Requests = Counter[tuple[str, str, str]]
 
 _LINE: Final = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-_TERMINATED: Final = re.compile(
-    r'^apiserver_terminated_watchers_total\{[^}]*resource="pods"[^}]*\} (?P<value>\S+)$', re.M
+_POD_GAUGE: Final = re.compile(
+    r'^apiserver_(?P<name>terminated_watchers_total|watch_cache_capacity)\{[^}]*resource="pods"'
+    r"[^}]*\} (?P<value>\S+)$",
+    re.M,
 )
 _LABEL: Final = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 #: Rows the benchmark client and KWOK make and neither scheduler does on a successful run:
@@ -83,12 +85,15 @@ def requests_total(plane: ControlPlane) -> Requests:
     return out
 
 
-def terminated_pod_watchers(plane: ControlPlane) -> int:
-    """Pod watches the API server has closed so far because their client fell behind (its watch
-    cache could not hand an event over in time); each costs its client a new WATCH."""
-    return sum(
-        int(float(m["value"])) for m in _TERMINATED.finditer(_get(plane, "/metrics").decode())
-    )
+def pod_watch_cache(plane: ControlPlane) -> tuple[int, int]:
+    """The pods' watch cache now: its capacity (events it holds; it grows while events come
+    faster than it can hold ~75 s of them) and the pod watches it has closed so far because their
+    client fell behind (each costs that client a new WATCH)."""
+    found = {
+        m["name"]: int(float(m["value"]))
+        for m in _POD_GAUGE.finditer(_get(plane, "/metrics").decode())
+    }
+    return found.get("watch_cache_capacity", 0), found.get("terminated_watchers_total", 0)
 
 
 def scheduler_share(before: Requests, after: Requests) -> Requests:

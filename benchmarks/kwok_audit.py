@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks.apiserver_metrics import terminated_pod_watchers
+from benchmarks.apiserver_metrics import pod_watch_cache
 from devcluster.controlplane import ControlPlane
 
 __all__ = ["PodListers", "audit_args"]
@@ -63,7 +63,7 @@ class PodListers:
 
     def read(self) -> Counter[tuple[str, str, str]]:
         """(user, user agent, verb) → requests since the last reading."""
-        self.terminated = terminated_pod_watchers(self.plane)
+        self.terminated = pod_watch_cache(self.plane)[1]
         return self._read()
 
     def _read(self) -> Counter[tuple[str, str, str]]:
@@ -89,9 +89,11 @@ class PodListers:
     def summary(self) -> str:
         """One line: the pod LISTs/WATCHes since the last reading, by client."""
         counts = self._read()
-        terminated, self.terminated = self.terminated, terminated_pod_watchers(self.plane)
+        terminated = self.terminated
+        capacity, self.terminated = pod_watch_cache(self.plane)
         closed = (
             f"; pod watches the API server closed (client behind): {self.terminated - terminated}"
+            f"; pods' watch cache capacity {capacity:,}"
         )
         if not counts:
             return "audit: no pod LIST/WATCH" + closed

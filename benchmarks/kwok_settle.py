@@ -3,9 +3,10 @@ go quiet, warm KWOK up, clear a run's pods.
 
 **The warm-up.** The first pods bound to freshly created KWOK Nodes bring pod LISTs and WATCHes
 that neither scheduler makes and that come only once (docs/benchmarks.md: KWOK taking up a Node's
-pods), so they fell on whichever scheduler ran first. :func:`warm_up` puts one pod straight onto
-every Node (``spec.nodeName``, no scheduler), waits until KWOK has them all Running, deletes them
-and waits until the API server is quiet again: the measured runs then start alike.
+pods), so they fell on whichever scheduler ran first. :func:`warm_up` puts as many pods as a run
+has straight onto the Nodes (``spec.nodeName``, no scheduler; every Node gets one), waits until
+KWOK has them all Running, deletes them and waits until the API server is quiet again: the
+measured runs then start alike.
 """
 
 from __future__ import annotations
@@ -74,22 +75,24 @@ class WarmUp:
         )
 
 
-def _warm_pod(i: int) -> dict[str, object]:
+def _warm_pod(i: int, nodes: int) -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"warm-{i:05d}", "labels": {"app": "kwok-warm-up"}},
         "spec": {
-            "nodeName": node_name(i),
+            "nodeName": node_name(i % nodes),
             "containers": [{"name": "main", "image": "registry.example/pause:1"}],
         },
     }
 
 
 async def warm_up(
-    plane: ControlPlane, kube: KubeClient, nodes: int, *, timeout_s: float = 600.0
+    plane: ControlPlane, kube: KubeClient, nodes: int, pods: int, *, timeout_s: float = 600.0
 ) -> WarmUp:
-    """One pod on each of ``nodes`` Nodes until Running, then deleted (see the module doc)."""
+    """``pods`` pods (at least one on each of ``nodes`` Nodes) until Running, then deleted (see
+    the module doc)."""
+    count = max(nodes, pods)
     before = await asyncio.to_thread(requests_total, plane)
     await kube.create(
         NAMESPACES,
@@ -100,17 +103,17 @@ async def warm_up(
 
     async def create(i: int) -> None:
         async with sem:
-            await kube.create(PODS, _warm_pod(i), namespace=WARM_UP_NAMESPACE)
+            await kube.create(PODS, _warm_pod(i, nodes), namespace=WARM_UP_NAMESPACE)
 
-    await asyncio.gather(*(create(i) for i in range(nodes)))
+    await asyncio.gather(*(create(i) for i in range(count)))
     deadline = t0 + timeout_s
     while True:
         listed = await kube.list(PODS, namespace=WARM_UP_NAMESPACE, resource_version="0")
         running = sum(1 for p in listed["items"] if p.get("status", {}).get("phase") == "Running")
-        if running >= nodes:
+        if running >= count:
             break
         if time.perf_counter() > deadline:
-            raise RuntimeError(f"warm-up: only {running}/{nodes} pods Running")
+            raise RuntimeError(f"warm-up: only {running}/{count} pods Running")
         await asyncio.sleep(1.0)
     running_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -119,7 +122,7 @@ async def warm_up(
     quiet_s = await settle(plane)
     after = await asyncio.to_thread(requests_total, plane)
     return WarmUp(
-        pods=nodes,
+        pods=count,
         running_s=running_s,
         cleared_s=cleared_s,
         quiet_s=quiet_s,

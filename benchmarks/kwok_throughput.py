@@ -341,7 +341,7 @@ async def bench(args: argparse.Namespace) -> list[Run]:
         if listers is not None:
             say(args, f"{'':14s} {listers.summary()}")
         if args.warm_up:
-            say(args, (await warm_up(plane, kube, args.nodes)).summary())
+            say(args, (await warm_up(plane, kube, args.nodes, args.pods)).summary())
             if listers is not None:
                 say(args, f"{'':14s} {listers.summary()}")
         backlog_for = {x.strip() for x in args.backlog.split(",") if x.strip()}
