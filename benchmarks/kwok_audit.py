@@ -59,11 +59,12 @@ class PodListers:
     plane: ControlPlane
     offset: int = 0
     terminated: int = 0
+    initialised: int = 0
     examples: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def read(self) -> Counter[tuple[str, str, str]]:
         """(user, user agent, verb) → requests since the last reading."""
-        self.terminated = pod_watch_cache(self.plane)[1]
+        _, self.terminated, self.initialised = pod_watch_cache(self.plane)
         return self._read()
 
     def _read(self) -> Counter[tuple[str, str, str]]:
@@ -89,11 +90,12 @@ class PodListers:
     def summary(self) -> str:
         """One line: the pod LISTs/WATCHes since the last reading, by client."""
         counts = self._read()
-        terminated = self.terminated
-        capacity, self.terminated = pod_watch_cache(self.plane)
+        terminated, initialised = self.terminated, self.initialised
+        capacity, self.terminated, self.initialised = pod_watch_cache(self.plane)
         closed = (
             f"; pod watches the API server closed (client behind): {self.terminated - terminated}"
-            f"; pods' watch cache capacity {capacity:,}"
+            f"; pods' watch cache capacity {capacity:,}, re-initialised "
+            f"{self.initialised - initialised} times (each closes every pod watch)"
         )
         if not counts:
             return "audit: no pod LIST/WATCH" + closed
