@@ -29,7 +29,7 @@ from coordinator.adapters.kube.watchdecode import (
     bound_pod_fingerprint,
     node_fingerprint,
 )
-from coordinator.inventory.state import BoundPod, KubeNode
+from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
 from coordinator.inventory.translate import (
     TopologyMemo,
@@ -48,13 +48,10 @@ class _Nodes:
         self._memo = TopologyMemo()
         self._counts = counts
 
-    def prepare(self, obj: KubeObject) -> KubeNode:
-        """Each listed Node is translated as it arrives (a watch list streams 5,000 of them)."""
-        return kube_node(obj, self._memo)
-
-    def replace(self, items: list[KubeNode]) -> None:
-        self._memo.keep_only(n.name for n in items)
-        self._inventory.replace_nodes(items)
+    def replace(self, items: list[KubeObject]) -> None:
+        nodes = [kube_node(obj, self._memo) for obj in items]
+        self._memo.keep_only(n.name for n in nodes)
+        self._inventory.replace_nodes(nodes)
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
         node = kube_node(obj, self._memo)
@@ -106,7 +103,6 @@ class KubeSync:
         self._on_synced = on_synced
         #: Watch events by (resource, "applied" | "unchanged").
         self.events: Counter[tuple[str, str]] = Counter()
-        nodes = _Nodes(inventory, self.events)
         self._reflectors = tuple(
             Reflector(
                 client,
@@ -115,7 +111,6 @@ class KubeSync:
                 field_selector=selector,
                 what=what,
                 slim=slim,
-                prepare=nodes.prepare if handler is nodes else None,
                 decode=decode,
                 fingerprint=fingerprint,
                 on_unchanged=self._counter(what),
@@ -126,7 +121,7 @@ class KubeSync:
             for resource, handler, selector, what, slim, decode, fingerprint in (
                 (
                     NODES,
-                    nodes,
+                    _Nodes(inventory, self.events),
                     None,
                     "nodes",
                     node_fields,

@@ -30,7 +30,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from typing import Any, Final, Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from common.kube import (
     BadRequest,
@@ -57,9 +57,8 @@ INITIAL_EVENTS_END: Final = "k8s.io/initial-events-end"
 
 
 class Handler(Protocol):
-    def replace(self, items: list[Any]) -> None:
-        """The complete current list (first sync and every re-list), each object as the
-        reflector's ``prepare`` left it."""
+    def replace(self, items: list[KubeObject]) -> None:
+        """The complete current list (first sync and every re-list)."""
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
         """One change seen by the watch."""
@@ -83,7 +82,6 @@ class Reflector:
         on_listed: Callable[[], None] | None = None,
         missing_ok: bool = False,
         slim: Callable[[KubeObject], KubeObject] | None = None,
-        prepare: Callable[[KubeObject], Any] | None = None,
         decode: Callable[[bytes], tuple[WatchEventType, KubeObject]] | None = None,
         fingerprint: FingerprintOf | None = None,
         on_unchanged: Callable[[], None] | None = None,
@@ -94,9 +92,7 @@ class Reflector:
         """``what``: how log lines name the objects (default: the resource's plural). ``slim``:
         keeps of each object only what the handler reads, page by page as a list arrives (5,000
         Nodes as the API server sends them are some 85 MB of JSON, several times that as dicts).
-        ``prepare``: turns each listed object (after ``slim``) into what the handler's
-        ``replace`` takes, as it arrives — a watch list's objects while the rest still streams
-        in. ``decode``: a watch line → ``(type, object)`` as ``slim`` would leave it (default: the
+        ``decode``: a watch line → ``(type, object)`` as ``slim`` would leave it (default: the
         whole object, then ``slim``). ``fingerprint`` / ``on_unchanged``: drop unchanged
         ``MODIFIED`` events (see above)."""
         self._client = client
@@ -109,7 +105,6 @@ class Reflector:
         self._on_listed = on_listed
         self._missing_ok = missing_ok
         self._slim = slim
-        self._prepare = prepare
         self._decode = decode
         self._fingerprint = fingerprint
         self._on_unchanged = on_unchanged
@@ -124,8 +119,8 @@ class Reflector:
         self.watch_list = True  # False once the server refused a watch list: paged LISTs
         self._attempt = 0
 
-    async def _list(self) -> tuple[list[Any], str]:
-        items: list[Any] = []
+    async def _list(self) -> tuple[list[KubeObject], str]:
+        items: list[KubeObject] = []
         token: str | None = None
         while True:
             page = await self._client.list(
@@ -136,13 +131,12 @@ class Reflector:
                 limit=_PAGE,
                 continue_token=token,
             )
-            page_items = page["items"] if self._slim is None else map(self._slim, page["items"])
-            items.extend(page_items if self._prepare is None else map(self._prepare, page_items))
+            items.extend(page["items"] if self._slim is None else map(self._slim, page["items"]))
             token = page["continue"]
             if not token:
                 return items, page["resourceVersion"]
 
-    def _listed(self, items: list[Any]) -> None:
+    def _listed(self, items: list[KubeObject]) -> None:
         self.relists += 1
         self._handed.clear()
         self._handler.replace(items)
@@ -251,7 +245,7 @@ class Reflector:
             initial.objects.pop(key, None)
             initial.handed.pop(identity, None)
             return None
-        initial.objects[key] = obj if self._prepare is None else self._prepare(obj)
+        initial.objects[key] = obj
         if identity and seen is not None:
             initial.handed[identity] = seen[1][2]
         return None
@@ -294,5 +288,5 @@ class _Initial:
     __slots__ = ("handed", "objects")
 
     def __init__(self) -> None:
-        self.objects: dict[tuple[str, str], Any] = {}
+        self.objects: dict[tuple[str, str], KubeObject] = {}
         self.handed: dict[str, int] = {}
