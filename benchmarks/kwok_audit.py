@@ -47,7 +47,6 @@ def audit_args(work: Path) -> tuple[str, ...]:
         f"--audit-log-path={work / 'audit.log'}",
         "--audit-log-format=json",
         "--audit-log-maxbackup=1",
-        "-v=1",  # its log then says when a watch cache closes its watchers, and why
     )
 
 

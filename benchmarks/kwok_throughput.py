@@ -225,7 +225,6 @@ async def bench(args: argparse.Namespace) -> list[Run]:
     work = Path(tempfile.mkdtemp(prefix="topos-kwok-"))
     plane = ControlPlane.start(
         binaries=binaries,
-        directory=work / "plane" if args.keep else None,
         settings=ControlPlaneSettings(
             extra_apiserver_args=(
                 *APISERVER_ARGS,
@@ -415,8 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--warm-up",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="before the first run, put one pod straight onto every Node until Running, then "
-        "delete them (KWOK's first-pod load then falls on no scheduler's run)",
+        help="before the first run, put as many pods as a run straight onto the Nodes (one on "
+        "each at least) until Running, then delete them: what a fresh cluster does once (KWOK "
+        "taking up each Node's pods, the pods' watch cache growing) falls on no scheduler's run",
     )
     ap.add_argument(
         "--audit",
