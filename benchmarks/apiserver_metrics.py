@@ -18,12 +18,24 @@ from typing import Final
 
 from devcluster.controlplane import ControlPlane
 
-__all__ = ["Requests", "by_kind", "cpu_profile", "requests_total", "scheduler_share"]
+__all__ = [
+    "Requests",
+    "by_kind",
+    "cpu_profile",
+    "pod_watch_cache",
+    "requests_total",
+    "scheduler_share",
+]
 
 #: (verb, resource, subresource) → requests.
 Requests = Counter[tuple[str, str, str]]
 
 _LINE: Final = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_POD_GAUGE: Final = re.compile(
+    r"^(?:apiserver_)?(?P<name>terminated_watchers_total|watch_cache_capacity"
+    r'|watch_cache_initializations_total)\{[^}]*resource="pods"[^}]*\} (?P<value>\S+)$',
+    re.M,
+)
 _LABEL: Final = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 #: Rows the benchmark client and KWOK make and neither scheduler does on a successful run:
 #: the pod creates, KWOK's status writes (Running) and deletes, the clean-up between runs.
@@ -71,6 +83,20 @@ def requests_total(plane: ControlPlane) -> Requests:
         key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
         out[key] += int(float(m["value"]))
     return out
+
+
+def pod_watch_cache(plane: ControlPlane) -> tuple[int, int, int]:
+    """The pods' watch cache now: its capacity (events it holds; it grows while events come
+    faster than it can hold ~75 s of them), the pod watches it has closed so far because their
+    client fell behind, and how often it was (re-)initialised (which closes every pod watch).
+    Each closed watch costs its client a new WATCH."""
+    text = _get(plane, "/metrics").decode()
+    found = {m["name"]: int(float(m["value"])) for m in _POD_GAUGE.finditer(text)}
+    return (
+        found.get("watch_cache_capacity", 0),
+        found.get("terminated_watchers_total", 0),
+        found.get("watch_cache_initializations_total", 0),
+    )
 
 
 def scheduler_share(before: Requests, after: Requests) -> Requests:

@@ -86,8 +86,12 @@ def _published(name: str) -> tuple[dict[str, str], dict[str, str]]:
     return json.loads(label_text), json.loads(annotation_text)
 
 
+def node_name(index: int) -> str:
+    return f"kwok-gpu-{index:04d}"
+
+
 def node_body(index: int) -> dict[str, Any]:
-    name = f"kwok-gpu-{index:04d}"
+    name = node_name(index)
     leaf = index // NODES_PER_LEAF
     node_labels, annotations = _published(name)  # what the agent writes, topology included
     return {

@@ -15,7 +15,12 @@ created in a fresh namespace (32 creates in flight, no client-side limit on the 
 watch records when each pod is seen bound and Running. A backlog run (single-GPU pods, limits in
 ``--backlog``) creates the pods first and starts the scheduler after. Only one scheduler runs at
 a time; after its run it is stopped and its pods deleted (``deletecollection``, grace 0) so the
-next run starts on the same empty nodes.
+next run starts on the same empty nodes. Before the first run the cluster is brought to rest
+(``benchmarks/kwok_settle.py``): the API server quiet after the Nodes turn Ready, then a warm-up
+(``--no-warm-up`` skips it) of as many pods as a run put straight onto the Nodes until Running
+and deleted, so that what a fresh cluster does once (KWOK taking up each Node's pods, the pods'
+watch cache growing from its smallest size) falls on no scheduler's run. ``--audit`` prints,
+after each run, who listed and watched pods (``benchmarks/kwok_audit.py``).
 
 Figures per run: pods bound per second from the first create sent (backlog: the first bind) to
 the last bind seen on the watch; create→bound latency p50/p99 (client-side clock: the moment the
@@ -28,7 +33,7 @@ Topos/kube-scheduler ratios are the goals (≥ 1.0× pods/s; CPU and requests pe
 
     .venv/bin/python -m benchmarks.kwok_throughput [--nodes 1000] [--pods 2000]
         [--limits 50/100,unlimited] [--backlog unlimited] [--workload gpu,mixed,gang]
-        [--profile DIR] [--json]
+        [--profile DIR] [--no-warm-up] [--audit] [--keep] [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during Topos runs (raw collapsed stacks,
 one file per run). Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok,
@@ -48,18 +53,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from benchmarks.apiserver_metrics import (
-    Requests,
-    by_kind,
     cpu_profile,
     requests_total,
     scheduler_share,
 )
+from benchmarks.kwok_audit import PodListers, audit_args
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     Limit,
@@ -74,6 +77,8 @@ from benchmarks.kwok_cluster import (
     wait_ready,
 )
 from benchmarks.kwok_pods import pod_body
+from benchmarks.kwok_run import Run, cpu_seconds
+from benchmarks.kwok_settle import clear, settle, warm_up
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
 from devcluster.binaries import KUBERNETES_VERSION, ensure
@@ -85,96 +90,6 @@ CREATORS = 32
 
 #: Seconds of the API server's CPU profile taken at the start of each run (``--profile``).
 APISERVER_PROFILE_S = 8
-
-
-@dataclass
-class Run:
-    scheduler: str
-    limit: Limit
-    pods: int
-    sent: dict[str, float] = field(default_factory=dict)
-    bound: dict[str, float] = field(default_factory=dict)
-    running: dict[str, float] = field(default_factory=dict)
-    created_s: float = 0.0
-    cpu_s: float = 0.0
-    apiserver_cpu_s: float = 0.0
-    timed_out: bool = False
-    backlog: bool = False
-    workload: str = "gpu"
-    launched: float = 0.0
-    load: float = 0.0  # 1-minute load average at the end of the run (a shared machine)
-    requests: Requests = field(default_factory=Requests)  # the scheduler's, from its start
-    rss_mib: float = 0.0  # the scheduler process's resident memory when the last pod was bound
-
-    @property
-    def cpu_ms_per_pod(self) -> float:
-        return 1000 * self.cpu_s / max(1, len(self.bound))
-
-    @property
-    def requests_per_pod(self) -> float:
-        return sum(self.requests.values()) / max(1, len(self.bound))
-
-    @property
-    def mode(self) -> str:
-        return "backlog" if self.backlog else "stream"
-
-    @property
-    def start(self) -> float:
-        """Streaming: the first create sent; backlog: the first bind (start-up excluded)."""
-        if self.backlog:
-            return min(self.bound.values()) if self.bound else float("nan")
-        return min(self.sent.values())
-
-    @property
-    def span_s(self) -> float:
-        return max(self.bound.values()) - self.start if self.bound else float("nan")
-
-    @property
-    def rate(self) -> float:
-        return len(self.bound) / self.span_s if self.bound else 0.0
-
-    @property
-    def create_rate(self) -> float:
-        return self.pods / self.created_s
-
-    def latency_ms(self, q: float) -> float:
-        values = sorted(self.bound[n] - self.sent[n] for n in self.bound if n in self.sent)
-        if not values:
-            return float("nan")
-        return 1000 * values[min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))]
-
-    def summary(self) -> str:
-        running = (
-            f"Running {len(self.running)}/{self.pods} by "
-            f"{max(self.running.values()) - self.start:.1f}s"
-            if self.running
-            else "Running 0"
-        )
-        if self.backlog:
-            first = self.start - self.launched
-            timing = f"first bind {first:.1f}s after the scheduler started"
-        else:
-            timing = (
-                f"create→bound p50 {self.latency_ms(50):6.0f} ms p99 {self.latency_ms(99):6.0f} ms"
-            )
-        return (
-            f"{self.scheduler:14s} {self.limit.label:21s} {self.mode:7s} {len(self.bound)}/"
-            f"{self.pods} bound in {self.span_s:6.2f}s = {self.rate:6.1f} pods/s  {timing}  "
-            f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
-            f"{self.cpu_ms_per_pod:.2f} ms/pod; "
-            f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; RSS {self.rss_mib:.0f} MiB; "
-            f"load {self.load:.1f})"
-            f"\n{'':14s} API requests {self.requests_per_pod:.2f}/pod: {by_kind(self.requests)}"
-            + ("  TIMED OUT" if self.timed_out else "")
-        )
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system + t.children_user + t.children_system)
-    except psutil.Error:
-        return 0.0
 
 
 async def wait_bound(
@@ -305,38 +220,20 @@ async def one_run(
     return scheduler
 
 
-async def settle(plane: ControlPlane, *, below: float = 0.15, limit_s: float = 180.0) -> float:
-    """Wait until the API server is quiet: under ``below`` of a core over 3 s and no LIST of pods
-    in that window, so that the load of thousands of Nodes turning Ready does not fall on the
-    first scheduler's run; seconds waited (``limit_s`` at most). It does not remove the pod LISTs
-    and WATCHes that come with the first run's pods (docs/benchmarks.md)."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < limit_s:
-        before = cpu_seconds(plane.state.apiserver_pid)
-        lists = (await asyncio.to_thread(requests_total, plane))["LIST", "pods", ""]
-        await asyncio.sleep(3.0)
-        busy = cpu_seconds(plane.state.apiserver_pid) - before >= 3.0 * below
-        listing = (await asyncio.to_thread(requests_total, plane))["LIST", "pods", ""] > lists
-        if not busy and not listing:
-            break
-    return time.perf_counter() - t0
-
-
-async def clear(kube: KubeClient, namespace: str) -> None:
-    await kube.delete_collection(PODS, namespace=namespace, grace_period_seconds=0)
-    while (await kube.list(PODS, namespace=namespace, limit=1))["items"]:  # noqa: ASYNC110
-        await asyncio.sleep(0.2)
-
-
 async def bench(args: argparse.Namespace) -> list[Run]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-kwok-"))
     plane = ControlPlane.start(
         binaries=binaries,
         settings=ControlPlaneSettings(
-            extra_apiserver_args=(*APISERVER_ARGS, *(["--profiling=true"] if args.profile else []))
+            extra_apiserver_args=(
+                *APISERVER_ARGS,
+                *(["--profiling=true"] if args.profile else []),
+                *(audit_args(work) if args.audit else ()),
+            )
         ),
     )
+    listers = PodListers(work / "audit.log", plane) if args.audit else None
     kwok: Process | None = None
     runs: list[Run] = []
     try:
@@ -353,6 +250,12 @@ async def bench(args: argparse.Namespace) -> list[Run]:
             f"{args.nodes} Nodes created in {created:.1f}s, all Ready (KWOK) {ready:.1f}s later, "
             f"API server quiet {quiet:.1f}s after that",
         )
+        if listers is not None:
+            say(args, f"{'':14s} {listers.summary()}")
+        if args.warm_up:
+            say(args, (await warm_up(plane, kube, args.nodes, args.pods)).summary())
+            if listers is not None:
+                say(args, f"{'':14s} {listers.summary()}")
         backlog_for = {x.strip() for x in args.backlog.split(",") if x.strip()}
         plan = [
             (workload, limit, backlog)
@@ -402,7 +305,11 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                 proc.stop()
                 runs.append(run)
                 say(args, run.summary())
+                if listers is not None:
+                    say(args, f"{'':14s} {listers.summary()}")
                 await clear(kube, f"kwok-{tag}")
+                if listers is not None:
+                    listers.read()  # the clean-up's, not the next run's
         await kube.close()
     finally:
         if kwok is not None:
@@ -502,6 +409,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="",
         help="py-spy the coordinator, and take the API server's CPU profile (pprof, first "
         f"{APISERVER_PROFILE_S} s of each run), into this directory",
+    )
+    ap.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="before the first run, put as many pods as a run straight onto the Nodes (one on "
+        "each at least) until Running, then delete them: what a fresh cluster does once (KWOK "
+        "taking up each Node's pods, the pods' watch cache growing) falls on no scheduler's run",
+    )
+    ap.add_argument(
+        "--audit",
+        action="store_true",
+        help="the API server writes an audit log of pod LISTs/WATCHes; print them by client "
+        "after each run",
     )
     ap.add_argument("--keep", action="store_true", help="keep the logs and configs")
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")

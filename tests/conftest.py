@@ -25,7 +25,9 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
 - ``kubectl`` (session): ``kubectl("get", "ns")`` runs the harness's kubectl against the control
   plane and returns the ``CompletedProcess`` (text, not checked).
 - ``uncached_plane`` (session): a second control plane whose API server has no watch cache, so
-  etcd compaction shows as 410 Gone (``tests.support.etcd.compact``). Started only if asked for.
+  etcd compaction shows as 410 Gone (``tests.support.etcd.compact``), and refuses watch lists
+  (``WatchList`` off, as a server before 1.34 or one that turned it off), so what runs on it
+  lists page by page. Started only if asked for.
 
 The control plane is shared by every test of the session. A coordinator started on it
 (``coordinator.app.main.wire``) runs a scheduler that would bind *other tests'* pending pods
@@ -240,9 +242,11 @@ def kubectl(
 
 @pytest.fixture(scope="session")
 def uncached_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
-    """A second control plane: no watch cache, and the Workload API not served (as by default)."""
+    """A second control plane: no watch cache, no watch lists, and the Workload API not served
+    (as by default)."""
     settings = ControlPlaneSettings(
-        workload_api=False, extra_apiserver_args=("--watch-cache=false",)
+        workload_api=False,
+        extra_apiserver_args=("--watch-cache=false", "--feature-gates=WatchList=false"),
     )
     try:
         plane = ControlPlane.start(binaries=k8s_binaries, settings=settings)

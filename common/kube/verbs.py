@@ -113,12 +113,22 @@ class GenericVerbs(KubeClientCore):
         resource_version: str | None = None,
         timeout_seconds: int | None = None,
         bookmarks: bool = False,
+        initial_events: bool = False,
     ) -> AsyncIterator[bytes]:
         """As :meth:`watch`, each event as its undecoded line (``common.kube.watch`` decodes
-        them): for callers that decode only what they read."""
+        them): for callers that decode only what they read.
+
+        ``initial_events`` (a *watch list*, ``resource_version`` left out): the server first
+        sends every current object as ``ADDED``, then a ``BOOKMARK`` annotated
+        ``k8s.io/initial-events-end: "true"`` at the state's resourceVersion, then the changes.
+        A server without the ``WatchList`` feature refuses it with ``Invalid`` (422)."""
         query = _selectors(label_selector, field_selector)
         query["watch"] = "true"
-        if resource_version is not None:
+        if initial_events:
+            query["sendInitialEvents"] = "true"
+            query["resourceVersionMatch"] = "NotOlderThan"
+            bookmarks = True
+        elif resource_version is not None:
             query["resourceVersion"] = resource_version
         if timeout_seconds is not None:
             query["timeoutSeconds"] = timeout_seconds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -26,9 +27,20 @@ class Readiness:
     """What ``/readyz`` waits for: each component sets its flag once it is serving."""
 
     checks: dict[str, bool] = field(default_factory=dict)
+    _waiting: dict[str, asyncio.Event] = field(default_factory=dict, init=False, repr=False)
 
     def set(self, name: str, ready: bool) -> None:
         self.checks[name] = ready
+        if ready and name in self._waiting:
+            self._waiting[name].set()
+
+    def reached(self, name: str) -> asyncio.Event:
+        """An event set once ``name`` has been ready (at once if it is): what waits for it
+        starts the moment it is, not at the next poll."""
+        event = self._waiting.setdefault(name, asyncio.Event())
+        if self.checks.get(name):
+            event.set()
+        return event
 
     @property
     def ready(self) -> bool:

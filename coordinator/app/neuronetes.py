@@ -22,7 +22,7 @@ from coordinator.api.keys import INVENTORY, READINESS
 from coordinator.app.backend import Backend, KubeBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
-from coordinator.app.scheduler import RUNNING, until
+from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.state import NodeState
 from coordinator.neuronetes.hooks import NodeFacts
 from coordinator.neuronetes.kube.controller import NeuronetesController
@@ -81,7 +81,7 @@ def _context(
                 "intensities": intensities,
                 "clock": time.monotonic,
             },
-            ready=[until(lambda: bool(app[READINESS].checks.get("inventory")))],
+            ready=[app[READINESS].reached("inventory")],
         )
         tasks = [asyncio.create_task(controller.run(), name="neuronetes")]
         if source is not None and settings.carbon_intensity is not None:

@@ -95,7 +95,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             client = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             events = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
             readiness = app[READINESS]
-            synced = until(lambda: bool(readiness.checks.get("inventory")))
+            synced = readiness.reached("inventory")
             runtime = kube_runtime(
                 client,
                 inventory,

@@ -16,11 +16,11 @@ from fractions import Fraction
 
 from coordinator.core.dra.allocator import selects
 from coordinator.core.dra.capacity import share
-from coordinator.core.dra.cel import CelCompileError
 from coordinator.core.dra.demand import GpuDemand
 from coordinator.core.dra.model import DeviceId
 from coordinator.core.dra.objects import Device, SubRequest
 from coordinator.core.dra.state import DraState
+from coordinator.core.dra.values import CelCompileError
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.snapshot import Snapshot
 

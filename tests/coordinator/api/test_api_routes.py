@@ -213,10 +213,14 @@ async def test_health_readiness_and_metrics(
     client = await aiohttp_client(app)
     assert (await client.get("/healthz")).status == 200
     app[READINESS].set("inventory", False)
+    synced = app[READINESS].reached("inventory")  # what the scheduler waits on before it starts
     resp = await client.get("/readyz")
     assert resp.status == 503
     assert (await resp.json())["checks"] == {"inventory": False}
+    assert not synced.is_set()
     app[READINESS].set("inventory", True)
+    assert synced.is_set()  # at once, not at a later poll
+    assert app[READINESS].reached("inventory").is_set()
     assert (await client.get("/readyz")).status == 200
     text = await (await client.get("/metrics")).text()
     assert 'topos_inventory_nodes{state="connected"} 1.0' in text

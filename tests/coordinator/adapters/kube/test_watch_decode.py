@@ -14,7 +14,7 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from common.kube import NODES, PODS, Gone, KubeClient, KubeObject, Resource
+from common.kube import NODES, PODS, Gone, Invalid, KubeClient, KubeObject, Resource
 from common.kube.watch import parse_watch_line
 from coordinator.adapters.kube.pending import PendingPods
 from coordinator.adapters.kube.reflector import Change, Reflector
@@ -43,7 +43,8 @@ class Recorded:
 
 
 class Stream:
-    """A client whose list is ``items`` and whose watches send what the test queues."""
+    """A client whose list is ``items`` and whose watches send what the test queues; it refuses
+    a watch list as an API server without the ``WatchList`` feature does."""
 
     def __init__(self, items: list[KubeObject]) -> None:
         self.items = items
@@ -54,7 +55,11 @@ class Stream:
         self.lists += 1
         return {"items": copy.deepcopy(self.items), "resourceVersion": "1", "continue": ""}
 
-    async def watch_lines(self, resource: Resource, **_: object) -> AsyncIterator[bytes]:
+    async def watch_lines(
+        self, resource: Resource, *, initial_events: bool = False, **_: object
+    ) -> AsyncIterator[bytes]:
+        if initial_events:
+            raise Invalid("sendInitialEvents is forbidden for watch", status=422)
         while True:
             line = await self.lines.get()
             if isinstance(line, BaseException):

@@ -1,0 +1,105 @@
+"""Who lists and watches pods during the KWOK benchmark: the API server's audit log.
+
+``apiserver_request_total`` names no client, so pod LISTs and WATCHes that neither scheduler
+makes land on whichever runs at the time. With ``--audit`` the benchmark's API server writes an
+audit log (``--audit-policy-file``) holding, at the ``Metadata`` level, only the pod LISTs and
+WATCHes — who (user name, user agent), what (the request URI, its selectors), when — and
+:class:`PodListers` counts them by client between two readings: each LIST once it completes,
+each WATCH once it starts. Every client of the benchmark has a user of its own (``kwok-controller``,
+``bench-topos``, ``bench-kube-scheduler``; the benchmark itself is ``topos-admin``). With them
+the pod watches the API server closed meanwhile because their client fell behind
+(``apiserver_terminated_watchers_total``): on a fresh API server the pods' watch cache is small,
+so are the buffers of the watches opened then, and a burst of pod events closes them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchmarks.apiserver_metrics import pod_watch_cache
+from devcluster.controlplane import ControlPlane
+
+__all__ = ["PodListers", "audit_args"]
+
+_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "verbs": ["list", "watch"], "resources": [{"resources": ["pods"]}]},
+        {"level": "None"},
+    ],
+}
+
+
+def audit_args(work: Path) -> tuple[str, ...]:
+    """kube-apiserver flags writing the pod LIST/WATCH audit log to ``work/audit.log``."""
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(_POLICY))
+    return (
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={work / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-maxbackup=1",
+    )
+
+
+@dataclass
+class PodListers:
+    """Reads the audit log on from where the last reading stopped."""
+
+    path: Path
+    plane: ControlPlane
+    offset: int = 0
+    terminated: int = 0
+    initialised: int = 0
+    examples: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def read(self) -> Counter[tuple[str, str, str]]:
+        """(user, user agent, verb) → requests since the last reading."""
+        _, self.terminated, self.initialised = pod_watch_cache(self.plane)
+        return self._read()
+
+    def _read(self) -> Counter[tuple[str, str, str]]:
+        counts: Counter[tuple[str, str, str]] = Counter()
+        if not self.path.exists():
+            return counts
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next reading
+        self.offset += end
+        for line in data[:end].splitlines():
+            event: dict[str, Any] = json.loads(line)
+            verb, stage = event.get("verb", ""), event.get("stage", "")
+            if (verb, stage) not in (("list", "ResponseComplete"), ("watch", "ResponseStarted")):
+                continue
+            user = (event.get("user") or {}).get("username", "?")
+            agent = str(event.get("userAgent", "?")).split(" ")[0]
+            counts[user, agent, verb] += 1
+            self.examples.setdefault((user, verb), str(event.get("requestURI", "")))
+        return counts
+
+    def summary(self) -> str:
+        """One line: the pod LISTs/WATCHes since the last reading, by client."""
+        counts = self._read()
+        terminated, initialised = self.terminated, self.initialised
+        capacity, self.terminated, self.initialised = pod_watch_cache(self.plane)
+        closed = (
+            f"; pod watches the API server closed (client behind): {self.terminated - terminated}"
+            f"; pods' watch cache capacity {capacity:,}, re-initialised "
+            f"{self.initialised - initialised} times (each closes every pod watch)"
+        )
+        if not counts:
+            return "audit: no pod LIST/WATCH" + closed
+        parts = [
+            f"{user} ({agent}) {verb.upper()} {n:,} e.g. {self.examples[user, verb][:120]}"
+            for (user, agent, verb), n in counts.most_common()
+        ]
+        return "audit: pod LIST/WATCH by client: " + "; ".join(parts) + closed
