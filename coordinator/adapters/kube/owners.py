@@ -21,7 +21,7 @@ from typing import Any, Final
 from common import podkeys
 from common.kube import PODS, KubeClient, KubeError, KubeObject, NotFound, Resource
 from coordinator.adapters.kube.objects import Key, ObjectCache
-from coordinator.adapters.kube.pending import PendingPods, pending_selector
+from coordinator.adapters.kube.pending import PendingPods, pending_selector, unbound
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.adapters.kube.watchdecode import pending_pod_event
 from coordinator.core.podspec.inherit import Owner, inheritance
@@ -145,7 +145,7 @@ class InheritingPending:
     def replace(self, items: list[KubeObject]) -> None:
         self._pending = {}
         self._held = {}
-        self._queue.replace([obj for obj in items if self._admit(obj)])
+        self._queue.replace([obj for obj in unbound(items) if self._admit(obj)])
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
         meta = obj.get("metadata") or {}

@@ -1,13 +1,21 @@
 """Feeds the scheduling queue from the API server: every pod with ``spec.schedulerName: topos``
 that is not bound yet.
 
-A :class:`~.reflector.Reflector` with a field selector, so the server sends only our pending pods
-(optionally of one namespace); a pod that gets bound (by us or anyone) stops matching and arrives
-as ``DELETED``, as does a deleted pod — either way it leaves the queue. The server sends the last
-*matching* object in both cases, so the two cannot be told apart here: the room assumed for the
-pod is settled by its bind (it fails for a deleted pod) or by the inventory. A pod seen with a
-``deletionTimestamp`` is known to be going and releases what was held for it at once. A (re-)list
-*replaces* the queue's view: pods gone meanwhile are dropped, pods being bound stay.
+A :class:`~.reflector.Reflector` with a field selector, so the server sends only our pods that
+have not ended (optionally of one namespace). The selector leaves ``spec.nodeName`` out on
+purpose: the API server gives a watch that selects an exact ``spec.nodeName`` (``=``, its
+indexed trigger) a buffer of 10 events and closes it when a burst fills that, where other pod
+watches get up to 1,000 (kube-apiserver's ``suggestedWatchChannelSize``); at a few hundred pods
+per second it closed ours a dozen times a run. So a pod that has a node is turned into the
+``DELETED`` the server would have sent for it (:func:`~.watchdecode.pending_pod_event`, before
+the line is decoded whole) and lists skip it.
+
+A pod that gets bound (by us or anyone) arrives as ``DELETED``, as does a deleted pod — either
+way it leaves the queue. The event carries no more than the pod's metadata as last pending,
+so the two cannot be told apart here: the room assumed for the pod is settled by its bind (it
+fails for a deleted pod) or by the inventory. A pending pod seen with a ``deletionTimestamp`` is
+known to be going and releases what was held for it at once. A (re-)list *replaces* the queue's
+view: pods gone meanwhile are dropped, pods being bound stay.
 """
 
 from __future__ import annotations
@@ -18,14 +26,17 @@ from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.adapters.kube.watchdecode import pending_pod_event
 from coordinator.core.queue import SchedulingQueue
 
-__all__ = ["PendingPods", "pending_selector", "pending_watch"]
+__all__ = ["PendingPods", "pending_selector", "pending_watch", "unbound"]
 
 
 def pending_selector(scheduler_name: str = podkeys.SCHEDULER_NAME) -> str:
-    return (
-        f"spec.schedulerName={scheduler_name},spec.nodeName=,"
-        "status.phase!=Succeeded,status.phase!=Failed"
-    )
+    """Our pods that have not ended, bound or not (bound ones are dropped as they come)."""
+    return f"spec.schedulerName={scheduler_name},status.phase!=Succeeded,status.phase!=Failed"
+
+
+def unbound(items: list[KubeObject]) -> list[KubeObject]:
+    """The listed pods that have no node yet."""
+    return [obj for obj in items if not (obj.get("spec") or {}).get("nodeName")]
 
 
 class PendingPods:
@@ -36,7 +47,7 @@ class PendingPods:
 
     def replace(self, items: list[KubeObject]) -> None:
         pending = []
-        for obj in items:
+        for obj in unbound(items):
             if (obj.get("metadata") or {}).get("deletionTimestamp"):
                 self._queue.delete(obj, gone=True)
             else:

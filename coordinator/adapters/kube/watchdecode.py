@@ -203,8 +203,33 @@ class _MetaOnlyEvent(msgspec.Struct):
     object: _MetaOnly
 
 
+class _BoundMeta(msgspec.Struct, omit_defaults=True):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resourceVersion: str | None = None
+
+
+class _BoundSpec(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _Bound(msgspec.Struct):
+    metadata: _BoundMeta = msgspec.field(default_factory=_BoundMeta)
+    spec: _BoundSpec = msgspec.field(default_factory=_BoundSpec)
+
+
+class _BoundEvent(msgspec.Struct):
+    type: str
+    object: _Bound
+
+
 _SLIM_POD = msgspec.json.Decoder(_SlimPodEvent)
 _META_ONLY = msgspec.json.Decoder(_MetaOnlyEvent)
+_BOUND = msgspec.json.Decoder(_BoundEvent)
+#: A pod's ``spec.nodeName`` key as the API server writes it (inside a JSON string, such as an
+#: annotation holding a manifest, its quotes are escaped and this does not match).
+_NODE_NAME: Final = b'"nodeName":"'
 _TYPES: Final = frozenset({"ADDED", "MODIFIED", "DELETED"})
 #: How the API server starts a DELETED watch event (``type`` before ``object``).
 _DELETED: Final = b'{"type":"DELETED",'
@@ -230,7 +255,9 @@ def bound_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
 
 def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
     """A pending-pod watch line; a ``DELETED`` one (the pod was bound or deleted) with its
-    metadata alone, every other one whole."""
+    metadata alone, every other one whole. A pod that has a node is no longer pending: it comes
+    as the ``DELETED`` the server sends when a pod leaves a ``spec.nodeName=`` selector, with
+    its name, namespace, UID and resourceVersion (see :func:`~.pending.pending_selector`)."""
     if line.startswith(_DELETED):
         try:
             event = _META_ONLY.decode(line)
@@ -238,4 +265,11 @@ def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
             event = None
         if event is not None and event.type == "DELETED":
             return "DELETED", {"metadata": msgspec.to_builtins(event.object.metadata)}
+    elif _NODE_NAME in line:
+        try:
+            bound = _BOUND.decode(line)
+        except msgspec.DecodeError:
+            bound = None
+        if bound is not None and bound.type in _TYPES and bound.object.spec.nodeName:
+            return "DELETED", {"metadata": msgspec.to_builtins(bound.object.metadata)}
     return parse_watch_line(line, PODS)

@@ -289,3 +289,38 @@ def test_a_pending_pods_deletion_is_its_metadata_and_the_pod_leaves_the_queue() 
     assert obj["metadata"]["uid"] == "u9"
     handler.apply(kind, obj)
     assert len(queue) == 0
+
+
+def test_a_pod_that_got_a_node_leaves_the_queue_and_is_never_queued_again() -> None:
+    queue = SchedulingQueue()
+    handler = PendingPods(queue)
+    pending = gpu_pod("wait", 1, namespace="ml", uid="u9")
+    # a manifest in an annotation names a node inside a JSON string: still pending
+    pending["metadata"]["annotations"] = {"last-applied": '{"spec":{"nodeName":"gpu-9"}}'}
+    kind, obj = pending_pod_event(_line("ADDED", pending))
+    assert (kind, obj) == ("ADDED", pending)
+    handler.apply(kind, obj)
+    assert len(queue) == 1
+    bound = copy.deepcopy(pending)
+    bound["spec"]["nodeName"] = "gpu-1"  # bound (by us or anyone)
+    bound["metadata"]["resourceVersion"] = "42"
+    kind, obj = pending_pod_event(_line("MODIFIED", bound))
+    assert kind == "DELETED"
+    assert obj == {
+        "metadata": {"name": "wait", "namespace": "ml", "uid": "u9", "resourceVersion": "42"}
+    }
+    handler.apply(kind, obj)
+    assert len(queue) == 0
+    # its status moving on its node, or its deletion there, never queues it again
+    bound["status"] = {"phase": "Running"}
+    bound["metadata"]["deletionTimestamp"] = "2026-11-25T04:00:00Z"
+    for change in ("MODIFIED", "ADDED"):
+        handler.apply(*pending_pod_event(_line(change, bound)))
+    assert len(queue) == 0
+    # a list (the fallback without watch lists) queues only the pods without a node
+    handler.replace([copy.deepcopy(bound), copy.deepcopy(pending)])
+    assert len(queue) == 1
+    other = gpu_pod("other", 1, namespace="ml", uid="u10")
+    other["spec"]["nodeName"] = "gpu-2"
+    handler.replace([other])
+    assert len(queue) == 0
