@@ -22,7 +22,7 @@ from itertools import combinations
 
 from common.model import Link
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix
+from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix, node_room
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.plugins.sharedchoice import choose_share
 from coordinator.core.podspec.parse import PodRequest
@@ -64,8 +64,10 @@ def device_key(pod: PodRequest) -> tuple[object, ...]:
     )
 
 
-# Plans depend only on (hardware shape, device state, device key): nodes that look alike share
-# them. A memo of a pure function; bounded.
+# Plans depend only on (hardware shape, device state, device key and, for a share, the CPU and
+# memory the node has left and the pod takes — its GPU is chosen by fragmentation growth, whose
+# stranded part reads them): nodes that look alike share them. A memo of a pure function;
+# bounded.
 _PLANS: dict[tuple[object, ...], Plan | Status] = {}
 _PLANS_LIMIT = 200_000
 
@@ -92,6 +94,7 @@ def plan_placement(
         key if key is not None else device_key(pod),
         allowed,
         mix.version,
+        _share_inputs(node, pod) if pod.share is not None else None,
     )
     hit = _PLANS.get(memo_key)
     if hit is None:
@@ -100,6 +103,16 @@ def plan_placement(
             _PLANS.clear()
         _PLANS[memo_key] = hit
     return hit
+
+
+def _share_inputs(node: NodeInfo, pod: PodRequest) -> tuple[int, int, int, int]:
+    """What choosing a share's GPU reads besides the devices: the node's free CPU cores and
+    memory (GiB) and the pod's (:func:`~.fragmentation.growth`)."""
+    room = node_room(node)
+    requests = pod.requests
+    cores = -(-requests.get("cpu", 0) // 1000)
+    gib = -(-requests.get("memory", 0) // 2**30)
+    return (room.cpu, room.memory, cores, gib)
 
 
 def _plan(

@@ -15,6 +15,7 @@ import pytest
 from common.model import NodeTopology
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
+from coordinator.core.plugins import placement
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
@@ -160,3 +161,40 @@ def test_a_node_differing_in_any_scheduling_input_is_not_alike() -> None:
     one = base.rebuild((running(pod("y", node="b1", cpu="1")),))
     one_binding_a_port = base.rebuild((running(pod("y", node="b1", cpu="1", ports=port)),))
     assert one.state_key is not one_binding_a_port.state_key
+
+
+class _Forgetful(dict[object, object]):
+    """A plan memo that keeps nothing: every plan made afresh."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_share_goes_to_the_gpu_it_would_get_on_a_node_judged_afresh(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share's GPU is chosen by fragmentation growth, which reads the CPU and memory the node
+    has left and the pod's own: nodes with the same GPUs in use but different CPU left may
+    choose differently, and a plan remembered for one must not stand for the other."""
+    rng = random.Random(seed)
+    nodes = [node(f"w{i:02d}", rng.choice(("ws4", "pcie8"))) for i in range(12)]
+    remembering, afresh = Snapshot(nodes), Snapshot([n.rebuild(n.pods) for n in nodes])
+    fw, afresh_fw = build_framework(), build_framework()
+    afresh_fw.alike = None
+    for i in range(120):
+        cpu = rng.choice((1, 2, 8, 30, 60))
+        if rng.random() < 0.3:  # CPU-only: nodes with the same GPUs in use, less CPU left
+            p = request(pod(f"c{i}", uid=f"uid-c{i}", cpu=str(cpu), memory="4Gi"))
+        else:
+            fraction = rng.choice(("0.1", "0.25", "0.3", "0.5", "0.6"))
+            annotations = {"topos.io/gpu-fraction": fraction}
+            p = request(pod(f"s{i}", uid=f"uid-s{i}", cpu=str(cpu), annotations=annotations))
+        got = schedule_one(p, remembering, fw)
+        with monkeypatch.context() as m:
+            m.setattr(placement, "_PLANS", _Forgetful())
+            want = schedule_one(p, afresh, afresh_fw)
+        assert outcome(got) == outcome(want), f"pod {i}"
+        if isinstance(got, Decision):
+            remembering.assume(p, got.node, got.placement)
+            afresh.assume(p, got.node, got.placement)
