@@ -73,30 +73,22 @@ class GpuFragmentation:
             return 0.0
         mix = self.mix.current()
         requests = pod.requests
+        cores = -(-requests.get("cpu", 0) // 1000)
+        gib = -(-requests.get("memory", 0) // 2**30)
         if pod.share is None:
-            # Whole GPUs or none: the points follow the node's room alone, alike nodes share
-            # them (a key of ints, see growth's memo).
+            # Whole GPUs or none: the points follow the node's room and the pod's whole cores
+            # and GiB alone (what growth reads); alike nodes share them (a key of ints, see
+            # growth's memo). No free GPU capacity: nothing to fragment.
             room = node_room(node)
-            flat = (
-                mix.version,
-                room.free,
-                room.whole,
-                room.cpu,
-                room.memory,
-                requests.get("cpu", 0),
-                requests.get("memory", 0),
-                pod.gpus,
-            )
+            if not room.free:
+                return _NO_GROWTH
+            flat = (mix.version, room.free, room.whole, room.cpu, room.memory, cores, gib, pod.gpus)
             points = _WHOLE.get(flat)
             if points is None:
-                cores = -(-requests.get("cpu", 0) // 1000)
-                gib = -(-requests.get("memory", 0) // 2**30)
                 if len(_WHOLE) >= _SCORES_LIMIT:
                     _WHOLE.clear()
                 points = _WHOLE[flat] = _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
             return points
-        cores = -(-requests.get("cpu", 0) // 1000)
-        gib = -(-requests.get("memory", 0) // 2**30)
         placement = state.read(PLACEMENTS).get(node.name)
         if placement is None or placement.share is None or not placement.gpus:
             return _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
@@ -129,3 +121,6 @@ class GpuFragmentation:
 def _points(up: int) -> float:
     """No growth 50, one point less per ``_PER_POINT`` of growth, within 0–100."""
     return min(100.0, max(0.0, 50.0 - up / _PER_POINT))
+
+
+_NO_GROWTH: Final = _points(0)
