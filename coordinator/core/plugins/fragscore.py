@@ -23,7 +23,7 @@ from typing import Final
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import PLACEMENTS
-from coordinator.core.plugins.fragmentation import ShapeMix, growth, node_room
+from coordinator.core.plugins.fragmentation import ShapeMix, felt, growth, node_room
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.sharedchoice import nvlink_loss
 from coordinator.core.podspec.parse import PodRequest
@@ -76,13 +76,21 @@ class GpuFragmentation:
         cores = -(-requests.get("cpu", 0) // 1000)
         gib = -(-requests.get("memory", 0) // 2**30)
         if pod.share is None:
-            # Whole GPUs or none: the points follow the node's room and the pod's whole cores
-            # and GiB alone (what growth reads); alike nodes share them (a key of ints, see
-            # growth's memo). No free GPU capacity: nothing to fragment.
+            # Whole GPUs or none: the points follow the node's room (its CPU and memory as far
+            # as growth tells them apart) and the pod's whole cores and GiB alone; alike nodes
+            # share them (a key of ints, see growth's memo). No free GPU: nothing to fragment.
             room = node_room(node)
             if not room.free:
                 return _NO_GROWTH
-            flat = (mix.version, room.free, room.whole, room.cpu, room.memory, cores, gib, pod.gpus)
+            flat = (
+                mix.version,
+                room.free,
+                room.whole,
+                *felt(room, mix, cores, gib),
+                cores,
+                gib,
+                pod.gpus,
+            )
             points = _WHOLE.get(flat)
             if points is None:
                 if len(_WHOLE) >= _SCORES_LIMIT:

@@ -22,7 +22,7 @@ from itertools import combinations
 
 from common.model import Link
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix, node_room
+from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix, felt, node_room
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.plugins.sharedchoice import choose_share
 from coordinator.core.podspec.parse import PodRequest
@@ -104,9 +104,9 @@ def plan_placement(
         hit = _plan(node, pod, allowed, mix)
         _keep(memo_key, hit)
         if isinstance(hit, Plan) and hit.ranked:
-            _keep((memo_key, _share_inputs(node, pod)), hit)
+            _keep((memo_key, _share_inputs(node, pod, mix)), hit)
     elif isinstance(hit, Plan) and hit.ranked:  # chosen for a node with other CPU left?
-        by_room = (memo_key, _share_inputs(node, pod))
+        by_room = (memo_key, _share_inputs(node, pod, mix))
         hit = _PLANS.get(by_room)
         if hit is None:
             hit = _plan(node, pod, allowed, mix)
@@ -120,14 +120,13 @@ def _keep(key: tuple[object, ...], plan: Plan | Status) -> None:
     _PLANS[key] = plan
 
 
-def _share_inputs(node: NodeInfo, pod: PodRequest) -> tuple[int, int, int, int]:
-    """What choosing a share's GPU reads besides the devices: the node's free CPU cores and
-    memory (GiB) and the pod's (:func:`~.fragmentation.growth`)."""
-    room = node_room(node)
+def _share_inputs(node: NodeInfo, pod: PodRequest, mix: Mix) -> tuple[int, int, int, int]:
+    """What ranking a share's GPUs reads besides the devices: the node's free CPU cores and
+    memory (GiB, as far as :func:`~.fragmentation.growth` tells them apart) and the pod's."""
     requests = pod.requests
     cores = -(-requests.get("cpu", 0) // 1000)
     gib = -(-requests.get("memory", 0) // 2**30)
-    return (room.cpu, room.memory, cores, gib)
+    return (*felt(node_room(node), mix, cores, gib), cores, gib)
 
 
 def _plan(
