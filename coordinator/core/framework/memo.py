@@ -20,12 +20,19 @@ takes that entry — verdict, placement, scores — without a filter run. A chan
 ``NodeInfo`` with a new state key, so nothing is ever invalidated by hand; the cycle shares
 nothing for pods that name nodes (``nodeSelector``, node affinity: NodeAffinity reads the
 node's name) or use DRA (their GPUs are chosen from the node's ResourceSlices).
+
+Refusals are shared per filter. A whole node state is rarely seen twice where a pod is refused
+(the CPU its pods request differs), but what one filter reads often is: a node-local filter may
+declare ``filter_key(node)``, a token of everything of the node it reads (``None``: share
+nothing), and the framework keeps its refusals by (filter, that token, pod class). A node whose
+earlier filters pass takes such a refusal — the very status the filter would return — without
+running the filter. Passes are not kept (a filter may choose a placement as it passes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState
@@ -41,6 +48,7 @@ __all__ = [
     "MEMO_LIMIT",
     "NOT_SCORED",
     "REFUSED_BEFORE",
+    "Alike",
     "Memo",
     "Placements",
     "has_lasting_refusals",
@@ -82,6 +90,26 @@ REFUSED_BEFORE: Final = Memo(
     NOT_SCORED,
     NOT_SCORED,
 )
+
+
+@dataclass(slots=True, eq=False)
+class Alike:
+    """What nodes alike share: passing entries by (state key, pod class), and refusals by
+    (filter, its ``filter_key`` of the node, pod class) for the filters that declare one."""
+
+    entries: dict[object, Memo] = field(default_factory=dict)
+    refusals: dict[tuple[str, object, object], Status] = field(default_factory=dict)
+    #: filter name → its ``filter_key``
+    keys: dict[str, Callable[[NodeInfo], object]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, filters: Sequence[FilterPlugin]) -> Alike:
+        keys = {}
+        for f in filters:
+            key_of = getattr(f, "filter_key", None)
+            if callable(key_of):
+                keys[f.name] = key_of
+        return cls(keys=keys)
 
 
 def has_lasting_refusals(plugin: object) -> bool:
@@ -127,7 +155,7 @@ def remember(
     placements: Placements,
     epoch: object,
     since: Memo | None = None,
-    alike: dict[object, Memo] | None = None,
+    alike: Alike | None = None,
 ) -> Memo:
     """Run the node-local filters on ``node`` and remember the verdict on it (replacing what
     was remembered for ``key``). ``since``: the node's entry from another epoch, which passed:
@@ -135,8 +163,11 @@ def remember(
     passed on this very node), and the placement they chose stands unless one chooses again;
     when the same placement is chosen, ``since`` is kept, with its scores. ``alike``: the
     framework's table of entries by (state key, ``key``) — an entry there for a node in the
-    same state (and, with ``since``, of this epoch) is taken instead of running the filters."""
-    table = alike if node.state_key is not None else None
+    same state (and, with ``since``, of this epoch) is taken instead of running the filters,
+    and a filter's refusal kept there for a node it reads alike instead of running that one."""
+    if node.state_key is None:
+        alike = None
+    table = alike.entries if alike is not None else None
     shared = (node.state_key, key)
     if table is not None:
         known = table.get(shared)
@@ -146,13 +177,21 @@ def remember(
     verdict = SUCCESS
     if since is not None and since.placement is not None:
         placements[node.name] = since.placement
+    keyed = alike.keys if alike is not None else None
     for f in local_filters:
-        status = f.filter(state, pod, node)
-        if status is not SUCCESS and not status.is_success:
+        key_of = keyed.get(f.name) if keyed else None
+        if key_of is None:
+            status = f.filter(state, pod, node)
+            if status is SUCCESS or status.is_success:
+                continue
             verdict = _signed(status, f.name)
-            if has_lasting_refusals(f) and len(node.refused) < MEMO_LIMIT:
-                node.refused.add(key)
-            break
+        else:
+            verdict = _keyed_verdict(alike, f, (f.name, key_of(node), key), state, pod, node)  # type: ignore[arg-type]
+            if verdict is SUCCESS:
+                continue
+        if has_lasting_refusals(f) and len(node.refused) < MEMO_LIMIT:
+            node.refused.add(key)
+        break
     placement = dict.get(placements, node.name)
     if since is not None and verdict is SUCCESS and placement == since.placement:
         since.epoch = epoch  # chosen alike: its scores (those of an epoch under its key) stand
@@ -163,11 +202,37 @@ def remember(
         else Memo(verdict, placement, NOT_SCORED, NOT_SCORED, epoch)
     )
     _store(node.memo, key, entry)
-    if table is not None and verdict is SUCCESS:  # refusals are rarely alike: not kept
+    if table is not None and verdict is SUCCESS:  # whole states refused alike are rare
         if len(table) >= ALIKE_LIMIT:
             table.clear()
         table[shared] = entry
     return entry
+
+
+def _keyed_verdict(
+    alike: Alike,
+    f: FilterPlugin,
+    shared: tuple[str, object, object],
+    state: CycleState,
+    pod: PodRequest,
+    node: NodeInfo,
+) -> Status:
+    """``f``'s verdict on ``node``, signed: a refusal kept for its ``filter_key`` of the node, or
+    the filter run (and its refusal kept)."""
+    refusals = alike.refusals
+    if shared[1] is not None:
+        known = refusals.get(shared)
+        if known is not None:
+            return known
+    status = f.filter(state, pod, node)
+    if status is SUCCESS or status.is_success:
+        return SUCCESS
+    signed = _signed(status, f.name)
+    if shared[1] is not None:
+        if len(refusals) >= ALIKE_LIMIT:
+            refusals.clear()
+        refusals[shared] = signed
+    return signed
 
 
 #: Refusals signed by their plugin, one object per distinct refusal: nodes refused alike hold

@@ -19,7 +19,7 @@ from coordinator.core.framework.interfaces import (
     RunningObserver,
     ScorePlugin,
 )
-from coordinator.core.framework.memo import Memo
+from coordinator.core.framework.memo import Alike
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.podinfo import PodInfo
 
@@ -62,7 +62,7 @@ class Framework:
         self.score_epochs: dict[str, Callable[[PodRequest], object]] = {}
         #: Node-local results shared by nodes alike (see :mod:`.memo`): only when every
         #: node-local plugin declares ``alike_nodes = True``; ``None`` otherwise.
-        self.alike: dict[object, Memo] | None = None
+        self.alike: Alike | None = None
         for p in self.plugins:
             if isinstance(p, PreFilterPlugin):
                 self.pre_filter.append(p)
@@ -91,7 +91,7 @@ class Framework:
                     self.score_epochs[p.name] = epoch
         local = [p for p in self.plugins if self.is_local(p)]
         if all(getattr(p, "alike_nodes", False) is True for p in local):
-            self.alike = {}
+            self.alike = Alike.of([f for f in self.filter if self.is_local(f)])
 
     def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
         """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile,

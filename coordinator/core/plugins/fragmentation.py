@@ -35,6 +35,7 @@ __all__ = [
     "NodeRoom",
     "Shape",
     "ShapeMix",
+    "felt",
     "fragmentation",
     "growth",
     "node_fragmentation",
@@ -363,6 +364,24 @@ def growth(
         _GROWTH.clear()
     result = _GROWTH[key] = fragmentation(after, mix) - node_fragmentation(node, mix)
     return result
+
+
+def felt(room: NodeRoom, mix: Mix, cores: int, gib: int) -> tuple[int, int]:
+    """The free CPU cores and GiB of a node with ``room`` as far as :func:`growth` under a pod
+    taking ``cores`` and ``gib`` (and free GPU capacity, never adding any) tells them apart.
+    Beyond the largest ask of the mix and what feeding all the node's free GPUs at the mix's
+    CPU and memory per GPU takes, both before and after the pod, more changes nothing: nodes
+    with more are keyed alike."""
+    total = sum(room.free)
+    cpu = (
+        cores
+        + 1
+        + max(mix.cpu_steps[-1] if mix.cpu_steps else 0, total * mix.cores_per_gpu // WHOLE)
+    )
+    memory = (
+        gib + 1 + max(mix.gib_steps[-1] if mix.gib_steps else 0, total * mix.gib_per_gpu // WHOLE)
+    )
+    return min(room.cpu, int(cpu)), min(room.memory, int(memory))
 
 
 def node_fragmentation(node: NodeInfo, mix: Mix) -> int:

@@ -23,7 +23,7 @@ from typing import Final
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import PLACEMENTS
-from coordinator.core.plugins.fragmentation import ShapeMix, growth, node_room
+from coordinator.core.plugins.fragmentation import ShapeMix, felt, growth, node_room
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.sharedchoice import nvlink_loss
 from coordinator.core.podspec.parse import PodRequest
@@ -73,30 +73,30 @@ class GpuFragmentation:
             return 0.0
         mix = self.mix.current()
         requests = pod.requests
+        cores = -(-requests.get("cpu", 0) // 1000)
+        gib = -(-requests.get("memory", 0) // 2**30)
         if pod.share is None:
-            # Whole GPUs or none: the points follow the node's room alone, alike nodes share
-            # them (a key of ints, see growth's memo).
+            # Whole GPUs or none: the points follow the node's room (its CPU and memory as far
+            # as growth tells them apart) and the pod's whole cores and GiB alone; alike nodes
+            # share them (a key of ints, see growth's memo). No free GPU: nothing to fragment.
             room = node_room(node)
+            if not room.free:
+                return _NO_GROWTH
             flat = (
                 mix.version,
                 room.free,
                 room.whole,
-                room.cpu,
-                room.memory,
-                requests.get("cpu", 0),
-                requests.get("memory", 0),
+                *felt(room, mix, cores, gib),
+                cores,
+                gib,
                 pod.gpus,
             )
             points = _WHOLE.get(flat)
             if points is None:
-                cores = -(-requests.get("cpu", 0) // 1000)
-                gib = -(-requests.get("memory", 0) // 2**30)
                 if len(_WHOLE) >= _SCORES_LIMIT:
                     _WHOLE.clear()
                 points = _WHOLE[flat] = _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
             return points
-        cores = -(-requests.get("cpu", 0) // 1000)
-        gib = -(-requests.get("memory", 0) // 2**30)
         placement = state.read(PLACEMENTS).get(node.name)
         if placement is None or placement.share is None or not placement.gpus:
             return _points(growth(node, mix, cores, whole=pod.gpus, gib=gib))
@@ -129,3 +129,6 @@ class GpuFragmentation:
 def _points(up: int) -> float:
     """No growth 50, one point less per ``_PER_POINT`` of growth, within 0–100."""
     return min(100.0, max(0.0, 50.0 - up / _PER_POINT))
+
+
+_NO_GROWTH: Final = _points(0)

@@ -128,6 +128,14 @@ class GpuTopology:
         is not): chosen again for a newer mix."""
         return self.mix.current().version if pod.share is not None else None
 
+    def filter_key(self, node: NodeInfo) -> object:
+        """What :meth:`filter` reads of a node: its shape (labels, allocatable, hardware) and
+        device state; nodes alike in both share refusals (:mod:`~.framework.memo`). A share's
+        GPU choice also reads the CPU left, but whether it is refused does not."""
+        if node.shape_key is None:
+            return None
+        return (node.shape_key, node.device_token)
+
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if _dra_serves_gpus(state, pod, node):
             return SUCCESS

@@ -22,7 +22,7 @@ from itertools import combinations
 
 from common.model import Link
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix
+from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix, felt, node_room
 from coordinator.core.plugins.gpuchoice import GpuChoice, topology_index
 from coordinator.core.plugins.sharedchoice import choose_share
 from coordinator.core.podspec.parse import PodRequest
@@ -41,11 +41,15 @@ class Plan:
     choice: GpuChoice | None  # whole-GPU choice (None without whole GPUs or topology)
     numa_span: int  # NUMA nodes the pinned resources span (0: not pinned / unknown)
     aligned: bool  # everything the policy names sits on one NUMA node
+    #: A share's GPU chosen among several by fragmentation growth, which reads the node's free
+    #: CPU and memory and the pod's (not only its devices): remembered per those too.
+    ranked: bool = False
 
 
 _EMPTY_PLAN = Plan(Placement(), None, 0, False)
 _DEFAULT_MIX = Mix(-1, tuple(sorted(DEFAULT_MIX.items())))
-_Devices = tuple[GpuChoice | None, tuple[tuple[int, int], ...], HeldShare | None]
+# whole-GPU choice, MIG instances, a share, whether the share's GPU was ranked among several
+_Devices = tuple[GpuChoice | None, tuple[tuple[int, int], ...], HeldShare | None, bool]
 
 
 def device_key(pod: PodRequest) -> tuple[object, ...]:
@@ -64,8 +68,10 @@ def device_key(pod: PodRequest) -> tuple[object, ...]:
     )
 
 
-# Plans depend only on (hardware shape, device state, device key): nodes that look alike share
-# them. A memo of a pure function; bounded.
+# Plans depend only on (hardware shape, device state, device key) — and, where a share's GPU
+# is ranked among several by fragmentation growth (``Plan.ranked``), on the CPU and memory the
+# node has left and the pod takes, which growth reads: nodes that look alike share them. Whether
+# several GPUs fit follows the devices alone. A memo of a pure function; bounded.
 _PLANS: dict[tuple[object, ...], Plan | Status] = {}
 _PLANS_LIMIT = 200_000
 
@@ -96,10 +102,31 @@ def plan_placement(
     hit = _PLANS.get(memo_key)
     if hit is None:
         hit = _plan(node, pod, allowed, mix)
-        if len(_PLANS) >= _PLANS_LIMIT:
-            _PLANS.clear()
-        _PLANS[memo_key] = hit
+        _keep(memo_key, hit)
+        if isinstance(hit, Plan) and hit.ranked:
+            _keep((memo_key, _share_inputs(node, pod, mix)), hit)
+    elif isinstance(hit, Plan) and hit.ranked:  # chosen for a node with other CPU left?
+        by_room = (memo_key, _share_inputs(node, pod, mix))
+        hit = _PLANS.get(by_room)
+        if hit is None:
+            hit = _plan(node, pod, allowed, mix)
+            _keep(by_room, hit)
     return hit
+
+
+def _keep(key: tuple[object, ...], plan: Plan | Status) -> None:
+    if len(_PLANS) >= _PLANS_LIMIT:
+        _PLANS.clear()
+    _PLANS[key] = plan
+
+
+def _share_inputs(node: NodeInfo, pod: PodRequest, mix: Mix) -> tuple[int, int, int, int]:
+    """What ranking a share's GPUs reads besides the devices: the node's free CPU cores and
+    memory (GiB, as far as :func:`~.fragmentation.growth` tells them apart) and the pod's."""
+    requests = pod.requests
+    cores = -(-requests.get("cpu", 0) // 1000)
+    gib = -(-requests.get("memory", 0) // 2**30)
+    return (*felt(node_room(node), mix, cores, gib), cores, gib)
 
 
 def _plan(
@@ -128,10 +155,10 @@ def _plan(
     if isinstance(base, Status):
         return base
     if policy is None:
-        return Plan(_held(base, numa=_numa_of_devices(node, base)), base[0], 0, False)
+        return Plan(_held(base, numa=_numa_of_devices(node, base)), base[0], 0, False, base[3])
     if not node.numa_free:
         if policy == "best-effort":
-            return Plan(_held(base), base[0], 0, False)
+            return Plan(_held(base), base[0], 0, False, base[3])
         return Status.unresolvable(Reason.NO_NUMA_TOPOLOGY)
 
     # 2. NUMA options in the policy's order of preference.
@@ -176,7 +203,8 @@ def _plan(
         ids = tuple(sorted(n.numa for n in option))
         usage = _usage(option, cpu, mem)
         placement = _held(devices, numa=ids, numa_usage=usage, exclusive_numa=policy == "isolated")
-        plan = Plan(placement, choice, len(option), len(option) == 1)
+        # (which NUMA option wins may follow a share's ranking: remembered per CPU left too)
+        plan = Plan(placement, choice, len(option), len(option) == 1, pod.share is not None)
         # Prefer the better GPU set, then the tightest fit (keep roomy NUMA nodes free), then id.
         gkey: tuple[object, ...] = (
             (choice.worst.rank, tuple(-g for g in choice.groups_left)) if choice else (0, ())
@@ -188,7 +216,7 @@ def _plan(
     if best is not None:
         return best[1]
     if policy == "best-effort":
-        return Plan(_held(base, numa=_numa_of_devices(node, base)), base[0], 0, False)
+        return Plan(_held(base, numa=_numa_of_devices(node, base)), base[0], 0, False, base[3])
     if policy == "restricted":
         return Status.unschedulable(Reason.NUMA_RESTRICTED, detail=_want_text(cpu, mem, pod, numas))
     return Status.unschedulable(Reason.NUMA_SINGLE, detail=_want_text(cpu, mem, pod, numas))
@@ -235,7 +263,7 @@ def _gpus_on(
 
 def _held(devices: _Devices, **numa: object) -> Placement:
     """The placement of ``devices`` (whole GPUs or a share, MIG instances) with ``numa``."""
-    choice, mig, share = devices
+    choice, mig, share, _ = devices
     return Placement(
         gpus=choice.gpus if choice else (),
         mig=mig,
@@ -270,7 +298,7 @@ def _devices(
         shared = choose_share(node, pod, allowed_gpus, mix)
         if isinstance(shared, Status):
             return Status.unschedulable(Reason.NUMA_SINGLE) if option is not None else shared
-        return GpuChoice((shared[0],), Link("X"), ()), (), shared[1]
+        return GpuChoice((shared[0],), Link("X"), ()), (), shared[1], shared[2]
     if pod.gpus > 0:
         usable = len(allowed_gpus) - node.unattributed_gpus
         if usable < pod.gpus:
@@ -321,13 +349,13 @@ def _devices(
                     detail=f"requested {count}× {profile}, free {len(free)}",
                 )
             mig.extend(free[:count])
-    return choice, tuple(mig), None
+    return choice, tuple(mig), None, False
 
 
 def _numa_of_devices(node: NodeInfo, devices: _Devices) -> tuple[int, ...]:
     topo = node.topology
     assert topo is not None
-    choice, mig, _ = devices
+    choice, mig, _, _ = devices
     ids = {gpu_numa(topo, i) for i in (choice.gpus if choice else ())}
     ids |= {gpu_numa(topo, g) for g, _ in mig}
     return tuple(sorted(i for i in ids if i is not None))

@@ -76,8 +76,10 @@ def _no_room(node: NodeInfo, share: GpuShare) -> Status:
 
 def choose_share(
     node: NodeInfo, pod: PodRequest, candidates: Iterable[int], mix: Mix
-) -> tuple[int, HeldShare] | Status:
-    """The GPU and what the pod holds of it, or why no GPU of ``candidates`` will do."""
+) -> tuple[int, HeldShare, bool] | Status:
+    """The GPU and what the pod holds of it, and whether it was ranked among several GPUs that
+    fit (by growth, which reads the CPU and memory the node has left); or why no GPU of
+    ``candidates`` will do."""
     topo = node.topology
     share = pod.share
     assert topo is not None
@@ -114,4 +116,6 @@ def choose_share(
         up = growth(node, mix, cores, share=(i, held), gib=gib)
         return (up, 0 if i in node.shared else 1, node.share_room[i][0] - held.milli, i)
 
-    return min(fits, key=rank)
+    if len(fits) == 1:
+        return (*fits[0], False)
+    return (*min(fits, key=rank), True)

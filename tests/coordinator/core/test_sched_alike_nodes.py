@@ -15,6 +15,8 @@ import pytest
 from common.model import NodeTopology
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
+from coordinator.core.plugins import placement
+from coordinator.core.plugins.gpu import GpuTopology
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
@@ -97,8 +99,10 @@ def change_a_node(rng: random.Random, snapshots: list[Snapshot]) -> None:
         )
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_nodes_alike_share_results_and_decide_as_nodes_judged_alone(seed: int) -> None:
+def first_difference(seed: int, pods: int = 150) -> int | None:
+    """Replay random arrivals, departures and node changes on a framework sharing results
+    between nodes alike and on one sharing nothing: the first pod decided differently (its
+    decision, score, message or per-node reasons), or ``None``."""
     rng = random.Random(seed)
     nodes = cluster(rng)
     shared, alone = Snapshot(nodes), Snapshot([n.rebuild(n.pods) for n in nodes])
@@ -107,7 +111,7 @@ def test_nodes_alike_share_results_and_decide_as_nodes_judged_alone(seed: int) -
     alone_fw.alike = None  # shares nothing: every node judged by itself
     assumed: list[PodRequest] = []
     reused = 0  # node memo entries that stand on more than one node, summed over the cycles
-    for i in range(150):
+    for i in range(pods):
         roll = rng.random()
         if roll < 0.1 and assumed:
             gone = assumed.pop(rng.randrange(len(assumed)))
@@ -118,7 +122,8 @@ def test_nodes_alike_share_results_and_decide_as_nodes_judged_alone(seed: int) -
         p = arrival(i, rng)
         got = schedule_one(p, shared, fw)
         want = schedule_one(p, alone, alone_fw)
-        assert outcome(got) == outcome(want), f"pod {i}"
+        if outcome(got) != outcome(want):
+            return i
         if isinstance(got, Decision):
             shared.assume(p, got.node, got.placement)
             alone.assume(p, got.node, got.placement)
@@ -126,6 +131,22 @@ def test_nodes_alike_share_results_and_decide_as_nodes_judged_alone(seed: int) -
         entries = [e for n in shared.nodes for e in n.memo.values()]
         reused += len(entries) - len({id(e) for e in entries})
     assert reused > 0  # results were shared: one entry standing on several nodes
+    assert fw.alike.refusals  # refusals were kept per filter key
+    return None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nodes_alike_share_results_and_decide_as_nodes_judged_alone(seed: int) -> None:
+    assert first_difference(seed) is None
+
+
+def test_a_filter_key_leaving_out_what_the_filter_reads_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The comparison above notices a refusal shared between nodes a filter does not read
+    alike: GpuTopology keyed by the node's shape alone (not its free GPUs and shares)."""
+    monkeypatch.setattr(GpuTopology, "filter_key", lambda self, node: node.shape_key)
+    assert any(first_difference(seed) is not None for seed in range(6))
 
 
 def test_a_node_alike_in_all_but_its_name_takes_the_results_of_the_first() -> None:
@@ -160,3 +181,40 @@ def test_a_node_differing_in_any_scheduling_input_is_not_alike() -> None:
     one = base.rebuild((running(pod("y", node="b1", cpu="1")),))
     one_binding_a_port = base.rebuild((running(pod("y", node="b1", cpu="1", ports=port)),))
     assert one.state_key is not one_binding_a_port.state_key
+
+
+class _Forgetful(dict[object, object]):
+    """A plan memo that keeps nothing: every plan made afresh."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_share_goes_to_the_gpu_it_would_get_on_a_node_judged_afresh(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share's GPU is chosen by fragmentation growth, which reads the CPU and memory the node
+    has left and the pod's own: nodes with the same GPUs in use but different CPU left may
+    choose differently, and a plan remembered for one must not stand for the other."""
+    rng = random.Random(seed)
+    nodes = [node(f"w{i:02d}", rng.choice(("ws4", "pcie8"))) for i in range(12)]
+    remembering, afresh = Snapshot(nodes), Snapshot([n.rebuild(n.pods) for n in nodes])
+    fw, afresh_fw = build_framework(), build_framework()
+    afresh_fw.alike = None
+    for i in range(120):
+        cpu = rng.choice((1, 2, 8, 30, 60))
+        if rng.random() < 0.3:  # CPU-only: nodes with the same GPUs in use, less CPU left
+            p = request(pod(f"c{i}", uid=f"uid-c{i}", cpu=str(cpu), memory="4Gi"))
+        else:
+            fraction = rng.choice(("0.1", "0.25", "0.3", "0.5", "0.6"))
+            annotations = {"topos.io/gpu-fraction": fraction}
+            p = request(pod(f"s{i}", uid=f"uid-s{i}", cpu=str(cpu), annotations=annotations))
+        got = schedule_one(p, remembering, fw)
+        with monkeypatch.context() as m:
+            m.setattr(placement, "_PLANS", _Forgetful())
+            want = schedule_one(p, afresh, afresh_fw)
+        assert outcome(got) == outcome(want), f"pod {i}"
+        if isinstance(got, Decision):
+            remembering.assume(p, got.node, got.placement)
+            afresh.assume(p, got.node, got.placement)

@@ -293,6 +293,46 @@ def test_fragmentation_counts_the_gpus_the_free_cpu_cannot_feed() -> None:
     assert fragmentation(NodeRoom(cpu=4, free=free, whole=4), eights) == 4000 + 3500
 
 
+def test_nodes_keyed_alike_by_their_felt_cpu_and_memory_grow_alike() -> None:
+    """Fragmentation scores and share plans are remembered per the node's free CPU and memory
+    as :func:`felt` keys them: any two rooms it keys alike grow alike under any pod; and it
+    does tell apart rooms that grow differently (no key by the GPUs alone)."""
+    import random
+
+    from coordinator.core.plugins.fragmentation import Mix, NodeRoom, felt, fragmentation
+
+    rng = random.Random(3)
+    told_apart = 0
+    for i in range(400):
+        shapes = tuple(
+            ((rng.choice((1, 4, 8, 16)), 0, rng.choice((250, 500)), rng.choice((2, 16, 64))), 0.5)
+            for _ in range(2)
+        )
+        mix = Mix(-200 - i, shapes)
+        free = tuple(sorted(rng.choice((0, 300, 500, 1000)) for _ in range(rng.randint(1, 8))))
+        whole = free.count(1000)
+        cores, gib = rng.choice((0, 1, 6)), rng.choice((0, 4, 30))
+        take = rng.choice((0, min(whole, 1)))
+
+        def grown(
+            cpu: int, memory: int, ask: tuple[Any, ...] = (mix, free, take, cores, gib)
+        ) -> int:
+            mix_, free_, take_, cores_, gib_ = ask
+            room = NodeRoom(cpu, free_, free_.count(1000), memory)
+            after = room.without_whole(take_, cores_, gib_)
+            return fragmentation(after, mix_) - fragmentation(room, mix_)
+
+        a = (rng.randint(cores, 200), rng.randint(gib, 600))
+        b = (rng.randint(cores, 200), rng.randint(gib, 600))
+        key_a = felt(NodeRoom(a[0], free, whole, a[1]), mix, cores, gib)
+        key_b = felt(NodeRoom(b[0], free, whole, b[1]), mix, cores, gib)
+        if key_a == key_b:
+            assert grown(*a) == grown(*b), (mix, free, a, b)
+        elif grown(*a) != grown(*b):
+            told_apart += 1
+    assert told_apart > 0
+
+
 def test_the_shape_mix_counts_each_pod_once_and_forgets_slowly() -> None:
     from coordinator.core.plugins.fragmentation import ShapeMix
 
