@@ -3,10 +3,11 @@ go quiet, warm KWOK up, clear a run's pods.
 
 **The warm-up.** The first pods bound to freshly created KWOK Nodes bring pod LISTs and WATCHes
 that neither scheduler makes and that come only once (docs/benchmarks.md: KWOK taking up a Node's
-pods), so they fell on whichever scheduler ran first. :func:`warm_up` puts as many pods as a run
-has straight onto the Nodes (``spec.nodeName``, no scheduler; every Node gets one), waits until
-KWOK has them all Running, deletes them and waits until the API server is quiet again: the
-measured runs then start alike.
+pods), so they fell on whichever scheduler ran first. :func:`warm_up` makes the API requests a
+scheduler's run makes, with no scheduler: as many pods as a run has (every Node gets one) are
+created unbound, each bound through ``pods/binding`` and given a ``Scheduled`` Event, as fast as
+the server takes them; it waits until KWOK has them all Running, deletes them and waits until
+the API server is quiet again: the measured runs then start alike.
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ class WarmUp:
 
     def summary(self) -> str:
         return (
-            f"warm-up: {self.pods:,} pods put straight onto the Nodes (spec.nodeName), Running "
-            f"(KWOK) in {self.running_s:.1f}s, deleted in {self.cleared_s:.1f}s, API server "
-            f"quiet {self.quiet_s:.1f}s after; meanwhile {self.lists:,} pod LISTs and "
+            f"warm-up: {self.pods:,} pods created, bound and given an Event by the benchmark, "
+            f"Running (KWOK) in {self.running_s:.1f}s, deleted in {self.cleared_s:.1f}s, API "
+            f"server quiet {self.quiet_s:.1f}s after; meanwhile {self.lists:,} pod LISTs and "
             f"{self.watches:,} pod WATCHes"
         )
 
@@ -81,7 +82,7 @@ def _warm_pod(i: int, nodes: int) -> dict[str, object]:
         "kind": "Pod",
         "metadata": {"name": f"warm-{i:05d}", "labels": {"app": "kwok-warm-up"}},
         "spec": {
-            "nodeName": node_name(i % nodes),
+            "schedulerName": "kwok-warm-up",  # no scheduler serves it: the benchmark binds it
             "containers": [{"name": "main", "image": "registry.example/pause:1"}],
         },
     }
@@ -103,7 +104,16 @@ async def warm_up(
 
     async def create(i: int) -> None:
         async with sem:
-            await kube.create(PODS, _warm_pod(i, nodes), namespace=WARM_UP_NAMESPACE)
+            made = await kube.create(PODS, _warm_pod(i, nodes), namespace=WARM_UP_NAMESPACE)
+            name = made["metadata"]["name"]
+            node = node_name(i % nodes)
+            await kube.bind(namespace=WARM_UP_NAMESPACE, pod=name, node=node)
+            await kube.create_event(
+                regarding=made,
+                reason="Scheduled",
+                message=f"Successfully assigned {WARM_UP_NAMESPACE}/{name} to {node}",
+                component="kwok-warm-up",
+            )
 
     await asyncio.gather(*(create(i) for i in range(count)))
     deadline = t0 + timeout_s

@@ -17,9 +17,10 @@ watch records when each pod is seen bound and Running. A backlog run (single-GPU
 a time; after its run it is stopped and its pods deleted (``deletecollection``, grace 0) so the
 next run starts on the same empty nodes. Before the first run the cluster is brought to rest
 (``benchmarks/kwok_settle.py``): the API server quiet after the Nodes turn Ready, then a warm-up
-(``--no-warm-up`` skips it) of as many pods as a run put straight onto the Nodes until Running
-and deleted, so that what a fresh cluster does once (KWOK taking up each Node's pods, the pods'
-watch cache growing from its smallest size) falls on no scheduler's run. ``--audit`` prints,
+(``--no-warm-up`` skips it) of as many pods as a run, created, bound and given an Event by the
+benchmark (a scheduler's requests, no scheduler) until Running and deleted, so that what a
+fresh cluster does once (KWOK taking up each Node's pods, the pods' watch cache growing from
+its smallest size) falls on no scheduler's run. ``--audit`` prints,
 after each run, who listed and watched pods (``benchmarks/kwok_audit.py``).
 
 Figures per run: pods bound per second from the first create sent (backlog: the first bind) to
