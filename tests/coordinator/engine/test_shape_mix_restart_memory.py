@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
@@ -46,18 +48,20 @@ def node_of(memory: MemoryCluster, name: str) -> str | None:
     return node
 
 
-async def test_shares_running_at_start_steer_the_first_cpu_only_pod() -> None:
-    memory = cluster(shares_running=True)
+@pytest.mark.parametrize(
+    ("shares_running", "expected"),
+    [
+        # "tight"'s cores are left to the GPUs the running shares' mix will want
+        (True, "roomy"),
+        # only whole-GPU pods running: placed as it always was
+        (False, "tight"),
+    ],
+)
+async def test_the_pods_running_at_start_set_the_mix_of_the_first_decision(
+    shares_running: bool, expected: str
+) -> None:
+    memory = cluster(shares_running=shares_running)
     async with memory_runtime(memory.inventory, memory):
         memory.create_pod(pod("batch", cpu="32"))
         await eventually(lambda: node_of(memory, "batch"), what="batch bound", timeout_s=10)
-    # "tight"'s cores are left to the GPUs the running shares' mix will want.
-    assert node_of(memory, "batch") == "roomy"
-
-
-async def test_whole_gpu_pods_running_at_start_leave_placement_as_before() -> None:
-    memory = cluster(shares_running=False)
-    async with memory_runtime(memory.inventory, memory):
-        memory.create_pod(pod("batch", cpu="32"))
-        await eventually(lambda: node_of(memory, "batch"), what="batch bound", timeout_s=10)
-    assert node_of(memory, "batch") == "tight"
+    assert node_of(memory, "batch") == expected
