@@ -164,11 +164,12 @@ def _record_trouble(runtime: SchedulerRuntime, gangs: GangRuntime, history: Doma
 
 
 def until(condition: Callable[[], bool]) -> asyncio.Event:
-    """An event set once ``condition()`` holds (polled every 0.1 s on the running loop)."""
+    """An event set once ``condition()`` holds (polled every 0.1 s on the running loop); the
+    inventory's readiness has an event of its own (``Readiness.reached``)."""
     event = asyncio.Event()
 
     async def poll() -> None:
-        # Readiness flags and leadership are plain state owned elsewhere: poll them.
+        # Leadership is plain state owned elsewhere: poll it.
         while not condition():  # noqa: ASYNC110
             await asyncio.sleep(0.1)
         event.set()

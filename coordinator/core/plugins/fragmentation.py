@@ -152,28 +152,46 @@ class ShapeMix:
     def record_running(self, pods: Iterable[PodInfo]) -> None:
         """Count the shapes of pods already running (by any scheduler), once per pod: a
         coordinator that starts or reloads its settings sees the cluster's own mix at once
-        instead of the default one."""
+        instead of the default one. They count as one arrival (their order is not known): each
+        weighs 1 and what was seen before fades as that many pods make it fade — one pass, not
+        one per pod (a cluster may run tens of thousands)."""
+        counts: dict[Shape, int] = {}
+        shares = 0
         for pod in pods:
-            self._count(pod.uid or pod.key, running_shape(pod), pod.share is not None)
-        if self._pending:
+            shape = running_shape(pod)
+            if shape is not None and self._first_sight(pod.uid or pod.key):
+                counts[shape] = counts.get(shape, 0) + 1
+                shares += pod.share is not None
+        if counts:
+            self._add(counts, shares)
             self._refresh()  # read at once, not after the next few pods
 
     def _count(self, ident: str, shape: Shape | None, shared: bool) -> None:
-        if shape is None or ident in self._seen:
+        if shape is None or not self._first_sight(ident):
             return
-        if len(self._seen) >= _SEEN_LIMIT:
-            self._seen.clear()
-        self._seen.add(ident)
-        weights = self._weights
-        for k in weights:
-            weights[k] *= self._decay
-        weights[shape] = weights.get(shape, 0.0) + 1.0
-        self._shares = self._shares * self._decay + (1.0 if shared else 0.0)
-        if len(weights) > _MAX_SHAPES:
-            del weights[min(weights, key=weights.__getitem__)]
+        self._add({shape: 1}, int(shared))
         self._pending += 1
         if self._pending >= _REFRESH:
             self._refresh()
+
+    def _first_sight(self, ident: str) -> bool:
+        if ident in self._seen:
+            return False
+        if len(self._seen) >= _SEEN_LIMIT:
+            self._seen.clear()
+        self._seen.add(ident)
+        return True
+
+    def _add(self, counts: Mapping[Shape, int], shares: int) -> None:
+        fade = self._decay ** sum(counts.values())
+        weights = self._weights
+        for k in weights:
+            weights[k] *= fade
+        for shape, n in counts.items():
+            weights[shape] = weights.get(shape, 0.0) + n
+        self._shares = self._shares * fade + shares
+        while len(weights) > _MAX_SHAPES:
+            del weights[min(weights, key=weights.__getitem__)]
 
     def _refresh(self) -> None:
         self._pending = 0
