@@ -5,6 +5,7 @@ it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
@@ -94,6 +95,20 @@ class Run:
             f"\n{'':14s} API requests {self.requests_per_pod:.2f}/pod: {by_kind(self.requests)}"
             + ("  TIMED OUT" if self.timed_out else "")
         )
+
+    def write_series(self, path: Path) -> None:
+        """The pods as CSV, by send time: seconds from :attr:`start` to send, bind, Running."""
+        t0 = self.start
+
+        def at(times: dict[str, float], name: str) -> str:
+            return f"{times[name] - t0:.4f}" if name in times else ""
+
+        names = sorted(self.sent, key=self.sent.__getitem__)
+        lines = ["pod,sent_s,bound_s,running_s"]
+        lines += [
+            f"{n},{at(self.sent, n)},{at(self.bound, n)},{at(self.running, n)}" for n in names
+        ]
+        path.write_text("\n".join(lines) + "\n")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -34,7 +34,7 @@ Topos/kube-scheduler ratios are the goals (≥ 1.0× pods/s; CPU and requests pe
 
     .venv/bin/python -m benchmarks.kwok_throughput [--nodes 1000] [--pods 2000]
         [--limits 50/100,unlimited] [--backlog unlimited] [--workload gpu,mixed,gang]
-        [--profile DIR] [--no-warm-up] [--audit] [--keep] [--json]
+        [--profile DIR] [--no-warm-up] [--audit] [--keep] [--series DIR] [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during Topos runs (raw collapsed stacks,
 one file per run). Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok,
@@ -306,6 +306,8 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                 proc.stop()
                 runs.append(run)
                 say(args, run.summary())
+                if args.series:
+                    run.write_series(Path(args.series) / f"{tag}-{run.mode}.csv")
                 if listers is not None:
                     say(args, f"{'':14s} {listers.summary()}")
                 await clear(kube, f"kwok-{tag}")
@@ -426,14 +428,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "after each run",
     )
     ap.add_argument("--keep", action="store_true", help="keep the logs and configs")
+    ap.add_argument(
+        "--series",
+        default="",
+        help="write each run's pods (sent, bound, Running; seconds from the run's start) as "
+        "CSV into this directory",
+    )
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     args = ap.parse_args(argv)
     info = machine()
     say(args, f"machine: {info['CPU']}, {info['cores']}, {info['memory']}, {info['Python']}")
     say(args, f"Kubernetes v{KUBERNETES_VERSION} (kube-apiserver, kube-scheduler), KWOK")
     started = time.perf_counter()
-    if args.profile:
-        Path(args.profile).mkdir(parents=True, exist_ok=True)
+    for folder in (args.profile, args.series):
+        if folder:
+            Path(folder).mkdir(parents=True, exist_ok=True)
     runs = asyncio.run(bench(args))
     load = os.getloadavg()[0]
     table = rows(runs, args.nodes)
