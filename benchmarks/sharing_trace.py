@@ -15,15 +15,18 @@ through ``schedule_one`` on a ``Snapshot`` (``topos_arm.py``). ``--topos-mode wh
 fractional pod a whole GPU (``nvidia.com/gpu: 1``, Topos without sharing), ``fraction`` sends
 ``topos.io/gpu-fraction`` instead (reported as unsupported when the build ignores it), ``both``
 runs the two. Also timed: µs per decision (decide and hold the choice), median over seeds.
+``--against REV`` adds the Topos arm of another commit (``benchmarks/sharing/against.py``; the
+code of issue 17's day is ``2272839``), and the speed goal is judged against it.
 
 Run: ``.venv/bin/python -m benchmarks.sharing_trace [--seeds 10] [--scale 1.0]
-[--topos-mode both] [--plot docs/sharing_trace.png]``; ``--json`` prints rows for
+[--topos-mode both] [--against REV] [--plot docs/sharing_trace.png]``; ``--json`` prints rows for
 ``benchmarks.run_all``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -31,6 +34,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.sharing.against import (
+    THIS_TREE,
+    AgainstError,
+    Tree,
+    against_label,
+    replay_at,
+    this_tree,
+    worktree,
+)
 from benchmarks.sharing.fgd import Fgd
 from benchmarks.sharing.plot import write_png
 from benchmarks.sharing.policies import BASELINES, Policy, best_fit
@@ -86,6 +98,7 @@ def run(
     ratio: float = 1.3,
     topos_mode: str = "both",
     baselines: Sequence[str] = (*BASELINES, "fgd", WHOLE_BASELINE),
+    against: Tree | None = None,
     progress: bool = False,
 ) -> Results:
     policies: dict[str, tuple[Policy, bool]] = {}
@@ -116,6 +129,10 @@ def run(
                 modes.remove(True)
             else:
                 out.runs.setdefault(r.policy, []).append(r)
+        if against is not None:
+            for tree, fraction in ((against, False), (this_tree(), True)):
+                r = replay_at(tree, work, scale=scale, ratio=ratio, fraction=fraction)
+                out.runs.setdefault(r.policy, []).append(r)
         if progress:
             print(f"  seed {seed}: {len(work.pods):,} pods", file=sys.stderr, flush=True)
     return out
@@ -130,6 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--plot", default=str(ROOT / "docs" / "sharing_trace.png"), help="'' for none")
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     ap.add_argument(
+        "--against",
+        default="",
+        metavar="REV",
+        help="also run the Topos arm of commit REV (whole GPU per fraction; in a git worktree, "
+        "a process of its own) and judge the speed goal against it: the code of the issue's "
+        "day is 2272839",
+    )
+    ap.add_argument(
         "--digests",
         action="store_true",
         help="print a digest of each Topos replay's decisions (equal: the same decisions)",
@@ -141,19 +166,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--scale must be in (0, 10]: a fraction (or multiple) of the trace's 1,213 nodes")
     if args.ratio < 1.0:
         ap.error("--ratio must be at least 1.0: the metric is read at 100 % of capacity")
-    res = run(
-        range(args.seeds),
-        args.scale,
-        ratio=args.ratio,
-        topos_mode=args.topos_mode,
-        progress=not args.json,
-    )
+    try:
+        with contextlib.ExitStack() as stack:
+            tree = stack.enter_context(worktree(args.against)) if args.against else None
+            res = run(
+                range(args.seeds),
+                args.scale,
+                ratio=args.ratio,
+                topos_mode=args.topos_mode,
+                against=tree,
+                progress=not args.json,
+            )
+    except AgainstError as exc:
+        print(f"sharing_trace: --against {args.against}: {exc}", file=sys.stderr)
+        return 2
     summaries = summarise(res.runs)
     case = f"{res.nodes:,} nodes, {res.gpus:,} GPUs, {args.seeds} seeds"
     notes = [
         f"cluster {case} (scale {args.scale:g} of cluster-trace-gpu-v2023); arrivals to "
         f"{args.ratio:g} × capacity; load average {os.getloadavg()[0]:.1f} at the end",
-        goal(summaries, res.unsupported),
+        goal(
+            summaries,
+            res.unsupported,
+            speed=(
+                (against_label(THIS_TREE, fraction=True), against_label(args.against))
+                if args.against
+                else None
+            ),
+        ),
     ]
     text = "\n\n".join([table(summaries, res.unsupported), curve_table(summaries)])
     if args.plot and summaries:

@@ -6,15 +6,24 @@ Nothing here asserts a time or a ranking between baselines that chance could rev
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any, cast
 
 import pytest
 
+from benchmarks.sharing.against import (
+    ROOT,
+    THIS_TREE,
+    AgainstError,
+    against_label,
+    replay_at,
+    worktree,
+)
 from benchmarks.sharing.cluster import Choice, Cluster
 from benchmarks.sharing.fgd import Fgd
 from benchmarks.sharing.policies import BASELINES, best_fit
-from benchmarks.sharing.replay import curve, replay_baseline
-from benchmarks.sharing.report import TOPOS_FRACTION, TOPOS_WHOLE
+from benchmarks.sharing.replay import CURVE_POINTS, Run, curve, replay_baseline
+from benchmarks.sharing.report import TOPOS_FRACTION, TOPOS_WHOLE, Summary, goal
 from benchmarks.sharing.topos_arm import FRACTION_KEY, Ledger, fraction_support, pod_object
 from benchmarks.sharing.topos_arm import replay as topos_replay
 from benchmarks.sharing.trace import (
@@ -26,7 +35,7 @@ from benchmarks.sharing.trace import (
     popularity,
     workload,
 )
-from benchmarks.sharing_trace import run
+from benchmarks.sharing_trace import main, run
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 
 SCALE = 0.05  # 61 nodes, 313 GPUs
@@ -136,3 +145,62 @@ def test_the_topos_ledger_names_a_gpu_given_beyond_its_milli() -> None:
     ledger.hold("t4", PodShape(1, 250, 1000, 1024), (1,), whole=True)  # a whole GPU
     ledger.hold("t4", PodShape(1, MILLI, 1000, 1024), (1,), whole=True)
     assert ledger.violations == ["t4 GPU 0: 1050 milli held", "t4 GPU 1: 2000 milli held"]
+
+
+def _git_checkout() -> bool:
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "HEAD"], capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _git_checkout(), reason="needs a git checkout with commits")
+def test_against_a_commit_runs_its_arm_on_the_same_arrivals() -> None:
+    work = workload(SCALE, seed=0)
+    here = topos_replay(work, fraction=False)
+    with worktree("HEAD") as tree:
+        assert tree.path.is_dir()
+        assert not tree.path.is_relative_to(ROOT)
+        there = replay_at(tree, work, scale=SCALE, ratio=1.3)
+    assert not tree.path.exists()  # the worktree is removed after
+    assert there.policy == against_label("HEAD") == "topos at HEAD, whole GPU per fraction"
+    assert (there.placed, there.violations) == (here.placed, ())
+    assert there.curve == curve([p.demand for p in work.pods], here.allocated, work.capacity)
+
+
+def test_against_an_unknown_commit_is_refused_before_any_replay(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(AgainstError, match="no-such-rev"), worktree("no-such-rev"):
+        pass
+    argv = ["--against", "no-such-rev", "--seeds", "1", "--scale", str(SCALE), "--plot", ""]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--against no-such-rev" in err
+    assert "seed 0" not in err
+
+
+def _summary(policy: str, us: float, unallocated: float) -> Summary:
+    points = tuple([unallocated] * CURVE_POINTS)
+    return Summary(policy, (Run(policy, 0, 1000, 900, us * 1000 / 1e6, points),))
+
+
+def test_the_speed_goal_is_judged_against_the_arms_it_names() -> None:
+    summaries = [
+        _summary(TOPOS_FRACTION, 700, 0.04),
+        _summary(TOPOS_WHOLE, 500, 0.18),
+        _summary("best-fit", 200, 0.072),
+        _summary("fgd", 400, 0.056),
+        _summary(against_label(THIS_TREE, fraction=True), 650, 0.04),
+        _summary(against_label("2272839"), 800, 0.18),
+    ]
+    strict = goal(summaries, {})
+    assert "not met" in strict
+    assert "(1.40×)" in strict
+    today = (against_label(THIS_TREE, fraction=True), against_label("2272839"))
+    judged = goal(summaries, {}, speed=today)
+    assert "— met" in judged
+    assert "650 µs/decision against topos at 2272839" in judged
+    assert "(0.81×)" in judged
+    worse = [*summaries[:2], _summary("best-fit", 200, 0.05), *summaries[3:]]
+    assert "not met" in goal(worse, {}, speed=today)  # 4.0 % > 0.6 × 5.0 %
