@@ -61,31 +61,37 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
+def _width(summaries: Sequence[Summary]) -> int:
+    return max([32, *(len(s.policy) for s in summaries)])
+
+
 def table(summaries: Sequence[Summary], unsupported: Mapping[str, str]) -> str:
     seeds = max((len(s.runs) for s in summaries), default=0)
     head = f"unallocated at 100 % (median [min–max], {seeds} seeds)"
-    lines = [f"{'policy':32s}  {head:50s}  {'placed pods (median)':22s}  µs/decision"]
+    w = _width(summaries)
+    lines = [f"{'policy':{w}s}  {head:50s}  {'placed pods (median)':22s}  µs/decision"]
     for s in summaries:
         med, lo, hi = s.at_capacity
         placed, arrived = s.placed
         flag = f"  VIOLATIONS: {s.violations[0]} (+{len(s.violations) - 1})" if s.violations else ""
         lines.append(
-            f"{s.policy:32s}  {f'{_pct(med)} [{_pct(lo)}–{_pct(hi)}]':50s}  "
+            f"{s.policy:{w}s}  {f'{_pct(med)} [{_pct(lo)}–{_pct(hi)}]':50s}  "
             f"{f'{placed:,.0f} of {arrived:,.0f}':22s}  {s.us_per_decision:,.0f}{flag}"
         )
     for policy, why in unsupported.items():
-        lines.append(f"{policy:32s}  fractional asks not supported by this build: {why}")
+        lines.append(f"{policy:{w}s}  fractional asks not supported by this build: {why}")
     return "\n".join(lines)
 
 
 def curve_table(summaries: Sequence[Summary]) -> str:
+    w = _width(summaries)
     lines = [
         "unallocated GPU share (median %) by arrived GPU demand (% of capacity):",
-        f"{'arrived':32s}" + "".join(f"{x:>6d}" for x in CURVE_AT),
+        f"{'arrived':{w}s}" + "".join(f"{x:>6d}" for x in CURVE_AT),
     ]
     for s in summaries:
         c = s.curve
-        lines.append(f"{s.policy:32s}" + "".join(f"{100 * c[x]:6.1f}" for x in CURVE_AT))
+        lines.append(f"{s.policy:{w}s}" + "".join(f"{100 * c[x]:6.1f}" for x in CURVE_AT))
     return "\n".join(lines)
 
 
