@@ -189,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.tree = args.tree or [str(ROOT)]
     args.paths = [Path(tree).resolve() for tree in args.tree]
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)  # py-spy writes no directory
     results = asyncio.run(bench(args))
     for tree, figures in results.items():
         started, first, cpu = (statistics.median(f[k] for f in figures) for k in range(3))
