@@ -19,6 +19,7 @@ from typing import Any
 from common import labels as L
 from common import podkeys
 from common.model import NodeTopology, worst_link
+from coordinator.core.podspec.sharing import parse_held
 from coordinator.demo.scenario import DemoJob
 from coordinator.inventory.store import Inventory
 from coordinator.sim.locality import best_link_rank, span
@@ -39,6 +40,15 @@ class PodPlace:
     link: str = ""  # worst link among the pod's GPUs: "NVSwitch", "NV4", "PIX", …
     best_link: bool | None = None  # on the best class the node offers (None: < 2 GPUs)
     message: str = ""  # why it is pending
+    shared_gpu: int | None = None  # the GPU it holds part of (``topos.io/gpu-share``)
+    share_milli: int = 0  # thousandths of that GPU
+    share_mib: int = 0  # MiB of its memory
+
+    @property
+    def share(self) -> str:
+        if self.shared_gpu is None:
+            return ""
+        return f"{self.share_milli / 1000:g} of GPU {self.shared_gpu} ({self.share_mib} MiB)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,8 @@ class DemoReport:
     busy_mig: int
     stranded: int  # idle whole GPUs on partly used nodes
     idle: int
+    shared_gpus: int  # GPUs held in parts (busy: never free for a whole-GPU pod)
+    share_pods: int  # running pods holding those parts
     multi_gpu_pods: int
     best_link_pods: int
     gangs: int
@@ -91,6 +103,8 @@ class DemoReport:
             "busy_mig": self.busy_mig,
             "stranded_gpus": self.stranded,
             "idle_gpus": self.idle,
+            "shared_gpus": self.shared_gpus,
+            "share_pods": self.share_pods,
             "multi_gpu_pods": self.multi_gpu_pods,
             "best_link_pods": self.best_link_pods,
             "gangs": self.gangs,
@@ -114,6 +128,15 @@ class DemoReport:
                             "mig": list(p.mig),
                             "numa": list(p.numa),
                             "link": p.link,
+                            "share": (
+                                None
+                                if p.shared_gpu is None
+                                else {
+                                    "gpu": p.shared_gpu,
+                                    "fraction": p.share_milli / 1000,
+                                    "memory_mib": p.share_mib,
+                                }
+                            ),
                             "message": p.message,
                         }
                         for p in r.pods
@@ -166,6 +189,17 @@ def pod_place(obj: Mapping[str, Any], topologies: Mapping[str, NodeTopology]) ->
                 for inst in g.mig_instances:
                     if dev in (inst.uuid, f"{g.uuid}/gi{inst.gi_id}"):
                         mig.append(f"{inst.profile} on GPU {g.index}")
+    held = parse_held(str(ann.get(podkeys.GPU_SHARE, "")))
+    if held is not None and len(gpus) == 1:  # part of that GPU, not all of it
+        return PodPlace(
+            name,
+            state,
+            node,
+            numa=numa,
+            shared_gpu=gpus[0],
+            share_milli=held.milli,
+            share_mib=held.memory_mib,
+        )
     link = ""
     best: bool | None = None
     if topology is not None and len(gpus) >= 2:
@@ -205,6 +239,8 @@ def _why_pod(p: PodPlace) -> str:
         parts.append(text)
     if p.mig:
         parts.append("MIG " + ", ".join(p.mig))
+    if p.share:
+        parts.append(p.share)
     if p.numa and len(p.gpus) > 1:
         parts.append("NUMA " + ",".join(map(str, p.numa)))
     return "; ".join(parts)
@@ -221,6 +257,11 @@ def _why_pods(pods: Sequence[PodPlace], *, pinned: bool) -> str:
         parts.append(text)
     migs = Counter(m.split(" on ")[0] for p in pods for m in p.mig)
     parts += [f"{count}× MIG {profile}" for profile, count in sorted(migs.items())]
+    shares = Counter(p.share_milli for p in pods if p.shared_gpu is not None)
+    if shares:
+        held = len({(p.node, p.shared_gpu) for p in pods if p.shared_gpu is not None})
+        asks = " + ".join(f"{n}× {milli / 1000:g}" for milli, n in sorted(shares.items()))
+        parts.append(f"{asks} of one GPU, sharing {held} GPU" + ("s" if held > 1 else ""))
     if pinned and all(len(p.numa) == 1 for p in pods):
         parts.append("each on one NUMA node (its CPUs, memory and GPUs)")
     nodes = len({p.node for p in pods})
@@ -298,6 +339,9 @@ def build_report(
     running = [p for r in rows for p in r.pods if p.state == "running"]
     busy_by_node: dict[str, int] = {}
     mig_by_node: dict[str, int] = {}
+    shared = {(p.node, p.shared_gpu) for p in running if p.shared_gpu is not None}
+    for node, _ in shared:  # a shared GPU is busy: a whole-GPU pod cannot have it
+        busy_by_node[node] = busy_by_node.get(node, 0) + 1
     for p in running:
         busy_by_node[p.node] = busy_by_node.get(p.node, 0) + len(p.gpus)
         mig_by_node[p.node] = mig_by_node.get(p.node, 0) + len(p.mig)
@@ -335,6 +379,8 @@ def build_report(
         busy_mig=mig_busy,
         stranded=stranded,
         idle=idle,
+        shared_gpus=len(shared),
+        share_pods=sum(1 for p in running if p.shared_gpu is not None),
         multi_gpu_pods=len(multi),
         best_link_pods=sum(1 for p in multi if p.best_link),
         gangs=len(gang_rows),
@@ -349,6 +395,11 @@ def _pct(a: int, b: int) -> str:
 
 def format_report(report: DemoReport) -> str:
     lines = ["Jobs", ""]
+    shared = (
+        f"; {report.shared_gpus} of them shared by {report.share_pods} pods"
+        if report.shared_gpus
+        else ""
+    )
     header = ("JOB", "WHAT", "PODS", "STATE", "WHERE")
     table = [header] + [
         (r.job.name, r.job.kind, f"{r.placed}/{len(r.pods)}", r.state, r.where) for r in report.rows
@@ -366,7 +417,7 @@ def format_report(report: DemoReport) -> str:
         "Cluster",
         "",
         f"  GPU utilisation   {report.busy_gpus}/{report.gpus} whole GPUs busy "
-        f"({_pct(report.busy_gpus, report.gpus)}), "
+        f"({_pct(report.busy_gpus, report.gpus)}{shared}), "
         f"{report.busy_mig}/{report.mig_instances} MIG instances "
         f"({_pct(report.busy_mig, report.mig_instances)})",
         f"  fragmentation     {report.stranded} of {report.idle} idle GPUs stranded on partly "

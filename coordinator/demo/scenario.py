@@ -16,7 +16,8 @@ spine-2 leaf-4   ``l40s-01`` … ``l40s-06``: 8× L40S on PCIe switches, two soc
 **Workload** — what a shared ML/HPC cluster sees in a morning, written as users write it (only
 ``schedulerName: topos`` added): multi-node training gangs (a leaf's worth, two nodes, one that
 must wait for room), NUMA-pinned HPC pods, MIG inference pods, rendering pairs on PCIe, notebooks
-on one GPU, a 4-GPU job that wants NVLink, and one pod no node can hold. Phase 2 finishes some of
+on one GPU and notebooks on part of one, a 4-GPU job that wants NVLink, and one pod no node can
+hold. Phase 2 finishes some of
 the work (the first pretraining run and the notebooks end), and the pretraining run that waited
 gets the leaf that was freed.
 """
@@ -157,6 +158,24 @@ def _gang(
     )
 
 
+def _shares() -> tuple[dict[str, Any], ...]:
+    """Notebooks asking for part of one GPU (docs/sharing.md), each vocabulary once: Topos' own
+    fraction, KAI's ``gpu-fraction`` as KAI users write it, and an amount of GPU memory (11Gi of
+    an L40S's 45Gi: 0.245 of the GPU). Together they fill two GPUs."""
+    asks = (
+        {podkeys.GPU_FRACTION.canonical: "0.5"},
+        {podkeys.GPU_FRACTION.canonical: "0.5"},
+        {"gpu-fraction": "0.25"},
+        {"gpu-fraction": "0.25"},
+        {podkeys.GPU_MEMORY.canonical: "11Gi"},
+        {podkeys.GPU_MEMORY.canonical: "11Gi"},
+    )
+    return tuple(
+        _pod(f"notebook-share-{i}", "notebook-share", cpu="2", product=L40S, annotations=ask)
+        for i, ask in enumerate(asks)
+    )
+
+
 def demo_workload() -> list[DemoJob]:
     numa = {
         podkeys.NUMA_POLICY.canonical: "single-numa",
@@ -241,6 +260,11 @@ def demo_workload() -> list[DemoJob]:
                 _pod(f"rerank-3g-{i}", "rerank-3g", mig="3g.20gb", cpu="4", priority=1000)
                 for i in range(2)
             ),
+        ),
+        DemoJob(
+            "notebook-share",
+            "6× part of one L40S GPU",
+            _shares(),
         ),
         DemoJob(
             "notebook",

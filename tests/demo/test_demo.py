@@ -104,6 +104,7 @@ def test_numa_pinned_and_multi_gpu_pods(report: dict[str, Any]) -> None:
 
 def test_no_gpu_or_mig_instance_is_handed_out_twice(report: dict[str, Any]) -> None:
     held: Counter[tuple[str, str]] = Counter()
+    shared: Counter[tuple[str, str]] = Counter()  # (node, gpu) → thousandths held in parts
     busy = 0
     for job in report["jobs"]:
         for pod in job["pod_places"]:
@@ -112,13 +113,37 @@ def test_no_gpu_or_mig_instance_is_handed_out_twice(report: dict[str, Any]) -> N
             busy += len(pod["gpus"])
             held.update((pod["node"], f"gpu{g}") for g in pod["gpus"])
             held.update((pod["node"], m) for m in pod["mig"])
+            if pod["share"] is not None:
+                shared[pod["node"], f"gpu{pod['share']['gpu']}"] += round(
+                    1000 * pod["share"]["fraction"]
+                )
     assert held, "nothing is running"
     # MIG ids are "<profile> on GPU <n>": two instances of one profile on one GPU are distinct
     # instances, so only whole GPUs must be unique here
     assert all(n == 1 for (_, dev), n in held.items() if dev.startswith("gpu"))
-    assert report["busy_gpus"] == busy
+    # a GPU held in parts is held by no pod whole, and its parts add up to at most all of it
+    assert not set(shared) & set(held)
+    assert all(0 < milli <= 1000 for milli in shared.values())
+    assert report["shared_gpus"] == len(shared)
+    assert report["busy_gpus"] == busy + len(shared)
     assert 0 < report["busy_gpus"] <= report["gpus"] == 224
     assert report["stranded_gpus"] <= report["idle_gpus"]
+
+
+def test_notebooks_asking_for_part_of_a_gpu_share_gpus(report: dict[str, Any]) -> None:
+    job = jobs(report)["notebook-share"]
+    assert (job["state"], job["placed"], job["pods"]) == ("running", 6, 6)
+    shares = [p["share"] for p in job["pod_places"]]
+    assert all(p["gpus"] == [] for p in job["pod_places"])  # no pod holds a GPU whole
+    # each vocabulary read as written: Topos' fraction, KAI's gpu-fraction, an amount of memory
+    # (11Gi of an L40S's 46,068 MiB is 0.245 of it, rounded up)
+    assert sorted(s["fraction"] for s in shares) == [0.245, 0.245, 0.25, 0.25, 0.5, 0.5]
+    assert {s["memory_mib"] for s in shares if s["fraction"] == 0.245} == {11264}
+    gpus = {(p["node"], p["share"]["gpu"]) for p in job["pod_places"]}
+    assert len(gpus) < len(shares)  # shared, not one GPU each
+    assert all(p["node"].startswith("l40s-") for p in job["pod_places"])
+    assert "of one GPU, sharing" in job["why"]
+    assert report["share_pods"] == 6
 
 
 def test_progress_goes_to_stderr_in_lines_when_not_a_terminal(report: dict[str, Any]) -> None:
@@ -146,6 +171,7 @@ def test_cli_run_prints_the_report_and_exits_zero() -> None:
     assert "GPU utilisation" in out
     assert "fragmentation" in out
     assert "locality" in out
+    assert "of them shared by 6 pods" in out
     assert "Traceback" not in proc.stderr
 
 
