@@ -65,6 +65,13 @@ class Run:
     def create_rate(self) -> float:
         return self.pods / self.created_s
 
+    @property
+    def kept_up(self) -> float:
+        """Streamed: bound pods/s over the rate this run's pods were created at. Both schedulers
+        bind about as fast as the API server lets the benchmark create, which varies from run to
+        run on a shared machine: this is the part of it each scheduler kept up with."""
+        return self.rate / self.create_rate if self.created_s else float("nan")
+
     def latency_ms(self, q: float) -> float:
         values = sorted(self.bound[n] - self.sent[n] for n in self.bound if n in self.sent)
         if not values:
@@ -84,6 +91,7 @@ class Run:
         else:
             timing = (
                 f"create→bound p50 {self.latency_ms(50):6.0f} ms p99 {self.latency_ms(99):6.0f} ms"
+                f", {self.kept_up:.1%} of the creation rate"
             )
         return (
             f"{self.scheduler:14s} {self.limit.label:21s} {self.mode:7s} {len(self.bound)}/"
