@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 from common.model import NodeTopology, worst_link
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
+from coordinator.core.podspec.sharing import gib_text
 
 __all__ = [
     "COMPONENT",
@@ -123,10 +124,17 @@ def _link_name(topology: NodeTopology, gpus: tuple[int, ...]) -> str:
 
 
 def scheduled_message(pod: PodRef, decision: Decision, topology: NodeTopology | None) -> str:
-    """``Successfully assigned ns/pod to node (GPUs 0,1,2,3 NVLink; NUMA 0)``."""
+    """``Successfully assigned ns/pod to node (GPUs 0,1,2,3 NVLink; NUMA 0)``; a share:
+    ``… (0.5 of GPU 3, 39.8Gi of its memory)``."""
     parts: list[str] = []
     placement = decision.placement
-    if placement.gpus:
+    share = placement.share
+    if share is not None and len(placement.gpus) == 1:
+        parts.append(
+            f"{share.milli / 1000:g} of GPU {placement.gpus[0]}, "
+            f"{gib_text(share.memory_mib)} of its memory"
+        )
+    elif placement.gpus:
         text = "GPU" if len(placement.gpus) == 1 else "GPUs"
         text += " " + ",".join(str(g) for g in placement.gpus)
         link = _link_name(topology, placement.gpus) if topology is not None else ""

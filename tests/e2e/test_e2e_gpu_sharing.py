@@ -1,7 +1,8 @@
 """End to end on the real control plane: pods sharing one GPU (docs/sharing.md).
 
 Two pods asking ``topos.io/gpu-fraction: "0.5"`` (and no ``nvidia.com/gpu``) on one DGX H100 are
-bound to the same GPU, each annotated with it and with its share. A coordinator started afresh
+bound to the same GPU, each annotated with it and with its share; the ``Scheduled`` Event says
+which part of which GPU. A coordinator started afresh
 reads the shares back from those annotations: the next half goes to another GPU, since the first
 is full, and a pod asking for more GPU memory than any GPU has is told so, naming the key.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.kube import KubeClient
-from tests.support.gpu_cluster import GpuCluster, assignment
+from tests.support.gpu_cluster import GpuCluster, assignment, gpu_indices
 from tests.support.pods import pod
 
 
@@ -29,6 +30,7 @@ async def test_two_halves_share_a_gpu_and_a_restart_reads_the_shares_back(
         a = await cluster.bound("a")
         await cluster.create(_half("b"))
         b = await cluster.bound("b")
+        scheduled = await cluster.event("Scheduled", name="b")
     node_a, gpus_a, _ = assignment(a)
     node_b, gpus_b, _ = assignment(b)
     assert node_a == node_b == node
@@ -37,6 +39,13 @@ async def test_two_halves_share_a_gpu_and_a_restart_reads_the_shares_back(
     for placed in (a, b):
         share = placed["metadata"]["annotations"]["topos.io/gpu-share"]
         assert share.startswith("fraction=0.5,memory=")
+    # kubectl describe pod: the Event says it is part of a GPU, which one, and how much memory
+    (index,) = gpu_indices(cluster.topologies[node], gpus_b)
+    numa = cluster.topologies[node].gpus[index].numa_node
+    assert scheduled["message"] == (
+        f"Successfully assigned {namespace}/b to {node} "
+        f"(0.5 of GPU {index}, 39.8Gi of its memory; NUMA {numa})"
+    )
 
     async with cluster.coordinator():  # a restart: only the API server's word is left
         await cluster.create(_half("c"))
