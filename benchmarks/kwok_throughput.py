@@ -34,7 +34,8 @@ Topos/kube-scheduler ratios are the goals (≥ 1.0× pods/s; CPU and requests pe
 
     .venv/bin/python -m benchmarks.kwok_throughput [--nodes 1000] [--pods 2000]
         [--limits 50/100,unlimited] [--backlog unlimited] [--workload gpu,mixed,gang]
-        [--profile DIR] [--no-warm-up] [--audit] [--keep] [--series DIR] [--json]
+        [--rate PODS_PER_S] [--profile DIR] [--no-warm-up] [--audit] [--keep] [--series DIR]
+        [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during Topos runs (raw collapsed stacks,
 one file per run). Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok,
@@ -140,6 +141,7 @@ async def one_run(
     timeout_s: float,
     running_grace_s: float,
     apiserver_profile: Path | None = None,
+    rate: float = 0.0,
 ) -> Process:
     """One measured run; returns the scheduler process (still running) for the caller to stop.
 
@@ -175,10 +177,13 @@ async def one_run(
     async def create(i: int) -> None:
         name = f"p-{i:05d}"
         body = pod_body(name, scheduler_name, workload=run.workload, index=i, size=run.pods)
+        if paced:  # the i-th create is due i / rate seconds after the first
+            await asyncio.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
         async with sem:
             run.sent[name] = time.perf_counter()
             await kube.create(PODS, body, namespace=namespace)
 
+    paced = rate > 0 and not run.backlog
     t0 = time.perf_counter()
     await asyncio.gather(*(create(i) for i in range(run.pods)))
     run.created_s = time.perf_counter() - t0
@@ -294,6 +299,7 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                     run,
                     f"kwok-{tag}",
                     timeout_s=args.timeout,
+                    rate=args.rate,
                     running_grace_s=10,
                     apiserver_profile=(
                         Path(args.profile) / f"apiserver-{tag}.pprof" if args.profile else None
@@ -405,6 +411,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--gang-size", type=int, default=64, help="members of the gang workload")
     ap.add_argument("--order", default="kube-scheduler,topos", help="which runs first")
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="streamed runs: create the pods at this many per second (0: as fast as the API "
+        "server takes them). Below what the machine sustains, both schedulers see the same "
+        "arrivals and create→bound measures the scheduler, not the API server's headroom",
+    )
     ap.add_argument("--binds", type=int, default=64, help="Topos scheduler.maxBindsInFlight")
     ap.add_argument("--timeout", type=float, default=120.0, help="per run, after the creates")
     ap.add_argument(
@@ -436,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     args = ap.parse_args(argv)
+    if args.rate < 0:
+        ap.error("--rate must be 0 (as fast as possible) or a positive number of pods per second")
     info = machine()
     say(args, f"machine: {info['CPU']}, {info['cores']}, {info['memory']}, {info['Python']}")
     say(args, f"Kubernetes v{KUBERNETES_VERSION} (kube-apiserver, kube-scheduler), KWOK")
