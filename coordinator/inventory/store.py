@@ -449,6 +449,12 @@ class Inventory:
         for name in self.names():
             yield self._view(self._records[name])
 
+    def bound_pod(self, uid: str) -> BoundPod | None:
+        """The bound pod with this UID, if the inventory holds it (as it was reported: without
+        the devices the agent says it holds)."""
+        node = self._pod_node.get(uid)
+        return None if node is None else self._records[node].pods.get(uid)
+
     def bound_pods(self, name: str) -> tuple[BoundPod, ...]:
         """The pods bound to node ``name`` (any scheduler), for the scheduler's snapshot, with
         the devices the agent reports each holds (``held_gpus``)."""

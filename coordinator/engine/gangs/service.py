@@ -137,6 +137,7 @@ class GangRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        self.step.membership.close()
         if self.recovery is not None:
             self.recovery.close()
 
