@@ -19,7 +19,7 @@ from typing import Any
 from common import labels as L
 from common import podkeys
 from common.model import NodeTopology, worst_link
-from coordinator.core.podspec.sharing import parse_held
+from coordinator.core.podspec.sharing import HeldShare, parse_held
 from coordinator.demo.scenario import DemoJob
 from coordinator.inventory.store import Inventory
 from coordinator.sim.locality import best_link_rank, span
@@ -41,14 +41,7 @@ class PodPlace:
     best_link: bool | None = None  # on the best class the node offers (None: < 2 GPUs)
     message: str = ""  # why it is pending
     shared_gpu: int | None = None  # the GPU it holds part of (``topos.io/gpu-share``)
-    share_milli: int = 0  # thousandths of that GPU
-    share_mib: int = 0  # MiB of its memory
-
-    @property
-    def share(self) -> str:
-        if self.shared_gpu is None:
-            return ""
-        return f"{self.share_milli / 1000:g} of GPU {self.shared_gpu} ({self.share_mib} MiB)"
+    share: HeldShare | None = None  # how much of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +123,11 @@ class DemoReport:
                             "link": p.link,
                             "share": (
                                 None
-                                if p.shared_gpu is None
+                                if p.share is None
                                 else {
                                     "gpu": p.shared_gpu,
-                                    "fraction": p.share_milli / 1000,
-                                    "memory_mib": p.share_mib,
+                                    "fraction": p.share.milli / 1000,
+                                    "memory_mib": p.share.memory_mib,
                                 }
                             ),
                             "message": p.message,
@@ -191,15 +184,7 @@ def pod_place(obj: Mapping[str, Any], topologies: Mapping[str, NodeTopology]) ->
                         mig.append(f"{inst.profile} on GPU {g.index}")
     held = parse_held(str(ann.get(podkeys.GPU_SHARE, "")))
     if held is not None and len(gpus) == 1:  # part of that GPU, not all of it
-        return PodPlace(
-            name,
-            state,
-            node,
-            numa=numa,
-            shared_gpu=gpus[0],
-            share_milli=held.milli,
-            share_mib=held.memory_mib,
-        )
+        return PodPlace(name, state, node, numa=numa, shared_gpu=gpus[0], share=held)
     link = ""
     best: bool | None = None
     if topology is not None and len(gpus) >= 2:
@@ -239,8 +224,8 @@ def _why_pod(p: PodPlace) -> str:
         parts.append(text)
     if p.mig:
         parts.append("MIG " + ", ".join(p.mig))
-    if p.share:
-        parts.append(p.share)
+    if p.share is not None and p.shared_gpu is not None:
+        parts.append(p.share.of_gpu(p.shared_gpu))
     if p.numa and len(p.gpus) > 1:
         parts.append("NUMA " + ",".join(map(str, p.numa)))
     return "; ".join(parts)
@@ -257,7 +242,7 @@ def _why_pods(pods: Sequence[PodPlace], *, pinned: bool) -> str:
         parts.append(text)
     migs = Counter(m.split(" on ")[0] for p in pods for m in p.mig)
     parts += [f"{count}× MIG {profile}" for profile, count in sorted(migs.items())]
-    shares = Counter(p.share_milli for p in pods if p.shared_gpu is not None)
+    shares = Counter(p.share.milli for p in pods if p.share is not None)
     if shares:
         held = len({(p.node, p.shared_gpu) for p in pods if p.shared_gpu is not None})
         asks = " + ".join(f"{n}× {milli / 1000:g}" for milli, n in sorted(shares.items()))

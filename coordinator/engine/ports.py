@@ -24,7 +24,6 @@ from typing import Any, Final, Protocol
 from common.model import NodeTopology, worst_link
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
-from coordinator.core.podspec.sharing import gib_text
 
 __all__ = [
     "COMPONENT",
@@ -128,12 +127,8 @@ def scheduled_message(pod: PodRef, decision: Decision, topology: NodeTopology | 
     ``… (0.5 of GPU 3, 39.8Gi of its memory)``."""
     parts: list[str] = []
     placement = decision.placement
-    share = placement.share
-    if share is not None and len(placement.gpus) == 1:
-        parts.append(
-            f"{share.milli / 1000:g} of GPU {placement.gpus[0]}, "
-            f"{gib_text(share.memory_mib)} of its memory"
-        )
+    if placement.share is not None and len(placement.gpus) == 1:
+        parts.append(placement.share.of_gpu(placement.gpus[0]))
     elif placement.gpus:
         text = "GPU" if len(placement.gpus) == 1 else "GPUs"
         text += " " + ",".join(str(g) for g in placement.gpus)

@@ -89,6 +89,10 @@ class HeldShare:
         """The ``topos.io/gpu-share`` value: ``fraction=0.5,memory=40Gi``."""
         return f"fraction={self.milli / WHOLE:g},memory={mib_text(self.memory_mib)}"
 
+    def of_gpu(self, gpu: int) -> str:
+        """For people: ``0.5 of GPU 3, 39.8Gi of its memory``."""
+        return f"{self.milli / WHOLE:g} of GPU {gpu}, {gib_text(self.memory_mib)} of its memory"
+
 
 @dataclass(frozen=True, slots=True)
 class GpuShare:
