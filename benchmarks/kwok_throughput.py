@@ -174,6 +174,8 @@ async def one_run(
     cpu0 = 0.0 if scheduler is None else cpu_seconds(scheduler.pid)
     sem = asyncio.Semaphore(CREATORS)
 
+    paced = rate > 0 and not run.backlog
+
     async def create(i: int) -> None:
         name = f"p-{i:05d}"
         body = pod_body(name, scheduler_name, workload=run.workload, index=i, size=run.pods)
@@ -183,7 +185,6 @@ async def one_run(
             run.sent[name] = time.perf_counter()
             await kube.create(PODS, body, namespace=namespace)
 
-    paced = rate > 0 and not run.backlog
     t0 = time.perf_counter()
     await asyncio.gather(*(create(i) for i in range(run.pods)))
     run.created_s = time.perf_counter() - t0

@@ -6,12 +6,13 @@ too). This arm checks out ``REV`` into a temporary git worktree and runs *its* T
 scheduling core, its ``benchmarks/sharing/topos_arm.py``) in a process of its own, on the seed's
 workload drawn by its own ``trace.py`` — refused when that draw differs from this build's.
 
-The collector is set as this build's arm sets it (frozen after the cluster is built, thresholds
-10,000/50/100). An arm that predates ``steady_collector`` gets the same settings through a clock
-that settles the collector just before its first timed decision, so the comparison is of the
-scheduling code, not of the collector. This tree's fraction arm is run the same way (a fresh
-process per seed, :func:`this_tree`), and the speed goal compares those two: an arm run inside
-the benchmark's own process, after the baselines, carries their objects and is slower for it.
+The collector is set as this build's arm sets it (frozen after the cluster is built, the
+coordinator's ``STEADY_THRESHOLDS``). An arm that predates ``steady_collector`` gets the same
+settings through a clock that settles the collector just before its first timed decision, so the
+comparison is of the scheduling code, not of the collector. This tree's fraction arm is run the
+same way (a fresh process per seed, :func:`this_tree`), and the speed goal compares those two:
+an arm run inside the benchmark's own process, after the baselines, carries their objects and is
+slower for it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Final
 
 from benchmarks.sharing.replay import Run, curve
 from benchmarks.sharing.trace import Workload
+from coordinator.app.collector import STEADY_THRESHOLDS
 
 __all__ = [
     "THIS_TREE",
@@ -41,7 +43,8 @@ __all__ = [
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 
-# Runs inside REV's worktree: argv = scale seed ratio fraction(0/1); prints one JSON line.
+# Runs inside REV's worktree: argv = scale seed ratio fraction(0/1) thresholds("a,b,c"); prints
+# one JSON line.
 _SCRIPT: Final = r"""
 import gc, json, sys, time
 from benchmarks.sharing import topos_arm
@@ -49,6 +52,7 @@ from benchmarks.sharing.trace import workload
 
 scale, seed, ratio = float(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 fraction = sys.argv[4] == "1"
+thresholds = tuple(int(t) for t in sys.argv[5].split(","))
 work = workload(scale, seed, ratio)
 if not hasattr(topos_arm, "steady_collector"):
     class _SettlingClock:
@@ -59,7 +63,7 @@ if not hasattr(topos_arm, "steady_collector"):
                 self.first = False
                 gc.collect()
                 gc.freeze()
-                gc.set_threshold(10_000, 50, 100)
+                gc.set_threshold(*thresholds)
             return time.perf_counter()
 
     topos_arm.time = _SettlingClock()
@@ -72,7 +76,6 @@ print(json.dumps({
     "seconds": got.seconds,
     "allocated": got.allocated,
     "violations": list(got.violations),
-    "digest": getattr(got, "digest", ""),
 }))
 """
 
@@ -90,8 +93,7 @@ def against_label(rev: str, *, fraction: bool = False) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Tree:
-    rev: str
-    commit: str
+    rev: str  # as the user named it
     path: Path
 
 
@@ -114,7 +116,7 @@ def worktree(rev: str) -> Iterator[Tree]:
         try:
             if not (path / "benchmarks" / "sharing" / "topos_arm.py").exists():
                 raise AgainstError(f"{rev} has no benchmarks/sharing/topos_arm.py")
-            yield Tree(rev, commit, path)
+            yield Tree(rev, path)
         finally:
             git("worktree", "remove", "--force", str(path))
 
@@ -122,7 +124,7 @@ def worktree(rev: str) -> Iterator[Tree]:
 def this_tree() -> Tree:
     """This checkout as it is (uncommitted changes included), to run its arm as ``REV``'s is
     run: a fresh process each seed, so neither side carries the other arms' objects."""
-    return Tree(THIS_TREE, "", ROOT)
+    return Tree(THIS_TREE, ROOT)
 
 
 def replay_at(
@@ -139,6 +141,7 @@ def replay_at(
             str(work.seed),
             repr(ratio),
             "1" if fraction else "0",
+            ",".join(map(str, STEADY_THRESHOLDS)),
         ],
         cwd=tree.path,
         env={"PYTHONPATH": str(tree.path), "PATH": "/usr/bin:/bin"},

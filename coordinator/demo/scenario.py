@@ -17,9 +17,8 @@ spine-2 leaf-4   ``l40s-01`` … ``l40s-06``: 8× L40S on PCIe switches, two soc
 ``schedulerName: topos`` added): multi-node training gangs (a leaf's worth, two nodes, one that
 must wait for room), NUMA-pinned HPC pods, MIG inference pods, rendering pairs on PCIe, notebooks
 on one GPU and notebooks on part of one, a 4-GPU job that wants NVLink, and one pod no node can
-hold. Phase 2 finishes some of
-the work (the first pretraining run and the notebooks end), and the pretraining run that waited
-gets the leaf that was freed.
+hold. Phase 2 finishes some of the work (the first pretraining run and the notebooks on one GPU
+end), and the pretraining run that waited gets the leaf that was freed.
 """
 
 from __future__ import annotations
