@@ -4,9 +4,11 @@ coordinators; prints rounds, kills, violations by kind and the failover times (g
 violations over at least 1,000 rounds).
 
 Starts the harness's etcd + kube-apiserver on 127.0.0.1, four simulated GPU nodes (two DGX A100,
-two 8-GPU PCIe boxes, 32 GPUs) with real agents on the fake NVML, and a real ``topos coordinator``
-process; the rounds and the invariants are those of ``tests/churn`` (its CI test runs a short
-version). The same seed gives the same actions; the seed is printed, ``--seed`` reproduces a run.
+two 8-GPU PCIe boxes, 32 GPUs) with real agents on the fake NVML and KWOK as their kubelet with the
+playground's stages (``--kubelet none``: no kubelet, every deletion forced), and a real
+``topos coordinator`` process; the rounds and the invariants are those of ``tests/churn`` (its CI
+test runs a short version). The same seed gives the same actions; the seed is printed, ``--seed``
+reproduces a run.
 
     .venv/bin/python -m benchmarks.churn_soak --rounds 1000 --kills 100 --failovers 5
 """
@@ -39,13 +41,16 @@ async def _namespace(kube: KubeClient, stem: str) -> str:
     return name
 
 
-async def soak(args: argparse.Namespace, kubeconfig: Path, directory: Path) -> int:
+async def soak(
+    args: argparse.Namespace, kubeconfig: Path, directory: Path, kwok: Path | None
+) -> int:
     settings = ChurnSettings(
         seed=args.seed,
         rounds=args.rounds,
         kills=args.kills if args.kills is not None else max(1, args.rounds // 10),
         settle_timeout_s=args.settle_timeout,
         time_limit_s=args.time_limit,
+        kwok=kwok,
     )
 
     def say(line: str) -> None:
@@ -74,7 +79,9 @@ async def soak(args: argparse.Namespace, kubeconfig: Path, directory: Path) -> i
         f"rounds: {result.rounds_done} of {result.rounds_planned}"
         + (" (stopped by --time-limit)" if result.stopped_by_time else "")
         + f" in {result.elapsed_s:.0f} s; pods created {result.pods_created}, "
-        f"deleted {result.pods_deleted}"
+        f"deleted {result.pods_deleted} ({result.graceful_deletes} gracefully); "
+        f"gangs created {result.gangs_created}; "
+        f"kubelet: {'KWOK (the playground stages)' if kwok else 'none'}"
     )
     print(f"coordinator kills (SIGKILL + restart): {result.kills}")
     if settle:
@@ -105,15 +112,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=3600.0, help="seconds for the rounds")
     ap.add_argument("--show", type=int, default=40, help="violations to list")
     ap.add_argument("--quiet", action="store_true", help="no per-event lines")
+    ap.add_argument(
+        "--kubelet",
+        choices=("kwok", "none"),
+        default="kwok",
+        help="kwok: KWOK runs the pods with the playground's stages and finishes graceful "
+        "deletions (default); none: pods stay bound, every deletion forced",
+    )
     args = ap.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 2**31)
     print(f"churn soak, seed {args.seed}", flush=True)
     started = time.monotonic()
-    plane = ControlPlane.start(binaries=ensure())
+    binaries = ensure(kwok=args.kubelet == "kwok")
+    plane = ControlPlane.start(binaries=binaries)
     try:
         with tempfile.TemporaryDirectory(prefix="topos-churn-") as tmp:
-            rc = asyncio.run(soak(args, plane.kubeconfig, Path(tmp)))
+            rc = asyncio.run(soak(args, plane.kubeconfig, Path(tmp), binaries.kwok))
     finally:
         plane.stop()
     print(f"total {time.monotonic() - started:.0f} s")

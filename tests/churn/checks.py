@@ -12,6 +12,9 @@ what a person needs to look at: the round, the kind, the pod, the node, the GPU 
 - ``numa-split``: a ``single-numa`` pod whose GPUs sit on more than one NUMA node;
 - ``unexplained``: a pod neither bound nor given a reason (``PodScheduled=False`` or a
   ``FailedScheduling`` Event about its UID) within the settle time;
+- ``vanished``: a pod the harness created and did not delete is gone, or another pod has its
+  name (something deleted a pod it was not asked to: the playground's kubelet deleting by name a
+  pod re-created under a terminating pod's name did);
 - ``non-leader-bind`` (two coordinators): a bind reported by a coordinator that did not hold the
   Lease.
 """
@@ -182,6 +185,25 @@ def check_state(
                 )
             )
     found += partial_gangs(round_, live)
+    return found
+
+
+def vanished(
+    round_: int, created: Mapping[str, str], pods: Sequence[KubeObject]
+) -> list[Violation]:
+    """Pods created (``created``: UID by name) and not deleted by the harness that the API
+    server no longer has under that UID."""
+    present = {name(p): uid(p) for p in pods}
+    found = []
+    for pod, want in sorted(created.items()):
+        have = present.get(pod)
+        if have != want:
+            detail = (
+                f"uid {want[:8]} is gone, no pod of that name"
+                if have is None
+                else f"uid {want[:8]} is gone, the name now has uid {have[:8]}"
+            )
+            found.append(Violation(round_, "vanished", pod, detail=detail))
     return found
 
 

@@ -26,6 +26,7 @@ import aiohttp
 import yaml
 
 from common.kube import NODES, KubeClient
+from devcluster.kubelet import kwok_args, render_stages
 from devcluster.nodes import SimNode, plan_nodes, register
 from devcluster.processes import free_port, spawn
 from tests.support.subprocess_env import subprocess_env
@@ -181,6 +182,41 @@ class Agents:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"agents not ready (see {self.log_path})")
             await asyncio.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class Kubelet:
+    """KWOK as the run's nodes' kubelet, with the playground's own stages
+    (``devcluster/kwok/``): bound pods get an IP and run, a deleted pod goes once KWOK has seen it
+    terminate. It manages only this run's nodes (their run label), so runs sharing a control
+    plane (the test session's) do not meet."""
+
+    binary: Path
+    kubeconfig: Path
+    run: str
+    directory: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        stages = render_stages(self.directory / "kwok-stages", job_duration_s=0)
+        argv = kwok_args(
+            self.binary,
+            self.kubeconfig,
+            stage_files=stages,
+            manage=f"manage-nodes-with-label-selector={RUN_LABEL}={self.run}",
+            node_lease_seconds=0,
+        )
+        log = self.directory / "kwok.log"
+        self.proc = spawn(argv, log_path=log, die_with_parent=True)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

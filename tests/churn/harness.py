@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -33,8 +34,16 @@ from tests.churn.checks import (
     node_of,
     partial_gangs,
     uid,
+    vanished,
 )
-from tests.churn.fleet import DEFAULT_FLEET, Agents, Coordinator, gpu_capacity, register_nodes
+from tests.churn.fleet import (
+    DEFAULT_FLEET,
+    Agents,
+    Coordinator,
+    Kubelet,
+    gpu_capacity,
+    register_nodes,
+)
 from tests.churn.plan import Delete, Group, Kill, PlanSettings, Round, Submit, make_plan
 from tests.support.pods import gpu_pod
 
@@ -53,6 +62,10 @@ class ChurnSettings:
     time_limit_s: float = 600.0
     """Stop after this long even if rounds are left (reported as such)."""
     fleet: tuple[tuple[str, int], ...] = DEFAULT_FLEET
+    kwok: Path | None = None
+    """The ``kwok`` binary: KWOK plays the nodes' kubelet with the playground's stages (pods run;
+    half the deletions are graceful, as ``kubectl delete``, and KWOK finishes them; the rest are
+    forced). ``None``: no kubelet, every deletion forced."""
 
 
 @dataclass
@@ -63,6 +76,8 @@ class ChurnResult:
     kills: int = 0
     pods_created: int = 0
     pods_deleted: int = 0
+    gangs_created: int = 0
+    graceful_deletes: int = 0
     violations: list[Violation] = field(default_factory=list)
     kill_rounds: list[int] = field(default_factory=list)
     settle_s: list[float] = field(default_factory=list)
@@ -75,8 +90,9 @@ class ChurnResult:
             f"{self.kills} coordinator kills"
             + (f" (rounds {self.kill_rounds})" if len(self.kill_rounds) <= 10 else "")
             + ", "
-            f"{self.pods_created} pods created, "
-            f"{self.pods_deleted} deleted, {len(self.violations)} violations, "
+            f"{self.pods_created} pods created ({self.gangs_created} gangs), "
+            f"{self.pods_deleted} deleted ({self.graceful_deletes} gracefully), "
+            f"{len(self.violations)} violations, "
             f"{self.elapsed_s:.0f} s"
             + (" (stopped by the time limit)" if self.stopped_by_time else "")
         )
@@ -111,6 +127,10 @@ class Churn:
         self.explained: set[str] = set()
         self.seen: set[tuple[str, str, str, str]] = set()
         """UIDs of pods a FailedScheduling Event explained."""
+        self.mine: dict[str, str] = {}
+        """The UID of each pod the harness created and has not deleted, by name."""
+        self.graceful = random.Random(settings.seed ^ 0x6ACE)
+        """Which deletions are graceful (its own stream: the plan of a seed stays the same)."""
 
     async def execute(self) -> ChurnResult:
         s = self.settings
@@ -118,12 +138,15 @@ class Churn:
         nodes = await register_nodes(self.kube, self.run, s.fleet)
         coordinator = Coordinator("solo", self.kubeconfig, self.namespace, self.run, self.directory)
         agents = Agents(self.kubeconfig, nodes, coordinator.url, self.directory / "agents-solo.log")
+        kubelet = Kubelet(s.kwok, self.kubeconfig, self.run, self.directory) if s.kwok else None
         plan = make_plan(s.seed, PlanSettings(s.rounds, s.kills, gpu_capacity(nodes)))
         self.log(
             f"churn seed {s.seed}: {s.rounds} rounds, {s.kills} kills planned, "
             f"{len(nodes)} nodes / {gpu_capacity(nodes)} GPUs, namespace {self.namespace}"
         )
         try:
+            if kubelet is not None:
+                kubelet.start()
             coordinator.start()
             await coordinator.wait_serving()
             await agents.start()
@@ -141,6 +164,8 @@ class Churn:
             agents.stop()
             self.result.elapsed_s = time.monotonic() - started
             await self._clean(nodes=[n.name for n in nodes])
+            if kubelet is not None:
+                kubelet.stop()
         self.log(self.result.line())
         return self.result
 
@@ -150,6 +175,7 @@ class Churn:
                 for pod in action.group.pods:
                     await self._create(manifest(action.group, pod))
                     self.result.pods_created += 1
+                self.result.gangs_created += action.group.gang is not None
             elif isinstance(action, Delete):
                 for pod in action.group.pods:
                     await self._delete(pod)
@@ -174,18 +200,25 @@ class Churn:
         deadline = time.monotonic() + 10
         while True:
             try:
-                await self.kube.create(PODS, body, namespace=self.namespace)
+                made = await self.kube.create(PODS, body, namespace=self.namespace)
+                self.mine[name(made)] = uid(made)
                 return
             except AlreadyExists:
-                # the deleted pod of that name is not gone yet (force deletion is immediate,
-                # so this is rare): try again shortly
+                # the deleted pod of that name is not gone yet (a graceful deletion waits for
+                # the kubelet; a forced one is immediate): try again shortly, as a user would
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.1)
 
-    async def _delete(self, pod: str) -> None:
+    async def _delete(self, pod: str, *, force: bool | None = None) -> None:
+        self.mine.pop(pod, None)
+        if force is None:
+            force = self.settings.kwok is None or self.graceful.random() < 0.5
         with contextlib.suppress(NotFound):
-            await self.kube.delete(PODS, pod, namespace=self.namespace, grace_period_seconds=0)
+            await self.kube.delete(
+                PODS, pod, namespace=self.namespace, grace_period_seconds=0 if force else None
+            )
+        self.result.graceful_deletes += not force
 
     async def _settle(self, round_: int) -> list[Violation]:
         s = self.settings
@@ -227,7 +260,7 @@ class Churn:
             )
             for p in waiting
         ]
-        return found + check_state(round_, pods, nodes)
+        return found + vanished(round_, self.mine, pods) + check_state(round_, pods, nodes)
 
     async def _failed_event(self, pod_uid: str) -> bool:
         listed = await self.kube.list(
@@ -241,7 +274,7 @@ class Churn:
         """Remove this run's pods and Nodes from the (possibly shared) control plane."""
         pods = (await self.kube.list(PODS, namespace=self.namespace))["items"]
         for pod in pods:
-            await self._delete(name(pod))
+            await self._delete(name(pod), force=True)
         for node in nodes:
             with contextlib.suppress(NotFound):
                 await self.kube.delete(NODES, node)

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from common.kube import KubeClient
+from devcluster.binaries import find
 from tests.churn.checks import report
 from tests.churn.failover import FailoverSettings, run_failover
 from tests.churn.harness import Churn, ChurnSettings
+from tests.support.ci import skip_or_fail
 
 pytestmark = pytest.mark.kube
 
@@ -27,9 +29,16 @@ def _seed() -> int:
 async def test_churn_rounds_with_coordinator_kills_keep_every_invariant(
     kube: KubeClient, kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> None:
+    """On the playground as users run it: KWOK is the nodes' kubelet, half the deletions are
+    graceful and KWOK finishes them while the harness re-creates pods under the same names."""
+    binaries = find(kwok=True)
+    if binaries is None or binaries.kwok is None:
+        skip_or_fail("kwok is not built (python -m devcluster.binaries ensure --all)")
     seed = _seed()
     print(f"churn seed {seed} (reproduce: TOPOS_CHURN_SEED={seed})")
-    settings = ChurnSettings(seed=seed, rounds=20, kills=3, settle_timeout_s=20, time_limit_s=150)
+    settings = ChurnSettings(
+        seed=seed, rounds=20, kills=3, settle_timeout_s=20, time_limit_s=150, kwok=binaries.kwok
+    )
     result = await Churn(kube, kubeconfig, namespace, tmp_path, settings).execute()
     assert not result.violations, report(result.violations, seed=seed)
     assert result.rounds_done >= 5, result.line()  # a loaded machine may stop it early, not at 0

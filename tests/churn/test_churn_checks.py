@@ -7,7 +7,14 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.labeling import LabelingSettings, labels
-from tests.churn.checks import NUMA_POLICY, Violation, check_state, has_reason, report
+from tests.churn.checks import (
+    NUMA_POLICY,
+    Violation,
+    check_state,
+    has_reason,
+    report,
+    vanished,
+)
 from tests.support.pods import gpu_pod
 
 TOPO = discover_profile("dgx-h100", hostname="n1")
@@ -94,3 +101,14 @@ def test_a_reason_is_a_false_condition_or_an_event_about_this_uid() -> None:
     assert has_reason(pod, {"new"})
     pod["status"] = {"conditions": [{"type": "PodScheduled", "status": "False"}]}
     assert has_reason(pod)
+
+
+def test_a_pod_deleted_behind_the_harness_back_or_replaced_under_its_name_has_vanished() -> None:
+    pods = [bound("kept", 1, UUIDS[:1]), bound("renamed", 1, UUIDS[1:2])]
+    pods[1]["metadata"]["uid"] = "uid-someone-else"
+    created = {"kept": "uid-kept", "renamed": "uid-renamed", "gone": "uid-gone"}
+    found = vanished(7, created, pods)
+    assert [(v.kind, v.pod) for v in found] == [("vanished", "gone"), ("vanished", "renamed")]
+    assert "no pod of that name" in found[0].detail
+    assert "uid-some" in found[1].detail
+    assert vanished(7, {"kept": "uid-kept"}, pods) == []
