@@ -5,7 +5,8 @@ actions in the same order on every run; only the scheduler's timing differs. Pod
 tracked as *groups*: a single pod is a group of one, a gang a group of members; deleting a group
 deletes all its pods (as deleting a Job or a ``kubectl apply``-ed set would). Deleted names go
 back into a pool and are reused: a single pod under the very same name, a gang under the same
-gang name with the same member names or with new ones.
+gang name with the same member names or with new ones. A *re-apply* deletes a live workload and
+submits it again at once under the same names, as a user who deletes and re-applies a manifest.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class PlanSettings:
     """GPUs in the fleet: the plan keeps the live demand around 1.5 times this."""
     gang_share: float = 0.35
     reuse_share: float = 0.5
+    reapply_share: float = 0.1
+    """Actions that delete a live workload and re-create it under the same names at once."""
 
 
 class _Planner:
@@ -122,12 +125,21 @@ class _Planner:
         (self.free_gangs if group.gang else self.free_pods).append(group.name)
         return Delete(group)
 
+    def reapply(self) -> tuple[Delete, Submit]:
+        """``kubectl delete`` and ``kubectl apply`` of the same workload at once: its pods
+        re-created under the very same names as soon as the API server frees them."""
+        group = self.live[self.rng.randrange(len(self.live))]
+        return Delete(group), Submit(group)
+
     def round(self, index: int, kill: bool) -> Round:
         rng = self.rng
         actions: list[Action] = []
         for _ in range(rng.randint(1, 4)):
             crowded = self._demand() > 1.5 * self.s.capacity_gpus
-            if self.live and (crowded or rng.random() < 0.4):
+            draw = rng.random()
+            if self.live and draw < self.s.reapply_share:
+                actions.extend(self.reapply())
+            elif self.live and (crowded or draw < 0.4):
                 actions.append(self.delete())
             else:
                 actions.append(self.submit())

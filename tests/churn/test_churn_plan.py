@@ -52,3 +52,15 @@ def test_a_group_is_only_deleted_while_live_and_reused_only_after_deletion() -> 
                 live.add(action.group.name)
             elif isinstance(action, Delete):
                 live.remove(action.group.name)
+
+
+def test_some_workloads_are_deleted_and_re_applied_at_once_under_the_same_names() -> None:
+    reapplied = [
+        (a.group, b.group)
+        for round_ in make_plan(7, SETTINGS)
+        for a, b in zip(round_.actions, round_.actions[1:], strict=False)
+        if isinstance(a, Delete) and isinstance(b, Submit) and a.group.pods == b.group.pods
+    ]
+    assert len(reapplied) >= 10
+    assert any(g.gang for g, _ in reapplied)
+    assert any(not g.gang for g, _ in reapplied)
