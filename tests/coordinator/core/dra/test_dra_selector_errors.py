@@ -131,6 +131,7 @@ def test_a_claims_failing_selector_ends_the_attempt_with_kube_schedulers_message
     assert result.pod_status is not None
     assert result.pod_status.code is Code.ERROR
     assert result.unresolvable  # nothing is preempted for it
+    assert result.waits_for == "claim"  # tried again on a DRA change, not in a loop
     assert {s.code for s in result.statuses.values()} == {Code.ERROR}  # what explain shows
     # the next pod, whose claim is sound, is not harmed
     assert isinstance(schedule_one(claim_pod("q", "good"), snapshot, build_framework()), Decision)
