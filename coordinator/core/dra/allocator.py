@@ -8,7 +8,11 @@ device, none of them taken) that the node reaches, no claim holds (admin access 
 no other request of this pod took, whose taints the request tolerates and that every selector
 of the DeviceClass and of the request selects. ``matchAttribute`` constraints are met by trying
 each value the first constrained request could take; ``distinctAttribute`` by taking devices
-with unused values. A failure says which rule failed, naming the claim.
+with unused values. A failure says which rule failed, naming the claim. A selector that fails
+on a device at run time (:class:`~coordinator.core.dra.values.CelRuntimeError`) is no "not
+selected": it fails the whole allocation with kube-scheduler's words (``claim <ns>/<name>:
+selector #<i>: CEL runtime error: …``, ``class <name>: …`` for the DeviceClass's), then the
+request and the device (:attr:`AllocationFailure.error`).
 
 A device that allows multiple allocations (KEP-5075, :mod:`.capacity`) is never held whole: each
 result is a share with a fresh ``shareID`` consuming part of its capacity, and it stays eligible
@@ -36,7 +40,7 @@ from coordinator.core.dra.objects import (
     SubRequest,
 )
 from coordinator.core.dra.state import DraState
-from coordinator.core.dra.values import CelCompileError
+from coordinator.core.dra.values import CelCompileError, CelRuntimeError
 from coordinator.core.podspec.tolerations import Taint, Toleration
 
 __all__ = [
@@ -63,6 +67,13 @@ class AllocationFailure:
     message: str
     unresolvable: bool = False
     detail: str = ""  # this node's numbers (the message is the same on alike nodes)
+    #: a claim's or class's selector failed at run time: not this node's fault, and no node's
+    #: (kube-scheduler aborts the pod's attempt with the message)
+    error: bool = False
+
+
+class _SelectorFailed(Exception):
+    """A selector failed on a device: the whole allocation stops with this message."""
 
 
 class SharedCandidate(NamedTuple):
@@ -113,17 +124,52 @@ def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
 
 
 def selects(device: Device, expressions: Sequence[str]) -> bool:
-    """Every CEL selector in ``expressions`` selects ``device`` (raises
-    :class:`~coordinator.core.dra.values.CelCompileError` for one that does not compile)."""
-    for expr in expressions:
+    """Every CEL selector in ``expressions`` selects ``device``. Raises
+    :class:`~coordinator.core.dra.values.CelCompileError` for one that does not compile and
+    :class:`~coordinator.core.dra.values.CelRuntimeError` (its ``index`` in ``expressions``)
+    for one that fails on the device; both are remembered, as results are."""
+    for i, expr in enumerate(expressions):
         hit = device.memo.get(expr)
         if hit is None:
             from coordinator.core.dra.cel import compile_selector  # CEL loads on first use
 
-            hit = device.memo[expr] = compile_selector(expr).matches(device.cel())
+            try:
+                hit = compile_selector(expr).matches(device.cel())
+            except CelRuntimeError as bad:
+                hit = bad.error
+            device.memo[expr] = hit
+        if isinstance(hit, str):
+            raise CelRuntimeError(hit, i)
         if not hit:
             return False
     return True
+
+
+def _claim_label(claim: ResourceClaim) -> str:
+    """The claim as kube-scheduler names it (``klog.KObj``)."""
+    return f"claim {claim.namespace}/{claim.name}" if claim.name else "the extended-resource claim"
+
+
+def _selected(state: DraState, claim: ResourceClaim, sub: SubRequest, device: Device) -> bool:
+    """The DeviceClass's and the request's selectors select ``device`` (raises
+    :class:`_SelectorFailed` when one fails on it)."""
+    cls = _class(state, sub)
+    where = f"device {device.id.device} in pool {device.id.pool}"
+    try:
+        if not selects(device, cls.selectors if cls else ()):
+            return False
+    except CelRuntimeError as bad:
+        raise _SelectorFailed(
+            f"class {sub.class_name}: selector #{bad.index}: CEL runtime error: {bad.error} "
+            f"(request {sub.name} of {_claim_label(claim)}, {where})"
+        ) from None
+    try:
+        return selects(device, sub.selectors)
+    except CelRuntimeError as bad:
+        raise _SelectorFailed(
+            f"{_claim_label(claim)}: selector #{bad.index}: CEL runtime error: {bad.error} "
+            f"(request {sub.name}, {where})"
+        ) from None
 
 
 def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | None:
@@ -193,7 +239,7 @@ class _Allocator:
         base = self.state.used(device)
         return {n: base.get(n, Fraction(0)) + mine.get(n, Fraction(0)) for n in {*base, *mine}}
 
-    def eligible(self, sub: SubRequest) -> list[Device]:
+    def eligible(self, claim: ResourceClaim, sub: SubRequest) -> list[Device]:
         cls = _class(self.state, sub)
         if cls is None:
             return []
@@ -207,7 +253,7 @@ class _Allocator:
                 continue
             if not all(_tolerated(t, sub.tolerations) for t in d.taints):
                 continue
-            if not (selects(d, cls.selectors) and selects(d, sub.selectors)):
+            if not _selected(self.state, claim, sub, d):
                 continue
             if asked or d.allow_multiple:  # an exclusive device asked nothing: taken whole
                 fit = share(d.consumable, asked, self.used(d.id) if d.allow_multiple else {})
@@ -265,7 +311,7 @@ class _Allocator:
         request, rest = pending[0], pending[1:]
         why = ""
         for alt in request.alternatives:
-            candidates = self.eligible(alt)
+            candidates = self.eligible(claim, alt)
             for pinned, options in self._constrained(claim, request.name, candidates, chosen):
                 picked = self._pick(alt, options, pinned, claim, request.name, chosen)
                 if isinstance(picked, str):
@@ -327,11 +373,7 @@ class _Allocator:
         distinct = [c.distinct_attribute for c in _applying(claim.constraints, request)]
         distinct = [a for a in distinct if a]
         if alt.mode == "All":
-            every = [
-                d
-                for d in self.devices
-                if selects(d, _class_selectors(self.state, alt)) and selects(d, alt.selectors)
-            ]
+            every = [d for d in self.devices if _selected(self.state, claim, alt, d)]
             if not every:
                 return f"request {alt.name}: no device of class {alt.class_name} on this node"
             if len(every) != len(candidates):
@@ -373,11 +415,6 @@ class _Allocator:
         used = self.used(device.id)
         taking = self.shares.get((alt.name, device.id), {})
         return SharedCandidate(device, bool(used), left_after(device.consumable, used, taking))
-
-
-def _class_selectors(state: DraState, alt: SubRequest) -> tuple[str, ...]:
-    cls = _class(state, alt)
-    return cls.selectors if cls else ()
 
 
 def _in(c: Constraint, request: str) -> bool:
@@ -453,7 +490,10 @@ def allocate(
                 )
             )
             continue
-        results = alloc.claim(claim)
+        try:
+            results = alloc.claim(claim)
+        except _SelectorFailed as failed:
+            return AllocationFailure(str(failed), unresolvable=True, error=True)
         if isinstance(results, str):
             unusable = "".join(f"; {p}" for p in state.problems_on(node, labels))
             return AllocationFailure(

@@ -12,23 +12,47 @@ The CEL language itself is ``cel-python`` (``celpy``); this module adds the Kube
 functions above. Each expression is compiled once (:func:`compile_selector`); a result per
 device is remembered on the device. An expression that does not parse is a
 :class:`CelCompileError`; one that fails at run time on a device (a missing attribute, a type
-mismatch) does not select that device, as in kube-scheduler.
+mismatch, a division by zero, a result that is not a bool) raises :class:`CelRuntimeError`
+with the text cel-go gives (kube-scheduler aborts the pod's attempt with it; it never means
+"not selected"). As in Kubernetes, ``device.attributes[domain]`` and ``device.capacity[domain]``
+of a domain the device lacks are empty maps (``has(device.attributes["x.com"].y)`` is false,
+``device.attributes["x.com"].y`` is "no such key: y").
+
+celpy evaluates by walking the expression's tree, several Python frames per level: an
+expression as deep as the API server accepts (248 nested levels, ~2,500 tree levels) is
+evaluated with the interpreter's recursion limit raised for it, sized by its depth.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import sys
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any, Final
 
 import celpy
+import lark
 from celpy import celtypes
+from celpy.evaluation import CELEvalError
 
 from common.quantity import QuantityError, parse_quantity
-from coordinator.core.dra.values import SEMVER, CelCompileError, Quantity, SemVer
+from coordinator.core.dra.values import SEMVER, CelCompileError, CelRuntimeError, Quantity, SemVer
 
-__all__ = ["CelCompileError", "Quantity", "Selector", "SemVer", "compile_selector"]
+__all__ = [
+    "CelCompileError",
+    "CelRuntimeError",
+    "Quantity",
+    "Selector",
+    "SemVer",
+    "compile_selector",
+]
+
+#: resource.ParseQuantity's error, as Kubernetes' ``quantity()`` reports it
+QUANTITY_FORMAT: Final = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
 
 
 def _compare(a: object, b: object) -> celtypes.IntType:
@@ -40,8 +64,8 @@ def _compare(a: object, b: object) -> celtypes.IntType:
 def _quantity(text: object) -> Quantity:
     try:
         return Quantity.parse(text)
-    except QuantityError as bad:
-        raise ValueError(str(bad)) from None
+    except QuantityError:
+        raise ValueError(QUANTITY_FORMAT) from None
 
 
 def _as_quantity(q: object) -> Quantity:
@@ -109,10 +133,89 @@ def _env() -> celpy.Environment:
     return celpy.Environment()
 
 
+def _depth(tree: lark.Tree[Any]) -> int:
+    """How many levels deep the tree goes (walked without recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, lark.Tree))
+    return deepest
+
+
+#: Python frames celpy's evaluator takes per tree level (measured: under 5), and the frames
+#: left to whoever evaluates (the interpreter's default limit).
+_FRAMES_PER_LEVEL: Final = 6
+_CALLER_FRAMES: Final = 1000
+
+#: the CEL type names cel-go reports a result by, and how it says it is no bool
+_TYPE_NAMES: Final[tuple[tuple[type, str], ...]] = (
+    (celtypes.StringType, "string"),
+    (celtypes.IntType, "int"),
+    (celtypes.UintType, "uint"),
+    (celtypes.DoubleType, "double"),
+    (celtypes.BytesType, "bytes"),
+    (celtypes.ListType, "list"),
+    (celtypes.MapType, "map"),
+    (Quantity, "kubernetes.Quantity"),
+    (SemVer, "kubernetes.Semver"),
+)
+_NOT_BOOL: Final = {
+    "string": "unsupported native conversion from string to 'bool'",
+    "int": "unsupported type conversion from 'int' to bool",
+    "uint": "unsupported type conversion from 'uint' to bool",
+    "double": "type conversion error from Double to 'bool'",
+    "bytes": "type conversion error from Bytes to 'bool'",
+    "null_type": "type conversion error from 'null_type' to 'bool'",
+    "list": "type conversion error from list to 'bool'",
+    "map": "type conversion error from map to 'bool'",
+    "kubernetes.Quantity": "type conversion error from 'Quantity' to 'bool'",
+    "kubernetes.Semver": "type conversion error from 'Semver' to 'bool'",
+}
+
+
+def _not_bool(result: object) -> str:
+    name = "null_type" if result is None else type(result).__name__
+    for kind, cel_name in _TYPE_NAMES:
+        if isinstance(result, kind):
+            name = cel_name
+            break
+    how = _NOT_BOOL.get(name, f"unsupported type conversion from '{name}' to bool")
+    return f"CEL result of type {name} could not be converted to bool: {how}"
+
+
+_QUOTED: Final = re.compile(r"'(.*)'")
+
+
+def _cel_go_text(bad: CELEvalError) -> str:
+    """celpy's evaluation error in cel-go's words (what kube-scheduler reports)."""
+    message, kind, details = (*bad.args, None, None, None)[:3]
+    text = str(message)
+    if kind is KeyError:  # a missing map key, or a missing member of a map
+        key = details[0] if isinstance(details, tuple) and details else None
+        if key is None:
+            found = _QUOTED.search(text)
+            key = found.group(1) if found else ""
+        return f"no such key: {key}"
+    if kind is ZeroDivisionError:
+        modulus = (
+            isinstance(details, tuple)
+            and "modulo by zero" in str(details[0])
+            and ("division" not in str(details[0]))
+        )
+        return "modulus by zero" if modulus else "division by zero"
+    if kind is TypeError and text.startswith("found no matching overload"):
+        return "no such overload"
+    if kind is ValueError and isinstance(details, tuple) and details:
+        said = str(details[0])
+        return "integer overflow" if said == "overflow" else said  # else quantity()'s, …
+    return text
+
+
 class Selector:
     """One compiled selector expression."""
 
-    __slots__ = ("_program", "expression")
+    __slots__ = ("_depth", "_program", "expression")
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
@@ -121,16 +224,30 @@ class Selector:
         except Exception as bad:  # celpy raises its parse errors and lark's
             first = str(bad).strip().splitlines()[0] if str(bad).strip() else type(bad).__name__
             raise CelCompileError(first) from None
+        self._depth = _depth(ast)
         self._program = _env().program(ast, functions=dict(_FUNCTIONS))
 
     def matches(self, device: celtypes.MapType) -> bool:
-        """Whether the device (as :func:`device_value` built it) is selected; a run-time error
-        (missing attribute, wrong type) selects nothing."""
+        """Whether the device (as :func:`device_value` built it) is selected; raises
+        :class:`CelRuntimeError` when the expression fails on it."""
+        need = _CALLER_FRAMES + _FRAMES_PER_LEVEL * self._depth
+        limit = sys.getrecursionlimit()
+        if need > limit:
+            sys.setrecursionlimit(need)
         try:
             result = self._program.evaluate({"device": device})
-        except Exception:  # celpy raises CELEvalError and Python errors from the functions
-            return False
-        return isinstance(result, celtypes.BoolType | bool) and bool(result)
+        except CELEvalError as bad:
+            raise CelRuntimeError(_cel_go_text(bad)) from None
+        except RecursionError:
+            raise CelRuntimeError(f"expression nested too deeply ({self._depth} levels)") from None
+        except Exception as bad:  # a Python error of a library function: said, never hidden
+            raise CelRuntimeError(f"{type(bad).__name__}: {bad}") from None
+        finally:
+            if need > limit:
+                sys.setrecursionlimit(limit)
+        if not isinstance(result, celtypes.BoolType | bool):
+            raise CelRuntimeError(_not_bool(result))
+        return bool(result)
 
 
 _COMPILED: dict[str, Selector | CelCompileError] = {}
@@ -171,7 +288,7 @@ def device_value(
         return value
 
     def domains(values: Mapping[str, Mapping[str, object]]) -> celtypes.MapType:
-        return celtypes.MapType(
+        return _Domains(
             {
                 celtypes.StringType(domain): celtypes.MapType(
                     {celtypes.StringType(k): plain(v) for k, v in names.items()}
@@ -188,3 +305,14 @@ def device_value(
             celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(allow_multiple),
         }
     )
+
+
+class _Domains(celtypes.MapType):
+    """``device.attributes`` / ``device.capacity``: a domain the device lacks is an empty map,
+    as in Kubernetes (``newStringInterfaceMapWithDefault``); ``in`` still says it is absent."""
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            return celtypes.MapType()

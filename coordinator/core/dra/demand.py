@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from coordinator.core.dra.allocator import selects
 from coordinator.core.dra.objects import Device, ResourceClaim, SubRequest
 from coordinator.core.dra.state import DraState
-from coordinator.core.dra.values import CelCompileError
+from coordinator.core.dra.values import SelectorError
 from coordinator.core.podspec.parse import PodRequest
 
 __all__ = ["GpuDemand", "node_dra_gpus"]
@@ -54,8 +54,8 @@ class GpuDemand:
                         selects(d, cls.selectors) and selects(d, alt.selectors)
                         for d in self._gpu_devices()
                     )
-                except CelCompileError:
-                    hit = False  # the pod's explanation says why; here it asks for no GPU
+                except SelectorError:
+                    hit = False  # its own attempt reports the error (allocate); here: no GPU
             self._memo[key] = hit
         return hit
 
@@ -69,7 +69,7 @@ class GpuDemand:
             return False
         try:
             chosen = [d for d in self._gpu_devices() if selects(d, cls.selectors)]
-        except CelCompileError:
+        except SelectorError:
             return False
         return bool(chosen) and all(d.allow_multiple for d in chosen)
 

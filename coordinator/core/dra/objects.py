@@ -92,8 +92,9 @@ class Device:
     allow_multiple: bool = False  # allowMultipleAllocations: shared by claims, each taking part
     #: ``capacity`` by the names as written, with request policies (what requests consume)
     consumable: Mapping[str, Capacity] = field(default_factory=dict)
-    #: selector expression → selected? (devices never change; a new slice is new devices)
-    memo: dict[str, bool] = field(default_factory=dict, repr=False)
+    #: selector expression → selected? or how it fails on this device (devices never change;
+    #: a new slice is new devices)
+    memo: dict[str, bool | str] = field(default_factory=dict, repr=False)
     _cel: list[celtypes.MapType] = field(default_factory=list, repr=False)
 
     def attribute(self, name: str) -> AttributeValue | None:

@@ -1,7 +1,7 @@
-"""The values DRA selectors compare — quantities and semantic versions — and the error for a
-selector that does not compile: what the DRA objects and the allocator need without loading the
-CEL language (``celpy`` and its parser: ~20 ms of every coordinator start), which
-:mod:`.cel` loads when a selector is first compiled."""
+"""The values DRA selectors compare — quantities and semantic versions — and the errors of a
+selector that does not compile or fails on a device: what the DRA objects and the allocator need
+without loading the CEL language (``celpy`` and its parser: ~20 ms of every coordinator start),
+which :mod:`.cel` loads when a selector is first compiled."""
 
 from __future__ import annotations
 
@@ -13,11 +13,26 @@ from typing import Final
 
 from common.quantity import parse_quantity
 
-__all__ = ["CelCompileError", "Quantity", "SemVer"]
+__all__ = ["CelCompileError", "CelRuntimeError", "Quantity", "SelectorError", "SemVer"]
 
 
-class CelCompileError(ValueError):
+class SelectorError(ValueError):
+    """A selector expression that cannot select: it does not compile, or fails on a device."""
+
+
+class CelCompileError(SelectorError):
     """A selector expression that does not compile."""
+
+
+class CelRuntimeError(SelectorError):
+    """A selector that fails on a device (a missing attribute, a type mismatch, a result that
+    is not a bool): ``error`` is cel-go's text for it, ``index`` which of a list of selectors
+    failed. kube-scheduler aborts the pod's attempt with it; it never means "not selected"."""
+
+    def __init__(self, error: str, index: int = 0) -> None:
+        super().__init__(error)
+        self.error = error
+        self.index = index
 
 
 @total_ordering

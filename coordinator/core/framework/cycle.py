@@ -2,7 +2,9 @@
 (kube-scheduler's ``percentageOfNodesToScore``, from a rotating start), PreScore, Score and
 NormalizeScore the feasible ones found, pick the best. A pod no node takes is filtered on every
 node, so its message counts them all; ``percentageOfNodesToScore: 100`` filters and scores every
-node for every pod.
+node for every pod. A filter that answers ``Error`` (not the node's fault: a claim's selector
+failing at run time) ends the attempt at once with ``running "<plugin>" filter plugin: …``,
+kube-scheduler's message.
 
 Node-local plugins (``node_local = True``) have their verdicts, placements and weighted score
 sums remembered per pod class on the immutable ``NodeInfo`` (``NodeInfo.memo``), so a warm
@@ -42,7 +44,7 @@ from coordinator.core.snapshot.devices import mig_device_id
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
-from coordinator.core.status import SUCCESS, Reason, Status, summarize
+from coordinator.core.status import SUCCESS, Code, Reason, Status, summarize
 
 __all__ = ["schedule_one"]
 
@@ -72,6 +74,10 @@ def schedule_one(
         return Failure(pod.key, total, {}, message, Status.unresolvable(message))
     try:
         return _cycle(pod, snapshot, nodes, framework, candidate_nodes)
+    except _FilterError as failed:  # kube-scheduler: an Error status ends the attempt
+        status = failed.status
+        message = f'running "{status.plugin}" filter plugin: {status.message}'
+        return Failure(pod.key, total, {n.name: status for n in nodes}, message, status)
     except Exception as exc:  # a bug in a plugin must not take the scheduler down
         status = Status.error(f"{type(exc).__name__}: {exc}")
         return Failure(
@@ -81,6 +87,15 @@ def schedule_one(
             f"0/{total} nodes are available: internal error: {type(exc).__name__}: {exc}.",
             status,
         )
+
+
+class _FilterError(Exception):
+    """A filter returned an ``Error`` status: the pod's attempt ends with it (no node is
+    judged further and nothing is preempted), as in kube-scheduler."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status
 
 
 def _pod_rejected(pod_key: str, nodes: Sequence[NodeInfo], status: Status) -> Failure:
@@ -213,6 +228,8 @@ def _cycle(
                 verdict = _other_verdict(other_filters, state, pod, part[j])
                 if verdict is SUCCESS:
                     still.append(j)
+                elif verdict.code is Code.ERROR:
+                    raise _FilterError(verdict)
                 else:
                     refused[part[j].name] = verdict
             ok = still

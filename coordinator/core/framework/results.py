@@ -73,9 +73,10 @@ class Failure:
 
     @property
     def unresolvable(self) -> bool:
-        """No preemption could help: every node said UnschedulableAndUnresolvable."""
+        """No preemption could help: every node said UnschedulableAndUnresolvable, or the attempt
+        ended in an error (kube-scheduler runs no PostFilter then)."""
         if self.pod_status is not None:
-            return self.pod_status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            return self.pod_status.code in (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.ERROR)
         return all(s.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in self.statuses.values())
 
     @property

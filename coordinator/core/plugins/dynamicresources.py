@@ -4,7 +4,9 @@ resources DRA serves) on each node, choosing GPUs by topology.
 PreFilter resolves the pod's claims (``spec.resourceClaims``, created from templates or not) and
 checks what is wrong whatever the node: a template claim not created yet, a claim or DeviceClass
 missing, a selector that does not compile. Filter allocates on the node
-(:func:`~coordinator.core.dra.allocator.allocate`); devices that are GPUs the node's agent
+(:func:`~coordinator.core.dra.allocator.allocate`); a selector that fails on a device at run
+time is an ``Error`` status, which ends the pod's attempt with kube-scheduler's ``running
+"DynamicResources" filter plugin: …`` message; devices that are GPUs the node's agent
 reported (joined by the ``uuid`` attribute, else by ``resource.kubernetes.io/pciBusID``) are
 chosen by :func:`~coordinator.core.plugins.placement.plan_placement` — the same GPU-set choice,
 locality and NUMA policy as ``nvidia.com/gpu`` pods — among those eligible; other devices
@@ -202,6 +204,8 @@ class DynamicResources:
             extended_requests=ext.mappings if ext is not None else (),
         )
         if isinstance(result, AllocationFailure):
+            if result.error:  # a selector failed at run time: the attempt stops (kube's Error)
+                return Status(Code.ERROR, (result.message,))
             code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if result.unresolvable else None
             return Status(code or Code.UNSCHEDULABLE, (result.message,), detail=result.detail)
         state.read(CLAIMS)[node.name] = result

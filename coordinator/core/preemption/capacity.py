@@ -20,7 +20,7 @@ from coordinator.core.dra.demand import GpuDemand
 from coordinator.core.dra.model import DeviceId
 from coordinator.core.dra.objects import Device, SubRequest
 from coordinator.core.dra.state import DraState
-from coordinator.core.dra.values import CelCompileError
+from coordinator.core.dra.values import SelectorError
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.snapshot import Snapshot
 
@@ -75,7 +75,7 @@ def _shareable(dra: DraState, alt: SubRequest, device: Device) -> bool:
         return False
     try:
         return selects(device, cls.selectors) and selects(device, alt.selectors)
-    except CelCompileError:
+    except SelectorError:
         return False
 
 
