@@ -6,7 +6,6 @@ domain. ``benchmarks.affinity_scaling`` runs them beside the shipped plugins ("s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -15,6 +14,7 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.profile import Framework
 from coordinator.core.plugins.nodeaffinity import node_matches_required
+from coordinator.core.plugins.podtopologyspread import PodTopologySpread, SpreadCounts
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
@@ -32,7 +32,7 @@ def scan_framework(config: SchedulerConfig | None = None) -> Framework:
         config,
         registry={
             "InterPodAffinity": lambda _: ScanInterPodAffinity(),
-            "PodTopologySpread": lambda _: ScanPodTopologySpread(),
+            "PodTopologySpread": lambda config: ScanPodTopologySpread(config.spread_defaults),
         },
     )
 
@@ -182,23 +182,6 @@ class ScanInterPodAffinity:
             scores[name] = 0.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
 
 
-@dataclass(frozen=True, slots=True)
-class _Counts:
-    constraints: tuple[SpreadConstraint, ...]
-    per_value: tuple[dict[str, int], ...]  # per constraint: domain value → matching pods
-
-
-# Per DoNotSchedule constraint: topology key, matching pods per domain, the most a domain may
-# already hold for the pod to go there.
-_LIMITS: Final = StateKey[tuple[tuple[str, dict[str, int], int], ...]](
-    "ScanPodTopologySpread.filter"
-)
-_SPREAD_SCORE: Final = StateKey[tuple[_Counts, tuple[float, ...]]]("ScanPodTopologySpread.score")
-
-_SPREAD_MISSING = Status.unresolvable(Reason.SPREAD_MISSING_LABEL)
-_SPREAD_SKEW = Status.unschedulable(Reason.SPREAD)
-
-
 def _included(c: SpreadConstraint, pod: PodRequest, node: NodeInfo) -> bool:
     if c.node_affinity_policy == "Honor" and not node_matches_required(pod, node):
         return False
@@ -212,14 +195,19 @@ def _included(c: SpreadConstraint, pod: PodRequest, node: NodeInfo) -> bool:
 
 
 def _count(
-    pod: PodRequest, constraints: tuple[SpreadConstraint, ...], snapshot: Snapshot
-) -> _Counts:
+    pod: PodRequest,
+    constraints: tuple[SpreadConstraint, ...],
+    snapshot: Snapshot,
+    require_all: bool,
+) -> SpreadCounts:
     per_value: list[dict[str, int]] = []
-    # Nodes count towards a domain when they carry every constraint's key and pass the
-    # constraint's inclusion policies.
-    keyed = [snapshot.domains(c.topology_key) for c in constraints]
-    eligible_all = set(keyed[0]).intersection(*keyed[1:]) if keyed else set()
-    for c, domain_of in zip(constraints, keyed, strict=True):
+    # Nodes count towards a domain when they carry every constraint's key (``require_all``,
+    # else the constraint's own) and pass the constraint's inclusion policies.
+    every = {c.topology_key for c in constraints}
+    for c in constraints:
+        domain_of = snapshot.domains(c.topology_key)
+        keys = every if require_all else {c.topology_key}
+        eligible_all = {n.name for n in snapshot.nodes if all(k in n.labels for k in keys)}
         trivial = c.node_taints_policy == "Ignore" and (
             c.node_affinity_policy == "Ignore"
             or not (pod.node_selector or (pod.node_affinity and pod.node_affinity.required))
@@ -243,73 +231,20 @@ def _count(
                 value = domain_of[node.name]
                 values[value] += 1
         per_value.append(values)
-    return _Counts(constraints, tuple(per_value))
+    return SpreadCounts(constraints, tuple(per_value), require_all)
 
 
-class ScanPodTopologySpread:
-    name = "PodTopologySpread"
+class ScanPodTopologySpread(PodTopologySpread):
+    """The shipped plugin, counting by walking the pods each cycle (no kept counts, so no
+    narrowing to open domains either)."""
 
-    def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
-        hard = tuple(c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule")
-        if not hard:
-            return SKIP
-        counts = _count(pod, hard, snapshot)
-        limits = []
-        for c, values in zip(counts.constraints, counts.per_value, strict=True):
-            self_match = 1 if c.selector is not None and c.selector.matches(pod.labels) else 0
-            min_match = min(values.values(), default=0)
-            if c.min_domains is not None and len(values) < c.min_domains:
-                min_match = 0
-            # count + self - min <= maxSkew  ⇔  count <= maxSkew + min - self
-            limits.append((c.topology_key, values, c.max_skew + min_match - self_match))
-        state.write(_LIMITS, tuple(limits))
-        return SUCCESS
-
-    def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
-        labels = node.labels
-        for key, values, allowed in state.read(_LIMITS):
-            value = labels.get(key)
-            if value is None:
-                return _SPREAD_MISSING
-            if values.get(value, 0) > allowed:
-                return _SPREAD_SKEW
-        return SUCCESS
-
-    def pre_score(
-        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
-    ) -> Status:
-        soft = tuple(c for c in pod.spread if c.when_unsatisfiable == "ScheduleAnyway")
-        if not soft:
-            return SKIP
-        # Hostname-level domains count only the nodes still in the running (as kube does).
-        counts = _count(pod, soft, snapshot)
-        weights = tuple(math.log(len(v) + 2) for v in counts.per_value)
-        state.write(_SPREAD_SCORE, (counts, weights))
-        return SUCCESS
-
-    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        counts, weights = state.read(_SPREAD_SCORE)
-        total = 0.0
-        for c, values, w in zip(counts.constraints, counts.per_value, weights, strict=True):
-            value = node.labels.get(c.topology_key)
-            if value is None:
-                return -1.0  # ignored node: scored 0 after normalisation
-            total += w * (values.get(value, 0) + c.max_skew - 1)
-        return total
-
-    def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None:
-        valid = [s for s in scores.values() if s >= 0]
-        if not valid:
-            for name in scores:
-                scores[name] = 0.0
-            return
-        hi, lo = max(valid), min(valid)
-        for name, s in scores.items():
-            if s < 0:
-                scores[name] = 0.0
-            elif hi == 0:
-                scores[name] = 100.0
-            else:
-                scores[name] = 100.0 * (hi + lo - s) / hi
+    def count(
+        self,
+        pod: PodRequest,
+        constraints: tuple[SpreadConstraint, ...],
+        snapshot: Snapshot,
+        *,
+        require_all: bool = True,
+    ) -> tuple[SpreadCounts, tuple[tuple[int, float], ...]]:
+        counts = _count(pod, constraints, snapshot, require_all)
+        return counts, tuple((min(v.values(), default=0), 1.0) for v in counts.per_value)

@@ -98,7 +98,7 @@ def default_registry(
         "NodeResourcesFit": NodeResourcesFit,
         "GpuTopology": lambda config: GpuTopology(mix(config)),
         "DynamicResources": lambda _: DynamicResources(),
-        "PodTopologySpread": lambda _: PodTopologySpread(),
+        "PodTopologySpread": lambda config: PodTopologySpread(config.spread_defaults),
         "InterPodAffinity": lambda _: InterPodAffinity(),
         "GroupSpread": lambda _: GroupSpread(),
         "NumaTopology": lambda _: NumaTopology(),

@@ -49,6 +49,7 @@ from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.snapshot.workloads import WorkloadSelectors
 from coordinator.inventory.dra import DraChange, DraStore, claim_allocated
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import Inventory, InventoryEvent
@@ -116,6 +117,7 @@ class ClusterView:
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         node_filter: Callable[[NodeState], bool] | None = None,
         dra: DraStore | None = None,
+        workloads: WorkloadSelectors | None = None,
     ) -> None:
         self.inventory = inventory
         self.dra = dra if dra is not None else DraStore()
@@ -130,6 +132,9 @@ class ClusterView:
         self.assume_ttl_s = assume_ttl_s
         self._clock = clock
         self.namespaces: dict[str, Mapping[str, str]] = dict(namespaces or {})
+        #: Services and controllers by selector (default topology spreading); the adapters
+        #: keep it current and every snapshot reads it as it is.
+        self.workloads = workloads if workloads is not None else WorkloadSelectors()
         #: From the inventory alone, with what of the node (besides its pods) it was built from.
         self._base: dict[str, tuple[tuple[object, ...], NodeInfo]] = {}
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
@@ -418,6 +423,7 @@ class ClusterView:
                 (self._effective[n] for n in ordered),
                 namespaces=self.namespaces,
                 dra=self._snapshot_dra,
+                workloads=self.workloads,
             )
             self._order_changed = False
         else:

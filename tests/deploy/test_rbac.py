@@ -80,6 +80,8 @@ COORDINATOR_GRANTS = _expand(
         "nodes": ["get", "list", "watch"],
         "namespaces": ["list", "watch"],
         "events": ["create", "patch"],
+        "services": ["list", "watch"],
+        "replicationcontrollers": ["list", "watch"],
         "jobs.batch": ["get", "list", "watch"],
         "replicasets.apps": ["get", "list", "watch"],
         "deployments.apps": ["get", "list", "watch"],

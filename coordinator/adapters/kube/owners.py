@@ -66,6 +66,9 @@ class Owners:
 
     def __init__(self, client: KubeClient, *, namespace: str | None = None) -> None:
         self.listeners: list[Any] = []
+        #: ``watcher(kind, key, obj_or_None)`` after every change, status updates included
+        #: (the workloads' selectors, :mod:`.workloads`, read these caches too).
+        self.watchers: list[Any] = []
         self._digests: dict[tuple[str, Key], object] = {}
         self.caches = {
             kind: ObjectCache(client, resource, namespace=namespace, on_change=self._changed(kind))
@@ -76,6 +79,8 @@ class Owners:
 
     def _changed(self, kind: str) -> Any:
         def changed(key: Key, obj: KubeObject | None) -> None:
+            for watcher in self.watchers:
+                watcher(kind, key, obj)
             # Status updates (a ReplicaSet's readyReplicas, a Job's active count) change nothing a
             # pod inherits: only its annotations, its size and its identity are looked at.
             digest = None

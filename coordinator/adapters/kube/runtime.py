@@ -1,6 +1,7 @@
 """The scheduler runtime and the gang runtime on Kubernetes: the engine's ports filled with the
 API server (writer, nominator) and its feeds with reflectors (pending pods, namespace labels,
-the DRA objects, workload owners whose keys pods inherit, both kinds of PodGroup, PDBs) and the
+the DRA objects, workload owners whose keys pods inherit, the selectors of Services and
+controllers (default topology spreading), both kinds of PodGroup, PDBs) and the
 PodGroup status writer."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from coordinator.adapters.kube.objects import (
     object_key,
 )
 from coordinator.adapters.kube.owners import Owners, inheriting_pending_watch
+from coordinator.adapters.kube.workloads import workload_watches
 from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.core.framework.profile import Framework
 from coordinator.core.gangs.identity import workload_group_key
@@ -71,9 +73,12 @@ def kube_runtime(
     )
     namespaces = namespace_watch(client, scheduler)
     claims = dra_watch(client, dra, namespace=namespace)
+    # Services' and controllers' selectors: PodTopologySpread's default constraints.
+    workloads = workload_watches(client, scheduler.view.workloads, owners, namespace=namespace)
     ready = [watch.synced, namespaces.synced, *claims.synced, *owners.synced]
+    ready += [w.synced for w in workloads]
     ready += [inventory_synced] if inventory_synced is not None else []
-    feeds = [watch.run, namespaces.run, *claims.feeds, *owners.feeds]
+    feeds = [watch.run, namespaces.run, *claims.feeds, *owners.feeds, *(w.run for w in workloads)]
     return SchedulerRuntime(scheduler, feeds=feeds, ready=ready)
 
 

@@ -39,6 +39,7 @@ from common.model import NodeTopology
 from coordinator.adapters.memory.dra import MemoryDra
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.queue import SchedulingQueue
+from coordinator.core.snapshot.workloads import KINDS, WorkloadSelectors
 from coordinator.engine.claimstatus import extended_claim_status
 from coordinator.engine.ports import (
     COMPONENT,
@@ -80,6 +81,8 @@ class MemoryCluster:
         #: ResourceSlices, DeviceClasses and ResourceClaims (the scheduler's view reads
         #: ``dra.store``).
         self.dra = MemoryDra(versions=self._rv)
+        #: Services' and controllers' selectors (default topology spreading; the view reads it).
+        self.workloads = WorkloadSelectors()
 
     # --- feeds ---------------------------------------------------------------------------------
 
@@ -265,6 +268,18 @@ class MemoryCluster:
         self._pods[key] = obj
         self._publish("ADDED", obj)
         return copy.deepcopy(obj)
+
+    def apply_workload(self, manifest: Mapping[str, Any]) -> None:
+        """A Service, ReplicationController, ReplicaSet or StatefulSet (namespace ``default``
+        unless given): only its selector is kept, for the default spreading of the pods it
+        selects (pods are still created with :meth:`create_pod`)."""
+        kind = str(manifest.get("kind") or "")
+        if kind not in KINDS:
+            raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+        self.workloads.put(kind, manifest)
+
+    def delete_workload(self, kind: str, namespace: str, name: str) -> None:
+        self.workloads.remove(kind, namespace, name)
 
     def update_pod_metadata(
         self,

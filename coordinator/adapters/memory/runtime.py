@@ -24,7 +24,7 @@ def memory_runtime(
     post_filter: Sequence[PostFilterHook] = (),
 ) -> SchedulerRuntime:
     scheduler = Scheduler(
-        view=ClusterView(inventory, dra=cluster.dra.store),
+        view=ClusterView(inventory, dra=cluster.dra.store, workloads=cluster.workloads),
         writer=cluster,
         framework=framework,
         settings=settings,

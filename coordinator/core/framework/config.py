@@ -31,6 +31,7 @@ from coordinator.core.framework import seedforms
 from coordinator.core.framework.config_errors import ConfigError, hint
 from coordinator.core.framework.customscorers import CustomScorer, read_custom_scorers
 from coordinator.core.framework.prices import PriceTable, read_prices
+from coordinator.core.framework.spreadargs import SYSTEM_SPREAD, SpreadDefaults
 
 __all__ = [
     "ConfigError",
@@ -153,6 +154,9 @@ class SchedulerConfig:
     scheduler_name: str | None = None
     #: NodeResourcesFit's scoring strategy (kube's ``scoringStrategy.type``).
     node_resources_strategy: str = "LeastAllocated"
+    #: PodTopologySpread's default constraints (kube's ``PodTopologySpreadArgs``) for pods
+    #: without their own.
+    spread_defaults: SpreadDefaults = SYSTEM_SPREAD
     #: How fast a failure's weight halves in HistoricalPerformance.
     history_half_life_s: float = 600.0
     #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
@@ -341,6 +345,8 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         kwargs["scheduler_name"] = profile.scheduler_name
     if profile.node_resources_strategy is not None:
         kwargs["node_resources_strategy"] = profile.node_resources_strategy
+    if profile.spread_defaults is not None:
+        kwargs["spread_defaults"] = profile.spread_defaults
     kwargs["pool_weights"] = _agent_pools(data.get("agentPools"), weights, names)
     kwargs["prices"] = read_prices(data.get("prices"))
     kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), BUILT_IN_PLUGINS)

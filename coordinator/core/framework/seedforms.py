@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from coordinator.core.framework.config_errors import ConfigError, hint
+from coordinator.core.framework.spreadargs import SpreadDefaults, read_spread_args
 
 __all__ = [
     "FACTORS",
@@ -198,6 +199,7 @@ class ProfileSettings:
     weights: dict[str, int] = field(default_factory=dict)  # weights field → value
     scheduler_name: str | None = None
     node_resources_strategy: str | None = None
+    spread_defaults: SpreadDefaults | None = None  # PodTopologySpread's args
 
 
 def read_profiles(raw: object, plugins: Mapping[str, str], own: frozenset[str]) -> ProfileSettings:
@@ -324,6 +326,9 @@ def _read_plugin_config(raw: object, out: ProfileSettings) -> None:
         args = entry.get("args") or {}
         if not isinstance(args, Mapping):
             raise ConfigError(f"{where}.args: must be a mapping")
+        if entry["name"] == "PodTopologySpread":
+            out.spread_defaults = read_spread_args(f"{where}.args", args)
+            continue
         if entry["name"] != "NodeResourcesFit":
             if args:
                 key = next(iter(args))

@@ -15,16 +15,28 @@ do not depend on the pod (``nodeTaintsPolicy: Ignore``, and ``nodeAffinityPolicy
 pod without node selection); otherwise they are counted per cycle. When a constraint leaves at
 most half of its domains open (``maxSkew: 1`` per hostname, once the pods are spread), its
 ``candidates`` are the nodes of the open domains, so the cycle visits only those.
+
+A pod that declares no constraints of its own is spread by the profile's default constraints
+(:mod:`coordinator.core.framework.spreadargs`; kube's ``defaultingType: System`` unless the
+config says otherwise), with the selector of the Services and controllers that select it
+(:meth:`~coordinator.core.snapshot.workloads.WorkloadSelectors.default_selector`); none when
+nothing selects it. Under ``System`` a node lacking one of the keys (no zone label) is still
+scored by the others; otherwise, as for a pod's own constraints, such a node scores 0.
+
+Scores are kube's to the integer: each node's sum of ``count × weight + maxSkew - 1`` rounded,
+then ``100 × (max + min - score) // max``; a constraint's weight is log(domains + 2), its domains
+counted among the nodes that passed the filters (per node for ``kubernetes.io/hostname``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.spreadargs import HOSTNAME, SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.plugins.nodeaffinity import node_matches_required
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
@@ -33,20 +45,21 @@ from coordinator.core.snapshot.podcounts import InNamespace
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
-__all__ = ["PodTopologySpread"]
+__all__ = ["PodTopologySpread", "SpreadCounts"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Counts:
+class SpreadCounts:
     constraints: tuple[SpreadConstraint, ...]
     per_value: tuple[Mapping[str, int], ...]  # per constraint: domain value → matching pods
+    require_all: bool = True  # a node lacking any constraint's key is not counted nor scored
 
 
 # Per DoNotSchedule constraint: topology key, matching pods per domain, the most a domain may
 # already hold for the pod to go there, the share of its domains open (1.0: not known).
 _Limit = tuple[str, Mapping[str, int], int, float]
 _LIMITS: Final = StateKey[tuple[_Limit, ...]]("PodTopologySpread.filter")
-_SCORE: Final = StateKey[tuple[_Counts, tuple[float, ...]]]("PodTopologySpread.score")
+_SCORE: Final = StateKey[tuple[SpreadCounts, tuple[float, ...]]]("PodTopologySpread.score")
 
 _MISSING = Status.unresolvable(Reason.SPREAD_MISSING_LABEL)
 _SKEW = Status.unschedulable(Reason.SPREAD)
@@ -73,17 +86,22 @@ def _trivial(c: SpreadConstraint, pod: PodRequest) -> bool:
 
 
 def _count(
-    pod: PodRequest, constraints: tuple[SpreadConstraint, ...], snapshot: Snapshot
-) -> tuple[_Counts, tuple[tuple[int, float], ...]]:
+    pod: PodRequest,
+    constraints: tuple[SpreadConstraint, ...],
+    snapshot: Snapshot,
+    *,
+    require_all: bool = True,
+) -> tuple[SpreadCounts, tuple[tuple[int, float], ...]]:
     """Matching pods per domain for each constraint, and each constraint's least count with
     the share of its domains holding it (``1.0`` where counted per cycle)."""
     per_value: list[Mapping[str, int]] = []
     least: list[tuple[int, float]] = []
-    # Nodes count towards a domain when they carry every constraint's key and pass the
-    # constraint's inclusion policies.
-    required = tuple(sorted({c.topology_key for c in constraints}))
-    eligible_all: set[str] | None = None
+    # Nodes count towards a domain when they carry every constraint's key (``require_all``,
+    # else that constraint's own) and pass the constraint's inclusion policies.
+    every = tuple(sorted({c.topology_key for c in constraints}))
+    carrying: dict[tuple[str, ...], set[str]] = {}
     for c in constraints:
+        required = every if require_all else (c.topology_key,)
         if _trivial(c, pod):
             counts = snapshot.domain_counts(
                 InNamespace(pod.namespace, c.selector), c.topology_key, required
@@ -92,9 +110,10 @@ def _count(
             low = counts.least
             least.append((low, counts.hist.get(low, 0) / max(1, len(counts.counts))))
             continue
+        eligible_all = carrying.get(required)
         if eligible_all is None:
             keyed = [snapshot.domains(k) for k in required]
-            eligible_all = set(keyed[0]).intersection(*keyed[1:])
+            eligible_all = carrying[required] = set(keyed[0]).intersection(*keyed[1:])
         domain_of = snapshot.domains(c.topology_key)
         eligible = set()
         for name in eligible_all:
@@ -112,17 +131,52 @@ def _count(
                 values[domain_of[node.name]] += 1
         per_value.append(values)
         least.append((min(values.values(), default=0), 1.0))
-    return _Counts(constraints, tuple(per_value)), tuple(least)
+    return SpreadCounts(constraints, tuple(per_value), require_all), tuple(least)
+
+
+def _round(x: float) -> int:
+    """Go's math.Round for the non-negative scores here (halves away from zero)."""
+    return math.floor(x + 0.5)
 
 
 class PodTopologySpread:
     name = "PodTopologySpread"
 
+    def __init__(self, defaults: SpreadDefaults = SYSTEM_SPREAD) -> None:
+        self.defaults = defaults
+
+    def constraints(
+        self, pod: PodRequest, snapshot: Snapshot, when: str
+    ) -> tuple[tuple[SpreadConstraint, ...], bool]:
+        """The pod's ``when`` constraints — its own, else the defaults with the selector of the
+        workloads selecting it — and whether a node must carry every key to count."""
+        if pod.spread:
+            return tuple(c for c in pod.spread if c.when_unsatisfiable == when), True
+        wanted = [c for c in self.defaults.constraints if c.when_unsatisfiable == when]
+        if not wanted:
+            return (), True
+        selector = snapshot.workloads.default_selector(pod)
+        if selector is None:
+            return (), True
+        return tuple(replace(c, selector=selector) for c in wanted), not self.defaults.system
+
+    def count(
+        self,
+        pod: PodRequest,
+        constraints: tuple[SpreadConstraint, ...],
+        snapshot: Snapshot,
+        *,
+        require_all: bool = True,
+    ) -> tuple[SpreadCounts, tuple[tuple[int, float], ...]]:
+        """Matching pods per domain of each constraint, with each one's least count and the
+        share of its domains holding it (the snapshot's kept counts where they serve)."""
+        return _count(pod, constraints, snapshot, require_all=require_all)
+
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
-        hard = tuple(c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule")
+        hard, _ = self.constraints(pod, snapshot, "DoNotSchedule")
         if not hard:
             return SKIP
-        counts, least = _count(pod, hard, snapshot)
+        counts, least = self.count(pod, hard, snapshot)
         limits = []
         for c, values, (min_match, share) in zip(
             counts.constraints, counts.per_value, least, strict=True
@@ -167,13 +221,25 @@ class PodTopologySpread:
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        soft = tuple(c for c in pod.spread if c.when_unsatisfiable == "ScheduleAnyway")
+        soft, require_all = self.constraints(pod, snapshot, "ScheduleAnyway")
         if not soft:
             return SKIP
-        # Hostname-level domains count only the nodes still in the running (as kube does).
-        counts, _ = _count(pod, soft, snapshot)
-        weights = tuple(math.log(len(v) + 2) for v in counts.per_value)
-        state.write(_SCORE, (counts, weights))
+        counts, _ = self.count(pod, soft, snapshot, require_all=require_all)
+        # Each constraint's weight: log(domains + 2), its domains those of the nodes that passed
+        # the filters (a node per hostname) — skipping nodes lacking a key where all must be
+        # carried, else counting them as one domain of their own (the label's empty value).
+        scored = nodes
+        if require_all:
+            keys = {c.topology_key for c in soft}
+            scored = [n for n in nodes if all(k in n.labels for k in keys)]
+        weights = []
+        for c in soft:
+            if c.topology_key == HOSTNAME:
+                size = len(scored)
+            else:
+                size = len({n.labels.get(c.topology_key, "") for n in scored})
+            weights.append(math.log(size + 2))
+        state.write(_SCORE, (counts, tuple(weights)))
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
@@ -182,14 +248,16 @@ class PodTopologySpread:
         for c, values, w in zip(counts.constraints, counts.per_value, weights, strict=True):
             value = node.labels.get(c.topology_key)
             if value is None:
-                return -1.0  # ignored node: scored 0 after normalisation
-            total += w * (values.get(value, 0) + c.max_skew - 1)
-        return total
+                if counts.require_all:
+                    return -1.0  # ignored node: scored 0 after normalisation
+                continue
+            total += w * values.get(value, 0) + c.max_skew - 1
+        return float(_round(total))
 
     def normalize_scores(
         self, state: CycleState, pod: PodRequest, scores: dict[str, float]
     ) -> None:
-        valid = [s for s in scores.values() if s >= 0]
+        valid = [int(s) for s in scores.values() if s >= 0]
         if not valid:
             for name in scores:
                 scores[name] = 0.0
@@ -201,4 +269,4 @@ class PodTopologySpread:
             elif hi == 0:
                 scores[name] = 100.0
             else:
-                scores[name] = 100.0 * (hi + lo - s) / hi
+                scores[name] = float(100 * (hi + lo - int(s)) // hi)

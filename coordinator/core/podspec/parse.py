@@ -33,6 +33,7 @@ from coordinator.core.podspec.claims import (
     extended_claim,
     pod_claims,
 )
+from coordinator.core.podspec.controller import ControllerRef, controller_ref
 from coordinator.core.podspec.fields import (
     FieldError,
     integer,
@@ -108,6 +109,8 @@ class PodRequest:
     pod_anti_affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     spread: tuple[SpreadConstraint, ...] = ()
+    # the ownerReference marked controller (kube's default topology spreading selects by it)
+    controller: ControllerRef | None = None
     gang: GangLabels | None = None
     placement: str | None = None
     preferred_domain: str | None = None
@@ -242,6 +245,7 @@ def _parse(
         pod_anti_affinity_preferred=paa_pref,
         tolerations=tolerations(spec),
         spread=spread_constraints(spec, labels),
+        controller=controller_ref(meta),
         gang=declared_gang(spec, labels, annotations),
         placement=key_choice(podkeys.PLACEMENT, annotations, podkeys.PLACEMENT_VALUES),
         preferred_domain=key_value(podkeys.PREFERRED_DOMAIN, annotations),

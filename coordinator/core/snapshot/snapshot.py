@@ -1,5 +1,6 @@
 """The :class:`Snapshot` one scheduling cycle uses: every node (in a stable order), namespace
-labels, and the indexes the inter-pod plugins query."""
+labels, the workloads' selectors (default topology spreading), and the indexes the inter-pod
+plugins query."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from coordinator.core.snapshot.podcounts import (
     PodMatcher,
 )
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.workloads import WorkloadSelectors
 
 __all__ = ["Snapshot"]
 
@@ -55,6 +57,7 @@ class Snapshot:
         "_positions",
         "_slots",
         "namespaces",
+        "workloads",
     )
 
     def __init__(
@@ -63,6 +66,7 @@ class Snapshot:
         *,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         dra: DraState | None = None,
+        workloads: WorkloadSelectors | None = None,
     ) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         for n in nodes:
@@ -70,6 +74,8 @@ class Snapshot:
                 raise ValueError(f"node {n.name!r} appears twice in the snapshot")
             self._nodes[n.name] = n
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
+        #: Services and controllers by selector (shared with whoever keeps it current).
+        self.workloads = workloads if workloads is not None else WorkloadSelectors()
         self._assumed: dict[str, str] = {}  # pod key → node name
         self._order: NodeOrder | None = None
         self._positions: dict[str, int] | None = None  # unchanged by assume/forget
@@ -113,7 +119,7 @@ class Snapshot:
         return self._dra.gpu_uuids_allocated(node.name, node.labels)
 
     def copy(self) -> Snapshot:
-        other = Snapshot((), namespaces=self.namespaces)
+        other = Snapshot((), namespaces=self.namespaces, workloads=self.workloads)
         other._dra_base, other._dra = self._dra_base, self._dra
         other._claims = dict(self._claims)
         other._nodes = dict(self._nodes)

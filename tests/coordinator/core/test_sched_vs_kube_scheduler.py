@@ -33,6 +33,8 @@ from common.kube import NODES, PODS, KubeClient
 from common.model import Gpu, NodeTopology
 from common.podkeys import GPU_RESOURCE
 from common.quantity import parse_quantity, to_int, to_milli
+from coordinator.adapters.kube.owners import OWNER_KINDS
+from coordinator.adapters.kube.workloads import REPLICATION_CONTROLLERS, SERVICES
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.podspec.tolerations import Taint
@@ -40,6 +42,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.snapshot.workloads import WorkloadSelectors
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.kube_wait import scheduled_message, wait_for_object
@@ -165,6 +168,17 @@ def node_info(obj: Mapping[str, Any], pods: list[PodInfo]) -> NodeInfo:
     )
 
 
+async def workload_selectors(kube: KubeClient) -> WorkloadSelectors:
+    """The Services' and controllers' selectors, as the coordinator's watches keep them."""
+    out = WorkloadSelectors()
+    kinds = {"Service": SERVICES, "ReplicationController": REPLICATION_CONTROLLERS}
+    kinds.update({k: OWNER_KINDS[k] for k in ("ReplicaSet", "StatefulSet")})
+    for kind, resource in kinds.items():
+        for obj in (await kube.list(resource))["items"]:
+            out.put(kind, obj)
+    return out
+
+
 async def cluster_snapshot(kube: KubeClient) -> Snapshot:
     nodes = (await kube.list(NODES))["items"]
     pods = (await kube.list(PODS))["items"]
@@ -176,6 +190,7 @@ async def cluster_snapshot(kube: KubeClient) -> Snapshot:
             by_node.setdefault(node, []).append(info)
     return Snapshot(
         [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes],
+        workloads=await workload_selectors(kube),
     )
 
 
@@ -614,3 +629,93 @@ async def test_host_port_conflicts_match(
     assert node is None
     assert isinstance(ours, Failure)
     assert ours.message == message
+
+
+# --- default topology spreading (PodTopologySpread defaultingType: System) ------------------------
+
+
+async def _selecting(kube: KubeClient, namespace: str, kind: str, app: str) -> dict[str, Any]:
+    """A Service, StatefulSet or ReplicationController selecting ``app=<app>``; the
+    ownerReference a pod it controls carries (``{}`` for a Service). No controller for these two
+    kinds runs on the test control plane, so they make no pods of their own."""
+    name = f"{app}-{kind.lower()}"
+    meta = {"name": name}
+    if kind == "Service":
+        spec: dict[str, Any] = {"selector": {"app": app}, "ports": [{"port": 80}]}
+        await kube.create(SERVICES, {"metadata": meta, "spec": spec}, namespace=namespace)
+        return {}
+    template = {
+        "metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    if kind == "StatefulSet":
+        resource = OWNER_KINDS["StatefulSet"]
+        spec = {
+            "selector": {"matchLabels": {"app": app}},
+            "serviceName": name,
+            "template": template,
+        }
+    else:
+        resource = REPLICATION_CONTROLLERS
+        spec = {"replicas": 0, "selector": {"app": app}, "template": template}
+    made = await kube.create(resource, {"metadata": meta, "spec": spec}, namespace=namespace)
+    return {
+        "apiVersion": resource.api_version,
+        "kind": kind,
+        "name": name,
+        "uid": made["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+@pytest.mark.parametrize("kind", ["Service", "StatefulSet", "ReplicationController"])
+async def test_default_spreading_moves_a_sibling_off_the_node_it_would_pack_onto(
+    kube: KubeClient, namespace: str, kube_scheduler: str, kind: str
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    app = f"web-{tag}"
+    owner = await _selecting(kube, namespace, kind, app)
+    for k in range(3):
+        await make_node(kube, f"s{tag}-{k}", labels={"diff": tag})
+
+    def sibling(name: str, node: str | None = None, **kw: Any) -> dict[str, Any]:
+        obj = pod_obj(
+            name,
+            scheduler=kube_scheduler,
+            node=node,
+            labels={"app": app},
+            cpu="100m",
+            memory="100Mi",
+            spec={"nodeSelector": {"diff": tag}, **kw},
+        )
+        if owner:
+            obj["metadata"]["ownerReferences"] = [owner]
+        return obj
+
+    # s-0 is the least used (resources alone would choose it) but holds a sibling; s-1 and s-2
+    # hold other pods, s-2 more than s-1.
+    await kube.create(PODS, sibling("web-0", f"s{tag}-0"), namespace=namespace)
+    for k, cpu in ((1, "1"), (2, "2")):
+        other = pod_obj(
+            f"other-{k}", scheduler=kube_scheduler, node=f"s{tag}-{k}", cpu=cpu, memory="100Mi"
+        )
+        await kube.create(PODS, other, namespace=namespace)
+    node, _, ours = await compare(kube, namespace, sibling("web-1"))
+    assert isinstance(ours, Decision), getattr(ours, "message", "")
+    assert node == ours.node == f"s{tag}-1"
+
+    # A pod with constraints of its own is spread by those alone: none counts a placed pod
+    # here, so resources decide, and s-0 (the least used still) it is.
+    own = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": f"nobody-{tag}"}},
+            }
+        ]
+    }
+    node, _, ours = await compare(kube, namespace, sibling("web-2", **own))
+    assert isinstance(ours, Decision), getattr(ours, "message", "")
+    assert node == ours.node == f"s{tag}-0"

@@ -342,3 +342,17 @@ async def test_a_gated_pod_keeps_the_api_servers_condition_and_gets_no_failure_e
         )
         assert [e["reason"] for e in cluster.events(name="gated")] == []
         assert [e["reason"] for e in cluster.events(name="huge")] == ["FailedScheduling"]
+
+
+async def test_replicas_behind_a_service_are_spread_over_the_nodes(
+    memory: tuple[MemoryCluster, SchedulerRuntime],
+) -> None:
+    cluster, runtime = memory
+    service = {"kind": "Service", "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}}}
+    cluster.apply_workload(service)
+    for i in range(2):
+        cluster.create_pod(pod(f"web-{i}", cpu=None, memory=None, labels={"app": "web"}))
+    await runtime.settle()
+    assert {assigned(cluster, f"web-{i}")[0] for i in range(2)} == {"h100-0", "h100-1"}
+    with pytest.raises(ValueError, match="kind: 'Deployment' is not one of Service"):
+        cluster.apply_workload({"kind": "Deployment", "metadata": {"name": "web"}})
