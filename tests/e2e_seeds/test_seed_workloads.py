@@ -346,3 +346,38 @@ async def test_a_job_counted_by_gpu_count_recovers_from_a_node_going_notready(
         )
     assert after[kept] == before[kept]
     assert down not in after.values()
+
+
+async def test_seed_hints_on_bare_pods_are_honoured_and_checked_as_on_a_job(
+    cluster: GangCluster,
+) -> None:
+    # A bare Pod carrying seed 003's hints is a group of its own: the same path as a Job's pods.
+    leaf_of = {}
+    for short, leaf in (("a0", "leaf-2"), ("a1", "leaf-2"), ("z0", "leaf-1"), ("z1", "leaf-1")):
+        extra = {LEAF: leaf, "topos.io/network.bandwidth": "100Gb"}
+        leaf_of[await cluster.add_node(short, "dgx-a100", labels_extra=extra)] = leaf
+    hint = "topology.scheduler/"
+    bad = {
+        "eight": {f"{hint}gpu-count": "eight"},
+        "fast": {f"{hint}network-bandwidth": "fast"},
+    }
+    async with cluster.gang_coordinator():
+        for name, annotations in bad.items():
+            await cluster.create(gpu_pod(name, 1, annotations=annotations))
+        await cluster.create(gpu_pod("leaf1", 8, annotations={f"{hint}preferred-domain": "leaf-1"}))
+        await cluster.create(
+            gpu_pod("nowhere", 1, annotations={f"{hint}preferred-domain": "leaf-99"})
+        )
+        await cluster.create(gpu_pod("wide", 1, annotations={f"{hint}network-bandwidth": "400Gb"}))
+        warnings = {name: await cluster.warning(name) for name in bad}
+        slow = await cluster.condition("wide", "network bandwidth")
+        placed = {n: (await cluster.bound(n))["spec"]["nodeName"] for n in ("leaf1", "nowhere")}
+        unknown = await cluster.event("UnknownTopologyDomain", name="nowhere")
+    assert warnings["eight"]["type"] == "Warning"
+    assert f"annotation {hint}gpu-count='eight'" in warnings["eight"]["message"]
+    assert f"annotation {hint}network-bandwidth='fast'" in warnings["fast"]["message"]
+    assert "less network bandwidth" in slow
+    assert leaf_of[placed["leaf1"]] == "leaf-1", placed
+    assert "'leaf-99' is not a leaf, spine or zone" in unknown["message"]
+    for name in (*bad, "wide"):
+        assert not (await cluster.pod(name))["spec"].get("nodeName"), name

@@ -37,7 +37,6 @@ from coordinator.core.podspec.fields import (
     FieldError,
     integer,
     key_choice,
-    key_value,
     mapping,
     sequence,
     str_map,
@@ -110,7 +109,6 @@ class PodRequest:
     spread: tuple[SpreadConstraint, ...] = ()
     gang: GangLabels | None = None
     placement: str | None = None
-    preferred_domain: str | None = None
     node_name: str = ""  # spec.nodeName, set when already bound
     host_ports: tuple[HostPort, ...] = ()  # ports the pod binds on its node
     claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
@@ -242,9 +240,8 @@ def _parse(
         pod_anti_affinity_preferred=paa_pref,
         tolerations=tolerations(spec),
         spread=spread_constraints(spec, labels),
-        gang=declared_gang(spec, labels, annotations),
+        gang=declared_gang(spec, labels, annotations, pod_name=name),
         placement=key_choice(podkeys.PLACEMENT, annotations, podkeys.PLACEMENT_VALUES),
-        preferred_domain=key_value(podkeys.PREFERRED_DOMAIN, annotations),
         node_name=text(spec, "nodeName", "spec"),
         host_ports=host_ports(spec),
         claims=pod_claims(spec, status),
