@@ -178,14 +178,15 @@ def _parse(
     annotations = str_map(meta, "annotations", "metadata")
     if not sequence(spec, "containers", "spec"):
         raise FieldError("spec.containers", "must name at least one container")
-    requests = pod_requests(spec)
+    zeros: dict[str, str] = {}
+    requests = pod_requests(spec, zeros)
     mig, gpus, mig_from_annotation = mig_demand(requests, annotations)
     if gpus > MAX_GPUS_PER_POD:
         raise FieldError(
             "spec.containers[*].resources.limits[nvidia.com/gpu]",
             f"{gpus} GPUs is more than any node holds (at most {MAX_GPUS_PER_POD})",
         )
-    share = gpu_share(requests, annotations, gpus)
+    share = gpu_share(requests, annotations, gpus, zeros)
     if share is not None:
         if mig:
             raise FieldError(
