@@ -40,6 +40,7 @@ __all__ = [
     "NUMA_RESOURCES",
     "NUMA_RESOURCE_VALUES",
     "PLACEMENT",
+    "PLACEMENT_KEYS",
     "PLACEMENT_SCORE",
     "PLACEMENT_VALUES",
     "POD_GROUP_X_K8S",
@@ -107,6 +108,17 @@ NETWORK_BANDWIDTH: Final = Key(
 )
 LATENCY_SENSITIVE: Final = Key(
     "topos.io/latency-sensitive", ("topology.scheduler/latency-sensitive",)
+)
+
+#: The keys that ask for a network placement: a pod carrying any of them is placed by the gang
+#: step, with its workload's pods (docs/scheduling.md, "Workload-level keys") or, naming no
+#: group and no workload, as a group of its own.
+PLACEMENT_KEYS: Final = (
+    PLACEMENT,
+    PREFERRED_DOMAIN,
+    GPU_COUNT,
+    NETWORK_BANDWIDTH,
+    LATENCY_SENSITIVE,
 )
 
 GPU_MEMORY_MIN: Final = Key("topos.io/gpu-memory-min")

@@ -1,7 +1,8 @@
 """NeuroNetes compatible labels (``neuronetes.io/*``, seed 000).
 
 ``gpu-type`` is the short model name NeuroNetes users write (``A100``, ``H100``, ``L40S``,
-``RTX-4090``); ``gpu-memory`` a quantity rounded to whole GiB (``40Gi``); ``gpu-topology`` uses
+``RTX-4090``); ``gpu-memory`` the smallest GPU's size class (:mod:`common.gpumemory`: ``80Gi`` for
+an H100 reporting 81,559 MiB); ``gpu-topology`` uses
 NeuroNetes' locality words, so an NVSwitch node is ``nvlink`` (every pair is NVLink-joined);
 ``mig-config`` lists existing MIG instances as ``profile:count`` pairs, which is not a legal
 label value and therefore lands in an annotation of the same name.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from common import gpumemory
 from common import labels as L
 from common.labeling import facts
 from common.labels import LabelBuilder, NodeLabels
@@ -38,7 +40,7 @@ def neuronetes(topology: NodeTopology) -> NodeLabels:
     b = LabelBuilder()
     b.text(L.NEURONETES_GPU_TYPE, gpu_type(facts.product(topology)))
     mib = facts.smallest_memory_mib(topology)
-    b.exact(L.NEURONETES_GPU_MEMORY, None if mib is None else f"{round(mib / 1024)}Gi")
+    b.exact(L.NEURONETES_GPU_MEMORY, None if mib is None else f"{gpumemory.class_gib(mib)}Gi")
     b.number(L.NEURONETES_GPU_COUNT, len(topology.gpus))
     cls = topology_class(topology) if topology.gpus else None
     b.exact(L.NEURONETES_GPU_TOPOLOGY, "nvlink" if cls == "nvswitch" else cls)

@@ -29,8 +29,13 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-#: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy).
-SCHEDULING_ANNOTATION_PREFIXES: Final = ("topos.io/", "numa.scheduling.kubenexus.io/")
+#: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy, and the
+#: placement keys under their seed-003 spelling: recovery re-places a gang by them).
+SCHEDULING_ANNOTATION_PREFIXES: Final = (
+    "topos.io/",
+    "numa.scheduling.kubenexus.io/",
+    "topology.scheduler/",
+)
 _MAPS_SHARED: Final = 4096  # distinct allocatable/capacity maps a TopologyMemo shares
 
 

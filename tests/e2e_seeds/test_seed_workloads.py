@@ -11,13 +11,13 @@ Fleet: two leaves with no spine labels (so ``spine-1`` names nothing here), each
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.gang_cluster import LEAF, GangCluster
+from tests.support.gang_cluster import LEAF, Controllers, GangCluster
 from tests.support.kube_wait import wait_for_pods
 from tests.support.pods import gpu_pod
 from tests.support.workloads import DEPLOYMENTS, JOBS, STATEFULSETS, apply
@@ -313,3 +313,71 @@ async def test_a_rolling_update_of_a_distributed_deployment_is_not_held_back(
         placed = await bound(cluster, "app=rolling", 4)
     new = set(placed) - set(first)
     assert len(new) == 1, placed  # the surge pod, bound while the old replicas still run
+
+
+async def test_a_job_counted_by_gpu_count_recovers_from_a_node_going_notready(
+    cluster: GangCluster,
+) -> None:
+    # gpu-count=16 is the Job's total (2 pods x 8 GPUs): the replacement of the pod on the failed
+    # node is judged with the member still running, not alone ("asks for 8" never agrees).
+    # One leaf of three nodes: the lost member alone moves, to the third node.
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
+    manifest = job("counted", {"topology.scheduler/gpu-count": "16"}, gpus=8, parallelism=2)
+    async with Controllers(cluster), cluster.gang_coordinator():
+        await apply(cluster, manifest)
+        before = await bound(cluster, "job-name=counted", 2)
+        lost, down = sorted(before.items())[0]
+        kept = next(name for name in before if name != lost)
+        await cluster.set_node_ready(down, False)
+
+        def recovered(pods: Sequence[Mapping[str, Any]]) -> dict[str, str] | None:
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in live}
+            if len(nodes) != 2 or lost in nodes or not all(nodes.values()):
+                return None
+            return {k: str(v) for k, v in nodes.items()}
+
+        after = await wait_for_pods(
+            cluster.kube,
+            cluster.namespace,
+            recovered,
+            label_selector="job-name=counted",
+            what="the Job's replacement pod bound",
+        )
+    assert after[kept] == before[kept]
+    assert down not in after.values()
+
+
+async def test_seed_hints_on_bare_pods_are_honoured_and_checked_as_on_a_job(
+    cluster: GangCluster,
+) -> None:
+    # A bare Pod carrying seed 003's hints is a group of its own: the same path as a Job's pods.
+    leaf_of = {}
+    for short, leaf in (("a0", "leaf-2"), ("a1", "leaf-2"), ("z0", "leaf-1"), ("z1", "leaf-1")):
+        extra = {LEAF: leaf, "topos.io/network.bandwidth": "100Gb"}
+        leaf_of[await cluster.add_node(short, "dgx-a100", labels_extra=extra)] = leaf
+    hint = "topology.scheduler/"
+    bad = {
+        "eight": {f"{hint}gpu-count": "eight"},
+        "fast": {f"{hint}network-bandwidth": "fast"},
+    }
+    async with cluster.gang_coordinator():
+        for name, annotations in bad.items():
+            await cluster.create(gpu_pod(name, 1, annotations=annotations))
+        await cluster.create(gpu_pod("leaf1", 8, annotations={f"{hint}preferred-domain": "leaf-1"}))
+        await cluster.create(
+            gpu_pod("nowhere", 1, annotations={f"{hint}preferred-domain": "leaf-99"})
+        )
+        await cluster.create(gpu_pod("wide", 1, annotations={f"{hint}network-bandwidth": "400Gb"}))
+        warnings = {name: await cluster.warning(name) for name in bad}
+        slow = await cluster.condition("wide", "network bandwidth")
+        placed = {n: (await cluster.bound(n))["spec"]["nodeName"] for n in ("leaf1", "nowhere")}
+        unknown = await cluster.event("UnknownTopologyDomain", name="nowhere")
+    assert warnings["eight"]["type"] == "Warning"
+    assert f"annotation {hint}gpu-count='eight'" in warnings["eight"]["message"]
+    assert f"annotation {hint}network-bandwidth='fast'" in warnings["fast"]["message"]
+    assert "less network bandwidth" in slow
+    assert leaf_of[placed["leaf1"]] == "leaf-1", placed
+    assert "'leaf-99' is not a leaf, spine or zone" in unknown["message"]
+    for name in (*bad, "wide"):
+        assert not (await cluster.pod(name))["spec"].get("nodeName"), name

@@ -10,7 +10,8 @@
 
 The seed-003 hints are accepted too (see docs/scheduling.md, "Workload-level keys"):
 
-``gpu-count``          the job's GPUs: the members' ``nvidia.com/gpu`` in all, or each member's;
+``gpu-count``          the workload's GPUs: its members' ``nvidia.com/gpu`` in all — those placed
+                       (``PlacementIntent.placed_gpus``) and those pending — or each member's;
                        anything else refuses the group with a message naming both numbers
 ``network-bandwidth``  ``100Gb``, ``200Gbps``, ``25G``…: nodes labelled
                        ``topos.io/network.bandwidth`` with less are filtered out (unlabelled nodes
@@ -53,6 +54,10 @@ class PlacementIntent:
     # Nodes already holding placed pods of the same group: ``distributed`` uses them last (a
     # Deployment's replicas are placed as they come, one rollout surge or scale-up at a time).
     occupied: frozenset[str] = frozenset()
+    #: ``nvidia.com/gpu`` of each member of the group already placed (bound or reserved, not
+    #: leaving): ``gpu-count`` counts the whole workload, so a replacement pod of a running Job is
+    #: judged with the members still running (not an annotation: the gang step sets it).
+    placed_gpus: tuple[int, ...] = ()
     #: The configuration's ``topologyConstraints`` (not an annotation: the gang cycle sets it).
     leaf_limits: TopologyConstraints | None = None
 
@@ -163,20 +168,23 @@ def placement_intent(annotations: Mapping[str, str]) -> PlacementIntent | Intent
 
 def gpu_count_disagreement(intent: PlacementIntent, member_gpus: Sequence[int]) -> str | None:
     """Why the members' GPU requests contradict ``gpu-count``, or ``None`` when they agree (the
-    count is the group's total, or every member's own)."""
+    count is the workload's total — its members placed and ``member_gpus``, those being placed
+    now — or every member's own)."""
     want = intent.gpu_count
     if want is None or not member_gpus:
         return None
-    total = sum(member_gpus)
-    if total == want or all(n == want for n in member_gpus):
+    gpus = [*intent.placed_gpus, *member_gpus]
+    total = sum(gpus)
+    if total == want or all(n == want for n in gpus):
         return None
-    n = len(member_gpus)
-    each = set(member_gpus)
-    shape = f" ({member_gpus[0]} each)" if len(each) == 1 and n > 1 else ""
+    n = len(gpus)
+    shape = f"{gpus[0]} each" if len(set(gpus)) == 1 and n > 1 else ""
+    placed = f"{len(intent.placed_gpus)} of them running" if intent.placed_gpus else ""
+    detail = ", ".join(part for part in (shape, placed) if part)
     pods = f"{n} pods ask" if n > 1 else "the pod asks"
     return (
         f"annotation {intent.gpu_count_key}={want} disagrees with the GPU limits: {pods} for "
-        f"{total} nvidia.com/gpu{shape}; make them agree"
+        f"{total} nvidia.com/gpu{f' ({detail})' if detail else ''}; make them agree"
     )
 
 

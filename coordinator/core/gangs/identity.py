@@ -60,7 +60,7 @@ class GangSpec:
     key: GangKey
     min_member: int
     timeout_s: float | None = None  # None: the manager's default
-    source: str  # "topos" | "kubenexus" | "podgroup" | "workload" | "agentpool"
+    source: str  # "topos" | "kubenexus" | "podgroup" | "workload" | "agentpool" | "pod"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,6 +258,10 @@ def gang_instance_of(
             where = workload_group_key(*where)
         obj = (podgroups or {}).get(where) or {}
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        raw = meta.get("uid") if isinstance(meta, Mapping) else None
+        uid = raw if isinstance(raw, str) else ""
+    elif spec.source == "pod":  # a pod of one: its own run, whatever else bears its name
+        meta = pod.get("metadata")
         raw = meta.get("uid") if isinstance(meta, Mapping) else None
         uid = raw if isinstance(raw, str) else ""
     else:

@@ -275,6 +275,13 @@ class GangManager:
             return ()
         return tuple(sorted(gang.members - gang.reserved.keys() - gang.bound))
 
+    def placed_members(self, key: GangKey) -> tuple[str, ...]:
+        """Members with a reservation or a bind, sorted."""
+        gang = self._gangs.get(key)
+        if gang is None:
+            return ()
+        return tuple(sorted(gang.reserved.keys() | gang.bound))
+
     def needed(self, key: GangKey) -> int:
         """How many more members must be placed before the gang may bind."""
         gang = self._gangs.get(key)

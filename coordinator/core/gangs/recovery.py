@@ -180,11 +180,14 @@ def plan_recovery(
                 scopes.append({n for s in spines for n in layout.nodes_in(s)})
             if not leaves and not spines:
                 scopes.append(set(state))
+            # gpu-count counts the workload: the members staying as well as those moving.
+            kept = tuple(_needs(p, False).get(GPU, 0) for p in stay)
+            partial = None if intent is None else replace(intent, placed_gpus=kept)
             for scope in scopes:
                 found = place_members(
                     mover_members,
                     list(state.values()),
-                    intent=intent,
+                    intent=partial,
                     layout=layout,
                     eligible=eligible,
                     within=scope,

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
+from common import gpumemory
 from common.model import Link
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.plugins.fragmentation import DEFAULT_MIX, Mix, felt, node_room
@@ -146,8 +147,11 @@ def _plan(
     if allowed is not None:
         allowed_gpus = tuple(i for i in allowed_gpus if i in allowed)
     if pod.gpu_memory_min_mib is not None and index is not None:
+        # A GPU is its size class (an "80GB" H100 reports 81,559 MiB): common/gpumemory.py.
         allowed_gpus = tuple(
-            i for i in allowed_gpus if (index.memory[i] or 0) >= pod.gpu_memory_min_mib
+            i
+            for i in allowed_gpus
+            if gpumemory.class_mib(index.memory[i] or 0) >= pod.gpu_memory_min_mib
         )
 
     # 1. Can the devices fit at all, ignoring NUMA? (the most telling reason when they can't)

@@ -37,6 +37,7 @@ __all__ = [
     "declared_gang",
     "gang_labels",
     "member_count",
+    "own",
     "pod_gang_labels",
 ]
 
@@ -52,7 +53,7 @@ class GangLabels:
     name: str
     min_member: int | None  # None: from the PodGroup object named ``name`` (x-k8s or workload)
     timeout_s: float | None  # None: not given on the pod
-    source: str  # "topos" | "kubenexus" | "x-k8s" | "workload"
+    source: str  # "topos" | "kubenexus" | "x-k8s" | "workload" | "pod" (a pod of one)
 
 
 class GangKeyError(FieldError):
@@ -83,17 +84,23 @@ def pod_gang_labels(pod: Mapping[str, object]) -> GangLabels | None:
     meta = mapping(pod, "metadata", "")
     labels = str_map(meta, "labels", "metadata")
     annotations = str_map(meta, "annotations", "metadata")
-    return declared_gang(mapping(pod, "spec", ""), labels, annotations)
+    name = text(meta, "name", "metadata")
+    return declared_gang(mapping(pod, "spec", ""), labels, annotations, pod_name=name)
 
 
 def declared_gang(
-    spec: Mapping[str, object], labels: Mapping[str, str], annotations: Mapping[str, str]
+    spec: Mapping[str, object],
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    *,
+    pod_name: str = "",
 ) -> GangLabels | None:
-    """The gang a pod declares by its labels or by ``spec.schedulingGroup`` (one, not both)."""
+    """The gang a pod declares by its labels or by ``spec.schedulingGroup`` (one, not both); a
+    pod naming neither but asking for a network placement is a group of its own (:func:`own`)."""
     group = _scheduling_group(spec)
     by_label = gang_labels(labels, annotations)
     if group is None:
-        return by_label
+        return by_label if by_label is not None else own(pod_name, annotations)
     if by_label is not None:
         raise GangKeyError(
             SCHEDULING_GROUP_FIELD,
@@ -109,6 +116,18 @@ def declared_gang(
             path = written_path(podkeys.GANG_TIMEOUT, annotations)
             raise GangKeyError(path, str(exc), group) from None
     return GangLabels(group, None, timeout_s, "workload")
+
+
+def own(pod_name: str, annotations: Mapping[str, str]) -> GangLabels | None:
+    """A pod of one: a pod that names no group but carries a placement key
+    (:data:`~common.podkeys.PLACEMENT_KEYS`: a bare Pod, or one whose controller passes nothing
+    on) is a group of one member named after it (``source="pod"``), so the gang step reads,
+    checks and honours its keys exactly as it does a Job's."""
+    if not pod_name:
+        return None
+    if not any(name in annotations for key in podkeys.PLACEMENT_KEYS for name in key.names):
+        return None
+    return GangLabels(pod_name, 1, None, "pod")
 
 
 def _scheduling_group(spec: Mapping[str, object]) -> str | None:

@@ -54,13 +54,7 @@ INHERITED_KEYS: Final[tuple[podkeys.Key, ...]] = (
 )
 
 #: Keys that make a workload one pod group (placed as a unit).
-PLACEMENT_KEYS: Final[tuple[podkeys.Key, ...]] = (
-    podkeys.PLACEMENT,
-    podkeys.PREFERRED_DOMAIN,
-    podkeys.GPU_COUNT,
-    podkeys.NETWORK_BANDWIDTH,
-    podkeys.LATENCY_SENSITIVE,
-)
+PLACEMENT_KEYS: Final = podkeys.PLACEMENT_KEYS
 
 _GANG_LABELS: Final = (*podkeys.GANG.names, *podkeys.POD_GROUP_X_K8S.names)
 

@@ -38,7 +38,6 @@ from coordinator.core.podspec.fields import (
     FieldError,
     integer,
     key_choice,
-    key_value,
     mapping,
     sequence,
     str_map,
@@ -113,7 +112,6 @@ class PodRequest:
     controller: ControllerRef | None = None
     gang: GangLabels | None = None
     placement: str | None = None
-    preferred_domain: str | None = None
     node_name: str = ""  # spec.nodeName, set when already bound
     host_ports: tuple[HostPort, ...] = ()  # ports the pod binds on its node
     claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
@@ -183,14 +181,15 @@ def _parse(
     annotations = str_map(meta, "annotations", "metadata")
     if not sequence(spec, "containers", "spec"):
         raise FieldError("spec.containers", "must name at least one container")
-    requests = pod_requests(spec)
+    zeros: dict[str, str] = {}
+    requests = pod_requests(spec, zeros)
     mig, gpus, mig_from_annotation = mig_demand(requests, annotations)
     if gpus > MAX_GPUS_PER_POD:
         raise FieldError(
             "spec.containers[*].resources.limits[nvidia.com/gpu]",
             f"{gpus} GPUs is more than any node holds (at most {MAX_GPUS_PER_POD})",
         )
-    share = gpu_share(requests, annotations, gpus)
+    share = gpu_share(requests, annotations, gpus, zeros)
     if share is not None:
         if mig:
             raise FieldError(
@@ -246,9 +245,8 @@ def _parse(
         tolerations=tolerations(spec),
         spread=spread_constraints(spec, labels),
         controller=controller_ref(meta),
-        gang=declared_gang(spec, labels, annotations),
+        gang=declared_gang(spec, labels, annotations, pod_name=name),
         placement=key_choice(podkeys.PLACEMENT, annotations, podkeys.PLACEMENT_VALUES),
-        preferred_domain=key_value(podkeys.PREFERRED_DOMAIN, annotations),
         node_name=text(spec, "nodeName", "spec"),
         host_ports=host_ports(spec),
         claims=pod_claims(spec, status),

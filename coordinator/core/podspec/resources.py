@@ -83,17 +83,24 @@ class _Reader:
                 raise
             return ()
 
-    def amounts(self, raw: Mapping[str, object], path: str) -> dict[str, int]:
+    def amounts(
+        self, raw: Mapping[str, object], path: str, zeros: dict[str, str] | None = None
+    ) -> dict[str, int]:
         out: dict[str, int] = {}
         for name, value in raw.items():
             try:
-                out[str(name)] = _amount(str(name), value, f"{path}.{name}")
+                out[str(name)] = amount = _amount(str(name), value, f"{path}.{name}")
             except FieldError:
                 if self.strict:
                     raise
+                continue
+            if amount == 0 and zeros is not None:
+                zeros.setdefault(str(name), f"{path}[{name}]")
         return out
 
-    def container(self, raw: object, path: str) -> tuple[dict[str, int], bool]:
+    def container(
+        self, raw: object, path: str, zeros: dict[str, str] | None = None
+    ) -> tuple[dict[str, int], bool]:
         """The container's requests, and whether it is a sidecar (restartable init container)."""
         if not isinstance(raw, Mapping):
             if self.strict:
@@ -101,8 +108,8 @@ class _Reader:
             return {}, False
         resources = self.part(raw, "resources", path)
         rpath = f"{path}.resources"
-        requests = self.amounts(self.part(resources, "requests", rpath), f"{rpath}.requests")
-        limits = self.amounts(self.part(resources, "limits", rpath), f"{rpath}.limits")
+        requests = self.amounts(self.part(resources, "requests", rpath), f"{rpath}.requests", zeros)
+        limits = self.amounts(self.part(resources, "limits", rpath), f"{rpath}.limits", zeros)
         for name, limit in limits.items():
             requests.setdefault(name, limit)
         gpu_limit = limits.get(GPU_RESOURCE)
@@ -112,14 +119,16 @@ class _Reader:
             )
         return requests, raw.get("restartPolicy") == "Always"
 
-    def pod(self, spec: Mapping[str, object]) -> dict[str, int]:
+    def pod(
+        self, spec: Mapping[str, object], zeros: dict[str, str] | None = None
+    ) -> dict[str, int]:
         total: dict[str, int] = {}
         for i, c in enumerate(self.items(spec, "containers", "spec")):
-            _add(total, self.container(c, f"spec.containers[{i}]")[0])
+            _add(total, self.container(c, f"spec.containers[{i}]", zeros)[0])
         sidecars: dict[str, int] = {}
         init_peak: dict[str, int] = {}
         for i, c in enumerate(self.items(spec, "initContainers", "spec")):
-            req, sidecar = self.container(c, f"spec.initContainers[{i}]")
+            req, sidecar = self.container(c, f"spec.initContainers[{i}]", zeros)
             if sidecar:  # runs beside the app containers from now on
                 _add(sidecars, req)
                 running = dict(sidecars)
@@ -144,9 +153,13 @@ _STRICT: Final = _Reader(strict=True)
 _LENIENT: Final = _Reader(strict=False)
 
 
-def pod_requests(spec: Mapping[str, object]) -> dict[str, int]:
-    """The effective requests of a pod waiting to be placed; raises :class:`FieldError`."""
-    return _STRICT.pod(spec)
+def pod_requests(spec: Mapping[str, object], zeros: dict[str, str] | None = None) -> dict[str, int]:
+    """The effective requests of a pod waiting to be placed; raises :class:`FieldError`.
+
+    Resources written as 0 ask for nothing and are left out, as kube-scheduler counts them;
+    ``zeros`` (when given) gains each of them with the first field writing it: to a sharing
+    device plugin a share of 0 is a statement (:mod:`~coordinator.core.podspec.sharing`)."""
+    return _STRICT.pod(spec, zeros)
 
 
 def held_requests(spec: object) -> dict[str, int]:

@@ -202,10 +202,22 @@ def _agree(found: list[tuple[str, int]], what: str) -> int | None:
 
 
 def gpu_share(
-    requests: Mapping[str, int], annotations: Mapping[str, str], gpus: int
+    requests: Mapping[str, int],
+    annotations: Mapping[str, str],
+    gpus: int,
+    zeros: Mapping[str, str] | None = None,
 ) -> GpuShare | None:
     """The pod's share of one GPU, or ``None`` when it asks for none. ``gpus``: its whole GPUs
-    (``nvidia.com/gpu`` left after MIG). Raises :class:`FieldError` naming the key at fault."""
+    (``nvidia.com/gpu`` left after MIG); ``zeros``: resources written as 0, with their field
+    (:func:`~coordinator.core.podspec.resources.zero_asks`). Raises :class:`FieldError` naming
+    the key at fault."""
+    for name, path in (zeros or {}).items():
+        if name in _COMPUTE or name in _MEMORY_SHARE:
+            raise FieldError(path, "0 is not a percentage from 1 to 100")
+        if name in _MEMORY:
+            raise FieldError(
+                path, "0 is no amount of GPU memory: ask for some, or leave the resource out"
+            )
     compute: list[tuple[str, int]] = []
     memory: list[tuple[str, int]] = []
     memory_part: list[tuple[str, int]] = []

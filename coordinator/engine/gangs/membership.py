@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from common.podkeys import GPU_RESOURCE
 from coordinator.core.gangs.identity import (
     GangKey,
     GangProblem,
@@ -124,6 +125,22 @@ class GangMembership:
         self._known[pod] = spec.key
         if uid:
             self._uids[pod] = uid
+
+    def placed_gpus(self, key: GangKey) -> tuple[int, ...]:
+        """``nvidia.com/gpu`` of each member of ``key`` placed and not leaving (a member being
+        deleted is lost at once, so it is not among them): what ``gpu-count`` counts besides the
+        members being planned."""
+        out = []
+        for pod in self.manager.placed_members(key):
+            uid = self._uids.get(pod, "")
+            bound = self.scheduler.inventory.bound_pod(uid) if uid else None
+            if bound is not None:
+                out.append(bound.requests.get(GPU_RESOURCE, 0))
+                continue
+            held = self.scheduler.view.held(uid) if uid else None
+            if held is not None:  # bound by us a moment ago, not in the inventory yet
+                out.append(held.info.requests.get(GPU_RESOURCE, 0))
+        return tuple(out)
 
     def uid_of(self, pod: str) -> str:
         """The uid of the member known under ``pod`` (namespace/name); "" if none is known."""

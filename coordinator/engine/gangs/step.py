@@ -25,6 +25,7 @@ What happens after admission (bind outcomes, timeouts, restarts) is :mod:`.lifec
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
 from coordinator.core.framework.results import Failure, ScheduleResult
@@ -142,6 +143,8 @@ class GangStep(GangLifecycle):
                 if e is popped or e.where != "in_flight":
                     self.scheduler.queue.failed(e, message=intent.message, spec_error=True)
             return Failure(popped.key, 0, {}, intent.message, Status.unresolvable(intent.message))
+        # gpu-count counts the whole workload: the members still running too (a replacement).
+        intent = replace(intent, placed_gpus=self.membership.placed_gpus(key))
         # Others' nominations at or above the gang's priority hold their room (nominations.py).
         scheduler = self.scheduler
         snapshot = scheduler.nominations.gang_snapshot(requests, scheduler.view.snapshot())

@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from common.labeling import labels
 from common.model import worst_link
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
@@ -150,6 +151,29 @@ def test_per_gpu_memory_minimum() -> None:
     # A bare number is MiB.
     obj = pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": "20000"})
     assert run(obj, nodes[:1]).node == "small"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("reported_mib", "size"),
+    [(81559, "80Gi"), (81920, "80Gi"), (40960, "40Gi"), (46068, "45Gi"), (23040, "23Gi")],
+)
+def test_a_gpu_is_its_size_class_for_the_label_and_the_memory_minimum(
+    reported_mib: int, size: str
+) -> None:
+    # An "H100 80GB" reports 81,559 MiB (< 80 GiB): it is labelled 80Gi, and a pod selecting
+    # that label and asking 80Gi of every GPU (seed 000's gpuRequirements.memory) fits it.
+    topo = pcie8("n", memory_mib=reported_mib)
+    labelled = labels(topo).labels
+    assert labelled["neuronetes.io/gpu-memory"] == size
+    node = gpu_node("n", topo, labels=labelled)
+    selector = {"nodeSelector": {"neuronetes.io/gpu-memory": size}}
+    obj = pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": size}, spec=selector)
+    result = run(obj, [node])
+    assert isinstance(result, Decision), result.message  # type: ignore[union-attr]
+    # The next class up is more than the GPU has.
+    bigger = f"{int(size[:-2]) + 1}Gi"
+    refused = run(pod("p", gpus=1, annotations={"topos.io/gpu-memory-min": bigger}), [node])
+    assert isinstance(refused, Failure)
 
 
 def test_mig_profile_resource_fits_only_a_gpu_with_that_instance_free() -> None:

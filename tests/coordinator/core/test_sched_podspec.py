@@ -135,7 +135,6 @@ spec:
     assert req.gang is not None
     assert (req.gang.name, req.gang.min_member, req.gang.timeout_s) == ("train-1", 8, 300.0)
     assert req.placement == "consolidated"
-    assert req.preferred_domain == "leaf-3"
 
 
 def test_gang_vocabularies() -> None:

@@ -90,6 +90,26 @@ def test_bad_fractions_name_the_key(value: str, says: str) -> None:
     assert says in bad.message
 
 
+@pytest.mark.parametrize(
+    ("resource", "says"),
+    [
+        ("nvidia.com/gpumem-percentage", "0 is not a percentage from 1 to 100"),
+        ("nvidia.com/gpucores", "0 is not a percentage from 1 to 100"),
+        ("nvidia.com/gpumem", "0 is no amount of GPU memory"),
+    ],
+)
+def test_a_share_of_nothing_is_invalid_not_a_gpu_less_pod(resource: str, says: str) -> None:
+    # 0 % of a GPU's memory is no share: refused, naming the field and the value, not read as
+    # if the resource were absent (a whole GPU here; a GPU-less pod without nvidia.com/gpu).
+    bad = error(with_limits(pod("h"), {"nvidia.com/gpu": "1", resource: "0"}))
+    assert bad.field == f"spec.containers[0].resources.limits[{resource}]"
+    assert says in bad.message
+    # The same pod asking 50 % is a share; a pod writing nvidia.com/gpu: 0 is simply GPU-less.
+    half = request(with_limits(pod("h"), {"nvidia.com/gpu": "1", resource: "50"})).share
+    assert half is not None
+    assert request(with_limits(pod("c"), {"nvidia.com/gpu": "0"})).gpus == 0
+
+
 def test_a_share_of_more_than_one_gpu_is_invalid() -> None:
     bad = error(frac("p", "0.5", gpus=2))
     assert "part of ONE GPU" in bad.message

@@ -39,6 +39,19 @@ def test_gpu_count_is_the_groups_total_or_each_members() -> None:
     )
 
 
+def test_gpu_count_counts_the_members_already_running() -> None:
+    # A 2 x 8-GPU Job annotated 16 lost a member: its replacement is judged with the survivor.
+    job = placement_intent({"topology.scheduler/gpu-count": "16"})
+    assert isinstance(job, PlacementIntent)
+    assert gpu_count_disagreement(replace(job, placed_gpus=(8,)), [8]) is None
+    assert gpu_count_disagreement(replace(job, placed_gpus=(8, 8)), [8]) == (
+        "annotation topology.scheduler/gpu-count=16 disagrees with the GPU limits: 3 pods ask "
+        "for 24 nvidia.com/gpu (8 each, 2 of them running); make them agree"
+    )
+    p = placed(place_members(members(1, 8), fabric(), intent=replace(job, placed_gpus=(8,))))
+    assert len(p.nodes) == 1
+
+
 def test_a_contradicting_gpu_count_refuses_the_group_for_good() -> None:
     result = place_members(members(2, 8), fabric(), intent=PlacementIntent(gpu_count=8 * 3))
     assert isinstance(result, Status)

@@ -262,3 +262,23 @@ def test_a_podgroup_gang_run_is_named_by_the_podgroup_objects_uid() -> None:
     waiting = gang_instance_of(pod(labels), {})
     assert isinstance(waiting, GangProblem)
     assert waiting.waiting
+
+
+def test_a_bare_pod_asking_for_a_placement_is_a_group_of_its_own() -> None:
+    # Seed 003's hints on a bare Pod: read by the gang step, as a Job's pods' are.
+    hints = {"topology.scheduler/preferred-domain": "leaf-1"}
+    bare = pods.pod("solo", namespace="ml", uid="u-solo", annotations=hints)
+    spec = gang_instance_of(bare)
+    assert spec == GangSpec(key=GangKey("ml", "solo", "u-solo"), min_member=1, source="pod")
+    # Bound, it is still that group (the alias annotation is kept on bound pods).
+    on_node = pods.pod("solo", namespace="ml", uid="u-solo", annotations=hints, node="n1")
+    bound = translate.bound_pod(on_node)
+    assert bound is not None
+    assert running.bound_gang(bound, {}) == spec
+    # Its own run: a gang labelled with the same name is another group.
+    other = pod({"topos.io/gang": "solo", "topos.io/gang-min": "2"})
+    named = gang_instance_of(other)
+    assert isinstance(named, GangSpec)
+    assert named.key != spec.key
+    # Without a placement key, a pod is in no group.
+    assert gang_of(pods.pod("plain", annotations={"topos.io/numa-policy": "isolated"})) is None

@@ -6,6 +6,7 @@ Fabric: 2 spines × 2 leaves × 4 nodes of 8 GPUs; leaf-1, leaf-2 under spine-1.
 from __future__ import annotations
 
 from coordinator.core.domains.capacity import GPU
+from coordinator.core.domains.strategy import PlacementIntent, placement_intent
 from coordinator.core.gangs.recovery import affected_pods, plan_recovery
 from coordinator.core.preemption.victims import RunningPod
 from tests.support.domain_fabric import fabric
@@ -47,6 +48,22 @@ def test_gpu_failure_moves_only_the_broken_member_inside_its_leaf() -> None:
     assert unit.moves == (("ml/train-1", "l1-n4"),)
     assert unit.kept == ("ml/train-0", "ml/train-2")
     assert plan.moves == 1
+
+
+def test_a_gang_counted_by_gpu_count_moves_only_its_broken_member() -> None:
+    # gpu-count=24 is the gang's total: the mover alone (8) is judged with the 16 that stay.
+    train = [member("train", i, f"l1-n{i + 1}") for i in range(3)]
+    intent = placement_intent({"topology.scheduler/gpu-count": "24"})
+    assert isinstance(intent, PlacementIntent)
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used=used_by(train)),
+        train,
+        failed_nodes=["l1-n2"],
+        intents={"gang:ml/train": intent},
+    )
+    (unit,) = plan.units
+    assert unit.mode == "partial", unit.message
+    assert unit.evict == ("ml/train-1",)
 
 
 def test_a_full_leaf_sends_the_mover_to_a_neighbour_leaf_of_the_same_spine() -> None:
