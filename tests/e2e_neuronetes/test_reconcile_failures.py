@@ -117,7 +117,7 @@ async def test_a_refused_reconcile_is_shown_backed_off_and_recovers(
             what="the fixed pool's pod",
             timeout_s=3.0,  # sooner than the 4 s backoff
         )
-        obj = await wait_for_object(
+        await wait_for_object(
             kube,
             AGENT_POOLS,
             "refused",
@@ -125,4 +125,62 @@ async def test_a_refused_reconcile_is_shown_backed_off_and_recovers(
             namespace=namespace,
             what="Reconciled=True after the fix",
         )
-        assert (namespace, "refused") not in ctl.failures
+
+
+async def test_fields_topos_does_not_act_on_are_named_on_the_pool(
+    kube: KubeClient, kubeconfig: Path, namespace: str, kubectl: Kubectl
+) -> None:
+    install_crds(kubectl)
+    cluster = GangCluster(kube, kubeconfig, namespace)
+    spec = {
+        "prewarmPercent": 10,
+        "scheduling": {"fastScheduling": {"enabled": True, "maxNodesToScore": 50}},
+    }
+    async with controller(kubeconfig, namespace, cluster.run):
+        await kube.create(AGENT_POOLS, _pool("warm", **spec), namespace=namespace)
+        obj = await wait_for_object(
+            kube,
+            AGENT_POOLS,
+            "warm",
+            lambda o: _condition(o, "SpecSupported") is not None,
+            namespace=namespace,
+            what="the pool's SpecSupported condition",
+        )
+        cond = _condition(obj, "SpecSupported")
+        assert cond is not None
+        assert (cond["status"], cond["reason"]) == ("False", "UnsupportedField")
+        assert (
+            "spec.prewarmPercent is set (10) but ignored: Topos keeps no warm pool"
+            in (cond["message"])
+        )
+        assert "spec.scheduling.fastScheduling is set" in cond["message"]
+        assert (
+            "set scheduling.fastScheduling in the coordinator's configuration" in (cond["message"])
+        )
+        (event,) = await wait_for(
+            kube,
+            EVENTS,
+            lambda evs: evs or None,
+            namespace=namespace,
+            field_selector="involvedObject.name=warm,reason=UnsupportedField",
+            what="the UnsupportedField Event",
+        )
+        assert event["type"] == "Warning"
+        # the pool is served all the same
+        await wait_for_pods(
+            kube,
+            namespace,
+            lambda pods: pods or None,
+            label_selector="neuronetes.io/pool=warm",
+            what="the pool's pod",
+        )
+        patch = {"spec": {"prewarmPercent": None, "scheduling": {"fastScheduling": None}}}
+        await kube.patch(AGENT_POOLS, "warm", patch, namespace=namespace)
+        await wait_for_object(
+            kube,
+            AGENT_POOLS,
+            "warm",
+            lambda o: (_condition(o, "SpecSupported") or {}).get("status") == "True",
+            namespace=namespace,
+            what="SpecSupported=True once the fields are gone",
+        )

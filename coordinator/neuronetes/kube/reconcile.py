@@ -293,6 +293,12 @@ class Reconciler:
         olds = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or ()}
         if "PolicyFailed" in olds and not any(c.type == "PolicyFailed" for c in conds):
             conds.append(Condition("PolicyFailed", "False", "PoliciesRan", "every policy ran"))
+        if pool.unsupported:
+            conds.append(
+                Condition("SpecSupported", "False", "UnsupportedField", "; ".join(pool.unsupported))
+            )
+        elif "SpecSupported" in olds:
+            conds.append(Condition("SpecSupported", "True", "AllFieldsUsed", "every field is used"))
         if "Reconciled" in olds:  # after a failure (reconciles that never failed do not say)
             conds.append(Condition("Reconciled", "True", "Reconciled", "the last reconcile ran"))
         if pool.autoscaling is not None or bindings:
