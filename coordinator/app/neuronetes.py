@@ -18,11 +18,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from aiohttp import web
 
 from common.kube import KubeClient
+from common.podkeys import GPU_RESOURCE
 from coordinator.api.keys import INVENTORY, READINESS
 from coordinator.app.backend import Backend, KubeBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
 from coordinator.app.scheduler import RUNNING
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.inventory.state import NodeState
 from coordinator.neuronetes.hooks import NodeFacts
 from coordinator.neuronetes.kube.controller import NeuronetesController
@@ -105,7 +107,13 @@ def _context(
 def _facts(node: NodeState) -> NodeFacts:
     gpus = len(node.topology.gpus) if node.topology is not None else 0
     gpus = gpus or node.allocatable.get("nvidia.com/gpu", 0)
-    return NodeFacts(labels=node.labels, gpus=gpus, models=node.cached_models)
+    return NodeFacts(
+        labels=node.labels,
+        gpus=gpus,
+        models=node.cached_models,
+        taints=tuple(Taint(t.key, t.value or "", t.effect) for t in node.taints),
+        free={**node.free, GPU_RESOURCE: node.free_gpus},
+    )
 
 
 async def _refresh(

@@ -23,6 +23,7 @@ from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION, require_everywh
 from coordinator.neuronetes.policy.budget import NodeCost, PodCost, pool_cost
 from coordinator.neuronetes.policy.decision import Action, CostInputs, decide
 from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.policy.hosting import can_host
 from coordinator.neuronetes.policy.spot import (
     ON_DEMAND_AFFINITY,
     InterruptionTracker,
@@ -200,7 +201,7 @@ def cost_policy(ctx: PolicyContext) -> None:
         max_cost_per_hour=limit,
         spot_enabled=block.get("spotEnabled") is True,
         spot_disabled=bool(spot.get("disabled")),
-        spot_available=any(capacity_type(f.labels) == SPOT for f in ctx.node_facts.values()),
+        spot_available=_spot_can_host(ctx),
         replicas_on_spot=int(spot.get("onSpot", 0)),
         spot_replicas_allowed=int(spot.get("allowed", 0)),
         model=model,
@@ -258,6 +259,16 @@ def cost_policy(ctx: PolicyContext) -> None:
             event = "KeepAsIs" if action is Action.KEEP else event
             ctx.events.append(PolicyEvent(event, reason))
         mem["action"] = str(action)
+
+
+def _spot_can_host(ctx: PolicyContext) -> bool:
+    """Whether some spot node could take one more of the pool's pods now (its selectors,
+    affinity and tolerations, GPUs free): spot nodes that cannot are no reason to try spot."""
+    return any(
+        capacity_type(f.labels) == SPOT
+        and can_host(name, f.labels, f.taints, f.gpus, f.free, ctx.template)
+        for name, f in ctx.node_facts.items()
+    )
 
 
 def _cost_status(

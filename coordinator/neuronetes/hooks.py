@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.neuronetes.conditions import Condition
 from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION
 from coordinator.neuronetes.pool import PoolSpec
@@ -44,12 +45,15 @@ CLEAN_ENERGY_GATE: Final = "neuronetes.io/clean-energy-window"
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """What the policies know of one node: its labels, its GPUs and the models its cache holds
-    (the inventory's ``topos.io/models``)."""
+    """What the policies know of one node: its labels, its GPUs, the models its cache holds
+    (the inventory's ``topos.io/models``), its taints and its free extended resources
+    (``nvidia.com/gpu``: whole GPUs nobody holds; ``None``: not known)."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
     gpus: int = 0
     models: frozenset[str] = frozenset()
+    taints: tuple[Taint, ...] = ()
+    free: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,9 @@
 :func:`pool_template` is the pod template before the per-pool policies (:mod:`.policy`) run:
 the pool's ``spec.template`` (or :func:`default_template`, one vLLM serving container) with
 
-- labels ``neuronetes.io/pool=<pool>``, annotations ``neuronetes.io/model`` (when named) and
-  ``neuronetes.io/scheduling`` (``spec.scheduling`` as compact JSON), ``schedulerName: topos``;
+- labels ``neuronetes.io/pool=<pool>`` (:func:`pool_label`: a valid label value for any name),
+  annotations ``neuronetes.io/model`` (when named) and ``neuronetes.io/scheduling``
+  (``spec.scheduling`` as compact JSON), ``schedulerName: topos``;
 - ``gpuRequirements.count`` as ``nvidia.com/gpu`` limits on the first container, or with
   ``migProfile`` as ``nvidia.com/mig-<profile>``; ``type`` as a required node affinity on
   ``neuronetes.io/gpu-type``; ``memory`` as ``topos.io/gpu-memory-min``; ``topology.locality``
@@ -41,6 +42,7 @@ __all__ = [
     "SCHEDULING_ANNOTATION",
     "default_template",
     "pod_for",
+    "pool_label",
     "pool_template",
     "priority_class_for",
     "priority_class_name",
@@ -56,6 +58,22 @@ SCHEDULING_ANNOTATION: Final = "neuronetes.io/scheduling"
 POOL_NAMESPACE_LABEL: Final = "neuronetes.io/pool-namespace"
 DEFAULT_IMAGE: Final = "vllm/vllm-openai:latest"
 SERVING_PORT: Final = 8000
+#: Kubernetes' limit on a label value (an object name may be up to 253 characters).
+LABEL_VALUE_MAX: Final = 63
+_HASH_CHARS: Final = 10
+
+
+def pool_label(name: str) -> str:
+    """The value of ``neuronetes.io/pool`` (and ``topos.io/gang``) for the pool ``name``: the
+    name itself when it is at most 63 characters (every AgentPool name of that length is a valid
+    label value); a longer name becomes its first 52 characters (without a trailing ``-`` or
+    ``.``), ``-`` and 10 hex digits of the name's SHA-256 — 63 characters at most, the same for
+    the same name, and different for two names sharing their first 52 characters."""
+    if len(name) <= LABEL_VALUE_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_CHARS]
+    head = name[: LABEL_VALUE_MAX - _HASH_CHARS - 1].rstrip("-.")
+    return f"{head}-{digest}"
 
 
 def default_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
@@ -71,9 +89,15 @@ def default_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, An
     return {"metadata": {}, "spec": {"containers": [container]}}
 
 
-def priority_class_name(pool: PoolSpec) -> str:
-    """``neuronetes-<namespace>-<pool>`` (PriorityClasses are cluster-wide)."""
-    return f"neuronetes-{pool.namespace}-{pool.name}"[:253]
+def priority_class_name(namespace: str, name: str) -> str:
+    """``neuronetes-<namespace>-<pool>`` (PriorityClasses are cluster-wide); past 253
+    characters, the first 242 (without a trailing ``-`` or ``.``), ``-`` and 10 hex digits of
+    the full name's SHA-256, so two long names never share a class."""
+    full = f"neuronetes-{namespace}-{name}"
+    if len(full) <= 253:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:_HASH_CHARS]
+    return f"{full[: 253 - _HASH_CHARS - 1].rstrip('-.')}-{digest}"
 
 
 def priority_class_for(pool: PoolSpec) -> dict[str, Any]:
@@ -83,8 +107,8 @@ def priority_class_for(pool: PoolSpec) -> dict[str, Any]:
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
         "metadata": {
-            "name": priority_class_name(pool),
-            "labels": {POOL_LABEL: pool.name, POOL_NAMESPACE_LABEL: pool.namespace},
+            "name": priority_class_name(pool.namespace, pool.name),
+            "labels": {POOL_LABEL: pool_label(pool.name), POOL_NAMESPACE_LABEL: pool.namespace},
         },
         "value": pool.priority or 0,
         "preemptionPolicy": "Never" if pool.preemption is False else "PreemptLowerPriority",
@@ -136,7 +160,7 @@ def pool_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
     spec = template.setdefault("spec", {})
     labels = meta.setdefault("labels", {})
     annotations = meta.setdefault("annotations", {})
-    labels[POOL_LABEL] = pool.name
+    labels[POOL_LABEL] = pool_label(pool.name)
     if pool.model:
         annotations[MODEL_ANNOTATION] = pool.model
     annotations[SCHEDULING_ANNOTATION] = scheduling_json({"scheduling": pool.scheduling})
@@ -149,12 +173,12 @@ def pool_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
     if pool.gpu.locality:
         annotations[podkeys.GPU_LOCALITY.canonical] = pool.gpu.locality
     if pool.gang_min is not None:
-        labels[podkeys.GANG.canonical] = pool.name
+        labels[podkeys.GANG.canonical] = pool_label(pool.name)
         labels[podkeys.GANG_MIN.canonical] = str(pool.gang_min)
         if pool.gang_timeout_s:
             annotations[podkeys.GANG_TIMEOUT.canonical] = f"{pool.gang_timeout_s}s"
     if pool.wants_priority_class:
-        spec["priorityClassName"] = priority_class_name(pool)
+        spec["priorityClassName"] = priority_class_name(pool.namespace, pool.name)
         spec.pop("priority", None)
     for kind, terms in data_locality(pool.scheduling).items():
         block = spec.setdefault("affinity", {}).setdefault(kind, {})

@@ -98,6 +98,9 @@ class PoolSpec:
     autoscaling: Autoscaling | None
     scheduling: Mapping[str, Any]
     template: Mapping[str, Any] | None
+    unsupported: tuple[str, ...] = ()
+    """Fields the pool sets that Topos does not act on, each with why (condition
+    ``SpecSupported=False``); the pool is served without them."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -227,6 +230,32 @@ def _autoscaling(spec: Mapping[str, Any]) -> Autoscaling | None:
     )
 
 
+#: Fields the CRD accepts (the guide writes them) that Topos does not act on, and why.
+UNSUPPORTED: Final = (
+    (
+        ("prewarmPercent",),
+        "Topos keeps no warm pool: the pool runs spec.replicas pods (or what the autoscaler "
+        "asks), none of them spare",
+    ),
+    (
+        ("scheduling", "fastScheduling"),
+        "a scheduler-wide setting, not a pool's: set scheduling.fastScheduling in the "
+        "coordinator's configuration",
+    ),
+)
+
+
+def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    out = []
+    for path, why in UNSUPPORTED:
+        value: Any = spec
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if value is not None:
+            out.append(f"spec.{'.'.join(path)} is set ({json.dumps(value)}) but ignored: {why}")
+    return tuple(out)
+
+
 def scheduling_json(spec: Mapping[str, Any]) -> str:
     """``spec.scheduling`` as compact JSON (annotation ``neuronetes.io/scheduling``)."""
     return json.dumps(spec.get("scheduling") or {}, separators=(",", ":"), sort_keys=True)
@@ -288,6 +317,7 @@ def parse_pool(pool: Mapping[str, Any], node_types: Collection[str] = ()) -> Poo
         autoscaling=autoscaling,
         scheduling=scheduling,
         template=template,
+        unsupported=_unsupported(spec),
     )
 
 

@@ -347,6 +347,16 @@ def _cycle(
     totals = cast(list[float], sums)
     for _, weight, scored in cycle:
         totals = [t + weight * v for t, v in zip(totals, scored, strict=True)]
+    cache = fw.cache_share(pod)
+    if cache is not None:  # an AgentPool's cacheHitWeight: that share of a node's points
+        plugin, share = cache
+        pre = fw.pre_score.get(plugin.name)
+        if pre is None or not pre.pre_score(state, pod, feasible, snapshot).is_skip:
+            ratio = share / (1.0 - share)
+            pairs = zip(totals, feasible, strict=True)
+            others = array("d", (t * plugin.score(state, pod, n) / 100 for t, n in pairs))
+            cycle.append((plugin.name, ratio, others))
+            totals = [t + ratio * o for t, o in zip(totals, others, strict=True)]
 
     top = max(totals)
     best_i = min((i for i, t in enumerate(totals) if t == top), key=lambda i: feasible[i].name)

@@ -50,7 +50,6 @@ class Framework:
         self.score: list[tuple[ScorePlugin, float]] = []
         #: The same plugins with the AgentPool profile's weights (``agentPools``).
         self.pool_score: list[tuple[ScorePlugin, float]] = []
-        self._cache_shares: dict[float, list[tuple[ScorePlugin, float]]] = {}
         self.normalize: dict[str, NormalizeScorePlugin] = {}
         #: Plugins that score every feasible node in one call (not node-local ones only).
         self.batch_score: dict[str, BatchScorePlugin] = {}
@@ -89,31 +88,35 @@ class Framework:
                     self.epoch_filters.append(p)
                 elif isinstance(p, ScorePlugin):
                     self.score_epochs[p.name] = epoch
+        self._without_cache = [(p, w) for p, w in self.pool_score if p.name != _MODEL_CACHE]
+        self._cache = next(
+            (p for p in self.plugins if isinstance(p, ScorePlugin) and p.name == _MODEL_CACHE),
+            None,
+        )
         local = [p for p in self.plugins if self.is_local(p)]
         if all(getattr(p, "alike_nodes", False) is True for p in local):
             self.alike = Alike.of([f for f in self.filter if self.is_local(f)])
 
     def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
-        """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile,
-        with the ModelCache weight set to its pool's ``cacheHitWeight`` share of the total."""
+        """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile;
+        with a ``cacheHitWeight`` without ModelCache, which :meth:`cache_share` adds."""
         pool = pod.pool
         if pool is None:
             return self.score
-        share = pool.cache_hit_weight
-        if share is None:
+        if pool.cache_hit_weight is None:
             return self.pool_score
-        found = self._cache_shares.get(share)
-        if found is None:
-            found = self._cache_shares[share] = self._with_cache_share(share)
-        return found
+        return self._without_cache
 
-    def _with_cache_share(self, share: float) -> list[tuple[ScorePlugin, float]]:
-        others = [(p, w) for p, w in self.pool_score if p.name != _MODEL_CACHE]
-        cache = [p for p in self.plugins if isinstance(p, ScorePlugin) and p.name == _MODEL_CACHE]
-        rest = sum(w for _, w in others)
-        if not cache or share <= 0 or rest <= 0:
-            return others
-        return [*others, (cache[0], share * rest / (1.0 - share))]
+    def cache_share(self, pod: PodRequest) -> tuple[ScorePlugin, float] | None:
+        """ModelCache and the share of a node's score it is to be for ``pod`` (its pool's
+        ``cacheHitWeight``, above 0): the cycle gives a node holding the model
+        ``share / (1 − share)`` × the points the other scorers gave it, so the cache is that
+        share of the node's total. ``None``: the profile's weights apply."""
+        pool = pod.pool
+        share = pool.cache_hit_weight if pool is not None else None
+        if share is None or share <= 0 or self._cache is None:
+            return None
+        return self._cache, share
 
     def observe_running(self, pods: Iterable[PodInfo]) -> None:
         """Hand the pods already running to the plugins that learn from them (the shape mix

@@ -15,18 +15,19 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from common.kube import PODS, KubeClient, KubeObject
+from common.kube import PODS, KubeClient, KubeError, KubeObject
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.neuronetes.conditions import Condition
 from coordinator.neuronetes.hooks import NodeFacts, Policy
 from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
-from coordinator.neuronetes.podtemplate import POOL_LABEL
+from coordinator.neuronetes.podtemplate import POOL_LABEL, pool_label
 from coordinator.neuronetes.scaling import ScaleMemory
 from coordinator.neuronetes.settings import NeuronetesSettings
 
@@ -35,10 +36,26 @@ log = logging.getLogger(__name__)
 __all__ = ["NeuronetesController"]
 
 _ORPHANS: Key = ("", "")  # the dirty-set entry that re-checks bindings without a pool
+#: A pool whose reconcile fails is retried after 1 s, then 2, 4, … up to 5 minutes; at once when
+#: its spec changes (a new generation).
+BACKOFF_FIRST_S = 1.0
+BACKOFF_MAX_S = 300.0
+
+
+@dataclass(slots=True)
+class Failure:
+    """A pool's failing reconciles: how many in a row, of which generation, when to try again."""
+
+    attempts: int
+    generation: int
+    retry_at: float
+    delay_s: float
 
 
 class _PoolPods:
-    """The pods labelled ``neuronetes.io/pool``, by pool."""
+    """The pods labelled ``neuronetes.io/pool``, by pool. A pod's key is its namespace and that
+    label's value (:func:`~coordinator.neuronetes.podtemplate.pool_label` of the pool's name);
+    ``changed`` is told that key."""
 
     def __init__(self, changed: Callable[[Key], None]) -> None:
         self._changed = changed
@@ -53,7 +70,9 @@ class _PoolPods:
         )
 
     def of(self, key: Key) -> list[KubeObject]:
-        return [p for p in self.by_uid.values() if self.pool_of(p) == key]
+        """The pods of the pool ``key`` (namespace, pool name)."""
+        want = (key[0], pool_label(key[1]))
+        return [p for p in self.by_uid.values() if self.pool_of(p) == want]
 
     def put(self, pod: KubeObject) -> None:
         self.by_uid[str(pod["metadata"]["uid"])] = pod
@@ -107,11 +126,14 @@ class NeuronetesController:
         self._scrape: set[Key] = set()
         self._wake = asyncio.Event()
         self.states: dict[Key, PoolState] = {}
+        #: Pools whose last reconcile failed (retried with backoff).
+        self.failures: dict[Key, Failure] = {}
+        self._timer: asyncio.TimerHandle | None = None
         self.pools = ObjectCache(client, AGENT_POOLS, namespace=namespace, on_change=self._pool)
         self.bindings = ObjectCache(
             client, TOOL_BINDINGS, namespace=namespace, on_change=self._binding
         )
-        self.pods = _PoolPods(self._mark)
+        self.pods = _PoolPods(self._pods_changed)
         self._pod_reflector = Reflector(
             client,
             PODS,
@@ -132,6 +154,16 @@ class NeuronetesController:
         if scrape:
             self._scrape.add(key)
         self._wake.set()
+
+    def _pods_changed(self, labelled: Key) -> None:
+        """Pods labelled ``neuronetes.io/pool=<value>`` changed: mark the pool(s) it names."""
+        ns, value = labelled
+        if (ns, value) in self.pools.objects and pool_label(value) == value:
+            self._mark(labelled)
+            return
+        found = [k for k in self.pools.objects if k[0] == ns and pool_label(k[1]) == value]
+        for key in found or [labelled]:
+            self._mark(key)
 
     def _pool(self, key: Key, obj: KubeObject | None) -> None:
         if obj is None:
@@ -197,10 +229,37 @@ class NeuronetesController:
                 await asyncio.sleep(0.2)
                 self._wake.set()
                 continue
-            dirty, self._dirty = self._dirty, set()
-            scrape, self._scrape = self._scrape, set()
+            dirty, self._dirty = self._due(self._dirty)
+            scrape = {k for k in self._scrape if k in dirty}
+            self._scrape -= scrape
             await asyncio.gather(*(self._one(reconciler, key, key in scrape) for key in dirty))
             await self._orphan_bindings(reconciler, _ORPHANS in dirty)
+
+    def _due(self, marked: set[Key]) -> tuple[set[Key], set[Key]]:
+        """The marked pools to reconcile now, and those waiting out a failure's backoff (kept
+        marked, with a wake-up when the first is due). A new generation is due at once."""
+        now = time.monotonic()
+        due: set[Key] = set()
+        later: set[Key] = set()
+        for key in marked:
+            failed = self.failures.get(key)
+            obj = self.pools.objects.get(key)
+            if (
+                failed is not None
+                and failed.retry_at > now
+                and obj is not None
+                and _generation(obj) == failed.generation
+            ):
+                later.add(key)
+            else:
+                due.add(key)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if later:
+            first = min(self.failures[k].retry_at for k in later)
+            self._timer = asyncio.get_running_loop().call_later(first - now, self._wake.set)
+        return due, later
 
     async def _one(self, reconciler: Reconciler, key: Key, scrape: bool) -> None:
         try:
@@ -238,11 +297,42 @@ class NeuronetesController:
                 # The watch may already hold a newer copy (bound, running): keep that one.
                 if str(pod["metadata"]["uid"]) not in self.pods.by_uid:
                     self.pods.put(pod)
+            self.failures.pop(key, None)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("AgentPool %s/%s: reconcile failed; retrying", *key)
-            asyncio.get_running_loop().call_later(1.0, self._mark, key)
+        except Exception as exc:
+            await self._failed(reconciler, key, exc)
+
+    async def _failed(self, reconciler: Reconciler, key: Key, exc: Exception) -> None:
+        """A failed reconcile: condition ``Reconciled=False`` (reason ``ReconcileFailed``, the
+        step and the error) on the pool, one log line, and a retry after an exponential
+        backoff (:data:`BACKOFF_FIRST_S` doubling to :data:`BACKOFF_MAX_S`)."""
+        obj = self.pools.objects.get(key)
+        state = self.states.get(key)
+        generation = _generation(obj) if obj is not None else 0
+        before = self.failures.get(key)
+        attempts = 1 if before is None or before.generation != generation else before.attempts + 1
+        delay = min(BACKOFF_FIRST_S * 2 ** (attempts - 1), BACKOFF_MAX_S)
+        self.failures[key] = Failure(attempts, generation, time.monotonic() + delay, delay)
+        step = state.step if state is not None else "reconciling"
+        what = f"{step}: {exc}" if str(exc) else f"{step}: {type(exc).__name__}"
+        # A bug (not the API server's refusal) shows its traceback, once per failing streak.
+        trace = attempts == 1 and not isinstance(exc, KubeError)
+        log.warning(
+            "AgentPool %s/%s: reconcile failed (attempt %d; next in %gs): %s",
+            *key,
+            attempts,
+            delay,
+            what,
+            exc_info=trace,
+        )
+        if obj is not None and state is not None:
+            message = f"{what} (attempt {attempts}; retrying in {delay:g}s)"
+            try:
+                await reconciler.failed(newer(obj, state.latest) or obj, state, message)
+            except Exception as write_exc:
+                log.warning("AgentPool %s/%s: cannot write status: %s", *key, write_exc)
+        self._mark(key)
 
     async def _orphan_bindings(self, reconciler: Reconciler, due: bool) -> None:
         if not due:
@@ -261,6 +351,10 @@ class NeuronetesController:
                 await reconciler.binding_status(binding, {}, [cond])
             except Exception as exc:
                 log.warning("ToolBinding %s/%s: cannot write status: %s", ns, name, exc)
+
+
+def _generation(obj: KubeObject) -> int:
+    return int((obj.get("metadata") or {}).get("generation") or 0)
 
 
 def _pool_ref(binding: KubeObject) -> str | None:

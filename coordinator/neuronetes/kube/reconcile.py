@@ -16,7 +16,15 @@ from typing import Any
 
 import aiohttp
 
-from common.kube import PODS, AlreadyExists, KubeClient, KubeObject, NotFound
+from common.kube import (
+    PODS,
+    AlreadyExists,
+    Invalid,
+    KubeClient,
+    KubeObject,
+    NotFound,
+)
+from common.kube.types import JsonPatchOperation
 from coordinator.neuronetes.conditions import Condition, merge_conditions, transitions
 from coordinator.neuronetes.cost_policy import on_demand
 from coordinator.neuronetes.guide_policies import GUIDE_POLICIES
@@ -26,6 +34,7 @@ from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
 from coordinator.neuronetes.podtemplate import (
     POOL_LABEL,
     pod_for,
+    pool_label,
     pool_template,
     priority_class_for,
     priority_class_name,
@@ -70,6 +79,8 @@ class PoolState:
     """The pool as our last write returned it (the watch may not have brought it yet)."""
     policy_memory: dict[str, Any] = field(default_factory=dict)
     """What the pool's policies keep between reconciles (interruptions, the model chosen)."""
+    step: str = "reconciling"
+    """What the reconcile was doing last (named in the condition when it fails)."""
 
 
 class Reconciler:
@@ -106,7 +117,7 @@ class Reconciler:
 
     async def forget(self, namespace: str, name: str) -> None:
         """The pool is gone: its pods go with it (garbage collector); its PriorityClass here."""
-        pc = f"neuronetes-{namespace}-{name}"[:253]
+        pc = priority_class_name(namespace, name)
         self._priority_classes.pop(pc, None)
         with contextlib.suppress(NotFound):  # made by this or an earlier leader, or never
             await self._client.delete(PRIORITY_CLASSES, pc)
@@ -114,7 +125,7 @@ class Reconciler:
     async def _priority_class(self, pool: PoolSpec) -> None:
         body = priority_class_for(pool)
         want = (int(body["value"]), str(body["preemptionPolicy"]))
-        name = priority_class_name(pool)
+        name = priority_class_name(pool.namespace, pool.name)
         if self._priority_classes.get(name) == want:
             return
         try:
@@ -209,6 +220,7 @@ class Reconciler:
         node_facts: Mapping[str, NodeFacts] | None = None,
     ) -> list[KubeObject]:
         """Reconcile one pool; returns the pods it created (for the caller's cache)."""
+        state.step = "reading the spec"
         try:
             pool = parse_pool(obj, node_types)
         except PoolProblem as exc:
@@ -217,6 +229,7 @@ class Reconciler:
             return []
         mine = [owned_pod(p) for p in pods if _owned_by(p, pool.uid)]
         if scrape and (pool.autoscaling is not None or bindings):
+            state.step = "reading the load signals"
             await self._signals(pool, mine, bindings, state)
             current = pool.base_replicas()
             state.decision = decide(
@@ -258,6 +271,7 @@ class Reconciler:
             )
             state.memory.last_scale = time.monotonic()
         if ctx.evict:
+            state.step = "deleting the pods on vanished nodes"
             for pod in mine:
                 if pod.name in ctx.evict:
                     with contextlib.suppress(NotFound):
@@ -272,12 +286,21 @@ class Reconciler:
             )
             mine = [p for p in mine if p.name not in ctx.evict]
         if pool.wants_priority_class:
+            state.step = f"making PriorityClass {priority_class_name(pool.namespace, pool.name)}"
             await self._priority_class(pool)
-        created = await self._pods(pool, mine, ctx)
+        created = await self._pods(pool, mine, ctx, state)
         conds = [*ctx.conditions, _ready(pool, mine, created)]
         olds = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or ()}
         if "PolicyFailed" in olds and not any(c.type == "PolicyFailed" for c in conds):
             conds.append(Condition("PolicyFailed", "False", "PoliciesRan", "every policy ran"))
+        if pool.unsupported:
+            conds.append(
+                Condition("SpecSupported", "False", "UnsupportedField", "; ".join(pool.unsupported))
+            )
+        elif "SpecSupported" in olds:
+            conds.append(Condition("SpecSupported", "True", "AllFieldsUsed", "every field is used"))
+        if "Reconciled" in olds:  # after a failure (reconciles that never failed do not say)
+            conds.append(Condition("Reconciled", "True", "Reconciled", "the last reconcile ran"))
         if pool.autoscaling is not None or bindings:
             if state.signal_problem:
                 conds.append(
@@ -285,16 +308,25 @@ class Reconciler:
                 )
             elif state.tokens is not None or state.lags:
                 conds.append(Condition("SignalsAvailable", "True", "Read", "load signals read"))
+        state.step = "writing the status"
         await self._write_status(obj, self._status(pool, mine, created, state, ctx), conds, state)
+        state.step = "reconciling"
         for ev in ctx.events:
             await self.event(obj, ev.reason, ev.message, ev.warning)
         return created
+
+    async def failed(self, obj: KubeObject, state: PoolState, message: str) -> None:
+        """The reconcile failed: ``Reconciled=False``, reason ``ReconcileFailed`` (a Warning
+        Event when it turns false); the rest of the status stays as it was."""
+        cond = Condition("Reconciled", "False", "ReconcileFailed", message)
+        await self._write_status(obj, {}, [cond], state)
 
     async def _scale(
         self, obj: KubeObject, pool: PoolSpec, decision: Decision, state: PoolState
     ) -> PoolSpec:
         current = pool.base_replicas()
         meta = obj["metadata"]
+        state.step = f"scaling to {decision.desired} replicas"
         state.latest = await self._client.patch(
             AGENT_POOLS,
             meta["name"],
@@ -309,18 +341,34 @@ class Reconciler:
         return _replace_replicas(pool, decision.desired)
 
     async def _pods(
-        self, pool: PoolSpec, mine: Sequence[OwnedPod], ctx: PolicyContext
+        self, pool: PoolSpec, mine: Sequence[OwnedPod], ctx: PolicyContext, state: PoolState
     ) -> list[KubeObject]:
         gates = ctx.gates()
         plan = plan_replicas(pool.base_replicas(), mine, template_hash(ctx.template), gates)
         created: list[KubeObject] = []
+        state.step = "deleting pods"
         for pod in plan.delete:
             with contextlib.suppress(NotFound):
                 await self._client.delete(PODS, pod.name, namespace=pool.namespace, uid=pod.uid)
+        state.step = "lifting scheduling gates"
         for pod, kept in plan.ungate:
-            patch = {"spec": {"schedulingGates": [{"name": g} for g in kept] or None}}
-            await self._client.patch(PODS, pod.name, patch, namespace=pool.namespace)
+            # Only the pod this plan judged (a pod of the same name made since is not ours).
+            ops: list[JsonPatchOperation] = [
+                {"op": "test", "path": "/metadata/uid", "value": pod.uid},
+                {
+                    "op": "replace",
+                    "path": "/spec/schedulingGates",
+                    "value": [{"name": g} for g in kept],
+                }
+                if kept
+                else {"op": "remove", "path": "/spec/schedulingGates"},
+            ]
+            with contextlib.suppress(NotFound, Invalid):  # gone, or another pod by that name
+                await self._client.patch(
+                    PODS, pod.name, ops, namespace=pool.namespace, patch_type="json"
+                )
         anywhere = plan.create if ctx.spot_slots is None else ctx.spot_slots
+        state.step = "creating a pod"
         for i in range(plan.create):
             body = pod_for(pool, ctx.template, time.time())
             if i >= anywhere:  # beyond the pods that may go to spot: on-demand only
@@ -351,10 +399,10 @@ class Reconciler:
             "scheduledReplicas": sum(1 for p in live if p.node),
             "readyReplicas": sum(1 for p in live if p.ready),
             "desiredReplicas": pool.base_replicas(),
-            "selector": f"{POOL_LABEL}={pool.name}",
+            "selector": f"{POOL_LABEL}={pool_label(pool.name)}",
         }
         if pool.wants_priority_class:
-            status["priorityClassName"] = priority_class_name(pool)
+            status["priorityClassName"] = priority_class_name(pool.namespace, pool.name)
         decision = st.decision
         if decision is not None and decision.expected_ttft_s is not None:
             ttft = decision.expected_ttft_s

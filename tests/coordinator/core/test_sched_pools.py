@@ -139,21 +139,22 @@ def test_a_region_above_the_carbon_limit_is_refused_by_name_and_intensity() -> N
     assert chosen(pool_pod("p", scheduling=limit), nodes[:1], _carbon=readings) == "dirty"
 
 
-def test_cache_hit_weight_sets_the_caches_share() -> None:
+@pytest.mark.parametrize("share", [0.3, 0.5, 0.8])
+def test_cache_hit_weight_is_that_share_of_the_cached_nodes_points(share: float) -> None:
     nodes = [
         node("cheap", instance="p5.48xlarge"),
         node("cached", instance="p5e.48xlarge", models=("org/m",)),
     ]
-    result = place(
-        pool_pod("p", model="org/m", scheduling={"cacheAware": {"cacheHitWeight": 0.5}}), nodes
-    )
+    scheduling = {"cacheAware": {"cacheHitWeight": share}}
+    result = place(pool_pod("p", model="org/m", scheduling=scheduling), nodes)
     assert isinstance(result, Decision)
     assert result.node == "cached"
-    # half of all the weight: as much as every other scorer's weight together
-    rest = sum(
-        w for p, w in build_framework(SchedulerConfig()).pool_score if p.name != "ModelCache"
-    )
-    assert result.breakdown["ModelCache"] == pytest.approx(100 * rest)
+    # "cacheHitWeight: 0.3  # 30% of score": of the points the node got, the cache gave 30 %
+    points = result.breakdown
+    assert points["ModelCache"] / sum(points.values()) == pytest.approx(share)
+    assert result.score == pytest.approx(sum(points.values()))
+    cheap = result.verdicts["cheap"].scores
+    assert cheap["ModelCache"] == 0  # no model there: no cache points
     none = place(
         pool_pod("p", model="org/m", scheduling={"cacheAware": {"cacheHitWeight": 0}}), nodes
     )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from coordinator.core.framework.prices import read_prices
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.neuronetes.carbon_policy import cache_policy, carbon_policy
 from coordinator.neuronetes.cost_policy import cost_policy, on_demand, spot_policy
 from coordinator.neuronetes.guide_policies import GUIDE_POLICIES
@@ -326,3 +327,78 @@ def test_min_cached_replicas_counts_selected_nodes_holding_the_model(
 def test_pools_without_the_blocks_are_left_alone() -> None:
     ctx = run_policies(_ctx({"model": "m"}), GUIDE_POLICIES)
     assert (ctx.status, ctx.conditions, ctx.events, ctx.spot_slots) == ({}, [], [], None)
+
+
+OVER_BUDGET_SPOT = {
+    **COST,
+    "gpuRequirements": {"count": 8, "type": "A100"},
+    "scheduling": {
+        "costOptimization": {
+            **COST["scheduling"]["costOptimization"],  # type: ignore[index]
+            "spotEnabled": True,
+            "spotStrategy": {"maxSpotPercent": 50},
+        }
+    },
+}
+A100_SPOT = {**SPOT, "neuronetes.io/gpu-type": "A100"}
+
+
+@pytest.mark.parametrize(
+    ("spot_node", "action"),
+    [
+        (NodeFacts(A100_SPOT, 8, free={"nvidia.com/gpu": 8}), "use-spot"),
+        # spot nodes the pool's pods cannot use are no reason to wait for spot
+        (NodeFacts({**SPOT, "neuronetes.io/gpu-type": "T4"}, 8), "fallback-model"),
+        (NodeFacts(A100_SPOT, 8, free={"nvidia.com/gpu": 4}), "fallback-model"),
+        (NodeFacts(A100_SPOT, 4), "fallback-model"),
+        (
+            NodeFacts(A100_SPOT, 8, taints=(Taint("gpu", "reserved", "NoSchedule"),)),
+            "fallback-model",
+        ),
+    ],
+    ids=["hosts", "other-gpu-type", "gpus-taken", "too-few-gpus", "untolerated-taint"],
+)
+def test_over_budget_a_spot_node_counts_only_if_it_can_host_the_pools_pods(
+    spot_node: NodeFacts, action: str
+) -> None:
+    on_demand_a100 = {
+        "node.kubernetes.io/instance-type": "big.gpu",
+        "neuronetes.io/gpu-type": "A100",
+    }
+    nodes = {
+        "n1": NodeFacts(on_demand_a100, 8),
+        "n2": NodeFacts(on_demand_a100, 8),
+        "s1": spot_node,
+    }
+    pods = (_pod("a", "n1"), _pod("b", "n2"))
+    ctx = run_policies(_ctx(OVER_BUDGET_SPOT, pods=pods, nodes=nodes), [spot_policy, cost_policy])
+    assert ctx.status["cost"]["action"] == action
+    model = ctx.template["metadata"]["annotations"]["neuronetes.io/model"]
+    assert model == ("big-model" if action == "use-spot" else "smaller-model")
+
+
+def test_a_tolerated_taint_and_a_matching_selector_let_a_spot_node_host() -> None:
+    spec = {
+        **OVER_BUDGET_SPOT,
+        "template": {
+            "spec": {
+                "containers": [{"name": "server", "image": "vllm"}],
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            }
+        },
+    }
+    tainted = (Taint("gpu", "reserved", "NoSchedule"),)
+    on_demand_a100 = {
+        "node.kubernetes.io/instance-type": "big.gpu",
+        "neuronetes.io/gpu-type": "A100",
+    }
+    pods = (_pod("a", "n1"), _pod("b", "n2"))
+    for labels, action in (({}, "fallback-model"), ({"pool": "gpu"}, "use-spot")):
+        nodes = {
+            "n1": NodeFacts(on_demand_a100, 8),
+            "n2": NodeFacts(on_demand_a100, 8),
+            "s1": NodeFacts({**A100_SPOT, **labels}, 8, taints=tainted),
+        }
+        ctx = run_policies(_ctx(spec, pods=pods, nodes=nodes), [spot_policy, cost_policy])
+        assert ctx.status["cost"]["action"] == action

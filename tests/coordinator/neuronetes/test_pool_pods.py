@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE, PolicyContext, run_policies
-from coordinator.neuronetes.podtemplate import pod_for, pool_template, template_hash
+from coordinator.neuronetes.podtemplate import (
+    pod_for,
+    pool_label,
+    pool_template,
+    priority_class_for,
+    template_hash,
+)
 from coordinator.neuronetes.pool import PoolProblem, PoolSpec, parse_pool
 from coordinator.neuronetes.replicas import OwnedPod, plan_replicas
 
@@ -248,3 +255,38 @@ def test_the_pools_ready_condition_says_why_a_pod_is_not_placed() -> None:
     assert cond.message == f"1 of 2 replicas ready; 1 not scheduled: p-abc: {reason}"
     assert pending.unscheduled == reason
     assert running.unscheduled is None
+
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@pytest.mark.parametrize("length", [1, 63, 64, 80, 253])
+def test_pool_label_is_a_valid_label_value_for_any_pool_name(length: int) -> None:
+    name = ("agents-" * 40)[: length - 1] + "x"  # a DNS subdomain with '-' at the 52nd char
+    value = pool_label(name)
+    assert len(value) <= 63
+    assert _LABEL_VALUE.match(value)
+    assert value == name if length <= 63 else value != name
+    # two long names sharing their first 52 characters still differ
+    assert pool_label(name + "-a") != pool_label(name + "-b") or length + 2 <= 63
+
+
+def test_a_long_pools_pods_and_priority_class_carry_valid_names() -> None:
+    name = "a" * 60 + "-" + "b" * 150
+    pool = parse_pool(
+        _pool(
+            {"scheduling": {"priority": 5, "gangScheduling": {"enabled": True, "minMembers": 2}}},
+            name,
+        )
+    )
+    pod = pod_for(pool, pool_template(pool))
+    labels = pod["metadata"]["labels"]
+    assert labels["neuronetes.io/pool"] == labels["topos.io/gang"] == pool_label(name)
+    pc = priority_class_for(pool)
+    assert len(pc["metadata"]["name"]) <= 253
+    assert pc["metadata"]["labels"]["neuronetes.io/pool"] == pool_label(name)
+    assert pod["spec"]["priorityClassName"] == pc["metadata"]["name"]
+    other = parse_pool(
+        _pool({"scheduling": {"priority": 5}}, "a" * 60 + "-" + "b" * 150 + "c"), {"A100"}
+    )
+    assert priority_class_for(other)["metadata"]["name"] != pc["metadata"]["name"]
