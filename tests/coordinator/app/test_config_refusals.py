@@ -17,6 +17,7 @@ from coordinator.api.keys import METRICS
 from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.main import running, wire
+from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.config import ConfigError as SchedulingError
 from coordinator.core.framework.config import load_config
@@ -220,3 +221,40 @@ async def test_a_reload_refuses_each_bad_value_and_keeps_the_running_settings(
                 await eventually(lambda i=i: refusals() == i, what=f"refusal {i}")  # type: ignore[misc]
                 assert message in caplog.text
                 assert runtime.scheduler.framework is framework  # the old settings keep running
+
+
+# --- what a reload names as needing a restart ----------------------------------------------------
+
+ELECTION = "leaderElection: {enabled: false, leaseDurationSeconds: %d, renewDeadlineSeconds: 10}\n"
+
+
+def test_the_same_file_read_twice_needs_no_restart(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(ELECTION % 15)  # the identity left out: made up by the elector, not the file
+    assert restart_needed(load_file(str(path)), load_file(str(path))) == []
+
+
+async def test_a_reload_warns_only_about_restart_keys_that_changed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(HEAD + ELECTION % 15 + "scheduling: {weights: {numa_fit: 7}}\n")
+    app = wire(
+        load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())), config_path=str(path)
+    )
+    registry = app[METRICS].registry
+
+    def applied() -> float:
+        return registry.get_sample_value("topos_config_reloads_total", {"result": "applied"}) or 0
+
+    async with running(app):
+        with caplog.at_level(logging.WARNING, logger="coordinator.app.reload"):
+            path.write_text(HEAD + ELECTION % 15 + "scheduling: {weights: {numa_fit: 8}}\n")
+            await eventually(lambda: applied() == 1, what="the scheduling change")
+            assert "restart" not in caplog.text
+            path.write_text(HEAD + ELECTION % 20 + "scheduling: {weights: {numa_fit: 8}}\n")
+            await eventually(lambda: applied() == 2, what="the election change")
+    restarts = [r.getMessage() for r in caplog.records if "restart" in r.getMessage()]
+    assert len(restarts) == 1
+    assert "leaderElection.leaseDurationSeconds changed; restart" in restarts[0]
+    assert "identity" not in restarts[0]
