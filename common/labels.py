@@ -129,6 +129,39 @@ _DNS1123_SUBDOMAIN_RE: Final = re.compile(
 )
 
 
+_DNS1123_LABEL_RE: Final = re.compile(r"^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$")
+DNS1123_LABEL_RULE: Final = (
+    "a DNS-1123 label: at most 63 lowercase letters, digits and '-', "
+    "starting and ending with a letter or digit"
+)
+DNS1123_SUBDOMAIN_RULE: Final = (
+    "a DNS-1123 subdomain: at most 253 lowercase letters, digits, '-' and '.', "
+    "each dot-separated part starting and ending with a letter or digit"
+)
+
+
+def is_dns1123_label(name: str) -> bool:
+    """True when Kubernetes accepts ``name`` as a namespace's name."""
+    return _DNS1123_LABEL_RE.fullmatch(name) is not None
+
+
+def is_dns1123_subdomain(name: str) -> bool:
+    """True when Kubernetes accepts ``name`` as most objects' names (a Lease, a Node)."""
+    return len(name) <= 253 and _DNS1123_SUBDOMAIN_RE.fullmatch(name) is not None
+
+
+def check_namespace_name(key: str, value: str) -> None:
+    """Raise ``ValueError`` naming ``key`` and ``value`` unless ``value`` can name a namespace."""
+    if not is_dns1123_label(value):
+        raise ValueError(f"{key}: {value!r} is not a namespace name ({DNS1123_LABEL_RULE})")
+
+
+def check_object_name(key: str, value: str) -> None:
+    """Raise ``ValueError`` naming ``key`` and ``value`` unless ``value`` can name an object."""
+    if not is_dns1123_subdomain(value):
+        raise ValueError(f"{key}: {value!r} is not an object name ({DNS1123_SUBDOMAIN_RULE})")
+
+
 def is_label_value(value: str) -> bool:
     """True when Kubernetes accepts ``value`` as a label value (the empty string included)."""
     return len(value) <= LABEL_VALUE_MAX and _LABEL_VALUE_RE.match(value) is not None
@@ -242,11 +275,17 @@ def _spaces_to_dashes(text: str) -> str:
 
 __all__ = [
     "AGENT_PREFIXES",
+    "DNS1123_LABEL_RULE",
+    "DNS1123_SUBDOMAIN_RULE",
     "LABEL_VALUE_MAX",
     "PREFIX",
     "UNKNOWN",
     "LabelBuilder",
     "NodeLabels",
+    "check_namespace_name",
+    "check_object_name",
+    "is_dns1123_label",
+    "is_dns1123_subdomain",
     "is_label_key",
     "is_label_value",
     "merge",

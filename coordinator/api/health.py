@@ -21,7 +21,12 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     readiness = request.app[READINESS]
     status = 200 if readiness.ready else 503
-    body = {"status": "ready" if readiness.ready else "not-ready", "checks": readiness.checks}
+    body: dict[str, object] = {
+        "status": "ready" if readiness.ready else "not-ready",
+        "checks": readiness.checks,
+    }
+    if readiness.reasons:
+        body["reasons"] = readiness.reasons
     return respond(request, body, status=status)
 
 

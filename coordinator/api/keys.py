@@ -27,10 +27,16 @@ class Readiness:
     """What ``/readyz`` waits for: each component sets its flag once it is serving."""
 
     checks: dict[str, bool] = field(default_factory=dict)
+    #: Why a check is false, where its component knows (``/readyz`` shows it).
+    reasons: dict[str, str] = field(default_factory=dict)
     _waiting: dict[str, asyncio.Event] = field(default_factory=dict, init=False, repr=False)
 
-    def set(self, name: str, ready: bool) -> None:
+    def set(self, name: str, ready: bool, *, reason: str | None = None) -> None:
         self.checks[name] = ready
+        if ready or reason is None:
+            self.reasons.pop(name, None)
+        else:
+            self.reasons[name] = reason
         if ready and name in self._waiting:
             self._waiting[name].set()
 

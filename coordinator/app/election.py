@@ -38,7 +38,14 @@ from typing import Final, Protocol
 
 import msgspec
 
-from coordinator.adapters.kube.lease import LeaseConflict, LeaseRecord, LeaseStore, LeaseUnavailable
+from common.labels import check_namespace_name, check_object_name
+from coordinator.adapters.kube.lease import (
+    LeaseConflict,
+    LeaseMisconfigured,
+    LeaseRecord,
+    LeaseStore,
+    LeaseUnavailable,
+)
 
 _log = logging.getLogger("topos.coordinator.app.election")
 
@@ -90,8 +97,10 @@ class LeaderElectionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_u
     """Name of the Lease object: coordinators that share it elect one leader."""
     namespace: str = msgspec.field(default_factory=default_namespace)
     """Namespace of the Lease (default: the coordinator's own)."""
-    identity: str = msgspec.field(default_factory=default_identity)
-    """This candidate's name in ``holderIdentity``; must differ between replicas."""
+    identity: str | None = None
+    """This candidate's name in ``holderIdentity``; must differ between replicas. None: the pod's
+    name and a random suffix, chosen once when the elector is made (so a reloaded file that leaves
+    it out reads as unchanged)."""
     lease_duration_s: float = msgspec.field(default=15.0, name="leaseDurationSeconds")
     """How long followers wait, after the last change they saw, before taking over."""
     renew_deadline_s: float = msgspec.field(default=10.0, name="renewDeadlineSeconds")
@@ -102,10 +111,10 @@ class LeaderElectionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_u
     """Release the Lease on a graceful stop so a follower takes over at once."""
 
     def __post_init__(self) -> None:
-        if not self.identity:
-            raise ValueError("leader election identity must not be empty")
-        if not self.lease_name or not self.namespace:
-            raise ValueError("leader election needs a lease name and a namespace")
+        if self.identity is not None and not self.identity:
+            raise ValueError("identity: must not be empty (leave it out for the pod's name)")
+        check_object_name("leaseName", self.lease_name)
+        check_namespace_name("namespace", self.namespace)
         if self.retry_period_s <= 0:
             raise ValueError("retryPeriodSeconds must be positive")
         if self.renew_deadline_s <= self.retry_period_s * _JITTER:
@@ -121,6 +130,7 @@ class LeaderElectionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_u
 
 
 _JITTER = 1.2
+_NOT_READ_YET: Final = "the Lease has not been read yet"
 Callback = Callable[[], Awaitable[None]]
 
 
@@ -129,7 +139,8 @@ async def _nothing() -> None:
 
 
 class LeaderElector:
-    """One candidate. ``run()`` campaigns until cancelled; ``is_leader()`` gates binding."""
+    """One candidate. ``run()`` campaigns until cancelled; ``is_leader()`` gates binding and
+    ``wait_until_leading()`` resumes what only the leader runs."""
 
     def __init__(
         self,
@@ -138,22 +149,27 @@ class LeaderElector:
         *,
         on_started_leading: Callback = _nothing,
         on_stopped_leading: Callback = _nothing,
+        on_trouble: Callable[[str | None], None] = lambda trouble: None,
         clock: ElectionClock | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
+        self._identity = settings.identity or default_identity()
         self._on_started = on_started_leading
         self._on_stopped = on_stopped_leading
+        self._on_trouble = on_trouble
         self._clock: ElectionClock = clock if clock is not None else SystemClock()
         self._observed: LeaseRecord | None = None
         self._observed_at = 0.0
         self._last_renew: float | None = None
         self._leading = False
-        self._leading_event = asyncio.Event()
+        self._changed = asyncio.Event()  # replaced (after being set) on every change
+        self._trouble: str | None = _NOT_READ_YET
 
     @property
     def identity(self) -> str:
-        return self._settings.identity
+        """``holderIdentity`` when this candidate leads (the settings' or one made up once)."""
+        return self._identity
 
     @property
     def settings(self) -> LeaderElectionSettings:
@@ -168,11 +184,18 @@ class LeaderElector:
     def observed_leader(self) -> str | None:
         return self._observed.holder if self._observed else None
 
+    @property
+    def trouble(self) -> str | None:
+        """Why this candidate cannot even try to lead (the Lease's namespace does not exist,
+        RBAC forbids the Lease), or ``None``."""
+        return self._trouble
+
     def is_leader(self) -> bool:
         """True while this candidate holds a lease it renewed within the renew deadline.
 
-        The binder asks this before every bind: a leader cut off from the API server stops
-        binding after ``renew_deadline_s``, before followers may take over at ``lease_duration_s``.
+        The binder asks this before every bind, the scheduling loop before every cycle: a leader
+        cut off from the API server (or paused) stops after ``renew_deadline_s``, before
+        followers may take over at ``lease_duration_s``.
         """
         if not self._settings.enabled:
             return True
@@ -181,22 +204,54 @@ class LeaderElector:
         return self._clock.monotonic() - self._last_renew <= self._settings.renew_deadline_s
 
     async def wait_until_leading(self) -> None:
-        await self._leading_event.wait()
+        """Return once ``is_leader()`` holds (at once if it does)."""
+        while not self.is_leader():
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _set_trouble(self, trouble: str | None) -> None:
+        if trouble == self._trouble:
+            return
+        s = self._settings
+        if trouble is not None:
+            _log.error(
+                "leader election on Lease %s/%s cannot proceed, so this coordinator will never "
+                "lead (and is not ready) until it is fixed: %s",
+                s.namespace,
+                s.lease_name,
+                trouble,
+            )
+        elif self._trouble is not _NOT_READ_YET:
+            _log.info("lease %s/%s can be written again", s.namespace, s.lease_name)
+        self._trouble = trouble
+        self._on_trouble(trouble)
 
     async def try_acquire_or_renew(self) -> bool:
         """One attempt: take the lease if it is free, expired or ours; True if we hold it now."""
+        try:
+            held = await self._try_acquire_or_renew()
+        except LeaseMisconfigured as exc:
+            self._set_trouble(str(exc))
+            return False
+        except LeaseUnavailable as exc:
+            s = self._settings
+            _log.warning("lease %s/%s unavailable: %s", s.namespace, s.lease_name, exc)
+            return False
+        self._set_trouble(None)
+        return held
+
+    async def _try_acquire_or_renew(self) -> bool:
         s = self._settings
         now = self._clock.monotonic()
         wall = self._clock.wall()
-        try:
-            current = await self._store.get()
-        except LeaseUnavailable as exc:
-            _log.warning("lease %s/%s unreadable: %s", s.namespace, s.lease_name, exc)
-            return False
+        current = await self._store.get()
         duration = max(1, round(s.lease_duration_s))
         if current is None:
             mine = LeaseRecord(
-                holder=s.identity,
+                holder=self._identity,
                 lease_duration_s=duration,
                 acquire_time=wall,
                 renew_time=wall,
@@ -204,7 +259,7 @@ class LeaderElector:
             )
             try:
                 created = await self._store.create(mine)
-            except (LeaseConflict, LeaseUnavailable) as exc:
+            except LeaseConflict as exc:
                 _log.info("lease %s/%s: create lost: %s", s.namespace, s.lease_name, exc)
                 return False
             self._observe(created, now)
@@ -212,14 +267,14 @@ class LeaderElector:
 
         if self._observed is None or current.resource_version != self._observed.resource_version:
             self._observe(current, now)
-        ours = current.holder == s.identity
+        ours = current.holder == self._identity
         if not ours and not current.is_free:
             expires = self._observed_at + current.lease_duration_s
             if now < expires:
                 return False
         new = replace(
             current,
-            holder=s.identity,
+            holder=self._identity,
             lease_duration_s=duration,
             acquire_time=current.acquire_time if ours else wall,
             renew_time=wall,
@@ -227,7 +282,7 @@ class LeaderElector:
         )
         try:
             updated = await self._store.update(new)
-        except (LeaseConflict, LeaseUnavailable) as exc:
+        except LeaseConflict as exc:
             _log.info("lease %s/%s: update lost: %s", s.namespace, s.lease_name, exc)
             return False
         self._observe(updated, now)
@@ -247,13 +302,12 @@ class LeaderElector:
 
     async def release(self) -> bool:
         """Give the lease up if we hold it, so followers need not wait for it to expire."""
-        self._leading = False
-        self._leading_event.clear()
+        self._step_down()
         try:
             current = await self._store.get()
         except LeaseUnavailable:
             return False
-        if current is None or current.holder != self._settings.identity:
+        if current is None or current.holder != self._identity:
             return False
         wall = self._clock.wall()
         released = replace(
@@ -280,7 +334,7 @@ class LeaderElector:
             try:
                 await asyncio.Event().wait()
             finally:
-                self._leading = False
+                self._step_down()
                 await self._on_stopped()
             return
         try:
@@ -290,14 +344,12 @@ class LeaderElector:
                 self._become_leader()
                 await self._on_started()
                 await self._renew_until_lost()
-                self._leading = False
-                self._leading_event.clear()
+                self._step_down()
                 _log.warning("lost leadership of %s/%s", s.namespace, s.lease_name)
                 await self._on_stopped()
         finally:
             if self._leading:
-                self._leading = False
-                self._leading_event.clear()
+                self._step_down()
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop_leading())
 
@@ -311,13 +363,17 @@ class LeaderElector:
     def _become_leader(self) -> None:
         self._leading = True
         self._last_renew = self._clock.monotonic()
-        self._leading_event.set()
+        self._notify()
         _log.info(
             "%s is leading %s/%s",
-            self._settings.identity,
+            self._identity,
             self._settings.namespace,
             self._settings.lease_name,
         )
+
+    def _step_down(self) -> None:
+        self._leading = False
+        self._notify()
 
     async def _attempt(self, *, within: float) -> bool:
         try:
@@ -337,13 +393,13 @@ class LeaderElector:
                 if left <= 0:
                     return
                 if await self._attempt(within=left):
-                    if self._observed is None or self._observed.holder != s.identity:
+                    if self._observed is None or self._observed.holder != self._identity:
                         return
                     self._last_renew = self._clock.monotonic()
                     break
                 if self._observed is not None and self._observed.holder not in (
                     None,
-                    s.identity,
+                    self._identity,
                 ):
                     return  # someone else holds it now: we lost it
                 await self._clock.sleep(s.retry_period_s)

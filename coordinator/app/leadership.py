@@ -32,12 +32,16 @@ from coordinator.adapters.kube.lease import (
     LeaseStore,
     LeaseUnavailable,
 )
+from coordinator.api.keys import READINESS
 from coordinator.app.election import LeaderElectionSettings, LeaderElector
 
 _log = logging.getLogger("topos.coordinator.app.election")
 
 LEADER: Final = web.AppKey("topos.leader", LeaderElector)
 LEADER_LABEL: Final = "topos.io/leader"
+#: The ``/readyz`` check: false until the Lease was read, and while it cannot be written at all
+#: (its namespace does not exist, RBAC forbids it) — a coordinator that can never lead is not ready.
+READY_CHECK: Final = "leaderElection"
 
 
 class _LazyLeaseStore:
@@ -96,9 +100,19 @@ def elect_leader(
         if client_box:
             await _label_own_pod(client_box[0], False)
 
-    elector = LeaderElector(store, settings, on_started_leading=started, on_stopped_leading=stopped)
+    def trouble(problem: str | None) -> None:
+        app[READINESS].set(READY_CHECK, problem is None, reason=problem)
+
+    elector = LeaderElector(
+        store,
+        settings,
+        on_started_leading=started,
+        on_stopped_leading=stopped,
+        on_trouble=trouble,
+    )
     app[LEADER] = elector
     if settings.enabled:
+        app[READINESS].set(READY_CHECK, False, reason=elector.trouble)
         app.cleanup_ctx.append(_campaign(elector, store, client_box, kubeconfig))
     return elector
 

@@ -14,7 +14,6 @@ MemoryCluster`, so explain and simulate work on what the agents report. While th
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -110,9 +109,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             )
         runtime.scheduler.view.node_filter = section.node_filter()
         if elector is not None:
-            # Only the leader binds: start once leading, and check before every bind.
-            runtime.add_gate(until(elector.is_leader))
-            runtime.scheduler.binder.may_bind = elector.is_leader
+            # Only the leader schedules and writes: from when it leads, while it leads.
+            runtime.follow(elector)
         # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
         if client is not None:
             gangs = kube_gang_runtime(
@@ -161,26 +159,6 @@ def _record_trouble(runtime: SchedulerRuntime, gangs: GangRuntime, history: Doma
     runtime.scheduler.bind_listeners.append(bound)
     if gangs.recovery is not None:
         gangs.recovery.listeners.append(history.record)
-
-
-def until(condition: Callable[[], bool]) -> asyncio.Event:
-    """An event set once ``condition()`` holds (polled every 0.1 s on the running loop); the
-    inventory's readiness has an event of its own (``Readiness.reached``)."""
-    event = asyncio.Event()
-
-    async def poll() -> None:
-        # Leadership is plain state owned elsewhere: poll it.
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.1)
-        event.set()
-
-    task = asyncio.get_running_loop().create_task(poll())
-    _GATES.add(task)
-    task.add_done_callback(_GATES.discard)
-    return event
-
-
-_GATES: set[asyncio.Task[None]] = set()
 
 
 def install_scheduler(app: web.Application, config: Config, backend: Backend) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from coordinator.core.framework.config import BUILT_IN_PLUGINS, SchedulerConfig
+from coordinator.core.framework.config import BUILT_IN_PLUGINS, SchedulerConfig, unknown_plugin
 from coordinator.core.framework.profile import Framework
 from coordinator.core.plugins.custom import GuardedScorer
 from coordinator.core.plugins.domainscore import (
@@ -138,7 +138,8 @@ def build_framework(
             continue
         factory = factories.get(name)
         if factory is None:
-            raise KeyError(f"plugin {name!r} is not registered")
+            key = "enabled_plugins" if name in config.enabled_plugins else "profile"
+            raise KeyError(f"{key}: {unknown_plugin(name, factories)}")
         plugins.append(factory(config))
     for custom in config.custom_scorers if profile is None else ():
         if custom.name not in config.disabled_plugins:

@@ -46,6 +46,7 @@ from coordinator.engine.attempts import Attempt, AttemptLog
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.changes import PendingChanges
 from coordinator.engine.claims import claims_to_write
+from coordinator.engine.leadership import ALWAYS, Leadership
 from coordinator.engine.nominations import Nominations
 from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import (
@@ -150,6 +151,9 @@ class Scheduler:
         self._grace_retry: asyncio.TimerHandle | None = None  # retry all at the grace's end
         self.changes = PendingChanges(self.queue, self._wakeup.set)
         self._shapes: dict[str, object] = {}
+        #: Only the leader schedules: asked before every cycle and every bind.
+        self.leadership: Leadership = ALWAYS
+        self.pauses = 0  # times scheduling stopped because this replica stopped leading
         self.binder = Binder(
             writer,
             node_exists=lambda name: name in view.inventory,
@@ -157,6 +161,7 @@ class Scheduler:
             on_failed=self._bind_failed,
             max_in_flight=self.settings.max_binds_in_flight,
             on_claims=lambda job, written: view.claims_written(job.entry.uid, written),
+            may_bind=lambda: self.leadership.is_leader(),
         )
         view.on_dra_change = self.changes.dra
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
@@ -255,6 +260,8 @@ class Scheduler:
         self._framework.observe_running(self._running())
         try:
             while True:
+                if not self.leadership.is_leader():
+                    await self._pause_until_leading()
                 await self.run_once()
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
@@ -263,6 +270,16 @@ class Scheduler:
                     raise asyncio.CancelledError
         finally:
             await self.binder.cancel()
+
+    async def _pause_until_leading(self) -> None:
+        """This replica stopped leading: no cycle (so no bind, Event or condition) until it
+        leads again; then every waiting pod is looked at afresh (the other leader moved on)."""
+        self.pauses += 1
+        log.warning("this replica no longer leads: scheduling stopped until it leads again")
+        self.idle.set()
+        await self.leadership.wait_until_leading()
+        log.info("leading again: scheduling resumes")
+        self.changes.everything()
 
     async def run_once(self) -> bool:
         """Schedule the next ready pod, or wait until one may be ready. True if one was tried."""

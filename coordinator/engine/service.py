@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+from coordinator.engine.leadership import Leadership
 from coordinator.engine.loop import Scheduler
 
 log = logging.getLogger(__name__)
@@ -47,12 +48,19 @@ class SchedulerRuntime:
         self.started = asyncio.Event()  # set once the loop runs (after the initial sync)
 
     def add_gate(self, event: asyncio.Event) -> None:
-        """Scheduling also waits for ``event`` (e.g. leadership) before it starts."""
+        """Scheduling also waits for ``event`` (e.g. the PodGroups listed) before it starts."""
         self._ready.append(event)
+
+    def follow(self, leadership: Leadership) -> None:
+        """Schedule, bind and run the gangs' writers only while ``leadership`` says this replica
+        leads: from when it first does, stopping whenever it stops and resuming when it leads
+        again (:mod:`.leadership`)."""
+        self.scheduler.leadership = leadership
 
     async def _main(self) -> None:
         for event in self._ready:
             await event.wait()
+        await self.scheduler.leadership.wait_until_leading()
         self.started.set()
         log.info("scheduler started")
         await self.scheduler.run()

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import msgspec
 
+from common.labels import check_namespace_name
 from coordinator.neuronetes.podtemplate import DEFAULT_IMAGE
 
 __all__ = ["CarbonIntensitySettings", "NeuronetesSettings"]
@@ -52,3 +53,7 @@ class NeuronetesSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
         default=None, name="carbonIntensity"
     )
     """Region carbon intensities for ``carbonAware`` pools and the PoolPlacement filter."""
+
+    def __post_init__(self) -> None:
+        if self.namespace is not None:
+            check_namespace_name("namespace", self.namespace)

@@ -9,11 +9,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from common.kube import AlreadyExists, Conflict, KubeClient, KubeError, KubeObject, NotFound
+from common.kube import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    KubeClient,
+    KubeError,
+    KubeObject,
+    NotFound,
+)
 
 __all__ = [
     "KubeLeaseStore",
     "LeaseConflict",
+    "LeaseMisconfigured",
     "LeaseRecord",
     "LeaseStore",
     "LeaseUnavailable",
@@ -31,6 +40,12 @@ class LeaseConflict(Exception):
 
 class LeaseUnavailable(Exception):
     """The Lease could not be read or written (API server down, forbidden, timeout)."""
+
+
+class LeaseMisconfigured(LeaseUnavailable):
+    """The Lease cannot be written until someone changes the cluster or the configuration: its
+    namespace does not exist, or RBAC forbids this coordinator the Lease. Retrying alone never
+    helps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +137,7 @@ class KubeLeaseStore:
         self._client = client
         self._namespace = namespace
         self._name = name
+        self._where = f"{namespace}/{name}"
 
     def _object(self, record: LeaseRecord) -> KubeObject:
         return lease_from_record(record, name=self._name, namespace=self._namespace)
@@ -129,6 +145,8 @@ class KubeLeaseStore:
     async def get(self) -> LeaseRecord | None:
         try:
             obj = await self._client.get_lease(namespace=self._namespace, name=self._name)
+        except Forbidden as exc:
+            raise LeaseMisconfigured(f"reading Lease {self._where} is forbidden: {exc}") from exc
         except KubeError as exc:
             raise LeaseUnavailable(str(exc)) from exc
         return None if obj is None else record_from_lease(obj)
@@ -141,6 +159,12 @@ class KubeLeaseStore:
             )
         except AlreadyExists as exc:
             raise LeaseConflict(str(exc)) from exc
+        except NotFound as exc:
+            raise LeaseMisconfigured(
+                f"cannot create Lease {self._where}: namespace {self._namespace!r} does not exist"
+            ) from exc
+        except Forbidden as exc:
+            raise LeaseMisconfigured(f"creating Lease {self._where} is forbidden: {exc}") from exc
         except KubeError as exc:
             raise LeaseUnavailable(str(exc)) from exc
         return record_from_lease(obj)
@@ -153,6 +177,8 @@ class KubeLeaseStore:
             updated = await self._client.update_lease(obj, obj["spec"])
         except (Conflict, NotFound) as exc:
             raise LeaseConflict(str(exc)) from exc
+        except Forbidden as exc:
+            raise LeaseMisconfigured(f"updating Lease {self._where} is forbidden: {exc}") from exc
         except KubeError as exc:
             raise LeaseUnavailable(str(exc)) from exc
         return record_from_lease(updated)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from common.labels import check_namespace_name, check_object_name
 from coordinator.adapters.kube.identity import Identity
 
 
@@ -37,6 +38,8 @@ class AuthSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             namespace, sep, name = entry.partition("/")
             if not sep or not namespace or not name or "/" in name:
                 raise ValueError(f"agentServiceAccounts entry {entry!r}: expected namespace/name")
+            check_namespace_name(f"agentServiceAccounts entry {entry!r}", namespace)
+            check_object_name(f"agentServiceAccounts entry {entry!r}", name)
         if self.cache_ttl_s < 0 or self.negative_cache_ttl_s < 0:
             raise ValueError("auth cache TTLs must not be negative")
         if self.cache_max_entries < 1 or self.max_token_bytes < 1:

@@ -6,6 +6,9 @@ Every problem is one :class:`ConfigError` line naming the key's path and the fil
     unknown key 'auth.openReadonly' in /etc/topos/config.yaml — did you mean 'auth.openReadOnly'?
     'limits.burst' in /etc/topos/config.yaml: expected an integer, got a string
     'leaderElection' in /etc/topos/config.yaml: leaseDurationSeconds (5.0) must exceed …
+    'scheduler.namespace' in /etc/topos/config.yaml: 'Not_A_Namespace!' is not a namespace name …
+    'coordinator.staleTtlSeconds' in /etc/topos/config.yaml: expected a finite number, got .inf
+    config /etc/topos/config.yaml is not valid YAML: key 'packing' appears twice in one mapping …
 
 A key with no value (``tls:`` alone) is the same as no key: its default. The ``scheduling``
 section keeps its own parser (``coordinator.core.framework.config.load_config``, shared with the
@@ -23,6 +26,7 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from common.configdoc import first_non_finite, load_yaml, yaml_number
 from coordinator.app.config.sections import Config
 from coordinator.core.framework import config as scheduling
 
@@ -42,7 +46,7 @@ def load_file(path: str | None) -> Config:
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_yaml(text)  # a key given twice in one mapping is refused, not overwritten
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {path} is not valid YAML: {_one_line(str(exc))}") from None
     return parse_config(doc, source=path)
@@ -55,6 +59,12 @@ def parse_config(doc: object, *, source: str = "the configuration") -> Config:
     if not isinstance(doc, Mapping):
         raise ConfigError(f"{source}: expected a mapping of sections at the top level")
     raw = _without_empty(doc)
+    non_finite = first_non_finite(raw)  # every number setting, whichever section reads it
+    if non_finite is not None:
+        key, value = non_finite
+        raise ConfigError(
+            f"'{key}' in {source}: expected a finite number, got {yaml_number(value)}"
+        )
     if "kind" in raw or "apiVersion" in raw:
         # A seed's scheduler object as the whole file (a KubeSchedulerConfiguration, a
         # topology-scheduler SchedulerConfig): it is the ``scheduling`` section.
@@ -127,6 +137,7 @@ _TYPE_WORDS = {
     "null": "nothing",
 }
 _AT = re.compile(r"(?s)(.*?)(?: - at `\$\.?(.*)`)?")
+_KEY_FIRST = re.compile(r"(?s)([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)*): (.*)")
 
 
 def _explain(message: str, source: str) -> str:
@@ -135,6 +146,9 @@ def _explain(message: str, source: str) -> str:
     problem, path = (match.group(1), match.group(2)) if match else (message, None)
     if problem.startswith("Expected "):
         problem = "e" + re.sub(r"`([^`]+)`", _words, problem[1:])
+    key = _KEY_FIRST.fullmatch(problem)
+    if path and key:  # a section's own check named its key: "namespace: 'x' is not …"
+        path, problem = f"{path}.{key.group(1)}", key.group(2)
     return f"'{path}' in {source}: {problem}" if path else f"{source}: {problem}"
 
 

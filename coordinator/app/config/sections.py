@@ -18,6 +18,7 @@ import msgspec
 
 from common.hostport import parse_host_port
 from common.kube import ClientSettings, RateLimit
+from common.labels import check_namespace_name, is_label_key, is_label_value
 from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
@@ -113,6 +114,15 @@ class SchedulerSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     the topology published on each Node (``topos.io/topology``) is used; 0 (the default): at
     once. A GPU node with neither a stream nor a valid annotation takes no GPU pods."""
 
+    def __post_init__(self) -> None:
+        if self.namespace is not None:
+            check_namespace_name("namespace", self.namespace)
+        for key, value in self.node_selector.items():
+            if not is_label_key(key):
+                raise ValueError(f"nodeSelector: {key!r} is not a label key")
+            if not is_label_value(value):
+                raise ValueError(f"nodeSelector.{key}: {value!r} is not a label value")
+
     def node_filter(self) -> Callable[[NodeState], bool] | None:
         if not self.node_selector:
             return None
@@ -156,8 +166,10 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     def __post_init__(self) -> None:
         keys = self.domain_keys
-        if not (keys.leaf and keys.spine and keys.zone):
-            raise ValueError("domainKeys: label names must not be empty")
+        for tier in ("leaf", "spine", "zone"):
+            key = getattr(keys, tier)
+            if not is_label_key(key):
+                raise ValueError(f"domainKeys.{tier}: {key!r} is not a label key")
 
     def settings(self) -> GangSettings:
         return GangSettings(

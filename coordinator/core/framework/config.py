@@ -21,12 +21,14 @@ are in ``docs/scheduling.md``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import yaml
 
+from common.configdoc import first_non_finite, load_yaml, yaml_number
 from coordinator.core.framework import seedforms
 from coordinator.core.framework.config_errors import ConfigError, hint
 from coordinator.core.framework.customscorers import CustomScorer, read_custom_scorers
@@ -272,7 +274,7 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         return SchedulerConfig()
     if isinstance(source, str):
         try:
-            data = yaml.safe_load(source)
+            data = load_yaml(source)  # a key given twice in one mapping is refused
         except yaml.YAMLError as exc:
             raise ConfigError(f"scheduler config is not valid YAML: {exc}") from None
     else:
@@ -281,6 +283,10 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         return SchedulerConfig()
     if not isinstance(data, Mapping):
         raise ConfigError("scheduler config must be a mapping")
+    non_finite = first_non_finite(data)
+    if non_finite is not None:
+        where, number = non_finite
+        raise ConfigError(f"{where}: expected a finite number, got {yaml_number(number)}")
     data = seedforms.unwrap(data)
     for key in data:
         if key not in _KEYS:
@@ -350,7 +356,25 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     kwargs["pool_weights"] = _agent_pools(data.get("agentPools"), weights, names)
     kwargs["prices"] = read_prices(data.get("prices"))
     kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), BUILT_IN_PLUGINS)
-    return SchedulerConfig(**kwargs)  # type: ignore[arg-type]
+    config = SchedulerConfig(**kwargs)  # type: ignore[arg-type]
+    _check_disabled(config)
+    return config
+
+
+def _check_disabled(config: SchedulerConfig) -> None:
+    """Every name ``disabled_plugins`` lists is a plugin the profile could run: a built-in one,
+    one ``enabled_plugins`` adds or a custom scorer (a misspelt name would disable nothing)."""
+    known = BUILT_IN_PLUGINS | set(config.enabled_plugins)
+    known |= {custom.name for custom in config.custom_scorers}
+    for name in sorted(config.disabled_plugins - known):
+        raise ConfigError(f"disabled_plugins: {unknown_plugin(name, known)}")
+
+
+def unknown_plugin(name: str, known: Collection[str]) -> str:
+    """``unknown plugin 'X' — did you mean 'Y'? (the plugins: …)``: the name and every valid one."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    guess = f" — did you mean {close[0]!r}?" if close else ""
+    return f"unknown plugin {name!r}{guess} (the plugins: {', '.join(sorted(known))})"
 
 
 def _agent_pools(raw: object, base: ScoreWeights, names: set[str]) -> ScoreWeights:

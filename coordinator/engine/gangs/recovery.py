@@ -87,6 +87,9 @@ class Recovery:
         while True:
             await self._wakeup.wait()
             await asyncio.sleep(self._settle_s)  # let a burst of changes land together
+            # Recovery evicts: only the leader does, and a replica that becomes leader looks at
+            # what failed meanwhile (the changes stay marked until then).
+            await self.scheduler.leadership.wait_until_leading()
             self._wakeup.clear()
             try:
                 self.check()

@@ -116,7 +116,9 @@ class GangRuntime:
     async def _ticker(self) -> None:
         await self.runtime.started.wait()
         self.step.start()
+        leadership = self.runtime.scheduler.leadership
         while True:
+            await leadership.wait_until_leading()  # timeouts evict: the leader's alone
             try:
                 self.step.tick()
             except Exception:

@@ -8,15 +8,22 @@ import datetime as dt
 
 import pytest
 
-from coordinator.adapters.kube.lease import LeaseRecord, lease_from_record, record_from_lease
+from coordinator.adapters.kube.lease import (
+    LeaseRecord,
+    LeaseStore,
+    lease_from_record,
+    record_from_lease,
+)
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.app.backend import KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.config.sections import Config
-from coordinator.app.election import LeaderElectionSettings
+from coordinator.app.election import LeaderElectionSettings, LeaderElector
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import wire
 from coordinator.inventory.store import Inventory
+
+_NO_STORE: LeaseStore = None  # type: ignore[assignment]  # never reached: nothing campaigns
 
 
 def test_defaults_match_client_go_and_are_consistent() -> None:
@@ -35,7 +42,7 @@ def test_defaults_match_client_go_and_are_consistent() -> None:
             "'leaderElection.retryPeriodSeconds' in F: expected a number",
         ),
         ({"leaseDuration": 15}, "did you mean 'leaderElection.leaseDurationSeconds'?"),
-        ({"identity": ""}, "identity must not be empty"),
+        ({"identity": ""}, "'leaderElection.identity' in F: must not be empty"),
     ],
 )
 def test_bad_settings_are_refused_with_a_clear_message(
@@ -63,8 +70,12 @@ def test_settings_from_configmap_section() -> None:
         30.0,
         20.0,
     )
-    assert s.identity  # generated, unique per process
-    assert s.identity != LeaderElectionSettings().identity
+    assert s.identity is None  # unset: each elector makes one up, once, unique per process
+    one, other = (LeaderElector(_NO_STORE, s) for _ in range(2))
+    assert one.identity
+    assert other.identity
+    assert one.identity != other.identity
+    assert one.identity == one.identity
     assert parse_config({}).leader_election is None  # no section: wire() chooses (below)
 
 

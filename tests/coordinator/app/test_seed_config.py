@@ -189,7 +189,7 @@ def test_a_seed_key_topos_does_not_know_is_refused_by_its_path(doc: object, mess
 
 def test_a_plugin_nothing_registered_is_refused_at_start() -> None:
     config = parse_config({"scheduling": {"enabled_plugins": ["PowerDraw"]}})
-    with pytest.raises(ConfigError, match="plugin 'PowerDraw' is not registered"):
+    with pytest.raises(ConfigError, match="enabled_plugins: unknown plugin 'PowerDraw'"):
         wire(config, MemoryBackend(MemoryCluster(Inventory())))
 
 
@@ -261,7 +261,7 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
                 "scheduling: {enabled_plugins: [PowerDraw]}\n"
             )
             await eventually(lambda: count("refused") == 2, what="the reload")
-            assert "plugin 'PowerDraw' is not registered" in caplog.text
+            assert "enabled_plugins: unknown plugin 'PowerDraw'" in caplog.text
             assert scheduler.framework is applied  # the old settings keep running
             assert "scoringWeights.resourceAvailabilty" in caplog.text
             assert "previous settings keep running" in caplog.text
