@@ -4,7 +4,7 @@ A selector the API server accepts can still fail on a device: kube-scheduler the
 pod's attempt with cel-go's error, naming the claim (or the DeviceClass) and the selector — it
 is never "no device free". The evaluator raises cel-go's text; the allocator and the scheduling
 cycle turn it into kube-scheduler's message, with the request and the device added. Selectors
-nested as deep as the API server accepts (248 levels, tests/e2e_dra/test_dra_selector_errors.py
+nested as deep as the API server accepts (248 levels, tests/e2e_dra/test_e2e_dra_selector_errors.py
 shows it refusing 249) evaluate as Kubernetes evaluates them.
 """
 
