@@ -7,7 +7,9 @@ annotations and the node appear together. Failures write a ``FailedScheduling`` 
 the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
 kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
 do, so that under a client-side QPS limit they don't take binds' turns. A preemptor's nominated
-node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`).
+node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`). An eviction carries the
+pod's UID as a precondition (``deleteOptions.preconditions.uid``): one decided for a pod that was
+deleted and re-created under its name since leaves the new pod alone and counts as done.
 """
 
 from __future__ import annotations
@@ -151,11 +153,20 @@ class KubeClusterWriter:
         except KubeError as exc:
             raise ClusterError(f"event on {pod.key}: {exc}") from exc
 
-    async def evict(self, pod: PodRef) -> None:
+    async def evict(self, pod: PodRef, *, grace_period_s: int | None = None) -> None:
         try:
-            await self._client.evict(namespace=pod.namespace, pod=pod.name)
+            await self._client.evict(
+                namespace=pod.namespace,
+                pod=pod.name,
+                pod_uid=pod.uid or None,
+                grace_period_seconds=grace_period_s,
+            )
         except NotFound:
             return
+        except Conflict as exc:
+            if pod.uid:
+                return  # the UID precondition failed: the pod decided on is gone, re-created
+            raise ClusterError(f"evict {pod.key}: {exc}") from exc
         except TooManyRequests as exc:  # a disruption budget says not now
             raise ClusterError(f"evict {pod.key}: {exc}") from exc
         except KubeError as exc:

@@ -308,7 +308,7 @@ class GangLifecycle:
         writer = self.scheduler.writer
         for pod in pods:
             ns, _, name = pod.partition("/")
-            ref = PodRef(ns, name)
+            ref = PodRef(ns, name, self.membership.uid_of(pod))
             self.stats.evicted += 1
 
             async def run(ref: PodRef = ref) -> None:
