@@ -258,7 +258,9 @@ class GangLifecycle:
                 ns, _, name = pod.partition("/")
                 self.scheduler.write(
                     self.scheduler.writer.event(
-                        PodRef(ns, name), reason=REASON_GANG_SCHEDULED, message=message
+                        PodRef(ns, name, self.membership.uid_of(pod)),
+                        reason=REASON_GANG_SCHEDULED,
+                        message=message,
                     ),
                     f"gang event {pod}",
                 )
@@ -299,7 +301,10 @@ class GangLifecycle:
             )
             self.scheduler.write(
                 self.scheduler.writer.event(
-                    PodRef(ns, name), reason=REASON_GANG_KEPT, message=message, event_type="Warning"
+                    PodRef(ns, name, self.membership.uid_of(pod)),
+                    reason=REASON_GANG_KEPT,
+                    message=message,
+                    event_type="Warning",
                 ),
                 f"gang kept {pod}",
             )
