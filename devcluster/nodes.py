@@ -36,6 +36,7 @@ from typing import Any, Final
 from common.allocatable import allocatable_from_topology
 from common.kube import NODES, AlreadyExists, KubeClient
 from common.model import NodeTopology
+from devcluster.terminations import Terminations
 
 NODES_PER_LEAF: Final = 4
 LEAVES_PER_SPINE: Final = 4
@@ -280,6 +281,9 @@ async def run_agents(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop_all)
         runs = [asyncio.create_task(serve(a)) for a in agents]
+        # The kubelet's last word on deleted pods, UID-guarded (KWOK's stages delete by name).
+        terminations = Terminations(kube, [n for n, _ in nodes])
+        finishing = asyncio.create_task(terminations.run(), name="terminations")
         if ready_file is not None:
             # Ready once every agent has published at least once.
             while not all(a.ready or a.last_error for a in agents):
@@ -287,7 +291,12 @@ async def run_agents(
                     break
                 await asyncio.sleep(0.1)
             await asyncio.to_thread(ready_file.write_text, json.dumps({"agents": len(agents)}))
-        await asyncio.gather(*runs)
+        try:
+            await asyncio.gather(*runs)
+        finally:
+            finishing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await finishing
     finally:
         for close in closers:
             with contextlib.suppress(Exception):

@@ -10,6 +10,8 @@ test takes it down.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -24,9 +26,11 @@ from typing import Any
 import pytest
 import yaml
 
+from common.kube import PODS, AlreadyExists, KubeClient
 from devcluster.binaries import find
 from devcluster.processes import alive, port_in_use
 from tests.support.ci import skip_or_fail
+from tests.support.polling import eventually
 from tests.support.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.kube
@@ -362,6 +366,90 @@ def test_an_evicted_pod_goes(playground: Playground) -> None:
         stdin=json.dumps(eviction),
     )
     playground.kubectl("wait", "--for=delete", "pod/evicted", WAIT)
+
+
+RECREATED = 16
+"""Pods deleted and re-created at once, together: KWOK's name-keyed delete stage took about one in
+four of them, so all sixteen surviving would have been a 1-in-100 chance."""
+
+
+async def test_a_pod_re_created_under_its_name_at_once_keeps_running(
+    playground: Playground,
+) -> None:
+    """As a StatefulSet does with its replicas: delete a running pod and create it again under the
+    same name as soon as the name is free. Only the pod that was terminating is removed."""
+    names = [f"again-{k}" for k in range(RECREATED)]
+
+    def manifest(name: str) -> dict[str, Any]:
+        # Bound at creation (spec.nodeName) as a re-created member is once bound: KWOK runs it.
+        spec = {"nodeName": "pcie-8x-0", "containers": [{"name": "c", "image": "example/app:1"}]}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+    async with await KubeClient.connect(playground.exports["KUBECONFIG"]) as kube:
+
+        async def running(uids: dict[str, str]) -> bool:
+            """Whether every pod of ``uids`` (name → uid) is Running; fails on one gone."""
+            listed = await kube.list(PODS, namespace="default")
+            phase = {p["metadata"]["uid"]: p["status"].get("phase") for p in listed["items"]}
+            gone = sorted(n for n, uid in uids.items() if uid not in phase)
+            assert not gone, f"deleted: {gone}"
+            return all(phase[uid] == "Running" for uid in uids.values())
+
+        created = await asyncio.gather(
+            *(kube.create(PODS, manifest(n), namespace="default") for n in names)
+        )
+        first = {p["metadata"]["name"]: p["metadata"]["uid"] for p in created}
+
+        async def first_running() -> bool:
+            return await running(first)
+
+        ran: bool = await eventually(first_running, what="the pods Running")
+        assert ran
+        since = str((await kube.list(PODS, namespace="default"))["resourceVersion"])
+        deleted: list[str] = []
+        second: dict[str, str] = {}
+
+        async def watch() -> None:
+            """Every re-created pod that is deleted, or starts being deleted."""
+            async for kind, pod in kube.watch(PODS, namespace="default", resource_version=since):
+                meta = pod["metadata"]
+                if meta["uid"] == second.get(meta["name"]) and (
+                    kind == "DELETED" or meta.get("deletionTimestamp")
+                ):
+                    deleted.append(meta["name"])
+
+        async def delete_and_create(name: str) -> None:
+            await kube.delete(PODS, name, namespace="default")  # graceful, as kubectl deletes
+            async with asyncio.timeout(60):
+                while True:
+                    try:
+                        again = await kube.create(PODS, manifest(name), namespace="default")
+                        second[name] = str(again["metadata"]["uid"])
+                        return
+                    except AlreadyExists:  # the old pod is still terminating
+                        await asyncio.sleep(0.02)
+
+        watching = asyncio.create_task(watch())
+        try:
+            await asyncio.gather(*map(delete_and_create, names))
+
+            async def second_running() -> bool:
+                return await running(second)
+
+            ran = await eventually(second_running, what="the re-created pods Running")
+            assert ran
+            # KWOK's stale delete landed about a second after the re-creation: watch 3 s more.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(3):
+                    await asyncio.shield(watching)
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+        assert deleted == []
+        assert await running(second)
+        for name in names:
+            await kube.delete(PODS, name, namespace="default", grace_period_seconds=0)
 
 
 def test_down_leaves_no_process_and_frees_the_ports(playground: Playground) -> None:
