@@ -314,7 +314,7 @@ class Preemptor:
         taken = {n for _, n in plan.nominated}
         for other in self.held.lower_on(taken, priority):
             if other.uid not in uids:
-                self._unnominate(other.uid, _ref(other.key))
+                self._unnominate(other.uid, replace(_ref(other.key), uid=other.uid))
         by_key = {m.key: m for m in members}
         gpus = dict(plan.share_gpus)
         for member, node in plan.nominated:

@@ -1,7 +1,8 @@
 """Evictions are for the pod decided on: the writer sends the pod's UID as the Eviction's
 precondition, so an eviction decided for a pod that was deleted and re-created under its name
 since (a StatefulSet's replica, a re-created gang member) leaves the new pod alone — and counts as
-done, the pod it was meant for being gone — on the real API server.
+done, the pod it was meant for being gone — on the real API server. A preemptor's nomination
+(``status.nominatedNodeName``) is guarded the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from common.kube import PODS, KubeClient, NotFound
-from coordinator.adapters.kube.writer import KubeClusterWriter
+from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.engine.ports import PodRef
 from tests.support.pods import pod
 
@@ -53,3 +54,20 @@ async def test_an_eviction_for_a_pod_already_gone_is_done(kube: KubeClient, name
     old = await _running(kube, namespace, "worker-1")
     await kube.delete(PODS, "worker-1", namespace=namespace, grace_period_seconds=0)
     await KubeClusterWriter(kube).evict(PodRef(namespace, "worker-1", old["metadata"]["uid"]))
+
+
+async def test_a_nomination_for_a_pod_re_created_since_leaves_the_new_one_alone(
+    kube: KubeClient, namespace: str
+) -> None:
+    old = await kube.create(PODS, pod("big-0", namespace=None), namespace=namespace)
+    await kube.delete(PODS, "big-0", namespace=namespace, grace_period_seconds=0)
+    new = await kube.create(PODS, pod("big-0", namespace=None), namespace=namespace)
+    nominate = kube_nominator(kube)
+
+    await nominate(PodRef(namespace, "big-0", old["metadata"]["uid"]), "gpu-node-0")
+    after = await kube.get(PODS, "big-0", namespace=namespace)
+    assert "nominatedNodeName" not in after["status"]
+
+    await nominate(PodRef(namespace, "big-0", new["metadata"]["uid"]), "gpu-node-0")
+    after = await kube.get(PODS, "big-0", namespace=namespace)
+    assert after["status"]["nominatedNodeName"] == "gpu-node-0"

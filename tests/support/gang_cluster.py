@@ -15,8 +15,9 @@ scheduler watching one namespace). Added here:
   the test (``spec.managedBy``);
 - :class:`Controllers` — no kubelet runs here and the Job controller keeps off those Jobs, so the
   test plays them: a pod being deleted (an eviction starts a graceful delete) is removed at once,
-  as a kubelet would once its containers stopped (not on a node in ``no_kubelet``); and pods labelled ``e2e/recreate`` are created
-  again under the same name once gone, as their Job/StatefulSet would.
+  as a kubelet would once its containers stopped (not on a node in ``no_kubelet``: a deleted
+  Node's); and pods labelled ``e2e/recreate`` are created again under the same name once gone, as
+  their Job/StatefulSet would.
 """
 
 from __future__ import annotations

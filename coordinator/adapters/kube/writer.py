@@ -175,19 +175,21 @@ class KubeClusterWriter:
 
 def kube_nominator(client: KubeClient) -> Nominate:
     """``status.nominatedNodeName`` through ``pods/status`` (``""`` removes it); a pod gone
-    meanwhile is no error."""
+    meanwhile is no error. With ``pod.uid`` only that pod: one re-created under its name since is
+    left alone (the patch's ``metadata.uid`` no longer matches), as one gone."""
 
     async def nominate(pod: PodRef, node: str) -> None:
+        body: dict[str, object] = {"status": {"nominatedNodeName": node or None}}
+        if pod.uid:
+            body["metadata"] = {"uid": pod.uid}
         try:
-            await client.patch(
-                PODS,
-                pod.name,
-                {"status": {"nominatedNodeName": node or None}},
-                namespace=pod.namespace,
-                subresource="status",
-            )
+            await client.patch(PODS, pod.name, body, namespace=pod.namespace, subresource="status")
         except NotFound:
             return
+        except (Conflict, Invalid) as exc:
+            if pod.uid:
+                return  # a uid that no longer matches: the pod was re-created meanwhile
+            raise ClusterError(f"nominate {pod.key} for {node}: {exc}") from exc
         except KubeError as exc:
             raise ClusterError(f"nominate {pod.key} for {node}: {exc}") from exc
 
