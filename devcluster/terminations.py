@@ -11,7 +11,9 @@ Why not KWOK: its stages' ``delete`` (v0.8.0, and its main branch as of 2026-08)
 from a queue keyed by name, without a UID precondition, so a delete queued for a pod that is
 already gone landed on a pod re-created under its name within the second (devcluster/kubelet.py).
 
-Runs in the simulated nodes' process (``devcluster.nodes``), beside their agents, until it ends.
+Runs in the simulated nodes' process (``python -m devcluster.nodes --remove-deleted-pods``, as
+``devcluster up`` starts it), beside their agents, until it ends; not where that process serves
+other harnesses (the churn test), which have no kubelet.
 """
 
 from __future__ import annotations
