@@ -375,7 +375,7 @@ class GangLifecycle:
                     ns, _, name = pod.partition("/")
                     self.scheduler.write(
                         self.scheduler.writer.event(
-                            PodRef(ns, name),
+                            PodRef(ns, name, self.membership.uid_of(pod)),
                             reason=REASON_GANG_TIMEOUT,
                             message=out.message,
                             event_type="Warning",
