@@ -11,7 +11,6 @@ labelled ``topos.io/simulated=true`` — only those — with the stages in ``dev
   ``pod-sim-duration-invalid`` marks a malformed value on the pod (condition
   ``SimDurationValid=False`` and a Warning Event) and lets it run; a pod a Job owns without the
   annotation ends after ``job_duration_s`` (``up --job-duration``, 30 s; 0: it runs until deleted);
-- ``pod-delete``: a deleted or evicted pod goes a second later (finalizers permitting);
 - ``node-heartbeat``: the Ready condition's heartbeat time moves on about once a minute, and KWOK
   renews each node's Lease in ``kube-node-lease``.
 
@@ -19,6 +18,12 @@ Who owns what on a simulated Node: ``devcluster.nodes`` writes the status once a
 (capacity, allocatable, nodeInfo, the Ready condition) and lifts the not-ready taint; KWOK only
 refreshes heartbeat times and the Lease (status patches, which cannot touch metadata); the agents
 own the labels and annotations they publish. Nothing here marks a node NotReady.
+
+A deleted or evicted pod is not KWOK's to remove: ``devcluster.terminations`` (in the nodes'
+process) removes it a second later with its UID as the delete's precondition, as a kubelet does.
+KWOK's stage ``delete`` (v0.8.0; unchanged on its main branch) deletes by name from a queue keyed
+by name, so a delete it queued for a pod already gone landed on a pod re-created under that name
+within the second — a StatefulSet's replica, a re-created gang member.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from typing import Any, Final
 from common.allocatable import allocatable_from_topology
 from common.kube import NODES, AlreadyExists, KubeClient
 from common.model import NodeTopology
+from devcluster.terminations import Terminations
 
 NODES_PER_LEAF: Final = 4
 LEAVES_PER_SPINE: Final = 4
@@ -236,9 +237,11 @@ async def run_agents(
     interval_s: float,
     ready_file: Path | None,
     token_dir: Path | None = None,
+    remove_deleted_pods: bool = False,
 ) -> None:
     """One agent per ``(node, profile)`` on the fake NVML, until SIGTERM/SIGINT; each streams
-    with the token ``token_dir/<node>.token`` when given."""
+    with the token ``token_dir/<node>.token`` when given. With ``remove_deleted_pods`` the
+    kubelet's last word on deleted pods too (:mod:`devcluster.terminations`)."""
     from agent.app import serve
     from agent.cycle import Agent
     from agent.hardware import open_hardware
@@ -280,6 +283,12 @@ async def run_agents(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop_all)
         runs = [asyncio.create_task(serve(a)) for a in agents]
+        # The kubelet's last word on deleted pods, UID-guarded (KWOK's stages delete by name).
+        finishing = (
+            asyncio.create_task(Terminations(kube, [n for n, _ in nodes]).run())
+            if remove_deleted_pods
+            else None
+        )
         if ready_file is not None:
             # Ready once every agent has published at least once.
             while not all(a.ready or a.last_error for a in agents):
@@ -287,7 +296,13 @@ async def run_agents(
                     break
                 await asyncio.sleep(0.1)
             await asyncio.to_thread(ready_file.write_text, json.dumps({"agents": len(agents)}))
-        await asyncio.gather(*runs)
+        try:
+            await asyncio.gather(*runs)
+        finally:
+            if finishing is not None:
+                finishing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await finishing
     finally:
         for close in closers:
             with contextlib.suppress(Exception):
@@ -326,6 +341,7 @@ def start_nodes(
         str(kubeconfig),
         "--ready-file",
         str(ready),
+        "--remove-deleted-pods",  # KWOK plays the rest of the kubelet (devcluster.kubelet)
     ]
     if coordinator and tokens:
         cmd += ["--coordinator", coordinator, "--token-dir", str(tokens)]
@@ -440,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=30.0)
     parser.add_argument("--ready-file", type=Path, default=None)
     parser.add_argument("--token-dir", type=Path, default=None, metavar="DIR")
+    parser.add_argument(
+        "--remove-deleted-pods",
+        action="store_true",
+        help="remove a deleted pod bound to these nodes a second later, UID-guarded, as a kubelet "
+        "does (devcluster up, where KWOK plays the kubelet otherwise)",
+    )
     args = parser.parse_args(argv)
     pairs = []
     for item in args.node:
@@ -458,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             interval_s=args.interval,
             ready_file=args.ready_file,
             token_dir=args.token_dir,
+            remove_deleted_pods=args.remove_deleted_pods,
         )
     )
     return 0

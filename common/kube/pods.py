@@ -40,15 +40,26 @@ class PodVerbs(GenericVerbs):
         await self.create(PODS, body, namespace=namespace, name=pod, subresource="binding")
 
     async def evict(
-        self, *, namespace: str, pod: str, grace_period_seconds: int | None = None
+        self,
+        *,
+        namespace: str,
+        pod: str,
+        pod_uid: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
         """Evict through ``pods/eviction`` (honours PodDisruptionBudgets: a blocked eviction
-        raises ``TooManyRequests``)."""
+        raises ``TooManyRequests``). With ``pod_uid`` only that pod goes: one re-created under
+        the same name since fails the eviction with ``Conflict``."""
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": pod, "namespace": namespace},
         }
+        options: dict[str, Any] = {}
         if grace_period_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if pod_uid is not None:
+            options["preconditions"] = {"uid": pod_uid}
+        if options:
+            body["deleteOptions"] = options
         await self.create(PODS, body, namespace=namespace, name=pod, subresource="eviction")

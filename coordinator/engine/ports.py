@@ -108,8 +108,12 @@ class ClusterWriter(Protocol):
         """Any other Event about a pod (gang waits, preemption)."""
         ...
 
-    async def evict(self, pod: PodRef) -> None:
-        """Evict (disruption budgets apply where the cluster has them)."""
+    async def evict(self, pod: PodRef, *, grace_period_s: int | None = None) -> None:
+        """Evict (disruption budgets apply where the cluster has them). With ``pod.uid`` only
+        that pod: one re-created under its name since is left alone, and the eviction counts as
+        done (the pod it was meant for is gone), as does a pod not found. ``grace_period_s``
+        overrides the pod's termination grace period (0: at once, for a pod no kubelet will
+        stop, such as one bound to a deleted Node)."""
         ...
 
 

@@ -272,7 +272,7 @@ class Preemptor:
             for key in plan.claims
             if (found := view.dra.claim_by_key.get(key)) is not None
         }
-        self._execute(unit, members, priority, plan, now, claims)
+        self._execute(unit, members, priority, plan, now, claims, {p.key: p.uid for p in running})
         victims = len(plan.victim_pods)
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
             plan.describe(unit)
@@ -286,6 +286,7 @@ class Preemptor:
         plan: PreemptionPlan,
         now: float,
         claims: Mapping[str, frozenset[str]],
+        victim_uids: Mapping[str, str],
     ) -> None:
         self.preemptions += 1
         self.victims += len(plan.victim_pods)
@@ -299,7 +300,7 @@ class Preemptor:
         nodes = ", ".join(sorted({n for _, n in plan.nominated}))
         for victim in plan.victim_pods:
             self.evicting[victim] = until
-            ref = _ref(victim)
+            ref = replace(_ref(victim), uid=victim_uids.get(victim, ""))
             message = f"Preempted by {unit} (priority {priority}) to make room on {nodes}"
 
             async def evict(ref: PodRef = ref, message: str = message) -> None:
@@ -313,7 +314,7 @@ class Preemptor:
         taken = {n for _, n in plan.nominated}
         for other in self.held.lower_on(taken, priority):
             if other.uid not in uids:
-                self._unnominate(other.uid, _ref(other.key))
+                self._unnominate(other.uid, replace(_ref(other.key), uid=other.uid))
         by_key = {m.key: m for m in members}
         gpus = dict(plan.share_gpus)
         for member, node in plan.nominated:

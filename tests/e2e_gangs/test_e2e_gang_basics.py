@@ -77,6 +77,8 @@ async def test_a_gang_past_its_timeout_is_released_whole_and_says_so(
         event = await cluster.event("GangTimeout", name="late-0")
         assert event["message"] == "pod group late timed out after 2s: 0/9 members placed"
         assert event["type"] == "Warning"
+        # `kubectl describe pod late-0` shows it: it names the pod's UID.
+        assert event["involvedObject"]["uid"] == (await cluster.pod("late-0"))["metadata"]["uid"]
         message = await cluster.condition("late-3", "timed out")
         assert "pod group late timed out after 2s" in message
         assert all(n is None for n in (await cluster.placement("topos.io/gang=late")).values())

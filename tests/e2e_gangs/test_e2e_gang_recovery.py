@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
-from common.kube import NAMESPACES, PODS
+from common.kube import NAMESPACES, NODES, PODS
 from common.wire import GpuState
 from coordinator.inventory.store import Inventory
 from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
 from tests.support.inventory_wait import until
+from tests.support.polling import eventually
 
 
 async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
@@ -88,6 +90,37 @@ async def test_a_node_going_notready_moves_its_member(cluster: GangCluster) -> N
         still = await cluster.pod("not-ours")
         assert still["metadata"]["uid"] == other["metadata"]["uid"]
         assert "deletionTimestamp" not in still["metadata"]
+
+
+async def test_a_deleted_node_moves_its_member_and_its_pod_goes(cluster: GangCluster) -> None:
+    """No PodGC runs here (nor in the playground): without recovery the member would stay bound
+    to the missing Node for good, and a graceful eviction would leave it Terminating for good,
+    no kubelet being left to confirm it stopped."""
+    await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
+    async with Controllers(cluster) as controllers, cluster.gang_coordinator():
+        for k in range(4):
+            await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True))
+        before = await cluster.all_bound("topos.io/gang=train", 4)
+        deleted = before["w-1"]
+        original = (await cluster.pod("w-1"))["metadata"]["uid"]
+        controllers.no_kubelet.add(deleted)
+        await cluster.kube.delete(NODES, deleted)
+        after = await cluster.all_bound("topos.io/gang=train", 4, replaced={"w-1": original})
+        assert deleted not in after.values()
+        assert all(after[f"w-{k}"] == before[f"w-{k}"] for k in (0, 2, 3))  # fewest moves
+        event = await cluster.event("Rescheduled", name="w-1")
+        assert event["type"] == "Warning"
+        assert f"node {deleted} was deleted (its Node object is gone)" in event["message"]
+        assert "1 of 4 members move" in event["message"]
+        # What `kubectl describe pod w-1` shows of it: the replacement's GangScheduled Event.
+        uid = (await cluster.pod("w-1"))["metadata"]["uid"]
+
+        async def scheduled_again() -> list[Any]:
+            found = await cluster.events(name="w-1", reason="GangScheduled")
+            return [e for e in found if e["involvedObject"].get("uid") == uid]
+
+        (scheduled,) = await eventually(scheduled_again, what="GangScheduled on the replacement")
+        assert f"s after node {deleted} was deleted" in scheduled["message"]
 
 
 async def test_a_stale_agent_moves_its_member_and_the_others_stay(cluster: GangCluster) -> None:

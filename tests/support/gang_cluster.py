@@ -15,8 +15,9 @@ scheduler watching one namespace). Added here:
   the test (``spec.managedBy``);
 - :class:`Controllers` — no kubelet runs here and the Job controller keeps off those Jobs, so the
   test plays them: a pod being deleted (an eviction starts a graceful delete) is removed at once,
-  as a kubelet would once its containers stopped; and pods labelled ``e2e/recreate`` are created
-  again under the same name once gone, as their Job/StatefulSet would.
+  as a kubelet would once its containers stopped (not on a node in ``no_kubelet``: a deleted
+  Node's); and pods labelled ``e2e/recreate`` are created again under the same name once gone, as
+  their Job/StatefulSet would.
 """
 
 from __future__ import annotations
@@ -285,6 +286,8 @@ class Controllers:
 
     def __init__(self, cluster: GangCluster) -> None:
         self.cluster = cluster
+        #: Nodes whose kubelet is gone (a deleted Node): their pods being deleted stay so.
+        self.no_kubelet: set[str] = set()
         self._saved: dict[str, dict[str, Any]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -318,7 +321,7 @@ class Controllers:
             names.add(meta["name"])
             if (meta.get("labels") or {}).get(RECREATE):
                 self._saved[meta["name"]] = self._template(pod)
-            if meta.get("deletionTimestamp"):
+            if meta.get("deletionTimestamp") and pod["spec"].get("nodeName") not in self.no_kubelet:
                 with contextlib.suppress(NotFound):
                     await kube.delete(
                         PODS, meta["name"], namespace=ns, grace_period_seconds=0, uid=meta["uid"]

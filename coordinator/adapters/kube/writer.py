@@ -7,7 +7,9 @@ annotations and the node appear together. Failures write a ``FailedScheduling`` 
 the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
 kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
 do, so that under a client-side QPS limit they don't take binds' turns. A preemptor's nominated
-node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`).
+node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`). An eviction carries the
+pod's UID as a precondition (``deleteOptions.preconditions.uid``): one decided for a pod that was
+deleted and re-created under its name since leaves the new pod alone and counts as done.
 """
 
 from __future__ import annotations
@@ -151,11 +153,20 @@ class KubeClusterWriter:
         except KubeError as exc:
             raise ClusterError(f"event on {pod.key}: {exc}") from exc
 
-    async def evict(self, pod: PodRef) -> None:
+    async def evict(self, pod: PodRef, *, grace_period_s: int | None = None) -> None:
         try:
-            await self._client.evict(namespace=pod.namespace, pod=pod.name)
+            await self._client.evict(
+                namespace=pod.namespace,
+                pod=pod.name,
+                pod_uid=pod.uid or None,
+                grace_period_seconds=grace_period_s,
+            )
         except NotFound:
             return
+        except Conflict as exc:
+            if pod.uid:
+                return  # the UID precondition failed: the pod decided on is gone, re-created
+            raise ClusterError(f"evict {pod.key}: {exc}") from exc
         except TooManyRequests as exc:  # a disruption budget says not now
             raise ClusterError(f"evict {pod.key}: {exc}") from exc
         except KubeError as exc:
@@ -164,19 +175,21 @@ class KubeClusterWriter:
 
 def kube_nominator(client: KubeClient) -> Nominate:
     """``status.nominatedNodeName`` through ``pods/status`` (``""`` removes it); a pod gone
-    meanwhile is no error."""
+    meanwhile is no error. With ``pod.uid`` only that pod: one re-created under its name since is
+    left alone (the patch's ``metadata.uid`` no longer matches), as one gone."""
 
     async def nominate(pod: PodRef, node: str) -> None:
+        body: dict[str, object] = {"status": {"nominatedNodeName": node or None}}
+        if pod.uid:
+            body["metadata"] = {"uid": pod.uid}
         try:
-            await client.patch(
-                PODS,
-                pod.name,
-                {"status": {"nominatedNodeName": node or None}},
-                namespace=pod.namespace,
-                subresource="status",
-            )
+            await client.patch(PODS, pod.name, body, namespace=pod.namespace, subresource="status")
         except NotFound:
             return
+        except (Conflict, Invalid) as exc:
+            if pod.uid:
+                return  # a uid that no longer matches: the pod was re-created meanwhile
+            raise ClusterError(f"nominate {pod.key} for {node}: {exc}") from exc
         except KubeError as exc:
             raise ClusterError(f"nominate {pod.key} for {node}: {exc}") from exc
 

@@ -430,5 +430,8 @@ class MemoryCluster:
             }
         )
 
-    async def evict(self, pod: PodRef) -> None:
+    async def evict(self, pod: PodRef, *, grace_period_s: int | None = None) -> None:
+        current = self._pods.get(pod.key)
+        if current is None or (pod.uid and current["metadata"].get("uid") != pod.uid):
+            return  # gone, or re-created under its name since: not the pod decided on
         self.delete_pod(pod.namespace, pod.name)

@@ -57,6 +57,7 @@ class RunningPod:
     key: str  # "namespace/name"
     node: str
     requests: Resources
+    uid: str = ""  # which pod of that name (an eviction is for this one only)
     priority: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
     gang: str | None = None  # "namespace/name" of its gang

@@ -258,7 +258,9 @@ class GangLifecycle:
                 ns, _, name = pod.partition("/")
                 self.scheduler.write(
                     self.scheduler.writer.event(
-                        PodRef(ns, name), reason=REASON_GANG_SCHEDULED, message=message
+                        PodRef(ns, name, self.membership.uid_of(pod)),
+                        reason=REASON_GANG_SCHEDULED,
+                        message=message,
                     ),
                     f"gang event {pod}",
                 )
@@ -299,7 +301,10 @@ class GangLifecycle:
             )
             self.scheduler.write(
                 self.scheduler.writer.event(
-                    PodRef(ns, name), reason=REASON_GANG_KEPT, message=message, event_type="Warning"
+                    PodRef(ns, name, self.membership.uid_of(pod)),
+                    reason=REASON_GANG_KEPT,
+                    message=message,
+                    event_type="Warning",
                 ),
                 f"gang kept {pod}",
             )
@@ -308,7 +313,7 @@ class GangLifecycle:
         writer = self.scheduler.writer
         for pod in pods:
             ns, _, name = pod.partition("/")
-            ref = PodRef(ns, name)
+            ref = PodRef(ns, name, self.membership.uid_of(pod))
             self.stats.evicted += 1
 
             async def run(ref: PodRef = ref) -> None:
@@ -370,7 +375,7 @@ class GangLifecycle:
                     ns, _, name = pod.partition("/")
                     self.scheduler.write(
                         self.scheduler.writer.event(
-                            PodRef(ns, name),
+                            PodRef(ns, name, self.membership.uid_of(pod)),
                             reason=REASON_GANG_TIMEOUT,
                             message=out.message,
                             event_type="Warning",

@@ -3,7 +3,8 @@ with the fewest moves.
 
 Failures come from the inventory: a GPU its agent reports unhealthy (XID, lost) while a pod holds
 it (``topos.io/assigned-gpus``), a node whose Node object turns NotReady, a node whose agent is
-silent past the TTL (stale). For new failures,
+silent past the TTL (stale), a node whose Node object was deleted while pods are still bound to
+it. For new failures,
 :func:`~coordinator.core.gangs.recovery.plan_recovery` decides per affected unit (a gang with
 all its running members, or a lone pod):
 
@@ -12,9 +13,12 @@ all its running members, or a lone pod):
 - ``wait`` — every member is released and the gang waits whole.
 
 Here every pod the plan lists is evicted through the Eviction API with a ``Rescheduled`` Event
-that says why, and the gang step is told where the replacements should go (the plan's nodes).
-The controllers that own the pods (Job, StatefulSet, JobSet, …) create the replacements; they
-arrive as members of the same gang, and the gang step plans them together, inside that scope.
+that says why — for the pod decided on only (its UID is the eviction's precondition), and at once
+(grace period 0) where its Node was deleted, since no kubelet is left to stop it and confirm, as
+kube-controller-manager's PodGC deletes such pods — and the gang step is told where the
+replacements should go (the plan's nodes). The controllers that own the pods (Job, StatefulSet,
+JobSet, …) create the replacements; they arrive as members of the same gang, and the gang step
+plans them together, inside that scope.
 When every member is bound again, the time from the failure is logged, kept for
 ``GET /v1/gangs`` and reported in a ``GangScheduled`` Event.
 """
@@ -70,6 +74,7 @@ class Recovery:
         self._wakeup = asyncio.Event()
         self._failed_nodes: dict[str, str] = {}  # node → cause, already handled
         self._failed_gpus: dict[str, set[str]] = {}  # node → GPU UUIDs already handled
+        self._deleted: set[str] = set()  # nodes whose Node object is gone, pods still bound
         self._evicted: dict[str, float] = {}  # pod → when we asked it to go
         self.plans: list[RecoveryPlan] = []
         #: Told the failed nodes under each unit it moves (HistoricalPerformance's history).
@@ -112,28 +117,38 @@ class Recovery:
             if state is None:
                 self._failed_nodes.pop(name, None)
                 self._failed_gpus.pop(name, None)
+                self._deleted.discard(name)
                 continue
             cause = None
-            if state.ready is False:
-                cause = f"node {name} is NotReady"
-            elif state.stale:
-                cause = f"the agent on node {name} is silent past its TTL"
+            bound = inventory.bound_pods(name)
+            # No Node object but pods still bound to it: the Node was deleted (recovery runs only
+            # once the inventory is listed, so "not listed yet" is not mistaken for it).
+            deleted = state.ready is None and any(self._ours(p.namespace) for p in bound)
+            if deleted:
+                cause = f"node {name} was deleted (its Node object is gone)"
+                self._deleted.add(name)
+            else:
+                self._deleted.discard(name)
+                if state.ready is False:
+                    cause = f"node {name} is NotReady"
+                elif state.stale:
+                    cause = f"the agent on node {name} is silent past its TTL"
             if cause is None:
                 self._failed_nodes.pop(name, None)
-            elif name not in self._failed_nodes:
+            elif name not in self._failed_nodes or (deleted and self._failed_nodes[name] != cause):
+                # A node deleted after it failed otherwise is a new failure: what was evicted
+                # there with a grace period waits for a kubelet that is gone, and goes again now.
                 self._failed_nodes[name] = cause
                 nodes[name] = cause
+                if deleted:
+                    for p in bound:
+                        self._evicted.pop(f"{p.namespace}/{p.name}", None)
             bad: set[str] = set()
             if state.topology is not None:
                 bad = {g.uuid for g in state.topology.gpus if not g.healthy}
             handled = self._failed_gpus.setdefault(name, set())
             handled &= bad  # a GPU that came back is watched again
-            held = {
-                u
-                for p in inventory.bound_pods(name)
-                if self._ours(p.namespace)
-                for u in p.assigned_gpus
-            }
+            held = {u for p in bound if self._ours(p.namespace) for u in p.assigned_gpus}
             new = (bad & held) - handled
             if new:
                 handled |= new
@@ -197,6 +212,7 @@ class Recovery:
         self.plans.append(plan)
         # Each unit is told only the failures under its own pods, not every node that failed.
         node_of = {f"{b.namespace}/{b.name}": b.node for b in bound_pods(inventory)}
+        uid_of = {f"{b.namespace}/{b.name}": b.uid for b in bound_pods(inventory)}
         for unit in plan.units:
             hit = {node_of[p] for p in unit.evict if p in node_of}
             for listener in self.listeners:
@@ -218,18 +234,18 @@ class Recovery:
                 if pod not in movable:
                     continue
                 self._evicted[pod] = now
-                self._evict(pod, message)
+                ns, _, name = pod.partition("/")
+                gone = node_of.get(pod) in self._deleted  # nothing left to stop it: at once
+                self._evict(PodRef(ns, name, uid_of.get(pod, "")), message, now=gone)
         return plan
 
-    def _evict(self, pod: str, message: str) -> None:
+    def _evict(self, ref: PodRef, message: str, *, now: bool) -> None:
         writer = self.scheduler.writer
-        ns, _, name = pod.partition("/")
-        ref = PodRef(ns, name)
 
         async def run() -> None:
             await writer.event(
                 ref, reason=REASON_RESCHEDULED, message=message, event_type="Warning"
             )
-            await writer.evict(ref)
+            await writer.evict(ref, grace_period_s=0 if now else None)
 
-        self.scheduler.write(run(), f"recover {pod}")
+        self.scheduler.write(run(), f"recover {ref.key}")

@@ -65,6 +65,7 @@ def running_pods(inventory: Inventory, podgroups: PodGroups) -> list[RunningPod]
         out.append(
             RunningPod(
                 key=f"{pod.namespace}/{pod.name}",
+                uid=pod.uid,
                 node=pod.node,
                 requests=dict(pod.requests),
                 priority=pod.priority,

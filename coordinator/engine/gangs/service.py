@@ -125,12 +125,18 @@ class GangRuntime:
                 log.exception("gang tick failed")
             await asyncio.sleep(self.settings.tick_s)
 
+    async def _recovery(self, recovery: Recovery) -> None:
+        # Only once the inventory is listed (and this replica leads): before that a node whose
+        # pods are listed ahead of its Node object would look deleted.
+        await self.runtime.started.wait()
+        await recovery.run()
+
     async def start(self) -> None:
         for feed in self._feeds:
             self._spawn(feed(), "gang-feed")
         self._spawn(self._ticker(), "gang-ticker")
         if self.recovery is not None:
-            self._spawn(self.recovery.run(), "gang-recovery")
+            self._spawn(self._recovery(self.recovery), "gang-recovery")
 
     async def stop(self) -> None:
         for task in self._tasks:
