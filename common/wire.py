@@ -60,6 +60,7 @@ class CloseReason(enum.Enum):
     NODE_CONFLICT = (1008, "node-conflict")
     UNKNOWN_NODE = (1008, "unknown-node")  # the API server has no such Node (for too long)
     UNAUTHORIZED = (1008, "unauthorized")
+    TIMEOUT = (1008, "timeout")  # no hello within the deadline, or silent too long after it
     REPLACED = (1000, "replaced")
     SHUTTING_DOWN = (1001, "shutting-down")
     AGENT_STOPPING = (1000, "agent-stopping")
