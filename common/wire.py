@@ -301,11 +301,15 @@ def changed_gpus(old: NodeTopology, new: NodeTopology) -> tuple[GpuState, ...] |
 
 def apply_gpu_states(topology: NodeTopology, states: tuple[GpuState, ...]) -> NodeTopology:
     """``topology`` with ``states`` applied; :class:`FrameError` if a state names a GPU the node
-    doesn't have (index out of range or a UUID that doesn't match)."""
+    doesn't have (index out of range or a UUID that doesn't match) or one GPU twice."""
     if not states:
         return topology
     gpus = list(topology.gpus)
+    seen: set[int] = set()
     for state in states:
+        if state.index in seen:
+            raise FrameError(CloseReason.INVALID_STATE, f"delta lists GPU {state.index} twice")
+        seen.add(state.index)
         if state.index >= len(gpus):
             raise FrameError(
                 CloseReason.INVALID_STATE,
