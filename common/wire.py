@@ -60,6 +60,7 @@ class CloseReason(enum.Enum):
     NODE_CONFLICT = (1008, "node-conflict")
     UNKNOWN_NODE = (1008, "unknown-node")  # the API server has no such Node (for too long)
     UNAUTHORIZED = (1008, "unauthorized")
+    TIMEOUT = (1008, "timeout")  # no hello within the deadline, or silent too long after it
     REPLACED = (1000, "replaced")
     SHUTTING_DOWN = (1001, "shutting-down")
     AGENT_STOPPING = (1000, "agent-stopping")
@@ -300,11 +301,15 @@ def changed_gpus(old: NodeTopology, new: NodeTopology) -> tuple[GpuState, ...] |
 
 def apply_gpu_states(topology: NodeTopology, states: tuple[GpuState, ...]) -> NodeTopology:
     """``topology`` with ``states`` applied; :class:`FrameError` if a state names a GPU the node
-    doesn't have (index out of range or a UUID that doesn't match)."""
+    doesn't have (index out of range or a UUID that doesn't match) or one GPU twice."""
     if not states:
         return topology
     gpus = list(topology.gpus)
+    seen: set[int] = set()
     for state in states:
+        if state.index in seen:
+            raise FrameError(CloseReason.INVALID_STATE, f"delta lists GPU {state.index} twice")
+        seen.add(state.index)
         if state.index >= len(gpus):
             raise FrameError(
                 CloseReason.INVALID_STATE,

@@ -15,7 +15,7 @@ from typing import Final
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from common.wire import MAX_FRAME_BYTES, CloseReason, FrameError
-from coordinator.api.keys import AGENT_AUTH, INVENTORY, METRICS, SESSIONS
+from coordinator.api.keys import AGENT_AUTH, INVENTORY, METRICS, SESSIONS, STREAM_TIMEOUTS
 from coordinator.api.routing import Route
 from coordinator.inventory.ingest import AgentSession
 
@@ -36,6 +36,7 @@ async def agent_stream(request: web.Request) -> web.StreamResponse:
     )
     await ws.prepare(request)
     metrics = request.app[METRICS]
+    metrics.connections.inc()
     pending_close: list[asyncio.Task[bool]] = []
 
     def evict(reason: CloseReason, detail: str) -> None:
@@ -48,44 +49,71 @@ async def agent_stream(request: web.Request) -> web.StreamResponse:
     session = AgentSession(
         request.app[INVENTORY], request.app[SESSIONS], bound_node=bound_node, on_evict=evict
     )
-    peer = request.remote
     try:
-        while not ws.closed:
-            msg = await ws.receive()
-            if msg.type == WSMsgType.BINARY:
-                started = time.perf_counter()
-                try:
-                    ack = session.receive(msg.data)
-                except FrameError as exc:
-                    await _reject(ws, metrics_reason=exc.reason, detail=exc.detail, request=request)
-                    log.warning(
-                        "closed agent stream from %s (node %s): %s", peer, session.node, exc
-                    )
-                    break
-                metrics.ingest_seconds.observe(time.perf_counter() - started)
-                metrics.frames.labels(session.last_type).inc()
-                await ws.send_bytes(ack)
-            elif msg.type == WSMsgType.TEXT:
-                await _reject(
-                    ws,
-                    metrics_reason=CloseReason.MALFORMED,
-                    detail="text frame; frames are binary MessagePack",
-                    request=request,
-                )
-                break
-            elif msg.type == WSMsgType.ERROR:
-                if ws.close_code == WSCloseCode.MESSAGE_TOO_BIG:
-                    metrics.rejected.labels(CloseReason.OVERSIZED.slug).inc()
-                break
-            else:  # CLOSE / CLOSING / CLOSED
-                break
+        ended = await _serve(ws, session, request)
+    except ConnectionResetError:  # the peer hung up while we answered (an ack, a pong)
+        ended = "the agent hung up"
     finally:
+        metrics.connections.dec()
         session.end()
         for task in pending_close:
             await asyncio.shield(task)
         if not ws.closed:
             await ws.close()
+    if ended:
+        log.info(
+            "agent stream from %s (node %s) closed: %s", request.remote, session.node or "-", ended
+        )
     return ws
+
+
+async def _serve(ws: web.WebSocketResponse, session: AgentSession, request: web.Request) -> str:
+    """Apply frames until the stream ends; returns why, for the log ("" when already logged)."""
+    metrics, timeouts = request.app[METRICS], request.app[STREAM_TIMEOUTS]
+    loop = asyncio.get_running_loop()
+    # Absolute deadlines: WebSocket pings and pongs are no frames and extend nothing.
+    deadline = loop.time() + timeouts.hello_s
+    while not ws.closed:
+        try:
+            async with asyncio.timeout_at(deadline):
+                msg = await ws.receive()
+        except TimeoutError:
+            if session.node is None:
+                detail = f"no hello within {timeouts.hello_s:g} s"
+            else:
+                detail = f"no frame for {timeouts.idle_s:g} s"
+            await _reject(ws, metrics_reason=CloseReason.TIMEOUT, detail=detail, request=request)
+            return detail
+        if msg.type == WSMsgType.BINARY:
+            started = time.perf_counter()
+            try:
+                ack = session.receive(msg.data)
+            except FrameError as exc:
+                await _reject(ws, metrics_reason=exc.reason, detail=exc.detail, request=request)
+                log.warning(
+                    "closed agent stream from %s (node %s): %s", request.remote, session.node, exc
+                )
+                return ""
+            metrics.ingest_seconds.observe(time.perf_counter() - started)
+            metrics.frames.labels(session.last_type).inc()
+            deadline = loop.time() + timeouts.idle_s
+            await ws.send_bytes(ack)
+        elif msg.type == WSMsgType.TEXT:
+            await _reject(
+                ws,
+                metrics_reason=CloseReason.MALFORMED,
+                detail="text frame; frames are binary MessagePack",
+                request=request,
+            )
+            return "text frame"
+        elif msg.type == WSMsgType.ERROR:
+            if ws.close_code == WSCloseCode.MESSAGE_TOO_BIG:
+                metrics.rejected.labels(CloseReason.OVERSIZED.slug).inc()
+                return "oversized frame"
+            return f"transport error: {msg.data}"
+        else:  # CLOSE / CLOSING / CLOSED
+            break
+    return f"closed by the agent (code {ws.close_code})"
 
 
 async def _reject(

@@ -9,7 +9,7 @@ from coordinator.api import keys
 from coordinator.api.cluster_metrics import read_cluster
 from coordinator.api.explain import SCHEDULER
 from coordinator.api.gangs import GANGS, domains_summary
-from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
+from coordinator.api.keys import INVENTORY, METRICS, READINESS
 from coordinator.api.render import respond
 from coordinator.api.routing import Route, openapi_document
 
@@ -41,7 +41,6 @@ async def metrics(request: web.Request) -> web.Response:
         states["annotation_topology"] += node.topology_source == "annotation"
     for state, count in states.items():
         m.nodes.labels(state).set(count)
-    m.connections.set(len(request.app[SESSIONS]))
     scheduler, gangs = request.app.get(SCHEDULER), request.app.get(GANGS)
     m.cluster.refresh(
         read_cluster(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from aiohttp import web
 
@@ -53,9 +54,28 @@ class Readiness:
         return all(self.checks.values())
 
 
+DEFAULT_HELLO_TIMEOUT_S: Final = 10.0
+DEFAULT_STREAM_IDLE_TIMEOUT_S: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTimeouts:
+    """How long an agent stream may say nothing: ``hello_s`` from the upgrade to its ``hello``,
+    ``idle_s`` between frames after it (agents send a heartbeat every 5 s). Past either, the
+    stream is closed with ``timeout``."""
+
+    hello_s: float = DEFAULT_HELLO_TIMEOUT_S
+    idle_s: float = DEFAULT_STREAM_IDLE_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.hello_s <= 0 or self.idle_s <= 0:
+            raise ValueError("stream timeouts must be positive")
+
+
 INVENTORY = web.AppKey("inventory", Inventory)
 SESSIONS = web.AppKey("sessions", SessionRegistry)
 METRICS = web.AppKey("metrics", Metrics)
 READINESS = web.AppKey("readiness", Readiness)
+STREAM_TIMEOUTS = web.AppKey("stream_timeouts", StreamTimeouts)
 AGENT_AUTH = web.AppKey[AgentAuthenticator]("agent_auth")
 ROUTES = web.AppKey[tuple[Route, ...]]("routes")

@@ -33,7 +33,11 @@ class Metrics:
             ["reason"],
             registry=r,
         )
-        self.connections = Gauge("topos_stream_connections", "Open agent streams", registry=r)
+        self.connections = Gauge(
+            "topos_stream_connections",
+            "Open agent stream WebSockets (before and after hello)",
+            registry=r,
+        )
         self.ingest_seconds = Histogram(
             "topos_stream_ingest_seconds",
             "Time to decode and apply one agent frame",

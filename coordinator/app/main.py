@@ -158,6 +158,7 @@ def wire(
         inv,
         metrics=Metrics(compat=config.metrics.compat),
         agent_auth=agent_node,
+        stream_timeouts=config.coordinator.stream_timeouts,
         extra_routes=(*explain.ROUTES, *gangs.ROUTES, *pending.ROUTES, *ui.ROUTES),
     )
     app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))

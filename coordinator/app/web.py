@@ -15,8 +15,10 @@ from coordinator.api.keys import (
     READINESS,
     ROUTES,
     SESSIONS,
+    STREAM_TIMEOUTS,
     AgentAuthenticator,
     Readiness,
+    StreamTimeouts,
     allow_any_node,
 )
 from coordinator.api.metrics import Metrics
@@ -35,6 +37,7 @@ def build_app(
     metrics: Metrics | None = None,
     readiness: Readiness | None = None,
     agent_auth: AgentAuthenticator = allow_any_node,
+    stream_timeouts: StreamTimeouts | None = None,
     extra_routes: Iterable[Route] = (),
 ) -> web.Application:
     """The API over one inventory. ``extra_routes`` come from other topics' route modules
@@ -45,6 +48,7 @@ def build_app(
     app[METRICS] = metrics if metrics is not None else Metrics()
     app[READINESS] = readiness if readiness is not None else Readiness()
     app[AGENT_AUTH] = agent_auth
+    app[STREAM_TIMEOUTS] = stream_timeouts if stream_timeouts is not None else StreamTimeouts()
     routes = CORE_ROUTES + tuple(extra_routes)
     app[ROUTES] = routes
     mount(app, routes)

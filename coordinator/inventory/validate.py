@@ -2,8 +2,11 @@
 
 The wire schema (:mod:`common.wire`) checks shapes and types; this module checks what only the
 report as a whole can show: every GPU and MIG device has a UUID and no two share one, memory
-figures are possible (never negative, free never above total), and CPU ids are within the node's
-CPUs. Allocations naming GPUs the node did not report are *not* refused — they are what the
+figures are possible (never negative, free never above total), CPU ids are within the node's
+CPUs, every reference names something the report has (a GPU's or NIC's NUMA node; NUMA ids and
+NIC names unique, a CPU in one NUMA node), NIC link matrices are square and made of links, and
+MIG instances are possible (GPU/compute-instance ids unique per GPU, placements and counts not
+negative). Allocations naming GPUs the node did not report are *not* refused — they are what the
 kubelet really handed out — but listed by :func:`unknown_holdings`. A failed check raises
 :class:`~common.wire.FrameError` (``invalid-state``) naming the first problem; the stream is closed
 with it and nothing of the report is kept. Uniqueness *across* nodes needs the whole inventory and
@@ -16,7 +19,7 @@ import logging
 from collections.abc import Iterable
 from typing import Final
 
-from common.model import NodeTopology
+from common.model import Link, ModelError, NodeTopology, format_cpulist
 from common.wire import CloseReason, ContainerAllocation, FrameError
 from coordinator.inventory.mismatch import device_uuid
 
@@ -70,8 +73,6 @@ def _check_memory(topology: NodeTopology) -> None:
             raise _bad(f"GPU {gpu.index} memory_free_mib {free} is negative")
         if total is not None and free is not None and free > total:
             raise _bad(f"GPU {gpu.index} memory_free_mib {free} exceeds its total {total}")
-        if gpu.numa_node is not None and gpu.numa_node < 0:
-            raise _bad(f"GPU {gpu.index} numa_node {gpu.numa_node} is negative")
         for inst in gpu.mig_instances:
             if inst.memory_mib < 0:
                 raise _bad(f"MIG gi{inst.gi_id} of GPU {gpu.index} has negative memory")
@@ -95,6 +96,77 @@ def _check_topology_cpus(topology: NodeTopology) -> None:
         _check_cpus(f"GPU {gpu.index} cpu_affinity", gpu.cpu_affinity or (), count)
     for numa in topology.numa_nodes:
         _check_cpus(f"NUMA node {numa.id}", numa.cpus, count)
+
+
+def _check_numa(topology: NodeTopology) -> None:
+    """NUMA node ids unique, each CPU in one NUMA node, and every GPU and NIC on one of them."""
+    ids: set[int] = set()
+    cpu_home: dict[int, int] = {}
+    for numa in topology.numa_nodes:
+        if numa.id in ids:
+            raise _bad(f"NUMA node {numa.id} is listed twice")
+        ids.add(numa.id)
+        if len(cpu_home) + len(numa.cpus) != len(cpu_home.keys() | set(numa.cpus)):
+            cpu = next(c for c in numa.cpus if c in cpu_home)
+            raise _bad(f"CPU {cpu} is in NUMA node {cpu_home[cpu]} and NUMA node {numa.id}")
+        cpu_home.update(dict.fromkeys(numa.cpus, numa.id))
+    where = [(f"GPU {gpu.index}", gpu.numa_node) for gpu in topology.gpus]
+    where += [(f"NIC {nic.name[:40]}", nic.numa_node) for nic in topology.nics]
+    for what, numa_id in where:
+        if numa_id is None:
+            continue
+        if numa_id < 0:
+            raise _bad(f"{what} numa_node {numa_id} is negative")
+        if ids and numa_id not in ids:
+            raise _bad(
+                f"{what} numa_node {numa_id} is not a NUMA node of this node "
+                f"({format_cpulist(ids)})"
+            )
+
+
+def _check_nics(topology: NodeTopology) -> None:
+    """NIC names unique and non-empty; the NIC×NIC matrix square, its cells links."""
+    names: set[str] = set()
+    for nic in topology.nics:
+        if not nic.name.strip():
+            raise _bad("a NIC has an empty name")
+        if nic.name in names:
+            raise _bad(f"NIC {nic.name[:40]} is listed twice")
+        names.add(nic.name)
+    n = len(topology.nics)
+    matrix = topology.nic_nic_links
+    if matrix and (len(matrix) != n or any(len(row) != n for row in matrix)):
+        raise _bad(f"nic_nic_links must be {n}x{n} for {n} NICs")
+    for row in (*topology.nic_links, *matrix):
+        for cell in row:
+            try:
+                Link.parse(cell)
+            except ModelError as exc:
+                raise _bad(f"NIC link {cell[:20]!r}: {exc}"[:100]) from None
+
+
+def _check_mig(topology: NodeTopology) -> None:
+    """Per GPU: MIG instance ids (GPU instance, compute instance) unique, placements and slices
+    possible, creatable counts too."""
+    for gpu in topology.gpus:
+        ids: set[tuple[int, int | None]] = set()
+        for inst in gpu.mig_instances:
+            what = f"MIG gi{inst.gi_id} of GPU {gpu.index}"
+            if (inst.gi_id, inst.ci_id) in ids:
+                ci = "" if inst.ci_id is None else f" ci{inst.ci_id}"
+                raise _bad(f"GPU {gpu.index} lists MIG gi{inst.gi_id}{ci} twice")
+            ids.add((inst.gi_id, inst.ci_id))
+            if inst.placement_start < 0 or inst.placement_size < 1 or inst.slices < 1:
+                raise _bad(
+                    f"{what} has placement {inst.placement_start}+{inst.placement_size}, "
+                    f"{inst.slices} slices"
+                )
+        for cap in gpu.mig_creatable:
+            if not 0 <= cap.free <= cap.total:
+                raise _bad(
+                    f"GPU {gpu.index} MIG profile {cap.profile[:20]}: free {cap.free} "
+                    f"of total {cap.total}"
+                )
 
 
 def _check_allocations(topology: NodeTopology, allocations: Iterable[ContainerAllocation]) -> None:
@@ -147,5 +219,8 @@ def check_report(
     _check_devices(topology)
     _check_memory(topology)
     _check_topology_cpus(topology)
+    _check_numa(topology)
+    _check_nics(topology)
+    _check_mig(topology)
     _check_allocations(topology, allocations)
     return device_ids(topology)

@@ -10,8 +10,16 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
-from common.model import NodeTopology
-from common.wire import CloseReason, ContainerAllocation, Delta, DeviceAllocation, GpuState, encode
+from common.model import MigProfileCapacity, Nic, NodeTopology, NumaNode
+from common.wire import (
+    CloseReason,
+    ContainerAllocation,
+    Delta,
+    DeviceAllocation,
+    GpuState,
+    encode,
+    gpu_state,
+)
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, CoordinatorSection
@@ -22,7 +30,8 @@ from tests.support.clock import ManualClock
 from tests.support.inventory_wait import until
 from tests.support.stream_frames import allocation, hello, mig_layout, topology, with_gpu
 
-NO_SWEEPS = Config(coordinator=CoordinatorSection(sweep_interval_s=3600))
+# A stream whose bad report was accepted is closed for idling soon, not after a minute.
+NO_SWEEPS = Config(coordinator=CoordinatorSection(sweep_interval_s=3600, stream_idle_timeout_s=3))
 
 
 @pytest.fixture
@@ -51,6 +60,25 @@ def _mig_reusing_gpu1() -> NodeTopology:
     return with_gpu(topo, 0, mig_instances=(inst,))
 
 
+def _nodes(*numa: tuple[int, tuple[int, ...]]) -> NodeTopology:
+    return msgspec.structs.replace(
+        topology("node-b"), numa_nodes=tuple(NumaNode(id=i, cpus=c) for i, c in numa)
+    )
+
+
+def _nics(*nics: Nic, **links: object) -> NodeTopology:
+    return msgspec.structs.replace(topology("node-b"), nics=nics, **links)
+
+
+def _mig(*changes: dict[str, object]) -> NodeTopology:
+    """node-b with GPU 0 in MIG mode: two 3g.40gb instances, the second changed."""
+    topo = mig_layout(topology("node-b"), 0, ["3g.40gb", "3g.40gb"])
+    first, second = topo.gpus[0].mig_instances
+    for change in changes:
+        second = msgspec.structs.replace(second, **change)
+    return with_gpu(topo, 0, mig_instances=(first, second))
+
+
 BAD_HELLOS = {
     "empty-uuid": ({"topology": _b(uuid="")}, "GPU 1 has an empty UUID"),
     "blank-uuid": ({"topology": _b(uuid="  ")}, "GPU 1 has an empty UUID"),
@@ -69,6 +97,54 @@ BAD_HELLOS = {
     "affinity-beyond-cpus": (
         {"topology": _cpus((0, 32))},
         "cpu_affinity names CPU 32 (the node has 32 CPUs)",
+    ),
+    "gpu-numa-out-of-range": (
+        {"topology": _b(numa_node=99)},
+        "GPU 1 numa_node 99 is not a NUMA node of this node (0-1)",
+    ),
+    "gpu-numa-negative": ({"topology": _b(numa_node=-1)}, "GPU 1 numa_node -1 is negative"),
+    "numa-listed-twice": (
+        {"topology": _nodes((0, (0, 1)), (0, (2, 3)))},
+        "NUMA node 0 is listed twice",
+    ),
+    "cpu-in-two-numa-nodes": (
+        {"topology": _nodes((0, tuple(range(16))), (1, tuple(range(15, 32))))},
+        "CPU 15 is in NUMA node 0 and NUMA node 1",
+    ),
+    "nic-numa-out-of-range": (
+        {"topology": _nics(Nic(name="mlx5_0", numa_node=7))},
+        "NIC mlx5_0 numa_node 7 is not a NUMA node of this node (0-1)",
+    ),
+    "nic-listed-twice": (
+        {"topology": _nics(Nic(name="mlx5_0"), Nic(name="mlx5_0"))},
+        "NIC mlx5_0 is listed twice",
+    ),
+    "nic-nic-matrix-not-square": (
+        {"topology": _nics(Nic(name="mlx5_0"), Nic(name="mlx5_1"), nic_nic_links=(("X",),))},
+        "nic_nic_links must be 2x2 for 2 NICs",
+    ),
+    "nic-link-not-a-link": (
+        {"topology": _nics(Nic(name="mlx5_0"), nic_links=(("PIX",), ("WARP",)))},
+        "NIC link 'WARP'",
+    ),
+    "mig-instance-twice": ({"topology": _mig({"gi_id": 1})}, "GPU 0 lists MIG gi1 ci0 twice"),
+    "mig-negative-placement": (
+        {"topology": _mig({"placement_start": -4})},
+        "MIG gi2 of GPU 0 has placement -4+3",
+    ),
+    "mig-creatable-above-total": (
+        {
+            "topology": with_gpu(
+                topology("node-b"),
+                1,
+                mig_creatable=(
+                    MigProfileCapacity(
+                        profile="1g.10gb", free=9, total=7, memory_mib=9728, slices=1
+                    ),
+                ),
+            )
+        },
+        "GPU 1 MIG profile 1g.10gb: free 9 of total 7",
     ),
     "allocation-beyond-cpus": (
         {
@@ -131,6 +207,25 @@ def test_a_stale_nodes_gpus_can_be_reported_by_another_node() -> None:
 
 
 BAD_DELTAS = {
+    "same-gpu-twice": (
+        Delta(
+            seq=1,
+            gpus=(
+                GpuState(index=1, uuid="GPU-node-b-1"),
+                GpuState(index=1, uuid="GPU-node-b-1", healthy=False),
+            ),
+        ),
+        "delta lists GPU 1 twice",
+    ),
+    "mig-instance-twice": (
+        Delta(
+            seq=1,
+            gpus=(
+                msgspec.structs.replace(gpu_state(_mig({"gi_id": 1}).gpus[0]), uuid="GPU-node-b-0"),
+            ),
+        ),
+        "GPU 0 lists MIG gi1 ci0 twice",
+    ),
     "free-above-total": (
         Delta(seq=1, gpus=(GpuState(index=0, uuid="GPU-node-b-0", memory_free_mib=99999),)),
         "memory_free_mib 99999 exceeds its total 81920",
@@ -150,6 +245,22 @@ async def test_impossible_delta_is_refused_and_the_last_good_state_stays(
     assert state.seq == 0
     assert state.topology == topology("node-b")
     assert state.allocations == ()
+
+
+async def test_an_impossible_second_hello_keeps_the_state_of_the_first(
+    coordinator: str, inv: Inventory
+) -> None:
+    code, message = await _raw_close(
+        coordinator,
+        encode(hello("node-b", seq=3)),
+        encode(hello("node-b", topology=_b(numa_node=99))),
+    )
+    assert code == CloseReason.INVALID_STATE.ws_code
+    assert "GPU 1 numa_node 99 is not a NUMA node" in message
+    state = inv.node("node-b")
+    assert state is not None
+    assert state.seq == 3
+    assert state.topology == topology("node-b")
 
 
 async def test_holdings_of_devices_the_node_lacks_are_kept_and_the_stream_stays_open(

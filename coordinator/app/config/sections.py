@@ -19,6 +19,11 @@ import msgspec
 from common.hostport import parse_host_port
 from common.kube import ClientSettings, RateLimit
 from common.labels import check_namespace_name, is_label_key, is_label_value
+from coordinator.api.keys import (
+    DEFAULT_HELLO_TIMEOUT_S,
+    DEFAULT_STREAM_IDLE_TIMEOUT_S,
+    StreamTimeouts,
+)
 from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
@@ -59,6 +64,16 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     )
     """An agent reporting a node the API server does not have is dropped after this long (its
     stream closed with ``unknown-node``); such a node is never a placement target meanwhile."""
+    hello_timeout_s: Positive = msgspec.field(
+        default=DEFAULT_HELLO_TIMEOUT_S, name="helloTimeoutSeconds"
+    )
+    """An agent stream that sends no ``hello`` this long after connecting is closed
+    (``timeout``)."""
+    stream_idle_timeout_s: Positive = msgspec.field(
+        default=DEFAULT_STREAM_IDLE_TIMEOUT_S, name="streamIdleTimeoutSeconds"
+    )
+    """An agent stream that sends no frame this long after its last one is closed (``timeout``);
+    agents send a heartbeat every 5 s."""
     reload_interval_s: Annotated[float, msgspec.Meta(ge=0)] = msgspec.field(
         default=5.0, name="reloadIntervalSeconds"
     )
@@ -77,6 +92,10 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     @property
     def address(self) -> tuple[str, int]:
         return parse_host_port(self.listen)
+
+    @property
+    def stream_timeouts(self) -> StreamTimeouts:
+        return StreamTimeouts(hello_s=self.hello_timeout_s, idle_s=self.stream_idle_timeout_s)
 
     @property
     def sweep_every_s(self) -> float:
