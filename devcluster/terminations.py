@@ -12,8 +12,8 @@ from a queue keyed by name, without a UID precondition, so a delete queued for a
 already gone landed on a pod re-created under its name within the second (devcluster/kubelet.py).
 
 Runs in the simulated nodes' process (``python -m devcluster.nodes --remove-deleted-pods``, as
-``devcluster up`` starts it), beside their agents, until it ends; not where that process serves
-other harnesses (the churn test), which have no kubelet.
+``devcluster up`` and the churn harness's KWOK mode start it), beside their agents, until it
+ends; not where that process serves harnesses without a kubelet.
 """
 
 from __future__ import annotations

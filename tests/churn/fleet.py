@@ -167,6 +167,9 @@ class Agents:
     nodes: list[SimNode]
     coordinator: str
     log_path: Path
+    remove_deleted_pods: bool = False
+    """The playground's kubelet side that KWOK does not play: a deleted pod on these nodes is
+    removed a second later, UID-guarded (``devcluster.terminations``)."""
     proc: subprocess.Popen[bytes] | None = None
 
     async def start(self, timeout_s: float = 120.0) -> None:
@@ -174,6 +177,8 @@ class Agents:
         ready.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "devcluster.nodes", "--kubeconfig", str(self.kubeconfig)]
         argv += ["--coordinator", self.coordinator, "--ready-file", str(ready)]
+        if self.remove_deleted_pods:
+            argv.append("--remove-deleted-pods")
         for node in self.nodes:
             argv += ["--node", f"{node.name}={node.profile}"]
         self.proc = spawn(argv, log_path=self.log_path, die_with_parent=True, env=subprocess_env())
@@ -195,10 +200,10 @@ class Agents:
 
 @dataclass
 class Kubelet:
-    """KWOK as the run's nodes' kubelet, with the playground's own stages
-    (``devcluster/kwok/``): bound pods get an IP and run, a deleted pod goes once KWOK has seen it
-    terminate. It manages only this run's nodes (their run label), so runs sharing a control
-    plane (the test session's) do not meet."""
+    """KWOK as the run's nodes' kubelet, with the playground's own stages (``devcluster/kwok/``):
+    bound pods get an IP and run; a deleted pod is removed by the agents' process, as ``devcluster
+    up`` does (``Agents(remove_deleted_pods=True)``). It manages only this run's nodes (their run
+    label), so runs sharing a control plane (the test session's) do not meet."""
 
     binary: Path
     kubeconfig: Path

@@ -63,8 +63,9 @@ class ChurnSettings:
     """Stop after this long even if rounds are left (reported as such)."""
     fleet: tuple[tuple[str, int], ...] = DEFAULT_FLEET
     kwok: Path | None = None
-    """The ``kwok`` binary: KWOK plays the nodes' kubelet with the playground's stages (pods run;
-    half the deletions are graceful, as ``kubectl delete``, and KWOK finishes them; the rest are
+    """The ``kwok`` binary: KWOK plays the nodes' kubelet with the playground's stages and the
+    agents' process removes deleted pods, as ``topos devcluster up`` runs them (pods run; half the
+    deletions are graceful, as ``kubectl delete``, and the playground finishes them; the rest are
     forced). ``None``: no kubelet, every deletion forced."""
 
 
@@ -137,7 +138,13 @@ class Churn:
         started = time.monotonic()
         nodes = await register_nodes(self.kube, self.run, s.fleet)
         coordinator = Coordinator("solo", self.kubeconfig, self.namespace, self.run, self.directory)
-        agents = Agents(self.kubeconfig, nodes, coordinator.url, self.directory / "agents-solo.log")
+        agents = Agents(
+            self.kubeconfig,
+            nodes,
+            coordinator.url,
+            self.directory / "agents-solo.log",
+            remove_deleted_pods=s.kwok is not None,
+        )
         kubelet = Kubelet(s.kwok, self.kubeconfig, self.run, self.directory) if s.kwok else None
         plan = make_plan(s.seed, PlanSettings(s.rounds, s.kills, gpu_capacity(nodes)))
         self.log(
