@@ -19,6 +19,7 @@ wins).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -173,6 +174,22 @@ def is_label_key(key: str) -> bool:
     if slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
         return False
     return name != "" and is_label_value(name)
+
+
+def name_label_value(name: str) -> str:
+    """A label value standing for the object ``name`` (a workload or pool: object names may be
+    253 characters, label values 63): the name itself when it is at most 63 characters; a longer
+    name becomes its first 52 characters (without a trailing ``-`` or ``.``), ``-`` and 10 hex
+    digits of the name's SHA-256 — the same for the same name, different for two names sharing
+    their first 52 characters."""
+    if len(name) <= LABEL_VALUE_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_NAME_HASH_CHARS]
+    head = name[: LABEL_VALUE_MAX - _NAME_HASH_CHARS - 1].rstrip("-.")
+    return f"{head}-{digest}"
+
+
+_NAME_HASH_CHARS: Final = 10
 
 
 def sanitise_label_value(text: str) -> str:

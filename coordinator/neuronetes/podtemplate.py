@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from common import podkeys
-from common.labels import NEURONETES_GPU_TYPE
+from common.labels import NEURONETES_GPU_TYPE, name_label_value
 from coordinator.neuronetes.locality import data_locality
 from coordinator.neuronetes.pool import PoolSpec, scheduling_json
 
@@ -64,16 +64,9 @@ _HASH_CHARS: Final = 10
 
 
 def pool_label(name: str) -> str:
-    """The value of ``neuronetes.io/pool`` (and ``topos.io/gang``) for the pool ``name``: the
-    name itself when it is at most 63 characters (every AgentPool name of that length is a valid
-    label value); a longer name becomes its first 52 characters (without a trailing ``-`` or
-    ``.``), ``-`` and 10 hex digits of the name's SHA-256 — 63 characters at most, the same for
-    the same name, and different for two names sharing their first 52 characters."""
-    if len(name) <= LABEL_VALUE_MAX:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:_HASH_CHARS]
-    head = name[: LABEL_VALUE_MAX - _HASH_CHARS - 1].rstrip("-.")
-    return f"{head}-{digest}"
+    """The value of ``neuronetes.io/pool`` (and ``topos.io/gang``) for the pool ``name``
+    (:func:`common.labels.name_label_value`: a valid label value for any AgentPool name)."""
+    return name_label_value(name)
 
 
 def default_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:

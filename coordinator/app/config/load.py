@@ -22,6 +22,7 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Final
 
 import msgspec
 import yaml
@@ -74,7 +75,7 @@ def parse_config(doc: object, *, source: str = "the configuration") -> Config:
     try:
         config = msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_explain(str(exc), source)) from None
+        raise ConfigError(_explain(str(exc), source, raw)) from None
     if rules is not None and not isinstance(rules, Mapping):
         raise ConfigError(f"'scheduling' in {source}: expected a mapping")
     try:
@@ -140,16 +141,38 @@ _AT = re.compile(r"(?s)(.*?)(?: - at `\$\.?(.*)`)?")
 _KEY_FIRST = re.compile(r"(?s)([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)*): (.*)")
 
 
-def _explain(message: str, source: str) -> str:
-    """msgspec's ``Expected `int`, got `str` - at `$.limits.burst``` in the file's words."""
+def _explain(message: str, source: str, raw: object = None) -> str:
+    """msgspec's ``Expected `int`, got `str` - at `$.limits.burst``` in the file's words, with
+    the value written there when msgspec's words do not give it (``expected a number >= 0.01,
+    got 1e-09``)."""
     match = _AT.fullmatch(message)
     problem, path = (match.group(1), match.group(2)) if match else (message, None)
     if problem.startswith("Expected "):
         problem = "e" + re.sub(r"`([^`]+)`", _words, problem[1:])
+        found = _value_at(raw, path) if path else _MISSING
+        if ", got " not in problem and found is not _MISSING:
+            problem += f", got {found!r}"
     key = _KEY_FIRST.fullmatch(problem)
     if path and key:  # a section's own check named its key: "namespace: 'x' is not …"
         path, problem = f"{path}.{key.group(1)}", key.group(2)
     return f"'{path}' in {source}: {problem}" if path else f"{source}: {problem}"
+
+
+_MISSING: Final = object()
+_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _value_at(raw: object, path: str) -> object:
+    """What the document holds at msgspec's ``path`` (``limits.burst``, ``a.b[0]``)."""
+    here = raw
+    for key, index in _STEP.findall(path):
+        if key and isinstance(here, Mapping) and key in here:
+            here = here[key]
+        elif index and isinstance(here, list) and int(index) < len(here):
+            here = here[int(index)]
+        else:
+            return _MISSING
+    return here
 
 
 def _words(match: re.Match[str]) -> str:

@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 Positive = Annotated[float, msgspec.Meta(gt=0)]
+MIN_INTERVAL_S = 0.01
+"""The shortest period of a timer the configuration sets: below it a loop only burns CPU."""
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 DEFAULT_AGENT_GRACE_S = 0.0
 
@@ -57,8 +59,10 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     """Address of the API and the agent streams (``--listen`` overrides it)."""
     stale_ttl_s: Positive = msgspec.field(default=DEFAULT_STALE_TTL_S, name="staleTtlSeconds")
     """An agent silent this long marks its node stale (no new placements there)."""
-    sweep_interval_s: Positive | None = msgspec.field(default=None, name="sweepIntervalSeconds")
-    """How often to look for stale agents (default: a quarter of the TTL)."""
+    sweep_interval_s: Annotated[float, msgspec.Meta(ge=MIN_INTERVAL_S)] | None = msgspec.field(
+        default=None, name="sweepIntervalSeconds"
+    )
+    """How often to look for stale agents (default: a quarter of the TTL; at least 0.01 s)."""
     unknown_node_ttl_s: Positive = msgspec.field(
         default=DEFAULT_UNKNOWN_NODE_TTL_S, name="unknownNodeTtlSeconds"
     )
@@ -78,7 +82,7 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
         default=5.0, name="reloadIntervalSeconds"
     )
     """How often the configuration file is read again; a changed ``scheduling`` section is
-    applied without a restart (``docs/deploy.md``). 0: never."""
+    applied without a restart (``docs/deploy.md``). 0: never; else at least 0.01 s."""
     event_loop: Literal["uvloop", "asyncio"] = msgspec.field(default="uvloop", name="eventLoop")
     """The process's one event loop: ``uvloop`` (libuv; about a tenth less CPU per bound pod, in
     the HTTP and TLS transports — docs/benchmarks.md) or the standard library's."""
@@ -88,6 +92,11 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
             parse_host_port(self.listen)
         except ValueError as exc:
             raise ValueError(f"listen: {exc}") from None
+        if 0 < self.reload_interval_s < MIN_INTERVAL_S:
+            raise ValueError(
+                f"reloadIntervalSeconds: {self.reload_interval_s!r} would read the file in a busy "
+                f"loop (0 for never, or at least {MIN_INTERVAL_S})"
+            )
 
     @property
     def address(self) -> tuple[str, int]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from common import podkeys
+from common.labels import name_label_value
 
 __all__ = [
     "INHERITED",
@@ -128,8 +129,9 @@ def _gang(
 ) -> dict[str, str | None]:
     if has_scheduling_group or not any(n in merged for k in PLACEMENT_KEYS for n in k.names):
         return {}
-    ours = labels.get(podkeys.GANG.canonical) == owner.name
+    group = name_label_value(owner.name)
+    ours = labels.get(podkeys.GANG.canonical) == group
     if not ours and any(n in labels for n in _GANG_LABELS):
         return {}  # the pod names its own group
-    wanted = {podkeys.GANG.canonical: owner.name, podkeys.GANG_MIN.canonical: str(owner.pods)}
+    wanted = {podkeys.GANG.canonical: group, podkeys.GANG_MIN.canonical: str(owner.pods)}
     return {k: v for k, v in wanted.items() if labels.get(k) != v}

@@ -115,6 +115,30 @@ def test_an_infinite_or_not_a_number_setting_is_refused(
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "coordinator: {reloadIntervalSeconds: 1.0e-9}\n",
+            "'coordinator.reloadIntervalSeconds' in F: 1e-09 would read the file in a busy loop "
+            "(0 for never, or at least 0.01)",
+        ),
+        (
+            "coordinator: {sweepIntervalSeconds: 1.0e-9}\n",
+            "'coordinator.sweepIntervalSeconds' in F: expected a number >= 0.01, got 1e-09",
+        ),
+    ],
+)
+def test_a_timer_so_short_it_would_spin_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    assert refused(tmp_path, text) == message
+
+
+def test_a_reload_interval_of_zero_still_means_never(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("coordinator: {reloadIntervalSeconds: 0, sweepIntervalSeconds: 0.01}\n")
+    assert load_file(str(path)).coordinator.reload_interval_s == 0
+
+
 def test_the_scheduling_parser_alone_refuses_non_finite_numbers_too() -> None:
     with pytest.raises(SchedulingError, match=r"^prices\.default: expected a finite number"):
         load_config("prices: {default: .inf}\n")

@@ -3,6 +3,7 @@ pod's own keys winning, later owner changes followed, and one pod group per plac
 
 from __future__ import annotations
 
+from common.labels import is_label_value, name_label_value
 from coordinator.core.podspec.inherit import INHERITED, Owner, inheritance
 
 SEED = {
@@ -95,3 +96,20 @@ def test_a_deployments_gpu_share_reaches_its_pods_without_making_a_group() -> No
     assert change.annotations["topos.io/gpu-fraction"] == "0.5"
     assert change.annotations["gpu-memory"] == "2000"
     assert not change.labels
+
+
+def test_a_workload_named_longer_than_a_label_value_still_makes_a_valid_group() -> None:
+    """Object names may be 253 characters, label values 63: the group label of a long-named
+    Deployment is shortened with a hash (it was the name itself, and the API server refused the
+    patch, so the pods were placed one by one with the workload's keys unread)."""
+    long_name = "inference-" + "x" * 70
+    change = inheritance({}, {}, Owner("Deployment", long_name, SEED, pods=2))
+    assert change is not None
+    group = change.labels["topos.io/gang"]
+    assert group is not None
+    assert is_label_value(group)
+    assert group.startswith("inference-xxx")
+    assert group != name_label_value("inference-" + "x" * 71)
+    labels = {k: v for k, v in change.labels.items() if v is not None}
+    annotations = {k: v for k, v in change.annotations.items() if v is not None}
+    assert inheritance(annotations, labels, Owner("Deployment", long_name, SEED, pods=2)) is None
