@@ -238,11 +238,11 @@ class GangLifecycle:
         # The attempt began long before this answer: room freed meanwhile must not be missed.
         basis = self._basis.get(key)
         for entry in self._entries(self.members(key)):
-            self._wait(entry, self.manager.message(key), popped=False, basis=basis)
+            self._wait(entry, self.manager.message(key, live=False), popped=False, basis=basis)
 
     def _completed(self, key: GangKey) -> None:
         status = self.manager.status(key)
-        message = self.manager.message(key)
+        message = self.manager.message(key, live=False)
         log.info("%s", message)
         self._restart_partial.discard(key)
         recovery = self.recovering.pop(key, None)
@@ -378,7 +378,7 @@ class GangLifecycle:
                         f"gang timeout {pod}",
                     )
                 for entry in self._entries(self.members(key)):
-                    self._wait(entry, self.manager.message(key), popped=False)
+                    self._wait(entry, self.manager.message(key, live=False), popped=False)
         for key, when in tuple(self._wake.items()):
             if now >= when:
                 del self._wake[key]
