@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 __all__ = ["RateLimit", "TokenBucket"]
 
+_EPSILON = 1e-9
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RateLimit:
@@ -90,7 +92,7 @@ class TokenBucket:
             async with self._deferred:  # in arrival order (asyncio.Lock is fair)
                 while True:
                     self._refill()
-                    if self._tokens >= 1.0:
+                    if self._tokens >= 1.0 - _EPSILON:  # a rounding error must not spin
                         self._tokens -= 1.0
                         return
                     await self._sleep((1.0 - self._tokens) / self.limit.qps)
