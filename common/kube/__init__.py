@@ -10,7 +10,7 @@
 # First: keeps kubernetes_asyncio from importing every generated API and model (see lean.py).
 from common.kube import lean as _lean  # noqa: F401
 from common.kube.client import KubeClient
-from common.kube.core import ClientSettings
+from common.kube.core import ClientSettings, Deferrable
 from common.kube.errors import (
     AlreadyExists,
     BadRequest,
@@ -21,6 +21,7 @@ from common.kube.errors import (
     KubeError,
     NotFound,
     ServerError,
+    Superseded,
     TooManyRequests,
     Unauthorized,
     Unreachable,
@@ -69,6 +70,7 @@ __all__ = [
     "BadRequest",
     "ClientSettings",
     "Conflict",
+    "Deferrable",
     "Forbidden",
     "Gone",
     "Invalid",
@@ -82,6 +84,7 @@ __all__ = [
     "Resource",
     "RetryPolicy",
     "ServerError",
+    "Superseded",
     "TokenBucket",
     "TooManyRequests",
     "Unauthorized",

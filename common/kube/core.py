@@ -11,7 +11,7 @@ exception raised ``from`` the library's.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, cast
@@ -22,7 +22,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from common.kube.config import load_configuration
 from common.kube.direct import DirectTransport
-from common.kube.errors import KubeError, Unreachable, error_for_status
+from common.kube.errors import KubeError, Superseded, Unreachable, error_for_status
 from common.kube.ratelimit import RateLimit, TokenBucket
 from common.kube.retry import RetryPolicy, call_with_retries
 from common.kube.types import KubeObject
@@ -46,6 +46,21 @@ class ClientSettings:
     rate_limit: RateLimit | None = None
     """Client-side QPS/burst over every request of this client (``None``: no limit), as
     client-go's ``rest.Config.QPS``/``Burst``; see ``common.kube.ratelimit``."""
+
+
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deferrable:
+    """A request that may wait: under the client's rate limit it yields to every request that
+    is not deferrable (``TokenBucket.wait(deferrable=True)``), and once its turn comes
+    ``send_now()`` is asked, right before it is sent (and before each retry): ``False`` calls it
+    off with :class:`~common.kube.errors.Superseded`. Events and status explanations are
+    deferrable; binds are not, so binds never wait behind them."""
+
+    send_now: Callable[[], bool] = _always
 
 
 class KubeClientCore:
@@ -96,10 +111,13 @@ class KubeClientCore:
         body: Any = None,
         content_type: str = "application/json",
         client_timeout: aiohttp.ClientTimeout | None = None,
+        deferrable: Deferrable | None = None,
     ) -> aiohttp.ClientResponse:
         """One HTTP exchange; a non-2xx reply becomes the matching ``KubeError``."""
         if self._bucket is not None:
-            await self._bucket.wait()
+            await self._bucket.wait(deferrable=deferrable is not None)
+        if deferrable is not None and not deferrable.send_now():
+            raise Superseded(f"{method} {path}: called off before it was sent")
         timeout = client_timeout or self._request_timeout
         try:
             if self._transport is not None:
@@ -145,12 +163,18 @@ class KubeClientCore:
         query: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        deferrable: Deferrable | None = None,
     ) -> KubeObject:
         """A request whose reply is one JSON object, under the retry policy."""
 
         async def attempt() -> KubeObject:
             response = await self._send(
-                method, path, query=query, body=body, content_type=content_type
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                deferrable=deferrable,
             )
             try:
                 raw = await response.read()

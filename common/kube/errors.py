@@ -78,6 +78,11 @@ class ServerError(KubeError):
     """5xx: the API server (or etcd behind it) failed."""
 
 
+class Superseded(KubeError):
+    """Not sent: a deferrable request was called off before it left (``Deferrable.send_now``
+    said no), e.g. a pod's unschedulable explanation once its bind was sent."""
+
+
 _BY_STATUS: dict[int, type[KubeError]] = {
     400: BadRequest,
     401: Unauthorized,

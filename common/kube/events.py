@@ -28,33 +28,62 @@ class EventVerbs(GenericVerbs):
         ``regarding`` may be the object itself or an ObjectReference; cluster-scoped objects
         (Nodes) get their Event in the ``default`` namespace, as the kubelet does.
         """
-        reference = object_reference(regarding)
-        namespace = reference.get("namespace") or "default"
-        now = datetime.datetime.now(datetime.UTC)
-        stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{reference['name']}.{uuid.uuid4().hex[:16]}",
-                "namespace": namespace,
-            },
-            "involvedObject": dict(reference),
-            "reason": reason,
-            "message": message[:1024],
-            "type": event_type,
-            "source": {"component": component},
-            "reportingComponent": component,
-            "reportingInstance": instance or component,
-            # the legacy timestamps only: with eventTime set the API server demands the
-            # events.k8s.io fields (action, reportingController) and rejects the rest
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        if action:
-            body["action"] = action
-        return await self.create(EVENTS, body, namespace=namespace)
+        body = event_body(
+            object_reference(regarding),
+            reason=reason,
+            message=message,
+            event_type=event_type,
+            action=action,
+            component=component,
+            instance=instance,
+        )
+        return await self.create(EVENTS, body, namespace=body["metadata"]["namespace"])
+
+
+def event_stamp(when: datetime.datetime | None = None) -> str:
+    """An Event's ``firstTimestamp``/``lastTimestamp`` (whole seconds, UTC)."""
+    return (when or datetime.datetime.now(datetime.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_body(
+    reference: ObjectReference,
+    *,
+    reason: str,
+    message: str,
+    event_type: str = "Normal",
+    action: str = "",
+    component: str = "topos",
+    instance: str = "",
+    count: int = 1,
+    first: str = "",
+    last: str = "",
+) -> dict[str, Any]:
+    """A new core/v1 Event about ``reference`` (named after it, with a random suffix)."""
+    namespace = reference.get("namespace") or "default"
+    stamp = event_stamp()
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{reference['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": namespace,
+        },
+        "involvedObject": dict(reference),
+        "reason": reason,
+        "message": message[:1024],
+        "type": event_type,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "reportingInstance": instance or component,
+        # the legacy timestamps only: with eventTime set the API server demands the
+        # events.k8s.io fields (action, reportingController) and rejects the rest
+        "firstTimestamp": first or stamp,
+        "lastTimestamp": last or stamp,
+        "count": count,
+    }
+    if action:
+        body["action"] = action
+    return body
 
 
 def object_reference(obj: KubeObject | ObjectReference) -> ObjectReference:

@@ -5,6 +5,12 @@ tokens come back at ``qps`` per second up to ``burst``. A request that finds non
 like ``golang.org/x/time/rate`` (which client-go uses), a token may be *reserved* ahead of time,
 so waiters are served in arrival order and never more than ``qps`` per second on average.
 
+Requests that can wait (``wait(deferrable=True)``: Events, the ``PodScheduled`` explanations)
+yield to every other: they reserve nothing ahead, queue among themselves in arrival order, and
+take a token only when one is there. A bind therefore waits behind no Event however many are
+queued (at most one token's time, for the deferrable request that took the last token), while the
+client as a whole still sends no more than ``qps`` per second.
+
 kube-scheduler's defaults are QPS 50 / burst 100 (``clientConnection`` in its configuration);
 ``RateLimit`` carries those two numbers, ``TokenBucket`` enforces them with an injectable clock::
 
@@ -21,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 __all__ = ["RateLimit", "TokenBucket"]
+
+_EPSILON = 1e-9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +62,7 @@ class TokenBucket:
         self._sleep = sleep
         self._tokens = float(limit.burst)  # starts full, as client-go's does
         self._last = clock()
+        self._deferred = asyncio.Lock()  # deferrable requests: one waits for a token at a time
 
     @property
     def tokens(self) -> float:
@@ -76,8 +85,17 @@ class TokenBucket:
             return 0.0
         return -self._tokens / self.limit.qps
 
-    async def wait(self) -> None:
-        """Take a token, sleeping until it is due."""
+    async def wait(self, *, deferrable: bool = False) -> None:
+        """Take a token, sleeping until it is due; ``deferrable``: only once every request that
+        is not deferrable has had its turn."""
+        if deferrable:
+            async with self._deferred:  # in arrival order (asyncio.Lock is fair)
+                while True:
+                    self._refill()
+                    if self._tokens >= 1.0 - _EPSILON:  # a rounding error must not spin
+                        self._tokens -= 1.0
+                        return
+                    await self._sleep((1.0 - self._tokens) / self.limit.qps)
         delay = self.reserve()
         if delay > 0:
             try:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from common.kube.core import KubeClientCore
+from common.kube.core import Deferrable, KubeClientCore
 from common.kube.errors import Unreachable
 from common.kube.resources import Resource
 from common.kube.retry import call_with_retries
@@ -166,11 +166,16 @@ class GenericVerbs(KubeClientCore):
         namespace: str | None = None,
         subresource: str | None = None,
         name: str | None = None,
+        deferrable: Deferrable | None = None,
     ) -> KubeObject:
         """POST ``body``; with ``subresource`` (and ``name``) to that subresource instead."""
         path = resource.path(namespace=namespace, name=name, subresource=subresource)
         return await self._call(
-            "POST", path, body=dict(body), query={"fieldManager": self.settings.field_manager}
+            "POST",
+            path,
+            body=dict(body),
+            query={"fieldManager": self.settings.field_manager},
+            deferrable=deferrable,
         )
 
     async def replace(
@@ -197,9 +202,11 @@ class GenericVerbs(KubeClientCore):
         namespace: str | None = None,
         patch_type: PatchType = "merge",
         subresource: str | None = None,
+        deferrable: Deferrable | None = None,
     ) -> KubeObject:
         """Merge (RFC 7386), strategic-merge or JSON (RFC 6902) patch; ``subresource="status"``
-        patches the status. A JSON patch ``test`` op that fails raises ``Invalid``."""
+        patches the status. A JSON patch ``test`` op that fails raises ``Invalid``.
+        ``deferrable``: see :class:`~common.kube.core.Deferrable`."""
         path = resource.path(namespace=namespace, name=name, subresource=subresource)
         body: Any = list(patch) if isinstance(patch, list) else dict(patch)
         return await self._call(
@@ -208,6 +215,7 @@ class GenericVerbs(KubeClientCore):
             body=body,
             content_type=_PATCH_CONTENT_TYPES[patch_type],
             query={"fieldManager": self.settings.field_manager},
+            deferrable=deferrable,
         )
 
     async def delete(

@@ -37,7 +37,7 @@ async def test_members_wait_until_min_exist_then_bind_together(cluster: GangClus
     async with cluster.gang_coordinator():
         for k in range(3):
             await cluster.create(gang_pod(f"w-{k}", "train-1", 4))
-        message = await cluster.condition("w-0", "3 of 4 pods exist")
+        message = await cluster.condition("w-0", "waiting for all 4 pods to exist")
         assert message.startswith("waiting for pod group train-1: 0/4 members placed")
         event = await cluster.event("FailedScheduling", name="w-1")
         assert "waiting for pod group train-1" in event["message"]

@@ -101,7 +101,7 @@ async def test_a_gang_rerun_under_new_names_binds_all_or_nothing_beside_its_old_
         seen: list[tuple[str, int, int, int]] = []
         for k in range(3):
             await cluster.create(gang_pod(f"v-{k}", "train-1", 4, owner=owner))
-        message = await cluster.condition("v-0", "3 of 4 pods exist")
+        message = await cluster.condition("v-0", "waiting for all 4 pods to exist")
         assert message.startswith("waiting for pod group train-1: 0/4 members placed")
         _never_partial(coord, seen)
         news = {f"v-{k}": None for k in range(3)}

@@ -80,7 +80,7 @@ async def test_a_workload_api_gang_binds_all_or_nothing_and_its_podgroup_says_so
             WORKLOAD_POD_GROUPS, pod_group("train", 3), namespace=cluster.namespace
         )
         # 2 of 3 members exist: nothing binds, and the PodGroup says why.
-        await cluster.condition("w-1", "2 of 3 pods exist")
+        await cluster.condition("w-1", "waiting for all 3 pods to exist")
         waiting = await scheduled_condition(
             cluster, "train", lambda c: c["status"] == "False", "False"
         )

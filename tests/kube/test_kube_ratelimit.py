@@ -122,3 +122,45 @@ def test_kube_section_qps_zero_means_no_client_side_limit() -> None:
 def test_kube_section_rejects_bad_values_with_their_name(raw: object, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         _kube(raw)
+
+
+class SleepingClock(FakeClock):
+    """Sleepers wake in the order of their wake-up times as :meth:`run` moves the clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+
+    async def sleep(self, seconds: float) -> None:
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + seconds, len(self._sleepers), woken))
+        await woken
+
+    async def run(self, *tasks: asyncio.Task[None]) -> None:
+        while not all(t.done() for t in tasks):
+            for _ in range(5):
+                await asyncio.sleep(0)  # everything runnable runs first
+            if self._sleepers:
+                self._sleepers.sort(key=lambda s: s[:2])
+                when, _, woken = self._sleepers.pop(0)
+                self.now = max(self.now, when)
+                woken.set_result(None)
+
+
+async def test_deferrable_requests_yield_to_the_others_and_keep_their_own_order() -> None:
+    clock = SleepingClock()
+    tb = TokenBucket(RateLimit(qps=10, burst=1), clock=clock, sleep=clock.sleep)
+    order: list[str] = []
+
+    async def request(name: str, *, deferrable: bool) -> None:
+        await tb.wait(deferrable=deferrable)
+        order.append(name)
+
+    await tb.wait()  # the burst is spent
+    events = [asyncio.create_task(request(f"event-{k}", deferrable=True)) for k in range(3)]
+    await asyncio.sleep(0)  # the Events are waiting for a token
+    binds = [asyncio.create_task(request(f"bind-{k}", deferrable=False)) for k in range(2)]
+    start = clock.now
+    await clock.run(*events, *binds)
+    assert order == ["bind-0", "bind-1", "event-0", "event-1", "event-2"]
+    assert clock.now - start == pytest.approx(0.5)  # still 10 per second in all

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.kube import NODES, PODS, KubeClient, KubeError, NotFound, Resource
+from common.kube import NODES, PODS, ClientSettings, KubeClient, KubeError, NotFound, Resource
 from coordinator.adapters.kube.runtime import kube_gang_runtime
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
@@ -102,6 +102,7 @@ class GangCluster(GpuCluster):
         gang_settings: GangSettings | None = None,
         settings: RuntimeSettings | None = None,
         stale_ttl_s: float = 3600.0,
+        client_settings: ClientSettings | None = None,
     ) -> AsyncIterator[Coordinator]:
         """A coordinator starting up: inventory synced from the API server, agents' hellos,
         the scheduler over this test's nodes and namespace, and the gang runtime."""
@@ -120,7 +121,10 @@ class GangCluster(GpuCluster):
             return gangs
 
         async with self.coordinator(
-            settings=settings or RuntimeSettings(), inventory=inventory, attach=gang_runtime
+            settings=settings or RuntimeSettings(),
+            inventory=inventory,
+            attach=gang_runtime,
+            client_settings=client_settings,
         ) as runtime:
             yield Coordinator(runtime, attached[0], inventory, clock)
 

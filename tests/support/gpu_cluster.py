@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from agent.devices import discover_profile
-from common.kube import EVENTS, NODES, PODS, KubeClient, Resource
+from common.kube import EVENTS, NODES, PODS, ClientSettings, KubeClient, Resource
 from common.labeling import LabelingSettings, labels
 from common.model import NodeTopology
 from coordinator.adapters.kube.inventory_sync import KubeSync
@@ -201,12 +201,14 @@ class GpuCluster:
         settings: RuntimeSettings | None = None,
         inventory: Inventory | None = None,
         attach: Attach | None = None,
+        client_settings: ClientSettings | None = None,
     ) -> AsyncIterator[SchedulerRuntime]:
         """A fresh inventory synced from the API server, the agents' hellos, and the runtime —
         as a coordinator process starting up, scheduling only this test's namespace onto this
         test's nodes. ``attach(client, runtime)`` adds a component (the gang runtime) that is
-        entered before the scheduler starts and left after it stops."""
-        client = await KubeClient.connect(self.kubeconfig)
+        entered before the scheduler starts and left after it stops; ``client_settings``: the
+        coordinator's client (its QPS/burst), which Events share here."""
+        client = await KubeClient.connect(self.kubeconfig, settings=client_settings)
         inventory = inventory if inventory is not None else Inventory(stale_ttl_s=3600)
         synced = asyncio.Event()
         sync = KubeSync(client, inventory, on_synced=synced.set)

@@ -2,32 +2,47 @@
 
 Bind is one request: a POST to ``pods/binding`` guarded by ``metadata.uid`` (a pod recreated
 under the same name is refused) that carries the decision annotations — the API server copies a
-Binding's annotations onto the pod in the same update that sets ``spec.nodeName``, so the
-annotations and the node appear together. Failures write a ``FailedScheduling`` Event and patch
-the ``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type), as
-kube-scheduler does. Events may go through their own client (``events=``), as kube-scheduler's
-do, so that under a client-side QPS limit they don't take binds' turns. A preemptor's nominated
-node is written as ``status.nominatedNodeName`` (:func:`kube_nominator`). An eviction carries the
-pod's UID as a precondition (``deleteOptions.preconditions.uid``): one decided for a pod that was
-deleted and re-created under its name since leaves the new pod alone and counts as done.
+Binding's annotations onto the pod in the same update that sets ``spec.nodeName`` (and
+``PodScheduled=True``), so the annotations and the node appear together. Failures write a
+``FailedScheduling`` Event and patch the ``PodScheduled`` condition through ``pods/status``
+(strategic merge on the condition type), as kube-scheduler does.
+
+Per pod (by UID) the condition and the bind are ordered: once a pod's bind is sent, no
+``PodScheduled=False`` is sent for it any more — a condition write still waiting for its turn is
+called off (:class:`~common.kube.Superseded`), and a bind waits for the answer to a condition
+write already on the wire before it is sent, so the API server always applies the bind last.
+
+Events and condition writes are deferrable (:class:`~common.kube.Deferrable`): under the
+client's QPS limit they yield to binds. Events are aggregated per pod and reason
+(:class:`~common.kube.recorder.EventRecorder`: one Event whose count goes up) and may go through
+their own client (``events=``), as kube-scheduler's do. A preemptor's nominated node is written
+as ``status.nominatedNodeName`` (:func:`kube_nominator`). An eviction carries the pod's UID as a
+precondition (``deleteOptions.preconditions.uid``): one decided for a pod that was deleted and
+re-created under its name since leaves the new pod alone and counts as done.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 from common.kube import (
     PODS,
     Conflict,
+    Deferrable,
     Invalid,
     KubeClient,
     KubeError,
     NotFound,
+    ServerError,
+    Superseded,
     TooManyRequests,
     Unreachable,
 )
+from common.kube.recorder import EventRecorder
 from common.kube.types import ObjectReference
 from coordinator.adapters.kube.claims import KubeClaimWriter
 from coordinator.core.dra.model import ClaimAllocation
@@ -45,6 +60,9 @@ from coordinator.engine.preemptor import Nominate
 __all__ = ["KubeClusterWriter", "kube_nominator"]
 
 _EVENT_MESSAGE_MAX: Final = 1024
+#: Pods (UIDs) whose bind was sent, remembered so that no explanation follows the bind: far more
+#: than the writes that can be waiting at once.
+_BINDS_REMEMBERED: Final = 100_000
 
 
 def _reference(pod: PodRef) -> ObjectReference:
@@ -66,9 +84,26 @@ class KubeClusterWriter:
         self, client: KubeClient, *, instance: str = COMPONENT, events: KubeClient | None = None
     ) -> None:
         self._client = client
-        self._events = events or client
+        self._events = EventRecorder(events or client)
         self._instance = instance
         self._claims = KubeClaimWriter(client)
+        self._bind_sent: OrderedDict[str, None] = OrderedDict()  # uid → (), newest last
+        self._on_wire: dict[str, set[asyncio.Future[None]]] = {}  # uid → conditions sent
+
+    def _bind_was_sent(self, pod: PodRef) -> bool:
+        return bool(pod.uid) and pod.uid in self._bind_sent
+
+    async def _binding(self, pod: PodRef) -> None:
+        """From now on no condition is sent for ``pod``; one already sent is answered first."""
+        if not pod.uid:
+            return
+        self._bind_sent[pod.uid] = None
+        self._bind_sent.move_to_end(pod.uid)
+        while len(self._bind_sent) > _BINDS_REMEMBERED:
+            self._bind_sent.popitem(last=False)
+        sent = self._on_wire.get(pod.uid)
+        if sent:
+            await asyncio.wait(tuple(sent))
 
     async def allocate_claims(
         self, pod: PodRef, claims: Sequence[ClaimAllocation]
@@ -79,6 +114,7 @@ class KubeClusterWriter:
         await self._claims.release(pod, claims)
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
+        await self._binding(pod)
         try:
             await self._client.bind(
                 namespace=pod.namespace,
@@ -93,9 +129,14 @@ class KubeClusterWriter:
             # A uid that no longer matches (the pod was recreated) is refused as invalid.
             raise BindConflict(f"bind {pod.key} to {node}: {exc}") from exc
         except KubeError as exc:
+            if pod.uid and not isinstance(exc, Unreachable | ServerError):
+                # Refused outright (not a bind that may have happened): it may be explained again.
+                self._bind_sent.pop(pod.uid, None)
             raise ClusterError(f"bind {pod.key} to {node}: {exc}") from exc
 
     async def record_failure(self, pod: PodRef, message: str) -> None:
+        if self._bind_was_sent(pod):
+            return  # bound (or being bound): an explanation now would be a stale one
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         condition = {
             "type": "PodScheduled",
@@ -109,6 +150,33 @@ class KubeClusterWriter:
         if pod.uid:
             # Only on this pod: one re-created under its name since is another pod.
             body["metadata"] = {"uid": pod.uid}
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def send_now() -> bool:
+            if self._bind_was_sent(pod):
+                return False
+            if pod.uid:
+                self._on_wire.setdefault(pod.uid, set()).add(answered)
+            return True
+
+        try:
+            await self._patch_condition(pod, body, Deferrable(send_now=send_now))
+        except (Superseded, NotFound):
+            return  # bound meanwhile, re-created, or deleted: nothing to explain to anyone
+        finally:
+            answered.set_result(None)
+            sent = self._on_wire.get(pod.uid)
+            if sent is not None:
+                sent.discard(answered)
+                if not sent:
+                    del self._on_wire[pod.uid]
+        if self._bind_was_sent(pod):
+            return
+        await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
+
+    async def _patch_condition(
+        self, pod: PodRef, body: Mapping[str, object], deferrable: Deferrable
+    ) -> None:
         for attempt in (1, 2):
             try:
                 await self._client.patch(
@@ -118,13 +186,14 @@ class KubeClusterWriter:
                     namespace=pod.namespace,
                     patch_type="strategic",
                     subresource="status",
+                    deferrable=deferrable,
                 )
-                break
-            except NotFound:
-                return  # deleted meanwhile: nothing to explain to anyone
+                return
+            except (NotFound, Superseded):
+                raise
             except (Conflict, Invalid) as exc:
                 if pod.uid:
-                    return  # a uid that no longer matches: the pod was re-created meanwhile
+                    raise Superseded(str(exc)) from exc  # the pod was re-created meanwhile
                 raise ClusterError(f"condition on {pod.key}: {exc}") from exc
             except Unreachable as exc:
                 # Setting the same condition twice is harmless: retry a dropped connection once.
@@ -132,7 +201,6 @@ class KubeClusterWriter:
                     raise ClusterError(f"condition on {pod.key}: {exc}") from exc
             except KubeError as exc:
                 raise ClusterError(f"condition on {pod.key}: {exc}") from exc
-        await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
 
     async def record_scheduled(self, pod: PodRef, message: str) -> None:
         await self.event(pod, reason=REASON_SCHEDULED, message=message)
@@ -141,8 +209,8 @@ class KubeClusterWriter:
         self, pod: PodRef, *, reason: str, message: str, event_type: str = "Normal"
     ) -> None:
         try:
-            await self._events.create_event(
-                regarding=_reference(pod),
+            await self._events.record(
+                _reference(pod),
                 reason=reason,
                 message=message[:_EVENT_MESSAGE_MAX],
                 event_type=event_type,

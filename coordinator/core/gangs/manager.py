@@ -374,7 +374,11 @@ class GangManager:
         return [r for g in self._gangs.values() for r in g.reserved.values()]
 
     # --- what users see -------------------------------------------------------------------------
-    def message(self, key: GangKey) -> str:
+    def message(self, key: GangKey, *, live: bool = True) -> str:
+        """What the gang is doing, in words. While members are missing ``live`` says how many
+        exist now ("3 of 8 pods exist": the PodGroup's status); without it the words stay the
+        same from the first member to the last ("waiting for all 8 pods to exist": what each
+        member is told once, in its condition and Event)."""
         gang = self._gangs.get(key)
         if gang is None:
             return f"pod group {key} is unknown"
@@ -386,7 +390,10 @@ class GangManager:
             return f"{text} on {gang.placement}" if gang.placement else text
         text = f"waiting for pod group {name}: {gang.placed}/{gang.min_member} members placed"
         if len(gang.members) < gang.min_member:
-            text += f" ({len(gang.members)} of {gang.min_member} pods exist)"
+            if live:
+                text += f" ({len(gang.members)} of {gang.min_member} pods exist)"
+            else:
+                text += f" (waiting for all {gang.min_member} pods to exist)"
         if gang.last_failure:
             text += f"; {gang.last_failure}"
         return text

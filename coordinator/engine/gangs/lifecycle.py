@@ -193,6 +193,12 @@ class GangLifecycle:
             queue.failed(entry, message=message, basis=basis)
         return failure
 
+    def _ref(self, pod: str) -> PodRef:
+        """The member ``namespace/name`` as the gang knows it (its UID: a write about it never
+        lands on a pod re-created under the name)."""
+        ns, _, name = pod.partition("/")
+        return PodRef(ns, name, self.membership.uid_of(pod))
+
     def _entries(self, pods: Iterable[str]) -> list[QueuedPod]:
         out = []
         for pod in pods:
@@ -238,11 +244,11 @@ class GangLifecycle:
         # The attempt began long before this answer: room freed meanwhile must not be missed.
         basis = self._basis.get(key)
         for entry in self._entries(self.members(key)):
-            self._wait(entry, self.manager.message(key), popped=False, basis=basis)
+            self._wait(entry, self.manager.message(key, live=False), popped=False, basis=basis)
 
     def _completed(self, key: GangKey) -> None:
         status = self.manager.status(key)
-        message = self.manager.message(key)
+        message = self.manager.message(key, live=False)
         log.info("%s", message)
         self._restart_partial.discard(key)
         recovery = self.recovering.pop(key, None)
@@ -255,12 +261,9 @@ class GangLifecycle:
             log.info("pod group %s recovered in %.1fs (%s)", key, took, recovery.cause)
         for pod in self.members(key):
             if self.membership.is_bound(pod):
-                ns, _, name = pod.partition("/")
                 self.scheduler.write(
                     self.scheduler.writer.event(
-                        PodRef(ns, name, self.membership.uid_of(pod)),
-                        reason=REASON_GANG_SCHEDULED,
-                        message=message,
+                        self._ref(pod), reason=REASON_GANG_SCHEDULED, message=message
                     ),
                     f"gang event {pod}",
                 )
@@ -294,17 +297,13 @@ class GangLifecycle:
     def _keep(self, pods: Iterable[str], why: str) -> None:
         """Bound bare members of a released gang stay: say so on each (a Warning Event)."""
         for pod in pods:
-            ns, _, name = pod.partition("/")
             message = (
                 f"{why}; this pod has no controller that would create it again, "
                 "so it stays bound and the group completes around it"
             )
             self.scheduler.write(
                 self.scheduler.writer.event(
-                    PodRef(ns, name, self.membership.uid_of(pod)),
-                    reason=REASON_GANG_KEPT,
-                    message=message,
-                    event_type="Warning",
+                    self._ref(pod), reason=REASON_GANG_KEPT, message=message, event_type="Warning"
                 ),
                 f"gang kept {pod}",
             )
@@ -312,8 +311,7 @@ class GangLifecycle:
     def _evict(self, pods: Iterable[str], why: str) -> None:
         writer = self.scheduler.writer
         for pod in pods:
-            ns, _, name = pod.partition("/")
-            ref = PodRef(ns, name, self.membership.uid_of(pod))
+            ref = self._ref(pod)
             self.stats.evicted += 1
 
             async def run(ref: PodRef = ref) -> None:
@@ -372,10 +370,9 @@ class GangLifecycle:
                 self._wake[key] = now + self.backoff_s
                 log.info("%s", out.message)
                 for pod in self.members(key):
-                    ns, _, name = pod.partition("/")
                     self.scheduler.write(
                         self.scheduler.writer.event(
-                            PodRef(ns, name, self.membership.uid_of(pod)),
+                            self._ref(pod),
                             reason=REASON_GANG_TIMEOUT,
                             message=out.message,
                             event_type="Warning",
@@ -383,7 +380,7 @@ class GangLifecycle:
                         f"gang timeout {pod}",
                     )
                 for entry in self._entries(self.members(key)):
-                    self._wait(entry, self.manager.message(key), popped=False)
+                    self._wait(entry, self.manager.message(key, live=False), popped=False)
         for key, when in tuple(self._wake.items()):
             if now >= when:
                 del self._wake[key]

@@ -9,8 +9,10 @@ a member:
    sibling in the queue and every bound member in the inventory is observed, see
    :mod:`.membership`);
 2. while fewer than min members exist, or the gang backs off after a timeout, the member waits
-   with the gang's message ("waiting for pod group train-1: 0/8 members placed (3 of 8 pods
-   exist)") in its ``PodScheduled`` condition and a ``FailedScheduling`` Event;
+   with the gang's message ("waiting for pod group train-1: 0/8 members placed (waiting for all
+   8 pods to exist)") in its ``PodScheduled`` condition and a ``FailedScheduling`` Event — the
+   same words from the first member to the last, so each member is told once, not at every
+   arrival;
 3. once min members exist, every unplaced member is decided at once with
    :func:`~coordinator.core.gangs.cycle.schedule_gang` (network rules + the per-pod core for each
    member); the decisions are assumed on the scheduler's view, reserved in the manager, every
@@ -97,10 +99,12 @@ class GangStep(GangLifecycle):
         if status is not None and status.members < status.min_member:
             self.membership.sync_pending()  # siblings already in the queue count at once
         if key in self._attempts:
-            return self._wait(entry, self.manager.message(key), popped=True)
+            return self._wait(entry, self.manager.message(key, live=False), popped=True)
         if not self.manager.ready_to_plan(key):
-            # Every waiting member reads the same, current message (3 of 8 pods exist, …).
-            message = self.manager.message(key)
+            # Every waiting member reads the same message, unchanged while members arrive: a
+            # member told once is not told again at each arrival (the unchanged explanation is
+            # not written again; the live count is in the PodGroup's status).
+            message = self.manager.message(key, live=False)
             siblings = [e for e in self._entries(self.members(key)) if e is not entry]
             return self._refuse_all(key, [entry, *siblings], entry, message)
         return await self._plan(key, entry)
@@ -130,7 +134,7 @@ class GangStep(GangLifecycle):
         requests = [e.request for e in entries if isinstance(e.request, PodRequest)]
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
-            return self._wait(popped, self.manager.message(key), popped=True)
+            return self._wait(popped, self.manager.message(key, live=False), popped=True)
         intent = gang_intent(
             (e.obj.get("metadata") or {}).get("annotations") or {} for e in entries
         )
@@ -197,7 +201,7 @@ class GangStep(GangLifecycle):
                 view.release(uid)
             message = verdict.message
             self.manager.reject(key, message)
-            return self._refuse_all(key, entries, popped, self.manager.message(key))
+            return self._refuse_all(key, entries, popped, self.manager.message(key, live=False))
         self.stats.admitted += 1
         attempt = Attempt(set(verdict.pods))
         self._attempts[key] = attempt
@@ -226,11 +230,13 @@ class GangStep(GangLifecycle):
             await self.scheduler.binder.submit(job)
         for entry in entries:
             if entry.key not in decisions:  # beyond min and no room now: waits, holding nothing
-                self._wait(entry, self.manager.message(key), popped=entry is popped)
+                self._wait(entry, self.manager.message(key, live=False), popped=entry is popped)
         mine = decisions.get(popped.key)
         if mine is not None:
             return mine
-        return Failure(popped.key, 0, {}, self.manager.message(key), Status.unschedulable(""))
+        return Failure(
+            popped.key, 0, {}, self.manager.message(key, live=False), Status.unschedulable("")
+        )
 
     async def _refuse(
         self,
@@ -256,7 +262,7 @@ class GangStep(GangLifecycle):
                 note = await self.preemption.for_gang(key, requests, intent=intent)
             except Exception:
                 log.exception("preemption for pod group %s failed", key)
-        message = self.manager.message(key)
+        message = self.manager.message(key, live=False)
         if note:
             message = f"{message}; {note}"
         return self._refuse_all(key, entries, popped, message)

@@ -68,7 +68,7 @@ async def test_waiting_pods_with_why_they_wait_highest_priority_first(api: Any) 
     assert isinstance(big["tried_at"], float)
     assert by_name["gated"]["message"] == "waiting for scheduling gates: example.com/quota"
     assert by_name["train-0"]["gang"] == "train"
-    assert "1 of 3 pods exist" in by_name["train-0"]["message"]
+    assert "waiting for all 3 pods to exist" in by_name["train-0"]["message"]
 
 
 async def test_a_pod_asking_for_part_of_a_gpu_shows_its_share(api: Any) -> None:
