@@ -83,11 +83,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         )
         return error_response(request, 400, "bad-request", f"malformed request body: {exc}")
     except ConnectionResetError:
-        if request.transport is not None:
+        transport = request.transport
+        if transport is not None and not transport.is_closing():
             log.exception("unhandled error serving %s %s", request.method, request.path)
             return error_response(request, 500, "internal", _INTERNAL)
-        # The client hung up mid-request (e.g. a body shorter than its Content-Length): its
-        # mistake, and nobody is left to read an answer.
+        # The client hung up mid-request (e.g. a body shorter than its Content-Length, or a TLS
+        # close_notify before its answer, which leaves the transport closing): its mistake, and
+        # nobody is left to read an answer.
         log.debug("client %s left during %s %s", request.remote, request.method, request.path)
         return error_response(request, 400, "bad-request", "the connection closed mid-request")
     except Exception:

@@ -53,6 +53,9 @@ from coordinator.inventory.store import Inventory
 
 log = logging.getLogger("coordinator")
 
+IDLE_CONNECTION_S = 75.0
+"""An HTTP connection idle this long (before its first request, or between two) is closed."""
+
 
 # --- background loops as cleanup contexts ------------------------------------------------------
 
@@ -61,18 +64,27 @@ def _stale_sweeper(interval_s: float) -> Callable[[web.Application], AsyncIterat
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         inventory, sessions = app[INVENTORY], app[SESSIONS]
 
+        def sweep() -> None:
+            for name in inventory.sweep():
+                log.warning("node %s is stale: its agent is silent", name)
+            for name in inventory.expire_unknown():
+                log.warning("dropping node %s: its agent reports it, the API server has none", name)
+                sessions.evict(name, CloseReason.UNKNOWN_NODE, "the API server has no such node")
+
         async def loop() -> None:
+            failing = False
             while True:
                 await asyncio.sleep(interval_s)
-                for name in inventory.sweep():
-                    log.warning("node %s is stale: its agent is silent", name)
-                for name in inventory.expire_unknown():
-                    log.warning(
-                        "dropping node %s: its agent reports it, the API server has none", name
-                    )
-                    sessions.evict(
-                        name, CloseReason.UNKNOWN_NODE, "the API server has no such node"
-                    )
+                try:
+                    sweep()
+                except Exception:  # one bad pass must not end the sweeping for good
+                    if not failing:
+                        log.exception("the stale-agent sweep failed; trying again every pass")
+                    failing = True
+                    continue
+                if failing:
+                    log.info("the stale-agent sweep works again")
+                failing = False
 
         task = asyncio.create_task(loop(), name="stale-sweeper")
         grace = asyncio.get_running_loop().call_later(inventory.grace_left_s(), inventory.end_grace)
@@ -198,9 +210,18 @@ async def running(
     port: int = 0,
     *,
     ssl_context: ssl.SSLContext | None = None,
+    idle_s: float = IDLE_CONNECTION_S,
 ) -> AsyncIterator[str]:
-    """Serve ``app`` on ``host:port`` (0: a free port) and yield its base URL."""
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0, logger=server_logger())
+    """Serve ``app`` on ``host:port`` (0: a free port) and yield its base URL. A connection idle
+    for ``idle_s`` — before its first request or between two — is closed (aiohttp's own default
+    is an hour, long enough for idle sockets to pile up; agent streams have their own deadlines)."""
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        shutdown_timeout=2.0,
+        logger=server_logger(),
+        keepalive_timeout=idle_s,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     await site.start()

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from aiohttp import web
 
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.limits import LimitSettings
 from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, TlsSection
-from coordinator.app.main import running, wire
+from coordinator.app.main import IDLE_CONNECTION_S, running, wire
 from coordinator.app.security import listener_tls
 from coordinator.inventory.store import Inventory
 from devcluster import pki
@@ -164,3 +165,51 @@ async def test_a_body_that_cannot_be_decoded_is_a_400_and_no_error_in_the_log(
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert loud == [], [r.getMessage() for r in loud]
     assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
+
+
+async def test_a_connection_that_never_sends_a_request_is_closed_when_idle() -> None:
+    """aiohttp's own default keeps such a socket an hour: a client that opens many and says
+    nothing would hold as many file descriptors."""
+    app = wire(Config(), MemoryBackend(MemoryCluster(Inventory())))
+    async with running(app, idle_s=0.3) as url:
+        port = int(url.rsplit(":", 1)[1])
+        silent = [await asyncio.open_connection("127.0.0.1", port) for _ in range(5)]
+        started = time.monotonic()
+        for reader, writer in silent:
+            async with asyncio.timeout(5):
+                assert await reader.read(100) == b""  # the server ended it
+            writer.close()
+        assert time.monotonic() - started < 3
+    assert IDLE_CONNECTION_S <= 120  # the coordinator's default, far below aiohttp's 3,630 s
+
+
+async def test_a_client_gone_before_its_answer_is_no_error_of_ours(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A TLS client that sends close_notify right after its request leaves the transport closing
+    when the answer is written: aiohttp raises a reset, which is the client's leaving."""
+    from unittest import mock
+
+    from aiohttp.test_utils import make_mocked_request
+
+    from coordinator.api.errors import error_middleware
+
+    caplog.set_level(logging.DEBUG)
+    closing = mock.Mock()
+    closing.is_closing.return_value = True
+    request = make_mocked_request("GET", "/v1/nodes", transport=closing)
+
+    async def handler(_: web.Request) -> web.StreamResponse:
+        raise ConnectionResetError("Cannot write to closing transport")
+
+    response = await error_middleware(request, handler)
+    assert response.status == 400
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any("left during GET /v1/nodes" in r.getMessage() for r in caplog.records)
+
+    open_ = mock.Mock()
+    open_.is_closing.return_value = False
+    caplog.clear()
+    response = await error_middleware(make_mocked_request("GET", "/", transport=open_), handler)
+    assert response.status == 500  # a reset on a live connection is ours to look into
+    assert any(r.levelno == logging.ERROR for r in caplog.records)
