@@ -26,10 +26,10 @@ from coordinator.app.leadership import LEADER
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.inventory.state import NodeState
-from coordinator.neuronetes.hooks import NodeFacts
+from coordinator.neuronetes.decide.hooks import NodeFacts
+from coordinator.neuronetes.decide.policy.carbon import Intensities
+from coordinator.neuronetes.kube.carbon_source import IntensitySource
 from coordinator.neuronetes.kube.controller import NeuronetesController
-from coordinator.neuronetes.policy.carbon import Intensities
-from coordinator.neuronetes.policy.carbon_source import IntensitySource
 
 log = logging.getLogger(__name__)
 

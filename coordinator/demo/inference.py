@@ -16,10 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.neuronetes.podtemplate import POOL_LABEL, pod_for, pool_template, template_hash
-from coordinator.neuronetes.pool import PoolSpec, parse_pool
-from coordinator.neuronetes.replicas import owned_pod, plan_replicas
-from coordinator.neuronetes.scaling import ScaleMemory, TokenSignals, decide, format_seconds
+from coordinator.neuronetes.decide.podtemplate import (
+    POOL_LABEL,
+    pod_for,
+    pool_template,
+    template_hash,
+)
+from coordinator.neuronetes.decide.pool import PoolSpec, parse_pool
+from coordinator.neuronetes.decide.replicas import owned_pod, plan_replicas
+from coordinator.neuronetes.decide.scaling import ScaleMemory, TokenSignals, decide, format_seconds
 
 __all__ = ["POOL", "ScaleStep", "format_steps", "pool_manifest", "run_inference_pool"]
 

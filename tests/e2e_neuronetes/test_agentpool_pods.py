@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from common.kube import PODS, KubeClient
-from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE, PolicyContext
+from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE, PolicyContext
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES
 from tests.support.deploy import DEPLOY
 from tests.support.gang_cluster import GangCluster

@@ -23,7 +23,7 @@ from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
-from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE
+from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE
 from coordinator.neuronetes.kube.resources import AGENT_POOLS
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster, Kubectl
 from tests.support.kube_wait import wait_for_event, wait_for_object, wait_for_pods

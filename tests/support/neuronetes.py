@@ -29,9 +29,9 @@ import yaml
 from aiohttp import web
 
 from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
-from coordinator.neuronetes.hooks import Policy
+from coordinator.neuronetes.decide.hooks import Policy
+from coordinator.neuronetes.decide.settings import NeuronetesSettings
 from coordinator.neuronetes.kube.controller import NeuronetesController
-from coordinator.neuronetes.settings import NeuronetesSettings
 from tests.support.deploy import DEPLOY
 from tests.support.gpu_cluster import RUN_LABEL
 

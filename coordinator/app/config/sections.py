@@ -33,7 +33,7 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.state import NodeState
 from coordinator.inventory.store import DEFAULT_STALE_TTL_S, DEFAULT_UNKNOWN_NODE_TTL_S
-from coordinator.neuronetes.settings import NeuronetesSettings
+from coordinator.neuronetes.decide.settings import NeuronetesSettings
 
 __all__ = [
     "Config",

@@ -23,13 +23,13 @@ import aiohttp
 from common.kube import PODS, KubeClient, KubeError, KubeObject
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
-from coordinator.neuronetes.conditions import Condition
-from coordinator.neuronetes.hooks import NodeFacts, Policy
+from coordinator.neuronetes.decide.conditions import Condition
+from coordinator.neuronetes.decide.hooks import NodeFacts, Policy
+from coordinator.neuronetes.decide.podtemplate import POOL_LABEL, pool_label
+from coordinator.neuronetes.decide.scaling import ScaleMemory
+from coordinator.neuronetes.decide.settings import NeuronetesSettings
 from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
-from coordinator.neuronetes.podtemplate import POOL_LABEL, pool_label
-from coordinator.neuronetes.scaling import ScaleMemory
-from coordinator.neuronetes.settings import NeuronetesSettings
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ class Failure:
 
 class _PoolPods:
     """The pods labelled ``neuronetes.io/pool``, by pool. A pod's key is its namespace and that
-    label's value (:func:`~coordinator.neuronetes.podtemplate.pool_label` of the pool's name);
-    ``changed`` is told that key."""
+    label's value (:func:`~coordinator.neuronetes.decide.podtemplate.pool_label` of the pool's
+    name); ``changed`` is told that key."""
 
     def __init__(self, changed: Callable[[Key], None]) -> None:
         self._changed = changed
@@ -95,7 +95,7 @@ class NeuronetesController:
     """Event-loop only. ``node_labels()``: the labels of every node (GPU types are checked
     against them); ``node_facts()``: every node by name with its labels, GPUs and cached models
     (when given, the labels come from it); ``policies``: the per-pool policy step (default:
-    :data:`~coordinator.neuronetes.guide_policies.GUIDE_POLICIES`), with ``policy_inputs``
+    :data:`~coordinator.neuronetes.decide.guide_policies.GUIDE_POLICIES`), with ``policy_inputs``
     (price table, carbon readings… from the configuration) as their inputs; no pool is
     reconciled before every event of ``ready`` is set."""
 

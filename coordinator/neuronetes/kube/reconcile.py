@@ -25,13 +25,11 @@ from common.kube import (
     NotFound,
 )
 from common.kube.types import JsonPatchOperation
-from coordinator.neuronetes.conditions import Condition, merge_conditions, transitions
-from coordinator.neuronetes.cost_policy import on_demand
-from coordinator.neuronetes.guide_policies import GUIDE_POLICIES
-from coordinator.neuronetes.hooks import NodeFacts, Policy, PolicyContext, run_policies
-from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES, TOOL_BINDINGS
-from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
-from coordinator.neuronetes.podtemplate import (
+from coordinator.neuronetes.decide.conditions import Condition, merge_conditions, transitions
+from coordinator.neuronetes.decide.cost_policy import on_demand
+from coordinator.neuronetes.decide.guide_policies import GUIDE_POLICIES
+from coordinator.neuronetes.decide.hooks import NodeFacts, Policy, PolicyContext, run_policies
+from coordinator.neuronetes.decide.podtemplate import (
     POOL_LABEL,
     pod_for,
     pool_label,
@@ -40,9 +38,9 @@ from coordinator.neuronetes.podtemplate import (
     priority_class_name,
     template_hash,
 )
-from coordinator.neuronetes.pool import PoolProblem, PoolSpec, parse_pool
-from coordinator.neuronetes.replicas import OwnedPod, owned_pod, plan_replicas
-from coordinator.neuronetes.scaling import (
+from coordinator.neuronetes.decide.pool import PoolProblem, PoolSpec, parse_pool
+from coordinator.neuronetes.decide.replicas import OwnedPod, owned_pod, plan_replicas
+from coordinator.neuronetes.decide.scaling import (
     Decision,
     LagSignal,
     ScaleMemory,
@@ -51,8 +49,10 @@ from coordinator.neuronetes.scaling import (
     format_seconds,
     lag_of,
 )
-from coordinator.neuronetes.settings import NeuronetesSettings
-from coordinator.neuronetes.signals import RateTracker, SignalError
+from coordinator.neuronetes.decide.settings import NeuronetesSettings
+from coordinator.neuronetes.decide.signals import RateTracker, SignalError
+from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES, TOOL_BINDINGS
+from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
 
 log = logging.getLogger(__name__)
 

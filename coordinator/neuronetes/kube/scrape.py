@@ -1,6 +1,6 @@
 """Reading load signals over HTTP: the serving pods' ``/metrics`` (Prometheus text) or a
 Prometheus server's query API (``/api/v1/query``). Every failure — refused, timed out, an HTTP
-error, a body that is not the signals — raises :class:`~coordinator.neuronetes.signals.
+error, a body that is not the signals — raises :class:`~coordinator.neuronetes.decide.signals.
 SignalError` with the URL in its message."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any, Final
 import aiohttp
 from yarl import URL
 
-from coordinator.neuronetes.pool import PoolSpec
-from coordinator.neuronetes.replicas import OwnedPod
-from coordinator.neuronetes.scaling import LagSignal, TokenSignals
-from coordinator.neuronetes.signals import RateTracker, SignalError, pod_sample, queue_depth
+from coordinator.neuronetes.decide.pool import PoolSpec
+from coordinator.neuronetes.decide.replicas import OwnedPod
+from coordinator.neuronetes.decide.scaling import LagSignal, TokenSignals
+from coordinator.neuronetes.decide.signals import RateTracker, SignalError, pod_sample, queue_depth
 
 __all__ = ["DEFAULT_QUEUE_METRIC", "binding_lag", "pool_tokens"]
 

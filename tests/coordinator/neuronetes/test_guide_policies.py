@@ -10,15 +10,20 @@ import pytest
 
 from coordinator.core.framework.prices import read_prices
 from coordinator.core.podspec.tolerations import Taint
-from coordinator.neuronetes.carbon_policy import cache_policy, carbon_policy
-from coordinator.neuronetes.cost_policy import cost_policy, on_demand, spot_policy
-from coordinator.neuronetes.guide_policies import GUIDE_POLICIES
-from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE, NodeFacts, PolicyContext, run_policies
-from coordinator.neuronetes.podtemplate import pool_template
-from coordinator.neuronetes.policy.carbon import Intensities
-from coordinator.neuronetes.pool import parse_pool
-from coordinator.neuronetes.replicas import OwnedPod
-from coordinator.neuronetes.scaling import Decision
+from coordinator.neuronetes.decide.carbon_policy import cache_policy, carbon_policy
+from coordinator.neuronetes.decide.cost_policy import cost_policy, on_demand, spot_policy
+from coordinator.neuronetes.decide.guide_policies import GUIDE_POLICIES
+from coordinator.neuronetes.decide.hooks import (
+    CLEAN_ENERGY_GATE,
+    NodeFacts,
+    PolicyContext,
+    run_policies,
+)
+from coordinator.neuronetes.decide.podtemplate import pool_template
+from coordinator.neuronetes.decide.policy.carbon import Intensities
+from coordinator.neuronetes.decide.pool import parse_pool
+from coordinator.neuronetes.decide.replicas import OwnedPod
+from coordinator.neuronetes.decide.scaling import Decision
 
 SPOT = {"karpenter.sh/capacity-type": "spot", "node.kubernetes.io/instance-type": "p4d.24xlarge"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}

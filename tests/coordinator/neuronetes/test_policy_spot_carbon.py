@@ -17,10 +17,9 @@ from aiohttp import web
 from coordinator.core.framework.prices import capacity_type
 from coordinator.core.podspec.affinity import node_affinity
 from coordinator.core.podspec.selectors import match_node_terms
-from coordinator.neuronetes.policy import PolicyError
-from coordinator.neuronetes.policy.carbon import CleanHours, check_regions, parse_intensity
-from coordinator.neuronetes.policy.carbon_source import IntensitySource
-from coordinator.neuronetes.policy.spot import (
+from coordinator.neuronetes.decide.policy import PolicyError
+from coordinator.neuronetes.decide.policy.carbon import CleanHours, check_regions, parse_intensity
+from coordinator.neuronetes.decide.policy.spot import (
     ON_DEMAND_AFFINITY,
     InterruptionTracker,
     SpotSettings,
@@ -29,6 +28,7 @@ from coordinator.neuronetes.policy.spot import (
     replacement_affinity,
     spot_replicas_allowed,
 )
+from coordinator.neuronetes.kube.carbon_source import IntensitySource
 
 GUIDE_SPOT_POOL = {
     "spotEnabled": True,

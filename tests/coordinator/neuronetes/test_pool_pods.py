@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE, PolicyContext, run_policies
-from coordinator.neuronetes.podtemplate import (
+from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE, PolicyContext, run_policies
+from coordinator.neuronetes.decide.podtemplate import (
     pod_for,
     pool_label,
     pool_template,
     priority_class_for,
     template_hash,
 )
-from coordinator.neuronetes.pool import PoolProblem, PoolSpec, parse_pool
-from coordinator.neuronetes.replicas import OwnedPod, plan_replicas
+from coordinator.neuronetes.decide.pool import PoolProblem, PoolSpec, parse_pool
+from coordinator.neuronetes.decide.replicas import OwnedPod, plan_replicas
 
 
 def _pool(spec: dict[str, Any], name: str = "p") -> dict[str, Any]:
@@ -222,8 +222,8 @@ def test_policy_helpers_switch_the_model_and_add_node_affinity() -> None:
 
 def test_the_pools_ready_condition_says_why_a_pod_is_not_placed() -> None:
     """``kubectl describe agentpool`` shows the scheduler's reason, not only a count."""
+    from coordinator.neuronetes.decide.replicas import owned_pod
     from coordinator.neuronetes.kube.reconcile import _ready
-    from coordinator.neuronetes.replicas import owned_pod
 
     pool = parse_pool(_pool({"replicas": 2, "gpuRequirements": {"count": 8, "type": "A100"}}))
     reason = "0/8 nodes are available: 2 Insufficient nvidia.com/gpu."

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.neuronetes.scaling import (
+from coordinator.neuronetes.decide.scaling import (
     LagSignal,
     ScaleMemory,
     TokenSignals,
@@ -12,7 +12,7 @@ from coordinator.neuronetes.scaling import (
     expected_ttft,
     lag_of,
 )
-from coordinator.neuronetes.signals import RateTracker, SignalError, pod_sample, queue_depth
+from coordinator.neuronetes.decide.signals import RateTracker, SignalError, pod_sample, queue_depth
 
 VLLM = """\
 # HELP vllm:num_requests_waiting Number of requests waiting to be processed.

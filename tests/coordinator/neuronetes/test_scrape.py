@@ -14,11 +14,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from coordinator.neuronetes.decide.pool import parse_pool
+from coordinator.neuronetes.decide.replicas import OwnedPod
+from coordinator.neuronetes.decide.signals import RateTracker, SignalError
 from coordinator.neuronetes.kube.reconcile import newer
 from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
-from coordinator.neuronetes.pool import parse_pool
-from coordinator.neuronetes.replicas import OwnedPod
-from coordinator.neuronetes.signals import RateTracker, SignalError
 
 METRICS = """\
 # TYPE vllm:num_requests_waiting gauge

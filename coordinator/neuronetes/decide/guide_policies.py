@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from coordinator.neuronetes.carbon_policy import cache_policy, carbon_policy
-from coordinator.neuronetes.cost_policy import cost_policy, spot_policy
-from coordinator.neuronetes.hooks import Policy
+from coordinator.neuronetes.decide.carbon_policy import cache_policy, carbon_policy
+from coordinator.neuronetes.decide.cost_policy import cost_policy, spot_policy
+from coordinator.neuronetes.decide.hooks import Policy
 
 __all__ = ["GUIDE_POLICIES"]
 

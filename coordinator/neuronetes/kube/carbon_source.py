@@ -19,8 +19,8 @@ from pathlib import Path
 
 import aiohttp
 
-from coordinator.neuronetes.policy.carbon import Intensities, parse_intensity
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.carbon import Intensities, parse_intensity
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = ["IntensitySource"]
 

@@ -16,6 +16,6 @@ status and Events. Bad input raises :class:`PolicyError` (a ``ValueError``) nami
 - :mod:`.carbon_source` ``IntensitySource(url or path).refresh()`` (HTTP or file, with timeout).
 """
 
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = ["PolicyError"]

@@ -30,8 +30,8 @@ from typing import Any, Final
 
 from coordinator.core.framework.prices import CAPACITY_TYPE_LABELS, SPOT, capacity_type
 from coordinator.core.podspec.durations import DurationError, parse_duration
-from coordinator.neuronetes.policy.decision import Action
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.decision import Action
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = [
     "ON_DEMAND_AFFINITY",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.neuronetes.podtemplate import CREATED_ANNOTATION, HASH_LABEL
+from coordinator.neuronetes.decide.podtemplate import CREATED_ANNOTATION, HASH_LABEL
 
 __all__ = ["OwnedPod", "ReplicaPlan", "owned_pod", "plan_replicas"]
 

@@ -1,9 +1,9 @@
 """The guide's ``carbonAware`` and ``cacheAware`` blocks as per-pool policies (:mod:`.hooks`).
 
 ``ctx.inputs["intensities"]`` is a callable returning the intensity source's last
-:class:`~coordinator.neuronetes.policy.carbon.Intensities` (``None``: no source configured); the
-controller's refresh task keeps it current and pushes the same values into the scheduler's
-``CarbonReadings`` (PoolPlacement refuses regions above ``maxCarbonIntensity``).
+:class:`~coordinator.neuronetes.decide.policy.carbon.Intensities` (``None``: no source
+configured); the controller's refresh task keeps it current and pushes the same values into the
+scheduler's ``CarbonReadings`` (PoolPlacement refuses regions above ``maxCarbonIntensity``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import datetime
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from coordinator.neuronetes.conditions import Condition
-from coordinator.neuronetes.hooks import CLEAN_ENERGY_GATE, NodeFacts, PolicyContext
-from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION
-from coordinator.neuronetes.policy.carbon import CleanHours, Intensities, check_regions
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.conditions import Condition
+from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE, NodeFacts, PolicyContext
+from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION
+from coordinator.neuronetes.decide.policy.carbon import CleanHours, Intensities, check_regions
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = ["REGION_LABEL", "cache_policy", "carbon_policy", "holds_model", "selects"]
 

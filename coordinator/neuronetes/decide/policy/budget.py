@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from coordinator.core.framework.prices import PriceTable
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = ["CostReport", "NodeCost", "PodCost", "pool_cost"]
 

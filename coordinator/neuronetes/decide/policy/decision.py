@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = ["Action", "CostDecision", "CostInputs", "decide"]
 

@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from coordinator.core.framework.prices import SPOT, PriceTable, capacity_type
-from coordinator.neuronetes.conditions import Condition
-from coordinator.neuronetes.hooks import PolicyContext, PolicyEvent
-from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION, require_everywhere
-from coordinator.neuronetes.policy.budget import NodeCost, PodCost, pool_cost
-from coordinator.neuronetes.policy.decision import Action, CostInputs, decide
-from coordinator.neuronetes.policy.errors import PolicyError
-from coordinator.neuronetes.policy.hosting import can_host
-from coordinator.neuronetes.policy.spot import (
+from coordinator.neuronetes.decide.conditions import Condition
+from coordinator.neuronetes.decide.hooks import PolicyContext, PolicyEvent
+from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION, require_everywhere
+from coordinator.neuronetes.decide.policy.budget import NodeCost, PodCost, pool_cost
+from coordinator.neuronetes.decide.policy.decision import Action, CostInputs, decide
+from coordinator.neuronetes.decide.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.hosting import can_host
+from coordinator.neuronetes.decide.policy.spot import (
     ON_DEMAND_AFFINITY,
     InterruptionTracker,
     SpotSettings,

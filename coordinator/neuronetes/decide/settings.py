@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 
 from common.labels import check_namespace_name
-from coordinator.neuronetes.podtemplate import DEFAULT_IMAGE
+from coordinator.neuronetes.decide.podtemplate import DEFAULT_IMAGE
 
 __all__ = ["CarbonIntensitySettings", "NeuronetesSettings"]
 

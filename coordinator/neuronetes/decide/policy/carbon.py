@@ -29,7 +29,7 @@ from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from coordinator.core.podspec.poolkeys import CLEAN_ENERGY_GATE
-from coordinator.neuronetes.policy.errors import PolicyError
+from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = [
     "CLEAN_ENERGY_GATE",

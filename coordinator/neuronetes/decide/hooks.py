@@ -14,8 +14,8 @@ lives in ``memory``. Besides the template a policy may ask the controller to del
 node vanished (``evict``), to cap how many of the pods it creates now may land on spot nodes
 (``spot_slots``; the rest get required on-demand node affinity at creation, which does not
 change the template's hash) and to scale up (``scale_to``). The guide's policies are
-:data:`coordinator.neuronetes.guide_policies.GUIDE_POLICIES`, the controller's default; a policy
-that raises is reported as a condition and the others still run.
+:data:`coordinator.neuronetes.decide.guide_policies.GUIDE_POLICIES`, the controller's default;
+a policy that raises is reported as a condition and the others still run.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from coordinator.core.podspec.tolerations import Taint
-from coordinator.neuronetes.conditions import Condition
-from coordinator.neuronetes.podtemplate import MODEL_ANNOTATION
-from coordinator.neuronetes.pool import PoolSpec
-from coordinator.neuronetes.replicas import OwnedPod
-from coordinator.neuronetes.scaling import Decision
+from coordinator.neuronetes.decide.conditions import Condition
+from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION
+from coordinator.neuronetes.decide.pool import PoolSpec
+from coordinator.neuronetes.decide.replicas import OwnedPod
+from coordinator.neuronetes.decide.scaling import Decision
 
 __all__ = [
     "CLEAN_ENERGY_GATE",

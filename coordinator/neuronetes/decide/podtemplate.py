@@ -29,8 +29,8 @@ from typing import Any, Final
 
 from common import podkeys
 from common.labels import NEURONETES_GPU_TYPE, name_label_value
-from coordinator.neuronetes.locality import data_locality
-from coordinator.neuronetes.pool import PoolSpec, scheduling_json
+from coordinator.neuronetes.decide.locality import data_locality
+from coordinator.neuronetes.decide.pool import PoolSpec, scheduling_json
 
 __all__ = [
     "API_VERSION",
