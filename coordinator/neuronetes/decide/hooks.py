@@ -14,16 +14,17 @@ lives in ``memory``. Besides the template a policy may ask the controller to del
 node vanished (``evict``), to cap how many of the pods it creates now may land on spot nodes
 (``spot_slots``; the rest get required on-demand node affinity at creation, which does not
 change the template's hash) and to scale up (``scale_to``). The guide's policies are
-:data:`coordinator.neuronetes.decide.guide_policies.GUIDE_POLICIES`, the controller's default;
-a policy that raises is reported as a condition and the others still run.
+:data:`coordinator.neuronetes.decide.policy.GUIDE_POLICIES`, the controller's default; a
+policy that raises is reported as a condition and the others still run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
+from coordinator.core.podspec.poolkeys import CLEAN_ENERGY_GATE
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.neuronetes.decide.conditions import Condition
 from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION
@@ -37,10 +38,9 @@ __all__ = [
     "Policy",
     "PolicyContext",
     "PolicyEvent",
+    "enabled",
     "run_policies",
 ]
-
-CLEAN_ENERGY_GATE: Final = "neuronetes.io/clean-energy-window"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +94,10 @@ class PolicyContext:
     scale_to: int | None = None
     """Replicas a policy asks for (only ever more than now)."""
 
+    def block(self, key: str) -> Mapping[str, Any] | None:
+        """The pool's ``spec.scheduling.<key>`` block, or ``None`` (see :func:`enabled`)."""
+        return enabled(self.pool.scheduling.get(key))
+
     def gates(self) -> list[str]:
         return [
             str(g.get("name")) for g in self.template.get("spec", {}).get("schedulingGates") or ()
@@ -144,6 +148,14 @@ class PolicyContext:
 
 
 Policy = Callable[[PolicyContext], None]
+
+
+def enabled(block: object) -> Mapping[str, Any] | None:
+    """A policy's block; ``None`` when absent, not an object, or ``enabled: false`` (the policy
+    then does nothing)."""
+    if not isinstance(block, Mapping) or block.get("enabled", True) is False:
+        return None
+    return block
 
 
 def run_policies(ctx: PolicyContext, policies: Sequence[Policy]) -> PolicyContext:

@@ -95,7 +95,7 @@ class NeuronetesController:
     """Event-loop only. ``node_labels()``: the labels of every node (GPU types are checked
     against them); ``node_facts()``: every node by name with its labels, GPUs and cached models
     (when given, the labels come from it); ``policies``: the per-pool policy step (default:
-    :data:`~coordinator.neuronetes.decide.guide_policies.GUIDE_POLICIES`), with ``policy_inputs``
+    :data:`~coordinator.neuronetes.decide.policy.GUIDE_POLICIES`), with ``policy_inputs``
     (price table, carbon readings… from the configuration) as their inputs; no pool is
     reconciled before every event of ``ready`` is set."""
 

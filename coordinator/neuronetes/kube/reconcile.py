@@ -26,8 +26,6 @@ from common.kube import (
 )
 from common.kube.types import JsonPatchOperation
 from coordinator.neuronetes.decide.conditions import Condition, merge_conditions, transitions
-from coordinator.neuronetes.decide.cost_policy import on_demand
-from coordinator.neuronetes.decide.guide_policies import GUIDE_POLICIES
 from coordinator.neuronetes.decide.hooks import NodeFacts, Policy, PolicyContext, run_policies
 from coordinator.neuronetes.decide.podtemplate import (
     POOL_LABEL,
@@ -38,6 +36,8 @@ from coordinator.neuronetes.decide.podtemplate import (
     priority_class_name,
     template_hash,
 )
+from coordinator.neuronetes.decide.policy import GUIDE_POLICIES
+from coordinator.neuronetes.decide.policy.spot import on_demand
 from coordinator.neuronetes.decide.pool import PoolProblem, PoolSpec, parse_pool
 from coordinator.neuronetes.decide.replicas import OwnedPod, owned_pod, plan_replicas
 from coordinator.neuronetes.decide.scaling import (

@@ -10,9 +10,6 @@ import pytest
 
 from coordinator.core.framework.prices import read_prices
 from coordinator.core.podspec.tolerations import Taint
-from coordinator.neuronetes.decide.carbon_policy import cache_policy, carbon_policy
-from coordinator.neuronetes.decide.cost_policy import cost_policy, on_demand, spot_policy
-from coordinator.neuronetes.decide.guide_policies import GUIDE_POLICIES
 from coordinator.neuronetes.decide.hooks import (
     CLEAN_ENERGY_GATE,
     NodeFacts,
@@ -20,7 +17,11 @@ from coordinator.neuronetes.decide.hooks import (
     run_policies,
 )
 from coordinator.neuronetes.decide.podtemplate import pool_template
-from coordinator.neuronetes.decide.policy.carbon import Intensities
+from coordinator.neuronetes.decide.policy import GUIDE_POLICIES
+from coordinator.neuronetes.decide.policy.cache import cache_policy
+from coordinator.neuronetes.decide.policy.carbon import Intensities, carbon_policy
+from coordinator.neuronetes.decide.policy.cost import cost_policy
+from coordinator.neuronetes.decide.policy.spot import on_demand, spot_policy
 from coordinator.neuronetes.decide.pool import parse_pool
 from coordinator.neuronetes.decide.replicas import OwnedPod
 from coordinator.neuronetes.decide.scaling import Decision

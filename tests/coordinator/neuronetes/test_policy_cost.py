@@ -10,7 +10,7 @@ import pytest
 
 from coordinator.core.framework.prices import read_prices
 from coordinator.neuronetes.decide.policy import PolicyError
-from coordinator.neuronetes.decide.policy.budget import NodeCost, PodCost, pool_cost
+from coordinator.neuronetes.decide.policy.cost import NodeCost, PodCost, pool_cost
 from coordinator.neuronetes.decide.policy.decision import Action, CostInputs, decide
 
 MET: dict[str, Any] = {"expected_ttft_s": 0.4, "slo_ttft_s": 2.0, "slo_headroom_ms": 1000}

@@ -24,8 +24,6 @@ from coordinator.neuronetes.decide.policy.spot import (
     InterruptionTracker,
     SpotSettings,
     lost_spot_nodes,
-    may_place_on_spot,
-    replacement_affinity,
     spot_replicas_allowed,
 )
 from coordinator.neuronetes.kube.carbon_source import IntensitySource
@@ -55,7 +53,6 @@ def test_the_third_interruption_in_an_hour_disables_spot() -> None:
     tracker.record("spot-4", at=3800)
     verdict = tracker.verdict(3801)
     assert verdict.disabled
-    assert verdict.action == "disable-spot"
     assert verdict.reason.startswith("disable-spot: 3 spot interruption(s) in the last 1h")
 
 
@@ -83,18 +80,14 @@ def test_only_spot_nodes_with_pool_pods_that_vanished_are_interruptions() -> Non
 
 def test_max_spot_percent_caps_replicas_on_spot() -> None:
     settings = SpotSettings.from_pool(GUIDE_SPOT_POOL)
+    assert settings.max_spot_percent == 80
     assert spot_replicas_allowed(5, 80) == 4
-    assert may_place_on_spot(settings, desired=5, on_spot=3, disabled=False)
-    assert not may_place_on_spot(settings, desired=5, on_spot=4, disabled=False)
-    assert not may_place_on_spot(settings, desired=5, on_spot=0, disabled=True)
-    assert not may_place_on_spot(SpotSettings.from_pool({}), desired=5, on_spot=0, disabled=False)
+    assert spot_replicas_allowed(5, 0) == 0
+    assert not SpotSettings.from_pool({}).enabled
 
 
-def test_replacements_go_to_on_demand_nodes() -> None:
-    settings = SpotSettings.from_pool(GUIDE_SPOT_POOL)
-    assert replacement_affinity(settings, False, replaces_interrupted=True) == ON_DEMAND_AFFINITY
-    assert replacement_affinity(settings, True) == ON_DEMAND_AFFINITY
-    assert replacement_affinity(settings, False) is None
+def test_the_on_demand_affinity_refuses_spot_nodes_as_the_scheduler_reads_it() -> None:
+    assert SpotSettings.from_pool(GUIDE_SPOT_POOL).migrate_on_interruption
     # the affinity, as the scheduler reads it, refuses spot and accepts on-demand/unlabelled
     parsed = node_affinity(ON_DEMAND_AFFINITY["nodeAffinity"], "spec.affinity.nodeAffinity")
     assert parsed is not None

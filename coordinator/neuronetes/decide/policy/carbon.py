@@ -1,4 +1,5 @@
-"""Carbon-aware pools: region intensities, clean-energy hours, preferred regions.
+"""The guide's ``carbonAware`` block: region intensities, clean-energy hours, preferred regions,
+and :func:`carbon_policy`, the per-pool policy (:mod:`..hooks`) that applies them.
 
 The intensity document (HTTP body or file; docs/neuronetes-policies.md#carbon-intensity)::
 
@@ -14,6 +15,12 @@ leaves the scheduler on the previous values (with their age) and the status says
 midnight (``"22:00-06:00"``); the end is exclusive; equal ends are refused.
 :meth:`CleanHours.gate` says whether a non-urgent pod is held now by the scheduling gate
 ``neuronetes.io/clean-energy-window`` and when the window next opens.
+
+``ctx.inputs["intensities"]`` is a callable returning the intensity source's last
+:class:`Intensities` (``None``: no source configured); the controller's refresh task
+(:mod:`coordinator.neuronetes.kube.carbon_source`) keeps it current and pushes the same values
+into the scheduler's ``CarbonReadings`` (PoolPlacement refuses regions above
+``maxCarbonIntensity``).
 """
 
 from __future__ import annotations
@@ -22,25 +29,30 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, time, timedelta, tzinfo
-from typing import Final
+from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from coordinator.core.podspec.poolkeys import CLEAN_ENERGY_GATE
+from coordinator.neuronetes.decide.conditions import Condition
+from coordinator.neuronetes.decide.hooks import PolicyContext, enabled
 from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = [
     "CLEAN_ENERGY_GATE",
+    "REGION_LABEL",
     "CleanHours",
     "GateVerdict",
     "Intensities",
+    "carbon_policy",
     "check_regions",
     "parse_intensity",
 ]
 
 UNIT: Final = "gCO2/kWh"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
 _HOURS: Final = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*(?:\s(\S+))?\s*$")
 
 
@@ -180,3 +192,76 @@ def _aware(now: datetime) -> datetime:
     if now.tzinfo is None:
         raise PolicyError("now: must be a timezone-aware datetime")
     return now
+
+
+def carbon_policy(ctx: PolicyContext) -> None:
+    """Readings: ``CarbonIntensityAvailable`` says whether the source's last fetch worked (the
+    last good values are kept, with their age). Time shifting: the pool's new pods are held by
+    ``neuronetes.io/clean-energy-window`` outside ``cleanEnergyHours``, while every preferred
+    region with a reading is above ``maxCarbonIntensity``, or before the source's first answer
+    (a source that failed does not hold them: it cannot say); inside, the gate is lifted from held
+    pods in place. ``status.policy.carbon`` says which and why; ``CleanEnergyWindow=False``
+    while held."""
+    block = ctx.block("carbonAware")
+    if block is None:
+        return
+    source: Callable[[], Intensities | None] = ctx.inputs.get("intensities") or (lambda: None)
+    readings = source()
+    preferred = [str(r) for r in block.get("preferredRegions") or ()]
+    most = block.get("maxCarbonIntensity")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int | float)):
+        raise PolicyError(f"carbonAware.maxCarbonIntensity: must be a number, not {most!r}")
+    status: dict[str, Any] = {}
+    values: Mapping[str, float] = {}
+    if readings is None:
+        status["intensity"] = "no carbon intensity source configured"
+    else:
+        values = readings.values
+        status["intensity"] = readings.describe(ctx.inputs.get("clock", lambda: 0.0)())
+        status["regions"] = {r: values[r] for r in preferred if r in values} or None
+        if readings.error:
+            ctx.conditions.append(
+                Condition(
+                    "CarbonIntensityAvailable",
+                    "False",
+                    "SourceFailed",
+                    status["intensity"],
+                )
+            )
+        elif readings.fetched_at is not None:
+            ctx.conditions.append(
+                Condition("CarbonIntensityAvailable", "True", "Read", status["intensity"])
+            )
+    known = {f.labels[REGION_LABEL] for f in ctx.node_facts.values() if REGION_LABEL in f.labels}
+    problems = check_regions(preferred, known | set(values)) if known else []
+    if problems:
+        ctx.conditions.append(
+            Condition("PreferredRegionsKnown", "False", "UnknownRegion", "; ".join(problems))
+        )
+    shifting = enabled(block.get("timeShifting"))
+    if shifting is not None:
+        hours = CleanHours.parse(str(shifting.get("cleanEnergyHours", "")))
+        now = datetime.fromtimestamp(ctx.now, UTC)
+        verdict = hours.gate(now)
+        hold, reason = verdict.hold, verdict.reason
+        measured = [r for r in preferred if r in values]
+        first = readings is not None and readings.fetched_at is None and not readings.error
+        if not hold and most is not None and first:
+            hold = True
+            reason = f"held by {CLEAN_ENERGY_GATE}: waiting for the first carbon intensity reading"
+        if not hold and most is not None and measured and all(values[r] > most for r in measured):
+            hold = True
+            worst = ", ".join(f"{r} {values[r]:g}" for r in measured)
+            reason = (
+                f"held by {CLEAN_ENERGY_GATE}: every preferred region is above "
+                f"maxCarbonIntensity {most:g} gCO2/kWh ({worst})"
+            )
+        ctx.set_gate(CLEAN_ENERGY_GATE, hold)
+        status.update(held=hold, reason=reason)
+        if verdict.opens_at is not None and verdict.hold:
+            status["opensAt"] = verdict.opens_at.isoformat()
+        if hold:
+            ctx.conditions.append(Condition("CleanEnergyWindow", "False", "Held", reason))
+        else:
+            ctx.conditions.append(Condition("CleanEnergyWindow", "True", "Open", reason))
+    ctx.status["carbon"] = status

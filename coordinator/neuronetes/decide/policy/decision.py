@@ -34,7 +34,6 @@ class Action(enum.StrEnum):
     SCALE_UP = "scale-up"
     USE_ON_DEMAND = "use-on-demand"
     LARGER_MODEL = "larger-model"
-    DISABLE_SPOT = "disable-spot"  # from spot.InterruptionTracker, not from decide()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +43,7 @@ class CostInputs:
     slo_headroom_ms: float = 0.0
     replicas: int
     max_replicas: int
-    cost_per_hour: float | None = None  # what the pool's pods cost now (budget.pool_cost)
+    cost_per_hour: float | None = None  # what the pool's pods cost now (cost.pool_cost)
     max_cost_per_hour: float | None = None
     spot_enabled: bool = False
     spot_disabled: bool = False  # after too many interruptions (spot.InterruptionTracker)

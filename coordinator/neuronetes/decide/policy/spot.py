@@ -1,27 +1,28 @@
-"""Spot capacity for a pool: interruptions counted per window, the share of replicas on spot, and
-the node affinity that keeps replacements on on-demand nodes.
+"""The guide's ``costOptimization`` spot capacity, and :func:`spot_policy`, the per-pool policy
+(:mod:`..hooks`) that applies it: interruptions counted per window, the share of replicas on
+spot, and the node affinity that keeps new pods on on-demand nodes.
 
 ::
 
     SpotSettings.from_pool(cost_optimization)      # the pool's spec.scheduling.costOptimization
     tracker = InterruptionTracker(settings)
     for node in lost_spot_nodes(before, now_names, pool_nodes): tracker.record(node, at=t)
-    tracker.verdict(now) -> SpotVerdict(disabled, count, reason)     # action "disable-spot"
+    tracker.verdict(now) -> SpotVerdict(disabled, count, reason)
     spot_replicas_allowed(desired, max_spot_percent) -> int
-    may_place_on_spot(settings, desired, on_spot, disabled) -> bool
-    replacement_affinity(settings, disabled) -> ON_DEMAND_AFFINITY | None
+    on_demand(template) -> the template with ON_DEMAND_AFFINITY required
 
 An interruption is a spot node (``karpenter.sh/capacity-type: spot`` /
 ``eks.amazonaws.com/capacityType: SPOT``) that disappears while it runs pods of the pool.
 ``spotMaxInterruptions: N`` (per hour) disables spot at the (N+1)th interruption within an hour;
 ``interruptionThreshold: {count: C, window: W, action: disable-spot}`` at the Cth within W (when
 both are given, the threshold wins). Once disabled, and for replacements of interrupted pods
-when ``spotStrategy.onInterruption: migrate-to-on-demand``, the controller gives new pods
-:data:`ON_DEMAND_AFFINITY`.
+when ``spotStrategy.onInterruption: migrate-to-on-demand``, the policy allows no spot slots and
+the controller gives the pods it creates :data:`ON_DEMAND_AFFINITY` (:func:`on_demand`).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Collection, Mapping
@@ -30,7 +31,9 @@ from typing import Any, Final
 
 from coordinator.core.framework.prices import CAPACITY_TYPE_LABELS, SPOT, capacity_type
 from coordinator.core.podspec.durations import DurationError, parse_duration
-from coordinator.neuronetes.decide.policy.decision import Action
+from coordinator.neuronetes.decide.conditions import Condition
+from coordinator.neuronetes.decide.hooks import PolicyContext, PolicyEvent
+from coordinator.neuronetes.decide.podtemplate import require_everywhere
 from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = [
@@ -39,10 +42,12 @@ __all__ = [
     "SpotSettings",
     "SpotVerdict",
     "lost_spot_nodes",
-    "may_place_on_spot",
-    "replacement_affinity",
+    "on_demand",
+    "spot_policy",
     "spot_replicas_allowed",
 ]
+
+INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
 
 #: Required node affinity: no node whose capacity-type label says spot (nodes without the
 #: labels still match — an unlabelled node is not known to be spot).
@@ -142,11 +147,6 @@ class SpotVerdict:
     count: int
     reason: str
 
-    @property
-    def action(self) -> Action:
-        """``disable-spot`` once the limit was reached, else ``keep``."""
-        return Action.DISABLE_SPOT if self.disabled else Action.KEEP
-
 
 class InterruptionTracker:
     """Interruptions of one pool's spot nodes in a sliding window (seconds on any one clock)."""
@@ -202,18 +202,83 @@ def spot_replicas_allowed(desired: int, max_spot_percent: int) -> int:
     return math.floor(desired * max_spot_percent / 100)
 
 
-def may_place_on_spot(settings: SpotSettings, desired: int, on_spot: int, disabled: bool) -> bool:
-    """Whether the next new replica may go to a spot node (else: ON_DEMAND_AFFINITY)."""
-    if not settings.enabled or disabled:
-        return False
-    return on_spot < spot_replicas_allowed(desired, settings.max_spot_percent)
+def on_demand(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``template`` whose pods may not go to spot nodes (ANDed into every required
+    node selector term)."""
+    body = copy.deepcopy(dict(template))
+    ours = ON_DEMAND_AFFINITY["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    require_everywhere(
+        body.setdefault("spec", {}), ours["nodeSelectorTerms"][0]["matchExpressions"]
+    )
+    return body
 
 
-def replacement_affinity(
-    settings: SpotSettings, disabled: bool, *, replaces_interrupted: bool = False
-) -> Mapping[str, Any] | None:
-    """The affinity a new pod gets: on-demand only once spot is disabled, or when it replaces an
-    interrupted pod under ``onInterruption: migrate-to-on-demand``; else none."""
-    if disabled or (replaces_interrupted and settings.migrate_on_interruption):
-        return ON_DEMAND_AFFINITY
-    return None
+def spot_policy(ctx: PolicyContext) -> None:
+    """Interruptions: a spot node that held the pool's pods and is gone from the inventory
+    counts once; pods left on any vanished node are deleted (and so replaced). At the limit spot
+    is disabled for the pool: condition ``SpotEnabled=False`` (a Warning Event) and no new pod
+    may go to spot. ``maxSpotPercent`` caps the pods placed on spot, counted at creation;
+    ``spotStrategy.instanceTypes`` is preferred node affinity on the instance type."""
+    block = ctx.block("costOptimization")
+    mem = ctx.memory
+    facts = ctx.node_facts
+    live = [p for p in ctx.pods if p.live]
+    before: dict[str, Mapping[str, str]] = mem.get("nodes", {})
+    # A node the pool's pods ran on when last seen (their pods may be gone already).
+    held: set[str] = mem.get("held", set())
+    gone: set[str] = mem.setdefault("gone", set())
+    if facts:  # an inventory not synced yet says nothing about nodes vanishing
+        gone.update(n for n in before if n not in facts)
+        gone.difference_update(facts)  # a node that came back is no longer gone
+        mem["nodes"] = {name: f.labels for name, f in facts.items()}
+    ctx.evict.update(p.name for p in live if p.node in gone)
+    gone.intersection_update(p.node for p in ctx.pods)  # forgotten once no pod names it
+    pool_nodes = held | {p.node for p in live if p.node is not None}
+    lost = lost_spot_nodes(before, facts.keys(), pool_nodes) if facts else []
+    mem["held"] = {p.node for p in live if p.node is not None and p.node in facts}
+    if block is None:
+        return
+    settings = SpotSettings.from_pool(block)
+    tracker: InterruptionTracker | None = mem.get("tracker")
+    if tracker is None:
+        tracker = mem["tracker"] = InterruptionTracker(settings)
+    tracker.settings = settings  # a spec edit keeps the interruptions already counted
+    for node in lost:
+        tracker.record(node, at=ctx.now)
+        ctx.events.append(
+            PolicyEvent("SpotInterruption", f"spot node {node} running the pool's pods is gone")
+        )
+    verdict = tracker.verdict(ctx.now)
+    types = (block.get("spotStrategy") or {}).get("instanceTypes")
+    if types:
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise PolicyError(
+                "costOptimization.spotStrategy.instanceTypes: must be a list of names"
+            )
+        ctx.prefer_nodes({"key": INSTANCE_TYPE, "operator": "In", "values": list(types)}, 50)
+    desired = ctx.pool.base_replicas()
+    on_spot = sum(
+        1
+        for p in live
+        if p.node is not None and p.node in facts and capacity_type(facts[p.node].labels) == SPOT
+    )
+    unbound = sum(1 for p in live if not p.node and p.name not in ctx.evict)
+    allowed = spot_replicas_allowed(desired, settings.max_spot_percent) if settings.enabled else 0
+    if verdict.disabled or (lost and settings.migrate_on_interruption):
+        ctx.spot_slots = 0
+    elif settings.enabled:
+        ctx.spot_slots = max(0, allowed - on_spot - unbound)
+    mem["spot"] = {"disabled": verdict.disabled, "onSpot": on_spot, "allowed": allowed}
+    ctx.status["spot"] = {
+        "enabled": settings.enabled and not verdict.disabled,
+        "interruptions": verdict.count,
+        "replicasOnSpot": on_spot,
+        "spotReplicasAllowed": allowed,
+        "reason": verdict.reason,
+    }
+    if settings.enabled and verdict.disabled:
+        ctx.conditions.append(
+            Condition("SpotEnabled", "False", "InterruptionLimit", verdict.reason)
+        )
+    elif settings.enabled:
+        ctx.conditions.append(Condition("SpotEnabled", "True", "WithinLimit", verdict.reason))

@@ -1,131 +1,106 @@
-"""The guide's ``costOptimization`` as two per-pool policies (:mod:`.hooks`): spot capacity
-(interruptions, ``maxSpotPercent``, ``spotStrategy``) and the cost/SLO decision tree
-(``maxCostPerHour``, ``sloHeadroomMs``, ``fallbackModel``). The pure rules are
-:mod:`.policy.spot`, :mod:`.policy.budget` and :mod:`.policy.decision`; this module feeds them
-what one reconcile knows and turns their answers into template edits, status and Events.
+"""The guide's ``costOptimization`` cost/SLO policy (:mod:`..hooks`): what the pool's pods cost
+per hour (``maxCostPerHour``), and the decision tree's answer (:mod:`.decision`: scale up, go
+on-demand, ``fallbackModel`` and back) turned into template edits, status and Events. The spot
+half of ``costOptimization`` is :mod:`.spot`.
 
-``ctx.inputs["prices"]`` is the configuration's ``scheduling.prices`` (a
-:class:`~coordinator.core.framework.prices.PriceTable`, or a callable returning the one in force).
+::
+
+    pool_cost(pods, nodes, prices, max_cost_per_hour=None) -> CostReport
+
+``pods`` are ``PodCost(name, node, gpus)`` for the pool's bound pods; ``nodes`` map a node name to
+``NodeCost(labels, gpus)``; ``prices`` is the coordinator's ``scheduling.prices``
+(:class:`~coordinator.core.framework.prices.PriceTable`). A pod pays its share of its node: the
+node's price (spot price on a spot node) times its GPUs over the node's GPUs, or the whole node's
+price when either counts no GPUs; a node never costs more than its price. Pods on nodes the table
+does not price are listed in ``unpriced`` and cost nothing in the total (the report says so).
+
+``ctx.inputs["prices"]`` is the configuration's ``scheduling.prices`` (a ``PriceTable``, or a
+callable returning the one in force).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from coordinator.core.framework.prices import SPOT, PriceTable, capacity_type
-from coordinator.neuronetes.decide.conditions import Condition
 from coordinator.neuronetes.decide.hooks import PolicyContext, PolicyEvent
-from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION, require_everywhere
-from coordinator.neuronetes.decide.policy.budget import NodeCost, PodCost, pool_cost
+from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION
 from coordinator.neuronetes.decide.policy.decision import Action, CostInputs, decide
 from coordinator.neuronetes.decide.policy.errors import PolicyError
 from coordinator.neuronetes.decide.policy.hosting import can_host
-from coordinator.neuronetes.decide.policy.spot import (
-    ON_DEMAND_AFFINITY,
-    InterruptionTracker,
-    SpotSettings,
-    lost_spot_nodes,
-    spot_replicas_allowed,
-)
 
-__all__ = ["RETURN_MARGIN", "cost_policy", "on_demand", "spot_policy"]
+__all__ = ["RETURN_MARGIN", "CostReport", "NodeCost", "PodCost", "cost_policy", "pool_cost"]
 
-INSTANCE_TYPE: Final = "node.kubernetes.io/instance-type"
 #: Back from the fallback model only once the pool's cost is this far under maxCostPerHour.
 RETURN_MARGIN: Final = 0.8
 
 
-def _cost_block(ctx: PolicyContext) -> Mapping[str, Any] | None:
-    block = ctx.pool.scheduling.get("costOptimization")
-    if not isinstance(block, Mapping) or block.get("enabled", True) is False:
-        return None
-    return block
+@dataclass(frozen=True, slots=True)
+class PodCost:
+    name: str
+    node: str
+    gpus: int = 0
 
 
-def on_demand(template: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``template`` whose pods may not go to spot nodes (ANDed into every required
-    node selector term)."""
-    body = copy.deepcopy(dict(template))
-    ours = ON_DEMAND_AFFINITY["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    require_everywhere(
-        body.setdefault("spec", {}), ours["nodeSelectorTerms"][0]["matchExpressions"]
+@dataclass(frozen=True, slots=True)
+class NodeCost:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CostReport:
+    per_hour: float
+    by_node: Mapping[str, float]
+    unpriced: tuple[str, ...] = ()  # pods whose node has no price
+    max_per_hour: float | None = None
+
+    @property
+    def exceeded(self) -> bool:
+        return self.max_per_hour is not None and self.per_hour > self.max_per_hour
+
+    @property
+    def reason(self) -> str:
+        text = f"pool costs ${self.per_hour:.2f}/h"
+        if self.max_per_hour is not None:
+            verb = "above" if self.exceeded else "within"
+            text += f", {verb} maxCostPerHour ${self.max_per_hour:.2f}"
+        if self.unpriced:
+            text += f" ({len(self.unpriced)} pod(s) on nodes with no price: not counted)"
+        return text
+
+
+def pool_cost(
+    pods: Iterable[PodCost],
+    nodes: Mapping[str, NodeCost],
+    prices: PriceTable,
+    max_cost_per_hour: float | None = None,
+) -> CostReport:
+    if max_cost_per_hour is not None and max_cost_per_hour < 0:
+        raise PolicyError(f"maxCostPerHour: cannot be negative ({max_cost_per_hour})")
+    by_node: dict[str, float] = {}
+    unpriced: list[str] = []
+    for pod in pods:
+        if pod.gpus < 0:
+            raise PolicyError(f"pod {pod.name}: a negative GPU count ({pod.gpus})")
+        node = nodes.get(pod.node)
+        price = None if node is None else prices.node_price(node.labels, node.gpus)
+        if node is None or price is None:
+            unpriced.append(pod.name)
+            continue
+        share = pod.gpus / node.gpus if pod.gpus > 0 and node.gpus > 0 else 1.0
+        # a node is never charged more than its price, however many of the pool's pods it runs
+        by_node[pod.node] = min(price, by_node.get(pod.node, 0.0) + price * min(1.0, share))
+    return CostReport(
+        per_hour=round(sum(by_node.values()), 6),
+        by_node=by_node,
+        unpriced=tuple(unpriced),
+        max_per_hour=max_cost_per_hour,
     )
-    return body
-
-
-def spot_policy(ctx: PolicyContext) -> None:
-    """Interruptions: a spot node that held the pool's pods and is gone from the inventory
-    counts once; pods left on any vanished node are deleted (and so replaced). At the limit spot
-    is disabled for the pool: condition ``SpotEnabled=False`` (a Warning Event) and no new pod
-    may go to spot. ``maxSpotPercent`` caps the pods placed on spot, counted at creation;
-    ``spotStrategy.instanceTypes`` is preferred node affinity on the instance type."""
-    block = _cost_block(ctx)
-    mem = ctx.memory
-    facts = ctx.node_facts
-    live = [p for p in ctx.pods if p.live]
-    before: dict[str, Mapping[str, str]] = mem.get("nodes", {})
-    # A node the pool's pods ran on when last seen (their pods may be gone already).
-    held: set[str] = mem.get("held", set())
-    gone: set[str] = mem.setdefault("gone", set())
-    if facts:  # an inventory not synced yet says nothing about nodes vanishing
-        gone.update(n for n in before if n not in facts)
-        gone.difference_update(facts)  # a node that came back is no longer gone
-        mem["nodes"] = {name: f.labels for name, f in facts.items()}
-    ctx.evict.update(p.name for p in live if p.node in gone)
-    gone.intersection_update(p.node for p in ctx.pods)  # forgotten once no pod names it
-    pool_nodes = held | {p.node for p in live if p.node is not None}
-    lost = lost_spot_nodes(before, facts.keys(), pool_nodes) if facts else []
-    mem["held"] = {p.node for p in live if p.node is not None and p.node in facts}
-    if block is None:
-        return
-    settings = SpotSettings.from_pool(block)
-    tracker: InterruptionTracker | None = mem.get("tracker")
-    if tracker is None:
-        tracker = mem["tracker"] = InterruptionTracker(settings)
-    tracker.settings = settings  # a spec edit keeps the interruptions already counted
-    for node in lost:
-        tracker.record(node, at=ctx.now)
-        ctx.events.append(
-            PolicyEvent("SpotInterruption", f"spot node {node} running the pool's pods is gone")
-        )
-    verdict = tracker.verdict(ctx.now)
-    types = (block.get("spotStrategy") or {}).get("instanceTypes")
-    if types:
-        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            raise PolicyError(
-                "costOptimization.spotStrategy.instanceTypes: must be a list of names"
-            )
-        ctx.prefer_nodes({"key": INSTANCE_TYPE, "operator": "In", "values": list(types)}, 50)
-    desired = ctx.pool.base_replicas()
-    on_spot = sum(
-        1
-        for p in live
-        if p.node is not None and p.node in facts and capacity_type(facts[p.node].labels) == SPOT
-    )
-    unbound = sum(1 for p in live if not p.node and p.name not in ctx.evict)
-    allowed = spot_replicas_allowed(desired, settings.max_spot_percent) if settings.enabled else 0
-    if verdict.disabled or (lost and settings.migrate_on_interruption):
-        ctx.spot_slots = 0
-    elif settings.enabled:
-        ctx.spot_slots = max(0, allowed - on_spot - unbound)
-    mem["spot"] = {"disabled": verdict.disabled, "onSpot": on_spot, "allowed": allowed}
-    ctx.status["spot"] = {
-        "enabled": settings.enabled and not verdict.disabled,
-        "interruptions": verdict.count,
-        "replicasOnSpot": on_spot,
-        "spotReplicasAllowed": allowed,
-        "reason": verdict.reason,
-    }
-    if settings.enabled and verdict.disabled:
-        ctx.conditions.append(
-            Condition("SpotEnabled", "False", "InterruptionLimit", verdict.reason)
-        )
-    elif settings.enabled:
-        ctx.conditions.append(Condition("SpotEnabled", "True", "WithinLimit", verdict.reason))
 
 
 def _pod_gpus(template: Mapping[str, Any]) -> int:
@@ -154,7 +129,7 @@ def cost_policy(ctx: PolicyContext) -> None:
     cost is at most :data:`RETURN_MARGIN` of the limit (hysteresis: no flapping at the line).
     An SLO at risk (``expected TTFT + sloHeadroomMs > slo``) scales up, else sends new pods to
     on-demand nodes."""
-    block = _cost_block(ctx)
+    block = ctx.block("costOptimization")
     if block is None:
         return
     mem = ctx.memory
