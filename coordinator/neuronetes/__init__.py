@@ -1,9 +1,13 @@
 """NeuroNetes' workload layer: ``AgentPool`` and ``ToolBinding`` (``neuronetes.io/v1alpha1``).
 
-The pure half decides (no event loop, HTTP or Kubernetes client): :mod:`.pool` reads and checks a
-pool's spec, :mod:`.podtemplate` and :mod:`.locality` make its pods, :mod:`.replicas` which pods
-to create or delete, :mod:`.signals` reads Prometheus text, :mod:`.scaling` the token and queue
-formulas, :mod:`.policy` the per-pool policy hook, :mod:`.conditions` the status conditions.
-:mod:`.kube` is the controller that runs them against the API server (leader only).
+Two packages, split by what they may do (lint-imports contracts name the packages):
+
+- :mod:`.decide` decides from plain values — no event loop, HTTP, socket or Kubernetes client:
+  the pool's spec, its pods, which to create or delete, the scaling formulas, the status
+  conditions and the per-pool policies (:mod:`.decide.policy`).
+- :mod:`.kube` does the I/O and calls into :mod:`.decide` (never the reverse): the controller's
+  watches and reconcile on the API server (leader only), the HTTP reads of load signals and the
+  carbon intensity source.
+
 ``docs/neuronetes.md`` describes the whole.
 """

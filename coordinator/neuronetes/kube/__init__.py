@@ -1,2 +1,4 @@
-"""The NeuroNetes controller on the API server: watches (:mod:`.controller`), the reads of load
-signals over HTTP (:mod:`.scrape`) and one pool's reconcile (:mod:`.reconcile`)."""
+"""NeuroNetes' I/O: the controller on the API server — watches (:mod:`.controller`), one pool's
+reconcile (:mod:`.reconcile`) — and what it reads over HTTP: load signals (:mod:`.scrape`) and
+region carbon intensities (:mod:`.carbon_source`). The decisions are
+:mod:`coordinator.neuronetes.decide`'s."""
