@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from common import podkeys
 from common.labels import NEURONETES_GPU_TYPE, name_label_value
+from coordinator.core.podspec.poolkeys import MODEL_ANNOTATION, POOL_LABEL, SCHEDULING_ANNOTATION
 from coordinator.neuronetes.decide.locality import data_locality
 from coordinator.neuronetes.decide.pool import PoolSpec, scheduling_json
 
@@ -49,12 +50,11 @@ __all__ = [
     "template_hash",
 ]
 
+# The pool label and the model and scheduling annotations are what the scheduler reads of a pod:
+# one definition, the scheduler's (core.podspec.poolkeys), re-exported here.
 API_VERSION: Final = "neuronetes.io/v1alpha1"
-POOL_LABEL: Final = "neuronetes.io/pool"
 HASH_LABEL: Final = "neuronetes.io/template-hash"
 CREATED_ANNOTATION: Final = "neuronetes.io/created"  # Unix time, microseconds (scale-down order)
-MODEL_ANNOTATION: Final = "neuronetes.io/model"
-SCHEDULING_ANNOTATION: Final = "neuronetes.io/scheduling"
 POOL_NAMESPACE_LABEL: Final = "neuronetes.io/pool-namespace"
 DEFAULT_IMAGE: Final = "vllm/vllm-openai:latest"
 SERVING_PORT: Final = 8000
