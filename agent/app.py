@@ -1,4 +1,4 @@
-"""The node agent (``topos agent`` / ``topos-agent``, DESIGN.md §2, §3, §8).
+"""The node agent (``topos agent`` / ``topos-agent``, docs/design.md §2, §3, §8).
 
 One event loop runs:
 

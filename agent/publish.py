@@ -1,4 +1,4 @@
-"""Publishing labels and annotations on the agent's own Node (DESIGN.md §2).
+"""Publishing labels and annotations on the agent's own Node (docs/design.md §2).
 
 Computing what should be on the Node (``common.labeling``) is separate from getting it there. This
 module diffs the desired set against the Node as the API server has it and sends one JSON merge

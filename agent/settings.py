@@ -1,5 +1,5 @@
 """What the agent is told to do: ``AgentSettings``, and the flags of ``topos agent`` /
-``topos-agent`` that build them (DESIGN.md §8)."""
+``topos-agent`` that build them (docs/design.md §8)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``topos agent`` and ``topos-agent`` (DESIGN.md §8)."""
+    """The flags of ``topos agent`` and ``topos-agent`` (docs/design.md §8)."""
     parser.add_argument("--node", help="Node name (default: $NODE_NAME, set by the downward API)")
     parser.add_argument("--profile", help="hardware profile name or file: run on the fake NVML")
     parser.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, then in-cluster)")

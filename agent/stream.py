@@ -1,4 +1,4 @@
-"""The agent's end of the capacity stream (DESIGN.md §3, docs/stream.md).
+"""The agent's end of the capacity stream (docs/design.md §3, docs/stream.md).
 
 :class:`StreamClient` keeps one WebSocket to the coordinator's ``GET /v1/agents/stream`` open:
 a full ``hello`` first (and after every reconnect), then a ``delta`` with the next ``seq``

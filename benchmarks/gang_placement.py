@@ -7,9 +7,9 @@
 2. **Fragmentation after a long mixed run** — the same cluster replays a seeded stream of jobs
    (single pods of 1–8 GPUs, multi-node gangs of 8-GPU members, small-member gangs) arriving and
    finishing over many steps, once with Topos' planner (default ``balanced`` strategy, the network
-   rules of DESIGN.md §4) and once with a naive spread baseline (each pod on the node with the most
-   free GPUs, gangs all-or-nothing but without domains). Reported: idle GPUs on partly-used nodes
-   (mean over the run and at the end), jobs that could not be placed, and how many leaves /
+   rules of docs/design.md §4) and once with a naive spread baseline (each pod on the node with the
+   most free GPUs, gangs all-or-nothing but without domains). Reported: idle GPUs on partly-used
+   nodes (mean over the run and at the end), jobs that could not be placed, and how many leaves /
    spines the multi-node gangs span.
 3. **GPU link class** — the same stream on the same fabric where odd leaves hold PCIe nodes and
    even leaves NVSwitch nodes, once link-aware (the planner sees each node's class) and once

@@ -2,7 +2,7 @@
 go quiet, warm KWOK up, clear a run's pods.
 
 **The warm-up.** The first pods bound to freshly created KWOK Nodes bring pod LISTs and WATCHes
-that neither scheduler makes and that come only once (docs/benchmarks.md: KWOK taking up a Node's
+that neither scheduler makes and that come only once (benchmarks-history.md: KWOK taking up a Node's
 pods), so they fell on whichever scheduler ran first. :func:`warm_up` makes the API requests a
 scheduler's run makes, with no scheduler: as many pods as a run has (every Node gets one) are
 created unbound, each bound through ``pods/binding`` and given a ``Scheduled`` Event, as fast as

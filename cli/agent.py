@@ -1,4 +1,4 @@
-"""``topos agent``: the node agent (DESIGN.md §8); the same program as ``topos-agent``."""
+"""``topos agent``: the node agent (docs/design.md §8); the same program as ``topos-agent``."""
 
 from __future__ import annotations
 

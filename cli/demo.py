@@ -1,4 +1,4 @@
-"""``topos demo``: the embedded demo (DESIGN.md §7). No cluster, no GPU needed.
+"""``topos demo``: the embedded demo (docs/design.md §7). No cluster, no GPU needed.
 
 In one process, on loopback:
 

@@ -1,4 +1,4 @@
-"""``topos devcluster up|down``: a local cluster to try Topos against (DESIGN.md §8).
+"""``topos devcluster up|down``: a local cluster to try Topos against (docs/design.md §8).
 
 ``up`` starts the same control plane the tests use, detached, records it in ``--dir`` (default
 ``.devcluster/``), installs the CRDs of ``deploy/crds/``, prints ``export KUBECONFIG=…`` on stdout

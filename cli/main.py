@@ -1,4 +1,4 @@
-"""``topos``: the umbrella command line (DESIGN.md §8).
+"""``topos``: the umbrella command line (docs/design.md §8).
 
 Each sub-command lives in its own module under ``cli/`` exposing ``register(subparsers)``; the
 module registers its parser and sets ``func`` (sync, returning an exit status). Errors meant for

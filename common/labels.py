@@ -1,4 +1,4 @@
-"""The node label and annotation vocabulary (DESIGN.md §2) and the label-value grammar.
+"""The node label and annotation vocabulary (docs/design.md §2) and the label-value grammar.
 
 Everything the agent writes on a Node, and everything the coordinator reads back, is named here.
 Kubernetes accepts a label value only if it is at most 63 characters of ``[A-Za-z0-9._-]`` that
@@ -32,7 +32,7 @@ GFD_PREFIX: Final = "nvidia.com/"
 NEURONETES_PREFIX: Final = "neuronetes.io/"
 KUBENEXUS_NUMA_PREFIX: Final = "numa.kubenexus.io/"
 
-# --- topos.io labels (DESIGN.md §2) ------------------------------------------------------------
+# --- topos.io labels (docs/design.md §2) -----------------------------------------------------
 
 GPU_PRODUCT: Final = PREFIX + "gpu.product"
 GPU_COUNT: Final = PREFIX + "gpu.count"
@@ -46,7 +46,7 @@ DRIVER_VERSION: Final = PREFIX + "driver.version"
 CUDA_VERSION: Final = PREFIX + "cuda.version"
 GPU_HEALTHY: Final = PREFIX + "gpu.healthy"  # count of healthy GPUs
 
-# Network tiers (DESIGN.md §4): set by people or `topos devcluster`, never by the agent.
+# Network tiers (docs/design.md §4): set by people or `topos devcluster`, never by the agent.
 LEAF: Final = PREFIX + "leaf"
 SPINE: Final = PREFIX + "spine"
 

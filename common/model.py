@@ -1,4 +1,4 @@
-"""The hardware model of one GPU node (DESIGN.md §1).
+"""The hardware model of one GPU node (docs/design.md §1).
 
 Every structure is a frozen ``msgspec.Struct``: one discovery produces one immutable snapshot, the
 agent's labelers read it, the stream ships it as MessagePack, the coordinator's inventory keeps it,

@@ -1,5 +1,5 @@
-"""The pod-facing vocabulary of DESIGN.md §4: annotation and label keys users write on their pods,
-with the seed projects' names accepted as aliases, the values they may take, and the keys the
+"""The pod-facing vocabulary of docs/design.md §4: annotation and label keys users write on their
+pods, with the seed projects' names accepted as aliases, the values they may take, and the keys the
 coordinator writes back on a pod when it places it.
 
 Reading is pure: :func:`lookup` finds a canonical key or any alias and reports a conflict when

@@ -1,4 +1,4 @@
-"""The capacity stream's frames (DESIGN.md §3): agent → coordinator over a WebSocket.
+"""The capacity stream's frames (docs/design.md §3): agent → coordinator over a WebSocket.
 
 Every frame is one binary WebSocket message holding one MessagePack **map** with a ``type`` and a
 ``version`` key. Agent → coordinator: ``hello`` (the full state), ``delta`` (what changed since the

@@ -40,7 +40,8 @@ class LabelingSettings:
     """NVIDIA GPU Feature Discovery names (``nvidia.com/gpu.product``, …). Turn off where GFD
     itself runs, so the two do not take turns rewriting the same keys."""
     gfd_mig_strategy: MigStrategy = "mixed"
-    """GFD's MIG strategy: ``none``, ``single`` or ``mixed`` (the names DESIGN.md §4 schedules)."""
+    """GFD's MIG strategy: ``none``, ``single`` or ``mixed`` (the names docs/design.md §4
+    schedules)."""
     neuronetes: bool = True
     """NeuroNetes names (``neuronetes.io/gpu-type``, …)."""
     kubenexus: bool = True

@@ -1,4 +1,4 @@
-"""The coordinator's HTTP API (DESIGN.md §5): aiohttp routes, one module per topic.
+"""The coordinator's HTTP API (docs/design.md §5): aiohttp routes, one module per topic.
 
 A topic module exposes ``ROUTES``, a tuple of :class:`~coordinator.api.routing.Route`, each a
 handler plus what the OpenAPI document says about it; :func:`~coordinator.app.web.build_app`

@@ -1,4 +1,4 @@
-"""``GET /v1/agents/stream``: the capacity stream's server end (DESIGN.md §3, docs/stream.md).
+"""``GET /v1/agents/stream``: the capacity stream's server end (docs/design.md §3, docs/stream.md).
 
 The WebSocket carries binary MessagePack frames (``common.wire``). Each applied frame is answered
 with an ``ack``; a frame that can't be applied closes *this* connection with a close code and a

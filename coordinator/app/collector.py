@@ -5,7 +5,7 @@ What the first lists built (5,000 Nodes: some 200,000 objects) lives as long as 
 synced, and raises the thresholds so that the scheduling loop's short-lived objects — most of them
 freed by reference counting before any pass — are not walked every 700 allocations. In the
 in-process engine benchmark at 5,000 nodes (``benchmarks/kwok_engine.py``) the raised thresholds
-cost per bound pod what switching the collector off does (docs/benchmarks.md)."""
+cost per bound pod what switching the collector off does (docs/benchmarks-history.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Leader election on a ``coordination.k8s.io/v1`` Lease (DESIGN.md §6: only the leader binds).
+"""Leader election on a ``coordination.k8s.io/v1`` Lease (docs/design.md §6: only the leader binds).
 
 Two or more coordinators run; each is a candidate. The one whose identity is the Lease's
 ``holderIdentity`` leads and renews ``renewTime`` every ``retry_period_s``; the others poll. The

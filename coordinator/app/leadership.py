@@ -1,4 +1,4 @@
-"""Leader election wired into the coordinator's application (DESIGN.md §6).
+"""Leader election wired into the coordinator's application (docs/design.md §6).
 
 :func:`elect_leader` puts a :class:`~coordinator.app.election.LeaderElector` on the app under
 ``LEADER`` (the binder asks ``app[LEADER].is_leader()`` before every bind) and campaigns while

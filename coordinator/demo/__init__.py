@@ -1,5 +1,5 @@
-"""The embedded demo (``topos demo``, DESIGN.md §7): the real coordinator app on loopback with the
-scheduler runtime over an in-memory cluster, a leaf–spine layout of simulated GPU nodes, a
+"""The embedded demo (``topos demo``, docs/design.md §7): the real coordinator app on loopback with
+the scheduler runtime over an in-memory cluster, a leaf–spine layout of simulated GPU nodes, a
 realistic workload, and a report of what happened.
 
 The agent side (fake NVML from profiles, streaming over the real WebSocket) is started by

@@ -6,7 +6,6 @@ No kubelet runs here: the test sets member pods' phase through ``pods/status``, 
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from common.kube import POD_GROUPS, PODS
@@ -89,7 +88,11 @@ async def test_podgroup_status_follows_its_gang_from_pending_to_running_and_fail
         before = (await cluster.kube.get(POD_GROUPS, "train", namespace=cluster.namespace))[
             "metadata"
         ]["resourceVersion"]
-        await asyncio.sleep(3.0)  # three passes of the writer
+        # A pass of the writer since then: the status it writes for a group created later and
+        # named after "train" (looked at after it in every pass).
+        await create_group(cluster, "z-marker", 2)
+        await cluster.create(member("m-0", "z-marker"))
+        await status_when(cluster, "z-marker", phase="Pending")
         after = await cluster.kube.get(POD_GROUPS, "train", namespace=cluster.namespace)
         assert after["metadata"]["resourceVersion"] == before
 

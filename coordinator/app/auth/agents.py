@@ -1,4 +1,4 @@
-"""May this caller report this node? The agent stream's check (DESIGN.md §3).
+"""May this caller report this node? The agent stream's check (docs/design.md §3).
 
 An agent authenticates with its pod's ServiceAccount token. The TokenReview of such a token names
 the pod and (Kubernetes ≥ 1.30) the node the pod is bound to. The agent may report exactly that

@@ -85,7 +85,7 @@ class CoordinatorSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     applied without a restart (``docs/deploy.md``). 0: never; else at least 0.01 s."""
     event_loop: Literal["uvloop", "asyncio"] = msgspec.field(default="uvloop", name="eventLoop")
     """The process's one event loop: ``uvloop`` (libuv; about a tenth less CPU per bound pod, in
-    the HTTP and TLS transports — docs/benchmarks.md) or the standard library's."""
+    the HTTP and TLS transports — docs/benchmarks-history.md) or the standard library's."""
 
     def __post_init__(self) -> None:
         try:

@@ -1,6 +1,6 @@
 """Place a set of pods (a gang's members) on the nodes of the narrowest network domain that fits.
 
-The rules (DESIGN.md §4), tried tier by tier, narrowest first, for ``consolidated`` and
+The rules (docs/design.md §4), tried tier by tier, narrowest first, for ``consolidated`` and
 ``balanced`` placement:
 
 1. **one node** when the whole set fits on a single node;

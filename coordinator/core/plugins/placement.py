@@ -1,6 +1,6 @@
 """Where inside one node a pod goes: which GPUs, which MIG instances, which NUMA nodes.
 
-NUMA policies (DESIGN.md §4), over the resources the pod names (``cpu``, ``memory``,
+NUMA policies (docs/design.md §4), over the resources the pod names (``cpu``, ``memory``,
 ``nvidia.com/gpu``; all three by default):
 
 ``best-effort``  prefer one NUMA node holding everything; otherwise place anyway.

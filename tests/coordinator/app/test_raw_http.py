@@ -29,6 +29,7 @@ from coordinator.app.main import IDLE_CONNECTION_S, running, wire
 from coordinator.app.security import listener_tls
 from coordinator.inventory.store import Inventory
 from devcluster import pki
+from tests.support.polling import eventually
 
 LIMIT = 64 * 1024
 
@@ -59,6 +60,14 @@ async def _exchange(
     finally:
         writer.close()
     return received, time.monotonic() - started
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> None:
+    """Wait for the server's own line about the exchange (it logs after it answered): what it
+    logs for that connection is in ``caplog`` by then."""
+    await eventually(
+        lambda: any(text in r.getMessage() for r in caplog.records), what=repr(text), timeout_s=10
+    )
 
 
 @pytest.fixture
@@ -131,7 +140,7 @@ async def test_malformed_http_is_a_400_and_no_error_in_the_log(
     caplog.set_level(logging.DEBUG)
     reply, _ = await _exchange(port, data)
     assert b"HTTP/1.0 400 Bad Request" in reply or b"HTTP/1.1 400 Bad Request" in reply
-    await asyncio.sleep(0.05)  # the server logs after it answered
+    await _logged(caplog, "malformed HTTP request")
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert loud == [], [r.getMessage() for r in loud]
     assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
@@ -145,7 +154,7 @@ async def test_a_client_hanging_up_mid_body_is_no_error_of_ours(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     await _exchange(port, _post(1000, b'{"pods": ['), hang_up=True)
-    await asyncio.sleep(0.05)
+    await _logged(caplog, "left during POST /v1/simulate")
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert loud == [], [r.getMessage() for r in loud]
     assert [r for r in caplog.records if r.exc_info or r.exc_text] == []
@@ -161,7 +170,7 @@ async def test_a_body_that_cannot_be_decoded_is_a_400_and_no_error_in_the_log(
     assert reply.startswith(b"HTTP/1.1 400 ")
     assert b'"error":"bad-request"' in reply
     assert b"malformed request body" in reply
-    await asyncio.sleep(0.05)
+    await _logged(caplog, "refused a malformed HTTP request")
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert loud == [], [r.getMessage() for r in loud]
     assert [r for r in caplog.records if r.exc_info or r.exc_text] == []

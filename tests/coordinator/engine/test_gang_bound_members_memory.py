@@ -6,7 +6,6 @@ in-memory cluster, with the runtime's own ticker."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -66,7 +65,9 @@ async def test_members_naming_a_podgroup_made_later_count_from_then(running: Fix
         member["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "train"}
         cluster.create_pod(member)
     key = GangKey("ml", "train", "pg-1")
-    await asyncio.sleep(0.3)  # some fifteen ticks
+    await gangs.runtime.settle()
+    gangs.step.start()  # (runs once: a no-op if the ticker has started it)
+    gangs.step.tick()  # the bound pods looked at
     assert gangs.step.manager.statuses() == []  # no PodGroup yet: no gang to count them in
     groups["ml", "train"] = {
         "metadata": {"namespace": "ml", "name": "train", "uid": "pg-1", "generation": 1},

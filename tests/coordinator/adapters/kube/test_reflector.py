@@ -80,8 +80,9 @@ async def test_lists_then_follows_only_its_namespace_and_labels_resuming_ended_w
     await kube.create(CONFIG_MAPS, _config_map("far", "x"), namespace=other)
     names = Names()
     listed: list[int] = []
+    client = Cuttable(kube)
     reflector = Reflector(
-        kube,
+        cast(KubeClient, client),
         CONFIG_MAPS,
         names,
         namespace=namespace,
@@ -95,7 +96,9 @@ async def test_lists_then_follows_only_its_namespace_and_labels_resuming_ended_w
     assert names.replaced == [["old"]]
     assert listed == [1]
 
-    await asyncio.sleep(2.5)  # the server has ended the first watch (timeoutSeconds=1) by now
+    # The server ends the first watch after timeoutSeconds=1; the next one resumes from its
+    # resourceVersion.
+    await eventually(lambda: client.resumed > 0, what="a watch the server ended, resumed")
     await kube.create(CONFIG_MAPS, _config_map("far-new", "x"), namespace=other)
     await kube.create(CONFIG_MAPS, _config_map("stranger-new", "y"), namespace=namespace)
     await kube.create(CONFIG_MAPS, _config_map("new", "x"), namespace=namespace)
@@ -113,14 +116,17 @@ async def test_a_type_the_server_does_not_serve_is_empty_only_where_that_is_allo
 ) -> None:
     optional, required = Names(), Names()
     absent_ok = Reflector(kube, WIDGETS, optional, namespace=namespace, missing_ok=True)
-    absent_bad = Reflector(kube, WIDGETS, required, namespace=namespace, backoff_max_s=0.2)
+    asking = Cuttable(kube)
+    absent_bad = Reflector(
+        cast(KubeClient, asking), WIDGETS, required, namespace=namespace, backoff_max_s=0.2
+    )
     running(absent_ok)
     running(absent_bad)
     async with asyncio.timeout(30):  # guards a hang only
         await absent_ok.synced.wait()
     assert optional.replaced == [[]]
     assert not absent_ok.installed
-    await asyncio.sleep(1.0)  # several retries of the required one
+    await eventually(lambda: asking.watches >= 4, what="several retries of the required one")
     assert not absent_bad.synced.is_set()
     assert required.replaced == []
 
@@ -128,17 +134,22 @@ async def test_a_type_the_server_does_not_serve_is_empty_only_where_that_is_allo
 class Cuttable:
     """The admin client, whose watches can be cut as if the connection dropped and the
     resourceVersion had expired meanwhile: once ``cut`` is set, the next watch line is lost and
-    the watch ends in 410 Gone."""
+    the watch ends in 410 Gone. ``watches`` counts the watches asked for, ``resumed`` those
+    resumed from a resourceVersion, ``watch_lists`` those asked as a watch list."""
 
     def __init__(self, client: KubeClient) -> None:
         self._client = client
         self.cut = False
+        self.watches = 0
+        self.resumed = 0
         self.watch_lists = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
     async def watch_lines(self, resource: Resource, **kw: Any) -> AsyncIterator[bytes]:
+        self.watches += 1
+        self.resumed += kw.get("resource_version") is not None
         self.watch_lists += bool(kw.get("initial_events"))
         async for line in self._client.watch_lines(resource, **kw):
             if self.cut:

@@ -1,4 +1,4 @@
-"""Multi-node jobs on a leaf–spine fabric land where DESIGN.md §4's network rules say.
+"""Multi-node jobs on a leaf–spine fabric land where docs/design.md §4's network rules say.
 
 Fabric: 2 spines × 4 leaves × 4 nodes × 8 GPUs (leaf-1..4 under spine-1, leaf-5..8 under
 spine-2). Members ask for whole nodes (8 GPUs) unless a test says otherwise.
