@@ -20,7 +20,7 @@ from coordinator.core.preemption.victims import (
 )
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import gpu_node, pcie8, request, running
 
 TOPO = pcie8("h", memory_mib=80 * 1024)
