@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.core.gangs.cycle import members_of, node_states
+from coordinator.core.domains.capacity import node_states
+from coordinator.core.gangs.cycle import members_of
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.podspec.sharing import parse_held
 from coordinator.core.preemption.shares import gpu_holders

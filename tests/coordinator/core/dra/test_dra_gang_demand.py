@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coordinator.core.domains.capacity import GPU
-from coordinator.core.gangs.cycle import GangDecision, members_of, node_states, schedule_gang
+from coordinator.core.domains.capacity import GPU, node_states
+from coordinator.core.gangs.cycle import GangDecision, members_of, schedule_gang
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.pods import gang_members

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
+from coordinator.core.domains.capacity import node_state
+from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo

@@ -3,11 +3,11 @@ and its plan says so."""
 
 from __future__ import annotations
 
-from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.capacity import GPU, NodeState, node_state
 from coordinator.core.domains.packing import Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
+from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.pods import gang_members
