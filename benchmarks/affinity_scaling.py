@@ -16,10 +16,10 @@ kube's ``test/integration/scheduler_perf`` cases, scaled with the node count ``n
 Each pod is decided by ``schedule_one`` and held with ``Snapshot.assume``, as the scheduler loop
 does. Side by side in the same run, on the same cluster and pods: ``scan`` — the inter-pod
 plugins walking the snapshot's pods in every PreFilter (the code before the indexes, kept in
-``benchmarks/affinity_scan.py``) — and ``indexed`` — the plugins as shipped, reading per-selector
-counts kept current by the snapshot. Both with the default scheduling settings (kube's adaptive
-``percentageOfNodesToScore``). Printed: pods/s (wall and per CPU-second), p50/p99 decision,
-whether both placed every pod on the same nodes.
+``coordinator/sim/baselines/scan.py``) — and ``indexed`` — the plugins as shipped, reading
+per-selector counts kept current by the snapshot. Both with the default scheduling settings
+(kube's adaptive ``percentageOfNodesToScore``). Printed: pods/s (wall and per CPU-second),
+p50/p99 decision, whether both placed every pod on the same nodes.
 
 Run: ``.venv/bin/python -m benchmarks.affinity_scaling [--sizes 1000,5000] [--cases ...]``.
 """
@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from benchmarks.affinity_scan import scan_framework
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
@@ -41,6 +40,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.sim.baselines.scan import scan_framework
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -6,9 +6,9 @@ violations over at least 1,000 rounds).
 Starts the harness's etcd + kube-apiserver on 127.0.0.1, four simulated GPU nodes (two DGX A100,
 two 8-GPU PCIe boxes, 32 GPUs) with real agents on the fake NVML and KWOK as their kubelet with the
 playground's stages (``--kubelet none``: no kubelet, every deletion forced), and a real
-``topos coordinator`` process; the rounds and the invariants are those of ``tests/churn`` (its CI
-test runs a short version). The same seed gives the same actions; the seed is printed, ``--seed``
-reproduces a run.
+``topos coordinator`` process; the rounds and the invariants are the harness's
+(``devcluster.churn``; ``tests/churn/test_churn.py`` runs a short version). The same seed
+gives the same actions; the seed is printed, ``--seed`` reproduces a run.
 
     .venv/bin/python -m benchmarks.churn_soak --rounds 1000 --kills 100 --failovers 5
 """
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from common.kube import NAMESPACES, KubeClient
 from devcluster.binaries import ensure
+from devcluster.churn.checks import report, summary
+from devcluster.churn.failover import FailoverSettings, run_failover
+from devcluster.churn.harness import Churn, ChurnSettings
 from devcluster.controlplane import ControlPlane
-from tests.churn.checks import report, summary
-from tests.churn.failover import FailoverSettings, run_failover
-from tests.churn.harness import Churn, ChurnSettings
 
 
 async def _namespace(kube: KubeClient, stem: str) -> str:

@@ -36,6 +36,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.sim.baselines.perpod import baseline_framework
 
 GiB = 2**30
 
@@ -311,32 +312,6 @@ def workload(n: int, rng: random.Random) -> list[dict[str, Any]]:
     return out
 
 
-# --- the baseline: first fit -------------------------------------------------------------------
-
-
-def first_fit(pod: PodRequest, snapshot: Snapshot) -> tuple[str, Placement] | None:
-    """The first node (in order) with enough free cpu, memory, GPUs and MIG instances; the
-    lowest-numbered free GPUs. No affinity, no locality, no NUMA."""
-    for node in snapshot.nodes:
-        if any(node.free(r) < v for r, v in pod.requests.items()):
-            continue
-        if pod.node_selector and any(node.labels.get(k) != v for k, v in pod.node_selector):
-            continue
-        if pod.gpus > len(node.free_gpus):
-            continue
-        mig: list[tuple[int, int]] = []
-        ok = True
-        for profile, count in pod.mig:
-            free = list(node.free_mig.get(profile, ()))
-            if len(free) < count:
-                ok = False
-                break
-            mig.extend(free[:count])
-        if ok:
-            return node.name, Placement(gpus=tuple(node.free_gpus[: pod.gpus]), mig=tuple(mig))
-    return None
-
-
 @dataclass
 class Run:
     name: str
@@ -417,21 +392,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             topos_run.placed += 1
             _quality(topos_run, by_name[result.node], result.placement.gpus)
 
-    # Baseline: first fit over the same snapshot and pods (parsing included, as for Topos).
+    # Baseline: first fit (coordinator.sim.baselines) over the same snapshot and pods, through
+    # the same schedule_one (parsing included, as for Topos).
+    first_fit = baseline_framework("firstfit")
     ff_snap = snapshot.copy()
     ff_run = Run("first-fit", [])
     for obj in pods:
         c0, t0 = time.thread_time(), time.perf_counter()
-        req = parse_pod(obj)
-        assert isinstance(req, PodRequest)
-        found = first_fit(req, ff_snap)
+        found = schedule_one(obj, ff_snap, first_fit)
         ff_run.latencies.append(time.perf_counter() - t0)
         ff_run.cpu.append(time.thread_time() - c0)
-        if found is not None:
-            node, placement = found
-            ff_snap.assume(req, node, placement)
+        if isinstance(found, Decision):
+            req = parse_pod(obj)
+            assert isinstance(req, PodRequest)
+            ff_snap.assume(req, found.node, found.placement)
             ff_run.placed += 1
-            _quality(ff_run, by_name[node], placement.gpus)
+            _quality(ff_run, by_name[found.node], found.placement.gpus)
 
     print(topos_run.line())
     print(ff_run.line())

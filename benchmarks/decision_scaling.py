@@ -49,8 +49,8 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.sim import build_nodes, cluster_shape, generate, parse_cluster
+from coordinator.sim.baselines.perpod import baseline_framework
 from coordinator.sim.pods import job_pods
-from coordinator.sim.policies import baseline_framework
 
 _MIX = (("dgx-h100", 0.40), ("dgx-a100", 0.30), ("pcie-8x", 0.25), ("a100-mig", 0.05))
 _CACHE: dict[str, NodeTopology] = {}

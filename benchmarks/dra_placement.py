@@ -63,15 +63,17 @@ from common.model import NodeTopology, worst_link
 from coordinator.sim.locality import best_link_rank
 from devcluster.binaries import ensure
 from devcluster.controlplane import ControlPlane
-from devcluster.dra import node_slices, publish_classes, publish_node
+from devcluster.dra import (
+    claim_pod,
+    claim_template,
+    node_slices,
+    publish_classes,
+    publish_node,
+)
+from devcluster.kube_wait import wait_for, wait_for_object
 from devcluster.nodes import SimNode, parse_spec, plan_nodes, register
 from devcluster.processes import free_port, spawn, stop_group
 from devcluster.scheduler import KubeScheduler
-from tests.support.dra import (
-    claim_pod,
-    claim_template,
-)
-from tests.support.kube_wait import wait_for, wait_for_object
 
 SIZES = ((2, 0.50), (4, 0.35), (8, 0.15))
 LIFETIME = (3, 14)  # finishes this many arrivals later (uniform): ≈ 70 % of 48 GPUs busy

@@ -28,13 +28,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from coordinator.core.domains.capacity import GPU, NodeState, fits, subtract
+from coordinator.core.domains.capacity import GPU, NodeState, subtract
 from coordinator.core.domains.layout import build_layout
 from coordinator.core.domains.packing import Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.domains.summary import fragmentation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
+from coordinator.sim.baselines.gangs import first_fit_members, spread_members
 
 SPINES, LEAVES_PER_SPINE, NODES, GPUS = 2, 16, 1000, 8
 
@@ -63,20 +64,6 @@ def gang(n: int, gpus: int, tag: str) -> list[Member]:
     return [
         Member(name=f"{tag}-{i}", requests={GPU: gpus, "cpu": 1000, "pods": 1}) for i in range(n)
     ]
-
-
-def naive_first_fit(members: Sequence[Member], nodes: Sequence[NodeState]) -> dict[str, str] | None:
-    free = {n.name: dict(n.free) for n in nodes}
-    out = {}
-    for m in members:
-        for n in nodes:
-            if fits(free[n.name], m.requests):
-                subtract(free[n.name], m.requests)
-                out[m.name] = n.name
-                break
-        else:
-            return None
-    return out
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, object]:
@@ -112,7 +99,7 @@ def decision_time(runs: int, seed: int) -> None:
         assert isinstance(plan, GangPlan), plan
         p = plan.placement
         med_l, _, _ = timed(lambda n=nodes: plan_gang(job, n), max(3, runs // 4))
-        base_med, _, _ = timed(lambda n=nodes: naive_first_fit(job, n), runs)
+        base_med, _, _ = timed(lambda n=nodes: first_fit_members(job, n), runs)
         verdict = "OK" if med < 100 else "SLOW"
         print(
             f"   {label:9s} topos median {med:6.1f} ms, p90 {p90:6.1f} ms [{verdict} vs 100 ms]"
@@ -154,23 +141,6 @@ def workload(steps: int, seed: int) -> list[list[Job]]:
                     Job(gang(rng.choice((2, 4, 8)), 2, f"m{seq}"), rng.randint(5, 40), True)
                 )
         out.append(arrivals)
-    return out
-
-
-def spread_place(members: Sequence[Member], nodes: Sequence[NodeState]) -> dict[str, str] | None:
-    """The baseline: each pod on the node with the most free GPUs (kube's default spread)."""
-    free = {n.name: dict(n.free) for n in nodes}
-    out = {}
-    for m in members:
-        best = None
-        for n in nodes:
-            room = free[n.name]
-            if fits(room, m.requests) and (best is None or room[GPU] > free[best][GPU]):
-                best = n.name
-        if best is None:
-            return None
-        subtract(free[best], m.requests)
-        out[m.name] = best
     return out
 
 
@@ -305,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"2. long mixed run: {args.steps} steps, seed {args.seed}, same job stream for both")
     stream = workload(args.steps, args.seed)
     replay("topos", stream, topos_place)
-    replay("spread", stream, spread_place)
+    replay("spread", stream, spread_members)
     print("3. GPU link class: odd leaves PCIe, even leaves NVSwitch, the same job stream")
     link_run("link-aware", stream, aware=True)
     link_run("link-blind", stream, aware=False)

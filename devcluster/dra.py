@@ -52,6 +52,7 @@ from agent.devices.profile import Profile, mig_geometry
 from agent.devices.sysfs import sysfs_bdf
 from common.kube import DEVICE_CLASSES, NODES, RESOURCE_SLICES, KubeClient, NotFound
 from common.model import Gpu, MigInstance
+from devcluster.pods import pod
 
 DRIVER: Final = "gpu.nvidia.com"
 GPU_CLASS: Final = "gpu.nvidia.com"
@@ -346,3 +347,69 @@ async def unpublish_node(kube: KubeClient, node: str) -> None:
     for old in await node_slices(kube, node):
         with contextlib.suppress(NotFound):
             await kube.delete(RESOURCE_SLICES, old["metadata"]["name"], uid=old["metadata"]["uid"])
+
+
+def _requests(gpus: int, device_class: str) -> list[dict[str, Any]]:
+    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": gpus}
+    return [{"name": "gpus", "exactly": exactly}]
+
+
+def claim_template(name: str, gpus: int, *, device_class: str = GPU_CLASS) -> dict[str, Any]:
+    """A ResourceClaimTemplate for ``gpus`` devices of ``device_class`` (request ``gpus``)."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": {"devices": {"requests": _requests(gpus, device_class)}}},
+    }
+
+
+def claim(
+    name: str, gpus: int, *, device_class: str = GPU_CLASS, namespace: str | None = None
+) -> dict[str, Any]:
+    """A ResourceClaim for ``gpus`` devices of ``device_class`` (request ``gpus``)."""
+    meta = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": {"devices": {"requests": _requests(gpus, device_class)}},
+    }
+
+
+def claim_pod(
+    name: str,
+    *,
+    template: str | None = None,
+    claim_name: str | None = None,
+    gpus: int | None = None,
+    scheduler: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    namespace: str | None = None,
+    gang: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """A pod whose container uses the claim ``gpus`` (from ``template`` or the existing
+    ``claim_name``), or, with ``gpus``, one that asks ``nvidia.com/gpu`` like any pod; ``gang``
+    makes it a member of a Topos gang."""
+    spec: dict[str, Any] = {"restartPolicy": "Never"}
+    if template is not None or claim_name is not None:
+        source = (
+            {"resourceClaimTemplateName": template}
+            if template is not None
+            else {"resourceClaimName": claim_name}
+        )
+        spec["resourceClaims"] = [{"name": "gpus", **source}]
+    obj = pod(
+        name,
+        gpus=gpus or 0,
+        cpu=None,
+        memory=None,
+        namespace=namespace,
+        gang=gang,
+        scheduler=scheduler,
+        node_selector=node_selector,
+        spec=spec,
+    )
+    if "resourceClaims" in spec and gpus is None:
+        obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+    return obj

@@ -39,7 +39,7 @@ Shared helpers live in ``tests/support`` (``tests.support.<module>``).
 
 Under ``python -B`` (or ``PYTHONDONTWRITEBYTECODE``) the session fails if a ``__pycache__`` folder
 appeared in the source tree: a test started a Python process without
-``tests.support.subprocess_env``.
+``devcluster.subprocess_env``.
 
 If the binaries can't be found or built, tests needing them are skipped with a loud reason, or
 fail when ``CI=true``. Point at your own binaries with ``TOPOS_K8S_BIN`` or
@@ -126,7 +126,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         for path in _bytecode_written:
             terminalreporter.write_line(str(path.relative_to(_REPO)))
         terminalreporter.write_line(
-            "A test started Python without tests.support.subprocess_env.subprocess_env()."
+            "A test started Python without devcluster.subprocess_env.subprocess_env()."
         )
     if _unavailable:
         terminalreporter.write_sep("!", "KUBERNETES CONTROL-PLANE TESTS DID NOT RUN", red=True)

@@ -18,9 +18,9 @@ from coordinator.api.explain import SCHEDULER
 from coordinator.api.keys import INVENTORY
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
+from coordinator.core.domains.capacity import node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.summary import DomainsSummary, summarize_domains
-from coordinator.core.gangs.cycle import node_states
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.manager import GangStatus
 from coordinator.core.snapshot.podinfo import bound_pod_info

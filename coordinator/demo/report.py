@@ -19,6 +19,7 @@ from typing import Any
 from common import labels as L
 from common import podkeys
 from common.model import NodeTopology, worst_link
+from coordinator.core.domains.summary import stranded_gpus
 from coordinator.core.podspec.sharing import HeldShare, parse_held
 from coordinator.demo.scenario import DemoJob
 from coordinator.inventory.store import Inventory
@@ -340,8 +341,7 @@ def build_report(
         gpus += whole
         busy += used
         idle += whole - used
-        if 0 < used < whole:
-            stranded += whole - used
+        stranded += stranded_gpus(whole - used, used)
         mig_total += instances
         mig_busy += mig_by_node.get(name, 0)
         leaf = node_labels.get(name, {}).get(L.LEAF, "-")

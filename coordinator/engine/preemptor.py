@@ -34,13 +34,13 @@ from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from coordinator.core.domains.capacity import NodeState
+from coordinator.core.domains.capacity import NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure
-from coordinator.core.gangs.cycle import members_of, node_gate, node_states
+from coordinator.core.gangs.cycle import members_of, node_gate
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from common import labels as L
 from common import podkeys
 from common.model import Link, worst_link
+from coordinator.core.domains.summary import stranded_gpus
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -57,8 +58,7 @@ class _Usage:
 
     def _frag(self, node: str) -> int:
         used = self.used.get(node, 0)
-        total = self.total.get(node, 0)
-        return total - used if 0 < used < total else 0
+        return stranded_gpus(self.total.get(node, 0) - used, used)
 
     def room_for(self, gpus: int, pods: int, nodes: Sequence[str] | None) -> str | None:
         """Why ``pods`` pods of ``gpus`` whole GPUs each cannot fit on ``nodes`` (None: all),

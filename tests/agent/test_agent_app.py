@@ -20,7 +20,7 @@ from agent.health import GpuEvent
 from agent.podresources import ContainerAllocation, DeviceAllocation
 from agent.settings import AgentError, AgentSettings, add_arguments, settings_from_args, stream_url
 from common import labels as L
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]

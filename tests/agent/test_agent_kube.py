@@ -28,12 +28,12 @@ from agent.publish import NodePublisher
 from agent.settings import AgentSettings
 from common import labels as L
 from common.kube import NODES, KubeClient
+from devcluster.kube_wait import wait_for_object
+from devcluster.subprocess_env import subprocess_env
 from tests.support.fake_profiles import TWO_L40S
 from tests.support.kube_objects import create_node
 from tests.support.kube_proxy import counting_proxy
-from tests.support.kube_wait import wait_for_object
 from tests.support.polling import eventually
-from tests.support.subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]

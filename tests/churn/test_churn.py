@@ -13,9 +13,9 @@ import pytest
 
 from common.kube import KubeClient
 from devcluster.binaries import find
-from tests.churn.checks import report
-from tests.churn.failover import FailoverSettings, run_failover
-from tests.churn.harness import Churn, ChurnSettings
+from devcluster.churn.checks import report
+from devcluster.churn.failover import FailoverSettings, run_failover
+from devcluster.churn.harness import Churn, ChurnSettings
 from tests.support.ci import skip_or_fail
 
 pytestmark = pytest.mark.kube

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent.devices import discover_profile
 from common.labeling import LabelingSettings, labels
-from tests.churn.checks import (
+from devcluster.churn.checks import (
     NUMA_POLICY,
     Violation,
     check_state,
@@ -15,7 +15,7 @@ from tests.churn.checks import (
     report,
     vanished,
 )
-from tests.support.pods import gpu_pod
+from devcluster.pods import gpu_pod
 
 TOPO = discover_profile("dgx-h100", hostname="n1")
 UUIDS = [g.uuid for g in TOPO.gpus]  # GPUs 0-3 on NUMA 0, 4-7 on NUMA 1

@@ -3,7 +3,7 @@ single pods of 1–8 GPUs, single-NUMA pods, deletions, names reused after delet
 
 from __future__ import annotations
 
-from tests.churn.plan import Delete, Kill, PlanSettings, Submit, make_plan
+from devcluster.churn.plan import Delete, Kill, PlanSettings, Submit, make_plan
 
 SETTINGS = PlanSettings(rounds=200, kills=20, capacity_gpus=32)
 

@@ -29,8 +29,8 @@ from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
+from devcluster.subprocess_env import subprocess_env
 from tests.support.ci import skip_or_fail
-from tests.support.subprocess_env import subprocess_env
 
 SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
 ENDPOINTS = Resource("", "v1", "endpoints", namespaced=True, kind="Endpoints")

@@ -23,7 +23,7 @@ import pytest
 
 from cli.demo import demo
 from cli.main import main
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOS = [sys.executable, "-m", "cli.main"]

@@ -24,6 +24,7 @@ from devcluster.dra import (
     node_slices,
     publish_node,
 )
+from devcluster.kube_wait import wait_for_object, wait_for_pods
 from tests.support.dra import (
     EXTENDED_CLAIM,
     allocated,
@@ -37,7 +38,6 @@ from tests.support.dra import (
     reserved_for,
 )
 from tests.support.gpu_cluster import GpuCluster
-from tests.support.kube_wait import wait_for_object, wait_for_pods
 
 JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job")
 RUN = "topos-dra/run"

@@ -29,9 +29,9 @@ import yaml
 from common.kube import PODS, AlreadyExists, KubeClient
 from devcluster.binaries import find
 from devcluster.processes import alive, port_in_use
+from devcluster.subprocess_env import subprocess_env
 from tests.support.ci import skip_or_fail
 from tests.support.polling import eventually
-from tests.support.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.kube
 

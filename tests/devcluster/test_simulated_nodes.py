@@ -14,7 +14,7 @@ import pytest
 from common.kube import NODES, KubeClient
 from common.quantity import parse_quantity
 from devcluster import nodes as simnodes
-from tests.support.subprocess_env import NO_BYTECODE
+from devcluster.subprocess_env import NO_BYTECODE
 
 
 @pytest.mark.parametrize(

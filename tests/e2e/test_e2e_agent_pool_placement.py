@@ -16,8 +16,8 @@ from common import labels as L
 from common.kube import NODES, KubeClient
 from coordinator.core.framework.config import load_config
 from coordinator.core.registry import build_framework
+from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster
-from tests.support.pods import pod
 
 pytestmark = pytest.mark.kube
 

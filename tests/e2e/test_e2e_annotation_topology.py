@@ -24,12 +24,12 @@ from coordinator.api.keys import INVENTORY
 from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
 from coordinator.app.main import running, wire
+from devcluster.kube_wait import scheduled_message, wait_for_bound, wait_for_object
 from devcluster.nodes import SimNode, register
+from devcluster.pods import gpu_pod
+from devcluster.subprocess_env import subprocess_env
 from tests.support.gpu_cluster import assignment, gpu_indices
 from tests.support.inventory_wait import until
-from tests.support.kube_wait import scheduled_message, wait_for_bound, wait_for_object
-from tests.support.pods import gpu_pod
-from tests.support.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.kube
 

@@ -22,8 +22,8 @@ from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import load_file
 from coordinator.app.main import running, wire
 from coordinator.inventory.store import Inventory
+from devcluster.pods import gpu_pod, pod
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
-from tests.support.pods import gpu_pod, pod
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.kube

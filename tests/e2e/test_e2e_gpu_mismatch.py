@@ -26,14 +26,14 @@ from agent.devices import discover_profile
 from cli.kubectl_plugin import build_parser, run
 from common.kube import EVENTS, NODES, PODS, KubeClient
 from common.model import NodeTopology, worst_link
+from devcluster.churn.fleet import RUN_LABEL, Coordinator
+from devcluster.kube_wait import wait_for, wait_for_object
 from devcluster.nodes import SimNode, register
+from devcluster.pods import gpu_pod
 from devcluster.processes import spawn
-from tests.churn.fleet import RUN_LABEL, Coordinator
-from tests.support.kube_wait import wait_for, wait_for_object
+from devcluster.subprocess_env import subprocess_env
 from tests.support.podresources import FakePodResources
-from tests.support.pods import gpu_pod
 from tests.support.polling import eventually
-from tests.support.subprocess_env import subprocess_env
 
 PROFILE = "dgx1-v100"
 REASON = "GPUAssignmentMismatch"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.kube import KubeClient
+from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster, assignment, gpu_indices
-from tests.support.pods import pod
 
 
 def _half(name: str) -> dict[str, object]:

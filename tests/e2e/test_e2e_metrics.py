@@ -20,9 +20,9 @@ from common.labels import LEAF
 from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
 from coordinator.app.main import running, wire
+from devcluster.kube_wait import wait_for_object
 from devcluster.nodes import SimNode, register
-from tests.support.kube_wait import wait_for_object
-from tests.support.pods import gpu_pod
+from devcluster.pods import gpu_pod
 from tests.support.polling import eventually
 from tests.support.promql import Scrape, rate
 from tests.support.sim_agent import SimAgent

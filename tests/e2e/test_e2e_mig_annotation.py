@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import NODES, KubeClient
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe
-from tests.support.pods import gpu_pod
 
 HOST = "kubernetes.io/hostname"
 MIG_STRATEGY = "nvidia.com/mig.strategy"

@@ -23,16 +23,16 @@ from coordinator.app.config.load import parse_config
 from coordinator.app.main import running, wire
 from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.state import NodeState
-from devcluster.nodes import SimNode, register
-from tests.support.gpu_cluster import assignment
-from tests.support.inventory_wait import until
-from tests.support.kube_wait import (
+from devcluster.kube_wait import (
     scheduled_message,
     wait_for_bound,
     wait_for_object,
     wait_for_pods,
 )
-from tests.support.pods import gpu_pod
+from devcluster.nodes import SimNode, register
+from devcluster.pods import gpu_pod
+from tests.support.gpu_cluster import assignment
+from tests.support.inventory_wait import until
 from tests.support.sim_agent import SimAgent
 
 pytestmark = pytest.mark.kube

@@ -17,8 +17,8 @@ import pytest
 from common.kube import PODS, Invalid, KubeClient
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.engine.ports import BindConflict, PodRef
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe
-from tests.support.pods import gpu_pod
 
 
 async def h100_pair(kube: KubeClient, kubeconfig: Path, namespace: str) -> GpuCluster:

@@ -15,9 +15,9 @@ from typing import Any
 from common.kube import EVENTS, PODS, KubeClient
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.engine.ports import PodRef
+from devcluster.kube_wait import scheduled_message, wait_for
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import GpuCluster, assignment
-from tests.support.kube_wait import scheduled_message, wait_for
-from tests.support.pods import gpu_pod
 
 #: Where a pod used to stall 60-70 s; a healthy run binds in well under a second.
 PROMPTLY_S = 10.0

@@ -11,8 +11,8 @@ from typing import Any
 
 from common.kube import PODS, KubeClient
 from coordinator.engine.service import SchedulerRuntime
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import GpuCluster
-from tests.support.pods import gpu_pod
 from tests.support.polling import eventually
 
 GATED = {

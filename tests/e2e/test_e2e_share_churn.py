@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import PODS, KubeClient
+from devcluster.pods import gpu_pod, pod
 from tests.support.gpu_cluster import GpuCluster, assignment
-from tests.support.pods import gpu_pod, pod
 
 #: A share waiting for room is placed well within this once the room is freed.
 PROMPTLY_S = 10.0

@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.kube import KubeClient
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import GpuCluster, Kubectl, assignment, describe, gpu_indices
-from tests.support.pods import gpu_pod
 
 ZONE = "topology.kubernetes.io/zone"
 

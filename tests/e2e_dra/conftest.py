@@ -29,11 +29,11 @@ from common.kube import (
     NotFound,
 )
 from common.model import NodeTopology
+from devcluster.churn.fleet import Agents, Coordinator, register_nodes
 from devcluster.dra import publish_node
+from devcluster.kube_wait import DEFAULT_TIMEOUT_S, scheduled_message, wait_for_object
 from devcluster.nodes import SimNode
-from tests.churn.fleet import Agents, Coordinator, register_nodes
 from tests.support.dra import gpu_class
-from tests.support.kube_wait import DEFAULT_TIMEOUT_S, scheduled_message, wait_for_object
 
 
 @dataclass

@@ -18,6 +18,7 @@ from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
 from tests.support.dra import (
     PROTECTION,
     allocated_on,
@@ -30,7 +31,6 @@ from tests.support.dra import (
     reserved_for,
     reserved_uids,
 )
-from tests.support.pods import pod
 
 NODE = "dgx1"
 

@@ -24,6 +24,8 @@ from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.engine.ports import PodRef
 from devcluster.dra import DRIVER
+from devcluster.kube_wait import scheduled_message, wait_for_object
+from devcluster.pods import pod
 from tests.e2e_dra.conftest import DraFleet, dra_fleet, start_fleet
 from tests.support.dra import (
     PROTECTION,
@@ -34,8 +36,6 @@ from tests.support.dra import (
     gpu_indices,
     reserved_uids,
 )
-from tests.support.kube_wait import scheduled_message, wait_for_object
-from tests.support.pods import pod
 
 pytestmark = pytest.mark.kube
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from common.kube import PODS, KubeClient, NotFound
+from devcluster.kube_wait import wait_for_event, wait_for_object
 from tests.e2e_dra.conftest import dra_fleet
 from tests.support.dra import claim, claim_pod, gpu_indices, reserved_uids
 from tests.support.gpu_cluster import PRIORITY_CLASSES
-from tests.support.kube_wait import wait_for_event, wait_for_object
 
 pytestmark = pytest.mark.kube
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from common.kube import DEVICE_CLASSES, PODS, KubeClient, KubeError, NotFound
-from tests.churn.fleet import RUN_LABEL
+from devcluster.churn.fleet import RUN_LABEL
+from devcluster.kube_wait import scheduled_message, wait_for_object
 from tests.e2e_dra.conftest import DraFleet, dra_fleet
 from tests.support.dra import claim, claim_pod, gpu_class
-from tests.support.kube_wait import scheduled_message, wait_for_object
 
 pytestmark = pytest.mark.kube
 

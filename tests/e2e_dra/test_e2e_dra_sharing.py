@@ -22,9 +22,9 @@ import pytest
 from cli.kubectl_plugin import build_parser, run
 from common.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from devcluster.dra import DRIVER
+from devcluster.kube_wait import scheduled_message, wait_for_object
 from tests.e2e_dra.conftest import DraFleet, dra_fleet
 from tests.support.dra import claim_pod, reserved_uids
-from tests.support.kube_wait import scheduled_message, wait_for_object
 
 pytestmark = pytest.mark.kube
 

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from common.kube import EVENTS, NAMESPACES, POD_GROUPS, PODS
+from devcluster.kube_wait import wait_for_pods
 from tests.support.gang_cluster import GangCluster, gang_pod
-from tests.support.kube_wait import wait_for_pods
 from tests.support.polling import eventually
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from common.kube import PODS
-from tests.support import pods
+from devcluster import pods
+from devcluster.kube_wait import wait_for_pods
 from tests.support.gang_cluster import Coordinator, GangCluster, gang_pod
-from tests.support.kube_wait import wait_for_pods
 from tests.support.polling import eventually
 
 PROMPT_S = 15.0  # well under the 60 s unschedulable flush the old bookkeeping fell back on

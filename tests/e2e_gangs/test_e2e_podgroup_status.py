@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from common.kube import POD_GROUPS, PODS
+from devcluster.kube_wait import wait_for_object
 from tests.support.gang_cluster import GangCluster, gang_pod
-from tests.support.kube_wait import wait_for_object
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 

@@ -6,9 +6,9 @@ room, and once the victim is gone the preemptor binds on its nominated node."""
 from __future__ import annotations
 
 from common.kube import PODS
+from devcluster.kube_wait import wait_for_object
+from devcluster.pods import gpu_pod
 from tests.support.gang_cluster import GangCluster
-from tests.support.kube_wait import wait_for_object
-from tests.support.pods import gpu_pod
 
 PRIORITY_CLASS = """
 apiVersion: scheduling.k8s.io/v1

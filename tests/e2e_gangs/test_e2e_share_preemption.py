@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from common.kube import PODS
+from devcluster.pods import gpu_pod, pod
 from tests.e2e_gangs.test_e2e_preemption_hold import PRIORITY_CLASS, nominated, terminating
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import assignment
-from tests.support.pods import gpu_pod, pod
 
 
 def half(name: str, priority_class: str) -> dict[str, Any]:

@@ -15,10 +15,10 @@ import pytest
 
 from common.kube import NAMESPACES, KubeClient
 from coordinator.adapters.kube.objects import WORKLOAD_POD_GROUPS
+from devcluster import pods
 from devcluster.controlplane import ControlPlane
-from tests.support import pods
+from devcluster.kube_wait import wait_for_object
 from tests.support.gang_cluster import GangCluster, gang_pod
-from tests.support.kube_wait import wait_for_object
 
 
 def workload_pod(name: str, group: str) -> dict[str, Any]:

@@ -19,10 +19,10 @@ import yaml
 from common.kube import PODS, KubeClient
 from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE, PolicyContext
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES
+from devcluster.kube_wait import wait_for, wait_for_object, wait_for_pods
 from tests.support.deploy import DEPLOY
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl, assignment
-from tests.support.kube_wait import wait_for, wait_for_object, wait_for_pods
 from tests.support.neuronetes import Kubelet, controller, guide_manifests, install_crds, shapes
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from common.kube import EVENTS, PODS, KubeClient
 from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
+from devcluster.kube_wait import wait_for, wait_for_event, wait_for_object, wait_for_pods
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl
-from tests.support.kube_wait import wait_for, wait_for_event, wait_for_object, wait_for_pods
 from tests.support.neuronetes import Kubelet, MetricsServer, controller, install_crds
 
 

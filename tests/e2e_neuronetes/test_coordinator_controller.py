@@ -12,8 +12,8 @@ from coordinator.app.config.load import parse_config
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
 from coordinator.neuronetes.kube.resources import AGENT_POOLS
+from devcluster.kube_wait import wait_for_pods
 from tests.support.gpu_cluster import Kubectl
-from tests.support.kube_wait import wait_for_pods
 from tests.support.neuronetes import install_crds
 
 

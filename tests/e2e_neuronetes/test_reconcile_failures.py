@@ -11,9 +11,9 @@ from typing import Any
 
 from common.kube import EVENTS, PODS, KubeClient
 from coordinator.neuronetes.kube.resources import AGENT_POOLS
+from devcluster.kube_wait import wait_for, wait_for_object, wait_for_pods
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl
-from tests.support.kube_wait import wait_for, wait_for_object, wait_for_pods
 from tests.support.neuronetes import controller, install_crds
 
 #: A valid AgentPool name (a DNS subdomain, up to 253 characters) of 80 characters.

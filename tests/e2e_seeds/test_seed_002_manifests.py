@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from common.kube import NODES
+from devcluster.pods import gpu_pod
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl, assignment, describe, gpu_indices
-from tests.support.pods import gpu_pod
 from tests.support.workloads import apply, pods_of
 
 GROUP = "pod-group.scheduling.kubenexus.io/name"

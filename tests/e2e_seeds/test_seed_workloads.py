@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.kube_wait import wait_for_pods
+from devcluster.pods import gpu_pod
 from tests.support.gang_cluster import LEAF, Controllers, GangCluster
-from tests.support.kube_wait import wait_for_pods
-from tests.support.pods import gpu_pod
 from tests.support.workloads import DEPLOYMENTS, JOBS, STATEFULSETS, apply
 
 

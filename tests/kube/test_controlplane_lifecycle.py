@@ -14,7 +14,7 @@ import pytest
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneSettings
 from devcluster.processes import alive, port_in_use
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 pytestmark = pytest.mark.kube
 

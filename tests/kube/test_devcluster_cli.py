@@ -19,7 +19,7 @@ import pytest
 
 from devcluster.binaries import Binaries, BinariesUnavailable, ensure, kubernetes_wrapper_go_mod
 from devcluster.processes import alive, port_in_use
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from common.kube import NODES, PODS, ClientSettings, Conflict, KubeClient, KubeError, RateLimit
-from tests.support.pods import pod
+from devcluster.pods import pod
 
 pytestmark = pytest.mark.kube
 

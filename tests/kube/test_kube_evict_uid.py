@@ -14,7 +14,7 @@ import pytest
 from common.kube import PODS, KubeClient, NotFound
 from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.engine.ports import PodRef
-from tests.support.pods import pod
+from devcluster.pods import pod
 
 pytestmark = pytest.mark.kube
 

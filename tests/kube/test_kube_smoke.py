@@ -32,8 +32,8 @@ from common.kube import (
 )
 from devcluster.binaries import KUBERNETES_VERSION
 from devcluster.controlplane import ControlPlane
+from devcluster.pods import gpu_pod
 from tests.support.kube_objects import create_node
-from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.kube
 

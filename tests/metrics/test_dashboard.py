@@ -5,6 +5,7 @@ stays empty because of a typo or a renamed metric."""
 
 from __future__ import annotations
 
+from devcluster.pods import gpu_pod
 from tests.support.grafana import dashboard, expressions, metric_names
 from tests.support.metrics_coordinator import (
     MakeClient,
@@ -13,7 +14,6 @@ from tests.support.metrics_coordinator import (
     settle,
     two_leaf_cluster,
 )
-from tests.support.pods import gpu_pod
 
 
 def test_the_expression_reader_finds_metrics_and_nothing_else() -> None:

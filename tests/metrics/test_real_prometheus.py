@@ -24,10 +24,10 @@ from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
 from coordinator.app.scheduler import RUNNING
+from devcluster.pods import gpu_pod
 from tests.support.ci import skip_or_fail
 from tests.support.grafana import dashboard, expressions
 from tests.support.metrics_coordinator import two_leaf_cluster
-from tests.support.pods import gpu_pod
 from tests.support.polling import eventually
 
 PROMETHEUS = os.environ.get("TOPOS_PROMETHEUS") or shutil.which("prometheus")

@@ -17,6 +17,7 @@ from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.config.sections import Config, MetricsSection
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.ports import ClusterError, PodRef
+from devcluster.pods import gang_members, gpu_pod
 from tests.support.metrics_coordinator import (
     MakeClient,
     bound,
@@ -25,7 +26,6 @@ from tests.support.metrics_coordinator import (
     settle,
     two_leaf_cluster,
 )
-from tests.support.pods import gang_members, gpu_pod
 from tests.support.polling import eventually
 from tests.support.promql import histogram_quantile, rate
 from tests.support.sched_hw import dgx_h100

@@ -8,7 +8,8 @@ back what a scheduler allocated.
 - :func:`gpu_class`, :func:`node_slice` — the same objects as manifests, for an in-memory
   cluster or a DeviceClass of a test's own; :func:`memory_dra_node` — such a node on a
   ``MemoryCluster``.
-- :func:`claim_template`, :func:`claim`, :func:`claim_pod` — the objects a user writes.
+- :func:`claim_template`, :func:`claim`, :func:`claim_pod` — the objects a user writes
+  (``devcluster.dra``'s, which the benchmarks write too).
 - :func:`pod_claim` — the claim behind a pod's claim entry (created by the controller-manager
   from a template, or by a scheduler for an extended-resource pod), once ``check`` holds for it;
   :func:`allocated_on` — such an allocation, written by hand; :func:`claim_allocation` — the
@@ -38,15 +39,17 @@ from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from devcluster.dra import (
     DRIVER,
     GPU_CLASS,
+    claim,
+    claim_pod,
+    claim_template,
     device_classes,
     node_devices,
     publish_classes,
     publish_node,
     resource_slice,
 )
+from devcluster.kube_wait import wait_for, wait_for_object
 from devcluster.nodes import SimNode, register
-from tests.support.kube_wait import wait_for, wait_for_object
-from tests.support.pods import pod
 
 EXTENDED_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 PROTECTION = "resource.kubernetes.io/delete-protection"
@@ -105,72 +108,6 @@ def memory_dra_node(
         )
     cluster.dra.put("ResourceSlice", node_slice(name, profile))
     return topology
-
-
-def _requests(gpus: int, device_class: str) -> list[dict[str, Any]]:
-    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": gpus}
-    return [{"name": "gpus", "exactly": exactly}]
-
-
-def claim_template(name: str, gpus: int, *, device_class: str = GPU_CLASS) -> dict[str, Any]:
-    """A ResourceClaimTemplate for ``gpus`` devices of ``device_class`` (request ``gpus``)."""
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name},
-        "spec": {"spec": {"devices": {"requests": _requests(gpus, device_class)}}},
-    }
-
-
-def claim(
-    name: str, gpus: int, *, device_class: str = GPU_CLASS, namespace: str | None = None
-) -> dict[str, Any]:
-    """A ResourceClaim for ``gpus`` devices of ``device_class`` (request ``gpus``)."""
-    meta = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": meta,
-        "spec": {"devices": {"requests": _requests(gpus, device_class)}},
-    }
-
-
-def claim_pod(
-    name: str,
-    *,
-    template: str | None = None,
-    claim_name: str | None = None,
-    gpus: int | None = None,
-    scheduler: str | None = None,
-    node_selector: Mapping[str, str] | None = None,
-    namespace: str | None = None,
-    gang: tuple[str, int] | None = None,
-) -> dict[str, Any]:
-    """A pod whose container uses the claim ``gpus`` (from ``template`` or the existing
-    ``claim_name``), or, with ``gpus``, one that asks ``nvidia.com/gpu`` like any pod; ``gang``
-    makes it a member of a Topos gang."""
-    spec: dict[str, Any] = {"restartPolicy": "Never"}
-    if template is not None or claim_name is not None:
-        source = (
-            {"resourceClaimTemplateName": template}
-            if template is not None
-            else {"resourceClaimName": claim_name}
-        )
-        spec["resourceClaims"] = [{"name": "gpus", **source}]
-    obj = pod(
-        name,
-        gpus=gpus or 0,
-        cpu=None,
-        memory=None,
-        namespace=namespace,
-        gang=gang,
-        scheduler=scheduler,
-        node_selector=node_selector,
-        spec=spec,
-    )
-    if "resourceClaims" in spec and gpus is None:
-        obj["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
-    return obj
 
 
 async def pod_claim(
@@ -269,3 +206,25 @@ async def claim_gone(kube: KubeClient, namespace: str, name: str) -> None:
         name=name,
         what=f"claim {name} deleted",
     )
+
+
+__all__ = [
+    "EXTENDED_CLAIM",
+    "PROTECTION",
+    "allocated",
+    "allocated_on",
+    "claim",
+    "claim_allocation",
+    "claim_gone",
+    "claim_pod",
+    "claim_template",
+    "devices",
+    "dra_node",
+    "gpu_class",
+    "gpu_indices",
+    "memory_dra_node",
+    "node_slice",
+    "pod_claim",
+    "reserved_for",
+    "reserved_uids",
+]

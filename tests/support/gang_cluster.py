@@ -36,16 +36,16 @@ from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from tests.support import pods
-from tests.support.clock import ManualClock
-from tests.support.gpu_cluster import GpuCluster
-from tests.support.kube_wait import (
+from devcluster import pods
+from devcluster.kube_wait import (
     DEFAULT_TIMEOUT_S,
     scheduled_message,
     wait_for,
     wait_for_object,
     wait_for_pods,
 )
+from tests.support.clock import ManualClock
+from tests.support.gpu_cluster import GpuCluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CRD_FILE = DEPLOY / "crds" / "podgroups.scheduling.x-k8s.io.yaml"

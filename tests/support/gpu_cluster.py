@@ -34,13 +34,13 @@ from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.dra import publish_classes, publish_node
-from devcluster.nodes import SimNode, capacity, node_status
-from tests.support.kube_wait import (
+from devcluster.kube_wait import (
     DEFAULT_TIMEOUT_S,
     scheduled_message,
     wait_for_event,
     wait_for_object,
 )
+from devcluster.nodes import SimNode, capacity, node_status
 
 RUN_LABEL = "topos-e2e/run"
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", False, "PriorityClass")

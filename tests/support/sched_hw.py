@@ -1,7 +1,7 @@
 """Hardware for the scheduling tests: node topologies written from public facts about the
 machines (nvidia-smi topo -m of a DGX-1 hybrid cube-mesh, NVSwitch DGX A100/H100, a dual-socket
 8×PCIe box with PIX pairs, an NVLink-bridged workstation, an A100 in MIG mode), and builders
-for nodes and snapshots (pods come from :mod:`tests.support.pods`).
+for nodes and snapshots (pods come from :mod:`devcluster.pods`).
 
 Kept independent of the agent's profile data so these tests pin the scheduler's behaviour to
 the link structure itself.

@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from common.kube import AlreadyExists, Resource
+from devcluster.kube_wait import wait_for_pods
 from tests.support.gpu_cluster import PRIORITY_CLASSES, GpuCluster
-from tests.support.kube_wait import wait_for_pods
 
 JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", namespaced=True, kind="Deployment")

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 from tests.ui.browser import chromium_or_skip, launch
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,9 +29,9 @@ from common.podkeys import ASSIGNED_GPUS
 from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
 from coordinator.app.main import running, wire
+from devcluster.pods import gang_members, gpu_pod, pod
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
 from tests.support.kube_objects import create_service_account
-from tests.support.pods import gang_members, gpu_pod, pod
 from tests.ui.browser import Page, chromium_or_skip, launch
 
 pytestmark = pytest.mark.kube

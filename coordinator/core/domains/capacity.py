@@ -3,8 +3,10 @@
 A :class:`NodeState` is plain data: the node's labels (which carry its network domain), what it
 can hold (``allocatable``) and what is still free, in integer units per resource name —
 ``nvidia.com/gpu`` in devices, ``cpu`` in millicores, ``memory`` in bytes, ``pods`` in pods, and
-any extended resource in its own unit. The glue builds these from the scheduling snapshot (or
-tests build them from lists); nothing here reads the cluster.
+any extended resource in its own unit. :func:`node_states` derives them from the scheduling
+snapshot's ``NodeInfo`` — the one derivation gang planning, preemption and ``GET /v1/domains``
+use (tests build them from lists); nothing here reads the cluster. Why the planners do not work
+on ``NodeInfo`` itself: docs/architecture.md#capacity-models.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from common import podkeys
+from common.model import NodeTopology, topology_class
+from coordinator.core.dra.demand import node_dra_gpus
+from coordinator.core.dra.state import DraState
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
 
 GPU: Final = podkeys.GPU_RESOURCE
 
@@ -82,4 +89,65 @@ def total(requests: Iterable[Resources]) -> dict[str, int]:
     return out
 
 
-__all__ = ["GPU", "NodeState", "Resources", "add", "fits", "shortfall", "subtract", "total"]
+def node_state(node: NodeInfo, dra: DraState | None = None) -> NodeState:
+    """The capacity view of one snapshot node. A node whose GPUs DRA serves (its allocatable
+    lists no ``nvidia.com/gpu``; ``dra`` has devices joined to its GPUs) offers those GPUs."""
+    free = {name: node.free(name) for name in node.allocatable}
+    free[GPU] = node.free_whole_gpus
+    allocatable = node.allocatable
+    unhealthy: frozenset[str] = frozenset()
+    if node.topology is not None:
+        unhealthy = frozenset(g.uuid for g in node.topology.gpus if not g.healthy)
+        if allocatable.get(GPU, 0) <= 0 and dra is not None and node.topology.gpus:
+            uuids = {g.uuid: g.index for g in node.topology.gpus if not g.mig_enabled}
+            served = node_dra_gpus(dra, node.name, node.labels, uuids)
+            if served:
+                allocatable = {**allocatable, GPU: len(served)}
+                indices = {uuids[u] for u in served}
+                free[GPU] = max(
+                    0, sum(i in indices for i in node.free_gpus) - node.unattributed_gpus
+                )
+    return NodeState(
+        name=node.name,
+        labels=node.labels,
+        allocatable=allocatable,
+        free=free,
+        schedulable=node.ready and not node.unschedulable and not node.stale,
+        unhealthy_gpus=unhealthy,
+        link=_link_class(node.topology) if node.topology and node.topology.gpus else None,
+    )
+
+
+_LINKS: dict[int, tuple[NodeTopology, str]] = {}
+
+
+def _link_class(topology: NodeTopology) -> str:
+    """``nvswitch`` | ``nvlink`` | ``pcie``, remembered per topology object (a node keeps its
+    topology object until the agent reports a change; hashing a whole topology costs more)."""
+    hit = _LINKS.get(id(topology))
+    if hit is not None and hit[0] is topology:
+        return hit[1]
+    if len(_LINKS) > 8192:
+        _LINKS.clear()
+    cls = topology_class(topology)
+    _LINKS[id(topology)] = (topology, cls)
+    return cls
+
+
+def node_states(snapshot: Snapshot) -> list[NodeState]:
+    dra = None if snapshot.dra.empty else snapshot.dra
+    return [node_state(n, dra) for n in snapshot.nodes]
+
+
+__all__ = [
+    "GPU",
+    "NodeState",
+    "Resources",
+    "add",
+    "fits",
+    "node_state",
+    "node_states",
+    "shortfall",
+    "subtract",
+    "total",
+]

@@ -43,11 +43,17 @@ class DomainsSummary(msgspec.Struct, frozen=True, kw_only=True):
     inconsistent_nodes: tuple[str, ...]  # nodes whose spine label disagrees with their leaf's
 
 
+def stranded_gpus(free: int, used: int) -> int:
+    """Idle GPUs stranded on a node with ``free`` idle and ``used`` busy GPUs: its idle ones
+    when it is partly used, else 0. The one definition of fragmentation: ``GET /v1/domains``,
+    the ``topos_domain_fragmentation_ratio`` metric, ``topos simulate`` and ``topos demo`` all
+    count with it."""
+    return free if used > 0 and free > 0 else 0
+
+
 def node_fragmentation(node: NodeState) -> int:
-    """Idle GPUs on this node if it is partly used, else 0."""
-    if not node.schedulable or node.gpus_used == 0 or node.gpus_free <= 0:
-        return 0
-    return node.gpus_free
+    """Idle GPUs on this node if it is partly used and schedulable, else 0."""
+    return stranded_gpus(node.gpus_free, node.gpus_used) if node.schedulable else 0
 
 
 def fragmentation(nodes: Iterable[NodeState]) -> int:
@@ -131,6 +137,7 @@ __all__ = [
     "DomainsSummary",
     "fragmentation",
     "node_fragmentation",
+    "stranded_gpus",
     "summarize_domains",
     "summary_to_builtins",
 ]

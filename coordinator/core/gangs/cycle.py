@@ -3,7 +3,8 @@ member with the per-pod framework, assume on a copy.
 
 :func:`schedule_gang` is what the coordinator's loop calls when a gang has min members:
 
-1. the snapshot's nodes become :class:`~coordinator.core.domains.capacity.NodeState` capacity views;
+1. the snapshot's nodes become :class:`~coordinator.core.domains.capacity.NodeState` capacity views
+   (``domains.capacity.node_states``, as preemption's and the domain summary's);
 2. :func:`~coordinator.core.gangs.plan.plan_gang` picks a node for every member (narrowest domain,
    strategy order);
 3. each member is run through ``schedule_one`` restricted to its planned node, on a *copy* of the
@@ -24,13 +25,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from common.model import NodeTopology, topology_class
-from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.dra.demand import GpuDemand, node_dra_gpus
-from coordinator.core.dra.state import DraState
+from coordinator.core.dra.demand import GpuDemand
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
@@ -47,59 +46,8 @@ from coordinator.core.preemption.shares import (
     share_places,
 )
 from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
-
-
-def node_state(node: NodeInfo, dra: DraState | None = None) -> NodeState:
-    """The capacity view of one snapshot node. A node whose GPUs DRA serves (its allocatable
-    lists no ``nvidia.com/gpu``; ``dra`` has devices joined to its GPUs) offers those GPUs."""
-    free = {name: node.free(name) for name in node.allocatable}
-    free[GPU] = node.free_whole_gpus
-    allocatable = node.allocatable
-    unhealthy: frozenset[str] = frozenset()
-    if node.topology is not None:
-        unhealthy = frozenset(g.uuid for g in node.topology.gpus if not g.healthy)
-        if allocatable.get(GPU, 0) <= 0 and dra is not None and node.topology.gpus:
-            uuids = {g.uuid: g.index for g in node.topology.gpus if not g.mig_enabled}
-            served = node_dra_gpus(dra, node.name, node.labels, uuids)
-            if served:
-                allocatable = {**allocatable, GPU: len(served)}
-                indices = {uuids[u] for u in served}
-                free[GPU] = max(
-                    0, sum(i in indices for i in node.free_gpus) - node.unattributed_gpus
-                )
-    return NodeState(
-        name=node.name,
-        labels=node.labels,
-        allocatable=allocatable,
-        free=free,
-        schedulable=node.ready and not node.unschedulable and not node.stale,
-        unhealthy_gpus=unhealthy,
-        link=_link_class(node.topology) if node.topology and node.topology.gpus else None,
-    )
-
-
-_LINKS: dict[int, tuple[NodeTopology, str]] = {}
-
-
-def _link_class(topology: NodeTopology) -> str:
-    """``nvswitch`` | ``nvlink`` | ``pcie``, remembered per topology object (a node keeps its
-    topology object until the agent reports a change; hashing a whole topology costs more)."""
-    hit = _LINKS.get(id(topology))
-    if hit is not None and hit[0] is topology:
-        return hit[1]
-    if len(_LINKS) > 8192:
-        _LINKS.clear()
-    cls = topology_class(topology)
-    _LINKS[id(topology)] = (topology, cls)
-    return cls
-
-
-def node_states(snapshot: Snapshot) -> list[NodeState]:
-    dra = None if snapshot.dra.empty else snapshot.dra
-    return [node_state(n, dra) for n in snapshot.nodes]
 
 
 def member_of(pod: PodRequest, *, claim_gpus: int = 0, milli: int = 0) -> Member:
@@ -314,8 +262,6 @@ __all__ = [
     "member_of",
     "members_of",
     "node_gate",
-    "node_state",
-    "node_states",
     "schedule_gang",
     "with_share_milli",
 ]

@@ -33,9 +33,10 @@ from dataclasses import replace
 from typing import Final
 
 from common import podkeys
+from coordinator.core.domains.capacity import node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import PlacementIntent
-from coordinator.core.gangs.cycle import node_states, with_share_milli
+from coordinator.core.gangs.cycle import with_share_milli
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.plan import gang_intent
 from coordinator.core.gangs.recovery import RecoveryPlan, plan_recovery, share_room

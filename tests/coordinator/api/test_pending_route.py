@@ -19,7 +19,7 @@ from coordinator.api.gangs import GANGS, GangSlot
 from coordinator.app.web import build_app
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.inventory.store import Inventory
-from tests.support.pods import gang_members, gpu_pod, pod
+from devcluster.pods import gang_members, gpu_pod, pod
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 
 def _start(tmp_path: Path, coordinator: dict[str, object]) -> subprocess.Popen[str]:

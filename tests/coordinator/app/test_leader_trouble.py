@@ -30,8 +30,8 @@ from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.results import ScheduleResult
 from coordinator.engine.loop import Scheduler
 from coordinator.inventory.store import Inventory
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
-from tests.support.pods import gpu_pod
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.kube

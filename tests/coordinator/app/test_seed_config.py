@@ -24,8 +24,8 @@ from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.ports import ClusterError, PodRef
 from coordinator.inventory.store import Inventory
+from devcluster.pods import gang_members, gpu_pod
 from tests.support.metrics_coordinator import bound, two_leaf_cluster
-from tests.support.pods import gang_members, gpu_pod
 from tests.support.polling import eventually
 
 SEED_003 = """

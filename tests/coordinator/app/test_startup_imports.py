@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 _LAZY = ("celpy", "lark", "pendulum", "coordinator.core.dra.cel", "coordinator.adapters.memory")
 

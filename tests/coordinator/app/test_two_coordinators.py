@@ -17,8 +17,8 @@ from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
 from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.store import Inventory
+from devcluster.pods import gpu_pod
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
-from tests.support.pods import gpu_pod
 from tests.support.polling import eventually
 
 

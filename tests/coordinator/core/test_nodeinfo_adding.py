@@ -12,7 +12,7 @@ from coordinator.core.podspec.sharing import HeldShare
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import NumaUse, Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import a100_mig, dgx_h100, gpu_node, plain_node, request, running
 
 PORTS = [{"containerPort": 80, "hostPort": 8080}]

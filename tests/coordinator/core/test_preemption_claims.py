@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coordinator.core.domains.capacity import GPU
+from coordinator.core.domains.capacity import GPU, node_states
 from coordinator.core.domains.packing import Member
-from coordinator.core.gangs.cycle import members_of, node_states
+from coordinator.core.gangs.cycle import members_of
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import claim_holds
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.core.gangs.cycle import members_of, node_states
+from coordinator.core.domains.capacity import node_states
+from coordinator.core.gangs.cycle import members_of
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.podspec.sharing import parse_held
 from coordinator.core.preemption.shares import gpu_holders
@@ -20,7 +21,7 @@ from coordinator.core.preemption.victims import (
 )
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import gpu_node, pcie8, request, running
 
 TOPO = pcie8("h", memory_mib=80 * 1024)

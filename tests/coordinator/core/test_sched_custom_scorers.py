@@ -17,7 +17,7 @@ from coordinator.core.framework.results import Decision
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "scorers"

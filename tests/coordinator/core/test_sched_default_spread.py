@@ -14,7 +14,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.snapshot.workloads import WorkloadSelectors
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, place_all, plain_node, request
 
 ZONE = "topology.kubernetes.io/zone"

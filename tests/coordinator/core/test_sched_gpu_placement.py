@@ -15,7 +15,7 @@ from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import (
     a100_mig,
     dgx1,

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks.affinity_scan import scan_framework
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
@@ -24,7 +23,8 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from coordinator.sim.baselines.scan import scan_framework
+from devcluster.pods import pod
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -18,7 +18,7 @@ from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code
-from tests.support.pods import host_port, pod, yaml_pod
+from devcluster.pods import host_port, pod, yaml_pod
 from tests.support.sched_hw import (
     bound_info,
     dgx_a100,

@@ -22,7 +22,7 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Status
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, pcie8, plain_node, request, ws4
 
 TAINT = Taint("dedicated", "infer", "NoSchedule")

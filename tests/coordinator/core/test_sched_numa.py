@@ -11,7 +11,7 @@ from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.podinfo import NumaUse
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod, yaml_pod
+from devcluster.pods import pod, yaml_pod
 from tests.support.sched_hw import dgx1, dgx_h100, gpu_node, pcie8, place_all, run, running
 
 GiB = 2**30

@@ -22,7 +22,7 @@ from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code
-from tests.support.pods import pod, yaml_pod
+from devcluster.pods import pod, yaml_pod
 from tests.support.sched_hw import dgx_h100, gpu_node, run
 
 
@@ -404,7 +404,7 @@ def test_scheduling_gates_are_read_and_a_malformed_gate_is_named() -> None:
     from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
     from coordinator.core.registry import build_framework
     from coordinator.core.snapshot.snapshot import Snapshot
-    from tests.support.pods import pod
+    from devcluster.pods import pod
 
     gated = pod("g", gpus=1)
     gated["spec"]["schedulingGates"] = [{"name": "example.com/quota"}]

@@ -18,7 +18,7 @@ from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node
 
 PRICES = {

@@ -9,7 +9,7 @@ import itertools
 from agent.devices.source import discover_profile
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod, yaml_pod
+from devcluster.pods import pod, yaml_pod
 from tests.support.sched_hw import gpu_node, place_all, run
 
 

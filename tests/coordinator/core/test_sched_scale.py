@@ -20,7 +20,7 @@ from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, plain_node, request, running
 
 EVERY_NODE = SchedulerConfig(percentage_of_nodes_to_score=100)

@@ -16,8 +16,8 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
+from devcluster.pods import gang_members, pod
 from tests.support.clock import ManualClock
-from tests.support.pods import gang_members, pod
 from tests.support.sched_hw import dgx_h100, gpu_node, request
 
 

@@ -15,7 +15,7 @@ from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.podspec.sharing import HeldShare
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import (
     a100_mig,
     dgx_h100,

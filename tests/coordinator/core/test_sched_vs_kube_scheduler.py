@@ -43,10 +43,10 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.snapshot.workloads import WorkloadSelectors
+from devcluster.kube_wait import scheduled_message, wait_for_object
+from devcluster.pods import host_port, pod
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
-from tests.support.kube_wait import scheduled_message, wait_for_object
-from tests.support.pods import host_port, pod
 from tests.support.sched_hw import bound_info
 
 pytestmark = pytest.mark.kube

@@ -5,8 +5,8 @@ attempt is still being decided."""
 from __future__ import annotations
 
 from coordinator.core.queue import QueueSettings, SchedulingQueue
+from devcluster.pods import gpu_pod
 from tests.support.clock import ManualClock
-from tests.support.pods import gpu_pod
 
 
 def make_queue(clock: ManualClock) -> SchedulingQueue:

@@ -27,9 +27,9 @@ from coordinator.engine.ports import BindConflict
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.dra import DRIVER
+from devcluster.pods import pod
 from tests.support import dra
 from tests.support.dra import PROTECTION, claim_allocation
-from tests.support.pods import pod
 
 
 def decision(request: PodRequest, node: str, *claims: ClaimAllocation) -> Decision:

@@ -18,7 +18,7 @@ from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.manager import GangStatus
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.inventory.store import Inventory
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.polling import eventually
 
 Fixture = tuple[MemoryCluster, GangRuntime, dict[tuple[str, str], Any]]

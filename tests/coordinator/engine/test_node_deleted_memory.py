@@ -16,7 +16,7 @@ from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.ports import PodRef
 from coordinator.inventory.store import Inventory
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.polling import eventually
 
 

@@ -22,7 +22,7 @@ from coordinator.engine.nominations import Nominations
 from coordinator.engine.ports import PodRef
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.polling import eventually
 from tests.support.sched_hw import gpu_node, pcie8, running
 

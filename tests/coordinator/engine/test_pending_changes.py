@@ -13,6 +13,7 @@ from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.changes import PendingChanges
+from devcluster.pods import gpu_pod
 from tests.coordinator.core.dra.dra_objects import (
     claim,
     claim_pod,
@@ -22,7 +23,6 @@ from tests.coordinator.core.dra.dra_objects import (
 )
 from tests.support.clock import ManualClock
 from tests.support.dra import allocated_on
-from tests.support.pods import gpu_pod
 from tests.support.sched_hw import dgx1, gpu_node
 
 TEMPLATE_POD = claim_pod("c", template="gpus-2")

@@ -26,8 +26,8 @@ from coordinator.engine.ports import PodRef
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.view import ClusterView, node_info
 from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
 from tests.support.clock import ManualClock
-from tests.support.pods import pod
 
 NODE = "h100-0"
 PORTS = ({"containerPort": 80, "hostPort": 8080},)

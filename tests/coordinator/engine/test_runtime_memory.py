@@ -22,8 +22,8 @@ from coordinator.core.queue import QueueSettings, SchedulingQueue
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
 from tests.support.clock import ManualClock
-from tests.support.pods import pod
 
 # --- the queue ----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.inventory.store import Inventory
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.polling import eventually
 
 

@@ -14,8 +14,9 @@ from common.kube import PODS, RESOURCE_CLAIMS, KubeClient, NotFound
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.engine.ports import BindConflict, PodRef
+from devcluster import pods
 from devcluster.dra import DRIVER
-from tests.support import dra, pods
+from tests.support import dra
 from tests.support.dra import PROTECTION, claim_allocation
 
 pytestmark = pytest.mark.kube

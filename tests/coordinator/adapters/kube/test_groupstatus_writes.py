@@ -8,7 +8,7 @@ from typing import Any
 from common.kube import POD_GROUPS
 from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
 from coordinator.core.gangs.manager import GangStatus
-from tests.support import pods
+from devcluster import pods
 
 
 class Recorder:

@@ -13,9 +13,9 @@ from common.kube import NAMESPACES, NODES, PODS, KubeClient
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.inventory.store import Inventory
 from devcluster.controlplane import ControlPlane
+from devcluster.pods import gpu_pod
 from tests.support.etcd import compact
 from tests.support.inventory_wait import until
-from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.kube
 

@@ -16,8 +16,8 @@ from common.kube import NODES, PODS, KubeClient
 from common.labeling import labels
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.inventory.store import Inventory, InventoryEvent
+from devcluster.pods import gpu_pod
 from tests.support.inventory_wait import until
-from tests.support.pods import gpu_pod
 
 pytestmark = pytest.mark.kube
 

@@ -15,8 +15,8 @@ from common.kube import NAMESPACES, PODS, KubeClient
 from coordinator.adapters.kube.namespaces import NamespaceLabels
 from coordinator.engine.view import ClusterView
 from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster
-from tests.support.pods import pod
 
 HOST = "kubernetes.io/hostname"
 

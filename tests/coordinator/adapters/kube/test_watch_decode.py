@@ -27,7 +27,7 @@ from coordinator.adapters.kube.watchdecode import (
 )
 from coordinator.core.queue import SchedulingQueue
 from coordinator.inventory.translate import bound_pod, bound_pod_fields
-from tests.support.pods import gpu_pod
+from devcluster.pods import gpu_pod
 
 
 class Recorded:

@@ -29,8 +29,8 @@ from coordinator.app.main import running, wire
 from coordinator.app.security import listener_tls
 from coordinator.inventory.store import Inventory
 from devcluster import pki
+from devcluster.kube_wait import wait_for_object
 from tests.support.kube_objects import create_agent_pod, create_node, create_service_account
-from tests.support.kube_wait import wait_for_object
 from tests.support.polling import eventually
 
 

@@ -20,8 +20,8 @@ from coordinator.core.dra.state import (
     parse_resource_slice,
 )
 from devcluster.dra import DRIVER, GPU_CLASS, gpu_devices, resource_slice
+from devcluster.pods import pod
 from tests.support.dra import gpu_class
-from tests.support.pods import pod
 
 
 def gpu_slice(

@@ -16,6 +16,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.dra import DRIVER
+from devcluster.pods import pod
 from tests.coordinator.core.dra.dra_objects import (
     claim,
     claim_pod,
@@ -25,7 +26,6 @@ from tests.coordinator.core.dra.dra_objects import (
     state,
 )
 from tests.support.dra import allocated_on
-from tests.support.pods import pod
 from tests.support.sched_hw import dgx1, gpu_node, pcie8, plain_node, request
 
 QUADS = ({0, 1, 2, 3}, {4, 5, 6, 7})
@@ -432,7 +432,7 @@ def test_empty_dra_state_leaves_gpu_pods_alone() -> None:
 
 def test_gang_members_with_claims_never_get_the_same_gpus() -> None:
     from coordinator.core.gangs.cycle import GangDecision, schedule_gang
-    from tests.support.pods import gang_members
+    from devcluster.pods import gang_members
 
     objs = gang_members("train", 2, prefix="w", cpu="1", memory="1Gi")
     for i, obj in enumerate(objs):
@@ -452,7 +452,7 @@ def test_gang_members_with_claims_never_get_the_same_gpus() -> None:
 
 def test_gang_with_agent_topology_gets_both_quads() -> None:
     from coordinator.core.gangs.cycle import GangDecision, schedule_gang
-    from tests.support.pods import gang_members
+    from devcluster.pods import gang_members
 
     objs = gang_members("train", 2, prefix="w", cpu="1", memory="1Gi")
     for i, obj in enumerate(objs):

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coordinator.core.domains.capacity import GPU
-from coordinator.core.gangs.cycle import GangDecision, members_of, node_states, schedule_gang
+from coordinator.core.domains.capacity import GPU, node_states
+from coordinator.core.gangs.cycle import GangDecision, members_of, schedule_gang
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
+from devcluster.pods import gang_members
 from tests.coordinator.core.dra.dra_objects import (
     claim,
     device_class,
@@ -19,7 +20,6 @@ from tests.coordinator.core.dra.dra_objects import (
     state,
 )
 from tests.support.dra import allocated_on
-from tests.support.pods import gang_members
 from tests.support.sched_hw import dgx1, gpu_node, request
 
 QUADS = ([0, 1, 2, 3], [4, 5, 6, 7])

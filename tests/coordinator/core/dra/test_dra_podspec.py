@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from coordinator.core.podspec.claims import PodClaim
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
-from tests.support.pods import pod
+from devcluster.pods import pod
 
 
 def test_claim_references_and_generated_names() -> None:

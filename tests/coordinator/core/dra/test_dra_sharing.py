@@ -18,9 +18,9 @@ from coordinator.core.framework.results import Failure
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.claimstatus import allocation_status
 from devcluster.dra import DRIVER
+from devcluster.pods import pod
 from tests.coordinator.core.dra.dra_objects import claim, claim_pod, exactly, gpu_slice, state
 from tests.coordinator.core.dra.test_dra_allocation import decided, dra_node, place, schedule
-from tests.support.pods import pod
 from tests.support.sched_hw import dgx1, gpu_node, pcie8
 
 GI = 2**30

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
+from coordinator.core.domains.capacity import node_state
+from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
-from tests.support.pods import gang_members
+from devcluster.pods import gang_members
 from tests.support.sched_hw import dgx_h100, gpu_node, request
 
 # Two 8-GPU members of gang "train" (min 2), asking for GPUs only.

@@ -7,7 +7,7 @@ from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import gang_members
+from devcluster.pods import gang_members
 from tests.support.sched_hw import dgx_h100, gpu_node, request
 
 DISTRIBUTED = PlacementIntent(strategy=Strategy.DISTRIBUTED)

@@ -17,7 +17,7 @@ from coordinator.core.gangs.identity import (
 )
 from coordinator.engine.gangs import running
 from coordinator.inventory import translate
-from tests.support import pods
+from devcluster import pods
 
 
 def pod(

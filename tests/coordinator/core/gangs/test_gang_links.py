@@ -3,14 +3,14 @@ and its plan says so."""
 
 from __future__ import annotations
 
-from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.capacity import GPU, NodeState, node_state
 from coordinator.core.domains.packing import Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
-from coordinator.core.gangs.cycle import GangDecision, node_state, schedule_gang
+from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import gang_members
+from devcluster.pods import gang_members
 from tests.support.sched_hw import dgx1, dgx_h100, gpu_node, pcie8, request
 
 CONSOLIDATED = PlacementIntent(strategy=Strategy.CONSOLIDATED)

@@ -11,7 +11,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
-from tests.support.pods import gang_members
+from devcluster.pods import gang_members
 from tests.support.sched_hw import dgx_h100, gpu_node, request, ws4
 
 PRODUCT = "nvidia.com/gpu.product"

@@ -27,7 +27,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, request, running
 
 LABELS = {"topos.io/leaf": "leaf-a", "topos.io/spine": "spine-1"}

@@ -15,7 +15,7 @@ from coordinator.core.gangs.identity import (
     workload_group_key,
 )
 from coordinator.core.podspec.parse import PodSpecError, parse_pod
-from tests.support import pods
+from devcluster import pods
 
 
 def member(group: str = "train", **kw: Any) -> dict[str, Any]:

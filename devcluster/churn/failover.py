@@ -24,11 +24,11 @@ from pathlib import Path
 
 from common.kube import EVENTS, LEASES, NODES, PODS, KubeClient, NotFound
 from coordinator.app.leadership import LEADER_LABEL
-from tests.churn.checks import Violation, node_of, uid
-from tests.churn.checks import name as object_name
-from tests.churn.fleet import Agents, Coordinator, Election, register_nodes
-from tests.churn.harness import Log
-from tests.support.pods import gpu_pod
+from devcluster.churn.checks import Violation, node_of, uid
+from devcluster.churn.checks import name as object_name
+from devcluster.churn.fleet import Agents, Coordinator, Election, register_nodes
+from devcluster.churn.harness import Log
+from devcluster.pods import gpu_pod
 
 BIND_TIMEOUT_S = 90.0
 

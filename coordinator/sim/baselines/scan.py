@@ -1,6 +1,6 @@
 """The inter-pod plugins as they were before the snapshot kept per-selector counts: each
 PreFilter walks the snapshot's pods (narrowed by the label index) and counts per topology
-domain. ``benchmarks.affinity_scaling`` runs them beside the shipped plugins ("scan" vs
+domain. ``benchmarks/affinity_scaling.py`` runs them beside the shipped plugins ("scan" vs
 "indexed"); same semantics, same placements.
 """
 

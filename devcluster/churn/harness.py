@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import EVENTS, NODES, PODS, AlreadyExists, KubeClient, NotFound
-from tests.churn.checks import (
+from devcluster.churn.checks import (
     GANG_LABEL,
     Violation,
     check_state,
@@ -36,7 +36,7 @@ from tests.churn.checks import (
     uid,
     vanished,
 )
-from tests.churn.fleet import (
+from devcluster.churn.fleet import (
     DEFAULT_FLEET,
     Agents,
     Coordinator,
@@ -44,8 +44,8 @@ from tests.churn.fleet import (
     gpu_capacity,
     register_nodes,
 )
-from tests.churn.plan import Delete, Group, Kill, PlanSettings, Round, Submit, make_plan
-from tests.support.pods import gpu_pod
+from devcluster.churn.plan import Delete, Group, Kill, PlanSettings, Round, Submit, make_plan
+from devcluster.pods import gpu_pod
 
 Log = Callable[[str], None]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.run_all import Outcome, discover, machine, render
 
-HERE = Path(__file__).resolve().parents[2] / "benchmarks"
+HERE = Path(__file__).resolve().parents[1]
 
 
 def test_discovers_benchmarks_not_helpers() -> None:

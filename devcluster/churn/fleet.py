@@ -29,7 +29,7 @@ from common.kube import NODES, KubeClient
 from devcluster.kubelet import kwok_args, render_stages
 from devcluster.nodes import SimNode, plan_nodes, register
 from devcluster.processes import free_port, spawn
-from tests.support.subprocess_env import subprocess_env
+from devcluster.subprocess_env import subprocess_env
 
 RUN_LABEL = "topos-churn/run"
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,1 @@
+"""The benchmark programs (``python -m benchmarks.<name>``; ``make bench`` runs them all)."""
