@@ -265,8 +265,9 @@ def _coordinators_keep_to_their_own_pods(
     if request.node.get_closest_marker("kube") is None:
         return
     import coordinator.app.main
-    from coordinator.app.backend import Backend, KubeBackend
+    from coordinator.app.backend import Backend
     from coordinator.app.config.sections import Config
+    from coordinator.app.kube_backend import KubeBackend
 
     install = coordinator.app.main.install_scheduler
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Self, cast
 
@@ -46,6 +46,9 @@ class ClientSettings:
     rate_limit: RateLimit | None = None
     """Client-side QPS/burst over every request of this client (``None``: no limit), as
     client-go's ``rest.Config.QPS``/``Burst``; see ``common.kube.ratelimit``."""
+    max_connections: int | None = 100
+    """Connections open at once in the client's pool (``None``: no limit; further requests wait
+    for one). Watches hold theirs for as long as they run."""
 
 
 def _always() -> bool:
@@ -73,6 +76,16 @@ class KubeClientCore:
         self._bucket: TokenBucket | None = None if limit is None else TokenBucket(limit)
         self._request_timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout_s)
         self._transport = DirectTransport.of(api_client)
+        self._owns_connection = True
+
+    def budget(self, rate_limit: RateLimit | None) -> Self:
+        """A client over this one's connection (session, connection pool, credentials) with a
+        rate limit of its own, as client-go's clientsets built from one ``rest.Config`` share a
+        transport but not a rate limiter. Closing it closes nothing: the connection is this
+        client's."""
+        shared = type(self)(self._api, settings=replace(self.settings, rate_limit=rate_limit))
+        shared._owns_connection = False
+        return shared
 
     @classmethod
     async def connect(
@@ -84,12 +97,14 @@ class KubeClientCore:
     ) -> Self:
         """A client for ``kubeconfig`` (else ``$KUBECONFIG``, in-cluster, ``~/.kube/config``)."""
         configuration = await load_configuration(kubeconfig, context=context)
+        configuration.connection_pool_maxsize = (settings or ClientSettings()).max_connections
         api = ApiClient(configuration)
         _skip_environment_lookups(api)
         return cls(api, settings=settings)
 
     async def close(self) -> None:
-        await self._api.close()
+        if self._owns_connection:
+            await self._api.close()
 
     async def __aenter__(self) -> Self:
         return self

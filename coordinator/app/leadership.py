@@ -11,31 +11,22 @@ Against an API server the election is on unless the config's ``leaderElection`` 
 it off (``enabled: false``), or names none and the scheduler is off (that coordinator never binds):
 two coordinators started on one cluster never both bind. Without an
 API server (``--in-memory``, the demo) the elector is disabled: this process always leads and
-nothing is written anywhere.
+nothing is written anywhere. The Lease and the Pod are the backend's
+(``Backend.lease_store``, ``Backend.own_pod``): their writes are :mod:`coordinator.adapters.kube`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import os
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 from aiohttp import web
 
-from common.kube import PODS, KubeClient, KubeError
-from coordinator.adapters.kube.lease import (
-    KubeLeaseStore,
-    LeaseRecord,
-    LeaseStore,
-    LeaseUnavailable,
-)
 from coordinator.api.keys import READINESS
+from coordinator.app.backend import Backend, PodWriter
 from coordinator.app.election import LeaderElectionSettings, LeaderElector
-
-_log = logging.getLogger("topos.coordinator.app.election")
 
 LEADER: Final = web.AppKey("topos.leader", LeaderElector)
 LEADER_LABEL: Final = "topos.io/leader"
@@ -44,67 +35,30 @@ LEADER_LABEL: Final = "topos.io/leader"
 READY_CHECK: Final = "leaderElection"
 
 
-class _LazyLeaseStore:
-    """A LeaseStore whose client is connected when the app starts."""
-
-    def __init__(self, settings: LeaderElectionSettings) -> None:
-        self._settings = settings
-        self.client: KubeClient | None = None
-
-    def _store(self) -> LeaseStore:
-        if self.client is None:
-            raise LeaseUnavailable("not connected to the API server yet")
-        s = self._settings
-        return KubeLeaseStore(self.client, namespace=s.namespace, name=s.lease_name)
-
-    async def get(self) -> LeaseRecord | None:
-        return await self._store().get()
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        return await self._store().create(record)
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        return await self._store().update(record)
-
-
-async def _label_own_pod(client: KubeClient, leading: bool) -> None:
-    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
-    if not pod or not namespace:
-        return  # not running in a pod (devcluster, tests): nothing to label
-    patch = {"metadata": {"labels": {LEADER_LABEL: "true" if leading else None}}}
-    try:
-        await client.patch(PODS, pod, patch, namespace=namespace)
-    except KubeError as exc:
-        _log.warning(
-            "cannot set %s=%s on pod %s/%s: %s", LEADER_LABEL, leading, namespace, pod, exc
-        )
-
-
 def elect_leader(
     app: web.Application,
     settings: LeaderElectionSettings | None,
     *,
-    kubeconfig: str | None = None,
+    backend: Backend,
 ) -> LeaderElector:
-    """Put the elector on ``app`` and campaign while it runs (``None``: no election, this process
-    always leads); returns the elector."""
+    """Put the elector on ``app`` and campaign while it runs, on ``backend``'s Lease (``None``:
+    no election, this process always leads); returns the elector."""
     settings = settings or LeaderElectionSettings(enabled=False)
-    store = _LazyLeaseStore(settings)
-    client_box: list[KubeClient] = []
+    pod = backend.own_pod()
 
     async def started() -> None:
-        if client_box:
-            await _label_own_pod(client_box[0], True)
+        if pod is not None:
+            await pod.label(LEADER_LABEL, "true")
 
     async def stopped() -> None:
-        if client_box:
-            await _label_own_pod(client_box[0], False)
+        if pod is not None:
+            await pod.label(LEADER_LABEL, None)
 
     def trouble(problem: str | None) -> None:
         app[READINESS].set(READY_CHECK, problem is None, reason=problem)
 
     elector = LeaderElector(
-        store,
+        backend.lease_store(settings),
         settings,
         on_started_leading=started,
         on_stopped_leading=stopped,
@@ -113,21 +67,16 @@ def elect_leader(
     app[LEADER] = elector
     if settings.enabled:
         app[READINESS].set(READY_CHECK, False, reason=elector.trouble)
-        app.cleanup_ctx.append(_campaign(elector, store, client_box, kubeconfig))
+        app.cleanup_ctx.append(_campaign(elector, pod))
     return elector
 
 
 def _campaign(
-    elector: LeaderElector,
-    store: _LazyLeaseStore,
-    client_box: list[KubeClient],
-    kubeconfig: str | None,
+    elector: LeaderElector, pod: PodWriter | None
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        client = await KubeClient.connect(kubeconfig)
-        store.client = client
-        client_box.append(client)
-        await _label_own_pod(client, False)  # a label left from before a restart
+        if pod is not None:
+            await pod.label(LEADER_LABEL, None)  # a label left from before a restart
         task = asyncio.create_task(elector.run(), name="leader-election")
         try:
             yield
@@ -135,8 +84,5 @@ def _campaign(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            store.client = None
-            client_box.clear()
-            await client.close()
 
     return ctx

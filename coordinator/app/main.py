@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import ssl
@@ -26,28 +25,25 @@ import msgspec
 from aiohttp import web
 
 from common.hostport import parse_host_port
-from common.kube import KubeClient
 from common.logs import setup_logging
 from common.wire import CloseReason
-from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.api import explain, gangs, pending, ui
-from coordinator.api.keys import INVENTORY, METRICS, READINESS, SESSIONS
+from coordinator.api.keys import INVENTORY, SESSIONS
 from coordinator.api.metrics import Metrics
 from coordinator.app.auth.middleware import agent_node
 from coordinator.app.auth.tls import TlsConfigError
-from coordinator.app.backend import Backend, KubeBackend, MemoryBackend
-from coordinator.app.collector import settle
+from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
-from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.httplog import server_logger
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import elect_leader
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.mismatches import install_mismatch_reporter
 from coordinator.app.neuronetes import install_neuronetes
 from coordinator.app.reload import install_reload
 from coordinator.app.scheduler import install_scheduler
 from coordinator.app.security import listener_tls, secure_app
-from coordinator.app.watchmetrics import WatchEvents
 from coordinator.app.web import build_app
 from coordinator.inventory.store import Inventory
 
@@ -97,46 +93,6 @@ def _stale_sweeper(interval_s: float) -> Callable[[web.Application], AsyncIterat
     return ctx
 
 
-def _kube_sync(kubeconfig: str | None) -> Callable[[web.Application], AsyncIterator[None]]:
-    async def ctx(app: web.Application) -> AsyncIterator[None]:
-        readiness = app[READINESS]
-        readiness.set("inventory", False)
-        client = await KubeClient.connect(kubeconfig)
-
-        # The first lists allocate millions of short-lived, acyclic objects (5,000 Nodes are
-        # some 60 MB of JSON): the cyclic collector has nothing to find in them but would walk
-        # them hundreds of times (a quarter of the list's CPU). It is paused until the first
-        # sync, 60 s at most.
-        paused = gc.isenabled()
-        gc.disable()
-        resume = asyncio.get_running_loop().call_later(60.0, gc.enable) if paused else None
-
-        def synced() -> None:
-            readiness.set("inventory", True)
-            # What the first list built lives as long as the process: out of the collector's
-            # full passes (~0.4 s each at 5,000 Nodes), and higher thresholds from now on.
-            settle()
-            if resume is not None:
-                resume.cancel()
-                gc.enable()
-
-        sync = KubeSync(client, app[INVENTORY], on_synced=synced)
-        app[METRICS].registry.register(WatchEvents(sync))
-        task = asyncio.create_task(sync.run(), name="kube-sync")
-        try:
-            yield
-        finally:
-            if resume is not None:
-                resume.cancel()
-                gc.enable()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            await client.close()
-
-    return ctx
-
-
 async def _close_streams(app: web.Application) -> None:
     app[SESSIONS].close_all(CloseReason.SHUTTING_DOWN, "coordinator stopping")
 
@@ -154,18 +110,7 @@ def wire(
     (the only one allowed there); ``config_path``, the file ``config`` came from, is watched and
     its scheduling settings applied when it changes. Raises ConfigError for what the backend
     cannot run."""
-    if isinstance(backend, MemoryBackend):
-        if inventory is not None and inventory is not backend.cluster.inventory:
-            raise ValueError("an in-memory backend serves its own cluster's inventory")
-        inv = backend.cluster.inventory
-    elif inventory is not None:
-        inv = inventory
-    else:
-        inv = Inventory(
-            stale_ttl_s=config.coordinator.stale_ttl_s,
-            unknown_node_ttl_s=config.coordinator.unknown_node_ttl_s,
-            agent_grace_s=config.scheduler.agent_grace_s if isinstance(backend, KubeBackend) else 0,
-        )
+    inv = backend.inventory(config, inventory)
     app = build_app(
         inv,
         metrics=Metrics(compat=config.metrics.compat),
@@ -174,10 +119,7 @@ def wire(
         extra_routes=(*explain.ROUTES, *gangs.ROUTES, *pending.ROUTES, *ui.ROUTES),
     )
     app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))
-    if isinstance(backend, KubeBackend):
-        app.cleanup_ctx.append(_kube_sync(backend.kubeconfig))
-    else:
-        app[READINESS].set("inventory", True)
+    backend.install(app, config)  # connected before the loops below start, closed after them
     install_scheduler(app, config, backend)
     if config_path is not None:
         install_reload(app, config_path, config, backend)
@@ -186,18 +128,11 @@ def wire(
         secure_app(app, config, backend)
     except ValueError as exc:
         raise ConfigError(f"config: {exc}") from None
-    if isinstance(backend, KubeBackend):
-        election = config.leader_election
-        if election is None and config.scheduler.enabled:
-            election = LeaderElectionSettings()  # on by default wherever this process binds
-        elect_leader(app, election, kubeconfig=backend.kubeconfig)
-    elif config.leader_election is not None and config.leader_election.enabled:
-        raise ConfigError(
-            "config: leaderElection.enabled needs an API server (a Lease); "
-            "it cannot be on with --in-memory"
-        )
-    else:
-        elect_leader(app, None)  # the in-memory cluster is this process's own: it leads
+    try:
+        election = backend.leader_election(config)
+    except ValueError as exc:
+        raise ConfigError(f"config: {exc}") from None
+    elect_leader(app, election, backend=backend)
     install_neuronetes(app, config, backend)
     app.on_shutdown.append(_close_streams)
     return app
@@ -235,7 +170,7 @@ async def running(
 
 
 async def serve(
-    app: web.Application, config: Config, ssl_context: ssl.SSLContext | None, *, kube: bool
+    app: web.Application, config: Config, ssl_context: ssl.SSLContext | None, *, where: str
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -244,9 +179,8 @@ async def serve(
     started = time.monotonic()
     host, port = config.coordinator.address
     async with running(app, host, port, ssl_context=ssl_context) as url:
-        backend = "API server" if kube else "in-memory"
         kind = type(loop).__module__.split(".")[0]  # uvloop or asyncio
-        log.info("coordinator listening on %s (%s, event loop: %s)", url, backend, kind)
+        log.info("coordinator listening on %s (%s, event loop: %s)", url, where, kind)
         await stop.wait()
     log.info("coordinator stopped after %.0fs", time.monotonic() - started)
 
@@ -291,7 +225,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         setup_logging()  # one JSON object per line, like the agent
     app = wire(config, backend, config_path=args.config)
     with asyncio.Runner(loop_factory=event_loop(config.coordinator.event_loop)) as runner:
-        runner.run(serve(app, config, ssl_context, kube=not args.in_memory))
+        runner.run(serve(app, config, ssl_context, where=backend.where))
     return 0
 
 

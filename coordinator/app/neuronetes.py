@@ -1,6 +1,7 @@
 """Runs the NeuroNetes controller (:mod:`coordinator.neuronetes.kube`) inside the coordinator, as a
-``cleanup_ctx``: against an API server, unless the ``neuronetes`` section turns it off; it writes
-only while this coordinator leads. Pools of the ``neuronetes`` namespace, else the scheduler's.
+``cleanup_ctx``: where the backend has AgentPools (an API server: the ``agentpools`` budget of its
+connection), unless the ``neuronetes`` section turns it off; it writes only while this
+coordinator leads. Pools of the ``neuronetes`` namespace, else the scheduler's.
 
 The policies' inputs come from here: the nodes (labels, GPUs, cached models) from the inventory,
 the price table from ``scheduling.prices``, and — with ``neuronetes.carbonIntensity`` — region
@@ -14,13 +15,13 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from functools import partial
 
 from aiohttp import web
 
-from common.kube import KubeClient
 from common.podkeys import GPU_RESOURCE
 from coordinator.api.keys import INVENTORY, READINESS
-from coordinator.app.backend import Backend, KubeBackend
+from coordinator.app.backend import Backend
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
 from coordinator.app.scheduler import RUNNING
@@ -36,13 +37,10 @@ log = logging.getLogger(__name__)
 __all__ = ["install_neuronetes"]
 
 
-def _context(
-    config: Config, kubeconfig: str | None
-) -> Callable[[web.Application], AsyncIterator[None]]:
+def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
     settings = config.neuronetes
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
-        client = await KubeClient.connect(kubeconfig, settings=config.kube.client_settings())
         inventory = app[INVENTORY]
 
         def node_labels() -> Iterator[Mapping[str, str]]:
@@ -70,21 +68,26 @@ def _context(
         def intensities() -> Intensities | None:
             return None if source is None else source.state
 
-        controller = NeuronetesController(
-            client,
-            settings,
-            namespace=settings.namespace or config.scheduler.namespace,
-            node_labels=node_labels,
-            node_facts=node_facts,
-            active=leading,
-            instance=elector.identity if elector is not None else "topos",
-            policy_inputs={
-                "prices": lambda: app[RUNNING].prices,  # live reloads included
-                "intensities": intensities,
-                "clock": time.monotonic,
-            },
-            ready=[app[READINESS].reached("inventory")],
+        controller = backend.agentpools(
+            partial(
+                NeuronetesController,
+                settings=settings,
+                namespace=settings.namespace or config.scheduler.namespace,
+                node_labels=node_labels,
+                node_facts=node_facts,
+                active=leading,
+                instance=elector.identity if elector is not None else "topos",
+                policy_inputs={
+                    "prices": lambda: app[RUNNING].prices,  # live reloads included
+                    "intensities": intensities,
+                    "clock": time.monotonic,
+                },
+                ready=[app[READINESS].reached("inventory")],
+            )
         )
+        if controller is None:  # no AgentPools where this cluster lives
+            yield
+            return
         tasks = [asyncio.create_task(controller.run(), name="neuronetes")]
         if source is not None and settings.carbon_intensity is not None:
             every = settings.carbon_intensity.refresh_s
@@ -99,7 +102,6 @@ def _context(
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await client.close()
 
     return ctx
 
@@ -137,9 +139,7 @@ async def _refresh(
 
 
 def install_neuronetes(app: web.Application, config: Config, backend: Backend) -> None:
-    if not isinstance(backend, KubeBackend):
-        return  # no API server: no AgentPools
     if config.neuronetes.enabled is False:
         log.info("the NeuroNetes controller is off (neuronetes.enabled: false)")
         return
-    app.cleanup_ctx.append(_context(config, backend.kubeconfig))
+    app.cleanup_ctx.append(_context(config, backend))

@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -32,9 +31,8 @@ import msgspec
 from aiohttp import web
 from prometheus_client import Counter
 
-from common.kube import KubeClient, KubeError
 from coordinator.api.keys import METRICS
-from coordinator.app.backend import Backend, KubeBackend
+from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
 from coordinator.app.scheduler import RUNNING
@@ -135,25 +133,11 @@ class _State:
     async def _refuse(self, error: str) -> None:
         self.reloads.labels("refused").inc()
         log.error("config %s refused, the previous settings keep running: %s", self.path, error)
-        name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
-        if not isinstance(self.backend, KubeBackend) or not name or not namespace:
-            return
-        try:
-            client = await KubeClient.connect(self.backend.kubeconfig)
-        except (KubeError, OSError) as exc:
-            log.warning("no Event for the refused config: %s", exc)
-            return
-        try:
-            await client.create_event(
-                regarding={"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace},
-                reason=REASON_REFUSED,
-                message=f"configuration refused, previous settings kept: {error}"[:1024],
-                event_type="Warning",
+        pod = self.backend.own_pod()
+        if pod is not None:
+            await pod.warn(
+                REASON_REFUSED, f"configuration refused, previous settings kept: {error}"
             )
-        except KubeError as exc:
-            log.warning("no Event for the refused config: %s", exc)
-        finally:
-            await client.close()
 
 
 def restart_needed(old: Config, new: Config) -> list[str]:

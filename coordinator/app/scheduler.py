@@ -2,8 +2,10 @@
 
 It reads the config tree's ``scheduler`` (the loop: on or off, which namespace and nodes, binds
 in flight), ``kube`` (the API-server clients' rate limit), ``gangs`` and ``scheduling`` (weights
-and plugins) sections; ``docs/deploy.md`` lists their keys. As in kube-scheduler, Events go
-through a second client with the same limit, so explaining never takes a bind's turn.
+and plugins) sections; ``docs/deploy.md`` lists their keys. The backend builds the runtime and
+the gangs (:meth:`~coordinator.app.backend.Backend.runtime`): on Kubernetes, binds and Events go
+through two rate-limit budgets of the process's one connection, so explaining never takes a
+bind's turn (:mod:`coordinator.adapters.kube.connection`).
 
 On Kubernetes the loop starts after the inventory's first sync (GPU assignments of bound pods are
 known before anything is placed) and, with leader election on, only while this replica leads.
@@ -22,12 +24,10 @@ from typing import Final
 from aiohttp import web
 
 from common import podkeys
-from common.kube import KubeClient
-from coordinator.adapters.kube.runtime import kube_gang_runtime, kube_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
-from coordinator.api.keys import INVENTORY, METRICS, READINESS
-from coordinator.app.backend import Backend, MemoryBackend
+from coordinator.api.keys import METRICS
+from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
@@ -66,7 +66,7 @@ RUNNING: Final = web.AppKey("topos.running", Running)
 
 
 def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
-    section, kube = config.scheduler, config.kube
+    section = config.scheduler
     history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
     carbon = CarbonReadings()
     try:
@@ -79,49 +79,24 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]
-        inventory = app[INVENTORY]
-        client: KubeClient | None = None
-        events: KubeClient | None = None
         elector = app.get(LEADER)
-        if isinstance(backend, MemoryBackend):
-            from coordinator.adapters.memory.runtime import memory_runtime
-
-            runtime = memory_runtime(
-                inventory, backend.cluster, framework=framework, settings=settings
-            )
-        else:
-            kubeconfig = backend.kubeconfig
-            client = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
-            events = await KubeClient.connect(kubeconfig, settings=kube.client_settings())
-            readiness = app[READINESS]
-            synced = readiness.reached("inventory")
-            runtime = kube_runtime(
-                client,
-                inventory,
-                inventory_synced=synced,
-                framework=framework,
-                settings=settings,
-                namespace=section.namespace,
-                scheduler_name=scheduler_name,
-                events_client=events,
-                # Events name the replica that wrote them (its leader-election identity).
-                instance=elector.identity if elector is not None else "topos",
-            )
+        runtime = backend.runtime(
+            app,
+            framework,
+            settings,
+            namespace=section.namespace,
+            scheduler_name=scheduler_name,
+            # Events name the replica that wrote them (its leader-election identity).
+            instance=elector.identity if elector is not None else "topos",
+        )
         runtime.scheduler.view.node_filter = section.node_filter()
         if elector is not None:
             # Only the leader schedules and writes: from when it leads, while it leads.
             runtime.follow(elector)
         # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
-        if client is not None:
-            gangs = kube_gang_runtime(
-                runtime,
-                client,
-                settings=gang_settings,
-                namespace=section.namespace,
-                scheduler_name=scheduler_name,
-            )
-        else:
-            gangs = GangRuntime(runtime, settings=gang_settings)
+        gangs = backend.gangs(
+            runtime, gang_settings, namespace=section.namespace, scheduler_name=scheduler_name
+        )
         app[GANGS].step = gangs.step
         _record_trouble(runtime, gangs, history)
         await gangs.start()
@@ -141,9 +116,6 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             app[GANGS].step = None
             await gangs.stop()
             await runtime.stop()
-            for opened in (client, events):
-                if opened is not None:
-                    await opened.close()
 
     return ctx
 

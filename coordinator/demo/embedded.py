@@ -19,9 +19,9 @@ from typing import Self
 from aiohttp import web
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, CoordinatorSection
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.service import SchedulerRuntime

@@ -354,8 +354,8 @@ async def _wait_for_label(kube: KubeClient, node: str, key: str, value: str) -> 
 async def test_agent_streams_to_a_coordinator_while_publishing(
     kube: KubeClient, kubeconfig: Path, unique_name: Callable[[str], str]
 ) -> None:
-    from coordinator.app.backend import KubeBackend
     from coordinator.app.config.load import parse_config
+    from coordinator.app.kube_backend import KubeBackend
     from coordinator.app.main import running, wire
     from devcluster.nodes import SimNode, plan_nodes, register
 

@@ -22,9 +22,9 @@ from cli.kubectl_plugin import build_parser, context_namespace, parse_pod_ref, r
 from common.kube import KubeClient, Resource
 from common.model import Gpu, MigInstance, NodeTopology, NumaNode
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries

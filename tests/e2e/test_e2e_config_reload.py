@@ -18,8 +18,8 @@ from aiohttp import web
 
 from common.kube import KubeClient
 from coordinator.api.keys import METRICS
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import load_file
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from coordinator.inventory.store import Inventory
 from devcluster.pods import gpu_pod, pod

@@ -17,8 +17,8 @@ import pytest
 from agent.devices import discover_profile
 from common.kube import PODS, KubeClient
 from common.labels import LEAF
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from devcluster.kube_wait import wait_for_object
 from devcluster.nodes import SimNode, register

@@ -18,8 +18,8 @@ from common.kube import NODES, PODS, KubeClient
 from common.labeling import LabelingSettings, labels
 from common.labels import LEAF
 from coordinator.api.keys import INVENTORY
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.state import NodeState

@@ -7,8 +7,8 @@ import asyncio
 from pathlib import Path
 
 from common.kube import KubeClient
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
 from coordinator.neuronetes.kube.resources import AGENT_POOLS

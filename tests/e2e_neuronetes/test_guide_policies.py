@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import EVENTS, NODES, PODS, KubeClient
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
 from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE

@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from devcluster.pods import gpu_pod
 from tests.support.ci import skip_or_fail

@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 
 from common.kube import PODS, KubeClient
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from coordinator.inventory.store import Inventory
 from devcluster.nodes import SimNode, plan_nodes, register

@@ -16,10 +16,10 @@ import pytest
 from agent.stream import StreamClient, StreamSettings
 from common.wire import Ack, decode_frame, encode
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.config.sections import Config, CoordinatorSection
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.inventory.store import Inventory
 from tests.support.inventory_wait import until
 from tests.support.polling import eventually

@@ -15,9 +15,9 @@ import pytest
 from agent.stream import StreamClient, StreamSettings, StreamState
 from common.wire import MAX_FRAME_BYTES, Ack, CloseReason, Heartbeat, decode_frame, encode
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, CoordinatorSection
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.inventory.state import KubeNode
 from coordinator.inventory.store import Inventory
 from tests.support.clock import ManualClock

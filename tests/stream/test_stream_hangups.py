@@ -12,9 +12,9 @@ import pytest
 
 from common.wire import encode
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, CoordinatorSection
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.inventory.store import Inventory
 from devcluster import pki
 from tests.support.inventory_wait import until

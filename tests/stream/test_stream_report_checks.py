@@ -21,9 +21,9 @@ from common.wire import (
     gpu_state,
 )
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, CoordinatorSection
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.inventory.store import Inventory
 from tests.stream.test_stream_end_to_end import _raw_close, _start, _stop
 from tests.support.clock import ManualClock

@@ -11,9 +11,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.main import wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.store import Inventory
 from tests.support.promql import Scrape

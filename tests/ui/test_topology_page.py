@@ -26,8 +26,8 @@ import pytest
 from common.kube import PODS, KubeClient
 from common.labels import LEAF, SPINE
 from common.podkeys import ASSIGNED_GPUS
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from devcluster.pods import gang_members, gpu_pod, pod
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster

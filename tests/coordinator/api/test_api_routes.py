@@ -17,9 +17,9 @@ from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import READINESS, ROUTES
 from coordinator.api.render import respond
 from coordinator.api.routing import Route
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config
 from coordinator.app.main import wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.web import build_app
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file, parse_config
 from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.inventory.state import NodeState

@@ -14,9 +14,9 @@ import pytest
 from common.configdoc import load_yaml
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import METRICS
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.config import ConfigError as SchedulingError

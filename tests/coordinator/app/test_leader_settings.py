@@ -15,12 +15,13 @@ from coordinator.adapters.kube.lease import (
     record_from_lease,
 )
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings, LeaderElector
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.inventory.store import Inventory
 
 _NO_STORE: LeaseStore = None  # type: ignore[assignment]  # never reached: nothing campaigns

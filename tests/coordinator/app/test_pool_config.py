@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.plugins.pools import PoolPlacement
 from coordinator.inventory.store import Inventory

@@ -23,9 +23,9 @@ from aiohttp import web
 
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.limits import LimitSettings
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.sections import Config, TlsSection
 from coordinator.app.main import IDLE_CONNECTION_S, running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.security import listener_tls
 from coordinator.inventory.store import Inventory
 from devcluster import pki

@@ -16,10 +16,10 @@ import yaml
 from common.wire import GpuState
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import METRICS
-from coordinator.app.backend import MemoryBackend
 from coordinator.app.config.load import ConfigError, load_file, parse_config
 from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.ports import ClusterError, PodRef

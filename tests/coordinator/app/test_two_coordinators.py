@@ -11,8 +11,8 @@ from pathlib import Path
 from aiohttp import web
 
 from common.kube import LEASES, KubeClient
-from coordinator.app.backend import KubeBackend
 from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
 from coordinator.app.scheduler import RUNNING

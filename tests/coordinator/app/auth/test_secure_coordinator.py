@@ -21,11 +21,12 @@ from common.model import Gpu, NodeTopology
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import INVENTORY
 from coordinator.app.auth.tls import TlsConfigError
-from coordinator.app.backend import KubeBackend, MemoryBackend
 from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.config.sections import Config, TlsSection
+from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
+from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.security import listener_tls
 from coordinator.inventory.store import Inventory
 from devcluster import pki
