@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.core.framework.prices import read_prices
+from coordinator.app.config.prices import read_prices
 from coordinator.neuronetes.policy import PolicyError
 from coordinator.neuronetes.policy.budget import NodeCost, PodCost, pool_cost
 from coordinator.neuronetes.policy.decision import Action, CostInputs, decide
