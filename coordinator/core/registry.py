@@ -1,10 +1,12 @@
-"""The built-in plugins by name, the default profile, and building a :class:`Framework` from them.
+"""The registry: the list of plugin declarations, and building a :class:`Framework` from them.
 
-This module sits above both :mod:`coordinator.core.framework` (which never names a plugin) and
-:mod:`coordinator.core.plugins` (which import only the framework's interfaces). Other packages
-add plugins by passing ``registry={"MyPlugin": factory}`` to :func:`build_framework` and naming
-them in ``profile`` or the config's ``enabled_plugins``; a factory gets the
-:class:`~coordinator.core.framework.config.SchedulerConfig` and returns the plugin object.
+Each plugin module declares its plugins once (:class:`~.plugins.declaration.PluginSpec`: class,
+factory, default weights, aliases); :data:`PLUGINS` lists those declarations in filter order, and
+everything else — the default profile, the weights by name, the names a configuration may use —
+is read from it. Adding a plugin is its module plus one line here (docs/architecture.md, "Adding
+a scorer"). Other packages add plugins by passing ``plugins=(*PLUGINS, MY_SPEC)`` (or
+``registry={"MyPlugin": factory}``, a factory of the scheduler config) to
+:func:`build_framework` and naming them in the config's ``enabled_plugins``.
 """
 
 from __future__ import annotations
@@ -12,106 +14,107 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from coordinator.core.framework.config import BUILT_IN_PLUGINS, SchedulerConfig, unknown_plugin
+from coordinator.core.framework.config import SchedulerConfig, unknown_plugin
 from coordinator.core.framework.profile import Framework
+from coordinator.core.plugins import (
+    domainscore,
+    dynamicresources,
+    fragscore,
+    gpu,
+    groupspread,
+    interpodaffinity,
+    nodeaffinity,
+    nodeports,
+    noderesources,
+    nodestate,
+    podtopologyspread,
+    pools,
+    tainttoleration,
+)
 from coordinator.core.plugins.custom import GuardedScorer
-from coordinator.core.plugins.domainscore import (
-    DomainHistory,
-    DomainUtilisation,
-    HistoricalPerformance,
-)
-from coordinator.core.plugins.dynamicresources import DynamicResources
-from coordinator.core.plugins.fragmentation import ShapeMix
-from coordinator.core.plugins.fragscore import GpuFragmentation
-from coordinator.core.plugins.gpu import GpuAvailability, GpuPacking, GpuTopology, NumaTopology
-from coordinator.core.plugins.groupspread import GroupSpread
-from coordinator.core.plugins.interpodaffinity import InterPodAffinity
-from coordinator.core.plugins.nodeaffinity import NodeAffinity
-from coordinator.core.plugins.nodeports import NodePorts
-from coordinator.core.plugins.noderesources import NodeResourcesFit
-from coordinator.core.plugins.nodestate import NodeHealth, NodeUnschedulable
-from coordinator.core.plugins.podtopologyspread import PodTopologySpread
-from coordinator.core.plugins.pools import (
-    CarbonReadings,
-    CostEfficiency,
-    ModelCache,
-    PoolPlacement,
-    PreferredRegion,
-)
-from coordinator.core.plugins.tainttoleration import TaintToleration
+from coordinator.core.plugins.declaration import Context, PluginSpec
+from coordinator.core.plugins.domainscore import DomainHistory
+from coordinator.core.plugins.pools import CarbonReadings
 
-__all__ = ["DEFAULT_PROFILE", "Registry", "build_framework", "default_registry"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PLUGINS",
+    "Registry",
+    "build_framework",
+    "kube_names",
+    "weight_aliases",
+    "weights_of",
+]
 
-#: name → factory; a factory gets the scheduler config and returns the plugin object.
+#: Extra plugins by name: a factory gets the scheduler config and returns the plugin object.
 Registry = Mapping[str, Callable[[SchedulerConfig], object]]
 
 # Filter order follows kube-scheduler's (cheap node-level gates first), so the reason a node
 # reports is the same one kube would report.
-DEFAULT_PROFILE: Final = (
-    "NodeHealth",
-    "NodeUnschedulable",
-    "TaintToleration",
-    "NodeAffinity",
-    "PoolPlacement",
-    "NodePorts",
-    "NodeResourcesFit",
-    "GpuTopology",
-    "DynamicResources",
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "GroupSpread",
-    "NumaTopology",
-    "GpuPacking",
-    "GpuFragmentation",
-    "GpuAvailability",
-    "DomainUtilisation",
-    "HistoricalPerformance",
-    "ModelCache",
-    "CostEfficiency",
-    "PreferredRegion",
+PLUGINS: Final[tuple[PluginSpec, ...]] = (
+    nodestate.NODE_HEALTH,
+    nodestate.NODE_UNSCHEDULABLE,
+    tainttoleration.PLUGIN,
+    nodeaffinity.PLUGIN,
+    pools.POOL_PLACEMENT,
+    nodeports.PLUGIN,
+    noderesources.PLUGIN,
+    gpu.GPU_TOPOLOGY,
+    dynamicresources.PLUGIN,
+    podtopologyspread.PLUGIN,
+    interpodaffinity.PLUGIN,
+    groupspread.PLUGIN,
+    gpu.NUMA_TOPOLOGY,
+    gpu.GPU_PACKING,
+    fragscore.PLUGIN,
+    gpu.GPU_AVAILABILITY,
+    domainscore.DOMAIN_UTILISATION,
+    domainscore.HISTORICAL_PERFORMANCE,
+    pools.MODEL_CACHE,
+    pools.COST_EFFICIENCY,
+    pools.PREFERRED_REGION,
 )
 
+#: The plugins a profile runs unless its configuration says otherwise.
+DEFAULT_PROFILE: Final = tuple(spec.name for spec in PLUGINS)
 
-assert frozenset(DEFAULT_PROFILE) == BUILT_IN_PLUGINS, "framework/config.py's plugin list is stale"
+
+def weights_of(
+    config: SchedulerConfig, plugins: Sequence[PluginSpec] = PLUGINS, *, pool: bool = False
+) -> dict[str, int]:
+    """Every scorer's weight in ``config`` (``pool``: in the AgentPool profile), by plugin name:
+    the config's own, else the declaration's default."""
+    out: dict[str, int] = {}
+    for spec in plugins:
+        if spec.weight is None:
+            continue
+        weight = config.weights.get(spec.name, spec.weight)
+        if pool:
+            own = config.pool_weights.get(spec.name) if config.pool_weights is not None else None
+            default = spec.pool_weight if spec.pool_weight is not None else weight
+            weight = own if own is not None else default
+        out[spec.name] = weight
+    for custom in config.custom_scorers:
+        out[custom.name] = custom.weight
+    return out
 
 
-def default_registry(
-    history: DomainHistory | None = None, carbon: CarbonReadings | None = None
-) -> Registry:
-    """The built-in plugins; ``history`` is what HistoricalPerformance reads (the running
-    scheduler records into it; none: a history of its own, empty); ``carbon`` the regions'
-    carbon intensities PoolPlacement reads (the AgentPool controller updates them). GpuTopology
-    and GpuFragmentation share one :class:`ShapeMix` (the pod shapes seen)."""
-    mixes: list[ShapeMix] = []
+def weight_aliases(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, tuple[str, ...]]:
+    """The ``weights`` keys users wrote before weights were by plugin name → the plugins each
+    sets (``topology_fitness``: GpuTopology and DynamicResources)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in plugins:
+        if spec.weight_key is not None:
+            out[spec.weight_key] = (*out.get(spec.weight_key, ()), spec.name)
+    return out
 
-    def mix(config: SchedulerConfig) -> ShapeMix:
-        if not mixes:
-            mixes.append(ShapeMix(half_life=config.fragmentation_half_life))
-        return mixes[0]
 
-    return {
-        "NodeHealth": lambda _: NodeHealth(),
-        "NodeUnschedulable": lambda _: NodeUnschedulable(),
-        "TaintToleration": lambda _: TaintToleration(),
-        "NodeAffinity": lambda _: NodeAffinity(),
-        "NodePorts": lambda _: NodePorts(),
-        "NodeResourcesFit": NodeResourcesFit,
-        "GpuTopology": lambda config: GpuTopology(mix(config)),
-        "DynamicResources": lambda _: DynamicResources(),
-        "PodTopologySpread": lambda config: PodTopologySpread(config.spread_defaults),
-        "InterPodAffinity": lambda _: InterPodAffinity(),
-        "GroupSpread": lambda _: GroupSpread(),
-        "NumaTopology": lambda _: NumaTopology(),
-        "GpuPacking": GpuPacking,
-        "GpuFragmentation": lambda config: GpuFragmentation(config, mix(config)),
-        "GpuAvailability": lambda _: GpuAvailability(),
-        "DomainUtilisation": DomainUtilisation,
-        "HistoricalPerformance": lambda config: HistoricalPerformance(config, history),
-        "PoolPlacement": lambda _: PoolPlacement(carbon),
-        "ModelCache": lambda _: ModelCache(),
-        "CostEfficiency": CostEfficiency,
-        "PreferredRegion": lambda _: PreferredRegion(),
-    }
+def kube_names(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, str]:
+    """Every name a KubeSchedulerConfiguration may give a plugin → the plugin's own."""
+    out = {spec.name: spec.name for spec in plugins}
+    for spec in plugins:
+        out.update(dict.fromkeys(spec.aliases, spec.name))
+    return out
 
 
 def build_framework(
@@ -121,27 +124,37 @@ def build_framework(
     profile: Sequence[str] | None = None,
     history: DomainHistory | None = None,
     carbon: CarbonReadings | None = None,
+    plugins: Sequence[PluginSpec] = PLUGINS,
 ) -> Framework:
-    """Instantiate the profile's plugins (default: every registered one, minus those the config
-    disables, plus those it enables) from the built-in registry and ``registry``, then — unless
+    """Instantiate the profile's plugins (default: every declared one, minus those the config
+    disables, plus those it enables) from ``plugins`` and ``registry``, then — unless
     ``profile`` names the plugins — the config's ``customScorers`` (each guarded: see
     :mod:`.plugins.custom`)."""
     config = config or SchedulerConfig()
-    factories = dict(default_registry(history, carbon))
-    if registry:
-        factories.update(registry)
-    names = list(profile if profile is not None else DEFAULT_PROFILE)
+    context = Context(config, history, carbon)
+    factories: dict[str, Callable[[], object]] = {
+        spec.name: (lambda spec=spec: spec.build(context))  # type: ignore[misc]
+        for spec in plugins
+    }
+    for name, factory in (registry or {}).items():
+        factories[name] = lambda factory=factory: factory(config)  # type: ignore[misc]
+    names = list(profile if profile is not None else (spec.name for spec in plugins))
     names.extend(n for n in config.enabled_plugins if n not in names)
-    plugins = []
+    made = []
     for name in names:
         if name in config.disabled_plugins:
             continue
-        factory = factories.get(name)
-        if factory is None:
+        make = factories.get(name)
+        if make is None:
             key = "enabled_plugins" if name in config.enabled_plugins else "profile"
             raise KeyError(f"{key}: {unknown_plugin(name, factories)}")
-        plugins.append(factory(config))
+        made.append(make())
     for custom in config.custom_scorers if profile is None else ():
         if custom.name not in config.disabled_plugins:
-            plugins.append(GuardedScorer(custom.build(), custom.name))
-    return Framework(config, plugins)
+            made.append(GuardedScorer(custom.build(), custom.name))
+    return Framework(
+        config,
+        made,
+        weights=weights_of(config, plugins),
+        pool_weights=weights_of(config, plugins, pool=True),
+    )

@@ -355,7 +355,7 @@ class Scheduler:
             message=message,
             spec_error=spec_error,
             gated=failure.gated,
-            waits_for=failure.waits_for,
+            waits_for=self.framework.waits_for(failure),
         )
         if not (isinstance(request, PodRequest) and request.scheduling_gates):
             self._explain_failure(entry, message)  # gated: the API server's SchedulingGated holds

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from coordinator.app.config.load import parse_config
+from coordinator.core.registry import weights_of
 from tests.support.deploy import (
     DEPLOY,
     NAMESPACE,
@@ -151,7 +152,7 @@ def test_configmap_is_accepted_by_the_coordinators_loader(kubectl: Kubectl) -> N
     assert config.auth.agent_service_accounts == ("topos-system/topos-agent",)
     assert config.leader_election is not None
     assert config.leader_election.namespace == NAMESPACE
-    assert config.scheduling.weights.topology_fitness == 5
+    assert weights_of(config.scheduling)["GpuTopology"] == 5
     assert config.coordinator.address == ("0.0.0.0", 8443)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from common import labels as L
 from common.kube import NODES, KubeClient
-from coordinator.core.framework.config import load_config
+from coordinator.app.config.scheduling import load_config
 from coordinator.core.registry import build_framework
 from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster

@@ -11,7 +11,7 @@ Every problem is one :class:`ConfigError` line naming the key's path and the fil
     config /etc/topos/config.yaml is not valid YAML: key 'packing' appears twice in one mapping …
 
 A key with no value (``tls:`` alone) is the same as no key: its default. The ``scheduling``
-section keeps its own parser (``coordinator.core.framework.config.load_config``, shared with the
+section keeps its own parser (``coordinator.app.config.scheduling.load_config``, shared with the
 simulator and the benchmarks); its messages are prefixed with the section and the file.
 """
 
@@ -28,8 +28,8 @@ import msgspec
 import yaml
 
 from common.configdoc import first_non_finite, load_yaml, yaml_number
+from coordinator.app.config import scheduling
 from coordinator.app.config.sections import Config
-from coordinator.core.framework import config as scheduling
 
 __all__ = ["ConfigError", "load_file", "parse_config"]
 

@@ -347,9 +347,9 @@ def _cycle(
     totals = cast(list[float], sums)
     for _, weight, scored in cycle:
         totals = [t + weight * v for t, v in zip(totals, scored, strict=True)]
-    cache = fw.cache_share(pod)
-    if cache is not None:  # an AgentPool's cacheHitWeight: that share of a node's points
-        plugin, share = cache
+    shared = fw.score_share(pod)
+    if shared is not None:  # the pod gives this scorer a share of a node's points
+        plugin, share = shared
         pre = fw.pre_score.get(plugin.name)
         if pre is None or not pre.pre_score(state, pod, feasible, snapshot).is_skip:
             ratio = share / (1.0 - share)

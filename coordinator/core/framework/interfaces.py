@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from enum import StrEnum
+from typing import ClassVar, Final, Protocol, runtime_checkable
 
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.cyclestate import CycleState, StateKey
@@ -41,13 +42,18 @@ __all__ = [
     "PLACEMENTS",
     "BatchScorePlugin",
     "CandidatesPlugin",
+    "EpochPlugin",
+    "FilterKeyPlugin",
     "FilterPlugin",
     "NormalizeScorePlugin",
+    "Plugin",
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "Requeue",
     "RunningObserver",
     "ScorePlugin",
+    "SharedScorePlugin",
     "pod_class_key",
 ]
 
@@ -59,6 +65,77 @@ CLAIMS: Final = StateKey[dict[str, tuple[ClaimAllocation, ...]]]("claims")
 #: Extended resources DRA serves for this pod where a node's allocatable lacks them (KEP-5004):
 #: NodeResourcesFit and GpuTopology leave those to DRA. Part of the node-local memo key.
 DRA_SERVED: Final = StateKey[frozenset[str]]("dra-served")
+
+
+class Requeue(StrEnum):
+    """Which cluster changes may lift a plugin's refusal, so that the pods it refused go back to
+    the queue only then (``QueuedPod.waits_for``)."""
+
+    #: Any change (the default): pods bound or deleted, nodes added or changed.
+    ANY = "any"
+    #: Only a change of the node itself: its labels, taints, cordon.
+    NODE = "node"
+    #: DRA changes (claims, slices: devices freed) or a change of the node. A refusal of the
+    #: pod itself (before any node is looked at) waits for its claims.
+    DRA = "dra"
+
+
+class Plugin:
+    """What every plugin declares, as class attributes (the defaults promise nothing, so the
+    framework shares nothing). The cycle's memo (:mod:`.memo`) trusts these promises: the oracle
+    tests (tests/coordinator/core/test_sched_alike_nodes.py) check them against a cycle that
+    shares nothing. An object that is not a ``Plugin`` (a user's scorer, a test's) is taken with
+    the defaults."""
+
+    name: str
+    #: Its Filter and Score read only the node and :func:`pod_class_key` (and what its
+    #: ``memo_epoch`` names, :class:`EpochPlugin`): the framework remembers its results per
+    #: ``NodeInfo``.
+    node_local: ClassVar[bool] = False
+    #: A node-local plugin that reads nothing of a node but what ``NodeInfo.state_key`` stands
+    #: for: nodes alike share its results (only when every node-local plugin says so).
+    alike_nodes: ClassVar[bool] = False
+    #: Adding pods to a node never lifts its refusals (they are kept on the node's next version).
+    lasting_refusals: ClassVar[bool] = False
+    #: A filter that judges a node without its capacity (labels, taints, cordon, health): gang
+    #: planning runs these alone to find the nodes a gang may use at all.
+    node_gate: ClassVar[bool] = False
+    #: Which cluster changes may lift its refusals.
+    requeue: ClassVar[Requeue] = Requeue.ANY
+
+
+@runtime_checkable
+class EpochPlugin(Protocol):
+    """A node-local plugin whose results also follow state that changes between cycles, which
+    ``memo_epoch(pod)`` names. A filter's *placement* may depend on it (its verdict must not): a
+    remembered placement of another epoch is chosen again. A score-only plugin's score is
+    remembered per epoch."""
+
+    name: str
+
+    def memo_epoch(self, pod: PodRequest) -> object: ...
+
+
+@runtime_checkable
+class FilterKeyPlugin(Protocol):
+    """A node-local filter that names what it reads of a node: nodes with equal keys share its
+    refusals (:class:`~.memo.Alike`)."""
+
+    name: str
+
+    def filter_key(self, node: NodeInfo) -> object: ...
+
+
+@runtime_checkable
+class SharedScorePlugin(Protocol):
+    """A Score plugin that a pod may ask to be a given share (0–1) of a node's total, whatever
+    the weights (an AgentPool's ``cacheAware.cacheHitWeight``): ``score_share(pod)``, ``None``
+    for the profile's weight. The cycle gives a node ``share / (1 − share)`` × the points the
+    other scorers gave it, times this plugin's score / 100."""
+
+    name: str
+
+    def score_share(self, pod: PodRequest) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +223,8 @@ class NormalizeScorePlugin(Protocol):
 def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
     """Everything about a pod a *node-local* plugin may read: two pods with equal keys get the
     same node-local verdicts and scores on the same NodeInfo. A plugin sets ``node_local = True``
-    only when its Filter and Score depend on nothing else, or on nothing else than what its
-    ``memo_epoch(pod)`` names (:class:`~.profile.Framework`)."""
+    (:class:`Plugin`) only when its Filter and Score depend on nothing else, or on nothing else
+    than what its ``memo_epoch(pod)`` names (:class:`EpochPlugin`)."""
     return (
         tuple(sorted(pod.requests.items())),
         pod.gpus,

@@ -36,7 +36,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.interfaces import FilterPlugin, ScorePlugin
+from coordinator.core.framework.interfaces import (
+    FilterKeyPlugin,
+    FilterPlugin,
+    Plugin,
+    ScorePlugin,
+)
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
@@ -104,17 +109,12 @@ class Alike:
 
     @classmethod
     def of(cls, filters: Sequence[FilterPlugin]) -> Alike:
-        keys = {}
-        for f in filters:
-            key_of = getattr(f, "filter_key", None)
-            if callable(key_of):
-                keys[f.name] = key_of
-        return cls(keys=keys)
+        return cls(keys={f.name: f.filter_key for f in filters if isinstance(f, FilterKeyPlugin)})
 
 
 def has_lasting_refusals(plugin: object) -> bool:
     """Whether ``plugin`` declares that adding pods to a node never lifts its refusals."""
-    return getattr(plugin, "lasting_refusals", False) is True
+    return isinstance(plugin, Plugin) and plugin.lasting_refusals
 
 
 class Placements(dict[str, Placement]):

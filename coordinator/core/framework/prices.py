@@ -14,19 +14,17 @@
 A node's price is its instance type's row, else its GPU model's row times its GPU count (the
 longest key found in the node's GPU product name wins: ``A100-80GB`` before ``A100``), else
 unknown. Its capacity type comes from ``karpenter.sh/capacity-type`` (``spot``/``on-demand``) or
-``eks.amazonaws.com/capacityType`` (``SPOT``/``ON_DEMAND``). Negative or non-numeric prices are a
-:class:`ConfigError` naming the entry. Read by the CostEfficiency scorer and by the AgentPool
-controller's ``maxCostPerHour`` check (``coordinator/neuronetes/policy``).
+``eks.amazonaws.com/capacityType`` (``SPOT``/``ON_DEMAND``). The table is read (negative or
+non-numeric prices refused, naming the entry) by :mod:`coordinator.app.config.prices`; the
+CostEfficiency scorer and the AgentPool controller's ``maxCostPerHour`` check
+(``coordinator/neuronetes/policy``) use it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
-
-from coordinator.core.framework.config_errors import ConfigError, hint
 
 __all__ = [
     "CAPACITY_TYPE_LABELS",
@@ -38,7 +36,6 @@ __all__ = [
     "PriceTable",
     "capacity_type",
     "gpu_product",
-    "read_prices",
 ]
 
 INSTANCE_TYPE_LABEL: Final = "node.kubernetes.io/instance-type"
@@ -126,59 +123,3 @@ class PriceTable:
         low = product.lower()
         found = [k for k in self.gpu_models if k.lower() in low]
         return self.gpu_models[max(found, key=len)] if found else None
-
-
-def read_prices(raw: object) -> PriceTable:
-    """The ``prices`` section; a :class:`ConfigError` names the first bad entry."""
-    if raw is None:
-        return PriceTable()
-    if not isinstance(raw, Mapping):
-        raise ConfigError("prices: must be a mapping (instanceTypes, gpuModels, spotFactor)")
-    known = {"instanceTypes", "gpuModels", "spotFactor"}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"prices.{key}: unknown key{hint(str(key), known)}")
-    factor = raw.get("spotFactor")
-    if factor is not None and (
-        isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 <= factor <= 1
-    ):
-        raise ConfigError(f"prices.spotFactor: must be a fraction from 0 to 1, not {factor!r}")
-    return PriceTable(
-        instance_types=_rows("prices.instanceTypes", raw.get("instanceTypes")),
-        gpu_models=_rows("prices.gpuModels", raw.get("gpuModels")),
-        spot_factor=None if factor is None else float(factor),
-    )
-
-
-def _rows(path: str, raw: object) -> dict[str, Price]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{path}: must be a mapping of names to prices")
-    out: dict[str, Price] = {}
-    for name, value in raw.items():
-        where = f"{path}.{name}"
-        if isinstance(value, Mapping):
-            for key in value:
-                if key not in ("onDemand", "spot"):
-                    raise ConfigError(
-                        f"{where}.{key}: unknown key{hint(str(key), {'onDemand', 'spot'})}"
-                    )
-            if "onDemand" not in value:
-                raise ConfigError(f"{where}.onDemand: missing (the on-demand $/hour)")
-            spot = value.get("spot")
-            out[str(name)] = Price(
-                _amount(f"{where}.onDemand", value["onDemand"]),
-                None if spot is None else _amount(f"{where}.spot", spot),
-            )
-        else:
-            out[str(name)] = Price(_amount(where, value))
-    return out
-
-
-def _amount(where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"{where}: must be a number of dollars per hour, not {value!r}")
-    if value < 0:
-        raise ConfigError(f"{where}: a price cannot be negative ({value})")
-    return float(value)

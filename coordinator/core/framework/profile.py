@@ -1,37 +1,55 @@
 """One scheduling profile: its plugin objects sorted by extension point, with their score weights.
 
-The framework never names a plugin: :func:`coordinator.core.registry.build_framework` turns
-plugin names into objects and hands them to :class:`Framework`.
+The framework never names a plugin: what it needs to know of one, the plugin declares (the
+:class:`~.interfaces.Plugin` traits, the extension-point protocols), and
+:func:`coordinator.core.registry.build_framework` turns plugin names into objects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol, cast
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
     BatchScorePlugin,
     CandidatesPlugin,
+    EpochPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    Plugin,
     PreFilterPlugin,
     PreScorePlugin,
+    Requeue,
     RunningObserver,
     ScorePlugin,
+    SharedScorePlugin,
 )
 from coordinator.core.framework.memo import Alike
+from coordinator.core.framework.results import Failure
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.podinfo import PodInfo
 
 __all__ = ["Framework"]
 
-_MODEL_CACHE = "ModelCache"
+
+class _Shared(SharedScorePlugin, ScorePlugin, Protocol):
+    pass
 
 
 class Framework:
     """Plugins of one profile, sorted by extension point, with their score weights."""
 
-    def __init__(self, config: SchedulerConfig, plugins: Iterable[object]) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        plugins: Iterable[object],
+        *,
+        weights: Mapping[str, int] | None = None,
+        pool_weights: Mapping[str, int] | None = None,
+    ) -> None:
+        """``weights`` by plugin name (none: the config's; a scorer named in neither: 1);
+        ``pool_weights`` those of AgentPool pods (none: ``weights``)."""
         self.config = config
         #: Where the next cycle starts looking when it stops early (kube-scheduler's rotating
         #: ``nextStartNodeIndex``): each cycle resumes after the nodes the last one visited, so
@@ -72,51 +90,74 @@ class Framework:
             if isinstance(p, PreScorePlugin):
                 self.pre_score[p.name] = p
             if isinstance(p, ScorePlugin):
-                weight = config.weight_of(p.name)
+                ordinary = weights if weights is not None else config.weights
+                weight = ordinary.get(p.name, 1)
                 if weight > 0:
                     self.score.append((p, weight))
-                weight = config.weight_of(p.name, pool=True)
+                weight = (pool_weights if pool_weights is not None else ordinary).get(p.name, 1)
                 if weight > 0:
                     self.pool_score.append((p, weight))
             if isinstance(p, NormalizeScorePlugin):
                 self.normalize[p.name] = p
             if isinstance(p, BatchScorePlugin) and not self.is_local(p):
                 self.batch_score[p.name] = p
-            epoch = getattr(p, "memo_epoch", None)
-            if callable(epoch) and self.is_local(p):
+            if isinstance(p, EpochPlugin) and self.is_local(p):
                 if isinstance(p, FilterPlugin):
                     self.epoch_filters.append(p)
                 elif isinstance(p, ScorePlugin):
-                    self.score_epochs[p.name] = epoch
-        self._without_cache = [(p, w) for p, w in self.pool_score if p.name != _MODEL_CACHE]
-        self._cache = next(
-            (p for p in self.plugins if isinstance(p, ScorePlugin) and p.name == _MODEL_CACHE),
-            None,
-        )
+                    self.score_epochs[p.name] = p.memo_epoch
+        #: A scorer a pod may give a share of a node's total (:class:`SharedScorePlugin`).
+        self._shared: _Shared | None = None
+        for p in self.plugins:
+            if isinstance(p, SharedScorePlugin) and isinstance(p, ScorePlugin):
+                self._shared = cast(_Shared, p)
+                break
+        shared = self._shared.name if self._shared is not None else None
+        self._without_shared = [(p, w) for p, w in self.pool_score if p.name != shared]
+        #: What re-queues the pods each plugin refuses (:class:`~.interfaces.Requeue`).
+        self.requeue: dict[str, Requeue] = {
+            p.name: p.requeue for p in self.plugins if isinstance(p, Plugin)
+        }
         local = [p for p in self.plugins if self.is_local(p)]
-        if all(getattr(p, "alike_nodes", False) is True for p in local):
+        if all(isinstance(p, Plugin) and p.alike_nodes for p in local):
             self.alike = Alike.of([f for f in self.filter if self.is_local(f)])
 
     def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
-        """The score plugins and weights for ``pod``: an AgentPool pod gets the pool profile;
-        with a ``cacheHitWeight`` without ModelCache, which :meth:`cache_share` adds."""
-        pool = pod.pool
-        if pool is None:
+        """The score plugins and weights for ``pod``: an AgentPool pod gets the pool weights;
+        without the scorer it gives a share of the total, which :meth:`score_share` adds."""
+        if pod.pool is None:
             return self.score
-        if pool.cache_hit_weight is None:
+        if self._shared is None or self._shared.score_share(pod) is None:
             return self.pool_score
-        return self._without_cache
+        return self._without_shared
 
-    def cache_share(self, pod: PodRequest) -> tuple[ScorePlugin, float] | None:
-        """ModelCache and the share of a node's score it is to be for ``pod`` (its pool's
-        ``cacheHitWeight``, above 0): the cycle gives a node holding the model
-        ``share / (1 − share)`` × the points the other scorers gave it, so the cache is that
-        share of the node's total. ``None``: the profile's weights apply."""
-        pool = pod.pool
-        share = pool.cache_hit_weight if pool is not None else None
-        if share is None or share <= 0 or self._cache is None:
+    def score_share(self, pod: PodRequest) -> tuple[ScorePlugin, float] | None:
+        """The scorer ``pod`` gives a share of a node's total, and that share (above 0): the
+        cycle gives a node ``share / (1 − share)`` × the points the other scorers gave it, times
+        the scorer's score / 100. ``None``: the profile's weights apply."""
+        shared = self._shared
+        if shared is None or pod.pool is None:
             return None
-        return self._cache, share
+        share = shared.score_share(pod)
+        if share is None or share <= 0:
+            return None
+        return shared, share
+
+    def waits_for(self, failure: Failure) -> str:
+        """Which cluster changes may help the pod ``failure`` is about (``QueuedPod.waits_for``),
+        from what its refusers declare (:class:`~.interfaces.Requeue`): ``"claim"`` — any DRA
+        change (a DRA plugin refused the pod before any node was looked at); ``"dra"`` —
+        devices freed or nodes changed (a DRA plugin refused nodes the others refused only for
+        what a node change alone lifts); ``"any"`` otherwise."""
+        if failure.pod_status is not None:
+            plugin = failure.pod_status.plugin
+            return "claim" if self.requeue.get(plugin or "") is Requeue.DRA else "any"
+        kinds = {
+            self.requeue.get(s.plugin or "", Requeue.ANY)
+            for s in failure.statuses.values()
+            if s.is_rejection
+        }
+        return "dra" if Requeue.DRA in kinds and kinds <= {Requeue.DRA, Requeue.NODE} else "any"
 
     def observe_running(self, pods: Iterable[PodInfo]) -> None:
         """Hand the pods already running to the plugins that learn from them (the shape mix
@@ -140,5 +181,5 @@ class Framework:
     def is_local(plugin: object) -> bool:
         """A plugin whose Filter and Score depend only on the node and the pod's class
         (:func:`~.interfaces.pod_class_key`) — the framework memoises its results per NodeInfo.
-        Set ``node_local = True`` on a plugin only when that holds."""
-        return getattr(plugin, "node_local", False) is True
+        It says so with :attr:`~.interfaces.Plugin.node_local`."""
+        return isinstance(plugin, Plugin) and plugin.node_local

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
 
 from common import podkeys
 from coordinator.core.dra.model import ClaimAllocation
@@ -57,12 +56,6 @@ class Decision:
         return out
 
 
-#: Filters whose verdict only a change of the node itself (labels, taints, cordon) alters.
-_FIXED_BY_NODES: Final = frozenset(
-    {"DynamicResources", "NodeAffinity", "TaintToleration", "NodeUnschedulable"}
-)
-
-
 @dataclass(frozen=True, slots=True)
 class Failure:
     pod_key: str
@@ -83,17 +76,6 @@ class Failure:
     def gated(self) -> bool:
         """The pod waits for an object another controller makes (a claim from its template)."""
         return self.pod_status is not None and self.pod_status.gated
-
-    @property
-    def waits_for(self) -> str:
-        """Which cluster changes may help (``QueuedPod.waits_for``): ``"claim"`` — any DRA
-        change (its claims were refused before any node was looked at); ``"dra"`` — devices
-        freed or nodes changed (only DynamicResources refused it on nodes that could take it);
-        ``"any"`` otherwise."""
-        if self.pod_status is not None:
-            return "claim" if self.pod_status.plugin == "DynamicResources" else "any"
-        plugins = {s.plugin for s in self.statuses.values() if s.is_rejection}
-        return "dra" if "DynamicResources" in plugins and plugins <= _FIXED_BY_NODES else "any"
 
     @property
     def verdicts(self) -> Mapping[str, NodeVerdict]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
 
 from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys, build_layout
@@ -31,6 +30,7 @@ from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.dra.demand import GpuDemand
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.gangs.manager import Reservation
@@ -46,6 +46,7 @@ from coordinator.core.preemption.shares import (
     share_places,
 )
 from coordinator.core.registry import build_framework
+from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
@@ -126,17 +127,16 @@ class GangDecision:
         return out
 
 
-#: Filters of the default profile that judge a node without its capacity.
-_NODE_GATE: Final = ("NodeHealth", "NodeUnschedulable", "TaintToleration", "NodeAffinity")
 _GATES: weakref.WeakKeyDictionary[Framework, Framework] = weakref.WeakKeyDictionary()
 
 
 def node_gate(framework: Framework) -> Framework:
-    """The framework's node-level filters alone (same config, no scoring)."""
+    """The framework's node-level filters alone, those that declare
+    :attr:`~coordinator.core.framework.interfaces.Plugin.node_gate` (same config, no scoring)."""
     gate = _GATES.get(framework)
     if gate is None:
-        names = [p for p in _NODE_GATE if p not in framework.config.disabled_plugins]
-        gate = _GATES[framework] = build_framework(framework.config, profile=names)
+        gates = [p for p in framework.filter if isinstance(p, Plugin) and p.node_gate]
+        gate = _GATES[framework] = Framework(framework.config, gates)
     return gate
 
 

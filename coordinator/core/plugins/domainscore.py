@@ -25,6 +25,8 @@ from typing import Final
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.interfaces import Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.domainslots import DomainSlots
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -38,7 +40,7 @@ _PENALTY: Final = StateKey[dict[str, float]]("history-penalty")
 _FORGET_BELOW: Final = 0.01  # an event weighing less than this is dropped
 
 
-class DomainUtilisation:
+class DomainUtilisation(Plugin):
     name = "DomainUtilisation"
 
     def __init__(self, config: SchedulerConfig) -> None:
@@ -112,7 +114,7 @@ class DomainHistory:
         return math.pow(0.5, max(0.0, age) / self.half_life_s)
 
 
-class HistoricalPerformance:
+class HistoricalPerformance(Plugin):
     name = "HistoricalPerformance"
 
     def __init__(self, config: SchedulerConfig, history: DomainHistory | None = None) -> None:
@@ -140,3 +142,19 @@ class HistoricalPerformance:
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         return 100.0 / (1.0 + state.read(_PENALTY).get(node.name, 0.0))
+
+
+DOMAIN_UTILISATION: Final = PluginSpec(
+    plugin=DomainUtilisation,
+    factory=lambda c: DomainUtilisation(c.config),
+    weight=2,
+    weight_key="domain_utilisation",
+)
+
+
+HISTORICAL_PERFORMANCE: Final = PluginSpec(
+    plugin=HistoricalPerformance,
+    factory=lambda c: HistoricalPerformance(c.config, c.history),
+    weight=1,
+    weight_key="historical_performance",
+)

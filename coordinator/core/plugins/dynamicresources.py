@@ -37,7 +37,8 @@ from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.dra.objects import Device, ResourceClaim
 from coordinator.core.dra.state import DraState
 from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.interfaces import CLAIMS, DRA_SERVED, PLACEMENTS
+from coordinator.core.framework.interfaces import CLAIMS, DRA_SERVED, PLACEMENTS, Plugin, Requeue
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.gpu import link_score
 from coordinator.core.plugins.placement import Plan, plan_placement
 from coordinator.core.podspec.claims import ContainerExtended
@@ -140,8 +141,9 @@ class _TopologyChooser:
         )
 
 
-class DynamicResources:
+class DynamicResources(Plugin):
     name = "DynamicResources"
+    requeue = Requeue.DRA
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
         if not pod.claims and not pod.container_extended and not pod.extended_claim:
@@ -240,3 +242,8 @@ class DynamicResources:
         if placement is None:
             return 0.0
         return link_score(node, placement.gpus)
+
+
+PLUGIN: Final = PluginSpec(
+    plugin=DynamicResources, weight=5, pool_weight=5, weight_key="topology_fitness"
+)

@@ -22,7 +22,8 @@ from typing import Final
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.interfaces import PLACEMENTS
+from coordinator.core.framework.interfaces import PLACEMENTS, Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.fragmentation import ShapeMix, felt, growth, node_room
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.sharedchoice import nvlink_loss
@@ -42,7 +43,7 @@ _WHOLE: dict[tuple[object, ...], float] = {}  # points of pods taking whole GPUs
 _SCORES_LIMIT: Final = 200_000
 
 
-class GpuFragmentation:
+class GpuFragmentation(Plugin):
     name = "GpuFragmentation"
     #: Raw scores are remembered per node state, pod class and shape mix (the framework's
     #: memo, :meth:`memo_epoch`): a remembered score is the one computed now.
@@ -132,3 +133,11 @@ def _points(up: int) -> float:
 
 
 _NO_GROWTH: Final = _points(0)
+
+
+PLUGIN: Final = PluginSpec(
+    plugin=GpuFragmentation,
+    factory=lambda c: GpuFragmentation(c.config, c.mix()),
+    weight=25,
+    weight_key="gpu_fragmentation",
+)

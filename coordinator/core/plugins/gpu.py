@@ -16,7 +16,8 @@ from common import labels
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
-from coordinator.core.framework.interfaces import DRA_SERVED, PLACEMENTS
+from coordinator.core.framework.interfaces import DRA_SERVED, PLACEMENTS, Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.fragmentation import ShapeMix
 from coordinator.core.plugins.gpuchoice import topology_index
 from coordinator.core.plugins.placement import device_key, plan_placement
@@ -92,7 +93,7 @@ def _largest_gpu_mib(snapshot: Snapshot) -> int:
     return largest
 
 
-class GpuTopology:
+class GpuTopology(Plugin):
     name = "GpuTopology"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
@@ -178,7 +179,7 @@ class GpuTopology:
         return 0.0 if placement is None else link_score(node, placement.gpus)
 
 
-class NumaTopology:
+class NumaTopology(Plugin):
     name = "NumaTopology"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
@@ -201,7 +202,7 @@ def _gpu_totals(node: NodeInfo) -> tuple[int, int]:
     return total, min(total, node.gpu_slots_used)
 
 
-class GpuPacking:
+class GpuPacking(Plugin):
     name = "GpuPacking"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
@@ -227,7 +228,7 @@ class GpuPacking:
         return 100.0 - share if self.spread else share
 
 
-class GpuAvailability:
+class GpuAvailability(Plugin):
     name = "GpuAvailability"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
@@ -242,3 +243,31 @@ class GpuAvailability:
         if total == 0:
             return 100.0
         return 100.0 * used / total
+
+
+GPU_TOPOLOGY: Final = PluginSpec(
+    plugin=GpuTopology,
+    factory=lambda c: GpuTopology(c.mix()),
+    weight=5,
+    pool_weight=5,
+    weight_key="topology_fitness",
+)
+
+
+NUMA_TOPOLOGY: Final = PluginSpec(
+    plugin=NumaTopology, weight=3, pool_weight=5, weight_key="numa_fit", aliases=("NUMATopology",)
+)
+
+
+GPU_PACKING: Final = PluginSpec(
+    plugin=GpuPacking,
+    factory=lambda c: GpuPacking(c.config),
+    weight=3,
+    pool_weight=6,
+    weight_key="bin_packing",
+)
+
+
+GPU_AVAILABILITY: Final = PluginSpec(
+    plugin=GpuAvailability, weight=2, pool_weight=6, weight_key="gpu_availability"
+)

@@ -15,6 +15,8 @@ from typing import Final
 
 from common import podkeys
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -30,7 +32,7 @@ def group_of(labels: Mapping[str, str]) -> str | None:
     return next((labels[k] for k in _GROUP_LABELS if k in labels), None)
 
 
-class GroupSpread:
+class GroupSpread(Plugin):
     name = "GroupSpread"
 
     def pre_score(
@@ -48,3 +50,8 @@ class GroupSpread:
             if p.namespace == pod.namespace and p.key != pod.key and group_of(p.labels) == group
         )
         return 100.0 / (1 + siblings)
+
+
+PLUGIN: Final = PluginSpec(
+    plugin=GroupSpread, weight=2, pool_weight=2, weight_key="inter_pod_affinity"
+)

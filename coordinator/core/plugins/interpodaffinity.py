@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.interfaces import Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -91,7 +93,7 @@ def _matching(term: AffinityTerm, snapshot: Snapshot) -> tuple[Mapping[str, int]
     return counts, len(counts)
 
 
-class InterPodAffinity:
+class InterPodAffinity(Plugin):
     name = "InterPodAffinity"
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
@@ -221,3 +223,8 @@ class InterPodAffinity:
         lo, hi = min(scores.values()), max(scores.values())
         for name, value in scores.items():
             scores[name] = 0.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
+
+
+PLUGIN: Final = PluginSpec(
+    plugin=InterPodAffinity, weight=2, pool_weight=2, weight_key="inter_pod_affinity"
+)

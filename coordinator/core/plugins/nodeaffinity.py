@@ -8,8 +8,11 @@ weights of the preferred terms the node matches, scaled so the best node gets 10
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import Plugin, Requeue
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import NodeSelectorTerm, match_node_terms
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -33,8 +36,10 @@ def node_matches_required(pod: PodRequest, node: NodeInfo) -> bool:
     return True
 
 
-class NodeAffinity:
+class NodeAffinity(Plugin):
     name = "NodeAffinity"
+    node_gate = True
+    requeue = Requeue.NODE
     node_local = True
     #: It reads the node's name and hostname label, but only for pods with a nodeSelector or
     #: node affinity, for which the cycle shares nothing between nodes alike.
@@ -101,3 +106,6 @@ def _term_candidates(term: NodeSelectorTerm, snapshot: Snapshot) -> Collection[s
         if req.operator == "In":
             return snapshot.nodes_labelled(req.key, req.values)
     return None
+
+
+PLUGIN: Final = PluginSpec(plugin=NodeAffinity, weight=2, pool_weight=7, weight_key="node_affinity")

@@ -5,7 +5,11 @@ ports")."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -16,7 +20,7 @@ __all__ = ["NodePorts"]
 _TAKEN = Status.unschedulable(Reason.NODE_PORTS)
 
 
-class NodePorts:
+class NodePorts(Plugin):
     name = "NodePorts"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
@@ -31,3 +35,6 @@ class NodePorts:
                 if wanted.conflicts(used):
                     return _TAKEN
         return SUCCESS
+
+
+PLUGIN: Final = PluginSpec(plugin=NodePorts)

@@ -19,13 +19,15 @@ packing is configured.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from common import labels
 from common.podkeys import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from common.quantity import format_bytes
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.interfaces import DRA_SERVED
+from coordinator.core.framework.interfaces import DRA_SERVED, Plugin
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import SHARE_RESOURCES
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -63,7 +65,7 @@ def mixed_strategy_reason(pod: PodRequest) -> str:
     )
 
 
-class NodeResourcesFit:
+class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
@@ -130,3 +132,11 @@ class NodeResourcesFit:
             total += share if self.most_allocated else 1.0 - share
             n += 1
         return 100.0 * total / n if n else 0.0
+
+
+PLUGIN: Final = PluginSpec(
+    plugin=NodeResourcesFit,
+    factory=lambda c: NodeResourcesFit(c.config),
+    weight=1,
+    weight_key="node_resources",
+)

@@ -36,7 +36,9 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
+from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.spreadargs import HOSTNAME, SYSTEM_SPREAD, SpreadDefaults
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.nodeaffinity import node_matches_required
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
@@ -139,7 +141,7 @@ def _round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
-class PodTopologySpread:
+class PodTopologySpread(Plugin):
     name = "PodTopologySpread"
 
     def __init__(self, defaults: SpreadDefaults = SYSTEM_SPREAD) -> None:
@@ -270,3 +272,11 @@ class PodTopologySpread:
                 scores[name] = 100.0
             else:
                 scores[name] = float(100 * (hi + lo - int(s)) // hi)
+
+
+PLUGIN: Final = PluginSpec(
+    plugin=PodTopologySpread,
+    factory=lambda c: PodTopologySpread(c.config.spread_defaults),
+    weight=2,
+    weight_key="topology_spread",
+)

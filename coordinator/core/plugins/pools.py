@@ -1,8 +1,9 @@
 """AgentPool scoring and filtering (NeuroNetes, issue 18): model cache, cost, region, carbon, spot.
 
 They act only on pods that carry AgentPool keys (:mod:`coordinator.core.podspec.poolkeys`);
-every other pod skips them. The weights are the ``agentPools`` profile's
-(``coordinator/core/framework/config.py``). Documented in docs/neuronetes-policies.md.
+every other pod skips them. The weights are the ``agentPools`` profile's (``pool_weight`` in
+their declarations below, ``agentPools`` in the configuration). Documented in
+docs/neuronetes-policies.md.
 
 - ``ModelCache``      100 where the node's cache (``topos.io/models``) holds the pod's model.
 - ``CostEfficiency``  cheapest feasible node 100, others ``100 × cheapest / price`` — $/hour per
@@ -26,7 +27,9 @@ from typing import Final
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.prices import REGION_LABEL, SPOT, capacity_type
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -80,7 +83,7 @@ def node_gpus(node: NodeInfo) -> int:
     return node.allocatable.get(GPU_RESOURCE, 0)
 
 
-class ModelCache:
+class ModelCache(Plugin):
     name = "ModelCache"
 
     def pre_score(
@@ -92,8 +95,12 @@ class ModelCache:
         assert pod.pool is not None
         return 100.0 if has_model(node, pod.pool.model) else 0.0
 
+    def score_share(self, pod: PodRequest) -> float | None:
+        """The pool's ``cacheAware.cacheHitWeight``: the cache's share of a node's total."""
+        return pod.pool.cache_hit_weight if pod.pool is not None else None
 
-class CostEfficiency:
+
+class CostEfficiency(Plugin):
     name = "CostEfficiency"
 
     def __init__(self, config: SchedulerConfig) -> None:
@@ -130,7 +137,7 @@ class CostEfficiency:
                 scores[name] = 100.0 * low / price
 
 
-class PreferredRegion:
+class PreferredRegion(Plugin):
     name = "PreferredRegion"
 
     def pre_score(
@@ -147,7 +154,7 @@ class PreferredRegion:
         return 100.0 * (len(regions) - regions.index(region)) / len(regions)
 
 
-class PoolPlacement:
+class PoolPlacement(Plugin):
     """Spot nodes for pools that refuse spot; regions above a pool's carbon limit."""
 
     name = "PoolPlacement"
@@ -177,3 +184,25 @@ class PoolPlacement:
             f"node(s) were in region {region} at {now:g} gCO2/kWh, above the pool's "
             f"maxCarbonIntensity {limit:g}"
         )
+
+
+POOL_PLACEMENT: Final = PluginSpec(plugin=PoolPlacement, factory=lambda c: PoolPlacement(c.carbon))
+
+
+MODEL_CACHE: Final = PluginSpec(
+    plugin=ModelCache, weight=4, pool_weight=4, weight_key="model_cache"
+)
+
+
+COST_EFFICIENCY: Final = PluginSpec(
+    plugin=CostEfficiency,
+    factory=lambda c: CostEfficiency(c.config),
+    weight=3,
+    pool_weight=3,
+    weight_key="cost_efficiency",
+)
+
+
+PREFERRED_REGION: Final = PluginSpec(
+    plugin=PreferredRegion, weight=2, weight_key="preferred_region"
+)

@@ -10,8 +10,11 @@ has not yet done so). Score: fewer untolerated ``PreferNoSchedule`` taints is be
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import Plugin, Requeue
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint, Toleration
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -21,8 +24,10 @@ from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 __all__ = ["TaintToleration"]
 
 
-class TaintToleration:
+class TaintToleration(Plugin):
     name = "TaintToleration"
+    node_gate = True
+    requeue = Requeue.NODE
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node never change its taints
@@ -64,3 +69,6 @@ class TaintToleration:
 
 def _tolerated(tolerations: list[Toleration], taint: Taint) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
+
+
+PLUGIN: Final = PluginSpec(plugin=TaintToleration, weight=3, weight_key="taint_toleration")

@@ -16,12 +16,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.framework.config import SchedulerConfig, ScoreWeights
+from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
-from coordinator.core.framework.interfaces import PLACEMENTS
+from coordinator.core.framework.interfaces import PLACEMENTS, Plugin
 from coordinator.core.framework.profile import Framework
+from coordinator.core.plugins import noderesources
+from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
-from coordinator.core.registry import build_framework
+from coordinator.core.registry import PLUGINS, build_framework, weights_of
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -30,7 +32,7 @@ from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 __all__ = ["FirstFreeGpus", "LeastAllocated", "baseline_framework"]
 
 
-class FirstFreeGpus:
+class FirstFreeGpus(Plugin):
     """The device plugin without topology: any free GPUs will do, the lowest indices first; MIG
     instances of the requested profile, first free first."""
 
@@ -59,7 +61,7 @@ class FirstFreeGpus:
 _SPREAD_RESOURCES: Final = ("cpu", "memory", GPU_RESOURCE)
 
 
-class LeastAllocated:
+class LeastAllocated(Plugin):
     """kube-scheduler's NodeResourcesFit LeastAllocated strategy over cpu, memory and
     ``nvidia.com/gpu`` (equal weights): the share left free after placing the pod."""
 
@@ -79,49 +81,28 @@ class LeastAllocated:
         return 100.0 * total / n if n else 0.0
 
 
+FIRST_FREE_GPUS: Final = PluginSpec(plugin=FirstFreeGpus)
+LEAST_ALLOCATED: Final = PluginSpec(plugin=LeastAllocated, weight=1)
+
+#: kube-scheduler's node gates and NodeResourcesFit, then GPUs without topology.
 _BASELINE_FILTERS: Final = (
-    "NodeHealth",
-    "NodeUnschedulable",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodeResourcesFit",
-    "FirstFreeGpus",
-)
-_NO_WEIGHTS: Final = ScoreWeights(
-    topology_fitness=0,
-    numa_fit=0,
-    bin_packing=0,
-    gpu_availability=0,
-    node_resources=0,
-    node_affinity=0,
-    taint_toleration=0,
-    inter_pod_affinity=0,
-    topology_spread=0,
-    domain_utilisation=0,
+    *(spec.name for spec in PLUGINS if spec.plugin.node_gate),
+    noderesources.PLUGIN.name,
+    FIRST_FREE_GPUS.name,
 )
 
 
 def baseline_framework(name: str) -> Framework:
-    registry = {
-        "FirstFreeGpus": lambda _: FirstFreeGpus(),
-        "LeastAllocated": lambda _: LeastAllocated(),
-    }
     if name == "spread":
         # Kubernetes' own preferences still count (affinity, taints); the node score is
         # LeastAllocated instead of NodeResourcesFit's cpu/memory-only variant.
-        weights = ScoreWeights(
-            topology_fitness=0,
-            numa_fit=0,
-            bin_packing=0,
-            gpu_availability=0,
-            node_resources=0,
-            domain_utilisation=0,
-        )
-        profile: Sequence[str] = (*_BASELINE_FILTERS, "LeastAllocated")
+        weights = {noderesources.PLUGIN.name: 0}
+        profile: Sequence[str] = (*_BASELINE_FILTERS, LEAST_ALLOCATED.name)
     elif name == "firstfit":
-        weights = _NO_WEIGHTS
+        weights = dict.fromkeys(weights_of(SchedulerConfig()), 0)
         profile = _BASELINE_FILTERS
     else:
         raise KeyError(name)
     config = SchedulerConfig(weights=weights)
-    return build_framework(config, registry=registry, profile=profile)
+    plugins = (*PLUGINS, FIRST_FREE_GPUS, LEAST_ALLOCATED)
+    return build_framework(config, plugins=plugins, profile=profile)

@@ -20,6 +20,7 @@ from coordinator.app.main import running, wire
 from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.registry import weights_of
 from coordinator.inventory.state import NodeState
 from coordinator.inventory.store import Inventory
 
@@ -112,7 +113,7 @@ def test_the_shipped_config_parses_into_the_tree() -> None:
     assert config.leader_election is not None
     assert config.leader_election.lease_duration_s == 15
     assert config.limits.max_body_bytes == 4194304
-    assert config.scheduling.weights.topology_fitness == 5
+    assert weights_of(config.scheduling)["GpuTopology"] == 5
 
 
 # --- unknown sections and keys -------------------------------------------------------------------

@@ -15,12 +15,12 @@ from common.configdoc import load_yaml
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.api.keys import METRICS
 from coordinator.app.config.load import ConfigError, load_file
+from coordinator.app.config.scheduling import load_config
 from coordinator.app.main import running, wire
 from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.config import ConfigError as SchedulingError
-from coordinator.core.framework.config import load_config
 from coordinator.inventory.store import Inventory
 from tests.support.polling import eventually
 
@@ -238,7 +238,7 @@ async def test_a_reload_refuses_each_bad_value_and_keeps_the_running_settings(
         runtime = app[RUNNING].runtime
         assert runtime is not None
         framework = runtime.scheduler.framework
-        assert framework.config.weights.numa_fit == 7
+        assert framework.config.weights["NumaTopology"] == 7
         with caplog.at_level(logging.ERROR, logger="coordinator.app.reload"):
             for i, (text, message) in enumerate(bad, start=1):
                 path.write_text(HEAD + text)

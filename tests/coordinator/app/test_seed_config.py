@@ -62,8 +62,8 @@ def test_a_seed_003_scheduler_config_is_the_whole_file(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(SEED_003)
     scheduling = load_file(str(path)).scheduling
-    assert scheduling.weights.bin_packing == 8  # 0.4 of 20
-    assert scheduling.weights.domain_utilisation == 4
+    assert scheduling.weights["GpuPacking"] == 8  # 0.4 of 20
+    assert scheduling.weights["DomainUtilisation"] == 4
     assert scheduling.topology_constraints.max_nodes_per_leaf == 4
     assert scheduling.topology_constraints.max_gpus_per_leaf == 32
 
@@ -80,7 +80,7 @@ def load_file_text(text: str) -> Config:
 def test_kubenexus_kube_scheduler_configuration_is_read() -> None:
     scheduling = load_file_text(KUBENEXUS).scheduling
     assert scheduling.scheduler_name == "kubenexus-scheduler"
-    assert scheduling.weights.numa_fit == 10
+    assert scheduling.weights["NumaTopology"] == 10
 
 
 def test_neuronetes_scoring_factors_and_fast_scheduling_are_read() -> None:
@@ -99,7 +99,7 @@ def test_neuronetes_scoring_factors_and_fast_scheduling_are_read() -> None:
         }
     ).scheduling
     w = scheduling.weights
-    assert (w.bin_packing, w.topology_fitness, w.node_affinity, w.inter_pod_affinity) == (
+    assert (w["GpuPacking"], w["GpuTopology"], w["NodeAffinity"], w["InterPodAffinity"]) == (
         6,
         5,
         7,  # a node's cache and its price are both node-label preferences
@@ -270,7 +270,7 @@ async def test_a_changed_file_is_applied_and_a_broken_one_keeps_the_old(
                 "scheduling: {weights: {numa_fit: 9}}\n"
             )
             await eventually(
-                lambda: scheduler.framework.config.weights.numa_fit == 9, what="the reload"
+                lambda: scheduler.framework.config.weights["NumaTopology"] == 9, what="the reload"
             )
             assert "coordinator.listen changed; restart the coordinator" in caplog.text
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.core.framework.config import ConfigError, load_config
+from coordinator.app.config.scheduling import load_config
+from coordinator.core.framework.config import ConfigError
 from coordinator.core.framework.results import Decision
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.podinfo import Placement

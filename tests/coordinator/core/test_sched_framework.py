@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from coordinator.app.config.scheduling import load_config
 from coordinator.core.framework.config import (
     ConfigError,
     SchedulerConfig,
-    load_config,
     num_feasible_nodes_to_find,
 )
 from coordinator.core.framework.cycle import schedule_one
@@ -151,7 +151,7 @@ percentage_of_nodes_to_score: 50
 disabled_plugins: [GpuAvailability]
 """
     )
-    assert config.weights.bin_packing == 10
+    assert config.weights["GpuPacking"] == 10
     assert config.packing == "spread"
     fw = build_framework(config)
     assert "GpuAvailability" not in {getattr(p, "name", "") for p in fw.plugins}

@@ -12,6 +12,7 @@ import pytest
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.plugins.noderesources import NodeResourcesFit
@@ -106,7 +107,7 @@ def test_a_node_made_by_adding_pods_keeps_the_refusals_and_a_rebuild_does_not() 
     assert not after.rebuild(after.pods).refused
 
 
-class _NeedsCompany:
+class _NeedsCompany(Plugin):
     """A node-local filter whose refusal a pod added to the node lifts: it does not declare
     ``lasting_refusals``."""
 

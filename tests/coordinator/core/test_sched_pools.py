@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.core.framework.config import ConfigError, SchedulerConfig, load_config
+from coordinator.app.config.scheduling import load_config
+from coordinator.core.framework.config import ConfigError, SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.plugins.pools import CarbonReadings
@@ -182,7 +183,8 @@ def test_the_guide_weights_are_the_pool_default_and_configurable() -> None:
     config = load_config(
         {"agentPools": {"scoringWeights": {"costEfficiency": 1}, "weights": {"model_cache": 9}}}
     )
-    assert (config.pool_weights.cost_efficiency, config.pool_weights.model_cache) == (20, 9)
+    assert config.pool_weights is not None
+    assert (config.pool_weights["CostEfficiency"], config.pool_weights["ModelCache"]) == (20, 9)
 
 
 @pytest.mark.parametrize(

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.framework.config import (
-    ConfigError,
-    FastScheduling,
-    SchedulerConfig,
-    load_config,
-)
+from coordinator.app.config.scheduling import load_config
+from coordinator.core.framework.config import ConfigError, FastScheduling, SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.podspec.tolerations import Taint

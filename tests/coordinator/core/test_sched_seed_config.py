@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.framework.config import SchedulerConfig, load_config
+from coordinator.app.config.scheduling import load_config
+from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
@@ -85,8 +86,8 @@ def test_the_seed_003_weights_are_normalised_and_every_factor_has_a_scorer() -> 
         }
     )
     w = config.weights
-    assert (w.bin_packing, w.topology_fitness, w.domain_utilisation) == (8, 6, 4)
-    assert w.historical_performance == 2
+    assert (w["GpuPacking"], w["GpuTopology"], w["DomainUtilisation"]) == (8, 6, 4)
+    assert w["HistoricalPerformance"] == 2
     # Percentages and fractions of the same split are the same configuration.
     as_percent = seed(
         scoringWeights={

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from msgspec import structs
 
-from coordinator.core.framework.config import ConfigError, load_config
+from coordinator.app.config.scheduling import load_config
+from coordinator.core.framework.config import ConfigError
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod

@@ -28,6 +28,9 @@ from tests.support.sched_hw import dgx1, gpu_node
 TEMPLATE_POD = claim_pod("c", template="gpus-2")
 
 
+FRAMEWORK = build_framework()
+
+
 def failure(obj: dict[str, Any]) -> Failure:
     """The pod refused on one DGX-1 whose GPUs only DRA serves, all eight held by a claim."""
     topo = dgx1("d")
@@ -42,25 +45,25 @@ def failure(obj: dict[str, Any]) -> Failure:
     snapshot = Snapshot(
         [gpu_node("d", topo, gpus=0)], dra=state([gpu_slice("d", topo)], claims=claims)
     )
-    result = schedule_one(obj, snapshot, build_framework())
+    result = schedule_one(obj, snapshot, FRAMEWORK)
     assert isinstance(result, Failure), result
     return result
 
 
 def test_failures_say_which_changes_may_help() -> None:
     short = failure(claim_pod("b", "two"))
-    assert (short.waits_for, short.gated) == ("dra", False)
+    assert (FRAMEWORK.waits_for(short), short.gated) == ("dra", False)
     waiting = failure(TEMPLATE_POD)
-    assert (waiting.waits_for, waiting.gated) == ("claim", True)
+    assert (FRAMEWORK.waits_for(waiting), waiting.gated) == ("claim", True)
     classic = failure(gpu_pod("a", 2))
-    assert classic.waits_for == "any"
+    assert FRAMEWORK.waits_for(classic) == "any"
 
 
 def parked(q: SchedulingQueue, obj: dict[str, Any], f: Failure) -> QueuedPod:
     q.add(obj)
     entry = q.pop()
     assert entry is not None
-    q.failed(entry, message=f.message, gated=f.gated, waits_for=f.waits_for)
+    q.failed(entry, message=f.message, gated=f.gated, waits_for=FRAMEWORK.waits_for(f))
     return entry
 
 

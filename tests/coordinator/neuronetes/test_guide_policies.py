@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.core.framework.prices import read_prices
+from coordinator.app.config.prices import read_prices
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.neuronetes.decide.hooks import (
     CLEAN_ENERGY_GATE,

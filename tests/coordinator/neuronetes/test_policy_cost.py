@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.core.framework.prices import read_prices
+from coordinator.app.config.prices import read_prices
 from coordinator.neuronetes.decide.policy import PolicyError
 from coordinator.neuronetes.decide.policy.cost import NodeCost, PodCost, pool_cost
 from coordinator.neuronetes.decide.policy.decision import Action, CostInputs, decide

@@ -122,7 +122,8 @@ def test_a_claims_failing_selector_ends_the_attempt_with_kube_schedulers_message
         claim("typo", [exactly("gpus", 1, selectors=[f"{GPU}.productNam == 'x'"])]),
         claim("good", [exactly("gpus", 1)]),
     )
-    result = schedule_one(claim_pod("p", "typo"), snapshot, build_framework())
+    fw = build_framework()
+    result = schedule_one(claim_pod("p", "typo"), snapshot, fw)
     assert isinstance(result, Failure)
     assert result.message == (
         'running "DynamicResources" filter plugin: claim default/typo: selector #0: '
@@ -131,7 +132,7 @@ def test_a_claims_failing_selector_ends_the_attempt_with_kube_schedulers_message
     assert result.pod_status is not None
     assert result.pod_status.code is Code.ERROR
     assert result.unresolvable  # nothing is preempted for it
-    assert result.waits_for == "claim"  # tried again on a DRA change, not in a loop
+    assert fw.waits_for(result) == "claim"  # tried again on a DRA change, not in a loop
     assert {s.code for s in result.statuses.values()} == {Code.ERROR}  # what explain shows
     # the next pod, whose claim is sound, is not harmed
     assert isinstance(schedule_one(claim_pod("q", "good"), snapshot, build_framework()), Decision)

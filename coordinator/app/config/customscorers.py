@@ -13,10 +13,11 @@
 The target (``package.module:attribute``, or the entry point's) is a callable — usually a class —
 called with ``args`` as keyword arguments; it returns an object with ``name`` (overwritten with
 the configured name) and ``score(state, pod, node) -> float`` (0–100), optionally ``pre_score``
-and ``normalize_scores`` (the interfaces in :mod:`.interfaces`). A target that cannot be imported,
-is not callable, or whose factory raises is a :class:`ConfigError` naming the entry, when the
-configuration is loaded. What happens when a plugin raises while scoring is the
-:mod:`coordinator.core.plugins.custom` wrapper's business (skipped for that cycle, logged).
+and ``normalize_scores`` (the interfaces in :mod:`coordinator.core.framework.interfaces`). A
+target that cannot be imported, is not callable, or whose factory raises is a
+:class:`ConfigError` naming the entry, when the configuration is loaded. What happens when a
+plugin raises while scoring is the :mod:`coordinator.core.plugins.custom` wrapper's business
+(skipped for that cycle, logged).
 docs/neuronetes-policies.md#custom-scorers documents the API.
 """
 
@@ -25,31 +26,16 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Final
 
+from coordinator.core.framework.config import CustomScorer
 from coordinator.core.framework.config_errors import ConfigError, hint
 
-__all__ = ["ENTRY_POINT_GROUP", "CustomScorer", "read_custom_scorers"]
+__all__ = ["ENTRY_POINT_GROUP", "read_custom_scorers"]
 
 #: The entry point group a package registers scorers in
 #: (``[project.entry-points."topos.scorers"]`` in its pyproject.toml).
 ENTRY_POINT_GROUP: Final = "topos.scorers"
-
-
-@dataclass(frozen=True, slots=True)
-class CustomScorer:
-    name: str
-    source: str  # "module pkg.mod:Attr" or "entry point x", for messages
-    factory: Callable[..., object] = field(compare=False)
-    weight: int = 1
-    args: Mapping[str, object] = field(default_factory=dict, compare=False)
-
-    def build(self) -> object:
-        """A fresh plugin object (the factory was tried once when the config was read)."""
-        plugin = self.factory(**self.args)
-        plugin.name = self.name  # type: ignore[attr-defined]
-        return plugin
 
 
 def read_custom_scorers(raw: object, taken: frozenset[str]) -> tuple[CustomScorer, ...]:

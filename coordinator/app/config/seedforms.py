@@ -23,8 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from coordinator.app.config.spreadargs import read_spread_args
 from coordinator.core.framework.config_errors import ConfigError, hint
-from coordinator.core.framework.spreadargs import SpreadDefaults, read_spread_args
+from coordinator.core.framework.spreadargs import SpreadDefaults
+from coordinator.core.plugins import noderesources, podtopologyspread
 
 __all__ = [
     "FACTORS",
@@ -38,7 +40,8 @@ __all__ = [
 #: The sum of the weights a ``scoringWeights`` object is normalised to.
 FACTOR_SCALE: Final = 20
 
-#: Seed factor name → the ``weights`` fields (our scorers) it sets.
+#: Seed factor name → the ``weights`` keys (our scorers, as written before weights were by
+#: plugin name: aliases, see :func:`coordinator.core.registry.weight_aliases`) it sets.
 FACTORS: Final[Mapping[str, tuple[str, ...]]] = {
     # topology-scheduler (seeds 003/004)
     "resourceAvailability": ("bin_packing", "node_resources"),
@@ -142,18 +145,6 @@ def _amount(path: str, value: object) -> float:
 
 # --- KubeSchedulerConfiguration profiles ---------------------------------------------------------
 
-#: kube-scheduler / KubeNexus plugin names → ours.
-PLUGIN_NAMES: Final[Mapping[str, str]] = {
-    "NUMATopology": "NumaTopology",
-    "NodeResourcesFit": "NodeResourcesFit",
-    "NodeAffinity": "NodeAffinity",
-    "TaintToleration": "TaintToleration",
-    "InterPodAffinity": "InterPodAffinity",
-    "PodTopologySpread": "PodTopologySpread",
-    "NodePorts": "NodePorts",
-    "NodeUnschedulable": "NodeUnschedulable",
-    "DynamicResources": "DynamicResources",
-}
 #: Built into every Topos profile (gangs, the queue's order, binding, preemption): enabling them
 #: changes nothing, disabling them is refused.
 BUILT_IN: Final = frozenset(
@@ -196,15 +187,17 @@ class ProfileSettings:
     """What a profile changes: plugins off, score weights, the scheduler's name, plugin args."""
 
     disabled: set[str] = field(default_factory=set)
-    weights: dict[str, int] = field(default_factory=dict)  # weights field → value
+    weights: dict[str, int] = field(default_factory=dict)  # plugin name → weight
     scheduler_name: str | None = None
     node_resources_strategy: str | None = None
     spread_defaults: SpreadDefaults | None = None  # PodTopologySpread's args
 
 
-def read_profiles(raw: object, plugins: Mapping[str, str], own: frozenset[str]) -> ProfileSettings:
-    """``profiles`` (one KubeSchedulerConfiguration profile). ``plugins`` maps our plugin names
-    to their ``weights`` field; ``own`` are the names of every plugin Topos registers."""
+def read_profiles(
+    raw: object, names: Mapping[str, str], scorers: frozenset[str]
+) -> ProfileSettings:
+    """``profiles`` (one KubeSchedulerConfiguration profile). ``names`` maps every name a
+    profile may give a Topos plugin to the plugin's own; ``scorers`` are those that score."""
     if not isinstance(raw, list):
         raise ConfigError("profiles: must be a list of profiles")
     if len(raw) > 1:
@@ -230,7 +223,7 @@ def read_profiles(raw: object, plugins: Mapping[str, str], own: frozenset[str]) 
     if not isinstance(points, Mapping):
         raise ConfigError("profiles[0].plugins: must be a mapping of extension points")
     for point, sets in points.items():
-        _read_point(f"profiles[0].plugins.{point}", str(point), sets, plugins, own, out)
+        _read_point(f"profiles[0].plugins.{point}", str(point), sets, names, scorers, out)
     _read_plugin_config(profile.get("pluginConfig") or [], out)
     return out
 
@@ -239,8 +232,8 @@ def _read_point(
     path: str,
     point: str,
     sets: object,
-    plugins: Mapping[str, str],
-    own: frozenset[str],
+    names: Mapping[str, str],
+    scorers: frozenset[str],
     out: ProfileSettings,
 ) -> None:
     if point not in _POINTS:
@@ -261,7 +254,7 @@ def _read_point(
             for key in entry:
                 if key not in ("name", "weight"):
                     raise ConfigError(f"{where}.{key}: unknown key{hint(str(key), {'weight'})}")
-            _apply(where, point, which, entry, plugins, own, out)
+            _apply(where, point, which, entry, names, scorers, out)
 
 
 def _apply(
@@ -269,13 +262,13 @@ def _apply(
     point: str,
     which: str,
     entry: Mapping[str, object],
-    plugins: Mapping[str, str],
-    own: frozenset[str],
+    names: Mapping[str, str],
+    scorers: frozenset[str],
     out: ProfileSettings,
 ) -> None:
     given = str(entry["name"])
     if given == "*" and which == "disabled":
-        targets = sorted(plugins) if point in _SCORE_ONLY else sorted(own)
+        targets = sorted(scorers) if point in _SCORE_ONLY else sorted(set(names.values()))
     elif given in BUILT_IN:
         if which == "disabled":
             raise ConfigError(f"{where}.name: {given} is built into Topos and cannot be disabled")
@@ -285,20 +278,20 @@ def _apply(
             raise ConfigError(f"{where}.name: Topos does not run kube-scheduler's {given}")
         return
     else:
-        ours = PLUGIN_NAMES.get(given, given)
-        if ours not in own:
-            known = set(own) | set(PLUGIN_NAMES) | BUILT_IN
+        ours = names.get(given)
+        if ours is None:
+            known = set(names) | BUILT_IN
             raise ConfigError(f"{where}.name: unknown plugin {given!r}{hint(given, known)}")
         targets = [ours]
     weight = entry.get("weight")
     if weight is not None and (point not in ("score", "multiPoint") or which != "enabled"):
         raise ConfigError(f"{where}.weight: a weight belongs to an enabled score plugin")
     for ours in targets:
-        field_name = plugins.get(ours)
+        scores = ours in scorers
         if which == "disabled":
             if point in _SCORE_ONLY:
-                if field_name is not None:
-                    out.weights[field_name] = 0
+                if scores:
+                    out.weights[ours] = 0
             else:
                 out.disabled.add(ours)
             continue
@@ -306,11 +299,11 @@ def _apply(
         if weight is not None:
             if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
                 raise ConfigError(f"{where}.weight: must be an integer from 0 to 100")
-            if field_name is None:
+            if not scores:
                 raise ConfigError(f"{where}.weight: {ours} does not score nodes")
-            out.weights[field_name] = weight
-        elif point in _SCORE_ONLY and field_name is not None and out.weights.get(field_name) == 0:
-            del out.weights[field_name]  # re-enabled after a "*": back to its default weight
+            out.weights[ours] = weight
+        elif point in _SCORE_ONLY and scores and out.weights.get(ours) == 0:
+            del out.weights[ours]  # re-enabled after a "*": back to its default weight
 
 
 def _read_plugin_config(raw: object, out: ProfileSettings) -> None:
@@ -326,10 +319,10 @@ def _read_plugin_config(raw: object, out: ProfileSettings) -> None:
         args = entry.get("args") or {}
         if not isinstance(args, Mapping):
             raise ConfigError(f"{where}.args: must be a mapping")
-        if entry["name"] == "PodTopologySpread":
+        if entry["name"] == podtopologyspread.PLUGIN.name:
             out.spread_defaults = read_spread_args(f"{where}.args", args)
             continue
-        if entry["name"] != "NodeResourcesFit":
+        if entry["name"] != noderesources.PLUGIN.name:
             if args:
                 key = next(iter(args))
                 raise ConfigError(f"{where}.args.{key}: {entry['name']} takes no arguments")

@@ -1,0 +1,29 @@
+"""The smallest scorer, as a template (docs/architecture.md, "Adding a scorer"): nodes labelled
+``topos.io/example-preferred=true`` score 100, others 0. Not in the registry; a test registers
+it (tests/coordinator/core/test_sched_example_plugin.py)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from coordinator.core.framework.cyclestate import CycleState
+from coordinator.core.framework.interfaces import Plugin
+from coordinator.core.plugins.declaration import PluginSpec
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+
+__all__ = ["PLUGIN", "PreferLabelled"]
+
+LABEL: Final = "topos.io/example-preferred"
+
+
+class PreferLabelled(Plugin):
+    name = "PreferLabelled"
+    node_local = True  # reads only the node: its score is remembered per node and pod class
+    alike_nodes = True  # reads only labels, which NodeInfo.state_key stands for
+
+    def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
+        return 100.0 if node.labels.get(LABEL) == "true" else 0.0
+
+
+PLUGIN: Final = PluginSpec(plugin=PreferLabelled, weight=10)
