@@ -216,10 +216,12 @@ async def _scenario(
         metrics
     )
 
-    # The node's answer changes: one more Event, with the new set.
+    # The node's answer changes: the pod's mismatch Event says the new set, counted twice (one
+    # Event per pod and reason, as kube's event recorder keeps them: `x2` in kubectl describe).
     other = _sys_pair(topology, set(chosen) | set(given) | {odd_index})
     kubelet.give(namespace, "train", *(topology.gpus[i].uuid for i in other))
     await _event_saying(kube, namespace, "train", f"the node gave GPUs {other[0]},{other[1]} (SYS)")
-    assert len(await _events(kube, namespace, "train")) == 2
+    (changed,) = await _events(kube, namespace, "train")
+    assert changed["count"] == 2
     metric = f'topos_gpu_assignment_mismatches_total{{link="worse",node="{node}"}} 2.0'
     assert metric in await _text(f"{base}/metrics")

@@ -73,7 +73,7 @@ async def test_a_lone_gang_worker_waits_for_its_pod_group_then_all_four_start(
         # The seed's first troubleshooting entry: pending, "waiting for pod group".
         message = await cluster.condition("worker-0", "waiting for pod group")
         assert "distributed-training" in message
-        assert "1 of 4" in message
+        assert "waiting for all 4 pods to exist" in message
         assert (await cluster.pod("worker-0"))["spec"].get("nodeName") is None
         for i in range(1, 4):
             await apply(cluster, WORKER.format(i=i))

@@ -44,7 +44,7 @@ async def test_one_coordinator_opens_one_connection_and_writes_on_its_own_pod(
     monkeypatch.setattr(KubeClientCore, "connect", classmethod(counted))
     path = tmp_path / "config.yaml"
     scheduler = (
-        f"scheduler: {{namespace: {namespace}, nodeSelector: {{{RUN_LABEL}: {cluster.run}}}}}"
+        f"scheduler: {{namespace: {namespace}, nodeSelector: {{{RUN_LABEL}: '{cluster.run}'}}}}"
     )
     path.write_text(f"{scheduler}\ncoordinator: {{reloadIntervalSeconds: 0.1}}\n")
     inventory = Inventory(stale_ttl_s=3600)
