@@ -1,4 +1,4 @@
-"""Run every benchmark, collect their figures, and write the table to ``docs/benchmarks.md``.
+"""Run every benchmark, collect their figures, and write them into ``docs/benchmarks.md``.
 
 ``make bench`` runs ``python -m benchmarks.run_all``. Each benchmark runs in its own process
 (``python -m benchmarks.<name>``, one after the other, so they do not compete for the CPU), with
@@ -8,8 +8,14 @@ the others, their verdict lines ("target …", "goal …") go in the table and t
 below it. A benchmark module added later (one with a ``__main__`` guard) is picked up
 automatically and run with no arguments.
 
-Options: ``--only a,b`` runs a subset, ``--output F`` writes elsewhere (``-`` for stdout),
-``--timeout S`` per benchmark (default 900 s).
+The run's figures — date, commit, machine, load, a summary row per figure and each benchmark's
+output — replace only what lies between the markers :data:`BEGIN` and :data:`END` of the page;
+everything else on it is written by hand and kept. A page without both markers, once each and in
+order, is refused before any benchmark runs (and left as it is); a file that does not exist yet
+is created holding the markers and the run.
+
+Options: ``--only a,b`` runs a subset, ``--output F`` writes elsewhere (``-`` for stdout: the
+generated block alone), ``--timeout S`` per benchmark (default 900 s).
 """
 
 from __future__ import annotations
@@ -52,24 +58,9 @@ ARGS: dict[str, list[str]] = {
 TIMEOUTS: dict[str, float] = {"churn_soak": 3600.0, "sharing_trace": 1800.0}
 JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use", "sharing_trace"}
 ORDER = list(ARGS)
-#: What profiling (py-spy) found and what changed because of it; printed under the figures.
-NOTES = """\
-- **Simulator** (`py-spy record` of a 1,000-job replay over 64 nodes): 77 % of samples were in
-  Topos' gang path, mostly *failed* whole-gang planning retries (`plan_gang`/`place_members`
-  36 %, building `NodeState`s 14 %, `member_of` shape keys 10 %). The replay now skips attempts
-  no policy could satisfy (free whole GPUs counted in pod-sized chunks on the nodes of the job's
-  GPU model) and same-shape jobs after a failure in one pass: 6.8 s → 2.1 s (topos), 7.3 s →
-  1.1 s (spread) for that replay, with identical outcomes.
-- **Gang planning**: the planner learned the nodes a member may never use (another GPU model,
-  taints) one refused node per round, so a gang with a `nodeSelector` on a mixed cluster could
-  wait while it fitted (seen in `topos demo`). It now asks the core's node-level filters once per
-  member shape before planning; gang preemption uses the same eligibility and no longer nominates
-  when nothing needs evicting.
-- **Core at 5,000 nodes** (`py-spy` of `decision_scaling`): ~75 % of samples in `schedule_one`;
-  node-affinity matching (~15 %, pods naming a GPU model, first cycle of a pod class) and the
-  per-node memo lookups (~11 %) lead. The p99 is the first cycle of a new pod class (every node
-  evaluated once); later pods of that class hit the per-node memo. Not changed here.
-"""
+#: The generated block of the page lies between these lines; the rest is written by hand.
+BEGIN = "<!-- bench:begin: written by `make bench` (benchmarks/run_all.py); edits here are lost -->"
+END = "<!-- bench:end -->"
 _VERDICT = re.compile(r"\b(target|goal)\b", re.IGNORECASE)
 #: Lines worth a row in the summary, for benchmarks that print neither rows nor a verdict line.
 KEY_LINES: dict[str, re.Pattern[str]] = {
@@ -177,21 +168,16 @@ def _cell(text: str) -> str:
 
 
 def render(outcomes: Sequence[Outcome], info: dict[str, str], load: tuple[float, ...]) -> str:
+    """The generated block: the run's date, commit, machine and load, a summary row per figure,
+    and each benchmark's output."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
-        "# Benchmarks",
-        "",
-        f"Written by `make bench` (`python -m benchmarks.run_all`) on {now}, commit `{commit()}`.",
-        "Every figure below comes from that one run; baselines ran in the same run on the same",
-        "input. Re-run it to refresh this page. Nothing in `tests/` asserts a time.",
-        "",
-        "## Machine",
+        f"Run on {now}, commit `{commit()}`: every figure in this block comes from that one run;",
+        "baselines ran in the same run on the same input.",
         "",
         *[f"- **{k}**: {v}" for k, v in info.items()],
         f"- **load average** at start: {', '.join(f'{x:.1f}' for x in load)} "
         "(a shared machine: wall-clock figures include time other processes held the CPU)",
-        "",
-        "## Summary",
         "",
         "| benchmark | case | figure | Topos | baseline (same run) | goal |",
         "|---|---|---|---|---|---|",
@@ -219,9 +205,9 @@ def render(outcomes: Sequence[Outcome], info: dict[str, str], load: tuple[float,
         if not o.rows:
             for v in o.verdicts or ["(see output below)"]:
                 lines.append(f"| {o.name} | | {_cell(v)} | | | |")
-    lines += ["", "## Profiling notes", "", NOTES, "## Details", ""]
+    lines.append("")
     for o in outcomes:
-        lines += [f"### {o.name}", "", first_paragraph(o.name), ""]
+        lines += [f"#### {o.name}", "", first_paragraph(o.name), ""]
         argv = " ".join(ARGS.get(o.name, []))
         lines += [
             f"`python -m benchmarks.{o.name} {argv}`".replace("  ", " ") + f" — {o.seconds:.0f} s",
@@ -233,7 +219,43 @@ def render(outcomes: Sequence[Outcome], info: dict[str, str], load: tuple[float,
             if o.table:
                 body += "\n\n" + o.table.rstrip()
         lines += ["```text", body.rstrip() or "(no output)", "```", ""]
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+class PageError(ValueError):
+    """The page to write into lacks its markers (the message names the file and the marker)."""
+
+
+def _bounds(page: str, where: str) -> tuple[int, int]:
+    """Where the generated block of ``page`` starts and ends (after :data:`BEGIN`, at
+    :data:`END`)."""
+    for marker in (BEGIN, END):
+        count = page.count(marker)
+        if count != 1:
+            found = "not found" if count == 0 else f"found {count} times"
+            raise PageError(f"{where}: marker {marker!r} {found}; it must appear once")
+    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    if end < start:
+        raise PageError(f"{where}: marker {END!r} comes before {BEGIN!r}")
+    return start, end
+
+
+def check_page(path: Path) -> None:
+    """Refuse, before any benchmark runs, a page the run could not be written into."""
+    if path.exists():
+        _bounds(path.read_text(), str(path))
+
+
+def splice(page: str, block: str, where: str = "the page") -> str:
+    """``page`` with the text between its markers replaced by ``block``; the rest unchanged."""
+    start, end = _bounds(page, where)
+    return page[:start] + "\n" + block.rstrip() + "\n" + page[end:]
+
+
+def write_page(path: Path, block: str) -> None:
+    """Write ``block`` between the markers of ``path`` (a new file: the markers and ``block``)."""
+    page = path.read_text() if path.exists() else f"{BEGIN}\n{END}\n"
+    path.write_text(splice(page, block, str(path)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -242,6 +264,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--output", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--timeout", type=float, default=900.0)
     args = ap.parse_args(argv)
+    if args.output != "-":
+        try:
+            check_page(Path(args.output))
+        except PageError as e:
+            print(e, file=sys.stderr)
+            return 2
     names = discover()
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -264,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output == "-":
         sys.stdout.write(text)
     else:
-        Path(args.output).write_text(text)
+        write_page(Path(args.output), text)
         print(f"wrote {args.output}", file=sys.stderr)
     return 0 if all(o.rc == 0 for o in outcomes) else 1
 

@@ -36,7 +36,7 @@ from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, PodSpecError
 from coordinator.core.podspec.sharing import GpuShare
-from coordinator.core.preemption.shares import share_gpu
+from coordinator.core.preemption.shares import room_of
 from coordinator.core.queue import QueuedPod, SchedulingQueue
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
@@ -64,9 +64,11 @@ class Nominated:
         topo = node.topology
         if self.share is None or topo is None:
             return self.info
-        index: int | None = next((g.index for g in topo.gpus if g.uuid == self.gpu), None)
-        if index is None:
-            index = share_gpu(node, self.share, fresh=node.free_whole_gpus > 0)
+        uuid = self.gpu
+        if not any(g.uuid == uuid for g in topo.gpus):
+            fresh = node.free_whole_gpus > 0
+            uuid = room_of(node).gpu_for(node.name, self.share, frozenset(), fresh=fresh)
+        index = next((g.index for g in topo.gpus if g.uuid == uuid), None)
         held = self.share.on_gpu(topo.gpus[index].memory_total_mib) if index is not None else None
         if index is None or held is None:
             return self.info

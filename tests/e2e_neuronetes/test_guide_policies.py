@@ -28,6 +28,7 @@ from coordinator.neuronetes.kube.resources import AGENT_POOLS
 from devcluster.kube_wait import wait_for_event, wait_for_object, wait_for_pods
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster, Kubectl
 from tests.support.neuronetes import Kubelet, controller, install_crds, shapes
+from tests.support.polling import eventually
 
 SPOT = {"karpenter.sh/capacity-type": "spot"}
 ON_DEMAND = {"karpenter.sh/capacity-type": "on-demand"}
@@ -332,8 +333,10 @@ async def test_no_pool_is_reconciled_before_the_node_inventory_is_ready(
     install_crds(kubectl)
     await kube.create(AGENT_POOLS, _guide("cached-pool", model="m"), namespace=namespace)
     inventory_ready = asyncio.Event()
-    async with controller(kubeconfig, namespace, "no-nodes", ready=[inventory_ready]):
-        await asyncio.sleep(2.0)  # four resync periods: nothing is judged on no nodes
+    async with controller(kubeconfig, namespace, "no-nodes", ready=[inventory_ready]) as ctl:
+        # The controller has the pool and holds it back: nothing is judged on no nodes.
+        await eventually(lambda: ctl.held_back > 0, what="the controller to hold the pool back")
+        assert (namespace, "cached-pool") in ctl.pools.objects
         pool = await kube.get(AGENT_POOLS, "cached-pool", namespace=namespace)
         assert not pool.get("status")
         pods = await kube.list(PODS, namespace=namespace, label_selector="neuronetes.io/pool")

@@ -40,10 +40,9 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, GpuShare
 from coordinator.core.preemption.shares import (
     SHARE_MILLI,
+    ShareRoom,
+    gpu_holders,
     places_resource,
-    share_fits,
-    share_milli,
-    share_places,
 )
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
@@ -94,18 +93,25 @@ def members_of(pods: Sequence[PodRequest], snapshot: Snapshot) -> list[Member]:
 
 
 def with_share_milli(
-    nodes: Sequence[NodeState], snapshot: Snapshot, asks: Iterable[GpuShare] = ()
+    nodes: Sequence[NodeState],
+    snapshot: Snapshot,
+    asks: Iterable[GpuShare] = (),
+    *,
+    room: ShareRoom | None = None,
 ) -> list[NodeState]:
     """``nodes`` with the :data:`SHARE_MILLI` each offers (planning members that take it) and,
-    for each of ``asks``, its places for that share (:func:`share_places`)."""
+    for each of ``asks``, its places for that share (:meth:`ShareRoom.places`): the
+    :class:`ShareRoom` of ``snapshot`` (``room``, when the caller has it) with no victims."""
     wanted = {places_resource(ask): ask for ask in asks}
+    if room is None:
+        room = ShareRoom(gpu_holders(snapshot, every_gpu=True))
+    none: frozenset[str] = frozenset()
     out = []
     for state in nodes:
-        info = snapshot.get(state.name)
         free = dict(state.free)
-        free[SHARE_MILLI] = share_milli(info, state.gpus_free) if info is not None else 0
+        free[SHARE_MILLI] = room.milli(state.name, none, state.gpus_free)
         for name, ask in wanted.items():
-            free[name] = share_places(info, ask, state.gpus_free) if info is not None else 0
+            free[name] = room.places(state.name, ask, none, whole_free=state.gpus_free)
         out.append(replace(state, free=free))
     return out
 
@@ -183,7 +189,8 @@ def schedule_gang(
     if asks:
         # Thousandths per node, and per share asked the places its GPUs have for it: room
         # spread over GPUs each too small for a share is no place for it.
-        nodes = with_share_milli(nodes, snapshot, asks.values())
+        room = ShareRoom(gpu_holders(snapshot, every_gpu=True))
+        nodes = with_share_milli(nodes, snapshot, asks.values(), room=room)
         members = [
             replace(m, requests={**m.requests, places_resource(asks[m.shape_key]): 1})
             if m.shape_key in asks
@@ -193,9 +200,8 @@ def schedule_gang(
         # A share goes only where one GPU has room for it (shared, or free while the node
         # still has a whole GPU to give).
         for state in nodes:
-            info = snapshot.get(state.name)
             for shape, ask in asks.items():
-                if info is None or not share_fits(info, ask, fresh=state.gpus_free > 0):
+                if not room.fits(state.name, ask, frozenset(), fresh=state.gpus_free > 0):
                     refused[(shape, state.name)] = Status.unschedulable(
                         "node(s) had no GPU with room for the share", detail=state.name
                     )

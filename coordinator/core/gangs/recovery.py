@@ -35,7 +35,7 @@ from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.sharing import WHOLE, GpuShare, HeldShare
-from coordinator.core.preemption.shares import SHARE_MILLI, share_fits
+from coordinator.core.preemption.shares import SHARE_MILLI, ShareRoom, gpu_holders
 from coordinator.core.preemption.victims import RunningPod
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
@@ -80,14 +80,14 @@ def affected_pods(
 def share_room(snapshot: Snapshot, shares: Mapping[str, HeldShare]) -> EligibleFn:
     """Eligibility for :func:`plan_recovery`: a member holding a share (``shares``: pod key →
     its share) goes only to a node of ``snapshot`` with one GPU that has room for it."""
+    room = ShareRoom(gpu_holders(snapshot, every_gpu=True))
 
     def eligible(member: Member, node: NodeState) -> Status:
         held = shares.get(member.name)
         if held is None:
             return Status()
-        info = snapshot.get(node.name)
         ask = GpuShare(milli=held.milli, memory_mib=held.memory_mib or None)
-        if info is None or not share_fits(info, ask, fresh=node.gpus_free > 0):
+        if not room.fits(node.name, ask, frozenset(), fresh=node.gpus_free > 0):
             return Status.unschedulable("node(s) had no GPU with room for the share")
         return Status()
 

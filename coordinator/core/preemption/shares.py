@@ -14,8 +14,8 @@ Planning several pods at once (a gang, or preemption for one) also counts
 :data:`SHARE_MILLI`: the thousandths of GPUs a node can give — 1000 for each free GPU and the
 free compute of its shared GPUs — against which a whole-GPU member asks 1000 per GPU and a share
 its fraction. So a gang's shares and whole GPUs are never planned onto the same GPUs. A gang
-also counts, per share it asks, the places a node has for it (:func:`share_places`, named by
-:func:`places_resource`): thousandths spread over GPUs each too small for the share are no
+also counts, per share it asks, the places a node has for it (:meth:`ShareRoom.places`, named
+by :func:`places_resource`): thousandths spread over GPUs each too small for the share are no
 place for it.
 """
 
@@ -35,11 +35,9 @@ __all__ = [
     "GpuHolders",
     "ShareRoom",
     "gpu_holders",
+    "node_gpus",
     "places_resource",
-    "share_fits",
-    "share_gpu",
-    "share_milli",
-    "share_places",
+    "room_of",
 ]
 
 #: Planning-only resource, named as refusals show it ("Insufficient thousandths of a GPU"); no
@@ -59,41 +57,6 @@ class GpuHolders:
     claimed: bool = False  # a DRA claim holds it (whole, or a share of its capacity)
 
 
-def share_milli(node: NodeInfo, whole_free: int) -> int:
-    """:data:`SHARE_MILLI` a node offers now: its ``whole_free`` GPUs and its shared GPUs'
-    room."""
-    room = sum(
-        milli
-        for i, (milli, mib) in node.share_room.items()
-        if i in node.shared and (mib is None or mib > 0)
-    )
-    return WHOLE * whole_free + room
-
-
-def share_fits(node: NodeInfo, ask: GpuShare, *, fresh: bool) -> bool:
-    """Whether one GPU of ``node`` has room for ``ask`` now (a wholly free one only when
-    ``fresh``: the node has a whole GPU to give)."""
-    return share_gpu(node, ask, fresh=fresh) is not None
-
-
-def share_gpu(node: NodeInfo, ask: GpuShare, *, fresh: bool) -> int | None:
-    """The GPU (index) of ``node`` with room for ``ask`` now, a shared one before a wholly free
-    one (which only ``fresh`` allows); ``None``: none."""
-    topo = node.topology
-    if topo is None:
-        return None
-    found = None
-    for i, (milli, mib) in node.share_room.items():
-        if i not in node.shared and (not fresh or found is not None):
-            continue
-        held = ask.on_gpu(topo.gpus[i].memory_total_mib)
-        if held is not None and held.milli <= milli and (mib is None or held.memory_mib <= mib):
-            if i in node.shared:
-                return i
-            found = i
-    return found
-
-
 def places_resource(ask: GpuShare) -> str:
     """The planning-only resource counting a node's places for ``ask`` (one per member)."""
     parts = []
@@ -106,54 +69,43 @@ def places_resource(ask: GpuShare) -> str:
     return f"places on a GPU for a share of {' with '.join(parts)}"
 
 
-def share_places(node: NodeInfo, ask: GpuShare, whole_free: int) -> int:
-    """How many shares like ``ask`` the GPUs of ``node`` can hold now, GPU by GPU: its shared
-    GPUs' room, and ``whole_free`` of its free GPUs (those with the most places)."""
-    topo = node.topology
-    if topo is None:
-        return 0
-    shared = 0
-    fresh: list[int] = []
-    for i, (milli, mib) in node.share_room.items():
-        held = ask.on_gpu(topo.gpus[i].memory_total_mib)
-        if held is None:
-            continue
-        fit = milli // held.milli
-        if mib is not None and held.memory_mib > 0:
-            fit = min(fit, mib // held.memory_mib)
-        if i in node.shared:
-            shared += fit
-        else:
-            fresh.append(fit)
-    fresh.sort(reverse=True)
-    return shared + sum(fresh[: max(0, whole_free)])
-
-
 def gpu_holders(snapshot: Snapshot, *, every_gpu: bool) -> Iterator[GpuHolders]:
-    """The GPUs of ``snapshot``'s nodes: every healthy non-MIG one with ``every_gpu`` (a share
-    looks for room anywhere), else only the shared ones (what whole-GPU preemption frees)."""
+    """The GPUs of ``snapshot``'s nodes (:func:`node_gpus` of each)."""
     for node in snapshot.nodes:
-        topo = node.topology
-        if topo is None or not (every_gpu or node.shared):
+        yield from node_gpus(node, every_gpu=every_gpu)
+
+
+def node_gpus(node: NodeInfo, *, every_gpu: bool) -> Iterator[GpuHolders]:
+    """The GPUs of ``node``: every healthy non-MIG one with ``every_gpu`` (a share looks for
+    room anywhere), else only the shared ones (what whole-GPU preemption frees)."""
+    topo = node.topology
+    if topo is None or not (every_gpu or node.shared):
+        return
+    for g in topo.gpus:
+        if not g.healthy or g.mig_enabled:
             continue
-        for g in topo.gpus:
-            if not g.healthy or g.mig_enabled:
-                continue
-            shared = node.shared.get(g.index)
-            if shared is None and not every_gpu:
-                continue
-            yield GpuHolders(
-                node=node.name,
-                gpu=g.uuid,
-                memory_mib=g.memory_total_mib,
-                owner=node.gpu_owner.get(g.index),
-                shares=shared.holders if shared is not None else (),
-                claimed=g.uuid in node.dra_held,
-            )
+        shared = node.shared.get(g.index)
+        if shared is None and not every_gpu:
+            continue
+        yield GpuHolders(
+            node=node.name,
+            gpu=g.uuid,
+            memory_mib=g.memory_total_mib,
+            owner=node.gpu_owner.get(g.index),
+            shares=shared.holders if shared is not None else (),
+            claimed=g.uuid in node.dra_held,
+        )
+
+
+def room_of(node: NodeInfo) -> ShareRoom:
+    """The :class:`ShareRoom` of ``node``'s GPUs (with no victims: the node as it is now)."""
+    return ShareRoom(node_gpus(node, every_gpu=True))
 
 
 class ShareRoom:
-    """What evicting a set of pods frees of the GPUs ``holders``."""
+    """What evicting a set of pods frees of the GPUs ``holders``; with no victims, the GPUs as
+    they are now (what gang planning counts). The one capacity model of shares for planning:
+    its room on each GPU is the per-pod cycle's (``NodeInfo.share_room``)."""
 
     def __init__(self, holders: Iterable[GpuHolders]) -> None:
         self.by_node: dict[str, list[GpuHolders]] = {}
@@ -184,9 +136,8 @@ class ShareRoom:
             left = [s for pod, s in g.shares if pod not in victims]
             if not left or g.owner is not None or g.claimed:
                 continue  # free whole (counted in whole_free), or not the shares' to give
-            mem = sum(s.memory_mib for s in left)
-            if g.memory_mib is None or mem < g.memory_mib:
-                room += max(0, WHOLE - sum(s.milli for s in left))
+            free = _room(g, left)
+            room += free[0] if free is not None else 0
         return WHOLE * whole_free + room
 
     def places(
@@ -199,8 +150,8 @@ class ShareRoom:
         unclaimed: Collection[str] = (),
     ) -> int:
         """How many shares like ``ask`` the GPUs of ``node`` hold once ``victims`` are gone, GPU
-        by GPU (:func:`share_places` after the victims; ``whole_free``: its whole free GPUs
-        then)."""
+        by GPU: the shared GPUs' room, and ``whole_free`` of the free GPUs (those with the most
+        places); ``whole_free``: its whole free GPUs then."""
         shared = 0
         fresh: list[int] = []
         for g in self.by_node.get(node, ()):
@@ -209,17 +160,17 @@ class ShareRoom:
             if g.claimed and g.gpu not in unclaimed:
                 continue
             need = ask.on_gpu(g.memory_mib)
-            if need is None:
-                continue
             left = [s for pod, s in g.shares if pod not in victims]
-            fit = (WHOLE - sum(s.milli for s in left)) // need.milli
-            if g.memory_mib is not None and need.memory_mib > 0:
-                room = g.memory_mib - sum(s.memory_mib for s in left)
-                fit = min(fit, room // need.memory_mib)
+            free = _room(g, left)
+            if need is None or free is None:
+                continue
+            fit = free[0] // need.milli
+            if free[1] is not None and need.memory_mib > 0:
+                fit = min(fit, free[1] // need.memory_mib)
             if left:
-                shared += max(0, fit)
+                shared += fit
             else:
-                fresh.append(max(0, fit))
+                fresh.append(fit)
         fresh.sort(reverse=True)
         return shared + sum(fresh[: max(0, whole_free)])
 
@@ -282,10 +233,21 @@ class ShareRoom:
             if not left and not fresh:
                 continue
             need = ask.on_gpu(g.memory_mib)
-            if need is None:
+            free = _room(g, left)
+            if need is None or free is None:
                 continue
-            if sum(s.milli for s in left) + need.milli > WHOLE:
-                continue
-            mem = sum(s.memory_mib for s in left) + need.memory_mib
-            if g.memory_mib is None or mem <= g.memory_mib:
+            if need.milli <= free[0] and (free[1] is None or need.memory_mib <= free[1]):
                 yield g, bool(left)
+
+
+def _room(gpu: GpuHolders, left: Sequence[HeldShare]) -> tuple[int, int | None] | None:
+    """The free thousandths and MiB (``None``: memory unknown) of ``gpu`` while the shares
+    ``left`` hold it; ``None``: no room. The rule of the per-pod cycle's ``NodeInfo.share_room``:
+    a GPU whose compute or (known) memory its shares hold entirely has no room for another."""
+    milli = WHOLE - sum(s.milli for s in left)
+    if gpu.memory_mib is None:
+        return (milli, None) if milli > 0 else None
+    mib = gpu.memory_mib - sum(s.memory_mib for s in left)
+    if left and (milli <= 0 or mib <= 0):
+        return None
+    return milli, mib

@@ -144,6 +144,9 @@ class NeuronetesController:
         )
         self.pools.reflector.what = "AgentPools (agentpools.neuronetes.io)"
         self._gone: set[Key] = set()
+        #: Times the loop found pools to reconcile and held them back until ``ready`` (what a
+        #: caller can wait on to know a pool was seen and not judged).
+        self.held_back = 0
 
     @property
     def synced(self) -> list[asyncio.Event]:
@@ -218,15 +221,23 @@ class NeuronetesController:
             self._wake.set()
 
     async def _loop(self, reconciler: Reconciler) -> None:
-        # ``ready``: the node inventory's first sync — a policy judging nodes (cached replicas,
-        # spot capacity, regions) must not report on an empty inventory.
-        for event in [*self.synced, *self._ready]:
+        for event in self.synced:
             await event.wait()
         while True:
             await self._wake.wait()
             self._wake.clear()
             if not self._active():
                 await asyncio.sleep(0.2)
+                self._wake.set()
+                continue
+            waiting = [event for event in self._ready if not event.is_set()]
+            if waiting:
+                # ``ready``: the node inventory's first sync — a policy judging nodes (cached
+                # replicas, spot capacity, regions) must not report on an empty inventory. The
+                # marked pools stay marked until it is done.
+                self.held_back += 1
+                for event in waiting:
+                    await event.wait()
                 self._wake.set()
                 continue
             dirty, self._dirty = self._due(self._dirty)

@@ -9,7 +9,7 @@ import asyncio
 import json
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import aiohttp
@@ -84,8 +84,10 @@ async def pool_tokens(
     rates: RateTracker,
     *,
     prometheus_url: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> TokenSignals | None:
-    """The pool's queued tokens and one replica's throughput; None until a rate is known."""
+    """The pool's queued tokens and one replica's throughput; None until a rate is known.
+    ``clock`` (seconds) times the pods' counters."""
     scaling = pool.autoscaling
     if scaling is None:
         return None
@@ -96,7 +98,7 @@ async def pool_tokens(
     targets = [(p, _pod_url(pool, p)) for p in live]
     reads = [(p, u) for p, u in targets if u is not None]
     texts = await asyncio.gather(*(_get(session, u, metrics.timeout_s) for _, u in reads))
-    now = time.monotonic()
+    now = clock()
     queued, per_pod = 0.0, []
     for (pod, url), text in zip(reads, texts, strict=True):
         try:

@@ -69,7 +69,13 @@ async def test_a_gang_whose_member_was_replaced_mid_bind_completes_after_its_bac
     # Its controller replaced g-1 while the bind was on the wire: that bind must fail.
     cluster.delete_pod("ml", "g-1")
     again = cluster.create_pod(member("g-1", "uid-g-1-again"))["metadata"]["uid"]
-    await asyncio.sleep(0.2)  # the replacement is popped and waits for the attempt in flight
+    # The replacement is popped, tried, and waits for the attempt in flight.
+    queue = gangs.step.scheduler.queue
+    await eventually(
+        lambda: (e := queue.entry(again)) is not None and e.attempts > 0,
+        what="the replacement to be tried while the attempt is in flight",
+        timeout_s=10,
+    )
     started = time.monotonic()
     cluster.gate.set()
     await eventually(

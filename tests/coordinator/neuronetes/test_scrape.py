@@ -54,6 +54,7 @@ def _pods(*names: str) -> list[OwnedPod]:
 
 async def test_pod_metrics_give_queue_and_a_per_replica_rate() -> None:
     counter = {"value": 0}
+    now = [100.0]
 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(text=METRICS % counter["value"])
@@ -61,13 +62,17 @@ async def test_pod_metrics_give_queue_and_a_per_replica_rate() -> None:
     async with serve({"/{pod}/metrics": metrics}) as url, aiohttp.ClientSession() as session:
         pool = _pool({"url": url + "/{pod}/metrics"})
         rates = RateTracker()
-        assert await pool_tokens(session, pool, _pods("a", "b"), rates) is None  # no rate yet
+
+        async def read() -> Any:
+            return await pool_tokens(session, pool, _pods("a", "b"), rates, clock=lambda: now[0])
+
+        assert await read() is None  # no rate yet
         counter["value"] = 100_000
-        await asyncio.sleep(0.05)
-        tokens = await pool_tokens(session, pool, _pods("a", "b"), rates)
+        now[0] += 10.0  # ten seconds later, each pod has served 100,000 prompt tokens
+        tokens = await read()
     assert tokens is not None
     assert tokens.tokens_in_queue == 2 * 5 * 100
-    assert tokens.tokens_per_second > 0
+    assert tokens.tokens_per_second == 10_000  # one replica's rate: 100,000 tokens in 10 s
 
 
 @pytest.mark.parametrize(
