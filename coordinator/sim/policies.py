@@ -27,8 +27,6 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
 from coordinator.core.gangs.cycle import schedule_gang
-from coordinator.core.plugins import noderesources
-from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.podinfo import Placement

@@ -45,8 +45,6 @@ from coordinator.core.preemption.shares import (
     share_milli,
     share_places,
 )
-from coordinator.core.registry import build_framework
-from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
