@@ -19,8 +19,8 @@ from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER, LEADER_LABEL
 from coordinator.app.main import running, wire
 from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
-from tests.support.pods import pod
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.kube

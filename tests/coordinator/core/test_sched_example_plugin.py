@@ -11,7 +11,7 @@ from coordinator.core.plugins import example
 from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.registry import PLUGINS, build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
-from tests.support.pods import pod
+from devcluster.pods import pod
 from tests.support.sched_hw import plain_node, request
 
 
