@@ -18,6 +18,7 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX: Final = "nvidia.com/mig-"
 
 __all__ = [
+    "AGENT_POOL_SCHEDULER_NAME",
     "ASSIGNED_GPUS",
     "ASSIGNED_NUMA",
     "GANG",
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 SCHEDULER_NAME: Final = "topos"
+#: The profile that scores AgentPool pods (the NeuroNetes controller's pods name it).
+AGENT_POOL_SCHEDULER_NAME: Final = "topos-agentpools"
 
 
 @dataclass(frozen=True, slots=True)

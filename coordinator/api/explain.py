@@ -67,6 +67,8 @@ class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     #: yet: a dry run now) | placed-before-restart (bound earlier; from its annotations)
     state: str
     message: str
+    #: The profile (``schedulerName``) that decided, or would decide.
+    profile: str | None = None
     node: str | None = None
     gpus: list[str] = []  # device ids, as written in topos.io/assigned-gpus
     gpu_indices: list[int] = []
@@ -244,6 +246,7 @@ async def explain_pod(request: web.Request) -> web.Response:
             dry_run=False,
             limit=limit,
         )
+        doc = msgspec.structs.replace(doc, profile=attempt.profile or None)
         return respond(request, _node_gave(doc, scheduler))
     if entry is not None and entry.where != "bound":
         result = scheduler.explain_now(entry)
@@ -251,6 +254,7 @@ async def explain_pod(request: web.Request) -> web.Response:
         doc = _from_result(
             namespace, name, "pending", message, result, at=None, dry_run=True, limit=limit
         )
+        doc = msgspec.structs.replace(doc, profile=scheduler.framework_for(entry).name)
         return respond(request, doc)
     found = _placed_before(scheduler, namespace, name)
     if found is None:

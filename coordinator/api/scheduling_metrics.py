@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from common.podkeys import SCHEDULER_NAME
 from coordinator.api.window_summary import WindowSummary
+from coordinator.core.framework.profiles import scheduler_name_of
 from coordinator.core.queue import QueuedPod
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.observer import Outcome, SchedulingObserver
@@ -164,7 +165,7 @@ class SchedulingMetrics(SchedulingObserver):
             return
         if outcome in ("unschedulable", "invalid"):
             if began is not None:  # not a gang parked by a timeout, outside any attempt
-                self._counted("unschedulable", now - began)
+                self._counted("unschedulable", now - began, entry)
             return
         started = self._decided.pop(entry.uid, None)
         if outcome == "bind-failed":
@@ -172,21 +173,23 @@ class SchedulingMetrics(SchedulingObserver):
             if queue is None or entry.uid not in queue:
                 self._seen.pop(entry.uid, None)  # gone: it will not be tried again
             if started is not None:
-                self._counted("error", now - started)
+                self._counted("error", now - started, entry)
             return
         first = self._seen.pop(entry.uid, None)
         if started is None:
             return  # decided before this observer was attached
-        self._counted("scheduled", now - started)
+        self._counted("scheduled", now - started, entry)
         tries = entry.attempts + 1
         self.pod_attempts.observe(tries)
         if first is not None:
             self.sli_seconds.labels(str(tries)).observe(max(0.0, now - first))
 
-    def _counted(self, result: str, seconds: float) -> None:
+    def _counted(self, result: str, seconds: float, entry: QueuedPod) -> None:
         seconds = max(0.0, seconds)
-        self.attempts.labels(result, SCHEDULER_NAME).inc()
-        self.attempt_seconds.labels(result, SCHEDULER_NAME).observe(seconds)
+        # The profile that decided: the one the pod's schedulerName names (kube's label).
+        profile = scheduler_name_of(entry.obj) or SCHEDULER_NAME
+        self.attempts.labels(result, profile).inc()
+        self.attempt_seconds.labels(result, profile).observe(seconds)
         if self._neuronetes is not None:
             self._neuronetes.attempted(result, seconds)
         if self._topology is not None:

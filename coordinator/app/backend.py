@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from coordinator.app.auth.settings import AuthSettings
     from coordinator.app.config.sections import Config
     from coordinator.app.election import LeaderElectionSettings
-    from coordinator.core.framework.profile import Framework
+    from coordinator.core.framework.profiles import Profiles
     from coordinator.engine.gangs.service import GangRuntime, GangSettings
     from coordinator.engine.loop import RuntimeSettings
     from coordinator.engine.service import SchedulerRuntime
@@ -72,11 +72,10 @@ class Backend(Protocol):
     def runtime(
         self,
         app: web.Application,
-        framework: Framework,
+        profiles: Profiles,
         settings: RuntimeSettings,
         *,
         namespace: str | None,
-        scheduler_name: str,
         instance: str,
     ) -> SchedulerRuntime:
         """The scheduler runtime, binding into this cluster (called while ``app`` starts)."""
@@ -88,7 +87,6 @@ class Backend(Protocol):
         settings: GangSettings,
         *,
         namespace: str | None,
-        scheduler_name: str,
     ) -> GangRuntime:
         """The gang runtime on ``runtime`` (PodGroups, budgets and their status, where they
         exist)."""

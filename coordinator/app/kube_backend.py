@@ -38,7 +38,7 @@ from coordinator.app.collector import settle
 from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.watchmetrics import WatchEvents
-from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
@@ -110,11 +110,10 @@ class KubeBackend:
     def runtime(
         self,
         app: web.Application,
-        framework: Framework,
+        profiles: Profiles,
         settings: RuntimeSettings,
         *,
         namespace: str | None,
-        scheduler_name: str,
         instance: str,
     ) -> SchedulerRuntime:
         budgets = self.connection.budgets
@@ -122,10 +121,9 @@ class KubeBackend:
             budgets.scheduler,
             app[INVENTORY],
             inventory_synced=app[READINESS].reached("inventory"),
-            framework=framework,
+            framework=profiles,
             settings=settings,
             namespace=namespace,
-            scheduler_name=scheduler_name,
             events_client=budgets.events,
             instance=instance,
         )
@@ -136,14 +134,12 @@ class KubeBackend:
         settings: GangSettings,
         *,
         namespace: str | None,
-        scheduler_name: str,
     ) -> GangRuntime:
         return kube_gang_runtime(
             runtime,
             self.connection.budgets.scheduler,
             settings=settings,
             namespace=namespace,
-            scheduler_name=scheduler_name,
         )
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

@@ -17,7 +17,7 @@ from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.backend import Authentication, PodWriter
 from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings
-from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
@@ -50,17 +50,16 @@ class MemoryBackend:
     def runtime(
         self,
         app: web.Application,
-        framework: Framework,
+        profiles: Profiles,
         settings: RuntimeSettings,
         *,
         namespace: str | None,
-        scheduler_name: str,
         instance: str,
     ) -> SchedulerRuntime:
         from coordinator.adapters.memory.runtime import memory_runtime
 
         return memory_runtime(
-            self.cluster.inventory, self.cluster, framework=framework, settings=settings
+            self.cluster.inventory, self.cluster, framework=profiles, settings=settings
         )
 
     def gangs(
@@ -69,7 +68,6 @@ class MemoryBackend:
         settings: GangSettings,
         *,
         namespace: str | None,
-        scheduler_name: str,
     ) -> GangRuntime:
         return GangRuntime(runtime, settings=settings)
 

@@ -19,6 +19,7 @@ from functools import partial
 
 from aiohttp import web
 
+from common import podkeys
 from common.podkeys import GPU_RESOURCE
 from coordinator.api.keys import INVENTORY, READINESS
 from coordinator.app.backend import Backend
@@ -77,6 +78,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
                 node_facts=node_facts,
                 active=leading,
                 instance=elector.identity if elector is not None else "topos",
+                # The scheduler's AgentPool profile (coordinator/app/config/scheduling.py).
+                scheduler_name=podkeys.AGENT_POOL_SCHEDULER_NAME,
                 policy_inputs={
                     "prices": lambda: app[RUNNING].prices,  # live reloads included
                     "intensities": intensities,

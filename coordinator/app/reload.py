@@ -36,7 +36,8 @@ from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
 from coordinator.app.scheduler import RUNNING
-from coordinator.core.registry import build_framework
+from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.registry import build_profiles
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +103,10 @@ class _State:
         """Put ``new``'s scheduling settings in force, or raise :class:`ConfigError`."""
         # The restart-only keys keep their old values (the scheduler's name, the leaf label
         # from ``gangs``), so the next change is compared against what really runs.
-        scheduling = dataclasses.replace(
-            new.scheduling,
-            scheduler_name=self.config.scheduling.scheduler_name,
-            leaf_label=self.config.scheduling.leaf_label,
-        )
+        scheduling = _keep_names(new.scheduling, self.config.scheduling)
         running = self.app[RUNNING]
         try:
-            framework = build_framework(scheduling, history=running.history, carbon=running.carbon)
+            profiles = build_profiles(scheduling, history=running.history, carbon=running.carbon)
         except KeyError as exc:  # enabled_plugins names a plugin nothing registered
             raise ConfigError(f"'scheduling' in {self.path}: {exc.args[0]}") from None
         restart = restart_needed(self.base, new)
@@ -123,7 +120,7 @@ class _State:
             if running.history is not None:
                 running.history.half_life_s = scheduling.history_half_life_s
             # One assignment between two awaits: no cycle sees half of each.
-            running.runtime.scheduler.framework = framework
+            running.runtime.scheduler.profiles = profiles
         running.prices = scheduling.prices
         self.config = msgspec.structs.replace(self.config, scheduling=scheduling)
         self.base = msgspec.structs.replace(self.base, scheduling=scheduling)
@@ -146,13 +143,40 @@ def restart_needed(old: Config, new: Config) -> list[str]:
     for f in msgspec.structs.fields(Config):
         before, after = getattr(old, f.name), getattr(new, f.name)
         if f.name == "scheduling":
-            if before.scheduler_name != after.scheduler_name:
-                out.append("scheduling.profiles[0].schedulerName")
+            old_names, new_names = _names(before), _names(after)
+            if len(old_names) != len(new_names):
+                out.append("scheduling.profiles")
+            else:
+                out.extend(
+                    f"scheduling.profiles[{i}].schedulerName"
+                    for i, (o, n) in enumerate(zip(old_names, new_names, strict=True))
+                    if o != n
+                )
             continue
         if before == after:
             continue
         out.extend(_changed(f.encode_name, before, after))
     return out
+
+
+def _names(config: SchedulerConfig) -> tuple[str | None, ...]:
+    """The profiles' ``schedulerName``s (the pending watches select by them: a restart)."""
+    return tuple(p.scheduler_name for p in (config, *config.other_profiles))
+
+
+def _keep_names(new: SchedulerConfig, old: SchedulerConfig) -> SchedulerConfig:
+    """``new`` with the restart-only keys of ``old`` (so the next change is compared against what
+    really runs): the leaf label (from ``gangs``) and the profiles' names — a renamed profile
+    keeps its old name; profiles added or removed wait for the restart (the others kept)."""
+    if len(new.other_profiles) != len(old.other_profiles):
+        new = dataclasses.replace(new, other_profiles=old.other_profiles)
+    others = tuple(
+        dataclasses.replace(n, scheduler_name=o.scheduler_name, leaf_label=old.leaf_label)
+        for n, o in zip(new.other_profiles, old.other_profiles, strict=True)
+    )
+    return dataclasses.replace(
+        new, scheduler_name=old.scheduler_name, leaf_label=old.leaf_label, other_profiles=others
+    )
 
 
 def _changed(path: str, before: object, after: object) -> Iterator[str]:

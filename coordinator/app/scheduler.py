@@ -23,7 +23,6 @@ from typing import Final
 
 from aiohttp import web
 
-from common import podkeys
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import METRICS
@@ -34,7 +33,7 @@ from coordinator.app.leadership import LEADER
 from coordinator.core.framework.prices import PriceTable
 from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
-from coordinator.core.registry import build_framework
+from coordinator.core.registry import build_profiles
 from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.loop import RuntimeSettings
@@ -69,11 +68,10 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     section = config.scheduler
     history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
     carbon = CarbonReadings()
-    try:
-        framework = build_framework(config.scheduling, history=history, carbon=carbon)
+    try:  # one framework per profile, each under its own schedulerName
+        profiles = build_profiles(config.scheduling, history=history, carbon=carbon)
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
-    scheduler_name = config.scheduling.scheduler_name or podkeys.SCHEDULER_NAME
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)
 
@@ -82,10 +80,9 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         elector = app.get(LEADER)
         runtime = backend.runtime(
             app,
-            framework,
+            profiles,
             settings,
             namespace=section.namespace,
-            scheduler_name=scheduler_name,
             # Events name the replica that wrote them (its leader-election identity).
             instance=elector.identity if elector is not None else "topos",
         )
@@ -94,9 +91,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             # Only the leader schedules and writes: from when it leads, while it leads.
             runtime.follow(elector)
         # gangs_runtime (issue 6): the gang step, preemption and recovery on this scheduler.
-        gangs = backend.gangs(
-            runtime, gang_settings, namespace=section.namespace, scheduler_name=scheduler_name
-        )
+        gangs = backend.gangs(runtime, gang_settings, namespace=section.namespace)
         app[GANGS].step = gangs.step
         _record_trouble(runtime, gangs, history)
         await gangs.start()

@@ -11,11 +11,14 @@ a scorer"). Other packages add plugins by passing ``plugins=(*PLUGINS, MY_SPEC)`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from common import podkeys
 from coordinator.core.framework.config import SchedulerConfig, unknown_plugin
 from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
 from coordinator.core.plugins import (
     domainscore,
     dynamicresources,
@@ -40,7 +43,9 @@ __all__ = [
     "DEFAULT_PROFILE",
     "PLUGINS",
     "Registry",
+    "agent_pool_profile",
     "build_framework",
+    "build_profiles",
     "kube_names",
     "weight_aliases",
     "weights_of",
@@ -79,24 +84,33 @@ PLUGINS: Final[tuple[PluginSpec, ...]] = (
 DEFAULT_PROFILE: Final = tuple(spec.name for spec in PLUGINS)
 
 
-def weights_of(
-    config: SchedulerConfig, plugins: Sequence[PluginSpec] = PLUGINS, *, pool: bool = False
-) -> dict[str, int]:
-    """Every scorer's weight in ``config`` (``pool``: in the AgentPool profile), by plugin name:
-    the config's own, else the declaration's default."""
+def weights_of(config: SchedulerConfig, plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, int]:
+    """Every scorer's weight in ``config``, by plugin name: the config's own, else the
+    declaration's default."""
     out: dict[str, int] = {}
     for spec in plugins:
-        if spec.weight is None:
-            continue
-        weight = config.weights.get(spec.name, spec.weight)
-        if pool:
-            own = config.pool_weights.get(spec.name) if config.pool_weights is not None else None
-            default = spec.pool_weight if spec.pool_weight is not None else weight
-            weight = own if own is not None else default
-        out[spec.name] = weight
+        if spec.weight is not None:
+            out[spec.name] = config.weights.get(spec.name, spec.weight)
     for custom in config.custom_scorers:
         out[custom.name] = custom.weight
     return out
+
+
+def agent_pool_profile(
+    config: SchedulerConfig,
+    weights: Mapping[str, int] | None = None,
+    *,
+    name: str = podkeys.AGENT_POOL_SCHEDULER_NAME,
+    plugins: Sequence[PluginSpec] = PLUGINS,
+) -> SchedulerConfig:
+    """The profile AgentPool pods are scored by: ``config``'s settings under ``name``, each
+    scorer weighted as ``weights`` says, else by its declared AgentPool default (the NeuroNetes
+    guide's factors, :attr:`~.plugins.declaration.PluginSpec.pool_weight`), else as in
+    ``config``. An ordinary profile: the framework knows nothing of AgentPools."""
+    ordinary = weights_of(config, plugins)
+    defaults = {s.name: s.pool_weight for s in plugins if s.pool_weight is not None}
+    merged = {**ordinary, **defaults, **(weights or {})}
+    return dataclasses.replace(config, scheduler_name=name, weights=merged, other_profiles=())
 
 
 def weight_aliases(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, tuple[str, ...]]:
@@ -152,9 +166,22 @@ def build_framework(
     for custom in config.custom_scorers if profile is None else ():
         if custom.name not in config.disabled_plugins:
             made.append(GuardedScorer(custom.build(), custom.name))
-    return Framework(
-        config,
-        made,
-        weights=weights_of(config, plugins),
-        pool_weights=weights_of(config, plugins, pool=True),
+    return Framework(config, made, weights=weights_of(config, plugins))
+
+
+def build_profiles(
+    config: SchedulerConfig | None = None,
+    *,
+    registry: Registry | None = None,
+    history: DomainHistory | None = None,
+    carbon: CarbonReadings | None = None,
+    plugins: Sequence[PluginSpec] = PLUGINS,
+) -> Profiles:
+    """One framework per profile of ``config`` (itself first, then its ``other_profiles``), all
+    reading the same ``history`` and ``carbon``."""
+    config = config or SchedulerConfig()
+    history = history or DomainHistory(half_life_s=config.history_half_life_s)
+    return Profiles(
+        build_framework(c, registry=registry, history=history, carbon=carbon, plugins=plugins)
+        for c in (config, *config.other_profiles)
     )

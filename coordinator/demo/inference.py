@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from common import podkeys
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.neuronetes.decide.podtemplate import (
     POOL_LABEL,
@@ -85,7 +86,7 @@ async def run_inference_pool(
     """Drive the pool through :data:`LOAD`; one row per step."""
     pool = parse_pool(pool_manifest(namespace))
     assert pool.autoscaling is not None
-    template = pool_template(pool)
+    template = pool_template(pool, scheduler_name=podkeys.AGENT_POOL_SCHEDULER_NAME)
     digest = template_hash(template)
     memory, replicas, serial = ScaleMemory(last_scale=0.0), pool.base_replicas(), 0
     steps: list[ScaleStep] = []

@@ -31,6 +31,8 @@ class Attempt:
     outcome: Outcome
     result: ScheduleResult
     message: str
+    #: The profile (``schedulerName``) that decided.
+    profile: str = ""
 
 
 def brief(result: ScheduleResult) -> ScheduleResult:

@@ -36,10 +36,11 @@ from typing import Any, Final
 
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
-from coordinator.core.registry import build_framework
+from coordinator.core.registry import build_profiles
 from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.attempts import Attempt, AttemptLog
@@ -111,14 +112,15 @@ class RuntimeStats:
 
 
 class Scheduler:
-    """One scheduling profile over one cluster. Create, then ``await run()`` in a task."""
+    """The scheduling profiles over one cluster: one queue, one snapshot, each pod scheduled by
+    the profile its ``schedulerName`` names. Create, then ``await run()`` in a task."""
 
     def __init__(
         self,
         *,
         view: ClusterView,
         writer: ClusterWriter,
-        framework: Framework | None = None,
+        framework: Framework | Profiles | None = None,
         queue: SchedulingQueue | None = None,
         settings: RuntimeSettings | None = None,
         post_filter: Sequence[PostFilterHook] = (),
@@ -128,7 +130,7 @@ class Scheduler:
         self.settings = settings or RuntimeSettings()
         self.view = view
         self.writer = writer
-        self._framework = framework or build_framework()
+        self._profiles = _profiles(framework)
         self._clock = clock
         self._wall = wall_clock
         self._wakeup = asyncio.Event()
@@ -239,14 +241,29 @@ class Scheduler:
 
     @property
     def framework(self) -> Framework:
-        return self._framework
+        """The default profile (the first)."""
+        return self._profiles.default
 
     @framework.setter
     def framework(self, framework: Framework) -> None:
-        """A new profile (a reloaded ``scheduling`` section) takes over at the next cycle,
-        having seen the pods already running."""
-        framework.observe_running(self._running())
-        self._framework = framework
+        self.profiles = Profiles((framework,))
+
+    @property
+    def profiles(self) -> Profiles:
+        return self._profiles
+
+    @profiles.setter
+    def profiles(self, profiles: Profiles) -> None:
+        """New profiles (a reloaded ``scheduling`` section) take over at the next cycle, having
+        seen the pods already running."""
+        running = tuple(self._running())
+        for fw in profiles:
+            fw.observe_running(running)
+        self._profiles = profiles
+
+    def framework_for(self, entry: QueuedPod) -> Framework:
+        """The profile the pod's ``schedulerName`` names (the default if none does)."""
+        return self._profiles.for_pod(entry.obj)
 
     def _running(self) -> Iterator[PodInfo]:
         for node in self.view.snapshot().nodes:
@@ -257,7 +274,9 @@ class Scheduler:
     async def run(self) -> None:
         """Schedule until cancelled (from the inventory's first sync: the pods running then
         are the shape mix's first)."""
-        self._framework.observe_running(self._running())
+        running = tuple(self._running())
+        for fw in self._profiles:
+            fw.observe_running(running)
         try:
             while True:
                 if not self.leadership.is_leader():
@@ -321,7 +340,7 @@ class Scheduler:
             if handled is not None:
                 return handled
         snapshot = self.nominations.snapshot_for(request, self.view.snapshot())
-        result = self.nominations.schedule(request, snapshot, self.framework)
+        result = self.nominations.schedule(request, snapshot, self.framework_for(entry))
         if isinstance(result, Failure):
             await self._failed(entry, result, snapshot)
             return result
@@ -355,7 +374,7 @@ class Scheduler:
             message=message,
             spec_error=spec_error,
             gated=failure.gated,
-            waits_for=self.framework.waits_for(failure),
+            waits_for=self.framework_for(entry).waits_for(failure),
         )
         if not (isinstance(request, PodRequest) and request.scheduling_gates):
             self._explain_failure(entry, message)  # gated: the API server's SchedulingGated holds
@@ -468,7 +487,8 @@ class Scheduler:
     def _record(
         self, entry: QueuedPod, outcome: Outcome, result: ScheduleResult, message: str
     ) -> None:
-        attempt = Attempt(entry.key, entry.uid, self._wall(), outcome, result, message)
+        profile = self.framework_for(entry).name
+        attempt = Attempt(entry.key, entry.uid, self._wall(), outcome, result, message, profile)
         try:
             self.observer.attempt(entry, outcome, began=self._attempt_began, now=self._clock())
         except Exception:
@@ -488,7 +508,7 @@ class Scheduler:
         out: list[ScheduleResult] = []
         for obj in pods:
             request = parse_pod(obj)
-            result = schedule_one(request, copy, self.framework)
+            result = schedule_one(request, copy, self._profiles.for_pod(obj))
             if isinstance(result, Decision) and isinstance(request, PodRequest):
                 try:
                     copy.assume(request, result.node, result.placement, result.claims)
@@ -502,7 +522,7 @@ class Scheduler:
     def explain_now(self, entry: QueuedPod) -> ScheduleResult:
         """A fresh dry run for a queued pod (nothing changes)."""
         snapshot = self.nominations.snapshot_for(entry.request, self.view.snapshot())
-        return schedule_one(entry.request, snapshot.copy(), self.framework)
+        return schedule_one(entry.request, snapshot.copy(), self.framework_for(entry))
 
     # --- waiting for quiet (tests, benchmarks, the demo) ---------------------------------------
 
@@ -511,3 +531,9 @@ class Scheduler:
         await self.binder.drain()
         while self._writes:
             await asyncio.gather(*tuple(self._writes), return_exceptions=True)
+
+
+def _profiles(given: Framework | Profiles | None) -> Profiles:
+    if isinstance(given, Profiles):
+        return given
+    return Profiles((given,)) if given is not None else build_profiles()

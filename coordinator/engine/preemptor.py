@@ -122,7 +122,7 @@ class Preemptor:
         # Members may only be planned where the core's node-level filters let them (GPU model,
         # pool, taints): otherwise "room" on nodes they can never use looks like a plan.
         snapshot = self.scheduler.view.snapshot()
-        gate = node_gate(self.scheduler.framework)
+        gate = node_gate(self.scheduler.profiles.for_name(members[0].scheduler_name))
         barred: dict[str, set[str]] = {}
         for m, planned in zip(members, members_of(members, snapshot), strict=True):
             shape = planned.shape_key

@@ -119,7 +119,7 @@ async def test_guide_gpu_pools_are_placed_scaled_and_deleted(
         assert tp["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
         ann = tp["metadata"]["annotations"]
         assert ann["topos.io/gpu-locality"] == "nvlink"  # minBandwidth 600Gi is beyond PCIe
-        assert tp["spec"]["schedulerName"] == "topos"
+        assert tp["spec"]["schedulerName"] == "topos-agentpools"  # the AgentPool profile
         terms = tp["spec"]["affinity"]["nodeAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"
         ]["nodeSelectorTerms"]

@@ -30,6 +30,9 @@ from common.labeling import LabelingSettings, labels
 from common.model import NodeTopology
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.kube.runtime import kube_runtime
+from coordinator.app.config.scheduling import load_config
+from coordinator.core.framework.profiles import Profiles
+from coordinator.core.registry import build_profiles
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
@@ -202,19 +205,26 @@ class GpuCluster:
         inventory: Inventory | None = None,
         attach: Attach | None = None,
         client_settings: ClientSettings | None = None,
+        profiles: Profiles | None = None,
     ) -> AsyncIterator[SchedulerRuntime]:
         """A fresh inventory synced from the API server, the agents' hellos, and the runtime —
         as a coordinator process starting up, scheduling only this test's namespace onto this
         test's nodes. ``attach(client, runtime)`` adds a component (the gang runtime) that is
         entered before the scheduler starts and left after it stops; ``client_settings``: the
-        coordinator's client (its QPS/burst), which Events share here."""
+        coordinator's client (its QPS/burst), which Events share here; ``profiles``: the
+        scheduling profiles (default: the coordinator's, ``topos`` and ``topos-agentpools``)."""
         client = await KubeClient.connect(self.kubeconfig, settings=client_settings)
         inventory = inventory if inventory is not None else Inventory(stale_ttl_s=3600)
         synced = asyncio.Event()
         sync = KubeSync(client, inventory, on_synced=synced.set)
         self.hello(inventory)
         runtime = kube_runtime(
-            client, inventory, inventory_synced=synced, namespace=self.namespace, settings=settings
+            client,
+            inventory,
+            inventory_synced=synced,
+            namespace=self.namespace,
+            settings=settings,
+            framework=profiles if profiles is not None else build_profiles(load_config(None)),
         )
         runtime.scheduler.view.node_filter = lambda node: node.labels.get(RUN_LABEL) == self.run
         sync_task = asyncio.create_task(sync.run())

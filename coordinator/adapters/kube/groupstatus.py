@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -93,8 +93,8 @@ class MemberPods:
         else:
             self._pods[uid] = member
 
-    def counts(self, scheduler: str) -> tuple[dict[Key, MemberCounts], set[Key]]:
-        """Counts by group, and the groups with a member that names ``scheduler``."""
+    def counts(self, schedulers: Collection[str]) -> tuple[dict[Key, MemberCounts], set[Key]]:
+        """Counts by group, and the groups with a member that names one of ``schedulers``."""
         raw: dict[Key, list[int]] = {}
         ours: set[Key] = set()
         for m in self._pods.values():
@@ -104,7 +104,7 @@ class MemberPods:
             n[2] += m.phase == "Running"
             n[3] += m.phase == "Succeeded"
             n[4] += m.phase == "Failed"
-            if m.scheduler == scheduler:
+            if m.scheduler in schedulers:
                 ours.add(m.group)
         return {k: MemberCounts(*v) for k, v in raw.items()}, ours
 
@@ -131,7 +131,7 @@ class PodGroupStatusWriter:
         workload_groups: Mapping[Key, KubeObject],
         gangs: Callable[[], Iterable[GangStatus]],
         bound: Callable[[], Iterable[BoundPod]],
-        scheduler_name: str = podkeys.SCHEDULER_NAME,
+        scheduler_name: str | Collection[str] = podkeys.SCHEDULER_NAME,
         namespace: str | None = None,
         interval_s: float = 1.0,
         now: Callable[[], str] = _now,
@@ -145,7 +145,10 @@ class PodGroupStatusWriter:
         self._workload_groups = workload_groups
         self._gangs = gangs
         self._bound = bound
-        self._scheduler = scheduler_name
+        #: Every profile's name: a group is ours once a member names one.
+        self._schedulers = frozenset(
+            (scheduler_name,) if isinstance(scheduler_name, str) else scheduler_name
+        )
         self._interval_s = interval_s
         self._now = now
         self._started = started
@@ -181,7 +184,7 @@ class PodGroupStatusWriter:
     async def sync(self) -> None:
         """Write every status that differs from what it should say."""
         gangs = {(s.namespace, s.name, s.source): s for s in self._gangs()}
-        counts, ours = self.members.counts(self._scheduler)
+        counts, ours = self.members.counts(self._schedulers)
         for obj in list(self._podgroups.values()):
             key, uid, generation = _meta(obj)
             if key not in ours and ("x", key) not in self._written:
@@ -209,7 +212,7 @@ class PodGroupStatusWriter:
     def _bound_by_group(self) -> dict[Key, int]:
         out: dict[Key, int] = {}
         for pod in self._bound():
-            if pod.scheduling_group and pod.scheduler == self._scheduler:
+            if pod.scheduling_group and pod.scheduler in self._schedulers:
                 key = (pod.namespace, pod.scheduling_group)
                 out[key] = out.get(key, 0) + 1
         return out

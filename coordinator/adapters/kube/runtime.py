@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from common import podkeys
 from common.kube import POD_GROUPS, KubeClient
 from coordinator.adapters.kube.dra import dra_watch
 from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
@@ -25,6 +24,7 @@ from coordinator.adapters.kube.owners import Owners, inheriting_pending_watch
 from coordinator.adapters.kube.workloads import workload_watches
 from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
 from coordinator.core.gangs.identity import workload_group_key
 from coordinator.engine.gangs.running import bound_pods, budgets
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
@@ -42,15 +42,15 @@ def kube_runtime(
     inventory: Inventory,
     *,
     inventory_synced: asyncio.Event | None = None,
-    framework: Framework | None = None,
+    framework: Framework | Profiles | None = None,
     settings: RuntimeSettings | None = None,
     post_filter: Sequence[PostFilterHook] = (),
-    scheduler_name: str = podkeys.SCHEDULER_NAME,
     namespace: str | None = None,
     instance: str = "topos",
     events_client: KubeClient | None = None,
 ) -> SchedulerRuntime:
-    """The scheduler fed by the pending-pod watch, binding through ``client``.
+    """The scheduler fed by the pending-pod watches (one per profile: a field selector names
+    one ``schedulerName``), binding through ``client``.
 
     ``inventory_synced``: set by whoever runs ``KubeSync`` once Nodes and bound pods are listed;
     scheduling waits for it, and for the first lists of pending pods and of namespaces (their
@@ -68,17 +68,26 @@ def kube_runtime(
         post_filter=post_filter,
     )
     owners = Owners(client, namespace=namespace)  # pods inherit their Job's / Deployment's keys
-    watch = inheriting_pending_watch(
-        client, scheduler.queue, owners, scheduler_name=scheduler_name, namespace=namespace
-    )
+    watches = [
+        inheriting_pending_watch(
+            client, scheduler.queue, owners, scheduler_name=name, namespace=namespace
+        )
+        for name in scheduler.profiles.names
+    ]
     namespaces = namespace_watch(client, scheduler)
     claims = dra_watch(client, dra, namespace=namespace)
     # Services' and controllers' selectors: PodTopologySpread's default constraints.
     workloads = workload_watches(client, scheduler.view.workloads, owners, namespace=namespace)
-    ready = [watch.synced, namespaces.synced, *claims.synced, *owners.synced]
+    ready = [*(w.synced for w in watches), namespaces.synced, *claims.synced, *owners.synced]
     ready += [w.synced for w in workloads]
     ready += [inventory_synced] if inventory_synced is not None else []
-    feeds = [watch.run, namespaces.run, *claims.feeds, *owners.feeds, *(w.run for w in workloads)]
+    feeds = [
+        *(w.run for w in watches),
+        namespaces.run,
+        *claims.feeds,
+        *owners.feeds,
+        *(w.run for w in workloads),
+    ]
     return SchedulerRuntime(scheduler, feeds=feeds, ready=ready)
 
 
@@ -88,7 +97,6 @@ def kube_gang_runtime(
     *,
     settings: GangSettings | None = None,
     namespace: str | None = None,
-    scheduler_name: str = podkeys.SCHEDULER_NAME,
 ) -> GangRuntime:
     """Gangs on ``runtime`` with PodGroups (scheduler-plugins' and the Workload API's) and
     PodDisruptionBudgets watched through ``client``, and the PodGroups' status written; scheduling
@@ -114,7 +122,7 @@ def kube_gang_runtime(
         workload_groups=workload_groups.objects,
         gangs=lambda: holder[0].step.manager.statuses() if holder else (),
         bound=lambda: bound_pods(scheduler.inventory),
-        scheduler_name=scheduler_name,
+        scheduler_name=runtime.scheduler.profiles.names,
         namespace=namespace,
         started=runtime.started,
         active=lambda: scheduler.binder.may_bind(),

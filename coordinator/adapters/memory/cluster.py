@@ -30,7 +30,7 @@ import datetime
 import itertools
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from common import podkeys
@@ -91,11 +91,15 @@ class MemoryCluster:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    def attach(self, queue: SchedulingQueue) -> Callable[[], None]:
-        """Feed ``queue`` with our pending pods, now and on every change (the pending watch)."""
+    def attach(
+        self, queue: SchedulingQueue, *, names: Collection[str] | None = None
+    ) -> Callable[[], None]:
+        """Feed ``queue`` with the pending pods naming one of ``names`` (none: the cluster's
+        ``scheduler_name``), now and on every change (the pending watches)."""
+        served = frozenset(names) if names is not None else frozenset((self.scheduler_name,))
 
         def on_pod(kind: str, obj: Mapping[str, Any]) -> None:
-            if kind != "DELETED" and self._pending(obj):
+            if kind != "DELETED" and self._pending(obj, served):
                 queue.add(obj)
             else:
                 # Gone unless it left the pending set by being bound.
@@ -104,15 +108,16 @@ class MemoryCluster:
                 )
 
         for obj in self._pods.values():
-            if self._pending(obj):
+            if self._pending(obj, served):
                 queue.add(copy.deepcopy(obj))
         return self.subscribe(on_pod)
 
-    def _pending(self, obj: Mapping[str, Any]) -> bool:
+    @staticmethod
+    def _pending(obj: Mapping[str, Any], names: Collection[str]) -> bool:
         spec = obj.get("spec") or {}
         meta = obj.get("metadata") or {}
         return (
-            spec.get("schedulerName") == self.scheduler_name
+            spec.get("schedulerName") in names
             and not spec.get("nodeName")
             and not meta.get("deletionTimestamp")
             and (obj.get("status") or {}).get("phase", "Pending") == "Pending"

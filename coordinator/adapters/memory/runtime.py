@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.loop import PostFilterHook, RuntimeSettings, Scheduler
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.view import ClusterView
@@ -19,7 +20,7 @@ def memory_runtime(
     inventory: Inventory,
     cluster: MemoryCluster,
     *,
-    framework: Framework | None = None,
+    framework: Framework | Profiles | None = None,
     settings: RuntimeSettings | None = None,
     post_filter: Sequence[PostFilterHook] = (),
 ) -> SchedulerRuntime:
@@ -30,4 +31,6 @@ def memory_runtime(
         settings=settings,
         post_filter=post_filter,
     )
-    return SchedulerRuntime(scheduler, detach=cluster.attach(scheduler.queue))
+    # Every profile's pods are queued (the profiles share one queue, as on Kubernetes).
+    detach = cluster.attach(scheduler.queue, names=scheduler.profiles.names)
+    return SchedulerRuntime(scheduler, detach=detach)

@@ -82,7 +82,9 @@ def parse_config(doc: object, *, source: str = "the configuration") -> Config:
         parsed = scheduling.load_config(rules)
     except scheduling.ConfigError as exc:
         raise ConfigError(f"'scheduling' in {source}: {exc}") from None
-    parsed = dataclasses.replace(parsed, leaf_label=config.gangs.domain_keys.leaf)
+    leaf = config.gangs.domain_keys.leaf
+    others = tuple(dataclasses.replace(p, leaf_label=leaf) for p in parsed.other_profiles)
+    parsed = dataclasses.replace(parsed, leaf_label=leaf, other_profiles=others)
     return msgspec.structs.replace(config, scheduling=parsed)
 
 

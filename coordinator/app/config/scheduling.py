@@ -21,11 +21,13 @@ are in ``docs/scheduling.md``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
 import yaml
 
+from common import podkeys
 from common.configdoc import first_non_finite, load_yaml, yaml_number
 from coordinator.app.config import seedforms
 from coordinator.app.config.customscorers import read_custom_scorers
@@ -37,7 +39,13 @@ from coordinator.core.framework.config import (
     unknown_plugin,
 )
 from coordinator.core.framework.config_errors import ConfigError, hint
-from coordinator.core.registry import DEFAULT_PROFILE, kube_names, weight_aliases, weights_of
+from coordinator.core.registry import (
+    DEFAULT_PROFILE,
+    agent_pool_profile,
+    kube_names,
+    weight_aliases,
+    weights_of,
+)
 
 __all__ = ["ConfigError", "load_config"]
 
@@ -73,9 +81,10 @@ _KEYS: Final = frozenset(
 
 
 def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
-    """A config from YAML text or an already decoded mapping (``None``/empty: the defaults)."""
+    """A config from YAML text or an already decoded mapping (``None``/empty: the defaults):
+    the first profile, the others in its ``other_profiles`` (the AgentPool profile among them)."""
     if source is None:
-        return SchedulerConfig()
+        source = {}
     if isinstance(source, str):
         try:
             data = load_yaml(source)  # a key given twice in one mapping is refused
@@ -84,7 +93,7 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     else:
         data = source
     if data is None:
-        return SchedulerConfig()
+        data = {}
     if not isinstance(data, Mapping):
         raise ConfigError("scheduler config must be a mapping")
     non_finite = first_non_finite(data)
@@ -99,18 +108,10 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     if not isinstance(weights_raw, Mapping):
         raise ConfigError("weights: must be a mapping")
     own_weights = _by_plugin("weights", weights_raw)
-    # Seed factors first, a profile's weights over them, this file's own ``weights`` last.
-    weights: dict[str, object] = {}
+    factors: dict[str, int] = {}
     if data.get("scoringWeights") is not None:
-        weights.update(
-            _by_plugin("scoringWeights", seedforms.factor_weights(data["scoringWeights"]))
-        )
-    profile = seedforms.ProfileSettings()
-    if data.get("profiles") is not None:
-        profile = seedforms.read_profiles(data["profiles"], kube_names(), _SCORERS)
-        weights.update(profile.weights)
-    weights.update(own_weights)
-    kwargs: dict[str, object] = {"weights": weights}
+        factors = _by_plugin("scoringWeights", seedforms.factor_weights(data["scoringWeights"]))
+    kwargs: dict[str, object] = {}
     if "packing" in data:
         kwargs["packing"] = data["packing"]
     spelled = [k for k in ("percentageOfNodesToScore", "percentage_of_nodes_to_score") if k in data]
@@ -142,6 +143,39 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         kwargs["history_half_life_s"] = float(half)
     if data.get("fragmentation") is not None:
         kwargs.update(_fragmentation(data["fragmentation"]))
+    kwargs["prices"] = read_prices(data.get("prices"))
+    kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
+    settings = [seedforms.ProfileSettings()]
+    if data.get("profiles"):
+        settings = seedforms.read_profiles(data["profiles"], kube_names(), _SCORERS)
+    # One config per profile: this section's settings, changed by what the profile says.
+    configs = [
+        _profile(f"profiles[{i}]", kwargs, factors, own_weights, p) for i, p in enumerate(settings)
+    ]
+    pools = podkeys.AGENT_POOL_SCHEDULER_NAME
+    if any(c.scheduler_name == pools for c in configs):
+        if data.get("agentPools") is not None:
+            raise ConfigError(
+                f"agentPools: profiles names {pools!r} itself; give that profile's weights there"
+            )
+    else:  # the AgentPool profile: the first profile's plugins, the AgentPool weights
+        pool = _agent_pools(data.get("agentPools") or {}, configs[0])
+        configs.append(agent_pool_profile(configs[0], pool))
+    return dataclasses.replace(configs[0], other_profiles=tuple(configs[1:]))
+
+
+def _profile(
+    where: str,
+    common: Mapping[str, object],
+    factors: Mapping[str, int],
+    own_weights: Mapping[str, int],
+    profile: seedforms.ProfileSettings,
+) -> SchedulerConfig:
+    """One profile's config: seed factors first, the profile's weights over them, the
+    section's own ``weights``, then those the profile gives in Topos' form, last."""
+    weights: dict[str, int] = {**factors, **profile.weights, **own_weights}
+    weights.update(_by_plugin(f"{where}.weights", profile.own_weights))
+    kwargs = {**common, "weights": weights}
     if profile.disabled:
         listed = kwargs.get("disabled_plugins")
         before = listed if isinstance(listed, frozenset) else frozenset()
@@ -152,19 +186,14 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         kwargs["node_resources_strategy"] = profile.node_resources_strategy
     if profile.spread_defaults is not None:
         kwargs["spread_defaults"] = profile.spread_defaults
-    kwargs["prices"] = read_prices(data.get("prices"))
-    kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
     config = SchedulerConfig(**kwargs)  # type: ignore[arg-type]
     _check_disabled(config)
-    if data.get("agentPools") is not None:
-        pool = _agent_pools(data["agentPools"], config)
-        config = SchedulerConfig(**{**kwargs, "pool_weights": pool})  # type: ignore[arg-type]
     return config
 
 
-def _by_plugin(where: str, raw: Mapping[Any, object]) -> dict[str, object]:
+def _by_plugin(where: str, raw: Mapping[Any, object]) -> dict[str, int]:
     """``raw`` (weights by plugin name or by the keys written before) by plugin name."""
-    out: dict[str, object] = {}
+    out: dict[str, int] = {}
     known = _SCORERS | set(_ALIASES)
     for key, value in raw.items():
         name = str(key)
@@ -186,7 +215,7 @@ def _check_disabled(config: SchedulerConfig) -> None:
         raise ConfigError(f"disabled_plugins: {unknown_plugin(name, known)}")
 
 
-def _agent_pools(raw: object, config: SchedulerConfig) -> dict[str, object]:
+def _agent_pools(raw: object, config: SchedulerConfig) -> dict[str, int]:
     """``agentPools: {scoringWeights: {...factors}, weights: {...}}``: the AgentPool profile's
     weights by plugin name. With factors, every scorer starts from its weight above (the
     factors replace the guide's); without, from its declared AgentPool default."""
@@ -203,7 +232,7 @@ def _agent_pools(raw: object, config: SchedulerConfig) -> dict[str, object]:
     weights = raw.get("weights") or {}
     if not isinstance(weights, Mapping):
         raise ConfigError("agentPools.weights: must be a mapping")
-    out: dict[str, object] = {}
+    out: dict[str, int] = {}
     if factors is not None:
         out.update(weights_of(config))
         try:

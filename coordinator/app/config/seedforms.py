@@ -191,40 +191,62 @@ class ProfileSettings:
     scheduler_name: str | None = None
     node_resources_strategy: str | None = None
     spread_defaults: SpreadDefaults | None = None  # PodTopologySpread's args
+    #: Topos' own ``weights`` given in the profile (by plugin name or the older keys).
+    own_weights: dict[object, object] = field(default_factory=dict)
 
 
 def read_profiles(
     raw: object, names: Mapping[str, str], scorers: frozenset[str]
-) -> ProfileSettings:
-    """``profiles`` (one KubeSchedulerConfiguration profile). ``names`` maps every name a
-    profile may give a Topos plugin to the plugin's own; ``scorers`` are those that score."""
+) -> list[ProfileSettings]:
+    """``profiles``: one :class:`ProfileSettings` per KubeSchedulerConfiguration profile, each
+    served under its own ``schedulerName``. ``names`` maps every name a profile may give a
+    Topos plugin to the plugin's own; ``scorers`` are those that score. Besides kube's keys a
+    profile may give Topos' own ``weights`` (by plugin name)."""
     if not isinstance(raw, list):
         raise ConfigError("profiles: must be a list of profiles")
-    if len(raw) > 1:
-        raise ConfigError("profiles[1]: Topos runs one profile; run a second coordinator instead")
-    out = ProfileSettings()
-    if not raw:
-        return out
-    profile = raw[0]
-    if not isinstance(profile, Mapping):
-        raise ConfigError("profiles[0]: must be a mapping")
-    for key in profile:
-        if key not in ("schedulerName", "plugins", "pluginConfig"):
+    out: list[ProfileSettings] = []
+    seen: dict[str | None, int] = {}
+    for i, profile in enumerate(raw):
+        read = _read_profile(f"profiles[{i}]", profile, names, scorers, several=len(raw) > 1)
+        if read.scheduler_name in seen:
             raise ConfigError(
-                f"profiles[0].{key}: unknown key"
-                f"{hint(str(key), {'schedulerName', 'plugins', 'pluginConfig'})}"
+                f"profiles[{i}].schedulerName: {read.scheduler_name!r} is already the name of "
+                f"profiles[{seen[read.scheduler_name]}]"
             )
+        seen[read.scheduler_name] = i
+        out.append(read)
+    return out
+
+
+_PROFILE_KEYS: Final = frozenset({"schedulerName", "plugins", "pluginConfig", "weights"})
+
+
+def _read_profile(
+    where: str, profile: object, names: Mapping[str, str], scorers: frozenset[str], *, several: bool
+) -> ProfileSettings:
+    out = ProfileSettings()
+    if not isinstance(profile, Mapping):
+        raise ConfigError(f"{where}: must be a mapping")
+    for key in profile:
+        if key not in _PROFILE_KEYS:
+            raise ConfigError(f"{where}.{key}: unknown key{hint(str(key), _PROFILE_KEYS)}")
     name = profile.get("schedulerName")
     if name is not None:
         if not isinstance(name, str) or not name:
-            raise ConfigError("profiles[0].schedulerName: must be a non-empty string")
+            raise ConfigError(f"{where}.schedulerName: must be a non-empty string")
         out.scheduler_name = name
+    elif several:
+        raise ConfigError(f"{where}.schedulerName: each of several profiles needs its own name")
     points = profile.get("plugins") or {}
     if not isinstance(points, Mapping):
-        raise ConfigError("profiles[0].plugins: must be a mapping of extension points")
+        raise ConfigError(f"{where}.plugins: must be a mapping of extension points")
     for point, sets in points.items():
-        _read_point(f"profiles[0].plugins.{point}", str(point), sets, names, scorers, out)
-    _read_plugin_config(profile.get("pluginConfig") or [], out)
+        _read_point(f"{where}.plugins.{point}", str(point), sets, names, scorers, out)
+    _read_plugin_config(where, profile.get("pluginConfig") or [], out)
+    own = profile.get("weights")
+    if own is not None and not isinstance(own, Mapping):
+        raise ConfigError(f"{where}.weights: must be a mapping of plugin names to weights")
+    out.own_weights = dict(own or {})
     return out
 
 
@@ -306,11 +328,11 @@ def _apply(
             del out.weights[ours]  # re-enabled after a "*": back to its default weight
 
 
-def _read_plugin_config(raw: object, out: ProfileSettings) -> None:
+def _read_plugin_config(profile: str, raw: object, out: ProfileSettings) -> None:
     if not isinstance(raw, list):
-        raise ConfigError("profiles[0].pluginConfig: must be a list of {name, args}")
+        raise ConfigError(f"{profile}.pluginConfig: must be a list of {{name, args}}")
     for i, entry in enumerate(raw):
-        where = f"profiles[0].pluginConfig[{i}]"
+        where = f"{profile}.pluginConfig[{i}]"
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise ConfigError(f"{where}: must be a mapping with a name")
         for key in entry:

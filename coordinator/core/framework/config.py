@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from common import podkeys
 from coordinator.core.framework.config_errors import ConfigError
 from coordinator.core.framework.prices import PriceTable
 from coordinator.core.framework.spreadargs import SYSTEM_SPREAD, SpreadDefaults
@@ -102,10 +103,10 @@ class SchedulerConfig:
     history_half_life_s: float = 600.0
     #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
     leaf_label: str = "topos.io/leaf"
-    #: The weights AgentPool pods are scored with, by plugin name (``agentPools``); a scorer not
-    #: named keeps its declared AgentPool default (the NeuroNetes guide's factors), else its
-    #: weight above. ``None``: every scorer's declared AgentPool default.
-    pool_weights: Mapping[str, int] | None = None
+    #: The other profiles the same process serves, each under its own ``scheduler_name``
+    #: (a KubeSchedulerConfiguration's ``profiles[1:]``, the AgentPool profile). They share the
+    #: scheduler's queue and snapshot; what is not per profile (gangs, preemption) reads this one.
+    other_profiles: tuple[SchedulerConfig, ...] = ()
     #: What nodes cost (``prices``): CostEfficiency and the AgentPool controller read it.
     prices: PriceTable = field(default_factory=PriceTable)
     #: Users' Score plugins (``customScorers``), in the order given.
@@ -131,13 +132,13 @@ class SchedulerConfig:
             )
         if not 0 <= self.percentage_of_nodes_to_score <= 100:
             raise ConfigError("percentageOfNodesToScore: must be from 0 to 100")
-        for where, weights in (
-            ("weights", self.weights),
-            ("agentPools.weights", self.pool_weights or {}),
-        ):
-            for name, value in weights.items():
-                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
-                    raise ConfigError(f"{where}.{name}: must be an integer from 0 to 100")
+        for name, value in self.weights.items():
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+                raise ConfigError(f"weights.{name}: must be an integer from 0 to 100")
+        names = [p.scheduler_name or podkeys.SCHEDULER_NAME for p in (self, *self.other_profiles)]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(f"profiles[{i}].schedulerName: {name!r} names two profiles")
 
 
 def num_feasible_nodes_to_find(total: int, percentage: int) -> int:

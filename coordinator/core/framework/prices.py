@@ -17,7 +17,7 @@ unknown. Its capacity type comes from ``karpenter.sh/capacity-type`` (``spot``/`
 ``eks.amazonaws.com/capacityType`` (``SPOT``/``ON_DEMAND``). The table is read (negative or
 non-numeric prices refused, naming the entry) by :mod:`coordinator.app.config.prices`; the
 CostEfficiency scorer and the AgentPool controller's ``maxCostPerHour`` check
-(``coordinator/neuronetes/policy``) use it.
+(``coordinator/neuronetes/decide/policy/cost.py``) use it.
 """
 
 from __future__ import annotations

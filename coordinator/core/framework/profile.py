@@ -1,4 +1,5 @@
-"""One scheduling profile: its plugin objects sorted by extension point, with their score weights.
+"""One scheduling profile: its name, its plugin objects sorted by extension point, with their
+score weights. A process serves several (:mod:`.profiles`), each under its own ``schedulerName``.
 
 The framework never names a plugin: what it needs to know of one, the plugin declares (the
 :class:`~.interfaces.Plugin` traits, the extension-point protocols), and
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, cast
 
+from common import podkeys
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import (
     BatchScorePlugin,
@@ -46,11 +48,11 @@ class Framework:
         plugins: Iterable[object],
         *,
         weights: Mapping[str, int] | None = None,
-        pool_weights: Mapping[str, int] | None = None,
     ) -> None:
-        """``weights`` by plugin name (none: the config's; a scorer named in neither: 1);
-        ``pool_weights`` those of AgentPool pods (none: ``weights``)."""
+        """``weights`` by plugin name (none: the config's; a scorer named in neither: 1)."""
         self.config = config
+        #: The ``schedulerName`` of the pods this profile schedules.
+        self.name: str = config.scheduler_name or podkeys.SCHEDULER_NAME
         #: Where the next cycle starts looking when it stops early (kube-scheduler's rotating
         #: ``nextStartNodeIndex``): each cycle resumes after the nodes the last one visited, so
         #: every node gets its turn.
@@ -66,8 +68,6 @@ class Framework:
         self.candidates: list[CandidatesPlugin] = []
         self.pre_score: dict[str, PreScorePlugin] = {}
         self.score: list[tuple[ScorePlugin, float]] = []
-        #: The same plugins with the AgentPool profile's weights (``agentPools``).
-        self.pool_score: list[tuple[ScorePlugin, float]] = []
         self.normalize: dict[str, NormalizeScorePlugin] = {}
         #: Plugins that score every feasible node in one call (not node-local ones only).
         self.batch_score: dict[str, BatchScorePlugin] = {}
@@ -90,13 +90,9 @@ class Framework:
             if isinstance(p, PreScorePlugin):
                 self.pre_score[p.name] = p
             if isinstance(p, ScorePlugin):
-                ordinary = weights if weights is not None else config.weights
-                weight = ordinary.get(p.name, 1)
+                weight = (weights if weights is not None else config.weights).get(p.name, 1)
                 if weight > 0:
                     self.score.append((p, weight))
-                weight = (pool_weights if pool_weights is not None else ordinary).get(p.name, 1)
-                if weight > 0:
-                    self.pool_score.append((p, weight))
             if isinstance(p, NormalizeScorePlugin):
                 self.normalize[p.name] = p
             if isinstance(p, BatchScorePlugin) and not self.is_local(p):
@@ -113,7 +109,7 @@ class Framework:
                 self._shared = cast(_Shared, p)
                 break
         shared = self._shared.name if self._shared is not None else None
-        self._without_shared = [(p, w) for p, w in self.pool_score if p.name != shared]
+        self._without_shared = [(p, w) for p, w in self.score if p.name != shared]
         #: What re-queues the pods each plugin refuses (:class:`~.interfaces.Requeue`).
         self.requeue: dict[str, Requeue] = {
             p.name: p.requeue for p in self.plugins if isinstance(p, Plugin)
@@ -123,12 +119,10 @@ class Framework:
             self.alike = Alike.of([f for f in self.filter if self.is_local(f)])
 
     def scores_for(self, pod: PodRequest) -> Sequence[tuple[ScorePlugin, float]]:
-        """The score plugins and weights for ``pod``: an AgentPool pod gets the pool weights;
-        without the scorer it gives a share of the total, which :meth:`score_share` adds."""
-        if pod.pool is None:
-            return self.score
+        """The score plugins and weights for ``pod``: the profile's, without the scorer ``pod``
+        gives a share of the total (which :meth:`score_share` adds)."""
         if self._shared is None or self._shared.score_share(pod) is None:
-            return self.pool_score
+            return self.score
         return self._without_shared
 
     def score_share(self, pod: PodRequest) -> tuple[ScorePlugin, float] | None:
@@ -136,7 +130,7 @@ class Framework:
         cycle gives a node ``share / (1 − share)`` × the points the other scorers gave it, times
         the scorer's score / 100. ``None``: the profile's weights apply."""
         shared = self._shared
-        if shared is None or pod.pool is None:
+        if shared is None:
             return None
         share = shared.score_share(pod)
         if share is None or share <= 0:

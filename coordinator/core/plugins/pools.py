@@ -31,6 +31,7 @@ from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.prices import REGION_LABEL, SPOT, capacity_type
 from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.poolkeys import holds_model
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Status
@@ -41,7 +42,6 @@ __all__ = [
     "ModelCache",
     "PoolPlacement",
     "PreferredRegion",
-    "has_model",
     "node_gpus",
 ]
 
@@ -66,17 +66,6 @@ class CarbonReadings:
         return self._values.get(region)
 
 
-def has_model(node: NodeInfo, model: str) -> bool:
-    """Whether the node's cache holds ``model`` (``org/name`` as on the Hub, case-insensitive;
-    a name without an org matches that name under any org)."""
-    want = model.lower()
-    for cached in node.cached_models:
-        low = cached.lower()
-        if low == want or ("/" not in want and low.rpartition("/")[2] == want):
-            return True
-    return False
-
-
 def node_gpus(node: NodeInfo) -> int:
     if node.topology is not None:
         return len(node.topology.gpus)
@@ -93,7 +82,7 @@ class ModelCache(Plugin):
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         assert pod.pool is not None
-        return 100.0 if has_model(node, pod.pool.model) else 0.0
+        return 100.0 if holds_model(node.cached_models, pod.pool.model) else 0.0
 
     def score_share(self, pod: PodRequest) -> float | None:
         """The pool's ``cacheAware.cacheHitWeight``: the cache's share of a node's total."""

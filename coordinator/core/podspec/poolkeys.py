@@ -2,7 +2,8 @@
 
 The AgentPool controller writes, on every pod it owns:
 
-- label ``neuronetes.io/pool=<pool>`` — the pod is an AgentPool pod (the pool profile's weights);
+- label ``neuronetes.io/pool=<pool>`` — the pod is an AgentPool pod (PoolPlacement filters it;
+  its ``schedulerName`` names the AgentPool profile, ``topos-agentpools``, docs/neuronetes.md);
 - annotation ``neuronetes.io/model=<model>`` — the model it serves (the ModelCache scorer);
 - annotation ``neuronetes.io/scheduling`` — compact JSON of the pool's ``spec.scheduling``.
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -28,6 +29,7 @@ __all__ = [
     "POOL_LABEL",
     "SCHEDULING_ANNOTATION",
     "PoolScheduling",
+    "holds_model",
     "pool_scheduling",
 ]
 
@@ -53,6 +55,18 @@ class PoolScheduling:
     preferred_regions: tuple[str, ...] = ()
     #: ``carbonAware.maxCarbonIntensity`` in gCO2/kWh.
     max_carbon_intensity: float | None = None
+
+
+def holds_model(models: Iterable[str], model: str) -> bool:
+    """Whether a node's cached ``models`` (its ``topos.io/models``) include ``model``: ``org/name``
+    as on the Hub, case-insensitive; a name without an org matches that name under any org. The
+    one rule: the ModelCache scorer and the AgentPool controller's cache policy both ask it."""
+    want = model.lower()
+    for cached in models:
+        low = cached.lower()
+        if low == want or ("/" not in want and low.rpartition("/")[2] == want):
+            return True
+    return False
 
 
 def pool_scheduling(

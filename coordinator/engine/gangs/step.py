@@ -153,6 +153,8 @@ class GangStep(GangLifecycle):
         scheduler = self.scheduler
         snapshot = scheduler.nominations.gang_snapshot(requests, scheduler.view.snapshot())
         recovery = self.recovering.get(key)
+        # The members' profile (a gang's members name one schedulerName).
+        framework = scheduler.profiles.for_name(requests[0].scheduler_name if requests else None)
         result: GangDecision | Status
         result = Status.unschedulable("not planned")
         if recovery is not None and recovery.scope:
@@ -160,7 +162,7 @@ class GangStep(GangLifecycle):
             result = schedule_gang(
                 requests,
                 snapshot,
-                self.scheduler.framework,
+                framework,
                 min_member=need,
                 intent=intent,
                 keys=self.keys,
@@ -170,7 +172,7 @@ class GangStep(GangLifecycle):
             result = schedule_gang(
                 requests,
                 snapshot,
-                self.scheduler.framework,
+                framework,
                 min_member=need,
                 intent=intent,
                 keys=self.keys,

@@ -5,7 +5,8 @@ the pool's ``spec.template`` (or :func:`default_template`, one vLLM serving cont
 
 - labels ``neuronetes.io/pool=<pool>`` (:func:`pool_label`: a valid label value for any name),
   annotations ``neuronetes.io/model`` (when named) and ``neuronetes.io/scheduling``
-  (``spec.scheduling`` as compact JSON), ``schedulerName: topos``;
+  (``spec.scheduling`` as compact JSON), ``schedulerName``: the AgentPool profile the caller
+  names (``topos-agentpools`` in the coordinator, docs/neuronetes.md);
 - ``gpuRequirements.count`` as ``nvidia.com/gpu`` limits on the first container, or with
   ``migProfile`` as ``nvidia.com/mig-<profile>``; ``type`` as a required node affinity on
   ``neuronetes.io/gpu-type``; ``memory`` as ``topos.io/gpu-memory-min``; ``topology.locality``
@@ -145,8 +146,11 @@ def _gpu_type_affinity(gpu_type: str, spec: dict[str, Any]) -> None:
     require_everywhere(spec, [{"key": NEURONETES_GPU_TYPE, "operator": "In", "values": [gpu_type]}])
 
 
-def pool_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
-    """The pod template the pool's spec asks for (before the policies run)."""
+def pool_template(
+    pool: PoolSpec, image: str = DEFAULT_IMAGE, *, scheduler_name: str
+) -> dict[str, Any]:
+    """The pod template the pool's spec asks for (before the policies run), for the profile
+    ``scheduler_name`` (the scheduler's AgentPool profile)."""
     source = pool.template if pool.template is not None else default_template(pool, image)
     template: dict[str, Any] = copy.deepcopy(dict(source))
     meta = template.setdefault("metadata", {})
@@ -157,7 +161,7 @@ def pool_template(pool: PoolSpec, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
     if pool.model:
         annotations[MODEL_ANNOTATION] = pool.model
     annotations[SCHEDULING_ANNOTATION] = scheduling_json({"scheduling": pool.scheduling})
-    spec["schedulerName"] = podkeys.SCHEDULER_NAME
+    spec["schedulerName"] = scheduler_name
     _gpu_limits(pool, spec["containers"][0])
     if pool.gpu.type:
         _gpu_type_affinity(pool.gpu.type, spec)

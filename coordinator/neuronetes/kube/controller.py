@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from common import podkeys
 from common.kube import PODS, KubeClient, KubeError, KubeObject
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
@@ -112,7 +113,10 @@ class NeuronetesController:
         policies: Sequence[Policy] | None = None,
         policy_inputs: Mapping[str, Any] | None = None,
         ready: Sequence[asyncio.Event] = (),
+        scheduler_name: str = podkeys.AGENT_POOL_SCHEDULER_NAME,
     ) -> None:
+        """``scheduler_name``: the profile the pools' pods name."""
+        self._scheduler_name = scheduler_name
         self._policy_inputs = policy_inputs
         self._ready = list(ready)
         self.settings = settings or NeuronetesSettings()
@@ -197,6 +201,7 @@ class NeuronetesController:
                 instance=self._instance,
                 policies=self._policies,
                 policy_inputs=self._policy_inputs,
+                scheduler_name=self._scheduler_name,
             )
             tasks = [
                 asyncio.create_task(self.pools.run(), name="neuronetes-pools"),

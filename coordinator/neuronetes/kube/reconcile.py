@@ -16,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from common import podkeys
 from common.kube import (
     PODS,
     AlreadyExists,
@@ -93,7 +94,11 @@ class Reconciler:
         instance: str = "topos",
         policies: Sequence[Policy] | None = None,
         policy_inputs: Mapping[str, Any] | None = None,
+        scheduler_name: str = podkeys.AGENT_POOL_SCHEDULER_NAME,
     ) -> None:
+        """``scheduler_name``: the profile the pools' pods name (the scheduler's AgentPool
+        profile)."""
+        self._scheduler_name = scheduler_name
         self._client = client
         self._policy_inputs = dict(policy_inputs or {})
         self._settings = settings
@@ -247,7 +252,9 @@ class Reconciler:
             )
             if state.decision.desired != current:
                 pool = await self._scale(obj, pool, state.decision, state)
-        template = pool_template(pool, self._settings.default_image)
+        template = pool_template(
+            pool, self._settings.default_image, scheduler_name=self._scheduler_name
+        )
         ctx = run_policies(
             PolicyContext(
                 pool=pool,

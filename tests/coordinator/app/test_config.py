@@ -5,6 +5,7 @@ file is accepted; and the tree's sections reach the components that read them.""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -220,7 +221,10 @@ def test_no_file_an_empty_file_and_empty_sections_are_the_defaults(tmp_path: Pat
     sections = tmp_path / "sections.yaml"
     sections.write_text("coordinator:\ntls:\nauth:\nscheduler:\nscheduling:\n")
     assert load_file(None) == load_file(str(empty)) == load_file(str(sections)) == Config()
-    assert Config().scheduling == SchedulerConfig()
+    # The defaults: one profile, topos, and the AgentPool profile (docs/scheduling.md#profiles).
+    default = Config().scheduling
+    assert dataclasses.replace(default, other_profiles=()) == SchedulerConfig()
+    assert [p.scheduler_name for p in default.other_profiles] == ["topos-agentpools"]
 
 
 def _node(name: str, **labels: str) -> NodeState:

@@ -55,7 +55,8 @@ async def test_the_pool_settings_reach_the_running_scheduler() -> None:
         assert runtime is not None
         framework = runtime.scheduler.framework
         assert framework.config.prices.gpu_models["H100"].on_demand == 6.98
-        assert {p.name: w for p, w in framework.pool_score}["ModelCache"] == 9
+        pools = runtime.scheduler.profiles.for_name("topos-agentpools")
+        assert {p.name: w for p, w in pools.score}["ModelCache"] == 9
         assert "Flaky" in {p.name for p, _ in framework.score}
         (gate,) = [p for p in framework.plugins if isinstance(p, PoolPlacement)]
         assert gate.carbon is app[RUNNING].carbon  # what the controller updates

@@ -175,7 +175,14 @@ def rejected(doc: object) -> str:
         ),
         (
             {"kind": "KubeSchedulerConfiguration", "profiles": [{}, {}]},
-            "profiles[1]: Topos runs one profile",
+            "profiles[0].schedulerName: each of several profiles needs its own name",
+        ),
+        (
+            {
+                "kind": "KubeSchedulerConfiguration",
+                "profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}],
+            },
+            "profiles[1].schedulerName: 'a' is already the name of profiles[0]",
         ),
         (
             {"kind": "KubeSchedulerConfiguration", "clientConnection": {}},

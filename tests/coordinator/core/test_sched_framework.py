@@ -4,6 +4,7 @@ configuration from YAML, and a plugin bug turning into an error status instead o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -186,8 +187,9 @@ def test_bad_config_is_rejected_with_the_key(text: str, message: str) -> None:
 
 
 def test_empty_config_is_the_defaults() -> None:
-    assert load_config("") == SchedulerConfig()
-    assert load_config(None) == SchedulerConfig()
+    empty = load_config("")
+    assert empty == load_config(None)
+    assert dataclasses.replace(empty, other_profiles=()) == SchedulerConfig()
 
 
 def test_kube_rule_for_how_many_feasible_nodes_suffice() -> None:

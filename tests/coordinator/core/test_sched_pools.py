@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
+from common import podkeys
 from coordinator.app.config.scheduling import load_config
 from coordinator.core.framework.config import ConfigError, SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.plugins.pools import CarbonReadings
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
-from coordinator.core.registry import build_framework
+from coordinator.core.registry import build_framework, build_profiles
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.pods import pod
@@ -38,7 +40,9 @@ def pool_pod(
     annotations = {"neuronetes.io/scheduling": json.dumps(scheduling or {})}
     if model:
         annotations["neuronetes.io/model"] = model
-    return pod(name, gpus=1, labels={"neuronetes.io/pool": "chat"}, annotations=annotations)
+    obj = pod(name, gpus=1, labels={"neuronetes.io/pool": "chat"}, annotations=annotations)
+    obj["spec"]["schedulerName"] = podkeys.AGENT_POOL_SCHEDULER_NAME  # as the controller writes
+    return obj
 
 
 def node(name: str, *, models: tuple[str, ...] = (), **labels: str) -> NodeInfo:
@@ -58,8 +62,8 @@ def node(name: str, *, models: tuple[str, ...] = (), **labels: str) -> NodeInfo:
 
 def place(obj: dict[str, Any], nodes: list[NodeInfo], **config: Any) -> Decision | Failure:
     carbon = config.pop("_carbon", None)
-    fw = build_framework(load_config({**EVERY_NODE, **config}), carbon=carbon)
-    result = schedule_one(obj, Snapshot(nodes), fw)
+    profiles = build_profiles(load_config({**EVERY_NODE, **config}), carbon=carbon)
+    result = schedule_one(obj, Snapshot(nodes), profiles.for_pod(obj))
     assert isinstance(result, Decision | Failure)
     return result
 
@@ -174,17 +178,29 @@ def test_ordinary_pods_are_not_scored_by_pool_plugins() -> None:
     assert not {"ModelCache", "CostEfficiency", "PreferredRegion"} & set(result.breakdown)
 
 
-def test_the_guide_weights_are_the_pool_default_and_configurable() -> None:
-    fw = build_framework(SchedulerConfig())
-    weights = {p.name: w for p, w in fw.pool_score}
-    assert (weights["GpuPacking"], weights["NumaTopology"], weights["ModelCache"]) == (6, 5, 4)
-    assert (weights["CostEfficiency"], weights["InterPodAffinity"]) == (3, 2)
-    assert {p.name: w for p, w in fw.score}["GpuPacking"] == 3  # ordinary pods: unchanged
+def weights(fw: Framework) -> dict[str, float]:
+    return {p.name: w for p, w in fw.score}
+
+
+def test_the_guide_weights_are_the_pool_profiles_default_and_configurable() -> None:
+    profiles = build_profiles(load_config(None))
+    assert profiles.names == ("topos", "topos-agentpools")
+    pools = weights(profiles.for_name("topos-agentpools"))
+    assert (pools["GpuPacking"], pools["NumaTopology"], pools["ModelCache"]) == (6, 5, 4)
+    assert (pools["CostEfficiency"], pools["InterPodAffinity"]) == (3, 2)
+    assert weights(profiles.for_name("topos"))["GpuPacking"] == 3  # ordinary pods: unchanged
     config = load_config(
         {"agentPools": {"scoringWeights": {"costEfficiency": 1}, "weights": {"model_cache": 9}}}
     )
-    assert config.pool_weights is not None
-    assert (config.pool_weights["CostEfficiency"], config.pool_weights["ModelCache"]) == (20, 9)
+    pools = weights(build_profiles(config).for_name("topos-agentpools"))
+    assert (pools["CostEfficiency"], pools["ModelCache"]) == (20, 9)
+
+
+def test_the_generic_framework_has_one_weight_table() -> None:
+    """The AgentPool weights are a profile's, not a second table of every framework."""
+    fw = build_framework(SchedulerConfig())
+    assert not hasattr(fw, "pool_score")
+    assert weights(fw)["GpuPacking"] == 3
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from common import podkeys
 from coordinator.app.config.prices import read_prices
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.neuronetes.decide.hooks import (
@@ -51,7 +52,7 @@ def _ctx(
     return PolicyContext(
         pool=pool,
         raw={},
-        template=pool_template(pool),
+        template=pool_template(pool, scheduler_name=podkeys.AGENT_POOL_SCHEDULER_NAME),
         now=now,
         node_facts=nodes or {},
         pods=pods,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from common import podkeys
 from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE, PolicyContext, run_policies
 from coordinator.neuronetes.decide.podtemplate import (
     pod_for,
@@ -18,6 +19,9 @@ from coordinator.neuronetes.decide.podtemplate import (
 )
 from coordinator.neuronetes.decide.pool import PoolProblem, PoolSpec, parse_pool
 from coordinator.neuronetes.decide.replicas import OwnedPod, plan_replicas
+
+#: The AgentPool profile the controller names (the coordinator passes it in).
+POOLS = podkeys.AGENT_POOL_SCHEDULER_NAME
 
 
 def _pool(spec: dict[str, Any], name: str = "p") -> dict[str, Any]:
@@ -32,7 +36,7 @@ def _pool(spec: dict[str, Any], name: str = "p") -> dict[str, Any]:
 
 def _made(spec: dict[str, Any]) -> tuple[PoolSpec, dict[str, Any]]:
     pool = parse_pool(_pool(spec), {"A100"})
-    return pool, pod_for(pool, pool_template(pool))
+    return pool, pod_for(pool, pool_template(pool, scheduler_name=POOLS))
 
 
 def test_tensor_parallel_pool_asks_for_eight_nvlinked_a100s() -> None:
@@ -46,7 +50,7 @@ def test_tensor_parallel_pool_asks_for_eight_nvlinked_a100s() -> None:
     _, pod = _made(spec)
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
     assert pod["metadata"]["annotations"]["topos.io/gpu-locality"] == "nvlink"
-    assert pod["spec"]["schedulerName"] == "topos"
+    assert pod["spec"]["schedulerName"] == "topos-agentpools"  # the AgentPool profile
     assert pod["metadata"]["labels"]["neuronetes.io/pool"] == "p"
     assert pod["metadata"]["generateName"] == "p-"
     (ref,) = pod["metadata"]["ownerReferences"]
@@ -178,7 +182,7 @@ def test_policies_edit_the_template_and_gates_are_lifted_in_place() -> None:
     def broken(ctx: PolicyContext) -> None:
         raise RuntimeError("no price table")
 
-    template = pool_template(pool)
+    template = pool_template(pool, scheduler_name=POOLS)
     template["spec"]["schedulingGates"] = [{"name": CLEAN_ENERGY_GATE}]
     held_hash = template_hash(template)
     ctx = run_policies(
@@ -201,7 +205,12 @@ def test_policies_edit_the_template_and_gates_are_lifted_in_place() -> None:
 
 def test_policy_helpers_switch_the_model_and_add_node_affinity() -> None:
     pool = parse_pool(_pool({"model": "big", "gpuRequirements": {"type": "A100"}}), {"A100"})
-    ctx = PolicyContext(pool=pool, raw={}, template=pool_template(pool), now=0.0)
+    ctx = PolicyContext(
+        pool=pool,
+        raw={},
+        template=pool_template(pool, scheduler_name=POOLS),
+        now=0.0,
+    )
     ctx.set_model("smaller-model")
     spot = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
     ctx.prefer_nodes(spot, 80)
@@ -279,7 +288,7 @@ def test_a_long_pools_pods_and_priority_class_carry_valid_names() -> None:
             name,
         )
     )
-    pod = pod_for(pool, pool_template(pool))
+    pod = pod_for(pool, pool_template(pool, scheduler_name=POOLS))
     labels = pod["metadata"]["labels"]
     assert labels["neuronetes.io/pool"] == labels["topos.io/gang"] == pool_label(name)
     pc = priority_class_for(pool)

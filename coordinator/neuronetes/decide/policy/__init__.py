@@ -14,7 +14,8 @@ from outside (prices, carbon intensities, node facts) comes in its context. Bad 
 - :mod:`.hosting`   ``can_host(...)``: whether a node could take one more of the pool's pods.
 - :mod:`.carbon`    ``carbonAware``: ``carbon_policy``; ``parse_intensity``, ``Intensities``,
                     ``CleanHours``, ``check_regions``.
-- :mod:`.cache`     ``cacheAware``: ``cache_policy``; ``holds_model``, ``selects``.
+- :mod:`.cache`     ``cacheAware``: ``cache_policy``, ``selects`` (the model rule:
+                    ``core.podspec.poolkeys.holds_model``).
 
 :data:`GUIDE_POLICIES` is what the controller runs on every pool by default, in order: spot
 first (it finds vanished nodes and how many replicas are on spot), then the cost/SLO decision

@@ -7,22 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coordinator.core.podspec.poolkeys import holds_model
 from coordinator.neuronetes.decide.conditions import Condition
 from coordinator.neuronetes.decide.hooks import NodeFacts, PolicyContext
 from coordinator.neuronetes.decide.podtemplate import MODEL_ANNOTATION
 from coordinator.neuronetes.decide.policy.errors import PolicyError
 
 __all__ = ["cache_policy", "holds_model", "selects"]
-
-
-def holds_model(models: frozenset[str], model: str) -> bool:
-    """Whether a node's cached ``models`` include ``model`` (case-insensitive; a name without
-    an org matches that name under any org), as the ModelCache scorer reads them."""
-    want = model.lower()
-    return any(
-        m.lower() == want or ("/" not in want and m.lower().rpartition("/")[2] == want)
-        for m in models
-    )
 
 
 def selects(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
