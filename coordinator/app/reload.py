@@ -106,7 +106,12 @@ class _State:
         scheduling = _keep_names(new.scheduling, self.config.scheduling)
         running = self.app[RUNNING]
         try:
-            profiles = build_profiles(scheduling, history=running.history, carbon=running.carbon)
+            profiles = build_profiles(
+                scheduling,
+                history=running.history,
+                carbon=running.carbon,
+                leaf_label=self.config.gangs.domain_keys.leaf,  # gangs': a restart applies it
+            )
         except KeyError as exc:  # enabled_plugins names a plugin nothing registered
             raise ConfigError(f"'scheduling' in {self.path}: {exc.args[0]}") from None
         restart = restart_needed(self.base, new)
@@ -166,17 +171,15 @@ def _names(config: SchedulerConfig) -> tuple[str | None, ...]:
 
 def _keep_names(new: SchedulerConfig, old: SchedulerConfig) -> SchedulerConfig:
     """``new`` with the restart-only keys of ``old`` (so the next change is compared against what
-    really runs): the leaf label (from ``gangs``) and the profiles' names — a renamed profile
-    keeps its old name; profiles added or removed wait for the restart (the others kept)."""
+    really runs): the profiles' names — a renamed profile keeps its old name; profiles added or
+    removed wait for the restart (the others kept)."""
     if len(new.other_profiles) != len(old.other_profiles):
         new = dataclasses.replace(new, other_profiles=old.other_profiles)
     others = tuple(
-        dataclasses.replace(n, scheduler_name=o.scheduler_name, leaf_label=old.leaf_label)
+        dataclasses.replace(n, scheduler_name=o.scheduler_name)
         for n, o in zip(new.other_profiles, old.other_profiles, strict=True)
     )
-    return dataclasses.replace(
-        new, scheduler_name=old.scheduler_name, leaf_label=old.leaf_label, other_profiles=others
-    )
+    return dataclasses.replace(new, scheduler_name=old.scheduler_name, other_profiles=others)
 
 
 def _changed(path: str, before: object, after: object) -> Iterator[str]:

@@ -69,7 +69,12 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
     carbon = CarbonReadings()
     try:  # one framework per profile, each under its own schedulerName
-        profiles = build_profiles(config.scheduling, history=history, carbon=carbon)
+        profiles = build_profiles(
+            config.scheduling,
+            history=history,
+            carbon=carbon,
+            leaf_label=config.gangs.domain_keys.leaf,  # the gangs' leaf is the plugins' too
+        )
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)

@@ -1,12 +1,15 @@
 """The registry: the list of plugin declarations, and building a :class:`Framework` from them.
 
 Each plugin module declares its plugins once (:class:`~.plugins.declaration.PluginSpec`: class,
-factory, default weights, aliases); :data:`PLUGINS` lists those declarations in filter order, and
-everything else — the default profile, the weights by name, the names a configuration may use —
-is read from it. Adding a plugin is its module plus one line here (docs/architecture.md, "Adding
-a scorer"). Other packages add plugins by passing ``plugins=(*PLUGINS, MY_SPEC)`` (or
-``registry={"MyPlugin": factory}``, a factory of the scheduler config) to
-:func:`build_framework` and naming them in the config's ``enabled_plugins``.
+args type, factory, default weights, aliases); :data:`PLUGINS` lists those declarations in filter
+order, and everything else — the default profile, the weights by name, the names a configuration
+may use — is read from it. Adding a plugin is its module plus one line here
+(docs/architecture.md, "Adding a scorer"). Each plugin is made from its own arguments (the
+profile's ``args`` by plugin name, else its args type's defaults) and the process's
+:class:`~.plugins.declaration.Context`; never from the whole profile. Other packages add plugins
+by passing ``plugins=(*PLUGINS, MY_SPEC)`` (or ``registry={"MyPlugin": factory}``, a factory of
+the plugin's arguments) to :func:`build_framework` and naming them in the config's
+``enabled_plugins``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from coordinator.core.plugins import (
     tainttoleration,
 )
 from coordinator.core.plugins.custom import GuardedScorer
-from coordinator.core.plugins.declaration import Context, PluginSpec
+from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, Context, PluginSpec
 from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
 
@@ -44,6 +47,7 @@ __all__ = [
     "PLUGINS",
     "Registry",
     "agent_pool_profile",
+    "args_types",
     "build_framework",
     "build_profiles",
     "kube_names",
@@ -51,8 +55,9 @@ __all__ = [
     "weights_of",
 ]
 
-#: Extra plugins by name: a factory gets the scheduler config and returns the plugin object.
-Registry = Mapping[str, Callable[[SchedulerConfig], object]]
+#: Extra plugins by name: a factory gets the plugin's arguments (those of the declared plugin
+#: of that name, when it replaces one; else the profile's ``args`` for it, or ``None``).
+Registry = Mapping[str, Callable[[object], object]]
 
 # Filter order follows kube-scheduler's (cheap node-level gates first), so the reason a node
 # reports is the same one kube would report.
@@ -123,6 +128,11 @@ def weight_aliases(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, tuple[s
     return out
 
 
+def args_types(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, type | None]:
+    """Every plugin's args type by its name (``None``: it takes no arguments)."""
+    return {spec.name: spec.args for spec in plugins}
+
+
 def kube_names(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, str]:
     """Every name a KubeSchedulerConfiguration may give a plugin → the plugin's own."""
     out = {spec.name: spec.name for spec in plugins}
@@ -138,20 +148,33 @@ def build_framework(
     profile: Sequence[str] | None = None,
     history: DomainHistory | None = None,
     carbon: CarbonReadings | None = None,
+    leaf_label: str = DEFAULT_LEAF_LABEL,
     plugins: Sequence[PluginSpec] = PLUGINS,
 ) -> Framework:
     """Instantiate the profile's plugins (default: every declared one, minus those the config
-    disables, plus those it enables) from ``plugins`` and ``registry``, then — unless
-    ``profile`` names the plugins — the config's ``customScorers`` (each guarded: see
-    :mod:`.plugins.custom`)."""
+    disables, plus those it enables) from ``plugins`` and ``registry``, each given its own
+    arguments, then — unless ``profile`` names the plugins — the config's ``customScorers``
+    (each guarded: see :mod:`.plugins.custom`). ``history``, ``carbon`` and ``leaf_label`` are
+    the process's (:class:`~.plugins.declaration.Context`)."""
     config = config or SchedulerConfig()
-    context = Context(config, history, carbon)
+    history = history or DomainHistory(half_life_s=config.history_half_life_s)
+    context = Context(history, carbon, config.prices, leaf_label)
+    specs = {spec.name: spec for spec in plugins}
+
+    def args(name: str) -> object:
+        spec = specs.get(name)
+        default = spec.default_args() if spec is not None else None
+        return config.args.get(name, default)
+
     factories: dict[str, Callable[[], object]] = {
-        spec.name: (lambda spec=spec: spec.build(context))  # type: ignore[misc]
+        spec.name: (lambda spec=spec: spec.build(args(spec.name), context))  # type: ignore[misc]
         for spec in plugins
     }
     for name, factory in (registry or {}).items():
-        factories[name] = lambda factory=factory: factory(config)  # type: ignore[misc]
+        factories[name] = lambda name=name, factory=factory: factory(args(name))  # type: ignore[misc]
+    for name in config.args:
+        if name not in factories:
+            raise KeyError(f"args: {unknown_plugin(name, factories)}")
     names = list(profile if profile is not None else (spec.name for spec in plugins))
     names.extend(n for n in config.enabled_plugins if n not in names)
     made = []
@@ -175,13 +198,21 @@ def build_profiles(
     registry: Registry | None = None,
     history: DomainHistory | None = None,
     carbon: CarbonReadings | None = None,
+    leaf_label: str = DEFAULT_LEAF_LABEL,
     plugins: Sequence[PluginSpec] = PLUGINS,
 ) -> Profiles:
     """One framework per profile of ``config`` (itself first, then its ``other_profiles``), all
-    reading the same ``history`` and ``carbon``."""
+    reading the same ``history``, ``carbon``, prices and ``leaf_label`` (the process's)."""
     config = config or SchedulerConfig()
     history = history or DomainHistory(half_life_s=config.history_half_life_s)
     return Profiles(
-        build_framework(c, registry=registry, history=history, carbon=carbon, plugins=plugins)
+        build_framework(
+            c,
+            registry=registry,
+            history=history,
+            carbon=carbon,
+            leaf_label=leaf_label,
+            plugins=plugins,
+        )
         for c in (config, *config.other_profiles)
     )

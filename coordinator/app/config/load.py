@@ -17,7 +17,6 @@ simulator and the benchmarks); its messages are prefixed with the section and th
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from collections.abc import Mapping, Sequence
@@ -82,9 +81,6 @@ def parse_config(doc: object, *, source: str = "the configuration") -> Config:
         parsed = scheduling.load_config(rules)
     except scheduling.ConfigError as exc:
         raise ConfigError(f"'scheduling' in {source}: {exc}") from None
-    leaf = config.gangs.domain_keys.leaf
-    others = tuple(dataclasses.replace(p, leaf_label=leaf) for p in parsed.other_profiles)
-    parsed = dataclasses.replace(parsed, leaf_label=leaf, other_profiles=others)
     return msgspec.structs.replace(config, scheduling=parsed)
 
 

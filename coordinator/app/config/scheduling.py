@@ -31,6 +31,7 @@ from common import podkeys
 from common.configdoc import first_non_finite, load_yaml, yaml_number
 from coordinator.app.config import seedforms
 from coordinator.app.config.customscorers import read_custom_scorers
+from coordinator.app.config.pluginargs import camel, read_plugin_args
 from coordinator.app.config.prices import read_prices
 from coordinator.core.framework.config import (
     FastScheduling,
@@ -42,6 +43,7 @@ from coordinator.core.framework.config_errors import ConfigError, hint
 from coordinator.core.registry import (
     DEFAULT_PROFILE,
     agent_pool_profile,
+    args_types,
     kube_names,
     weight_aliases,
     weights_of,
@@ -55,6 +57,8 @@ _BUILT_IN: Final = frozenset(DEFAULT_PROFILE)
 _ALIASES: Final = weight_aliases()
 #: The built-in scorers (the plugins with a weight).
 _SCORERS: Final = frozenset(weights_of(SchedulerConfig()))
+#: Every built-in plugin's args type (``None``: it takes none).
+_ARGS: Final = args_types()
 
 
 _KEYS: Final = frozenset(
@@ -112,8 +116,10 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     if data.get("scoringWeights") is not None:
         factors = _by_plugin("scoringWeights", seedforms.factor_weights(data["scoringWeights"]))
     kwargs: dict[str, object] = {}
+    # Section keys that are plugins' arguments: each sets that argument of every plugin taking it.
+    section_args: dict[str, object] = {}
     if "packing" in data:
-        kwargs["packing"] = data["packing"]
+        section_args.update(_args_of_plugins("", {"packing": data["packing"]}))
     spelled = [k for k in ("percentageOfNodesToScore", "percentage_of_nodes_to_score") if k in data]
     if len(spelled) > 1:
         raise ConfigError(
@@ -142,15 +148,19 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
             raise ConfigError("historyHalfLifeSeconds: must be a number of seconds above 0")
         kwargs["history_half_life_s"] = float(half)
     if data.get("fragmentation") is not None:
-        kwargs.update(_fragmentation(data["fragmentation"]))
+        section_args.update(
+            _args_of_plugins("fragmentation.", _fragmentation(data["fragmentation"]))
+        )
     kwargs["prices"] = read_prices(data.get("prices"))
     kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
     settings = [seedforms.ProfileSettings()]
     if data.get("profiles"):
-        settings = seedforms.read_profiles(data["profiles"], kube_names(), _SCORERS)
+        takes_args = frozenset(name for name, kind in _ARGS.items() if kind is not None)
+        settings = seedforms.read_profiles(data["profiles"], kube_names(), _SCORERS, takes_args)
     # One config per profile: this section's settings, changed by what the profile says.
     configs = [
-        _profile(f"profiles[{i}]", kwargs, factors, own_weights, p) for i, p in enumerate(settings)
+        _profile(f"profiles[{i}]", kwargs, section_args, factors, own_weights, p)
+        for i, p in enumerate(settings)
     ]
     pools = podkeys.AGENT_POOL_SCHEDULER_NAME
     if any(c.scheduler_name == pools for c in configs):
@@ -167,28 +177,55 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
 def _profile(
     where: str,
     common: Mapping[str, object],
+    section_args: Mapping[str, object],
     factors: Mapping[str, int],
     own_weights: Mapping[str, int],
     profile: seedforms.ProfileSettings,
 ) -> SchedulerConfig:
     """One profile's config: seed factors first, the profile's weights over them, the
-    section's own ``weights``, then those the profile gives in Topos' form, last."""
+    section's own ``weights``, then those the profile gives in Topos' form, last; each
+    plugin's arguments from the section, changed by the profile's ``pluginConfig``."""
     weights: dict[str, int] = {**factors, **profile.weights, **own_weights}
     weights.update(_by_plugin(f"{where}.weights", profile.own_weights))
-    kwargs = {**common, "weights": weights}
+    args = dict(section_args)
+    for plugin, (at, raw) in profile.args.items():
+        base = args.get(plugin) or _default_args(plugin)
+        args[plugin] = read_plugin_args(plugin, at, raw, base)
+    kwargs = {**common, "weights": weights, "args": args}
     if profile.disabled:
         listed = kwargs.get("disabled_plugins")
         before = listed if isinstance(listed, frozenset) else frozenset()
         kwargs["disabled_plugins"] = before | profile.disabled
     if profile.scheduler_name is not None:
         kwargs["scheduler_name"] = profile.scheduler_name
-    if profile.node_resources_strategy is not None:
-        kwargs["node_resources_strategy"] = profile.node_resources_strategy
-    if profile.spread_defaults is not None:
-        kwargs["spread_defaults"] = profile.spread_defaults
     config = SchedulerConfig(**kwargs)  # type: ignore[arg-type]
     _check_disabled(config)
     return config
+
+
+def _default_args(plugin: str) -> object:
+    kind = _ARGS[plugin]
+    assert kind is not None  # seedforms refuses pluginConfig for a plugin without args
+    return kind()
+
+
+def _args_of_plugins(prefix: str, given: Mapping[str, object]) -> dict[str, object]:
+    """``given`` (args by camelCase key, as the section writes them) as the arguments of every
+    built-in plugin whose args type has those keys: ``packing`` is GpuPacking's and
+    DomainUtilisation's. ``prefix`` is the section keys' path, for messages."""
+    out: dict[str, object] = {}
+    for plugin, kind in _ARGS.items():
+        if kind is None:
+            continue
+        base = kind()
+        fields = {camel(f.name) for f in dataclasses.fields(base)}
+        mine = {k: v for k, v in given.items() if k in fields}
+        if mine:
+            try:
+                out[plugin] = read_plugin_args(plugin, "", mine, base)
+            except ConfigError as exc:  # "<where>.key: …" with an empty where
+                raise ConfigError(f"{prefix}{str(exc).removeprefix('.')}") from None
+    return out
 
 
 def _by_plugin(where: str, raw: Mapping[Any, object]) -> dict[str, int]:
@@ -264,23 +301,15 @@ def _constraints(raw: object) -> TopologyConstraints:
 
 
 def _fragmentation(raw: object) -> dict[str, object]:
+    """``fragmentation: {allPods, shapeHalfLife}``: GpuFragmentation's and GpuTopology's args
+    (checked by their args types)."""
     if not isinstance(raw, Mapping):
         raise ConfigError("fragmentation: must be a mapping ({allPods: auto, shapeHalfLife: 2000})")
     known = {"allPods", "shapeHalfLife"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"fragmentation.{key}: unknown key{hint(str(key), known)}")
-    out: dict[str, object] = {}
-    if "allPods" in raw:
-        if not isinstance(raw["allPods"], bool) and raw["allPods"] != "auto":
-            raise ConfigError("fragmentation.allPods: must be true, false or auto")
-        out["fragmentation_all_pods"] = None if raw["allPods"] == "auto" else raw["allPods"]
-    if "shapeHalfLife" in raw:
-        half = raw["shapeHalfLife"]
-        if isinstance(half, bool) or not isinstance(half, int) or half < 1:
-            raise ConfigError("fragmentation.shapeHalfLife: must be a whole number of pods, ≥ 1")
-        out["fragmentation_half_life"] = half
-    return out
+    return {str(k): v for k, v in raw.items()}
 
 
 def _fast_scheduling(raw: object) -> FastScheduling:

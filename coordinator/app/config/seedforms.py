@@ -21,12 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
-from coordinator.app.config.spreadargs import read_spread_args
 from coordinator.core.framework.config_errors import ConfigError, hint
-from coordinator.core.framework.spreadargs import SpreadDefaults
-from coordinator.core.plugins import noderesources, podtopologyspread
 
 __all__ = [
     "FACTORS",
@@ -189,25 +186,30 @@ class ProfileSettings:
     disabled: set[str] = field(default_factory=set)
     weights: dict[str, int] = field(default_factory=dict)  # plugin name → weight
     scheduler_name: str | None = None
-    node_resources_strategy: str | None = None
-    spread_defaults: SpreadDefaults | None = None  # PodTopologySpread's args
+    #: ``pluginConfig``: plugin name → (where its args were written, the args as written).
+    args: dict[str, tuple[str, Mapping[Any, object]]] = field(default_factory=dict)
+    #: The plugins that take arguments (an entry for another is refused).
+    takes_args: frozenset[str] = frozenset()
     #: Topos' own ``weights`` given in the profile (by plugin name or the older keys).
     own_weights: dict[object, object] = field(default_factory=dict)
 
 
 def read_profiles(
-    raw: object, names: Mapping[str, str], scorers: frozenset[str]
+    raw: object, names: Mapping[str, str], scorers: frozenset[str], takes_args: frozenset[str]
 ) -> list[ProfileSettings]:
     """``profiles``: one :class:`ProfileSettings` per KubeSchedulerConfiguration profile, each
     served under its own ``schedulerName``. ``names`` maps every name a profile may give a
-    Topos plugin to the plugin's own; ``scorers`` are those that score. Besides kube's keys a
-    profile may give Topos' own ``weights`` (by plugin name)."""
+    Topos plugin to the plugin's own; ``scorers`` are those that score, ``takes_args`` those
+    that take arguments. Besides kube's keys a profile may give Topos' own ``weights`` (by
+    plugin name)."""
     if not isinstance(raw, list):
         raise ConfigError("profiles: must be a list of profiles")
     out: list[ProfileSettings] = []
     seen: dict[str | None, int] = {}
     for i, profile in enumerate(raw):
-        read = _read_profile(f"profiles[{i}]", profile, names, scorers, several=len(raw) > 1)
+        read = _read_profile(
+            f"profiles[{i}]", profile, names, scorers, takes_args, several=len(raw) > 1
+        )
         if read.scheduler_name in seen:
             raise ConfigError(
                 f"profiles[{i}].schedulerName: {read.scheduler_name!r} is already the name of "
@@ -222,9 +224,15 @@ _PROFILE_KEYS: Final = frozenset({"schedulerName", "plugins", "pluginConfig", "w
 
 
 def _read_profile(
-    where: str, profile: object, names: Mapping[str, str], scorers: frozenset[str], *, several: bool
+    where: str,
+    profile: object,
+    names: Mapping[str, str],
+    scorers: frozenset[str],
+    takes_args: frozenset[str],
+    *,
+    several: bool,
 ) -> ProfileSettings:
-    out = ProfileSettings()
+    out = ProfileSettings(takes_args=takes_args)
     if not isinstance(profile, Mapping):
         raise ConfigError(f"{where}: must be a mapping")
     for key in profile:
@@ -242,7 +250,7 @@ def _read_profile(
         raise ConfigError(f"{where}.plugins: must be a mapping of extension points")
     for point, sets in points.items():
         _read_point(f"{where}.plugins.{point}", str(point), sets, names, scorers, out)
-    _read_plugin_config(where, profile.get("pluginConfig") or [], out)
+    _read_plugin_config(where, profile.get("pluginConfig") or [], names, out)
     own = profile.get("weights")
     if own is not None and not isinstance(own, Mapping):
         raise ConfigError(f"{where}.weights: must be a mapping of plugin names to weights")
@@ -328,7 +336,12 @@ def _apply(
             del out.weights[ours]  # re-enabled after a "*": back to its default weight
 
 
-def _read_plugin_config(profile: str, raw: object, out: ProfileSettings) -> None:
+def _read_plugin_config(
+    profile: str, raw: object, names: Mapping[str, str], out: ProfileSettings
+) -> None:
+    """``pluginConfig``: each entry's ``args`` kept, by the plugin's own name, for the
+    plugin's args type to read (:mod:`.pluginargs`). Only a plugin that takes arguments may
+    have an entry, and one at most."""
     if not isinstance(raw, list):
         raise ConfigError(f"{profile}.pluginConfig: must be a list of {{name, args}}")
     for i, entry in enumerate(raw):
@@ -341,31 +354,17 @@ def _read_plugin_config(profile: str, raw: object, out: ProfileSettings) -> None
         args = entry.get("args") or {}
         if not isinstance(args, Mapping):
             raise ConfigError(f"{where}.args: must be a mapping")
-        if entry["name"] == podtopologyspread.PLUGIN.name:
-            out.spread_defaults = read_spread_args(f"{where}.args", args)
-            continue
-        if entry["name"] != noderesources.PLUGIN.name:
-            if args:
-                key = next(iter(args))
-                raise ConfigError(f"{where}.args.{key}: {entry['name']} takes no arguments")
-            continue
-        for key in args:
-            if key != "scoringStrategy":
-                raise ConfigError(
-                    f"{where}.args.{key}: unknown key{hint(str(key), {'scoringStrategy'})}"
-                )
-        strategy = args.get("scoringStrategy") or {}
-        if not isinstance(strategy, Mapping):
-            raise ConfigError(f"{where}.args.scoringStrategy: must be a mapping")
-        for key in strategy:
-            if key != "type":
-                raise ConfigError(
-                    f"{where}.args.scoringStrategy.{key}: unknown key (Topos reads only type)"
-                )
-        kind = strategy.get("type", "LeastAllocated")
-        if kind not in ("LeastAllocated", "MostAllocated"):
+        given = str(entry["name"])
+        ours = names.get(given)
+        if ours is None and given not in BUILT_IN | NOT_RUN:
+            known = set(names) | BUILT_IN
+            raise ConfigError(f"{where}.name: unknown plugin {given!r}{hint(given, known)}")
+        if ours is None or ours not in out.takes_args:
+            first = next(iter(args), None)
+            at = f"{where}.args.{first}" if first is not None else where
+            raise ConfigError(f"{at}: {given} takes no args")
+        if ours in out.args:
             raise ConfigError(
-                f"{where}.args.scoringStrategy.type: {kind!r} is not "
-                "LeastAllocated or MostAllocated"
+                f"{where}.name: {given} is configured twice (also by {out.args[ours][0]})"
             )
-        out.node_resources_strategy = str(kind)
+        out.args[ours] = (f"{where}.args", args)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from coordinator.core.framework.config_errors import ConfigError, hint
-from coordinator.core.framework.spreadargs import SYSTEM_SPREAD, SpreadDefaults
+from coordinator.core.plugins.spreadargs import SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.podspec.spread import SpreadConstraint
 
 __all__ = ["read_spread_args"]

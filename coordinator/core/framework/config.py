@@ -2,9 +2,11 @@
 
 The core never reads a file: :mod:`coordinator.app.config.scheduling` turns the ``scheduling``
 section (and the seeds' configuration objects) into a :class:`SchedulerConfig`; tests and the
-simulator build one directly. Weights are keyed by plugin name; a plugin not named takes the
-default its declaration gives (:mod:`coordinator.core.registry`). The reasons behind each
-default are in ``docs/scheduling.md``.
+simulator build one directly. Weights and arguments are keyed by plugin name; a plugin not named
+takes the defaults its declaration gives (:mod:`coordinator.core.registry`). A plugin reads only
+its own arguments, never this object. The reasons behind each default are in
+``docs/scheduling.md``; which setting is a plugin's, a profile's or the process's is in
+docs/architecture.md#profiles.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import Final
 from common import podkeys
 from coordinator.core.framework.config_errors import ConfigError
 from coordinator.core.framework.prices import PriceTable
-from coordinator.core.framework.spreadargs import SYSTEM_SPREAD, SpreadDefaults
 
 __all__ = [
     "ConfigError",
@@ -76,11 +77,13 @@ class CustomScorer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
+    """One profile, and (on the first) what the process holds once for all of them."""
+
     #: Score weights by plugin name (0–100); a scorer not named keeps its declared default.
     weights: Mapping[str, int] = field(default_factory=dict)
-    #: ``binpack`` fills partly used GPU nodes first (keeps whole nodes for big jobs);
-    #: ``spread`` prefers the emptiest node.
-    packing: str = "binpack"
+    #: Each plugin's arguments by plugin name (an object of the type its declaration names);
+    #: a plugin not named takes that type's defaults.
+    args: Mapping[str, object] = field(default_factory=dict)
     #: Stop filtering once this share of nodes was found feasible (kube-scheduler's option).
     #: 0 (the default) is kube's adaptive rule; 100 evaluates and scores every node.
     percentage_of_nodes_to_score: int = 0
@@ -90,32 +93,22 @@ class SchedulerConfig:
     disabled_plugins: frozenset[str] = frozenset()
     #: Extra plugin names (registered by other packages) added to the profile, in order.
     enabled_plugins: tuple[str, ...] = ()
-    #: Per-leaf limits on one gang's placement (``topologyConstraints``).
-    topology_constraints: TopologyConstraints = field(default_factory=TopologyConstraints)
     #: ``schedulerName`` of a KubeSchedulerConfiguration profile (None: ``topos``).
     scheduler_name: str | None = None
-    #: NodeResourcesFit's scoring strategy (kube's ``scoringStrategy.type``).
-    node_resources_strategy: str = "LeastAllocated"
-    #: PodTopologySpread's default constraints (kube's ``PodTopologySpreadArgs``) for pods
-    #: without their own.
-    spread_defaults: SpreadDefaults = SYSTEM_SPREAD
-    #: How fast a failure's weight halves in HistoricalPerformance.
+    #: Users' Score plugins (``customScorers``), in the order given.
+    custom_scorers: tuple[CustomScorer, ...] = ()
+    #: Per-leaf limits on one gang's placement (``topologyConstraints``): not a plugin's, the
+    #: gang planner's and preemption's.
+    topology_constraints: TopologyConstraints = field(default_factory=TopologyConstraints)
+    # What the process holds once (read from the first profile; the others carry copies):
+    #: How fast a failure's weight halves in the one ``DomainHistory`` (HistoricalPerformance).
     history_half_life_s: float = 600.0
-    #: The node label naming a leaf (the app copies ``gangs.domainKeys.leaf`` here).
-    leaf_label: str = "topos.io/leaf"
+    #: What nodes cost (``prices``): CostEfficiency and the AgentPool controller read it.
+    prices: PriceTable = field(default_factory=PriceTable)
     #: The other profiles the same process serves, each under its own ``scheduler_name``
     #: (a KubeSchedulerConfiguration's ``profiles[1:]``, the AgentPool profile). They share the
     #: scheduler's queue and snapshot; what is not per profile (gangs, preemption) reads this one.
     other_profiles: tuple[SchedulerConfig, ...] = ()
-    #: What nodes cost (``prices``): CostEfficiency and the AgentPool controller read it.
-    prices: PriceTable = field(default_factory=PriceTable)
-    #: Users' Score plugins (``customScorers``), in the order given.
-    custom_scorers: tuple[CustomScorer, ...] = ()
-    #: ``fragmentation.allPods``: score whole-GPU and CPU-only pods by fragmentation growth too;
-    #: ``None`` (``auto``, the default): while pods sharing a GPU are seen (docs/sharing.md).
-    fragmentation_all_pods: bool | None = None
-    #: ``fragmentation.shapeHalfLife``: pods after which a seen pod shape weighs half.
-    fragmentation_half_life: int = 2000
 
     def nodes_to_score(self, total: int) -> int:
         """How many feasible nodes a cycle looks for among ``total`` before it stops filtering:
@@ -126,10 +119,6 @@ class SchedulerConfig:
         return want
 
     def __post_init__(self) -> None:
-        if self.packing not in ("binpack", "spread"):
-            raise ConfigError(
-                f"packing: unknown mode {self.packing!r} (expected binpack or spread)"
-            )
         if not 0 <= self.percentage_of_nodes_to_score <= 100:
             raise ConfigError("percentageOfNodesToScore: must be from 0 to 100")
         for name, value in self.weights.items():

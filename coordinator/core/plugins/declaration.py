@@ -1,45 +1,59 @@
 """How a plugin module declares its plugins: one :class:`PluginSpec` each.
 
 The spec is everything the rest of the scheduler knows of a plugin: its class (which carries the
-name and the traits of :class:`~coordinator.core.framework.interfaces.Plugin`), how to make one,
-its default score weight, the ``weights`` key users wrote before weights were by plugin name,
-and the other names a KubeSchedulerConfiguration may give it. ``coordinator.core.registry``
-lists the specs; no other module spells a plugin's name.
+name and the traits of :class:`~coordinator.core.framework.interfaces.Plugin`), its arguments'
+type, how to make one, its default score weight, the ``weights`` key users wrote before weights
+were by plugin name, and the other names a KubeSchedulerConfiguration may give it.
+``coordinator.core.registry`` lists the specs; no other module spells a plugin's name.
+
+A factory gets two things: the plugin's own arguments (an object of its ``args`` type, from the
+profile's ``args`` by plugin name, else the type's defaults; ``None`` for a plugin without
+arguments) and the :class:`Context` — what the process shares between profiles and plugins.
+Never the whole profile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.interfaces import Plugin
+from coordinator.core.framework.prices import PriceTable
 from coordinator.core.plugins.fragmentation import ShapeMix
 
 if TYPE_CHECKING:
     from coordinator.core.plugins.domainscore import DomainHistory
     from coordinator.core.plugins.pools import CarbonReadings
 
-__all__ = ["Context", "PluginSpec"]
+__all__ = ["DEFAULT_LEAF_LABEL", "Context", "PluginSpec"]
+
+#: The node label naming a leaf unless ``gangs.domainKeys.leaf`` says otherwise.
+DEFAULT_LEAF_LABEL = "topos.io/leaf"
 
 
 @dataclass(slots=True)
 class Context:
-    """What a factory gets: the profile's settings, what the running scheduler hands in, and
-    what the plugins of one framework share."""
+    """What a factory gets besides its arguments: what the process holds once for every
+    profile (none of it is a plugin's setting), and what the plugins of one framework share."""
 
-    config: SchedulerConfig
-    #: What HistoricalPerformance reads (the running scheduler records into it); none: its own.
-    history: DomainHistory | None = None
+    #: The failures HistoricalPerformance reads (the running scheduler records into it).
+    history: DomainHistory
     #: The regions' carbon intensities PoolPlacement reads (the AgentPool controller updates).
     carbon: CarbonReadings | None = None
+    #: What nodes cost (``scheduling.prices``): CostEfficiency and the AgentPool controller.
+    prices: PriceTable = field(default_factory=PriceTable)
+    #: The node label naming a leaf (``gangs.domainKeys.leaf``: gangs read it too).
+    leaf_label: str = DEFAULT_LEAF_LABEL
     _mix: ShapeMix | None = None
 
-    def mix(self) -> ShapeMix:
-        """The pod shapes seen, one per framework (GpuTopology and GpuFragmentation share it)."""
+    def mix(self, half_life: int | None = None) -> ShapeMix:
+        """The pod shapes seen, one per framework (GpuTopology records into it, GpuFragmentation
+        reads it); ``half_life`` (GpuFragmentation's ``shapeHalfLife``) sets how fast it fades."""
         if self._mix is None:
-            self._mix = ShapeMix(half_life=self.config.fragmentation_half_life)
+            self._mix = ShapeMix()
+        if half_life is not None:
+            self._mix.set_half_life(half_life)
         return self._mix
 
 
@@ -49,8 +63,12 @@ class PluginSpec:
 
     #: The class: its ``name`` and its traits (node-local, gate, what re-queues its refusals).
     plugin: type[Plugin]
-    #: Makes the plugin object (none: the class called without arguments).
-    factory: Callable[[Context], Plugin] | None = None
+    #: The type of its arguments (kube-scheduler's per-plugin args: a frozen dataclass whose
+    #: fields all have defaults, validated in ``__post_init__``); ``None``: it takes none.
+    args: type[Any] | None = None
+    #: Makes the plugin object from its arguments and the context (none: the class called
+    #: without arguments).
+    factory: Callable[[Any, Context], Plugin] | None = None
     #: The default score weight (0–100); ``None``: the plugin does not score nodes.
     weight: int | None = None
     #: The default weight in the AgentPool profile (``agentPools``), the NeuroNetes guide's
@@ -66,5 +84,11 @@ class PluginSpec:
     def name(self) -> str:
         return self.plugin.name
 
-    def build(self, context: Context) -> Plugin:
-        return self.factory(context) if self.factory is not None else self.plugin()
+    def default_args(self) -> object:
+        """Its arguments when the profile gives none (``None``: it takes none)."""
+        return self.args() if self.args is not None else None
+
+    def build(self, args: object, context: Context) -> Plugin:
+        if self.args is not None and not isinstance(args, self.args):
+            raise TypeError(f"{self.name}: args must be a {self.args.__name__}, not {args!r}")
+        return self.factory(args, context) if self.factory is not None else self.plugin()

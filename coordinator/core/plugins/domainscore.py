@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import Plugin
-from coordinator.core.plugins.declaration import PluginSpec
+from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, PluginSpec
+from coordinator.core.plugins.packingmode import PackingArgs
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.domainslots import DomainSlots
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -43,9 +43,11 @@ _FORGET_BELOW: Final = 0.01  # an event weighing less than this is dropped
 class DomainUtilisation(Plugin):
     name = "DomainUtilisation"
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        self.spread = config.packing == "spread"
-        self.leaf_label = config.leaf_label
+    def __init__(
+        self, args: PackingArgs | None = None, leaf_label: str = DEFAULT_LEAF_LABEL
+    ) -> None:
+        self.spread = (args or PackingArgs()).spread
+        self.leaf_label = leaf_label
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -117,9 +119,11 @@ class DomainHistory:
 class HistoricalPerformance(Plugin):
     name = "HistoricalPerformance"
 
-    def __init__(self, config: SchedulerConfig, history: DomainHistory | None = None) -> None:
-        self.leaf_label = config.leaf_label
-        self.history = history or DomainHistory(half_life_s=config.history_half_life_s)
+    def __init__(
+        self, history: DomainHistory | None = None, leaf_label: str = DEFAULT_LEAF_LABEL
+    ) -> None:
+        self.leaf_label = leaf_label
+        self.history = history or DomainHistory()
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -146,7 +150,8 @@ class HistoricalPerformance(Plugin):
 
 DOMAIN_UTILISATION: Final = PluginSpec(
     plugin=DomainUtilisation,
-    factory=lambda c: DomainUtilisation(c.config),
+    args=PackingArgs,
+    factory=lambda args, c: DomainUtilisation(args, c.leaf_label),
     weight=2,
     weight_key="domain_utilisation",
 )
@@ -154,7 +159,7 @@ DOMAIN_UTILISATION: Final = PluginSpec(
 
 HISTORICAL_PERFORMANCE: Final = PluginSpec(
     plugin=HistoricalPerformance,
-    factory=lambda c: HistoricalPerformance(c.config, c.history),
+    factory=lambda _, c: HistoricalPerformance(c.history, c.leaf_label),
     weight=1,
     weight_key="historical_performance",
 )

@@ -138,12 +138,16 @@ class ShapeMix:
     def __init__(
         self, *, half_life: int = 2000, default: Mapping[Shape, float] = DEFAULT_MIX
     ) -> None:
-        self._decay = 0.5 ** (1.0 / max(1, half_life))
+        self.set_half_life(half_life)
         self._weights: dict[Shape, float] = dict(default)
         self._seen: set[str] = set()
         self._shares = 0.0  # decayed count of the shares seen (not the default's)
         self._pending = 0
         self._mix = self._normalised()
+
+    def set_half_life(self, half_life: int) -> None:
+        """From now on a weight halves every ``half_life`` pods."""
+        self._decay = 0.5 ** (1.0 / max(1, half_life))
 
     def record(self, pod: PodRequest) -> None:
         """Count ``pod``'s shape, once per pod (by UID, else name)."""

@@ -18,9 +18,10 @@ always, ``false`` never); on a cluster without shares ``GpuPacking``, ``GpuTopol
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
-from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.config_errors import ConfigError
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import PLACEMENTS, Plugin
 from coordinator.core.plugins.declaration import PluginSpec
@@ -32,7 +33,7 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Status
 
-__all__ = ["GpuFragmentation"]
+__all__ = ["GpuFragmentation", "GpuFragmentationArgs"]
 
 #: Thousandths of a GPU of fragmentation one GPU lost from an intact NVLink group counts as.
 NVLINK_LOSS: Final = 250
@@ -43,6 +44,20 @@ _WHOLE: dict[tuple[object, ...], float] = {}  # points of pods taking whole GPUs
 _SCORES_LIMIT: Final = 200_000
 
 
+@dataclass(frozen=True, slots=True)
+class GpuFragmentationArgs:
+    #: ``fragmentation.allPods``: score whole-GPU and CPU-only pods too; ``None`` (``auto``):
+    #: while pods sharing a GPU are seen (docs/sharing.md).
+    all_pods: bool | None = None
+
+    def __post_init__(self) -> None:
+        given: object = self.all_pods
+        if given == "auto":  # as users write it
+            object.__setattr__(self, "all_pods", None)
+        elif self.all_pods is not None and not isinstance(self.all_pods, bool):
+            raise ConfigError("allPods: must be true, false or auto")
+
+
 class GpuFragmentation(Plugin):
     name = "GpuFragmentation"
     #: Raw scores are remembered per node state, pod class and shape mix (the framework's
@@ -50,9 +65,9 @@ class GpuFragmentation(Plugin):
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
 
-    def __init__(self, config: SchedulerConfig, mix: ShapeMix) -> None:
+    def __init__(self, mix: ShapeMix, args: GpuFragmentationArgs | None = None) -> None:
         self.mix = mix
-        self.all_pods = config.fragmentation_all_pods
+        self.all_pods = (args or GpuFragmentationArgs()).all_pods
 
     def memo_epoch(self, pod: PodRequest) -> object:
         """The shape mix scores are read against: each is remembered per mix."""
@@ -137,7 +152,8 @@ _NO_GROWTH: Final = _points(0)
 
 PLUGIN: Final = PluginSpec(
     plugin=GpuFragmentation,
-    factory=lambda c: GpuFragmentation(c.config, c.mix()),
+    args=GpuFragmentationArgs,
+    factory=lambda args, c: GpuFragmentation(c.mix(), args),
     weight=25,
     weight_key="gpu_fragmentation",
 )

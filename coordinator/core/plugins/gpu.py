@@ -10,16 +10,18 @@ across nodes, and ``GpuAvailability`` keeps CPU-only pods off nodes with free GP
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from common import labels
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.config_errors import ConfigError
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import DRA_SERVED, PLACEMENTS, Plugin
 from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.fragmentation import ShapeMix
 from coordinator.core.plugins.gpuchoice import topology_index
+from coordinator.core.plugins.packingmode import PackingArgs
 from coordinator.core.plugins.placement import device_key, plan_placement
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, gib_text
@@ -32,6 +34,7 @@ __all__ = [
     "GpuAvailability",
     "GpuPacking",
     "GpuTopology",
+    "GpuTopologyArgs",
     "NumaTopology",
     "hands_out_replicas",
     "link_score",
@@ -91,6 +94,18 @@ def _largest_gpu_mib(snapshot: Snapshot) -> int:
             if not g.mig_enabled and g.memory_total_mib:
                 largest = max(largest, g.memory_total_mib)
     return largest
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTopologyArgs:
+    #: ``fragmentation.shapeHalfLife``: pods after which a pod shape GpuTopology records (into
+    #: the shape mix a share's GPU is chosen against, GpuFragmentation's too) weighs half.
+    shape_half_life: int = 2000
+
+    def __post_init__(self) -> None:
+        half = self.shape_half_life
+        if isinstance(half, bool) or not isinstance(half, int) or half < 1:
+            raise ConfigError("shapeHalfLife: must be a whole number of pods, ≥ 1")
 
 
 class GpuTopology(Plugin):
@@ -207,8 +222,8 @@ class GpuPacking(Plugin):
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        self.spread = config.packing == "spread"
+    def __init__(self, args: PackingArgs | None = None) -> None:
+        self.spread = (args or PackingArgs()).spread
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -247,7 +262,8 @@ class GpuAvailability(Plugin):
 
 GPU_TOPOLOGY: Final = PluginSpec(
     plugin=GpuTopology,
-    factory=lambda c: GpuTopology(c.mix()),
+    args=GpuTopologyArgs,
+    factory=lambda args, c: GpuTopology(c.mix(args.shape_half_life)),
     weight=5,
     pool_weight=5,
     weight_key="topology_fitness",
@@ -261,7 +277,8 @@ NUMA_TOPOLOGY: Final = PluginSpec(
 
 GPU_PACKING: Final = PluginSpec(
     plugin=GpuPacking,
-    factory=lambda c: GpuPacking(c.config),
+    args=PackingArgs,
+    factory=lambda args, _: GpuPacking(args),
     weight=3,
     pool_weight=6,
     weight_key="bin_packing",

@@ -19,12 +19,13 @@ packing is configured.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from common import labels
 from common.podkeys import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from common.quantity import format_bytes
-from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.config_errors import ConfigError
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import DRA_SERVED, Plugin
 from coordinator.core.plugins.declaration import PluginSpec
@@ -34,7 +35,13 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Code, Reason, Status
 
-__all__ = ["NodeResourcesFit", "mig_strategy", "mixed_strategy_reason"]
+__all__ = [
+    "NodeResourcesFit",
+    "NodeResourcesFitArgs",
+    "ScoringStrategy",
+    "mig_strategy",
+    "mixed_strategy_reason",
+]
 
 _TOO_MANY = Reason.TOO_MANY_PODS
 
@@ -65,15 +72,33 @@ def mixed_strategy_reason(pod: PodRequest) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ScoringStrategy:
+    #: ``LeastAllocated`` (kube's default) prefers the emptier node, ``MostAllocated`` the fuller.
+    type: str = "LeastAllocated"
+
+    def __post_init__(self) -> None:
+        if self.type not in ("LeastAllocated", "MostAllocated"):
+            raise ConfigError(f"type: {self.type!r} is not LeastAllocated or MostAllocated")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResourcesFitArgs:
+    """kube-scheduler's ``NodeResourcesFitArgs``, the part Topos reads."""
+
+    scoring_strategy: ScoringStrategy = field(default_factory=ScoringStrategy)
+
+
 class NodeResourcesFit(Plugin):
     name = "NodeResourcesFit"
     node_local = True
     alike_nodes = True  # reads only what NodeInfo.state_key stands for
     lasting_refusals = True  # pods added to a node only request more
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, args: NodeResourcesFitArgs | None = None) -> None:
         # kube-scheduler's default scoring spreads cpu/memory; a profile may ask for MostAllocated.
-        self.most_allocated = config.node_resources_strategy == "MostAllocated"
+        strategy = (args or NodeResourcesFitArgs()).scoring_strategy
+        self.most_allocated = strategy.type == "MostAllocated"
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         if pod.mig_from_annotation and mig_strategy(node) == "mixed":
@@ -136,7 +161,8 @@ class NodeResourcesFit(Plugin):
 
 PLUGIN: Final = PluginSpec(
     plugin=NodeResourcesFit,
-    factory=lambda c: NodeResourcesFit(c.config),
+    args=NodeResourcesFitArgs,
+    factory=lambda args, _: NodeResourcesFit(args),
     weight=1,
     weight_key="node_resources",
 )

@@ -17,7 +17,7 @@ most half of its domains open (``maxSkew: 1`` per hostname, once the pods are sp
 ``candidates`` are the nodes of the open domains, so the cycle visits only those.
 
 A pod that declares no constraints of its own is spread by the profile's default constraints
-(:mod:`coordinator.core.framework.spreadargs`; kube's ``defaultingType: System`` unless the
+(:mod:`coordinator.core.plugins.spreadargs`; kube's ``defaultingType: System`` unless the
 config says otherwise), with the selector of the Services and controllers that select it
 (:meth:`~coordinator.core.snapshot.workloads.WorkloadSelectors.default_selector`); none when
 nothing selects it. Under ``System`` a node lacking one of the keys (no zone label) is still
@@ -37,9 +37,9 @@ from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import Plugin
-from coordinator.core.framework.spreadargs import HOSTNAME, SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.nodeaffinity import node_matches_required
+from coordinator.core.plugins.spreadargs import HOSTNAME, SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -276,7 +276,8 @@ class PodTopologySpread(Plugin):
 
 PLUGIN: Final = PluginSpec(
     plugin=PodTopologySpread,
-    factory=lambda c: PodTopologySpread(c.config.spread_defaults),
+    args=SpreadDefaults,
+    factory=lambda args, _: PodTopologySpread(args),
     weight=2,
     weight_key="topology_spread",
 )

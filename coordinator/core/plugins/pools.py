@@ -25,10 +25,9 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from common.podkeys import GPU_RESOURCE
-from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import Plugin
-from coordinator.core.framework.prices import REGION_LABEL, SPOT, capacity_type
+from coordinator.core.framework.prices import REGION_LABEL, SPOT, PriceTable, capacity_type
 from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.poolkeys import holds_model
@@ -92,8 +91,8 @@ class ModelCache(Plugin):
 class CostEfficiency(Plugin):
     name = "CostEfficiency"
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        self.prices = config.prices
+    def __init__(self, prices: PriceTable | None = None) -> None:
+        self.prices = prices or PriceTable()
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
@@ -175,7 +174,9 @@ class PoolPlacement(Plugin):
         )
 
 
-POOL_PLACEMENT: Final = PluginSpec(plugin=PoolPlacement, factory=lambda c: PoolPlacement(c.carbon))
+POOL_PLACEMENT: Final = PluginSpec(
+    plugin=PoolPlacement, factory=lambda _, c: PoolPlacement(c.carbon)
+)
 
 
 MODEL_CACHE: Final = PluginSpec(
@@ -185,7 +186,7 @@ MODEL_CACHE: Final = PluginSpec(
 
 COST_EFFICIENCY: Final = PluginSpec(
     plugin=CostEfficiency,
-    factory=lambda c: CostEfficiency(c.config),
+    factory=lambda _, c: CostEfficiency(c.prices),
     weight=3,
     pool_weight=3,
     weight_key="cost_efficiency",

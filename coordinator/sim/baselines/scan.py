@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.profile import Framework
 from coordinator.core.plugins.nodeaffinity import node_matches_required
 from coordinator.core.plugins.podtopologyspread import PodTopologySpread, SpreadCounts
+from coordinator.core.plugins.spreadargs import SpreadDefaults
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.spread import SpreadConstraint
@@ -32,7 +33,7 @@ def scan_framework(config: SchedulerConfig | None = None) -> Framework:
         config,
         registry={
             "InterPodAffinity": lambda _: ScanInterPodAffinity(),
-            "PodTopologySpread": lambda config: ScanPodTopologySpread(config.spread_defaults),
+            "PodTopologySpread": lambda args: ScanPodTopologySpread(cast(SpreadDefaults, args)),
         },
     )
 

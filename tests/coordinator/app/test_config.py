@@ -21,6 +21,7 @@ from coordinator.app.main import running, wire
 from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.plugins.packingmode import PackingArgs
 from coordinator.core.registry import weights_of
 from coordinator.inventory.state import NodeState
 from coordinator.inventory.store import Inventory
@@ -250,7 +251,10 @@ def test_sections_arrive_typed() -> None:
     assert config.kube.rate_limit is None  # qps 0: no client-side limit
     gangs = config.gangs.settings()
     assert (gangs.backoff_s, gangs.keys.leaf, gangs.keys.spine) == (3.0, "rack", "topos.io/spine")
-    assert config.scheduling.packing == "spread"
+    # ``packing`` is the argument of both scorers that pack or spread
+    spread = PackingArgs("spread")
+    assert config.scheduling.args["GpuPacking"] == config.scheduling.args["DomainUtilisation"]
+    assert config.scheduling.args["GpuPacking"] == spread
 
 
 # --- one wiring -----------------------------------------------------------------------------------

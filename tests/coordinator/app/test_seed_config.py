@@ -22,6 +22,7 @@ from coordinator.app.main import running, wire
 from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.reload import restart_needed
 from coordinator.app.scheduler import RUNNING
+from coordinator.core.plugins.noderesources import NodeResourcesFitArgs
 from coordinator.engine.ports import ClusterError, PodRef
 from coordinator.inventory.store import Inventory
 from devcluster.pods import gang_members, gpu_pod
@@ -216,7 +217,9 @@ def test_a_profiles_scoring_strategy_reaches_node_resources_fit() -> None:
             ],
         }
     ).scheduling
-    assert scheduling.node_resources_strategy == "MostAllocated"
+    fit = scheduling.args["NodeResourcesFit"]
+    assert isinstance(fit, NodeResourcesFitArgs)
+    assert fit.scoring_strategy.type == "MostAllocated"
 
 
 def test_keys_that_need_a_restart_are_named() -> None:

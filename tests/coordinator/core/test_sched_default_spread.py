@@ -11,6 +11,7 @@ import pytest
 from coordinator.app.config.scheduling import load_config
 from coordinator.core.framework.config import ConfigError
 from coordinator.core.framework.results import Decision
+from coordinator.core.plugins.spreadargs import SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -245,10 +246,13 @@ profiles:
       - {maxSkew: 2, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
 """
     )
-    (c,) = config.spread_defaults.constraints
-    assert (config.spread_defaults.defaulting_type, c.max_skew, c.when_unsatisfiable) == (
+    spread = config.args["PodTopologySpread"]
+    assert isinstance(spread, SpreadDefaults)
+    (c,) = spread.constraints
+    assert (spread.defaulting_type, c.max_skew, c.when_unsatisfiable) == (
         "List",
         2,
         "DoNotSchedule",
     )
-    assert load_config(None).spread_defaults.defaulting_type == "System"
+    assert "PodTopologySpread" not in load_config(None).args  # its args type's defaults
+    assert SpreadDefaults() == SYSTEM_SPREAD

@@ -19,6 +19,7 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import PreFilterResult
 from coordinator.core.framework.results import Decision, Failure
+from coordinator.core.plugins.packingmode import PackingArgs
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -153,7 +154,7 @@ disabled_plugins: [GpuAvailability]
 """
     )
     assert config.weights["GpuPacking"] == 10
-    assert config.packing == "spread"
+    assert config.args["GpuPacking"] == PackingArgs("spread")
     fw = build_framework(config)
     assert "GpuAvailability" not in {getattr(p, "name", "") for p in fw.plugins}
     assert all(p.name != "GpuTopology" for p, _ in fw.score)  # weight 0: not scored

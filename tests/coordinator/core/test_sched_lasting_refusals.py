@@ -122,7 +122,7 @@ class _NeedsCompany(Plugin):
 
 def test_a_refusal_not_declared_lasting_is_judged_again_once_pods_are_added() -> None:
     config = SchedulerConfig()
-    fw = Framework(config, [_NeedsCompany(), NodeResourcesFit(config)])
+    fw = Framework(config, [_NeedsCompany(), NodeResourcesFit()])
     snapshot = Snapshot([plain_node("n", cpu=8)])
     social = request(pod("social", labels={"wants": "company"}))
     first = schedule_one(social, snapshot, fw)

@@ -12,6 +12,7 @@ from coordinator.app.config.scheduling import load_config
 from coordinator.core.framework.config import ConfigError
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
+from coordinator.core.plugins.fragscore import GpuFragmentationArgs
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.podspec.sharing import HeldShare
 from coordinator.core.registry import build_framework
@@ -272,8 +273,10 @@ def test_request_round_trip() -> None:
 
 
 def test_fragmentation_config_is_checked() -> None:
-    assert load_config({"fragmentation": {"allPods": True}}).fragmentation_all_pods
-    assert load_config({"fragmentation": {"allPods": "auto"}}).fragmentation_all_pods is None
+    given = load_config({"fragmentation": {"allPods": True}}).args["GpuFragmentation"]
+    assert given == GpuFragmentationArgs(all_pods=True)
+    auto = load_config({"fragmentation": {"allPods": "auto"}}).args["GpuFragmentation"]
+    assert auto == GpuFragmentationArgs(all_pods=None)
     with pytest.raises(ConfigError, match=r"fragmentation\.allPods: must be true, false or auto"):
         load_config({"fragmentation": {"allPods": "yes"}})
     with pytest.raises(ConfigError, match=r"fragmentation\.allpods: unknown key"):

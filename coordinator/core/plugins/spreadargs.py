@@ -8,8 +8,8 @@ preference, never a refusal); a node without a zone label is still spread per ho
 A default constraint's selector is never written: it comes from the Services,
 ReplicationControllers, ReplicaSets and StatefulSets that select the pod
 (:mod:`coordinator.core.snapshot.workloads`).
-They are read from a KubeSchedulerConfiguration's ``pluginConfig`` by
-:mod:`coordinator.app.config.spreadargs`.
+They are PodTopologySpread's ``args`` (:class:`SpreadDefaults`), read from a
+KubeSchedulerConfiguration's ``pluginConfig`` by :mod:`coordinator.app.config.spreadargs`.
 """
 
 from __future__ import annotations
@@ -25,22 +25,23 @@ HOSTNAME: Final = "kubernetes.io/hostname"
 ZONE: Final = "topology.kubernetes.io/zone"
 
 
+#: kube-scheduler's built-in default constraints (``defaultingType: System``).
+_SYSTEM: Final = (
+    SpreadConstraint(3, HOSTNAME, "ScheduleAnyway", None),
+    SpreadConstraint(5, ZONE, "ScheduleAnyway", None),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SpreadDefaults:
     #: ``System``: kube's built-in constraints, where a node lacking one key still counts for
     #: the others; ``List``: ``constraints`` as written (a node must carry every key).
-    defaulting_type: str
-    constraints: tuple[SpreadConstraint, ...]
+    defaulting_type: str = "System"
+    constraints: tuple[SpreadConstraint, ...] = _SYSTEM
 
     @property
     def system(self) -> bool:
         return self.defaulting_type == "System"
 
 
-SYSTEM_SPREAD: Final = SpreadDefaults(
-    "System",
-    (
-        SpreadConstraint(3, HOSTNAME, "ScheduleAnyway", None),
-        SpreadConstraint(5, ZONE, "ScheduleAnyway", None),
-    ),
-)
+SYSTEM_SPREAD: Final = SpreadDefaults()
