@@ -4,6 +4,8 @@ scorer"): the example plugin, registered, moves a pod to the node it prefers; by
 
 from __future__ import annotations
 
+import pytest
+
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision
@@ -44,3 +46,17 @@ def test_a_registered_scorer_is_weighted_by_its_name() -> None:
     off = _chosen((*PLUGINS, example.PLUGIN), weights={"PreferLabelled": 0})
     assert off.node == "a"
     assert "PreferLabelled" not in off.breakdown
+
+
+def test_a_registered_scorer_reads_its_own_args() -> None:
+    args = {"PreferLabelled": example.PreferLabelledArgs(label="elsewhere")}
+    fw = build_framework(SchedulerConfig(args=args), plugins=(*PLUGINS, example.PLUGIN))
+    result = schedule_one(request(pod("p", cpu="1")), _nodes(), fw)
+    assert isinstance(result, Decision), result
+    assert result.node == "a"  # "b" carries the default label, not the one its args name
+    assert result.breakdown.get("PreferLabelled", 0) == 0
+
+
+def test_args_for_a_plugin_the_profile_does_not_have_are_refused() -> None:
+    with pytest.raises(KeyError, match="args: unknown plugin 'PreferLabelled'"):
+        build_framework(SchedulerConfig(args={"PreferLabelled": example.PreferLabelledArgs()}))
