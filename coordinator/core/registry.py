@@ -20,6 +20,7 @@ from typing import Final
 
 from common import podkeys
 from coordinator.core.framework.config import SchedulerConfig, unknown_plugin
+from coordinator.core.framework.prices import PriceTable
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.plugins import (
@@ -149,16 +150,17 @@ def build_framework(
     history: DomainHistory | None = None,
     carbon: CarbonReadings | None = None,
     leaf_label: str = DEFAULT_LEAF_LABEL,
+    prices: PriceTable | None = None,
     plugins: Sequence[PluginSpec] = PLUGINS,
 ) -> Framework:
     """Instantiate the profile's plugins (default: every declared one, minus those the config
     disables, plus those it enables) from ``plugins`` and ``registry``, each given its own
     arguments, then — unless ``profile`` names the plugins — the config's ``customScorers``
-    (each guarded: see :mod:`.plugins.custom`). ``history``, ``carbon`` and ``leaf_label`` are
-    the process's (:class:`~.plugins.declaration.Context`)."""
+    (each guarded: see :mod:`.plugins.custom`). ``history``, ``carbon``, ``leaf_label`` and
+    ``prices`` (none: ``config``'s) are the process's (:class:`~.plugins.declaration.Context`)."""
     config = config or SchedulerConfig()
     history = history or DomainHistory(half_life_s=config.history_half_life_s)
-    context = Context(history, carbon, config.prices, leaf_label)
+    context = Context(history, carbon, prices or config.prices, leaf_label)
     specs = {spec.name: spec for spec in plugins}
 
     def args(name: str) -> object:
@@ -212,6 +214,7 @@ def build_profiles(
             history=history,
             carbon=carbon,
             leaf_label=leaf_label,
+            prices=config.prices,
             plugins=plugins,
         )
         for c in (config, *config.other_profiles)
