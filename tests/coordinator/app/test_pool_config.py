@@ -11,7 +11,8 @@ from coordinator.app.config.load import ConfigError, parse_config
 from coordinator.app.main import running, wire
 from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
-from coordinator.core.plugins.pools import PoolPlacement
+from coordinator.core.plugins.domainscore import DomainUtilisation, HistoricalPerformance
+from coordinator.core.plugins.pools import CostEfficiency, PoolPlacement
 from coordinator.inventory.store import Inventory
 
 
@@ -61,3 +62,25 @@ async def test_the_pool_settings_reach_the_running_scheduler() -> None:
         (gate,) = [p for p in framework.plugins if isinstance(p, PoolPlacement)]
         assert gate.carbon is app[RUNNING].carbon  # what the controller updates
         assert app[RUNNING].prices is config.scheduling.prices  # what the cost policy reads
+
+
+async def test_the_gangs_leaf_label_reaches_every_profiles_leaf_scorers() -> None:
+    """``gangs.domainKeys.leaf`` is the process's: the leaf scorers of every profile read it
+    (their own args never carry it), as do the gangs."""
+    config = parse_config(
+        {"auth": {"enabled": False}, "gangs": {"domainKeys": {"leaf": "example.com/rack"}}}
+    )
+    app = wire(config, MemoryBackend(MemoryCluster(Inventory())))
+    async with running(app):
+        runtime = app[RUNNING].runtime
+        assert runtime is not None
+        leaf_scorers = [
+            p
+            for framework in runtime.scheduler.profiles
+            for p in framework.plugins
+            if isinstance(p, DomainUtilisation | HistoricalPerformance)
+        ]
+        assert len(leaf_scorers) == 2 * len(runtime.scheduler.profiles)
+        assert {p.leaf_label for p in leaf_scorers} == {"example.com/rack"}
+        (cost,) = [p for p in runtime.scheduler.framework.plugins if isinstance(p, CostEfficiency)]
+        assert cost.prices is app[RUNNING].prices  # one price table for the process

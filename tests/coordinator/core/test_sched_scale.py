@@ -135,8 +135,10 @@ def test_capacity_index_follows_assume_and_forget() -> None:
 
 def test_config_spellings_and_defaults() -> None:
     assert SchedulerConfig().percentage_of_nodes_to_score == 0  # kube's adaptive rule
-    assert load_config("percentageOfNodesToScore: 100") == EVERY_NODE
-    assert load_config("percentage_of_nodes_to_score: 100") == EVERY_NODE
+    for spelling in ("percentageOfNodesToScore", "percentage_of_nodes_to_score"):
+        config = load_config(f"{spelling}: 100")
+        # the section's setting is every profile's (the AgentPool profile's too)
+        assert {p.percentage_of_nodes_to_score for p in (config, *config.other_profiles)} == {100}
     fast = load_config("fastScheduling: {maxNodesToScore: 30}").fast_scheduling
     assert fast == FastScheduling(enabled=True, max_nodes_to_score=30)
     assert not load_config("fastScheduling: {enabled: false}").fast_scheduling.enabled
