@@ -72,6 +72,10 @@ def _fingerprint(obj: Mapping[str, Any]) -> tuple[object, ...]:
     )
 
 
+def _scheduler_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("schedulerName") or "default-scheduler")
+
+
 @dataclass(slots=True)
 class QueuedPod:
     key: str  # namespace/name, for messages and lookups by name
@@ -234,14 +238,20 @@ class SchedulingQueue:
             self._remove(pod, gone=gone)
         return pod
 
-    def replace(self, objs: Iterable[Mapping[str, Any]]) -> None:
-        """A (re-)list of every pending pod: pods not listed left (bound or deleted, which is not
-        known: anything held for them stays until their bind outcome or the inventory settles
-        it); pods in flight stay until their attempt reports."""
+    def replace(
+        self, objs: Iterable[Mapping[str, Any]], *, scheduler_name: str | None = None
+    ) -> None:
+        """A (re-)list of every pending pod — of ``scheduler_name`` only, when given (one watch
+        per profile: a list of one profile's pods says nothing of another's): pods not listed
+        left (bound or deleted, which is not known: anything held for them stays until their
+        bind outcome or the inventory settles it); pods in flight stay until their attempt
+        reports."""
         objs = list(objs)
         keep = {pod_uid(obj) for obj in objs}
         for pod in tuple(self._pods.values()):
-            if pod.uid not in keep and pod.where != "in_flight":
+            if pod.uid in keep or pod.where == "in_flight":
+                continue
+            if scheduler_name is None or _scheduler_name(pod.obj) == scheduler_name:
                 self._remove(pod, gone=False)
         for obj in objs:
             self.add(obj)

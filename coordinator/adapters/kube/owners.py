@@ -137,9 +137,15 @@ def owner_of(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> Owner:
 class InheritingPending:
     """The pending-pod watch's handler: pods get their owner's keys before they are queued."""
 
-    def __init__(self, client: KubeClient, queue: SchedulingQueue, owners: Owners) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        queue: SchedulingQueue,
+        owners: Owners,
+        scheduler_name: str | None = None,
+    ) -> None:
         self._client = client
-        self._queue = PendingPods(queue)
+        self._queue = PendingPods(queue, scheduler_name)
         self._owners = owners
         self._held: dict[str, KubeObject] = {}  # uid → pod waiting for its owner or its patch
         self._pending: dict[str, KubeObject] = {}  # uid → every pending pod seen
@@ -250,7 +256,7 @@ def inheriting_pending_watch(
     return Reflector(
         client,
         PODS,
-        InheritingPending(client, queue, owners),
+        InheritingPending(client, queue, owners, scheduler_name),
         namespace=namespace,
         field_selector=pending_selector(scheduler_name),
         what="pending pods",

@@ -42,8 +42,10 @@ def unbound(items: list[KubeObject]) -> list[KubeObject]:
 class PendingPods:
     """The queue's side of the pending-pod watch."""
 
-    def __init__(self, queue: SchedulingQueue) -> None:
+    def __init__(self, queue: SchedulingQueue, scheduler_name: str | None = None) -> None:
         self._queue = queue
+        self._scheduler_name = scheduler_name
+        """The profile whose pods this watch lists: its lists replace only those."""
 
     def replace(self, items: list[KubeObject]) -> None:
         pending = []
@@ -52,7 +54,7 @@ class PendingPods:
                 self._queue.delete(obj, gone=True)
             else:
                 pending.append(obj)
-        self._queue.replace(pending)
+        self._queue.replace(pending, scheduler_name=self._scheduler_name)
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
         meta = obj.get("metadata") or {}
@@ -74,7 +76,7 @@ def pending_watch(
     return Reflector(
         client,
         PODS,
-        PendingPods(queue),
+        PendingPods(queue, scheduler_name),
         namespace=namespace,
         field_selector=pending_selector(scheduler_name),
         what="pending pods",

@@ -141,3 +141,20 @@ def test_a_change_sends_back_only_the_pods_parked_for_want_of_room() -> None:
     assert back == ["ns/parked", "ns/twice"]
     assert q.entry("uid-flying") is not None
     assert q.entry("uid-flying").where == "in_flight"  # type: ignore[union-attr]
+
+
+def test_a_list_of_one_profiles_pods_leaves_the_other_profiles_pods_queued() -> None:
+    """One pending watch per profile (a field selector names one schedulerName): a list from
+    the AgentPool profile's watch, empty, must not empty the queue of the default profile's
+    pods — it did, and pods created before the coordinator started were never tried."""
+    q = make_queue(ManualClock())
+    mine = gpu_pod("mine", 1, namespace="ns", uid="uid-mine")
+    pool = gpu_pod("pool", 1, namespace="ns", uid="uid-pool")
+    pool["spec"]["schedulerName"] = "topos-agentpools"
+    q.replace([mine], scheduler_name="topos")
+    q.replace([pool], scheduler_name="topos-agentpools")
+    q.replace([], scheduler_name="topos-agentpools")
+    assert q.entry("uid-mine") is not None
+    assert q.entry("uid-pool") is None  # its own profile's list no longer has it
+    q.replace([])  # a list of every pending pod still replaces them all
+    assert q.entry("uid-mine") is None
