@@ -189,13 +189,7 @@ class Agents:
             await asyncio.sleep(0.1)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        _terminate(self.proc)
 
 
 @dataclass
@@ -224,13 +218,18 @@ class Kubelet:
         self.proc = spawn(argv, log_path=log, die_with_parent=True)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        _terminate(self.proc)
+
+
+def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, and SIGKILL after 10 s."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 DEFAULT_FLEET = (("dgx-a100", 2), ("pcie-8x", 2))
