@@ -229,6 +229,10 @@ class GangLifecycle:
                     self._evict((pod,), why)
                     return
                 self._keep((pod,), why)
+                if key not in self._attempts:
+                    # The attempt is over: members parked while it was in flight are tried
+                    # again (no sooner than the backoff the release set).
+                    self._wake.setdefault(key, self._clock())
             self.membership.bound(pod)
             before = self._phase(key)
             self.manager.bound(pod)

@@ -1,6 +1,8 @@
 """A gang that loses a race while its binds are on the wire (a member deleted and recreated by its
-controller mid-bind) completes right after its backoff, on the in-memory cluster — never after
-the 60 s unschedulable flush — and its bound bare member is kept, not evicted for good."""
+controller mid-bind), on the in-memory cluster: the other member's bind lands after the gang gave
+up; that member is bare (nothing would create it again), so it is kept, not evicted for good; and
+the replacement is tried again right after the gang's backoff — never after the 60 s
+unschedulable flush."""
 
 from __future__ import annotations
 
@@ -22,19 +24,18 @@ from tests.support.polling import eventually
 
 
 class GatedCluster(MemoryCluster):
-    """Holds the first bind of ``hold`` until the test opens ``gate``."""
+    """Holds the first bind of each pod in ``gates`` until the test opens its gate."""
 
-    def __init__(self, inventory: Inventory, hold: str) -> None:
+    def __init__(self, inventory: Inventory, hold: tuple[str, ...]) -> None:
         super().__init__(inventory)
-        self.hold = hold
-        self.held = asyncio.Event()
-        self.gate = asyncio.Event()
+        self.gates = {key: asyncio.Event() for key in hold}
+        self.held: set[str] = set()
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
-        if pod.key == self.hold:
-            self.hold = ""
-            self.held.set()
-            await self.gate.wait()
+        gate = self.gates.pop(pod.key, None)
+        if gate is not None:
+            self.held.add(pod.key)
+            await gate.wait()
         await super().bind(pod, node, annotations)
 
 
@@ -45,7 +46,7 @@ def member(name: str, uid: str) -> dict[str, Any]:
 @pytest.fixture
 async def gated() -> AsyncIterator[tuple[GatedCluster, GangRuntime]]:
     inventory = Inventory(stale_ttl_s=3600)
-    cluster = GatedCluster(inventory, hold="ml/g-1")
+    cluster = GatedCluster(inventory, hold=("ml/g-0", "ml/g-1"))
     for name in ("h100-0", "h100-1"):
         cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
     runtime = memory_runtime(inventory, cluster)
@@ -59,35 +60,54 @@ def node_of(cluster: MemoryCluster, name: str) -> str | None:
     return None if obj is None else obj["spec"].get("nodeName")
 
 
-async def test_a_gang_whose_member_was_replaced_mid_bind_completes_after_its_backoff(
+async def test_a_member_bound_after_its_gang_gave_up_is_kept_and_the_gang_completes(
     gated: tuple[GatedCluster, GangRuntime],
 ) -> None:
     cluster, gangs = gated
-    cluster.create_pod(member("g-0", "uid-g-0"))
+    gate_0, gate_1 = cluster.gates["ml/g-0"], cluster.gates["ml/g-1"]
+    uid_0 = cluster.create_pod(member("g-0", "uid-g-0"))["metadata"]["uid"]
     cluster.create_pod(member("g-1", "uid-g-1"))
-    await asyncio.wait_for(cluster.held.wait(), 10)
+    await eventually(
+        lambda: cluster.held == {"ml/g-0", "ml/g-1"}, what="both binds on the wire", timeout_s=10
+    )
     # Its controller replaced g-1 while the bind was on the wire: that bind must fail.
     cluster.delete_pod("ml", "g-1")
     again = cluster.create_pod(member("g-1", "uid-g-1-again"))["metadata"]["uid"]
-    # The replacement is popped, tried, and waits for the attempt in flight.
     queue = gangs.step.scheduler.queue
     await eventually(
         lambda: (e := queue.entry(again)) is not None and e.attempts > 0,
         what="the replacement to be tried while the attempt is in flight",
         timeout_s=10,
     )
+    gate_1.set()
+    manager = gangs.step.manager
+    await eventually(
+        lambda: (
+            [s.bound for s in manager.statuses()] == [0]
+            and (e := queue.entry(again)) is not None
+            and e.where == "unschedulable"
+        ),
+        what="the gang to give up, its replacement parked",
+        timeout_s=10,
+    )
+    # g-0's bind lands after its gang gave up.
     started = time.monotonic()
-    cluster.gate.set()
+    gate_0.set()
     await eventually(
         lambda: node_of(cluster, "g-0") and node_of(cluster, "g-1"),
         what="both members bound",
-        timeout_s=10,
+        timeout_s=70,  # long enough for the 60 s flush, which the assertion below refuses
     )
-    assert time.monotonic() - started < 10  # not the 60 s flush
+    assert time.monotonic() - started < 10  # after the backoff, not the 60 s flush
     replacement = cluster.pod("ml", "g-1")
     assert replacement is not None
     assert replacement["metadata"]["uid"] == again
+    first = cluster.pod("ml", "g-0")
+    assert first is not None
+    assert first["metadata"]["uid"] == uid_0  # the bare member was never evicted
     assert {node_of(cluster, "g-0"), node_of(cluster, "g-1")} == {"h100-0", "h100-1"}
-    status = gangs.step.manager.statuses()
-    assert [(s.phase, s.members, s.bound) for s in status] == [("Bound", 2, 2)]
+    assert [(s.phase, s.members, s.bound) for s in manager.statuses()] == [("Bound", 2, 2)]
     assert not [e for e in cluster.events("ml", "g-0") if e["reason"] == "GangReleased"]
+    kept = [e for e in cluster.events("ml", "g-0") if e["reason"] == "GangMemberKept"]
+    assert kept
+    assert "no controller that would create it again" in kept[0]["message"]
