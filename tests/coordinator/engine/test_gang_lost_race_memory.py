@@ -44,13 +44,15 @@ def member(name: str, uid: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def gated() -> AsyncIterator[tuple[GatedCluster, GangRuntime]]:
+async def gated(request: pytest.FixtureRequest) -> AsyncIterator[tuple[GatedCluster, GangRuntime]]:
+    """The binds held (default: both members'), the gang's backoff (default: 0.5 s)."""
+    hold, backoff_s = getattr(request, "param", (("ml/g-0", "ml/g-1"), 0.5))
     inventory = Inventory(stale_ttl_s=3600)
-    cluster = GatedCluster(inventory, hold=("ml/g-0", "ml/g-1"))
+    cluster = GatedCluster(inventory, hold=hold)
     for name in ("h100-0", "h100-1"):
         cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
     runtime = memory_runtime(inventory, cluster)
-    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05, backoff_s=0.5))
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05, backoff_s=backoff_s))
     async with runtime, gangs:
         yield cluster, gangs
 
@@ -111,3 +113,38 @@ async def test_a_member_bound_after_its_gang_gave_up_is_kept_and_the_gang_comple
     kept = [e for e in cluster.events("ml", "g-0") if e["reason"] == "GangMemberKept"]
     assert kept
     assert "no controller that would create it again" in kept[0]["message"]
+
+
+# Only g-1's bind held, and a gang backoff longer than the replacement's own queue backoff: the
+# replacement, woken by the room the release freed, is tried while the gang still backs off and
+# parked again; it is tried once more when the backoff ends.
+@pytest.mark.parametrize("gated", [(("ml/g-1",), 6.0)], ids=["g-1-held"], indirect=True)
+async def test_a_gang_whose_member_was_replaced_mid_bind_completes_after_its_backoff(
+    gated: tuple[GatedCluster, GangRuntime],
+) -> None:
+    cluster, gangs = gated
+    gate = cluster.gates["ml/g-1"]
+    cluster.create_pod(member("g-0", "uid-g-0"))
+    cluster.create_pod(member("g-1", "uid-g-1"))
+    await eventually(lambda: cluster.held == {"ml/g-1"}, what="g-1's bind on the wire")
+    cluster.delete_pod("ml", "g-1")
+    again = cluster.create_pod(member("g-1", "uid-g-1-again"))["metadata"]["uid"]
+    queue = gangs.step.scheduler.queue
+    await eventually(
+        lambda: (e := queue.entry(again)) is not None and e.attempts > 0,
+        what="the replacement to be tried while the attempt is in flight",
+        timeout_s=10,
+    )
+    started = time.monotonic()
+    gate.set()
+    await eventually(
+        lambda: node_of(cluster, "g-0") and node_of(cluster, "g-1"),
+        what="both members bound",
+        timeout_s=70,  # long enough for the 60 s flush, which the assertion below refuses
+    )
+    assert time.monotonic() - started < 20  # after the 6 s backoff, not the 60 s flush
+    replacement = cluster.pod("ml", "g-1")
+    assert replacement is not None
+    assert replacement["metadata"]["uid"] == again
+    status = gangs.step.manager.statuses()
+    assert [(s.phase, s.members, s.bound) for s in status] == [("Bound", 2, 2)]
