@@ -123,10 +123,10 @@ class _State:
             )
         if running.runtime is not None:
             if running.history is not None:
-                running.history.half_life_s = scheduling.history_half_life_s
+                running.history.half_life_s = scheduling.process.history_half_life_s
             # One assignment between two awaits: no cycle sees half of each.
             running.runtime.scheduler.profiles = profiles
-        running.prices = scheduling.prices
+        running.prices = scheduling.process.prices
         self.config = msgspec.structs.replace(self.config, scheduling=scheduling)
         self.base = msgspec.structs.replace(self.base, scheduling=scheduling)
         self.reloads.labels("applied").inc()

@@ -66,7 +66,7 @@ RUNNING: Final = web.AppKey("topos.running", Running)
 
 def _context(config: Config, backend: Backend) -> Callable[[web.Application], AsyncIterator[None]]:
     section = config.scheduler
-    history = DomainHistory(half_life_s=config.scheduling.history_half_life_s)
+    history = DomainHistory(half_life_s=config.scheduling.process.history_half_life_s)
     carbon = CarbonReadings()
     try:  # one framework per profile, each under its own schedulerName
         profiles = build_profiles(
@@ -106,7 +106,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         app[RUNNING].history = history
         app[RUNNING].carbon = carbon
-        app[RUNNING].prices = config.scheduling.prices
+        app[RUNNING].prices = config.scheduling.process.prices
         try:
             yield
         finally:

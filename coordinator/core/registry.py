@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from common import podkeys
-from coordinator.core.framework.config import SchedulerConfig, unknown_plugin
+from coordinator.core.framework.config import ProcessSettings, SchedulerConfig, unknown_plugin
 from coordinator.core.framework.prices import PriceTable
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
@@ -116,7 +116,13 @@ def agent_pool_profile(
     ordinary = weights_of(config, plugins)
     defaults = {s.name: s.pool_weight for s in plugins if s.pool_weight is not None}
     merged = {**ordinary, **defaults, **(weights or {})}
-    return dataclasses.replace(config, scheduler_name=name, weights=merged, other_profiles=())
+    return dataclasses.replace(
+        config,
+        scheduler_name=name,
+        weights=merged,
+        other_profiles=(),
+        process=ProcessSettings(),  # the process's: the first profile holds them
+    )
 
 
 def weight_aliases(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, tuple[str, ...]]:
@@ -159,8 +165,8 @@ def build_framework(
     (each guarded: see :mod:`.plugins.custom`). ``history``, ``carbon``, ``leaf_label`` and
     ``prices`` (none: ``config``'s) are the process's (:class:`~.plugins.declaration.Context`)."""
     config = config or SchedulerConfig()
-    history = history or DomainHistory(half_life_s=config.history_half_life_s)
-    context = Context(history, carbon, prices or config.prices, leaf_label)
+    history = history or DomainHistory(half_life_s=config.process.history_half_life_s)
+    context = Context(history, carbon, prices or config.process.prices, leaf_label)
     specs = {spec.name: spec for spec in plugins}
 
     def args(name: str) -> object:
@@ -206,7 +212,7 @@ def build_profiles(
     """One framework per profile of ``config`` (itself first, then its ``other_profiles``), all
     reading the same ``history``, ``carbon``, prices and ``leaf_label`` (the process's)."""
     config = config or SchedulerConfig()
-    history = history or DomainHistory(half_life_s=config.history_half_life_s)
+    history = history or DomainHistory(half_life_s=config.process.history_half_life_s)
     return Profiles(
         build_framework(
             c,
@@ -214,7 +220,7 @@ def build_profiles(
             history=history,
             carbon=carbon,
             leaf_label=leaf_label,
-            prices=config.prices,
+            prices=config.process.prices,
             plugins=plugins,
         )
         for c in (config, *config.other_profiles)

@@ -35,6 +35,7 @@ from coordinator.app.config.pluginargs import camel, read_plugin_args
 from coordinator.app.config.prices import read_prices
 from coordinator.core.framework.config import (
     FastScheduling,
+    ProcessSettings,
     SchedulerConfig,
     TopologyConstraints,
     unknown_plugin,
@@ -116,6 +117,7 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     if data.get("scoringWeights") is not None:
         factors = _by_plugin("scoringWeights", seedforms.factor_weights(data["scoringWeights"]))
     kwargs: dict[str, object] = {}
+    process = ProcessSettings()  # the process's settings: the first profile holds them
     # Section keys that are plugins' arguments: each sets that argument of every plugin taking it.
     section_args: dict[str, object] = {}
     if "packing" in data:
@@ -146,12 +148,12 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
         half = data["historyHalfLifeSeconds"]
         if isinstance(half, bool) or not isinstance(half, int | float) or not 0 < half < 1e9:
             raise ConfigError("historyHalfLifeSeconds: must be a number of seconds above 0")
-        kwargs["history_half_life_s"] = float(half)
+        process = dataclasses.replace(process, history_half_life_s=float(half))
     if data.get("fragmentation") is not None:
         section_args.update(
             _args_of_plugins("fragmentation.", _fragmentation(data["fragmentation"]))
         )
-    kwargs["prices"] = read_prices(data.get("prices"))
+    process = dataclasses.replace(process, prices=read_prices(data.get("prices")))
     kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
     settings = [seedforms.ProfileSettings()]
     if data.get("profiles"):
@@ -171,7 +173,11 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
     else:  # the AgentPool profile: the first profile's plugins, the AgentPool weights
         pool = _agent_pools(data.get("agentPools") or {}, configs[0])
         configs.append(agent_pool_profile(configs[0], pool))
-    return dataclasses.replace(configs[0], other_profiles=tuple(configs[1:]))
+    return dataclasses.replace(
+        configs[0],
+        other_profiles=tuple(configs[1:]),
+        process=process,
+    )
 
 
 def _profile(

@@ -24,6 +24,7 @@ __all__ = [
     "ConfigError",
     "CustomScorer",
     "FastScheduling",
+    "ProcessSettings",
     "SchedulerConfig",
     "TopologyConstraints",
     "num_feasible_nodes_to_find",
@@ -76,6 +77,17 @@ class CustomScorer:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessSettings:
+    """What one process holds once for all its profiles: set at the top of the ``scheduling``
+    section, never by a profile entry (``profiles[i]`` takes no such key)."""
+
+    #: How fast a failure's weight halves in the one ``DomainHistory`` (HistoricalPerformance).
+    history_half_life_s: float = 600.0
+    #: What nodes cost (``prices``): CostEfficiency and the AgentPool controller read it.
+    prices: PriceTable = field(default_factory=PriceTable)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SchedulerConfig:
     """One profile, and (on the first) what the process holds once for all of them."""
 
@@ -100,11 +112,9 @@ class SchedulerConfig:
     #: Per-leaf limits on one gang's placement (``topologyConstraints``): not a plugin's, the
     #: gang planner's and preemption's.
     topology_constraints: TopologyConstraints = field(default_factory=TopologyConstraints)
-    # What the process holds once (read from the first profile; the others carry copies):
-    #: How fast a failure's weight halves in the one ``DomainHistory`` (HistoricalPerformance).
-    history_half_life_s: float = 600.0
-    #: What nodes cost (``prices``): CostEfficiency and the AgentPool controller read it.
-    prices: PriceTable = field(default_factory=PriceTable)
+    #: What the process holds once: the first profile's only; another profile that sets it is
+    #: refused (it would be ignored).
+    process: ProcessSettings = field(default_factory=ProcessSettings)
     #: The other profiles the same process serves, each under its own ``scheduler_name``
     #: (a KubeSchedulerConfiguration's ``profiles[1:]``, the AgentPool profile). They share the
     #: scheduler's queue and snapshot; what is not per profile (gangs, preemption) reads this one.
@@ -124,6 +134,12 @@ class SchedulerConfig:
         for name, value in self.weights.items():
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
                 raise ConfigError(f"weights.{name}: must be an integer from 0 to 100")
+        for i, other in enumerate(self.other_profiles, 1):
+            if other.process != ProcessSettings():
+                raise ConfigError(
+                    f"profiles[{i}]: historyHalfLifeSeconds and prices are the process's, set "
+                    "once at the top of the scheduling section, not per profile"
+                )
         names = [p.scheduler_name or podkeys.SCHEDULER_NAME for p in (self, *self.other_profiles)]
         for i, name in enumerate(names):
             if name in names[:i]:

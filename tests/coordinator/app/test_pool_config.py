@@ -55,13 +55,13 @@ async def test_the_pool_settings_reach_the_running_scheduler() -> None:
         runtime = app[RUNNING].runtime
         assert runtime is not None
         framework = runtime.scheduler.framework
-        assert framework.config.prices.gpu_models["H100"].on_demand == 6.98
+        assert framework.config.process.prices.gpu_models["H100"].on_demand == 6.98
         pools = runtime.scheduler.profiles.for_name("topos-agentpools")
         assert {p.name: w for p, w in pools.score}["ModelCache"] == 9
         assert "Flaky" in {p.name for p, _ in framework.score}
         (gate,) = [p for p in framework.plugins if isinstance(p, PoolPlacement)]
         assert gate.carbon is app[RUNNING].carbon  # what the controller updates
-        assert app[RUNNING].prices is config.scheduling.prices  # what the cost policy reads
+        assert app[RUNNING].prices is config.scheduling.process.prices  # what the cost policy reads
 
 
 async def test_the_gangs_leaf_label_reaches_every_profiles_leaf_scorers() -> None:
