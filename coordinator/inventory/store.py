@@ -35,7 +35,7 @@ from coordinator.inventory.devices import DeviceOwners
 from coordinator.inventory.holdings import with_holdings
 from coordinator.inventory.record import NodeRecord
 from coordinator.inventory.state import AgentReport, BoundPod, KubeNode, NodeState
-from coordinator.inventory.validate import check_report, warn_unknown_holdings
+from coordinator.inventory.validate import check_delta, check_report, warn_unknown_holdings
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class Inventory:
         if agent is None:
             raise KeyError(node)
         topology = apply_gpu_states(agent.topology, gpus)  # validates before anything changes
-        devices = check_report(topology, agent.allocations if allocations is None else allocations)
+        devices = check_delta(topology, agent.allocations if allocations is None else allocations)
         self._devices.check(node, devices)
         before = self._signature(rec)
         self._devices.claim(node, devices)

@@ -216,11 +216,20 @@ def check_report(
     topology: NodeTopology, allocations: Iterable[ContainerAllocation] = ()
 ) -> frozenset[str]:
     """Raise ``FrameError`` unless the report is possible; returns its device UUIDs."""
-    _check_devices(topology)
-    _check_memory(topology)
     _check_topology_cpus(topology)
     _check_numa(topology)
     _check_nics(topology)
+    return check_delta(topology, allocations)
+
+
+def check_delta(
+    topology: NodeTopology, allocations: Iterable[ContainerAllocation] = ()
+) -> frozenset[str]:
+    """:func:`check_report` of what a delta can change (the GPUs' state: health, memory, MIG;
+    the allocations) on a topology whose hello passed it whole: the CPUs, NUMA nodes and NICs a
+    delta cannot touch are not checked again on every frame."""
+    _check_devices(topology)
+    _check_memory(topology)
     _check_mig(topology)
     _check_allocations(topology, allocations)
     return device_ids(topology)
