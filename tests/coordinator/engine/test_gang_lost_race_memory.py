@@ -62,6 +62,18 @@ def node_of(cluster: MemoryCluster, name: str) -> str | None:
     return None if obj is None else obj["spec"].get("nodeName")
 
 
+async def seconds_until_both_bound(cluster: MemoryCluster) -> float:
+    """Seconds until g-0 and g-1 are both bound, waiting long enough for the 60 s unschedulable
+    flush (which the callers' assertions refuse)."""
+    started = time.monotonic()
+    await eventually(
+        lambda: node_of(cluster, "g-0") and node_of(cluster, "g-1"),
+        what="both members bound",
+        timeout_s=70,
+    )
+    return time.monotonic() - started
+
+
 async def test_a_member_bound_after_its_gang_gave_up_is_kept_and_the_gang_completes(
     gated: tuple[GatedCluster, GangRuntime],
 ) -> None:
@@ -93,14 +105,8 @@ async def test_a_member_bound_after_its_gang_gave_up_is_kept_and_the_gang_comple
         timeout_s=10,
     )
     # g-0's bind lands after its gang gave up.
-    started = time.monotonic()
     gate_0.set()
-    await eventually(
-        lambda: node_of(cluster, "g-0") and node_of(cluster, "g-1"),
-        what="both members bound",
-        timeout_s=70,  # long enough for the 60 s flush, which the assertion below refuses
-    )
-    assert time.monotonic() - started < 10  # after the backoff, not the 60 s flush
+    assert await seconds_until_both_bound(cluster) < 10  # after the backoff, not the 60 s flush
     replacement = cluster.pod("ml", "g-1")
     assert replacement is not None
     assert replacement["metadata"]["uid"] == again
@@ -135,14 +141,8 @@ async def test_a_gang_whose_member_was_replaced_mid_bind_completes_after_its_bac
         what="the replacement to be tried while the attempt is in flight",
         timeout_s=10,
     )
-    started = time.monotonic()
     gate.set()
-    await eventually(
-        lambda: node_of(cluster, "g-0") and node_of(cluster, "g-1"),
-        what="both members bound",
-        timeout_s=70,  # long enough for the 60 s flush, which the assertion below refuses
-    )
-    assert time.monotonic() - started < 20  # after the 6 s backoff, not the 60 s flush
+    assert await seconds_until_both_bound(cluster) < 20  # after the 6 s backoff, not the 60 s flush
     replacement = cluster.pod("ml", "g-1")
     assert replacement is not None
     assert replacement["metadata"]["uid"] == again
