@@ -39,7 +39,7 @@ from coordinator.core.plugins import (
     tainttoleration,
 )
 from coordinator.core.plugins.custom import GuardedScorer
-from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, Context, PluginSpec
+from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, AnySpec, Context
 from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
 
@@ -62,7 +62,7 @@ Registry = Mapping[str, Callable[[object], object]]
 
 # Filter order follows kube-scheduler's (cheap node-level gates first), so the reason a node
 # reports is the same one kube would report.
-PLUGINS: Final[tuple[PluginSpec, ...]] = (
+PLUGINS: Final[tuple[AnySpec, ...]] = (
     nodestate.NODE_HEALTH,
     nodestate.NODE_UNSCHEDULABLE,
     tainttoleration.PLUGIN,
@@ -90,7 +90,7 @@ PLUGINS: Final[tuple[PluginSpec, ...]] = (
 DEFAULT_PROFILE: Final = tuple(spec.name for spec in PLUGINS)
 
 
-def weights_of(config: SchedulerConfig, plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, int]:
+def weights_of(config: SchedulerConfig, plugins: Sequence[AnySpec] = PLUGINS) -> dict[str, int]:
     """Every scorer's weight in ``config``, by plugin name: the config's own, else the
     declaration's default."""
     out: dict[str, int] = {}
@@ -107,7 +107,7 @@ def agent_pool_profile(
     weights: Mapping[str, int] | None = None,
     *,
     name: str = podkeys.AGENT_POOL_SCHEDULER_NAME,
-    plugins: Sequence[PluginSpec] = PLUGINS,
+    plugins: Sequence[AnySpec] = PLUGINS,
 ) -> SchedulerConfig:
     """The profile AgentPool pods are scored by: ``config``'s settings under ``name``, each
     scorer weighted as ``weights`` says, else by its declared AgentPool default (the NeuroNetes
@@ -125,7 +125,7 @@ def agent_pool_profile(
     )
 
 
-def weight_aliases(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, tuple[str, ...]]:
+def weight_aliases(plugins: Sequence[AnySpec] = PLUGINS) -> dict[str, tuple[str, ...]]:
     """The ``weights`` keys users wrote before weights were by plugin name → the plugins each
     sets (``topology_fitness``: GpuTopology and DynamicResources)."""
     out: dict[str, tuple[str, ...]] = {}
@@ -135,12 +135,12 @@ def weight_aliases(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, tuple[s
     return out
 
 
-def args_types(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, type | None]:
+def args_types(plugins: Sequence[AnySpec] = PLUGINS) -> dict[str, type | None]:
     """Every plugin's args type by its name (``None``: it takes no arguments)."""
     return {spec.name: spec.args for spec in plugins}
 
 
-def kube_names(plugins: Sequence[PluginSpec] = PLUGINS) -> dict[str, str]:
+def kube_names(plugins: Sequence[AnySpec] = PLUGINS) -> dict[str, str]:
     """Every name a KubeSchedulerConfiguration may give a plugin → the plugin's own."""
     out = {spec.name: spec.name for spec in plugins}
     for spec in plugins:
@@ -157,7 +157,7 @@ def build_framework(
     carbon: CarbonReadings | None = None,
     leaf_label: str = DEFAULT_LEAF_LABEL,
     prices: PriceTable | None = None,
-    plugins: Sequence[PluginSpec] = PLUGINS,
+    plugins: Sequence[AnySpec] = PLUGINS,
 ) -> Framework:
     """Instantiate the profile's plugins (default: every declared one, minus those the config
     disables, plus those it enables) from ``plugins`` and ``registry``, each given its own
@@ -207,7 +207,7 @@ def build_profiles(
     history: DomainHistory | None = None,
     carbon: CarbonReadings | None = None,
     leaf_label: str = DEFAULT_LEAF_LABEL,
-    plugins: Sequence[PluginSpec] = PLUGINS,
+    plugins: Sequence[AnySpec] = PLUGINS,
 ) -> Profiles:
     """One framework per profile of ``config`` (itself first, then its ``other_profiles``), all
     reading the same ``history``, ``carbon``, prices and ``leaf_label`` (the process's)."""

@@ -9,14 +9,17 @@ were by plugin name, and the other names a KubeSchedulerConfiguration may give i
 A factory gets two things: the plugin's own arguments (an object of its ``args`` type, from the
 profile's ``args`` by plugin name, else the type's defaults; ``None`` for a plugin without
 arguments) and the :class:`Context` — what the process shares between profiles and plugins.
-Never the whole profile.
+Never the whole profile. A spec is generic over its arguments' type, so mypy checks that the
+factory takes what ``args`` makes: ``PluginSpec(plugin=P, args=PArgs, factory=lambda a, c: P(a))``
+infers ``PluginSpec[PArgs]``; a plugin without arguments is a ``PluginSpec[None]``. Lists that
+mix plugins hold :data:`AnySpec`, and :meth:`PluginSpec.build` checks the arguments it is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, cast
 
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.prices import PriceTable
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from coordinator.core.plugins.domainscore import DomainHistory
     from coordinator.core.plugins.pools import CarbonReadings
 
-__all__ = ["DEFAULT_LEAF_LABEL", "Context", "PluginSpec"]
+__all__ = ["DEFAULT_LEAF_LABEL", "AnySpec", "Context", "PluginSpec"]
 
 #: The node label naming a leaf unless ``gangs.domainKeys.leaf`` says otherwise.
 DEFAULT_LEAF_LABEL = "topos.io/leaf"
@@ -57,18 +60,23 @@ class Context:
         return self._mix
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PluginSpec:
+#: The type of a plugin's arguments.
+ArgsT = TypeVar("ArgsT")
+
+
+# No slots: a slotted frozen dataclass cannot be made through ``PluginSpec[None](...)`` on 3.11.
+@dataclass(frozen=True, kw_only=True)
+class PluginSpec(Generic[ArgsT]):
     """One plugin, declared once, in its own module."""
 
     #: The class: its ``name`` and its traits (node-local, gate, what re-queues its refusals).
     plugin: type[Plugin]
     #: The type of its arguments (kube-scheduler's per-plugin args: a frozen dataclass whose
     #: fields all have defaults, validated in ``__post_init__``); ``None``: it takes none.
-    args: type[Any] | None = None
+    args: type[ArgsT] | None = None
     #: Makes the plugin object from its arguments and the context (none: the class called
     #: without arguments).
-    factory: Callable[[Any, Context], Plugin] | None = None
+    factory: Callable[[ArgsT, Context], Plugin] | None = None
     #: The default score weight (0–100); ``None``: the plugin does not score nodes.
     weight: int | None = None
     #: The default weight in the AgentPool profile (``agentPools``), the NeuroNetes guide's
@@ -84,11 +92,23 @@ class PluginSpec:
     def name(self) -> str:
         return self.plugin.name
 
-    def default_args(self) -> object:
+    def default_args(self) -> ArgsT | None:
         """Its arguments when the profile gives none (``None``: it takes none)."""
         return self.args() if self.args is not None else None
 
     def build(self, args: object, context: Context) -> Plugin:
-        if self.args is not None and not isinstance(args, self.args):
+        """The plugin, made from ``args`` (checked against the args type: a profile's args
+        are values of any type until here)."""
+        if self.args is None:
+            if args is not None:
+                raise TypeError(f"{self.name}: takes no args, not {args!r}")
+            mine = cast(ArgsT, None)  # no args type: a PluginSpec[None]
+        elif isinstance(args, self.args):
+            mine = args
+        else:
             raise TypeError(f"{self.name}: args must be a {self.args.__name__}, not {args!r}")
-        return self.factory(args, context) if self.factory is not None else self.plugin()
+        return self.factory(mine, context) if self.factory is not None else self.plugin()
+
+
+#: A declaration whatever its arguments' type: what lists mixing plugins hold.
+AnySpec: TypeAlias = PluginSpec[Any]

@@ -157,7 +157,7 @@ DOMAIN_UTILISATION: Final = PluginSpec(
 )
 
 
-HISTORICAL_PERFORMANCE: Final = PluginSpec(
+HISTORICAL_PERFORMANCE: Final = PluginSpec[None](
     plugin=HistoricalPerformance,
     factory=lambda _, c: HistoricalPerformance(c.history, c.leaf_label),
     weight=1,

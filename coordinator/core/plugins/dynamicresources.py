@@ -244,6 +244,6 @@ class DynamicResources(Plugin):
         return link_score(node, placement.gpus)
 
 
-PLUGIN: Final = PluginSpec(
+PLUGIN: Final = PluginSpec[None](
     plugin=DynamicResources, weight=5, pool_weight=5, weight_key="topology_fitness"
 )

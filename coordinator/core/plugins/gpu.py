@@ -270,7 +270,7 @@ GPU_TOPOLOGY: Final = PluginSpec(
 )
 
 
-NUMA_TOPOLOGY: Final = PluginSpec(
+NUMA_TOPOLOGY: Final = PluginSpec[None](
     plugin=NumaTopology, weight=3, pool_weight=5, weight_key="numa_fit", aliases=("NUMATopology",)
 )
 
@@ -285,6 +285,6 @@ GPU_PACKING: Final = PluginSpec(
 )
 
 
-GPU_AVAILABILITY: Final = PluginSpec(
+GPU_AVAILABILITY: Final = PluginSpec[None](
     plugin=GpuAvailability, weight=2, pool_weight=6, weight_key="gpu_availability"
 )

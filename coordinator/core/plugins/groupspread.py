@@ -52,6 +52,6 @@ class GroupSpread(Plugin):
         return 100.0 / (1 + siblings)
 
 
-PLUGIN: Final = PluginSpec(
+PLUGIN: Final = PluginSpec[None](
     plugin=GroupSpread, weight=2, pool_weight=2, weight_key="inter_pod_affinity"
 )

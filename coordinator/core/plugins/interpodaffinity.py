@@ -225,6 +225,6 @@ class InterPodAffinity(Plugin):
             scores[name] = 0.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
 
 
-PLUGIN: Final = PluginSpec(
+PLUGIN: Final = PluginSpec[None](
     plugin=InterPodAffinity, weight=2, pool_weight=2, weight_key="inter_pod_affinity"
 )

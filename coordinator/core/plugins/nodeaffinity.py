@@ -108,4 +108,6 @@ def _term_candidates(term: NodeSelectorTerm, snapshot: Snapshot) -> Collection[s
     return None
 
 
-PLUGIN: Final = PluginSpec(plugin=NodeAffinity, weight=2, pool_weight=7, weight_key="node_affinity")
+PLUGIN: Final = PluginSpec[None](
+    plugin=NodeAffinity, weight=2, pool_weight=7, weight_key="node_affinity"
+)

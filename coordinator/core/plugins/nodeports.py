@@ -37,4 +37,4 @@ class NodePorts(Plugin):
         return SUCCESS
 
 
-PLUGIN: Final = PluginSpec(plugin=NodePorts)
+PLUGIN: Final = PluginSpec[None](plugin=NodePorts)

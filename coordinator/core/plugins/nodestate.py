@@ -49,7 +49,7 @@ class NodeUnschedulable(Plugin):
         return _CORDONED
 
 
-NODE_HEALTH: Final = PluginSpec(plugin=NodeHealth)
+NODE_HEALTH: Final = PluginSpec[None](plugin=NodeHealth)
 
 
-NODE_UNSCHEDULABLE: Final = PluginSpec(plugin=NodeUnschedulable)
+NODE_UNSCHEDULABLE: Final = PluginSpec[None](plugin=NodeUnschedulable)

@@ -174,17 +174,17 @@ class PoolPlacement(Plugin):
         )
 
 
-POOL_PLACEMENT: Final = PluginSpec(
+POOL_PLACEMENT: Final = PluginSpec[None](
     plugin=PoolPlacement, factory=lambda _, c: PoolPlacement(c.carbon)
 )
 
 
-MODEL_CACHE: Final = PluginSpec(
+MODEL_CACHE: Final = PluginSpec[None](
     plugin=ModelCache, weight=4, pool_weight=4, weight_key="model_cache"
 )
 
 
-COST_EFFICIENCY: Final = PluginSpec(
+COST_EFFICIENCY: Final = PluginSpec[None](
     plugin=CostEfficiency,
     factory=lambda _, c: CostEfficiency(c.prices),
     weight=3,
@@ -193,6 +193,6 @@ COST_EFFICIENCY: Final = PluginSpec(
 )
 
 
-PREFERRED_REGION: Final = PluginSpec(
+PREFERRED_REGION: Final = PluginSpec[None](
     plugin=PreferredRegion, weight=2, weight_key="preferred_region"
 )

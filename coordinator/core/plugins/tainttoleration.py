@@ -71,4 +71,4 @@ def _tolerated(tolerations: list[Toleration], taint: Taint) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
-PLUGIN: Final = PluginSpec(plugin=TaintToleration, weight=3, weight_key="taint_toleration")
+PLUGIN: Final = PluginSpec[None](plugin=TaintToleration, weight=3, weight_key="taint_toleration")

@@ -81,8 +81,8 @@ class LeastAllocated(Plugin):
         return 100.0 * total / n if n else 0.0
 
 
-FIRST_FREE_GPUS: Final = PluginSpec(plugin=FirstFreeGpus)
-LEAST_ALLOCATED: Final = PluginSpec(plugin=LeastAllocated, weight=1)
+FIRST_FREE_GPUS: Final = PluginSpec[None](plugin=FirstFreeGpus)
+LEAST_ALLOCATED: Final = PluginSpec[None](plugin=LeastAllocated, weight=1)
 
 #: kube-scheduler's node gates and NodeResourcesFit, then GPUs without topology.
 _BASELINE_FILTERS: Final = (
