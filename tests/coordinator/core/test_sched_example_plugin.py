@@ -10,7 +10,7 @@ from coordinator.core.framework.config import SchedulerConfig
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision
 from coordinator.core.plugins import example
-from coordinator.core.plugins.declaration import PluginSpec
+from coordinator.core.plugins.declaration import AnySpec
 from coordinator.core.registry import PLUGINS, build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.pods import pod
@@ -28,7 +28,7 @@ def _nodes() -> Snapshot:
     )
 
 
-def _chosen(plugins: tuple[PluginSpec, ...], weights: dict[str, int] | None = None) -> Decision:
+def _chosen(plugins: tuple[AnySpec, ...], weights: dict[str, int] | None = None) -> Decision:
     fw = build_framework(SchedulerConfig(weights=weights or {}), plugins=plugins)
     result = schedule_one(request(pod("p", cpu="1")), _nodes(), fw)
     assert isinstance(result, Decision), result
@@ -60,3 +60,13 @@ def test_a_registered_scorer_reads_its_own_args() -> None:
 def test_args_for_a_plugin_the_profile_does_not_have_are_refused() -> None:
     with pytest.raises(KeyError, match="args: unknown plugin 'PreferLabelled'"):
         build_framework(SchedulerConfig(args={"PreferLabelled": example.PreferLabelledArgs()}))
+
+
+def test_args_of_another_type_are_refused_naming_the_plugin() -> None:
+    # mypy checks a declaration's factory against its args type; a profile's args are checked
+    # when the plugin is built.
+    wrong = {"PreferLabelled": {"label": "x"}}
+    with pytest.raises(TypeError, match="PreferLabelled: args must be a PreferLabelledArgs"):
+        build_framework(SchedulerConfig(args=wrong), plugins=(*PLUGINS, example.PLUGIN))
+    with pytest.raises(TypeError, match="NodePorts: takes no args, not 3"):
+        build_framework(SchedulerConfig(args={"NodePorts": 3}))
