@@ -8,7 +8,10 @@ coordinator (installed in its image, or on ``PYTHONPATH``)::
       - name: PowerDraw
         module: power_draw:PowerDraw
         weight: 5
-        args: {label: example.com/watts-per-gpu, maxWatts: 1000}
+    profiles:
+      - pluginConfig:
+          - name: PowerDraw
+            args: {label: example.com/watts-per-gpu, maxWatts: 1000}
 
 A plugin is any object with ``name`` and ``score(state, pod, node) -> float`` (0–100); ``pod`` is
 a ``coordinator.core.podspec.parse.PodRequest``, ``node`` a

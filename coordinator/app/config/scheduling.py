@@ -30,10 +30,11 @@ import yaml
 from common import podkeys
 from common.configdoc import first_non_finite, load_yaml, yaml_number
 from coordinator.app.config import seedforms
-from coordinator.app.config.customscorers import read_custom_scorers
+from coordinator.app.config.customscorers import read_custom_scorers, with_args
 from coordinator.app.config.pluginargs import camel, read_plugin_args
 from coordinator.app.config.prices import read_prices
 from coordinator.core.framework.config import (
+    CustomScorer,
     FastScheduling,
     ProcessSettings,
     SchedulerConfig,
@@ -154,14 +155,16 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
             _args_of_plugins("fragmentation.", _fragmentation(data["fragmentation"]))
         )
     process = dataclasses.replace(process, prices=read_prices(data.get("prices")))
-    kwargs["custom_scorers"] = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
+    custom = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
+    kwargs["custom_scorers"] = custom
     settings = [seedforms.ProfileSettings()]
     if data.get("profiles"):
         takes_args = frozenset(name for name, kind in _ARGS.items() if kind is not None)
+        takes_args |= {scorer.name for scorer in custom}  # named in pluginConfig as they are
         settings = seedforms.read_profiles(data["profiles"], kube_names(), _SCORERS, takes_args)
     # One config per profile: this section's settings, changed by what the profile says.
     configs = [
-        _profile(f"profiles[{i}]", kwargs, section_args, factors, own_weights, p)
+        _profile(f"profiles[{i}]", kwargs, section_args, factors, own_weights, p, custom)
         for i, p in enumerate(settings)
     ]
     pools = podkeys.AGENT_POOL_SCHEDULER_NAME
@@ -187,17 +190,23 @@ def _profile(
     factors: Mapping[str, int],
     own_weights: Mapping[str, int],
     profile: seedforms.ProfileSettings,
+    custom_scorers: tuple[CustomScorer, ...],
 ) -> SchedulerConfig:
     """One profile's config: seed factors first, the profile's weights over them, the
     section's own ``weights``, then those the profile gives in Topos' form, last; each
-    plugin's arguments from the section, changed by the profile's ``pluginConfig``."""
+    plugin's arguments from the section, changed by the profile's ``pluginConfig`` (a custom
+    scorer's too: keyword arguments of its factory)."""
     weights: dict[str, int] = {**factors, **profile.weights, **own_weights}
     weights.update(_by_plugin(f"{where}.weights", profile.own_weights))
     args = dict(section_args)
+    custom = {scorer.name: scorer for scorer in custom_scorers}
     for plugin, (at, raw) in profile.args.items():
+        if plugin in custom:
+            custom[plugin] = with_args(custom[plugin], at, raw)
+            continue
         base = args.get(plugin) or _default_args(plugin)
         args[plugin] = read_plugin_args(plugin, at, raw, base)
-    kwargs = {**common, "weights": weights, "args": args}
+    kwargs = {**common, "weights": weights, "args": args, "custom_scorers": tuple(custom.values())}
     if profile.disabled:
         listed = kwargs.get("disabled_plugins")
         before = listed if isinstance(listed, frozenset) else frozenset()

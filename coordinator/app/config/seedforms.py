@@ -200,8 +200,8 @@ def read_profiles(
     """``profiles``: one :class:`ProfileSettings` per KubeSchedulerConfiguration profile, each
     served under its own ``schedulerName``. ``names`` maps every name a profile may give a
     Topos plugin to the plugin's own; ``scorers`` are those that score, ``takes_args`` those
-    that take arguments. Besides kube's keys a profile may give Topos' own ``weights`` (by
-    plugin name)."""
+    that take arguments (the custom scorers among them, by their ``customScorers`` names).
+    Besides kube's keys a profile may give Topos' own ``weights`` (by plugin name)."""
     if not isinstance(raw, list):
         raise ConfigError("profiles: must be a list of profiles")
     out: list[ProfileSettings] = []
@@ -340,8 +340,8 @@ def _read_plugin_config(
     profile: str, raw: object, names: Mapping[str, str], out: ProfileSettings
 ) -> None:
     """``pluginConfig``: each entry's ``args`` kept, by the plugin's own name, for the
-    plugin's args type to read (:mod:`.pluginargs`). Only a plugin that takes arguments may
-    have an entry, and one at most."""
+    plugin's args type to read (:mod:`.pluginargs`; a custom scorer's factory). Only a plugin
+    that takes arguments may have an entry, and one at most."""
     if not isinstance(raw, list):
         raise ConfigError(f"{profile}.pluginConfig: must be a list of {{name, args}}")
     for i, entry in enumerate(raw):
@@ -356,8 +356,10 @@ def _read_plugin_config(
             raise ConfigError(f"{where}.args: must be a mapping")
         given = str(entry["name"])
         ours = names.get(given)
+        if ours is None and given in out.takes_args:  # a custom scorer: by its own name
+            ours = given
         if ours is None and given not in BUILT_IN | NOT_RUN:
-            known = set(names) | BUILT_IN
+            known = set(names) | BUILT_IN | out.takes_args
             raise ConfigError(f"{where}.name: unknown plugin {given!r}{hint(given, known)}")
         if ours is None or ours not in out.takes_args:
             first = next(iter(args), None)

@@ -1,7 +1,9 @@
 """``customScorers``: a user's Score plugin loaded by module path (the example in
-examples/scorers) or by a ``topos.scorers`` entry point changes where a pod goes; a plugin that
-cannot be loaded is a config error naming the entry; one that raises while scoring is skipped
-for that cycle (logged) and the pod is still placed."""
+examples/scorers) or by a ``topos.scorers`` entry point changes where a pod goes, its args given
+in a profile's ``pluginConfig`` as for built-in plugins (the entry's own ``args``: deprecated,
+logged); a plugin that cannot be loaded or built with its args is a config error naming the
+key; one that raises while scoring is skipped for that cycle (logged) and the pod is still
+placed."""
 
 from __future__ import annotations
 
@@ -34,19 +36,20 @@ def nodes() -> list[NodeInfo]:
     ]
 
 
-def place(scorers: list[dict[str, Any]]) -> Decision:
-    config = load_config({"percentageOfNodesToScore": 100, "customScorers": scorers})
+def place(
+    scorers: list[dict[str, Any]], plugin_config: list[dict[str, Any]] | None = None
+) -> Decision:
+    data: dict[str, Any] = {"percentageOfNodesToScore": 100, "customScorers": scorers}
+    if plugin_config is not None:
+        data["profiles"] = [{"pluginConfig": plugin_config}]
+    config = load_config(data)
     result = schedule_one(pod("p", gpus=1), Snapshot(nodes()), build_framework(config))
     assert isinstance(result, Decision), result
     return result
 
 
-POWER: dict[str, Any] = {
-    "name": "PowerDraw",
-    "module": "power_draw:PowerDraw",
-    "weight": 10,
-    "args": {"label": WATTS, "maxWatts": 1000},
-}
+POWER: dict[str, Any] = {"name": "PowerDraw", "module": "power_draw:PowerDraw", "weight": 10}
+POWER_ARGS: dict[str, Any] = {"name": "PowerDraw", "args": {"label": WATTS, "maxWatts": 1000}}
 
 
 def test_the_example_loaded_by_module_path_changes_the_placement(
@@ -54,9 +57,68 @@ def test_the_example_loaded_by_module_path_changes_the_placement(
 ) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLES))
     assert place([]).node == "a-hot"
-    chosen = place([POWER])
+    chosen = place([POWER], [POWER_ARGS])
     assert chosen.node == "b-cool"
     assert chosen.breakdown["PowerDraw"] == pytest.approx(10 * 70.0)
+    # Its args are the pluginConfig's: another label, which no node carries, scores nothing.
+    other = place([POWER], [{"name": "PowerDraw", "args": {"label": "example.com/none"}}])
+    assert other.node == "a-hot"
+
+
+def test_the_entrys_own_args_still_work_and_are_logged_as_deprecated(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    with caplog.at_level(logging.WARNING):
+        chosen = place([{**POWER, "args": POWER_ARGS["args"]}])
+    assert chosen.node == "b-cool"
+    assert chosen.breakdown["PowerDraw"] == pytest.approx(10 * 70.0)
+    assert (
+        "customScorers[0].args is deprecated: give PowerDraw's args in a profile's pluginConfig"
+        in (caplog.text)
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        place([POWER], [POWER_ARGS])
+    assert "deprecated" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("plugin_config", "message"),
+    [
+        (
+            [{"name": "PowrDraw", "args": {}}],
+            "profiles[0].pluginConfig[0].name: unknown plugin 'PowrDraw' — did you mean "
+            "'PowerDraw'?",
+        ),
+        (
+            [{"name": "PowerDraw", "args": [1000]}],
+            "profiles[0].pluginConfig[0].args: must be a mapping",
+        ),
+        (
+            [{"name": "PowerDraw", "args": {"maxWats": 1000}}],
+            "profiles[0].pluginConfig[0].args: module power_draw:PowerDraw could not be built: "
+            "TypeError: PowerDraw.__init__() got an unexpected keyword argument 'maxWats'",
+        ),
+        (
+            [{"name": "PowerDraw", "args": {"maxWatts": "lots"}}],
+            "profiles[0].pluginConfig[0].args: module power_draw:PowerDraw could not be built: "
+            "ValueError: could not convert string to float: 'lots'",
+        ),
+        (
+            [POWER_ARGS, POWER_ARGS],
+            "profiles[0].pluginConfig[1].name: PowerDraw is configured twice "
+            "(also by profiles[0].pluginConfig[0].args)",
+        ),
+    ],
+)
+def test_a_custom_scorers_plugin_config_that_cannot_be_used_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, plugin_config: list[dict[str, Any]], message: str
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    with pytest.raises(ConfigError) as caught:
+        place([POWER], plugin_config)
+    assert str(caught.value) == message
 
 
 def test_a_scorer_registered_as_an_entry_point_is_found_by_name(
@@ -81,16 +143,16 @@ def test_a_scorer_that_raises_is_skipped_for_the_cycle_and_the_pod_placed(
         "name": "Flaky",
         "module": "tests.support.scorers:FailsSometimes",
         "weight": 50,
-        "args": {"good": ["b-cool"], "bad": "a-hot"},
     }
+    flaky_args = {"name": "Flaky", "args": {"good": ["b-cool"], "bad": "a-hot"}}
     with caplog.at_level(logging.WARNING):
-        chosen = place([flaky])
+        chosen = place([flaky], [flaky_args])
     assert chosen.node == "a-hot"  # as without it: its scores were not used
     assert "Flaky" not in chosen.breakdown
     assert "custom scorer Flaky skipped for pod default/p: RuntimeError: no data for a-hot" in (
         caplog.text
     )
-    working = place([{**flaky, "args": {"good": ["b-cool"]}}])
+    working = place([flaky], [{"name": "Flaky", "args": {"good": ["b-cool"]}}])
     assert working.node == "b-cool"
 
 
