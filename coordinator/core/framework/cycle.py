@@ -15,6 +15,7 @@ would be computed now. The cycle is pure: it never changes the snapshot.
 
 from __future__ import annotations
 
+import bisect
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Final, cast
@@ -257,11 +258,31 @@ def _cycle(
                 lo += step
         return seen
 
-    if 0 < want < len(order):
-        start = fw.next_start % len(order)
-        fw.next_start = (start + scan(order, start)) % len(order)
-    elif order:
-        scan(order, 0)
+    if narrowed is None:
+        if 0 < want < len(order):
+            start = fw.next_start % len(order)
+            fw.next_start = (start + scan(order, start)) % len(order)
+        elif order:
+            scan(order, 0)
+    elif order and want > 0:
+        # kube-scheduler's spread and inter-pod plugins narrow nothing: it visits every node
+        # from the rotating start. The candidates are a superset of the feasible nodes, so the
+        # same ones are found visiting the candidates from the first at or after that start,
+        # and the start moves past the last node taken, as kube's would.
+        if allowed is None:
+            place: Callable[[str], int] = snapshot.position
+        else:
+            place = {n.name: i for i, n in enumerate(considered)}.__getitem__
+
+        def at(i: int) -> int:  # where the i-th candidate is in the visit over every node
+            n = order[i]
+            return place(n if isinstance(n, str) else n.name)
+
+        begin = bisect.bisect_left(range(len(order)), fw.next_start % len(considered), key=at)
+        begin %= len(order)
+        seen = scan(order, begin)
+        if len(feasible) >= want:  # stopped at the last one wanted; else every node was seen
+            fw.next_start = (at((begin + seen - 1) % len(order)) + 1) % len(considered)
     if not feasible and narrowed is not None:  # none of the index's nodes fit: judge the rest
         first = {n if isinstance(n, str) else n.name for n in order}
         rest = [n for n in considered if n.name not in first]

@@ -143,7 +143,7 @@ class Snapshot:
     def _reorder(self, node: NodeInfo) -> None:
         """The order after ``node`` replaced the node of its name (sharing all else)."""
         if self._order is not None:
-            self._order = self._order.with_node(self._position(node.name), node)
+            self._order = self._order.with_node(self.position(node.name), node)
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -277,7 +277,8 @@ class Snapshot:
             self._labelled[(key, values)] = cached
         return cached
 
-    def _position(self, name: str) -> int:
+    def position(self, name: str) -> int:
+        """The node's place in the snapshot's order."""
         if self._positions is None:
             self._positions = {name: i for i, name in enumerate(self._nodes)}
         return self._positions[name]
