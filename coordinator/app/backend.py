@@ -110,6 +110,7 @@ class Backend(Protocol):
         ...
 
     def agentpools(self, controller: Callable[..., C]) -> C | None:
-        """``controller(client)`` over this cluster's AgentPools (``None``: there are none);
-        called while the app starts."""
+        """``controller(client, writes=...)`` over this cluster's AgentPools: ``client`` to watch
+        them, ``writes`` (the adapter's ``AgentPoolWriter``) to write (``None``: there are
+        none); called while the app starts."""
         ...

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from coordinator.adapters.kube.agentpools import AgentPoolWriter
 from coordinator.adapters.kube.connection import KubeConnection, NotConnected
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.kube.lease import (
@@ -169,7 +170,8 @@ class KubeBackend:
         return OwnPod(lambda: self.connection.budgets.control, namespace=namespace, name=pod)
 
     def agentpools(self, controller: Callable[..., C]) -> C | None:
-        return controller(self.connection.budgets.agentpools)
+        client = self.connection.budgets.agentpools
+        return controller(client, writes=AgentPoolWriter(client))
 
 
 class _Reviewer:

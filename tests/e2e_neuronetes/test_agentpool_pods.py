@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from common.kube import PODS, KubeClient
+from coordinator.adapters.kube.agentpools import AGENT_POOLS, PRIORITY_CLASSES
 from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE, PolicyContext
-from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES
 from devcluster.kube_wait import wait_for, wait_for_object, wait_for_pods
 from tests.support.deploy import DEPLOY
 from tests.support.gang_cluster import GangCluster

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import EVENTS, PODS, KubeClient
-from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
+from coordinator.adapters.kube.agentpools import AGENT_POOLS, TOOL_BINDINGS
 from devcluster.kube_wait import wait_for, wait_for_event, wait_for_object, wait_for_pods
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import Kubectl

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 
 from common.kube import KubeClient
+from coordinator.adapters.kube.agentpools import AGENT_POOLS
 from coordinator.app.config.load import parse_config
 from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
-from coordinator.neuronetes.kube.resources import AGENT_POOLS
 from devcluster.kube_wait import wait_for_pods
 from tests.support.gpu_cluster import Kubectl
 from tests.support.neuronetes import install_crds

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from common.kube import EVENTS, NODES, PODS, KubeClient
+from coordinator.adapters.kube.agentpools import AGENT_POOLS
 from coordinator.app.config.load import parse_config
 from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import LEADER
 from coordinator.app.main import running, wire
 from coordinator.neuronetes.decide.hooks import CLEAN_ENERGY_GATE
-from coordinator.neuronetes.kube.resources import AGENT_POOLS
 from devcluster.kube_wait import wait_for_event, wait_for_object, wait_for_pods
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster, Kubectl
 from tests.support.neuronetes import Kubelet, controller, install_crds, shapes

@@ -29,6 +29,7 @@ import yaml
 from aiohttp import web
 
 from common.kube import NODES, PODS, KubeClient, KubeError, NotFound
+from coordinator.adapters.kube.agentpools import AgentPoolWriter
 from coordinator.neuronetes.decide.hooks import Policy
 from coordinator.neuronetes.decide.settings import NeuronetesSettings
 from coordinator.neuronetes.kube.controller import NeuronetesController
@@ -318,6 +319,7 @@ async def controller(
     ctl = NeuronetesController(
         client,
         NeuronetesSettings(resync_s=resync_s),
+        writes=AgentPoolWriter(client),
         namespace=namespace,
         node_labels=lambda: labels,
         policies=policies,

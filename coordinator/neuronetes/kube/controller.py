@@ -22,6 +22,7 @@ import aiohttp
 
 from common import podkeys
 from common.kube import PODS, KubeClient, KubeError, KubeObject
+from coordinator.adapters.kube.agentpools import AGENT_POOLS, TOOL_BINDINGS
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.neuronetes.decide.conditions import Condition
@@ -30,7 +31,7 @@ from coordinator.neuronetes.decide.podtemplate import POOL_LABEL, pool_label
 from coordinator.neuronetes.decide.scaling import ScaleMemory
 from coordinator.neuronetes.decide.settings import NeuronetesSettings
 from coordinator.neuronetes.kube.reconcile import PoolState, Reconciler, newer
-from coordinator.neuronetes.kube.resources import AGENT_POOLS, TOOL_BINDINGS
+from coordinator.neuronetes.kube.writes import PoolWrites
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +115,11 @@ class NeuronetesController:
         policy_inputs: Mapping[str, Any] | None = None,
         ready: Sequence[asyncio.Event] = (),
         scheduler_name: str = podkeys.AGENT_POOL_SCHEDULER_NAME,
+        writes: PoolWrites,
     ) -> None:
-        """``scheduler_name``: the profile the pools' pods name."""
+        """``scheduler_name``: the profile the pools' pods name. ``client`` reads (the watches);
+        every write goes through ``writes`` (``adapters.kube.agentpools.AgentPoolWriter``)."""
+        self._writes = writes
         self._scheduler_name = scheduler_name
         self._policy_inputs = policy_inputs
         self._ready = list(ready)
@@ -195,7 +199,7 @@ class NeuronetesController:
     async def run(self) -> None:
         async with aiohttp.ClientSession() as session:
             reconciler = Reconciler(
-                self._client,
+                self._writes,
                 self.settings,
                 session=session,
                 instance=self._instance,

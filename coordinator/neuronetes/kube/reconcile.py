@@ -1,11 +1,12 @@
 """One AgentPool's reconcile: read and check the spec, read its load signals (on the resync
 tick), decide the replicas, run the policies, make its PriorityClass and pods, write its status
-and Events. Every step is the pure code's (:mod:`coordinator.neuronetes`); this module does the
-I/O. A pool whose spec is invalid gets ``Ready=False`` / ``Invalid`` and keeps its pods."""
+and Events. Every step is the pure code's (:mod:`coordinator.neuronetes.decide`); this module
+reads the signals and asks for each write through the :class:`.writes.PoolWrites` port (the
+Kubernetes writes are ``coordinator.adapters.kube.agentpools``'). A pool whose spec is
+invalid gets ``Ready=False`` / ``Invalid`` and keeps its pods."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import logging
@@ -17,15 +18,7 @@ from typing import Any
 import aiohttp
 
 from common import podkeys
-from common.kube import (
-    PODS,
-    AlreadyExists,
-    Invalid,
-    KubeClient,
-    KubeObject,
-    NotFound,
-)
-from common.kube.types import JsonPatchOperation
+from common.kube.types import KubeObject
 from coordinator.neuronetes.decide.conditions import Condition, merge_conditions, transitions
 from coordinator.neuronetes.decide.hooks import NodeFacts, Policy, PolicyContext, run_policies
 from coordinator.neuronetes.decide.podtemplate import (
@@ -52,8 +45,8 @@ from coordinator.neuronetes.decide.scaling import (
 )
 from coordinator.neuronetes.decide.settings import NeuronetesSettings
 from coordinator.neuronetes.decide.signals import RateTracker, SignalError
-from coordinator.neuronetes.kube.resources import AGENT_POOLS, PRIORITY_CLASSES, TOOL_BINDINGS
 from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
+from coordinator.neuronetes.kube.writes import PoolWrites
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +80,7 @@ class PoolState:
 class Reconciler:
     def __init__(
         self,
-        client: KubeClient,
+        writes: PoolWrites,
         settings: NeuronetesSettings,
         *,
         session: aiohttp.ClientSession,
@@ -99,7 +92,7 @@ class Reconciler:
         """``scheduler_name``: the profile the pools' pods name (the scheduler's AgentPool
         profile)."""
         self._scheduler_name = scheduler_name
-        self._client = client
+        self._writes = writes
         self._policy_inputs = dict(policy_inputs or {})
         self._settings = settings
         self._session = session
@@ -109,14 +102,7 @@ class Reconciler:
 
     async def event(self, obj: KubeObject, reason: str, message: str, warning: bool) -> None:
         try:
-            await self._client.create_event(
-                regarding=obj,
-                reason=reason,
-                message=message,
-                event_type="Warning" if warning else "Normal",
-                component="topos-neuronetes",
-                instance=self._instance,
-            )
+            await self._writes.event(obj, reason, message, warning=warning, instance=self._instance)
         except Exception as exc:  # an Event lost is no reason to stop serving the pool
             log.warning("cannot post Event %s: %s", reason, exc)
 
@@ -124,8 +110,7 @@ class Reconciler:
         """The pool is gone: its pods go with it (garbage collector); its PriorityClass here."""
         pc = priority_class_name(namespace, name)
         self._priority_classes.pop(pc, None)
-        with contextlib.suppress(NotFound):  # made by this or an earlier leader, or never
-            await self._client.delete(PRIORITY_CLASSES, pc)
+        await self._writes.delete_priority_class(pc)
 
     async def _priority_class(self, pool: PoolSpec) -> None:
         body = priority_class_for(pool)
@@ -133,13 +118,7 @@ class Reconciler:
         name = priority_class_name(pool.namespace, pool.name)
         if self._priority_classes.get(name) == want:
             return
-        try:
-            await self._client.create(PRIORITY_CLASSES, body)
-        except AlreadyExists:
-            have = await self._client.get(PRIORITY_CLASSES, name)
-            if (have.get("value"), have.get("preemptionPolicy")) != want:
-                await self._client.delete(PRIORITY_CLASSES, name)  # value is immutable
-                await self._client.create(PRIORITY_CLASSES, body)
+        await self._writes.priority_class(body)
         self._priority_classes[name] = want
 
     async def _signals(
@@ -197,17 +176,8 @@ class Reconciler:
         status = {**fields, "conditions": merge_conditions(old, conds, _stamp())}
         if _same(binding.get("status") or {}, status):
             return
-        meta = binding["metadata"]
-        try:
-            await self._client.patch(
-                TOOL_BINDINGS,
-                meta["name"],
-                {"status": status},
-                namespace=meta.get("namespace"),
-                subresource="status",
-            )
-        except NotFound:
-            return
+        if await self._writes.status(binding, status, binding=True) is None:
+            return  # gone
         for cond in transitions(old, conds):
             if cond.status == "False":
                 await self.event(binding, cond.reason, cond.message, True)
@@ -281,10 +251,7 @@ class Reconciler:
             state.step = "deleting the pods on vanished nodes"
             for pod in mine:
                 if pod.name in ctx.evict:
-                    with contextlib.suppress(NotFound):
-                        await self._client.delete(
-                            PODS, pod.name, namespace=pool.namespace, uid=pod.uid
-                        )
+                    await self._writes.delete_pod(pool.namespace, pod.name, pod.uid)
             log.info(
                 "AgentPool %s/%s: pods on vanished nodes deleted: %s",
                 pool.namespace,
@@ -332,14 +299,8 @@ class Reconciler:
         self, obj: KubeObject, pool: PoolSpec, decision: Decision, state: PoolState
     ) -> PoolSpec:
         current = pool.base_replicas()
-        meta = obj["metadata"]
         state.step = f"scaling to {decision.desired} replicas"
-        state.latest = await self._client.patch(
-            AGENT_POOLS,
-            meta["name"],
-            {"spec": {"replicas": decision.desired}},
-            namespace=meta.get("namespace"),
-        )
+        state.latest = await self._writes.scale(obj, decision.desired)
         way = "ScaledUp" if decision.desired > current else "ScaledDown"
         message = f"{current} → {decision.desired} replicas: {decision.reason}"
         log.info("AgentPool %s/%s %s", pool.namespace, pool.name, message)
@@ -355,32 +316,18 @@ class Reconciler:
         created: list[KubeObject] = []
         state.step = "deleting pods"
         for pod in plan.delete:
-            with contextlib.suppress(NotFound):
-                await self._client.delete(PODS, pod.name, namespace=pool.namespace, uid=pod.uid)
+            await self._writes.delete_pod(pool.namespace, pod.name, pod.uid)
         state.step = "lifting scheduling gates"
         for pod, kept in plan.ungate:
             # Only the pod this plan judged (a pod of the same name made since is not ours).
-            ops: list[JsonPatchOperation] = [
-                {"op": "test", "path": "/metadata/uid", "value": pod.uid},
-                {
-                    "op": "replace",
-                    "path": "/spec/schedulingGates",
-                    "value": [{"name": g} for g in kept],
-                }
-                if kept
-                else {"op": "remove", "path": "/spec/schedulingGates"},
-            ]
-            with contextlib.suppress(NotFound, Invalid):  # gone, or another pod by that name
-                await self._client.patch(
-                    PODS, pod.name, ops, namespace=pool.namespace, patch_type="json"
-                )
+            await self._writes.set_gates(pool.namespace, pod.name, pod.uid, kept)
         anywhere = plan.create if ctx.spot_slots is None else ctx.spot_slots
         state.step = "creating a pod"
         for i in range(plan.create):
             body = pod_for(pool, ctx.template, time.time())
             if i >= anywhere:  # beyond the pods that may go to spot: on-demand only
                 body = {**body, "spec": on_demand(body)["spec"]}
-            created.append(await self._client.create(PODS, body, namespace=pool.namespace))
+            created.append(await self._writes.create_pod(pool.namespace, body))
         if plan.delete or plan.create:
             log.info(
                 "AgentPool %s/%s: %d pod(s) created, %d deleted",
@@ -439,17 +386,10 @@ class Reconciler:
         fields["observedGeneration"] = _generation(obj)
         status = {**old_status, **fields, "conditions": merge_conditions(old, conds, _stamp())}
         if not _same(old_status, status):
-            meta = obj["metadata"]
-            try:
-                state.latest = await self._client.patch(
-                    AGENT_POOLS,
-                    meta["name"],
-                    {"status": status},
-                    namespace=meta.get("namespace"),
-                    subresource="status",
-                )
-            except NotFound:
-                return
+            written = await self._writes.status(obj, status)
+            if written is None:
+                return  # gone
+            state.latest = written
         for cond in transitions(old, conds):
             if cond.type == "Ready" and cond.reason != "Invalid" and cond.status == "False":
                 continue  # not ready while pods start: no Event, the status says it
