@@ -155,7 +155,8 @@ def load_config(source: str | Mapping[str, object] | None) -> SchedulerConfig:
             _args_of_plugins("fragmentation.", _fragmentation(data["fragmentation"]))
         )
     process = dataclasses.replace(process, prices=read_prices(data.get("prices")))
-    custom = read_custom_scorers(data.get("customScorers"), _BUILT_IN)
+    # Not a name a profile's plugins or pluginConfig give a built-in plugin either.
+    custom = read_custom_scorers(data.get("customScorers"), frozenset(kube_names()))
     kwargs["custom_scorers"] = custom
     settings = [seedforms.ProfileSettings()]
     if data.get("profiles"):

@@ -175,6 +175,10 @@ def test_a_scorer_that_raises_is_skipped_for_the_cycle_and_the_pod_placed(
         ({"name": "X", "module": "tests.support.scorers:NoScore"}, "no score(state, pod, node)"),
         ({"name": "X", "module": "tests.support.scorers:NOT_CALLABLE"}, "is not callable"),
         ({"name": "GpuPacking", "module": "tests.support.scorers:NoScore"}, "already a plugin"),
+        (  # kube's name for NumaTopology: a pluginConfig entry could not tell them apart
+            {"name": "NUMATopology", "module": "tests.support.scorers:NoScore"},
+            "customScorers[0].name: 'NUMATopology' is already a plugin's name",
+        ),
         ({"name": "X"}, "give exactly one of module and entryPoint"),
         ({"name": "X", "module": "a:b", "weight": 500}, "weight: must be an integer from 0"),
     ],
