@@ -265,7 +265,7 @@ def _cycle(
         elif order:
             scan(order, 0)
     elif order and want > 0:
-        # kube-scheduler's spread and inter-pod plugins narrow nothing: it visits every node
+        # kube-scheduler's filters do not narrow by these indexes: it visits every node
         # from the rotating start. The candidates are a superset of the feasible nodes, so the
         # same ones are found visiting the candidates from the first at or after that start,
         # and the start moves past the last node taken, as kube's would.
