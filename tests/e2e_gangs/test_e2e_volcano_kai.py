@@ -172,7 +172,8 @@ async def test_a_volcano_gang_binds_all_or_nothing_and_its_podgroup_says_so(
         assert len({cluster.leaf_of[n] for n in placed.values()}) == 1
         bound = await status_when(cluster, VOLCANO, "tf-train", lambda s: s["phase"] == "Running")
         scheduled = condition(bound, "Scheduled")
-        assert (scheduled["status"], scheduled["message"]) == ("True", "3 members bound (minimum 3)")
+        assert scheduled["status"] == "True"
+        assert scheduled["message"] == "3 members bound (minimum 3)"
         assert condition(bound, "Unschedulable")["status"] == "False"
         statuses = coord.gangs.step.manager.statuses()
         assert [(s.name, s.source, s.min_member) for s in statuses] == [("tf-train", "volcano", 3)]
@@ -230,8 +231,8 @@ async def test_a_kai_gang_binds_all_or_nothing_and_its_scheduling_conditions_say
         assert event["message"].startswith(
             "Topos has no queues: spec.queue='default-queue' is ignored"
         )
-        assert "spec.subGroups (their leaves' minMember are placed as one gang)" in (
-            event["message"]
+        assert (
+            "spec.subGroups (their leaves' minMember are placed as one gang)" in (event["message"])
         )
 
 

@@ -1,4 +1,4 @@
-"""Which gang (pod group) a pod belongs to, from any of the four gang vocabularies.
+"""Which gang (pod group) a pod belongs to, from any of the gang vocabularies.
 
 1. Topos: labels ``topos.io/gang`` (group name) and ``topos.io/gang-min`` (members that must be
    placed together), annotation ``topos.io/gang-timeout`` (a duration: ``300``, ``90s``, ``5m``,

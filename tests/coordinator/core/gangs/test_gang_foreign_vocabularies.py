@@ -71,7 +71,8 @@ def test_a_volcano_member_takes_its_size_from_the_volcano_podgroup() -> None:
     spec = gang_of(pod({VOLCANO_KEY: "tf", "topos.io/gang-timeout": "90s"}), objs)
     assert spec == GangSpec(key=GangKey("ml", "tf"), min_member=3, timeout_s=90.0, source="volcano")
     run = gang_instance_of(pod({VOLCANO_KEY: "tf"}), objs)
-    assert isinstance(run, GangSpec) and run.key.uid == "v-uid"
+    assert isinstance(run, GangSpec)
+    assert run.key.uid == "v-uid"
 
 
 def test_a_kai_member_takes_its_size_from_the_kai_podgroup() -> None:
@@ -97,7 +98,8 @@ def test_a_kai_podgroup_without_min_member_is_one_pod_and_subgroups_add_up() -> 
         },
     )
     spec = gang_of(pod({KAI_KEY: "pipeline"}), groups(pipeline))
-    assert isinstance(spec, GangSpec) and spec.min_member == 6
+    assert isinstance(spec, GangSpec)
+    assert spec.min_member == 6
     # A parent subgroup counts through its leaves only.
     nested = kai_group(
         "nested",
@@ -110,19 +112,22 @@ def test_a_kai_podgroup_without_min_member_is_one_pod_and_subgroups_add_up() -> 
         },
     )
     spec = gang_of(pod({KAI_KEY: "nested"}), groups(nested))
-    assert isinstance(spec, GangSpec) and spec.min_member == 3
+    assert isinstance(spec, GangSpec)
+    assert spec.min_member == 3
 
 
 def test_a_missing_podgroup_is_waited_for_naming_the_annotation() -> None:
     problem = gang_of(pod({VOLCANO_KEY: "later"}), {})
-    assert isinstance(problem, GangProblem) and problem.waiting
+    assert isinstance(problem, GangProblem)
+    assert problem.waiting
     assert problem.message == (
         "waiting for PodGroup ml/later (scheduling.volcano.sh/v1beta1) named by annotation "
         "scheduling.k8s.io/group-name: it does not exist yet"
     )
     # A Volcano PodGroup of that name does not satisfy a KAI member.
     problem = gang_of(pod({KAI_KEY: "tf"}), groups(volcano_group("tf", {"minMember": 2})))
-    assert isinstance(problem, GangProblem) and problem.waiting
+    assert isinstance(problem, GangProblem)
+    assert problem.waiting
     assert "scheduling.run.ai/v2alpha2" in problem.message
 
 
@@ -159,7 +164,8 @@ def test_an_unusable_size_is_named_with_its_field_and_value(
     obj: dict[str, Any], annotation: str, message: str
 ) -> None:
     problem = gang_of(pod({annotation: "g"}), groups(obj))
-    assert isinstance(problem, GangProblem) and not problem.waiting
+    assert isinstance(problem, GangProblem)
+    assert not problem.waiting
     assert problem.message == message
     assert problem.key == GangKey("ml", "g")
 
@@ -206,7 +212,8 @@ def test_two_vocabularies_on_one_pod_are_refused_naming_both_keys_and_values(
     obj["spec"].update(extra)
     objs = groups(volcano_group("a", {"minMember": 1}), kai_group("a", {"minMember": 1}))
     problem = gang_of(obj, objs)
-    assert isinstance(problem, GangProblem) and not problem.waiting
+    assert isinstance(problem, GangProblem)
+    assert not problem.waiting
     first = next(iter(annotations))
     assert problem.message == (
         f"invalid metadata.annotations[{first}]: pod names two pod groups: {shown}; use one"
@@ -234,7 +241,8 @@ def test_a_bound_members_annotation_survives_into_the_inventory() -> None:
     assert bound is not None
     assert bound.annotations == {VOLCANO_KEY: "tf"}
     spec = running.bound_gang(bound, groups(volcano_group("tf", {"minMember": 2})))
-    assert spec is not None and (spec.source, spec.min_member) == ("volcano", 2)
+    assert spec is not None
+    assert (spec.source, spec.min_member) == ("volcano", 2)
 
 
 def test_the_queue_and_other_ignored_fields_make_one_message() -> None:
@@ -254,7 +262,8 @@ def test_the_queue_and_other_ignored_fields_make_one_message() -> None:
             },
         ),
     )
-    assert said is not None and said[0] == "QueueIgnored"
+    assert said is not None
+    assert said[0] == "QueueIgnored"
     assert said[1].endswith(
         "; not honoured either: spec.subGroups (their leaves' minMember are placed as one gang), "
         "spec.topologyConstraint, spec.subGroups[].topologyConstraint"
@@ -268,19 +277,22 @@ def test_the_queue_and_other_ignored_fields_make_one_message() -> None:
 
 def test_volcano_status_follows_its_phases() -> None:
     few = volcano_status(3, MemberCounts(pods=2), "waiting", {}, now=NOW)
-    assert few is not None and few["phase"] == "Pending"
+    assert few is not None
+    assert few["phase"] == "Pending"
     [c] = few["conditions"]
     assert (c["type"], c["status"], c["reason"]) == ("Unschedulable", "True", "NotEnoughTasks")
     assert c["message"] == "2 of 3 members exist"
 
     refused = volcano_status(3, MemberCounts(pods=3), "no room", few, now=NOW)
-    assert refused is not None and refused["phase"] == "Inqueue"
+    assert refused is not None
+    assert refused["phase"] == "Inqueue"
     [c] = refused["conditions"]
     assert (c["reason"], c["message"]) == ("NotEnoughResources", "no room")
 
     status = {**few, **refused}
     placed = volcano_status(3, MemberCounts(pods=3, scheduled=3), None, status, now=NOW)
-    assert placed is not None and placed["phase"] == "Running"
+    assert placed is not None
+    assert placed["phase"] == "Running"
     by_type = {c["type"]: c for c in placed["conditions"]}
     assert by_type["Scheduled"]["status"] == "True"
     assert by_type["Unschedulable"]["status"] == "False"
@@ -293,7 +305,9 @@ def test_volcano_status_follows_its_phases() -> None:
     assert volcano_status(3, run, None, status, now=NOW) is None  # steady: nothing to write
 
     done = volcano_status(3, MemberCounts(pods=3, scheduled=3, succeeded=3), None, status, now=NOW)
-    assert done is not None and done["phase"] == "Completed" and done["succeeded"] == 3
+    assert done is not None
+    assert done["phase"] == "Completed"
+    assert done["succeeded"] == 3
 
 
 def test_kai_status_has_one_unschedulable_condition_until_placed() -> None:
@@ -306,11 +320,11 @@ def test_kai_status_has_one_unschedulable_condition_until_placed() -> None:
         "True",
         "1",
     )
-    assert c["message"] == "no room" and c["reasons"] == [
-        {"reason": "Unschedulable", "message": "no room"}
-    ]
+    assert c["message"] == "no room"
+    assert c["reasons"] == [{"reason": "Unschedulable", "message": "no room"}]
     assert kai_status(2, 0, "no room", first, now=NOW) is None  # said already
     second = kai_status(2, 0, "still no room", first, now=NOW)
-    assert second is not None and second["schedulingConditions"][0]["transitionID"] == "2"
+    assert second is not None
+    assert second["schedulingConditions"][0]["transitionID"] == "2"
     assert kai_status(2, 2, None, second, now=NOW) == {"schedulingConditions": None}
     assert kai_status(2, 2, None, {}, now=NOW) is None
