@@ -9,7 +9,9 @@ installed is empty and listed again every 15 s.
 their own fields (:func:`~coordinator.core.gangs.foreigngroups.volcano_status`, ``kai_status``),
 from the member pods (a watch of the pods naming a Topos profile as ``schedulerName``) and the gang
 manager's message, and posts once per PodGroup the Event saying which of its fields Topos does
-not honour (a queue first: Topos has no queues). Volcano's CRD has no status subresource, so its
+not honour (a queue first: Topos has no queues) — not again after a restart or a change of
+leader while that Event exists. The member-pod watch starts once a Volcano or KAI PodGroup
+exists: a cluster without them pays nothing for it. Volcano's CRD has no status subresource, so its
 status is patched on the object; KAI's through ``status``. As for scheduler-plugins' PodGroups,
 only a difference from what the object shows and from what was last written is sent.
 """
@@ -19,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping
+from dataclasses import astuple
 from typing import Any, Final
 
-from common.kube import PODS, KubeClient, KubeError, KubeObject, NotFound, Resource
+from common.kube import EVENTS, PODS, KubeClient, KubeError, KubeObject, NotFound, Resource
 from common.kube.recorder import EventRecorder
 from common.kube.types import ObjectReference
 from coordinator.adapters.kube.groupstatus import MemberPods, now_text
@@ -119,9 +122,11 @@ class ForeignGroupStatusWriter:
         now: Callable[[], str] = now_text,
         started: asyncio.Event | None = None,
         active: Callable[[], bool] = lambda: True,
+        present: asyncio.Event | None = None,
     ) -> None:
         """``groups``: the PodGroups by source; ``started``: writing begins once it is set;
-        ``active``: checked before every pass (only the leader writes)."""
+        ``active``: checked before every pass (only the leader writes); ``present``: set once a
+        PodGroup of either kind has been seen (default: at once)."""
         self._client = client
         self._groups = groups
         self._gangs = gangs
@@ -131,18 +136,23 @@ class ForeignGroupStatusWriter:
         self._now = now
         self._started = started
         self._active = active
-        self.members = MemberPods(_named_group)
+        if present is None:
+            present = asyncio.Event()
+            present.set()
+        self._present = present
+        #: One handler per watch (a list replaces what its handler holds).
+        self.members = {name: MemberPods(_named_group) for name in sorted(self._schedulers)}
         self.watches = [
             Reflector(
                 client,
                 PODS,
-                self.members,
+                members,
                 namespace=namespace,
                 field_selector=f"spec.schedulerName={name}",
                 slim=_slim,
                 what=f"Volcano/KAI PodGroup member pods ({name})",
             )
-            for name in sorted(self._schedulers)
+            for name, members in self.members.items()
         ]
         self._written: dict[Key, tuple[str, dict[str, Any]]] = {}
         self._told: set[str] = set()  # PodGroup UIDs whose ignored fields were told
@@ -150,9 +160,17 @@ class ForeignGroupStatusWriter:
 
     @property
     def feeds(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [*(w.run for w in self.watches), self.run]
+        return [self._watch_members, self.run]
+
+    async def _groups_exist(self) -> None:
+        await self._present.wait()
+
+    async def _watch_members(self) -> None:
+        await self._groups_exist()
+        await asyncio.gather(*(w.run() for w in self.watches))
 
     async def run(self) -> None:
+        await self._groups_exist()
         for watch in self.watches:
             await watch.synced.wait()
         if self._started is not None:
@@ -168,7 +186,7 @@ class ForeignGroupStatusWriter:
     async def sync(self) -> None:
         """Tell each new group of ours what is ignored; write every status that differs."""
         gangs = {(s.namespace, s.name, s.source): s for s in self._gangs()}
-        counts, ours = self.members.counts(self._schedulers)
+        counts, ours = self._counts()
         present: set[Key] = set()
         for source, objects in self._groups.items():
             kind = KINDS[source]
@@ -186,6 +204,18 @@ class ForeignGroupStatusWriter:
                     await self._write(kind, key, name, uid, want)
         for gone in self._written.keys() - present:
             del self._written[gone]
+
+    def _counts(self) -> tuple[dict[Key, MemberCounts], set[Key]]:
+        """Member counts by group over every profile's pods, and the groups that have any."""
+        total: dict[Key, MemberCounts] = {}
+        for members in self.members.values():
+            counts, _ = members.counts(self._schedulers)
+            for key, n in counts.items():
+                t = total.get(key, MemberCounts())
+                total[key] = MemberCounts(
+                    *(a + b for a, b in zip(astuple(t), astuple(n), strict=True))
+                )
+        return total, set(total)
 
     def _status(
         self, kind: ForeignKind, obj: Mapping[str, Any], n: MemberCounts, gang: GangStatus | None
@@ -213,6 +243,16 @@ class ForeignGroupStatusWriter:
         if said is None:
             return
         reason, message = said
+        try:  # told already, before a restart or by the leader before this one
+            listed = await self._client.list(
+                EVENTS,
+                namespace=namespace,
+                field_selector=f"involvedObject.uid={uid},reason={reason}",
+            )
+            if uid and listed["items"]:
+                return
+        except KubeError as exc:
+            log.warning("Events of PodGroup %s/%s: %s", namespace, name, exc)
         ref: ObjectReference = {
             "apiVersion": kind.api,
             "kind": "PodGroup",

@@ -116,7 +116,14 @@ def kube_gang_runtime(
     workload_groups = ObjectCache(
         client, WORKLOAD_POD_GROUPS, namespace=namespace, on_change=changed, key=workload_key
     )
-    foreign = foreign_group_caches(client, namespace=namespace, on_change=changed)
+    foreign_seen = asyncio.Event()  # the Volcano/KAI member-pod watch starts then
+
+    def foreign_changed(key: tuple[str, str], obj: object) -> None:
+        changed(key, obj)
+        if obj is not None:
+            foreign_seen.set()
+
+    foreign = foreign_group_caches(client, namespace=namespace, on_change=foreign_changed)
     pdbs = ObjectCache(client, PDBS, namespace=namespace)
     scheduler = runtime.scheduler
     status = PodGroupStatusWriter(
@@ -138,6 +145,7 @@ def kube_gang_runtime(
         namespace=namespace,
         started=runtime.started,
         active=lambda: scheduler.binder.may_bind(),
+        present=foreign_seen,
     )
     gangs = GangRuntime(
         runtime,
