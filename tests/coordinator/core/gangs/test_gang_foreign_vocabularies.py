@@ -24,6 +24,7 @@ from coordinator.core.gangs.identity import (
     gang_instance_of,
     gang_of,
 )
+from coordinator.core.podspec.inherit import Owner, inheritance
 from coordinator.core.podspec.parse import PodSpecError, parse_pod
 from coordinator.engine.gangs import running
 from coordinator.inventory import translate
@@ -328,3 +329,17 @@ def test_kai_status_has_one_unschedulable_condition_until_placed() -> None:
     assert second["schedulingConditions"][0]["transitionID"] == "2"
     assert kai_status(2, 2, None, second, now=NOW) == {"schedulingConditions": None}
     assert kai_status(2, 2, None, {}, now=NOW) is None
+
+
+def test_a_member_of_a_volcano_or_kai_group_gets_no_gang_label_from_its_job() -> None:
+    """A Job asking for a placement makes its pods one Topos gang, unless they name a group:
+    then its pods would name two and be refused."""
+    job = Owner("Job", "tf", {"topos.io/placement": "consolidated"}, pods=3)
+    for key in (VOLCANO_KEY, KAI_KEY):
+        got = inheritance({key: "tf"}, {}, job)
+        assert got is not None
+        assert got.labels == {}
+        assert got.annotations["topos.io/placement"] == "consolidated"
+    plain = inheritance({}, {}, job)
+    assert plain is not None
+    assert plain.labels == {"topos.io/gang": "tf", "topos.io/gang-min": "3"}
