@@ -12,27 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import yaml
 
 from common.kube import EVENTS, PODS
 from coordinator.adapters.kube.foreigngroups import RESOURCES
 from devcluster.kube_wait import wait_for_object
-from tests.support.gang_cluster import DEPLOY, GangCluster, gang_pod
+from tests.support.gang_cluster import GangCluster, gang_pod
 
 VOLCANO = RESOURCES["volcano"]
 KAI = RESOURCES["kai"]
-CRDS = ("podgroups.scheduling.volcano.sh", "podgroups.scheduling.run.ai")
-
-
-@pytest.fixture(scope="session")
-def foreign_crds(kubectl: Callable[..., Any]) -> None:
-    for name in CRDS:
-        path = DEPLOY / "crds" / f"{name}.yaml"
-        done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-        assert done.returncode == 0, done.stderr
-        done = kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
-        assert done.returncode == 0, done.stderr
 
 
 # Volcano's PodGroup user guide: a PodGroup, and pods naming it by annotation.
