@@ -162,15 +162,12 @@ class ForeignGroupStatusWriter:
     def feeds(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         return [self._watch_members, self.run]
 
-    async def _groups_exist(self) -> None:
-        await self._present.wait()
-
     async def _watch_members(self) -> None:
-        await self._groups_exist()
+        await self._present.wait()
         await asyncio.gather(*(w.run() for w in self.watches))
 
     async def run(self) -> None:
-        await self._groups_exist()
+        await self._present.wait()
         for watch in self.watches:
             await watch.synced.wait()
         if self._started is not None:
@@ -188,14 +185,16 @@ class ForeignGroupStatusWriter:
         gangs = {(s.namespace, s.name, s.source): s for s in self._gangs()}
         counts, ours = self._counts()
         present: set[Key] = set()
+        uids: set[str] = set()
         for source, objects in self._groups.items():
             kind = KINDS[source]
             for key, obj in list(objects.items()):
                 present.add(key)
-                if key not in ours and key not in self._written:
-                    continue
                 meta = obj.get("metadata") or {}
                 uid = str(meta.get("uid") or "")
+                uids.add(uid)
+                if key not in ours and key not in self._written:
+                    continue
                 name = key[1][len(kind.prefix) :]
                 await self._tell(kind, key[0], name, uid, obj)
                 n = counts.get(key, MemberCounts())
@@ -204,6 +203,7 @@ class ForeignGroupStatusWriter:
                     await self._write(kind, key, name, uid, want)
         for gone in self._written.keys() - present:
             del self._written[gone]
+        self._told &= uids
 
     def _counts(self) -> tuple[dict[Key, MemberCounts], set[Key]]:
         """Member counts by group over every profile's pods, and the groups that have any."""
