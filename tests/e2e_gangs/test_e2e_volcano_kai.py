@@ -242,6 +242,94 @@ async def test_a_kai_gang_binds_all_or_nothing_and_its_scheduling_conditions_say
         )
 
 
+# KAI's examples/external-podgroup/multi-topology-jobs.yaml: one PodGroup of two subgroups, each
+# the pods of its own Job (labelled with their subgroup).
+KAI_PIPELINE = """
+apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata:
+  name: multi-topology-pipeline
+  labels:
+    kai.scheduler/queue: default-queue
+spec:
+  queue: default-queue
+  minSubGroup: 2
+  subGroups:
+    - name: rack-workers
+      minMember: 3
+      topologyConstraint:
+        topology: rack-topology
+        requiredTopologyLevel: topos.io/leaf
+    - name: zone-workers
+      minMember: 3
+      topologyConstraint:
+        topology: zone-topology
+        requiredTopologyLevel: topos.io/spine
+"""
+
+KAI_PIPELINE_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  annotations:
+    pod-group-name: multi-topology-pipeline
+  labels:
+    app: pipeline
+    kai.scheduler/queue: default-queue
+    kai.scheduler/subgroup-name: {subgroup}
+spec:
+  schedulerName: topos
+  restartPolicy: Never
+  containers:
+    - name: worker
+      image: busybox:1.36
+      command: ["sh", "-c", "sleep 3600"]
+      resources:
+        requests:
+          cpu: "250m"
+          nvidia.com/gpu: "4"
+        limits:
+          cpu: "250m"
+          nvidia.com/gpu: "4"
+"""
+
+
+async def test_kais_two_subgroup_example_is_one_gang_of_both_jobs_pods(
+    cluster: GangCluster, foreign_crds: None
+) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=2)
+    await create_group(cluster, KAI_PIPELINE)
+    jobs = {"rack-workers": "rack-bound-job", "zone-workers": "zone-bound-job"}
+    owners = {sub: await cluster.job(job) for sub, job in jobs.items()}
+    async with cluster.gang_coordinator() as coord:
+        made = [(sub, k) for sub in jobs for k in range(3)]
+        for sub, k in made[:5]:
+            obj = yaml.safe_load(KAI_PIPELINE_POD.format(name=f"{sub}-{k}", subgroup=sub))
+            ref = {"apiVersion": "batch/v1", "kind": "Job", "name": jobs[sub], "uid": owners[sub]}
+            obj["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+            await cluster.create(obj)
+        # 3 + 3 members: with 5 of them nothing binds.
+        await cluster.condition("zone-workers-1", "waiting for all 6 pods to exist")
+        assert all(n is None for n in (await cluster.placement("app=pipeline")).values())
+        sub, k = made[5]
+        obj = yaml.safe_load(KAI_PIPELINE_POD.format(name=f"{sub}-{k}", subgroup=sub))
+        ref = {"apiVersion": "batch/v1", "kind": "Job", "name": jobs[sub], "uid": owners[sub]}
+        obj["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+        await cluster.create(obj)
+        await cluster.all_bound("app=pipeline", 6)
+        [status] = coord.gangs.step.manager.statuses()
+        assert (status.name, status.source, status.min_member) == (
+            "multi-topology-pipeline",
+            "kai",
+            6,
+        )
+        event = await cluster.event("QueueIgnored", name="multi-topology-pipeline")
+        assert event["message"].endswith(
+            "spec.subGroups[].topologyConstraint, minSubGroup (every subgroup is required)"
+        )
+
+
 async def test_a_kai_gang_that_cannot_fit_binds_nothing_and_says_why(
     cluster: GangCluster, foreign_crds: None
 ) -> None:
