@@ -44,6 +44,8 @@ __all__ = [
     "PLACEMENT_KEYS",
     "PLACEMENT_SCORE",
     "PLACEMENT_VALUES",
+    "POD_GROUP_KAI",
+    "POD_GROUP_VOLCANO",
     "POD_GROUP_X_K8S",
     "PREFERRED_DOMAIN",
     "SCHEDULER_NAME",
@@ -100,6 +102,10 @@ GANG_MIN: Final = Key(
 GANG_TIMEOUT: Final = Key("topos.io/gang-timeout")
 # scheduler-plugins' PodGroup: the label names a PodGroup object whose spec holds minMember.
 POD_GROUP_X_K8S: Final = Key("scheduling.x-k8s.io/pod-group", (), "label")
+# Volcano's and KAI's PodGroups: the annotation names a PodGroup object (scheduling.volcano.sh /
+# scheduling.run.ai) whose spec holds minMember.
+POD_GROUP_VOLCANO: Final = Key("scheduling.k8s.io/group-name")
+POD_GROUP_KAI: Final = Key("pod-group-name")
 
 PLACEMENT: Final = Key("topos.io/placement", ("topology.scheduler/placement-strategy",))
 PLACEMENT_VALUES: Final = ("consolidated", "balanced", "distributed")

@@ -35,6 +35,8 @@ SCHEDULING_ANNOTATION_PREFIXES: Final = (
     "topos.io/",
     "numa.scheduling.kubenexus.io/",
     "topology.scheduler/",
+    "scheduling.k8s.io/group-name",  # Volcano's PodGroup of a gang member
+    "pod-group-name",  # KAI's
 )
 _MAPS_SHARED: Final = 4096  # distinct allocatable/capacity maps a TopologyMemo shares
 

@@ -1,5 +1,6 @@
 """Fixtures for the gang end-to-end tests: a fresh ``GangCluster`` per test (its own namespace and
-run label), and the scheduler-plugins PodGroup CRD installed once per session."""
+run label), and the PodGroup CRDs (scheduler-plugins', Volcano's, KAI's) installed once per
+session."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from tests.support.gang_cluster import GangCluster, install_crd
 @pytest.fixture(scope="session")
 def podgroup_crd(kubectl: Callable[..., Any]) -> None:
     install_crd(kubectl)
+
+
+@pytest.fixture(scope="session")
+def foreign_crds(kubectl: Callable[..., Any]) -> None:
+    """Volcano's and KAI's PodGroup CRDs, as those projects publish them."""
+    install_crd(kubectl, "podgroups.scheduling.volcano.sh")
+    install_crd(kubectl, "podgroups.scheduling.run.ai")
 
 
 @pytest.fixture

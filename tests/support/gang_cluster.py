@@ -48,7 +48,6 @@ from tests.support.clock import ManualClock
 from tests.support.gpu_cluster import GpuCluster
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-CRD_FILE = DEPLOY / "crds" / "podgroups.scheduling.x-k8s.io.yaml"
 LEAF = "topos.io/leaf"
 SPINE = "topos.io/spine"
 RECREATE = "e2e/recreate"
@@ -360,14 +359,12 @@ class Controllers:
                 await self._task
 
 
-def install_crd(kubectl: Callable[..., Any]) -> None:
-    done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+def install_crd(kubectl: Callable[..., Any], name: str = "podgroups.scheduling.x-k8s.io") -> None:
+    """Apply ``deploy/crds/<name>.yaml`` and wait until it is served."""
+    path = DEPLOY / "crds" / f"{name}.yaml"
+    done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     assert done.returncode == 0, done.stderr
     done = kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/podgroups.scheduling.x-k8s.io",
-        "--timeout=60s",
-        timeout=90,
+        "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s", timeout=90
     )
     assert done.returncode == 0, done.stderr

@@ -41,13 +41,13 @@ from coordinator.inventory.state import BoundPod
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MemberPods", "PodGroupStatusWriter"]
+__all__ = ["MemberPods", "PodGroupStatusWriter", "now_text"]
 
 Key = tuple[str, str]
 _GROUP_LABEL: Final = podkeys.POD_GROUP_X_K8S.canonical
 
 
-def _now() -> str:
+def now_text() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -59,21 +59,28 @@ class _Member:
     phase: str
 
 
+def _labelled_group(meta: Mapping[str, Any]) -> str | None:
+    group = (meta.get("labels") or {}).get(_GROUP_LABEL)
+    return str(group) if group else None
+
+
 class MemberPods:
-    """The pods labelled ``scheduling.x-k8s.io/pod-group`` (a reflector's handler)."""
+    """The pods of PodGroups (a reflector's handler): ``group_of(metadata)`` names a pod's group
+    (the key its PodGroup has in its cache), ``None`` for a pod in none; by default the label
+    ``scheduling.x-k8s.io/pod-group``."""
 
-    def __init__(self) -> None:
+    def __init__(self, group_of: Callable[[Mapping[str, Any]], str | None] = _labelled_group):
         self._pods: dict[str, _Member] = {}
+        self._group_of = group_of
 
-    @staticmethod
-    def _member(obj: KubeObject) -> tuple[str, _Member] | None:
+    def _member(self, obj: KubeObject) -> tuple[str, _Member] | None:
         meta = obj.get("metadata") or {}
-        group = (meta.get("labels") or {}).get(_GROUP_LABEL)
+        group = self._group_of(meta)
         if not group:
             return None
         spec = obj.get("spec") or {}
         member = _Member(
-            (str(meta.get("namespace") or "default"), str(group)),
+            (str(meta.get("namespace") or "default"), group),
             str(spec.get("schedulerName") or "default-scheduler"),
             str(spec.get("nodeName") or ""),
             str((obj.get("status") or {}).get("phase") or "Pending"),
@@ -134,7 +141,7 @@ class PodGroupStatusWriter:
         scheduler_name: str | Collection[str] = podkeys.SCHEDULER_NAME,
         namespace: str | None = None,
         interval_s: float = 1.0,
-        now: Callable[[], str] = _now,
+        now: Callable[[], str] = now_text,
         started: asyncio.Event | None = None,
         active: Callable[[], bool] = lambda: True,
     ) -> None:

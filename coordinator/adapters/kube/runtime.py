@@ -1,8 +1,8 @@
 """The scheduler runtime and the gang runtime on Kubernetes: the engine's ports filled with the
 API server (writer, nominator) and its feeds with reflectors (pending pods, namespace labels,
 the DRA objects, workload owners whose keys pods inherit, the selectors of Services and
-controllers (default topology spreading), both kinds of PodGroup, PDBs) and the
-PodGroup status writer."""
+controllers (default topology spreading), the four kinds of PodGroup (scheduler-plugins', the
+Workload API's, Volcano's, KAI's), PDBs) and the PodGroup status writers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from common.kube import POD_GROUPS, KubeClient
 from coordinator.adapters.kube.dra import dra_watch
+from coordinator.adapters.kube.foreigngroups import ForeignGroupStatusWriter, foreign_group_caches
 from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
 from coordinator.adapters.kube.namespaces import namespace_watch
 from coordinator.adapters.kube.objects import (
@@ -98,9 +99,10 @@ def kube_gang_runtime(
     settings: GangSettings | None = None,
     namespace: str | None = None,
 ) -> GangRuntime:
-    """Gangs on ``runtime`` with PodGroups (scheduler-plugins' and the Workload API's) and
-    PodDisruptionBudgets watched through ``client``, and the PodGroups' status written; scheduling
-    waits until the PodGroups are listed (a type the server does not serve counts as listed)."""
+    """Gangs on ``runtime`` with PodGroups (scheduler-plugins', the Workload API's, Volcano's and
+    KAI's) and PodDisruptionBudgets watched through ``client``, and the PodGroups' status written;
+    scheduling waits until the PodGroups are listed (a type the server does not serve counts as
+    listed)."""
     holder: list[GangRuntime] = []
 
     def changed(key: tuple[str, str], obj: object) -> None:
@@ -114,6 +116,14 @@ def kube_gang_runtime(
     workload_groups = ObjectCache(
         client, WORKLOAD_POD_GROUPS, namespace=namespace, on_change=changed, key=workload_key
     )
+    foreign_seen = asyncio.Event()  # the Volcano/KAI member-pod watch starts then
+
+    def foreign_changed(key: tuple[str, str], obj: object) -> None:
+        changed(key, obj)
+        if obj is not None:
+            foreign_seen.set()
+
+    foreign = foreign_group_caches(client, namespace=namespace, on_change=foreign_changed)
     pdbs = ObjectCache(client, PDBS, namespace=namespace)
     scheduler = runtime.scheduler
     status = PodGroupStatusWriter(
@@ -127,16 +137,35 @@ def kube_gang_runtime(
         started=runtime.started,
         active=lambda: scheduler.binder.may_bind(),
     )
+    foreign_status = ForeignGroupStatusWriter(
+        client,
+        groups={source: cache.objects for source, cache in foreign.items()},
+        gangs=lambda: holder[0].step.manager.statuses() if holder else (),
+        scheduler_names=runtime.scheduler.profiles.names,
+        namespace=namespace,
+        started=runtime.started,
+        active=lambda: scheduler.binder.may_bind(),
+        present=foreign_seen,
+    )
     gangs = GangRuntime(
         runtime,
         settings=settings,
-        podgroups=MergedObjects(podgroups.objects, workload_groups.objects),
+        podgroups=MergedObjects(
+            podgroups.objects, workload_groups.objects, *(c.objects for c in foreign.values())
+        ),
         budgets=lambda: budgets(pdbs.objects.values()),
         nominate=kube_nominator(client),
-        feeds=[podgroups.run, workload_groups.run, pdbs.run, *status.feeds],
+        feeds=[
+            podgroups.run,
+            workload_groups.run,
+            *(c.run for c in foreign.values()),
+            pdbs.run,
+            *status.feeds,
+            *foreign_status.feeds,
+        ],
         namespace=namespace,
     )
     holder.append(gangs)
-    runtime.add_gate(podgroups.synced)
-    runtime.add_gate(workload_groups.synced)
+    for gate in (podgroups, workload_groups, *foreign.values()):
+        runtime.add_gate(gate.synced)
     return gangs

@@ -1,4 +1,4 @@
-"""Which gang (pod group) a pod belongs to, from any of the four gang vocabularies.
+"""Which gang (pod group) a pod belongs to, from any of the gang vocabularies.
 
 1. Topos: labels ``topos.io/gang`` (group name) and ``topos.io/gang-min`` (members that must be
    placed together), annotation ``topos.io/gang-timeout`` (a duration: ``300``, ``90s``, ``5m``,
@@ -14,6 +14,10 @@
    namespace; its ``spec.schedulingPolicy.gang.minCount`` is the size (a ``basic`` policy: no
    gang, each pod alone). The glue keeps these objects in the same mapping as the
    scheduler-plugins ones, under :func:`workload_group_key`. Until the object exists the pod waits.
+5. Volcano and KAI: annotations ``scheduling.k8s.io/group-name`` / ``pod-group-name`` naming their
+   ``PodGroup`` objects (``scheduling.volcano.sh/v1beta1`` / ``scheduling.run.ai/v2alpha2``), kept
+   in the same mapping under :func:`~coordinator.core.gangs.foreigngroups.foreign_group_key` and
+   read by :mod:`coordinator.core.gangs.foreigngroups`. Until the object exists the pod waits.
 
 The pod's keys are read by the pod parser (:mod:`coordinator.core.podspec.gangkeys`), so a gang
 label means here what it means to :func:`~coordinator.core.podspec.parse.parse_pod`; this module
@@ -32,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from coordinator.core.gangs.foreigngroups import KINDS, foreign_group_key, min_member
 from coordinator.core.podspec.durations import DurationError, parse_duration
 from coordinator.core.podspec.fields import FieldError
 from coordinator.core.podspec.gangkeys import GangKeyError, member_count, pod_gang_labels
@@ -60,7 +65,8 @@ class GangSpec:
     key: GangKey
     min_member: int
     timeout_s: float | None = None  # None: the manager's default
-    source: str  # "topos" | "kubenexus" | "podgroup" | "workload" | "agentpool" | "pod"
+    source: str  # "topos" | "kubenexus" | "podgroup" | "workload" | "volcano" | "kai"
+    #              | "agentpool" | "pod"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,6 +119,8 @@ def gang_of(
     key = GangKey(namespace, declared.name)
     if declared.source == "workload":
         return _from_workload_group(key, podgroups, declared.timeout_s)
+    if declared.source in KINDS:
+        return _from_foreign_group(declared.source, key, podgroups, declared.timeout_s)
     if declared.min_member is None:  # the size is the PodGroup object's
         return _from_podgroup(key, podgroups, declared.timeout_s)
     return GangSpec(
@@ -199,6 +207,27 @@ def _from_workload_group(
     return GangSpec(key=key, min_member=n, timeout_s=timeout_s, source="workload")
 
 
+def _from_foreign_group(
+    source: str,
+    key: GangKey,
+    podgroups: Mapping[tuple[str, str], Mapping[str, Any]] | None,
+    timeout_s: float | None,
+) -> GangSpec | GangProblem:
+    kind = KINDS[source]
+    obj = (podgroups or {}).get(foreign_group_key(kind, key.namespace, key.name))
+    if obj is None:
+        return GangProblem(
+            message=f"waiting for PodGroup {key} ({kind.api}) named by annotation "
+            f"{kind.annotation}: it does not exist yet",
+            waiting=True,
+            key=key,
+        )
+    n = min_member(kind, obj, f"PodGroup {key} ({kind.api})")
+    if isinstance(n, str):
+        return GangProblem(message=n, key=key)
+    return GangSpec(key=key, min_member=n, timeout_s=timeout_s, source=source)
+
+
 # --- runs of a gang -------------------------------------------------------------------------------
 
 #: JobSet labels each pod with its JobSet's UID: a JobSet's child Jobs are one workload.
@@ -252,10 +281,12 @@ def gang_instance_of(
     if not isinstance(spec, GangSpec):
         return spec
     uid = ""
-    if spec.source in ("podgroup", "workload"):
+    if spec.source in ("podgroup", "workload", *KINDS):
         where = (spec.key.namespace, spec.key.name)
         if spec.source == "workload":
             where = workload_group_key(*where)
+        elif spec.source in KINDS:
+            where = foreign_group_key(KINDS[spec.source], *where)
         obj = (podgroups or {}).get(where) or {}
         meta = obj.get("metadata") if isinstance(obj, Mapping) else None
         raw = meta.get("uid") if isinstance(meta, Mapping) else None

@@ -4,8 +4,11 @@ Labels ``topos.io/gang`` + ``topos.io/gang-min`` (aliases: KubeNexus'
 ``pod-group.scheduling.kubenexus.io/name`` + ``…/min-available``) or
 ``scheduling.x-k8s.io/pod-group`` (the size then comes from that PodGroup object), or the pod spec
 field ``spec.schedulingGroup.podGroupName`` (Kubernetes' Workload API: the size comes from that
-``scheduling.k8s.io/v1alpha2`` PodGroup), and annotation ``topos.io/gang-timeout`` in the grammar
-of :mod:`coordinator.core.podspec.durations`. What a
+``scheduling.k8s.io/v1alpha2`` PodGroup), or the annotations of Volcano
+(``scheduling.k8s.io/group-name``) and KAI (``pod-group-name``) naming their PodGroup objects (the
+size comes from that object), and annotation ``topos.io/gang-timeout`` in the grammar
+of :mod:`coordinator.core.podspec.durations`. A pod names one group in one vocabulary: a Volcano
+or KAI annotation next to another group key is refused, both keys and values named. What a
 gang *means* (PodGroup objects, defaults, its state) is :mod:`coordinator.core.gangs`' business;
 this module only reads the keys.
 """
@@ -30,6 +33,7 @@ from coordinator.core.podspec.fields import (
 )
 
 __all__ = [
+    "FOREIGN_GROUP_KEYS",
     "MAX_GANG_MEMBERS",
     "SCHEDULING_GROUP_FIELD",
     "GangKeyError",
@@ -44,6 +48,11 @@ __all__ = [
 MAX_GANG_MEMBERS: Final = 10_000
 SCHEDULING_GROUP_FIELD: Final = "spec.schedulingGroup.podGroupName"
 _COUNT: Final = re.compile(r"[+-]?\d{1,12}")
+#: Pod annotations naming another scheduler's PodGroup object, and the source each declares.
+FOREIGN_GROUP_KEYS: Final = (
+    (podkeys.POD_GROUP_VOLCANO, "volcano"),
+    (podkeys.POD_GROUP_KAI, "kai"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +62,7 @@ class GangLabels:
     name: str
     min_member: int | None  # None: from the PodGroup object named ``name`` (x-k8s or workload)
     timeout_s: float | None  # None: not given on the pod
-    source: str  # "topos" | "kubenexus" | "x-k8s" | "workload" | "pod" (a pod of one)
+    source: str  # "topos" | "kubenexus" | "x-k8s" | "workload" | "volcano" | "kai" | "pod" (of one)
 
 
 class GangKeyError(FieldError):
@@ -95,8 +104,12 @@ def declared_gang(
     *,
     pod_name: str = "",
 ) -> GangLabels | None:
-    """The gang a pod declares by its labels or by ``spec.schedulingGroup`` (one, not both); a
-    pod naming neither but asking for a network placement is a group of its own (:func:`own`)."""
+    """The gang a pod declares by its labels, by ``spec.schedulingGroup`` or by a Volcano or KAI
+    annotation (one, not two); a pod naming none but asking for a network placement is a group
+    of its own (:func:`own`)."""
+    foreign = _foreign_group(spec, labels, annotations)
+    if foreign is not None:
+        return foreign
     group = _scheduling_group(spec)
     by_label = gang_labels(labels, annotations)
     if group is None:
@@ -107,15 +120,47 @@ def declared_gang(
             f"pod names two pod groups: {group!r} here and {by_label.name!r} by label; use one",
             group,
         )
-    timeout_s: float | None = None
+    return GangLabels(group, None, _timeout(annotations, group), "workload")
+
+
+def _timeout(annotations: Mapping[str, str], group: str) -> float | None:
+    """``topos.io/gang-timeout`` of a pod whose group is ``group``; ``None`` when not given."""
     timeout_text = key_value(podkeys.GANG_TIMEOUT, annotations)
-    if timeout_text is not None:
-        try:
-            timeout_s = parse_duration(timeout_text)
-        except DurationError as exc:
-            path = written_path(podkeys.GANG_TIMEOUT, annotations)
-            raise GangKeyError(path, str(exc), group) from None
-    return GangLabels(group, None, timeout_s, "workload")
+    if timeout_text is None:
+        return None
+    try:
+        return parse_duration(timeout_text)
+    except DurationError as exc:
+        path = written_path(podkeys.GANG_TIMEOUT, annotations)
+        raise GangKeyError(path, str(exc), group) from None
+
+
+def _foreign_group(
+    spec: Mapping[str, object], labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> GangLabels | None:
+    """The Volcano or KAI PodGroup a pod names by annotation, ``None`` for none; a second group
+    key on the pod (another vocabulary's) is an error naming both keys and their values."""
+    named = [
+        (key_path(key), annotations[key.canonical], source)
+        for key, source in FOREIGN_GROUP_KEYS
+        if key.canonical in annotations
+    ]
+    if not named:
+        return None
+    path, name, source = named[0]
+    others = [(p, v) for p, v, _ in named[1:]]
+    for key in (podkeys.GANG, podkeys.POD_GROUP_X_K8S):
+        others += [(key_path(key, n), labels[n]) for n in key.names if n in labels]
+    group = mapping(spec, "schedulingGroup", "spec").get("podGroupName")
+    if group is not None:
+        others.append((SCHEDULING_GROUP_FIELD, str(group)))
+    if others:
+        shown = " and ".join(f"{p}={v!r}" for p, v in [(path, name), *others])
+        raise GangKeyError(path, f"pod names two pod groups: {shown}; use one", name or None)
+    if not name.strip():
+        raise GangKeyError(path, "must not be empty", None)
+    name = name.strip()
+    return GangLabels(name, None, _timeout(annotations, name), source)
 
 
 def own(pod_name: str, annotations: Mapping[str, str]) -> GangLabels | None:

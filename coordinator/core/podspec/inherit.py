@@ -133,5 +133,7 @@ def _gang(
     ours = labels.get(podkeys.GANG.canonical) == group
     if not ours and any(n in labels for n in _GANG_LABELS):
         return {}  # the pod names its own group
+    if any(k.canonical in merged for k in (podkeys.POD_GROUP_VOLCANO, podkeys.POD_GROUP_KAI)):
+        return {}  # … a Volcano or KAI PodGroup
     wanted = {podkeys.GANG.canonical: group, podkeys.GANG_MIN.canonical: str(owner.pods)}
     return {k: v for k, v in wanted.items() if labels.get(k) != v}
