@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from coordinator.core.domains.capacity import GPU, NodeState, Resources, fits, subtract
 from coordinator.core.domains.layout import Layout, natural_key, sorted_names
-from coordinator.core.domains.slices import SliceMiss, fill_slices
+from coordinator.core.domains.slices import SliceMiss, could_hold, fill_slices, slice_needs
 from coordinator.core.domains.strategy import PlacementIntent, Strategy, node_bandwidth_gbps
 from coordinator.core.status import SUCCESS, Status
 
@@ -134,6 +134,8 @@ class Packing:
         for m in members:
             self.counts[self.shape_of[m.name]] = self.counts.get(self.shape_of[m.name], 0) + 1
         self.slots = {shape: self._slots(shape) for shape in self.shapes}
+        slices = intent.slices
+        self.slice_needs = [] if slices is None else slice_needs(self.order, slices)
         self.demand: dict[str, int] = {}
         for m in members:
             for k, v in m.requests.items():
@@ -152,7 +154,7 @@ class Packing:
             cap = self.slots[shape]
             if sum(cap.get(n, 0) for n in names) < count:
                 return False
-        return True
+        return could_hold(self, names)
 
     def _slots(self, shape: str) -> dict[str, int]:
         """How many members of ``shape`` each eligible node could hold on its own."""

@@ -25,7 +25,17 @@ from coordinator.core.domains.layout import natural_key
 if TYPE_CHECKING:
     from coordinator.core.domains.packing import Member, Packing
 
-__all__ = ["HOSTNAME", "SliceMiss", "SliceSpec", "domain_of", "fill_slices", "phantoms"]
+__all__ = [
+    "HOSTNAME",
+    "SliceMiss",
+    "SliceNeed",
+    "SliceSpec",
+    "could_hold",
+    "domain_of",
+    "fill_slices",
+    "phantoms",
+    "slice_needs",
+]
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -113,16 +123,29 @@ def fill_slices(
             sid = spec.slice_of.get(m.name)
             if sid is not None:
                 groups.setdefault(sid, []).append(m)
+        # Room only shrinks during a fill: a domain that could not hold a slice cannot hold an
+        # equal one later (same shapes), so it is not tried again.
+        failed: dict[tuple[str, ...], set[str]] = {}
         for sid in sorted(groups, key=lambda s: (-_room(spec, s, groups[s]), natural_key(s))):
             members = groups[sid]
             want = members + phantoms(members[0], _room(spec, sid, members) - len(members), sid)
+            signature = tuple(sorted(m.shape_key for m in want))
+            tried = failed.setdefault(signature, set())
             nearest: tuple[int, str | None] = (-1, None)
             placed = False
+            need = sum(m.requests.get(GPU, 0) for m in want)
+            each = max(1, max(m.requests.get(GPU, 0) for m in want))
             for value, names in domains.items():
-                if value in taken or spec.pinned.get(sid, value) != value:
+                if value in taken or value in tried or spec.pinned.get(sid, value) != value:
                     continue
                 holder = spec.blocked.get(value)
                 if spec.exclusive and holder is not None and holder != sid:
+                    continue
+                have = sum(max(0, (free.get(n) or ctx.nodes[n].free).get(GPU, 0)) for n in names)
+                if have < need:  # too few GPUs: how many of its pods they could hold, at most
+                    tried.add(value)
+                    if min(len(want) - 1, have // each) > nearest[0]:
+                        nearest = (min(len(want) - 1, have // each), value)
                     continue
                 trial: dict[str, dict[str, int]] = {}
                 used = ctx.fill_members(want, names, spread=spread, free=trial, base=free)
@@ -133,6 +156,7 @@ def fill_slices(
                         taken.add(value)
                     placed = True
                     break
+                tried.add(value)
                 if len(used) > nearest[0]:
                     nearest = (len(used), value)
             if not placed:
@@ -154,6 +178,63 @@ def fill_slices(
         return None
     out.update((k, v) for k, v in used.items() if not k.startswith("\0"))
     return out
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SliceNeed:
+    """What one slice needs: its GPUs (room included), its id, its pods, GPUs per pod."""
+
+    gpus: int
+    slice: str
+    pods: int
+    each: int
+
+
+def slice_needs(members: Sequence[Member], spec: SliceSpec) -> list[SliceNeed]:
+    """The slices' needs, the smallest first."""
+    groups: dict[str, list[Member]] = {}
+    for m in members:
+        sid = spec.slice_of.get(m.name)
+        if sid is not None:
+            groups.setdefault(sid, []).append(m)
+    out = []
+    for sid, group in groups.items():
+        pods = _room(spec, sid, group)
+        each = max(m.requests.get(GPU, 0) for m in group)
+        gpus = sum(m.requests.get(GPU, 0) for m in group) + (pods - len(group)) * each
+        out.append(SliceNeed(gpus, sid, pods, each))
+    return sorted(out, key=lambda n: (n.gpus, natural_key(n.slice)))
+
+
+def could_hold(ctx: Packing, names: Sequence[str]) -> bool:
+    """A cheap necessary condition: enough domains of the slices' level among ``names`` have the
+    GPUs a slice needs (each a slice of its own when exclusive). When they do not, the miss is
+    kept for the refusal, as :func:`fill_slices` keeps one."""
+    spec = ctx.intent.slices
+    needs = ctx.slice_needs
+    if spec is None or spec.level is None or not needs or needs[0].gpus <= 0:
+        return True
+    level, smallest = spec.level, needs[0].gpus
+    room: dict[str, int] = {}
+    for n in names:
+        value = domain_of(ctx.nodes[n], level)
+        if value is not None and not (spec.exclusive and spec.blocked.get(value) is not None):
+            room[value] = room.get(value, 0) + max(0, ctx.nodes[n].free.get(GPU, 0))
+    if spec.exclusive:
+        held = sum(1 for r in room.values() if r >= smallest)
+    else:
+        held = sum(r // smallest for r in room.values())
+    if held >= len(needs):
+        return True
+    short = needs[held]
+    nearest = min(
+        (v for v in room if room[v] < short.gpus),
+        key=lambda v: (-room[v], natural_key(v)),
+        default=None,
+    )
+    fitted = 0 if nearest is None else min(short.pods - 1, room[nearest] // max(1, short.each))
+    ctx.slice_miss = SliceMiss(short.slice, short.pods, level, nearest, fitted, len(room))
+    return False
 
 
 def _room(spec: SliceSpec, sid: str, members: Sequence[Member]) -> int:
