@@ -14,6 +14,7 @@ import pytest
 
 from common.kube import NODES
 from tests.support.gang_cluster import GangCluster, gang_pod
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.usefixtures("podgroup_crd")
 
@@ -205,6 +206,10 @@ async def test_a_slice_size_that_does_not_divide_the_gang_is_named_and_others_st
         message = await cluster.condition("odd-0", "topos.io/slice-size")
         expected = "annotation topos.io/slice-size='3': a slice size of 3 does not divide"
         assert expected in message
-        warning = await cluster.warning("odd-0")
-        assert expected in warning["message"]
+
+        async def named() -> list[Any]:
+            events = await cluster.events("odd-0", "FailedScheduling")
+            return [e for e in events if expected in e.get("message", "")]
+
+        await eventually(named, what="a FailedScheduling Event naming the key and the value")
         await cluster.all_bound("topos.io/gang=fine", 2)
