@@ -150,6 +150,8 @@ def slice_spec(
             return Status.unresolvable(
                 f"annotation {written}={value!r}: no node carries the label {label!r}"
             )
+    blocked, pinned, gang_blocked, running = _held(pods, snapshot, nodes, ask, level, gang_level)
+    total_running = sum(running.values())
     slice_of: dict[str, str] = {}
     room: dict[str, int] = {}
     if level is not None:
@@ -162,7 +164,7 @@ def slice_spec(
                 unranked.append(pod)
         if ask.unit is None and ask.size is not None:
             declared = first.gang.min_member if first.gang is not None else None
-            total = declared or len(asked)
+            total = declared or len(asked) + total_running  # a PodGroup's: those there are
             if total % ask.size:
                 return Status.unresolvable(
                     f"annotation {ask.size_key}={str(ask.size)!r}: a slice size of {ask.size} "
@@ -171,9 +173,8 @@ def slice_spec(
             unranked.sort(key=lambda p: natural_key(p.name))
             for i, pod in enumerate(unranked):
                 slice_of[pod.key] = f"{i // ask.size}"
-        if ask.size is not None:
-            room = dict.fromkeys(set(slice_of.values()), ask.size)
-    blocked, pinned, gang_blocked = _held(pods, snapshot, nodes, ask, level, gang_level)
+        if ask.size is not None:  # the room of a slice's pods not running yet
+            room = {sid: ask.size - running.get(sid, 0) for sid in set(slice_of.values())}
     return SliceSpec(
         level=level,
         exclusive=ask.exclusive,
@@ -185,7 +186,7 @@ def slice_spec(
         gang_required=ask.gang_required,
         gang_exclusive=ask.gang_exclusive,
         gang_blocked=frozenset(gang_blocked),
-        gang_room=ask.group_size or 0,
+        gang_room=max(0, (ask.group_size or 0) - total_running),
         shown=_describe(ask),
     )
 
@@ -207,15 +208,17 @@ def _held(
     ask: SliceAsk,
     level: str | None,
     gang_level: str | None,
-) -> tuple[dict[str, str], dict[str, str], set[str]]:
+) -> tuple[dict[str, str], dict[str, str], set[str], dict[str, int]]:
     """Domains already used: by other workloads (``""``) or by a slice of this group (its id),
-    the domain each running slice of this group is in, and the group-level domains others use."""
+    the domain each running slice of this group is in, the group-level domains others use, and
+    how many pods of this group run (or are assumed) per slice (``""``: in no slice known)."""
     keys = {p.key for p in pods}
     ours = set().union(*(_marks(p.namespace, p.labels) for p in pods))
     by_name = {n.name: n for n in nodes}
     blocked: dict[str, str] = {}
     pinned: dict[str, str] = {}
     gang_blocked: set[str] = set()
+    running: dict[str, int] = {}
     for info in snapshot.nodes:
         state = by_name.get(info.name)
         if state is None or not info.pods:
@@ -227,6 +230,7 @@ def _held(
                 continue
             if _marks(q.namespace, q.labels) & ours:
                 sid = _slice_id(ask, q.labels)
+                running[sid or ""] = running.get(sid or "", 0) + 1
                 if value is not None and sid is not None:
                     blocked.setdefault(value, sid)
                     pinned.setdefault(sid, value)
@@ -235,7 +239,7 @@ def _held(
                     blocked[value] = ""
                 if gang_value is not None and ask.gang_exclusive:
                     gang_blocked.add(gang_value)
-    return blocked, pinned, gang_blocked
+    return blocked, pinned, gang_blocked, running
 
 
 def held_domains(

@@ -9,8 +9,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from coordinator.core.domains.capacity import GPU, NodeState
+from coordinator.core.domains.packing import Member
+from coordinator.core.domains.slices import HOSTNAME, SliceSpec
+from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -434,3 +439,44 @@ def test_members_that_disagree_on_slice_keys_are_refused() -> None:
     assert isinstance(refused, Status)
     assert "disagree on slice keys" in refused.message
     assert "topos.io/slice-size=1" in refused.message
+
+
+def test_preemption_makes_room_for_a_whole_slice_in_one_domain() -> None:
+    # Two nodes each with 4 GPUs free: 2 × 4-GPU pods fit as they are, but not as one slice on
+    # one node. The victim search plans with the slice: one low-priority pod goes, and both
+    # members are nominated to the node it frees.
+    running = [
+        RunningPod(key=f"batch/low-{i}", node=f"n{i}", requests={GPU: 4}, priority=0)
+        for i in (1, 2)
+    ]
+    nodes = [
+        NodeState(name=f"n{i}", labels={LEAF: "leaf-1"}, allocatable={GPU: 8}, free={GPU: 4})
+        for i in (1, 2)
+    ]
+    members = [Member(name=f"ml/tp-{i}", requests={GPU: 4}) for i in range(2)]
+    spec = SliceSpec(level=HOSTNAME, slice_of={m.name: "0" for m in members}, room={"0": 2})
+    plan = select_victims(
+        members, priority=100, nodes=nodes, running=running, intent=PlacementIntent(slices=spec)
+    )
+    assert isinstance(plan, PreemptionPlan), plan
+    assert len(plan.victim_pods) == 1
+    assert len({node for _, node in plan.nominated}) == 1
+
+
+def test_a_replacement_member_goes_back_into_its_slices_domain() -> None:
+    # s1l1n1 has 2 GPUs free, as the node a lost member leaves will: by best fit and name the
+    # replacement would take s1l1n1; it belongs to slice 1 and goes back to that slice's node.
+    nodes = fabric(spines=1, leaves=1, per_leaf=4, busy={"s1l1n1": 6})
+    keys = {"topos.io/slice-size": "4", "topos.io/slice-topology": "hostname"}
+    pods = members("r", 8, gpus=2, annotations=keys)
+    decided = schedule_gang(pods, Snapshot(nodes), FW, min_member=8)
+    assert isinstance(decided, GangDecision), decided
+    node_of = {d.pod_key: d.node for d in decided.decisions}
+    survivors = [d for d in decided.decisions if d.pod_key != "ml/r-5"]
+    snapshot = Snapshot(nodes)
+    by_key = {p.key: p for p in pods}
+    for d in survivors:
+        snapshot.assume(by_key[d.pod_key], d.node, d.placement, d.claims)
+    again = schedule_gang([by_key["ml/r-5"]], snapshot, FW, min_member=1)
+    assert isinstance(again, GangDecision), again
+    assert again.decisions[0].node == node_of["ml/r-4"] != "s1l1n1"
