@@ -15,6 +15,7 @@ from coordinator.core.domains.slices import HOSTNAME, SliceSpec
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -480,3 +481,49 @@ def test_a_replacement_member_goes_back_into_its_slices_domain() -> None:
     again = schedule_gang([by_key["ml/r-5"]], snapshot, FW, min_member=1)
     assert isinstance(again, GangDecision), again
     assert again.decisions[0].node == node_of["ml/r-4"] != "s1l1n1"
+
+
+def test_jobset_node_selector_strategy_places_each_job_on_the_nodes_labelled_for_it() -> None:
+    # JobSet's node-selector strategy: the user labelled and tainted each leaf for one child Job
+    # (hack/label_nodes); JobSet gives a Job's pods that nodeSelector and a toleration. Leaf 1-1
+    # is labelled for Job 1, leaf 1-2 for Job 0: each Job lands on its own, against name order.
+    job_of_leaf = {"leaf-1-1": "ml_ns-workers-1", "leaf-1-2": "ml_ns-workers-0"}
+    nodes = []
+    for node in fabric(spines=1, leaves=2):
+        job = job_of_leaf[node.labels[LEAF]]
+        labels = {**node.labels, "alpha.jobset.sigs.k8s.io/namespaced-job": job}
+        taint = Taint("alpha.jobset.sigs.k8s.io/no-schedule", "", "NoSchedule")
+        nodes.append(gpu_node(node.name, dgx_h100(node.name), labels=labels, taints=[taint]))
+    pods = []
+    for p in jobset("ns", 2, 2, gpus=8):
+        job = f"ml_ns-workers-{p.labels['jobset.sigs.k8s.io/job-index']}"
+        obj = pod(
+            p.name,
+            gpus=8,
+            cpu=None,
+            memory=None,
+            namespace="ml",
+            gang=("ns", 4),
+            labels=p.labels,
+            annotations={
+                "alpha.jobset.sigs.k8s.io/exclusive-topology": LEAF,
+                "alpha.jobset.sigs.k8s.io/node-selector": "true",
+            },
+            node_selector={"alpha.jobset.sigs.k8s.io/namespaced-job": job},
+            tolerations=[
+                {
+                    "key": "alpha.jobset.sigs.k8s.io/no-schedule",
+                    "operator": "Exists",
+                    "effect": "NoSchedule",
+                }
+            ],
+        )
+        pods.append(request(obj))
+    assert all(p.slices is not None and p.slices.node_selector_strategy for p in pods)
+    snapshot = Snapshot(nodes)
+    decided = schedule_gang(pods, snapshot, FW, min_member=4)
+    assert isinstance(decided, GangDecision), decided
+    assert leaves_by_job(decided, snapshot) == {
+        "ml/ns-workers-0": {"leaf-1-2"},
+        "ml/ns-workers-1": {"leaf-1-1"},
+    }
