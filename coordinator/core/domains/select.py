@@ -336,7 +336,8 @@ def _with(
 ) -> Placement:
     spec = ctx.intent.slices
     if spec is not None:
-        notes = [*notes, slice_note(spec, p.assignments, ctx.nodes)]
+        note = slice_note(spec, p.assignments, ctx.nodes)
+        notes = [*notes, note] if note else notes
         level = spec.level
         if spec.sliced and level is not None:
             where = {
