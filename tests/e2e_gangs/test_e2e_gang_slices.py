@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from common.kube import NODES
+from devcluster import pods
 from tests.support.gang_cluster import GangCluster, gang_pod
 from tests.support.polling import eventually
+from tests.support.workloads import apply
 
 pytestmark = pytest.mark.usefixtures("podgroup_crd")
 
@@ -213,3 +215,57 @@ async def test_a_slice_size_that_does_not_divide_the_gang_is_named_and_others_st
 
         await eventually(named, what="a FailedScheduling Event naming the key and the value")
         await cluster.all_bound("topos.io/gang=fine", 2)
+
+
+async def test_kueue_slice_keys_on_an_indexed_job_reach_its_pods_and_keep_each_slice_on_a_node(
+    cluster: GangCluster,
+) -> None:
+    # kube-controller-manager makes the Job's pods; the Kueue keys are on the Job only. One node
+    # has 4 GPUs taken: best fit would put rank 0 there and split both slices of 2 × 4 GPUs.
+    names = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
+    busy = pods.pod("busy", gpus=4, cpu=None, memory=None, namespace=None, node=names[0])
+    await cluster.create(busy)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "tp",
+            "annotations": {
+                "kueue.x-k8s.io/podset-slice-size": "2",
+                "kueue.x-k8s.io/podset-slice-required-topology": HOSTNAME,
+            },
+        },
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": 4,
+            "completions": 4,
+            "template": {
+                "spec": {
+                    "schedulerName": "topos",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "w",
+                            "image": "trainer:1",
+                            "resources": {"limits": {"nvidia.com/gpu": 4}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    async with cluster.gang_coordinator():
+        await apply(cluster, job)
+        placed = await cluster.all_bound("job-name=tp", 4)
+    by_slice: dict[int, set[str]] = defaultdict(set)
+    made = await cluster.pods("job-name=tp")
+    for pod in made:
+        index = int(pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+        by_slice[index // 2].add(placed[pod["metadata"]["name"]])
+    assert all(len(nodes) == 1 for nodes in by_slice.values()), by_slice
+    assert names[0] not in set().union(*by_slice.values())
+    # the Job's keys are on its pods, and made them one group
+    assert all(
+        p["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-size"] == "2" for p in made
+    )
+    assert all(p["metadata"]["labels"]["topos.io/gang"] == "tp" for p in made)
