@@ -269,3 +269,48 @@ async def test_kueue_slice_keys_on_an_indexed_job_reach_its_pods_and_keep_each_s
         p["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-size"] == "2" for p in made
     )
     assert all(p["metadata"]["labels"]["topos.io/gang"] == "tp" for p in made)
+
+
+def lws_exclusive_pod(group: int, worker: int, leaf: str | None = None) -> dict[str, Any]:
+    """A pod of LWS ``serve`` (groups of 4 × 8 GPUs, ``exclusive-topology`` per leaf) as LWS
+    v0.7.0 makes it: the leader with the webhook's affinities first; its workers, created once the
+    leader is scheduled, with a nodeSelector for the leader's leaf."""
+    leader = f"serve-{group}"
+    labels = {
+        "leaderworkerset.sigs.k8s.io/name": "serve",
+        "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        "leaderworkerset.sigs.k8s.io/group-key": f"serve-g{group}",
+        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+    }
+    annotations = {
+        "leaderworkerset.sigs.k8s.io/size": "4",
+        "leaderworkerset.sigs.k8s.io/exclusive-topology": LEAF,
+    }
+    name = leader if worker == 0 else f"{leader}-{worker}"
+    obj = gang_pod(name, leader, 1, labels=labels, annotations=annotations)
+    if leaf is None:
+        key = "leaderworkerset.sigs.k8s.io/group-key"
+        obj["spec"]["affinity"] = exclusive_affinity(key, f"serve-g{group}", LEAF)
+    else:
+        obj["spec"]["nodeSelector"] = {LEAF: leaf}
+    return obj
+
+
+async def test_lws_exclusive_topology_leaders_go_where_their_whole_group_fits(
+    cluster: GangCluster,
+) -> None:
+    # leaf-1 has a node cordoned: room for a leader, not for its group of 4; best fit would
+    # take it. Each group gets a whole leaf of its own.
+    names = await cluster.fabric(spines=1, leaves_per_spine=3, nodes_per_leaf=4)
+    await cluster.kube.patch(NODES, names[0], {"spec": {"unschedulable": True}})
+    leaves = {}
+    async with cluster.gang_coordinator():
+        for group in range(2):
+            await cluster.create(lws_exclusive_pod(group, 0))
+            placed = await cluster.all_bound(f"topos.io/gang=serve-{group}", 1)
+            leaves[group] = cluster.leaf_of[placed[f"serve-{group}"]]
+            for worker in range(1, 4):
+                await cluster.create(lws_exclusive_pod(group, worker, leaves[group]))
+            placed = await cluster.all_bound(f"topos.io/gang=serve-{group}", 4)
+            assert {cluster.leaf_of[n] for n in placed.values()} == {leaves[group]}
+    assert sorted(leaves.values()) == ["leaf-2", "leaf-3"], leaves
