@@ -24,6 +24,7 @@ __all__ = [
     "GANG",
     "GANG_MIN",
     "GANG_TIMEOUT",
+    "GANG_TOPOLOGY",
     "GPU_COUNT",
     "GPU_FRACTION",
     "GPU_LOCALITY",
@@ -49,6 +50,8 @@ __all__ = [
     "POD_GROUP_X_K8S",
     "PREFERRED_DOMAIN",
     "SCHEDULER_NAME",
+    "SLICE_SIZE",
+    "SLICE_TOPOLOGY",
     "Key",
     "KeyConflict",
     "lookup",
@@ -119,6 +122,15 @@ LATENCY_SENSITIVE: Final = Key(
     "topos.io/latency-sensitive", ("topology.scheduler/latency-sensitive",)
 )
 
+# Multi-level slices (docs/gangs.md, "Slices and exclusive topology"): slices of k pods, each
+# inside one domain of a level (a node label key, or hostname/leaf/spine/zone), the whole group
+# inside one domain of another. Kueue's TAS annotations are aliases.
+SLICE_SIZE: Final = Key("topos.io/slice-size", ("kueue.x-k8s.io/podset-slice-size",))
+SLICE_TOPOLOGY: Final = Key(
+    "topos.io/slice-topology", ("kueue.x-k8s.io/podset-slice-required-topology",)
+)
+GANG_TOPOLOGY: Final = Key("topos.io/gang-topology", ("kueue.x-k8s.io/podset-required-topology",))
+
 #: The keys that ask for a network placement: a pod carrying any of them is placed by the gang
 #: step, with its workload's pods (docs/scheduling.md, "Workload-level keys") or, naming no
 #: group and no workload, as a group of its own.
@@ -128,6 +140,9 @@ PLACEMENT_KEYS: Final = (
     GPU_COUNT,
     NETWORK_BANDWIDTH,
     LATENCY_SENSITIVE,
+    SLICE_SIZE,
+    SLICE_TOPOLOGY,
+    GANG_TOPOLOGY,
 )
 
 GPU_MEMORY_MIN: Final = Key("topos.io/gpu-memory-min")

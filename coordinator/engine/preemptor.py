@@ -42,6 +42,7 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure
 from coordinator.core.gangs.cycle import members_of, node_gate
 from coordinator.core.gangs.identity import GangKey
+from coordinator.core.gangs.slices import slice_spec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
@@ -135,6 +136,15 @@ class Preemptor:
                 return Status.unresolvable("the pod can never run on this node")
             return Status()
 
+        # The room is made for the gang's slices, as it would be placed (core/gangs/slices.py);
+        # an exclusive slice still takes no domain where another workload runs.
+        slices = slice_spec(
+            members, snapshot, node_states(snapshot), keys=self.keys or DomainKeys()
+        )
+        if isinstance(slices, Status):
+            return None  # the keys are wrong: no room helps
+        if slices is not None:
+            intent = replace(intent or PlacementIntent(), slices=slices)
         return await self._preempt(
             f"gang:{key}",
             members,

@@ -29,14 +29,19 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
-#: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy, and the
-#: placement keys under their seed-003 spelling: recovery re-places a gang by them).
+#: Annotations of bound pods the scheduler reads back (assigned GPUs/NUMA, NUMA policy, the
+#: placement keys under their seed-003 spelling: recovery re-places a gang by them, and the slice
+#: keys: an exclusive domain stays its holder's).
 SCHEDULING_ANNOTATION_PREFIXES: Final = (
     "topos.io/",
     "numa.scheduling.kubenexus.io/",
     "topology.scheduler/",
     "scheduling.k8s.io/group-name",  # Volcano's PodGroup of a gang member
     "pod-group-name",  # KAI's
+    # slices and exclusive topology: whose domain a running pod holds (core/gangs/slices.py)
+    "kueue.x-k8s.io/podset-",
+    "alpha.jobset.sigs.k8s.io/",
+    "leaderworkerset.sigs.k8s.io/",
 )
 _MAPS_SHARED: Final = 4096  # distinct allocatable/capacity maps a TopologyMemo shares
 

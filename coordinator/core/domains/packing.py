@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from coordinator.core.domains.capacity import GPU, NodeState, Resources, fits, subtract
 from coordinator.core.domains.layout import Layout, natural_key, sorted_names
+from coordinator.core.domains.slices import SliceMiss, could_hold, fill_slices, slice_needs
 from coordinator.core.domains.strategy import PlacementIntent, Strategy, node_bandwidth_gbps
 from coordinator.core.status import SUCCESS, Status
 
@@ -59,6 +60,9 @@ class Placement:
     unknown_domain: str | None = None  # the preferred domain, when the cluster has none so named
     notes: tuple[str, ...] = field(default=())
     link: str | None = None  # the worst GPU link class among the chosen nodes, when known
+    # (slice id, its domain) for a group with slices (docs/gangs.md, "Slices and exclusive
+    # topology"), in slice order
+    slices: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def explanation(self) -> str:
@@ -90,6 +94,7 @@ class Packing:
         self.nodes = nodes
         self.layout = layout
         self.intent = intent
+        self.slice_miss: SliceMiss | None = None  # the last slice that fit nowhere (refusal)
         self.order = sorted(
             members,
             key=lambda m: (-m.requests.get(GPU, 0), -sum(m.requests.values()), m.name),
@@ -129,6 +134,8 @@ class Packing:
         for m in members:
             self.counts[self.shape_of[m.name]] = self.counts.get(self.shape_of[m.name], 0) + 1
         self.slots = {shape: self._slots(shape) for shape in self.shapes}
+        slices = intent.slices
+        self.slice_needs = [] if slices is None else slice_needs(self.order, slices)
         self.demand: dict[str, int] = {}
         for m in members:
             for k, v in m.requests.items():
@@ -147,7 +154,7 @@ class Packing:
             cap = self.slots[shape]
             if sum(cap.get(n, 0) for n in names) < count:
                 return False
-        return True
+        return could_hold(self, names)
 
     def _slots(self, shape: str) -> dict[str, int]:
         """How many members of ``shape`` each eligible node could hold on its own."""
@@ -177,9 +184,28 @@ class Packing:
         """First-fit the members onto ``node_order``; None when some member does not fit.
 
         With ``spread`` a first pass puts at most one member on a node; members left over take
-        any node with room, in the same order.
+        any node with room, in the same order. A group with slices is packed slice by slice
+        (:func:`~coordinator.core.domains.slices.fill_slices`).
         """
-        free: dict[str, dict[str, int]] = {}
+        if self.intent.slices is not None:
+            return fill_slices(self, node_order, spread=spread)
+        out = self.fill_members(self.order, node_order, spread=spread)
+        return out if len(out) == len(self.order) else None
+
+    def fill_members(
+        self,
+        members: Sequence[Member],
+        node_order: Sequence[str],
+        *,
+        spread: bool = False,
+        free: dict[str, dict[str, int]] | None = None,
+        base: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> dict[str, str]:
+        """First-fit ``members`` (in that order) onto ``node_order``, consuming room in ``free``
+        (node → what is left; a node not in it starts from ``base``, then from its free
+        capacity); stops at the first member that does not fit, so fewer assignments than
+        members means no fit."""
+        free = {} if free is None else free
         pointer: dict[str, int] = {}
         taken: set[str] = set()
         out: dict[str, str] = {}
@@ -203,11 +229,12 @@ class Packing:
         def room_of(node: str) -> dict[str, int]:
             room = free.get(node)
             if room is None:
-                room = free[node] = dict(self.nodes[node].free)
+                start = base.get(node) if base is not None else None
+                room = free[node] = dict(start if start is not None else self.nodes[node].free)
             return room
 
-        for member in self.order:
-            shape = self.shape_of[member.name]
+        for member in members:
+            shape = self.shape_of.get(member.name) or member.shape_key
             ok = self.ok[shape]
             i = pointer.get(shape, 0)
             chosen: str | None = None
@@ -236,7 +263,7 @@ class Packing:
                         chosen = node
                         break
             if chosen is None:
-                return None
+                return out
             subtract(room_of(chosen), member.requests)
             out[member.name] = chosen
             leaf = self.layout.leaf_of.get(chosen)

@@ -53,6 +53,8 @@ def refusal(ctx: Packing, scope: set[str], notes: list[str]) -> Status:
     detail = f"{len(ctx.members)} pods need {need} together; eligible nodes have {have} free"
     if ctx.intent.single_spine and ctx.layout.spines:
         detail += "; a latency-sensitive or bandwidth-bound group must fit in one spine"
+    if ctx.slice_miss is not None and not any(ctx.slice_miss.message in n for n in notes):
+        notes = [*notes, ctx.slice_miss.message]
     if notes:
         detail += "; " + "; ".join(notes)
     every_unresolvable = (

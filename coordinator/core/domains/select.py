@@ -42,6 +42,7 @@ from coordinator.core.domains.layout import (
 from coordinator.core.domains.links import best_link_first
 from coordinator.core.domains.packing import EligibleFn, Member, Packing, Placement
 from coordinator.core.domains.refusal import refusal
+from coordinator.core.domains.slices import domain_of, gang_domains, slice_note
 from coordinator.core.domains.strategy import (
     PlacementIntent,
     Strategy,
@@ -294,12 +295,24 @@ def place_members(
                 for domain in tries:
                     found = best_link_first(ctx, part & set(layout.nodes_in(domain)), _search)
                     if found is not None:
-                        return _with(found, True, unknown, notes)
+                        return _with(found, True, unknown, notes, ctx)
             notes.append(f"preferred domain {preferred!r} could not hold the whole group")
+    spec = intent.slices
+    if spec is not None and spec.gang_level is not None:
+        # The whole group inside one domain of its level: each domain by the same rules.
+        for part in scopes:
+            for _, inside in gang_domains(ctx, part, spec):
+                found = best_link_first(ctx, inside, _search)
+                if found is not None:
+                    return _with(found, False, unknown, notes, ctx)
+        miss = _gang_miss(ctx, scope, spec.gang_level, spec.gang_exclusive)
+        if spec.gang_required:
+            return refusal(ctx, scope, [*notes, miss])
+        notes.append(f"{miss}; placed across domains ({spec.gang_level} is only preferred)")
     for part in scopes:
         found = best_link_first(ctx, part, _search)
         if found is not None:
-            return _with(found, False, unknown, notes)
+            return _with(found, False, unknown, notes, ctx)
     limits = intent.leaf_limits
     if limits is not None and (limits.max_nodes_per_leaf or limits.max_gpus_per_leaf):
         caps = [
@@ -318,5 +331,44 @@ def _shares_mig(node: NodeState) -> bool:
     return any(k.startswith(MIG_RESOURCE_PREFIX) and v > 0 for k, v in node.allocatable.items())
 
 
-def _with(p: Placement, used: bool, unknown: str | None, notes: list[str]) -> Placement:
+def _with(
+    p: Placement, used: bool, unknown: str | None, notes: list[str], ctx: Packing
+) -> Placement:
+    spec = ctx.intent.slices
+    if spec is not None:
+        note = slice_note(spec, p.assignments, ctx.nodes)
+        notes = [*notes, note] if note else notes
+        level = spec.level
+        if spec.sliced and level is not None:
+            where = {
+                spec.slice_of[m]: domain_of(ctx.nodes[n], level)
+                for m, n in p.assignments
+                if m in spec.slice_of
+            }
+            p = replace(
+                p,
+                slices=tuple((sid, where[sid] or "") for sid in sorted(where, key=natural_key)),
+            )
     return replace(p, preferred_domain_used=used, unknown_domain=unknown, notes=(*notes, *p.notes))
+
+
+def _gang_miss(ctx: Packing, scope: set[str], level: str, exclusive: bool) -> str:
+    """Why no domain of the group's level held it, and where the nearest room was."""
+    spec = ctx.intent.slices
+    blocked = spec.gang_blocked if spec is not None and exclusive else frozenset()
+    room: dict[str, int] = {}
+    for n in scope:
+        value = domain_of(ctx.nodes[n], level)
+        if value is not None and value not in blocked:
+            room[value] = room.get(value, 0) + max(0, ctx.nodes[n].free.get(GPU, 0))
+    pods = max(len(ctx.members), spec.gang_room if spec is not None else 0)
+    gpus = ctx.demand.get(GPU, 0) * pods // max(1, len(ctx.members))
+    head = f"no {level} domain holds the whole group ({pods} pods, {gpus} {GPU})"
+    if exclusive and blocked:
+        head += f"; {len(blocked)} domains are in use by other workloads"
+    if ctx.slice_miss is not None:
+        head += f"; {ctx.slice_miss.message}"
+    if not room:
+        return f"{head}: no free domain of that level"
+    best = min(room, key=lambda v: (-room[v], natural_key(v)))
+    return f"{head}: the roomiest, {level}={best}, has {room[best]} {GPU} free"

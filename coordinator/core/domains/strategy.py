@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from common import podkeys
+from coordinator.core.domains.slices import SliceSpec
 from coordinator.core.framework.config import TopologyConstraints
 
 #: Node label: the node's network bandwidth (``400Gb``, ``200Gbps``…), set by whoever knows it.
@@ -60,6 +61,9 @@ class PlacementIntent:
     placed_gpus: tuple[int, ...] = ()
     #: The configuration's ``topologyConstraints`` (not an annotation: the gang cycle sets it).
     leaf_limits: TopologyConstraints | None = None
+    #: Slices and exclusive domains (not annotations read here: the gang cycle builds it from
+    #: the pods' slice keys, coordinator.core.gangs.slices).
+    slices: SliceSpec | None = None
 
     @property
     def single_spine(self) -> bool:

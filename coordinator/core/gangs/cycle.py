@@ -35,6 +35,7 @@ from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
+from coordinator.core.gangs.slices import HELD_ELSEWHERE, held_domains, slice_spec
 from coordinator.core.plugins.groupspread import group_of
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.sharing import WHOLE, GpuShare
@@ -207,6 +208,18 @@ def schedule_gang(
                     )
     layout = build_layout(nodes, keys=keys)
     scope = None if within is None else list(within)
+    # Slices and exclusive domains (docs/gangs.md, "Slices and exclusive topology").
+    slices = slice_spec(pods, snapshot, nodes, keys=layout.keys)
+    if isinstance(slices, Status):
+        return slices
+    if slices is not None:
+        intent = replace(intent, slices=slices)
+    held = held_domains(pods, snapshot, nodes, layout.keys)
+    if held:
+        keep_out = Status.unschedulable(HELD_ELSEWHERE)
+        for shape in set(shapes.values()):
+            for node_name in held:
+                refused[(shape, node_name)] = keep_out
 
     def eligible(member: Member, node: NodeState) -> Status:
         return refused.get((member.shape_key, node.name), Status())

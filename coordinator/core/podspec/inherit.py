@@ -52,6 +52,9 @@ INHERITED_KEYS: Final[tuple[podkeys.Key, ...]] = (
     podkeys.GANG_TIMEOUT,
     podkeys.GPU_FRACTION,
     podkeys.GPU_MEMORY,
+    podkeys.SLICE_SIZE,
+    podkeys.SLICE_TOPOLOGY,
+    podkeys.GANG_TOPOLOGY,
 )
 
 #: Keys that make a workload one pod group (placed as a unit).

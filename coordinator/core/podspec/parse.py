@@ -9,7 +9,8 @@ Each part is read by the module named for it: :mod:`~coordinator.core.podspec.re
 :mod:`~coordinator.core.podspec.tolerations`, :mod:`~coordinator.core.podspec.spread`,
 :mod:`~coordinator.core.podspec.ports`, :mod:`~coordinator.core.podspec.toposkeys` (GPU, NUMA,
 MIG keys) and :mod:`~coordinator.core.podspec.gangkeys` (gang keys, with durations from
-:mod:`~coordinator.core.podspec.durations`).
+:mod:`~coordinator.core.podspec.durations`) and :mod:`~coordinator.core.podspec.slicekeys` (slices
+and exclusive topology).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.resources import pod_requests
 from coordinator.core.podspec.sharing import GpuShare, gpu_share
+from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
 from coordinator.core.podspec.tolerations import Toleration, tolerations
 from coordinator.core.podspec.toposkeys import gpu_memory_mib, mig_demand, numa
@@ -124,6 +126,8 @@ class PodRequest:
     container_extended: tuple[ContainerExtended, ...] = ()
     # An AgentPool's pod (neuronetes.io/pool, model, scheduling keys); None for other pods
     pool: PoolScheduling | None = None
+    # slices and exclusive topology (topos.io/slice-*, Kueue, JobSet, LWS keys); None for none
+    slices: SliceAsk | None = None
 
     @property
     def key(self) -> str:
@@ -253,4 +257,5 @@ def _parse(
         extended_claim=extended_claim(status),
         container_extended=container_extended(spec),
         pool=pool_scheduling(labels, annotations),
+        slices=slice_ask(annotations),
     )

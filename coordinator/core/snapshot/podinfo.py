@@ -20,9 +20,11 @@ from coordinator.core.podspec.affinity import (
     WeightedAffinityTerm,
     parse_affinity_terms,
 )
+from coordinator.core.podspec.fields import FieldError
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.sharing import HeldShare, parse_held
+from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 
 __all__ = [
     "BoundPodFields",
@@ -77,6 +79,7 @@ class PodInfo:
     anti_affinity_preferred: tuple[WeightedAffinityTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     share: HeldShare | None = None  # part of its GPU (topos.io/gpu-share); None: whole devices
+    slices: SliceAsk | None = None  # its slice keys: which domains it holds exclusively
 
     @property
     def key(self) -> str:
@@ -109,6 +112,7 @@ class PodInfo:
             anti_affinity_preferred=pod.pod_anti_affinity_preferred,
             host_ports=pod.host_ports,
             share=placement.share,
+            slices=pod.slices,
         )
 
 
@@ -170,7 +174,16 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         anti_affinity_preferred=anti_pref,
         host_ports=bound.host_ports,
         share=parse_held(ann.get(podkeys.GPU_SHARE, "")),
+        slices=_slices(ann),
     )
+
+
+def _slices(annotations: Mapping[str, str]) -> SliceAsk | None:
+    """A running pod's slice keys, leniently: an odd value holds no domain."""
+    try:
+        return slice_ask(annotations)
+    except FieldError:
+        return None
 
 
 def _terms(
