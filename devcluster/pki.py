@@ -55,11 +55,13 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
     return x509.Name(attributes)
 
 
-def make_ca(common_name: str = "topos-devcluster-ca") -> KeyPair:
+def make_ca(common_name: str = "topos-devcluster-ca", *, dns: tuple[str, ...] = ()) -> KeyPair:
+    """A self-signed CA. ``dns``: subject alternative names on the CA certificate itself (some
+    certificate rotators verify their CA as if it were a server, by name)."""
     key = _key()
     now = datetime.datetime.now(datetime.UTC)
     name = _name(common_name)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
@@ -83,8 +85,12 @@ def make_ca(common_name: str = "topos-devcluster-ca") -> KeyPair:
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
     )
+    if dns:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False
+        )
+    cert = builder.sign(key, hashes.SHA256())
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
@@ -130,6 +136,13 @@ def make_serving_cert(ca: KeyPair, *, ips: tuple[str, ...] = ("127.0.0.1",)) -> 
         ips=ips,
         dns=_SERVER_DNS,
     )
+
+
+def make_server_cert(
+    ca: KeyPair, common_name: str, *, ips: tuple[str, ...] = (), dns: tuple[str, ...] = ()
+) -> KeyPair:
+    """A TLS serving certificate for ``ips`` and ``dns`` (e.g. a webhook server on loopback)."""
+    return _issue(ca, _name(common_name), usage=ExtendedKeyUsageOID.SERVER_AUTH, ips=ips, dns=dns)
 
 
 def make_client_cert(ca: KeyPair, user: str, groups: tuple[str, ...] = ()) -> KeyPair:

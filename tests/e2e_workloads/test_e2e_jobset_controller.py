@@ -1,0 +1,94 @@
+"""JobSet v0.10.1, built from its module, on the real control plane: JobSet's "paralleljobs" example
+(site/static/examples/simple) with ``schedulerName: topos`` added. JobSet's webhooks are reached
+on loopback (its defaulting gives the pods ``restartPolicy: OnFailure``; its validation refuses a
+bad JobSet), its controller makes the Jobs, the Job controller the pods, and Topos binds them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from common.kube import KubeError
+from tests.support.gang_cluster import GangCluster
+from tests.support.workload_controllers import JOBSETS, with_scheduler
+
+# JobSet's documentation example, as written there; only schedulerName is added below.
+PARALLEL_JOBS = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: paralleljobs
+spec:
+  replicatedJobs:
+  - name: workers
+    template:
+      spec:
+        parallelism: 4
+        completions: 4
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: sleep
+              image: busybox
+              command:
+                - sleep
+              args:
+                - 100s
+  - name: driver
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: sleep
+              image: busybox
+              command:
+                - sleep
+              args:
+                - 100s
+"""
+
+
+def paralleljobs() -> dict[str, Any]:
+    jobset: dict[str, Any] = yaml.safe_load(PARALLEL_JOBS)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return jobset
+
+
+async def test_jobset_example_pods_made_by_jobset_and_bound_by_topos(
+    jobset_controller: object, cluster: GangCluster
+) -> None:
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    async with cluster.gang_coordinator():
+        await cluster.kube.create(JOBSETS, paralleljobs(), namespace=cluster.namespace)
+        placed = await cluster.all_bound("jobset.sigs.k8s.io/jobset-name=paralleljobs", 5)
+    assert set(placed.values()) <= set(nodes)
+    pods = await cluster.pods("jobset.sigs.k8s.io/jobset-name=paralleljobs")
+    by_job = sorted(p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] for p in pods)
+    assert by_job == ["driver"] + ["workers"] * 4
+    # JobSet's defaulting webhook (called on 127.0.0.1) set what the example left out.
+    assert {p["spec"]["restartPolicy"] for p in pods} == {"OnFailure"}
+    assert {p["spec"]["schedulerName"] for p in pods} == {"topos"}
+
+
+async def test_jobset_validating_webhook_refuses_a_bad_jobset(
+    jobset_controller: object, cluster: GangCluster
+) -> None:
+    bad = paralleljobs()
+    bad["metadata"]["name"] = "bad-success-policy"
+    bad["spec"]["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["nope"]}
+    with pytest.raises(KubeError) as refused:
+        await cluster.kube.create(JOBSETS, bad, namespace=cluster.namespace)
+    # Only JobSet's validating webhook knows this rule: the API server called it on loopback.
+    message = str(refused.value)
+    assert "vjobset.kb.io" in message, message
+    assert "invalid replicatedJob name 'nope'" in message, message
+    listed = await cluster.kube.list(JOBSETS, namespace=cluster.namespace)
+    assert listed["items"] == []
