@@ -5,61 +5,12 @@ bad JobSet), its controller makes the Jobs, the Job controller the pods, and Top
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-import yaml
 
 from common.kube import KubeError
 from tests.support.gang_cluster import GangCluster
-from tests.support.workload_controllers import JOBSETS, with_scheduler
-
-# JobSet's documentation example, as written there; only schedulerName is added below.
-PARALLEL_JOBS = """
-apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata:
-  name: paralleljobs
-spec:
-  replicatedJobs:
-  - name: workers
-    template:
-      spec:
-        parallelism: 4
-        completions: 4
-        backoffLimit: 0
-        template:
-          spec:
-            containers:
-            - name: sleep
-              image: busybox
-              command:
-                - sleep
-              args:
-                - 100s
-  - name: driver
-    template:
-      spec:
-        parallelism: 1
-        completions: 1
-        backoffLimit: 0
-        template:
-          spec:
-            containers:
-            - name: sleep
-              image: busybox
-              command:
-                - sleep
-              args:
-                - 100s
-"""
-
-
-def paralleljobs() -> dict[str, Any]:
-    jobset: dict[str, Any] = yaml.safe_load(PARALLEL_JOBS)
-    for replicated in jobset["spec"]["replicatedJobs"]:
-        with_scheduler(replicated["template"]["spec"]["template"])
-    return jobset
+from tests.support.workload_controllers import JOBSETS
+from tests.support.workload_examples import paralleljobs
 
 
 async def test_jobset_example_pods_made_by_jobset_and_bound_by_topos(

@@ -6,88 +6,11 @@ worker pod itself, and Topos binds them all."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
-
-import yaml
 
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import assignment
-from tests.support.workload_controllers import RAY_CLUSTERS, with_scheduler
-
-RAY_CLUSTER = """
-apiVersion: ray.io/v1
-kind: RayCluster
-metadata:
-  name: raycluster-kuberay
-spec:
-  rayVersion: '2.46.0'
-  headGroupSpec:
-    rayStartParams: {}
-    template:
-      spec:
-        containers:
-        - name: ray-head
-          image: rayproject/ray:2.46.0
-          resources:
-            limits:
-              cpu: 1
-              memory: 2G
-            requests:
-              cpu: 1
-              memory: 2G
-          ports:
-          - containerPort: 6379
-            name: gcs-server
-          - containerPort: 8265
-            name: dashboard
-          - containerPort: 10001
-            name: client
-  workerGroupSpecs:
-  - replicas: 1
-    minReplicas: 1
-    maxReplicas: 5
-    groupName: workergroup
-    rayStartParams: {}
-    template:
-      spec:
-        containers:
-        - name: ray-worker
-          image: rayproject/ray:2.46.0
-          resources:
-            limits:
-              cpu: 1
-              memory: 1G
-            requests:
-              cpu: 1
-              memory: 1G
-  - replicas: 2
-    minReplicas: 2
-    maxReplicas: 4
-    groupName: gpu-group
-    rayStartParams: {}
-    template:
-      spec:
-        containers:
-        - name: ray-worker
-          image: rayproject/ray:2.46.0-gpu
-          resources:
-            limits:
-              cpu: 1
-              memory: 1G
-              nvidia.com/gpu: 1
-            requests:
-              cpu: 1
-              memory: 1G
-              nvidia.com/gpu: 1
-"""
-
-
-def ray_cluster() -> dict[str, Any]:
-    cluster: dict[str, Any] = yaml.safe_load(RAY_CLUSTER)
-    with_scheduler(cluster["spec"]["headGroupSpec"]["template"])
-    for group in cluster["spec"]["workerGroupSpecs"]:
-        with_scheduler(group["template"])
-    return cluster
+from tests.support.workload_controllers import RAY_CLUSTERS
+from tests.support.workload_examples import ray_cluster
 
 
 async def test_raycluster_two_worker_groups_pods_made_by_kuberay_and_bound_by_topos(

@@ -11,9 +11,6 @@ as a cluster administrator would.
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 import yaml
 
 from devcluster.workloads.build import Built
@@ -21,41 +18,8 @@ from devcluster.workloads.launch import resource_for
 from devcluster.workloads.manifests import crds, documents
 from tests.support.gang_cluster import GangCluster
 from tests.support.gpu_cluster import assignment
-from tests.support.workload_controllers import (
-    TRAIN_JOBS,
-    TRAINING_RUNTIMES,
-    with_scheduler,
-)
-
-RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
-
-# A TrainJob as Trainer's documentation writes one: a runtime, nodes, resources per node.
-TRAIN_JOB = """
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  name: pytorch-simple
-spec:
-  runtimeRef:
-    name: torch-distributed
-    apiGroup: trainer.kubeflow.org
-    kind: TrainingRuntime
-  trainer:
-    numNodes: 2
-    resourcesPerNode:
-      limits:
-        nvidia.com/gpu: 1
-"""
-
-
-def topos_runtime(built: Built) -> dict[str, Any]:
-    """The module's torch-distributed runtime, namespaced, its pods for Topos."""
-    (cluster_runtime,) = documents(built.module / RUNTIME_FILE)
-    runtime = copy.deepcopy(cluster_runtime)
-    runtime["kind"] = "TrainingRuntime"
-    for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-        with_scheduler(replicated["template"]["spec"]["template"])
-    return runtime
+from tests.support.workload_controllers import TRAIN_JOBS, TRAINING_RUNTIMES
+from tests.support.workload_examples import RUNTIME_FILE, TRAIN_JOB, topos_runtime
 
 
 async def test_trainjob_on_torch_runtime_pods_made_through_jobset_and_bound_by_topos(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 from common.kube import Resource
 from devcluster import controllers
@@ -73,10 +72,3 @@ TRAINING_RUNTIMES = Resource(
     "trainer.kubeflow.org", "v1alpha1", "trainingruntimes", True, "TrainingRuntime"
 )
 RAY_CLUSTERS = Resource("ray.io", "v1", "rayclusters", True, "RayCluster")
-
-
-def with_scheduler(pod_template: dict[str, Any], scheduler: str = "topos") -> dict[str, Any]:
-    """``pod_template`` (a PodTemplateSpec) with ``spec.schedulerName`` set: the one line a user
-    adds to a project's example to have Topos place its pods."""
-    pod_template.setdefault("spec", {})["schedulerName"] = scheduler
-    return pod_template
