@@ -167,21 +167,21 @@ def start(
     """Build (if not cached), install and start ``names`` and what they require on ``plane``
     (but those in ``running_already``); return once every one is ready. A failure stops what was
     started and raises ``WorkloadsError``. ``detach``: the processes outlive this one
-    (``devcluster up``)."""
+    (``devcluster up``). Blocking: call it from synchronous code, not on a running event loop."""
     controllers = [c for c in with_requirements(list(names)) if c.name not in running_already]
     root = directory if directory is not None else plane.directory / "workloads"
     root.mkdir(parents=True, exist_ok=True)
     tied = not detach and threading.current_thread() is threading.main_thread()
     running = WorkloadControllers(root, [])
-    children: list[subprocess.Popen[bytes]] = []
     try:
         for controller in controllers:
             try:
                 built = build.ensure(controller, log=log)
+                process, child = _start_one(plane, built, root, tied=tied, timeout_s=timeout_s)
             except BinariesUnavailable as exc:
                 raise WorkloadsError(f"{controller.name}: cannot build: {exc}") from exc
-            process, child = _start_one(plane, built, root, tied=tied, timeout_s=timeout_s)
-            children.append(child)
+            except manifests.ManifestError as exc:
+                raise WorkloadsError(f"{controller.name}: {exc}") from exc
             running.processes.append(process)
             running._children[child.pid] = child
             running._record()
