@@ -45,7 +45,8 @@ class CertSecret:
     """For a controller that always rotates its own webhook certificate (no switch to turn that
     off): the Secret it reads on start. The harness writes its CA and serving certificate there
     first, valid for what the rotator checks (``ca_name`` on the CA, ``dns_name`` on the serving
-    certificate), so the rotator keeps them and injects the same CA the harness wrote.
+    certificate, the CA key RSA in PKCS #1), so the rotator keeps them and injects the same CA
+    the harness wrote.
     ``mounted_check``: the file the rotator waits for, as a kubelet would have mounted the
     Secret there (it only checks that the file exists)."""
 

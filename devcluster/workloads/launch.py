@@ -262,7 +262,8 @@ def _start_one(
 
 def _certificates(controller: Controller) -> tuple[pki.KeyPair, pki.KeyPair]:
     secret = controller.cert_secret
-    ca = pki.make_ca(f"topos-{controller.name}-webhook-ca", dns=(secret.ca_name,) if secret else ())
+    name = f"topos-{controller.name}-webhook-ca"
+    ca = pki.make_ca(name, dns=(secret.ca_name,), rsa_pkcs1=True) if secret else pki.make_ca(name)
     dns = ("localhost",) + ((secret.dns_name,) if secret else ())
     serving = pki.make_server_cert(ca, f"{controller.name}-webhook", ips=("127.0.0.1",), dns=dns)
     return ca, serving

@@ -28,8 +28,12 @@ class ManifestError(Exception):
 
 
 def documents(path: Path) -> list[Document]:
-    """The YAML documents of a file, or of every ``*.yaml`` in a directory (name order)."""
-    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    """The YAML documents of a file, or of every ``*.yaml`` in a directory (name order) but its
+    ``kustomization.yaml``."""
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.yaml") if p.name != "kustomization.yaml")
+    else:
+        files = [path]
     found: list[Document] = []
     for file in files:
         try:
@@ -48,7 +52,7 @@ def crds(controller: Controller, root: Path) -> list[Document]:
     for document in found:
         if document["kind"] != "CustomResourceDefinition":
             raise ManifestError(
-                f"{controller.name}: expected CustomResourceDefinitions in {controller.crds}, "
+                f"expected CustomResourceDefinitions in {', '.join(controller.crds)}, "
                 f"got {document['kind']}"
             )
     return found
