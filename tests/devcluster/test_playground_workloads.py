@@ -124,17 +124,28 @@ def test_a_jobsets_pods_are_made_placed_and_run(playground: Playground) -> None:
     selector = "jobset.sigs.k8s.io/jobset-name=paralleljobs"
     playground.kubectl("wait", "--for=condition=Ready", "pod", "-l", selector, WAIT)
     pods = playground.pods(selector)
-    assert len(pods) == 5
-    assert all(p["spec"]["nodeName"] and p["status"]["phase"] == "Running" for p in pods)
+    states = {
+        p["metadata"]["name"]: (p["spec"].get("nodeName"), p["status"]["phase"]) for p in pods
+    }
+    assert len(states) == 5, states
+    assert all(node and phase == "Running" for node, phase in states.values()), states
 
 
-def test_an_lws_sample_becomes_available(playground: Playground) -> None:
+def test_an_lws_samples_groups_all_become_ready(playground: Playground) -> None:
     playground.apply(lws_sample())
     name = "leaderworkerset/leaderworkerset-sample"
-    playground.kubectl("wait", "--for=condition=Available", name, WAIT)
-    pods = playground.pods("leaderworkerset.sigs.k8s.io/name=leaderworkerset-sample")
-    assert len(pods) == 12
-    assert all(p["spec"]["nodeName"] and p["status"]["phase"] == "Running" for p in pods)
+    # Not condition Available: with the sample's maxUnavailable: 1 that holds at 2 groups of 3.
+    playground.kubectl("wait", "--for=jsonpath={.status.readyReplicas}=3", name, WAIT)
+    # LWS counts a group ready once its leader is Ready and its workers exist
+    # (pkg/utils/statefulset.StatefulsetReady), not once they run.
+    selector = "leaderworkerset.sigs.k8s.io/name=leaderworkerset-sample"
+    playground.kubectl("wait", "--for=condition=Ready", "pod", "-l", selector, WAIT)
+    pods = playground.pods(selector)
+    states = {
+        p["metadata"]["name"]: (p["spec"].get("nodeName"), p["status"]["phase"]) for p in pods
+    }
+    assert len(states) == 12, states
+    assert all(node and phase == "Running" for node, phase in states.values()), states
 
 
 def test_down_stops_the_controllers_too(playground: Playground) -> None:
