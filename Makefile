@@ -34,7 +34,7 @@ helm: $(STAMP)
 
 # The workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow Trainer, KubeRay) for
 # tests/e2e_workloads and `topos devcluster up --workloads`, each built from its Go module at its
-# exact version (docs/workloads.md): about 12 min on a clean two-core machine, then cached.
+# exact version (docs/workloads.md): about 16 min cold on a busy two-core machine, then cached.
 controllers: $(STAMP)
 	$(PY) -m devcluster.workloads ensure || { [ "$$CI" != "true" ] && echo "warning: workload controllers unavailable; their tests will be skipped"; }
 

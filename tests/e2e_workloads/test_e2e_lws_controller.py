@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
+from common.kube import KubeError
 from tests.support.gang_cluster import GangCluster
 from tests.support.workload_controllers import LEADER_WORKER_SETS
 from tests.support.workload_examples import lws_sample
@@ -37,3 +40,17 @@ async def test_lws_sample_groups_made_by_lws_and_bound_by_topos(
         keys[lb[GROUP]].add(lb[GROUP_KEY])
     assert all(len(k) == 1 for k in keys.values()), keys
     assert {p["spec"]["schedulerName"] for p in pods} == {"topos"}
+
+
+async def test_lws_webhook_refuses_a_group_of_size_zero(
+    lws_controller: object, cluster: GangCluster
+) -> None:
+    bad = lws_sample()
+    bad["spec"]["leaderWorkerTemplate"]["size"] = 0
+    with pytest.raises(KubeError) as refused:
+        await cluster.kube.create(LEADER_WORKER_SETS, bad, namespace=cluster.namespace)
+    # LWS's validating webhook (on loopback) refuses it: no pod of it ever reaches a scheduler.
+    message = str(refused.value)
+    assert "vleaderworkerset.kb.io" in message, message
+    assert "spec.leaderWorkerTemplate.size: Invalid value: 0" in message, message
+    assert (await cluster.kube.list(LEADER_WORKER_SETS, namespace=cluster.namespace))["items"] == []

@@ -11,8 +11,10 @@ as a cluster administrator would.
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
+from common.kube import KubeError
 from devcluster.workloads.build import Built
 from devcluster.workloads.launch import resource_for
 from devcluster.workloads.manifests import crds, documents
@@ -50,3 +52,17 @@ async def test_trainjob_on_torch_runtime_pods_made_through_jobset_and_bound_by_t
         # Trainer's torch plugin wrote the distributed environment from the TrainJob.
         assert env["PET_NNODES"] == "2", env
         assert pod["spec"]["schedulerName"] == "topos"
+
+
+async def test_trainers_webhook_refuses_a_trainjob_name_it_cannot_use(
+    trainer_controller: Built, cluster: GangCluster
+) -> None:
+    bad = yaml.safe_load(TRAIN_JOB)
+    bad["metadata"]["name"] = "9-lives"  # a valid object name, not an RFC 1035 label
+    with pytest.raises(KubeError) as refused:
+        await cluster.kube.create(TRAIN_JOBS, bad, namespace=cluster.namespace)
+    # Only Trainer's validating webhook has this rule: the API server called it on loopback.
+    message = str(refused.value)
+    assert "validator.trainjob.trainer.kubeflow.org" in message, message
+    assert 'metadata.name: Invalid value: "9-lives"' in message, message
+    assert (await cluster.kube.list(TRAIN_JOBS, namespace=cluster.namespace))["items"] == []
