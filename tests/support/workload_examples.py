@@ -215,3 +215,43 @@ def topos_runtime(built: Built) -> dict[str, Any]:
     for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         with_scheduler(replicated["template"]["spec"]["template"])
     return runtime
+
+
+# JobSet's exclusive placement as its documentation writes it (one Job per topology domain), the
+# topology key a Topos leaf; a GPU per pod.
+EXCLUSIVE_PLACEMENT = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: exclusive-placement
+  annotations:
+    alpha.jobset.sigs.k8s.io/exclusive-topology: topos.io/leaf
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: sleep
+              image: busybox
+              command:
+                - sleep
+              args:
+                - 100s
+              resources:
+                limits:
+                  nvidia.com/gpu: 1
+"""
+
+
+def exclusive_placement() -> dict[str, Any]:
+    jobset: dict[str, Any] = yaml.safe_load(EXCLUSIVE_PLACEMENT)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return jobset
