@@ -6,6 +6,8 @@ bad patches explained."""
 from __future__ import annotations
 
 import base64
+import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devcluster.binaries import BinariesUnavailable
 from devcluster.subprocess_env import subprocess_env
 from devcluster.workloads import build
 from devcluster.workloads.catalog import (
@@ -200,3 +203,16 @@ def test_every_catalog_row_names_files_its_build_copies() -> None:
                 cert_dir="d",
             )
             assert yaml.safe_load(rendered)["kind"] == "Configuration"
+
+
+def test_a_version_the_proxy_does_not_serve_is_named_and_nothing_is_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("go") is None and not Path("/usr/local/go/bin/go").exists():
+        pytest.skip("no Go toolchain")
+    monkeypatch.setenv("TOPOS_CACHE_DIR", str(tmp_path))
+    missing = dataclasses.replace(JOBSET, version="v0.0.999")
+    with pytest.raises(BinariesUnavailable, match=r"sigs\.k8s\.io/jobset@v0\.0\.999"):
+        build.ensure(missing, log=False)
+    assert build.find(missing) is None
+    assert not (build.cache_dir(missing) / "jobset").exists()
