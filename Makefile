@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint typecheck unit bench k8s-binaries helm clean
+.PHONY: demo test lint typecheck unit bench k8s-binaries helm controllers clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,9 +16,9 @@ demo: $(STAMP)
 	$(VENV)/bin/topos demo
 
 # Builds (or finds in ~/.cache/topos/k8s) etcd, kube-apiserver, kube-controller-manager and kubectl,
-# and helm (~/.cache/topos/helm), runs the quality gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
+# helm (~/.cache/topos/helm) and the workload controllers (~/.cache/topos/controllers), runs the quality gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
 # a green run must have run tests.
-test: $(STAMP) k8s-binaries helm lint typecheck
+test: $(STAMP) k8s-binaries helm controllers lint typecheck
 	@rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
@@ -31,6 +31,12 @@ k8s-binaries: $(STAMP)
 # kustomize base), built from the helm.sh/helm/v3 Go module: ~2 min on a clean machine, then cached.
 helm: $(STAMP)
 	$(PY) -m devcluster.helm ensure || { [ "$$CI" != "true" ] && echo "warning: helm unavailable; the Helm chart's tests will be skipped"; }
+
+# The workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow Trainer, KubeRay) for
+# tests/e2e_workloads and `topos devcluster up --workloads`, each built from its Go module at its
+# exact version (docs/workloads.md): about 16 min cold on a busy two-core machine, then cached.
+controllers: $(STAMP)
+	$(PY) -m devcluster.workloads ensure || { [ "$$CI" != "true" ] && echo "warning: workload controllers unavailable; their tests will be skipped"; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -7,7 +7,10 @@ nodes with their agents, KWOK as their kubelet (a Job's pods complete after ``--
 30s, unless annotated ``topos.io/sim-duration``); ``--coordinator`` a Topos coordinator the agents
 stream to (authentication on; ``up`` also exports ``TOPOS_COORDINATOR`` and ``TOPOS_TOKEN``);
 ``--dra`` publishes NVIDIA's DRA DeviceClasses and makes the nodes' GPUs DRA devices
-(``--dra-shared``: whole GPUs shareable by several claims, consumable capacity). ``down``
+(``--dra-shared``: whole GPUs shareable by several claims, consumable capacity);
+``--workloads [NAME,…]`` the workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow
+Trainer, KubeRay; all without names), built from their Go modules on first use
+(docs/workloads.md). ``down``
 stops all of it, waits until the ports are free, and removes what ``up`` wrote. The sequence
 lives in ``devcluster.playground``.
 """
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from cli.errors import CliError
 from devcluster import kubelet, playground
+from devcluster.workloads.catalog import CONTROLLERS, UnknownController, with_requirements
 
 DEFAULT_DIR = Path(".devcluster")
 
@@ -66,6 +70,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="as --dra, with whole GPUs shareable by several claims (allowMultipleAllocations, "
         "capacity memory and compute)",
     )
+    up.add_argument(
+        "--workloads",
+        nargs="?",
+        const=",".join(CONTROLLERS),
+        metavar="NAME[,NAME…]",
+        help="also start the workload controllers users run, built from their Go modules on "
+        f"first use: {', '.join(CONTROLLERS)} (default: all)",
+    )
     up.set_defaults(func=run_up)
 
     down = sub.add_parser("down", help="stop it and free its ports")
@@ -81,6 +93,11 @@ def run_up(args: argparse.Namespace) -> int:
             f"a devcluster is already running in {directory} ({existing.server}); "
             f"stop it with `topos devcluster down --dir {args.dir}`"
         )
+    workloads = tuple(n.strip() for n in (args.workloads or "").split(",") if n.strip())
+    try:
+        with_requirements(workloads)
+    except UnknownController as exc:
+        raise CliError(f"--workloads {args.workloads}: {exc}") from exc
     playground.down(directory)  # a stale record: clean it up before starting afresh
     options = playground.Options(
         directory=directory,
@@ -89,6 +106,7 @@ def run_up(args: argparse.Namespace) -> int:
         dra_shared=args.dra_shared,
         coordinator=args.coordinator,
         job_duration_s=args.job_duration,
+        workloads=workloads,
     )
     try:
         started = playground.up(options)

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = datetime.timedelta(days=365)
@@ -55,11 +55,38 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
     return x509.Name(attributes)
 
 
-def make_ca(common_name: str = "topos-devcluster-ca") -> KeyPair:
+def make_ca(
+    common_name: str = "topos-devcluster-ca", *, dns: tuple[str, ...] = (), rsa_pkcs1: bool = False
+) -> KeyPair:
+    """A self-signed CA. ``dns``: subject alternative names on the CA certificate itself;
+    ``rsa_pkcs1``: an RSA key written as PKCS #1 (``RSA PRIVATE KEY``) instead of EC. Both for
+    certificate rotators that read a CA someone else made (open-policy-agent's cert-controller
+    verifies its CA by name and parses only PKCS #1 RSA keys)."""
+    if rsa_pkcs1:
+        rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        return _self_signed(
+            common_name,
+            dns,
+            rsa_key,
+            rsa_key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption(),
+            ),
+        )
     key = _key()
+    return _self_signed(common_name, dns, key, _key_pem(key))
+
+
+def _self_signed(
+    common_name: str,
+    dns: tuple[str, ...],
+    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey,
+    key_pem: bytes,
+) -> KeyPair:
     now = datetime.datetime.now(datetime.UTC)
     name = _name(common_name)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
@@ -83,9 +110,13 @@ def make_ca(common_name: str = "topos-devcluster-ca") -> KeyPair:
             critical=True,
         )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
     )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+    if dns:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]), critical=False
+        )
+    cert = builder.sign(key, hashes.SHA256())
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), key_pem)
 
 
 def _issue(
@@ -98,8 +129,8 @@ def _issue(
 ) -> KeyPair:
     ca_cert = x509.load_pem_x509_certificate(ca.certificate)
     ca_key = serialization.load_pem_private_key(ca.key, password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError("the CA key is not an EC key")
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+        raise ValueError("the CA key is neither an EC nor an RSA key")
     key = _key()
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -130,6 +161,13 @@ def make_serving_cert(ca: KeyPair, *, ips: tuple[str, ...] = ("127.0.0.1",)) -> 
         ips=ips,
         dns=_SERVER_DNS,
     )
+
+
+def make_server_cert(
+    ca: KeyPair, common_name: str, *, ips: tuple[str, ...] = (), dns: tuple[str, ...] = ()
+) -> KeyPair:
+    """A TLS serving certificate for ``ips`` and ``dns`` (e.g. a webhook server on loopback)."""
+    return _issue(ca, _name(common_name), usage=ExtendedKeyUsageOID.SERVER_AUTH, ips=ips, dns=dns)
 
 
 def make_client_cert(ca: KeyPair, user: str, groups: tuple[str, ...] = ()) -> KeyPair:

@@ -5,7 +5,9 @@ and their kubelet (KWOK), and back down again.
 controlplane``); every CRD of ``deploy/crds/`` (``devcluster.crds``); with ``coordinator`` a Topos
 coordinator (``devcluster.coordinator``), authentication on; with ``nodes`` the simulated Nodes and
 their agents (``devcluster.nodes``), streaming to that coordinator with pod-bound tokens
-(``devcluster.credentials``), and KWOK as their kubelet (``devcluster.kubelet``). Everything runs
+(``devcluster.credentials``), and KWOK as their kubelet (``devcluster.kubelet``); with
+``workloads`` the workload controllers (JobSet, LWS, Trainer, KubeRay: ``devcluster.workloads``),
+built on first use. Everything runs
 detached and is recorded in the directory; a failure part-way stops what was started. ``down``
 stops it all in the reverse order and waits until the control plane's ports are free.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +26,10 @@ from devcluster import controllers, crds, credentials, kubelet, nodes
 from devcluster import coordinator as topos
 from devcluster.binaries import BinariesUnavailable, ensure
 from devcluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneSettings
+from devcluster.workloads import launch as workload_controllers
+from devcluster.workloads.catalog import with_requirements
+
+WORKLOADS_DIR = "workloads"
 
 
 class PlaygroundError(Exception):
@@ -41,6 +48,8 @@ class Options:
     job_duration_s: float = kubelet.JOB_DURATION_S
     """How long a Job's pod without ``topos.io/sim-duration`` runs on the simulated nodes; 0:
     until deleted."""
+    workloads: tuple[str, ...] = ()
+    """Workload controllers to start (``devcluster.workloads.catalog`` names)."""
 
 
 @dataclass(slots=True)
@@ -70,6 +79,7 @@ def up(options: Options) -> Playground:
     directory = options.directory
     if options.nodes:
         nodes.parse_spec(options.nodes)
+    with_requirements(options.workloads)  # UnknownController (a ValueError) before anything starts
     try:
         binaries = ensure(kwok=bool(options.nodes))  # its own stages, no kube-scheduler
     except BinariesUnavailable as exc:
@@ -107,6 +117,14 @@ def _start_parts(playground: Playground, options: Options, *, kwok: Path | None)
         raise PlaygroundError(f"deploy/crds: {exc}") from exc
     if installed:
         playground.summary.append(f"devcluster: CRDs installed: {', '.join(installed)}")
+    if options.workloads:
+        try:
+            started = workload_controllers.start(
+                plane, options.workloads, directory=directory / WORKLOADS_DIR, detach=True
+            )
+        except workload_controllers.WorkloadsError as exc:
+            raise PlaygroundError(f"--workloads: {exc}") from exc
+        playground.summary.append(started.summary())
     url = None
     if options.coordinator:
         url = topos.reserve(directory)
@@ -176,6 +194,7 @@ def down(directory: Path, *, remove_files: bool = True) -> bool:
     kubelet.stop_kubelet(directory=directory)
     nodes.stop_nodes(directory=directory)
     topos.stop_coordinator(directory=directory)
+    workload_controllers.stop_recorded(directory / WORKLOADS_DIR)
     was_running = False
     if (directory / "state.json").exists():
         try:
@@ -188,6 +207,7 @@ def down(directory: Path, *, remove_files: bool = True) -> bool:
     if remove_files:
         for log in _LOGS:
             (directory / log).unlink(missing_ok=True)
+        shutil.rmtree(directory / WORKLOADS_DIR, ignore_errors=True)
         with contextlib.suppress(OSError):
             directory.rmdir()  # only if nothing else lives there
     return was_running

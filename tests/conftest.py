@@ -24,6 +24,14 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
   (failed under ``CI=true``) when kube-scheduler is not built.
 - ``kubectl`` (session): ``kubectl("get", "ns")`` runs the harness's kubectl against the control
   plane and returns the ``CompletedProcess`` (text, not checked).
+- ``workload_plane`` (session): a control plane of its own for the real workload controllers
+  (``devcluster.workloads``), its kube-controller-manager running the StatefulSet controller
+  too; ``workload_kube`` / ``workload_namespace`` (function) are ``kube`` / ``namespace`` on it.
+- ``jobset_controller``, ``lws_controller``, ``trainer_controller``, ``kuberay_controller``
+  (session): that controller (and what it requires: Trainer runs JobSet) started on
+  ``workload_plane`` the first time a test asks, with its CRDs and webhooks; the value is its
+  cached build (``devcluster.workloads.build.Built``: binary, module files). Skipped (failed
+  under ``CI=true``) when it cannot be built (``make controllers``).
 - ``uncached_plane`` (session): a second control plane whose API server has no watch cache, so
   etcd compaction shows as 410 Gone (``tests.support.etcd.compact``), and refuses watch lists
   (``WatchList`` off, as a server before 1.34 or one that turned it off), so what runs on it
@@ -79,6 +87,10 @@ _KUBE_FIXTURES = frozenset(
         "k8s_binaries",
         "uncached_plane",
         "kube_scheduler_name",
+        "workload_plane",
+        "workload_kube",
+        "workload_namespace",
+        *(f"{name}_controller" for name in ("jobset", "lws", "trainer", "kuberay")),
     }
 )
 _unavailable: list[str] = []
@@ -216,6 +228,10 @@ def unique_name() -> Callable[[str], str]:
 
 @pytest.fixture
 async def namespace(kube: KubeClient, request: pytest.FixtureRequest) -> str:
+    return await _new_namespace(kube, request)
+
+
+async def _new_namespace(kube: KubeClient, request: pytest.FixtureRequest) -> str:
     stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"t-{stem}-{uuid.uuid4().hex[:6]}"
     await kube.create(
@@ -255,6 +271,66 @@ def uncached_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
         raise
     with plane:
         yield plane
+
+
+@pytest.fixture(scope="session")
+def workload_plane(k8s_binaries: Binaries) -> Iterator[ControlPlane]:
+    from tests.support.workload_controllers import start_plane
+
+    try:
+        plane = start_plane(k8s_binaries)
+    except ControlPlaneError as exc:
+        _unavailable_outcome(f"the workloads' control plane did not start: {exc}")
+        raise
+    with plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def workload_controllers(workload_plane: ControlPlane) -> Iterator[Any]:
+    from tests.support.workload_controllers import WorkloadHarness
+
+    harness = WorkloadHarness(workload_plane)
+    try:
+        yield harness
+    finally:
+        harness.stop()
+
+
+def _workload_controller(name: str) -> Any:
+    @pytest.fixture(scope="session", name=f"{name}_controller")
+    def started(workload_controllers: Any) -> Any:
+        from devcluster.workloads.launch import WorkloadsError
+        from tests.support.ci import skip_or_fail
+
+        try:
+            return workload_controllers.need(name)
+        except BinariesUnavailable as exc:
+            skip_or_fail(f"the {name} controller cannot be built (make controllers): {exc}")
+        except WorkloadsError as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+    return started
+
+
+jobset_controller = _workload_controller("jobset")
+lws_controller = _workload_controller("lws")
+trainer_controller = _workload_controller("trainer")
+kuberay_controller = _workload_controller("kuberay")
+
+
+@pytest.fixture
+async def workload_kube(workload_plane: ControlPlane) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(workload_plane.kubeconfig)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def workload_namespace(workload_kube: KubeClient, request: pytest.FixtureRequest) -> str:
+    return await _new_namespace(workload_kube, request)
 
 
 @pytest.fixture(autouse=True)

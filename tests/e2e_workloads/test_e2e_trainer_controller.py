@@ -1,0 +1,68 @@
+"""Kubeflow Trainer v2.0.0, built from its module, on the real control plane, running on JobSet
+v0.10.1 as it does in a cluster: a TrainJob on the ``torch-distributed`` runtime of Trainer's
+manifests. Trainer makes a JobSet, JobSet the Jobs, the Job controller the pods, and Topos binds
+them, each with the GPU the TrainJob asks per node.
+
+A TrainJob has no field for the scheduler (``podSpecOverrides`` carries none in v2.0.0): the
+runtime's pod template does. So the test copies the module's ``torch-distributed``
+ClusterTrainingRuntime into a namespaced TrainingRuntime with ``schedulerName: topos`` added,
+as a cluster administrator would.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from common.kube import KubeError
+from devcluster.workloads.build import Built
+from devcluster.workloads.launch import resource_for
+from devcluster.workloads.manifests import crds, documents
+from tests.support.gang_cluster import GangCluster
+from tests.support.gpu_cluster import assignment
+from tests.support.workload_controllers import TRAIN_JOBS, TRAINING_RUNTIMES
+from tests.support.workload_examples import RUNTIME_FILE, TRAIN_JOB, topos_runtime
+
+
+async def test_trainjob_on_torch_runtime_pods_made_through_jobset_and_bound_by_topos(
+    trainer_controller: Built, cluster: GangCluster
+) -> None:
+    # The harness installed the module's ClusterTrainingRuntime (vetted by Trainer's webhook).
+    (shipped,) = documents(trainer_controller.module / RUNTIME_FILE)
+    installed = await cluster.kube.get(
+        resource_for(shipped, crds(trainer_controller.controller, trainer_controller.module)),
+        "torch-distributed",
+    )
+    assert installed["spec"]["mlPolicy"]["torch"]["numProcPerNode"] == "auto"
+
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    await cluster.kube.create(
+        TRAINING_RUNTIMES, topos_runtime(trainer_controller), namespace=cluster.namespace
+    )
+    async with cluster.gang_coordinator():
+        await cluster.kube.create(
+            TRAIN_JOBS, yaml.safe_load(TRAIN_JOB), namespace=cluster.namespace
+        )
+        placed = await cluster.all_bound("jobset.sigs.k8s.io/jobset-name=pytorch-simple", 2)
+    assert set(placed.values()) <= set(nodes)
+    for pod in await cluster.pods("jobset.sigs.k8s.io/jobset-name=pytorch-simple"):
+        _, gpus, _ = assignment(pod)
+        assert len(gpus) == 1, pod["metadata"].get("annotations")
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+        # Trainer's torch plugin wrote the distributed environment from the TrainJob.
+        assert env["PET_NNODES"] == "2", env
+        assert pod["spec"]["schedulerName"] == "topos"
+
+
+async def test_trainers_webhook_refuses_a_trainjob_name_it_cannot_use(
+    trainer_controller: Built, cluster: GangCluster
+) -> None:
+    bad = yaml.safe_load(TRAIN_JOB)
+    bad["metadata"]["name"] = "9-lives"  # a valid object name, not an RFC 1035 label
+    with pytest.raises(KubeError) as refused:
+        await cluster.kube.create(TRAIN_JOBS, bad, namespace=cluster.namespace)
+    # Only Trainer's validating webhook has this rule: the API server called it on loopback.
+    message = str(refused.value)
+    assert "validator.trainjob.trainer.kubeflow.org" in message, message
+    assert 'metadata.name: Invalid value: "9-lives"' in message, message
+    assert (await cluster.kube.list(TRAIN_JOBS, namespace=cluster.namespace))["items"] == []

@@ -1,0 +1,257 @@
+"""The projects' own examples the workload controllers' tests run, as each project's
+documentation or module writes them; only ``schedulerName: topos`` is added (``with_scheduler``)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from devcluster.workloads.build import Built
+from devcluster.workloads.manifests import documents
+
+
+def with_scheduler(pod_template: dict[str, Any], scheduler: str = "topos") -> dict[str, Any]:
+    """``pod_template`` (a PodTemplateSpec) with ``spec.schedulerName`` set: the one line a user
+    adds to a project's example to have Topos place its pods."""
+    pod_template.setdefault("spec", {})["schedulerName"] = scheduler
+    return pod_template
+
+
+# JobSet's documentation example, as written there; only schedulerName is added below.
+PARALLEL_JOBS = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: paralleljobs
+spec:
+  replicatedJobs:
+  - name: workers
+    template:
+      spec:
+        parallelism: 4
+        completions: 4
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: sleep
+              image: busybox
+              command:
+                - sleep
+              args:
+                - 100s
+  - name: driver
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: sleep
+              image: busybox
+              command:
+                - sleep
+              args:
+                - 100s
+"""
+
+
+def paralleljobs() -> dict[str, Any]:
+    jobset: dict[str, Any] = yaml.safe_load(PARALLEL_JOBS)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return jobset
+
+
+# The LWS sample as its module ships it; only schedulerName is added below.
+LWS_SAMPLE = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  labels:
+    app.kubernetes.io/name: leaderworkerset
+    app.kubernetes.io/instance: leaderworkerset-sample
+    app.kubernetes.io/part-of: lws
+    app.kubernetes.io/managed-by: kustomize
+    app.kubernetes.io/created-by: lws
+  name: leaderworkerset-sample
+spec:
+  rolloutStrategy:
+    rollingUpdateConfiguration:
+      maxUnavailable: 1
+    type: RollingUpdate
+  replicas: 3
+  leaderWorkerTemplate:
+    size: 4
+    restartPolicy: RecreateGroupOnPodRestart
+    workerTemplate:
+      spec:
+        containers:
+        - name: nginx
+          image: nginxinc/nginx-unprivileged:1.27
+          resources:
+            limits:
+              cpu: "100m"
+            requests:
+              cpu: "50m"
+          ports:
+          - containerPort: 8080
+"""
+
+
+def lws_sample() -> dict[str, Any]:
+    lws: dict[str, Any] = yaml.safe_load(LWS_SAMPLE)
+    with_scheduler(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
+    return lws
+
+
+# KubeRay's config/samples/ray-cluster.sample.yaml, with a second worker group of one-GPU workers.
+RAY_CLUSTER = """
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: raycluster-kuberay
+spec:
+  rayVersion: '2.46.0'
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-head
+          image: rayproject/ray:2.46.0
+          resources:
+            limits:
+              cpu: 1
+              memory: 2G
+            requests:
+              cpu: 1
+              memory: 2G
+          ports:
+          - containerPort: 6379
+            name: gcs-server
+          - containerPort: 8265
+            name: dashboard
+          - containerPort: 10001
+            name: client
+  workerGroupSpecs:
+  - replicas: 1
+    minReplicas: 1
+    maxReplicas: 5
+    groupName: workergroup
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.46.0
+          resources:
+            limits:
+              cpu: 1
+              memory: 1G
+            requests:
+              cpu: 1
+              memory: 1G
+  - replicas: 2
+    minReplicas: 2
+    maxReplicas: 4
+    groupName: gpu-group
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - name: ray-worker
+          image: rayproject/ray:2.46.0-gpu
+          resources:
+            limits:
+              cpu: 1
+              memory: 1G
+              nvidia.com/gpu: 1
+            requests:
+              cpu: 1
+              memory: 1G
+              nvidia.com/gpu: 1
+"""
+
+
+def ray_cluster() -> dict[str, Any]:
+    cluster: dict[str, Any] = yaml.safe_load(RAY_CLUSTER)
+    with_scheduler(cluster["spec"]["headGroupSpec"]["template"])
+    for group in cluster["spec"]["workerGroupSpecs"]:
+        with_scheduler(group["template"])
+    return cluster
+
+
+RUNTIME_FILE = "manifests/base/runtimes/torch_distributed.yaml"
+
+# A TrainJob as Trainer's documentation writes one: a runtime, nodes, resources per node.
+TRAIN_JOB = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: pytorch-simple
+spec:
+  runtimeRef:
+    name: torch-distributed
+    apiGroup: trainer.kubeflow.org
+    kind: TrainingRuntime
+  trainer:
+    numNodes: 2
+    resourcesPerNode:
+      limits:
+        nvidia.com/gpu: 1
+"""
+
+
+def topos_runtime(built: Built) -> dict[str, Any]:
+    """The module's torch-distributed runtime, namespaced, its pods for Topos."""
+    (cluster_runtime,) = documents(built.module / RUNTIME_FILE)
+    runtime = copy.deepcopy(cluster_runtime)
+    runtime["kind"] = "TrainingRuntime"
+    for replicated in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return runtime
+
+
+# JobSet's exclusive placement as its documentation writes it (one Job per topology domain), the
+# topology key a Topos leaf; a GPU per pod.
+EXCLUSIVE_PLACEMENT = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: exclusive-placement
+  annotations:
+    alpha.jobset.sigs.k8s.io/exclusive-topology: topos.io/leaf
+spec:
+  replicatedJobs:
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: sleep
+              image: busybox
+              command:
+                - sleep
+              args:
+                - 100s
+              resources:
+                limits:
+                  nvidia.com/gpu: 1
+"""
+
+
+def exclusive_placement() -> dict[str, Any]:
+    jobset: dict[str, Any] = yaml.safe_load(EXCLUSIVE_PLACEMENT)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return jobset
