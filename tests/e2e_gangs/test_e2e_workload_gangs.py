@@ -6,7 +6,11 @@ whoever created the pods:
 
 - a JobSet is one gang: with one member missing none binds; a restart (the controller's
   ``restart-attempt`` + 1, its Jobs recreated) is a new run, all or nothing again;
-- an LWS group (leader + workers) is one gang; a second group is a gang of its own;
+- a TrainJob's JobSet (Trainer's ``dependsOn`` chain): the initializer is placed without waiting
+  for the training nodes, which the controller creates only once it completed; the nodes are a
+  gang;
+- an LWS group (leader + workers) is one gang; a second group is a gang of its own; a group the
+  controller recreates is a new run;
 - a RayCluster's head and its worker groups' ``minReplicas`` are one gang; a worker the
   autoscaler adds is placed alone;
 - an unusable ``topos.io/gang-min`` on a JobSet, an LWS pod of size 0: the pod's condition and
@@ -23,6 +27,7 @@ import pytest
 from common.kube import PODS, Resource
 from coordinator.adapters.kube.owners import WORKLOAD_KINDS
 from devcluster import pods
+from devcluster.kube_wait import wait_for
 from tests.support.gang_cluster import MANAGED_BY, GangCluster
 from tests.support.workload_crds import install_workload_crds
 from tests.support.workloads import JOBS, STATEFULSETS
@@ -30,12 +35,15 @@ from tests.support.workloads import JOBS, STATEFULSETS
 JOBSETS: Resource = WORKLOAD_KINDS["JobSet"]
 LWSS: Resource = WORKLOAD_KINDS["LeaderWorkerSet"]
 RAYCLUSTERS: Resource = WORKLOAD_KINDS["RayCluster"]
+TRAINJOBS = Resource(
+    "trainer.kubeflow.org", "v1alpha1", "trainjobs", namespaced=True, kind="TrainJob"
+)
 CONTAINER = {"name": "main", "image": "busybox"}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def workload_crds(kubectl: Callable[..., Any]) -> None:
-    install_workload_crds(kubectl, "JobSet", "LeaderWorkerSet", "RayCluster")
+    install_workload_crds(kubectl, "JobSet", "TrainJob", "LeaderWorkerSet", "RayCluster")
 
 
 def _ref(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
@@ -59,28 +67,34 @@ def _member(
 # --- JobSet ---------------------------------------------------------------------------------------
 
 
-def jobset(name: str, replicas: int, **labels: str) -> dict[str, Any]:
+def replicated_job(name: str, replicas: int = 1, **extra: Any) -> dict[str, Any]:
     template = {"spec": {"restartPolicy": "Never", "containers": [CONTAINER]}}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "template": {"spec": {"parallelism": 1, "template": template}},
+        **extra,
+    }
+
+
+def jobset(name: str, replicas: int, **labels: str) -> dict[str, Any]:
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
         "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": replicas,
-                    "template": {"spec": {"parallelism": 1, "template": template}},
-                }
-            ]
-        },
+        "spec": {"replicatedJobs": [replicated_job("workers", replicas)]},
     }
 
 
 async def jobset_pods(
-    cluster: GangCluster, js: dict[str, Any], attempt: int, indexes: range
+    cluster: GangCluster,
+    js: dict[str, Any],
+    attempt: int,
+    indexes: range,
+    *,
+    rjob: str = "workers",
 ) -> list[str]:
-    """The Jobs ``<jobset>-workers-<i>`` of restart ``attempt`` and their pods, as the JobSet and
+    """The Jobs ``<jobset>-<rjob>-<i>`` of restart ``attempt`` and their pods, as the JobSet and
     Job controllers make them (the Job controller keeps off: ``managedBy``)."""
     name, uid = js["metadata"]["name"], js["metadata"]["uid"]
     made = []
@@ -88,7 +102,7 @@ async def jobset_pods(
         labels = {
             "jobset.sigs.k8s.io/jobset-name": name,
             "jobset.sigs.k8s.io/jobset-uid": uid,
-            "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+            "jobset.sigs.k8s.io/replicatedjob-name": rjob,
             "jobset.sigs.k8s.io/restart-attempt": str(attempt),
             "jobset.sigs.k8s.io/job-index": str(i),
         }
@@ -99,7 +113,7 @@ async def jobset_pods(
                 "apiVersion": "batch/v1",
                 "kind": "Job",
                 "metadata": {
-                    "name": f"{name}-workers-{i}-a{attempt}",
+                    "name": f"{name}-{rjob}-{i}-a{attempt}",
                     "labels": labels,
                     "ownerReferences": [_ref(js, "jobset.x-k8s.io/v1alpha2", "JobSet")],
                 },
@@ -107,7 +121,7 @@ async def jobset_pods(
             },
             namespace=cluster.namespace,
         )
-        pod = _member(f"{name}-workers-{i}-0-a{attempt}", labels={**labels, "app": name})
+        pod = _member(f"{name}-{rjob}-{i}-0-a{attempt}", labels={**labels, "app": name})
         pod["metadata"]["ownerReferences"] = [_ref(job, "batch/v1", "Job")]
         await cluster.create(pod)
         made.append(pod["metadata"]["name"])
@@ -137,6 +151,55 @@ async def test_a_jobset_is_one_gang_and_a_restart_is_a_new_run(cluster: GangClus
         await jobset_pods(cluster, js, 1, range(2, 3))
         placed = await cluster.all_bound("app=train", 3)
     assert len(set(placed.values())) == 3
+
+
+async def test_a_trainjobs_initializer_goes_first_and_its_nodes_are_a_gang(
+    cluster: GangCluster,
+) -> None:
+    """Trainer's runtimes: ``node`` depends on ``model-initializer`` being Complete, so the JobSet
+    controller creates the nodes' Job only then. One gang of all three would never form."""
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3, profile="dgx-h100")
+    async with cluster.gang_coordinator():
+        trainjob = await cluster.kube.create(
+            TRAINJOBS,
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "llama"},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}},
+            },
+            namespace=cluster.namespace,
+        )
+        owner = _ref(trainjob, "trainer.kubeflow.org/v1alpha1", "TrainJob")
+        spec = {
+            "replicatedJobs": [
+                replicated_job("model-initializer"),
+                replicated_job(
+                    "node",
+                    2,
+                    dependsOn=[{"name": "model-initializer", "status": "Complete"}],
+                ),
+            ]
+        }
+        js = await cluster.kube.create(
+            JOBSETS,
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "metadata": {"name": "llama", "ownerReferences": [owner]},
+                "spec": spec,
+            },
+            namespace=cluster.namespace,
+        )
+        (init,) = await jobset_pods(cluster, js, 0, range(1), rjob="model-initializer")
+        await cluster.all_bound("jobset.sigs.k8s.io/replicatedjob-name=model-initializer", 1)
+        await cluster.delete_pods("jobset.sigs.k8s.io/replicatedjob-name=model-initializer")
+        (first,) = await jobset_pods(cluster, js, 0, range(1), rjob="node")
+        await cluster.condition(first, "waiting for pod group llama-node")
+        await jobset_pods(cluster, js, 0, range(1, 2), rjob="node")
+        placed = await cluster.all_bound("jobset.sigs.k8s.io/replicatedjob-name=node", 2)
+    assert len(placed) == 2
+    assert init not in placed
 
 
 async def test_an_unusable_gang_min_on_a_jobset_stops_only_its_pods(cluster: GangCluster) -> None:
@@ -258,6 +321,34 @@ async def test_an_lws_group_is_one_gang_and_each_group_its_own(cluster: GangClus
     assert pod["metadata"]["labels"]["topos.io/gang"] == "vllm-0"
     assert pod["metadata"]["labels"]["topos.io/gang-run"] == leader["metadata"]["uid"]
     assert len({cluster.leaf_of[n] for n in placed.values()}) == 1  # a group inside one leaf
+
+
+async def test_a_recreated_lws_group_is_a_new_run(cluster: GangCluster) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3, profile="dgx-h100")
+    async with cluster.gang_coordinator():
+        obj = await cluster.kube.create(LWSS, lws("vllm", 3), namespace=cluster.namespace)
+        old = await lws_group(cluster, obj, 0, range(1, 3))
+        await cluster.all_bound("app=vllm", 3)
+        was = await cluster.kube.get(PODS, old[0], namespace=cluster.namespace)
+        # A worker failed: LWS deletes the leader, and with it the worker StatefulSet and workers.
+        await cluster.delete_pods("app=vllm")
+        await cluster.none_left("app=vllm")
+        await wait_for(  # the garbage collector takes the leader's worker StatefulSet
+            cluster.kube,
+            STATEFULSETS,
+            lambda found: True if not found else None,
+            namespace=cluster.namespace,
+            name="vllm-0",
+            what="the old group's worker StatefulSet gone",
+        )
+        new = await lws_group(cluster, obj, 0, range(1, 2))
+        await cluster.condition(new[0], "waiting for pod group vllm-0")
+        assert set((await cluster.placement("app=vllm")).values()) == {None}
+        await lws_group(cluster, obj, 0, range(2, 3))
+        await cluster.all_bound("app=vllm", 3)
+        leader = await cluster.kube.get(PODS, new[0], namespace=cluster.namespace)
+    run = leader["metadata"]["labels"]["topos.io/gang-run"]
+    assert run == leader["metadata"]["uid"] != was["metadata"]["uid"]
 
 
 async def test_an_lws_pod_of_size_0_is_refused_by_name(cluster: GangCluster) -> None:

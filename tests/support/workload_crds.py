@@ -29,6 +29,11 @@ CRDS: Final = {
         "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
         "leaderworkersets.leaderworkerset.x-k8s.io",
     ),
+    "TrainJob": (
+        "github.com/kubeflow/trainer/v2@v2.0.0",
+        "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+        "trainjobs.trainer.kubeflow.org",
+    ),
     "RayCluster": (
         "github.com/ray-project/kuberay/ray-operator@v1.5.0",
         "config/crd/bases/ray.io_rayclusters.yaml",

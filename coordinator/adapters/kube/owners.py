@@ -217,13 +217,13 @@ class Owners:
     def _leader_uid(self, pod: Mapping[str, Any], namespace: str) -> str | None:
         """The UID of an LWS pod's group leader: its own for the leader, else the owner of the
         worker StatefulSet that owns it (the controller recreates a group by deleting its
-        leader: a new leader, a new run)."""
+        leader: a new leader, a new run); ``None`` while that StatefulSet is not cached."""
         meta = pod.get("metadata") or {}
-        if str((meta.get("labels") or {}).get(LWS_WORKER_INDEX, "0")) == "0":
-            return str(meta.get("uid") or "")
         ref = _controller(meta)
         if ref is None or ref.get("kind") != "StatefulSet":
-            return str(meta.get("uid") or "")  # not made by LWS's worker StatefulSet
+            return ""  # not made by LWS's StatefulSets: the group is known by its name alone
+        if str((meta.get("labels") or {}).get(LWS_WORKER_INDEX, "0")) == "0":
+            return str(meta.get("uid") or "")
         sts = self.caches["StatefulSet"].objects.get((namespace, str(ref.get("name"))))
         if sts is None or (sts.get("metadata") or {}).get("uid") != ref.get("uid"):
             return None
