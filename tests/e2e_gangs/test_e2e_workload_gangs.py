@@ -6,6 +6,8 @@ whoever created the pods:
 
 - a JobSet is one gang: with one member missing none binds; a restart (the controller's
   ``restart-attempt`` + 1, its Jobs recreated) is a new run, all or nothing again;
+- a JobSet with exclusive placement (by affinity): its Jobs' leaders are one gang, and the
+  followers, which JobSet's webhook admits only once their leader is scheduled, another;
 - a TrainJob's JobSet (Trainer's ``dependsOn`` chain): the initializer is placed without waiting
   for the training nodes, which the controller creates only once it completed; the nodes are a
   gang;
@@ -153,6 +155,68 @@ async def test_a_jobset_is_one_gang_and_a_restart_is_a_new_run(cluster: GangClus
     assert len(set(placed.values())) == 3
 
 
+async def test_exclusive_placement_leaders_then_followers(cluster: GangCluster) -> None:
+    # (room for both Jobs in one leaf: which leaf each Job gets is not this test's business)
+    await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4, profile="dgx-h100")
+    exclusive = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "topos.io/leaf"}
+    async with cluster.gang_coordinator():
+        body = jobset("ex", 2)
+        body["metadata"]["annotations"] = exclusive
+        body["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 2
+        js = await cluster.kube.create(JOBSETS, body, namespace=cluster.namespace)
+        jobs = []
+        for i in range(2):
+            labels = {
+                "jobset.sigs.k8s.io/jobset-name": "ex",
+                "jobset.sigs.k8s.io/jobset-uid": js["metadata"]["uid"],
+                "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                "jobset.sigs.k8s.io/restart-attempt": "0",
+            }
+            template = {"spec": {"restartPolicy": "Never", "containers": [CONTAINER]}}
+            jobs.append(
+                await cluster.kube.create(
+                    JOBS,
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "metadata": {
+                            "name": f"ex-workers-{i}",
+                            "labels": labels,
+                            "annotations": exclusive,
+                            "ownerReferences": [_ref(js, "jobset.x-k8s.io/v1alpha2", "JobSet")],
+                        },
+                        "spec": {"managedBy": MANAGED_BY, "template": template},
+                    },
+                    namespace=cluster.namespace,
+                )
+            )
+
+        async def pod(job: int, index: int, node_selector: dict[str, str] | None = None) -> str:
+            annotations = {**exclusive, "batch.kubernetes.io/job-completion-index": str(index)}
+            obj = _member(
+                f"ex-workers-{job}-{index}",
+                labels={**jobs[job]["metadata"]["labels"], "app": "ex"},
+                annotations=annotations,
+            )
+            obj["metadata"]["ownerReferences"] = [_ref(jobs[job], "batch/v1", "Job")]
+            if node_selector:
+                obj["spec"]["nodeSelector"] = node_selector
+            await cluster.create(obj)
+            return str(obj["metadata"]["name"])
+
+        first = await pod(0, 0)
+        await cluster.condition(first, "waiting for pod group ex-leaders")
+        await pod(1, 0)
+        leaders = await cluster.all_bound("app=ex", 2)
+        # JobSet's webhook now admits each Job's followers, pinned to its leader's domain
+        pinned = [{"topos.io/leaf": cluster.leaf_of[leaders[f"ex-workers-{j}-0"]]} for j in (0, 1)]
+        follower = await pod(0, 1, pinned[0])
+        await cluster.condition(follower, "waiting for pod group ex-followers")
+        await pod(1, 1, pinned[1])
+        placed = await cluster.all_bound("app=ex", 4)
+    assert {k: v for k, v in placed.items() if k.endswith("-0")} == leaders
+
+
 async def test_a_trainjobs_initializer_goes_first_and_its_nodes_are_a_gang(
     cluster: GangCluster,
 ) -> None:
@@ -210,10 +274,10 @@ async def test_an_unusable_gang_min_on_a_jobset_stops_only_its_pods(cluster: Gan
             jobset("bad", 1, **{"topos.io/gang-min": "two"}),
             namespace=cluster.namespace,
         )
-        good = await cluster.kube.create(JOBSETS, jobset("good", 1), namespace=cluster.namespace)
+        good = await cluster.kube.create(JOBSETS, jobset("good", 2), namespace=cluster.namespace)
         (stopped,) = await jobset_pods(cluster, bad, 0, range(1))
-        await jobset_pods(cluster, good, 0, range(1))
-        await cluster.all_bound("app=good", 1)
+        await jobset_pods(cluster, good, 0, range(2))
+        await cluster.all_bound("app=good", 2)
         want = f"JobSet {cluster.namespace}/bad metadata.labels[topos.io/gang-min]: must be"
         message = await cluster.condition(stopped, want)
         event = await cluster.warning(stopped)

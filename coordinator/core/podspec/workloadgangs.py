@@ -7,9 +7,13 @@ placed together, read from the objects and labels their controllers write.
   replicated jobs one after the other: with ``startupPolicy.startupPolicyOrder: InOrder`` each
   replicated job is its own gang, in order (the controller creates the next only once the previous
   is ready); a replicated job with ``dependsOn`` is its own gang, with the others waiting on the
-  same predecessor (the controller creates it only once that one is ready or complete). A run is
-  the JobSet's UID and its ``jobset.sigs.k8s.io/restart-attempt``: the controller's restart
-  (every Job recreated) is a new run.
+  same predecessor (the controller creates it only once that one is ready or complete). With
+  exclusive placement by affinity (``alpha.jobset.sigs.k8s.io/exclusive-topology`` without
+  ``…/node-selector``) JobSet's webhook refuses a Job's follower pods until its leader (completion
+  index 0) is scheduled: the leaders are one gang (``<gang>-leaders``), the followers another
+  (``<gang>-followers``). A run is the JobSet's UID and its
+  ``jobset.sigs.k8s.io/restart-attempt``: the controller's restart (every Job recreated) is a new
+  run.
 - **LeaderWorkerSet** (``leaderworkerset.x-k8s.io/v1``): each group — its leader and its
   ``size - 1`` workers, pod labels ``leaderworkerset.sigs.k8s.io/name`` and ``…/group-index``,
   annotation ``…/size`` — is one gang; a run is the group's leader pod (the controller recreates a
@@ -65,6 +69,9 @@ JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
 JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
+JOBSET_EXCLUSIVE: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NODE_SELECTOR: Final = "alpha.jobset.sigs.k8s.io/node-selector"
+JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 # LeaderWorkerSet v0.7.0 (api/leaderworkerset/v1/leaderworkerset_types.go).
 LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
@@ -212,16 +219,24 @@ def jobset_gang(
     stage = next((s for s in stages if any(r.get("name") == replicated_job for r in s)), None)
     if stage is None:
         return None
-    gang = name_label_value(name if len(stages) == 1 else f"{name}-{stage[0].get('name')}")
+    gang = name if len(stages) == 1 else f"{name}-{stage[0].get('name')}"
+    size = sum(_job_pods(r) for r in stage)
+    annotations = _strs(_meta(pod), "annotations")
+    if JOBSET_EXCLUSIVE in annotations and JOBSET_NODE_SELECTOR not in annotations:
+        jobs = sum(max(0, _int(r.get("replicas"), 1)) for r in stage)
+        if annotations.get(JOB_COMPLETION_INDEX) == "0":
+            gang, size = f"{gang}-leaders", jobs
+        else:
+            gang, size = f"{gang}-followers", size - jobs
+    gang = name_label_value(gang)
     out = _opted_out("JobSet", jobset, pod, gang)
     if out is not False:
         return out if isinstance(out, WorkloadGangError) else None
-    size = sum(_job_pods(r) for r in stage)
-    if size < 1:
-        return None
     n = _gang_min("JobSet", jobset, gang, size)
     if isinstance(n, WorkloadGangError):
         return n
+    if size < 2:
+        return None
     run = name_label_value(f"{meta.get('uid') or ''}-{restart_attempt or '0'}")
     return WorkloadGang("JobSet", name, gang, size if n is None else n, run)
 
@@ -255,15 +270,15 @@ def lws_gang(lws: Mapping[str, Any], pod: Mapping[str, Any], *, leader_uid: str)
     leader = labels.get(LWS_WORKER_INDEX, "0") == "0"
     after_leader = LWS_EXCLUSIVE in annotations or _spec(lws).get("startupPolicy") == "LeaderReady"
     if after_leader:
-        if leader or size < 3:
-            return None  # the leader alone; one worker is a pod of its own
+        if leader:
+            return None  # the leader alone
         gang = name_label_value(f"{name}-{group}-workers")
         size -= 1
-    elif size < 2:
-        return None
     n = _gang_min("LeaderWorkerSet", lws, gang, size)
     if isinstance(n, WorkloadGangError):
         return n
+    if size < 2:
+        return None  # a pod of its own
     return WorkloadGang("LeaderWorkerSet", name, gang, size if n is None else n, leader_uid)
 
 

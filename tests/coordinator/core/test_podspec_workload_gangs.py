@@ -47,7 +47,7 @@ def test_completions_cap_a_jobs_pods() -> None:
 
 def test_in_order_startup_makes_one_gang_per_replicated_job() -> None:
     js = jobset(
-        rjob("leader"),
+        rjob("leader", replicas=2),
         rjob("workers", replicas=4),
         startupPolicy={"startupPolicyOrder": "InOrder"},
     )
@@ -55,8 +55,32 @@ def test_in_order_startup_makes_one_gang_per_replicated_job() -> None:
     workers = jobset_gang(js, POD, replicated_job="workers", restart_attempt="0")
     assert isinstance(leader, WorkloadGang)
     assert isinstance(workers, WorkloadGang)
-    assert (leader.name, leader.min_member) == ("train-leader", 1)
+    assert (leader.name, leader.min_member) == ("train-leader", 2)
     assert (workers.name, workers.min_member) == ("train-workers", 4)
+    one = jobset(rjob("driver"), rjob("w", replicas=4), startupPolicy=js["spec"]["startupPolicy"])
+    assert jobset_gang(one, POD, replicated_job="driver", restart_attempt="0") is None  # 1 pod
+
+
+def test_exclusive_placement_makes_the_leaders_one_gang_and_the_followers_another() -> None:
+    """JobSet's webhook refuses a Job's followers until its leader is scheduled."""
+    js = jobset(rjob("w", replicas=3, parallelism=4))
+    exclusive = {"alpha.jobset.sigs.k8s.io/exclusive-topology": "topos.io/leaf"}
+
+    def pod(index: str, **more: str) -> Any:
+        annotations = {**exclusive, "batch.kubernetes.io/job-completion-index": index, **more}
+        return {"metadata": {"name": "p", "annotations": annotations}}
+
+    leaders = jobset_gang(js, pod("0"), replicated_job="w", restart_attempt="0")
+    followers = jobset_gang(js, pod("3"), replicated_job="w", restart_attempt="0")
+    assert isinstance(leaders, WorkloadGang)
+    assert isinstance(followers, WorkloadGang)
+    assert (leaders.name, leaders.min_member) == ("train-leaders", 3)
+    assert (followers.name, followers.min_member) == ("train-followers", 9)
+    # the node-selector strategy creates every pod at once: one gang
+    selector = {"alpha.jobset.sigs.k8s.io/node-selector": "true"}
+    whole = jobset_gang(js, pod("3", **selector), replicated_job="w", restart_attempt="0")
+    assert isinstance(whole, WorkloadGang)
+    assert (whole.name, whole.min_member) == ("train", 12)
 
 
 def test_depends_on_splits_a_trainjobs_initializers_from_its_nodes() -> None:
