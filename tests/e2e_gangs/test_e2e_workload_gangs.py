@@ -15,6 +15,7 @@ whoever created the pods:
   controller recreates is a new run;
 - a RayCluster's head and its worker groups' ``minReplicas`` are one gang; a worker the
   autoscaler adds is placed alone;
+- ``topos.io/gang-opt-out: "true"`` on a JobSet: its pods are placed one by one;
 - an unusable ``topos.io/gang-min`` on a JobSet, an LWS pod of size 0: the pod's condition and
   Event name the key and the value, and the other workloads run.
 """
@@ -29,7 +30,7 @@ import pytest
 from common.kube import PODS, Resource
 from coordinator.adapters.kube.owners import WORKLOAD_KINDS
 from devcluster import pods
-from devcluster.kube_wait import wait_for
+from devcluster.kube_wait import wait_for, wait_for_pods
 from tests.support.gang_cluster import MANAGED_BY, GangCluster
 from tests.support.workload_crds import install_workload_crds
 from tests.support.workloads import JOBS, STATEFULSETS
@@ -266,6 +267,28 @@ async def test_a_trainjobs_initializer_goes_first_and_its_nodes_are_a_gang(
     assert init not in placed
 
 
+async def test_a_jobset_opted_out_places_its_pods_one_by_one(cluster: GangCluster) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2, profile="dgx-h100")
+    async with cluster.gang_coordinator():
+        body = jobset("solo", 3, **{"topos.io/gang-opt-out": "true"})
+        js = await cluster.kube.create(JOBSETS, body, namespace=cluster.namespace)
+        names = await jobset_pods(cluster, js, 0, range(3))
+        waiting = await cluster.event("FailedScheduling")  # 2 nodes, 3 pods: one waits
+        await wait_for_pods(
+            cluster.kube,
+            cluster.namespace,
+            lambda found: sum(bool(p["spec"].get("nodeName")) for p in found) == 2 or None,
+            label_selector="app=solo",
+            what="two of the three pods bound",
+        )
+        placement = await cluster.placement("app=solo")
+    assert sorted(node is not None for node in placement.values()) == [False, True, True]
+    assert placement[waiting["involvedObject"]["name"]] is None
+    assert "pod group" not in waiting["message"]
+    pod = await cluster.kube.get(PODS, names[0], namespace=cluster.namespace)
+    assert "topos.io/gang" not in pod["metadata"]["labels"]
+
+
 async def test_an_unusable_gang_min_on_a_jobset_stops_only_its_pods(cluster: GangCluster) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2, profile="dgx-h100")
     async with cluster.gang_coordinator():
@@ -493,5 +516,12 @@ async def test_a_rayclusters_head_and_minimum_are_one_gang_autoscaled_workers_jo
         extra = await ray_pod(cluster, obj, "rc-gpu-worker-c3", "worker")
         placed = await cluster.all_bound("app=rc", 4)
         event = await cluster.event("Scheduled", name=extra)
+        # a worker dies and KubeRay makes another: it joins the running cluster
+        await cluster.delete_pods("ray.io/node-type=worker,app=rc")
+        await cluster.none_left("ray.io/node-type=worker,app=rc")
+        await ray_pod(cluster, obj, "rc-gpu-worker-d4", "worker")
+        await ray_pod(cluster, obj, "rc-gpu-worker-e5", "worker")
+        again = await cluster.all_bound("app=rc", 3)
     assert placed[extra]
     assert "pod group" not in event["message"]  # placed as a pod of its own
+    assert again[head] == placed[head]  # the head ran on throughout
