@@ -274,8 +274,8 @@ class WhatIf:
         nodes = sorted({n for _, n in plan.nominated})
         n = len(victims)
         summary = (
-            f"preempt {n} lower-priority pod{'s' if n != 1 else ''} on {', '.join(nodes)}: "
-            + ", ".join(f"{v.pod} (priority {v.priority})" for v in victims[:8])
+            f"preempt {n} lower-priority pod{'s' if n != 1 else ''}: "
+            + ", ".join(f"{v.pod} (priority {v.priority}, on {v.node})" for v in victims[:8])
             + (f" and {n - 8} more" if n > 8 else "")
         )
         if not placed:

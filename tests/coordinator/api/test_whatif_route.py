@@ -168,7 +168,8 @@ async def test_a_jobset_that_does_not_fit_gets_reasons_and_ranked_changes(api: A
     ranks = [s["rank"] for s in doc["suggestions"]]
     assert ranks == list(range(1, len(ranks) + 1))
     # 2 GPUs free per node: 2 per pod fits, and so does preempting the low-priority pods
-    assert "fewer-gpus" in kinds and "preempt" in kinds
+    assert "fewer-gpus" in kinds
+    assert "preempt" in kinds
     assert kinds.index("fewer-gpus") < kinds.index("preempt")
     fewer = doc["suggestions"][kinds.index("fewer-gpus")]
     assert fewer["change"] == {"nvidia.com/gpu": "2"}
@@ -177,7 +178,8 @@ async def test_a_jobset_that_does_not_fit_gets_reasons_and_ranked_changes(api: A
     assert all(len(p["gpus"]) == 2 for p in fewer["placements"])
     preempt = doc["suggestions"][kinds.index("preempt")]
     victims = {v["pod"] for v in preempt["victims"]}
-    assert victims and victims <= {f"batch/low-{i}" for i in range(4)}
+    assert victims
+    assert victims <= {f"batch/low-{i}" for i in range(4)}
     assert all(v["priority"] == 0 for v in preempt["victims"])
     assert len(preempt["placements"]) == 4  # tried: with those gone, the JobSet fits
     # the live scheduler is untouched: no pod, queue entry, assumption or eviction
@@ -269,7 +271,10 @@ async def test_bad_input_is_a_400_naming_the_key_and_value(api: Any) -> None:
         "kind": "Pod",
     }
     body = await _whatif(client, bad, status=400)
-    assert "topos.io/gpu-locality" in body["message"] and "nvlnk" in body["message"]
+    assert body["message"] == (
+        "pod default/typo: invalid metadata.annotations[topos.io/gpu-locality]: unknown value "
+        "'nvlnk' (expected nvlink | same-socket | same-node | any)"
+    )
     for raw in (b"not json", b'{"documents": 3}'):
         resp = await client.post("/v1/whatif", data=raw)
         assert resp.status == 400
