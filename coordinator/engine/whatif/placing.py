@@ -194,14 +194,12 @@ def placement_of(d: Decision, snapshot: Snapshot, keys: DomainKeys | None) -> Po
 
 
 def _reasons(failure: Failure | Status | None) -> dict[str, int]:
+    """Nodes per reason of a pod's failure (a gang's status is a summary: its message says)."""
+    counts: Counter[str] = Counter()
     if isinstance(failure, Failure):
-        counts: Counter[str] = Counter()
         for status in failure.statuses.values():
             counts.update(status.reasons)
-        return dict(sorted(counts.items()))
-    if isinstance(failure, Status):
-        return dict.fromkeys(failure.reasons, 1) if failure.reasons else {}
-    return {}
+    return dict(sorted(counts.items()))
 
 
 def answer_of(outcome: Outcome, snapshot: Snapshot, keys: DomainKeys | None) -> UnitAnswer:
