@@ -150,8 +150,11 @@ class WhatIf:
             objs = [change.apply(o) if id(u) in failing else o for u in units for o in u.objs]
             return units_of(objs, podgroups)
 
-        def shape(change: ShapeChange, magnitude: float) -> bool:
-            placed = self._try(reshaped(change), base.copy())
+        def shape(
+            change: ShapeChange, magnitude: float, placed: list[PodPlacement] | None = None
+        ) -> bool:
+            if placed is None:
+                placed = self._try(reshaped(change), base.copy())
             if placed is None:
                 return False
             found.append(
@@ -175,9 +178,7 @@ class WhatIf:
                 continue
             if shape(change, change.steps):
                 done.add(change.kind)
-        self._fewer_gpus(
-            failing_objs, lambda c: self._try(reshaped(c), base.copy()) is not None, shape
-        )
+        self._fewer_gpus(failing_objs, lambda c: self._try(reshaped(c), base.copy()), shape)
         for unit, outcome in zip(units, outcomes, strict=True):
             if id(unit) in failing:
                 self._preempt(unit, outcome, units, base, found)
@@ -199,8 +200,8 @@ class WhatIf:
     def _fewer_gpus(
         self,
         objs: list[dict[str, Any]],
-        fits: Callable[[ShapeChange], bool],
-        shape: Callable[[ShapeChange, float], bool],
+        placed_with: Callable[[ShapeChange], list[PodPlacement] | None],
+        shape: Callable[[ShapeChange, float, list[PodPlacement] | None], bool],
     ) -> None:
         """The most GPUs per pod that fit (binary search: fewer never fits worse)."""
         asks = {gpus_per_pod(o) for o in objs}
@@ -210,16 +211,18 @@ class WhatIf:
         if asked < 2 or any(_gpu_containers(o) != 1 for o in objs):
             return
         low, high = 1, asked - 1
-        best: ShapeChange | None = None
+        best: tuple[int, ShapeChange, list[PodPlacement]] | None = None
         while low <= high:
             mid = (low + high) // 2
             change = with_gpus(asked, mid)
-            if fits(change):
-                best, low = change, mid + 1
+            placed = placed_with(change)
+            if placed is not None:
+                best, low = (mid, change, placed), mid + 1
             else:
                 high = mid - 1
         if best is not None:
-            shape(best, (asked - int(best.change["nvidia.com/gpu"])) / asked)
+            wanted, change, placed = best
+            shape(change, (asked - wanted) / asked, placed)
 
     def _preempt(
         self,
