@@ -262,6 +262,13 @@ def _in_namespace(docs: list[Any], namespace: str) -> list[Any]:
     return out
 
 
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise PluginError(f"--budget {text!r}: give seconds (e.g. 2.5) or none") from None
+
+
 #: Exit status of ``whatif`` when the answer is "does not fit now" (1: an error).
 DOES_NOT_FIT = 2
 
@@ -269,7 +276,10 @@ DOES_NOT_FIT = 2
 async def cmd_whatif(transport: Transport, args: argparse.Namespace) -> str:
     namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
     docs = _in_namespace(read_manifest(args.filename), namespace)
-    doc = await transport.post_json("/v1/whatif", {"documents": docs})
+    body: dict[str, Any] = {"documents": docs}
+    if args.budget is not None:
+        body["budget_s"] = None if args.budget == "none" else _seconds(args.budget)
+    doc = await transport.post_json("/v1/whatif", body)
     if not isinstance(doc, dict):
         raise PluginError("the coordinator's answer has an unexpected shape")
     args.exit_code = 0 if doc.get("fits") else DOES_NOT_FIT
@@ -366,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     whatif.add_argument("-f", "--filename", required=True, help="manifest file (- for stdin)")
     whatif.add_argument("-n", "--namespace", help="for documents naming none (default: context's)")
+    whatif.add_argument(
+        "--budget",
+        metavar="SECONDS",
+        help="time for the suggestions (the coordinator's default: 1), or none for no limit",
+    )
     whatif.set_defaults(run=cmd_whatif)
     gangs = sub.add_parser("gangs", help="gangs and how many members are placed")
     gangs.add_argument("-n", "--namespace", help="only gangs in this namespace")

@@ -117,9 +117,7 @@ async def _coordinator(
         yield app, url
 
 
-async def _kubectl_topos(
-    binaries: Binaries, kubeconfig: Path, *args: str
-) -> tuple[int, str, str]:
+async def _kubectl_topos(binaries: Binaries, kubeconfig: Path, *args: str) -> tuple[int, str, str]:
     """``kubectl topos …`` with the real kubectl, which finds kubectl-topos on PATH."""
     env = subprocess_env(
         KUBECONFIG=str(kubeconfig),
@@ -172,7 +170,9 @@ async def test_whatif_with_the_real_kubectl_fits_does_not_fit_and_changes_nothin
     for _ in range(2):
         name = unique_name("dgx")
         topology = discover_profile("dgx-a100", hostname=name)
-        nodes.append(SimNode(name=name, profile="dgx-a100", leaf=leaf, spine="s", topology=topology))
+        nodes.append(
+            SimNode(name=name, profile="dgx-a100", leaf=leaf, spine="s", topology=topology)
+        )
     await register(kube, nodes)
     for node in nodes:
         await _agent_once(kubeconfig, node)

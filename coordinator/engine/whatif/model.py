@@ -23,6 +23,8 @@ class WhatIfRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     documents: list[Any]
     suggest: bool = True  # also work out what would make it fit (when it does not)
+    #: seconds for the suggestions (null: no limit); kinds not tried in time are named
+    budget_s: float | None = 1.0
 
 
 class PodPlacement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -89,6 +91,8 @@ class WhatIfAnswer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     workloads: list[WorkloadPods]
     units: list[UnitAnswer]
     suggestions: list[Suggestion] = []
+    #: suggestion kinds not tried within the request's budget_s (tried in rank order)
+    not_tried: list[str] = []
     notes: list[str] = []
     #: Seam: the predicted start time (seconds from now) and what it waits for, from running the
     #: engine forward on the same copy. Absent until the simulated-clock engine provides it.

@@ -19,6 +19,7 @@ the answer's ``predicted_start_s`` / ``waits_for`` stay absent until that exists
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -48,7 +49,7 @@ from coordinator.engine.whatif.placing import (
 )
 from coordinator.engine.whatif.variants import ShapeChange, gpus_per_pod, relaxations, with_gpus
 
-__all__ = ["TIERS", "WhatIf", "WhatIfError"]
+__all__ = ["DEFAULT_BUDGET_S", "TIERS", "WhatIf", "WhatIfError"]
 
 #: How suggestions rank: by tier, then by how far each goes (steps, GPUs, victims, nodes).
 TIERS: Final = {
@@ -59,6 +60,8 @@ TIERS: Final = {
     "preempt": 2,
     "uncordon": 3,
 }
+#: Time for the suggestions by default: what is not tried within it is named (``not_tried``).
+DEFAULT_BUDGET_S: Final = 1.0
 _LIFTED: Final = {UNSCHEDULABLE_TAINT.key, NOT_READY_TAINT.key}
 
 
@@ -76,7 +79,9 @@ class WhatIf:
         preemptor: Preemptor | None = None,
         keys: DomainKeys | None = None,
         extra: Mapping[str, tuple[str, Expander]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self.scheduler = scheduler
         self.podgroups = podgroups if podgroups is not None else {}
         self.preemptor = preemptor
@@ -85,9 +90,17 @@ class WhatIf:
 
     # --- the answer ----------------------------------------------------------------------------
 
-    def answer(self, documents: Sequence[object], *, suggest: bool = True) -> WhatIfAnswer:
+    def answer(
+        self,
+        documents: Sequence[object],
+        *,
+        suggest: bool = True,
+        budget_s: float | None = DEFAULT_BUDGET_S,
+    ) -> WhatIfAnswer:
         """Where ``documents`` would go now, why not, and what would make them fit.
-        :class:`WhatIfError` names the document, key and value it cannot use."""
+        ``budget_s``: time for the suggestions (``None``: no limit); kinds not tried within it
+        are named in the answer's ``not_tried``. :class:`WhatIfError` names the document, key
+        and value it cannot use."""
         try:
             expansion = expand(documents, extra=self.extra)
         except ExpandError as exc:
@@ -102,8 +115,16 @@ class WhatIf:
         outcomes = self._place(units, trial)
         fits = all(o.fits for o in outcomes)
         suggestions: list[Suggestion] = []
+        not_tried: list[str] = []
         if not fits and suggest:
-            suggestions = self._suggest(units, outcomes, base, podgroups)
+            deadline = None if budget_s is None else self._clock() + budget_s
+            suggestions, not_tried = self._suggest(units, outcomes, base, podgroups, deadline)
+        notes = _notes(objs, self.scheduler)
+        if not_tried:
+            notes.append(
+                f"not tried within the {budget_s:g} s budget: {', '.join(not_tried)} "
+                "(ask with a larger budget_s for them)"
+            )
         return WhatIfAnswer(
             fits=fits,
             nodes=len(base),
@@ -113,7 +134,8 @@ class WhatIf:
             ],
             units=[answer_of(o, trial, self.keys) for o in outcomes],
             suggestions=suggestions,
-            notes=_notes(objs, self.scheduler),
+            not_tried=not_tried,
+            notes=notes,
         )
 
     def _place(self, units: Sequence[Unit], snapshot: Snapshot) -> list[Outcome]:
@@ -140,11 +162,26 @@ class WhatIf:
         outcomes: list[Outcome],
         base: Snapshot,
         podgroups: Mapping[tuple[str, str], Mapping[str, Any]],
-    ) -> list[Suggestion]:
+        deadline: float | None,
+    ) -> tuple[list[Suggestion], list[str]]:
+        """The suggestions, ranked, and the kinds not tried before ``deadline`` (tried in rank
+        order: the cheap changes of the user's own first)."""
         failing = {id(o.unit) for o in outcomes if not o.fits and o.unit.problem is None}
         if not failing:
-            return []  # only gangs that cannot be planned at all (missing members, PodGroups)
+            return [], []  # only gangs that cannot be planned at all (missing members, PodGroups)
         found: list[tuple[tuple[int, float], Suggestion]] = []
+        skipped: list[str] = []
+
+        def expired() -> bool:
+            return deadline is not None and self._clock() >= deadline
+
+        def late(kind: str) -> bool:
+            """Out of time: ``kind`` is not tried (and named)."""
+            if not expired():
+                return False
+            if kind not in skipped:
+                skipped.append(kind)
+            return True
 
         def reshaped(change: ShapeChange) -> list[Unit]:
             objs = [change.apply(o) if id(u) in failing else o for u in units for o in u.objs]
@@ -174,15 +211,20 @@ class WhatIf:
         failing_objs = [o for u in units if id(u) in failing for o in u.objs]
         done: set[str] = set()
         for change in relaxations(failing_objs):
-            if change.kind in done:
+            if change.kind in done or late(change.kind):
                 continue
             if shape(change, change.steps):
                 done.add(change.kind)
-        self._fewer_gpus(failing_objs, lambda c: self._try(reshaped(c), base.copy()), shape)
+        self._fewer_gpus(
+            failing_objs, lambda c: self._try(reshaped(c), base.copy()), shape, expired, late
+        )
         for unit, outcome in zip(units, outcomes, strict=True):
-            if id(unit) in failing:
+            if id(unit) in failing and self.preemptor is not None and not late("preempt"):
                 self._preempt(unit, outcome, units, base, found)
-        self._uncordon(units, base, found)
+        if any(n.unschedulable or not n.ready or n.stale for n in base.nodes) and not late(
+            "uncordon"
+        ):
+            self._uncordon(units, base, found)
         found.sort(key=lambda item: item[0])
         return [
             Suggestion(
@@ -195,13 +237,15 @@ class WhatIf:
                 placements=s.placements,
             )
             for i, (_, s) in enumerate(found, start=1)
-        ]
+        ], skipped
 
     def _fewer_gpus(
         self,
         objs: list[dict[str, Any]],
         placed_with: Callable[[ShapeChange], list[PodPlacement] | None],
         shape: Callable[[ShapeChange, float, list[PodPlacement] | None], bool],
+        expired: Callable[[], bool],
+        late: Callable[[str], bool],
     ) -> None:
         """The most GPUs per pod that fit (binary search: fewer never fits worse)."""
         asks = {gpus_per_pod(o) for o in objs}
@@ -213,6 +257,10 @@ class WhatIf:
         low, high = 1, asked - 1
         best: tuple[int, ShapeChange, list[PodPlacement]] | None = None
         while low <= high:
+            if expired():  # keep what fits so far (perhaps not the most GPUs), or say none tried
+                if best is None:
+                    late("fewer-gpus")
+                break
             mid = (low + high) // 2
             change = with_gpus(asked, mid)
             placed = placed_with(change)

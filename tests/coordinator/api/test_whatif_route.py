@@ -325,3 +325,36 @@ async def test_whatif_answers_503_without_a_scheduler(aiohttp_client: Any) -> No
     client = await aiohttp_client(app)
     resp = await client.post("/v1/whatif", json={"documents": []})
     assert resp.status == 503
+
+
+async def test_suggestions_not_tried_within_the_budget_are_named(api: Any) -> None:
+    client, cluster, runtime = api
+    for i in range(4):
+        cluster.create_pod(
+            pod(
+                f"low-{i}",
+                gpus=6,
+                namespace="batch",
+                node_selector={"kubernetes.io/hostname": f"n{i}"},
+            )
+        )
+    await runtime.settle()
+    big = jobset("big", replicas=2, pods=2, gpus=4, locality="nvlink")
+    resp = await client.post("/v1/whatif", json={"documents": [big], "budget_s": 0})
+    doc = await resp.json()
+    assert resp.status == 200, doc
+    assert doc["fits"] is False
+    assert "suggestions" not in doc
+    assert doc["not_tried"] == ["relax-locality", "fewer-gpus", "preempt"]
+    assert doc["notes"][-1] == (
+        "not tried within the 0 s budget: relax-locality, fewer-gpus, preempt "
+        "(ask with a larger budget_s for them)"
+    )
+    unlimited = await _whatif(client, big)
+    assert "not_tried" not in unlimited
+    assert {s["kind"] for s in unlimited["suggestions"]} >= {"fewer-gpus", "preempt"}
+    resp = await client.post("/v1/whatif", json={"documents": [big], "budget_s": -1})
+    assert resp.status == 400
+    assert (await resp.json())["message"] == (
+        "budget_s: must be between 0 and 600 seconds, not -1.0"
+    )
