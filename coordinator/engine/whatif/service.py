@@ -62,6 +62,9 @@ TIERS: Final = {
 }
 #: Time for the suggestions by default: what is not tried within it is named (``not_tried``).
 DEFAULT_BUDGET_S: Final = 1.0
+#: Preemption's victim search plans the gang several times over (select_victims' attempts) and
+#: then tries the result: counted as this many tries when deciding whether it ends in time.
+PREEMPT_TRIES: Final = 4.0
 _LIFTED: Final = {UNSCHEDULABLE_TAINT.key, NOT_READY_TAINT.key}
 
 
@@ -112,13 +115,17 @@ class WhatIf:
         units = units_of(objs, podgroups)
         base = self.scheduler.view.snapshot()
         trial = base.copy()
+        began = self._clock()
         outcomes = self._place(units, trial)
+        placing_s = self._clock() - began
         fits = all(o.fits for o in outcomes)
         suggestions: list[Suggestion] = []
         not_tried: list[str] = []
         if not fits and suggest:
             deadline = None if budget_s is None else self._clock() + budget_s
-            suggestions, not_tried = self._suggest(units, outcomes, base, podgroups, deadline)
+            suggestions, not_tried = self._suggest(
+                units, outcomes, base, podgroups, deadline, placing_s
+            )
         notes = _notes(objs, self.scheduler)
         if not_tried:
             notes.append(
@@ -163,21 +170,32 @@ class WhatIf:
         base: Snapshot,
         podgroups: Mapping[tuple[str, str], Mapping[str, Any]],
         deadline: float | None,
+        placing_s: float,
     ) -> tuple[list[Suggestion], list[str]]:
         """The suggestions, ranked, and the kinds not tried before ``deadline`` (tried in rank
-        order: the cheap changes of the user's own first)."""
+        order: the cheap changes of the user's own first). A try is begun only when it is
+        expected to end in time: as long as the last try took (``placing_s``, the first
+        placement's time, at first), :data:`PREEMPT_TRIES` times that for preemption."""
         failing = {id(o.unit) for o in outcomes if not o.fits and o.unit.problem is None}
         if not failing:
             return [], []  # only gangs that cannot be planned at all (missing members, PodGroups)
         found: list[tuple[tuple[int, float], Suggestion]] = []
         skipped: list[str] = []
 
-        def expired() -> bool:
-            return deadline is not None and self._clock() >= deadline
+        pace = [placing_s]
 
-        def late(kind: str) -> bool:
+        def attempt(tried: Sequence[Unit]) -> list[PodPlacement] | None:
+            began = self._clock()
+            placed = self._try(tried, base.copy())
+            pace[0] = self._clock() - began
+            return placed
+
+        def expired(tries: float = 1.0) -> bool:
+            return deadline is not None and self._clock() + tries * pace[0] > deadline
+
+        def late(kind: str, tries: float = 1.0) -> bool:
             """Out of time: ``kind`` is not tried (and named)."""
-            if not expired():
+            if not expired(tries):
                 return False
             if kind not in skipped:
                 skipped.append(kind)
@@ -191,7 +209,7 @@ class WhatIf:
             change: ShapeChange, magnitude: float, placed: list[PodPlacement] | None = None
         ) -> bool:
             if placed is None:
-                placed = self._try(reshaped(change), base.copy())
+                placed = attempt(reshaped(change))
             if placed is None:
                 return False
             found.append(
@@ -215,14 +233,16 @@ class WhatIf:
                 continue
             if shape(change, change.steps):
                 done.add(change.kind)
-        self._fewer_gpus(
-            failing_objs, lambda c: self._try(reshaped(c), base.copy()), shape, expired, late
-        )
+        self._fewer_gpus(failing_objs, lambda c: attempt(reshaped(c)), shape, expired, late)
         for unit, outcome in zip(units, outcomes, strict=True):
-            if id(unit) in failing and self.preemptor is not None and not late("preempt"):
+            if (
+                id(unit) in failing
+                and self.preemptor is not None
+                and not late("preempt", PREEMPT_TRIES)
+            ):
                 self._preempt(unit, outcome, units, base, found)
         if any(n.unschedulable or not n.ready or n.stale for n in base.nodes) and not late(
-            "uncordon"
+            "uncordon", 2
         ):
             self._uncordon(units, base, found)
         found.sort(key=lambda item: item[0])
@@ -244,7 +264,7 @@ class WhatIf:
         objs: list[dict[str, Any]],
         placed_with: Callable[[ShapeChange], list[PodPlacement] | None],
         shape: Callable[[ShapeChange, float, list[PodPlacement] | None], bool],
-        expired: Callable[[], bool],
+        expired: Callable[[float], bool],
         late: Callable[[str], bool],
     ) -> None:
         """The most GPUs per pod that fit (binary search: fewer never fits worse)."""
@@ -257,7 +277,7 @@ class WhatIf:
         low, high = 1, asked - 1
         best: tuple[int, ShapeChange, list[PodPlacement]] | None = None
         while low <= high:
-            if expired():  # keep what fits so far (perhaps not the most GPUs), or say none tried
+            if expired(1.0):  # keep what fits so far (perhaps not the most GPUs), or say none tried
                 if best is None:
                     late("fewer-gpus")
                 break
