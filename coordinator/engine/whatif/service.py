@@ -19,6 +19,7 @@ the answer's ``predicted_start_s`` / ``waits_for`` stay absent until that exists
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -103,7 +104,16 @@ class WhatIf:
         """Where ``documents`` would go now, why not, and what would make them fit.
         ``budget_s``: time for the suggestions (``None``: no limit); kinds not tried within it
         are named in the answer's ``not_tried``. :class:`WhatIfError` names the document, key
-        and value it cannot use."""
+        and value it cannot use. Every cycle runs inside the profiles' ``dry_run``: the
+        scheduler's node scan and shape mix are left as they were."""
+        with contextlib.ExitStack() as stack:
+            for framework in self.scheduler.profiles:
+                stack.enter_context(framework.dry_run())
+            return self._answer(documents, suggest=suggest, budget_s=budget_s)
+
+    def _answer(
+        self, documents: Sequence[object], *, suggest: bool, budget_s: float | None
+    ) -> WhatIfAnswer:
         try:
             expansion = expand(documents, extra=self.extra)
         except ExpandError as exc:

@@ -358,3 +358,24 @@ async def test_suggestions_not_tried_within_the_budget_are_named(api: Any) -> No
     assert (await resp.json())["message"] == (
         "budget_s: must be between 0 and 600 seconds, not -1.0"
     )
+
+
+async def test_the_shape_mix_learns_nothing_from_a_whatif(api: Any) -> None:
+    """The loop's cycles count every pod's shape into the mix fragmentation scores against; a
+    what-if's cycles (its variants too) must not, or asking would change later placements."""
+    client, _cluster, runtime = api
+    framework = runtime.scheduler.profiles.default
+    (gpu,) = [p for p in framework.plugins if getattr(p, "name", "") == "GpuTopology"]
+    before = gpu.mix._shapes()
+    doc = await _whatif(client, jobset("odd", replicas=3, pods=1, gpus=5, locality="nvlink"))
+    assert doc["workloads"][0]["pods"] == 3
+    assert gpu.mix._shapes() == before
+    assert framework.next_start == 0
+    # the same pod scheduled for real is counted: the comparison above can fail
+    odd = {**pod("real", gpus=5), "apiVersion": "v1", "kind": "Pod"}
+    from coordinator.core.framework.cycle import schedule_one
+    from coordinator.core.podspec.parse import parse_pod
+
+    schedule_one(parse_pod(odd), runtime.scheduler.view.snapshot().copy(), framework)
+    gpu.mix._refresh()
+    assert gpu.mix._shapes() != before
