@@ -24,6 +24,7 @@ from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
+from tests.support.dra import claim, claim_pod, gpu_class, memory_dra_node
 
 Client = TestClient[Any, Any]
 DGX = discover_profile("dgx-a100", hostname="n0")
@@ -379,3 +380,32 @@ async def test_the_shape_mix_learns_nothing_from_a_whatif(api: Any) -> None:
     schedule_one(parse_pod(odd), runtime.scheduler.view.snapshot().copy(), framework)
     gpu.mix._refresh()
     assert gpu.mix._shapes() != before
+
+
+async def test_a_pod_with_a_resourceclaim_is_shown_the_dra_devices_it_would_get(
+    aiohttp_client: Any,
+) -> None:
+    inventory = Inventory()
+    cluster = MemoryCluster(inventory)
+    memory_dra_node(cluster, "dgx-a", "dgx1-v100")
+    cluster.dra.put("DeviceClass", gpu_class())
+    cluster.dra.put("ResourceClaim", claim("wanted", 4, namespace="default"))
+    runtime = memory_runtime(inventory, cluster)
+    gangs = GangRuntime(runtime, settings=GangSettings())
+    app = build_app(inventory, extra_routes=ROUTES)
+    app[WHATIF] = WhatIfSlot(what_if(runtime, gangs))
+    client = await aiohttp_client(app)
+    async with gangs, runtime:
+        user_pod = claim_pod(
+            "uses-claim", claim_name="wanted", scheduler="topos", namespace="default"
+        )
+        doc = await _whatif(client, {**user_pod, "apiVersion": "v1", "kind": "Pod"})
+    assert doc["fits"] is True
+    (placement,) = doc["units"][0]["placements"]
+    assert placement["node"] == "dgx-a"
+    assert len(placement["dra"]) == 4
+    assert all(d.startswith("wanted: gpu.nvidia.com/") for d in placement["dra"])
+    # the claim is as it was: nothing allocated or reserved
+    stored = cluster.dra.get("ResourceClaim", "default/wanted")
+    assert stored is not None
+    assert not (stored.get("status") or {}).get("allocation")
