@@ -19,7 +19,6 @@ the answer's ``predicted_start_s`` / ``waits_for`` stay absent until that exists
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -106,9 +105,7 @@ class WhatIf:
         are named in the answer's ``not_tried``. :class:`WhatIfError` names the document, key
         and value it cannot use. Every cycle runs inside the profiles' ``dry_run``: the
         scheduler's node scan and shape mix are left as they were."""
-        with contextlib.ExitStack() as stack:
-            for framework in self.scheduler.profiles:
-                stack.enter_context(framework.dry_run())
+        with self.scheduler.dry_run():
             return self._answer(documents, suggest=suggest, budget_s=budget_s)
 
     def _answer(
