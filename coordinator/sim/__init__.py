@@ -22,9 +22,9 @@ loop (:mod:`.engine`) orders the jobs and assumes each decision on the snapshot 
 
 from coordinator.sim.cluster import ClusterError, ClusterSpec, build_nodes, describe, parse_cluster
 from coordinator.sim.costmodel import CostModel
-from coordinator.sim.engine import Simulator
 from coordinator.sim.metrics import JobOutcome, RunResult, Summary
 from coordinator.sim.policies import POLICIES, Policy, make_policy
+from coordinator.sim.replay import ReplaySettings, Simulator
 from coordinator.sim.report import format_table
 from coordinator.sim.trace import Job, TraceError, dump_csv, dump_jsonl, parse_trace
 from coordinator.sim.tracegen import TraceShape, cluster_shape, generate
@@ -37,6 +37,7 @@ __all__ = [
     "Job",
     "JobOutcome",
     "Policy",
+    "ReplaySettings",
     "RunResult",
     "Simulator",
     "Summary",
