@@ -24,6 +24,7 @@ event is stalled for good (nothing can ever wake it): :class:`SimulationStalled`
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 from collections.abc import Mapping
 from typing import Any, Final
@@ -57,7 +58,7 @@ class _JumpingSelector(selectors.BaseSelector):
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         ready = self._real.select(0)
-        if ready or timeout == 0:
+        if ready or self._loop.busy():
             return ready
         if timeout is None:
             raise SimulationStalled(
@@ -80,6 +81,15 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         self._now = float(start)
         self.jumps = 0  # how often time moved (each time every task was waiting)
         super().__init__(_JumpingSelector(self))
+        # A timer fires once time has reached it, never early: asyncio's default resolution
+        # would run a timer due a nanosecond from now at once, and an engine that then finds
+        # its deadline not yet passed (``backoff_until <= clock()``) would set the same timer
+        # again, forever, with time standing still.
+        self._clock_resolution = 0.0
+
+    def busy(self) -> bool:
+        """Callbacks are ready to run (time must not move)."""
+        return bool(self._ready)
 
     def time(self) -> float:
         return self._now
@@ -89,6 +99,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         return EPOCH + self._now
 
     def advance(self, seconds: float) -> None:
-        if seconds > 0:
-            self._now += seconds
-            self.jumps += 1
+        """Move time on by ``seconds``, and at least past now: a timer due now fires only once
+        time is past it (asyncio runs timers whose time is before the loop's)."""
+        self._now = max(self._now + seconds, math.nextafter(self._now, math.inf))
+        self.jumps += 1

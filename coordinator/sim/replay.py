@@ -234,9 +234,13 @@ class _Replay:
         for manifest in self.sim.manifests[i]:
             self.cluster.create_pod(manifest)
 
+    def _now(self) -> float:
+        """Simulated time to the microsecond (a timer fires a hair after its time: clock.py)."""
+        return round(self.loop.time(), 6)
+
     def _point(self) -> None:
         u = self.usage
-        self.points.append(UsagePoint(self.loop.time(), u.busy, u.mig, u.fragmentation))
+        self.points.append(UsagePoint(self._now(), u.busy, u.mig, u.fragmentation))
 
     # --- placement quality -----------------------------------------------------------------------
 
@@ -260,7 +264,7 @@ class _Replay:
         where = tuple(dict.fromkeys(nodes))
         spans = span([self.by_name[n].labels for n in where])
         stretch = self.sim.cost.stretch(worst.kind, spans)
-        start = self.loop.time()
+        start = self._now()
         return JobOutcome(
             job=job,
             start_s=start,
@@ -303,7 +307,7 @@ class _Replay:
             mig_instances=self.sim.mig_instances,
             attempts=scheduler.stats.attempts,
             restarts=sum(r.restarts for r in self.runs.values()),
-            simulated_s=self.loop.time(),
+            simulated_s=self._now(),
             wall_s=time.perf_counter() - began,
         )
 
@@ -315,7 +319,7 @@ class _Replay:
             if self.arrivals_left or self.bound_pods:
                 quiet_since = None
                 continue
-            now = self.loop.time()
+            now = self._now()
             if len(self.outcomes) == len(self.sim.jobs):
                 return
             if quiet_since is None:

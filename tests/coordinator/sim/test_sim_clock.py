@@ -41,7 +41,7 @@ def test_a_day_of_simulated_waiting_takes_no_wall_time() -> None:
         return asyncio.get_running_loop().time()
 
     began = time.perf_counter()
-    assert simulate(main) == 86_400
+    assert simulate(main) == pytest.approx(86_400, abs=1e-9)
     assert time.perf_counter() - began < 5
 
 
@@ -56,7 +56,29 @@ def test_timers_fire_in_order_at_their_simulated_times() -> None:
         fired.append(("timeout", loop.time()))
         return fired
 
-    assert simulate(main) == [("a", 10), ("b", 30), ("timeout", 45)]
+    fired = simulate(main)
+    assert [name for name, _ in fired] == ["a", "b", "timeout"]
+    # each at its time (a timer fires once time has reached it: a hair past, never before)
+    assert [when for _, when in fired] == pytest.approx([10, 30, 45], abs=1e-9)
+
+
+def test_a_deadline_a_hair_away_is_reached_not_chased_forever() -> None:
+    """The engine's pattern: wait until ``backoff_until <= clock()``, sleeping for the time left.
+    A deadline closer than asyncio's timer resolution once fired its timer early, over and over,
+    with simulated time standing still."""
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(54_588)
+        deadline = loop.time() + 1e-10  # closer than asyncio's default resolution (1 ns)
+        wakeups = 0
+        while loop.time() < deadline:
+            wakeups += 1
+            assert wakeups < 10, "time stands still"
+            await asyncio.sleep(deadline - loop.time())
+        return wakeups
+
+    assert simulate(main) >= 1
 
 
 def test_a_loop_that_can_never_wake_again_says_so() -> None:
