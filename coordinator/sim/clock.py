@@ -89,7 +89,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
 
     def busy(self) -> bool:
         """Callbacks are ready to run (time must not move)."""
-        return bool(self._ready)
+        return bool(self._ready)  # type: ignore[attr-defined]  # BaseEventLoop's own deque
 
     def time(self) -> float:
         return self._now
