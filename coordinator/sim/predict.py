@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.model import NodeTopology
@@ -38,7 +38,14 @@ from coordinator.sim.clock import SimulatedLoop
 from coordinator.sim.engine import EngineSettings, SimulatedEngine
 from coordinator.sim.runtimes import Runtime, RuntimeSource
 
-__all__ = ["ClusterCopy", "NodeCopy", "Prediction", "RunningCopy", "predict_start"]
+__all__ = [
+    "ClusterCopy",
+    "NodeCopy",
+    "Prediction",
+    "RunningCopy",
+    "predict_start",
+    "predict_starts",
+]
 
 DEFAULT_HORIZON_S = 7 * 86_400.0
 
@@ -117,12 +124,29 @@ def predict_start(
     """When ``pod`` (``namespace/name``, one of ``state.pending``) binds if the engine runs on
     from ``state``. Synchronous: it runs its own simulated loop (call it off the live loop, e.g.
     ``asyncio.to_thread``)."""
-    if pod not in {_key(p) for p in state.pending}:
-        raise KeyError(f"pod {pod} is not among the pending pods of the copy")
+    out = predict_starts(state, (pod,), horizon_s=horizon_s, framework=framework, settings=settings)
+    return out[pod]
+
+
+def predict_starts(
+    state: ClusterCopy,
+    pods: Collection[str] | None = None,
+    *,
+    horizon_s: float = DEFAULT_HORIZON_S,
+    framework: Framework | Profiles | None = None,
+    settings: EngineSettings | None = None,
+) -> dict[str, Prediction]:
+    """:func:`predict_start` for several pending pods (``None``: every one) in one run: it ends
+    when all of them have bound, or at the horizon."""
+    pending = [_key(p) for p in state.pending]
+    targets = list(dict.fromkeys(pending if pods is None else pods))
+    missing = [p for p in targets if p not in set(pending)]
+    if missing:
+        raise KeyError(f"pod {missing[0]} is not among the pending pods of the copy")
     loop = SimulatedLoop()
 
-    async def run() -> Prediction:
-        return await _forward(state, pod, horizon_s, framework, settings)
+    async def run() -> dict[str, Prediction]:
+        return await _forward(state, frozenset(targets), horizon_s, framework, settings)
 
     try:
         return loop.run_until_complete(run())
@@ -149,11 +173,11 @@ def _node_args(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 async def _forward(
     state: ClusterCopy,
-    target: str,
+    targets: frozenset[str],
     horizon_s: float,
     framework: Framework | Profiles | None,
     settings: EngineSettings | None,
-) -> Prediction:
+) -> dict[str, Prediction]:
     loop = asyncio.get_running_loop()
     engine = SimulatedEngine(framework=framework, settings=settings)
     cluster = engine.cluster
@@ -181,13 +205,15 @@ async def _forward(
                 ended.append((round(loop.time(), 6), key))
 
         loop.call_at(left, finish)
-    bound = asyncio.Event()
-    where: list[str] = []
+    all_bound = asyncio.Event()
+    bound: dict[str, tuple[float, str]] = {}  # pod → (when, node)
 
     def on_bind(job: BindJob, exc: ClusterError | None) -> None:
-        if exc is None and job.request.key == target and not bound.is_set():
-            where.append(job.decision.node)
-            bound.set()
+        key = job.request.key
+        if exc is None and key in targets and key not in bound:
+            bound[key] = (round(loop.time(), 6), job.decision.node)
+            if len(bound) == len(targets):
+                all_bound.set()
 
     engine.scheduler.bind_listeners.append(on_bind)
     for waiting in state.pending:
@@ -197,28 +223,23 @@ async def _forward(
         cluster.create_pod(pending)
     async with engine:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(bound.wait(), horizon_s)
-    if not bound.is_set():
-        p = Prediction(pod=target, starts_in_s=None, unknown_ends=unknown)
-    else:
-        at = round(loop.time(), 6)
-        before = [(t, k) for t, k in ended if t <= at]
-        last = max((t for t, _ in before), default=None)
-        after = tuple(k for t, k in before if last is not None and t >= last - 1.0)
-        p = Prediction(
-            pod=target,
-            starts_in_s=at,
-            node=where[0],
-            after=after,
-            sources={k: sources[k] for k in after},
-            unknown_ends=unknown,
-        )
-    return Prediction(
-        pod=p.pod,
-        starts_in_s=p.starts_in_s,
-        node=p.node,
-        after=p.after,
-        sources=p.sources,
-        unknown_ends=p.unknown_ends,
-        message=_message(p, horizon_s),
-    )
+            await asyncio.wait_for(all_bound.wait(), horizon_s)
+    out: dict[str, Prediction] = {}
+    for target in sorted(targets):
+        if target not in bound:
+            p = Prediction(pod=target, starts_in_s=None, unknown_ends=unknown)
+        else:
+            at, where = bound[target]
+            before = [(t, k) for t, k in ended if t <= at]
+            last = max((t for t, _ in before), default=None)
+            after = tuple(k for t, k in before if last is not None and t >= last - 1.0)
+            p = Prediction(
+                pod=target,
+                starts_in_s=at,
+                node=where,
+                after=after,
+                sources={k: sources[k] for k in after},
+                unknown_ends=unknown,
+            )
+        out[target] = replace(p, message=_message(p, horizon_s))
+    return out

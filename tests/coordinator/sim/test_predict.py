@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from agent.devices import discover_profile
-from coordinator.sim.predict import ClusterCopy, NodeCopy, RunningCopy, predict_start
+from coordinator.sim.predict import (
+    ClusterCopy,
+    NodeCopy,
+    RunningCopy,
+    predict_start,
+    predict_starts,
+)
 from coordinator.sim.runtimes import (
     EXPECTED_DURATION,
     Runtime,
@@ -64,6 +70,31 @@ def test_the_queue_ahead_of_it_goes_first() -> None:
     assert p.starts_in_s == pytest.approx(1800, abs=15)
     assert p.node == "gpu-1"
     assert p.after == ("default/b",)
+
+
+def test_one_run_predicts_every_pending_pod_in_queue_order() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("now", "gpu-0", 600)],
+        pending=[pod("first", gpus=8), pod("second", gpus=8)],
+    )
+    # "first" is ahead; once started its end is unknown: "second" has no predicted start.
+    got = predict_starts(copy, horizon_s=3_600)
+    assert set(got) == {"default/first", "default/second"}
+    assert got["default/first"].starts_in_s == pytest.approx(600, abs=15)
+    assert got["default/second"].starts_in_s is None
+
+
+def test_a_higher_priority_pod_preempts_as_the_engine_would() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("low", "gpu-0", 7_200)],
+        pending=[pod("urgent", gpus=8, priority=1000)],
+    )
+    p = predict_start(copy, "default/urgent")
+    assert p.starts_in_s is not None
+    assert p.starts_in_s < 60  # the victim is evicted, not waited for
+    assert p.after == ()
 
 
 def test_a_pod_that_fits_now_starts_now() -> None:
