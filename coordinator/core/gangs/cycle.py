@@ -23,6 +23,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys, build_layout
@@ -165,6 +166,23 @@ def _occupied(pods: Sequence[PodRequest], snapshot: Snapshot) -> frozenset[str]:
     )
 
 
+class GangPlanner(Protocol):
+    """What decides a gang's members: :func:`schedule_gang`, or a baseline's member-by-member
+    rule (``coordinator.sim.baselines``)."""
+
+    def __call__(
+        self,
+        pods: Sequence[PodRequest],
+        snapshot: Snapshot,
+        framework: Framework,
+        *,
+        min_member: int | None = None,
+        intent: PlacementIntent | None = None,
+        keys: DomainKeys | None = None,
+        within: Iterable[str] | None = None,
+    ) -> GangDecision | Status: ...
+
+
 def schedule_gang(
     pods: Sequence[PodRequest],
     snapshot: Snapshot,
@@ -280,6 +298,7 @@ def schedule_gang(
 
 __all__ = [
     "GangDecision",
+    "GangPlanner",
     "member_of",
     "members_of",
     "node_gate",
