@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 import yaml
@@ -39,6 +39,35 @@ class ProfileMigInstance(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     compute: list[str] | None = None
 
 
+class ProfileFabric(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """NVML's GPU fabric info on a multi-node NVLink system (GB200/GB300 NVL72 trays)."""
+
+    cluster_uuid: str  # the NVLink domain's UUID, as GFD prints it in nvidia.com/gpu.clique
+    clique_id: int
+    state: Literal["not_supported", "not_started", "in_progress", "completed"] = "completed"
+    status: int = 0  # the probe's nvmlReturn_t (0: success)
+    health_mask: int = 0  # NVML_GPU_FABRIC_HEALTH_MASK_* bits (0: nothing reported)
+
+
+class ProfileHealth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What NVML's health calls answer for one GPU (counters since boot; zeros: healthy)."""
+
+    ecc_corrected: int = 0  # volatile ECC counts (aggregate: the same)
+    ecc_uncorrected: int = 0
+    retired_single_bit: int = 0  # retired pages, by cause
+    retired_double_bit: int = 0
+    retired_pending: bool = False
+    remapped_corrected: int = 0  # row remapping (A100 and later)
+    remapped_uncorrected: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    clocks_event_reasons: int = 0  # nvmlClocksEventReason* bits
+    # NVLink error counters per port: {port: {crc: n, replay: n, recovery: n}}
+    nvlink_errors: dict[int, dict[str, int]] = {}
+    nvlinks_down: list[int] = []  # ports that report DISABLED
+    fabric: ProfileFabric | None = None  # None: the GPU has no fabric info (NotSupported)
+
+
 class ProfileGpu(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pci_bus_id: str | None = None  # "00000000:07:00.0"; generated when absent
     uuid: str | None = None  # kept only for the profile's own hostname (see discover_profile)
@@ -60,6 +89,7 @@ class ProfileGpu(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     mig_enabled: bool = False
     mig_instances: list[ProfileMigInstance] = []
     lost: bool = False  # every NVML query answers GPU_IS_LOST
+    health: ProfileHealth = msgspec.field(default_factory=ProfileHealth)
 
 
 class ProfileNic(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
