@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import msgspec
 
-from common.model import Gpu, GpuHealth, HealthStatus, NodeTopology, NvLinkHealth
+from common.model import Gpu, HealthStatus, NodeTopology, NvLinkHealth
 
 _RANK: Final[dict[str, int]] = {"ok": 0, "degraded": 1, "unhealthy": 2}
 _CLOCK_REASON_NAMES: Final = frozenset(
@@ -67,9 +67,9 @@ class HealthThresholds:
     pcie_width_downtrained: bool = True  # narrower than the GPU's maximum width is degraded
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], *, origin: str = "health thresholds") -> (
-        HealthThresholds
-    ):
+    def from_mapping(
+        cls, data: Mapping[str, Any], *, origin: str = "health thresholds"
+    ) -> HealthThresholds:
         """Thresholds from a mapping (a YAML file); unknown keys and bad values are errors
         naming the key and the value."""
         known = {f.name: f for f in fields(cls)}
@@ -84,9 +84,7 @@ class HealthThresholds:
                 if not isinstance(value, bool):
                     raise ThresholdError(f"{origin}: {key} must be true or false, not {value!r}")
             elif isinstance(default, tuple):
-                if not isinstance(value, list) or any(
-                    v not in _CLOCK_REASON_NAMES for v in value
-                ):
+                if not isinstance(value, list) or any(v not in _CLOCK_REASON_NAMES for v in value):
                     raise ThresholdError(
                         f"{origin}: {key} must be a list of "
                         f"{', '.join(sorted(_CLOCK_REASON_NAMES))}, not {value!r}"
@@ -94,7 +92,9 @@ class HealthThresholds:
                 value = tuple(value)
             elif isinstance(default, float):
                 if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                    raise ThresholdError(f"{origin}: {key} must be a positive number, not {value!r}")
+                    raise ThresholdError(
+                        f"{origin}: {key} must be a positive number, not {value!r}"
+                    )
                 value = float(value)
             elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ThresholdError(f"{origin}: {key} must be a whole number ≥ 1, not {value!r}")
@@ -180,11 +180,19 @@ class HealthMonitor:
             if link.status != "ok" and link.reason:
                 reasons.append((link.status, link.reason))
 
-        if health.ecc_uncorrected is not None and health.ecc_uncorrected >= t.ecc_uncorrected_errors:
+        if (
+            health.ecc_uncorrected is not None
+            and health.ecc_uncorrected >= t.ecc_uncorrected_errors
+        ):
             reasons.append(
-                ("unhealthy", f"{health.ecc_uncorrected} uncorrected ECC errors since the driver loaded")
+                (
+                    "unhealthy",
+                    f"{health.ecc_uncorrected} uncorrected ECC errors since the driver loaded",
+                )
             )
-        corrected = self._rise(uuid, "ecc_corrected", health.ecc_corrected, now, "corrected ECC count")
+        corrected = self._rise(
+            uuid, "ecc_corrected", health.ecc_corrected, now, "corrected ECC count"
+        )
         if corrected is not None and corrected >= t.ecc_corrected_errors:
             reasons.append(("degraded", f"{corrected} corrected ECC errors in {window}"))
         retired = (health.retired_pages_single_bit or 0) + (health.retired_pages_double_bit or 0)
@@ -209,8 +217,7 @@ class HealthMonitor:
             reasons.append(
                 (
                     "degraded",
-                    f"PCIe link trained to x{gpu.pcie_width_current}{gen}"
-                    f" of x{gpu.pcie_width_max}",
+                    f"PCIe link trained to x{gpu.pcie_width_current}{gen} of x{gpu.pcie_width_max}",
                 )
             )
         fabric = health.fabric
@@ -238,7 +245,9 @@ class HealthMonitor:
         out = msgspec.structs.replace(gpu, health=judged)
         if status == "unhealthy" and gpu.healthy:
             out = msgspec.structs.replace(
-                out, healthy=False, health_reason="; ".join(text for lvl, text in reasons if lvl == "unhealthy")
+                out,
+                healthy=False,
+                health_reason="; ".join(text for lvl, text in reasons if lvl == "unhealthy"),
             )
         return out
 

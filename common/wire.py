@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import enum
-from typing import Annotated, Final
+from typing import Annotated, Final, TypeVar
 
 import msgspec
 
@@ -211,7 +211,10 @@ def encode(frame: Frame) -> bytes:
     return data
 
 
-def _decode(data: bytes, decoder: msgspec.msgpack.Decoder[object], types: frozenset[str]) -> object:
+_T = TypeVar("_T")
+
+
+def _decode(data: bytes, decoder: msgspec.msgpack.Decoder[_T], types: frozenset[str]) -> _T:
     if len(data) > MAX_FRAME_BYTES:
         raise FrameError(
             CloseReason.OVERSIZED, f"{len(data)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit"

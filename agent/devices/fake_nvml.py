@@ -23,7 +23,7 @@ import msgspec
 import pynvml
 
 from agent.devices.mig_catalog import CiProfile, GiProfile, MigGeometry, ci_profiles
-from agent.devices.profile import Profile, ProfileFabric, ProfileHealth, mig_geometry
+from agent.devices.profile import Profile, ProfileHealth, mig_geometry
 from common.model import Link, parse_cpulist
 
 _UUID_NS: Final = uuidlib.UUID("5f1f4f8e-3c1b-4d53-9d0e-7a6f2b0c9e11")
@@ -230,7 +230,13 @@ class FakeNvml:
         self._build_links()
         for gpu in self._gpus:
             for port, counts in gpu.health.nvlink_errors.items():
-                self.set_nvlink(gpu.index, port, **counts)
+                self.set_nvlink(
+                    gpu.index,
+                    port,
+                    crc=counts.get("crc"),
+                    replay=counts.get("replay"),
+                    recovery=counts.get("recovery"),
+                )
             for port in gpu.health.nvlinks_down:
                 self.set_nvlink(gpu.index, port, up=False)
         for gpu, g in zip(self._gpus, profile.gpus, strict=True):

@@ -54,9 +54,7 @@ def _int(value: Any) -> int | None:
 def read_health(nvml: Any, probe: Probe, handle: Any, ports: Sequence[Port]) -> GpuHealth:
     """The GPU's health readings; ``ports`` are its NVLink ports as the link walk found them."""
     corrected = probe("nvmlDeviceGetTotalEccErrors", handle, 0, 0)  # corrected, volatile
-    uncorrected = (
-        None if corrected is None else probe("nvmlDeviceGetTotalEccErrors", handle, 1, 0)
-    )
+    uncorrected = None if corrected is None else probe("nvmlDeviceGetTotalEccErrors", handle, 1, 0)
     sbe = probe("nvmlDeviceGetRetiredPages", handle, 0)  # multiple single-bit errors
     dbe = None if sbe is None else probe("nvmlDeviceGetRetiredPages", handle, 1)
     pending = None if sbe is None else probe("nvmlDeviceGetRetiredPagesPendingStatus", handle)

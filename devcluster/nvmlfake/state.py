@@ -83,8 +83,7 @@ def _gpu(fake: FakeNvml, i: int, h: Any, handles: list[Any]) -> list[str]:
     uuid = _ask(fake.nvmlDeviceGetUUID, h)
     if uuid is None:  # GPU_IS_LOST: every query answers that
         put("lost", 1)
-        pci = fake.gpu_bus_ids()[i]
-        put("bus", pci, "10de")
+        put("bus", fake.gpu_bus_ids()[i], "10de")
         return out
     put("uuid", _text(uuid))
     name = _ask(fake.nvmlDeviceGetName, h)
@@ -200,9 +199,7 @@ def _mig(fake: FakeNvml, i: int, h: Any) -> list[str]:
             continue
         for gi in list(array)[: count.value]:
             g = fake.nvmlGpuInstanceGetInfo(gi)
-            out.append(
-                f"gpu {i} gi {g.id} {g.profileId} {g.placement.start} {g.placement.size}"
-            )
+            out.append(f"gpu {i} gi {g.id} {g.profileId} {g.placement.start} {g.placement.size}")
             cis += _cis(fake, i, gi, int(g.id), out)
     uuids: dict[tuple[int, int], str] = {}
     slots: list[tuple[int, int]] = []
@@ -210,7 +207,10 @@ def _mig(fake: FakeNvml, i: int, h: Any) -> list[str]:
         mig = _ask(fake.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
         if mig is None:
             continue
-        key = (int(fake.nvmlDeviceGetGpuInstanceId(mig)), int(fake.nvmlDeviceGetComputeInstanceId(mig)))
+        key = (
+            int(fake.nvmlDeviceGetGpuInstanceId(mig)),
+            int(fake.nvmlDeviceGetComputeInstanceId(mig)),
+        )
         uuids[key] = _text(fake.nvmlDeviceGetUUID(mig))
         slots.append(key)
     order = [(gi_id, ci_id) for gi_id, ci_id, *_ in cis]
@@ -235,12 +235,20 @@ def _cis(
         )
         array = (fake.c_nvmlComputeInstance_t * max(1, int(c.instanceCount)))()
         count = ctypes.c_uint(0)
-        if _ask(fake.nvmlGpuInstanceGetComputeInstances, gi, c.id, array, ctypes.byref(count)) is None:
+        if (
+            _ask(fake.nvmlGpuInstanceGetComputeInstances, gi, c.id, array, ctypes.byref(count))
+            is None
+        ):
             continue
         for ci in list(array)[: count.value]:
             info = fake.nvmlComputeInstanceGetInfo(ci)
             found.append(
-                (gi_id, int(info.id), int(info.profileId), int(info.placement.start),
-                 int(info.placement.size))
+                (
+                    gi_id,
+                    int(info.id),
+                    int(info.profileId),
+                    int(info.placement.start),
+                    int(info.placement.size),
+                )
             )
     return found

@@ -140,9 +140,7 @@ async def test_agent_sets_only_its_condition_in_its_nodes_status(
     own, other = unique_name("gpu"), unique_name("gpu")
     await _node(kube, own)
     await _node(kube, other)
-    await kube.patch(
-        NODES, own, {"status": {"capacity": {"cpu": "8"}}}, subresource="status"
-    )
+    await kube.patch(NODES, own, {"status": {"capacity": {"cpu": "8"}}}, subresource="status")
     agent = await _agent_client(kube, kubeconfig, own, tmp_path, unique_name)
     try:
 

@@ -30,20 +30,53 @@ from agent.settings import AgentSettings
 HOSTNAME = "scenario-node"
 CLUSTER = "5e1ab1f2-1d8a-4c1e-9b3e-2f7d0c8a9b10"
 
+_NEWER_CALLS = (
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetNvLinkErrorCounter",
+    "nvmlDeviceGetGpuFabricInfoV",
+    "nvmlDeviceGetGpuFabricInfo",
+)
+
+
+def _nothing(fake: FakeNvml) -> None:
+    pass
+
+
+def _register_fabric(fake: FakeNvml) -> None:
+    for i in range(len(fake.gpu_uuids())):
+        fake.set_health(i, fabric=ProfileFabric(cluster_uuid=CLUSTER, clique_id=7))
+
+
+def _degrade_fabric(fake: FakeNvml) -> None:
+    fake.set_health(5, fabric=ProfileFabric(cluster_uuid=CLUSTER, clique_id=7, health_mask=0x1))
+
+
+def _old_driver(fake: FakeNvml) -> None:
+    for function in _NEWER_CALLS:
+        fake.inject_error(function, 3, gpu=6)  # NVML_ERROR_NOT_SUPPORTED
+
+
 # (what happens, the change to the fake); one agent cycle follows each
 STEPS: list[tuple[str, Callable[[FakeNvml], None]]] = [
-    ("steady", lambda f: None),
-    ("fabric registered", lambda f: [f.set_health(i, fabric=ProfileFabric(cluster_uuid=CLUSTER, clique_id=7)) for i in range(len(f.gpu_uuids()))] and None),
+    ("steady", _nothing),
+    ("fabric registered", _register_fabric),
     ("crc errors on GPU1 port 2", lambda f: f.set_nvlink(1, 2, crc=2341)),
     ("crc errors rise again", lambda f: f.set_nvlink(1, 2, crc=2400)),
     ("counter reset on GPU1 port 2", lambda f: f.set_nvlink(1, 2, crc=5)),
     ("GPU2 port 0 down once", lambda f: f.set_nvlink(2, 0, up=False)),
-    ("GPU2 port 0 still down", lambda f: None),
+    ("GPU2 port 0 still down", _nothing),
     ("GPU3 uncorrected ECC", lambda f: f.set_health(3, ecc_uncorrected=2)),
-    ("GPU4 row remap pending, hw slowdown", lambda f: f.set_health(4, remap_pending=True, clocks_event_reasons=0x8)),
-    ("GPU5 fabric degraded", lambda f: f.set_health(5, fabric=ProfileFabric(cluster_uuid=CLUSTER, clique_id=7, health_mask=0x1))),
-    ("newer calls NotSupported on GPU6", lambda f: [f.inject_error(fn, 3, gpu=6) for fn in ("nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetNvLinkErrorCounter", "nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetGpuFabricInfo")] and None),
-]  # fmt: skip
+    (
+        "GPU4 row remap pending, hw slowdown",
+        lambda f: f.set_health(4, remap_pending=True, clocks_event_reasons=0x8),
+    ),
+    ("GPU5 fabric degraded", _degrade_fabric),
+    ("newer calls NotSupported on GPU6", _old_driver),
+]
 
 
 def _view(result: Any) -> dict[str, Any]:

@@ -127,7 +127,8 @@ def test_faults_read_through_pynvml_equal_the_python_fake(tmp_path: Path) -> Non
     port = gpus[0]["health"]["nvlinks"][3]
     assert (port["crc_errors"], port["replay_errors"], port["recovery_errors"]) == (1234, 56, 7)
     assert gpus[1]["health"]["nvlinks"][5]["up"] is False
-    assert gpus[7]["healthy"] is False and "health" not in gpus[7]
+    assert gpus[7]["healthy"] is False
+    assert "health" not in gpus[7]
 
 
 def test_agent_cycles_through_faults_alike_on_both_paths(tmp_path: Path) -> None:
