@@ -131,6 +131,9 @@ class _Port:
     down_streak: int = 0
     last_up: bool | None = None
     changes: deque[float] = field(default_factory=deque)
+    # the last reading and its verdict, reused while nothing moves (most links, most cycles)
+    seen: NvLinkHealth | None = None
+    judged: NvLinkHealth | None = None
 
 
 def _minutes(seconds: float) -> str:
@@ -255,6 +258,22 @@ class HealthMonitor:
         t = self.thresholds
         window = _minutes(t.window_s)
         port = self._ports.setdefault((uuid, link.link), _Port())
+        steady = port.judged
+        if (
+            steady is not None
+            and link == port.seen
+            and link.up
+            and not port.changes
+            and steady.status == "ok"
+            and steady.reason is None
+            and steady.crc_in_window in (0, None)
+            and steady.replay_in_window in (0, None)
+            and steady.recovery_in_window in (0, None)
+            and (link.crc_errors is None or steady.crc_in_window == 0)
+        ):
+            # same counters as last cycle, nothing in the window: the same verdict, and no
+            # sample needed (the window's oldest reading already has this value)
+            return steady
         if port.last_up is not None and port.last_up != link.up:
             port.changes.append(now)
         port.last_up = link.up
@@ -293,7 +312,7 @@ class HealthMonitor:
             reason = next((n for n in notes if n), None)
             if reason is None and not link.up:
                 reason = f"{name} down (seen {port.down_streak} of {t.link_down_cycles} cycles)"
-        return msgspec.structs.replace(
+        judged = msgspec.structs.replace(
             link,
             crc_in_window=crc,
             replay_in_window=replay,
@@ -301,6 +320,8 @@ class HealthMonitor:
             status=status,
             reason=reason,
         )
+        port.seen, port.judged = link, judged
+        return judged
 
 
 def summary(topology: NodeTopology) -> tuple[HealthStatus, str]:

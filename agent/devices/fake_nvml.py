@@ -878,6 +878,39 @@ class FakeNvml:
             raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return state.counters[counter]
 
+    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> list[_Struct]:
+        """NVLink error counters as field values (``NVML_FI_DEV_NVLINK_ERROR_DL_*``, the link
+        as scope); other fields answer NotSupported each, as on a GPU without them."""
+        gpu = self._gpu(handle)
+        self._enter("nvmlDeviceGetFieldValues", gpu)
+        slots = {
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: (0,),
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: (1,),
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_CRC: (2, 3),
+        }
+        out = []
+        for item in fieldIds:
+            field_id, scope = item if isinstance(item, tuple) else (item, 0)
+            code, value = int(pynvml.NVML_ERROR_NOT_SUPPORTED), 0
+            if field_id in slots and gpu.links:
+                if 0 <= scope < len(gpu.links):
+                    code = int(pynvml.NVML_SUCCESS)
+                    value = sum(gpu.links[scope].counters[k] for k in slots[field_id])
+                else:
+                    code = int(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            out.append(
+                _Struct(
+                    {
+                        "fieldId": field_id,
+                        "scopeId": scope,
+                        "nvmlReturn": code,
+                        "valueType": pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+                        "value": _Struct({"ullVal": value}),
+                    }
+                )
+            )
+        return out
+
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
         gpu = self._gpu(handle)
         self._enter("nvmlDeviceGetTotalEccErrors", gpu)
@@ -948,6 +981,20 @@ class FakeNvml:
     def nvmlDeviceGetGpuFabricInfo(self, device: Any, gpuFabricInfo: Any) -> int:
         return self._fabric("nvmlDeviceGetGpuFabricInfo", device, gpuFabricInfo, False)
 
+    def _peer_port(self, index: int, port: int) -> _Link | None:
+        """The far end of a direct NVLink: the peer's k-th link back, for our k-th link to it."""
+        links = self._gpus[index].links
+        link = links[port]
+        if link.remote_type != pynvml.NVML_NVLINK_DEVICE_TYPE_GPU:
+            return None
+        mine = self._gpus[index].bus_id
+        peer = next((g for g in self._gpus if g.bus_id == link.remote_bus), None)
+        if peer is None:
+            return None
+        ordinal = sum(1 for k in links[:port] if k.remote_bus == link.remote_bus)
+        back = [k for k in peer.links if k.remote_bus == mine]
+        return back[ordinal] if ordinal < len(back) else None
+
     def set_health(self, index: int, **changes: Any) -> None:
         """Change what GPU ``index``'s health calls answer (``ProfileHealth`` field names):
         ``set_health(0, ecc_uncorrected=3)``, ``set_health(2, fabric=ProfileFabric(...))``."""
@@ -972,6 +1019,9 @@ class FakeNvml:
         link = links[port]
         if up is not None:
             link.active = up
+            peer = self._peer_port(index, port)
+            if peer is not None:  # a direct GPU-GPU link is down at both ends
+                peer.active = up
         for slot, value in ((2, crc), (0, replay), (1, recovery)):
             if value is not None:
                 link.counters[slot] = value

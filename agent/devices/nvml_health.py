@@ -73,13 +73,51 @@ def read_health(nvml: Any, probe: Probe, handle: Any, ports: Sequence[Port]) -> 
         remap_pending=None if remap is None else bool(int(remap[2])),
         remap_failure=None if remap is None else bool(int(remap[3])),
         clocks_event_reasons=None if reasons is None else clock_reasons(int(reasons)),
-        nvlinks=tuple(_link(probe, handle, port) for port in ports),
+        nvlinks=_links(nvml, probe, handle, ports),
         fabric=read_fabric(nvml, probe, handle),
     )
 
 
 def clock_reasons(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in CLOCK_REASONS if mask & bit)
+
+
+def _links(nvml: Any, probe: Probe, handle: Any, ports: Sequence[Port]) -> tuple[NvLinkHealth, ...]:
+    """Every port's error counters: one ``nvmlDeviceGetFieldValues`` call for the GPU
+    (``NVML_FI_DEV_NVLINK_ERROR_DL_*`` with the link as scope), else per-link calls."""
+    if not ports:
+        return ()
+    fields = [
+        (int(getattr(nvml, name, code)), port.link)
+        for port in ports
+        for name, code in (
+            ("NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY", 161),
+            ("NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY", 162),
+            ("NVML_FI_DEV_NVLINK_ERROR_DL_CRC", 163),
+        )
+    ]
+    values = probe("nvmlDeviceGetFieldValues", handle, fields)
+    if values is None:
+        return tuple(_link(probe, handle, port) for port in ports)
+    if all(int(v.nvmlReturn) != 0 for v in values):
+        # none answered (Blackwell and later use other fields): try the per-link call
+        return tuple(_link(probe, handle, port) for port in ports)
+
+    def value(k: int) -> int | None:
+        v = values[k]
+        return int(v.value.ullVal) if int(v.nvmlReturn) == 0 else None
+
+    return tuple(
+        NvLinkHealth(
+            link=port.link,
+            up=port.up,
+            peer_bus_id=port.peer_bus_id,
+            replay_errors=value(3 * k),
+            recovery_errors=value(3 * k + 1),
+            crc_errors=value(3 * k + 2),
+        )
+        for k, port in enumerate(ports)
+    )
 
 
 def _link(probe: Probe, handle: Any, port: Port) -> NvLinkHealth:

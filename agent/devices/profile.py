@@ -12,6 +12,7 @@ same length is merged entry by entry).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -279,6 +280,32 @@ def _expand_gpu_defaults(data: dict[str, Any], origin: str) -> dict[str, Any]:
     return out
 
 
+_COUNTERS: Final = ("crc", "replay", "recovery")
+
+
+def _check_health(
+    health: ProfileHealth, ports: int, i: int, fail: Callable[[str], ProfileError]
+) -> None:
+    for port, counts in health.nvlink_errors.items():
+        if not 0 <= port < ports:
+            raise fail(f"GPU {i} health.nvlink_errors: port {port} is not 0..{ports - 1}")
+        for name, value in counts.items():
+            if name not in _COUNTERS:
+                raise fail(
+                    f"GPU {i} health.nvlink_errors[{port}]: unknown counter {name!r}"
+                    f" (expected {', '.join(_COUNTERS)})"
+                )
+            if value < 0:
+                raise fail(f"GPU {i} health.nvlink_errors[{port}].{name} = {value}: negative")
+    for port in health.nvlinks_down:
+        if not 0 <= port < ports:
+            raise fail(f"GPU {i} health.nvlinks_down: port {port} is not 0..{ports - 1}")
+    counts = msgspec.structs.asdict(health)
+    for name, value in counts.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise fail(f"GPU {i} health.{name} = {value}: negative")
+
+
 def validate_profile(profile: Profile, *, origin: str = "<profile>") -> None:
     """Raise ``ProfileError`` naming the first inconsistency."""
 
@@ -315,6 +342,7 @@ def validate_profile(profile: Profile, *, origin: str = "<profile>") -> None:
         )
         if gpu.nvlinks is not None and gpu.nvlinks < needed:
             raise fail(f"GPU {i} has {gpu.nvlinks} NVLinks but the matrix needs {needed}")
+        _check_health(gpu.health, gpu.nvlinks if gpu.nvlinks is not None else needed, i, fail)
     if profile.nvswitch:
         _check_switch_cells(matrix, fail)
 

@@ -781,6 +781,51 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t h, unsigned int l,
     LOCKED(link_counter_(h, l, c, v));
 }
 
+/* NVLink error counters as field values (one call per GPU): NVML_FI_DEV_NVLINK_ERROR_DL_*,
+ * the link in scopeId. Fields this library does not model answer NOT_SUPPORTED each. */
+static nvmlReturn_t field_values_(nvmlDevice_t h, int n, nvmlFieldValue_t *values)
+{
+    struct gpu *g;
+    nvmlReturn_t r = device("nvmlDeviceGetFieldValues", h, &g);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (n < 0 || (n > 0 && values == NULL))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (int k = 0; k < n; k++) {
+        nvmlFieldValue_t *v = &values[k];
+        unsigned int l = v->scopeId;
+        v->timestamp = 0;
+        v->latencyUsec = 0;
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        if (v->fieldId < NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY || v->fieldId > NVML_FI_DEV_NVLINK_ERROR_DL_CRC)
+            continue;
+        if (g->nvlinks == 0)
+            continue;
+        if (l >= (unsigned int)g->nvlinks || l >= MAX_LINKS || !g->links[l].present) {
+            v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+            continue;
+        }
+        struct link *k2 = &g->links[l];
+        if (!k2->has_counters)
+            continue;
+        if (v->fieldId == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY)
+            v->value.ullVal = k2->counters[NVML_NVLINK_ERROR_DL_REPLAY];
+        else if (v->fieldId == NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY)
+            v->value.ullVal = k2->counters[NVML_NVLINK_ERROR_DL_RECOVERY];
+        else
+            v->value.ullVal = k2->counters[NVML_NVLINK_ERROR_DL_CRC_FLIT] +
+                              k2->counters[NVML_NVLINK_ERROR_DL_CRC_DATA];
+        v->nvmlReturn = NVML_SUCCESS;
+    }
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t h, int n, nvmlFieldValue_t *values)
+{
+    LOCKED(field_values_(h, n, values));
+}
+
 /* ---- health ------------------------------------------------------------------------------- */
 
 static nvmlReturn_t ecc_(nvmlDevice_t h, nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter,

@@ -37,6 +37,7 @@ _NEWER_CALLS = (
     "nvmlDeviceGetCurrentClocksEventReasons",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetNvLinkErrorCounter",
+    "nvmlDeviceGetFieldValues",
     "nvmlDeviceGetGpuFabricInfoV",
     "nvmlDeviceGetGpuFabricInfo",
 )

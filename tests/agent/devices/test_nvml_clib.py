@@ -100,7 +100,9 @@ def test_faults_read_through_pynvml_equal_the_python_fake(tmp_path: Path) -> Non
         fake.set_health(
             3, fabric=ProfileFabric(cluster_uuid="00" * 16, clique_id=0, state="in_progress")
         )
-        fake.inject_error("nvmlDeviceGetNvLinkErrorCounter", 3, gpu=4)  # NotSupported
+        fake.inject_error("nvmlDeviceGetNvLinkErrorCounter", 3, gpu=4)  # NotSupported, both
+        fake.inject_error("nvmlDeviceGetFieldValues", 3, gpu=4)  # ways of asking
+        fake.inject_error("nvmlDeviceGetFieldValues", 13, gpu=0)  # no field values: per link
         fake.inject_error("nvmlDeviceGetGpuFabricInfoV", 13, gpu=2)  # older driver: v1 only
         fake.mark_lost(7)
         want = _as_json(source.discover())
