@@ -15,7 +15,9 @@ readable reasons (docs/health.md):
   failed: unhealthy), hardware clock slowdowns, a PCIe link narrower than it can train,
   a fabric that is not registered or reports degraded bandwidth / an unhealthy route.
 
-A reading NVML refused (``None``, NotSupported on older GPUs) is simply not judged. The monitor
+A reading NVML refused (``None``, NotSupported on older GPUs) is simply not judged. Of the
+NVLink ports, only those with something to say are kept in the judged snapshot (see
+``_notable``). The monitor
 is pure (no I/O, no clock of its own): ``observe(topology, now)`` takes the time.
 """
 
@@ -240,7 +242,7 @@ class HealthMonitor:
                 status = level
         judged = msgspec.structs.replace(
             health,
-            nvlinks=links,
+            nvlinks=tuple(link for link in links if _notable(link)),
             xids=xids,
             status=status,
             reasons=tuple(text for _, text in reasons),
@@ -322,6 +324,18 @@ class HealthMonitor:
         )
         port.seen, port.judged = link, judged
         return judged
+
+
+def _notable(link: NvLinkHealth) -> bool:
+    """Worth publishing: down, judged, explained, or with errors in the window. The others (a
+    healthy NVSwitch node has 144 ports) are left out of what the agent publishes; a port not
+    listed is up with no errors in the window (``topos discover`` still shows every port)."""
+    return (
+        not link.up
+        or link.status != "ok"
+        or link.reason is not None
+        or any(v for v in (link.crc_in_window, link.replay_in_window, link.recovery_in_window))
+    )
 
 
 def summary(topology: NodeTopology) -> tuple[HealthStatus, str]:
