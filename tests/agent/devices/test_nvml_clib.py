@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,10 +25,14 @@ from agent.devices.fake_nvml import FakeNvml
 from agent.devices.fake_sysfs import build_fake_sysfs
 from agent.devices.profile import ProfileFabric, list_profiles, load_profile
 from agent.devices.source import ProfileSource, discover_profile
+from common import labels as L
+from common.kube import NODES, KubeClient
 from common.model import topology_to_json
 from devcluster.nvmlfake.build import ensure_library, nvml_env
 from devcluster.nvmlfake.state import write_state
+from devcluster.subprocess_env import subprocess_env
 from tests.support import health_scenario
+from tests.support.kube_objects import create_node
 
 REPO = Path(__file__).resolve().parents[3]
 TOPOS = [sys.executable, "-m", "cli.main"]
@@ -214,3 +220,38 @@ def test_xid_events_reach_the_watcher_through_pynvml(tmp_path: Path) -> None:
     assert seen["quiet"] is True  # nothing pending: the wait timed out
     assert (seen["reason"], seen["fatal"]) == ("XID 79", True)
     assert seen["uuid"] == seen["want"]
+
+
+async def test_topos_agent_on_the_c_library_sets_the_condition_and_clique_on_a_real_node(
+    kube: KubeClient, kubeconfig: Path, tmp_path: Path, unique_name: Callable[[str], str]
+) -> None:
+    """``topos agent --once`` with no profile: real NVML (pynvml on the C library), a real
+    API server. GPU 3 has uncorrected ECC errors; the tray's GPUs are in one NVLink clique."""
+    node = unique_name("tray")
+    await create_node(kube, node)
+    fake = FakeNvml(load_profile("dgx-h100"), hostname=node)
+    for i in range(8):
+        fake.set_health(i, fabric=ProfileFabric(cluster_uuid=health_scenario.CLUSTER, clique_id=7))
+    fake.set_health(3, ecc_uncorrected=2)
+    state, sysfs = _machine(tmp_path, fake, "dgx-h100")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **nvml_env(state, base={})}
+    argv = ["--once", "--node", node, "--kubeconfig", str(kubeconfig), "--sysfs-root", str(sysfs)]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*TOPOS, "agent", *argv, "--listen", "", "--pod-resources-socket", ""],
+        env=subprocess_env(env),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    obj = await kube.get(NODES, node)
+    (condition,) = [c for c in obj["status"]["conditions"] if c["type"] == L.GPU_HEALTH_CONDITION]
+    assert (condition["status"], condition["reason"]) == ("False", "GPUUnhealthy")
+    assert condition["message"] == (
+        "GPU3 unhealthy: 2 uncorrected ECC errors since the driver loaded"
+    )
+    labels = obj["metadata"]["labels"]
+    assert labels[L.GFD_GPU_CLIQUE] == f"{health_scenario.CLUSTER}.7"
+    assert labels[L.GPU_HEALTHY] == "7"
