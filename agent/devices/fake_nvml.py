@@ -981,6 +981,17 @@ class FakeNvml:
     def nvmlDeviceGetGpuFabricInfo(self, device: Any, gpuFabricInfo: Any) -> int:
         return self._fabric("nvmlDeviceGetGpuFabricInfo", device, gpuFabricInfo, False)
 
+    def set_pcie(self, index: int, *, gen: int | None = None, width: int | None = None) -> None:
+        """The PCIe link GPU ``index`` trained to now (current generation / width)."""
+        gpu = self._gpus[index]
+        gen_max, width_max, gen_now, width_now = gpu.pcie
+        gpu.pcie = (
+            gen_max,
+            width_max,
+            gen_now if gen is None else gen,
+            width_now if width is None else width,
+        )
+
     def _peer_port(self, index: int, port: int) -> _Link | None:
         """The far end of a direct NVLink: the peer's k-th link back, for our k-th link to it."""
         links = self._gpus[index].links

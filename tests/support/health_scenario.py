@@ -77,6 +77,7 @@ STEPS: list[tuple[str, Callable[[FakeNvml], None]]] = [
     ),
     ("GPU5 fabric degraded", _degrade_fabric),
     ("newer calls NotSupported on GPU6", _old_driver),
+    ("GPU7 PCIe trained down to x8", lambda f: f.set_pcie(7, width=8)),
 ]
 
 

@@ -173,8 +173,9 @@ def test_agent_cycles_through_faults_alike_on_both_paths(tmp_path: Path) -> None
     unhealthy = by_step["GPU3 uncorrected ECC"]
     assert unhealthy["condition"] == ["False", "GPUUnhealthy"]
     assert unhealthy["gpus"][3]["healthy"] is False
-    last = on_c[-1]["gpus"][6]
-    assert (last["status"], last["ecc_uncorrected"], last["fabric"]) == ("ok", None, None)
+    old = by_step["newer calls NotSupported on GPU6"]["gpus"][6]
+    assert (old["status"], old["ecc_uncorrected"], old["fabric"]) == ("ok", None, None)
+    assert on_c[-1]["message"].endswith("GPU7 degraded: PCIe link trained to x8 Gen5 of x16")
 
 
 _WATCH = textwrap.dedent(
