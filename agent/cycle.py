@@ -139,6 +139,10 @@ class Agent:
         topology = await self.discover()
         self.metrics.gpus_total.set(len(topology.gpus))
         self.metrics.gpus_healthy.set(sum(1 for g in topology.gpus if g.healthy))
+        for status in ("ok", "degraded", "unhealthy"):
+            self.metrics.gpu_health.labels(status).set(
+                sum(1 for g in topology.gpus if g.health is not None and g.health.status == status)
+            )
         desired = labels(topology, self.settings.labeling)
         if self.settings.model_cache_dir is not None:
             desired = await self.with_models(desired, self.settings.model_cache_dir)
