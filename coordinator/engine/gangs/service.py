@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.preemption.protections import Protections
 from coordinator.core.preemption.victims import DisruptionBudget
 from coordinator.engine.gangs.recovery import Recovery
 from coordinator.engine.gangs.step import GangStep
@@ -51,6 +52,8 @@ class GangSettings:
     """How long a preemptor waits for its victims before it may preempt again."""
     keys: DomainKeys = field(default_factory=DomainKeys)
     """Node labels naming the network tiers."""
+    protections: Protections = field(default_factory=Protections)
+    """Minimum runtime, preemption delay and eviction budget of preemption."""
 
 
 class GangRuntime:
@@ -70,6 +73,7 @@ class GangRuntime:
         nominate: Nominate | None = None,
         feeds: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         namespace: str | None = None,
     ) -> None:
         self.settings = settings = settings or GangSettings()
@@ -87,6 +91,8 @@ class GangRuntime:
                 keys=settings.keys,
                 nomination_ttl_s=settings.nomination_ttl_s,
                 clock=clock,
+                wall_clock=wall_clock,
+                protections=settings.protections,
             )
         self.step = GangStep(
             scheduler,
@@ -121,6 +127,8 @@ class GangRuntime:
             await leadership.wait_until_leading()  # timeouts evict: the leader's alone
             try:
                 self.step.tick()
+                if self.preemptor is not None:
+                    self.preemptor.tick()
             except Exception:
                 log.exception("gang tick failed")
             await asyncio.sleep(self.settings.tick_s)
