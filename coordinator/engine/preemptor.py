@@ -245,15 +245,23 @@ class Preemptor:
         delay = max(
             rule.for_pod(m.namespace, m.priority_class_name, m.preemption_delay_s) for m in members
         )
+        if delay <= 0:
+            return 0.0
+        waiting = self._asking(unit, members, now)
+        left = waiting.since + delay - now
+        if left > 0:
+            waiting.wake = waiting.since + delay
+        return max(0.0, left)
+
+    def _asking(self, unit: str, members: Collection[PodRequest], now: float) -> _Waiting:
+        """The record of ``unit`` asking to preempt (a new one for pods of its name that are
+        new)."""
         uids = frozenset(m.uid for m in members)
         waiting = self.waiting.get(unit)
         if waiting is None or waiting.uids.isdisjoint(uids):
             waiting = self.waiting[unit] = _Waiting(uids, now, now)
         waiting.uids, waiting.last = uids, now
-        left = waiting.since + delay - now
-        if left > 0:
-            waiting.wake = waiting.since + delay
-        return max(0.0, left)
+        return waiting
 
     def _budget_wait(self, victims: int, now: float) -> float:
         """Seconds until evicting ``victims`` more pods stays within the hourly budget."""
@@ -387,9 +395,7 @@ class Preemptor:
                     f"preemption would evict {len(plan.victim_pods)} pods, more than the "
                     f"eviction budget of {budget} per hour"
                 )
-            waiting = self.waiting.get(unit)
-            if waiting is not None:
-                waiting.wake = now + wait
+            self._asking(unit, members, now).wake = now + wait
             return (
                 f"preemption waits {format_duration(wait)} for the eviction budget "
                 f"({len(self._evicted_at)} of {budget} evictions in the last hour)"
