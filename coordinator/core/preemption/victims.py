@@ -252,7 +252,7 @@ def select_victims(
 
 
 FitFn = Callable[[Sequence[EvictionUnit]], bool]
-#: Beyond this many candidates at the deciding priority, only the shortest prefix is refined.
+#: Beyond this many candidates up to the deciding priority, only the shortest prefix is refined.
 _POOL_LIMIT = 64
 
 
@@ -289,22 +289,20 @@ def _fewest(usable: Sequence[EvictionUnit], fits: FitFn) -> list[EvictionUnit]:
     prefix = list(usable[:lo])
     if not prefix:
         return []
+    tries = [
+        _spare(prefix, sorted(prefix, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
+    ]
     # Every candidate at or below the priority the prefix needed may do instead of its cheap
-    # ones: one large gang rather than two small ones.
+    # ones (one large gang rather than two small ones): tried while they are few.
     level = prefix[-1].priority
     pool = [u for u in usable if u.priority <= level]
-    if len(pool) > _POOL_LIMIT:
-        pool = prefix
-    costly_first = sorted(
-        pool,
-        key=lambda u: (-u.priority, -u.cost.gangs, -u.cost.pods, -u.cost.gpu_seconds, u.unit),
-    )
-    small_first = sorted(pool, key=lambda u: (-u.priority, u.cost.pods, u.cost, u.unit))
-    tries = [
-        _spare(prefix, sorted(prefix, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits),
-        _spare(pool, costly_first, fits),
-        _spare(pool, small_first, fits),
-    ]
+    if len(pool) <= _POOL_LIMIT:
+        costly_first = sorted(
+            pool,
+            key=lambda u: (-u.priority, -u.cost.gangs, -u.cost.pods, -u.cost.gpu_seconds, u.unit),
+        )
+        small_first = sorted(pool, key=lambda u: (-u.priority, u.cost.pods, u.cost, u.unit))
+        tries += [_spare(pool, costly_first, fits), _spare(pool, small_first, fits)]
     return min(tries, key=lambda t: (_cost(t), sorted(u.unit for u in t)))
 
 

@@ -143,7 +143,8 @@ async def test_a_pod_under_its_minimum_runtime_is_not_preempted(protected: Setup
     )
     message = message_of(cluster, "urgent")
     assert "only evicting pods under their minimum runtime would make room" in message
-    assert "default/filler has run" in message and "of its minimum runtime 10m" in message
+    assert "default/filler has run" in message
+    assert "of its minimum runtime 10m" in message
     assert cluster.evicted == []
     protected.wall.ahead = 601.0  # ten minutes later it may go
     runtime.scheduler.queue.cluster_changed()
@@ -157,7 +158,7 @@ async def test_a_pod_under_its_minimum_runtime_is_not_preempted(protected: Setup
 
 
 async def test_the_eviction_budget_holds_back_the_next_preemption(budgeted: Setup) -> None:
-    cluster, runtime = budgeted.cluster, budgeted.runtime
+    cluster = budgeted.cluster
     await fill(cluster)
     cluster.create_pod(pod("first", gpus=8, priority=100))
     await eventually(lambda: node_of(cluster, "first"), what="first bound", timeout_s=15)
@@ -195,5 +196,6 @@ async def test_a_bad_minimum_runtime_is_reported_and_harms_nothing_else(
     assert "'soon'" in bad[0]["message"]
     # A pending pod with a bad value is refused for it, naming key and value.
     message = message_of(cluster, "pending-odd")
-    assert "topos.io/min-runtime" in message and "'-5m'" in message
+    assert "topos.io/min-runtime" in message
+    assert "'-5m'" in message
     assert node_of(cluster, "pending-odd") is None
