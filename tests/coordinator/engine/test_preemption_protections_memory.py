@@ -199,3 +199,40 @@ async def test_a_bad_minimum_runtime_is_reported_and_harms_nothing_else(
     assert "topos.io/min-runtime" in message
     assert "'-5m'" in message
     assert node_of(cluster, "pending-odd") is None
+
+
+async def test_a_gang_waits_out_its_longest_members_delay_and_preempts_in_one_decision(
+    delayed: Setup,
+) -> None:
+    cluster = delayed.cluster
+    cluster.add_node("dgx-b", topology=discover_profile("dgx-h100", hostname="dgx-b"))
+    await fill(cluster, "filler-a")
+    await fill(cluster, "filler-b")
+    slow = {"topos.io/preemption-delay": "1m"}
+    cluster.create_pod(pod("train-0", gpus=8, priority=100, gang=("train", 2)))
+    cluster.create_pod(pod("train-1", gpus=8, priority=100, gang=("train", 2), annotations=slow))
+    await eventually(
+        lambda: "preemption waits 1m more" in message_of(cluster, "train-0"),
+        what="the gang's delay explained",
+        timeout_s=10,
+    )
+    delayed.clock.ahead = 31.0  # past the configured 30 s, not past train-1's minute
+    delayed.runtime.scheduler.queue.cluster_changed()
+    await eventually(
+        lambda: "preemption waits 29s more" in message_of(cluster, "train-0"),
+        what="the rest of the gang's delay",
+        timeout_s=10,
+    )
+    assert cluster.evicted == []
+    delayed.clock.ahead = 61.0
+    await eventually(lambda: node_of(cluster, "train-1"), what="the gang bound", timeout_s=15)
+    assert sorted(cluster.evicted) == ["default/filler-a", "default/filler-b"]
+    preempting = [
+        e
+        for m in ("train-0", "train-1")
+        for e in cluster.events(name=m)
+        if e["reason"] == "Preempting"
+    ]
+    assert len(preempting) == 2
+    assert preempting[0]["message"] == preempting[1]["message"]  # one decision for both
+    assert "gang:default/train preempts" in preempting[0]["message"]
