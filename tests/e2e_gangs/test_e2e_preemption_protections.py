@@ -1,13 +1,16 @@
 """Whole-gang preemption and its protections on the real control plane: a gang victim is evicted
 whole (every pod gets its eviction and a Preempted Event saying why); a high-priority pod waits
 out its preemption delay, then preempts; a pod under its minimum runtime (its startTime written by
-the test, as a kubelet would) is not preempted and the pending pod's message says so."""
+the test, as a kubelet would) is not preempted and the pending pod's message says so; a
+PodDisruptionBudget that forbids every eviction that would help is named in that message."""
 
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from common.kube import PODS
+from coordinator.adapters.kube.objects import PDBS
 from coordinator.core.preemption.protections import DurationRule, Protections
 from coordinator.engine.gangs.service import GangSettings
 from devcluster import pods
@@ -22,7 +25,13 @@ value: {value}
 """
 
 
-def worker(name: str, *, priority_class: str, annotations: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
+def worker(
+    name: str,
+    *,
+    priority_class: str,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     return pods.pod(
         name,
         namespace=None,
@@ -31,6 +40,7 @@ def worker(name: str, *, priority_class: str, annotations: dict[str, str] | None
         memory="8Gi",
         priority_class=priority_class,
         annotations=annotations,
+        labels=labels,
     )
 
 
@@ -106,3 +116,28 @@ async def test_a_pod_under_its_minimum_runtime_is_not_preempted(cluster: GangClu
         assert "of its minimum runtime 1h" in message
         assert not await cluster.events(reason="Preempted")
         assert (await cluster.pod("filler"))["spec"]["nodeName"]
+
+
+async def test_a_budget_that_forbids_every_eviction_is_named(cluster: GangCluster) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    low, high = await classes(cluster)
+    await cluster.kube.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+        namespace=cluster.namespace,
+    )
+    async with Controllers(cluster), cluster.gang_coordinator():
+        await cluster.create(worker("filler", priority_class=low, labels={"app": "web"}))
+        await cluster.bound("filler")
+        await cluster.create(worker("urgent", priority_class=high))
+        message = await cluster.condition("urgent", "PodDisruptionBudget")
+        assert (
+            f"only evictions the PodDisruptionBudget(s) {cluster.namespace}/web forbid would "
+            "make room" in message
+        )
+        assert not await cluster.events(reason="Preempted")
