@@ -42,6 +42,8 @@ class DurationsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
         default_factory=dict, name="priorityClasses"
     )
     namespaces: dict[str, Duration] = msgspec.field(default_factory=dict)
+    annotation_max: Duration | None = msgspec.field(default=None, name="annotationMax")
+    """The most a pod's own annotation may ask (``None``: up to the grammar's 7 days)."""
 
     def __post_init__(self) -> None:
         self.rule()
@@ -55,6 +57,11 @@ class DurationsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
                 k: seconds(f"priorityClasses.{k}", v) for k, v in self.priority_classes.items()
             },
             namespaces={k: seconds(f"namespaces.{k}", v) for k, v in self.namespaces.items()},
+            annotation_max_s=(
+                None
+                if self.annotation_max is None
+                else seconds("annotationMax", self.annotation_max)
+            ),
         )
 
 

@@ -44,12 +44,13 @@ class DurationRule:
     default_s: float = 0.0
     priority_classes: Mapping[str, float] = field(default_factory=dict)
     namespaces: Mapping[str, float] = field(default_factory=dict)
+    annotation_max_s: float | None = None  # the most a pod's own annotation may ask; None: any
 
     def for_pod(self, namespace: str, priority_class: str, own: float | None = None) -> float:
-        """The pod's own value (its annotation) first, then its PriorityClass's, its
-        namespace's, the default."""
+        """The pod's own value (its annotation, up to ``annotation_max_s``) first, then its
+        PriorityClass's, its namespace's, the default."""
         if own is not None:
-            return own
+            return own if self.annotation_max_s is None else min(own, self.annotation_max_s)
         if priority_class and priority_class in self.priority_classes:
             return self.priority_classes[priority_class]
         if namespace in self.namespaces:

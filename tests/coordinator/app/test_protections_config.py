@@ -12,7 +12,11 @@ from coordinator.app.config.load import ConfigError, parse_config
 GOOD = """
 gangs:
   protections:
-    minRuntime: {default: 60, priorityClasses: {batch: 10m}, namespaces: {research: 1h30m}}
+    minRuntime:
+      default: 60
+      priorityClasses: {batch: 10m}
+      namespaces: {research: 1h30m}
+      annotationMax: 2h
     preemptionDelay: {default: 30s}
     evictionsPerHour: 20
 """
@@ -25,6 +29,8 @@ def test_the_protections_reach_the_gang_settings() -> None:
     assert p.min_runtime.for_pod("research", "") == 5400.0
     assert p.min_runtime.for_pod("ml", "") == 60.0
     assert p.min_runtime.for_pod("ml", "batch", own=5.0) == 5.0  # the annotation wins
+    assert p.min_runtime.for_pod("ml", "batch", own=86400.0) == 7200.0  # up to annotationMax
+    assert p.preemption_delay.for_pod("ml", "", own=86400.0) == 86400.0  # no cap given
     assert p.preemption_delay.default_s == 30.0
     assert p.evictions_per_hour == 20
 
@@ -45,6 +51,7 @@ def test_left_out_nothing_is_protected() -> None:
         ),
         ("gangs: {protections: {preemptionDelay: {default: -3}}}", ["default", "-3"]),
         ("gangs: {protections: {evictionsPerHour: -1}}", ["evictionsPerHour"]),
+        ("gangs: {protections: {minRuntime: {annotationMax: 1d}}}", ["annotationMax", "'1d'"]),
         ("gangs: {protections: {minRuntime: {namespaces: {Bad_NS: 5m}}}}", ["'Bad_NS'"]),
         ("gangs: {protections: {minRunTime: {}}}", ["minRunTime"]),
     ],
