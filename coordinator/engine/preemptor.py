@@ -337,12 +337,7 @@ class Preemptor:
             # that outcome is "no preemption": skip building every running pod's gang for it.
             self._release(members)
             return None
-        delay = self._delay_left(unit, members, now)
-        if delay > 0:
-            return (
-                f"preemption waits {format_duration(delay)} more (preemption delay: room may "
-                "come without evicting anyone)"
-            )
+        delay = self._delay_left(unit, members, now)  # counted from the first time it asks
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
@@ -386,6 +381,13 @@ class Preemptor:
         if not plan.victims:
             self._release(members)
             return None  # nothing to evict would help: no preemption, no nomination
+        if delay > 0:
+            victims = len(plan.victim_pods)
+            return (
+                f"preemption waits {format_duration(delay)} more before evicting {victims} "
+                f"pod{'s' if victims != 1 else ''} (preemption delay: room may come without "
+                "evicting anyone)"
+            )
         wait = self._budget_wait(len(plan.victim_pods), now)
         if wait > 0:
             self._release(members)

@@ -105,7 +105,7 @@ async def test_a_pending_pod_preempts_only_after_its_preemption_delay(delayed: S
     await fill(cluster)
     cluster.create_pod(pod("urgent", gpus=8, priority=100))
     await eventually(
-        lambda: "preemption waits 30s more" in message_of(cluster, "urgent"),
+        lambda: "preemption waits 30s more before evicting 1 pod" in message_of(cluster, "urgent"),
         what="the delay explained",
         timeout_s=10,
     )
@@ -120,6 +120,20 @@ async def test_a_pending_pod_preempts_only_after_its_preemption_delay(delayed: S
     delayed.clock.ahead = 31.0  # the gang ticker sends it back by itself
     await eventually(lambda: node_of(cluster, "urgent"), what="urgent bound", timeout_s=15)
     assert cluster.evicted == ["default/filler"]
+
+
+async def test_a_pod_no_eviction_would_help_says_nothing_of_a_delay(delayed: Setup) -> None:
+    cluster, runtime = delayed.cluster, delayed.runtime
+    await fill(cluster)
+    # More CPU than the node has: evicting the lower-priority filler would not help.
+    cluster.create_pod(pod("big", gpus=8, cpu="100000", priority=100))
+    await eventually(
+        lambda: "Insufficient cpu" in message_of(cluster, "big"),
+        what="big explained",
+        timeout_s=10,
+    )
+    await runtime.settle()
+    assert "preemption" not in message_of(cluster, "big")
 
 
 async def test_a_delay_of_its_own_overrides_the_configured_one(delayed: Setup) -> None:
