@@ -52,6 +52,7 @@ from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Failure
 from coordinator.core.gangs.cycle import members_of, node_gate
 from coordinator.core.gangs.identity import GangKey
@@ -61,7 +62,12 @@ from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.shares import gpu_holders
-from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
+from coordinator.core.preemption.victims import (
+    DisruptionBudget,
+    PreemptionPlan,
+    RunningPod,
+    select_victims,
+)
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
 from coordinator.engine.gangs.running import bound_pods, running_pods
@@ -76,6 +82,8 @@ __all__ = [
     "REASON_PREEMPTING",
     "Nominate",
     "Preemptor",
+    "gang_eligible",
+    "pod_eligible",
 ]
 
 REASON_PREEMPTED: Final = "Preempted"
@@ -110,6 +118,43 @@ class _Waiting:
 def _ref(pod: str) -> PodRef:
     ns, _, name = pod.partition("/")
     return PodRef(ns, name)
+
+
+def gang_eligible(
+    members: list[PodRequest], snapshot: Snapshot, framework: Framework
+) -> Callable[[Member, NodeState], Status]:
+    """Where a gang's members may be planned at all, by the core's node-level filters (GPU
+    model, pool, taints): otherwise "room" on nodes they can never use looks like a plan."""
+    gate = node_gate(framework)
+    barred: dict[str, set[str]] = {}
+    for m, planned in zip(members, members_of(members, snapshot), strict=True):
+        shape = planned.shape_key
+        if shape not in barred:
+            probe = schedule_one(m, snapshot, gate)
+            barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
+
+    def eligible(member: Member, node: NodeState) -> Status:
+        if node.name in barred.get(member.shape_key, ()):
+            return Status.unresolvable("the pod can never run on this node")
+        return Status()
+
+    return eligible
+
+
+def pod_eligible(failure: Failure) -> Callable[[Member, NodeState], Status]:
+    """Where a lone pod may be planned: not on nodes that refused it for good."""
+    hopeless = {
+        node
+        for node, status in failure.statuses.items()
+        if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    }
+
+    def eligible(member: Member, node: NodeState) -> Status:
+        if node.name in hopeless:
+            return Status.unresolvable("the pod can never run on this node")
+        return Status()
+
+    return eligible
 
 
 class Preemptor:
@@ -162,18 +207,8 @@ class Preemptor:
         # Members may only be planned where the core's node-level filters let them (GPU model,
         # pool, taints): otherwise "room" on nodes they can never use looks like a plan.
         snapshot = self.scheduler.view.snapshot()
-        gate = node_gate(self.scheduler.profiles.for_name(members[0].scheduler_name))
-        barred: dict[str, set[str]] = {}
-        for m, planned in zip(members, members_of(members, snapshot), strict=True):
-            shape = planned.shape_key
-            if shape not in barred:
-                probe = schedule_one(m, snapshot, gate)
-                barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
-
-        def eligible(member: Member, node: NodeState) -> Status:
-            if node.name in barred.get(member.shape_key, ()):
-                return Status.unresolvable("the pod can never run on this node")
-            return Status()
+        framework = self.scheduler.profiles.for_name(members[0].scheduler_name)
+        eligible = gang_eligible(members, snapshot, framework)
 
         # The room is made for the gang's slices, as it would be placed (core/gangs/slices.py);
         # an exclusive slice still takes no domain where another workload runs.
@@ -199,24 +234,13 @@ class Preemptor:
         """The runtime's post-filter hook for pods in no gang."""
         if pod.gang is not None or failure.unresolvable:
             return None
-        hopeless = {
-            node
-            for node, status in failure.statuses.items()
-            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        }
-
-        def eligible(member: Member, node: NodeState) -> Status:
-            if node.name in hopeless:
-                return Status.unresolvable("the pod can never run on this node")
-            return Status()
-
         return await self._preempt(
             pod.key,
             [pod],
             priority=pod.priority,
             policy=pod.preemption_policy,
             intent=None,
-            eligible=eligible,
+            eligible=pod_eligible(failure),
         )
 
     # --- the work --------------------------------------------------------------------------------
@@ -338,41 +362,17 @@ class Preemptor:
             self._release(members)
             return None
         delay = self._delay_left(unit, members, now)  # counted from the first time it asks
-        # Room held for other preemptors at or above this priority is not this one's to plan on.
-        view = self.scheduler.view.snapshot()
-        overlay = self.held.overlay(view, priority, uids)
-        nodes = node_states(overlay)
         problems: dict[str, tuple[str, str]] = {}
-        running = [
-            p
-            for p in running_pods(inventory, self.podgroups, problems=problems)
-            if p.key not in self.evicting
-        ]
-        self._report(problems)
-        holds = self._holds(view)
-        shares = {m.key: m.share for m in members if m.share is not None}
-        plan = select_victims(
-            members_of(members, view),
+        plan, view, running = self._select(
+            members,
             priority=priority,
-            nodes=nodes,
-            running=running,
-            budgets=list(self.budgets()),
-            preemption_policy=policy,
-            # topologyConstraints bound the placement the victims make room for, as they bound
-            # the gang's own placement (core/gangs/cycle.py).
-            intent=replace(
-                intent or PlacementIntent(),
-                leaf_limits=self.scheduler.framework.config.topology_constraints,
-            ),
-            keys=self.keys,
+            policy=policy,
+            intent=intent,
             eligible=eligible,
-            claims=holds,
-            shares=shares,
-            gpus=list(gpu_holders(overlay, every_gpu=bool(shares))),
-            capacity=capacity_room(view, members),
-            now=self._wall(),
-            protections=self.protections,
+            now=now,
+            problems=problems,
         )
+        self._report(problems)
         if isinstance(plan, Status):
             self._release(members)
             if "PodDisruptionBudget" in plan.message or "minimum runtime" in plan.message:
@@ -413,6 +413,81 @@ class Preemptor:
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
             plan.describe(unit)
         )
+
+    def plan(
+        self,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        policy: str,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> PreemptionPlan | Status:
+        """The victims preemption would choose for ``members`` now, changing nothing (what-if:
+        no eviction, nomination, metric or expiry). ``snapshot``: plan on this one instead of the
+        scheduler's (the what-if's copy)."""
+        plan, _, _ = self._select(
+            members,
+            priority=priority,
+            policy=policy,
+            intent=intent,
+            eligible=eligible,
+            now=self._clock(),
+            snapshot=snapshot,
+        )
+        return plan
+
+    def _select(
+        self,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        policy: str,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None,
+        now: float,
+        snapshot: Snapshot | None = None,
+        problems: dict[str, tuple[str, str]] | None = None,
+    ) -> tuple[PreemptionPlan | Status, Snapshot, list[RunningPod]]:
+        """:func:`select_victims` over the cluster now (read only); ``problems`` gains the
+        running pods whose ``topos.io/min-runtime`` does not parse."""
+        uids = frozenset(m.uid for m in members)
+        # Room held for other preemptors at or above this priority is not this one's to plan on.
+        view = snapshot if snapshot is not None else self.scheduler.view.snapshot()
+        overlay = self.held.overlay(view, priority, uids)
+        nodes = node_states(overlay)
+        leaving = {pod for pod, until in self.evicting.items() if until > now}
+        running = [
+            p
+            for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
+            if p.key not in leaving
+        ]
+        holds = self._holds(view)
+        shares = {m.key: m.share for m in members if m.share is not None}
+        plan = select_victims(
+            members_of(members, view),
+            priority=priority,
+            nodes=nodes,
+            running=running,
+            budgets=list(self.budgets()),
+            preemption_policy=policy,
+            # topologyConstraints bound the placement the victims make room for, as they bound
+            # the gang's own placement (core/gangs/cycle.py).
+            intent=replace(
+                intent or PlacementIntent(),
+                leaf_limits=self.scheduler.framework.config.topology_constraints,
+            ),
+            keys=self.keys,
+            eligible=eligible,
+            claims=holds,
+            shares=shares,
+            gpus=list(gpu_holders(overlay, every_gpu=bool(shares))),
+            capacity=capacity_room(view, members),
+            now=self._wall(),
+            protections=self.protections,
+        )
+        return plan, view, running
 
     def _execute(
         self,

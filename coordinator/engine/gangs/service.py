@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
 from coordinator.core.preemption.protections import Protections
 from coordinator.core.preemption.victims import DisruptionBudget
 from coordinator.engine.gangs.recovery import Recovery
@@ -75,7 +76,12 @@ class GangRuntime:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         namespace: str | None = None,
+        planner: GangPlanner = schedule_gang,
     ) -> None:
+        """``clock`` times gang timeouts, backoff, nominations, recovery and preemption delays;
+        ``wall_clock`` stamps records and is what pods' runtimes are measured to (minimum
+        runtime). ``planner`` decides a gang's members (the engine's whole-gang planning;
+        ``coordinator.sim`` passes a baseline's)."""
         self.settings = settings = settings or GangSettings()
         self.runtime = runtime
         scheduler = runtime.scheduler
@@ -100,6 +106,8 @@ class GangRuntime:
             keys=settings.keys,
             preemption=self.preemptor,
             clock=clock,
+            wall_clock=wall_clock,
+            planner=planner,
             default_timeout_s=settings.default_timeout_s,
             backoff_s=settings.backoff_s,
             namespace=namespace,
