@@ -27,6 +27,7 @@ from coordinator.api.keys import (
 from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.config.protections import ProtectionsSection
 from coordinator.app.config.scheduling import load_config as _scheduling_defaults
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.core.domains.layout import DomainKeys
@@ -192,6 +193,8 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Move gangs and pods off failed GPUs and nodes."""
     domain_keys: DomainKeys = msgspec.field(default_factory=DomainKeys, name="domainKeys")
     """Node labels naming the ``leaf``, ``spine`` and ``zone`` tiers."""
+    protections: ProtectionsSection = msgspec.field(default_factory=ProtectionsSection)
+    """Minimum runtime, preemption delay, eviction budget (docs/preemption-protections.md)."""
 
     def __post_init__(self) -> None:
         keys = self.domain_keys
@@ -207,6 +210,7 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             preemption=self.preemption,
             recovery=self.recovery,
             keys=self.domain_keys,
+            protections=self.protections.protections(),
         )
 
 
