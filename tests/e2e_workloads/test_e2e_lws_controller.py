@@ -16,8 +16,15 @@ from common.kube import NODES, KubeError
 from devcluster.kube_wait import scheduled_message, wait_for_pods
 from tests.support.gang_cluster import LEAF, SPINE, Controllers, GangCluster
 from tests.support.workload_controllers import LEADER_WORKER_SETS
-from tests.support.workload_examples import lws_exclusive, lws_sample
-from tests.support.workload_runs import GANG, GANG_RUN, restart
+from tests.support.workload_examples import lws_exclusive, lws_sample, vllm
+from tests.support.workload_runs import (
+    GANG,
+    GANG_RUN,
+    hold_gpus,
+    large_host,
+    release,
+    restart,
+)
 
 NAME = "leaderworkerset.sigs.k8s.io/name"
 GROUP = "leaderworkerset.sigs.k8s.io/group-index"
@@ -182,3 +189,45 @@ async def test_lws_exclusive_placement_example_one_group_per_node_pool(
             node["metadata"]["labels"][pool]
         )
     assert sorted(pools.values(), key=sorted) == [{"pool-1"}, {"pool-2"}, {"pool-3"}], pools
+
+
+@pytest.mark.parametrize("size", [2, 4])
+async def test_lws_vllm_example_binds_a_group_whole_or_not_at_all(
+    lws_controller: object, cluster: GangCluster, size: int
+) -> None:
+    """LWS's multi-node vLLM example, groups of ``size`` pods of a whole 8-GPU node each, on
+    ``2 × size`` nodes of which one is taken: one group binds, the other waits whole (not its
+    leader alone); the node freed, it binds too."""
+    for i in range(2 * size):
+        await large_host(cluster, f"h{i}", f"leaf-{i % 2 + 1}")
+    selector = f"{NAME}=vllm"
+    async with cluster.gang_coordinator():
+        await hold_gpus(cluster, "someone-else", 8)
+        await cluster.kube.create(LEADER_WORKER_SETS, vllm(size), namespace=cluster.namespace)
+
+        def one_group(listed: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            bound = [p for p in listed if p["spec"].get("nodeName")]
+            waiting = [p for p in listed if scheduled_message(p, status="False")]
+            assert len(bound) <= size, "more pods bound than one group's"
+            whole = len(bound) == size and len({p["metadata"]["labels"][GROUP] for p in bound}) == 1
+            return list(listed) if len(listed) == 2 * size and whole and waiting else None
+
+        seen = await wait_for_pods(
+            cluster.kube,
+            cluster.namespace,
+            one_group,
+            label_selector=selector,
+            what="one vLLM group bound, the other waiting",
+        )
+        by_group: dict[str, list[bool]] = {}
+        for p in seen:
+            by_group.setdefault(p["metadata"]["labels"][GROUP], []).append(
+                bool(p["spec"].get("nodeName"))
+            )
+        # All or nothing per group: one group all bound, the other none.
+        assert sorted(tuple(set(v)) for v in by_group.values()) == [(False,), (True,)], by_group
+        await release(cluster, "someone-else")
+        placed = await cluster.all_bound(selector, 2 * size)
+    assert len(set(placed.values())) == 2 * size  # a node each
+    gangs = {p["metadata"]["labels"][GANG] for p in await cluster.pods(selector)}
+    assert gangs == {"vllm-0", "vllm-1"}

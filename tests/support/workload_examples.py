@@ -388,3 +388,100 @@ def lws_exclusive() -> dict[str, Any]:
     lws: dict[str, Any] = yaml.safe_load(LWS_EXCLUSIVE)
     with_scheduler(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
     return lws
+
+
+# LWS's docs/examples/vllm/GPU/lws.yaml (multi-node vLLM: Llama 3.1 405B, tensor parallel 8 ×
+# pipeline parallel 2), the LeaderWorkerSet as its module ships it (its Service left out); only
+# schedulerName is added below. Each pod asks for a whole 8-GPU node with 1124Gi of memory.
+VLLM = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: vllm
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    restartPolicy: RecreateGroupOnPodRestart
+    leaderTemplate:
+      metadata:
+        labels:
+          role: leader
+      spec:
+        containers:
+          - name: vllm-leader
+            image: vllm/vllm-openai:latest
+            env:
+              - name: HUGGING_FACE_HUB_TOKEN
+                value: $HUGGING_FACE_HUB_TOKEN
+            command:
+              - sh
+              - -c
+              - "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader
+                 --ray_cluster_size=$(LWS_GROUP_SIZE);
+                 python3 -m vllm.entrypoints.openai.api_server --port 8080
+                 --model meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8
+                 --pipeline_parallel_size 2"
+            resources:
+              limits:
+                nvidia.com/gpu: "8"
+                memory: 1124Gi
+                ephemeral-storage: 800Gi
+              requests:
+                ephemeral-storage: 800Gi
+                cpu: 125
+            ports:
+              - containerPort: 8080
+            readinessProbe:
+              tcpSocket:
+                port: 8080
+              initialDelaySeconds: 15
+              periodSeconds: 10
+            volumeMounts:
+              - mountPath: /dev/shm
+                name: dshm
+        volumes:
+        - name: dshm
+          emptyDir:
+            medium: Memory
+            sizeLimit: 15Gi
+    workerTemplate:
+      spec:
+        containers:
+          - name: vllm-worker
+            image: vllm/vllm-openai:latest
+            command:
+              - sh
+              - -c
+              - "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker
+                 --ray_address=$(LWS_LEADER_ADDRESS)"
+            resources:
+              limits:
+                nvidia.com/gpu: "8"
+                memory: 1124Gi
+                ephemeral-storage: 800Gi
+              requests:
+                ephemeral-storage: 800Gi
+                cpu: 125
+            env:
+              - name: HUGGING_FACE_HUB_TOKEN
+                value: $HUGGING_FACE_HUB_TOKEN
+            volumeMounts:
+              - mountPath: /dev/shm
+                name: dshm
+        volumes:
+        - name: dshm
+          emptyDir:
+            medium: Memory
+            sizeLimit: 15Gi
+"""
+
+
+def vllm(size: int = 2) -> dict[str, Any]:
+    """The vLLM example; ``size``: pods per group (the example's 2, or more nodes per model)."""
+    lws: dict[str, Any] = yaml.safe_load(VLLM)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    template["size"] = size
+    with_scheduler(template["leaderTemplate"])
+    with_scheduler(template["workerTemplate"])
+    return lws

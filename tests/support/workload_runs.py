@@ -9,10 +9,10 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from common.kube import PODS, NotFound
+from common.kube import NODES, PODS, NotFound
 from devcluster import pods
 from devcluster.kube_wait import scheduled_message, wait_for_pods
-from tests.support.gang_cluster import GangCluster
+from tests.support.gang_cluster import LEAF, SPINE, GangCluster
 
 GANG = "topos.io/gang"
 GANG_RUN = "topos.io/gang-run"
@@ -101,3 +101,15 @@ async def restart(cluster: GangCluster, name: str) -> None:
     await cluster.kube.patch(
         PODS, name, {"status": status}, namespace=cluster.namespace, subresource="status"
     )
+
+
+async def large_host(cluster: GangCluster, name: str, leaf: str, spine: str = "spine-1") -> str:
+    """An 8-GPU node with the CPU and memory of a current GPU host (224 cores, 2 TiB), where
+    LWS's vLLM example (125 cores, 1124Gi a pod) fits; its name."""
+    node = await cluster.add_node(name, "dgx-h100", labels_extra={LEAF: leaf, SPINE: spine})
+    obj = await cluster.kube.get(NODES, node)
+    room = {**obj["status"]["allocatable"], "cpu": "224", "memory": "2Ti"}
+    status = {"status": {"capacity": room, "allocatable": room}}
+    await cluster.kube.patch(NODES, node, status, subresource="status")
+    cluster.leaf_of[node] = leaf
+    return node
