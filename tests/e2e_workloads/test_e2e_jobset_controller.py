@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from common.kube import NODES, KubeError
-from devcluster.kube_wait import scheduled_message, wait_for, wait_for_pods
+from devcluster.kube_wait import wait_for, wait_for_pods
 from tests.support.gang_cluster import LEAF, SPINE, Controllers, GangCluster
 from tests.support.workload_controllers import JOBSETS
 from tests.support.workload_examples import (
@@ -95,8 +95,9 @@ async def test_jobset_exclusive_placement_waits_whole_for_a_second_leaf_then_one
         await cluster.kube.create(JOBSETS, exclusive_placement(), namespace=cluster.namespace)
         # JobSet's webhook admits the followers only once a leader is scheduled: the two leaders.
         leaders = await all_waiting(cluster, selector, 2)
-        message = scheduled_message(leaders[0], status="False") or ""
-        assert "fits in no topos.io/leaf domain" in message, message
+        for leader in leaders:  # once both exist, Topos says why the pair cannot be placed
+            await cluster.condition(leader["metadata"]["name"], "fits in no topos.io/leaf domain")
+        assert not any(p["spec"].get("nodeName") for p in await cluster.pods(selector))
         await cluster.add_node("n2x0", "dgx-a100", labels_extra={LEAF: "leaf-2", SPINE: "spine-1"})
         cluster.hello(coordinator.inventory)
         placed = await cluster.all_bound(selector, 4)
