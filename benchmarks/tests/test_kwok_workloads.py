@@ -17,15 +17,15 @@ import pytest
 
 from benchmarks.kwok_cluster import Fabric, node_body, node_name
 from benchmarks.kwok_workload_objects import Membership, membership
-from benchmarks.kwok_workloads import (
+from benchmarks.kwok_workload_runs import (
     CONTROLLERS,
     FULL,
     Seen,
     count_slices,
     free_nodes,
-    main,
     place_of,
 )
+from benchmarks.kwok_workloads import main
 from devcluster.binaries import BinariesUnavailable, ensure
 from devcluster.subprocess_env import subprocess_env
 from devcluster.workloads import build
@@ -96,6 +96,9 @@ def test_sizes_that_cannot_hold_the_workloads_are_refused_before_anything_starts
     with pytest.raises(SystemExit):
         main(["--nodes", "100"])
     assert "the workloads need 224 Nodes, more than --nodes 100" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--free", "224"])
+    assert "--free 224: must leave fewer Nodes free than the 224" in capsys.readouterr().err
 
 
 def _prerequisites() -> None:
