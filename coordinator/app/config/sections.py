@@ -191,12 +191,15 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     recovery: bool = True
     """Move gangs and pods off failed GPUs and nodes."""
     domain_keys: DomainKeys = msgspec.field(default_factory=DomainKeys, name="domainKeys")
-    """Node labels naming the ``leaf``, ``spine`` and ``zone`` tiers."""
+    """Node labels naming the ``clique`` (NVLink, ``""``: none), ``leaf``, ``spine`` and ``zone``
+    tiers."""
 
     def __post_init__(self) -> None:
         keys = self.domain_keys
-        for tier in ("leaf", "spine", "zone"):
+        for tier in ("clique", "leaf", "spine", "zone"):
             key = getattr(keys, tier)
+            if tier == "clique" and key == "":
+                continue
             if not is_label_key(key):
                 raise ValueError(f"domainKeys.{tier}: {key!r} is not a label key")
 
