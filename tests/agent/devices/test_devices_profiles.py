@@ -250,3 +250,25 @@ def test_empty_profile_is_a_node_without_gpus(tmp_path: Path) -> None:
     assert topo.gpus == ()
     assert topo.cpu_count == 8
     assert topo.memory_mib == 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "product", "memory_mib"),
+    [
+        ("gb200-nvl72", "NVIDIA GB200", 189471),
+        ("gb300-nvl72", "NVIDIA GB300", 284213),
+    ],
+)
+def test_nvl72_trays_have_four_nvswitch_gpus_on_two_graces(
+    name: str, product: str, memory_mib: int
+) -> None:
+    topo = discover_profile(name)
+    assert len(topo.gpus) == 4
+    assert topo.nvswitch
+    assert topology_class(topo) == "nvswitch"
+    assert all(str(topo.link(i, j)) == "NV18" for i in range(4) for j in range(4) if i != j)
+    assert {g.product for g in topo.gpus} == {product}
+    assert {g.memory_total_mib for g in topo.gpus} == {memory_mib}
+    assert [g.numa_node for g in topo.gpus] == [0, 0, 1, 1]
+    assert topo.cpu_count == 144
+    assert len(topo.nics) == 4
