@@ -39,7 +39,7 @@ def _room(ctx: Packing, names: Sequence[str]) -> int:
 def one_clique(ctx: Packing, scope: set[str]) -> Placement | None:
     """The best clique that holds every member, or None."""
     best: tuple[Rank, tuple[object, ...], str, dict[str, str]] | None = None
-    tried = 0
+    tried = held = 0
     for name, clique in ctx.layout.cliques.items():
         names = [n for n in clique.nodes if n in scope]
         if len(names) < 2:
@@ -50,13 +50,15 @@ def one_clique(ctx: Packing, scope: set[str]) -> Placement | None:
         used = ctx.fill(ctx.ordered(names))
         if used is None:
             continue
+        held += 1
         key = (_rank(ctx, names, used), natural_key(name))
         if best is None or key < (best[0], best[1]):
             best = (key[0], key[1], name, used)
     if best is None:
         return None
     found = ctx.result("clique", best[2], best[3])
-    note = f"inside one NVLink clique ({ctx.layout.keys.clique}; {tried} cliques with room tried)"
+    key = ctx.layout.keys.clique
+    note = f"inside one NVLink clique ({key}): {held} of {tried} cliques could hold the group"
     return _noted(found, note)
 
 

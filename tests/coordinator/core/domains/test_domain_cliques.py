@@ -39,7 +39,7 @@ def test_an_18_tray_gang_takes_a_whole_other_rack_when_4_trays_of_the_first_are_
     assert p.domain == clique(2)
     assert set(p.nodes) == {tray(2, i) for i in range(1, 19)}
     assert f"clique {clique(2)}" in p.explanation
-    assert "inside one NVLink clique" in p.explanation
+    assert "inside one NVLink clique (nvidia.com/gpu.clique): 1 of 2 cliques could" in p.explanation
     # the same planner blind to cliques fills rack 1's 14 free trays first and spills over
     blind = placed(place_members(trays(18), nodes, keys=CLIQUE_BLIND))
     assert cliques_of(blind, nodes) == {clique(1), clique(2)}
