@@ -7,16 +7,18 @@ arm sees the same stream, in one run:
 
 - **topos**: the production gang cycle (``schedule_gang``: the clique tiers, the per-pod core
   confirming every member) and the per-pod core (``schedule_one``) for lone pods;
-- **clique-blind**: the same code with the clique tier switched off (``DomainKeys(clique="")``,
-  Topos before cliques);
+- **topos-nokeep**: the same without the domain-level stranding term (``CliqueKeep``);
+- **clique-blind**: the same code with the clique tier and ``CliqueKeep`` switched off
+  (``DomainKeys(clique="")``: Topos before cliques);
 - **first-fit**: each member on the first node in name order with room.
 
 Each tick: jobs whose time is up leave, new jobs queue, then every queued job is tried in arrival
 order (a job that does not fit waits; later ones may pass it). Reported per arm: the share of
-multi-tray gangs placed inside one NVLink domain (one clique, or one node), of those that could have been (at most 18 trays and a
-clique with that many whole free trays when it was placed); large-gang (≥ 8 trays) wait in ticks,
-p50 / p95; GPUs stranded in partly used cliques (free GPUs of a clique some of whose GPUs are
-busy), averaged over ticks; jobs left waiting at the end.
+multi-tray gangs placed inside one NVLink domain (one clique, or one node), of those that could
+have been (at most 18 trays and a clique with that many whole free trays when it was placed);
+large-gang (≥ 8 trays) wait in ticks, p50 / p95; GPUs stranded in partly used cliques (free GPUs
+of a clique some of whose GPUs are busy) and whole idle cliques, averaged over ticks; GPUs busy;
+jobs left waiting at the end.
 
 This is a replay through the production planner, not the sim engine's trace replay (that comes
 with the sim engine's NVL72 fleet). Run: ``.venv/bin/python -m benchmarks.clique_placement
@@ -31,7 +33,6 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.devices import discover_profile
 from coordinator.core.domains.capacity import GPU, node_states
@@ -41,7 +42,7 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision
 from coordinator.core.gangs.cycle import GangDecision, member_of, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
-from coordinator.core.registry import build_framework
+from coordinator.core.registry import PLUGINS, build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.sim.baselines.gangs import first_fit_members
@@ -132,6 +133,7 @@ class Arm:
     waits: list[int] = field(default_factory=list)
     stranded: list[int] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
+    whole: list[int] = field(default_factory=list)
     left: int = 0
     seconds: float = 0.0
 
@@ -146,8 +148,9 @@ def clique_room(snap: Snapshot) -> dict[str, int]:
     return out
 
 
-def topos(keys: DomainKeys) -> Callable[[Job, Snapshot], dict[str, str] | None]:
-    framework = build_framework()
+def topos(keys: DomainKeys, *, keep: bool) -> Callable[[Job, Snapshot], dict[str, str] | None]:
+    plugins = PLUGINS if keep else tuple(p for p in PLUGINS if p.name != "CliqueKeep")
+    framework = build_framework(plugins=plugins)
 
     def place(job: Job, snap: Snapshot) -> dict[str, str] | None:
         if job.trays:
@@ -227,6 +230,9 @@ def run(arm: Arm, jobs: list[Job], ticks: int) -> None:
         states = {n.name: n for n in node_states(snap)}
         total = sum(n.gpus_total for n in states.values())
         arm.busy.append(sum(n.gpus_used for n in states.values()) / total)
+        arm.whole.append(
+            sum(all(states[n].gpus_used == 0 for n in names) for names in clique_nodes.values())
+        )
         arm.stranded.append(
             sum(clique_stranded([states[n] for n in names]) for names in clique_nodes.values())
         )
@@ -262,20 +268,21 @@ def main() -> None:
         f" {len(jobs)} jobs over {args.ticks} ticks ({gangs} gangs of 2-32 trays), seed {args.seed}"
     )
     arms = [
-        Arm("topos", topos(DomainKeys())),
-        Arm("clique-blind", topos(DomainKeys(clique=""))),
+        Arm("topos", topos(DomainKeys(), keep=True)),
+        Arm("topos-nokeep", topos(DomainKeys(), keep=False)),
+        Arm("clique-blind", topos(DomainKeys(clique=""), keep=False)),
         Arm("first-fit", first_fit()),
     ]
-    results: dict[str, Any] = {}
     for arm in arms:
         run(arm, jobs, args.ticks)
         share = arm.inside / arm.could if arm.could else float("nan")
-        results[arm.name] = share
         print(
             f"  {arm.name:12s} in one NVLink domain {arm.inside:3d}/{arm.could:3d} = {share:6.1%}"
-            f"  large-gang wait p50 {pct(arm.waits, 0.5):4.0f} p95 {pct(arm.waits, 0.95):4.0f} ticks"
+            f"  large-gang wait p50 {pct(arm.waits, 0.5):4.0f}"
+            f" p95 {pct(arm.waits, 0.95):4.0f} ticks"
             f" ({len(arm.waits)} placed)"
             f"  stranded clique GPUs mean {statistics.fmean(arm.stranded):6.1f}"
+            f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
             f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
             f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} CPU s)"
         )

@@ -57,8 +57,8 @@ def one_clique(ctx: Packing, scope: set[str]) -> Placement | None:
     if best is None:
         return None
     found = ctx.result("clique", best[2], best[3])
-    key = ctx.layout.keys.clique
-    note = f"inside one NVLink clique ({key}): {held} of {tried} cliques could hold the group"
+    label = ctx.layout.keys.clique
+    note = f"inside one NVLink clique ({label}): {held} of {tried} cliques could hold the group"
     return _noted(found, note)
 
 

@@ -188,7 +188,7 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
     message = refused(tmp_path, "scheduling: {disabled_plugins: [GpuTopolgy]}\n")
     assert message.startswith(
         "'scheduling' in F: disabled_plugins: unknown plugin 'GpuTopolgy' — did you mean "
-        "'GpuTopology'? (the plugins: CostEfficiency, DomainUtilisation, "
+        "'GpuTopology'? (the plugins: CliqueKeep, CostEfficiency, DomainUtilisation, "
     )
     assert "NodeResourcesFit" in message
     # a custom scorer's name, or a plugin enabled_plugins adds, may be disabled
