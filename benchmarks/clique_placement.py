@@ -257,9 +257,9 @@ def pct(values: list[int], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ticks", type=int, default=200)
+    parser.add_argument("--ticks", type=int, default=300)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--gang-rate", type=float, default=0.5, help="gangs arriving per tick")
+    parser.add_argument("--gang-rate", type=float, default=0.45, help="gangs arriving per tick")
     args = parser.parse_args()
     jobs = stream(args.seed, args.ticks, args.gang_rate)
     gangs = sum(1 for j in jobs if j.trays)
@@ -273,8 +273,12 @@ def main() -> None:
         Arm("clique-blind", topos(DomainKeys(clique=""), keep=False)),
         Arm("first-fit", first_fit()),
     ]
+    shares: dict[str, float] = {}
+    stranded: dict[str, float] = {}
     for arm in arms:
         run(arm, jobs, args.ticks)
+        shares[arm.name] = arm.inside / arm.could if arm.could else 1.0
+        stranded[arm.name] = statistics.fmean(arm.stranded)
         share = arm.inside / arm.could if arm.could else float("nan")
         print(
             f"  {arm.name:12s} in one NVLink domain {arm.inside:3d}/{arm.could:3d} = {share:6.1%}"
@@ -286,6 +290,12 @@ def main() -> None:
             f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
             f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} CPU s)"
         )
+
+    met = "met" if shares["topos"] >= 0.95 else "missed"
+    print(f"goal ≥ 95 % of the gangs that could fit one clique inside one: {met}")
+    ratio = stranded["topos"] / stranded["clique-blind"] if stranded["clique-blind"] else 0.0
+    met = "met" if ratio <= 0.5 else "missed"
+    print(f"goal stranded clique GPUs ≤ 0.5× clique-blind's: {ratio:.2f}× ({met})")
 
 
 if __name__ == "__main__":
