@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from coordinator.core.domains.cliques import CLIQUE_LABEL
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.plugins.declaration import PluginSpec
@@ -29,6 +28,9 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Status
 
 __all__ = ["PLUGIN", "CliqueKeep"]
+
+#: GFD's label (plugins sit below the domain planner: the same key as ``DomainKeys.clique``).
+CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
 
 
 class CliqueKeep(Plugin):
