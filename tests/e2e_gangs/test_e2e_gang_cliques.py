@@ -9,11 +9,26 @@ NVLink fabric degraded. Members ask for a whole tray (4 GPUs).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from tests.support.gang_cluster import LEAF, SPINE, GangCluster, gang_pod
+from common.kube import (
+    DEVICE_CLASSES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_SLICES,
+    Resource,
+)
+from devcluster.kube_wait import scheduled_message, wait_for_object
+from tests.support.gang_cluster import LEAF, SPINE, GangCluster, gang_pod, install_crd
 from tests.support.nvl72 import CLUSTER_UUID
 
 CLIQUE = "nvidia.com/gpu.clique"
+COMPUTE_DOMAINS = Resource(
+    "resource.nvidia.com", "v1beta1", "computedomains", namespaced=True, kind="ComputeDomain"
+)
+CHANNEL_DRIVER = "compute-domain.nvidia.com"
 
 
 async def test_an_18_tray_gang_takes_a_whole_rack_and_a_degraded_tray_is_avoided(
@@ -58,3 +73,140 @@ async def test_an_18_tray_gang_takes_a_whole_rack_and_a_degraded_tray_is_avoided
     )
     assert event["message"] == f"pod group big: 18/18 members bound on {why}"
     assert statuses["big"].placement == why  # GET /v1/gangs/{namespace}/big
+
+
+@contextlib.asynccontextmanager
+async def channels(cluster: GangCluster, nodes: list[str]) -> AsyncIterator[str]:
+    """What NVIDIA's DRA driver publishes for ComputeDomains: a channel DeviceClass (named for
+    this run) and one IMEX channel device per tray; removed afterwards. Yields the class."""
+    cls = f"compute-domain-channel-{cluster.run}.nvidia.com"
+    selector = f"device.driver == '{CHANNEL_DRIVER}'"
+    await cluster.kube.create(
+        DEVICE_CLASSES,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": cls},
+            "spec": {"selectors": [{"cel": {"expression": selector}}]},
+        },
+    )
+    slices = []
+    for node in nodes:
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-channels"},
+            "spec": {
+                "driver": CHANNEL_DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "channel-0", "attributes": {"type": {"string": "channel"}}}],
+            },
+        }
+        slices.append((await cluster.kube.create(RESOURCE_SLICES, body))["metadata"]["name"])
+    try:
+        yield cls
+    finally:
+        for name in slices:
+            await cluster.kube.delete(RESOURCE_SLICES, name)
+        await cluster.kube.delete(DEVICE_CLASSES, cls)
+
+
+async def compute_domain(cluster: GangCluster, name: str, cls: str) -> str:
+    """A ComputeDomain and the channel ResourceClaimTemplate its controller would write; its
+    UID."""
+    template = f"{name}-channel"
+    created = await cluster.kube.create(
+        COMPUTE_DOMAINS,
+        {
+            "apiVersion": "resource.nvidia.com/v1beta1",
+            "kind": "ComputeDomain",
+            "metadata": {"name": name},
+            "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": template}}},
+        },
+        namespace=cluster.namespace,
+    )
+    uid = str(created["metadata"]["uid"])
+    config = {
+        "requests": ["channel"],
+        "opaque": {
+            "driver": CHANNEL_DRIVER,
+            "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1",
+                "kind": "ComputeDomainChannelConfig",
+                "domainID": uid,
+                "allocationMode": "Single",
+            },
+        },
+    }
+    await cluster.kube.create(
+        RESOURCE_CLAIM_TEMPLATES,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": template},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "channel", "exactly": {"deviceClassName": cls}}],
+                        "config": [config],
+                    }
+                }
+            },
+        },
+        namespace=cluster.namespace,
+    )
+    return uid
+
+
+def domain_pod(name: str, gang: str, size: int, template: str) -> dict[str, Any]:
+    obj = gang_pod(name, gang, size, gpus=4, cpu="8")
+    obj["spec"]["resourceClaims"] = [{"name": "channel", "resourceClaimTemplateName": template}]
+    return obj
+
+
+async def test_compute_domain_pods_share_one_rack_and_wait_rather_than_span_two(
+    cluster: GangCluster, kubectl: Callable[..., Any]
+) -> None:
+    install_crd(kubectl, "computedomains.resource.nvidia.com")
+    rack_of: dict[str, int] = {}
+    for rack in (1, 2):
+        for i in range(1, 5):
+            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
+            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
+            rack_of[name] = rack
+    async with channels(cluster, list(rack_of)) as cls, cluster.gang_coordinator():
+        uid = await compute_domain(cluster, "imex", cls)
+        # 5 trays of one ComputeDomain: no rack of 4 holds them, so they wait
+        for k in range(5):
+            await cluster.create(domain_pod(f"wide-{k}", "wide", 5, "imex-channel"))
+        wanted = "no nvidia.com/gpu.clique domain holds the whole group (5 pods"
+        pod = await wait_for_object(
+            cluster.kube,
+            PODS,
+            "wide-0",
+            lambda p: wanted in (scheduled_message(p, status="False") or ""),
+            namespace=cluster.namespace,
+        )
+        assert "NVLink" not in str(pod["spec"].get("nodeName", ""))  # not bound anywhere
+        await cluster.delete_pods("topos.io/gang=wide")
+        await cluster.none_left("topos.io/gang=wide")
+        # 3 trays of it: one rack
+        for k in range(3):
+            await cluster.create(domain_pod(f"imex-{k}", "imex", 3, "imex-channel"))
+        try:
+            placed = await cluster.all_bound("topos.io/gang=imex", 3, timeout_s=30)
+        except AssertionError:
+            for p in await cluster.pods("topos.io/gang=imex"):
+                print("POD", p["metadata"]["name"], p.get("status"))
+            for e in await cluster.events():
+                print("EVENT", e["involvedObject"]["name"], e["reason"], e["message"])
+            raise
+        first = {rack_of[n] for n in placed.values()}
+        assert len(first) == 1
+        event = await cluster.event("GangScheduled", name="imex-0")
+        assert f"ComputeDomain {uid}: its pods in one NVLink clique" in event["message"]
+        # 1 more tray of the same domain joins its rack, though the other rack is emptier
+        await cluster.create(domain_pod("late-0", "late", 1, "imex-channel"))
+        late = await cluster.all_bound("topos.io/gang=late", 1)
+        assert {rack_of[n] for n in late.values()} == first

@@ -203,7 +203,8 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
     with pytest.raises(ConfigError) as caught:
         wire(load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())))
     assert str(caught.value).startswith(
-        "'scheduling': enabled_plugins: unknown plugin 'PowerDraw' (the plugins: CostEfficiency"
+        "'scheduling': enabled_plugins: unknown plugin 'PowerDraw' "
+        "(the plugins: CliqueKeep, CostEfficiency"
     )
 
 
