@@ -76,6 +76,15 @@ def refused(tmp_path: Path, text: str) -> str:
             "gangs: {domainKeys: {leaf: 'rack id'}}\n",
             "'gangs.domainKeys.leaf' in F: 'rack id' is not a label key",
         ),
+        (
+            "gangs: {topologyLevels: [example.com/rack, nvidia.com/gpu.clique, example.com/tor]}\n",
+            "'gangs.topologyLevels' in F: level 'example.com/tor' is below "
+            "'nvidia.com/gpu.clique': an NVLink clique sits directly above the node",
+        ),
+        (
+            "gangs: {domainKeys: {leaf: example.com/tor}, topologyLevels: [example.com/rack]}\n",
+            "'gangs' in F: domainKeys and topologyLevels both name the tree: keep one",
+        ),
     ],
 )
 def test_a_name_kubernetes_would_refuse_is_refused_at_load(
