@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
+from coordinator.engine.gangs.service import GangSettings
 from coordinator.sim import (
+    ReplaySettings,
     Simulator,
     Summary,
     build_nodes,
@@ -40,6 +41,7 @@ from coordinator.sim import (
     make_policy,
     parse_cluster,
 )
+from coordinator.sim.engine import EngineSettings
 from coordinator.sim.report import format_duration
 
 CLUSTER = """
@@ -114,23 +116,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--load", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
+    ap.add_argument(
+        "--no-preemption", action="store_true", help="the engine does not preempt (as before)"
+    )
     args = ap.parse_args(argv)
     spec = parse_cluster(CLUSTER)
     nodes = build_nodes(spec, topology_of)
     jobs = generate(cluster_shape(nodes, jobs=args.jobs, load=args.load, seed=args.seed))
-    sim = Simulator(nodes, jobs, cost_model=spec.cost_model)
-    summaries = []
-    seconds = {}
-    for name in POLICIES:
-        t0 = time.perf_counter()
-        summaries.append(sim.run(make_policy(name)).summary())
-        seconds[name] = time.perf_counter() - t0
+    gangs = GangSettings(preemption=not args.no_preemption)
+    settings = ReplaySettings(engine=EngineSettings(gangs=gangs))
+    sim = Simulator(nodes, jobs, cost_model=spec.cost_model, settings=settings)
+    summaries = [sim.run(make_policy(name)).summary() for name in POLICIES]
     shape = describe(nodes)
     notes = [
         f"cluster {shape['nodes']} nodes, {shape['gpus']} GPUs, {shape['mig_instances']} MIG "
         f"instances, {shape['leaves']} leaves / {shape['spines']} spines; {len(jobs)} jobs at "
-        f"offered load {args.load}, seed {args.seed}",
-        "replay time: " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()),
+        f"offered load {args.load}, seed {args.seed}; the engine "
+        + ("without" if args.no_preemption else "with")
+        + " preemption",
+        "engine speed (simulated s per wall s): "
+        + ", ".join(f"{s.policy} {s.speed:,.0f}" for s in summaries)
+        + "; jobs restarted after preemption: "
+        + ", ".join(f"{s.policy} {s.restarts}" for s in summaries),
     ]
     if args.json:
         print(

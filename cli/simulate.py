@@ -14,10 +14,12 @@ from agent.devices.source import discover_profile
 from cli.errors import CliError
 from common.model import NodeTopology
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.engine.gangs.service import GangSettings
 from coordinator.sim import (
     POLICIES,
     ClusterError,
     ClusterSpec,
+    ReplaySettings,
     Simulator,
     TraceError,
     build_nodes,
@@ -31,6 +33,7 @@ from coordinator.sim import (
     parse_cluster,
     parse_trace,
 )
+from coordinator.sim.engine import EngineSettings
 from coordinator.sim.report import format_duration
 
 BASELINES = tuple(p for p in POLICIES if p != "topos")
@@ -60,6 +63,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"baseline policies to run on the same input: {', '.join(BASELINES)} (or 'all')",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--no-preemption",
+        action="store_true",
+        help="the engine does not preempt (priority then only orders the queue)",
+    )
     gen = parser.add_argument_group("with --generate")
     gen.add_argument(
         "--load", type=float, default=0.9, help="offered load: GPU-time asked / GPU-time there"
@@ -148,7 +156,10 @@ def run(args: argparse.Namespace) -> int:
         jobs = parse_trace(_read(args.trace, "trace"), name=args.trace)
     except TraceError as exc:
         raise CliError(str(exc)) from None
-    sim = Simulator(nodes, jobs, cost_model=spec.cost_model)
+    settings = ReplaySettings(
+        engine=EngineSettings(gangs=GangSettings(preemption=not args.no_preemption))
+    )
+    sim = Simulator(nodes, jobs, cost_model=spec.cost_model, settings=settings)
     summaries = []
     unplaced: dict[str, list[dict[str, str]]] = {}
     for name in policies:

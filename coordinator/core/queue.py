@@ -318,7 +318,10 @@ class SchedulingQueue:
 
     def _backoff_s(self, attempts: int) -> float:
         s = self.settings
-        return float(min(s.max_backoff_s, s.initial_backoff_s * 2 ** max(0, attempts - 1)))
+        # The exponent is capped: a pod tried a thousand times (a gang waiting all day) would
+        # overflow a float, and 2**62 × any initial backoff is past every max_backoff_s already.
+        doublings = min(max(0, attempts - 1), 62)
+        return float(min(s.max_backoff_s, s.initial_backoff_s * 2**doublings))
 
     def done(self, pod: QueuedPod) -> None:
         """Bound: it stays inert until the watch drops it (:meth:`delete`)."""

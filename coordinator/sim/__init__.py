@@ -1,17 +1,14 @@
-"""Trace replay: a described cluster, a workload trace, and placement policies compared on it.
+"""Trace replay: a described cluster, a workload trace, and placement policies compared on it,
+each replayed by the production engine on a simulated clock. See ``docs/simulate.md``.
 
-Pure and synchronous (no I/O, no clock): the cluster description is parsed from text, hardware
-comes from a ``profile → NodeTopology`` function the caller passes (the CLI uses the agent's
-profile-driven fake NVML), and the replay is a discrete-event loop over the scheduling core's
-``Snapshot``. See ``docs/simulate.md``.
-
-With production it shares the pure parts: node labels from the agent's labelers
-(``common.labeling``), pods parsed by the core's ``parse_pod``, the core's ``Snapshot`` and
-``NodeInfo`` accounting, and placement by the core's ``Framework``/``schedule_one`` and gang
-planner (``schedule_gang``). It does not run the engine (``coordinator.engine``): no scheduling
-queue or backoff, no ``ClusterView`` over an inventory, no binder or ``ClusterWriter``, no
-in-memory cluster, no gang manager (reservations, timeouts, recovery) and no preemption; its own
-loop (:mod:`.engine`) orders the jobs and assumes each decision on the snapshot at once.
+The cluster description and the trace are parsed from text (hardware comes from a
+``profile → NodeTopology`` function the caller passes; the CLI uses the agent's profile-driven
+fake NVML). The replay (:mod:`.replay`) runs the coordinator's engine — queue and backoff, gang
+manager and timeouts, preemption and nominations, recovery, binder — over the in-memory cluster
+(:mod:`.engine`), on an event loop whose time jumps to the next timer whenever every task waits
+(:mod:`.clock`). A policy is a framework profile and a gang planner (:mod:`.policies`).
+:mod:`.predict` runs the same engine forward on a copy of a cluster to predict when a pending pod
+starts, with each running pod's expected end from :mod:`.runtimes`.
 
     spec = parse_cluster(yaml_text)
     nodes = build_nodes(spec, topology_of)
@@ -22,9 +19,9 @@ loop (:mod:`.engine`) orders the jobs and assumes each decision on the snapshot 
 
 from coordinator.sim.cluster import ClusterError, ClusterSpec, build_nodes, describe, parse_cluster
 from coordinator.sim.costmodel import CostModel
-from coordinator.sim.engine import Simulator
 from coordinator.sim.metrics import JobOutcome, RunResult, Summary
 from coordinator.sim.policies import POLICIES, Policy, make_policy
+from coordinator.sim.replay import ReplaySettings, Simulator
 from coordinator.sim.report import format_table
 from coordinator.sim.trace import Job, TraceError, dump_csv, dump_jsonl, parse_trace
 from coordinator.sim.tracegen import TraceShape, cluster_shape, generate
@@ -37,6 +34,7 @@ __all__ = [
     "Job",
     "JobOutcome",
     "Policy",
+    "ReplaySettings",
     "RunResult",
     "Simulator",
     "Summary",

@@ -26,6 +26,7 @@ allocatable resources its kubelet and device plugin would advertise.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -221,6 +222,29 @@ def node_labels(agent: Mapping[str, str], spec: NodeSpec) -> dict[str, str]:
     return out
 
 
+def _own_devices(topology: NodeTopology, name: str) -> NodeTopology:
+    """The profile's hardware under ``name``, every GPU and MIG device with a UUID of its own
+    (derived from the node's name: the inventory refuses a device two nodes report)."""
+
+    def own(value: str | None) -> str | None:
+        if value is None:
+            return None
+        prefix = "MIG-" if value.startswith("MIG-") else "GPU-"
+        return prefix + str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{value}"))
+
+    gpus = tuple(
+        msgspec.structs.replace(
+            gpu,
+            uuid=own(gpu.uuid) or gpu.uuid,
+            mig_instances=tuple(
+                msgspec.structs.replace(m, uuid=own(m.uuid)) for m in gpu.mig_instances
+            ),
+        )
+        for gpu in topology.gpus
+    )
+    return msgspec.structs.replace(topology, hostname=name, gpus=gpus)
+
+
 def build_nodes(spec: ClusterSpec, topology_of: Callable[[str], NodeTopology]) -> list[NodeInfo]:
     """One ``NodeInfo`` per node; ``topology_of(profile)`` gives the hardware of a profile (it is
     called once per distinct profile; each node gets a copy under its own hostname). Node labels
@@ -234,7 +258,7 @@ def build_nodes(spec: ClusterSpec, topology_of: Callable[[str], NodeTopology]) -
             hardware = topology_of(node.profile)
             known = cache[node.profile] = (hardware, agent_labels(hardware).labels)
         base, agent = known
-        topology = msgspec.structs.replace(base, hostname=node.name)
+        topology = _own_devices(base, node.name)
         out.append(
             NodeInfo.build(
                 node.name,

@@ -92,6 +92,8 @@ class Summary:
     multi_gpu_stretch: float  # mean stretch of jobs with multi-GPU pods or several pods
     timeline: tuple[float, ...]  # utilisation per time bucket
     attempts: int
+    restarts: int
+    speed: float  # simulated seconds per wall second
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -111,6 +113,9 @@ class RunResult:
     whole_gpus: int
     mig_instances: int
     attempts: int
+    restarts: int = 0  # jobs started over because the engine deleted one of their pods
+    simulated_s: float = 0.0  # simulated time the replay covered
+    wall_s: float = 0.0  # wall time it took
 
     def summary(self, *, buckets: int = 10) -> Summary:
         done = list(self.outcomes.values())
@@ -175,4 +180,6 @@ class RunResult:
             multi_gpu_stretch=_mean(comm) if comm else 1.0,
             timeline=tuple(round(x, 4) for x in timeline),
             attempts=self.attempts,
+            restarts=self.restarts,
+            speed=self.simulated_s / self.wall_s if self.wall_s > 0 else 0.0,
         )

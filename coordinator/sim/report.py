@@ -114,4 +114,18 @@ def format_table(summaries: Sequence[Summary]) -> str:
         ],
         loc_rows,
     )
+    engine_rows = [
+        [
+            s.policy,
+            f"{s.attempts:,}",
+            f"{s.restarts:,}",
+            f"{s.speed:,.0f}×" if s.speed else "-",
+        ]
+        for s in summaries
+    ]
+    lines += ["", "Engine (the production scheduler on a simulated clock)"]
+    lines += _table(
+        ["policy", "attempts", "jobs restarted (preempted)", "simulated s per wall s"],
+        engine_rows,
+    )
     return "\n".join(lines) + "\n"

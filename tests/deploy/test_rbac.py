@@ -86,6 +86,9 @@ COORDINATOR_GRANTS = _expand(
         "replicasets.apps": ["get", "list", "watch"],
         "deployments.apps": ["get", "list", "watch"],
         "statefulsets.apps": ["get", "list", "watch"],
+        "jobsets.jobset.x-k8s.io": ["list", "watch"],
+        "leaderworkersets.leaderworkerset.x-k8s.io": ["list", "watch"],
+        "rayclusters.ray.io": ["list", "watch"],
         "tokenreviews.authentication.k8s.io": ["create"],
         "podgroups.scheduling.x-k8s.io": ["get", "list", "watch"],
         "podgroups.scheduling.x-k8s.io/status": ["update", "patch"],
@@ -108,7 +111,7 @@ COORDINATOR_NAMESPACE_GRANTS = _expand(
         "leases.coordination.k8s.io@topos-coordinator": ["get", "update"],
     }
 )
-AGENT_GRANTS = _expand({"nodes": ["get", "patch"]})
+AGENT_GRANTS = _expand({"nodes": ["get", "patch"], "nodes/status": ["patch"]})
 
 
 def test_coordinator_holds_exactly_its_grants(rbac: Kubectl) -> None:
@@ -239,7 +242,8 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     (AGENT, "patch", "nodes", (), True),
     (AGENT, "list", "nodes", (), False),
     (AGENT, "delete", "nodes", (), False),
-    (AGENT, "patch", "nodes", ("--subresource=status",), False),
+    # its ToposGPUHealthy condition (the admission policy keeps it to that condition)
+    (AGENT, "patch", "nodes", ("--subresource=status",), True),
     (AGENT, "get", "secrets", ("-n", NAMESPACE), False),
     (AGENT, "get", "secrets", ("-n", "kube-system"), False),
     (AGENT, "list", "secrets", ("-A",), False),

@@ -9,6 +9,11 @@ lacks keys its owner carries (:func:`~coordinator.core.podspec.inherit.inheritan
 and patched; the watch then delivers it with the keys and it joins the queue. A pod whose
 controller is a watched kind not cached yet waits for it. When an owner changes, its pods not yet
 bound are patched again. Owners of other kinds pass nothing on (their pods are queued as written).
+
+JobSets, LeaderWorkerSets and RayClusters are watched too (each only where the API server serves
+its type: without the CRD the type reads as empty and is listed again every 15 s): their pods get
+the labels of their workload's gang (:mod:`coordinator.core.podspec.workloadgangs`), whoever
+created the pods.
 """
 
 from __future__ import annotations
@@ -20,16 +25,39 @@ from typing import Any, Final
 
 from common import podkeys
 from common.kube import PODS, KubeClient, KubeError, KubeObject, NotFound, Resource
+from common.kube.retry import RetryPolicy, call_with_retries
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.pending import PendingPods, pending_selector, unbound
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.adapters.kube.watchdecode import pending_pod_event
 from coordinator.core.podspec.inherit import Owner, inheritance
+from coordinator.core.podspec.workloadgangs import (
+    JOBSET_NAME,
+    JOBSET_REPLICATED_JOB,
+    JOBSET_RESTART_ATTEMPT,
+    JOBSET_UID,
+    LWS_NAME,
+    LWS_WORKER_INDEX,
+    RAY_CLUSTER,
+    WorkloadGang,
+    WorkloadGangError,
+    jobset_gang,
+    lws_gang,
+    raycluster_gang,
+    workload_digest,
+)
 from coordinator.core.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OWNER_KINDS", "InheritingPending", "Owners", "inheriting_pending_watch", "owner_of"]
+__all__ = [
+    "OWNER_KINDS",
+    "WORKLOAD_KINDS",
+    "InheritingPending",
+    "Owners",
+    "inheriting_pending_watch",
+    "owner_of",
+]
 
 OWNER_KINDS: Final[dict[str, Resource]] = {
     "Job": Resource("batch", "v1", "jobs", namespaced=True, kind="Job"),
@@ -37,6 +65,28 @@ OWNER_KINDS: Final[dict[str, Resource]] = {
     "Deployment": Resource("apps", "v1", "deployments", namespaced=True, kind="Deployment"),
     "StatefulSet": Resource("apps", "v1", "statefulsets", namespaced=True, kind="StatefulSet"),
 }
+
+
+#: Workload controllers whose pods form a gang of the workload's shape (CRDs: may be absent).
+WORKLOAD_KINDS: Final[dict[str, Resource]] = {
+    "JobSet": Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True, kind="JobSet"),
+    "LeaderWorkerSet": Resource(
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+        namespaced=True,
+        kind="LeaderWorkerSet",
+    ),
+    "RayCluster": Resource("ray.io", "v1", "rayclusters", namespaced=True, kind="RayCluster"),
+}
+
+#: The pod label naming its workload of each kind.
+_NAME_LABEL: Final = {"JobSet": JOBSET_NAME, "LeaderWorkerSet": LWS_NAME, "RayCluster": RAY_CLUSTER}
+
+#: Retries of the patch that writes a pod's inherited keys (it is idempotent: see ``_patch``).
+PATCH_RETRY: Final = RetryPolicy(attempts=8, initial_delay_s=0.1, max_delay_s=2.0)
+
+WorkloadGangOf = tuple[bool, WorkloadGang | WorkloadGangError | None]
 
 
 def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -74,8 +124,13 @@ class Owners:
             kind: ObjectCache(client, resource, namespace=namespace, on_change=self._changed(kind))
             for kind, resource in OWNER_KINDS.items()
         }
-        self.feeds = [cache.run for cache in self.caches.values()]
-        self.synced = [cache.synced for cache in self.caches.values()]
+        self.workloads = {
+            kind: ObjectCache(client, resource, namespace=namespace, on_change=self._changed(kind))
+            for kind, resource in WORKLOAD_KINDS.items()
+        }
+        every = [*self.caches.values(), *self.workloads.values()]
+        self.feeds = [cache.run for cache in every]
+        self.synced = [cache.synced for cache in every]
 
     def _changed(self, kind: str) -> Any:
         def changed(key: Key, obj: KubeObject | None) -> None:
@@ -84,7 +139,9 @@ class Owners:
             # Status updates (a ReplicaSet's readyReplicas, a Job's active count) change nothing a
             # pod inherits: only its annotations, its size and its identity are looked at.
             digest = None
-            if obj is not None:
+            if obj is not None and kind in WORKLOAD_KINDS:
+                digest = workload_digest(obj)
+            elif obj is not None:
                 meta = obj.get("metadata") or {}
                 annotations = tuple(sorted((meta.get("annotations") or {}).items()))
                 digest = (meta.get("uid"), annotations, _pods(kind, obj.get("spec") or {}))
@@ -117,6 +174,65 @@ class Owners:
             chain.append((kind, obj))
             ref = _controller(obj.get("metadata") or {})
         return owner_of(chain) if chain else None
+
+    def workload_gang(self, pod: Mapping[str, Any]) -> WorkloadGangOf | bool:
+        """``(is a JobSet's, LWS's or RayCluster's pod, its gang)``; ``False``: its workload is
+        served but not in the cache (yet), or an LWS worker's StatefulSet is not."""
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        labels = meta.get("labels") or {}
+        for kind, label in _NAME_LABEL.items():
+            name = labels.get(label)
+            if not name:
+                continue
+            cache = self.workloads[kind]
+            if not cache.reflector.installed:
+                return (False, None)  # the type is not served: no such workload
+            obj = cache.objects.get((namespace, str(name)))
+            if obj is None:
+                return False
+            uid = (obj.get("metadata") or {}).get("uid")
+            if kind == "JobSet":
+                if labels.get(JOBSET_UID) != uid:
+                    return False
+                return (True, self._jobset(obj, pod, labels))
+            if kind == "LeaderWorkerSet":
+                leader = self._leader_uid(pod, namespace)
+                if leader is None:
+                    return False
+                return (True, lws_gang(obj, pod, leader_uid=leader))
+            ref = _controller(meta)
+            if ref is not None and ref.get("kind") == "RayCluster" and ref.get("uid") != uid:
+                return False
+            return (True, raycluster_gang(obj, pod))
+        return (False, None)
+
+    @staticmethod
+    def _jobset(
+        obj: Mapping[str, Any], pod: Mapping[str, Any], labels: Mapping[str, Any]
+    ) -> WorkloadGang | WorkloadGangError | None:
+        return jobset_gang(
+            obj,
+            pod,
+            replicated_job=str(labels.get(JOBSET_REPLICATED_JOB) or ""),
+            restart_attempt=str(labels.get(JOBSET_RESTART_ATTEMPT) or ""),
+        )
+
+    def _leader_uid(self, pod: Mapping[str, Any], namespace: str) -> str | None:
+        """The UID of an LWS pod's group leader: its own for the leader, else the owner of the
+        worker StatefulSet that owns it (the controller recreates a group by deleting its
+        leader: a new leader, a new run); ``None`` while that StatefulSet is not cached."""
+        meta = pod.get("metadata") or {}
+        ref = _controller(meta)
+        if ref is None or ref.get("kind") != "StatefulSet":
+            return ""  # not made by LWS's StatefulSets: the group is known by its name alone
+        if str((meta.get("labels") or {}).get(LWS_WORKER_INDEX, "0")) == "0":
+            return str(meta.get("uid") or "")
+        sts = self.caches["StatefulSet"].objects.get((namespace, str(ref.get("name"))))
+        if sts is None or (sts.get("metadata") or {}).get("uid") != ref.get("uid"):
+            return None
+        leader = _controller(sts.get("metadata") or {})
+        return str((leader or {}).get("uid") or "")
 
 
 def owner_of(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> Owner:
@@ -176,17 +292,20 @@ class InheritingPending:
         if meta.get("deletionTimestamp"):
             return True
         owner = self._owners.resolve(obj)
-        if owner is None:
+        workload = self._owners.workload_gang(obj)
+        if isinstance(owner, bool) or isinstance(workload, bool):
+            self._held[uid] = obj  # its owner's (or workload's) watch event has not come yet
+            return False
+        if owner is None and not workload[0]:
             self._held.pop(uid, None)
             return True
-        if isinstance(owner, bool):
-            self._held[uid] = obj  # its owner's watch event has not come yet
-            return False
         change = inheritance(
             meta.get("annotations") or {},
             meta.get("labels") or {},
             owner,
             has_scheduling_group=bool((obj.get("spec") or {}).get("schedulingGroup")),
+            workload_pod=workload[0],
+            workload_gang=workload[1],
         )
         if change is None:
             self._held.pop(uid, None)
@@ -207,7 +326,14 @@ class InheritingPending:
         # The patch is for this pod, not one recreated under its name.
         body = {"metadata": {**patch["metadata"], "uid": uid}}  # type: ignore[dict-item]
         try:
-            await self._client.patch(PODS, name, body, namespace=namespace)
+            # The patch writes the same keys however often it is sent (and only onto this pod):
+            # a connection lost or a server busy is retried, never read as a refusal — a gang's
+            # member queued without its gang's labels would be placed alone.
+            await call_with_retries(
+                PATCH_RETRY,
+                "PUT",  # retried as an idempotent verb is
+                lambda: self._client.patch(PODS, name, body, namespace=namespace),
+            )
         except NotFound:
             self._held.pop(uid, None)
         except KubeError as exc:
@@ -231,6 +357,8 @@ class InheritingPending:
 
 
 def _owned_by(owners: Owners, pod: Mapping[str, Any], kind: str, name: str) -> bool:
+    if kind in _NAME_LABEL:
+        return ((pod.get("metadata") or {}).get("labels") or {}).get(_NAME_LABEL[kind]) == name
     ref = _controller(pod.get("metadata") or {})
     if ref is None:
         return False

@@ -1,5 +1,5 @@
 """An in-memory cluster: the scheduler runtime's backend when there is no API server (the
-embedded demo, ``--in-memory``, fast tests; the trace simulator does not use it).
+embedded demo, ``--in-memory``, fast tests, and ``topos simulate``: ``coordinator/sim/engine.py``).
 
 It keeps Node and Pod objects as the API server would return them (plain dicts), and Events, and
 plays the API server's part towards the rest of the coordinator:
@@ -387,6 +387,7 @@ class MemoryCluster:
             **dict(annotations),
         }
         obj["spec"]["nodeName"] = node
+        obj.setdefault("status", {})["startTime"] = _stamp(self._clock())  # no kubelet: starts now
         self._set_condition(
             obj,
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(self._clock())},

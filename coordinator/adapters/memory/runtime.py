@@ -3,7 +3,8 @@ feeds the queue itself."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.core.framework.profile import Framework
@@ -23,13 +24,21 @@ def memory_runtime(
     framework: Framework | Profiles | None = None,
     settings: RuntimeSettings | None = None,
     post_filter: Sequence[PostFilterHook] = (),
+    clock: Callable[[], float] = time.monotonic,
+    wall_clock: Callable[[], float] = time.time,
 ) -> SchedulerRuntime:
+    """``clock`` times the queue's backoff and the view's assumptions (a simulated clock in
+    ``coordinator.sim``), ``wall_clock`` stamps attempts."""
     scheduler = Scheduler(
-        view=ClusterView(inventory, dra=cluster.dra.store, workloads=cluster.workloads),
+        view=ClusterView(
+            inventory, dra=cluster.dra.store, workloads=cluster.workloads, clock=clock
+        ),
         writer=cluster,
         framework=framework,
         settings=settings,
         post_filter=post_filter,
+        clock=clock,
+        wall_clock=wall_clock,
     )
     # Every profile's pods are queued (the profiles share one queue, as on Kubernetes).
     detach = cluster.attach(scheduler.queue, names=scheduler.profiles.names)

@@ -27,6 +27,7 @@ from coordinator.api.keys import (
 from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.config.protections import ProtectionsSection
 from coordinator.app.config.scheduling import load_config as _scheduling_defaults
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.core.domains.layout import DomainKeys
@@ -197,6 +198,8 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     topology_levels: tuple[str, ...] = msgspec.field(default=(), name="topologyLevels")
     """Instead of ``domainKeys``: the levels of a Kueue or KAI ``Topology`` as written there
     (``spec.levels[].nodeLabel``, broadest first; docs/topology.md)."""
+    protections: ProtectionsSection = msgspec.field(default_factory=ProtectionsSection)
+    """Minimum runtime, preemption delay, eviction budget (docs/preemption-protections.md)."""
 
     def __post_init__(self) -> None:
         keys = self.domain_keys
@@ -232,6 +235,7 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             preemption=self.preemption,
             recovery=self.recovery,
             keys=self.keys,
+            protections=self.protections.protections(),
         )
 
 

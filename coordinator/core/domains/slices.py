@@ -215,10 +215,14 @@ def could_hold(ctx: Packing, names: Sequence[str]) -> bool:
     if spec is None or spec.level is None or not needs or needs[0].gpus <= 0:
         return True
     level, smallest = spec.level, needs[0].gpus
+    # An exclusive slice cannot take a domain another workload or another slice holds; one its
+    # own running members hold (a JobSet Job's leader, placed before its followers) it can.
+    ours = {need.slice for need in needs}
     room: dict[str, int] = {}
     for n in names:
         value = domain_of(ctx.nodes[n], level)
-        if value is not None and not (spec.exclusive and spec.blocked.get(value) is not None):
+        holder = spec.blocked.get(value) if spec.exclusive and value is not None else None
+        if value is not None and (holder is None or holder in ours):
             room[value] = room.get(value, 0) + max(0, ctx.nodes[n].free.get(GPU, 0))
     if spec.exclusive:
         held = sum(1 for r in room.values() if r >= smallest)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys, build_layout
@@ -52,11 +53,15 @@ from coordinator.core.status import Status
 
 
 def member_of(pod: PodRequest, *, claim_gpus: int = 0, milli: int = 0) -> Member:
-    """A planning member for a pod: pods equal but for name and uid share a shape.
+    """A planning member for a pod: pods equal but for name, uid, labels and controller share
+    a shape.
     ``claim_gpus``: GPUs its ResourceClaims ask for, planned as ``nvidia.com/gpu``; ``milli``:
     the :data:`SHARE_MILLI` it takes (planning with shares). A share's ``nvidia.com/gpu`` (a
     replica of the shared GPU) is no whole GPU."""
-    shape = repr(replace(pod, name="", uid="", labels={}))
+    # Its controller is no part of its shape: a JobSet's pods each have their own Job, and a
+    # shape per member would probe every node once per member (the confirm step still runs
+    # each member's own cycle, default spreading by controller included).
+    shape = repr(replace(pod, name="", uid="", labels={}, controller=None))
     requests = dict(pod.requests)
     if pod.share is not None:
         requests.pop(GPU, None)
@@ -161,6 +166,23 @@ def _occupied(pods: Sequence[PodRequest], snapshot: Snapshot) -> frozenset[str]:
             for p in node.pods
         )
     )
+
+
+class GangPlanner(Protocol):
+    """What decides a gang's members: :func:`schedule_gang`, or a baseline's member-by-member
+    rule (``coordinator.sim.baselines``)."""
+
+    def __call__(
+        self,
+        pods: Sequence[PodRequest],
+        snapshot: Snapshot,
+        framework: Framework,
+        *,
+        min_member: int | None = None,
+        intent: PlacementIntent | None = None,
+        keys: DomainKeys | None = None,
+        within: Iterable[str] | None = None,
+    ) -> GangDecision | Status: ...
 
 
 def schedule_gang(
@@ -293,6 +315,7 @@ def schedule_gang(
 
 __all__ = [
     "GangDecision",
+    "GangPlanner",
     "member_of",
     "members_of",
     "node_gate",

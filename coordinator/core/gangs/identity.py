@@ -39,7 +39,12 @@ from typing import Any, Final
 from coordinator.core.gangs.foreigngroups import KINDS, foreign_group_key, min_member
 from coordinator.core.podspec.durations import DurationError, parse_duration
 from coordinator.core.podspec.fields import FieldError
-from coordinator.core.podspec.gangkeys import GangKeyError, member_count, pod_gang_labels
+from coordinator.core.podspec.gangkeys import (
+    GANG_RUN,
+    GangKeyError,
+    member_count,
+    pod_gang_labels,
+)
 
 DEFAULT_TIMEOUT_S: Final = 300.0
 
@@ -230,8 +235,10 @@ def _from_foreign_group(
 
 # --- runs of a gang -------------------------------------------------------------------------------
 
-#: JobSet labels each pod with its JobSet's UID: a JobSet's child Jobs are one workload.
+#: JobSet labels each pod with its JobSet's UID: a JobSet's child Jobs are one workload; and with
+#: the restart attempt its Jobs were made for: each attempt is a run of its own.
 JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_RESTART_LABEL: Final = "jobset.sigs.k8s.io/restart-attempt"
 
 
 def workload_owner(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -296,12 +303,29 @@ def gang_instance_of(
         raw = meta.get("uid") if isinstance(meta, Mapping) else None
         uid = raw if isinstance(raw, str) else ""
     else:
-        uid, kind = workload_owner(pod)
-        if kind in REPLICA_CONTROLLERS:
-            uid = ""
+        uid = _run_of(pod)
     if not uid:
         return spec
     return replace(spec, key=replace(spec.key, uid=uid))
+
+
+def _run_of(pod: Mapping[str, Any]) -> str:
+    """The run a pod of a labelled gang belongs to: ``topos.io/gang-run`` where Topos wrote it
+    (a workload controller's gang, :mod:`coordinator.core.podspec.workloadgangs`), else its
+    workload (a JobSet's restart attempt apart); empty for replicas and bare pods."""
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    labels = labels if isinstance(labels, Mapping) else {}
+    run = labels.get(GANG_RUN)
+    if isinstance(run, str) and run:
+        return run
+    uid, kind = workload_owner(pod)
+    if kind in REPLICA_CONTROLLERS:
+        return ""
+    attempt = labels.get(JOBSET_RESTART_LABEL)
+    if kind == "JobSet" and isinstance(attempt, str) and attempt:
+        return f"{uid}-{attempt}"
+    return uid
 
 
 def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None:

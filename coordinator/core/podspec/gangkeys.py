@@ -34,6 +34,8 @@ from coordinator.core.podspec.fields import (
 
 __all__ = [
     "FOREIGN_GROUP_KEYS",
+    "GANG_ERROR",
+    "GANG_RUN",
     "MAX_GANG_MEMBERS",
     "SCHEDULING_GROUP_FIELD",
     "GangKeyError",
@@ -53,6 +55,11 @@ FOREIGN_GROUP_KEYS: Final = (
     (podkeys.POD_GROUP_VOLCANO, "volcano"),
     (podkeys.POD_GROUP_KAI, "kai"),
 )
+#: Written by Topos on a workload controller's pod (:mod:`.workloadgangs`): which run of its gang
+#: the pod belongs to (label), and why its workload makes no usable gang (annotation,
+#: ``"<field>: <reason>"``; the pod then waits with that message).
+GANG_RUN: Final = "topos.io/gang-run"
+GANG_ERROR: Final = "topos.io/gang-error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +196,10 @@ def gang_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> Ga
     :class:`FieldError` (a :class:`GangKeyError` once the gang's name is known)."""
     name = key_value(podkeys.GANG, labels)
     pod_group = key_value(podkeys.POD_GROUP_X_K8S, labels)
+    problem = annotations.get(GANG_ERROR)
+    if problem is not None:  # "<field>: <reason>", as the workload's rule wrote it
+        field, _, reason = problem.partition(": ")
+        raise GangKeyError(field, reason or "unusable", name or None)
     if name is None and pod_group is None:
         spelled = [n for n in podkeys.GANG_MIN.names if n in labels]
         if spelled:

@@ -11,7 +11,12 @@ template. :func:`inheritance` says what to write on a pending pod so that it car
   latency) becomes one pod group: ``topos.io/gang=<owner name>`` and
   ``topos.io/gang-min=<its pod count>``, unless the pod already declares a group of its own. The
   gang step then places all its pods at once, by the strategy (a workload of one pod too, so its
-  preferred domain is tried first).
+  preferred domain is tried first);
+- a JobSet's, LeaderWorkerSet's or RayCluster's pod is a member of its workload's gang
+  (:mod:`.workloadgangs`) whatever keys it carries: ``topos.io/gang``, ``topos.io/gang-min`` and
+  ``topos.io/gang-run`` (which run of the gang), or, when the workload's keys are unusable,
+  ``topos.io/gang-error`` naming the key and value (the pod then waits with that message) —
+  unless the pod declares a group of its own.
 
 Pure: the adapter (``coordinator.adapters.kube.owners``) patches the result onto the pod.
 """
@@ -24,6 +29,8 @@ from typing import Final
 
 from common import podkeys
 from common.labels import name_label_value
+from coordinator.core.podspec.gangkeys import GANG_ERROR, GANG_RUN
+from coordinator.core.podspec.workloadgangs import WorkloadGang, WorkloadGangError
 
 __all__ = [
     "INHERITED",
@@ -92,12 +99,17 @@ class Inheritance:
 def inheritance(
     annotations: Mapping[str, str],
     labels: Mapping[str, str],
-    owner: Owner,
+    owner: Owner | None,
     *,
     has_scheduling_group: bool = False,
+    workload_pod: bool = False,
+    workload_gang: WorkloadGang | WorkloadGangError | None = None,
 ) -> Inheritance | None:
     """What the pod (its ``annotations`` and ``labels``) must gain from ``owner``; ``None`` when
-    it carries all of it already."""
+    it carries all of it already. ``workload_pod``: the pod is a JobSet's, LeaderWorkerSet's or
+    RayCluster's, whose gang (``None``: none, the workload opted out) is ``workload_gang``."""
+    if owner is None:
+        owner = Owner(kind="", name="")
     before = {n for n in annotations.get(INHERITED, "").split(",") if n}
     own = {k: v for k, v in annotations.items() if k not in before and k != INHERITED}
     wanted: dict[str, str] = {}
@@ -118,7 +130,12 @@ def inheritance(
     listed = ",".join(sorted(wanted))
     if patch or annotations.get(INHERITED, "") != listed:
         patch[INHERITED] = listed or None
-    label_patch = _gang(labels, {**own, **wanted}, owner, has_scheduling_group)
+    marks = _workload(annotations, labels, has_scheduling_group, workload_pod, workload_gang)
+    if marks is None:
+        label_patch = _gang(labels, {**own, **wanted}, owner, has_scheduling_group)
+    else:
+        label_patch, error = marks
+        patch.update(error)
     if not patch and not label_patch:
         return None
     return Inheritance(annotations=patch, labels=label_patch)
@@ -140,3 +157,38 @@ def _gang(
         return {}  # … a Volcano or KAI PodGroup
     wanted = {podkeys.GANG.canonical: group, podkeys.GANG_MIN.canonical: str(owner.pods)}
     return {k: v for k, v in wanted.items() if labels.get(k) != v}
+
+
+_MARKS: Final = (podkeys.GANG.canonical, podkeys.GANG_MIN.canonical, GANG_RUN)
+
+
+def _workload(
+    annotations: Mapping[str, str],
+    labels: Mapping[str, str],
+    has_scheduling_group: bool,
+    workload_pod: bool,
+    gang: WorkloadGang | WorkloadGangError | None,
+) -> tuple[dict[str, str | None], dict[str, str | None]] | None:
+    """The label and annotation changes for a workload controller's gang; ``None``: the rule
+    does not apply (no such workload, or the pod names its own group)."""
+    ours = GANG_RUN in labels or GANG_ERROR in annotations
+    names_own = has_scheduling_group or any(n in labels for n in _GANG_LABELS)
+    if not ours and (names_own or not workload_pod or gang is None):
+        return None
+    wanted: dict[str, str | None] = dict.fromkeys(_MARKS)
+    error: str | None = None
+    if not has_scheduling_group and isinstance(gang, WorkloadGang):
+        wanted = {
+            podkeys.GANG.canonical: gang.name,
+            podkeys.GANG_MIN.canonical: str(gang.min_member),
+            GANG_RUN: gang.run,
+        }
+    elif not has_scheduling_group and isinstance(gang, WorkloadGangError):
+        wanted[podkeys.GANG.canonical] = gang.gang
+        error = gang.text
+    # (no gang, or a group of the pod's own: the marks are taken away)
+    label_patch = {k: v for k, v in wanted.items() if labels.get(k) != v}
+    error_patch: dict[str, str | None] = {}
+    if annotations.get(GANG_ERROR) != error:
+        error_patch[GANG_ERROR] = error
+    return label_patch, error_patch

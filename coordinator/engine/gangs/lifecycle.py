@@ -20,6 +20,7 @@ from typing import Final, Protocol
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.results import Failure
+from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
 from coordinator.core.gangs.identity import GangKey
 from coordinator.core.gangs.manager import GangManager, Phase, Reject
 from coordinator.core.podspec.parse import PodRequest
@@ -111,6 +112,7 @@ class GangLifecycle:
         preemption: GangPreemption | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        planner: GangPlanner = schedule_gang,
         default_timeout_s: float = 300.0,
         backoff_s: float = 10.0,
         namespace: str | None = None,
@@ -122,6 +124,7 @@ class GangLifecycle:
         self.clock = clock
         self._clock = clock
         self._wall = wall_clock
+        self.planner = planner
         self.manager = manager or GangManager(
             clock=clock, default_timeout_s=default_timeout_s, backoff_s=backoff_s
         )

@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
 from coordinator.core.framework.results import Failure, ScheduleResult
-from coordinator.core.gangs.cycle import GangDecision, schedule_gang
+from coordinator.core.gangs.cycle import GangDecision
 from coordinator.core.gangs.identity import GangKey, GangProblem
 from coordinator.core.gangs.manager import Allow, Phase
 from coordinator.core.gangs.plan import gang_intent
@@ -159,7 +159,7 @@ class GangStep(GangLifecycle):
         result = Status.unschedulable("not planned")
         if recovery is not None and recovery.scope:
             # Replacements go where the recovery plan put them (fewest moves), if they still fit.
-            result = schedule_gang(
+            result = self.planner(
                 requests,
                 snapshot,
                 framework,
@@ -169,7 +169,7 @@ class GangStep(GangLifecycle):
                 within=recovery.scope,
             )
         if not isinstance(result, GangDecision):
-            result = schedule_gang(
+            result = self.planner(
                 requests,
                 snapshot,
                 framework,

@@ -12,14 +12,21 @@ The plugins are ordinary framework plugins, run by the same ``schedule_one`` as 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from common.podkeys import GPU_RESOURCE
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.packing import Placement as DomainPlacement
+from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.config import SchedulerConfig
+from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import PLACEMENTS, Plugin
 from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.results import Decision
+from coordinator.core.gangs.cycle import GangDecision
+from coordinator.core.gangs.plan import GangPlan
 from coordinator.core.plugins import noderesources
 from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.podspec.parse import PodRequest
@@ -29,7 +36,7 @@ from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SKIP, SUCCESS, Reason, Status
 
-__all__ = ["FirstFreeGpus", "LeastAllocated", "baseline_framework"]
+__all__ = ["FirstFreeGpus", "LeastAllocated", "baseline_framework", "members_one_by_one"]
 
 
 class FirstFreeGpus(Plugin):
@@ -106,3 +113,44 @@ def baseline_framework(name: str) -> Framework:
     config = SchedulerConfig(weights=weights)
     plugins = (*PLUGINS, FIRST_FREE_GPUS, LEAST_ALLOCATED)
     return build_framework(config, plugins=plugins, profile=profile)
+
+
+def members_one_by_one(
+    pods: Sequence[PodRequest],
+    snapshot: Snapshot,
+    framework: Framework,
+    *,
+    min_member: int | None = None,
+    intent: PlacementIntent | None = None,
+    keys: DomainKeys | None = None,
+    within: Iterable[str] | None = None,
+) -> GangDecision | Status:
+    """A gang as the Coscheduling plugin places it on kube-scheduler: every member in turn by
+    the profile's own rule (on a copy, each seeing the ones before), all or nothing — no
+    network-domain planning. The engine's gang step runs it in place of ``schedule_gang`` for
+    the baselines (:class:`coordinator.core.gangs.cycle.GangPlanner`)."""
+    trial = snapshot.copy()
+    nodes = None if within is None else tuple(within)
+    decisions: list[Decision] = []
+    for pod in pods:
+        result = schedule_one(pod, trial, framework, candidate_nodes=nodes)
+        if not isinstance(result, Decision):
+            if result.pod_status is not None:
+                return result.pod_status
+            return Status.unschedulable(result.message)
+        trial.assume(pod, result.node, result.placement, result.claims)
+        decisions.append(result)
+    assignments = tuple((d.pod_key, d.node) for d in decisions)
+    placement = DomainPlacement(
+        assignments=assignments,
+        tier="cluster",
+        domain="cluster",
+        nodes=tuple(dict.fromkeys(d.node for d in decisions)),
+        leaves=(),
+        spines=(),
+        adjacent=False,
+        strategy=(intent or PlacementIntent()).strategy,
+        notes=(f"{framework.name}: member by member",),
+    )
+    plan = GangPlan(placement=placement, planned=tuple(sorted(p.key for p in pods)), left_over=())
+    return GangDecision(plan=plan, decisions=tuple(decisions), rounds=1)

@@ -158,3 +158,24 @@ def test_a_list_of_one_profiles_pods_leaves_the_other_profiles_pods_queued() -> 
     assert q.entry("uid-pool") is None  # its own profile's list no longer has it
     q.replace([])  # a list of every pending pod still replaces them all
     assert q.entry("uid-mine") is None
+
+
+def test_a_pod_tried_thousands_of_times_still_backs_off_at_most_the_maximum() -> None:
+    """A gang that waits all day is retried thousands of times: its backoff stays the maximum
+    (doubling the initial backoff that often once overflowed and stopped the scheduler)."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
+    for _ in range(2000):
+        attempt = q.pop()
+        assert attempt is not None
+        q.retry(attempt)
+        clock.now += 8.0
+    attempt = q.pop()
+    assert attempt is not None
+    assert attempt.attempts == 2000
+    q.retry(attempt)
+    clock.now += 7.9
+    assert q.pop() is None
+    clock.now += 0.2
+    assert q.pop() is not None

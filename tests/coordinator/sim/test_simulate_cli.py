@@ -24,7 +24,7 @@ def test_example_replays_under_every_policy(capsys: pytest.CaptureFixture[str]) 
         assert heading in out
     rows = [line.split()[0] for line in out.splitlines() if line.split()[:1]]
     for policy in ("topos", "spread", "firstfit"):
-        assert rows.count(policy) == 4  # its description, then one row per block
+        assert rows.count(policy) == 5  # its description, then one row per block
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:

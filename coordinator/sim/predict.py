@@ -1,0 +1,245 @@
+"""When will a pending pod start? The engine run forward on a copy of the cluster.
+
+The copy (:class:`ClusterCopy`) is what the live state says now: the Node objects with their
+hardware, the running pods each with how long it still runs (:mod:`.runtimes`: which source said
+so), and the pending pods in queue order. :func:`predict_start` loads it into a
+:class:`~coordinator.sim.engine.SimulatedEngine` on a fresh
+:class:`~coordinator.sim.clock.SimulatedLoop` — the production queue, backoff, gang manager,
+preemption and nominations — ends each running pod at its expected end, and runs simulated time
+forward until the pod asked about binds, or ``horizon_s`` passes. Nothing of the live state is
+touched; the answer names the pods whose end let it start::
+
+    copy = ClusterCopy(nodes=[...], running=[RunningCopy(pod, runtime), ...], pending=[...])
+    p = predict_start(copy, "team-a/train-8")
+    p.starts_in_s, p.node, p.after, p.message   # 2400.0, "gpu-7", ("team-a/train-7",),
+                                                # "expected to start in ~40 min, when train-7 ends"
+
+Pods whose end is unknown never end in the prediction; a pod that can start only after one of
+them has no predicted start (``starts_in_s`` None) and the message says how many such pods there
+are. The prediction is what the engine would do if every expected end held and nothing else
+arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from common.model import NodeTopology
+from coordinator.core.framework.profile import Framework
+from coordinator.core.framework.profiles import Profiles
+from coordinator.engine.binder import BindJob
+from coordinator.engine.ports import ClusterError
+from coordinator.sim.clock import SimulatedLoop
+from coordinator.sim.engine import EngineSettings, SimulatedEngine
+from coordinator.sim.runtimes import Runtime, RuntimeSource
+
+__all__ = [
+    "ClusterCopy",
+    "NodeCopy",
+    "Prediction",
+    "RunningCopy",
+    "predict_start",
+    "predict_starts",
+]
+
+DEFAULT_HORIZON_S = 7 * 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCopy:
+    obj: Mapping[str, Any]  # the Node object
+    topology: NodeTopology | None = None  # what its agent reports
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCopy:
+    obj: Mapping[str, Any]  # the bound Pod object (its Topos decision annotations: its GPUs)
+    runtime: Runtime  # how long it still runs, and who says so
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCopy:
+    nodes: Sequence[NodeCopy]
+    running: Sequence[RunningCopy] = ()
+    pending: Sequence[Mapping[str, Any]] = ()  # Pod objects, in queue order
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prediction:
+    pod: str  # namespace/name
+    starts_in_s: float | None  # None: not within the horizon
+    node: str | None = None
+    after: tuple[str, ...] = ()  # the running pods whose end it waited for (the last to end)
+    sources: Mapping[str, RuntimeSource] = field(default_factory=dict)  # … and who said when
+    unknown_ends: int = 0  # running pods with no expected end (they never end here)
+    message: str = ""
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def _minutes(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _message(p: Prediction, horizon_s: float) -> str:
+    if p.starts_in_s is None:
+        why = (
+            f" ({p.unknown_ends} running pod{'s' * (p.unknown_ends != 1)} with no expected end)"
+            if p.unknown_ends
+            else ""
+        )
+        return f"no start expected within {_minutes(horizon_s)}{why}"
+    if p.starts_in_s < 1:
+        return "expected to start now"
+    names = [k.split("/", 1)[1] for k in p.after]
+    when = ""
+    if names:
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        when = f", when {shown} end{'s' * (len(names) == 1)}"
+    return f"expected to start in ~{_minutes(p.starts_in_s)}{when}"
+
+
+def predict_start(
+    state: ClusterCopy,
+    pod: str,
+    *,
+    horizon_s: float = DEFAULT_HORIZON_S,
+    framework: Framework | Profiles | None = None,
+    settings: EngineSettings | None = None,
+) -> Prediction:
+    """When ``pod`` (``namespace/name``, one of ``state.pending``) binds if the engine runs on
+    from ``state``. Synchronous: it runs its own simulated loop (call it off the live loop, e.g.
+    ``asyncio.to_thread``)."""
+    out = predict_starts(state, (pod,), horizon_s=horizon_s, framework=framework, settings=settings)
+    return out[pod]
+
+
+def predict_starts(
+    state: ClusterCopy,
+    pods: Collection[str] | None = None,
+    *,
+    horizon_s: float = DEFAULT_HORIZON_S,
+    framework: Framework | Profiles | None = None,
+    settings: EngineSettings | None = None,
+) -> dict[str, Prediction]:
+    """:func:`predict_start` for several pending pods (``None``: every one) in one run: it ends
+    when all of them have bound, or at the horizon."""
+    pending = [_key(p) for p in state.pending]
+    targets = list(dict.fromkeys(pending if pods is None else pods))
+    missing = [p for p in targets if p not in set(pending)]
+    if missing:
+        raise KeyError(f"pod {missing[0]} is not among the pending pods of the copy")
+    loop = SimulatedLoop()
+
+    async def run() -> dict[str, Prediction]:
+        return await _forward(state, frozenset(targets), horizon_s, framework, settings)
+
+    try:
+        return loop.run_until_complete(run())
+    finally:
+        loop.close()
+
+
+def _node_args(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    return {
+        "labels": dict(meta.get("labels") or {}),
+        "allocatable": dict(status.get("allocatable") or {}) or None,
+        "taints": [dict(t) for t in spec.get("taints") or ()],
+        "unschedulable": bool(spec.get("unschedulable")),
+        "ready": ready or not status.get("conditions"),
+    }
+
+
+async def _forward(
+    state: ClusterCopy,
+    targets: frozenset[str],
+    horizon_s: float,
+    framework: Framework | Profiles | None,
+    settings: EngineSettings | None,
+) -> dict[str, Prediction]:
+    loop = asyncio.get_running_loop()
+    engine = SimulatedEngine(framework=framework, settings=settings)
+    cluster = engine.cluster
+    for node in state.nodes:
+        name = str((node.obj.get("metadata") or {}).get("name") or "")
+        cluster.add_node(name, topology=node.topology, **_node_args(node.obj))
+    ended: list[tuple[float, str]] = []
+    sources: dict[str, RuntimeSource] = {}
+    unknown = 0
+    for running in state.running:
+        obj = copy.deepcopy(dict(running.obj))
+        obj.setdefault("status", {})["phase"] = "Running"
+        key = _key(obj)
+        sources[key] = running.runtime.source
+        cluster.create_pod(obj)
+        left = running.runtime.left_s
+        if left is None:
+            unknown += 1
+            continue
+
+        def finish(key: str = key) -> None:
+            namespace, name = key.split("/", 1)
+            if cluster.pod(namespace, name) is not None:
+                cluster.finish_pod(namespace, name)
+                ended.append((round(loop.time(), 6), key))
+
+        loop.call_at(left, finish)
+    all_bound = asyncio.Event()
+    bound: dict[str, tuple[float, str]] = {}  # pod → (when, node)
+
+    def on_bind(job: BindJob, exc: ClusterError | None) -> None:
+        key = job.request.key
+        if exc is None and key in targets and key not in bound:
+            bound[key] = (round(loop.time(), 6), job.decision.node)
+            if len(bound) == len(targets):
+                all_bound.set()
+
+    engine.scheduler.bind_listeners.append(on_bind)
+    for waiting in state.pending:
+        pending = copy.deepcopy(dict(waiting))
+        pending.get("spec", {}).pop("nodeName", None)
+        pending["status"] = {"phase": "Pending"}
+        cluster.create_pod(pending)
+    async with engine:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_bound.wait(), horizon_s)
+    out: dict[str, Prediction] = {}
+    for target in sorted(targets):
+        if target not in bound:
+            p = Prediction(pod=target, starts_in_s=None, unknown_ends=unknown)
+        else:
+            at, where = bound[target]
+            before = [(t, k) for t, k in ended if t <= at]
+            last = max((t for t, _ in before), default=None)
+            after = tuple(k for t, k in before if last is not None and t >= last - 1.0)
+            p = Prediction(
+                pod=target,
+                starts_in_s=at,
+                node=where,
+                after=after,
+                sources={k: sources[k] for k in after},
+                unknown_ends=unknown,
+            )
+        out[target] = replace(p, message=_message(p, horizon_s))
+    return out

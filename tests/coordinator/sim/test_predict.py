@@ -1,0 +1,171 @@
+"""A predicted start time: the engine run forward on a copy of the cluster, each running pod
+ending when its runtime source says, the pending pods in queue order — and the runtime sources
+themselves."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from agent.devices import discover_profile
+from coordinator.sim.predict import (
+    ClusterCopy,
+    NodeCopy,
+    RunningCopy,
+    predict_start,
+    predict_starts,
+)
+from coordinator.sim.runtimes import (
+    EXPECTED_DURATION,
+    Runtime,
+    RuntimeHistory,
+    expected_runtime,
+)
+from devcluster.pods import pod
+
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+STARTED = "2026-01-01T00:00:00Z"
+
+
+def node(name: str) -> NodeCopy:
+    obj = {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    return NodeCopy(obj, discover_profile("dgx-h100", hostname=name))
+
+
+def running(name: str, on: str, left_s: float | None, gpus: int = 8) -> RunningCopy:
+    obj = pod(name, gpus=gpus, node=on)
+    source = "annotation" if left_s is not None else "unknown"
+    return RunningCopy(obj, Runtime(left_s, source))
+
+
+def test_a_pod_waiting_for_a_full_node_starts_when_the_first_running_pod_ends() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0"), node("gpu-1")],
+        running=[running("train-7", "gpu-0", 2400), running("train-9", "gpu-1", 3600)],
+        pending=[pod("train-8", gpus=8)],
+    )
+    began = time.perf_counter()
+    p = predict_start(copy, "default/train-8")
+    assert time.perf_counter() - began < 10  # an hour of simulated time
+    assert p.starts_in_s == pytest.approx(2400, abs=15)  # its end (within the queue's backoff)
+    assert p.node == "gpu-0"
+    assert p.after == ("default/train-7",)
+    assert p.sources == {"default/train-7": "annotation"}
+    assert p.message == "expected to start in ~40 min, when train-7 ends"
+
+
+def test_the_queue_ahead_of_it_goes_first() -> None:
+    """A higher-priority pod of the same shape, pending too, takes the first node that frees."""
+    copy = ClusterCopy(
+        nodes=[node("gpu-0"), node("gpu-1")],
+        running=[running("a", "gpu-0", 600), running("b", "gpu-1", 1800)],
+        pending=[pod("urgent", gpus=8, priority=100), pod("mine", gpus=8)],
+    )
+    p = predict_start(copy, "default/mine")
+    assert p.starts_in_s == pytest.approx(1800, abs=15)
+    assert p.node == "gpu-1"
+    assert p.after == ("default/b",)
+
+
+def test_one_run_predicts_every_pending_pod_in_queue_order() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("now", "gpu-0", 600)],
+        pending=[pod("first", gpus=8), pod("second", gpus=8)],
+    )
+    # "first" is ahead; once started its end is unknown: "second" has no predicted start.
+    got = predict_starts(copy, horizon_s=3_600)
+    assert set(got) == {"default/first", "default/second"}
+    assert got["default/first"].starts_in_s == pytest.approx(600, abs=15)
+    assert got["default/second"].starts_in_s is None
+
+
+def test_a_higher_priority_pod_preempts_as_the_engine_would() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("low", "gpu-0", 7_200)],
+        pending=[pod("urgent", gpus=8, priority=1000)],
+    )
+    p = predict_start(copy, "default/urgent")
+    assert p.starts_in_s is not None
+    assert p.starts_in_s < 60  # the victim is evicted, not waited for
+    assert p.after == ()
+
+
+def test_a_pod_that_fits_now_starts_now() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("half", "gpu-0", None, gpus=4)],
+        pending=[pod("small", gpus=4)],
+    )
+    p = predict_start(copy, "default/small")
+    assert p.starts_in_s is not None
+    assert p.starts_in_s < 1
+    assert p.message == "expected to start now"
+
+
+def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("forever", "gpu-0", None)],
+        pending=[pod("next", gpus=8)],
+    )
+    p = predict_start(copy, "default/next", horizon_s=86_400)
+    assert p.starts_in_s is None
+    assert p.message == "no start expected within 24.0 h (1 running pod with no expected end)"
+
+
+def test_a_pod_not_in_the_copy_is_refused_by_name() -> None:
+    with pytest.raises(KeyError, match="pod default/ghost is not among the pending pods"):
+        predict_start(ClusterCopy(nodes=[node("gpu-0")]), "default/ghost")
+
+
+# --- runtime sources ---------------------------------------------------------------------------
+
+
+def started_pod(annotations: dict[str, str] | None = None, owner: str = "") -> dict[str, Any]:
+    obj = pod("w", gpus=8, annotations=annotations)
+    obj["status"] = {"phase": "Running", "startTime": STARTED}
+    if owner:
+        obj["metadata"]["ownerReferences"] = [{"kind": "Job", "name": owner, "controller": True}]
+    return obj
+
+
+def test_the_annotation_counts_from_the_pods_start() -> None:
+    got = expected_runtime(started_pod({EXPECTED_DURATION: "1h30m"}), now=NOW + 600)
+    assert got == Runtime(5400 - 600, "annotation")
+
+
+def test_the_jobs_deadline_counts_from_the_jobs_start() -> None:
+    job = {"spec": {"activeDeadlineSeconds": 7200}, "status": {"startTime": STARTED}}
+    assert expected_runtime(started_pod(), now=NOW + 200, job=job) == Runtime(7000, "deadline")
+
+
+def test_learned_is_the_median_of_earlier_pods_of_the_same_owner_and_shape() -> None:
+    history = RuntimeHistory()
+    for ran in (100, 1000, 300):
+        history.observe(started_pod(owner="sweep"), ran)
+    history.observe(started_pod(owner="other"), 5)  # another owner teaches nothing here
+    got = expected_runtime(started_pod(owner="sweep"), now=NOW + 50, history=history)
+    assert got == Runtime(250, "learned")
+    assert expected_runtime(started_pod(owner="new"), now=NOW, history=history).source == (
+        "unknown"
+    )
+
+
+def test_past_its_expected_end_a_pod_is_expected_to_end_now() -> None:
+    got = expected_runtime(started_pod({EXPECTED_DURATION: "10m"}), now=NOW + 3600)
+    assert got == Runtime(0.0, "annotation")
+
+
+def test_a_malformed_annotation_is_named_and_the_next_source_answers() -> None:
+    job = {"spec": {"activeDeadlineSeconds": 60}, "status": {"startTime": STARTED}}
+    got = expected_runtime(started_pod({EXPECTED_DURATION: "soon"}), now=NOW, job=job)
+    assert got.left_s == 60
+    assert got.source == "deadline"
+    assert got.note.startswith("topos.io/expected-duration: 'soon': malformed duration 'soon'")

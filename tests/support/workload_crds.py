@@ -1,0 +1,92 @@
+"""The CRDs of the AI workload controllers, read from their own Go modules at the served versions
+(the Go module cache, outside the repo), installed on the test control plane.
+
+``go mod download -json <module>@<version>`` gives the module's ``Dir``; the CRD is the file its
+project installs. Without Go or the module the test is skipped (failed under ``CI=true``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from tests.support.ci import skip_or_fail
+
+#: kind → (module@version, CRD file inside it, CRD name)
+CRDS: Final = {
+    "JobSet": (
+        "sigs.k8s.io/jobset@v0.10.1",
+        "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+        "jobsets.jobset.x-k8s.io",
+    ),
+    "LeaderWorkerSet": (
+        "sigs.k8s.io/lws@v0.7.0",
+        "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+    ),
+    "TrainJob": (
+        "github.com/kubeflow/trainer/v2@v2.0.0",
+        "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
+        "trainjobs.trainer.kubeflow.org",
+    ),
+    "RayCluster": (
+        "github.com/ray-project/kuberay/ray-operator@v1.5.0",
+        "config/crd/bases/ray.io_rayclusters.yaml",
+        "rayclusters.ray.io",
+    ),
+}
+
+
+def _go() -> str | None:
+    return shutil.which("go") or next(
+        (str(p) for p in (Path("/usr/local/go/bin/go"),) if p.exists()), None
+    )
+
+
+def crd_file(kind: str) -> Path:
+    """The CRD file of ``kind`` in its module's directory (downloaded into the module cache)."""
+    module, path, _ = CRDS[kind]
+    go = _go()
+    if go is None:
+        skip_or_fail(f"no Go toolchain to fetch {module} (its CRD {path})")
+    done = subprocess.run(
+        [go, "mod", "download", "-json", module],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    try:
+        info: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        info = {}
+    directory = info.get("Dir")
+    if not directory:
+        skip_or_fail(f"cannot download {module}: {info.get('Error') or done.stderr.strip()}")
+    file = Path(directory) / path
+    if not file.exists():
+        skip_or_fail(f"{module} has no {path}")
+    return file
+
+
+def install_workload_crds(kubectl: Callable[..., Any], *kinds: str) -> None:
+    """Apply the CRDs of ``kinds`` (server-side: some are larger than an annotation may hold)
+    and wait until they are served."""
+    for kind in kinds:
+        file = crd_file(kind)
+        done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(file), timeout=120)
+        assert done.returncode == 0, done.stderr
+        name = CRDS[kind][2]
+        for _ in range(50):  # a CRD just created has no status yet: `kubectl wait` errs at once
+            done = kubectl(
+                "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s", timeout=90
+            )
+            if done.returncode == 0 or "accessor error" not in done.stderr:
+                break
+            time.sleep(0.1)
+        assert done.returncode == 0, done.stderr
