@@ -76,7 +76,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             config.scheduling,
             history=history,
             carbon=carbon,
-            leaf_label=config.gangs.domain_keys.leaf,  # the gangs' leaf is the plugins' too
+            leaf_label=config.gangs.keys.leaf,  # the gangs' leaf is the plugins' too
         )
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
@@ -155,7 +155,7 @@ def install_scheduler(app: web.Application, config: Config, backend: Backend) ->
     """Give ``app`` the slots the explain/simulate and gang routes read, and — unless the
     ``scheduler`` section disables it — the runtime as a ``cleanup_ctx``."""
     app[SCHEDULER] = SchedulerSlot()
-    app[GANGS] = GangSlot(keys=config.gangs.domain_keys)  # gangs_runtime (issue 6)
+    app[GANGS] = GangSlot(keys=config.gangs.keys)  # gangs_runtime (issue 6)
     app[RUNNING] = Running()
     app[WHATIF] = WhatIfSlot()
     if config.scheduler.enabled:

@@ -278,8 +278,10 @@ def gang_domains(ctx: Packing, scope: set[str], spec: SliceSpec) -> list[tuple[s
     level = spec.gang_level
     assert level is not None
     groups: dict[str, set[str]] = {}
+    # NVLink cliques: only the trusted ones (a malformed or degraded tray is in none)
+    trusted = ctx.layout.clique_of if level == ctx.layout.keys.clique else None
     for n in scope:
-        value = domain_of(ctx.nodes[n], level)
+        value = domain_of(ctx.nodes[n], level) if trusted is None else trusted.get(n)
         if value is not None and not (spec.gang_exclusive and value in spec.gang_blocked):
             groups.setdefault(value, set()).add(n)
     sign = 1 if ctx.intent.strategy.value == "balanced" else -1

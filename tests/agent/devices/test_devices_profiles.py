@@ -253,6 +253,28 @@ def test_empty_profile_is_a_node_without_gpus(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "product", "memory_mib"),
+    [
+        ("gb200-nvl72", "NVIDIA GB200", 189471),
+        ("gb300-nvl72", "NVIDIA GB300", 284213),
+    ],
+)
+def test_nvl72_trays_have_four_nvswitch_gpus_on_two_graces(
+    name: str, product: str, memory_mib: int
+) -> None:
+    topo = discover_profile(name)
+    assert len(topo.gpus) == 4
+    assert topo.nvswitch
+    assert topology_class(topo) == "nvswitch"
+    assert all(str(topo.link(i, j)) == "NV18" for i in range(4) for j in range(4) if i != j)
+    assert {g.product for g in topo.gpus} == {product}
+    assert {g.memory_total_mib for g in topo.gpus} == {memory_mib}
+    assert [g.numa_node for g in topo.gpus] == [0, 0, 1, 1]
+    assert topo.cpu_count == 144
+    assert len(topo.nics) == 4
+
+
+@pytest.mark.parametrize(
     ("health", "words"),
     [
         ({"nvlink_errors": {40: {"crc": 1}}}, "GPU 0 health.nvlink_errors: port 40 is not 0..11"),
