@@ -24,6 +24,9 @@ the preemptor meanwhile (:mod:`.nominations`): pods of equal or lower priority c
 (a share's room on the GPU the plan frees room on).
 A preemptor of higher priority that takes a node clears the nominations of lower-priority pods
 there; a preemptor whose next preemption finds nothing to do loses its own.
+
+Pods of a workload Kueue admitted are never victims (:mod:`coordinator.core.preemption.queued`):
+Kueue evicts workloads, Topos does not.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from coordinator.core.gangs.slices import slice_spec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
+from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -213,7 +217,11 @@ class Preemptor:
             present.add(key)
             if p.terminating and p.priority < priority and p.node in mine:
                 waiting_for += 1
-            if p.priority < priority and key not in self.evicting:
+            if (
+                p.priority < priority
+                and key not in self.evicting
+                and not admitted_by_queue(p.labels)
+            ):
                 lower = True
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
@@ -246,7 +254,12 @@ class Preemptor:
         view = self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
-        running = [p for p in running_pods(inventory, self.podgroups) if p.key not in self.evicting]
+        # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never victims here.
+        running = [
+            p
+            for p in running_pods(inventory, self.podgroups)
+            if p.key not in self.evicting and not admitted_by_queue(p.labels)
+        ]
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
         plan = select_victims(
