@@ -3,6 +3,8 @@
     kubectl topos nodes                      GPUs free per node, per NUMA node, MIG free
     kubectl topos explain pod/NAME [-n NS]   where a pod went and why, or why it is pending
     kubectl topos gangs [-n NS]              gangs and how many members are placed
+    kubectl topos whatif -f FILE [-n NS]     would this manifest fit now, where, why not, and
+                                             what would make it fit (docs/whatif.md)
     kubectl topos mismatches [-n NS]         pods the node gave other GPUs than Topos assigned
     kubectl topos dra-shares NODE            claims sharing the node's DRA GPUs, and how much
 
@@ -22,7 +24,7 @@ import json
 import os
 import ssl
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +44,7 @@ from cli.kubectl_rows import (
     node_row,
     table,
 )
+from cli.whatif_text import whatif_text
 from common.kube import Forbidden, KubeClient, KubeError, NotFound, Resource, Unreachable
 
 SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
@@ -56,6 +59,8 @@ class PluginError(Exception):
 class Transport(Protocol):
     async def get_json(self, path: str) -> Any: ...
 
+    async def post_json(self, path: str, body: Any) -> Any: ...
+
     async def close(self) -> None: ...
 
 
@@ -68,11 +73,27 @@ class ProxyTransport:
         self._service = service
 
     async def get_json(self, path: str) -> Any:
-        where = f"service {self._service} in namespace {self._namespace}"
-        try:
-            return await self._client.get(
+        return await self._proxied(
+            self._client.get(
                 SERVICES, self._service, namespace=self._namespace, subresource="proxy" + path
             )
+        )
+
+    async def post_json(self, path: str, body: Any) -> Any:
+        return await self._proxied(
+            self._client.create(
+                SERVICES,
+                body,
+                name=self._service,
+                namespace=self._namespace,
+                subresource="proxy" + path,
+            )
+        )
+
+    async def _proxied(self, call: Coroutine[Any, Any, Any]) -> Any:
+        where = f"service {self._service} in namespace {self._namespace}"
+        try:
+            return await call
         except Forbidden as exc:
             raise PluginError(
                 f"not allowed to reach the coordinator ({exc.message}); ask for the topos-viewer "
@@ -113,9 +134,15 @@ class DirectTransport:
         )
 
     async def get_json(self, path: str) -> Any:
+        return await self._request("GET", path, None)
+
+    async def post_json(self, path: str, body: Any) -> Any:
+        return await self._request("POST", path, body)
+
+    async def _request(self, method: str, path: str, body: Any) -> Any:
         url = self._base + path
         try:
-            async with self._session.get(url) as resp:
+            async with self._session.request(method, url, json=body) as resp:
                 body = await resp.read()
                 try:
                     decoded = json.loads(body) if body else None
@@ -209,6 +236,58 @@ async def cmd_gangs(transport: Transport, args: argparse.Namespace) -> str:
     return table(GANG_HEADERS, [gang_row(g) for g in gangs])
 
 
+def read_manifest(path: str) -> list[Any]:
+    """The documents of a YAML (or JSON) file, ``-`` for stdin, empty documents dropped."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise PluginError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise PluginError(f"{path} is not YAML: {exc}") from exc
+    if not docs:
+        raise PluginError(f"{path} holds no documents")
+    return docs
+
+
+def _in_namespace(docs: list[Any], namespace: str) -> list[Any]:
+    """Documents without a namespace land in ``namespace``, as ``kubectl apply`` puts them."""
+    out = []
+    for doc in docs:
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        if isinstance(meta, dict) and not meta.get("namespace"):
+            doc = {**doc, "metadata": {**meta, "namespace": namespace}}
+        out.append(doc)
+    return out
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise PluginError(f"--budget {text!r}: give seconds (e.g. 2.5) or none") from None
+
+
+#: Exit status of ``whatif`` when the answer is "does not fit now" (1: an error).
+DOES_NOT_FIT = 2
+
+
+async def cmd_whatif(transport: Transport, args: argparse.Namespace) -> str:
+    namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
+    docs = _in_namespace(read_manifest(args.filename), namespace)
+    body: dict[str, Any] = {"documents": docs}
+    if args.budget is not None:
+        body["budget_s"] = None if args.budget == "none" else _seconds(args.budget)
+    doc = await transport.post_json("/v1/whatif", body)
+    if not isinstance(doc, dict):
+        raise PluginError("the coordinator's answer has an unexpected shape")
+    args.exit_code = 0 if doc.get("fits") else DOES_NOT_FIT
+    if args.output == "json":
+        return json.dumps(doc, indent=2, sort_keys=True)
+    return whatif_text(doc)
+
+
 def parse_pod_ref(ref: str) -> str:
     kind, sep, name = ref.partition("/")
     if not sep:
@@ -290,6 +369,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     shares.add_argument("node", metavar="NODE")
     shares.set_defaults(run=cmd_dra_shares)
+    whatif = sub.add_parser(
+        "whatif",
+        help="would this manifest fit now, where, why not, and what would make it fit "
+        f"(exit status {DOES_NOT_FIT} when it does not fit)",
+    )
+    whatif.add_argument("-f", "--filename", required=True, help="manifest file (- for stdin)")
+    whatif.add_argument("-n", "--namespace", help="for documents naming none (default: context's)")
+    whatif.add_argument(
+        "--budget",
+        metavar="SECONDS",
+        help="time for the suggestions (the coordinator's default: 1), or none for no limit",
+    )
+    whatif.set_defaults(run=cmd_whatif)
     gangs = sub.add_parser("gangs", help="gangs and how many members are placed")
     gangs.add_argument("-n", "--namespace", help="only gangs in this namespace")
     gangs.set_defaults(run=cmd_gangs)
@@ -327,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    return 0
+    return int(getattr(args, "exit_code", 0))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from aiohttp import web
 from common.hostport import parse_host_port
 from common.logs import setup_logging
 from common.wire import CloseReason
-from coordinator.api import explain, gangs, pending, ui
+from coordinator.api import explain, gangs, pending, ui, whatif
 from coordinator.api.keys import INVENTORY, SESSIONS
 from coordinator.api.metrics import Metrics
 from coordinator.app.auth.middleware import agent_node
@@ -116,7 +116,7 @@ def wire(
         metrics=Metrics(compat=config.metrics.compat),
         agent_auth=agent_node,
         stream_timeouts=config.coordinator.stream_timeouts,
-        extra_routes=(*explain.ROUTES, *gangs.ROUTES, *pending.ROUTES, *ui.ROUTES),
+        extra_routes=(*explain.ROUTES, *gangs.ROUTES, *pending.ROUTES, *ui.ROUTES, *whatif.ROUTES),
     )
     app.cleanup_ctx.append(_stale_sweeper(config.coordinator.sweep_every_s))
     backend.install(app, config)  # connected before the loops below start, closed after them

@@ -26,6 +26,7 @@ from aiohttp import web
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import METRICS
+from coordinator.api.whatif import WHATIF, WhatIfSlot
 from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
@@ -39,10 +40,12 @@ from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.ports import BindConflict, ClusterError
 from coordinator.engine.service import SchedulerRuntime
+from coordinator.engine.whatif.service import WhatIf
+from coordinator.neuronetes.decide.preview import AGENT_POOL, pool_pods
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RUNNING", "Running", "install_scheduler"]
+__all__ = ["RUNNING", "Running", "install_scheduler", "what_if"]
 
 
 @dataclass(slots=True)
@@ -101,6 +104,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         _record_trouble(runtime, gangs, history)
         await gangs.start()
         slot.scheduler = runtime.scheduler
+        app[WHATIF].whatif = what_if(runtime, gangs)
         app[METRICS].scheduling.attach(runtime.scheduler)
         await runtime.start()
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
@@ -112,12 +116,26 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         finally:
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None
+            app[WHATIF].whatif = None
             app[METRICS].scheduling.detach()
             app[GANGS].step = None
             await gangs.stop()
             await runtime.stop()
 
     return ctx
+
+
+def what_if(runtime: SchedulerRuntime, gangs: GangRuntime) -> WhatIf:
+    """The what-if on this scheduler: its PodGroups, its preemption's choice of victims, its
+    network tiers; AgentPools expanded as the NeuroNetes controller would."""
+    api_version, kind = AGENT_POOL
+    return WhatIf(
+        runtime.scheduler,
+        podgroups=gangs.step.podgroups,
+        preemptor=gangs.preemptor,
+        keys=gangs.settings.keys,
+        extra={kind: (api_version, pool_pods)},
+    )
 
 
 def _record_trouble(runtime: SchedulerRuntime, gangs: GangRuntime, history: DomainHistory) -> None:
@@ -139,5 +157,6 @@ def install_scheduler(app: web.Application, config: Config, backend: Backend) ->
     app[SCHEDULER] = SchedulerSlot()
     app[GANGS] = GangSlot(keys=config.gangs.domain_keys)  # gangs_runtime (issue 6)
     app[RUNNING] = Running()
+    app[WHATIF] = WhatIfSlot()
     if config.scheduler.enabled:
         app.cleanup_ctx.append(_context(config, backend))

@@ -499,11 +499,26 @@ class Scheduler:
         """The latest attempt of the newest pod tried under ``namespace/name``."""
         return self._attempts.last(pod_key)
 
+    @contextlib.contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Cycles run inside change no profile: the node scan starts where it would have and
+        the shape mix learns nothing (``Framework.dry_run``): what-if, simulate, explain."""
+        with contextlib.ExitStack() as stack:
+            for framework in self._profiles:
+                stack.enter_context(framework.dry_run())
+            yield
+
     def plan(
         self, pods: Iterable[Mapping[str, Any]], snapshot: Snapshot | None = None
     ) -> list[ScheduleResult]:
         """Where would these pods go, in order, each seeing the ones before? Runs on a copy of
-        the snapshot: nothing is assumed, reserved or written."""
+        the snapshot: nothing is assumed, reserved, written or learnt."""
+        with self.dry_run():
+            return self._plan(pods, snapshot)
+
+    def _plan(
+        self, pods: Iterable[Mapping[str, Any]], snapshot: Snapshot | None
+    ) -> list[ScheduleResult]:
         copy = (snapshot or self.view.snapshot()).copy()
         out: list[ScheduleResult] = []
         for obj in pods:
@@ -522,7 +537,8 @@ class Scheduler:
     def explain_now(self, entry: QueuedPod) -> ScheduleResult:
         """A fresh dry run for a queued pod (nothing changes)."""
         snapshot = self.nominations.snapshot_for(entry.request, self.view.snapshot())
-        return schedule_one(entry.request, snapshot.copy(), self.framework_for(entry))
+        with self.dry_run():
+            return schedule_one(entry.request, snapshot.copy(), self.framework_for(entry))
 
     # --- waiting for quiet (tests, benchmarks, the demo) ---------------------------------------
 

@@ -42,6 +42,7 @@ from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Failure
 from coordinator.core.gangs.cycle import members_of, node_gate
 from coordinator.core.gangs.identity import GangKey
@@ -51,7 +52,12 @@ from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
 from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.shares import gpu_holders
-from coordinator.core.preemption.victims import DisruptionBudget, PreemptionPlan, select_victims
+from coordinator.core.preemption.victims import (
+    DisruptionBudget,
+    PreemptionPlan,
+    RunningPod,
+    select_victims,
+)
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
 from coordinator.engine.gangs.running import bound_pods, running_pods
@@ -60,7 +66,14 @@ from coordinator.engine.ports import PodRef
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REASON_PREEMPTED", "REASON_PREEMPTING", "Nominate", "Preemptor"]
+__all__ = [
+    "REASON_PREEMPTED",
+    "REASON_PREEMPTING",
+    "Nominate",
+    "Preemptor",
+    "gang_eligible",
+    "pod_eligible",
+]
 
 REASON_PREEMPTED: Final = "Preempted"
 REASON_PREEMPTING: Final = "Preempting"
@@ -82,6 +95,43 @@ class _Nomination:
 def _ref(pod: str) -> PodRef:
     ns, _, name = pod.partition("/")
     return PodRef(ns, name)
+
+
+def gang_eligible(
+    members: list[PodRequest], snapshot: Snapshot, framework: Framework
+) -> Callable[[Member, NodeState], Status]:
+    """Where a gang's members may be planned at all, by the core's node-level filters (GPU
+    model, pool, taints): otherwise "room" on nodes they can never use looks like a plan."""
+    gate = node_gate(framework)
+    barred: dict[str, set[str]] = {}
+    for m, planned in zip(members, members_of(members, snapshot), strict=True):
+        shape = planned.shape_key
+        if shape not in barred:
+            probe = schedule_one(m, snapshot, gate)
+            barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
+
+    def eligible(member: Member, node: NodeState) -> Status:
+        if node.name in barred.get(member.shape_key, ()):
+            return Status.unresolvable("the pod can never run on this node")
+        return Status()
+
+    return eligible
+
+
+def pod_eligible(failure: Failure) -> Callable[[Member, NodeState], Status]:
+    """Where a lone pod may be planned: not on nodes that refused it for good."""
+    hopeless = {
+        node
+        for node, status in failure.statuses.items()
+        if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    }
+
+    def eligible(member: Member, node: NodeState) -> Status:
+        if node.name in hopeless:
+            return Status.unresolvable("the pod can never run on this node")
+        return Status()
+
+    return eligible
 
 
 class Preemptor:
@@ -127,18 +177,8 @@ class Preemptor:
         # Members may only be planned where the core's node-level filters let them (GPU model,
         # pool, taints): otherwise "room" on nodes they can never use looks like a plan.
         snapshot = self.scheduler.view.snapshot()
-        gate = node_gate(self.scheduler.profiles.for_name(members[0].scheduler_name))
-        barred: dict[str, set[str]] = {}
-        for m, planned in zip(members, members_of(members, snapshot), strict=True):
-            shape = planned.shape_key
-            if shape not in barred:
-                probe = schedule_one(m, snapshot, gate)
-                barred[shape] = {n for n, v in probe.verdicts.items() if not v.status.is_success}
-
-        def eligible(member: Member, node: NodeState) -> Status:
-            if node.name in barred.get(member.shape_key, ()):
-                return Status.unresolvable("the pod can never run on this node")
-            return Status()
+        framework = self.scheduler.profiles.for_name(members[0].scheduler_name)
+        eligible = gang_eligible(members, snapshot, framework)
 
         # The room is made for the gang's slices, as it would be placed (core/gangs/slices.py);
         # an exclusive slice still takes no domain where another workload runs.
@@ -164,24 +204,13 @@ class Preemptor:
         """The runtime's post-filter hook for pods in no gang."""
         if pod.gang is not None or failure.unresolvable:
             return None
-        hopeless = {
-            node
-            for node, status in failure.statuses.items()
-            if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        }
-
-        def eligible(member: Member, node: NodeState) -> Status:
-            if node.name in hopeless:
-                return Status.unresolvable("the pod can never run on this node")
-            return Status()
-
         return await self._preempt(
             pod.key,
             [pod],
             priority=pod.priority,
             policy=pod.preemption_policy,
             intent=None,
-            eligible=eligible,
+            eligible=pod_eligible(failure),
         )
 
     # --- the work --------------------------------------------------------------------------------
@@ -250,15 +279,75 @@ class Preemptor:
             # that outcome is "no preemption": skip building every running pod's gang for it.
             self._release(members)
             return None
+        plan, view, running = self._select(
+            members, priority=priority, policy=policy, intent=intent, eligible=eligible, now=now
+        )
+        if isinstance(plan, Status):
+            self._release(members)
+            if "PodDisruptionBudget" in plan.message:
+                return f"preemption: {plan.message}"
+            return None
+        if not plan.victims:
+            self._release(members)
+            return None  # nothing to evict would help: no preemption, no nomination
+        claims = {
+            key: frozenset(found.reserved_for)
+            for key in plan.claims
+            if (found := view.dra.claim_by_key.get(key)) is not None
+        }
+        self._execute(unit, members, priority, plan, now, claims, {p.key: p.uid for p in running})
+        victims = len(plan.victim_pods)
+        return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
+            plan.describe(unit)
+        )
+
+    def plan(
+        self,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        policy: str,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> PreemptionPlan | Status:
+        """The victims preemption would choose for ``members`` now, changing nothing (what-if:
+        no eviction, nomination, metric or expiry). ``snapshot``: plan on this one instead of the
+        scheduler's (the what-if's copy)."""
+        plan, _, _ = self._select(
+            members,
+            priority=priority,
+            policy=policy,
+            intent=intent,
+            eligible=eligible,
+            now=self._clock(),
+            snapshot=snapshot,
+        )
+        return plan
+
+    def _select(
+        self,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        policy: str,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None,
+        now: float,
+        snapshot: Snapshot | None = None,
+    ) -> tuple[PreemptionPlan | Status, Snapshot, list[RunningPod]]:
+        """:func:`select_victims` over the cluster now (read only)."""
+        uids = frozenset(m.uid for m in members)
         # Room held for other preemptors at or above this priority is not this one's to plan on.
-        view = self.scheduler.view.snapshot()
+        view = snapshot if snapshot is not None else self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
+        leaving = {pod for pod, until in self.evicting.items() if until > now}
         # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never victims here.
         running = [
             p
-            for p in running_pods(inventory, self.podgroups)
-            if p.key not in self.evicting and not admitted_by_queue(p.labels)
+            for p in running_pods(self.scheduler.inventory, self.podgroups)
+            if p.key not in leaving and not admitted_by_queue(p.labels)
         ]
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
@@ -282,24 +371,7 @@ class Preemptor:
             gpus=list(gpu_holders(overlay, every_gpu=bool(shares))),
             capacity=capacity_room(view, members),
         )
-        if isinstance(plan, Status):
-            self._release(members)
-            if "PodDisruptionBudget" in plan.message:
-                return f"preemption: {plan.message}"
-            return None
-        if not plan.victims:
-            self._release(members)
-            return None  # nothing to evict would help: no preemption, no nomination
-        claims = {
-            key: frozenset(found.reserved_for)
-            for key in plan.claims
-            if (found := view.dra.claim_by_key.get(key)) is not None
-        }
-        self._execute(unit, members, priority, plan, now, claims, {p.key: p.uid for p in running})
-        victims = len(plan.victim_pods)
-        return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
-            plan.describe(unit)
-        )
+        return plan, view, running
 
     def _execute(
         self,

@@ -222,6 +222,15 @@ async def test_through_the_api_servers_proxy(
     assert out == ""
     assert err.strip().startswith("kubectl-topos: no coordinator: service")
     assert len(err.strip().splitlines()) == 1
+    # whatif POSTs through the same proxy, and is told the same
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
+    code, out, err = await _kubectl_topos(
+        k8s_binaries, kubeconfig, "--topos-namespace", namespace, "whatif", "-f", str(manifest)
+    )
+    assert code == 1
+    assert out == ""
+    assert err.strip().startswith("kubectl-topos: no coordinator: service")
 
     # a Service whose pods are not running: the proxy has nowhere to go
     await kube.create(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from common import podkeys
 from common.model import NodeTopology, topology_class
@@ -134,9 +134,22 @@ def _link_class(topology: NodeTopology) -> str:
     return cls
 
 
+#: ``NodeInfo.memo`` key of a node's capacity view: a NodeInfo never changes, and planners
+#: never change a NodeState's maps in place (they copy ``free`` before they subtract), so the
+#: view is built once per NodeInfo — not once per gang cycle, preemption or what-if try.
+_VIEW: Final = object()
+
+
 def node_states(snapshot: Snapshot) -> list[NodeState]:
-    dra = None if snapshot.dra.empty else snapshot.dra
-    return [node_state(n, dra) for n in snapshot.nodes]
+    if not snapshot.dra.empty:  # DRA-served GPUs depend on the snapshot's claims too
+        return [node_state(n, snapshot.dra) for n in snapshot.nodes]
+    out = []
+    for n in snapshot.nodes:
+        view = n.memo.get(_VIEW)
+        if view is None:
+            view = n.memo[_VIEW] = node_state(n)
+        out.append(cast(NodeState, view))
+    return out
 
 
 __all__ = [

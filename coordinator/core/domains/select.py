@@ -106,6 +106,13 @@ def _narrowest(ctx: Packing, scope: set[str]) -> Placement | None:
         s: [leaf for leaf in sp.leaves if any(n in scope for n in layout.leaves[leaf].nodes)]
         for s, sp in layout.spines.items()
     }
+    # A spine that cannot hold the group as a whole holds it in no window of its leaves (could_fit
+    # is necessary for a fill): skip it for every width instead of trying each of its windows.
+    spine_leaves = {
+        s: leaves
+        for s, leaves in spine_leaves.items()
+        if ctx.could_fit([n for leaf in leaves for n in layout.leaves[leaf].nodes if n in scope])
+    }
     widest = max((len(v) for v in spine_leaves.values()), default=0)
     primary = ctx.slots[ctx.shape_of[ctx.order[0].name]]
     for width in range(2, widest + 1):
@@ -141,7 +148,10 @@ def _narrowest(ctx: Packing, scope: set[str]) -> Placement | None:
                 ),
             )[:width]
             chosen = sorted_names(roomiest)
-            used = ctx.fill(_by_leaves(ctx, chosen, scope))
+            order = _by_leaves(ctx, chosen, scope)
+            if not ctx.could_fit(order):
+                continue
+            used = ctx.fill(order)
             if used is not None:
                 return ctx.result("spine", spine, used, adjacent=False)
     if ctx.intent.single_spine and layout.spines:

@@ -24,6 +24,7 @@ module, never the cycle or the registry.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Final, Protocol, runtime_checkable
@@ -45,6 +46,7 @@ __all__ = [
     "EpochPlugin",
     "FilterKeyPlugin",
     "FilterPlugin",
+    "Learner",
     "NormalizeScorePlugin",
     "Plugin",
     "PreFilterPlugin",
@@ -160,6 +162,16 @@ class RunningObserver(Protocol):
     name: str
 
     def observe_running(self, pods: Sequence[PodInfo]) -> None: ...
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """A plugin that learns from the pods it sees in its cycles (the shape mix): ``paused()``
+    holds that learning while what-if cycles run, which must leave the scheduler as it was."""
+
+    name: str
+
+    def paused(self) -> AbstractContextManager[None]: ...
 
 
 @runtime_checkable

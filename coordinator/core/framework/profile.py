@@ -8,7 +8,8 @@ The framework never names a plugin: what it needs to know of one, the plugin dec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, cast
 
 from common import podkeys
@@ -18,6 +19,7 @@ from coordinator.core.framework.interfaces import (
     CandidatesPlugin,
     EpochPlugin,
     FilterPlugin,
+    Learner,
     NormalizeScorePlugin,
     Plugin,
     PreFilterPlugin,
@@ -161,6 +163,21 @@ class Framework:
             running = tuple(pods)
             for p in observers:
                 p.observe_running(running)
+
+    @contextlib.contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Cycles run inside leave the framework as they found it: the next cycle starts its
+        node scan where it would have (``next_start``) and learning plugins learn nothing
+        (:class:`~.interfaces.Learner`). What-if runs its cycles inside one."""
+        start = self.next_start
+        with contextlib.ExitStack() as stack:
+            for p in self.plugins:
+                if isinstance(p, Learner):
+                    stack.enter_context(p.paused())
+            try:
+                yield
+            finally:
+                self.next_start = start
 
     def intern(self, key: object) -> object:
         """The framework's token for ``key`` (equal keys, same token; distinct per framework)."""

@@ -50,11 +50,15 @@ from coordinator.core.status import Status
 
 
 def member_of(pod: PodRequest, *, claim_gpus: int = 0, milli: int = 0) -> Member:
-    """A planning member for a pod: pods equal but for name and uid share a shape.
+    """A planning member for a pod: pods equal but for name, uid, labels and controller share
+    a shape.
     ``claim_gpus``: GPUs its ResourceClaims ask for, planned as ``nvidia.com/gpu``; ``milli``:
     the :data:`SHARE_MILLI` it takes (planning with shares). A share's ``nvidia.com/gpu`` (a
     replica of the shared GPU) is no whole GPU."""
-    shape = repr(replace(pod, name="", uid="", labels={}))
+    # Its controller is no part of its shape: a JobSet's pods each have their own Job, and a
+    # shape per member would probe every node once per member (the confirm step still runs
+    # each member's own cycle, default spreading by controller included).
+    shape = repr(replace(pod, name="", uid="", labels={}, controller=None))
     requests = dict(pod.requests)
     if pod.share is not None:
         requests.pop(GPU, None)

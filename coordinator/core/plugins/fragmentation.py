@@ -18,7 +18,8 @@ and its free memory (as thousandths of its memory).
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import accumulate, count
 from typing import Final, cast
@@ -143,6 +144,7 @@ class ShapeMix:
         self._seen: set[str] = set()
         self._shares = 0.0  # decayed count of the shares seen (not the default's)
         self._pending = 0
+        self._paused = 0
         self._mix = self._normalised()
 
     def set_half_life(self, half_life: int) -> None:
@@ -150,8 +152,19 @@ class ShapeMix:
         self._decay = 0.5 ** (1.0 / max(1, half_life))
 
     def record(self, pod: PodRequest) -> None:
-        """Count ``pod``'s shape, once per pod (by UID, else name)."""
+        """Count ``pod``'s shape, once per pod (by UID, else name); nothing while paused."""
+        if self._paused:
+            return
         self._count(pod.uid or pod.key, shape_of(pod), pod.share is not None)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Pods seen meanwhile are not counted (what-if cycles)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
 
     def record_running(self, pods: Iterable[PodInfo]) -> None:
         """Count the shapes of pods already running (by any scheduler), once per pod: a

@@ -10,6 +10,7 @@ across nodes, and ``GpuAvailability`` keeps CPU-only pods off nodes with free GP
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Final
 
@@ -138,6 +139,10 @@ class GpuTopology(Plugin):
 
     def observe_running(self, pods: Sequence[PodInfo]) -> None:
         self.mix.record_running(pods)
+
+    def paused(self) -> AbstractContextManager[None]:
+        """What-if cycles: the pods they see are not counted into the shape mix."""
+        return self.mix.paused()
 
     def memo_epoch(self, pod: PodRequest) -> object:
         """A share's GPU is chosen against the shape mix of the moment (whether one has room
