@@ -30,11 +30,20 @@ if TYPE_CHECKING:
     from coordinator.engine.gangs.service import GangRuntime, GangSettings
     from coordinator.engine.loop import RuntimeSettings
     from coordinator.engine.service import SchedulerRuntime
+    from coordinator.engine.whatif.service import WhatIf
     from coordinator.inventory.store import Inventory
 
 __all__ = ["Authentication", "Backend", "PodWriter"]
 
 C = TypeVar("C")
+
+
+class Startable(Protocol):
+    """A background part of the app: started once the scheduler runs, stopped before it."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class PodWriter(Protocol):
@@ -90,6 +99,17 @@ class Backend(Protocol):
     ) -> GangRuntime:
         """The gang runtime on ``runtime`` (PodGroups, budgets and their status, where they
         exist)."""
+        ...
+
+    def placement_check(
+        self,
+        runtime: SchedulerRuntime,
+        whatif: Callable[[], WhatIf | None],
+        *,
+        namespace: str | None,
+    ) -> Startable | None:
+        """Kueue's placement admission check answered on ``runtime`` (``None``: no API server,
+        no Kueue); started after the scheduler, stopped before it."""
         ...
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

@@ -21,6 +21,7 @@ from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
+from coordinator.engine.whatif.service import WhatIf
 from coordinator.inventory.store import Inventory
 
 if TYPE_CHECKING:  # imported where ``--in-memory`` runs: the API-server path never loads it
@@ -94,6 +95,15 @@ class MemoryBackend:
 
     def agentpools(self, controller: Callable[..., C]) -> C | None:
         return None  # no API server: no AgentPools
+
+    def placement_check(
+        self,
+        runtime: SchedulerRuntime,
+        whatif: Callable[[], WhatIf | None],
+        *,
+        namespace: str | None,
+    ) -> None:
+        return None  # no API server: no Kueue
 
 
 class _NoLease:

@@ -111,9 +111,17 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         app[RUNNING].history = history
         app[RUNNING].carbon = carbon
         app[RUNNING].prices = config.scheduling.process.prices
+        # Kueue's placement admission check (docs/kueue.md): the same what-if answers it.
+        checks = backend.placement_check(
+            runtime, lambda: app[WHATIF].whatif, namespace=section.namespace
+        )
+        if checks is not None:
+            await checks.start()
         try:
             yield
         finally:
+            if checks is not None:
+                await checks.stop()
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None
             app[WHATIF].whatif = None

@@ -128,6 +128,13 @@ async def test_a_job_deleted_and_applied_again_under_its_name_is_admitted_and_pl
             JOBS, job("again", "team-a", pods=1, gpus=8), namespace=cluster.namespace
         )
         old = await cluster.all_bound("job-name=again", 1)
+        await wait_for_object(
+            cluster.kube,
+            CLUSTER_QUEUES,
+            made.cluster_queues["team-a"],
+            lambda cq: (cq.get("status") or {}).get("reservingWorkloads") == 1,
+            what="team-a's ClusterQueue counting the first run",
+        )
         await cluster.kube.delete(
             JOBS, "again", namespace=cluster.namespace, propagation_policy="Foreground"
         )
@@ -141,7 +148,7 @@ async def test_a_job_deleted_and_applied_again_under_its_name_is_admitted_and_pl
             name="again",
             what="the Job gone",
         )
-        # And until Kueue saw its Workload go (its ClusterQueue admits none): Kueue v0.17.0
+        # And until Kueue saw its Workload go (its ClusterQueue reserves for none): Kueue v0.17.0
         # finds Workloads by their owner's name, and a Job applied again while its cache still
         # holds the old Workload is started under the old one, stopped, and left suspended with
         # a Workload that cannot start (docs/kueue.md, "Delete and apply again").
