@@ -13,6 +13,7 @@ it for everything that differs between the two; it never asks which one it has.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -39,7 +40,10 @@ C = TypeVar("C")
 
 
 class Startable(Protocol):
-    """A background part of the app: started once the scheduler runs, stopped before it."""
+    """A background part of the app, started before the scheduler (which waits for ``ready``)
+    and stopped after it."""
+
+    ready: asyncio.Event
 
     async def start(self) -> None: ...
 
@@ -107,6 +111,7 @@ class Backend(Protocol):
         whatif: Callable[[], WhatIf | None],
         *,
         namespace: str | None,
+        synced: asyncio.Event | None = None,
     ) -> Startable | None:
         """Kueue's placement admission check answered on ``runtime`` (``None``: no API server,
         no Kueue); started after the scheduler, stopped before it."""

@@ -151,11 +151,16 @@ class KubeBackend:
         whatif: Callable[[], WhatIf | None],
         *,
         namespace: str | None,
+        synced: asyncio.Event | None = None,
     ) -> PlacementCheckController:
         """Kueue's topos.io/placement AdmissionChecks and the Workloads waiting on them (idle,
         saying so once, where Kueue is not installed): docs/kueue.md."""
         return PlacementCheckController(
-            self.connection.budgets.scheduler, runtime.scheduler, whatif, namespace=namespace
+            self.connection.budgets.scheduler,
+            runtime.scheduler,
+            whatif,
+            namespace=namespace,
+            synced=synced,
         )
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

@@ -5,6 +5,7 @@ server: authentication and leader election cannot be on, and there are no AgentP
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -102,6 +103,7 @@ class MemoryBackend:
         whatif: Callable[[], WhatIf | None],
         *,
         namespace: str | None,
+        synced: asyncio.Event | None = None,
     ) -> None:
         return None  # no API server: no Kueue
 

@@ -12,13 +12,14 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from common.kube import NotFound
+from common.kube import PODS, NotFound
 from coordinator.adapters.kube.admissioncheck import ADMISSION_CHECKS, PlacementCheckController
 from coordinator.app.scheduler import what_if
 from devcluster import pods
-from devcluster.kube_wait import wait_for_object
+from devcluster.kube_wait import wait_for_object, wait_for_pods
 from tests.support.gang_cluster import Controllers, Coordinator, GangCluster
 from tests.support.kueue import JOBS, WORKLOADS, is_true, job, queues, workload_of
+from tests.support.polling import eventually
 
 
 def check_of(workload: dict[str, Any], name: str) -> dict[str, Any]:
@@ -30,9 +31,9 @@ def check_of(workload: dict[str, Any], name: str) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def admission_check(
-    cluster: GangCluster, coordinator: Coordinator, *, parameters: dict[str, str] | None = None
-) -> AsyncIterator[tuple[str, PlacementCheckController]]:
-    """An AdmissionCheck for topos.io/placement and Topos's controller answering it."""
+    cluster: GangCluster, *, parameters: dict[str, str] | None = None
+) -> AsyncIterator[str]:
+    """An AdmissionCheck for topos.io/placement (deleted at the end)."""
     name = f"{cluster.namespace}-placement"
     spec: dict[str, Any] = {"controllerName": "topos.io/placement"}
     if parameters:
@@ -46,6 +47,18 @@ async def admission_check(
             "spec": spec,
         },
     )
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(NotFound):
+            await cluster.kube.delete(ADMISSION_CHECKS, name)
+
+
+@contextlib.asynccontextmanager
+async def answering(
+    cluster: GangCluster, coordinator: Coordinator
+) -> AsyncIterator[PlacementCheckController]:
+    """Topos's controller for the check, on ``coordinator``'s scheduler and what-if."""
     runtime, gangs = coordinator.runtime, coordinator.gangs
     controller = PlacementCheckController(
         cluster.kube,
@@ -56,11 +69,9 @@ async def admission_check(
     )
     await controller.start()
     try:
-        yield name, controller
+        yield controller
     finally:
         await controller.stop()
-        with contextlib.suppress(NotFound):
-            await cluster.kube.delete(ADMISSION_CHECKS, name)
 
 
 def active(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -77,7 +88,8 @@ async def test_a_workload_that_cannot_be_placed_waits_and_one_that_can_is_admitt
     async with (
         cluster.gang_coordinator() as coordinator,
         Controllers(cluster),
-        admission_check(cluster, coordinator) as (check, controller),
+        admission_check(cluster) as check,
+        answering(cluster, coordinator) as controller,
     ):
         await wait_for_object(
             cluster.kube,
@@ -147,9 +159,9 @@ async def test_an_admission_check_with_parameters_topos_does_not_know_is_not_act
         cluster.gang_coordinator() as coordinator,
         admission_check(
             cluster,
-            coordinator,
             parameters={"apiGroup": "example.com", "kind": "PlacementConfig", "name": "fast"},
-        ) as (check, _),
+        ) as check,
+        answering(cluster, coordinator),
     ):
         refused = await wait_for_object(
             cluster.kube,
@@ -163,3 +175,50 @@ async def test_an_admission_check_with_parameters_topos_does_not_know_is_not_act
     assert condition["status"] == "False"
     assert condition["reason"] == "UnknownParameters"
     assert "example.com/PlacementConfig/fast" in condition["message"]
+
+
+async def test_room_a_ready_check_holds_survives_a_coordinator_restart_before_the_bind(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    """The check says Ready and the coordinator goes (its memory with it) before the pod is
+    bound — the pod is held back by a scheduling gate another controller lifts later. The next
+    coordinator holds the room again from the check's podSetUpdates: a pod of the same priority
+    created meanwhile does not get it, and the workload's pod binds where the check said."""
+    (node,) = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    spec = job("gated", "team-a", pods=1, gpus=8)
+    spec["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    # The queues outlive the first coordinator (their ClusterQueue is Active once the check is).
+    async with admission_check(cluster) as check, contextlib.AsyncExitStack() as queued:
+        async with cluster.gang_coordinator() as first, answering(cluster, first):
+            await queued.enter_async_context(
+                queues(cluster.kube, cluster.namespace, admission_checks=(check,))
+            )
+            created = await cluster.kube.create(JOBS, spec, namespace=cluster.namespace)
+            uid = created["metadata"]["uid"]
+            admitted = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)
+            assert check_of(admitted, check)["state"] == "Ready"
+            (gated,) = await wait_for_pods(
+                cluster.kube,
+                cluster.namespace,
+                lambda found: found or None,
+                label_selector="job-name=gated",
+                what="the Job's gated pod",
+            )
+        # The first coordinator is gone here (its memory with it): Ready said, nothing bound.
+        async with cluster.gang_coordinator() as second, answering(cluster, second):
+            group = f"{cluster.namespace}/{admitted['metadata']['name']}"
+            await eventually(
+                lambda: second.runtime.scheduler.nominations.reserved(group),
+                what="the room held again",
+            )
+            await cluster.create(pods.pod("stranger", gpus=8, namespace=None))
+            assert "Insufficient nvidia.com/gpu" in await cluster.unschedulable("stranger")
+            await cluster.kube.patch(
+                PODS,
+                gated["metadata"]["name"],
+                {"spec": {"schedulingGates": None}},
+                namespace=cluster.namespace,
+            )
+            placed = await cluster.all_bound("job-name=gated", 1)
+    assert list(placed.values()) == [node]
+    assert not (await cluster.pod("stranger"))["spec"].get("nodeName")

@@ -99,6 +99,7 @@ class PlacementCheckController:
         *,
         namespace: str | None = None,
         interval_s: float = 2.0,
+        synced: asyncio.Event | None = None,
     ) -> None:
         self.client = client
         self.scheduler = scheduler
@@ -107,6 +108,10 @@ class PlacementCheckController:
         self.interval_s = interval_s
         self.idle: str | None = None
         self.rounds = 0
+        self.synced = synced
+        #: Set after the first round (or once idle): room Ready checks hold is held again before
+        #: the scheduler starts (the app adds it to the scheduler's gates).
+        self.ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -119,12 +124,22 @@ class PlacementCheckController:
                 await self._task
 
     async def run(self) -> None:
-        await self.scheduler.leadership.wait_until_leading()
+        try:
+            await self._run()
+        finally:
+            self.ready.set()
+
+    async def _run(self) -> None:
+        if self.synced is not None:
+            await self.synced.wait()  # bound pods known: what a restored reservation leaves out
         try:
             await self.client.list(ADMISSION_CHECKS, limit=1)
         except NotFound:
             self.idle = IDLE
             log.warning(IDLE)
+            return
+        except KubeError as exc:
+            log.warning("placement check: %s; not answering", exc)
             return
         wake = asyncio.Event()
         watcher = asyncio.create_task(self._watch(wake), name="placement-check-watch")
@@ -134,6 +149,7 @@ class PlacementCheckController:
                     await self.round()
                 except KubeError as exc:
                     log.warning("placement check: %s", exc)
+                self.ready.set()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), self.interval_s)
                 wake.clear()
@@ -160,7 +176,7 @@ class PlacementCheckController:
     async def round(self) -> None:
         """Each check's Active condition, then each workload that waits on one of them."""
         if not self.scheduler.leadership.is_leader():
-            return  # only the leader decides and writes
+            return  # only the leader decides and writes (a follower's first round passes)
         self.rounds += 1
         checks = (await self.client.list(ADMISSION_CHECKS))["items"]
         ours: set[str] = set()

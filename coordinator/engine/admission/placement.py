@@ -19,7 +19,8 @@ copy of the live state, with room already nominated or reserved held. The answer
   Topos key): the message names the podset and the key.
 
 Pods that are not Topos's (another ``schedulerName``) are not checked: such a podset is Ready
-with a message saying so.
+with a message saying so. Scheduling gates in a template are ignored (they are lifted before the
+pods are scheduled).
 """
 
 from __future__ import annotations
@@ -105,10 +106,18 @@ def workload_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
                             (template.get("metadata") or {}).get("annotations") or {}
                         ),
                     },
-                    "spec": copy.deepcopy(dict(template["spec"])),
+                    "spec": _ungated(template["spec"]),
                 }
             )
     return pods
+
+
+def _ungated(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod spec as it will be scheduled: its scheduling gates (another controller's, or
+    Kueue's own ``kueue.x-k8s.io/topology``) are lifted before it is, so the check ignores them."""
+    out = copy.deepcopy(dict(spec))
+    out.pop("schedulingGates", None)
+    return out
 
 
 def _podset_of(pod_name: str, workload: str, podsets: Sequence[str]) -> tuple[str, int] | None:
