@@ -53,11 +53,15 @@ async def queues(
     teams: Sequence[str] = ("team-a", "team-b"),
     gpus_each: int = 8,
     admission_checks: Sequence[str] = (),
+    topology: Sequence[str] = (),
+    node_labels: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Queues]:
     """A ResourceFlavor, a ClusterQueue per team (``gpus_each`` GPUs nominal, borrowing from the
     cohort without limit, reclaiming lent quota from any priority, preempting lower priority
     within itself; ``admission_checks`` asked of every workload), a LocalQueue per team in
-    ``namespace`` named after it, and WorkloadPriorityClasses ``low`` (0) and ``high`` (1000)."""
+    ``namespace`` named after it, and WorkloadPriorityClasses ``low`` (0) and ``high`` (1000).
+    ``topology``: node labels, top level first, of a Kueue ``Topology`` the flavor names (a TAS
+    flavor: Kueue picks the domain); ``node_labels``: the flavor's nodes."""
     flavor = f"{namespace}-gpu"
     made: list[tuple[Resource, str]] = []
 
@@ -67,12 +71,27 @@ async def queues(
             made.append((resource, body["metadata"]["name"]))
 
     try:
+        flavor_spec: dict[str, Any] = {}
+        if node_labels:
+            flavor_spec["nodeLabels"] = dict(node_labels)
+        if topology:
+            await put(
+                TOPOLOGIES,
+                {
+                    "apiVersion": f"{GROUP}/{VERSION}",
+                    "kind": "Topology",
+                    "metadata": {"name": flavor},
+                    "spec": {"levels": [{"nodeLabel": label} for label in topology]},
+                },
+            )
+            flavor_spec["topologyName"] = flavor
         await put(
             RESOURCE_FLAVORS,
             {
                 "apiVersion": f"{GROUP}/{VERSION}",
                 "kind": "ResourceFlavor",
                 "metadata": {"name": flavor},
+                "spec": flavor_spec,
             },
         )
         classes = {}
