@@ -4,7 +4,7 @@ whole workload's pods placed by the what-if. A Job whose quota fits but whose 8-
 node with 8 free GPUs stays not admitted (the check Pending, the message saying why, the Job
 suspended); once a node is free the check says Ready, Kueue admits and starts it, and its pod is
 bound where the check placed it. An AdmissionCheck with parameters Topos does not know is
-refused with a condition naming them."""
+refused with a condition naming them; a Topology level no node has gets an Event naming it."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from common.kube import PODS, NotFound
-from coordinator.adapters.kube.admissioncheck import ADMISSION_CHECKS, PlacementCheckController
+from coordinator.adapters.kube.admissioncheck import (
+    ADMISSION_CHECKS,
+    TOPOLOGIES,
+    PlacementCheckController,
+)
 from coordinator.app.scheduler import what_if
 from devcluster import pods
-from devcluster.kube_wait import wait_for_object, wait_for_pods
+from devcluster.kube_wait import wait_for_event, wait_for_object, wait_for_pods
 from tests.support.gang_cluster import Controllers, Coordinator, GangCluster
 from tests.support.kueue import JOBS, WORKLOADS, is_true, job, queues, workload_of
 from tests.support.polling import eventually
@@ -222,3 +226,27 @@ async def test_room_a_ready_check_holds_survives_a_coordinator_restart_before_th
             placed = await cluster.all_bound("job-name=gated", 1)
     assert list(placed.values()) == [node]
     assert not (await cluster.pod("stranger"))["spec"].get("nodeName")
+
+
+async def test_a_topology_naming_a_label_no_node_has_gets_an_event_naming_it(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    name = f"{cluster.namespace}-racks"
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": "topos.io/leaf"}, {"nodeLabel": "example.com/rack"}]},
+    }
+    async with cluster.gang_coordinator() as coordinator, answering(cluster, coordinator):
+        await cluster.kube.create(TOPOLOGIES, body)
+        try:
+            event = await wait_for_event(
+                cluster.kube, "default", reason="UnknownNodeLabel", name=name
+            )
+        finally:
+            await cluster.kube.delete(TOPOLOGIES, name)
+    assert event["type"] == "Warning"
+    assert "'example.com/rack' is on none of the 1 nodes" in event["message"]
+    assert "topos.io/leaf" not in event["message"]  # that level is on the node

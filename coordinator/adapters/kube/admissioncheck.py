@@ -9,6 +9,8 @@
   check in state ``Pending`` and its quota reserved is decided; the check's ``state``, ``message``
   and ``podSetUpdates`` are written with a JSON patch guarded by the Workload's
   ``resourceVersion`` (another writer in between: decided again on the next round).
+- A Kueue ``Topology`` whose level names a node label none of Topos's nodes has gets a Warning
+  Event (reason ``UnknownNodeLabel``) naming the label, once.
 - A Ready check whose workload is admitted but whose room is not held (a restarted coordinator)
   gets it held again from its ``podSetUpdates``, less the pods already bound; a reservation whose
   workload is gone, finished, or no longer holds its quota (Kueue evicted it) is released.
@@ -50,6 +52,7 @@ ADMISSION_CHECKS: Final = Resource(
     "kueue.x-k8s.io", "v1beta2", "admissionchecks", False, "AdmissionCheck"
 )
 WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", True, "Workload")
+TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1beta2", "topologies", False, "Topology")
 IDLE: Final = (
     "Kueue's AdmissionCheck API (kueue.x-k8s.io/v1beta2) is not served: the placement "
     "admission check (topos.io/placement) is idle; scheduling is unaffected"
@@ -109,6 +112,7 @@ class PlacementCheckController:
         self.idle: str | None = None
         self.rounds = 0
         self.synced = synced
+        self._told: set[tuple[str, str]] = set()  # (Topology uid, label) already reported
         #: Set after the first round (or once idle): room Ready checks hold is held again before
         #: the scheduler starts (the app adds it to the scheduler's gates).
         self.ready = asyncio.Event()
@@ -211,6 +215,36 @@ class PlacementCheckController:
                     self._restore(workload, check)
         for group in nominations.groups() - live:
             nominations.release(group)
+        await self._topologies()
+
+    async def _topologies(self) -> None:
+        """A Kueue Topology level naming a label none of Topos's nodes has: a Warning Event on
+        the Topology, once per level (Kueue would find no domain there)."""
+        nodes = self.scheduler.view.snapshot().nodes
+        if not nodes:
+            return  # nothing known yet to judge by
+        present = {key for node in nodes for key in node.labels}
+        for topology in (await self.client.list(TOPOLOGIES))["items"]:
+            meta = topology["metadata"]
+            for level in (topology.get("spec") or {}).get("levels") or []:
+                label = str(level.get("nodeLabel", ""))
+                told = (str(meta.get("uid", meta["name"])), label)
+                if not label or label in present or told in self._told:
+                    continue
+                self._told.add(told)
+                message = (
+                    f"Topology {meta['name']}: level nodeLabel {label!r} is on none of the "
+                    f"{len(nodes)} nodes Topos schedules onto; Kueue finds no domain at that level"
+                )
+                log.warning(message)
+                await self.client.create_event(
+                    regarding=topology,
+                    reason="UnknownNodeLabel",
+                    message=message,
+                    event_type="Warning",
+                    component="topos",
+                    instance="topos",
+                )
 
     async def _set_active(self, check: Mapping[str, Any], condition: dict[str, str]) -> None:
         current = {
