@@ -25,7 +25,7 @@ from aiohttp import web
 
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
-from coordinator.api.keys import METRICS
+from coordinator.api.keys import METRICS, READINESS
 from coordinator.api.whatif import WHATIF, WhatIfSlot
 from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError
@@ -106,6 +106,17 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         slot.scheduler = runtime.scheduler
         app[WHATIF].whatif = what_if(runtime, gangs)
         app[METRICS].scheduling.attach(runtime.scheduler)
+        # Kueue's placement admission check (docs/kueue.md): the same what-if answers it; the
+        # room its Ready checks hold is held again before the scheduler starts (a restart).
+        checks = backend.placement_check(
+            runtime,
+            lambda: app[WHATIF].whatif,
+            namespace=section.namespace,
+            synced=app[READINESS].reached("inventory"),
+        )
+        if checks is not None:
+            runtime.add_gate(checks.ready)
+            await checks.start()
         await runtime.start()
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         app[RUNNING].history = history
@@ -114,6 +125,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         try:
             yield
         finally:
+            if checks is not None:
+                await checks.stop()
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None
             app[WHATIF].whatif = None

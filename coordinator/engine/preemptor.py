@@ -36,6 +36,9 @@ Protections (:class:`~coordinator.core.preemption.protections.Protections`, from
   it back to the queue when the delay is over;
 * the **eviction budget** caps the pods evicted in any hour (on ``clock``); a plan that would
   exceed it waits, and its preemptor is tried again when enough of the hour has passed.
+
+Pods of a workload Kueue admitted are never victims (:mod:`coordinator.core.preemption.queued`):
+Kueue evicts workloads, Topos does not.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
 from coordinator.core.preemption.protections import Protections, format_duration
+from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
@@ -332,7 +336,11 @@ class Preemptor:
             present.add(key)
             if p.terminating and p.priority < priority and p.node in mine:
                 waiting_for += 1
-            if p.priority < priority and key not in self.evicting:
+            if (
+                p.priority < priority
+                and key not in self.evicting
+                and not admitted_by_queue(p.labels)
+            ):
                 lower = True
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
@@ -458,10 +466,11 @@ class Preemptor:
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
         leaving = {pod for pod, until in self.evicting.items() if until > now}
+        # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never victims here.
         running = [
             p
             for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
-            if p.key not in leaving
+            if p.key not in leaving and not admitted_by_queue(p.labels)
         ]
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
