@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+import msgspec
+
 from common.model import Link, NodeTopology
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "fallback_link",
     "health_notes",
     "pcie_downtrained",
+    "without_health",
     "worst_effective_link",
 ]
 
@@ -145,3 +148,12 @@ def fabric_degraded(topology: NodeTopology) -> str | None:
         if f.route_unhealthy:
             return f"NVLink fabric route unhealthy (GPU {g.index})"
     return None
+
+
+def without_health(topology: NodeTopology) -> NodeTopology:
+    """``topology`` as a health-blind scheduler would see it: the agent's verdicts left out
+    (``healthy`` kept: lost GPUs and fatal XIDs were never offered)."""
+    if all(g.health is None for g in topology.gpus):
+        return topology
+    gpus = tuple(msgspec.structs.replace(g, health=None) for g in topology.gpus)
+    return msgspec.structs.replace(topology, gpus=gpus)
