@@ -10,6 +10,9 @@ import msgspec
 from common.linkhealth import degraded_pairs, effective_link, health_notes
 from common.model import GpuFabric, GpuHealth, NodeTopology, NvLinkHealth
 from coordinator.core.framework.results import Decision, Failure
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.engine.ports import PodRef, scheduled_message
+from coordinator.engine.whatif.placing import placement_of
 from devcluster.pods import pod
 from tests.support.sched_hw import dgx_h100, gpu_node, run, ws4
 
@@ -137,3 +140,16 @@ def test_an_unhealthy_gpu_is_never_offered_and_said_why() -> None:
     assert 2 not in got
     assert run(pod("p", gpus=4), [gpu_node("w", topo)]).__class__ is Failure
     assert f"GPU 2 not offered: {why}" in health_notes(topo)
+
+
+def test_the_scheduled_message_and_the_what_if_say_what_health_changed() -> None:
+    sick = _degrade(_bus(ws4("w")), 0, 1)
+    node = gpu_node("w", sick)
+    decision = run(pod("p", gpus=2), [node])
+    assert isinstance(decision, Decision)
+    message = scheduled_message(PodRef("default", "p", "u"), decision, sick)
+    assert "GPUs 2,3 NVLink" in message
+    assert "NVLink 0–1 degraded: 2,341 CRC errors in 10 min (counted as NODE)" in message
+    answer = placement_of(decision, Snapshot([node]), None)
+    assert answer.link == "NVLink"
+    assert answer.health == ["NVLink 0–1 degraded: 2,341 CRC errors in 10 min (counted as NODE)"]
