@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.registry import build_framework
@@ -72,3 +74,18 @@ def test_an_unknown_key_blocks_like_any_and_an_unknown_effect_blocks_nothing() -
     result = schedule_one(claim_pod("p", "c"), snapshot, build_framework())
     assert isinstance(result, Failure)
     assert "example.com/never-heard-of:NoExecute" in result.message, result.message
+
+
+def test_a_gpu_the_agent_reports_unhealthy_is_not_allocated_to_a_claim() -> None:
+    topo = dgx1("d")
+    sick = msgspec.structs.replace(topo.gpus[5], healthy=False, health_reason="XID 79")
+    topo = msgspec.structs.replace(topo, gpus=(*topo.gpus[:5], sick, *topo.gpus[6:]))
+    s = gpu_slice("d", topo)
+
+    def snapshot(count: int) -> Snapshot:
+        c = claim("c", [exactly("gpus", count)])
+        return Snapshot([gpu_node("d", topo, gpus=0)], dra=state([s], claims=[c]))
+
+    got = _devices(schedule_one(claim_pod("p", "c"), snapshot(7), build_framework()))
+    assert "gpu-5" not in got
+    assert isinstance(schedule_one(claim_pod("p", "c"), snapshot(8), build_framework()), Failure)
