@@ -153,3 +153,14 @@ def test_the_scheduled_message_and_the_what_if_say_what_health_changed() -> None
     answer = placement_of(decision, Snapshot([node]), None)
     assert answer.link == "NVLink"
     assert answer.health == ["NVLink 0–1 degraded: 2,341 CRC errors in 10 min (counted as NODE)"]
+
+
+def test_nodes_whose_counters_differ_still_share_results_but_a_degraded_pair_does_not() -> None:
+    def counted(host: str, crc: int, status: str = "ok") -> NodeTopology:
+        port = NvLinkHealth(link=0, peer_bus_id="00000000:02:00.0", crc_errors=crc, status=status)
+        return _with(_bus(ws4(host)), g0={"health": GpuHealth(nvlinks=(port,))})
+
+    a, b = gpu_node("a", counted("a", 5)), gpu_node("b", counted("b", 90_000))
+    assert a.state_key is b.state_key  # raw counters are not what placement reads
+    c = gpu_node("c", counted("c", 90_000, status="degraded"))
+    assert c.state_key is not a.state_key
