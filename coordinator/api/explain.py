@@ -16,6 +16,7 @@ import msgspec
 from aiohttp import web
 
 from common import podkeys
+from common.linkhealth import health_notes
 from coordinator.api.errors import ApiError, bad_request, not_found
 from coordinator.api.render import respond
 from coordinator.api.routing import QueryParam, Route
@@ -58,6 +59,9 @@ class NodeExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     detail: str | None = None
     score: float | None = None  # total (weighted) score, feasible nodes only
     scores: dict[str, float] = {}  # plugin → weighted score
+    #: What placement made of the node's GPU and link health (docs/health.md, "Placement"):
+    #: GPUs not offered, degraded NVLink pairs and the class they count as, downtrained PCIe.
+    health: list[str] = []
 
 
 class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -83,6 +87,9 @@ class PodExplanation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     nodes: list[NodeExplanation] = []
     #: "assigned GPUs 0,3 (NV2) but the node gave GPUs 0,4 (SYS)": the device plugin chose others
     node_gave: str | None = None
+    #: The chosen node's health as placement read it ("NVLink 0–1 degraded: 2,341 CRC errors in
+    #: 10 min (counted as SYS)"): why the pod got the GPUs it got.
+    health: list[str] = []
 
 
 class SimulateRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -219,6 +226,18 @@ def _placed_before(scheduler: Scheduler, namespace: str, name: str) -> PodExplan
     return None
 
 
+def _with_health(doc: PodExplanation, scheduler: Scheduler) -> PodExplanation:
+    """``doc`` with each node's health as placement read it (the chosen one's and each row's)."""
+
+    def notes(node: str | None) -> list[str]:
+        state = scheduler.inventory.node(node) if node else None
+        topology = None if state is None else state.topology
+        return [] if topology is None else health_notes(topology)
+
+    rows = [msgspec.structs.replace(r, health=notes(r.node)) for r in doc.nodes]
+    return msgspec.structs.replace(doc, health=notes(doc.node), nodes=rows)
+
+
 def _node_gave(doc: PodExplanation, scheduler: Scheduler) -> PodExplanation:
     """``doc`` with the node's word on its devices, when it differs from the assignment."""
     state = scheduler.inventory.node(doc.node) if doc.node else None
@@ -247,7 +266,7 @@ async def explain_pod(request: web.Request) -> web.Response:
             limit=limit,
         )
         doc = msgspec.structs.replace(doc, profile=attempt.profile or None)
-        return respond(request, _node_gave(doc, scheduler))
+        return respond(request, _with_health(_node_gave(doc, scheduler), scheduler))
     if entry is not None and entry.where != "bound":
         result = scheduler.explain_now(entry)
         message = f"would go to {result.node}" if isinstance(result, Decision) else result.message
@@ -255,7 +274,7 @@ async def explain_pod(request: web.Request) -> web.Response:
             namespace, name, "pending", message, result, at=None, dry_run=True, limit=limit
         )
         doc = msgspec.structs.replace(doc, profile=scheduler.framework_for(entry).name)
-        return respond(request, doc)
+        return respond(request, _with_health(doc, scheduler))
     found = _placed_before(scheduler, namespace, name)
     if found is None:
         raise not_found(f"pod {key[:300]!r} (not pending for topos and not bound)")

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from common.model import NodeTopology, worst_link
+from common.linkhealth import health_notes, worst_effective_link
+from common.model import NodeTopology
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
 
@@ -120,7 +121,7 @@ class ClusterWriter(Protocol):
 def _link_name(topology: NodeTopology, gpus: tuple[int, ...]) -> str:
     if len(gpus) < 2:
         return ""
-    link = worst_link(topology, gpus)
+    link = worst_effective_link(topology, gpus)
     if link.is_nvlink:
         return "NVSwitch" if topology.nvswitch else "NVLink"
     return str(link)
@@ -148,5 +149,8 @@ def scheduled_message(pod: PodRef, decision: Decision, topology: NodeTopology | 
         parts.append("MIG " + ", ".join(names))
     if placement.numa:
         parts.append("NUMA " + ",".join(str(n) for n in placement.numa))
+    if topology is not None and len(placement.gpus) > 1:
+        # Why these GPUs and not others: degraded NVLink pairs, GPUs not offered (docs/health.md)
+        parts.extend(health_notes(topology)[:2])
     detail = f" ({'; '.join(parts)})" if parts else ""
     return f"Successfully assigned {pod.key} to {decision.node}{detail}"

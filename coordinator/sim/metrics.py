@@ -35,6 +35,8 @@ class JobOutcome:
     best_link_pods: int  # of those, on the best class their node offers
     span: str  # node | leaf | spine | cluster
     stretch: float
+    #: a pod of the job got GPUs joined by an NVLink the agent judged degraded (docs/health.md)
+    degraded_link: bool = False
 
     @property
     def wait_s(self) -> float:

@@ -32,6 +32,7 @@ from typing import Any
 
 from common import labels as L
 from common import podkeys
+from common.linkhealth import without_health, worst_effective_link
 from common.model import Link, worst_link
 from coordinator.core.domains.summary import stranded_gpus
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -58,6 +59,9 @@ class ReplaySettings:
     """Quiet simulated time, once nothing runs or arrives, before the replay ends."""
     poll_s: float = 60.0
     """How often (simulated) the replay checks whether it has ended."""
+    health_blind: bool = False
+    """The scheduler sees the nodes without the agent's health verdicts (degraded links, …);
+    run times still pay for them (the baseline of ``benchmarks/health_placement.py``)."""
 
 
 @dataclass(slots=True)
@@ -147,8 +151,10 @@ class _Replay:
         )
         self.cluster = self.engine.cluster
         self.by_name = {n.name: n for n in sim.nodes}
+        blind = sim.settings.health_blind
         for n in sim.nodes:
-            self.cluster.add_node(n.name, labels=n.labels, topology=n.topology)
+            seen = without_health(n.topology) if blind and n.topology is not None else n.topology
+            self.cluster.add_node(n.name, labels=n.labels, topology=seen)
         self.usage = _Usage({n.name: n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in sim.nodes})
         self.owner: dict[str, int] = {}  # pod key → job index
         for i, manifests in enumerate(sim.manifests):
@@ -248,6 +254,7 @@ class _Replay:
         job = self.sim.jobs[i]
         worst = Link("X")
         multi = best = 0
+        degraded = False
         nodes: list[str] = []
         for node, placement in run.bound.values():
             nodes.append(node)
@@ -255,7 +262,8 @@ class _Replay:
             gpus = placement.gpus
             if len(gpus) < 2 or topology is None:
                 continue
-            link = worst_link(topology, gpus)
+            link = worst_effective_link(topology, gpus)  # a degraded NVLink pair is slower
+            degraded = degraded or link.rank > worst_link(topology, gpus).rank
             multi += 1
             if link.rank <= best_link_rank(topology, len(gpus)):
                 best += 1
@@ -275,6 +283,7 @@ class _Replay:
             best_link_pods=best,
             span=spans,
             stretch=stretch,
+            degraded_link=degraded,
         )
 
     # --- the run ---------------------------------------------------------------------------------

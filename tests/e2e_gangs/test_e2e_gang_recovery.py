@@ -50,6 +50,9 @@ async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
         event = await cluster.event("Rescheduled", name="w-1")
         assert f"GPU {uuid} on node {node} is unhealthy" in event["message"]
         assert "1 of 3 members move" in event["message"]
+        # …and says where the replacement goes, and that it is the gang's own leaf
+        leaf = cluster.leaf_of[before["w-0"]]
+        assert f"goes to {after['w-1']}, inside the gang's own leaf {leaf}" in event["message"]
         records = coord.gangs.step.recoveries
         assert [r.gang for r in records] == [f"{cluster.namespace}/train"]
 

@@ -149,18 +149,46 @@ function migSlices(node, gpu) {
   return slices.length ? slices : el("span", { class: "subtle" }, "MIG on, no instances");
 }
 
-function gpuRow(node, topo, gpu, i) {
-  const cells = (topo.links[i] || []).map((cell, j) =>
-    el(
+// GPU pairs whose NVLink the agent judged degraded ("i-j" → the port's reason), as placement
+// reads them (common/linkhealth.py): a port to another GPU degrades that pair; a port to an
+// NVSwitch degrades every pair of its GPU.
+function degradedPairs(topo) {
+  const byBus = new Map();
+  topo.gpus.forEach((g, j) => g.pci_bus_id && byBus.set(g.pci_bus_id.toLowerCase(), j));
+  const out = new Map();
+  topo.gpus.forEach((g, i) => {
+    for (const port of (g.health && g.health.nvlinks) || []) {
+      if (!port.status || port.status === "ok") continue;
+      const peer = byBus.get((port.peer_bus_id || "").toLowerCase());
+      const peers =
+        peer !== undefined ? [peer] : topo.nvswitch ? topo.gpus.map((_, j) => j) : [];
+      for (const j of peers) {
+        if (j === i) continue;
+        const key = `${Math.min(i, j)}-${Math.max(i, j)}`;
+        if (!out.has(key)) out.set(key, port.reason || `NVLink ${port.link} ${port.status}`);
+      }
+    }
+  });
+  return out;
+}
+
+function gpuRow(node, topo, gpu, i, degraded) {
+  const cells = (topo.links[i] || []).map((cell, j) => {
+    const why = degraded.get(`${Math.min(i, j)}-${Math.max(i, j)}`);
+    return el(
       "td",
       {
-        class: `link ${linkClass(cell, topo.nvswitch)}`,
+        class: `link ${linkClass(cell, topo.nvswitch)}${why ? " degraded" : ""}`,
         dataset: { link: cell },
-        title: `GPU ${gpu.index} ↔ GPU ${topo.gpus[j] ? topo.gpus[j].index : j}: ${cell}`,
+        title:
+          `GPU ${gpu.index} ↔ GPU ${topo.gpus[j] ? topo.gpus[j].index : j}: ${cell}` +
+          (why ? ` — degraded, placed as if not NVLink: ${why}` : ""),
       },
       cell,
-    ),
-  );
+    );
+  });
+  const health = gpu.health || {};
+
   const numa =
     gpu.numa_affinity && gpu.numa_affinity.length
       ? gpu.numa_affinity.join(",")
@@ -180,14 +208,21 @@ function gpuRow(node, topo, gpu, i) {
       "td",
       { class: "holders" },
       gpu.healthy === false
-        ? el("span", { class: "problem" }, `unhealthy: ${gpu.health_reason || "?"}`)
-        : null,
+        ? el(
+            "span",
+            { class: "problem" },
+            `unhealthy: ${(health.reasons || []).join("; ") || gpu.health_reason || "?"}`,
+          )
+        : health.status === "degraded"
+          ? el("span", { class: "problem degraded" }, `degraded: ${(health.reasons || []).join("; ")}`)
+          : null,
       gpu.mig_enabled ? migSlices(node, gpu) : gpuHolders(node, gpu),
     ),
   );
 }
 
 function gpuTable(node, topo) {
+  const degraded = degradedPairs(topo);
   const head = el(
     "tr",
     {},
@@ -212,7 +247,7 @@ function gpuTable(node, topo) {
     el(
       "tbody",
       {},
-      topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i)),
+      topo.gpus.map((gpu, i) => gpuRow(node, topo, gpu, i, degraded)),
     ),
   );
 }

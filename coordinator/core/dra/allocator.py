@@ -52,6 +52,7 @@ __all__ = [
     "check_claim",
     "claim_node",
     "selects",
+    "taint_text",
 ]
 
 #: kube's limit on ``status.reservedFor`` entries of one claim.
@@ -118,9 +119,19 @@ class FirstFit:
 
 
 def _tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
+    """Whether a request may get a device carrying ``taint``. ``NoSchedule`` and ``NoExecute``
+    keep devices from requests without a matching toleration; any other effect (``None``, an
+    informational taint, or one a newer API adds) does not — as kube-scheduler's allocator. Keys
+    are free text: a key no one here knows is matched like any other."""
     if taint.effect not in ("NoSchedule", "NoExecute"):
         return True
     return any(t.tolerates(taint) for t in tolerations)
+
+
+def taint_text(taint: Taint) -> str:
+    """``nvidia.com/fabric=degraded:NoSchedule``, as kubectl prints a taint."""
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
 
 
 def selects(device: Device, expressions: Sequence[str]) -> bool:
@@ -233,6 +244,8 @@ class _Allocator:
         #: (request, device) → what the request would consume of that device
         self.shares: dict[tuple[str, DeviceId], dict[str, Fraction]] = {}
         self.misfit: dict[str, tuple[str, bool]] = {}  # request → first capacity misfit
+        #: request → devices passed over for a taint it does not tolerate, and the first taint
+        self.tainted: dict[str, tuple[int, str]] = {}
 
     def used(self, device: DeviceId) -> dict[str, Fraction]:
         mine = self.sharing.get(device, {})
@@ -246,12 +259,17 @@ class _Allocator:
         out = []
         asked = dict(sub.capacity)
         self.misfit.pop(sub.name, None)
+        self.tainted.pop(sub.name, None)
         for d in self.devices:
             if d.id in self.taken and not d.allow_multiple:
                 continue
             if d.id in self.state.allocated and not sub.admin_access:
                 continue
-            if not all(_tolerated(t, sub.tolerations) for t in d.taints):
+            bad = next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
+            if bad is not None:
+                if _selected(self.state, claim, sub, d):
+                    n, first = self.tainted.get(sub.name, (0, f"{d.id.device}: {taint_text(bad)}"))
+                    self.tainted[sub.name] = (n + 1, first)
                 continue
             if not _selected(self.state, claim, sub, d):
                 continue
@@ -382,6 +400,13 @@ class _Allocator:
         need = alt.count
         if len(candidates) < need:
             what = f"with matching {pinned.strip()}" if pinned.strip() else "free"
+            tainted = self.tainted.get(alt.name)
+            if tainted is not None and not pinned.strip():
+                # KEP-5055: a taint written by a driver or an operator (a fabric error, upkeep)
+                return (
+                    f"no {_count(need)} of class {alt.class_name} free on this node: "
+                    f"{tainted[0]} tainted and not tolerated (device {tainted[1]})"
+                )
             misfit = self.misfit.get(alt.name)
             if misfit is not None and not pinned.strip():
                 what = "that fits" if misfit[1] else "with enough capacity left"

@@ -7,7 +7,9 @@ were idle), the running pods with the GPUs they hold and their gang, and what fa
 unit (a gang with all its running members, or a lone pod), in priority order:
 
 1. **Fewest moves**: the healthy members stay; only the members on failed hardware move, into the
-   gang's current network domain (the leaves it already occupies, then their spine).
+   gang's current domain: its NVLink clique (``nvidia.com/gpu.clique``) when every member that
+   stays is in one, then the leaves it already occupies, then their spine. The message names
+   where each mover goes and in which of these domains.
 2. Otherwise **the whole gang moves**: every member is re-placed by the usual network rules, as
    if newly submitted (capacity held by the gang itself counts as free).
 3. Otherwise the gang cannot run now: every member is evicted so none is left half running, and
@@ -29,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.domains.capacity import GPU, NodeState, add, subtract
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
@@ -170,20 +173,39 @@ def plan_recovery(
         give_back(movers)
         mover_members = [Member(name=p.key, requests=_needs(p, milli)) for p in movers]
         found: Placement | Status = Status.unschedulable("no healthy member to anchor to")
+        where = ""
         if stay:
             leaves = {layout.leaf_of[p.node] for p in stay if p.node in layout.leaf_of}
             spines = {layout.spine_of[p.node] for p in stay if p.node in layout.spine_of}
             scopes: list[set[str]] = []
+            names: list[str] = []  # what each scope is, in the Event's words
+            # The gang's NVLink clique first (multi-node NVLink: GB200 NVL72), when every member
+            # that stays is in one: a replacement outside it would cross the slower network.
+            cliques = {state[p.node].labels.get(GFD_GPU_CLIQUE) for p in stay if p.node in state}
+            if (
+                len(cliques) == 1
+                and None not in cliques
+                and len(stay) == sum(p.node in state for p in stay)
+            ):
+                (clique,) = cliques
+                scopes.append(
+                    {n for n, st in state.items() if st.labels.get(GFD_GPU_CLIQUE) == clique}
+                )
+                names.append(f"NVLink clique {clique}")
             if leaves:
                 scopes.append({n for leaf in leaves for n in layout.leaves[leaf].nodes})
+                names.append(f"leaf {', '.join(sorted(leaves))}")
             if spines:
                 scopes.append({n for s in spines for n in layout.nodes_in(s)})
+                names.append(f"spine {', '.join(sorted(spines))}")
             if not leaves and not spines:
                 scopes.append(set(state))
+                names.append("the cluster")
             # gpu-count counts the workload: the members staying as well as those moving.
             kept = tuple(_needs(p, False).get(GPU, 0) for p in stay)
             partial = None if intent is None else replace(intent, placed_gpus=kept)
-            for scope in scopes:
+            for scope, name in zip(scopes, names, strict=True):
+                where = name
                 found = place_members(
                     mover_members,
                     list(state.values()),
@@ -205,7 +227,9 @@ def plan_recovery(
                     evict=tuple(p.key for p in movers),
                     mode="partial",
                     message=f"{unit}: {len(movers)} of {len(pods)} members move; "
-                    f"the rest stay ({found.tier} {found.domain})",
+                    f"the rest stay ({found.tier} {found.domain}); "
+                    + ", ".join(f"{m} goes to {n}" for m, n in found.assignments)
+                    + f", inside the gang's own {where}",
                 )
             )
             continue

@@ -27,6 +27,7 @@ from itertools import combinations, count
 from math import comb
 from typing import Final
 
+from common.linkhealth import degraded_pairs, effective_link
 from common.model import Link, NodeTopology
 
 __all__ = ["EXHAUSTIVE_LIMIT", "GpuChoice", "TopologyIndex", "topology_index"]
@@ -68,7 +69,11 @@ class TopologyIndex:
         #: out of the garbage collector's reach; the index itself would not).
         self.ident = next(_IDENTS)
         n = self.n = len(topology.gpus)
-        self.link: list[list[Link]] = [[topology.link(i, j) for j in range(n)] for i in range(n)]
+        # A pair whose NVLink the agent judged degraded counts as its fallback class
+        # (common/linkhealth.py): the choice, its locality and its score all see that.
+        self.link: list[list[Link]] = [
+            [effective_link(topology, i, j) for j in range(n)] for i in range(n)
+        ]
         self.level_adj: dict[int, list[int]] = {}
         for level in (*_GROUP_LEVELS, _SYS):
             adj = []
@@ -215,8 +220,9 @@ _BY_SHAPE: dict[tuple[object, ...], TopologyIndex] = {}
 
 
 def topology_index(topology: NodeTopology) -> TopologyIndex:
-    """The memoised index of a topology. Nodes with the same hardware shape (link matrix, GPU
-    NUMA nodes and memory) share one index and its memo tables, whatever their names and UUIDs."""
+    """The memoised index of a topology. Nodes with the same hardware shape (link matrix,
+    degraded NVLink pairs, GPU NUMA nodes and memory) share one index and its memo tables,
+    whatever their names and UUIDs."""
     hit = _BY_OBJECT.get(id(topology))
     if hit is not None and hit[0] is topology:
         return hit[1]
@@ -224,6 +230,7 @@ def topology_index(topology: NodeTopology) -> TopologyIndex:
         _BY_OBJECT.clear()
     shape = (
         topology.links,
+        tuple(sorted(degraded_pairs(topology))),
         tuple(g.numa_node for g in topology.gpus),
         tuple(g.memory_total_mib for g in topology.gpus),
     )

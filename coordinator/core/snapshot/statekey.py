@@ -19,6 +19,7 @@ from typing import Final
 
 import msgspec
 
+from common.linkhealth import degraded_pairs, fabric_degraded
 from common.model import NodeTopology
 from coordinator.core.podspec.ports import HostPort
 from coordinator.core.podspec.tolerations import Taint
@@ -47,7 +48,9 @@ def _token(table: dict[tuple[object, ...], object], key: tuple[object, ...]) -> 
 def _topology_token(topology: NodeTopology | None) -> object:
     """One token per hardware shape: the topology without what names this very machine (its
     hostname, GPU and MIG UUIDs, PCI addresses, free memory of the moment), which node-local
-    plugins never read. Looked up by object first (holding it, so its id is not reused)."""
+    plugins never read, and of the agent's health readings only what placement reads (the
+    degraded NVLink pairs, whether the fabric is degraded: ``common/linkhealth.py``). Looked up
+    by object first (holding it, so its id is not reused)."""
     if topology is None:
         return None
     known = _TOPOLOGIES.get(id(topology))
@@ -60,10 +63,12 @@ def _topology_token(topology: NodeTopology | None) -> object:
             pci_bus_id=None,
             memory_free_mib=None,
             mig_instances=tuple(msgspec.structs.replace(m, uuid=None) for m in g.mig_instances),
+            health=None,  # counters move on every node; placement reads only what follows
         )
         for g in topology.gpus
     )
-    token = _token(_HARDWARE, (msgspec.structs.replace(topology, hostname="", gpus=gpus),))
+    health = (tuple(sorted(degraded_pairs(topology))), fabric_degraded(topology) is not None)
+    token = _token(_HARDWARE, (msgspec.structs.replace(topology, hostname="", gpus=gpus), health))
     if len(_TOPOLOGIES) >= _LIMIT:
         _TOPOLOGIES.clear()
     _TOPOLOGIES[id(topology)] = (topology, token)

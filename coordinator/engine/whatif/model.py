@@ -40,6 +40,8 @@ class PodPlacement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     dra: list[str] = []  # DRA devices its claims get: "claim: driver/pool/device"
     gpu_share: str | None = None
     score: float | None = None
+    #: The node's GPUs and links placement skipped or counted lower for health (docs/health.md)
+    health: list[str] = []
 
 
 class UnitAnswer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

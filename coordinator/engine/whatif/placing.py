@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.model import worst_link
+from common.linkhealth import health_notes, worst_effective_link
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
 from coordinator.core.framework.cycle import schedule_one
@@ -176,7 +176,7 @@ def placement_of(d: Decision, snapshot: Snapshot, keys: DomainKeys | None) -> Po
     link = None
     topology = node.topology if node is not None else None
     if topology is not None and len(d.placement.gpus) > 1:
-        worst = worst_link(topology, d.placement.gpus)
+        worst = worst_effective_link(topology, d.placement.gpus)
         link = ("NVSwitch" if topology.nvswitch else "NVLink") if worst.is_nvlink else str(worst)
     share = d.placement.share
     return PodPlacement(
@@ -190,6 +190,7 @@ def placement_of(d: Decision, snapshot: Snapshot, keys: DomainKeys | None) -> Po
         dra=[f"{c.name or '(extended)'}: {r.device}" for c in d.claims for r in c.results],
         gpu_share=share.text() if share is not None else None,
         score=round(d.score, 3),
+        health=health_notes(topology) if topology is not None else [],
     )
 
 

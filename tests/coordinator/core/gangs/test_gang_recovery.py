@@ -5,6 +5,9 @@ Fabric: 2 spines × 2 leaves × 4 nodes of 8 GPUs; leaf-1, leaf-2 under spine-1.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.domains.capacity import GPU
 from coordinator.core.domains.strategy import PlacementIntent, placement_intent
 from coordinator.core.gangs.recovery import affected_pods, plan_recovery
@@ -147,3 +150,30 @@ def test_lone_pod_on_a_dead_node_is_replaced() -> None:
     assert unit.unit == "ml/solo"
     assert unit.mode == "whole"
     assert unit.moves[0][1] != "l1-n1"
+
+
+def test_the_replacement_stays_in_the_gangs_nvlink_clique_and_the_message_says_where() -> None:
+    # leaf-1's nodes split into two NVLink cliques (n1, n2 | n3, n4); the gang runs in clique A.
+    nodes = fabric(leaves_per_spine=2, used={"l1-n1": 8, "l1-n2": 8})
+    clique = {"l1-n1": "c.A", "l1-n2": "c.A", "l1-n3": "c.B", "l1-n4": "c.B", "l2-n1": "c.A"}
+    nodes = [
+        replace(n, labels={**n.labels, GFD_GPU_CLIQUE: clique[n.name]}) if n.name in clique else n
+        for n in nodes
+    ]
+    train = [member("train", 0, "l1-n1"), member("train", 1, "l1-n2")]
+    plan = plan_recovery(nodes, train, failed_gpus={"l1-n2": ["l1-n2-GPU-0"]})
+    (unit,) = plan.units
+    # the leaf has room on l1-n3, but l2-n1 is in the gang's own clique
+    assert unit.moves == (("ml/train-1", "l2-n1"),)
+    assert "ml/train-1 goes to l2-n1, inside the gang's own NVLink clique c.A" in unit.message
+
+
+def test_without_a_clique_the_message_names_the_leaf() -> None:
+    train = [member("train", i, f"l1-n{i + 1}") for i in range(3)]
+    plan = plan_recovery(
+        fabric(leaves_per_spine=2, used=used_by(train)),
+        train,
+        failed_gpus={"l1-n2": ["l1-n2-GPU-3"]},
+    )
+    (unit,) = plan.units
+    assert "ml/train-1 goes to l1-n4, inside the gang's own leaf leaf-1" in unit.message
