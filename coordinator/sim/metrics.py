@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator.core.snapshot.podinfo import Placement
 from coordinator.sim.trace import Job
 
 __all__ = ["JobOutcome", "RunResult", "Summary", "UsagePoint", "percentile"]
@@ -35,6 +36,7 @@ class JobOutcome:
     best_link_pods: int  # of those, on the best class their node offers
     span: str  # node | leaf | spine | cluster
     stretch: float
+    placements: tuple[tuple[str, Placement], ...] = ()  # each pod's node and what it holds there
 
     @property
     def wait_s(self) -> float:

@@ -20,6 +20,10 @@ The replay plays the users and the kubelets around the engine:
 
 The replay ends when no job is left to arrive, none holds a node, and nothing has changed for
 :attr:`ReplaySettings.settle_s` simulated seconds (pods still pending then never fit).
+
+:attr:`ReplaySettings.fill` replays as the FGD paper does (``benchmarks/sharing_trace.py``):
+pods never finish, and a job whose first scheduling attempt fails is dropped (its pods deleted,
+never tried again); the replay ends once every job is placed or dropped.
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from common import labels as L
 from common import podkeys
 from common.model import Link, worst_link
 from coordinator.core.domains.summary import stranded_gpus
+from coordinator.core.queue import QueuedPod
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.engine.binder import BindJob
+from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import ClusterError
 from coordinator.sim.clock import SimulatedLoop
 from coordinator.sim.costmodel import CostModel
@@ -58,6 +64,9 @@ class ReplaySettings:
     """Quiet simulated time, once nothing runs or arrives, before the replay ends."""
     poll_s: float = 60.0
     """How often (simulated) the replay checks whether it has ended."""
+    fill: bool = False
+    """Fill the cluster (the FGD paper's replay): pods never finish, and a job whose first
+    attempt fails is dropped, never retried."""
 
 
 @dataclass(slots=True)
@@ -86,6 +95,21 @@ class _Usage:
         self.busy += sign * n
         self.mig += sign * len(placement.mig)
         self.fragmentation += stranded_gpus(total - used, used)
+
+
+class _DropOnFailure(SchedulingObserver):
+    """Fill mode: a pod's failed attempt drops its job (after the attempt, not inside it)."""
+
+    def __init__(self, replay: _Replay) -> None:
+        self.replay = replay
+
+    def attempt(
+        self, entry: QueuedPod, outcome: Outcome, *, began: float | None, now: float
+    ) -> None:
+        if outcome in ("unschedulable", "invalid"):
+            i = self.replay.owner.get(entry.key)
+            if i is not None:
+                self.replay.loop.call_soon(self.replay._drop, i)
 
 
 class Simulator:
@@ -148,7 +172,11 @@ class _Replay:
         self.cluster = self.engine.cluster
         self.by_name = {n.name: n for n in sim.nodes}
         for n in sim.nodes:
-            self.cluster.add_node(n.name, labels=n.labels, topology=n.topology)
+            pods = n.allocatable.get("pods")  # the rest follows from the topology
+            allocatable = None if pods is None else {"pods": pods}
+            self.cluster.add_node(
+                n.name, labels=n.labels, topology=n.topology, allocatable=allocatable
+            )
         self.usage = _Usage({n.name: n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in sim.nodes})
         self.owner: dict[str, int] = {}  # pod key → job index
         for i, manifests in enumerate(sim.manifests):
@@ -160,6 +188,7 @@ class _Replay:
         self.arrivals_left = len(sim.jobs)
         self.bound_pods = 0
         self.done = 0
+        self.dropped: dict[int, str] = {}  # fill mode: jobs whose first attempt failed → why
         self._deleting = False
 
     # --- the users and kubelets around the engine ------------------------------------------------
@@ -183,7 +212,8 @@ class _Replay:
         if len(run.bound) == self.sim.jobs[i].gang_size:
             outcome = self._outcome(i, run)
             self.outcomes[i] = outcome
-            run.finish = self.loop.call_at(outcome.end_s, self._finish, i, run.generation)
+            if not self.sim.settings.fill:  # filling: nothing ever leaves
+                run.finish = self.loop.call_at(outcome.end_s, self._finish, i, run.generation)
 
     def _finish(self, i: int, generation: int) -> None:
         run = self.runs[i]
@@ -234,6 +264,20 @@ class _Replay:
         for manifest in self.sim.manifests[i]:
             self.cluster.create_pod(manifest)
 
+    def _drop(self, i: int) -> None:
+        """Fill mode: job ``i`` failed its first attempt; its pods go, never to be tried again."""
+        if i in self.dropped or i in self.outcomes:
+            return
+        first = self.sim.manifests[i][0]["metadata"]["name"]
+        attempt = self.engine.scheduler.last_attempt(f"{NAMESPACE}/{first}")
+        self.dropped[i] = attempt.message if attempt is not None else "dropped"
+        self._deleting = True
+        try:
+            for manifest in self.sim.manifests[i]:
+                self.cluster.delete_pod(NAMESPACE, manifest["metadata"]["name"])
+        finally:
+            self._deleting = False
+
     def _now(self) -> float:
         """Simulated time to the microsecond (a timer fires a hair after its time: clock.py)."""
         return round(self.loop.time(), 6)
@@ -275,6 +319,7 @@ class _Replay:
             best_link_pods=best,
             span=spans,
             stretch=stretch,
+            placements=tuple(run.bound.values()),
         )
 
     # --- the run ---------------------------------------------------------------------------------
@@ -283,6 +328,8 @@ class _Replay:
         began = time.perf_counter()
         scheduler = self.engine.scheduler
         scheduler.bind_listeners.append(self._on_bind)
+        if self.sim.settings.fill:
+            scheduler.observer = _DropOnFailure(self)
         unsubscribe = self.cluster.subscribe(self._on_pod)
         try:
             async with self.engine:
@@ -296,7 +343,8 @@ class _Replay:
             if i in self.outcomes:
                 continue
             attempt = scheduler.last_attempt(f"{NAMESPACE}/{manifests[0]['metadata']['name']}")
-            unplaced[i] = attempt.message if attempt is not None else "never tried"
+            why = attempt.message if attempt is not None else "never tried"
+            unplaced[i] = self.dropped.get(i, why)
         return RunResult(
             policy=self.policy.name,
             jobs=self.sim.jobs,
@@ -316,6 +364,10 @@ class _Replay:
         quiet_since: float | None = None
         while True:
             await asyncio.sleep(settings.poll_s)
+            if settings.fill and not self.arrivals_left:
+                if len(self.outcomes) + len(self.dropped) == len(self.sim.jobs):
+                    return
+                continue
             if self.arrivals_left or self.bound_pods:
                 quiet_since = None
                 continue
