@@ -15,9 +15,10 @@ ATC'23), run by the engine like any profile (``benchmarks/sharing_trace.py``).
 
 Each is one plugin (:class:`SharingRule`): its Filter chooses the GPUs inside a node (whole GPUs
 wholly free; a share on one GPU with room for it, ``NodeInfo.share_room``), its Score ranks the
-nodes; ties between equally good nodes are broken at random (seeded), as kube-scheduler does,
-except first-fit's. Before it, kube-scheduler's node gates and ``NodeResourcesFit`` (CPU, memory,
-``nvidia.com/gpu``, pods). None of Topos's own scorers count.
+nodes; every node is looked at (``percentageOfNodesToScore: 100``); ties between equally good
+nodes are broken at random (seeded), as kube-scheduler does, except first-fit's. Before it,
+kube-scheduler's node gates and ``NodeResourcesFit`` (CPU, memory, ``nvidia.com/gpu``, pods).
+None of Topos's own scorers count.
 """
 
 from __future__ import annotations
@@ -278,5 +279,7 @@ def sharing_framework(rule: str, *, seed: int = 0, fgd: Fgd | None = None) -> Fr
     plugin = SharingRule(rule, seed=seed, fgd=fgd)
     spec = PluginSpec[None](plugin=SharingRule, weight=1, factory=lambda _args, _ctx: plugin)
     weights = dict.fromkeys(weights_of(SchedulerConfig()), 0)
-    config = SchedulerConfig(weights=weights)
+    # every node looked at, as the paper's policies do (kube's adaptive sampling would make
+    # first-fit the first of a sample from a rotating start, best-fit the best of a sample)
+    config = SchedulerConfig(weights=weights, percentage_of_nodes_to_score=100)
     return build_framework(config, plugins=(*PLUGINS, spec), profile=(*_FILTERS, SharingRule.name))

@@ -57,3 +57,13 @@ def test_an_unknown_rule_or_fgd_without_its_workload_is_refused() -> None:
         sharing_framework("worst-fit")
     with pytest.raises(ValueError, match="fgd needs its target workload"):
         sharing_framework("fgd")
+
+
+def test_first_fit_looks_at_every_node_of_a_large_cluster() -> None:
+    # kube's adaptive percentageOfNodesToScore would sample from a rotating start past 100 nodes
+    _spec, nodes = make_cluster("nodes: [{profile: pcie-8x, count: 150}]")
+    jobs = [Job(job_id=f"j{i}", arrival_s=i, duration_s=1, cpu=1) for i in range(8)]
+    policy = Policy("first-fit", sharing_framework("first-fit"), members_one_by_one)
+    result = Simulator(nodes, jobs, settings=ReplaySettings(fill=True)).run(policy)
+    first = min(n.name for n in nodes)
+    assert {o.nodes for o in result.outcomes.values()} == {(first,)}
