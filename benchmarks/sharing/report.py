@@ -8,9 +8,66 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from benchmarks.sharing.replay import Run
+__all__ = [
+    "CURVE_AT",
+    "CURVE_POINTS",
+    "Run",
+    "Summary",
+    "curve",
+    "curve_table",
+    "goal",
+    "json_rows",
+    "summarise",
+    "table",
+]
 
-__all__ = ["CURVE_AT", "Summary", "curve_table", "goal", "json_rows", "summarise", "table"]
+CURVE_POINTS: Final = 131  # 0 … 130 % of capacity
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One policy over one seed's arrivals."""
+
+    policy: str
+    seed: int
+    arrived: int  # pods
+    placed: int
+    seconds: float  # the replay's CPU time, all pods
+    curve: tuple[float, ...]  # unallocated share at 0 … 130 % arrived
+    violations: tuple[str, ...] = ()
+
+    @property
+    def at_capacity(self) -> float:
+        return self.curve[100]
+
+    @property
+    def us_per_decision(self) -> float:
+        return 1e6 * self.seconds / self.arrived if self.arrived else 0.0
+
+
+def curve(demands: Sequence[int], allocated: Sequence[int], capacity: int) -> tuple[float, ...]:
+    """The paper's metric: the unallocated share of ``capacity`` at each whole percent of
+    arrived demand, from each arrival's demand and the allocated total after it (linear between
+    arrivals); flat past the last arrival."""
+    points: list[float] = []
+    arrived_prev, unalloc_prev = 0.0, 1.0
+    arrived = 0
+    for demand, alloc in zip(demands, allocated, strict=True):
+        arrived += demand
+        x, u = arrived / capacity, 1.0 - alloc / capacity
+        while len(points) < CURVE_POINTS and len(points) / 100 <= x:
+            at = len(points) / 100
+            if x == arrived_prev:
+                points.append(u)
+            else:
+                points.append(
+                    unalloc_prev + (u - unalloc_prev) * (at - arrived_prev) / (x - arrived_prev)
+                )
+        arrived_prev, unalloc_prev = x, u
+    while len(points) < CURVE_POINTS:
+        points.append(unalloc_prev)
+    return tuple(points)
+
 
 #: Arrived demand (% of capacity) the printed curve shows.
 CURVE_AT: Final = (0, 20, 40, 60, 70, 80, 85, 90, 95, 100, 105, 110, 120, 130)
@@ -65,7 +122,7 @@ def _width(summaries: Sequence[Summary]) -> int:
     return max([32, *(len(s.policy) for s in summaries)])
 
 
-def table(summaries: Sequence[Summary], unsupported: Mapping[str, str]) -> str:
+def table(summaries: Sequence[Summary]) -> str:
     seeds = max((len(s.runs) for s in summaries), default=0)
     head = f"unallocated at 100 % (median [min–max], {seeds} seeds)"
     w = _width(summaries)
@@ -78,8 +135,6 @@ def table(summaries: Sequence[Summary], unsupported: Mapping[str, str]) -> str:
             f"{s.policy:{w}s}  {f'{_pct(med)} [{_pct(lo)}–{_pct(hi)}]':50s}  "
             f"{f'{placed:,.0f} of {arrived:,.0f}':22s}  {s.us_per_decision:,.0f}{flag}"
         )
-    for policy, why in unsupported.items():
-        lines.append(f"{policy:{w}s}  fractional asks not supported by this build: {why}")
     return "\n".join(lines)
 
 
@@ -95,26 +150,16 @@ def curve_table(summaries: Sequence[Summary]) -> str:
     return "\n".join(lines)
 
 
-def goal(
-    summaries: Sequence[Summary],
-    unsupported: Mapping[str, str],
-    *,
-    speed: tuple[str, str] | None = None,
-) -> str:
-    """The issue's goal: Topos sharing ≤ 0.6 × best-fit and below FGD, at no more µs/decision
-    than Topos today. ``speed`` names the two arms whose µs/decision are compared (sharing,
-    today): with ``--against``, this tree's fraction arm and the arm of the code of the issue's
-    day, each in a process of its own; without it, this run's two Topos arms (the stricter
-    reading: this build's whole-GPU pods got faster too)."""
+def goal(summaries: Sequence[Summary]) -> str:
+    """The issue's goal: Topos sharing ≤ 0.6 × best-fit and below FGD, at no more CPU per pod
+    than Topos giving each share a whole GPU (both on the engine, in this run)."""
     by = {s.policy: s for s in summaries}
     best_fit, fgd = by.get("best-fit"), by.get("fgd")
-    if TOPOS_FRACTION in unsupported:
-        return "goal: Topos ≤ 0.6 × best-fit and < FGD — not measurable (no fractional asks)"
     topos = by.get(TOPOS_FRACTION)
     if topos is None or best_fit is None or fgd is None:
         return "goal: Topos ≤ 0.6 × best-fit and < FGD — not run (needs topos, best-fit, fgd)"
     t, b, f = topos.at_capacity[0], best_fit.at_capacity[0], fgd.at_capacity[0]
-    mine, today = (by.get(name) for name in (speed or (TOPOS_FRACTION, TOPOS_WHOLE)))
+    mine, today = topos, by.get(TOPOS_WHOLE)
     speed_ok, said = True, ""
     if mine is not None and today is not None and today.us_per_decision > 0:
         speed_ok = mine.us_per_decision <= today.us_per_decision

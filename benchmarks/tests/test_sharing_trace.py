@@ -1,49 +1,43 @@
-"""``benchmarks.sharing_trace`` at a tiny scale, one seed: the workload has the trace's shape, the
-metric reads what was allocated, and what must hold whatever the seed holds — GPU milli
-conserved, no node or GPU over-committed, sharing beating a whole GPU per fractional pod.
-Nothing here asserts a time or a ranking between baselines that chance could reverse."""
+"""``benchmarks.sharing_trace`` at a tiny scale, one seed, on the engine's fill mode: the workload
+has the trace's shape and is a trace of the simulator's format, the metric reads what was
+allocated, and what must hold whatever the seed — no node or GPU over-committed, every pod placed
+on arrival or dropped, sharing beating a whole GPU per fractional pod. Nothing here asserts a
+time or a ranking between baselines that chance could reverse."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-from typing import Any, cast
-
 import pytest
 
-from benchmarks.sharing.against import (
-    ROOT,
-    THIS_TREE,
-    AgainstError,
-    against_label,
-    replay_at,
-    worktree,
+from benchmarks.sharing.report import (
+    CURVE_POINTS,
+    TOPOS_FRACTION,
+    TOPOS_WHOLE,
+    Run,
+    Summary,
+    curve,
+    goal,
 )
-from benchmarks.sharing.cluster import Choice, Cluster
-from benchmarks.sharing.fgd import Fgd
-from benchmarks.sharing.policies import BASELINES, best_fit
-from benchmarks.sharing.replay import CURVE_POINTS, Run, curve, replay_baseline
-from benchmarks.sharing.report import TOPOS_FRACTION, TOPOS_WHOLE, Summary, goal
-from benchmarks.sharing.topos_arm import FRACTION_KEY, Ledger, fraction_support, pod_object
-from benchmarks.sharing.topos_arm import replay as topos_replay
-from benchmarks.sharing.trace import (
+from benchmarks.sharing.workload import (
     MILLI,
-    NodeShape,
-    PodShape,
     cluster,
+    jobs,
     pod_shapes,
-    popularity,
     workload,
 )
-from benchmarks.sharing_trace import main, run
-from coordinator.core.podspec.parse import PodRequest, parse_pod
+from benchmarks.sharing_trace import BASELINES, WHOLE_BASELINE, check, main, replay, run
+from coordinator.core.podspec.sharing import HeldShare
+from coordinator.core.snapshot.podinfo import Placement
+from coordinator.sim.baselines.sharing import Fgd, Shape
+from coordinator.sim.metrics import JobOutcome, RunResult
+from coordinator.sim.trace import dump_csv, parse_trace
 
 SCALE = 0.05  # 61 nodes, 313 GPUs
 
 
-def test_the_workload_has_the_published_shape() -> None:
+def test_the_workload_has_the_published_shape_and_is_a_simulator_trace() -> None:
     nodes = cluster(1.0)
     assert (len(nodes), sum(n.shape.gpus for n in nodes)) == (1213, 6212)
+    assert [n.name for n in nodes] == sorted(n.name for n in nodes)  # first-fit's order
     kinds: dict[str, int] = {}
     for shape, count in pod_shapes():
         kinds[shape.kind] = kinds.get(shape.kind, 0) + count
@@ -53,11 +47,20 @@ def test_the_workload_has_the_published_shape() -> None:
     assert work.pods != workload(SCALE, seed=4).pods
     arrived = sum(p.demand for p in work.pods)
     assert 1.25 * work.capacity < arrived <= 1.3 * work.capacity
+    trace = jobs(work)
+    assert parse_trace(dump_csv(trace), name="t.csv") == trace
+    for pod, job in zip(work.pods, trace, strict=True):
+        assert job.gpu_milli == pod.demand
+        assert (job.gpu_fraction is not None) == pod.fractional
+        assert round(job.cpu_per_pod * 1000) == pod.cpu_milli
+        assert round(job.memory_gib_per_pod * 1024) == pod.memory_mib
+    whole = jobs(work, fraction=False)
+    assert all(j.gpu_fraction is None for j in whole)
 
 
 def test_fragmentation_is_what_each_shape_cannot_use() -> None:
-    whole, quarter = PodShape(1, MILLI, 1000, 0), PodShape(1, 250, 1000, 0)
-    cpu_only = PodShape(0, 0, 1000, 0)
+    whole, quarter = Shape(1, MILLI, 1000), Shape(1, 250, 1000)
+    cpu_only = Shape(0, 0, 1000)
     free = (0, 200, 500)  # sorted free milli per GPU
     assert Fgd([(whole, 1.0)]).fragmentation(free, 8000) == 700  # no GPU takes a whole pod
     assert Fgd([(quarter, 1.0)]).fragmentation(free, 8000) == 200  # only the 200 is lost
@@ -74,110 +77,74 @@ def test_the_metric_reads_the_allocated_share_where_arrivals_reach_capacity() ->
     assert dropped[130] == pytest.approx(0.2)  # flat after the last arrival
 
 
-@pytest.mark.parametrize("name", [*BASELINES, "fgd", "best-fit whole"])
-def test_every_policy_conserves_gpus_and_overcommits_nothing(name: str) -> None:
+@pytest.mark.parametrize("name", [*BASELINES, TOPOS_WHOLE, TOPOS_FRACTION])
+def test_every_policy_overcommits_nothing_and_places_on_arrival(name: str) -> None:
     work = workload(SCALE, seed=0)
-    if name == "fgd":
-        result = replay_baseline(name, Fgd(popularity(pod_shapes())), work)
-    elif name == "best-fit whole":
-        result = replay_baseline(name, best_fit, work, whole=True)
-    else:
-        result = replay_baseline(name, BASELINES[name], work)
+    result = replay(name, work)
     assert result.violations == ()
-    assert 0 < result.placed <= result.arrived == len(work.pods)
+    assert 0 < result.placed < result.arrived == len(work.pods)  # past capacity: some dropped
     assert all(0.0 <= u <= 1.0 for u in result.curve)
     assert list(result.curve) == sorted(result.curve, reverse=True)  # nothing ever leaves
     assert result.curve[0] == 1.0
 
 
-def test_a_choice_that_does_not_fit_is_refused() -> None:
-    c = Cluster(workload(SCALE, seed=0).nodes)
-    two = next(n.index for n in c.nodes if len(n.free) == 2)
-    with pytest.raises(ValueError, match="does not fit"):
-        c.place(PodShape(4, MILLI, 1000, 1024), Choice(two, (0, 1, 2, 3)))
-    c.place(PodShape(1, 810, 1000, 1024), Choice(two, (0,)))
-    with pytest.raises(ValueError, match="lack 300 milli"):
-        c.place(PodShape(1, 300, 1000, 1024), Choice(two, (0,)))
-    assert c.nodes[two].free == [190, MILLI]
-
-
 def test_sharing_beats_a_whole_gpu_per_fractional_pod() -> None:
-    whole = "best-fit, whole GPU per fraction"
-    results = run([0], SCALE, topos_mode="whole", baselines=("best-fit", "fgd", whole))
+    results = run([0], SCALE, topos_mode="both", baselines=("best-fit", WHOLE_BASELINE))
     at = {name: runs[0].at_capacity for name, runs in results.runs.items()}
-    for sharing in ("best-fit", "fgd"):
-        assert at[sharing] < at[whole]
+    for sharing in ("best-fit", TOPOS_FRACTION):
+        assert at[sharing] < at[WHOLE_BASELINE]
         assert at[sharing] < at[TOPOS_WHOLE]
-    assert results.runs[TOPOS_WHOLE][0].violations == ()
 
 
-def test_a_fractional_pod_asks_by_annotation_only() -> None:
-    shape = PodShape(1, 470, 8000, 30517)
-    shared = pod_object("p", shape, fraction=True)
-    assert cast(dict[str, Any], shared["metadata"])["annotations"] == {FRACTION_KEY: "0.47"}
-    assert "nvidia.com/gpu" not in json.dumps(shared)
-    whole = parse_pod(pod_object("p", shape, fraction=False))
-    assert isinstance(whole, PodRequest)
-    assert (whole.gpus, whole.requests["cpu"], whole.requests["memory"]) == (1, 8000, 30517 * 2**20)
-
-
-def test_the_fraction_arm_has_figures_only_when_pods_share_gpus() -> None:
-    results = run([0], SCALE, topos_mode="fraction", baselines=())
-    why = fraction_support()
-    if why is not None:  # this build does not share: said so, and no figures
-        assert results.unsupported == {TOPOS_FRACTION: why}
-        assert TOPOS_FRACTION not in results.runs
-        return
-    got = topos_replay(workload(SCALE, seed=0), fraction=True)
-    assert got.violations == []
-    assert got.shared_gpus > 0
-    assert len(results.runs[TOPOS_FRACTION]) == 1
-
-
-def test_the_topos_ledger_names_a_gpu_given_beyond_its_milli() -> None:
-    node = NodeShape("T4", 2, 104000, 524288)
-    ledger = Ledger({"t4": node})
-    ledger.hold("t4", PodShape(1, 600, 1000, 1024), (0,), whole=False)
-    ledger.hold("t4", PodShape(1, 400, 1000, 1024), (0,), whole=False)
-    assert ledger.violations == []
-    assert ledger.holders == {("t4", 0): 2}
-    ledger.hold("t4", PodShape(1, 50, 1000, 1024), (0,), whole=False)
-    ledger.hold("t4", PodShape(1, 250, 1000, 1024), (1,), whole=True)  # a whole GPU
-    ledger.hold("t4", PodShape(1, MILLI, 1000, 1024), (1,), whole=True)
-    assert ledger.violations == ["t4 GPU 0: 1050 milli held", "t4 GPU 1: 2000 milli held"]
-
-
-def _git_checkout() -> bool:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--verify", "HEAD"], capture_output=True, check=False
-    )
-    return done.returncode == 0
-
-
-@pytest.mark.skipif(not _git_checkout(), reason="needs a git checkout with commits")
-def test_against_a_commit_runs_its_arm_on_the_same_arrivals() -> None:
+def test_the_ledger_names_a_gpu_given_beyond_its_thousandths() -> None:
     work = workload(SCALE, seed=0)
-    here = topos_replay(work, fraction=False)
-    with worktree("HEAD") as tree:
-        assert tree.path.is_dir()
-        assert not tree.path.is_relative_to(ROOT)
-        there = replay_at(tree, work, scale=SCALE, ratio=1.3)
-    assert not tree.path.exists()  # the worktree is removed after
-    assert there.policy == against_label("HEAD") == "topos at HEAD, whole GPU per fraction"
-    assert (there.placed, there.violations) == (here.placed, ())
-    assert there.curve == curve([p.demand for p in work.pods], here.allocated, work.capacity)
+    trace = jobs(work)
+    fractional = [i for i, p in enumerate(work.pods) if p.fractional]
+    shares = sorted(sorted(fractional, key=lambda i: -work.pods[i].gpu_milli)[:2])
+    node = work.nodes[0].name
+    outcomes = {}
+    for i in shares:  # the two largest shares on one GPU, the second a second late
+        milli = work.pods[i].gpu_milli
+        held = Placement(gpus=(0,), share=HeldShare(milli, 0))
+        start = trace[i].arrival_s + (1 if i == shares[-1] else 0)
+        outcomes[i] = JobOutcome(
+            job=trace[i],
+            start_s=start,
+            end_s=start,
+            nodes=(node,),
+            worst_link="",
+            multi_gpu_pods=0,
+            best_link_pods=0,
+            span="node",
+            stretch=1.0,
+            placements=((node, held),),
+        )
+    result = RunResult(
+        policy="x",
+        jobs=tuple(trace),
+        outcomes=outcomes,
+        unplaced={},
+        usage=[],
+        whole_gpus=0,
+        mig_instances=0,
+        attempts=0,
+        restarts=0,
+        simulated_s=0,
+        wall_s=0,
+    )
+    found = check(work, result, fraction=True)
+    assert f"{trace[shares[-1]].job_id} placed at" in found[0]
+    total = sum(work.pods[i].gpu_milli for i in shares)
+    assert total > MILLI
+    assert f"{node} GPU 0: {total} thousandths held" in found
+    assert check(work, result, fraction=False)  # a share where a whole GPU was asked
 
 
-def test_against_an_unknown_commit_is_refused_before_any_replay(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(AgainstError, match="no-such-rev"), worktree("no-such-rev"):
-        pass
-    argv = ["--against", "no-such-rev", "--seeds", "1", "--scale", str(SCALE), "--plot", ""]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "--against no-such-rev" in err
-    assert "seed 0" not in err
+def test_bad_arguments_are_refused_naming_them(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["--baselines", "best-fit,worst-fit", "--plot", ""])
+    assert stop.value.code == 2
+    assert "unknown 'worst-fit'" in capsys.readouterr().err
 
 
 def _summary(policy: str, us: float, unallocated: float) -> Summary:
@@ -185,22 +152,17 @@ def _summary(policy: str, us: float, unallocated: float) -> Summary:
     return Summary(policy, (Run(policy, 0, 1000, 900, us * 1000 / 1e6, points),))
 
 
-def test_the_speed_goal_is_judged_against_the_arms_it_names() -> None:
+def test_the_goal_compares_topos_with_best_fit_fgd_and_its_whole_gpu_arm() -> None:
     summaries = [
         _summary(TOPOS_FRACTION, 700, 0.04),
         _summary(TOPOS_WHOLE, 500, 0.18),
         _summary("best-fit", 200, 0.072),
         _summary("fgd", 400, 0.056),
-        _summary(against_label(THIS_TREE, fraction=True), 650, 0.04),
-        _summary(against_label("2272839"), 800, 0.18),
     ]
-    strict = goal(summaries, {})
-    assert "not met" in strict
-    assert "(1.40×)" in strict
-    today = (against_label(THIS_TREE, fraction=True), against_label("2272839"))
-    judged = goal(summaries, {}, speed=today)
-    assert "— met" in judged
-    assert "650 µs/decision against topos at 2272839" in judged
-    assert "(0.81×)" in judged
-    worse = [*summaries[:2], _summary("best-fit", 200, 0.05), *summaries[3:]]
-    assert "not met" in goal(worse, {}, speed=today)  # 4.0 % > 0.6 × 5.0 %
+    said = goal(summaries)
+    assert "not met" in said  # slower than the whole-GPU arm
+    assert "(1.40×)" in said
+    quick = [_summary(TOPOS_FRACTION, 400, 0.04), *summaries[1:]]
+    assert "— met" in goal(quick)
+    worse = [*quick[:2], _summary("best-fit", 200, 0.05), *quick[3:]]
+    assert "not met" in goal(worse)  # 4.0 % > 0.6 × 5.0 %

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator.core.snapshot.podinfo import Placement
 from coordinator.sim.trace import Job
 
 __all__ = ["JobOutcome", "RunResult", "Summary", "UsagePoint", "percentile"]
@@ -37,6 +38,7 @@ class JobOutcome:
     stretch: float
     #: a pod of the job got GPUs joined by an NVLink the agent judged degraded (docs/health.md)
     degraded_link: bool = False
+    placements: tuple[tuple[str, Placement], ...] = ()  # each pod's node and what it holds there
 
     @property
     def wait_s(self) -> float:

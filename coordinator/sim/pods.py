@@ -30,7 +30,7 @@ def job_manifests(job: Job, products: Iterable[str] = ()) -> list[dict[str, Any]
     limits: dict[str, str] = {}
     if job.mig_profile:
         limits[podkeys.MIG_RESOURCE_PREFIX + job.mig_profile] = str(job.gpus)
-    elif job.gpus:
+    elif job.gpus and job.gpu_fraction is None:
         limits[podkeys.GPU_RESOURCE] = str(job.gpus)
     requests = {
         "cpu": f"{round(job.cpu_per_pod * 1000)}m",
@@ -43,6 +43,8 @@ def job_manifests(job: Job, products: Iterable[str] = ()) -> list[dict[str, Any]
         labels[podkeys.GANG_MIN.canonical] = str(job.gang_size)
     if job.numa_policy:
         annotations[podkeys.NUMA_POLICY.canonical] = job.numa_policy
+    if job.gpu_fraction is not None:  # a share of one GPU, no nvidia.com/gpu (docs/sharing.md)
+        annotations[podkeys.GPU_FRACTION.canonical] = f"{job.gpu_fraction:g}"
     spec: dict[str, Any] = {
         "schedulerName": podkeys.SCHEDULER_NAME,
         "priority": job.priority,

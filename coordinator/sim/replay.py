@@ -20,6 +20,10 @@ The replay plays the users and the kubelets around the engine:
 
 The replay ends when no job is left to arrive, none holds a node, and nothing has changed for
 :attr:`ReplaySettings.settle_s` simulated seconds (pods still pending then never fit).
+
+:attr:`ReplaySettings.fill` replays as the FGD paper does (``benchmarks/sharing_trace.py``):
+pods never finish, and a job whose first scheduling attempt fails is dropped (its pods deleted,
+never tried again); the replay ends once every job is placed or dropped.
 """
 
 from __future__ import annotations
@@ -35,9 +39,11 @@ from common import podkeys
 from common.linkhealth import without_health, worst_effective_link
 from common.model import Link, worst_link
 from coordinator.core.domains.summary import stranded_gpus
+from coordinator.core.queue import QueuedPod
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.engine.binder import BindJob
+from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import ClusterError
 from coordinator.sim.clock import SimulatedLoop
 from coordinator.sim.costmodel import CostModel
@@ -62,6 +68,9 @@ class ReplaySettings:
     health_blind: bool = False
     """The scheduler sees the nodes without the agent's health verdicts (degraded links, …);
     run times still pay for them (the baseline of ``benchmarks/health_placement.py``)."""
+    fill: bool = False
+    """Fill the cluster (the FGD paper's replay): pods never finish, and a job whose first
+    attempt fails is dropped, never retried."""
 
 
 @dataclass(slots=True)
@@ -90,6 +99,21 @@ class _Usage:
         self.busy += sign * n
         self.mig += sign * len(placement.mig)
         self.fragmentation += stranded_gpus(total - used, used)
+
+
+class _DropOnFailure(SchedulingObserver):
+    """Fill mode: a pod's failed attempt drops its job (after the attempt, not inside it)."""
+
+    def __init__(self, replay: _Replay) -> None:
+        self.replay = replay
+
+    def attempt(
+        self, entry: QueuedPod, outcome: Outcome, *, began: float | None, now: float
+    ) -> None:
+        if outcome in ("unschedulable", "invalid"):
+            i = self.replay.owner.get(entry.key)
+            if i is not None:
+                self.replay.loop.call_soon(self.replay._drop, i)
 
 
 class Simulator:
@@ -154,7 +178,9 @@ class _Replay:
         blind = sim.settings.health_blind
         for n in sim.nodes:
             seen = without_health(n.topology) if blind and n.topology is not None else n.topology
-            self.cluster.add_node(n.name, labels=n.labels, topology=seen)
+            pods = n.allocatable.get("pods")  # the rest follows from the topology
+            allocatable = None if pods is None else {"pods": pods}
+            self.cluster.add_node(n.name, labels=n.labels, topology=seen, allocatable=allocatable)
         self.usage = _Usage({n.name: n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in sim.nodes})
         self.owner: dict[str, int] = {}  # pod key → job index
         for i, manifests in enumerate(sim.manifests):
@@ -166,6 +192,7 @@ class _Replay:
         self.arrivals_left = len(sim.jobs)
         self.bound_pods = 0
         self.done = 0
+        self.dropped: dict[int, str] = {}  # fill mode: jobs whose first attempt failed → why
         self._deleting = False
 
     # --- the users and kubelets around the engine ------------------------------------------------
@@ -189,7 +216,8 @@ class _Replay:
         if len(run.bound) == self.sim.jobs[i].gang_size:
             outcome = self._outcome(i, run)
             self.outcomes[i] = outcome
-            run.finish = self.loop.call_at(outcome.end_s, self._finish, i, run.generation)
+            if not self.sim.settings.fill:  # filling: nothing ever leaves
+                run.finish = self.loop.call_at(outcome.end_s, self._finish, i, run.generation)
 
     def _finish(self, i: int, generation: int) -> None:
         run = self.runs[i]
@@ -240,6 +268,20 @@ class _Replay:
         for manifest in self.sim.manifests[i]:
             self.cluster.create_pod(manifest)
 
+    def _drop(self, i: int) -> None:
+        """Fill mode: job ``i`` failed its first attempt; its pods go, never to be tried again."""
+        if i in self.dropped or i in self.outcomes:
+            return
+        first = self.sim.manifests[i][0]["metadata"]["name"]
+        attempt = self.engine.scheduler.last_attempt(f"{NAMESPACE}/{first}")
+        self.dropped[i] = attempt.message if attempt is not None else "dropped"
+        self._deleting = True
+        try:
+            for manifest in self.sim.manifests[i]:
+                self.cluster.delete_pod(NAMESPACE, manifest["metadata"]["name"])
+        finally:
+            self._deleting = False
+
     def _now(self) -> float:
         """Simulated time to the microsecond (a timer fires a hair after its time: clock.py)."""
         return round(self.loop.time(), 6)
@@ -284,6 +326,7 @@ class _Replay:
             span=spans,
             stretch=stretch,
             degraded_link=degraded,
+            placements=tuple(run.bound.values()),
         )
 
     # --- the run ---------------------------------------------------------------------------------
@@ -292,6 +335,8 @@ class _Replay:
         began = time.perf_counter()
         scheduler = self.engine.scheduler
         scheduler.bind_listeners.append(self._on_bind)
+        if self.sim.settings.fill:
+            scheduler.observer = _DropOnFailure(self)
         unsubscribe = self.cluster.subscribe(self._on_pod)
         try:
             async with self.engine:
@@ -305,7 +350,8 @@ class _Replay:
             if i in self.outcomes:
                 continue
             attempt = scheduler.last_attempt(f"{NAMESPACE}/{manifests[0]['metadata']['name']}")
-            unplaced[i] = attempt.message if attempt is not None else "never tried"
+            why = attempt.message if attempt is not None else "never tried"
+            unplaced[i] = self.dropped.get(i, why)
         return RunResult(
             policy=self.policy.name,
             jobs=self.sim.jobs,
@@ -325,6 +371,10 @@ class _Replay:
         quiet_since: float | None = None
         while True:
             await asyncio.sleep(settings.poll_s)
+            if settings.fill and not self.arrivals_left:
+                if len(self.outcomes) + len(self.dropped) == len(self.sim.jobs):
+                    return
+                continue
             if self.arrivals_left or self.bound_pods:
                 quiet_since = None
                 continue

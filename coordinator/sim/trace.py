@@ -17,6 +17,8 @@ mig_profile    MIG profile per instance, e.g. ``1g.5gb`` (default: none, whole G
 cpu            CPU cores per pod (default 8 per GPU, 2 for MIG and CPU-only pods)
 memory_gib     memory per pod in GiB (default 64 per GPU, 16 for MIG and CPU-only pods)
 numa_policy    ``best-effort`` | ``restricted`` | ``single-numa`` | ``isolated`` (default none)
+gpu_fraction   part of one GPU per pod, 0 < f ≤ 1: the pods ask ``topos.io/gpu-fraction`` and no
+               ``nvidia.com/gpu`` (docs/sharing.md); ``gpus`` must then be 1 (default none)
 =============  ==========================================================================
 """
 
@@ -47,6 +49,7 @@ COLUMNS: Final = (
     "cpu",
     "memory_gib",
     "numa_policy",
+    "gpu_fraction",
 )
 _REQUIRED: Final = ("job_id", "arrival_s", "duration_s")
 _ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -73,6 +76,7 @@ class Job:
     cpu: float | None = None
     memory_gib: float | None = None
     numa_policy: str = ""
+    gpu_fraction: float | None = None
 
     @property
     def cpu_per_pod(self) -> float:
@@ -88,8 +92,16 @@ class Job:
 
     @property
     def whole_gpus(self) -> int:
-        """Whole GPUs per pod (0 for MIG and CPU-only pods)."""
-        return 0 if self.mig_profile else self.gpus
+        """Whole GPUs per pod (0 for MIG, shared and CPU-only pods)."""
+        return 0 if self.mig_profile or self.gpu_fraction is not None else self.gpus
+
+    @property
+    def gpu_milli(self) -> int:
+        """GPU asked per pod, in thousandths of a GPU (a share's part, or 1,000 per whole GPU;
+        0 for MIG and CPU-only pods)."""
+        if self.gpu_fraction is not None:
+            return round(self.gpu_fraction * 1000)
+        return 1000 * self.whole_gpus
 
     @property
     def kind(self) -> str:
@@ -116,11 +128,12 @@ class Job:
             "cpu": "" if self.cpu is None else _num(self.cpu),
             "memory_gib": "" if self.memory_gib is None else _num(self.memory_gib),
             "numa_policy": self.numa_policy,
+            "gpu_fraction": "" if self.gpu_fraction is None else self.gpu_fraction,
         }
 
 
 def _num(x: float) -> float | int:
-    return int(x) if float(x).is_integer() else round(x, 3)
+    return int(x) if float(x).is_integer() else round(x, 6)
 
 
 class _Row:
@@ -196,6 +209,15 @@ def _job(row: _Row) -> Job:
     gpus = row.integer("gpus", default=1, minimum=0, maximum=MAX_GPUS_PER_POD)
     if mig and gpus == 0:
         raise row.fail("gpus", "must be at least 1 with mig_profile (it counts MIG instances)")
+    fraction: float | None = None
+    if row.text("gpu_fraction"):
+        fraction = row.number("gpu_fraction")
+        if not 0 < fraction <= 1:
+            raise row.fail("gpu_fraction", f"{fraction:g} must be in (0, 1]: part of one GPU")
+        if mig:
+            raise row.fail("gpu_fraction", "and mig_profile exclude each other (MIG is not shared)")
+        if gpus != 1:
+            raise row.fail("gpus", f"{gpus} must be 1 with gpu_fraction (a share of one GPU)")
     cpu_text, mem_text = row.text("cpu"), row.text("memory_gib")
     return Job(
         job_id=job_id,
@@ -209,6 +231,7 @@ def _job(row: _Row) -> Job:
         cpu=row.number("cpu") if cpu_text else None,
         memory_gib=row.number("memory_gib") if mem_text else None,
         numa_policy=numa,
+        gpu_fraction=fraction,
     )
 
 

@@ -10,7 +10,6 @@ and the tests use these; none keeps a copy):
   scans the pods): ``benchmarks/affinity_scaling.py``'s "scan", and the oracle of
   ``tests/coordinator/core/test_sched_interpod_indexes.py``.
 
-The GPU-sharing baselines of ``benchmarks/sharing_trace.py`` (random, first-fit, best-fit,
-packing, FGD) work on that benchmark's own trace model and stay with it
-(``benchmarks/sharing/policies.py``, ``fgd.py``).
+- :mod:`.sharing` — the FGD paper's GPU-sharing baselines (random, first-fit, best-fit, packing,
+  FGD) as framework profiles: ``benchmarks/sharing_trace.py``.
 """

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from coordinator.sim import Job, JobOutcome, RunResult, Simulator, Summary, make_policy
+from coordinator.sim.replay import ReplaySettings
 from tests.support.sim_cluster import make_cluster
 
 PCIE = "nodes: [{profile: pcie-8x, count: 1}]"
@@ -178,3 +179,27 @@ def test_every_waiting_job_says_why_even_when_a_twin_was_tried_first() -> None:
     assert set(reasons) == {"big-1", "big-2"}
     for name, why in reasons.items():  # the engine's own words, as kubectl describe shows them
         assert why.startswith(f"waiting for pod group {name}: 0/9 members placed; 0/4 nodes are")
+
+
+def test_fill_mode_drops_a_job_whose_first_attempt_fails_and_nothing_leaves() -> None:
+    _spec, nodes = make_cluster(PCIE)  # one node, 8 GPUs
+    jobs = [
+        job("a", 0, 10, gpus=4),
+        job("b", 1, 10, gpus=8),  # does not fit now: dropped, though room frees at 10 s normally
+        job("c", 2, 10, gpus=4),
+        job("d", 3, 10, gpu_fraction=0.5),  # every GPU held whole: no room for a share
+        job("e", 4, 10, gpus=0),
+    ]
+    fill = Simulator(nodes, jobs, settings=ReplaySettings(fill=True)).run(make_policy("topos"))
+    placed = {o.job.job_id: o for o in fill.outcomes.values()}
+    assert sorted(placed) == ["a", "c", "e"]
+    assert all(o.start_s == o.job.arrival_s for o in placed.values())  # placed on arrival
+    unplaced = {fill.jobs[i].job_id: why for i, why in fill.unplaced.items()}
+    assert sorted(unplaced) == ["b", "d"]
+    assert "nvidia.com/gpu" in unplaced["b"]
+    assert fill.attempts == len(jobs)  # each tried once, never again
+    assert fill.usage[-1].busy_gpus == 8  # nothing finished
+    held = {o.job.job_id: [p for _, p in o.placements] for o in placed.values()}
+    assert sorted(g for p in held["a"] + held["c"] for g in p.gpus) == list(range(8))
+    usual = Simulator(nodes, jobs).run(make_policy("topos"))
+    assert len(usual.outcomes) == len(jobs)  # without fill, b and d wait for room and run

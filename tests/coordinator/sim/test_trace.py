@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.sim import Job, TraceError, dump_csv, dump_jsonl, parse_trace
+from coordinator.sim.pods import job_manifests, job_pods
 
 HEADER = "job_id,arrival_s,duration_s,gpus,gpu_type,gang_size,priority,mig_profile,cpu,memory_gib"
 CSV = f"""{HEADER},numa_policy
@@ -38,6 +39,23 @@ def test_defaults_and_derived_requests() -> None:
     )
 
 
+def test_a_share_asks_by_annotation_and_no_whole_gpu() -> None:
+    text = "job_id,arrival_s,duration_s,cpu,memory_gib,gpu_fraction\ns,0,5,4,29.801758,0.47\n"
+    (share,) = parse_trace(text, name="t.csv")
+    assert (share.gpu_fraction, share.gpus, share.whole_gpus, share.gpu_milli) == (0.47, 1, 0, 470)
+    assert parse_trace(dump_csv([share]), name="t.csv") == [share]
+    assert parse_trace(dump_jsonl([share]), name="t.jsonl") == [share]
+    (pod,) = job_pods(share)
+    assert pod.share is not None
+    assert pod.share.milli == 470
+    assert (pod.gpus, pod.requests["cpu"], pod.requests["memory"]) == (0, 4000, 30517 * 2**20)
+    (manifest,) = job_manifests(share)
+    assert manifest["metadata"]["annotations"] == {"topos.io/gpu-fraction": "0.47"}
+    assert manifest["spec"]["containers"][0]["resources"]["limits"] == {}
+    whole = Job(job_id="w", arrival_s=0, duration_s=5)
+    assert (whole.gpu_fraction, whole.gpu_milli, whole.row()["gpu_fraction"]) == (None, 1000, "")
+
+
 def test_minimal_jsonl_with_only_required_keys() -> None:
     jobs = parse_trace('{"job_id":"a","arrival_s":0,"duration_s":5}\n', name="x.jsonl")
     assert jobs == [Job(job_id="a", arrival_s=0.0, duration_s=5.0)]
@@ -65,6 +83,14 @@ def test_minimal_jsonl_with_only_required_keys() -> None:
         ("job_id,arrival_s,duration_s\n", "the trace has no jobs"),
         ("job_id,arrival_s,duration_s,gpus,mig_profile\na,0,5,0,1g.5gb\n", "with mig_profile"),
         ("job_id,arrival_s,duration_s\na,nan,5\n", "arrival_s 'nan' must be a finite number"),
+        ("job_id,arrival_s,duration_s,gpu_fraction\na,0,5,1.5\n", "gpu_fraction 1.5 must be in"),
+        ("job_id,arrival_s,duration_s,gpu_fraction\na,0,5,0\n", "gpu_fraction 0 must be in"),
+        ("job_id,arrival_s,duration_s,gpu_fraction\na,0,5,half\n", "'half' is not a number"),
+        ("job_id,arrival_s,duration_s,gpus,gpu_fraction\na,0,5,2,0.5\n", "gpus 2 must be 1"),
+        (
+            "job_id,arrival_s,duration_s,mig_profile,gpu_fraction\na,0,5,1g.5gb,0.5\n",
+            "gpu_fraction and mig_profile exclude each other",
+        ),
     ],
 )
 def test_bad_csv_rows_are_refused_with_line_and_field(text: str, message: str) -> None:

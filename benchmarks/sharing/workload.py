@@ -8,6 +8,12 @@ memory, counted by shape), so a seed's arrivals have the trace's mix — 37.8 % 
 asks. They arrive until the arrived GPU demand would pass ``ratio`` × the cluster's GPU capacity
 (the paper's workload inflation: it appends pods sampled from the trace until the demand is 1.3×
 capacity).
+
+The arrivals are a trace of the simulator's format (:mod:`coordinator.sim.trace`, one pod per
+job, one second apart, a share as ``gpu_fraction``: :func:`jobs`), the nodes what the inventory
+builds for them (:func:`node_infos`: allocatable CPU, memory, ``nvidia.com/gpu``, the
+``topos.io/gpu.product`` label, a hardware topology — the DGX-1 NVLink mesh for 8-GPU V100
+nodes, PCIe switch pairs otherwise; the trace says nothing of NUMA, so there is none).
 """
 
 from __future__ import annotations
@@ -19,6 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from agent.devices import discover_profile
+from common.labels import GPU_PRODUCT
+from common.model import Gpu, NodeTopology
+from common.podkeys import GPU_RESOURCE
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.sim.baselines.sharing import Shape
+from coordinator.sim.trace import Job
+
 __all__ = [
     "MILLI",
     "NodeShape",
@@ -26,6 +40,8 @@ __all__ = [
     "TraceNode",
     "Workload",
     "cluster",
+    "jobs",
+    "node_infos",
     "node_shapes",
     "pod_shapes",
     "popularity",
@@ -134,7 +150,8 @@ def cluster(scale: float = 1.0) -> tuple[TraceNode, ...]:
     nodes: list[TraceNode] = []
     for (shape, _), count in zip(shapes, counts, strict=True):
         for _ in range(count):
-            nodes.append(TraceNode(f"{shape.model.lower()}-{len(nodes):04d}", shape))
+            # named in the trace's order (first-fit's order)
+            nodes.append(TraceNode(f"n{len(nodes):04d}-{shape.model.lower()}", shape))
     return tuple(nodes)
 
 
@@ -163,12 +180,100 @@ def workload(scale: float = 1.0, seed: int = 0, ratio: float = 1.3) -> Workload:
     return Workload(nodes, arrivals(pod_shapes(), capacity, seed, ratio), seed)
 
 
-def popularity(shapes: Sequence[tuple[PodShape, int]]) -> list[tuple[PodShape, float]]:
+def popularity(shapes: Sequence[tuple[PodShape, int]]) -> list[tuple[Shape, float]]:
     """The target workload as FGD sees it: each shape (GPUs, GPU milli, CPU; memory is not part
     of the paper's measure) with its share of the pods, commonest first."""
-    counts: dict[PodShape, int] = {}
+    counts: dict[Shape, int] = {}
     for shape, count in shapes:
-        key = PodShape(shape.gpus, shape.gpu_milli, shape.cpu_milli, 0)
+        key = Shape(shape.gpus, shape.gpu_milli if shape.gpus else 0, shape.cpu_milli)
         counts[key] = counts.get(key, 0) + count
     total = sum(counts.values())
     return sorted(((s, c / total) for s, c in counts.items()), key=lambda sc: -sc[1])
+
+
+def jobs(work: Workload, *, fraction: bool = True) -> list[Job]:
+    """The arrivals as a trace: pod ``i`` is job ``p<i>`` arriving at second ``i``. A share asks
+    ``gpu_fraction`` (``fraction``) or, without, one whole GPU (a scheduler without sharing).
+    Durations do not count: in the paper's replay nothing leaves."""
+    out = []
+    for i, shape in enumerate(work.pods):
+        share = shape.fractional and fraction
+        out.append(
+            Job(
+                job_id=f"p{i:05d}",
+                arrival_s=float(i),
+                duration_s=1.0,
+                gpus=shape.gpus,
+                cpu=round(shape.cpu_milli / 1000, 3),
+                memory_gib=round(shape.memory_mib / 1024, 6),  # as a trace file holds it
+                gpu_fraction=shape.gpu_milli / MILLI if share else None,
+            )
+        )
+    return out
+
+
+PRODUCTS: Final = {
+    "V100M16": ("Tesla-V100-SXM2-16GB", 16384),
+    "V100M32": ("Tesla-V100-SXM2-32GB", 32768),
+    "P100": ("Tesla-P100-PCIE-16GB", 16384),
+    "T4": ("Tesla-T4", 15360),
+    "A10": ("NVIDIA-A10", 23028),
+}
+_PCIE_8: Final = (  # two sockets, PCIe switch pairs (the pcie-8x profile's matrix)
+    "X PIX NODE NODE SYS SYS SYS SYS",
+    "PIX X NODE NODE SYS SYS SYS SYS",
+    "NODE NODE X PIX SYS SYS SYS SYS",
+    "NODE NODE PIX X SYS SYS SYS SYS",
+    "SYS SYS SYS SYS X PIX NODE NODE",
+    "SYS SYS SYS SYS PIX X NODE NODE",
+    "SYS SYS SYS SYS NODE NODE X PIX",
+    "SYS SYS SYS SYS NODE NODE PIX X",
+)
+
+
+def _links(shape: NodeShape) -> tuple[tuple[str, ...], ...]:
+    n = shape.gpus
+    if n == 8 and shape.model.startswith("V100"):
+        return discover_profile("dgx1-v100", hostname="v100").links
+    if n > 8:
+        raise ValueError(f"no link matrix for {n} GPUs")
+    return tuple(tuple(row.split()[:n]) for row in _PCIE_8[:n])
+
+
+def topology(shape: NodeShape, name: str) -> NodeTopology:
+    """Node ``name``'s hardware (GPU UUIDs of its own: the inventory refuses a device two nodes
+    report)."""
+    product, memory = PRODUCTS.get(shape.model, (shape.model, None))
+    gpus = tuple(
+        Gpu(index=i, uuid=f"GPU-{name}-{i}", product=product, memory_total_mib=memory)
+        for i in range(shape.gpus)
+    )
+    return NodeTopology(
+        hostname=name,
+        gpus=gpus,
+        links=_links(shape),
+        cpu_count=shape.cpu_milli // 1000,
+        memory_mib=shape.memory_mib,
+        source=f"trace:{shape.model}",
+    )
+
+
+def node_infos(nodes: Sequence[TraceNode]) -> list[NodeInfo]:
+    out = []
+    for node in nodes:
+        shape = node.shape
+        product = PRODUCTS.get(shape.model, (shape.model, None))[0]
+        out.append(
+            NodeInfo.build(
+                node.name,
+                labels={GPU_PRODUCT: product},
+                allocatable={
+                    "cpu": shape.cpu_milli,
+                    "memory": shape.memory_mib * 2**20,
+                    "pods": 256,  # never the binding limit here (the paper's model has none)
+                    GPU_RESOURCE: shape.gpus,
+                },
+                topology=topology(shape, node.name),
+            )
+        )
+    return out
