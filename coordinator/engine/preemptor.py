@@ -60,6 +60,7 @@ from coordinator.core.gangs.slices import slice_spec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
+from coordinator.core.preemption.defrag import DefragPlan, DefragSettings, movability, plan_defrag
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import (
@@ -77,7 +78,10 @@ from coordinator.engine.ports import PodRef
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "REASON_DEFRAGMENTING",
     "REASON_INVALID_MIN_RUNTIME",
+    "REASON_MOVED",
+    "REASON_NOT_MOVABLE",
     "REASON_PREEMPTED",
     "REASON_PREEMPTING",
     "Nominate",
@@ -89,6 +93,9 @@ __all__ = [
 REASON_PREEMPTED: Final = "Preempted"
 REASON_PREEMPTING: Final = "Preempting"
 REASON_INVALID_MIN_RUNTIME: Final = "InvalidMinRuntime"
+REASON_MOVED: Final = "Moved"
+REASON_DEFRAGMENTING: Final = "Defragmenting"
+REASON_NOT_MOVABLE: Final = "NotMovable"
 HOUR_S: Final = 3600.0
 
 #: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
@@ -172,8 +179,12 @@ class Preemptor:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         protections: Protections | None = None,
+        defrag: DefragSettings | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.defrag = defrag or DefragSettings(mode="off")
+        self.moves = 0  # defragmentations executed
+        self.moved = 0  # pods they moved
         self.podgroups = podgroups
         self.budgets = budgets
         self.nominate = nominate
@@ -356,7 +367,7 @@ class Preemptor:
         if policy == "Never":
             return None
         self.scheduler.observer.preemption_attempted()
-        if not lower:
+        if not lower and not self.defrag.enabled:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.
             self._release(members)
@@ -373,9 +384,20 @@ class Preemptor:
             problems=problems,
         )
         self._report(problems)
+        moves: DefragPlan | None = None
+        if self.defrag.enabled and (isinstance(plan, Status) or not plan.victims):
+            # Preemption cannot help: would moving movable pods elsewhere (defragmentation)?
+            moving = self._select_moves(
+                members, priority=priority, intent=intent, eligible=eligible, now=now
+            )
+            if isinstance(moving, DefragPlan):
+                moves, plan = moving, moving.plan
+            elif (not isinstance(plan, Status) or not _says_why(plan)) and _worth_telling(moving):
+                self._release(members)
+                return f"defragmentation: {moving.message}"
         if isinstance(plan, Status):
             self._release(members)
-            if "PodDisruptionBudget" in plan.message or "minimum runtime" in plan.message:
+            if _says_why(plan):
                 return f"preemption: {plan.message}"
             return None
         if not plan.victims:
@@ -408,7 +430,11 @@ class Preemptor:
             for key in plan.claims
             if (found := view.dra.claim_by_key.get(key)) is not None
         }
-        self._execute(unit, members, priority, plan, now, claims, {p.key: p.uid for p in running})
+        uids_of = {p.key: p.uid for p in running}
+        if moves is not None:
+            self._execute(unit, members, priority, plan, now, claims, uids_of, moves=moves)
+            return moves.describe(unit)
+        self._execute(unit, members, priority, plan, now, claims, uids_of)
         victims = len(plan.victim_pods)
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
             plan.describe(unit)
@@ -489,6 +515,66 @@ class Preemptor:
         )
         return plan, view, running
 
+    def _select_moves(
+        self,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None,
+        now: float,
+    ) -> DefragPlan | Status:
+        """:func:`plan_defrag` over the cluster now (read only); a bare pod marked movable gets
+        its ``NotMovable`` Event (once)."""
+        uids = frozenset(m.uid for m in members)
+        view = self.scheduler.view.snapshot()
+        overlay = self.held.overlay(view, priority, uids)
+        leaving = {pod for pod, until in self.evicting.items() if until > now}
+        refused: dict[str, tuple[str, str]] = {}
+        for p in bound_pods(self.scheduler.inventory):
+            verdict = movability(p.owner_kind, p.annotations)
+            if isinstance(verdict, str):
+                refused[p.uid] = (f"{p.namespace}/{p.name}", verdict)
+        self._refuse(refused)
+        running = [
+            p
+            for p in running_pods(self.scheduler.inventory, self.podgroups)
+            if p.key not in leaving
+        ]
+        return plan_defrag(
+            members_of(members, view),
+            priority=priority,
+            nodes=node_states(overlay),
+            running=running,
+            settings=self.defrag,
+            budgets=list(self.budgets()),
+            intent=replace(
+                intent or PlacementIntent(),
+                leaf_limits=self.scheduler.framework.config.topology_constraints,
+            ),
+            keys=self.keys,
+            eligible=eligible,
+            now=self._wall(),
+            protections=self.protections,
+        )
+
+    def _refuse(self, refused: Mapping[str, tuple[str, str]]) -> None:
+        """A Warning Event, once per pod, on each bare pod marked movable."""
+        for uid, (key, why) in refused.items():
+            if uid in self._reported:
+                continue
+            self._reported.add(uid)
+            log.warning("pod %s: %s", key, why)
+            self.scheduler.write(
+                self.scheduler.writer.event(
+                    replace(_ref(key), uid=uid),
+                    reason=REASON_NOT_MOVABLE,
+                    message=why,
+                    event_type="Warning",
+                ),
+                f"not movable: {key}",
+            )
+
     def _execute(
         self,
         unit: str,
@@ -498,26 +584,41 @@ class Preemptor:
         now: float,
         claims: Mapping[str, frozenset[str]],
         victim_uids: Mapping[str, str],
+        *,
+        moves: DefragPlan | None = None,
     ) -> None:
-        self.preemptions += 1
-        self.victims += len(plan.victim_pods)
+        if moves is not None:
+            self.moves += 1
+            self.moved += len(plan.victim_pods)
+        else:
+            self.preemptions += 1
+            self.victims += len(plan.victim_pods)
         self._evicted_at.extend(now for _ in plan.victim_pods)
         self.scheduler.observer.preempted(len(plan.victim_pods))
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
         self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims)
-        text = plan.describe(unit)
+        text = plan.describe(unit) if moves is None else moves.describe(unit)
         log.info("%s", text)
         writer = self.scheduler.writer
         nodes = ", ".join(sorted({n for _, n in plan.nominated}))
+        elsewhere = dict(moves.destinations) if moves is not None else {}
         for group in plan.victims:
-            why = f"Preempted by {unit} (priority {priority}) to make room on {nodes}: "
-            why += f"its priority {group.priority} is lower"
+            if moves is None:
+                why = f"Preempted by {unit} (priority {priority}) to make room on {nodes}: "
+                why += f"its priority {group.priority} is lower"
+            else:
+                why = f"Moved to make room for {unit} (priority {priority}) on {nodes}: "
+                why += "free GPUs there are scattered; its controller recreates it"
             if group.gang:
                 why += f"; its gang {group.unit.removeprefix('gang:')} is evicted whole"
                 why += f" ({len(group.pods)} pods)"
             for victim in group.pods:
-                self._evict(victim, victim_uids, until, why)
+                message = why
+                if victim in elsewhere:
+                    message += f" (it fits on {elsewhere[victim]})"
+                reason = REASON_PREEMPTED if moves is None else REASON_MOVED
+                self._evict(victim, victim_uids, until, message, reason=reason)
         # Lower-priority pods nominated where this one goes lose that room (kube-scheduler too).
         taken = {n for _, n in plan.nominated}
         for other in self.held.lower_on(taken, priority):
@@ -531,19 +632,28 @@ class Preemptor:
             if request is not None:
                 # held from now on, before the API shows it (a share on the GPU it frees room on)
                 self.held.nominate(request, node, gpu=gpus.get(member))
+            reason = REASON_PREEMPTING if moves is None else REASON_DEFRAGMENTING
             self.scheduler.write(
-                writer.event(ref, reason=REASON_PREEMPTING, message=text), f"preempting {member}"
+                writer.event(ref, reason=reason, message=text), f"{reason} for {member}"
             )
             if self.nominate is not None:
                 self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
 
-    def _evict(self, victim: str, uids: Mapping[str, str], until: float, message: str) -> None:
+    def _evict(
+        self,
+        victim: str,
+        uids: Mapping[str, str],
+        until: float,
+        message: str,
+        *,
+        reason: str = REASON_PREEMPTED,
+    ) -> None:
         self.evicting[victim] = until
         ref = replace(_ref(victim), uid=uids.get(victim, ""))
         writer = self.scheduler.writer
 
         async def evict() -> None:
-            await writer.event(ref, reason=REASON_PREEMPTED, message=message, event_type="Warning")
+            await writer.event(ref, reason=reason, message=message, event_type="Warning")
             await writer.evict(ref)
 
         self.scheduler.write(evict(), f"preempt {victim}")
@@ -599,3 +709,16 @@ class Preemptor:
         self.held.drop(uid)
         if self.nominate is not None:
             self.scheduler.write(self.nominate(ref, ""), f"clear nomination of {ref.key}")
+
+
+def _says_why(status: Status) -> bool:
+    """A refusal worth telling the waiting pod: only protected pods would make room."""
+    return "PodDisruptionBudget" in status.message or "minimum runtime" in status.message
+
+
+def _worth_telling(status: Status) -> bool:
+    """A defragmentation refusal that names what stopped it (protections, no room for the moved
+    pods, the cost model), not one where moving could never help."""
+    return _says_why(status) or any(
+        part in status.detail for part in ("fit nowhere else", "would lose")
+    )
