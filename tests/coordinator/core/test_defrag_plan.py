@@ -61,7 +61,8 @@ def test_the_fewest_movable_pods_move_and_each_fits_elsewhere() -> None:
     assert isinstance(plan, DefragPlan)
     assert len(plan.moved) == 3  # three nodes freed; the fourth takes the three moved pods
     emptied = {n for _, n in plan.plan.nominated}
-    assert len(emptied) == 4 and "n5" in emptied
+    assert len(emptied) == 4
+    assert "n5" in emptied
     stay = ({"n1", "n2", "n3", "n4"} - emptied).pop()
     assert dict(plan.destinations) == dict.fromkeys(plan.moved, stay)
     assert plan.lost_gpu_seconds == pytest.approx(3 * 60)
