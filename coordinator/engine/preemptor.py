@@ -60,7 +60,13 @@ from coordinator.core.gangs.slices import slice_spec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
-from coordinator.core.preemption.defrag import DefragPlan, DefragSettings, movability, plan_defrag
+from coordinator.core.preemption.defrag import (
+    DefragPlan,
+    DefragSettings,
+    movability,
+    plan_compaction,
+    plan_defrag,
+)
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import (
@@ -185,6 +191,10 @@ class Preemptor:
         self.defrag = defrag or DefragSettings(mode="off")
         self.moves = 0  # defragmentations executed
         self.moved = 0  # pods they moved
+        self.compactions = 0  # background compactions executed
+        self._compacted_at: deque[float] = deque()  # when each pod compaction moved was evicted
+        # not before the inventory is synced
+        self._next_compaction = clock() + self.defrag.interval_s
         self.podgroups = podgroups
         self.budgets = budgets
         self.nominate = nominate
@@ -268,6 +278,47 @@ class Preemptor:
                 del self.waiting[unit]  # it stopped asking: placed, deleted, or gave up
         if due:
             self.scheduler.queue.cluster_changed(lambda p: p.uid in due)
+        if self.defrag.mode == "background" and now >= self._next_compaction:
+            self._next_compaction = now + self.defrag.interval_s
+            self.compact(now)
+
+    def compact(self, now: float) -> str | None:
+        """``background``: while nothing waits and no earlier move is still leaving, empty one
+        node by moving its movable pods onto nodes in use, within the hourly budget of moves;
+        returns what it did."""
+        self._expire(now)
+        if self.scheduler.queue.pending or self.evicting:
+            return None
+        while self._compacted_at and self._compacted_at[0] <= now - HOUR_S:
+            self._compacted_at.popleft()
+        room = self.defrag.evictions_per_hour - len(self._compacted_at)
+        if room <= 0:
+            return None
+        view = self.scheduler.view.snapshot()
+        running = running_pods(self.scheduler.inventory, self.podgroups)
+        self._refuse_marks()
+        found = plan_compaction(
+            node_states(self.held.overlay(view, -(2**31), frozenset())),
+            running,
+            max_pods=room,
+            budgets=list(self.budgets()),
+            now=self._wall(),
+            protections=self.protections,
+        )
+        if found is None:
+            return None
+        self.compactions += 1
+        self.moved += len(found.moved)
+        text = found.describe()
+        log.info("%s", text)
+        until = now + self.nomination_ttl_s
+        elsewhere = dict(found.destinations)
+        for pod in found.moved:
+            self._compacted_at.append(now)
+            why = f"Moved by background compaction: {text}; its controller recreates it"
+            why += f" (it fits on {elsewhere[pod.key]})"
+            self._evict(pod.key, {pod.key: pod.uid}, until, why, reason=REASON_MOVED)
+        return text
 
     def _forget_after_s(self) -> float:
         rule = self.protections.preemption_delay
@@ -530,12 +581,7 @@ class Preemptor:
         view = self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         leaving = {pod for pod, until in self.evicting.items() if until > now}
-        refused: dict[str, tuple[str, str]] = {}
-        for p in bound_pods(self.scheduler.inventory):
-            verdict = movability(p.owner_kind, p.annotations)
-            if isinstance(verdict, str):
-                refused[p.uid] = (f"{p.namespace}/{p.name}", verdict)
-        self._refuse(refused)
+        self._refuse_marks()
         running = [
             p
             for p in running_pods(self.scheduler.inventory, self.podgroups)
@@ -558,11 +604,13 @@ class Preemptor:
             protections=self.protections,
         )
 
-    def _refuse(self, refused: Mapping[str, tuple[str, str]]) -> None:
+    def _refuse_marks(self) -> None:
         """A Warning Event, once per pod, on each bare pod marked movable."""
-        for uid, (key, why) in refused.items():
-            if uid in self._reported:
+        for p in bound_pods(self.scheduler.inventory):
+            why = movability(p.owner_kind, p.annotations)
+            if not isinstance(why, str) or p.uid in self._reported:
                 continue
+            uid, key = p.uid, f"{p.namespace}/{p.name}"
             self._reported.add(uid)
             log.warning("pod %s: %s", key, why)
             self.scheduler.write(

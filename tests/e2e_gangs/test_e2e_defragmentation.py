@@ -3,7 +3,8 @@ Deployment controllers recreate what is evicted: a 4 × 8-GPU gang waits on five
 four of which hold one 1-GPU Deployment pod each (36 GPUs free, one whole node). Topos moves the
 fewest of them — three — through the Eviction API, the gang binds on four whole nodes, and the
 recreated Deployment pods run on the fifth. A PodDisruptionBudget over those pods blocks every
-move, and the gang's condition names it."""
+move, and the gang's condition names it. With ``background``, compaction empties a node while
+nothing waits; a bare pod marked movable is never moved, and an Event says why."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 
 from common.kube import NODES
 from coordinator.adapters.kube.objects import PDBS
+from coordinator.core.preemption.defrag import DefragSettings
+from coordinator.engine.gangs.service import GangSettings
+from devcluster import pods
 from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
 from tests.support.polling import eventually
 from tests.support.workloads import apply
@@ -124,3 +128,54 @@ async def test_a_disruption_budget_blocks_the_moves_and_the_gang_says_so(
         )
         assert not await cluster.events(reason="Moved")
         assert await cluster.placement("app=web") == before
+
+
+async def test_background_compaction_empties_a_node_and_never_moves_a_bare_pod(
+    cluster: GangCluster,
+) -> None:
+    # Two 1-GPU Deployment pods on n1 and n2, a bare pod marked movable on n3: with nothing
+    # waiting, compaction empties one of the Deployments' nodes; the bare pod stays and its
+    # mark is refused with an Event.
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
+    settings = GangSettings(backoff_s=2.0, defrag=DefragSettings(mode="background", interval_s=1.0))
+    async with Controllers(cluster), cluster.gang_coordinator(gang_settings=settings) as coord:
+        for k in range(2):
+            await cordon(cluster, coord.inventory, nodes, keep=nodes[k])
+            await apply(cluster, web(f"web-{k}"))
+            await cluster.all_bound(f"web=web-{k}", 1)
+        await cordon(cluster, coord.inventory, nodes, keep=nodes[2])
+        await cluster.create(
+            pods.pod(
+                "loner",
+                namespace=None,
+                gpus=1,
+                cpu="1",
+                memory="1Gi",
+                annotations={"topos.io/movable": "true"},
+            )
+        )
+        await cluster.bound("loner")
+        for node in nodes:
+            await cluster.kube.patch(NODES, node, {"spec": {"unschedulable": False}})
+        refused = await cluster.event("NotMovable", name="loner")
+        assert 'metadata.annotations[topos.io/movable]: "true"' in refused["message"]
+        assert "no controller owns" in refused["message"]
+        moved = await cluster.event("Moved")
+        assert "Moved by background compaction: compaction frees" in moved["message"]
+        assert moved["involvedObject"]["name"].startswith("web-")
+        together = await eventually(
+            _one_node(cluster), what="the Deployment pods on one node", timeout_s=60
+        )
+        assert together in nodes[:2]
+        assert (await cluster.placement("app!=web")) == {"loner": nodes[2]}
+
+
+def _one_node(cluster: GangCluster) -> Any:
+    async def check() -> str | None:
+        placed = await cluster.placement("app=web")
+        where = set(placed.values())
+        if len(placed) == 2 and len(where) == 1 and None not in where:
+            return str(where.pop())
+        return None
+
+    return check

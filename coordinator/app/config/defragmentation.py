@@ -34,6 +34,10 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
         default=20, name="evictionsPerHour"
     )
     """``background``: the most pods compaction moves in any hour."""
+    interval_s: Annotated[float, msgspec.Meta(gt=0)] = msgspec.field(
+        default=60.0, name="intervalSeconds"
+    )
+    """``background``: the least time between two compactions."""
 
     def __post_init__(self) -> None:
         if self.mode is not False and self.mode not in MODES:
@@ -46,4 +50,5 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
             horizon_s=self.horizon_s,
             priority_step=self.priority_step,
             evictions_per_hour=self.evictions_per_hour,
+            interval_s=self.interval_s,
         )

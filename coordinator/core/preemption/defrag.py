@@ -28,7 +28,7 @@ from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import EligibleFn, Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
-from coordinator.core.preemption.protections import Protections, evictable_units
+from coordinator.core.preemption.protections import Protections, evictable_units, within_budgets
 from coordinator.core.preemption.victims import PreemptionPlan, select_victims
 from coordinator.core.status import Status
 
@@ -36,9 +36,11 @@ __all__ = [
     "MODES",
     "MOVABLE",
     "RECREATING_KINDS",
+    "Compaction",
     "DefragPlan",
     "DefragSettings",
     "movability",
+    "plan_compaction",
     "plan_defrag",
 ]
 
@@ -62,6 +64,8 @@ class DefragSettings:
     evictions_per_hour: int = 20
     """``background``: the most pods compaction moves in any hour (on demand: the preemption
     budget, ``gangs.protections.evictionsPerHour``, counts moves too)."""
+    interval_s: float = 60.0
+    """``background``: the least time between two compactions."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -72,6 +76,8 @@ class DefragSettings:
             raise ValueError(f"horizonSeconds: {self.horizon_s!r} is not positive")
         if self.priority_step <= 0:
             raise ValueError(f"priorityStep: {self.priority_step!r} is not positive")
+        if self.interval_s <= 0:
+            raise ValueError(f"intervalSeconds: {self.interval_s!r} is not positive")
         if self.evictions_per_hour < 0:
             raise ValueError(f"evictionsPerHour: {self.evictions_per_hour!r} is negative")
 
@@ -221,3 +227,75 @@ def plan_defrag(
     return DefragPlan(
         plan=found, destinations=tuple(placed), lost_gpu_seconds=lost, value_gpu_seconds=value
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction:
+    """``background``: the movable pods of one node moved onto nodes already in use, so that the
+    node is free whole while nothing waits."""
+
+    node: str
+    moved: tuple[RunningPod, ...]
+    destinations: tuple[tuple[str, str], ...]  # (moved pod, a node it fits on)
+    lost_gpu_seconds: float
+
+    def describe(self) -> str:
+        pods = ", ".join(sorted(p.key for p in self.moved))
+        return (
+            f"compaction frees {self.node} whole: moving {len(self.moved)} pod"
+            f"{'s' if len(self.moved) != 1 else ''} ({pods}) onto nodes already in use "
+            f"({self.lost_gpu_seconds:.0f} GPU-seconds of work lost)"
+        )
+
+
+def plan_compaction(
+    nodes: Sequence[NodeState],
+    running: Sequence[RunningPod],
+    *,
+    max_pods: int,
+    budgets: Sequence[DisruptionBudget] = (),
+    now: float | None = None,
+    protections: Protections | None = None,
+) -> Compaction | None:
+    """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
+    their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
+    least work lost; ``None`` when no node can be emptied so (or only by moving more than
+    ``max_pods``)."""
+    by_node: dict[str, list[RunningPod]] = {}
+    for pod in running:
+        by_node.setdefault(pod.node, []).append(pod)
+    used = [n for n in nodes if n.schedulable and n.gpus_used > 0]
+    best: tuple[int, float, str] | None = None
+    found: Compaction | None = None
+    for node in used:
+        pods = by_node.get(node.name, [])
+        if (
+            not pods
+            or len(pods) > max_pods
+            or node.gpus_free == 0
+            or any(not p.movable or p.gang for p in pods)
+        ):
+            continue
+        units = evictable_units(
+            pods, below=max(p.priority for p in pods) + 1, now=now, protections=protections
+        )
+        if units.protected:
+            continue
+        _, blocked = within_budgets(units.units, budgets)
+        if blocked:
+            continue
+        free = {n.name: dict(n.free) for n in used if n.name != node.name}
+        placed = _destinations(pods, free)
+        if isinstance(placed, str):
+            continue
+        lost = sum(u.cost.gpu_seconds for u in units.units)
+        rank = (len(pods), lost, node.name)
+        if best is None or rank < best:
+            best = rank
+            found = Compaction(
+                node=node.name,
+                moved=tuple(pods),
+                destinations=tuple(placed),
+                lost_gpu_seconds=lost,
+            )
+    return found

@@ -15,6 +15,7 @@ from coordinator.core.preemption.defrag import (
     DefragPlan,
     DefragSettings,
     movability,
+    plan_compaction,
     plan_defrag,
 )
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
@@ -191,3 +192,30 @@ def test_a_bad_setting_names_its_key_and_value() -> None:
         DefragSettings(mode="sometimes")
     with pytest.raises(ValueError, match="horizonSeconds: 0"):
         DefragSettings(horizon_s=0)
+
+
+def test_compaction_empties_the_node_with_fewest_pods_onto_nodes_in_use() -> None:
+    # n1 holds two pods, n2 one, n3 four GPUs of one pod; n4 is empty (never a destination).
+    free = nodes({"n1": 6, "n2": 7, "n3": 4, "n4": 8})
+    running = [
+        web("ml/a", "n1"),
+        web("ml/b", "n1"),
+        web("ml/c", "n2"),
+        web("ml/d", "n3", gpus=4),
+    ]
+    found = plan_compaction(free, running, max_pods=5, now=NOW)
+    assert found is not None
+    assert found.node == "n2"
+    assert dict(found.destinations) == {"ml/c": "n3"}  # the tightest node in use
+    assert "compaction frees n2 whole: moving 1 pod (ml/c)" in found.describe()
+
+
+def test_compaction_moves_no_bare_pod_and_none_under_its_minimum_runtime() -> None:
+    free = nodes({"n1": 7, "n2": 7})
+    bare = [web("ml/a", "n1", movable=False), web("ml/b", "n2", movable=False)]
+    assert plan_compaction(free, bare, max_pods=5, now=NOW) is None
+    young = [web("ml/a", "n1"), web("ml/b", "n2")]
+    rule = Protections(min_runtime=DurationRule(default_s=600))
+    assert plan_compaction(free, young, max_pods=5, now=NOW, protections=rule) is None
+    assert plan_compaction(free, young, max_pods=0, now=NOW) is None  # the budget is spent
+    assert plan_compaction(free, young, max_pods=1, now=NOW) is not None
