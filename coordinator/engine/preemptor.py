@@ -641,8 +641,8 @@ class Preemptor:
         else:
             self.preemptions += 1
             self.victims += len(plan.victim_pods)
-        self._evicted_at.extend(now for _ in plan.victim_pods)
-        self.scheduler.observer.preempted(len(plan.victim_pods))
+            self.scheduler.observer.preempted(len(plan.victim_pods))
+        self._evicted_at.extend(now for _ in plan.victim_pods)  # moves spend the budget too
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
         self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims)
