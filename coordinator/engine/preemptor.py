@@ -47,7 +47,7 @@ from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from coordinator.core.domains.capacity import NodeState, node_states
+from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
@@ -581,6 +581,14 @@ class Preemptor:
         view = self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         leaving = {pod for pod, until in self.evicting.items() if until > now}
+        nodes = node_states(overlay)
+        asked = members_of(members, view)
+        need = sum(m.requests.get(GPU, 0) for m in asked)
+        if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
+            # Not scattered GPUs: skip reading every running pod (plan_defrag says the same).
+            return plan_defrag(
+                asked, priority=priority, nodes=nodes, running=(), settings=self.defrag
+            )
         self._refuse_marks()
         running = [
             p
@@ -588,9 +596,9 @@ class Preemptor:
             if p.key not in leaving
         ]
         return plan_defrag(
-            members_of(members, view),
+            asked,
             priority=priority,
-            nodes=node_states(overlay),
+            nodes=nodes,
             running=running,
             settings=self.defrag,
             budgets=list(self.budgets()),
@@ -765,8 +773,6 @@ def _says_why(status: Status) -> bool:
 
 
 def _worth_telling(status: Status) -> bool:
-    """A defragmentation refusal that names what stopped it (protections, no room for the moved
-    pods, the cost model), not one where moving could never help."""
-    return _says_why(status) or any(
-        part in status.detail for part in ("fit nowhere else", "would lose")
-    )
+    """A defragmentation refusal that names what stopped it (protections, the cost model), not
+    one where moving could never help (too few GPUs in all, no room for the moved pods)."""
+    return _says_why(status) or "would lose" in status.detail

@@ -181,7 +181,13 @@ def plan_defrag(
     protections: Protections | None = None,
 ) -> DefragPlan | Status:
     """The cheapest moves of movable pods (``RunningPod.movable``) of priority at most
-    ``priority`` that let ``waiting`` fit, each moved pod fitting elsewhere; or why none."""
+    ``priority`` that let ``waiting`` fit, each moved pod fitting elsewhere; or why none. Only
+    a workload that asks for GPUs, no more than are free on schedulable nodes in all (its wait
+    is one of scattered GPUs), is planned for."""
+    need = sum(m.requests.get(GPU, 0) for m in waiting)
+    if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
+        # Not scattered: too few GPUs are free for it at all (or it asks for none).
+        return Status.unschedulable(CANNOT, detail="too few GPUs are free for it anywhere")
     movable = [p for p in running if p.movable and p.priority <= priority]
     if not movable:
         return Status.unschedulable(CANNOT, detail="no movable pod would make room")

@@ -152,13 +152,26 @@ def test_a_minimum_runtime_is_respected() -> None:
 
 
 def test_moved_pods_that_would_fit_nowhere_are_not_moved() -> None:
-    # Four nodes, each with one 1-GPU pod, and a gang of 4 × 8: freeing all four leaves no
-    # room for the pods moved.
+    # 8 GPUs free in all, but in holes of 4, 2 and 2: emptying n1 for an 8-GPU pod leaves its
+    # 4-GPU pod only holes of 2.
+    free = nodes({"n1": 4, "n2": 2, "n3": 2})
+    running = [
+        web("ml/big", "n1", gpus=4),
+        web("ml/x", "n2", gpus=6, movable=False),
+        web("ml/y", "n3", gpus=6, movable=False),
+    ]
+    plan = plan_defrag(gang(1), priority=0, nodes=free, running=running, settings=SETTINGS)
+    assert isinstance(plan, Status)
+    assert "ml/big would fit nowhere else once moved" in plan.message
+
+
+def test_a_workload_short_of_gpus_in_all_is_not_planned_for() -> None:
+    # 28 GPUs free for 32: its wait is one of capacity, not of scattered GPUs.
     free = nodes({"n1": 7, "n2": 7, "n3": 7, "n4": 7})
     running = [web(f"ml/web-{i}", f"n{i}") for i in range(1, 5)]
     plan = plan_defrag(gang(4), priority=0, nodes=free, running=running, settings=SETTINGS)
     assert isinstance(plan, Status)
-    assert "would fit nowhere else once moved" in plan.message
+    assert "too few GPUs are free for it anywhere" in plan.message
 
 
 def test_the_cost_model_refuses_moves_losing_more_than_the_workload_is_worth() -> None:
