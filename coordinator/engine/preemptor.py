@@ -301,6 +301,7 @@ class Preemptor:
             node_states(self.held.overlay(view, -(2**31), frozenset())),
             running,
             max_pods=room,
+            settings=self.defrag,
             budgets=list(self.budgets()),
             now=self._wall(),
             protections=self.protections,

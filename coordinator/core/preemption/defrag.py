@@ -259,6 +259,7 @@ def plan_compaction(
     running: Sequence[RunningPod],
     *,
     max_pods: int,
+    settings: DefragSettings | None = None,
     budgets: Sequence[DisruptionBudget] = (),
     now: float | None = None,
     protections: Protections | None = None,
@@ -266,7 +267,9 @@ def plan_compaction(
     """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
     their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
     least work lost; ``None`` when no node can be emptied so (or only by moving more than
-    ``max_pods``)."""
+    ``max_pods``, or losing more GPU-seconds than ``settings.max_loss_ratio`` of the node's GPUs
+    × ``settings.horizon_s``: what a whole node freed is worth)."""
+    settings = settings or DefragSettings()
     by_node: dict[str, list[RunningPod]] = {}
     for pod in running:
         by_node.setdefault(pod.node, []).append(pod)
@@ -295,6 +298,8 @@ def plan_compaction(
         if isinstance(placed, str):
             continue
         lost = sum(u.cost.gpu_seconds for u in units.units)
+        if lost > settings.max_loss_ratio * node.gpus_total * settings.horizon_s:
+            continue
         rank = (len(pods), lost, node.name)
         if best is None or rank < best:
             best = rank

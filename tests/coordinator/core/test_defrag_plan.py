@@ -232,3 +232,8 @@ def test_compaction_moves_no_bare_pod_and_none_under_its_minimum_runtime() -> No
     assert plan_compaction(free, young, max_pods=5, now=NOW, protections=rule) is None
     assert plan_compaction(free, young, max_pods=0, now=NOW) is None  # the budget is spent
     assert plan_compaction(free, young, max_pods=1, now=NOW) is not None
+    # 60 GPU-seconds lost against 5 % of 8 GPUs × 1 h (1,440): allowed; a day's run is not.
+    old = [web("ml/a", "n1", started_at=NOW - 86400), web("ml/b", "n2", started_at=NOW - 86400)]
+    assert plan_compaction(free, old, max_pods=5, now=NOW) is None
+    lenient = DefragSettings(max_loss_ratio=10.0)
+    assert plan_compaction(free, old, max_pods=5, now=NOW, settings=lenient) is not None
