@@ -36,6 +36,12 @@ Protections (:class:`~coordinator.core.preemption.protections.Protections`, from
   it back to the queue when the delay is over;
 * the **eviction budget** caps the pods evicted in any hour (on ``clock``); a plan that would
   exceed it waits, and its preemptor is tried again when enough of the hour has passed.
+
+Defragmentation (``defrag``; docs/defragmentation.md): when preemption finds nothing to evict, a
+pod or gang whose GPUs are free only scattered gets the moves of movable pods
+:func:`~coordinator.core.preemption.defrag.plan_defrag` plans, executed as a preemption is
+(``Moved`` Events on the moved pods, ``Defragmenting`` on the waiting members, the room held);
+with ``background``, :meth:`Preemptor.tick` also compacts while nothing waits.
 """
 
 from __future__ import annotations
