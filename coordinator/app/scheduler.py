@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from aiohttp import web
@@ -81,7 +81,9 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
-    gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)
+    gang_settings = replace(  # gangs_runtime (issue 6)
+        config.gangs.settings(), defrag=config.defragmentation.settings()
+    )
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]

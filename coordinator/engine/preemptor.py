@@ -39,6 +39,12 @@ Protections (:class:`~coordinator.core.preemption.protections.Protections`, from
 
 Pods of a workload Kueue admitted are never victims (:mod:`coordinator.core.preemption.queued`):
 Kueue evicts workloads, Topos does not.
+
+Defragmentation (``defrag``; docs/defragmentation.md): when preemption finds nothing to evict, a
+pod or gang whose GPUs are free only scattered gets the moves of movable pods
+:func:`~coordinator.core.preemption.defrag.plan_defrag` plans, executed as a preemption is
+(``Moved`` Events on the moved pods, ``Defragmenting`` on the waiting members, the room held);
+with ``background``, :meth:`Preemptor.tick` also compacts while nothing waits.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from coordinator.core.domains.capacity import NodeState, node_states
+from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import Member
 from coordinator.core.domains.strategy import PlacementIntent
@@ -63,6 +69,13 @@ from coordinator.core.gangs.slices import slice_spec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
+from coordinator.core.preemption.defrag import (
+    DefragPlan,
+    DefragSettings,
+    movability,
+    plan_compaction,
+    plan_defrag,
+)
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.shares import gpu_holders
@@ -81,7 +94,10 @@ from coordinator.engine.ports import PodRef
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "REASON_DEFRAGMENTING",
     "REASON_INVALID_MIN_RUNTIME",
+    "REASON_MOVED",
+    "REASON_NOT_MOVABLE",
     "REASON_PREEMPTED",
     "REASON_PREEMPTING",
     "Nominate",
@@ -93,6 +109,9 @@ __all__ = [
 REASON_PREEMPTED: Final = "Preempted"
 REASON_PREEMPTING: Final = "Preempting"
 REASON_INVALID_MIN_RUNTIME: Final = "InvalidMinRuntime"
+REASON_MOVED: Final = "Moved"
+REASON_DEFRAGMENTING: Final = "Defragmenting"
+REASON_NOT_MOVABLE: Final = "NotMovable"
 HOUR_S: Final = 3600.0
 
 #: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
@@ -176,8 +195,16 @@ class Preemptor:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         protections: Protections | None = None,
+        defrag: DefragSettings | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.defrag = defrag or DefragSettings(mode="off")
+        self.moves = 0  # defragmentations executed
+        self.moved = 0  # pods they moved
+        self.compactions = 0  # background compactions executed
+        self._compacted_at: deque[float] = deque()  # when each pod compaction moved was evicted
+        # not before the inventory is synced
+        self._next_compaction = clock() + self.defrag.interval_s
         self.podgroups = podgroups
         self.budgets = budgets
         self.nominate = nominate
@@ -261,6 +288,53 @@ class Preemptor:
                 del self.waiting[unit]  # it stopped asking: placed, deleted, or gave up
         if due:
             self.scheduler.queue.cluster_changed(lambda p: p.uid in due)
+        if self.defrag.mode == "background" and now >= self._next_compaction:
+            self._next_compaction = now + self.defrag.interval_s
+            self.compact(now)
+
+    def compact(self, now: float) -> str | None:
+        """``background``: while nothing waits and no earlier move is still leaving, empty one
+        node by moving its movable pods onto nodes in use, within the hourly budget of moves;
+        returns what it did."""
+        self._expire(now)
+        if self.scheduler.queue.pending or self.evicting:
+            return None
+        while self._compacted_at and self._compacted_at[0] <= now - HOUR_S:
+            self._compacted_at.popleft()
+        room = self.defrag.evictions_per_hour - len(self._compacted_at)
+        if room <= 0:
+            return None
+        view = self.scheduler.view.snapshot()
+        # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never moved here either.
+        running = [
+            p
+            for p in running_pods(self.scheduler.inventory, self.podgroups)
+            if not admitted_by_queue(p.labels)
+        ]
+        self._refuse_marks()
+        found = plan_compaction(
+            node_states(self.held.overlay(view, -(2**31), frozenset())),
+            running,
+            max_pods=room,
+            settings=self.defrag,
+            budgets=list(self.budgets()),
+            now=self._wall(),
+            protections=self.protections,
+        )
+        if found is None:
+            return None
+        self.compactions += 1
+        self.moved += len(found.moved)
+        text = found.describe()
+        log.info("%s", text)
+        until = now + self.nomination_ttl_s
+        elsewhere = dict(found.destinations)
+        for pod in found.moved:
+            self._compacted_at.append(now)
+            why = f"Moved by background compaction: {text}; its controller recreates it"
+            why += f" (it fits on {elsewhere[pod.key]})"
+            self._evict(pod.key, {pod.key: pod.uid}, until, why, reason=REASON_MOVED)
+        return text
 
     def _forget_after_s(self) -> float:
         rule = self.protections.preemption_delay
@@ -364,7 +438,7 @@ class Preemptor:
         if policy == "Never":
             return None
         self.scheduler.observer.preemption_attempted()
-        if not lower:
+        if not lower and not self.defrag.enabled:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.
             self._release(members)
@@ -381,9 +455,20 @@ class Preemptor:
             problems=problems,
         )
         self._report(problems)
+        moves: DefragPlan | None = None
+        if self.defrag.enabled and (isinstance(plan, Status) or not plan.victims):
+            # Preemption cannot help: would moving movable pods elsewhere (defragmentation)?
+            moving = self._select_moves(
+                members, priority=priority, intent=intent, eligible=eligible, now=now
+            )
+            if isinstance(moving, DefragPlan):
+                moves, plan = moving, moving.plan
+            elif (not isinstance(plan, Status) or not _says_why(plan)) and _worth_telling(moving):
+                self._release(members)
+                return f"defragmentation: {moving.message}"
         if isinstance(plan, Status):
             self._release(members)
-            if "PodDisruptionBudget" in plan.message or "minimum runtime" in plan.message:
+            if _says_why(plan):
                 return f"preemption: {plan.message}"
             return None
         if not plan.victims:
@@ -416,7 +501,11 @@ class Preemptor:
             for key in plan.claims
             if (found := view.dra.claim_by_key.get(key)) is not None
         }
-        self._execute(unit, members, priority, plan, now, claims, {p.key: p.uid for p in running})
+        uids_of = {p.key: p.uid for p in running}
+        if moves is not None:
+            self._execute(unit, members, priority, plan, now, claims, uids_of, moves=moves)
+            return moves.describe(unit)
+        self._execute(unit, members, priority, plan, now, claims, uids_of)
         victims = len(plan.victim_pods)
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
             plan.describe(unit)
@@ -498,6 +587,71 @@ class Preemptor:
         )
         return plan, view, running
 
+    def _select_moves(
+        self,
+        members: list[PodRequest],
+        *,
+        priority: int,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None,
+        now: float,
+    ) -> DefragPlan | Status:
+        """:func:`plan_defrag` over the cluster now (read only); a bare pod marked movable gets
+        its ``NotMovable`` Event (once)."""
+        uids = frozenset(m.uid for m in members)
+        view = self.scheduler.view.snapshot()
+        overlay = self.held.overlay(view, priority, uids)
+        leaving = {pod for pod, until in self.evicting.items() if until > now}
+        nodes = node_states(overlay)
+        asked = members_of(members, view)
+        need = sum(m.requests.get(GPU, 0) for m in asked)
+        if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
+            # Not scattered GPUs: skip reading every running pod (plan_defrag says the same).
+            return plan_defrag(
+                asked, priority=priority, nodes=nodes, running=(), settings=self.defrag
+            )
+        self._refuse_marks()
+        running = [
+            p
+            for p in running_pods(self.scheduler.inventory, self.podgroups)
+            if p.key not in leaving and not admitted_by_queue(p.labels)
+        ]
+        return plan_defrag(
+            asked,
+            priority=priority,
+            nodes=nodes,
+            running=running,
+            settings=self.defrag,
+            budgets=list(self.budgets()),
+            intent=replace(
+                intent or PlacementIntent(),
+                leaf_limits=self.scheduler.framework.config.topology_constraints,
+            ),
+            keys=self.keys,
+            eligible=eligible,
+            now=self._wall(),
+            protections=self.protections,
+        )
+
+    def _refuse_marks(self) -> None:
+        """A Warning Event, once per pod, on each bare pod marked movable."""
+        for p in bound_pods(self.scheduler.inventory):
+            why = movability(p.owner_kind, p.annotations)
+            if not isinstance(why, str) or p.uid in self._reported:
+                continue
+            uid, key = p.uid, f"{p.namespace}/{p.name}"
+            self._reported.add(uid)
+            log.warning("pod %s: %s", key, why)
+            self.scheduler.write(
+                self.scheduler.writer.event(
+                    replace(_ref(key), uid=uid),
+                    reason=REASON_NOT_MOVABLE,
+                    message=why,
+                    event_type="Warning",
+                ),
+                f"not movable: {key}",
+            )
+
     def _execute(
         self,
         unit: str,
@@ -507,26 +661,41 @@ class Preemptor:
         now: float,
         claims: Mapping[str, frozenset[str]],
         victim_uids: Mapping[str, str],
+        *,
+        moves: DefragPlan | None = None,
     ) -> None:
-        self.preemptions += 1
-        self.victims += len(plan.victim_pods)
-        self._evicted_at.extend(now for _ in plan.victim_pods)
-        self.scheduler.observer.preempted(len(plan.victim_pods))
+        if moves is not None:
+            self.moves += 1
+            self.moved += len(plan.victim_pods)
+        else:
+            self.preemptions += 1
+            self.victims += len(plan.victim_pods)
+            self.scheduler.observer.preempted(len(plan.victim_pods))
+        self._evicted_at.extend(now for _ in plan.victim_pods)  # moves spend the budget too
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
         self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims)
-        text = plan.describe(unit)
+        text = plan.describe(unit) if moves is None else moves.describe(unit)
         log.info("%s", text)
         writer = self.scheduler.writer
         nodes = ", ".join(sorted({n for _, n in plan.nominated}))
+        elsewhere = dict(moves.destinations) if moves is not None else {}
         for group in plan.victims:
-            why = f"Preempted by {unit} (priority {priority}) to make room on {nodes}: "
-            why += f"its priority {group.priority} is lower"
+            if moves is None:
+                why = f"Preempted by {unit} (priority {priority}) to make room on {nodes}: "
+                why += f"its priority {group.priority} is lower"
+            else:
+                why = f"Moved to make room for {unit} (priority {priority}) on {nodes}: "
+                why += "free GPUs there are scattered; its controller recreates it"
             if group.gang:
                 why += f"; its gang {group.unit.removeprefix('gang:')} is evicted whole"
                 why += f" ({len(group.pods)} pods)"
             for victim in group.pods:
-                self._evict(victim, victim_uids, until, why)
+                message = why
+                if victim in elsewhere:
+                    message += f" (it fits on {elsewhere[victim]})"
+                reason = REASON_PREEMPTED if moves is None else REASON_MOVED
+                self._evict(victim, victim_uids, until, message, reason=reason)
         # Lower-priority pods nominated where this one goes lose that room (kube-scheduler too).
         taken = {n for _, n in plan.nominated}
         for other in self.held.lower_on(taken, priority):
@@ -540,19 +709,28 @@ class Preemptor:
             if request is not None:
                 # held from now on, before the API shows it (a share on the GPU it frees room on)
                 self.held.nominate(request, node, gpu=gpus.get(member))
+            reason = REASON_PREEMPTING if moves is None else REASON_DEFRAGMENTING
             self.scheduler.write(
-                writer.event(ref, reason=REASON_PREEMPTING, message=text), f"preempting {member}"
+                writer.event(ref, reason=reason, message=text), f"{reason} for {member}"
             )
             if self.nominate is not None:
                 self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
 
-    def _evict(self, victim: str, uids: Mapping[str, str], until: float, message: str) -> None:
+    def _evict(
+        self,
+        victim: str,
+        uids: Mapping[str, str],
+        until: float,
+        message: str,
+        *,
+        reason: str = REASON_PREEMPTED,
+    ) -> None:
         self.evicting[victim] = until
         ref = replace(_ref(victim), uid=uids.get(victim, ""))
         writer = self.scheduler.writer
 
         async def evict() -> None:
-            await writer.event(ref, reason=REASON_PREEMPTED, message=message, event_type="Warning")
+            await writer.event(ref, reason=reason, message=message, event_type="Warning")
             await writer.evict(ref)
 
         self.scheduler.write(evict(), f"preempt {victim}")
@@ -608,3 +786,14 @@ class Preemptor:
         self.held.drop(uid)
         if self.nominate is not None:
             self.scheduler.write(self.nominate(ref, ""), f"clear nomination of {ref.key}")
+
+
+def _says_why(status: Status) -> bool:
+    """A refusal worth telling the waiting pod: only protected pods would make room."""
+    return "PodDisruptionBudget" in status.message or "minimum runtime" in status.message
+
+
+def _worth_telling(status: Status) -> bool:
+    """A defragmentation refusal that names what stopped it (protections, the cost model), not
+    one where moving could never help (too few GPUs in all, no room for the moved pods)."""
+    return _says_why(status) or "would lose" in status.detail

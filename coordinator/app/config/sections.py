@@ -27,6 +27,7 @@ from coordinator.api.keys import (
 from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.config.defragmentation import DefragmentationSection
 from coordinator.app.config.protections import ProtectionsSection
 from coordinator.app.config.scheduling import load_config as _scheduling_defaults
 from coordinator.app.election import LeaderElectionSettings
@@ -273,6 +274,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     scheduler: SchedulerSection = msgspec.field(default_factory=SchedulerSection)
     kube: KubeSection = msgspec.field(default_factory=KubeSection)
     gangs: GangsSection = msgspec.field(default_factory=GangsSection)
+    defragmentation: DefragmentationSection = msgspec.field(default_factory=DefragmentationSection)
+    """Moving movable pods so that a waiting workload fits (``docs/defragmentation.md``)."""
     scheduling: SchedulerConfig = msgspec.field(default_factory=lambda: _scheduling_defaults(None))
     """Scoring weights and plugins, the profiles (``docs/scheduling.md``)."""
     metrics: MetricsSection = msgspec.field(default_factory=MetricsSection)

@@ -29,6 +29,7 @@ class RunningPod:
     priority_class: str = ""  # spec.priorityClassName
     started_at: float | None = None  # status.startTime, seconds since the epoch; None: not yet
     min_runtime_s: float | None = None  # its own topos.io/min-runtime, when given and valid
+    movable: bool = False  # a controller recreates it elsewhere if evicted (defragmentation)
 
     @property
     def namespace(self) -> str:

@@ -14,6 +14,7 @@ from coordinator.core.podspec.fields import FieldError
 from coordinator.core.podspec.protections import min_runtime
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
 from coordinator.core.podspec.sharing import parse_held
+from coordinator.core.preemption.defrag import movability
 from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
@@ -91,6 +92,7 @@ def running_pods(
                 priority_class=pod.priority_class,
                 started_at=pod.started_at,
                 min_runtime_s=own,
+                movable=movability(pod.owner_kind, pod.annotations) is True,
             )
         )
     return out

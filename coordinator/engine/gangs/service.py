@@ -25,6 +25,7 @@ from typing import Any, Self
 
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
+from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.core.preemption.protections import Protections
 from coordinator.core.preemption.victims import DisruptionBudget
 from coordinator.engine.gangs.recovery import Recovery
@@ -55,6 +56,8 @@ class GangSettings:
     """Node labels naming the network tiers."""
     protections: Protections = field(default_factory=Protections)
     """Minimum runtime, preemption delay and eviction budget of preemption."""
+    defrag: DefragSettings = field(default_factory=DefragSettings)
+    """Moving movable pods so that a waiting workload fits (docs/defragmentation.md)."""
 
 
 class GangRuntime:
@@ -99,6 +102,7 @@ class GangRuntime:
                 clock=clock,
                 wall_clock=wall_clock,
                 protections=settings.protections,
+                defrag=settings.defrag,
             )
         self.step = GangStep(
             scheduler,

@@ -1,0 +1,22 @@
+"""The defragmentation benchmark's inputs: services are a ReplicaSet's (movable), gangs stay
+bare, and the trace has both in the window asked for."""
+
+from __future__ import annotations
+
+from benchmarks.defrag_replay import CLUSTER, LARGE, movable, topology_of, trace
+from coordinator.core.preemption.defrag import movability
+from coordinator.sim import Simulator, build_nodes, parse_cluster
+
+
+def test_services_are_movable_and_gangs_are_not() -> None:
+    jobs = trace(2.0, 7, 150.0)
+    assert any(j.gang_size == LARGE for j in jobs)
+    assert any(j.gang_size == 1 for j in jobs)
+    assert all(j.arrival_s < 2 * 3600 for j in jobs if j.gang_size == LARGE)
+    sim = Simulator(build_nodes(parse_cluster(CLUSTER), topology_of), jobs)
+    movable(sim)
+    for job, manifests in zip(sim.jobs, sim.manifests, strict=True):
+        for m in manifests:
+            refs = m["metadata"].get("ownerReferences") or []
+            kind = refs[0]["kind"] if refs else ""
+            assert (movability(kind, {}) is True) == (job.gang_size == 1)

@@ -1,0 +1,312 @@
+"""Defragmentation: move *movable* pods so that a waiting pod or gang fits when free capacity is
+only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Status`` out.
+
+* **Movable.** A pod a controller recreates — owned by a ReplicaSet (a Deployment's), a
+  StatefulSet — or one marked ``topos.io/movable: "true"`` that some controller owns (a Job's
+  pods, for one: Topos cannot see whether the Job has retries left, so its owner says so). A
+  bare pod is never moved; a bare pod marked movable is refused (:func:`movability`).
+* **The moves.** The fewest, cheapest movable units (a gang whole) of priority at or below the
+  waiting workload's whose eviction lets it be placed as it would be placed anyway (its whole
+  node, NVLink domain, clique or leaf: :func:`~.victims.select_victims` with the gang's
+  placement intent), honouring minimum runtimes and PodDisruptionBudgets.
+* **They fit elsewhere.** Every moved pod must fit, on the capacity left once the waiting
+  workload holds its room, on a node it does not leave (largest first, tightest node first):
+  defragmentation makes room, it never turns a running pod into a pending one.
+* **Cost model.** The GPU-seconds of work the moves lose must be at most ``max_loss_ratio`` of
+  the waiting workload's GPU-seconds (its GPUs × ``horizon_s``), and a higher-priority waiting
+  workload may lose more: the ratio grows by one half for every ``priority_step`` of priority
+  it has above the moved pods'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from coordinator.core.domains.capacity import GPU, NodeState, add, fits, subtract
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.packing import EligibleFn, Member
+from coordinator.core.domains.strategy import PlacementIntent
+from coordinator.core.preemption.model import DisruptionBudget, RunningPod
+from coordinator.core.preemption.protections import Protections, evictable_units, within_budgets
+from coordinator.core.preemption.victims import PreemptionPlan, select_victims
+from coordinator.core.status import Status
+
+__all__ = [
+    "MODES",
+    "MOVABLE",
+    "RECREATING_KINDS",
+    "Compaction",
+    "DefragPlan",
+    "DefragSettings",
+    "movability",
+    "plan_compaction",
+    "plan_defrag",
+]
+
+MOVABLE = "topos.io/movable"
+#: Owners whose controller recreates an evicted pod on its own.
+RECREATING_KINDS = frozenset({"ReplicaSet", "StatefulSet", "Deployment"})
+MODES = ("off", "onDemand", "background")
+CANNOT = "defragmentation cannot make room"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DefragSettings:
+    """``defragmentation`` in the coordinator's config."""
+
+    mode: str = "onDemand"
+    max_loss_ratio: float = 0.05
+    """GPU-seconds lost at most this share of the waiting workload's GPU-seconds."""
+    horizon_s: float = 3600.0
+    """The waiting workload's GPU-seconds are its GPUs × this (how long it is expected to run)."""
+    priority_step: int = 100
+    evictions_per_hour: int = 20
+    """``background``: the most pods compaction moves in any hour (on demand: the preemption
+    budget, ``gangs.protections.evictionsPerHour``, counts moves too)."""
+    interval_s: float = 60.0
+    """``background``: the least time between two compactions."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode: {self.mode!r} is none of {', '.join(MODES)}")
+        if self.max_loss_ratio < 0:
+            raise ValueError(f"maxLossRatio: {self.max_loss_ratio!r} is negative")
+        if self.horizon_s <= 0:
+            raise ValueError(f"horizonSeconds: {self.horizon_s!r} is not positive")
+        if self.priority_step <= 0:
+            raise ValueError(f"priorityStep: {self.priority_step!r} is not positive")
+        if self.interval_s <= 0:
+            raise ValueError(f"intervalSeconds: {self.interval_s!r} is not positive")
+        if self.evictions_per_hour < 0:
+            raise ValueError(f"evictionsPerHour: {self.evictions_per_hour!r} is negative")
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+
+def movability(owner_kind: str, annotations: Mapping[str, str]) -> bool | str:
+    """``True``: the pod may be moved; ``False``: it may not; a string: it is marked movable but
+    may not be (why, naming the key and the value)."""
+    mark = annotations.get(MOVABLE)
+    marked = mark is not None and mark.strip().lower() == "true"
+    if owner_kind in RECREATING_KINDS:
+        return mark is None or marked or mark.strip().lower() != "false"
+    if not marked:
+        return False
+    if not owner_kind:
+        return (
+            f'metadata.annotations[{MOVABLE}]: "{mark}" on a pod no controller owns: '
+            "nothing would recreate it, so it is never moved"
+        )
+    return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DefragPlan:
+    """The moves (as a preemption plan: the waiting members' nodes, the units evicted), where
+    each moved pod fits afterwards, and what it costs."""
+
+    plan: PreemptionPlan
+    destinations: tuple[tuple[str, str], ...]  # (moved pod, a node it fits on)
+    lost_gpu_seconds: float
+    value_gpu_seconds: float  # the waiting workload's GPU-seconds, as the cost model counts it
+
+    @property
+    def moved(self) -> tuple[str, ...]:
+        return self.plan.victim_pods
+
+    def describe(self, beneficiary: str) -> str:
+        nodes = ", ".join(sorted({n for _, n in self.plan.nominated}))
+        pods = ", ".join(self.moved)
+        return (
+            f"{beneficiary} defragments: moving {len(self.moved)} pod"
+            f"{'s' if len(self.moved) != 1 else ''} ({pods}) frees room on {nodes} "
+            f"({self.lost_gpu_seconds:.0f} GPU-seconds of work lost, for "
+            f"{self.value_gpu_seconds:.0f} of the waiting workload's)"
+        )
+
+
+def _after(
+    nodes: Sequence[NodeState],
+    moved: Sequence[RunningPod],
+    members: Sequence[Member],
+    assignments: Sequence[tuple[str, str]],
+) -> dict[str, dict[str, int]]:
+    """Each node's free capacity once ``moved`` are gone and the members hold their room."""
+    free = {n.name: dict(n.free) for n in nodes if n.schedulable}
+    for pod in moved:
+        if pod.node in free:
+            add(free[pod.node], pod.requests)
+    asks = {m.name: m.requests for m in members}
+    for member, node in assignments:
+        if node in free:
+            subtract(free[node], asks.get(member, {}))
+    return free
+
+
+def _destinations(
+    moved: Sequence[RunningPod], free: dict[str, dict[str, int]]
+) -> list[tuple[str, str]] | str:
+    """A node for each moved pod (largest first, onto the tightest node it fits, never the
+    node it leaves), or the first pod that fits nowhere."""
+    out: list[tuple[str, str]] = []
+    for pod in sorted(moved, key=lambda p: (-p.requests.get(GPU, 0), p.key)):
+        spots = [
+            (room.get(GPU, 0), name)
+            for name, room in free.items()
+            if name != pod.node and fits(room, pod.requests)
+        ]
+        if not spots:
+            return pod.key
+        _, name = min(spots)
+        subtract(free[name], pod.requests)
+        out.append((pod.key, name))
+    return out
+
+
+def plan_defrag(
+    waiting: Sequence[Member],
+    *,
+    priority: int,
+    nodes: Sequence[NodeState],
+    running: Sequence[RunningPod],
+    settings: DefragSettings,
+    budgets: Sequence[DisruptionBudget] = (),
+    intent: PlacementIntent | None = None,
+    keys: DomainKeys | None = None,
+    eligible: EligibleFn | None = None,
+    now: float | None = None,
+    protections: Protections | None = None,
+) -> DefragPlan | Status:
+    """The cheapest moves of movable pods (``RunningPod.movable``) of priority at most
+    ``priority`` that let ``waiting`` fit, each moved pod fitting elsewhere; or why none. Only
+    a workload that asks for GPUs, no more than are free on schedulable nodes in all (its wait
+    is one of scattered GPUs), is planned for."""
+    need = sum(m.requests.get(GPU, 0) for m in waiting)
+    if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
+        # Not scattered: too few GPUs are free for it at all (or it asks for none).
+        return Status.unschedulable(CANNOT, detail="too few GPUs are free for it anywhere")
+    movable = [p for p in running if p.movable and p.priority <= priority]
+    if not movable:
+        return Status.unschedulable(CANNOT, detail="no movable pod would make room")
+    found = select_victims(
+        waiting,
+        priority=priority + 1,
+        nodes=nodes,
+        running=movable,
+        budgets=budgets,
+        intent=intent,
+        keys=keys,
+        eligible=eligible,
+        now=now,
+        protections=protections,
+    )
+    if isinstance(found, Status):
+        detail = found.detail.replace("evicting every lower-priority pod", "moving every pod")
+        return Status.unschedulable(CANNOT, detail=detail)
+    if not found.victims:
+        return Status.unschedulable(CANNOT, detail="the workload fits without moving anyone")
+    keys_moved = set(found.victim_pods)
+    moved = [p for p in movable if p.key in keys_moved]
+    free = _after(nodes, moved, waiting, found.nominated)
+    placed = _destinations(moved, free)
+    if isinstance(placed, str):
+        return Status.unschedulable(
+            CANNOT, detail=f"{placed} would fit nowhere else once moved (no move is made)"
+        )
+    units = evictable_units(moved, below=priority + 1, now=now)
+    lost = sum(u.cost.gpu_seconds for u in units.units)
+    value = sum(m.requests.get(GPU, 0) for m in waiting) * settings.horizon_s
+    above = max(0, priority - max(p.priority for p in moved))
+    allowed = value * settings.max_loss_ratio * (1 + 0.5 * (above // settings.priority_step))
+    if lost > allowed:
+        return Status.unschedulable(
+            CANNOT,
+            detail=(
+                f"moving {', '.join(sorted(keys_moved))} would lose {lost:.0f} GPU-seconds of "
+                f"work, more than the {allowed:.0f} the waiting workload's "
+                f"{value:.0f} GPU-seconds are worth (maxLossRatio {settings.max_loss_ratio})"
+            ),
+        )
+    return DefragPlan(
+        plan=found, destinations=tuple(placed), lost_gpu_seconds=lost, value_gpu_seconds=value
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Compaction:
+    """``background``: the movable pods of one node moved onto nodes already in use, so that the
+    node is free whole while nothing waits."""
+
+    node: str
+    moved: tuple[RunningPod, ...]
+    destinations: tuple[tuple[str, str], ...]  # (moved pod, a node it fits on)
+    lost_gpu_seconds: float
+
+    def describe(self) -> str:
+        pods = ", ".join(sorted(p.key for p in self.moved))
+        return (
+            f"compaction frees {self.node} whole: moving {len(self.moved)} pod"
+            f"{'s' if len(self.moved) != 1 else ''} ({pods}) onto nodes already in use "
+            f"({self.lost_gpu_seconds:.0f} GPU-seconds of work lost)"
+        )
+
+
+def plan_compaction(
+    nodes: Sequence[NodeState],
+    running: Sequence[RunningPod],
+    *,
+    max_pods: int,
+    settings: DefragSettings | None = None,
+    budgets: Sequence[DisruptionBudget] = (),
+    now: float | None = None,
+    protections: Protections | None = None,
+) -> Compaction | None:
+    """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
+    their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
+    least work lost; ``None`` when no node can be emptied so (or only by moving more than
+    ``max_pods``, or losing more GPU-seconds than ``settings.max_loss_ratio`` of the node's GPUs
+    × ``settings.horizon_s``: what a whole node freed is worth)."""
+    settings = settings or DefragSettings()
+    by_node: dict[str, list[RunningPod]] = {}
+    for pod in running:
+        by_node.setdefault(pod.node, []).append(pod)
+    used = [n for n in nodes if n.schedulable and n.gpus_used > 0]
+    best: tuple[int, float, str] | None = None
+    found: Compaction | None = None
+    for node in used:
+        pods = by_node.get(node.name, [])
+        if (
+            not pods
+            or len(pods) > max_pods
+            or node.gpus_free == 0
+            or any(not p.movable or p.gang for p in pods)
+        ):
+            continue
+        units = evictable_units(
+            pods, below=max(p.priority for p in pods) + 1, now=now, protections=protections
+        )
+        if units.protected:
+            continue
+        _, blocked = within_budgets(units.units, budgets)
+        if blocked:
+            continue
+        free = {n.name: dict(n.free) for n in used if n.name != node.name}
+        placed = _destinations(pods, free)
+        if isinstance(placed, str):
+            continue
+        lost = sum(u.cost.gpu_seconds for u in units.units)
+        if lost > settings.max_loss_ratio * node.gpus_total * settings.horizon_s:
+            continue
+        rank = (len(pods), lost, node.name)
+        if best is None or rank < best:
+            best = rank
+            found = Compaction(
+                node=node.name,
+                moved=tuple(pods),
+                destinations=tuple(placed),
+                lost_gpu_seconds=lost,
+            )
+    return found
