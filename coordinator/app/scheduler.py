@@ -32,15 +32,19 @@ from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
 from coordinator.core.framework.prices import PriceTable
+from coordinator.core.framework.profiles import Profiles
 from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
 from coordinator.core.registry import build_profiles
 from coordinator.engine.binder import BindJob
+from coordinator.engine.forecasts import Forecasts, StartPredictor
 from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.ports import BindConflict, ClusterError
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.whatif.service import WhatIf
+from coordinator.forecast.engine import EngineSettings
+from coordinator.forecast.live import LiveForecaster
 from coordinator.neuronetes.decide.preview import AGENT_POOL, pool_pods
 
 log = logging.getLogger(__name__)
@@ -59,6 +63,8 @@ class Running:
     #: Regions' carbon intensity (PoolPlacement reads it; the AgentPool controller updates it).
     #: One object for the app's life, so a reloaded framework reads the same readings.
     carbon: CarbonReadings = field(default_factory=CarbonReadings)
+    #: Predicted starts of the pending pods (coordinator.forecast.live), refreshed off the loop.
+    forecaster: LiveForecaster | None = None
     #: The price table in force (``scheduling.prices``, live reloads included): the AgentPool
     #: controller's cost policy reads it.
     prices: PriceTable = field(default_factory=PriceTable)
@@ -83,6 +89,11 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)
 
+    def forward_profiles() -> Profiles:
+        """Profiles of their own for a forward run (in its thread: nothing shared with the
+        live scheduler's), from the same configuration."""
+        return build_profiles(config.scheduling, leaf_label=config.gangs.domain_keys.leaf)
+
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]
         elector = app.get(LEADER)
@@ -104,9 +115,20 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         _record_trouble(runtime, gangs, history)
         await gangs.start()
         slot.scheduler = runtime.scheduler
-        app[WHATIF].whatif = what_if(runtime, gangs)
+        forecasts = Forecasts()
+        runtime.scheduler.forecasts = forecasts
+        forecaster = LiveForecaster(
+            runtime.scheduler,
+            forecasts,
+            profiles=forward_profiles,
+            settings=EngineSettings(gangs=gang_settings, runtime=settings),
+            restate=runtime.scheduler.restate,
+        )
+        app[WHATIF].whatif = what_if(runtime, gangs, predictor=forecaster)
         app[METRICS].scheduling.attach(runtime.scheduler)
         await runtime.start()
+        forecaster.start(runtime.started)
+        app[RUNNING].forecaster = forecaster
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         app[RUNNING].history = history
         app[RUNNING].carbon = carbon
@@ -114,6 +136,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         try:
             yield
         finally:
+            await forecaster.stop()
+            app[RUNNING].forecaster = None
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None
             app[WHATIF].whatif = None
@@ -125,9 +149,12 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     return ctx
 
 
-def what_if(runtime: SchedulerRuntime, gangs: GangRuntime) -> WhatIf:
+def what_if(
+    runtime: SchedulerRuntime, gangs: GangRuntime, *, predictor: StartPredictor | None = None
+) -> WhatIf:
     """The what-if on this scheduler: its PodGroups, its preemption's choice of victims, its
-    network tiers; AgentPools expanded as the NeuroNetes controller would."""
+    network tiers; AgentPools expanded as the NeuroNetes controller would; predicted starts
+    from ``predictor``."""
     api_version, kind = AGENT_POOL
     return WhatIf(
         runtime.scheduler,
@@ -135,6 +162,7 @@ def what_if(runtime: SchedulerRuntime, gangs: GangRuntime) -> WhatIf:
         preemptor=gangs.preemptor,
         keys=gangs.settings.keys,
         extra={kind: (api_version, pool_pods)},
+        predictor=predictor,
     )
 
 

@@ -5,8 +5,8 @@ holding one Node per described node (its agent's hello included), the scheduler 
 :func:`~coordinator.adapters.memory.runtime.memory_runtime` with the policy's profile, and gangs,
 preemption and recovery are :class:`~coordinator.engine.gangs.service.GangRuntime` with the
 policy's gang planner — the objects ``topos coordinator --in-memory`` runs. Time is a
-:class:`~coordinator.sim.clock.SimulatedLoop`'s: every component gets ``loop.time`` as its clock,
-and the loop jumps to the next timer whenever every task waits.
+:class:`~coordinator.forecast.clock.SimulatedLoop`'s: every component gets ``loop.time`` as its
+clock, and the loop jumps to the next timer whenever every task waits.
 
 The replay plays the users and the kubelets around the engine:
 
@@ -38,9 +38,9 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement
 from coordinator.engine.binder import BindJob
 from coordinator.engine.ports import ClusterError
-from coordinator.sim.clock import SimulatedLoop
+from coordinator.forecast.clock import SimulatedLoop
+from coordinator.forecast.engine import EngineSettings, SimulatedEngine
 from coordinator.sim.costmodel import CostModel
-from coordinator.sim.engine import EngineSettings, SimulatedEngine
 from coordinator.sim.locality import best_link_rank, span
 from coordinator.sim.metrics import JobOutcome, RunResult, UsagePoint
 from coordinator.sim.pods import NAMESPACE, job_manifests

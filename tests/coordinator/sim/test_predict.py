@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from agent.devices import discover_profile
-from coordinator.sim.predict import (
+from coordinator.forecast.predict import (
     ClusterCopy,
     NodeCopy,
     RunningCopy,
     predict_start,
     predict_starts,
 )
-from coordinator.sim.runtimes import (
+from coordinator.forecast.runtimes import (
     EXPECTED_DURATION,
     Runtime,
     RuntimeHistory,

@@ -1,8 +1,8 @@
 """The production engine over an in-memory cluster, on the running loop's clock.
 
-Run inside a :class:`~coordinator.sim.clock.SimulatedLoop` (the replay, the tests, a prediction),
-every timer of the engine — queue backoff, gang timeouts and their backoff, the gang tick,
-nominations, recovery, assumption expiry — runs on simulated time::
+Run inside a :class:`~coordinator.forecast.clock.SimulatedLoop` (the replay, the tests, a
+prediction), every timer of the engine — queue backoff, gang timeouts and their backoff, the gang
+tick, nominations, recovery, assumption expiry — runs on simulated time::
 
     async def main() -> None:
         async with SimulatedEngine() as engine:
@@ -34,8 +34,8 @@ from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings, Scheduler
 from coordinator.engine.service import SchedulerRuntime
+from coordinator.forecast.clock import EPOCH
 from coordinator.inventory.store import Inventory
-from coordinator.sim.clock import EPOCH
 
 __all__ = ["EngineSettings", "SimulatedEngine"]
 

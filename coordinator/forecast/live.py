@@ -1,0 +1,336 @@
+"""Predicted starts of the live cluster's pending pods, refreshed off the scheduling path.
+
+:class:`LiveForecaster` copies what the running scheduler knows — the inventory's nodes (Node
+object and agent topology), its bound pods (any scheduler's, with their GPUs), the pending queue
+in the scheduler's order — into a :class:`~coordinator.forecast.predict.ClusterCopy`, runs the
+engine forward on it in a worker thread (:func:`~coordinator.forecast.predict.predict_starts`
+on its own simulated loop and its own profiles, built from the same configuration: nothing of
+the live scheduler is shared), and publishes the answers through
+:class:`~coordinator.engine.forecasts.Forecasts`. Only the copy is made on the event loop.
+
+When: after the cluster changed (a node or bound pod, or the pending queue) and at most once
+per ``interval_s`` (60 s) — so each pod's forecast changes at most once a minute — and also when
+a forecast's start has passed without the pod starting (a runtime ran over). Pods whose stated
+forecast moved are handed to ``restate`` (the scheduler re-writes their ``PodScheduled``
+message: :meth:`coordinator.engine.loop.Scheduler.restate`).
+
+How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
+counted from when this process first saw it bound, or what :class:`~.runtimes.RuntimeHistory`
+learned — fed here from real ends: a bound pod that leaves its node (Succeeded, Failed or
+deleted) after this process saw it bound teaches its owner and shape its run time. Pods already
+running when the forecaster started teach nothing (their start is not known).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from coordinator.core.framework.profiles import Profiles
+from coordinator.engine.forecasts import Forecast, Forecasts
+from coordinator.engine.loop import Scheduler
+from coordinator.forecast.engine import EngineSettings
+from coordinator.forecast.predict import (
+    ClusterCopy,
+    NodeCopy,
+    Prediction,
+    RunningCopy,
+    predict_starts,
+)
+from coordinator.forecast.runtimes import RuntimeHistory, expected_runtime
+from coordinator.inventory.state import BoundPod, NodeState
+from coordinator.inventory.store import InventoryEvent
+
+__all__ = ["HORIZON_S", "INTERVAL_S", "LiveForecaster", "node_object", "pod_object"]
+
+log = logging.getLogger(__name__)
+
+#: At most one refresh (each pod's forecast changes at most once) in this many seconds.
+INTERVAL_S: Final = 60.0
+#: How far ahead (simulated seconds) a forecast looks.
+HORIZON_S: Final = 86_400.0
+_RESOURCE_FIELDS: Final = frozenset({"pods"})
+
+
+def _stamp(unix: float) -> str:
+    return datetime.datetime.fromtimestamp(unix, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantity(resource: str, value: int) -> str:
+    return f"{value}m" if resource == "cpu" else str(value)
+
+
+def node_object(state: NodeState) -> dict[str, Any]:
+    """The Node object the copy needs (labels, allocatable, taints, cordon, readiness); a node
+    whose agent is silent is copied cordoned (the scheduler places nothing there)."""
+    return {
+        "metadata": {"name": state.name, "labels": dict(state.labels)},
+        "spec": {
+            "unschedulable": state.unschedulable or state.stale,
+            "taints": [
+                {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+                for t in state.taints
+            ],
+        },
+        "status": {
+            "allocatable": {k: _quantity(k, v) for k, v in state.allocatable.items()},
+            "conditions": [
+                {"type": "Ready", "status": "False" if state.ready is False else "True"}
+            ],
+        },
+    }
+
+
+def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
+    """A bound pod as a Pod object: what it holds (requests, GPUs by Topos's annotation), its
+    labels, scheduling annotations, affinity, owner (by UID) and start."""
+    asks = {k: _quantity(k, v) for k, v in pod.requests.items() if k not in _RESOURCE_FIELDS}
+    meta: dict[str, Any] = {
+        "name": pod.name,
+        "namespace": pod.namespace,
+        "uid": pod.uid,
+        "labels": dict(pod.labels),
+        "annotations": dict(pod.annotations),
+    }
+    if pod.owner_uid:
+        meta["ownerReferences"] = [
+            {
+                "kind": pod.owner_kind,
+                "name": pod.owner_uid,
+                "uid": pod.owner_uid,
+                "controller": True,
+            }
+        ]
+    spec: dict[str, Any] = {
+        "nodeName": pod.node,
+        "schedulerName": pod.scheduler,
+        "priority": pod.priority,
+        "containers": [{"name": "main", "resources": {"requests": asks, "limits": dict(asks)}}],
+    }
+    if pod.affinity:
+        spec["affinity"] = dict(pod.affinity)
+    return {
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running", "startTime": _stamp(started)},
+    }
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+class LiveForecaster:
+    """Forecasts for ``scheduler``'s pending pods, published to ``forecasts``. ``profiles``
+    builds the profiles a forward run uses (called in the worker thread: each run has its own);
+    ``restate`` gets the pods whose stated forecast changed."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        forecasts: Forecasts,
+        *,
+        profiles: Callable[[], Profiles],
+        settings: EngineSettings | None = None,
+        history: RuntimeHistory | None = None,
+        interval_s: float = INTERVAL_S,
+        poll_s: float = 5.0,
+        horizon_s: float = HORIZON_S,
+        restate: Callable[[Sequence[str]], None] | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.scheduler = scheduler
+        self.forecasts = forecasts
+        self.history = history if history is not None else RuntimeHistory()
+        self._profiles = profiles
+        self._settings = settings
+        self.interval_s = interval_s
+        self.poll_s = poll_s
+        self.horizon_s = horizon_s
+        self._restate = restate
+        self._wall = wall
+        self._seen: dict[str, float] = {}  # bound pod uid → when first seen bound
+        self._learns: set[str] = set()  # … seen bound from the start: their run time teaches
+        self._on_node: dict[str, dict[str, BoundPod]] = {}
+        self._dirty = True
+        self._queue_seen: int | None = None
+        self._last: float | None = None
+        self._running = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self.learned = 0  # pod ends the history learnt from
+
+    # --- the runtime history, from real ends ---------------------------------------------------
+
+    def start(self, ready: asyncio.Event | None = None) -> None:
+        """Forecast from when ``ready`` is set (the scheduler started: the inventory synced)."""
+        self._task = asyncio.create_task(self._main(ready), name="forecaster")
+
+    def _follow(self) -> None:
+        """Pods bound now started before we watched: their run time would teach nothing."""
+        inventory = self.scheduler.inventory
+        now = self._wall()
+        for name in inventory.names():
+            pods = {p.uid: p for p in inventory.bound_pods(name)}
+            self._on_node[name] = pods
+            for uid in pods:
+                self._seen.setdefault(uid, now)
+        self._unsubscribe = inventory.subscribe(self._on_inventory)
+
+    async def _main(self, ready: asyncio.Event | None) -> None:
+        if ready is not None:
+            await ready.wait()
+        self._follow()
+        await self._loop()
+
+    async def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _on_inventory(self, event: InventoryEvent) -> None:
+        self._dirty = True
+        inventory = self.scheduler.inventory
+        now = self._wall()
+        before = self._on_node.pop(event.node, {})
+        pods = (
+            {} if event.kind == "removed" else {p.uid: p for p in inventory.bound_pods(event.node)}
+        )
+        if pods:
+            self._on_node[event.node] = pods
+        for uid in pods.keys() - before.keys():
+            if uid not in self._seen:
+                self._seen[uid] = now
+                self._learns.add(uid)
+        for uid in before.keys() - pods.keys():
+            if inventory.bound_pod(uid) is not None:
+                continue  # moved to another node
+            seen = self._seen.pop(uid, None)
+            if uid in self._learns and seen is not None and event.kind != "removed":
+                self.history.observe(pod_object(before[uid], started=seen), now - seen)
+                self.learned += 1
+            self._learns.discard(uid)
+
+    # --- the copy ------------------------------------------------------------------------------
+
+    def copy(self, extra: Sequence[Mapping[str, Any]] = ()) -> ClusterCopy:
+        """The live cluster now (the event loop's: call it there), with ``extra`` pods pending
+        after the queue's."""
+        inventory = self.scheduler.inventory
+        now = self._wall()
+        nodes: list[NodeCopy] = []
+        running: list[RunningCopy] = []
+        bound: set[str] = set()
+        for name in inventory.names():
+            state = inventory.scheduling_node(name)
+            if state is None or state.ready is None:
+                continue  # no Node object: nothing is scheduled there
+            nodes.append(NodeCopy(node_object(state), state.topology))
+            for pod in inventory.bound_pods(name):
+                obj = pod_object(pod, started=self._seen.get(pod.uid, now))
+                bound.add(f"{pod.namespace}/{pod.name}")
+                running.append(
+                    RunningCopy(obj, expected_runtime(obj, now=now, history=self.history))
+                )
+        waiting = [e for e in self.scheduler.queue.entries() if e.key not in bound]
+        waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
+        pending = [e.obj for e in waiting]
+        return ClusterCopy(nodes=nodes, running=running, pending=[*pending, *extra])
+
+    # --- running forward -----------------------------------------------------------------------
+
+    def _forward(self, state: ClusterCopy, pods: Sequence[str] | None) -> dict[str, Prediction]:
+        """In the worker thread: its own profiles, its own simulated loop."""
+        return predict_starts(
+            state,
+            pods,
+            horizon_s=self.horizon_s,
+            framework=self._profiles(),
+            settings=self._settings,
+        )
+
+    def _forecast(self, p: Prediction, uid: str, now: float) -> Forecast:
+        return Forecast(
+            pod=p.pod,
+            uid=uid,
+            made_at=now,
+            starts_at=None if p.starts_in_s is None else now + p.starts_in_s,
+            horizon_s=self.horizon_s,
+            node=p.node,
+            after=p.after,
+            sources=dict(p.sources),
+            unknown_ends=p.unknown_ends,
+        )
+
+    async def refresh(self) -> None:
+        """Forecast every pending pod now (one run at a time)."""
+        async with self._running:
+            self._dirty = False
+            now = self._wall()
+            self._last = now
+            state = self.copy()
+            uids = {_key(o): str((o.get("metadata") or {}).get("uid") or "") for o in state.pending}
+            began = time.perf_counter()
+            found = await asyncio.to_thread(self._forward, state, None) if uids else {}
+            self.forecasts.last_run_s = time.perf_counter() - began
+            published = {k: self._forecast(p, uids.get(k, ""), now) for k, p in found.items()}
+            changed = self.forecasts.publish(published, now)
+        if changed and self._restate is not None:
+            self._restate(changed)
+
+    async def predict_with(self, pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Forecast]:
+        """The what-if's port: ``pods`` added to the pending queue (after the pods already
+        waiting of their priority), the engine run forward; their forecasts."""
+        now = self._wall()
+        extra = []
+        for obj in pods:
+            copy = {**obj, "metadata": dict(obj.get("metadata") or {})}
+            meta = copy["metadata"]
+            meta.setdefault("namespace", "default")
+            meta.setdefault("uid", f"whatif-{uuid.uuid4()}")
+            meta.setdefault("creationTimestamp", _stamp(now))
+            extra.append(copy)
+        keys = [_key(o) for o in extra]
+        async with self._running:
+            state = self.copy(extra)
+            found = await asyncio.to_thread(self._forward, state, keys)
+        return {k: self._forecast(p, "", now) for k, p in found.items()}
+
+    def _due(self, now: float) -> bool:
+        if self._last is not None and now - self._last < self.interval_s:
+            return False
+        size = sum(1 for _ in self.scheduler.queue.entries())
+        if size != self._queue_seen:
+            self._queue_seen = size
+            self._dirty = True
+        if self._dirty:
+            return True
+        for key in self._pending_keys():  # a start that passed: some runtime ran over
+            forecast = self.forecasts.get(key)
+            if forecast is not None and forecast.starts_at is not None and forecast.starts_at < now:
+                return True
+        return False
+
+    def _pending_keys(self) -> list[str]:
+        return [e.key for e in self.scheduler.queue.entries() if e.where != "bound"]
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                if self._due(self._wall()):
+                    await self.refresh()
+            except Exception:  # a failed forecast must not end forecasting
+                log.exception("forecasting pending pods failed")
+            await asyncio.sleep(self.poll_s)
