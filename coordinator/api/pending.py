@@ -167,7 +167,7 @@ async def list_pending(request: web.Request) -> web.Response:
     # The scheduler's own order: highest priority first, then the oldest.
     waiting.sort(key=lambda e: (-e.priority, e.created, e.key))
     chosen = [e for e in waiting if namespace is None or e.key.startswith(f"{namespace}/")]
-    now = time.time()
+    now = scheduler.forecasts.wall() if scheduler.forecasts is not None else time.time()
     pods = [_line(scheduler, e, now) for e in chosen[:limit]]
     return respond(request, PendingList(total=len(chosen), pods=pods, gangs=_gangs(pods, now)))
 

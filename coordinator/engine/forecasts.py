@@ -17,7 +17,8 @@ prediction writes nothing, and a changed one at most once per
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -42,8 +43,12 @@ def span(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
+        return f"{_one_place(seconds / 3600)} h"
+    return f"{_one_place(seconds / 86400)} d"
+
+
+def _one_place(value: float) -> str:
+    return f"{value:.1f}".removesuffix(".0")
 
 
 def describe(
@@ -120,7 +125,8 @@ def moved(before: Forecast | None, after: Forecast, now: float) -> bool:
 class Forecasts:
     """The newest forecasts by pod key, and those last stated on each pod's condition."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, wall: Callable[[], float] = time.time) -> None:
+        self.wall = wall  # the forecasts' clock (Unix seconds): what "in ~40 min" counts from
         self._latest: dict[str, Forecast] = {}
         self._stated: dict[str, Forecast] = {}
         self.refreshed_at: float | None = None  # Unix seconds of the last refresh

@@ -43,7 +43,7 @@ from coordinator.forecast.predict import (
     RunningCopy,
     predict_starts,
 )
-from coordinator.forecast.runtimes import RuntimeHistory, expected_runtime
+from coordinator.forecast.runtimes import RuntimeHistory, expected_duration, expected_runtime
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import InventoryEvent
 
@@ -246,8 +246,9 @@ class LiveForecaster:
                 )
         waiting = [e for e in self.scheduler.queue.entries() if e.key not in bound]
         waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
-        pending = [e.obj for e in waiting]
-        return ClusterCopy(nodes=nodes, running=running, pending=[*pending, *extra])
+        pending = [*(e.obj for e in waiting), *extra]
+        durations = {_key(o): expected_duration(o, history=self.history) for o in pending}
+        return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
 
     # --- running forward -----------------------------------------------------------------------
 

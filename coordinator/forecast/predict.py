@@ -68,6 +68,9 @@ class ClusterCopy:
     nodes: Sequence[NodeCopy]
     running: Sequence[RunningCopy] = ()
     pending: Sequence[Mapping[str, Any]] = ()  # Pod objects, in queue order
+    #: how long each pending pod runs once it starts (by namespace/name; absent or unknown:
+    #: it does not end within the prediction)
+    durations: Mapping[str, Runtime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -164,6 +167,13 @@ async def _forward(
     ended: list[tuple[float, str]] = []
     sources: dict[str, RuntimeSource] = {}
     unknown = 0
+
+    def finish(key: str) -> None:
+        namespace, name = key.split("/", 1)
+        if cluster.pod(namespace, name) is not None:
+            cluster.finish_pod(namespace, name)
+            ended.append((round(loop.time(), 6), key))
+
     for running in state.running:
         obj = copy.deepcopy(dict(running.obj))
         obj.setdefault("status", {})["phase"] = "Running"
@@ -174,19 +184,16 @@ async def _forward(
         if left is None:
             unknown += 1
             continue
-
-        def finish(key: str = key) -> None:
-            namespace, name = key.split("/", 1)
-            if cluster.pod(namespace, name) is not None:
-                cluster.finish_pod(namespace, name)
-                ended.append((round(loop.time(), 6), key))
-
-        loop.call_at(left, finish)
+        loop.call_at(left, finish, key)
     all_bound = asyncio.Event()
     bound: dict[str, tuple[float, str]] = {}  # pod → (when, node)
 
     def on_bind(job: BindJob, exc: ClusterError | None) -> None:
         key = job.request.key
+        runs = state.durations.get(key)
+        if exc is None and runs is not None and runs.left_s is not None:
+            sources[key] = runs.source
+            loop.call_at(loop.time() + runs.left_s, finish, key)
         if exc is None and key in targets and key not in bound:
             bound[key] = (round(loop.time(), 6), job.decision.node)
             if len(bound) == len(targets):
