@@ -413,8 +413,9 @@ class Scheduler:
 
     def restate(self, keys: Iterable[str]) -> None:
         """The stated forecasts of these pending pods changed: write their ``PodScheduled``
-        message again with it — at most once per :data:`STATE_EVERY_S` per pod (a later change
-        waits for its turn), never for a pod not explained yet, being bound or bound."""
+        message again with it — the first at once, a change at most once per
+        :data:`STATE_EVERY_S` per pod (it waits for its turn) — never for a pod not explained
+        yet, being bound or bound."""
         wanted = set(keys)
         for entry in self.queue.entries():
             if entry.key in wanted:
@@ -429,6 +430,8 @@ class Scheduler:
         if last is None:
             return  # never explained: its first explanation will state it
         wait = last[1] + STATE_EVERY_S - self._clock()
+        if last[2] is None:
+            wait = 0.0  # its first forecast completes the explanation: stated at once
         if wait > 0:
             if uid not in self._restating:
                 self._restating.add(uid)

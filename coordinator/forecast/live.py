@@ -9,8 +9,10 @@ the live scheduler is shared), and publishes the answers through
 :class:`~coordinator.engine.forecasts.Forecasts`. Only the copy is made on the event loop.
 
 When: after the cluster changed (a node or bound pod, or the pending queue) and at most once
-per ``interval_s`` (60 s) — so each pod's forecast changes at most once a minute — and also when
-a forecast's start has passed without the pod starting (a runtime ran over). Pods whose stated
+per ``interval_s`` (60 s), and also when a forecast's start has passed without the pod starting
+(a runtime ran over); at once (at the next poll, ``poll_s``) when a pending pod has no forecast
+yet — a pod's forecast younger than ``interval_s`` is kept as it is, so each pod's forecast
+changes at most once a minute. Pods whose stated
 forecast moved are handed to ``restate`` (the scheduler re-writes their ``PodScheduled``
 message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
@@ -287,6 +289,14 @@ class LiveForecaster:
             found = await asyncio.to_thread(self._forward, state, None) if uids else {}
             self.forecasts.last_run_s = time.perf_counter() - began
             published = {k: self._forecast(p, uids.get(k, ""), now) for k, p in found.items()}
+            for key, forecast in published.items():  # at most one new forecast a minute per pod
+                kept = self.forecasts.get(key)
+                if (
+                    kept is not None
+                    and kept.uid == forecast.uid
+                    and now - kept.made_at < self.interval_s
+                ):
+                    published[key] = kept
             changed = self.forecasts.publish(published, now)
         if changed and self._restate is not None:
             self._restate(changed)
@@ -310,6 +320,8 @@ class LiveForecaster:
         return {k: self._forecast(p, "", now) for k, p in found.items()}
 
     def _due(self, now: float) -> bool:
+        if any(self.forecasts.get(k) is None for k in self._pending_keys()):
+            return True  # pods with no forecast yet (the others keep theirs for their minute)
         if self._last is not None and now - self._last < self.interval_s:
             return False
         size = sum(1 for _ in self.scheduler.queue.entries())

@@ -137,16 +137,12 @@ async def test_a_waiting_pod_shows_when_it_starts_and_whose_end_it_waits_for(liv
     assert start["node"] == "n0"
     assert start["in_s"] == pytest.approx(900, abs=15)
 
-    # The condition says it too — once a minute has passed since its last write.
-    await settle(live)
-    assert "expected" not in condition(live.cluster, "train-8")
-    live.clocks.advance(61)
-    live.runtime.scheduler.restate(["ml/train-8"])
+    # The condition says it too, at once: its first forecast completes the explanation.
     await settle(live)
     said = condition(live.cluster, "train-8")
     assert re.fullmatch(
         r"0/1 nodes are available: 1 Insufficient nvidia\.com/gpu\.; expected to start in "
-        r"~14 min \(about \d\d:\d\d UTC\), when train-7 ends",
+        r"~15 min \(about \d\d:\d\d UTC\), when train-7 ends",
         said,
     ), said
 
@@ -169,9 +165,8 @@ async def test_an_unchanged_forecast_writes_nothing_and_a_moved_one_at_most_once
         await settle(live)
     assert len(failures(live.cluster, "train-8")) == written
 
-    # A more urgent pod of 10 minutes arrives ahead of it: the start moves by 10 minutes. (Its
-    # arrival retried train-8, whose unchanged failure was reposted: the new forecast waits for
-    # a minute to pass since that write.)
+    # A more urgent pod of 10 minutes arrives ahead of it: the start moves by 10 minutes — made
+    # and stated once train-8's forecast is a minute old.
     urgent = job_pod("urgent", 8, duration="10m")
     urgent["spec"]["priority"] = 100
     urgent["spec"]["preemptionPolicy"] = "Never"  # it waits for train-7 too
@@ -181,22 +176,25 @@ async def test_an_unchanged_forecast_writes_nothing_and_a_moved_one_at_most_once
     await settle(live)
     assert "when urgent ends" not in condition(live.cluster, "train-8")
     live.clocks.advance(61)
-    live.runtime.scheduler.restate(["ml/train-8"])
+    await live.forecaster.refresh()
     await settle(live)
     said = condition(live.cluster, "train-8")
     assert "when urgent ends" in said
     assert "~65 min" in said  # train-7's 60 - 6 minutes, then urgent's 10
     written = len(failures(live.cluster, "train-8"))
 
-    # It goes again within the minute: the forecast moves back, but the write waits its turn.
+    # It goes again within the minute: the forecast moves back, but not before its minute.
     live.clocks.advance(10)
     live.cluster.delete_pod("ml", "urgent")
     await settle(live)
     await live.forecaster.refresh()
     await settle(live)
     assert len(failures(live.cluster, "train-8")) == written
-    live.clocks.advance(51)
-    live.runtime.scheduler.restate(["ml/train-8"])
+    forecast = live.forecasts.get("ml/train-8")
+    assert forecast is not None
+    assert forecast.after == ("ml/urgent",)
+    live.clocks.advance(51)  # the forecast is a minute old: it is made again, and stated
+    await live.forecaster.refresh()
     await settle(live)
     messages = failures(live.cluster, "train-8")
     assert len(messages) == written + 1
