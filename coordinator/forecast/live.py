@@ -45,11 +45,16 @@ from coordinator.forecast.predict import (
     RunningCopy,
     predict_starts,
 )
-from coordinator.forecast.runtimes import RuntimeHistory, expected_duration, expected_runtime
+from coordinator.forecast.runtimes import (
+    Runtime,
+    RuntimeHistory,
+    expected_duration,
+    expected_runtime,
+)
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import InventoryEvent
 
-__all__ = ["HORIZON_S", "INTERVAL_S", "LiveForecaster", "node_object", "pod_object"]
+__all__ = ["HORIZON_S", "INTERVAL_S", "LiveForecaster", "copy_of", "node_object", "pod_object"]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +132,38 @@ def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def copy_of(
+    scheduler: Scheduler,
+    *,
+    started: Callable[[BoundPod], float],
+    left: Callable[[BoundPod, Mapping[str, Any]], Runtime],
+    duration: Callable[[Mapping[str, Any]], Runtime],
+    extra: Sequence[Mapping[str, Any]] = (),
+) -> ClusterCopy:
+    """What ``scheduler`` knows, as a copy: its inventory's nodes with a Node object, their bound
+    pods (``started``: when each started; ``left``: how long it still runs), its queue in the
+    scheduler's order (priority, then age) and ``extra`` after it (``duration``: how long each
+    runs once started)."""
+    inventory = scheduler.inventory
+    nodes: list[NodeCopy] = []
+    running: list[RunningCopy] = []
+    bound: set[str] = set()
+    for name in inventory.names():
+        state = inventory.scheduling_node(name)
+        if state is None or state.ready is None:
+            continue  # no Node object: nothing is scheduled there
+        nodes.append(NodeCopy(node_object(state), state.topology))
+        for pod in inventory.bound_pods(name):
+            obj = pod_object(pod, started=started(pod))
+            bound.add(f"{pod.namespace}/{pod.name}")
+            running.append(RunningCopy(obj, left(pod, obj)))
+    waiting = [e for e in scheduler.queue.entries() if e.key not in bound]
+    waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
+    pending = [*(e.obj for e in waiting), *extra]
+    durations = {_key(o): duration(o) for o in pending}
+    return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
 
 
 class LiveForecaster:
@@ -230,27 +267,18 @@ class LiveForecaster:
     def copy(self, extra: Sequence[Mapping[str, Any]] = ()) -> ClusterCopy:
         """The live cluster now (the event loop's: call it there), with ``extra`` pods pending
         after the queue's."""
-        inventory = self.scheduler.inventory
         now = self._wall()
-        nodes: list[NodeCopy] = []
-        running: list[RunningCopy] = []
-        bound: set[str] = set()
-        for name in inventory.names():
-            state = inventory.scheduling_node(name)
-            if state is None or state.ready is None:
-                continue  # no Node object: nothing is scheduled there
-            nodes.append(NodeCopy(node_object(state), state.topology))
-            for pod in inventory.bound_pods(name):
-                obj = pod_object(pod, started=self._seen.get(pod.uid, now))
-                bound.add(f"{pod.namespace}/{pod.name}")
-                running.append(
-                    RunningCopy(obj, expected_runtime(obj, now=now, history=self.history))
-                )
-        waiting = [e for e in self.scheduler.queue.entries() if e.key not in bound]
-        waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
-        pending = [*(e.obj for e in waiting), *extra]
-        durations = {_key(o): expected_duration(o, history=self.history) for o in pending}
-        return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
+
+        def left(pod: BoundPod, obj: Mapping[str, Any]) -> Runtime:
+            return expected_runtime(obj, now=now, history=self.history)
+
+        return copy_of(
+            self.scheduler,
+            started=lambda pod: self._seen.get(pod.uid, now),
+            left=left,
+            duration=lambda obj: expected_duration(obj, history=self.history),
+            extra=extra,
+        )
 
     # --- running forward -----------------------------------------------------------------------
 

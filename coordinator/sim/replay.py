@@ -47,7 +47,7 @@ from coordinator.sim.pods import NAMESPACE, job_manifests
 from coordinator.sim.policies import Policy
 from coordinator.sim.trace import Job
 
-__all__ = ["ReplaySettings", "Simulator"]
+__all__ = ["Arrival", "ReplaySettings", "Simulator"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +58,18 @@ class ReplaySettings:
     """Quiet simulated time, once nothing runs or arrives, before the replay ends."""
     poll_s: float = 60.0
     """How often (simulated) the replay checks whether it has ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A job's pods were just created (:meth:`Simulator.run`'s ``on_arrival``): the engine as it
+    is then, and when each started job's pods will end (simulated seconds)."""
+
+    job: int  # its index in the trace (sorted by arrival)
+    now: float
+    engine: SimulatedEngine
+    ends: Mapping[str, float]  # pod key → end, for every pod of a started job
+    owner: Mapping[str, int]  # pod key → job index
 
 
 @dataclass(slots=True)
@@ -115,12 +127,18 @@ class Simulator:
         )
 
     def run(
-        self, policy: Policy, *, progress: Callable[[int, int], None] | None = None
+        self,
+        policy: Policy,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        on_arrival: Callable[[Arrival], None] | None = None,
     ) -> RunResult:
+        """``on_arrival`` is called as each job's pods are created (simulated time stands still
+        while it runs: a prediction may look at the engine then)."""
         loop = SimulatedLoop()
 
         async def replay() -> RunResult:
-            return await _Replay(self, policy, loop, progress).run()
+            return await _Replay(self, policy, loop, progress, on_arrival).run()
 
         try:
             return loop.run_until_complete(replay())
@@ -137,7 +155,9 @@ class _Replay:
         policy: Policy,
         loop: SimulatedLoop,
         progress: Callable[[int, int], None] | None,
+        on_arrival: Callable[[Arrival], None] | None = None,
     ) -> None:
+        self.on_arrival = on_arrival
         self.sim = sim
         self.policy = policy
         self.loop = loop
@@ -169,6 +189,13 @@ class _Replay:
         self.runs.setdefault(i, _Run())
         for manifest in self.sim.manifests[i]:
             self.cluster.create_pod(manifest)
+        if self.on_arrival is not None:
+            ends = {
+                key: outcome.end_s
+                for j, outcome in self.outcomes.items()
+                for key in self.runs[j].bound
+            }
+            self.on_arrival(Arrival(i, self._now(), self.engine, ends, self.owner))
 
     def _on_bind(self, job: BindJob, exc: ClusterError | None) -> None:
         i = self.owner.get(job.request.key)
