@@ -435,7 +435,8 @@ def with_prediction(
     answer: WhatIfAnswer, forecasts: Sequence[Forecast], now: float
 ) -> WhatIfAnswer:
     """``answer`` with its predicted start (when the last of its pods starts) and what it waits
-    for; "wait" first among the suggestions when a start is predicted."""
+    for; "wait" first among the suggestions when it starts once running pods end (a start
+    without anyone's end is Topos preempting for it: no "wait")."""
     if not forecasts:
         return answer
     waits = sorted({k for f in forecasts for k in f.after})
@@ -450,9 +451,9 @@ def with_prediction(
     sources = {k: v for f in forecasts for k, v in f.sources.items()}
     shown = ", ".join(f"{k} ({sources.get(k, 'unknown')})" for k in waits[:8])
     more = f" and {len(waits) - 8} more" if len(waits) > 8 else ""
-    summary = f"wait ~{span(start)}" + (
-        f" for {shown}{more} to end" if waits else " (it starts as soon as it is tried)"
-    )
+    if not waits:  # it starts without anyone's end: Topos would preempt for it (or retry)
+        return msgspec.structs.replace(answer, predicted_start_s=start, waits_for=[])
+    summary = f"wait ~{span(start)} for {shown}{more} to end"
     wait = Suggestion(rank=1, kind="wait", summary=summary, nodes=nodes)
     ranked = [wait] + [
         msgspec.structs.replace(s, rank=i)
