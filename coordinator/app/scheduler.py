@@ -16,7 +16,10 @@ MemoryCluster`, so explain and simulate work on what the agents report. While th
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import logging
+import multiprocessing
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -32,7 +35,6 @@ from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.leadership import LEADER
 from coordinator.core.framework.prices import PriceTable
-from coordinator.core.framework.profiles import Profiles
 from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
 from coordinator.core.registry import build_profiles
@@ -89,10 +91,11 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     settings = RuntimeSettings(max_binds_in_flight=section.max_binds_in_flight)
     gang_settings = config.gangs.settings()  # gangs_runtime (issue 6)
 
-    def forward_profiles() -> Profiles:
-        """Profiles of their own for a forward run (in its thread: nothing shared with the
-        live scheduler's), from the same configuration."""
-        return build_profiles(config.scheduling, leaf_label=config.gangs.domain_keys.leaf)
+    # Profiles of their own for each forward run (built in the forecaster's process: nothing
+    # shared with the live scheduler's), from the same configuration.
+    forward_profiles = functools.partial(
+        build_profiles, config.scheduling, leaf_label=config.gangs.domain_keys.leaf
+    )
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]
@@ -115,6 +118,11 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         _record_trouble(runtime, gangs, history)
         await gangs.start()
         slot.scheduler = runtime.scheduler
+        # The forward runs in a process of their own: a thread would take the interpreter lock
+        # from the scheduling loop for as long as a run lasts.
+        forecasting = concurrent.futures.ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        )
         forecasts = Forecasts()
         runtime.scheduler.forecasts = forecasts
         forecaster = LiveForecaster(
@@ -123,6 +131,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             profiles=forward_profiles,
             settings=EngineSettings(gangs=gang_settings, runtime=settings),
             restate=runtime.scheduler.restate,
+            executor=forecasting,
         )
         app[WHATIF].whatif = what_if(runtime, gangs, predictor=forecaster)
         app[METRICS].scheduling.attach(runtime.scheduler)
@@ -137,6 +146,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             yield
         finally:
             await forecaster.stop()
+            forecasting.shutdown(wait=False, cancel_futures=True)
             app[RUNNING].forecaster = None
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None

@@ -3,10 +3,11 @@
 :class:`LiveForecaster` copies what the running scheduler knows — the inventory's nodes (Node
 object and agent topology), its bound pods (any scheduler's, with their GPUs), the pending queue
 in the scheduler's order — into a :class:`~coordinator.forecast.predict.ClusterCopy`, runs the
-engine forward on it in a worker thread (:func:`~coordinator.forecast.predict.predict_starts`
-on its own simulated loop and its own profiles, built from the same configuration: nothing of
-the live scheduler is shared), and publishes the answers through
-:class:`~coordinator.engine.forecasts.Forecasts`. Only the copy is made on the event loop.
+engine forward on it in an executor (the app's: a worker process;
+:func:`~coordinator.forecast.predict.predict_starts` on its own simulated loop and its own
+profiles, built from the same configuration: nothing of the live scheduler is shared), and
+publishes the answers through :class:`~coordinator.engine.forecasts.Forecasts`. Only the copy
+is made on the event loop.
 
 When: after the cluster changed (a node or bound pod, or the pending queue) and at most once
 per ``interval_s`` (60 s), and also when a forecast's start has passed without the pod starting
@@ -26,6 +27,7 @@ running when the forecaster started teach nothing (their start is not known).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime
 import logging
@@ -166,10 +168,25 @@ def copy_of(
     return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
 
 
+def forward(
+    state: ClusterCopy,
+    pods: Sequence[str] | None,
+    horizon_s: float,
+    profiles: Callable[[], Profiles],
+    settings: EngineSettings | None,
+) -> dict[str, Prediction]:
+    """One forward run, wherever the executor runs it (a thread, or another process: then every
+    argument is pickled — ``profiles`` a module-level function or a ``functools.partial`` of one);
+    its own profiles, its own simulated loop."""
+    return predict_starts(state, pods, horizon_s=horizon_s, framework=profiles(), settings=settings)
+
+
 class LiveForecaster:
     """Forecasts for ``scheduler``'s pending pods, published to ``forecasts``. ``profiles``
-    builds the profiles a forward run uses (called in the worker thread: each run has its own);
-    ``restate`` gets the pods whose stated forecast changed."""
+    builds the profiles a forward run uses (called where it runs: each run has its own);
+    ``executor`` runs it (``None``: the loop's default thread pool; the app gives a process of
+    its own, so the forward run never holds the event loop's interpreter lock); ``restate`` gets
+    the pods whose stated forecast changed."""
 
     def __init__(
         self,
@@ -184,7 +201,9 @@ class LiveForecaster:
         horizon_s: float = HORIZON_S,
         restate: Callable[[Sequence[str]], None] | None = None,
         wall: Callable[[], float] = time.time,
+        executor: concurrent.futures.Executor | None = None,
     ) -> None:
+        self._executor = executor
         self.scheduler = scheduler
         self.forecasts = forecasts
         self.history = history if history is not None else RuntimeHistory()
@@ -282,14 +301,12 @@ class LiveForecaster:
 
     # --- running forward -----------------------------------------------------------------------
 
-    def _forward(self, state: ClusterCopy, pods: Sequence[str] | None) -> dict[str, Prediction]:
-        """In the worker thread: its own profiles, its own simulated loop."""
-        return predict_starts(
-            state,
-            pods,
-            horizon_s=self.horizon_s,
-            framework=self._profiles(),
-            settings=self._settings,
+    async def _forward(
+        self, state: ClusterCopy, pods: Sequence[str] | None
+    ) -> dict[str, Prediction]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, forward, state, pods, self.horizon_s, self._profiles, self._settings
         )
 
     def _forecast(self, p: Prediction, uid: str, now: float) -> Forecast:
@@ -314,7 +331,7 @@ class LiveForecaster:
             state = self.copy()
             uids = {_key(o): str((o.get("metadata") or {}).get("uid") or "") for o in state.pending}
             began = time.perf_counter()
-            found = await asyncio.to_thread(self._forward, state, None) if uids else {}
+            found = await self._forward(state, None) if uids else {}
             self.forecasts.last_run_s = time.perf_counter() - began
             published = {k: self._forecast(p, uids.get(k, ""), now) for k, p in found.items()}
             for key, forecast in published.items():  # at most one new forecast a minute per pod
@@ -344,7 +361,7 @@ class LiveForecaster:
         keys = [_key(o) for o in extra]
         async with self._running:
             state = self.copy(extra)
-            found = await asyncio.to_thread(self._forward, state, keys)
+            found = await self._forward(state, keys)
         return {k: self._forecast(p, "", now) for k, p in found.items()}
 
     def _due(self, now: float) -> bool:
