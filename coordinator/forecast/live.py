@@ -143,11 +143,22 @@ def copy_of(
     left: Callable[[BoundPod, Mapping[str, Any]], Runtime],
     duration: Callable[[Mapping[str, Any]], Runtime],
     extra: Sequence[Mapping[str, Any]] = (),
+    memo: dict[str, tuple[object, dict[str, Any]]] | None = None,
 ) -> ClusterCopy:
     """What ``scheduler`` knows, as a copy: its inventory's nodes with a Node object, their bound
     pods (``started``: when each started; ``left``: how long it still runs), its queue in the
     scheduler's order (priority, then age) and ``extra`` after it (``duration``: how long each
-    runs once started)."""
+    runs once started). ``memo`` keeps the objects made, by node name and pod UID, for the next
+    copy: a node or pod unchanged since (the inventory's values are immutable) is not made
+    again."""
+    memo = memo if memo is not None else {}
+    seen: set[str] = set()
+
+    def kept(key: str, value: object) -> dict[str, Any] | None:
+        seen.add(key)
+        found = memo.get(key)
+        return found[1] if found is not None and found[0] is value else None
+
     inventory = scheduler.inventory
     nodes: list[NodeCopy] = []
     running: list[RunningCopy] = []
@@ -156,15 +167,24 @@ def copy_of(
         state = inventory.scheduling_node(name)
         if state is None or state.ready is None:
             continue  # no Node object: nothing is scheduled there
-        nodes.append(NodeCopy(node_object(state), state.topology))
+        node = kept(f"node/{name}", state)
+        if node is None:
+            node = node_object(state)
+            memo[f"node/{name}"] = (state, node)
+        nodes.append(NodeCopy(node, state.topology))
         for pod in inventory.bound_pods(name):
-            obj = pod_object(pod, started=started(pod))
+            obj = kept(f"pod/{pod.uid}", pod)
+            if obj is None:
+                obj = pod_object(pod, started=started(pod))
+                memo[f"pod/{pod.uid}"] = (pod, obj)
             bound.add(f"{pod.namespace}/{pod.name}")
             running.append(RunningCopy(obj, left(pod, obj)))
     waiting = [e for e in scheduler.queue.entries() if e.key not in bound]
     waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
     pending = [*(e.obj for e in waiting), *extra]
     durations = {_key(o): duration(o) for o in pending}
+    for key in [k for k in memo if k not in seen]:
+        del memo[key]
     return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
 
 
@@ -204,6 +224,7 @@ class LiveForecaster:
         executor: concurrent.futures.Executor | None = None,
     ) -> None:
         self._executor = executor
+        self._memo: dict[str, tuple[object, dict[str, Any]]] = {}
         self.scheduler = scheduler
         self.forecasts = forecasts
         self.history = history if history is not None else RuntimeHistory()
@@ -297,6 +318,7 @@ class LiveForecaster:
             left=left,
             duration=lambda obj: expected_duration(obj, history=self.history),
             extra=extra,
+            memo=self._memo,
         )
 
     # --- running forward -----------------------------------------------------------------------
