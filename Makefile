@@ -32,9 +32,10 @@ k8s-binaries: $(STAMP)
 helm: $(STAMP)
 	$(PY) -m devcluster.helm ensure || { [ "$$CI" != "true" ] && echo "warning: helm unavailable; the Helm chart's tests will be skipped"; }
 
-# The workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow Trainer, KubeRay) for
-# tests/e2e_workloads and `topos devcluster up --workloads`, each built from its Go module at its
-# exact version (docs/workloads.md): about 16 min cold on a busy two-core machine, then cached.
+# The workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow Trainer, KubeRay) and Kueue
+# for tests/e2e_workloads and `topos devcluster up --workloads` / `--kueue`, each built from its Go
+# module at its exact version (docs/workloads.md, docs/kueue.md): about 23 min cold on a busy
+# two-core machine, then cached.
 controllers: $(STAMP)
 	$(PY) -m devcluster.workloads ensure || { [ "$$CI" != "true" ] && echo "warning: workload controllers unavailable; their tests will be skipped"; }
 

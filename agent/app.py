@@ -75,7 +75,10 @@ async def _connect(settings: AgentSettings) -> KubeClient:
 async def run(settings: AgentSettings) -> int:
     """Run the agent with ``settings`` until SIGTERM/SIGINT (or one cycle with ``once``)."""
     hardware = await asyncio.to_thread(
-        open_hardware, settings.profile, hostname=None if settings.dry_run else settings.node_name
+        open_hardware,
+        settings.profile,
+        hostname=None if settings.dry_run else settings.node_name,
+        sysfs_root=settings.sysfs_root,
     )
     try:
         return await _run_with(settings, hardware)

@@ -13,15 +13,17 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from agent.health import GpuEvent, HealthLedger
+from agent.health_monitor import HealthMonitor, summary
 from agent.metrics import AgentMetrics
 from agent.models import models_annotation, scan_model_cache
 from agent.podresources import ContainerAllocation, PodResourcesClient, PodResourcesError
-from agent.publish import NodeNotFound, NodePublisher, PublishResult
+from agent.publish import Condition, NodeNotFound, NodePublisher, PublishResult
 from agent.settings import AgentSettings
 from agent.stream import StreamClient
 from common import labels as L
@@ -60,6 +62,25 @@ def to_wire(allocations: Sequence[ContainerAllocation]) -> tuple[wire.ContainerA
     return tuple(out)
 
 
+_MESSAGE_MAX = 1024
+
+
+def health_condition(topology: NodeTopology) -> Condition | None:
+    """The ``ToposGPUHealthy`` Node condition for this snapshot (``None``: a node without GPUs)."""
+    if not topology.gpus:
+        return None
+    status, message = summary(topology)
+    if len(message) > _MESSAGE_MAX:
+        message = message[: _MESSAGE_MAX - 1] + "…"
+    reason = {"ok": "GPUsHealthy", "degraded": "GPUDegraded", "unhealthy": "GPUUnhealthy"}[status]
+    return Condition(
+        type=L.GPU_HEALTH_CONDITION,
+        status="True" if status == "ok" else "False",
+        reason=reason,
+        message=message,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CycleResult:
     topology: NodeTopology
@@ -78,6 +99,7 @@ class Agent:
         publisher: NodePublisher | None,
         podresources: PodResourcesClient | None = None,
         stream: StreamClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -86,6 +108,8 @@ class Agent:
         self.stream = stream
         self.metrics = AgentMetrics()
         self.ledger = HealthLedger()
+        self.monitor = HealthMonitor(settings.health_thresholds)
+        self._clock = clock
         self.ready = False
         self.last_error: str | None = None
         self._wake = asyncio.Event()
@@ -97,7 +121,7 @@ class Agent:
         started = time.perf_counter()
         topology = await asyncio.to_thread(self.source.discover)
         self.metrics.discovery_seconds.observe(time.perf_counter() - started)
-        return self.ledger.apply(topology)
+        return self.monitor.observe(self.ledger.apply(topology), self._clock())
 
     async def allocations(self) -> tuple[wire.ContainerAllocation, ...]:
         if self.podresources is None:
@@ -115,6 +139,10 @@ class Agent:
         topology = await self.discover()
         self.metrics.gpus_total.set(len(topology.gpus))
         self.metrics.gpus_healthy.set(sum(1 for g in topology.gpus if g.healthy))
+        for status in ("ok", "degraded", "unhealthy"):
+            self.metrics.gpu_health.labels(status).set(
+                sum(1 for g in topology.gpus if g.health is not None and g.health.status == status)
+            )
         desired = labels(topology, self.settings.labeling)
         if self.settings.model_cache_dir is not None:
             desired = await self.with_models(desired, self.settings.model_cache_dir)
@@ -123,7 +151,11 @@ class Agent:
         result: PublishResult | None = None
         if self.publisher is not None:
             try:
-                result = await self.publisher.publish(desired)
+                result = await self.publisher.publish(
+                    desired,
+                    health_condition(topology),
+                    datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                )
             except Exception:
                 self.metrics.publish_total.labels("error").inc()
                 self.metrics.publish_errors.inc()
@@ -145,6 +177,8 @@ class Agent:
 
     async def on_event(self, event: GpuEvent) -> None:
         self.metrics.nvml_events.labels("true" if event.fatal else "false").inc()
+        if event.xid is not None:
+            self.monitor.record_xid(event.uuid, event.xid)
         changed = self.ledger.record(event)
         log.warning(
             "NVML event",

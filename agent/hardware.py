@@ -21,7 +21,7 @@ class Hardware:
     close: Callable[[], None] | None = None
 
 
-def open_hardware(profile: str | None, *, hostname: str | None) -> Hardware:
+def open_hardware(profile: str | None, *, hostname: str | None, sysfs_root: str = "/") -> Hardware:
     """The fake NVML of ``profile`` (name or file), or the real NVML (blocking)."""
     # imported here: `topos <other command>` must not pay for (or depend on) discovery's imports
     from agent.devices import NvmlSource, ProfileSource
@@ -37,4 +37,5 @@ def open_hardware(profile: str | None, *, hostname: str | None) -> Hardware:
         import pynvml
     except ImportError:  # pragma: no cover - nvidia-ml-py is a dependency
         pynvml = None
-    return Hardware(source=NvmlSource(nvml_module=pynvml, hostname=hostname), nvml=pynvml)
+    real = NvmlSource(nvml_module=pynvml, hostname=hostname, sysfs_root=sysfs_root)
+    return Hardware(source=real, nvml=pynvml)

@@ -15,6 +15,7 @@ event as the driver would.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -80,6 +81,16 @@ class HealthLedger:
         return msgspec.structs.replace(topology, gpus=gpus)
 
 
+def _key(handle: Any) -> Any:
+    """A dict key for a device handle: the real pynvml's handles are ctypes pointers, which are
+    unhashable and differ per call, so they are keyed by the address they point at."""
+    try:
+        hash(handle)
+    except TypeError:
+        return ("address", ctypes.cast(handle, ctypes.c_void_p).value)
+    return handle
+
+
 def _is(exc: BaseException, nvml: Any, name: str) -> bool:
     cls = getattr(nvml, name, None)
     return isinstance(cls, type) and isinstance(exc, cls)
@@ -92,7 +103,8 @@ class NvmlEventWatcher:
         self._nvml = nvml
         self._wait_ms = wait_ms
         self._set: Any = None
-        self._uuids: dict[Any, str] = {}  # device handle → UUID
+        self._uuids: dict[Any, str] = {}  # device handle (see _key) → UUID
+        self._handles: list[tuple[Any, str]] = []
         self._stopping = False
         self._initialized = False
         self.opened = threading.Event()
@@ -115,7 +127,8 @@ class NvmlEventWatcher:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             uuid = nvml.nvmlDeviceGetUUID(handle)
             uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-            self._uuids[handle] = uuid
+            self._uuids[_key(handle)] = uuid
+            self._handles.append((handle, uuid))
             try:
                 nvml.nvmlDeviceRegisterEvents(handle, kinds, self._set)
             except Exception as exc:
@@ -140,7 +153,7 @@ class NvmlEventWatcher:
                 # so report the GPUs whose handles no longer answer.
                 return self._find_lost()
             raise
-        uuid = self._uuids.get(data.device)
+        uuid = self._uuids.get(_key(data.device))
         if uuid is None:
             try:
                 raw = nvml.nvmlDeviceGetUUID(data.device)
@@ -153,7 +166,7 @@ class NvmlEventWatcher:
         return GpuEvent(uuid=uuid, reason="double-bit ECC error")
 
     def _find_lost(self) -> GpuEvent | None:
-        for handle, uuid in self._uuids.items():
+        for handle, uuid in self._handles:
             try:
                 self._nvml.nvmlDeviceGetUUID(handle)
             except Exception as exc:

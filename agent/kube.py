@@ -25,3 +25,11 @@ class KubeNodeApi:
         except NotFound:
             raise NodeNotFound(name) from None
         return NodeMetadata.from_node(node)
+
+    async def patch_node_status(self, name: str, patch: JsonPatch) -> None:
+        try:
+            await self._client.patch(
+                NODES, name, patch, patch_type="strategic", subresource="status"
+            )
+        except NotFound:
+            raise NodeNotFound(name) from None

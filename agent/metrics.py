@@ -46,6 +46,12 @@ class AgentMetrics:
         self.gpus_total = Gauge(
             "topos_agent_gpus", "GPUs in the last snapshot.", registry=self.registry
         )
+        self.gpu_health = Gauge(
+            "topos_agent_gpu_health",
+            "GPUs by the health verdict of the last snapshot (docs/health.md).",
+            ["status"],
+            registry=self.registry,
+        )
         self.nvml_events = Counter(
             "topos_agent_nvml_events_total",
             "NVML events received, by whether they made a GPU unhealthy.",

@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from common import labels as L
 from common.labels import NodeLabels
@@ -27,8 +27,13 @@ log = logging.getLogger("topos.agent.publish")
 JsonPatch = dict[str, Any]
 
 
+#: Labels the agent writes only where nobody else has: a Node whose GPU Feature Discovery already
+#: wrote ``nvidia.com/gpu.clique`` keeps GFD's value, and the agent does not take the key over.
+DEFER_TO_OTHERS: Final = frozenset({L.GFD_GPU_CLIQUE})
+
+
 class NodeApi(Protocol):
-    """The two Node verbs the publisher needs (``agent.kube`` adapts the Kubernetes client)."""
+    """The Node verbs the publisher needs (``agent.kube`` adapts the Kubernetes client)."""
 
     async def get_node_metadata(self, name: str) -> NodeMetadata:
         """The Node's labels and annotations; raises ``NodeNotFound`` when there is no Node."""
@@ -36,6 +41,10 @@ class NodeApi(Protocol):
 
     async def patch_node_metadata(self, name: str, patch: JsonPatch) -> NodeMetadata:
         """Apply a JSON merge patch to the Node and return its metadata after the patch."""
+        ...
+
+    async def patch_node_status(self, name: str, patch: JsonPatch) -> None:
+        """Apply a strategic merge patch to the Node's status (conditions merge by type)."""
         ...
 
 
@@ -53,15 +62,58 @@ class NodeNotFound(LookupError):
 class NodeMetadata:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    conditions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # by type
 
     @classmethod
     def from_node(cls, node: Mapping[str, Any]) -> NodeMetadata:
         """From a raw Node object (``{"metadata": {"labels": …, "annotations": …}}``)."""
         meta = node.get("metadata") or {}
+        status = node.get("status") or {}
+        conditions = {
+            str(c.get("type")): c for c in status.get("conditions") or () if isinstance(c, dict)
+        }
         return cls(
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
+            conditions=conditions,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A Node condition the agent owns (``status``: "True" / "False")."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+def condition_patch(current: NodeMetadata, desired: Condition, now: str) -> JsonPatch | None:
+    """The status patch that sets ``desired`` (``None`` when the Node already says the same);
+    ``lastTransitionTime`` moves only when the status flips."""
+    old = current.conditions.get(desired.type)
+    same = old is not None and all(
+        old.get(k) == getattr(desired, k) for k in ("status", "reason", "message")
+    )
+    if same:
+        return None
+    flipped = old is None or old.get("status") != desired.status
+    since = now if flipped else str((old or {}).get("lastTransitionTime") or now)
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": desired.type,
+                    "status": desired.status,
+                    "reason": desired.reason,
+                    "message": desired.message,
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": since,
+                }
+            ]
+        }
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +187,16 @@ def _diff(
 def plan_patch(current: NodeMetadata, desired: NodeLabels) -> PatchPlan:
     """The merge patch that takes ``current`` to carry ``desired``, removing our stale keys."""
     owned_before = OwnedKeys.decode(current.annotations.get(L.OWNED_KEYS))
+    deferred = {
+        k
+        for k in DEFER_TO_OTHERS
+        if k in desired.labels and k in current.labels and k not in owned_before.labels
+    }
+    if deferred:  # written by someone else (GFD): theirs stands, and stays theirs
+        desired = NodeLabels(
+            labels={k: v for k, v in desired.labels.items() if k not in deferred},
+            annotations=desired.annotations,
+        )
     owned_now = OwnedKeys(
         labels=frozenset(desired.labels), annotations=frozenset(desired.annotations)
     )
@@ -175,6 +237,7 @@ class PublishResult:
     added: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    condition_patched: bool = False
 
 
 class NodePublisher:
@@ -188,11 +251,30 @@ class NodePublisher:
     def node_name(self) -> str:
         return self._node
 
-    async def publish(self, desired: NodeLabels) -> PublishResult:
+    async def publish(
+        self, desired: NodeLabels, condition: Condition | None = None, now: str = ""
+    ) -> PublishResult:
+        """Labels and annotations (and ``condition``, when given) from one GET; a PATCH only
+        for what changed (``now``: RFC 3339 time for the condition's timestamps)."""
         current = await self._api.get_node_metadata(self._node)
+        status_patched = False
+        if condition is not None:
+            status_patch = condition_patch(current, condition, now)
+            if status_patch is not None:
+                await self._api.patch_node_status(self._node, status_patch)
+                status_patched = True
+                log.info(
+                    "published node condition",
+                    extra={
+                        "node": self._node,
+                        "condition": condition.type,
+                        "status": condition.status,
+                        "reason": condition.reason,
+                    },
+                )
         plan = plan_patch(current, desired)
         if plan.patch is None:
-            return PublishResult(patched=False)
+            return PublishResult(patched=False, condition_patched=status_patched)
         await self._api.patch_node_metadata(self._node, plan.patch)
         log.info(
             "published node labels",
@@ -204,5 +286,9 @@ class NodePublisher:
             },
         )
         return PublishResult(
-            patched=True, added=plan.added, changed=plan.changed, removed=plan.removed
+            patched=True,
+            added=plan.added,
+            changed=plan.changed,
+            removed=plan.removed,
+            condition_patched=status_patched,
         )

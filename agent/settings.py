@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Final
 
+from agent.health_monitor import HealthThresholds, ThresholdError
 from agent.podresources import DEFAULT_SOCKET
 from common.hostport import parse_host_port
 from common.labeling import COMPAT_SETS, LabelingSettings
@@ -49,6 +50,29 @@ class AgentSettings:
     model_cache_dir: str | None = None
     """A Hugging Face hub cache on the host (mounted into the agent) whose models are published
     as ``topos.io/models``; ``None``: no model annotation."""
+    health_thresholds: HealthThresholds = field(default_factory=HealthThresholds)
+    """When NVML's health readings make a GPU or link degraded/unhealthy (docs/health.md)."""
+    sysfs_root: str = "/"
+    """Where the host's sysfs is (real NVML only; tests point it at a fake tree)."""
+
+
+def load_thresholds(path: str) -> HealthThresholds:
+    """``--health-thresholds FILE``: a YAML mapping of ``HealthThresholds`` fields."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as exc:
+        raise AgentError(f"--health-thresholds {path}: {exc}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise AgentError(f"--health-thresholds {path}: must be a mapping of thresholds")
+    try:
+        return HealthThresholds.from_mapping(data, origin=path)
+    except ThresholdError as exc:
+        raise AgentError(f"--health-thresholds {exc}") from None
 
 
 def stream_url(base: str) -> str:
@@ -129,6 +153,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Hugging Face hub cache to publish as topos.io/models (default: "
         "$TOPOS_MODEL_CACHE_DIR; '' for none)",
     )
+    parser.add_argument(
+        "--health-thresholds",
+        metavar="FILE",
+        default=os.environ.get("TOPOS_HEALTH_THRESHOLDS", ""),
+        help="YAML file of GPU/NVLink health thresholds (docs/health.md; default: built in)",
+    )
+    parser.add_argument(
+        "--sysfs-root",
+        metavar="DIR",
+        default="/",
+        help="read the PCI tree, NUMA nodes and NICs under DIR instead of / (real NVML only)",
+    )
     parser.add_argument("--log-level", default="info", help="debug, info, warning or error")
 
 
@@ -167,4 +203,10 @@ def settings_from_args(
         token_file=args.token_file or None,
         coordinator_ca=args.coordinator_ca or None,
         model_cache_dir=getattr(args, "model_cache_dir", "") or None,
+        health_thresholds=(
+            load_thresholds(args.health_thresholds)
+            if getattr(args, "health_thresholds", "")
+            else HealthThresholds()
+        ),
+        sysfs_root=getattr(args, "sysfs_root", "/") or "/",
     )

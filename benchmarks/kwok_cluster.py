@@ -90,10 +90,37 @@ def node_name(index: int) -> str:
     return f"kwok-gpu-{index:04d}"
 
 
-def node_body(index: int) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fabric:
+    """How ``nodes`` Nodes are spread: ``leaves`` leaves of consecutive Nodes (as even as the
+    count allows), ``LEAVES_PER_SPINE`` leaves a spine, and NVLink domains
+    (``nvidia.com/gpu.clique``, as GPU Feature Discovery writes it) of ``clique_nodes``
+    consecutive Nodes inside each leaf (none when 0)."""
+
+    nodes: int
+    leaves: int
+    clique_nodes: int = 0
+
+    def leaf(self, index: int) -> int:
+        return index * self.leaves // self.nodes
+
+    def leaf_start(self, leaf: int) -> int:
+        return -(-leaf * self.nodes // self.leaves)
+
+    def clique(self, index: int) -> str:
+        leaf = self.leaf(index)
+        return f"leaf-{leaf}-clique-{(index - self.leaf_start(leaf)) // self.clique_nodes}"
+
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
+
+def node_body(index: int, fabric: Fabric | None = None) -> dict[str, Any]:
     name = node_name(index)
-    leaf = index // NODES_PER_LEAF
+    leaf = index // NODES_PER_LEAF if fabric is None else fabric.leaf(index)
     node_labels, annotations = _published(name)  # what the agent writes, topology included
+    if fabric is not None and fabric.clique_nodes:
+        node_labels[CLIQUE_LABEL] = fabric.clique(index)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -112,14 +139,15 @@ def node_body(index: int) -> dict[str, Any]:
     }
 
 
-async def create_nodes(kube: KubeClient, count: int) -> None:
-    """Create ``count`` Nodes with GPU capacity (status written by us, Ready set by KWOK)."""
+async def create_nodes(kube: KubeClient, count: int, fabric: Fabric | None = None) -> None:
+    """Create ``count`` Nodes with GPU capacity (status written by us, Ready set by KWOK), in
+    leaves of ``NODES_PER_LEAF`` or as ``fabric`` says."""
     status = {"capacity": capacity(discover_profile(PROFILE, hostname="x"))}
     status["allocatable"] = dict(status["capacity"])
     sem = asyncio.Semaphore(64)
 
     async def one(i: int) -> None:
-        body = node_body(i)
+        body = node_body(i, fabric)
         async with sem:
             name = body["metadata"]["name"]
             for attempt in range(5):  # a POST is not retried by the client: a busy box drops some

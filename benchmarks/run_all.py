@@ -56,7 +56,13 @@ ARGS: dict[str, list[str]] = {
 }
 #: Benchmarks that need longer than ``--timeout`` (seconds).
 TIMEOUTS: dict[str, float] = {"churn_soak": 3600.0, "sharing_trace": 1800.0}
-JSON_ROWS = {"decision_scaling", "placement_quality", "resource_use", "sharing_trace"}
+JSON_ROWS = {
+    "decision_scaling",
+    "kwok_workloads",
+    "placement_quality",
+    "resource_use",
+    "sharing_trace",
+}
 ORDER = list(ARGS)
 #: The generated block of the page lies between these lines; the rest is written by hand.
 BEGIN = "<!-- bench:begin: written by `make bench` (benchmarks/run_all.py); edits here are lost -->"

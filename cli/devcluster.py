@@ -10,9 +10,9 @@ stream to (authentication on; ``up`` also exports ``TOPOS_COORDINATOR`` and ``TO
 (``--dra-shared``: whole GPUs shareable by several claims, consumable capacity);
 ``--workloads [NAME,…]`` the workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow
 Trainer, KubeRay; all without names), built from their Go modules on first use
-(docs/workloads.md). ``down``
-stops all of it, waits until the ports are free, and removes what ``up`` wrote. The sequence
-lives in ``devcluster.playground``.
+(docs/workloads.md); ``--kueue`` Kueue in front of them (with JobSet and LWS; docs/kueue.md).
+``down`` stops all of it, waits until the ports are free, and removes what ``up`` wrote. The
+sequence lives in ``devcluster.playground``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from pathlib import Path
 
 from cli.errors import CliError
 from devcluster import kubelet, playground
-from devcluster.workloads.catalog import CONTROLLERS, UnknownController, with_requirements
+from devcluster.workloads.catalog import (
+    WORKLOAD_CONTROLLERS,
+    UnknownController,
+    with_requirements,
+)
 
 DEFAULT_DIR = Path(".devcluster")
 
@@ -73,10 +77,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument(
         "--workloads",
         nargs="?",
-        const=",".join(CONTROLLERS),
+        const=",".join(WORKLOAD_CONTROLLERS),
         metavar="NAME[,NAME…]",
         help="also start the workload controllers users run, built from their Go modules on "
-        f"first use: {', '.join(CONTROLLERS)} (default: all)",
+        f"first use: {', '.join(WORKLOAD_CONTROLLERS)} (default: all)",
+    )
+    up.add_argument(
+        "--kueue",
+        action="store_true",
+        help="also start Kueue (sigs.k8s.io/kueue, built on first use) with its integrations for "
+        "Jobs, pods, JobSets and LeaderWorkerSets (JobSet and LWS start with it); docs/kueue.md",
     )
     up.set_defaults(func=run_up)
 
@@ -94,6 +104,8 @@ def run_up(args: argparse.Namespace) -> int:
             f"stop it with `topos devcluster down --dir {args.dir}`"
         )
     workloads = tuple(n.strip() for n in (args.workloads or "").split(",") if n.strip())
+    if args.kueue and "kueue" not in workloads:
+        workloads += ("kueue",)
     try:
         with_requirements(workloads)
     except UnknownController as exc:

@@ -24,6 +24,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--hostname", help="hostname to report (default: this host / the profile's)"
     )
+    parser.add_argument(
+        "--sysfs-root",
+        metavar="DIR",
+        default="/",
+        help="read the PCI tree, NUMA nodes and NICs under DIR instead of / (real NVML only)",
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the topology model as JSON")
     out.add_argument(
@@ -32,20 +38,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-def discover(profile: str | None, hostname: str | None) -> NodeTopology:
+def discover(profile: str | None, hostname: str | None, sysfs_root: str = "/") -> NodeTopology:
     if profile is not None:
         try:
             return discover_profile(profile, hostname=hostname)
         except ProfileError as exc:
             raise CliError(str(exc)) from None
     try:
-        return NvmlSource(hostname=hostname).discover()
+        return NvmlSource(hostname=hostname, sysfs_root=sysfs_root).discover()
     except NvmlUnavailable as exc:
         raise CliError(f"{exc} (use --profile NAME to inspect a hardware profile)") from None
 
 
 def run(args: argparse.Namespace) -> int:
-    topology = discover(args.profile, args.hostname)
+    topology = discover(args.profile, args.hostname, args.sysfs_root)
     if args.json:
         sys.stdout.write(topology_to_json(topology).decode() + "\n")
     elif args.topo:

@@ -75,10 +75,29 @@ def node_row(node: dict[str, Any]) -> list[str]:
         numa_text,
         mig_text,
         str(labels.get("topos.io/leaf", "-")),
+        _clique(str(labels.get("nvidia.com/gpu.clique", ""))),
     ]
 
 
-NODE_HEADERS = ("NODE", "STATUS", "GPU", "GPUS FREE", "NUMA FREE", "MIG FREE", "LEAF")
+def _clique(value: str) -> str:
+    """GFD's ``<clusterUUID>.<cliqueId>`` as ``<first 8 of the UUID>.<cliqueId>`` (what tells
+    racks apart at a glance); anything else as written."""
+    uuid, dot, clique = value.rpartition(".")
+    if not value:
+        return "-"
+    return f"{uuid[:8]}.{clique}" if dot and len(uuid) == 36 else value
+
+
+NODE_HEADERS = (
+    "NODE",
+    "STATUS",
+    "GPU",
+    "GPUS FREE",
+    "NUMA FREE",
+    "MIG FREE",
+    "LEAF",
+    "NVLINK CLIQUE",
+)
 GPU_HEADERS = ("NODE", "GPU", "PRODUCT", "USE", "HOLDERS")
 
 

@@ -87,6 +87,12 @@ GFD_MIG_STRATEGY: Final = GFD_PREFIX + "mig.strategy"
 # NVIDIA's device plugin sharing (time-slicing / MPS): each GPU advertised as this many replicas.
 GFD_SHARING_STRATEGY: Final = GFD_PREFIX + "gpu.sharing-strategy"  # none | time-slicing | mps
 GFD_REPLICAS: Final = GFD_PREFIX + "gpu.replicas"
+# The multi-node NVLink domain (NVL72 rack) the node's GPUs are in: "<clusterUUID>.<cliqueId>".
+# Written only when the node has none (GFD's own value wins; agent.publish.DEFER_TO_OTHERS).
+GFD_GPU_CLIQUE: Final = GFD_PREFIX + "gpu.clique"
+
+# The Node condition carrying the GPUs' health (docs/health.md): True when every GPU is healthy.
+GPU_HEALTH_CONDITION: Final = "ToposGPUHealthy"
 
 
 def gfd_mig_key(profile: str, attribute: str) -> str:

@@ -137,6 +137,72 @@ class MigProfileCapacity(msgspec.Struct, frozen=True, kw_only=True, omit_default
     slices: int
 
 
+HealthStatus = Literal["ok", "degraded", "unhealthy"]
+
+
+class NvLinkHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One NVLink port of a GPU: its state and error counters (NVML, since the driver loaded).
+
+    ``None`` counters: the GPU or driver does not report them. ``status``/``reason`` and the
+    ``*_in_window`` figures are the agent's verdict (docs/health.md), not NVML's."""
+
+    link: int
+    up: bool = True
+    peer_bus_id: str | None = None  # the GPU or NVSwitch at the other end
+    crc_errors: int | None = None  # receive CRC errors (flit + data)
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+    crc_in_window: int | None = None  # rise over the agent's window (None: too few samples)
+    replay_in_window: int | None = None
+    recovery_in_window: int | None = None
+    status: HealthStatus = "ok"
+    reason: str | None = None
+
+
+class GpuFabric(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """NVML's GPU fabric info (multi-node NVLink: GB200/GB300 NVL72)."""
+
+    state: str  # not_started | in_progress | completed
+    cluster_uuid: str | None = None
+    clique_id: int | None = None
+    status: str | None = None  # the fabric probe's result ("Success" or NVML's error)
+    health_mask: int | None = None  # NVML_GPU_FABRIC_HEALTH_MASK_* bits, when the driver has them
+    degraded_bandwidth: bool | None = None
+    route_recovery: bool | None = None
+    route_unhealthy: bool | None = None
+    access_timeout_recovery: bool | None = None
+
+    @property
+    def clique(self) -> str | None:
+        """``<clusterUUID>.<cliqueId>`` as GFD writes ``nvidia.com/gpu.clique``."""
+        if self.state != "completed" or not self.cluster_uuid or self.clique_id is None:
+            return None
+        return f"{self.cluster_uuid}.{self.clique_id}"
+
+
+class GpuHealth(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A GPU's health as NVML reports it, read every discovery cycle (docs/health.md).
+
+    Every counter is ``None`` when NVML answers NotSupported (older GPUs and drivers). The
+    agent's monitor fills ``status`` and ``reasons`` from thresholds over a window."""
+
+    ecc_corrected: int | None = None  # volatile (since the driver loaded)
+    ecc_uncorrected: int | None = None
+    retired_pages_single_bit: int | None = None
+    retired_pages_double_bit: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_corrected: int | None = None
+    remapped_rows_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    clocks_event_reasons: tuple[str, ...] | None = None  # "hw_slowdown", "sw_thermal", …
+    nvlinks: tuple[NvLinkHealth, ...] = ()
+    fabric: GpuFabric | None = None
+    xids: tuple[int, ...] = ()  # XIDs NVML's events reported since the agent started
+    status: HealthStatus = "ok"
+    reasons: tuple[str, ...] = ()
+
+
 class Gpu(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     index: int
     uuid: str
@@ -163,6 +229,7 @@ class Gpu(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     numa_affinity: tuple[int, ...] | None = None
     # The GPU's own memory as a NUMA node ("GPU NUMA ID"; coherent C2C parts such as GH200).
     memory_numa_node: int | None = None
+    health: GpuHealth | None = None  # None: not read (profiles without NVML health, old agents)
 
 
 class Nic(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -343,6 +410,9 @@ def topology_from_builtins(data: object) -> NodeTopology:
 
 __all__ = [
     "Gpu",
+    "GpuFabric",
+    "GpuHealth",
+    "HealthStatus",
     "Link",
     "LinkKind",
     "MigInstance",
@@ -351,6 +421,7 @@ __all__ = [
     "Nic",
     "NodeTopology",
     "NumaNode",
+    "NvLinkHealth",
     "format_cpulist",
     "gpu_family",
     "parse_cpulist",

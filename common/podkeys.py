@@ -36,6 +36,7 @@ __all__ = [
     "LATENCY_SENSITIVE",
     "MIG_PROFILE",
     "MIG_RESOURCE_PREFIX",
+    "MIN_RUNTIME",
     "NETWORK_BANDWIDTH",
     "NUMA_POLICY",
     "NUMA_POLICY_VALUES",
@@ -48,6 +49,7 @@ __all__ = [
     "POD_GROUP_KAI",
     "POD_GROUP_VOLCANO",
     "POD_GROUP_X_K8S",
+    "PREEMPTION_DELAY",
     "PREFERRED_DOMAIN",
     "SCHEDULER_NAME",
     "SLICE_SIZE",
@@ -103,6 +105,10 @@ GANG_MIN: Final = Key(
     "topos.io/gang-min", ("pod-group.scheduling.kubenexus.io/min-available",), "label"
 )
 GANG_TIMEOUT: Final = Key("topos.io/gang-timeout")
+# Preemption's protections (docs/preemption-protections.md): how long a pod runs before it may be
+# preempted or moved, and how long a pending pod waits before it preempts.
+MIN_RUNTIME: Final = Key("topos.io/min-runtime")
+PREEMPTION_DELAY: Final = Key("topos.io/preemption-delay")
 # scheduler-plugins' PodGroup: the label names a PodGroup object whose spec holds minMember.
 POD_GROUP_X_K8S: Final = Key("scheduling.x-k8s.io/pod-group", (), "label")
 # Volcano's and KAI's PodGroups: the annotation names a PodGroup object (scheduling.volcano.sh /

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import copy
 import enum
-from typing import Annotated, Final
+from typing import Annotated, Final, TypeVar
 
 import msgspec
 
-from common.model import Gpu, MigInstance, MigProfileCapacity, NodeTopology
+from common.model import Gpu, GpuHealth, MigInstance, MigProfileCapacity, NodeTopology
 
 WIRE_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = frozenset({WIRE_VERSION})
@@ -136,6 +136,7 @@ class GpuState(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     mig_enabled: bool | None = None
     mig_instances: tuple[MigInstance, ...] = ()
     mig_creatable: tuple[MigProfileCapacity, ...] = ()
+    health: GpuHealth | None = None  # NVML's health readings and the agent's verdict
 
 
 # --- frames ---------------------------------------------------------------------------------
@@ -210,7 +211,10 @@ def encode(frame: Frame) -> bytes:
     return data
 
 
-def _decode(data: bytes, decoder: msgspec.msgpack.Decoder[object], types: frozenset[str]) -> object:
+_T = TypeVar("_T")
+
+
+def _decode(data: bytes, decoder: msgspec.msgpack.Decoder[_T], types: frozenset[str]) -> _T:
     if len(data) > MAX_FRAME_BYTES:
         raise FrameError(
             CloseReason.OVERSIZED, f"{len(data)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit"
@@ -264,6 +268,7 @@ def gpu_state(gpu: Gpu) -> GpuState:
         mig_enabled=gpu.mig_enabled,
         mig_instances=gpu.mig_instances,
         mig_creatable=gpu.mig_creatable,
+        health=gpu.health,
     )
 
 
@@ -276,6 +281,7 @@ def _with_state(gpu: Gpu, state: GpuState) -> Gpu:
         mig_enabled=state.mig_enabled,
         mig_instances=state.mig_instances,
         mig_creatable=state.mig_creatable,
+        health=state.health,
     )
 
 

@@ -27,8 +27,9 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
 - ``workload_plane`` (session): a control plane of its own for the real workload controllers
   (``devcluster.workloads``), its kube-controller-manager running the StatefulSet controller
   too; ``workload_kube`` / ``workload_namespace`` (function) are ``kube`` / ``namespace`` on it.
-- ``jobset_controller``, ``lws_controller``, ``trainer_controller``, ``kuberay_controller``
-  (session): that controller (and what it requires: Trainer runs JobSet) started on
+- ``jobset_controller``, ``lws_controller``, ``trainer_controller``, ``kuberay_controller``,
+  ``kueue_controller`` (session): that controller (and what it requires: Trainer runs JobSet,
+  Kueue JobSet and LWS) started on
   ``workload_plane`` the first time a test asks, with its CRDs and webhooks; the value is its
   cached build (``devcluster.workloads.build.Built``: binary, module files). Skipped (failed
   under ``CI=true``) when it cannot be built (``make controllers``).
@@ -317,6 +318,7 @@ jobset_controller = _workload_controller("jobset")
 lws_controller = _workload_controller("lws")
 trainer_controller = _workload_controller("trainer")
 kuberay_controller = _workload_controller("kuberay")
+kueue_controller = _workload_controller("kueue")
 
 
 @pytest.fixture

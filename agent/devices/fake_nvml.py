@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import msgspec
 import pynvml
 
 from agent.devices.mig_catalog import CiProfile, GiProfile, MigGeometry, ci_profiles
-from agent.devices.profile import Profile, mig_geometry
+from agent.devices.profile import Profile, ProfileHealth, mig_geometry
 from common.model import Link, parse_cpulist
 
 _UUID_NS: Final = uuidlib.UUID("5f1f4f8e-3c1b-4d53-9d0e-7a6f2b0c9e11")
@@ -45,6 +46,9 @@ _PCI_DEVICE_IDS: Final[dict[str, int]] = {
     "L40S": 0x26B910DE,
 }
 _NVSWITCH_PCI_ID: Final = 0x1AF110DE
+
+
+FABRIC_STATES: Final = ("not_supported", "not_started", "in_progress", "completed")
 
 
 def make_gpu_uuid(hostname: str, index: int) -> str:
@@ -141,6 +145,8 @@ class _Link:
     remote_type: int
     remote_pci_id: int
     active: bool = True
+    # nvmlNvLinkErrorCounter_t order: replay, recovery, CRC flit, CRC data, ECC data
+    counters: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
 
 
 @dataclass(eq=False, slots=True)
@@ -161,6 +167,7 @@ class _Gpu:
     mig_current: int
     mig_pending: int
     lost: bool
+    health: ProfileHealth = field(default_factory=ProfileHealth)
     links: list[_Link] = field(default_factory=list)
     gis: dict[int, _Gi] = field(default_factory=dict)
 
@@ -169,6 +176,8 @@ class FakeNvml:
     """The profile-driven stand-in for the ``pynvml`` module (see the module docstring)."""
 
     NVMLError = pynvml.NVMLError
+    c_nvmlGpuFabricInfo_t = pynvml.c_nvmlGpuFabricInfo_t
+    c_nvmlGpuFabricInfo_v2_t = pynvml.c_nvmlGpuFabricInfo_v2_t
     c_nvmlGpuInstance_t = _GpuInstanceArray
     c_nvmlComputeInstance_t = _ComputeInstanceArray
 
@@ -179,6 +188,7 @@ class FakeNvml:
         self._initialized = 0
         self._faults: dict[tuple[str, int | None], _Fault] = {}
         self._event_sets: list[_EventSet] = []
+        self.events: list[tuple[int, int, int]] = []  # every injected (GPU, type, data), in order
         self.calls = 0
         matrix = profile.link_matrix()
         self._matrix = matrix
@@ -212,11 +222,23 @@ class FakeNvml:
                     mig_current=int(g.mig_enabled),
                     mig_pending=int(g.mig_enabled),
                     lost=g.lost,
+                    health=msgspec.structs.replace(g.health),
                 )
             )
         for gpu in self._gpus:
             gpu.bus_id = _normalise_bus(gpu.bus_id)
         self._build_links()
+        for gpu in self._gpus:
+            for port, counts in gpu.health.nvlink_errors.items():
+                self.set_nvlink(
+                    gpu.index,
+                    port,
+                    crc=counts.get("crc"),
+                    replay=counts.get("replay"),
+                    recovery=counts.get("recovery"),
+                )
+            for port in gpu.health.nvlinks_down:
+                self.set_nvlink(gpu.index, port, up=False)
         for gpu, g in zip(self._gpus, profile.gpus, strict=True):
             for inst in g.mig_instances:
                 assert gpu.geometry is not None  # validated by the profile
@@ -278,6 +300,10 @@ class FakeNvml:
 
     def clear_errors(self) -> None:
         self._faults.clear()
+
+    def standing_errors(self) -> list[tuple[str, int | None, int]]:
+        """The injected errors with no count: (function, GPU or ``None`` for all, code)."""
+        return [(f, gpu, x.code) for (f, gpu), x in self._faults.items() if x.remaining is None]
 
     def _enter(self, function: str, gpu: _Gpu | None = None, *, lost_ok: bool = False) -> None:
         self.calls += 1
@@ -398,6 +424,10 @@ class FakeNvml:
         ]
 
     # -- initialisation and system -------------------------------------------------------------
+    @staticmethod
+    def nvmlErrorString(result: int) -> str:
+        return str(pynvml.NVMLError(result))
+
     def nvmlInit(self) -> None:
         self._initialized += 1
 
@@ -841,6 +871,172 @@ class FakeNvml:
         """Simulate a GPU falling off the bus (every query then answers GPU_IS_LOST)."""
         self._gpus[index].lost = lost
 
+    # -- health: ECC, retired pages, row remapping, clock reasons, NVLink errors, fabric -------
+    def nvmlDeviceGetNvLinkErrorCounter(self, device: Any, link: int, counter: int) -> int:
+        state = self._link("nvmlDeviceGetNvLinkErrorCounter", device, link)
+        if not 0 <= counter < len(state.counters):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return state.counters[counter]
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, fieldIds: list[Any]) -> list[_Struct]:
+        """NVLink error counters as field values (``NVML_FI_DEV_NVLINK_ERROR_DL_*``, the link
+        as scope); other fields answer NotSupported each, as on a GPU without them."""
+        gpu = self._gpu(handle)
+        self._enter("nvmlDeviceGetFieldValues", gpu)
+        slots = {
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: (0,),
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: (1,),
+            pynvml.NVML_FI_DEV_NVLINK_ERROR_DL_CRC: (2, 3),
+        }
+        out = []
+        for item in fieldIds:
+            field_id, scope = item if isinstance(item, tuple) else (item, 0)
+            code, value = int(pynvml.NVML_ERROR_NOT_SUPPORTED), 0
+            if field_id in slots and gpu.links:
+                if 0 <= scope < len(gpu.links):
+                    code = int(pynvml.NVML_SUCCESS)
+                    value = sum(gpu.links[scope].counters[k] for k in slots[field_id])
+                else:
+                    code = int(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            out.append(
+                _Struct(
+                    {
+                        "fieldId": field_id,
+                        "scopeId": scope,
+                        "nvmlReturn": code,
+                        "valueType": pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG,
+                        "value": _Struct({"ullVal": value}),
+                    }
+                )
+            )
+        return out
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int:
+        gpu = self._gpu(handle)
+        self._enter("nvmlDeviceGetTotalEccErrors", gpu)
+        if errorType not in (0, 1) or counterType not in (0, 1):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        h = gpu.health
+        return h.ecc_uncorrected if errorType else h.ecc_corrected
+
+    def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:
+        gpu = self._gpu(device)
+        self._enter("nvmlDeviceGetRetiredPages", gpu)
+        if sourceFilter not in (0, 1):
+            raise _err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        n = gpu.health.retired_double_bit if sourceFilter else gpu.health.retired_single_bit
+        return [0x1000 * (k + 1) + (0x800000 if sourceFilter else 0) for k in range(n)]
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
+        gpu = self._gpu(device)
+        self._enter("nvmlDeviceGetRetiredPagesPendingStatus", gpu)
+        return int(gpu.health.retired_pending)
+
+    def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
+        gpu = self._gpu(device)
+        self._enter("nvmlDeviceGetRemappedRows", gpu)
+        h = gpu.health
+        return (
+            h.remapped_corrected,
+            h.remapped_uncorrected,
+            int(h.remap_pending),
+            int(h.remap_failure),
+        )
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        gpu = self._gpu(handle)
+        self._enter("nvmlDeviceGetCurrentClocksEventReasons", gpu)
+        return gpu.health.clocks_event_reasons
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
+        gpu = self._gpu(handle)
+        self._enter("nvmlDeviceGetCurrentClocksThrottleReasons", gpu)
+        return gpu.health.clocks_event_reasons
+
+    def _fabric(self, function: str, device: Any, ref: Any, versioned: bool) -> int:
+        gpu = self._gpu(device)
+        self._enter(function, gpu)
+        fabric = gpu.health.fabric
+        if fabric is None:
+            raise _err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = getattr(ref, "_obj", ref)  # ctypes.byref(struct) keeps the struct in _obj
+        if versioned and int(info.version) not in (
+            pynvml.nvmlGpuFabricInfo_v2,
+            getattr(pynvml, "nvmlGpuFabricInfo_v3", -1),
+        ):
+            raise _err(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        raw = bytes.fromhex(fabric.cluster_uuid.replace("-", ""))[:16].ljust(16, b"\0")
+        for k, byte in enumerate(raw):
+            info.clusterUuid[k] = byte
+        info.status = fabric.status
+        info.cliqueId = fabric.clique_id
+        info.state = FABRIC_STATES.index(fabric.state)
+        if versioned:
+            info.healthMask = fabric.health_mask
+        return int(pynvml.NVML_SUCCESS)
+
+    def nvmlDeviceGetGpuFabricInfoV(self, device: Any, gpuFabricInfo: Any) -> int:
+        return self._fabric("nvmlDeviceGetGpuFabricInfoV", device, gpuFabricInfo, True)
+
+    def nvmlDeviceGetGpuFabricInfo(self, device: Any, gpuFabricInfo: Any) -> int:
+        return self._fabric("nvmlDeviceGetGpuFabricInfo", device, gpuFabricInfo, False)
+
+    def set_pcie(self, index: int, *, gen: int | None = None, width: int | None = None) -> None:
+        """The PCIe link GPU ``index`` trained to now (current generation / width)."""
+        gpu = self._gpus[index]
+        gen_max, width_max, gen_now, width_now = gpu.pcie
+        gpu.pcie = (
+            gen_max,
+            width_max,
+            gen_now if gen is None else gen,
+            width_now if width is None else width,
+        )
+
+    def _peer_port(self, index: int, port: int) -> _Link | None:
+        """The far end of a direct NVLink: the peer's k-th link back, for our k-th link to it."""
+        links = self._gpus[index].links
+        link = links[port]
+        if link.remote_type != pynvml.NVML_NVLINK_DEVICE_TYPE_GPU:
+            return None
+        mine = self._gpus[index].bus_id
+        peer = next((g for g in self._gpus if g.bus_id == link.remote_bus), None)
+        if peer is None:
+            return None
+        ordinal = sum(1 for k in links[:port] if k.remote_bus == link.remote_bus)
+        back = [k for k in peer.links if k.remote_bus == mine]
+        return back[ordinal] if ordinal < len(back) else None
+
+    def set_health(self, index: int, **changes: Any) -> None:
+        """Change what GPU ``index``'s health calls answer (``ProfileHealth`` field names):
+        ``set_health(0, ecc_uncorrected=3)``, ``set_health(2, fabric=ProfileFabric(...))``."""
+        gpu = self._gpus[index]
+        gpu.health = msgspec.structs.replace(gpu.health, **changes)
+
+    def set_nvlink(
+        self,
+        index: int,
+        port: int,
+        *,
+        up: bool | None = None,
+        crc: int | None = None,
+        replay: int | None = None,
+        recovery: int | None = None,
+    ) -> None:
+        """Take NVLink ``port`` of GPU ``index`` down/up, or set its error counters (absolute
+        values since the driver loaded; a lower value than before is a counter reset)."""
+        links = self._gpus[index].links
+        if not 0 <= port < len(links):
+            raise ValueError(f"GPU {index} has no NVLink port {port} (it has {len(links)})")
+        link = links[port]
+        if up is not None:
+            link.active = up
+            peer = self._peer_port(index, port)
+            if peer is not None:  # a direct GPU-GPU link is down at both ends
+                peer.active = up
+        for slot, value in ((2, crc), (0, replay), (1, recovery)):
+            if value is not None:
+                link.counters[slot] = value
+
     # -- events (XID / ECC; added for the agent's health watcher) -------------------------------
     nvmlEventTypeXidCriticalError = pynvml.nvmlEventTypeXidCriticalError
     nvmlEventTypeDoubleBitEccError = pynvml.nvmlEventTypeDoubleBitEccError
@@ -887,6 +1083,7 @@ class FakeNvml:
             if xid is not None
             else pynvml.nvmlEventTypeDoubleBitEccError
         )
+        self.events.append((index, kind, 0 if xid is None else xid))
         delivered = 0
         for event_set in list(self._event_sets):
             with event_set.ready:

@@ -24,9 +24,19 @@ _LEVEL_CELLS: Final = (  # NVML_TOPOLOGY_* attribute → matrix cell
 
 
 @dataclass(frozen=True)
+class Port:
+    """One NVLink port as the matrix walk found it (the health read asks its counters)."""
+
+    link: int
+    up: bool
+    peer_bus_id: str | None
+
+
+@dataclass(frozen=True)
 class Links:
     cells: tuple[tuple[str, ...], ...]
     nvswitch: bool
+    ports: tuple[tuple[Port, ...], ...] = ()  # per GPU
 
 
 def link_matrix(
@@ -41,6 +51,7 @@ def link_matrix(
     gpu_type = int(getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_GPU", 0))
     enabled = int(getattr(nvml, "NVML_FEATURE_ENABLED", 1))
     max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
+    ports: list[list[Port]] = [[] for _ in range(n)]
     for i, handle in enumerate(handles):
         if handle is None:
             continue
@@ -55,11 +66,14 @@ def link_matrix(
             except nvml.NVMLError:
                 continue  # this one port would not answer
             if int(state) != enabled:
+                ports[i].append(Port(link, False, None))
                 continue
             remote = probe("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
             if remote is None:
+                ports[i].append(Port(link, True, None))
                 continue
             remote_bus = norm_bus(remote.busId)
+            ports[i].append(Port(link, True, remote_bus))
             kind = probe("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
             if kind is not None and int(kind) == switch_type:
                 switch_ports[i] += 1
@@ -83,7 +97,11 @@ def link_matrix(
             else:
                 cell = _pcie_cell(nvml, handles[i], handles[j], buses[i], buses[j], levels, sysfs)
             rows[i][j] = rows[j][i] = cell
-    return Links(tuple(tuple(r) for r in rows), nvswitch=any(switch_ports))
+    return Links(
+        tuple(tuple(r) for r in rows),
+        nvswitch=any(switch_ports),
+        ports=tuple(tuple(p) for p in ports),
+    )
 
 
 def _pcie_cell(

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import msgspec
 
+from agent.devices.nvml_health import read_health
 from agent.devices.nvml_links import link_matrix, nic_matrices
 from agent.devices.nvml_mig import read_mig
 from agent.devices.nvml_probe import Probe, as_text, norm_bus
@@ -52,11 +53,13 @@ def read_topology(
     hostname: str,
     source: str = "nvml",
     host_fallback: bool = True,
+    health: bool = True,
 ) -> NodeTopology:
     """Discover the node. ``nvml`` must be initialised (``nvmlInit``) by the caller.
 
     ``host_fallback``: when sysfs has no NUMA data, describe this host from psutil (real nodes);
-    off for simulated nodes, whose facts must come from their profile only.
+    off for simulated nodes, whose facts must come from their profile only. ``health``: read
+    each GPU's health counters too (``agent.devices.nvml_health``).
     """
     sysfs.forget()
     top = Probe(nvml)
@@ -96,6 +99,15 @@ def read_topology(
 
     buses = [g.pci_bus_id for g in gpus]
     links = link_matrix(nvml, handles, probes, buses, sysfs)
+    if health:
+        gpus = [
+            msgspec.structs.replace(
+                g, health=read_health(nvml, probes[i], handles[i], links.ports[i])
+            )
+            if handles[i] is not None and not probes[i].lost
+            else g
+            for i, g in enumerate(gpus)
+        ]
     # A GPU can be lost half-way through (the NVLink or topology queries): report it.
     gpus = [_mark_lost(g) if (probes[i].lost and g.healthy) else g for i, g in enumerate(gpus)]
 

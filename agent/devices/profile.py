@@ -12,8 +12,9 @@ same length is merged entry by entry).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 import yaml
@@ -39,6 +40,35 @@ class ProfileMigInstance(msgspec.Struct, kw_only=True, forbid_unknown_fields=Tru
     compute: list[str] | None = None
 
 
+class ProfileFabric(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """NVML's GPU fabric info on a multi-node NVLink system (GB200/GB300 NVL72 trays)."""
+
+    cluster_uuid: str  # the NVLink domain's UUID, as GFD prints it in nvidia.com/gpu.clique
+    clique_id: int
+    state: Literal["not_supported", "not_started", "in_progress", "completed"] = "completed"
+    status: int = 0  # the probe's nvmlReturn_t (0: success)
+    health_mask: int = 0  # NVML_GPU_FABRIC_HEALTH_MASK_* bits (0: nothing reported)
+
+
+class ProfileHealth(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What NVML's health calls answer for one GPU (counters since boot; zeros: healthy)."""
+
+    ecc_corrected: int = 0  # volatile ECC counts (aggregate: the same)
+    ecc_uncorrected: int = 0
+    retired_single_bit: int = 0  # retired pages, by cause
+    retired_double_bit: int = 0
+    retired_pending: bool = False
+    remapped_corrected: int = 0  # row remapping (A100 and later)
+    remapped_uncorrected: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    clocks_event_reasons: int = 0  # nvmlClocksEventReason* bits
+    # NVLink error counters per port: {port: {crc: n, replay: n, recovery: n}}
+    nvlink_errors: dict[int, dict[str, int]] = {}
+    nvlinks_down: list[int] = []  # ports that report DISABLED
+    fabric: ProfileFabric | None = None  # None: the GPU has no fabric info (NotSupported)
+
+
 class ProfileGpu(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     pci_bus_id: str | None = None  # "00000000:07:00.0"; generated when absent
     uuid: str | None = None  # kept only for the profile's own hostname (see discover_profile)
@@ -60,6 +90,7 @@ class ProfileGpu(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     mig_enabled: bool = False
     mig_instances: list[ProfileMigInstance] = []
     lost: bool = False  # every NVML query answers GPU_IS_LOST
+    health: ProfileHealth = msgspec.field(default_factory=ProfileHealth)
 
 
 class ProfileNic(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -249,6 +280,32 @@ def _expand_gpu_defaults(data: dict[str, Any], origin: str) -> dict[str, Any]:
     return out
 
 
+_COUNTERS: Final = ("crc", "replay", "recovery")
+
+
+def _check_health(
+    health: ProfileHealth, ports: int, i: int, fail: Callable[[str], ProfileError]
+) -> None:
+    for port, counts in health.nvlink_errors.items():
+        if not 0 <= port < ports:
+            raise fail(f"GPU {i} health.nvlink_errors: port {port} is not 0..{ports - 1}")
+        for name, value in counts.items():
+            if name not in _COUNTERS:
+                raise fail(
+                    f"GPU {i} health.nvlink_errors[{port}]: unknown counter {name!r}"
+                    f" (expected {', '.join(_COUNTERS)})"
+                )
+            if value < 0:
+                raise fail(f"GPU {i} health.nvlink_errors[{port}].{name} = {value}: negative")
+    for port in health.nvlinks_down:
+        if not 0 <= port < ports:
+            raise fail(f"GPU {i} health.nvlinks_down: port {port} is not 0..{ports - 1}")
+    counts = msgspec.structs.asdict(health)
+    for name, value in counts.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise fail(f"GPU {i} health.{name} = {value}: negative")
+
+
 def validate_profile(profile: Profile, *, origin: str = "<profile>") -> None:
     """Raise ``ProfileError`` naming the first inconsistency."""
 
@@ -285,6 +342,7 @@ def validate_profile(profile: Profile, *, origin: str = "<profile>") -> None:
         )
         if gpu.nvlinks is not None and gpu.nvlinks < needed:
             raise fail(f"GPU {i} has {gpu.nvlinks} NVLinks but the matrix needs {needed}")
+        _check_health(gpu.health, gpu.nvlinks if gpu.nvlinks is not None else needed, i, fail)
     if profile.nvswitch:
         _check_switch_cells(matrix, fail)
 

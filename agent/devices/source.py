@@ -41,10 +41,12 @@ class NvmlSource:
         nvml_module: Any = None,
         sysfs_root: str | Path = "/",
         hostname: str | None = None,
+        health_reads: bool = True,
     ) -> None:
         self._nvml = nvml_module
         self._sysfs = Sysfs(sysfs_root)
         self.hostname = hostname or socket.gethostname()
+        self.health_reads = health_reads  # off: topology only (benchmarks/agent_cycle.py)
 
     def _module(self) -> Any:
         if self._nvml is None:
@@ -62,7 +64,9 @@ class NvmlSource:
         except OSError as exc:  # a broken libnvidia-ml.so
             raise NvmlUnavailable(f"NVML is not available on this machine: {exc}") from None
         try:
-            return read_topology(nvml, sysfs=self._sysfs, hostname=self.hostname)
+            return read_topology(
+                nvml, sysfs=self._sysfs, hostname=self.hostname, health=self.health_reads
+            )
         except DiscoveryError as exc:
             raise NvmlUnavailable(str(exc)) from None
         finally:
@@ -102,7 +106,14 @@ class ProfileSource:
     temporary sysfs tree (also a context manager).
     """
 
-    def __init__(self, profile: Profile | str | Path, *, hostname: str | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile | str | Path,
+        *,
+        hostname: str | None = None,
+        health_reads: bool = True,
+    ) -> None:
+        self.health_reads = health_reads  # off: topology only (benchmarks/agent_cycle.py)
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.hostname = hostname or self.profile.hostname or self.profile.name
         self.nvml = FakeNvml(self.profile, hostname=hostname)
@@ -130,6 +141,7 @@ class ProfileSource:
                 hostname=self.hostname,
                 source=f"profile:{self.profile.name}",
                 host_fallback=False,
+                health=self.health_reads,
             )
         finally:
             self.nvml.nvmlShutdown()

@@ -1,7 +1,8 @@
 """Annotations for programs and people: the full model as JSON, and readable summaries.
 
 ``topos.io/topology`` is the compact JSON of ``common.model.NodeTopology`` minus what changes by
-itself from one discovery to the next (free memory), so a steady node yields a byte-identical
+itself from one discovery to the next (free memory, the health counters: they travel in the
+stream and the ``ToposGPUHealthy`` condition), so a steady node yields a byte-identical
 annotation and no patch. If the JSON would exceed ``TOPOLOGY_ANNOTATION_MAX_BYTES`` the bulky
 optional parts (creatable MIG profiles, the NIC matrix) are dropped; if it still does not fit it is
 left out and ``topos.io/summary`` says so.
@@ -18,8 +19,10 @@ from common.model import Gpu, NodeTopology, format_cpulist, topology_class, topo
 
 
 def stable_topology(topology: NodeTopology) -> NodeTopology:
-    """The snapshot without fields that drift while nothing changes (free memory)."""
-    gpus = tuple(msgspec.structs.replace(gpu, memory_free_mib=None) for gpu in topology.gpus)
+    """The snapshot without fields that drift while nothing changes (free memory, health)."""
+    gpus = tuple(
+        msgspec.structs.replace(gpu, memory_free_mib=None, health=None) for gpu in topology.gpus
+    )
     return msgspec.structs.replace(topology, gpus=gpus)
 
 

@@ -47,6 +47,20 @@ def _base(topology: NodeTopology, b: LabelBuilder) -> None:
     cuda = (topology.cuda_version or "").split(".")
     b.exact(L.GFD_RUNTIME_MAJOR, cuda[0] or None)
     b.exact(L.GFD_RUNTIME_MINOR, cuda[1] if len(cuda) > 1 else None)
+    clique = _clique(topology)
+    if clique is not None:
+        b.exact(L.GFD_GPU_CLIQUE, clique)
+
+
+def _clique(topology: NodeTopology) -> str | None:
+    """The NVLink clique every GPU with fabric info agrees on (GFD's ``gpu.clique``); ``None``
+    when there is none or the GPUs disagree (a tray half-registered: no label is safer)."""
+    cliques = {
+        g.health.fabric.clique
+        for g in topology.gpus
+        if g.health is not None and g.health.fabric is not None
+    }
+    return cliques.pop() if len(cliques) == 1 else None
 
 
 def _single(topology: NodeTopology, b: LabelBuilder) -> None:

@@ -13,6 +13,7 @@ it for everything that differs between the two; it never asks which one it has.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -30,11 +31,23 @@ if TYPE_CHECKING:
     from coordinator.engine.gangs.service import GangRuntime, GangSettings
     from coordinator.engine.loop import RuntimeSettings
     from coordinator.engine.service import SchedulerRuntime
+    from coordinator.engine.whatif.service import WhatIf
     from coordinator.inventory.store import Inventory
 
 __all__ = ["Authentication", "Backend", "PodWriter"]
 
 C = TypeVar("C")
+
+
+class Startable(Protocol):
+    """A background part of the app, started before the scheduler (which waits for ``ready``)
+    and stopped after it."""
+
+    ready: asyncio.Event
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class PodWriter(Protocol):
@@ -90,6 +103,18 @@ class Backend(Protocol):
     ) -> GangRuntime:
         """The gang runtime on ``runtime`` (PodGroups, budgets and their status, where they
         exist)."""
+        ...
+
+    def placement_check(
+        self,
+        runtime: SchedulerRuntime,
+        whatif: Callable[[], WhatIf | None],
+        *,
+        namespace: str | None,
+        synced: asyncio.Event | None = None,
+    ) -> Startable | None:
+        """Kueue's placement admission check answered on ``runtime`` (``None``: no API server,
+        no Kueue); started after the scheduler, stopped before it."""
         ...
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from coordinator.adapters.kube.admissioncheck import PlacementCheckController
 from coordinator.adapters.kube.agentpools import AgentPoolWriter
 from coordinator.adapters.kube.connection import KubeConnection, NotConnected
 from coordinator.adapters.kube.inventory_sync import KubeSync
@@ -43,6 +44,7 @@ from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
+from coordinator.engine.whatif.service import WhatIf
 from coordinator.inventory.store import Inventory
 
 __all__ = ["KubeBackend"]
@@ -141,6 +143,24 @@ class KubeBackend:
             self.connection.budgets.scheduler,
             settings=settings,
             namespace=namespace,
+        )
+
+    def placement_check(
+        self,
+        runtime: SchedulerRuntime,
+        whatif: Callable[[], WhatIf | None],
+        *,
+        namespace: str | None,
+        synced: asyncio.Event | None = None,
+    ) -> PlacementCheckController:
+        """Kueue's topos.io/placement AdmissionChecks and the Workloads waiting on them (idle,
+        saying so once, where Kueue is not installed): docs/kueue.md."""
+        return PlacementCheckController(
+            self.connection.budgets.scheduler,
+            runtime.scheduler,
+            whatif,
+            namespace=namespace,
+            synced=synced,
         )
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

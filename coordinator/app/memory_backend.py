@@ -5,6 +5,7 @@ server: authentication and leader election cannot be on, and there are no AgentP
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -21,6 +22,7 @@ from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.service import SchedulerRuntime
+from coordinator.engine.whatif.service import WhatIf
 from coordinator.inventory.store import Inventory
 
 if TYPE_CHECKING:  # imported where ``--in-memory`` runs: the API-server path never loads it
@@ -94,6 +96,16 @@ class MemoryBackend:
 
     def agentpools(self, controller: Callable[..., C]) -> C | None:
         return None  # no API server: no AgentPools
+
+    def placement_check(
+        self,
+        runtime: SchedulerRuntime,
+        whatif: Callable[[], WhatIf | None],
+        *,
+        namespace: str | None,
+        synced: asyncio.Event | None = None,
+    ) -> None:
+        return None  # no API server: no Kueue
 
 
 class _NoLease:

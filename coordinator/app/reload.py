@@ -110,7 +110,7 @@ class _State:
                 scheduling,
                 history=running.history,
                 carbon=running.carbon,
-                leaf_label=self.config.gangs.domain_keys.leaf,  # gangs': a restart applies it
+                leaf_label=self.config.gangs.keys.leaf,  # gangs': a restart applies it
             )
         except KeyError as exc:  # enabled_plugins names a plugin nothing registered
             raise ConfigError(f"'scheduling' in {self.path}: {exc.args[0]}") from None

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
-from coordinator.api.keys import METRICS
+from coordinator.api.keys import METRICS, READINESS
 from coordinator.api.whatif import WHATIF, WhatIfSlot
 from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError
@@ -84,7 +84,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             config.scheduling,
             history=history,
             carbon=carbon,
-            leaf_label=config.gangs.domain_keys.leaf,  # the gangs' leaf is the plugins' too
+            leaf_label=config.gangs.keys.leaf,  # the gangs' leaf is the plugins' too
         )
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
@@ -135,6 +135,17 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         )
         app[WHATIF].whatif = what_if(runtime, gangs, predictor=forecaster)
         app[METRICS].scheduling.attach(runtime.scheduler)
+        # Kueue's placement admission check (docs/kueue.md): the same what-if answers it; the
+        # room its Ready checks hold is held again before the scheduler starts (a restart).
+        checks = backend.placement_check(
+            runtime,
+            lambda: app[WHATIF].whatif,
+            namespace=section.namespace,
+            synced=app[READINESS].reached("inventory"),
+        )
+        if checks is not None:
+            runtime.add_gate(checks.ready)
+            await checks.start()
         await runtime.start()
         forecaster.start(runtime.started)
         app[RUNNING].forecaster = forecaster
@@ -148,6 +159,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             await forecaster.stop()
             forecasting.shutdown(wait=False, cancel_futures=True)
             app[RUNNING].forecaster = None
+            if checks is not None:
+                await checks.stop()
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
             slot.scheduler = None
             app[WHATIF].whatif = None
@@ -193,7 +206,7 @@ def install_scheduler(app: web.Application, config: Config, backend: Backend) ->
     """Give ``app`` the slots the explain/simulate and gang routes read, and — unless the
     ``scheduler`` section disables it — the runtime as a ``cleanup_ctx``."""
     app[SCHEDULER] = SchedulerSlot()
-    app[GANGS] = GangSlot(keys=config.gangs.domain_keys)  # gangs_runtime (issue 6)
+    app[GANGS] = GangSlot(keys=config.gangs.keys)  # gangs_runtime (issue 6)
     app[RUNNING] = Running()
     app[WHATIF] = WhatIfSlot()
     if config.scheduler.enabled:

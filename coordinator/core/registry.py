@@ -24,6 +24,7 @@ from coordinator.core.framework.prices import PriceTable
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.plugins import (
+    cliquekeep,
     domainscore,
     dynamicresources,
     fragscore,
@@ -78,6 +79,7 @@ PLUGINS: Final[tuple[AnySpec, ...]] = (
     gpu.NUMA_TOPOLOGY,
     gpu.GPU_PACKING,
     fragscore.PLUGIN,
+    cliquekeep.PLUGIN,
     gpu.GPU_AVAILABILITY,
     domainscore.DOMAIN_UTILISATION,
     domainscore.HISTORICAL_PERFORMANCE,

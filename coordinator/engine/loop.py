@@ -49,7 +49,7 @@ from coordinator.engine.changes import PendingChanges
 from coordinator.engine.claims import claims_to_write
 from coordinator.engine.forecasts import STATE_EVERY_S, Forecast, Forecasts
 from coordinator.engine.leadership import ALWAYS, Leadership
-from coordinator.engine.nominations import Nominations
+from coordinator.engine.nominations import Nominations, placement_group
 from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import (
     BindConflict,
@@ -467,7 +467,9 @@ class Scheduler:
     def _bound(self, job: BindJob) -> None:
         key = job.request.key
         self.view.bind_done(job.entry.uid)
-        self.nominations.bound(job.request.uid, job.decision.node)
+        self.nominations.bound(
+            job.request.uid, job.decision.node, group=placement_group(job.request)
+        )
         self.queue.done(job.entry)
         self._posted.pop(job.entry.uid, None)
         self.stats.bound += 1

@@ -22,6 +22,15 @@ room on (the plan names it), or — nominated by the API server's word alone, af
 one with room for it now. Held there even while the victims still hold it, the room they free is
 its: another pod of equal or lower priority cannot take it (its ``nvidia.com/gpu: 1``, a
 time-slicing replica, is no whole GPU held).
+
+**Reservations** hold room the same way for pods that do not exist yet: the placement admission
+check (:mod:`coordinator.engine.admission`) reserves, for a workload it found room for, one entry
+per pod where the what-if placed it. A reservation belongs to a *group* (``namespace/name`` of the
+workload); pods carrying the group's label (``topos.io/placement-group``, written into their
+template through Kueue's podSetUpdates) are not held off by it, try its nodes first, and each
+one bound takes one entry off (on its node when there is one there). The rest of the cluster sees
+the room as taken, as for a nomination. A reservation ends when every entry is taken or the
+check releases it (the workload gone, evicted or finished).
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ class Nominated:
     info: PodInfo  # what it holds there: requests and host ports
     share: GpuShare | None = None  # the part of one GPU it asks for
     gpu: str | None = None  # the GPU (uuid) its share is held on; None: one with room now
+    group: str | None = None  # a reservation's workload (namespace/name); None: a nomination
 
     def on(self, node: NodeInfo) -> PodInfo:
         """What it holds on ``node``: for a share, its part of one GPU there."""
@@ -91,6 +101,15 @@ def _held(request: PodRequest) -> PodInfo:
     )
 
 
+PLACEMENT_GROUP = "topos.io/placement-group"
+
+
+def placement_group(request: PodRequest) -> str | None:
+    """The reservation group a pod belongs to (its label), ``namespace/name``."""
+    name = request.labels.get(PLACEMENT_GROUP)
+    return f"{request.namespace}/{name}" if name else None
+
+
 def _api_node(entry: QueuedPod) -> str:
     return str((entry.obj.get("status") or {}).get("nominatedNodeName") or "")
 
@@ -107,7 +126,44 @@ class Nominations:
         queue.listeners.append(self._observe)
 
     def __len__(self) -> int:
-        return len(self._by_uid)
+        return sum(1 for n in self._by_uid.values() if n.group is None)
+
+    # --- reservations (pods not made yet) -------------------------------------------------------
+
+    def reserve(self, group: str, pods: Iterable[tuple[PodRequest, str]]) -> None:
+        """Hold room for ``group``'s pods to come: each ``(request, node)`` where it goes
+        (replacing an earlier reservation of the group)."""
+        self.release(group, quiet=True)
+        for i, (request, node) in enumerate(pods):
+            uid = f"reservation:{group}:{i}"
+            self._by_uid[uid] = Nominated(
+                uid, request.key, node, request.priority, _held(request), group=group
+            )
+
+    def reserved(self, group: str) -> list[Nominated]:
+        return [n for n in self._by_uid.values() if n.group == group]
+
+    def groups(self) -> set[str]:
+        return {n.group for n in self._by_uid.values() if n.group is not None}
+
+    def release(self, group: str, *, quiet: bool = False) -> None:
+        """``group``'s reservation ends; pods it kept out are tried again."""
+        gone = [n for n in self._by_uid.values() if n.group == group]
+        for n in gone:
+            del self._by_uid[n.uid]
+        if gone and not quiet:
+            log.info("reservation of %s (%d pods) ended", group, len(gone))
+            self._room_freed(max(gone, key=lambda n: n.priority))
+
+    def _take(self, group: str, node: str) -> None:
+        """A pod of ``group`` is bound on ``node``: one entry less (there, if one is)."""
+        entries = self.reserved(group)
+        if not entries:
+            return
+        entry = next((n for n in entries if n.node == node), entries[0])
+        del self._by_uid[entry.uid]
+        if entry.node != node:
+            self._room_freed(entry)
 
     def node_of(self, uid: str) -> str | None:
         found = self._by_uid.get(uid)
@@ -142,8 +198,11 @@ class Nominations:
             self._room_freed(found)
         return found
 
-    def bound(self, uid: str, node: str) -> None:
-        """The pod is bound on ``node``: it holds room there as any bound pod does."""
+    def bound(self, uid: str, node: str, *, group: str | None = None) -> None:
+        """The pod is bound on ``node``: it holds room there as any bound pod does (and takes
+        one entry of its ``group``'s reservation)."""
+        if group is not None:
+            self._take(group, node)
         found = self._by_uid.pop(uid, None)
         self._api.pop(uid, None)
         if found is not None and found.node != node:
@@ -151,7 +210,11 @@ class Nominations:
 
     def lower_on(self, nodes: Collection[str], priority: int) -> list[Nominated]:
         """Nominations below ``priority`` on ``nodes`` (a higher preemptor takes their room)."""
-        return [n for n in self._by_uid.values() if n.node in nodes and n.priority < priority]
+        return [
+            n
+            for n in self._by_uid.values()
+            if n.node in nodes and n.priority < priority and n.group is None
+        ]
 
     def _room_freed(self, gone: Nominated) -> None:
         self._queue.cluster_changed(lambda p: p.priority <= gone.priority and p.uid != gone.uid)
@@ -185,18 +248,30 @@ class Nominations:
 
     # --- what a cycle sees -------------------------------------------------------------------
 
-    def applicable(self, priority: int, exclude: Collection[str]) -> list[Nominated]:
-        """Nominations a pod of ``priority`` must respect (``exclude``: its own UIDs)."""
+    def applicable(
+        self, priority: int, exclude: Collection[str], group: str | None = None
+    ) -> list[Nominated]:
+        """Nominations a pod of ``priority`` must respect (``exclude``: its own UIDs;
+        ``group``: its reservation group, whose entries it does not respect)."""
         return [
             n
             for n in self._by_uid.values()
-            if n.priority >= priority and n.uid not in exclude and not self._held(n.uid)
+            if n.priority >= priority
+            and n.uid not in exclude
+            and (n.group is None or n.group != group)
+            and not self._held(n.uid)
         ]
 
-    def overlay(self, snapshot: Snapshot, priority: int, exclude: Collection[str] = ()) -> Snapshot:
+    def overlay(
+        self,
+        snapshot: Snapshot,
+        priority: int,
+        exclude: Collection[str] = (),
+        group: str | None = None,
+    ) -> Snapshot:
         """``snapshot`` with the nominated pods a pod of ``priority`` must respect placed on
         their nodes (a copy; ``snapshot`` itself when none applies)."""
-        holds = self.applicable(priority, exclude)
+        holds = self.applicable(priority, exclude, group)
         if not holds:
             return snapshot
         by_node: dict[str, list[Nominated]] = {}
@@ -221,7 +296,7 @@ class Nominations:
         """The snapshot one pod is scheduled on (the loop's hook)."""
         if isinstance(request, PodSpecError):
             return snapshot
-        return self.overlay(snapshot, request.priority, (request.uid,))
+        return self.overlay(snapshot, request.priority, (request.uid,), placement_group(request))
 
     def schedule(
         self, request: PodRequest | PodSpecError, snapshot: Snapshot, framework: Framework
@@ -232,6 +307,14 @@ class Nominations:
             first = schedule_one(request, snapshot, framework, candidate_nodes=(node,))
             if isinstance(first, Decision):
                 return first
+        group = None if isinstance(request, PodSpecError) else placement_group(request)
+        if group is not None:  # a reserved pod tries where its reservation holds room first
+            nodes = tuple(dict.fromkeys(n.node for n in self.reserved(group)))
+            nodes = tuple(n for n in nodes if snapshot.get(n) is not None)
+            if nodes:
+                first = schedule_one(request, snapshot, framework, candidate_nodes=nodes)
+                if isinstance(first, Decision):
+                    return first
         return schedule_one(request, snapshot, framework)
 
     def gang_snapshot(self, requests: Iterable[PodRequest], snapshot: Snapshot) -> Snapshot:
@@ -240,4 +323,6 @@ class Nominations:
         if not members or not self._by_uid:
             return snapshot
         priority = max(m.priority for m in members)
-        return self.overlay(snapshot, priority, {m.uid for m in members})
+        return self.overlay(
+            snapshot, priority, {m.uid for m in members}, placement_group(members[0])
+        )

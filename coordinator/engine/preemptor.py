@@ -24,12 +24,28 @@ the preemptor meanwhile (:mod:`.nominations`): pods of equal or lower priority c
 (a share's room on the GPU the plan frees room on).
 A preemptor of higher priority that takes a node clears the nominations of lower-priority pods
 there; a preemptor whose next preemption finds nothing to do loses its own.
+
+Protections (:class:`~coordinator.core.preemption.protections.Protections`, from the config's
+``gangs.protections`` and the pods' annotations; docs/preemption-protections.md):
+
+* a running pod under its **minimum runtime** is no victim (nor is its gang); when only such pods
+  would make room, the pending pod's message says so. "Now" for it is the wall clock
+  (``wall_clock``), as the pods' ``status.startTime``;
+* a pending pod (a gang: its longest member's) waits out its **preemption delay** from the first
+  time it asked to preempt before it does (measured on ``clock``); :meth:`Preemptor.tick` sends
+  it back to the queue when the delay is over;
+* the **eviction budget** caps the pods evicted in any hour (on ``clock``); a plan that would
+  exceed it waits, and its preemptor is tried again when enough of the hour has passed.
+
+Pods of a workload Kueue admitted are never victims (:mod:`coordinator.core.preemption.queued`):
+Kueue evicts workloads, Topos does not.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -47,6 +63,8 @@ from coordinator.core.gangs.slices import slice_spec
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
+from coordinator.core.preemption.protections import Protections, format_duration
+from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
@@ -63,6 +81,7 @@ from coordinator.engine.ports import PodRef
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "REASON_INVALID_MIN_RUNTIME",
     "REASON_PREEMPTED",
     "REASON_PREEMPTING",
     "Nominate",
@@ -73,6 +92,8 @@ __all__ = [
 
 REASON_PREEMPTED: Final = "Preempted"
 REASON_PREEMPTING: Final = "Preempting"
+REASON_INVALID_MIN_RUNTIME: Final = "InvalidMinRuntime"
+HOUR_S: Final = 3600.0
 
 #: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
 Nominate = Callable[[PodRef, str], Coroutine[Any, Any, None]]
@@ -86,6 +107,16 @@ class _Nomination:
     plan: PreemptionPlan
     uids: frozenset[str]  # the preemptor pods it was made for (a pod recreated is a new one)
     claims: Mapping[str, frozenset[str]]  # claim it frees → the pod uids reserving it then
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A preemptor waiting out its preemption delay (or the eviction budget)."""
+
+    uids: frozenset[str]
+    since: float  # when it first asked to preempt
+    last: float  # when it last asked
+    wake: float | None = None  # when to send it back to the queue
 
 
 def _ref(pod: str) -> PodRef:
@@ -143,6 +174,8 @@ class Preemptor:
         keys: DomainKeys | None = None,
         nomination_ttl_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        protections: Protections | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.podgroups = podgroups
@@ -151,6 +184,11 @@ class Preemptor:
         self.keys = keys
         self.nomination_ttl_s = nomination_ttl_s
         self._clock = clock
+        self._wall = wall_clock
+        self.protections = protections or Protections()
+        self.waiting: dict[str, _Waiting] = {}  # preemptor unit → since when it waits to preempt
+        self._evicted_at: deque[float] = deque()  # when each pod of the last hour was evicted
+        self._reported: set[str] = set()  # pods whose bad topos.io/min-runtime was reported
         self.nominations: dict[str, _Nomination] = {}  # preemptor unit → what it evicted
         self.held = scheduler.nominations  # the room held for preemptors, by pod UID
         self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
@@ -211,6 +249,62 @@ class Preemptor:
 
     # --- the work --------------------------------------------------------------------------------
 
+    def tick(self) -> None:
+        """Send back to the queue the preemptors whose delay (or budget wait) is over."""
+        now = self._clock()
+        due: set[str] = set()
+        for unit, waiting in tuple(self.waiting.items()):
+            if waiting.wake is not None and waiting.wake <= now:
+                waiting.wake = None
+                due |= waiting.uids
+            elif waiting.wake is None and now - waiting.last > self._forget_after_s():
+                del self.waiting[unit]  # it stopped asking: placed, deleted, or gave up
+        if due:
+            self.scheduler.queue.cluster_changed(lambda p: p.uid in due)
+
+    def _forget_after_s(self) -> float:
+        rule = self.protections.preemption_delay
+        longest = max([rule.default_s, *rule.priority_classes.values(), *rule.namespaces.values()])
+        return longest + HOUR_S
+
+    def _delay_left(self, unit: str, members: Collection[PodRequest], now: float) -> float:
+        """Seconds ``unit`` still waits before it may preempt (0: it may now)."""
+        rule = self.protections.preemption_delay
+        delay = max(
+            rule.for_pod(m.namespace, m.priority_class_name, m.preemption_delay_s) for m in members
+        )
+        if delay <= 0:
+            return 0.0
+        waiting = self._asking(unit, members, now)
+        left = waiting.since + delay - now
+        if left > 0:
+            waiting.wake = waiting.since + delay
+        return max(0.0, left)
+
+    def _asking(self, unit: str, members: Collection[PodRequest], now: float) -> _Waiting:
+        """The record of ``unit`` asking to preempt (a new one for pods of its name that are
+        new)."""
+        uids = frozenset(m.uid for m in members)
+        waiting = self.waiting.get(unit)
+        if waiting is None or waiting.uids.isdisjoint(uids):
+            waiting = self.waiting[unit] = _Waiting(uids, now, now)
+        waiting.uids, waiting.last = uids, now
+        return waiting
+
+    def _budget_wait(self, victims: int, now: float) -> float:
+        """Seconds until evicting ``victims`` more pods stays within the hourly budget."""
+        budget = self.protections.evictions_per_hour
+        while self._evicted_at and self._evicted_at[0] <= now - HOUR_S:
+            self._evicted_at.popleft()
+        if budget <= 0:
+            return 0.0
+        if victims > budget:
+            return float("inf")
+        over = len(self._evicted_at) + victims - budget
+        if over <= 0:
+            return 0.0
+        return self._evicted_at[over - 1] + HOUR_S - now
+
     def _expire(self, now: float) -> None:
         for pod, until in tuple(self.evicting.items()):
             if until <= now:
@@ -242,7 +336,11 @@ class Preemptor:
             present.add(key)
             if p.terminating and p.priority < priority and p.node in mine:
                 waiting_for += 1
-            if p.priority < priority and key not in self.evicting:
+            if (
+                p.priority < priority
+                and key not in self.evicting
+                and not admitted_by_queue(p.labels)
+            ):
                 lower = True
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
@@ -271,17 +369,48 @@ class Preemptor:
             # that outcome is "no preemption": skip building every running pod's gang for it.
             self._release(members)
             return None
+        delay = self._delay_left(unit, members, now)  # counted from the first time it asks
+        problems: dict[str, tuple[str, str]] = {}
         plan, view, running = self._select(
-            members, priority=priority, policy=policy, intent=intent, eligible=eligible, now=now
+            members,
+            priority=priority,
+            policy=policy,
+            intent=intent,
+            eligible=eligible,
+            now=now,
+            problems=problems,
         )
+        self._report(problems)
         if isinstance(plan, Status):
             self._release(members)
-            if "PodDisruptionBudget" in plan.message:
+            if "PodDisruptionBudget" in plan.message or "minimum runtime" in plan.message:
                 return f"preemption: {plan.message}"
             return None
         if not plan.victims:
             self._release(members)
             return None  # nothing to evict would help: no preemption, no nomination
+        if delay > 0:
+            victims = len(plan.victim_pods)
+            return (
+                f"preemption waits {format_duration(delay)} more before evicting {victims} "
+                f"pod{'s' if victims != 1 else ''} (preemption delay: room may come without "
+                "evicting anyone)"
+            )
+        wait = self._budget_wait(len(plan.victim_pods), now)
+        if wait > 0:
+            self._release(members)
+            budget = self.protections.evictions_per_hour
+            if wait == float("inf"):
+                return (
+                    f"preemption would evict {len(plan.victim_pods)} pods, more than the "
+                    f"eviction budget of {budget} per hour"
+                )
+            self._asking(unit, members, now).wake = now + wait
+            return (
+                f"preemption waits {format_duration(wait)} for the eviction budget "
+                f"({len(self._evicted_at)} of {budget} evictions in the last hour)"
+            )
+        self.waiting.pop(unit, None)
         claims = {
             key: frozenset(found.reserved_for)
             for key in plan.claims
@@ -327,18 +456,21 @@ class Preemptor:
         eligible: Callable[[Member, NodeState], Status] | None,
         now: float,
         snapshot: Snapshot | None = None,
+        problems: dict[str, tuple[str, str]] | None = None,
     ) -> tuple[PreemptionPlan | Status, Snapshot, list[RunningPod]]:
-        """:func:`select_victims` over the cluster now (read only)."""
+        """:func:`select_victims` over the cluster now (read only); ``problems`` gains the
+        running pods whose ``topos.io/min-runtime`` does not parse."""
         uids = frozenset(m.uid for m in members)
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = snapshot if snapshot is not None else self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
         leaving = {pod for pod, until in self.evicting.items() if until > now}
+        # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never victims here.
         running = [
             p
-            for p in running_pods(self.scheduler.inventory, self.podgroups)
-            if p.key not in leaving
+            for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
+            if p.key not in leaving and not admitted_by_queue(p.labels)
         ]
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
@@ -361,6 +493,8 @@ class Preemptor:
             shares=shares,
             gpus=list(gpu_holders(overlay, every_gpu=bool(shares))),
             capacity=capacity_room(view, members),
+            now=self._wall(),
+            protections=self.protections,
         )
         return plan, view, running
 
@@ -376,6 +510,7 @@ class Preemptor:
     ) -> None:
         self.preemptions += 1
         self.victims += len(plan.victim_pods)
+        self._evicted_at.extend(now for _ in plan.victim_pods)
         self.scheduler.observer.preempted(len(plan.victim_pods))
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
@@ -384,18 +519,14 @@ class Preemptor:
         log.info("%s", text)
         writer = self.scheduler.writer
         nodes = ", ".join(sorted({n for _, n in plan.nominated}))
-        for victim in plan.victim_pods:
-            self.evicting[victim] = until
-            ref = replace(_ref(victim), uid=victim_uids.get(victim, ""))
-            message = f"Preempted by {unit} (priority {priority}) to make room on {nodes}"
-
-            async def evict(ref: PodRef = ref, message: str = message) -> None:
-                await writer.event(
-                    ref, reason=REASON_PREEMPTED, message=message, event_type="Warning"
-                )
-                await writer.evict(ref)
-
-            self.scheduler.write(evict(), f"preempt {victim}")
+        for group in plan.victims:
+            why = f"Preempted by {unit} (priority {priority}) to make room on {nodes}: "
+            why += f"its priority {group.priority} is lower"
+            if group.gang:
+                why += f"; its gang {group.unit.removeprefix('gang:')} is evicted whole"
+                why += f" ({len(group.pods)} pods)"
+            for victim in group.pods:
+                self._evict(victim, victim_uids, until, why)
         # Lower-priority pods nominated where this one goes lose that room (kube-scheduler too).
         taken = {n for _, n in plan.nominated}
         for other in self.held.lower_on(taken, priority):
@@ -414,6 +545,33 @@ class Preemptor:
             )
             if self.nominate is not None:
                 self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
+
+    def _evict(self, victim: str, uids: Mapping[str, str], until: float, message: str) -> None:
+        self.evicting[victim] = until
+        ref = replace(_ref(victim), uid=uids.get(victim, ""))
+        writer = self.scheduler.writer
+
+        async def evict() -> None:
+            await writer.event(ref, reason=REASON_PREEMPTED, message=message, event_type="Warning")
+            await writer.evict(ref)
+
+        self.scheduler.write(evict(), f"preempt {victim}")
+
+    def _report(self, problems: Mapping[str, tuple[str, str]]) -> None:
+        """A Warning Event, once per pod, on each running pod whose minimum runtime is bad."""
+        for uid, (key, why) in problems.items():
+            if uid in self._reported:
+                continue
+            self._reported.add(uid)
+            ref = replace(_ref(key), uid=uid)
+            message = f"{why}; the configured minimum runtime applies instead"
+            log.warning("pod %s: %s", key, message)
+            self.scheduler.write(
+                self.scheduler.writer.event(
+                    ref, reason=REASON_INVALID_MIN_RUNTIME, message=message, event_type="Warning"
+                ),
+                f"bad min-runtime of {key}",
+            )
 
     def _holds(self, view: Snapshot) -> list[ClaimHold]:
         """The allocated claims holding GPUs, with the running pods reserving them."""

@@ -80,6 +80,9 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     owner_kind: str = ""  # that workload's kind (ReplicaSet, Job, JobSet, ...)
     terminating: bool = False  # metadata.deletionTimestamp is set: still holds capacity
     scheduling_group: str = ""  # spec.schedulingGroup.podGroupName: a Workload-API gang member
+    # For preemption's protections (coordinator.core.preemption.protections):
+    priority_class: str = ""  # spec.priorityClassName
+    started_at: float | None = None  # status.startTime, seconds since the epoch; None: not yet
 
 
 class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -7,6 +7,7 @@ A bound pod holds its effective requests, by the core's one copy of Kubernetes' 
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
 import sys
@@ -198,10 +199,14 @@ def node_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def bound_pod_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a Pod :func:`bound_pod` reads: no managed fields, of the status its phase."""
+    """The parts of a Pod :func:`bound_pod` reads: no managed fields, of the status its phase
+    and start time."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
-    phase = (obj.get("status") or {}).get("phase")
-    return {"metadata": meta, "spec": obj.get("spec") or {}, "status": {"phase": phase}}
+    status = obj.get("status") or {}
+    kept = {"phase": status.get("phase")}
+    if status.get("startTime"):
+        kept["startTime"] = status["startTime"]
+    return {"metadata": meta, "spec": obj.get("spec") or {}, "status": kept}
 
 
 def kube_node(obj: Mapping[str, Any], memo: TopologyMemo | None = None) -> KubeNode:
@@ -305,7 +310,19 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         owner_kind=owner[1],
         terminating=bool(meta.get("deletionTimestamp")),
         scheduling_group=_scheduling_group(spec),
+        priority_class=str(spec.get("priorityClassName") or ""),
+        started_at=_timestamp(status.get("startTime")),
     )
+
+
+def _timestamp(text: object) -> float | None:
+    """An RFC 3339 time (``2026-11-29T10:20:04Z``) as seconds since the epoch; else ``None``."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _scheduling_group(spec: Mapping[str, Any]) -> str:

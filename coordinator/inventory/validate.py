@@ -6,7 +6,8 @@ figures are possible (never negative, free never above total), CPU ids are withi
 CPUs, every reference names something the report has (a GPU's or NIC's NUMA node; NUMA ids and
 NIC names unique, a CPU in one NUMA node), NIC link matrices are square and made of links, and
 MIG instances are possible (GPU/compute-instance ids unique per GPU, placements and counts not
-negative). Allocations naming GPUs the node did not report are *not* refused — they are what the
+negative), health readings are possible (counters not negative, NVLink ports real and unique).
+Allocations naming GPUs the node did not report are *not* refused — they are what the
 kubelet really handed out — but listed by :func:`unknown_holdings`. A failed check raises
 :class:`~common.wire.FrameError` (``invalid-state``) naming the first problem; the stream is closed
 with it and nothing of the report is kept. Uniqueness *across* nodes needs the whole inventory and
@@ -169,6 +170,43 @@ def _check_mig(topology: NodeTopology) -> None:
                 )
 
 
+_MAX_NVLINKS: Final = 64
+_MAX_REASONS: Final = 64
+
+
+def _check_health(topology: NodeTopology) -> None:
+    """NVML health readings: counters are never negative, NVLink ports are real and listed
+    once, and the verdict's reasons are bounded (docs/health.md)."""
+    for gpu in topology.gpus:
+        health = gpu.health
+        if health is None:
+            continue
+        where = f"GPU {gpu.index} health"
+        counters = {
+            "ecc_corrected": health.ecc_corrected,
+            "ecc_uncorrected": health.ecc_uncorrected,
+            "retired_pages_single_bit": health.retired_pages_single_bit,
+            "retired_pages_double_bit": health.retired_pages_double_bit,
+            "remapped_rows_corrected": health.remapped_rows_corrected,
+            "remapped_rows_uncorrected": health.remapped_rows_uncorrected,
+        }
+        seen: set[int] = set()
+        for link in health.nvlinks:
+            if not 0 <= link.link < _MAX_NVLINKS:
+                raise _bad(f"{where}: NVLink port {link.link} is not 0..{_MAX_NVLINKS - 1}")
+            if link.link in seen:
+                raise _bad(f"{where}: NVLink port {link.link} listed twice")
+            seen.add(link.link)
+            counters[f"nvlink {link.link} crc_errors"] = link.crc_errors
+            counters[f"nvlink {link.link} replay_errors"] = link.replay_errors
+            counters[f"nvlink {link.link} recovery_errors"] = link.recovery_errors
+        for name, value in counters.items():
+            if value is not None and value < 0:
+                raise _bad(f"{where}: {name} is {value}; a counter is never negative")
+        if len(health.reasons) > _MAX_REASONS:
+            raise _bad(f"{where}: {len(health.reasons)} reasons (at most {_MAX_REASONS})")
+
+
 def _check_allocations(topology: NodeTopology, allocations: Iterable[ContainerAllocation]) -> None:
     for alloc in allocations:
         _check_cpus(f"allocation of {alloc.namespace}/{alloc.pod}", alloc.cpus, topology.cpu_count)
@@ -231,5 +269,6 @@ def check_delta(
     _check_devices(topology)
     _check_memory(topology)
     _check_mig(topology)
+    _check_health(topology)
     _check_allocations(topology, allocations)
     return device_ids(topology)

@@ -84,10 +84,12 @@ def _say(log: bool, message: str) -> None:
 
 def module_paths(controller: Controller) -> tuple[str, ...]:
     """Every module path the harness reads (CRD directories, manifests, patches)."""
-    paths = list(controller.crds) + list(controller.objects)
+    paths = list(controller.crds) + list(controller.objects) + list(controller.conversion)
     for webhooks in controller.webhooks:
         paths.append(webhooks.path)
         paths += [patch.path for patch in webhooks.patches]
+        if webhooks.kustomization:
+            paths.append(webhooks.kustomization)
     return tuple(paths)
 
 

@@ -3,7 +3,7 @@ module, exact version, main package), what it installs from that module (CRDs, w
 configurations with their kustomize patches, objects such as Trainer's runtimes), and how it is
 started (command-line template, configuration-file template).
 
-Adding a controller (Kueue next) is adding a row. Paths are relative to the module's root;
+Adding a controller is adding a row. Paths are relative to the module's root;
 templates name the values the harness fills in (``str.format``):
 
 - ``{kubeconfig}``: a kubeconfig of the control plane for this controller;
@@ -38,6 +38,9 @@ class Webhooks:
     path: str
     patches: tuple[Patch, ...] = ()
     name_prefix: str = ""
+    kustomization: str | None = None
+    """A kustomization whose inline ``patch:`` entries (strategic-merge patches of webhooks by
+    name, e.g. Kueue's namespaceSelectors keeping its pod webhook off ``kube-system``) apply."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +85,13 @@ class Controller:
     cert_secret: CertSecret | None = None
     namespaces: tuple[str, ...] = field(default=())
     """Namespaces created before it starts."""
+    mounted_certs: tuple[str, ...] = ()
+    """Fixed directories where the controller reads a serving certificate (``tls.crt``,
+    ``tls.key``) that a kubelet would have mounted from a Secret: the harness writes its own
+    there unless one is present (what it serves from there nothing here verifies)."""
+    conversion: tuple[str, ...] = ()
+    """The module's patches that give a CRD a conversion webhook (``spec.conversion``, the
+    kubebuilder ``webhook_in_*.yaml``): applied with the webhook pointed at loopback."""
 
     @property
     def module_version(self) -> str:
@@ -217,7 +227,69 @@ KUBERAY: Final = Controller(
     ),
 )
 
-CONTROLLERS: Final[dict[str, Controller]] = {c.name: c for c in (JOBSET, LWS, TRAINER, KUBERAY)}
+# Kueue's integrations are those whose controllers run beside it in the harness (Job: the
+# kube-controller-manager's; JobSet and LWS: started with it).
+KUEUE: Final = Controller(
+    name="kueue",
+    module="sigs.k8s.io/kueue",
+    version="v0.17.0",
+    main="./cmd/kueue",
+    crds=("config/components/crd/bases",),
+    conversion=tuple(
+        f"config/components/crd/patches/webhook_in_{kind}.yaml"
+        for kind in ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
+    ),
+    webhooks=(
+        Webhooks(
+            "config/components/webhook/manifests.yaml",
+            kustomization="config/components/webhook/kustomization.yaml",
+        ),
+    ),
+    requires=("jobset", "lws"),
+    kube_controllers=("job-controller",),
+    version_variable="sigs.k8s.io/kueue/pkg/version.GitVersion",
+    namespaces=("kueue-system",),
+    # With internalCertManagement off, its metrics server always reads these (cmd/kueue).
+    mounted_certs=("/etc/kueue/metrics/certs",),
+    config="""\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: false
+manageJobsWithoutQueueName: false
+webhook:
+  host: 127.0.0.1
+  port: {webhook_port}
+  certDir: {cert_dir}
+metrics:
+  bindAddress: 127.0.0.1:{metrics_port}
+health:
+  healthProbeBindAddress: 127.0.0.1:{health_port}
+integrations:
+  frameworks:
+  - batch/job
+  - pod
+  - jobset.x-k8s.io/jobset
+  - leaderworkerset.x-k8s.io/leaderworkerset
+""",
+    # The visibility API server (an aggregated API) is not installed: off.
+    args=(
+        "--kubeconfig={kubeconfig}",
+        "--config={config}",
+        "--feature-gates=VisibilityOnDemand=false",
+        "--zap-log-level=2",
+    ),
+)
+
+CONTROLLERS: Final[dict[str, Controller]] = {
+    c.name: c for c in (JOBSET, LWS, TRAINER, KUBERAY, KUEUE)
+}
+#: The workload controllers proper (``--workloads`` without names); Kueue, which admits the
+#: others' workloads and watches every pod with a queue name, is asked for by name (``--kueue``).
+WORKLOAD_CONTROLLERS: Final = tuple(name for name in CONTROLLERS if name != KUEUE.name)
 
 
 class UnknownController(ValueError):

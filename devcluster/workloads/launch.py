@@ -226,9 +226,14 @@ def _start_one(
     webhooks = manifests.webhook_configurations(
         controller, built.module, port=ports.webhook, ca=ca.certificate
     )
-    asyncio.run(_install(plane.kubeconfig, controller, built, webhooks, ca, serving))
+    definitions = manifests.crds(controller, built.module, port=ports.webhook, ca=ca.certificate)
+    asyncio.run(_install(plane.kubeconfig, controller, definitions, webhooks, ca, serving))
     if controller.cert_secret is not None:
         _ensure_exists(Path(controller.cert_secret.mounted_check), serving.certificate)
+    for mounted in controller.mounted_certs:
+        if not (Path(mounted) / "tls.crt").exists():
+            _ensure_exists(Path(mounted) / "tls.key", serving.key)
+            _ensure_exists(Path(mounted) / "tls.crt", serving.certificate)
     log = home / f"{controller.name}.log"
     child = spawn(
         argv,
@@ -291,7 +296,7 @@ def _ensure_exists(path: Path, content: bytes) -> None:
 async def _install(
     kubeconfig: Path,
     controller: Controller,
-    built: build.Built,
+    definitions: list[manifests.Document],
     webhooks: list[manifests.Document],
     ca: pki.KeyPair,
     serving: pki.KeyPair,
@@ -303,7 +308,6 @@ async def _install(
                 await kube.create(_KNOWN["Namespace"], body)
         if controller.cert_secret is not None:
             await _put(kube, _cert_secret(controller, ca, serving), controller.name)
-        definitions = manifests.crds(controller, built.module)
         for crd in definitions:
             await _put(kube, crd, controller.name)
         await _established(kube, [str(c["metadata"]["name"]) for c in definitions], controller)

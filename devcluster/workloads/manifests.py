@@ -5,7 +5,10 @@ A webhook configuration in a module names an in-cluster Service (``clientConfig.
 test control plane has no Service network, so each webhook's ``clientConfig`` becomes
 ``url: https://127.0.0.1:<port><service path>`` with ``caBundle`` the controller's CA. The
 module's kustomize patches (JSON patches, e.g. JobSet's and LWS's pod webhooks narrowed to their
-own pods by an ``objectSelector``) and ``namePrefix`` are applied as kustomize would.
+own pods by an ``objectSelector``), the inline strategic-merge patches of its kustomization
+(Kueue's namespaceSelectors) and ``namePrefix`` are applied as kustomize would. A CRD the module
+gives a conversion webhook (kubebuilder's ``webhook_in_<plural>.yaml`` patches, Kueue's
+v1beta1 ⇄ v1beta2) gets it pointed at the same loopback URL (path ``/convert``) and CA.
 """
 
 from __future__ import annotations
@@ -47,7 +50,11 @@ def documents(path: Path) -> list[Document]:
     return found
 
 
-def crds(controller: Controller, root: Path) -> list[Document]:
+def crds(
+    controller: Controller, root: Path, *, port: int | None = None, ca: bytes | None = None
+) -> list[Document]:
+    """The controller's CRDs; with ``port`` and ``ca``, those with a conversion patch get their
+    conversion webhook at ``https://127.0.0.1:<port>`` trusting ``ca``."""
     found = [d for relative in controller.crds for d in documents(root / relative)]
     for document in found:
         if document["kind"] != "CustomResourceDefinition":
@@ -55,6 +62,22 @@ def crds(controller: Controller, root: Path) -> list[Document]:
                 f"expected CustomResourceDefinitions in {', '.join(controller.crds)}, "
                 f"got {document['kind']}"
             )
+    if port is None or ca is None:
+        return found
+    by_name = {str(d["metadata"]["name"]): d for d in found}
+    for relative in controller.conversion:
+        for patch in documents(root / relative):
+            name = str((patch.get("metadata") or {}).get("name"))
+            conversion = (patch.get("spec") or {}).get("conversion")
+            if name not in by_name or not isinstance(conversion, dict):
+                raise ManifestError(
+                    f"{relative}: no spec.conversion for a CRD of {controller.name} "
+                    f"(names {name!r})"
+                )
+            conversion = copy.deepcopy(conversion)
+            webhook = conversion.setdefault("webhook", {})
+            webhook["clientConfig"] = _client_config(webhook.get("clientConfig"), port, ca)
+            by_name[name]["spec"]["conversion"] = conversion
     return found
 
 
@@ -75,9 +98,12 @@ def webhook_configurations(
 
 def _patched(webhooks: Webhooks, root: Path) -> list[Document]:
     found = documents(root / webhooks.path)
+    inline = _inline_patches(root, webhooks.kustomization) if webhooks.kustomization else []
     for document in found:
         if document["kind"] not in WEBHOOK_KINDS:
             raise ManifestError(f"{webhooks.path}: unexpected {document['kind']}")
+        for merge in inline:
+            _merge_webhooks(document, merge)
         for patch in webhooks.patches:
             if _targets(patch, document):
                 operations = yaml.safe_load((root / patch.path).read_text())
@@ -89,6 +115,37 @@ def _patched(webhooks: Webhooks, root: Path) -> list[Document]:
     return found
 
 
+def _inline_patches(root: Path, kustomization: str) -> list[Document]:
+    """The kustomization's inline ``patches: [{patch: <yaml>}]`` documents."""
+    try:
+        loaded = yaml.safe_load((root / kustomization).read_text()) or {}
+        patches = [yaml.safe_load(p["patch"]) for p in loaded.get("patches") or [] if "patch" in p]
+    except (OSError, yaml.YAMLError, TypeError) as exc:
+        raise ManifestError(f"{kustomization}: {exc}") from exc
+    for patch in patches:
+        if not isinstance(patch, dict) or patch.get("kind") not in WEBHOOK_KINDS:
+            raise ManifestError(f"{kustomization}: an inline patch of no webhook configuration")
+    return patches
+
+
+def _merge_webhooks(document: Document, patch: Document) -> None:
+    """Strategic merge of ``patch`` into ``document`` as kustomize does for webhook lists:
+    the configuration by kind and name, each webhook by name, its fields replaced."""
+    if patch["kind"] != document["kind"]:
+        return
+    if (patch.get("metadata") or {}).get("name") != document["metadata"]["name"]:
+        return
+    webhooks = {w.get("name"): w for w in document.get("webhooks") or []}
+    for change in patch.get("webhooks") or []:
+        target = webhooks.get(change.get("name"))
+        if target is None:
+            raise ManifestError(
+                f"{document['kind']} {document['metadata']['name']}: a patch names webhook "
+                f"{change.get('name')!r}, which it does not have"
+            )
+        target.update(copy.deepcopy(change))
+
+
 def _targets(patch: Patch, document: Document) -> bool:
     if document["kind"] != patch.kind:
         return False
@@ -98,13 +155,17 @@ def _targets(patch: Patch, document: Document) -> bool:
 def _loopback(document: Document, *, port: int, ca: bytes) -> Document:
     result = copy.deepcopy(document)
     for webhook in result.get("webhooks") or []:
-        client = webhook.get("clientConfig") or {}
-        path = (client.get("service") or {}).get("path", "/")
-        webhook["clientConfig"] = {
-            "url": f"https://127.0.0.1:{port}{path}",
-            "caBundle": base64.b64encode(ca).decode("ascii"),
-        }
+        webhook["clientConfig"] = _client_config(webhook.get("clientConfig"), port, ca)
     return result
+
+
+def _client_config(client: Any, port: int, ca: bytes) -> dict[str, str]:
+    """A Service ``clientConfig`` as a loopback URL (the Service's path) with ``ca``."""
+    path = ((client or {}).get("service") or {}).get("path", "/")
+    return {
+        "url": f"https://127.0.0.1:{port}{path}",
+        "caBundle": base64.b64encode(ca).decode("ascii"),
+    }
 
 
 def json_patch(document: Any, operations: list[dict[str, Any]]) -> None:

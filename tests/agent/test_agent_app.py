@@ -153,6 +153,7 @@ async def test_cycle_health_events_and_http_endpoints() -> None:
             metrics = await (await client.get("/metrics")).text()
             assert "topos_agent_discovery_seconds_count 3.0" in metrics
             assert "topos_agent_gpus_healthy 7.0" in metrics
+            assert 'topos_agent_gpu_health{status="ok"} 8.0' in metrics  # NVML's readings: fine
             assert 'topos_agent_nvml_events_total{fatal="true"} 1.0' in metrics
             assert 'topos_agent_nvml_events_total{fatal="false"} 1.0' in metrics
     finally:

@@ -118,9 +118,15 @@ async def test_steady_node_second_run_sends_no_patch(
     assert "patched" in first[1]
     assert second[1].strip().endswith("unchanged")
     path = f"/api/v1/nodes/{node}"
-    assert proxy.count("PATCH", path) == 1
+    assert proxy.count("PATCH", path) == 1  # labels and annotations, first run only
+    assert proxy.count("PATCH", path + "/status") == 1  # the ToposGPUHealthy condition, once
     assert proxy.count("GET", path) == 2
-    assert [m for m, _ in proxy.requests].count("PATCH") == 1
+    assert [m for m, _ in proxy.requests].count("PATCH") == 2
+    status = (await kube.get(NODES, node))["status"]
+    (condition,) = [c for c in status["conditions"] if c["type"] == L.GPU_HEALTH_CONDITION]
+    assert condition["status"] == "True"
+    assert condition["reason"] == "GPUsHealthy"
+    assert condition["message"] == "8 of 8 GPUs report health; all healthy"
 
 
 async def test_missing_node_is_one_line(kubeconfig: Path) -> None:

@@ -137,3 +137,25 @@ def test_a_key_moving_from_label_to_annotation() -> None:
     assert plan.patch is not None
     assert plan.patch["metadata"]["labels"] == {key: None}
     assert plan.patch["metadata"]["annotations"][key] == "0-15,32-47"
+
+
+def _with_clique(value: str) -> NodeLabels:
+    return NodeLabels(labels={**DESIRED.labels, L.GFD_GPU_CLIQUE: value}, annotations={})
+
+
+def test_a_clique_gfd_already_wrote_stays_gfds() -> None:
+    node = NodeMetadata(labels={L.GFD_GPU_CLIQUE: "gfd-cluster.4"})
+    plan = plan_patch(node, _with_clique("topos-cluster.7"))
+    assert plan.patch is not None
+    labels = plan.patch["metadata"]["labels"]
+    assert L.GFD_GPU_CLIQUE not in labels  # neither overwritten nor removed
+    owned = OwnedKeys.decode(plan.patch["metadata"]["annotations"][L.OWNED_KEYS])
+    assert L.GFD_GPU_CLIQUE not in owned.labels  # and never taken over
+
+
+def test_the_agent_writes_and_then_maintains_the_clique_where_nobody_did() -> None:
+    node = _apply(NodeMetadata(), plan_patch(NodeMetadata(), _with_clique("c.7")).patch)
+    assert node.labels[L.GFD_GPU_CLIQUE] == "c.7"
+    moved = plan_patch(node, _with_clique("c.8"))  # its own key: it keeps it current
+    assert moved.patch is not None
+    assert moved.patch["metadata"]["labels"] == {L.GFD_GPU_CLIQUE: "c.8"}

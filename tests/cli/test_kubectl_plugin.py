@@ -78,7 +78,10 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
     inventory.upsert_node(
         KubeNode(
             name="gpu-1",
-            labels={"topos.io/leaf": "leaf-a"},
+            labels={
+                "topos.io/leaf": "leaf-a",
+                "nvidia.com/gpu.clique": "3c5b0f2e-8a4d-4e6b-9f1a-2d7c6e5b4a39.7",
+            },
             allocatable={"nvidia.com/gpu": 4, "nvidia.com/mig-3g.20gb": 1, "pods": 110},
         )
     )
@@ -102,7 +105,16 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
         as_json = await _plugin("--coordinator", url, "-o", "json", "nodes")
     header, row = out.splitlines()
     columns = re.split(r"\s{3,}", header)
-    assert columns == ["NODE", "STATUS", "GPU", "GPUS FREE", "NUMA FREE", "MIG FREE", "LEAF"]
+    assert columns == [
+        "NODE",
+        "STATUS",
+        "GPU",
+        "GPUS FREE",
+        "NUMA FREE",
+        "MIG FREE",
+        "LEAF",
+        "NVLINK CLIQUE",
+    ]
     cells = dict(zip(columns, re.split(r"\s{3,}", row), strict=True))
     assert cells["NODE"] == "gpu-1"
     assert cells["STATUS"] == "Ready"
@@ -112,6 +124,7 @@ async def test_nodes_against_the_real_coordinator_app() -> None:
     assert cells["NUMA FREE"] == "0:1/2 1:2/2"  # the held GPU-1 sits on NUMA node 0
     assert cells["MIG FREE"] == "3g.20gb=1"
     assert cells["LEAF"] == "leaf-a"
+    assert cells["NVLINK CLIQUE"] == "3c5b0f2e.7"  # the rack: cluster UUID's start, clique id
     assert '"name": "gpu-1"' in as_json
 
 

@@ -276,3 +276,32 @@ def test_human_readable_annotations() -> None:
     lines = out.annotations[L.GPUS].splitlines()
     assert len(lines) == 8
     assert lines[0] == "GPU0 NVIDIA A100-SXM4-40GB 40960MiB cc8.0 NUMA0 00000000:07:00.0 healthy"
+
+
+def _fabric_node(*cliques: tuple[str, int] | None) -> NodeTopology:
+    from common.model import Gpu, GpuFabric, GpuHealth
+
+    gpus = tuple(
+        Gpu(
+            index=i,
+            uuid=f"GPU-{i}",
+            health=GpuHealth(
+                fabric=None
+                if c is None
+                else GpuFabric(state="completed", cluster_uuid=c[0], clique_id=c[1])
+            ),
+        )
+        for i, c in enumerate(cliques)
+    )
+    n = len(gpus)
+    links = tuple(tuple("X" if i == j else "NV18" for j in range(n)) for i in range(n))
+    return NodeTopology(hostname="tray", gpus=gpus, links=links)
+
+
+def test_gpu_clique_in_gfds_format_only_when_the_gpus_agree() -> None:
+    uuid = "5e1ab1f2-1d8a-4c1e-9b3e-2f7d0c8a9b10"
+    tray = labels(_fabric_node((uuid, 7), (uuid, 7), (uuid, 7), (uuid, 7)))
+    assert tray.labels[L.GFD_GPU_CLIQUE] == f"{uuid}.7"
+    split = labels(_fabric_node((uuid, 7), (uuid, 8)))
+    assert L.GFD_GPU_CLIQUE not in split.labels  # half-registered tray: no label
+    assert L.GFD_GPU_CLIQUE not in labels(_fabric_node(None, None)).labels  # no fabric (HGX)

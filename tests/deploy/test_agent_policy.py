@@ -124,3 +124,60 @@ async def test_agent_changes_only_its_own_nodes_metadata(
         await kube.patch(NODES, other, _labels({"example.com/rack": "r1"}))
     finally:
         await agent.close()
+
+
+def _condition(kind: str, status: str) -> dict[str, Any]:
+    return {"status": {"conditions": [{"type": kind, "status": status, "reason": "Test"}]}}
+
+
+async def test_agent_sets_only_its_condition_in_its_nodes_status(
+    policy: Kubectl,
+    kube: KubeClient,
+    kubeconfig: Path,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    own, other = unique_name("gpu"), unique_name("gpu")
+    await _node(kube, own)
+    await _node(kube, other)
+    await kube.patch(NODES, own, {"status": {"capacity": {"cpu": "8"}}}, subresource="status")
+    agent = await _agent_client(kube, kubeconfig, own, tmp_path, unique_name)
+    try:
+
+        async def refused() -> KubeError | None:
+            try:
+                await agent.patch(
+                    NODES,
+                    other,
+                    _condition("ToposGPUHealthy", "False"),
+                    patch_type="strategic",
+                    subresource="status",
+                )
+            except (Forbidden, Invalid) as exc:
+                return exc
+            return None
+
+        refusal = await eventually(refused, what="the policy to take effect", interval_s=0.1)
+        assert f"may only change the Node its pod runs on, not {other}" in refusal.message
+
+        await agent.patch(
+            NODES,
+            own,
+            _condition("ToposGPUHealthy", "False"),
+            patch_type="strategic",
+            subresource="status",
+        )
+        for patch in (
+            _condition("Ready", "False"),  # someone else's condition
+            {"status": {"capacity": {"cpu": "64"}}},  # forged capacity
+            {"status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+        ):
+            with pytest.raises((Forbidden, Invalid)) as caught:
+                await agent.patch(NODES, own, patch, patch_type="strategic", subresource="status")
+            assert "may only change its own condition" in str(caught.value)
+        status = (await kube.get(NODES, own))["status"]
+        kinds = {c["type"]: c["status"] for c in status.get("conditions", [])}
+        assert kinds == {"ToposGPUHealthy": "False"}
+        assert status["capacity"] == {"cpu": "8"}
+    finally:
+        await agent.close()

@@ -111,7 +111,7 @@ COORDINATOR_NAMESPACE_GRANTS = _expand(
         "leases.coordination.k8s.io@topos-coordinator": ["get", "update"],
     }
 )
-AGENT_GRANTS = _expand({"nodes": ["get", "patch"]})
+AGENT_GRANTS = _expand({"nodes": ["get", "patch"], "nodes/status": ["patch"]})
 
 
 def test_coordinator_holds_exactly_its_grants(rbac: Kubectl) -> None:
@@ -242,7 +242,8 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     (AGENT, "patch", "nodes", (), True),
     (AGENT, "list", "nodes", (), False),
     (AGENT, "delete", "nodes", (), False),
-    (AGENT, "patch", "nodes", ("--subresource=status",), False),
+    # its ToposGPUHealthy condition (the admission policy keeps it to that condition)
+    (AGENT, "patch", "nodes", ("--subresource=status",), True),
     (AGENT, "get", "secrets", ("-n", NAMESPACE), False),
     (AGENT, "get", "secrets", ("-n", "kube-system"), False),
     (AGENT, "list", "secrets", ("-A",), False),

@@ -21,6 +21,7 @@ from devcluster.workloads import build
 from devcluster.workloads.catalog import (
     CONTROLLERS,
     JOBSET,
+    KUEUE,
     LWS,
     Controller,
     Patch,
@@ -216,3 +217,76 @@ def test_a_version_the_proxy_does_not_serve_is_named_and_nothing_is_cached(
         build.ensure(missing, log=False)
     assert build.find(missing) is None
     assert not (build.cache_dir(missing) / "jobset").exists()
+
+
+def test_kueue_crds_convert_on_loopback_and_its_pod_webhooks_keep_off_kube_system() -> None:
+    """On Kueue's module files (when built): the five CRDs its kustomization gives a conversion
+    webhook (v1beta1 ⇄ v1beta2) get it at the manager's ``/convert`` on loopback with the harness
+    CA, the others none; its kustomization's inline patches keep the pod, Deployment and
+    StatefulSet webhooks off ``kube-system`` and ``kueue-system``."""
+    built = build.find(KUEUE)
+    if built is None:
+        pytest.skip("kueue is not built (make controllers)")
+    definitions = crds(KUEUE, built.module, port=9443, ca=CA)
+    converting = {
+        d["metadata"]["name"]: d["spec"]["conversion"]
+        for d in definitions
+        if (d["spec"].get("conversion") or {}).get("strategy") == "Webhook"
+    }
+    assert sorted(converting) == [
+        f"{plural}.kueue.x-k8s.io"
+        for plural in ("clusterqueues", "cohorts", "localqueues", "multikueueclusters", "workloads")
+    ]
+    for conversion in converting.values():
+        client = conversion["webhook"]["clientConfig"]
+        assert client["url"] == "https://127.0.0.1:9443/convert"
+        assert base64.b64decode(client["caBundle"]) == CA
+        assert conversion["webhook"]["conversionReviewVersions"] == ["v1"]
+    storage = {
+        d["metadata"]["name"]: [v["name"] for v in d["spec"]["versions"] if v.get("storage")]
+        for d in definitions
+    }
+    assert storage["workloads.kueue.x-k8s.io"] == ["v1beta2"]
+    # Without a port and CA (reading only), the module's CRDs as they are.
+    assert all("conversion" not in d["spec"] for d in crds(KUEUE, built.module))
+    configs = webhook_configurations(KUEUE, built.module, port=9443, ca=CA)
+    selectors = {w["name"]: w.get("namespaceSelector") for c in configs for w in c["webhooks"]}
+    for name in ("mpod.kb.io", "vpod.kb.io", "mdeployment.kb.io", "vstatefulset.kb.io"):
+        (expression,) = selectors[name]["matchExpressions"]
+        assert expression["operator"] == "NotIn", name
+        assert set(expression["values"]) == {"kube-system", "kueue-system"}, name
+    assert selectors["mjob.kb.io"] is None
+
+
+def test_an_inline_patch_naming_a_webhook_the_module_lacks_is_named(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text(
+        "patches:\n- patch: |-\n"
+        "    apiVersion: admissionregistration.k8s.io/v1\n"
+        "    kind: MutatingWebhookConfiguration\n"
+        "    metadata: {name: mutating-webhook-configuration}\n"
+        "    webhooks: [{name: mnothing.kb.io, namespaceSelector: {}}]\n"
+    )
+    controller = dataclasses.replace(
+        module(tmp_path),
+        webhooks=(Webhooks("webhook/manifests.yaml", kustomization="kustomization.yaml"),),
+    )
+    with pytest.raises(ManifestError, match=r"names webhook 'mnothing.kb.io'"):
+        webhook_configurations(controller, tmp_path, port=1, ca=CA)
+
+
+def test_a_conversion_patch_for_no_crd_of_the_controller_is_named(tmp_path: Path) -> None:
+    (tmp_path / "crd").mkdir()
+    (tmp_path / "crd" / "things.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: things.example.com}\nspec: {group: example.com}\n"
+    )
+    (tmp_path / "webhook_in_others.yaml").write_text(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        "metadata: {name: others.example.com}\n"
+        "spec: {conversion: {strategy: Webhook, webhook: {clientConfig: {}}}}\n"
+    )
+    controller = dataclasses.replace(
+        module(tmp_path), crds=("crd",), conversion=("webhook_in_others.yaml",)
+    )
+    with pytest.raises(ManifestError, match=r"webhook_in_others.yaml: .*'others.example.com'"):
+        crds(controller, tmp_path, port=1, ca=CA)

@@ -45,6 +45,16 @@ async def _json(url: str) -> Any:
         return await resp.json()
 
 
+async def _scrape_with(base: str, line: str) -> str:
+    """The coordinator's /metrics once it holds ``line`` (it counts an Event after writing it)."""
+
+    async def scrape() -> str | None:
+        text = await _text(f"{base}/metrics")
+        return text if line in text else None
+
+    return await eventually(scrape, what=line, timeout_s=30)
+
+
 async def _text(url: str) -> str:
     async with aiohttp.ClientSession() as http, http.get(url) as resp:
         return await resp.text()
@@ -170,9 +180,9 @@ async def _scenario(
     assert [use[topology.gpus[i].uuid] for i in given] == [f"{namespace}/train"] * 2
     assert all(use[topology.gpus[i].uuid] is None for i in chosen if i not in given)
 
+    # The Event is seen through the watch, which may be before the coordinator counts the write.
     metric = f'topos_gpu_assignment_mismatches_total{{link="worse",node="{node}"}} 1.0'
-    scrape = await _text(f"{base}/metrics")
-    assert metric in scrape
+    scrape = await _scrape_with(base, metric)
     # a mismatch is also a topology violation, under Topos's and the NeuroNetes seed's names
     assert 'topos_topology_violations_total{reason="gpu-assignment-mismatch"} 1.0' in scrape
     assert "neuronetes_scheduler_topology_violations_total 1.0" in scrape
@@ -211,9 +221,8 @@ async def _scenario(
     assert doc["connected"] is True
     assert doc["stale"] is False
     assert sorted(m["pod"] for m in doc["mismatches"]) == ["odd", "train"]
-    metrics = await _text(f"{base}/metrics")
-    assert f'topos_gpu_assignment_mismatches_total{{link="unknown-device",node="{node}"}} 1.0' in (
-        metrics
+    await _scrape_with(
+        base, f'topos_gpu_assignment_mismatches_total{{link="unknown-device",node="{node}"}} 1.0'
     )
 
     # The node's answer changes: the pod's mismatch Event says the new set, counted twice (one
@@ -223,5 +232,6 @@ async def _scenario(
     await _event_saying(kube, namespace, "train", f"the node gave GPUs {other[0]},{other[1]} (SYS)")
     (changed,) = await _events(kube, namespace, "train")
     assert changed["count"] == 2
-    metric = f'topos_gpu_assignment_mismatches_total{{link="worse",node="{node}"}} 2.0'
-    assert metric in await _text(f"{base}/metrics")
+    await _scrape_with(
+        base, f'topos_gpu_assignment_mismatches_total{{link="worse",node="{node}"}} 2.0'
+    )

@@ -15,13 +15,15 @@ import pytest
 import yaml
 
 from common.kube import KubeError
+from devcluster.kube_wait import wait_for
 from devcluster.workloads.build import Built
 from devcluster.workloads.launch import resource_for
 from devcluster.workloads.manifests import crds, documents
-from tests.support.gang_cluster import GangCluster
+from tests.support.gang_cluster import Controllers, GangCluster
 from tests.support.gpu_cluster import assignment
 from tests.support.workload_controllers import TRAIN_JOBS, TRAINING_RUNTIMES
 from tests.support.workload_examples import RUNTIME_FILE, TRAIN_JOB, topos_runtime
+from tests.support.workload_runs import GANG, all_waiting, hold_gpus, release, runs
 
 
 async def test_trainjob_on_torch_runtime_pods_made_through_jobset_and_bound_by_topos(
@@ -66,3 +68,48 @@ async def test_trainers_webhook_refuses_a_trainjob_name_it_cannot_use(
     assert "validator.trainjob.trainer.kubeflow.org" in message, message
     assert 'metadata.name: Invalid value: "9-lives"' in message, message
     assert (await cluster.kube.list(TRAIN_JOBS, namespace=cluster.namespace))["items"] == []
+
+
+async def test_trainjob_is_all_or_nothing_and_applied_again_is_a_new_run(
+    trainer_controller: Built, cluster: GangCluster
+) -> None:
+    """The TrainJob's two nodes are one gang through its JobSet: with one GPU free, neither
+    binds; the GPU freed, both bind. Deleted and applied again under its name, it is a new run
+    (a new JobSet) that binds again."""
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    await cluster.kube.create(
+        TRAINING_RUNTIMES, topos_runtime(trainer_controller), namespace=cluster.namespace
+    )
+    selector = "jobset.sigs.k8s.io/jobset-name=pytorch-simple"
+    async with cluster.gang_coordinator(), Controllers(cluster):
+        await hold_gpus(cluster, "someone-else", 7)
+        await cluster.kube.create(
+            TRAIN_JOBS, yaml.safe_load(TRAIN_JOB), namespace=cluster.namespace
+        )
+        waiting = await all_waiting(cluster, selector, 2)
+        assert {p["metadata"]["labels"][GANG] for p in waiting} == {"pytorch-simple"}
+        await release(cluster, "someone-else")
+        await cluster.all_bound(selector, 2)
+        first = runs(await cluster.pods(selector))
+        await cluster.kube.delete(
+            TRAIN_JOBS,
+            "pytorch-simple",
+            namespace=cluster.namespace,
+            propagation_policy="Foreground",
+        )
+        await cluster.none_left(selector)
+        await wait_for(
+            cluster.kube,
+            TRAIN_JOBS,
+            lambda found: True if not found else None,
+            namespace=cluster.namespace,
+            name="pytorch-simple",
+            what="the TrainJob gone",
+        )
+        await cluster.kube.create(
+            TRAIN_JOBS, yaml.safe_load(TRAIN_JOB), namespace=cluster.namespace
+        )
+        await cluster.all_bound(selector, 2)
+        second = runs(await cluster.pods(selector))
+    assert len(first) == len(second) == 1, (first, second)
+    assert first != second

@@ -255,3 +255,233 @@ def exclusive_placement() -> dict[str, Any]:
     for replicated in jobset["spec"]["replicatedJobs"]:
         with_scheduler(replicated["template"]["spec"]["template"])
     return jobset
+
+
+# JobSet's PyTorch example (examples/pytorch/cnn-mnist/mnist.yaml in JobSet's repository): four
+# torchrun workers. Besides schedulerName, each worker asks for the node's 8 GPUs, as it would on a
+# GPU cluster (the example as written asks for nothing, so any room would hold it).
+PYTORCH = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: pytorch
+spec:
+  replicatedJobs:
+  - name: workers
+    template:
+      spec:
+        parallelism: 4
+        completions: 4
+        backoffLimit: 0
+        template:
+          spec:
+            containers:
+            - name: pytorch
+              image: gcr.io/k8s-staging-jobset/pytorch-mnist:latest
+              ports:
+              - containerPort: 3389
+              env:
+              - name: MASTER_ADDR
+                value: "pytorch-workers-0-0.pytorch"
+              - name: MASTER_PORT
+                value: "3389"
+              - name: RANK
+                valueFrom:
+                  fieldRef:
+                    fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+              - name: PYTHONUNBUFFERED
+                value: "0"
+              command:
+              - bash
+              - -xc
+              - |
+                printenv
+                torchrun --rdzv_id=123 --nnodes=4 --nproc_per_node=1 --master_addr=$MASTER_ADDR \\
+                  --master_port=$MASTER_PORT --node_rank=$RANK mnist.py --epochs=1 --log-interval=1
+"""
+
+
+def pytorch(gpus: int = 8) -> dict[str, Any]:
+    jobset: dict[str, Any] = yaml.safe_load(PYTORCH)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        template = with_scheduler(replicated["template"]["spec"]["template"])
+        for container in template["spec"]["containers"]:
+            container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    return jobset
+
+
+# JobSet's failure-policy example (examples/failure-policy/max-restarts.yaml): a failed Job makes
+# JobSet recreate every Job, up to three times (the command is left out: no kubelet runs it here).
+MAX_RESTARTS = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: max-restarts
+spec:
+  failurePolicy:
+    maxRestarts: 3
+  replicatedJobs:
+  - name: leader
+    replicas: 1
+    template:
+      spec:
+        backoffLimit: 0
+        completions: 1
+        parallelism: 1
+        template:
+          spec:
+            containers:
+            - name: leader
+              image: bash:latest
+  - name: workers
+    replicas: 1
+    template:
+      spec:
+        backoffLimit: 0
+        completions: 2
+        parallelism: 2
+        template:
+          spec:
+            containers:
+            - name: worker
+              image: bash:latest
+"""
+
+
+def max_restarts() -> dict[str, Any]:
+    jobset: dict[str, Any] = yaml.safe_load(MAX_RESTARTS)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return jobset
+
+
+# LWS's docs/examples/sample/lws-exclusive-placement.yaml as its module ships it (the nodes here
+# carry its GKE node-pool label); only schedulerName is added below.
+LWS_EXCLUSIVE = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: leaderworkerset-sample
+  annotations:
+    leaderworkerset.sigs.k8s.io/exclusive-topology: cloud.google.com/gke-nodepool
+spec:
+  replicas: 3
+  leaderWorkerTemplate:
+    size: 4
+    restartPolicy: RecreateGroupOnPodRestart
+    workerTemplate:
+      spec:
+        containers:
+        - name: nginx
+          image: nginxinc/nginx-unprivileged:1.27
+          resources:
+            limits:
+              cpu: "100m"
+            requests:
+              cpu: "50m"
+          ports:
+          - containerPort: 8080
+"""
+
+
+def lws_exclusive() -> dict[str, Any]:
+    lws: dict[str, Any] = yaml.safe_load(LWS_EXCLUSIVE)
+    with_scheduler(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
+    return lws
+
+
+# LWS's docs/examples/vllm/GPU/lws.yaml (multi-node vLLM: Llama 3.1 405B, tensor parallel 8 ×
+# pipeline parallel 2), the LeaderWorkerSet as its module ships it (its Service left out); only
+# schedulerName is added below. Each pod asks for a whole 8-GPU node with 1124Gi of memory.
+VLLM = """
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata:
+  name: vllm
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    restartPolicy: RecreateGroupOnPodRestart
+    leaderTemplate:
+      metadata:
+        labels:
+          role: leader
+      spec:
+        containers:
+          - name: vllm-leader
+            image: vllm/vllm-openai:latest
+            env:
+              - name: HUGGING_FACE_HUB_TOKEN
+                value: $HUGGING_FACE_HUB_TOKEN
+            command:
+              - sh
+              - -c
+              - "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh leader
+                 --ray_cluster_size=$(LWS_GROUP_SIZE);
+                 python3 -m vllm.entrypoints.openai.api_server --port 8080
+                 --model meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8
+                 --pipeline_parallel_size 2"
+            resources:
+              limits:
+                nvidia.com/gpu: "8"
+                memory: 1124Gi
+                ephemeral-storage: 800Gi
+              requests:
+                ephemeral-storage: 800Gi
+                cpu: 125
+            ports:
+              - containerPort: 8080
+            readinessProbe:
+              tcpSocket:
+                port: 8080
+              initialDelaySeconds: 15
+              periodSeconds: 10
+            volumeMounts:
+              - mountPath: /dev/shm
+                name: dshm
+        volumes:
+        - name: dshm
+          emptyDir:
+            medium: Memory
+            sizeLimit: 15Gi
+    workerTemplate:
+      spec:
+        containers:
+          - name: vllm-worker
+            image: vllm/vllm-openai:latest
+            command:
+              - sh
+              - -c
+              - "bash /vllm-workspace/examples/online_serving/multi-node-serving.sh worker
+                 --ray_address=$(LWS_LEADER_ADDRESS)"
+            resources:
+              limits:
+                nvidia.com/gpu: "8"
+                memory: 1124Gi
+                ephemeral-storage: 800Gi
+              requests:
+                ephemeral-storage: 800Gi
+                cpu: 125
+            env:
+              - name: HUGGING_FACE_HUB_TOKEN
+                value: $HUGGING_FACE_HUB_TOKEN
+            volumeMounts:
+              - mountPath: /dev/shm
+                name: dshm
+        volumes:
+        - name: dshm
+          emptyDir:
+            medium: Memory
+            sizeLimit: 15Gi
+"""
+
+
+def vllm(size: int = 2) -> dict[str, Any]:
+    """The vLLM example; ``size``: pods per group (the example's 2, or more nodes per model)."""
+    lws: dict[str, Any] = yaml.safe_load(VLLM)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    template["size"] = size
+    with_scheduler(template["leaderTemplate"])
+    with_scheduler(template["workerTemplate"])
+    return lws

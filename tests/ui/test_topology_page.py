@@ -18,6 +18,7 @@ the page is saved as ``topology.png`` in the test's temp folder.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.kube
 
 FRACTION, MEMORY = "topos.io/gpu-fraction", "topos.io/gpu-memory"
 NODES_JS = "[...document.querySelectorAll('article.node')]"
+CLIQUE = "nvidia.com/gpu.clique"
 
 
 def _mig_pod(name: str, profile: str) -> dict[str, Any]:
@@ -95,7 +97,11 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
     spine, leaf_a, leaf_b = (f"{t}-{cluster.run}" for t in ("spine", "leaf-a", "leaf-b"))
     h100 = await cluster.add_node("h100", "dgx-h100", labels_extra={LEAF: leaf_a, SPINE: spine})
     pcie = await cluster.add_node("pcie", "pcie-8x", labels_extra={LEAF: leaf_b, SPINE: spine})
-    mig = await cluster.add_node("mig", "a100-mig", labels_extra={LEAF: leaf_b, SPINE: spine})
+    # the MIG box is in an NVLink clique of its own (GFD's <clusterUUID>.<cliqueId>)
+    clique = f"{uuid.uuid4()}.1"
+    mig = await cluster.add_node(
+        "mig", "a100-mig", labels_extra={LEAF: leaf_b, SPINE: spine, CLIQUE: clique}
+    )
     await create_service_account(kube, namespace, "viewer")
     token = await kube.request_token(namespace=namespace, service_account="viewer")
     config = parse_config(
@@ -166,6 +172,16 @@ async def test_the_page_shows_a_real_clusters_topology_pods_and_gangs(
                 "[...document.querySelectorAll('[data-leaf]')].map((s) => s.dataset.leaf)"
             )
             assert leaves == [leaf_a, leaf_b]
+            # leaf-b draws its clique as a box holding the MIG node, the PCIe box beside it
+            in_clique = await page.evaluate(
+                f"""[...document.querySelectorAll('[data-clique="{clique}"] article.node')]
+                .map((n) => n.dataset.node)"""
+            )
+            assert in_clique == [mig]
+            heading = await page.evaluate(
+                f"""document.querySelector('[data-clique="{clique}"] h5').innerText"""
+            )
+            assert heading.startswith(f"NVLink clique {clique}")
 
             dgx = await _card(page, h100)
             assert ["link-nvswitch", "NV18"] in dgx["links"]

@@ -39,6 +39,7 @@ from common.kube import (
     KubeObject,
     NotFound,
 )
+from common.kube.types import JsonPatchOperation
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.engine.claimstatus import (
     DELETE_PROTECTION,
@@ -89,10 +90,7 @@ class KubeClaimWriter:
             await self._reserve(pod, claim, what)
             return claim
         try:
-            obj = await self._patch(
-                claim,
-                {"metadata": _version(claim.resource_version, finalizers=[DELETE_PROTECTION])},
-            )
+            obj = await self._protect(claim)
         except KubeError as exc:
             raise _conflict(f"protect {what}", exc) from exc
         version = str(obj["metadata"]["resourceVersion"])
@@ -192,6 +190,49 @@ class KubeClaimWriter:
             namespace=claim.namespace,
             patch_type="strategic",
             subresource=subresource,
+        )
+
+    async def _protect(self, claim: ClaimAllocation) -> KubeObject:
+        """Add the delete-protection finalizer by a JSON patch (RFC 6902), the claim's version as
+        precondition. Not a strategic merge: for one the API server re-encodes the whole claim,
+        and a claim whose opaque driver config is not written in sorted key order (NVIDIA's
+        ComputeDomain channel claims) then reads as a changed spec, refused as immutable; a JSON
+        patch leaves what it does not touch byte for byte."""
+        version = claim.resource_version
+        pin: JsonPatchOperation = {
+            "op": "replace",
+            "path": "/metadata/resourceVersion",
+            "value": version,
+        }
+        ops = [pin] if version else []
+        append: JsonPatchOperation = {
+            "op": "add",
+            "path": "/metadata/finalizers/-",
+            "value": DELETE_PROTECTION,
+        }
+        try:
+            return await self._client.patch(
+                RESOURCE_CLAIMS,
+                claim.name,
+                [*ops, append],
+                namespace=claim.namespace,
+                patch_type="json",
+            )
+        except (Conflict, NotFound):
+            raise
+        except KubeError:
+            pass  # no finalizers yet: the list has no end to append to
+        first: JsonPatchOperation = {
+            "op": "add",
+            "path": "/metadata/finalizers",
+            "value": [DELETE_PROTECTION],
+        }
+        return await self._client.patch(
+            RESOURCE_CLAIMS,
+            claim.name,
+            [*ops, first],
+            namespace=claim.namespace,
+            patch_type="json",
         )
 
     async def _unprotect(self, claim: ClaimAllocation) -> None:

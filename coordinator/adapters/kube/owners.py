@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from common import podkeys
 from common.kube import PODS, KubeClient, KubeError, KubeObject, NotFound, Resource
+from common.kube.retry import RetryPolicy, call_with_retries
 from coordinator.adapters.kube.objects import Key, ObjectCache
 from coordinator.adapters.kube.pending import PendingPods, pending_selector, unbound
 from coordinator.adapters.kube.reflector import Change, Reflector
@@ -81,6 +82,9 @@ WORKLOAD_KINDS: Final[dict[str, Resource]] = {
 
 #: The pod label naming its workload of each kind.
 _NAME_LABEL: Final = {"JobSet": JOBSET_NAME, "LeaderWorkerSet": LWS_NAME, "RayCluster": RAY_CLUSTER}
+
+#: Retries of the patch that writes a pod's inherited keys (it is idempotent: see ``_patch``).
+PATCH_RETRY: Final = RetryPolicy(attempts=8, initial_delay_s=0.1, max_delay_s=2.0)
 
 WorkloadGangOf = tuple[bool, WorkloadGang | WorkloadGangError | None]
 
@@ -322,7 +326,14 @@ class InheritingPending:
         # The patch is for this pod, not one recreated under its name.
         body = {"metadata": {**patch["metadata"], "uid": uid}}  # type: ignore[dict-item]
         try:
-            await self._client.patch(PODS, name, body, namespace=namespace)
+            # The patch writes the same keys however often it is sent (and only onto this pod):
+            # a connection lost or a server busy is retried, never read as a refusal — a gang's
+            # member queued without its gang's labels would be placed alone.
+            await call_with_retries(
+                PATCH_RETRY,
+                "PUT",  # retried as an idempotent verb is
+                lambda: self._client.patch(PODS, name, body, namespace=namespace),
+            )
         except NotFound:
             self._held.pop(uid, None)
         except KubeError as exc:

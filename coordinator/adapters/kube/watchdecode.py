@@ -68,6 +68,7 @@ class _PodMeta(msgspec.Struct):
 
 class _Phase(msgspec.Struct):
     phase: str = ""
+    startTime: str = ""
 
 
 class _Pod(msgspec.Struct):
@@ -120,7 +121,7 @@ def _digest(*parts: bytes | msgspec.Raw) -> int:
 
 def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
     """A pod's uid, resourceVersion and the digest of its metadata (labels, annotations, owners,
-    deletion), its spec, and its phase: everything but the status's other fields."""
+    deletion), its spec, its phase and start time: everything but the status's other fields."""
     try:
         event = _POD.decode(line)
     except msgspec.DecodeError:
@@ -136,6 +137,7 @@ def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
         meta.ownerReferences,
         pod.spec,
         pod.status.phase.encode(),
+        pod.status.startTime.encode(),
     )
     return event.type, (meta.uid, meta.resourceVersion, digest)
 
@@ -179,8 +181,9 @@ class _Meta(msgspec.Struct, omit_defaults=True):
     finalizers: list[str] | None = None
 
 
-class _SlimPhase(msgspec.Struct):
+class _SlimPhase(msgspec.Struct, omit_defaults=True):
     phase: str | None = None
+    startTime: str | None = None
 
 
 class _SlimPod(msgspec.Struct):
@@ -248,7 +251,7 @@ def bound_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
     obj = {
         "metadata": msgspec.to_builtins(pod.metadata),
         "spec": pod.spec,
-        "status": {"phase": pod.status.phase},
+        "status": msgspec.to_builtins(pod.status),
     }
     return event.type, obj  # type: ignore[return-value]
 

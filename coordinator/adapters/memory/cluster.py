@@ -388,6 +388,7 @@ class MemoryCluster:
             **dict(annotations),
         }
         obj["spec"]["nodeName"] = node
+        obj.setdefault("status", {})["startTime"] = _stamp(self._clock())  # no kubelet: starts now
         self._set_condition(
             obj,
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(self._clock())},

@@ -364,9 +364,40 @@ function card(node) {
   return element;
 }
 
+// Nodes of one leaf (or of none) clique by clique: each NVLink clique (an NVL72 rack, from
+// GET /v1/domains: only the cliques Topos trusts) in a box with its usage, the others after them.
+function byClique(nodes, cliqueKey, cliqueUse) {
+  const groups = new Map();
+  const loose = [];
+  for (const node of nodes.sort((a, b) => natural(a.name, b.name))) {
+    const clique = node.labels[cliqueKey];
+    if (clique && cliqueUse.has(clique)) {
+      if (!groups.has(clique)) groups.set(clique, []);
+      groups.get(clique).push(node);
+    } else loose.push(node);
+  }
+  const boxes = [...groups.keys()].sort(natural).map((clique) =>
+    el(
+      "div",
+      { class: "clique", dataset: { clique } },
+      el(
+        "h5",
+        {},
+        `NVLink clique ${clique}`,
+        el("span", { class: "usage" }, usage(cliqueUse.get(clique))),
+      ),
+      el("div", { class: "nodes" }, groups.get(clique).map(card)),
+    ),
+  );
+  return [...boxes, ...loose.map(card)];
+}
+
 // `filter`: only nodes whose name, leaf or spine contains this text (empty: every node).
 export function renderFabric(inventory, domains, filter = "") {
   const keys = (domains && domains.keys) || {};
+  const cliqueKey = keys.clique || "nvidia.com/gpu.clique";
+  const cliqueUse = new Map(((domains && domains.cliques) || []).map((d) => [d.name, d]));
+  const troubled = (domains && domains.clique_problems) || {};
   const leafKey = keys.leaf || "topos.io/leaf";
   const spineKey = keys.spine || "topos.io/spine";
   const wanted = filter.trim().toLowerCase();
@@ -414,11 +445,16 @@ export function renderFabric(inventory, domains, filter = "") {
           el(
             "div",
             { class: "nodes" },
+            byClique(
+              spines.get(spine).get(leaf).filter((n) => !troubled[n.name]),
+              cliqueKey,
+              cliqueUse,
+            ),
             spines
               .get(spine)
               .get(leaf)
-              .sort((a, b) => natural(a.name, b.name))
-              .map(card),
+              .filter((n) => troubled[n.name])
+              .map((n) => el("div", { class: "troubled", title: troubled[n.name] }, card(n))),
           ),
         ),
       ),
@@ -430,7 +466,7 @@ export function renderFabric(inventory, domains, filter = "") {
         "div",
         { class: "spine" },
         el("h3", {}, "nodes without a leaf label"),
-        el("div", { class: "nodes" }, unplaced.sort((a, b) => natural(a.name, b.name)).map(card)),
+        el("div", { class: "nodes" }, byClique(unplaced, cliqueKey, cliqueUse)),
       ),
     );
   }

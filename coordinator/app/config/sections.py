@@ -27,9 +27,11 @@ from coordinator.api.keys import (
 from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
+from coordinator.app.config.protections import ProtectionsSection
 from coordinator.app.config.scheduling import load_config as _scheduling_defaults
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.sources import keys_from_levels
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.state import NodeState
@@ -191,14 +193,40 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     recovery: bool = True
     """Move gangs and pods off failed GPUs and nodes."""
     domain_keys: DomainKeys = msgspec.field(default_factory=DomainKeys, name="domainKeys")
-    """Node labels naming the ``leaf``, ``spine`` and ``zone`` tiers."""
+    """Node labels naming the ``clique`` (NVLink, ``""``: none), ``leaf``, ``spine`` and ``zone``
+    tiers."""
+    topology_levels: tuple[str, ...] = msgspec.field(default=(), name="topologyLevels")
+    """Instead of ``domainKeys``: the levels of a Kueue or KAI ``Topology`` as written there
+    (``spec.levels[].nodeLabel``, broadest first; docs/topology.md)."""
+    protections: ProtectionsSection = msgspec.field(default_factory=ProtectionsSection)
+    """Minimum runtime, preemption delay, eviction budget (docs/preemption-protections.md)."""
 
     def __post_init__(self) -> None:
         keys = self.domain_keys
-        for tier in ("leaf", "spine", "zone"):
+        for tier in ("clique", "leaf", "spine", "zone"):
             key = getattr(keys, tier)
+            if tier == "clique" and key == "":
+                continue
             if not is_label_key(key):
                 raise ValueError(f"domainKeys.{tier}: {key!r} is not a label key")
+        if not self.topology_levels:
+            return
+        if keys != DomainKeys():
+            raise ValueError("domainKeys and topologyLevels both name the tree: keep one")
+        for i, level in enumerate(self.topology_levels):
+            if not is_label_key(level):
+                raise ValueError(f"topologyLevels[{i}]: {level!r} is not a label key")
+        _ = self.keys  # a list that is no tree is refused here, with the section's path
+
+    @property
+    def keys(self) -> DomainKeys:
+        """The tree's labels: ``topologyLevels`` read as a tree when set, else ``domainKeys``."""
+        if not self.topology_levels:
+            return self.domain_keys
+        try:
+            return keys_from_levels(self.topology_levels)
+        except ValueError as bad:
+            raise ValueError(f"topologyLevels: {bad}") from None
 
     def settings(self) -> GangSettings:
         return GangSettings(
@@ -206,7 +234,8 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             backoff_s=self.backoff_s,
             preemption=self.preemption,
             recovery=self.recovery,
-            keys=self.domain_keys,
+            keys=self.keys,
+            protections=self.protections.protections(),
         )
 
 

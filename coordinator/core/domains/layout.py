@@ -1,4 +1,4 @@
-"""Network domains (leaf, spine, zone) read from node labels.
+"""Network domains (NVLink clique, leaf, spine, zone) read from node labels.
 
 A cluster's fabric is described by labels on its nodes, one label key per tier. The keys are
 configuration (:class:`DomainKeys`); by default ``topos.io/leaf``, ``topos.io/spine`` and
@@ -6,6 +6,10 @@ configuration (:class:`DomainKeys`); by default ``topos.io/leaf``, ``topos.io/sp
 when they are neighbours in natural name order under one spine (``leaf-2`` sits between ``leaf-1``
 and ``leaf-3``, and before ``leaf-10``). A node without a leaf label is in no leaf: it can still
 take work on its own or at the zone/cluster tier, but never counts as "close" to anything.
+
+Below the leaf, nodes sharing a trusted ``nvidia.com/gpu.clique`` value form an NVLink clique
+(:mod:`.cliques`); a clique belongs to the leaf all its nodes name (none when they disagree or
+have none). Any tier may be absent, and nodes of one cluster may have different depths.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from coordinator.core.domains.capacity import NodeState
+from coordinator.core.domains.cliques import CLIQUE_LABEL, read_cliques
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -39,6 +44,15 @@ class DomainKeys:
     leaf: str = "topos.io/leaf"
     spine: str = "topos.io/spine"
     zone: str = "topology.kubernetes.io/zone"
+    # The multi-node NVLink domain (GB200/GB300 NVL72 rack); "" reads no cliques.
+    clique: str = CLIQUE_LABEL
+
+
+@dataclass(frozen=True, slots=True)
+class Clique:
+    name: str
+    leaf: str | None  # the leaf every node of the clique names, else None
+    nodes: tuple[str, ...]  # natural name order
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +81,15 @@ class Layout:
     zone_of: Mapping[str, str]
     # Nodes whose spine label disagrees with the one their leaf was assigned (shown in summaries).
     inconsistent: tuple[str, ...] = field(default=())
+    cliques: Mapping[str, Clique] = field(default_factory=dict)
+    clique_of: Mapping[str, str] = field(default_factory=dict)
+    # node → why its clique label is not used (malformed, fabric degraded, odd tray)
+    clique_problems: Mapping[str, str] = field(default_factory=dict)
 
     def kind_of(self, domain: str) -> str | None:
-        """``leaf`` | ``spine`` | ``zone`` for a domain name this layout knows, else None."""
+        """``clique`` | ``leaf`` | ``spine`` | ``zone`` for a domain name this layout knows."""
+        if domain in self.cliques:
+            return "clique"
         if domain in self.leaves:
             return "leaf"
         if domain in self.spines:
@@ -81,6 +101,8 @@ class Layout:
     def nodes_in(self, domain: str) -> tuple[str, ...]:
         """Node names inside a leaf, spine or zone (empty for an unknown name)."""
         kind = self.kind_of(domain)
+        if kind == "clique":
+            return self.cliques[domain].nodes
         if kind == "leaf":
             return self.leaves[domain].nodes
         if kind == "spine":
@@ -93,6 +115,7 @@ class Layout:
 def build_layout(nodes: Iterable[NodeState], *, keys: DomainKeys | None = None) -> Layout:
     """Group nodes into leaves, spines and zones from their labels."""
     keys = keys or DomainKeys()
+    nodes = list(nodes)
     leaf_nodes: dict[str, list[str]] = {}
     leaf_spine: dict[str, str | None] = {}
     zone_nodes: dict[str, list[str]] = {}
@@ -128,6 +151,15 @@ def build_layout(nodes: Iterable[NodeState], *, keys: DomainKeys | None = None) 
         name: Spine(name, tuple(sorted(members, key=natural_key)))
         for name, members in spine_leaves.items()
     }
+    reading = read_cliques(nodes, keys.clique, leaf_of)
+    clique_nodes: dict[str, list[str]] = {}
+    for name in sorted(reading.clique_of, key=natural_key):
+        clique_nodes.setdefault(reading.clique_of[name], []).append(name)
+    cliques: dict[str, Clique] = {}
+    for name, members in clique_nodes.items():
+        clique_leaves = {leaf_of.get(n) for n in members}
+        leaf = clique_leaves.pop() if len(clique_leaves) == 1 else None
+        cliques[name] = Clique(name, leaf, tuple(members))
     return Layout(
         keys=keys,
         leaves=leaves,
@@ -137,6 +169,9 @@ def build_layout(nodes: Iterable[NodeState], *, keys: DomainKeys | None = None) 
         spine_of=spine_of,
         zone_of=zone_of,
         inconsistent=tuple(inconsistent),
+        cliques=cliques,
+        clique_of=reading.clique_of,
+        clique_problems=reading.problems,
     )
 
 
@@ -152,6 +187,7 @@ def adjacent_windows(items: Sequence[str], width: int) -> list[tuple[str, ...]]:
 
 
 __all__ = [
+    "Clique",
     "DomainKeys",
     "Layout",
     "Leaf",

@@ -49,8 +49,8 @@ class Placement:
     """Where every member goes, and which network domain that is."""
 
     assignments: tuple[tuple[str, str], ...]  # (member name, node name), in input order
-    tier: str  # "node" | "leaf" | "spine" | "zone" | "cluster" | "distributed"
-    domain: str  # the node, leaf, spine or zone name; "cluster" for the widest tier
+    tier: str  # "node" | "clique" | "leaf" | "spine" | "zone" | "cluster" | "distributed"
+    domain: str  # the node, clique, leaf, spine or zone name; "cluster" for the widest tier
     nodes: tuple[str, ...]
     leaves: tuple[str, ...]
     spines: tuple[str, ...]

@@ -3,7 +3,8 @@
 The rules (docs/design.md §4), tried tier by tier, narrowest first, for ``consolidated`` and
 ``balanced`` placement:
 
-1. **one node** when the whole set fits on a single node;
+1. **one node** when the whole set fits on a single node; then **one NVLink clique** (an NVL72
+   rack, ``nvidia.com/gpu.clique``), then **the fewest cliques of one leaf** (:mod:`.cliqueplace`);
 2. **one leaf**: two nodes, or a leaf's worth of nodes, land inside one leaf switch;
 3. **the fewest leaves under one spine**: ``w`` = 2, 3, … leaves, adjacent leaves (neighbours in
    natural name order) first, any ``w`` leaves of the spine after that;
@@ -31,6 +32,7 @@ from dataclasses import replace
 
 from common.podkeys import MIG_RESOURCE_PREFIX
 from coordinator.core.domains.capacity import GPU, NodeState, fits
+from coordinator.core.domains.cliqueplace import clique_order, fewest_cliques, one_clique
 from coordinator.core.domains.layout import (
     DomainKeys,
     Layout,
@@ -64,7 +66,7 @@ def _rank(ctx: Packing, names: Sequence[str], used: Mapping[str, str]) -> tuple[
 def _by_leaves(ctx: Packing, leaves: Sequence[str], scope: set[str]) -> list[str]:
     order: list[str] = []
     for leaf in leaves:
-        order.extend(ctx.ordered(n for n in ctx.layout.leaves[leaf].nodes if n in scope))
+        order.extend(clique_order(ctx, [n for n in ctx.layout.leaves[leaf].nodes if n in scope]))
     return order
 
 
@@ -84,13 +86,18 @@ def _narrowest(ctx: Packing, scope: set[str]) -> Placement | None:
         used = ctx.fill([name])
         if used is not None:
             return ctx.result("node", name, used)
+    # 1b. one NVLink clique; 1c. the fewest cliques of one leaf
+    if layout.cliques:
+        found = one_clique(ctx, scope) or fewest_cliques(ctx, scope)
+        if found is not None:
+            return found
     # 2. one leaf
     leaf_best: tuple[tuple[int, int], str, dict[str, str]] | None = None
     for leaf_name, leaf in layout.leaves.items():
         names = [n for n in leaf.nodes if n in scope]
         if not names or not ctx.could_fit(names):
             continue
-        used = ctx.fill(ctx.ordered(names))
+        used = ctx.fill(clique_order(ctx, names))
         if used is None:
             continue
         rank = _rank(ctx, names, used)
@@ -192,8 +199,8 @@ def _cluster_order(ctx: Packing, names: Sequence[str]) -> list[str]:
         groups,
         key=lambda k: (-spine_free[k[0]], natural_key(k[0]), -leaf_free[k], natural_key(k[1])),
     ):
-        order.extend(ctx.ordered(groups[key]))
-    order.extend(ctx.ordered(loose))
+        order.extend(clique_order(ctx, groups[key]))
+    order.extend(clique_order(ctx, loose))
     return order
 
 

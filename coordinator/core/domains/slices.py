@@ -215,10 +215,14 @@ def could_hold(ctx: Packing, names: Sequence[str]) -> bool:
     if spec is None or spec.level is None or not needs or needs[0].gpus <= 0:
         return True
     level, smallest = spec.level, needs[0].gpus
+    # An exclusive slice cannot take a domain another workload or another slice holds; one its
+    # own running members hold (a JobSet Job's leader, placed before its followers) it can.
+    ours = {need.slice for need in needs}
     room: dict[str, int] = {}
     for n in names:
         value = domain_of(ctx.nodes[n], level)
-        if value is not None and not (spec.exclusive and spec.blocked.get(value) is not None):
+        holder = spec.blocked.get(value) if spec.exclusive and value is not None else None
+        if value is not None and (holder is None or holder in ours):
             room[value] = room.get(value, 0) + max(0, ctx.nodes[n].free.get(GPU, 0))
     if spec.exclusive:
         held = sum(1 for r in room.values() if r >= smallest)
@@ -274,8 +278,10 @@ def gang_domains(ctx: Packing, scope: set[str], spec: SliceSpec) -> list[tuple[s
     level = spec.gang_level
     assert level is not None
     groups: dict[str, set[str]] = {}
+    # NVLink cliques: only the trusted ones (a malformed or degraded tray is in none)
+    trusted = ctx.layout.clique_of if level == ctx.layout.keys.clique else None
     for n in scope:
-        value = domain_of(ctx.nodes[n], level)
+        value = domain_of(ctx.nodes[n], level) if trusted is None else trusted.get(n)
         if value is not None and not (spec.gang_exclusive and value in spec.gang_blocked):
             groups.setdefault(value, set()).add(n)
     sign = 1 if ctx.intent.strategy.value == "balanced" else -1

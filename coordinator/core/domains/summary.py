@@ -18,8 +18,8 @@ from coordinator.core.domains.layout import DomainKeys, Layout, build_layout, so
 
 class DomainUsage(msgspec.Struct, frozen=True, kw_only=True):
     name: str
-    kind: str  # "leaf" | "spine" | "zone" | "cluster"
-    parent: str | None = None  # the spine of a leaf
+    kind: str  # "clique" | "leaf" | "spine" | "zone" | "cluster"
+    parent: str | None = None  # the spine of a leaf, the leaf of a clique
     nodes: int
     nodes_schedulable: int
     nodes_idle: int  # schedulable nodes with every healthy GPU free
@@ -31,6 +31,9 @@ class DomainUsage(msgspec.Struct, frozen=True, kw_only=True):
     fragmentation: int  # idle GPUs on partly-used schedulable nodes
     fragmentation_ratio: float  # fragmentation / gpus_free (0.0 when nothing is free)
     leaves: tuple[str, ...] = ()  # a spine's leaves, natural order
+    # A clique's free GPUs when some of its GPUs are busy: a gang wanting the whole rack cannot
+    # have them (0 for other kinds).
+    stranded: int = 0
 
 
 class DomainsSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -41,6 +44,8 @@ class DomainsSummary(msgspec.Struct, frozen=True, kw_only=True):
     zones: tuple[DomainUsage, ...]
     unplaced_nodes: tuple[str, ...]  # nodes with no leaf label
     inconsistent_nodes: tuple[str, ...]  # nodes whose spine label disagrees with their leaf's
+    cliques: tuple[DomainUsage, ...] = ()  # NVLink cliques (NVL72 racks)
+    clique_problems: dict[str, str] = msgspec.field(default_factory=dict)  # node → why no clique
 
 
 def stranded_gpus(free: int, used: int) -> int:
@@ -114,15 +119,35 @@ def summarize_domains(
     zones = tuple(
         _usage(name, "zone", pick(layout.zones[name])) for name in sorted_names(layout.zones)
     )
+    cliques = tuple(
+        _clique_usage(name, pick(layout.cliques[name].nodes), layout.cliques[name].leaf)
+        for name in sorted_names(layout.cliques)
+    )
+    keys = layout.keys
     return DomainsSummary(
-        keys={"leaf": layout.keys.leaf, "spine": layout.keys.spine, "zone": layout.keys.zone},
+        keys={"clique": keys.clique, "leaf": keys.leaf, "spine": keys.spine, "zone": keys.zone},
         cluster=_usage("cluster", "cluster", list(nodes)),
         spines=spines,
         leaves=leaves,
         zones=zones,
         unplaced_nodes=tuple(sorted_names(n.name for n in nodes if n.name not in layout.leaf_of)),
         inconsistent_nodes=layout.inconsistent,
+        cliques=cliques,
+        clique_problems=dict(sorted(layout.clique_problems.items())),
     )
+
+
+def clique_stranded(nodes: Sequence[NodeState]) -> int:
+    """Free GPUs of a partly used clique (schedulable trays): what a whole-rack gang cannot use.
+    The domain-level counterpart of :func:`stranded_gpus`."""
+    used = sum(n.gpus_used for n in nodes)
+    free = sum(max(0, n.gpus_free) for n in nodes if n.schedulable)
+    return stranded_gpus(free, used)
+
+
+def _clique_usage(name: str, nodes: Sequence[NodeState], leaf: str | None) -> DomainUsage:
+    usage = _usage(name, "clique", nodes, parent=leaf)
+    return msgspec.structs.replace(usage, stranded=clique_stranded(nodes))
 
 
 def summary_to_builtins(summary: DomainsSummary) -> dict[str, object]:
@@ -135,6 +160,7 @@ def summary_to_builtins(summary: DomainsSummary) -> dict[str, object]:
 __all__ = [
     "DomainUsage",
     "DomainsSummary",
+    "clique_stranded",
     "fragmentation",
     "node_fragmentation",
     "stranded_gpus",

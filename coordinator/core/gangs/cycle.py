@@ -28,12 +28,14 @@ from typing import Protocol
 from coordinator.core.domains.capacity import GPU, NodeState, node_states
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import Member
+from coordinator.core.domains.slices import SliceSpec
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.dra.demand import GpuDemand
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision, Failure
+from coordinator.core.gangs.computedomain import compute_domain_pin
 from coordinator.core.gangs.manager import Reservation
 from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.core.gangs.slices import HELD_ELSEWHERE, held_domains, slice_spec
@@ -236,6 +238,18 @@ def schedule_gang(
         return slices
     if slices is not None:
         intent = replace(intent, slices=slices)
+    # NVIDIA ComputeDomains: the pods of one in one NVLink clique (docs/topology.md).
+    pin = compute_domain_pin(pods, snapshot, layout)
+    if isinstance(pin, Status):
+        return pin
+    if pin is not None and pin.clique is not None:
+        inside = set(layout.cliques[pin.clique].nodes)
+        scope = [n for n in (scope if scope is not None else inside) if n in inside]
+    elif pin is not None and (slices is None or slices.gang_level is None):
+        spec = slices or SliceSpec()
+        intent = replace(
+            intent, slices=replace(spec, gang_level=layout.keys.clique, gang_required=True)
+        )
     held = held_domains(pods, snapshot, nodes, layout.keys)
     if held:
         keep_out = Status.unschedulable(HELD_ELSEWHERE)
@@ -292,6 +306,9 @@ def schedule_gang(
             trial.assume(pod, node, result.placement, result.claims)
             decisions.append(result)
         if not failed:
+            if pin is not None:
+                placed = plan.placement
+                plan = replace(plan, placement=replace(placed, notes=(*placed.notes, pin.note)))
             return GangDecision(plan=plan, decisions=tuple(decisions), rounds=round_no)
     return last
 

@@ -47,6 +47,7 @@ from coordinator.core.podspec.fields import (
 from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
 from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
+from coordinator.core.podspec.protections import min_runtime, preemption_delay
 from coordinator.core.podspec.resources import pod_requests
 from coordinator.core.podspec.sharing import GpuShare, gpu_share
 from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
@@ -128,6 +129,9 @@ class PodRequest:
     pool: PoolScheduling | None = None
     # slices and exclusive topology (topos.io/slice-*, Kueue, JobSet, LWS keys); None for none
     slices: SliceAsk | None = None
+    # preemption protections (topos.io/min-runtime, topos.io/preemption-delay); None: not given
+    min_runtime_s: float | None = None
+    preemption_delay_s: float | None = None
 
     @property
     def key(self) -> str:
@@ -258,4 +262,6 @@ def _parse(
         container_extended=container_extended(spec),
         pool=pool_scheduling(labels, annotations),
         slices=slice_ask(annotations),
+        min_runtime_s=min_runtime(annotations),
+        preemption_delay_s=preemption_delay(annotations),
     )

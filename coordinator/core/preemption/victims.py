@@ -26,19 +26,26 @@ Rules:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
-from coordinator.core.domains.capacity import GPU, NodeState, Resources, add
+from coordinator.core.domains.capacity import GPU, NodeState, add
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
-from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.podspec.sharing import GpuShare, HeldShare
 from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
+from coordinator.core.preemption.model import DisruptionBudget, RunningPod
+from coordinator.core.preemption.protections import (
+    ZERO_COST,
+    EvictionCost,
+    EvictionUnit,
+    Protections,
+    evictable_units,
+    within_budgets,
+)
 from coordinator.core.preemption.shares import (
     SHARE_MILLI,
     GpuHolders,
@@ -51,66 +58,6 @@ _NO_ROOM = "node(s) had no GPU with room for the share"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RunningPod:
-    """A pod that holds capacity on a node."""
-
-    key: str  # "namespace/name"
-    node: str
-    requests: Resources
-    uid: str = ""  # which pod of that name (an eviction is for this one only)
-    priority: int = 0
-    labels: Mapping[str, str] = field(default_factory=dict)
-    gang: str | None = None  # "namespace/name" of its gang
-    gpus: tuple[str, ...] = ()
-    share: HeldShare | None = None  # part of one GPU (its nvidia.com/gpu, if any, a replica)
-
-    @property
-    def namespace(self) -> str:
-        return self.key.partition("/")[0]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DisruptionBudget:
-    """A PodDisruptionBudget as plain data (spec + the status fields the controller keeps)."""
-
-    namespace: str
-    name: str
-    selector: LabelSelector
-    healthy: int  # status.currentHealthy
-    expected: int  # status.expectedPods
-    min_available: int | str | None = None  # 3 or "50%"
-    max_unavailable: int | str | None = None
-    disruptions_allowed: int | None = None  # status.disruptionsAllowed when known
-
-    def allowed(self) -> int:
-        """How many matching pods may be evicted now."""
-        if self.disruptions_allowed is not None:
-            return max(0, self.disruptions_allowed)
-        if self.min_available is not None:
-            need = _scaled(self.min_available, self.expected, up=True)
-            return max(0, self.healthy - need)
-        if self.max_unavailable is not None:
-            may = _scaled(self.max_unavailable, self.expected, up=False)
-            return max(0, self.healthy - (self.expected - may))
-        return max(0, self.healthy)
-
-    def covers(self, pod: RunningPod) -> bool:
-        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
-
-
-def _scaled(value: int | str, total: int, *, up: bool) -> int:
-    if isinstance(value, int):
-        return value
-    text = value.strip()
-    if text.endswith("%") and text[:-1].isdigit():
-        share = int(text[:-1]) * total / 100
-        return math.ceil(share) if up else math.floor(share)
-    if text.isdigit():
-        return int(text)
-    raise ValueError(f"PodDisruptionBudget value {value!r} is neither a count nor a percentage")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Victim:
     """One unit evicted together: a single pod, or every running pod of a gang."""
 
@@ -118,6 +65,7 @@ class Victim:
     pods: tuple[str, ...]
     priority: int
     nodes: tuple[str, ...]
+    gang: bool = False  # a gang, evicted whole
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,19 +93,6 @@ class PreemptionPlan:
         if self.claims:
             text += f", freeing ResourceClaim(s) {', '.join(self.claims)}"
         return text
-
-
-def _units(candidates: Sequence[RunningPod]) -> dict[str, list[RunningPod]]:
-    units: dict[str, list[RunningPod]] = {}
-    for pod in candidates:
-        unit = f"gang:{pod.gang}" if pod.gang else pod.key
-        units.setdefault(unit, []).append(pod)
-    return units
-
-
-def _gpu_milli(pod: RunningPod) -> int:
-    """Thousandths of GPUs a pod holds: a share its part, a whole GPU 1000."""
-    return pod.share.milli if pod.share is not None else 1000 * pod.requests.get(GPU, 0)
 
 
 def _freed(
@@ -217,12 +152,15 @@ def select_victims(
     shares: Mapping[str, GpuShare] | None = None,
     gpus: Sequence[GpuHolders] = (),
     capacity: CapacityRoom | None = None,
+    now: float | None = None,
+    protections: Protections | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
     ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
     ``shares``: member → the part of one GPU it asks for; ``gpus``: who holds the nodes' GPUs
     (the shared ones, and every one when a member asks for a share); ``capacity``: the parts of
-    shareable DRA GPUs members' claims ask for."""
+    shareable DRA GPUs members' claims ask for; ``now`` (seconds since the epoch) and
+    ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`)."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -272,70 +210,33 @@ def select_victims(
 
         return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
 
-    groups = _units(running)
-    # A gang's priority is its highest member's; a gang is a candidate only as a whole.
-    unit_priority = {u: max(p.priority for p in pods) for u, pods in groups.items()}
-    candidates = [u for u in groups if unit_priority[u] < priority]
-    candidates.sort(
-        key=lambda u: (
-            unit_priority[u],
-            len(groups[u]),
-            -sum(_gpu_milli(p) for p in groups[u]),
-            u,
-        )
-    )
-    # Honour disruption budgets: walk the candidates in order, skipping any that would exceed one.
-    allowance = {(b.namespace, b.name): b.allowed() for b in budgets}
-    usable: list[str] = []
-    blocked: dict[str, str] = {}
-    for unit in candidates:
-        hits: dict[tuple[str, str], int] = {}
-        for b in budgets:
-            n = sum(1 for p in groups[unit] if b.covers(p))
-            if n:
-                hits[(b.namespace, b.name)] = n
-        over = [k for k, n in hits.items() if n > allowance[k]]
-        if over:
-            blocked[unit] = ", ".join(f"{ns}/{name}" for ns, name in over)
-            continue
-        for k, n in hits.items():
-            allowance[k] -= n
-        usable.append(unit)
+    found = evictable_units(running, below=priority, now=now, protections=protections)
+    usable, blocked = within_budgets(found.units, budgets)
 
-    everything = attempt([groups[u] for u in usable])
-    if not isinstance(everything, Placement):
+    def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
+        return [list(u.pods) for u in units]
+
+    def fits(units: Sequence[EvictionUnit]) -> bool:
+        return isinstance(attempt(pods_of(units)), Placement)
+
+    if not fits(usable):
         detail = "evicting every lower-priority pod would not make room"
-        if blocked:
-            unblocked_all = attempt([groups[u] for u in candidates])
-            if isinstance(unblocked_all, Placement):
-                names = sorted(set(blocked.values()))
-                detail = "only evictions the PodDisruptionBudget(s) " + ", ".join(names)
-                detail += " forbid would make room"
+        if blocked and fits(found.units):
+            names = sorted(set(blocked.values()))
+            detail = "only evictions the PodDisruptionBudget(s) " + ", ".join(names)
+            detail += " forbid would make room"
+        elif found.protected and fits([*usable, *found.protected_units]):
+            detail = "only evicting pods under their minimum runtime would make room: " + (
+                "; ".join(found.protected[u.unit] for u in found.protected_units)
+            )
         return Status.unschedulable("preemption cannot make room", detail=detail)
 
-    # Shortest prefix that fits (fitting is monotone in the freed capacity), then spare victims.
-    lo, hi = 0, len(usable)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if isinstance(attempt([groups[u] for u in usable[:mid]]), Placement):
-            hi = mid
-        else:
-            lo = mid + 1
-    chosen = list(usable[:lo])
-    for unit in sorted(chosen, key=lambda u: (-unit_priority[u], -len(groups[u]), u)):
-        trial = [u for u in chosen if u != unit]
-        if isinstance(attempt([groups[u] for u in trial]), Placement):
-            chosen = trial
-    final = attempt([groups[u] for u in chosen])
+    chosen = _fewest(usable, fits)
+    final = attempt(pods_of(chosen))
     assert isinstance(final, Placement)
     victims = tuple(
-        Victim(
-            unit=u,
-            pods=tuple(sorted(p.key for p in groups[u])),
-            priority=unit_priority[u],
-            nodes=tuple(sorted({p.node for p in groups[u]})),
-        )
-        for u in sorted(chosen, key=lambda u: (unit_priority[u], u))
+        Victim(unit=u.unit, pods=u.keys, priority=u.priority, nodes=u.nodes, gang=u.cost.gangs > 0)
+        for u in sorted(chosen, key=lambda u: (u.priority, u.unit))
     )
     evicted = {p for v in victims for p in v.pods}
     freed = sorted({h.key for h in room.freed_claims(evicted)})
@@ -345,9 +246,64 @@ def select_victims(
         victims=victims,
         claims=tuple(freed),
         share_gpus=_share_gpus(
-            final, asks, nodes, [p for u in chosen for p in groups[u]], room, shared
+            final, asks, nodes, [p for u in chosen for p in u.pods], room, shared
         ),
     )
+
+
+FitFn = Callable[[Sequence[EvictionUnit]], bool]
+#: Beyond this many candidates up to the deciding priority, only the shortest prefix is refined.
+_POOL_LIMIT = 64
+
+
+def _cost(units: Sequence[EvictionUnit]) -> tuple[int, EvictionCost]:
+    total = ZERO_COST
+    for u in units:
+        total = total + u.cost
+    return (max((u.priority for u in units), default=0), total)
+
+
+def _spare(
+    units: Sequence[EvictionUnit], order: Sequence[EvictionUnit], fits: FitFn
+) -> list[EvictionUnit]:
+    """``units`` less every one (tried in ``order``) the others make room without."""
+    chosen = list(units)
+    for unit in order:
+        trial = [u for u in chosen if u is not unit]
+        if fits(trial):
+            chosen = trial
+    return chosen
+
+
+def _fewest(usable: Sequence[EvictionUnit], fits: FitFn) -> list[EvictionUnit]:
+    """The cheapest set of ``usable`` (lowest priority first, cheapest first; they all fit
+    together) found: lowest highest priority, then fewest gangs, pods and GPU-seconds lost."""
+    # Shortest prefix that fits (fitting is monotone in the freed capacity).
+    lo, hi = 0, len(usable)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(usable[:mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    prefix = list(usable[:lo])
+    if not prefix:
+        return []
+    tries = [
+        _spare(prefix, sorted(prefix, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
+    ]
+    # Every candidate at or below the priority the prefix needed may do instead of its cheap
+    # ones (one large gang rather than two small ones): tried while they are few.
+    level = prefix[-1].priority
+    pool = [u for u in usable if u.priority <= level]
+    if len(pool) <= _POOL_LIMIT:
+        costly_first = sorted(
+            pool,
+            key=lambda u: (-u.priority, -u.cost.gangs, -u.cost.pods, -u.cost.gpu_seconds, u.unit),
+        )
+        small_first = sorted(pool, key=lambda u: (-u.priority, u.cost.pods, u.cost, u.unit))
+        tries += [_spare(pool, costly_first, fits), _spare(pool, small_first, fits)]
+    return min(tries, key=lambda t: (_cost(t), sorted(u.unit for u in t)))
 
 
 def _share_gpus(
@@ -389,4 +345,10 @@ def _share_gpus(
     return tuple(out)
 
 
-__all__ = ["DisruptionBudget", "PreemptionPlan", "RunningPod", "Victim", "select_victims"]
+__all__ = [
+    "DisruptionBudget",
+    "PreemptionPlan",
+    "RunningPod",
+    "Victim",
+    "select_victims",
+]

@@ -10,6 +10,8 @@ from typing import Any
 
 from common.podkeys import GPU_SHARE
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of
+from coordinator.core.podspec.fields import FieldError
+from coordinator.core.podspec.protections import min_runtime
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
 from coordinator.core.podspec.sharing import parse_held
 from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
@@ -58,10 +60,23 @@ def bound_pods(inventory: Inventory) -> Iterator[BoundPod]:
         yield from inventory.bound_pods(name)
 
 
-def running_pods(inventory: Inventory, podgroups: PodGroups) -> list[RunningPod]:
+def running_pods(
+    inventory: Inventory,
+    podgroups: PodGroups,
+    *,
+    problems: dict[str, tuple[str, str]] | None = None,
+) -> list[RunningPod]:
+    """``problems``, when given, gains pod uid → (``namespace/name``, why) for each pod whose
+    ``topos.io/min-runtime`` does not parse (the configured minimum applies to it instead)."""
     out: list[RunningPod] = []
     for pod in bound_pods(inventory):
         spec = bound_gang(pod, podgroups)
+        try:
+            own = min_runtime(pod.annotations)
+        except FieldError as exc:
+            own = None
+            if problems is not None:
+                problems[pod.uid] = (f"{pod.namespace}/{pod.name}", f"{exc.field}: {exc.message}")
         out.append(
             RunningPod(
                 key=f"{pod.namespace}/{pod.name}",
@@ -73,6 +88,9 @@ def running_pods(inventory: Inventory, podgroups: PodGroups) -> list[RunningPod]
                 gang=str(spec.key) if spec is not None else None,
                 gpus=tuple(pod.assigned_gpus),
                 share=parse_held(pod.annotations.get(GPU_SHARE, "")),
+                priority_class=pod.priority_class,
+                started_at=pod.started_at,
+                min_runtime_s=own,
             )
         )
     return out

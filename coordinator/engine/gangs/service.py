@@ -25,6 +25,7 @@ from typing import Any, Self
 
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
+from coordinator.core.preemption.protections import Protections
 from coordinator.core.preemption.victims import DisruptionBudget
 from coordinator.engine.gangs.recovery import Recovery
 from coordinator.engine.gangs.step import GangStep
@@ -52,6 +53,8 @@ class GangSettings:
     """How long a preemptor waits for its victims before it may preempt again."""
     keys: DomainKeys = field(default_factory=DomainKeys)
     """Node labels naming the network tiers."""
+    protections: Protections = field(default_factory=Protections)
+    """Minimum runtime, preemption delay and eviction budget of preemption."""
 
 
 class GangRuntime:
@@ -75,8 +78,9 @@ class GangRuntime:
         namespace: str | None = None,
         planner: GangPlanner = schedule_gang,
     ) -> None:
-        """``clock`` times gang timeouts, backoff, nominations and recovery; ``wall_clock``
-        stamps records. ``planner`` decides a gang's members (the engine's whole-gang planning;
+        """``clock`` times gang timeouts, backoff, nominations, recovery and preemption delays;
+        ``wall_clock`` stamps records and is what pods' runtimes are measured to (minimum
+        runtime). ``planner`` decides a gang's members (the engine's whole-gang planning;
         ``coordinator.sim`` passes a baseline's)."""
         self.settings = settings = settings or GangSettings()
         self.runtime = runtime
@@ -93,6 +97,8 @@ class GangRuntime:
                 keys=settings.keys,
                 nomination_ttl_s=settings.nomination_ttl_s,
                 clock=clock,
+                wall_clock=wall_clock,
+                protections=settings.protections,
             )
         self.step = GangStep(
             scheduler,
@@ -129,6 +135,8 @@ class GangRuntime:
             await leadership.wait_until_leading()  # timeouts evict: the leader's alone
             try:
                 self.step.tick()
+                if self.preemptor is not None:
+                    self.preemptor.tick()
             except Exception:
                 log.exception("gang tick failed")
             await asyncio.sleep(self.settings.tick_s)

@@ -250,3 +250,76 @@ def test_empty_profile_is_a_node_without_gpus(tmp_path: Path) -> None:
     assert topo.gpus == ()
     assert topo.cpu_count == 8
     assert topo.memory_mib == 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "product", "memory_mib"),
+    [
+        ("gb200-nvl72", "NVIDIA GB200", 189471),
+        ("gb300-nvl72", "NVIDIA GB300", 284213),
+    ],
+)
+def test_nvl72_trays_have_four_nvswitch_gpus_on_two_graces(
+    name: str, product: str, memory_mib: int
+) -> None:
+    topo = discover_profile(name)
+    assert len(topo.gpus) == 4
+    assert topo.nvswitch
+    assert topology_class(topo) == "nvswitch"
+    assert all(str(topo.link(i, j)) == "NV18" for i in range(4) for j in range(4) if i != j)
+    assert {g.product for g in topo.gpus} == {product}
+    assert {g.memory_total_mib for g in topo.gpus} == {memory_mib}
+    assert [g.numa_node for g in topo.gpus] == [0, 0, 1, 1]
+    assert topo.cpu_count == 144
+    assert len(topo.nics) == 4
+
+
+@pytest.mark.parametrize(
+    ("health", "words"),
+    [
+        ({"nvlink_errors": {40: {"crc": 1}}}, "GPU 0 health.nvlink_errors: port 40 is not 0..11"),
+        ({"nvlink_errors": {1: {"crcs": 1}}}, "unknown counter 'crcs'"),
+        ({"nvlink_errors": {1: {"crc": -3}}}, r"health.nvlink_errors\[1\].crc = -3: negative"),
+        ({"nvlinks_down": [12]}, "health.nvlinks_down: port 12 is not 0..11"),
+        ({"ecc_uncorrected": -1}, "GPU 0 health.ecc_uncorrected = -1: negative"),
+    ],
+)
+def test_profile_health_faults_are_checked(health: dict[str, object], words: str) -> None:
+    from agent.devices.profile import ProfileError, profile_from_mapping
+
+    data = {
+        "name": "bad-health",
+        "gpus": [{"nvlinks": 12, "health": health}, {"nvlinks": 12}],
+        "links": ["X NV12", "NV12 X"],
+    }
+    with pytest.raises(ProfileError, match=words):
+        profile_from_mapping(data)
+
+
+def test_profile_health_reaches_nvml() -> None:
+    from agent.devices.profile import profile_from_mapping
+    from agent.devices.source import ProfileSource
+
+    profile = profile_from_mapping(
+        {
+            "name": "sick",
+            "gpus": [
+                {"nvlinks": 4, "health": {"nvlink_errors": {1: {"crc": 9}}, "nvlinks_down": [3]}},
+                {"nvlinks": 4, "health": {"ecc_uncorrected": 2}},
+            ],
+            "links": ["X NV4", "NV4 X"],
+        }
+    )
+    with ProfileSource(profile) as source:
+        top = source.discover()
+    first, second = top.gpus[0].health, top.gpus[1].health
+    assert first is not None
+    assert second is not None
+    assert [(k.link, k.up, k.crc_errors) for k in first.nvlinks] == [
+        (0, True, 0),
+        (1, True, 9),
+        (2, True, 0),
+        (3, False, 0),
+    ]
+    assert second.ecc_uncorrected == 2
+    assert top.links[0][1] == "NV3"  # the down port no longer joins the pair

@@ -76,6 +76,15 @@ def refused(tmp_path: Path, text: str) -> str:
             "gangs: {domainKeys: {leaf: 'rack id'}}\n",
             "'gangs.domainKeys.leaf' in F: 'rack id' is not a label key",
         ),
+        (
+            "gangs: {topologyLevels: [example.com/rack, nvidia.com/gpu.clique, example.com/tor]}\n",
+            "'gangs.topologyLevels' in F: level 'example.com/tor' is below "
+            "'nvidia.com/gpu.clique': an NVLink clique sits directly above the node",
+        ),
+        (
+            "gangs: {domainKeys: {leaf: example.com/tor}, topologyLevels: [example.com/rack]}\n",
+            "'gangs' in F: domainKeys and topologyLevels both name the tree: keep one",
+        ),
     ],
 )
 def test_a_name_kubernetes_would_refuse_is_refused_at_load(
@@ -188,7 +197,7 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
     message = refused(tmp_path, "scheduling: {disabled_plugins: [GpuTopolgy]}\n")
     assert message.startswith(
         "'scheduling' in F: disabled_plugins: unknown plugin 'GpuTopolgy' — did you mean "
-        "'GpuTopology'? (the plugins: CostEfficiency, DomainUtilisation, "
+        "'GpuTopology'? (the plugins: CliqueKeep, CostEfficiency, DomainUtilisation, "
     )
     assert "NodeResourcesFit" in message
     # a custom scorer's name, or a plugin enabled_plugins adds, may be disabled
@@ -203,7 +212,8 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
     with pytest.raises(ConfigError) as caught:
         wire(load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())))
     assert str(caught.value).startswith(
-        "'scheduling': enabled_plugins: unknown plugin 'PowerDraw' (the plugins: CostEfficiency"
+        "'scheduling': enabled_plugins: unknown plugin 'PowerDraw' "
+        "(the plugins: CliqueKeep, CostEfficiency"
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.model import GpuHealth, NvLinkHealth
 from common.wire import CloseReason, FrameError, GpuState
 from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory, InventoryEvent
@@ -127,6 +128,49 @@ def test_delta_updates_gpu_state_and_unhealthy_gpus_are_not_free(inv: Inventory)
     assert state.topology.gpus[2].health_reason == "XID 79"
     assert state.free["nvidia.com/gpu"] == 3
     assert state.seq == 1
+
+
+def test_a_delta_carries_nvml_health_and_the_inventory_keeps_it(inv: Inventory) -> None:
+    _hello(inv)
+    link = NvLinkHealth(
+        link=2, crc_errors=2341, crc_in_window=2341, status="degraded", reason="NVLink 2 degraded"
+    )
+    health = GpuHealth(ecc_uncorrected=0, nvlinks=(link,), status="degraded", reasons=("x",))
+    inv.apply_delta(
+        "node-a",
+        seq=1,
+        gpus=(GpuState(index=1, uuid="GPU-node-a-1", health=health),),
+        allocations=None,
+    )
+    state = inv.node("node-a")
+    assert state is not None
+    assert state.topology is not None
+    assert state.topology.gpus[1].health == health
+    assert state.free["nvidia.com/gpu"] == 4  # degraded is still free; placement reads it later
+
+
+def test_impossible_health_is_refused_naming_it(inv: Inventory) -> None:
+    _hello(inv)
+    before = inv.node("node-a")
+    for health, words in (
+        (GpuHealth(ecc_corrected=-1), "GPU 0 health: ecc_corrected is -1"),
+        (
+            GpuHealth(nvlinks=(NvLinkHealth(link=3), NvLinkHealth(link=3))),
+            "GPU 0 health: NVLink port 3 listed twice",
+        ),
+        (
+            GpuHealth(nvlinks=(NvLinkHealth(link=1, replay_errors=-5),)),
+            "nvlink 1 replay_errors is -5",
+        ),
+    ):
+        with pytest.raises(FrameError, match=words):
+            inv.apply_delta(
+                "node-a",
+                seq=1,
+                gpus=(GpuState(index=0, uuid="GPU-node-a-0", health=health),),
+                allocations=None,
+            )
+    assert inv.node("node-a") == before
 
 
 def test_a_delta_that_does_not_fit_changes_nothing(inv: Inventory) -> None:

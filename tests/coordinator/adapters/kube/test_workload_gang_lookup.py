@@ -4,11 +4,13 @@ pod; an LWS worker's run is its leader's UID, through the worker StatefulSet the
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
-from common.kube import KubeClient
-from coordinator.adapters.kube.owners import Owners
+from common.kube import KubeClient, Unreachable
+from coordinator.adapters.kube.owners import InheritingPending, Owners
 from coordinator.core.podspec.workloadgangs import WorkloadGang
+from coordinator.core.queue import SchedulingQueue
 
 
 def owners() -> Owners:
@@ -78,3 +80,54 @@ def test_an_lws_workers_run_is_its_leaders_uid() -> None:
         True,
         WorkloadGang("LeaderWorkerSet", "vllm", "vllm-0", 2, "leader-1"),
     )
+
+
+class _Queue:
+    """The scheduling queue's side the pending-pod handler calls: what was queued."""
+
+    def __init__(self) -> None:
+        self.added: list[str] = []
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.added.append(obj["metadata"]["name"])
+
+    def delete(self, obj: dict[str, Any], *, gone: bool) -> None:
+        pass
+
+    def replace(self, items: list[dict[str, Any]], *, scheduler_name: str | None) -> None:
+        pass
+
+
+class _FlakyClient:
+    """A client whose first ``failures`` patches lose the connection, then succeed."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.patches: list[dict[str, Any]] = []
+
+    async def patch(self, resource: Any, name: str, body: Any, **_: Any) -> dict[str, Any]:
+        self.patches.append(body)
+        if len(self.patches) <= self.failures:
+            raise Unreachable(f"PATCH pods/{name}: Server disconnected")
+        return {}
+
+
+async def test_a_lost_connection_writing_gang_labels_is_retried_not_queued_bare() -> None:
+    # Queued without its gang's labels, a JobSet's pod would be placed alone: a patch that lost
+    # its connection is sent again, and the pod waits for its labels (the watch brings it back).
+    found = owners()
+    found.workloads["JobSet"].objects[("ml", "train")] = JOBSET
+    client = _FlakyClient(failures=2)
+    queue = _Queue()
+    handler = InheritingPending(
+        cast(KubeClient, client), cast(SchedulingQueue, queue), found, "topos"
+    )
+    pod = jobset_pod()
+    pod["metadata"]["uid"] = "p-1"
+    pod["spec"] = {"schedulerName": "topos"}
+    handler.apply("ADDED", pod)
+    while handler._tasks:  # the patch task the handler started
+        await asyncio.gather(*handler._tasks)
+    assert len(client.patches) == 3
+    assert client.patches[-1]["metadata"]["labels"]["topos.io/gang"] == "train"
+    assert queue.added == []  # not queued without its gang

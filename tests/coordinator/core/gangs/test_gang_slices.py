@@ -527,3 +527,41 @@ def test_jobset_node_selector_strategy_places_each_job_on_the_nodes_labelled_for
         "ml/ns-workers-0": {"leaf-1-2"},
         "ml/ns-workers-1": {"leaf-1-1"},
     }
+
+
+def test_jobset_followers_gang_joins_the_leaves_its_jobs_leaders_hold() -> None:
+    # Exclusive placement by affinity: JobSet admits a Job's followers only once its leader is
+    # scheduled, so the leaders (completion index 0) are one gang and the followers another
+    # (both of the same JobSet). With the leaders running, one per leaf, each Job's leaf is
+    # blocked by that Job's own slice: the followers' gang must still go there, not be refused
+    # for want of a free leaf.
+    nodes = fabric(spines=1, leaves=2)
+    pods = jobset("ex", 2, 2, gpus=1)
+    leaders = [p for p in pods if p.labels["batch.kubernetes.io/job-completion-index"] == "0"]
+    followers = [p for p in pods if p not in leaders]
+
+    def regang(p: PodRequest, gang: str) -> PodRequest:
+        obj = pod(
+            p.name,
+            gpus=1,
+            cpu=None,
+            memory=None,
+            namespace="ml",
+            gang=(gang, 2),
+            labels=p.labels,
+            annotations={"alpha.jobset.sigs.k8s.io/exclusive-topology": LEAF},
+        )
+        return request(obj)
+
+    leaders = [regang(p, "ex-leaders") for p in leaders]
+    followers = [regang(p, "ex-followers") for p in followers]
+    first = schedule_gang(leaders, Snapshot(nodes), FW, min_member=2)
+    assert isinstance(first, GangDecision), first
+    snapshot = with_running(nodes, first, leaders)
+    leaf_of_job = {job: leaves.pop() for job, leaves in leaves_by_job(first, snapshot).items()}
+    assert len(set(leaf_of_job.values())) == 2  # one Job per leaf
+    second = schedule_gang(followers, snapshot, FW, min_member=2)
+    assert isinstance(second, GangDecision), second
+    assert {
+        job: leaves.pop() for job, leaves in leaves_by_job(second, snapshot).items()
+    } == leaf_of_job

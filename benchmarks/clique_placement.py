@@ -1,0 +1,302 @@
+"""NVLink clique placement benchmark: multi-tray gangs on GB200 NVL72 racks beside HGX nodes.
+
+A seeded stream of jobs arrives and leaves on 8 GB200 NVL72 racks (144 ``gb200-nvl72`` trays of
+4 GPUs, each rack one ``nvidia.com/gpu.clique``, 4 racks per leaf) plus 64 ``dgx-h100`` nodes of
+8 GPUs (4 leaves of 16): 2–32-tray gangs (4-GPU members), 1–4-GPU pods and CPU-only pods. Every
+arm sees the same stream, in one run:
+
+- **topos**: the production gang cycle (``schedule_gang``: the clique tiers, the per-pod core
+  confirming every member) and the per-pod core (``schedule_one``) for lone pods;
+- **topos-nokeep**: the same without the domain-level stranding term (``CliqueKeep``);
+- **clique-blind**: the same code with the clique tier and ``CliqueKeep`` switched off
+  (``DomainKeys(clique="")``: Topos before cliques);
+- **first-fit**: each member on the first node in name order with room.
+
+Each tick: jobs whose time is up leave, new jobs queue, then every queued job is tried in arrival
+order (a job that does not fit waits; later ones may pass it). Reported per arm: the share of
+multi-tray gangs placed inside one NVLink domain (one clique, or one node), of those that could
+have been (at most 18 trays and a clique with that many whole free trays when it was placed);
+large-gang (≥ 8 trays) wait in ticks, p50 / p95; GPUs stranded in partly used cliques (free GPUs
+of a clique some of whose GPUs are busy) and whole idle cliques, averaged over ticks; GPUs busy;
+jobs left waiting at the end.
+
+This is a replay through the production planner, not the sim engine's trace replay (that comes
+with the sim engine's NVL72 fleet). Run: ``.venv/bin/python -m benchmarks.clique_placement
+[--ticks N] [--seed S] [--gang-rate R]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.devices import discover_profile
+from coordinator.core.domains.capacity import GPU, node_states
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.summary import clique_stranded
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Decision
+from coordinator.core.gangs.cycle import GangDecision, member_of, schedule_gang
+from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.registry import PLUGINS, build_framework
+from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.sim.baselines.gangs import first_fit_members
+
+RACKS, TRAYS, HGX, HGX_LEAF = 8, 18, 64, 16
+LEAF, SPINE, CLIQUE = "topos.io/leaf", "topos.io/spine", "nvidia.com/gpu.clique"
+UUID = "5d0c9a3e-7f21-4c8b-a6e4-0b9f3d2c1e77"
+LARGE = 8
+GiB = 2**30
+
+
+def snapshot() -> Snapshot:
+    tray = discover_profile("gb200-nvl72", hostname="tray")
+    hgx = discover_profile("dgx-h100", hostname="hgx")
+    nodes = []
+    for r in range(RACKS):
+        for t in range(TRAYS):
+            labels = {
+                LEAF: f"leaf-r{r // 4 + 1}",
+                SPINE: "spine-1",
+                CLIQUE: f"{UUID}.{r + 1}",
+            }
+            alloc = {"cpu": 144_000, "memory": 900 * GiB, "pods": 110, GPU: 4}
+            nodes.append(
+                NodeInfo.build(
+                    f"r{r + 1}-t{t + 1:02d}", labels=labels, allocatable=alloc, topology=tray
+                )
+            )
+    for i in range(HGX):
+        labels = {LEAF: f"leaf-h{i // HGX_LEAF + 1}", SPINE: "spine-1"}
+        alloc = {"cpu": 224_000, "memory": 2048 * GiB, "pods": 110, GPU: 8}
+        nodes.append(NodeInfo.build(f"hgx-{i:02d}", labels=labels, allocatable=alloc, topology=hgx))
+    return Snapshot(nodes, namespaces={"ml": {}})
+
+
+@dataclass
+class Job:
+    name: str
+    arrive: int
+    duration: int
+    pods: list[PodRequest]
+    trays: int  # members of a gang; 0 for a lone pod
+
+
+def pod(name: str, gpus: int, cpu: int, gang: tuple[str, int] | None) -> PodRequest:
+    labels = {"topos.io/gang": gang[0], "topos.io/gang-min": str(gang[1])} if gang else {}
+    limits = {"cpu": f"{cpu}m", "memory": "8Gi"} | ({GPU: str(gpus)} if gpus else {})
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "labels": labels},
+        "spec": {
+            "schedulerName": "topos",
+            "containers": [{"name": "c", "image": "c", "resources": {"limits": limits}}],
+        },
+    }
+    parsed = parse_pod(obj)
+    assert isinstance(parsed, PodRequest), parsed
+    return parsed
+
+
+def stream(seed: int, ticks: int, gang_rate: float) -> list[Job]:
+    rng = random.Random(seed)
+    jobs: list[Job] = []
+    for t in range(ticks):
+        if rng.random() < gang_rate:  # a multi-tray gang
+            size = rng.choice((2, 2, 4, 4, 4, 8, 8, 9, 12, 16, 16, 18, 24, 32))
+            name = f"g{len(jobs)}"
+            pods = [pod(f"{name}-{k}", 4, 8000, (name, size)) for k in range(size)]
+            jobs.append(Job(name, t, rng.randint(20, 60), pods, size))
+        for _ in range(rng.choice((0, 1, 1, 2, 3))):  # small GPU pods
+            name = f"p{len(jobs)}"
+            jobs.append(
+                Job(name, t, rng.randint(4, 30), [pod(name, rng.randint(1, 4), 4000, None)], 0)
+            )
+        for _ in range(rng.choice((0, 1, 2))):  # CPU-only pods
+            name = f"c{len(jobs)}"
+            jobs.append(Job(name, t, rng.randint(4, 30), [pod(name, 0, 2000, None)], 0))
+    return jobs
+
+
+@dataclass
+class Arm:
+    name: str
+    place: Callable[[Job, Snapshot], dict[str, str] | None]
+    inside: int = 0
+    could: int = 0
+    waits: list[int] = field(default_factory=list)
+    stranded: list[int] = field(default_factory=list)
+    busy: list[float] = field(default_factory=list)
+    whole: list[int] = field(default_factory=list)
+    left: int = 0
+    seconds: float = 0.0
+
+
+def clique_room(snap: Snapshot) -> dict[str, int]:
+    """Whole free trays per clique."""
+    out: dict[str, int] = {}
+    for n in node_states(snap):
+        c = n.labels.get(CLIQUE)
+        if c and n.gpus_free == n.gpus_total:
+            out[c] = out.get(c, 0) + 1
+    return out
+
+
+def topos(keys: DomainKeys, *, keep: bool) -> Callable[[Job, Snapshot], dict[str, str] | None]:
+    plugins = PLUGINS if keep else tuple(p for p in PLUGINS if p.name != "CliqueKeep")
+    framework = build_framework(plugins=plugins)
+
+    def place(job: Job, snap: Snapshot) -> dict[str, str] | None:
+        if job.trays:
+            got = schedule_gang(job.pods, snap, framework, min_member=len(job.pods), keys=keys)
+            if not isinstance(got, GangDecision):
+                return None
+            for d in got.decisions:
+                snap.assume(next(p for p in job.pods if p.key == d.pod_key), d.node, d.placement)
+            return {d.pod_key: d.node for d in got.decisions}
+        one = schedule_one(job.pods[0], snap, framework)
+        if not isinstance(one, Decision):
+            return None
+        snap.assume(job.pods[0], one.node, one.placement)
+        return {one.pod_key: one.node}
+
+    return place
+
+
+def first_fit() -> Callable[[Job, Snapshot], dict[str, str] | None]:
+    framework = build_framework()
+
+    def place(job: Job, snap: Snapshot) -> dict[str, str] | None:
+        members = [member_of(p) for p in job.pods]
+        nodes = sorted(node_states(snap), key=lambda n: n.name)
+        chosen = first_fit_members(members, [n for n in nodes if n.schedulable])
+        if chosen is None:
+            return None
+        done: list[str] = []
+        for p in job.pods:
+            d = schedule_one(p, snap, framework, candidate_nodes=(chosen[p.key],))
+            if not isinstance(d, Decision):
+                for key in done:
+                    snap.forget(key)
+                return None
+            snap.assume(p, d.node, d.placement)
+            done.append(p.key)
+        return chosen
+
+    return place
+
+
+def run(arm: Arm, jobs: list[Job], ticks: int) -> None:
+    snap = snapshot()
+    queue: list[Job] = []
+    running: list[tuple[int, Job]] = []
+    by_tick: dict[int, list[Job]] = {}
+    for j in jobs:
+        by_tick.setdefault(j.arrive, []).append(j)
+    clique_nodes: dict[str, list[str]] = {}
+    for n in snap.nodes:
+        c = n.labels.get(CLIQUE)
+        if c:
+            clique_nodes.setdefault(c, []).append(n.name)
+    t0 = time.process_time()
+    for t in range(ticks):
+        for end, job in [r for r in running if r[0] <= t]:
+            for p in job.pods:
+                snap.forget(p.key)
+            running.remove((end, job))
+        queue.extend(by_tick.get(t, []))
+        waiting: list[Job] = []
+        for job in queue:
+            room = clique_room(snap) if job.trays >= 2 else {}
+            free = sum(n.gpus_free for n in node_states(snap)) if job.trays else 1
+            need = sum(p.requests.get(GPU, 0) for p in job.pods) if job.trays else 0
+            got = arm.place(job, snap) if free >= need else None
+            if got is None:
+                waiting.append(job)
+                continue
+            running.append((t + job.duration, job))
+            if job.trays >= LARGE:
+                arm.waits.append(t - job.arrive)
+            if job.trays >= 2 and job.trays <= TRAYS and max(room.values(), default=0) >= job.trays:
+                arm.could += 1
+                arm.inside += one_nvlink_domain(snap, set(got.values()))
+        queue = waiting
+        states = {n.name: n for n in node_states(snap)}
+        total = sum(n.gpus_total for n in states.values())
+        arm.busy.append(sum(n.gpus_used for n in states.values()) / total)
+        arm.whole.append(
+            sum(all(states[n].gpus_used == 0 for n in names) for names in clique_nodes.values())
+        )
+        arm.stranded.append(
+            sum(clique_stranded([states[n] for n in names]) for names in clique_nodes.values())
+        )
+    arm.left = len(queue)
+    arm.seconds = time.process_time() - t0
+
+
+def one_nvlink_domain(snap: Snapshot, nodes: set[str]) -> bool:
+    """One node, or nodes of one clique."""
+    if len(nodes) == 1:
+        return True
+    cliques = {info.labels.get(CLIQUE) for info in snap.in_order(nodes)}
+    return len(cliques) == 1 and None not in cliques
+
+
+def pct(values: list[int], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return float(values[min(len(values) - 1, int(q * len(values)))])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--gang-rate", type=float, default=0.45, help="gangs arriving per tick")
+    args = parser.parse_args()
+    jobs = stream(args.seed, args.ticks, args.gang_rate)
+    gangs = sum(1 for j in jobs if j.trays)
+    print(
+        f"{RACKS} NVL72 racks ({RACKS * TRAYS} trays, {RACKS * TRAYS * 4} GPUs) + {HGX} HGX nodes;"
+        f" {len(jobs)} jobs over {args.ticks} ticks ({gangs} gangs of 2-32 trays), seed {args.seed}"
+    )
+    arms = [
+        Arm("topos", topos(DomainKeys(), keep=True)),
+        Arm("topos-nokeep", topos(DomainKeys(), keep=False)),
+        Arm("clique-blind", topos(DomainKeys(clique=""), keep=False)),
+        Arm("first-fit", first_fit()),
+    ]
+    shares: dict[str, float] = {}
+    stranded: dict[str, float] = {}
+    for arm in arms:
+        run(arm, jobs, args.ticks)
+        shares[arm.name] = arm.inside / arm.could if arm.could else 1.0
+        stranded[arm.name] = statistics.fmean(arm.stranded)
+        share = arm.inside / arm.could if arm.could else float("nan")
+        print(
+            f"  {arm.name:12s} in one NVLink domain {arm.inside:3d}/{arm.could:3d} = {share:6.1%}"
+            f"  large-gang wait p50 {pct(arm.waits, 0.5):4.0f}"
+            f" p95 {pct(arm.waits, 0.95):4.0f} ticks"
+            f" ({len(arm.waits)} placed)"
+            f"  stranded clique GPUs mean {statistics.fmean(arm.stranded):6.1f}"
+            f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
+            f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
+            f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} CPU s)"
+        )
+
+    met = "met" if shares["topos"] >= 0.95 else "missed"
+    print(f"goal ≥ 95 % of the gangs that could fit one clique inside one: {met}")
+    ratio = stranded["topos"] / stranded["clique-blind"] if stranded["clique-blind"] else 0.0
+    met = "met" if ratio <= 0.5 else "missed"
+    print(f"goal stranded clique GPUs ≤ 0.5× clique-blind's: {ratio:.2f}× ({met})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""Kueue's AdmissionCheck API on the API server, for the placement check Topos answers
+(``controllerName: topos.io/placement``; the decision is
+:mod:`coordinator.engine.admission.placement`).
+
+- Every AdmissionCheck naming the controller gets the condition ``Active``: ``True`` (reason
+  ``Active``), or ``False`` with reason ``UnknownParameters`` when it names ``parameters`` — Topos
+  takes none, and the message names the object it was given.
+- Every Workload (``kueue.x-k8s.io/v1beta2``, the storage version of Kueue v0.17) with such a
+  check in state ``Pending`` and its quota reserved is decided; the check's ``state``, ``message``
+  and ``podSetUpdates`` are written with a JSON patch guarded by the Workload's
+  ``resourceVersion`` (another writer in between: decided again on the next round).
+- A Kueue ``Topology`` whose level names a node label none of Topos's nodes has gets a Warning
+  Event (reason ``UnknownNodeLabel``) naming the label, once.
+- A Ready check whose workload is admitted but whose room is not held (a restarted coordinator)
+  gets it held again from its ``podSetUpdates``, less the pods already bound; a reservation whose
+  workload is gone, finished, or no longer holds its quota (Kueue evicted it) is released.
+
+Rounds run on every Workload change (a watch) and at least every ``interval_s`` (the cluster
+changes too: a Pending check is asked again). Kueue not installed (the API not served): the
+controller says so once in the log and stays idle; scheduling goes on as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from common.kube import KubeClient, KubeError, NotFound, Resource
+from coordinator.engine.admission.placement import (
+    CONTROLLER_NAME,
+    PLACEMENT_GROUP,
+    decide,
+    group_of,
+    nodes_from_updates,
+    pod_set_updates,
+    reserve,
+    reserve_from_updates,
+)
+from coordinator.engine.gangs.running import bound_pods
+from coordinator.engine.loop import Scheduler
+from coordinator.engine.whatif.service import WhatIf
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ADMISSION_CHECKS", "WORKLOADS", "PlacementCheckController"]
+
+ADMISSION_CHECKS: Final = Resource(
+    "kueue.x-k8s.io", "v1beta2", "admissionchecks", False, "AdmissionCheck"
+)
+WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", True, "Workload")
+TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1beta2", "topologies", False, "Topology")
+IDLE: Final = (
+    "Kueue's AdmissionCheck API (kueue.x-k8s.io/v1beta2) is not served: the placement "
+    "admission check (topos.io/placement) is idle; scheduling is unaffected"
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _true(obj: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def _active_condition(check: Mapping[str, Any]) -> dict[str, str]:
+    parameters = (check.get("spec") or {}).get("parameters")
+    if parameters:
+        named = "/".join(
+            str(parameters.get(k, "")) for k in ("apiGroup", "kind", "name") if parameters.get(k)
+        )
+        return {
+            "type": "Active",
+            "status": "False",
+            "reason": "UnknownParameters",
+            "message": f"{CONTROLLER_NAME} takes no parameters; spec.parameters names {named}, "
+            "which Topos does not know",
+        }
+    return {
+        "type": "Active",
+        "status": "True",
+        "reason": "Active",
+        "message": "Topos answers this check: can the whole workload be placed now",
+    }
+
+
+class PlacementCheckController:
+    """Event-loop only. ``whatif()``: the running scheduler's what-if (``None``: not running)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        scheduler: Scheduler,
+        whatif: Callable[[], WhatIf | None],
+        *,
+        namespace: str | None = None,
+        interval_s: float = 2.0,
+        synced: asyncio.Event | None = None,
+    ) -> None:
+        self.client = client
+        self.scheduler = scheduler
+        self.whatif = whatif
+        self.namespace = namespace
+        self.interval_s = interval_s
+        self.idle: str | None = None
+        self.rounds = 0
+        self.synced = synced
+        self._told: set[tuple[str, str]] = set()  # (Topology uid, label) already reported
+        #: Set after the first round (or once idle): room Ready checks hold is held again before
+        #: the scheduler starts (the app adds it to the scheduler's gates).
+        self.ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="placement-check")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            self.ready.set()
+
+    async def _run(self) -> None:
+        if self.synced is not None:
+            await self.synced.wait()  # bound pods known: what a restored reservation leaves out
+        try:
+            await self.client.list(ADMISSION_CHECKS, limit=1)
+        except NotFound:
+            self.idle = IDLE
+            log.warning(IDLE)
+            return
+        except KubeError as exc:
+            log.warning("placement check: %s; not answering", exc)
+            return
+        wake = asyncio.Event()
+        watcher = asyncio.create_task(self._watch(wake), name="placement-check-watch")
+        try:
+            while True:
+                try:
+                    await self.round()
+                except KubeError as exc:
+                    log.warning("placement check: %s", exc)
+                self.ready.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), self.interval_s)
+                wake.clear()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    async def _watch(self, wake: asyncio.Event) -> None:
+        while True:
+            try:
+                listed = await self.client.list(WORKLOADS, namespace=self.namespace, limit=1)
+                version = str(listed["resourceVersion"])
+                async for _ in self.client.watch(
+                    WORKLOADS,
+                    namespace=self.namespace,
+                    resource_version=version,
+                    timeout_seconds=60,
+                ):
+                    wake.set()
+            except KubeError:
+                await asyncio.sleep(1.0)
+
+    async def round(self) -> None:
+        """Each check's Active condition, then each workload that waits on one of them."""
+        if not self.scheduler.leadership.is_leader():
+            return  # only the leader decides and writes (a follower's first round passes)
+        self.rounds += 1
+        checks = (await self.client.list(ADMISSION_CHECKS))["items"]
+        ours: set[str] = set()
+        for check in checks:
+            if (check.get("spec") or {}).get("controllerName") != CONTROLLER_NAME:
+                continue
+            name = str(check["metadata"]["name"])
+            condition = _active_condition(check)
+            if condition["status"] == "True":
+                ours.add(name)
+            await self._set_active(check, condition)
+        workloads = (await self.client.list(WORKLOADS, namespace=self.namespace))["items"]
+        nominations = self.scheduler.nominations
+        live: set[str] = set()
+        for workload in workloads:
+            group = group_of(workload)
+            entries = [
+                (i, c)
+                for i, c in enumerate((workload.get("status") or {}).get("admissionChecks") or [])
+                if c.get("name") in ours
+            ]
+            if not entries:
+                continue
+            reserved = _true(workload, "QuotaReserved") and not _true(workload, "Finished")
+            if reserved:
+                live.add(group)
+            for index, check in entries:
+                state = check.get("state")
+                if state == "Pending" and reserved:
+                    await self._decide(workload, index, check)
+                elif state == "Ready" and reserved and not nominations.reserved(group):
+                    self._restore(workload, check)
+        for group in nominations.groups() - live:
+            nominations.release(group)
+        await self._topologies()
+
+    async def _topologies(self) -> None:
+        """A Kueue Topology level naming a label none of Topos's nodes has: a Warning Event on
+        the Topology, once per level (Kueue would find no domain there)."""
+        nodes = self.scheduler.view.snapshot().nodes
+        if not nodes:
+            return  # nothing known yet to judge by
+        present = {key for node in nodes for key in node.labels}
+        for topology in (await self.client.list(TOPOLOGIES))["items"]:
+            meta = topology["metadata"]
+            for level in (topology.get("spec") or {}).get("levels") or []:
+                label = str(level.get("nodeLabel", ""))
+                told = (str(meta.get("uid", meta["name"])), label)
+                if not label or label in present or told in self._told:
+                    continue
+                self._told.add(told)
+                message = (
+                    f"Topology {meta['name']}: level nodeLabel {label!r} is on none of the "
+                    f"{len(nodes)} nodes Topos schedules onto; Kueue finds no domain at that level"
+                )
+                log.warning(message)
+                await self.client.create_event(
+                    regarding=topology,
+                    reason="UnknownNodeLabel",
+                    message=message,
+                    event_type="Warning",
+                    component="topos",
+                    instance="topos",
+                )
+
+    async def _set_active(self, check: Mapping[str, Any], condition: dict[str, str]) -> None:
+        current = {
+            c.get("type"): c for c in (check.get("status") or {}).get("conditions") or []
+        }.get("Active")
+        same = current is not None and all(current.get(k) == v for k, v in condition.items())
+        if same:
+            return
+        stamped = dict(
+            condition,
+            lastTransitionTime=_now(),
+            observedGeneration=check["metadata"].get("generation", 1),
+        )
+        others = [
+            c
+            for c in (check.get("status") or {}).get("conditions") or []
+            if c.get("type") != "Active"
+        ]
+        await self.client.patch(
+            ADMISSION_CHECKS,
+            str(check["metadata"]["name"]),
+            {"status": {"conditions": [*others, stamped]}},
+            subresource="status",
+        )
+        if condition["status"] != "True":
+            log.warning("AdmissionCheck %s: %s", check["metadata"]["name"], condition["message"])
+
+    async def _decide(
+        self, workload: Mapping[str, Any], index: int, check: Mapping[str, Any]
+    ) -> None:
+        whatif = self.whatif()
+        if whatif is None:
+            return
+        verdict = decide(whatif, workload)
+        if verdict.state == "Pending" and check.get("message") == verdict.message:
+            return  # said already
+        updated = dict(check, state=verdict.state, message=verdict.message)
+        if verdict.state == "Ready":
+            updated["podSetUpdates"] = pod_set_updates(workload, verdict)
+        if not await self._write(workload, index, updated):
+            return
+        if verdict.state == "Ready":
+            reserve(self.scheduler.nominations, workload, verdict)
+            log.info("placement check of %s: Ready (%s)", group_of(workload), verdict.message)
+        else:
+            log.info(
+                "placement check of %s: %s (%s)", group_of(workload), verdict.state, verdict.message
+            )
+
+    async def _write(
+        self, workload: Mapping[str, Any], index: int, updated: Mapping[str, Any]
+    ) -> bool:
+        meta = workload["metadata"]
+        body = dict(updated, lastTransitionTime=_now())
+        try:
+            await self.client.patch(
+                WORKLOADS,
+                str(meta["name"]),
+                [
+                    {
+                        "op": "test",
+                        "path": "/metadata/resourceVersion",
+                        "value": meta["resourceVersion"],
+                    },
+                    {"op": "replace", "path": f"/status/admissionChecks/{index}", "value": body},
+                ],
+                namespace=str(meta["namespace"]),
+                patch_type="json",
+                subresource="status",
+            )
+        except KubeError as exc:  # changed meanwhile (or gone): the next round decides again
+            log.info("placement check of %s not written: %s", group_of(workload), exc)
+            return False
+        return True
+
+    def _restore(self, workload: Mapping[str, Any], check: Mapping[str, Any]) -> None:
+        """A Ready check whose room this process does not hold (it restarted): hold it again."""
+        nodes = nodes_from_updates(check)
+        if not nodes:
+            return
+        meta = workload["metadata"]
+        bound: dict[str, int] = {}
+        for pod in bound_pods(self.scheduler.inventory):
+            if (
+                pod.namespace == meta["namespace"]
+                and pod.labels.get(PLACEMENT_GROUP) == meta["name"]
+            ):
+                bound[pod.node] = bound.get(pod.node, 0) + 1
+        if sum(len(v) for v in nodes.values()) <= sum(bound.values()):
+            return  # every pod is bound: nothing left to hold
+        reserve_from_updates(self.scheduler.nominations, workload, nodes, bound)
+        log.info("placement check of %s: room held again after a restart", group_of(workload))

@@ -1,0 +1,222 @@
+"""Which running pods may be evicted now, and at what cost: the one answer preemption (and, later,
+defragmentation) plans on. Pure: no I/O, time passed in.
+
+* **Units.** A pod in no gang is one unit; a gang is one unit of all its running pods, evicted
+  whole or not at all. A unit's priority is its highest member's.
+* **Minimum runtime.** A pod that has run less than its minimum runtime may not be evicted, nor
+  may its gang. The minimum is the pod's ``topos.io/min-runtime`` annotation, else the one
+  configured for its PriorityClass, else for its namespace, else the default (0: none). A pod
+  whose start is not known yet (bound, not reported running) has run 0 s.
+* **Cost.** :class:`EvictionCost` orders units cheapest first: fewest gangs disturbed, then fewest
+  pods, then the fewest GPU-seconds of work lost (GPUs held × how long each pod has run).
+* **Disruption budgets.** :func:`within_budgets` walks units in order and keeps each whose
+  eviction leaves every PodDisruptionBudget it touches at or above its minimum.
+
+:func:`evictable_units` is what a planner calls: the units it may evict now, cheapest first, and
+the ones protected, with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from coordinator.core.domains.capacity import GPU
+from coordinator.core.preemption.model import DisruptionBudget, RunningPod
+
+__all__ = [
+    "DurationRule",
+    "Evictable",
+    "EvictionCost",
+    "EvictionUnit",
+    "Protections",
+    "evictable_units",
+    "format_duration",
+    "gpu_milli",
+    "within_budgets",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DurationRule:
+    """A duration configured by PriorityClass, by namespace and by default (seconds; 0: none)."""
+
+    default_s: float = 0.0
+    priority_classes: Mapping[str, float] = field(default_factory=dict)
+    namespaces: Mapping[str, float] = field(default_factory=dict)
+    annotation_max_s: float | None = None  # the most a pod's own annotation may ask; None: any
+
+    def for_pod(self, namespace: str, priority_class: str, own: float | None = None) -> float:
+        """The pod's own value (its annotation, up to ``annotation_max_s``) first, then its
+        PriorityClass's, its namespace's, the default."""
+        if own is not None:
+            return own if self.annotation_max_s is None else min(own, self.annotation_max_s)
+        if priority_class and priority_class in self.priority_classes:
+            return self.priority_classes[priority_class]
+        if namespace in self.namespaces:
+            return self.namespaces[namespace]
+        return self.default_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Protections:
+    """What keeps running pods from being preempted, and pending pods from preempting at once."""
+
+    min_runtime: DurationRule = field(default_factory=DurationRule)
+    """How long a pod runs before it may be preempted or moved."""
+    preemption_delay: DurationRule = field(default_factory=DurationRule)
+    """How long a pending pod waits before it preempts (an autoscaler's chance to add a node)."""
+    evictions_per_hour: int = 0
+    """The most pods preemption evicts in any hour; 0: no limit."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EvictionCost:
+    """What evicting a unit disturbs, compared field by field (less is cheaper)."""
+
+    gangs: int  # gangs broken up (each evicted whole)
+    pods: int
+    gpu_seconds: float  # GPU-seconds of work lost: GPUs held × how long each pod has run
+
+    def __add__(self, other: EvictionCost) -> EvictionCost:
+        return EvictionCost(
+            self.gangs + other.gangs, self.pods + other.pods, self.gpu_seconds + other.gpu_seconds
+        )
+
+
+ZERO_COST = EvictionCost(0, 0, 0.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvictionUnit:
+    """Pods evicted together: one pod, or every running pod of a gang."""
+
+    unit: str  # the pod key, or "gang:<namespace/name>"
+    pods: tuple[RunningPod, ...]
+    priority: int  # its highest pod's
+    cost: EvictionCost
+    gpu_milli: int  # thousandths of GPUs it holds (a whole GPU 1000, a share its part)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(sorted(p.key for p in self.pods))
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({p.node for p in self.pods}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evictable:
+    units: tuple[EvictionUnit, ...]  # may be evicted now: lowest priority, then cheapest, first
+    protected: Mapping[str, str]  # unit → why it may not be evicted now (its minimum runtime)
+    protected_units: tuple[EvictionUnit, ...] = ()  # those units, in the same order
+
+
+def gpu_milli(pod: RunningPod) -> int:
+    """Thousandths of GPUs a pod holds: a share its part, a whole GPU 1000."""
+    return pod.share.milli if pod.share is not None else 1000 * pod.requests.get(GPU, 0)
+
+
+def format_duration(seconds: float) -> str:
+    """``2h5m``, ``10m``, ``45s``: as the duration grammar writes it."""
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{sec}s" if sec or s == 0 else ""]
+    return "".join(parts)
+
+
+def _ran(pod: RunningPod, now: float) -> float:
+    return 0.0 if pod.started_at is None else max(0.0, now - pod.started_at)
+
+
+def _unit(name: str, pods: Sequence[RunningPod], now: float | None) -> EvictionUnit:
+    seconds = 0.0
+    if now is not None:
+        seconds = sum(gpu_milli(p) / 1000 * _ran(p, now) for p in pods)
+    return EvictionUnit(
+        unit=name,
+        pods=tuple(pods),
+        priority=max(p.priority for p in pods),
+        cost=EvictionCost(1 if pods[0].gang else 0, len(pods), seconds),
+        gpu_milli=sum(gpu_milli(p) for p in pods),
+    )
+
+
+def _under_min_runtime(pod: RunningPod, now: float, rule: DurationRule) -> str | None:
+    least = rule.for_pod(pod.namespace, pod.priority_class, pod.min_runtime_s)
+    ran = _ran(pod, now)
+    if least <= 0 or ran >= least:
+        return None
+    if pod.started_at is None:
+        return f"{pod.key} has not started yet (minimum runtime {format_duration(least)})"
+    return (
+        f"{pod.key} has run {format_duration(ran)} of its minimum runtime {format_duration(least)}"
+    )
+
+
+def preference(unit: EvictionUnit) -> tuple[int, EvictionCost, int, str]:
+    """Lowest priority first, then the cheapest, then the one holding the most GPUs."""
+    return (unit.priority, unit.cost, -unit.gpu_milli, unit.unit)
+
+
+def evictable_units(
+    running: Sequence[RunningPod],
+    *,
+    below: int,
+    now: float | None = None,
+    protections: Protections | None = None,
+    leaving: Collection[str] = (),
+) -> Evictable:
+    """The units of ``running`` of priority below ``below`` that may be evicted at ``now``
+    (seconds since the epoch, as ``RunningPod.started_at``), cheapest first, and those the
+    minimum runtime protects. ``leaving``: pods already being evicted (never counted twice).
+    Without ``now`` no minimum runtime applies and no work counts as lost."""
+    groups: dict[str, list[RunningPod]] = {}
+    for pod in running:
+        if pod.key in leaving:
+            continue
+        groups.setdefault(f"gang:{pod.gang}" if pod.gang else pod.key, []).append(pod)
+    units = [_unit(name, pods, now) for name, pods in groups.items()]
+    units = sorted((u for u in units if u.priority < below), key=preference)
+    free: list[EvictionUnit] = []
+    held: list[EvictionUnit] = []
+    protected: dict[str, str] = {}
+    rule = protections.min_runtime if protections is not None else None
+    for unit in units:
+        reasons = (
+            [r for p in unit.pods if (r := _under_min_runtime(p, now, rule)) is not None]
+            if rule is not None and now is not None
+            else []
+        )
+        if reasons:
+            protected[unit.unit] = "; ".join(sorted(reasons))
+            held.append(unit)
+        else:
+            free.append(unit)
+    return Evictable(units=tuple(free), protected=protected, protected_units=tuple(held))
+
+
+def within_budgets(
+    units: Sequence[EvictionUnit], budgets: Sequence[DisruptionBudget]
+) -> tuple[list[EvictionUnit], dict[str, str]]:
+    """``units`` in order, keeping each whose eviction (with those kept before it) no
+    PodDisruptionBudget forbids; and unit → the budgets that forbid the rest."""
+    allowance = {(b.namespace, b.name): b.allowed() for b in budgets}
+    usable: list[EvictionUnit] = []
+    blocked: dict[str, str] = {}
+    for unit in units:
+        hits: dict[tuple[str, str], int] = {}
+        for b in budgets:
+            n = sum(1 for p in unit.pods if b.covers(p))
+            if n:
+                hits[(b.namespace, b.name)] = n
+        over = [k for k, n in hits.items() if n > allowance[k]]
+        if over:
+            blocked[unit.unit] = ", ".join(f"{ns}/{name}" for ns, name in over)
+            continue
+        for k, n in hits.items():
+            allowance[k] -= n
+        usable.append(unit)
+    return usable, blocked

@@ -1,0 +1,1 @@
+"""Kueue's AdmissionCheck answered by Topos (``controllerName: topos.io/placement``)."""

@@ -1,0 +1,230 @@
+"""The placement admission check: can a whole Kueue workload be placed now?
+
+Kueue reserves quota for a workload, then waits for its admission checks. For the check Topos
+answers (``controllerName: topos.io/placement``) the workload's pods are made from its podSets
+(each pod template × count, one gang: all of them or none) and placed by the what-if
+(:meth:`coordinator.engine.whatif.service.WhatIf.answer`) — the production decision path on a
+copy of the live state, with room already nominated or reserved held. The answer:
+
+- **Ready** — every pod fits now: the room is reserved for the workload's pods
+  (:meth:`coordinator.engine.nominations.Nominations.reserve`), and Kueue is told, through the
+  check's ``podSetUpdates``, to give each podset's pods the label ``topos.io/placement-group``
+  (whose reservation they use, and whose nodes they try first) and the annotation
+  ``topos.io/placement-nodes`` (where the check placed each pod; a restarted coordinator reserves
+  again from it);
+- **Pending** — not all fit now; the message says why in the scheduler's own words ("waiting for
+  pod group …: 3/4 members placed; …", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu"),
+  and the check is asked again as the cluster changes;
+- **Rejected** — the workload can never be read (a pod template Topos cannot parse, a malformed
+  Topos key): the message names the podset and the key.
+
+Pods that are not Topos's (another ``schedulerName``) are not checked: such a podset is Ready
+with a message saying so. Scheduling gates in a template are ignored (they are lifted before the
+pods are scheduled).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from common.podkeys import SCHEDULER_NAME
+from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from coordinator.engine.nominations import PLACEMENT_GROUP, Nominations
+from coordinator.engine.whatif.service import WhatIf, WhatIfError
+
+__all__ = [
+    "CONTROLLER_NAME",
+    "PLACEMENT_GROUP",
+    "PLACEMENT_NODES",
+    "Verdict",
+    "decide",
+    "reserve_from_updates",
+    "workload_pods",
+]
+
+CONTROLLER_NAME: Final = "topos.io/placement"
+PLACEMENT_NODES: Final = "topos.io/placement-nodes"
+GANG: Final = "topos.io/gang"
+GANG_MIN: Final = "topos.io/gang-min"
+MAX_MESSAGE: Final = 1024  # a Workload's check message is shown by kubectl; keep it short
+
+
+class WorkloadError(ValueError):
+    """A Workload whose podSets cannot be made into pods; the message names podset and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    state: str  # Ready | Pending | Rejected
+    message: str
+    #: podset name → the node of each of its pods, in index order (Ready only)
+    nodes: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+def group_of(workload: Mapping[str, Any]) -> str:
+    meta = workload.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def workload_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pods of ``workload``'s podSets (template × count), one gang of all of them."""
+    meta = workload.get("metadata") or {}
+    name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
+    podsets = (workload.get("spec") or {}).get("podSets")
+    if not isinstance(podsets, list) or not podsets:
+        raise WorkloadError(f"Workload {namespace}/{name}: spec.podSets is empty")
+    total = 0
+    for podset in podsets:
+        count = podset.get("count") if isinstance(podset, Mapping) else None
+        if not isinstance(count, int) or count < 0:
+            raise WorkloadError(f"Workload {namespace}/{name}: podSets count {count!r}")
+        total += count
+    pods: list[dict[str, Any]] = []
+    for podset in podsets:
+        template = podset.get("template")
+        if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+            raise WorkloadError(
+                f"Workload {namespace}/{name}: podSets[{podset.get('name')}].template has no spec"
+            )
+        for i in range(int(podset["count"])):
+            labels = dict((template.get("metadata") or {}).get("labels") or {})
+            if GANG not in labels and total > 1:
+                labels.update({GANG: f"kueue-{name}", GANG_MIN: str(total)})
+            pods.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{name}-{podset.get('name', 'main')}-{i}",
+                        "namespace": namespace,
+                        "uid": f"{meta.get('uid', name)}-{podset.get('name', 'main')}-{i}",
+                        "labels": labels,
+                        "annotations": dict(
+                            (template.get("metadata") or {}).get("annotations") or {}
+                        ),
+                    },
+                    "spec": _ungated(template["spec"]),
+                }
+            )
+    return pods
+
+
+def _ungated(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod spec as it will be scheduled: its scheduling gates (another controller's, or
+    Kueue's own ``kueue.x-k8s.io/topology``) are lifted before it is, so the check ignores them."""
+    out = copy.deepcopy(dict(spec))
+    out.pop("schedulingGates", None)
+    return out
+
+
+def _podset_of(pod_name: str, workload: str, podsets: Sequence[str]) -> tuple[str, int] | None:
+    for podset in podsets:
+        prefix = f"{workload}-{podset}-"
+        if pod_name.startswith(prefix) and pod_name[len(prefix) :].isdigit():
+            return podset, int(pod_name[len(prefix) :])
+    return None
+
+
+def decide(whatif: WhatIf, workload: Mapping[str, Any]) -> Verdict:
+    """Whether every pod of ``workload`` fits now, where, or why not (nothing is held here)."""
+    try:
+        pods = workload_pods(workload)
+    except WorkloadError as exc:
+        return Verdict("Rejected", str(exc))
+    for pod in pods:
+        request = parse_pod(pod)
+        if isinstance(request, PodSpecError):
+            return Verdict("Rejected", f"pod template of {pod['metadata']['name']}: {request.text}")
+    ours = [p for p in pods if p["spec"].get("schedulerName") == SCHEDULER_NAME]
+    if not ours:
+        return Verdict("Ready", f"no pod says schedulerName: {SCHEDULER_NAME}; nothing to place")
+    try:
+        answer = whatif.answer(ours, suggest=False, budget_s=0.0)
+    except WhatIfError as exc:
+        return Verdict("Rejected", str(exc)[:MAX_MESSAGE])
+    name = str((workload.get("metadata") or {}).get("name", ""))
+    names = [str(ps.get("name", "main")) for ps in (workload.get("spec") or {}).get("podSets", [])]
+    if not answer.fits:
+        why = "; ".join(u.message for u in answer.units if not u.fits)
+        return Verdict("Pending", f"cannot place all {len(ours)} pods now: {why}"[:MAX_MESSAGE])
+    where: dict[str, list[str]] = {n: [] for n in names}
+    for unit in answer.units:
+        for placement in unit.placements:
+            found = _podset_of(placement.pod.partition("/")[2], name, names)
+            if found is not None:
+                where[found[0]].append(placement.node)
+    counts: dict[str, int] = {}
+    for nodes in where.values():
+        for node in nodes:
+            counts[node] = counts.get(node, 0) + 1
+    spread = ", ".join(f"{n} ×{c}" for n, c in sorted(counts.items()))
+    return Verdict(
+        "Ready",
+        f"all {len(ours)} pods fit now, room held: {spread}"[:MAX_MESSAGE],
+        {k: v for k, v in where.items() if v},
+    )
+
+
+def reserve(nominations: Nominations, workload: Mapping[str, Any], verdict: Verdict) -> None:
+    """Hold the room ``verdict`` found for ``workload``'s pods."""
+    nominations.reserve(group_of(workload), _entries(workload, verdict.nodes, {}))
+
+
+def reserve_from_updates(
+    nominations: Nominations,
+    workload: Mapping[str, Any],
+    nodes: Mapping[str, Sequence[str]],
+    bound: Mapping[str, int],
+) -> None:
+    """After a restart: hold again what ``nodes`` (from the check's podSetUpdates) says, but
+    for the pods already bound (``bound``: node → pods of the group bound there)."""
+    nominations.reserve(group_of(workload), _entries(workload, nodes, bound))
+
+
+def _entries(
+    workload: Mapping[str, Any], nodes: Mapping[str, Sequence[str]], bound: Mapping[str, int]
+) -> list[tuple[PodRequest, str]]:
+    left = dict(bound)
+    requests: dict[str, PodRequest] = {}
+    for pod in workload_pods(workload):
+        parsed = parse_pod(pod)
+        if isinstance(parsed, PodRequest):
+            requests.setdefault(pod["metadata"]["name"].rsplit("-", 1)[0], parsed)
+    name = str((workload.get("metadata") or {}).get("name", ""))
+    out: list[tuple[PodRequest, str]] = []
+    for podset, placed in nodes.items():
+        request = requests.get(f"{name}-{podset}")
+        if request is None:
+            continue
+        for node in placed:
+            if left.get(node, 0) > 0:
+                left[node] -= 1
+                continue
+            out.append((request, node))
+    return out
+
+
+def pod_set_updates(workload: Mapping[str, Any], verdict: Verdict) -> list[dict[str, Any]]:
+    """What Kueue writes into each podset's pod template once admitted."""
+    group = str((workload.get("metadata") or {}).get("name", ""))
+    return [
+        {
+            "name": podset,
+            "labels": {PLACEMENT_GROUP: group},
+            "annotations": {PLACEMENT_NODES: ",".join(nodes)},
+        }
+        for podset, nodes in verdict.nodes.items()
+    ]
+
+
+def nodes_from_updates(check: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The nodes a Ready check placed each podset's pods on (its podSetUpdates)."""
+    out: dict[str, list[str]] = {}
+    for update in check.get("podSetUpdates") or []:
+        raw = (update.get("annotations") or {}).get(PLACEMENT_NODES, "")
+        if raw:
+            out[str(update.get("name"))] = [n for n in str(raw).split(",") if n]
+    return out

@@ -1,0 +1,125 @@
+"""The placement admission check's decision and the room it holds (in-memory cluster): a
+workload's podSets are one gang — all placed or the check waits, saying why; once Ready the room
+is held, so a later pod of the same priority cannot take it while the workload's own pods (with
+the group label Kueue writes from the check's podSetUpdates) bind there; a bad template is
+rejected naming the problem."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from agent.devices import discover_profile
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
+from coordinator.app.scheduler import what_if
+from coordinator.engine.admission.placement import (
+    PLACEMENT_GROUP,
+    decide,
+    pod_set_updates,
+    reserve,
+)
+from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.service import SchedulerRuntime
+from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
+from tests.support.polling import eventually
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[tuple[MemoryCluster, SchedulerRuntime, GangRuntime]]:
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster = MemoryCluster(inventory)
+    for name in ("dgx-a", "dgx-b"):
+        cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    runtime = memory_runtime(inventory, cluster)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05))
+    async with runtime, gangs:
+        yield cluster, runtime, gangs
+
+
+def workload(name: str, *podsets: tuple[str, int, int]) -> dict[str, Any]:
+    """A Kueue Workload: podSets ``(name, count, gpus per pod)``."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {
+            "podSets": [
+                {
+                    "name": ps,
+                    "count": count,
+                    "template": {
+                        "metadata": {"labels": {"kueue.x-k8s.io/podset": ps}},
+                        "spec": pod("t", gpus=gpus)["spec"],
+                    },
+                }
+                for ps, count, gpus in podsets
+            ]
+        },
+    }
+
+
+def node_of(cluster: MemoryCluster, name: str) -> str | None:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    node: str | None = obj["spec"].get("nodeName")
+    return node
+
+
+async def test_the_whole_workload_or_the_reason(
+    cluster: tuple[MemoryCluster, SchedulerRuntime, GangRuntime],
+) -> None:
+    _, runtime, gangs = cluster
+    whatif = what_if(runtime, gangs)
+    fits = decide(whatif, workload("two", ("main", 2, 8)))
+    assert fits.state == "Ready", fits.message
+    assert sorted(fits.nodes["main"]) == ["dgx-a", "dgx-b"]
+    assert "all 2 pods fit now" in fits.message
+    # Three whole nodes' worth on two nodes: not one pod is admitted alone.
+    too_big = decide(whatif, workload("three", ("main", 2, 8), ("extra", 1, 8)))
+    assert too_big.state == "Pending"
+    assert "cannot place all 3 pods now" in too_big.message
+    assert "Insufficient nvidia.com/gpu" in too_big.message or "members" in too_big.message
+    assert too_big.nodes == {}
+
+
+async def test_a_template_topos_cannot_read_is_rejected_naming_it(
+    cluster: tuple[MemoryCluster, SchedulerRuntime, GangRuntime],
+) -> None:
+    _, runtime, gangs = cluster
+    bad = workload("bad", ("main", 1, 1))
+    bad["spec"]["podSets"][0]["template"]["metadata"]["annotations"] = {
+        "topos.io/gpu-locality": "same-galaxy"
+    }
+    verdict = decide(what_if(runtime, gangs), bad)
+    assert verdict.state == "Rejected"
+    assert "topos.io/gpu-locality" in verdict.message
+    assert "same-galaxy" in verdict.message
+
+
+async def test_ready_holds_the_room_for_the_workloads_own_pods(
+    cluster: tuple[MemoryCluster, SchedulerRuntime, GangRuntime],
+) -> None:
+    memory, runtime, gangs = cluster
+    wl = workload("held", ("main", 1, 8))
+    verdict = decide(what_if(runtime, gangs), wl)
+    assert verdict.state == "Ready"
+    reserve(runtime.scheduler.nominations, wl, verdict)
+    (where,) = verdict.nodes["main"]
+    # Another workload's check now sees that node taken.
+    other = decide(what_if(runtime, gangs), workload("other", ("main", 2, 8)))
+    assert other.state == "Pending", other.message
+    # A pod of the same priority, not of the group, cannot take the held node.
+    memory.create_pod(pod("stranger", gpus=8, node_selector={"kubernetes.io/hostname": where}))
+    await runtime.settle()
+    assert node_of(memory, "stranger") is None
+    # The workload's pod, labelled as Kueue writes the check's podSetUpdates, binds there.
+    (update,) = pod_set_updates(wl, verdict)
+    assert update["labels"] == {PLACEMENT_GROUP: "held"}
+    memory.create_pod(pod("held-pod", gpus=8, labels=update["labels"]))
+    await eventually(lambda: node_of(memory, "held-pod"), what="held-pod bound", timeout_s=10)
+    assert node_of(memory, "held-pod") == where
+    assert runtime.scheduler.nominations.reserved("default/held") == []

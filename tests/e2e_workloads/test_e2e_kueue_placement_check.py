@@ -1,0 +1,252 @@
+"""The placement admission check on the real control plane with the real Kueue: Topos answers
+Kueue's AdmissionCheck ``topos.io/placement`` for each Workload that reserved quota, from the
+whole workload's pods placed by the what-if. A Job whose quota fits but whose 8-GPU pod has no
+node with 8 free GPUs stays not admitted (the check Pending, the message saying why, the Job
+suspended); once a node is free the check says Ready, Kueue admits and starts it, and its pod is
+bound where the check placed it. An AdmissionCheck with parameters Topos does not know is
+refused with a condition naming them; a Topology level no node has gets an Event naming it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from common.kube import PODS, NotFound
+from coordinator.adapters.kube.admissioncheck import (
+    ADMISSION_CHECKS,
+    TOPOLOGIES,
+    PlacementCheckController,
+)
+from coordinator.app.scheduler import what_if
+from devcluster import pods
+from devcluster.kube_wait import wait_for_event, wait_for_object, wait_for_pods
+from tests.support.gang_cluster import Controllers, Coordinator, GangCluster
+from tests.support.kueue import JOBS, WORKLOADS, is_true, job, queues, workload_of
+from tests.support.polling import eventually
+
+
+def check_of(workload: dict[str, Any], name: str) -> dict[str, Any]:
+    for check in (workload.get("status") or {}).get("admissionChecks") or []:
+        if check.get("name") == name:
+            return dict(check)
+    return {}
+
+
+@contextlib.asynccontextmanager
+async def admission_check(
+    cluster: GangCluster, *, parameters: dict[str, str] | None = None
+) -> AsyncIterator[str]:
+    """An AdmissionCheck for topos.io/placement (deleted at the end)."""
+    name = f"{cluster.namespace}-placement"
+    spec: dict[str, Any] = {"controllerName": "topos.io/placement"}
+    if parameters:
+        spec["parameters"] = parameters
+    await cluster.kube.create(
+        ADMISSION_CHECKS,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(NotFound):
+            await cluster.kube.delete(ADMISSION_CHECKS, name)
+
+
+@contextlib.asynccontextmanager
+async def answering(
+    cluster: GangCluster, coordinator: Coordinator
+) -> AsyncIterator[PlacementCheckController]:
+    """Topos's controller for the check, on ``coordinator``'s scheduler and what-if."""
+    runtime, gangs = coordinator.runtime, coordinator.gangs
+    controller = PlacementCheckController(
+        cluster.kube,
+        runtime.scheduler,
+        lambda: what_if(runtime, gangs),
+        namespace=cluster.namespace,
+        interval_s=0.5,
+    )
+    await controller.start()
+    try:
+        yield controller
+    finally:
+        await controller.stop()
+
+
+def active(obj: dict[str, Any]) -> dict[str, Any] | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Active":
+            return dict(c)
+    return None
+
+
+async def test_a_workload_that_cannot_be_placed_waits_and_one_that_can_is_admitted_and_bound_there(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    async with (
+        cluster.gang_coordinator() as coordinator,
+        Controllers(cluster),
+        admission_check(cluster) as check,
+        answering(cluster, coordinator) as controller,
+    ):
+        await wait_for_object(
+            cluster.kube,
+            ADMISSION_CHECKS,
+            check,
+            lambda c: (active(c) or {}).get("status") == "True",
+            what="the AdmissionCheck Active",
+        )
+        # Half of each node is taken by pods Kueue does not manage: 8 GPUs free, none together.
+        for i in range(2):
+            await cluster.create(
+                pods.pod(
+                    f"half-{i}",
+                    gpus=4,
+                    namespace=None,
+                    labels={"app": "half"},
+                    node_selector={"kubernetes.io/hostname": nodes[i]},
+                )
+            )
+        for i in range(2):
+            await cluster.bound(f"half-{i}")
+        async with queues(
+            cluster.kube, cluster.namespace, gpus_each=16, admission_checks=(check,)
+        ) as made:
+            created = await cluster.kube.create(
+                JOBS, job("whole-node", "team-a", pods=1, gpus=8), namespace=cluster.namespace
+            )
+            uid = created["metadata"]["uid"]
+            workload = await workload_of(cluster.kube, cluster.namespace, uid)
+            name = workload["metadata"]["name"]
+            waiting = await wait_for_object(
+                cluster.kube,
+                WORKLOADS,
+                name,
+                lambda w: "cannot place" in check_of(w, check).get("message", ""),
+                namespace=cluster.namespace,
+                what="the placement check's message",
+            )
+            said = check_of(waiting, check)
+            assert said["state"] == "Pending", said
+            assert "Insufficient nvidia.com/gpu" in said["message"], said
+            assert is_true(waiting, "QuotaReserved")  # the quota fits…
+            assert not is_true(waiting, "Admitted")  # …but it is not admitted
+            assert (await cluster.kube.get(JOBS, "whole-node", namespace=cluster.namespace))[
+                "spec"
+            ]["suspend"]
+            assert await cluster.pods("job-name=whole-node") == []
+            # A node frees up: the check says Ready, Kueue admits, the pod binds where it said.
+            await cluster.delete_pods("app=half")
+            admitted = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)
+            ready = check_of(admitted, check)
+            assert ready["state"] == "Ready", ready
+            assert admitted["status"]["admission"]["clusterQueue"] == made.cluster_queues["team-a"]
+            (update,) = ready["podSetUpdates"]
+            (reserved,) = update["annotations"]["topos.io/placement-nodes"].split(",")
+            assert reserved in nodes
+            placed = await cluster.all_bound("job-name=whole-node", 1)
+            assert list(placed.values()) == [reserved]
+            assert controller.idle is None
+
+
+async def test_an_admission_check_with_parameters_topos_does_not_know_is_not_active(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    async with (
+        cluster.gang_coordinator() as coordinator,
+        admission_check(
+            cluster,
+            parameters={"apiGroup": "example.com", "kind": "PlacementConfig", "name": "fast"},
+        ) as check,
+        answering(cluster, coordinator),
+    ):
+        refused = await wait_for_object(
+            cluster.kube,
+            ADMISSION_CHECKS,
+            check,
+            lambda c: active(c) is not None,
+            what="the AdmissionCheck's Active condition",
+        )
+    condition = active(refused)
+    assert condition is not None
+    assert condition["status"] == "False"
+    assert condition["reason"] == "UnknownParameters"
+    assert "example.com/PlacementConfig/fast" in condition["message"]
+
+
+async def test_room_a_ready_check_holds_survives_a_coordinator_restart_before_the_bind(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    """The check says Ready and the coordinator goes (its memory with it) before the pod is
+    bound — the pod is held back by a scheduling gate another controller lifts later. The next
+    coordinator holds the room again from the check's podSetUpdates: a pod of the same priority
+    created meanwhile does not get it, and the workload's pod binds where the check said."""
+    (node,) = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    spec = job("gated", "team-a", pods=1, gpus=8)
+    spec["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    # The queues outlive the first coordinator (their ClusterQueue is Active once the check is).
+    async with admission_check(cluster) as check, contextlib.AsyncExitStack() as queued:
+        async with cluster.gang_coordinator() as first, answering(cluster, first):
+            await queued.enter_async_context(
+                queues(cluster.kube, cluster.namespace, admission_checks=(check,))
+            )
+            created = await cluster.kube.create(JOBS, spec, namespace=cluster.namespace)
+            uid = created["metadata"]["uid"]
+            admitted = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)
+            assert check_of(admitted, check)["state"] == "Ready"
+            (gated,) = await wait_for_pods(
+                cluster.kube,
+                cluster.namespace,
+                lambda found: found or None,
+                label_selector="job-name=gated",
+                what="the Job's gated pod",
+            )
+        # The first coordinator is gone here (its memory with it): Ready said, nothing bound.
+        async with cluster.gang_coordinator() as second, answering(cluster, second):
+            group = f"{cluster.namespace}/{admitted['metadata']['name']}"
+            await eventually(
+                lambda: second.runtime.scheduler.nominations.reserved(group),
+                what="the room held again",
+            )
+            await cluster.create(pods.pod("stranger", gpus=8, namespace=None))
+            assert "Insufficient nvidia.com/gpu" in await cluster.unschedulable("stranger")
+            await cluster.kube.patch(
+                PODS,
+                gated["metadata"]["name"],
+                {"spec": {"schedulingGates": None}},
+                namespace=cluster.namespace,
+            )
+            placed = await cluster.all_bound("job-name=gated", 1)
+    assert list(placed.values()) == [node]
+    assert not (await cluster.pod("stranger"))["spec"].get("nodeName")
+
+
+async def test_a_topology_naming_a_label_no_node_has_gets_an_event_naming_it(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    name = f"{cluster.namespace}-racks"
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": "topos.io/leaf"}, {"nodeLabel": "example.com/rack"}]},
+    }
+    async with cluster.gang_coordinator() as coordinator, answering(cluster, coordinator):
+        await cluster.kube.create(TOPOLOGIES, body)
+        try:
+            event = await wait_for_event(
+                cluster.kube, "default", reason="UnknownNodeLabel", name=name
+            )
+        finally:
+            await cluster.kube.delete(TOPOLOGIES, name)
+    assert event["type"] == "Warning"
+    assert "'example.com/rack' is on none of the 1 nodes" in event["message"]
+    assert "topos.io/leaf" not in event["message"]  # that level is on the node
