@@ -29,6 +29,7 @@ from typing import Any
 from agent.devices import discover_profile
 from common.model import NodeTopology
 from coordinator.engine.gangs.service import GangSettings
+from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import (
     ReplaySettings,
     Simulator,
@@ -41,7 +42,6 @@ from coordinator.sim import (
     make_policy,
     parse_cluster,
 )
-from coordinator.sim.engine import EngineSettings
 from coordinator.sim.report import format_duration
 
 CLUSTER = """

@@ -15,6 +15,7 @@ from cli.errors import CliError
 from common.model import NodeTopology
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.engine.gangs.service import GangSettings
+from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import (
     POLICIES,
     ClusterError,
@@ -33,7 +34,6 @@ from coordinator.sim import (
     parse_cluster,
     parse_trace,
 )
-from coordinator.sim.engine import EngineSettings
 from coordinator.sim.report import format_duration
 
 BASELINES = tuple(p for p in POLICIES if p != "topos")

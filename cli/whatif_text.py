@@ -1,6 +1,7 @@
 """``kubectl topos whatif``'s text: the coordinator's what-if answer (``POST /v1/whatif``) as a
 person reads it — fits or not, where each pod would go, why not (the words of the pods'
-FailedScheduling Event), and what would make it fit, smallest change first."""
+FailedScheduling Event), when it would start, and what would make it fit, smallest change
+first."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ from cli.kubectl_rows import table
 __all__ = ["PLACEMENT_HEADERS", "whatif_text"]
 
 PLACEMENT_HEADERS = ["POD", "NODE", "GPUS", "LINK", "NUMA", "DOMAIN", "DRA"]
+
+
+def span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _ints(values: Sequence[Any]) -> str:
@@ -51,6 +60,11 @@ def whatif_text(doc: Mapping[str, Any]) -> str:
     lines.append(
         f"Fits now: {'yes' if fits else 'no'} (on {doc.get('nodes', 0)} nodes, nothing changed)"
     )
+    start = doc.get("predicted_start_s")
+    if not fits and isinstance(start, int | float):
+        waits = doc.get("waits_for") or []
+        after = f", when {', '.join(waits)} end{'s' * (len(waits) == 1)}" if waits else ""
+        lines.append(f"Expected to start in ~{span(float(start))}{after}")
     for unit in doc.get("units") or []:
         lines.append("")
         lines.append(f"{unit.get('unit')}: {unit.get('message')}")

@@ -2,8 +2,9 @@
 them fit — answered on a copy of the scheduler's state, changing nothing (docs/whatif.md).
 
 The route only decodes and renders: the answer is
-:meth:`coordinator.engine.whatif.service.WhatIf.answer`, which the app puts in :data:`WHATIF`
-while the scheduler runs (the Kueue admission check calls the same function).
+:meth:`coordinator.engine.whatif.service.WhatIf.answer_predicted` (``answer`` with the predicted
+start), which the app puts in :data:`WHATIF` while the scheduler runs (the Kueue admission
+check calls :meth:`~coordinator.engine.whatif.service.WhatIf.answer`).
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ async def whatif(request: web.Request) -> web.Response:
     if doc.budget_s is not None and not 0 <= doc.budget_s <= 600:
         raise bad_request(f"budget_s: must be between 0 and 600 seconds, not {doc.budget_s!r}")
     try:
-        answer = slot.whatif.answer(doc.documents, suggest=doc.suggest, budget_s=doc.budget_s)
+        answer = await slot.whatif.answer_predicted(
+            doc.documents, suggest=doc.suggest, budget_s=doc.budget_s
+        )
     except WhatIfError as exc:
         raise bad_request(str(exc)) from None
     return respond(request, answer)

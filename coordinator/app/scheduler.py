@@ -16,7 +16,10 @@ MemoryCluster`, so explain and simulate work on what the agents report. While th
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import logging
+import multiprocessing
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -36,11 +39,14 @@ from coordinator.core.plugins.domainscore import DomainHistory
 from coordinator.core.plugins.pools import CarbonReadings
 from coordinator.core.registry import build_profiles
 from coordinator.engine.binder import BindJob
+from coordinator.engine.forecasts import Forecasts, StartPredictor
 from coordinator.engine.gangs.service import GangRuntime
 from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.ports import BindConflict, ClusterError
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.whatif.service import WhatIf
+from coordinator.forecast.engine import EngineSettings
+from coordinator.forecast.live import LiveForecaster
 from coordinator.neuronetes.decide.preview import AGENT_POOL, pool_pods
 
 log = logging.getLogger(__name__)
@@ -59,6 +65,8 @@ class Running:
     #: Regions' carbon intensity (PoolPlacement reads it; the AgentPool controller updates it).
     #: One object for the app's life, so a reloaded framework reads the same readings.
     carbon: CarbonReadings = field(default_factory=CarbonReadings)
+    #: Predicted starts of the pending pods (coordinator.forecast.live), refreshed off the loop.
+    forecaster: LiveForecaster | None = None
     #: The price table in force (``scheduling.prices``, live reloads included): the AgentPool
     #: controller's cost policy reads it.
     prices: PriceTable = field(default_factory=PriceTable)
@@ -85,6 +93,12 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         config.gangs.settings(), defrag=config.defragmentation.settings()
     )
 
+    # Profiles of their own for each forward run (built in the forecaster's process: nothing
+    # shared with the live scheduler's), from the same configuration.
+    forward_profiles = functools.partial(
+        build_profiles, config.scheduling, leaf_label=config.gangs.domain_keys.leaf
+    )
+
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]
         elector = app.get(LEADER)
@@ -106,7 +120,22 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         _record_trouble(runtime, gangs, history)
         await gangs.start()
         slot.scheduler = runtime.scheduler
-        app[WHATIF].whatif = what_if(runtime, gangs)
+        # The forward runs in a process of their own: a thread would take the interpreter lock
+        # from the scheduling loop for as long as a run lasts.
+        forecasting = concurrent.futures.ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        )
+        forecasts = Forecasts()
+        runtime.scheduler.forecasts = forecasts
+        forecaster = LiveForecaster(
+            runtime.scheduler,
+            forecasts,
+            profiles=forward_profiles,
+            settings=EngineSettings(gangs=gang_settings, runtime=settings),
+            restate=runtime.scheduler.restate,
+            executor=forecasting,
+        )
+        app[WHATIF].whatif = what_if(runtime, gangs, predictor=forecaster)
         app[METRICS].scheduling.attach(runtime.scheduler)
         # Kueue's placement admission check (docs/kueue.md): the same what-if answers it; the
         # room its Ready checks hold is held again before the scheduler starts (a restart).
@@ -120,6 +149,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             runtime.add_gate(checks.ready)
             await checks.start()
         await runtime.start()
+        forecaster.start(runtime.started)
+        app[RUNNING].forecaster = forecaster
         app[RUNNING].runtime, app[RUNNING].gangs = runtime, gangs
         app[RUNNING].history = history
         app[RUNNING].carbon = carbon
@@ -127,6 +158,9 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         try:
             yield
         finally:
+            await forecaster.stop()
+            forecasting.shutdown(wait=False, cancel_futures=True)
+            app[RUNNING].forecaster = None
             if checks is not None:
                 await checks.stop()
             app[RUNNING].runtime = app[RUNNING].gangs = app[RUNNING].history = None
@@ -140,9 +174,12 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     return ctx
 
 
-def what_if(runtime: SchedulerRuntime, gangs: GangRuntime) -> WhatIf:
+def what_if(
+    runtime: SchedulerRuntime, gangs: GangRuntime, *, predictor: StartPredictor | None = None
+) -> WhatIf:
     """The what-if on this scheduler: its PodGroups, its preemption's choice of victims, its
-    network tiers; AgentPools expanded as the NeuroNetes controller would."""
+    network tiers; AgentPools expanded as the NeuroNetes controller would; predicted starts
+    from ``predictor``."""
     api_version, kind = AGENT_POOL
     return WhatIf(
         runtime.scheduler,
@@ -150,6 +187,7 @@ def what_if(runtime: SchedulerRuntime, gangs: GangRuntime) -> WhatIf:
         preemptor=gangs.preemptor,
         keys=gangs.settings.keys,
         extra={kind: (api_version, pool_pods)},
+        predictor=predictor,
     )
 
 

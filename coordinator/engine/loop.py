@@ -47,6 +47,7 @@ from coordinator.engine.attempts import Attempt, AttemptLog
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.changes import PendingChanges
 from coordinator.engine.claims import claims_to_write
+from coordinator.engine.forecasts import STATE_EVERY_S, Forecast, Forecasts
 from coordinator.engine.leadership import ALWAYS, Leadership
 from coordinator.engine.nominations import Nominations, placement_group
 from coordinator.engine.observer import Outcome, SchedulingObserver
@@ -147,7 +148,11 @@ class Scheduler:
         self._attempts = AttemptLog(
             kept=self.settings.explanations_kept, detailed=self.settings.explanations_detailed
         )
-        self._posted: dict[str, tuple[str, float]] = {}  # uid → (message, when)
+        # uid → (message, when, the forecast stated with it)
+        self._posted: dict[str, tuple[str, float, Forecast | None]] = {}
+        #: Predicted starts (coordinator.forecast.live fills it): stated after the failure.
+        self.forecasts: Forecasts | None = None
+        self._restating: set[str] = set()  # uids with a deferred restatement
         self._writes: set[asyncio.Task[None]] = set()
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
         self._grace_retry: asyncio.TimerHandle | None = None  # retry all at the grace's end
@@ -390,15 +395,51 @@ class Scheduler:
             return
         pod = PodRef.of(entry.obj)
         now = self._clock()
+        forecast = self.forecasts.stated(entry.key) if self.forecasts is not None else None
+        if forecast is not None and forecast.uid and forecast.uid != entry.uid:
+            forecast = None  # an earlier pod of that name
         last = self._posted.get(entry.uid)
         if (
             last is not None
             and last[0] == message
+            and last[2] is forecast
             and now - last[1] < self.settings.failure_repost_s
         ):
             return
-        self._posted[entry.uid] = (message, now)
+        self._posted[entry.uid] = (message, now, forecast)
+        if forecast is not None:
+            message = f"{message}; {forecast.sentence(self._wall(), clock=True)}"
         self._background(self.writer.record_failure(pod, message), f"explain {pod.key}")
+
+    def restate(self, keys: Iterable[str]) -> None:
+        """The stated forecasts of these pending pods changed: write their ``PodScheduled``
+        message again with it — the first at once, a change at most once per
+        :data:`STATE_EVERY_S` per pod (it waits for its turn) — never for a pod not explained
+        yet, being bound or bound."""
+        wanted = set(keys)
+        for entry in self.queue.entries():
+            if entry.key in wanted:
+                self._restate(entry.uid)
+
+    def _restate(self, uid: str) -> None:
+        self._restating.discard(uid)
+        entry = self.queue.entry(uid)
+        if entry is None or entry.where in ("bound", "in_flight") or not entry.last_message:
+            return
+        last = self._posted.get(uid)
+        if last is None:
+            return  # never explained: its first explanation will state it
+        wait = last[1] + STATE_EVERY_S - self._clock()
+        if last[2] is None:
+            wait = 0.0  # its first forecast completes the explanation: stated at once
+        if wait > 0:
+            if uid not in self._restating:
+                self._restating.add(uid)
+                asyncio.get_running_loop().call_later(wait, self._restate, uid)
+            return
+        if self.forecasts is not None and last[2] is self.forecasts.stated(entry.key):
+            return  # stated already
+        self._explain_failure(entry, last[0])
 
     def warn(self, pod: PodRef, reason: str, message: str) -> None:
         """A Warning Event on ``pod``, written in the background."""

@@ -5,10 +5,10 @@ The cluster description and the trace are parsed from text (hardware comes from 
 ``profile → NodeTopology`` function the caller passes; the CLI uses the agent's profile-driven
 fake NVML). The replay (:mod:`.replay`) runs the coordinator's engine — queue and backoff, gang
 manager and timeouts, preemption and nominations, recovery, binder — over the in-memory cluster
-(:mod:`.engine`), on an event loop whose time jumps to the next timer whenever every task waits
-(:mod:`.clock`). A policy is a framework profile and a gang planner (:mod:`.policies`).
-:mod:`.predict` runs the same engine forward on a copy of a cluster to predict when a pending pod
-starts, with each running pod's expected end from :mod:`.runtimes`.
+(:mod:`coordinator.forecast.engine`), on an event loop whose time jumps to the next timer
+whenever every task waits (:mod:`coordinator.forecast.clock`). A policy is a framework profile
+and a gang planner (:mod:`.policies`). The same engine run forward on a copy of a cluster
+predicts when a pending pod starts: :mod:`coordinator.forecast`.
 
     spec = parse_cluster(yaml_text)
     nodes = build_nodes(spec, topology_of)

@@ -5,8 +5,8 @@ holding one Node per described node (its agent's hello included), the scheduler 
 :func:`~coordinator.adapters.memory.runtime.memory_runtime` with the policy's profile, and gangs,
 preemption and recovery are :class:`~coordinator.engine.gangs.service.GangRuntime` with the
 policy's gang planner — the objects ``topos coordinator --in-memory`` runs. Time is a
-:class:`~coordinator.sim.clock.SimulatedLoop`'s: every component gets ``loop.time`` as its clock,
-and the loop jumps to the next timer whenever every task waits.
+:class:`~coordinator.forecast.clock.SimulatedLoop`'s: every component gets ``loop.time`` as its
+clock, and the loop jumps to the next timer whenever every task waits.
 
 The replay plays the users and the kubelets around the engine:
 
@@ -45,16 +45,16 @@ from coordinator.core.snapshot.podinfo import Placement
 from coordinator.engine.binder import BindJob
 from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.ports import ClusterError
-from coordinator.sim.clock import SimulatedLoop
+from coordinator.forecast.clock import SimulatedLoop
+from coordinator.forecast.engine import EngineSettings, SimulatedEngine
 from coordinator.sim.costmodel import CostModel
-from coordinator.sim.engine import EngineSettings, SimulatedEngine
 from coordinator.sim.locality import best_link_rank, span
 from coordinator.sim.metrics import JobOutcome, RunResult, UsagePoint
 from coordinator.sim.pods import NAMESPACE, job_manifests
 from coordinator.sim.policies import Policy
 from coordinator.sim.trace import Job
 
-__all__ = ["ReplaySettings", "Simulator"]
+__all__ = ["Arrival", "ReplaySettings", "Simulator"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +71,18 @@ class ReplaySettings:
     fill: bool = False
     """Fill the cluster (the FGD paper's replay): pods never finish, and a job whose first
     attempt fails is dropped, never retried."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A job's pods were just created (:meth:`Simulator.run`'s ``on_arrival``): the engine as it
+    is then, and when each started job's pods will end (simulated seconds)."""
+
+    job: int  # its index in the trace (sorted by arrival)
+    now: float
+    engine: SimulatedEngine
+    ends: Mapping[str, float]  # pod key → end, for every pod of a started job
+    owner: Mapping[str, int]  # pod key → job index
 
 
 @dataclass(slots=True)
@@ -143,12 +155,18 @@ class Simulator:
         )
 
     def run(
-        self, policy: Policy, *, progress: Callable[[int, int], None] | None = None
+        self,
+        policy: Policy,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        on_arrival: Callable[[Arrival], None] | None = None,
     ) -> RunResult:
+        """``on_arrival`` is called as each job's pods are created (simulated time stands still
+        while it runs: a prediction may look at the engine then)."""
         loop = SimulatedLoop()
 
         async def replay() -> RunResult:
-            return await _Replay(self, policy, loop, progress).run()
+            return await _Replay(self, policy, loop, progress, on_arrival).run()
 
         try:
             return loop.run_until_complete(replay())
@@ -165,7 +183,9 @@ class _Replay:
         policy: Policy,
         loop: SimulatedLoop,
         progress: Callable[[int, int], None] | None,
+        on_arrival: Callable[[Arrival], None] | None = None,
     ) -> None:
+        self.on_arrival = on_arrival
         self.sim = sim
         self.policy = policy
         self.loop = loop
@@ -202,6 +222,13 @@ class _Replay:
         self.runs.setdefault(i, _Run())
         for manifest in self.sim.manifests[i]:
             self.cluster.create_pod(manifest)
+        if self.on_arrival is not None:
+            ends = {
+                key: outcome.end_s
+                for j, outcome in self.outcomes.items()
+                for key in self.runs[j].bound
+            }
+            self.on_arrival(Arrival(i, self._now(), self.engine, ends, self.owner))
 
     def _on_bind(self, job: BindJob, exc: ClusterError | None) -> None:
         i = self.owner.get(job.request.key)

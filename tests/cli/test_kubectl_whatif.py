@@ -15,6 +15,7 @@ import yaml
 
 from agent.devices import discover_profile
 from cli.kubectl_plugin import DOES_NOT_FIT, PluginError, build_parser, run
+from cli.whatif_text import whatif_text
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.app.config.sections import Config
 from coordinator.app.main import running, wire
@@ -168,3 +169,24 @@ async def test_whatif_from_a_file_fits_does_not_fit_and_changes_nothing(tmp_path
         assert cluster.pods() == pods_before
         assert len(runtime.scheduler.queue) == 0
         assert await _scheduling_metrics(url) == metrics_before
+
+
+def test_the_text_says_when_it_would_start_and_waiting_comes_first() -> None:
+    doc = {
+        "fits": False,
+        "nodes": 2,
+        "workloads": [{"kind": "Pod", "namespace": "ml", "name": "mine", "pods": 1}],
+        "units": [{"unit": "pod ml/mine", "fits": False, "pods": ["ml/mine"], "message": "0/2"}],
+        "predicted_start_s": 2400.0,
+        "waits_for": ["ml/train-7"],
+        "suggestions": [
+            {
+                "rank": 1,
+                "kind": "wait",
+                "summary": "wait ~40 min for ml/train-7 (annotation) to end",
+            }
+        ],
+    }
+    lines = whatif_text(doc).splitlines()
+    assert lines[2] == "Expected to start in ~40 min, when ml/train-7 ends"
+    assert "  1. wait ~40 min for ml/train-7 (annotation) to end  [wait]" in lines

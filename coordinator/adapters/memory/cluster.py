@@ -1,5 +1,6 @@
 """An in-memory cluster: the scheduler runtime's backend when there is no API server (the
-embedded demo, ``--in-memory``, fast tests, and ``topos simulate``: ``coordinator/sim/engine.py``).
+embedded demo, ``--in-memory``, fast tests, ``topos simulate`` and predicted starts:
+``coordinator/forecast/engine.py``).
 
 It keeps Node and Pod objects as the API server would return them (plain dicts), and Events, and
 plays the API server's part towards the rest of the coordinator:

@@ -83,6 +83,18 @@ export async function refreshExplanations(pending, onChange) {
   await Promise.all([...opened.keys()].map((key) => explain(key, onChange)));
 }
 
+// The forecast's sentence (the engine run forward on a copy of the cluster), and who said when
+// the pods it waits for end.
+function expectedStart(pod) {
+  const start = pod.expected_start;
+  if (!start) return el("span", { class: "subtle" }, "not forecast yet");
+  const sources = Object.entries(start.waits_for || {}).map(([who, src]) => `${who}: ${src}`);
+  return [
+    start.message,
+    sources.length ? el("div", { class: "subtle" }, `ends by ${sources.join(", ")}`) : null,
+  ];
+}
+
 export function renderPending(result, onChange) {
   if (result.error)
     return el("p", { class: "problem" }, `pending pods unavailable: ${result.error.message}`);
@@ -122,6 +134,7 @@ export function renderPending(result, onChange) {
           el("div", { class: "subtle" }, `${plural(pod.attempts, "attempt")} ${ago(pod.tried_at)}`),
         ),
         el("td", { class: "reason" }, pod.message),
+        el("td", { class: "expected" }, expectedStart(pod)),
         el("td", {}, toggle),
       ),
     );
@@ -130,7 +143,7 @@ export function renderPending(result, onChange) {
         el(
           "tr",
           { class: "explain-row" },
-          el("td", { colspan: "5" }, explanation(opened.get(key))),
+          el("td", { colspan: "6" }, explanation(opened.get(key))),
         ),
       );
   }
@@ -139,7 +152,9 @@ export function renderPending(result, onChange) {
       ? el("p", { class: "subtle" }, `showing ${doc.pods.length} of ${doc.total}`)
       : null;
   return [
-    table(["pod", "asks for", "state", "why it waits", ""], rows, { class: "pending" }),
+    table(["pod", "asks for", "state", "why it waits", "expected start", ""], rows, {
+      class: "pending",
+    }),
     shown,
   ];
 }

@@ -69,14 +69,15 @@ class Suggestion(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One change that, tried on the same copy, makes everything fit."""
 
     rank: int
-    #: relax-locality | relax-numa | span-domains | fewer-gpus | preempt | uncordon
+    #: wait | relax-locality | relax-numa | span-domains | fewer-gpus | preempt | uncordon
     kind: str
     summary: str
     #: fields the user would change: {"topos.io/gpu-locality": "same-socket"},
     #: {"nvidia.com/gpu": "7"}; empty for preempt and uncordon
     change: dict[str, str] = {}
     victims: list[Victim] = []  # preempt
-    nodes: list[str] = []  # uncordon: the nodes to bring back; preempt: where victims run
+    #: uncordon: the nodes to bring back; preempt: where victims run; wait: where it would start
+    nodes: list[str] = []
     placements: list[PodPlacement] = []  # where everything would go with the change
 
 
@@ -96,7 +97,9 @@ class WhatIfAnswer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     #: suggestion kinds not tried within the request's budget_s (tried in rank order)
     not_tried: list[str] = []
     notes: list[str] = []
-    #: Seam: the predicted start time (seconds from now) and what it waits for, from running the
-    #: engine forward on the same copy. Absent until the simulated-clock engine provides it.
+    #: When it would start (seconds from now: 0 when it fits now), by running the engine forward
+    #: on a copy of the live cluster with its pods added to the pending queue; absent when no
+    #: start is predicted within the horizon (a note says why) or no predictor runs.
     predicted_start_s: float | None = None
+    #: the running pods whose end it waits for (namespace/name)
     waits_for: list[str] | None = None

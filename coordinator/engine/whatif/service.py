@@ -13,8 +13,12 @@
    :meth:`~coordinator.engine.preemptor.Preemptor.plan`), then nodes an administrator would
    bring back (cordoned, NotReady, or with a silent agent).
 
-A predicted start ("wait for these pods") needs the engine run forward on a simulated clock;
-the answer's ``predicted_start_s`` / ``waits_for`` stay absent until that exists.
+4. :meth:`WhatIf.answer_predicted` also asks the predictor (the engine run forward on a copy of
+   the live cluster, the manifest's pods added to the pending queue: the
+   :class:`~coordinator.engine.forecasts.StartPredictor` port, which the app gives it) when it
+   would start: ``predicted_start_s`` (0 when it fits now) and ``waits_for`` (the running pods
+   whose end it waits for); when it does not fit now but would start within the horizon,
+   "wait for these pods" is the first suggestion (it changes nothing of anyone's).
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+import msgspec
+
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.expand import Expander, ExpandError, expand
 from coordinator.core.framework.results import Failure
 from coordinator.core.preemption.victims import PreemptionPlan
 from coordinator.core.snapshot.nodeinfo import NOT_READY_TAINT, UNSCHEDULABLE_TAINT, NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.engine.forecasts import Forecast, StartPredictor, span
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.preemptor import Preemptor, gang_eligible, pod_eligible
 from coordinator.engine.whatif.model import (
@@ -53,6 +60,7 @@ __all__ = ["DEFAULT_BUDGET_S", "TIERS", "WhatIf", "WhatIfError"]
 
 #: How suggestions rank: by tier, then by how far each goes (steps, GPUs, victims, nodes).
 TIERS: Final = {
+    "wait": -1,
     "relax-locality": 0,
     "relax-numa": 0,
     "span-domains": 0,
@@ -82,8 +90,12 @@ class WhatIf:
         preemptor: Preemptor | None = None,
         keys: DomainKeys | None = None,
         extra: Mapping[str, tuple[str, Expander]] | None = None,
+        predictor: StartPredictor | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
+        self.predictor = predictor
+        self._wall = wall
         self._clock = clock
         self.scheduler = scheduler
         self.podgroups = podgroups if podgroups is not None else {}
@@ -107,6 +119,24 @@ class WhatIf:
         scheduler's node scan and shape mix are left as they were."""
         with self.scheduler.dry_run():
             return self._answer(documents, suggest=suggest, budget_s=budget_s)
+
+    async def answer_predicted(
+        self,
+        documents: Sequence[object],
+        *,
+        suggest: bool = True,
+        budget_s: float | None = DEFAULT_BUDGET_S,
+    ) -> WhatIfAnswer:
+        """:meth:`answer`, with when it would start (``predicted_start_s``, ``waits_for``) and,
+        when it does not fit now, "wait for these pods" ranked first — if a predictor is given."""
+        answer = self.answer(documents, suggest=suggest, budget_s=budget_s)
+        if answer.fits:
+            return msgspec.structs.replace(answer, predicted_start_s=0.0, waits_for=[])
+        if self.predictor is None:
+            return answer
+        pods = [dict(p) for p in expand(documents, extra=self.extra).pods]
+        found = await self.predictor.predict_with(pods)
+        return with_prediction(answer, list(found.values()), self._wall())
 
     def _answer(
         self, documents: Sequence[object], *, suggest: bool, budget_s: float | None
@@ -399,6 +429,39 @@ class WhatIf:
                 ),
             )
         )
+
+
+def with_prediction(
+    answer: WhatIfAnswer, forecasts: Sequence[Forecast], now: float
+) -> WhatIfAnswer:
+    """``answer`` with its predicted start (when the last of its pods starts) and what it waits
+    for; "wait" first among the suggestions when it starts once running pods end (a start
+    without anyone's end is Topos preempting for it: no "wait")."""
+    if not forecasts:
+        return answer
+    waits = sorted({k for f in forecasts for k in f.after})
+    if any(f.starts_at is None for f in forecasts):
+        horizon = max(f.horizon_s for f in forecasts)
+        unknown = max(f.unknown_ends for f in forecasts)
+        why = f" ({unknown} running pods with no expected end)" if unknown else ""
+        note = f"no start predicted within {span(horizon)}{why}"
+        return msgspec.structs.replace(answer, waits_for=waits, notes=[*answer.notes, note])
+    start = max(f.starts_in(now) or 0.0 for f in forecasts)
+    nodes = sorted({f.node for f in forecasts if f.node})
+    sources = {k: v for f in forecasts for k, v in f.sources.items()}
+    shown = ", ".join(f"{k} ({sources.get(k, 'unknown')})" for k in waits[:8])
+    more = f" and {len(waits) - 8} more" if len(waits) > 8 else ""
+    if not waits:  # it starts without anyone's end: Topos would preempt for it (or retry)
+        return msgspec.structs.replace(answer, predicted_start_s=start, waits_for=[])
+    summary = f"wait ~{span(start)} for {shown}{more} to end"
+    wait = Suggestion(rank=1, kind="wait", summary=summary, nodes=nodes)
+    ranked = [wait] + [
+        msgspec.structs.replace(s, rank=i)
+        for i, s in enumerate((s for s in answer.suggestions if s.kind != "wait"), start=2)
+    ]
+    return msgspec.structs.replace(
+        answer, predicted_start_s=start, waits_for=waits, suggestions=ranked
+    )
 
 
 def _gpu_containers(obj: Mapping[str, Any]) -> int:

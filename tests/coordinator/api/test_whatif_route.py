@@ -132,7 +132,8 @@ async def test_a_job_that_fits_is_shown_where_each_pod_goes(api: Any) -> None:
     # consolidated: both on one leaf
     assert len({p["domain"]["leaf"] for p in placements}) == 1
     assert "suggestions" not in doc
-    assert "predicted_start_s" not in doc  # the seam: absent until the simulated engine exists
+    assert doc["predicted_start_s"] == 0  # it fits now: it starts now, waiting for nobody
+    assert doc["waits_for"] == []
 
 
 async def test_a_jobset_that_does_not_fit_gets_reasons_and_ranked_changes(api: Any) -> None:

@@ -1,8 +1,8 @@
 """The production engine over an in-memory cluster, on the running loop's clock.
 
-Run inside a :class:`~coordinator.sim.clock.SimulatedLoop` (the replay, the tests, a prediction),
-every timer of the engine — queue backoff, gang timeouts and their backoff, the gang tick,
-nominations, recovery, assumption expiry — runs on simulated time::
+Run inside a :class:`~coordinator.forecast.clock.SimulatedLoop` (the replay, the tests, a
+prediction), every timer of the engine — queue backoff, gang timeouts and their backoff, the gang
+tick, nominations, recovery, assumption expiry — runs on simulated time::
 
     async def main() -> None:
         async with SimulatedEngine() as engine:
@@ -24,18 +24,19 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from coordinator.adapters.memory.cluster import MemoryCluster
-from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings, Scheduler
 from coordinator.engine.service import SchedulerRuntime
+from coordinator.forecast.clock import EPOCH
 from coordinator.inventory.store import Inventory
-from coordinator.sim.clock import EPOCH
+
+if TYPE_CHECKING:
+    from coordinator.adapters.memory.cluster import MemoryCluster
 
 __all__ = ["EngineSettings", "SimulatedEngine"]
 
@@ -68,7 +69,12 @@ class SimulatedEngine:
             return EPOCH + loop.time()
 
         self.inventory = Inventory(stale_ttl_s=_FOREVER, unknown_node_ttl_s=_FOREVER, clock=clock)
-        self.cluster = MemoryCluster(self.inventory, clock=wall)
+        # Imported here: a coordinator on an API server wires the forecaster (this module) but
+        # loads the in-memory cluster only in its forecasting process, when it first runs.
+        from coordinator.adapters.memory.cluster import MemoryCluster
+        from coordinator.adapters.memory.runtime import memory_runtime
+
+        self.cluster: MemoryCluster = MemoryCluster(self.inventory, clock=wall)
         self.runtime: SchedulerRuntime = memory_runtime(
             self.inventory,
             self.cluster,

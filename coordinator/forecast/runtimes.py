@@ -32,6 +32,7 @@ __all__ = [
     "Runtime",
     "RuntimeHistory",
     "RuntimeSource",
+    "expected_duration",
     "expected_runtime",
     "owner_and_shape",
 ]
@@ -102,6 +103,22 @@ class RuntimeHistory:
     def expected(self, pod: Mapping[str, Any]) -> float | None:
         runs = self._runs.get(owner_and_shape(pod))
         return statistics.median(runs) if runs else None
+
+
+def expected_duration(pod: Mapping[str, Any], *, history: RuntimeHistory | None = None) -> Runtime:
+    """How long a pending ``pod`` will run once it starts: its ``topos.io/expected-duration``,
+    else what ``history`` learned of its owner and shape, else unknown."""
+    notes = ""
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXPECTED_DURATION)
+    if raw is not None:
+        try:
+            return Runtime(parse_duration(str(raw)), "annotation")
+        except DurationError as exc:
+            notes = f"{EXPECTED_DURATION}: {raw!r}: {exc}"
+    learned = history.expected(pod) if history is not None else None
+    if learned is not None:
+        return Runtime(learned, "learned", notes)
+    return Runtime(None, "unknown", notes)
 
 
 def expected_runtime(

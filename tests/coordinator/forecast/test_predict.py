@@ -10,17 +10,18 @@ from typing import Any
 import pytest
 
 from agent.devices import discover_profile
-from coordinator.sim.predict import (
+from coordinator.forecast.predict import (
     ClusterCopy,
     NodeCopy,
     RunningCopy,
     predict_start,
     predict_starts,
 )
-from coordinator.sim.runtimes import (
+from coordinator.forecast.runtimes import (
     EXPECTED_DURATION,
     Runtime,
     RuntimeHistory,
+    expected_duration,
     expected_runtime,
 )
 from devcluster.pods import pod
@@ -117,7 +118,7 @@ def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
     )
     p = predict_start(copy, "default/next", horizon_s=86_400)
     assert p.starts_in_s is None
-    assert p.message == "no start expected within 24.0 h (1 running pod with no expected end)"
+    assert p.message == "no start expected within 24 h (1 running pod with no expected end)"
 
 
 def test_a_pod_not_in_the_copy_is_refused_by_name() -> None:
@@ -169,3 +170,37 @@ def test_a_malformed_annotation_is_named_and_the_next_source_answers() -> None:
     assert got.left_s == 60
     assert got.source == "deadline"
     assert got.note.startswith("topos.io/expected-duration: 'soon': malformed duration 'soon'")
+
+
+def test_a_pod_ahead_in_the_queue_runs_its_expected_duration_then_frees_its_room() -> None:
+    """The urgent pod starts when ``now`` ends, runs its 10 minutes, and ``mine`` starts when it
+    ends — named as the pod it waited for, with its source."""
+    urgent = pod("urgent", gpus=8, priority=100)
+    urgent["spec"]["preemptionPolicy"] = "Never"  # it waits for "now" too
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[running("now", "gpu-0", 600)],
+        pending=[urgent, pod("mine", gpus=8)],
+        durations={"default/urgent": Runtime(600, "annotation")},
+    )
+    p = predict_start(copy, "default/mine")
+    assert p.starts_in_s == pytest.approx(1200, abs=30)
+    assert p.after == ("default/urgent",)
+    assert p.sources == {"default/urgent": "annotation"}
+
+
+def test_a_pending_pods_duration_is_its_annotation_or_what_was_learned() -> None:
+    history = RuntimeHistory()
+    owned = pod("etl-1", gpus=8)
+    owned["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "etl", "uid": "u", "controller": True}
+    ]
+    assert expected_duration(owned, history=history) == Runtime(None, "unknown")
+    history.observe(owned, 300)
+    assert expected_duration(owned, history=history) == Runtime(300, "learned")
+    owned["metadata"]["annotations"] = {EXPECTED_DURATION: "1h"}
+    assert expected_duration(owned, history=history) == Runtime(3600, "annotation")
+    owned["metadata"]["annotations"] = {EXPECTED_DURATION: "soon"}
+    bad = expected_duration(owned, history=history)
+    assert (bad.left_s, bad.source) == (300, "learned")
+    assert "topos.io/expected-duration: 'soon'" in bad.note

@@ -3,8 +3,8 @@
 The copy (:class:`ClusterCopy`) is what the live state says now: the Node objects with their
 hardware, the running pods each with how long it still runs (:mod:`.runtimes`: which source said
 so), and the pending pods in queue order. :func:`predict_start` loads it into a
-:class:`~coordinator.sim.engine.SimulatedEngine` on a fresh
-:class:`~coordinator.sim.clock.SimulatedLoop` — the production queue, backoff, gang manager,
+:class:`~coordinator.forecast.engine.SimulatedEngine` on a fresh
+:class:`~coordinator.forecast.clock.SimulatedLoop` — the production queue, backoff, gang manager,
 preemption and nominations — ends each running pod at its expected end, and runs simulated time
 forward until the pod asked about binds, or ``horizon_s`` passes. Nothing of the live state is
 touched; the answer names the pods whose end let it start::
@@ -33,10 +33,11 @@ from common.model import NodeTopology
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
 from coordinator.engine.binder import BindJob
+from coordinator.engine.forecasts import describe
 from coordinator.engine.ports import ClusterError
-from coordinator.sim.clock import SimulatedLoop
-from coordinator.sim.engine import EngineSettings, SimulatedEngine
-from coordinator.sim.runtimes import Runtime, RuntimeSource
+from coordinator.forecast.clock import SimulatedLoop
+from coordinator.forecast.engine import EngineSettings, SimulatedEngine
+from coordinator.forecast.runtimes import Runtime, RuntimeSource
 
 __all__ = [
     "ClusterCopy",
@@ -67,6 +68,9 @@ class ClusterCopy:
     nodes: Sequence[NodeCopy]
     running: Sequence[RunningCopy] = ()
     pending: Sequence[Mapping[str, Any]] = ()  # Pod objects, in queue order
+    #: how long each pending pod runs once it starts (by namespace/name; absent or unknown:
+    #: it does not end within the prediction)
+    durations: Mapping[str, Runtime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,32 +89,8 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
 
 
-def _minutes(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
 def _message(p: Prediction, horizon_s: float) -> str:
-    if p.starts_in_s is None:
-        why = (
-            f" ({p.unknown_ends} running pod{'s' * (p.unknown_ends != 1)} with no expected end)"
-            if p.unknown_ends
-            else ""
-        )
-        return f"no start expected within {_minutes(horizon_s)}{why}"
-    if p.starts_in_s < 1:
-        return "expected to start now"
-    names = [k.split("/", 1)[1] for k in p.after]
-    when = ""
-    if names:
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        when = f", when {shown} end{'s' * (len(names) == 1)}"
-    return f"expected to start in ~{_minutes(p.starts_in_s)}{when}"
+    return describe(p.starts_in_s, p.after, unknown_ends=p.unknown_ends, horizon_s=horizon_s)
 
 
 def predict_start(
@@ -187,6 +167,13 @@ async def _forward(
     ended: list[tuple[float, str]] = []
     sources: dict[str, RuntimeSource] = {}
     unknown = 0
+
+    def finish(key: str) -> None:
+        namespace, name = key.split("/", 1)
+        if cluster.pod(namespace, name) is not None:
+            cluster.finish_pod(namespace, name)
+            ended.append((round(loop.time(), 6), key))
+
     for running in state.running:
         obj = copy.deepcopy(dict(running.obj))
         obj.setdefault("status", {})["phase"] = "Running"
@@ -197,19 +184,16 @@ async def _forward(
         if left is None:
             unknown += 1
             continue
-
-        def finish(key: str = key) -> None:
-            namespace, name = key.split("/", 1)
-            if cluster.pod(namespace, name) is not None:
-                cluster.finish_pod(namespace, name)
-                ended.append((round(loop.time(), 6), key))
-
-        loop.call_at(left, finish)
+        loop.call_at(left, finish, key)
     all_bound = asyncio.Event()
     bound: dict[str, tuple[float, str]] = {}  # pod → (when, node)
 
     def on_bind(job: BindJob, exc: ClusterError | None) -> None:
         key = job.request.key
+        runs = state.durations.get(key)
+        if exc is None and runs is not None and runs.left_s is not None:
+            sources[key] = runs.source
+            loop.call_at(loop.time() + runs.left_s, finish, key)
         if exc is None and key in targets and key not in bound:
             bound[key] = (round(loop.time(), 6), job.decision.node)
             if len(bound) == len(targets):

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import pytest
 
 from agent.devices import discover_profile
-from coordinator.sim.clock import EPOCH, SimulatedLoop, SimulationStalled
-from coordinator.sim.engine import SimulatedEngine
+from coordinator.forecast.clock import EPOCH, SimulatedLoop, SimulationStalled
+from coordinator.forecast.engine import SimulatedEngine
 from devcluster.pods import pod
 
 T = TypeVar("T")

@@ -1,0 +1,416 @@
+"""Predicted starts of the live cluster's pending pods, refreshed off the scheduling path.
+
+:class:`LiveForecaster` copies what the running scheduler knows — the inventory's nodes (Node
+object and agent topology), its bound pods (any scheduler's, with their GPUs), the pending queue
+in the scheduler's order — into a :class:`~coordinator.forecast.predict.ClusterCopy`, runs the
+engine forward on it in an executor (the app's: a worker process;
+:func:`~coordinator.forecast.predict.predict_starts` on its own simulated loop and its own
+profiles, built from the same configuration: nothing of the live scheduler is shared), and
+publishes the answers through :class:`~coordinator.engine.forecasts.Forecasts`. Only the copy
+is made on the event loop.
+
+When: after the cluster changed (a node or bound pod, or the pending queue) and at most once
+per ``interval_s`` (60 s), and also when a forecast's start has passed without the pod starting
+(a runtime ran over); at once (at the next poll, ``poll_s``) when a pending pod has no forecast
+yet — a pod's forecast younger than ``interval_s`` is kept as it is, so each pod's forecast
+changes at most once a minute. Pods whose stated
+forecast moved are handed to ``restate`` (the scheduler re-writes their ``PodScheduled``
+message: :meth:`coordinator.engine.loop.Scheduler.restate`).
+
+How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
+counted from when this process first saw it bound, or what :class:`~.runtimes.RuntimeHistory`
+learned — fed here from real ends: a bound pod that leaves its node (Succeeded, Failed or
+deleted) after this process saw it bound teaches its owner and shape its run time. Pods already
+running when the forecaster started teach nothing (their start is not known).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from coordinator.core.framework.profiles import Profiles
+from coordinator.engine.forecasts import Forecast, Forecasts
+from coordinator.engine.loop import Scheduler
+from coordinator.forecast.engine import EngineSettings
+from coordinator.forecast.predict import (
+    ClusterCopy,
+    NodeCopy,
+    Prediction,
+    RunningCopy,
+    predict_starts,
+)
+from coordinator.forecast.runtimes import (
+    Runtime,
+    RuntimeHistory,
+    expected_duration,
+    expected_runtime,
+)
+from coordinator.inventory.state import BoundPod, NodeState
+from coordinator.inventory.store import InventoryEvent
+
+__all__ = ["HORIZON_S", "INTERVAL_S", "LiveForecaster", "copy_of", "node_object", "pod_object"]
+
+log = logging.getLogger(__name__)
+
+#: At most one refresh (each pod's forecast changes at most once) in this many seconds.
+INTERVAL_S: Final = 60.0
+#: How far ahead (simulated seconds) a forecast looks.
+HORIZON_S: Final = 86_400.0
+_RESOURCE_FIELDS: Final = frozenset({"pods"})
+
+
+def _stamp(unix: float) -> str:
+    return datetime.datetime.fromtimestamp(unix, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantity(resource: str, value: int) -> str:
+    return f"{value}m" if resource == "cpu" else str(value)
+
+
+def node_object(state: NodeState) -> dict[str, Any]:
+    """The Node object the copy needs (labels, allocatable, taints, cordon, readiness); a node
+    whose agent is silent is copied cordoned (the scheduler places nothing there)."""
+    return {
+        "metadata": {"name": state.name, "labels": dict(state.labels)},
+        "spec": {
+            "unschedulable": state.unschedulable or state.stale,
+            "taints": [
+                {"key": t.key, "effect": t.effect, **({"value": t.value} if t.value else {})}
+                for t in state.taints
+            ],
+        },
+        "status": {
+            "allocatable": {k: _quantity(k, v) for k, v in state.allocatable.items()},
+            "conditions": [
+                {"type": "Ready", "status": "False" if state.ready is False else "True"}
+            ],
+        },
+    }
+
+
+def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
+    """A bound pod as a Pod object: what it holds (requests, GPUs by Topos's annotation), its
+    labels, scheduling annotations, affinity, owner (by UID) and start."""
+    asks = {k: _quantity(k, v) for k, v in pod.requests.items() if k not in _RESOURCE_FIELDS}
+    meta: dict[str, Any] = {
+        "name": pod.name,
+        "namespace": pod.namespace,
+        "uid": pod.uid,
+        "labels": dict(pod.labels),
+        "annotations": dict(pod.annotations),
+    }
+    if pod.owner_uid:
+        meta["ownerReferences"] = [
+            {
+                "kind": pod.owner_kind,
+                "name": pod.owner_uid,
+                "uid": pod.owner_uid,
+                "controller": True,
+            }
+        ]
+    spec: dict[str, Any] = {
+        "nodeName": pod.node,
+        "schedulerName": pod.scheduler,
+        "priority": pod.priority,
+        "containers": [{"name": "main", "resources": {"requests": asks, "limits": dict(asks)}}],
+    }
+    if pod.affinity:
+        spec["affinity"] = dict(pod.affinity)
+    return {
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running", "startTime": _stamp(started)},
+    }
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def copy_of(
+    scheduler: Scheduler,
+    *,
+    started: Callable[[BoundPod], float],
+    left: Callable[[BoundPod, Mapping[str, Any]], Runtime],
+    duration: Callable[[Mapping[str, Any]], Runtime],
+    extra: Sequence[Mapping[str, Any]] = (),
+    memo: dict[str, tuple[object, dict[str, Any]]] | None = None,
+) -> ClusterCopy:
+    """What ``scheduler`` knows, as a copy: its inventory's nodes with a Node object, their bound
+    pods (``started``: when each started; ``left``: how long it still runs), its queue in the
+    scheduler's order (priority, then age) and ``extra`` after it (``duration``: how long each
+    runs once started). ``memo`` keeps the objects made, by node name and pod UID, for the next
+    copy: a node or pod unchanged since (the inventory's values are immutable) is not made
+    again."""
+    memo = memo if memo is not None else {}
+    seen: set[str] = set()
+
+    def kept(key: str, value: object) -> dict[str, Any] | None:
+        seen.add(key)
+        found = memo.get(key)
+        return found[1] if found is not None and found[0] is value else None
+
+    inventory = scheduler.inventory
+    nodes: list[NodeCopy] = []
+    running: list[RunningCopy] = []
+    bound: set[str] = set()
+    for name in inventory.names():
+        state = inventory.scheduling_node(name)
+        if state is None or state.ready is None:
+            continue  # no Node object: nothing is scheduled there
+        node = kept(f"node/{name}", state)
+        if node is None:
+            node = node_object(state)
+            memo[f"node/{name}"] = (state, node)
+        nodes.append(NodeCopy(node, state.topology))
+        for pod in inventory.bound_pods(name):
+            obj = kept(f"pod/{pod.uid}", pod)
+            if obj is None:
+                obj = pod_object(pod, started=started(pod))
+                memo[f"pod/{pod.uid}"] = (pod, obj)
+            bound.add(f"{pod.namespace}/{pod.name}")
+            running.append(RunningCopy(obj, left(pod, obj)))
+    waiting = [e for e in scheduler.queue.entries() if e.key not in bound]
+    waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
+    pending = [*(e.obj for e in waiting), *extra]
+    durations = {_key(o): duration(o) for o in pending}
+    for key in [k for k in memo if k not in seen]:
+        del memo[key]
+    return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
+
+
+def forward(
+    state: ClusterCopy,
+    pods: Sequence[str] | None,
+    horizon_s: float,
+    profiles: Callable[[], Profiles],
+    settings: EngineSettings | None,
+) -> dict[str, Prediction]:
+    """One forward run, wherever the executor runs it (a thread, or another process: then every
+    argument is pickled — ``profiles`` a module-level function or a ``functools.partial`` of one);
+    its own profiles, its own simulated loop."""
+    return predict_starts(state, pods, horizon_s=horizon_s, framework=profiles(), settings=settings)
+
+
+class LiveForecaster:
+    """Forecasts for ``scheduler``'s pending pods, published to ``forecasts``. ``profiles``
+    builds the profiles a forward run uses (called where it runs: each run has its own);
+    ``executor`` runs it (``None``: the loop's default thread pool; the app gives a process of
+    its own, so the forward run never holds the event loop's interpreter lock); ``restate`` gets
+    the pods whose stated forecast changed."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        forecasts: Forecasts,
+        *,
+        profiles: Callable[[], Profiles],
+        settings: EngineSettings | None = None,
+        history: RuntimeHistory | None = None,
+        interval_s: float = INTERVAL_S,
+        poll_s: float = 5.0,
+        horizon_s: float = HORIZON_S,
+        restate: Callable[[Sequence[str]], None] | None = None,
+        wall: Callable[[], float] = time.time,
+        executor: concurrent.futures.Executor | None = None,
+    ) -> None:
+        self._executor = executor
+        self._memo: dict[str, tuple[object, dict[str, Any]]] = {}
+        self.scheduler = scheduler
+        self.forecasts = forecasts
+        self.history = history if history is not None else RuntimeHistory()
+        self._profiles = profiles
+        self._settings = settings
+        self.interval_s = interval_s
+        self.poll_s = poll_s
+        self.horizon_s = horizon_s
+        self._restate = restate
+        self._wall = wall
+        self._seen: dict[str, float] = {}  # bound pod uid → when first seen bound
+        self._learns: set[str] = set()  # … seen bound from the start: their run time teaches
+        self._on_node: dict[str, dict[str, BoundPod]] = {}
+        self._dirty = True
+        self._queue_seen: int | None = None
+        self._last: float | None = None
+        self._running = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self.learned = 0  # pod ends the history learnt from
+
+    # --- the runtime history, from real ends ---------------------------------------------------
+
+    def start(self, ready: asyncio.Event | None = None) -> None:
+        """Forecast from when ``ready`` is set (the scheduler started: the inventory synced)."""
+        self._task = asyncio.create_task(self._main(ready), name="forecaster")
+
+    def _follow(self) -> None:
+        """Pods bound now started before we watched: their run time would teach nothing."""
+        inventory = self.scheduler.inventory
+        now = self._wall()
+        for name in inventory.names():
+            pods = {p.uid: p for p in inventory.bound_pods(name)}
+            self._on_node[name] = pods
+            for uid in pods:
+                self._seen.setdefault(uid, now)
+        self._unsubscribe = inventory.subscribe(self._on_inventory)
+
+    async def _main(self, ready: asyncio.Event | None) -> None:
+        if ready is not None:
+            await ready.wait()
+        self._follow()
+        await self._loop()
+
+    async def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _on_inventory(self, event: InventoryEvent) -> None:
+        self._dirty = True
+        inventory = self.scheduler.inventory
+        now = self._wall()
+        before = self._on_node.pop(event.node, {})
+        pods = (
+            {} if event.kind == "removed" else {p.uid: p for p in inventory.bound_pods(event.node)}
+        )
+        if pods:
+            self._on_node[event.node] = pods
+        for uid in pods.keys() - before.keys():
+            if uid not in self._seen:
+                self._seen[uid] = now
+                self._learns.add(uid)
+        for uid in before.keys() - pods.keys():
+            if inventory.bound_pod(uid) is not None:
+                continue  # moved to another node
+            seen = self._seen.pop(uid, None)
+            if uid in self._learns and seen is not None and event.kind != "removed":
+                self.history.observe(pod_object(before[uid], started=seen), now - seen)
+                self.learned += 1
+            self._learns.discard(uid)
+
+    # --- the copy ------------------------------------------------------------------------------
+
+    def copy(self, extra: Sequence[Mapping[str, Any]] = ()) -> ClusterCopy:
+        """The live cluster now (the event loop's: call it there), with ``extra`` pods pending
+        after the queue's."""
+        now = self._wall()
+
+        def left(pod: BoundPod, obj: Mapping[str, Any]) -> Runtime:
+            return expected_runtime(obj, now=now, history=self.history)
+
+        return copy_of(
+            self.scheduler,
+            started=lambda pod: self._seen.get(pod.uid, now),
+            left=left,
+            duration=lambda obj: expected_duration(obj, history=self.history),
+            extra=extra,
+            memo=self._memo,
+        )
+
+    # --- running forward -----------------------------------------------------------------------
+
+    async def _forward(
+        self, state: ClusterCopy, pods: Sequence[str] | None
+    ) -> dict[str, Prediction]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, forward, state, pods, self.horizon_s, self._profiles, self._settings
+        )
+
+    def _forecast(self, p: Prediction, uid: str, now: float) -> Forecast:
+        return Forecast(
+            pod=p.pod,
+            uid=uid,
+            made_at=now,
+            starts_at=None if p.starts_in_s is None else now + p.starts_in_s,
+            horizon_s=self.horizon_s,
+            node=p.node,
+            after=p.after,
+            sources=dict(p.sources),
+            unknown_ends=p.unknown_ends,
+        )
+
+    async def refresh(self) -> None:
+        """Forecast every pending pod now (one run at a time)."""
+        async with self._running:
+            self._dirty = False
+            now = self._wall()
+            self._last = now
+            state = self.copy()
+            uids = {_key(o): str((o.get("metadata") or {}).get("uid") or "") for o in state.pending}
+            began = time.perf_counter()
+            found = await self._forward(state, None) if uids else {}
+            self.forecasts.last_run_s = time.perf_counter() - began
+            published = {k: self._forecast(p, uids.get(k, ""), now) for k, p in found.items()}
+            for key, forecast in published.items():  # at most one new forecast a minute per pod
+                kept = self.forecasts.get(key)
+                if (
+                    kept is not None
+                    and kept.uid == forecast.uid
+                    and now - kept.made_at < self.interval_s
+                ):
+                    published[key] = kept
+            changed = self.forecasts.publish(published, now)
+        if changed and self._restate is not None:
+            self._restate(changed)
+
+    async def predict_with(self, pods: Sequence[Mapping[str, Any]]) -> Mapping[str, Forecast]:
+        """The what-if's port: ``pods`` added to the pending queue (after the pods already
+        waiting of their priority), the engine run forward; their forecasts."""
+        now = self._wall()
+        extra = []
+        for obj in pods:
+            copy = {**obj, "metadata": dict(obj.get("metadata") or {})}
+            meta = copy["metadata"]
+            meta.setdefault("namespace", "default")
+            meta.setdefault("uid", f"whatif-{uuid.uuid4()}")
+            meta.setdefault("creationTimestamp", _stamp(now))
+            extra.append(copy)
+        keys = [_key(o) for o in extra]
+        async with self._running:
+            state = self.copy(extra)
+            found = await self._forward(state, keys)
+        return {k: self._forecast(p, "", now) for k, p in found.items()}
+
+    def _due(self, now: float) -> bool:
+        if any(self.forecasts.get(k) is None for k in self._pending_keys()):
+            return True  # pods with no forecast yet (the others keep theirs for their minute)
+        if self._last is not None and now - self._last < self.interval_s:
+            return False
+        size = sum(1 for _ in self.scheduler.queue.entries())
+        if size != self._queue_seen:
+            self._queue_seen = size
+            self._dirty = True
+        if self._dirty:
+            return True
+        for key in self._pending_keys():  # a start that passed: some runtime ran over
+            forecast = self.forecasts.get(key)
+            if forecast is not None and forecast.starts_at is not None and forecast.starts_at < now:
+                return True
+        return False
+
+    def _pending_keys(self) -> list[str]:
+        return [e.key for e in self.scheduler.queue.entries() if e.where != "bound"]
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                if self._due(self._wall()):
+                    await self.refresh()
+            except Exception:  # a failed forecast must not end forecasting
+                log.exception("forecasting pending pods failed")
+            await asyncio.sleep(self.poll_s)

@@ -1,0 +1,251 @@
+"""The live forecast over a scheduler running on an in-memory cluster: a pending pod's predicted
+start in ``/v1/pending`` and its ``PodScheduled`` message (written again only when the forecast
+moves, at most once a minute), the runtime learned from a real pod's end, and what-if's
+predicted start with "wait for these pods" first."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from agent.devices import discover_profile
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
+from coordinator.api import pending
+from coordinator.api.explain import SCHEDULER, SchedulerSlot
+from coordinator.app.web import build_app
+from coordinator.core.registry import build_profiles
+from coordinator.engine.forecasts import Forecasts
+from coordinator.engine.service import SchedulerRuntime
+from coordinator.engine.whatif.service import WhatIf
+from coordinator.forecast.live import LiveForecaster
+from coordinator.forecast.runtimes import EXPECTED_DURATION
+from coordinator.inventory.store import Inventory
+from devcluster.pods import gpu_pod
+
+T0 = 1_800_000_000.0
+
+
+@dataclass
+class Clocks:
+    mono: float = 1000.0
+    wall: float = T0
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall += seconds
+
+
+@dataclass
+class Live:
+    client: TestClient
+    cluster: MemoryCluster
+    runtime: SchedulerRuntime
+    forecaster: LiveForecaster
+    forecasts: Forecasts
+    clocks: Clocks
+
+
+def job_pod(name: str, gpus: int, *, job: str = "", duration: str | None = None) -> dict[str, Any]:
+    obj = gpu_pod(name, gpus, namespace="ml")
+    if duration is not None:
+        obj["metadata"]["annotations"] = {EXPECTED_DURATION: duration}
+    if job:
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": f"uid-{job}"}
+            | {"controller": True}
+        ]
+    return obj
+
+
+@pytest.fixture
+async def live(aiohttp_client: Any) -> AsyncIterator[Live]:
+    clocks = Clocks()
+    inventory = Inventory()
+    cluster = MemoryCluster(inventory)
+    cluster.add_node("n0", topology=discover_profile("dgx-a100", hostname="n0"))
+    runtime = memory_runtime(
+        inventory, cluster, clock=lambda: clocks.mono, wall_clock=lambda: clocks.wall
+    )
+    forecasts = Forecasts(wall=lambda: clocks.wall)
+    runtime.scheduler.forecasts = forecasts
+    forecaster = LiveForecaster(
+        runtime.scheduler,
+        forecasts,
+        profiles=build_profiles,
+        restate=runtime.scheduler.restate,
+        wall=lambda: clocks.wall,
+        poll_s=3600,  # the tests refresh by hand
+    )
+    app = build_app(inventory, extra_routes=pending.ROUTES)
+    app[SCHEDULER] = SchedulerSlot(runtime.scheduler)
+    client = await aiohttp_client(app)
+    async with runtime:
+        forecaster.start(runtime.started)
+        await runtime.started.wait()
+        try:
+            yield Live(client, cluster, runtime, forecaster, forecasts, clocks)
+        finally:
+            await forecaster.stop()
+
+
+def failures(cluster: MemoryCluster, name: str) -> list[str]:
+    return [
+        e["message"] for e in cluster.events("ml", name) if e.get("reason") == "FailedScheduling"
+    ]
+
+
+def condition(cluster: MemoryCluster, name: str) -> str:
+    obj = cluster.pod("ml", name)
+    assert obj is not None
+    found = [c for c in obj["status"]["conditions"] if c["type"] == "PodScheduled"]
+    return str(found[0]["message"])
+
+
+async def settle(live: Live, until: Callable[[], bool] | None = None) -> None:
+    await live.runtime.settle()
+    await live.runtime.scheduler.drain()
+
+
+async def test_a_waiting_pod_shows_when_it_starts_and_whose_end_it_waits_for(live: Live) -> None:
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.clocks.advance(300)  # train-7 has run 5 of its 20 minutes
+    live.cluster.create_pod(job_pod("train-8", 8))
+    await settle(live)
+    assert failures(live.cluster, "train-8") == [
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    ]
+
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/train-8")
+    assert forecast is not None
+    assert forecast.after == ("ml/train-7",)
+    assert forecast.sources == {"ml/train-7": "annotation"}
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(900, abs=15)
+
+    doc = await (await live.client.get("/v1/pending")).json()
+    (line,) = doc["pods"]
+    start = line["expected_start"]
+    assert start["message"] == "expected to start in ~15 min, when train-7 ends"
+    assert start["waits_for"] == {"ml/train-7": "annotation"}
+    assert start["node"] == "n0"
+    assert start["in_s"] == pytest.approx(900, abs=15)
+
+    # The condition says it too, at once: its first forecast completes the explanation.
+    await settle(live)
+    said = condition(live.cluster, "train-8")
+    assert re.fullmatch(
+        r"0/1 nodes are available: 1 Insufficient nvidia\.com/gpu\.; expected to start in "
+        r"~15 min \(about \d\d:\d\d UTC\), when train-7 ends",
+        said,
+    ), said
+
+
+async def test_an_unchanged_forecast_writes_nothing_and_a_moved_one_at_most_once_a_minute(
+    live: Live,
+) -> None:
+    live.cluster.create_pod(job_pod("train-7", 8, duration="60m"))
+    await settle(live)
+    live.cluster.create_pod(job_pod("train-8", 8))
+    await settle(live)
+    live.clocks.advance(61)
+    await live.forecaster.refresh()
+    await settle(live)
+    written = len(failures(live.cluster, "train-8"))
+    assert written == 2  # the failure, then the failure with its forecast
+    for _ in range(3):  # the same prediction again: no write
+        live.clocks.advance(61)
+        await live.forecaster.refresh()
+        await settle(live)
+    assert len(failures(live.cluster, "train-8")) == written
+
+    # A more urgent pod of 10 minutes arrives ahead of it: the start moves by 10 minutes — made
+    # and stated once train-8's forecast is a minute old.
+    urgent = job_pod("urgent", 8, duration="10m")
+    urgent["spec"]["priority"] = 100
+    urgent["spec"]["preemptionPolicy"] = "Never"  # it waits for train-7 too
+    live.cluster.create_pod(urgent)
+    await settle(live)
+    await live.forecaster.refresh()
+    await settle(live)
+    assert "when urgent ends" not in condition(live.cluster, "train-8")
+    live.clocks.advance(61)
+    await live.forecaster.refresh()
+    await settle(live)
+    said = condition(live.cluster, "train-8")
+    assert "when urgent ends" in said
+    assert "~65 min" in said  # train-7's 60 - 6 minutes, then urgent's 10
+    written = len(failures(live.cluster, "train-8"))
+
+    # It goes again within the minute: the forecast moves back, but not before its minute.
+    live.clocks.advance(10)
+    live.cluster.delete_pod("ml", "urgent")
+    await settle(live)
+    await live.forecaster.refresh()
+    await settle(live)
+    assert len(failures(live.cluster, "train-8")) == written
+    forecast = live.forecasts.get("ml/train-8")
+    assert forecast is not None
+    assert forecast.after == ("ml/urgent",)
+    live.clocks.advance(51)  # the forecast is a minute old: it is made again, and stated
+    await live.forecaster.refresh()
+    await settle(live)
+    messages = failures(live.cluster, "train-8")
+    assert len(messages) == written + 1
+    assert "when train-7 ends" in messages[-1]
+
+
+async def test_a_runtime_is_learned_from_a_real_pod_end(live: Live) -> None:
+    live.cluster.create_pod(job_pod("etl-0", 8, job="etl"))
+    await settle(live)
+    live.clocks.advance(600)
+    live.cluster.finish_pod("ml", "etl-0")  # ran 10 minutes
+    await settle(live)
+    assert live.forecaster.learned == 1
+
+    live.cluster.create_pod(job_pod("etl-1", 8, job="etl"))  # the same Job and shape
+    await settle(live)
+    live.clocks.advance(120)
+    live.cluster.create_pod(job_pod("next", 8))
+    await settle(live)
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/next")
+    assert forecast is not None
+    assert forecast.sources == {"ml/etl-1": "learned"}
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(480, abs=15)
+
+
+async def test_a_pod_running_with_no_expected_end_gives_no_start(live: Live) -> None:
+    live.cluster.create_pod(job_pod("forever", 8))
+    await settle(live)
+    live.cluster.create_pod(job_pod("next", 8))
+    await settle(live)
+    await live.forecaster.refresh()
+    doc = await (await live.client.get("/v1/pending")).json()
+    start = doc["pods"][0]["expected_start"]
+    assert start["message"] == "no start expected within 24 h (1 running pod with no expected end)"
+    assert "in_s" not in start
+
+
+async def test_what_if_predicts_its_start_and_suggests_waiting_first(live: Live) -> None:
+    live.cluster.create_pod(job_pod("train-7", 8, duration="30m"))
+    await settle(live)
+    whatif = WhatIf(
+        live.runtime.scheduler, predictor=live.forecaster, wall=lambda: live.clocks.wall
+    )
+    answer = await whatif.answer_predicted([job_pod("mine", 4)])
+    assert not answer.fits
+    assert answer.predicted_start_s == pytest.approx(1800, abs=15)
+    assert answer.waits_for == ["ml/train-7"]
+    first = answer.suggestions[0]
+    assert (first.rank, first.kind) == (1, "wait")
+    assert first.summary == "wait ~30 min for ml/train-7 (annotation) to end"
+    assert [s.rank for s in answer.suggestions] == list(range(1, len(answer.suggestions) + 1))
+    # Nothing of it was queued or left behind.
+    assert [e.key for e in live.runtime.scheduler.queue.entries() if e.where != "bound"] == []

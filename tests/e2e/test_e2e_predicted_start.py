@@ -1,0 +1,102 @@
+"""A predicted start on the real control plane, through the coordinator as ``topos coordinator``
+wires it: a pod waiting behind a running pod that declares ``topos.io/expected-duration: 20s``
+shows when it is expected to start — in ``GET /v1/pending`` and as the suffix of its
+``PodScheduled`` message, naming the pod it waits for — and starts then: the test plays the
+kubelet, ending the running pod when its declared 20 seconds are up, and the waiting pod's real
+bind is compared with the forecast."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession
+
+from common.kube import PODS, KubeClient
+from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
+from coordinator.app.main import running, wire
+from coordinator.forecast.runtimes import EXPECTED_DURATION
+from coordinator.inventory.store import Inventory
+from devcluster.pods import gpu_pod
+from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
+from tests.support.polling import eventually
+
+pytestmark = pytest.mark.kube
+
+RUNS_S = 20.0
+#: Between the forecast and the real start: the pod is bound once its room is seen free.
+TOLERANCE_S = 5.0
+
+
+def condition_message(pod: dict[str, Any]) -> str:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return str(c.get("message") or "")
+    return ""
+
+
+async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    await cluster.add_node("gpu", "dgx-a100")
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster.hello(inventory)
+    config = parse_config(
+        {
+            "auth": {"enabled": False},
+            "scheduler": {"namespace": namespace, "nodeSelector": {RUN_LABEL: cluster.run}},
+        }
+    )
+    app = wire(config, KubeBackend(str(kubeconfig)), inventory=inventory)
+    async with running(app) as url, ClientSession() as http:
+        blocker = gpu_pod("train-7", 8)
+        blocker["metadata"]["annotations"] = {EXPECTED_DURATION: f"{RUNS_S:.0f}s"}
+        await cluster.create(blocker)
+        await cluster.bound("train-7")
+        started = time.time()
+        await cluster.create(gpu_pod("train-8", 8))
+        await cluster.unschedulable("train-8")
+
+        async def forecast() -> dict[str, Any] | None:
+            async with http.get(f"{url}/v1/pending") as resp:
+                doc = await resp.json()
+            line = next((p for p in doc["pods"] if p["name"] == "train-8"), None)
+            start = (line or {}).get("expected_start")
+            return start if start and start.get("at") else None
+
+        start = await eventually(forecast, what="train-8's forecast", timeout_s=15)
+        assert start["waits_for"] == {f"{namespace}/train-7": "annotation"}
+        assert start["node"] == f"gpu-{cluster.run}"
+        assert re.fullmatch(r"expected to start in ~\d+ s, when train-7 ends", start["message"])
+        predicted = float(start["at"])
+        assert abs(predicted - (started + RUNS_S)) < TOLERANCE_S  # its 20 s from its bind
+
+        async def stated() -> str | None:
+            message = condition_message(await cluster.pod("train-8"))
+            return message if "expected to start" in message else None
+
+        message = await eventually(stated, what="the forecast on train-8's condition")
+        assert re.fullmatch(
+            r"0/1 nodes are available: 1 Insufficient nvidia\.com/gpu\.; expected to start in "
+            r"~\d+ s \(about \d\d:\d\d UTC\), when train-7 ends",
+            message,
+        ), message
+
+        # The kubelet's part: train-7's work takes the 20 seconds it declared.
+        await asyncio.sleep(max(0.0, started + RUNS_S - time.time()))
+        await kube.patch(
+            PODS,
+            "train-7",
+            {"status": {"phase": "Succeeded"}},
+            namespace=namespace,
+            subresource="status",
+        )
+        await cluster.bound("train-8")
+        actual = time.time()
+        assert abs(actual - predicted) < TOLERANCE_S, (actual, predicted)
