@@ -27,9 +27,9 @@ from agent.devices import discover_profile
 from common.model import NodeTopology
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
+from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, ReplaySettings, Simulator, build_nodes, parse_cluster
 from coordinator.sim import replay as replay_module
-from coordinator.sim.engine import EngineSettings
 from coordinator.sim.policies import make_policy
 
 CLUSTER = """
