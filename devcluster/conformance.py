@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -34,17 +35,18 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
-from common.kube import NODES, KubeClient
+from common.kube import NODES, PODS, KubeClient
 from devcluster import e2e_binary
 from devcluster.binaries import KUBERNETES_VERSION, BinariesUnavailable, ensure
 from devcluster.controllers import CONTROLLERS as TEST_CONTROLLERS
@@ -62,6 +64,7 @@ CONTROLLERS: Final = (
     "serviceaccount-controller",  # each test waits for its namespace's ``default`` account
     "root-ca-certificate-publisher-controller",  # kube-root-ca.crt, which pods' tokens mount
     "persistentvolume-binder-controller",  # a PVC test binds a claim to a local volume
+    "replicationcontroller-controller",  # Multi-AZ spreads a ReplicationController's pods
 )
 APISERVER_ARGS: Final = ("--disable-admission-plugins=TaintNodesByCondition",)
 KWOK_ANNOTATION: Final = "kwok.x-k8s.io/node"
@@ -71,6 +74,11 @@ KWOK_STAGES: Final = (
     "pod/fast/pod-delete.yaml",
 )
 ZONES: Final = ("zone-a", "zone-b")
+#: The per-node pods upstream's framework waits for on every schedulable Node before some tests
+#: (``e2enode.WaitForTotalHealthy``: a minute lost per test without them); on a real cluster the
+#: kube-proxy, fluentd and node-problem-detector DaemonSets run them. Bound here through
+#: ``pods/binding`` (so ``PodScheduled`` is True, as tests check), no requests, run by KWOK.
+NODE_DAEMONS: Final = ("kube-proxy", "fluentd-elasticsearch", "node-problem-detector")
 NODE_CAPACITY: Final = {
     "cpu": "4",
     "memory": "16Gi",
@@ -92,6 +100,12 @@ class Skip:
 SKIPS: Final[tuple[Skip, ...]] = (
     Skip(r"\[Disruptive\]", "upstream marks it disruptive (restarts or breaks nodes)"),
     Skip(r"\[Flaky\]", "upstream marks it flaky"),
+    Skip(
+        r"validates various priority Pods preempt expectedly with the async preemption",
+        "needs the kubelet to run the victims' preStop hook (sleep 79 s in an 80 s grace period) "
+        "so that they stay Terminating while the test looks; KWOK removes a terminating pod at "
+        "once, and the test fails on 'pod … not found'",
+    ),
 )
 
 
@@ -137,6 +151,19 @@ def node_body(index: int) -> dict[str, Any]:
                 "type": "kwok",
             },
             "annotations": {KWOK_ANNOTATION: "fake"},
+        },
+    }
+
+
+def daemon_pod(daemon: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{daemon}-{node}", "namespace": "kube-system"},
+        "spec": {
+            "schedulerName": "conformance-harness",  # nobody's: bound below, not scheduled
+            "containers": [{"name": daemon, "image": "registry.k8s.io/pause:3.10.2"}],
+            "tolerations": [{"operator": "Exists"}],
         },
     }
 
@@ -243,11 +270,63 @@ async def _create_nodes(kubeconfig: Path, count: int) -> None:
                 )
             ]
             if len(ready) >= count:
+                for node in ready:
+                    for daemon in NODE_DAEMONS:
+                        name = node["metadata"]["name"]
+                        pod = daemon_pod(daemon, name)
+                        await kube.create(PODS, pod, namespace="kube-system")
+                        await kube.bind(
+                            namespace="kube-system", pod=pod["metadata"]["name"], node=name
+                        )
                 return
             await asyncio.sleep(0.5)
         raise RuntimeError(f"KWOK nodes not Ready after 120 s ({count} created)")
     finally:
         await kube.close()
+
+
+def allocatable_patch(node: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the kubelet's status sync would write: allocatable follows capacity (no reservations
+    here), an extended resource gone from capacity leaves allocatable. ``None``: nothing to do."""
+    status = node.get("status") or {}
+    capacity = dict(status.get("capacity") or {})
+    allocatable = dict(status.get("allocatable") or {})
+    if capacity == allocatable:
+        return None
+    gone: dict[str, Any] = {k: None for k in allocatable if k not in capacity}
+    return {"status": {"allocatable": {**capacity, **gone}}}
+
+
+async def _mirror_capacity(kubeconfig: Path, stop: threading.Event) -> None:
+    kube = await KubeClient.connect(kubeconfig)
+    try:
+        while not stop.is_set():
+            for node in (await kube.list(NODES, label_selector="type=kwok"))["items"]:
+                patch = allocatable_patch(node)
+                if patch is not None:
+                    name = node["metadata"]["name"]
+                    await kube.patch(NODES, name, patch, subresource="status")
+            await asyncio.sleep(0.5)
+    finally:
+        await kube.close()
+
+
+@contextlib.contextmanager
+def kubelet_status_sync(kubeconfig: Path) -> Iterator[None]:
+    """The part of the kubelet's node status sync that upstream's tests rely on and KWOK does
+    not do: they add an extended resource to a Node's *capacity* (``UpdateStatus``) and expect
+    it schedulable, which it is once the kubelet copies capacity to allocatable. A thread polls
+    the KWOK Nodes twice a second and does that copy (``allocatable_patch``)."""
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: asyncio.run(_mirror_capacity(kubeconfig, stop)), daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def _topos_config(port: int) -> dict[str, Any]:
@@ -336,8 +415,9 @@ def run(*, nodes: int, focus: str, work: Path, binary: Path, ginkgo_timeout: str
                 "--ginkgo.no-color",
                 "--ginkgo.v",
             ]
-            e2e = spawn(argv, log_path=work / "e2e.log", die_with_parent=True, cwd=work)
-            e2e.wait()
+            with kubelet_status_sync(plane.kubeconfig):
+                e2e = spawn(argv, log_path=work / "e2e.log", die_with_parent=True, cwd=work)
+                e2e.wait()
             if not report.is_file():
                 raise RuntimeError(
                     f"e2e.test exited {e2e.returncode} without a report; see {work / 'e2e.log'}"

@@ -124,3 +124,19 @@ def test_nodes_below_one_are_refused(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         conformance.main(["--nodes", "0"])
     assert "--nodes: 0: at least one node is needed" in capsys.readouterr().err
+
+
+def test_allocatable_follows_capacity_as_the_kubelets_status_sync_makes_it() -> None:
+    node = {
+        "status": {
+            "capacity": {"cpu": "4", "example.com/beardsecond": "1000"},
+            "allocatable": {"cpu": "4", "example.com/old": "5"},
+        }
+    }
+    assert conformance.allocatable_patch(node) == {
+        "status": {
+            "allocatable": {"cpu": "4", "example.com/beardsecond": "1000", "example.com/old": None}
+        }
+    }
+    same = {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}}
+    assert conformance.allocatable_patch(same) is None
