@@ -11,8 +11,10 @@ What runs:
   and the ``TaintNodesByCondition`` admission plugin off: no node lifecycle controller runs to
   lift the not-ready taint it puts on new Nodes (as in ``benchmarks/kwok_cluster.py``);
 - ``--nodes`` Nodes (``node_body``: 4 CPUs, 16 GiB, 100 GiB ephemeral storage, 110 pods, two
-  zones) handed to one ``kwok`` process, which makes them Ready, runs bound pods and removes
-  deleted ones (KWOK's own ``fast`` stages);
+  zones) handed to one ``kwok`` process, which makes them Ready and runs bound pods (KWOK's own
+  ``fast`` stages), the per-node kube-system pods the framework waits for (``NODE_DAEMONS``), and
+  a thread doing two duties of the kubelet that KWOK does not (``kubelet_duties``): allocatable
+  follows capacity, deleted pods are removed by UID;
 - one ``topos coordinator`` whose only profile is ``default-scheduler`` (no kube-scheduler runs);
 - ``e2e.test`` (``devcluster.e2e_binary``: built once, cached) with ``--ginkgo.focus`` the
   ``[sig-scheduling]`` tests and ``--ginkgo.skip`` the ``SKIPS`` below, serially, its JSON report
@@ -39,7 +41,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -53,6 +55,7 @@ from devcluster.controllers import CONTROLLERS as TEST_CONTROLLERS
 from devcluster.controlplane import ControlPlane, ControlPlaneError, ControlPlaneSettings
 from devcluster.kubelet import kwok_args
 from devcluster.processes import free_port, spawn, stop_group
+from devcluster.terminations import Terminations
 
 _ROOT: Final = Path(__file__).resolve().parents[1]
 FOCUS: Final = r"\[sig-scheduling\]"
@@ -71,8 +74,7 @@ KWOK_ANNOTATION: Final = "kwok.x-k8s.io/node"
 KWOK_STAGES: Final = (
     "node/fast/node-initialize.yaml",
     "pod/fast/pod-ready.yaml",
-    "pod/fast/pod-delete.yaml",
-)
+)  # no pod-delete: ``kubelet_duties`` removes deleted pods (by UID, unlike KWOK)
 ZONES: Final = ("zone-a", "zone-b")
 #: The per-node pods upstream's framework waits for on every schedulable Node before some tests
 #: (``e2enode.WaitForTotalHealthy``: a minute lost per test without them); on a real cluster the
@@ -297,8 +299,9 @@ def allocatable_patch(node: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"status": {"allocatable": {**capacity, **gone}}}
 
 
-async def _mirror_capacity(kubeconfig: Path, stop: threading.Event) -> None:
+async def _kubelet_duties(kubeconfig: Path, nodes: Collection[str], stop: threading.Event) -> None:
     kube = await KubeClient.connect(kubeconfig)
+    terminations = asyncio.create_task(Terminations(kube, nodes).run())
     try:
         while not stop.is_set():
             for node in (await kube.list(NODES, label_selector="type=kwok"))["items"]:
@@ -308,18 +311,25 @@ async def _mirror_capacity(kubeconfig: Path, stop: threading.Event) -> None:
                     await kube.patch(NODES, name, patch, subresource="status")
             await asyncio.sleep(0.5)
     finally:
+        terminations.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await terminations
         await kube.close()
 
 
 @contextlib.contextmanager
-def kubelet_status_sync(kubeconfig: Path) -> Iterator[None]:
-    """The part of the kubelet's node status sync that upstream's tests rely on and KWOK does
-    not do: they add an extended resource to a Node's *capacity* (``UpdateStatus``) and expect
-    it schedulable, which it is once the kubelet copies capacity to allocatable. A thread polls
-    the KWOK Nodes twice a second and does that copy (``allocatable_patch``)."""
+def kubelet_duties(kubeconfig: Path, nodes: Collection[str]) -> Iterator[None]:
+    """What the kubelet does that upstream's tests rely on and KWOK does not do, in a thread:
+
+    - its node status sync copies capacity to allocatable (``allocatable_patch``): tests add an
+      extended resource to a Node's *capacity* and expect it schedulable;
+    - its status manager removes a deleted pod with the pod's UID as precondition
+      (``devcluster.terminations``); KWOK's own delete stage deletes by name and so removed a
+      pod re-created under a deleted one's name (tests reuse ``without-label``).
+    """
     stop = threading.Event()
     thread = threading.Thread(
-        target=lambda: asyncio.run(_mirror_capacity(kubeconfig, stop)), daemon=True
+        target=lambda: asyncio.run(_kubelet_duties(kubeconfig, nodes, stop)), daemon=True
     )
     thread.start()
     try:
@@ -415,7 +425,8 @@ def run(*, nodes: int, focus: str, work: Path, binary: Path, ginkgo_timeout: str
                 "--ginkgo.no-color",
                 "--ginkgo.v",
             ]
-            with kubelet_status_sync(plane.kubeconfig):
+            names = [node_body(i)["metadata"]["name"] for i in range(nodes)]
+            with kubelet_duties(plane.kubeconfig, names):
                 e2e = spawn(argv, log_path=work / "e2e.log", die_with_parent=True, cwd=work)
                 e2e.wait()
             if not report.is_file():
