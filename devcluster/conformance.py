@@ -68,6 +68,7 @@ CONTROLLERS: Final = (
     "root-ca-certificate-publisher-controller",  # kube-root-ca.crt, which pods' tokens mount
     "persistentvolume-binder-controller",  # a PVC test binds a claim to a local volume
     "replicationcontroller-controller",  # Multi-AZ spreads a ReplicationController's pods
+    "podgroup-protection-controller",  # a deleted PodGroup goes once its pods are gone
 )
 APISERVER_ARGS: Final = ("--disable-admission-plugins=TaintNodesByCondition",)
 KWOK_ANNOTATION: Final = "kwok.x-k8s.io/node"
