@@ -112,6 +112,18 @@ SKIPS: Final[tuple[Skip, ...]] = (
 )
 
 
+#: Failures whose cause is known, by test (a regular expression over the full name): the
+#: diagnosis printed beside the failure until a run passes it.
+DIAGNOSES: Final[tuple[Skip, ...]] = (
+    Skip(
+        r"PodTopologySpread Preemption validates proper pods are preempted",
+        "a Topos bug: preemption picks victims by resources alone and does not re-check the "
+        "pod's topology spread with them gone — it evicts one low pod where two must go for "
+        "maxSkew 1, and the pod stays Pending ('didn't match pod topology spread constraints')",
+    ),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     name: str
@@ -236,7 +248,9 @@ def render(run: Run, *, when: datetime.datetime, machine: str) -> str:
     failures = [r for r in run.results if r.state == "failed"]
     if failures:
         lines += ["", "## Failures", ""]
-        lines += [f"- **{r.name}**: {r.reason}" for r in failures]
+        for r in failures:
+            known = skip_reason(r.name, DIAGNOSES)
+            lines.append(f"- **{r.name}**: {r.reason}" + (f" — *cause:* {known}" if known else ""))
     skips = [r for r in run.results if r.state == "skipped"]
     if skips:
         lines += ["", "## Skipped, and why", ""]

@@ -140,3 +140,10 @@ def test_allocatable_follows_capacity_as_the_kubelets_status_sync_makes_it() -> 
     }
     same = {"status": {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}}}
     assert conformance.allocatable_patch(same) is None
+
+
+def test_a_failure_with_a_known_cause_says_it() -> None:
+    leaf = "PodTopologySpread Preemption validates proper pods are preempted"
+    run = conformance.parse_report([{"SpecReports": [spec(leaf, "failed", "timed out")]}])
+    text = conformance.render(run, when=datetime.datetime(2026, 1, 1), machine="m")
+    assert "timed out — *cause:* a Topos bug: preemption picks victims by resources alone" in text
