@@ -190,9 +190,11 @@ def _first_line(text: str, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def parse_report(report: Sequence[Mapping[str, Any]], skips: Iterable[Skip] = SKIPS) -> Run:
-    """The ``[sig-scheduling]`` specs of ginkgo's JSON report (``--ginkgo.json-report``), each
-    with its state and, for failures and skips, one line of why."""
+def parse_report(
+    report: Sequence[Mapping[str, Any]], skips: Iterable[Skip] = SKIPS, focus: str = FOCUS
+) -> Run:
+    """The ``[sig-scheduling]`` specs of ginkgo's JSON report (``--ginkgo.json-report``) that
+    ``focus`` names, each with its state and, for failures and skips, one line of why."""
     skips = tuple(skips)
     run = Run()
     for suite in report:
@@ -205,7 +207,7 @@ def parse_report(report: Sequence[Mapping[str, Any]], skips: Iterable[Skip] = SK
                 if state not in ("passed", "skipped", "pending") and failure:
                     run.suite_failure = _first_line(f"{spec.get('LeafNodeType')}: {failure}")
                 continue
-            if not re.search(FOCUS, name):
+            if not re.search(FOCUS, name) or not re.search(focus, name):
                 continue
             seconds = float(spec.get("RunTime") or 0) / 1e9
             if state == "passed":
@@ -448,7 +450,7 @@ def run(*, nodes: int, focus: str, work: Path, binary: Path, ginkgo_timeout: str
                 raise RuntimeError(
                     f"e2e.test exited {e2e.returncode} without a report; see {work / 'e2e.log'}"
                 )
-            result = parse_report(json.loads(report.read_text()))
+            result = parse_report(json.loads(report.read_text()), focus=focus)
         finally:
             for process in reversed(processes):
                 if process.poll() is None:

@@ -147,3 +147,11 @@ def test_a_failure_with_a_known_cause_says_it() -> None:
     run = conformance.parse_report([{"SpecReports": [spec(leaf, "failed", "timed out")]}])
     text = conformance.render(run, when=datetime.datetime(2026, 1, 1), machine="m")
     assert "timed out — *cause:* a Topos bug: preemption picks victims by resources alone" in text
+
+
+def test_a_focused_run_lists_only_the_tests_it_focused_on() -> None:
+    report = [
+        {"SpecReports": [spec("PodGroup API availability", "passed"), spec("other", "skipped")]}
+    ]
+    run = conformance.parse_report(report, focus="PodGroup")
+    assert [r.state for r in run.results] == ["passed"]
