@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint typecheck unit bench k8s-binaries helm controllers clean
+.PHONY: demo test lint typecheck unit bench k8s-binaries helm controllers conformance clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks.run_all
+
+# Upstream's [sig-scheduling] e2e tests against Topos as default-scheduler on KWOK nodes; results in
+# docs/conformance.md. Builds Kubernetes' e2e.test once (~/.cache/topos/e2e). Not part of `test`
+# (its duration: docs/testing.md#upstream-conformance).
+conformance: $(STAMP)
+	$(PY) -m devcluster.binaries ensure --all
+	$(PY) -m devcluster.conformance --write docs/conformance.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

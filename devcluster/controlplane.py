@@ -269,6 +269,8 @@ class ControlPlane:
             port=ports.controller_manager,
             controllers=settings.controllers,
         )
+        if settings.workload_api:  # its PodGroup controller (podgroup-protection) is gated too
+            argv.append(WORKLOAD_API_ARGS[0])
         manager = spawn(argv, log_path=log, die_with_parent=tied)
         self._processes.append(manager)
         self.state = replace(
