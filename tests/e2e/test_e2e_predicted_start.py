@@ -58,7 +58,13 @@ async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
         blocker = gpu_pod("train-7", 8)
         blocker["metadata"]["annotations"] = {EXPECTED_DURATION: f"{RUNS_S:.0f}s"}
         await cluster.create(blocker)
-        await cluster.bound("train-7")
+        node = (await cluster.bound("train-7"))["spec"]["nodeName"]
+        # A forecast is made from the inventory: train-8 comes once the watch has told it
+        # train-7 holds the node (else its first forecast is "now", kept for a minute).
+        await eventually(
+            lambda: any(p.name == "train-7" for p in inventory.bound_pods(node)),
+            what="train-7 in the inventory",
+        )
         started = time.time()
         await cluster.create(gpu_pod("train-8", 8))
         await cluster.unschedulable("train-8")

@@ -36,6 +36,7 @@ from devcluster.pods import gpu_pod
 from devcluster.subprocess_env import subprocess_env
 from tests.support.ci import skip_or_fail
 from tests.support.inventory_wait import until
+from tests.support.polling import eventually
 
 pytestmark = pytest.mark.kube
 
@@ -188,6 +189,14 @@ async def test_whatif_with_the_real_kubectl_fits_does_not_fit_and_changes_nothin
         running_pod = await wait_for_bound(kube, namespace, "running")
         busy = running_pod["spec"]["nodeName"]
         (free,) = [n.name for n in nodes if n.name != busy]
+
+        async def scheduled_event() -> bool:
+            # The bind's Scheduled Event may be written after the bind (Event writes yield to
+            # binds): "before" is the state once it is there.
+            events = (await kube.list(EVENTS, namespace=namespace))["items"]
+            return any(e.get("reason") == "Scheduled" for e in events)
+
+        await eventually(scheduled_event, what="the running pod's Scheduled Event")
         before = await _live(kube, namespace)
         metrics_before = await _scheduling_metrics(url)
 

@@ -360,8 +360,11 @@ class Controllers:
 
 
 def install_crd(kubectl: Callable[..., Any], name: str = "podgroups.scheduling.x-k8s.io") -> None:
-    """Apply ``deploy/crds/<name>.yaml`` and wait until it is served."""
+    """Apply ``deploy/crds/<name>.yaml`` (or, for a CRD Topos does not ship but tests need,
+    ``tests/support/crds/<name>.yaml``) and wait until it is served."""
     path = DEPLOY / "crds" / f"{name}.yaml"
+    if not path.exists():
+        path = Path(__file__).resolve().parent / "crds" / f"{name}.yaml"
     done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     assert done.returncode == 0, done.stderr
     done = kubectl(
