@@ -352,11 +352,7 @@ class ClusterView:
         for gone in self._node_uids.get(name, frozenset()) - uids:
             self._pods.pop(gone, None)
         self._node_uids[name] = uids
-        if (
-            state is None
-            or state.ready is None
-            or (self._node_filter is not None and not self._node_filter(state))
-        ):
+        if state is None or not self.schedules_onto(state):
             # Gone, no Node object (the API server decides which nodes exist, whatever an agent
             # reports: such a node is no target and not one of "0/N nodes"), or not ours to fill.
             self._base.pop(name, None)
@@ -441,6 +437,11 @@ class ClusterView:
         if state is not self._snapshot_dra:
             self._snapshot_dra = state
             snapshot.dra = state
+
+    def schedules_onto(self, state: NodeState) -> bool:
+        """Whether a node (the inventory's view of it) is one this scheduler places pods on: it has
+        a Node object and passes :attr:`node_filter`."""
+        return state.ready is not None and (self._node_filter is None or self._node_filter(state))
 
     @property
     def node_filter(self) -> Callable[[NodeState], bool] | None:

@@ -145,7 +145,7 @@ def copy_of(
     extra: Sequence[Mapping[str, Any]] = (),
     memo: dict[str, tuple[object, dict[str, Any]]] | None = None,
 ) -> ClusterCopy:
-    """What ``scheduler`` knows, as a copy: its inventory's nodes with a Node object, their bound
+    """What ``scheduler`` knows, as a copy: the nodes it schedules onto, their bound
     pods (``started``: when each started; ``left``: how long it still runs), its queue in the
     scheduler's order (priority, then age) and ``extra`` after it (``duration``: how long each
     runs once started). ``memo`` keeps the objects made, by node name and pod UID, for the next
@@ -165,8 +165,8 @@ def copy_of(
     bound: set[str] = set()
     for name in inventory.names():
         state = inventory.scheduling_node(name)
-        if state is None or state.ready is None:
-            continue  # no Node object: nothing is scheduled there
+        if state is None or not scheduler.view.schedules_onto(state):
+            continue  # no Node object, or not this scheduler's to fill (its node selector)
         node = kept(f"node/{name}", state)
         if node is None:
             node = node_object(state)

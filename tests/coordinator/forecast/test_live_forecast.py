@@ -147,6 +147,26 @@ async def test_a_waiting_pod_shows_when_it_starts_and_whose_end_it_waits_for(liv
     ), said
 
 
+async def test_a_node_the_scheduler_does_not_fill_is_no_room_in_the_forecast(live: Live) -> None:
+    """A node outside the scheduler's node selector (another team's, another test's) has free
+    GPUs: the forecast waits for train-7 as the scheduler will, not for that node."""
+    live.cluster.add_node("other", topology=discover_profile("dgx-a100", hostname="other"))
+    live.runtime.scheduler.view.node_filter = lambda state: state.name == "n0"
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.cluster.create_pod(job_pod("train-8", 8))
+    await settle(live)
+    assert failures(live.cluster, "train-8") == [
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    ]
+
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/train-8")
+    assert forecast is not None
+    assert (forecast.node, forecast.after) == ("n0", ("ml/train-7",))
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(1200, abs=15)
+
+
 async def test_an_unchanged_forecast_writes_nothing_and_a_moved_one_at_most_once_a_minute(
     live: Live,
 ) -> None:
