@@ -15,7 +15,6 @@ NotReady (no controller-manager), and 1,000 heartbeats would only add noise to t
 from __future__ import annotations
 
 import asyncio
-import compileall
 import functools
 import json
 import os
@@ -35,7 +34,7 @@ from agent.devices import discover_profile
 from agent.devices.fake_nvml import make_gpu_uuid
 from common.kube import NODES, AlreadyExists, KubeClient, Unreachable
 from common.labeling import labels
-from devcluster.binaries import Binaries
+from devcluster.binaries import Binaries, cache_root
 from devcluster.controlplane import ControlPlane
 from devcluster.kubelet import kwok_args
 from devcluster.nodes import capacity
@@ -276,13 +275,24 @@ def start_kube_scheduler(
     return Process("kube-scheduler", argv, work / f"kube-scheduler-{tag}.log")
 
 
-def compile_topos() -> None:
-    """Byte-compile Topos' own packages once, as the image does (``compileall`` in
-    Dockerfile.coordinator): with ``PYTHONDONTWRITEBYTECODE`` set, as in this repository's
-    shells, every coordinator start would otherwise compile ~300 modules (~0.15 s of CPU)."""
-    root = Path(__file__).resolve().parent.parent
-    for package in ("common", "coordinator"):
-        compileall.compile_dir(root / package, quiet=1)
+def compile_topos(tree: Path | None = None) -> None:
+    """Byte-compile a tree's ``common`` and ``coordinator`` once (this checkout by default), as
+    the image does (``compileall`` in Dockerfile.coordinator): with ``PYTHONDONTWRITEBYTECODE``
+    set, as in this repository's shells, every coordinator start would otherwise compile ~300
+    modules (~0.15 s of CPU). The bytecode goes to ``~/.cache/topos/pycache`` (Python's
+    ``PYTHONPYCACHEPREFIX``), not into the source tree, and this process's environment names that
+    prefix so the coordinators it starts read it there."""
+    root = tree if tree is not None else Path(__file__).resolve().parent.parent
+    prefix = cache_root().parent / "pycache"
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "common", "coordinator"],
+        cwd=root,
+        env=env,
+        check=False,
+    )
+    os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
 
 
 def start_topos(plane: ControlPlane, work: Path, limit: Limit, tag: str, *, binds: int) -> Process:

@@ -149,7 +149,7 @@ async def bench(args: argparse.Namespace) -> dict[str, list[tuple[float, float, 
             print(f"{args.nodes} Nodes created and Ready in {time.perf_counter() - t0:.1f}s")
             trees: list[Path] = args.paths
             for tree in trees:
-                compile_topos_at(tree)
+                compile_topos(tree)
             for r in range(args.rounds):
                 for i, (name, tree) in enumerate(zip(args.tree, trees, strict=True)):
                     namespace = f"start-{r}-{i}"
@@ -166,17 +166,6 @@ async def bench(args: argparse.Namespace) -> dict[str, list[tuple[float, float, 
     finally:
         plane.stop()
     return results
-
-
-def compile_topos_at(tree: Path) -> None:
-    if tree.resolve() == ROOT:
-        compile_topos()
-    else:
-        subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", "common", "coordinator"],
-            cwd=tree,
-            check=False,
-        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
