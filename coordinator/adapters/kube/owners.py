@@ -13,7 +13,7 @@ bound are patched again. Owners of other kinds pass nothing on (their pods are q
 JobSets, LeaderWorkerSets and RayClusters are watched too (each only where the API server serves
 its type: without the CRD the type reads as empty and is listed again every 15 s): their pods get
 the labels of their workload's gang (:mod:`coordinator.core.podspec.workloadgangs`), whoever
-created the pods.
+created the pods, and the workload's keys behind their nearer owners'.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from common import podkeys
@@ -139,12 +140,15 @@ class Owners:
             # Status updates (a ReplicaSet's readyReplicas, a Job's active count) change nothing a
             # pod inherits: only its annotations, its size and its identity are looked at.
             digest = None
-            if obj is not None and kind in WORKLOAD_KINDS:
-                digest = workload_digest(obj)
-            elif obj is not None:
+            if obj is not None:
                 meta = obj.get("metadata") or {}
                 annotations = tuple(sorted((meta.get("annotations") or {}).items()))
-                digest = (meta.get("uid"), annotations, _pods(kind, obj.get("spec") or {}))
+                shape = (
+                    workload_digest(obj)
+                    if kind in WORKLOAD_KINDS
+                    else _pods(kind, obj.get("spec") or {})
+                )
+                digest = (meta.get("uid"), annotations, shape)
             if self._digests.get((kind, key)) == digest:
                 return
             if digest is None:
@@ -173,7 +177,32 @@ class Owners:
                 return False if not chain else owner_of(chain)
             chain.append((kind, obj))
             ref = _controller(obj.get("metadata") or {})
-        return owner_of(chain) if chain else None
+        found = owner_of(chain) if chain else None
+        workload = self._workload_of(meta)
+        if workload is None:
+            return found
+        # A JobSet, LeaderWorkerSet or RayCluster passes its keys on behind its nearer owners
+        # (a JobSet's Job, an LWS's StatefulSet): a key written on the workload reaches its pods.
+        kind, top = workload
+        top_meta = top.get("metadata") or {}
+        annotations = {
+            **(top_meta.get("annotations") or {}),
+            **(found.annotations if found is not None else {}),
+        }
+        if found is not None:
+            return replace(found, annotations=annotations)
+        return Owner(kind=kind, name=str(top_meta.get("name") or ""), annotations=annotations)
+
+    def _workload_of(self, meta: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+        """The cached JobSet, LeaderWorkerSet or RayCluster a pod's labels name, if any."""
+        labels = meta.get("labels") or {}
+        namespace = str(meta.get("namespace") or "default")
+        for kind, label in _NAME_LABEL.items():
+            name = labels.get(label)
+            if name:
+                obj = self.workloads[kind].objects.get((namespace, str(name)))
+                return None if obj is None else (kind, obj)
+        return None
 
     def workload_gang(self, pod: Mapping[str, Any]) -> WorkloadGangOf | bool:
         """``(is a JobSet's, LWS's or RayCluster's pod, its gang)``; ``False``: its workload is

@@ -5,6 +5,7 @@ pod; an LWS worker's run is its leader's UID, through the worker StatefulSet the
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any, cast
 
 from common.kube import KubeClient, Unreachable
@@ -131,3 +132,52 @@ async def test_a_lost_connection_writing_gang_labels_is_retried_not_queued_bare(
     assert len(client.patches) == 3
     assert client.patches[-1]["metadata"]["labels"]["topos.io/gang"] == "train"
     assert queue.added == []  # not queued without its gang
+
+
+def test_a_key_written_on_the_jobset_reaches_its_pods_behind_their_jobs_own() -> None:
+    """Users write Topos keys on the workload they apply, not on the pod template: a JobSet's
+    keys are its pods' too, a key on the pod's Job (nearer) winning over the JobSet's."""
+    found = owners()
+    annotated = copy.deepcopy(JOBSET)
+    annotated["metadata"]["annotations"] = {  # type: ignore[index]
+        "topos.io/slice-topology": "leaf",
+        "topos.io/gpu-locality": "nvlink",
+    }
+    found.workloads["JobSet"].objects[("ml", "train")] = annotated
+    found.caches["Job"].objects[("ml", "train-w-0")] = {
+        "metadata": {
+            "name": "train-w-0",
+            "namespace": "ml",
+            "uid": "job-1",
+            "annotations": {"topos.io/gpu-locality": "same-socket"},
+        },
+        "spec": {"parallelism": 2, "completions": 2},
+    }
+    pod = jobset_pod()
+    job_ref = {"kind": "Job", "name": "train-w-0", "uid": "job-1", "controller": True}
+    pod["metadata"]["ownerReferences"] = [job_ref]
+    owner = found.resolve(pod)
+    assert not isinstance(owner, bool)
+    assert owner is not None
+    assert owner.annotations == {
+        "topos.io/slice-topology": "leaf",
+        "topos.io/gpu-locality": "same-socket",
+    }
+    # A RayCluster's pods (owned by the RayCluster itself, no cached kind between) too.
+    found.workloads["RayCluster"].objects[("ml", "ray")] = {
+        "metadata": {
+            "name": "ray",
+            "namespace": "ml",
+            "uid": "rc-1",
+            "annotations": {"topos.io/numa-policy": "single-numa"},
+        },
+        "spec": {},
+    }
+    ray_pod = {
+        "metadata": {"name": "ray-head", "namespace": "ml", "labels": {"ray.io/cluster": "ray"}}
+    }
+    ray_owner = found.resolve(ray_pod)
+    assert not isinstance(ray_owner, bool)
+    assert ray_owner is not None
+    assert (ray_owner.kind, ray_owner.name) == ("RayCluster", "ray")
+    assert ray_owner.annotations == {"topos.io/numa-policy": "single-numa"}
