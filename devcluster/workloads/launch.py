@@ -255,7 +255,7 @@ def _start_one(
                 f"{controller.name} {controller.version} {failure}; last log lines ({log}):\n"
                 + tail(log, 20)
             )
-        asyncio.run(_install_objects(plane.kubeconfig, controller, built))
+        asyncio.run(_install_objects(plane.kubeconfig, controller, built, definitions))
     except BaseException:
         stop_group(child.pid, grace_s=5.0, reap=child.poll)
         raise
@@ -315,12 +315,16 @@ async def _install(
             await _put(kube, webhook, controller.name)
 
 
-async def _install_objects(kubeconfig: Path, controller: Controller, built: build.Built) -> None:
+async def _install_objects(
+    kubeconfig: Path,
+    controller: Controller,
+    built: build.Built,
+    definitions: Sequence[manifests.Document],
+) -> None:
     documents = manifests.objects(controller, built.module)
     if not documents:
         return
     async with await KubeClient.connect(kubeconfig) as kube:
-        definitions = manifests.crds(controller, built.module)
         for document in documents:
             await _put(kube, document, controller.name, definitions=definitions)
 
