@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -64,6 +65,13 @@ async def install(
         except Exception as exc:  # the API server's refusal, with its reason
             raise CrdError(f"{path.name}: {exc}") from exc
         names.append(name)
+    await established(kube, names, timeout_s=timeout_s)
+    return names
+
+
+async def established(kube: KubeClient, names: Iterable[str], *, timeout_s: float = 60.0) -> None:
+    """Wait until the API server serves each CRD of ``names`` (condition ``Established``);
+    ``CrdError`` naming those it does not after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     pending = set(names)
     while pending:
@@ -78,4 +86,3 @@ async def install(
             raise CrdError(f"not Established after {timeout_s:.0f}s: {', '.join(sorted(pending))}")
         if pending:
             await asyncio.sleep(0.1)
-    return names

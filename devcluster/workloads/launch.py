@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from common.kube import AlreadyExists, KubeClient, NotFound
 from common.kube.resources import Resource
-from devcluster import pki
+from devcluster import crds, pki
 from devcluster.binaries import BinariesUnavailable
 from devcluster.controllers import tail
 from devcluster.controlplane import ControlPlane
@@ -51,13 +51,10 @@ from devcluster.workloads.catalog import Controller, with_requirements
 
 STATE_FILE: Final = "state.json"
 CERT_SUBDIR: Final = Path("tmp") / "k8s-webhook-server" / "serving-certs"
-_CRDS = Resource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", False, "CustomResourceDefinition"
-)
 _KNOWN: Final = {
     "Namespace": Resource("", "v1", "namespaces", False, "Namespace"),
     "Secret": Resource("", "v1", "secrets", True, "Secret"),
-    "CustomResourceDefinition": _CRDS,
+    "CustomResourceDefinition": crds.CRDS,
     "MutatingWebhookConfiguration": Resource(
         "admissionregistration.k8s.io",
         "v1",
@@ -258,7 +255,7 @@ def _start_one(
                 f"{controller.name} {controller.version} {failure}; last log lines ({log}):\n"
                 + tail(log, 20)
             )
-        asyncio.run(_install_objects(plane.kubeconfig, controller, built))
+        asyncio.run(_install_objects(plane.kubeconfig, controller, built, definitions))
     except BaseException:
         stop_group(child.pid, grace_s=5.0, reap=child.poll)
         raise
@@ -310,17 +307,24 @@ async def _install(
             await _put(kube, _cert_secret(controller, ca, serving), controller.name)
         for crd in definitions:
             await _put(kube, crd, controller.name)
-        await _established(kube, [str(c["metadata"]["name"]) for c in definitions], controller)
+        try:
+            await crds.established(kube, [str(c["metadata"]["name"]) for c in definitions])
+        except crds.CrdError as exc:
+            raise WorkloadsError(f"{controller.name}: CRDs {exc}") from exc
         for webhook in webhooks:
             await _put(kube, webhook, controller.name)
 
 
-async def _install_objects(kubeconfig: Path, controller: Controller, built: build.Built) -> None:
+async def _install_objects(
+    kubeconfig: Path,
+    controller: Controller,
+    built: build.Built,
+    definitions: Sequence[manifests.Document],
+) -> None:
     documents = manifests.objects(controller, built.module)
     if not documents:
         return
     async with await KubeClient.connect(kubeconfig) as kube:
-        definitions = manifests.crds(controller, built.module)
         for document in documents:
             await _put(kube, document, controller.name, definitions=definitions)
 
@@ -394,25 +398,6 @@ async def _put(
         await kube.replace(resource, name, body, namespace=namespace)
     except NotFound:
         await kube.create(resource, document, namespace=namespace)
-
-
-async def _established(kube: KubeClient, names: list[str], controller: Controller) -> None:
-    deadline = time.monotonic() + 60.0
-    pending = set(names)
-    while pending:
-        for name in sorted(pending):
-            obj = await kube.get(_CRDS, name)
-            conditions = (obj.get("status") or {}).get("conditions") or []
-            if any(
-                c.get("type") == "Established" and c.get("status") == "True" for c in conditions
-            ):
-                pending.discard(name)
-        if pending and time.monotonic() > deadline:
-            raise WorkloadsError(
-                f"{controller.name}: CRDs not Established after 60s: {', '.join(sorted(pending))}"
-            )
-        if pending:
-            await asyncio.sleep(0.1)
 
 
 def _wait_ready(

@@ -6,23 +6,16 @@ with the rest."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from devcluster.binaries import find
 from devcluster.processes import alive
-from devcluster.subprocess_env import subprocess_env
-from devcluster.workloads import build
-from devcluster.workloads.catalog import KUEUE, with_requirements
-from tests.support.ci import skip_or_fail
+from devcluster.workloads.catalog import KUEUE
+from tests.support.workload_playground import Playground, topos, workload_playground
 
 pytestmark = pytest.mark.kube
 
-REPO = Path(__file__).resolve().parents[2]
 WAIT = "--timeout=180s"
 QUEUES = """
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -70,67 +63,20 @@ spec:
 """
 
 
-def topos(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=subprocess_env(),
-    )
-
-
 @pytest.fixture(scope="module")
-def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, Path]]:
-    binaries = find(extra=True)
-    if binaries is None or binaries.kwok is None:
-        skip_or_fail("kwok is not built (python -m devcluster.binaries ensure --all)")
-    missing = [c.name for c in with_requirements([KUEUE.name]) if build.find(c) is None]
-    if missing:
-        skip_or_fail(f"controllers not built: {', '.join(missing)} (make controllers)")
+def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]:
     directory = tmp_path_factory.mktemp("playground-kueue") / "dc"
-    up = topos(
-        "devcluster",
-        "up",
-        "--nodes",
-        "dgx-a100:2",
-        "--coordinator",
-        "--job-duration",
-        "0",
-        "--kueue",
-        "--dir",
-        str(directory),
-    )
-    try:
-        assert up.returncode == 0, up.stderr
-        assert "kueue v0.17.0" in up.stderr
-        kubeconfig = up.stdout.splitlines()[0].removeprefix("export KUBECONFIG=")
-        yield directory, kubeconfig, binaries.kubectl
-    finally:
-        topos("devcluster", "down", "--dir", str(directory))
+    with workload_playground(directory, "--kueue", [KUEUE.name]) as started:
+        assert f"kueue {KUEUE.version}" in started.stderr
+        yield started
 
 
 def test_a_job_in_a_queue_is_admitted_by_kueue_placed_by_topos_and_runs(
-    playground: tuple[Path, str, Path],
+    playground: Playground,
 ) -> None:
-    directory, kubeconfig, kubectl_path = playground
-
-    def kubectl(*args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(
-            [str(kubectl_path), "--kubeconfig", kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    running = json.loads((directory / "workloads" / "state.json").read_text())["processes"]
-    assert [p["name"] for p in running] == ["jobset", "lws", "kueue"]
+    kubectl = playground.kubectl
+    running = playground.controllers()
+    assert [p.name for p in running] == ["jobset", "lws", "kueue"]
     kubectl("apply", "-f", "-", stdin=QUEUES)
     # Kueue's webhook suspended the Job; once admitted Kueue starts it and the Job controller
     # makes its two pods.
@@ -140,12 +86,12 @@ def test_a_job_in_a_queue_is_admitted_by_kueue_placed_by_topos_and_runs(
     conditions = {c["type"]: c["status"] for c in workload["status"]["conditions"]}
     assert conditions["Admitted"] == "True"
     assert workload["status"]["admission"]["clusterQueue"] == "team-a"
-    pods = json.loads(kubectl("get", "pods", "-l", "job-name=train", "-o", "json"))["items"]
+    pods = playground.pods("job-name=train")
     assert len(pods) == 2
     for pod in pods:
         assignment = pod["metadata"]["annotations"]["topos.io/assigned-gpus"]
         assert len(assignment.split(",")) == 4, assignment
         assert pod["status"]["phase"] == "Running"
-    down = topos("devcluster", "down", "--dir", str(directory))
+    down = topos("devcluster", "down", "--dir", str(playground.directory))
     assert down.returncode == 0, down.stderr
-    assert [p["name"] for p in running if alive(p["pid"])] == []
+    assert [p.name for p in running if alive(p.pid)] == []

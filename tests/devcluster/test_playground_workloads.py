@@ -4,106 +4,31 @@ nodes (KWOK), and ``down`` stops the controllers with the rest."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from devcluster.binaries import find
 from devcluster.processes import alive, port_in_use
-from devcluster.subprocess_env import subprocess_env
-from devcluster.workloads import build
-from devcluster.workloads.catalog import CONTROLLERS
-from tests.support.ci import skip_or_fail
+from devcluster.workloads.catalog import WORKLOAD_CONTROLLERS
 from tests.support.workload_examples import lws_sample, paralleljobs
+from tests.support.workload_playground import Playground, topos, workload_playground
 
 pytestmark = pytest.mark.kube
 
-REPO = Path(__file__).resolve().parents[2]
 WAIT = "--timeout=180s"
-
-
-def topos(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env=subprocess_env(),
-    )
-
-
-@dataclass
-class Playground:
-    directory: Path
-    kubectl_path: Path
-    kubeconfig: str
-    stderr: str
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> str:
-        done = subprocess.run(
-            [str(self.kubectl_path), "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def apply(self, *objects: dict[str, Any]) -> None:
-        self.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(objects))
-
-    def pods(self, selector: str) -> list[dict[str, Any]]:
-        return list(json.loads(self.kubectl("get", "pods", "-l", selector, "-o", "json"))["items"])
-
-    def controllers(self) -> list[dict[str, Any]]:
-        state = json.loads((self.directory / "workloads" / "state.json").read_text())
-        return list(state["processes"])
 
 
 @pytest.fixture(scope="module")
 def playground(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Playground]:
-    binaries = find(extra=True)
-    if binaries is None or binaries.kwok is None:
-        skip_or_fail("kwok is not built (python -m devcluster.binaries ensure --all)")
-    missing = [name for name, c in CONTROLLERS.items() if build.find(c) is None]
-    if missing:
-        skip_or_fail(f"workload controllers not built: {', '.join(missing)} (make controllers)")
     directory = tmp_path_factory.mktemp("playground-workloads") / "dc"
-    up = topos(
-        "devcluster",
-        "up",
-        "--nodes",
-        "dgx-a100:2",
-        "--coordinator",
-        "--job-duration",
-        "0",
-        "--workloads",
-        "--dir",
-        str(directory),
-    )
-    try:
-        assert up.returncode == 0, up.stderr
-        kubeconfig = up.stdout.splitlines()[0].removeprefix("export KUBECONFIG=")
-        yield Playground(directory, binaries.kubectl, kubeconfig, up.stderr)
-    finally:
-        topos("devcluster", "down", "--dir", str(directory))
+    with workload_playground(directory, "--workloads", WORKLOAD_CONTROLLERS) as started:
+        yield started
 
 
 def test_up_starts_the_four_controllers_and_says_so(playground: Playground) -> None:
     running = playground.controllers()
-    assert [p["name"] for p in running] == ["jobset", "lws", "trainer", "kuberay"]
-    assert all(alive(p["pid"]) for p in running)
+    assert [p.name for p in running] == ["jobset", "lws", "trainer", "kuberay"]
+    assert all(alive(p.pid) for p in running)
     assert "workload controllers jobset v0.10.1, lws v0.7.0, trainer v2.0.0, kuberay v1.5.0" in (
         playground.stderr
     )
@@ -152,7 +77,7 @@ def test_down_stops_the_controllers_too(playground: Playground) -> None:
     running = playground.controllers()
     down = topos("devcluster", "down", "--dir", str(playground.directory))
     assert down.returncode == 0, down.stderr
-    assert [p["name"] for p in running if alive(p["pid"])] == []
-    ports = [p[key] for p in running for key in ("health_port", "webhook_port")]
+    assert [p.name for p in running if alive(p.pid)] == []
+    ports = [port for p in running for port in (p.health_port, p.webhook_port)]
     assert [port for port in ports if port_in_use(port)] == []
     assert not playground.directory.exists()

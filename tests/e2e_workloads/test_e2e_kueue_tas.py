@@ -42,11 +42,14 @@ async def test_kueue_picks_the_leaf_and_topos_places_the_pods_only_inside_it(
         (assignment_of_podset,) = admitted["status"]["admission"]["podSetAssignments"]
         chosen = assignment_of_podset["topologyAssignment"]
         placed = await cluster.all_bound("job-name=tas", 2)
-    assert "nodeSelector" not in spec["spec"]["template"]["spec"]
+    # The Job's template names no domain: Kueue wrote only the flavor's nodeLabels there ...
+    stored = await cluster.kube.get(JOBS, "tas", namespace=cluster.namespace)
+    template_selector = stored["spec"]["template"]["spec"].get("nodeSelector") or {}
+    assert template_selector == {RUN_LABEL: cluster.run}, template_selector
     pods = await cluster.pods("job-name=tas")
     for pod in pods:
-        # Kueue's choice, written when it lifted its gate (the Job's template has no
-        # nodeSelector): Topos placed the pod inside it.
+        # ... Kueue's choice is written on each pod when it lifts its gate: Topos placed the pod
+        # inside it.
         assert not pod["spec"].get("schedulingGates"), pod["metadata"]["name"]
         selector = pod["spec"].get("nodeSelector") or {}
         assert set(selector) & {SPINE, LEAF, HOST}, (pod["metadata"]["name"], selector)

@@ -1,5 +1,7 @@
 """The CRDs of the AI workload controllers, read from their own Go modules at the served versions
-(the Go module cache, outside the repo), installed on the test control plane.
+(the Go module cache, outside the repo), installed on the test control plane. Module, version
+and CRD directory are those of the controller's row in ``devcluster.workloads.catalog``, so these
+CRDs are the ones the real controllers serve.
 
 ``go mod download -json <module>@<version>`` gives the module's ``Dir``; the CRD is the file its
 project installs. Without Go or the module the test is skipped (failed under ``CI=true``).
@@ -15,30 +17,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from common.kube import Resource
+from devcluster.workloads.catalog import JOBSET, KUBERAY, LWS, TRAINER, Controller
 from tests.support.ci import skip_or_fail
+from tests.support.workload_controllers import (
+    JOBSETS,
+    LEADER_WORKER_SETS,
+    RAY_CLUSTERS,
+    TRAIN_JOBS,
+)
 
-#: kind → (module@version, CRD file inside it, CRD name)
-CRDS: Final = {
-    "JobSet": (
-        "sigs.k8s.io/jobset@v0.10.1",
-        "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
-        "jobsets.jobset.x-k8s.io",
-    ),
-    "LeaderWorkerSet": (
-        "sigs.k8s.io/lws@v0.7.0",
-        "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
-        "leaderworkersets.leaderworkerset.x-k8s.io",
-    ),
-    "TrainJob": (
-        "github.com/kubeflow/trainer/v2@v2.0.0",
-        "manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",
-        "trainjobs.trainer.kubeflow.org",
-    ),
-    "RayCluster": (
-        "github.com/ray-project/kuberay/ray-operator@v1.5.0",
-        "config/crd/bases/ray.io_rayclusters.yaml",
-        "rayclusters.ray.io",
-    ),
+#: kind → the controller whose module ships its CRD (the catalog's row: module, exact version,
+#: CRD directory), and the resource it defines.
+CRDS: Final[dict[str, tuple[Controller, Resource]]] = {
+    "JobSet": (JOBSET, JOBSETS),
+    "LeaderWorkerSet": (LWS, LEADER_WORKER_SETS),
+    "TrainJob": (TRAINER, TRAIN_JOBS),
+    "RayCluster": (KUBERAY, RAY_CLUSTERS),
 }
 
 
@@ -50,7 +45,10 @@ def _go() -> str | None:
 
 def crd_file(kind: str) -> Path:
     """The CRD file of ``kind`` in its module's directory (downloaded into the module cache)."""
-    module, path, _ = CRDS[kind]
+    controller, resource = CRDS[kind]
+    module = controller.module_version
+    (crd_dir,) = controller.crds
+    path = f"{crd_dir}/{resource.group}_{resource.plural}.yaml"
     go = _go()
     if go is None:
         skip_or_fail(f"no Go toolchain to fetch {module} (its CRD {path})")
@@ -81,7 +79,8 @@ def install_workload_crds(kubectl: Callable[..., Any], *kinds: str) -> None:
         file = crd_file(kind)
         done = kubectl("apply", "--server-side", "--force-conflicts", "-f", str(file), timeout=120)
         assert done.returncode == 0, done.stderr
-        name = CRDS[kind][2]
+        _, resource = CRDS[kind]
+        name = f"{resource.plural}.{resource.group}"
         for _ in range(50):  # a CRD just created has no status yet: `kubectl wait` errs at once
             done = kubectl(
                 "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s", timeout=90

@@ -19,6 +19,25 @@ def with_scheduler(pod_template: dict[str, Any], scheduler: str = "topos") -> di
     return pod_template
 
 
+def _jobset(text: str) -> dict[str, Any]:
+    """A JobSet example with every replicated Job's pods for Topos."""
+    jobset: dict[str, Any] = yaml.safe_load(text)
+    for replicated in jobset["spec"]["replicatedJobs"]:
+        with_scheduler(replicated["template"]["spec"]["template"])
+    return jobset
+
+
+def _lws(text: str) -> dict[str, Any]:
+    """A LeaderWorkerSet example with its workers (and its leader, when it has a template of its
+    own) for Topos."""
+    lws: dict[str, Any] = yaml.safe_load(text)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    if "leaderTemplate" in template:
+        with_scheduler(template["leaderTemplate"])
+    with_scheduler(template["workerTemplate"])
+    return lws
+
+
 # JobSet's documentation example, as written there; only schedulerName is added below.
 PARALLEL_JOBS = """
 apiVersion: jobset.x-k8s.io/v1alpha2
@@ -61,10 +80,7 @@ spec:
 
 
 def paralleljobs() -> dict[str, Any]:
-    jobset: dict[str, Any] = yaml.safe_load(PARALLEL_JOBS)
-    for replicated in jobset["spec"]["replicatedJobs"]:
-        with_scheduler(replicated["template"]["spec"]["template"])
-    return jobset
+    return _jobset(PARALLEL_JOBS)
 
 
 # The LWS sample as its module ships it; only schedulerName is added below.
@@ -104,9 +120,7 @@ spec:
 
 
 def lws_sample() -> dict[str, Any]:
-    lws: dict[str, Any] = yaml.safe_load(LWS_SAMPLE)
-    with_scheduler(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
-    return lws
+    return _lws(LWS_SAMPLE)
 
 
 # KubeRay's config/samples/ray-cluster.sample.yaml, with a second worker group of one-GPU workers.
@@ -251,10 +265,7 @@ spec:
 
 
 def exclusive_placement() -> dict[str, Any]:
-    jobset: dict[str, Any] = yaml.safe_load(EXCLUSIVE_PLACEMENT)
-    for replicated in jobset["spec"]["replicatedJobs"]:
-        with_scheduler(replicated["template"]["spec"]["template"])
-    return jobset
+    return _jobset(EXCLUSIVE_PLACEMENT)
 
 
 # JobSet's PyTorch example (examples/pytorch/cnn-mnist/mnist.yaml in JobSet's repository): four
@@ -302,10 +313,9 @@ spec:
 
 
 def pytorch(gpus: int = 8) -> dict[str, Any]:
-    jobset: dict[str, Any] = yaml.safe_load(PYTORCH)
+    jobset = _jobset(PYTORCH)
     for replicated in jobset["spec"]["replicatedJobs"]:
-        template = with_scheduler(replicated["template"]["spec"]["template"])
-        for container in template["spec"]["containers"]:
+        for container in replicated["template"]["spec"]["template"]["spec"]["containers"]:
             container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     return jobset
 
@@ -349,10 +359,7 @@ spec:
 
 
 def max_restarts() -> dict[str, Any]:
-    jobset: dict[str, Any] = yaml.safe_load(MAX_RESTARTS)
-    for replicated in jobset["spec"]["replicatedJobs"]:
-        with_scheduler(replicated["template"]["spec"]["template"])
-    return jobset
+    return _jobset(MAX_RESTARTS)
 
 
 # LWS's docs/examples/sample/lws-exclusive-placement.yaml as its module ships it (the nodes here
@@ -385,9 +392,7 @@ spec:
 
 
 def lws_exclusive() -> dict[str, Any]:
-    lws: dict[str, Any] = yaml.safe_load(LWS_EXCLUSIVE)
-    with_scheduler(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
-    return lws
+    return _lws(LWS_EXCLUSIVE)
 
 
 # LWS's docs/examples/vllm/GPU/lws.yaml (multi-node vLLM: Llama 3.1 405B, tensor parallel 8 ×
@@ -479,9 +484,6 @@ spec:
 
 def vllm(size: int = 2) -> dict[str, Any]:
     """The vLLM example; ``size``: pods per group (the example's 2, or more nodes per model)."""
-    lws: dict[str, Any] = yaml.safe_load(VLLM)
-    template = lws["spec"]["leaderWorkerTemplate"]
-    template["size"] = size
-    with_scheduler(template["leaderTemplate"])
-    with_scheduler(template["workerTemplate"])
+    lws = _lws(VLLM)
+    lws["spec"]["leaderWorkerTemplate"]["size"] = size
     return lws
