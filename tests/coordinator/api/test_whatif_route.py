@@ -204,6 +204,26 @@ async def test_a_jobset_that_does_not_fit_gets_reasons_and_ranked_changes(api: A
     assert runtime.scheduler.stats.attempts == attempts_before
 
 
+async def test_a_jobset_naming_no_gang_is_placed_whole_as_the_scheduler_would(api: Any) -> None:
+    """Topos gangs a JobSet's pods without any gang label (docs/gangs.md, "Gangs from workload
+    controllers"): 3 pods of 8 GPUs where 2 nodes are free wait together, none placed alone."""
+    client, cluster, runtime = api
+    plain = jobset("plain", replicas=3, pods=1, gpus=8, locality="any")
+    template = plain["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    del template["metadata"]["labels"]
+    assert (await _whatif(client, plain))["units"][0]["unit"] == "pod group ml/plain"
+    cluster.create_pod(pod("a", gpus=8, node_selector={"kubernetes.io/hostname": "n0"}))
+    cluster.create_pod(pod("b", gpus=8, node_selector={"kubernetes.io/hostname": "n1"}))
+    await runtime.settle()
+    doc = await _whatif(client, plain)
+    assert doc["fits"] is False
+    (unit,) = doc["units"]
+    assert unit["unit"] == "pod group ml/plain"
+    assert unit["pods"] == [f"ml/plain-workers-{j}-0" for j in range(3)]
+    assert unit["message"].startswith("waiting for pod group plain: 0/3 members placed; ")
+    assert "placements" not in unit  # not two of them placed, the third left waiting
+
+
 async def test_a_relaxed_locality_ranks_before_fewer_gpus(api: Any) -> None:
     """Same-socket on a DGX A100 means one NUMA node, which holds two GPUs: three never fit."""
     client, _cluster, _runtime = api
