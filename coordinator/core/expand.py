@@ -16,12 +16,13 @@ controllers would create, labelled as those controllers label them (read from th
   (``jobset.sigs.k8s.io/jobset-name``, ``…/jobset-uid``, ``…/replicatedjob-name``,
   ``…/replicatedjob-replicas``, ``…/job-index``, ``…/job-global-index``, ``…/global-replicas``,
   ``…/group-name``, ``…/group-replicas``, ``…/job-group-index``, ``…/restart-attempt``).
-  JobSet's webhook defaults ``completionMode`` to ``Indexed``.
+  JobSet's webhook defaults ``completionMode`` to ``Indexed``. Its pods carry the JobSet's gang
+  (:func:`~coordinator.core.podspec.workloadgangs.jobset_gang`), as the kube adapter writes it.
 - ``LeaderWorkerSet`` (``leaderworkerset.x-k8s.io/v1``, LWS v0.7.0): ``replicas`` groups of
   ``size`` pods: the leader ``<lws>-<group>`` (``leaderTemplate``, else ``workerTemplate``) and
   the workers ``<lws>-<group>-<i>``, with ``leaderworkerset.sigs.k8s.io/name``, ``…/group-index``,
   ``…/worker-index``, ``…/group-key`` and the ``…/size`` (and workers' ``…/leader-name``)
-  annotations.
+  annotations, and their group's gang (:func:`~coordinator.core.podspec.workloadgangs.lws_gang`).
 - ``PodGroup`` (``scheduling.x-k8s.io/v1alpha1``, or the Workload API's
   ``scheduling.k8s.io/v1alpha2``): no pods; the group its member pods (other documents) name.
 - ``List`` (``v1``): its items.
@@ -37,10 +38,17 @@ import copy
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 from coordinator.core.gangs.identity import workload_group_key
 from coordinator.core.podspec.inherit import Owner, inheritance
+from coordinator.core.podspec.workloadgangs import (
+    WorkloadGang,
+    WorkloadGangError,
+    jobset_gang,
+    lws_gang,
+)
 
 __all__ = [
     "MAX_PODS",
@@ -198,10 +206,24 @@ def _template(doc: Mapping[str, Any], path: str, where: str) -> dict[str, Any]:
     return template
 
 
-def _inherit(pod: dict[str, Any], owner: Owner) -> dict[str, Any]:
-    """``pod`` with what it inherits from its Job (the kube adapter patches the same)."""
+#: A workload controller's pod → its gang (:mod:`~coordinator.core.podspec.workloadgangs`).
+GangOf = Callable[[Mapping[str, Any]], WorkloadGang | WorkloadGangError | None]
+
+
+def _inherit(
+    pod: dict[str, Any], owner: Owner | None, gang_of: GangOf | None = None
+) -> dict[str, Any]:
+    """``pod`` with what it inherits from its Job and, a JobSet's or LeaderWorkerSet's pod, its
+    workload's gang (the kube adapter patches the same: ``adapters/kube/owners.py``)."""
     meta = pod["metadata"]
-    patch = inheritance(meta["annotations"], meta["labels"], owner)
+    patch = inheritance(
+        meta["annotations"],
+        meta["labels"],
+        owner,
+        has_scheduling_group=bool(pod["spec"].get("schedulingGroup")),
+        workload_pod=gang_of is not None,
+        workload_gang=gang_of(pod) if gang_of is not None else None,
+    )
     if patch is None:
         return pod
     for target, changes in (("annotations", patch.annotations), ("labels", patch.labels)):
@@ -222,6 +244,7 @@ def _job_pods(
     template_labels: Mapping[str, str] = {},
     template_annotations: Mapping[str, str] = {},
     default_mode: str = "NonIndexed",
+    gang_of: GangOf | None = None,
 ) -> list[dict[str, Any]]:
     template = _template(job, "spec.template", where)
     parallelism = _count(job, "spec.parallelism", where, default=1)
@@ -266,7 +289,7 @@ def _job_pods(
             annotations=annotations,
             owner=owner_ref,
         )
-        pods.append(_inherit(pod, owner))
+        pods.append(_inherit(pod, owner, gang_of))
     return pods
 
 
@@ -295,6 +318,7 @@ def _jobset_pods(
             (rname, group, replicas, _mapping(raw, "template", f"{where} {path}", required=True))
         )
     uid = _uid("JobSet", namespace, name)
+    with_uid = {**doc, "metadata": {**_mapping(doc, "metadata", where, required=True), "uid": uid}}
     total = sum(r for _, _, r, _ in rjobs)
     groups: dict[str, int] = {}
     for _, group, replicas, _ in rjobs:
@@ -327,6 +351,7 @@ def _jobset_pods(
                 template_labels=marks,
                 template_annotations=marks,
                 default_mode="Indexed",
+                gang_of=partial(jobset_gang, with_uid, replicated_job=rname, restart_attempt="0"),
             )
         global_index += replicas
         group_index[group] = group_index.get(group, 0) + replicas
@@ -351,25 +376,29 @@ def _lws_pods(
         key = hashlib.sha1(f"{namespace}/{leader_name}".encode()).hexdigest()
         common = {_LWS + "name": name, _LWS + "group-index": str(g), _LWS + "group-key": key}
         size_note = {_LWS + "size": str(size)}
+        gang_of = partial(lws_gang, doc, leader_uid=_uid("Pod", namespace, leader_name))
         pods.append(
-            _pod(
-                leader,
-                namespace=namespace,
-                name=leader_name,
-                labels={**common, _LWS + "worker-index": "0"},
-                annotations=size_note,
+            _inherit(
+                _pod(
+                    leader,
+                    namespace=namespace,
+                    name=leader_name,
+                    labels={**common, _LWS + "worker-index": "0"},
+                    annotations=size_note,
+                ),
+                None,
+                gang_of,
             )
         )
         for w in range(1, size):
-            pods.append(
-                _pod(
-                    worker,
-                    namespace=namespace,
-                    name=f"{leader_name}-{w}",
-                    labels={**common, _LWS + "worker-index": str(w)},
-                    annotations={**size_note, _LWS + "leader-name": leader_name},
-                )
+            worker_pod = _pod(
+                worker,
+                namespace=namespace,
+                name=f"{leader_name}-{w}",
+                labels={**common, _LWS + "worker-index": str(w)},
+                annotations={**size_note, _LWS + "leader-name": leader_name},
             )
+            pods.append(_inherit(worker_pod, None, gang_of))
     return pods
 
 

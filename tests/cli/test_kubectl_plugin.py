@@ -9,10 +9,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,12 +26,11 @@ from coordinator.inventory.state import BoundPod, KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.binaries import Binaries
 from devcluster.controlplane import ControlPlane
-from devcluster.subprocess_env import subprocess_env
 from tests.support.ci import skip_or_fail
+from tests.support.kubectl_plugin import PLUGIN, kubectl_topos
 
 SERVICES = Resource("", "v1", "services", namespaced=True, kind="Service")
 ENDPOINTS = Resource("", "v1", "endpoints", namespaced=True, kind="Endpoints")
-PLUGIN = Path(sys.executable).parent / "kubectl-topos"
 
 
 def _topology() -> NodeTopology:
@@ -197,25 +193,6 @@ def test_pod_references_and_the_contexts_namespace(tmp_path: Path) -> None:
     assert context_namespace(str(tmp_path / "missing"), None) == "default"
 
 
-async def _kubectl_topos(binaries: Binaries, kubeconfig: Path, *args: str) -> tuple[int, str, str]:
-    """``kubectl topos …`` with the real kubectl, which finds kubectl-topos on PATH."""
-    env = subprocess_env(
-        KUBECONFIG=str(kubeconfig),
-        PATH=f"{PLUGIN.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
-    proc = await asyncio.create_subprocess_exec(
-        str(binaries.kubectl),
-        "topos",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def test_through_the_api_servers_proxy(
     k8s_binaries: Binaries,
     kubeconfig: Path,
@@ -228,7 +205,7 @@ async def test_through_the_api_servers_proxy(
     if not PLUGIN.exists():
         skip_or_fail("kubectl-topos is not installed in this venv (pip install -e '.[dev]')")
     # no Service at all
-    code, out, err = await _kubectl_topos(
+    code, out, err = await kubectl_topos(
         k8s_binaries, kubeconfig, "--topos-namespace", namespace, "nodes"
     )
     assert code == 1
@@ -238,7 +215,7 @@ async def test_through_the_api_servers_proxy(
     # whatif POSTs through the same proxy, and is told the same
     manifest = tmp_path / "pod.yaml"
     manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n")
-    code, out, err = await _kubectl_topos(
+    code, out, err = await kubectl_topos(
         k8s_binaries, kubeconfig, "--topos-namespace", namespace, "whatif", "-f", str(manifest)
     )
     assert code == 1
@@ -264,7 +241,7 @@ async def test_through_the_api_servers_proxy(
         {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "topos-coordinator"}},
         namespace=namespace,
     )
-    code, _, err = await _kubectl_topos(
+    code, _, err = await kubectl_topos(
         k8s_binaries, kubeconfig, "--topos-namespace", namespace, "gangs"
     )
     assert code == 1
@@ -272,7 +249,7 @@ async def test_through_the_api_servers_proxy(
 
     # a user without the topos-viewer Role
     bob = control_plane.write_user_kubeconfig(tmp_path / "bob", user=unique_name("bob"))
-    code, _, err = await _kubectl_topos(k8s_binaries, bob, "--topos-namespace", namespace, "nodes")
+    code, _, err = await kubectl_topos(k8s_binaries, bob, "--topos-namespace", namespace, "nodes")
     assert code == 1
     assert "not allowed to reach the coordinator" in err
     assert "topos-viewer" in err

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import aiohttp
 import pytest
 import yaml
 
@@ -23,6 +22,7 @@ from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
+from tests.support.kubectl_plugin import scheduling_metrics
 
 JOB = """
 apiVersion: batch/v1
@@ -78,16 +78,6 @@ async def _whatif(url: str, path: Path, *sub: str, output: str = "table") -> tup
     return out, int(getattr(args, "exit_code", 0))
 
 
-async def _scheduling_metrics(url: str) -> list[str]:
-    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as resp:
-        text = await resp.text()
-    return [
-        line
-        for line in text.splitlines()
-        if line.startswith(("topos_scheduling", "topos_pending", "topos_preempt"))
-    ]
-
-
 async def test_whatif_from_a_file_fits_does_not_fit_and_changes_nothing(tmp_path: Path) -> None:
     inventory = Inventory()
     cluster = MemoryCluster(inventory)
@@ -106,7 +96,7 @@ async def test_whatif_from_a_file_fits_does_not_fit_and_changes_nothing(tmp_path
         )
         await runtime.settle()
         pods_before = cluster.pods()
-        metrics_before = await _scheduling_metrics(url)
+        metrics_before = await scheduling_metrics(url)
         assert metrics_before  # the scheduling metrics are there to compare
 
         job = tmp_path / "job.yaml"
@@ -168,7 +158,7 @@ async def test_whatif_from_a_file_fits_does_not_fit_and_changes_nothing(tmp_path
         # same scheduling metrics
         assert cluster.pods() == pods_before
         assert len(runtime.scheduler.queue) == 0
-        assert await _scheduling_metrics(url) == metrics_before
+        assert await scheduling_metrics(url) == metrics_before
 
 
 def test_the_text_says_when_it_would_start_and_waiting_comes_first() -> None:

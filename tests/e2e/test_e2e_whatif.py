@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import ClientSession, web
+from aiohttp import web
 
 from agent.devices import discover_profile
 from common.kube import EVENTS, PODS, KubeClient
@@ -36,12 +36,12 @@ from devcluster.pods import gpu_pod
 from devcluster.subprocess_env import subprocess_env
 from tests.support.ci import skip_or_fail
 from tests.support.inventory_wait import until
+from tests.support.kubectl_plugin import PLUGIN, kubectl_topos, scheduling_metrics
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.kube
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN = Path(sys.executable).parent / "kubectl-topos"
 
 JOB = """
 apiVersion: batch/v1
@@ -118,35 +118,6 @@ async def _coordinator(
         yield app, url
 
 
-async def _kubectl_topos(binaries: Binaries, kubeconfig: Path, *args: str) -> tuple[int, str, str]:
-    """``kubectl topos …`` with the real kubectl, which finds kubectl-topos on PATH."""
-    env = subprocess_env(
-        KUBECONFIG=str(kubeconfig),
-        PATH=f"{PLUGIN.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    )
-    proc = await asyncio.create_subprocess_exec(
-        str(binaries.kubectl),
-        "topos",
-        *args,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-async def _scheduling_metrics(url: str) -> list[str]:
-    async with ClientSession() as http, http.get(f"{url}/metrics") as resp:
-        text = await resp.text()
-    return [
-        line
-        for line in text.splitlines()
-        if line.startswith(("topos_scheduling", "topos_pending", "topos_preempt"))
-    ]
-
-
 async def _live(kube: KubeClient, namespace: str) -> tuple[Any, ...]:
     pods = (await kube.list(PODS, namespace=namespace))["items"]
     events = (await kube.list(EVENTS, namespace=namespace))["items"]
@@ -198,10 +169,10 @@ async def test_whatif_with_the_real_kubectl_fits_does_not_fit_and_changes_nothin
 
         await eventually(scheduled_event, what="the running pod's Scheduled Event")
         before = await _live(kube, namespace)
-        metrics_before = await _scheduling_metrics(url)
+        metrics_before = await scheduling_metrics(url)
 
         def topos(*args: str) -> Any:
-            return _kubectl_topos(k8s_binaries, kubeconfig, "--coordinator", url, *args)
+            return kubectl_topos(k8s_binaries, kubeconfig, "--coordinator", url, *args)
 
         code, out, err = await topos("whatif", "-f", str(job), "-n", namespace)
         assert code == 0, err
@@ -239,4 +210,4 @@ async def test_whatif_with_the_real_kubectl_fits_does_not_fit_and_changes_nothin
         # Nothing changed: the same pods at the same resourceVersions (none created, the running
         # one neither evicted nor patched), no new Event, the same scheduling metrics.
         assert await _live(kube, namespace) == before
-        assert await _scheduling_metrics(url) == metrics_before
+        assert await scheduling_metrics(url) == metrics_before

@@ -118,7 +118,7 @@ class WhatIf:
         and value it cannot use. Every cycle runs inside the profiles' ``dry_run``: the
         scheduler's node scan and shape mix are left as they were."""
         with self.scheduler.dry_run():
-            return self._answer(documents, suggest=suggest, budget_s=budget_s)
+            return self._answer(documents, suggest=suggest, budget_s=budget_s)[0]
 
     async def answer_predicted(
         self,
@@ -129,18 +129,19 @@ class WhatIf:
     ) -> WhatIfAnswer:
         """:meth:`answer`, with when it would start (``predicted_start_s``, ``waits_for``) and,
         when it does not fit now, "wait for these pods" ranked first — if a predictor is given."""
-        answer = self.answer(documents, suggest=suggest, budget_s=budget_s)
+        with self.scheduler.dry_run():
+            answer, pods = self._answer(documents, suggest=suggest, budget_s=budget_s)
         if answer.fits:
             return msgspec.structs.replace(answer, predicted_start_s=0.0, waits_for=[])
         if self.predictor is None:
             return answer
-        pods = [dict(p) for p in expand(documents, extra=self.extra).pods]
-        found = await self.predictor.predict_with(pods)
+        found = await self.predictor.predict_with([dict(p) for p in pods])
         return with_prediction(answer, list(found.values()), self._wall())
 
     def _answer(
         self, documents: Sequence[object], *, suggest: bool, budget_s: float | None
-    ) -> WhatIfAnswer:
+    ) -> tuple[WhatIfAnswer, Sequence[Mapping[str, Any]]]:
+        """The answer, and the pods ``documents`` expanded to (the predictor's input)."""
         try:
             expansion = expand(documents, extra=self.extra)
         except ExpandError as exc:
@@ -169,7 +170,7 @@ class WhatIf:
                 f"not tried within the {budget_s:g} s budget: {', '.join(not_tried)} "
                 "(ask with a larger budget_s for them)"
             )
-        return WhatIfAnswer(
+        answer = WhatIfAnswer(
             fits=fits,
             nodes=len(base),
             workloads=[
@@ -181,6 +182,7 @@ class WhatIf:
             not_tried=not_tried,
             notes=notes,
         )
+        return answer, expansion.pods
 
     def _place(self, units: Sequence[Unit], snapshot: Snapshot) -> list[Outcome]:
         return place(

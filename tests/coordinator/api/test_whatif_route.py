@@ -108,6 +108,28 @@ async def _whatif(client: Client, *documents: dict[str, Any], status: int = 200)
     return body
 
 
+async def _fill(
+    cluster: MemoryCluster,
+    runtime: SchedulerRuntime,
+    name: str,
+    *,
+    gpus: int,
+    priority: int | None = None,
+) -> None:
+    """A running pod ``<name>-<i>`` of ``gpus`` GPUs on every node ``n<i>`` (namespace batch)."""
+    for i in range(4):
+        cluster.create_pod(
+            pod(
+                f"{name}-{i}",
+                gpus=gpus,
+                namespace="batch",
+                priority=priority,
+                node_selector={"kubernetes.io/hostname": f"n{i}"},
+            )
+        )
+    await runtime.settle()
+
+
 async def test_a_job_that_fits_is_shown_where_each_pod_goes(api: Any) -> None:
     client, _cluster, _runtime = api
     doc = await _whatif(
@@ -139,17 +161,7 @@ async def test_a_job_that_fits_is_shown_where_each_pod_goes(api: Any) -> None:
 async def test_a_jobset_that_does_not_fit_gets_reasons_and_ranked_changes(api: Any) -> None:
     client, cluster, runtime = api
     # Low-priority pods hold 6 GPUs of every node: 2 free per node, on one NUMA node each
-    for i in range(4):
-        cluster.create_pod(
-            pod(
-                f"low-{i}",
-                gpus=6,
-                namespace="batch",
-                priority=0,
-                node_selector={"kubernetes.io/hostname": f"n{i}"},
-            )
-        )
-    await runtime.settle()
+    await _fill(cluster, runtime, "low", gpus=6, priority=0)
     queue_before = len(runtime.scheduler.queue)
     attempts_before = runtime.scheduler.stats.attempts
     pods_before = sorted(p["metadata"]["name"] for p in cluster.pods())
@@ -192,6 +204,26 @@ async def test_a_jobset_that_does_not_fit_gets_reasons_and_ranked_changes(api: A
     assert runtime.scheduler.stats.attempts == attempts_before
 
 
+async def test_a_jobset_naming_no_gang_is_placed_whole_as_the_scheduler_would(api: Any) -> None:
+    """Topos gangs a JobSet's pods without any gang label (docs/gangs.md, "Gangs from workload
+    controllers"): 3 pods of 8 GPUs where 2 nodes are free wait together, none placed alone."""
+    client, cluster, runtime = api
+    plain = jobset("plain", replicas=3, pods=1, gpus=8, locality="any")
+    template = plain["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    del template["metadata"]["labels"]
+    assert (await _whatif(client, plain))["units"][0]["unit"] == "pod group ml/plain"
+    cluster.create_pod(pod("a", gpus=8, node_selector={"kubernetes.io/hostname": "n0"}))
+    cluster.create_pod(pod("b", gpus=8, node_selector={"kubernetes.io/hostname": "n1"}))
+    await runtime.settle()
+    doc = await _whatif(client, plain)
+    assert doc["fits"] is False
+    (unit,) = doc["units"]
+    assert unit["unit"] == "pod group ml/plain"
+    assert unit["pods"] == [f"ml/plain-workers-{j}-0" for j in range(3)]
+    assert unit["message"].startswith("waiting for pod group plain: 0/3 members placed; ")
+    assert "placements" not in unit  # not two of them placed, the third left waiting
+
+
 async def test_a_relaxed_locality_ranks_before_fewer_gpus(api: Any) -> None:
     """Same-socket on a DGX A100 means one NUMA node, which holds two GPUs: three never fit."""
     client, _cluster, _runtime = api
@@ -216,17 +248,7 @@ async def test_a_relaxed_locality_ranks_before_fewer_gpus(api: Any) -> None:
 
 async def test_a_cordoned_node_is_named_to_bring_back(api: Any) -> None:
     client, cluster, runtime = api
-    for i in range(4):
-        cluster.create_pod(
-            pod(
-                f"full-{i}",
-                gpus=8,
-                namespace="batch",
-                priority=5000,
-                node_selector={"kubernetes.io/hostname": f"n{i}"},
-            )
-        )
-    await runtime.settle()
+    await _fill(cluster, runtime, "full", gpus=8, priority=5000)
     cluster.add_node(
         "spare",
         labels={"topos.io/leaf": "leaf-3"},
@@ -331,16 +353,7 @@ async def test_whatif_answers_503_without_a_scheduler(aiohttp_client: Any) -> No
 
 async def test_suggestions_not_tried_within_the_budget_are_named(api: Any) -> None:
     client, cluster, runtime = api
-    for i in range(4):
-        cluster.create_pod(
-            pod(
-                f"low-{i}",
-                gpus=6,
-                namespace="batch",
-                node_selector={"kubernetes.io/hostname": f"n{i}"},
-            )
-        )
-    await runtime.settle()
+    await _fill(cluster, runtime, "low", gpus=6)
     big = jobset("big", replicas=2, pods=2, gpus=4, locality="nvlink")
     resp = await client.post("/v1/whatif", json={"documents": [big], "budget_s": 0})
     doc = await resp.json()

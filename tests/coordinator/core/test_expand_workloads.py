@@ -111,6 +111,58 @@ def test_a_jobset_makes_its_jobs_pods_with_jobsets_labels() -> None:
     assert out.workloads[0].pods[0] == "ml/js-leader-0-0"
 
 
+def test_jobset_and_lws_pods_carry_their_workloads_gang_as_in_the_cluster() -> None:
+    """The kube adapter labels a JobSet's and an LWS group's pods as one gang
+    (core/podspec/workloadgangs.py): what-if's pods carry the same, or it would place them one
+    by one where the scheduler waits for all of them."""
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ml"},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {"spec": {"parallelism": 2, "template": _template(8)}},
+                },
+            ]
+        },
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "vllm", "namespace": "ml"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": _template()}},
+    }
+    own = {**jobset, "metadata": {"name": "own", "namespace": "ml"}}
+    own["spec"] = {
+        "replicatedJobs": [
+            {
+                "name": "w",
+                "replicas": 2,
+                "template": {"spec": {"template": _template(1, labels={"topos.io/gang": "mine"})}},
+            }
+        ]
+    }
+    out = expand([jobset, lws, own])
+    gangs = [
+        (_labels(p).get("topos.io/gang"), _labels(p).get("topos.io/gang-min")) for p in out.pods
+    ]
+    assert (
+        gangs
+        == [("js", "4")] * 4
+        + [("vllm-0", "3")] * 3
+        + [("vllm-1", "3")] * 3
+        + [
+            ("mine", None)  # a group of the pod's own wins
+        ]
+        * 2
+    )
+    runs = {_labels(p)["topos.io/gang-run"] for p in out.pods[:4]}
+    assert len(runs) == 1  # one run of the JobSet
+
+
 def test_a_leaderworkerset_makes_groups_of_a_leader_and_workers() -> None:
     lws = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",

@@ -69,6 +69,27 @@ def test_consecutive_cycles_start_where_the_last_one_stopped() -> None:
         seen |= scored
 
 
+def test_cycles_in_a_dry_run_leave_the_next_cycle_where_it_would_have_started() -> None:
+    """What-if and explain run cycles inside ``Framework.dry_run``: the scan they move is put
+    back, so asking does not change which nodes the loop's next pod is scored on."""
+    nodes = [plain_node(f"n{i:04d}") for i in range(1000)]
+    fw = build_framework()
+    snapshot = Snapshot(nodes)
+
+    def scored(name: str) -> set[str]:
+        result = schedule_one(pod(name), snapshot, fw)
+        assert isinstance(result, Decision)
+        return {n for n, v in result.verdicts.items() if v.status.is_success}
+
+    first = scored("p0")
+    start = fw.next_start
+    with fw.dry_run():
+        asked = scored("whatif")
+        assert asked.isdisjoint(first)  # it did move the scan, inside
+    assert fw.next_start == start
+    assert scored("p1") == asked  # the loop's next pod scans what it would have
+
+
 def test_fast_scheduling_scores_at_most_its_count() -> None:
     nodes = [plain_node(f"n{i:04d}") for i in range(1000)]
     config = load_config("fastScheduling: {enabled: true, maxNodesToScore: 50}")
