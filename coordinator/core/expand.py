@@ -319,6 +319,8 @@ def _jobset_pods(
         )
     uid = _uid("JobSet", namespace, name)
     with_uid = {**doc, "metadata": {**_mapping(doc, "metadata", where, required=True), "uid": uid}}
+    # The JobSet's keys reach its pods behind their Job's, as the kube adapter passes them on.
+    keys = _annotations(doc)
     total = sum(r for _, _, r, _ in rjobs)
     groups: dict[str, int] = {}
     for _, group, replicas, _ in rjobs:
@@ -343,8 +345,10 @@ def _jobset_pods(
                 _JOBSET + "group-replicas": str(groups[group]),
                 _JOBSET + "job-group-index": str(group_index.get(group, 0) + j),
             }
+            job_meta = dict(job.get("metadata") or {})
+            job_meta["annotations"] = {**keys, **(job_meta.get("annotations") or {})}
             pods += _job_pods(
-                job,
+                {**job, "metadata": job_meta},
                 f"{where} replicatedJob {rname}",
                 namespace=namespace,
                 name=job_name,
@@ -370,6 +374,7 @@ def _lws_pods(
         if lwt.get("leaderTemplate") is not None
         else worker
     )
+    owner = Owner(kind="LeaderWorkerSet", name=name, annotations=_annotations(doc))
     pods: list[dict[str, Any]] = []
     for g in range(replicas):
         leader_name = f"{name}-{g}"
@@ -386,7 +391,7 @@ def _lws_pods(
                     labels={**common, _LWS + "worker-index": "0"},
                     annotations=size_note,
                 ),
-                None,
+                owner,
                 gang_of,
             )
         )
@@ -398,8 +403,14 @@ def _lws_pods(
                 labels={**common, _LWS + "worker-index": str(w)},
                 annotations={**size_note, _LWS + "leader-name": leader_name},
             )
-            pods.append(_inherit(worker_pod, None, gang_of))
+            pods.append(_inherit(worker_pod, owner, gang_of))
     return pods
+
+
+def _annotations(doc: Mapping[str, Any]) -> dict[str, str]:
+    meta = doc.get("metadata")
+    found = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
 
 
 def _bare_pod(doc: Mapping[str, Any], where: str, namespace: str, name: str) -> dict[str, Any]:

@@ -286,3 +286,43 @@ def test_too_many_pods_and_the_same_pod_twice_are_refused() -> None:
         expand([_job("big", 11)], max_pods=10)
     with pytest.raises(ExpandError, match="pod default/twice-0 would be made twice"):
         expand([_job("twice"), _job("twice")])
+
+
+def test_keys_written_on_a_jobset_or_lws_reach_their_pods_as_in_the_cluster() -> None:
+    """Users write Topos keys on the workload they apply: the kube adapter passes a JobSet's or
+    LWS's keys on to its pods (a Job's own winning), and what-if's pods carry the same."""
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "js",
+            "namespace": "ml",
+            "annotations": {"topos.io/gpu-locality": "nvlink", "topos.io/numa-policy": "single"},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"annotations": {"topos.io/numa-policy": "preferred"}},
+                        "spec": {"parallelism": 2, "template": _template(8)},
+                    },
+                },
+            ]
+        },
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": "vllm",
+            "namespace": "ml",
+            "annotations": {"topos.io/gpu-locality": "nvlink"},
+        },
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "workerTemplate": _template()}},
+    }
+    out = expand([jobset, lws])
+    annotations = [p["metadata"]["annotations"] for p in out.pods]
+    assert [a.get("topos.io/gpu-locality") for a in annotations] == ["nvlink"] * 4
+    assert [a.get("topos.io/numa-policy") for a in annotations[:2]] == ["preferred"] * 2
