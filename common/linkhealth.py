@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import combinations
 from typing import Final
 
 import msgspec
 
-from common.model import Link, NodeTopology
+from common.model import Link, NodeTopology, weakest
 
 __all__ = [
     "degraded_pairs",
@@ -91,14 +92,9 @@ def effective_link(topology: NodeTopology, i: int, j: int) -> Link:
 
 
 def worst_effective_link(topology: NodeTopology, gpus: Sequence[int]) -> Link:
-    """The weakest effective link among ``gpus`` (``X`` for one GPU)."""
-    worst = Link("X")
-    for a in range(len(gpus)):
-        for b in range(a + 1, len(gpus)):
-            link = effective_link(topology, gpus[a], gpus[b])
-            if link.sort_key() > worst.sort_key():
-                worst = link
-    return worst
+    """The weakest effective link among ``gpus`` (``X`` for one GPU): ``worst_link`` with
+    degraded pairs at their fallback class."""
+    return weakest(effective_link(topology, a, b) for a, b in combinations(gpus, 2))
 
 
 def pcie_downtrained(topology: NodeTopology) -> dict[int, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from itertools import combinations
 from typing import Final, Literal
 
 import msgspec
@@ -322,15 +323,18 @@ def _parse_cached(cell: str) -> Link:
     return link
 
 
+def weakest(links: Iterable[Link]) -> Link:
+    """The weakest of ``links`` (the first of equals; ``X`` for none)."""
+    worst = Link("X")
+    for link in links:
+        if link.sort_key() > worst.sort_key():
+            worst = link
+    return worst
+
+
 def worst_link(topology: NodeTopology, gpus: Sequence[int]) -> Link:
     """The weakest link among a set of GPUs (``X`` for one GPU)."""
-    worst = Link("X")
-    for a in range(len(gpus)):
-        for b in range(a + 1, len(gpus)):
-            link = topology.link(gpus[a], gpus[b])
-            if link.sort_key() > worst.sort_key():
-                worst = link
-    return worst
+    return weakest(topology.link(a, b) for a, b in combinations(gpus, 2))
 
 
 def gpu_family(compute_capability: str | None) -> str | None:
@@ -432,5 +436,6 @@ __all__ = [
     "topology_to_builtins",
     "topology_to_json",
     "topology_to_msgpack",
+    "weakest",
     "worst_link",
 ]

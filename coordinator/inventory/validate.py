@@ -172,39 +172,51 @@ def _check_mig(topology: NodeTopology) -> None:
 
 _MAX_NVLINKS: Final = 64
 _MAX_REASONS: Final = 64
+_GPU_COUNTERS: Final = (
+    "ecc_corrected",
+    "ecc_uncorrected",
+    "retired_pages_single_bit",
+    "retired_pages_double_bit",
+    "remapped_rows_corrected",
+    "remapped_rows_uncorrected",
+)
+_PORT_COUNTERS: Final = ("crc_errors", "replay_errors", "recovery_errors")
 
 
 def _check_health(topology: NodeTopology) -> None:
     """NVML health readings: counters are never negative, NVLink ports are real and listed
-    once, and the verdict's reasons are bounded (docs/health.md)."""
+    once, and the verdict's reasons are bounded (docs/health.md). Every delta carries health,
+    so nothing is formatted unless a check fails."""
     for gpu in topology.gpus:
         health = gpu.health
         if health is None:
             continue
-        where = f"GPU {gpu.index} health"
-        counters = {
-            "ecc_corrected": health.ecc_corrected,
-            "ecc_uncorrected": health.ecc_uncorrected,
-            "retired_pages_single_bit": health.retired_pages_single_bit,
-            "retired_pages_double_bit": health.retired_pages_double_bit,
-            "remapped_rows_corrected": health.remapped_rows_corrected,
-            "remapped_rows_uncorrected": health.remapped_rows_uncorrected,
-        }
-        seen: set[int] = set()
-        for link in health.nvlinks:
-            if not 0 <= link.link < _MAX_NVLINKS:
-                raise _bad(f"{where}: NVLink port {link.link} is not 0..{_MAX_NVLINKS - 1}")
-            if link.link in seen:
-                raise _bad(f"{where}: NVLink port {link.link} listed twice")
-            seen.add(link.link)
-            counters[f"nvlink {link.link} crc_errors"] = link.crc_errors
-            counters[f"nvlink {link.link} replay_errors"] = link.replay_errors
-            counters[f"nvlink {link.link} recovery_errors"] = link.recovery_errors
-        for name, value in counters.items():
+        for name in _GPU_COUNTERS:
+            value = getattr(health, name)
             if value is not None and value < 0:
-                raise _bad(f"{where}: {name} is {value}; a counter is never negative")
+                raise _negative(gpu.index, name, value)
+        seen = 0  # bit n: port n listed
+        for link in health.nvlinks:
+            port = link.link
+            if not 0 <= port < _MAX_NVLINKS:
+                raise _bad(
+                    f"GPU {gpu.index} health: NVLink port {port} is not 0..{_MAX_NVLINKS - 1}"
+                )
+            if seen >> port & 1:
+                raise _bad(f"GPU {gpu.index} health: NVLink port {port} listed twice")
+            seen |= 1 << port
+            for name in _PORT_COUNTERS:
+                value = getattr(link, name)
+                if value is not None and value < 0:
+                    raise _negative(gpu.index, f"nvlink {port} {name}", value)
         if len(health.reasons) > _MAX_REASONS:
-            raise _bad(f"{where}: {len(health.reasons)} reasons (at most {_MAX_REASONS})")
+            raise _bad(
+                f"GPU {gpu.index} health: {len(health.reasons)} reasons (at most {_MAX_REASONS})"
+            )
+
+
+def _negative(gpu: int, name: str, value: int) -> FrameError:
+    return _bad(f"GPU {gpu} health: {name} is {value}; a counter is never negative")
 
 
 def _check_allocations(topology: NodeTopology, allocations: Iterable[ContainerAllocation]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.plugins.declaration import PluginSpec
@@ -29,14 +30,11 @@ from coordinator.core.status import SKIP, SUCCESS, Status
 
 __all__ = ["PLUGIN", "CliqueKeep"]
 
-#: GFD's label (plugins sit below the domain planner: the same key as ``DomainKeys.clique``).
-CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
-
 
 class CliqueKeep(Plugin):
     name = "CliqueKeep"
 
-    def __init__(self, label: str = CLIQUE_LABEL) -> None:
+    def __init__(self, label: str = GFD_GPU_CLIQUE) -> None:
         self.label = label
 
     def pre_score(

@@ -158,6 +158,7 @@ def test_impossible_health_is_refused_naming_it(inv: Inventory) -> None:
             GpuHealth(nvlinks=(NvLinkHealth(link=3), NvLinkHealth(link=3))),
             "GPU 0 health: NVLink port 3 listed twice",
         ),
+        (GpuHealth(nvlinks=(NvLinkHealth(link=64),)), "GPU 0 health: NVLink port 64 is not 0..63"),
         (
             GpuHealth(nvlinks=(NvLinkHealth(link=1, replay_errors=-5),)),
             "nvlink 1 replay_errors is -5",
