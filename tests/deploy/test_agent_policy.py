@@ -171,6 +171,8 @@ async def test_agent_sets_only_its_condition_in_its_nodes_status(
             _condition("Ready", "False"),  # someone else's condition
             {"status": {"capacity": {"cpu": "64"}}},  # forged capacity
             {"status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+            {"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}},  # forged kubelet
+            {"status": {"images": [{"names": ["registry.example/forged:1"], "sizeBytes": 1}]}},
         ):
             with pytest.raises((Forbidden, Invalid)) as caught:
                 await agent.patch(NODES, own, patch, patch_type="strategic", subresource="status")
