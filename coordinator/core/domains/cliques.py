@@ -23,10 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.domains.capacity import NodeState
 
 #: GFD's label (and the default ``DomainKeys.clique``).
-CLIQUE_LABEL: Final = "nvidia.com/gpu.clique"
+CLIQUE_LABEL: Final = GFD_GPU_CLIQUE
 #: The node's multi-node NVLink fabric health, when something other than ``healthy``: a tray
 #: whose fabric is ``degraded`` or ``down`` is taken out of its clique.
 FABRIC_LABEL: Final = "topos.io/gpu.fabric"
