@@ -29,6 +29,12 @@ from coordinator.core.domains.slices import HOSTNAME, SliceSpec, domain_of
 from coordinator.core.plugins.groupspread import group_of
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.slicekeys import SliceAsk
+from coordinator.core.podspec.workloadgangs import (
+    JOB_COMPLETION_INDEX,
+    JOBSET_REPLICATED_JOB,
+    JOBSET_UID,
+    LWS_WORKER_INDEX,
+)
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -38,12 +44,8 @@ __all__ = ["HELD_ELSEWHERE", "held_domains", "resolve_level", "slice_spec"]
 
 JOB_KEY: Final = "jobset.sigs.k8s.io/job-key"
 JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
-REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
-JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
-COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LWS_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_SUBGROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/subgroup-index"
-LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
 HELD_ELSEWHERE: Final = "node(s) were in a topology domain another workload holds exclusively"
 
 _WORKLOAD_LABELS: Final = (JOBSET_UID, LWS_GROUP_KEY)
@@ -71,7 +73,7 @@ def _marks(namespace: str, labels: Mapping[str, str]) -> set[tuple[str, str, str
 
 
 def _job(labels: Mapping[str, str]) -> str | None:
-    rj, idx = labels.get(REPLICATED_JOB), labels.get(JOB_INDEX)
+    rj, idx = labels.get(JOBSET_REPLICATED_JOB), labels.get(JOB_INDEX)
     if rj is not None and idx is not None:
         return f"{rj}-{idx}"
     key = labels.get(JOB_KEY)
@@ -79,7 +81,7 @@ def _job(labels: Mapping[str, str]) -> str | None:
 
 
 def _rank(labels: Mapping[str, str]) -> int | None:
-    for key in (COMPLETION_INDEX, LWS_WORKER_INDEX):
+    for key in (JOB_COMPLETION_INDEX, LWS_WORKER_INDEX):
         text = labels.get(key, "")
         if text.isdigit():
             return int(text)
