@@ -305,12 +305,7 @@ class Preemptor:
         if room <= 0:
             return None
         view = self.scheduler.view.snapshot()
-        # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never moved here either.
-        running = [
-            p
-            for p in running_pods(self.scheduler.inventory, self.podgroups)
-            if not admitted_by_queue(p.labels)
-        ]
+        running = self._candidates(now)
         self._refuse_marks()
         found = plan_compaction(
             node_states(self.held.overlay(view, -(2**31), frozenset())),
@@ -445,7 +440,7 @@ class Preemptor:
             return None
         delay = self._delay_left(unit, members, now)  # counted from the first time it asks
         problems: dict[str, tuple[str, str]] = {}
-        plan, view, running = self._select(
+        plan, view, nodes, running = self._select(
             members,
             priority=priority,
             policy=policy,
@@ -459,7 +454,13 @@ class Preemptor:
         if self.defrag.enabled and (isinstance(plan, Status) or not plan.victims):
             # Preemption cannot help: would moving movable pods elsewhere (defragmentation)?
             moving = self._select_moves(
-                members, priority=priority, intent=intent, eligible=eligible, now=now
+                members,
+                view=view,
+                nodes=nodes,
+                running=running,
+                priority=priority,
+                intent=intent,
+                eligible=eligible,
             )
             if isinstance(moving, DefragPlan):
                 moves, plan = moving, moving.plan
@@ -524,7 +525,7 @@ class Preemptor:
         """The victims preemption would choose for ``members`` now, changing nothing (what-if:
         no eviction, nomination, metric or expiry). ``snapshot``: plan on this one instead of the
         scheduler's (the what-if's copy)."""
-        plan, _, _ = self._select(
+        plan, _, _, _ = self._select(
             members,
             priority=priority,
             policy=policy,
@@ -546,21 +547,16 @@ class Preemptor:
         now: float,
         snapshot: Snapshot | None = None,
         problems: dict[str, tuple[str, str]] | None = None,
-    ) -> tuple[PreemptionPlan | Status, Snapshot, list[RunningPod]]:
-        """:func:`select_victims` over the cluster now (read only); ``problems`` gains the
-        running pods whose ``topos.io/min-runtime`` does not parse."""
+    ) -> tuple[PreemptionPlan | Status, Snapshot, list[NodeState], list[RunningPod]]:
+        """:func:`select_victims` over the cluster now (read only), with the view, the nodes and
+        the candidates it planned on; ``problems`` gains the running pods whose
+        ``topos.io/min-runtime`` does not parse."""
         uids = frozenset(m.uid for m in members)
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = snapshot if snapshot is not None else self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
-        leaving = {pod for pod, until in self.evicting.items() if until > now}
-        # Kueue's pods are Kueue's to evict (core/preemption/queued.py): never victims here.
-        running = [
-            p
-            for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
-            if p.key not in leaving and not admitted_by_queue(p.labels)
-        ]
+        running = self._candidates(now, problems)
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
         plan = select_victims(
@@ -570,12 +566,7 @@ class Preemptor:
             running=running,
             budgets=list(self.budgets()),
             preemption_policy=policy,
-            # topologyConstraints bound the placement the victims make room for, as they bound
-            # the gang's own placement (core/gangs/cycle.py).
-            intent=replace(
-                intent or PlacementIntent(),
-                leaf_limits=self.scheduler.framework.config.topology_constraints,
-            ),
+            intent=self._bounded(intent),
             keys=self.keys,
             eligible=eligible,
             claims=holds,
@@ -585,37 +576,29 @@ class Preemptor:
             now=self._wall(),
             protections=self.protections,
         )
-        return plan, view, running
+        return plan, view, nodes, running
 
     def _select_moves(
         self,
         members: list[PodRequest],
         *,
+        view: Snapshot,
+        nodes: Sequence[NodeState],
+        running: Sequence[RunningPod],
         priority: int,
         intent: PlacementIntent | None,
         eligible: Callable[[Member, NodeState], Status] | None,
-        now: float,
     ) -> DefragPlan | Status:
-        """:func:`plan_defrag` over the cluster now (read only); a bare pod marked movable gets
-        its ``NotMovable`` Event (once)."""
-        uids = frozenset(m.uid for m in members)
-        view = self.scheduler.view.snapshot()
-        overlay = self.held.overlay(view, priority, uids)
-        leaving = {pod for pod, until in self.evicting.items() if until > now}
-        nodes = node_states(overlay)
+        """:func:`plan_defrag` on what :meth:`_select` planned on (read only); a bare pod marked
+        movable gets its ``NotMovable`` Event (once)."""
         asked = members_of(members, view)
         need = sum(m.requests.get(GPU, 0) for m in asked)
         if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
-            # Not scattered GPUs: skip reading every running pod (plan_defrag says the same).
+            # Not scattered GPUs: no move helps (plan_defrag says so), nobody is told of marks.
             return plan_defrag(
                 asked, priority=priority, nodes=nodes, running=(), settings=self.defrag
             )
         self._refuse_marks()
-        running = [
-            p
-            for p in running_pods(self.scheduler.inventory, self.podgroups)
-            if p.key not in leaving and not admitted_by_queue(p.labels)
-        ]
         return plan_defrag(
             asked,
             priority=priority,
@@ -623,14 +606,32 @@ class Preemptor:
             running=running,
             settings=self.defrag,
             budgets=list(self.budgets()),
-            intent=replace(
-                intent or PlacementIntent(),
-                leaf_limits=self.scheduler.framework.config.topology_constraints,
-            ),
+            intent=self._bounded(intent),
             keys=self.keys,
             eligible=eligible,
             now=self._wall(),
             protections=self.protections,
+        )
+
+    def _candidates(
+        self, now: float, problems: dict[str, tuple[str, str]] | None = None
+    ) -> list[RunningPod]:
+        """The running pods preemption may evict and defragmentation may move: not already
+        leaving, and not Kueue's (core/preemption/queued.py: Kueue evicts workloads, Topos does
+        not). ``problems``: as :func:`running_pods`'."""
+        leaving = {pod for pod, until in self.evicting.items() if until > now}
+        return [
+            p
+            for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
+            if p.key not in leaving and not admitted_by_queue(p.labels)
+        ]
+
+    def _bounded(self, intent: PlacementIntent | None) -> PlacementIntent:
+        """``intent`` under the config's topologyConstraints: they bound the placement victims
+        or moves make room for, as they bound the gang's own (core/gangs/cycle.py)."""
+        return replace(
+            intent or PlacementIntent(),
+            leaf_limits=self.scheduler.framework.config.topology_constraints,
         )
 
     def _refuse_marks(self) -> None:

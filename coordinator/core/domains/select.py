@@ -44,7 +44,7 @@ from coordinator.core.domains.layout import (
 from coordinator.core.domains.links import best_link_first
 from coordinator.core.domains.packing import EligibleFn, Member, Packing, Placement
 from coordinator.core.domains.refusal import refusal
-from coordinator.core.domains.slices import domain_of, gang_domains, slice_note
+from coordinator.core.domains.slices import SliceSpec, domain_of, gang_domains, slice_note
 from coordinator.core.domains.strategy import (
     PlacementIntent,
     Strategy,
@@ -322,7 +322,7 @@ def place_members(
                 found = best_link_first(ctx, inside, _search)
                 if found is not None:
                     return _with(found, False, unknown, notes, ctx)
-        miss = _gang_miss(ctx, scope, spec.gang_level, spec.gang_exclusive)
+        miss = _gang_miss(ctx, scope, spec)
         if spec.gang_required:
             return refusal(ctx, scope, [*notes, miss])
         notes.append(f"{miss}; placed across domains ({spec.gang_level} is only preferred)")
@@ -369,19 +369,19 @@ def _with(
     return replace(p, preferred_domain_used=used, unknown_domain=unknown, notes=(*notes, *p.notes))
 
 
-def _gang_miss(ctx: Packing, scope: set[str], level: str, exclusive: bool) -> str:
-    """Why no domain of the group's level held it, and where the nearest room was."""
-    spec = ctx.intent.slices
-    blocked = spec.gang_blocked if spec is not None and exclusive else frozenset()
-    room: dict[str, int] = {}
-    for n in scope:
-        value = domain_of(ctx.nodes[n], level)
-        if value is not None and value not in blocked:
-            room[value] = room.get(value, 0) + max(0, ctx.nodes[n].free.get(GPU, 0))
-    pods = max(len(ctx.members), spec.gang_room if spec is not None else 0)
+def _gang_miss(ctx: Packing, scope: set[str], spec: SliceSpec) -> str:
+    """Why no domain of the group's level held it, and where the nearest room was (among the
+    domains :func:`gang_domains` tried)."""
+    level = spec.gang_level
+    room = {
+        value: sum(max(0, ctx.nodes[n].free.get(GPU, 0)) for n in inside)
+        for value, inside in gang_domains(ctx, scope, spec)
+    }
+    blocked = spec.gang_blocked if spec.gang_exclusive else frozenset()
+    pods = max(len(ctx.members), spec.gang_room)
     gpus = ctx.demand.get(GPU, 0) * pods // max(1, len(ctx.members))
     head = f"no {level} domain holds the whole group ({pods} pods, {gpus} {GPU})"
-    if exclusive and blocked:
+    if blocked:
         head += f"; {len(blocked)} domains are in use by other workloads"
     if ctx.slice_miss is not None:
         head += f"; {ctx.slice_miss.message}"

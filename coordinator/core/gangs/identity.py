@@ -45,6 +45,7 @@ from coordinator.core.podspec.gangkeys import (
     member_count,
     pod_gang_labels,
 )
+from coordinator.core.podspec.workloadgangs import JOBSET_RESTART_ATTEMPT, JOBSET_UID
 
 DEFAULT_TIMEOUT_S: Final = 300.0
 
@@ -234,11 +235,9 @@ def _from_foreign_group(
 
 
 # --- runs of a gang -------------------------------------------------------------------------------
-
-#: JobSet labels each pod with its JobSet's UID: a JobSet's child Jobs are one workload; and with
-#: the restart attempt its Jobs were made for: each attempt is a run of its own.
-JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
-JOBSET_RESTART_LABEL: Final = "jobset.sigs.k8s.io/restart-attempt"
+# JobSet labels each pod with its JobSet's UID (JOBSET_UID): a JobSet's child Jobs are one
+# workload; and with the restart attempt its Jobs were made for (JOBSET_RESTART_ATTEMPT): each
+# attempt is a run of its own.
 
 
 def workload_owner(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -250,7 +249,7 @@ def workload_owner(pod: Mapping[str, Any]) -> tuple[str, str]:
         return "", ""
     labels = meta.get("labels")
     if isinstance(labels, Mapping):
-        jobset = labels.get(JOBSET_UID_LABEL)
+        jobset = labels.get(JOBSET_UID)
         if isinstance(jobset, str) and jobset:
             return jobset, "JobSet"
     owners = meta.get("ownerReferences")
@@ -322,7 +321,7 @@ def _run_of(pod: Mapping[str, Any]) -> str:
     uid, kind = workload_owner(pod)
     if kind in REPLICA_CONTROLLERS:
         return ""
-    attempt = labels.get(JOBSET_RESTART_LABEL)
+    attempt = labels.get(JOBSET_RESTART_ATTEMPT)
     if kind == "JobSet" and isinstance(attempt, str) and attempt:
         return f"{uid}-{attempt}"
     return uid
@@ -353,7 +352,6 @@ def gang_of_agent_pool(pool: Mapping[str, Any]) -> GangSpec | GangProblem | None
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "JOBSET_UID_LABEL",
     "GangKey",
     "GangProblem",
     "GangSpec",

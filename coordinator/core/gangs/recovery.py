@@ -7,9 +7,10 @@ were idle), the running pods with the GPUs they hold and their gang, and what fa
 unit (a gang with all its running members, or a lone pod), in priority order:
 
 1. **Fewest moves**: the healthy members stay; only the members on failed hardware move, into the
-   gang's current domain: its NVLink clique (``nvidia.com/gpu.clique``) when every member that
-   stays is in one, then the leaves it already occupies, then their spine. The message names
-   where each mover goes and in which of these domains.
+   gang's current domain: its NVLink clique (``nvidia.com/gpu.clique``, as the layout trusts it:
+   :mod:`coordinator.core.domains.cliques`) when every member that stays is in one, then the
+   leaves it already occupies, then their spine. The message names where each mover goes and in
+   which of these domains.
 2. Otherwise **the whole gang moves**: every member is re-placed by the usual network rules, as
    if newly submitted (capacity held by the gang itself counts as free).
 3. Otherwise the gang cannot run now: every member is evicted so none is left half running, and
@@ -31,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.domains.capacity import GPU, NodeState, add, subtract
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
@@ -181,16 +181,11 @@ def plan_recovery(
             names: list[str] = []  # what each scope is, in the Event's words
             # The gang's NVLink clique first (multi-node NVLink: GB200 NVL72), when every member
             # that stays is in one: a replacement outside it would cross the slower network.
-            cliques = {state[p.node].labels.get(GFD_GPU_CLIQUE) for p in stay if p.node in state}
-            if (
-                len(cliques) == 1
-                and None not in cliques
-                and len(stay) == sum(p.node in state for p in stay)
-            ):
-                (clique,) = cliques
-                scopes.append(
-                    {n for n, st in state.items() if st.labels.get(GFD_GPU_CLIQUE) == clique}
-                )
+            # Trusted cliques only, as the layout reads them (core/domains/cliques.py).
+            cliques = {layout.clique_of.get(p.node) for p in stay}
+            clique = cliques.pop() if len(cliques) == 1 else None
+            if clique is not None:
+                scopes.append(set(layout.cliques[clique].nodes))
                 names.append(f"NVLink clique {clique}")
             if leaves:
                 scopes.append({n for leaf in leaves for n in layout.leaves[leaf].nodes})

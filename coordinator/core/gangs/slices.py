@@ -20,7 +20,7 @@ are refused with the key and the value named; the other gangs are planned as bef
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, cast
 
 from common import podkeys
 from coordinator.core.domains.capacity import NodeState
@@ -29,6 +29,13 @@ from coordinator.core.domains.slices import HOSTNAME, SliceSpec, domain_of
 from coordinator.core.plugins.groupspread import group_of
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.slicekeys import SliceAsk
+from coordinator.core.podspec.workloadgangs import (
+    JOB_COMPLETION_INDEX,
+    JOBSET_REPLICATED_JOB,
+    JOBSET_UID,
+    LWS_WORKER_INDEX,
+)
+from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
@@ -37,12 +44,8 @@ __all__ = ["HELD_ELSEWHERE", "held_domains", "resolve_level", "slice_spec"]
 
 JOB_KEY: Final = "jobset.sigs.k8s.io/job-key"
 JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
-REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
-JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
-COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 LWS_GROUP_KEY: Final = "leaderworkerset.sigs.k8s.io/group-key"
 LWS_SUBGROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/subgroup-index"
-LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
 HELD_ELSEWHERE: Final = "node(s) were in a topology domain another workload holds exclusively"
 
 _WORKLOAD_LABELS: Final = (JOBSET_UID, LWS_GROUP_KEY)
@@ -70,7 +73,7 @@ def _marks(namespace: str, labels: Mapping[str, str]) -> set[tuple[str, str, str
 
 
 def _job(labels: Mapping[str, str]) -> str | None:
-    rj, idx = labels.get(REPLICATED_JOB), labels.get(JOB_INDEX)
+    rj, idx = labels.get(JOBSET_REPLICATED_JOB), labels.get(JOB_INDEX)
     if rj is not None and idx is not None:
         return f"{rj}-{idx}"
     key = labels.get(JOB_KEY)
@@ -78,7 +81,7 @@ def _job(labels: Mapping[str, str]) -> str | None:
 
 
 def _rank(labels: Mapping[str, str]) -> int | None:
-    for key in (COMPLETION_INDEX, LWS_WORKER_INDEX):
+    for key in (JOB_COMPLETION_INDEX, LWS_WORKER_INDEX):
         text = labels.get(key, "")
         if text.isdigit():
             return int(text)
@@ -242,21 +245,41 @@ def _held(
     return blocked, pinned, gang_blocked, running
 
 
+#: ``NodeInfo.memo`` key of the node's pods holding a domain exclusively (a NodeInfo never
+#: changes): every gang attempt asks, and on most nodes there are none.
+_EXCLUSIVE: Final = object()
+
+
+def _holders(info: NodeInfo) -> tuple[PodInfo, ...]:
+    """The node's pods whose slice keys make a domain theirs alone."""
+    found = info.memo.get(_EXCLUSIVE)
+    if found is None:
+        found = info.memo[_EXCLUSIVE] = tuple(
+            q
+            for q in info.pods
+            if q.slices is not None and (q.slices.exclusive or q.slices.gang_exclusive)
+        )
+    return cast(tuple[PodInfo, ...], found)
+
+
 def held_domains(
     pods: Sequence[PodRequest], snapshot: Snapshot, nodes: Iterable[NodeState], keys: DomainKeys
 ) -> set[str]:
     """Nodes inside a domain another workload's running (or assumed) pods hold exclusively (an
     exclusive slice's or group's domain): the gang ``pods`` keeps out of them."""
+    found = [(info, holders) for info in snapshot.nodes if (holders := _holders(info))]
+    if not found:
+        return set()
     pod_keys = {p.key for p in pods}
     ours = set().union(*(_marks(p.namespace, p.labels) for p in pods))
     node_list = list(nodes)
     by_name = {n.name: n for n in node_list}
     held: set[tuple[str, str]] = set()  # (label key, value)
-    for info in snapshot.nodes:
+    for info, holders in found:
         state = by_name.get(info.name)
         if state is None:
             continue
-        for q in info.pods:
+        for q in holders:
             ask = q.slices
             if ask is None or q.key in pod_keys or _marks(q.namespace, q.labels) & ours:
                 continue

@@ -25,12 +25,12 @@ labels). Which slice a pod is in is read from its labels by the gang planner
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from common import podkeys
+from common.labels import is_label_key
 from coordinator.core.podspec.fields import FieldError, key_value, written_path
 
 __all__ = [
@@ -59,12 +59,6 @@ KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
 LEVEL_NAMES: Final = ("hostname", "node", "leaf", "spine", "zone")
 MAX_SLICE_SIZE: Final = 10_000
 
-# A label key: an optional DNS prefix and a name (kube's qualified name).
-_LABEL_KEY: Final = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SliceAsk:
@@ -87,7 +81,7 @@ class SliceAsk:
 
 def _level(key: str, value: str) -> str:
     value = value.strip()
-    if value in LEVEL_NAMES or _LABEL_KEY.match(value):
+    if value in LEVEL_NAMES or is_label_key(value):
         return value
     raise FieldError(
         f"metadata.annotations[{key}]",

@@ -40,6 +40,12 @@ from typing import Any, Final
 from common import podkeys
 from common.labels import name_label_value
 from coordinator.core.podspec.gangkeys import member_count
+from coordinator.core.podspec.slicekeys import (
+    JOBSET_EXCLUSIVE,
+    JOBSET_NODE_SELECTOR,
+    LWS_EXCLUSIVE,
+    LWS_SIZE,
+)
 
 __all__ = [
     "GANG_OPT_OUT",
@@ -69,15 +75,11 @@ JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
 JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
-JOBSET_EXCLUSIVE: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-JOBSET_NODE_SELECTOR: Final = "alpha.jobset.sigs.k8s.io/node-selector"
 JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 # LeaderWorkerSet v0.7.0 (api/leaderworkerset/v1/leaderworkerset_types.go).
 LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
-LWS_SIZE: Final = "leaderworkerset.sigs.k8s.io/size"
-LWS_EXCLUSIVE: Final = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 # KubeRay v1.5.0 (ray-operator/controllers/ray/utils/constant.go).
 RAY_CLUSTER: Final = "ray.io/cluster"
 

@@ -10,6 +10,7 @@ from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import Member, Placement
 from coordinator.core.domains.select import place_members
+from coordinator.core.domains.slices import SliceSpec
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
 from coordinator.core.domains.summary import summarize_domains
 from coordinator.core.status import Status
@@ -119,6 +120,21 @@ def test_a_tray_whose_fabric_is_degraded_is_avoided_and_named() -> None:
     )
     # still a node: a one-tray pod may use it
     assert tray(1, 3) not in layout.cliques[clique(1)].nodes
+
+
+def test_a_group_held_to_one_clique_counts_only_its_trusted_trays_when_refused() -> None:
+    # A ComputeDomain's gang is held to one clique (its level B): with tray 3 out of the rack,
+    # 17 trays of 4 GPUs remain, and the refusal counts those, not the degraded tray's GPUs.
+    nodes = racks(1, labels={tray(1, 3): {"topos.io/gpu.fabric": "degraded"}})
+    held = SliceSpec(gang_level="nvidia.com/gpu.clique", gang_required=True)
+    refused = place_members(trays(18), nodes, intent=PlacementIntent(slices=held))
+    assert isinstance(refused, Status)
+    assert "no nvidia.com/gpu.clique domain holds the whole group (18 pods, 72 nvidia.com/gpu)" in (
+        refused.message
+    )
+    assert f"the roomiest, nvidia.com/gpu.clique={clique(1)}, has 68 nvidia.com/gpu free" in (
+        refused.message
+    )
 
 
 def test_a_malformed_clique_value_is_named_and_the_tray_falls_back_to_its_leaf() -> None:

@@ -9,10 +9,13 @@ from dataclasses import replace
 
 from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.domains.capacity import GPU
+from coordinator.core.domains.cliques import FABRIC_LABEL
 from coordinator.core.domains.strategy import PlacementIntent, placement_intent
 from coordinator.core.gangs.recovery import affected_pods, plan_recovery
 from coordinator.core.preemption.victims import RunningPod
 from tests.support.domain_fabric import fabric
+
+UUID = "6f0e8a52-3b1c-4d2e-9a7f-0c1d2e3f4a5b"  # an NVLink cluster, as GFD labels it
 
 
 def member(gang: str, i: int, node: str, priority: int = 0) -> RunningPod:
@@ -155,7 +158,8 @@ def test_lone_pod_on_a_dead_node_is_replaced() -> None:
 def test_the_replacement_stays_in_the_gangs_nvlink_clique_and_the_message_says_where() -> None:
     # leaf-1's nodes split into two NVLink cliques (n1, n2 | n3, n4); the gang runs in clique A.
     nodes = fabric(leaves_per_spine=2, used={"l1-n1": 8, "l1-n2": 8})
-    clique = {"l1-n1": "c.A", "l1-n2": "c.A", "l1-n3": "c.B", "l1-n4": "c.B", "l2-n1": "c.A"}
+    a, b = f"{UUID}.1", f"{UUID}.2"
+    clique = {"l1-n1": a, "l1-n2": a, "l1-n3": b, "l1-n4": b, "l2-n1": a}
     nodes = [
         replace(n, labels={**n.labels, GFD_GPU_CLIQUE: clique[n.name]}) if n.name in clique else n
         for n in nodes
@@ -165,7 +169,30 @@ def test_the_replacement_stays_in_the_gangs_nvlink_clique_and_the_message_says_w
     (unit,) = plan.units
     # the leaf has room on l1-n3, but l2-n1 is in the gang's own clique
     assert unit.moves == (("ml/train-1", "l2-n1"),)
-    assert "ml/train-1 goes to l2-n1, inside the gang's own NVLink clique c.A" in unit.message
+    assert f"ml/train-1 goes to l2-n1, inside the gang's own NVLink clique {a}" in unit.message
+
+
+def test_a_tray_out_of_its_clique_is_no_clique_replacement() -> None:
+    # As above, but l2-n1's fabric is degraded: the layout takes it out of clique A, so the
+    # replacement stays in the gang's leaf instead.
+    nodes = fabric(leaves_per_spine=2, used={"l1-n1": 8, "l1-n2": 8})
+    a, b = f"{UUID}.1", f"{UUID}.2"
+    clique = {"l1-n1": a, "l1-n2": a, "l1-n3": b, "l1-n4": b, "l2-n1": a}
+    nodes = [
+        replace(n, labels={**n.labels, GFD_GPU_CLIQUE: clique[n.name]}) if n.name in clique else n
+        for n in nodes
+    ]
+    nodes = [
+        replace(n, labels={**n.labels, FABRIC_LABEL: "degraded"}) if n.name == "l2-n1" else n
+        for n in nodes
+    ]
+    train = [member("train", 0, "l1-n1"), member("train", 1, "l1-n2")]
+    plan = plan_recovery(nodes, train, failed_gpus={"l1-n2": ["l1-n2-GPU-0"]})
+    (unit,) = plan.units
+    (move,) = unit.moves
+    assert move[1] in {"l1-n3", "l1-n4"}
+    assert f"inside the gang's own NVLink clique {a}" not in unit.message
+    assert "inside the gang's own leaf leaf-1" in unit.message
 
 
 def test_without_a_clique_the_message_names_the_leaf() -> None:
