@@ -29,7 +29,6 @@ from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, ReplaySettings, Simulator, build_nodes, parse_cluster
-from coordinator.sim import replay as replay_module
 from coordinator.sim.policies import make_policy
 
 CLUSTER = """
@@ -78,34 +77,6 @@ def trace(hours: float, seed: int, every_s: float) -> list[Job]:
     return sorted(jobs, key=lambda j: j.arrival_s)
 
 
-class _Lost:
-    """GPU-seconds of work lost when a started job starts over (the replay's restart)."""
-
-    def __init__(self) -> None:
-        self.gpu_s = 0.0
-        self.pods = 0
-        original = replay_module._Replay._restart
-
-        def restart(replay: Any, i: int) -> None:
-            outcome = replay.outcomes.get(i)
-            run = replay.runs[i]
-            if outcome is not None and run.bound:
-                job = replay.sim.jobs[i]
-                self.gpu_s += job.gpus * job.gang_size * (replay._now() - outcome.start_s)
-                self.pods += job.gang_size
-            original(replay, i)
-
-        self.original = original
-        self.patched = restart
-
-    def __enter__(self) -> _Lost:
-        replay_module._Replay._restart = self.patched  # type: ignore[method-assign,assignment]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        replay_module._Replay._restart = self.original  # type: ignore[method-assign]
-
-
 def movable(sim: Simulator) -> None:
     """Single-pod jobs are a ReplicaSet's (movable); gangs stay bare."""
     out = []
@@ -141,8 +112,7 @@ def arm(mode: str, hours: float, seed: int, every_s: float, ratio: float) -> dic
     settings = ReplaySettings(engine=EngineSettings(gangs=gangs))
     sim = Simulator(nodes, jobs, cost_model=spec.cost_model, settings=settings)
     movable(sim)
-    with _Lost() as lost:
-        result = sim.run(make_policy("topos"))
+    result = sim.run(make_policy("topos"))
     summary = result.summary()
     waits = sorted(o.wait_s for o in result.outcomes.values() if o.job.gang_size == LARGE)
     run_gpu_s = sum(
@@ -155,9 +125,9 @@ def arm(mode: str, hours: float, seed: int, every_s: float, ratio: float) -> dic
         "large wait p50 (s)": round(percentile(waits, 50)),
         "large wait p95 (s)": round(percentile(waits, 95)),
         "utilisation": round(summary.utilisation, 3),
-        "GPU-s lost": round(lost.gpu_s),
-        "lost share": round(lost.gpu_s / run_gpu_s, 4) if run_gpu_s else 0.0,
-        "pods moved": lost.pods,
+        "GPU-s lost": round(result.lost_gpu_s),
+        "lost share": round(result.lost_gpu_s / run_gpu_s, 4) if run_gpu_s else 0.0,
+        "pods moved": result.lost_pods,
         "jobs": len(jobs),
     }
 

@@ -79,12 +79,13 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
     section = config.scheduler
     history = DomainHistory(half_life_s=config.scheduling.process.history_half_life_s)
     carbon = CarbonReadings()
+    leaf = config.gangs.keys.leaf  # the gangs' leaf is the plugins' too (topologyLevels or not)
     try:  # one framework per profile, each under its own schedulerName
         profiles = build_profiles(
             config.scheduling,
             history=history,
             carbon=carbon,
-            leaf_label=config.gangs.keys.leaf,  # the gangs' leaf is the plugins' too
+            leaf_label=leaf,
         )
     except KeyError as exc:  # enabled_plugins names a plugin nothing registered
         raise ConfigError(f"'scheduling': {exc.args[0]}") from None
@@ -95,9 +96,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
 
     # Profiles of their own for each forward run (built in the forecaster's process: nothing
     # shared with the live scheduler's), from the same configuration.
-    forward_profiles = functools.partial(
-        build_profiles, config.scheduling, leaf_label=config.gangs.domain_keys.leaf
-    )
+    forward_profiles = functools.partial(build_profiles, config.scheduling, leaf_label=leaf)
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         slot = app[SCHEDULER]

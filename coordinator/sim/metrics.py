@@ -118,6 +118,8 @@ class RunResult:
     mig_instances: int
     attempts: int
     restarts: int = 0  # jobs started over because the engine deleted one of their pods
+    lost_gpu_s: float = 0.0  # GPU-seconds run by started jobs that then started over
+    lost_pods: int = 0  # pods of started jobs that started over (moved, preempted)
     simulated_s: float = 0.0  # simulated time the replay covered
     wall_s: float = 0.0  # wall time it took
 

@@ -16,7 +16,7 @@ The replay plays the users and the kubelets around the engine:
   ``Succeeded``: the kubelet's part);
 - a pod of a started or starting job that is deleted by someone else (preempted, evicted by a
   gang timeout) restarts the whole job, as a Job or JobSet controller would: its other pods are
-  deleted and all are created again; the work done is lost.
+  deleted and all are created again; the work done is lost (counted: ``RunResult.lost_gpu_s``).
 
 The replay ends when no job is left to arrive, none holds a node, and nothing has changed for
 :attr:`ReplaySettings.settle_s` simulated seconds (pods still pending then never fit).
@@ -213,6 +213,8 @@ class _Replay:
         self.bound_pods = 0
         self.done = 0
         self.dropped: dict[int, str] = {}  # fill mode: jobs whose first attempt failed → why
+        self.lost_gpu_s = 0.0  # work of started jobs that started over
+        self.lost_pods = 0
         self._deleting = False
 
     # --- the users and kubelets around the engine ------------------------------------------------
@@ -280,7 +282,11 @@ class _Replay:
         if run.finish is not None:
             run.finish.cancel()
             run.finish = None
-        self.outcomes.pop(i, None)
+        started = self.outcomes.pop(i, None)
+        if started is not None and run.bound:  # it was running: its work is lost
+            job = self.sim.jobs[i]
+            self.lost_gpu_s += job.gpus * job.gang_size * (self._now() - started.start_s)
+            self.lost_pods += job.gang_size
         for node, placement in run.bound.values():
             self.usage.change(node, placement, -1)
             self.bound_pods -= 1
@@ -389,6 +395,8 @@ class _Replay:
             mig_instances=self.sim.mig_instances,
             attempts=scheduler.stats.attempts,
             restarts=sum(r.restarts for r in self.runs.values()),
+            lost_gpu_s=self.lost_gpu_s,
+            lost_pods=self.lost_pods,
             simulated_s=self._now(),
             wall_s=time.perf_counter() - began,
         )

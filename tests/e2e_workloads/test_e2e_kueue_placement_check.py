@@ -141,6 +141,10 @@ async def test_a_workload_that_cannot_be_placed_waits_and_one_that_can_is_admitt
                 "spec"
             ]["suspend"]
             assert await cluster.pods("job-name=whole-node") == []
+            # Neither the workload nor the cluster changes: later rounds place nothing again.
+            decided, rounds = controller.decisions, controller.rounds
+            await eventually(lambda: controller.rounds >= rounds + 3, what="three more rounds")
+            assert controller.decisions == decided
             # A node frees up: the check says Ready, Kueue admits, the pod binds where it said.
             await cluster.delete_pods("app=half")
             admitted = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)

@@ -16,8 +16,11 @@
   workload is gone, finished, or no longer holds its quota (Kueue evicted it) is released.
 
 Rounds run on every Workload change (a watch) and at least every ``interval_s`` (the cluster
-changes too: a Pending check is asked again). Kueue not installed (the API not served): the
-controller says so once in the log and stays idle; scheduling goes on as before.
+changes too). A Pending check is decided again only when its Workload or the cluster changed
+since (an inventory change, a nomination or reservation made or ended, an assumed pod released),
+or ``recheck_s`` passed: a round in a quiet cluster runs no placement. Kueue not installed (the
+API not served): the controller says so once in the log and stays idle; scheduling goes on as
+before.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -102,17 +106,26 @@ class PlacementCheckController:
         *,
         namespace: str | None = None,
         interval_s: float = 2.0,
+        recheck_s: float = 30.0,
         synced: asyncio.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.scheduler = scheduler
         self.whatif = whatif
         self.namespace = namespace
         self.interval_s = interval_s
+        self.recheck_s = recheck_s
+        self._clock = clock
         self.idle: str | None = None
         self.rounds = 0
         self.synced = synced
         self._told: set[tuple[str, str]] = set()  # (Topology uid, label) already reported
+        self._inventory_changes = 0
+        #: group → (its Workload's resourceVersion, the cluster's state, when): its last Pending
+        #: decision, not made again while neither changed (see :meth:`_unchanged`)
+        self._asked: dict[str, tuple[str, tuple[int, ...], float]] = {}
+        self.decisions = 0  # placements run (a Pending check asked again counts each time)
         #: Set after the first round (or once idle): room Ready checks hold is held again before
         #: the scheduler starts (the app adds it to the scheduler's gates).
         self.ready = asyncio.Event()
@@ -147,6 +160,7 @@ class PlacementCheckController:
             return
         wake = asyncio.Event()
         watcher = asyncio.create_task(self._watch(wake), name="placement-check-watch")
+        unsubscribe = self.scheduler.inventory.subscribe(self._on_inventory)
         try:
             while True:
                 try:
@@ -158,9 +172,34 @@ class PlacementCheckController:
                     await asyncio.wait_for(wake.wait(), self.interval_s)
                 wake.clear()
         finally:
+            unsubscribe()
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+
+    def _on_inventory(self, _: object) -> None:
+        self._inventory_changes += 1
+
+    def _cluster_state(self) -> tuple[int, ...]:
+        """What a placement decision reads, as counts that move when it changes."""
+        nominations = self.scheduler.nominations
+        return (
+            self._inventory_changes,
+            len(nominations),
+            sum(len(nominations.reserved(g)) for g in nominations.groups()),
+            self.scheduler.view.assumed_count,
+        )
+
+    def _unchanged(self, workload: Mapping[str, Any]) -> bool:
+        """``workload``'s last decision (Pending) still stands: neither it nor the cluster
+        changed since, and it was made less than ``recheck_s`` ago."""
+        asked = self._asked.get(group_of(workload))
+        return (
+            asked is not None
+            and asked[0] == str(workload["metadata"].get("resourceVersion"))
+            and asked[1] == self._cluster_state()
+            and self._clock() - asked[2] < self.recheck_s
+        )
 
     async def _watch(self, wake: asyncio.Event) -> None:
         while True:
@@ -210,11 +249,14 @@ class PlacementCheckController:
             for index, check in entries:
                 state = check.get("state")
                 if state == "Pending" and reserved:
-                    await self._decide(workload, index, check)
+                    if not self._unchanged(workload):
+                        await self._decide(workload, index, check)
                 elif state == "Ready" and reserved and not nominations.reserved(group):
                     self._restore(workload, check)
         for group in nominations.groups() - live:
             nominations.release(group)
+        for group in self._asked.keys() - live:
+            del self._asked[group]
         await self._topologies()
 
     async def _topologies(self) -> None:
@@ -278,29 +320,34 @@ class PlacementCheckController:
         whatif = self.whatif()
         if whatif is None:
             return
+        self.decisions += 1
+        group = group_of(workload)
+        state = self._cluster_state()
         verdict = decide(whatif, workload)
-        if verdict.state == "Pending" and check.get("message") == verdict.message:
-            return  # said already
-        updated = dict(check, state=verdict.state, message=verdict.message)
-        if verdict.state == "Ready":
-            updated["podSetUpdates"] = pod_set_updates(workload, verdict)
-        if not await self._write(workload, index, updated):
-            return
-        if verdict.state == "Ready":
-            reserve(self.scheduler.nominations, workload, verdict)
-            log.info("placement check of %s: Ready (%s)", group_of(workload), verdict.message)
-        else:
-            log.info(
-                "placement check of %s: %s (%s)", group_of(workload), verdict.state, verdict.message
-            )
+        self._asked.pop(group, None)
+        version = str(workload["metadata"].get("resourceVersion"))
+        if verdict.state != "Pending" or check.get("message") != verdict.message:
+            updated = dict(check, state=verdict.state, message=verdict.message)
+            if verdict.state == "Ready":
+                updated["podSetUpdates"] = pod_set_updates(workload, verdict)
+            written = await self._write(workload, index, updated)
+            if written is None:
+                return
+            version = written
+            log.info("placement check of %s: %s (%s)", group, verdict.state, verdict.message)
+            if verdict.state == "Ready":
+                reserve(self.scheduler.nominations, workload, verdict)
+        if verdict.state == "Pending":  # asked again once the workload or the cluster changes
+            self._asked[group] = (version, state, self._clock())
 
     async def _write(
         self, workload: Mapping[str, Any], index: int, updated: Mapping[str, Any]
-    ) -> bool:
+    ) -> str | None:
+        """The Workload's resourceVersion once written; ``None``: not written."""
         meta = workload["metadata"]
         body = dict(updated, lastTransitionTime=_now())
         try:
-            await self.client.patch(
+            written = await self.client.patch(
                 WORKLOADS,
                 str(meta["name"]),
                 [
@@ -317,8 +364,8 @@ class PlacementCheckController:
             )
         except KubeError as exc:  # changed meanwhile (or gone): the next round decides again
             log.info("placement check of %s not written: %s", group_of(workload), exc)
-            return False
-        return True
+            return None
+        return str(written["metadata"]["resourceVersion"])
 
     def _restore(self, workload: Mapping[str, Any], check: Mapping[str, Any]) -> None:
         """A Ready check whose room this process does not hold (it restarted): hold it again."""

@@ -86,6 +86,9 @@ def test_a_higher_priority_job_preempts_and_the_victim_starts_over() -> None:
     assert victim.end_s == victim.start_s + 100
     assert run.result.restarts == 1
     assert run.summary.restarts == 1
+    # the work lost: 8 GPUs from 0 until evicted (at 50 s or after, before urgent starts)
+    assert 8 * 50 <= run.result.lost_gpu_s <= 8 * urgent.start_s
+    assert run.result.lost_pods == 1
 
 
 def test_topos_keeps_a_pair_on_one_pcie_switch_where_first_fit_does_not() -> None:
