@@ -179,7 +179,9 @@ def copy_of(
                 memo[f"pod/{pod.uid}"] = (pod, obj)
             bound.add(f"{pod.namespace}/{pod.name}")
             running.append(RunningCopy(obj, left(pod, obj)))
-    waiting = [e for e in scheduler.queue.entries() if e.key not in bound]
+    # A pod refused for its own spec starts only once edited: no forecast, and no room held in
+    # the forward run.
+    waiting = [e for e in scheduler.queue.entries() if e.key not in bound and not e.needs_update]
     waiting.sort(key=lambda e: (-e.priority, e.created, e.seq))
     pending = [*(e.obj for e in waiting), *extra]
     durations = {_key(o): duration(o) for o in pending}
@@ -404,7 +406,11 @@ class LiveForecaster:
         return False
 
     def _pending_keys(self) -> list[str]:
-        return [e.key for e in self.scheduler.queue.entries() if e.where != "bound"]
+        return [
+            e.key
+            for e in self.scheduler.queue.entries()
+            if e.where != "bound" and not e.needs_update
+        ]
 
     async def _loop(self) -> None:
         while True:

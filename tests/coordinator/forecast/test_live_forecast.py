@@ -167,6 +167,23 @@ async def test_a_node_the_scheduler_does_not_fill_is_no_room_in_the_forecast(liv
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1200, abs=15)
 
 
+async def test_a_pod_refused_for_its_own_spec_gets_no_forecast(live: Live) -> None:
+    """A pod whose keys are invalid starts only once edited: its condition names the key and
+    promises no start, and the forecaster has nothing to refresh for it."""
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    bad = job_pod("train-8", 8)
+    bad["metadata"]["annotations"] = {"topos.io/slice-topology": "leaf"}  # no slice size
+    live.cluster.create_pod(bad)
+    await settle(live)
+    await live.forecaster.refresh()
+    await settle(live)
+    assert live.forecasts.get("ml/train-8") is None
+    said = condition(live.cluster, "train-8")
+    assert "topos.io/slice-topology" in said
+    assert "expected" not in said
+    assert not live.forecaster._due(live.clocks.wall + 1)  # nothing of its own to wait for
+
+
 async def test_an_unchanged_forecast_writes_nothing_and_a_moved_one_at_most_once_a_minute(
     live: Live,
 ) -> None:
