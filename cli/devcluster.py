@@ -11,8 +11,9 @@ stream to (authentication on; ``up`` also exports ``TOPOS_COORDINATOR`` and ``TO
 ``--workloads [NAME,…]`` the workload controllers users run (JobSet, LeaderWorkerSet, Kubeflow
 Trainer, KubeRay; all without names), built from their Go modules on first use
 (docs/workloads.md); ``--kueue`` Kueue in front of them (with JobSet and LWS; docs/kueue.md).
-``down`` stops all of it, waits until the ports are free, and removes what ``up`` wrote. The
-sequence lives in ``devcluster.playground``.
+``restart-coordinator`` starts that coordinator again (after a ``kill -9``, or to apply an
+edited config). ``down`` stops all of it, waits until the ports are free, and removes what
+``up`` wrote. The sequence lives in ``devcluster.playground``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 from pathlib import Path
 
 from cli.errors import CliError
-from devcluster import kubelet, playground
+from devcluster import coordinator, kubelet, playground
 from devcluster.workloads.catalog import (
     WORKLOAD_CONTROLLERS,
     UnknownController,
@@ -90,6 +91,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     up.set_defaults(func=run_up)
 
+    restart = sub.add_parser(
+        "restart-coordinator",
+        help="start the playground's coordinator again (same URL, config and token)",
+        description="Start the coordinator `up --coordinator` recorded again, on the same URL "
+        "with the same config.yaml, kubeconfig and token: after it was killed (to try a restart "
+        "mid-bind) or to apply an edited <dir>/coordinator/config.yaml. A running one is stopped "
+        "first.",
+    )
+    restart.add_argument(
+        "--dir", type=Path, default=DEFAULT_DIR, help="state directory (.devcluster)"
+    )
+    restart.set_defaults(func=run_restart_coordinator)
+
     down = sub.add_parser("down", help="stop it and free its ports")
     down.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="state directory (.devcluster)")
     down.set_defaults(func=run_down)
@@ -129,6 +143,23 @@ def run_up(args: argparse.Namespace) -> int:
     for line in started.summary:
         print(line, file=sys.stderr)
     for line in started.exports:
+        print(line)
+    return 0
+
+
+def run_restart_coordinator(args: argparse.Namespace) -> int:
+    directory: Path = args.dir.resolve()
+    if playground.running(directory) is None:
+        raise CliError(
+            f"no devcluster is running in {directory}: start one with "
+            f"`topos devcluster up --coordinator --dir {args.dir}`"
+        )
+    try:
+        process = coordinator.restart_coordinator(directory=directory)
+    except coordinator.CoordinatorError as exc:
+        raise CliError(_one_line(exc)) from exc
+    print(process.summary(), file=sys.stderr)
+    for line in process.exports():
         print(line)
     return 0
 

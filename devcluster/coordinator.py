@@ -7,7 +7,8 @@ election, everything else at its defaults (``docs/deploy.md``). It talks to the 
 ``topos-coordinator`` (a client certificate in ``system:masters``: the playground skips the RBAC
 of ``deploy/``). Files live in ``<dir>/coordinator/``: ``config.yaml``, ``kubeconfig``,
 ``user.token`` (for ``curl`` and ``kubectl topos``), ``state.json``; its log is
-``<dir>/coordinator.log``.
+``<dir>/coordinator.log``. ``topos devcluster restart-coordinator`` starts it again from those
+files (after a ``kill -9``, or to apply an edited ``config.yaml``).
 """
 
 from __future__ import annotations
@@ -119,22 +120,50 @@ def start_coordinator(
         except OSError as exc:
             last = str(exc)
         time.sleep(0.2)
-    stop_coordinator(directory=directory)
+    stop_group(process.pid, grace_s=10.0)  # its files stay: ``down`` removes them
     raise CoordinatorError(
         f"topos coordinator not ready after {timeout_s:.0f}s ({last}); see {log}"
+    )
+
+
+def restart_coordinator(*, directory: Path, timeout_s: float = 120.0) -> CoordinatorProcess:
+    """Start the coordinator ``up`` recorded in ``directory`` again, on the same URL with the same
+    configuration, kubeconfig and token (after it was killed, or to pick up an edited
+    ``config.yaml``); a running one is stopped first (SIGTERM, then SIGKILL)."""
+    state = state_dir(directory)
+    try:
+        url = str(json.loads((state / _STATE).read_text())["url"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CoordinatorError(
+            f"no coordinator recorded in {directory}: start the playground with "
+            "`topos devcluster up --coordinator`"
+        ) from exc
+    pid = _recorded_pid(state)
+    if pid and alive(pid) and _runs_coordinator(pid):
+        stop_group(pid, grace_s=10.0)
+    return start_coordinator(
+        kubeconfig=state / "kubeconfig",
+        directory=directory,
+        url=url,
+        token_file=state / "user.token",
+        timeout_s=timeout_s,
     )
 
 
 def stop_coordinator(*, directory: Path) -> None:
     """Stop the recorded coordinator (SIGTERM, then SIGKILL) and remove its files."""
     state = state_dir(directory)
-    try:
-        pid = int(json.loads((state / _STATE).read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pid = 0
+    pid = _recorded_pid(state)
     if pid and alive(pid) and _runs_coordinator(pid):
         stop_group(pid, grace_s=10.0)
     shutil.rmtree(state, ignore_errors=True)
+
+
+def _recorded_pid(state: Path) -> int:
+    try:
+        return int(json.loads((state / _STATE).read_text())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
 
 
 def _runs_coordinator(pid: int) -> bool:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -463,6 +465,46 @@ async def _delete_and_create_again(
             await watching
     assert deleted == [], f"re-created pods deleted: {sorted(set(deleted))}"
     return again
+
+
+def test_a_killed_coordinator_is_started_again_and_places_what_waited(
+    playground: Playground,
+) -> None:
+    """The user kills the coordinator (``kill -9``, as a crash would), applies a pod, and starts
+    the coordinator again with ``restart-coordinator``: same URL and token, the agents stream to
+    it again, and the pod that waited is placed."""
+    old = playground.pids[-1]  # coordinator/state.json
+    os.kill(old, signal.SIGKILL)
+    asyncio.run(
+        eventually(lambda: not alive(old), what="the killed coordinator gone", timeout_s=30)
+    )
+    playground.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "waited-for-restart"},
+            "spec": _gpu_pod_spec(1),
+        }
+    )
+    again = topos("devcluster", "restart-coordinator", "--dir", str(playground.directory))
+    assert again.returncode == 0, again.stderr
+    assert _exports(again.stdout)["TOPOS_COORDINATOR"] == playground.exports["TOPOS_COORDINATOR"]
+    new = json.loads((playground.directory / "coordinator" / "state.json").read_text())["pid"]
+    assert new != old
+    assert alive(new)
+    playground.pids[-1] = new
+    playground.kubectl("wait", "--for=condition=PodScheduled", "pod/waited-for-restart", WAIT)
+    pod = playground.get("pod", "waited-for-restart")
+    assert pod["metadata"]["annotations"]["topos.io/assigned-gpus"]
+    assert playground.coordinator("/v1/nodes")[0] == 200  # the same token still works
+    playground.kubectl("delete", "pod", "waited-for-restart", "--wait=true")
+
+
+def test_restart_coordinator_without_a_playground_is_one_clear_line(tmp_path: Path) -> None:
+    result = topos("devcluster", "restart-coordinator", "--dir", str(tmp_path / "dc"))
+    assert result.returncode == 1
+    assert "no devcluster is running in" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_down_leaves_no_process_and_frees_the_ports(playground: Playground) -> None:
