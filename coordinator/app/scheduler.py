@@ -16,10 +16,8 @@ MemoryCluster`, so explain and simulate work on what the agents report. While th
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import logging
-import multiprocessing
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -30,6 +28,7 @@ from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, GangSlot  # gangs_runtime (issue 6)
 from coordinator.api.keys import METRICS, READINESS
 from coordinator.api.whatif import WHATIF, WhatIfSlot
+from coordinator.app import forecast_worker
 from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
@@ -121,9 +120,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
         slot.scheduler = runtime.scheduler
         # The forward runs in a process of their own: a thread would take the interpreter lock
         # from the scheduling loop for as long as a run lasts.
-        forecasting = concurrent.futures.ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn")
-        )
+        forecasting = forecast_worker.start()
         forecasts = Forecasts()
         runtime.scheduler.forecasts = forecasts
         forecaster = LiveForecaster(
@@ -158,7 +155,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             yield
         finally:
             await forecaster.stop()
-            forecasting.shutdown(wait=False, cancel_futures=True)
+            forecast_worker.stop_now(forecasting)
             app[RUNNING].forecaster = None
             if checks is not None:
                 await checks.stop()
