@@ -98,7 +98,7 @@ def bind_deadline(check: Mapping[str, Any]) -> int | str:
     if raw is None:
         return DEFAULT_BIND_DEADLINE_S
     text = str(raw).strip()
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         return (
             f"annotation {BIND_DEADLINE}: {raw!r} is not a whole number of seconds ≥ 1 "
             f"(the default is {DEFAULT_BIND_DEADLINE_S})"

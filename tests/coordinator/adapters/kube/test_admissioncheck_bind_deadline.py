@@ -30,7 +30,7 @@ def test_without_the_annotation_the_default_deadline_applies_and_the_check_is_ac
     assert active_condition(check({BIND_DEADLINE: "45"}))["status"] == "True"
 
 
-@pytest.mark.parametrize("value", ["0", "-5", "2.5", "soon", ""])
+@pytest.mark.parametrize("value", ["0", "-5", "2.5", "soon", "", "²"])
 def test_a_deadline_that_is_not_whole_seconds_makes_the_check_inactive_naming_it(
     value: str,
 ) -> None:
