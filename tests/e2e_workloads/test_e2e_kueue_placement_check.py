@@ -4,16 +4,18 @@ whole workload's pods placed by the what-if. A Job whose quota fits but whose 8-
 node with 8 free GPUs stays not admitted (the check Pending, the message saying why, the Job
 suspended); once a node is free the check says Ready, Kueue admits and starts it, and its pod is
 bound where the check placed it. A Ready workload whose room is lost before its pods bind (its
-node cordoned), or whose pods are not bound within the check's deadline, is answered Retry: Kueue
-evicts and requeues it, and the check waits (Pending) until room returns. An AdmissionCheck with
-parameters Topos does not know is refused with a condition naming them; a Topology level no node
-has gets an Event naming it."""
+node cordoned or not Ready), or whose pods are not bound within the check's deadline, is answered
+Retry: Kueue evicts and requeues it, and the check waits (Pending) until room returns. An
+AdmissionCheck with parameters Topos does not know is refused with a condition naming them; a
+Topology level no node has gets an Event naming it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import pytest
 
 from common.kube import NODES, PODS, NotFound
 from coordinator.adapters.kube.admissioncheck import (
@@ -295,13 +297,30 @@ def retried(workload: dict[str, Any], check: str) -> bool:
     )
 
 
-async def test_a_ready_workload_whose_node_is_cordoned_before_its_pods_bind_is_retried(
-    kueue_controller: object, cluster: GangCluster
+def losses(cluster: GangCluster, node: str) -> dict[str, tuple[Callable[[], Awaitable[Any]], ...]]:
+    """How the room on ``node`` is lost, and how it comes back."""
+    return {
+        "cordoned": (
+            lambda: cluster.kube.patch(NODES, node, {"spec": {"unschedulable": True}}),
+            lambda: cluster.kube.patch(NODES, node, {"spec": {"unschedulable": None}}),
+        ),
+        "not Ready": (
+            lambda: cluster.set_node_ready(node, False),
+            lambda: cluster.set_node_ready(node, True),
+        ),
+    }
+
+
+@pytest.mark.parametrize("loss", ["cordoned", "not Ready"])
+async def test_a_ready_workload_whose_node_is_lost_before_its_pods_bind_is_retried(
+    kueue_controller: object, cluster: GangCluster, loss: str
 ) -> None:
-    """Ready on n0 (n1 is full); n0 is cordoned before the pod binds: the check answers Retry,
-    Kueue evicts the workload (reason AdmissionCheck), releases its quota and queues it again;
-    asked again, the check says Pending with the reason, and Ready once n0 is back."""
+    """Ready on n0 (n1 is full); n0 is cordoned (or turns not Ready) before the pod binds: the
+    check answers Retry, Kueue evicts the workload (reason AdmissionCheck), releases its quota and
+    queues it again; asked again, the check says Pending with the reason, and Ready once n0 is
+    back."""
     first, second = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    lose, regain = losses(cluster, first)[loss]
     async with (
         cluster.gang_coordinator() as coordinator,
         Controllers(cluster),
@@ -330,7 +349,7 @@ async def test_a_ready_workload_whose_node_is_cordoned_before_its_pods_bind_is_r
                 label_selector="job-name=gated",
                 what="the Job's gated pod",
             )
-            await cluster.kube.patch(NODES, first, {"spec": {"unschedulable": True}})
+            await lose()
             evicted = await wait_for_object(
                 cluster.kube,
                 WORKLOADS,
@@ -365,7 +384,7 @@ async def test_a_ready_workload_whose_node_is_cordoned_before_its_pods_bind_is_r
             job_now = await cluster.kube.get(JOBS, "gated", namespace=cluster.namespace)
             assert job_now["spec"]["suspend"]
             # n0 is back: Ready again, admitted, and the pod binds there.
-            await cluster.kube.patch(NODES, first, {"spec": {"unschedulable": None}})
+            await regain()
             await wait_for_object(
                 cluster.kube,
                 WORKLOADS,
