@@ -260,6 +260,8 @@ leaderElection:
 internalCertManagement:
   enable: false
 manageJobsWithoutQueueName: false
+fairSharing:
+  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]
 webhook:
   host: 127.0.0.1
   port: {webhook_port}

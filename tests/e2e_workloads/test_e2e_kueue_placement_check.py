@@ -3,18 +3,24 @@ Kueue's AdmissionCheck ``topos.io/placement`` for each Workload that reserved qu
 whole workload's pods placed by the what-if. A Job whose quota fits but whose 8-GPU pod has no
 node with 8 free GPUs stays not admitted (the check Pending, the message saying why, the Job
 suspended); once a node is free the check says Ready, Kueue admits and starts it, and its pod is
-bound where the check placed it. An AdmissionCheck with parameters Topos does not know is
-refused with a condition naming them; a Topology level no node has gets an Event naming it."""
+bound where the check placed it. A Ready workload whose room is lost before its pods bind (its
+node cordoned or not Ready), or whose pods are not bound within the check's deadline, is answered
+Retry: Kueue evicts and requeues it, and the check waits (Pending) until room returns. An
+AdmissionCheck with parameters Topos does not know is refused with a condition naming them; a
+Topology level no node has gets an Event naming it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from common.kube import PODS, NotFound
+import pytest
+
+from common.kube import NODES, PODS, NotFound
 from coordinator.adapters.kube.admissioncheck import (
     ADMISSION_CHECKS,
+    BIND_DEADLINE,
     TOPOLOGIES,
     PlacementCheckController,
 )
@@ -22,7 +28,7 @@ from coordinator.app.scheduler import what_if
 from devcluster import pods
 from devcluster.kube_wait import wait_for_event, wait_for_object, wait_for_pods
 from tests.support.gang_cluster import Controllers, Coordinator, GangCluster
-from tests.support.kueue import JOBS, WORKLOADS, is_true, job, queues, workload_of
+from tests.support.kueue import JOBS, WORKLOADS, condition, is_true, job, queues, workload_of
 from tests.support.polling import eventually
 
 
@@ -35,7 +41,10 @@ def check_of(workload: dict[str, Any], name: str) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def admission_check(
-    cluster: GangCluster, *, parameters: dict[str, str] | None = None
+    cluster: GangCluster,
+    *,
+    parameters: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> AsyncIterator[str]:
     """An AdmissionCheck for topos.io/placement (deleted at the end)."""
     name = f"{cluster.namespace}-placement"
@@ -47,7 +56,7 @@ async def admission_check(
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "AdmissionCheck",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "annotations": dict(annotations or {})},
             "spec": spec,
         },
     )
@@ -254,3 +263,185 @@ async def test_a_topology_naming_a_label_no_node_has_gets_an_event_naming_it(
     assert event["type"] == "Warning"
     assert "'example.com/rack' is on none of the 1 nodes" in event["message"]
     assert "topos.io/leaf" not in event["message"]  # that level is on the node
+
+
+def gated_job(name: str) -> dict[str, Any]:
+    """A Job of one 8-GPU pod held back by a scheduling gate another controller lifts."""
+    spec = job(name, "team-a", pods=1, gpus=8)
+    spec["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    return spec
+
+
+async def lift_gates(cluster: GangCluster, selector: str) -> None:
+    (pod,) = await wait_for_pods(
+        cluster.kube,
+        cluster.namespace,
+        lambda found: [p for p in found if not p["metadata"].get("deletionTimestamp")] or None,
+        label_selector=selector,
+        what=f"the gated pod of {selector}",
+    )
+    await cluster.kube.patch(
+        PODS,
+        pod["metadata"]["name"],
+        {"spec": {"schedulingGates": None}},
+        namespace=cluster.namespace,
+    )
+
+
+def retried(workload: dict[str, Any], check: str) -> bool:
+    """Kueue evicted the workload for a Retry answer (and reset the check, counting it)."""
+    evicted = condition(workload, "Evicted") or {}
+    return (
+        int(check_of(workload, check).get("retryCount") or 0) >= 1
+        and evicted.get("status") == "True"
+    )
+
+
+def losses(cluster: GangCluster, node: str) -> dict[str, tuple[Callable[[], Awaitable[Any]], ...]]:
+    """How the room on ``node`` is lost, and how it comes back."""
+    return {
+        "cordoned": (
+            lambda: cluster.kube.patch(NODES, node, {"spec": {"unschedulable": True}}),
+            lambda: cluster.kube.patch(NODES, node, {"spec": {"unschedulable": None}}),
+        ),
+        "not Ready": (
+            lambda: cluster.set_node_ready(node, False),
+            lambda: cluster.set_node_ready(node, True),
+        ),
+    }
+
+
+@pytest.mark.parametrize("loss", ["cordoned", "not Ready"])
+async def test_a_ready_workload_whose_node_is_lost_before_its_pods_bind_is_retried(
+    kueue_controller: object, cluster: GangCluster, loss: str
+) -> None:
+    """Ready on n0 (n1 is full); n0 is cordoned (or turns not Ready) before the pod binds: the
+    check answers Retry, Kueue evicts the workload (reason AdmissionCheck), releases its quota and
+    queues it again; asked again, the check says Pending with the reason, and Ready once n0 is
+    back."""
+    first, second = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    lose, regain = losses(cluster, first)[loss]
+    async with (
+        cluster.gang_coordinator() as coordinator,
+        Controllers(cluster),
+        admission_check(cluster) as check,
+        answering(cluster, coordinator) as controller,
+    ):
+        await cluster.create(
+            pods.pod(
+                "full", gpus=8, namespace=None, node_selector={"kubernetes.io/hostname": second}
+            )
+        )
+        await cluster.bound("full")
+        async with queues(cluster.kube, cluster.namespace, gpus_each=16, admission_checks=(check,)):
+            created = await cluster.kube.create(
+                JOBS, gated_job("gated"), namespace=cluster.namespace
+            )
+            uid = created["metadata"]["uid"]
+            admitted = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)
+            name = admitted["metadata"]["name"]
+            ready = check_of(admitted, check)
+            assert ready["podSetUpdates"][0]["annotations"]["topos.io/placement-nodes"] == first
+            await wait_for_pods(
+                cluster.kube,
+                cluster.namespace,
+                lambda found: found or None,
+                label_selector="job-name=gated",
+                what="the Job's gated pod",
+            )
+            await lose()
+            evicted = await wait_for_object(
+                cluster.kube,
+                WORKLOADS,
+                name,
+                lambda w: retried(w, check),
+                namespace=cluster.namespace,
+                what="Kueue's eviction for the Retry",
+            )
+            assert controller.retries == 1
+            why = condition(evicted, "Evicted")
+            assert (why or {}).get("reason") == "AdmissionCheck", why
+            assert "Previously: Retry" in check_of(evicted, check)["message"]
+            assert not coordinator.runtime.scheduler.nominations.reserved(
+                f"{cluster.namespace}/{name}"
+            )
+            # Requeued: its quota reserved again, the check waits with the reason, no pods.
+            waiting = await wait_for_object(
+                cluster.kube,
+                WORKLOADS,
+                name,
+                lambda w: (
+                    is_true(w, "QuotaReserved")
+                    and "cannot place" in check_of(w, check).get("message", "")
+                ),
+                namespace=cluster.namespace,
+                what="the check Pending again after the requeue",
+            )
+            assert check_of(waiting, check)["state"] == "Pending"
+            assert "Insufficient nvidia.com/gpu" in check_of(waiting, check)["message"]
+            assert not is_true(waiting, "Admitted")
+            await cluster.none_left("job-name=gated")
+            job_now = await cluster.kube.get(JOBS, "gated", namespace=cluster.namespace)
+            assert job_now["spec"]["suspend"]
+            # n0 is back: Ready again, admitted, and the pod binds there.
+            await regain()
+            await wait_for_object(
+                cluster.kube,
+                WORKLOADS,
+                name,
+                lambda w: is_true(w, "Admitted"),
+                namespace=cluster.namespace,
+                what="the workload admitted again",
+            )
+            await lift_gates(cluster, "job-name=gated")
+            placed = await cluster.all_bound("job-name=gated", 1)
+    assert list(placed.values()) == [first]
+    assert controller.retries == 1
+
+
+async def test_pods_not_bound_within_the_checks_deadline_are_retried(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    """A check with ``topos.io/bind-deadline-seconds: "2"``: the Ready workload's pod is still
+    gated after 2 s — Retry, Kueue evicts and requeues it. With the deadline raised the next
+    Ready holds, and the pod, its gate lifted, binds."""
+    (node,) = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=1)
+    async with (
+        cluster.gang_coordinator() as coordinator,
+        Controllers(cluster),
+        admission_check(cluster, annotations={BIND_DEADLINE: "2"}) as check,
+        answering(cluster, coordinator) as controller,
+        queues(cluster.kube, cluster.namespace, admission_checks=(check,)),
+    ):
+        created = await cluster.kube.create(JOBS, gated_job("late"), namespace=cluster.namespace)
+        uid = created["metadata"]["uid"]
+        workload = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)
+        name = workload["metadata"]["name"]
+        evicted = await wait_for_object(
+            cluster.kube,
+            WORKLOADS,
+            name,
+            lambda w: retried(w, check),
+            namespace=cluster.namespace,
+            what="Kueue's eviction for the Retry",
+        )
+        assert controller.retries >= 1
+        why = condition(evicted, "Evicted")
+        assert (why or {}).get("reason") == "AdmissionCheck", why
+        await cluster.kube.patch(
+            ADMISSION_CHECKS, check, {"metadata": {"annotations": {BIND_DEADLINE: "300"}}}
+        )
+        await eventually(lambda: controller.rounds > 0 and controller.retries >= 1, what="a round")
+        retries = controller.retries
+        await wait_for_object(
+            cluster.kube,
+            WORKLOADS,
+            name,
+            lambda w: is_true(w, "Admitted") and check_of(w, check).get("state") == "Ready",
+            namespace=cluster.namespace,
+            what="the workload admitted again",
+        )
+        await lift_gates(cluster, "job-name=late")
+        placed = await cluster.all_bound("job-name=late", 1)
+    assert list(placed.values()) == [node]
+    assert controller.retries <= retries + 1  # at most one more in flight as the deadline rose

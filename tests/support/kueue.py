@@ -55,13 +55,17 @@ async def queues(
     admission_checks: Sequence[str] = (),
     topology: Sequence[str] = (),
     node_labels: Mapping[str, str] | None = None,
+    gpus: Mapping[str, int] | None = None,
+    weights: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Queues]:
     """A ResourceFlavor, a ClusterQueue per team (``gpus_each`` GPUs nominal, borrowing from the
     cohort without limit, reclaiming lent quota from any priority, preempting lower priority
     within itself; ``admission_checks`` asked of every workload), a LocalQueue per team in
     ``namespace`` named after it, and WorkloadPriorityClasses ``low`` (0) and ``high`` (1000).
     ``topology``: node labels, top level first, of a Kueue ``Topology`` the flavor names (a TAS
-    flavor: Kueue picks the domain); ``node_labels``: the flavor's nodes."""
+    flavor: Kueue picks the domain); ``node_labels``: the flavor's nodes. ``gpus``: a team's
+    nominal GPUs instead of ``gpus_each``; ``weights``: a team's fair-sharing weight
+    (``spec.fairSharing.weight``; Kueue's fair sharing is on in the harness)."""
     flavor = f"{namespace}-gpu"
     made: list[tuple[Resource, str]] = []
 
@@ -109,6 +113,7 @@ async def queues(
         names = {}
         for team in teams:
             names[team] = f"{namespace}-{team}"
+            nominal = (gpus or {}).get(team, gpus_each)
             spec: dict[str, Any] = {
                 "cohortName": namespace,
                 "namespaceSelector": {},
@@ -123,15 +128,17 @@ async def queues(
                             {
                                 "name": flavor,
                                 "resources": [
-                                    {"name": "cpu", "nominalQuota": str(16 * gpus_each)},
-                                    {"name": "memory", "nominalQuota": f"{128 * gpus_each}Gi"},
-                                    {"name": GPU, "nominalQuota": str(gpus_each)},
+                                    {"name": "cpu", "nominalQuota": str(16 * nominal)},
+                                    {"name": "memory", "nominalQuota": f"{128 * nominal}Gi"},
+                                    {"name": GPU, "nominalQuota": str(nominal)},
                                 ],
                             }
                         ],
                     }
                 ],
             }
+            if weights and team in weights:
+                spec["fairSharing"] = {"weight": weights[team]}
             if admission_checks:
                 spec["admissionChecksStrategy"] = {
                     "admissionChecks": [{"name": check} for check in admission_checks]

@@ -4,7 +4,9 @@
 
 - Every AdmissionCheck naming the controller gets the condition ``Active``: ``True`` (reason
   ``Active``), or ``False`` with reason ``UnknownParameters`` when it names ``parameters`` — Topos
-  takes none, and the message names the object it was given.
+  takes none, and the message names the object it was given — or with reason
+  ``InvalidBindDeadline`` when its annotation ``topos.io/bind-deadline-seconds`` (how long a Ready
+  workload's pods may take to be bound; default 300) is not a whole number of seconds ≥ 1.
 - Every Workload (``kueue.x-k8s.io/v1beta2``, the storage version of Kueue v0.17) with such a
   check in state ``Pending`` and its quota reserved is decided; the check's ``state``, ``message``
   and ``podSetUpdates`` are written with a JSON patch guarded by the Workload's
@@ -14,6 +16,10 @@
 - A Ready check whose workload is admitted but whose room is not held (a restarted coordinator)
   gets it held again from its ``podSetUpdates``, less the pods already bound; a reservation whose
   workload is gone, finished, or no longer holds its quota (Kueue evicted it) is released.
+- A Ready check whose room is lost before its pods are bound (a node it is held on deleted,
+  cordoned, not Ready, its agent silent), or whose pods are not all bound within the bind deadline
+  after Ready, is answered ``Retry`` and its room released: Kueue evicts the workload (reason
+  ``AdmissionCheck``), releases its quota, queues it again and resets the check to ``Pending``.
 
 Rounds run on every Workload change (a watch) and at least every ``interval_s`` (the cluster
 changes too). A Pending check is decided again only when its Workload or the cluster changed
@@ -43,6 +49,7 @@ from coordinator.engine.admission.placement import (
     pod_set_updates,
     reserve,
     reserve_from_updates,
+    room_lost,
 )
 from coordinator.engine.gangs.running import bound_pods
 from coordinator.engine.loop import Scheduler
@@ -50,13 +57,22 @@ from coordinator.engine.whatif.service import WhatIf
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ADMISSION_CHECKS", "WORKLOADS", "PlacementCheckController"]
+__all__ = [
+    "ADMISSION_CHECKS",
+    "BIND_DEADLINE",
+    "DEFAULT_BIND_DEADLINE_S",
+    "WORKLOADS",
+    "PlacementCheckController",
+    "active_condition",
+]
 
 ADMISSION_CHECKS: Final = Resource(
     "kueue.x-k8s.io", "v1beta2", "admissionchecks", False, "AdmissionCheck"
 )
 WORKLOADS: Final = Resource("kueue.x-k8s.io", "v1beta2", "workloads", True, "Workload")
 TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1beta2", "topologies", False, "Topology")
+BIND_DEADLINE: Final = "topos.io/bind-deadline-seconds"
+DEFAULT_BIND_DEADLINE_S: Final = 300
 IDLE: Final = (
     "Kueue's AdmissionCheck API (kueue.x-k8s.io/v1beta2) is not served: the placement "
     "admission check (topos.io/placement) is idle; scheduling is unaffected"
@@ -67,6 +83,29 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _since(stamp: object, wall: float) -> float | None:
+    """Seconds from the API timestamp ``stamp`` to ``wall`` (``None``: no timestamp)."""
+    try:
+        then = datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return wall - then.timestamp()
+
+
+def bind_deadline(check: Mapping[str, Any]) -> int | str:
+    """The check's bind deadline in seconds, or the error naming the annotation and value."""
+    raw = ((check.get("metadata") or {}).get("annotations") or {}).get(BIND_DEADLINE)
+    if raw is None:
+        return DEFAULT_BIND_DEADLINE_S
+    text = str(raw).strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        return (
+            f"annotation {BIND_DEADLINE}: {raw!r} is not a whole number of seconds ≥ 1 "
+            f"(the default is {DEFAULT_BIND_DEADLINE_S})"
+        )
+    return int(text)
+
+
 def _true(obj: Mapping[str, Any], kind: str) -> bool:
     return any(
         c.get("type") == kind and c.get("status") == "True"
@@ -74,7 +113,8 @@ def _true(obj: Mapping[str, Any], kind: str) -> bool:
     )
 
 
-def _active_condition(check: Mapping[str, Any]) -> dict[str, str]:
+def active_condition(check: Mapping[str, Any]) -> dict[str, str]:
+    """The ``Active`` condition Topos writes on an AdmissionCheck of its controller."""
     parameters = (check.get("spec") or {}).get("parameters")
     if parameters:
         named = "/".join(
@@ -86,6 +126,14 @@ def _active_condition(check: Mapping[str, Any]) -> dict[str, str]:
             "reason": "UnknownParameters",
             "message": f"{CONTROLLER_NAME} takes no parameters; spec.parameters names {named}, "
             "which Topos does not know",
+        }
+    deadline = bind_deadline(check)
+    if isinstance(deadline, str):
+        return {
+            "type": "Active",
+            "status": "False",
+            "reason": "InvalidBindDeadline",
+            "message": f"{CONTROLLER_NAME}: {deadline}",
         }
     return {
         "type": "Active",
@@ -109,6 +157,7 @@ class PlacementCheckController:
         recheck_s: float = 30.0,
         synced: asyncio.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.scheduler = scheduler
@@ -117,6 +166,8 @@ class PlacementCheckController:
         self.interval_s = interval_s
         self.recheck_s = recheck_s
         self._clock = clock
+        self._wall = wall
+        self.retries = 0  # Retry answers written
         self.idle: str | None = None
         self.rounds = 0
         self.synced = synced
@@ -222,14 +273,15 @@ class PlacementCheckController:
             return  # only the leader decides and writes (a follower's first round passes)
         self.rounds += 1
         checks = (await self.client.list(ADMISSION_CHECKS))["items"]
-        ours: set[str] = set()
+        ours: dict[str, int] = {}  # active check → its bind deadline (s)
         for check in checks:
             if (check.get("spec") or {}).get("controllerName") != CONTROLLER_NAME:
                 continue
             name = str(check["metadata"]["name"])
-            condition = _active_condition(check)
-            if condition["status"] == "True":
-                ours.add(name)
+            condition = active_condition(check)
+            deadline = bind_deadline(check)
+            if condition["status"] == "True" and isinstance(deadline, int):
+                ours[name] = deadline
             await self._set_active(check, condition)
         workloads = (await self.client.list(WORKLOADS, namespace=self.namespace))["items"]
         nominations = self.scheduler.nominations
@@ -243,7 +295,11 @@ class PlacementCheckController:
             ]
             if not entries:
                 continue
-            reserved = _true(workload, "QuotaReserved") and not _true(workload, "Finished")
+            reserved = (
+                _true(workload, "QuotaReserved")
+                and not _true(workload, "Finished")
+                and not _true(workload, "Evicted")  # its check is reset by Kueue: not ours to ask
+            )
             if reserved:
                 live.add(group)
             for index, check in entries:
@@ -251,8 +307,13 @@ class PlacementCheckController:
                 if state == "Pending" and reserved:
                     if not self._unchanged(workload):
                         await self._decide(workload, index, check)
-                elif state == "Ready" and reserved and not nominations.reserved(group):
-                    self._restore(workload, check)
+                elif state == "Ready" and reserved:
+                    if not nominations.reserved(group):
+                        self._restore(workload, check)
+                    if nominations.reserved(group):
+                        why = self._lost(group, check, ours[str(check.get("name"))])
+                        if why is not None:
+                            await self._retry(workload, index, check, why)
         for group in nominations.groups() - live:
             nominations.release(group)
         for group in self._asked.keys() - live:
@@ -366,6 +427,33 @@ class PlacementCheckController:
             log.info("placement check of %s not written: %s", group_of(workload), exc)
             return None
         return str(written["metadata"]["resourceVersion"])
+
+    def _lost(self, group: str, check: Mapping[str, Any], deadline_s: int) -> str | None:
+        """Why ``group``'s Ready check can no longer be kept, or ``None``."""
+        held = self.scheduler.nominations.reserved(group)
+        why = room_lost(self.scheduler.view.snapshot(), held)
+        if why is not None:
+            return f"the room held is lost before the pods were bound: {why}"
+        waited = _since(check.get("lastTransitionTime"), self._wall())
+        if waited is not None and waited > deadline_s:
+            return (
+                f"{len(held)} pod{'s' if len(held) > 1 else ''} not bound within "
+                f"{deadline_s} s of Ready ({BIND_DEADLINE})"
+            )
+        return None
+
+    async def _retry(
+        self, workload: Mapping[str, Any], index: int, check: Mapping[str, Any], why: str
+    ) -> None:
+        """Answer ``Retry``: Kueue evicts the workload, releases its quota and queues it again."""
+        updated = {k: v for k, v in check.items() if k != "podSetUpdates"}
+        updated.update(state="Retry", message=f"{why}; Kueue queues the workload again"[:1024])
+        if await self._write(workload, index, updated) is None:
+            return
+        self.retries += 1
+        group = group_of(workload)
+        log.warning("placement check of %s: Retry (%s)", group, why)
+        self.scheduler.nominations.release(group)
 
     def _restore(self, workload: Mapping[str, Any], check: Mapping[str, Any]) -> None:
         """A Ready check whose room this process does not hold (it restarted): hold it again."""

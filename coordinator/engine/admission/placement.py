@@ -16,7 +16,11 @@ copy of the live state, with room already nominated or reserved held. The answer
   pod group …: 3/4 members placed; …", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu"),
   and the check is asked again as the cluster changes;
 - **Rejected** — the workload can never be read (a pod template Topos cannot parse, a malformed
-  Topos key): the message names the podset and the key.
+  Topos key): the message names the podset and the key;
+- **Retry** — said Ready, but the room is lost before its pods are bound (:func:`room_lost`: a
+  node it was held on deleted, cordoned, not Ready or its agent silent) or they were not all bound
+  within the check's deadline (the controller's): Kueue evicts the workload, releases its quota and
+  queues it again, and the check is asked anew.
 
 Pods that are not Topos's (another ``schedulerName``) are not checked: such a podset is Ready
 with a message saying so. Scheduling gates in a template are ignored (they are lifted before the
@@ -32,7 +36,8 @@ from typing import Any, Final
 
 from common.podkeys import SCHEDULER_NAME
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
-from coordinator.engine.nominations import PLACEMENT_GROUP, Nominations
+from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.engine.nominations import PLACEMENT_GROUP, Nominated, Nominations
 from coordinator.engine.whatif.service import WhatIf, WhatIfError
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "Verdict",
     "decide",
     "reserve_from_updates",
+    "room_lost",
     "workload_pods",
 ]
 
@@ -166,6 +172,29 @@ def decide(whatif: WhatIf, workload: Mapping[str, Any]) -> Verdict:
         f"all {len(ours)} pods fit now, room held: {spread}"[:MAX_MESSAGE],
         {k: v for k, v in where.items() if v},
     )
+
+
+def room_lost(snapshot: Snapshot, held: Sequence[Nominated]) -> str | None:
+    """Why the room ``held`` (a reservation's entries not yet taken) is gone, or ``None``: a node
+    it is on was deleted, cordoned, is not Ready, or its agent went silent."""
+    pods: dict[str, int] = {}
+    for entry in held:
+        pods[entry.node] = pods.get(entry.node, 0) + 1
+    for name in sorted(pods):
+        node = snapshot.get(name)
+        if node is None:
+            why = "was deleted"
+        elif node.unschedulable:
+            why = "is cordoned"
+        elif not node.ready:
+            why = "is not Ready"
+        elif node.stale:
+            why = "has a silent agent (no new placements)"
+        else:
+            continue
+        count = pods[name]
+        return f"node {name} {why} ({count} pod{'s were' if count > 1 else ' was'} to go there)"
+    return None
 
 
 def reserve(nominations: Nominations, workload: Mapping[str, Any], verdict: Verdict) -> None:
