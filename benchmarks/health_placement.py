@@ -2,20 +2,31 @@
 (``coordinator.sim`` on the production engine; docs/health.md, "Placement").
 
 The cluster: 48 nodes in 6 leaves of 8 — DGX-1 V100s (24: direct NVLink, hybrid cube-mesh) and
-DGX H100s (24: NVSwitch). Injected faults, seeded: on a quarter of the nodes one NVLink is
-degraded (2,341 CRC errors in 10 min, as the agent reports it): on a DGX-1 one NV2 pair, on a
-DGX H100 one GPU's port to an NVSwitch (which slows every pair of that GPU). The faults are
-present from the start (the replay has no mid-run failures).
+DGX H100s (24: NVSwitch). Faults, seeded, in one of two modes:
 
-Both runs pay for the faults the same way: a multi-GPU job whose GPUs include a degraded pair
-runs as if that pair were its fallback class (``NODE``/``SYS``) under the cost model
+- ``midrun`` (default): while the trace runs (``coordinator/sim/faults.py``), on a quarter of the
+  nodes one GPU's NVLink degrades at a random time (2,341 CRC errors in 10 min, as the agent
+  reports it: on a DGX-1 its port to its widest NVLink peer, on a DGX H100 its port to an
+  NVSwitch, which slows every pair of that GPU); half of those GPUs fail 0.5–4 h later (XID 79),
+  and on 5 % of the nodes a GPU fails with no warning. A failed GPU fails the jobs on it (they
+  start over: their work is lost); a link that degrades slows the rest of the jobs running over
+  it.
+- ``static``: on a quarter of the nodes one NVLink is degraded from the start, nothing fails.
+
+Both runs pay for the hardware as it is: a multi-GPU job over a degraded pair runs as if that
+pair were its fallback class (``NODE``/``SYS``) under the cost model
 (``coordinator/sim/costmodel.py``: NV 1.0, NODE 1.25, SYS 1.4). The health-blind run's scheduler
-is given the topologies without the agent's verdicts (``ReplaySettings.health_blind``).
+is given the topologies without the agent's verdicts (``ReplaySettings.health_blind``); a failed
+GPU it sees too (the device plugin reports it).
 
-Reported: multi-GPU jobs that ran over a degraded link, their communication stretch, and the
-modelled job completion time.
+Reported per seed and policy: multi-GPU jobs and those that ran over a degraded link, JCT mean
+and p95, mean wait, jobs a GPU failed under, running jobs a link degraded under, GPU-hours lost
+to restarts (failures and preemptions), fragmentation, gangs inside one leaf; then the JCT
+difference summed over jobs, split into waiting and running, and how much of it the 10 largest
+job differences make.
 
-Run: ``.venv/bin/python -m benchmarks.health_placement [--jobs 800] [--load 0.85] [--seed 7]``.
+Run: ``.venv/bin/python -m benchmarks.health_placement [--jobs 400] [--seeds 7,11,13]
+[--mode midrun|static]``.
 """
 
 from __future__ import annotations
@@ -126,7 +137,8 @@ def one_seed(seed: int, args: argparse.Namespace) -> None:
     print(f"seed {seed}: {len(nodes)} nodes, {what}; {len(jobs)} jobs at load {args.load}")
     print(
         f"  {'placement':<14}{'multi-GPU':>10}{'on degraded':>12}{'JCT mean':>10}{'JCT p95':>9}"
-        f"{'wait mean':>10}{'failed':>7}{'slowed':>7}{'lost GPU-h':>11}{'frag':>6}{'placed':>9}"
+        f"{'wait mean':>10}{'failed':>7}{'slowed':>7}{'lost GPU-h':>11}{'frag':>6}"
+        f"{'gangs in a leaf':>16}{'placed':>9}"
     )
     results: dict[bool, RunResult] = {}
     for blind in (False, True):
@@ -140,6 +152,7 @@ def one_seed(seed: int, args: argparse.Namespace) -> None:
             f"{format_duration(s.jct_mean_s):>10}{format_duration(s.jct_p95_s):>9}"
             f"{format_duration(s.wait_mean_s):>10}{result.failed_jobs:>7}{result.slowed_jobs:>7}"
             f"{result.lost_gpu_s / 3600:>11.1f}{s.fragmentation_gpus:>6.1f}"
+            f"{s.gangs_one_leaf_share:>16.0%}"
             f"{s.placed:>5}/{s.jobs}"
         )
     total, wait, run, top = attribution(results[False], results[True])
