@@ -9,7 +9,9 @@ control plane's service-account signing key and root CA, and HTTPS (health only)
 - ``resourceclaim``: creates a pod's ResourceClaims from its ResourceClaimTemplates, removes
   finished or deleted pods from ``status.reservedFor``, and deletes the claims it generated;
 - ``job``, ``replicaset``, ``deployment``: workloads create their pods;
-- ``garbage-collector``: dependents go with their owners (ownerReferences).
+- ``garbage-collector``: dependents go with their owners (ownerReferences);
+- ``device-taint-eviction``: deletes the pods whose claims hold a device tainted ``NoExecute``
+  (in its ResourceSlice or by a DeviceTaintRule) that they do not tolerate (KEP-5055).
 
 ``topos devcluster up`` (``PLAYGROUND``) adds ``statefulset`` — the tests' shared control plane
 does not, where tests stand in for a StatefulSet's replicas themselves.
@@ -37,6 +39,7 @@ CONTROLLERS: Final = (
     "replicaset-controller",
     "deployment-controller",
     "garbage-collector-controller",
+    "device-taint-eviction-controller",
 )
 PLAYGROUND: Final = (*CONTROLLERS, "statefulset-controller")
 """What ``topos devcluster up`` runs: StatefulSets make their pods too."""

@@ -67,6 +67,11 @@ class ControlPlaneSettings:
     """Serve the Workload API (``scheduling.k8s.io/v1alpha2``: Workload, PodGroup, and pods'
     ``spec.schedulingGroup``): feature gates ``GenericWorkload`` and ``GangScheduling`` and its
     runtime-config. Alpha in Kubernetes 1.36, so off by default in a real cluster."""
+    device_taint_rules: bool = True
+    """Serve DeviceTaintRule (``resource.k8s.io/v1beta2``, KEP-5055): feature gate
+    ``DRADeviceTaintRules`` (beta, off by default in Kubernetes 1.36) and its runtime-config, on
+    the API server and on kube-controller-manager (whose ``device-taint-eviction-controller``
+    then evicts pods from devices a rule taints ``NoExecute``)."""
     controllers: tuple[str, ...] = controllers.CONTROLLERS
     """kube-controller-manager's ``--controllers``; ``()`` runs no controller-manager (nor does
     a binaries directory without one)."""
@@ -271,6 +276,8 @@ class ControlPlane:
         )
         if settings.workload_api:  # its PodGroup controller (podgroup-protection) is gated too
             argv.append(WORKLOAD_API_ARGS[0])
+        if settings.device_taint_rules:  # device-taint-eviction reads the rules when gated
+            argv.append(DEVICE_TAINT_RULE_ARGS[0])
         manager = spawn(argv, log_path=log, die_with_parent=tied)
         self._processes.append(manager)
         self.state = replace(
@@ -405,6 +412,13 @@ WORKLOAD_API_ARGS: Final = (
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
 
+#: kube-apiserver flags serving DeviceTaintRule (resource.k8s.io/v1beta2; beta, off by default in
+#: 1.36). ``DRADeviceTaints`` (taints in ResourceSlices) is beta and on by default.
+DEVICE_TAINT_RULE_ARGS: Final = (
+    "--feature-gates=DRADeviceTaintRules=true",
+    "--runtime-config=resource.k8s.io/v1beta2/devicetaintrules=true",
+)
+
 
 def _apiserver_args(
     binaries: Binaries, root: Path, ports: _Ports, settings: ControlPlaneSettings
@@ -430,6 +444,7 @@ def _apiserver_args(
         "--allow-privileged=true",
         "--profiling=false",
         *(WORKLOAD_API_ARGS if settings.workload_api else ()),
+        *(DEVICE_TAINT_RULE_ARGS if settings.device_taint_rules else ()),
         *settings.extra_apiserver_args,
     ]
 

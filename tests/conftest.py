@@ -6,7 +6,9 @@ Fixtures (use them by name; a test that does is marked ``kube`` automatically):
   on free 127.0.0.1 ports and stopped at the end of the session, with kube-controller-manager
   running the controllers of ``devcluster.controllers.CONTROLLERS`` (ResourceClaims from
   templates and released when pods finish, Jobs/ReplicaSets/Deployments make pods, garbage
-  collection: a pod whose owner does not exist is deleted). ``.kubeconfig`` is an admin
+  collection: a pod whose owner does not exist is deleted, device-taint eviction: a pod holding
+  a device tainted ``NoExecute`` is deleted); it serves DeviceTaintRules
+  (``resource.k8s.io/v1beta2``, gate ``DRADeviceTaintRules``). ``.kubeconfig`` is an admin
   kubeconfig (client certificate in ``system:masters``), ``.server`` the URL, and
   ``.write_user_kubeconfig(path, user=…, groups=…)`` mints a less privileged identity.
 - ``kubeconfig`` (session): ``Path`` of that admin kubeconfig.

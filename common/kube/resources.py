@@ -83,6 +83,10 @@ DEVICE_CLASSES = Resource(
 RESOURCE_CLAIMS = Resource(
     "resource.k8s.io", "v1", "resourceclaims", namespaced=True, kind="ResourceClaim"
 )
+# KEP-5055: beta in 1.36, served only with the DRADeviceTaintRules gate and its runtime-config.
+DEVICE_TAINT_RULES = Resource(
+    "resource.k8s.io", "v1beta2", "devicetaintrules", namespaced=False, kind="DeviceTaintRule"
+)
 RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io",
     "v1",

@@ -1,16 +1,16 @@
 """The Dynamic Resource Allocation objects the coordinator watches: :class:`DraStore`.
 
-ResourceSlices and DeviceClasses (cluster-scoped) and ResourceClaims (in the namespaces the
-coordinator serves) arrive here as the API server returns them — from the reflectors of
-:mod:`coordinator.adapters.kube.dra`, or from the in-memory cluster — and are parsed once, on
+ResourceSlices, DeviceClasses and DeviceTaintRules (cluster-scoped) and ResourceClaims (in the
+namespaces the coordinator serves) arrive here as the API server returns them — from the reflectors
+of :mod:`coordinator.adapters.kube.dra`, or from the in-memory cluster — and are parsed once, on
 arrival, with :mod:`coordinator.core.dra.state`'s ``parse_*`` functions. An object that cannot be
-parsed (a malformed selector, duplicate device names, ...) is left out, logged once per version
-and counted in :attr:`DraStore.rejected` (and, while it stays bad, in
-:meth:`DraStore.rejected_now`, the ``topos_dra_rejected_objects`` metric); the explanation of a pod
-naming it says why; it harms no other object. :meth:`DraStore.state` builds
-the immutable :class:`~coordinator.core.dra.state.DraState` a scheduling cycle sees only when
-something changed since the last one, and most clusters have no DRA objects at all: then it is
-one shared empty state.
+parsed (a malformed selector, duplicate device names, ...) is left out, logged once per version and
+counted in :attr:`DraStore.rejected` (and, while it stays bad, in :meth:`DraStore.rejected_now`,
+the ``topos_dra_rejected_objects`` metric); the explanation of a pod naming it says why; it harms
+no other object. :meth:`DraStore.state` builds the immutable
+:class:`~coordinator.core.dra.state.DraState` a scheduling cycle sees only when something changed
+since the last one, and most clusters have no DRA objects at all: then it is one shared empty
+state.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from typing import Any, Final, Literal
 
 from coordinator.core.dra.state import (
     DeviceClass,
+    DeviceTaintRule,
     DraObjectError,
     DraState,
     ResourceClaim,
     ResourceSlice,
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_slice,
 )
@@ -35,8 +37,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EMPTY", "DraChange", "DraKind", "DraStore", "claim_allocated", "object_key"]
 
-DraKind = Literal["ResourceSlice", "DeviceClass", "ResourceClaim"]
-Parsed = ResourceSlice | DeviceClass | ResourceClaim
+DraKind = Literal["ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule"]
+Parsed = ResourceSlice | DeviceClass | ResourceClaim | DeviceTaintRule
 #: The state of a cluster without DRA objects (shared: DraState is immutable).
 EMPTY: Final = DraState()
 
@@ -53,7 +55,10 @@ class DraChange:
     @property
     def frees(self) -> bool:
         """Could this change let a pod refused for want of devices fit? A slice or class added
-        or changed, a claim deallocated or deleted (not a claim created or allocated)."""
+        or changed, a claim deallocated or deleted (not a claim created or allocated), a
+        DeviceTaintRule changed or deleted (not one created)."""
+        if self.kind == "DeviceTaintRule":
+            return self.before is not None
         if self.kind != "ResourceClaim":
             return True
         return claim_allocated(self.before) and not claim_allocated(self.obj)
@@ -78,6 +83,8 @@ def _parse(kind: DraKind, obj: Mapping[str, Any]) -> Parsed | DraObjectError:
         return parse_resource_slice(obj)
     if kind == "DeviceClass":
         return parse_device_class(obj)
+    if kind == "DeviceTaintRule":
+        return parse_device_taint_rule(obj)
     return parse_resource_claim(obj)
 
 
@@ -92,6 +99,7 @@ class DraStore:
             "ResourceSlice": {},
             "DeviceClass": {},
             "ResourceClaim": {},
+            "DeviceTaintRule": {},
         }
         self._parsed: dict[DraKind, dict[str, Parsed]] = {k: {} for k in self._raw}
         #: Objects left out, by (kind, key): why (what explain and logs show).
@@ -186,12 +194,14 @@ class DraStore:
             slices = self._parsed["ResourceSlice"].values()
             classes = self._parsed["DeviceClass"].values()
             claims = self._parsed["ResourceClaim"].values()
-            if slices or classes or claims or self.errors:
+            rules = self._parsed["DeviceTaintRule"].values()
+            if slices or classes or claims or rules or self.errors:
                 self._state = DraState(
                     slices=[o for o in slices if isinstance(o, ResourceSlice)],
                     classes=[o for o in classes if isinstance(o, DeviceClass)],
                     claims=[o for o in claims if isinstance(o, ResourceClaim)],
                     rejected=self.errors.values(),
+                    rules=[o for o in rules if isinstance(o, DeviceTaintRule)],
                 )
             else:
                 self._state = EMPTY

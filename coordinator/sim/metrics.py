@@ -120,6 +120,8 @@ class RunResult:
     restarts: int = 0  # jobs started over because the engine deleted one of their pods
     lost_gpu_s: float = 0.0  # GPU-seconds run by started jobs that then started over
     lost_pods: int = 0  # pods of started jobs that started over (moved, preempted)
+    failed_jobs: int = 0  # jobs whose GPU failed under them (replay faults)
+    slowed_jobs: int = 0  # running jobs an NVLink degraded under (replay faults)
     simulated_s: float = 0.0  # simulated time the replay covered
     wall_s: float = 0.0  # wall time it took
 

@@ -16,7 +16,13 @@ The replay plays the users and the kubelets around the engine:
   ``Succeeded``: the kubelet's part);
 - a pod of a started or starting job that is deleted by someone else (preempted, evicted by a
   gang timeout) restarts the whole job, as a Job or JobSet controller would: its other pods are
-  deleted and all are created again; the work done is lost (counted: ``RunResult.lost_gpu_s``).
+  deleted and all are created again; the work done is lost (counted: ``RunResult.lost_gpu_s``);
+- at each of :attr:`ReplaySettings.faults`' times the hardware changes (:mod:`.faults`) and the
+  node's agent reports it (a delta to the inventory; the health-blind run's without the
+  verdicts): a GPU that fails fails the jobs on it, which start over as above
+  (``RunResult.failed_jobs``); an NVLink that degrades under a running job slows the rest of its
+  run to the pair's fallback class (``RunResult.slowed_jobs``). Run times always pay for the
+  hardware as it is, whatever the scheduler saw.
 
 The replay ends when no job is left to arrive, none holds a node, and nothing has changed for
 :attr:`ReplaySettings.settle_s` simulated seconds (pods still pending then never fit).
@@ -31,13 +37,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common import labels as L
 from common import podkeys
 from common.linkhealth import without_health, worst_effective_link
-from common.model import Link, worst_link
+from common.model import Link, NodeTopology, worst_link
+from common.wire import GpuState
 from coordinator.core.domains.summary import stranded_gpus
 from coordinator.core.queue import QueuedPod
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -48,6 +55,7 @@ from coordinator.engine.ports import ClusterError
 from coordinator.forecast.clock import SimulatedLoop
 from coordinator.forecast.engine import EngineSettings, SimulatedEngine
 from coordinator.sim.costmodel import CostModel
+from coordinator.sim.faults import Fault, with_fault
 from coordinator.sim.locality import best_link_rank, span
 from coordinator.sim.metrics import JobOutcome, RunResult, UsagePoint
 from coordinator.sim.pods import NAMESPACE, job_manifests
@@ -68,6 +76,8 @@ class ReplaySettings:
     health_blind: bool = False
     """The scheduler sees the nodes without the agent's health verdicts (degraded links, …);
     run times still pay for them (the baseline of ``benchmarks/health_placement.py``)."""
+    faults: tuple[Fault, ...] = ()
+    """Hardware faults while the replay runs (:mod:`.faults`), at their simulated times."""
     fill: bool = False
     """Fill the cluster (the FGD paper's replay): pods never finish, and a job whose first
     attempt fails is dropped, never retried."""
@@ -195,6 +205,9 @@ class _Replay:
         )
         self.cluster = self.engine.cluster
         self.by_name = {n.name: n for n in sim.nodes}
+        #: each node's hardware as it is now (faults change it); run times pay for this
+        self.truth: dict[str, NodeTopology | None] = {n.name: n.topology for n in sim.nodes}
+        self.seq: dict[str, int] = {}  # the agents' delta numbers
         blind = sim.settings.health_blind
         for n in sim.nodes:
             seen = without_health(n.topology) if blind and n.topology is not None else n.topology
@@ -215,6 +228,8 @@ class _Replay:
         self.dropped: dict[int, str] = {}  # fill mode: jobs whose first attempt failed → why
         self.lost_gpu_s = 0.0  # work of started jobs that started over
         self.lost_pods = 0
+        self.failed_jobs = 0  # jobs on a GPU that failed
+        self.slowed_jobs = 0  # running jobs an NVLink degraded under
         self._deleting = False
 
     # --- the users and kubelets around the engine ------------------------------------------------
@@ -301,6 +316,52 @@ class _Replay:
         for manifest in self.sim.manifests[i]:
             self.cluster.create_pod(manifest)
 
+    def _fault(self, fault: Fault) -> None:
+        """The hardware changes, the pods on a failed GPU fail (their jobs start over first, so
+        the engine's own recovery finds them gone), then the agent reports it."""
+        before = self.truth[fault.node]
+        if before is None:
+            return
+        truth = self.truth[fault.node] = with_fault(before, fault)
+        for i, run in list(self.runs.items()):
+            if not any(
+                node == fault.node and fault.gpu in placement.gpus
+                for node, placement in run.bound.values()
+            ):
+                continue
+            if fault.kind == "gpu":
+                self.failed_jobs += 1
+                self._restart(i)
+            elif run.finish is not None:
+                self._slow(i, run)
+        seen = without_health(truth) if self.sim.settings.health_blind else truth
+        gpu = seen.gpus[fault.gpu]
+        self.seq[fault.node] = seq = self.seq.get(fault.node, 0) + 1
+        state = GpuState(
+            index=gpu.index,
+            uuid=gpu.uuid,
+            healthy=gpu.healthy,
+            health_reason=gpu.health_reason,
+            health=gpu.health,
+        )
+        self.cluster.inventory.apply_delta(fault.node, seq=seq, gpus=(state,), allocations=None)
+
+    def _slow(self, i: int, run: _Run) -> None:
+        """A running job's link degraded: the rest of its run pays the new stretch."""
+        old = self.outcomes[i]
+        now = self._now()
+        new = self._outcome(i, run)
+        if new.stretch <= old.stretch or run.finish is None:
+            return
+        self.slowed_jobs += 1
+        end = now + (old.end_s - now) * new.stretch / old.stretch
+        run.finish.cancel()
+        run.finish = self.loop.call_at(end, self._finish, i, run.generation)
+        stretch = (end - old.start_s) / old.job.duration_s if old.job.duration_s else new.stretch
+        self.outcomes[i] = replace(
+            old, end_s=end, stretch=stretch, degraded_link=True, worst_link=new.worst_link
+        )
+
     def _drop(self, i: int) -> None:
         """Fill mode: job ``i`` failed its first attempt; its pods go, never to be tried again."""
         if i in self.dropped or i in self.outcomes:
@@ -333,7 +394,7 @@ class _Replay:
         nodes: list[str] = []
         for node, placement in run.bound.values():
             nodes.append(node)
-            topology = self.by_name[node].topology
+            topology = self.truth[node]
             gpus = placement.gpus
             if len(gpus) < 2 or topology is None:
                 continue
@@ -375,6 +436,8 @@ class _Replay:
             async with self.engine:
                 for i, job in enumerate(self.sim.jobs):
                     self.loop.call_at(job.arrival_s, self._submit, i)
+                for fault in self.sim.settings.faults:
+                    self.loop.call_at(fault.at_s, self._fault, fault)
                 await self._until_done()
         finally:
             unsubscribe()
@@ -397,6 +460,8 @@ class _Replay:
             restarts=sum(r.restarts for r in self.runs.values()),
             lost_gpu_s=self.lost_gpu_s,
             lost_pods=self.lost_pods,
+            failed_jobs=self.failed_jobs,
+            slowed_jobs=self.slowed_jobs,
             simulated_s=self._now(),
             wall_s=time.perf_counter() - began,
         )

@@ -101,6 +101,7 @@ COORDINATOR_GRANTS = _expand(
         "priorityclasses.scheduling.k8s.io": ["list"],
         "resourceslices.resource.k8s.io": ["get", "list", "watch"],
         "deviceclasses.resource.k8s.io": ["get", "list", "watch"],
+        "devicetaintrules.resource.k8s.io": ["get", "list", "watch"],
         "resourceclaims.resource.k8s.io": ["get", "list", "watch", "create", "patch", "delete"],
         "resourceclaims.resource.k8s.io/status": ["update", "patch"],
     }
@@ -171,6 +172,7 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     (COORDINATOR, "list", "priorityclasses.scheduling.k8s.io", (), True),
     (COORDINATOR, "watch", "resourceslices.resource.k8s.io", (), True),
     (COORDINATOR, "watch", "deviceclasses.resource.k8s.io", (), True),
+    (COORDINATOR, "watch", "devicetaintrules.resource.k8s.io", (), True),
     (COORDINATOR, "watch", "resourceclaims.resource.k8s.io", ("-A",), True),
     (COORDINATOR, "create", "resourceclaims.resource.k8s.io", ("-n", "ml"), True),
     (

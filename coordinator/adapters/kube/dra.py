@@ -1,10 +1,11 @@
 """Watches of the Dynamic Resource Allocation objects, feeding a
 :class:`~coordinator.inventory.dra.DraStore`.
 
-Three :class:`~.reflector.Reflector` loops: ResourceSlices and DeviceClasses (cluster-scoped) and
-ResourceClaims (in the namespace the coordinator serves, or all). An API server that does not
-serve ``resource.k8s.io/v1`` counts as having no DRA objects and is asked again later, so the
-coordinator runs on clusters without DRA unchanged.
+Four :class:`~.reflector.Reflector` loops: ResourceSlices, DeviceClasses and DeviceTaintRules
+(cluster-scoped) and ResourceClaims (in the namespace the coordinator serves, or all). An API
+server that does not serve ``resource.k8s.io/v1`` counts as having no DRA objects and is asked
+again later, so the coordinator runs on clusters without DRA unchanged; one that does not serve
+DeviceTaintRules (``resource.k8s.io/v1beta2``, off by default in Kubernetes 1.36) has none.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from common.kube import (
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     KubeClient,
@@ -68,6 +70,7 @@ def dra_watch(
         (RESOURCE_SLICES, "ResourceSlice", None),
         (DEVICE_CLASSES, "DeviceClass", None),
         (RESOURCE_CLAIMS, "ResourceClaim", namespace),
+        (DEVICE_TAINT_RULES, "DeviceTaintRule", None),
     )
     return DraWatch(
         tuple(

@@ -40,6 +40,7 @@ class MemoryDra:
             "ResourceSlice": {},
             "DeviceClass": {},
             "ResourceClaim": {},
+            "DeviceTaintRule": {},
         }
 
     # --- objects -------------------------------------------------------------------------------

@@ -268,7 +268,7 @@ class _Allocator:
             bad = next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
             if bad is not None:
                 if _selected(self.state, claim, sub, d):
-                    n, first = self.tainted.get(sub.name, (0, f"{d.id.device}: {taint_text(bad)}"))
+                    n, first = self.tainted.get(sub.name, (0, self._taint_said(d, bad)))
                     self.tainted[sub.name] = (n + 1, first)
                 continue
             if not _selected(self.state, claim, sub, d):
@@ -285,6 +285,12 @@ class _Allocator:
                     self.shares[(sub.name, d.id)] = fit
             out.append(d)
         return out
+
+    def _taint_said(self, device: Device, taint: Taint) -> str:
+        """``gpu-0: key=value:NoSchedule``, and the DeviceTaintRule that put it there, if one."""
+        rule = self.state.taint_rule(device.id, taint)
+        said = f"{device.id.device}: {taint_text(taint)}"
+        return f"{said} from DeviceTaintRule {rule}" if rule else said
 
     def hold(self, alt: SubRequest, devices: Sequence[Device]) -> None:
         """Count ``devices`` as this pod's (whole, or the share ``alt`` takes)."""

@@ -1,4 +1,5 @@
-"""ResourceSlices, DeviceClasses and ResourceClaims (``resource.k8s.io/v1``), typed.
+"""ResourceSlices, DeviceClasses and ResourceClaims (``resource.k8s.io/v1``) and DeviceTaintRules
+(``resource.k8s.io/v1beta2``), typed.
 
 Each ``parse_*`` reads one object as the API server returns it (a decoded JSON ``dict``) and
 returns the typed object, or a :class:`DraObjectError` saying what is wrong with it: a bad object
@@ -39,12 +40,14 @@ __all__ = [
     "Device",
     "DeviceClass",
     "DeviceRequest",
+    "DeviceTaintRule",
     "DraObjectError",
     "NodeSelection",
     "ResourceClaim",
     "ResourceSlice",
     "SubRequest",
     "parse_device_class",
+    "parse_device_taint_rule",
     "parse_resource_claim",
     "parse_resource_slice",
 ]
@@ -132,6 +135,27 @@ class DeviceClass:
     config: tuple[Mapping[str, Any], ...] = ()  # spec.config entries (opaque driver config)
     extended_resource_name: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """One taint for the devices its selector matches (KEP-5055): each of ``driver``, ``pool``
+    and ``device`` that is set must equal the device's; no selector at all matches nothing."""
+
+    name: str
+    taint: Taint
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+    selects: bool = True  # False: the rule has no deviceSelector (it matches no device)
+
+    def matches(self, device: DeviceId) -> bool:
+        return (
+            self.selects
+            and (not self.driver or self.driver == device.driver)
+            and (not self.pool or self.pool == device.pool)
+            and (not self.device or self.device == device.device)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +369,44 @@ def parse_device_class(obj: Mapping[str, Any]) -> DeviceClass | DraObjectError:
         )
     except FieldError as bad:
         return DraObjectError("DeviceClass", name, f"{bad.field}: {bad.message}")
+
+
+_TAINT_EFFECTS = ("NoSchedule", "NoExecute", "None")
+
+
+def parse_device_taint_rule(obj: Mapping[str, Any]) -> DeviceTaintRule | DraObjectError:
+    """A ``DeviceTaintRule``; an effect the API does not define, or a taint without a key, is
+    refused naming the field and the value (the API server validates these too: this guards
+    against a newer API, and keeps a bad rule from tainting anything)."""
+    name = str(obj.get("metadata", {}).get("name", "?")) if isinstance(obj, Mapping) else "?"
+    try:
+        meta = mapping(obj, "metadata", "")
+        spec = mapping(obj, "spec", "")
+        raw = mapping(spec, "taint", "spec")
+        taint = Taint(
+            text(raw, "key", "spec.taint"),
+            text(raw, "value", "spec.taint"),
+            text(raw, "effect", "spec.taint"),
+        )
+        if not taint.key:
+            raise FieldError("spec.taint.key", "must be set")
+        if taint.effect not in _TAINT_EFFECTS:
+            raise FieldError(
+                "spec.taint.effect",
+                f"{taint.effect!r} is not one of {', '.join(_TAINT_EFFECTS)}",
+            )
+        selector = spec.get("deviceSelector")
+        chosen = mapping(spec, "deviceSelector", "spec")
+        return DeviceTaintRule(
+            name=text(meta, "name", "metadata"),
+            taint=taint,
+            driver=text(chosen, "driver", "spec.deviceSelector"),
+            pool=text(chosen, "pool", "spec.deviceSelector"),
+            device=text(chosen, "device", "spec.deviceSelector"),
+            selects=selector is not None,
+        )
+    except FieldError as bad:
+        return DraObjectError("DeviceTaintRule", name, f"{bad.field}: {bad.message}")
 
 
 def _tolerations(raw: Sequence[object], path: str) -> tuple[Toleration, ...]:

@@ -8,6 +8,11 @@ counted.
 Pools: only the slices of a pool's newest generation count; a pool with fewer slices of that
 generation than ``resourceSliceCount`` is incomplete and not used (kube-scheduler waits too);
 a pool naming one device twice is not used, with a reason (:attr:`DraState.problems`).
+
+DeviceTaintRules (KEP-5055) add their taint to every device of a usable pool their selector
+matches, as kube-scheduler's allocator sees them: the devices of :meth:`DraState.devices_on`
+carry the slice's own taints, then the rules' (by rule name); :meth:`DraState.taint_rule` says
+which rule put a taint on a device, for refusals.
 """
 
 from __future__ import annotations
@@ -22,23 +27,28 @@ from coordinator.core.dra.objects import (
     Allocation,
     Device,
     DeviceClass,
+    DeviceTaintRule,
     DraObjectError,
     ResourceClaim,
     ResourceSlice,
     parse_device_class,
+    parse_device_taint_rule,
     parse_resource_claim,
     parse_resource_slice,
 )
 from coordinator.core.podspec.selectors import NodeSelectorTerm, Requirement
+from coordinator.core.podspec.tolerations import Taint
 
 __all__ = [
     "EXTENDED_CLASS_PREFIX",
     "DeviceClass",
+    "DeviceTaintRule",
     "DraObjectError",
     "DraState",
     "ResourceClaim",
     "ResourceSlice",
     "parse_device_class",
+    "parse_device_taint_rule",
     "parse_resource_claim",
     "parse_resource_slice",
 ]
@@ -56,9 +66,11 @@ class DraState:
         classes: Iterable[DeviceClass] = (),
         claims: Iterable[ResourceClaim] = (),
         rejected: Iterable[DraObjectError] = (),
+        rules: Iterable[DeviceTaintRule] = (),
     ) -> None:
         """``rejected``: the objects left out because they do not parse (for explanations)."""
         self.slices = tuple(slices)
+        self.rules = tuple(sorted(rules, key=lambda r: r.name))
         self.classes = tuple(classes)
         self.claims = tuple(claims)
         self.class_by_name: dict[str, DeviceClass] = {c.name: c for c in self.classes}
@@ -76,7 +88,9 @@ class DraState:
         #: "driver/pool" → why the pool is not used
         self.problems: dict[str, str] = {}
         self._unusable: list[tuple[str, ResourceSlice]] = []  # (pool key, one of its slices)
-        self._pool_slices = self._usable_pools()
+        #: (device, taint) → the DeviceTaintRule that put it there
+        self._rule_of: dict[tuple[DeviceId, Taint], str] = {}
+        self._pool_slices = self._tainted(self._usable_pools())
         # slices naming their node, by node; the others are matched against each node's labels
         self._named: dict[str, list[ResourceSlice]] = {}
         self._selected: list[ResourceSlice] = []
@@ -103,7 +117,7 @@ class DraState:
 
     @property
     def empty(self) -> bool:
-        return not (self.slices or self.classes or self.claims or self.rejected)
+        return not (self.slices or self.classes or self.claims or self.rejected or self.rules)
 
     def _usable_pools(self) -> list[ResourceSlice]:
         pools: dict[tuple[str, str], list[ResourceSlice]] = {}
@@ -129,6 +143,26 @@ class DraState:
                 continue
             usable.extend(sorted(current, key=lambda s: s.name))
         return usable
+
+    def _tainted(self, slices: list[ResourceSlice]) -> list[ResourceSlice]:
+        """``slices`` with each rule's taint added to the devices it matches."""
+        if not self.rules:
+            return slices
+        out = []
+        for s in slices:
+            devices = []
+            for d in s.devices:
+                extra = [r for r in self.rules if r.matches(d.id) and r.taint not in d.taints]
+                for r in extra:
+                    self._rule_of.setdefault((d.id, r.taint), r.name)
+                taints = tuple(dict.fromkeys((*d.taints, *(r.taint for r in extra))))
+                devices.append(replace(d, taints=taints) if extra else d)
+            out.append(replace(s, devices=tuple(devices)) if devices != list(s.devices) else s)
+        return out
+
+    def taint_rule(self, device: DeviceId, taint: Taint) -> str | None:
+        """The DeviceTaintRule that put ``taint`` on ``device`` (``None``: its slice did)."""
+        return self._rule_of.get((device, taint))
 
     def devices_on(self, node: str, labels: Mapping[str, str]) -> tuple[Device, ...]:
         """Every device of a usable pool reachable from ``node`` (allocated or not), in slice
@@ -236,6 +270,7 @@ class DraState:
             return self
         other = object.__new__(DraState)
         other.slices, other.classes = self.slices, self.classes
+        other.rules, other._rule_of = self.rules, self._rule_of
         other.class_by_name, other.extended = self.class_by_name, self.extended
         other.problems, other._pool_slices = self.problems, self._pool_slices
         other.rejected = self.rejected
