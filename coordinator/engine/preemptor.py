@@ -78,6 +78,7 @@ from coordinator.core.preemption.defrag import (
 )
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.queued import admitted_by_queue
+from coordinator.core.preemption.relocate import RelocateFn, by_filters
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
@@ -87,7 +88,7 @@ from coordinator.core.preemption.victims import (
 )
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
-from coordinator.engine.gangs.running import bound_pods, running_pods
+from coordinator.engine.gangs.running import bound_pods, recreated, running_pods
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import PodRef
 
@@ -315,6 +316,7 @@ class Preemptor:
             budgets=list(self.budgets()),
             now=self._wall(),
             protections=self.protections,
+            relocate=self._relocate(view, -(2**31)),
         )
         if found is None:
             return None
@@ -611,6 +613,27 @@ class Preemptor:
             eligible=eligible,
             now=self._wall(),
             protections=self.protections,
+            relocate=self._relocate(view, priority, members),
+        )
+
+    def _relocate(
+        self, view: Snapshot, priority: int, members: Sequence[PodRequest] = ()
+    ) -> RelocateFn:
+        """Where moved pods would go: through the scheduling framework's filters, on ``view``
+        with the room held for others at or above ``priority`` (as the recreated pods, of no
+        higher priority, will find it), the moves made and ``members`` on their nodes."""
+        uids = frozenset(m.uid for m in members)
+        by_key = {f"{p.namespace}/{p.name}": p for p in bound_pods(self.scheduler.inventory)}
+
+        def spec_of(pod: RunningPod) -> PodRequest | None:
+            bound = by_key.get(pod.key)
+            return recreated(bound) if bound is not None else None
+
+        return by_filters(
+            self.held.overlay(view, priority, uids),
+            self.scheduler.framework,
+            spec_of=spec_of,
+            members={m.key: m for m in members},
         )
 
     def _candidates(

@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from coordinator.core.domains.capacity import GPU, NodeState, add, fits, subtract
+from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import EligibleFn, Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import Protections, evictable_units, within_budgets
+from coordinator.core.preemption.relocate import RelocateFn, by_requests
 from coordinator.core.preemption.victims import PreemptionPlan, select_victims
 from coordinator.core.status import Status
 
@@ -128,44 +129,6 @@ class DefragPlan:
         )
 
 
-def _after(
-    nodes: Sequence[NodeState],
-    moved: Sequence[RunningPod],
-    members: Sequence[Member],
-    assignments: Sequence[tuple[str, str]],
-) -> dict[str, dict[str, int]]:
-    """Each node's free capacity once ``moved`` are gone and the members hold their room."""
-    free = {n.name: dict(n.free) for n in nodes if n.schedulable}
-    for pod in moved:
-        if pod.node in free:
-            add(free[pod.node], pod.requests)
-    asks = {m.name: m.requests for m in members}
-    for member, node in assignments:
-        if node in free:
-            subtract(free[node], asks.get(member, {}))
-    return free
-
-
-def _destinations(
-    moved: Sequence[RunningPod], free: dict[str, dict[str, int]]
-) -> list[tuple[str, str]] | str:
-    """A node for each moved pod (largest first, onto the tightest node it fits, never the
-    node it leaves), or the first pod that fits nowhere."""
-    out: list[tuple[str, str]] = []
-    for pod in sorted(moved, key=lambda p: (-p.requests.get(GPU, 0), p.key)):
-        spots = [
-            (room.get(GPU, 0), name)
-            for name, room in free.items()
-            if name != pod.node and fits(room, pod.requests)
-        ]
-        if not spots:
-            return pod.key
-        _, name = min(spots)
-        subtract(free[name], pod.requests)
-        out.append((pod.key, name))
-    return out
-
-
 def plan_defrag(
     waiting: Sequence[Member],
     *,
@@ -179,11 +142,14 @@ def plan_defrag(
     eligible: EligibleFn | None = None,
     now: float | None = None,
     protections: Protections | None = None,
+    relocate: RelocateFn | None = None,
 ) -> DefragPlan | Status:
     """The cheapest moves of movable pods (``RunningPod.movable``) of priority at most
     ``priority`` that let ``waiting`` fit, each moved pod fitting elsewhere; or why none. Only
     a workload that asks for GPUs, no more than are free on schedulable nodes in all (its wait
-    is one of scattered GPUs), is planned for."""
+    is one of scattered GPUs), is planned for. ``relocate``: where the moved pods go (the engine
+    passes :func:`~.relocate.by_filters`, the scheduling framework's filters); by default by
+    their requests alone."""
     need = sum(m.requests.get(GPU, 0) for m in waiting)
     if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
         # Not scattered: too few GPUs are free for it at all (or it asks for none).
@@ -210,12 +176,13 @@ def plan_defrag(
         return Status.unschedulable(CANNOT, detail="the workload fits without moving anyone")
     keys_moved = set(found.victim_pods)
     moved = [p for p in movable if p.key in keys_moved]
-    free = _after(nodes, moved, waiting, found.nominated)
-    placed = _destinations(moved, free)
-    if isinstance(placed, str):
-        return Status.unschedulable(
-            CANNOT, detail=f"{placed} would fit nowhere else once moved (no move is made)"
+    if relocate is None:
+        relocate = by_requests(
+            {n.name: n.free for n in nodes if n.schedulable}, {m.name: m.requests for m in waiting}
         )
+    placed = relocate(moved, found.nominated)
+    if isinstance(placed, str):
+        return Status.unschedulable(CANNOT, detail=f"{placed} (no move is made)")
     units = evictable_units(moved, below=priority + 1, now=now)
     lost = sum(u.cost.gpu_seconds for u in units.units)
     value = sum(m.requests.get(GPU, 0) for m in waiting) * settings.horizon_s
@@ -263,17 +230,21 @@ def plan_compaction(
     budgets: Sequence[DisruptionBudget] = (),
     now: float | None = None,
     protections: Protections | None = None,
+    relocate: RelocateFn | None = None,
 ) -> Compaction | None:
     """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
     their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
     least work lost; ``None`` when no node can be emptied so (or only by moving more than
     ``max_pods``, or losing more GPU-seconds than ``settings.max_loss_ratio`` of the node's GPUs
-    × ``settings.horizon_s``: what a whole node freed is worth)."""
+    × ``settings.horizon_s``: what a whole node freed is worth). ``relocate``: as
+    :func:`plan_defrag`'s."""
     settings = settings or DefragSettings()
     by_node: dict[str, list[RunningPod]] = {}
     for pod in running:
         by_node.setdefault(pod.node, []).append(pod)
     used = [n for n in nodes if n.schedulable and n.gpus_used > 0]
+    if relocate is None:
+        relocate = by_requests({n.name: n.free for n in used}, {})
     best: tuple[int, float, str] | None = None
     found: Compaction | None = None
     for node in used:
@@ -293,8 +264,7 @@ def plan_compaction(
         _, blocked = within_budgets(units.units, budgets)
         if blocked:
             continue
-        free = {n.name: dict(n.free) for n in used if n.name != node.name}
-        placed = _destinations(pods, free)
+        placed = relocate(pods, (), onto={n.name for n in used if n.name != node.name})
         if isinstance(placed, str):
             continue
         lost = sum(u.cost.gpu_seconds for u in units.units)

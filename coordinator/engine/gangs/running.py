@@ -11,6 +11,7 @@ from typing import Any
 from common.podkeys import GPU_SHARE
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of
 from coordinator.core.podspec.fields import FieldError
+from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.protections import min_runtime
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
 from coordinator.core.podspec.sharing import parse_held
@@ -21,7 +22,15 @@ from coordinator.inventory.store import Inventory
 
 log = logging.getLogger(__name__)
 
-__all__ = ["bound_gang", "bound_pods", "budget_of", "budgets", "pod_object", "running_pods"]
+__all__ = [
+    "bound_gang",
+    "bound_pods",
+    "budget_of",
+    "budgets",
+    "pod_object",
+    "recreated",
+    "running_pods",
+]
 
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
@@ -43,6 +52,24 @@ def pod_object(pod: BoundPod) -> dict[str, Any]:
     if pod.scheduling_group:
         obj["spec"] = {"schedulingGroup": {"podGroupName": pod.scheduling_group}}
     return obj
+
+
+def recreated(pod: BoundPod) -> PodRequest | None:
+    """The pod as its controller would recreate it, for placing (its kept template: the spec
+    fields filters read); ``None`` when none was kept (a bare pod) or it does not parse."""
+    if not pod.template:
+        return None
+    meta = pod_object(pod)["metadata"]
+    meta["ownerReferences"] = pod.template.get("ownerReferences") or meta.get("ownerReferences")
+    spec = {
+        **(pod.template.get("spec") or {}),
+        "schedulerName": pod.scheduler,
+        "priority": pod.priority,
+    }
+    if pod.priority_class:
+        spec["priorityClassName"] = pod.priority_class
+    parsed = parse_pod({"metadata": meta, "spec": spec})
+    return parsed if isinstance(parsed, PodRequest) else None
 
 
 def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:
