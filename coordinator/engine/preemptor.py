@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -88,7 +88,12 @@ from coordinator.core.preemption.victims import (
 )
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
-from coordinator.engine.gangs.running import bound_pods, recreated, running_pods
+from coordinator.engine.gangs.running import (
+    bound_pods,
+    recreated,
+    restartable_jobs,
+    running_pods,
+)
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import PodRef
 
@@ -197,8 +202,10 @@ class Preemptor:
         wall_clock: Callable[[], float] = time.time,
         protections: Protections | None = None,
         defrag: DefragSettings | None = None,
+        jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
         self.scheduler = scheduler
+        self.jobs = jobs  # the Job objects now: whether a Job's pod may move
         self.defrag = defrag or DefragSettings(mode="off")
         self.moves = 0  # defragmentations executed
         self.moved = 0  # pods they moved
@@ -643,9 +650,15 @@ class Preemptor:
         leaving, and not Kueue's (core/preemption/queued.py: Kueue evicts workloads, Topos does
         not). ``problems``: as :func:`running_pods`'."""
         leaving = {pod for pod, until in self.evicting.items() if until > now}
+        inventory = self.scheduler.inventory
+        restartable = (
+            restartable_jobs(bound_pods(inventory), self.jobs()) if self.defrag.enabled else ()
+        )
         return [
             p
-            for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
+            for p in running_pods(
+                inventory, self.podgroups, problems=problems, restartable=restartable
+            )
             if p.key not in leaving and not admitted_by_queue(p.labels)
         ]
 

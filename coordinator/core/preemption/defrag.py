@@ -2,16 +2,18 @@
 only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Status`` out.
 
 * **Movable.** A pod a controller recreates — owned by a ReplicaSet (a Deployment's), a
-  StatefulSet — or one marked ``topos.io/movable: "true"`` that some controller owns (a Job's
-  pods, for one: Topos cannot see whether the Job has retries left, so its owner says so). A
-  bare pod is never moved; a bare pod marked movable is refused (:func:`movability`).
+  StatefulSet, or a Job that would recreate it without failing (its ``podFailurePolicy``
+  ignores ``DisruptionTarget``, or it has retries left: :mod:`.jobretries`) — or one marked
+  ``topos.io/movable: "true"`` that some controller owns. A bare pod is never moved; a bare pod
+  marked movable is refused (:func:`movability`).
 * **The moves.** The fewest, cheapest movable units (a gang whole) of priority at or below the
   waiting workload's whose eviction lets it be placed as it would be placed anyway (its whole
   node, NVLink domain, clique or leaf: :func:`~.victims.select_victims` with the gang's
   placement intent), honouring minimum runtimes and PodDisruptionBudgets.
-* **They fit elsewhere.** Every moved pod must fit, on the capacity left once the waiting
-  workload holds its room, on a node it does not leave (largest first, tightest node first):
-  defragmentation makes room, it never turns a running pod into a pending one.
+* **They fit elsewhere.** Every moved pod must pass the scheduling framework's filters on a node
+  it does not leave, the other moves made and the waiting workload holding its room
+  (:mod:`.relocate`): defragmentation makes room, it never turns a running pod into a pending
+  one.
 * **Cost model.** The GPU-seconds of work the moves lose must be at most ``max_loss_ratio`` of
   the waiting workload's GPU-seconds (its GPUs × ``horizon_s``), and a higher-priority waiting
   workload may lose more: the ratio grows by one half for every ``priority_step`` of priority
@@ -87,13 +89,17 @@ class DefragSettings:
         return self.mode != "off"
 
 
-def movability(owner_kind: str, annotations: Mapping[str, str]) -> bool | str:
+def movability(
+    owner_kind: str, annotations: Mapping[str, str], *, restarts_free: bool = False
+) -> bool | str:
     """``True``: the pod may be moved; ``False``: it may not; a string: it is marked movable but
-    may not be (why, naming the key and the value)."""
+    may not be (why, naming the key and the value). ``restarts_free``: its controller is a Job
+    that would recreate it without failing (:func:`~.jobretries.eviction_costs_nothing`)."""
     mark = annotations.get(MOVABLE)
     marked = mark is not None and mark.strip().lower() == "true"
-    if owner_kind in RECREATING_KINDS:
-        return mark is None or marked or mark.strip().lower() != "false"
+    refused = mark is not None and mark.strip().lower() == "false"
+    if owner_kind in RECREATING_KINDS or (owner_kind == "Job" and restarts_free):
+        return not refused
     if not marked:
         return False
     if not owner_kind:

@@ -103,6 +103,7 @@ class GangRuntime:
                 wall_clock=wall_clock,
                 protections=settings.protections,
                 defrag=settings.defrag,
+                jobs=runtime.jobs,
             )
         self.step = GangStep(
             scheduler,
