@@ -21,14 +21,16 @@ import json
 import random
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from agent.devices import discover_profile
 from common.model import NodeTopology
-from coordinator.core.preemption.defrag import DefragSettings
+from coordinator.core.preemption.defrag import DefragPlanner, DefragSettings, plan_defrag
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, ReplaySettings, Simulator, build_nodes, parse_cluster
+from coordinator.sim.baselines.consolidation import kai_consolidation
 from coordinator.sim.policies import make_policy
 
 CLUSTER = """
@@ -37,7 +39,14 @@ layout: {nodesPerLeaf: 8, leavesPerSpine: 2}
 nodes:
   - {profile: dgx-h100, count: 16}
 """
-MODES = ("off", "onDemand", "background")
+#: (arm, defragmentation mode, planner of moves): Topos's three modes and KAI-style consolidation
+#: for one pending job (``coordinator/sim/baselines/consolidation.py``), on demand.
+ARMS = (
+    ("off", "off", plan_defrag),
+    ("onDemand", "onDemand", plan_defrag),
+    ("background", "background", plan_defrag),
+    ("kai-consolidation", "onDemand", kai_consolidation),
+)
 LARGE = 4  # pods of 8 GPUs: a large gang
 
 
@@ -104,7 +113,15 @@ def percentile(values: Sequence[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def arm(mode: str, hours: float, seed: int, every_s: float, ratio: float) -> dict[str, Any]:
+def arm(
+    name: str,
+    mode: str,
+    mover: DefragPlanner,
+    hours: float,
+    seed: int,
+    every_s: float,
+    ratio: float,
+) -> dict[str, Any]:
     spec = parse_cluster(CLUSTER)
     nodes = build_nodes(spec, topology_of)
     jobs = trace(hours, seed, every_s)
@@ -112,7 +129,7 @@ def arm(mode: str, hours: float, seed: int, every_s: float, ratio: float) -> dic
     settings = ReplaySettings(engine=EngineSettings(gangs=gangs))
     sim = Simulator(nodes, jobs, cost_model=spec.cost_model, settings=settings)
     movable(sim)
-    result = sim.run(make_policy("topos"))
+    result = sim.run(replace(make_policy("topos"), mover=mover))
     summary = result.summary()
     waits = sorted(o.wait_s for o in result.outcomes.values() if o.job.gang_size == LARGE)
     run_gpu_s = sum(
@@ -120,7 +137,7 @@ def arm(mode: str, hours: float, seed: int, every_s: float, ratio: float) -> dic
     )
     large = sum(1 for j in jobs if j.gang_size == LARGE)
     return {
-        "mode": mode,
+        "arm": name,
         "large gangs placed": f"{len(waits)}/{large}",
         "large wait p50 (s)": round(percentile(waits, 50)),
         "large wait p95 (s)": round(percentile(waits, 95)),
@@ -140,7 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-loss-ratio", type=float, default=DefragSettings().max_loss_ratio)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    rows = [arm(mode, args.hours, args.seed, args.every, args.max_loss_ratio) for mode in MODES]
+    rows = [
+        arm(name, mode, mover, args.hours, args.seed, args.every, args.max_loss_ratio)
+        for name, mode, mover in ARMS
+    ]
     if args.json:
         print(json.dumps(rows))
         return 0

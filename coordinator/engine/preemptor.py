@@ -71,6 +71,7 @@ from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
 from coordinator.core.preemption.defrag import (
     DefragPlan,
+    DefragPlanner,
     DefragSettings,
     movability,
     plan_compaction,
@@ -203,8 +204,10 @@ class Preemptor:
         protections: Protections | None = None,
         defrag: DefragSettings | None = None,
         jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
+        mover: DefragPlanner = plan_defrag,
     ) -> None:
         self.scheduler = scheduler
+        self.mover = mover  # plans defragmentation's moves (a baseline's, in coordinator.sim)
         self.jobs = jobs  # the Job objects now: whether a Job's pod may move
         self.defrag = defrag or DefragSettings(mode="off")
         self.moves = 0  # defragmentations executed
@@ -608,7 +611,7 @@ class Preemptor:
                 asked, priority=priority, nodes=nodes, running=(), settings=self.defrag
             )
         self._refuse_marks()
-        return plan_defrag(
+        return self.mover(
             asked,
             priority=priority,
             nodes=nodes,

@@ -22,7 +22,7 @@ only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from coordinator.core.domains.capacity import GPU, NodeState
@@ -41,6 +41,7 @@ __all__ = [
     "RECREATING_KINDS",
     "Compaction",
     "DefragPlan",
+    "DefragPlanner",
     "DefragSettings",
     "movability",
     "plan_compaction",
@@ -133,6 +134,11 @@ class DefragPlan:
             f"({self.lost_gpu_seconds:.0f} GPU-seconds of work lost, for "
             f"{self.value_gpu_seconds:.0f} of the waiting workload's)"
         )
+
+
+#: :func:`plan_defrag`'s signature: the engine's planner of moves (``coordinator.sim`` passes a
+#: baseline's).
+DefragPlanner = Callable[..., "DefragPlan | Status"]
 
 
 def plan_defrag(
