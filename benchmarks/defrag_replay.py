@@ -2,16 +2,20 @@
 background, all arms in one run on the production engine (``coordinator.sim``: the scheduling
 loop, gang step, preemptor and nominations on a simulated clock).
 
-The cluster: 16 × DGX H100 (8 GPUs each) in 2 leaves. The trace (seeded): a steady stream of
-1–2-GPU single-pod jobs — services a ReplicaSet owns (``ownerReferences`` added to their
-manifests, so they are movable), hours long — that keeps the cluster's free GPUs scattered, and
-4 × 8-GPU gangs (32 GPUs, whole nodes) arriving every ~40 minutes. A moved pod's job starts over,
+The cluster: 16 × DGX H100 (8 GPUs each) in 2 leaves. The trace (seeded, :func:`trace`): a
+stream of single-pod services a ReplicaSet owns (``ownerReferences`` added to their manifests,
+so they are movable), hours long, and 4 × 8-GPU gangs (32 GPUs, whole nodes); ``--trace
+spread`` makes the services replicas of four Deployments spread over nodes, so that the gangs
+wait for whole nodes rather than for GPUs. A moved pod's job starts over,
 as its ReplicaSet would recreate it (the replay's restart); the work it had done is counted lost.
 
-Reported per arm: large-gang wait p50 / p95, whole-GPU utilisation, GPU-seconds lost to moves
-(and their share of the GPU-seconds run), pods moved.
+Arms, all in one run: defragmentation off, on demand, background, and KAI-style consolidation
+for one pending job (:mod:`coordinator.sim.baselines.consolidation`). Reported per arm:
+large-gang wait p50 / p95, whole-GPU utilisation, GPU-seconds lost to moves (and their share of
+the GPU-seconds run), pods moved.
 
-Run: ``.venv/bin/python -m benchmarks.defrag_replay [--hours H] [--seed S] [--json]``.
+Run: ``.venv/bin/python -m benchmarks.defrag_replay [--trace steady|spread] [--hours H]
+[--seed S] [--max-loss-ratio R] [--arms off,onDemand,...] [--json]``.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ def trace(hours: float, seed: int, every_s: float, kind: str = "steady") -> list
     """``steady``: 1–2-GPU services of 0.5–4 h, one every ``every_s`` on average, and a large gang
     every 30–50 min from 30 min on (the cluster runs near full: much of the gangs' waiting is
     shortage). ``spread``: 1-GPU replicas of 3–10 h, one every ``every_s`` on average, and a large
-    gang every 60–120 min from 3 h on (the cluster runs about two thirds full: the gangs wait for
-    whole nodes the spread replicas leave none of)."""
+    gang every 60–120 min from 3 h on (about half the GPUs busy: the gangs wait for whole nodes
+    the spread replicas leave none of)."""
     rng = random.Random(seed)
     jobs: list[Job] = []
     end = hours * 3600
