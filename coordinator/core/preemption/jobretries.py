@@ -12,7 +12,9 @@ failure when a ``podFailurePolicy`` rule ignores ``DisruptionTarget`` (no rule b
 fail the Job or the index on the evicted container's exit code), and leaves the Job running when
 it has at least ``n`` retries left (``backoffLimit`` − ``status.failed`` − failures not yet
 counted). With ``backoffLimitPerIndex`` failures count per index (an index may fail on its own):
-only the policy makes such a Job's pods movable.
+only the policy makes such a Job's pods movable. A Job another controller manages
+(``spec.managedBy`` other than Kubernetes' own) is not judged: what recreates its pods is not
+known.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any, Final
 __all__ = ["DEFAULT_BACKOFF_LIMIT", "eviction_costs_nothing"]
 
 DEFAULT_BACKOFF_LIMIT: Final = 6
+#: ``spec.managedBy`` of a Job Kubernetes' own Job controller runs.
+JOB_CONTROLLER: Final = "kubernetes.io/job-controller"
 _FAILING: Final = frozenset({"FailJob", "FailIndex"})
 
 
@@ -63,6 +67,8 @@ def eviction_costs_nothing(job: Mapping[str, Any], pods: int = 1) -> bool:
     spec = _mapping(job.get("spec"))
     status = _mapping(job.get("status"))
     if _finished(status) or spec.get("suspend") is True:
+        return False
+    if spec.get("managedBy", JOB_CONTROLLER) != JOB_CONTROLLER:
         return False
     if _ignores_disruption(_mapping(spec.get("podFailurePolicy"))):
         return True

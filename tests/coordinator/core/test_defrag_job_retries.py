@@ -1,6 +1,7 @@
 """A Job's pods are movable when Kubernetes' Job controller would recreate an evicted one without
 the Job failing: its podFailurePolicy ignores DisruptionTarget, or it has a retry left for each
-of its running pods (backoffLimit − failures so far); never once finished or suspended."""
+of its running pods (backoffLimit − failures so far); never once finished or suspended, nor when
+another controller manages the Job."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def job(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None
         ({"suspend": True}, {}, 1, False),
         ({}, {"conditions": [{"type": "Complete", "status": "True"}]}, 1, False),
         ({"backoffLimit": "six"}, {}, 1, False),
+        ({"managedBy": "kueue.x-k8s.io/multikueue"}, {}, 1, False),  # not Kubernetes' controller
+        ({"managedBy": "kubernetes.io/job-controller"}, {}, 1, True),
     ],
 )
 def test_whether_evicting_a_jobs_pods_costs_it_nothing(
