@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -71,6 +71,7 @@ from coordinator.core.preemption.capacity import capacity_room
 from coordinator.core.preemption.claims import ClaimHold, claim_holds
 from coordinator.core.preemption.defrag import (
     DefragPlan,
+    DefragPlanner,
     DefragSettings,
     movability,
     plan_compaction,
@@ -78,6 +79,7 @@ from coordinator.core.preemption.defrag import (
 )
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.queued import admitted_by_queue
+from coordinator.core.preemption.relocate import RelocateFn, by_filters
 from coordinator.core.preemption.shares import gpu_holders
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
@@ -87,7 +89,12 @@ from coordinator.core.preemption.victims import (
 )
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
-from coordinator.engine.gangs.running import bound_pods, running_pods
+from coordinator.engine.gangs.running import (
+    bound_pods,
+    recreated,
+    restartable_jobs,
+    running_pods,
+)
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.ports import PodRef
 
@@ -196,8 +203,12 @@ class Preemptor:
         wall_clock: Callable[[], float] = time.time,
         protections: Protections | None = None,
         defrag: DefragSettings | None = None,
+        jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
+        mover: DefragPlanner = plan_defrag,
     ) -> None:
         self.scheduler = scheduler
+        self.mover = mover  # plans defragmentation's moves (a baseline's, in coordinator.sim)
+        self.jobs = jobs  # the Job objects now: whether a Job's pod may move
         self.defrag = defrag or DefragSettings(mode="off")
         self.moves = 0  # defragmentations executed
         self.moved = 0  # pods they moved
@@ -315,6 +326,7 @@ class Preemptor:
             budgets=list(self.budgets()),
             now=self._wall(),
             protections=self.protections,
+            relocate=self._relocate(view, -(2**31)),
         )
         if found is None:
             return None
@@ -599,7 +611,7 @@ class Preemptor:
                 asked, priority=priority, nodes=nodes, running=(), settings=self.defrag
             )
         self._refuse_marks()
-        return plan_defrag(
+        return self.mover(
             asked,
             priority=priority,
             nodes=nodes,
@@ -611,6 +623,27 @@ class Preemptor:
             eligible=eligible,
             now=self._wall(),
             protections=self.protections,
+            relocate=self._relocate(view, priority, members),
+        )
+
+    def _relocate(
+        self, view: Snapshot, priority: int, members: Sequence[PodRequest] = ()
+    ) -> RelocateFn:
+        """Where moved pods would go: through the scheduling framework's filters, on ``view``
+        with the room held for others at or above ``priority`` (as the recreated pods, of no
+        higher priority, will find it), the moves made and ``members`` on their nodes."""
+        uids = frozenset(m.uid for m in members)
+        by_key = {f"{p.namespace}/{p.name}": p for p in bound_pods(self.scheduler.inventory)}
+
+        def spec_of(pod: RunningPod) -> PodRequest | None:
+            bound = by_key.get(pod.key)
+            return recreated(bound) if bound is not None else None
+
+        return by_filters(
+            self.held.overlay(view, priority, uids),
+            self.scheduler.framework,
+            spec_of=spec_of,
+            members={m.key: m for m in members},
         )
 
     def _candidates(
@@ -620,9 +653,15 @@ class Preemptor:
         leaving, and not Kueue's (core/preemption/queued.py: Kueue evicts workloads, Topos does
         not). ``problems``: as :func:`running_pods`'."""
         leaving = {pod for pod, until in self.evicting.items() if until > now}
+        inventory = self.scheduler.inventory
+        restartable = (
+            restartable_jobs(bound_pods(inventory), self.jobs()) if self.defrag.enabled else ()
+        )
         return [
             p
-            for p in running_pods(self.scheduler.inventory, self.podgroups, problems=problems)
+            for p in running_pods(
+                inventory, self.podgroups, problems=problems, restartable=restartable
+            )
             if p.key not in leaving and not admitted_by_queue(p.labels)
         ]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -39,8 +39,10 @@ class SchedulerRuntime:
         feeds: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
         ready: Sequence[asyncio.Event] = (),
         detach: Callable[[], None] | None = None,
+        jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
         self.scheduler = scheduler
+        self.jobs = jobs  # the Job objects now (defragmentation reads their retries)
         self._feeds = tuple(feeds)
         self._ready = list(ready)
         self._detach = detach

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Self
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
+from coordinator.core.preemption.defrag import DefragPlanner, plan_defrag
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings, Scheduler
 from coordinator.engine.service import SchedulerRuntime
@@ -60,6 +61,7 @@ class SimulatedEngine:
         framework: Framework | Profiles | None = None,
         planner: GangPlanner = schedule_gang,
         settings: EngineSettings | None = None,
+        mover: DefragPlanner = plan_defrag,
     ) -> None:
         loop = asyncio.get_running_loop()
         settings = settings or EngineSettings()
@@ -84,7 +86,12 @@ class SimulatedEngine:
             wall_clock=wall,
         )
         self.gangs = GangRuntime(
-            self.runtime, settings=settings.gangs, clock=clock, wall_clock=wall, planner=planner
+            self.runtime,
+            settings=settings.gangs,
+            clock=clock,
+            wall_clock=wall,
+            planner=planner,
+            mover=mover,
         )
         self._stack = contextlib.AsyncExitStack()
 

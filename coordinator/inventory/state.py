@@ -83,6 +83,10 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # For preemption's protections (coordinator.core.preemption.protections):
     priority_class: str = ""  # spec.priorityClassName
     started_at: float | None = None  # status.startTime, seconds since the epoch; None: not yet
+    # For defragmentation (coordinator.core.preemption.relocate): what a controller-owned pod
+    # is placed by when recreated — its controller reference and the spec fields the filters
+    # read (translate.placement_template); empty for a bare pod.
+    template: dict[str, Any] = {}
 
 
 class PodUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -312,7 +312,37 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         scheduling_group=_scheduling_group(spec),
         priority_class=str(spec.get("priorityClassName") or ""),
         started_at=_timestamp(status.get("startTime")),
+        template=placement_template(meta, spec) if owner[1] else {},
     )
+
+
+#: The spec fields a pod is placed by (filters and scores), kept for a recreated pod's placement.
+_PLACED_BY: Final = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "topologySpreadConstraints",
+    "overhead",
+    "restartPolicy",
+)
+_CONTAINER_KEYS: Final = ("name", "resources", "ports", "restartPolicy")
+
+
+def placement_template(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a controller would recreate the pod with, as far as placing it goes: its owner
+    references and the spec fields filters and scores read (containers with their resources and
+    ports only)."""
+    kept: dict[str, Any] = {k: spec[k] for k in _PLACED_BY if spec.get(k)}
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        if isinstance(items, list):
+            kept[key] = [
+                {k: c[k] for k in _CONTAINER_KEYS if k in c}
+                for c in items
+                if isinstance(c, Mapping)
+            ]
+    owners = meta.get("ownerReferences")
+    return {"ownerReferences": owners if isinstance(owners, list) else [], "spec": kept}
 
 
 def _timestamp(text: object) -> float | None:

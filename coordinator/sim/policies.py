@@ -25,6 +25,7 @@ from typing import Final
 
 from coordinator.core.framework.profile import Framework
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
+from coordinator.core.preemption.defrag import DefragPlanner, plan_defrag
 from coordinator.core.registry import build_framework
 from coordinator.sim.baselines.perpod import baseline_framework, members_one_by_one
 
@@ -36,6 +37,8 @@ class Policy:
     name: str
     framework: Framework
     planner: GangPlanner
+    mover: DefragPlanner = plan_defrag
+    """Plans defragmentation's moves (when the engine's settings turn it on)."""
 
 
 POLICIES: Final[Mapping[str, str]] = {

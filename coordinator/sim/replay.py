@@ -201,7 +201,10 @@ class _Replay:
         self.loop = loop
         self.progress = progress
         self.engine = SimulatedEngine(
-            framework=policy.framework, planner=policy.planner, settings=sim.settings.engine
+            framework=policy.framework,
+            planner=policy.planner,
+            settings=sim.settings.engine,
+            mover=policy.mover,
         )
         self.cluster = self.engine.cluster
         self.by_name = {n.name: n for n in sim.nodes}

@@ -4,7 +4,9 @@ four of which hold one 1-GPU Deployment pod each (36 GPUs free, one whole node).
 fewest of them — three — through the Eviction API, the gang binds on four whole nodes, and the
 recreated Deployment pods run on the fifth. A PodDisruptionBudget over those pods blocks every
 move, and the gang's condition names it. With ``background``, compaction empties a node while
-nothing waits; a bare pod marked movable is never moved, and an Event says why."""
+nothing waits; a bare pod marked movable is never moved, and an Event says why. Pods of Jobs
+with retries left are moved too, and kube-controller-manager's Job controller recreates them
+without the Job failing; a Job with no retry left keeps its pod."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from coordinator.engine.gangs.service import GangSettings
 from devcluster import pods
 from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
 from tests.support.polling import eventually
-from tests.support.workloads import apply
+from tests.support.workloads import JOBS, apply
 
 
 def web(name: str) -> dict[str, Any]:
@@ -36,6 +38,35 @@ def web(name: str) -> dict[str, Any]:
                         {
                             "name": "serve",
                             "image": "serve:1",
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
+                                "limits": {"nvidia.com/gpu": "1"},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def batch_job(name: str, backoff_limit: int) -> dict[str, Any]:
+    """A 1-GPU Job (no podFailurePolicy): an evicted pod counts as one of its failures."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": backoff_limit,
+            "template": {
+                "metadata": {"labels": {"app": "batch", "job": name}},
+                "spec": {
+                    "schedulerName": "topos",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "work",
+                            "image": "work:1",
                             "resources": {
                                 "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
                                 "limits": {"nvidia.com/gpu": "1"},
@@ -100,6 +131,53 @@ async def test_a_waiting_gang_moves_the_fewest_deployment_pods_and_binds(
         assert f"(it fits on {rest})" in message
         defrag = await cluster.event("Defragmenting", name="train-0")
         assert f"gang:{cluster.namespace}/train defragments: moving 3 pods" in defrag["message"]
+
+
+async def test_job_pods_with_retries_left_move_and_the_job_controller_recreates_them(
+    cluster: GangCluster,
+) -> None:
+    # Four 1-GPU Jobs on n1–n4: three may fail up to 6 times, one not at all (backoffLimit 0).
+    # The gang needs four whole nodes: the three Jobs with retries left lose their pods, the
+    # real Job controller counts one failure each and recreates them on the fourth Job's node.
+    nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=5)
+    limits = {"job-0": 6, "job-1": 6, "job-2": 6, "job-3": 0}
+    async with Controllers(cluster), cluster.gang_coordinator() as coordinator:
+        inventory = coordinator.inventory
+        for k, (name, limit) in enumerate(limits.items()):
+            await cordon(cluster, inventory, nodes, keep=nodes[k])
+            await apply(cluster, batch_job(name, limit))
+            await cluster.all_bound(f"job={name}", 1)
+        for node in nodes:
+            await cluster.kube.patch(NODES, node, {"spec": {"unschedulable": False}})
+        await eventually(
+            lambda: not any(inventory.node(n).unschedulable for n in nodes),
+            what="the nodes uncordoned",
+            timeout_s=30,
+        )
+        before = await cluster.placement("app=batch")
+        kept_node = before[next(n for n in before if n.startswith("job-3-"))]
+        for k in range(4):
+            await cluster.create(gang_pod(f"train-{k}", "train", 4))
+        gang = await cluster.all_bound("topos.io/gang=train", 4)
+        assert len(set(gang.values())) == 4
+        assert kept_node not in gang.values()  # the Job that may not fail kept its pod
+        moved = await cluster.events(reason="Moved")
+        assert {e["involvedObject"]["name"].rsplit("-", 1)[0] for e in moved} == {
+            "job-0",
+            "job-1",
+            "job-2",
+        }
+        # Each moved Job counted one failure, made a new pod, and runs on: none failed.
+        after = await cluster.all_bound("app=batch", 4, timeout_s=180)
+        assert len(set(after) & set(before)) == 1  # three new pods, job-3's the same
+        assert set(after.values()) == {kept_node}
+        for name, limit in limits.items():
+            job = await cluster.kube.get(JOBS, name, namespace=cluster.namespace)
+            status = job.get("status") or {}
+            assert status.get("failed", 0) == (1 if limit else 0), (name, status)
+            ended = ("Failed", "FailureTarget")
+            failed = [c for c in status.get("conditions") or () if c["type"] in ended]
+            assert not failed, (name, failed)
 
 
 async def test_a_disruption_budget_blocks_the_moves_and_the_gang_says_so(

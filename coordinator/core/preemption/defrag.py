@@ -2,16 +2,18 @@
 only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Status`` out.
 
 * **Movable.** A pod a controller recreates — owned by a ReplicaSet (a Deployment's), a
-  StatefulSet — or one marked ``topos.io/movable: "true"`` that some controller owns (a Job's
-  pods, for one: Topos cannot see whether the Job has retries left, so its owner says so). A
-  bare pod is never moved; a bare pod marked movable is refused (:func:`movability`).
+  StatefulSet, or a Job that would recreate it without failing (its ``podFailurePolicy``
+  ignores ``DisruptionTarget``, or it has retries left: :mod:`.jobretries`) — or one marked
+  ``topos.io/movable: "true"`` that some controller owns. A bare pod is never moved; a bare pod
+  marked movable is refused (:func:`movability`).
 * **The moves.** The fewest, cheapest movable units (a gang whole) of priority at or below the
   waiting workload's whose eviction lets it be placed as it would be placed anyway (its whole
   node, NVLink domain, clique or leaf: :func:`~.victims.select_victims` with the gang's
   placement intent), honouring minimum runtimes and PodDisruptionBudgets.
-* **They fit elsewhere.** Every moved pod must fit, on the capacity left once the waiting
-  workload holds its room, on a node it does not leave (largest first, tightest node first):
-  defragmentation makes room, it never turns a running pod into a pending one.
+* **They fit elsewhere.** Every moved pod must pass the scheduling framework's filters on a node
+  it does not leave, the other moves made and the waiting workload holding its room
+  (:mod:`.relocate`): defragmentation makes room, it never turns a running pod into a pending
+  one.
 * **Cost model.** The GPU-seconds of work the moves lose must be at most ``max_loss_ratio`` of
   the waiting workload's GPU-seconds (its GPUs × ``horizon_s``), and a higher-priority waiting
   workload may lose more: the ratio grows by one half for every ``priority_step`` of priority
@@ -20,15 +22,16 @@ only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from coordinator.core.domains.capacity import GPU, NodeState, add, fits, subtract
+from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.packing import EligibleFn, Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import Protections, evictable_units, within_budgets
+from coordinator.core.preemption.relocate import RelocateFn, by_requests
 from coordinator.core.preemption.victims import PreemptionPlan, select_victims
 from coordinator.core.status import Status
 
@@ -38,6 +41,7 @@ __all__ = [
     "RECREATING_KINDS",
     "Compaction",
     "DefragPlan",
+    "DefragPlanner",
     "DefragSettings",
     "movability",
     "plan_compaction",
@@ -86,13 +90,17 @@ class DefragSettings:
         return self.mode != "off"
 
 
-def movability(owner_kind: str, annotations: Mapping[str, str]) -> bool | str:
+def movability(
+    owner_kind: str, annotations: Mapping[str, str], *, restarts_free: bool = False
+) -> bool | str:
     """``True``: the pod may be moved; ``False``: it may not; a string: it is marked movable but
-    may not be (why, naming the key and the value)."""
+    may not be (why, naming the key and the value). ``restarts_free``: its controller is a Job
+    that would recreate it without failing (:func:`~.jobretries.eviction_costs_nothing`)."""
     mark = annotations.get(MOVABLE)
     marked = mark is not None and mark.strip().lower() == "true"
-    if owner_kind in RECREATING_KINDS:
-        return mark is None or marked or mark.strip().lower() != "false"
+    refused = mark is not None and mark.strip().lower() == "false"
+    if owner_kind in RECREATING_KINDS or (owner_kind == "Job" and restarts_free):
+        return not refused
     if not marked:
         return False
     if not owner_kind:
@@ -128,42 +136,9 @@ class DefragPlan:
         )
 
 
-def _after(
-    nodes: Sequence[NodeState],
-    moved: Sequence[RunningPod],
-    members: Sequence[Member],
-    assignments: Sequence[tuple[str, str]],
-) -> dict[str, dict[str, int]]:
-    """Each node's free capacity once ``moved`` are gone and the members hold their room."""
-    free = {n.name: dict(n.free) for n in nodes if n.schedulable}
-    for pod in moved:
-        if pod.node in free:
-            add(free[pod.node], pod.requests)
-    asks = {m.name: m.requests for m in members}
-    for member, node in assignments:
-        if node in free:
-            subtract(free[node], asks.get(member, {}))
-    return free
-
-
-def _destinations(
-    moved: Sequence[RunningPod], free: dict[str, dict[str, int]]
-) -> list[tuple[str, str]] | str:
-    """A node for each moved pod (largest first, onto the tightest node it fits, never the
-    node it leaves), or the first pod that fits nowhere."""
-    out: list[tuple[str, str]] = []
-    for pod in sorted(moved, key=lambda p: (-p.requests.get(GPU, 0), p.key)):
-        spots = [
-            (room.get(GPU, 0), name)
-            for name, room in free.items()
-            if name != pod.node and fits(room, pod.requests)
-        ]
-        if not spots:
-            return pod.key
-        _, name = min(spots)
-        subtract(free[name], pod.requests)
-        out.append((pod.key, name))
-    return out
+#: :func:`plan_defrag`'s signature: the engine's planner of moves (``coordinator.sim`` passes a
+#: baseline's).
+DefragPlanner = Callable[..., "DefragPlan | Status"]
 
 
 def plan_defrag(
@@ -179,11 +154,14 @@ def plan_defrag(
     eligible: EligibleFn | None = None,
     now: float | None = None,
     protections: Protections | None = None,
+    relocate: RelocateFn | None = None,
 ) -> DefragPlan | Status:
     """The cheapest moves of movable pods (``RunningPod.movable``) of priority at most
     ``priority`` that let ``waiting`` fit, each moved pod fitting elsewhere; or why none. Only
     a workload that asks for GPUs, no more than are free on schedulable nodes in all (its wait
-    is one of scattered GPUs), is planned for."""
+    is one of scattered GPUs), is planned for. ``relocate``: where the moved pods go (the engine
+    passes :func:`~.relocate.by_filters`, the scheduling framework's filters); by default by
+    their requests alone."""
     need = sum(m.requests.get(GPU, 0) for m in waiting)
     if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
         # Not scattered: too few GPUs are free for it at all (or it asks for none).
@@ -210,12 +188,13 @@ def plan_defrag(
         return Status.unschedulable(CANNOT, detail="the workload fits without moving anyone")
     keys_moved = set(found.victim_pods)
     moved = [p for p in movable if p.key in keys_moved]
-    free = _after(nodes, moved, waiting, found.nominated)
-    placed = _destinations(moved, free)
-    if isinstance(placed, str):
-        return Status.unschedulable(
-            CANNOT, detail=f"{placed} would fit nowhere else once moved (no move is made)"
+    if relocate is None:
+        relocate = by_requests(
+            {n.name: n.free for n in nodes if n.schedulable}, {m.name: m.requests for m in waiting}
         )
+    placed = relocate(moved, found.nominated)
+    if isinstance(placed, str):
+        return Status.unschedulable(CANNOT, detail=f"{placed} (no move is made)")
     units = evictable_units(moved, below=priority + 1, now=now)
     lost = sum(u.cost.gpu_seconds for u in units.units)
     value = sum(m.requests.get(GPU, 0) for m in waiting) * settings.horizon_s
@@ -263,17 +242,21 @@ def plan_compaction(
     budgets: Sequence[DisruptionBudget] = (),
     now: float | None = None,
     protections: Protections | None = None,
+    relocate: RelocateFn | None = None,
 ) -> Compaction | None:
     """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
     their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
     least work lost; ``None`` when no node can be emptied so (or only by moving more than
     ``max_pods``, or losing more GPU-seconds than ``settings.max_loss_ratio`` of the node's GPUs
-    × ``settings.horizon_s``: what a whole node freed is worth)."""
+    × ``settings.horizon_s``: what a whole node freed is worth). ``relocate``: as
+    :func:`plan_defrag`'s."""
     settings = settings or DefragSettings()
     by_node: dict[str, list[RunningPod]] = {}
     for pod in running:
         by_node.setdefault(pod.node, []).append(pod)
     used = [n for n in nodes if n.schedulable and n.gpus_used > 0]
+    if relocate is None:
+        relocate = by_requests({n.name: n.free for n in used}, {})
     best: tuple[int, float, str] | None = None
     found: Compaction | None = None
     for node in used:
@@ -293,8 +276,7 @@ def plan_compaction(
         _, blocked = within_budgets(units.units, budgets)
         if blocked:
             continue
-        free = {n.name: dict(n.free) for n in used if n.name != node.name}
-        placed = _destinations(pods, free)
+        placed = relocate(pods, (), onto={n.name for n in used if n.name != node.name})
         if isinstance(placed, str):
             continue
         lost = sum(u.cost.gpu_seconds for u in units.units)

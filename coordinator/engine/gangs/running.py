@@ -5,23 +5,34 @@ bound pod in the inventory (with its gang), ``DisruptionBudget`` for every PodDi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from common.podkeys import GPU_SHARE
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of
 from coordinator.core.podspec.fields import FieldError
+from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.protections import min_runtime
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
 from coordinator.core.podspec.sharing import parse_held
 from coordinator.core.preemption.defrag import movability
+from coordinator.core.preemption.jobretries import eviction_costs_nothing
 from coordinator.core.preemption.victims import DisruptionBudget, RunningPod
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
 
 log = logging.getLogger(__name__)
 
-__all__ = ["bound_gang", "bound_pods", "budget_of", "budgets", "pod_object", "running_pods"]
+__all__ = [
+    "bound_gang",
+    "bound_pods",
+    "budget_of",
+    "budgets",
+    "pod_object",
+    "recreated",
+    "restartable_jobs",
+    "running_pods",
+]
 
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
@@ -45,6 +56,41 @@ def pod_object(pod: BoundPod) -> dict[str, Any]:
     return obj
 
 
+def recreated(pod: BoundPod) -> PodRequest | None:
+    """The pod as its controller would recreate it, for placing (its kept template: the spec
+    fields filters read); ``None`` when none was kept (a bare pod) or it does not parse."""
+    if not pod.template:
+        return None
+    meta = pod_object(pod)["metadata"]
+    meta["ownerReferences"] = pod.template.get("ownerReferences") or meta.get("ownerReferences")
+    spec = {
+        **(pod.template.get("spec") or {}),
+        "schedulerName": pod.scheduler,
+        "priority": pod.priority,
+    }
+    if pod.priority_class:
+        spec["priorityClassName"] = pod.priority_class
+    parsed = parse_pod({"metadata": meta, "spec": spec})
+    return parsed if isinstance(parsed, PodRequest) else None
+
+
+def restartable_jobs(pods: Iterable[BoundPod], jobs: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The uids of the Jobs whose running pods could all be evicted without the Job failing
+    (:func:`~coordinator.core.preemption.jobretries.eviction_costs_nothing`)."""
+    running: dict[str, int] = {}
+    for pod in pods:
+        if pod.owner_kind == "Job" and pod.owner_uid and not pod.terminating:
+            running[pod.owner_uid] = running.get(pod.owner_uid, 0) + 1
+    if not running:
+        return set()
+    out = set()
+    for job in jobs:
+        uid = str((job.get("metadata") or {}).get("uid") or "")
+        if uid in running and eviction_costs_nothing(job, running[uid]):
+            out.add(uid)
+    return out
+
+
 def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:
     """The gang (this run of it) a bound pod belongs to (``None``: none, or unusable labels)."""
     spec = gang_instance_of(pod_object(pod), podgroups)
@@ -66,9 +112,12 @@ def running_pods(
     podgroups: PodGroups,
     *,
     problems: dict[str, tuple[str, str]] | None = None,
+    restartable: Collection[str] = (),
 ) -> list[RunningPod]:
     """``problems``, when given, gains pod uid → (``namespace/name``, why) for each pod whose
-    ``topos.io/min-runtime`` does not parse (the configured minimum applies to it instead)."""
+    ``topos.io/min-runtime`` does not parse (the configured minimum applies to it instead);
+    ``restartable``: the uids of the Jobs that would recreate their pods without failing
+    (:func:`restartable_jobs`)."""
     out: list[RunningPod] = []
     for pod in bound_pods(inventory):
         spec = bound_gang(pod, podgroups)
@@ -92,7 +141,12 @@ def running_pods(
                 priority_class=pod.priority_class,
                 started_at=pod.started_at,
                 min_runtime_s=own,
-                movable=movability(pod.owner_kind, pod.annotations) is True,
+                movable=movability(
+                    pod.owner_kind,
+                    pod.annotations,
+                    restarts_free=pod.owner_kind == "Job" and pod.owner_uid in restartable,
+                )
+                is True,
             )
         )
     return out

@@ -25,7 +25,7 @@ from typing import Any, Self
 
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
-from coordinator.core.preemption.defrag import DefragSettings
+from coordinator.core.preemption.defrag import DefragPlanner, DefragSettings, plan_defrag
 from coordinator.core.preemption.protections import Protections
 from coordinator.core.preemption.victims import DisruptionBudget
 from coordinator.engine.gangs.recovery import Recovery
@@ -80,11 +80,13 @@ class GangRuntime:
         wall_clock: Callable[[], float] = time.time,
         namespace: str | None = None,
         planner: GangPlanner = schedule_gang,
+        mover: DefragPlanner = plan_defrag,
     ) -> None:
         """``clock`` times gang timeouts, backoff, nominations, recovery and preemption delays;
         ``wall_clock`` stamps records and is what pods' runtimes are measured to (minimum
         runtime). ``planner`` decides a gang's members (the engine's whole-gang planning;
-        ``coordinator.sim`` passes a baseline's)."""
+        ``coordinator.sim`` passes a baseline's); ``mover`` plans defragmentation's moves
+        (likewise)."""
         self.settings = settings = settings or GangSettings()
         self.runtime = runtime
         scheduler = runtime.scheduler
@@ -103,6 +105,8 @@ class GangRuntime:
                 wall_clock=wall_clock,
                 protections=settings.protections,
                 defrag=settings.defrag,
+                jobs=runtime.jobs,
+                mover=mover,
             )
         self.step = GangStep(
             scheduler,

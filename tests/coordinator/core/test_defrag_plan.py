@@ -100,7 +100,7 @@ def test_movability_follows_the_owner_and_refuses_a_mark_on_a_bare_pod() -> None
     assert movability("ReplicaSet", {}) is True
     assert movability("StatefulSet", {}) is True
     assert movability("ReplicaSet", {"topos.io/movable": "false"}) is False
-    assert movability("Job", {}) is False  # its retries are the Job's: its owner must say
+    assert movability("Job", {}) is False  # unless its Job would recreate it without failing
     assert movability("Job", {"topos.io/movable": "true"}) is True
     assert movability("", {}) is False
     refused = movability("", {"topos.io/movable": "true"})
