@@ -1,0 +1,167 @@
+"""The domain tree from objects the cluster already keeps, watched live (``gangs.tree.source``):
+
+- ``volcano``: every ``HyperNode`` (``topology.volcano.sh/v1alpha1``), read as one tree by
+  :mod:`coordinator.core.domains.hypernodes` on every change; what cannot be used is named in
+  ``GET /v1/domains`` (``tree_problems``) and logged once per change, and the rest is used.
+- ``kueue`` / ``kai``: the one ``Topology`` named in the config (``kueue.x-k8s.io/v1beta2``,
+  ``kai.scheduler/v1``), its ``spec.levels`` read by
+  :func:`coordinator.core.domains.sources.keys_from_levels`. Both projects make the levels
+  immutable: a new tree is the object deleted and created again. While it is missing (not yet
+  created, deleted, its CRD not installed) or its levels cannot be one tree, the tree it last
+  gave is kept and ``tree_problems`` says so.
+
+Either way the inventory holds the result (:meth:`~coordinator.inventory.store.Inventory.set_tree`):
+each node's ``topos.io/leaf``, ``topos.io/spine`` and ``topos.io/zone`` in Topos's view are the
+source's, and nodes whose levels change are re-read by the scheduler like any Node change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Final
+
+from common.kube import KubeClient, KubeObject, Resource
+from coordinator.adapters.kube.reflector import Change, Reflector
+from coordinator.core.domains.hypernodes import HyperNode, build_tree, parse_hypernode
+from coordinator.core.domains.sources import NO_LEVELS, LevelsTree, keys_from_levels
+from coordinator.inventory.store import Inventory
+
+log = logging.getLogger(__name__)
+
+__all__ = ["HYPERNODES", "KAI_TOPOLOGIES", "KUEUE_TOPOLOGIES", "tree_watch"]
+
+HYPERNODES: Final = Resource(
+    "topology.volcano.sh", "v1alpha1", "hypernodes", namespaced=False, kind="HyperNode"
+)
+KUEUE_TOPOLOGIES: Final = Resource(
+    "kueue.x-k8s.io", "v1beta2", "topologies", namespaced=False, kind="Topology"
+)
+KAI_TOPOLOGIES: Final = Resource(
+    "kai.scheduler", "v1", "topologies", namespaced=False, kind="Topology"
+)
+
+
+def _name(obj: KubeObject) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+
+
+class HyperNodes:
+    """A reflector's handler: all HyperNodes, read as one tree on every change."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self._inventory = inventory
+        self._objects: dict[str, KubeObject] = {}
+        self._said: tuple[str, ...] = ()
+
+    def replace(self, items: list[KubeObject]) -> None:
+        self._objects = {_name(obj): obj for obj in items}
+        self._rebuild()
+
+    def apply(self, kind: Change, obj: KubeObject) -> None:
+        if kind == "DELETED":
+            self._objects.pop(_name(obj), None)
+        else:
+            self._objects[_name(obj)] = obj
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        parsed: list[HyperNode] = []
+        problems: list[str] = []
+        for name in sorted(self._objects):
+            hypernode, found = parse_hypernode(self._objects[name])
+            problems.extend(found)
+            if hypernode is not None:
+                parsed.append(hypernode)
+        tree = build_tree(parsed, problems)
+        if tree.problems != self._said:
+            for problem in tree.problems:
+                log.warning("HyperNode tree: %s", problem)
+            self._said = tree.problems
+        self._inventory.set_tree(tree, source="volcano")
+
+
+class NamedTopology:
+    """A reflector's handler for the one ``Topology`` named (the reflector's field selector
+    keeps it to that name)."""
+
+    def __init__(self, inventory: Inventory, resource: Resource, name: str, source: str) -> None:
+        self._inventory = inventory
+        self._what = f"{resource.kind} {name} ({resource.plural}.{resource.group})"
+        self._name = name
+        self._source = source
+        self._levels: tuple[str, ...] | None = None  # those of the tree in force
+        inventory.set_tree(NO_LEVELS, source=source, note=f"{self._what}: not read yet")
+
+    def replace(self, items: list[KubeObject]) -> None:
+        mine = [obj for obj in items if _name(obj) == self._name]
+        if mine:
+            self._read(mine[0])
+        else:
+            self._keep("not found")
+
+    def apply(self, kind: Change, obj: KubeObject) -> None:
+        if _name(obj) != self._name:
+            return
+        if kind == "DELETED":
+            self._keep("deleted")
+        else:
+            self._read(obj)
+
+    def _read(self, obj: KubeObject) -> None:
+        spec = obj.get("spec")
+        raw = spec.get("levels") if isinstance(spec, Mapping) else None
+        levels: list[str] = []
+        for i, level in enumerate(raw if isinstance(raw, list) else []):
+            label = level.get("nodeLabel") if isinstance(level, Mapping) else None
+            if not isinstance(label, str) or not label:
+                self._keep(f"spec.levels[{i}].nodeLabel {label!r} is not a label key")
+                return
+            levels.append(label)
+        if not levels:
+            self._keep("spec.levels is empty")
+            return
+        try:
+            keys = keys_from_levels(levels)
+        except ValueError as bad:
+            self._keep(f"spec.levels: {bad}")
+            return
+        if tuple(levels) != self._levels:
+            log.info("%s: the tree's levels are %s", self._what, ", ".join(levels))
+        self._levels = tuple(levels)
+        self._inventory.set_tree(LevelsTree(keys), source=self._source)
+
+    def _keep(self, why: str) -> None:
+        """Keep the tree in force and say why it is not replaced."""
+        kept = (
+            f"the tree of its levels {', '.join(self._levels)} is kept"
+            if self._levels is not None
+            else "no tree yet: nodes are in no leaf, spine or zone"
+        )
+        note = f"{self._what}: {why}; {kept}"
+        log.warning("%s", note)
+        self._inventory.set_tree_note(note)
+
+
+def tree_watch(
+    client: KubeClient, inventory: Inventory, *, source: str, topology: str = ""
+) -> Reflector | None:
+    """The reflector that keeps ``inventory``'s tree in step with ``source`` (``None`` for
+    ``labels``: the Node labels need no watch of their own). A CRD not installed counts as no
+    objects and is asked for again."""
+    if source == "volcano":
+        return Reflector(
+            client, HYPERNODES, HyperNodes(inventory), what="HyperNodes", missing_ok=True
+        )
+    if source in ("kueue", "kai"):
+        resource = KUEUE_TOPOLOGIES if source == "kueue" else KAI_TOPOLOGIES
+        return Reflector(
+            client,
+            resource,
+            NamedTopology(inventory, resource, topology, source),
+            field_selector=f"metadata.name={topology}",
+            what=f"{source} Topology {topology}",
+            missing_ok=True,
+        )
+    return None
