@@ -1,6 +1,7 @@
 """The domain tree from objects the cluster already keeps, watched live on the real control plane
 (``gangs.tree.source``): Volcano HyperNodes (deploy/crds/hypernodes.topology.volcano.sh.yaml)
-and a Kueue ``Topology`` (Kueue's own CRD, from its Go module at the catalog's version).
+and a Kueue or KAI ``Topology`` (Kueue's own CRD, from its Go module at the catalog's version;
+KAI's as published, tests/support/crds/topologies.kai.scheduler.yaml).
 
 Every node also carries a ``topos.io/leaf`` of its own naming one leaf for all: with a source
 configured that label is not read, so a gang that keeps to one rack does so because of the
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 
 from common.kube import KubeClient, NotFound, Resource
-from coordinator.adapters.kube.tree import HYPERNODES, KUEUE_TOPOLOGIES, tree_watch
+from coordinator.adapters.kube.tree import HYPERNODES, KAI_TOPOLOGIES, KUEUE_TOPOLOGIES, tree_watch
 from coordinator.core.domains.sources import SOURCE_KEYS
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.store import Inventory
@@ -37,8 +38,9 @@ def hypernode_crd(kubectl: Callable[..., Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def kueue_topology_crd(kubectl: Callable[..., Any]) -> None:
-    install_workload_crds(kubectl, "Topology")
+def topology_crds(kubectl: Callable[..., Any]) -> None:
+    install_workload_crds(kubectl, "Topology")  # Kueue's, from its module
+    install_crd(kubectl, "topologies.kai.scheduler")  # KAI's, tests/support/crds
 
 
 @contextlib.asynccontextmanager
@@ -159,22 +161,24 @@ async def test_hypernodes_are_the_tree_and_what_cannot_be_one_is_named(
                 assert await gang(cluster, "second", 3) == {*a, c1}
 
 
-def kueue_topology(name: str, *levels: str) -> dict[str, Any]:
+def topology_object(resource: Resource, name: str, *levels: str) -> dict[str, Any]:
     return {
-        "apiVersion": KUEUE_TOPOLOGIES.api_version,
+        "apiVersion": resource.api_version,
         "kind": "Topology",
         "metadata": {"name": name},
         "spec": {"levels": [{"nodeLabel": level} for level in levels]},
     }
 
 
-@pytest.mark.usefixtures("kueue_topology_crd")
-async def test_a_kueue_topology_is_followed_live_and_a_deleted_one_keeps_its_tree(
-    cluster: GangCluster,
+@pytest.mark.usefixtures("topology_crds")
+@pytest.mark.parametrize("source", ["kueue", "kai"])
+async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tree(
+    cluster: GangCluster, source: str
 ) -> None:
+    resource = KUEUE_TOPOLOGIES if source == "kueue" else KAI_TOPOLOGIES
     run = cluster.run
     name = f"topo-{run}"
-    what = f"Topology {name} (topologies.kueue.x-k8s.io)"
+    what = f"Topology {name} ({resource.plural}.{resource.group})"
     rack_of: dict[str, str] = {}
     for i in (1, 2, 3, 4):  # n1, n3 in rack r1; n2, n4 in rack r2; one block
         rack = f"r{2 - i % 2}"
@@ -182,11 +186,11 @@ async def test_a_kueue_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
         rack_of[await cluster.add_node(f"n{i}", "dgx-a100", labels_extra=labels)] = rack
     n1 = next(iter(rack_of))
     async with (
-        objects(cluster.kube, KUEUE_TOPOLOGIES) as made,
+        objects(cluster.kube, resource) as made,
         cluster.gang_coordinator(gang_settings=SETTINGS) as coord,
     ):
         inventory = coord.inventory
-        async with watching(cluster.kube, inventory, "kueue", name):
+        async with watching(cluster.kube, inventory, source, name):
             await eventually(
                 lambda: "not found" in str(inventory.tree_status().problems), what="not found"
             )
@@ -195,7 +199,7 @@ async def test_a_kueue_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
             )
             assert leaf_of(inventory, n1) is None  # its own topos.io/leaf is not read
             levels = (BLOCK, RACK, "kubernetes.io/hostname")
-            await cluster.kube.create(KUEUE_TOPOLOGIES, kueue_topology(name, *levels))
+            await cluster.kube.create(resource, topology_object(resource, name, *levels))
             made.append(name)
             await until(inventory, lambda: leaf_of(inventory, n1) == "r1")
             assert {n: leaf_of(inventory, n) for n in rack_of} == rack_of
@@ -204,7 +208,7 @@ async def test_a_kueue_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
             placed = await gang(cluster, "pair", 2)
             assert len({rack_of[n] for n in placed}) == 1
             # deleted: the tree it gave is kept, and the status says so
-            await cluster.kube.delete(KUEUE_TOPOLOGIES, name)
+            await cluster.kube.delete(resource, name)
             await eventually(
                 lambda: "deleted" in str(inventory.tree_status().problems), what="deleted"
             )
@@ -212,8 +216,8 @@ async def test_a_kueue_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
                 f"{what}: deleted; the tree of its levels {', '.join(levels)} is kept",
             )
             assert leaf_of(inventory, n1) == "r1"
-            # created again with other levels (Kueue's levels are immutable): the new tree
-            await cluster.kube.create(KUEUE_TOPOLOGIES, kueue_topology(name, BLOCK))
+            # created again with other levels (both make the levels immutable): the new tree
+            await cluster.kube.create(resource, topology_object(resource, name, BLOCK))
             await until(inventory, lambda: leaf_of(inventory, n1) == "blk")
             assert {leaf_of(inventory, n) for n in rack_of} == {"blk"}
             assert inventory.tree_status().problems == ()
