@@ -13,12 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from common.kube import KubeClient, NotFound, Resource
 from coordinator.adapters.kube.tree import HYPERNODES, KAI_TOPOLOGIES, KUEUE_TOPOLOGIES, tree_watch
+from coordinator.api.gangs import domains_summary
+from coordinator.api.keys import INVENTORY
+from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
+from coordinator.app.main import running, wire
 from coordinator.core.domains.sources import SOURCE_KEYS
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.store import Inventory
@@ -221,3 +227,31 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
             await until(inventory, lambda: leaf_of(inventory, n1) == "blk")
             assert {leaf_of(inventory, n) for n in rack_of} == {"blk"}
             assert inventory.tree_status().problems == ()
+
+
+@pytest.mark.usefixtures("hypernode_crd")
+async def test_the_coordinator_wired_from_its_config_follows_the_hypernodes(
+    cluster: GangCluster, kubeconfig: Path
+) -> None:
+    """``gangs.tree.source: volcano`` in the config: ``wire()`` starts the watch, and
+    ``GET /v1/domains`` names the source, the HyperNode leaf and what is not used."""
+    run = cluster.run
+    node = await cluster.add_node("w1", "dgx-a100", labels_extra={LEAF: "own"})
+    rack = f"rack-w-{run}"
+    config = parse_config(
+        {"scheduler": {"namespace": cluster.namespace}, "gangs": {"tree": {"source": "volcano"}}}
+    )
+    app = wire(config, KubeBackend(str(kubeconfig)))
+    async with objects(cluster.kube, HYPERNODES) as made, running(app):
+        inventory = app[INVENTORY]
+        body = hypernode(rack, 1, exact("Node", node), exact("HyperNode", f"gone-{run}"))
+        await cluster.kube.create(HYPERNODES, body)
+        made.append(rack)
+        await eventually(lambda: leaf_of(inventory, node) == rack, what="the HyperNode leaf")
+        summary = domains_summary(app)
+        assert summary.tree_source == "volcano"
+        assert rack in {leaf.name for leaf in summary.leaves}
+        assert (
+            f"HyperNode {rack}: members[1] names HyperNode gone-{run}, which does not exist: "
+            "not used"
+        ) in summary.tree_problems
