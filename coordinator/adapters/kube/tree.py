@@ -47,6 +47,11 @@ def _name(obj: KubeObject) -> str:
     return str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
 
 
+def _spec_only(obj: KubeObject) -> KubeObject:
+    """What the tree reads of a HyperNode: its name and spec."""
+    return {"metadata": {"name": _name(obj)}, "spec": obj.get("spec")}
+
+
 class HyperNodes:
     """A reflector's handler: all HyperNodes, read as one tree on every change."""
 
@@ -56,14 +61,19 @@ class HyperNodes:
         self._said: tuple[str, ...] = ()
 
     def replace(self, items: list[KubeObject]) -> None:
-        self._objects = {_name(obj): obj for obj in items}
+        self._objects = {_name(obj): _spec_only(obj) for obj in items}
         self._rebuild()
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
+        name = _name(obj)
         if kind == "DELETED":
-            self._objects.pop(_name(obj), None)
+            if self._objects.pop(name, None) is None:
+                return
         else:
-            self._objects[_name(obj)] = obj
+            kept = _spec_only(obj)
+            if self._objects.get(name) == kept:
+                return  # a status update (Volcano counts the nodes): the tree is as it was
+            self._objects[name] = kept
         self._rebuild()
 
     def _rebuild(self) -> None:

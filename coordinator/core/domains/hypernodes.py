@@ -140,19 +140,23 @@ class HyperNodeTree:
     parent: Mapping[str, str]  # HyperNode → the HyperNode it is a member of
     level_of_tier: Mapping[int, str]  # tier → the label key of its level (leaf, spine, zone)
     problems: tuple[str, ...] = ()
-    # HyperNodes with members of type Node, narrowest tier first (what a node is looked up in)
-    _holders: tuple[HyperNode, ...] = field(default=(), repr=False)
+    # Where a node is looked up: by name, the HyperNodes naming it in an ``exactMatch`` member;
+    # the HyperNodes with a pattern or label member of type Node, tried on every node.
+    _named: Mapping[str, tuple[HyperNode, ...]] = field(default_factory=dict, repr=False)
+    _scanned: tuple[HyperNode, ...] = field(default=(), repr=False)
 
     def levels_of(self, node: str, labels: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
         """The node's leaf, spine and zone (label key → HyperNode name), and why a level it is
         in is not used (``None`` when nothing is wrong)."""
-        held = [
-            h
-            for h in self._holders
-            if any(m.type == "Node" and m.matches(node, labels) for m in h.members)
-        ]
-        if not held:
+        found = {h.name: h for h in self._named.get(node, ())}
+        for h in self._scanned:
+            if h.name not in found and any(
+                m.type == "Node" and m.exact is None and m.matches(node, labels) for m in h.members
+            ):
+                found[h.name] = h
+        if not found:
             return {}, None
+        held = sorted(found.values(), key=lambda h: (h.tier, h.name))
         tier = held[0].tier
         same = [h.name for h in held if h.tier == tier]
         problem = None
@@ -236,18 +240,21 @@ def build_tree(hypernodes: Iterable[HyperNode], problems: Iterable[str] = ()) ->
             f"tiers {', '.join(map(str, tiers[len(LEVEL_KEYS) :]))} are not used: Topos has three "
             "levels above the node (leaf, spine, zone)"
         )
-    holders = tuple(
-        sorted(
-            (h for h in by_name.values() if any(m.type == "Node" for m in h.members)),
-            key=lambda h: (h.tier, h.name),
-        )
-    )
+    named: dict[str, list[HyperNode]] = {}
+    scanned: list[HyperNode] = []
+    for h in by_name.values():
+        nodes = [m for m in h.members if m.type == "Node"]
+        for name in {m.exact for m in nodes if m.exact is not None}:
+            named.setdefault(name, []).append(h)
+        if any(m.exact is None for m in nodes):
+            scanned.append(h)
     return HyperNodeTree(
         hypernodes=by_name,
         parent=parent_map,
         level_of_tier=dict(zip(tiers, LEVEL_KEYS, strict=False)),
         problems=tuple(found),
-        _holders=holders,
+        _named={name: tuple(hs) for name, hs in named.items()},
+        _scanned=tuple(scanned),
     )
 
 
