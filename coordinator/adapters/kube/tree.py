@@ -102,6 +102,7 @@ class NamedTopology:
         self._name = name
         self._source = source
         self._levels: tuple[str, ...] | None = None  # those of the tree in force
+        self._noted = True  # a note is shown (the tree in force is not the object's)
         inventory.set_tree(NO_LEVELS, source=source, note=f"{self._what}: not read yet")
 
     def replace(self, items: list[KubeObject]) -> None:
@@ -137,9 +138,10 @@ class NamedTopology:
         except ValueError as bad:
             self._keep(f"spec.levels: {bad}")
             return
-        if tuple(levels) != self._levels:
-            log.info("%s: the tree's levels are %s", self._what, ", ".join(levels))
-        self._levels = tuple(levels)
+        if tuple(levels) == self._levels and not self._noted:
+            return  # the same object again (a re-list, its metadata touched): the same tree
+        log.info("%s: the tree's levels are %s", self._what, ", ".join(levels))
+        self._levels, self._noted = tuple(levels), False
         self._inventory.set_tree(LevelsTree(keys), source=self._source)
 
     def _keep(self, why: str) -> None:
@@ -151,6 +153,7 @@ class NamedTopology:
         )
         note = f"{self._what}: {why}; {kept}"
         log.warning("%s", note)
+        self._noted = True
         self._inventory.set_tree_note(note)
 
 
