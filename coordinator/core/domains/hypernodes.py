@@ -13,8 +13,8 @@ the tree is used:
 * a HyperNode reachable from itself (a cycle): the members that close it are not used;
 * a member naming a HyperNode that does not exist, a pattern that is no regular expression, a
   ``labelMatch`` on a HyperNode member (Volcano reads it only for nodes);
-* a HyperNode that is a member of two HyperNodes, or a member of one no broader than itself: it
-  gets no parent;
+* a HyperNode that is a member of two HyperNodes of one tier (its parent is the narrowest
+  HyperNode holding it), or of one no broader than itself: it gets no parent;
 * a node in two HyperNodes of one tier: it is in neither (it falls back to the level above when
   both have the same parent).
 """
@@ -220,13 +220,16 @@ def build_tree(hypernodes: Iterable[HyperNode], problems: Iterable[str] = ()) ->
             parents_of.setdefault(child, []).append(parent)
     parent_map: dict[str, str] = {}
     for child, parents in sorted(parents_of.items()):
-        if len(parents) > 1:
+        # its parent: the narrowest HyperNode holding it (a broad pattern a tier up holds it too)
+        tier = min(by_name[p].tier for p in parents)
+        narrowest = sorted(p for p in parents if by_name[p].tier == tier)
+        if len(narrowest) > 1:
             found.append(
-                f"HyperNode {child} is a member of HyperNodes {', '.join(sorted(parents))}: "
-                "it is given no parent"
+                f"HyperNode {child} is a member of HyperNodes {', '.join(narrowest)} (tier "
+                f"{tier}): it is given no parent"
             )
             continue
-        (parent,) = parents
+        (parent,) = narrowest
         if by_name[parent].tier <= by_name[child].tier:
             found.append(
                 f"HyperNode {parent} (tier {by_name[parent].tier}): its member HyperNode {child} "

@@ -140,8 +140,8 @@ def test_a_hypernode_in_two_parents_or_under_a_narrower_one_gets_no_parent() -> 
         hn("odd", 1, child("rack-b")),
     )
     assert (
-        "HyperNode rack-a is a member of HyperNodes block-1, block-2: it is given no parent"
-        in t.problems
+        "HyperNode rack-a is a member of HyperNodes block-1, block-2 (tier 2): it is given no "
+        "parent" in t.problems
     )
     assert (
         "HyperNode odd (tier 1): its member HyperNode rack-b has tier 2, not narrower: not used"
@@ -200,3 +200,14 @@ def test_more_than_three_tiers_name_the_ones_left_out() -> None:
         "tiers 4 are not used: Topos has three levels above the node (leaf, spine, zone)",
     )
     assert levels(t, "n") == {LEAF: "r", SPINE: "b", ZONE: "d"}
+
+
+def test_a_broad_pattern_a_tier_up_does_not_make_a_second_parent() -> None:
+    everything = {"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^(rack|block)-"}}}
+    t = tree(
+        hn("rack-a", 1, node("a-1")),
+        hn("block-1", 2, child("rack-a")),
+        hn("dc", 3, everything),
+    )
+    assert t.problems == ()
+    assert levels(t, "a-1") == {LEAF: "rack-a", SPINE: "block-1", ZONE: "dc"}
