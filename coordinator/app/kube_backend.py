@@ -107,6 +107,7 @@ class KubeBackend:
             app[INVENTORY],
             source=self._tree.source,
             topology=self._tree.topology,
+            events_client=self.connection.budgets.events,
         )
         if tree is not None:  # gangs.tree.source: the domain tree from objects watched live
             tasks.append(asyncio.create_task(tree.run(), name="kube-tree"))

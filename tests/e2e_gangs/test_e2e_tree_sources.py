@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from common.kube import KubeClient, NotFound, Resource
+from common.kube import EVENTS, KubeClient, NotFound, Resource
 from coordinator.adapters.kube.tree import HYPERNODES, KAI_TOPOLOGIES, KUEUE_TOPOLOGIES, tree_watch
 from coordinator.api.gangs import domains_summary
 from coordinator.api.keys import INVENTORY
@@ -233,8 +233,9 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
 async def test_the_coordinator_wired_from_its_config_follows_the_hypernodes(
     cluster: GangCluster, kubeconfig: Path
 ) -> None:
-    """``gangs.tree.source: volcano`` in the config: ``wire()`` starts the watch, and
-    ``GET /v1/domains`` names the source, the HyperNode leaf and what is not used."""
+    """``gangs.tree.source: volcano`` in the config: ``wire()`` starts the watch,
+    ``GET /v1/domains`` names the source, the HyperNode leaf and what is not used, and the
+    HyperNode gets a Warning Event saying it."""
     run = cluster.run
     node = await cluster.add_node("w1", "dgx-a100", labels_extra={LEAF: "own"})
     rack = f"rack-w-{run}"
@@ -255,3 +256,18 @@ async def test_the_coordinator_wired_from_its_config_follows_the_hypernodes(
             f"HyperNode {rack}: members[1] names HyperNode gone-{run}, which does not exist: "
             "not used"
         ) in summary.tree_problems
+
+        async def event() -> dict[str, Any] | None:
+            found = await cluster.kube.list(
+                EVENTS, namespace="default", field_selector=f"involvedObject.name={rack}"
+            )
+            return next((e for e in found["items"] if e.get("reason") == "TreeProblem"), None)
+
+        # kubectl describe hypernode shows it
+        warning = await eventually(event, what="the TreeProblem Event")
+        assert warning["type"] == "Warning"
+        assert warning["involvedObject"]["kind"] == "HyperNode"
+        assert warning["message"] == (
+            f"HyperNode {rack}: members[1] names HyperNode gone-{run}, which does not exist: "
+            "not used"
+        )

@@ -2,7 +2,8 @@
 
 - ``volcano``: every ``HyperNode`` (``topology.volcano.sh/v1alpha1``), read as one tree by
   :mod:`coordinator.core.domains.hypernodes` on every change; what cannot be used is named in
-  ``GET /v1/domains`` (``tree_problems``) and logged once per change, and the rest is used.
+  ``GET /v1/domains`` (``tree_problems``), logged once per change and, when it names a HyperNode,
+  posted as a Warning Event about it (``TreeProblem``); the rest is used.
 - ``kueue`` / ``kai``: the one ``Topology`` named in the config (``kueue.x-k8s.io/v1beta2``,
   ``kai.scheduler/v1``), its ``spec.levels`` read by
   :func:`coordinator.core.domains.sources.keys_from_levels`. Both projects make the levels
@@ -17,11 +18,14 @@ source's, and nodes whose levels change are re-read by the scheduler like any No
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Coroutine, Mapping
+from typing import Any, Final
 
-from common.kube import KubeClient, KubeObject, Resource
+from common.kube import KubeClient, KubeError, KubeObject, Resource
+from common.kube.recorder import EventRecorder
+from common.kube.types import ObjectReference
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.core.domains.hypernodes import HyperNode, build_tree, parse_hypernode
 from coordinator.core.domains.sources import NO_LEVELS, LevelsTree, keys_from_levels
@@ -53,12 +57,16 @@ def _spec_only(obj: KubeObject) -> KubeObject:
 
 
 class HyperNodes:
-    """A reflector's handler: all HyperNodes, read as one tree on every change."""
+    """A reflector's handler: all HyperNodes, read as one tree on every change. With ``events``,
+    each new problem naming a HyperNode is also a Warning Event (``TreeProblem``) about it, which
+    ``kubectl describe hypernode`` shows."""
 
-    def __init__(self, inventory: Inventory) -> None:
+    def __init__(self, inventory: Inventory, events: EventRecorder | None = None) -> None:
         self._inventory = inventory
+        self._events = events
         self._objects: dict[str, KubeObject] = {}
         self._said: tuple[str, ...] = ()
+        self._writes: set[asyncio.Task[None]] = set()
 
     def replace(self, items: list[KubeObject]) -> None:
         self._objects = {_name(obj): _spec_only(obj) for obj in items}
@@ -88,8 +96,35 @@ class HyperNodes:
         if tree.problems != self._said:
             for problem in tree.problems:
                 log.warning("HyperNode tree: %s", problem)
+                if problem not in self._said:
+                    self._tell(problem)
             self._said = tree.problems
         self._inventory.set_tree(tree, source="volcano")
+
+    def _tell(self, problem: str) -> None:
+        """A Warning Event about the HyperNode ``problem`` names first (off this call)."""
+        words = problem.split(maxsplit=2)
+        if self._events is None or len(words) < 2 or words[0] != "HyperNode":
+            return
+        name = words[1].rstrip(":")
+        regarding: ObjectReference = {
+            "apiVersion": HYPERNODES.api_version,
+            "kind": HYPERNODES.kind,
+            "name": name,
+        }
+        write = self._events.record(
+            regarding, reason="TreeProblem", message=problem, event_type="Warning"
+        )
+        task = asyncio.get_running_loop().create_task(_quietly(write, name))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+
+async def _quietly(write: Coroutine[Any, Any, None], name: str) -> None:
+    try:
+        await write
+    except KubeError as exc:  # the problem is still in /v1/domains and the log
+        log.info("no TreeProblem Event about HyperNode %s: %s", name, exc)
 
 
 class NamedTopology:
@@ -158,14 +193,24 @@ class NamedTopology:
 
 
 def tree_watch(
-    client: KubeClient, inventory: Inventory, *, source: str, topology: str = ""
+    client: KubeClient,
+    inventory: Inventory,
+    *,
+    source: str,
+    topology: str = "",
+    events_client: KubeClient | None = None,
 ) -> Reflector | None:
     """The reflector that keeps ``inventory``'s tree in step with ``source`` (``None`` for
     ``labels``: the Node labels need no watch of their own). A CRD not installed counts as no
-    objects and is asked for again."""
+    objects and is asked for again. ``events_client``: the connection HyperNode problems are posted
+    through as Events (none: not posted)."""
     if source == "volcano":
         return Reflector(
-            client, HYPERNODES, HyperNodes(inventory), what="HyperNodes", missing_ok=True
+            client,
+            HYPERNODES,
+            HyperNodes(inventory, None if events_client is None else EventRecorder(events_client)),
+            what="HyperNodes",
+            missing_ok=True,
         )
     if source in ("kueue", "kai"):
         resource = KUEUE_TOPOLOGIES if source == "kueue" else KAI_TOPOLOGIES
