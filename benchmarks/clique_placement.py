@@ -22,7 +22,9 @@ jobs left waiting at the end.
 
 This is a replay through the production planner, not the sim engine's trace replay (that comes
 with the sim engine's NVL72 fleet). Run: ``.venv/bin/python -m benchmarks.clique_placement
-[--ticks N] [--seed S] [--gang-rate R]``.
+[--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
+S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
+stream's ratio moves by ±0.15 from seed to seed).
 """
 
 from __future__ import annotations
@@ -255,17 +257,14 @@ def pct(values: list[int], q: float) -> float:
     return float(values[min(len(values) - 1, int(q * len(values)))])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ticks", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--gang-rate", type=float, default=0.45, help="gangs arriving per tick")
-    args = parser.parse_args()
-    jobs = stream(args.seed, args.ticks, args.gang_rate)
+def one_seed(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
+    """Run every arm on one seeded stream; (topos's share in one NVLink domain, its stranded
+    clique GPUs as a multiple of clique-blind's)."""
+    jobs = stream(seed, ticks, gang_rate)
     gangs = sum(1 for j in jobs if j.trays)
     print(
         f"{RACKS} NVL72 racks ({RACKS * TRAYS} trays, {RACKS * TRAYS * 4} GPUs) + {HGX} HGX nodes;"
-        f" {len(jobs)} jobs over {args.ticks} ticks ({gangs} gangs of 2-32 trays), seed {args.seed}"
+        f" {len(jobs)} jobs over {ticks} ticks ({gangs} gangs of 2-32 trays), seed {seed}"
     )
     arms = [
         Arm("topos", topos(DomainKeys(), keep=True)),
@@ -276,7 +275,7 @@ def main() -> None:
     shares: dict[str, float] = {}
     stranded: dict[str, float] = {}
     for arm in arms:
-        run(arm, jobs, args.ticks)
+        run(arm, jobs, ticks)
         shares[arm.name] = arm.inside / arm.could if arm.could else 1.0
         stranded[arm.name] = statistics.fmean(arm.stranded)
         share = arm.inside / arm.could if arm.could else float("nan")
@@ -290,12 +289,31 @@ def main() -> None:
             f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
             f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} CPU s)"
         )
-
-    met = "met" if shares["topos"] >= 0.95 else "missed"
-    print(f"goal ≥ 95 % of the gangs that could fit one clique inside one: {met}")
     ratio = stranded["topos"] / stranded["clique-blind"] if stranded["clique-blind"] else 0.0
-    met = "met" if ratio <= 0.5 else "missed"
-    print(f"goal stranded clique GPUs ≤ 0.5× clique-blind's: {ratio:.2f}× ({met})")
+    return shares["topos"], ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="streams to run: --seed, --seed + 1, …"
+    )
+    parser.add_argument("--gang-rate", type=float, default=0.45, help="gangs arriving per tick")
+    args = parser.parse_args()
+    results = [
+        one_seed(seed, args.ticks, args.gang_rate)
+        for seed in range(args.seed, args.seed + args.seeds)
+    ]
+    share = min(s for s, _ in results)
+    met = "met" if share >= 0.95 else "missed"
+    print(f"goal ≥ 95 % of the gangs that could fit one clique inside one: {share:.1%} ({met})")
+    ratios = [r for _, r in results]
+    mean = statistics.fmean(ratios)
+    met = "met" if mean <= 0.5 else "missed"
+    each = " / ".join(f"{r:.2f}" for r in ratios)
+    print(f"goal stranded clique GPUs ≤ 0.5× clique-blind's: {mean:.2f}× ({met}; by seed {each})")
 
 
 if __name__ == "__main__":

@@ -204,7 +204,9 @@ def domains_summary(app: web.Application) -> DomainsSummary:
         snapshot = _inventory_snapshot(app[INVENTORY])
     gangs = app.get(GANGS)
     keys = gangs.keys if gangs is not None else None
-    return summarize_domains(node_states(snapshot), keys=keys)
+    tree = app[INVENTORY].tree_status()
+    summary = summarize_domains(node_states(snapshot), keys=keys)
+    return msgspec.structs.replace(summary, tree_source=tree.source, tree_problems=tree.problems)
 
 
 async def domains(request: web.Request) -> web.Response:

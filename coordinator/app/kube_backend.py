@@ -33,11 +33,12 @@ from coordinator.adapters.kube.tokenreview import (
     Review,
     ReviewUnavailable,
 )
+from coordinator.adapters.kube.tree import tree_watch
 from coordinator.api.keys import INVENTORY, METRICS, READINESS
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.backend import Authentication
 from coordinator.app.collector import settle
-from coordinator.app.config.sections import Config
+from coordinator.app.config.sections import Config, TreeSection
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.app.watchmetrics import WatchEvents
 from coordinator.core.framework.profiles import Profiles
@@ -60,6 +61,7 @@ class KubeBackend:
     def __init__(self, kubeconfig: str | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.connection = KubeConnection(kubeconfig)
+        self._tree = TreeSection()
 
     def inventory(self, config: Config, given: Inventory | None) -> Inventory:
         if given is not None:
@@ -72,6 +74,7 @@ class KubeBackend:
 
     def install(self, app: web.Application, config: Config) -> None:
         self.connection.rate_limit = config.kube.rate_limit
+        self._tree = config.gangs.tree
         app.cleanup_ctx.append(self._connected)
 
     async def _connected(self, app: web.Application) -> AsyncIterator[None]:
@@ -98,16 +101,27 @@ class KubeBackend:
 
         sync = KubeSync(self.connection.budgets.control, app[INVENTORY], on_synced=synced)
         app[METRICS].registry.register(WatchEvents(sync))
-        task = asyncio.create_task(sync.run(), name="kube-sync")
+        tasks = [asyncio.create_task(sync.run(), name="kube-sync")]
+        tree = tree_watch(
+            self.connection.budgets.control,
+            app[INVENTORY],
+            source=self._tree.source,
+            topology=self._tree.topology,
+            events_client=self.connection.budgets.events,
+        )
+        if tree is not None:  # gangs.tree.source: the domain tree from objects watched live
+            tasks.append(asyncio.create_task(tree.run(), name="kube-tree"))
         try:
             yield
         finally:
             if resume is not None:
                 resume.cancel()
                 gc.enable()
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await self.connection.close()
 
     def runtime(

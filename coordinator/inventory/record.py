@@ -20,6 +20,7 @@ from typing import Literal
 from common.allocatable import allocatable_from_topology
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
+from coordinator.core.domains.sources import LEVEL_KEYS
 from coordinator.inventory.holdings import gpu_use
 from coordinator.inventory.mismatch import find_mismatches
 from coordinator.inventory.state import (
@@ -47,6 +48,10 @@ class NodeRecord:
     bound: tuple[BoundPod, ...] | None = None  # bound_pods, until the node changes
     # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
     gone: set[tuple[str, str]] = field(default_factory=set)
+    # The tree source's levels for this node (``None``: no source; labels are the Node's own)
+    # and why a level it is in is not used.
+    levels: dict[str, str] | None = None
+    level_problem: str | None = None
 
     def empty(self) -> bool:
         return self.agent is None and self.kube is None and not self.pods
@@ -96,6 +101,17 @@ def held(rec: NodeRecord) -> tuple[ContainerAllocation, ...]:
     return tuple(a for a in allocations if (a.namespace, a.pod) not in rec.gone)
 
 
+def labels(rec: NodeRecord) -> dict[str, str]:
+    """The Node's labels, with the tree source's levels (when one is set) in place of the
+    Node's own values of :data:`~coordinator.core.domains.sources.LEVEL_KEYS`."""
+    own = {} if rec.kube is None else rec.kube.labels
+    if rec.levels is None:
+        return own
+    kept = {k: v for k, v in own.items() if k not in LEVEL_KEYS}
+    kept.update(rec.levels)
+    return kept
+
+
 def build_view(rec: NodeRecord, *, now: float, seeds: bool, display: bool = True) -> NodeState:
     """``display`` False: without who holds each device, mismatches and the pod list (what
     ``GET /v1/nodes`` shows; the scheduler's snapshot reads none of it)."""
@@ -113,7 +129,7 @@ def build_view(rec: NodeRecord, *, now: float, seeds: bool, display: bool = True
         agent_version=None if agent is None else agent.agent_version,
         seq=None if agent is None else agent.seq,
         last_seen_age_s=None if agent is None else round(now - agent.last_seen, 3),
-        labels={} if kube is None else kube.labels,
+        labels=labels(rec),
         taints=() if kube is None else kube.taints,
         allocatable=dict(allocatable(rec, topology)),
         requested=dict(rec.requested),

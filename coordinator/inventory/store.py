@@ -30,6 +30,7 @@ import msgspec
 from common.labels import TOPOLOGY as TOPOLOGY_ANNOTATION
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError, GpuState, apply_gpu_states
+from coordinator.core.domains.sources import TreeLevels
 from coordinator.inventory import record
 from coordinator.inventory.devices import DeviceOwners
 from coordinator.inventory.holdings import with_holdings
@@ -44,6 +45,14 @@ DEFAULT_STALE_TTL_S: Final = 30.0
 DEFAULT_UNKNOWN_NODE_TTL_S: Final = 60.0
 #: Agent-reported names without a Node object held at once; more hellos for such names are refused.
 MAX_UNKNOWN_NODES: Final = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TreeStatus:
+    """Where the domain tree comes from and what of it cannot be used (``GET /v1/domains``)."""
+
+    source: str  # "labels" (the Node's own) | "volcano" | "kueue" | "kai"
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,9 @@ class Inventory:
         self._pod_node: dict[str, str] = {}  # uid -> node
         self._listeners: list[Listener] = []
         self.generation = 0  # bumped on every change; snapshots compare it
+        self._tree: TreeLevels | None = None  # a watched source's tree (None: the Node's labels)
+        self._tree_source = "labels"
+        self._tree_note: str | None = None
 
     # --- subscriptions ---------------------------------------------------------------------------
 
@@ -313,6 +325,42 @@ class Inventory:
         """Names agents report that the API server does not have (yet)."""
         return sorted(self._unknown)
 
+    # --- the domain tree from a watched source ---------------------------------------------------
+
+    def set_tree(self, tree: TreeLevels, *, source: str, note: str | None = None) -> None:
+        """From now on every node's leaf, spine and zone are ``tree``'s word on it (not the
+        Node's own labels of those keys); nodes whose levels change are ``updated``. ``note``:
+        what the source's watcher has to say (an object missing), shown first among the
+        problems."""
+        self._tree, self._tree_source, self._tree_note = tree, source, note
+        for rec in list(self._records.values()):
+            if self._relevel(rec):
+                self._changed(rec, "updated", self._signature(rec))
+
+    def set_tree_note(self, note: str | None) -> None:
+        """Say something about the source without changing the tree (the tree is kept)."""
+        self._tree_note = note
+
+    def _relevel(self, rec: NodeRecord) -> bool:
+        """Read ``rec``'s levels from the tree again; whether its labels changed."""
+        if self._tree is None:
+            return False
+        before = record.labels(rec)
+        levels, problem = (
+            ({}, None) if rec.kube is None else self._tree.levels_of(rec.name, rec.kube.labels)
+        )
+        rec.levels, rec.level_problem = levels, problem
+        return record.labels(rec) != before
+
+    def tree_status(self) -> TreeStatus:
+        problems = [] if self._tree_note is None else [self._tree_note]
+        if self._tree is not None:
+            problems.extend(self._tree.problems)
+            problems.extend(
+                r.level_problem for _, r in sorted(self._records.items()) if r.level_problem
+            )
+        return TreeStatus(self._tree_source, tuple(problems))
+
     # --- API-server side -------------------------------------------------------------------------
 
     def upsert_node(self, node: KubeNode) -> bool:
@@ -334,6 +382,7 @@ class Inventory:
             rec.agent, rec.stale = None, False
             rec.gone.clear()
         rec.kube = node
+        self._relevel(rec)
         self._unknown.pop(node.name, None)
         self._changed(rec, kind, before)
         return True

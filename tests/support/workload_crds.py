@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from common.kube import Resource
-from devcluster.workloads.catalog import JOBSET, KUBERAY, LWS, TRAINER, Controller
+from coordinator.adapters.kube.tree import KUEUE_TOPOLOGIES
+from devcluster.workloads.catalog import JOBSET, KUBERAY, KUEUE, LWS, TRAINER, Controller
 from tests.support.ci import skip_or_fail
 from tests.support.workload_controllers import (
     JOBSETS,
@@ -34,6 +35,7 @@ CRDS: Final[dict[str, tuple[Controller, Resource]]] = {
     "LeaderWorkerSet": (LWS, LEADER_WORKER_SETS),
     "TrainJob": (TRAINER, TRAIN_JOBS),
     "RayCluster": (KUBERAY, RAY_CLUSTERS),
+    "Topology": (KUEUE, KUEUE_TOPOLOGIES),  # Kueue's: a tree source (gangs.tree.source: kueue)
 }
 
 

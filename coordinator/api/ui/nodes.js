@@ -505,6 +505,22 @@ export function renderFabric(inventory, domains, filter = "") {
       ),
     );
   }
+  const treeProblems = (domains && domains.tree_problems) || [];
+  if (treeProblems.length) {
+    // the tree's source (HyperNodes, a Topology) has parts Topos does not use: say which
+    out.unshift(
+      el(
+        "div",
+        { class: "tree-problems", dataset: { source: domains.tree_source || "" } },
+        el("h3", {}, `tree from ${domains.tree_source}: ${plural(treeProblems.length, "problem")}`),
+        el(
+          "ul",
+          {},
+          treeProblems.map((p) => el("li", {}, p)),
+        ),
+      ),
+    );
+  }
   if (!inventory.nodes.length) out.push(el("p", { class: "subtle" }, "no nodes known yet"));
   else if (!shown.length) out.push(el("p", { class: "subtle" }, `no node matches "${filter}"`));
   else if (shown.length < inventory.nodes.length) {

@@ -18,7 +18,12 @@ import msgspec
 
 from common.hostport import parse_host_port
 from common.kube import ClientSettings, RateLimit
-from common.labels import check_namespace_name, is_label_key, is_label_value
+from common.labels import (
+    check_namespace_name,
+    is_dns1123_subdomain,
+    is_label_key,
+    is_label_value,
+)
 from coordinator.api.keys import (
     DEFAULT_HELLO_TIMEOUT_S,
     DEFAULT_STREAM_IDLE_TIMEOUT_S,
@@ -32,7 +37,7 @@ from coordinator.app.config.protections import ProtectionsSection
 from coordinator.app.config.scheduling import load_config as _scheduling_defaults
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.core.domains.layout import DomainKeys
-from coordinator.core.domains.sources import keys_from_levels
+from coordinator.core.domains.sources import SOURCE_KEYS, keys_from_levels
 from coordinator.core.framework.config import SchedulerConfig
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.inventory.state import NodeState
@@ -182,6 +187,33 @@ class KubeSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return ClientSettings(rate_limit=self.rate_limit)
 
 
+TreeSourceName = Literal["labels", "volcano", "kueue", "kai"]
+
+
+class TreeSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``gangs.tree``: where the domain tree comes from (docs/topology.md)."""
+
+    source: TreeSourceName = "labels"
+    """``labels``: the Node labels ``domainKeys`` (or ``topologyLevels``) name; ``volcano``: the
+    cluster's HyperNodes; ``kueue`` / ``kai``: the levels of the ``Topology`` named ``topology``,
+    followed live."""
+    topology: str = ""
+    """The ``Topology`` object's name (``kueue``, ``kai``)."""
+
+    def __post_init__(self) -> None:
+        named = self.source in ("kueue", "kai")
+        if named and not is_dns1123_subdomain(self.topology):
+            raise ValueError(
+                f"topology: {self.topology!r} is not an object name (source {self.source} "
+                "follows the Topology it names)"
+            )
+        if not named and self.topology:
+            raise ValueError(
+                f"topology: {self.topology!r} is set but source {self.source!r} reads no "
+                "Topology (kueue or kai does)"
+            )
+
+
 class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``gangs``: gang timeouts, preemption, recovery and the network tiers' node labels."""
 
@@ -199,11 +231,18 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     topology_levels: tuple[str, ...] = msgspec.field(default=(), name="topologyLevels")
     """Instead of ``domainKeys``: the levels of a Kueue or KAI ``Topology`` as written there
     (``spec.levels[].nodeLabel``, broadest first; docs/topology.md)."""
+    tree: TreeSection = msgspec.field(default_factory=TreeSection)
+    """Instead of both: a source watched live — Volcano HyperNodes, a Kueue or KAI Topology."""
     protections: ProtectionsSection = msgspec.field(default_factory=ProtectionsSection)
     """Minimum runtime, preemption delay, eviction budget (docs/preemption-protections.md)."""
 
     def __post_init__(self) -> None:
         keys = self.domain_keys
+        if self.tree.source != "labels" and (self.topology_levels or keys != DomainKeys()):
+            raise ValueError(
+                f"tree.source {self.tree.source!r} names the tree: leave domainKeys and "
+                "topologyLevels out"
+            )
         for tier in ("clique", "leaf", "spine", "zone"):
             key = getattr(keys, tier)
             if tier == "clique" and key == "":
@@ -221,7 +260,10 @@ class GangsSection(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     @property
     def keys(self) -> DomainKeys:
-        """The tree's labels: ``topologyLevels`` read as a tree when set, else ``domainKeys``."""
+        """The tree's labels: a watched source's (:data:`SOURCE_KEYS`), ``topologyLevels`` read
+        as a tree when set, else ``domainKeys``."""
+        if self.tree.source != "labels":
+            return SOURCE_KEYS
         if not self.topology_levels:
             return self.domain_keys
         try:

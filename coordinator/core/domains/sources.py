@@ -7,20 +7,76 @@ nvidia.com/gpu.clique, kubernetes.io/hostname]``. :func:`keys_from_levels` reads
 Topos's tree (docs/topology.md): the node level (``kubernetes.io/hostname``) is implied,
 ``nvidia.com/gpu.clique`` is the clique, and the others, narrowest first, are the leaf, the spine
 and the zone. A list that cannot be one tree is refused with a message naming the level.
+
+When the tree comes from objects watched live (``gangs.tree.source``: Volcano HyperNodes, a
+Kueue or KAI ``Topology``), the levels are written into Topos's view of each node under
+:data:`SOURCE_KEYS` (``topos.io/leaf``, ``topos.io/spine``, ``topos.io/zone``): a source says,
+per node, which value each of those keys has (:class:`TreeLevels`); the Node's own values of
+those three keys are not read. :class:`LevelsTree` is such a source for a ``Topology``'s levels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
 
 from coordinator.core.domains.cliques import CLIQUE_LABEL
 from coordinator.core.domains.layout import DomainKeys
 
-__all__ = ["HOSTNAME_LABEL", "keys_from_levels"]
+__all__ = [
+    "HOSTNAME_LABEL",
+    "LEVEL_KEYS",
+    "NO_LEVELS",
+    "SOURCE_KEYS",
+    "LevelsTree",
+    "TreeLevels",
+    "keys_from_levels",
+]
 
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 _TIERS: Final = ("leaf", "spine", "zone")
+#: The tree's keys when a watched source names it (NVLink cliques still from GFD's label).
+SOURCE_KEYS: Final = DomainKeys(
+    leaf="topos.io/leaf", spine="topos.io/spine", zone="topos.io/zone", clique=CLIQUE_LABEL
+)
+#: The keys a source writes, narrowest first (leaf, spine, zone).
+LEVEL_KEYS: Final = (SOURCE_KEYS.leaf, SOURCE_KEYS.spine, SOURCE_KEYS.zone)
+
+
+class TreeLevels(Protocol):
+    """A source's word on the tree: per node, the values of :data:`LEVEL_KEYS` it is in."""
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """What of the source cannot be used (each names the object and the member)."""
+
+    def levels_of(self, node: str, labels: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+        """The node's levels (a key of :data:`LEVEL_KEYS` → the domain's name) and why a level
+        it names is not used (``None``: nothing is wrong)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LevelsTree:
+    """A Kueue or KAI ``Topology``'s levels as a source: each node's levels are its own labels
+    of the keys :func:`keys_from_levels` reads (a node without one is not in that level)."""
+
+    keys: DomainKeys
+    problems: tuple[str, ...] = ()
+
+    def levels_of(self, node: str, labels: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+        out: dict[str, str] = {}
+        for target, source in zip(
+            LEVEL_KEYS, (self.keys.leaf, self.keys.spine, self.keys.zone), strict=True
+        ):
+            value = labels.get(source) if source else None
+            if value:
+                out[target] = value
+        return out, None
+
+
+#: A source that names no level yet (nothing listed): every node is in no domain.
+NO_LEVELS: Final = LevelsTree(DomainKeys(leaf="", spine="", zone="", clique=""))
 
 
 def keys_from_levels(levels: Sequence[str]) -> DomainKeys:

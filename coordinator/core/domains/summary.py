@@ -46,6 +46,9 @@ class DomainsSummary(msgspec.Struct, frozen=True, kw_only=True):
     inconsistent_nodes: tuple[str, ...]  # nodes whose spine label disagrees with their leaf's
     cliques: tuple[DomainUsage, ...] = ()  # NVLink cliques (NVL72 racks)
     clique_problems: dict[str, str] = msgspec.field(default_factory=dict)  # node → why no clique
+    # Where the tree comes from (``gangs.tree.source``) and what of that source is not used.
+    tree_source: str = "labels"
+    tree_problems: tuple[str, ...] = ()
 
 
 def stranded_gpus(free: int, used: int) -> int:

@@ -1,6 +1,7 @@
 """``GET /v1/gangs``, ``/v1/gangs/{ns}/{name}`` and ``/v1/domains`` over a scheduler running on an
 in-memory cluster with its gang runtime: what a user sees of a bound gang, a waiting gang, an
-unknown gang, bad input, and the fabric's utilisation and fragmentation."""
+unknown gang, bad input, and the fabric's utilisation and fragmentation, and where the tree comes
+from."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from agent.devices import discover_profile
+from coordinator.adapters.kube.tree import HyperNodes
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.api.gangs import GANGS, ROUTES, GangSlot
 from coordinator.app.web import build_app
+from coordinator.core.domains.sources import SOURCE_KEYS
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.inventory.state import KubeNode
 from coordinator.inventory.store import Inventory
 from devcluster.pods import gang_members, gpu_pod
 
@@ -109,3 +113,28 @@ async def test_gang_routes_answer_503_without_a_scheduler(aiohttp_client: Any) -
     paths = (await (await client.get("/v1/openapi.json")).json())["paths"]
     assert {"/v1/gangs", "/v1/gangs/{namespace}/{name}", "/v1/domains"} <= set(paths)
     assert "GangView" in str(paths["/v1/gangs/{namespace}/{name}"])
+
+
+async def test_domains_name_the_tree_source_and_what_of_it_is_not_used(
+    aiohttp_client: Any,
+) -> None:
+    inventory = Inventory()
+    for name in ("a-1", "a-2"):
+        inventory.upsert_node(KubeNode(name=name, labels={"topos.io/leaf": "own-label"}))
+    member = {"type": "Node", "selector": {"regexMatch": {"pattern": "^a-"}}}
+    missing = {"type": "HyperNode", "selector": {"exactMatch": {"name": "rack-zz"}}}
+    HyperNodes(inventory).replace(
+        [
+            {"metadata": {"name": "rack-a"}, "spec": {"tier": 1, "members": [member]}},
+            {"metadata": {"name": "block"}, "spec": {"tier": 2, "members": [missing]}},
+        ]
+    )
+    app = build_app(inventory, extra_routes=ROUTES)
+    app[GANGS] = GangSlot(keys=SOURCE_KEYS)
+    doc = await (await (await aiohttp_client(app)).get("/v1/domains")).json()
+    assert doc["tree_source"] == "volcano"
+    assert doc["tree_problems"] == [
+        "HyperNode block: members[0] names HyperNode rack-zz, which does not exist: not used"
+    ]
+    assert [leaf["name"] for leaf in doc["leaves"]] == ["rack-a"]  # not the Nodes' own label
+    assert doc["keys"]["leaf"] == "topos.io/leaf"

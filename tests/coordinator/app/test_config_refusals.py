@@ -85,6 +85,21 @@ def refused(tmp_path: Path, text: str) -> str:
             "gangs: {domainKeys: {leaf: example.com/tor}, topologyLevels: [example.com/rack]}\n",
             "'gangs' in F: domainKeys and topologyLevels both name the tree: keep one",
         ),
+        (
+            "gangs: {tree: {source: kueue}}\n",
+            "'gangs.tree.topology' in F: '' is not an object name (source kueue follows the "
+            "Topology it names)",
+        ),
+        (
+            "gangs: {tree: {source: volcano, topology: default}}\n",
+            "'gangs.tree.topology' in F: 'default' is set but source 'volcano' reads no "
+            "Topology (kueue or kai does)",
+        ),
+        (
+            "gangs: {tree: {source: kai, topology: default}, topologyLevels: [example.com/rack]}\n",
+            "'gangs' in F: tree.source 'kai' names the tree: leave domainKeys and topologyLevels "
+            "out",
+        ),
     ],
 )
 def test_a_name_kubernetes_would_refuse_is_refused_at_load(

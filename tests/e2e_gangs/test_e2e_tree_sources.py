@@ -1,0 +1,273 @@
+"""The domain tree from objects the cluster already keeps, watched live on the real control plane
+(``gangs.tree.source``): Volcano HyperNodes (deploy/crds/hypernodes.topology.volcano.sh.yaml)
+and a Kueue or KAI ``Topology`` (Kueue's own CRD, from its Go module at the catalog's version;
+KAI's as published, tests/support/crds/topologies.kai.scheduler.yaml).
+
+Every node also carries a ``topos.io/leaf`` of its own naming one leaf for all: with a source
+configured that label is not read, so a gang that keeps to one rack does so because of the
+source's tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.kube import EVENTS, KubeClient, NotFound, Resource
+from coordinator.adapters.kube.tree import HYPERNODES, KAI_TOPOLOGIES, KUEUE_TOPOLOGIES, tree_watch
+from coordinator.api.gangs import domains_summary
+from coordinator.api.keys import INVENTORY
+from coordinator.app.config.load import parse_config
+from coordinator.app.kube_backend import KubeBackend
+from coordinator.app.main import running, wire
+from coordinator.core.domains.sources import SOURCE_KEYS
+from coordinator.engine.gangs.service import GangSettings
+from coordinator.inventory.store import Inventory
+from tests.support.gang_cluster import LEAF, GangCluster, gang_pod, install_crd
+from tests.support.inventory_wait import until
+from tests.support.polling import eventually
+from tests.support.workload_crds import install_workload_crds
+
+RACK = "example.com/rack"
+BLOCK = "example.com/block"
+SETTINGS = GangSettings(backoff_s=2.0, keys=SOURCE_KEYS)
+
+
+@pytest.fixture(scope="module")
+def hypernode_crd(kubectl: Callable[..., Any]) -> None:
+    install_crd(kubectl, "hypernodes.topology.volcano.sh")
+
+
+@pytest.fixture(scope="module")
+def topology_crds(kubectl: Callable[..., Any]) -> None:
+    install_workload_crds(kubectl, "Topology")  # Kueue's, from its module
+    install_crd(kubectl, "topologies.kai.scheduler")  # KAI's, tests/support/crds
+
+
+@contextlib.asynccontextmanager
+async def watching(
+    client: KubeClient, inventory: Inventory, source: str, topology: str = ""
+) -> AsyncIterator[None]:
+    """The coordinator's tree watch (what ``KubeBackend`` starts for ``gangs.tree``)."""
+    reflector = tree_watch(client, inventory, source=source, topology=topology)
+    assert reflector is not None
+    task = asyncio.create_task(reflector.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def objects(client: KubeClient, resource: Resource) -> AsyncIterator[list[str]]:
+    """Names created into the list are deleted on the way out (cluster-scoped objects)."""
+    names: list[str] = []
+    try:
+        yield names
+    finally:
+        for name in names:
+            with contextlib.suppress(NotFound):
+                await client.delete(resource, name)
+
+
+def hypernode(name: str, tier: int, *members: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": HYPERNODES.api_version,
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": list(members)},
+    }
+
+
+def exact(kind: str, name: str) -> dict[str, Any]:
+    return {"type": kind, "selector": {"exactMatch": {"name": name}}}
+
+
+def leaf_of(inventory: Inventory, node: str) -> str | None:
+    state = inventory.node(node)
+    return None if state is None else state.labels.get(LEAF)
+
+
+async def gang(cluster: GangCluster, name: str, size: int) -> set[str]:
+    for k in range(size):
+        await cluster.create(gang_pod(f"{name}-{k}", name, size, gpus=8, cpu="8"))
+    return set((await cluster.all_bound(f"topos.io/gang={name}", size)).values())
+
+
+@pytest.mark.usefixtures("hypernode_crd")
+async def test_hypernodes_are_the_tree_and_what_cannot_be_one_is_named(
+    cluster: GangCluster,
+) -> None:
+    run = cluster.run
+    everywhere = {LEAF: "one-leaf-for-all"}  # not read: the HyperNodes are the tree
+    a = [await cluster.add_node(f"a{i}", "dgx-a100", labels_extra=everywhere) for i in (1, 2)]
+    b = [
+        await cluster.add_node(f"b{i}", "dgx-a100", labels_extra={**everywhere, RACK: f"b-{run}"})
+        for i in (1, 2, 3)
+    ]
+    c1 = await cluster.add_node("c1", "dgx-a100", labels_extra=everywhere)
+    rack_a, rack_b, block = f"rack-a-{run}", f"rack-b-{run}", f"block-{run}"
+    a_nodes = {"type": "Node", "selector": {"regexMatch": {"pattern": f"^a[0-9]-{run}$"}}}
+    b_nodes = {"type": "Node", "selector": {"labelMatch": {"matchLabels": {RACK: f"b-{run}"}}}}
+    async with objects(cluster.kube, HYPERNODES) as made:
+        for body in (
+            hypernode(rack_a, 1, a_nodes),
+            hypernode(rack_b, 1, b_nodes),
+            hypernode(
+                block,
+                2,
+                exact("HyperNode", rack_a),
+                exact("HyperNode", rack_b),
+                exact("HyperNode", f"ghost-{run}"),
+            ),
+            hypernode(f"dup-1-{run}", 1, exact("Node", c1)),
+            hypernode(f"dup-2-{run}", 1, exact("Node", c1)),
+            hypernode(f"loop-x-{run}", 3, exact("HyperNode", f"loop-y-{run}")),
+            hypernode(f"loop-y-{run}", 3, exact("HyperNode", f"loop-x-{run}")),
+        ):
+            await cluster.kube.create(HYPERNODES, body)
+            made.append(body["metadata"]["name"])
+        async with cluster.gang_coordinator(gang_settings=SETTINGS) as coord:
+            inventory = coord.inventory
+            async with watching(cluster.kube, inventory, "volcano"):
+                await until(inventory, lambda: leaf_of(inventory, b[2]) == rack_b)
+                assert {leaf_of(inventory, n) for n in a} == {rack_a}
+                assert leaf_of(inventory, c1) is None
+                problems = inventory.tree_status().problems
+                assert (
+                    f"HyperNode {block}: members[2] names HyperNode ghost-{run}, which does not "
+                    "exist: not used"
+                ) in problems
+                assert (
+                    f"HyperNode loop-y-{run}: members[0] selects HyperNode loop-x-{run}, which "
+                    f"leads back to loop-y-{run} (a cycle loop-y-{run} → loop-x-{run} → "
+                    f"loop-y-{run}): not used"
+                ) in problems
+                assert (
+                    f"node {c1} is a member of HyperNodes dup-1-{run}, dup-2-{run} (tier 1): "
+                    "read as in none of them"
+                ) in problems
+                # three whole nodes: rack b is the one leaf that holds them (a1, a2 come first
+                # by name, and one leaf label covers all six)
+                assert await gang(cluster, "first", 3) == set(b)
+                # live: c1 joins rack a (its duplicate racks gone) — rack a now holds three
+                for name in (f"dup-1-{run}", f"dup-2-{run}"):
+                    await cluster.kube.delete(HYPERNODES, name)
+                members = [a_nodes, exact("Node", c1)]
+                await cluster.kube.patch(HYPERNODES, rack_a, {"spec": {"members": members}})
+                await until(inventory, lambda: leaf_of(inventory, c1) == rack_a)
+                assert not any(c1 in p for p in inventory.tree_status().problems)
+                assert await gang(cluster, "second", 3) == {*a, c1}
+
+
+def topology_object(resource: Resource, name: str, *levels: str) -> dict[str, Any]:
+    return {
+        "apiVersion": resource.api_version,
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": level} for level in levels]},
+    }
+
+
+@pytest.mark.usefixtures("topology_crds")
+@pytest.mark.parametrize("source", ["kueue", "kai"])
+async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tree(
+    cluster: GangCluster, source: str
+) -> None:
+    resource = KUEUE_TOPOLOGIES if source == "kueue" else KAI_TOPOLOGIES
+    run = cluster.run
+    name = f"topo-{run}"
+    what = f"Topology {name} ({resource.plural}.{resource.group})"
+    rack_of: dict[str, str] = {}
+    for i in (1, 2, 3, 4):  # n1, n3 in rack r1; n2, n4 in rack r2; one block
+        rack = f"r{2 - i % 2}"
+        labels = {LEAF: "one-leaf-for-all", RACK: rack, BLOCK: "blk"}
+        rack_of[await cluster.add_node(f"n{i}", "dgx-a100", labels_extra=labels)] = rack
+    n1 = next(iter(rack_of))
+    async with (
+        objects(cluster.kube, resource) as made,
+        cluster.gang_coordinator(gang_settings=SETTINGS) as coord,
+    ):
+        inventory = coord.inventory
+        async with watching(cluster.kube, inventory, source, name):
+            await eventually(
+                lambda: "not found" in str(inventory.tree_status().problems), what="not found"
+            )
+            assert inventory.tree_status().problems == (
+                f"{what}: not found; no tree yet: nodes are in no leaf, spine or zone",
+            )
+            assert leaf_of(inventory, n1) is None  # its own topos.io/leaf is not read
+            levels = (BLOCK, RACK, "kubernetes.io/hostname")
+            await cluster.kube.create(resource, topology_object(resource, name, *levels))
+            made.append(name)
+            await until(inventory, lambda: leaf_of(inventory, n1) == "r1")
+            assert {n: leaf_of(inventory, n) for n in rack_of} == rack_of
+            assert inventory.tree_status().problems == ()
+            # two whole nodes inside one rack (by name n1, n2 would come first, across racks)
+            placed = await gang(cluster, "pair", 2)
+            assert len({rack_of[n] for n in placed}) == 1
+            # deleted: the tree it gave is kept, and the status says so
+            await cluster.kube.delete(resource, name)
+            await eventually(
+                lambda: "deleted" in str(inventory.tree_status().problems), what="deleted"
+            )
+            assert inventory.tree_status().problems == (
+                f"{what}: deleted; the tree of its levels {', '.join(levels)} is kept",
+            )
+            assert leaf_of(inventory, n1) == "r1"
+            # created again with other levels (both make the levels immutable): the new tree
+            await cluster.kube.create(resource, topology_object(resource, name, BLOCK))
+            await until(inventory, lambda: leaf_of(inventory, n1) == "blk")
+            assert {leaf_of(inventory, n) for n in rack_of} == {"blk"}
+            assert inventory.tree_status().problems == ()
+
+
+@pytest.mark.usefixtures("hypernode_crd")
+async def test_the_coordinator_wired_from_its_config_follows_the_hypernodes(
+    cluster: GangCluster, kubeconfig: Path
+) -> None:
+    """``gangs.tree.source: volcano`` in the config: ``wire()`` starts the watch,
+    ``GET /v1/domains`` names the source, the HyperNode leaf and what is not used, and the
+    HyperNode gets a Warning Event saying it."""
+    run = cluster.run
+    node = await cluster.add_node("w1", "dgx-a100", labels_extra={LEAF: "own"})
+    rack = f"rack-w-{run}"
+    config = parse_config(
+        {"scheduler": {"namespace": cluster.namespace}, "gangs": {"tree": {"source": "volcano"}}}
+    )
+    app = wire(config, KubeBackend(str(kubeconfig)))
+    async with objects(cluster.kube, HYPERNODES) as made, running(app):
+        inventory = app[INVENTORY]
+        body = hypernode(rack, 1, exact("Node", node), exact("HyperNode", f"gone-{run}"))
+        await cluster.kube.create(HYPERNODES, body)
+        made.append(rack)
+        await eventually(lambda: leaf_of(inventory, node) == rack, what="the HyperNode leaf")
+        summary = domains_summary(app)
+        assert summary.tree_source == "volcano"
+        assert rack in {leaf.name for leaf in summary.leaves}
+        assert (
+            f"HyperNode {rack}: members[1] names HyperNode gone-{run}, which does not exist: "
+            "not used"
+        ) in summary.tree_problems
+
+        async def event() -> dict[str, Any] | None:
+            found = await cluster.kube.list(
+                EVENTS, namespace="default", field_selector=f"involvedObject.name={rack}"
+            )
+            return next((e for e in found["items"] if e.get("reason") == "TreeProblem"), None)
+
+        # kubectl describe hypernode shows it
+        warning = await eventually(event, what="the TreeProblem Event")
+        assert warning["type"] == "Warning"
+        assert warning["involvedObject"]["kind"] == "HyperNode"
+        assert warning["message"] == (
+            f"HyperNode {rack}: members[1] names HyperNode gone-{run}, which does not exist: "
+            "not used"
+        )
