@@ -22,6 +22,13 @@ Rules:
   (:mod:`.claims`); a claim another remaining pod reserves stays taken.
 * Shares of a GPU (:mod:`.shares`): a shared GPU is freed only when every holder is a victim;
   a pod asking for a share fits where, once the victims are gone, one GPU has room for it.
+* Topology spread and inter-pod (anti-)affinity (``recheck``, :mod:`.interpod`; one pod, no
+  gang): evicting pods changes those filters' verdicts anywhere, so victims are chosen as
+  kube-scheduler's DefaultPreemption does, node by node: every lower-priority candidate on the
+  node is removed, the pod must pass every filter there (those two re-run with the pods gone),
+  then candidates are reprieved one by one, highest priority first, each kept running if the pod
+  still passes. The node whose victims cost least wins (lowest highest priority, then fewest
+  gangs, pods, GPU-seconds; then the node order).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.sharing import GpuShare, HeldShare
 from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
+from coordinator.core.preemption.interpod import Recheck
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import (
     ZERO_COST,
@@ -154,13 +162,16 @@ def select_victims(
     capacity: CapacityRoom | None = None,
     now: float | None = None,
     protections: Protections | None = None,
+    recheck: Recheck | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
     ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
     ``shares``: member → the part of one GPU it asks for; ``gpus``: who holds the nodes' GPUs
     (the shared ones, and every one when a member asks for a share); ``capacity``: the parts of
     shareable DRA GPUs members' claims ask for; ``now`` (seconds since the epoch) and
-    ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`)."""
+    ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`);
+    ``recheck``: a lone pod's inter-pod filters with pods gone (:mod:`.interpod`): victims are
+    then chosen node by node."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -188,9 +199,11 @@ def select_victims(
             for m in preemptor
         ]
 
-    def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
+    def attempt(victims: Sequence[list[RunningPod]], on: str | None = None) -> Placement | Status:
+        """Place the preemptor with ``victims`` gone (``on``: on that node alone)."""
         pods = [p for unit in victims for p in unit]
-        after = _freed(nodes, pods, room, shared, milli=milli, asks=placed)
+        scope = nodes if on is None else [n for n in nodes if n.name == on]
+        after = _freed(scope, pods, room, shared, milli=milli, asks=placed)
         check = eligible
         if asks or capacity is not None:
             gone = {p.key for p in pods}
@@ -208,6 +221,13 @@ def select_victims(
                     return Status.unschedulable(_NO_ROOM)
                 return Status() if eligible is None else eligible(member, node)
 
+        if on is not None and recheck is not None:
+            local = check
+
+            def check(member: Member, node: NodeState) -> Status:
+                status = Status() if local is None else local(member, node)
+                return recheck(node.name, pods) if status.is_success else status
+
         return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
 
     found = evictable_units(running, below=priority, now=now, protections=protections)
@@ -216,11 +236,21 @@ def select_victims(
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
 
+    node_by_node = recheck is not None and len(preemptor) == 1
+
+    def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
+        return isinstance(attempt(pods_of(units), node), Placement)
+
     def fits(units: Sequence[EvictionUnit]) -> bool:
+        if node_by_node:  # the units on some node make room there
+            return any(fits_on([u for u in units if n.name in u.nodes], n.name) for n in nodes)
         return isinstance(attempt(pods_of(units)), Placement)
 
-    if not fits(usable):
+    best = _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on) if node_by_node else None
+    if best is None and (node_by_node or not fits(usable)):
         detail = "evicting every lower-priority pod would not make room"
+        if node_by_node:
+            detail = "evicting every lower-priority pod on any one node would not make room"
         if blocked and fits(found.units):
             names = sorted(set(blocked.values()))
             detail = "only evictions the PodDisruptionBudget(s) " + ", ".join(names)
@@ -231,8 +261,12 @@ def select_victims(
             )
         return Status.unschedulable("preemption cannot make room", detail=detail)
 
-    chosen = _fewest(usable, fits)
-    final = attempt(pods_of(chosen))
+    on: str | None = None
+    if best is not None:
+        chosen, on = best
+    else:
+        chosen = _fewest(usable, fits)
+    final = attempt(pods_of(chosen), on)
     assert isinstance(final, Placement)
     victims = tuple(
         Victim(unit=u.unit, pods=u.keys, priority=u.priority, nodes=u.nodes, gang=u.cost.gangs > 0)
@@ -261,6 +295,37 @@ def _cost(units: Sequence[EvictionUnit]) -> tuple[int, EvictionCost]:
     for u in units:
         total = total + u.cost
     return (max((u.priority for u in units), default=0), total)
+
+
+def _cheapest_node(
+    member: Member,
+    nodes: Sequence[NodeState],
+    usable: Sequence[EvictionUnit],
+    eligible: EligibleFn | None,
+    fits_on: Callable[[Sequence[EvictionUnit], str], bool],
+) -> tuple[list[EvictionUnit], str] | None:
+    """kube-scheduler's DefaultPreemption, node by node: on each node the pod may use, every
+    candidate there is removed and the pod must fit; then each is reprieved (highest priority
+    first) if the pod still fits without evicting it. The node whose victims cost least, with
+    them; None when no node can be made to fit. Nodes without a candidate are not tried: the
+    pod failed there as things are."""
+    best: tuple[tuple[int, EvictionCost], int, list[EvictionUnit], str] | None = None
+    for position, node in enumerate(nodes):
+        here = [u for u in usable if node.name in u.nodes]
+        if not here or (eligible is not None and not eligible(member, node).is_success):
+            continue
+        name = node.name
+
+        def fits(units: Sequence[EvictionUnit], name: str = name) -> bool:
+            return fits_on(units, name)
+
+        if not fits(here):
+            continue
+        kept = _spare(here, sorted(here, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
+        cost = _cost(kept)
+        if best is None or (cost, position) < (best[0], best[1]):
+            best = (cost, position, kept, name)
+    return None if best is None else (best[2], best[3])
 
 
 def _spare(
