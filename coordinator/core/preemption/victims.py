@@ -308,9 +308,14 @@ def _cheapest_node(
     candidate there is removed and the pod must fit; then each is reprieved (highest priority
     first) if the pod still fits without evicting it. The node whose victims cost least, with
     them; None when no node can be made to fit. Nodes without a candidate are not tried: the
-    pod failed there as things are."""
+    pod failed there as things are. As kube, the search stops once it has found
+    max(10 % of the nodes, 100) nodes that can be made to fit."""
+    enough = max(len(nodes) // 10, 100)
+    found = 0
     best: tuple[tuple[int, EvictionCost], int, list[EvictionUnit], str] | None = None
     for position, node in enumerate(nodes):
+        if found >= enough:
+            break
         here = [u for u in usable if node.name in u.nodes]
         if not here or (eligible is not None and not eligible(member, node).is_success):
             continue
@@ -321,6 +326,7 @@ def _cheapest_node(
 
         if not fits(here):
             continue
+        found += 1
         kept = _spare(here, sorted(here, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
         cost = _cost(kept)
         if best is None or (cost, position) < (best[0], best[1]):
