@@ -77,6 +77,9 @@ from devcluster.binaries import (
 from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
 SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
+#: As upstream's scheduler_perf API server (its util.go): the Priority admission plugin is off, so
+#: the templates' ``spec.priority`` (PreemptionBasic, Unschedulable) is taken as written.
+PERF_APISERVER_ARGS = (*APISERVER_ARGS, "--disable-admission-plugins=Priority")
 PERF_DIR = "test/integration/scheduler_perf"
 CREATORS = 32
 
@@ -441,7 +444,7 @@ async def bench(
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
     plane = ControlPlane.start(
         binaries=binaries,
-        settings=ControlPlaneSettings(controllers=(), extra_apiserver_args=APISERVER_ARGS),
+        settings=ControlPlaneSettings(controllers=(), extra_apiserver_args=PERF_APISERVER_ARGS),
     )
     kwok: Process | None = None
     runs: list[Run] = []
