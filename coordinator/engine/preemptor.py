@@ -560,8 +560,8 @@ class Preemptor:
         running = self._candidates(now, problems)
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
-        # A lone pod's topology spread and inter-pod affinity are re-checked with its victims
-        # gone (core/preemption/interpod.py): victims are then chosen node by node, as kube does.
+        # A pod in no gang gets its victims node by node, as kube does, its topology spread and
+        # inter-pod affinity re-checked with them gone (core/preemption/interpod.py).
         lone = members[0] if len(members) == 1 and members[0].gang is None else None
         recheck = (
             interpod_check(lone, overlay, self.scheduler.profiles.for_name(lone.scheduler_name))

@@ -53,13 +53,17 @@ def _concerned(pod: PodRequest, snapshot: Snapshot) -> bool:
     )
 
 
-def interpod_check(pod: PodRequest, snapshot: Snapshot, framework: Framework) -> Recheck | None:
-    """The inter-pod filters of ``framework`` for ``pod`` on ``snapshot`` less the victims, or
-    None when no removal can change them (the pod has no such constraint, or the profile runs
-    neither filter). Read only: each check works on a copy of ``snapshot``."""
+def _passes(node: str, gone: Collection[RunningPod]) -> Status:
+    return Status()
+
+
+def interpod_check(pod: PodRequest, snapshot: Snapshot, framework: Framework) -> Recheck:
+    """The inter-pod filters of ``framework`` for ``pod`` on ``snapshot`` less the victims; one
+    that passes everywhere when no removal can change them (the pod has no such constraint, or
+    the profile runs neither filter). Read only: each check works on a copy of ``snapshot``."""
     subset = _interpod(framework)
     if subset is None or not _concerned(pod, snapshot):
-        return None
+        return _passes
 
     def check(node: str, gone: Collection[RunningPod]) -> Status:
         trial = snapshot

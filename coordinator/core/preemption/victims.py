@@ -22,13 +22,15 @@ Rules:
   (:mod:`.claims`); a claim another remaining pod reserves stays taken.
 * Shares of a GPU (:mod:`.shares`): a shared GPU is freed only when every holder is a victim;
   a pod asking for a share fits where, once the victims are gone, one GPU has room for it.
-* Topology spread and inter-pod (anti-)affinity (``recheck``, :mod:`.interpod`; one pod, no
-  gang): evicting pods changes those filters' verdicts anywhere, so victims are chosen as
-  kube-scheduler's DefaultPreemption does, node by node: every lower-priority candidate on the
-  node is removed, the pod must pass every filter there (those two re-run with the pods gone),
-  then candidates are reprieved one by one, highest priority first, each kept running if the pod
-  still passes. The node whose victims cost least wins (lowest highest priority, then fewest
-  gangs, pods, GPU-seconds; then the node order).
+* A pod in no gang (``recheck`` given: its topology spread and inter-pod (anti-)affinity with
+  pods gone, :mod:`.interpod`) gets its victims as kube-scheduler's DefaultPreemption picks them,
+  node by node: every lower-priority candidate on the node is removed, the pod must fit and pass
+  those filters there (evicting pods changes their verdicts), then candidates are reprieved one
+  by one, highest priority first, each kept running if the pod still passes. The node whose
+  victims cost least wins (lowest highest priority, then fewest gangs, pods, GPU-seconds; then
+  the node order); the search stops after max(10 % of the nodes, 100) nodes that can be made to
+  fit. (One pod lands on one node: this is also far cheaper than the search over every
+  candidate in the cluster that gangs need.)
 """
 
 from __future__ import annotations
@@ -170,8 +172,8 @@ def select_victims(
     (the shared ones, and every one when a member asks for a share); ``capacity``: the parts of
     shareable DRA GPUs members' claims ask for; ``now`` (seconds since the epoch) and
     ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`);
-    ``recheck``: a lone pod's inter-pod filters with pods gone (:mod:`.interpod`): victims are
-    then chosen node by node."""
+    ``recheck``: for a pod in no gang, its inter-pod filters with pods gone (:mod:`.interpod`):
+    victims are then chosen node by node."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
