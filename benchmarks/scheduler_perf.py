@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -421,14 +422,18 @@ async def one_run(
         await watcher
 
 
+def _ms(value: float) -> int | None:
+    return None if math.isnan(value) else round(value)  # no pod bound: no latency
+
+
 def row(run: Run) -> dict[str, Any]:
     return {
         "scheduler": run.scheduler,
         "pods": run.pods,
         "bound": len(run.bound),
         "pods_per_s": round(run.rate, 1),
-        "p50_ms": round(run.latency_ms(50)),
-        "p99_ms": round(run.latency_ms(99)),
+        "p50_ms": _ms(run.latency_ms(50)),
+        "p99_ms": _ms(run.latency_ms(99)),
         "cpu_ms_per_pod": round(run.cpu_ms_per_pod, 2),
         "requests_per_pod": round(run.requests_per_pod, 2),
         "rss_mib": round(run.rss_mib),
