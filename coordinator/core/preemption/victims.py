@@ -245,7 +245,8 @@ def select_victims(
 
     def fits(units: Sequence[EvictionUnit]) -> bool:
         if node_by_node:  # the units on some node make room there
-            return any(fits_on([u for u in units if n.name in u.nodes], n.name) for n in nodes)
+            on = _by_node(units)
+            return any(fits_on(on[n.name], n.name) for n in nodes if n.name in on)
         return isinstance(attempt(pods_of(units)), Placement)
 
     best = _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on) if node_by_node else None
@@ -314,11 +315,12 @@ def _cheapest_node(
     max(10 % of the nodes, 100) nodes that can be made to fit."""
     enough = max(len(nodes) // 10, 100)
     found = 0
+    on = _by_node(usable)
     best: tuple[tuple[int, EvictionCost], int, list[EvictionUnit], str] | None = None
     for position, node in enumerate(nodes):
         if found >= enough:
             break
-        here = [u for u in usable if node.name in u.nodes]
+        here = on.get(node.name, [])
         if not here or (eligible is not None and not eligible(member, node).is_success):
             continue
         name = node.name
@@ -334,6 +336,15 @@ def _cheapest_node(
         if best is None or (cost, position) < (best[0], best[1]):
             best = (cost, position, kept, name)
     return None if best is None else (best[2], best[3])
+
+
+def _by_node(units: Sequence[EvictionUnit]) -> dict[str, list[EvictionUnit]]:
+    """Node → the units with a pod there (in ``units``' order)."""
+    on: dict[str, list[EvictionUnit]] = {}
+    for unit in units:
+        for name in unit.nodes:
+            on.setdefault(name, []).append(unit)
+    return on
 
 
 def _spare(
