@@ -201,10 +201,12 @@ def select_victims(
             for m in preemptor
         ]
 
+    by_name = {n.name: n for n in nodes}
+
     def attempt(victims: Sequence[list[RunningPod]], on: str | None = None) -> Placement | Status:
         """Place the preemptor with ``victims`` gone (``on``: on that node alone)."""
         pods = [p for unit in victims for p in unit]
-        scope = nodes if on is None else [n for n in nodes if n.name == on]
+        scope = nodes if on is None else [by_name[on]]
         after = _freed(scope, pods, room, shared, milli=milli, asks=placed)
         check = eligible
         if asks or capacity is not None:
