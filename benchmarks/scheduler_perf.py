@@ -16,12 +16,18 @@ pods bound per second from the first create sent to the last bind seen on a watc
 latency p50/p99, scheduler CPU per pod, API requests per pod, RSS. The pods are deleted before
 the next scheduler's turn; the Nodes stay.
 
-Only the opcodes SchedulingBasic-like cases use are read (``createNodes``, ``createPods``);
-another opcode, a templated (``{{…}}``) file or a missing parameter is an error naming it.
+The opcodes read: ``createNodes`` (with ``labelNodePrepareStrategy``: its label on the nodes,
+values round robin, as upstream's ``LabelNodePrepareStrategy``), ``createNamespaces``
+(``prefix-0``, ``prefix-1``, …), ``createPods`` (with its ``namespace``: the affinity templates
+name ``sched-0`` and ``sched-1``; without one, a namespace of the run's) and ``churn`` in
+``create`` mode (its templates' pods created every ``intervalMilliseconds`` while the measured
+pods are, up to ``number``; upstream's Unschedulable case). Another opcode, a templated
+(``{{…}}``) file or a missing parameter is an error naming it. ``--param name=value`` overrides a
+workload's parameter (to run a case at a size upstream gives it no workload for; say so).
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
-        [--json]
+        [--param initNodes=500 ...] [--json]
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -60,6 +67,7 @@ from benchmarks.kwok_run import Run, cpu_seconds
 from benchmarks.kwok_settle import clear
 from benchmarks.kwok_throughput import watch
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
+from common.kube.errors import AlreadyExists
 from devcluster.binaries import (
     KUBERNETES_VERSION,
     _go,
@@ -70,6 +78,9 @@ from devcluster.binaries import (
 from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
 SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
+#: As upstream's scheduler_perf API server (its util.go): the Priority admission plugin is off, so
+#: the templates' ``spec.priority`` (PreemptionBasic, Unschedulable) is taken as written.
+PERF_APISERVER_ARGS = (*APISERVER_ARGS, "--disable-admission-plugins=Priority")
 PERF_DIR = "test/integration/scheduler_perf"
 CREATORS = 32
 
@@ -83,6 +94,19 @@ class Step:
     template: dict[str, Any]
     count: int
     measured: bool = False
+    namespace: str | None = None  # createPods' own (else one of the run's)
+    label: tuple[str, tuple[str, ...]] | None = None  # createNodes: key, values round robin
+
+
+@dataclass(frozen=True, slots=True)
+class Churn:
+    """A ``churn`` op in ``create`` mode: its templates' pods, one of each every ``interval_s``,
+    at most ``number`` (0: no limit) — while the measured pods are created and bound."""
+
+    templates: tuple[dict[str, Any], ...]
+    interval_s: float
+    number: int = 0
+    namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +115,8 @@ class Workload:
     name: str
     nodes: tuple[Step, ...]
     pods: tuple[Step, ...]
+    namespaces: tuple[str, ...] = ()  # createNamespaces'
+    churn: tuple[Churn, ...] = ()
 
     @property
     def node_count(self) -> int:
@@ -131,8 +157,11 @@ def _count(op: Mapping[str, Any], params: Mapping[str, Any], where: str) -> int:
     return int(params[param[1:]])
 
 
-def load_workload(config: Path, case: str, workload: str) -> Workload:
-    """One workload of one test case of a scheduler_perf ``performance-config.yaml``."""
+def load_workload(
+    config: Path, case: str, workload: str, overrides: Mapping[str, int] | None = None
+) -> Workload:
+    """One workload of one test case of a scheduler_perf ``performance-config.yaml``;
+    ``overrides``: parameters replaced (or added)."""
     cases = yaml.safe_load(config.read_text()) or []
     found = next((c for c in cases if c.get("name") == case), None)
     if found is None:
@@ -142,38 +171,87 @@ def load_workload(config: Path, case: str, workload: str) -> Workload:
     if chosen is None:
         known = ", ".join(str(w.get("name")) for w in found.get("workloads") or ())
         raise WorkloadError(f"{case}: no workload {workload!r} (it has: {known})")
-    params = chosen.get("params") or {}
+    params = {**(chosen.get("params") or {}), **(overrides or {})}
     base = config.parent
     default_pod = found.get("defaultPodTemplatePath")
     nodes: list[Step] = []
     pods: list[Step] = []
+    namespaces: list[str] = []
+    churn: list[Churn] = []
     for i, op in enumerate(found.get("workloadTemplate") or ()):
         where = f"{case}.workloadTemplate[{i}]"
         opcode = op.get("opcode")
         if opcode == "createNodes":
             count = _count(op, params, where)
             path = op.get("nodeTemplatePath") or "../templates/node-default.yaml"
-            nodes.append(Step(_template(base / path), count))
+            nodes.append(Step(_template(base / path), count, label=_label(op, where)))
+        elif opcode == "createNamespaces":
+            prefix = op.get("prefix")
+            if not isinstance(prefix, str) or not prefix:
+                raise WorkloadError(f"{where}.prefix: {prefix!r} is not a namespace prefix")
+            namespaces += [f"{prefix}-{n}" for n in range(_count(op, params, where))]
         elif opcode == "createPods":
-            path = op.get("podTemplatePath") or default_pod
-            if not path:
-                raise WorkloadError(f"{where}: no podTemplatePath and no defaultPodTemplatePath")
+            # Neither: upstream's makeBasePod (testutils.MakePodSpec), which pod-default.yaml is.
+            path = op.get("podTemplatePath") or default_pod or "../templates/pod-default.yaml"
             count = _count(op, params, where)
             measured = bool(op.get("collectMetrics"))
-            pods.append(Step(_template(base / path), count, measured))
+            ns = op.get("namespace")
+            pods.append(Step(_template(base / path), count, measured, namespace=ns))
+        elif opcode == "churn":
+            if op.get("mode") != "create":
+                raise WorkloadError(f"{where}.mode: {op.get('mode')!r} is not read (only create)")
+            paths = op.get("templatePaths") or []
+            if not paths:
+                raise WorkloadError(f"{where}.templatePaths: none given")
+            templates = tuple(_template(base / p) for p in paths)
+            if any(t.get("kind") != "Pod" for t in templates):
+                raise WorkloadError(f"{where}.templatePaths: only Pod templates are read")
+            interval = float(op.get("intervalMilliseconds", 500)) / 1000
+            number = int(op.get("number", 0))
+            churn.append(Churn(templates, interval, number, op.get("namespace")))
         else:
             raise WorkloadError(f"{where}.opcode: {opcode!r} is not read by this runner")
-    if not any(s.measured for s in pods):
+    measured_in = {s.namespace for s in pods if s.measured}
+    if not measured_in:
         raise WorkloadError(f"{case}/{workload}: no createPods step with collectMetrics")
-    return Workload(case, workload, tuple(nodes), tuple(pods))
+    if len(measured_in) > 1:
+        raise WorkloadError(f"{case}/{workload}: measured pods in several namespaces")
+    return Workload(case, workload, tuple(nodes), tuple(pods), tuple(namespaces), tuple(churn))
 
 
-def node_body(template: Mapping[str, Any], index: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The Node (named, handed to KWOK) and the status to write, from the node template."""
+def _label(op: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...]] | None:
+    strategy = op.get("labelNodePrepareStrategy")
+    if strategy is None:
+        return None
+    key, values = strategy.get("labelKey"), strategy.get("labelValues") or []
+    if not isinstance(key, str) or not key or not values:
+        raise WorkloadError(f"{where}.labelNodePrepareStrategy: needs labelKey and labelValues")
+    if any(k != "labelKey" and k != "labelValues" for k in strategy):
+        raise WorkloadError(f"{where}.labelNodePrepareStrategy: only labelKey/labelValues read")
+    return key, tuple(str(v) for v in values)
+
+
+def parse_params(items: Sequence[str]) -> dict[str, int]:
+    """``name=value`` pairs (``--param``) as workload parameters."""
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.isdigit():
+            raise WorkloadError(f"--param {item!r}: expected name=count, e.g. initNodes=500")
+        out[name] = int(value)
+    return out
+
+
+def node_body(
+    template: Mapping[str, Any], index: int, label: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Node (named, handed to KWOK) and the status to write, from the node template;
+    ``label``: what the step's labelNodePrepareStrategy gives it."""
     name = f"perf-node-{index:05d}"
     meta = dict(template.get("metadata") or {})
     meta.pop("generateName", None)
-    labels = {**(meta.get("labels") or {}), "kubernetes.io/hostname": name, "type": "kwok"}
+    labels = {**(meta.get("labels") or {}), **(label or {})}
+    labels |= {"kubernetes.io/hostname": name, "type": "kwok"}
     annotations = {**(meta.get("annotations") or {}), KWOK_ANNOTATION: "fake"}
     body = {
         "apiVersion": "v1",
@@ -195,10 +273,14 @@ def pod_body(template: Mapping[str, Any], name: str, scheduler: str) -> dict[str
 
 async def create_nodes(kube: KubeClient, workload: Workload) -> None:
     sem = asyncio.Semaphore(32)
-    bodies = [
-        node_body(step.template, i)
-        for i, step in enumerate(s for s in workload.nodes for _ in range(s.count))
-    ]
+    bodies = []
+    for step in workload.nodes:
+        for j in range(step.count):
+            label = None
+            if step.label is not None:
+                key, values = step.label
+                label = {key: values[j % len(values)]}  # round robin, as upstream
+            bodies.append(node_body(step.template, len(bodies), label))
 
     async def one(body: dict[str, Any], status: dict[str, Any]) -> None:
         async with sem:
@@ -234,6 +316,42 @@ async def _wait_all_bound(kube: KubeClient, namespace: str, count: int, proc: Pr
     raise RuntimeError(f"{proc.name}: the {count} unmeasured pods not all bound in 300 s")
 
 
+async def _ensure_namespace(kube: KubeClient, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    with contextlib.suppress(AlreadyExists):  # the workload's own, kept between turns
+        await kube.create(NAMESPACES, body)
+
+
+async def _churn(
+    kube: KubeClient, churn: Churn, namespace: str, scheduler: str, stop: asyncio.Event
+) -> None:
+    """Create ``churn``'s pods until ``stop`` (or its number is reached)."""
+    made = 0
+    while not stop.is_set() and (churn.number == 0 or made < churn.number):
+        for template in churn.templates:
+            await kube.create(
+                PODS, pod_body(template, f"churn-{made:05d}", scheduler), namespace=namespace
+            )
+            made += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), churn.interval_s)
+
+
+def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
+    """Where each kind of pod goes in one turn: ``init``, ``measured``, ``churn-<i>`` → namespace
+    (a step's own, else one of the run's)."""
+    init = {s.namespace for s in workload.pods if not s.measured}
+    measured = next(s.namespace for s in workload.pods if s.measured)
+    out = {
+        "init": f"{run_namespace}-init",
+        "measured": measured or run_namespace,
+    }
+    out |= {f"init:{ns}": ns for ns in init if ns}
+    for i, churn in enumerate(workload.churn):
+        out[f"churn-{i}"] = churn.namespace or f"{run_namespace}-churn-{i}"
+    return out
+
+
 async def one_run(
     plane: ControlPlane,
     kube: KubeClient,
@@ -245,18 +363,26 @@ async def one_run(
     timeout_s: float,
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
-    for name in (f"{namespace}-init", namespace):  # the watch sees the measured pods only
-        await kube.create(
-            NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        )
-    unmeasured = [s for s in workload.pods if not s.measured]
-    bodies = [
-        pod_body(s.template, f"init-{i:05d}", scheduler_name)
-        for i, s in enumerate(s for s in unmeasured for _ in range(s.count))
-    ]
-    await _create(kube, f"{namespace}-init", bodies, {})
+    spaces = namespaces_of(workload, namespace)
+    for name in sorted({*spaces.values(), *workload.namespaces}):
+        await _ensure_namespace(kube, name)  # the watch sees the measured pods only
+    by_space: dict[str, list[dict[str, Any]]] = {}
+    index = 0
+    for s in workload.pods:
+        if s.measured:
+            continue
+        where = s.namespace or spaces["init"]
+        for _ in range(s.count):
+            by_space.setdefault(where, []).append(
+                pod_body(s.template, f"init-{index:05d}", scheduler_name)
+            )
+            index += 1
+    for where, bodies in by_space.items():
+        await _create(kube, where, bodies, {})
     # The scheduler has synced and binds once these are bound (its start-up is not measured).
-    await _wait_all_bound(kube, f"{namespace}-init", len(bodies), proc)
+    for where, bodies in by_space.items():
+        await _wait_all_bound(kube, where, len(bodies), proc)
+    namespace = spaces["measured"]
     listed = await kube.list(PODS, namespace=namespace, limit=1)
     done = asyncio.Event()
     watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
@@ -265,6 +391,11 @@ async def one_run(
     measured = [
         pod_body(s.template, f"p-{i:05d}", scheduler_name)
         for i, s in enumerate(s for s in workload.pods if s.measured for _ in range(s.count))
+    ]
+    stop = asyncio.Event()
+    churning = [
+        asyncio.create_task(_churn(kube, c, spaces[f"churn-{i}"], scheduler_name, stop))
+        for i, c in enumerate(workload.churn)
     ]
     t0 = time.perf_counter()
     await _create(kube, namespace, measured, run.sent)
@@ -276,6 +407,8 @@ async def one_run(
                 await asyncio.sleep(0.05)
     except TimeoutError:
         run.timed_out = True
+    stop.set()
+    await asyncio.gather(*churning)
     run.cpu_s = cpu_seconds(proc.pid) - cpu0
     run.load = os.getloadavg()[0]
     with contextlib.suppress(psutil.Error):
@@ -289,14 +422,18 @@ async def one_run(
         await watcher
 
 
+def _ms(value: float) -> int | None:
+    return None if math.isnan(value) else round(value)  # no pod bound: no latency
+
+
 def row(run: Run) -> dict[str, Any]:
     return {
         "scheduler": run.scheduler,
         "pods": run.pods,
         "bound": len(run.bound),
         "pods_per_s": round(run.rate, 1),
-        "p50_ms": round(run.latency_ms(50)),
-        "p99_ms": round(run.latency_ms(99)),
+        "p50_ms": _ms(run.latency_ms(50)),
+        "p99_ms": _ms(run.latency_ms(99)),
         "cpu_ms_per_pod": round(run.cpu_ms_per_pod, 2),
         "requests_per_pod": round(run.requests_per_pod, 2),
         "rss_mib": round(run.rss_mib),
@@ -312,7 +449,7 @@ async def bench(
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
     plane = ControlPlane.start(
         binaries=binaries,
-        settings=ControlPlaneSettings(controllers=(), extra_apiserver_args=APISERVER_ARGS),
+        settings=ControlPlaneSettings(controllers=(), extra_apiserver_args=PERF_APISERVER_ARGS),
     )
     kwok: Process | None = None
     runs: list[Run] = []
@@ -336,8 +473,8 @@ async def bench(
                 finally:
                     proc.stop()
                 runs.append(run)
-                await clear(kube, namespace)
-                await clear(kube, f"{namespace}-init")
+                for where in sorted(set(namespaces_of(workload, namespace).values())):
+                    await clear(kube, where)
         finally:
             await kube.close()
     finally:
@@ -360,6 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", default="unlimited", help="client QPS/burst, e.g. 50/100")
     ap.add_argument("--order", default="kube-scheduler,topos")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per measured run")
+    ap.add_argument(
+        "--param", action="append", default=[], help="name=count: override a workload parameter"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     order = [x.strip() for x in args.order.split(",") if x.strip()]
@@ -373,19 +513,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not config.is_file():
         config = module_dir() / PERF_DIR / args.config
     try:
-        workload = load_workload(config, args.case, args.workload)
+        overrides = parse_params(args.param)
+        workload = load_workload(config, args.case, args.workload, overrides)
     except WorkloadError as exc:
         print(f"scheduler_perf: {exc}", file=sys.stderr)
         return 2
     runs = asyncio.run(bench(workload, limit=limits[0], order=order, timeout_s=args.timeout))
     rows = [row(r) for r in runs]
     if args.json:
-        print(json.dumps({"case": workload.case, "workload": workload.name, "runs": rows}))
+        print(
+            json.dumps(
+                {
+                    "case": workload.case,
+                    "workload": workload.name,
+                    "params": overrides,
+                    "runs": rows,
+                }
+            )
+        )
     else:
         print(
             f"scheduler_perf {workload.case}/{workload.name}: {workload.node_count} KWOK nodes, "
             f"{workload.measured_pods} measured pods, client {limits[0].label} "
             f"(Kubernetes v{KUBERNETES_VERSION})"
+            + (f", params overridden: {overrides}" if overrides else "")
         )
         for r in runs:
             print(r.summary())

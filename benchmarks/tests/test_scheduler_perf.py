@@ -42,6 +42,40 @@ def test_scheduling_basic_is_read_from_upstream_yaml(upstream_config: Path) -> N
     assert big.node_count == 5000
 
 
+def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config: Path) -> None:
+    base = upstream_config.parent.parent
+    anti = scheduler_perf.load_workload(
+        base / "affinity" / "performance-config.yaml", "SchedulingPodAntiAffinity", "500Nodes"
+    )
+    assert anti.namespaces == ("sched-0", "sched-1")  # the template's anti-affinity names them
+    assert [(s.count, s.measured, s.namespace) for s in anti.pods] == [
+        (100, False, "sched-0"),
+        (400, True, "sched-1"),
+    ]
+    spread = scheduler_perf.load_workload(
+        base / "topology_spreading" / "performance-config.yaml", "TopologySpreading", "500Nodes"
+    )
+    assert spread.nodes[0].label == ("topology.kubernetes.io/zone", ("moon-1", "moon-2", "moon-3"))
+    node, _ = scheduler_perf.node_body(
+        spread.nodes[0].template, 4, {"topology.kubernetes.io/zone": "moon-2"}
+    )
+    assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "moon-2"
+    unschedulable = scheduler_perf.load_workload(
+        upstream_config, "Unschedulable", "500Nodes/10Init/1kPods"
+    )
+    (churn,) = unschedulable.churn
+    assert churn.interval_s == 0.2
+    assert churn.number == 0
+    assert churn.templates[0]["spec"]["priority"] == 10
+    smaller = scheduler_perf.load_workload(
+        upstream_config,
+        "PreemptionBasic",
+        "1000Nodes",
+        scheduler_perf.parse_params(["initNodes=500", "initPods=2000", "measurePods=500"]),
+    )
+    assert (smaller.node_count, smaller.measured_pods) == (500, 500)
+
+
 def test_unknown_cases_workloads_and_opcodes_are_named(
     upstream_config: Path, tmp_path: Path
 ) -> None:
@@ -51,11 +85,19 @@ def test_unknown_cases_workloads_and_opcodes_are_named(
         scheduler_perf.load_workload(upstream_config, "SchedulingBasic", "7Nodes")
     config = tmp_path / "performance-config.yaml"
     config.write_text(
-        "- name: Churny\n  workloadTemplate:\n  - opcode: churn\n"
+        "- name: Sleepy\n  workloadTemplate:\n  - opcode: sleep\n"
         "  workloads:\n  - name: small\n    params: {}\n"
     )
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.opcode: 'churn'"):
+    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.opcode: 'sleep'"):
+        scheduler_perf.load_workload(config, "Sleepy", "small")
+    config.write_text(
+        "- name: Churny\n  workloadTemplate:\n  - opcode: churn\n    mode: recreate\n"
+        "  workloads:\n  - name: small\n    params: {}\n"
+    )
+    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.mode: 'recreate'"):
         scheduler_perf.load_workload(config, "Churny", "small")
+    with pytest.raises(scheduler_perf.WorkloadError, match="--param 'initNodes=many'"):
+        scheduler_perf.parse_params(["initNodes=many"])
     config.write_text(
         "- name: C\n  workloadTemplate:\n  - opcode: createNodes\n    countParam: $nodes\n"
         "  workloads:\n  - name: w\n    params: {initNodes: 5}\n"

@@ -77,6 +77,7 @@ from coordinator.core.preemption.defrag import (
     plan_compaction,
     plan_defrag,
 )
+from coordinator.core.preemption.interpod import interpod_check
 from coordinator.core.preemption.protections import Protections, format_duration
 from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.relocate import RelocateFn, by_filters
@@ -571,6 +572,14 @@ class Preemptor:
         running = self._candidates(now, problems)
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
+        # A pod in no gang gets its victims node by node, as kube does, its topology spread and
+        # inter-pod affinity re-checked with them gone (core/preemption/interpod.py).
+        lone = members[0] if len(members) == 1 and members[0].gang is None else None
+        recheck = (
+            interpod_check(lone, overlay, self.scheduler.profiles.for_name(lone.scheduler_name))
+            if lone is not None
+            else None
+        )
         plan = select_victims(
             members_of(members, view),
             priority=priority,
@@ -587,6 +596,7 @@ class Preemptor:
             capacity=capacity_room(view, members),
             now=self._wall(),
             protections=self.protections,
+            recheck=recheck,
         )
         return plan, view, nodes, running
 

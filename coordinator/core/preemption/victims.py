@@ -22,6 +22,15 @@ Rules:
   (:mod:`.claims`); a claim another remaining pod reserves stays taken.
 * Shares of a GPU (:mod:`.shares`): a shared GPU is freed only when every holder is a victim;
   a pod asking for a share fits where, once the victims are gone, one GPU has room for it.
+* A pod in no gang (``recheck`` given: its topology spread and inter-pod (anti-)affinity with
+  pods gone, :mod:`.interpod`) gets its victims as kube-scheduler's DefaultPreemption picks them,
+  node by node: every lower-priority candidate on the node is removed, the pod must fit and pass
+  those filters there (evicting pods changes their verdicts), then candidates are reprieved one
+  by one, highest priority first, each kept running if the pod still passes. The node whose
+  victims cost least wins (lowest highest priority, then fewest gangs, pods, GPU-seconds; then
+  the node order); the search stops after max(10 % of the nodes, 100) nodes that can be made to
+  fit. (One pod lands on one node: this is also far cheaper than the search over every
+  candidate in the cluster that gangs need.)
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.sharing import GpuShare, HeldShare
 from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
+from coordinator.core.preemption.interpod import Recheck
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import (
     ZERO_COST,
@@ -154,13 +164,16 @@ def select_victims(
     capacity: CapacityRoom | None = None,
     now: float | None = None,
     protections: Protections | None = None,
+    recheck: Recheck | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
     ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
     ``shares``: member → the part of one GPU it asks for; ``gpus``: who holds the nodes' GPUs
     (the shared ones, and every one when a member asks for a share); ``capacity``: the parts of
     shareable DRA GPUs members' claims ask for; ``now`` (seconds since the epoch) and
-    ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`)."""
+    ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`);
+    ``recheck``: for a pod in no gang, its inter-pod filters with pods gone (:mod:`.interpod`):
+    victims are then chosen node by node."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -188,9 +201,13 @@ def select_victims(
             for m in preemptor
         ]
 
-    def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
+    by_name = {n.name: n for n in nodes}
+
+    def attempt(victims: Sequence[list[RunningPod]], on: str | None = None) -> Placement | Status:
+        """Place the preemptor with ``victims`` gone (``on``: on that node alone)."""
         pods = [p for unit in victims for p in unit]
-        after = _freed(nodes, pods, room, shared, milli=milli, asks=placed)
+        scope = nodes if on is None else [by_name[on]]
+        after = _freed(scope, pods, room, shared, milli=milli, asks=placed)
         check = eligible
         if asks or capacity is not None:
             gone = {p.key for p in pods}
@@ -208,6 +225,13 @@ def select_victims(
                     return Status.unschedulable(_NO_ROOM)
                 return Status() if eligible is None else eligible(member, node)
 
+        if on is not None and recheck is not None:
+            local = check
+
+            def check(member: Member, node: NodeState) -> Status:
+                status = Status() if local is None else local(member, node)
+                return recheck(node.name, pods) if status.is_success else status
+
         return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
 
     found = evictable_units(running, below=priority, now=now, protections=protections)
@@ -216,11 +240,22 @@ def select_victims(
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
 
+    node_by_node = recheck is not None and len(preemptor) == 1
+
+    def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
+        return isinstance(attempt(pods_of(units), node), Placement)
+
     def fits(units: Sequence[EvictionUnit]) -> bool:
+        if node_by_node:  # the units on some node make room there
+            on = _by_node(units)
+            return any(fits_on(on[n.name], n.name) for n in nodes if n.name in on)
         return isinstance(attempt(pods_of(units)), Placement)
 
-    if not fits(usable):
+    best = _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on) if node_by_node else None
+    if best is None and (node_by_node or not fits(usable)):
         detail = "evicting every lower-priority pod would not make room"
+        if node_by_node:
+            detail = "evicting every lower-priority pod on any one node would not make room"
         if blocked and fits(found.units):
             names = sorted(set(blocked.values()))
             detail = "only evictions the PodDisruptionBudget(s) " + ", ".join(names)
@@ -231,8 +266,12 @@ def select_victims(
             )
         return Status.unschedulable("preemption cannot make room", detail=detail)
 
-    chosen = _fewest(usable, fits)
-    final = attempt(pods_of(chosen))
+    on: str | None = None
+    if best is not None:
+        chosen, on = best
+    else:
+        chosen = _fewest(usable, fits)
+    final = attempt(pods_of(chosen), on)
     assert isinstance(final, Placement)
     victims = tuple(
         Victim(unit=u.unit, pods=u.keys, priority=u.priority, nodes=u.nodes, gang=u.cost.gangs > 0)
@@ -261,6 +300,53 @@ def _cost(units: Sequence[EvictionUnit]) -> tuple[int, EvictionCost]:
     for u in units:
         total = total + u.cost
     return (max((u.priority for u in units), default=0), total)
+
+
+def _cheapest_node(
+    member: Member,
+    nodes: Sequence[NodeState],
+    usable: Sequence[EvictionUnit],
+    eligible: EligibleFn | None,
+    fits_on: Callable[[Sequence[EvictionUnit], str], bool],
+) -> tuple[list[EvictionUnit], str] | None:
+    """kube-scheduler's DefaultPreemption, node by node: on each node the pod may use, every
+    candidate there is removed and the pod must fit; then each is reprieved (highest priority
+    first) if the pod still fits without evicting it. The node whose victims cost least, with
+    them; None when no node can be made to fit. Nodes without a candidate are not tried: the
+    pod failed there as things are. As kube, the search stops once it has found
+    max(10 % of the nodes, 100) nodes that can be made to fit."""
+    enough = max(len(nodes) // 10, 100)
+    found = 0
+    on = _by_node(usable)
+    best: tuple[tuple[int, EvictionCost], int, list[EvictionUnit], str] | None = None
+    for position, node in enumerate(nodes):
+        if found >= enough:
+            break
+        here = on.get(node.name, [])
+        if not here or (eligible is not None and not eligible(member, node).is_success):
+            continue
+        name = node.name
+
+        def fits(units: Sequence[EvictionUnit], name: str = name) -> bool:
+            return fits_on(units, name)
+
+        if not fits(here):
+            continue
+        found += 1
+        kept = _spare(here, sorted(here, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
+        cost = _cost(kept)
+        if best is None or (cost, position) < (best[0], best[1]):
+            best = (cost, position, kept, name)
+    return None if best is None else (best[2], best[3])
+
+
+def _by_node(units: Sequence[EvictionUnit]) -> dict[str, list[EvictionUnit]]:
+    """Node → the units with a pod there (in ``units``' order)."""
+    on: dict[str, list[EvictionUnit]] = {}
+    for unit in units:
+        for name in unit.nodes:
+            on.setdefault(name, []).append(unit)
+    return on
 
 
 def _spare(

@@ -173,3 +173,55 @@ def test_garbage_budget_value_is_a_clear_error() -> None:
     )
     with pytest.raises(ValueError, match="neither a count nor a percentage"):
         budget.allowed()
+
+
+def _passes(node: str, gone: object) -> Status:
+    return Status()
+
+
+def test_a_lone_pod_takes_its_victims_from_one_node_the_cheapest() -> None:
+    # Pods named so that the cluster-wide order interleaves nodes (n1, n2, n3, n1, ...): node by
+    # node, the victims all sit where the pod is nominated, and n2's priority-0 pods win over
+    # n1's and n3's priority-5 ones.
+    running = [
+        pod(f"ml/p{j * 3 + i}", f"n{i + 1}", 2, 0 if i == 1 else 5)
+        for j in range(4)
+        for i in range(3)
+    ]
+    plan = select_victims(
+        [Member(name="ml/lone", requests={GPU: 6})],
+        priority=100,
+        nodes=nodes_with(running, count=3),
+        running=running,
+        recheck=_passes,
+    )
+    assert isinstance(plan, PreemptionPlan)
+    assert plan.nominated == (("ml/lone", "n2"),)
+    assert {v.nodes for v in plan.victims} == {("n2",)}
+    assert len(plan.victim_pods) == 3  # 6 GPUs of 8 on n2: three of its four 2-GPU pods
+
+
+def test_a_lone_pod_recheck_refusing_a_node_sends_it_elsewhere() -> None:
+    running = [pod("ml/a", "n1", 8, 0), pod("ml/b", "n2", 8, 3)]
+
+    def not_n1(node: str, gone: object) -> Status:
+        return Status.unschedulable("spread") if node == "n1" else Status()
+
+    plan = select_victims(
+        [Member(name="ml/lone", requests={GPU: 8})],
+        priority=100,
+        nodes=nodes_with(running, count=2),
+        running=running,
+        recheck=not_n1,
+    )
+    assert isinstance(plan, PreemptionPlan)
+    assert plan.victim_pods == ("ml/b",)
+    refused = select_victims(
+        [Member(name="ml/lone", requests={GPU: 8})],
+        priority=100,
+        nodes=nodes_with(running, count=2),
+        running=running,
+        recheck=lambda node, gone: Status.unschedulable("spread"),
+    )
+    assert isinstance(refused, Status)
+    assert "on any one node" in (refused.detail or "")
