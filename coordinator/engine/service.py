@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -39,8 +39,12 @@ class SchedulerRuntime:
         feeds: Sequence[Callable[[], Coroutine[Any, Any, None]]] = (),
         ready: Sequence[asyncio.Event] = (),
         detach: Callable[[], None] | None = None,
+        jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
         self.scheduler = scheduler
+        #: The Job objects the backend watches now (their deadlines end running pods in the
+        #: forecast); none where it watches none.
+        self.jobs = jobs
         self._feeds = tuple(feeds)
         self._ready = list(ready)
         self._detach = detach

@@ -89,7 +89,8 @@ def kube_runtime(
         *owners.feeds,
         *(w.run for w in workloads),
     ]
-    return SchedulerRuntime(scheduler, feeds=feeds, ready=ready)
+    jobs = owners.caches["Job"].objects
+    return SchedulerRuntime(scheduler, feeds=feeds, ready=ready, jobs=jobs.values)
 
 
 def kube_gang_runtime(

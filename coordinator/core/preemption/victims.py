@@ -30,7 +30,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, add
-from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.countbound import may_fit
+from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
@@ -188,9 +189,17 @@ def select_victims(
             for m in preemptor
         ]
 
+    # Evictions change what is free, never the nodes' labels: one layout for every attempt.
+    layout = build_layout(nodes, keys=keys)
+    # Whole-GPU asks only (shares and DRA capacity are counted otherwise): counts first.
+    counted = not asks and capacity is None
+    gpu_asks = [m.requests.get(GPU, 0) for m in preemptor]
+
     def attempt(victims: Sequence[list[RunningPod]]) -> Placement | Status:
         pods = [p for unit in victims for p in unit]
         after = _freed(nodes, pods, room, shared, milli=milli, asks=placed)
+        if counted and not may_fit(gpu_asks, after, intent=intent, layout=layout):
+            return Status.unschedulable("not enough free GPUs, counted alone")
         check = eligible
         if asks or capacity is not None:
             gone = {p.key for p in pods}
@@ -208,7 +217,9 @@ def select_victims(
                     return Status.unschedulable(_NO_ROOM)
                 return Status() if eligible is None else eligible(member, node)
 
-        return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
+        return place_members(
+            preemptor, after, intent=intent, keys=keys, layout=layout, eligible=check
+        )
 
     found = evictable_units(running, below=priority, now=now, protections=protections)
     usable, blocked = within_budgets(found.units, budgets)
@@ -216,8 +227,23 @@ def select_victims(
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
 
+    placements: dict[tuple[str, ...], Placement] = {}  # by the units evicted: the last one kept
+
     def fits(units: Sequence[EvictionUnit]) -> bool:
-        return isinstance(attempt(pods_of(units)), Placement)
+        found = attempt(pods_of(units))
+        if isinstance(found, Placement):
+            placements.clear()
+            placements[tuple(u.unit for u in units)] = found
+            return True
+        return False
+
+    def counts_allow(units: Sequence[EvictionUnit]) -> bool:
+        """Whether evicting ``units`` may make room, by free-GPU counts alone."""
+        if not counted:
+            return True
+        pods = [p for unit in pods_of(units) for p in unit]
+        after = _freed(nodes, pods, room, shared, milli=milli, asks=placed)
+        return may_fit(gpu_asks, after, intent=intent, layout=layout)
 
     if not fits(usable):
         detail = "evicting every lower-priority pod would not make room"
@@ -231,8 +257,8 @@ def select_victims(
             )
         return Status.unschedulable("preemption cannot make room", detail=detail)
 
-    chosen = _fewest(usable, fits)
-    final = attempt(pods_of(chosen))
+    chosen = _fewest(usable, fits, counts_allow)
+    final = placements.get(tuple(u.unit for u in chosen)) or attempt(pods_of(chosen))
     assert isinstance(final, Placement)
     victims = tuple(
         Victim(unit=u.unit, pods=u.keys, priority=u.priority, nodes=u.nodes, gang=u.cost.gangs > 0)
@@ -275,11 +301,32 @@ def _spare(
     return chosen
 
 
-def _fewest(usable: Sequence[EvictionUnit], fits: FitFn) -> list[EvictionUnit]:
+def _fewest(
+    usable: Sequence[EvictionUnit], fits: FitFn, counts_allow: FitFn | None = None
+) -> list[EvictionUnit]:
     """The cheapest set of ``usable`` (lowest priority first, cheapest first; they all fit
-    together) found: lowest highest priority, then fewest gangs, pods and GPU-seconds lost."""
+    together) found: lowest highest priority, then fewest gangs, pods and GPU-seconds lost.
+    ``counts_allow``: a cheap necessary condition of ``fits`` (free-GPU counts)."""
     # Shortest prefix that fits (fitting is monotone in the freed capacity).
     lo, hi = 0, len(usable)
+    if counts_allow is not None:
+        # No prefix shorter than the shortest the counts allow fits: search from there,
+        # widening the step (the shortest that fits is mostly at or just past it).
+        c_hi = hi
+        while lo < c_hi:
+            mid = (lo + c_hi) // 2
+            if counts_allow(usable[:mid]):
+                c_hi = mid
+            else:
+                lo = mid + 1
+        step = 1
+        while lo < hi:
+            probe = min(lo + step - 1, hi - 1)
+            if fits(usable[:probe]):
+                hi = probe
+                break
+            lo = probe + 1
+            step *= 2
     while lo < hi:
         mid = (lo + hi) // 2
         if fits(usable[:mid]):
