@@ -12,7 +12,7 @@ only refuse more. ``False`` means no placement exists; ``True`` means only that 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import Layout
@@ -28,10 +28,13 @@ def may_fit(
     intent: PlacementIntent | None,
     layout: Layout,
     needed: int | None = None,
+    gained: Mapping[str, int] | None = None,
 ) -> bool:
     """``asks``: whole GPUs each member asks for; ``needed``: how many of them must be placed
-    (a gang's minimum; default all). Members asking no GPU (MIG, shares, DRA) are not counted:
+    (a gang's minimum; default all); ``gained``: GPUs each node would have free beyond its
+    ``free`` (pods evicted from it). Members asking no GPU (MIG, shares, DRA) are not counted:
     the answer is then ``True`` unless the GPU-asking ones alone cannot fit."""
+    gained = gained or {}
     want = sorted(a for a in asks if a > 0)
     count = len(asks) if needed is None else min(needed, len(asks))
     # The members that must be placed ask at least the ``count`` smallest asks; GPU-less ones
@@ -54,7 +57,7 @@ def may_fit(
         groups = [list(nodes)]
     total_ask = sum(smallest)
     for group in groups:
-        free = [max(0, n.free.get(GPU, 0)) for n in group if n.schedulable]
+        free = [max(0, n.free.get(GPU, 0) + gained.get(n.name, 0)) for n in group if n.schedulable]
         if sum(free) < total_ask:
             continue
         # Each of them takes at least the smallest ask on one node.

@@ -96,6 +96,20 @@ class PreemptionPlan:
         return text
 
 
+def _gpus_freed(pods: Sequence[RunningPod], room: ClaimRoom, shared: ShareRoom) -> dict[str, int]:
+    """Whole GPUs freed per node once ``pods`` are gone: what :func:`_freed` adds to each node's
+    ``nvidia.com/gpu``, without building the nodes."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        if pod.share is None and pod.requests.get(GPU):
+            out[pod.node] = out.get(pod.node, 0) + pod.requests[GPU]
+    victims = {p.key for p in pods}
+    for freed in (room.freed_gpus(victims), shared.freed_gpus(victims)):
+        for name, gpus in freed.items():
+            out[name] = out.get(name, 0) + gpus
+    return out
+
+
 def _freed(
     nodes: Sequence[NodeState],
     pods: Sequence[RunningPod],
@@ -242,8 +256,9 @@ def select_victims(
         if not counted:
             return True
         pods = [p for unit in pods_of(units) for p in unit]
-        after = _freed(nodes, pods, room, shared, milli=milli, asks=placed)
-        return may_fit(gpu_asks, after, intent=intent, layout=layout)
+        return may_fit(
+            gpu_asks, nodes, intent=intent, layout=layout, gained=_gpus_freed(pods, room, shared)
+        )
 
     if not fits(usable):
         detail = "evicting every lower-priority pod would not make room"
