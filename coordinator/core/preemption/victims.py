@@ -336,7 +336,8 @@ def _fewest(
                 lo = mid + 1
         step = 1
         while lo < hi:
-            probe = min(lo + step - 1, hi - 1)
+            # (evicting nobody is tried last: the preemptor did not fit without evictions)
+            probe = min(max(lo + step - 1, 1), hi - 1)
             if fits(usable[:probe]):
                 hi = probe
                 break
