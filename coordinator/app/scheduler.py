@@ -130,6 +130,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             settings=EngineSettings(gangs=gang_settings, runtime=settings),
             restate=runtime.scheduler.restate,
             executor=forecasting,
+            jobs=runtime.jobs,
         )
         app[WHATIF].whatif = what_if(runtime, gangs, predictor=forecaster)
         app[METRICS].scheduling.attach(runtime.scheduler)

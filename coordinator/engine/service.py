@@ -42,7 +42,9 @@ class SchedulerRuntime:
         jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
         self.scheduler = scheduler
-        self.jobs = jobs  # the Job objects now (defragmentation reads their retries)
+        #: The Job objects the backend watches now (defragmentation reads their retries; their
+        #: deadlines end running pods in the forecast); none where it watches none.
+        self.jobs = jobs
         self._feeds = tuple(feeds)
         self._ready = list(ready)
         self._detach = detach

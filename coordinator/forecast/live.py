@@ -18,10 +18,13 @@ forecast moved are handed to ``restate`` (the scheduler re-writes their ``PodSch
 message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
-counted from when this process first saw it bound, or what :class:`~.runtimes.RuntimeHistory`
-learned — fed here from real ends: a bound pod that leaves its node (Succeeded, Failed or
-deleted) after this process saw it bound teaches its owner and shape its run time. Pods already
-running when the forecaster started teach nothing (their start is not known).
+counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``
+from the Job's start (the Jobs the kube adapter watches: ``jobs``), else what
+:class:`~.runtimes.RuntimeHistory` learned — fed here from real ends: a bound pod that ran to
+its end (Succeeded or Failed on its own, :meth:`~coordinator.inventory.store.Inventory
+.ran_to_end`) after this process saw it bound teaches its owner and shape its run time. A pod
+deleted, preempted or evicted teaches nothing (it stopped early), nor do pods already running
+when the forecaster started (their start is not known).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import datetime
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from coordinator.core.framework.profiles import Profiles
@@ -208,7 +211,8 @@ class LiveForecaster:
     builds the profiles a forward run uses (called where it runs: each run has its own);
     ``executor`` runs it (``None``: the loop's default thread pool; the app gives a process of
     its own, so the forward run never holds the event loop's interpreter lock); ``restate`` gets
-    the pods whose stated forecast changed."""
+    the pods whose stated forecast changed; ``jobs``: the Job objects watched now (a running
+    pod of a Job with ``activeDeadlineSeconds`` ends by its deadline, source ``deadline``)."""
 
     def __init__(
         self,
@@ -224,8 +228,10 @@ class LiveForecaster:
         restate: Callable[[Sequence[str]], None] | None = None,
         wall: Callable[[], float] = time.time,
         executor: concurrent.futures.Executor | None = None,
+        jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
         self._executor = executor
+        self._jobs = jobs
         self._memo: dict[str, tuple[object, dict[str, Any]]] = {}
         self.scheduler = scheduler
         self.forecasts = forecasts
@@ -299,7 +305,14 @@ class LiveForecaster:
             if inventory.bound_pod(uid) is not None:
                 continue  # moved to another node
             seen = self._seen.pop(uid, None)
-            if uid in self._learns and seen is not None and event.kind != "removed":
+            # Only a natural end teaches a run time: a pod preempted, evicted or deleted
+            # stopped early (its node's removal says nothing either).
+            if (
+                uid in self._learns
+                and seen is not None
+                and event.kind != "removed"
+                and inventory.ran_to_end(uid)
+            ):
                 self.history.observe(pod_object(before[uid], started=seen), now - seen)
                 self.learned += 1
             self._learns.discard(uid)
@@ -310,9 +323,18 @@ class LiveForecaster:
         """The live cluster now (the event loop's: call it there), with ``extra`` pods pending
         after the queue's."""
         now = self._wall()
+        by_uid: dict[str, Mapping[str, Any]] | None = None
+
+        def job_of(pod: BoundPod) -> Mapping[str, Any] | None:
+            nonlocal by_uid
+            if pod.owner_kind != "Job" or not pod.owner_uid:
+                return None
+            if by_uid is None:  # once a copy, and only when a Job's pod runs
+                by_uid = {str((j.get("metadata") or {}).get("uid") or ""): j for j in self._jobs()}
+            return by_uid.get(pod.owner_uid)
 
         def left(pod: BoundPod, obj: Mapping[str, Any]) -> Runtime:
-            return expected_runtime(obj, now=now, history=self.history)
+            return expected_runtime(obj, now=now, job=job_of(pod), history=self.history)
 
         return copy_of(
             self.scheduler,

@@ -64,6 +64,7 @@ class InventoryEvent:
 
 
 Listener = Callable[[InventoryEvent], None]
+_ENDED_KEPT = 4096
 _Signature = tuple[bool, bool, tuple[tuple[str, int], ...]]
 
 
@@ -91,6 +92,9 @@ class Inventory:
         self._unknown: dict[str, float] = {}  # agent-reported names without a Node object: since
         self._devices = DeviceOwners(self._live)  # no GPU or MIG UUID on two live nodes
         self._pod_node: dict[str, str] = {}  # uid -> node
+        #: Pods that left having run to their end (Succeeded or Failed on their own), the last
+        #: few thousand: a pod deleted, preempted or evicted is not among them.
+        self._ended: dict[str, None] = {}
         self._listeners: list[Listener] = []
         self.generation = 0  # bumped on every change; snapshots compare it
         self._tree: TreeLevels | None = None  # a watched source's tree (None: the Node's labels)
@@ -426,11 +430,17 @@ class Inventory:
         self._changed(rec, "added" if new else "updated", before, pods=not new)
         return True
 
-    def delete_pod(self, uid: str) -> None:
-        """The pod finished, was deleted, or left the node."""
-        node = self._pod_node.pop(uid, None)
+    def delete_pod(self, uid: str, *, ended: bool = False) -> None:
+        """The pod finished, was deleted, or left the node; ``ended``: it ran to its end
+        (:meth:`ran_to_end` says so from then on)."""
+        node = self._pod_node.get(uid)
         if node is None:
             return
+        if ended:
+            self._ended[uid] = None
+            while len(self._ended) > _ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
+        del self._pod_node[uid]
         rec = self._records[node]
         before = self._signature(rec)
         pod = rec.pods.pop(uid)
@@ -497,6 +507,11 @@ class Inventory:
     def nodes(self) -> Iterator[NodeState]:
         for name in self.names():
             yield self._view(self._records[name])
+
+    def ran_to_end(self, uid: str) -> bool:
+        """Whether the pod ``uid`` left its node having run to its end (not deleted, preempted
+        or evicted), as its last watch event said (one of the last few thousand to leave)."""
+        return uid in self._ended
 
     def bound_pod(self, uid: str) -> BoundPod | None:
         """The bound pod with this UID, if the inventory holds it (as it was reported: without

@@ -272,6 +272,22 @@ def cached_models(name: str, annotations: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(m for m in models if m)
 
 
+def ran_to_end(obj: Mapping[str, Any]) -> bool:
+    """Whether a pod's object says it ran to its end: phase Succeeded or Failed, not being
+    deleted, not ``Evicted`` by its kubelet and with no ``DisruptionTarget`` condition
+    (preempted, evicted, drained) where the object still carries those."""
+    status = obj.get("status") or {}
+    if status.get("phase") not in ("Succeeded", "Failed") or status.get("reason") == "Evicted":
+        return False
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return not any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping)
+    )
+
+
 def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     """The pod as capacity held on its node, or ``None`` if unbound or finished."""
     meta = obj.get("metadata") or {}

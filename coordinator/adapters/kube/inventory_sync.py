@@ -37,6 +37,7 @@ from coordinator.inventory.translate import (
     bound_pod_fields,
     kube_node,
     node_fields,
+    ran_to_end,
 )
 
 BOUND_PODS_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -80,7 +81,8 @@ class _BoundPods:
     def apply(self, kind: Change, obj: KubeObject) -> None:
         pod = bound_pod(obj)
         if kind == "DELETED" or pod is None:
-            self._inventory.delete_pod(str((obj.get("metadata") or {}).get("uid", "")))
+            uid = str((obj.get("metadata") or {}).get("uid", ""))
+            self._inventory.delete_pod(uid, ended=kind != "DELETED" and ran_to_end(obj))
             changed = True
         else:
             changed = self._inventory.upsert_pod(pod)

@@ -51,7 +51,7 @@ from coordinator.engine.ports import (
     PodRef,
 )
 from coordinator.inventory.store import Inventory, InventoryEvent
-from coordinator.inventory.translate import bound_pod, kube_node
+from coordinator.inventory.translate import bound_pod, kube_node, ran_to_end
 
 __all__ = ["MemoryCluster"]
 
@@ -128,7 +128,7 @@ class MemoryCluster:
         pod = bound_pod(obj)
         uid = str(obj["metadata"]["uid"])
         if kind == "DELETED" or pod is None:
-            self.inventory.delete_pod(uid)
+            self.inventory.delete_pod(uid, ended=kind != "DELETED" and ran_to_end(obj))
             if kind == "DELETED" or obj["status"].get("phase") in ("Succeeded", "Failed"):
                 self.dra.unreserve(uid)
         else:

@@ -39,7 +39,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, add
-from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.countbound import may_fit
+from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent
@@ -103,6 +104,20 @@ class PreemptionPlan:
         if self.claims:
             text += f", freeing ResourceClaim(s) {', '.join(self.claims)}"
         return text
+
+
+def _gpus_freed(pods: Sequence[RunningPod], room: ClaimRoom, shared: ShareRoom) -> dict[str, int]:
+    """Whole GPUs freed per node once ``pods`` are gone: what :func:`_freed` adds to each node's
+    ``nvidia.com/gpu``, without building the nodes."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        if pod.share is None and pod.requests.get(GPU):
+            out[pod.node] = out.get(pod.node, 0) + pod.requests[GPU]
+    victims = {p.key for p in pods}
+    for freed in (room.freed_gpus(victims), shared.freed_gpus(victims)):
+        for name, gpus in freed.items():
+            out[name] = out.get(name, 0) + gpus
+    return out
 
 
 def _freed(
@@ -202,12 +217,20 @@ def select_victims(
         ]
 
     by_name = {n.name: n for n in nodes}
+    # Evictions change what is free, never the nodes' labels: one layout for every attempt over
+    # all nodes (an attempt on one node builds its own).
+    layout = build_layout(nodes, keys=keys)
+    # Whole-GPU asks only (shares and DRA capacity are counted otherwise): counts first.
+    counted = not asks and capacity is None
+    gpu_asks = [m.requests.get(GPU, 0) for m in preemptor]
 
     def attempt(victims: Sequence[list[RunningPod]], on: str | None = None) -> Placement | Status:
         """Place the preemptor with ``victims`` gone (``on``: on that node alone)."""
         pods = [p for unit in victims for p in unit]
         scope = nodes if on is None else [by_name[on]]
         after = _freed(scope, pods, room, shared, milli=milli, asks=placed)
+        if counted and on is None and not may_fit(gpu_asks, after, intent=intent, layout=layout):
+            return Status.unschedulable("not enough free GPUs, counted alone")
         check = eligible
         if asks or capacity is not None:
             gone = {p.key for p in pods}
@@ -232,7 +255,14 @@ def select_victims(
                 status = Status() if local is None else local(member, node)
                 return recheck(node.name, pods) if status.is_success else status
 
-        return place_members(preemptor, after, intent=intent, keys=keys, eligible=check)
+        return place_members(
+            preemptor,
+            after,
+            intent=intent,
+            keys=keys,
+            layout=layout if on is None else None,
+            eligible=check,
+        )
 
     found = evictable_units(running, below=priority, now=now, protections=protections)
     usable, blocked = within_budgets(found.units, budgets)
@@ -241,6 +271,7 @@ def select_victims(
         return [list(u.pods) for u in units]
 
     node_by_node = recheck is not None and len(preemptor) == 1
+    placements: dict[tuple[str, ...], Placement] = {}  # by the units evicted: the last one kept
 
     def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
         return isinstance(attempt(pods_of(units), node), Placement)
@@ -249,7 +280,21 @@ def select_victims(
         if node_by_node:  # the units on some node make room there
             on = _by_node(units)
             return any(fits_on(on[n.name], n.name) for n in nodes if n.name in on)
-        return isinstance(attempt(pods_of(units)), Placement)
+        found = attempt(pods_of(units))
+        if isinstance(found, Placement):
+            placements.clear()
+            placements[tuple(u.unit for u in units)] = found
+            return True
+        return False
+
+    def counts_allow(units: Sequence[EvictionUnit]) -> bool:
+        """Whether evicting ``units`` may make room, by free-GPU counts alone."""
+        if not counted:
+            return True
+        pods = [p for unit in pods_of(units) for p in unit]
+        return may_fit(
+            gpu_asks, nodes, intent=intent, layout=layout, gained=_gpus_freed(pods, room, shared)
+        )
 
     best = _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on) if node_by_node else None
     if best is None and (node_by_node or not fits(usable)):
@@ -269,9 +314,10 @@ def select_victims(
     on: str | None = None
     if best is not None:
         chosen, on = best
+        final = attempt(pods_of(chosen), on)
     else:
-        chosen = _fewest(usable, fits)
-    final = attempt(pods_of(chosen), on)
+        chosen = _fewest(usable, fits, counts_allow)
+        final = placements.get(tuple(u.unit for u in chosen)) or attempt(pods_of(chosen))
     assert isinstance(final, Placement)
     victims = tuple(
         Victim(unit=u.unit, pods=u.keys, priority=u.priority, nodes=u.nodes, gang=u.cost.gangs > 0)
@@ -361,11 +407,33 @@ def _spare(
     return chosen
 
 
-def _fewest(usable: Sequence[EvictionUnit], fits: FitFn) -> list[EvictionUnit]:
+def _fewest(
+    usable: Sequence[EvictionUnit], fits: FitFn, counts_allow: FitFn | None = None
+) -> list[EvictionUnit]:
     """The cheapest set of ``usable`` (lowest priority first, cheapest first; they all fit
-    together) found: lowest highest priority, then fewest gangs, pods and GPU-seconds lost."""
+    together) found: lowest highest priority, then fewest gangs, pods and GPU-seconds lost.
+    ``counts_allow``: a cheap necessary condition of ``fits`` (free-GPU counts)."""
     # Shortest prefix that fits (fitting is monotone in the freed capacity).
     lo, hi = 0, len(usable)
+    if counts_allow is not None:
+        # No prefix shorter than the shortest the counts allow fits: search from there,
+        # widening the step (the shortest that fits is mostly at or just past it).
+        c_hi = hi
+        while lo < c_hi:
+            mid = (lo + c_hi) // 2
+            if counts_allow(usable[:mid]):
+                c_hi = mid
+            else:
+                lo = mid + 1
+        step = 1
+        while lo < hi:
+            # (evicting nobody is tried last: the preemptor did not fit without evictions)
+            probe = min(max(lo + step - 1, 1), hi - 1)
+            if fits(usable[:probe]):
+                hi = probe
+                break
+            lo = probe + 1
+            step *= 2
     while lo < hi:
         mid = (lo + hi) // 2
         if fits(usable[:mid]):

@@ -29,7 +29,9 @@ from typing import Any, Final
 
 import msgspec
 
-from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.capacity import NodeState, node_states
+from coordinator.core.domains.countbound import may_fit
+from coordinator.core.domains.layout import DomainKeys, Layout, build_layout
 from coordinator.core.expand import Expander, ExpandError, expand
 from coordinator.core.framework.results import Failure
 from coordinator.core.preemption.victims import PreemptionPlan
@@ -222,8 +224,19 @@ class WhatIf:
         skipped: list[str] = []
 
         pace = [placing_s]
+        # Every try is on a copy of ``base``: the same nodes and labels, so one count of their
+        # free GPUs and one layout rule out, before placing, the tries no placement can satisfy.
+        nodes = node_states(base)
+        layout = build_layout(nodes, keys=self.keys)
+
+        def counted(tried: Sequence[Unit]) -> bool:
+            """Whether each gang may fit by counts (each alone on ``base``: necessary for all
+            of them together)."""
+            return all(_may_fit(u, nodes, layout) for u in tried)
 
         def attempt(tried: Sequence[Unit]) -> list[PodPlacement] | None:
+            if not counted(tried):
+                return None  # the placement would fail: no time spent on it
             began = self._clock()
             placed = self._try(tried, base.copy())
             pace[0] = self._clock() - began
@@ -272,7 +285,14 @@ class WhatIf:
                 continue
             if shape(change, change.steps):
                 done.add(change.kind)
-        self._fewer_gpus(failing_objs, lambda c: attempt(reshaped(c)), shape, expired, late)
+        failing_gangs = [u for u in units if id(u) in failing and u.gang is not None]
+
+        def counted_with(gpus: int) -> bool:
+            return all(_may_fit(u, nodes, layout, gpus) for u in failing_gangs)
+
+        self._fewer_gpus(
+            failing_objs, lambda c: attempt(reshaped(c)), shape, expired, late, counted_with
+        )
         for unit, outcome in zip(units, outcomes, strict=True):
             if (
                 id(unit) in failing
@@ -305,8 +325,10 @@ class WhatIf:
         shape: Callable[[ShapeChange, float, list[PodPlacement] | None], bool],
         expired: Callable[[float], bool],
         late: Callable[[str], bool],
+        counted: Callable[[int], bool],
     ) -> None:
-        """The most GPUs per pod that fit (binary search: fewer never fits worse)."""
+        """The most GPUs per pod that fit (fewer never fits worse): the most that counts allow
+        (``counted``) is tried first; if it does not fit, a binary search below it."""
         asks = {gpus_per_pod(o) for o in objs}
         if len(asks) != 1:
             return  # pods asking different counts: no one number to suggest
@@ -314,7 +336,16 @@ class WhatIf:
         if asked < 2 or any(_gpu_containers(o) != 1 for o in objs):
             return
         low, high = 1, asked - 1
+        while high >= low and not counted(high):
+            high -= 1  # no placement of this many per pod exists: counted, not placed
         best: tuple[int, ShapeChange, list[PodPlacement]] | None = None
+        if high >= low and not expired(1.0):
+            change = with_gpus(asked, high)
+            placed = placed_with(change)
+            if placed is not None:
+                best, low = (high, change, placed), high + 1
+            else:
+                high -= 1
         while low <= high:
             if expired(1.0):  # keep what fits so far (perhaps not the most GPUs), or say none tried
                 if best is None:
@@ -464,6 +495,17 @@ def with_prediction(
     return msgspec.structs.replace(
         answer, predicted_start_s=start, waits_for=waits, suggestions=ranked
     )
+
+
+def _may_fit(
+    unit: Unit, nodes: Sequence[NodeState], layout: Layout, gpus: int | None = None
+) -> bool:
+    """Whether gang ``unit`` may fit on ``nodes`` by GPU counts (``gpus``: each member asking
+    that many instead); lone pods and gangs that cannot be planned are not counted."""
+    if unit.gang is None or unit.problem is not None:
+        return True
+    asks = [p.gpus if gpus is None or not p.gpus else gpus for p in unit.pods]
+    return may_fit(asks, nodes, intent=unit.intent, layout=layout, needed=unit.gang.min_member)
 
 
 def _gpu_containers(obj: Mapping[str, Any]) -> int:

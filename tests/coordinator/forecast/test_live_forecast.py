@@ -5,6 +5,7 @@ predicted start with "wait for these pods" first."""
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.app.web import build_app
 from coordinator.core.registry import build_profiles
 from coordinator.engine.forecasts import Forecasts
+from coordinator.engine.ports import PodRef
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.whatif.service import WhatIf
 from coordinator.forecast.live import LiveForecaster
@@ -49,6 +51,7 @@ class Live:
     forecaster: LiveForecaster
     forecasts: Forecasts
     clocks: Clocks
+    jobs: list[dict[str, Any]]  # the Job objects the forecaster is told of
 
 
 def job_pod(name: str, gpus: int, *, job: str = "", duration: str | None = None) -> dict[str, Any]:
@@ -74,6 +77,7 @@ async def live(aiohttp_client: Any) -> AsyncIterator[Live]:
     )
     forecasts = Forecasts(wall=lambda: clocks.wall)
     runtime.scheduler.forecasts = forecasts
+    jobs: list[dict[str, Any]] = []
     forecaster = LiveForecaster(
         runtime.scheduler,
         forecasts,
@@ -81,6 +85,7 @@ async def live(aiohttp_client: Any) -> AsyncIterator[Live]:
         restate=runtime.scheduler.restate,
         wall=lambda: clocks.wall,
         poll_s=3600,  # the tests refresh by hand
+        jobs=lambda: jobs,
     )
     app = build_app(inventory, extra_routes=pending.ROUTES)
     app[SCHEDULER] = SchedulerSlot(runtime.scheduler)
@@ -89,7 +94,7 @@ async def live(aiohttp_client: Any) -> AsyncIterator[Live]:
         forecaster.start(runtime.started)
         await runtime.started.wait()
         try:
-            yield Live(client, cluster, runtime, forecaster, forecasts, clocks)
+            yield Live(client, cluster, runtime, forecaster, forecasts, clocks, jobs)
         finally:
             await forecaster.stop()
 
@@ -256,6 +261,61 @@ async def test_a_runtime_is_learned_from_a_real_pod_end(live: Live) -> None:
     assert forecast is not None
     assert forecast.sources == {"ml/etl-1": "learned"}
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(480, abs=15)
+
+
+async def test_a_pod_preempted_evicted_or_deleted_teaches_no_runtime(live: Live) -> None:
+    live.cluster.create_pod(job_pod("etl-0", 8, job="etl"))
+    await settle(live)
+    live.clocks.advance(600)
+    live.cluster.delete_pod("ml", "etl-0")  # deleted 10 minutes in: no natural end
+    await settle(live)
+    live.cluster.create_pod(job_pod("etl-1", 8, job="etl"))
+    await settle(live)
+    live.clocks.advance(300)
+    await live.cluster.evict(PodRef("ml", "etl-1"))  # preempted 5 minutes in
+    await settle(live)
+    assert live.forecaster.learned == 0
+
+    live.cluster.create_pod(job_pod("etl-2", 8, job="etl"))
+    await settle(live)
+    live.clocks.advance(100)
+    live.cluster.finish_pod("ml", "etl-2")  # ran to its end: 100 s
+    await settle(live)
+    assert live.forecaster.learned == 1
+    live.cluster.create_pod(job_pod("etl-3", 8, job="etl"))
+    live.cluster.create_pod(job_pod("next", 8))
+    await settle(live)
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/next")
+    assert forecast is not None
+    assert forecast.sources == {"ml/etl-3": "learned"}
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(100, abs=15)
+
+
+async def test_a_running_pod_of_a_job_with_a_deadline_ends_by_it(live: Live) -> None:
+    live.jobs.append(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "sweep", "namespace": "ml", "uid": "uid-sweep"},
+            "spec": {"activeDeadlineSeconds": 900},
+            "status": {"startTime": stamp(live.clocks.wall)},
+        }
+    )
+    live.cluster.create_pod(job_pod("sweep-0", 8, job="sweep"))
+    await settle(live)
+    live.clocks.advance(300)
+    live.cluster.create_pod(job_pod("next", 8))
+    await settle(live)
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/next")
+    assert forecast is not None
+    assert forecast.sources == {"ml/sweep-0": "deadline"}
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(600, abs=15)
+
+
+def stamp(unix: float) -> str:
+    return datetime.datetime.fromtimestamp(unix, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def test_a_pod_running_with_no_expected_end_gives_no_start(live: Live) -> None:
