@@ -131,7 +131,7 @@ class HealthTaintWriter:
         for name, written in tuple(self._written.items()):
             now = seen.get(name)
             if (written is None and now is None) or (
-                written is not None and now is not None and now.get("spec") == written["spec"]
+                written is not None and now is not None and _same(now, written)
             ):
                 del self._written[name]  # the watch caught up
         out = {n: o for n, o in seen.items() if n not in self._written}
@@ -201,6 +201,15 @@ class HealthTaintWriter:
         if message not in self._said:
             self._said.add(message)
             log.warning("%s", message)
+
+
+def _same(seen: Mapping[str, Any], written: Mapping[str, Any]) -> bool:
+    """Does the watched rule say what we wrote (the server adds ``taint.timeAdded``)?"""
+    a, b = seen.get("spec") or {}, written["spec"]
+    taint = a.get("taint") or {}
+    return a.get("deviceSelector") == b["deviceSelector"] and all(
+        taint.get(k) == b["taint"][k] for k in ("key", "value", "effect")
+    )
 
 
 def _says(obj: Mapping[str, Any]) -> str:

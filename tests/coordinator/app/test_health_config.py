@@ -34,7 +34,10 @@ def test_it_can_be_turned_off() -> None:
             ["health.deviceTaints.effect", "'Sometimes'", "NoSchedule, NoExecute, None"],
         ),
         ("health: {deviceTaints: {effect: PreferNoSchedule}}", ["'PreferNoSchedule'"]),
-        ("health: {deviceTaints: {enabled: maybe}}", ["health.deviceTaints.enabled", "got a string"]),
+        (
+            "health: {deviceTaints: {enabled: maybe}}",
+            ["health.deviceTaints.enabled", "got a string"],
+        ),
         ("health: {deviceTaint: {enabled: false}}", ["health.deviceTaint"]),
     ],
 )

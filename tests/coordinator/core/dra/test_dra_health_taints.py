@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent.devices import discover_profile
@@ -26,10 +27,22 @@ from coordinator.core.dra.healthtaints import (
 )
 from coordinator.core.dra.model import DeviceId
 from coordinator.core.dra.state import DraState
+from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.results import Failure
 from coordinator.core.podspec.tolerations import Taint
+from coordinator.core.registry import build_framework
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.inventory.dra import DraStore
 from devcluster.dra import DRIVER
+from tests.coordinator.core.dra.dra_objects import (
+    claim,
+    claim_pod,
+    device_class,
+    exactly,
+    gpu_slice,
+)
 from tests.support.dra import node_slice
+from tests.support.sched_hw import dgx1, gpu_node
 
 
 def state(*nodes: tuple[str, str]) -> tuple[DraState, dict[str, NodeTopology]]:
@@ -176,3 +189,27 @@ def test_a_pool_that_is_no_object_name_gets_a_hashed_name(pool: str, device: str
     assert rule_name(DeviceId("other.example.com", "n2", "gpu-3")) != rule_name(
         DeviceId(DRIVER, "n2", "gpu-3")
     )
+
+
+def test_a_claim_refused_for_want_of_the_unhealthy_gpu_names_topos_rule() -> None:
+    """The device of a GPU Topos holds unhealthy is not free anyway; its rule says why."""
+    sick_topology = dgx1("d")
+    gpus = list(sick_topology.gpus)
+    gpus[3] = msgspec.structs.replace(gpus[3], healthy=False, health_reason="XID 79")
+    sick_topology = msgspec.structs.replace(sick_topology, gpus=tuple(gpus))
+    store = DraStore()
+    store.apply("ResourceSlice", "d", gpu_slice("d", dgx1("d")))
+    store.apply("DeviceClass", "gpu", device_class())
+    wanted = wanted_taints(
+        store.state(), [UnhealthyGpu("d", gpus[3].uuid, short_reason(gpus[3]))], "NoSchedule"
+    )
+    (made,) = plan(wanted, []).create
+    store.apply("DeviceTaintRule", made["metadata"]["name"], made)
+    store.apply("ResourceClaim", "default/c", claim("c", [exactly("gpus", 8)]))
+    snapshot = Snapshot([gpu_node("d", sick_topology, gpus=0)], dra=store.state())
+    result = schedule_one(claim_pod("p", "c"), snapshot, build_framework())
+    assert isinstance(result, Failure), result
+    assert (
+        "gpu-3: topos.io/gpu-unhealthy=xid-79:NoSchedule from DeviceTaintRule "
+        "topos-gpu-unhealthy.d.gpu-3"
+    ) in result.message, result.message
