@@ -50,6 +50,12 @@ class Startable(Protocol):
     async def stop(self) -> None: ...
 
 
+class Runnable(Protocol):
+    """A background loop of the app (run as a task while the scheduler runs)."""
+
+    async def run(self) -> None: ...
+
+
 class PodWriter(Protocol):
     """The coordinator's own Pod (see :mod:`coordinator.adapters.kube.ownpod`)."""
 
@@ -115,6 +121,12 @@ class Backend(Protocol):
     ) -> Startable | None:
         """Kueue's placement admission check answered on ``runtime`` (``None``: no API server,
         no Kueue); started after the scheduler, stopped before it."""
+        ...
+
+    def health_taints(self, runtime: SchedulerRuntime, *, effect: str) -> Runnable | None:
+        """The writer of DeviceTaintRules for the unhealthy GPUs ``runtime``'s inventory holds
+        (``None``: no API server to write them to); it writes only while ``runtime`` runs and
+        leads."""
         ...
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

@@ -17,6 +17,7 @@ from aiohttp import web
 from coordinator.adapters.kube.admissioncheck import PlacementCheckController
 from coordinator.adapters.kube.agentpools import AgentPoolWriter
 from coordinator.adapters.kube.connection import KubeConnection, NotConnected
+from coordinator.adapters.kube.healthtaints import HealthTaintWriter
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.kube.lease import (
     KubeLeaseStore,
@@ -175,6 +176,17 @@ class KubeBackend:
             whatif,
             namespace=namespace,
             synced=synced,
+        )
+
+    def health_taints(self, runtime: SchedulerRuntime, *, effect: str) -> HealthTaintWriter:
+        """DeviceTaintRules for unhealthy GPUs (docs/health.md), written by the leader."""
+        scheduler = runtime.scheduler
+        return HealthTaintWriter(
+            self.connection.budgets.scheduler,
+            scheduler.inventory,
+            scheduler.view.dra,
+            effect=effect,
+            active=lambda: runtime.started.is_set() and scheduler.binder.may_bind(),
         )
 
     def authentication(self, auth: AuthSettings | None) -> Authentication:

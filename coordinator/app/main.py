@@ -35,6 +35,7 @@ from coordinator.app.auth.tls import TlsConfigError
 from coordinator.app.backend import Backend
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
+from coordinator.app.healthtaints import install_health_taints
 from coordinator.app.httplog import server_logger
 from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.leadership import elect_leader
@@ -124,6 +125,7 @@ def wire(
     if config_path is not None:
         install_reload(app, config_path, config, backend)
     install_mismatch_reporter(app)
+    install_health_taints(app, config, backend)
     try:
         secure_app(app, config, backend)
     except ValueError as exc:

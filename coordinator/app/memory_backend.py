@@ -107,6 +107,9 @@ class MemoryBackend:
     ) -> None:
         return None  # no API server: no Kueue
 
+    def health_taints(self, runtime: SchedulerRuntime, *, effect: str) -> None:
+        return None  # no API server: no DeviceTaintRules to write
+
 
 class _NoLease:
     async def get(self) -> LeaseRecord | None:

@@ -176,6 +176,10 @@ class DraStore:
         """The object of ``kind`` under ``key`` as last seen (parsed or not)."""
         return self._raw[kind].get(key)
 
+    def objects(self, kind: DraKind) -> Mapping[str, Mapping[str, Any]]:
+        """Every object of ``kind`` as last seen (parsed or not), by key; read-only."""
+        return self._raw[kind]
+
     def count(self, kind: DraKind) -> int:
         return len(self._raw[kind])
 

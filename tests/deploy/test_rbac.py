@@ -104,7 +104,7 @@ COORDINATOR_GRANTS = _expand(
         "priorityclasses.scheduling.k8s.io": ["list"],
         "resourceslices.resource.k8s.io": ["get", "list", "watch"],
         "deviceclasses.resource.k8s.io": ["get", "list", "watch"],
-        "devicetaintrules.resource.k8s.io": ["get", "list", "watch"],
+        "devicetaintrules.resource.k8s.io": ["get", "list", "watch", "create", "update", "delete"],
         "resourceclaims.resource.k8s.io": ["get", "list", "watch", "create", "patch", "delete"],
         "resourceclaims.resource.k8s.io/status": ["update", "patch"],
     }
@@ -176,6 +176,10 @@ TABLE: list[tuple[str, str, str, tuple[str, ...], bool]] = [
     (COORDINATOR, "watch", "resourceslices.resource.k8s.io", (), True),
     (COORDINATOR, "watch", "deviceclasses.resource.k8s.io", (), True),
     (COORDINATOR, "watch", "devicetaintrules.resource.k8s.io", (), True),
+    (COORDINATOR, "create", "devicetaintrules.resource.k8s.io", (), True),
+    (COORDINATOR, "update", "devicetaintrules.resource.k8s.io", (), True),
+    (COORDINATOR, "delete", "devicetaintrules.resource.k8s.io", (), True),
+    (COORDINATOR, "patch", "devicetaintrules.resource.k8s.io", (), False),
     (COORDINATOR, "watch", "resourceclaims.resource.k8s.io", ("-A",), True),
     (COORDINATOR, "create", "resourceclaims.resource.k8s.io", ("-n", "ml"), True),
     (

@@ -10,85 +10,27 @@ inside the domain")."""
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from agent.devices.fake_nvml import FakeNvml
-from agent.devices.fake_sysfs import build_fake_sysfs
-from agent.devices.profile import load_profile
 from common import labels as L
 from common.kube import NODES
 from coordinator.app.config.load import parse_config
 from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from devcluster.kube_wait import wait_for_object
-from devcluster.nvmlfake.build import ensure_library, nvml_env
-from devcluster.nvmlfake.state import write_state
-from devcluster.processes import spawn, stop_group
-from devcluster.subprocess_env import subprocess_env
 from tests.support.gang_cluster import Controllers, GangCluster, gang_pod
 from tests.support.gpu_cluster import RUN_LABEL
+from tests.support.nvml_agents import nvml_agents
 from tests.support.polling import eventually
 
 pytestmark = pytest.mark.kube
 
-REPO = Path(__file__).resolve().parents[2]
 PROFILE = "dgx-a100"
-
-
-@dataclass
-class Machine:
-    """One node's NVML (the C library's state file, written from the fake) and its agent."""
-
-    node: str
-    fake: FakeNvml
-    state: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def write(self) -> None:
-        write_state(self.fake, self.state)
-
-
-@contextlib.contextmanager
-def agents(
-    kubeconfig: Path, url: str, nodes: list[str], directory: Path
-) -> Iterator[dict[str, Machine]]:
-    """``topos agent`` per node, real NVML path, one discovery a second."""
-    ensure_library()
-    machines: dict[str, Machine] = {}
-    try:
-        for node in nodes:
-            fake = FakeNvml(load_profile(PROFILE), hostname=node)
-            m = Machine(node, fake, directory / f"{node}.nvml")
-            m.write()
-            sysfs = directory / f"{node}-sys"
-            build_fake_sysfs(load_profile(PROFILE), sysfs, gpu_bus_ids=fake.gpu_bus_ids())
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **nvml_env(m.state, base={})}
-            argv = [sys.executable, "-m", "cli.main", "agent", "--node", node]
-            argv += ["--kubeconfig", str(kubeconfig), "--coordinator", url, "--interval", "1"]
-            argv += ["--sysfs-root", str(sysfs), "--listen", "", "--pod-resources-socket", ""]
-            argv += ["--token-file", ""]
-            m.proc = spawn(
-                argv,
-                log_path=directory / f"{node}-agent.log",
-                die_with_parent=True,
-                env=subprocess_env(env),
-                cwd=REPO,
-            )
-            machines[node] = m
-        yield machines
-    finally:
-        for m in machines.values():
-            if m.proc is not None:
-                stop_group(m.proc.pid, grace_s=5.0, reap=m.proc.poll)
 
 
 @contextlib.asynccontextmanager
@@ -115,7 +57,7 @@ async def test_a_gpu_turning_bad_in_nvml_moves_only_its_member_inside_the_leaf(
 ) -> None:
     nodes = await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=3, profile=PROFILE)
     async with coordinator(cluster) as url, Controllers(cluster):
-        with agents(cluster.kubeconfig, url, nodes, tmp_path) as machines:
+        with nvml_agents(cluster.kubeconfig, url, nodes, tmp_path, PROFILE) as machines:
             async with aiohttp.ClientSession() as http:
                 for name in nodes:  # every agent streams its node to the coordinator
 

@@ -33,6 +33,7 @@ from coordinator.api.limits import LimitSettings
 from coordinator.api.scheduling_metrics import METRIC_SETS
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.config.defragmentation import DefragmentationSection
+from coordinator.app.config.health import HealthSection
 from coordinator.app.config.protections import ProtectionsSection
 from coordinator.app.config.scheduling import load_config as _scheduling_defaults
 from coordinator.app.election import LeaderElectionSettings
@@ -321,5 +322,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     scheduling: SchedulerConfig = msgspec.field(default_factory=lambda: _scheduling_defaults(None))
     """Scoring weights and plugins, the profiles (``docs/scheduling.md``)."""
     metrics: MetricsSection = msgspec.field(default_factory=MetricsSection)
+    health: HealthSection = msgspec.field(default_factory=HealthSection)
+    """Unhealthy GPUs published as DRA device taints (``docs/health.md``)."""
     neuronetes: NeuronetesSettings = msgspec.field(default_factory=NeuronetesSettings)
     """The AgentPool / ToolBinding controller (``docs/neuronetes.md``)."""

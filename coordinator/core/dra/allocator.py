@@ -234,9 +234,11 @@ class _Allocator:
         chooser: DeviceChooser,
     ) -> None:
         self.state = state
-        self.devices = [
-            d for d in state.devices_on(node, labels) if chooser.usable(d)
-        ]  # reachable and not held outside DRA
+        reachable = state.devices_on(node, labels)
+        self.devices = [d for d in reachable if chooser.usable(d)]  # and not held outside DRA
+        #: tainted devices the node cannot give anyway (a GPU Topos holds unhealthy, whose rule
+        #: says so): counted in a refusal's taints, which say why more lastingly than "not free"
+        self.withheld = [d for d in reachable if d.taints and not chooser.usable(d)]
         self.chooser = chooser
         self.taken: set[DeviceId] = set()  # held whole by earlier requests of this pod
         #: what earlier requests of this pod consume of shared devices
@@ -284,6 +286,11 @@ class _Allocator:
                 if d.allow_multiple:
                     self.shares[(sub.name, d.id)] = fit
             out.append(d)
+        for d in self.withheld:
+            bad = next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
+            if bad is not None and _selected(self.state, claim, sub, d):
+                n, first = self.tainted.get(sub.name, (0, self._taint_said(d, bad)))
+                self.tainted[sub.name] = (n + 1, first)
         return out
 
     def _taint_said(self, device: Device, taint: Taint) -> str:

@@ -142,8 +142,8 @@ def test_a_misspelt_name_is_refused_with_the_close_match(doc: object, message: s
 def test_a_name_like_nothing_known_lists_what_is_known() -> None:
     assert rejected({"colour": "blue"}) == (
         "unknown section 'colour' in /etc/topos/config.yaml (expected one of: auth, coordinator, "
-        "defragmentation, gangs, kube, leaderElection, limits, metrics, neuronetes, scheduler, "
-        "scheduling, tls)"
+        "defragmentation, gangs, health, kube, leaderElection, limits, metrics, neuronetes, "
+        "scheduler, scheduling, tls)"
     )
 
 
