@@ -20,7 +20,6 @@ from the downward API).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -33,6 +32,7 @@ from prometheus_client import Counter
 
 from coordinator.api.keys import METRICS
 from coordinator.app.backend import Backend
+from coordinator.app.background import in_background
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
 from coordinator.app.scheduler import RUNNING
@@ -60,13 +60,8 @@ def install_reload(app: web.Application, path: str, config: Config, backend: Bac
     state = _State(app, path, config, backend, reloads)
 
     async def ctx(_: web.Application) -> AsyncIterator[None]:
-        task = asyncio.get_running_loop().create_task(state.watch(every))
-        try:
+        async with in_background(state.watch(every), name="config-reload"):
             yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     app.cleanup_ctx.append(ctx)
 
