@@ -20,11 +20,20 @@ large-gang (≥ 8 trays) wait in ticks, p50 / p95; GPUs stranded in partly used 
 of a clique some of whose GPUs are busy) and whole idle cliques, averaged over ticks; GPUs busy;
 jobs left waiting at the end.
 
-This is a replay through the production planner, not the sim engine's trace replay (that comes
-with the sim engine's NVL72 fleet). Run: ``.venv/bin/python -m benchmarks.clique_placement
-[--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
-S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
-stream's ratio moves by ±0.15 from seed to seed).
+``--engine`` replays the same streams through the production engine instead: the stream becomes
+a ``coordinator/sim`` trace (a tick is a simulated minute; the fleet a ``coordinator/sim``
+cluster description, each tray its rack's clique) and :class:`~coordinator.sim.replay.Simulator`
+runs it — the scheduler and the gang runtime with their queues, backoff and timers on a
+simulated clock, as ``topos coordinator --in-memory`` runs them — under three policies in one
+run: ``topos``, ``clique-blind`` (the clique tier off, no ``CliqueKeep``) and ``firstfit`` (the
+replay's baseline). The measures are read from where and when each job ran; a job waiting when
+the stream ends is still placed (the replay runs until nothing is left), and its run time
+stretches with its placement (:mod:`coordinator.sim.costmodel`), so load differs by arm.
+
+Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine] [--ticks N] [--seed S]
+[--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds S … S+K-1, and the goals
+read over all of them (the lowest share, the mean stranded ratio: one stream's ratio moves by
+±0.15 from seed to seed).
 """
 
 from __future__ import annotations
@@ -33,21 +42,29 @@ import argparse
 import random
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from agent.devices import discover_profile
 from coordinator.core.domains.capacity import GPU, node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.summary import clique_stranded
 from coordinator.core.framework.cycle import schedule_one
+from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
 from coordinator.core.gangs.cycle import GangDecision, member_of, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.registry import PLUGINS, build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.status import Status
 from coordinator.sim.baselines.gangs import first_fit_members
+from coordinator.sim.cluster import ClusterSpec, NodeGroup, build_nodes
+from coordinator.sim.metrics import RunResult
+from coordinator.sim.policies import Policy, make_policy
+from coordinator.sim.replay import Simulator
+from coordinator.sim.trace import Job as TraceJob
 
 RACKS, TRAYS, HGX, HGX_LEAF = 8, 18, 64, 16
 LEAF, SPINE, CLIQUE = "topos.io/leaf", "topos.io/spine", "nvidia.com/gpu.clique"
@@ -257,6 +274,20 @@ def pct(values: list[int], q: float) -> float:
     return float(values[min(len(values) - 1, int(q * len(values)))])
 
 
+def report(arm: Arm) -> None:
+    share = arm.inside / arm.could if arm.could else float("nan")
+    print(
+        f"  {arm.name:12s} in one NVLink domain {arm.inside:3d}/{arm.could:3d} = {share:6.1%}"
+        f"  large-gang wait p50 {pct(arm.waits, 0.5):4.0f}"
+        f" p95 {pct(arm.waits, 0.95):4.0f} ticks"
+        f" ({len(arm.waits)} placed)"
+        f"  stranded clique GPUs mean {statistics.fmean(arm.stranded):6.1f}"
+        f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
+        f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
+        f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} s)"
+    )
+
+
 def one_seed(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
     """Run every arm on one seeded stream; (topos's share in one NVLink domain, its stranded
     clique GPUs as a multiple of clique-blind's)."""
@@ -278,19 +309,160 @@ def one_seed(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
         run(arm, jobs, ticks)
         shares[arm.name] = arm.inside / arm.could if arm.could else 1.0
         stranded[arm.name] = statistics.fmean(arm.stranded)
-        share = arm.inside / arm.could if arm.could else float("nan")
-        print(
-            f"  {arm.name:12s} in one NVLink domain {arm.inside:3d}/{arm.could:3d} = {share:6.1%}"
-            f"  large-gang wait p50 {pct(arm.waits, 0.5):4.0f}"
-            f" p95 {pct(arm.waits, 0.95):4.0f} ticks"
-            f" ({len(arm.waits)} placed)"
-            f"  stranded clique GPUs mean {statistics.fmean(arm.stranded):6.1f}"
-            f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
-            f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
-            f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} CPU s)"
-        )
+        report(arm)
     ratio = stranded["topos"] / stranded["clique-blind"] if stranded["clique-blind"] else 0.0
     return shares["topos"], ratio
+
+
+# --- the same streams replayed through the production engine (coordinator/sim) ----------------
+
+TICK_S = 60.0
+
+
+def engine_nodes() -> list[NodeInfo]:
+    """The same fleet as a ``coordinator/sim`` cluster description (each node its own devices,
+    the agent's labels; the trays' clique per rack)."""
+    racks = [
+        NodeGroup(
+            profile="gb200-nvl72",
+            count=TRAYS,
+            name_prefix=f"r{r + 1}",
+            leaf=f"leaf-r{r // 4 + 1}",
+            spine="spine-1",
+            labels={CLIQUE: f"{UUID}.{r + 1}"},
+        )
+        for r in range(RACKS)
+    ]
+    hgx = [
+        NodeGroup(
+            profile="dgx-h100",
+            count=HGX_LEAF,
+            name_prefix=f"hgx{i + 1}",
+            leaf=f"leaf-h{i + 1}",
+            spine="spine-1",
+        )
+        for i in range(HGX // HGX_LEAF)
+    ]
+    spec = ClusterSpec(name="nvl72", groups=(*racks, *hgx))
+    return build_nodes(spec, lambda profile: discover_profile(profile, hostname=profile))
+
+
+def trace(jobs: list[Job]) -> list[TraceJob]:
+    """The stream as a ``coordinator/sim`` trace: a tick is a minute."""
+    out = []
+    for j in jobs:
+        gpus = j.pods[0].gpus
+        cpu = 8.0 if j.trays else (4.0 if gpus else 2.0)
+        out.append(
+            TraceJob(
+                job_id=j.name,
+                arrival_s=j.arrive * TICK_S,
+                duration_s=j.duration * TICK_S,
+                gpus=gpus,
+                gang_size=max(1, j.trays),
+                cpu=cpu,
+                memory_gib=8.0,
+            )
+        )
+    return out
+
+
+def clique_blind(
+    pods: Sequence[PodRequest], snapshot: Snapshot, framework: Framework, **kw: Any
+) -> GangDecision | Status:
+    """The gang planner with the clique tier off (Topos before cliques)."""
+    keys = kw.pop("keys", None) or DomainKeys()
+    return schedule_gang(pods, snapshot, framework, keys=replace(keys, clique=""), **kw)
+
+
+def engine_arms() -> list[Policy]:
+    blind = build_framework(plugins=tuple(p for p in PLUGINS if p.name != "CliqueKeep"))
+    return [
+        make_policy("topos"),
+        Policy("clique-blind", blind, clique_blind),
+        make_policy("firstfit"),
+    ]
+
+
+def replay_metrics(
+    arm: Arm, result: RunResult, jobs: list[Job], nodes: Sequence[NodeInfo], ticks: int
+) -> None:
+    """The benchmark's measures from the replay's outcomes: where and when each job ran."""
+    clique_of = {n.name: n.labels.get(CLIQUE) for n in nodes}
+    gpus_of = {n.name: n.allocatable.get(GPU, 0) for n in nodes}
+    by_id = {j.name: j for j in jobs}
+    spans = []  # (start, end, {node: gpus})
+    for o in result.outcomes.values():
+        use: dict[str, int] = {}
+        for node, placement in o.placements:
+            use[node] = use.get(node, 0) + len(placement.gpus)
+        spans.append((o.start_s, o.end_s, use, o))
+
+    def used_at(t: float, skip: object = None) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for start, end, use, o in spans:
+            if start <= t < end and o is not skip:
+                for node, g in use.items():
+                    used[node] = used.get(node, 0) + g
+        return used
+
+    for start, _, use, o in spans:
+        job = by_id[o.job.job_id]
+        if job.trays >= LARGE:
+            arm.waits.append(round(o.wait_s / TICK_S))
+        if 2 <= job.trays <= TRAYS:
+            used = used_at(start, skip=o)
+            room: dict[str, int] = {}
+            for node, c in clique_of.items():
+                if c and not used.get(node):
+                    room[c] = room.get(c, 0) + 1
+            if max(room.values(), default=0) >= job.trays:
+                arm.could += 1
+                cliques = {clique_of[n] for n in use}
+                arm.inside += len(use) == 1 or (len(cliques) == 1 and None not in cliques)
+    total = sum(gpus_of.values())
+    for t in range(ticks):
+        used = used_at(t * TICK_S)
+        arm.busy.append(sum(used.values()) / total)
+        per: dict[str, tuple[int, int]] = {}
+        for node, c in clique_of.items():
+            if c:
+                u, f = per.get(c, (0, 0))
+                per[c] = (u + used.get(node, 0), f + gpus_of[node] - used.get(node, 0))
+        arm.stranded.append(sum(f for u, f in per.values() if u))
+        arm.whole.append(len([u for u, _ in per.values() if not u]))
+    arm.left = len(jobs) - len(result.outcomes)
+    arm.seconds = result.wall_s
+
+
+def engine_run(seed: int, ticks: int, gang_rate: float) -> list[Arm]:
+    """Every arm on one stream, replayed as a ``coordinator/sim`` trace by
+    :class:`~coordinator.sim.replay.Simulator`: the scheduler and the gang runtime, their queues
+    and timers on a simulated clock, as ``topos coordinator --in-memory`` runs them."""
+    jobs = stream(seed, ticks, gang_rate)
+    nodes = engine_nodes()
+    sim = Simulator(nodes, trace(jobs))
+    arms = []
+    for policy in engine_arms():
+        arm = Arm(policy.name, lambda job, snap: None)
+        replay_metrics(arm, sim.run(policy), jobs, nodes, ticks)
+        arms.append(arm)
+    return arms
+
+
+def one_seed_engine(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
+    """:func:`one_seed` through the production engine (:func:`engine_run`)."""
+    print(
+        f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
+        f"seed {seed}, on the production engine"
+    )
+    arms = {arm.name: arm for arm in engine_run(seed, ticks, gang_rate)}
+    for arm in arms.values():
+        report(arm)
+    topos, blind = arms["topos"], arms["clique-blind"]
+    share = topos.inside / topos.could if topos.could else 1.0
+    base = statistics.fmean(blind.stranded)
+    return share, statistics.fmean(topos.stranded) / base if base else 0.0
 
 
 def main() -> None:
@@ -301,9 +473,15 @@ def main() -> None:
         "--seeds", type=int, default=1, help="streams to run: --seed, --seed + 1, …"
     )
     parser.add_argument("--gang-rate", type=float, default=0.45, help="gangs arriving per tick")
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="replay through the production engine (coordinator/sim) instead of the planner",
+    )
     args = parser.parse_args()
+    each_seed = one_seed_engine if args.engine else one_seed
     results = [
-        one_seed(seed, args.ticks, args.gang_rate)
+        each_seed(seed, args.ticks, args.gang_rate)
         for seed in range(args.seed, args.seed + args.seeds)
     ]
     share = min(s for s, _ in results)

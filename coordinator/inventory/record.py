@@ -49,9 +49,10 @@ class NodeRecord:
     # (namespace, name) deleted since the agent last sent allocations: its word on them is stale
     gone: set[tuple[str, str]] = field(default_factory=set)
     # The tree source's levels for this node (``None``: no source; labels are the Node's own)
-    # and why a level it is in is not used.
+    # and why a level it is in is not used; where the Node's own labels of those levels differ.
     levels: dict[str, str] | None = None
     level_problem: str | None = None
+    level_disagreement: str | None = None
 
     def empty(self) -> bool:
         return self.agent is None and self.kube is None and not self.pods

@@ -30,7 +30,7 @@ import msgspec
 from common.labels import TOPOLOGY as TOPOLOGY_ANNOTATION
 from common.model import NodeTopology
 from common.wire import CloseReason, ContainerAllocation, FrameError, GpuState, apply_gpu_states
-from coordinator.core.domains.sources import TreeLevels
+from coordinator.core.domains.sources import TreeLevels, disagreement
 from coordinator.inventory import record
 from coordinator.inventory.devices import DeviceOwners
 from coordinator.inventory.holdings import with_holdings
@@ -45,6 +45,8 @@ DEFAULT_STALE_TTL_S: Final = 30.0
 DEFAULT_UNKNOWN_NODE_TTL_S: Final = 60.0
 #: Agent-reported names without a Node object held at once; more hellos for such names are refused.
 MAX_UNKNOWN_NODES: Final = 1024
+#: Nodes whose own level labels differ from a watched tree's named one by one; then a count.
+_DISAGREEMENTS_SHOWN: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,15 +356,21 @@ class Inventory:
             ({}, None) if rec.kube is None else self._tree.levels_of(rec.name, rec.kube.labels)
         )
         rec.levels, rec.level_problem = levels, problem
+        own = {} if rec.kube is None else rec.kube.labels
+        rec.level_disagreement = disagreement(rec.name, own, levels, self._tree_source)
         return record.labels(rec) != before
 
     def tree_status(self) -> TreeStatus:
         problems = [] if self._tree_note is None else [self._tree_note]
         if self._tree is not None:
             problems.extend(self._tree.problems)
-            problems.extend(
-                r.level_problem for _, r in sorted(self._records.items()) if r.level_problem
-            )
+            records = [r for _, r in sorted(self._records.items())]
+            problems.extend(r.level_problem for r in records if r.level_problem)
+            differ = [r.level_disagreement for r in records if r.level_disagreement]
+            problems.extend(differ[:_DISAGREEMENTS_SHOWN])
+            if len(differ) > _DISAGREEMENTS_SHOWN:
+                more = len(differ) - _DISAGREEMENTS_SHOWN
+                problems.append(f"… and {more} more nodes whose own labels differ from the tree")
         return TreeStatus(self._tree_source, tuple(problems))
 
     # --- API-server side -------------------------------------------------------------------------

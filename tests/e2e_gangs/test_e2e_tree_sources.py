@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from tests.support.workload_crds import install_workload_crds
 
 RACK = "example.com/rack"
 BLOCK = "example.com/block"
+ONE_LEAF = "one-leaf-for-all"
 SETTINGS = GangSettings(backoff_s=2.0, keys=SOURCE_KEYS)
 
 
@@ -106,7 +107,7 @@ async def test_hypernodes_are_the_tree_and_what_cannot_be_one_is_named(
     cluster: GangCluster,
 ) -> None:
     run = cluster.run
-    everywhere = {LEAF: "one-leaf-for-all"}  # not read: the HyperNodes are the tree
+    everywhere = {LEAF: ONE_LEAF}  # not read: the HyperNodes are the tree
     a = [await cluster.add_node(f"a{i}", "dgx-a100", labels_extra=everywhere) for i in (1, 2)]
     b = [
         await cluster.add_node(f"b{i}", "dgx-a100", labels_extra={**everywhere, RACK: f"b-{run}"})
@@ -163,8 +164,26 @@ async def test_hypernodes_are_the_tree_and_what_cannot_be_one_is_named(
                 members = [a_nodes, exact("Node", c1)]
                 await cluster.kube.patch(HYPERNODES, rack_a, {"spec": {"members": members}})
                 await until(inventory, lambda: leaf_of(inventory, c1) == rack_a)
-                assert not any(c1 in p for p in inventory.tree_status().problems)
+                problems = inventory.tree_status().problems
+                assert not any(p.startswith(f"node {c1} is a member") for p in problems)
+                # its own topos.io/leaf (one for all six) differs from the tree's: named
+                assert (
+                    f"node {c1}: {LEAF} is {ONE_LEAF} on the Node, {rack_a} in the volcano tree: "
+                    "the tree's is used"
+                ) in problems
                 assert await gang(cluster, "second", 3) == {*a, c1}
+
+
+def only_differ(problems: Sequence[str], source: str, leaves: Mapping[str, str]) -> bool:
+    """Whether ``problems`` name each node of ``leaves`` whose own topos.io/leaf differs from
+    the tree's leaf for it, and nothing but such nodes (other tests' nodes among them)."""
+    lines = {
+        f"node {n}: {LEAF} is {ONE_LEAF} on the Node, {leaf} in the {source} tree: "
+        "the tree's is used"
+        for n, leaf in leaves.items()
+    }
+    others = [p for p in problems if not p.startswith(("node ", "… and "))]
+    return lines <= set(problems) and not others
 
 
 def topology_object(resource: Resource, name: str, *levels: str) -> dict[str, Any]:
@@ -188,7 +207,7 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
     rack_of: dict[str, str] = {}
     for i in (1, 2, 3, 4):  # n1, n3 in rack r1; n2, n4 in rack r2; one block
         rack = f"r{2 - i % 2}"
-        labels = {LEAF: "one-leaf-for-all", RACK: rack, BLOCK: "blk"}
+        labels = {LEAF: ONE_LEAF, RACK: rack, BLOCK: "blk"}
         rack_of[await cluster.add_node(f"n{i}", "dgx-a100", labels_extra=labels)] = rack
     n1 = next(iter(rack_of))
     async with (
@@ -209,7 +228,8 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
             made.append(name)
             await until(inventory, lambda: leaf_of(inventory, n1) == "r1")
             assert {n: leaf_of(inventory, n) for n in rack_of} == rack_of
-            assert inventory.tree_status().problems == ()
+            # n1's own topos.io/leaf differs from the tree's: named, the tree's used
+            assert only_differ(inventory.tree_status().problems, source, {n1: "r1"})
             # two whole nodes inside one rack (by name n1, n2 would come first, across racks)
             placed = await gang(cluster, "pair", 2)
             assert len({rack_of[n] for n in placed}) == 1
@@ -218,15 +238,17 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
             await eventually(
                 lambda: "deleted" in str(inventory.tree_status().problems), what="deleted"
             )
-            assert inventory.tree_status().problems == (
-                f"{what}: deleted; the tree of its levels {', '.join(levels)} is kept",
+            problems = inventory.tree_status().problems
+            assert problems[0] == (
+                f"{what}: deleted; the tree of its levels {', '.join(levels)} is kept"
             )
+            assert only_differ(problems[1:], source, {n1: "r1"})
             assert leaf_of(inventory, n1) == "r1"
             # created again with other levels (both make the levels immutable): the new tree
             await cluster.kube.create(resource, topology_object(resource, name, BLOCK))
             await until(inventory, lambda: leaf_of(inventory, n1) == "blk")
             assert {leaf_of(inventory, n) for n in rack_of} == {"blk"}
-            assert inventory.tree_status().problems == ()
+            assert only_differ(inventory.tree_status().problems, source, {n1: "blk"})
 
 
 @pytest.mark.usefixtures("hypernode_crd")

@@ -13,6 +13,8 @@ Kueue or KAI ``Topology``), the levels are written into Topos's view of each nod
 :data:`SOURCE_KEYS` (``topos.io/leaf``, ``topos.io/spine``, ``topos.io/zone``): a source says,
 per node, which value each of those keys has (:class:`TreeLevels`); the Node's own values of
 those three keys are not read. :class:`LevelsTree` is such a source for a ``Topology``'s levels.
+Where a Node's own value of one of them names another domain than the source's,
+:func:`disagreement` says so (``GET /v1/domains``, ``tree_problems``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "SOURCE_KEYS",
     "LevelsTree",
     "TreeLevels",
+    "disagreement",
     "keys_from_levels",
 ]
 
@@ -73,6 +76,22 @@ class LevelsTree:
             if value:
                 out[target] = value
         return out, None
+
+
+def disagreement(
+    node: str, own: Mapping[str, str], levels: Mapping[str, str], source: str
+) -> str | None:
+    """Where the Node's own labels of :data:`LEVEL_KEYS` name another domain than the ``source``
+    tree puts it in (the tree's is used), or ``None``. A key the tree gives no value is not a
+    disagreement: the node is simply in no domain of that level."""
+    differ = [
+        f"{key} is {own[key]} on the Node, {levels[key]} in the {source} tree"
+        for key in LEVEL_KEYS
+        if key in levels and key in own and own[key] != levels[key]
+    ]
+    if not differ:
+        return None
+    return f"node {node}: {'; '.join(differ)}: the tree's is used"
 
 
 #: A source that names no level yet (nothing listed): every node is in no domain.

@@ -258,7 +258,37 @@ def _cycle(
                 lo += step
         return seen
 
-    if narrowed is None:
+    def visit(part: Sequence[NodeInfo] | Sequence[str]) -> None:
+        """Visit ``part`` (in the snapshot's order) from the first node at or after the
+        rotating start; when enough are found, the start moves past the last one taken."""
+        if allowed is None:
+            place: Callable[[str], int] = snapshot.position
+        else:
+            place = {n.name: i for i, n in enumerate(considered)}.__getitem__
+
+        def at(i: int) -> int:  # where the i-th node of ``part`` is in the visit over every node
+            n = part[i]
+            return place(n if isinstance(n, str) else n.name)
+
+        begin = bisect.bisect_left(range(len(part)), fw.next_start % len(considered), key=at)
+        begin %= len(part)
+        seen = scan(part, begin)
+        if len(feasible) >= want:  # stopped at the last one wanted; else every node was seen
+            fw.next_start = (at((begin + seen - 1) % len(part)) + 1) % len(considered)
+
+    preferred = _visit_first(fw, state, pod, snapshot) if 0 < want < len(order) else None
+    if preferred is not None:
+        # A scorer asked for some nodes to be seen first: those, then the others, each from
+        # the rotating start, until enough are feasible.
+        def name_of(n: NodeInfo | str) -> str:
+            return n if isinstance(n, str) else n.name
+
+        ahead = [n for n in order if name_of(n) in preferred]
+        behind = [n for n in order if name_of(n) not in preferred]
+        for part in (ahead, behind):
+            if part and len(feasible) < want:
+                visit(part)  # type: ignore[arg-type]
+    elif narrowed is None:
         if 0 < want < len(order):
             start = fw.next_start % len(order)
             fw.next_start = (start + scan(order, start)) % len(order)
@@ -269,20 +299,7 @@ def _cycle(
         # from the rotating start. The candidates are a superset of the feasible nodes, so the
         # same ones are found visiting the candidates from the first at or after that start,
         # and the start moves past the last node taken, as kube's would.
-        if allowed is None:
-            place: Callable[[str], int] = snapshot.position
-        else:
-            place = {n.name: i for i, n in enumerate(considered)}.__getitem__
-
-        def at(i: int) -> int:  # where the i-th candidate is in the visit over every node
-            n = order[i]
-            return place(n if isinstance(n, str) else n.name)
-
-        begin = bisect.bisect_left(range(len(order)), fw.next_start % len(considered), key=at)
-        begin %= len(order)
-        seen = scan(order, begin)
-        if len(feasible) >= want:  # stopped at the last one wanted; else every node was seen
-            fw.next_start = (at((begin + seen - 1) % len(order)) + 1) % len(considered)
+        visit(order)
     if not feasible and narrowed is not None:  # none of the index's nodes fit: judge the rest
         first = {n if isinstance(n, str) else n.name for n in order}
         rest = [n for n in considered if n.name not in first]
@@ -423,6 +440,18 @@ def _narrowed(
         names = f.candidates(state, pod, snapshot)
         if names is not None:
             out = names if out is None else set(out).intersection(names)
+    return out
+
+
+def _visit_first(
+    fw: Framework, state: CycleState, pod: PodRequest, snapshot: Snapshot
+) -> Collection[str] | None:
+    """The nodes the scorers ask the search to visit first (``None``: none asks)."""
+    out: set[str] | None = None
+    for p in fw.visit_first:
+        names = p.visit_first(state, pod, snapshot)
+        if names is not None:
+            out = set(names) if out is None else out | set(names)
     return out
 
 

@@ -195,6 +195,20 @@ class CandidatesPlugin(Protocol):
 
 
 @runtime_checkable
+class VisitFirstPlugin(Protocol):
+    """A plugin that names nodes the feasible-node search visits before the others, so that a
+    cycle scoring a sample (``percentageOfNodesToScore``) sees them (``None``: kube-scheduler's
+    order). Called after PreFilter, once per cycle; it changes which nodes are scored, never
+    which are feasible."""
+
+    name: str
+
+    def visit_first(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None: ...
+
+
+@runtime_checkable
 class PreScorePlugin(Protocol):
     name: str
 

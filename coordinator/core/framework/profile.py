@@ -28,6 +28,7 @@ from coordinator.core.framework.interfaces import (
     RunningObserver,
     ScorePlugin,
     SharedScorePlugin,
+    VisitFirstPlugin,
 )
 from coordinator.core.framework.memo import Alike
 from coordinator.core.framework.results import Failure
@@ -69,6 +70,8 @@ class Framework:
         #: ``isinstance`` check is slow).
         self.candidates: list[CandidatesPlugin] = []
         self.pre_score: dict[str, PreScorePlugin] = {}
+        #: Scorers that name nodes for the search to visit first (those with a weight above 0).
+        self.visit_first: list[VisitFirstPlugin] = []
         self.score: list[tuple[ScorePlugin, float]] = []
         self.normalize: dict[str, NormalizeScorePlugin] = {}
         #: Plugins that score every feasible node in one call (not node-local ones only).
@@ -95,6 +98,8 @@ class Framework:
                 weight = (weights if weights is not None else config.weights).get(p.name, 1)
                 if weight > 0:
                     self.score.append((p, weight))
+                    if isinstance(p, VisitFirstPlugin):
+                        self.visit_first.append(p)
             if isinstance(p, NormalizeScorePlugin):
                 self.normalize[p.name] = p
             if isinstance(p, BatchScorePlugin) and not self.is_local(p):

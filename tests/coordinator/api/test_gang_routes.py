@@ -134,7 +134,12 @@ async def test_domains_name_the_tree_source_and_what_of_it_is_not_used(
     doc = await (await (await aiohttp_client(app)).get("/v1/domains")).json()
     assert doc["tree_source"] == "volcano"
     assert doc["tree_problems"] == [
-        "HyperNode block: members[0] names HyperNode rack-zz, which does not exist: not used"
+        "HyperNode block: members[0] names HyperNode rack-zz, which does not exist: not used",
+        *(
+            f"node {n}: topos.io/leaf is own-label on the Node, rack-a in the volcano tree: "
+            "the tree's is used"
+            for n in ("a-1", "a-2")
+        ),
     ]
     assert [leaf["name"] for leaf in doc["leaves"]] == ["rack-a"]  # not the Nodes' own label
     assert doc["keys"]["leaf"] == "topos.io/leaf"

@@ -65,6 +65,8 @@ def test_hypernodes_replace_the_nodes_own_leaf_and_keep_their_other_labels() -> 
     assert status.source == "volcano"
     assert status.problems == (
         "HyperNode block: members[1] names HyperNode gone, which does not exist: not used",
+        "node a-1: topos.io/leaf is old-leaf on the Node, rack-a in the volcano tree: "
+        "the tree's is used",
     )
     # a node that appears later is read against the tree in force
     inv.upsert_node(KubeNode(name="a-3", labels={LEAF: "mine"}))
@@ -84,7 +86,12 @@ def test_hypernodes_replace_the_nodes_own_leaf_and_keep_their_other_labels() -> 
         "topology.kubernetes.io/zone": "z1",
         "gpu": "h100",
     }
-    assert inv.tree_status().problems == ()
+    assert inv.tree_status().problems == (
+        "node a-1: topos.io/leaf is old-leaf on the Node, rack-a in the volcano tree: "
+        "the tree's is used",
+        "node a-3: topos.io/leaf is mine on the Node, rack-a in the volcano tree: "
+        "the tree's is used",
+    )
 
 
 def test_a_node_in_two_racks_is_named_in_the_status() -> None:
@@ -111,19 +118,49 @@ def test_a_named_topology_is_followed_and_a_missing_one_keeps_the_last_tree() ->
     )
     watch.apply("ADDED", topology("default", BLOCK, RACK, "kubernetes.io/hostname"))
     assert labels(inv, "n-1") == {RACK: "r7", BLOCK: "b2", LEAF: "r7", SPINE: "b2"}
-    assert inv.tree_status().problems == ()
+    stale = f"node n-1: {LEAF} is stale on the Node, r7 in the kueue tree: the tree's is used"
+    assert inv.tree_status().problems == (stale,)
     watch.apply("DELETED", topology("default"))
     assert labels(inv, "n-1")[LEAF] == "r7"  # kept
     assert inv.tree_status().problems == (
         f"{what}: deleted; the tree of its levels {BLOCK}, {RACK}, kubernetes.io/hostname is kept",
+        stale,
     )
     watch.apply("ADDED", topology("default", RACK, "kubernetes.io/hostname", BLOCK))
     assert labels(inv, "n-1")[LEAF] == "r7"  # refused: still the last good tree
     assert inv.tree_status().problems == (
         f"{what}: spec.levels: level 'kubernetes.io/hostname' must be the last (the narrowest); "
         f"the tree of its levels {BLOCK}, {RACK}, kubernetes.io/hostname is kept",
+        stale,
     )
     watch.apply("MODIFIED", topology("default", BLOCK))  # recreated with other levels
     assert labels(inv, "n-1") == {RACK: "r7", BLOCK: "b2", LEAF: "b2"}
     watch.apply("ADDED", topology("other", RACK))  # not the one named: ignored
     assert labels(inv, "n-1")[LEAF] == "b2"
+
+
+def test_nodes_whose_own_levels_differ_from_the_tree_are_named_and_the_tree_wins() -> None:
+    nodes = [KubeNode(name=f"n-{i:02d}", labels={LEAF: "old", SPINE: "sp"}) for i in range(12)]
+    agree = KubeNode(name="ok", labels={LEAF: "rack-a"})
+    outside = KubeNode(name="out", labels={LEAF: "old"})  # the tree puts it in no leaf
+    inv, _ = inventory(*nodes, agree, outside)
+    members = [("Node", n.name) for n in nodes]
+    HyperNodes(inv).replace(
+        [
+            hypernode("rack-a", 1, *members, ("Node", "ok")),
+            hypernode("blk", 2, ("HyperNode", "rack-a")),
+        ]
+    )
+    assert labels(inv, "n-00") == {LEAF: "rack-a", SPINE: "blk"}  # the tree's, not the Node's
+    assert labels(inv, "out") == {}
+    problems = inv.tree_status().problems
+    assert problems[0] == (
+        "node n-00: topos.io/leaf is old on the Node, rack-a in the volcano tree; "
+        "topos.io/spine is sp on the Node, blk in the volcano tree: the tree's is used"
+    )
+    assert [p.split(":")[0] for p in problems[:10]] == [f"node n-{i:02d}" for i in range(10)]
+    assert problems[10:] == ("… and 2 more nodes whose own labels differ from the tree",)
+    # the Node relabelled to agree: no longer named
+    for n in nodes:
+        inv.upsert_node(KubeNode(name=n.name, labels={LEAF: "rack-a", SPINE: "blk"}))
+    assert inv.tree_status().problems == ()
