@@ -177,6 +177,11 @@ def arm(
         "GPU-s lost": round(result.lost_gpu_s),
         "lost share": round(result.lost_gpu_s / run_gpu_s, 4) if run_gpu_s else 0.0,
         "pods moved": result.lost_pods,
+        "defrags": result.defrags,
+        # evictions per freed domain: pods moved for each node a move emptied for a gang
+        "moved per freed node": (
+            round(result.moved_pods / result.freed_nodes, 2) if result.freed_nodes else "-"
+        ),
         "jobs": len(jobs),
     }
 

@@ -213,6 +213,7 @@ class Preemptor:
         self.defrag = defrag or DefragSettings(mode="off")
         self.moves = 0  # defragmentations executed
         self.moved = 0  # pods they moved
+        self.freed_nodes = 0  # nodes they emptied of a moved pod for the waiting workload
         self.compactions = 0  # background compactions executed
         self._compacted_at: deque[float] = deque()  # when each pod compaction moved was evicted
         # not before the inventory is synced
@@ -717,6 +718,8 @@ class Preemptor:
         if moves is not None:
             self.moves += 1
             self.moved += len(plan.victim_pods)
+            emptied = {n for group in plan.victims for n in group.nodes}
+            self.freed_nodes += len(emptied & {n for _, n in plan.nominated})
         else:
             self.preemptions += 1
             self.victims += len(plan.victim_pods)

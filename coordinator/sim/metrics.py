@@ -120,6 +120,9 @@ class RunResult:
     restarts: int = 0  # jobs started over because the engine deleted one of their pods
     lost_gpu_s: float = 0.0  # GPU-seconds run by started jobs that then started over
     lost_pods: int = 0  # pods of started jobs that started over (moved, preempted)
+    defrags: int = 0  # defragmentations the engine executed
+    moved_pods: int = 0  # pods they moved
+    freed_nodes: int = 0  # nodes they emptied of a moved pod for the waiting workload
     failed_jobs: int = 0  # jobs whose GPU failed under them (replay faults)
     slowed_jobs: int = 0  # running jobs an NVLink degraded under (replay faults)
     simulated_s: float = 0.0  # simulated time the replay covered

@@ -451,6 +451,7 @@ class _Replay:
             attempt = scheduler.last_attempt(f"{NAMESPACE}/{manifests[0]['metadata']['name']}")
             why = attempt.message if attempt is not None else "never tried"
             unplaced[i] = self.dropped.get(i, why)
+        preemptor = self.engine.gangs.preemptor
         return RunResult(
             policy=self.policy.name,
             jobs=self.sim.jobs,
@@ -463,6 +464,9 @@ class _Replay:
             restarts=sum(r.restarts for r in self.runs.values()),
             lost_gpu_s=self.lost_gpu_s,
             lost_pods=self.lost_pods,
+            defrags=preemptor.moves if preemptor is not None else 0,
+            moved_pods=preemptor.moved if preemptor is not None else 0,
+            freed_nodes=preemptor.freed_nodes if preemptor is not None else 0,
             failed_jobs=self.failed_jobs,
             slowed_jobs=self.slowed_jobs,
             simulated_s=self._now(),
