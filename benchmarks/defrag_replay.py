@@ -178,6 +178,7 @@ def arm(
         "lost share": round(result.lost_gpu_s / run_gpu_s, 4) if run_gpu_s else 0.0,
         "pods moved": result.lost_pods,
         "defrags": result.defrags,
+        "compaction moves": result.compacted_pods,
         # evictions per freed domain: pods moved for each node a move emptied for a gang
         "moved per freed node": (
             round(result.moved_pods / result.freed_nodes, 2) if result.freed_nodes else "-"

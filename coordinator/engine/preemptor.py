@@ -215,6 +215,7 @@ class Preemptor:
         self.moved = 0  # pods they moved
         self.freed_nodes = 0  # nodes they emptied of a moved pod for the waiting workload
         self.compactions = 0  # background compactions executed
+        self.compacted = 0  # pods they moved (counted in ``moved`` too)
         self._compacted_at: deque[float] = deque()  # when each pod compaction moved was evicted
         # not before the inventory is synced
         self._next_compaction = clock() + self.defrag.interval_s
@@ -334,6 +335,7 @@ class Preemptor:
             return None
         self.compactions += 1
         self.moved += len(found.moved)
+        self.compacted += len(found.moved)
         text = found.describe()
         log.info("%s", text)
         until = now + self.nomination_ttl_s

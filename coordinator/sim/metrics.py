@@ -122,6 +122,7 @@ class RunResult:
     lost_pods: int = 0  # pods of started jobs that started over (moved, preempted)
     defrags: int = 0  # defragmentations the engine executed
     moved_pods: int = 0  # pods they moved
+    compacted_pods: int = 0  # pods background compaction moved
     freed_nodes: int = 0  # nodes they emptied of a moved pod for the waiting workload
     failed_jobs: int = 0  # jobs whose GPU failed under them (replay faults)
     slowed_jobs: int = 0  # running jobs an NVLink degraded under (replay faults)

@@ -66,6 +66,7 @@ def test_a_defragmentation_is_counted_with_the_pods_it_moved_and_the_nodes_it_fr
     assert result.freed_nodes == 2  # the gang's two whole nodes
     assert result.moved_pods == 2  # one service off each of them
     assert result.lost_pods == 2
+    assert result.compacted_pods == 0  # on demand only: no background compaction
 
 
 def test_without_defragmentation_nothing_is_counted_and_the_gang_waits() -> None:
