@@ -1,6 +1,7 @@
 """``/ui`` with the tree from Volcano HyperNodes (``gangs.tree.source: volcano``), on the real
 control plane: the leaves drawn are the HyperNodes (not the Nodes' own ``topos.io/leaf``), and
-what of the HyperNodes is not used is listed above the fabric."""
+what of the HyperNodes is not used, and the Nodes whose own leaf label disagrees, are listed above
+the fabric."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ async def test_the_page_draws_the_hypernode_leaves_and_lists_what_is_not_used(
     chromium_or_skip()
     install_crd(kubectl, "hypernodes.topology.volcano.sh")
     cluster = GpuCluster(kube, kubeconfig, namespace)
-    own = {LEAF: f"own-{cluster.run}"}  # not read: the HyperNodes are the tree
+    own = {LEAF: f"own-{cluster.run}"}  # not used: the HyperNodes are the tree
     nodes = [await cluster.add_node(f"t{i}", "dgx-h100", labels_extra=own) for i in (1, 2)]
     rack, block = f"rack-ui-{cluster.run}", f"block-ui-{cluster.run}"
     missing = f"gone-{cluster.run}"
@@ -77,10 +78,13 @@ async def test_the_page_draws_the_hypernode_leaves_and_lists_what_is_not_used(
             listed = await page.wait_for(
                 "document.querySelector('.tree-problems')?.innerText", what="the tree's problems"
             )
+            # The Nodes' own leaf label disagrees with the tree: named, the tree's used.
+            disagree = f"topos.io/leaf is {own[LEAF]} on the Node, {rack} in the volcano tree"
             assert listed.splitlines() == [
-                "tree from volcano: 1 problem",
+                "tree from volcano: 3 problems",
                 f"HyperNode {block}: members[1] names HyperNode {missing}, which does not exist: "
                 "not used",
+                *(f"node {n}: {disagree}: the tree's is used" for n in nodes),
             ]
     finally:
         for name in made:
