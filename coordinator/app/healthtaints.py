@@ -5,12 +5,13 @@ while the scheduler leads."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
 from coordinator.app.backend import Backend
-from coordinator.app.background import in_background
 from coordinator.app.config.sections import Config
 from coordinator.app.scheduler import RUNNING
 
@@ -24,8 +25,13 @@ def _context(backend: Backend, effect: str) -> Callable[[web.Application], Async
         if writer is None:
             yield
             return
-        async with in_background(writer.run(), name="health-taints"):
+        task = asyncio.create_task(writer.run(), name="health-taints")
+        try:
             yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     return ctx
 

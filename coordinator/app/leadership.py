@@ -17,6 +17,8 @@ nothing is written anywhere. The Lease and the Pod are the backend's
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
@@ -24,7 +26,6 @@ from aiohttp import web
 
 from coordinator.api.keys import READINESS
 from coordinator.app.backend import Backend, PodWriter
-from coordinator.app.background import in_background
 from coordinator.app.election import LeaderElectionSettings, LeaderElector
 
 LEADER: Final = web.AppKey("topos.leader", LeaderElector)
@@ -76,7 +77,12 @@ def _campaign(
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         if pod is not None:
             await pod.label(LEADER_LABEL, None)  # a label left from before a restart
-        async with in_background(elector.run(), name="leader-election"):
+        task = asyncio.create_task(elector.run(), name="leader-election")
+        try:
             yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     return ctx

@@ -8,13 +8,14 @@ topology violation (``topos_topology_violations_total{reason="gpu-assignment-mis
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from coordinator.api.keys import INVENTORY, METRICS
 from coordinator.api.scheduling_metrics import MISMATCH
-from coordinator.app.background import in_background
 from coordinator.app.scheduler import RUNNING
 from coordinator.engine.mismatches import MismatchReporter
 from coordinator.inventory.mismatch import GpuMismatch
@@ -42,8 +43,13 @@ async def _reporter(app: web.Application) -> AsyncIterator[None]:
         active=lambda: runtime.started.is_set() and scheduler.binder.may_bind(),
         on_reported=count,
     )
-    async with in_background(reporter.run(), name="gpu-mismatches"):
+    task = asyncio.create_task(reporter.run(), name="gpu-mismatches")
+    try:
         yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def install_mismatch_reporter(app: web.Application) -> None:

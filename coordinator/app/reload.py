@@ -20,6 +20,7 @@ from the downward API).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -32,7 +33,6 @@ from prometheus_client import Counter
 
 from coordinator.api.keys import METRICS
 from coordinator.app.backend import Backend
-from coordinator.app.background import in_background
 from coordinator.app.config.load import ConfigError, load_file
 from coordinator.app.config.sections import Config
 from coordinator.app.scheduler import RUNNING
@@ -60,8 +60,13 @@ def install_reload(app: web.Application, path: str, config: Config, backend: Bac
     state = _State(app, path, config, backend, reloads)
 
     async def ctx(_: web.Application) -> AsyncIterator[None]:
-        async with in_background(state.watch(every), name="config-reload"):
+        task = asyncio.get_running_loop().create_task(state.watch(every))
+        try:
             yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     app.cleanup_ctx.append(ctx)
 
