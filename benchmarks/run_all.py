@@ -4,15 +4,16 @@
 (``python -m benchmarks.<name>``, one after the other, so they do not compete for the CPU), with
 the arguments listed in ``ARGS`` (sizes chosen to finish in minutes on a small machine). Those
 that print rows (``--json`` → ``{"rows": [...], "notes": [...]}``) fill the summary table; for
-the others, their verdict lines ("target …", "goal …") go in the table and their whole output
-below it. A benchmark module added later (one with a ``__main__`` guard) is picked up
-automatically and run with no arguments.
+the others, their verdict lines ("target …", "goal …") go in the table. Each benchmark's whole
+output is printed as it finishes (the page keeps only a failed one's). A benchmark module added
+later (one with a ``__main__`` guard) is picked up automatically and run with no arguments.
 
-The run's figures — date, commit, machine, load, a summary row per figure and each benchmark's
-output — replace only what lies between the markers :data:`BEGIN` and :data:`END` of the page;
-everything else on it is written by hand and kept. A page without both markers, once each and in
-order, is refused before any benchmark runs (and left as it is); a file that does not exist yet
-is created holding the markers and the run.
+The run's figures — date, commit, machine, load, a summary row per figure, the command and
+duration of each benchmark, and the output of any that failed — replace only what lies between
+the markers :data:`BEGIN` and :data:`END` of the page; everything else on it is written by hand
+and kept. A page without both markers, once each and in order, is refused before any benchmark
+runs (and left as it is); a file that does not exist yet is created holding the markers and the
+run.
 
 Options: ``--only a,b`` runs a subset, ``--output F`` writes elsewhere (``-`` for stdout: the
 generated block alone), ``--timeout S`` per benchmark (default 900 s).
@@ -108,12 +109,6 @@ def discover() -> list[str]:
     return [n for n in ORDER if n in found] + [n for n in found if n not in ORDER]
 
 
-def first_paragraph(name: str) -> str:
-    text = (HERE / f"{name}.py").read_text()
-    m = re.search(r'^"""(.*?)(?:\n\n|""")', text, re.S)
-    return " ".join(m.group(1).split()) if m else ""
-
-
 def run_one(name: str, timeout: float) -> Outcome:
     argv = [sys.executable, "-m", f"benchmarks.{name}", *ARGS.get(name, [])]
     if name in JSON_ROWS:
@@ -175,7 +170,7 @@ def _cell(text: str) -> str:
 
 def render(outcomes: Sequence[Outcome], info: dict[str, str], load: tuple[float, ...]) -> str:
     """The generated block: the run's date, commit, machine and load, a summary row per figure,
-    and each benchmark's output."""
+    each benchmark's command and duration, and a failed one's output."""
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         f"Run on {now}, commit `{commit()}`: every figure in this block comes from that one run;",
@@ -211,20 +206,15 @@ def render(outcomes: Sequence[Outcome], info: dict[str, str], load: tuple[float,
         if not o.rows:
             for v in o.verdicts or ["(see output below)"]:
                 lines.append(f"| {o.name} | | {_cell(v)} | | | |")
-    lines.append("")
+    lines += ["", "Each benchmark's command and duration in this run:", ""]
     for o in outcomes:
-        lines += [f"#### {o.name}", "", first_paragraph(o.name), ""]
         argv = " ".join(ARGS.get(o.name, []))
-        lines += [
-            f"`python -m benchmarks.{o.name} {argv}`".replace("  ", " ") + f" — {o.seconds:.0f} s",
-            "",
-        ]
-        body = o.output
-        if o.rows:
-            body = "\n".join(o.notes)
-            if o.table:
-                body += "\n\n" + o.table.rstrip()
-        lines += ["```text", body.rstrip() or "(no output)", "```", ""]
+        cmd = f"python -m benchmarks.{o.name} {argv}".rstrip()
+        lines.append(f"- `{cmd}` — {o.seconds:.0f} s")
+    for o in outcomes:
+        if o.rc != 0:
+            lines += ["", f"#### {o.name} failed (exit {o.rc})", "", "```text"]
+            lines += [o.output.rstrip() or "(no output)", "```"]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -292,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[{len(outcomes) + 1}/{len(names)}] {name} …", file=sys.stderr, flush=True)
         o = run_one(name, max(args.timeout, TIMEOUTS.get(name, 0.0)))
         status = "ok" if o.rc == 0 else f"FAILED (exit {o.rc})"
+        if args.output != "-":
+            print(o.output.rstrip(), flush=True)
         print(f"    {status} in {o.seconds:.0f} s", file=sys.stderr, flush=True)
         outcomes.append(o)
     text = render(outcomes, info, load)

@@ -1,6 +1,6 @@
 """``make bench`` (``benchmarks.run_all``): which benchmarks it runs and the block it writes — the
 machine, a summary row per figure (or the verdict line of benchmarks that print text), failures
-marked, and each benchmark's output — between the markers of docs/benchmarks.md, keeping the
+marked, each benchmark's command, and a failed one's output — between the markers of docs/benchmarks.md, keeping the
 hand-written rest of the page. Nothing here runs a benchmark or asserts a time."""
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ def test_page_has_machine_rows_verdicts_and_failures() -> None:
     assert "| discovery | | target < 50 ms per discovery (p50): OK | | | |" in page
     assert "| ingest | | **failed** (exit 2) | | | |" in page
     assert "Traceback: boom" in page  # the failure's output is kept for whoever reads the page
+    assert "- `python -m benchmarks.discovery" in page
+    assert "\nx\n" not in page  # a benchmark that passed has its figures in the table alone
     assert "load average** at start: 1.0, 0.5, 0.2" in page
 
 
