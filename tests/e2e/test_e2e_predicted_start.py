@@ -1,15 +1,23 @@
 """A predicted start on the real control plane, through the coordinator as ``topos coordinator``
-wires it: a pod waiting behind a running pod that declares ``topos.io/expected-duration: 20s``
-shows when it is expected to start — in ``GET /v1/pending`` and as the suffix of its
-``PodScheduled`` message, naming the pod it waits for — and starts then: the test plays the
-kubelet, ending the running pod when its declared 20 seconds are up, and the waiting pod's real
-bind is compared with the forecast."""
+wires it, from each source of a running pod's expected end:
+
+- a pod waiting behind a running pod that declares ``topos.io/expected-duration: 20s`` shows when
+  it is expected to start — in ``GET /v1/pending`` and as the suffix of its ``PodScheduled``
+  message, naming the pod it waits for — and starts then: the test plays the kubelet, ending the
+  running pod when its declared 20 seconds are up, and the waiting pod's real bind is compared
+  with the forecast;
+- a Job's ``activeDeadlineSeconds``: the Job controller creates the Job's pod, Topos binds it, and
+  a pod waiting behind it is expected to start when that Job reaches its deadline — the Job's
+  ``status.startTime`` plus ``activeDeadlineSeconds``, the source named ``deadline``."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,7 @@ from coordinator.app.main import running, wire
 from coordinator.forecast.runtimes import EXPECTED_DURATION
 from coordinator.inventory.store import Inventory
 from devcluster.pods import gpu_pod
+from tests.support.gang_cluster import JOBS
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
 from tests.support.polling import eventually
 
@@ -31,18 +40,17 @@ pytestmark = pytest.mark.kube
 RUNS_S = 20.0
 #: Between the forecast and the real start: the pod is bound once its room is seen free.
 TOLERANCE_S = 5.0
+DEADLINE_S = 600
+#: The Job's startTime is written to the second.
+DEADLINE_TOLERANCE_S = 3.0
 
 
-def condition_message(pod: dict[str, Any]) -> str:
-    for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == "PodScheduled":
-            return str(c.get("message") or "")
-    return ""
-
-
-async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
+@asynccontextmanager
+async def forecasting(
     kube: KubeClient, kubeconfig: Path, namespace: str
-) -> None:
+) -> AsyncIterator[tuple[GpuCluster, Inventory, str, ClientSession]]:
+    """One DGX A100 node and a coordinator serving it: the cluster, the coordinator's inventory,
+    its URL and an HTTP session."""
     cluster = GpuCluster(kube, kubeconfig, namespace)
     await cluster.add_node("gpu", "dgx-a100")
     inventory = Inventory(stale_ttl_s=3600)
@@ -55,6 +63,34 @@ async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
     )
     app = wire(config, KubeBackend(str(kubeconfig)), inventory=inventory)
     async with running(app) as url, ClientSession() as http:
+        yield cluster, inventory, url, http
+
+
+async def expected_start(http: ClientSession, url: str, name: str) -> dict[str, Any]:
+    """The pending pod ``name``'s forecast in ``GET /v1/pending``, once it has one."""
+
+    async def forecast() -> dict[str, Any] | None:
+        async with http.get(f"{url}/v1/pending") as resp:
+            doc = await resp.json()
+        line = next((p for p in doc["pods"] if p["name"] == name), None)
+        start = (line or {}).get("expected_start")
+        return start if start and start.get("at") else None
+
+    result: dict[str, Any] = await eventually(forecast, what=f"{name}'s forecast", timeout_s=15)
+    return result
+
+
+def condition_message(pod: dict[str, Any]) -> str:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return str(c.get("message") or "")
+    return ""
+
+
+async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    async with forecasting(kube, kubeconfig, namespace) as (cluster, inventory, url, http):
         blocker = gpu_pod("train-7", 8)
         blocker["metadata"]["annotations"] = {EXPECTED_DURATION: f"{RUNS_S:.0f}s"}
         await cluster.create(blocker)
@@ -69,14 +105,7 @@ async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
         await cluster.create(gpu_pod("train-8", 8))
         await cluster.unschedulable("train-8")
 
-        async def forecast() -> dict[str, Any] | None:
-            async with http.get(f"{url}/v1/pending") as resp:
-                doc = await resp.json()
-            line = next((p for p in doc["pods"] if p["name"] == "train-8"), None)
-            start = (line or {}).get("expected_start")
-            return start if start and start.get("at") else None
-
-        start = await eventually(forecast, what="train-8's forecast", timeout_s=15)
+        start = await expected_start(http, url, "train-8")
         assert start["waits_for"] == {f"{namespace}/train-7": "annotation"}
         assert start["node"] == f"gpu-{cluster.run}"
         assert re.fullmatch(r"expected to start in ~\d+ s, when train-7 ends", start["message"])
@@ -106,3 +135,57 @@ async def test_a_waiting_pod_shows_its_predicted_start_and_starts_then(
         await cluster.bound("train-8")
         actual = time.time()
         assert abs(actual - predicted) < TOLERANCE_S, (actual, predicted)
+
+
+def job(name: str, deadline_s: int) -> dict[str, Any]:
+    template = gpu_pod("worker", 8)
+    template["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "activeDeadlineSeconds": deadline_s,
+            "backoffLimit": 0,
+            "template": {"metadata": {"labels": {"app": name}}, "spec": template["spec"]},
+        },
+    }
+
+
+def unix(stamp: str) -> float:
+    return (
+        datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+        .replace(tzinfo=datetime.UTC)
+        .timestamp()
+    )
+
+
+async def test_a_pod_waiting_behind_a_job_with_a_deadline_expects_it_then(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    async with forecasting(kube, kubeconfig, namespace) as (cluster, inventory, url, http):
+        await kube.create(JOBS, job("sweep", DEADLINE_S), namespace=namespace)
+
+        async def worker() -> str | None:
+            pods = (await kube.list(PODS, namespace=namespace, label_selector="app=sweep"))["items"]
+            return str(pods[0]["metadata"]["name"]) if pods else None
+
+        name = await eventually(worker, what="the Job's pod")
+        node = (await cluster.bound(name))["spec"]["nodeName"]
+        await eventually(
+            lambda: any(p.name == name for p in inventory.bound_pods(node)),
+            what="the Job's pod in the inventory",
+        )
+
+        async def started() -> str | None:
+            status = (await kube.get(JOBS, "sweep", namespace=namespace)).get("status") or {}
+            return status.get("startTime")
+
+        ends = unix(await eventually(started, what="the Job's startTime")) + DEADLINE_S
+        await cluster.create(gpu_pod("next", 8))
+        await cluster.unschedulable("next")
+
+        start = await expected_start(http, url, "next")
+        assert start["waits_for"] == {f"{namespace}/{name}": "deadline"}
+        assert re.fullmatch(rf"expected to start in ~\d+ min, when {name} ends", start["message"])
+        assert abs(float(start["at"]) - ends) < DEADLINE_TOLERANCE_S, (start["at"], ends)
