@@ -21,6 +21,7 @@ __all__ = [
     "AGENT_POOL_SCHEDULER_NAME",
     "ASSIGNED_GPUS",
     "ASSIGNED_NUMA",
+    "EXPECTED_DURATION",
     "GANG",
     "GANG_MIN",
     "GANG_TIMEOUT",
@@ -109,6 +110,9 @@ GANG_TIMEOUT: Final = Key("topos.io/gang-timeout")
 # preempted or moved, and how long a pending pod waits before it preempts.
 MIN_RUNTIME: Final = Key("topos.io/min-runtime")
 PREEMPTION_DELAY: Final = Key("topos.io/preemption-delay")
+# How long a pod runs once started (docs/simulate.md#predicted-start-time): what a forecast of the
+# pods waiting behind it counts on.
+EXPECTED_DURATION: Final = Key("topos.io/expected-duration")
 # scheduler-plugins' PodGroup: the label names a PodGroup object whose spec holds minMember.
 POD_GROUP_X_K8S: Final = Key("scheduling.x-k8s.io/pod-group", (), "label")
 # Volcano's and KAI's PodGroups: the annotation names a PodGroup object (scheduling.volcano.sh /

@@ -15,9 +15,10 @@ touched; the answer names the pods whose end let it start::
                                                 # "expected to start in ~40 min, when train-7 ends"
 
 Pods whose end is unknown never end in the prediction; a pod that can start only after one of
-them has no predicted start (``starts_in_s`` None) and the message says how many such pods there
-are. The prediction is what the engine would do if every expected end held and nothing else
-arrived.
+them has no predicted start (``starts_in_s`` None) and the message says how many such pods hold
+what it asks for (:func:`in_the_way`: a DaemonSet's pods, and pods asking none of its extended
+resources — GPUs, MIG devices — when it asks some, are not counted). The prediction is what
+the engine would do if every expected end held and nothing else arrived.
 """
 
 from __future__ import annotations
@@ -87,6 +88,43 @@ class Prediction:
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+_BASIC = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
+
+
+def _asks(obj: Mapping[str, Any]) -> frozenset[str]:
+    """The resource names a pod's containers request or limit."""
+    spec = obj.get("spec") or {}
+    names: set[str] = set()
+    for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
+        res = c.get("resources") or {}
+        for part in ("requests", "limits"):
+            names.update(res.get(part) or {})
+    if spec.get("resourceClaims"):
+        names.add("resourceclaims")
+    return frozenset(names)
+
+
+def _daemon(obj: Mapping[str, Any]) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return any(r.get("kind") == "DaemonSet" and r.get("controller") for r in refs)
+
+
+def in_the_way(waiting: Mapping[str, Any], running: Sequence[Mapping[str, Any]]) -> int:
+    """How many of ``running`` (pods with no expected end) may hold what ``waiting`` asks for:
+    a DaemonSet's pod never counts (one runs on every node, for good); a pod asking none of the
+    waiting pod's extended resources (GPUs, MIG devices, DRA claims) does not count when it asks
+    some."""
+    wanted = _asks(waiting) - _BASIC
+    count = 0
+    for obj in running:
+        if _daemon(obj):
+            continue
+        if wanted and not (_asks(obj) & wanted):
+            continue
+        count += 1
+    return count
 
 
 def _message(p: Prediction, horizon_s: float) -> str:
@@ -166,7 +204,7 @@ async def _forward(
         cluster.add_node(name, topology=node.topology, **_node_args(node.obj))
     ended: list[tuple[float, str]] = []
     sources: dict[str, RuntimeSource] = {}
-    unknown = 0
+    unknown: list[Mapping[str, Any]] = []
 
     def finish(key: str) -> None:
         namespace, name = key.split("/", 1)
@@ -182,7 +220,7 @@ async def _forward(
         cluster.create_pod(obj)
         left = running.runtime.left_s
         if left is None:
-            unknown += 1
+            unknown.append(obj)
             continue
         loop.call_at(left, finish, key)
     all_bound = asyncio.Event()
@@ -200,18 +238,21 @@ async def _forward(
                 all_bound.set()
 
     engine.scheduler.bind_listeners.append(on_bind)
+    objs: dict[str, Mapping[str, Any]] = {}
     for waiting in state.pending:
         pending = copy.deepcopy(dict(waiting))
         pending.get("spec", {}).pop("nodeName", None)
         pending["status"] = {"phase": "Pending"}
+        objs[_key(pending)] = pending
         cluster.create_pod(pending)
     async with engine:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(all_bound.wait(), horizon_s)
     out: dict[str, Prediction] = {}
     for target in sorted(targets):
+        blocking = in_the_way(objs.get(target) or {}, unknown)
         if target not in bound:
-            p = Prediction(pod=target, starts_in_s=None, unknown_ends=unknown)
+            p = Prediction(pod=target, starts_in_s=None, unknown_ends=blocking)
         else:
             at, where = bound[target]
             before = [(t, k) for t, k in ended if t <= at]
@@ -223,7 +264,7 @@ async def _forward(
                 node=where,
                 after=after,
                 sources={k: sources[k] for k in after},
-                unknown_ends=unknown,
+                unknown_ends=blocking,
             )
         out[target] = replace(p, message=_message(p, horizon_s))
     return out

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from common import podkeys
 from coordinator.core.podspec.durations import DurationError, parse_duration
 
 __all__ = [
@@ -37,7 +38,7 @@ __all__ = [
     "owner_and_shape",
 ]
 
-EXPECTED_DURATION: Final = "topos.io/expected-duration"
+EXPECTED_DURATION: Final = podkeys.EXPECTED_DURATION.canonical
 RuntimeSource = Literal["annotation", "deadline", "learned", "unknown"]
 OwnerShape = tuple[str, str, str, tuple[tuple[str, str], ...]]
 

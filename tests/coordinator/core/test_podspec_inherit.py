@@ -113,3 +113,17 @@ def test_a_workload_named_longer_than_a_label_value_still_makes_a_valid_group() 
     labels = {k: v for k, v in change.labels.items() if v is not None}
     annotations = {k: v for k, v in change.annotations.items() if v is not None}
     assert inheritance(annotations, labels, Owner("Deployment", long_name, SEED, pods=2)) is None
+
+
+def test_a_workloads_runtime_keys_reach_its_pods_without_making_a_group() -> None:
+    # Written on the JobSet (or Job, Deployment) rather than the pod template: preemption's
+    # protections and the expected duration a forecast counts on hold for every pod of it.
+    keys = {
+        "topos.io/min-runtime": "1h",
+        "topos.io/preemption-delay": "5m",
+        "topos.io/expected-duration": "10m",
+    }
+    change = inheritance({}, {}, Owner("JobSet", "train", keys, pods=4))
+    assert change is not None
+    assert {k: v for k, v in change.annotations.items() if k != INHERITED} == keys
+    assert change.labels == {}  # runtime keys ask for no placement: no pod group of their own

@@ -121,6 +121,32 @@ def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
     assert p.message == "no start expected within 24 h (1 running pod with no expected end)"
 
 
+def test_only_pods_holding_what_it_asks_are_named_as_never_ending() -> None:
+    # The node's agent (a DaemonSet's pod) and a CPU-only sidecar never end either, but a pod
+    # waiting for GPUs waits for the GPU pod alone: the message counts that one.
+    agent = pod("agent", node="gpu-0")
+    agent["metadata"]["ownerReferences"] = [
+        {"kind": "DaemonSet", "name": "topos-agent", "controller": True}
+    ]
+    copy = ClusterCopy(
+        nodes=[node("gpu-0")],
+        running=[
+            running("forever", "gpu-0", None),
+            RunningCopy(agent, Runtime(None, "unknown")),
+            RunningCopy(pod("cache", node="gpu-0"), Runtime(None, "unknown")),
+        ],
+        pending=[pod("next", gpus=8), pod("web", cpu="500")],
+    )
+    p = predict_starts(copy, ["default/next", "default/web"], horizon_s=86_400)
+    assert p["default/next"].message == (
+        "no start expected within 24 h (1 running pod with no expected end)"
+    )
+    # A pod asking CPU alone may wait for any of them but the DaemonSet's.
+    assert p["default/web"].message == (
+        "no start expected within 24 h (2 running pods with no expected end)"
+    )
+
+
 def test_a_pod_not_in_the_copy_is_refused_by_name() -> None:
     with pytest.raises(KeyError, match="pod default/ghost is not among the pending pods"):
         predict_start(ClusterCopy(nodes=[node("gpu-0")]), "default/ghost")
