@@ -212,7 +212,7 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
     message = refused(tmp_path, "scheduling: {disabled_plugins: [GpuTopolgy]}\n")
     assert message.startswith(
         "'scheduling' in F: disabled_plugins: unknown plugin 'GpuTopolgy' — did you mean "
-        "'GpuTopology'? (the plugins: CliqueKeep, CostEfficiency, DomainUtilisation, "
+        "'GpuTopology'? (the plugins: CliqueKeep, ComputeDomainClique, CostEfficiency, "
     )
     assert "NodeResourcesFit" in message
     # a custom scorer's name, or a plugin enabled_plugins adds, may be disabled
@@ -228,7 +228,7 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
         wire(load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())))
     assert str(caught.value).startswith(
         "'scheduling': enabled_plugins: unknown plugin 'PowerDraw' "
-        "(the plugins: CliqueKeep, CostEfficiency"
+        "(the plugins: CliqueKeep, ComputeDomainClique, CostEfficiency"
     )
 
 
