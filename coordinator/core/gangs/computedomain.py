@@ -18,11 +18,16 @@ carry all that placement needs (docs/topology.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from coordinator.core.domains.layout import Layout, sorted_names
-from coordinator.core.dra.channels import CHANNEL_DRIVER, claim_domain, pod_domain
+from coordinator.core.dra.channels import (
+    CHANNEL_DRIVER,
+    claim_domain,
+    domain_channels,
+    pod_domain,
+)
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
@@ -60,20 +65,15 @@ def compute_domain_pin(
         )
     domain = found.pop()
     own = {(p.namespace, e.resolved_name) for p in pods for e in p.claims}
-    cliques: set[str] = set()
-    for claim in dra.claims:
-        allocation = claim.allocation
-        if allocation is None or (claim.namespace, claim.name) in own:
-            continue
-        if claim_domain(claim) != domain:
-            continue
-        for node in snapshot.nodes:
-            clique = layout.clique_of.get(node.name)
-            if clique is not None and allocation.reaches(node.name, node.labels):
-                cliques.add(clique)
+
+    def labels_of(name: str) -> Mapping[str, str] | None:
+        node = snapshot.get(name)
+        return None if node is None else node.labels
+
+    cliques = domain_channels(dra, domain, layout.clique_of, labels_of, besides=own).cliques
     if len(cliques) > 1:
         return Status.unresolvable(
             f"ComputeDomain {domain} already has channels in {len(cliques)} NVLink cliques "
             f"({', '.join(sorted_names(cliques))}): no one clique holds its pods"
         )
-    return DomainPin(domain, cliques.pop() if cliques else None)
+    return DomainPin(domain, next(iter(cliques)) if cliques else None)

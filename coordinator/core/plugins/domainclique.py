@@ -21,12 +21,12 @@ without cliques and for pods that claim no channel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from common.labels import GFD_GPU_CLIQUE
-from coordinator.core.dra.channels import claim_domain, pod_domain
+from coordinator.core.dra.channels import domain_channels, pod_domain
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.plugins.declaration import PluginSpec
@@ -68,19 +68,8 @@ class ComputeDomainClique(Plugin):
         if not clique_of:
             return SKIP
         own = {(pod.namespace, e.resolved_name) for e in pod.claims}
-        running: set[str] = set()
-        waiting = 1  # this pod's channel
-        for claim in dra.claims:
-            if (claim.namespace, claim.name) in own or claim_domain(claim) != domain:
-                continue
-            allocation = claim.allocation
-            if allocation is None:
-                waiting += 1
-                continue
-            for name, clique in clique_of.items():
-                node = snapshot.get(name)
-                if node is not None and allocation.reaches(name, node.labels):
-                    running.add(clique)
+        found = domain_channels(dra, domain, clique_of, _labels(snapshot), besides=own)
+        running, waiting = found.cliques, found.waiting + 1  # + this pod's channel
         if len(running) > 1:
             return Status.unresolvable(
                 f"ComputeDomain {domain} already has channels in {len(running)} NVLink cliques "
@@ -89,7 +78,7 @@ class ComputeDomainClique(Plugin):
         if running:
             clique = next(iter(running))
             why = f"ComputeDomain {domain} runs in NVLink clique {clique}"
-            state.write(_KEY, _Pin(frozenset(running), clique_of, Status.unschedulable(why)))
+            state.write(_KEY, _Pin(running, clique_of, Status.unschedulable(why)))
             return SUCCESS
         room = _room(pod, snapshot, clique_of)
         holding = frozenset(c for c, r in room.items() if r >= waiting)
@@ -117,6 +106,14 @@ class ComputeDomainClique(Plugin):
             if clique is not None:
                 out[name] = clique
         return out
+
+
+def _labels(snapshot: Snapshot) -> Callable[[str], Mapping[str, str] | None]:
+    def labels_of(name: str) -> Mapping[str, str] | None:
+        node = snapshot.get(name)
+        return None if node is None else node.labels
+
+    return labels_of
 
 
 def _room(pod: PodRequest, snapshot: Snapshot, clique_of: Mapping[str, str]) -> dict[str, int]:
