@@ -236,3 +236,22 @@ def test_a_lone_pod_waits_when_no_rack_holds_its_domain_or_it_spans_two() -> Non
     assert (
         f"ComputeDomain {CD} already has channels in 2 NVLink cliques ({clique(1)}, {clique(2)})"
     ) in refused.message
+
+
+def test_a_channel_allocated_by_node_labels_still_pins_its_domain_to_that_rack() -> None:
+    # an allocation whose node selector is by label (not by node name) is read node by node
+    running = channel_claim("old-0-channel", CD, on="r2-t01")
+    running["status"]["allocation"]["nodeSelector"] = {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "nvidia.com/gpu.clique", "operator": "In", "values": [clique(2)]}
+                ]
+            }
+        ]
+    }
+    busy = {f"r1-t0{t}": 4 for t in (1, 2, 3)}
+    snapshot = racks(4, busy=busy, claims=[*member_claims(1, lambda i: CD, name="job"), running])
+    (decided,) = place([lone(0)], snapshot)
+    assert isinstance(decided, Decision), decided
+    assert decided.node[:2] == "r2"
