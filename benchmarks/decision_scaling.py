@@ -19,8 +19,12 @@ the single-GPU pods alone (no MIG, NUMA or node affinity), the cost of the first
 shape (a single-GPU pod with a CPU request no pod had; not assumed), and what the placements left:
 the mean placement score, and nodes left partly used (idle GPUs next to busy ones).
 
-Run: ``.venv/bin/python -m benchmarks.decision_scaling [--sizes 1000,5000,10000] [--pods 400]``;
-``--json`` prints rows for ``benchmarks.run_all``.
+``--cliques`` makes 72 % of the nodes GB200 NVL72 trays (``gb200-nvl72``, 18 per
+``nvidia.com/gpu.clique``) beside the same mix: the lone pods then go through ``CliqueKeep``'s
+nodes-visited-first path. ``--policies adaptive,...`` runs only those arms (lines, no rows).
+
+Run: ``.venv/bin/python -m benchmarks.decision_scaling [--sizes 1000,5000,10000] [--pods 400]
+[--cliques] [--policies P,...]``; ``--json`` prints rows for ``benchmarks.run_all``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from coordinator.sim.pods import job_pods
 
 _MIX = (("dgx-h100", 0.40), ("dgx-a100", 0.30), ("pcie-8x", 0.25), ("a100-mig", 0.05))
 _CACHE: dict[str, NodeTopology] = {}
+_CLIQUE_SHARE = 0.72  # --cliques: this share of the nodes are NVL72 trays
+_UUID = "5d0c9a3e-7f21-4c8b-a6e4-0b9f3d2c1e77"
 
 
 def topology_of(profile: str) -> NodeTopology:
@@ -62,11 +68,20 @@ def topology_of(profile: str) -> NodeTopology:
     return _CACHE[profile]
 
 
-def cluster(n: int) -> list[NodeInfo]:
+def cluster(n: int, *, cliques: bool = False) -> list[NodeInfo]:
     groups = []
     left = n
+    if cliques:  # GB200 NVL72 racks: 18 trays per nvidia.com/gpu.clique
+        racks = round(n * _CLIQUE_SHARE) // 18
+        for r in range(racks):
+            groups.append(
+                f"  - {{profile: gb200-nvl72, count: 18, namePrefix: rack{r}, "
+                f"labels: {{nvidia.com/gpu.clique: {_UUID}.{r}}}}}"
+            )
+        left -= racks * 18
+    rest = left
     for i, (profile, share) in enumerate(_MIX):
-        count = left if i == len(_MIX) - 1 else round(n * share)
+        count = left if i == len(_MIX) - 1 else round(rest * share)
         left -= count
         if count:
             groups.append(f"  - {{profile: {profile}, count: {count}}}")
@@ -212,13 +227,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pods", type=int, default=400, help="timed pods per size")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
+    ap.add_argument(
+        "--cliques",
+        action="store_true",
+        help="72 %% of the nodes GB200 NVL72 trays, 18 per nvidia.com/gpu.clique",
+    )
+    ap.add_argument("--policies", default="", help="only these (comma-separated), e.g. adaptive")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    policies = frameworks()
+    policies = [
+        (name, fw)
+        for name, fw in frameworks()
+        if not args.policies or name in args.policies.split(",")
+    ]
     rows: list[dict[str, Any]] = []
     for n in sizes:
         t0 = time.perf_counter()
-        nodes, busy = prefill(cluster(n), args.seed)
+        nodes, busy = prefill(cluster(n, cliques=args.cliques), args.seed)
         pods = pods_for(nodes, args.pods, args.seed)
         build_s = time.perf_counter() - t0
         results = {name: run(name, fw, nodes, pods, args.pods, busy) for name, fw in policies}
@@ -234,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             if not args.json:
                 print(line, flush=True)
+        if len(results) < len(frameworks()):  # --policies: lines only
+            continue
         full, adaptive = results["exhaustive"], results["adaptive"]
         base = results["first-fit"]
         gpus = sum(x.allocatable.get(GPU_RESOURCE, 0) for x in nodes)

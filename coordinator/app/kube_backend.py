@@ -109,6 +109,7 @@ class KubeBackend:
             source=self._tree.source,
             topology=self._tree.topology,
             events_client=self.connection.budgets.events,
+            own_pod=_own_pod(),
         )
         if tree is not None:  # gangs.tree.source: the domain tree from objects watched live
             tasks.append(asyncio.create_task(tree.run(), name="kube-tree"))
@@ -210,14 +211,21 @@ class KubeBackend:
         return _LeaseStore(self.connection, settings)
 
     def own_pod(self) -> OwnPod | None:
-        pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
-        if not pod or not namespace:
+        found = _own_pod()
+        if found is None:
             return None  # not running in a pod (devcluster, tests): nothing to write on
+        namespace, pod = found
         return OwnPod(lambda: self.connection.budgets.control, namespace=namespace, name=pod)
 
     def agentpools(self, controller: Callable[..., C]) -> C | None:
         client = self.connection.budgets.agentpools
         return controller(client, writes=AgentPoolWriter(client))
+
+
+def _own_pod() -> tuple[str, str] | None:
+    """The coordinator's Pod (namespace, name) from the downward API, when it runs in one."""
+    pod, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    return (namespace, pod) if pod and namespace else None
 
 
 class _Reviewer:

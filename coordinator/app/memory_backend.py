@@ -16,6 +16,7 @@ from coordinator.adapters.kube.lease import LeaseRecord, LeaseStore, LeaseUnavai
 from coordinator.api.keys import READINESS
 from coordinator.app.auth.settings import AuthSettings
 from coordinator.app.backend import Authentication, PodWriter
+from coordinator.app.config.load import ConfigError
 from coordinator.app.config.sections import Config
 from coordinator.app.election import LeaderElectionSettings
 from coordinator.core.framework.profiles import Profiles
@@ -47,6 +48,13 @@ class MemoryBackend:
         return self.cluster.inventory
 
     def install(self, app: web.Application, config: Config) -> None:
+        source = config.gangs.tree.source
+        if source != "labels":  # HyperNodes and Topologies live in an API server only
+            raise ConfigError(
+                f"config: gangs.tree.source: {source!r} reads objects from the API server, and "
+                "the in-memory backend has none: give the tree as node labels "
+                "(gangs.domainKeys or gangs.topologyLevels)"
+            )
         app[READINESS].set("inventory", True)  # the cluster is the inventory's own
 
     def runtime(

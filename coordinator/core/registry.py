@@ -25,6 +25,7 @@ from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.plugins import (
     cliquekeep,
+    domainclique,
     domainscore,
     dynamicresources,
     fragscore,
@@ -74,6 +75,7 @@ PLUGINS: Final[tuple[AnySpec, ...]] = (
     noderesources.PLUGIN,
     gpu.GPU_TOPOLOGY,
     dynamicresources.PLUGIN,
+    domainclique.PLUGIN,
     podtopologyspread.PLUGIN,
     interpodaffinity.PLUGIN,
     groupspread.PLUGIN,

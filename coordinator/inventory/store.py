@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -359,6 +359,12 @@ class Inventory:
         own = {} if rec.kube is None else rec.kube.labels
         rec.level_disagreement = disagreement(rec.name, own, levels, self._tree_source)
         return record.labels(rec) != before
+
+    def level_problems(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        """Node → why the watched tree cannot place it (in two HyperNodes of one tier), for
+        ``names`` (default: every node)."""
+        picked = self._records if names is None else {n: self._records.get(n) for n in names}
+        return {n: r.level_problem for n, r in picked.items() if r is not None and r.level_problem}
 
     def tree_status(self) -> TreeStatus:
         problems = [] if self._tree_note is None else [self._tree_note]

@@ -3,7 +3,8 @@ a degraded tray avoided, and the Event and ``/v1/gangs`` name the clique.
 
 Fleet: two racks of 18 ``gb200-nvl72`` trays (4 GPUs each) in one leaf, each rack its own clique
 (``nvidia.com/gpu.clique``, GFD's ``<clusterUUID>.<cliqueId>``); tray 3 of rack 1 reports its
-NVLink fabric degraded. Members ask for a whole tray (4 GPUs).
+NVLink fabric degraded. Members ask for a whole tray (4 GPUs). Pods of one NVIDIA ComputeDomain
+share a rack, gang or no gang.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from common.kube import (
     RESOURCE_SLICES,
     Resource,
 )
+from devcluster import pods
 from devcluster.kube_wait import scheduled_message, wait_for_object
 from tests.support.gang_cluster import LEAF, SPINE, GangCluster, gang_pod, install_crd
 from tests.support.nvl72 import CLUSTER_UUID
@@ -210,3 +212,42 @@ async def test_compute_domain_pods_share_one_rack_and_wait_rather_than_span_two(
         await cluster.create(domain_pod("late-0", "late", 1, "imex-channel"))
         late = await cluster.all_bound("topos.io/gang=late", 1)
         assert {rack_of[n] for n in late.values()} == first
+
+
+def lone_domain_pod(name: str, gpus: int, template: str) -> dict[str, Any]:
+    """A pod of a ComputeDomain that is no gang's member (a plain Job's pod)."""
+    obj = pods.pod(name, namespace=None, gpus=gpus, cpu="8", labels={"job": name})
+    obj["spec"]["resourceClaims"] = [{"name": "channel", "resourceClaimTemplateName": template}]
+    return obj
+
+
+async def test_lone_pods_of_a_compute_domain_created_one_after_another_share_a_rack(
+    cluster: GangCluster, kubectl: Callable[..., Any]
+) -> None:
+    install_crd(kubectl, "computedomains.resource.nvidia.com")
+    rack_of: dict[str, int] = {}
+    for rack in (1, 2):
+        for i in range(1, 5):
+            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
+            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
+            rack_of[name] = rack
+    async with channels(cluster, list(rack_of)) as cls, cluster.gang_coordinator():
+        await compute_domain(cluster, "solo", cls)
+        await cluster.create(lone_domain_pod("solo-a", 4, "solo-channel"))
+        (first,) = (await cluster.all_bound("job=solo-a", 1)).values()
+        # a 2-GPU pod on the other rack leaves a half-used tray there: where CliqueKeep and
+        # best fit would put the domain's next 2-GPU pod, but its channel belongs with the first
+        other = next(n for n, r in rack_of.items() if r != rack_of[first])
+        plain = pods.pod(
+            "plain",
+            namespace=None,
+            gpus=2,
+            cpu="8",
+            labels={"job": "plain"},
+            node_selector={"kubernetes.io/hostname": other},
+        )
+        await cluster.create(plain)
+        assert (await cluster.all_bound("job=plain", 1)) == {"plain": other}
+        await cluster.create(lone_domain_pod("solo-b", 2, "solo-channel"))
+        (second,) = (await cluster.all_bound("job=solo-b", 1)).values()
+        assert rack_of[second] == rack_of[first], (first, second)

@@ -52,10 +52,18 @@ def topology_crds(kubectl: Callable[..., Any]) -> None:
 
 @contextlib.asynccontextmanager
 async def watching(
-    client: KubeClient, inventory: Inventory, source: str, topology: str = ""
+    client: KubeClient,
+    inventory: Inventory,
+    source: str,
+    topology: str = "",
+    *,
+    own_pod: tuple[str, str] | None = None,
 ) -> AsyncIterator[None]:
-    """The coordinator's tree watch (what ``KubeBackend`` starts for ``gangs.tree``)."""
-    reflector = tree_watch(client, inventory, source=source, topology=topology)
+    """The coordinator's tree watch (what ``KubeBackend`` starts for ``gangs.tree``), posting
+    its Events (``own_pod``: the coordinator's Pod, namespace and name)."""
+    reflector = tree_watch(
+        client, inventory, source=source, topology=topology, events_client=client, own_pod=own_pod
+    )
     assert reflector is not None
     task = asyncio.create_task(reflector.run())
     try:
@@ -151,10 +159,30 @@ async def test_hypernodes_are_the_tree_and_what_cannot_be_one_is_named(
                     f"leads back to loop-y-{run} (a cycle loop-y-{run} → loop-x-{run} → "
                     f"loop-y-{run}): not used"
                 ) in problems
-                assert (
+                twice = (
                     f"node {c1} is a member of HyperNodes dup-1-{run}, dup-2-{run} (tier 1): "
                     "read as in none of them"
-                ) in problems
+                )
+                assert twice in problems
+                # a Warning Event about each of the two HyperNodes (kubectl describe hypernode)
+                for name in (f"dup-1-{run}", f"dup-2-{run}"):
+                    warning = await eventually(
+                        lambda name=name: tree_problem(cluster.kube, "default", name),
+                        what=f"the TreeProblem Event about {name}",
+                    )
+                    assert warning["involvedObject"]["kind"] == "HyperNode"
+                    assert (warning["type"], warning["message"]) == ("Warning", twice)
+                # another HyperNode changes, the problem stays: no second Event, no new count
+                racks = [exact("HyperNode", rack_a), exact("HyperNode", rack_b)]
+                await cluster.kube.patch(HYPERNODES, block, {"spec": {"members": racks}})
+                await eventually(
+                    lambda: not any("ghost" in p for p in inventory.tree_status().problems),
+                    what="the ghost member gone",
+                )
+                assert twice in inventory.tree_status().problems
+                again = await tree_problem(cluster.kube, "default", f"dup-1-{run}")
+                assert again is not None
+                assert again.get("count", 1) == 1
                 # three whole nodes: rack b is the one leaf that holds them (a1, a2 come first
                 # by name, and one leaf label covers all six)
                 assert await gang(cluster, "first", 3) == set(b)
@@ -172,6 +200,16 @@ async def test_hypernodes_are_the_tree_and_what_cannot_be_one_is_named(
                     "the tree's is used"
                 ) in problems
                 assert await gang(cluster, "second", 3) == {*a, c1}
+
+
+async def tree_problem(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The one TreeProblem Event about the object ``name`` (asserting there is at most one)."""
+    found = await kube.list(
+        EVENTS, namespace=namespace, field_selector=f"involvedObject.name={name}"
+    )
+    events = [e for e in found["items"] if e.get("reason") == "TreeProblem"]
+    assert len(events) <= 1, events
+    return events[0] if events else None
 
 
 def only_differ(problems: Sequence[str], source: str, leaves: Mapping[str, str]) -> bool:
@@ -215,13 +253,20 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
         cluster.gang_coordinator(gang_settings=SETTINGS) as coord,
     ):
         inventory = coord.inventory
-        async with watching(cluster.kube, inventory, source, name):
+        me = f"coordinator-{run}"  # the coordinator's Pod (POD_NAME): where its Events go
+        own = (cluster.namespace, me)
+        async with watching(cluster.kube, inventory, source, name, own_pod=own):
             await eventually(
                 lambda: "not found" in str(inventory.tree_status().problems), what="not found"
             )
-            assert inventory.tree_status().problems == (
-                f"{what}: not found; no tree yet: nodes are in no leaf, spine or zone",
+            missing = f"{what}: not found; no tree yet: nodes are in no leaf, spine or zone"
+            assert inventory.tree_status().problems == (missing,)
+            # a Warning Event on the coordinator's Pod (kubectl describe pod)
+            warning = await eventually(
+                lambda: tree_problem(cluster.kube, cluster.namespace, me), what="the Event"
             )
+            assert warning["involvedObject"]["kind"] == "Pod"
+            assert (warning["type"], warning["message"]) == ("Warning", missing)
             assert leaf_of(inventory, n1) is None  # its own topos.io/leaf is not read
             levels = (BLOCK, RACK, "kubernetes.io/hostname")
             await cluster.kube.create(resource, topology_object(resource, name, *levels))
@@ -244,6 +289,14 @@ async def test_a_named_topology_is_followed_live_and_a_deleted_one_keeps_its_tre
             )
             assert only_differ(problems[1:], source, {n1: "r1"})
             assert leaf_of(inventory, n1) == "r1"
+            # the same Event, its count and message brought up to date (one per reason)
+
+            async def deleted() -> dict[str, Any] | None:
+                event = await tree_problem(cluster.kube, cluster.namespace, me)
+                return event if event and event["message"] == problems[0] else None
+
+            updated = await eventually(deleted, what="the Event saying deleted")
+            assert updated["count"] == 2
             # created again with other levels (both make the levels immutable): the new tree
             await cluster.kube.create(resource, topology_object(resource, name, BLOCK))
             await until(inventory, lambda: leaf_of(inventory, n1) == "blk")

@@ -18,31 +18,16 @@ for ``GET /v1/domains`` and the log:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from common.labels import GFD_GPU_CLIQUE
 from coordinator.core.domains.capacity import NodeState
+from coordinator.core.snapshot.cliquelabel import FABRIC_BAD, FABRIC_LABEL, clique_problem
 
 #: GFD's label (and the default ``DomainKeys.clique``).
 CLIQUE_LABEL: Final = GFD_GPU_CLIQUE
-#: The node's multi-node NVLink fabric health, when something other than ``healthy``: a tray
-#: whose fabric is ``degraded`` or ``down`` is taken out of its clique.
-FABRIC_LABEL: Final = "topos.io/gpu.fabric"
-FABRIC_BAD: Final = frozenset({"degraded", "down"})
-
-_CLIQUE = re.compile(
-    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.[0-9]{1,10}$"
-)
-
-
-def clique_problem(key: str, value: str) -> str | None:
-    """Why ``value`` is not a clique in GFD's format, or None when it is."""
-    if _CLIQUE.match(value):
-        return None
-    return f"label {key}={value!r} is not <clusterUUID>.<cliqueId>"
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,6 +193,21 @@ class Allocation:
     def reaches(self, node: str, labels: Mapping[str, str]) -> bool:
         return self.terms is None or match_node_terms(self.terms, node, labels)
 
+    def named_nodes(self) -> frozenset[str] | None:
+        """The nodes it reaches when its selector names them (``matchFields metadata.name In``,
+        as a node-local device's allocation does), else None (read it node by node)."""
+        if self.terms is None:
+            return None
+        out: set[str] = set()
+        for term in self.terms:
+            if term.match_expressions or len(term.match_fields) != 1:
+                return None
+            (req,) = term.match_fields
+            if req.operator != "In":
+                return None
+            out.update(req.values)
+        return frozenset(out)
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceClaim:

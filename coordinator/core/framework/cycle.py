@@ -280,14 +280,19 @@ def _cycle(
     if preferred is not None:
         # A scorer asked for some nodes to be seen first: those, then the others, each from
         # the rotating start, until enough are feasible.
-        def name_of(n: NodeInfo | str) -> str:
-            return n if isinstance(n, str) else n.name
+        wanted: Collection[str] = preferred
+        names_only = bool(order) and isinstance(order[0], str)
 
-        ahead = [n for n in order if name_of(n) in preferred]
-        behind = [n for n in order if name_of(n) not in preferred]
-        for part in (ahead, behind):
-            if part and len(feasible) < want:
-                visit(part)  # type: ignore[arg-type]
+        def part(ahead: bool) -> Sequence[NodeInfo] | Sequence[str]:
+            if names_only:
+                return [n for n in cast(Sequence[str], order) if (n in wanted) is ahead]
+            return [n for n in cast(Sequence[NodeInfo], order) if (n.name in wanted) is ahead]
+
+        for ahead in (True, False):
+            if len(feasible) < want:  # the others only when the first are not enough
+                nodes_part = part(ahead)
+                if nodes_part:
+                    visit(nodes_part)
     elif narrowed is None:
         if 0 < want < len(order):
             start = fw.next_start % len(order)
@@ -447,11 +452,11 @@ def _visit_first(
     fw: Framework, state: CycleState, pod: PodRequest, snapshot: Snapshot
 ) -> Collection[str] | None:
     """The nodes the scorers ask the search to visit first (``None``: none asks)."""
-    out: set[str] | None = None
+    out: Collection[str] | None = None
     for p in fw.visit_first:
         names = p.visit_first(state, pod, snapshot)
         if names is not None:
-            out = set(names) if out is None else out | set(names)
+            out = names if out is None else set(out).union(names)  # one: not copied
     return out
 
 

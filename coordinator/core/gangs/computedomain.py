@@ -20,45 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from coordinator.core.domains.layout import Layout, sorted_names
-from coordinator.core.dra.objects import ResourceClaim
-from coordinator.core.dra.state import DraState
+from coordinator.core.dra.channels import (
+    CHANNEL_DRIVER,
+    claim_domain,
+    domain_channels,
+    pod_domain,
+)
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
 __all__ = ["CHANNEL_DRIVER", "DomainPin", "claim_domain", "compute_domain_pin", "pod_domain"]
-
-CHANNEL_DRIVER: Final = "compute-domain.nvidia.com"
-CHANNEL_KIND: Final = "ComputeDomainChannelConfig"
-
-
-def claim_domain(claim: ResourceClaim) -> str | None:
-    """The ComputeDomain UID a channel claim's configuration names, else None."""
-    for config in claim.config:
-        opaque = config.get("opaque")
-        if not isinstance(opaque, Mapping) or opaque.get("driver") != CHANNEL_DRIVER:
-            continue
-        params = opaque.get("parameters")
-        if isinstance(params, Mapping) and params.get("kind") == CHANNEL_KIND:
-            domain = params.get("domainID")
-            if isinstance(domain, str) and domain:
-                return domain
-    return None
-
-
-def pod_domain(pod: PodRequest, dra: DraState) -> str | None:
-    """The ComputeDomain whose channel the pod claims (its claims resolved in ``dra``)."""
-    for entry in pod.claims:
-        name = entry.resolved_name
-        claim = dra.claim(pod.namespace, name) if name else None
-        if claim is not None:
-            domain = claim_domain(claim)
-            if domain is not None:
-                return domain
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,20 +65,15 @@ def compute_domain_pin(
         )
     domain = found.pop()
     own = {(p.namespace, e.resolved_name) for p in pods for e in p.claims}
-    cliques: set[str] = set()
-    for claim in dra.claims:
-        allocation = claim.allocation
-        if allocation is None or (claim.namespace, claim.name) in own:
-            continue
-        if claim_domain(claim) != domain:
-            continue
-        for node in snapshot.nodes:
-            clique = layout.clique_of.get(node.name)
-            if clique is not None and allocation.reaches(node.name, node.labels):
-                cliques.add(clique)
+
+    def labels_of(name: str) -> Mapping[str, str] | None:
+        node = snapshot.get(name)
+        return None if node is None else node.labels
+
+    cliques = domain_channels(dra, domain, layout.clique_of, labels_of, besides=own).cliques
     if len(cliques) > 1:
         return Status.unresolvable(
             f"ComputeDomain {domain} already has channels in {len(cliques)} NVLink cliques "
             f"({', '.join(sorted_names(cliques))}): no one clique holds its pods"
         )
-    return DomainPin(domain, cliques.pop() if cliques else None)
+    return DomainPin(domain, next(iter(cliques)) if cliques else None)

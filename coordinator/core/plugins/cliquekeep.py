@@ -53,14 +53,10 @@ class CliqueKeep(Plugin):
         scores holds them. Other pods keep kube-scheduler's order."""
         if pod.gang is not None or not pod.wants_devices:
             return None
-        if not snapshot.domain_slots(self.label).total:
+        slots = snapshot.domain_slots(self.label)
+        if not slots.total:
             return None
-        label = self.label
-        return {
-            n.name
-            for n in snapshot.nodes
-            if not n.labels.get(label) or 0 < n.gpu_slots_used < n.gpu_slots
-        }
+        return slots.open  # kept current by the snapshot, not rebuilt per pod
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

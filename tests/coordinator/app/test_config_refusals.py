@@ -212,7 +212,7 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
     message = refused(tmp_path, "scheduling: {disabled_plugins: [GpuTopolgy]}\n")
     assert message.startswith(
         "'scheduling' in F: disabled_plugins: unknown plugin 'GpuTopolgy' — did you mean "
-        "'GpuTopology'? (the plugins: CliqueKeep, CostEfficiency, DomainUtilisation, "
+        "'GpuTopology'? (the plugins: CliqueKeep, ComputeDomainClique, CostEfficiency, "
     )
     assert "NodeResourcesFit" in message
     # a custom scorer's name, or a plugin enabled_plugins adds, may be disabled
@@ -228,8 +228,28 @@ def test_a_plugin_name_that_names_no_plugin_is_refused_with_the_valid_ones(
         wire(load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())))
     assert str(caught.value).startswith(
         "'scheduling': enabled_plugins: unknown plugin 'PowerDraw' "
-        "(the plugins: CliqueKeep, CostEfficiency"
+        "(the plugins: CliqueKeep, ComputeDomainClique, CostEfficiency"
     )
+
+
+@pytest.mark.parametrize("source", ["volcano", "kueue", "kai"])
+def test_a_watched_tree_source_on_the_in_memory_backend_is_refused_naming_it(
+    tmp_path: Path, source: str
+) -> None:
+    # HyperNodes and Topologies live in an API server: the in-memory cluster has none to read
+    topology = ", topology: default" if source != "volcano" else ""
+    path = tmp_path / "config.yaml"
+    path.write_text(f"gangs: {{tree: {{source: {source}{topology}}}}}\n")
+    with pytest.raises(ConfigError) as caught:
+        wire(load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())))
+    assert str(caught.value) == (
+        f"config: gangs.tree.source: {source!r} reads objects from the API server, and the "
+        "in-memory backend has none: give the tree as node labels (gangs.domainKeys or "
+        "gangs.topologyLevels)"
+    )
+    # the same levels as node labels are what the in-memory backend runs
+    path.write_text("gangs: {topologyLevels: [example.com/block, example.com/rack]}\n")
+    wire(load_file(str(path)), MemoryBackend(MemoryCluster(Inventory())))
 
 
 # --- a live reload ------------------------------------------------------------------------------

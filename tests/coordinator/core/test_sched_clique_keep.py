@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from coordinator.core.framework.results import Decision
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.pods import pod
-from tests.support.sched_hw import dgx_h100, gpu_node, place_all, running
+from tests.support.sched_hw import dgx_h100, gpu_node, place_all, request, running
 
 UUID = "3c5b0f2e-8a4d-4e6b-9f1a-2d7c6e5b4a39"
 CLIQUE = {"nvidia.com/gpu.clique": f"{UUID}.1"}
@@ -77,3 +78,23 @@ def test_a_small_pod_breaks_into_a_rack_already_in_use_before_an_idle_one() -> N
 def test_a_small_pod_fills_a_partly_used_tray_before_a_whole_one() -> None:
     snap = Snapshot([tray("a-tray-1", 1), tray("z-tray-1", 1, used=2), tray("z-tray-2", 2)])
     assert nodes_of(place_all([pod("small", gpus=2)], snap)) == ["z-tray-1"]
+
+
+def test_the_nodes_visited_first_follow_assume_forget_and_copies() -> None:
+    # kept in the snapshot (not rebuilt per pod): an idle tray becomes open when a pod takes
+    # part of it, closed again when the pod is forgotten; a copy's changes stay its own
+    snap = Snapshot([tray("a-tray-1", 1), tray("a-tray-2", 1), tray("b-tray-1", 2)])
+    hgx = gpu_node("z-hgx", dgx_h100("z-hgx"), gpus=8)
+    snap.replace(hgx)
+    slots = snap.domain_slots("nvidia.com/gpu.clique")
+    assert set(slots.open) == {"z-hgx"}
+    small = request(pod("small", gpus=1))
+    snap.assume(small, "a-tray-1", Placement(gpus=(0,)))
+    assert set(slots.open) == {"z-hgx", "a-tray-1"}
+    trial = snap.copy()
+    trial.assume(request(pod("two", gpus=2)), "a-tray-2", Placement(gpus=(0, 1)))
+    trial.remove("z-hgx")
+    assert set(trial.domain_slots("nvidia.com/gpu.clique").open) == {"a-tray-1", "a-tray-2"}
+    assert set(snap.domain_slots("nvidia.com/gpu.clique").open) == {"z-hgx", "a-tray-1"}
+    snap.forget(small.key)
+    assert set(snap.domain_slots("nvidia.com/gpu.clique").open) == {"z-hgx"}
