@@ -1,7 +1,8 @@
 """``make bench`` (``benchmarks.run_all``): which benchmarks it runs and the block it writes — the
 machine, a summary row per figure (or the verdict line of benchmarks that print text), failures
-marked, each benchmark's command, and a failed one's output — between the markers of docs/benchmarks.md, keeping the
-hand-written rest of the page. Nothing here runs a benchmark or asserts a time."""
+marked, each benchmark's command, and a failed one's output — between the markers of
+docs/benchmarks.md, keeping the hand-written rest of the page. Nothing here runs a benchmark or
+asserts a time."""
 
 from __future__ import annotations
 
