@@ -246,7 +246,13 @@ def start_kwok(binaries: Binaries, plane: ControlPlane, work: Path) -> Process:
 
 
 def start_kube_scheduler(
-    binaries: Binaries, plane: ControlPlane, work: Path, limit: Limit, tag: str
+    binaries: Binaries,
+    plane: ControlPlane,
+    work: Path,
+    limit: Limit,
+    tag: str,
+    *,
+    feature_gates: str = "",
 ) -> Process:
     if binaries.kube_scheduler is None:
         raise RuntimeError("kube-scheduler missing: `python -m devcluster.binaries ensure --all`")
@@ -271,6 +277,7 @@ def start_kube_scheduler(
         f"--secure-port={free_port()}",
         "--bind-address=127.0.0.1",
         "-v=1",
+        *([f"--feature-gates={feature_gates}"] if feature_gates else []),
     ]
     return Process("kube-scheduler", argv, work / f"kube-scheduler-{tag}.log")
 

@@ -380,14 +380,30 @@ class SchedulingQueue:
         self.notify()
 
     def cluster_changed(
-        self, only: Callable[[QueuedPod], bool] | None = None, *, counts: bool = False
+        self,
+        only: Callable[[QueuedPod], bool] | None = None,
+        *,
+        counts: bool = False,
+        at_once: bool = False,
     ) -> int:
         """Something changed that may let unschedulable pods fit (all of them, or those ``only``
         selects): they go back, after their backoff. Returns how many moved. A change for all
-        (or ``counts``) also sends back an attempt in flight that fails on the older view."""
+        (or ``counts``) also sends back an attempt in flight that fails on the older view.
+        ``at_once``: with no backoff, those waiting one out included (what they waited for is
+        there: a preemptor's victims are gone)."""
         if only is None or counts:
             self._changes += 1
         moved = 0
+        now = self._clock()
+        if at_once:
+            for _, gen, uid in tuple(self._backoff):
+                pod = self._pods.get(uid)
+                if pod is None or pod.generation != gen or pod.where != "backoff":
+                    continue
+                if only is None or only(pod):
+                    pod.backoff_until = now
+                    self._to_active(pod)
+                    moved += 1
         # The unschedulable pods are those of the flush heap whose entry is current (pods with a
         # spec error are never in it): not a walk over every pod queued or bound.
         for _, gen, uid in tuple(self._unschedulable):
@@ -396,6 +412,8 @@ class SchedulingQueue:
                 continue
             if pod.needs_update or (only is not None and not only(pod)):
                 continue
+            if at_once:
+                pod.backoff_until = min(pod.backoff_until, now)
             self._to_backoff(pod)
             moved += 1
         if moved:

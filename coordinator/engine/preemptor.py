@@ -134,6 +134,7 @@ class _Nomination:
     plan: PreemptionPlan
     uids: frozenset[str]  # the preemptor pods it was made for (a pod recreated is a new one)
     claims: Mapping[str, frozenset[str]]  # claim it frees → the pod uids reserving it then
+    woken: bool = False  # its preemptor was sent back once its victims were gone
 
 
 @dataclass(slots=True)
@@ -302,9 +303,30 @@ class Preemptor:
                 del self.waiting[unit]  # it stopped asking: placed, deleted, or gave up
         if due:
             self.scheduler.queue.cluster_changed(lambda p: p.uid in due)
+        # A preemptor whose victims are all gone goes back at once, not after its backoff: the
+        # room it waits for is free and held for it (a 500-member gang would otherwise wait up
+        # to the queue's 10 s cap after the last victim went).
+        freed: set[str] = set()
+        for nom in self.nominations.values():
+            if not nom.woken and not self._victims_left(nom):
+                nom.woken = True
+                freed |= nom.uids
+        if freed:
+            self.scheduler.queue.cluster_changed(lambda p: p.uid in freed, at_once=True)
         if self.defrag.mode == "background" and now >= self._next_compaction:
             self._next_compaction = now + self.defrag.interval_s
             self.compact(now)
+
+    def _victims_left(self, nom: _Nomination) -> bool:
+        """Whether a victim of ``nom`` is still bound (terminating or not) on its node."""
+        inventory = self.scheduler.inventory
+        for group in nom.plan.victims:
+            for node in group.nodes:
+                if any(
+                    f"{p.namespace}/{p.name}" in nom.victims for p in inventory.bound_pods(node)
+                ):
+                    return True
+        return False
 
     def compact(self, now: float) -> str | None:
         """``background``: while nothing waits and no earlier move is still leaving, empty one

@@ -225,3 +225,32 @@ def test_a_lone_pod_recheck_refusing_a_node_sends_it_elsewhere() -> None:
     )
     assert isinstance(refused, Status)
     assert "on any one node" in (refused.detail or "")
+
+
+def test_a_gang_that_needs_every_victim_is_not_planned_once_per_victim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """KAI's reclaim case: a gang as big as the cluster over one low-priority pod per node.
+    Sparing each victim is ruled out by the free-GPU counts before the cluster is rebuilt
+    without it for the gang, so the search builds it a few times (the prefix's binary search),
+    not once per victim."""
+    import coordinator.core.preemption.victims as victims
+
+    count = 100
+    running = [pod(f"fill/f-{i}", f"n{i}", 8, 0) for i in range(1, count + 1)]
+    built = 0
+    freed = victims._freed
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal built
+        built += 1
+        return freed(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(victims, "_freed", counting)
+    plan = select_victims(
+        gang("big", count), priority=1000, nodes=nodes_with(running, count), running=running
+    )
+    assert isinstance(plan, PreemptionPlan)
+    assert len(plan.victim_pods) == count  # every filler goes: the gang needs every GPU
+    assert {node for _, node in plan.nominated} == {f"n{i}" for i in range(1, count + 1)}
+    assert built <= 12, built

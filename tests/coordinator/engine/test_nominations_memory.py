@@ -302,3 +302,34 @@ def test_a_share_nominated_by_the_api_server_alone_holds_a_gpu_with_room() -> No
     assert node.share_room.get(6) is None  # the half GPU 6 had free is urgent's
     assert node.free_whole_gpus == 1  # GPU 7 is still whole
     assert nominations.overlay(snapshot, 1000) is snapshot  # a higher pod sees it all
+
+
+async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backoff() -> None:
+    """KAI's reclaim case in small: a gang filling the cluster over lower-priority pods. Its
+    members tried and failed while the victims terminated, so each sits out a backoff (here
+    an hour); once the last victim is gone the gang goes at once."""
+    from coordinator.core.queue import QueueSettings
+    from coordinator.engine.loop import RuntimeSettings
+
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = LingeringCluster(inventory)
+    for name in ("dgx-a", "dgx-b"):
+        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    hour = QueueSettings(initial_backoff_s=3600, max_backoff_s=3600)
+    runtime = memory_runtime(inventory, memory, settings=RuntimeSettings(queue=hour))
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
+    async with runtime, gangs:
+        for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
+            memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
+        for k in range(2):
+            memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
+        await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
+        await runtime.settle()
+        assert node_of(memory, "big-0") is None  # the victims still hold the GPUs
+        memory.terminate()
+        await eventually(
+            lambda: node_of(memory, "big-0") and node_of(memory, "big-1"),
+            what="the gang bound without waiting out its hour of backoff",
+            timeout_s=10,
+        )
+        assert {node_of(memory, "big-0"), node_of(memory, "big-1")} == {"dgx-a", "dgx-b"}
