@@ -16,6 +16,7 @@ MemoryCluster`, so explain and simulate work on what the agents report. While th
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -130,6 +131,7 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             settings=EngineSettings(gangs=gang_settings, runtime=settings),
             restate=runtime.scheduler.restate,
             executor=forecasting,
+            new_executor=forecast_worker.start,
             jobs=runtime.jobs,
         )
         app[WHATIF].whatif = what_if(runtime, gangs, predictor=forecaster)
@@ -156,7 +158,8 @@ def _context(config: Config, backend: Backend) -> Callable[[web.Application], As
             yield
         finally:
             await forecaster.stop()
-            forecast_worker.stop_now(forecasting)
+            if isinstance(forecaster.executor, concurrent.futures.ProcessPoolExecutor):
+                forecast_worker.stop_now(forecaster.executor)
             app[RUNNING].forecaster = None
             if checks is not None:
                 await checks.stop()

@@ -210,7 +210,9 @@ class LiveForecaster:
     """Forecasts for ``scheduler``'s pending pods, published to ``forecasts``. ``profiles``
     builds the profiles a forward run uses (called where it runs: each run has its own);
     ``executor`` runs it (``None``: the loop's default thread pool; the app gives a process of
-    its own, so the forward run never holds the event loop's interpreter lock); ``restate`` gets
+    its own, so the forward run never holds the event loop's interpreter lock); ``new_executor``
+    makes another when that process has died under it (killed, out of memory: a broken pool would
+    fail every later run), and :attr:`executor` is the one in use; ``restate`` gets
     the pods whose stated forecast changed; ``jobs``: the Job objects watched now (a running
     pod of a Job with ``activeDeadlineSeconds`` ends by its deadline, source ``deadline``)."""
 
@@ -228,9 +230,11 @@ class LiveForecaster:
         restate: Callable[[Sequence[str]], None] | None = None,
         wall: Callable[[], float] = time.time,
         executor: concurrent.futures.Executor | None = None,
+        new_executor: Callable[[], concurrent.futures.Executor] | None = None,
         jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
     ) -> None:
-        self._executor = executor
+        self.executor = executor
+        self._new_executor = new_executor
         self._jobs = jobs
         self._memo: dict[str, tuple[object, dict[str, Any]]] = {}
         self.scheduler = scheduler
@@ -351,9 +355,17 @@ class LiveForecaster:
         self, state: ClusterCopy, pods: Sequence[str] | None
     ) -> dict[str, Prediction]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, forward, state, pods, self.horizon_s, self._profiles, self._settings
-        )
+        args = (state, pods, self.horizon_s, self._profiles, self._settings)
+        try:
+            return await loop.run_in_executor(self.executor, forward, *args)
+        except concurrent.futures.BrokenExecutor as e:
+            if self._new_executor is None:
+                raise
+            log.warning("the forecast's worker process ended (%s); starting another", e)
+            broken, self.executor = self.executor, self._new_executor()
+            if broken is not None:
+                broken.shutdown(wait=False, cancel_futures=True)
+            return await loop.run_in_executor(self.executor, forward, *args)
 
     def _forecast(self, p: Prediction, uid: str, now: float) -> Forecast:
         return Forecast(

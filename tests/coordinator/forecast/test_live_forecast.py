@@ -5,8 +5,11 @@ predicted start with "wait for these pods" first."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
+import os
 import re
+import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +22,7 @@ from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.api import pending
 from coordinator.api.explain import SCHEDULER, SchedulerSlot
+from coordinator.app import forecast_worker
 from coordinator.app.web import build_app
 from coordinator.core.registry import build_profiles
 from coordinator.engine.forecasts import Forecasts
@@ -150,6 +154,39 @@ async def test_a_waiting_pod_shows_when_it_starts_and_whose_end_it_waits_for(liv
         r"~15 min \(about \d\d:\d\d UTC\), when train-7 ends",
         said,
     ), said
+
+
+async def test_a_forecast_worker_that_died_is_replaced_and_the_forecast_still_made(
+    live: Live,
+) -> None:
+    """The worker process the coordinator runs forecasts in is killed (OOM killer, a stray
+    signal): the next refresh starts another and forecasts, rather than failing for good."""
+    pool = forecast_worker.start()
+    forecaster = LiveForecaster(
+        live.runtime.scheduler,
+        live.forecasts,
+        profiles=build_profiles,
+        wall=lambda: live.clocks.wall,
+        poll_s=3600,
+        executor=pool,
+        new_executor=forecast_worker.start,
+    )
+    try:
+        live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+        await settle(live)
+        live.cluster.create_pod(job_pod("train-8", 8))
+        await settle(live)
+        os.kill(pool.submit(os.getpid).result(timeout=60), signal.SIGKILL)
+
+        await forecaster.refresh()
+        forecast = live.forecasts.get("ml/train-8")
+        assert forecast is not None
+        assert forecast.after == ("ml/train-7",)
+        assert forecaster.executor is not pool
+    finally:
+        for used in {pool, forecaster.executor}:
+            assert isinstance(used, concurrent.futures.ProcessPoolExecutor)
+            forecast_worker.stop_now(used)
 
 
 async def test_a_node_the_scheduler_does_not_fill_is_no_room_in_the_forecast(live: Live) -> None:
