@@ -18,7 +18,9 @@ multi-tray gangs placed inside one NVLink domain (one clique, or one node), of t
 have been (at most 18 trays and a clique with that many whole free trays when it was placed);
 large-gang (≥ 8 trays) wait in ticks, p50 / p95; GPUs stranded in partly used cliques (free GPUs
 of a clique some of whose GPUs are busy) and whole idle cliques, averaged over ticks; GPUs busy;
-jobs left waiting at the end.
+jobs left waiting at the end. Where the stranded GPUs are (the planner's arms): those in racks
+holding gang members only (no lone pod), and the gangs placed over several cliques (how many, and
+the mean number of cliques each spans).
 
 ``--engine`` replays the same streams through the production engine instead: the stream becomes
 a ``coordinator/sim`` trace (a tick is a simulated minute; the fleet a ``coordinator/sim``
@@ -153,6 +155,9 @@ class Arm:
     stranded: list[int] = field(default_factory=list)
     busy: list[float] = field(default_factory=list)
     whole: list[int] = field(default_factory=list)
+    # where the stranded GPUs are (the planner's arms): in racks holding gang members only
+    gangs_only: list[int] = field(default_factory=list)
+    split: list[int] = field(default_factory=list)  # cliques of each gang placed over several
     left: int = 0
     seconds: float = 0.0
 
@@ -223,12 +228,17 @@ def run(arm: Arm, jobs: list[Job], ticks: int) -> None:
         c = n.labels.get(CLIQUE)
         if c:
             clique_nodes.setdefault(c, []).append(n.name)
+    clique_of = {n: c for c, names in clique_nodes.items() for n in names}
+    lone_in: dict[str, int] = {}  # clique → lone pods running there
+    lone_at: dict[str, str] = {}  # lone pod → its clique
     t0 = time.process_time()
     for t in range(ticks):
         for end, job in [r for r in running if r[0] <= t]:
             for p in job.pods:
                 snap.forget(p.key)
             running.remove((end, job))
+            if job.name in lone_at:
+                lone_in[lone_at.pop(job.name)] -= 1
         queue.extend(by_tick.get(t, []))
         waiting: list[Job] = []
         for job in queue:
@@ -240,6 +250,12 @@ def run(arm: Arm, jobs: list[Job], ticks: int) -> None:
                 waiting.append(job)
                 continue
             running.append((t + job.duration, job))
+            if not job.trays:
+                if (home := clique_of.get(next(iter(got.values())))) is not None:
+                    lone_at[job.name] = home
+                    lone_in[home] = lone_in.get(home, 0) + 1
+            elif len(cliques := {clique_of.get(n) for n in got.values()} - {None}) > 1:
+                arm.split.append(len(cliques))
             if job.trays >= LARGE:
                 arm.waits.append(t - job.arrive)
             if job.trays >= 2 and job.trays <= TRAYS and max(room.values(), default=0) >= job.trays:
@@ -252,9 +268,9 @@ def run(arm: Arm, jobs: list[Job], ticks: int) -> None:
         arm.whole.append(
             sum(all(states[n].gpus_used == 0 for n in names) for names in clique_nodes.values())
         )
-        arm.stranded.append(
-            sum(clique_stranded([states[n] for n in names]) for names in clique_nodes.values())
-        )
+        stranded = {c: clique_stranded([states[n] for n in ns]) for c, ns in clique_nodes.items()}
+        arm.stranded.append(sum(stranded.values()))
+        arm.gangs_only.append(sum(g for c, g in stranded.items() if not lone_in.get(c)))
     arm.left = len(queue)
     arm.seconds = time.process_time() - t0
 
@@ -282,9 +298,19 @@ def report(arm: Arm) -> None:
         f" p95 {pct(arm.waits, 0.95):4.0f} ticks"
         f" ({len(arm.waits)} placed)"
         f"  stranded clique GPUs mean {statistics.fmean(arm.stranded):6.1f}"
-        f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
+        + (
+            f" (racks of gangs only {statistics.fmean(arm.gangs_only):5.1f})"
+            if arm.gangs_only
+            else ""
+        )
+        + f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
         f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
-        f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} s)"
+        + (
+            f"  gangs split over cliques {len(arm.split)} (mean {statistics.fmean(arm.split):.1f})"
+            if arm.split
+            else ""
+        )
+        + f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} s)"
     )
 
 

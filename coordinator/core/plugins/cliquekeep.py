@@ -13,10 +13,18 @@ A cycle scores a sample of the feasible nodes (kube-scheduler's adaptive
 node never scored: so for a lone GPU pod the search visits the nodes this scores 100 first
 (:meth:`CliqueKeep.visit_first`). CPU-only pods keep kube-scheduler's order.
 
-Measured (``benchmarks/clique_placement.py``, docs/benchmarks.md#nvlink-cliques): stranded clique
-GPUs as today at low and half load, fewer in a backlog; visiting every node outside the racks
-first and scoring all rack trays 0 stranded more (the holes gangs leave in racks then stay
-empty), and so did binpacking lone pods into the busiest rack.
+The table follows the domain-level measure (a clique's free GPUs while some of its GPUs are
+busy: :func:`~coordinator.core.domains.summary.clique_stranded`, ``stranded`` in
+``GET /v1/domains``) for the pod being placed: no change (no clique), lowered without losing a
+whole tray (a partly used tray), lowered at the cost of a whole tray (a broken rack's), or the
+whole rack's free GPUs stranded (an idle rack).
+
+Measured (``benchmarks/clique_placement.py``, docs/topology.md#keeping-racks-whole-cliquekeep):
+stranded clique GPUs as today at low and half load, fewer in a backlog; visiting every node
+outside the racks first and scoring all rack trays 0 stranded more (the holes gangs leave in
+racks then stay empty), and so did binpacking lone pods into the busiest rack, sending them to
+racks with too few free trays for any gang, and scoring them by the rack's fragmentation growth
+against the gang sizes. Most stranded GPUs sit beside gangs, not lone pods.
 """
 
 from __future__ import annotations
