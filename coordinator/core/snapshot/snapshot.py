@@ -417,6 +417,21 @@ class _PodIndex:
 
     def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
         self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
+        if old is not None and new is not None and old.labels == new.labels:
+            # The same node with its pods changed (one assumed, or seen bound): only the pods
+            # that differ (``PodInfo`` objects are kept while their pod is unchanged).
+            before = {id(p) for p in old.pods}
+            after = {id(p) for p in new.pods}
+            for p in old.pods:
+                if id(p) not in after:
+                    self.discard(p, old.labels)
+            for p in new.pods:
+                if id(p) not in before:
+                    self.add(new.name, p, new.labels)
+            self.prefer_no_schedule.discard(old.name)
+            if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
+                self.prefer_no_schedule.add(new.name)
+            return
         if old is not None:
             for p in old.pods:
                 self.discard(p, old.labels)

@@ -8,6 +8,7 @@ sees: anti-affine replicas on distinct nodes, skew held, every node counted when
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -226,7 +227,28 @@ def test_indexed_counts_agree_with_every_node_judged_exhaustively(seed: int) -> 
                     node.name, labels=labels, allocatable=node.allocatable, pods=node.pods
                 )
             )
-        elif roll < 0.30 and len(snapshot) > 3:
+        elif roll < 0.45 and assumed:  # the watch shows a pod bound; another one has gone
+            key = assumed.pop(rng.randrange(len(assumed)))
+            found = [n for n in snapshot.nodes if any(p.key == key for p in n.pods)]
+            if not found:  # its node was removed
+                continue
+            node = found[0]
+            seen = dataclasses.replace(next(p for p in node.pods if p.key == key))
+            snapshot.forget(key)
+            node = snapshot.by_name[node.name]
+            kept = [p for p in node.pods if not snapshot.is_assumed(p.key)]
+            if kept and rng.random() < 0.5:
+                kept.pop(rng.randrange(len(kept)))
+            held = [p for p in node.pods if snapshot.is_assumed(p.key)]
+            snapshot.replace(
+                NodeInfo.build(
+                    node.name,
+                    labels=node.labels,
+                    allocatable=node.allocatable,
+                    pods=(*kept, seen, *held),
+                )
+            )
+        elif roll < 0.48 and len(snapshot) > 3:
             gone = rng.choice(list(snapshot.nodes))
             snapshot.remove(gone.name)
             assumed = [k for k in assumed if snapshot.is_assumed(k)]
