@@ -44,7 +44,8 @@ def test_changes_between_calls_are_seen_as_by_a_fresh_conversion() -> None:
     changed = _same_as_fresh(inventory, cache, restartable={"job-1"})
     assert changed["ns/a"].priority == 7
     assert changed["ns/b"].movable  # its Job now recreates it without failing
-    assert changed["ns/c"].gang is not None and first["ns/c"].gang == changed["ns/c"].gang
+    assert changed["ns/c"].gang is not None
+    assert first["ns/c"].gang == changed["ns/c"].gang
 
     inventory.delete_pod("uid-a")
     assert "ns/a" not in _same_as_fresh(inventory, cache)
