@@ -27,7 +27,10 @@ workload's parameter (to run a case at a size upstream gives it no workload for;
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
-        [--param initNodes=500 ...] [--json]
+        [--param initNodes=500 ...] [--profile DIR] [--json]
+
+``--profile DIR`` records the coordinator with ``py-spy`` during its measured phase only
+(``DIR/topos-<tag>.txt``, raw collapsed stacks).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ import json
 import math
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +65,7 @@ from benchmarks.kwok_cluster import (
     parse_limits,
     start_kube_scheduler,
     start_kwok,
+    start_profiler,
     start_topos,
     wait_ready,
 )
@@ -361,6 +367,7 @@ async def one_run(
     namespace: str,
     *,
     timeout_s: float,
+    profile: Path | None = None,
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
     spaces = namespaces_of(workload, namespace)
@@ -387,6 +394,7 @@ async def one_run(
     done = asyncio.Event()
     watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
     requests0 = await asyncio.to_thread(requests_total, plane)
+    spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
     measured = [
         pod_body(s.template, f"p-{i:05d}", scheduler_name)
@@ -410,6 +418,10 @@ async def one_run(
     stop.set()
     await asyncio.gather(*churning)
     run.cpu_s = cpu_seconds(proc.pid) - cpu0
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(spy.wait, 30)
     run.load = os.getloadavg()[0]
     with contextlib.suppress(psutil.Error):
         run.rss_mib = psutil.Process(proc.pid).memory_info().rss / 2**20
@@ -443,7 +455,12 @@ def row(run: Run) -> dict[str, Any]:
 
 
 async def bench(
-    workload: Workload, *, limit: Limit, order: Sequence[str], timeout_s: float
+    workload: Workload,
+    *,
+    limit: Limit,
+    order: Sequence[str],
+    timeout_s: float,
+    profile: Path | None = None,
 ) -> list[Run]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
@@ -469,7 +486,19 @@ async def bench(
                 run = Run(name, limit, workload.measured_pods)
                 namespace = f"perf-{tag}"
                 try:
-                    await one_run(plane, kube, proc, workload, run, namespace, timeout_s=timeout_s)
+                    spy = None
+                    if profile is not None and name == "topos":
+                        spy = profile / f"topos-{tag}.txt"
+                    await one_run(
+                        plane,
+                        kube,
+                        proc,
+                        workload,
+                        run,
+                        namespace,
+                        timeout_s=timeout_s,
+                        profile=spy,
+                    )
                 finally:
                     proc.stop()
                 runs.append(run)
@@ -500,6 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--param", action="append", default=[], help="name=count: override a workload parameter"
     )
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        help="a folder: py-spy records the coordinator during its measured phase (raw stacks)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     order = [x.strip() for x in args.order.split(",") if x.strip()]
@@ -518,7 +552,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkloadError as exc:
         print(f"scheduler_perf: {exc}", file=sys.stderr)
         return 2
-    runs = asyncio.run(bench(workload, limit=limits[0], order=order, timeout_s=args.timeout))
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    runs = asyncio.run(
+        bench(workload, limit=limits[0], order=order, timeout_s=args.timeout, profile=args.profile)
+    )
     rows = [row(r) for r in runs]
     if args.json:
         print(

@@ -91,6 +91,7 @@ from coordinator.core.preemption.victims import (
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
 from coordinator.engine.gangs.running import (
+    RunningCache,
     bound_pods,
     recreated,
     restartable_jobs,
@@ -221,6 +222,7 @@ class Preemptor:
         # not before the inventory is synced
         self._next_compaction = clock() + self.defrag.interval_s
         self.podgroups = podgroups
+        self._running = RunningCache()  # the running pods' conversions, kept between attempts
         self.budgets = budgets
         self.nominate = nominate
         self.keys = keys
@@ -695,7 +697,11 @@ class Preemptor:
         return [
             p
             for p in running_pods(
-                inventory, self.podgroups, problems=problems, restartable=restartable
+                inventory,
+                self.podgroups,
+                problems=problems,
+                restartable=restartable,
+                cache=self._running,
             )
             if p.key not in leaving and not admitted_by_queue(p.labels)
         ]

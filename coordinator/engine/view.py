@@ -339,6 +339,10 @@ class ClusterView:
         if cached is not None and (cached[0] is bound or cached[0] == bound):
             return cached[1]
         info = bound_pod_info(bound)
+        if cached is not None and cached[1] == info:
+            # Changed in what scheduling does not read (it started): the same PodInfo, so the
+            # node is extended rather than rebuilt and the snapshot re-indexes nothing for it.
+            info = cached[1]
         self._pods[bound.uid] = (bound, info)
         return info
 

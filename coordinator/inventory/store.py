@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -434,6 +434,17 @@ class Inventory:
             old = self._records[old_node].pods.get(pod.uid)
             if old == pod:
                 return False
+            if old is not None and old_node == pod.node:
+                # Changed where it is (started, relabelled): one event, and room counts as
+                # gained only if its requests shrank (not "it left, then came back").
+                rec = self._records[old_node]
+                before = self._signature(rec)
+                _take(rec.requested, old.requests)
+                rec.pods[pod.uid] = pod
+                for k, v in pod.requests.items():
+                    rec.requested[k] = rec.requested.get(k, 0) + v
+                self._changed(rec, "updated", before, pods=True)
+                return True
             self.delete_pod(pod.uid)
         rec, new = self._record(pod.node)
         before = self._signature(None if new else rec)
@@ -462,12 +473,7 @@ class Inventory:
         held = () if rec.agent is None else rec.agent.allocations
         if any((a.namespace, a.pod) == key for a in held):
             rec.gone.add(key)  # its agent's word on the pod is stale (none: nothing to hide)
-        for k, v in pod.requests.items():
-            left = rec.requested.get(k, 0) - v
-            if left > 0:
-                rec.requested[k] = left
-            else:
-                rec.requested.pop(k, None)
+        _take(rec.requested, pod.requests)
         if self._drop_if_empty(rec):
             self._emit(InventoryEvent("removed", node))
         else:
@@ -553,3 +559,13 @@ class Inventory:
         # the cached view, with last_seen_age_s refreshed on every read
         age = round(self._clock() - agent.last_seen, 3)
         return msgspec.structs.replace(rec.view, last_seen_age_s=age)
+
+
+def _take(requested: dict[str, int], requests: Mapping[str, int]) -> None:
+    """A pod's ``requests`` no longer counted in its node's ``requested``."""
+    for k, v in requests.items():
+        left = requested.get(k, 0) - v
+        if left > 0:
+            requested[k] = left
+        else:
+            requested.pop(k, None)

@@ -6,8 +6,9 @@ Counts are kept per *topology pair* (a node label key and value). PreFilter gath
   not land where an existing pod refuses it — "node(s) didn't satisfy existing pods anti-affinity
   rules"): the snapshot indexes those terms with the topology values their pods sit in, so
   PreFilter matches each distinct term once instead of walking the pods;
-- where existing pods match *all* the incoming pod's required affinity terms (walking the pods
-  the first term's selector narrows to);
+- where existing pods match *all* the incoming pod's required affinity terms: for one term (the
+  usual case) the snapshot's :meth:`~Snapshot.domain_counts`, as for anti-affinity below; for
+  several, walking the pods the first term's selector narrows to;
 - where existing pods match each of its required anti-affinity terms: the snapshot's
   :meth:`~Snapshot.domain_counts` per term, kept current across cycles (walked per cycle only
   for a term whose ``namespaceSelector`` names labels).
@@ -16,7 +17,9 @@ Filter checks the node's pairs, in kube-scheduler's order: the pod's affinity, i
 anti-affinity, then the existing pods' anti-affinity. A pod whose affinity terms no existing pod
 matches may still go where the node has the topology keys, when it matches its own terms (the
 first pod of a group that wants to be together). Score sums preferred weights (both ways, plus
-existing pods' required affinity terms at weight 1) per pair, min-max normalised.
+existing pods' required affinity terms at weight 1) per pair, min-max normalised; the existing
+pods' terms come from the snapshot's :meth:`~Snapshot.scoring_terms`, each distinct term matched
+once per cycle.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ Refusals = tuple[str, Mapping[str, int]]
 @dataclass(slots=True)
 class _FilterState:
     existing_anti: list[Refusals] = field(default_factory=list)
-    affinity: dict[Pair, int] = field(default_factory=dict)
+    # per affinity term: its topology key and, per value, the pods matching all the terms
+    affinity: list[tuple[str, Mapping[str, int]]] = field(default_factory=list)
+    any_affinity: bool = False  # some pod matching all the terms sits on a node with a key
     anti: list[Refusals] = field(default_factory=list)
     matches_own_terms: bool = False
     refused: int = 0  # the most topology values one of the refusals refuses
@@ -66,6 +71,12 @@ def _bump(counts: dict[Pair, int], node: NodeInfo, key: str, by: int) -> None:
     if value is not None:
         pair = (key, value)
         counts[pair] = counts.get(pair, 0) + by
+
+
+def _add(counts: dict[Pair, int], key: str, values: Mapping[str, int], weight: int) -> None:
+    for value, n in values.items():
+        pair = (key, value)
+        counts[pair] = counts.get(pair, 0) + weight * n
 
 
 def _matches(
@@ -108,16 +119,27 @@ class InterPodAffinity(Plugin):
             return SKIP
         fs = _FilterState(existing_anti=existing_anti)
         fs.refused = max((len(values) for _, values in existing_anti), default=0)  # positives
-        if pod.pod_affinity:
+        if len(pod.pod_affinity) == 1:
+            (t,) = pod.pod_affinity
+            counts, holding = _matching(t, snapshot)
+            fs.affinity = [(t.topology_key, counts)]
+            fs.any_affinity = holding > 0
+        elif pod.pod_affinity:
             # An existing pod counts when it matches *all* the terms: the first term's
             # selector narrows the candidates.
+            pairs: dict[Pair, int] = {}
             for node, existing in snapshot.pods_selected_by(pod.pod_affinity[0].selector):
                 if all(
                     _matches(t, existing.namespace, existing.labels, ns_labels)
                     for t in pod.pod_affinity
                 ):
                     for t in pod.pod_affinity:
-                        _bump(fs.affinity, node, t.topology_key, 1)
+                        _bump(pairs, node, t.topology_key, 1)
+            fs.affinity = [
+                (t.topology_key, {v: n for (k, v), n in pairs.items() if k == t.topology_key})
+                for t in pod.pod_affinity
+            ]
+            fs.any_affinity = bool(pairs)
         for t in pod.pod_anti_affinity:
             counts, refused = _matching(t, snapshot)
             fs.anti.append((t.topology_key, counts))
@@ -157,15 +179,15 @@ class InterPodAffinity(Plugin):
         # existing pods' anti-affinity towards it.
         fs = state.read(_FILTER)
         labels = node.labels
-        if pod.pod_affinity:
+        if fs.affinity:
             pods_exist = True
-            for t in pod.pod_affinity:
-                value = labels.get(t.topology_key)
+            for key, counts in fs.affinity:
+                value = labels.get(key)
                 if value is None:
                     return _AFFINITY  # every topology key must exist on the node
-                if fs.affinity.get((t.topology_key, value), 0) <= 0:
+                if counts.get(value, 0) <= 0:
                     pods_exist = False
-            if not pods_exist and not (not fs.affinity and fs.matches_own_terms):
+            if not pods_exist and not (not fs.any_affinity and fs.matches_own_terms):
                 return _AFFINITY
         for key, values in fs.anti:
             value = labels.get(key)
@@ -182,27 +204,31 @@ class InterPodAffinity(Plugin):
     ) -> Status:
         ns_labels = snapshot.namespaces
         counts: dict[Pair, int] = {}
-        with_affinity = snapshot.pods_with_scoring_terms()
-        if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or with_affinity):
+        placed = snapshot.scoring_terms()
+        if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or placed):
             return SKIP
         for sign, weighted in (
             (1, pod.pod_affinity_preferred),
             (-1, pod.pod_anti_affinity_preferred),
         ):
             for w in weighted:
-                for node, existing in snapshot.pods_selected_by(w.term.selector):
-                    if _matches(w.term, existing.namespace, existing.labels, ns_labels):
-                        _bump(counts, node, w.term.topology_key, sign * w.weight)
-        for node, existing in with_affinity:
-            for t in existing.affinity:
-                if _matches(t, pod.namespace, pod.labels, ns_labels):
-                    _bump(counts, node, t.topology_key, HARD_POD_AFFINITY_WEIGHT)
-            for w in existing.affinity_preferred:
-                if _matches(w.term, pod.namespace, pod.labels, ns_labels):
-                    _bump(counts, node, w.term.topology_key, w.weight)
-            for w in existing.anti_affinity_preferred:
-                if _matches(w.term, pod.namespace, pod.labels, ns_labels):
-                    _bump(counts, node, w.term.topology_key, -w.weight)
+                key, by = w.term.topology_key, sign * w.weight
+                for value, n in _matching(w.term, snapshot)[0].items():
+                    if n:
+                        pair = (key, value)
+                        counts[pair] = counts.get(pair, 0) + by * n
+        # The placed pods' terms, each distinct term matched once (the index keeps how many
+        # pods carry it per topology value).
+        own_ns = ns_labels.get(pod.namespace)
+        for term, values in placed.affinity.terms.items():
+            if term.matches_pod(pod.namespace, pod.labels, own_ns):
+                _add(counts, term.topology_key, values, HARD_POD_AFFINITY_WEIGHT)
+        for w, values in placed.affinity_preferred.terms.items():
+            if w.term.matches_pod(pod.namespace, pod.labels, own_ns):
+                _add(counts, w.term.topology_key, values, w.weight)
+        for w, values in placed.anti_preferred.terms.items():
+            if w.term.matches_pod(pod.namespace, pod.labels, own_ns):
+                _add(counts, w.term.topology_key, values, -w.weight)
         if not any(counts.values()):
             return SKIP  # every node would score the same
         state.write(_SCORE, counts)

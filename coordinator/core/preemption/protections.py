@@ -132,15 +132,16 @@ def _ran(pod: RunningPod, now: float) -> float:
 
 
 def _unit(name: str, pods: Sequence[RunningPod], now: float | None) -> EvictionUnit:
+    milli = [gpu_milli(p) for p in pods]
     seconds = 0.0
     if now is not None:
-        seconds = sum(gpu_milli(p) / 1000 * _ran(p, now) for p in pods)
+        seconds = sum(m / 1000 * _ran(p, now) for m, p in zip(milli, pods, strict=True) if m)
     return EvictionUnit(
         unit=name,
         pods=tuple(pods),
         priority=max(p.priority for p in pods),
         cost=EvictionCost(1 if pods[0].gang else 0, len(pods), seconds),
-        gpu_milli=sum(gpu_milli(p) for p in pods),
+        gpu_milli=sum(milli),
     )
 
 
@@ -156,9 +157,12 @@ def _under_min_runtime(pod: RunningPod, now: float, rule: DurationRule) -> str |
     )
 
 
-def preference(unit: EvictionUnit) -> tuple[int, EvictionCost, int, str]:
-    """Lowest priority first, then the cheapest, then the one holding the most GPUs."""
-    return (unit.priority, unit.cost, -unit.gpu_milli, unit.unit)
+def preference(unit: EvictionUnit) -> tuple[int, int, int, float, int, str]:
+    """Lowest priority first, then the cheapest (:class:`EvictionCost`'s order, field by
+    field, flattened: sorting thousands of candidates compares plain values), then the one
+    holding the most GPUs."""
+    cost = unit.cost
+    return (unit.priority, cost.gangs, cost.pods, cost.gpu_seconds, -unit.gpu_milli, unit.unit)
 
 
 def evictable_units(

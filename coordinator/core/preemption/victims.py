@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from coordinator.core.domains.capacity import GPU, NodeState, add
+from coordinator.core.domains.capacity import fits as room_for
 from coordinator.core.domains.countbound import may_fit
 from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member, Placement
@@ -217,6 +218,7 @@ def select_victims(
         ]
 
     by_name = {n.name: n for n in nodes}
+    lone = preemptor[0] if len(preemptor) == 1 else None
     # Evictions change what is free, never the nodes' labels: one layout for every attempt over
     # all nodes (an attempt on one node builds its own).
     layout = build_layout(nodes, keys=keys)
@@ -229,6 +231,11 @@ def select_victims(
         pods = [p for unit in victims for p in unit]
         scope = nodes if on is None else [by_name[on]]
         after = _freed(scope, pods, room, shared, milli=milli, asks=placed)
+        if on is not None and lone is not None and not room_for(after[0].free, lone.requests):
+            # The placement would consume these from the node's free room: a cheap necessary
+            # condition, checked before the placement search (the node-by-node search tries
+            # several victim sets on every candidate node; most leave too little room).
+            return Status.unschedulable("not enough room once the victims are gone")
         if counted and on is None and not may_fit(gpu_asks, after, intent=intent, layout=layout):
             return Status.unschedulable("not enough free GPUs, counted alone")
         check = eligible

@@ -6,8 +6,11 @@ per selector and reused by every cycle that asks again instead of walked per pod
   a pod anti-affinity term) and one topology key, the matching pods per value of that key over
   the nodes carrying every ``required`` key. Every such domain is present (zeros included) and a
   histogram of the counts gives the least-loaded domain without a walk.
-- :class:`AntiAffinityIndex`: the required anti-affinity terms of the pods already placed, each
+- :class:`TermIndex`: the required anti-affinity terms of the pods already placed, each
   with the topology values where pods carrying it sit (the symmetric half of anti-affinity).
+- :class:`ScoringTerms`: the same for the terms of placed pods that weigh on an incoming pod's
+  score (required affinity, preferred affinity and anti-affinity): each distinct term is matched
+  once per cycle instead of once per pod carrying it.
 
 A matcher must decide from a pod's namespace and labels alone (no namespace labels): terms with
 a ``namespaceSelector`` that names labels are never counted here.
@@ -17,13 +20,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Generic, Protocol, TypeVar
 
-from coordinator.core.podspec.affinity import AffinityTerm
+from coordinator.core.podspec.affinity import AffinityTerm, WeightedAffinityTerm
 from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.snapshot.podinfo import PodInfo
 
-__all__ = ["AntiAffinityIndex", "CountKey", "DomainCounts", "InNamespace", "PodMatcher"]
+__all__ = [
+    "CountKey",
+    "DomainCounts",
+    "InNamespace",
+    "PodMatcher",
+    "ScoringTerms",
+    "TermIndex",
+]
 
 COUNTS_LIMIT: Final = 64  # counts kept (each as large as its domains) before a fresh start
 
@@ -55,6 +65,8 @@ class InNamespace:
             and self.selector.matches(labels)
         )
 
+
+T = TypeVar("T", AffinityTerm, WeightedAffinityTerm)
 
 # matcher, topology key, keys a node must carry for its pods to count
 CountKey = tuple[PodMatcher, str, tuple[str, ...]]
@@ -128,22 +140,24 @@ class DomainCounts:
         return min(self.hist) if self.hist else 0
 
 
-class AntiAffinityIndex:
-    """Required anti-affinity terms of placed pods → topology value → pods carrying the term."""
+class TermIndex(Generic[T]):
+    """Terms of placed pods (one kind: required anti-affinity, required affinity, preferred
+    either way) → topology value → how many pods carrying the term sit there."""
 
     __slots__ = ("terms",)
 
     def __init__(self) -> None:
-        self.terms: dict[AffinityTerm, dict[str, int]] = {}
+        self.terms: dict[T, dict[str, int]] = {}
 
-    def copy(self) -> AntiAffinityIndex:
-        other = AntiAffinityIndex()
+    def copy(self) -> TermIndex[T]:
+        other = TermIndex[T]()
         other.terms = {t: dict(v) for t, v in self.terms.items()}
         return other
 
-    def bump(self, labels: Mapping[str, str], pod: PodInfo, by: int) -> None:
-        for term in pod.anti_affinity:
-            value = labels.get(term.topology_key)
+    def bump(self, labels: Mapping[str, str], terms: Iterable[T], by: int) -> None:
+        for term in terms:
+            key = term.topology_key if isinstance(term, AffinityTerm) else term.term.topology_key
+            value = labels.get(key)
             if value is None:
                 continue
             values = self.terms.setdefault(term, {})
@@ -154,3 +168,36 @@ class AntiAffinityIndex:
                 values.pop(value, None)
                 if not values:
                     del self.terms[term]
+
+
+class ScoringTerms:
+    """The terms of placed pods that weigh on an incoming pod's score (InterPodAffinity's
+    symmetric half): required affinity (at kube's hard weight), preferred affinity and preferred
+    anti-affinity, each → topology value → pods carrying the term."""
+
+    __slots__ = ("affinity", "affinity_preferred", "anti_preferred")
+
+    def __init__(self) -> None:
+        self.affinity = TermIndex[AffinityTerm]()
+        self.affinity_preferred = TermIndex[WeightedAffinityTerm]()
+        self.anti_preferred = TermIndex[WeightedAffinityTerm]()
+
+    def copy(self) -> ScoringTerms:
+        other = ScoringTerms()
+        other.affinity = self.affinity.copy()
+        other.affinity_preferred = self.affinity_preferred.copy()
+        other.anti_preferred = self.anti_preferred.copy()
+        return other
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.affinity.terms or self.affinity_preferred.terms or self.anti_preferred.terms
+        )
+
+    def bump(self, labels: Mapping[str, str], pod: PodInfo, by: int) -> None:
+        if pod.affinity:
+            self.affinity.bump(labels, pod.affinity, by)
+        if pod.affinity_preferred:
+            self.affinity_preferred.bump(labels, pod.affinity_preferred, by)
+        if pod.anti_affinity_preferred:
+            self.anti_preferred.bump(labels, pod.anti_affinity_preferred, by)

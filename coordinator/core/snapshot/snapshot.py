@@ -18,10 +18,11 @@ from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.nodeorder import NodeOrder
 from coordinator.core.snapshot.podcounts import (
     COUNTS_LIMIT,
-    AntiAffinityIndex,
     CountKey,
     DomainCounts,
     PodMatcher,
+    ScoringTerms,
+    TermIndex,
 )
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.workloads import WorkloadSelectors
@@ -369,11 +370,10 @@ class Snapshot:
         pods carrying the term sit there (read-only)."""
         return self._pod_index().anti.terms
 
-    def pods_with_scoring_terms(self) -> list[tuple[NodeInfo, PodInfo]]:
-        """Pods whose terms weigh on others' scores: required affinity, preferred either way."""
-        return [
-            (self._nodes[n], p) for n, p in self._pod_index().scoring.values() if n in self._nodes
-        ]
+    def scoring_terms(self) -> ScoringTerms:
+        """The terms of the pods on the nodes that weigh on another pod's score (required
+        affinity, preferred either way) → topology value → pods carrying each (read-only)."""
+        return self._pod_index().scoring_terms
 
     def has_prefer_no_schedule_taints(self) -> bool:
         return bool(self._pod_index().prefer_no_schedule)
@@ -387,7 +387,7 @@ class _PodIndex:
         "domains",
         "owned",
         "prefer_no_schedule",
-        "scoring",
+        "scoring_terms",
         "with_affinity",
         "with_affinity_list",
     )
@@ -398,8 +398,8 @@ class _PodIndex:
         self.by_label: dict[tuple[str, str], dict[str, tuple[str, PodInfo]]] = {}
         self.with_affinity: dict[str, tuple[str, PodInfo]] = {}
         self.prefer_no_schedule: set[str] = set()
-        self.scoring: dict[str, tuple[str, PodInfo]] = {}
-        self.anti = AntiAffinityIndex()
+        self.anti = TermIndex[AffinityTerm]()
+        self.scoring_terms = ScoringTerms()
         self.counts: dict[CountKey, DomainCounts] = {}
         self.owned: set[CountKey] = set()  # counts this index may change (the others: copy first)
 
@@ -408,8 +408,8 @@ class _PodIndex:
         other.by_label = {k: dict(v) for k, v in self.by_label.items()}
         other.with_affinity = dict(self.with_affinity)
         other.prefer_no_schedule = set(self.prefer_no_schedule)
-        other.scoring = dict(self.scoring)
         other.anti = self.anti.copy()
+        other.scoring_terms = self.scoring_terms.copy()
         other.counts = dict(self.counts)  # shared until one side changes a count
         self.owned = set()
         other.domains = self.domains  # node labels do not change with assume/forget
@@ -417,6 +417,21 @@ class _PodIndex:
 
     def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
         self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
+        if old is not None and new is not None and old.labels == new.labels:
+            # The same node with its pods changed (one assumed, or seen bound): only the pods
+            # that differ (``PodInfo`` objects are kept while their pod is unchanged).
+            before = {id(p) for p in old.pods}
+            after = {id(p) for p in new.pods}
+            for p in old.pods:
+                if id(p) not in after:
+                    self.discard(p, old.labels)
+            for p in new.pods:
+                if id(p) not in before:
+                    self.add(new.name, p, new.labels)
+            self.prefer_no_schedule.discard(old.name)
+            if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
+                self.prefer_no_schedule.add(new.name)
+            return
         if old is not None:
             for p in old.pods:
                 self.discard(p, old.labels)
@@ -439,17 +454,16 @@ class _PodIndex:
         if pod.has_affinity:
             self.with_affinity[ident] = (node, pod)
             self.with_affinity_list = None
-            if pod.affinity or pod.affinity_preferred or pod.anti_affinity_preferred:
-                self.scoring[ident] = (node, pod)
-            self.anti.bump(labels, pod, 1)
+            self.scoring_terms.bump(labels, pod, 1)
+            self.anti.bump(labels, pod.anti_affinity, 1)
         self._count(labels, pod, 1)
 
     def discard(self, pod: PodInfo, labels: Mapping[str, str]) -> None:
         ident = pod.uid or pod.key
         if self.with_affinity.pop(ident, None) is not None:
             self.with_affinity_list = None
-            self.scoring.pop(ident, None)
-            self.anti.bump(labels, pod, -1)
+            self.scoring_terms.bump(labels, pod, -1)
+            self.anti.bump(labels, pod.anti_affinity, -1)
         for pair in pod.labels.items():
             bucket = self.by_label.get(pair)
             if bucket is not None:

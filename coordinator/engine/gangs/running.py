@@ -24,6 +24,7 @@ from coordinator.inventory.store import Inventory
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "RunningCache",
     "bound_gang",
     "bound_pods",
     "budget_of",
@@ -107,48 +108,72 @@ def bound_pods(inventory: Inventory) -> Iterator[BoundPod]:
         yield from inventory.bound_pods(name)
 
 
+class RunningCache:
+    """The :class:`RunningPod` of each bound pod in no gang, kept while the inventory holds the
+    same ``BoundPod`` (a change replaces it) and its Job's restartability is unchanged: planners
+    ask for every running pod on each attempt, and most of them have not changed since the last.
+    A pod naming a gang is converted every time (its gang also depends on the PodGroups)."""
+
+    __slots__ = ("_by_uid",)
+
+    def __init__(self) -> None:
+        # uid → (the bound pod converted, its Job restartable, the conversion, its problem)
+        self._by_uid: dict[str, tuple[BoundPod, bool, RunningPod, tuple[str, str] | None]] = {}
+
+
 def running_pods(
     inventory: Inventory,
     podgroups: PodGroups,
     *,
     problems: dict[str, tuple[str, str]] | None = None,
     restartable: Collection[str] = (),
+    cache: RunningCache | None = None,
 ) -> list[RunningPod]:
     """``problems``, when given, gains pod uid → (``namespace/name``, why) for each pod whose
     ``topos.io/min-runtime`` does not parse (the configured minimum applies to it instead);
     ``restartable``: the uids of the Jobs that would recreate their pods without failing
-    (:func:`restartable_jobs`)."""
+    (:func:`restartable_jobs`); ``cache``: conversions kept from the last call."""
     out: list[RunningPod] = []
+    kept = cache._by_uid if cache is not None else {}
+    seen: dict[str, tuple[BoundPod, bool, RunningPod, tuple[str, str] | None]] = {}
     for pod in bound_pods(inventory):
+        restarts = pod.owner_kind == "Job" and pod.owner_uid in restartable
+        hit = kept.get(pod.uid)
+        if hit is not None and hit[0] is pod and hit[1] == restarts:
+            seen[pod.uid] = hit
+            out.append(hit[2])
+            if hit[3] is not None and problems is not None:
+                problems[pod.uid] = hit[3]
+            continue
         spec = bound_gang(pod, podgroups)
+        problem: tuple[str, str] | None = None
         try:
             own = min_runtime(pod.annotations)
         except FieldError as exc:
             own = None
+            problem = (f"{pod.namespace}/{pod.name}", f"{exc.field}: {exc.message}")
             if problems is not None:
-                problems[pod.uid] = (f"{pod.namespace}/{pod.name}", f"{exc.field}: {exc.message}")
-        out.append(
-            RunningPod(
-                key=f"{pod.namespace}/{pod.name}",
-                uid=pod.uid,
-                node=pod.node,
-                requests=dict(pod.requests),
-                priority=pod.priority,
-                labels=dict(pod.labels),
-                gang=str(spec.key) if spec is not None else None,
-                gpus=tuple(pod.assigned_gpus),
-                share=parse_held(pod.annotations.get(GPU_SHARE, "")),
-                priority_class=pod.priority_class,
-                started_at=pod.started_at,
-                min_runtime_s=own,
-                movable=movability(
-                    pod.owner_kind,
-                    pod.annotations,
-                    restarts_free=pod.owner_kind == "Job" and pod.owner_uid in restartable,
-                )
-                is True,
-            )
+                problems[pod.uid] = problem
+        running = RunningPod(
+            key=f"{pod.namespace}/{pod.name}",
+            uid=pod.uid,
+            node=pod.node,
+            requests=dict(pod.requests),
+            priority=pod.priority,
+            labels=dict(pod.labels),
+            gang=str(spec.key) if spec is not None else None,
+            gpus=tuple(pod.assigned_gpus),
+            share=parse_held(pod.annotations.get(GPU_SHARE, "")),
+            priority_class=pod.priority_class,
+            started_at=pod.started_at,
+            min_runtime_s=own,
+            movable=movability(pod.owner_kind, pod.annotations, restarts_free=restarts) is True,
         )
+        if spec is None and cache is not None and declares_no_gang(pod):
+            seen[pod.uid] = (pod, restarts, running, problem)
+        out.append(running)
+    if cache is not None:
+        cache._by_uid = seen
     return out
 
 

@@ -8,6 +8,7 @@ sees: anti-affine replicas on distinct nodes, skew held, every node counted when
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,16 +39,19 @@ def _anti(
     ns_selector: Mapping[str, Any] | None = None,
     *,
     preferred: bool = False,
+    together: bool = False,
 ) -> dict[str, Any]:
+    """A pod anti-affinity term (``together``: an affinity term), required or preferred."""
     term: dict[str, Any] = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
     if namespaces is not None:
         term["namespaces"] = list(namespaces)
     if ns_selector is not None:
         term["namespaceSelector"] = dict(ns_selector)
+    kind = "podAffinity" if together else "podAntiAffinity"
     if preferred:
         weighted = [{"weight": 10, "podAffinityTerm": term}]
-        return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": weighted}}
-    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        return {kind: {"preferredDuringSchedulingIgnoredDuringExecution": weighted}}
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
 
 
 def _spread(app: str, key: str, skew: int, when: str = "DoNotSchedule") -> dict[str, Any]:
@@ -76,7 +80,12 @@ def _random_pod(rng: random.Random, i: int) -> PodRequest:
         ns_selector = rng.choice((None, None, {}, {"matchLabels": {"team": "x"}}))
         namespaces = rng.choice((None, ["ns1", "ns2"]))
         spec["affinity"] = _anti(
-            rng.choice(("a", "b")), key, namespaces, ns_selector, preferred=rng.random() < 0.2
+            rng.choice(("a", "b")),
+            key,
+            namespaces,
+            ns_selector,
+            preferred=rng.random() < 0.2,
+            together=rng.random() < 0.3,  # affinity: the placed pods' terms weigh on scores
         )
     elif kind < 0.7:
         keys = rng.sample((HOST, ZONE), rng.choice((1, 2)))
@@ -110,8 +119,29 @@ def _naive_feasible(incoming: PodRequest, snapshot: Snapshot) -> set[str]:
     hard = [c for c in incoming.spread if c.when_unsatisfiable == "DoNotSchedule"]
     keys = {c.topology_key for c in hard}
     eligible = [n for n in snapshot.nodes if all(k in n.labels for k in keys)]
+    together = incoming.pod_affinity
+    with_all = [
+        (there, p)
+        for there, p in placed
+        if all(t.matches_pod(p.namespace, p.labels, ns.get(p.namespace)) for t in together)
+    ]
+    own = all(
+        t.matches_pod(incoming.namespace, incoming.labels, ns.get(incoming.namespace))
+        for t in together
+    )
     out = set()
     for node in snapshot.nodes:
+        if together:
+            if any(t.topology_key not in node.labels for t in together):
+                continue
+            near = all(
+                any(same_domain(node, there, t.topology_key) for there, _ in with_all)
+                for t in together
+            )
+            # the first of a group may start it where no pod matching its terms sits yet
+            counted = any(t.topology_key in there.labels for there, _ in with_all for t in together)
+            if not near and (counted or not own):
+                continue
         if any(
             same_domain(node, there, t.topology_key)
             and t.matches_pod(p.namespace, p.labels, ns.get(p.namespace))
@@ -197,7 +227,28 @@ def test_indexed_counts_agree_with_every_node_judged_exhaustively(seed: int) -> 
                     node.name, labels=labels, allocatable=node.allocatable, pods=node.pods
                 )
             )
-        elif roll < 0.30 and len(snapshot) > 3:
+        elif roll < 0.45 and assumed:  # the watch shows a pod bound; another one has gone
+            key = assumed.pop(rng.randrange(len(assumed)))
+            found = [n for n in snapshot.nodes if any(p.key == key for p in n.pods)]
+            if not found:  # its node was removed
+                continue
+            node = found[0]
+            seen = dataclasses.replace(next(p for p in node.pods if p.key == key))
+            snapshot.forget(key)
+            node = snapshot.by_name[node.name]
+            kept = [p for p in node.pods if not snapshot.is_assumed(p.key)]
+            if kept and rng.random() < 0.5:
+                kept.pop(rng.randrange(len(kept)))
+            held = [p for p in node.pods if snapshot.is_assumed(p.key)]
+            snapshot.replace(
+                NodeInfo.build(
+                    node.name,
+                    labels=node.labels,
+                    allocatable=node.allocatable,
+                    pods=(*kept, seen, *held),
+                )
+            )
+        elif roll < 0.48 and len(snapshot) > 3:
             gone = rng.choice(list(snapshot.nodes))
             snapshot.remove(gone.name)
             assumed = [k for k in assumed if snapshot.is_assumed(k)]

@@ -4,6 +4,7 @@ that tell the scheduler when a node gained capacity."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from common.model import GpuHealth, NvLinkHealth
@@ -246,6 +247,31 @@ def test_capacity_gained_is_reported_when_a_pod_leaves_or_a_gpu_heals(inv: Inven
         allocations=None,
     )
     assert events[-1].capacity_gained is True
+
+
+def test_a_pod_changing_where_it_runs_gains_no_room_unless_its_requests_shrink(
+    inv: Inventory,
+) -> None:
+    # A started or relabelled pod is one "updated" event that frees nothing: the scheduler must
+    # not send every pod waiting for room back to the queue for it (kube's queueing hints).
+    events: list[InventoryEvent] = []
+    inv.upsert_node(_kube_node())
+    inv.upsert_node(_kube_node("node-b"))
+    inv.upsert_pod(_pod("p1", gpus=2))
+    free = inv.node("node-a").free  # type: ignore[union-attr]
+    inv.subscribe(events.append)
+    inv.upsert_pod(msgspec.structs.replace(_pod("p1", gpus=2), started_at=5.0))
+    assert events == [InventoryEvent("updated", "node-a", False, pods_only=True)]
+    assert inv.node("node-a").free == free  # type: ignore[union-attr]
+    assert [p.started_at for p in inv.bound_pods("node-a")] == [5.0]
+    inv.upsert_pod(_pod("p1", gpus=1))  # resized in place: a GPU freed
+    assert events[-1] == InventoryEvent("updated", "node-a", True, pods_only=True)
+    assert inv.node("node-a").free["nvidia.com/gpu"] == free["nvidia.com/gpu"] + 1  # type: ignore[union-attr]
+    events.clear()
+    inv.upsert_pod(_pod("p1", node="node-b", gpus=1))  # re-bound elsewhere: node-a gains
+    assert [(e.node, e.capacity_gained) for e in events] == [("node-a", True), ("node-b", False)]
+    assert [p.uid for p in inv.bound_pods("node-b")] == ["p1"]
+    assert inv.bound_pods("node-a") == ()
 
 
 def test_cordoned_or_not_ready_nodes_are_not_schedulable(inv: Inventory) -> None:
