@@ -26,11 +26,10 @@ Every gang speaks Kubernetes' Workload API (``scheduling.k8s.io/v1alpha2``): a `
 with ``schedulingPolicy.gang.minCount``, its members naming it in ``spec.schedulingGroup``, so
 kube-scheduler (feature gates ``GenericWorkload``, ``GangScheduling``,
 ``TopologyAwareWorkloadScheduling`` and ``WorkloadAwarePreemption``, on it and on the API server)
-and Topos read the same objects. kube-scheduler's topology constraint is the PodGroup's
-``schedulingConstraints.topology``; Topos does not read that field (yet): its members carry the
-same level as ``topos.io/gang-topology``. Each scheduler runs alone (kube-scheduler first), with no
-client-side rate limit; after its cases its pods are deleted, so the next starts on the same empty
-nodes.
+and Topos read the same objects, the topology constraint included (the PodGroup's
+``spec.schedulingConstraints.topology``; the pods carry no Topos key). Each scheduler runs alone
+(kube-scheduler first), with no client-side rate limit; after its cases its pods are deleted, so
+the next starts on the same empty nodes.
 
     .venv/bin/python -m benchmarks.kai_gangs [--nodes 500] [--cases topology,unschedulable,reclaim]
         [--schedulers kube-scheduler,topos] [--timeout 300] [--profile DIR] [--keep] [--json]
@@ -201,18 +200,11 @@ def pod_group(
     }
 
 
-def member(
-    name: str, scheduler: str, group: str, gpus: int, priority_class: str, *, topology_key: str = ""
-) -> KubeObject:
-    annotations = {"topos.io/gang-topology": topology_key} if topology_key else {}
+def member(name: str, scheduler: str, group: str, gpus: int, priority_class: str) -> KubeObject:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "labels": {"kai-bench/group": group},
-            "annotations": annotations,
-        },
+        "metadata": {"name": name, "labels": {"kai-bench/group": group}},
         "spec": {
             "schedulerName": scheduler,
             "schedulingGroup": {"podGroupName": group},
@@ -342,10 +334,7 @@ class Bench:
             POD_GROUPS, pod_group("topo", size, topology_key=SPINE_LABEL), namespace=namespace
         )
         await self.create_all(
-            [
-                member(f"topo-{i:04d}", name, "topo", 2, LOW, topology_key=SPINE_LABEL)
-                for i in range(size)
-            ],
+            [member(f"topo-{i:04d}", name, "topo", 2, LOW) for i in range(size)],
             namespace,
         )
         pods = Tracker(self.kube, PODS, namespace)

@@ -65,7 +65,8 @@ class ControlPlaneSettings:
     service_cluster_ip_range: str = "10.0.0.0/24"
     workload_api: bool = True
     """Serve the Workload API (``scheduling.k8s.io/v1alpha2``: Workload, PodGroup, and pods'
-    ``spec.schedulingGroup``): feature gates ``GenericWorkload`` and ``GangScheduling`` and its
+    ``spec.schedulingGroup``): feature gates ``GenericWorkload``, ``GangScheduling`` and
+    ``TopologyAwareWorkloadScheduling`` (a PodGroup's topology constraint) and its
     runtime-config. Alpha in Kubernetes 1.36, so off by default in a real cluster."""
     device_taint_rules: bool = True
     """Serve DeviceTaintRule (``resource.k8s.io/v1beta2``, KEP-5055): feature gate
@@ -406,9 +407,10 @@ def _etcd_args(binaries: Binaries, root: Path, ports: _Ports) -> list[str]:
     ]
 
 
-#: kube-apiserver flags serving the Workload API (scheduling.k8s.io/v1alpha2, alpha in 1.36).
+#: kube-apiserver flags serving the Workload API (scheduling.k8s.io/v1alpha2, alpha in 1.36),
+#: with PodGroups' ``spec.schedulingConstraints.topology`` (dropped unless its gate is on).
 WORKLOAD_API_ARGS: Final = (
-    "--feature-gates=GenericWorkload=true,GangScheduling=true",
+    "--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true",
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
 

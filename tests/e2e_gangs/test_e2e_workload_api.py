@@ -1,8 +1,9 @@
 """Kubernetes' Workload API (``scheduling.k8s.io/v1alpha2``, alpha in 1.36) as the fourth gang
 vocabulary, on the real control plane: pods join a standalone PodGroup through
 ``spec.schedulingGroup.podGroupName``, bind all or nothing, and the PodGroup's
-``PodGroupScheduled`` condition says what happened. On a control plane that does not serve the API
-the coordinator schedules as before.
+``PodGroupScheduled`` condition says what happened; a PodGroup's topology constraint
+(``spec.schedulingConstraints.topology``) keeps its gang inside one domain of that node label. On
+a control plane that does not serve the API the coordinator schedules as before.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from coordinator.adapters.kube.objects import WORKLOAD_POD_GROUPS
 from devcluster import pods
 from devcluster.controlplane import ControlPlane
 from devcluster.kube_wait import wait_for_object
-from tests.support.gang_cluster import GangCluster, gang_pod
+from tests.support.gang_cluster import LEAF, SPINE, GangCluster, gang_pod
+
+RACK = "e2e.topos.io/rack"
 
 
 def workload_pod(name: str, group: str) -> dict[str, Any]:
@@ -34,12 +37,15 @@ def workload_pod(name: str, group: str) -> dict[str, Any]:
     )
 
 
-def pod_group(name: str, min_count: int) -> dict[str, Any]:
+def pod_group(name: str, min_count: int, *, topology: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
     return {
         "apiVersion": "scheduling.k8s.io/v1alpha2",
         "kind": "PodGroup",
         "metadata": {"name": name},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        "spec": spec,
     }
 
 
@@ -114,6 +120,61 @@ async def test_a_workload_api_gang_that_cannot_fit_binds_nothing_and_says_why(
         assert refused["reason"] == "Unschedulable"
         assert refused["message"].startswith("waiting for pod group big: 0/4 members placed")
         assert all(n is None for n in (await cluster.placement("e2e/group=big")).values())
+
+
+async def test_a_podgroups_topology_constraint_keeps_the_gang_in_one_domain(
+    cluster: GangCluster,
+) -> None:
+    # Two leaves of two 8-GPU nodes; the racks cut across the leaves (node 0 of each leaf in
+    # rack-a, node 1 in rack-b). Left alone, a gang of two 8-GPU pods packs into one leaf, over
+    # two racks; its PodGroup asks for one rack, so it goes over two leaves.
+    rack_of: dict[str, str] = {}
+    for leaf in (1, 2):
+        for k in (0, 1):
+            rack = "rack-a" if k == 0 else "rack-b"
+            labels = {LEAF: f"leaf-{leaf}", SPINE: "spine-1", RACK: rack}
+            name = await cluster.add_node(f"n{leaf}x{k}", "dgx-a100", labels_extra=labels)
+            cluster.leaf_of[name], rack_of[name] = f"leaf-{leaf}", rack
+    for name, topology in (("loose", ""), ("racked", RACK), ("nowhere", "e2e.topos.io/row")):
+        group = pod_group(name, 2, topology=topology)
+        await cluster.kube.create(WORKLOAD_POD_GROUPS, group, namespace=cluster.namespace)
+    created = await cluster.kube.get(WORKLOAD_POD_GROUPS, "racked", namespace=cluster.namespace)
+    assert created["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
+    async with cluster.gang_coordinator():
+        for k in range(2):
+            await cluster.create(workload_pod(f"loose-{k}", "loose"))
+        loose = await cluster.all_bound("e2e/group=loose", 2)
+        assert len({cluster.leaf_of[n] for n in loose.values()}) == 1
+        assert len({rack_of[n] for n in loose.values()}) == 2  # what the constraint prevents
+        await cluster.delete_pods("e2e/group=loose")
+        await cluster.none_left("e2e/group=loose")
+
+        for k in range(2):
+            await cluster.create(workload_pod(f"racked-{k}", "racked"))
+        racked = await cluster.all_bound("e2e/group=racked", 2)
+        assert len({rack_of[n] for n in racked.values()}) == 1
+        assert len({cluster.leaf_of[n] for n in racked.values()}) == 2
+
+        # A key no node carries: the PodGroup and its pods say which field and value; nothing
+        # of it binds, and the next gang is placed as before.
+        for k in range(2):
+            await cluster.create(workload_pod(f"nowhere-{k}", "nowhere"))
+        field = (
+            f"PodGroup {cluster.namespace}/nowhere (scheduling.k8s.io/v1alpha2) "
+            "spec.schedulingConstraints.topology[0].key='e2e.topos.io/row': "
+            "no node carries the label 'e2e.topos.io/row'"
+        )
+        await cluster.condition("nowhere-0", field)
+        refused = await scheduled_condition(
+            cluster, "nowhere", lambda c: field in c["message"], "to name the field"
+        )
+        assert refused["status"] == "False"
+        await cluster.delete_pods("e2e/group=racked")
+        await cluster.none_left("e2e/group=racked")
+        for k in range(2):
+            await cluster.create(gang_pod(f"after-{k}", "after", 2))
+        await cluster.all_bound("topos.io/gang=after", 2)
+        assert all(n is None for n in (await cluster.placement("e2e/group=nowhere")).values())
 
 
 async def test_a_basic_policy_podgroup_schedules_each_pod_alone(cluster: GangCluster) -> None:

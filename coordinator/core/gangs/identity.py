@@ -12,8 +12,11 @@
 4. Kubernetes' Workload API (``scheduling.k8s.io/v1alpha2``, alpha in 1.36): the pod spec field
    ``spec.schedulingGroup.podGroupName`` naming a standalone ``PodGroup`` of that API in the pod's
    namespace; its ``spec.schedulingPolicy.gang.minCount`` is the size (a ``basic`` policy: no
-   gang, each pod alone). The glue keeps these objects in the same mapping as the
-   scheduler-plugins ones, under :func:`workload_group_key`. Until the object exists the pod waits.
+   gang, each pod alone), and its ``spec.schedulingConstraints.topology[0].key`` (a node label
+   key) the level the whole gang stays inside (:attr:`GangSpec.topology`, the same as
+   ``topos.io/gang-topology``, which wins where a member writes it). The glue keeps these objects
+   in the same mapping as the scheduler-plugins ones, under :func:`workload_group_key`. Until the
+   object exists the pod waits.
 5. Volcano and KAI: annotations ``scheduling.k8s.io/group-name`` / ``pod-group-name`` naming their
    ``PodGroup`` objects (``scheduling.volcano.sh/v1beta1`` / ``scheduling.run.ai/v2alpha2``), kept
    in the same mapping under :func:`~coordinator.core.gangs.foreigngroups.foreign_group_key` and
@@ -36,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from common.labels import is_label_key
 from coordinator.core.gangs.foreigngroups import KINDS, foreign_group_key, min_member
 from coordinator.core.podspec.durations import DurationError, parse_duration
 from coordinator.core.podspec.fields import FieldError
@@ -73,6 +77,9 @@ class GangSpec:
     timeout_s: float | None = None  # None: the manager's default
     source: str  # "topos" | "kubenexus" | "podgroup" | "workload" | "volcano" | "kai"
     #              | "agentpool" | "pod"
+    #: The node label key the whole gang stays inside (one domain of it), from a Workload-API
+    #: PodGroup's ``spec.schedulingConstraints.topology``; None: none asked there.
+    topology: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,7 +217,54 @@ def _from_workload_group(
     n = _count(gang.get("minCount"), what=f"PodGroup {key} spec.schedulingPolicy.gang.minCount")
     if isinstance(n, str):
         return GangProblem(message=n, key=key)
-    return GangSpec(key=key, min_member=n, timeout_s=timeout_s, source="workload")
+    topology = _topology(key, spec if isinstance(spec, Mapping) else {})
+    if isinstance(topology, GangProblem):
+        return topology
+    return GangSpec(
+        key=key, min_member=n, timeout_s=timeout_s, source="workload", topology=topology
+    )
+
+
+#: Where a Workload-API PodGroup names the level its gang stays inside (k8s.io/api v0.36.3
+#: scheduling/v1alpha2 ``PodGroupSchedulingConstraints``: at most one ``TopologyConstraint``,
+#: whose ``key`` is a node label key; kube-scheduler's TopologyPlacement plugin reads it).
+TOPOLOGY_FIELD: Final = "spec.schedulingConstraints.topology"
+
+
+def topology_field(key: GangKey) -> str:
+    """How messages name the topology key of the Workload-API PodGroup ``key``."""
+    return f"PodGroup {key} (scheduling.k8s.io/v1alpha2) {TOPOLOGY_FIELD}[0].key"
+
+
+def _topology(key: GangKey, spec: Mapping[str, Any]) -> str | GangProblem | None:
+    """The label key of the PodGroup's topology constraint, ``None`` for none, or what is wrong
+    with it (the field and the value named)."""
+    constraints = spec.get("schedulingConstraints")
+    if constraints is None:
+        return None
+    where = f"PodGroup {key} (scheduling.k8s.io/v1alpha2)"
+    if not isinstance(constraints, Mapping):
+        return GangProblem(
+            message=f"{where} spec.schedulingConstraints={constraints!r}: expected an object",
+            key=key,
+        )
+    items = constraints.get("topology")
+    if items is None or items == []:
+        return None
+    if not isinstance(items, list) or len(items) > 1:
+        return GangProblem(
+            message=f"{where} {TOPOLOGY_FIELD}={items!r}: expected a list of one constraint",
+            key=key,
+        )
+    item = items[0]
+    label = item.get("key") if isinstance(item, Mapping) else None
+    if not isinstance(label, str) or not is_label_key(label):
+        shown = label if isinstance(item, Mapping) else item
+        return GangProblem(
+            message=f"{where} {TOPOLOGY_FIELD}[0].key={shown!r}: not a node label key",
+            key=key,
+        )
+    return label
 
 
 def _from_foreign_group(
@@ -358,6 +412,7 @@ __all__ = [
     "gang_instance_of",
     "gang_of",
     "gang_of_agent_pool",
+    "topology_field",
     "workload_group_key",
     "workload_owner",
     "workload_uid",

@@ -13,6 +13,9 @@ Which slice a member is in:
   ``batch.kubernetes.io/job-completion-index`` or ``leaderworkerset.sigs.k8s.io/worker-index``
   (within its JobSet child Job, as Kueue slices a JobSet), else its place in name order.
 
+A Workload-API PodGroup's topology constraint (``spec.schedulingConstraints.topology[0].key``)
+becomes its members' group level (:func:`with_gang_topology`) where they write none of their own.
+
 A slice size that does not divide the group, a level no node carries, and members that disagree
 are refused with the key and the value named; the other gangs are planned as before.
 """
@@ -20,6 +23,7 @@ are refused with the key and the value named; the other gangs are planned as bef
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Final, cast
 
 from common import podkeys
@@ -40,7 +44,7 @@ from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
-__all__ = ["HELD_ELSEWHERE", "held_domains", "resolve_level", "slice_spec"]
+__all__ = ["HELD_ELSEWHERE", "held_domains", "resolve_level", "slice_spec", "with_gang_topology"]
 
 JOB_KEY: Final = "jobset.sigs.k8s.io/job-key"
 JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
@@ -61,6 +65,33 @@ def resolve_level(level: str, keys: DomainKeys) -> str:
         "spine": keys.spine,
         "zone": keys.zone,
     }.get(level, level)
+
+
+def with_gang_topology(
+    pods: Sequence[PodRequest], level: str | None, written: str
+) -> list[PodRequest]:
+    """``pods`` with ``level`` (a node label key the group asks for, e.g. its PodGroup's topology
+    constraint, named ``written`` in messages) as their required group level; a pod that writes
+    a group level of its own (``topos.io/gang-topology`` and its aliases) keeps its own."""
+    if level is None:
+        return list(pods)
+    return [
+        p
+        if p.slices is not None and p.slices.gang_level is not None
+        else replace(
+            p,
+            slices=replace(
+                p.slices or SliceAsk(), gang_level=level, gang_level_key=written, gang_required=True
+            ),
+        )
+        for p in pods
+    ]
+
+
+def _written(key: str) -> str:
+    """How a message names where a level was written: an annotation key, or an object's field
+    (a phrase with spaces, e.g. a PodGroup's topology constraint)."""
+    return key if " " in key else f"annotation {key}"
 
 
 def _marks(namespace: str, labels: Mapping[str, str]) -> set[tuple[str, str, str]]:
@@ -151,7 +182,7 @@ def slice_spec(
     ):
         if label is not None and label != HOSTNAME and not any(label in n.labels for n in nodes):
             return Status.unresolvable(
-                f"annotation {written}={value!r}: no node carries the label {label!r}"
+                f"{_written(written)}={value!r}: no node carries the label {label!r}"
             )
     blocked, pinned, gang_blocked, running = _held(pods, snapshot, nodes, ask, level, gang_level)
     total_running = sum(running.values())

@@ -32,9 +32,10 @@ from dataclasses import replace
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
 from coordinator.core.framework.results import Failure, ScheduleResult
 from coordinator.core.gangs.cycle import GangDecision
-from coordinator.core.gangs.identity import GangKey, GangProblem
+from coordinator.core.gangs.identity import GangKey, GangProblem, GangSpec, topology_field
 from coordinator.core.gangs.manager import Allow, Phase
 from coordinator.core.gangs.plan import gang_intent
+from coordinator.core.gangs.slices import with_gang_topology
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
 from coordinator.core.status import Code, Status
@@ -107,7 +108,7 @@ class GangStep(GangLifecycle):
             message = self.manager.message(key, live=False)
             siblings = [e for e in self._entries(self.members(key)) if e is not entry]
             return self._refuse_all(key, [entry, *siblings], entry, message)
-        return await self._plan(key, entry)
+        return await self._plan(spec, entry)
 
     def _problem(self, entry: QueuedPod, problem: GangProblem) -> Failure:
         code = Code.UNSCHEDULABLE if problem.waiting else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -119,7 +120,8 @@ class GangStep(GangLifecycle):
         self.scheduler.queue.failed(entry, message=problem.message, spec_error=not problem.waiting)
         return failure
 
-    async def _plan(self, key: GangKey, popped: QueuedPod) -> ScheduleResult:
+    async def _plan(self, spec: GangSpec, popped: QueuedPod) -> ScheduleResult:
+        key = spec.key
         self.stats.planned += 1
         self._basis[key] = self.scheduler.queue.changes
         entries = self._entries(self.manager.unplaced(key))
@@ -132,6 +134,8 @@ class GangStep(GangLifecycle):
             )
             return self._refuse_all(key, entries, popped, message)
         requests = [e.request for e in entries if isinstance(e.request, PodRequest)]
+        # A Workload-API PodGroup's topology constraint: the members' group level.
+        requests = with_gang_topology(requests, spec.topology, topology_field(key))
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
             return self._wait(popped, self.manager.message(key, live=False), popped=True)

@@ -17,8 +17,9 @@ from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
-from coordinator.core.gangs.identity import GangSpec, gang_of
+from coordinator.core.gangs.identity import GangSpec, gang_of, topology_field
 from coordinator.core.gangs.plan import gang_intent
+from coordinator.core.gangs.slices import with_gang_topology
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
@@ -137,8 +138,11 @@ def place(
                 continue
             decisions = [result]
         else:
+            members = with_gang_topology(
+                unit.pods, unit.gang.topology, topology_field(unit.gang.key)
+            )
             planned = schedule_gang(
-                unit.pods,
+                members,
                 view,
                 framework,
                 min_member=unit.gang.min_member,

@@ -423,3 +423,51 @@ async def test_a_pod_with_a_resourceclaim_is_shown_the_dra_devices_it_would_get(
     stored = cluster.dra.get("ResourceClaim", "default/wanted")
     assert stored is not None
     assert not (stored.get("status") or {}).get("allocation")
+
+
+def _workload_gang(name: str, *, gpus: int, topology: str = "") -> list[dict[str, Any]]:
+    """A Workload-API PodGroup of two and its two pods, as one manifest."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": spec,
+    }
+    members = [
+        {
+            **pod(
+                f"{name}-{i}",
+                gpus=gpus,
+                namespace="ml",
+                spec={"schedulingGroup": {"podGroupName": name}},
+            ),
+            "apiVersion": "v1",
+            "kind": "Pod",
+        }
+        for i in range(2)
+    ]
+    return [group, *members]
+
+
+async def test_a_podgroups_topology_constraint_bounds_the_what_if(api: Any) -> None:
+    client, cluster, runtime = api
+    await _fill(cluster, runtime, "low", gpus=4)  # 4 GPUs free on every node
+    loose = await _whatif(client, *_workload_gang("loose", gpus=4))
+    assert loose["fits"] is True
+    (unit,) = loose["units"]
+    assert len({p["node"] for p in unit["placements"]}) == 2
+    # One node for the whole group: no node has 8 GPUs free.
+    one = await _whatif(client, *_workload_gang("one", gpus=4, topology="kubernetes.io/hostname"))
+    assert one["fits"] is False
+    (unit,) = one["units"]
+    assert "no kubernetes.io/hostname domain holds the whole group" in unit["message"], unit
+    nowhere = await _whatif(client, *_workload_gang("nowhere", gpus=1, topology="example.com/row"))
+    (unit,) = nowhere["units"]
+    assert nowhere["fits"] is False
+    assert (
+        "PodGroup ml/nowhere (scheduling.k8s.io/v1alpha2) spec.schedulingConstraints.topology"
+        "[0].key='example.com/row': no node carries the label 'example.com/row'"
+    ) in unit["message"], unit
