@@ -103,6 +103,8 @@ SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
 #: the templates' ``spec.priority`` (PreemptionBasic, Unschedulable) is taken as written.
 PERF_APISERVER_ARGS = (*APISERVER_ARGS, "--disable-admission-plugins=Priority")
 PERF_DIR = "test/integration/scheduler_perf"
+#: Upstream runs the resourceclaim controller on its runner's client, 5,000 QPS (util.go).
+CONTROLLER_ARGS = ("--kube-api-qps=5000", "--kube-api-burst=5000")
 #: Requests the resourceclaim controller makes and neither scheduler does: it creates a pod's
 #: claims from its templates and names them in the pod's status (server-side apply).
 CLAIM_CONTROLLER_ROWS = (("POST", "resourceclaims", ""), ("APPLY", "pods", "status"))
@@ -501,6 +503,7 @@ async def bench(
         settings=ControlPlaneSettings(
             controllers=("resourceclaim-controller",) if workload.dra else (),
             extra_apiserver_args=PERF_APISERVER_ARGS,
+            extra_controller_args=CONTROLLER_ARGS,
         ),
     )
     kwok: Process | None = None
