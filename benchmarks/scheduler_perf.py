@@ -603,6 +603,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for r in runs:
             print(r.summary())
+            if r.claims_allocated is not None:
+                print(
+                    f"               claims allocated and reserved: {r.claims_allocated} "
+                    f"(of {r.pods} measured pods)"
+                )
         by = {r.scheduler: r for r in runs}
         if {"topos", "kube-scheduler"} <= by.keys() and by["kube-scheduler"].rate:
             kube, topos = by["kube-scheduler"], by["topos"]
