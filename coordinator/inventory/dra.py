@@ -210,9 +210,12 @@ class DraStore:
                 and self._state is not EMPTY
                 and (slices or classes or rules)
             ):
-                self._state = self._state.with_claims(
-                    (o for o in claims if isinstance(o, ResourceClaim)), self.errors.values()
-                )
+                by_key = {  # the store's keys are the claims' (namespace/name)
+                    k: o
+                    for k, o in self._parsed["ResourceClaim"].items()
+                    if isinstance(o, ResourceClaim)
+                }
+                self._state = self._state.with_claims(by_key, self.errors.values())
             elif slices or classes or claims or rules or self.errors:
                 self._state = DraState(
                     slices=[o for o in slices if isinstance(o, ResourceSlice)],

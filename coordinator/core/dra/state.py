@@ -119,18 +119,19 @@ class DraState:
         self.held: frozenset[DeviceId] = self.allocated | frozenset(self.consumed)
 
     def with_claims(
-        self, claims: Iterable[ResourceClaim], rejected: Iterable[DraObjectError] = ()
+        self, claims: dict[str, ResourceClaim], rejected: Iterable[DraObjectError] = ()
     ) -> DraState:
-        """The same slices, classes and rules with these claims (and rejected objects): what a
-        claim change needs, without sorting pools and indexing devices again — equal to
-        ``DraState(self.slices, self.classes, claims, rejected, self.rules)``."""
+        """The same slices, classes and rules with these claims (by ``key``; the dict is kept)
+        and rejected objects: what a claim change needs, without sorting pools and indexing
+        devices again — equal to ``DraState(self.slices, self.classes, claims.values(),
+        rejected, self.rules)``."""
         if self._by_id is None:  # built once here, then shared by every later state
             self._by_id = {d.id: d for s in self._pool_slices for d in s.devices}
         other = self._sharing_devices()
         if self._selected:  # devices chosen by node labels: a node's may change with its labels
             other._by_node = {}
-        other.claims = tuple(claims)
-        other.claim_by_key = {c.key: c for c in other.claims}
+        other.claims = tuple(claims.values())
+        other.claim_by_key = claims
         other.rejected = {(e.kind, e.key): e for e in rejected}
         other._count_claims()
         return other
