@@ -17,13 +17,22 @@ latency p50/p99, scheduler CPU per pod, API requests per pod, RSS. The pods are 
 the next scheduler's turn; the Nodes stay.
 
 The opcodes read: ``createNodes`` (with ``labelNodePrepareStrategy``: its label on the nodes,
-values round robin, as upstream's ``LabelNodePrepareStrategy``), ``createNamespaces``
-(``prefix-0``, ``prefix-1``, …), ``createPods`` (with its ``namespace``: the affinity templates
-name ``sched-0`` and ``sched-1``; without one, a namespace of the run's) and ``churn`` in
-``create`` mode (its templates' pods created every ``intervalMilliseconds`` while the measured
-pods are, up to ``number``; upstream's Unschedulable case). Another opcode, a templated
-(``{{…}}``) file or a missing parameter is an error naming it. ``--param name=value`` overrides a
-workload's parameter (to run a case at a size upstream gives it no workload for; say so).
+values round robin, as upstream's ``LabelNodePrepareStrategy``; each node is named for the
+template's ``generateName``), ``createNamespaces`` (``prefix-0``, ``prefix-1``, …),
+``createPods`` (with its ``namespace``: the affinity templates name ``sched-0`` and ``sched-1``;
+without one, a namespace of the run's), ``churn`` (``create`` mode: its templates' objects
+created every ``intervalMilliseconds`` while the measured pods are, for up to ``number`` ticks —
+upstream's Unschedulable case; ``recreate`` mode: ``number`` slots per template, each tick
+creating into an empty one or deleting the object in a full one — SchedulingWithMixedChurn's
+Node, unschedulable Pod and Service), and the DRA cases' ``createResourceDriver`` (upstream's
+fake driver: a ResourceSlice per matching Node with ``maxClaimsPerNode`` devices, published
+before the schedulers start) and ``createAny`` (one object from a file — a DeviceClass, a
+ResourceClaimTemplate — made at the start of each scheduler's turn). A DRA workload runs
+kube-controller-manager's resourceclaim controller, as upstream's runner does: it creates the
+pods' claims from their templates. After each turn the claims are deleted (and released by the
+controller) before the next. Another opcode, a templated (``{{…}}``) file or a bad parameter is
+an error naming the key and the value. ``--param name=value`` overrides a workload's parameter
+(to run a case at a size upstream gives it no workload for; say so).
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
@@ -72,7 +81,19 @@ from benchmarks.kwok_cluster import (
 from benchmarks.kwok_run import Run, cpu_seconds
 from benchmarks.kwok_settle import clear
 from benchmarks.kwok_throughput import watch
-from common.kube import NAMESPACES, NODES, PODS, KubeClient
+from benchmarks.scheduler_perf_objects import (
+    AnyObject,
+    Churn,
+    ResourceDriver,
+    WorkloadError,
+    any_object,
+    churn_op,
+    create_any,
+    publish_slices,
+    resource_driver,
+    run_churn,
+)
+from common.kube import NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
 from devcluster.binaries import (
     KUBERNETES_VERSION,
@@ -88,11 +109,12 @@ SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
 #: the templates' ``spec.priority`` (PreemptionBasic, Unschedulable) is taken as written.
 PERF_APISERVER_ARGS = (*APISERVER_ARGS, "--disable-admission-plugins=Priority")
 PERF_DIR = "test/integration/scheduler_perf"
+#: Upstream runs the resourceclaim controller on its runner's client, 5,000 QPS (util.go).
+CONTROLLER_ARGS = ("--kube-api-qps=5000", "--kube-api-burst=5000")
+#: Requests the resourceclaim controller makes and neither scheduler does: it creates a pod's
+#: claims from its templates and names them in the pod's status (server-side apply).
+CLAIM_CONTROLLER_ROWS = (("POST", "resourceclaims", ""), ("APPLY", "pods", "status"))
 CREATORS = 32
-
-
-class WorkloadError(ValueError):
-    """The workload YAML asks for something this runner does not read; the message names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,17 +127,6 @@ class Step:
 
 
 @dataclass(frozen=True, slots=True)
-class Churn:
-    """A ``churn`` op in ``create`` mode: its templates' pods, one of each every ``interval_s``,
-    at most ``number`` (0: no limit) — while the measured pods are created and bound."""
-
-    templates: tuple[dict[str, Any], ...]
-    interval_s: float
-    number: int = 0
-    namespace: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Workload:
     case: str
     name: str
@@ -123,6 +134,13 @@ class Workload:
     pods: tuple[Step, ...]
     namespaces: tuple[str, ...] = ()  # createNamespaces'
     churn: tuple[Churn, ...] = ()
+    drivers: tuple[ResourceDriver, ...] = ()  # createResourceDriver's
+    objects: tuple[AnyObject, ...] = ()  # createAny's, made at the start of each turn
+
+    @property
+    def dra(self) -> bool:
+        """Its pods need kube-controller-manager's resourceclaim controller (as upstream runs)."""
+        return bool(self.drivers or self.objects)
 
     @property
     def node_count(self) -> int:
@@ -184,6 +202,8 @@ def load_workload(
     pods: list[Step] = []
     namespaces: list[str] = []
     churn: list[Churn] = []
+    drivers: list[ResourceDriver] = []
+    objects: list[AnyObject] = []
     for i, op in enumerate(found.get("workloadTemplate") or ()):
         where = f"{case}.workloadTemplate[{i}]"
         opcode = op.get("opcode")
@@ -204,17 +224,17 @@ def load_workload(
             ns = op.get("namespace")
             pods.append(Step(_template(base / path), count, measured, namespace=ns))
         elif opcode == "churn":
-            if op.get("mode") != "create":
-                raise WorkloadError(f"{where}.mode: {op.get('mode')!r} is not read (only create)")
             paths = op.get("templatePaths") or []
-            if not paths:
-                raise WorkloadError(f"{where}.templatePaths: none given")
-            templates = tuple(_template(base / p) for p in paths)
-            if any(t.get("kind") != "Pod" for t in templates):
-                raise WorkloadError(f"{where}.templatePaths: only Pod templates are read")
-            interval = float(op.get("intervalMilliseconds", 500)) / 1000
-            number = int(op.get("number", 0))
-            churn.append(Churn(templates, interval, number, op.get("namespace")))
+            if not isinstance(paths, list) or not paths:
+                raise WorkloadError(f"{where}.templatePaths: {paths!r}: give at least one file")
+            churn.append(churn_op([_template(base / p) for p in paths], op, where))
+        elif opcode == "createResourceDriver":
+            drivers.append(resource_driver(op, params, where))
+        elif opcode == "createAny":
+            path = op.get("templatePath")
+            if not isinstance(path, str) or not path:
+                raise WorkloadError(f"{where}.templatePath: {path!r} is not a file")
+            objects.append(any_object(_template(base / path), op, where))
         else:
             raise WorkloadError(f"{where}.opcode: {opcode!r} is not read by this runner")
     measured_in = {s.namespace for s in pods if s.measured}
@@ -222,7 +242,16 @@ def load_workload(
         raise WorkloadError(f"{case}/{workload}: no createPods step with collectMetrics")
     if len(measured_in) > 1:
         raise WorkloadError(f"{case}/{workload}: measured pods in several namespaces")
-    return Workload(case, workload, tuple(nodes), tuple(pods), tuple(namespaces), tuple(churn))
+    return Workload(
+        case,
+        workload,
+        tuple(nodes),
+        tuple(pods),
+        tuple(namespaces),
+        tuple(churn),
+        tuple(drivers),
+        tuple(objects),
+    )
 
 
 def _label(op: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...]] | None:
@@ -251,11 +280,11 @@ def parse_params(items: Sequence[str]) -> dict[str, int]:
 def node_body(
     template: Mapping[str, Any], index: int, label: Mapping[str, str] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The Node (named, handed to KWOK) and the status to write, from the node template;
-    ``label``: what the step's labelNodePrepareStrategy gives it."""
-    name = f"perf-node-{index:05d}"
+    """The Node (named ``<generateName><index>``, as createResourceDriver's ``nodes`` pattern
+    expects, and handed to KWOK) and the status to write, from the node template; ``label``: what
+    the step's labelNodePrepareStrategy gives it."""
     meta = dict(template.get("metadata") or {})
-    meta.pop("generateName", None)
+    name = f"{meta.pop('generateName', None) or 'perf-node-'}{index:05d}"
     labels = {**(meta.get("labels") or {}), **(label or {})}
     labels |= {"kubernetes.io/hostname": name, "type": "kwok"}
     annotations = {**(meta.get("annotations") or {}), KWOK_ANNOTATION: "fake"}
@@ -279,7 +308,7 @@ def pod_body(template: Mapping[str, Any], name: str, scheduler: str) -> dict[str
 
 async def create_nodes(kube: KubeClient, workload: Workload) -> None:
     sem = asyncio.Semaphore(32)
-    bodies = []
+    bodies: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for step in workload.nodes:
         for j in range(step.count):
             label = None
@@ -311,36 +340,23 @@ async def _create(
     await asyncio.gather(*(one(b) for b in bodies))
 
 
-async def _wait_all_bound(kube: KubeClient, namespace: str, count: int, proc: Process) -> None:
-    deadline = time.perf_counter() + 300
+async def _wait_all_bound(
+    kube: KubeClient, namespace: str, count: int, proc: Process, timeout_s: float
+) -> None:
+    deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
         proc.check()
         listed = await kube.list(PODS, namespace=namespace)
         if sum(1 for p in listed["items"] if p["spec"].get("nodeName")) >= count:
             return
         await asyncio.sleep(0.5)
-    raise RuntimeError(f"{proc.name}: the {count} unmeasured pods not all bound in 300 s")
+    raise RuntimeError(f"{proc.name}: the {count} unmeasured pods not all bound in {timeout_s} s")
 
 
 async def _ensure_namespace(kube: KubeClient, name: str) -> None:
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     with contextlib.suppress(AlreadyExists):  # the workload's own, kept between turns
         await kube.create(NAMESPACES, body)
-
-
-async def _churn(
-    kube: KubeClient, churn: Churn, namespace: str, scheduler: str, stop: asyncio.Event
-) -> None:
-    """Create ``churn``'s pods until ``stop`` (or its number is reached)."""
-    made = 0
-    while not stop.is_set() and (churn.number == 0 or made < churn.number):
-        for template in churn.templates:
-            await kube.create(
-                PODS, pod_body(template, f"churn-{made:05d}", scheduler), namespace=namespace
-            )
-            made += 1
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), churn.interval_s)
 
 
 def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
@@ -358,12 +374,17 @@ def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
     return out
 
 
+@dataclass(slots=True)
+class PerfRun(Run):
+    claims_allocated: int | None = None  # DRA cases: the measured namespace's, after the turn
+
+
 async def one_run(
     plane: ControlPlane,
     kube: KubeClient,
     proc: Process,
     workload: Workload,
-    run: Run,
+    run: PerfRun,
     namespace: str,
     *,
     timeout_s: float,
@@ -371,8 +392,11 @@ async def one_run(
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
     spaces = namespaces_of(workload, namespace)
-    for name in sorted({*spaces.values(), *workload.namespaces}):
+    objects_in = {o.namespace for o in workload.objects if o.namespace}
+    for name in sorted({*spaces.values(), *workload.namespaces, *objects_in}):
         await _ensure_namespace(kube, name)  # the watch sees the measured pods only
+    for obj in workload.objects:
+        await create_any(kube, obj)
     by_space: dict[str, list[dict[str, Any]]] = {}
     index = 0
     for s in workload.pods:
@@ -388,7 +412,7 @@ async def one_run(
         await _create(kube, where, bodies, {})
     # The scheduler has synced and binds once these are bound (its start-up is not measured).
     for where, bodies in by_space.items():
-        await _wait_all_bound(kube, where, len(bodies), proc)
+        await _wait_all_bound(kube, where, len(bodies), proc, timeout_s)
     namespace = spaces["measured"]
     listed = await kube.list(PODS, namespace=namespace, limit=1)
     done = asyncio.Event()
@@ -402,7 +426,7 @@ async def one_run(
     ]
     stop = asyncio.Event()
     churning = [
-        asyncio.create_task(_churn(kube, c, spaces[f"churn-{i}"], scheduler_name, stop))
+        asyncio.create_task(run_churn(kube, c, spaces[f"churn-{i}"], scheduler_name, stop))
         for i, c in enumerate(workload.churn)
     ]
     t0 = time.perf_counter()
@@ -428,17 +452,43 @@ async def one_run(
     run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
     run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
     run.requests["WATCH", "pods", ""] -= 1
+    if workload.dra:  # kube-controller-manager's resourceclaim controller: claims from templates
+        for key in CLAIM_CONTROLLER_ROWS:
+            run.requests.pop(key, None)
     run.requests = +run.requests
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
+    if workload.dra:
+        run.claims_allocated = await allocated_claims(kube, namespace)
+
+
+async def allocated_claims(kube: KubeClient, namespace: str) -> int:
+    """The namespace's ResourceClaims the scheduler allocated and reserved for a pod."""
+    listed = await kube.list(RESOURCE_CLAIMS, namespace=namespace)
+    return sum(
+        1
+        for c in listed["items"]
+        if (c.get("status") or {}).get("allocation") and (c.get("status") or {}).get("reservedFor")
+    )
+
+
+async def clear_claims(kube: KubeClient, namespace: str, timeout_s: float = 120) -> None:
+    """Delete the namespace's ResourceClaims and wait until they are gone (the resourceclaim
+    controller deallocates them and lifts their finalizer), so the next turn has every device."""
+    await kube.delete_collection(RESOURCE_CLAIMS, namespace=namespace)
+    deadline = time.perf_counter() + timeout_s
+    while (await kube.list(RESOURCE_CLAIMS, namespace=namespace, limit=1))["items"]:
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"ResourceClaims of {namespace} not gone in {timeout_s} s")
+        await asyncio.sleep(0.2)
 
 
 def _ms(value: float) -> int | None:
     return None if math.isnan(value) else round(value)  # no pod bound: no latency
 
 
-def row(run: Run) -> dict[str, Any]:
+def row(run: PerfRun) -> dict[str, Any]:
     return {
         "scheduler": run.scheduler,
         "pods": run.pods,
@@ -451,6 +501,7 @@ def row(run: Run) -> dict[str, Any]:
         "rss_mib": round(run.rss_mib),
         "created_per_s": round(run.create_rate),
         "timed_out": run.timed_out,
+        **({} if run.claims_allocated is None else {"claims_allocated": run.claims_allocated}),
     }
 
 
@@ -461,15 +512,19 @@ async def bench(
     order: Sequence[str],
     timeout_s: float,
     profile: Path | None = None,
-) -> list[Run]:
+) -> list[PerfRun]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
     plane = ControlPlane.start(
         binaries=binaries,
-        settings=ControlPlaneSettings(controllers=(), extra_apiserver_args=PERF_APISERVER_ARGS),
+        settings=ControlPlaneSettings(
+            controllers=("resourceclaim-controller",) if workload.dra else (),
+            extra_apiserver_args=PERF_APISERVER_ARGS,
+            extra_controller_args=CONTROLLER_ARGS,
+        ),
     )
     kwok: Process | None = None
-    runs: list[Run] = []
+    runs: list[PerfRun] = []
     try:
         kube = await KubeClient.connect(plane.kubeconfig)
         try:
@@ -477,13 +532,15 @@ async def bench(
             compile_topos()
             await create_nodes(kube, workload)
             await wait_ready(kube, workload.node_count)
+            for driver in workload.drivers:
+                await publish_slices(kube, driver)
             for i, name in enumerate(order):
                 tag = f"{name}-{i}"
                 if name == "kube-scheduler":
                     proc = start_kube_scheduler(binaries, plane, work, limit, tag)
                 else:
                     proc = start_topos(plane, work, limit, tag, binds=64)
-                run = Run(name, limit, workload.measured_pods)
+                run = PerfRun(name, limit, workload.measured_pods)
                 namespace = f"perf-{tag}"
                 try:
                     spy = None
@@ -502,8 +559,14 @@ async def bench(
                 finally:
                     proc.stop()
                 runs.append(run)
-                for where in sorted(set(namespaces_of(workload, namespace).values())):
+                spaces = set(namespaces_of(workload, namespace).values())
+                for where in sorted(spaces):
                     await clear(kube, where)
+                for where in sorted(
+                    spaces | {o.namespace for o in workload.objects if o.namespace}
+                ):
+                    if workload.dra:
+                        await clear_claims(kube, where)
         finally:
             await kube.close()
     finally:
@@ -578,6 +641,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for r in runs:
             print(r.summary())
+            if r.claims_allocated is not None:
+                print(
+                    f"               claims allocated and reserved: {r.claims_allocated} "
+                    f"(of {r.pods} measured pods)"
+                )
         by = {r.scheduler: r for r in runs}
         if {"topos", "kube-scheduler"} <= by.keys() and by["kube-scheduler"].rate:
             kube, topos = by["kube-scheduler"], by["topos"]

@@ -29,7 +29,7 @@ def test_scheduling_basic_is_read_from_upstream_yaml(upstream_config: Path) -> N
     assert small.measured_pods == 10
     assert [(s.count, s.measured) for s in small.pods] == [(5, False), (10, True)]
     node, status = scheduler_perf.node_body(small.nodes[0].template, 3)
-    assert node["metadata"]["name"] == "perf-node-00003"
+    assert node["metadata"]["name"] == "scheduler-perf-00003"  # the template's generateName
     assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     assert status["capacity"] == {"pods": "110", "cpu": "4", "memory": "32Gi"}
     pod = scheduler_perf.pod_body(small.pods[1].template, "p-1", "topos")
@@ -64,9 +64,10 @@ def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config:
         upstream_config, "Unschedulable", "500Nodes/10Init/1kPods"
     )
     (churn,) = unschedulable.churn
-    assert churn.interval_s == 0.2
-    assert churn.number == 0
-    assert churn.templates[0]["spec"]["priority"] == 10
+    assert (churn.mode, churn.interval_s, churn.number) == ("create", 0.2, 0)
+    template, resource = churn.templates[0]
+    assert resource.kind == "Pod"
+    assert template["spec"]["priority"] == 10
     smaller = scheduler_perf.load_workload(
         upstream_config,
         "PreemptionBasic",
@@ -91,10 +92,12 @@ def test_unknown_cases_workloads_and_opcodes_are_named(
     with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.opcode: 'sleep'"):
         scheduler_perf.load_workload(config, "Sleepy", "small")
     config.write_text(
-        "- name: Churny\n  workloadTemplate:\n  - opcode: churn\n    mode: recreate\n"
+        "- name: Churny\n  workloadTemplate:\n  - opcode: churn\n    mode: sometimes\n"
+        "    templatePaths: [pod.yaml]\n"
         "  workloads:\n  - name: small\n    params: {}\n"
     )
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.mode: 'recreate'"):
+    (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n")
+    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.mode: 'sometimes'"):
         scheduler_perf.load_workload(config, "Churny", "small")
     with pytest.raises(scheduler_perf.WorkloadError, match="--param 'initNodes=many'"):
         scheduler_perf.parse_params(["initNodes=many"])

@@ -110,6 +110,10 @@ class DraStore:
         self.version = 0
         self._state: DraState = EMPTY
         self._state_version = 0
+        #: Bumped on a change to anything but a ResourceClaim: while it stays, a new state
+        #: reuses the last one's pools and device indexes (claims change on every bind).
+        self._devices_version = 0
+        self._state_devices_version = -1
         self._listeners: list[Callable[[DraChange], None]] = []
 
     def subscribe(self, listener: Callable[[DraChange], None]) -> Callable[[], None]:
@@ -142,6 +146,8 @@ class DraStore:
             raw[key] = obj
             self._store(kind, key, obj)
         self.version += 1
+        if kind != "ResourceClaim":
+            self._devices_version += 1
         change = DraChange(kind, key, obj, before)
         for listener in tuple(self._listeners):
             try:
@@ -199,7 +205,18 @@ class DraStore:
             classes = self._parsed["DeviceClass"].values()
             claims = self._parsed["ResourceClaim"].values()
             rules = self._parsed["DeviceTaintRule"].values()
-            if slices or classes or claims or rules or self.errors:
+            if (
+                self._state_devices_version == self._devices_version
+                and self._state is not EMPTY
+                and (slices or classes or rules)
+            ):
+                by_key = {  # the store's keys are the claims' (namespace/name)
+                    k: o
+                    for k, o in self._parsed["ResourceClaim"].items()
+                    if isinstance(o, ResourceClaim)
+                }
+                self._state = self._state.with_claims(by_key, self.errors.values())
+            elif slices or classes or claims or rules or self.errors:
                 self._state = DraState(
                     slices=[o for o in slices if isinstance(o, ResourceSlice)],
                     classes=[o for o in classes if isinstance(o, DeviceClass)],
@@ -210,4 +227,5 @@ class DraStore:
             else:
                 self._state = EMPTY
             self._state_version = self.version
+            self._state_devices_version = self._devices_version
         return self._state

@@ -205,6 +205,20 @@ class KubeClaimWriter:
             "value": version,
         }
         ops = [pin] if version else []
+        if version and claim.finalizers == ():
+            # None at that version (the pin guarantees it): one request, not a failed append first.
+            only: JsonPatchOperation = {
+                "op": "add",
+                "path": "/metadata/finalizers",
+                "value": [DELETE_PROTECTION],
+            }
+            return await self._client.patch(
+                RESOURCE_CLAIMS,
+                claim.name,
+                [pin, only],
+                namespace=claim.namespace,
+                patch_type="json",
+            )
         append: JsonPatchOperation = {
             "op": "add",
             "path": "/metadata/finalizers/-",

@@ -551,6 +551,7 @@ def allocate(
                 config=_config(state, claim, results),
                 spec=spec,
                 extended_requests=extended_requests if spec is not None else (),
+                finalizers=claim.finalizers,
             )
         )
     return tuple(out)

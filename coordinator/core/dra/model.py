@@ -73,6 +73,9 @@ class ClaimAllocation:
     # The claim was allocated already (by us earlier, or by anyone): ``results`` repeat its
     # allocation and only ``reservedFor`` needs the pod added.
     reserve_only: bool = False
+    #: The claim's finalizers at ``resource_version`` (``None``: not known), so the writer adds
+    #: its own in one request.
+    finalizers: tuple[str, ...] | None = None
 
     @property
     def extended(self) -> bool:

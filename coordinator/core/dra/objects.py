@@ -221,6 +221,8 @@ class ResourceClaim:
     allocation: Allocation | None = None
     reserved_for: tuple[str, ...] = ()  # pod uids
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: ``metadata.finalizers`` at ``resource_version``; ``None``: not known (not parsed)
+    finalizers: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -551,6 +553,7 @@ def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaim | DraObjectErr
             allocation=_allocation(status),
             reserved_for=reserved,
             raw=obj,
+            finalizers=tuple(str(f) for f in sequence(meta, "finalizers", "metadata")),
         )
     except FieldError as bad:
         return DraObjectError("ResourceClaim", key, f"{bad.field}: {bad.message}")

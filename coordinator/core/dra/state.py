@@ -99,6 +99,11 @@ class DraState:
                 self._named.setdefault(s.selection.node_name, []).append(s)
             else:
                 self._selected.append(s)
+        self._by_node: dict[str, tuple[Device, ...]] = {}
+        self._by_id: dict[DeviceId, Device] | None = None
+        self._count_claims()
+
+    def _count_claims(self) -> None:
         results = [
             r
             for c in self.claims
@@ -112,8 +117,37 @@ class DraState:
         self.consumed: dict[DeviceId, dict[str, Fraction]] = {}
         _add_shares(self.consumed, results)
         self.held: frozenset[DeviceId] = self.allocated | frozenset(self.consumed)
-        self._by_node: dict[str, tuple[Device, ...]] = {}
-        self._by_id: dict[DeviceId, Device] | None = None
+
+    def with_claims(
+        self, claims: dict[str, ResourceClaim], rejected: Iterable[DraObjectError] = ()
+    ) -> DraState:
+        """The same slices, classes and rules with these claims (by ``key``; the dict is kept)
+        and rejected objects: what a claim change needs, without sorting pools and indexing
+        devices again — equal to ``DraState(self.slices, self.classes, claims.values(),
+        rejected, self.rules)``."""
+        if self._by_id is None:  # built once here, then shared by every later state
+            self._by_id = {d.id: d for s in self._pool_slices for d in s.devices}
+        other = self._sharing_devices()
+        if self._selected:  # devices chosen by node labels: a node's may change with its labels
+            other._by_node = {}
+        other.claims = tuple(claims.values())
+        other.claim_by_key = claims
+        other.rejected = {(e.kind, e.key): e for e in rejected}
+        other._count_claims()
+        return other
+
+    def _sharing_devices(self) -> DraState:
+        """A new state sharing this one's slices, classes, rules and device indexes; the
+        caller sets its claims, ``rejected`` and what the claims hold."""
+        other = object.__new__(DraState)
+        other.slices, other.classes = self.slices, self.classes
+        other.rules, other._rule_of = self.rules, self._rule_of
+        other.class_by_name, other.extended = self.class_by_name, self.extended
+        other.problems, other._pool_slices = self.problems, self._pool_slices
+        other._unusable = self._unusable
+        other._named, other._selected = self._named, self._selected
+        other._by_node, other._by_id = self._by_node, self._by_id
+        return other
 
     @property
     def empty(self) -> bool:
@@ -268,15 +302,8 @@ class DraState:
         allocs = list(allocations)
         if not allocs:
             return self
-        other = object.__new__(DraState)
-        other.slices, other.classes = self.slices, self.classes
-        other.rules, other._rule_of = self.rules, self._rule_of
-        other.class_by_name, other.extended = self.class_by_name, self.extended
-        other.problems, other._pool_slices = self.problems, self._pool_slices
+        other = self._sharing_devices()
         other.rejected = self.rejected
-        other._unusable = self._unusable
-        other._named, other._selected = self._named, self._selected
-        other._by_node, other._by_id = self._by_node, self._by_id
         claims = dict(self.claim_by_key)
         taken = set(self.allocated)
         consumed = {d: dict(used) for d, used in self.consumed.items()}

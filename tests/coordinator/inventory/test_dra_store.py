@@ -113,3 +113,46 @@ def test_a_parser_that_fails_is_a_rejected_object_not_a_broken_watch() -> None:
     assert store.raw("ResourceClaim", "ml/train") == claim("train")
     assert "parser bug" in store.errors[("ResourceClaim", "ml/train")].message
     assert store.state().claims == ()
+
+
+BAD_CLAIM = {"metadata": {"name": "bad", "namespace": "ml"}, "spec": {"devices": {"requests": 7}}}
+
+
+def test_a_claim_change_keeps_the_device_indexes_and_counts_as_a_full_rebuild_would() -> None:
+    store = DraStore()
+    store.replace("ResourceSlice", [gpu_slice("gpu-1", "gpu-0", "gpu-1")])
+    store.replace("DeviceClass", [gpu_class()])
+    store.apply("ResourceClaim", "ml/train", claim("train"))
+    before = store.state()
+    allocated = claim("train")
+    allocated["metadata"]["resourceVersion"] = "2"
+    allocated["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpus", "driver": DRIVER, "pool": "gpu-1", "device": "gpu-0"}
+                ]
+            }
+        }
+    }
+    store.apply("ResourceClaim", "ml/train", allocated)
+    store.apply("ResourceClaim", "ml/bad", BAD_CLAIM)
+    after = store.state()
+    assert after is not before
+    assert after._pool_slices is before._pool_slices  # pools not sorted and checked again
+    fresh = DraStore()
+    fresh.replace("ResourceSlice", [gpu_slice("gpu-1", "gpu-0", "gpu-1")])
+    fresh.replace("DeviceClass", [gpu_class()])
+    fresh.apply("ResourceClaim", "ml/train", allocated)
+    fresh.apply("ResourceClaim", "ml/bad", BAD_CLAIM)
+    full = fresh.state()
+    assert [d.device for d in after.held] == [d.device for d in full.held] == ["gpu-0"]
+    assert after.claim_by_key.keys() == full.claim_by_key.keys() == {"ml/train"}
+    assert after.rejected.keys() == full.rejected.keys() == {("ResourceClaim", "ml/bad")}
+    assert [d.id.device for d in after.devices_on("gpu-1", {})] == ["gpu-0", "gpu-1"]
+    store.replace("ResourceSlice", [gpu_slice("gpu-1", "gpu-0", "gpu-1", "gpu-2")])
+    assert [d.id.device for d in store.state().devices_on("gpu-1", {})] == [
+        "gpu-0",
+        "gpu-1",
+        "gpu-2",
+    ]  # a slice change: built again

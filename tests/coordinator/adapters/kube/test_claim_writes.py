@@ -6,6 +6,7 @@ status; releasing undoes each of these."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -94,6 +95,39 @@ async def test_a_claim_changed_since_the_decision_is_a_conflict_and_left_alone(
     results = after["status"]["allocation"]["devices"]["results"]
     assert [r["pool"] for r in results] == ["gpu-2", "gpu-2"]  # never double-allocated
     assert [r["uid"] for r in after["status"]["reservedFor"]] == [rival.uid]
+
+
+async def test_known_finalizers_are_kept_and_a_stale_knowledge_is_a_conflict(
+    kube: KubeClient, namespace: str
+) -> None:
+    """The decision knows the claim had no finalizers (the watched object), so the writer sets
+    the list in one request; the version pin makes that safe: a finalizer added since is a
+    conflict, and is kept."""
+    writer = KubeClusterWriter(kube)
+    pod = await make_pod(kube, namespace, "quick")
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("quick-gpus", 1), namespace=namespace)
+    known_empty = dataclasses.replace(decided(claim, "gpu-1", "gpu-0"), finalizers=())
+    await writer.allocate_claims(pod, [known_empty])
+    after = await read(kube, namespace, "quick-gpus")
+    assert after["metadata"]["finalizers"] == [PROTECTION]
+    assert after["status"]["reservedFor"][0]["uid"] == pod.uid
+
+    late = await kube.create(RESOURCE_CLAIMS, dra.claim("kept-gpus", 1), namespace=namespace)
+    stale = dataclasses.replace(decided(late, "gpu-1", "gpu-1"), finalizers=())
+    await kube.patch(
+        RESOURCE_CLAIMS,
+        "kept-gpus",
+        {"metadata": {"finalizers": ["example.com/keep"]}},
+        namespace=namespace,
+    )
+    with pytest.raises(BindConflict):
+        await writer.allocate_claims(pod, [stale])
+    kept = await read(kube, namespace, "kept-gpus")
+    assert kept["metadata"]["finalizers"] == ["example.com/keep"]
+    assert not kept.get("status", {}).get("allocation")
+    await kube.patch(
+        RESOURCE_CLAIMS, "kept-gpus", {"metadata": {"finalizers": None}}, namespace=namespace
+    )
 
 
 async def test_a_failed_claim_undoes_the_claims_written_before_it(
