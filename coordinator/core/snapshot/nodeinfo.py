@@ -293,7 +293,7 @@ class NodeInfo:
         gpu_owner.update(taken)
         room = {i: r for i, r in self.share_room.items() if i not in gone}
         free_gpus = tuple(i for i in self.free_gpus if i not in gone)
-        busy = {gpu_numa(topology, i) for i in gone}
+        busy = {gpu_numa(topology, i) for i in gone} if topology is not None else set()
         pinned: dict[int, tuple[int, int]] = {}  # NUMA id → (cpu milli, memory) added there
         for p in pods:
             for u in numa_usage(p):
