@@ -78,7 +78,7 @@ from coordinator.core.preemption.defrag import (
     plan_defrag,
 )
 from coordinator.core.preemption.interpod import interpod_check
-from coordinator.core.preemption.protections import Protections, format_duration
+from coordinator.core.preemption.protections import Protections, UnitCache, format_duration
 from coordinator.core.preemption.queued import admitted_by_queue
 from coordinator.core.preemption.relocate import RelocateFn, by_filters
 from coordinator.core.preemption.shares import gpu_holders
@@ -223,6 +223,7 @@ class Preemptor:
         self._next_compaction = clock() + self.defrag.interval_s
         self.podgroups = podgroups
         self._running = RunningCache()  # the running pods' conversions, kept between attempts
+        self._units = UnitCache()  # and their eviction units
         self.budgets = budgets
         self.nominate = nominate
         self.keys = keys
@@ -624,6 +625,7 @@ class Preemptor:
             now=self._wall(),
             protections=self.protections,
             recheck=recheck,
+            units=self._units,
         )
         return plan, view, nodes, running
 

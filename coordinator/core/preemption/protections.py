@@ -30,6 +30,7 @@ __all__ = [
     "EvictionCost",
     "EvictionUnit",
     "Protections",
+    "UnitCache",
     "evictable_units",
     "format_duration",
     "gpu_milli",
@@ -145,6 +146,23 @@ def _unit(name: str, pods: Sequence[RunningPod], now: float | None) -> EvictionU
     )
 
 
+def _units_cached(
+    groups: Mapping[str, list[RunningPod]], now: float | None, cache: UnitCache
+) -> list[EvictionUnit]:
+    kept = cache._by_key
+    seen: dict[str, tuple[RunningPod, EvictionUnit]] = {}
+    units: list[EvictionUnit] = []
+    for name, pods in groups.items():
+        lone = pods[0] if len(pods) == 1 and not pods[0].gang else None
+        hit = kept.get(name) if lone is not None else None
+        unit = hit[1] if hit is not None and hit[0] is lone else _unit(name, pods, now)
+        if lone is not None and unit.gpu_milli == 0:
+            seen[name] = (lone, unit)
+        units.append(unit)
+    cache._by_key = seen
+    return units
+
+
 def _under_min_runtime(pod: RunningPod, now: float, rule: DurationRule) -> str | None:
     least = rule.for_pod(pod.namespace, pod.priority_class, pod.min_runtime_s)
     ran = _ran(pod, now)
@@ -165,6 +183,17 @@ def preference(unit: EvictionUnit) -> tuple[int, int, int, float, int, str]:
     return (unit.priority, cost.gangs, cost.pods, cost.gpu_seconds, -unit.gpu_milli, unit.unit)
 
 
+class UnitCache:
+    """The :class:`EvictionUnit` of each running pod in no gang that holds no GPU (its cost
+    does not depend on the time), kept while the pod is the same ``RunningPod`` object: a
+    preemptor plans over every running pod on each attempt, and most have not changed since."""
+
+    __slots__ = ("_by_key",)
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, tuple[RunningPod, EvictionUnit]] = {}
+
+
 def evictable_units(
     running: Sequence[RunningPod],
     *,
@@ -172,17 +201,22 @@ def evictable_units(
     now: float | None = None,
     protections: Protections | None = None,
     leaving: Collection[str] = (),
+    cache: UnitCache | None = None,
 ) -> Evictable:
     """The units of ``running`` of priority below ``below`` that may be evicted at ``now``
     (seconds since the epoch, as ``RunningPod.started_at``), cheapest first, and those the
     minimum runtime protects. ``leaving``: pods already being evicted (never counted twice).
-    Without ``now`` no minimum runtime applies and no work counts as lost."""
+    Without ``now`` no minimum runtime applies and no work counts as lost. ``cache``: units
+    kept from the last call (only those of the same pod objects are used)."""
     groups: dict[str, list[RunningPod]] = {}
     for pod in running:
         if pod.key in leaving:
             continue
         groups.setdefault(f"gang:{pod.gang}" if pod.gang else pod.key, []).append(pod)
-    units = [_unit(name, pods, now) for name, pods in groups.items()]
+    if cache is None:
+        units = [_unit(name, pods, now) for name, pods in groups.items()]
+    else:
+        units = _units_cached(groups, now, cache)
     units = sorted((u for u in units if u.priority < below), key=preference)
     free: list[EvictionUnit] = []
     held: list[EvictionUnit] = []

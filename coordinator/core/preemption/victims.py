@@ -55,6 +55,7 @@ from coordinator.core.preemption.protections import (
     EvictionCost,
     EvictionUnit,
     Protections,
+    UnitCache,
     evictable_units,
     within_budgets,
 )
@@ -181,6 +182,7 @@ def select_victims(
     now: float | None = None,
     protections: Protections | None = None,
     recheck: Recheck | None = None,
+    units: UnitCache | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
     ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
@@ -189,7 +191,8 @@ def select_victims(
     shareable DRA GPUs members' claims ask for; ``now`` (seconds since the epoch) and
     ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`);
     ``recheck``: for a pod in no gang, its inter-pod filters with pods gone (:mod:`.interpod`):
-    victims are then chosen node by node."""
+    victims are then chosen node by node. ``units``: the eviction units kept between calls
+    (:class:`~.protections.UnitCache`)."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -271,7 +274,7 @@ def select_victims(
             eligible=check,
         )
 
-    found = evictable_units(running, below=priority, now=now, protections=protections)
+    found = evictable_units(running, below=priority, now=now, protections=protections, cache=units)
     usable, blocked = within_budgets(found.units, budgets)
 
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:

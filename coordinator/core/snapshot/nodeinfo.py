@@ -260,9 +260,10 @@ class NodeInfo:
 
     def adding(self, pods: Sequence[PodInfo]) -> NodeInfo:
         """This node with ``pods`` added after its own: equal to ``rebuild((*self.pods,
-        *pods))``, but worked out from what this node derived when the new pods hold whole GPUs
-        or none (no share, MIG instance or NUMA node of their own; the common assume and bind
-        seen) — the other cases are rebuilt. The pod classes refused for good here
+        *pods))``, but worked out from what this node derived when the node has no device
+        topology (nothing held but counts) or the new pods hold whole GPUs or none (no share,
+        MIG instance or NUMA node of their own; the common assume and bind seen) — the other
+        cases are rebuilt. The pod classes refused for good here
         (:attr:`refused`) are refused there too."""
         if not pods:
             return self
@@ -273,8 +274,11 @@ class NodeInfo:
 
     def _added(self, pods: Sequence[PodInfo]) -> NodeInfo:
         topology = self.topology
-        taken = _whole_gpus(topology, pods) if not self.dra_held else None
-        if topology is None or taken is None or any(i in self.gpu_owner for i, _ in taken):
+        if topology is None:
+            taken: list[tuple[int, str]] | None = []  # no devices to hold (KWOK, CPU nodes)
+        else:
+            taken = _whole_gpus(topology, pods) if not self.dra_held else None
+        if taken is None or any(i in self.gpu_owner for i, _ in taken):
             return self.rebuild((*self.pods, *pods))
         gone = {i for i, _ in taken}
         if len(gone) < len(taken) or not gone.isdisjoint(self.shared):
@@ -289,7 +293,7 @@ class NodeInfo:
         gpu_owner.update(taken)
         room = {i: r for i, r in self.share_room.items() if i not in gone}
         free_gpus = tuple(i for i in self.free_gpus if i not in gone)
-        busy = {gpu_numa(topology, i) for i in gone}
+        busy = {gpu_numa(topology, i) for i in gone} if topology is not None else set()
         pinned: dict[int, tuple[int, int]] = {}  # NUMA id → (cpu milli, memory) added there
         for p in pods:
             for u in numa_usage(p):

@@ -90,6 +90,11 @@ class GangMembership:
         self._unsubscribe()
 
     def spec_of(self, entry: QueuedPod) -> GangSpec | GangProblem | None:
+        request = entry.request
+        if isinstance(request, PodRequest) and request.gang is None:
+            # Parsed from this object: it declares no gang (what reading it again would say).
+            self._cache.pop(entry.key, None)
+            return None
         cached = self._cache.get(entry.key)
         if cached is not None and cached.obj is entry.obj:
             return cached.spec

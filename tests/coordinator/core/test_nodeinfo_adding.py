@@ -66,6 +66,26 @@ CASES = {
     ),
     "whole GPUs beside MIG": (gpu_node("m", a100_mig("m")), lambda n: [assumed("w", 1, gpus=(5,))]),
     "no topology": (plain_node("x", gpus=4), lambda n: [assumed("x", 1)]),
+    # A node without a device topology (KWOK, a CPU node) holds counts only: never rebuilt.
+    "no topology, on a busy node": (
+        plain_node("x", gpus=4, pods=[running(pod("old", gpus=2), gpus=(0, 1))]),
+        lambda n: [assumed("a", 1), assumed("b")],
+    ),
+    "no topology, a share": (
+        plain_node("x", gpus=4),
+        lambda n: [assumed("s", 1, gpus=(1,), share=HeldShare(250, 0))],
+    ),
+    "no topology, NUMA-pinned": (
+        plain_node("x", gpus=4),
+        lambda n: [
+            assumed("p", 1, gpus=(0,), numa=(0,), numa_usage=(NumaUse(0, 1000, 2**30),)),
+            assumed("x", 1, gpus=(1,), numa=(1,), exclusive_numa=True),
+        ],
+    ),
+    "no topology, GPUs allocated to claims": (
+        plain_node("x", gpus=4, dra_held=frozenset({"GPU-0"})),
+        lambda n: [assumed("a", 2)],
+    ),
     "several at once": (h100(), lambda n: [assumed("a", 1, gpus=(7,)), seen("b", n, (0,))]),
 }
 

@@ -10,6 +10,7 @@ from coordinator.core.domains.packing import Member
 from coordinator.core.preemption.protections import (
     DurationRule,
     Protections,
+    UnitCache,
     evictable_units,
 )
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
@@ -181,3 +182,26 @@ def test_units_are_ordered_by_priority_then_gangs_pods_and_work_lost() -> None:
     assert [u.unit for u in found.units] == ["ml/lowest", "ml/short", "ml/long", "gang:ml/g"]
     short = found.units[1]
     assert short.cost.gpu_seconds == 4 * 60
+
+
+def test_units_kept_between_calls_are_those_a_fresh_grouping_gives() -> None:
+    # The preemptor keeps the units of unchanged CPU-only lone pods between attempts: each call
+    # must still answer as a fresh one — a pod changed (new object), a GPU pod whose work lost
+    # grows with the time, a pod leaving, a gang — never a stale unit.
+    cache = UnitCache()
+    cpu = [RunningPod(key=f"ml/c{i}", node="n1", requests={"cpu": 900}) for i in range(3)]
+    running = [*cpu, pod("ml/gpu", "n2", 2), pod("ml/g-0", "n3", 1, gang="ml/g")]
+
+    def both(pods: list[RunningPod], now: float, **kw: object) -> list[object]:
+        fresh = evictable_units(pods, below=50, now=now, **kw)  # type: ignore[arg-type]
+        kept = evictable_units(pods, below=50, now=now, cache=cache, **kw)  # type: ignore[arg-type]
+        assert kept == fresh
+        return [(u.unit, u.priority, u.cost) for u in kept.units]
+
+    first = both(running, NOW)
+    assert both(running, NOW + 60) != first  # the GPU pod has run a minute more
+    raised = RunningPod(key="ml/c1", node="n1", requests={"cpu": 900}, priority=40)
+    changed = [cpu[0], raised, *running[2:]]
+    assert [p for u, p, _ in both(changed, NOW) if u == "ml/c1"] == [40]  # not the kept unit
+    assert "ml/c0" not in [u for u, _, _ in both(changed, NOW, leaving={"ml/c0"})]
+    assert both(changed, NOW) == both(changed, NOW)
