@@ -385,6 +385,7 @@ class Preemptor:
             now=self._wall(),
             protections=self.protections,
             relocate=self._relocate(view, -(2**31)),
+            keys=self.keys,
         )
         if found is None:
             return None
