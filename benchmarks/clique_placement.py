@@ -32,10 +32,18 @@ replay's baseline). The measures are read from where and when each job ran; a jo
 the stream ends is still placed (the replay runs until nothing is left), and its run time
 stretches with its placement (:mod:`coordinator.sim.costmodel`), so load differs by arm.
 
-Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine] [--ticks N] [--seed S]
-[--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds S … S+K-1, and the goals
-read over all of them (the lowest share, the mean stranded ratio: one stream's ratio moves by
-±0.15 from seed to seed).
+``--defrag onDemand,background`` adds to ``--engine`` an arm per defragmentation mode
+(``topos+<mode>``): Topos on the same stream with its pods movable — every lone pod a
+ReplicaSet's (a Deployment replica), every gang a ``batch/v1`` Job whose ``podFailurePolicy``
+ignores ``DisruptionTarget`` (a training job that checkpoints) — so that the engine may gather
+a gang it would split over cliques into one and compact racks (docs/defragmentation.md);
+reported besides: pods moved (by compaction) and the share of the GPU-seconds run that the moves
+lost. ``--arms`` runs only the arms named.
+
+Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]]
+[--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
+S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
+stream's ratio moves by ±0.15 from seed to seed).
 """
 
 from __future__ import annotations
