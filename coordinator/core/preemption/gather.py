@@ -46,6 +46,8 @@ def gather_intent(
     intent = intent or PlacementIntent()
     if intent.slices is not None and intent.slices.gang_level is not None:
         return None
+    if not any(keys.clique in n.labels for n in nodes):
+        return None  # a cluster without cliques: no layout to read
     layout = build_layout(nodes, keys=keys)
     cliques = {layout.clique_of.get(name) for name in where}
     if len(cliques) == 1 and None not in cliques:
