@@ -32,10 +32,18 @@ replay's baseline). The measures are read from where and when each job ran; a jo
 the stream ends is still placed (the replay runs until nothing is left), and its run time
 stretches with its placement (:mod:`coordinator.sim.costmodel`), so load differs by arm.
 
-Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine] [--ticks N] [--seed S]
-[--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds S … S+K-1, and the goals
-read over all of them (the lowest share, the mean stranded ratio: one stream's ratio moves by
-±0.15 from seed to seed).
+``--defrag onDemand,background`` adds to ``--engine`` an arm per defragmentation mode
+(``topos+<mode>``): Topos on the same stream with its pods movable — every lone pod a
+ReplicaSet's (a Deployment replica), every gang a ``batch/v1`` Job whose ``podFailurePolicy``
+ignores ``DisruptionTarget`` (a training job that checkpoints) — so that the engine may gather
+a gang it would split over cliques into one and compact racks (docs/defragmentation.md);
+reported besides: pods moved (by compaction) and the share of the GPU-seconds run that the moves
+lost. ``--arms`` runs only the arms named.
+
+Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]]
+[--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
+S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
+stream's ratio moves by ±0.15 from seed to seed).
 """
 
 from __future__ import annotations
@@ -57,15 +65,19 @@ from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
 from coordinator.core.gangs.cycle import GangDecision, member_of, schedule_gang
 from coordinator.core.podspec.parse import PodRequest, parse_pod
+from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.core.registry import PLUGINS, build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
+from coordinator.engine.gangs.service import GangSettings
+from coordinator.forecast.engine import EngineSettings
 from coordinator.sim.baselines.gangs import first_fit_members
 from coordinator.sim.cluster import ClusterSpec, NodeGroup, build_nodes
 from coordinator.sim.metrics import RunResult
+from coordinator.sim.pods import NAMESPACE
 from coordinator.sim.policies import Policy, make_policy
-from coordinator.sim.replay import Simulator
+from coordinator.sim.replay import ReplaySettings, Simulator
 from coordinator.sim.trace import Job as TraceJob
 
 RACKS, TRAYS, HGX, HGX_LEAF = 8, 18, 64, 16
@@ -160,6 +172,11 @@ class Arm:
     split: list[int] = field(default_factory=list)  # cliques of each gang placed over several
     left: int = 0
     seconds: float = 0.0
+    # the cost of moves (``--defrag`` arms): pods of started jobs moved, and the share of the
+    # GPU-seconds run that they lost (their work started over)
+    moved: int = 0
+    compacted: int = 0  # of them, moved by background compaction
+    lost: float = 0.0
 
 
 def clique_room(snap: Snapshot) -> dict[str, int]:
@@ -310,6 +327,12 @@ def report(arm: Arm) -> None:
             if arm.split
             else ""
         )
+        + (
+            f"  moved {arm.moved} pods ({arm.compacted} by compaction),"
+            f" {arm.lost:.2%} of GPU-seconds lost"
+            if arm.moved
+            else ""
+        )
         + f"  left waiting {arm.left:3d}  ({arm.seconds:.0f} s)"
     )
 
@@ -417,12 +440,14 @@ def replay_metrics(
     clique_of = {n.name: n.labels.get(CLIQUE) for n in nodes}
     gpus_of = {n.name: n.allocatable.get(GPU, 0) for n in nodes}
     by_id = {j.name: j for j in jobs}
-    spans = []  # (start, end, {node: gpus})
-    for o in result.outcomes.values():
+    spans = []  # (start, end, {node: gpus}, outcome): every run, those moved (cut short) too
+    first: dict[str, float] = {}  # job → when it first started
+    for o in (*result.interrupted, *result.outcomes.values()):
         use: dict[str, int] = {}
         for node, placement in o.placements:
             use[node] = use.get(node, 0) + len(placement.gpus)
         spans.append((o.start_s, o.end_s, use, o))
+        first[o.job.job_id] = min(o.start_s, first.get(o.job.job_id, o.start_s))
 
     def used_at(t: float, skip: object = None) -> dict[str, int]:
         used: dict[str, int] = {}
@@ -434,17 +459,19 @@ def replay_metrics(
 
     for start, _, use, o in spans:
         job = by_id[o.job.job_id]
-        if job.trays >= LARGE:
-            arm.waits.append(round(o.wait_s / TICK_S))
+        if job.trays >= LARGE and start == first[job.name]:
+            arm.waits.append(round((start - o.job.arrival_s) / TICK_S))
         if 2 <= job.trays <= TRAYS:
             used = used_at(start, skip=o)
             room: dict[str, int] = {}
             for node, c in clique_of.items():
                 if c and not used.get(node):
                     room[c] = room.get(c, 0) + 1
+            cliques = {clique_of[n] for n in use}
+            if len(cliques - {None}) > 1:
+                arm.split.append(len(cliques - {None}))
             if max(room.values(), default=0) >= job.trays:
                 arm.could += 1
-                cliques = {clique_of[n] for n in use}
                 arm.inside += len(use) == 1 or (len(cliques) == 1 and None not in cliques)
     total = sum(gpus_of.values())
     for t in range(ticks):
@@ -459,35 +486,112 @@ def replay_metrics(
         arm.whole.append(len([u for u, _ in per.values() if not u]))
     arm.left = len(jobs) - len(result.outcomes)
     arm.seconds = result.wall_s
+    arm.moved = result.lost_pods
+    arm.compacted = result.compacted_pods
+    run_gpu_s = sum(o.job.gpus * o.job.gang_size * (o.end_s - o.start_s) for *_, o in spans)
+    arm.lost = result.lost_gpu_s / run_gpu_s if run_gpu_s else 0.0
 
 
-def engine_run(seed: int, ticks: int, gang_rate: float) -> list[Arm]:
+#: ``--defrag`` arms: Topos with the stream's pods movable and defragmentation in this mode
+DEFRAG_MODES = ("onDemand", "background")
+
+
+def movable(sim: Simulator) -> None:
+    """The stream's pods as movable workloads (``--defrag`` arms): every lone pod (GPU or
+    CPU-only) a ReplicaSet's (a Deployment replica: movable), every gang a ``batch/v1`` Job of
+    its members whose ``podFailurePolicy`` ignores ``DisruptionTarget`` (a training job that
+    checkpoints: an evicted member is recreated without failing the Job, so the gang may move
+    whole — :mod:`coordinator.core.preemption.jobretries`)."""
+    out, jobs = [], []
+    for job, manifests in zip(sim.jobs, sim.manifests, strict=True):
+        gang = job.gang_size > 1
+        kind, api = ("Job", "batch/v1") if gang else ("ReplicaSet", "apps/v1")
+        ref = {
+            "apiVersion": api,
+            "kind": kind,
+            "name": job.job_id,
+            "uid": f"{kind.lower()}-{job.job_id}",
+            "controller": True,
+        }
+        out.append(
+            [{**m, "metadata": {**m["metadata"], "ownerReferences": [ref]}} for m in manifests]
+        )
+        if gang:
+            jobs.append(
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {"name": job.job_id, "namespace": NAMESPACE, "uid": ref["uid"]},
+                    "spec": {
+                        "parallelism": job.gang_size,
+                        "completions": job.gang_size,
+                        "podFailurePolicy": {
+                            "rules": [
+                                {
+                                    "action": "Ignore",
+                                    "onPodConditions": [{"type": "DisruptionTarget"}],
+                                }
+                            ]
+                        },
+                    },
+                }
+            )
+    sim.manifests = tuple(out)
+    sim.job_objects = tuple(jobs)
+
+
+def engine_run(
+    seed: int, ticks: int, gang_rate: float, defrag: Sequence[str] = (), arms: Sequence[str] = ()
+) -> list[Arm]:
     """Every arm on one stream, replayed as a ``coordinator/sim`` trace by
     :class:`~coordinator.sim.replay.Simulator`: the scheduler and the gang runtime, their queues
-    and timers on a simulated clock, as ``topos coordinator --in-memory`` runs them."""
+    and timers on a simulated clock, as ``topos coordinator --in-memory`` runs them. ``defrag``:
+    also Topos with the pods movable (:func:`movable`) and defragmentation in each of these
+    modes (arm ``topos+<mode>``); ``arms``: only these (default: all)."""
     jobs = stream(seed, ticks, gang_rate)
     nodes = engine_nodes()
-    sim = Simulator(nodes, trace(jobs))
-    arms = []
-    for policy in engine_arms():
+    streamed = trace(jobs)
+    sim = Simulator(nodes, streamed)
+    runs: list[tuple[Policy, Simulator]] = [(policy, sim) for policy in engine_arms()]
+    for mode in defrag:
+        gangs = GangSettings(defrag=DefragSettings(mode=mode))
+        moving = Simulator(
+            nodes, streamed, settings=ReplaySettings(engine=EngineSettings(gangs=gangs))
+        )
+        movable(moving)
+        runs.append((replace(make_policy("topos"), name=f"topos+{mode}"), moving))
+    out = []
+    for policy, replay in runs:
+        if arms and policy.name not in arms:
+            continue
         arm = Arm(policy.name, lambda job, snap: None)
-        replay_metrics(arm, sim.run(policy), jobs, nodes, ticks)
-        arms.append(arm)
-    return arms
+        replay_metrics(arm, replay.run(policy), jobs, nodes, ticks)
+        out.append(arm)
+    return out
 
 
-def one_seed_engine(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
-    """:func:`one_seed` through the production engine (:func:`engine_run`)."""
+def one_seed_engine(
+    seed: int, ticks: int, gang_rate: float, defrag: Sequence[str] = (), only: Sequence[str] = ()
+) -> tuple[float, float]:
+    """:func:`one_seed` through the production engine (:func:`engine_run`); with ``defrag``,
+    the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed."""
     print(
         f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
         f"seed {seed}, on the production engine"
     )
-    arms = {arm.name: arm for arm in engine_run(seed, ticks, gang_rate)}
+    arms = {arm.name: arm for arm in engine_run(seed, ticks, gang_rate, defrag, only)}
     for arm in arms.values():
         report(arm)
-    topos, blind = arms["topos"], arms["clique-blind"]
-    share = topos.inside / topos.could if topos.could else 1.0
+    blind = arms["clique-blind"]
     base = statistics.fmean(blind.stranded)
+    for arm in arms.values():
+        if arm.name.startswith("topos") and base:
+            print(
+                f"  {arm.name}: stranded"
+                f" {statistics.fmean(arm.stranded) / base:.2f}× clique-blind's"
+            )
+    topos = arms[f"topos+{defrag[-1]}" if defrag else "topos"]
+    share = topos.inside / topos.could if topos.could else 1.0
     return share, statistics.fmean(topos.stranded) / base if base else 0.0
 
 
@@ -504,12 +608,27 @@ def main() -> None:
         action="store_true",
         help="replay through the production engine (coordinator/sim) instead of the planner",
     )
+    parser.add_argument(
+        "--defrag",
+        default="",
+        help="with --engine: comma-separated defragmentation modes (onDemand, background), each "
+        "an arm topos+<mode> with the pods movable; the goals are read on the last",
+    )
+    parser.add_argument(
+        "--arms", default="", help="with --engine: comma-separated arms to run (default: all)"
+    )
     args = parser.parse_args()
-    each_seed = one_seed_engine if args.engine else one_seed
-    results = [
-        each_seed(seed, args.ticks, args.gang_rate)
-        for seed in range(args.seed, args.seed + args.seeds)
-    ]
+    defrag = [m for m in args.defrag.split(",") if m]
+    if bad := [m for m in defrag if m not in DEFRAG_MODES]:
+        parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
+    only = [a for a in args.arms.split(",") if a]
+    if only and "clique-blind" not in only:
+        parser.error("--arms: the goals are read against clique-blind; include it")
+    seeds = range(args.seed, args.seed + args.seeds)
+    if args.engine:
+        results = [one_seed_engine(s, args.ticks, args.gang_rate, defrag, only) for s in seeds]
+    else:
+        results = [one_seed(s, args.ticks, args.gang_rate) for s in seeds]
     share = min(s for s, _ in results)
     met = "met" if share >= 0.95 else "missed"
     print(f"goal ≥ 95 % of the gangs that could fit one clique inside one: {share:.1%} ({met})")

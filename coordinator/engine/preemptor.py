@@ -277,6 +277,39 @@ class Preemptor:
             eligible=eligible,
         )
 
+    async def gather(
+        self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent
+    ) -> str | None:
+        """A gang the planner would split over NVLink cliques: move movable pods (never
+        preempt) so that it goes into one clique, if the cost model allows
+        (:mod:`coordinator.core.preemption.gather`); what was done, or ``None`` (nothing moved:
+        it is placed split). No preemption delay applies: the gang could run now."""
+        if not members or not self.defrag.enabled:
+            return None
+        if any(m.preemption_policy == "Never" for m in members):
+            return None
+        unit = f"gang:{key}"
+        pending = self.nominations.get(unit)
+        if pending is not None and not pending.uids.isdisjoint(m.uid for m in members):
+            # Moved for already: wait for the moved pods, then take what the planner finds
+            # (never move twice for one gang).
+            present = {f"{p.namespace}/{p.name}" for p in bound_pods(self.scheduler.inventory)}
+            left = pending.victims & present
+            return f"waiting for {len(left)} moved pod(s) to terminate" if left else None
+        snapshot = self.scheduler.view.snapshot()
+        framework = self.scheduler.profiles.for_name(members[0].scheduler_name)
+        before = self.moves
+        note = await self._preempt(
+            unit,
+            members,
+            priority=max(m.priority for m in members),
+            policy="PreemptLowerPriority",
+            intent=intent,
+            eligible=gang_eligible(members, snapshot, framework),
+            moves_only=True,
+        )
+        return note if self.moves > before else None
+
     async def post_filter(
         self, pod: PodRequest, failure: Failure, snapshot: Snapshot
     ) -> str | None:
@@ -355,6 +388,7 @@ class Preemptor:
             now=self._wall(),
             protections=self.protections,
             relocate=self._relocate(view, -(2**31)),
+            keys=self.keys,
         )
         if found is None:
             return None
@@ -432,7 +466,10 @@ class Preemptor:
         policy: str,
         intent: PlacementIntent | None,
         eligible: Callable[[Member, NodeState], Status] | None = None,
+        moves_only: bool = False,
     ) -> str | None:
+        """``moves_only``: defragmentation's moves, never preemption, no delay, no waiting for
+        the eviction budget (:meth:`gather`)."""
         now = self._clock()
         self._expire(now)
         inventory = self.scheduler.inventory
@@ -479,7 +516,7 @@ class Preemptor:
             # that outcome is "no preemption": skip building every running pod's gang for it.
             self._release(members)
             return None
-        delay = self._delay_left(unit, members, now)  # counted from the first time it asks
+        delay = 0.0 if moves_only else self._delay_left(unit, members, now)  # from its first ask
         problems: dict[str, tuple[str, str]] = {}
         plan, view, nodes, running = self._select(
             members,
@@ -489,6 +526,7 @@ class Preemptor:
             eligible=eligible,
             now=now,
             problems=problems,
+            victims=not moves_only,
         )
         self._report(problems)
         moves: DefragPlan | None = None
@@ -524,6 +562,9 @@ class Preemptor:
                 "evicting anyone)"
             )
         wait = self._budget_wait(len(plan.victim_pods), now)
+        if wait > 0 and moves_only:
+            self._release(members)
+            return None
         if wait > 0:
             self._release(members)
             budget = self.protections.evictions_per_hour
@@ -588,16 +629,20 @@ class Preemptor:
         now: float,
         snapshot: Snapshot | None = None,
         problems: dict[str, tuple[str, str]] | None = None,
+        victims: bool = True,
     ) -> tuple[PreemptionPlan | Status, Snapshot, list[NodeState], list[RunningPod]]:
         """:func:`select_victims` over the cluster now (read only), with the view, the nodes and
         the candidates it planned on; ``problems`` gains the running pods whose
-        ``topos.io/min-runtime`` does not parse."""
+        ``topos.io/min-runtime`` does not parse. ``victims=False``: no preemption is planned
+        (the plan is a ``Status``), only the rest is read."""
         uids = frozenset(m.uid for m in members)
         # Room held for other preemptors at or above this priority is not this one's to plan on.
         view = snapshot if snapshot is not None else self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
         running = self._candidates(now, problems)
+        if not victims:
+            return Status.unschedulable("no preemption planned"), view, nodes, running
         holds = self._holds(view)
         shares = {m.key: m.share for m in members if m.share is not None}
         # A pod in no gang gets its victims node by node, as kube does, its topology spread and

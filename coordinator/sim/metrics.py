@@ -112,6 +112,7 @@ class RunResult:
     policy: str
     jobs: Sequence[Job]
     outcomes: Mapping[int, JobOutcome]  # by job index
+    interrupted: Sequence[JobOutcome] = ()  # runs that started over (moved, preempted): end_s when
     unplaced: Mapping[int, str]  # job index → the last reason it did not fit
     usage: Sequence[UsagePoint]
     whole_gpus: int

@@ -156,6 +156,9 @@ class Simulator:
         self.settings = settings or ReplaySettings()
         products = {n.labels[L.GPU_PRODUCT] for n in self.nodes if L.GPU_PRODUCT in n.labels}
         self.manifests = tuple(job_manifests(j, products) for j in self.jobs)
+        #: ``batch/v1`` Job objects the cluster holds from the start (a benchmark that makes
+        #: the pods a Job's adds them): defragmentation reads whether their pods may move
+        self.job_objects: tuple[Mapping[str, Any], ...] = ()
         self.whole_gpus = sum(n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in self.nodes)
         self.mig_instances = sum(
             v
@@ -217,6 +220,8 @@ class _Replay:
             pods = n.allocatable.get("pods")  # the rest follows from the topology
             allocatable = None if pods is None else {"pods": pods}
             self.cluster.add_node(n.name, labels=n.labels, topology=seen, allocatable=allocatable)
+        for obj in sim.job_objects:
+            self.cluster.apply_job(obj)
         self.usage = _Usage({n.name: n.allocatable.get(podkeys.GPU_RESOURCE, 0) for n in sim.nodes})
         self.owner: dict[str, int] = {}  # pod key → job index
         for i, manifests in enumerate(sim.manifests):
@@ -224,6 +229,7 @@ class _Replay:
                 self.owner[f"{NAMESPACE}/{m['metadata']['name']}"] = i
         self.runs: dict[int, _Run] = {}
         self.outcomes: dict[int, JobOutcome] = {}
+        self.interrupted: list[JobOutcome] = []  # runs cut short (end_s: when)
         self.points: list[UsagePoint] = []
         self.arrivals_left = len(sim.jobs)
         self.bound_pods = 0
@@ -304,6 +310,7 @@ class _Replay:
         if started is not None and run.bound:  # it was running: its work is lost
             job = self.sim.jobs[i]
             self.lost_gpu_s += job.gpus * job.gang_size * (self._now() - started.start_s)
+            self.interrupted.append(replace(started, end_s=self._now()))
             self.lost_pods += job.gang_size
         for node, placement in run.bound.values():
             self.usage.change(node, placement, -1)
@@ -456,6 +463,7 @@ class _Replay:
             policy=self.policy.name,
             jobs=self.sim.jobs,
             outcomes=self.outcomes,
+            interrupted=tuple(self.interrupted),
             unplaced=unplaced,
             usage=self.points,
             whole_gpus=self.sim.whole_gpus,

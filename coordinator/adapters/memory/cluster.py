@@ -84,6 +84,9 @@ class MemoryCluster:
         self.dra = MemoryDra(versions=self._rv)
         #: Services' and controllers' selectors (default topology spreading; the view reads it).
         self.workloads = WorkloadSelectors()
+        #: Job objects (``batch/v1``) by ``namespace/name``: defragmentation reads whether a
+        #: Job's pods may move (``runtime.jobs``).
+        self._jobs: dict[str, dict[str, Any]] = {}
 
     # --- feeds ---------------------------------------------------------------------------------
 
@@ -283,6 +286,18 @@ class MemoryCluster:
         if kind not in KINDS:
             raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
         self.workloads.put(kind, manifest)
+
+    def apply_job(self, manifest: Mapping[str, Any]) -> None:
+        """A ``batch/v1`` Job (namespace ``default`` unless given), kept as given: the pods it
+        owns name its ``metadata.uid`` (pods are still created with :meth:`create_pod`)."""
+        if manifest.get("kind") != "Job":
+            raise ValueError(f"kind: {manifest.get('kind')!r} is not Job")
+        meta = manifest.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        self._jobs[key] = copy.deepcopy(dict(manifest))
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(self._jobs.values())
 
     def delete_workload(self, kind: str, namespace: str, name: str) -> None:
         self.workloads.remove(kind, namespace, name)

@@ -42,4 +42,4 @@ def memory_runtime(
     )
     # Every profile's pods are queued (the profiles share one queue, as on Kubernetes).
     detach = cluster.attach(scheduler.queue, names=scheduler.profiles.names)
-    return SchedulerRuntime(scheduler, detach=detach)
+    return SchedulerRuntime(scheduler, detach=detach, jobs=cluster.jobs)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from coordinator.core.domains.capacity import GPU, NodeState
-from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.layout import DomainKeys, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
@@ -243,18 +243,28 @@ def plan_compaction(
     now: float | None = None,
     protections: Protections | None = None,
     relocate: RelocateFn | None = None,
+    keys: DomainKeys | None = None,
 ) -> Compaction | None:
     """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
     their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
     least work lost; ``None`` when no node can be emptied so (or only by moving more than
     ``max_pods``, or losing more GPU-seconds than ``settings.max_loss_ratio`` of the node's GPUs
     × ``settings.horizon_s``: what a whole node freed is worth). ``relocate``: as
-    :func:`plan_defrag`'s."""
+    :func:`plan_defrag`'s.
+
+    A node of an NVLink clique (``keys.clique``) is emptied only when that leaves the whole
+    clique idle: a tray freed in a rack still in use frees nothing a rack-wide gang can have,
+    and its GPUs, moved elsewhere, are stranded in the rack (docs/topology.md)."""
     settings = settings or DefragSettings()
     by_node: dict[str, list[RunningPod]] = {}
     for pod in running:
         by_node.setdefault(pod.node, []).append(pod)
     used = [n for n in nodes if n.schedulable and n.gpus_used > 0]
+    layout = build_layout(nodes, keys=keys or DomainKeys())
+    busy: dict[str, int] = {}  # clique → GPUs in use
+    for n in nodes:
+        if (clique := layout.clique_of.get(n.name)) is not None:
+            busy[clique] = busy.get(clique, 0) + n.gpus_used
     if relocate is None:
         relocate = by_requests({n.name: n.free for n in used}, {})
     best: tuple[int, float, str] | None = None
@@ -268,6 +278,9 @@ def plan_compaction(
             or any(not p.movable or p.gang for p in pods)
         ):
             continue
+        clique = layout.clique_of.get(node.name)
+        if clique is not None and busy[clique] > node.gpus_used:
+            continue  # the rack stays in use: the tray's GPUs would only be stranded there
         units = evictable_units(
             pods, below=max(p.priority for p in pods) + 1, now=now, protections=protections
         )

@@ -61,6 +61,14 @@ class GangPreemption(Protocol):
         intent: PlacementIntent | None,
     ) -> str | None: ...
 
+    async def gather(
+        self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent
+    ) -> str | None:
+        """Moves (defragmentation only) that let a gang the planner would split over NVLink
+        cliques into one (``intent``: :func:`~coordinator.core.preemption.gather.gather_intent`);
+        what was done, or ``None`` when nothing moves (the gang is placed split)."""
+        ...
+
 
 @dataclass(slots=True)
 class Attempt:

@@ -29,6 +29,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from coordinator.core.domains.capacity import node_states
+from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.strategy import IntentError, PlacementIntent
 from coordinator.core.framework.results import Failure, ScheduleResult
 from coordinator.core.gangs.cycle import GangDecision
@@ -37,7 +39,9 @@ from coordinator.core.gangs.manager import Allow, Phase
 from coordinator.core.gangs.plan import gang_intent
 from coordinator.core.gangs.slices import with_gang_topology
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.preemption.gather import gather_intent
 from coordinator.core.queue import QueuedPod
+from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
 from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.lifecycle import Attempt, GangLifecycle
@@ -182,8 +186,37 @@ class GangStep(GangLifecycle):
                 keys=self.keys,
             )
         if isinstance(result, GangDecision):
+            gathering = await self._gather(key, result, requests, intent, snapshot)
+            if gathering is not None:
+                message = f"{self.manager.message(key, live=False)}; {gathering}"
+                return self._refuse_all(key, entries, popped, message)
             return await self._admit(key, result, entries, popped)
         return await self._refuse(key, result, entries, popped, requests, intent)
+
+    async def _gather(
+        self,
+        key: GangKey,
+        decision: GangDecision,
+        requests: list[PodRequest],
+        intent: PlacementIntent,
+        snapshot: Snapshot,
+    ) -> str | None:
+        """A gang the planner would split over NVLink cliques asks defragmentation to gather it
+        into one (:mod:`coordinator.core.preemption.gather`): what was done (the gang waits for
+        the moves), or ``None`` (it is placed as planned)."""
+        if self.preemption is None:
+            return None
+        gpus = sum(r.gpus for r in requests)
+        chosen = (d.node for d in decision.decisions)
+        keys = self.keys or DomainKeys()
+        asked = gather_intent(chosen, gpus, node_states(snapshot), keys=keys, intent=intent)
+        if asked is None:
+            return None
+        try:
+            return await self.preemption.gather(key, requests, intent=asked)
+        except Exception:
+            log.exception("gathering pod group %s into one clique failed", key)
+            return None
 
     async def _admit(
         self, key: GangKey, decision: GangDecision, entries: list[QueuedPod], popped: QueuedPod

@@ -237,3 +237,32 @@ def test_compaction_moves_no_bare_pod_and_none_under_its_minimum_runtime() -> No
     assert plan_compaction(free, old, max_pods=5, now=NOW) is None
     lenient = DefragSettings(max_loss_ratio=10.0)
     assert plan_compaction(free, old, max_pods=5, now=NOW, settings=lenient) is not None
+
+
+def test_compaction_frees_no_tray_of_a_rack_that_stays_in_use() -> None:
+    # Rack 1 (two 4-GPU trays): t1 holds one movable 1-GPU pod, t2 a gang's pod. An 8-GPU node
+    # outside any clique holds two movable pods; another is busy (a destination). Emptying t1
+    # moves fewest pods but leaves its rack in use, its 4 GPUs stranded there: hgx-1 is emptied.
+    clique = "nvidia.com/gpu.clique"
+    rack = {"topos.io/leaf": "leaf-1", clique: "5d0c9a3e-7f21-4c8b-a6e4-0b9f3d2c1e77.1"}
+    trays = [
+        NodeState(name=f"t{i}", labels=rack, allocatable={GPU: 4}, free={GPU: f})
+        for i, f in ((1, 3), (2, 0))
+    ]
+    free = trays + nodes({"hgx-1": 6, "hgx-2": 4})
+    running = [
+        web("ml/a", "t1"),
+        web("ml/train-0", "t2", gpus=4, movable=False, gang="ml/train"),
+        web("ml/b", "hgx-1"),
+        web("ml/c", "hgx-1"),
+        web("ml/d", "hgx-2", gpus=4, movable=False),
+    ]
+    found = plan_compaction(free, running, max_pods=5, now=NOW)
+    assert found is not None
+    assert found.node == "hgx-1"
+    # once the gang's tray is free too, emptying t1 leaves the whole rack idle: it goes first
+    running[1] = web("ml/e", "hgx-2", movable=False)
+    trays[1] = NodeState(name="t2", labels=rack, allocatable={GPU: 4}, free={GPU: 4})
+    found = plan_compaction(trays + free[2:], running, max_pods=5, now=NOW)
+    assert found is not None
+    assert found.node == "t1"

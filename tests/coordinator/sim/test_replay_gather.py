@@ -1,0 +1,100 @@
+"""Gathering on the production engine (the replay): two NVL72-style racks of four trays, each
+with two whole trays free — rack 1's other two trays hold two movable 4-GPU services (a
+ReplicaSet's), rack 2's two pods no controller owns. A 4-tray gang fits only split over both
+racks. With defragmentation on, the engine moves the two services out of rack 1 and the gang runs
+inside it; with it off the gang runs split over the two racks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.devices import discover_profile
+from coordinator.core.preemption.defrag import DefragSettings
+from coordinator.engine.gangs.service import GangSettings
+from coordinator.forecast.engine import EngineSettings
+from coordinator.sim import Job, RunResult, Simulator, make_policy
+from coordinator.sim.cluster import ClusterSpec, NodeGroup, build_nodes
+from coordinator.sim.replay import ReplaySettings
+
+CLIQUE = "nvidia.com/gpu.clique"
+UUID = "5d0c9a3e-7f21-4c8b-a6e4-0b9f3d2c1e77"
+HOUR = 3600.0
+
+
+def _nodes() -> list[Any]:
+    racks = [
+        NodeGroup(
+            profile="gb200-nvl72",
+            count=4,
+            name_prefix=f"r{r}",
+            leaf="leaf-1",
+            spine="spine-1",
+            labels={CLIQUE: f"{UUID}.{r}"},
+        )
+        for r in (1, 2)
+    ]
+    hgx = NodeGroup(profile="dgx-h100", count=1, name_prefix="hgx", leaf="leaf-1", spine="spine-1")
+    spec = ClusterSpec(name="two-racks", groups=(*racks, hgx))
+    return build_nodes(spec, lambda profile: discover_profile(profile, hostname=profile))
+
+
+def _jobs() -> list[Job]:
+    return [
+        # rack 2 and the HGX node taken while the services arrive, so that they land in rack 1
+        *(Job(job_id=f"fill-r2-00{i}", arrival_s=0, duration_s=30, gpus=4) for i in (1, 2, 3, 4)),
+        Job(job_id="fill-hgx-001", arrival_s=0, duration_s=10 * HOUR, gpus=8),
+        Job(job_id="svc-a", arrival_s=10, duration_s=10 * HOUR, gpus=4),
+        Job(job_id="svc-b", arrival_s=11, duration_s=10 * HOUR, gpus=4),
+        # two of rack 2's trays held for good once the fill has left
+        *(Job(job_id=f"hold-r2-00{i}", arrival_s=60, duration_s=10 * HOUR, gpus=4) for i in (1, 2)),
+        Job(job_id="train", arrival_s=120, duration_s=HOUR, gpus=4, gang_size=4),
+    ]
+
+
+def _prepare(sim: Simulator) -> None:
+    """``fill-*`` and ``hold-*`` pods pinned to their node by name and owned by nothing; the
+    services a ReplicaSet's (movable)."""
+    out: list[list[dict[str, Any]]] = []
+    for job, manifests in zip(sim.jobs, sim.manifests, strict=True):
+        changed = []
+        for m in manifests:
+            meta, spec = dict(m["metadata"]), dict(m["spec"])
+            if job.job_id.startswith(("fill-", "hold-")):
+                node = job.job_id.split("-", 1)[1]
+                spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+            elif job.job_id.startswith("svc-"):
+                ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "svc", "uid": "rs"}
+                meta["ownerReferences"] = [{**ref, "controller": True}]
+            changed.append({**m, "metadata": meta, "spec": spec})
+        out.append(changed)
+    sim.manifests = tuple(out)
+
+
+def _replay(mode: str) -> RunResult:
+    defrag = DefragSettings(mode=mode, max_loss_ratio=10.0)  # the services' work is cheap here
+    settings = ReplaySettings(engine=EngineSettings(gangs=GangSettings(defrag=defrag)))
+    sim = Simulator(_nodes(), _jobs(), settings=settings)
+    _prepare(sim)
+    return sim.run(make_policy("topos"))
+
+
+def _racks(result: RunResult, job_id: str) -> set[str]:
+    outcome = next(o for o in result.outcomes.values() if o.job.job_id == job_id)
+    return {node.split("-")[0] for node in outcome.nodes}
+
+
+def test_a_gang_that_would_be_split_is_gathered_into_one_rack_by_moving_services() -> None:
+    result = _replay("onDemand")
+    assert _racks(result, "train") == {"r1"}
+    moved = [o for o in result.interrupted if o.job.job_id.startswith("svc-")]
+    assert len(moved) == 2  # both services ran in rack 1, were moved, and started again
+    assert all(node.startswith("r1-") for o in moved for node in o.nodes)
+    assert _racks(result, "svc-a") == _racks(result, "svc-b") == {"r2"}
+    assert result.defrags == 1
+
+
+def test_without_defragmentation_the_gang_runs_split() -> None:
+    result = _replay("off")
+    assert _racks(result, "train") == {"r1", "r2"}
+    assert result.defrags == 0
+    assert not result.interrupted
