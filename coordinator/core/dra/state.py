@@ -101,6 +101,12 @@ class DraState:
                 self._selected.append(s)
         self._by_node: dict[str, tuple[Device, ...]] = {}
         self._by_id: dict[DeviceId, Device] | None = None
+        #: the ids of the devices in slices naming each node, and in the others (nodes_holding)
+        self._named_ids = {
+            node: frozenset(d.id for s in slices for d in s.devices)
+            for node, slices in self._named.items()
+        }
+        self._selected_ids = frozenset(d.id for s in self._selected for d in s.devices)
         self._count_claims()
 
     def _count_claims(self) -> None:
@@ -178,6 +184,7 @@ class DraState:
         other.problems, other._pool_slices = self.problems, self._pool_slices
         other._unusable = self._unusable
         other._named, other._selected = self._named, self._selected
+        other._named_ids, other._selected_ids = self._named_ids, self._selected_ids
         other._by_node, other._by_id = self._by_node, self._by_id
         other._doubled = True  # not known: a state built on this one counts its claims
         return other
@@ -321,13 +328,9 @@ class DraState:
         device lives in a slice chosen by node labels (then any node may hold one)."""
         if not self.held:
             return frozenset()
-        names: set[str] = set()
-        for node, slices in self._named.items():
-            if any(d.id in self.held for s in slices for d in s.devices):
-                names.add(node)
-        if any(d.id in self.held for s in self._selected for d in s.devices):
+        if not self._selected_ids.isdisjoint(self.held):
             return None
-        return frozenset(names)
+        return frozenset(n for n, ids in self._named_ids.items() if not ids.isdisjoint(self.held))
 
     def with_allocations(self, allocations: Iterable[ClaimAllocation]) -> DraState:
         """This state with ``allocations`` (written, or being written, by us and not yet seen

@@ -1,6 +1,7 @@
 """A claim change builds the next DraState on the last one (:meth:`DraState.with_claims`), counting
 only the claims that changed: what the claims hold must be what a state built from scratch
-counts, through allocations, releases, deletions, a device two claims name and shares."""
+counts (and the nodes holding them), through allocations, releases, deletions and a device two
+claims name."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ def test_each_claim_change_counts_what_a_fresh_state_counts() -> None:
             fresh.held,
             fresh.consumed,
         ), f"step {i}"
+        holding = frozenset({"d"} if fresh.held else ())
+        assert current.nodes_holding() == fresh.nodes_holding() == holding, f"step {i}"
     assert current.allocated == frozenset()
     assert base.with_claims({"default/x": held_on("x", "gpu-3")}).allocated == frozenset(
         d.id for d in base.usable_devices() if d.id.device == "gpu-3"
