@@ -166,13 +166,15 @@ def _selected(state: DraState, claim: ResourceClaim, sub: SubRequest, device: De
     :class:`_SelectorFailed` when one fails on it)."""
     cls = _class(state, sub)
     try:
-        if not selects(device, cls.selectors if cls else ()):
+        if cls is not None and cls.selectors and not selects(device, cls.selectors):
             return False
     except CelRuntimeError as bad:
         raise _SelectorFailed(
             f"class {sub.class_name}: selector #{bad.index}: CEL runtime error: {bad.error} "
             f"(request {sub.name} of {_claim_label(claim)}, {_where(device)})"
         ) from None
+    if not sub.selectors:
+        return True
     try:
         return selects(device, sub.selectors)
     except CelRuntimeError as bad:
@@ -265,10 +267,11 @@ class _Allocator:
         asked = dict(sub.capacity)
         self.misfit.pop(sub.name, None)
         self.tainted.pop(sub.name, None)
+        taken, allocated = self.taken, self.state.allocated
         for d in self.devices:
-            if self.taken and d.id in self.taken and not d.allow_multiple:
+            if taken and d.id in taken and not d.allow_multiple:
                 continue
-            if d.id in self.state.allocated and not sub.admin_access:
+            if not sub.admin_access and d.id in allocated:
                 continue
             bad = (
                 next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)

@@ -34,6 +34,12 @@ class DeviceId:
     def __hash__(self) -> int:
         return self._hash
 
+    def __eq__(self, other: object) -> bool:  # the device name differs first, if anything
+        if other.__class__ is not DeviceId:
+            return NotImplemented
+        o: DeviceId = other
+        return self.device == o.device and self.pool == o.pool and self.driver == o.driver
+
     def __reduce__(self) -> tuple[type[DeviceId], tuple[str, str, str]]:
         # the hash of a string differs from process to process: recomputed when unpickled
         return DeviceId, (self.driver, self.pool, self.device)
