@@ -46,6 +46,7 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.attempts import Attempt, AttemptLog
 from coordinator.engine.binder import Binder, BindJob
 from coordinator.engine.changes import PendingChanges
+from coordinator.engine.claimgate import missing_claim
 from coordinator.engine.claims import claims_to_write
 from coordinator.engine.forecasts import STATE_EVERY_S, Forecast, Forecasts
 from coordinator.engine.leadership import ALWAYS, Leadership
@@ -138,6 +139,7 @@ class Scheduler:
         self.queue = queue or SchedulingQueue(self.settings.queue, clock=clock)
         self.queue.notify = self._wakeup.set
         self.queue.on_removed = self._left_queue
+        self.queue.gate = lambda entry: missing_claim(entry, view.dra)  # DRA PreEnqueue
         view.on_release = self._room_released
         self.post_filter: list[PostFilterHook] = list(post_filter)
         self.pod_steps: list[PodStep] = []  # gangs_runtime: the gang step

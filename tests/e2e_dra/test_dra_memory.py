@@ -3,7 +3,8 @@ writes together; no API server): pods with claims get the NVLink set Topos would
 into the claim and reserved before the bind; an unchanged ``nvidia.com/gpu`` pod gets a claim
 made for it where a DeviceClass serves that resource; a gang's claims are all written before its
 members bind; a pod whose claim was allocated for it before a restart is only bound; a claim
-naming a missing DeviceClass is explained on its pod and blocks nobody else."""
+naming a missing DeviceClass is explained on its pod and blocks nobody else; a pod whose claim
+does not exist yet is not tried (no FailedScheduling) until it does."""
 
 from __future__ import annotations
 
@@ -186,3 +187,30 @@ async def test_a_claim_naming_a_missing_class_is_explained_and_blocks_nobody(
     events = cluster.events("default", "broken")
     assert events
     assert "gpu.nvidia.cmo" in events[-1]["message"]
+
+
+async def test_a_pod_whose_claim_is_not_created_yet_waits_unexplained_and_binds_once_it_is(
+    cluster: MemoryCluster, runtime: SchedulerRuntime
+) -> None:
+    """kube-scheduler's PreEnqueue: a pod naming a ResourceClaim that does not exist yet is not
+    tried (no FailedScheduling, no PodScheduled condition); it is tried when the claim appears."""
+    memory_dra_node(cluster, NODE, "dgx1-v100", plugin=False)
+    cluster.dra.put("DeviceClass", gpu_class())
+    created = cluster.create_pod(claim_pod("early", claim_name="later", scheduler="topos"))
+    await runtime.settle()
+
+    assert node_of(cluster, "early") is None
+    assert cluster.events("default", "early") == []
+    obj = cluster.pod("default", "early")
+    assert obj is not None
+    assert not (obj.get("status") or {}).get("conditions")
+    entry = runtime.scheduler.queue.entry(created["metadata"]["uid"])
+    assert entry is not None
+    assert entry.last_message == "waiting for resource claim later to be created"
+    assert runtime.scheduler.stats.attempts == 0
+
+    cluster.dra.put("ResourceClaim", claim("later", 2))
+    await runtime.settle()
+    assert node_of(cluster, "early") == NODE
+    assert reserved_uids(claim_of(cluster, "later")) == [created["metadata"]["uid"]]
+    assert [e["reason"] for e in cluster.events("default", "early")] == ["Scheduled"]

@@ -4,7 +4,8 @@ templates and releasing claims of pods that are gone.
 
 Covered: a pod naming a claim and a pod using a template get claims allocated with the NVLink
 set Topos chose (the pod's ``topos.io/assigned-gpus`` names the same GPUs), protected and
-reserved for the pod, and are bound; an unchanged ``nvidia.com/gpu`` pod gets a claim created
+reserved for the pod, and are bound (the template pod is not tried before its claim exists: no
+FailedScheduling); an unchanged ``nvidia.com/gpu`` pod gets a claim created
 for it (KEP-5004); a deleted pod's claim is released by kube-controller-manager and its GPUs
 serve the next pod; a pod whose claim a killed coordinator had already allocated for it is only
 bound by the next one; a claim naming a missing DeviceClass is explained on its pod and harms no
@@ -19,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from common.kube import PODS, RESOURCE_CLAIMS, KubeClient
+from common.kube import EVENTS, PODS, RESOURCE_CLAIMS, KubeClient
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.engine.ports import PodRef
 from devcluster.dra import DRIVER
-from devcluster.kube_wait import scheduled_message, wait_for_object
+from devcluster.kube_wait import scheduled_message, wait_for_event, wait_for_object
 from devcluster.pods import pod
 from tests.e2e_dra.conftest import DraFleet, dra_fleet, start_fleet
 from tests.support.dra import (
@@ -78,6 +79,12 @@ async def test_claims_get_the_nvlink_set_and_are_reserved_before_the_bind(
         await fleet.create(claim_template("quad", 4, device_class=cls))
         await fleet.create(claim_pod("second", template="quad", scheduler="topos"))
         second = await fleet.bound("second")
+        # Not tried before its claim existed (kube-scheduler's PreEnqueue): no FailedScheduling.
+        await wait_for_event(kube, namespace, reason="Scheduled", name="second")
+        listed = await kube.list(
+            EVENTS, namespace=namespace, field_selector="involvedObject.name=second"
+        )
+        assert [e["reason"] for e in listed["items"]] == ["Scheduled"]
         (status,) = second["status"]["resourceClaimStatuses"]
         quad = await fleet.claim(status["resourceClaimName"])
         quad_gpus = check_written_for(fleet, quad, second)

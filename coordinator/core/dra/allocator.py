@@ -165,22 +165,27 @@ def _selected(state: DraState, claim: ResourceClaim, sub: SubRequest, device: De
     """The DeviceClass's and the request's selectors select ``device`` (raises
     :class:`_SelectorFailed` when one fails on it)."""
     cls = _class(state, sub)
-    where = f"device {device.id.device} in pool {device.id.pool}"
     try:
-        if not selects(device, cls.selectors if cls else ()):
+        if cls is not None and cls.selectors and not selects(device, cls.selectors):
             return False
     except CelRuntimeError as bad:
         raise _SelectorFailed(
             f"class {sub.class_name}: selector #{bad.index}: CEL runtime error: {bad.error} "
-            f"(request {sub.name} of {_claim_label(claim)}, {where})"
+            f"(request {sub.name} of {_claim_label(claim)}, {_where(device)})"
         ) from None
+    if not sub.selectors:
+        return True
     try:
         return selects(device, sub.selectors)
     except CelRuntimeError as bad:
         raise _SelectorFailed(
             f"{_claim_label(claim)}: selector #{bad.index}: CEL runtime error: {bad.error} "
-            f"(request {sub.name}, {where})"
+            f"(request {sub.name}, {_where(device)})"
         ) from None
+
+
+def _where(device: Device) -> str:
+    return f"device {device.id.device} in pool {device.id.pool}"
 
 
 def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | None:
@@ -262,12 +267,17 @@ class _Allocator:
         asked = dict(sub.capacity)
         self.misfit.pop(sub.name, None)
         self.tainted.pop(sub.name, None)
+        taken, allocated = self.taken, self.state.allocated
         for d in self.devices:
-            if d.id in self.taken and not d.allow_multiple:
+            if taken and d.id in taken and not d.allow_multiple:
                 continue
-            if d.id in self.state.allocated and not sub.admin_access:
+            if not sub.admin_access and d.id in allocated:
                 continue
-            bad = next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
+            bad = (
+                next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
+                if d.taints
+                else None
+            )
             if bad is not None:
                 if _selected(self.state, claim, sub, d):
                     n, first = self.tainted.get(sub.name, (0, self._taint_said(d, bad)))

@@ -25,6 +25,24 @@ class DeviceId:
     driver: str
     pool: str
     device: str
+    #: the hash, computed once: ids are looked up in sets per device per node per cycle
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.driver, self.pool, self.device)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:  # the device name differs first, if anything
+        if other.__class__ is not DeviceId:
+            return NotImplemented
+        o: DeviceId = other
+        return self.device == o.device and self.pool == o.pool and self.driver == o.driver
+
+    def __reduce__(self) -> tuple[type[DeviceId], tuple[str, str, str]]:
+        # the hash of a string differs from process to process: recomputed when unpickled
+        return DeviceId, (self.driver, self.pool, self.device)
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.pool}/{self.device}"

@@ -101,6 +101,12 @@ class DraState:
                 self._selected.append(s)
         self._by_node: dict[str, tuple[Device, ...]] = {}
         self._by_id: dict[DeviceId, Device] | None = None
+        #: the ids of the devices in slices naming each node, and in the others (nodes_holding)
+        self._named_ids = {
+            node: frozenset(d.id for s in slices for d in s.devices)
+            for node, slices in self._named.items()
+        }
+        self._selected_ids = frozenset(d.id for s in self._selected for d in s.devices)
         self._count_claims()
 
     def _count_claims(self) -> None:
@@ -112,7 +118,10 @@ class DraState:
             if not r.admin_access
         ]
         #: devices held whole (a share of a device allowing multiple allocations is not)
-        self.allocated: frozenset[DeviceId] = frozenset(r.device for r in results if not r.share_id)
+        whole = [r.device for r in results if not r.share_id]
+        self.allocated: frozenset[DeviceId] = frozenset(whole)
+        #: some device is named by two claims (a later release may not free it)
+        self._doubled = len(whole) != len(self.allocated)
         #: what the shares of each shared device consume together, by capacity name
         self.consumed: dict[DeviceId, dict[str, Fraction]] = {}
         _add_shares(self.consumed, results)
@@ -133,8 +142,37 @@ class DraState:
         other.claims = tuple(claims.values())
         other.claim_by_key = claims
         other.rejected = {(e.kind, e.key): e for e in rejected}
-        other._count_claims()
+        if not other._count_changes(self):
+            other._count_claims()
         return other
+
+    def _count_changes(self, before: DraState) -> bool:
+        """What the claims hold, from ``before``'s and the claims that differ (by identity): a
+        bind changes one claim of thousands. ``False`` (count them all) when shares are
+        involved, or when a device was held by two claims (then a release frees it or not)."""
+        if before.consumed or before._doubled:
+            return False
+        allocated = set(before.allocated)
+        old = before.claim_by_key
+        now = self.claim_by_key
+        gone = [c for k, c in old.items() if now.get(k) is not c]
+        came = [c for k, c in now.items() if old.get(k) is not c]
+        for claims, keep in ((gone, False), (came, True)):
+            for c in claims:
+                for r in c.allocation.results if c.allocation is not None else ():
+                    if r.admin_access:
+                        continue
+                    if r.share_id or (keep and r.device in allocated):
+                        return False  # a share, or a device two claims name
+                    if keep:
+                        allocated.add(r.device)
+                    else:
+                        allocated.discard(r.device)
+        self.allocated = frozenset(allocated)
+        self.consumed = {}
+        self.held = self.allocated
+        self._doubled = False
+        return True
 
     def _sharing_devices(self) -> DraState:
         """A new state sharing this one's slices, classes, rules and device indexes; the
@@ -146,7 +184,9 @@ class DraState:
         other.problems, other._pool_slices = self.problems, self._pool_slices
         other._unusable = self._unusable
         other._named, other._selected = self._named, self._selected
+        other._named_ids, other._selected_ids = self._named_ids, self._selected_ids
         other._by_node, other._by_id = self._by_node, self._by_id
+        other._doubled = True  # not known: a state built on this one counts its claims
         return other
 
     @property
@@ -288,13 +328,9 @@ class DraState:
         device lives in a slice chosen by node labels (then any node may hold one)."""
         if not self.held:
             return frozenset()
-        names: set[str] = set()
-        for node, slices in self._named.items():
-            if any(d.id in self.held for s in slices for d in s.devices):
-                names.add(node)
-        if any(d.id in self.held for s in self._selected for d in s.devices):
+        if not self._selected_ids.isdisjoint(self.held):
             return None
-        return frozenset(names)
+        return frozenset(n for n, ids in self._named_ids.items() if not ids.isdisjoint(self.held))
 
     def with_allocations(self, allocations: Iterable[ClaimAllocation]) -> DraState:
         """This state with ``allocations`` (written, or being written, by us and not yet seen

@@ -87,8 +87,12 @@ class _TopologyChooser:
         )
         self.free = set(node.free_gpus)
         self.plans: list[Plan] = []
+        #: no GPU the agent reported can be joined (no topology): every device first-fit
+        self.joins = bool(self.by_uuid or self.by_bus)
 
     def gpu(self, device: Device) -> int | None:
+        if not self.joins:
+            return None
         uuid = device.attribute("uuid")
         if isinstance(uuid, str) and uuid in self.by_uuid:
             return self.by_uuid[uuid]
@@ -98,10 +102,14 @@ class _TopologyChooser:
         return None
 
     def usable(self, device: Device) -> bool:
+        if not self.joins:
+            return True
         index = self.gpu(device)
         return index is None or index in self.free or device.attribute("uuid") in self.node.dra_held
 
     def choose(self, candidates: Sequence[Device], count: int) -> Sequence[Device] | str:
+        if not self.joins:
+            return candidates[:count]
         joined = {i: d for d in candidates if (i := self.gpu(d)) is not None}
         if len(joined) < count or len(joined) < len(candidates):
             return candidates[:count]  # not all GPUs the agent knows: slice order

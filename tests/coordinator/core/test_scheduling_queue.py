@@ -1,6 +1,6 @@
 """The scheduling queue's timing rules not covered in test_runtime_memory.py: the flush interval
 that retries a parked pod anyway, and not losing a cluster change that happens while a pod's
-attempt is still being decided."""
+attempt is still being decided; the PreEnqueue gate."""
 
 from __future__ import annotations
 
@@ -179,3 +179,30 @@ def test_a_pod_tried_thousands_of_times_still_backs_off_at_most_the_maximum() ->
     assert q.pop() is None
     clock.now += 0.2
     assert q.pop() is not None
+
+
+def test_a_gated_pod_is_never_popped_and_comes_back_without_backoff_on_a_claim_change() -> None:
+    """PreEnqueue: a pod the gate holds back is parked with no attempt counted; a change for
+    pods waiting on a claim sends it back at once, and it is popped when the gate lets it."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    missing = {"ns/a"}
+    q.gate = lambda pod: (
+        "waiting for resource claim c to be created" if pod.key in missing else None
+    )
+    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
+    q.add(gpu_pod("b", 1, namespace="ns", uid="uid-b"))
+    first = q.pop()
+    assert first is not None
+    assert first.key == "ns/b"
+    assert q.pop() is None
+    parked = q.entry("uid-a")
+    assert parked is not None
+    assert (parked.where, parked.attempts, parked.waits_for) == ("unschedulable", 0, "claim")
+    assert parked.last_message == "waiting for resource claim c to be created"
+    assert q.cluster_changed(only=lambda p: p.waits_for == "any") == 0  # not a claim change
+    missing.clear()  # the claim appeared
+    assert q.cluster_changed(only=lambda p: p.waits_for == "claim") == 1
+    again = q.pop()  # no backoff to sit out
+    assert again is not None
+    assert again.key == "ns/a"
