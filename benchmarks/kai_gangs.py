@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,9 +66,11 @@ from benchmarks.kwok_cluster import (
     start_kwok,
     start_profiler,
     start_topos,
+    tear_down,
     wait_ready,
 )
 from benchmarks.kwok_settle import clear, settle
+from benchmarks.kwok_throughput import say
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
 from common.kube.resources import Resource
@@ -544,18 +545,8 @@ async def bench(args: argparse.Namespace) -> list[Result]:
                 await clear(kube, fill_ns)
         await kube.close()
     finally:
-        if kwok is not None:
-            kwok.stop()
-        plane.stop()
-        if args.keep:
-            print(f"logs kept in {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        tear_down(kwok, plane, work, keep=args.keep)
     return results
-
-
-def say(args: argparse.Namespace, line: str) -> None:
-    print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
 
 WHAT = {

@@ -351,3 +351,14 @@ def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def tear_down(kwok: Process | None, plane: ControlPlane, work: Path, *, keep: bool) -> None:
+    """Stop KWOK and the control plane; remove the run's files unless ``keep`` (then say where)."""
+    if kwok is not None:
+        kwok.stop()
+    plane.stop()
+    if keep:
+        print(f"logs kept in {work}", file=sys.stderr)
+    else:
+        shutil.rmtree(work, ignore_errors=True)

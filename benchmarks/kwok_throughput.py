@@ -49,7 +49,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,6 +75,7 @@ from benchmarks.kwok_cluster import (
     start_kwok,
     start_profiler,
     start_topos,
+    tear_down,
     wait_ready,
 )
 from benchmarks.kwok_pods import pod_body
@@ -322,13 +322,7 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                     listers.read()  # the clean-up's, not the next run's
         await kube.close()
     finally:
-        if kwok is not None:
-            kwok.stop()
-        plane.stop()
-        if args.keep:
-            print(f"logs kept in {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        tear_down(kwok, plane, work, keep=args.keep)
     return runs
 
 

@@ -46,7 +46,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -63,6 +62,7 @@ from benchmarks.kwok_cluster import (
     start_kube_scheduler,
     start_kwok,
     start_topos,
+    tear_down,
     wait_ready,
 )
 from benchmarks.kwok_settle import settle
@@ -302,13 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if running is not None:
             running.stop()
-        if kwok is not None:
-            kwok.stop()
-        plane.stop()
-        if args.keep:
-            print(f"logs kept in {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        tear_down(kwok, plane, work, keep=args.keep)
     table = rows(alone, contended, sizes, setting)
     notes = [
         f"machine: {info['CPU']}, {info['cores']}; load average {load0:.1f} before the runs, "
