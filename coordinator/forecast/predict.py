@@ -33,6 +33,7 @@ from typing import Any
 from common.model import NodeTopology
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
+from coordinator.core.podspec.resources import held_requests
 from coordinator.engine.binder import BindJob
 from coordinator.engine.forecasts import describe
 from coordinator.engine.ports import ClusterError
@@ -94,13 +95,9 @@ _BASIC = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 
 def _asks(obj: Mapping[str, Any]) -> frozenset[str]:
-    """The resource names a pod's containers request or limit."""
+    """The resources a pod holds (its effective requests), ``resourceclaims`` for its claims."""
     spec = obj.get("spec") or {}
-    names: set[str] = set()
-    for c in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
-        res = c.get("resources") or {}
-        for part in ("requests", "limits"):
-            names.update(res.get(part) or {})
+    names = set(held_requests(spec))
     if spec.get("resourceClaims"):
         names.add("resourceclaims")
     return frozenset(names)

@@ -430,24 +430,20 @@ class Inventory:
     def upsert_pod(self, pod: BoundPod) -> bool:
         """A bound, non-terminal pod (any scheduler; re-binding moves it). Whether it changed."""
         old_node = self._pod_node.get(pod.uid)
-        if old_node is not None:
-            old = self._records[old_node].pods.get(pod.uid)
-            if old == pod:
-                return False
-            if old is not None and old_node == pod.node:
-                # Changed where it is (started, relabelled): one event, and room counts as
-                # gained only if its requests shrank (not "it left, then came back").
-                rec = self._records[old_node]
-                before = self._signature(rec)
-                _take(rec.requested, old.requests)
-                rec.pods[pod.uid] = pod
-                for k, v in pod.requests.items():
-                    rec.requested[k] = rec.requested.get(k, 0) + v
-                self._changed(rec, "updated", before, pods=True)
-                return True
-            self.delete_pod(pod.uid)
-        rec, new = self._record(pod.node)
-        before = self._signature(None if new else rec)
+        old = None if old_node is None else self._records[old_node].pods.get(pod.uid)
+        if old == pod:
+            return False
+        if old is not None and old_node == pod.node:
+            # Changed where it is (started, relabelled): one event, and room counts as gained
+            # only if its requests shrank (not "it left, then came back").
+            rec, new = self._records[pod.node], False
+            before = self._signature(rec)
+            _take(rec.requested, old.requests)
+        else:
+            if old_node is not None:
+                self.delete_pod(pod.uid)
+            rec, new = self._record(pod.node)
+            before = self._signature(None if new else rec)
         rec.pods[pod.uid] = pod
         for k, v in pod.requests.items():
             rec.requested[k] = rec.requested.get(k, 0) + v

@@ -161,6 +161,17 @@ async def compute_domain(cluster: GangCluster, name: str, cls: str) -> str:
     return uid
 
 
+async def two_racks(cluster: GangCluster) -> dict[str, int]:
+    """Two GB200 NVL72 racks of 4 trays in one leaf: node name → its rack (1 or 2)."""
+    rack_of: dict[str, int] = {}
+    for rack in (1, 2):
+        for i in range(1, 5):
+            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
+            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
+            rack_of[name] = rack
+    return rack_of
+
+
 def domain_pod(name: str, gang: str, size: int, template: str) -> dict[str, Any]:
     obj = gang_pod(name, gang, size, gpus=4, cpu="8")
     obj["spec"]["resourceClaims"] = [{"name": "channel", "resourceClaimTemplateName": template}]
@@ -171,12 +182,7 @@ async def test_compute_domain_pods_share_one_rack_and_wait_rather_than_span_two(
     cluster: GangCluster, kubectl: Callable[..., Any]
 ) -> None:
     install_crd(kubectl, "computedomains.resource.nvidia.com")
-    rack_of: dict[str, int] = {}
-    for rack in (1, 2):
-        for i in range(1, 5):
-            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
-            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
-            rack_of[name] = rack
+    rack_of = await two_racks(cluster)
     async with channels(cluster, list(rack_of)) as cls, cluster.gang_coordinator():
         uid = await compute_domain(cluster, "imex", cls)
         # 5 trays of one ComputeDomain: no rack of 4 holds them, so they wait
@@ -225,12 +231,7 @@ async def test_lone_pods_of_a_compute_domain_created_one_after_another_share_a_r
     cluster: GangCluster, kubectl: Callable[..., Any]
 ) -> None:
     install_crd(kubectl, "computedomains.resource.nvidia.com")
-    rack_of: dict[str, int] = {}
-    for rack in (1, 2):
-        for i in range(1, 5):
-            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
-            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
-            rack_of[name] = rack
+    rack_of = await two_racks(cluster)
     async with channels(cluster, list(rack_of)) as cls, cluster.gang_coordinator():
         await compute_domain(cluster, "solo", cls)
         await cluster.create(lone_domain_pod("solo-a", 4, "solo-channel"))

@@ -205,49 +205,32 @@ class KubeClaimWriter:
             "value": version,
         }
         ops = [pin] if version else []
+        first: JsonPatchOperation = {
+            "op": "add",
+            "path": "/metadata/finalizers",
+            "value": [DELETE_PROTECTION],
+        }
+
+        async def send(patch: list[JsonPatchOperation]) -> KubeObject:
+            return await self._client.patch(
+                RESOURCE_CLAIMS, claim.name, patch, namespace=claim.namespace, patch_type="json"
+            )
+
         if version and claim.finalizers == ():
             # None at that version (the pin guarantees it): one request, not a failed append first.
-            only: JsonPatchOperation = {
-                "op": "add",
-                "path": "/metadata/finalizers",
-                "value": [DELETE_PROTECTION],
-            }
-            return await self._client.patch(
-                RESOURCE_CLAIMS,
-                claim.name,
-                [pin, only],
-                namespace=claim.namespace,
-                patch_type="json",
-            )
+            return await send([pin, first])
         append: JsonPatchOperation = {
             "op": "add",
             "path": "/metadata/finalizers/-",
             "value": DELETE_PROTECTION,
         }
         try:
-            return await self._client.patch(
-                RESOURCE_CLAIMS,
-                claim.name,
-                [*ops, append],
-                namespace=claim.namespace,
-                patch_type="json",
-            )
+            return await send([*ops, append])
         except (Conflict, NotFound):
             raise
         except KubeError:
             pass  # no finalizers yet: the list has no end to append to
-        first: JsonPatchOperation = {
-            "op": "add",
-            "path": "/metadata/finalizers",
-            "value": [DELETE_PROTECTION],
-        }
-        return await self._client.patch(
-            RESOURCE_CLAIMS,
-            claim.name,
-            [*ops, first],
-            namespace=claim.namespace,
-            patch_type="json",
-        )
+        return await send([*ops, first])
 
     async def _unprotect(self, claim: ClaimAllocation) -> None:
         body = {"metadata": {"$deleteFromPrimitiveList/finalizers": [DELETE_PROTECTION]}}

@@ -258,13 +258,17 @@ def _cycle(
                 lo += step
         return seen
 
+    places: list[Callable[[str], int]] = []  # a node's place in the visit over every node
+
     def visit(part: Sequence[NodeInfo] | Sequence[str]) -> None:
         """Visit ``part`` (in the snapshot's order) from the first node at or after the
         rotating start; when enough are found, the start moves past the last one taken."""
-        if allowed is None:
-            place: Callable[[str], int] = snapshot.position
-        else:
-            place = {n.name: i for i, n in enumerate(considered)}.__getitem__
+        if not places:  # built once per cycle (a cycle may visit two parts)
+            if allowed is None:
+                places.append(snapshot.position)
+            else:
+                places.append({n.name: i for i, n in enumerate(considered)}.__getitem__)
+        place = places[0]
 
         def at(i: int) -> int:  # where the i-th node of ``part`` is in the visit over every node
             n = part[i]

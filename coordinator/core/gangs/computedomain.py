@@ -18,7 +18,7 @@ carry all that placement needs (docs/topology.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from coordinator.core.domains.layout import Layout, sorted_names
@@ -65,12 +65,8 @@ def compute_domain_pin(
         )
     domain = found.pop()
     own = {(p.namespace, e.resolved_name) for p in pods for e in p.claims}
-
-    def labels_of(name: str) -> Mapping[str, str] | None:
-        node = snapshot.get(name)
-        return None if node is None else node.labels
-
-    cliques = domain_channels(dra, domain, layout.clique_of, labels_of, besides=own).cliques
+    channels = domain_channels(dra, domain, layout.clique_of, snapshot.labels_of, besides=own)
+    cliques = channels.cliques
     if len(cliques) > 1:
         return Status.unresolvable(
             f"ComputeDomain {domain} already has channels in {len(cliques)} NVLink cliques "

@@ -21,7 +21,7 @@ without cliques and for pods that claim no channel.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -68,7 +68,7 @@ class ComputeDomainClique(Plugin):
         if not clique_of:
             return SKIP
         own = {(pod.namespace, e.resolved_name) for e in pod.claims}
-        found = domain_channels(dra, domain, clique_of, _labels(snapshot), besides=own)
+        found = domain_channels(dra, domain, clique_of, snapshot.labels_of, besides=own)
         running, waiting = found.cliques, found.waiting + 1  # + this pod's channel
         if len(running) > 1:
             return Status.unresolvable(
@@ -106,14 +106,6 @@ class ComputeDomainClique(Plugin):
             if clique is not None:
                 out[name] = clique
         return out
-
-
-def _labels(snapshot: Snapshot) -> Callable[[str], Mapping[str, str] | None]:
-    def labels_of(name: str) -> Mapping[str, str] | None:
-        node = snapshot.get(name)
-        return None if node is None else node.labels
-
-    return labels_of
 
 
 def _room(pod: PodRequest, snapshot: Snapshot, clique_of: Mapping[str, str]) -> dict[str, int]:

@@ -152,6 +152,11 @@ class Snapshot:
     def get(self, name: str) -> NodeInfo | None:
         return self._nodes.get(name)
 
+    def labels_of(self, name: str) -> Mapping[str, str] | None:
+        """The node's labels, or ``None`` when it is not in the snapshot."""
+        node = self._nodes.get(name)
+        return None if node is None else node.labels
+
     @property
     def by_name(self) -> Mapping[str, NodeInfo]:
         """Every node by name (read-only)."""
@@ -417,31 +422,23 @@ class _PodIndex:
 
     def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
         self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
-        if old is not None and new is not None and old.labels == new.labels:
-            # The same node with its pods changed (one assumed, or seen bound): only the pods
-            # that differ (``PodInfo`` objects are kept while their pod is unchanged).
-            before = {id(p) for p in old.pods}
-            after = {id(p) for p in new.pods}
-            for p in old.pods:
-                if id(p) not in after:
-                    self.discard(p, old.labels)
-            for p in new.pods:
-                if id(p) not in before:
-                    self.add(new.name, p, new.labels)
-            self.prefer_no_schedule.discard(old.name)
-            if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
-                self.prefer_no_schedule.add(new.name)
-            return
+        # The same node with its pods changed (one assumed, or seen bound): only the pods that
+        # differ are re-indexed (``PodInfo`` objects are kept while their pod is unchanged).
+        same = old is not None and new is not None and old.labels == new.labels
         if old is not None:
+            staying = {id(p) for p in new.pods} if same and new is not None else set()
             for p in old.pods:
-                self.discard(p, old.labels)
+                if id(p) not in staying:
+                    self.discard(p, old.labels)
             self.prefer_no_schedule.discard(old.name)
         if new is not None:
+            stayed = {id(p) for p in old.pods} if same and old is not None else set()
             for p in new.pods:
-                self.add(new.name, p, new.labels)
+                if id(p) not in stayed:
+                    self.add(new.name, p, new.labels)
             if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
                 self.prefer_no_schedule.add(new.name)
-        if old is None or new is None or old.labels != new.labels:
+        if not same:
             self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
             self.counts, self.owned = {}, set()  # domains changed: count afresh when asked
 

@@ -204,11 +204,16 @@ class GangStep(GangLifecycle):
         """A gang the planner would split over NVLink cliques asks defragmentation to gather it
         into one (:mod:`coordinator.core.preemption.gather`): what was done (the gang waits for
         the moves), or ``None`` (it is placed as planned)."""
-        if self.preemption is None:
-            return None
-        gpus = sum(r.gpus for r in requests)
-        chosen = (d.node for d in decision.decisions)
         keys = self.keys or DomainKeys()
+        chosen = {d.node for d in decision.decisions}
+        if (
+            self.preemption is None
+            or len(chosen) < 2
+            or not keys.clique
+            or not snapshot.domain_slots(keys.clique).total
+        ):
+            return None  # one node, or no cliques: nothing to gather (no node read per gang)
+        gpus = sum(r.gpus for r in requests)
         asked = gather_intent(chosen, gpus, node_states(snapshot), keys=keys, intent=intent)
         if asked is None:
             return None
