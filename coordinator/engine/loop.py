@@ -31,7 +31,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from coordinator.core.framework.cycle import schedule_one
@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "Attempt",
     "BindListener",
+    "Narrowed",
     "Outcome",
     "PodStep",
     "PostFilterHook",
@@ -78,10 +79,21 @@ __all__ = [
 #: Called with the pod, the failure and the snapshot it was decided on; returns a message to add
 #: to the explanation (e.g. "preempting 2 pods on gpu-3") or ``None``. Preemption plugs in here.
 PostFilterHook = Callable[[PodRequest, Failure, Snapshot], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Narrowed:
+    """A :data:`PodStep`'s answer: schedule the pod one by one as ``request`` (the pod narrowed
+    to where its group already runs); a failure's message begins with ``why``."""
+
+    request: PodRequest
+    why: str
+
+
 #: (gangs_runtime) Called with every popped pod before the per-pod path; returns the result
 #: when it decided the pod itself (gang members: whole-gang planning), ``None`` to schedule it
-#: one by one.
-PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | None]]
+#: one by one, :class:`Narrowed` to schedule it one by one within a narrower request.
+PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | Narrowed | None]]
 #: (gangs_runtime) Told about every bind outcome: the job and ``None`` (bound) or the error.
 BindListener = Callable[[BindJob, ClusterError | None], None]
 _MAX_BACKGROUND_WRITES: Final = 256
@@ -342,14 +354,20 @@ class Scheduler:
             # catching up): never place a pod twice.
             self.queue.retry(entry)
             return Failure(request.key, 0, {}, f"pod {request.key} is already being bound")
+        why = ""
         for step in self.pod_steps:  # gangs_runtime: gang members are planned as a whole
             handled = await step(entry)
+            if isinstance(handled, Narrowed):
+                request, why = handled.request, handled.why
+                break
             if handled is not None:
                 return handled
         snapshot = self.nominations.snapshot_for(request, self.view.snapshot())
         result = self.nominations.schedule(request, snapshot, self.framework_for(entry))
         if isinstance(result, Failure):
-            await self._failed(entry, result, snapshot)
+            if why:
+                result = replace(result, message=f"{why}: {result.message}")
+            await self._failed(entry, result, snapshot, request)
             return result
         assert isinstance(request, PodRequest)
         self.view.assume(request, result.node, result.placement, result.claims)
@@ -358,14 +376,21 @@ class Scheduler:
         await self.binder.submit(self.bind_job(entry, request, result))
         return result
 
-    async def _failed(self, entry: QueuedPod, failure: Failure, snapshot: Snapshot) -> None:
-        request = entry.request  # its own spec, or its scheduling gates: only an edit can help
+    async def _failed(
+        self,
+        entry: QueuedPod,
+        failure: Failure,
+        snapshot: Snapshot,
+        request: PodRequest | PodSpecError,
+    ) -> None:
+        """``request``: what was scheduled (the pod, or a :class:`Narrowed` form of it)."""
+        # its own spec, or its scheduling gates: only an edit can help
         spec_error = isinstance(request, PodSpecError) or bool(request.scheduling_gates)
         message = failure.message
-        if isinstance(entry.request, PodRequest):
+        if isinstance(request, PodRequest):
             for hook in self.post_filter:
                 try:
-                    note = await hook(entry.request, failure, snapshot)
+                    note = await hook(request, failure, snapshot)
                 except Exception:
                     log.exception("post-filter hook failed for %s", entry.key)
                     continue

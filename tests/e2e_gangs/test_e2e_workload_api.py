@@ -177,6 +177,42 @@ async def test_a_podgroups_topology_constraint_keeps_the_gang_in_one_domain(
         assert all(n is None for n in (await cluster.placement("e2e/group=nowhere")).values())
 
 
+async def test_a_member_beyond_the_minimum_joins_its_groups_domain_or_waits_there(
+    cluster: GangCluster,
+) -> None:
+    # Racks across leaves as above. The PodGroup asks for one rack and a minimum of 2: its two
+    # 8-GPU members fill one rack. A third member created later has a whole free rack beside
+    # it, yet waits for room in its group's rack (as kube-scheduler's TopologyPlacement keeps
+    # it), saying so; a node added to that rack takes it.
+    rack_of: dict[str, str] = {}
+    for leaf in (1, 2):
+        for k in (0, 1):
+            rack = "rack-a" if k == 0 else "rack-b"
+            labels = {LEAF: f"leaf-{leaf}", SPINE: "spine-1", RACK: rack}
+            name = await cluster.add_node(f"m{leaf}x{k}", "dgx-a100", labels_extra=labels)
+            cluster.leaf_of[name], rack_of[name] = f"leaf-{leaf}", rack
+    group = pod_group("racked", 2, topology=RACK)
+    await cluster.kube.create(WORKLOAD_POD_GROUPS, group, namespace=cluster.namespace)
+    async with cluster.gang_coordinator():
+        for k in range(2):
+            await cluster.create(workload_pod(f"racked-{k}", "racked"))
+        placed = await cluster.all_bound("e2e/group=racked", 2)
+        (rack,) = {rack_of[n] for n in placed.values()}
+        await cluster.create(workload_pod("racked-2", "racked"))
+        message = await cluster.condition("racked-2", f"stays in {RACK}={rack}")
+        assert message.startswith(
+            f"pod group racked stays in {RACK}={rack}, where its members run (PodGroup "
+            f"{cluster.namespace}/racked (scheduling.k8s.io/v1alpha2) "
+            "spec.schedulingConstraints.topology[0].key): 0/4 nodes are available"
+        ), message
+        assert (await cluster.placement("e2e/group=racked"))["racked-2"] is None
+        extra = await cluster.add_node(
+            "m3x0", "dgx-a100", labels_extra={LEAF: "leaf-3", SPINE: "spine-1", RACK: rack}
+        )
+        after = await cluster.all_bound("e2e/group=racked", 3)
+        assert after["racked-2"] == extra
+
+
 async def test_a_basic_policy_podgroup_schedules_each_pod_alone(cluster: GangCluster) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
     group = {**pod_group("solo", 1), "spec": {"schedulingPolicy": {"basic": {}}}}

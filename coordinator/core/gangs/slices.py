@@ -44,7 +44,14 @@ from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
-__all__ = ["HELD_ELSEWHERE", "held_domains", "resolve_level", "slice_spec", "with_gang_topology"]
+__all__ = [
+    "HELD_ELSEWHERE",
+    "group_domain",
+    "held_domains",
+    "resolve_level",
+    "slice_spec",
+    "with_gang_topology",
+]
 
 JOB_KEY: Final = "jobset.sigs.k8s.io/job-key"
 JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
@@ -86,6 +93,35 @@ def with_gang_topology(
         )
         for p in pods
     ]
+
+
+def group_domain(
+    pod: PodRequest,
+    topology: str | None,
+    topology_written: str,
+    keys: DomainKeys,
+    placed: Iterable[Mapping[str, str]],
+) -> tuple[str, str, str] | None:
+    """Where a member of a group already placed must go: ``(label, value, written)`` when the
+    group asks to stay in one domain — ``pod``'s required group level, else ``topology`` (its
+    PodGroup's constraint, named ``topology_written``) — and its placed members' nodes
+    (``placed``: their labels) are all in one domain of that level, as kube-scheduler's
+    TopologyPlacement keeps them; ``None`` when nothing narrows it (no level, a preferred one,
+    no member placed, members in several domains or on nodes without the label)."""
+    ask = pod.slices
+    if ask is not None and ask.gang_level is not None:
+        if not ask.gang_required:
+            return None
+        label, written = resolve_level(ask.gang_level, keys), _written(ask.gang_level_key)
+    elif topology is not None:
+        label, written = topology, topology_written
+    else:
+        return None
+    values = {labels.get(label) for labels in placed}
+    if len(values) != 1:
+        return None
+    (value,) = values
+    return None if value is None else (label, value, written)
 
 
 def _written(key: str) -> str:

@@ -10,7 +10,7 @@ state ends (``ended``): a re-run under the same name starts from nothing, never 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,17 +135,23 @@ class GangMembership:
         """``nvidia.com/gpu`` of each member of ``key`` placed and not leaving (a member being
         deleted is lost at once, so it is not among them): what ``gpu-count`` counts besides the
         members being planned."""
-        out = []
+        return tuple(requests.get(GPU_RESOURCE, 0) for _, requests in self._placed(key))
+
+    def placed_nodes(self, key: GangKey) -> set[str]:
+        """The nodes the members of ``key`` placed and not leaving are on."""
+        return {node for node, _ in self._placed(key)}
+
+    def _placed(self, key: GangKey) -> Iterator[tuple[str, Mapping[str, int]]]:
+        """(node, requests) of each member of ``key`` placed and not leaving."""
         for pod in self.manager.placed_members(key):
             uid = self._uids.get(pod, "")
             bound = self.scheduler.inventory.bound_pod(uid) if uid else None
             if bound is not None:
-                out.append(bound.requests.get(GPU_RESOURCE, 0))
+                yield bound.node, bound.requests
                 continue
             held = self.scheduler.view.held(uid) if uid else None
             if held is not None:  # bound by us a moment ago, not in the inventory yet
-                out.append(held.info.requests.get(GPU_RESOURCE, 0))
-        return tuple(out)
+                yield held.node, held.info.requests
 
     def uid_of(self, pod: str) -> str:
         """The uid of the member known under ``pod`` (namespace/name); "" if none is known."""

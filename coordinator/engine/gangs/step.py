@@ -37,7 +37,7 @@ from coordinator.core.gangs.cycle import GangDecision
 from coordinator.core.gangs.identity import GangKey, GangProblem, GangSpec, topology_field
 from coordinator.core.gangs.manager import Allow, Phase
 from coordinator.core.gangs.plan import gang_intent
-from coordinator.core.gangs.slices import with_gang_topology
+from coordinator.core.gangs.slices import group_domain, with_gang_topology
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.preemption.gather import gather_intent
 from coordinator.core.queue import QueuedPod
@@ -45,7 +45,7 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
 from coordinator.engine.binder import BindJob
 from coordinator.engine.gangs.lifecycle import Attempt, GangLifecycle
-from coordinator.engine.loop import Outcome
+from coordinator.engine.loop import Narrowed, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class GangStep(GangLifecycle):
 
     # --- the step --------------------------------------------------------------------------------
 
-    async def __call__(self, entry: QueuedPod) -> ScheduleResult | None:
+    async def __call__(self, entry: QueuedPod) -> ScheduleResult | Narrowed | None:
         request = entry.request
         if not isinstance(request, PodRequest):
             return None  # a malformed pod: the per-pod path reports it
@@ -99,7 +99,8 @@ class GangStep(GangLifecycle):
             siblings = [e for e in self._entries(self.members(key)) if e is not entry]
             return self._refuse_all(key, [entry, *siblings], entry, message)
         if self._phase(key) is Phase.BOUND:
-            return None  # members beyond min of a running gang schedule one by one
+            # members beyond min of a running gang schedule one by one, in its domain
+            return self._in_group_domain(key, spec, request)
         status = self.manager.status(key)
         if status is not None and status.members < status.min_member:
             self.membership.sync_pending()  # siblings already in the queue count at once
@@ -113,6 +114,20 @@ class GangStep(GangLifecycle):
             siblings = [e for e in self._entries(self.members(key)) if e is not entry]
             return self._refuse_all(key, [entry, *siblings], entry, message)
         return await self._plan(spec, entry)
+
+    def _in_group_domain(self, key: GangKey, spec: GangSpec, pod: PodRequest) -> Narrowed | None:
+        """A member joining a bound gang that stays in one domain goes where its placed members
+        are (:func:`~coordinator.core.gangs.slices.group_domain`)."""
+        labels = self.scheduler.view.snapshot().labels_of
+        placed = [labels(node) or {} for node in self.membership.placed_nodes(key)]
+        keys = self.keys or DomainKeys()
+        found = group_domain(pod, spec.topology, topology_field(key), keys, placed)
+        if found is None:
+            return None
+        label, value, written = found
+        narrowed = replace(pod, node_selector=(*pod.node_selector, (label, value)))
+        why = f"pod group {key.name} stays in {label}={value}, where its members run ({written})"
+        return Narrowed(narrowed, why)
 
     def _problem(self, entry: QueuedPod, problem: GangProblem) -> Failure:
         code = Code.UNSCHEDULABLE if problem.waiting else Code.UNSCHEDULABLE_AND_UNRESOLVABLE

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.gangs.cycle import GangDecision, schedule_gang
 from coordinator.core.gangs.identity import (
     GangKey,
@@ -16,7 +17,7 @@ from coordinator.core.gangs.identity import (
     topology_field,
     workload_group_key,
 )
-from coordinator.core.gangs.slices import with_gang_topology
+from coordinator.core.gangs.slices import group_domain, with_gang_topology
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
@@ -178,3 +179,36 @@ def test_a_gang_too_big_for_any_one_domain_does_not_fit_and_says_so() -> None:
     assert isinstance(refused, Status)
     assert refused.code is Code.UNSCHEDULABLE  # it may fit once a rack frees up
     assert f"no {RACK} domain holds the whole group" in refused.message
+
+
+# --- members beyond the minimum of a bound gang -----------------------------------------------
+
+RACKED = {RACK: "rack-a", LEAF: "leaf-1"}
+WRITTEN = topology_field(GangKey("ml", "train"))
+
+
+def test_a_later_member_goes_where_the_placed_members_are() -> None:
+    placed = [RACKED, {RACK: "rack-a", LEAF: "leaf-2"}]
+    assert group_domain(request(member("w-2")), RACK, WRITTEN, DomainKeys(), placed) == (
+        RACK,
+        "rack-a",
+        WRITTEN,
+    )
+
+
+def test_a_members_own_required_level_names_the_domain_and_a_preferred_one_none() -> None:
+    own = request(member("w-2", annotations={"topos.io/gang-topology": "leaf"}))
+    found = group_domain(own, RACK, WRITTEN, DomainKeys(), [RACKED])
+    assert found == (LEAF, "leaf-1", "annotation topos.io/gang-topology")
+    kueue = {"kueue.x-k8s.io/podset-preferred-topology": LEAF}
+    preferred = request(member("w-2", annotations=kueue))
+    assert group_domain(preferred, RACK, WRITTEN, DomainKeys(), [RACKED]) is None
+
+
+def test_nothing_narrows_without_a_level_a_placed_member_or_one_domain() -> None:
+    pod = request(member("w-2"))
+    assert group_domain(pod, None, WRITTEN, DomainKeys(), [RACKED]) is None
+    assert group_domain(pod, RACK, WRITTEN, DomainKeys(), []) is None
+    two = [RACKED, {RACK: "rack-b"}]
+    assert group_domain(pod, RACK, WRITTEN, DomainKeys(), two) is None
+    assert group_domain(pod, RACK, WRITTEN, DomainKeys(), [{LEAF: "leaf-1"}]) is None
