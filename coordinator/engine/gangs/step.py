@@ -118,16 +118,32 @@ class GangStep(GangLifecycle):
     def _in_group_domain(self, key: GangKey, spec: GangSpec, pod: PodRequest) -> Narrowed | None:
         """A member joining a bound gang that stays in one domain goes where its placed members
         are (:func:`~coordinator.core.gangs.slices.group_domain`)."""
-        labels = self.scheduler.view.snapshot().labels_of
-        placed = [labels(node) or {} for node in self.membership.placed_nodes(key)]
-        keys = self.keys or DomainKeys()
-        found = group_domain(pod, spec.topology, topology_field(key), keys, placed)
+        found = self._group_domain(key, spec, pod)
         if found is None:
             return None
         label, value, written = found
         narrowed = replace(pod, node_selector=(*pod.node_selector, (label, value)))
         why = f"pod group {key.name} stays in {label}={value}, where its members run ({written})"
         return Narrowed(narrowed, why)
+
+    def _narrowed(self, key: GangKey, spec: GangSpec, pod: PodRequest) -> PodRequest:
+        """``pod`` kept to the domain its gang's placed members are in, if it stays in one."""
+        found = self._group_domain(key, spec, pod)
+        if found is None:
+            return pod
+        label, value, _ = found
+        return replace(pod, node_selector=(*pod.node_selector, (label, value)))
+
+    def _group_domain(
+        self, key: GangKey, spec: GangSpec, pod: PodRequest
+    ) -> tuple[str, str, str] | None:
+        nodes = self.membership.placed_nodes(key)
+        if not nodes:
+            return None
+        labels = self.scheduler.view.snapshot().labels_of
+        placed = [labels(node) or {} for node in nodes]
+        keys = self.keys or DomainKeys()
+        return group_domain(pod, spec.topology, topology_field(key), keys, placed)
 
     def _problem(self, entry: QueuedPod, problem: GangProblem) -> Failure:
         code = Code.UNSCHEDULABLE if problem.waiting else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -155,6 +171,8 @@ class GangStep(GangLifecycle):
         requests = [e.request for e in entries if isinstance(e.request, PodRequest)]
         # A Workload-API PodGroup's topology constraint: the members' group level.
         requests = with_gang_topology(requests, spec.topology, topology_field(key))
+        # Replacements of a gang with members still running go to those members' domain.
+        requests = [self._narrowed(key, spec, r) for r in requests]
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
             return self._wait(popped, self.manager.message(key, live=False), popped=True)
