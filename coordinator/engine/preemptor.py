@@ -284,7 +284,7 @@ class Preemptor:
         preempt) so that it goes into one clique, if the cost model allows
         (:mod:`coordinator.core.preemption.gather`); what was done, or ``None`` (nothing moved:
         it is placed split). No preemption delay applies: the gang could run now."""
-        if not members or not self.defrag.enabled:
+        if not members or not self.defrag.gathers:
             return None
         if any(m.preemption_policy == "Never" for m in members):
             return None

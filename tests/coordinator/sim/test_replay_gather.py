@@ -2,7 +2,8 @@
 with two whole trays free — rack 1's other two trays hold two movable 4-GPU services (a
 ReplicaSet's), rack 2's two pods no controller owns. A 4-tray gang fits only split over both
 racks. With defragmentation on, the engine moves the two services out of rack 1 and the gang runs
-inside it; with it off the gang runs split over the two racks."""
+inside it; with it off, or with gathering alone off (``defragmentation.gather: false``), the
+gang runs split over the two racks."""
 
 from __future__ import annotations
 
@@ -70,8 +71,9 @@ def _prepare(sim: Simulator) -> None:
     sim.manifests = tuple(out)
 
 
-def _replay(mode: str) -> RunResult:
-    defrag = DefragSettings(mode=mode, max_loss_ratio=10.0)  # the services' work is cheap here
+def _replay(mode: str, *, gather: bool = True) -> RunResult:
+    # the services' work is cheap here
+    defrag = DefragSettings(mode=mode, max_loss_ratio=10.0, gather=gather)
     settings = ReplaySettings(engine=EngineSettings(gangs=GangSettings(defrag=defrag)))
     sim = Simulator(_nodes(), _jobs(), settings=settings)
     _prepare(sim)
@@ -95,6 +97,13 @@ def test_a_gang_that_would_be_split_is_gathered_into_one_rack_by_moving_services
 
 def test_without_defragmentation_the_gang_runs_split() -> None:
     result = _replay("off")
+    assert _racks(result, "train") == {"r1", "r2"}
+    assert result.defrags == 0
+    assert not result.interrupted
+
+
+def test_with_gathering_off_the_gang_runs_split_though_defragmentation_is_on() -> None:
+    result = _replay("onDemand", gather=False)
     assert _racks(result, "train") == {"r1", "r2"}
     assert result.defrags == 0
     assert not result.interrupted
