@@ -98,6 +98,7 @@ from coordinator.engine.gangs.running import (
     running_pods,
 )
 from coordinator.engine.loop import Scheduler
+from coordinator.engine.observer import Trigger
 from coordinator.engine.ports import PodRef
 
 log = logging.getLogger(__name__)
@@ -379,6 +380,7 @@ class Preemptor:
         view = self.scheduler.view.snapshot()
         running = self._candidates(now)
         self._refuse_marks()
+        self.scheduler.observer.defragmentation_attempted("compaction")
         found = plan_compaction(
             node_states(self.held.overlay(view, -(2**31), frozenset())),
             running,
@@ -395,6 +397,7 @@ class Preemptor:
         self.compactions += 1
         self.moved += len(found.moved)
         self.compacted += len(found.moved)
+        self.scheduler.observer.moved("compaction", len(found.moved))
         text = found.describe()
         log.info("%s", text)
         until = now + self.nomination_ttl_s
@@ -510,7 +513,9 @@ class Preemptor:
             return f"waiting for {waiting_for} preempted pod(s) to terminate"
         if policy == "Never":
             return None
-        self.scheduler.observer.preemption_attempted()
+        observer = self.scheduler.observer
+        if not moves_only:  # gathering moves pods for a gang that could run: no preemption
+            observer.preemption_attempted()
         if not lower and not self.defrag.enabled:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.
@@ -530,8 +535,10 @@ class Preemptor:
         )
         self._report(problems)
         moves: DefragPlan | None = None
+        trigger: Trigger = "gather" if moves_only else "waiting"
         if self.defrag.enabled and (isinstance(plan, Status) or not plan.victims):
             # Preemption cannot help: would moving movable pods elsewhere (defragmentation)?
+            observer.defragmentation_attempted(trigger)
             moving = self._select_moves(
                 members,
                 view=view,
@@ -587,6 +594,7 @@ class Preemptor:
         uids_of = {p.key: p.uid for p in running}
         if moves is not None:
             self._execute(unit, members, priority, plan, now, claims, uids_of, moves=moves)
+            observer.moved(trigger, len(plan.victim_pods))
             return moves.describe(unit)
         self._execute(unit, members, priority, plan, now, claims, uids_of)
         victims = len(plan.victim_pods)
