@@ -887,7 +887,7 @@ class Preemptor:
 
     def _cliques(self, plan: PreemptionPlan) -> str:
         """The NVLink clique(s) of the nodes ``plan`` makes room on, as Events name them."""
-        label = self.keys.clique if self.keys is not None else ""
+        label = (self.keys or DomainKeys()).clique
         view = self.scheduler.view.snapshot()
         found = sorted(
             {
