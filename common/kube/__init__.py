@@ -31,6 +31,7 @@ from common.kube.ratelimit import RateLimit, TokenBucket
 from common.kube.resources import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
+    COMPUTE_DOMAINS,
     CONFIG_MAPS,
     DEVICE_CLASSES,
     DEVICE_TAINT_RULES,
@@ -53,6 +54,7 @@ from common.kube.types import KubeObject, ObjectList, PatchType, WatchEventType
 __all__ = [
     "CLUSTER_ROLES",
     "CLUSTER_ROLE_BINDINGS",
+    "COMPUTE_DOMAINS",
     "CONFIG_MAPS",
     "DEVICE_CLASSES",
     "DEVICE_TAINT_RULES",

@@ -87,6 +87,10 @@ RESOURCE_CLAIMS = Resource(
 DEVICE_TAINT_RULES = Resource(
     "resource.k8s.io", "v1beta2", "devicetaintrules", namespaced=False, kind="DeviceTaintRule"
 )
+# NVIDIA's DRA driver for GPUs: multi-node NVLink (IMEX) domains; served only where it is installed.
+COMPUTE_DOMAINS = Resource(
+    "resource.nvidia.com", "v1beta1", "computedomains", namespaced=True, kind="ComputeDomain"
+)
 RESOURCE_CLAIM_TEMPLATES = Resource(
     "resource.k8s.io",
     "v1",

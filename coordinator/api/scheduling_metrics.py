@@ -25,7 +25,7 @@ from coordinator.api.window_summary import WindowSummary
 from coordinator.core.framework.profiles import scheduler_name_of
 from coordinator.core.queue import QueuedPod
 from coordinator.engine.loop import Scheduler
-from coordinator.engine.observer import Outcome, SchedulingObserver
+from coordinator.engine.observer import TRIGGERS, Outcome, SchedulingObserver, Trigger
 
 __all__ = ["METRIC_SETS", "MISMATCH", "RESULTS", "SchedulingMetrics", "exponential"]
 
@@ -106,6 +106,29 @@ class SchedulingMetrics(SchedulingObserver):
             buckets=VICTIM_BUCKETS,
             registry=r,
         )
+        self.defrag_attempts = Counter(
+            "topos_defragmentation_attempts",
+            "Moves of movable pods planned for, by trigger: waiting (a pod or gang that does "
+            "not fit), gather (a gang split over NVLink cliques), compaction (background)",
+            ["trigger"],
+            registry=r,
+        )
+        self.defrag_moves = Counter(
+            "topos_defragmentation_moves",
+            "Plans of moves carried out, by trigger",
+            ["trigger"],
+            registry=r,
+        )
+        self.defrag_moved_pods = Counter(
+            "topos_defragmentation_moved_pods",
+            "Movable pods evicted by those plans, by trigger",
+            ["trigger"],
+            registry=r,
+        )
+        for trigger in TRIGGERS:  # exported at 0 from the start
+            self.defrag_attempts.labels(trigger)
+            self.defrag_moves.labels(trigger)
+            self.defrag_moved_pods.labels(trigger)
         self.recovery_seconds = Histogram(
             "topos_recovery_duration_seconds",
             "Failure noticed → every member of the gang bound again",
@@ -200,6 +223,13 @@ class SchedulingMetrics(SchedulingObserver):
 
     def preempted(self, victims: int) -> None:
         self.preemption_victims.observe(victims)
+
+    def defragmentation_attempted(self, trigger: Trigger) -> None:
+        self.defrag_attempts.labels(trigger).inc()
+
+    def moved(self, trigger: Trigger, pods: int) -> None:
+        self.defrag_moves.labels(trigger).inc()
+        self.defrag_moved_pods.labels(trigger).inc(pods)
 
     def recovered(self, seconds: float) -> None:
         self.recovery_seconds.observe(seconds)

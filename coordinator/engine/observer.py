@@ -11,6 +11,11 @@ never raise: they run inside the scheduling loop.
   ``now`` is the same clock.
 - :meth:`~SchedulingObserver.preemption_attempted` / :meth:`~SchedulingObserver.preempted` —
   preemption considered for a pod or gang, and carried out with that many victims.
+- :meth:`~SchedulingObserver.defragmentation_attempted` / :meth:`~SchedulingObserver.moved` —
+  moves of movable pods considered, and carried out moving that many pods, for a
+  :data:`Trigger`: ``waiting`` (a pod or gang that does not fit, preemption having found
+  nothing), ``gather`` (a gang the planner would split over NVLink cliques — not a preemption:
+  it could run), ``compaction`` (background).
 - :meth:`~SchedulingObserver.recovered` — a gang running again after a failure, in seconds.
 - :meth:`~SchedulingObserver.topology_violation` — a pod runs somewhere its topology promise
   does not hold (e.g. the device plugin gave it other GPUs than the ones chosen).
@@ -22,9 +27,11 @@ from typing import Literal
 
 from coordinator.core.queue import QueuedPod
 
-__all__ = ["Outcome", "SchedulingObserver"]
+__all__ = ["TRIGGERS", "Outcome", "SchedulingObserver", "Trigger"]
 
 Outcome = Literal["binding", "bound", "bind-failed", "unschedulable", "invalid"]
+Trigger = Literal["waiting", "gather", "compaction"]
+TRIGGERS: tuple[Trigger, ...] = ("waiting", "gather", "compaction")
 
 
 class SchedulingObserver:
@@ -40,6 +47,12 @@ class SchedulingObserver:
 
     def preempted(self, victims: int) -> None:
         """Preemption chose ``victims`` pods to evict for one pod or gang."""
+
+    def defragmentation_attempted(self, trigger: Trigger) -> None:
+        """Moves were planned for (see the module docstring for ``trigger``)."""
+
+    def moved(self, trigger: Trigger, pods: int) -> None:
+        """One plan of moves was carried out, evicting ``pods`` movable pods."""
 
     def recovered(self, seconds: float) -> None:
         """A gang runs again ``seconds`` after its failure was noticed."""

@@ -98,6 +98,7 @@ from coordinator.engine.gangs.running import (
     running_pods,
 )
 from coordinator.engine.loop import Scheduler
+from coordinator.engine.observer import Trigger
 from coordinator.engine.ports import PodRef
 
 log = logging.getLogger(__name__)
@@ -278,13 +279,19 @@ class Preemptor:
         )
 
     async def gather(
-        self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent
+        self,
+        key: GangKey,
+        members: list[PodRequest],
+        *,
+        intent: PlacementIntent,
+        split: str = "split over NVLink cliques",
     ) -> str | None:
         """A gang the planner would split over NVLink cliques: move movable pods (never
         preempt) so that it goes into one clique, if the cost model allows
         (:mod:`coordinator.core.preemption.gather`); what was done, or ``None`` (nothing moved:
-        it is placed split). No preemption delay applies: the gang could run now."""
-        if not members or not self.defrag.enabled:
+        it is placed split). No preemption delay applies: the gang could run now. ``split``:
+        how the gang would run otherwise, for the Events."""
+        if not members or not self.defrag.gathers:
             return None
         if any(m.preemption_policy == "Never" for m in members):
             return None
@@ -307,6 +314,7 @@ class Preemptor:
             intent=intent,
             eligible=gang_eligible(members, snapshot, framework),
             moves_only=True,
+            gathering=split,
         )
         return note if self.moves > before else None
 
@@ -379,6 +387,7 @@ class Preemptor:
         view = self.scheduler.view.snapshot()
         running = self._candidates(now)
         self._refuse_marks()
+        self.scheduler.observer.defragmentation_attempted("compaction")
         found = plan_compaction(
             node_states(self.held.overlay(view, -(2**31), frozenset())),
             running,
@@ -395,6 +404,7 @@ class Preemptor:
         self.compactions += 1
         self.moved += len(found.moved)
         self.compacted += len(found.moved)
+        self.scheduler.observer.moved("compaction", len(found.moved))
         text = found.describe()
         log.info("%s", text)
         until = now + self.nomination_ttl_s
@@ -467,9 +477,11 @@ class Preemptor:
         intent: PlacementIntent | None,
         eligible: Callable[[Member, NodeState], Status] | None = None,
         moves_only: bool = False,
+        gathering: str | None = None,
     ) -> str | None:
         """``moves_only``: defragmentation's moves, never preemption, no delay, no waiting for
-        the eviction budget (:meth:`gather`)."""
+        the eviction budget (:meth:`gather`, which says in ``gathering`` how the gang would run
+        otherwise)."""
         now = self._clock()
         self._expire(now)
         inventory = self.scheduler.inventory
@@ -510,7 +522,9 @@ class Preemptor:
             return f"waiting for {waiting_for} preempted pod(s) to terminate"
         if policy == "Never":
             return None
-        self.scheduler.observer.preemption_attempted()
+        observer = self.scheduler.observer
+        if not moves_only:  # gathering moves pods for a gang that could run: no preemption
+            observer.preemption_attempted()
         if not lower and not self.defrag.enabled:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.
@@ -530,8 +544,10 @@ class Preemptor:
         )
         self._report(problems)
         moves: DefragPlan | None = None
+        trigger: Trigger = "gather" if moves_only else "waiting"
         if self.defrag.enabled and (isinstance(plan, Status) or not plan.victims):
             # Preemption cannot help: would moving movable pods elsewhere (defragmentation)?
+            observer.defragmentation_attempted(trigger)
             moving = self._select_moves(
                 members,
                 view=view,
@@ -586,8 +602,19 @@ class Preemptor:
         }
         uids_of = {p.key: p.uid for p in running}
         if moves is not None:
-            self._execute(unit, members, priority, plan, now, claims, uids_of, moves=moves)
-            return moves.describe(unit)
+            text = self._execute(
+                unit,
+                members,
+                priority,
+                plan,
+                now,
+                claims,
+                uids_of,
+                moves=moves,
+                gathering=gathering,
+            )
+            observer.moved(trigger, len(plan.victim_pods))
+            return text
         self._execute(unit, members, priority, plan, now, claims, uids_of)
         victims = len(plan.victim_pods)
         return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
@@ -791,7 +818,11 @@ class Preemptor:
         victim_uids: Mapping[str, str],
         *,
         moves: DefragPlan | None = None,
-    ) -> None:
+        gathering: str | None = None,
+    ) -> str:
+        """Evict ``plan``'s victims (``moves``: move them), hold the room, tell everyone; what
+        was done. ``gathering``: the moves gather a gang into one NVLink clique, and how it
+        would run otherwise."""
         if moves is not None:
             self.moves += 1
             self.moved += len(plan.victim_pods)
@@ -806,14 +837,21 @@ class Preemptor:
         uids = frozenset(m.uid for m in members)
         self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims)
         text = plan.describe(unit) if moves is None else moves.describe(unit)
+        nodes = ", ".join(sorted({n for _, n in plan.nominated}))
+        gather = ""
+        if moves is not None and gathering is not None:
+            gather = f"gathering it inside {self._cliques(plan)} rather than {gathering}"
+            text += f"; {gather}"
         log.info("%s", text)
         writer = self.scheduler.writer
-        nodes = ", ".join(sorted({n for _, n in plan.nominated}))
         elsewhere = dict(moves.destinations) if moves is not None else {}
         for group in plan.victims:
             if moves is None:
                 why = f"Preempted by {unit} (priority {priority}) to make room on {nodes}: "
                 why += f"its priority {group.priority} is lower"
+            elif gather:
+                why = f"Moved to make room for {unit} (priority {priority}) on {nodes}: "
+                why += f"{gather}; its controller recreates it"
             else:
                 why = f"Moved to make room for {unit} (priority {priority}) on {nodes}: "
                 why += "free GPUs there are scattered; its controller recreates it"
@@ -845,6 +883,22 @@ class Preemptor:
             )
             if self.nominate is not None:
                 self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
+        return text
+
+    def _cliques(self, plan: PreemptionPlan) -> str:
+        """The NVLink clique(s) of the nodes ``plan`` makes room on, as Events name them."""
+        label = (self.keys or DomainKeys()).clique
+        view = self.scheduler.view.snapshot()
+        found = sorted(
+            {
+                c
+                for _, n in plan.nominated
+                if (c := (view.labels_of(n) or {}).get(label)) is not None
+            }
+        )
+        if not found:
+            return "one NVLink clique"
+        return f"NVLink clique {', '.join(found)}"
 
     def _evict(
         self,

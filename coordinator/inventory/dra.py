@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from coordinator.core.dra.computedomains import ComputeDomain, parse_compute_domain
 from coordinator.core.dra.state import (
     DeviceClass,
     DeviceTaintRule,
@@ -37,8 +38,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["EMPTY", "DraChange", "DraKind", "DraStore", "claim_allocated", "object_key"]
 
-DraKind = Literal["ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule"]
-Parsed = ResourceSlice | DeviceClass | ResourceClaim | DeviceTaintRule
+DraKind = Literal[
+    "ResourceSlice", "DeviceClass", "ResourceClaim", "DeviceTaintRule", "ComputeDomain"
+]
+Parsed = ResourceSlice | DeviceClass | ResourceClaim | DeviceTaintRule | ComputeDomain
 #: The state of a cluster without DRA objects (shared: DraState is immutable).
 EMPTY: Final = DraState()
 
@@ -65,10 +68,11 @@ class DraChange:
 
 
 def object_key(kind: DraKind, obj: Mapping[str, Any]) -> str:
-    """``name`` for the cluster-scoped kinds, ``namespace/name`` for claims."""
+    """``name`` for the cluster-scoped kinds, ``namespace/name`` for claims and
+    ComputeDomains."""
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
-    if kind == "ResourceClaim":
+    if kind in ("ResourceClaim", "ComputeDomain"):
         return f"{meta.get('namespace') or 'default'}/{name}"
     return name
 
@@ -85,6 +89,8 @@ def _parse(kind: DraKind, obj: Mapping[str, Any]) -> Parsed | DraObjectError:
         return parse_device_class(obj)
     if kind == "DeviceTaintRule":
         return parse_device_taint_rule(obj)
+    if kind == "ComputeDomain":
+        return parse_compute_domain(obj)
     return parse_resource_claim(obj)
 
 
@@ -100,6 +106,7 @@ class DraStore:
             "DeviceClass": {},
             "ResourceClaim": {},
             "DeviceTaintRule": {},
+            "ComputeDomain": {},
         }
         self._parsed: dict[DraKind, dict[str, Parsed]] = {k: {} for k in self._raw}
         #: Objects left out, by (kind, key): why (what explain and logs show).
@@ -205,6 +212,7 @@ class DraStore:
             classes = self._parsed["DeviceClass"].values()
             claims = self._parsed["ResourceClaim"].values()
             rules = self._parsed["DeviceTaintRule"].values()
+            domains = self._parsed["ComputeDomain"].values()
             if (
                 self._state_devices_version == self._devices_version
                 and self._state is not EMPTY
@@ -223,6 +231,7 @@ class DraStore:
                     claims=[o for o in claims if isinstance(o, ResourceClaim)],
                     rejected=self.errors.values(),
                     rules=[o for o in rules if isinstance(o, DeviceTaintRule)],
+                    domains=[o for o in domains if isinstance(o, ComputeDomain)],
                 )
             else:
                 self._state = EMPTY

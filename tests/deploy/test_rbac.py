@@ -100,6 +100,7 @@ COORDINATOR_GRANTS = _expand(
         "hypernodes.topology.volcano.sh": ["list", "watch"],
         "topologies.kueue.x-k8s.io": ["list", "watch"],
         "topologies.kai.scheduler": ["list", "watch"],
+        "computedomains.resource.nvidia.com": ["list", "watch"],
         "poddisruptionbudgets.policy": ["list", "watch"],
         "priorityclasses.scheduling.k8s.io": ["list"],
         "resourceslices.resource.k8s.io": ["get", "list", "watch"],

@@ -114,17 +114,18 @@ async def channels(cluster: GangCluster, nodes: list[str]) -> AsyncIterator[str]
         await cluster.kube.delete(DEVICE_CLASSES, cls)
 
 
-async def compute_domain(cluster: GangCluster, name: str, cls: str) -> str:
+async def compute_domain(cluster: GangCluster, name: str, cls: str, num_nodes: int = 0) -> str:
     """A ComputeDomain and the channel ResourceClaimTemplate its controller would write; its
     UID."""
     template = f"{name}-channel"
+    spec = {"numNodes": num_nodes, "channel": {"resourceClaimTemplate": {"name": template}}}
     created = await cluster.kube.create(
         COMPUTE_DOMAINS,
         {
             "apiVersion": "resource.nvidia.com/v1beta1",
             "kind": "ComputeDomain",
             "metadata": {"name": name},
-            "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": template}}},
+            "spec": spec,
         },
         namespace=cluster.namespace,
     )
@@ -252,3 +253,34 @@ async def test_lone_pods_of_a_compute_domain_created_one_after_another_share_a_r
         await cluster.create(lone_domain_pod("solo-b", 2, "solo-channel"))
         (second,) = (await cluster.all_bound("job=solo-b", 1)).values()
         assert rack_of[second] == rack_of[first], (first, second)
+
+
+async def test_the_first_pod_of_a_compute_domain_of_4_nodes_goes_where_4_trays_are_free(
+    cluster: GangCluster, kubectl: Callable[..., Any]
+) -> None:
+    install_crd(kubectl, "computedomains.resource.nvidia.com")
+    rack_of = await two_racks(cluster)
+    async with channels(cluster, list(rack_of)) as cls, cluster.gang_coordinator():
+        # two trays of rack 1 taken: rack 1 has 2 free trays, rack 2 has 4
+        taken = sorted(n for n, r in rack_of.items() if r == 1)[:2]
+        for i, node in enumerate(taken):
+            busy = pods.pod(
+                f"busy-{i}",
+                namespace=None,
+                gpus=4,
+                cpu="8",
+                labels={"job": "busy"},
+                node_selector={"kubernetes.io/hostname": node},
+            )
+            await cluster.create(busy)
+        await cluster.all_bound("job=busy", 2)
+        # numNodes 0 (unknown): only the pod that exists is counted, the tighter rack 1 taken
+        await compute_domain(cluster, "unsized", cls)
+        await cluster.create(lone_domain_pod("unsized-0", 4, "unsized-channel"))
+        (one,) = (await cluster.all_bound("job=unsized-0", 1)).values()
+        assert rack_of[one] == 1
+        # numNodes 4: its first pod goes to rack 2, the one clique with 4 trays free for it
+        await compute_domain(cluster, "sized", cls, num_nodes=4)
+        await cluster.create(lone_domain_pod("sized-0", 4, "sized-channel"))
+        (first,) = (await cluster.all_bound("job=sized-0", 1)).values()
+        assert rack_of[first] == 2

@@ -279,3 +279,30 @@ async def test_a_topology_violation_reported_by_the_engine_reaches_both_counters
     s1 = await scrape(client)
     assert s1.value("topos_topology_violations_total", reason=MISMATCH) == 2
     assert s1.value("neuronetes_scheduler_topology_violations_total") == 2
+
+
+async def test_moves_are_counted_by_trigger_apart_from_preemption(
+    aiohttp_client: MakeClient,
+) -> None:
+    cluster = two_leaf_cluster()
+    client, app = await coordinator(aiohttp_client, cluster)
+    await settle(app)
+    before = await scrape(client)
+    for name in (
+        "topos_defragmentation_attempts_total",
+        "topos_defragmentation_moves_total",
+        "topos_defragmentation_moved_pods_total",
+    ):
+        for trigger in ("waiting", "gather", "compaction"):  # rate() works from the start
+            assert before.value(name, trigger=trigger) == 0
+    runtime = app[RUNNING].runtime
+    assert runtime is not None
+    observer = runtime.scheduler.observer
+    observer.defragmentation_attempted("gather")  # what the preemptor says for a gathering
+    observer.moved("gather", 2)
+    after = await scrape(client)
+    assert after.value("topos_defragmentation_attempts_total", trigger="gather") == 1
+    assert after.value("topos_defragmentation_moves_total", trigger="gather") == 1
+    assert after.value("topos_defragmentation_moved_pods_total", trigger="gather") == 2
+    assert after.value("topos_defragmentation_moves_total", trigger="waiting") == 0
+    assert after.value("topos_preemption_attempts_total") == 0

@@ -1,11 +1,13 @@
 """Watches of the Dynamic Resource Allocation objects, feeding a
 :class:`~coordinator.inventory.dra.DraStore`.
 
-Four :class:`~.reflector.Reflector` loops: ResourceSlices, DeviceClasses and DeviceTaintRules
-(cluster-scoped) and ResourceClaims (in the namespace the coordinator serves, or all). An API
-server that does not serve ``resource.k8s.io/v1`` counts as having no DRA objects and is asked
-again later, so the coordinator runs on clusters without DRA unchanged; one that does not serve
-DeviceTaintRules (``resource.k8s.io/v1beta2``, off by default in Kubernetes 1.36) has none.
+Five :class:`~.reflector.Reflector` loops: ResourceSlices, DeviceClasses and DeviceTaintRules
+(cluster-scoped), ResourceClaims and NVIDIA's ComputeDomains (in the namespace the coordinator
+serves, or all). An API server that does not serve ``resource.k8s.io/v1`` counts as having no
+DRA objects and is asked again later, so the coordinator runs on clusters without DRA unchanged;
+one that does not serve DeviceTaintRules (``resource.k8s.io/v1beta2``, off by default in
+Kubernetes 1.36) has none; one without NVIDIA's DRA driver (no ``resource.nvidia.com``) has no
+ComputeDomains.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.kube import (
+    COMPUTE_DOMAINS,
     DEVICE_CLASSES,
     DEVICE_TAINT_RULES,
     RESOURCE_CLAIMS,
@@ -71,6 +74,7 @@ def dra_watch(
         (DEVICE_CLASSES, "DeviceClass", None),
         (RESOURCE_CLAIMS, "ResourceClaim", namespace),
         (DEVICE_TAINT_RULES, "DeviceTaintRule", None),
+        (COMPUTE_DOMAINS, "ComputeDomain", namespace),
     )
     return DraWatch(
         tuple(

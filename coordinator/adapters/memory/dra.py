@@ -41,6 +41,7 @@ class MemoryDra:
             "DeviceClass": {},
             "ResourceClaim": {},
             "DeviceTaintRule": {},
+            "ComputeDomain": {},
         }
 
     # --- objects -------------------------------------------------------------------------------
@@ -51,7 +52,7 @@ class MemoryDra:
         meta = obj.setdefault("metadata", {})
         if not meta.get("name"):
             raise ValueError(f"{kind} manifest needs metadata.name")
-        if kind == "ResourceClaim":
+        if kind in ("ResourceClaim", "ComputeDomain"):
             meta.setdefault("namespace", "default")
         key = object_key(kind, obj)
         old = self._objects[kind].get(key)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -38,10 +38,15 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
         default=60.0, name="intervalSeconds"
     )
     """``background``: the least time between two compactions."""
+    gather: Any = True
+    """A gang the planner would split over NVLink cliques asks for moves into one clique (with
+    ``onDemand`` and ``background``); any YAML value is read, so that a bad one is named."""
 
     def __post_init__(self) -> None:
         if self.mode is not False and self.mode not in MODES:
             raise ValueError(f"mode: {self.mode!r} is none of {', '.join(MODES)}")
+        if not isinstance(self.gather, bool):
+            raise ValueError(f"gather: {self.gather!r} is neither true nor false")
 
     def settings(self) -> DefragSettings:
         return DefragSettings(
@@ -51,4 +56,5 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
             priority_step=self.priority_step,
             evictions_per_hour=self.evictions_per_hour,
             interval_s=self.interval_s,
+            gather=self.gather,
         )

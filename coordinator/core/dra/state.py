@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from fractions import Fraction
 
+from coordinator.core.dra.computedomains import ComputeDomain
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.core.dra.objects import (
     Allocation,
@@ -67,9 +68,13 @@ class DraState:
         claims: Iterable[ResourceClaim] = (),
         rejected: Iterable[DraObjectError] = (),
         rules: Iterable[DeviceTaintRule] = (),
+        domains: Iterable[ComputeDomain] = (),
     ) -> None:
-        """``rejected``: the objects left out because they do not parse (for explanations)."""
+        """``rejected``: the objects left out because they do not parse (for explanations);
+        ``domains``: NVIDIA ComputeDomains (:mod:`.computedomains`)."""
         self.slices = tuple(slices)
+        #: ComputeDomain UID → its intended number of nodes (``spec.numNodes``), when known
+        self.domain_nodes: dict[str, int] = {d.uid: d.num_nodes for d in domains if d.num_nodes}
         self.rules = tuple(sorted(rules, key=lambda r: r.name))
         self.classes = tuple(classes)
         self.claims = tuple(claims)
@@ -180,6 +185,7 @@ class DraState:
         other = object.__new__(DraState)
         other.slices, other.classes = self.slices, self.classes
         other.rules, other._rule_of = self.rules, self._rule_of
+        other.domain_nodes = self.domain_nodes
         other.class_by_name, other.extended = self.class_by_name, self.extended
         other.problems, other._pool_slices = self.problems, self._pool_slices
         other._unusable = self._unusable

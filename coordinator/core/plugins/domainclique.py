@@ -4,15 +4,19 @@ the NVLink clique of its domain.
 A gang's ComputeDomain is kept in one clique by the gang planner
 (:mod:`coordinator.core.gangs.computedomain`). A lone pod of one — a Job whose pods are created
 one after another, no gang keys — is judged here, from its IMEX channel claim (the claim's
-configuration names the domain; the ComputeDomain object is not read):
+configuration names the domain; of the ComputeDomain object only ``spec.numNodes`` is read):
 
 - some of the domain's other channels are allocated, on nodes of one clique: the pod goes to a
   node of that clique, or waits (``ComputeDomain <uid> runs in NVLink clique <c>``); channels
   already in two cliques refuse it, naming both;
 - none is allocated yet: the pod goes to a clique with room for every pod of the domain whose
   channel is not allocated (its own and those of the domain's pods not yet placed: their claims
-  exist from the moment the pods do), so the pods that follow find room beside it; when no
-  clique has that room it waits, naming the roomiest.
+  exist from the moment the pods do) and, when the ComputeDomain states its ``spec.numNodes``
+  (N > 0), with N nodes that each have room for a pod of its size — pods created one by one
+  then find their room beside the first; when no clique has that room it waits, naming the
+  roomiest. A ComputeDomain whose ``numNodes`` is 0 (unknown: NVIDIA's recommended value) or
+  bad (refused naming the field and the value, ``topos_dra_rejected_objects``) counts its pods
+  alone.
 
 A node's clique is its ``nvidia.com/gpu.clique`` label when well formed and its fabric is not
 degraded or down (``topos.io/gpu.fabric``), as the domain tree reads it. Skipped on clusters
@@ -80,15 +84,22 @@ class ComputeDomainClique(Plugin):
             why = f"ComputeDomain {domain} runs in NVLink clique {clique}"
             state.write(_KEY, _Pin(running, clique_of, Status.unschedulable(why)))
             return SUCCESS
-        room = _room(pod, snapshot, clique_of)
-        holding = frozenset(c for c, r in room.items() if r >= waiting)
+        room, nodes = _room(pod, snapshot, clique_of)
+        size = dra.domain_nodes.get(domain, 0)  # spec.numNodes; 0: not known
+        holding = frozenset(c for c, r in room.items() if r >= waiting and nodes[c] >= size)
+        if size:
+            need = f"{size} nodes (numNodes) and the {waiting} pods"
+            have = "nodes with room for one of its pods, pods"
+        else:
+            need, have = f"the {waiting} pods", "pods"
         if not holding:
-            best = min(room, key=lambda c: (-room[c], c))
+            best = min(room, key=lambda c: (-nodes[c] if size else 0, -room[c], c))
+            held = f"{nodes[best]} {have} {room[best]}" if size else f"{room[best]}"
             return Status.unschedulable(
-                f"no NVLink clique has room for the {waiting} pods of ComputeDomain {domain} "
-                f"not yet placed: the roomiest, {best}, holds {room[best]}"
+                f"no NVLink clique has room for {need} of ComputeDomain {domain} not yet "
+                f"placed: the roomiest, {best}, holds {held}"
             )
-        why = f"the clique cannot hold the {waiting} pods of ComputeDomain {domain} not yet placed"
+        why = f"the clique cannot hold {need} of ComputeDomain {domain} not yet placed"
         state.write(_KEY, _Pin(holding, clique_of, Status.unschedulable(why)))
         return SUCCESS
 
@@ -108,10 +119,13 @@ class ComputeDomainClique(Plugin):
         return out
 
 
-def _room(pod: PodRequest, snapshot: Snapshot, clique_of: Mapping[str, str]) -> dict[str, int]:
-    """Pods of this one's size each clique's schedulable nodes have room for (GPUs: whole
-    free GPUs; otherwise one per node)."""
+def _room(
+    pod: PodRequest, snapshot: Snapshot, clique_of: Mapping[str, str]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Per clique: the pods of this one's size its schedulable nodes have room for (GPUs: whole
+    free GPUs; otherwise one per node), and how many of its nodes have room for one."""
     room: dict[str, int] = {}
+    nodes: dict[str, int] = {}
     for name, clique in clique_of.items():
         node = snapshot.get(name)
         if node is None:
@@ -120,7 +134,8 @@ def _room(pod: PodRequest, snapshot: Snapshot, clique_of: Mapping[str, str]) -> 
         if not node.unschedulable:
             fits = node.free_whole_gpus // pod.gpus if pod.gpus > 0 else 1
         room[clique] = room.get(clique, 0) + fits
-    return room
+        nodes[clique] = nodes.get(clique, 0) + (fits > 0)
+    return room, nodes
 
 
 PLUGIN: Final = PluginSpec[None](plugin=ComputeDomainClique)

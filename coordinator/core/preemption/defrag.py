@@ -70,6 +70,9 @@ class DefragSettings:
     budget, ``gangs.protections.evictionsPerHour``, counts moves too)."""
     interval_s: float = 60.0
     """``background``: the least time between two compactions."""
+    gather: bool = True
+    """A gang the planner would split over NVLink cliques asks for moves into one clique
+    (``gather.py``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -88,6 +91,11 @@ class DefragSettings:
     @property
     def enabled(self) -> bool:
         return self.mode != "off"
+
+    @property
+    def gathers(self) -> bool:
+        """Is gathering on (it needs defragmentation on)?"""
+        return self.gather and self.enabled
 
 
 def movability(

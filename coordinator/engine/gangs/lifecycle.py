@@ -62,11 +62,12 @@ class GangPreemption(Protocol):
     ) -> str | None: ...
 
     async def gather(
-        self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent
+        self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent, split: str
     ) -> str | None:
         """Moves (defragmentation only) that let a gang the planner would split over NVLink
-        cliques into one (``intent``: :func:`~coordinator.core.preemption.gather.gather_intent`);
-        what was done, or ``None`` when nothing moves (the gang is placed split)."""
+        cliques into one (``intent``: :func:`~coordinator.core.preemption.gather.gather_intent`;
+        ``split``: how it would run otherwise, for the Events); what was done, or ``None`` when
+        nothing moves (the gang is placed split)."""
         ...
 
 

@@ -250,8 +250,11 @@ class GangStep(GangLifecycle):
         asked = gather_intent(chosen, gpus, node_states(snapshot), keys=keys, intent=intent)
         if asked is None:
             return None
+        # each node in no clique is an NVLink domain of its own
+        domains = {(snapshot.labels_of(n) or {}).get(keys.clique) or f"node {n}" for n in chosen}
+        split = f"split over {len(domains)} NVLink domains"
         try:
-            return await self.preemption.gather(key, requests, intent=asked)
+            return await self.preemption.gather(key, requests, intent=asked, split=split)
         except Exception:
             log.exception("gathering pod group %s into one clique failed", key)
             return None

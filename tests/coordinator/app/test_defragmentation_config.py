@@ -8,6 +8,7 @@ import pytest
 
 from common.configdoc import load_yaml
 from coordinator.app.config.load import ConfigError, parse_config
+from coordinator.core.preemption.defrag import DefragSettings
 
 
 def test_the_settings_are_read() -> None:
@@ -32,6 +33,18 @@ def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
     assert not off.enabled
 
 
+def test_gathering_is_on_where_defragmentation_is_unless_turned_off() -> None:
+    def settings(text: str) -> DefragSettings:
+        return parse_config(load_yaml(text)).defragmentation.settings()
+
+    assert settings("{}").gathers
+    assert settings("defragmentation: {mode: background}").gathers
+    assert not settings("defragmentation: {mode: off}").gathers
+    assert not settings("defragmentation: {gather: false}").gathers
+    assert settings("defragmentation: {gather: false}").enabled  # the rest stays on
+    assert not settings("defragmentation: {mode: background, gather: off}").gathers
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [
@@ -41,6 +54,8 @@ def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
         ("defragmentation: {horizonSeconds: 0}", ["defragmentation.horizonSeconds", "0"]),
         ("defragmentation: {intervalSeconds: soon}", ["defragmentation.intervalSeconds"]),
         ("defragmentation: {mod: off}", ["defragmentation.mod"]),
+        ("defragmentation: {gather: sometimes}", ["defragmentation.gather", "'sometimes'"]),
+        ("defragmentation: {gather: 1}", ["defragmentation.gather", "1 is neither"]),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_key_and_value(text: str, words: list[str]) -> None:

@@ -2,15 +2,21 @@
 with two whole trays free — rack 1's other two trays hold two movable 4-GPU services (a
 ReplicaSet's), rack 2's two pods no controller owns. A 4-tray gang fits only split over both
 racks. With defragmentation on, the engine moves the two services out of rack 1 and the gang runs
-inside it; with it off the gang runs split over the two racks."""
+inside it; with it off, or with gathering alone off (``defragmentation.gather: false``), the
+gang runs split over the two racks. Gathering is counted as the moves it is, never as a
+preemption attempt (the gang could run)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
+
+import pytest
 
 from agent.devices import discover_profile
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
+from coordinator.engine.observer import SchedulingObserver, Trigger
 from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, RunResult, Simulator, make_policy
 from coordinator.sim.cluster import ClusterSpec, NodeGroup, build_nodes
@@ -70,8 +76,9 @@ def _prepare(sim: Simulator) -> None:
     sim.manifests = tuple(out)
 
 
-def _replay(mode: str) -> RunResult:
-    defrag = DefragSettings(mode=mode, max_loss_ratio=10.0)  # the services' work is cheap here
+def _replay(mode: str, *, gather: bool = True) -> RunResult:
+    # the services' work is cheap here
+    defrag = DefragSettings(mode=mode, max_loss_ratio=10.0, gather=gather)
     settings = ReplaySettings(engine=EngineSettings(gangs=GangSettings(defrag=defrag)))
     sim = Simulator(_nodes(), _jobs(), settings=settings)
     _prepare(sim)
@@ -83,8 +90,34 @@ def _racks(result: RunResult, job_id: str) -> set[str]:
     return {node.split("-")[0] for node in outcome.nodes}
 
 
-def test_a_gang_that_would_be_split_is_gathered_into_one_rack_by_moving_services() -> None:
+@pytest.fixture
+def told(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """What the engine tells its observer (the replay's is the base class): preemptions
+    attempted, moves attempted and made by trigger, pods moved by trigger."""
+    seen: Counter[str] = Counter()
+
+    def attempted(self: SchedulingObserver) -> None:
+        seen["preemption"] += 1
+
+    def defrag(self: SchedulingObserver, trigger: Trigger) -> None:
+        seen[f"attempt:{trigger}"] += 1
+
+    def moved(self: SchedulingObserver, trigger: Trigger, pods: int) -> None:
+        seen[f"moves:{trigger}"] += 1
+        seen[f"pods:{trigger}"] += pods
+
+    monkeypatch.setattr(SchedulingObserver, "preemption_attempted", attempted)
+    monkeypatch.setattr(SchedulingObserver, "defragmentation_attempted", defrag)
+    monkeypatch.setattr(SchedulingObserver, "moved", moved)
+    return seen
+
+
+def test_a_gang_that_would_be_split_is_gathered_into_one_rack_by_moving_services(
+    told: Counter[str],
+) -> None:
     result = _replay("onDemand")
+    # one gathering, told as such: no preemption was attempted (nothing waited)
+    assert told == {"attempt:gather": 1, "moves:gather": 1, "pods:gather": 2}
     assert _racks(result, "train") == {"r1"}
     moved = [o for o in result.interrupted if o.job.job_id.startswith("svc-")]
     assert len(moved) == 2  # both services ran in rack 1, were moved, and started again
@@ -95,6 +128,16 @@ def test_a_gang_that_would_be_split_is_gathered_into_one_rack_by_moving_services
 
 def test_without_defragmentation_the_gang_runs_split() -> None:
     result = _replay("off")
+    assert _racks(result, "train") == {"r1", "r2"}
+    assert result.defrags == 0
+    assert not result.interrupted
+
+
+def test_with_gathering_off_the_gang_runs_split_though_defragmentation_is_on(
+    told: Counter[str],
+) -> None:
+    result = _replay("onDemand", gather=False)
+    assert not told
     assert _racks(result, "train") == {"r1", "r2"}
     assert result.defrags == 0
     assert not result.interrupted
