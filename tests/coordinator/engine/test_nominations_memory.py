@@ -415,3 +415,42 @@ async def test_a_victim_the_api_server_keeps_is_told_nothing() -> None:
         assert memory.pod("default", "low") is not None
         assert not [e for e in memory.events("default", "low") if e["reason"] == "Preempted"]
         assert node_of(memory, "urgent") is None
+
+
+async def test_events_and_nominations_wait_while_the_evictions_are_on_the_wire() -> None:
+    """Evictions go first: while one is unanswered, the preemptor's ``Preempting`` Event, its
+    nomination and its explanation wait; they are written once the API server has answered."""
+    import asyncio
+
+    answer = asyncio.Event()
+
+    class Slow(LingeringCluster):
+        async def evict(self, pod: PodRef) -> None:
+            self.evicted.append(pod.key)
+            await answer.wait()
+
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = Slow(inventory)
+    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
+    async with runtime, gangs:
+        memory.create_pod(pod("low", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        memory.create_pod(pod("urgent", gpus=8, priority=100))
+        await eventually(lambda: memory.evicted == ["default/low"], what="the eviction asked")
+        for _ in range(20):
+            await asyncio.sleep(0)  # every write queued so far has had its turn
+        assert not memory.events("default", "urgent")
+        assert "nominatedNodeName" not in (memory.pod("default", "urgent") or {})["status"]
+        answer.set()
+        await eventually(
+            lambda: any(e["reason"] == "Preempting" for e in memory.events("default", "urgent")),
+            what="the Preempting Event once the eviction was answered",
+        )
+        await eventually(
+            lambda: (
+                (memory.pod("default", "urgent") or {})["status"].get("nominatedNodeName")
+                == "dgx-a"
+            ),
+            what="the nomination once the eviction was answered",
+        )
