@@ -900,7 +900,8 @@ class Preemptor:
                 writer.event(ref, reason=reason, message=text), f"{reason} for {member}"
             )
             if self.nominate is not None:
-                self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
+                # with the evictions: where the preemptor goes is said while its victims go
+                self.scheduler.write(self.nominate(ref, node), f"nominate {member}", urgent=True)
         return note
 
     def _evict(

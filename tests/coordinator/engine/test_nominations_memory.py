@@ -417,9 +417,10 @@ async def test_a_victim_the_api_server_keeps_is_told_nothing() -> None:
         assert node_of(memory, "urgent") is None
 
 
-async def test_events_and_nominations_wait_while_the_evictions_are_on_the_wire() -> None:
-    """Evictions go first: while one is unanswered, the preemptor's ``Preempting`` Event, its
-    nomination and its explanation wait; they are written once the API server has answered."""
+async def test_events_wait_while_the_evictions_are_on_the_wire() -> None:
+    """Evictions go first, the nomination with them: while one is unanswered, the preemptor's
+    ``nominatedNodeName`` is written but its ``Preempting`` Event and its explanation wait; they
+    are written once the API server has answered."""
     import asyncio
 
     answer = asyncio.Event()
@@ -438,19 +439,15 @@ async def test_events_and_nominations_wait_while_the_evictions_are_on_the_wire()
         memory.create_pod(pod("low", gpus=8, priority=0, scheduler=None, node="dgx-a"))
         memory.create_pod(pod("urgent", gpus=8, priority=100))
         await eventually(lambda: memory.evicted == ["default/low"], what="the eviction asked")
+        await eventually(
+            lambda: (memory.pod("default", "urgent") or {})["status"].get("nominatedNodeName"),
+            what="the nomination while the eviction is on the wire",
+        )
         for _ in range(20):
             await asyncio.sleep(0)  # every write queued so far has had its turn
         assert not memory.events("default", "urgent")
-        assert "nominatedNodeName" not in (memory.pod("default", "urgent") or {})["status"]
         answer.set()
         await eventually(
             lambda: any(e["reason"] == "Preempting" for e in memory.events("default", "urgent")),
             what="the Preempting Event once the eviction was answered",
-        )
-        await eventually(
-            lambda: (
-                (memory.pod("default", "urgent") or {})["status"].get("nominatedNodeName")
-                == "dgx-a"
-            ),
-            what="the nomination once the eviction was answered",
         )
