@@ -20,7 +20,11 @@ a 4,000-GPU job reclaimed in 85 s. The shapes here are KAI's, scaled with ``--no
    to exist does not count.
 3. **reclaim**: the cluster full of low-priority 8-GPU pods, then a gang of one 8-GPU pod per
    node (4,000 GPUs at 500 nodes: the whole cluster) of higher priority: PodGroup create → every
-   member bound (every filler preempted; KWOK deletes them).
+   member bound (every filler preempted; KWOK deletes them). The note gives the phases (first
+   victim gone, all gone, first member bound) and the API server's requests meanwhile.
+
+Before the unschedulable and reclaim cases each scheduler must bind a probe pod (no GPU), so
+that a run without the topology case does not time the scheduler's start-up.
 
 Every gang speaks Kubernetes' Workload API (``scheduling.k8s.io/v1alpha2``): a ``PodGroup``
 with ``schedulingPolicy.gang.minCount``, its members naming it in ``spec.schedulingGroup``, so
