@@ -20,7 +20,11 @@ a 4,000-GPU job reclaimed in 85 s. The shapes here are KAI's, scaled with ``--no
    to exist does not count.
 3. **reclaim**: the cluster full of low-priority 8-GPU pods, then a gang of one 8-GPU pod per
    node (4,000 GPUs at 500 nodes: the whole cluster) of higher priority: PodGroup create → every
-   member bound (every filler preempted; KWOK deletes them).
+   member bound (every filler preempted; KWOK deletes them). The note gives the phases (first
+   victim gone, all gone, first member bound) and the API server's requests meanwhile.
+
+Before the unschedulable and reclaim cases each scheduler must bind a probe pod (no GPU), so
+that a run without the topology case does not time the scheduler's start-up.
 
 Every gang speaks Kubernetes' Workload API (``scheduling.k8s.io/v1alpha2``): a ``PodGroup``
 with ``schedulingPolicy.gang.minCount``, its members naming it in ``spec.schedulingGroup``, so
@@ -53,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.apiserver_metrics import by_kind, requests_total
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     LEAVES_PER_SPINE,
@@ -249,6 +254,10 @@ def bound(count: int) -> Callable[[dict[str, KubeObject]], bool]:
     return lambda pods: sum(1 for p in pods.values() if p["spec"].get("nodeName")) >= count
 
 
+def fewer(count: int) -> Callable[[dict[str, KubeObject]], bool]:
+    return lambda objs: len(objs) < count
+
+
 def running(count: int) -> Callable[[dict[str, KubeObject]], bool]:
     return lambda pods: (
         sum(1 for p in pods.values() if (p.get("status") or {}).get("phase") == "Running") >= count
@@ -316,6 +325,29 @@ class Bench:
                 await self.kube.create(PODS, body, namespace=namespace)
 
         await asyncio.gather(*(one(b) for b in bodies))
+
+    async def serving(self, scheduler: str, namespace: str) -> float:
+        """Wait until ``scheduler`` binds a pod (it has started and synced), so that a case timed
+        from a create does not time the scheduler's start-up: a pod of no GPU, deleted after."""
+        t0 = time.perf_counter()
+        pods = Tracker(self.kube, PODS, namespace)
+        await pods.start()
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "labels": {"kai-bench/group": "probe"}},
+            "spec": {
+                "schedulerName": SCHEDULERS[scheduler],
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "main", "image": "registry.example/probe:1"}],
+            },
+        }
+        await self.kube.create(PODS, probe, namespace=namespace)
+        if await pods.until(bound(1), self.timeout_s) is None:
+            raise RuntimeError(f"{scheduler} bound no probe pod within {self.timeout_s:.0f} s")
+        await pods.stop()
+        await clear(self.kube, namespace)
+        return time.perf_counter() - t0
 
     async def namespace(self, name: str) -> str:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
@@ -445,7 +477,8 @@ class Bench:
         fillers = Tracker(self.kube, PODS, fill_namespace)
         await pods.start()
         await fillers.start()
-        t0 = time.perf_counter()
+        before = await asyncio.to_thread(requests_total, self.plane)
+        t0, began = time.perf_counter(), time.strftime("%H:%M:%S", time.gmtime())
         await self.kube.create(
             POD_GROUPS, pod_group("big", self.nodes, priority_class=HIGH), namespace=namespace
         )
@@ -453,16 +486,34 @@ class Bench:
             [member(f"big-{i:04d}", name, "big", 8, HIGH) for i in range(self.nodes)], namespace
         )
         created = time.perf_counter() - t0
+        # the phases: the first victim gone (the decision), every victim gone, the first bind
+        phases = {
+            "first victim gone": fillers.until(fewer(self.nodes), self.timeout_s),
+            "all victims gone": fillers.until(fewer(1), self.timeout_s),
+            "first member bound": pods.until(bound(1), self.timeout_s),
+        }
+        watching = {k: asyncio.ensure_future(v) for k, v in phases.items()}
         done = await pods.until(bound(self.nodes), self.timeout_s)
         result = Result("reclaim", scheduler, self.nodes)
+        made = await asyncio.to_thread(requests_total, self.plane)
+        made.subtract(before)
         left = len(fillers.objects)
+        seen: dict[str, float] = {}
+        for what, fut in watching.items():
+            if not fut.done():
+                fut.cancel()
+            elif (at := fut.result()) is not None:
+                seen[what] = at - t0
         await pods.stop()
         await fillers.stop()
         placed = sum(1 for p in pods.objects.values() if p["spec"].get("nodeName"))
         result.seconds = None if done is None else done - t0
         result.note = (
-            f"{self.nodes * 8:,} GPUs; creates took {created:.2f} s; {placed:,} members bound; "
+            f"{self.nodes * 8:,} GPUs; began {began} UTC; creates took {created:.2f} s; "
+            f"{placed:,} members bound; "
             f"{self.nodes - left:,} of {self.nodes:,} fillers gone"
+            + "".join(f"; {what} at {at:.2f} s" for what, at in seen.items())
+            + f"; API requests meanwhile (all clients): {by_kind(+made)}"
         )
         return result
 
@@ -522,6 +573,8 @@ async def bench(args: argparse.Namespace) -> list[Result]:
                 if {"unschedulable", "reclaim"} & set(cases):
                     await b.namespace(fill_ns)
                     await b.fill(fill_ns)
+                    up = await b.serving(scheduler, ns)
+                    say(args, f"{scheduler} binds (a probe pod bound {up:.2f} s after its create)")
                 for case in ("unschedulable", "reclaim"):
                     if case not in cases:
                         continue

@@ -41,6 +41,9 @@ class BindJob:
     #: The claims already written for it (a gang's, before any member binds); ``None``: the
     #: binder writes ``claims`` itself.
     written: tuple[ClaimAllocation, ...] | None = None
+    #: A preemptor's bind (it waited for its victims to go): from its submit until its outcome
+    #: the binder holds the scheduler's other background writes back (``hold``/``unhold``).
+    urgent: bool = False
 
     @property
     def pod(self) -> PodRef:
@@ -58,6 +61,8 @@ class Binder:
         max_in_flight: int = 64,
         may_bind: Callable[[], bool] = lambda: True,
         on_claims: Callable[[BindJob, tuple[ClaimAllocation, ...]], None] = lambda job, c: None,
+        hold: Callable[[], None] = lambda: None,
+        unhold: Callable[[], None] = lambda: None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
@@ -66,6 +71,7 @@ class Binder:
         self._on_bound = on_bound
         self._on_failed = on_failed
         self._on_claims = on_claims
+        self._hold, self._unhold = hold, unhold
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         self.max_in_flight = max_in_flight
@@ -77,7 +83,14 @@ class Binder:
         return len(self._tasks)
 
     async def submit(self, job: BindJob) -> None:
-        await self._slots.acquire()
+        if job.urgent:
+            self._hold()
+        try:
+            await self._slots.acquire()
+        except BaseException:
+            if job.urgent:
+                self._unhold()
+            raise
         task = asyncio.create_task(self._run(job), name=f"bind {job.request.key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -108,6 +121,8 @@ class Binder:
                 log.exception("after binding %s", job.request.key)
         finally:
             self._slots.release()
+            if job.urgent:
+                self._unhold()
 
     async def write_claims(self, jobs: Sequence[BindJob]) -> list[BindJob] | None:
         """Write the DRA claims of pods that bind together (a gang), all or nothing, before any

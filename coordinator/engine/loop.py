@@ -97,6 +97,9 @@ PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | Narrowed | None]]
 #: (gangs_runtime) Told about every bind outcome: the job and ``None`` (bound) or the error.
 BindListener = Callable[[BindJob, ClusterError | None], None]
 _MAX_BACKGROUND_WRITES: Final = 256
+#: Writes that free room a pod waits for (evictions), in a pool of their own: never behind the
+#: Events and explanations of the background pool.
+_MAX_URGENT_WRITES: Final = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +172,10 @@ class Scheduler:
         self._restating: set[str] = set()  # uids with a deferred restatement
         self._writes: set[asyncio.Task[None]] = set()
         self._write_slots = asyncio.Semaphore(_MAX_BACKGROUND_WRITES)
+        self._urgent_slots = asyncio.Semaphore(_MAX_URGENT_WRITES)
+        self._urgent = 0  # urgent writes waiting or on the wire
+        self._calm = asyncio.Event()  # set while there are none
+        self._calm.set()
         self._grace_retry: asyncio.TimerHandle | None = None  # retry all at the grace's end
         self.changes = PendingChanges(self.queue, self._wakeup.set)
         self._shapes: dict[str, object] = {}
@@ -183,6 +190,8 @@ class Scheduler:
             max_in_flight=self.settings.max_binds_in_flight,
             on_claims=lambda job, written: view.claims_written(job.entry.uid, written),
             may_bind=lambda: self.leadership.is_leader(),
+            hold=self.hold_writes,
+            unhold=self.release_writes,
         )
         view.on_dra_change = self.changes.dra
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
@@ -473,21 +482,48 @@ class Scheduler:
         coro = self.writer.event(pod, reason=reason, message=message, event_type="Warning")
         self._background(coro, f"{reason} event on {pod.key}")
 
-    def _background(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+    def _background(
+        self, coro: Coroutine[Any, Any, None], what: str, *, urgent: bool = False
+    ) -> None:
+        """``urgent`` writes (evictions) go first: while any, or a preemptor's bind, is waiting or
+        on the wire, the others wait to start (sharing the API server with 1,500 Events and
+        explanations, the 500 evictions and binds of a whole-cluster reclaim took seconds
+        longer)."""
+        slots = self._urgent_slots if urgent else self._write_slots
+        if urgent:
+            self.hold_writes()
+
         async def run() -> None:
-            async with self._write_slots:
-                try:
+            try:
+                async with slots:
+                    if not urgent:
+                        await self._calm.wait()
                     await coro
-                except ClusterError as exc:
-                    self.stats.write_errors += 1
-                    log.warning("%s: %s", what, exc)
-                except Exception:
-                    self.stats.write_errors += 1
-                    log.exception("%s failed", what)
+            except ClusterError as exc:
+                self.stats.write_errors += 1
+                log.warning("%s: %s", what, exc)
+            except Exception:
+                self.stats.write_errors += 1
+                log.exception("%s failed", what)
+            finally:
+                if urgent:
+                    self.release_writes()
 
         task = asyncio.create_task(run(), name=what)
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+
+    def hold_writes(self) -> None:
+        """Something urgent is under way (an eviction or a preemptor's bind waiting or on the
+        wire, a gang's reclaim between its evictions and its binds): the other background
+        writes wait to start until :meth:`release_writes` has answered every hold."""
+        self._urgent += 1
+        self._calm.clear()
+
+    def release_writes(self) -> None:
+        self._urgent -= 1
+        if not self._urgent:
+            self._calm.set()
 
     # --- bind outcomes -------------------------------------------------------------------------
 
@@ -546,11 +582,14 @@ class Scheduler:
     def bind_job(self, entry: QueuedPod, request: PodRequest, decision: Decision) -> BindJob:
         """What the binder does for a decision: its DRA claims (see :mod:`.claims`), the bind."""
         claims = claims_to_write(request, decision, self.view.dra)
-        return BindJob(entry, request, decision, claims)
+        preemptor = self.nominations.node_of(request.uid) is not None
+        return BindJob(entry, request, decision, claims, urgent=preemptor)
 
-    def write(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        """Run a cluster write in the background (bounded, errors logged and counted)."""
-        self._background(coro, what)
+    def write(self, coro: Coroutine[Any, Any, None], what: str, *, urgent: bool = False) -> None:
+        """Run a cluster write in the background (bounded, errors logged and counted);
+        ``urgent``: one that frees room a pod waits for (an eviction), in a pool of its own that
+        Events and explanations never hold up."""
+        self._background(coro, what, urgent=urgent)
 
     # --- explanations and what-if --------------------------------------------------------------
 

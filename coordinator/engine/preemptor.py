@@ -123,6 +123,10 @@ REASON_MOVED: Final = "Moved"
 REASON_DEFRAGMENTING: Final = "Defragmenting"
 REASON_NOT_MOVABLE: Final = "NotMovable"
 HOUR_S: Final = 3600.0
+#: A gang's reclaim holds the scheduler's other background writes from its evictions until its
+#: members are handed to the binder, but no longer than this after its last eviction was
+#: answered (victims that take their time to terminate do not hold every Event meanwhile).
+HOLD_AFTER_EVICTIONS_S: Final = 3.0
 
 #: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
 Nominate = Callable[[PodRef, str], Coroutine[Any, Any, None]]
@@ -136,6 +140,10 @@ class _Nomination:
     plan: PreemptionPlan
     uids: frozenset[str]  # the preemptor pods it was made for (a pod recreated is a new one)
     claims: Mapping[str, frozenset[str]]  # claim it frees → the pod uids reserving it then
+    note: str = ""  # what its preemptor was told: told again, unchanged, while the victims go
+    holding: bool = False  # holds the scheduler's background writes (a gang's, until it binds)
+    unanswered: int = 0  # its evictions not answered yet
+    answered_at: float | None = None  # when the last was
     woken: bool = False  # its preemptor was sent back once its victims were gone
 
 
@@ -338,6 +346,7 @@ class Preemptor:
     def tick(self) -> None:
         """Send back to the queue the preemptors whose delay (or budget wait) is over."""
         now = self._clock()
+        self._expire(now)  # a nomination (and its hold on the writes) never outlives its TTL
         due: set[str] = set()
         for unit, waiting in tuple(self.waiting.items()):
             if waiting.wake is not None and waiting.wake <= now:
@@ -357,9 +366,39 @@ class Preemptor:
                 freed |= nom.uids
         if freed:
             self.scheduler.queue.cluster_changed(lambda p: p.uid in freed, at_once=True)
+        for nom in self.nominations.values():
+            if nom.answered_at is not None and now - nom.answered_at > HOLD_AFTER_EVICTIONS_S:
+                self._let_go(nom)
         if self.defrag.mode == "background" and now >= self._next_compaction:
             self._next_compaction = now + self.defrag.interval_s
             self.compact(now)
+
+    def preempting(self, key: GangKey, members: Collection[PodRequest]) -> str | None:
+        """While the victims evicted for this gang (these members) are leaving: what it waits
+        for, the words it was told when they were evicted (the gang is not planned again
+        meanwhile: its room is held and comes when they are gone); else ``None``."""
+        pending = self.nominations.get(f"gang:{key}")
+        if (
+            pending is None
+            or pending.until <= self._clock()
+            or pending.uids.isdisjoint(m.uid for m in members)
+        ):
+            return None
+        return self._waiting_for(pending)
+
+    def _waiting_for(self, nom: _Nomination) -> str | None:
+        """What a preemptor whose victims were evicted waits for: the victims to go (its words
+        unchanged meanwhile, so that its members are not told again at each victim's going),
+        then the victims' ResourceClaims to be released; ``None``: nothing."""
+        if self._victims_left(nom):
+            return nom.note or f"waiting for {len(nom.victims)} preempted pod(s) to terminate"
+        releasing = self._claims_held(nom)
+        if releasing:
+            return (
+                f"waiting for {len(releasing)} ResourceClaim(s) of preempted pods to be "
+                "released: " + ", ".join(releasing)
+            )
+        return None
 
     def _victims_left(self, nom: _Nomination) -> bool:
         """Whether a victim of ``nom`` is still bound (terminating or not) on its node."""
@@ -465,7 +504,24 @@ class Preemptor:
                 del self.evicting[pod]
         for unit, nom in tuple(self.nominations.items()):
             if nom.until <= now:
-                del self.nominations[unit]
+                self._drop(unit)
+
+    def _drop(self, unit: str) -> None:
+        nom = self.nominations.pop(unit, None)
+        if nom is not None:
+            self._let_go(nom)
+
+    def _let_go(self, nom: _Nomination) -> None:
+        if nom.holding:
+            nom.holding = False
+            self.scheduler.release_writes()
+
+    def binding(self, key: GangKey) -> None:
+        """The gang's members are handed to the binder (their binds hold the background writes
+        themselves from now on): its reclaim's hold ends."""
+        nom = self.nominations.get(f"gang:{key}")
+        if nom is not None:
+            self._let_go(nom)
 
     async def _preempt(
         self,
@@ -487,12 +543,10 @@ class Preemptor:
         inventory = self.scheduler.inventory
         uids = frozenset(m.uid for m in members)
         mine = {node for m in members if (node := self.held.node_of(m.uid)) is not None}
-        present: set[str] = set()
         lower = False  # is any pod it may evict (lower priority, not leaving) running?
         waiting_for = 0  # lower-priority pods terminating on its nominated nodes
         for p in bound_pods(inventory):
             key = f"{p.namespace}/{p.name}"
-            present.add(key)
             if p.terminating and p.priority < priority and p.node in mine:
                 waiting_for += 1
             if (
@@ -503,19 +557,13 @@ class Preemptor:
                 lower = True
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
-            del self.nominations[unit]  # made for pods of the same name that are gone
+            self._drop(unit)  # made for pods of the same name that are gone
             pending = None
         if pending is not None:
-            left = pending.victims & present
-            if left:
-                return f"waiting for {len(left)} preempted pod(s) to terminate"
-            releasing = self._claims_held(pending)
-            if releasing:
-                return (
-                    f"waiting for {len(releasing)} ResourceClaim(s) of preempted pods to be "
-                    "released: " + ", ".join(releasing)
-                )
-            del self.nominations[unit]  # its victims are gone and it still does not fit
+            waiting = self._waiting_for(pending)
+            if waiting:
+                return waiting
+            self._drop(unit)  # its victims are gone and it still does not fit
         if waiting_for:
             # Nominated where lower-priority pods are still terminating (after a restart, too):
             # their room is coming; preempting again would only evict more (as kube-scheduler).
@@ -601,25 +649,12 @@ class Preemptor:
             if (found := view.dra.claim_by_key.get(key)) is not None
         }
         uids_of = {p.key: p.uid for p in running}
-        if moves is not None:
-            text = self._execute(
-                unit,
-                members,
-                priority,
-                plan,
-                now,
-                claims,
-                uids_of,
-                moves=moves,
-                gathering=gathering,
-            )
-            observer.moved(trigger, len(plan.victim_pods))
-            return text
-        self._execute(unit, members, priority, plan, now, claims, uids_of)
-        victims = len(plan.victim_pods)
-        return f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: " + (
-            plan.describe(unit)
+        note = self._execute(
+            unit, members, priority, plan, now, claims, uids_of, moves=moves, gathering=gathering
         )
+        if moves is not None:
+            observer.moved(trigger, len(plan.victim_pods))
+        return note
 
     def plan(
         self,
@@ -820,9 +855,9 @@ class Preemptor:
         moves: DefragPlan | None = None,
         gathering: str | None = None,
     ) -> str:
-        """Evict ``plan``'s victims (``moves``: move them), hold the room, tell everyone; what
-        was done. ``gathering``: the moves gather a gang into one NVLink clique, and how it
-        would run otherwise."""
+        """Evict ``plan``'s victims (``moves``: move them), nominate and tell; what the
+        preemptor is told (and told again, unchanged, while its victims go). ``gathering``: the
+        moves gather a gang into one NVLink clique, and how it would run otherwise."""
         if moves is not None:
             self.moves += 1
             self.moved += len(plan.victim_pods)
@@ -835,13 +870,26 @@ class Preemptor:
         self._evicted_at.extend(now for _ in plan.victim_pods)  # moves spend the budget too
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
-        self.nominations[unit] = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims)
         text = plan.describe(unit) if moves is None else moves.describe(unit)
         nodes = ", ".join(sorted({n for _, n in plan.nominated}))
         gather = ""
         if moves is not None and gathering is not None:
             gather = f"gathering it inside {self._cliques(plan)} rather than {gathering}"
             text += f"; {gather}"
+        victims = len(plan.victim_pods)
+        note = text
+        if moves is None:
+            note = f"preempting {victims} lower-priority pod{'s' if victims != 1 else ''}: {text}"
+        self._drop(unit)
+        nom = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims, note)
+        nom.unanswered = len(plan.victim_pods)
+        self.nominations[unit] = nom
+        if unit.startswith("gang:"):
+            # From its evictions until its members are handed to the binder, Events and
+            # explanations wait: a gang reclaiming room binds as soon as the room is free, not
+            # behind the writes its own preemption queued (Preempting, nominations, conditions).
+            nom.holding = True
+            self.scheduler.hold_writes()
         log.info("%s", text)
         writer = self.scheduler.writer
         elsewhere = dict(moves.destinations) if moves is not None else {}
@@ -863,7 +911,7 @@ class Preemptor:
                 if victim in elsewhere:
                     message += f" (it fits on {elsewhere[victim]})"
                 reason = REASON_PREEMPTED if moves is None else REASON_MOVED
-                self._evict(victim, victim_uids, until, message, reason=reason)
+                self._evict(victim, victim_uids, until, message, reason=reason, nomination=nom)
         # Lower-priority pods nominated where this one goes lose that room (kube-scheduler too).
         taken = {n for _, n in plan.nominated}
         for other in self.held.lower_on(taken, priority):
@@ -882,8 +930,9 @@ class Preemptor:
                 writer.event(ref, reason=reason, message=text), f"{reason} for {member}"
             )
             if self.nominate is not None:
-                self.scheduler.write(self.nominate(ref, node), f"nominate {member}")
-        return text
+                # with the evictions: where the preemptor goes is said while its victims go
+                self.scheduler.write(self.nominate(ref, node), f"nominate {member}", urgent=True)
+        return note
 
     def _cliques(self, plan: PreemptionPlan) -> str:
         """The NVLink clique(s) of the nodes ``plan`` makes room on, as Events name them."""
@@ -908,16 +957,27 @@ class Preemptor:
         message: str,
         *,
         reason: str = REASON_PREEMPTED,
+        nomination: _Nomination | None = None,
     ) -> None:
         self.evicting[victim] = until
         ref = replace(_ref(victim), uid=uids.get(victim, ""))
         writer = self.scheduler.writer
 
         async def evict() -> None:
-            await writer.event(ref, reason=reason, message=message, event_type="Warning")
-            await writer.evict(ref)
+            # The eviction first (kube-scheduler deletes, then records the Event): the room is
+            # what the preemptor waits for, and a victim the API server kept (a
+            # PodDisruptionBudget's 429) is told nothing false.
+            try:
+                await writer.evict(ref)
+            finally:
+                if nomination is not None:
+                    nomination.unanswered -= 1
+                    if nomination.unanswered <= 0:
+                        nomination.answered_at = self._clock()
+            event = writer.event(ref, reason=reason, message=message, event_type="Warning")
+            self.scheduler.write(event, f"{reason} event on {victim}")
 
-        self.scheduler.write(evict(), f"preempt {victim}")
+        self.scheduler.write(evict(), f"preempt {victim}", urgent=True)
 
     def _report(self, problems: Mapping[str, tuple[str, str]]) -> None:
         """A Warning Event, once per pod, on each running pod whose minimum runtime is bad."""

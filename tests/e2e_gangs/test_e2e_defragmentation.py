@@ -22,6 +22,13 @@ from tests.support.polling import eventually
 from tests.support.workloads import JOBS, apply
 
 
+async def moved_events(cluster: GangCluster, count: int) -> list[Any]:
+    """The ``Moved`` Events once there are ``count`` (each written once its pod's eviction was
+    accepted, in the background: they may follow the gang's binds)."""
+    found = await cluster.events(reason="Moved")
+    return found if len(found) >= count else []
+
+
 def web(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -122,7 +129,7 @@ async def test_a_waiting_gang_moves_the_fewest_deployment_pods_and_binds(
         # The moved pods were recreated by their ReplicaSets, and run on the fifth node.
         after = await cluster.all_bound("app=web", 4)
         assert set(after.values()) == {rest}
-        moved = await cluster.events(reason="Moved")
+        moved = await eventually(lambda: moved_events(cluster, 3), what="the Moved Events")
         assert len({e["involvedObject"]["name"] for e in moved}) == 3  # the fewest
         assert len(set(before) - set(after)) == 3  # three pods are new
         message = moved[0]["message"]
@@ -161,7 +168,7 @@ async def test_job_pods_with_retries_left_move_and_the_job_controller_recreates_
         gang = await cluster.all_bound("topos.io/gang=train", 4)
         assert len(set(gang.values())) == 4
         assert kept_node not in gang.values()  # the Job that may not fail kept its pod
-        moved = await cluster.events(reason="Moved")
+        moved = await eventually(lambda: moved_events(cluster, 3), what="the Moved Events")
         assert {e["involvedObject"]["name"].rsplit("-", 1)[0] for e in moved} == {
             "job-0",
             "job-1",

@@ -61,6 +61,15 @@ class GangPreemption(Protocol):
         intent: PlacementIntent | None,
     ) -> str | None: ...
 
+    def preempting(self, key: GangKey, members: list[PodRequest]) -> str | None:
+        """While the victims evicted for the gang are leaving: what it waits for (the gang is
+        not planned again meanwhile); ``None`` otherwise."""
+        ...
+
+    def binding(self, key: GangKey) -> None:
+        """The gang's members were handed to the binder."""
+        ...
+
     async def gather(
         self, key: GangKey, members: list[PodRequest], *, intent: PlacementIntent, split: str
     ) -> str | None:

@@ -19,7 +19,8 @@ a member:
    member's DRA claims are written (all or none), and all members are handed to the binder
    together;
 4. if the gang does not fit it holds nothing (no head-of-line blocking, no deadlock between two
-   gangs), every member gets the reason, and preemption is tried when it may help.
+   gangs), every member gets the reason, and preemption is tried when it may help; while the
+   victims it evicted are leaving, the gang waits for them without being planned again.
 
 What happens after admission (bind outcomes, timeouts, restarts) is :mod:`.lifecycle`.
 """
@@ -176,6 +177,12 @@ class GangStep(GangLifecycle):
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
             return self._wait(popped, self.manager.message(key, live=False), popped=True)
+        waiting = self.preemption.preempting(key, requests) if self.preemption else None
+        if waiting:
+            # Its victims are leaving and their room is held for it: it waits for them, with
+            # the words it was told (not planned again, not told again, at each one's going).
+            message = f"{self.manager.message(key, live=False)}; {waiting}"
+            return self._refuse_all(key, entries, popped, message)
         intent = gang_intent(
             (e.obj.get("metadata") or {}).get("annotations") or {} for e in entries
         )
@@ -308,6 +315,8 @@ class GangStep(GangLifecycle):
         # DRA: every member's claims are allocated and reserved before any member binds.
         for job in await self.scheduler.binder.write_claims(jobs) or ():
             await self.scheduler.binder.submit(job)
+        if self.preemption is not None:
+            self.preemption.binding(key)
         for entry in entries:
             if entry.key not in decisions:  # beyond min and no room now: waits, holding nothing
                 self._wait(entry, self.manager.message(key, live=False), popped=entry is popped)

@@ -15,6 +15,7 @@ import pytest
 from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
+from coordinator.core.gangs.cycle import schedule_gang
 from coordinator.core.queue import SchedulingQueue
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
@@ -333,3 +334,120 @@ async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backof
             timeout_s=10,
         )
         assert {node_of(memory, "big-0"), node_of(memory, "big-1")} == {"dgx-a", "dgx-b"}
+
+
+async def test_a_gang_waits_for_its_victims_without_being_planned_or_told_again() -> None:
+    """While the pods a gang preempted are leaving, each one's going retries its members: they
+    keep the words they were told when the victims were evicted (no new condition, no new
+    FailedScheduling Event per member at each victim's going) and the gang is not planned again
+    until the last victim is gone; then it binds."""
+    from coordinator.core.queue import QueueSettings
+    from coordinator.engine.loop import RuntimeSettings
+
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = LingeringCluster(inventory)
+    for name in ("dgx-a", "dgx-b"):
+        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    quick = QueueSettings(initial_backoff_s=0.01, max_backoff_s=0.01)
+    runtime = memory_runtime(inventory, memory, settings=RuntimeSettings(queue=quick))
+    plans: list[int] = []
+
+    def planner(*args: Any, **kwargs: Any) -> Any:
+        plans.append(1)
+        return schedule_gang(*args, **kwargs)
+
+    gangs = GangRuntime(
+        runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate, planner=planner
+    )
+    async with runtime, gangs:
+        for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
+            memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
+        for k in range(2):
+            memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
+        await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
+        await runtime.settle()
+        told = message_of(memory, "big-0")
+        assert "preempting 2 lower-priority pods" in told, told
+        failed = [e for e in memory.events("default", "big-0") if e["reason"] == "FailedScheduling"]
+        planned = len(plans)
+        last = runtime.scheduler.last_attempt("default/big-0")
+        memory.delete_pod("default", "f-a")  # one victim gone, the other still terminating
+        await eventually(
+            lambda: runtime.scheduler.last_attempt("default/big-0") is not last,
+            what="the member tried again after a victim went",
+            timeout_s=10,
+        )
+        await runtime.settle()
+        assert node_of(memory, "big-0") is None  # f-b still holds dgx-b
+        assert message_of(memory, "big-0") == told
+        again = [e for e in memory.events("default", "big-0") if e["reason"] == "FailedScheduling"]
+        assert len(again) == len(failed)
+        assert len(plans) == planned  # answered without planning the gang again
+        memory.terminate()
+        await eventually(
+            lambda: node_of(memory, "big-0") and node_of(memory, "big-1"),
+            what="the gang bound once its last victim was gone",
+            timeout_s=10,
+        )
+
+
+async def test_a_victim_the_api_server_keeps_is_told_nothing() -> None:
+    """The eviction goes first, the victim's ``Preempted`` Event after it: a victim whose
+    eviction the API server refuses (a PodDisruptionBudget's 429) keeps running and is not told
+    it was preempted; the preemptor still waits for its room."""
+    from coordinator.engine.ports import ClusterError
+
+    class Refusing(LingeringCluster):
+        async def evict(self, pod: PodRef) -> None:
+            self.evicted.append(pod.key)
+            raise ClusterError(f"evict {pod.key}: 429 Too Many Requests (disruption budget)")
+
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = Refusing(inventory)
+    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
+    async with runtime, gangs:
+        memory.create_pod(pod("low", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        memory.create_pod(pod("urgent", gpus=8, priority=100))
+        await eventually(lambda: memory.evicted == ["default/low"], what="the eviction asked")
+        await runtime.settle()
+        assert memory.pod("default", "low") is not None
+        assert not [e for e in memory.events("default", "low") if e["reason"] == "Preempted"]
+        assert node_of(memory, "urgent") is None
+
+
+async def test_events_wait_while_the_evictions_are_on_the_wire() -> None:
+    """Evictions go first, the nomination with them: while one is unanswered, the preemptor's
+    ``nominatedNodeName`` is written but its ``Preempting`` Event and its explanation wait; they
+    are written once the API server has answered."""
+    import asyncio
+
+    answer = asyncio.Event()
+
+    class Slow(LingeringCluster):
+        async def evict(self, pod: PodRef) -> None:
+            self.evicted.append(pod.key)
+            await answer.wait()
+
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = Slow(inventory)
+    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
+    async with runtime, gangs:
+        memory.create_pod(pod("low", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        memory.create_pod(pod("urgent", gpus=8, priority=100))
+        await eventually(lambda: memory.evicted == ["default/low"], what="the eviction asked")
+        await eventually(
+            lambda: (memory.pod("default", "urgent") or {})["status"].get("nominatedNodeName"),
+            what="the nomination while the eviction is on the wire",
+        )
+        for _ in range(20):
+            await asyncio.sleep(0)  # every write queued so far has had its turn
+        assert not memory.events("default", "urgent")
+        answer.set()
+        await eventually(
+            lambda: any(e["reason"] == "Preempting" for e in memory.events("default", "urgent")),
+            what="the Preempting Event once the eviction was answered",
+        )
