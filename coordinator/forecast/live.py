@@ -11,11 +11,11 @@ is made on the event loop.
 
 When: after the cluster changed (a node or bound pod, or the pending queue) and at most once
 per ``interval_s`` (60 s), and also when a forecast's start has passed without the pod starting
-(a runtime ran over); at once (at the next poll, ``poll_s``) when a pending pod has no forecast
-yet — a pod's forecast younger than ``interval_s`` is kept as it is, so each pod's forecast
-changes at most once a minute. Pods whose stated
-forecast moved are handed to ``restate`` (the scheduler re-writes their ``PodScheduled``
-message: :meth:`coordinator.engine.loop.Scheduler.restate`).
+(a runtime ran over); at once (at the next poll, ``poll_s``) when a pod an attempt could not
+place has no forecast yet (not for a pod not tried yet: most are bound at once) — a pod's
+forecast younger than ``interval_s`` is kept as it is, so each pod's forecast changes at most
+once a minute. Pods whose stated forecast moved are handed to ``restate`` (the scheduler
+re-writes their ``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
 counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``
@@ -423,8 +423,8 @@ class LiveForecaster:
         return {k: self._forecast(p, "", now) for k, p in found.items()}
 
     def _due(self, now: float) -> bool:
-        if any(self.forecasts.get(k) is None for k in self._pending_keys()):
-            return True  # pods with no forecast yet (the others keep theirs for their minute)
+        if any(self.forecasts.get(k) is None for k in self._waiting_keys()):
+            return True  # pods waiting with no forecast yet (the others keep theirs a minute)
         if self._last is not None and now - self._last < self.interval_s:
             return False
         size = sum(1 for _ in self.scheduler.queue.entries())
@@ -444,6 +444,17 @@ class LiveForecaster:
             e.key
             for e in self.scheduler.queue.entries()
             if e.where != "bound" and not e.needs_update
+        ]
+
+    def _waiting_keys(self) -> list[str]:
+        """Pods an attempt could not place: their explanation waits for a forecast. A pod not
+        tried yet is not one (most are bound within the second: a stream of them would copy
+        the cluster and run it forward every poll for nothing; it gets a forecast if it fails,
+        or with the next refresh)."""
+        return [
+            e.key
+            for e in self.scheduler.queue.entries()
+            if e.where != "bound" and not e.needs_update and e.last_message
         ]
 
     async def _loop(self) -> None:
