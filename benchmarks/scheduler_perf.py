@@ -445,7 +445,9 @@ async def one_run(
     except TimeoutError:
         run.timed_out = True
     scheduled = await kube.list(EVENTS, namespace=namespace, field_selector="reason=Scheduled")
-    run.scheduled_events = len(scheduled["items"])
+    run.scheduled_events = sum(  # the measured pods' (init pods may share the namespace)
+        1 for e in scheduled["items"] if (e.get("involvedObject") or {}).get("name") in run.sent
+    )
     stop.set()
     await asyncio.gather(*churning)
     run.cpu_s = cpu_seconds(proc.pid) - cpu0
