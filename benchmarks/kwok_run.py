@@ -4,6 +4,7 @@ it."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,8 +121,17 @@ class Run:
 
 
 def cpu_seconds(pid: int) -> float:
+    """The process's CPU and its children's, those that ended and those still running (the
+    coordinator's forecast runs in a worker process of its own)."""
     try:
-        t = psutil.Process(pid).cpu_times()
-        return float(t.user + t.system + t.children_user + t.children_system)
+        process = psutil.Process(pid)
+        t = process.cpu_times()
+        total = float(t.user + t.system + t.children_user + t.children_system)
+        children = process.children(recursive=True)
     except psutil.Error:
         return 0.0
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            c = child.cpu_times()
+            total += c.user + c.system
+    return total

@@ -65,6 +65,7 @@ import psutil
 import yaml
 
 from benchmarks.apiserver_metrics import requests_total, scheduler_share
+from benchmarks.connections import ConnectionCount
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     KWOK_ANNOTATION,
@@ -93,7 +94,7 @@ from benchmarks.scheduler_perf_objects import (
     resource_driver,
     run_churn,
 )
-from common.kube import NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
+from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
 from devcluster.binaries import (
     KUBERNETES_VERSION,
@@ -377,6 +378,9 @@ def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
 @dataclass(slots=True)
 class PerfRun(Run):
     claims_allocated: int | None = None  # DRA cases: the measured namespace's, after the turn
+    connections_opened: int = 0  # to the API server in the measured phase (a floor: sampled)
+    connections_peak: int = 0
+    scheduled_events: int = 0  # Scheduled Events in the measured namespace at the last bind
 
 
 async def one_run(
@@ -420,6 +424,7 @@ async def one_run(
     requests0 = await asyncio.to_thread(requests_total, plane)
     spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
+    connections = ConnectionCount(proc.pid, plane.state.apiserver_port).start()
     measured = [
         pod_body(s.template, f"p-{i:05d}", scheduler_name)
         for i, s in enumerate(s for s in workload.pods if s.measured for _ in range(s.count))
@@ -439,9 +444,15 @@ async def one_run(
                 await asyncio.sleep(0.05)
     except TimeoutError:
         run.timed_out = True
+    scheduled = await kube.list(EVENTS, namespace=namespace, field_selector="reason=Scheduled")
+    run.scheduled_events = sum(  # the measured pods' (init pods may share the namespace)
+        1 for e in scheduled["items"] if (e.get("involvedObject") or {}).get("name") in run.sent
+    )
     stop.set()
     await asyncio.gather(*churning)
     run.cpu_s = cpu_seconds(proc.pid) - cpu0
+    connections.stop()
+    run.connections_opened, run.connections_peak = connections.opened, connections.peak
     if spy is not None:
         spy.send_signal(signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -452,6 +463,7 @@ async def one_run(
     run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
     run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
     run.requests["WATCH", "pods", ""] -= 1
+    run.requests["LIST", "events", ""] -= 1  # the benchmark's count of Scheduled Events
     if workload.dra:  # kube-controller-manager's resourceclaim controller: claims from templates
         for key in CLAIM_CONTROLLER_ROWS:
             run.requests.pop(key, None)
@@ -500,6 +512,8 @@ def row(run: PerfRun) -> dict[str, Any]:
         "requests_per_pod": round(run.requests_per_pod, 2),
         "rss_mib": round(run.rss_mib),
         "created_per_s": round(run.create_rate),
+        "connections_opened": run.connections_opened,
+        "scheduled_events": run.scheduled_events,
         "timed_out": run.timed_out,
         **({} if run.claims_allocated is None else {"claims_allocated": run.claims_allocated}),
     }
@@ -641,6 +655,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for r in runs:
             print(r.summary())
+            print(
+                f"{'':14s} connections to the API server opened {r.connections_opened} "
+                f"(at most {r.connections_peak} at once); Scheduled Events at the last bind "
+                f"{r.scheduled_events}/{len(r.bound)}"
+            )
             if r.claims_allocated is not None:
                 print(
                     f"               claims allocated and reserved: {r.claims_allocated} "

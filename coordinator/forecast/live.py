@@ -9,13 +9,14 @@ profiles, built from the same configuration: nothing of the live scheduler is sh
 publishes the answers through :class:`~coordinator.engine.forecasts.Forecasts`. Only the copy
 is made on the event loop.
 
-When: after the cluster changed (a node or bound pod, or the pending queue) and at most once
-per ``interval_s`` (60 s), and also when a forecast's start has passed without the pod starting
-(a runtime ran over); at once (at the next poll, ``poll_s``) when a pending pod has no forecast
-yet — a pod's forecast younger than ``interval_s`` is kept as it is, so each pod's forecast
-changes at most once a minute. Pods whose stated
-forecast moved are handed to ``restate`` (the scheduler re-writes their ``PodScheduled``
-message: :meth:`coordinator.engine.loop.Scheduler.restate`).
+When: only while some pod waits after an attempt could not place it (a pod not tried yet is
+mostly bound at once: it calls for no forecast) — then after the cluster changed (a node or
+bound pod, or the pending queue) and at most once per ``interval_s`` (60 s), and also when a
+forecast's start has passed without the pod starting (a runtime ran over); at once (at the next
+poll, ``poll_s``) when a waiting pod has no forecast yet — a pod's forecast younger than
+``interval_s`` is kept as it is, so each pod's forecast changes at most once a minute. Pods
+whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
+``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
 counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``
@@ -423,8 +424,11 @@ class LiveForecaster:
         return {k: self._forecast(p, "", now) for k, p in found.items()}
 
     def _due(self, now: float) -> bool:
-        if any(self.forecasts.get(k) is None for k in self._pending_keys()):
-            return True  # pods with no forecast yet (the others keep theirs for their minute)
+        waiting = self._waiting_keys()
+        if not waiting:
+            return False  # no explanation to complete: a pod gets a forecast once it waits
+        if any(self.forecasts.get(k) is None for k in waiting):
+            return True  # pods waiting with no forecast yet (the others keep theirs a minute)
         if self._last is not None and now - self._last < self.interval_s:
             return False
         size = sum(1 for _ in self.scheduler.queue.entries())
@@ -433,17 +437,21 @@ class LiveForecaster:
             self._dirty = True
         if self._dirty:
             return True
-        for key in self._pending_keys():  # a start that passed: some runtime ran over
+        for key in waiting:  # a start that passed: some runtime ran over
             forecast = self.forecasts.get(key)
             if forecast is not None and forecast.starts_at is not None and forecast.starts_at < now:
                 return True
         return False
 
-    def _pending_keys(self) -> list[str]:
+    def _waiting_keys(self) -> list[str]:
+        """Pods an attempt could not place: their explanation waits for a forecast. A pod not
+        tried yet is not one (most are bound within the second: a stream of them would copy
+        the cluster and run it forward, all of the queue, for nothing); it gets a forecast if
+        it fails. With none waiting the forecaster does not run at all."""
         return [
             e.key
             for e in self.scheduler.queue.entries()
-            if e.where != "bound" and not e.needs_update
+            if e.where != "bound" and not e.needs_update and e.last_message
         ]
 
     async def _loop(self) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from common.kube import KubeClient
+from common.kube import ClientSettings, KubeClient
 
 pytestmark = pytest.mark.kube
 
@@ -34,3 +34,14 @@ async def test_a_proxy_variable_keeps_aiohttps_environment_handling(
     no_proxy_env.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     async with await KubeClient.connect(kubeconfig) as kube:
         assert kube._api.rest_client.pool_manager.trust_env is True
+
+
+async def test_idle_connections_stay_pooled_for_the_keepalive_setting(kubeconfig: Path) -> None:
+    # aiohttp's default (15 s) emptied the pool between two bursts of binds: every connection
+    # of the next burst paid a TLS handshake again.
+    settings = ClientSettings(keepalive_s=45.0)
+    async with await KubeClient.connect(kubeconfig, settings=settings) as kube:
+        assert kube._api.rest_client.pool_manager.connector._keepalive_timeout == 45.0
+        assert (await kube.version())["gitVersion"].startswith("v")
+    async with await KubeClient.connect(kubeconfig) as kube:
+        assert kube._api.rest_client.pool_manager.connector._keepalive_timeout == 60.0

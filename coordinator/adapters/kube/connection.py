@@ -22,8 +22,9 @@ limiter:
 The pool has no connection limit (``ClientSettings.max_connections=None``): over HTTP/1.1 each
 request in flight holds a connection, and a shared limit would let binds queue behind the
 inventory's watches or a Lease renewal behind binds. What is in flight is bounded by its callers
-instead: binds by ``scheduler.maxBindsInFlight``, watches by their number, the rest by their
-budget's rate.
+instead: binds by ``scheduler.maxBindsInFlight``, Events and status writes by the scheduler's
+background writes (64 at once), watches by their number, the rest by their budget's rate. Idle
+connections are kept a minute (``ClientSettings.keepalive_s``) for the next burst.
 """
 
 from __future__ import annotations

@@ -470,8 +470,28 @@ def _other_verdict(
     for f in filters:
         status = f.filter(state, pod, node)
         if status is not SUCCESS and not status.is_success:
-            return status.with_plugin(f.name)
+            return _signed_once(status, f.name)
     return SUCCESS
+
+
+#: A refusal signed by its plugin, by the refusal's identity: filters return the same constant
+#: for every node they refuse, signed here once rather than copied per node. The entry keeps the
+#: refusal alive, so its ``id`` is not reused while remembered.
+_SIGNED_ONCE: dict[int, tuple[Status, str, Status]] = {}
+_SIGNED_ONCE_LIMIT: Final = 4096
+
+
+def _signed_once(status: Status, plugin: str) -> Status:
+    if status.plugin:
+        return status
+    hit = _SIGNED_ONCE.get(id(status))
+    if hit is not None and hit[0] is status and hit[1] == plugin:
+        return hit[2]
+    if len(_SIGNED_ONCE) >= _SIGNED_ONCE_LIMIT:
+        _SIGNED_ONCE.clear()
+    signed = status.with_plugin(plugin)
+    _SIGNED_ONCE[id(status)] = (status, plugin, signed)
+    return signed
 
 
 class _Verdicts(Mapping[str, NodeVerdict]):

@@ -114,7 +114,10 @@ class Recovery:
         nodes: dict[str, str] = {}
         gpus: dict[str, set[str]] = {}
         for name in names:
-            state = inventory.node(name)
+            # Readiness, staleness and GPU health only: the scheduler's view of the node (built
+            # once per change and shared with the snapshot), not the display view with who holds
+            # each device, rebuilt here for every node a bind touched.
+            state = inventory.scheduling_node(name)
             if state is None:
                 self._failed_nodes.pop(name, None)
                 self._failed_gpus.pop(name, None)

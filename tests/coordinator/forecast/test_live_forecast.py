@@ -383,3 +383,24 @@ async def test_what_if_predicts_its_start_and_suggests_waiting_first(live: Live)
     assert [s.rank for s in answer.suggestions] == list(range(1, len(answer.suggestions) + 1))
     # Nothing of it was queued or left behind.
     assert [e.key for e in live.runtime.scheduler.queue.entries() if e.where != "bound"] == []
+
+
+async def test_pods_not_tried_yet_call_for_no_forecast_a_pod_that_failed_does(live: Live) -> None:
+    """A stream of new pods, most bound at once, must not copy the cluster and run it forward
+    (not every poll, nor once a minute); a pod an attempt could not place waits for its
+    forecast to be explained."""
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    await live.forecaster.refresh()
+    assert not live.forecaster._due(live.clocks.wall + 1)
+
+    live.cluster.create_pod(job_pod("train-8", 8))  # queued, not tried yet
+    (entry,) = [e for e in live.runtime.scheduler.queue.entries() if e.key == "ml/train-8"]
+    assert entry.where == "active"
+    assert not entry.last_message
+    assert not live.forecaster._due(live.clocks.wall + 1)
+    assert not live.forecaster._due(live.clocks.wall + 3600)  # the queue changed: still nothing
+
+    await settle(live)  # tried: no room until train-7 ends
+    assert failures(live.cluster, "train-8")
+    assert live.forecaster._due(live.clocks.wall + 1)
