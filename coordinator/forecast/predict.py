@@ -31,9 +31,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from common.model import NodeTopology
+from common.quantity import QuantityError
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
-from coordinator.core.podspec.resources import held_requests
+from coordinator.core.podspec.resources import held_requests, quantity
 from coordinator.engine.binder import BindJob
 from coordinator.engine.forecasts import describe
 from coordinator.engine.ports import ClusterError
@@ -103,6 +104,32 @@ def _asks(obj: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(names)
 
 
+#: Resources every node states in ``status.allocatable``; a pod asking more of one than every
+#: node has never starts, whoever ends (extended resources are left out: Topos may place them
+#: from what the agents report rather than from allocatable).
+_STATED = ("cpu", "memory", "ephemeral-storage")
+
+
+def outsized(obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
+    """Does the pod ask more cpu, memory or ephemeral storage than any node's allocatable holds
+    (so no end of any pod can let it start)? ``False`` where a node states no allocatable or
+    an unreadable one: it might fit there."""
+    asks = held_requests(obj.get("spec") or {})
+    wanted = {r: asks[r] for r in _STATED if asks.get(r, 0) > 0}
+    if not wanted or not nodes:
+        return False
+    for node in nodes:
+        allocatable = (node.obj.get("status") or {}).get("allocatable")
+        if not isinstance(allocatable, Mapping):
+            return False
+        try:
+            if all(quantity(r, allocatable.get(r, "0")) >= n for r, n in wanted.items()):
+                return False
+        except QuantityError:
+            return False
+    return True
+
+
 def _daemon(obj: Mapping[str, Any]) -> bool:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
     return any(r.get("kind") == "DaemonSet" and r.get("controller") for r in refs)
@@ -158,15 +185,29 @@ def predict_starts(
     missing = [p for p in targets if p not in set(pending)]
     if missing:
         raise KeyError(f"pod {missing[0]} is not among the pending pods of the copy")
+    # A pod larger than every node never starts and never moves anyone: it is answered at once
+    # and left out of the run (a cluster's unschedulable pods would otherwise be retried
+    # through the whole horizon at every refresh).
+    never = {_key(p) for p in state.pending if outsized(p, state.nodes)}
+    out: dict[str, Prediction] = {}
+    for target in (t for t in targets if t in never):
+        p = Prediction(pod=target, starts_in_s=None)
+        out[target] = replace(p, message=_message(p, horizon_s))
+    rest = frozenset(t for t in targets if t not in never)
+    if not rest:
+        return out
+    if never:
+        state = replace(state, pending=[p for p in state.pending if _key(p) not in never])
     loop = SimulatedLoop()
 
     async def run() -> dict[str, Prediction]:
-        return await _forward(state, frozenset(targets), horizon_s, framework, settings)
+        return await _forward(state, rest, horizon_s, framework, settings)
 
     try:
-        return loop.run_until_complete(run())
+        out.update(loop.run_until_complete(run()))
     finally:
         loop.close()
+    return {t: out[t] for t in targets}
 
 
 def _node_args(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+import coordinator.forecast.predict as predict_module
 from agent.devices import discover_profile
 from coordinator.forecast.predict import (
     ClusterCopy,
     NodeCopy,
     RunningCopy,
+    outsized,
     predict_start,
     predict_starts,
 )
@@ -119,6 +121,48 @@ def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
     p = predict_start(copy, "default/next", horizon_s=86_400)
     assert p.starts_in_s is None
     assert p.message == "no start expected within 24 h (1 running pod with no expected end)"
+
+
+def cpu_node(name: str, cpu: str) -> NodeCopy:
+    status = {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+    }
+    return NodeCopy({"metadata": {"name": name}, "status": status})
+
+
+def test_a_pod_larger_than_every_node_never_starts_and_is_left_out_of_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    copy = ClusterCopy(
+        nodes=[cpu_node("cpu-0", "4"), cpu_node("cpu-1", "4")],
+        running=[
+            RunningCopy(pod("w", cpu="4", node="cpu-0"), Runtime(600, "annotation")),
+            RunningCopy(pod("v", cpu="4", node="cpu-1"), Runtime(None, "unknown")),
+        ],
+        pending=[pod("huge", cpu="9"), pod("next", cpu="4")],
+    )
+    got = predict_starts(copy)
+    assert got["default/huge"].starts_in_s is None
+    assert got["default/huge"].message == "no start expected within 7 d"
+    assert got["default/next"].starts_in_s == pytest.approx(600, abs=15)  # as without it
+    assert list(got) == ["default/huge", "default/next"]  # asked order
+
+    # Asked about it alone, no engine is run forward at all.
+    def no_engine(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the engine was run forward for a pod no node can hold")
+
+    monkeypatch.setattr(predict_module, "SimulatedEngine", no_engine)
+    assert predict_start(copy, "default/huge").starts_in_s is None
+
+
+def test_a_node_with_room_or_no_stated_allocatable_keeps_a_big_pod_in_the_run() -> None:
+    big = pod("big", cpu="9")
+    assert outsized(big, [cpu_node("a", "4"), cpu_node("b", "4")])
+    assert not outsized(big, [cpu_node("a", "4"), cpu_node("b", "16")])
+    assert not outsized(big, [cpu_node("a", "4"), node("gpu-0")])  # no allocatable stated
+    assert not outsized(big, [cpu_node("a", "many")])  # unreadable: it might fit
+    assert not outsized(pod("gpus", gpus=8, cpu=None, memory=None), [cpu_node("a", "4")])
 
 
 def test_only_pods_holding_what_it_asks_are_named_as_never_ending() -> None:
