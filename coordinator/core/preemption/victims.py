@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from common.podkeys import MIG_RESOURCE_PREFIX
 from coordinator.core.domains.capacity import GPU, NodeState, add
 from coordinator.core.domains.capacity import fits as room_for
 from coordinator.core.domains.countbound import may_fit
@@ -222,9 +223,10 @@ def select_victims(
 
     by_name = {n.name: n for n in nodes}
     lone = preemptor[0] if len(preemptor) == 1 else None
+    node_by_node = recheck is not None and lone is not None
     # Evictions change what is free, never the nodes' labels: one layout for every attempt over
-    # all nodes (an attempt on one node builds its own).
-    layout = build_layout(nodes, keys=keys)
+    # all nodes (an attempt on one node builds its own; node by node, none is over all nodes).
+    layout = None if node_by_node else build_layout(nodes, keys=keys)
     # Whole-GPU asks only (shares and DRA capacity are counted otherwise): counts first.
     counted = not asks and capacity is None
     gpu_asks = [m.requests.get(GPU, 0) for m in preemptor]
@@ -239,7 +241,12 @@ def select_victims(
             # condition, checked before the placement search (the node-by-node search tries
             # several victim sets on every candidate node; most leave too little room).
             return Status.unschedulable("not enough room once the victims are gone")
-        if counted and on is None and not may_fit(gpu_asks, after, intent=intent, layout=layout):
+        if (
+            counted
+            and on is None
+            and layout is not None
+            and not may_fit(gpu_asks, after, intent=intent, layout=layout)
+        ):
             return Status.unschedulable("not enough free GPUs, counted alone")
         check = eligible
         if asks or capacity is not None:
@@ -280,10 +287,23 @@ def select_victims(
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
 
-    node_by_node = recheck is not None and len(preemptor) == 1
     placements: dict[tuple[str, ...], Placement] = {}  # by the units evicted: the last one kept
 
+    # A pod in no gang asking no GPU (whole, MIG or shared, counted or by DRA) fits on one node
+    # exactly where the node takes pods and has the room, as kube-scheduler's
+    # SelectVictimsOnNode checks it with the filter plugins: the placement search (GPU
+    # packing, domains) has nothing to decide there, and the victim search asks it hundreds of
+    # times per preemptor.
+    plain = (
+        lone is not None and not asks and capacity is None and not milli and _plain(lone, intent)
+    )
+
     def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
+        if plain:
+            assert lone is not None
+            return _room_on(by_name[node], units, lone) and (
+                recheck is None or recheck(node, [p for u in units for p in u.pods]).is_success
+            )
         return isinstance(attempt(pods_of(units), node), Placement)
 
     def fits(units: Sequence[EvictionUnit]) -> bool:
@@ -299,7 +319,7 @@ def select_victims(
 
     def counts_allow(units: Sequence[EvictionUnit]) -> bool:
         """Whether evicting ``units`` may make room, by free-GPU counts alone."""
-        if not counted:
+        if not counted or layout is None:
             return True
         pods = [p for unit in pods_of(units) for p in unit]
         return may_fit(
@@ -344,6 +364,38 @@ def select_victims(
             final, asks, nodes, [p for u in chosen for p in u.pods], room, shared
         ),
     )
+
+
+def _plain(member: Member, intent: PlacementIntent | None) -> bool:
+    """Whether placing ``member`` alone on a node is only the node's room: no GPU-like
+    resource to pack, no intent that can refuse a node (one node's worth of any other)."""
+    if any(
+        k in (GPU, SHARE_MILLI) or k.startswith(MIG_RESOURCE_PREFIX)
+        for k, v in member.requests.items()
+        if v
+    ):
+        return False
+    if intent is None:
+        return True
+    limits = intent.leaf_limits
+    return (
+        intent.gpu_count is None
+        and intent.network_bandwidth_gbps is None
+        and intent.slices is None
+        and (limits is None or limits.max_nodes_per_leaf != 0)
+    )
+
+
+def _room_on(node: NodeState, units: Sequence[EvictionUnit], member: Member) -> bool:
+    """Whether ``member`` has room on ``node`` once the pods of ``units`` there are gone."""
+    if not node.schedulable:
+        return False
+    free = dict(node.free)
+    for unit in units:
+        for pod in unit.pods:
+            if pod.node == node.name:
+                add(free, pod.requests)
+    return room_for(free, member.requests)
 
 
 FitFn = Callable[[Sequence[EvictionUnit]], bool]
