@@ -326,7 +326,12 @@ def select_victims(
             gpu_asks, nodes, intent=intent, layout=layout, gained=_gpus_freed(pods, room, shared)
         )
 
-    best = _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on) if node_by_node else None
+    floor = (lambda units, node: _floor(by_name[node], units, lone)) if plain and lone else None
+    best = (
+        _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on, floor)
+        if node_by_node
+        else None
+    )
     if best is None and (node_by_node or not fits(usable)):
         detail = "evicting every lower-priority pod would not make room"
         if node_by_node:
@@ -398,6 +403,37 @@ def _room_on(node: NodeState, units: Sequence[EvictionUnit], member: Member) -> 
     return room_for(free, member.requests)
 
 
+def _floor(
+    node: NodeState, units: Sequence[EvictionUnit], member: Member
+) -> tuple[int, EvictionCost] | None:
+    """The least :func:`_cost` of victims among ``units`` that give ``member`` room on
+    ``node`` (room alone, :func:`_room_on`'s rule): their highest priority is at least the
+    lowest there, and they are at least as many units as the largest ones needed to cover
+    each resource's shortfall. ``None`` when the member fits with no victim."""
+    short = {
+        k: v - node.free.get(k, 0) for k, v in member.requests.items() if v > node.free.get(k, 0)
+    }
+    if not short:
+        return None
+    count = 1
+    for resource, missing in short.items():
+        given = sorted(
+            (
+                sum(p.requests.get(resource, 0) for p in u.pods if p.node == node.name)
+                for u in units
+            ),
+            reverse=True,
+        )
+        covered, needed = 0, 0
+        for amount in given:
+            if covered >= missing:
+                break
+            covered += amount
+            needed += 1
+        count = max(count, needed)
+    return (min(u.priority for u in units), EvictionCost(0, count, 0.0))
+
+
 FitFn = Callable[[Sequence[EvictionUnit]], bool]
 #: Beyond this many candidates up to the deciding priority, only the shortest prefix is refined.
 _POOL_LIMIT = 64
@@ -416,13 +452,16 @@ def _cheapest_node(
     usable: Sequence[EvictionUnit],
     eligible: EligibleFn | None,
     fits_on: Callable[[Sequence[EvictionUnit], str], bool],
+    floor: Callable[[Sequence[EvictionUnit], str], tuple[int, EvictionCost] | None] | None = None,
 ) -> tuple[list[EvictionUnit], str] | None:
     """kube-scheduler's DefaultPreemption, node by node: on each node the pod may use, every
     candidate there is removed and the pod must fit; then each is reprieved (highest priority
     first) if the pod still fits without evicting it. The node whose victims cost least, with
     them; None when no node can be made to fit. Nodes without a candidate are not tried: the
     pod failed there as things are. As kube, the search stops once it has found
-    max(10 % of the nodes, 100) nodes that can be made to fit."""
+    max(10 % of the nodes, 100) nodes that can be made to fit. ``floor``: the least the victims
+    on a node could cost (``None``: unknown); a node whose floor is no cheaper than the best so
+    far counts as found, and its victims are not worked out (it would lose, being later)."""
     enough = max(len(nodes) // 10, 100)
     found = 0
     on = _by_node(usable)
@@ -441,6 +480,9 @@ def _cheapest_node(
         if not fits(here):
             continue
         found += 1
+        least = floor(here, name) if floor is not None and best is not None else None
+        if least is not None and best is not None and least >= best[0]:
+            continue
         kept = _spare(here, sorted(here, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
         cost = _cost(kept)
         if best is None or (cost, position) < (best[0], best[1]):

@@ -292,3 +292,24 @@ def test_a_cpu_pod_preempts_as_upstreams_preemption_basic() -> None:
     refused = select_victims(too_big, priority=10, nodes=nodes, running=running, recheck=_passes)
     assert isinstance(refused, Status)
     assert "on any one node" in (refused.detail or "")
+
+
+def test_a_later_node_needing_fewer_victims_wins_the_cpu_search() -> None:
+    # n1 and n3 each need three of their four 900m pods gone; n2 only its two 1800m ones. Nodes
+    # that cannot beat the best so far are not worked out; n2, which can, is, and wins.
+    def cpu_pod(key: str, node: str, milli: int) -> RunningPod:
+        return RunningPod(key=key, node=node, requests={"cpu": milli})
+
+    running = [
+        *(cpu_pod(f"perf/n1-{i}", "n1", 900) for i in range(4)),
+        *(cpu_pod(f"perf/n2-{i}", "n2", 1800) for i in range(2)),
+        *(cpu_pod(f"perf/n3-{i}", "n3", 900) for i in range(4)),
+    ]
+    nodes = [
+        NodeState(name=f"n{n}", allocatable={"cpu": 4000}, free={"cpu": 400}) for n in (1, 2, 3)
+    ]
+    high = [Member(name="perf/high", requests={"cpu": 3000})]
+    plan = select_victims(high, priority=10, nodes=nodes, running=running, recheck=_passes)
+    assert isinstance(plan, PreemptionPlan)
+    assert plan.nominated == (("perf/high", "n2"),)
+    assert plan.victim_pods == ("perf/n2-0", "perf/n2-1")
