@@ -288,7 +288,7 @@ class Nominations:
                 for n in held:  # one by one: a share looking for room sees the ones before it
                     node = node.rebuild((*node.pods, n.on(node)))
             else:
-                node = node.rebuild((*node.pods, *(n.info for n in held)))
+                node = node.adding(tuple(n.info for n in held))
             out.replace(node)
         return out if out is not None else snapshot
 

@@ -308,8 +308,7 @@ class Preemptor:
         if pending is not None and not pending.uids.isdisjoint(m.uid for m in members):
             # Moved for already: wait for the moved pods, then take what the planner finds
             # (never move twice for one gang).
-            present = {f"{p.namespace}/{p.name}" for p in bound_pods(self.scheduler.inventory)}
-            left = pending.victims & present
+            left = self._victims_left(pending)
             return f"waiting for {len(left)} moved pod(s) to terminate" if left else None
         snapshot = self.scheduler.view.snapshot()
         framework = self.scheduler.profiles.for_name(members[0].scheduler_name)
@@ -400,16 +399,15 @@ class Preemptor:
             )
         return None
 
-    def _victims_left(self, nom: _Nomination) -> bool:
-        """Whether a victim of ``nom`` is still bound (terminating or not) on its node."""
+    def _victims_left(self, nom: _Nomination) -> set[str]:
+        """The victims of ``nom`` still bound (terminating or not) on their nodes."""
         inventory = self.scheduler.inventory
-        for group in nom.plan.victims:
-            for node in group.nodes:
-                if any(
-                    f"{p.namespace}/{p.name}" in nom.victims for p in inventory.bound_pods(node)
-                ):
-                    return True
-        return False
+        return {
+            key
+            for node in {n for group in nom.plan.victims for n in group.nodes}
+            for p in inventory.bound_pods(node)
+            if (key := f"{p.namespace}/{p.name}") in nom.victims
+        }
 
     def compact(self, now: float) -> str | None:
         """``background``: while nothing waits and no earlier move is still leaving, empty one
@@ -543,18 +541,12 @@ class Preemptor:
         inventory = self.scheduler.inventory
         uids = frozenset(m.uid for m in members)
         mine = {node for m in members if (node := self.held.node_of(m.uid)) is not None}
-        lower = False  # is any pod it may evict (lower priority, not leaving) running?
-        waiting_for = 0  # lower-priority pods terminating on its nominated nodes
-        for p in bound_pods(inventory):
-            key = f"{p.namespace}/{p.name}"
-            if p.terminating and p.priority < priority and p.node in mine:
-                waiting_for += 1
-            if (
-                p.priority < priority
-                and key not in self.evicting
-                and not admitted_by_queue(p.labels)
-            ):
-                lower = True
+        waiting_for = sum(  # lower-priority pods terminating on its nominated nodes
+            1
+            for node in mine
+            for p in inventory.bound_pods(node)
+            if p.terminating and p.priority < priority
+        )
         pending = self.nominations.get(unit)
         if pending is not None and pending.uids.isdisjoint(uids):
             self._drop(unit)  # made for pods of the same name that are gone
@@ -573,6 +565,12 @@ class Preemptor:
         observer = self.scheduler.observer
         if not moves_only:  # gathering moves pods for a gang that could run: no preemption
             observer.preemption_attempted()
+        lower = any(  # is any pod it may evict (lower priority, not leaving) running?
+            p.priority < priority
+            and f"{p.namespace}/{p.name}" not in self.evicting
+            and not admitted_by_queue(p.labels)
+            for p in bound_pods(inventory)
+        )
         if not lower and not self.defrag.enabled:
             # select_victims would find no candidate (victims must have lower priority), and
             # that outcome is "no preemption": skip building every running pod's gang for it.

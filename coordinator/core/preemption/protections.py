@@ -97,14 +97,12 @@ class EvictionUnit:
     priority: int  # its highest pod's
     cost: EvictionCost
     gpu_milli: int  # thousandths of GPUs it holds (a whole GPU 1000, a share its part)
+    nodes: tuple[str, ...]  # where its pods run, sorted
+    order: tuple[int, int, int, float, int, str]  # :func:`preference`'s key, kept
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(sorted(p.key for p in self.pods))
-
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        return tuple(sorted({p.node for p in self.pods}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,30 +135,18 @@ def _unit(name: str, pods: Sequence[RunningPod], now: float | None) -> EvictionU
     seconds = 0.0
     if now is not None:
         seconds = sum(m / 1000 * _ran(p, now) for m, p in zip(milli, pods, strict=True) if m)
+    priority = max(p.priority for p in pods)
+    cost = EvictionCost(1 if pods[0].gang else 0, len(pods), seconds)
+    held = sum(milli)
     return EvictionUnit(
         unit=name,
         pods=tuple(pods),
-        priority=max(p.priority for p in pods),
-        cost=EvictionCost(1 if pods[0].gang else 0, len(pods), seconds),
-        gpu_milli=sum(milli),
+        priority=priority,
+        cost=cost,
+        gpu_milli=held,
+        nodes=tuple(sorted({p.node for p in pods})),
+        order=(priority, cost.gangs, cost.pods, cost.gpu_seconds, -held, name),
     )
-
-
-def _units_cached(
-    groups: Mapping[str, list[RunningPod]], now: float | None, cache: UnitCache
-) -> list[EvictionUnit]:
-    kept = cache._by_key
-    seen: dict[str, tuple[RunningPod, EvictionUnit]] = {}
-    units: list[EvictionUnit] = []
-    for name, pods in groups.items():
-        lone = pods[0] if len(pods) == 1 and not pods[0].gang else None
-        hit = kept.get(name) if lone is not None else None
-        unit = hit[1] if hit is not None and hit[0] is lone else _unit(name, pods, now)
-        if lone is not None and unit.gpu_milli == 0:
-            seen[name] = (lone, unit)
-        units.append(unit)
-    cache._by_key = seen
-    return units
 
 
 def _under_min_runtime(pod: RunningPod, now: float, rule: DurationRule) -> str | None:
@@ -179,8 +165,7 @@ def preference(unit: EvictionUnit) -> tuple[int, int, int, float, int, str]:
     """Lowest priority first, then the cheapest (:class:`EvictionCost`'s order, field by
     field, flattened: sorting thousands of candidates compares plain values), then the one
     holding the most GPUs."""
-    cost = unit.cost
-    return (unit.priority, cost.gangs, cost.pods, cost.gpu_seconds, -unit.gpu_milli, unit.unit)
+    return unit.order
 
 
 class UnitCache:
@@ -208,20 +193,44 @@ def evictable_units(
     minimum runtime protects. ``leaving``: pods already being evicted (never counted twice).
     Without ``now`` no minimum runtime applies and no work counts as lost. ``cache``: units
     kept from the last call (only those of the same pod objects are used)."""
-    groups: dict[str, list[RunningPod]] = {}
+    gangs: dict[str, list[RunningPod]] = {}
+    units: list[EvictionUnit] = []
+    # A pod in no gang holding no GPU is its own unit, whose cost does not change: kept.
+    kept = cache._by_key if cache is not None else {}
+    seen: dict[str, tuple[RunningPod, EvictionUnit]] = {}
+    own = False  # does any pod carry its own minimum runtime?
     for pod in running:
-        if pod.key in leaving:
+        key = pod.key
+        if key in leaving:
             continue
-        groups.setdefault(f"gang:{pod.gang}" if pod.gang else pod.key, []).append(pod)
-    if cache is None:
-        units = [_unit(name, pods, now) for name, pods in groups.items()]
-    else:
-        units = _units_cached(groups, now, cache)
-    units = sorted((u for u in units if u.priority < below), key=preference)
+        own = own or pod.min_runtime_s is not None
+        if pod.gang:
+            gangs.setdefault(f"gang:{pod.gang}", []).append(pod)
+            continue
+        hit = kept.get(key)
+        unit = hit[1] if hit is not None and hit[0] is pod else _unit(key, (pod,), now)
+        if unit.gpu_milli == 0:
+            seen[key] = (pod, unit)
+        if unit.priority < below:
+            units.append(unit)
+    if cache is not None:
+        cache._by_key = seen
+    for name, pods in gangs.items():
+        unit = _unit(name, pods, now)
+        if unit.priority < below:
+            units.append(unit)
+    units.sort(key=preference)
     free: list[EvictionUnit] = []
     held: list[EvictionUnit] = []
     protected: dict[str, str] = {}
     rule = protections.min_runtime if protections is not None else None
+    if (
+        rule is not None
+        and not own
+        and rule.default_s <= 0
+        and not any(v > 0 for v in (*rule.priority_classes.values(), *rule.namespaces.values()))
+    ):
+        rule = None  # no pod's own minimum, none configured: nothing is protected
     for unit in units:
         reasons = (
             [r for p in unit.pods if (r := _under_min_runtime(p, now, rule)) is not None]
@@ -241,6 +250,8 @@ def within_budgets(
 ) -> tuple[list[EvictionUnit], dict[str, str]]:
     """``units`` in order, keeping each whose eviction (with those kept before it) no
     PodDisruptionBudget forbids; and unit → the budgets that forbid the rest."""
+    if not budgets:
+        return list(units), {}
     allowance = {(b.namespace, b.name): b.allowed() for b in budgets}
     usable: list[EvictionUnit] = []
     blocked: dict[str, str] = {}

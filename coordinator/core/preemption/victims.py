@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from common.podkeys import MIG_RESOURCE_PREFIX
 from coordinator.core.domains.capacity import GPU, NodeState, add
 from coordinator.core.domains.capacity import fits as room_for
 from coordinator.core.domains.countbound import may_fit
@@ -222,9 +223,10 @@ def select_victims(
 
     by_name = {n.name: n for n in nodes}
     lone = preemptor[0] if len(preemptor) == 1 else None
+    node_by_node = recheck is not None and lone is not None
     # Evictions change what is free, never the nodes' labels: one layout for every attempt over
-    # all nodes (an attempt on one node builds its own).
-    layout = build_layout(nodes, keys=keys)
+    # all nodes (an attempt on one node builds its own; node by node, none is over all nodes).
+    layout = None if node_by_node else build_layout(nodes, keys=keys)
     # Whole-GPU asks only (shares and DRA capacity are counted otherwise): counts first.
     counted = not asks and capacity is None
     gpu_asks = [m.requests.get(GPU, 0) for m in preemptor]
@@ -239,7 +241,12 @@ def select_victims(
             # condition, checked before the placement search (the node-by-node search tries
             # several victim sets on every candidate node; most leave too little room).
             return Status.unschedulable("not enough room once the victims are gone")
-        if counted and on is None and not may_fit(gpu_asks, after, intent=intent, layout=layout):
+        if (
+            counted
+            and on is None
+            and layout is not None
+            and not may_fit(gpu_asks, after, intent=intent, layout=layout)
+        ):
             return Status.unschedulable("not enough free GPUs, counted alone")
         check = eligible
         if asks or capacity is not None:
@@ -280,10 +287,23 @@ def select_victims(
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
 
-    node_by_node = recheck is not None and len(preemptor) == 1
     placements: dict[tuple[str, ...], Placement] = {}  # by the units evicted: the last one kept
 
+    # A pod in no gang asking no GPU (whole, MIG or shared, counted or by DRA) fits on one node
+    # exactly where the node takes pods and has the room, as kube-scheduler's
+    # SelectVictimsOnNode checks it with the filter plugins: the placement search (GPU
+    # packing, domains) has nothing to decide there, and the victim search asks it hundreds of
+    # times per preemptor.
+    plain = (
+        lone is not None and not asks and capacity is None and not milli and _plain(lone, intent)
+    )
+
     def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
+        if plain:
+            assert lone is not None
+            return _room_on(by_name[node], units, lone) and (
+                recheck is None or recheck(node, [p for u in units for p in u.pods]).is_success
+            )
         return isinstance(attempt(pods_of(units), node), Placement)
 
     def fits(units: Sequence[EvictionUnit]) -> bool:
@@ -299,14 +319,19 @@ def select_victims(
 
     def counts_allow(units: Sequence[EvictionUnit]) -> bool:
         """Whether evicting ``units`` may make room, by free-GPU counts alone."""
-        if not counted:
+        if not counted or layout is None:
             return True
         pods = [p for unit in pods_of(units) for p in unit]
         return may_fit(
             gpu_asks, nodes, intent=intent, layout=layout, gained=_gpus_freed(pods, room, shared)
         )
 
-    best = _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on) if node_by_node else None
+    floor = (lambda units, node: _floor(by_name[node], units, lone)) if plain and lone else None
+    best = (
+        _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on, floor)
+        if node_by_node
+        else None
+    )
     if best is None and (node_by_node or not fits(usable)):
         detail = "evicting every lower-priority pod would not make room"
         if node_by_node:
@@ -346,6 +371,69 @@ def select_victims(
     )
 
 
+def _plain(member: Member, intent: PlacementIntent | None) -> bool:
+    """Whether placing ``member`` alone on a node is only the node's room: no GPU-like
+    resource to pack, no intent that can refuse a node (one node's worth of any other)."""
+    if any(
+        k in (GPU, SHARE_MILLI) or k.startswith(MIG_RESOURCE_PREFIX)
+        for k, v in member.requests.items()
+        if v
+    ):
+        return False
+    if intent is None:
+        return True
+    limits = intent.leaf_limits
+    return (
+        intent.gpu_count is None
+        and intent.network_bandwidth_gbps is None
+        and intent.slices is None
+        and (limits is None or limits.max_nodes_per_leaf != 0)
+    )
+
+
+def _room_on(node: NodeState, units: Sequence[EvictionUnit], member: Member) -> bool:
+    """Whether ``member`` has room on ``node`` once the pods of ``units`` there are gone."""
+    if not node.schedulable:
+        return False
+    free = dict(node.free)
+    for unit in units:
+        for pod in unit.pods:
+            if pod.node == node.name:
+                add(free, pod.requests)
+    return room_for(free, member.requests)
+
+
+def _floor(
+    node: NodeState, units: Sequence[EvictionUnit], member: Member
+) -> tuple[int, EvictionCost] | None:
+    """The least :func:`_cost` of victims among ``units`` that give ``member`` room on
+    ``node`` (room alone, :func:`_room_on`'s rule): their highest priority is at least the
+    lowest there, and they are at least as many units as the largest ones needed to cover
+    each resource's shortfall. ``None`` when the member fits with no victim."""
+    short = {
+        k: v - node.free.get(k, 0) for k, v in member.requests.items() if v > node.free.get(k, 0)
+    }
+    if not short:
+        return None
+    count = 1
+    for resource, missing in short.items():
+        given = sorted(
+            (
+                sum(p.requests.get(resource, 0) for p in u.pods if p.node == node.name)
+                for u in units
+            ),
+            reverse=True,
+        )
+        covered, needed = 0, 0
+        for amount in given:
+            if covered >= missing:
+                break
+            covered += amount
+            needed += 1
+        count = max(count, needed)
+    return (min(u.priority for u in units), EvictionCost(0, count, 0.0))
+
+
 FitFn = Callable[[Sequence[EvictionUnit]], bool]
 #: Beyond this many candidates up to the deciding priority, only the shortest prefix is refined.
 _POOL_LIMIT = 64
@@ -364,13 +452,16 @@ def _cheapest_node(
     usable: Sequence[EvictionUnit],
     eligible: EligibleFn | None,
     fits_on: Callable[[Sequence[EvictionUnit], str], bool],
+    floor: Callable[[Sequence[EvictionUnit], str], tuple[int, EvictionCost] | None] | None = None,
 ) -> tuple[list[EvictionUnit], str] | None:
     """kube-scheduler's DefaultPreemption, node by node: on each node the pod may use, every
     candidate there is removed and the pod must fit; then each is reprieved (highest priority
     first) if the pod still fits without evicting it. The node whose victims cost least, with
     them; None when no node can be made to fit. Nodes without a candidate are not tried: the
     pod failed there as things are. As kube, the search stops once it has found
-    max(10 % of the nodes, 100) nodes that can be made to fit."""
+    max(10 % of the nodes, 100) nodes that can be made to fit. ``floor``: the least the victims
+    on a node could cost (``None``: unknown); a node whose floor is no cheaper than the best so
+    far counts as found, and its victims are not worked out (it would lose, being later)."""
     enough = max(len(nodes) // 10, 100)
     found = 0
     on = _by_node(usable)
@@ -389,6 +480,9 @@ def _cheapest_node(
         if not fits(here):
             continue
         found += 1
+        least = floor(here, name) if floor is not None and best is not None else None
+        if least is not None and best is not None and least >= best[0]:
+            continue
         kept = _spare(here, sorted(here, key=lambda u: (-u.priority, -u.cost.pods, u.unit)), fits)
         cost = _cost(kept)
         if best is None or (cost, position) < (best[0], best[1]):

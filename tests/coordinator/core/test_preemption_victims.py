@@ -254,3 +254,62 @@ def test_a_gang_that_needs_every_victim_is_not_planned_once_per_victim(
     assert len(plan.victim_pods) == count  # every filler goes: the gang needs every GPU
     assert {node for _, node in plan.nominated} == {f"n{i}" for i in range(1, count + 1)}
     assert built <= 12, built
+
+
+def test_a_cpu_pod_preempts_as_upstreams_preemption_basic() -> None:
+    # scheduler_perf's PreemptionBasic on three nodes of 4 CPUs, each holding four 900m pods:
+    # a 3-CPU pod evicts three of one node's pods (400m free + 2.7 CPUs), never a cordoned
+    # node's (n1 has the cheapest victims), never pods on other nodes, and its memory counts.
+    def cpu_pod(key: str, node: str, milli: int, priority: int = 0) -> RunningPod:
+        return RunningPod(
+            key=key, node=node, requests={"cpu": milli, "memory": 1 << 29}, priority=priority
+        )
+
+    running = [
+        cpu_pod(f"perf/n{n}-{i}", f"n{n}", 900, 0 if n == 1 else 5 - n + i % 2)
+        for n in (1, 2, 3)
+        for i in range(4)
+    ]
+    nodes = [
+        NodeState(
+            name=f"n{n}",
+            allocatable={"cpu": 4000, "memory": 32 << 30},
+            free={"cpu": 400, "memory": (32 << 30) - 4 * (1 << 29)},
+            schedulable=n != 1,
+        )
+        for n in (1, 2, 3)
+    ]
+    high = [Member(name="perf/high", requests={"cpu": 3000, "memory": 1 << 29})]
+    plan = select_victims(high, priority=10, nodes=nodes, running=running, recheck=_passes)
+    assert isinstance(plan, PreemptionPlan)
+    # n3's pods have priority 2 and 3, n2's 3 and 4: n3 wins; its priority-3 pod is spared
+    # once (three victims are enough), so the victims are its two priority-2 and one priority-3.
+    assert plan.nominated == (("perf/high", "n3"),)
+    assert len(plan.victim_pods) == 3
+    assert {v.nodes for v in plan.victims} == {("n3",)}
+    assert sorted(v.priority for v in plan.victims) == [2, 2, 3]
+    too_big = [Member(name="perf/huge", requests={"cpu": 3000, "memory": 40 << 30})]
+    refused = select_victims(too_big, priority=10, nodes=nodes, running=running, recheck=_passes)
+    assert isinstance(refused, Status)
+    assert "on any one node" in (refused.detail or "")
+
+
+def test_a_later_node_needing_fewer_victims_wins_the_cpu_search() -> None:
+    # n1 and n3 each need three of their four 900m pods gone; n2 only its two 1800m ones. Nodes
+    # that cannot beat the best so far are not worked out; n2, which can, is, and wins.
+    def cpu_pod(key: str, node: str, milli: int) -> RunningPod:
+        return RunningPod(key=key, node=node, requests={"cpu": milli})
+
+    running = [
+        *(cpu_pod(f"perf/n1-{i}", "n1", 900) for i in range(4)),
+        *(cpu_pod(f"perf/n2-{i}", "n2", 1800) for i in range(2)),
+        *(cpu_pod(f"perf/n3-{i}", "n3", 900) for i in range(4)),
+    ]
+    nodes = [
+        NodeState(name=f"n{n}", allocatable={"cpu": 4000}, free={"cpu": 400}) for n in (1, 2, 3)
+    ]
+    high = [Member(name="perf/high", requests={"cpu": 3000})]
+    plan = select_victims(high, priority=10, nodes=nodes, running=running, recheck=_passes)
+    assert isinstance(plan, PreemptionPlan)
+    assert plan.nominated == (("perf/high", "n2"),)
+    assert plan.victim_pods == ("perf/n2-0", "perf/n2-1")

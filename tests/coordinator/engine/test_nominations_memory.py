@@ -112,6 +112,32 @@ async def test_a_lower_priority_pod_cannot_take_the_room_while_victims_terminate
     assert len(runtime.scheduler.nominations) == 0
 
 
+async def test_a_preemptor_retried_while_its_victims_terminate_evicts_no_more(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    # kube-scheduler's rule: a pod nominated where lower-priority pods are still terminating is
+    # not eligible to preempt again. Here a node with a victim to offer appears meanwhile (every
+    # waiting pod is retried): the preemptor waits for its own victim instead of evicting there.
+    memory, runtime = cluster
+    await preempted(memory, runtime)
+    memory.add_node("dgx-b", topology=discover_profile("dgx-h100", hostname="dgx-b"))
+    memory.create_pod(pod("other", gpus=8, priority=0, node="dgx-b"))
+    runtime.scheduler.queue.cluster_changed()
+    await runtime.settle()
+    attempts = runtime.scheduler.stats.attempts
+    runtime.scheduler.queue.cluster_changed()
+    await eventually(
+        lambda: runtime.scheduler.stats.attempts > attempts, what="a retry", timeout_s=10
+    )
+    await runtime.settle()
+    assert memory.evicted == ["default/filler"]
+    assert "waiting for 1 preempted pod(s) to terminate" in message_of(memory, "urgent")
+    memory.terminate()
+    await eventually(lambda: node_of(memory, "urgent"), what="urgent bound", timeout_s=10)
+    assert node_of(memory, "urgent") == "dgx-a"
+    assert node_of(memory, "other") == "dgx-b"
+
+
 async def test_a_higher_priority_pod_may_take_the_held_room(
     cluster: tuple[LingeringCluster, SchedulerRuntime],
 ) -> None:
