@@ -131,7 +131,9 @@ async def test_a_preemptor_retried_while_its_victims_terminate_evicts_no_more(
     )
     await runtime.settle()
     assert memory.evicted == ["default/filler"]
-    assert "waiting for 1 preempted pod(s) to terminate" in message_of(memory, "urgent")
+    # while its victim goes it keeps the words it was told when the victim was evicted
+    waiting = "preempting 1 lower-priority pod: default/urgent preempts default/filler"
+    assert waiting in message_of(memory, "urgent")
     memory.terminate()
     await eventually(lambda: node_of(memory, "urgent"), what="urgent bound", timeout_s=10)
     assert node_of(memory, "urgent") == "dgx-a"
