@@ -38,6 +38,9 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
         default=60.0, name="intervalSeconds"
     )
     """``background``: the least time between two compactions."""
+    compact_racks: bool = msgspec.field(default=False, name="compactRacks")
+    """``background``: compaction may empty a whole NVLink rack, moving its gangs whole into
+    other racks in use."""
 
     def __post_init__(self) -> None:
         if self.mode is not False and self.mode not in MODES:
@@ -51,4 +54,5 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
             priority_step=self.priority_step,
             evictions_per_hour=self.evictions_per_hour,
             interval_s=self.interval_s,
+            compact_racks=self.compact_racks,
         )
