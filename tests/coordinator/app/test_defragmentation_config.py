@@ -19,10 +19,13 @@ defragmentation:
   priorityStep: 50
   evictionsPerHour: 8
   intervalSeconds: 30
+  compactRacks: true
 """
     s = parse_config(load_yaml(text)).defragmentation.settings()
     assert (s.mode, s.max_loss_ratio, s.horizon_s) == ("background", 0.02, 7200.0)
     assert (s.priority_step, s.evictions_per_hour, s.interval_s) == (50, 8, 30.0)
+    assert s.compact_racks
+    assert not parse_config(load_yaml("{}")).defragmentation.settings().compact_racks
 
 
 def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
@@ -41,6 +44,7 @@ def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
         ("defragmentation: {horizonSeconds: 0}", ["defragmentation.horizonSeconds", "0"]),
         ("defragmentation: {intervalSeconds: soon}", ["defragmentation.intervalSeconds"]),
         ("defragmentation: {mod: off}", ["defragmentation.mod"]),
+        ("defragmentation: {compactRacks: maybe}", ["defragmentation.compactRacks", "true or false"]),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_key_and_value(text: str, words: list[str]) -> None:
