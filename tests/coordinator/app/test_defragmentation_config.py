@@ -44,7 +44,10 @@ def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
         ("defragmentation: {horizonSeconds: 0}", ["defragmentation.horizonSeconds", "0"]),
         ("defragmentation: {intervalSeconds: soon}", ["defragmentation.intervalSeconds"]),
         ("defragmentation: {mod: off}", ["defragmentation.mod"]),
-        ("defragmentation: {compactRacks: maybe}", ["defragmentation.compactRacks", "true or false"]),
+        (
+            "defragmentation: {compactRacks: maybe}",
+            ["defragmentation.compactRacks", "true or false"],
+        ),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_key_and_value(text: str, words: list[str]) -> None:

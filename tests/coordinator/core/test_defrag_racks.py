@@ -63,7 +63,8 @@ def test_the_rack_whose_gang_costs_least_to_move_is_emptied_into_the_other() -> 
     nodes, running = half_used()
     found = plan_compaction(nodes, running, max_pods=10, settings=RACKS, now=NOW)
     assert found is not None
-    assert found.clique and found.node == f"{UUID}.1"
+    assert found.clique
+    assert found.node == f"{UUID}.1"
     assert {p.key for p in found.moved} == {"ml/young-0", "ml/young-1"}
     where = dict(found.destinations)
     assert {where["ml/young-0"], where["ml/young-1"]} == {"r2-t3", "r2-t4"}
@@ -95,7 +96,8 @@ def test_lone_pods_of_the_rack_go_onto_nodes_in_use_outside_it() -> None:
     nodes = trays({"r1-t1": 4, "r1-t2": 4, "r1-t3": 1, "r2-t1": 4, "r2-t2": 4})
     running[5] = RunningPod(key="ml/cpu", node="r1-t4", requests={"cpu": 1000})  # stays
     found = plan_compaction([*nodes, hgx], running, max_pods=10, settings=RACKS, now=NOW)
-    assert found is not None and found.node == f"{UUID}.1"
+    assert found is not None
+    assert found.node == f"{UUID}.1"
     where = dict(found.destinations)
     assert {where["ml/young-0"], where["ml/young-1"]} == {"r2-t3", "r2-t4"}
     assert where["ml/web"] == "hgx-1"  # onto a node in use outside rack 1, not a gang's tray
@@ -112,7 +114,8 @@ def test_what_may_not_move_empties_no_rack() -> None:
         for p in running
     ]
     found = plan_compaction(nodes, bare, max_pods=10, settings=RACKS, now=NOW)
-    assert found is not None and found.node == f"{UUID}.2"
+    assert found is not None
+    assert found.node == f"{UUID}.2"
     # a gang reaching into the other rack stays (moving it would leave a piece behind)
     nodes = trays({"r1-t1": 4, "r1-t2": 4, "r2-t1": 4, "r2-t2": 4})
     wide = [member("wide", 0, "r1-t1"), member("wide", 1, "r2-t1")]
@@ -130,4 +133,5 @@ def test_the_cost_model_bounds_what_a_freed_rack_is_worth() -> None:
     assert plan_compaction(nodes, running, max_pods=10, settings=RACKS, now=NOW) is None
     lenient = DefragSettings(mode="background", compact_racks=True, max_loss_ratio=2.0)
     found = plan_compaction(nodes, running, max_pods=10, settings=lenient, now=NOW)
-    assert found is not None and found.node == f"{UUID}.1"
+    assert found is not None
+    assert found.node == f"{UUID}.1"

@@ -95,7 +95,8 @@ def test_compaction_moves_a_gang_whole_so_that_its_rack_goes_idle() -> None:
     assert _racks(result, "pinned") == {"r2"}
     assert _racks(result, "train") == {"r2"}  # moved into rack 2's free trays: rack 1 idle
     moved = [o for o in result.interrupted if o.job.job_id == "train"]
-    assert len(moved) == 1 and all(node.startswith("r1-") for node in moved[0].nodes)
+    assert len(moved) == 1
+    assert all(node.startswith("r1-") for node in moved[0].nodes)
     assert result.compacted_pods == 2
     assert result.lost_gpu_s > 0
 
