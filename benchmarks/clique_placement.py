@@ -38,7 +38,12 @@ ReplicaSet's (a Deployment replica), every gang a ``batch/v1`` Job whose ``podFa
 ignores ``DisruptionTarget`` (a training job that checkpoints) — so that the engine may gather
 a gang it would split over cliques into one and compact racks (docs/defragmentation.md);
 reported besides: pods moved (by compaction) and the share of the GPU-seconds run that the moves
-lost. ``--arms`` runs only the arms named.
+lost. ``background+racks`` is ``background`` with ``compactRacks`` (compaction may empty a whole
+rack by moving its gangs whole into other racks in use). Each mode also runs
+``clique-blind+<mode>``: the clique-blind arm with the same movable pods and the same
+defragmentation (its compaction and gathering blind to cliques too), the base a
+``topos+<mode>`` arm's stranding ratio is read against (``clique-blind`` when it is not run).
+``--arms`` runs only the arms named.
 
 Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]]
 [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
@@ -493,7 +498,13 @@ def replay_metrics(
 
 
 #: ``--defrag`` arms: Topos with the stream's pods movable and defragmentation in this mode
-DEFRAG_MODES = ("onDemand", "background")
+#: (``background+racks``: ``background`` with ``compactRacks``: racks emptied by moving gangs)
+DEFRAG_MODES = ("onDemand", "background", "background+racks")
+
+
+def defrag_settings(mode: str) -> DefragSettings:
+    base, _, racks = mode.partition("+")
+    return DefragSettings(mode=base, compact_racks=racks == "racks")
 
 
 def movable(sim: Simulator) -> None:
@@ -553,13 +564,18 @@ def engine_run(
     streamed = trace(jobs)
     sim = Simulator(nodes, streamed)
     runs: list[tuple[Policy, Simulator]] = [(policy, sim) for policy in engine_arms()]
+    blind = engine_arms()[1]
     for mode in defrag:
-        gangs = GangSettings(defrag=DefragSettings(mode=mode))
-        moving = Simulator(
-            nodes, streamed, settings=ReplaySettings(engine=EngineSettings(gangs=gangs))
-        )
-        movable(moving)
-        runs.append((replace(make_policy("topos"), name=f"topos+{mode}"), moving))
+        for policy, keys in (
+            (make_policy("topos"), DomainKeys()),
+            (blind, DomainKeys(clique="")),
+        ):
+            gangs = GangSettings(defrag=defrag_settings(mode), keys=keys)
+            moving = Simulator(
+                nodes, streamed, settings=ReplaySettings(engine=EngineSettings(gangs=gangs))
+            )
+            movable(moving)
+            runs.append((replace(policy, name=f"{policy.name}+{mode}"), moving))
     out = []
     for policy, replay in runs:
         if arms and policy.name not in arms:
@@ -582,16 +598,22 @@ def one_seed_engine(
     arms = {arm.name: arm for arm in engine_run(seed, ticks, gang_rate, defrag, only)}
     for arm in arms.values():
         report(arm)
-    blind = arms["clique-blind"]
-    base = statistics.fmean(blind.stranded)
+
+    def base_of(name: str) -> tuple[str, float]:
+        """The clique-blind arm a Topos arm is read against: the one with the same pods and
+        the same defragmentation (``clique-blind+<mode>``) when it ran, else ``clique-blind``."""
+        mode = name.partition("+")[2]
+        tried = (f"clique-blind+{mode}", f"clique-blind+{mode.partition('+')[0]}")
+        blind = next((b for b in tried if mode and b in arms), "clique-blind")
+        return blind, statistics.fmean(arms[blind].stranded)
+
     for arm in arms.values():
+        blind, base = base_of(arm.name)
         if arm.name.startswith("topos") and base:
-            print(
-                f"  {arm.name}: stranded"
-                f" {statistics.fmean(arm.stranded) / base:.2f}× clique-blind's"
-            )
+            print(f"  {arm.name}: stranded {statistics.fmean(arm.stranded) / base:.2f}× {blind}'s")
     topos = arms[f"topos+{defrag[-1]}" if defrag else "topos"]
     share = topos.inside / topos.could if topos.could else 1.0
+    base = base_of(topos.name)[1]
     return share, statistics.fmean(topos.stranded) / base if base else 0.0
 
 

@@ -41,6 +41,9 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
     gather: Any = True
     """A gang the planner would split over NVLink cliques asks for moves into one clique (with
     ``onDemand`` and ``background``); any YAML value is read, so that a bad one is named."""
+    compact_racks: bool = msgspec.field(default=False, name="compactRacks")
+    """``background``: compaction may empty a whole NVLink rack, moving its gangs whole into
+    other racks in use."""
 
     def __post_init__(self) -> None:
         if self.mode is not False and self.mode not in MODES:
@@ -57,4 +60,5 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
             evictions_per_hour=self.evictions_per_hour,
             interval_s=self.interval_s,
             gather=self.gather,
+            compact_racks=self.compact_racks,
         )

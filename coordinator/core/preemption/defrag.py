@@ -22,11 +22,11 @@ only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Sta
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from coordinator.core.domains.capacity import GPU, NodeState
-from coordinator.core.domains.layout import DomainKeys, build_layout
+from coordinator.core.domains.layout import DomainKeys, Layout, build_layout
 from coordinator.core.domains.packing import EligibleFn, Member
 from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
@@ -73,6 +73,9 @@ class DefragSettings:
     gather: bool = True
     """A gang the planner would split over NVLink cliques asks for moves into one clique
     (``gather.py``)."""
+    compact_racks: bool = False
+    """``background``: compaction may also empty a whole NVLink rack (clique) by moving its
+    movable gangs whole into other racks in use, and its lone pods onto nodes in use."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -224,18 +227,20 @@ def plan_defrag(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Compaction:
-    """``background``: the movable pods of one node moved onto nodes already in use, so that the
-    node is free whole while nothing waits."""
+    """``background``: the movable pods of one node (or of one NVLink rack) moved onto nodes
+    already in use, so that the node (the rack) is free whole while nothing waits."""
 
-    node: str
+    node: str  # the node freed, or the clique (``clique``)
     moved: tuple[RunningPod, ...]
     destinations: tuple[tuple[str, str], ...]  # (moved pod, a node it fits on)
     lost_gpu_seconds: float
+    clique: bool = False  # ``node`` names an NVLink clique emptied whole
 
     def describe(self) -> str:
         pods = ", ".join(sorted(p.key for p in self.moved))
+        what = f"NVLink clique {self.node}" if self.clique else self.node
         return (
-            f"compaction frees {self.node} whole: moving {len(self.moved)} pod"
+            f"compaction frees {what} whole: moving {len(self.moved)} pod"
             f"{'s' if len(self.moved) != 1 else ''} ({pods}) onto nodes already in use "
             f"({self.lost_gpu_seconds:.0f} GPU-seconds of work lost)"
         )
@@ -262,7 +267,9 @@ def plan_compaction(
 
     A node of an NVLink clique (``keys.clique``) is emptied only when that leaves the whole
     clique idle: a tray freed in a rack still in use frees nothing a rack-wide gang can have,
-    and its GPUs, moved elsewhere, are stranded in the rack (docs/topology.md)."""
+    and its GPUs, moved elsewhere, are stranded in the rack (docs/topology.md). With
+    ``settings.compact_racks`` a whole rack is emptied first where it can be
+    (:func:`_empty_rack`)."""
     settings = settings or DefragSettings()
     by_node: dict[str, list[RunningPod]] = {}
     for pod in running:
@@ -273,8 +280,24 @@ def plan_compaction(
     for n in nodes:
         if (clique := layout.clique_of.get(n.name)) is not None:
             busy[clique] = busy.get(clique, 0) + n.gpus_used
+    given = relocate
     if relocate is None:
         relocate = by_requests({n.name: n.free for n in used}, {})
+    if settings.compact_racks and layout.cliques:
+        rack = _empty_rack(
+            layout,
+            nodes,
+            running,
+            busy,
+            max_pods=max_pods,
+            settings=settings,
+            budgets=budgets,
+            now=now,
+            protections=protections,
+            relocate=given or by_requests({n.name: n.free for n in nodes if n.schedulable}, {}),
+        )
+        if rack is not None:
+            return rack  # a whole rack first: what a rack-wide gang needs
     best: tuple[int, float, str] | None = None
     found: Compaction | None = None
     for node in used:
@@ -313,3 +336,109 @@ def plan_compaction(
                 lost_gpu_seconds=lost,
             )
     return found
+
+
+def _holds_gpus(pod: RunningPod) -> bool:
+    return pod.requests.get(GPU, 0) > 0 or bool(pod.gpus) or pod.share is not None
+
+
+def _empty_rack(
+    layout: Layout,
+    nodes: Sequence[NodeState],
+    running: Sequence[RunningPod],
+    busy: Mapping[str, int],
+    *,
+    max_pods: int,
+    settings: DefragSettings,
+    budgets: Sequence[DisruptionBudget],
+    now: float | None,
+    protections: Protections | None,
+    relocate: RelocateFn,
+) -> Compaction | None:
+    """The NVLink rack in use whose GPU pods, all movable and past their minimum runtime, can
+    leave it so that it is idle: each gang in it whole into one other rack in use (the tightest
+    that holds it, as the planner's ``balanced`` clique tier would place it again), each lone
+    pod onto a node in use outside it — fewest pods, then least work lost, at most
+    ``max_pods`` pods and ``settings.max_loss_ratio`` of the rack's GPUs × ``horizon_s``."""
+    state = {n.name: n for n in nodes}
+    used = {n.name for n in nodes if n.schedulable and n.gpus_used > 0}
+    by_gang: dict[str, list[RunningPod]] = {}
+    for pod in running:
+        if pod.gang:
+            by_gang.setdefault(pod.gang, []).append(pod)
+    free: dict[str, int] = {}  # clique → free GPUs on its schedulable nodes
+    for name, clique in layout.cliques.items():
+        free[name] = sum(state[n].gpus_free for n in clique.nodes if state[n].schedulable)
+    best: tuple[tuple[int, float, str], Compaction] | None = None
+    for name, clique in layout.cliques.items():
+        if not busy.get(name):
+            continue
+        inside = set(clique.nodes)
+        pods = [p for p in running if p.node in inside and _holds_gpus(p)]
+        if not pods or len(pods) > max_pods or any(not p.movable for p in pods):
+            continue
+        gangs = {p.gang for p in pods if p.gang}
+        if any(q.node not in inside for g in gangs for q in by_gang[g]):
+            continue  # a gang reaching outside the rack would leave pieces there
+        units = evictable_units(
+            pods, below=max(p.priority for p in pods) + 1, now=now, protections=protections
+        )
+        if units.protected or within_budgets(units.units, budgets)[1]:
+            continue
+        lost = sum(u.cost.gpu_seconds for u in units.units)
+        gpus = sum(state[n].gpus_total for n in clique.nodes)
+        if lost > settings.max_loss_ratio * gpus * settings.horizon_s:
+            continue
+        rank = (len(pods), lost, name)
+        if best is not None and rank >= best[0]:
+            continue
+        placed = _relocate_rack(layout, name, pods, by_gang, free, busy, used, relocate)
+        if placed is None:
+            continue
+        found = Compaction(
+            node=name, moved=tuple(pods), destinations=placed, lost_gpu_seconds=lost, clique=True
+        )
+        best = (rank, found)
+    return best[1] if best is not None else None
+
+
+def _relocate_rack(
+    layout: Layout,
+    leaving: str,
+    pods: Sequence[RunningPod],
+    by_gang: Mapping[str, Sequence[RunningPod]],
+    free: Mapping[str, int],
+    busy: Mapping[str, int],
+    used: Collection[str],
+    relocate: RelocateFn,
+) -> tuple[tuple[str, str], ...] | None:
+    """Where the GPU pods of rack ``leaving`` go: each gang (largest first) whole into the
+    tightest other rack in use that holds it, on nodes no gang moved before took; then the lone
+    pods onto other nodes in use. ``None`` when one fits nowhere."""
+    inside = set(layout.cliques[leaving].nodes)
+    taken: set[str] = set()
+    out: list[tuple[str, str]] = []
+    gangs = sorted({p.gang for p in pods if p.gang}, key=lambda g: (-len(by_gang[g]), g))
+    racks = sorted((free[c], c) for c in layout.cliques if c != leaving and busy.get(c))
+    for gang in gangs:
+        members = by_gang[gang]
+        need = sum(p.requests.get(GPU, 0) for p in members)
+        for room, rack in racks:
+            if room < need:
+                continue
+            onto = {n for n in layout.cliques[rack].nodes if n not in taken}
+            placed = relocate(members, (), onto=onto)
+            if isinstance(placed, str):
+                continue
+            out.extend(placed)
+            taken.update(node for _, node in placed)
+            break
+        else:
+            return None
+    lone = [p for p in pods if not p.gang]
+    if lone:
+        placed = relocate(lone, (), onto=set(used) - inside - taken)
+        if isinstance(placed, str):
+            return None
+        out.extend(placed)
+    return tuple(out)

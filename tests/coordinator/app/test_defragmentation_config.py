@@ -20,10 +20,13 @@ defragmentation:
   priorityStep: 50
   evictionsPerHour: 8
   intervalSeconds: 30
+  compactRacks: true
 """
     s = parse_config(load_yaml(text)).defragmentation.settings()
     assert (s.mode, s.max_loss_ratio, s.horizon_s) == ("background", 0.02, 7200.0)
     assert (s.priority_step, s.evictions_per_hour, s.interval_s) == (50, 8, 30.0)
+    assert s.compact_racks
+    assert not parse_config(load_yaml("{}")).defragmentation.settings().compact_racks
 
 
 def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
@@ -56,6 +59,10 @@ def test_gathering_is_on_where_defragmentation_is_unless_turned_off() -> None:
         ("defragmentation: {mod: off}", ["defragmentation.mod"]),
         ("defragmentation: {gather: sometimes}", ["defragmentation.gather", "'sometimes'"]),
         ("defragmentation: {gather: 1}", ["defragmentation.gather", "1 is neither"]),
+        (
+            "defragmentation: {compactRacks: maybe}",
+            ["defragmentation.compactRacks", "true or false"],
+        ),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_key_and_value(text: str, words: list[str]) -> None:
