@@ -13,6 +13,11 @@ DeviceTaintRules (KEP-5055) add their taint to every device of a usable pool the
 matches, as kube-scheduler's allocator sees them: the devices of :meth:`DraState.devices_on`
 carry the slice's own taints, then the rules' (by rule name); :meth:`DraState.taint_rule` says
 which rule put a taint on a device, for refusals.
+
+Free devices: :meth:`DraState.free_on` lists a node's devices no claim holds whole, remembered
+per node and carried to the next state for every node the changed claims' devices are not on
+(a bind changes one node of hundreds); :meth:`DraState.nodes_with_free` names the nodes a slice
+naming them gives such a device, from per-node counts kept the same way.
 """
 
 from __future__ import annotations
@@ -107,6 +112,13 @@ class DraState:
             for node, slices in self._named.items()
         }
         self._selected_ids = frozenset(d.id for s in self._selected for d in s.devices)
+        #: the node of each device in a slice naming its node, and each such node's device count
+        self._node_of = {d: node for node, ids in self._named_ids.items() for d in ids}
+        self._named_size = {node: len(ids) for node, ids in self._named_ids.items()}
+        #: some device allows multiple allocations (then a device no claim holds whole may
+        #: still be shared: the allocator walks every candidate)
+        self.shareable = any(d.allow_multiple for s in self._pool_slices for d in s.devices)
+        self._free_cache()
         self._count_claims()
 
     def _count_claims(self) -> None:
@@ -126,6 +138,35 @@ class DraState:
         self.consumed: dict[DeviceId, dict[str, Fraction]] = {}
         _add_shares(self.consumed, results)
         self.held: frozenset[DeviceId] = self.allocated | frozenset(self.consumed)
+        self._busy = Counter(n for d in self.allocated if (n := self._node_of.get(d)) is not None)
+
+    def _free_cache(
+        self,
+        before: DraState | None = None,
+        changed: Iterable[DeviceId] = (),
+        *,
+        link: bool = False,
+    ) -> None:
+        """Start this state's :meth:`free_on` entries: ``before``'s for the nodes none of the
+        ``changed`` devices is on (none when one is on a slice chosen by node labels). ``link``
+        (a state with allocations in flight, which ``before`` outlives): what is found for the
+        other nodes is written to ``before`` too (and on up), where it is equally true."""
+        self._free: dict[str, tuple[Device, ...]] = {}
+        self._free_parent: DraState | None = None
+        self._touched: set[str] = set()
+        if before is None:
+            return
+        for d in changed:
+            node = self._node_of.get(d)
+            if node is not None:
+                self._touched.add(node)
+            elif d in self._selected_ids:
+                return  # any node may reach it
+        self._free = dict(before._free)
+        for node in self._touched:
+            self._free.pop(node, None)
+        if link:
+            self._free_parent = before
 
     def with_claims(
         self, claims: dict[str, ResourceClaim], rejected: Iterable[DraObjectError] = ()
@@ -142,17 +183,27 @@ class DraState:
         other.claims = tuple(claims.values())
         other.claim_by_key = claims
         other.rejected = {(e.kind, e.key): e for e in rejected}
-        if not other._count_changes(self):
+        changed = other._count_changes(self)
+        if changed is None:
             other._count_claims()
+            other._free_cache()
+        elif other._by_node is self._by_node:
+            other._free_cache(self, changed)
+        else:
+            other._free_cache()
         return other
 
-    def _count_changes(self, before: DraState) -> bool:
+    def _count_changes(self, before: DraState) -> list[DeviceId] | None:
         """What the claims hold, from ``before``'s and the claims that differ (by identity): a
-        bind changes one claim of thousands. ``False`` (count them all) when shares are
-        involved, or when a device was held by two claims (then a release frees it or not)."""
+        bind changes one claim of thousands. Returns the devices of the claims that changed;
+        ``None`` (count them all) when shares are involved, or when a device was held by two
+        claims (then a release frees it or not)."""
         if before.consumed or before._doubled:
-            return False
+            return None
         allocated = set(before.allocated)
+        busy = before._busy.copy()
+        node_of = self._node_of
+        changed: list[DeviceId] = []
         old = before.claim_by_key
         now = self.claim_by_key
         gone = [c for k, c in old.items() if now.get(k) is not c]
@@ -162,17 +213,25 @@ class DraState:
                 for r in c.allocation.results if c.allocation is not None else ():
                     if r.admin_access:
                         continue
-                    if r.share_id or (keep and r.device in allocated):
-                        return False  # a share, or a device two claims name
+                    device = r.device
+                    if r.share_id or (keep and device in allocated):
+                        return None  # a share, or a device two claims name
+                    changed.append(device)
+                    node = node_of.get(device)
                     if keep:
-                        allocated.add(r.device)
-                    else:
-                        allocated.discard(r.device)
+                        allocated.add(device)
+                        if node is not None:
+                            busy[node] += 1
+                    elif device in allocated:
+                        allocated.discard(device)
+                        if node is not None:
+                            busy[node] -= 1
         self.allocated = frozenset(allocated)
         self.consumed = {}
         self.held = self.allocated
+        self._busy = busy
         self._doubled = False
-        return True
+        return changed
 
     def _sharing_devices(self) -> DraState:
         """A new state sharing this one's slices, classes, rules and device indexes; the
@@ -186,6 +245,8 @@ class DraState:
         other._named, other._selected = self._named, self._selected
         other._named_ids, other._selected_ids = self._named_ids, self._selected_ids
         other._by_node, other._by_id = self._by_node, self._by_id
+        other._node_of, other._named_size = self._node_of, self._named_size
+        other.shareable = self.shareable
         other._doubled = True  # not known: a state built on this one counts its claims
         return other
 
@@ -254,6 +315,28 @@ class DraState:
                     )
             hit = self._by_node[node] = tuple(out)
         return hit
+
+    def free_on(self, node: str, labels: Mapping[str, str]) -> tuple[Device, ...]:
+        """The devices of :meth:`devices_on` no claim holds whole (a device allowing multiple
+        allocations may be shared still), in slice order; remembered per node name."""
+        hit = self._free.get(node)
+        if hit is None:
+            allocated = self.allocated
+            hit = tuple(d for d in self.devices_on(node, labels) if d.id not in allocated)
+            self._free[node] = hit
+            up = self
+            while up._free_parent is not None and node not in up._touched:
+                up = up._free_parent
+                up._free.setdefault(node, hit)
+        return hit
+
+    def nodes_with_free(self) -> frozenset[str] | None:
+        """Nodes a slice naming them gives a device no claim holds whole; ``None`` when some
+        usable slice is chosen by node labels (then any node may reach a free device)."""
+        if self._selected:
+            return None
+        size, busy = self._named_size, self._busy
+        return frozenset(n for n, k in size.items() if busy.get(n, 0) < k)
 
     def usable_devices(self) -> Iterator[Device]:
         """Every device of every usable pool, whatever node reaches it."""
@@ -342,10 +425,18 @@ class DraState:
         other.rejected = self.rejected
         claims = dict(self.claim_by_key)
         taken = set(self.allocated)
+        busy = self._busy.copy()
+        changed: list[DeviceId] = []
         consumed = {d: dict(used) for d, used in self.consumed.items()}
         for a in allocs:
             mine = [r for r in a.results if not r.admin_access]
-            taken.update(r.device for r in mine if not r.share_id)
+            for r in mine:
+                if not r.share_id and r.device not in taken:
+                    taken.add(r.device)
+                    changed.append(r.device)
+                    node = self._node_of.get(r.device)
+                    if node is not None:
+                        busy[node] += 1
             if not a.reserve_only:  # a reserved claim's shares are counted as its allocation
                 _add_shares(consumed, mine)
             claim = claims.get(a.key)
@@ -356,6 +447,8 @@ class DraState:
         other.allocated = frozenset(taken)
         other.consumed = consumed
         other.held = other.allocated | frozenset(consumed)
+        other._busy = busy
+        other._free_cache(self, changed, link=True)
         return other
 
 
