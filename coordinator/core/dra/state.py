@@ -23,7 +23,7 @@ naming them gives such a device, from per-node counts kept the same way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from fractions import Fraction
 
@@ -169,12 +169,17 @@ class DraState:
             self._free_parent = before
 
     def with_claims(
-        self, claims: dict[str, ResourceClaim], rejected: Iterable[DraObjectError] = ()
+        self,
+        claims: dict[str, ResourceClaim],
+        rejected: Iterable[DraObjectError] = (),
+        *,
+        changed: Collection[str] | None = None,
     ) -> DraState:
         """The same slices, classes and rules with these claims (by ``key``; the dict is kept)
         and rejected objects: what a claim change needs, without sorting pools and indexing
         devices again — equal to ``DraState(self.slices, self.classes, claims.values(),
-        rejected, self.rules)``."""
+        rejected, self.rules)``. ``changed``: the keys of every claim that may differ from
+        this state's (``None``: any; they are compared)."""
         if self._by_id is None:  # built once here, then shared by every later state
             self._by_id = {d.id: d for s in self._pool_slices for d in s.devices}
         other = self._sharing_devices()
@@ -183,17 +188,19 @@ class DraState:
         other.claims = tuple(claims.values())
         other.claim_by_key = claims
         other.rejected = {(e.kind, e.key): e for e in rejected}
-        changed = other._count_changes(self)
-        if changed is None:
+        devices = other._count_changes(self, changed)
+        if devices is None:
             other._count_claims()
             other._free_cache()
         elif other._by_node is self._by_node:
-            other._free_cache(self, changed)
+            other._free_cache(self, devices)
         else:
             other._free_cache()
         return other
 
-    def _count_changes(self, before: DraState) -> list[DeviceId] | None:
+    def _count_changes(
+        self, before: DraState, keys: Collection[str] | None = None
+    ) -> list[DeviceId] | None:
         """What the claims hold, from ``before``'s and the claims that differ (by identity): a
         bind changes one claim of thousands. Returns the devices of the claims that changed;
         ``None`` (count them all) when shares are involved, or when a device was held by two
@@ -206,8 +213,12 @@ class DraState:
         changed: list[DeviceId] = []
         old = before.claim_by_key
         now = self.claim_by_key
-        gone = [c for k, c in old.items() if now.get(k) is not c]
-        came = [c for k, c in now.items() if old.get(k) is not c]
+        if keys is None:
+            gone = [c for k, c in old.items() if now.get(k) is not c]
+            came = [c for k, c in now.items() if old.get(k) is not c]
+        else:
+            gone = [c for k in keys if (c := old.get(k)) is not None and now.get(k) is not c]
+            came = [c for k in keys if (c := now.get(k)) is not None and old.get(k) is not c]
         for claims, keep in ((gone, False), (came, True)):
             for c in claims:
                 for r in c.allocation.results if c.allocation is not None else ():
@@ -413,6 +424,8 @@ class DraState:
             return frozenset()
         if not self._selected_ids.isdisjoint(self.held):
             return None
+        if not self.consumed:  # held whole only: the per-node counts say
+            return frozenset(n for n, k in self._busy.items() if k > 0)
         return frozenset(n for n, ids in self._named_ids.items() if not ids.isdisjoint(self.held))
 
     def with_allocations(self, allocations: Iterable[ClaimAllocation]) -> DraState:
