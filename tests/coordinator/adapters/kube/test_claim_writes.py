@@ -6,6 +6,7 @@ status; releasing undoes each of these."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -241,3 +242,32 @@ async def test_an_extended_resource_claim_is_created_for_the_pod(
     await writer.release_claims(pod, [written])  # the bind did not happen: the claim goes
     with pytest.raises(NotFound):
         await read(kube, namespace, written.name)
+
+
+async def test_a_pod_sharing_a_claim_being_allocated_waits_for_that_write(
+    kube: KubeClient, namespace: str
+) -> None:
+    """Two pods sharing one claim, decided one after the other before either write landed: the
+    second (the core found the claim allocated in flight: ``reserve_only`` with its devices)
+    waits for the first's write and joins ``reservedFor`` — no conflict, no pod decided again.
+    A pod decided on devices the claim does not hold is a conflict that leaves it alone."""
+    writer = KubeClusterWriter(kube)
+    first, second, third = [await make_pod(kube, namespace, n) for n in ("a", "b", "c")]
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("shared", 2), namespace=namespace)
+    allocating = decided(claim, "gpu-1", "gpu-0", "gpu-1")
+    joining = dataclasses.replace(allocating, reserve_only=True)
+
+    await asyncio.gather(
+        writer.allocate_claims(first, [allocating]), writer.allocate_claims(second, [joining])
+    )
+
+    after = await read(kube, namespace, "shared")
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == [first.uid, second.uid]
+    assert [r["device"] for r in after["status"]["allocation"]["devices"]["results"]] == [
+        "gpu-0",
+        "gpu-1",
+    ]
+    elsewhere = dataclasses.replace(decided(claim, "gpu-1", "gpu-2", "gpu-3"), reserve_only=True)
+    with pytest.raises(BindConflict, match="holds other devices"):
+        await writer.allocate_claims(third, [elsewhere])
+    assert await read(kube, namespace, "shared") == after
