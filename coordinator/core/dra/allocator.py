@@ -150,8 +150,12 @@ def selects(device: Device, expressions: Sequence[str]) -> bool:
         if hit is None:
             from coordinator.core.dra.cel import compile_selector  # CEL loads on first use
 
+            selector = compile_selector(expr)
             try:
-                hit = compile_selector(expr).matches(device.cel())
+                if selector.driver_is is not None:
+                    hit = device.id.driver == selector.driver_is
+                else:
+                    hit = selector.matches(device.cel())
             except CelRuntimeError as bad:
                 hit = bad.error
             device.memo[expr] = hit
