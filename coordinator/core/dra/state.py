@@ -454,7 +454,7 @@ class DraState:
                 _add_shares(consumed, mine)
             claim = claims.get(a.key)
             if claim is not None and not a.extended:
-                claims[a.key] = replace(claim, allocation=_node_allocation(a))
+                claims[a.key] = _allocated(claim, a)
         other.claim_by_key = claims
         other.claims = tuple(claims.values())
         other.allocated = frozenset(taken)
@@ -473,6 +473,22 @@ def _add_shares(
             used = consumed.setdefault(r.device, {})
             for name, amount in r.consumed:
                 used[name] = used.get(name, Fraction(0)) + amount
+
+
+#: (claim, allocation in flight) → the claim allocated so: the same pair is counted again on
+#: every state until the watch shows the write (by identity; cleared when large)
+_ALLOCATED: dict[tuple[int, int], tuple[ResourceClaim, ClaimAllocation, ResourceClaim]] = {}
+
+
+def _allocated(claim: ResourceClaim, a: ClaimAllocation) -> ResourceClaim:
+    hit = _ALLOCATED.get((id(claim), id(a)))
+    if hit is not None and hit[0] is claim and hit[1] is a:
+        return hit[2]
+    if len(_ALLOCATED) > 4096:
+        _ALLOCATED.clear()
+    out = replace(claim, allocation=_node_allocation(a))
+    _ALLOCATED[(id(claim), id(a))] = (claim, a, out)
+    return out
 
 
 def _node_allocation(a: ClaimAllocation) -> Allocation:
