@@ -498,7 +498,9 @@ def _in(c: Constraint, request: str) -> bool:
     return not c.requests or request in c.requests
 
 
-def _applying(constraints: Sequence[Constraint], request: str) -> list[Constraint]:
+def _applying(constraints: Sequence[Constraint], request: str) -> Sequence[Constraint]:
+    if not constraints:  # the common case: no list built per node per request
+        return ()
     return [c for c in constraints if _in(c, request)]
 
 
