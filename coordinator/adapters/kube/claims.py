@@ -73,6 +73,9 @@ class KubeClaimWriter:
         self._client = client
         #: claim key → (its lock, how many writes hold or wait for it)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        #: claim key → the claim as our last write to it returned, while writes to it wait:
+        #: the next reserves on it without reading it again (a race is a 409, then it reads)
+        self._latest: dict[str, KubeObject] = {}
 
     @contextlib.asynccontextmanager
     async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
@@ -86,6 +89,7 @@ class KubeClaimWriter:
             lock, users = self._locks[key]
             if users == 1:
                 del self._locks[key]
+                self._latest.pop(key, None)
             else:
                 self._locks[key] = (lock, users - 1)
 
@@ -119,7 +123,7 @@ class KubeClaimWriter:
             # Unallocated at that version, so nobody else holds it: reservedFor is ours alone.
             status = {"allocation": allocation_status(claim), "reservedFor": [consumer(pod)]}
             try:
-                await self._patch(
+                self._latest[claim.key] = await self._patch(
                     claim, {"metadata": _version(version), "status": status}, "status"
                 )
             except KubeError as exc:
@@ -128,28 +132,40 @@ class KubeClaimWriter:
             return claim
 
     async def _reserve(self, pod: PodRef, claim: ClaimAllocation, what: str) -> None:
-        """Append the pod to an allocated claim's ``reservedFor`` (read, then write with the
-        read's ``resourceVersion``: another consumer added meanwhile is kept, never lost)."""
+        """Append the pod to an allocated claim's ``reservedFor`` (read — or as our last write
+        to it returned — then write with that ``resourceVersion``: another consumer added
+        meanwhile is kept, never lost; a stale copy is a 409, then the claim is read)."""
+        known = self._latest.pop(claim.key, None)
         try:
+            if known is not None:
+                with contextlib.suppress(Conflict):  # changed by someone else: read it
+                    await self._reserve_on(pod, claim, what, known)
+                    return
             obj = await self._client.get(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
-            status = dict(obj.get("status") or {})
-            if claim.uid and obj["metadata"].get("uid") != claim.uid:
-                raise BindConflict(f"reserve {what}: the claim was re-created")
-            if not status.get("allocation"):
-                raise BindConflict(f"reserve {what}: the claim is no longer allocated")
-            if claim.results and _devices(status["allocation"]) != {
-                (r.device.driver, r.device.pool, r.device.device) for r in claim.results
-            }:
-                raise BindConflict(f"reserve {what}: the claim holds other devices")
-            reserved = list(status.get("reservedFor") or [])
-            if any(r.get("uid") == pod.uid for r in reserved):
-                return
-            obj["status"] = {**status, "reservedFor": [*reserved, consumer(pod)]}
-            await self._client.replace(
-                RESOURCE_CLAIMS, claim.name, obj, namespace=claim.namespace, subresource="status"
-            )
+            await self._reserve_on(pod, claim, what, obj)
         except KubeError as exc:
             raise _conflict(f"reserve {what}", exc) from exc
+
+    async def _reserve_on(
+        self, pod: PodRef, claim: ClaimAllocation, what: str, obj: KubeObject
+    ) -> None:
+        status = dict(obj.get("status") or {})
+        if claim.uid and obj["metadata"].get("uid") != claim.uid:
+            raise BindConflict(f"reserve {what}: the claim was re-created")
+        if not status.get("allocation"):
+            raise BindConflict(f"reserve {what}: the claim is no longer allocated")
+        if claim.results and _devices(status["allocation"]) != {
+            (r.device.driver, r.device.pool, r.device.device) for r in claim.results
+        }:
+            raise BindConflict(f"reserve {what}: the claim holds other devices")
+        reserved = list(status.get("reservedFor") or [])
+        if any(r.get("uid") == pod.uid for r in reserved):
+            self._latest[claim.key] = obj
+            return
+        body = {**obj, "status": {**status, "reservedFor": [*reserved, consumer(pod)]}}
+        self._latest[claim.key] = await self._client.replace(
+            RESOURCE_CLAIMS, claim.name, body, namespace=claim.namespace, subresource="status"
+        )
 
     async def _create(
         self, pod: PodRef, claim: ClaimAllocation, written: list[ClaimAllocation]
