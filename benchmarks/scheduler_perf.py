@@ -97,6 +97,7 @@ from benchmarks.scheduler_perf_objects import (
     resource_driver,
     run_churn,
 )
+from benchmarks.scheduler_perf_templates import ObjectTemplate, TemplateError, load_template
 from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
 from devcluster.binaries import (
@@ -123,7 +124,7 @@ CREATORS = 32
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    template: dict[str, Any]
+    template: ObjectTemplate  # rendered per object: index among the step's ``count``
     count: int
     measured: bool = False
     namespace: str | None = None  # createPods' own (else one of the run's)
@@ -164,16 +165,19 @@ def module_dir() -> Path:
     return Path(info["Dir"])
 
 
-def _template(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise WorkloadError(f"{path}: no such template")
-    text = path.read_text()
-    if "{{" in text:
-        raise WorkloadError(f"{path}: a templated file ({{{{…}}}}) is not read by this runner")
-    loaded = yaml.safe_load(text)
-    if not isinstance(loaded, dict):
-        raise WorkloadError(f"{path}: expected one object")
-    return loaded
+def _template(path: Path) -> ObjectTemplate:
+    try:
+        return load_template(path)
+    except TemplateError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+def _plain(path: Path) -> dict[str, Any]:
+    """A file read whole (one object for every use): a templated one is refused."""
+    template = _template(path)
+    if template.templated:
+        raise WorkloadError(f"{path}: a templated file ({{{{…}}}}) is not read here")
+    return template.render()
 
 
 def _count(op: Mapping[str, Any], params: Mapping[str, Any], where: str) -> int:
@@ -231,14 +235,15 @@ def load_workload(
             paths = op.get("templatePaths") or []
             if not isinstance(paths, list) or not paths:
                 raise WorkloadError(f"{where}.templatePaths: {paths!r}: give at least one file")
-            churn.append(churn_op([_template(base / p) for p in paths], op, where))
+            churn.append(churn_op([_plain(base / p) for p in paths], op, where))
         elif opcode == "createResourceDriver":
             drivers.append(resource_driver(op, params, where))
         elif opcode == "createAny":
             path = op.get("templatePath")
             if not isinstance(path, str) or not path:
                 raise WorkloadError(f"{where}.templatePath: {path!r} is not a file")
-            objects.append(any_object(_template(base / path), op, where))
+            count = _count(op, params, where) if "count" in op or "countParam" in op else 1
+            objects.append(any_object(_template(base / path), op, where, count))
         else:
             raise WorkloadError(f"{where}.opcode: {opcode!r} is not read by this runner")
     measured_in = {s.namespace for s in pods if s.measured}
@@ -334,7 +339,7 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> None:
             if step.label is not None:
                 key, values = step.label
                 label = {key: values[j % len(values)]}  # round robin, as upstream
-            bodies.append(node_body(step.template, len(bodies), label))
+            bodies.append(node_body(step.template.render(j, step.count), len(bodies), label))
 
     async def one(body: dict[str, Any], status: dict[str, Any]) -> None:
         async with sem:
@@ -425,9 +430,9 @@ async def one_run(
         if s.measured:
             continue
         where = s.namespace or spaces["init"]
-        for _ in range(s.count):
+        for j in range(s.count):  # each step's pods rendered with their index in the step
             by_space.setdefault(where, []).append(
-                pod_body(s.template, f"init-{index:05d}", scheduler_name)
+                pod_body(s.template.render(j, s.count), f"init-{index:05d}", scheduler_name)
             )
             index += 1
     if not by_space:  # a pod to bind before measuring: the scheduler has started (see above)
@@ -445,9 +450,10 @@ async def one_run(
     spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
     connections = ConnectionCount(proc.pid, plane.state.apiserver_port).start()
+    steps = [(s, j) for s in workload.pods if s.measured for j in range(s.count)]
     measured = [
-        pod_body(s.template, f"p-{i:05d}", scheduler_name)
-        for i, s in enumerate(s for s in workload.pods if s.measured for _ in range(s.count))
+        pod_body(s.template.render(j, s.count), f"p-{i:05d}", scheduler_name)
+        for i, (s, j) in enumerate(steps)
     ]
     stop = asyncio.Event()
     churning = [

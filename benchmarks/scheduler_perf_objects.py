@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks.scheduler_perf_templates import ObjectTemplate
 from common.kube import NODES, PODS, KubeClient
 from common.kube.errors import AlreadyExists, NotFound
 from common.kube.resources import (
@@ -72,12 +73,14 @@ class ResourceDriver:
 
 @dataclass(frozen=True, slots=True)
 class AnyObject:
-    """``createAny``: one object from a file (not a templated one, so one name: count 1), in
-    ``namespace`` when its kind is namespaced."""
+    """``createAny``: ``count`` objects from a file (rendered with each one's index: a file
+    without ``{{.Index}}`` makes one name, so one object), in ``namespace`` when its kind is
+    namespaced."""
 
-    template: dict[str, Any]
+    template: ObjectTemplate
     resource: Resource
     namespace: str | None = None
+    count: int = 1
 
 
 def positive_int(op: Mapping[str, Any], key: str, where: str, *, minimum: int = 1) -> int:
@@ -105,8 +108,10 @@ def resource_driver(op: Mapping[str, Any], params: Mapping[str, Any], where: str
     return ResourceDriver(driver, nodes, most)
 
 
-def any_object(template: dict[str, Any], op: Mapping[str, Any], where: str) -> AnyObject:
-    resource = resource_of(template, f"{where}.templatePath")
+def any_object(
+    template: ObjectTemplate, op: Mapping[str, Any], where: str, count: int = 1
+) -> AnyObject:
+    resource = resource_of(template.render(0, max(count, 1)), f"{where}.templatePath")
     namespace = op.get("namespace")
     if namespace is not None and (not isinstance(namespace, str) or not namespace):
         raise WorkloadError(f"{where}.namespace: {namespace!r} is not a namespace")
@@ -116,12 +121,12 @@ def any_object(template: dict[str, Any], op: Mapping[str, Any], where: str) -> A
         )
     if not namespace and resource.namespaced:
         raise WorkloadError(f"{where}.namespace: not set, but {resource.kind} is namespaced")
-    if op.get("count", 1) != 1 or "countParam" in op:
+    if count != 1 and not template.templated:
         raise WorkloadError(
-            f"{where}.count: {op.get('count', op.get('countParam'))!r}: more than one object "
-            "needs a templated file ({{.Index}}), which this runner does not read"
+            f"{where}.count: {count!r}: more than one object needs a templated file "
+            f"({{{{.Index}}}} in its name), {template.path.name} is not"
         )
-    return AnyObject(template, resource, namespace)
+    return AnyObject(template, resource, namespace, count)
 
 
 def slice_body(driver: str, node: str, devices: int) -> dict[str, Any]:
@@ -170,9 +175,16 @@ async def publish_slices(kube: KubeClient, driver: ResourceDriver) -> int:
 
 
 async def create_any(kube: KubeClient, obj: AnyObject) -> None:
-    """Create it; one that exists already (made for an earlier scheduler's turn) is kept."""
-    with contextlib.suppress(AlreadyExists):
-        await kube.create(obj.resource, obj.template, namespace=obj.namespace)
+    """Create them; one that exists already (made for an earlier scheduler's turn) is kept."""
+    sem = asyncio.Semaphore(32)
+
+    async def one(index: int) -> None:
+        body = obj.template.render(index, obj.count)
+        async with sem:
+            with contextlib.suppress(AlreadyExists):
+                await kube.create(obj.resource, body, namespace=obj.namespace)
+
+    await asyncio.gather(*(one(i) for i in range(obj.count)))
 
 
 @dataclass(frozen=True, slots=True)

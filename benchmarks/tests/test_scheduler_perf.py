@@ -28,11 +28,11 @@ def test_scheduling_basic_is_read_from_upstream_yaml(upstream_config: Path) -> N
     assert small.node_count == 5
     assert small.measured_pods == 10
     assert [(s.count, s.measured) for s in small.pods] == [(5, False), (10, True)]
-    node, status = scheduler_perf.node_body(small.nodes[0].template, 3)
+    node, status = scheduler_perf.node_body(small.nodes[0].template.render(), 3)
     assert node["metadata"]["name"] == "scheduler-perf-00003"  # the template's generateName
     assert node["metadata"]["annotations"]["kwok.x-k8s.io/node"] == "fake"
     assert status["capacity"] == {"pods": "110", "cpu": "4", "memory": "32Gi"}
-    pod = scheduler_perf.pod_body(small.pods[1].template, "p-1", "topos")
+    pod = scheduler_perf.pod_body(small.pods[1].template.render(), "p-1", "topos")
     assert pod["spec"]["schedulerName"] == "topos"
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {
         "cpu": "100m",
@@ -57,7 +57,7 @@ def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config:
     )
     assert spread.nodes[0].label == ("topology.kubernetes.io/zone", ("moon-1", "moon-2", "moon-3"))
     node, _ = scheduler_perf.node_body(
-        spread.nodes[0].template, 4, {"topology.kubernetes.io/zone": "moon-2"}
+        spread.nodes[0].template.render(), 4, {"topology.kubernetes.io/zone": "moon-2"}
     )
     assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "moon-2"
     unschedulable = scheduler_perf.load_workload(

@@ -44,7 +44,7 @@ def test_dra_claim_template_case_is_read_from_upstream_yaml(perf_dir: Path) -> N
     assert work.dra
     assert (work.node_count, work.measured_pods) == (500, 2500)
     assert work.drivers == (ResourceDriver("test-driver.cdi.k8s.io", "scheduler-perf-dra-*", 10),)
-    assert [(o.template["kind"], o.namespace) for o in work.objects] == [
+    assert [(o.template.render()["kind"], o.namespace) for o in work.objects] == [
         ("DeviceClass", None),
         ("ResourceClaimTemplate", "init"),
         ("ResourceClaimTemplate", "test"),
@@ -54,9 +54,9 @@ def test_dra_claim_template_case_is_read_from_upstream_yaml(perf_dir: Path) -> N
         (2500, True, "test"),
     ]
     # The node template's generateName names the nodes, so the driver's pattern finds them.
-    node, _ = scheduler_perf.node_body(work.nodes[-1].template, 7)
+    node, _ = scheduler_perf.node_body(work.nodes[-1].template.render(), 7)
     assert fnmatch.fnmatchcase(node["metadata"]["name"], work.drivers[0].nodes)
-    pod = scheduler_perf.pod_body(work.pods[1].template, "p-1", "topos")
+    pod = scheduler_perf.pod_body(work.pods[1].template.render(), "p-1", "topos")
     assert pod["spec"]["resourceClaims"] == [
         {"name": "resource", "resourceClaimTemplateName": "test-claim-template"}
     ]
@@ -170,7 +170,7 @@ DEPLOYMENT = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n"
         (
             "  - opcode: createAny\n    templatePath: class.yaml\n    countParam: $claims\n",
             {"class.yaml": CLASS},
-            r"\[0\]\.count: '\$claims': more than one object needs a templated file",
+            r"\[0\]\.count: 10: more than one object needs a templated file .*class\.yaml is not",
         ),
         (
             "  - opcode: churn\n    mode: recreate\n    templatePaths: [pod.yaml]\n",

@@ -109,6 +109,9 @@ class DraStore:
             "ComputeDomain": {},
         }
         self._parsed: dict[DraKind, dict[str, Parsed]] = {k: {} for k in self._raw}
+        #: the parsed claims by key, and the keys changed since the last state was built
+        self._claims: dict[str, ResourceClaim] = {}
+        self._claims_changed: set[str] = set()
         #: Objects left out, by (kind, key): why (what explain and logs show).
         self.errors: dict[tuple[DraKind, str], DraObjectError] = {}
         #: How many object versions were rejected since start (a metric).
@@ -147,6 +150,9 @@ class DraStore:
                 return
             self._parsed[kind].pop(key, None)
             self.errors.pop((kind, key), None)
+            if kind == "ResourceClaim":
+                self._claims.pop(key, None)
+                self._claims_changed.add(key)
         else:
             if raw.get(key) == obj:
                 return
@@ -168,6 +174,12 @@ class DraStore:
         except Exception as exc:  # a parser bug must not take the watch down
             log.exception("parsing %s %s failed", kind, key)
             parsed = DraObjectError(kind, key, f"{type(exc).__name__}: {exc}")
+        if kind == "ResourceClaim":
+            self._claims_changed.add(key)
+            if isinstance(parsed, ResourceClaim):
+                self._claims[key] = parsed
+            else:
+                self._claims.pop(key, None)
         if isinstance(parsed, DraObjectError):
             self._parsed[kind].pop(key, None)
             if self.errors.get((kind, key)) != parsed:
@@ -218,12 +230,10 @@ class DraStore:
                 and self._state is not EMPTY
                 and (slices or classes or rules)
             ):
-                by_key = {  # the store's keys are the claims' (namespace/name)
-                    k: o
-                    for k, o in self._parsed["ResourceClaim"].items()
-                    if isinstance(o, ResourceClaim)
-                }
-                self._state = self._state.with_claims(by_key, self.errors.values())
+                # the store's keys are the claims' (namespace/name); only these changed
+                self._state = self._state.with_claims(
+                    dict(self._claims), self.errors.values(), changed=self._claims_changed
+                )
             elif slices or classes or claims or rules or self.errors:
                 self._state = DraState(
                     slices=[o for o in slices if isinstance(o, ResourceSlice)],
@@ -237,4 +247,5 @@ class DraStore:
                 self._state = EMPTY
             self._state_version = self.version
             self._state_devices_version = self._devices_version
+            self._claims_changed = set()
         return self._state

@@ -6,9 +6,11 @@ For each :class:`~coordinator.core.dra.model.ClaimAllocation` of a decision, in 
 - an **existing claim** gets the ``resource.kubernetes.io/delete-protection`` finalizer (a
   strategic-merge patch carrying the decided ``resourceVersion``: the claim changed since the
   decision → ``409``), then ``status.allocation`` and the pod in ``status.reservedFor`` (the
-  finalizer write's ``resourceVersion`` as precondition again). An allocation without results
-  only adds the pod to ``reservedFor`` (the claim is allocated already: shared, or ours from
-  before a restart);
+  finalizer write's ``resourceVersion`` as precondition again). An allocation without results,
+  or one the core found made already (``reserve_only``: a claim shared with a pod whose write may
+  still be under way), only adds the pod to ``reservedFor`` — after the claim's other writes
+  from this coordinator, one at a time, so a pod sharing a claim waits for the write allocating
+  it rather than conflicting with it; with results, only if the claim holds those devices;
 - an **extended-resource claim** (KEP-5004, ``spec`` set) is created — ``generateName
   <pod>-extended-resources-``, owned by the pod (``controller: true``), annotated
   ``resource.kubernetes.io/extended-resource-claim: "true"``, finalizer set — then allocated and
@@ -24,9 +26,11 @@ pods that ran are released by kube-controller-manager, not by us.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 from common.kube import (
@@ -67,6 +71,27 @@ class KubeClaimWriter:
 
     def __init__(self, client: KubeClient) -> None:
         self._client = client
+        #: claim key → (its lock, how many writes hold or wait for it)
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        #: claim key → the claim as our last write to it returned, while writes to it wait:
+        #: the next reserves on it without reading it again (a race is a 409, then it reads)
+        self._latest: dict[str, KubeObject] = {}
+
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
+        """This coordinator's writes to one claim, in the order they come."""
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+                self._latest.pop(key, None)
+            else:
+                self._locks[key] = (lock, users - 1)
 
     async def allocate(
         self, pod: PodRef, claims: Sequence[ClaimAllocation]
@@ -86,42 +111,61 @@ class KubeClaimWriter:
         if claim.extended:
             return await self._create(pod, claim, written)
         what = f"claim {claim.key} for {pod.key}"
-        if not claim.results:
-            await self._reserve(pod, claim, what)
+        async with self._one_at_a_time(claim.key):
+            if not claim.results or claim.reserve_only:
+                await self._reserve(pod, claim, what)
+                return dataclasses.replace(claim, results=(), config=()) if claim.results else claim
+            try:
+                obj = await self._protect(claim)
+            except KubeError as exc:
+                raise _conflict(f"protect {what}", exc) from exc
+            version = str(obj["metadata"]["resourceVersion"])
+            # Unallocated at that version, so nobody else holds it: reservedFor is ours alone.
+            status = {"allocation": allocation_status(claim), "reservedFor": [consumer(pod)]}
+            try:
+                self._latest[claim.key] = await self._patch(
+                    claim, {"metadata": _version(version), "status": status}, "status"
+                )
+            except KubeError as exc:
+                await self._unprotect(claim)
+                raise _conflict(f"allocate {what}", exc) from exc
             return claim
-        try:
-            obj = await self._protect(claim)
-        except KubeError as exc:
-            raise _conflict(f"protect {what}", exc) from exc
-        version = str(obj["metadata"]["resourceVersion"])
-        # Unallocated at that version, so nobody else holds it: reservedFor is ours alone.
-        status = {"allocation": allocation_status(claim), "reservedFor": [consumer(pod)]}
-        try:
-            await self._patch(claim, {"metadata": _version(version), "status": status}, "status")
-        except KubeError as exc:
-            await self._unprotect(claim)
-            raise _conflict(f"allocate {what}", exc) from exc
-        return claim
 
     async def _reserve(self, pod: PodRef, claim: ClaimAllocation, what: str) -> None:
-        """Append the pod to an allocated claim's ``reservedFor`` (read, then write with the
-        read's ``resourceVersion``: another consumer added meanwhile is kept, never lost)."""
+        """Append the pod to an allocated claim's ``reservedFor`` (read — or as our last write
+        to it returned — then write with that ``resourceVersion``: another consumer added
+        meanwhile is kept, never lost; a stale copy is a 409, then the claim is read)."""
+        known = self._latest.pop(claim.key, None)
         try:
+            if known is not None:
+                with contextlib.suppress(Conflict):  # changed by someone else: read it
+                    await self._reserve_on(pod, claim, what, known)
+                    return
             obj = await self._client.get(RESOURCE_CLAIMS, claim.name, namespace=claim.namespace)
-            status = dict(obj.get("status") or {})
-            if claim.uid and obj["metadata"].get("uid") != claim.uid:
-                raise BindConflict(f"reserve {what}: the claim was re-created")
-            if not status.get("allocation"):
-                raise BindConflict(f"reserve {what}: the claim is no longer allocated")
-            reserved = list(status.get("reservedFor") or [])
-            if any(r.get("uid") == pod.uid for r in reserved):
-                return
-            obj["status"] = {**status, "reservedFor": [*reserved, consumer(pod)]}
-            await self._client.replace(
-                RESOURCE_CLAIMS, claim.name, obj, namespace=claim.namespace, subresource="status"
-            )
+            await self._reserve_on(pod, claim, what, obj)
         except KubeError as exc:
             raise _conflict(f"reserve {what}", exc) from exc
+
+    async def _reserve_on(
+        self, pod: PodRef, claim: ClaimAllocation, what: str, obj: KubeObject
+    ) -> None:
+        status = dict(obj.get("status") or {})
+        if claim.uid and obj["metadata"].get("uid") != claim.uid:
+            raise BindConflict(f"reserve {what}: the claim was re-created")
+        if not status.get("allocation"):
+            raise BindConflict(f"reserve {what}: the claim is no longer allocated")
+        if claim.results and _devices(status["allocation"]) != {
+            (r.device.driver, r.device.pool, r.device.device) for r in claim.results
+        }:
+            raise BindConflict(f"reserve {what}: the claim holds other devices")
+        reserved = list(status.get("reservedFor") or [])
+        if any(r.get("uid") == pod.uid for r in reserved):
+            self._latest[claim.key] = obj
+            return
+        body = {**obj, "status": {**status, "reservedFor": [*reserved, consumer(pod)]}}
+        self._latest[claim.key] = await self._client.replace(
+            RESOURCE_CLAIMS, claim.name, body, namespace=claim.namespace, subresource="status"
+        )
 
     async def _create(
         self, pod: PodRef, claim: ClaimAllocation, written: list[ClaimAllocation]
@@ -300,6 +344,11 @@ class KubeClaimWriter:
             )
         except KubeError as exc:
             log.info("clearing the extended-resource claim of %s failed: %s", pod.key, exc)
+
+
+def _devices(allocation: Mapping[str, Any]) -> set[tuple[str, str, str]]:
+    results = (allocation.get("devices") or {}).get("results") or ()
+    return {(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))) for r in results}
 
 
 def _version(version: str, **fields: Any) -> dict[str, Any]:

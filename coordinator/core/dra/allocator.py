@@ -88,6 +88,10 @@ class SharedCandidate(NamedTuple):
 
 
 class DeviceChooser(Protocol):
+    #: every device is usable and :meth:`choose` takes the first ``count`` candidates: the
+    #: allocator may stop walking a node's devices at the first that fit
+    first_fit: bool
+
     def usable(self, device: Device) -> bool:
         """Whether the node can give this device at all (e.g. a GPU no classic pod holds)."""
         ...
@@ -105,6 +109,8 @@ class DeviceChooser(Protocol):
 
 class FirstFit:
     """The devices in slice order (kube-scheduler's choice)."""
+
+    first_fit = True
 
     def usable(self, device: Device) -> bool:
         return True
@@ -144,8 +150,12 @@ def selects(device: Device, expressions: Sequence[str]) -> bool:
         if hit is None:
             from coordinator.core.dra.cel import compile_selector  # CEL loads on first use
 
+            selector = compile_selector(expr)
             try:
-                hit = compile_selector(expr).matches(device.cel())
+                if selector.driver_is is not None:
+                    hit = device.id.driver == selector.driver_is
+                else:
+                    hit = selector.matches(device.cel())
             except CelRuntimeError as bad:
                 hit = bad.error
             device.memo[expr] = hit
@@ -240,10 +250,20 @@ class _Allocator:
     ) -> None:
         self.state = state
         reachable = state.devices_on(node, labels)
-        self.devices = [d for d in reachable if chooser.usable(d)]  # and not held outside DRA
+        free = state.free_on(node, labels)
+        self.devices: Sequence[Device] = reachable
+        #: the devices no claim holds whole (what a request without admin access may get)
+        self.free: Sequence[Device] = free
         #: tainted devices the node cannot give anyway (a GPU Topos holds unhealthy, whose rule
         #: says so): counted in a refusal's taints, which say why more lastingly than "not free"
-        self.withheld = [d for d in reachable if d.taints and not chooser.usable(d)]
+        self.withheld: Sequence[Device] = ()
+        if not chooser.first_fit:  # and not held outside DRA
+            self.devices = [d for d in reachable if chooser.usable(d)]
+            self.free = [d for d in free if chooser.usable(d)]
+            self.withheld = [d for d in reachable if d.taints and not chooser.usable(d)]
+        #: a request without constraints may stop at the first devices that fit (the chooser
+        #: takes them in order, and no device is shared, which would be chosen best-fit)
+        self.first_fit = chooser.first_fit and not state.shareable
         self.chooser = chooser
         self.taken: set[DeviceId] = set()  # held whole by earlier requests of this pod
         #: what earlier requests of this pod consume of shared devices
@@ -259,7 +279,15 @@ class _Allocator:
         base = self.state.used(device)
         return {n: base.get(n, Fraction(0)) + mine.get(n, Fraction(0)) for n in {*base, *mine}}
 
-    def eligible(self, claim: ResourceClaim, sub: SubRequest) -> list[Device]:
+    def held(self) -> int:
+        """How many of the node's devices claims hold (whole or shared)."""
+        consumed = self.state.consumed
+        shared = sum(d.id in consumed for d in self.free) if consumed else 0
+        return len(self.devices) - len(self.free) + shared
+
+    def eligible(self, claim: ResourceClaim, sub: SubRequest, enough: int = 0) -> list[Device]:
+        """The devices ``sub`` may get here; with ``enough``, the first that many of them
+        (what a refusal would count is then not counted)."""
         cls = _class(self.state, sub)
         if cls is None:
             return []
@@ -267,11 +295,9 @@ class _Allocator:
         asked = dict(sub.capacity)
         self.misfit.pop(sub.name, None)
         self.tainted.pop(sub.name, None)
-        taken, allocated = self.taken, self.state.allocated
-        for d in self.devices:
+        taken = self.taken
+        for d in self.devices if sub.admin_access else self.free:
             if taken and d.id in taken and not d.allow_multiple:
-                continue
-            if not sub.admin_access and d.id in allocated:
                 continue
             bad = (
                 next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
@@ -296,6 +322,8 @@ class _Allocator:
                 if d.allow_multiple:
                     self.shares[(sub.name, d.id)] = fit
             out.append(d)
+            if len(out) == enough:
+                return out
         for d in self.withheld:
             bad = next((t for t in d.taints if not _tolerated(t, sub.tolerations)), None)
             if bad is not None and _selected(self.state, claim, sub, d):
@@ -351,8 +379,9 @@ class _Allocator:
             return {}
         request, rest = pending[0], pending[1:]
         why = ""
+        first = self.first_fit and not _applying(claim.constraints, request.name)
         for alt in request.alternatives:
-            candidates = self.eligible(claim, alt)
+            candidates = self.eligible(claim, alt, alt.count if first and alt.mode != "All" else 0)
             for pinned, options in self._constrained(claim, request.name, candidates, chosen):
                 picked = self._pick(alt, options, pinned, claim, request.name, chosen)
                 if isinstance(picked, str):
@@ -469,7 +498,9 @@ def _in(c: Constraint, request: str) -> bool:
     return not c.requests or request in c.requests
 
 
-def _applying(constraints: Sequence[Constraint], request: str) -> list[Constraint]:
+def _applying(constraints: Sequence[Constraint], request: str) -> Sequence[Constraint]:
+    if not constraints:  # the common case: no list built per node per request
+        return ()
     return [c for c in constraints if _in(c, request)]
 
 
@@ -547,7 +578,7 @@ def allocate(
             return AllocationFailure(
                 f"cannot allocate {label}: {results}{unusable}",
                 detail=f"{len(alloc.devices)} devices reachable from node {node}, "
-                f"{sum(d.id in state.held for d in alloc.devices)} allocated",
+                f"{alloc.held()} allocated",
             )
         spec = spec_of(claim)
         out.append(

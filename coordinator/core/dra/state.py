@@ -13,12 +13,17 @@ DeviceTaintRules (KEP-5055) add their taint to every device of a usable pool the
 matches, as kube-scheduler's allocator sees them: the devices of :meth:`DraState.devices_on`
 carry the slice's own taints, then the rules' (by rule name); :meth:`DraState.taint_rule` says
 which rule put a taint on a device, for refusals.
+
+Free devices: :meth:`DraState.free_on` lists a node's devices no claim holds whole, remembered
+per node and carried to the next state for every node the changed claims' devices are not on
+(a bind changes one node of hundreds); :meth:`DraState.nodes_with_free` names the nodes a slice
+naming them gives such a device, from per-node counts kept the same way.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from fractions import Fraction
 
@@ -112,6 +117,13 @@ class DraState:
             for node, slices in self._named.items()
         }
         self._selected_ids = frozenset(d.id for s in self._selected for d in s.devices)
+        #: the node of each device in a slice naming its node, and each such node's device count
+        self._node_of = {d: node for node, ids in self._named_ids.items() for d in ids}
+        self._named_size = {node: len(ids) for node, ids in self._named_ids.items()}
+        #: some device allows multiple allocations (then a device no claim holds whole may
+        #: still be shared: the allocator walks every candidate)
+        self.shareable = any(d.allow_multiple for s in self._pool_slices for d in s.devices)
+        self._free_cache()
         self._count_claims()
 
     def _count_claims(self) -> None:
@@ -131,14 +143,48 @@ class DraState:
         self.consumed: dict[DeviceId, dict[str, Fraction]] = {}
         _add_shares(self.consumed, results)
         self.held: frozenset[DeviceId] = self.allocated | frozenset(self.consumed)
+        self._busy = Counter(n for d in self.allocated if (n := self._node_of.get(d)) is not None)
+
+    def _free_cache(
+        self,
+        before: DraState | None = None,
+        changed: Iterable[DeviceId] = (),
+        *,
+        link: bool = False,
+    ) -> None:
+        """Start this state's :meth:`free_on` entries: ``before``'s for the nodes none of the
+        ``changed`` devices is on (none when one is on a slice chosen by node labels). ``link``
+        (a state with allocations in flight, which ``before`` outlives): what is found for the
+        other nodes is written to ``before`` too (and on up), where it is equally true."""
+        self._free: dict[str, tuple[Device, ...]] = {}
+        self._free_parent: DraState | None = None
+        self._touched: set[str] = set()
+        if before is None:
+            return
+        for d in changed:
+            node = self._node_of.get(d)
+            if node is not None:
+                self._touched.add(node)
+            elif d in self._selected_ids:
+                return  # any node may reach it
+        self._free = dict(before._free)
+        for node in self._touched:
+            self._free.pop(node, None)
+        if link:
+            self._free_parent = before
 
     def with_claims(
-        self, claims: dict[str, ResourceClaim], rejected: Iterable[DraObjectError] = ()
+        self,
+        claims: dict[str, ResourceClaim],
+        rejected: Iterable[DraObjectError] = (),
+        *,
+        changed: Collection[str] | None = None,
     ) -> DraState:
         """The same slices, classes and rules with these claims (by ``key``; the dict is kept)
         and rejected objects: what a claim change needs, without sorting pools and indexing
         devices again — equal to ``DraState(self.slices, self.classes, claims.values(),
-        rejected, self.rules)``."""
+        rejected, self.rules)``. ``changed``: the keys of every claim that may differ from
+        this state's (``None``: any; they are compared)."""
         if self._by_id is None:  # built once here, then shared by every later state
             self._by_id = {d.id: d for s in self._pool_slices for d in s.devices}
         other = self._sharing_devices()
@@ -147,37 +193,61 @@ class DraState:
         other.claims = tuple(claims.values())
         other.claim_by_key = claims
         other.rejected = {(e.kind, e.key): e for e in rejected}
-        if not other._count_changes(self):
+        devices = other._count_changes(self, changed)
+        if devices is None:
             other._count_claims()
+            other._free_cache()
+        elif other._by_node is self._by_node:
+            other._free_cache(self, devices)
+        else:
+            other._free_cache()
         return other
 
-    def _count_changes(self, before: DraState) -> bool:
+    def _count_changes(
+        self, before: DraState, keys: Collection[str] | None = None
+    ) -> list[DeviceId] | None:
         """What the claims hold, from ``before``'s and the claims that differ (by identity): a
-        bind changes one claim of thousands. ``False`` (count them all) when shares are
-        involved, or when a device was held by two claims (then a release frees it or not)."""
+        bind changes one claim of thousands. Returns the devices of the claims that changed;
+        ``None`` (count them all) when shares are involved, or when a device was held by two
+        claims (then a release frees it or not)."""
         if before.consumed or before._doubled:
-            return False
+            return None
         allocated = set(before.allocated)
+        busy = before._busy.copy()
+        node_of = self._node_of
+        changed: list[DeviceId] = []
         old = before.claim_by_key
         now = self.claim_by_key
-        gone = [c for k, c in old.items() if now.get(k) is not c]
-        came = [c for k, c in now.items() if old.get(k) is not c]
+        if keys is None:
+            gone = [c for k, c in old.items() if now.get(k) is not c]
+            came = [c for k, c in now.items() if old.get(k) is not c]
+        else:
+            gone = [c for k in keys if (c := old.get(k)) is not None and now.get(k) is not c]
+            came = [c for k in keys if (c := now.get(k)) is not None and old.get(k) is not c]
         for claims, keep in ((gone, False), (came, True)):
             for c in claims:
                 for r in c.allocation.results if c.allocation is not None else ():
                     if r.admin_access:
                         continue
-                    if r.share_id or (keep and r.device in allocated):
-                        return False  # a share, or a device two claims name
+                    device = r.device
+                    if r.share_id or (keep and device in allocated):
+                        return None  # a share, or a device two claims name
+                    changed.append(device)
+                    node = node_of.get(device)
                     if keep:
-                        allocated.add(r.device)
-                    else:
-                        allocated.discard(r.device)
+                        allocated.add(device)
+                        if node is not None:
+                            busy[node] += 1
+                    elif device in allocated:
+                        allocated.discard(device)
+                        if node is not None:
+                            busy[node] -= 1
         self.allocated = frozenset(allocated)
         self.consumed = {}
         self.held = self.allocated
+        self._busy = busy
         self._doubled = False
-        return True
+        return changed
 
     def _sharing_devices(self) -> DraState:
         """A new state sharing this one's slices, classes, rules and device indexes; the
@@ -192,6 +262,8 @@ class DraState:
         other._named, other._selected = self._named, self._selected
         other._named_ids, other._selected_ids = self._named_ids, self._selected_ids
         other._by_node, other._by_id = self._by_node, self._by_id
+        other._node_of, other._named_size = self._node_of, self._named_size
+        other.shareable = self.shareable
         other._doubled = True  # not known: a state built on this one counts its claims
         return other
 
@@ -260,6 +332,28 @@ class DraState:
                     )
             hit = self._by_node[node] = tuple(out)
         return hit
+
+    def free_on(self, node: str, labels: Mapping[str, str]) -> tuple[Device, ...]:
+        """The devices of :meth:`devices_on` no claim holds whole (a device allowing multiple
+        allocations may be shared still), in slice order; remembered per node name."""
+        hit = self._free.get(node)
+        if hit is None:
+            allocated = self.allocated
+            hit = tuple(d for d in self.devices_on(node, labels) if d.id not in allocated)
+            self._free[node] = hit
+            up = self
+            while up._free_parent is not None and node not in up._touched:
+                up = up._free_parent
+                up._free.setdefault(node, hit)
+        return hit
+
+    def nodes_with_free(self) -> frozenset[str] | None:
+        """Nodes a slice naming them gives a device no claim holds whole; ``None`` when some
+        usable slice is chosen by node labels (then any node may reach a free device)."""
+        if self._selected:
+            return None
+        size, busy = self._named_size, self._busy
+        return frozenset(n for n, k in size.items() if busy.get(n, 0) < k)
 
     def usable_devices(self) -> Iterator[Device]:
         """Every device of every usable pool, whatever node reaches it."""
@@ -336,6 +430,8 @@ class DraState:
             return frozenset()
         if not self._selected_ids.isdisjoint(self.held):
             return None
+        if not self.consumed:  # held whole only: the per-node counts say
+            return frozenset(n for n, k in self._busy.items() if k > 0)
         return frozenset(n for n, ids in self._named_ids.items() if not ids.isdisjoint(self.held))
 
     def with_allocations(self, allocations: Iterable[ClaimAllocation]) -> DraState:
@@ -348,20 +444,30 @@ class DraState:
         other.rejected = self.rejected
         claims = dict(self.claim_by_key)
         taken = set(self.allocated)
+        busy = self._busy.copy()
+        changed: list[DeviceId] = []
         consumed = {d: dict(used) for d, used in self.consumed.items()}
         for a in allocs:
             mine = [r for r in a.results if not r.admin_access]
-            taken.update(r.device for r in mine if not r.share_id)
+            for r in mine:
+                if not r.share_id and r.device not in taken:
+                    taken.add(r.device)
+                    changed.append(r.device)
+                    node = self._node_of.get(r.device)
+                    if node is not None:
+                        busy[node] += 1
             if not a.reserve_only:  # a reserved claim's shares are counted as its allocation
                 _add_shares(consumed, mine)
             claim = claims.get(a.key)
             if claim is not None and not a.extended:
-                claims[a.key] = replace(claim, allocation=_node_allocation(a))
+                claims[a.key] = _allocated(claim, a)
         other.claim_by_key = claims
         other.claims = tuple(claims.values())
         other.allocated = frozenset(taken)
         other.consumed = consumed
         other.held = other.allocated | frozenset(consumed)
+        other._busy = busy
+        other._free_cache(self, changed, link=True)
         return other
 
 
@@ -373,6 +479,22 @@ def _add_shares(
             used = consumed.setdefault(r.device, {})
             for name, amount in r.consumed:
                 used[name] = used.get(name, Fraction(0)) + amount
+
+
+#: (claim, allocation in flight) → the claim allocated so: the same pair is counted again on
+#: every state until the watch shows the write (by identity; cleared when large)
+_ALLOCATED: dict[tuple[int, int], tuple[ResourceClaim, ClaimAllocation, ResourceClaim]] = {}
+
+
+def _allocated(claim: ResourceClaim, a: ClaimAllocation) -> ResourceClaim:
+    hit = _ALLOCATED.get((id(claim), id(a)))
+    if hit is not None and hit[0] is claim and hit[1] is a:
+        return hit[2]
+    if len(_ALLOCATED) > 4096:
+        _ALLOCATED.clear()
+    out = replace(claim, allocation=_node_allocation(a))
+    _ALLOCATED[(id(claim), id(a))] = (claim, a, out)
+    return out
 
 
 def _node_allocation(a: ClaimAllocation) -> Allocation:

@@ -22,7 +22,7 @@ GPU outside one will do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -89,6 +89,7 @@ class _TopologyChooser:
         self.plans: list[Plan] = []
         #: no GPU the agent reported can be joined (no topology): every device first-fit
         self.joins = bool(self.by_uuid or self.by_bus)
+        self.first_fit = not self.joins
 
     def gpu(self, device: Device) -> int | None:
         if not self.joins:
@@ -239,6 +240,31 @@ class DynamicResources(Plugin):
                 if index is not None:
                     out.add(index)
         return sorted(out)
+
+    def candidates(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None:
+        """An index lookup: the nodes an allocated claim's selector names (a claim shared with
+        pods placed already), and, when a claim is to be allocated and needs a device of its
+        own (a request without admin access), the nodes with a device no claim holds whole."""
+        data = state.get(_KEY)
+        if data is None or data.served:
+            return None
+        out: frozenset[str] | None = None
+        needs = False
+        for c in data.claims:
+            if c.allocation is None:
+                needs = needs or any(
+                    not any(a.admin_access for a in r.alternatives) for r in c.requests
+                )
+                continue
+            named = c.allocation.named_nodes()
+            if named is not None:
+                out = named if out is None else out & named
+        free = data.state.nodes_with_free() if needs else None
+        if free is None:
+            return out
+        return free if out is None else out & free
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

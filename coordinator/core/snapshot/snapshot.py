@@ -106,8 +106,10 @@ class Snapshot:
         self._dra = self._dra_base.with_allocations(assumed)
         holding = self._dra.nodes_holding()
         for node in list(self._nodes.values()):
-            if holding is not None and not node.dra_held and node.name not in holding:
-                continue
+            if not node.dra_held and (
+                node.topology is None or (holding is not None and node.name not in holding)
+            ):
+                continue  # held nothing and holds nothing now (no GPU to join: nothing ever)
             held = self._held(node)
             if held != node.dra_held:
                 self._set(node.rebuild(node.pods, dra_held=held))

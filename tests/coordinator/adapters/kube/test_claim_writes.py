@@ -6,6 +6,7 @@ status; releasing undoes each of these."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -241,3 +242,45 @@ async def test_an_extended_resource_claim_is_created_for_the_pod(
     await writer.release_claims(pod, [written])  # the bind did not happen: the claim goes
     with pytest.raises(NotFound):
         await read(kube, namespace, written.name)
+
+
+async def test_a_pod_sharing_a_claim_being_allocated_waits_for_that_write(
+    kube: KubeClient, namespace: str
+) -> None:
+    """Pods sharing one claim, decided one after the other before any write landed: the later
+    ones (the core found the claim allocated in flight: ``reserve_only`` with its devices) wait
+    for the first's write and join ``reservedFor`` in turn — no conflict, no pod decided again.
+    A pod decided on devices the claim does not hold is a conflict that leaves it alone; one
+    joining after someone else changed the claim reads it again."""
+    writer = KubeClusterWriter(kube)
+    pods_ = [await make_pod(kube, namespace, n) for n in ("a", "b", "c", "d", "e")]
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("shared", 2), namespace=namespace)
+    allocating = decided(claim, "gpu-1", "gpu-0", "gpu-1")
+    joining = dataclasses.replace(allocating, reserve_only=True)
+
+    await asyncio.gather(
+        writer.allocate_claims(pods_[0], [allocating]),
+        writer.allocate_claims(pods_[1], [joining]),
+        writer.allocate_claims(pods_[2], [joining]),
+    )
+
+    after = await read(kube, namespace, "shared")
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == [p.uid for p in pods_[:3]]
+    assert [r["device"] for r in after["status"]["allocation"]["devices"]["results"]] == [
+        "gpu-0",
+        "gpu-1",
+    ]
+    elsewhere = dataclasses.replace(decided(claim, "gpu-1", "gpu-2", "gpu-3"), reserve_only=True)
+    with pytest.raises(BindConflict, match="holds other devices"):
+        await writer.allocate_claims(pods_[3], [elsewhere])
+    assert await read(kube, namespace, "shared") == after
+    await kube.patch(
+        RESOURCE_CLAIMS, "shared", {"metadata": {"labels": {"x": "y"}}}, namespace=namespace
+    )
+    await writer.allocate_claims(pods_[4], [joining])
+    final = await read(kube, namespace, "shared")
+    assert [r["uid"] for r in final["status"]["reservedFor"]] == [
+        *(p.uid for p in pods_[:3]),
+        pods_[4].uid,
+    ]
+    assert final["metadata"]["labels"] == {"x": "y"}

@@ -8,14 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.dra.state import DraObjectError, DraState
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure, ScheduleResult
+from coordinator.core.plugins.dynamicresources import DynamicResources
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from devcluster.dra import DRIVER
+from devcluster.dra import DRIVER, resource_slice
 from devcluster.pods import pod
 from tests.coordinator.core.dra.dra_objects import (
     claim,
@@ -528,3 +531,46 @@ def test_a_malformed_slice_of_the_node_is_named_when_its_devices_are_missing() -
     result = schedule(claim_pod("p", "big"), Snapshot([dra_node("d", topo)], dra=dra))
     assert isinstance(result, Failure)
     assert "ResourceSlice d-extra is ignored: spec.devices[0].capacity" in result.message
+
+
+def test_claim_pods_fill_every_device_of_many_nodes_and_the_next_is_told_each_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pods whose claims need a device are tried only on nodes with a device no claim holds
+    (an index, kept per node): the same nodes and devices, from the same rotating start, as
+    when every node is filtered. 120 nodes of two devices take 240 one-device claims, each
+    device once, and the next pod is refused naming every node. A pod sharing an allocated
+    claim goes to the claim's node."""
+    names = [f"n{i:03d}" for i in range(120)]
+    slices = [resource_slice(n, [{"name": "dev-0"}, {"name": "dev-1"}]) for n in names]
+    claims = [claim(f"c{i}", [exactly("gpus", 1)]) for i in range(241)]
+
+    def fill() -> tuple[list[ScheduleResult], Snapshot]:
+        snapshot = Snapshot(
+            [plain_node(n) for n in names],
+            dra=state(slices, (device_class(selectors=[]),), claims),
+        )
+        fw = build_framework()  # one framework: its rotating start moves from pod to pod
+        out = []
+        for i in range(241):
+            obj = claim_pod(f"p{i}", f"c{i}")
+            result = schedule_one(obj, snapshot, fw)
+            if isinstance(result, Decision):
+                snapshot.assume(request(obj), result.node, result.placement, result.claims)
+            out.append(result)
+        return out, snapshot
+
+    results, snapshot = fill()
+    held = [(d.node, devices(a)[0]) for d in map(decided, results[:240]) for a in d.claims]
+    assert len(set(held)) == 240
+    last = results[240]
+    assert isinstance(last, Failure)
+    assert last.message.startswith("0/120 nodes are available: 120 cannot allocate claim c240")
+    sharing = decided(schedule(claim_pod("q", "c17"), snapshot))
+    assert sharing.node == decided(results[17]).node
+    assert sharing.claims[0].reserve_only
+    monkeypatch.setattr(DynamicResources, "candidates", lambda *_: None)  # every node filtered
+    walked, _ = fill()
+    assert [(d.node, devices(a)[0]) for d in map(decided, walked[:240]) for a in d.claims] == held
+    assert isinstance(walked[240], Failure)
+    assert walked[240].message == last.message
