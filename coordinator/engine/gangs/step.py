@@ -28,6 +28,7 @@ What happens after admission (bind outcomes, timeouts, restarts) is :mod:`.lifec
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 
 from coordinator.core.domains.capacity import node_states
@@ -119,30 +120,23 @@ class GangStep(GangLifecycle):
     def _in_group_domain(self, key: GangKey, spec: GangSpec, pod: PodRequest) -> Narrowed | None:
         """A member joining a bound gang that stays in one domain goes where its placed members
         are (:func:`~coordinator.core.gangs.slices.group_domain`)."""
-        found = self._group_domain(key, spec, pod)
+        found = self._group_domain(key, spec, pod, self._placed_labels(key))
         if found is None:
             return None
         label, value, written = found
-        narrowed = replace(pod, node_selector=(*pod.node_selector, (label, value)))
         why = f"pod group {key.name} stays in {label}={value}, where its members run ({written})"
-        return Narrowed(narrowed, why)
+        return Narrowed(_kept_to(pod, label, value), why)
 
-    def _narrowed(self, key: GangKey, spec: GangSpec, pod: PodRequest) -> PodRequest:
-        """``pod`` kept to the domain its gang's placed members are in, if it stays in one."""
-        found = self._group_domain(key, spec, pod)
-        if found is None:
-            return pod
-        label, value, _ = found
-        return replace(pod, node_selector=(*pod.node_selector, (label, value)))
+    def _placed_labels(self, key: GangKey) -> list[Mapping[str, str]]:
+        """The labels of the nodes the gang's placed members are on."""
+        labels = self.scheduler.view.snapshot().labels_of
+        return [labels(node) or {} for node in self.membership.placed_nodes(key)]
 
     def _group_domain(
-        self, key: GangKey, spec: GangSpec, pod: PodRequest
+        self, key: GangKey, spec: GangSpec, pod: PodRequest, placed: list[Mapping[str, str]]
     ) -> tuple[str, str, str] | None:
-        nodes = self.membership.placed_nodes(key)
-        if not nodes:
+        if not placed:
             return None
-        labels = self.scheduler.view.snapshot().labels_of
-        placed = [labels(node) or {} for node in nodes]
         keys = self.keys or DomainKeys()
         return group_domain(pod, spec.topology, topology_field(key), keys, placed)
 
@@ -173,7 +167,15 @@ class GangStep(GangLifecycle):
         # A Workload-API PodGroup's topology constraint: the members' group level.
         requests = with_gang_topology(requests, spec.topology, topology_field(key))
         # Replacements of a gang with members still running go to those members' domain.
-        requests = [self._narrowed(key, spec, r) for r in requests]
+        # Replacements of a gang with members still running go to those members' domain.
+        placed = self._placed_labels(key)
+        if placed:
+            requests = [
+                _kept_to(r, found[0], found[1])
+                if (found := self._group_domain(key, spec, r, placed))
+                else r
+                for r in requests
+            ]
         need = max(1, self.manager.needed(key))
         if len(requests) < need:
             return self._wait(popped, self.manager.message(key, live=False), popped=True)
@@ -364,3 +366,8 @@ class GangStep(GangLifecycle):
             if entry is not popped:
                 self._wait(entry, message, popped=False)
         return out
+
+
+def _kept_to(pod: PodRequest, label: str, value: str) -> PodRequest:
+    """``pod`` asking for nodes labelled ``label=value`` besides what it asks already."""
+    return replace(pod, node_selector=(*pod.node_selector, (label, value)))
