@@ -23,7 +23,14 @@ from common.kube import (
 )
 from devcluster import pods
 from devcluster.kube_wait import scheduled_message, wait_for_object
-from tests.support.gang_cluster import LEAF, SPINE, GangCluster, gang_pod, install_crd
+from tests.support.gang_cluster import (
+    LEAF,
+    SPINE,
+    GangCluster,
+    gang_pod,
+    install_crd,
+    two_racks,
+)
 from tests.support.nvl72 import CLUSTER_UUID
 
 CLIQUE = "nvidia.com/gpu.clique"
@@ -160,17 +167,6 @@ async def compute_domain(cluster: GangCluster, name: str, cls: str, num_nodes: i
         namespace=cluster.namespace,
     )
     return uid
-
-
-async def two_racks(cluster: GangCluster) -> dict[str, int]:
-    """Two GB200 NVL72 racks of 4 trays in one leaf: node name → its rack (1 or 2)."""
-    rack_of: dict[str, int] = {}
-    for rack in (1, 2):
-        for i in range(1, 5):
-            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
-            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
-            rack_of[name] = rack
-    return rack_of
 
 
 def domain_pod(name: str, gang: str, size: int, template: str) -> dict[str, Any]:

@@ -17,12 +17,10 @@ from common.kube import NODES
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
 from devcluster import pods
-from tests.support.gang_cluster import LEAF, SPINE, Controllers, GangCluster, gang_pod
+from tests.support.gang_cluster import Controllers, GangCluster, gang_pod, two_racks
 from tests.support.nvl72 import CLUSTER_UUID
 from tests.support.polling import eventually
 from tests.support.workloads import apply
-
-CLIQUE = "nvidia.com/gpu.clique"
 
 
 def service(name: str) -> dict[str, Any]:
@@ -57,12 +55,7 @@ def service(name: str) -> dict[str, Any]:
 
 async def set_up(cluster: GangCluster, inventory: Any) -> dict[str, int]:
     """The two racks, rack 2's two bare pods and rack 1's two Deployment pods; node → rack."""
-    rack_of: dict[str, int] = {}
-    for rack in (1, 2):
-        for i in range(1, 5):
-            labels = {LEAF: "leaf-1", SPINE: "spine-1", CLIQUE: f"{CLUSTER_UUID}.{rack}"}
-            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
-            rack_of[name] = rack
+    rack_of = await two_racks(cluster)
     nodes = sorted(rack_of)
     one = [n for n in nodes if rack_of[n] == 1]
     two = [n for n in nodes if rack_of[n] == 2]

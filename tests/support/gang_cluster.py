@@ -46,6 +46,7 @@ from devcluster.kube_wait import (
 )
 from tests.support.clock import ManualClock
 from tests.support.gpu_cluster import GpuCluster
+from tests.support.nvl72 import tray_labels
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 LEAF = "topos.io/leaf"
@@ -371,3 +372,15 @@ def install_crd(kubectl: Callable[..., Any], name: str = "podgroups.scheduling.x
         "wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s", timeout=90
     )
     assert done.returncode == 0, done.stderr
+
+
+async def two_racks(cluster: GangCluster) -> dict[str, int]:
+    """Two GB200 NVL72 racks of 4 trays in one leaf (``r<rack>-t<i>``, each labelled with its
+    NVLink clique): node name → its rack (1 or 2)."""
+    rack_of: dict[str, int] = {}
+    for rack in (1, 2):
+        for i in range(1, 5):
+            labels = tray_labels(rack)
+            name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
+            rack_of[name] = rack
+    return rack_of
