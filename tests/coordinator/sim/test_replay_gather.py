@@ -13,35 +13,15 @@ from typing import Any
 
 import pytest
 
-from agent.devices import discover_profile
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.engine.observer import SchedulingObserver, Trigger
 from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, RunResult, Simulator, make_policy
-from coordinator.sim.cluster import ClusterSpec, NodeGroup, build_nodes
 from coordinator.sim.replay import ReplaySettings
+from tests.support.sim_cluster import racks_of, two_nvl72_racks
 
-CLIQUE = "nvidia.com/gpu.clique"
-UUID = "5d0c9a3e-7f21-4c8b-a6e4-0b9f3d2c1e77"
 HOUR = 3600.0
-
-
-def _nodes() -> list[Any]:
-    racks = [
-        NodeGroup(
-            profile="gb200-nvl72",
-            count=4,
-            name_prefix=f"r{r}",
-            leaf="leaf-1",
-            spine="spine-1",
-            labels={CLIQUE: f"{UUID}.{r}"},
-        )
-        for r in (1, 2)
-    ]
-    hgx = NodeGroup(profile="dgx-h100", count=1, name_prefix="hgx", leaf="leaf-1", spine="spine-1")
-    spec = ClusterSpec(name="two-racks", groups=(*racks, hgx))
-    return build_nodes(spec, lambda profile: discover_profile(profile, hostname=profile))
 
 
 def _jobs() -> list[Job]:
@@ -80,14 +60,9 @@ def _replay(mode: str, *, gather: bool = True) -> RunResult:
     # the services' work is cheap here
     defrag = DefragSettings(mode=mode, max_loss_ratio=10.0, gather=gather)
     settings = ReplaySettings(engine=EngineSettings(gangs=GangSettings(defrag=defrag)))
-    sim = Simulator(_nodes(), _jobs(), settings=settings)
+    sim = Simulator(two_nvl72_racks(hgx=1), _jobs(), settings=settings)
     _prepare(sim)
     return sim.run(make_policy("topos"))
-
-
-def _racks(result: RunResult, job_id: str) -> set[str]:
-    outcome = next(o for o in result.outcomes.values() if o.job.job_id == job_id)
-    return {node.split("-")[0] for node in outcome.nodes}
 
 
 @pytest.fixture
@@ -118,17 +93,17 @@ def test_a_gang_that_would_be_split_is_gathered_into_one_rack_by_moving_services
     result = _replay("onDemand")
     # one gathering, told as such: no preemption was attempted (nothing waited)
     assert told == {"attempt:gather": 1, "moves:gather": 1, "pods:gather": 2}
-    assert _racks(result, "train") == {"r1"}
+    assert racks_of(result, "train") == {"r1"}
     moved = [o for o in result.interrupted if o.job.job_id.startswith("svc-")]
     assert len(moved) == 2  # both services ran in rack 1, were moved, and started again
     assert all(node.startswith("r1-") for o in moved for node in o.nodes)
-    assert _racks(result, "svc-a") == _racks(result, "svc-b") == {"r2"}
+    assert racks_of(result, "svc-a") == racks_of(result, "svc-b") == {"r2"}
     assert result.defrags == 1
 
 
 def test_without_defragmentation_the_gang_runs_split() -> None:
     result = _replay("off")
-    assert _racks(result, "train") == {"r1", "r2"}
+    assert racks_of(result, "train") == {"r1", "r2"}
     assert result.defrags == 0
     assert not result.interrupted
 
@@ -138,6 +113,6 @@ def test_with_gathering_off_the_gang_runs_split_though_defragmentation_is_on(
 ) -> None:
     result = _replay("onDemand", gather=False)
     assert not told
-    assert _racks(result, "train") == {"r1", "r2"}
+    assert racks_of(result, "train") == {"r1", "r2"}
     assert result.defrags == 0
     assert not result.interrupted

@@ -9,33 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.devices import discover_profile
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, RunResult, Simulator, make_policy
-from coordinator.sim.cluster import ClusterSpec, NodeGroup, build_nodes
 from coordinator.sim.replay import ReplaySettings
+from tests.support.nvl72 import clique
+from tests.support.sim_cluster import racks_of, two_nvl72_racks
 
-CLIQUE = "nvidia.com/gpu.clique"
-UUID = "5d0c9a3e-7f21-4c8b-a6e4-0b9f3d2c1e77"
 HOUR = 3600.0
-
-
-def _nodes() -> list[Any]:
-    racks = [
-        NodeGroup(
-            profile="gb200-nvl72",
-            count=4,
-            name_prefix=f"r{r}",
-            leaf="leaf-1",
-            spine="spine-1",
-            labels={CLIQUE: f"{UUID}.{r}"},
-        )
-        for r in (1, 2)
-    ]
-    spec = ClusterSpec(name="two-racks", groups=tuple(racks))
-    return build_nodes(spec, lambda profile: discover_profile(profile, hostname=profile))
 
 
 def _jobs() -> list[Job]:
@@ -59,7 +41,7 @@ def _prepare(sim: Simulator) -> None:
             if job.job_id.startswith("fill-"):
                 spec["nodeSelector"] = {"kubernetes.io/hostname": job.job_id.split("-", 1)[1]}
             elif job.job_id == "pinned":
-                spec["nodeSelector"] = {CLIQUE: f"{UUID}.2"}
+                spec["nodeSelector"] = {"nvidia.com/gpu.clique": clique(2)}
             else:
                 ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job"}
                 meta["ownerReferences"] = [{**ref, "controller": True}]
@@ -80,20 +62,15 @@ def _prepare(sim: Simulator) -> None:
 def _replay(racks: bool) -> RunResult:
     defrag = DefragSettings(mode="background", compact_racks=racks)
     settings = ReplaySettings(engine=EngineSettings(gangs=GangSettings(defrag=defrag)))
-    sim = Simulator(_nodes(), _jobs(), settings=settings)
+    sim = Simulator(two_nvl72_racks(), _jobs(), settings=settings)
     _prepare(sim)
     return sim.run(make_policy("topos"))
 
 
-def _racks(result: RunResult, job_id: str) -> set[str]:
-    outcome = next(o for o in result.outcomes.values() if o.job.job_id == job_id)
-    return {node.split("-")[0] for node in outcome.nodes}
-
-
 def test_compaction_moves_a_gang_whole_so_that_its_rack_goes_idle() -> None:
     result = _replay(racks=True)
-    assert _racks(result, "pinned") == {"r2"}
-    assert _racks(result, "train") == {"r2"}  # moved into rack 2's free trays: rack 1 idle
+    assert racks_of(result, "pinned") == {"r2"}
+    assert racks_of(result, "train") == {"r2"}  # moved into rack 2's free trays: rack 1 idle
     moved = [o for o in result.interrupted if o.job.job_id == "train"]
     assert len(moved) == 1
     assert all(node.startswith("r1-") for node in moved[0].nodes)
@@ -103,7 +80,7 @@ def test_compaction_moves_a_gang_whole_so_that_its_rack_goes_idle() -> None:
 
 def test_without_compact_racks_both_racks_stay_half_used() -> None:
     result = _replay(racks=False)
-    assert _racks(result, "train") == {"r1"}
-    assert _racks(result, "pinned") == {"r2"}
+    assert racks_of(result, "train") == {"r1"}
+    assert racks_of(result, "pinned") == {"r2"}
     assert not result.interrupted
     assert result.compacted_pods == 0
