@@ -6,6 +6,8 @@ holds its room on one GPU: the one its victims free."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,11 +18,12 @@ from agent.devices import discover_profile
 from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.core.gangs.cycle import schedule_gang
-from coordinator.core.queue import SchedulingQueue
+from coordinator.core.queue import QueueSettings, SchedulingQueue
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
+from coordinator.engine.loop import RuntimeSettings
 from coordinator.engine.nominations import Nominations
-from coordinator.engine.ports import PodRef
+from coordinator.engine.ports import ClusterError, PodRef
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
@@ -56,15 +59,34 @@ class LingeringCluster(MemoryCluster):
         self._publish("MODIFIED", obj)
 
 
+@contextlib.asynccontextmanager
+async def lingering(
+    kind: type[LingeringCluster] = LingeringCluster,
+    nodes: tuple[str, ...] = ("dgx-a",),
+    *,
+    queue: QueueSettings | None = None,
+    planner: Any = None,
+) -> AsyncIterator[tuple[LingeringCluster, SchedulerRuntime]]:
+    """A running scheduler with the gang runtime over a ``kind`` cluster of DGX H100 ``nodes``
+    (``queue``: its queue's settings; ``planner``: the gang planner, default the real one)."""
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = kind(inventory)
+    for name in nodes:
+        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+    settings = RuntimeSettings(queue=queue) if queue is not None else None
+    runtime = memory_runtime(inventory, memory, settings=settings)
+    extra = {} if planner is None else {"planner": planner}
+    gangs = GangRuntime(
+        runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate, **extra
+    )
+    async with runtime, gangs:
+        yield memory, runtime
+
+
 @pytest.fixture
 async def cluster() -> AsyncIterator[tuple[LingeringCluster, SchedulerRuntime]]:
-    inventory = Inventory(stale_ttl_s=3600)
-    cluster = LingeringCluster(inventory)
-    cluster.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
-    runtime = memory_runtime(inventory, cluster)
-    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=cluster.nominate)
-    async with runtime, gangs:
-        yield cluster, runtime
+    async with lingering() as running:
+        yield running
 
 
 def node_of(cluster: MemoryCluster, name: str) -> str | None:
@@ -210,13 +232,7 @@ def test_the_api_server_decides_when_a_nomination_is_cleared() -> None:
 
 
 async def test_a_gang_preemptor_holds_the_room_of_every_member() -> None:
-    inventory = Inventory(stale_ttl_s=3600)
-    memory = LingeringCluster(inventory)
-    for name in ("dgx-a", "dgx-b"):
-        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
-    runtime = memory_runtime(inventory, memory)
-    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
-    async with runtime, gangs:
+    async with lingering(nodes=("dgx-a", "dgx-b")) as (memory, runtime):
         for k in range(2):
             memory.create_pod(pod(f"filler-{k}", gpus=6, priority=0))
         await eventually(
@@ -337,17 +353,8 @@ async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backof
     """KAI's reclaim case in small: a gang filling the cluster over lower-priority pods. Its
     members tried and failed while the victims terminated, so each sits out a backoff (here
     an hour); once the last victim is gone the gang goes at once."""
-    from coordinator.core.queue import QueueSettings
-    from coordinator.engine.loop import RuntimeSettings
-
-    inventory = Inventory(stale_ttl_s=3600)
-    memory = LingeringCluster(inventory)
-    for name in ("dgx-a", "dgx-b"):
-        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
     hour = QueueSettings(initial_backoff_s=3600, max_backoff_s=3600)
-    runtime = memory_runtime(inventory, memory, settings=RuntimeSettings(queue=hour))
-    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
-    async with runtime, gangs:
+    async with lingering(nodes=("dgx-a", "dgx-b"), queue=hour) as (memory, runtime):
         for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
             memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
         for k in range(2):
@@ -369,25 +376,15 @@ async def test_a_gang_waits_for_its_victims_without_being_planned_or_told_again(
     keep the words they were told when the victims were evicted (no new condition, no new
     FailedScheduling Event per member at each victim's going) and the gang is not planned again
     until the last victim is gone; then it binds."""
-    from coordinator.core.queue import QueueSettings
-    from coordinator.engine.loop import RuntimeSettings
-
-    inventory = Inventory(stale_ttl_s=3600)
-    memory = LingeringCluster(inventory)
-    for name in ("dgx-a", "dgx-b"):
-        memory.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
     quick = QueueSettings(initial_backoff_s=0.01, max_backoff_s=0.01)
-    runtime = memory_runtime(inventory, memory, settings=RuntimeSettings(queue=quick))
     plans: list[int] = []
 
     def planner(*args: Any, **kwargs: Any) -> Any:
         plans.append(1)
         return schedule_gang(*args, **kwargs)
 
-    gangs = GangRuntime(
-        runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate, planner=planner
-    )
-    async with runtime, gangs:
+    nodes = ("dgx-a", "dgx-b")
+    async with lingering(nodes=nodes, queue=quick, planner=planner) as (memory, runtime):
         for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
             memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
         for k in range(2):
@@ -423,19 +420,13 @@ async def test_a_victim_the_api_server_keeps_is_told_nothing() -> None:
     """The eviction goes first, the victim's ``Preempted`` Event after it: a victim whose
     eviction the API server refuses (a PodDisruptionBudget's 429) keeps running and is not told
     it was preempted; the preemptor still waits for its room."""
-    from coordinator.engine.ports import ClusterError
 
     class Refusing(LingeringCluster):
         async def evict(self, pod: PodRef) -> None:
             self.evicted.append(pod.key)
             raise ClusterError(f"evict {pod.key}: 429 Too Many Requests (disruption budget)")
 
-    inventory = Inventory(stale_ttl_s=3600)
-    memory = Refusing(inventory)
-    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
-    runtime = memory_runtime(inventory, memory)
-    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
-    async with runtime, gangs:
+    async with lingering(Refusing) as (memory, runtime):
         memory.create_pod(pod("low", gpus=8, priority=0, scheduler=None, node="dgx-a"))
         memory.create_pod(pod("urgent", gpus=8, priority=100))
         await eventually(lambda: memory.evicted == ["default/low"], what="the eviction asked")
@@ -449,8 +440,6 @@ async def test_events_wait_while_the_evictions_are_on_the_wire() -> None:
     """Evictions go first, the nomination with them: while one is unanswered, the preemptor's
     ``nominatedNodeName`` is written but its ``Preempting`` Event and its explanation wait; they
     are written once the API server has answered."""
-    import asyncio
-
     answer = asyncio.Event()
 
     class Slow(LingeringCluster):
@@ -458,12 +447,7 @@ async def test_events_wait_while_the_evictions_are_on_the_wire() -> None:
             self.evicted.append(pod.key)
             await answer.wait()
 
-    inventory = Inventory(stale_ttl_s=3600)
-    memory = Slow(inventory)
-    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
-    runtime = memory_runtime(inventory, memory)
-    gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate)
-    async with runtime, gangs:
+    async with lingering(Slow) as (memory, _):
         memory.create_pod(pod("low", gpus=8, priority=0, scheduler=None, node="dgx-a"))
         memory.create_pod(pod("urgent", gpus=8, priority=100))
         await eventually(lambda: memory.evicted == ["default/low"], what="the eviction asked")
