@@ -2,7 +2,9 @@
 
 An in-memory cluster of ``--nodes`` DGX A100 nodes, each running one 8-GPU pod with a declared
 duration (30–119 min), and ``--pending`` pending 8-GPU pods that fit nowhere until those end (so
-every refresh forecasts them all, running simulated time forward until the last binds).
+every refresh forecasts them all, running simulated time forward until the last binds);
+``--stuck N`` adds N pending 1-GPU pods whose ``nodeSelector`` no node matches (a cluster's
+pods that never start: they should cost the forward run nothing).
 Measured:
 
 - the copy (the only part on the event loop): its wall time;
@@ -12,7 +14,7 @@ Measured:
 - scheduling while refreshes run back to back against none: create → bound of ``--pods``
   CPU-only pods (they fit beside the GPU pods), created one every 20 ms, p50 / p99.
 
-Run: ``.venv/bin/python -m benchmarks.forecast_overhead [--nodes 1000] [--pending 50]``.
+Run: ``.venv/bin/python -m benchmarks.forecast_overhead [--nodes 1000] [--pending 50] [--stuck 20]``.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ async def _binds(
     return latency
 
 
-async def main_async(nodes: int, pending: int, pods: int, thread: bool) -> None:
+async def main_async(nodes: int, pending: int, pods: int, thread: bool, stuck: int = 0) -> None:
     inventory = Inventory(stale_ttl_s=1e9)
     cluster = MemoryCluster(inventory)
     for i in range(nodes):
@@ -105,6 +107,10 @@ async def main_async(nodes: int, pending: int, pods: int, thread: bool) -> None:
         await runtime.settle(timeout_s=600)
         for i in range(pending):
             cluster.create_pod(gpu_pod(f"big-{i}", 8, namespace="bench"))
+        for i in range(stuck):  # a nodeSelector no node matches
+            obj = gpu_pod(f"stuck-{i}", 1, namespace="bench")
+            obj["spec"]["nodeSelector"] = {"example.com/pool": "gone"}
+            cluster.create_pod(obj)
         await runtime.settle(timeout_s=600)
         forecaster.start(runtime.started)
         await asyncio.sleep(0)
@@ -168,8 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--thread", action="store_true", help="forward runs in a thread (not a process)"
     )
+    parser.add_argument(
+        "--stuck", type=int, default=0, help="pending pods whose nodeSelector no node matches"
+    )
     args = parser.parse_args(argv)
-    asyncio.run(main_async(args.nodes, args.pending, args.pods, args.thread))
+    asyncio.run(main_async(args.nodes, args.pending, args.pods, args.thread, args.stuck))
     return 0
 
 

@@ -34,7 +34,10 @@ from common.model import NodeTopology
 from common.quantity import QuantityError
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
+from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.podspec.resources import held_requests, quantity
+from coordinator.core.podspec.selectors import match_node_terms
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.engine.binder import BindJob
 from coordinator.engine.forecasts import describe
 from coordinator.engine.ports import ClusterError
@@ -110,24 +113,47 @@ def _asks(obj: Mapping[str, Any]) -> frozenset[str]:
 _STATED = ("cpu", "memory", "ephemeral-storage")
 
 
-def outsized(obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
-    """Does the pod ask more cpu, memory or ephemeral storage than any node's allocatable holds
-    (so no end of any pod can let it start)? ``False`` where a node states no allocatable or
-    an unreadable one: it might fit there."""
+def fits_nowhere(obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
+    """Can no node ever hold the pod, whoever ends? On each node one of what no pod's end
+    changes refuses it: its allocatable (cpu, memory or ephemeral storage below what the pod
+    asks), its labels and name (``nodeSelector``, required node affinity), or a ``NoSchedule`` /
+    ``NoExecute`` taint the pod does not tolerate. ``False`` where the pod cannot be read or a
+    node states no allocatable or an unreadable one: it might fit there, the run decides."""
+    pod = parse_pod(obj)
+    if isinstance(pod, PodSpecError) or not nodes:
+        return False
     asks = held_requests(obj.get("spec") or {})
     wanted = {r: asks[r] for r in _STATED if asks.get(r, 0) > 0}
-    if not wanted or not nodes:
-        return False
     for node in nodes:
-        allocatable = (node.obj.get("status") or {}).get("allocatable")
-        if not isinstance(allocatable, Mapping):
-            return False
         try:
-            if all(quantity(r, allocatable.get(r, "0")) >= n for r, n in wanted.items()):
+            if _could_hold(pod, wanted, node.obj):
                 return False
-        except QuantityError:
+        except (QuantityError, TypeError, ValueError, AttributeError):
             return False
     return True
+
+
+def _could_hold(pod: PodRequest, wanted: Mapping[str, float], node: Mapping[str, Any]) -> bool:
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for key, value in pod.node_selector:
+        if labels.get(key) != value:
+            return False
+    required = pod.node_affinity.required if pod.node_affinity is not None else None
+    if required is not None and not match_node_terms(required, str(meta.get("name")), labels):
+        return False
+    for raw in (node.get("spec") or {}).get("taints") or ():
+        taint = Taint(str(raw.get("key", "")), str(raw.get("value") or ""), str(raw.get("effect")))
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint) for t in pod.tolerations
+        ):
+            return False
+    if not wanted:
+        return True
+    allocatable = (node.get("status") or {}).get("allocatable")
+    if not isinstance(allocatable, Mapping):
+        return True
+    return all(quantity(r, allocatable.get(r, "0")) >= n for r, n in wanted.items())
 
 
 def _daemon(obj: Mapping[str, Any]) -> bool:
@@ -185,10 +211,11 @@ def predict_starts(
     missing = [p for p in targets if p not in set(pending)]
     if missing:
         raise KeyError(f"pod {missing[0]} is not among the pending pods of the copy")
-    # A pod larger than every node never starts and never moves anyone: it is answered at once
-    # and left out of the run (a cluster's unschedulable pods would otherwise be retried
-    # through the whole horizon at every refresh).
-    never = {_key(p) for p in state.pending if outsized(p, state.nodes)}
+    # A pod no node can ever hold (too large, a selector or affinity no node matches, taints it
+    # does not tolerate) never starts and never moves anyone: it is answered at once and left
+    # out of the run (a cluster's unschedulable pods would otherwise be retried through the
+    # whole horizon at every refresh).
+    never = {_key(p) for p in state.pending if fits_nowhere(p, state.nodes)}
     out: dict[str, Prediction] = {}
     for target in (t for t in targets if t in never):
         p = Prediction(pod=target, starts_in_s=None)

@@ -15,7 +15,7 @@ from coordinator.forecast.predict import (
     ClusterCopy,
     NodeCopy,
     RunningCopy,
-    outsized,
+    fits_nowhere,
     predict_start,
     predict_starts,
 )
@@ -158,11 +158,72 @@ def test_a_pod_larger_than_every_node_never_starts_and_is_left_out_of_the_run(
 
 def test_a_node_with_room_or_no_stated_allocatable_keeps_a_big_pod_in_the_run() -> None:
     big = pod("big", cpu="9")
-    assert outsized(big, [cpu_node("a", "4"), cpu_node("b", "4")])
-    assert not outsized(big, [cpu_node("a", "4"), cpu_node("b", "16")])
-    assert not outsized(big, [cpu_node("a", "4"), node("gpu-0")])  # no allocatable stated
-    assert not outsized(big, [cpu_node("a", "many")])  # unreadable: it might fit
-    assert not outsized(pod("gpus", gpus=8, cpu=None, memory=None), [cpu_node("a", "4")])
+    assert fits_nowhere(big, [cpu_node("a", "4"), cpu_node("b", "4")])
+    assert not fits_nowhere(big, [cpu_node("a", "4"), cpu_node("b", "16")])
+    assert not fits_nowhere(big, [cpu_node("a", "4"), node("gpu-0")])  # no allocatable stated
+    assert not fits_nowhere(big, [cpu_node("a", "many")])  # unreadable: it might fit
+    assert not fits_nowhere(pod("gpus", gpus=8, cpu=None, memory=None), [cpu_node("a", "4")])
+
+
+def labelled(
+    name: str, labels: dict[str, str], taints: list[dict[str, str]] | None = None
+) -> NodeCopy:
+    found = node(name)
+    obj = {
+        **found.obj,
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": taints or []},
+    }
+    return NodeCopy(obj, found.topology)
+
+
+def test_a_pod_no_node_admits_by_labels_or_taints_is_answered_without_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No end of a running pod changes a node's labels, name or taints: a pod every node refuses
+    on those never starts, and is answered at once (the forward run would retry it to the
+    horizon at every refresh)."""
+    dedicated = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+    nodes = [labelled("gpu-0", {"pool": "train"}), labelled("gpu-1", {"pool": "infer"}, dedicated)]
+    gone = pod("gone", gpus=1)
+    gone["spec"]["nodeSelector"] = {"pool": "batch"}  # no node has it
+    infer = pod("infer", gpus=1)
+    infer["spec"]["nodeSelector"] = {"pool": "infer"}  # the node has it but is tainted
+    named = pod("named", gpus=1)
+    named["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["x"]}]}
+                ]
+            }
+        }
+    }
+    for never in (gone, infer, named):
+        assert fits_nowhere(never, nodes), never["metadata"]["name"]
+    tolerant = pod("tolerant", gpus=1)
+    tolerant["spec"]["nodeSelector"] = {"pool": "infer"}
+    tolerant["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    assert not fits_nowhere(tolerant, nodes)
+    assert not fits_nowhere(pod("plain", gpus=1), nodes)
+    broken = pod("broken", gpus=1)
+    broken["spec"]["tolerations"] = [{"operator": "Sometimes"}]  # unreadable: the run decides
+    assert not fits_nowhere(broken, nodes)
+
+    copy = ClusterCopy(
+        nodes=nodes,
+        running=[running("a", "gpu-0", 600), running("b", "gpu-1", 600)],
+        pending=[gone, infer, named],
+    )
+
+    def no_engine(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the engine was run forward for pods no node admits")
+
+    monkeypatch.setattr(predict_module, "SimulatedEngine", no_engine)
+    got = predict_starts(copy)
+    assert {k: p.message for k, p in got.items()} == dict.fromkeys(
+        ("default/gone", "default/infer", "default/named"), "no start expected within 7 d"
+    )
 
 
 def test_only_pods_holding_what_it_asks_are_named_as_never_ending() -> None:
