@@ -167,7 +167,6 @@ class GangStep(GangLifecycle):
         # A Workload-API PodGroup's topology constraint: the members' group level.
         requests = with_gang_topology(requests, spec.topology, topology_field(key))
         # Replacements of a gang with members still running go to those members' domain.
-        # Replacements of a gang with members still running go to those members' domain.
         placed = self._placed_labels(key)
         if placed:
             requests = [
