@@ -20,8 +20,10 @@ A pod that declares no constraints of its own is spread by the profile's default
 (:mod:`coordinator.core.plugins.spreadargs`; kube's ``defaultingType: System`` unless the
 config says otherwise), with the selector of the Services and controllers that select it
 (:meth:`~coordinator.core.snapshot.workloads.WorkloadSelectors.default_selector`); none when
-nothing selects it. Under ``System`` a node lacking one of the keys (no zone label) is still
-scored by the others; otherwise, as for a pod's own constraints, such a node scores 0.
+nothing selects it, and none for a pod asking ``topos.io/placement: consolidated`` (its own word
+that it be packed, which :mod:`.groupspread` scores). Under ``System`` a node lacking one of the
+keys (no zone label) is still scored by the others; otherwise, as for a pod's own constraints,
+such a node scores 0.
 
 Scores are kube's to the integer: each node's sum of ``count × weight + maxSkew - 1`` rounded,
 then ``100 × (max + min - score) // max``; a constraint's weight is log(domains + 2), its domains
@@ -154,6 +156,8 @@ class PodTopologySpread(Plugin):
         workloads selecting it — and whether a node must carry every key to count."""
         if pod.spread:
             return tuple(c for c in pod.spread if c.when_unsatisfiable == when), True
+        if pod.placement == "consolidated":
+            return (), True  # the pod's own strategy packs it: the defaults do not spread it
         wanted = [c for c in self.defaults.constraints if c.when_unsatisfiable == when]
         if not wanted:
             return (), True

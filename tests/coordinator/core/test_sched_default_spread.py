@@ -256,3 +256,28 @@ profiles:
     )
     assert "PodTopologySpread" not in load_config(None).args  # its args type's defaults
     assert SpreadDefaults() == SYSTEM_SPREAD
+
+
+def test_consolidated_replicas_are_packed_not_spread_by_the_defaults() -> None:
+    """A Deployment annotated ``topos.io/placement: consolidated`` (inherited by its replicas with
+    their group) packs replicas placed one at a time: the default spreading, kube's guess for
+    pods that say nothing, does not override what the workload says."""
+    workloads = WorkloadSelectors()
+    workloads.put("ReplicaSet", replica_set())
+    snapshot = Snapshot(
+        [gpu_node(f"g{i}", dgx_h100(f"g{i}")) for i in range(3)], workloads=workloads
+    )
+
+    def gpu_replica(i: int, placement: str) -> dict[str, Any]:
+        obj = replica(i, gpus=2)
+        obj["metadata"]["labels"].update({"topos.io/gang": "web", "topos.io/gang-min": "1"})
+        obj["metadata"]["annotations"] = {"topos.io/placement": placement}
+        return obj
+
+    packed = nodes_of(place_all([gpu_replica(i, "consolidated") for i in range(3)], snapshot))
+    assert len(set(packed)) == 1, packed
+    snapshot = Snapshot(
+        [gpu_node(f"g{i}", dgx_h100(f"g{i}")) for i in range(3)], workloads=workloads
+    )
+    spread = nodes_of(place_all([gpu_replica(i, "distributed") for i in range(3)], snapshot))
+    assert sorted(spread) == ["g0", "g1", "g2"]
