@@ -14,7 +14,8 @@ Measured:
 - scheduling while refreshes run back to back against none: create → bound of ``--pods``
   CPU-only pods (they fit beside the GPU pods), created one every 20 ms, p50 / p99.
 
-Run: ``.venv/bin/python -m benchmarks.forecast_overhead [--nodes 1000] [--pending 50] [--stuck 20]``.
+Run: ``.venv/bin/python -m benchmarks.forecast_overhead [--nodes 1000] [--pending 50]
+[--stuck 20]``.
 """
 
 from __future__ import annotations
