@@ -107,6 +107,8 @@ class GangStep(GangLifecycle):
         if status is not None and status.members < status.min_member:
             self.membership.sync_pending()  # siblings already in the queue count at once
         if key in self._attempts:
+            if status is not None and status.reserved + status.bound >= status.min_member:
+                return self._await_binds(entry, key)
             return self._wait(entry, self.manager.message(key, live=False), popped=True)
         if not self.manager.ready_to_plan(key):
             # Every waiting member reads the same message, unchanged while members arrive: a
@@ -116,6 +118,15 @@ class GangStep(GangLifecycle):
             siblings = [e for e in self._entries(self.members(key)) if e is not entry]
             return self._refuse_all(key, [entry, *siblings], entry, message)
         return await self._plan(spec, entry)
+
+    def _await_binds(self, entry: QueuedPod, key: GangKey) -> Failure:
+        """A member beyond a minimum that is placed and binding (a Deployment's replica popped
+        while the first one binds) waits for those binds without a FailedScheduling Event —
+        nothing is wrong — and is tried again once they land (``_completed``) or told why they
+        failed."""
+        message = f"pod group {key.name}: waiting for its members' binds"
+        self.scheduler.queue.failed(entry, message=message)
+        return Failure(entry.key, 0, {}, message, Status.unschedulable(message))
 
     def _in_group_domain(self, key: GangKey, spec: GangSpec, pod: PodRequest) -> Narrowed | None:
         """A member joining a bound gang that stays in one domain goes where its placed members

@@ -148,3 +148,44 @@ async def test_a_gang_whose_member_was_replaced_mid_bind_completes_after_its_bac
     assert replacement["metadata"]["uid"] == again
     status = gangs.step.manager.statuses()
     assert [(s.phase, s.members, s.bound) for s in status] == [("Bound", 2, 2)]
+
+
+# A group of one pod at a time (a Deployment's replicas: minimum 1), the first replica's bind
+# held: the replicas popped meanwhile wait for it without a FailedScheduling Event, and bind
+# beside it once it lands.
+@pytest.mark.parametrize("gated", [(("ml/r-0",), 0.5)], ids=["r-0-held"], indirect=True)
+async def test_replicas_popped_while_the_first_binds_wait_quietly(
+    gated: tuple[GatedCluster, GangRuntime],
+) -> None:
+    cluster, gangs = gated
+    gate = cluster.gates["ml/r-0"]
+    replicas = [
+        pod(f"r-{i}", namespace="ml", gang=("r", 1), gpus=2, cpu=None, memory=None)
+        for i in range(3)
+    ]
+    for obj in replicas:
+        obj["metadata"].setdefault("annotations", {})["topos.io/placement"] = "consolidated"
+    cluster.create_pod(replicas[0])
+    await eventually(lambda: cluster.held == {"ml/r-0"}, what="r-0's bind on the wire")
+    for obj in replicas[1:]:
+        cluster.create_pod(obj)
+    queue = gangs.step.scheduler.queue
+    await eventually(
+        lambda: all((e := queue.named(f"ml/r-{i}")) is not None and e.attempts > 0 for i in (1, 2)),
+        what="the other replicas tried while r-0's bind is on the wire",
+        timeout_s=10,
+    )
+    gate.set()
+    await eventually(
+        lambda: all(node_of(cluster, f"r-{i}") for i in range(3)),
+        what="every replica bound",
+        timeout_s=10,
+    )
+    assert len({node_of(cluster, f"r-{i}") for i in range(3)}) == 1  # consolidated
+    failed = [
+        (name, e["message"])
+        for name in ("r-0", "r-1", "r-2")
+        for e in cluster.events("ml", name)
+        if e["reason"] == "FailedScheduling"
+    ]
+    assert failed == []
