@@ -273,7 +273,10 @@ def _job_pods(
         "blockOwnerDeletion": True,
     }
     job_annotations = dict((job.get("metadata") or {}).get("annotations") or {})
-    owner = Owner(kind="Job", name=name, annotations=job_annotations, pods=n)
+    written = dict((template.get("metadata") or {}).get("labels") or {})
+    owner = Owner(
+        kind="Job", name=name, annotations=job_annotations, pods=n, template_labels=written
+    )
     pods = []
     for i in range(n):
         labels = {**template_labels, **controller}

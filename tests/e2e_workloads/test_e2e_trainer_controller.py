@@ -21,7 +21,7 @@ from devcluster.workloads.launch import resource_for
 from devcluster.workloads.manifests import crds, documents
 from tests.support.gang_cluster import Controllers, GangCluster
 from tests.support.gpu_cluster import assignment
-from tests.support.workload_controllers import TRAIN_JOBS, TRAINING_RUNTIMES
+from tests.support.workload_controllers import JOBSETS, TRAIN_JOBS, TRAINING_RUNTIMES
 from tests.support.workload_examples import RUNTIME_FILE, TRAIN_JOB, topos_runtime
 from tests.support.workload_runs import GANG, all_waiting, hold_gpus, release, runs
 
@@ -91,21 +91,27 @@ async def test_trainjob_is_all_or_nothing_and_applied_again_is_a_new_run(
         await release(cluster, "someone-else")
         await cluster.all_bound(selector, 2)
         first = runs(await cluster.pods(selector))
+        # `kubectl delete trainjob` (in the background): the TrainJob goes at once, then the
+        # garbage collector takes its JobSet, the JobSet's Jobs and their pods. Not Foreground:
+        # Trainer v2.0.0 reconciles a TrainJob being deleted like any other and applies its
+        # JobSet again whenever the collector has taken it, so the TrainJob, waiting for its
+        # dependents, could wait for minutes (seen once in a full run: 120 s).
         await cluster.kube.delete(
             TRAIN_JOBS,
             "pytorch-simple",
             namespace=cluster.namespace,
-            propagation_policy="Foreground",
+            propagation_policy="Background",
         )
+        for resource, what in ((TRAIN_JOBS, "the TrainJob gone"), (JOBSETS, "its JobSet gone")):
+            await wait_for(
+                cluster.kube,
+                resource,
+                lambda found: True if not found else None,
+                namespace=cluster.namespace,
+                name="pytorch-simple",
+                what=what,
+            )
         await cluster.none_left(selector)
-        await wait_for(
-            cluster.kube,
-            TRAIN_JOBS,
-            lambda found: True if not found else None,
-            namespace=cluster.namespace,
-            name="pytorch-simple",
-            what="the TrainJob gone",
-        )
         await cluster.kube.create(
             TRAIN_JOBS, yaml.safe_load(TRAIN_JOB), namespace=cluster.namespace
         )

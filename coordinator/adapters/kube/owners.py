@@ -266,16 +266,19 @@ class Owners:
 
 def owner_of(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> Owner:
     """The workload of a controller chain (kind, object), nearest first: the farthest names it
-    and says how many pods run; the nearest owner's annotations win."""
+    and says how many pods run; the nearest owner's annotations win, and its pod template's
+    labels are the ones its pods were made with."""
     annotations: dict[str, str] = {}
     for _, obj in reversed(chain):
         annotations.update((obj.get("metadata") or {}).get("annotations") or {})
     kind, top = chain[-1]
+    template = ((chain[0][1].get("spec") or {}).get("template") or {}).get("metadata") or {}
     return Owner(
         kind=kind,
         name=str((top.get("metadata") or {}).get("name") or ""),
         annotations=annotations,
         pods=_pods(kind, top.get("spec") or {}),
+        template_labels=template.get("labels") or {},
     )
 
 

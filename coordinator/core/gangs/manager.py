@@ -25,7 +25,9 @@ Fairness (documented in docs/gangs.md):
 A gang's state ends when its last member is gone (deleted, finished): a new run under the same
 name starts from nothing — and a new run of a workload has a new :class:`GangKey` anyway (the
 workload's UID is part of it). Members that declare different minimums do not bind until they
-agree. A released gang never evicts a bound member that has no controller (``bare``): nothing
+agree — members not bound yet, that is: a bound member's minimum is what its run started with,
+and a workload resized since (a Job scaled from 2 to 3) declares its new size on its new pods. A
+released gang never evicts a bound member that has no controller (``bare``): nothing
 would create it again, so it stays bound, counts as placed, and the rest complete around it.
 """
 
@@ -133,10 +135,17 @@ class _Gang:
     def placed(self) -> int:
         return len(self.reserved) + len(self.bound)
 
+    def waiting_mins(self) -> dict[str, int]:
+        """The minimums of the members not bound yet: those that decide. A bound member's is what
+        its run started with: a workload resized since (a Job scaled up) declares its new size on
+        its new pods, and the bound members' old label must not strand them."""
+        return {pod: n for pod, n in self.mins.items() if pod not in self.bound}
+
     def disagreement(self) -> str:
-        """Empty when every member declares the same minimum, else what they declare."""
+        """Empty when every member not bound yet declares the same minimum, else what they
+        declare."""
         declared: dict[int, list[str]] = {}
-        for pod, n in sorted(self.mins.items()):
+        for pod, n in sorted(self.waiting_mins().items()):
             declared.setdefault(n, []).append(pod.rpartition("/")[2])
         if len(declared) < 2:
             return ""
@@ -147,7 +156,10 @@ class _Gang:
         return f"members disagree on the minimum: {said}; none binds until they agree"
 
     def settle_min(self) -> None:
-        self.min_member = max(self.mins.values(), default=self.spec.min_member)
+        """The gang's minimum: the one its members not bound yet declare (all bound: the
+        largest any declares)."""
+        mins = self.waiting_mins() or self.mins
+        self.min_member = max(mins.values(), default=self.spec.min_member)
         note = self.disagreement()
         self.problems = [note] if note else []
 
@@ -198,7 +210,6 @@ class GangManager:
         self._pod_gang[pod] = spec.key
         gang.members.add(pod)
         gang.mins[pod] = spec.min_member
-        gang.settle_min()
         if bare:
             gang.bare.add(pod)
         else:
@@ -207,8 +218,9 @@ class GangManager:
         if bound:
             gang.reserved.pop(pod, None)
             gang.bound.add(pod)
-            if len(gang.bound) >= gang.min_member:
-                gang.complete = gang.admitted = True
+        gang.settle_min()
+        if bound and len(gang.bound) >= gang.min_member:
+            gang.complete = gang.admitted = True
 
     def remove(self, pod: str) -> Reject | None:
         """A member pod is gone. If it held a reservation of a gang that has not bound yet, the
@@ -221,8 +233,8 @@ class GangManager:
         gang.priorities.pop(pod, None)
         gang.mins.pop(pod, None)
         gang.bare.discard(pod)
-        gang.settle_min()
         gang.bound.discard(pod)
+        gang.settle_min()
         held = gang.reserved.pop(pod, None)
         out: Reject | None = None
         if held is not None and not gang.complete:
@@ -322,6 +334,7 @@ class GangManager:
         gang = self._gangs[key]
         gang.reserved.pop(pod, None)
         gang.bound.add(pod)  # a member: _pod_gang holds members only
+        gang.settle_min()
         if len(gang.bound) >= gang.min_member:
             gang.complete = True
 
@@ -458,6 +471,7 @@ class GangManager:
             # Members bound by an attempt that never completed are evicted by the glue; they are
             # no longer counted as bound. Bare ones stay bound (nothing would recreate them).
             gang.bound.difference_update(evict)
+            gang.settle_min()
         return Reject(message, released, evict, kept)
 
 

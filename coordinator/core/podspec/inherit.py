@@ -9,9 +9,15 @@ template. :func:`inheritance` says what to write on a pending pod so that it car
   on the owner replaces (or removes) them, while keys the pod writes itself always win;
 - a workload whose keys ask for a placement (strategy, preferred domain, GPU count, bandwidth,
   latency) becomes one pod group: ``topos.io/gang=<owner name>`` and
-  ``topos.io/gang-min=<its pod count>``, unless the pod already declares a group of its own. The
-  gang step then places all its pods at once, by the strategy (a workload of one pod too, so its
-  preferred domain is tried first);
+  ``topos.io/gang-min=<its pod count>``, listed in ``topos.io/inherited`` too (Topos's mark:
+  they follow the owner's size while the pod is pending, and go when the owner stops asking for
+  a placement), unless the pod declares a group of its own — a group label the pod carries
+  unmarked is the user's and wins, whatever it is named. Pods labelled before the mark existed
+  carry ``topos.io/gang=<owner name>`` unmarked: they are told apart by the owner's pod template
+  (no group label there: the labels are Topos's and are marked now; a group label there: the
+  user's, and a ``topos.io/gang-min`` the old rule overwrote gets the template's value back).
+  The gang step then places all its pods at once, by the strategy (a workload of one pod too, so
+  its preferred domain is tried first);
 - a JobSet's, LeaderWorkerSet's or RayCluster's pod is a member of its workload's gang
   (:mod:`.workloadgangs`) whatever keys it carries: ``topos.io/gang``, ``topos.io/gang-min`` and
   ``topos.io/gang-run`` (which run of the gang), or, when the workload's keys are unusable,
@@ -71,6 +77,8 @@ INHERITED_KEYS: Final[tuple[podkeys.Key, ...]] = (
 PLACEMENT_KEYS: Final = podkeys.PLACEMENT_KEYS
 
 _GANG_LABELS: Final = (*podkeys.GANG.names, *podkeys.POD_GROUP_X_K8S.names)
+#: The group labels Topos writes on a placed workload's pods; listed in ``INHERITED`` with them.
+_GANG_MARKS: Final = (podkeys.GANG.canonical, podkeys.GANG_MIN.canonical)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +89,9 @@ class Owner:
     name: str
     annotations: Mapping[str, str] = field(default_factory=dict)  # nearest owner first
     pods: int = 1  # how many pods run at once (parallelism, replicas)
+    #: The labels of the pod template its pods are made from (the nearest owner's): what the user
+    #: wrote, which the pod's labels started as.
+    template_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,21 +135,23 @@ def inheritance(
             if value is not None:
                 wanted[name] = value
     patch: dict[str, str | None] = {}
-    for name in before - set(wanted):
+    for name in before - set(wanted) - set(_GANG_MARKS):
         if name in annotations:
             patch[name] = None
     for name, value in wanted.items():
         if annotations.get(name) != value:
             patch[name] = value
-    listed = ",".join(sorted(wanted))
+    marks = _workload(annotations, labels, has_scheduling_group, workload_pod, workload_gang)
+    error: dict[str, str | None] = {}
+    if marks is None:
+        marked = podkeys.GANG.canonical in before
+        label_patch, ours = _gang(labels, {**own, **wanted}, owner, has_scheduling_group, marked)
+    else:
+        (label_patch, error), ours = marks, False
+    listed = ",".join(sorted({*wanted, *(_GANG_MARKS if ours else ())}))
     if patch or annotations.get(INHERITED, "") != listed:
         patch[INHERITED] = listed or None
-    marks = _workload(annotations, labels, has_scheduling_group, workload_pod, workload_gang)
-    if marks is None:
-        label_patch = _gang(labels, {**own, **wanted}, owner, has_scheduling_group)
-    else:
-        label_patch, error = marks
-        patch.update(error)
+    patch.update(error)
     if not patch and not label_patch:
         return None
     return Inheritance(annotations=patch, labels=label_patch)
@@ -149,17 +162,35 @@ def _gang(
     merged: Mapping[str, str],
     owner: Owner,
     has_scheduling_group: bool,
-) -> dict[str, str | None]:
-    if has_scheduling_group or not any(n in merged for k in PLACEMENT_KEYS for n in k.names):
-        return {}
+    marked: bool,
+) -> tuple[dict[str, str | None], bool]:
+    """The label changes for a placed workload's group, and whether its labels are Topos's
+    (``marked``: listed in ``INHERITED``) once they are made."""
     group = name_label_value(owner.name)
-    ours = labels.get(podkeys.GANG.canonical) == group
+    ours = marked or (
+        labels.get(podkeys.GANG.canonical) == group  # the rule before the mark wrote this …
+        and not any(n in owner.template_labels for n in _GANG_LABELS)  # … the user did not
+    )
     if not ours and any(n in labels for n in _GANG_LABELS):
-        return {}  # the pod names its own group
+        return _restored(labels, owner, group), False  # the pod names its own group
+    grouped = bool(owner.name) and not has_scheduling_group
+    grouped = grouped and any(n in merged for k in PLACEMENT_KEYS for n in k.names)
     if any(k.canonical in merged for k in (podkeys.POD_GROUP_VOLCANO, podkeys.POD_GROUP_KAI)):
-        return {}  # … a Volcano or KAI PodGroup
+        grouped = False  # … a Volcano or KAI PodGroup
+    if not grouped:  # no group of Topos's making (any more): the marked labels go
+        return ({k: None for k in _GANG_MARKS if k in labels} if marked else {}), False
     wanted = {podkeys.GANG.canonical: group, podkeys.GANG_MIN.canonical: str(owner.pods)}
-    return {k: v for k, v in wanted.items() if labels.get(k) != v}
+    return {k: v for k, v in wanted.items() if labels.get(k) != v}, True
+
+
+def _restored(labels: Mapping[str, str], owner: Owner, group: str) -> dict[str, str | None]:
+    """The user's ``topos.io/gang-min`` back, on a pod whose template names its group after the
+    owner and whose minimum the rule before the mark overwrote with the owner's pod count."""
+    name = podkeys.GANG_MIN.canonical
+    if labels.get(podkeys.GANG.canonical) != group:
+        return {}
+    written = owner.template_labels.get(name)
+    return {} if labels.get(name) == written else {name: written}
 
 
 _MARKS: Final = (podkeys.GANG.canonical, podkeys.GANG_MIN.canonical, GANG_RUN)

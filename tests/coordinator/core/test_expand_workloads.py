@@ -65,7 +65,9 @@ def test_a_job_asking_for_a_placement_makes_one_pod_group() -> None:
         assert _labels(pod)["topos.io/gang"] == "train"
         assert _labels(pod)["topos.io/gang-min"] == "3"
         assert pod["metadata"]["annotations"]["topos.io/placement"] == "consolidated"
-        assert pod["metadata"]["annotations"]["topos.io/inherited"] == "topos.io/placement"
+        assert pod["metadata"]["annotations"]["topos.io/inherited"] == (
+            "topos.io/gang,topos.io/gang-min,topos.io/placement"
+        )
 
 
 def test_a_jobset_makes_its_jobs_pods_with_jobsets_labels() -> None:

@@ -211,6 +211,54 @@ def test_members_disagreeing_on_min_wait_until_they_agree_and_say_so() -> None:
     assert m.status(key).problems == ()  # type: ignore[union-attr]
 
 
+def test_a_job_scaled_up_after_its_gang_bound_adds_its_new_member_without_disagreeing() -> None:
+    """A Job at parallelism 2 (inherited ``gang-min: 2``) bound; applied again at 3, its new pod
+    declares 3. The bound members' 2 is what their run started with: it takes no part, the new
+    member joins the running gang, and the gang's minimum is now 3."""
+    m = manager()
+    key = GangKey("ml", "train")
+    for p in pods("train", 2):
+        m.observe(p, spec("train", 2))
+    assert isinstance(
+        m.reserve(key, [res(p, f"n{i}") for i, p in enumerate(pods("train", 2))]), Allow
+    )
+    for p in pods("train", 2):
+        m.bound(p)
+    m.observe("ml/train-2", spec("train", 3))
+    assert m.disagreement(key) == ""
+    status = m.status(key)
+    assert status is not None
+    assert (status.phase, status.min_member, status.problems) == ("Bound", 3, ())
+    m.bound("ml/train-2")
+    assert m.status(key).problems == ()  # type: ignore[union-attr]  # all bound: nothing to decide
+
+
+def test_after_a_restart_a_scaled_jobs_new_member_is_planned_with_the_bound_ones() -> None:
+    """The coordinator restarts with the scaled Job's new pod pending (seen first) and the two
+    bound: the gang needs one more member placed, beside the two, not a new agreement."""
+    m = manager()
+    key = GangKey("ml", "train")
+    m.observe("ml/train-2", spec("train", 3))
+    for p in pods("train", 2):
+        m.observe(p, spec("train", 2), bound=True)
+    assert m.disagreement(key) == ""
+    assert m.needed(key) == 1
+    assert m.ready_to_plan(key)
+    assert isinstance(m.reserve(key, [res("ml/train-2", "n3")]), Allow)
+
+
+def test_pending_members_that_disagree_still_wait_beside_bound_ones() -> None:
+    m = manager()
+    key = GangKey("ml", "g")
+    m.observe("ml/g-0", spec("g", 2), bound=True)
+    m.observe("ml/g-1", spec("g", 2))
+    m.observe("ml/g-2", spec("g", 3))
+    assert m.disagreement(key) == (
+        "members disagree on the minimum: 2 (g-1) and 3 (g-2); none binds until they agree"
+    )
+    assert not m.ready_to_plan(key)
+
+
 def test_a_gang_ends_with_its_last_member_and_a_rerun_starts_from_nothing() -> None:
     clock = ManualClock()
     m = manager(clock)
