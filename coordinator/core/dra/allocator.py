@@ -40,7 +40,7 @@ from coordinator.core.dra.objects import (
     SubRequest,
 )
 from coordinator.core.dra.state import DraState
-from coordinator.core.dra.values import CelCompileError, CelRuntimeError
+from coordinator.core.dra.values import CelCompileError, CelRuntimeError, driver_only
 from coordinator.core.podspec.tolerations import Taint, Toleration
 
 __all__ = [
@@ -148,16 +148,16 @@ def selects(device: Device, expressions: Sequence[str]) -> bool:
     for i, expr in enumerate(expressions):
         hit = device.memo.get(expr)
         if hit is None:
-            from coordinator.core.dra.cel import compile_selector  # CEL loads on first use
+            driver = driver_only(expr)
+            if driver is not None:
+                hit = device.id.driver == driver
+            else:
+                from coordinator.core.dra.cel import compile_selector  # CEL loads on first use
 
-            selector = compile_selector(expr)
-            try:
-                if selector.driver_is is not None:
-                    hit = device.id.driver == selector.driver_is
-                else:
-                    hit = selector.matches(device.cel())
-            except CelRuntimeError as bad:
-                hit = bad.error
+                try:
+                    hit = compile_selector(expr).matches(device.cel())
+                except CelRuntimeError as bad:
+                    hit = bad.error
             device.memo[expr] = hit
         if isinstance(hit, str):
             raise CelRuntimeError(hit, i)
@@ -213,6 +213,8 @@ def check_claim(state: DraState, claim: ResourceClaim) -> AllocationFailure | No
                 (f"claim {claim.name}: request {alt.name}", alt.selectors),
             ):
                 for i, expr in enumerate(exprs):
+                    if driver_only(expr) is not None:
+                        continue  # compiles; answered without loading CEL
                     from coordinator.core.dra.cel import compile_selector
 
                     try:
