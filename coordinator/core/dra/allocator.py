@@ -358,7 +358,9 @@ class _Allocator:
         return DeviceResult(name, device.id, consumed=consumed, share_id=str(uuid.uuid4()))
 
     def claim(self, claim: ResourceClaim) -> tuple[DeviceResult, ...] | str:
-        picked = self._requests(claim, list(claim.requests), {})
+        picked = self._plain(claim)
+        if picked is None:
+            picked = self._requests(claim, list(claim.requests), {})
         if isinstance(picked, str):
             return picked
         alternatives = {a.name: a for r in claim.requests for a in r.alternatives}
@@ -369,6 +371,42 @@ class _Allocator:
             for name, (devices, admin) in picked.items()
             for d in devices
         )
+
+    def _plain(self, claim: ResourceClaim) -> dict[str, tuple[list[Device], bool]] | None:
+        """What :meth:`_requests` finds for a claim of plain requests — each one ``exactly``
+        of whole devices (``ExactCount``, no capacity asked, no admin access), no constraints —
+        when devices are taken first-fit: per request, the first ``count`` free devices its
+        selectors select that no earlier request took, found without the general search
+        (upstream's scheduler_perf claims, most claims). ``None`` when the claim is not plain,
+        when a device walked has taints or allows multiple allocations, or when too few fit:
+        the general search answers then, with its reasons."""
+        if not self.first_fit or claim.constraints:
+            return None
+        out: dict[str, tuple[list[Device], bool]] = {}
+        taken = set(self.taken)
+        for request in claim.requests:
+            if len(request.alternatives) != 1:
+                return None
+            alt = request.alternatives[0]
+            if alt.mode != "ExactCount" or alt.admin_access or alt.capacity:
+                return None
+            got: list[Device] = []
+            for d in self.free:
+                if d.taints or d.allow_multiple:
+                    return None
+                if d.id in taken or not _selected(self.state, claim, alt, d):
+                    continue
+                got.append(d)
+                if len(got) == alt.count:
+                    break
+            else:
+                return None
+            picked = self.chooser.choose(got, alt.count)
+            if isinstance(picked, str) or len(picked) != alt.count:
+                return None
+            taken.update(d.id for d in picked)
+            out[alt.name] = (list(picked), False)
+        return out
 
     def _requests(
         self,
