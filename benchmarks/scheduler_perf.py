@@ -32,10 +32,19 @@ fake driver: a ResourceSlice per matching Node with ``maxClaimsPerNode`` devices
 before the schedulers start) and ``createAny`` (one object from a file — a DeviceClass, a
 ResourceClaimTemplate — made at the start of each scheduler's turn). A DRA workload runs
 kube-controller-manager's resourceclaim controller, as upstream's runner does: it creates the
-pods' claims from their templates. After each turn the claims are deleted (and released by the
-controller) before the next. Another opcode, a templated (``{{…}}``) file or a bad parameter is
-an error naming the key and the value. ``--param name=value`` overrides a workload's parameter
-(to run a case at a size upstream gives it no workload for; say so).
+pods' claims from their templates. ``allocResourceClaims`` allocates the claims of a namespace
+made by ``createAny`` in the test itself, as upstream's op does
+(``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit devices, written to each
+claim's status) at the start of each turn. A ``createPods`` step with ``steadyState`` (and
+``duration``) keeps its ``count`` pods coming for that long: each batch, once bound, is deleted
+and the next created, and the throughput is upstream's average of 1-second samples
+(``benchmarks/scheduler_perf_steady.py``); the controller-manager then also runs the garbage
+collector, which deletes the deleted pods' claims, as upstream's runner does. After each turn
+the claims are deleted (and released by the controller) before the next. Another opcode, a
+``createPods`` key not read here (``skipWaitToCompletion``, persistent volumes), a templated
+(``{{…}}``) file or a bad parameter is an error naming the key and the value.
+``--param name=value`` overrides a workload's parameter (to run a case at a size upstream gives
+it no workload for; say so).
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
