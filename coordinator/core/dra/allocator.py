@@ -358,9 +358,8 @@ class _Allocator:
         return DeviceResult(name, device.id, consumed=consumed, share_id=str(uuid.uuid4()))
 
     def claim(self, claim: ResourceClaim) -> tuple[DeviceResult, ...] | str:
-        picked = self._plain(claim)
-        if picked is None:
-            picked = self._requests(claim, list(claim.requests), {})
+        plain = self._plain(claim)
+        picked = self._requests(claim, list(claim.requests), {}) if plain is None else plain
         if isinstance(picked, str):
             return picked
         alternatives = {a.name: a for r in claim.requests for a in r.alternatives}
