@@ -50,7 +50,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,20 +58,15 @@ from typing import Any
 
 from benchmarks.apiserver_metrics import by_kind, requests_total
 from benchmarks.kwok_cluster import (
-    APISERVER_ARGS,
     LEAVES_PER_SPINE,
     Fabric,
     Limit,
     Process,
-    compile_topos,
-    create_nodes,
+    kwok_cluster,
     node_name,
     start_kube_scheduler,
-    start_kwok,
     start_profiler,
     start_topos,
-    tear_down,
-    wait_ready,
 )
 from benchmarks.kwok_settle import clear, settle
 from benchmarks.kwok_throughput import say
@@ -80,8 +74,8 @@ from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
 from common.kube.resources import Resource
 from common.podkeys import GPU_RESOURCE
-from devcluster.binaries import KUBERNETES_VERSION, ensure
-from devcluster.controlplane import ControlPlane, ControlPlaneSettings
+from devcluster.binaries import KUBERNETES_VERSION
+from devcluster.controlplane import ControlPlane
 
 KubeObject = dict[str, Any]
 
@@ -519,27 +513,15 @@ class Bench:
 
 
 async def bench(args: argparse.Namespace) -> list[Result]:
-    binaries = ensure(extra=True, log=False)
-    work = Path(tempfile.mkdtemp(prefix="topos-kai-"))
-    plane = ControlPlane.start(
-        binaries=binaries,
-        settings=ControlPlaneSettings(
-            extra_apiserver_args=(
-                *APISERVER_ARGS,
-                "--feature-gates=TopologyAwareWorkloadScheduling=true,WorkloadAwarePreemption=true",
-            )
-        ),
-    )
-    kwok: Process | None = None
     results: list[Result] = []
     cases = [c for c in CASES if c in args.cases.split(",")]
-    try:
-        kube = await KubeClient.connect(plane.kubeconfig)
-        kwok = start_kwok(binaries, plane, work)
-        compile_topos()
-        fabric = Fabric(nodes=args.nodes, leaves=LEAVES)
-        await create_nodes(kube, args.nodes, fabric)
-        ready = await wait_ready(kube, args.nodes)
+    fabric = Fabric(nodes=args.nodes, leaves=LEAVES)
+    gates = "--feature-gates=TopologyAwareWorkloadScheduling=true,WorkloadAwarePreemption=true"
+    async with kwok_cluster(
+        "topos-kai-", args.nodes, apiserver_args=lambda _: (gates,), fabric=fabric, keep=args.keep
+    ) as cluster:
+        binaries, work, plane, kube = cluster.binaries, cluster.work, cluster.plane, cluster.kube
+        ready = cluster.ready_s
         quiet = await settle(plane)
         for value, pc in ((1000, LOW), (100000, HIGH)):
             body = {
@@ -596,9 +578,6 @@ async def bench(args: argparse.Namespace) -> list[Result]:
             await b.drop(ns)
             if {"unschedulable", "reclaim"} & set(cases):
                 await clear(kube, fill_ns)
-        await kube.close()
-    finally:
-        tear_down(kwok, plane, work, keep=args.keep)
     return results
 
 

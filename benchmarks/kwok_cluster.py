@@ -15,6 +15,7 @@ NotReady (no controller-manager), and 1,000 heartbeats would only add noise to t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -22,8 +23,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,8 @@ from agent.devices import discover_profile
 from agent.devices.fake_nvml import make_gpu_uuid
 from common.kube import NODES, AlreadyExists, KubeClient, Unreachable
 from common.labeling import labels
-from devcluster.binaries import Binaries, cache_root
-from devcluster.controlplane import ControlPlane
+from devcluster.binaries import Binaries, cache_root, ensure
+from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 from devcluster.kubelet import kwok_args
 from devcluster.nodes import capacity
 from devcluster.processes import free_port
@@ -351,6 +353,55 @@ def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """What :func:`kwok_cluster` started: the binaries, the run's scratch folder, the control
+    plane, a client of it, and how long the Nodes took to be created and then Ready (s)."""
+
+    binaries: Binaries
+    work: Path
+    plane: ControlPlane
+    kube: KubeClient
+    created_s: float
+    ready_s: float
+
+
+@contextlib.asynccontextmanager
+async def kwok_cluster(
+    prefix: str,
+    nodes: int,
+    *,
+    apiserver_args: Callable[[Path], Sequence[str]] = lambda work: (),
+    fabric: Fabric | None = None,
+    keep: bool = False,
+) -> AsyncIterator[Cluster]:
+    """A control plane (its API server with :data:`APISERVER_ARGS` and ``apiserver_args`` of
+    the scratch folder), KWOK, Topos compiled, and ``nodes`` GPU Nodes (:func:`create_nodes`,
+    in ``fabric``) Ready; torn down on the way out (the scratch folder ``/tmp/<prefix>…`` kept
+    when ``keep``)."""
+    binaries = ensure(extra=True, log=False)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    args = (*APISERVER_ARGS, *apiserver_args(work))
+    plane = ControlPlane.start(
+        binaries=binaries, settings=ControlPlaneSettings(extra_apiserver_args=args)
+    )
+    kwok: Process | None = None
+    try:
+        kube = await KubeClient.connect(plane.kubeconfig)
+        try:
+            kwok = start_kwok(binaries, plane, work)
+            compile_topos()
+            t0 = time.perf_counter()
+            await create_nodes(kube, nodes, fabric)
+            created = time.perf_counter() - t0
+            ready = await wait_ready(kube, nodes)
+            yield Cluster(binaries, work, plane, kube, created, ready)
+        finally:
+            await kube.close()
+    finally:
+        tear_down(kwok, plane, work, keep=keep)
 
 
 def tear_down(kwok: Process | None, plane: ControlPlane, work: Path, *, keep: bool) -> None:

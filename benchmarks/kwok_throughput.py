@@ -51,7 +51,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -65,26 +64,21 @@ from benchmarks.apiserver_metrics import (
 )
 from benchmarks.kwok_audit import PodListers, audit_args
 from benchmarks.kwok_cluster import (
-    APISERVER_ARGS,
     Limit,
     Process,
-    compile_topos,
-    create_nodes,
+    kwok_cluster,
     parse_limits,
     start_kube_scheduler,
-    start_kwok,
     start_profiler,
     start_topos,
-    tear_down,
-    wait_ready,
 )
 from benchmarks.kwok_pods import pod_body
 from benchmarks.kwok_run import Run, cpu_seconds
 from benchmarks.kwok_settle import clear, settle, warm_up
 from benchmarks.run_all import machine
 from common.kube import NAMESPACES, PODS, KubeClient, KubeError
-from devcluster.binaries import KUBERNETES_VERSION, ensure
-from devcluster.controlplane import ControlPlane, ControlPlaneSettings
+from devcluster.binaries import KUBERNETES_VERSION
+from devcluster.controlplane import ControlPlane
 
 SCHEDULERS = {"kube-scheduler": "default-scheduler", "topos": "topos"}
 CREATORS = 32
@@ -228,29 +222,20 @@ async def one_run(
 
 
 async def bench(args: argparse.Namespace) -> list[Run]:
-    binaries = ensure(extra=True, log=False)
-    work = Path(tempfile.mkdtemp(prefix="topos-kwok-"))
-    plane = ControlPlane.start(
-        binaries=binaries,
-        settings=ControlPlaneSettings(
-            extra_apiserver_args=(
-                *APISERVER_ARGS,
-                *(["--profiling=true"] if args.profile else []),
-                *(audit_args(work) if args.audit else ()),
-            )
-        ),
-    )
-    listers = PodListers(work / "audit.log", plane) if args.audit else None
-    kwok: Process | None = None
     runs: list[Run] = []
-    try:
-        kube = await KubeClient.connect(plane.kubeconfig)
-        kwok = start_kwok(binaries, plane, work)
-        compile_topos()
-        t0 = time.perf_counter()
-        await create_nodes(kube, args.nodes)
-        created = time.perf_counter() - t0
-        ready = await wait_ready(kube, args.nodes)
+
+    def apiserver_args(work: Path) -> tuple[str, ...]:
+        return (
+            *(["--profiling=true"] if args.profile else []),
+            *(audit_args(work) if args.audit else ()),
+        )
+
+    async with kwok_cluster(
+        "topos-kwok-", args.nodes, apiserver_args=apiserver_args, keep=args.keep
+    ) as cluster:
+        binaries, work, plane, kube = cluster.binaries, cluster.work, cluster.plane, cluster.kube
+        listers = PodListers(work / "audit.log", plane) if args.audit else None
+        created, ready = cluster.created_s, cluster.ready_s
         quiet = await settle(plane)
         say(
             args,
@@ -320,9 +305,6 @@ async def bench(args: argparse.Namespace) -> list[Run]:
                 await clear(kube, f"kwok-{tag}")
                 if listers is not None:
                     listers.read()  # the clean-up's, not the next run's
-        await kube.close()
-    finally:
-        tear_down(kwok, plane, work, keep=args.keep)
     return runs
 
 

@@ -32,10 +32,19 @@ fake driver: a ResourceSlice per matching Node with ``maxClaimsPerNode`` devices
 before the schedulers start) and ``createAny`` (one object from a file — a DeviceClass, a
 ResourceClaimTemplate — made at the start of each scheduler's turn). A DRA workload runs
 kube-controller-manager's resourceclaim controller, as upstream's runner does: it creates the
-pods' claims from their templates. After each turn the claims are deleted (and released by the
-controller) before the next. Another opcode, a templated (``{{…}}``) file or a bad parameter is
-an error naming the key and the value. ``--param name=value`` overrides a workload's parameter
-(to run a case at a size upstream gives it no workload for; say so).
+pods' claims from their templates. ``allocResourceClaims`` allocates the claims of a namespace
+made by ``createAny`` in the test itself, as upstream's op does
+(``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit devices, written to each
+claim's status) at the start of each turn. A ``createPods`` step with ``steadyState`` (and
+``duration``) keeps its ``count`` pods coming for that long: each batch, once bound, is deleted
+and the next created, and the throughput is upstream's average of 1-second samples
+(``benchmarks/scheduler_perf_steady.py``); the controller-manager then also runs the garbage
+collector, which deletes the deleted pods' claims, as upstream's runner does. After each turn
+the claims are deleted (and released by the controller) before the next. Another opcode, a
+``createPods`` key not read here (``skipWaitToCompletion``, persistent volumes), a templated
+(``{{…}}``) file or a bad parameter is an error naming the key and the value.
+``--param name=value`` overrides a workload's parameter (to run a case at a size upstream gives
+it no workload for; say so).
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
@@ -53,6 +62,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -85,6 +95,7 @@ from benchmarks.kwok_cluster import (
 from benchmarks.kwok_run import Run, cpu_seconds
 from benchmarks.kwok_settle import clear
 from benchmarks.kwok_throughput import watch
+from benchmarks.scheduler_perf_claims import AllocateClaims, alloc_op, allocate_claims
 from benchmarks.scheduler_perf_objects import (
     AnyObject,
     Churn,
@@ -97,6 +108,7 @@ from benchmarks.scheduler_perf_objects import (
     resource_driver,
     run_churn,
 )
+from benchmarks.scheduler_perf_steady import parse_duration, steady_state, throughput_samples
 from benchmarks.scheduler_perf_templates import ObjectTemplate, TemplateError, load_template
 from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
@@ -119,6 +131,9 @@ CONTROLLER_ARGS = ("--kube-api-qps=5000", "--kube-api-burst=5000")
 #: Requests the resourceclaim controller makes and neither scheduler does: it creates a pod's
 #: claims from its templates and names them in the pod's status (server-side apply).
 CLAIM_CONTROLLER_ROWS = (("POST", "resourceclaims", ""), ("APPLY", "pods", "status"))
+#: Requests of a steady-state run neither scheduler makes: the benchmark deletes each bound
+#: batch, the garbage collector deletes the claims the deleted pods owned.
+STEADY_ROWS = (("DELETECOLLECTION", "pods", ""), ("DELETE", "resourceclaims", ""))
 CREATORS = 32
 
 
@@ -129,6 +144,7 @@ class Step:
     measured: bool = False
     namespace: str | None = None  # createPods' own (else one of the run's)
     label: tuple[str, tuple[str, ...]] | None = None  # createNodes: key, values round robin
+    steady_s: float | None = None  # createPods with steadyState: for how long (seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +157,17 @@ class Workload:
     churn: tuple[Churn, ...] = ()
     drivers: tuple[ResourceDriver, ...] = ()  # createResourceDriver's
     objects: tuple[AnyObject, ...] = ()  # createAny's, made at the start of each turn
+    allocate: tuple[AllocateClaims, ...] = ()  # allocResourceClaims', after the createAny ones
 
     @property
     def dra(self) -> bool:
         """Its pods need kube-controller-manager's resourceclaim controller (as upstream runs)."""
-        return bool(self.drivers or self.objects)
+        return bool(self.drivers or self.objects or self.allocate)
+
+    @property
+    def steady(self) -> Step | None:
+        """The measured createPods step when it runs in a steady state."""
+        return next((s for s in self.pods if s.measured and s.steady_s is not None), None)
 
     @property
     def node_count(self) -> int:
@@ -212,6 +234,7 @@ def load_workload(
     churn: list[Churn] = []
     drivers: list[ResourceDriver] = []
     objects: list[AnyObject] = []
+    allocate: list[AllocateClaims] = []
     for i, op in enumerate(found.get("workloadTemplate") or ()):
         where = f"{case}.workloadTemplate[{i}]"
         opcode = op.get("opcode")
@@ -230,7 +253,10 @@ def load_workload(
             count = _count(op, params, where)
             measured = bool(op.get("collectMetrics"))
             ns = op.get("namespace")
-            pods.append(Step(_template(base / path), count, measured, namespace=ns))
+            steady = _steady(op, params, where)
+            if steady is not None and not measured:
+                raise WorkloadError(f"{where}.steadyState: read only with collectMetrics: true")
+            pods.append(Step(_template(base / path), count, measured, ns, steady_s=steady))
         elif opcode == "churn":
             paths = op.get("templatePaths") or []
             if not isinstance(paths, list) or not paths:
@@ -243,7 +269,15 @@ def load_workload(
             if not isinstance(path, str) or not path:
                 raise WorkloadError(f"{where}.templatePath: {path!r} is not a file")
             count = _count(op, params, where) if "count" in op or "countParam" in op else 1
-            objects.append(any_object(_template(base / path), op, where, count))
+            obj = any_object(_template(base / path), op, where, count)
+            if obj.resource is RESOURCE_CLAIMS and obj.namespace in {a.namespace for a in allocate}:
+                raise WorkloadError(
+                    f"{where}: ResourceClaims created in {obj.namespace!r} after its "
+                    "allocResourceClaims (this runner allocates after every createAny)"
+                )
+            objects.append(obj)
+        elif opcode == "allocResourceClaims":
+            allocate.append(alloc_op(op, where))
         else:
             raise WorkloadError(f"{where}.opcode: {opcode!r} is not read by this runner")
     measured_in = {s.namespace for s in pods if s.measured}
@@ -260,7 +294,52 @@ def load_workload(
         tuple(churn),
         tuple(drivers),
         tuple(objects),
+        tuple(allocate),
     )
+
+
+#: The keys of a ``createPods`` op this runner reads; upstream's others (skipWaitToCompletion,
+#: persistent volumes) are refused.
+POD_KEYS = frozenset(
+    {
+        "opcode",
+        "count",
+        "countParam",
+        "podTemplatePath",
+        "namespace",
+        "collectMetrics",
+        "steadyState",
+        "steadyStateParam",
+        "duration",
+        "durationParam",
+    }
+)
+
+
+def _param(op: Mapping[str, Any], key: str, params: Mapping[str, Any], where: str) -> Any:
+    """``op[key]``, or the workload parameter ``op[key + "Param"]`` names (``$name``)."""
+    ref = op.get(f"{key}Param")
+    if ref is None:
+        return op.get(key)
+    if not isinstance(ref, str) or not ref.startswith("$") or ref[1:] not in params:
+        raise WorkloadError(f"{where}.{key}Param: {ref!r} is not a parameter of this workload")
+    return params[ref[1:]]
+
+
+def _steady(op: Mapping[str, Any], params: Mapping[str, Any], where: str) -> float | None:
+    """createPods' steady-state duration in seconds, or None when it creates its pods once."""
+    for key in op:
+        if key not in POD_KEYS:
+            raise WorkloadError(f"{where}.{key}: not read by this runner (createPods)")
+    steady = _param(op, "steadyState", params, where)
+    if steady is None or steady is False:
+        return None
+    if steady is not True:
+        raise WorkloadError(f"{where}.steadyState: {steady!r} is not true or false")
+    duration = parse_duration(_param(op, "duration", params, where), f"{where}.duration")
+    if duration <= 0:
+        raise WorkloadError(f"{where}.duration: {duration:g} s: a steady state needs more than 0")
+    return duration
 
 
 def _label(op: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...]] | None:
@@ -404,6 +483,36 @@ class PerfRun(Run):
     connections_opened: int = 0  # to the API server in the measured phase (a floor: sampled)
     connections_peak: int = 0
     scheduled_events: int = 0  # Scheduled Events in the measured namespace at the last bind
+    #: a steady-state run's measured window (perf_counter seconds): its rate is upstream's
+    window: tuple[float, float] | None = None
+
+    @property
+    def samples(self) -> list[float]:
+        """A steady-state run's throughput samples, as upstream's collector takes them."""
+        if self.window is None:
+            return []
+        return throughput_samples(list(self.bound.values()), *self.window)
+
+    @property
+    def rate(self) -> float:
+        """Pods bound per second: from the first create to the last bind, or in a steady state
+        the average of upstream's 1-second samples (its SchedulingThroughput)."""
+        if self.window is None:
+            return len(self.bound) / self.span_s if self.bound else 0.0
+        samples = self.samples
+        return sum(samples) / len(samples) if samples else 0.0
+
+    def summary(self) -> str:
+        text = Run.summary(self)
+        if self.window is None:
+            return text
+        samples = sorted(self.samples)
+        p50 = samples[math.ceil(len(samples) / 2) - 1] if samples else float("nan")
+        return (
+            f"{text}\n{'':14s} steady state for {self.window[1] - self.window[0]:g} s: "
+            f"upstream's SchedulingThroughput average {self.rate:.1f} pods/s over "
+            f"{len(samples)} 1-s samples (p50 {p50:.1f}); {len(self.bound)} pods bound"
+        )
 
 
 async def one_run(
@@ -424,6 +533,8 @@ async def one_run(
         await _ensure_namespace(kube, name)  # the watch sees the measured pods only
     for obj in workload.objects:
         await create_any(kube, obj)
+    for alloc in workload.allocate:  # the same devices taken in every turn
+        await allocate_claims(kube, alloc, random.Random(0))
     by_space: dict[str, list[dict[str, Any]]] = {}
     index = 0
     for s in workload.pods:
@@ -443,9 +554,12 @@ async def one_run(
     for where, bodies in by_space.items():
         await _wait_all_bound(kube, where, len(bodies), proc, timeout_s)
     namespace = spaces["measured"]
-    listed = await kube.list(PODS, namespace=namespace, limit=1)
-    done = asyncio.Event()
-    watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
+    steady = workload.steady
+    watcher = None
+    if steady is None:  # steady_state watches its own
+        listed = await kube.list(PODS, namespace=namespace, limit=1)
+        done = asyncio.Event()
+        watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
     requests0 = await asyncio.to_thread(requests_total, plane)
     spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
@@ -460,16 +574,27 @@ async def one_run(
         asyncio.create_task(run_churn(kube, c, spaces[f"churn-{i}"], scheduler_name, stop))
         for i, c in enumerate(workload.churn)
     ]
-    t0 = time.perf_counter()
-    await _create(kube, namespace, measured, run.sent)
-    run.created_s = time.perf_counter() - t0
-    try:
-        async with asyncio.timeout(timeout_s):
-            while len(run.bound) < run.pods:
-                proc.check()
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        run.timed_out = True
+    if steady is not None and steady.steady_s is not None:
+        step, name = steady, scheduler_name
+
+        def body(i: int) -> dict[str, Any]:
+            return pod_body(step.template.render(i, step.count), f"p-{i:05d}", name)
+
+        run.window = await steady_state(kube, namespace, body, step.count, steady.steady_s, run)
+        proc.check()
+        run.pods, run.created_s = len(run.sent), steady.steady_s
+        run.timed_out = not run.bound
+    else:
+        t0 = time.perf_counter()
+        await _create(kube, namespace, measured, run.sent)
+        run.created_s = time.perf_counter() - t0
+        try:
+            async with asyncio.timeout(timeout_s):
+                while len(run.bound) < run.pods:
+                    proc.check()
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            run.timed_out = True
     scheduled = await kube.list(EVENTS, namespace=namespace, field_selector="reason=Scheduled")
     run.scheduled_events = sum(  # the measured pods' (init pods may share the namespace)
         1 for e in scheduled["items"] if (e.get("involvedObject") or {}).get("name") in run.sent
@@ -493,11 +618,15 @@ async def one_run(
     if workload.dra:  # kube-controller-manager's resourceclaim controller: claims from templates
         for key in CLAIM_CONTROLLER_ROWS:
             run.requests.pop(key, None)
+    if steady is not None:  # the benchmark's deletes, and the garbage collector's of the claims
+        for key in STEADY_ROWS:
+            run.requests.pop(key, None)
     run.requests = +run.requests
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
-    if workload.dra:
+    if watcher is not None:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if workload.dra and steady is None:  # a steady state's pods (and claims) are gone
         run.claims_allocated = await allocated_claims(kube, namespace)
 
 
@@ -558,7 +687,14 @@ async def bench(
     plane = ControlPlane.start(
         binaries=binaries,
         settings=ControlPlaneSettings(
-            controllers=("resourceclaim-controller",) if workload.dra else (),
+            # upstream's runner runs both: a deleted pod's generated claims are deleted
+            controllers=(
+                ("resourceclaim-controller", "garbage-collector-controller")
+                if workload.steady
+                else ("resourceclaim-controller",)
+                if workload.dra
+                else ()
+            ),
             extra_apiserver_args=PERF_APISERVER_ARGS,
             extra_controller_args=CONTROLLER_ARGS,
         ),

@@ -38,7 +38,14 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from common.quantity import QuantityError, parse_quantity
-from coordinator.core.dra.values import SEMVER, CelCompileError, CelRuntimeError, Quantity, SemVer
+from coordinator.core.dra.values import (
+    SEMVER,
+    CelCompileError,
+    CelRuntimeError,
+    Quantity,
+    SemVer,
+    driver_only,
+)
 
 __all__ = [
     "CelCompileError",
@@ -212,12 +219,6 @@ def _cel_go_text(bad: CELEvalError) -> str:
     return text
 
 
-#: ``device.driver == "<name>"`` (either quote, no escapes): the commonest selector, answered
-#: from the device's id without building its CEL value (the same answer: ``driver`` is always
-#: a string, compared exactly)
-_DRIVER_IS = re.compile(r"""\s*device\.driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*""")
-
-
 class Selector:
     """One compiled selector expression."""
 
@@ -225,11 +226,8 @@ class Selector:
 
     def __init__(self, expression: str) -> None:
         self.expression = expression
-        simple = _DRIVER_IS.fullmatch(expression)
         #: the driver name when the expression only compares ``device.driver`` with it
-        self.driver_is: str | None = None
-        if simple is not None:
-            self.driver_is = simple.group(1) if simple.group(1) is not None else simple.group(2)
+        self.driver_is = driver_only(expression)
         try:
             ast = _env().compile(expression)
         except Exception as bad:  # celpy raises its parse errors and lark's

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from fractions import Fraction
 
@@ -136,13 +137,17 @@ class DraState:
         ]
         #: devices held whole (a share of a device allowing multiple allocations is not)
         whole = [r.device for r in results if not r.share_id]
-        self.allocated: frozenset[DeviceId] = frozenset(whole)
+        #: never changed once set (a new state gets its own): sets built for a new state are
+        #: kept as they are, not copied again into frozensets (5,000 claims: a copy a change)
+        self.allocated: AbstractSet[DeviceId] = frozenset(whole)
         #: some device is named by two claims (a later release may not free it)
         self._doubled = len(whole) != len(self.allocated)
         #: what the shares of each shared device consume together, by capacity name
         self.consumed: dict[DeviceId, dict[str, Fraction]] = {}
         _add_shares(self.consumed, results)
-        self.held: frozenset[DeviceId] = self.allocated | frozenset(self.consumed)
+        self.held: AbstractSet[DeviceId] = (
+            self.allocated | self.consumed.keys() if self.consumed else self.allocated
+        )
         self._busy = Counter(n for d in self.allocated if (n := self._node_of.get(d)) is not None)
 
     def _free_cache(
@@ -242,7 +247,7 @@ class DraState:
                         allocated.discard(device)
                         if node is not None:
                             busy[node] -= 1
-        self.allocated = frozenset(allocated)
+        self.allocated = allocated
         self.consumed = {}
         self.held = self.allocated
         self._busy = busy
@@ -463,9 +468,9 @@ class DraState:
                 claims[a.key] = _allocated(claim, a)
         other.claim_by_key = claims
         other.claims = tuple(claims.values())
-        other.allocated = frozenset(taken)
+        other.allocated = taken
         other.consumed = consumed
-        other.held = other.allocated | frozenset(consumed)
+        other.held = taken | consumed.keys() if consumed else taken
         other._busy = busy
         other._free_cache(self, changed, link=True)
         return other

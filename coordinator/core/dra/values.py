@@ -13,7 +13,27 @@ from typing import Final
 
 from common.quantity import parse_quantity
 
-__all__ = ["CelCompileError", "CelRuntimeError", "Quantity", "SelectorError", "SemVer"]
+__all__ = [
+    "CelCompileError",
+    "CelRuntimeError",
+    "Quantity",
+    "SelectorError",
+    "SemVer",
+    "driver_only",
+]
+
+#: ``device.driver == "<name>"`` (either quote, no escapes): the commonest selector, answered
+#: from the device's id without building its CEL value or loading CEL at all (the same answer:
+#: ``driver`` is always a string, compared exactly; and such an expression always compiles)
+_DRIVER_IS: Final = re.compile(r"""\s*device\.driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*""")
+
+
+def driver_only(expression: str) -> str | None:
+    """The driver name when ``expression`` only compares ``device.driver`` with it."""
+    simple = _DRIVER_IS.fullmatch(expression)
+    if simple is None:
+        return None
+    return simple.group(1) if simple.group(1) is not None else simple.group(2)
 
 
 class SelectorError(ValueError):

@@ -3,6 +3,9 @@ Kubernetes does: which devices a node sees, which pools are usable, what a bad o
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from coordinator.core.dra.allocator import selects
@@ -17,6 +20,7 @@ from coordinator.core.dra.state import (
     parse_resource_claim,
     parse_resource_slice,
 )
+from devcluster.subprocess_env import subprocess_env
 from tests.coordinator.core.dra.dra_objects import (
     claim,
     exactly,
@@ -87,6 +91,36 @@ def test_a_driver_comparison_answers_as_cel_does_without_building_the_device(
     assert selects(asked, [expression]) is compile_selector(expression).matches(built.cel())
     assert (compile_selector(expression).driver_is is not None) is simple
     assert (not asked._cel) is simple  # its CEL value was not needed
+
+
+def test_a_driver_only_class_allocates_without_loading_cel() -> None:
+    """Upstream's scheduler_perf DeviceClass (``device.driver == "…"``, the commonest selector):
+    a claim of it is checked and allocated without the CEL interpreter, whose loading (~0.5 s
+    of CPU on a loaded machine) the first DRA pod after a start would otherwise pay."""
+    probe = """
+import sys
+from tests.coordinator.core.dra.dra_objects import claim, device_class, exactly, gpu_slice, state
+from tests.support.sched_hw import dgx1
+from coordinator.core.dra.allocator import FirstFit, allocate, check_claim
+dra = state(
+    [gpu_slice("n", dgx1("n"))],
+    [device_class("c", ['device.driver == "gpu.nvidia.com"'])],
+    [claim("a", [exactly(cls="c")])],
+)
+asked = dra.claims[0]
+assert check_claim(dra, asked) is None
+done = allocate(dra, [asked], "n", {}, FirstFit())
+print([str(r.device) for a in done for r in a.results], "celpy" in sys.modules)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert out.stdout.split() == ["['gpu.nvidia.com/n/gpu-0']", "False"]
 
 
 def test_malformed_cel_does_not_compile_and_says_where() -> None:
