@@ -28,7 +28,7 @@ from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
 from tests.support.polling import eventually
-from tests.support.sched_hw import gpu_node, pcie8, running
+from tests.support.sched_hw import gpu_node, pcie8, plain_node, request, running
 
 
 class LingeringCluster(MemoryCluster):
@@ -347,6 +347,46 @@ def test_a_share_nominated_by_the_api_server_alone_holds_a_gpu_with_room() -> No
     assert node.share_room.get(6) is None  # the half GPU 6 had free is urgent's
     assert node.free_whole_gpus == 1  # GPU 7 is still whole
     assert nominations.overlay(snapshot, 1000) is snapshot  # a higher pod sees it all
+
+
+def test_the_overlay_kept_between_attempts_follows_the_cluster_and_the_nominations() -> None:
+    """The overlay is built once and shared while nothing changes; a node changed in the
+    snapshot, a nomination made or ended, or another pod's own nomination left out each give
+    what a fresh build gives."""
+    snapshot = Snapshot([plain_node(n, cpu=4) for n in ("a", "b")])
+    queue = SchedulingQueue()
+    nominations = Nominations(queue, held=lambda uid: False)
+    high = [request(pod(f"high-{i}", cpu="3", priority=10, uid=f"u{i}")) for i in range(2)]
+    nominations.nominate(high[0], "a")
+
+    def used(view: Snapshot, node: str) -> int:
+        found = view.get(node)
+        assert found is not None
+        return found.requested.get("cpu", 0)
+
+    first = nominations.overlay(snapshot, 0)
+    assert used(first, "a") == 3000
+    assert used(first, "b") == 0
+    assert nominations.overlay(snapshot, 0) is first  # nothing changed: the same one
+    assert used(nominations.overlay(snapshot, 0, {"u0"}), "a") == 0  # the preemptor's own view
+    assert nominations.overlay(snapshot, 0) is first
+
+    a = snapshot.get("a")
+    assert a is not None
+    snapshot.replace(a.adding((running(pod("low", cpu="900m", priority=0)),)))
+    after = nominations.overlay(snapshot, 0)
+    assert after is not first
+    assert used(after, "a") == 3900
+    assert used(snapshot, "a") == 900  # the snapshot itself holds no nomination
+
+    nominations.nominate(high[1], "b")
+    both = nominations.overlay(snapshot, 0)
+    assert used(both, "a") == 3900
+    assert used(both, "b") == 3000
+    nominations.drop("u0")
+    assert used(nominations.overlay(snapshot, 0), "a") == 900
+    assert used(nominations.overlay(snapshot, 0), "b") == 3000
+    assert nominations.overlay(snapshot, 11) is snapshot  # above every nomination: as it is
 
 
 async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backoff() -> None:
