@@ -53,10 +53,12 @@ from coordinator.core.preemption.interpod import Recheck
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import (
     ZERO_COST,
+    Evictable,
     EvictionCost,
     EvictionUnit,
     Protections,
     UnitCache,
+    evictable_on,
     evictable_units,
     within_budgets,
 )
@@ -170,7 +172,7 @@ def select_victims(
     *,
     priority: int,
     nodes: Sequence[NodeState],
-    running: Sequence[RunningPod],
+    running: Sequence[RunningPod] | Callable[[], Sequence[RunningPod]],
     budgets: Sequence[DisruptionBudget] = (),
     preemption_policy: str = "PreemptLowerPriority",
     intent: PlacementIntent | None = None,
@@ -184,6 +186,7 @@ def select_victims(
     protections: Protections | None = None,
     recheck: Recheck | None = None,
     units: UnitCache | None = None,
+    on_node: Callable[[str], Sequence[RunningPod]] | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
     ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
@@ -193,7 +196,11 @@ def select_victims(
     ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`);
     ``recheck``: for a pod in no gang, its inter-pod filters with pods gone (:mod:`.interpod`):
     victims are then chosen node by node. ``units``: the eviction units kept between calls
-    (:class:`~.protections.UnitCache`)."""
+    (:class:`~.protections.UnitCache`). ``on_node``: the pods of ``running`` on one node (in
+    its order), none of them in a gang: victims chosen node by node are then read from the
+    nodes visited alone, and ``running`` (which may then be a function giving them) only when
+    no node can be made to fit (to say why); not used with ``budgets`` (they are spent over all
+    candidates in order)."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -281,8 +288,33 @@ def select_victims(
             eligible=check,
         )
 
-    found = evictable_units(running, below=priority, now=now, protections=protections, cache=units)
-    usable, blocked = within_budgets(found.units, budgets)
+    def evictable() -> tuple[Evictable, list[EvictionUnit], dict[str, str]]:
+        pods = running() if callable(running) else running
+        found = evictable_units(pods, below=priority, now=now, protections=protections, cache=units)
+        return (found, *within_budgets(found.units, budgets))
+
+    # Node by node with no budget to spend in order: the candidates of each node visited, alone.
+    lazy = node_by_node and on_node is not None and not budgets
+    if lazy:
+        assert on_node is not None
+
+        def units_on(name: str) -> list[EvictionUnit]:
+            pods = on_node(name)
+            if not pods:
+                return []
+            return list(
+                evictable_on(
+                    name, pods, below=priority, now=now, protections=protections, cache=units
+                )
+            )
+
+        everywhere: Callable[[str], list[EvictionUnit]] = units_on
+    else:
+        found, usable, blocked = evictable()
+        by_node = _by_node(usable)
+
+        def everywhere(name: str) -> list[EvictionUnit]:
+            return by_node.get(name, [])
 
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
@@ -328,10 +360,12 @@ def select_victims(
 
     floor = (lambda units, node: _floor(by_name[node], units, lone)) if plain and lone else None
     best = (
-        _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on, floor)
+        _cheapest_node(preemptor[0], nodes, everywhere, eligible, fits_on, floor)
         if node_by_node
         else None
     )
+    if best is None and lazy:
+        found, usable, blocked = evictable()
     if best is None and (node_by_node or not fits(usable)):
         detail = "evicting every lower-priority pod would not make room"
         if node_by_node:
@@ -449,7 +483,7 @@ def _cost(units: Sequence[EvictionUnit]) -> tuple[int, EvictionCost]:
 def _cheapest_node(
     member: Member,
     nodes: Sequence[NodeState],
-    usable: Sequence[EvictionUnit],
+    units_on: Callable[[str], list[EvictionUnit]],
     eligible: EligibleFn | None,
     fits_on: Callable[[Sequence[EvictionUnit], str], bool],
     floor: Callable[[Sequence[EvictionUnit], str], tuple[int, EvictionCost] | None] | None = None,
@@ -459,18 +493,20 @@ def _cheapest_node(
     first) if the pod still fits without evicting it. The node whose victims cost least, with
     them; None when no node can be made to fit. Nodes without a candidate are not tried: the
     pod failed there as things are. As kube, the search stops once it has found
-    max(10 % of the nodes, 100) nodes that can be made to fit. ``floor``: the least the victims
+    max(10 % of the nodes, 100) nodes that can be made to fit. ``units_on``: the usable
+    candidates with a pod on a node, in preference order. ``floor``: the least the victims
     on a node could cost (``None``: unknown); a node whose floor is no cheaper than the best so
     far counts as found, and its victims are not worked out (it would lose, being later)."""
     enough = max(len(nodes) // 10, 100)
     found = 0
-    on = _by_node(usable)
     best: tuple[tuple[int, EvictionCost], int, list[EvictionUnit], str] | None = None
     for position, node in enumerate(nodes):
         if found >= enough:
             break
-        here = on.get(node.name, [])
-        if not here or (eligible is not None and not eligible(member, node).is_success):
+        if eligible is not None and not eligible(member, node).is_success:
+            continue
+        here = units_on(node.name)
+        if not here:
             continue
         name = node.name
 
