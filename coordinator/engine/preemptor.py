@@ -49,6 +49,7 @@ with ``background``, :meth:`Preemptor.tick` also compacts while nothing waits.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import deque
@@ -248,6 +249,7 @@ class Preemptor:
         self.nominations: dict[str, _Nomination] = {}  # preemptor unit → what it evicted
         self.held = scheduler.nominations  # the room held for preemptors, by pod UID
         self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
+        self._leaving: list[tuple[float, str]] = []  # (until, pod) of each eviction: a heap
         self.preemptions = 0
         self.victims = 0
 
@@ -499,8 +501,9 @@ class Preemptor:
         return self._evicted_at[over - 1] + HOUR_S - now
 
     def _expire(self, now: float) -> None:
-        for pod, until in tuple(self.evicting.items()):
-            if until <= now:
+        while self._leaving and self._leaving[0][0] <= now:
+            until, pod = heapq.heappop(self._leaving)
+            if self.evicting.get(pod) == until:  # not evicted again since, for longer
                 del self.evicting[pod]
         for unit, nom in tuple(self.nominations.items()):
             if nom.until <= now:
@@ -1030,6 +1033,7 @@ class Preemptor:
         nomination: _Nomination | None = None,
     ) -> None:
         self.evicting[victim] = until
+        heapq.heappush(self._leaving, (until, victim))
         ref = replace(_ref(victim), uid=uids.get(victim, ""))
         writer = self.scheduler.writer
 

@@ -49,7 +49,7 @@ from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.sharing import GpuShare, HeldShare
 from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
-from coordinator.core.preemption.interpod import Recheck
+from coordinator.core.preemption.interpod import Recheck, passes
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import (
     ZERO_COST,
@@ -334,7 +334,9 @@ def select_victims(
         if plain:
             assert lone is not None
             return _room_on(by_name[node], units, lone) and (
-                recheck is None or recheck(node, [p for u in units for p in u.pods]).is_success
+                recheck is None
+                or recheck is passes
+                or recheck(node, [p for u in units for p in u.pods]).is_success
             )
         return isinstance(attempt(pods_of(units), node), Placement)
 

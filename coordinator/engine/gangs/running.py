@@ -207,6 +207,8 @@ class RunningByNode:
         self.close = inventory.subscribe(lambda event: self._dirty.add(event.node))
 
     def _refresh(self) -> None:
+        if not self._dirty:
+            return
         dirty, self._dirty = self._dirty, set()
         for name in dirty:
             before = self._nodes.pop(name, None)
