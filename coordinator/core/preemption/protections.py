@@ -178,7 +178,7 @@ class UnitCache:
     does not depend on the time), kept while the pod is the same ``RunningPod`` object: a
     preemptor plans over every running pod on each attempt, and most have not changed since."""
 
-    __slots__ = ("_by_key", "_on_node")
+    __slots__ = ("_by_key", "_on_node", "visits")
 
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[RunningPod, EvictionUnit]] = {}
@@ -187,6 +187,8 @@ class UnitCache:
             str,
             tuple[tuple[RunningPod, ...], int, Protections | None, tuple[EvictionUnit, ...]],
         ] = {}
+        #: node → what the victim search last found there, for its own use (victims.py)
+        self.visits: dict[str, tuple[object, ...]] = {}
 
 
 def evictable_on(

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from common.podkeys import MIG_RESOURCE_PREFIX
 from coordinator.core.domains.capacity import GPU, NodeState, add
@@ -298,23 +299,21 @@ def select_victims(
     if lazy:
         assert on_node is not None
 
-        def units_on(name: str) -> list[EvictionUnit]:
+        def units_on(name: str) -> Sequence[EvictionUnit]:
             pods = on_node(name)
             if not pods:
-                return []
-            return list(
-                evictable_on(
-                    name, pods, below=priority, now=now, protections=protections, cache=units
-                )
+                return ()
+            return evictable_on(
+                name, pods, below=priority, now=now, protections=protections, cache=units
             )
 
-        everywhere: Callable[[str], list[EvictionUnit]] = units_on
+        everywhere: Callable[[str], Sequence[EvictionUnit]] = units_on
     else:
         found, usable, blocked = evictable()
         by_node = _by_node(usable)
 
-        def everywhere(name: str) -> list[EvictionUnit]:
-            return by_node.get(name, [])
+        def everywhere(name: str) -> Sequence[EvictionUnit]:
+            return by_node.get(name, ())
 
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
@@ -330,15 +329,40 @@ def select_victims(
         lone is not None and not asks and capacity is None and not milli and _plain(lone, intent)
     )
 
+    # Room alone decides (no inter-pod filter can change): a node's answer is kept between
+    # calls while the node, its candidates (the same objects) and the pod's requests are.
+    visits = units.visits if units is not None and plain and recheck in (None, passes) else None
+    asked = tuple(sorted(lone.requests.items())) if lone is not None else ()
+
+    def visit(here: Sequence[EvictionUnit], node: str) -> tuple[bool, object]:
+        """Whether the pod has room on ``node`` with ``here`` gone, and :func:`_floor`."""
+        assert lone is not None
+        state = by_name[node]
+        if visits is not None:
+            hit = visits.get(node)
+            if hit is not None and hit[0] is state and hit[1] is here and hit[2] == asked:
+                return bool(hit[3]), hit[4]
+        room = _room_on(state, here, lone)
+        least = _floor(state, here, lone) if room else None
+        if visits is not None and isinstance(here, tuple):  # (not a trial of fewer victims)
+            visits[node] = (state, here, asked, room, least)
+        return room, least
+
     def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
         if plain:
             assert lone is not None
+            if recheck is None or recheck is passes:
+                return visit(units, node)[0]
             return _room_on(by_name[node], units, lone) and (
-                recheck is None
-                or recheck is passes
-                or recheck(node, [p for u in units for p in u.pods]).is_success
+                recheck(node, [p for u in units for p in u.pods]).is_success
             )
         return isinstance(attempt(pods_of(units), node), Placement)
+
+    def floor_on(units: Sequence[EvictionUnit], node: str) -> tuple[int, EvictionCost] | None:
+        assert lone is not None
+        if recheck is None or recheck is passes:
+            return cast(tuple[int, EvictionCost] | None, visit(units, node)[1])
+        return _floor(by_name[node], units, lone)
 
     def fits(units: Sequence[EvictionUnit]) -> bool:
         if node_by_node:  # the units on some node make room there
@@ -360,7 +384,7 @@ def select_victims(
             gpu_asks, nodes, intent=intent, layout=layout, gained=_gpus_freed(pods, room, shared)
         )
 
-    floor = (lambda units, node: _floor(by_name[node], units, lone)) if plain and lone else None
+    floor = floor_on if plain and lone else None
     best = (
         _cheapest_node(preemptor[0], nodes, everywhere, eligible, fits_on, floor)
         if node_by_node
@@ -485,7 +509,7 @@ def _cost(units: Sequence[EvictionUnit]) -> tuple[int, EvictionCost]:
 def _cheapest_node(
     member: Member,
     nodes: Sequence[NodeState],
-    units_on: Callable[[str], list[EvictionUnit]],
+    units_on: Callable[[str], Sequence[EvictionUnit]],
     eligible: EligibleFn | None,
     fits_on: Callable[[Sequence[EvictionUnit], str], bool],
     floor: Callable[[Sequence[EvictionUnit], str], tuple[int, EvictionCost] | None] | None = None,

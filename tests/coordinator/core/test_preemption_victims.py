@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.packing import Member
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.preemption.interpod import passes
 from coordinator.core.preemption.protections import DurationRule, Protections, UnitCache
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
@@ -362,17 +364,26 @@ def test_reading_the_candidates_node_by_node_plans_as_reading_them_all(seed: int
     cache = UnitCache()
     member = [Member(name="ns/high", requests={"cpu": rng.choice((1000, 2000, 3000, 9000))})]
     first, second = rng.randint(4, 7), rng.randint(1, 3)
-    for now, priority in ((110.0, first), (400.0, first), (400.0, second)):
+    roomier = [replace(n, free={"cpu": rng.choice((400, 1500, 2500))}) for n in nodes]
+    other = [Member(name="ns/high", requests={"cpu": rng.choice((1000, 2000, 3000))})]
+    askings = (
+        (110.0, first, nodes, member),
+        (400.0, first, nodes, member),  # later: the same answer, kept
+        (400.0, second, nodes, member),  # another priority
+        (400.0, second, roomier, member),  # the nodes changed
+        (400.0, second, roomier, other),  # another pod
+    )
+    for now, priority, where, asking in askings:
         kw: dict[str, Any] = {
             "priority": priority,
-            "nodes": nodes,
-            "recheck": _passes,
+            "nodes": where,
+            "recheck": passes,
             "now": now,
             "protections": protections,
         }
-        everything = select_victims(member, running=running, **kw)
+        everything = select_victims(asking, running=running, **kw)
         lazy = select_victims(
-            member,
+            asking,
             running=lambda: running,
             on_node=lambda n: by_node.get(n, []),
             units=cache,
