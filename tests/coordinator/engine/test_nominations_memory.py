@@ -389,6 +389,43 @@ def test_the_overlay_kept_between_attempts_follows_the_cluster_and_the_nominatio
     assert nominations.overlay(snapshot, 11) is snapshot  # above every nomination: as it is
 
 
+async def test_a_victim_that_never_goes_is_evicted_again_only_once_its_eviction_expired() -> None:
+    """A victim whose eviction was accepted but which stays (here it lingers) is not evicted
+    twice while its preemptor's nomination lasts (60 s on the engine's clock); after that the
+    preemptor may pick it again, and it no longer counts as being evicted (background
+    compaction waits while any pod does)."""
+    now = [1000.0]
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = LingeringCluster(inventory)
+    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(
+        runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate, clock=lambda: now[0]
+    )
+    async with runtime, gangs:
+        preemptor = gangs.preemptor
+        assert preemptor is not None
+        memory.create_pod(pod("filler", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        await runtime.settle()
+        memory.create_pod(pod("urgent", gpus=8, priority=100))
+        await eventually(
+            lambda: memory.evicted == ["default/filler"], what="filler evicted", timeout_s=10
+        )
+        plain = {"cpu": "4", "memory": "32Gi", "pods": 110}
+        memory.add_node("cpu-1", allocatable=plain)  # room gained: urgent is tried again
+        await runtime.settle()
+        assert memory.evicted == ["default/filler"]
+        assert set(preemptor.evicting) == {"default/filler"}
+        now[0] += 61
+        await eventually(lambda: not preemptor.evicting, what="the eviction expired", timeout_s=10)
+        memory.add_node("cpu-2", allocatable=plain)
+        await eventually(
+            lambda: memory.evicted == ["default/filler"] * 2,
+            what="filler evicted again",
+            timeout_s=10,
+        )
+
+
 async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backoff() -> None:
     """KAI's reclaim case in small: a gang filling the cluster over lower-priority pods. Its
     members tried and failed while the victims terminated, so each sits out a backoff (here
