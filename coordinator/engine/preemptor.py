@@ -250,6 +250,7 @@ class Preemptor:
         self.held = scheduler.nominations  # the room held for preemptors, by pod UID
         self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
         self._leaving: list[tuple[float, str]] = []  # (until, pod) of each eviction: a heap
+        self._ending: list[tuple[float, int, str]] = []  # (until, id, unit) of nominations: a heap
         self.preemptions = 0
         self.victims = 0
 
@@ -505,8 +506,10 @@ class Preemptor:
             until, pod = heapq.heappop(self._leaving)
             if self.evicting.get(pod) == until:  # not evicted again since, for longer
                 del self.evicting[pod]
-        for unit, nom in tuple(self.nominations.items()):
-            if nom.until <= now:
+        while self._ending and self._ending[0][0] <= now:
+            _, ident, unit = heapq.heappop(self._ending)
+            nom = self.nominations.get(unit)
+            if nom is not None and id(nom) == ident and nom.until <= now:
                 self._drop(unit)
 
     def _drop(self, unit: str) -> None:
@@ -957,6 +960,7 @@ class Preemptor:
         nom = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims, note)
         nom.unanswered = len(plan.victim_pods)
         self.nominations[unit] = nom
+        heapq.heappush(self._ending, (until, id(nom), unit))
         if unit.startswith("gang:"):
             # From its evictions until its members are handed to the binder, Events and
             # explanations wait: a gang reclaiming room binds as soon as the room is free, not
