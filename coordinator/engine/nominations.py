@@ -115,6 +115,16 @@ def placement_group(request: PodRequest) -> str | None:
 _OVERLAYS_KEPT = 4
 
 
+@dataclass(frozen=True, slots=True)
+class _Overlay:
+    base: Snapshot  # the snapshot it was made of (shared, changed in place)
+    order: Sequence[NodeInfo]  # the base's node order then (a new one after any change)
+    dra: object  # the base's DRA state then
+    holds: list[Nominated]  # the nominations applied
+    held: frozenset[str]  # the nodes they hold
+    built: Snapshot
+
+
 def _same(a: Sequence[Nominated], b: Sequence[Nominated]) -> bool:
     """The same nominations (objects: a change replaces a nomination), in the same order."""
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
@@ -133,9 +143,7 @@ class Nominations:
         self._held = held
         self._by_uid: dict[str, Nominated] = {}
         self._api: dict[str, str] = {}  # uid → nominatedNodeName last seen on the API object
-        # overlays built last, newest first: (snapshot's node order, its DRA state, the
-        # nominations applied, the overlay)
-        self._overlays: list[tuple[Sequence[NodeInfo], object, list[Nominated], Snapshot]] = []
+        self._overlays: list[_Overlay] = []  # built last, newest first
         self._nodes: dict[str, tuple[NodeInfo, list[Nominated], NodeInfo]] = {}  # node overlaid
         queue.listeners.append(self._observe)
 
@@ -292,28 +300,53 @@ class Nominations:
         # The snapshot's node order is a new object after any change of a node, its DRA state
         # after any change of that: with the same nominations, the same overlay.
         order, dra = snapshot.nodes, snapshot.dra
-        for i, (o, d, h, built) in enumerate(self._overlays):
-            if o is order and d is dra and _same(h, holds):
+        for i, entry in enumerate(self._overlays):
+            if entry.order is order and entry.dra is dra and _same(entry.holds, holds):
                 if i:
                     self._overlays.insert(0, self._overlays.pop(i))
-                return built
+                return entry.built
         by_node: dict[str, list[Nominated]] = {}
         for n in holds:
             by_node.setdefault(n.node, []).append(n)
-        out: Snapshot | None = None
-        for name, held in by_node.items():
-            node = snapshot.get(name)
-            if node is None:
-                continue
-            if out is None:
-                out = snapshot.copy()
-            out.replace(self._held_on(node, held))
-        built = out if out is not None else snapshot
-        self._overlays.insert(0, (order, dra, holds, built))
+        built = self._since(snapshot, by_node)
+        if built is None:
+            out: Snapshot | None = None
+            for name, held in by_node.items():
+                node = snapshot.get(name)
+                if node is None:
+                    continue
+                if out is None:
+                    out = snapshot.copy()
+                out.replace(self._held_on(node, held))
+            built = out if out is not None else snapshot
+        self._overlays.insert(0, _Overlay(snapshot, order, dra, holds, frozenset(by_node), built))
         del self._overlays[_OVERLAYS_KEPT:]
         if len(self._nodes) > 2 * len(self._by_uid) + 64:
             self._nodes = {k: v for k, v in self._nodes.items() if k in by_node}
         return built
+
+    def _since(self, snapshot: Snapshot, by_node: dict[str, list[Nominated]]) -> Snapshot | None:
+        """The overlay made from the newest one of ``snapshot`` (as it was then) and what
+        changed since: the nodes the snapshot changed and those held then or now (``None``:
+        none to start from, or too much changed)."""
+        dra = snapshot.dra
+        last = next((e for e in self._overlays if e.base is snapshot and e.dra is dra), None)
+        if last is None or last.built is snapshot:
+            return None
+        changed = snapshot.changed_since(last.order)
+        if changed is None or len(changed) > len(snapshot) // 4:
+            return None
+        names = {n.name for n in changed} | last.held | by_node.keys()
+        nodes = []
+        for name in names:
+            node = snapshot.get(name)
+            if node is None:
+                return None
+            held = by_node.get(name)
+            want = self._held_on(node, held) if held else node
+            if last.built.get(name) is not want:
+                nodes.append(want)
+        return last.built.rebased(snapshot, nodes)
 
     def _held_on(self, node: NodeInfo, held: list[Nominated]) -> NodeInfo:
         """``node`` with ``held`` on it (kept while the node and ``held`` are the same: a node
