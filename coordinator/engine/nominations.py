@@ -36,7 +36,7 @@ check releases it (the workload gone, evicted or finished).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from common.podkeys import GPU_RESOURCE
@@ -110,6 +110,26 @@ def placement_group(request: PodRequest) -> str | None:
     return f"{request.namespace}/{name}" if name else None
 
 
+#: Overlays kept (pods of a few priorities are tried in turn; the attempt's cycle and its
+#: preemption plan on the same one).
+_OVERLAYS_KEPT = 4
+
+
+@dataclass(frozen=True, slots=True)
+class _Overlay:
+    base: Snapshot  # the snapshot it was made of (shared, changed in place)
+    order: Sequence[NodeInfo]  # the base's node order then (a new one after any change)
+    dra: object  # the base's DRA state then
+    holds: list[Nominated]  # the nominations applied
+    held: frozenset[str]  # the nodes they hold
+    built: Snapshot
+
+
+def _same(a: Sequence[Nominated], b: Sequence[Nominated]) -> bool:
+    """The same nominations (objects: a change replaces a nomination), in the same order."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 def _api_node(entry: QueuedPod) -> str:
     return str((entry.obj.get("status") or {}).get("nominatedNodeName") or "")
 
@@ -123,6 +143,8 @@ class Nominations:
         self._held = held
         self._by_uid: dict[str, Nominated] = {}
         self._api: dict[str, str] = {}  # uid → nominatedNodeName last seen on the API object
+        self._overlays: list[_Overlay] = []  # built last, newest first
+        self._nodes: dict[str, tuple[NodeInfo, list[Nominated], NodeInfo]] = {}  # node overlaid
         queue.listeners.append(self._observe)
 
     def __len__(self) -> int:
@@ -270,27 +292,76 @@ class Nominations:
         group: str | None = None,
     ) -> Snapshot:
         """``snapshot`` with the nominated pods a pod of ``priority`` must respect placed on
-        their nodes (a copy; ``snapshot`` itself when none applies)."""
+        their nodes (a copy; ``snapshot`` itself when none applies). Shared between calls while
+        neither ``snapshot`` nor the nominations that apply change: treat it as read-only."""
         holds = self.applicable(priority, exclude, group)
         if not holds:
             return snapshot
+        # The snapshot's node order is a new object after any change of a node, its DRA state
+        # after any change of that: with the same nominations, the same overlay.
+        order, dra = snapshot.nodes, snapshot.dra
+        for i, entry in enumerate(self._overlays):
+            if entry.order is order and entry.dra is dra and _same(entry.holds, holds):
+                if i:
+                    self._overlays.insert(0, self._overlays.pop(i))
+                return entry.built
         by_node: dict[str, list[Nominated]] = {}
         for n in holds:
             by_node.setdefault(n.node, []).append(n)
-        out: Snapshot | None = None
-        for name, held in by_node.items():
+        built = self._since(snapshot, by_node)
+        if built is None:
+            out: Snapshot | None = None
+            for name, held in by_node.items():
+                node = snapshot.get(name)
+                if node is None:
+                    continue
+                if out is None:
+                    out = snapshot.copy()
+                out.replace(self._held_on(node, held))
+            built = out if out is not None else snapshot
+        self._overlays.insert(0, _Overlay(snapshot, order, dra, holds, frozenset(by_node), built))
+        del self._overlays[_OVERLAYS_KEPT:]
+        if len(self._nodes) > 2 * len(self._by_uid) + 64:
+            self._nodes = {k: v for k, v in self._nodes.items() if k in by_node}
+        return built
+
+    def _since(self, snapshot: Snapshot, by_node: dict[str, list[Nominated]]) -> Snapshot | None:
+        """The overlay made from the newest one of ``snapshot`` (as it was then) and what
+        changed since: the nodes the snapshot changed and those held then or now (``None``:
+        none to start from, or too much changed)."""
+        dra = snapshot.dra
+        last = next((e for e in self._overlays if e.base is snapshot and e.dra is dra), None)
+        if last is None or last.built is snapshot:
+            return None
+        changed = snapshot.changed_since(last.order)
+        if changed is None or len(changed) > len(snapshot) // 4:
+            return None
+        names = {n.name for n in changed} | last.held | by_node.keys()
+        nodes = []
+        for name in names:
             node = snapshot.get(name)
             if node is None:
-                continue
-            if out is None:
-                out = snapshot.copy()
-            if any(n.share is not None for n in held):
-                for n in held:  # one by one: a share looking for room sees the ones before it
-                    node = node.rebuild((*node.pods, n.on(node)))
-            else:
-                node = node.adding(tuple(n.info for n in held))
-            out.replace(node)
-        return out if out is not None else snapshot
+                return None
+            held = by_node.get(name)
+            want = self._held_on(node, held) if held else node
+            if last.built.get(name) is not want:
+                nodes.append(want)
+        return last.built.rebased(snapshot, nodes)
+
+    def _held_on(self, node: NodeInfo, held: list[Nominated]) -> NodeInfo:
+        """``node`` with ``held`` on it (kept while the node and ``held`` are the same: a node
+        held for a preemptor is overlaid on every attempt while its victims go)."""
+        cached = self._nodes.get(node.name)
+        if cached is not None and cached[0] is node and _same(cached[1], held):
+            return cached[2]
+        out = node
+        if any(n.share is not None for n in held):
+            for n in held:  # one by one: a share looking for room sees the ones before it
+                out = out.rebuild((*out.pods, n.on(out)))
+        else:
+            out = out.adding(tuple(n.info for n in held))
+        self._nodes[node.name] = (node, held, out)
+        return out
 
     def snapshot_for(self, request: PodRequest | PodSpecError, snapshot: Snapshot) -> Snapshot:
         """The snapshot one pod is scheduled on (the loop's hook)."""

@@ -49,6 +49,7 @@ with ``background``, :meth:`Preemptor.tick` also compacts while nothing waits.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections import deque
@@ -91,6 +92,7 @@ from coordinator.core.preemption.victims import (
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code, Status
 from coordinator.engine.gangs.running import (
+    RunningByNode,
     RunningCache,
     bound_pods,
     recreated,
@@ -232,6 +234,7 @@ class Preemptor:
         self._next_compaction = clock() + self.defrag.interval_s
         self.podgroups = podgroups
         self._running = RunningCache()  # the running pods' conversions, kept between attempts
+        self._by_node: RunningByNode | None = None  # and node by node (made on first use)
         self._units = UnitCache()  # and their eviction units
         self.budgets = budgets
         self.nominate = nominate
@@ -246,6 +249,8 @@ class Preemptor:
         self.nominations: dict[str, _Nomination] = {}  # preemptor unit → what it evicted
         self.held = scheduler.nominations  # the room held for preemptors, by pod UID
         self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
+        self._leaving: list[tuple[float, str]] = []  # (until, pod) of each eviction: a heap
+        self._ending: list[tuple[float, int, str]] = []  # (until, id, unit) of nominations: a heap
         self.preemptions = 0
         self.victims = 0
 
@@ -497,11 +502,14 @@ class Preemptor:
         return self._evicted_at[over - 1] + HOUR_S - now
 
     def _expire(self, now: float) -> None:
-        for pod, until in tuple(self.evicting.items()):
-            if until <= now:
+        while self._leaving and self._leaving[0][0] <= now:
+            until, pod = heapq.heappop(self._leaving)
+            if self.evicting.get(pod) == until:  # not evicted again since, for longer
                 del self.evicting[pod]
-        for unit, nom in tuple(self.nominations.items()):
-            if nom.until <= now:
+        while self._ending and self._ending[0][0] <= now:
+            _, ident, unit = heapq.heappop(self._ending)
+            nom = self.nominations.get(unit)
+            if nom is not None and id(nom) == ident and nom.until <= now:
                 self._drop(unit)
 
     def _drop(self, unit: str) -> None:
@@ -700,14 +708,83 @@ class Preemptor:
         view = snapshot if snapshot is not None else self.scheduler.view.snapshot()
         overlay = self.held.overlay(view, priority, uids)
         nodes = node_states(overlay)
-        running = self._candidates(now, problems)
-        if not victims:
-            return Status.unschedulable("no preemption planned"), view, nodes, running
-        holds = self._holds(view)
-        shares = {m.key: m.share for m in members if m.share is not None}
         # A pod in no gang gets its victims node by node, as kube does, its topology spread and
         # inter-pod affinity re-checked with them gone (core/preemption/interpod.py).
         lone = members[0] if len(members) == 1 and members[0].gang is None else None
+        index = self._index() if lone is not None and victims else None
+        if index is not None and index.plain:
+            # ... reading only the candidates of the nodes it visits (no pod names a gang); all
+            # of them only when no node can be made to fit (to say why, or to plan moves).
+            if problems is not None:
+                problems.update(index.problems())
+            everyone: list[list[RunningPod]] = []
+
+            def every() -> list[RunningPod]:
+                if not everyone:
+                    everyone.append(self._candidates(now))
+                return everyone[0]
+
+            plan = self._plan_victims(
+                members,
+                view,
+                overlay,
+                nodes,
+                every,
+                priority=priority,
+                policy=policy,
+                intent=intent,
+                eligible=eligible,
+                lone=lone,
+                on_node=lambda name: [
+                    p for p in index.on(name) if self.evicting.get(p.key, 0.0) <= now
+                ],
+            )
+            if isinstance(plan, PreemptionPlan) and plan.victims:
+                near = sorted({n for v in plan.victims for n in v.nodes})
+                return plan, view, nodes, [p for n in near for p in index.on(n)]
+            return plan, view, nodes, every() if self.defrag.enabled else []
+        running = self._candidates(now, problems)
+        if not victims:
+            return Status.unschedulable("no preemption planned"), view, nodes, running
+        plan = self._plan_victims(
+            members,
+            view,
+            overlay,
+            nodes,
+            running,
+            priority=priority,
+            policy=policy,
+            intent=intent,
+            eligible=eligible,
+            lone=lone,
+        )
+        return plan, view, nodes, running
+
+    def _index(self) -> RunningByNode:
+        if self._by_node is None:
+            self._by_node = RunningByNode(
+                self.scheduler.inventory, keep=lambda p: not admitted_by_queue(p.labels)
+            )
+        return self._by_node
+
+    def _plan_victims(
+        self,
+        members: list[PodRequest],
+        view: Snapshot,
+        overlay: Snapshot,
+        nodes: list[NodeState],
+        running: Sequence[RunningPod] | Callable[[], Sequence[RunningPod]],
+        *,
+        priority: int,
+        policy: str,
+        intent: PlacementIntent | None,
+        eligible: Callable[[Member, NodeState], Status] | None,
+        lone: PodRequest | None,
+        on_node: Callable[[str], Sequence[RunningPod]] | None = None,
+    ) -> PreemptionPlan | Status:
+        """:func:`select_victims` on what :meth:`_select` read."""
+        holds = self._holds(view)
+        shares = {m.key: m.share for m in members if m.share is not None}
         recheck = (
             interpod_check(lone, overlay, self.scheduler.profiles.for_name(lone.scheduler_name))
             if lone is not None
@@ -731,8 +808,9 @@ class Preemptor:
             protections=self.protections,
             recheck=recheck,
             units=self._units,
+            on_node=on_node,
         )
-        return plan, view, nodes, running
+        return plan
 
     def _select_moves(
         self,
@@ -882,6 +960,7 @@ class Preemptor:
         nom = _Nomination(frozenset(plan.victim_pods), until, plan, uids, claims, note)
         nom.unanswered = len(plan.victim_pods)
         self.nominations[unit] = nom
+        heapq.heappush(self._ending, (until, id(nom), unit))
         if unit.startswith("gang:"):
             # From its evictions until its members are handed to the binder, Events and
             # explanations wait: a gang reclaiming room binds as soon as the room is free, not
@@ -958,6 +1037,7 @@ class Preemptor:
         nomination: _Nomination | None = None,
     ) -> None:
         self.evicting[victim] = until
+        heapq.heappush(self._leaving, (until, victim))
         ref = replace(_ref(victim), uid=uids.get(victim, ""))
         writer = self.scheduler.writer
 

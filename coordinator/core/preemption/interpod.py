@@ -23,7 +23,7 @@ from coordinator.core.preemption.model import RunningPod
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Status
 
-__all__ = ["INTERPOD_FILTERS", "Recheck", "interpod_check"]
+__all__ = ["INTERPOD_FILTERS", "Recheck", "interpod_check", "passes"]
 
 #: The filters whose verdict on a node depends on pods elsewhere.
 INTERPOD_FILTERS: Final = frozenset({"PodTopologySpread", "InterPodAffinity"})
@@ -53,8 +53,12 @@ def _concerned(pod: PodRequest, snapshot: Snapshot) -> bool:
     )
 
 
-def _passes(node: str, gone: Collection[RunningPod]) -> Status:
-    return Status()
+_PASS: Final = Status()
+
+
+def passes(node: str, gone: Collection[RunningPod]) -> Status:
+    """The check of a pod no removal can change: it passes everywhere."""
+    return _PASS
 
 
 def interpod_check(pod: PodRequest, snapshot: Snapshot, framework: Framework) -> Recheck:
@@ -63,7 +67,7 @@ def interpod_check(pod: PodRequest, snapshot: Snapshot, framework: Framework) ->
     the profile runs neither filter). Read only: each check works on a copy of ``snapshot``."""
     subset = _interpod(framework)
     if subset is None or not _concerned(pod, snapshot):
-        return _passes
+        return passes
 
     def check(node: str, gone: Collection[RunningPod]) -> Status:
         trial = snapshot

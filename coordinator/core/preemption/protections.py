@@ -31,6 +31,7 @@ __all__ = [
     "EvictionUnit",
     "Protections",
     "UnitCache",
+    "evictable_on",
     "evictable_units",
     "format_duration",
     "gpu_milli",
@@ -168,15 +169,59 @@ def preference(unit: EvictionUnit) -> tuple[int, int, int, float, int, str]:
     return unit.order
 
 
+#: The most units a cache gains in calls over part of the running pods before it starts over.
+_UNITS_KEPT = 100_000
+
+
 class UnitCache:
     """The :class:`EvictionUnit` of each running pod in no gang that holds no GPU (its cost
     does not depend on the time), kept while the pod is the same ``RunningPod`` object: a
     preemptor plans over every running pod on each attempt, and most have not changed since."""
 
-    __slots__ = ("_by_key",)
+    __slots__ = ("_by_key", "_on_node", "visits")
 
     def __init__(self) -> None:
         self._by_key: dict[str, tuple[RunningPod, EvictionUnit]] = {}
+        # node → (its pods, below, protections, their units): see evictable_on
+        self._on_node: dict[
+            str,
+            tuple[tuple[RunningPod, ...], int, Protections | None, tuple[EvictionUnit, ...]],
+        ] = {}
+        #: node → what the victim search last found there, for its own use (victims.py)
+        self.visits: dict[str, tuple[object, ...]] = {}
+
+
+def evictable_on(
+    node: str,
+    pods: Sequence[RunningPod],
+    *,
+    below: int,
+    now: float | None = None,
+    protections: Protections | None = None,
+    cache: UnitCache | None = None,
+) -> tuple[EvictionUnit, ...]:
+    """:func:`evictable_units`' ``units`` for ``pods``, the running pods of one node (none in a
+    gang). ``cache`` keeps them for the node while its pods are the same objects, when none of
+    the units is protected and none holds a GPU: the answer then does not change with time
+    (a minimum runtime only ends; no work of a GPU is lost)."""
+    if cache is not None:
+        hit = cache._on_node.get(node)
+        if (
+            hit is not None
+            and hit[1] == below
+            and hit[2] is protections
+            and len(hit[0]) == len(pods)
+            and all(a is b for a, b in zip(hit[0], pods, strict=True))
+        ):
+            return hit[3]
+    found = evictable_units(
+        pods, below=below, now=now, protections=protections, cache=cache, merge=True
+    )
+    if cache is not None and not found.protected and all(u.gpu_milli == 0 for u in found.units):
+        if len(cache._on_node) > _UNITS_KEPT:
+            cache._on_node.clear()
+        cache._on_node[node] = (tuple(pods), below, protections, found.units)
+    return found.units
 
 
 def evictable_units(
@@ -187,17 +232,22 @@ def evictable_units(
     protections: Protections | None = None,
     leaving: Collection[str] = (),
     cache: UnitCache | None = None,
+    merge: bool = False,
 ) -> Evictable:
     """The units of ``running`` of priority below ``below`` that may be evicted at ``now``
     (seconds since the epoch, as ``RunningPod.started_at``), cheapest first, and those the
     minimum runtime protects. ``leaving``: pods already being evicted (never counted twice).
     Without ``now`` no minimum runtime applies and no work counts as lost. ``cache``: units
-    kept from the last call (only those of the same pod objects are used)."""
+    kept from the last call (only those of the same pod objects are used); ``merge``:
+    ``running`` is part of the running pods (one node's), and the cache gains its units rather
+    than keeping only them."""
     gangs: dict[str, list[RunningPod]] = {}
     units: list[EvictionUnit] = []
     # A pod in no gang holding no GPU is its own unit, whose cost does not change: kept.
     kept = cache._by_key if cache is not None else {}
-    seen: dict[str, tuple[RunningPod, EvictionUnit]] = {}
+    if merge and len(kept) > _UNITS_KEPT:
+        kept.clear()  # pods gone since the last call over all of them: forget them all
+    seen: dict[str, tuple[RunningPod, EvictionUnit]] = kept if merge else {}
     own = False  # does any pod carry its own minimum runtime?
     for pod in running:
         key = pod.key

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from common.podkeys import MIG_RESOURCE_PREFIX
 from coordinator.core.domains.capacity import GPU, NodeState, add
@@ -49,14 +50,16 @@ from coordinator.core.domains.strategy import PlacementIntent
 from coordinator.core.podspec.sharing import GpuShare, HeldShare
 from coordinator.core.preemption.capacity import CapacityRoom
 from coordinator.core.preemption.claims import ClaimHold, ClaimRoom
-from coordinator.core.preemption.interpod import Recheck
+from coordinator.core.preemption.interpod import Recheck, passes
 from coordinator.core.preemption.model import DisruptionBudget, RunningPod
 from coordinator.core.preemption.protections import (
     ZERO_COST,
+    Evictable,
     EvictionCost,
     EvictionUnit,
     Protections,
     UnitCache,
+    evictable_on,
     evictable_units,
     within_budgets,
 )
@@ -170,7 +173,7 @@ def select_victims(
     *,
     priority: int,
     nodes: Sequence[NodeState],
-    running: Sequence[RunningPod],
+    running: Sequence[RunningPod] | Callable[[], Sequence[RunningPod]],
     budgets: Sequence[DisruptionBudget] = (),
     preemption_policy: str = "PreemptLowerPriority",
     intent: PlacementIntent | None = None,
@@ -184,6 +187,7 @@ def select_victims(
     protections: Protections | None = None,
     recheck: Recheck | None = None,
     units: UnitCache | None = None,
+    on_node: Callable[[str], Sequence[RunningPod]] | None = None,
 ) -> PreemptionPlan | Status:
     """Victims whose eviction lets every member of ``preemptor`` fit, or why none exist.
     ``claims``: the allocated DRA claims holding GPUs, with the pods reserving them;
@@ -193,7 +197,11 @@ def select_victims(
     ``protections``: the minimum runtimes that protect running pods (:mod:`.protections`);
     ``recheck``: for a pod in no gang, its inter-pod filters with pods gone (:mod:`.interpod`):
     victims are then chosen node by node. ``units``: the eviction units kept between calls
-    (:class:`~.protections.UnitCache`)."""
+    (:class:`~.protections.UnitCache`). ``on_node``: the pods of ``running`` on one node (in
+    its order), none of them in a gang: victims chosen node by node are then read from the
+    nodes visited alone, and ``running`` (which may then be a function giving them) only when
+    no node can be made to fit (to say why); not used with ``budgets`` (they are spent over all
+    candidates in order)."""
     if preemption_policy == "Never":
         return Status.unresolvable(
             "preemption is not allowed", detail="the pod's preemptionPolicy is Never"
@@ -281,8 +289,31 @@ def select_victims(
             eligible=check,
         )
 
-    found = evictable_units(running, below=priority, now=now, protections=protections, cache=units)
-    usable, blocked = within_budgets(found.units, budgets)
+    def evictable() -> tuple[Evictable, list[EvictionUnit], dict[str, str]]:
+        pods = running() if callable(running) else running
+        found = evictable_units(pods, below=priority, now=now, protections=protections, cache=units)
+        return (found, *within_budgets(found.units, budgets))
+
+    # Node by node with no budget to spend in order: the candidates of each node visited, alone.
+    lazy = node_by_node and on_node is not None and not budgets
+    if lazy:
+        assert on_node is not None
+
+        def units_on(name: str) -> Sequence[EvictionUnit]:
+            pods = on_node(name)
+            if not pods:
+                return ()
+            return evictable_on(
+                name, pods, below=priority, now=now, protections=protections, cache=units
+            )
+
+        everywhere: Callable[[str], Sequence[EvictionUnit]] = units_on
+    else:
+        found, usable, blocked = evictable()
+        by_node = _by_node(usable)
+
+        def everywhere(name: str) -> Sequence[EvictionUnit]:
+            return by_node.get(name, ())
 
     def pods_of(units: Sequence[EvictionUnit]) -> list[list[RunningPod]]:
         return [list(u.pods) for u in units]
@@ -298,13 +329,40 @@ def select_victims(
         lone is not None and not asks and capacity is None and not milli and _plain(lone, intent)
     )
 
+    # Room alone decides (no inter-pod filter can change): a node's answer is kept between
+    # calls while the node, its candidates (the same objects) and the pod's requests are.
+    visits = units.visits if units is not None and plain and recheck in (None, passes) else None
+    asked = tuple(sorted(lone.requests.items())) if lone is not None else ()
+
+    def visit(here: Sequence[EvictionUnit], node: str) -> tuple[bool, object]:
+        """Whether the pod has room on ``node`` with ``here`` gone, and :func:`_floor`."""
+        assert lone is not None
+        state = by_name[node]
+        if visits is not None:
+            hit = visits.get(node)
+            if hit is not None and hit[0] is state and hit[1] is here and hit[2] == asked:
+                return bool(hit[3]), hit[4]
+        room = _room_on(state, here, lone)
+        least = _floor(state, here, lone) if room else None
+        if visits is not None and isinstance(here, tuple):  # (not a trial of fewer victims)
+            visits[node] = (state, here, asked, room, least)
+        return room, least
+
     def fits_on(units: Sequence[EvictionUnit], node: str) -> bool:
         if plain:
             assert lone is not None
+            if recheck is None or recheck is passes:
+                return visit(units, node)[0]
             return _room_on(by_name[node], units, lone) and (
-                recheck is None or recheck(node, [p for u in units for p in u.pods]).is_success
+                recheck(node, [p for u in units for p in u.pods]).is_success
             )
         return isinstance(attempt(pods_of(units), node), Placement)
+
+    def floor_on(units: Sequence[EvictionUnit], node: str) -> tuple[int, EvictionCost] | None:
+        assert lone is not None
+        if recheck is None or recheck is passes:
+            return cast(tuple[int, EvictionCost] | None, visit(units, node)[1])
+        return _floor(by_name[node], units, lone)
 
     def fits(units: Sequence[EvictionUnit]) -> bool:
         if node_by_node:  # the units on some node make room there
@@ -326,12 +384,14 @@ def select_victims(
             gpu_asks, nodes, intent=intent, layout=layout, gained=_gpus_freed(pods, room, shared)
         )
 
-    floor = (lambda units, node: _floor(by_name[node], units, lone)) if plain and lone else None
+    floor = floor_on if plain and lone else None
     best = (
-        _cheapest_node(preemptor[0], nodes, usable, eligible, fits_on, floor)
+        _cheapest_node(preemptor[0], nodes, everywhere, eligible, fits_on, floor)
         if node_by_node
         else None
     )
+    if best is None and lazy:
+        found, usable, blocked = evictable()
     if best is None and (node_by_node or not fits(usable)):
         detail = "evicting every lower-priority pod would not make room"
         if node_by_node:
@@ -449,7 +509,7 @@ def _cost(units: Sequence[EvictionUnit]) -> tuple[int, EvictionCost]:
 def _cheapest_node(
     member: Member,
     nodes: Sequence[NodeState],
-    usable: Sequence[EvictionUnit],
+    units_on: Callable[[str], Sequence[EvictionUnit]],
     eligible: EligibleFn | None,
     fits_on: Callable[[Sequence[EvictionUnit], str], bool],
     floor: Callable[[Sequence[EvictionUnit], str], tuple[int, EvictionCost] | None] | None = None,
@@ -459,18 +519,20 @@ def _cheapest_node(
     first) if the pod still fits without evicting it. The node whose victims cost least, with
     them; None when no node can be made to fit. Nodes without a candidate are not tried: the
     pod failed there as things are. As kube, the search stops once it has found
-    max(10 % of the nodes, 100) nodes that can be made to fit. ``floor``: the least the victims
+    max(10 % of the nodes, 100) nodes that can be made to fit. ``units_on``: the usable
+    candidates with a pod on a node, in preference order. ``floor``: the least the victims
     on a node could cost (``None``: unknown); a node whose floor is no cheaper than the best so
     far counts as found, and its victims are not worked out (it would lose, being later)."""
     enough = max(len(nodes) // 10, 100)
     found = 0
-    on = _by_node(usable)
     best: tuple[tuple[int, EvictionCost], int, list[EvictionUnit], str] | None = None
     for position, node in enumerate(nodes):
         if found >= enough:
             break
-        here = on.get(node.name, [])
-        if not here or (eligible is not None and not eligible(member, node).is_success):
+        if eligible is not None and not eligible(member, node).is_success:
+            continue
+        here = units_on(node.name)
+        if not here:
             continue
         name = node.name
 

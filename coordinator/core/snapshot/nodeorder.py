@@ -56,6 +56,23 @@ class NodeOrder(Sequence[NodeInfo]):
             raise IndexError("node index out of range")
         return self._chunks[index // _CHUNK][index % _CHUNK]
 
+    def changed_since(self, before: Sequence[NodeInfo]) -> list[NodeInfo] | None:
+        """The nodes that are not the very objects at their place in ``before`` (an earlier
+        version of this order: chunks not replaced since are skipped whole); ``None`` when
+        nodes came, went or moved."""
+        if not isinstance(before, NodeOrder) or before._len != self._len:
+            return None
+        out: list[NodeInfo] = []
+        for now, then in zip(self._chunks, before._chunks, strict=True):
+            if now is then:
+                continue
+            for a, b in zip(now, then, strict=True):
+                if a is not b:
+                    if a.name != b.name:
+                        return None
+                    out.append(a)
+        return out
+
     def with_node(self, index: int, node: NodeInfo) -> NodeOrder:
         """This order with the node at ``index`` replaced by ``node``."""
         c, i = divmod(index, _CHUNK)

@@ -135,6 +135,24 @@ class Snapshot:
         other._slots = {k: v.copy() for k, v in self._slots.items()}
         return other
 
+    def changed_since(self, order: Sequence[NodeInfo]) -> list[NodeInfo] | None:
+        """The nodes replaced since :attr:`nodes` was ``order`` (``None``: nodes came, went
+        or moved, or ``order`` is no earlier version of it)."""
+        now = self.nodes
+        return now.changed_since(order) if isinstance(now, NodeOrder) else None
+
+    def rebased(self, base: Snapshot, nodes: Iterable[NodeInfo]) -> Snapshot:
+        """A copy of this snapshot — a copy of ``base`` as it was (same nodes in the same
+        order, same DRA state), some of its nodes replaced — with ``nodes`` put in and
+        ``base``'s assumed pods: what ``base.copy()`` with the same nodes replaced is, when
+        ``nodes`` holds every node that differs between the two."""
+        out = self.copy()
+        out._assumed = dict(base._assumed)
+        out._claims = dict(base._claims)
+        for node in nodes:
+            out.replace(node)
+        return out
+
     @property
     def nodes(self) -> Sequence[NodeInfo]:
         """Every node, in the snapshot's order (an immutable version: a later change makes a

@@ -5,7 +5,7 @@ bound pod in the inventory (with its gang), ``DisruptionBudget`` for every PodDi
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from common.podkeys import GPU_SHARE
@@ -24,6 +24,7 @@ from coordinator.inventory.store import Inventory
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "RunningByNode",
     "RunningCache",
     "bound_gang",
     "bound_pods",
@@ -146,35 +147,148 @@ def running_pods(
                 problems[pod.uid] = hit[3]
             continue
         spec = bound_gang(pod, podgroups)
-        problem: tuple[str, str] | None = None
-        try:
-            own = min_runtime(pod.annotations)
-        except FieldError as exc:
-            own = None
-            problem = (f"{pod.namespace}/{pod.name}", f"{exc.field}: {exc.message}")
-            if problems is not None:
-                problems[pod.uid] = problem
-        running = RunningPod(
-            key=f"{pod.namespace}/{pod.name}",
-            uid=pod.uid,
-            node=pod.node,
-            requests=dict(pod.requests),
-            priority=pod.priority,
-            labels=dict(pod.labels),
-            gang=str(spec.key) if spec is not None else None,
-            gpus=tuple(pod.assigned_gpus),
-            share=parse_held(pod.annotations.get(GPU_SHARE, "")),
-            priority_class=pod.priority_class,
-            started_at=pod.started_at,
-            min_runtime_s=own,
-            movable=movability(pod.owner_kind, pod.annotations, restarts_free=restarts) is True,
-        )
+        running, problem = _converted(pod, spec, restarts)
+        if problem is not None and problems is not None:
+            problems[pod.uid] = problem
         if spec is None and cache is not None and declares_no_gang(pod):
             seen[pod.uid] = (pod, restarts, running, problem)
         out.append(running)
     if cache is not None:
         cache._by_uid = seen
     return out
+
+
+def _converted(
+    pod: BoundPod, spec: GangSpec | None, restarts: bool
+) -> tuple[RunningPod, tuple[str, str] | None]:
+    """The pod as the planners take it (in ``spec``'s gang; ``restarts``: its Job recreates
+    it without failing), and what is wrong with its ``topos.io/min-runtime`` if anything."""
+    problem: tuple[str, str] | None = None
+    try:
+        own = min_runtime(pod.annotations)
+    except FieldError as exc:
+        own = None
+        problem = (f"{pod.namespace}/{pod.name}", f"{exc.field}: {exc.message}")
+    running = RunningPod(
+        key=f"{pod.namespace}/{pod.name}",
+        uid=pod.uid,
+        node=pod.node,
+        requests=dict(pod.requests),
+        priority=pod.priority,
+        labels=dict(pod.labels),
+        gang=str(spec.key) if spec is not None else None,
+        gpus=tuple(pod.assigned_gpus),
+        share=parse_held(pod.annotations.get(GPU_SHARE, "")),
+        priority_class=pod.priority_class,
+        started_at=pod.started_at,
+        min_runtime_s=own,
+        movable=movability(pod.owner_kind, pod.annotations, restarts_free=restarts) is True,
+    )
+    return running, problem
+
+
+class RunningByNode:
+    """Every bound pod as :func:`running_pods` converts it (no Job counted restartable), node by
+    node, converted again only when its node's pods change (the inventory's events): what a
+    preemptor searching node by node reads of the nodes it visits, without a pass over every
+    running pod on each attempt. Pods that name a gang are not kept here (their gang depends on
+    the PodGroups and spans nodes): :attr:`plain` says whether there are none. Event-loop
+    only; :meth:`close` unsubscribes."""
+
+    def __init__(self, inventory: Inventory, *, keep: Callable[[RunningPod], bool]) -> None:
+        """``keep``: which pods :meth:`on` gives (the others only count for :meth:`problems`)."""
+        self._inventory = inventory
+        self._keep = keep
+        self._dirty: set[str] = set(inventory.names())
+        # node → (its bound pods converted, those kept, its pods' problems, a pod names a gang)
+        self._nodes: dict[str, _NodeRunning] = {}
+        self._gangs: set[str] = set()  # nodes where a pod names a gang
+        self._problems: dict[str, tuple[str, str]] = {}
+        self.close = inventory.subscribe(lambda event: self._dirty.add(event.node))
+
+    def _refresh(self) -> None:
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        for name in dirty:
+            before = self._nodes.pop(name, None)
+            if before is not None:
+                for uid in before.problems:
+                    self._problems.pop(uid, None)
+            self._gangs.discard(name)
+            bound = self._inventory.bound_pods(name)
+            if not bound:
+                continue
+            now = _NodeRunning.of(bound, before)
+            self._nodes[name] = now
+            self._problems.update(now.problems)
+            if now.gang:
+                self._gangs.add(name)
+
+    @property
+    def plain(self) -> bool:
+        """No bound pod names a gang."""
+        self._refresh()
+        return not self._gangs
+
+    def on(self, name: str) -> tuple[RunningPod, ...]:
+        """The pods on node ``name`` that ``keep`` keeps, in the inventory's order."""
+        self._refresh()
+        found = self._nodes.get(name)
+        if found is None:
+            return ()
+        if found.kept is None:
+            found.kept = tuple(p for p in found.running if self._keep(p))
+        return found.kept
+
+    def problems(self) -> Mapping[str, tuple[str, str]]:
+        """Pod uid → (``namespace/name``, why) for each pod whose ``topos.io/min-runtime`` does
+        not parse (as :func:`running_pods` reports them)."""
+        self._refresh()
+        return self._problems
+
+
+class _NodeRunning:
+    __slots__ = ("bound", "gang", "kept", "problems", "running")
+
+    def __init__(
+        self,
+        bound: tuple[BoundPod, ...],
+        running: tuple[RunningPod, ...],
+        problems: dict[str, tuple[str, str]],
+        gang: bool,
+    ) -> None:
+        self.bound = bound
+        self.running = running
+        self.problems = problems
+        self.gang = gang
+        self.kept: tuple[RunningPod, ...] | None = None
+
+    @classmethod
+    def of(cls, bound: tuple[BoundPod, ...], before: _NodeRunning | None) -> _NodeRunning:
+        """``bound`` converted, each pod unchanged since ``before`` taken from it."""
+        old: dict[str, tuple[BoundPod, RunningPod]] = {}
+        if before is not None:
+            old = {b.uid: (b, r) for b, r in zip(before.bound, before.running, strict=True)}
+        kept: list[BoundPod] = []
+        running: list[RunningPod] = []
+        problems: dict[str, tuple[str, str]] = {}
+        gang = False
+        for pod in bound:
+            hit = old.get(pod.uid)
+            if hit is not None and hit[0] is pod:
+                converted = hit[1]
+                problem = before.problems.get(pod.uid) if before is not None else None
+            elif declares_no_gang(pod):
+                converted, problem = _converted(pod, None, False)
+            else:
+                gang = True
+                continue
+            kept.append(pod)
+            running.append(converted)
+            if problem is not None:
+                problems[pod.uid] = problem
+        return cls(tuple(kept), tuple(running), problems, gang)
 
 
 def _selector(raw: object) -> LabelSelector:

@@ -11,6 +11,7 @@ from coordinator.core.preemption.protections import (
     DurationRule,
     Protections,
     UnitCache,
+    evictable_on,
     evictable_units,
 )
 from coordinator.core.preemption.victims import PreemptionPlan, RunningPod, select_victims
@@ -205,3 +206,40 @@ def test_units_kept_between_calls_are_those_a_fresh_grouping_gives() -> None:
     assert [p for u, p, _ in both(changed, NOW) if u == "ml/c1"] == [40]  # not the kept unit
     assert "ml/c0" not in [u for u, _, _ in both(changed, NOW, leaving={"ml/c0"})]
     assert both(changed, NOW) == both(changed, NOW)
+
+
+def test_one_nodes_units_kept_between_calls_answer_as_a_fresh_reading() -> None:
+    """:func:`evictable_on` keeps a node's units only while its answer cannot change: another
+    priority, other pods, other protections, a pod under its minimum runtime (which ends) or a
+    GPU's work (which grows) are each read afresh."""
+    cache = UnitCache()
+    cpu = [
+        RunningPod(key=f"ns/c{i}", node="n1", requests={"cpu": 900}, priority=i) for i in range(4)
+    ]
+    rules = Protections(min_runtime=DurationRule(default_s=600))
+
+    def units(
+        pods: list[RunningPod], below: int, now: float, protections: Protections
+    ) -> list[str]:
+        kept = evictable_on("n1", pods, below=below, now=now, protections=protections, cache=cache)
+        fresh = evictable_units(pods, below=below, now=now, protections=protections)
+        assert list(kept) == list(fresh.units)
+        return [u.unit for u in kept]
+
+    none = Protections()
+    assert units(cpu, 3, NOW, none) == ["ns/c0", "ns/c1", "ns/c2"]
+    assert units(cpu, 3, NOW, none) == ["ns/c0", "ns/c1", "ns/c2"]  # kept
+    changed = [RunningPod(key="ns/c0", node="n1", requests={"cpu": 900}, priority=5), *cpu[1:]]
+    assert units(changed, 3, NOW, none) == ["ns/c1", "ns/c2"]  # as many pods, one changed
+    assert units(cpu, 1, NOW, none) == ["ns/c0"]  # another priority
+    assert units(cpu[1:], 3, NOW, none) == ["ns/c1", "ns/c2"]  # other pods
+    young = [RunningPod(key="ns/y", node="n1", requests={"cpu": 900}, started_at=NOW - 60)]
+    assert units(young, 3, NOW, none) == ["ns/y"]
+    assert units(young, 3, NOW, rules) == []  # under its minimum runtime ...
+    assert units(young, 3, NOW + 600, rules) == ["ns/y"]  # ... then no longer
+    gpu = [
+        pod("ml/a", "n1", 1, started_at=NOW - 100),
+        pod("ml/b", "n1", 2, started_at=NOW - 10),
+    ]
+    assert units(gpu, 3, NOW, none) == ["ml/b", "ml/a"]  # b has lost less work ...
+    assert units(gpu, 3, NOW + 1000, none) == ["ml/a", "ml/b"]  # ... until it runs longer

@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.packing import Member
 from coordinator.core.podspec.selectors import LabelSelector
+from coordinator.core.preemption.interpod import passes
+from coordinator.core.preemption.protections import DurationRule, Protections, UnitCache
 from coordinator.core.preemption.victims import (
     DisruptionBudget,
     PreemptionPlan,
@@ -313,3 +319,74 @@ def test_a_later_node_needing_fewer_victims_wins_the_cpu_search() -> None:
     assert isinstance(plan, PreemptionPlan)
     assert plan.nominated == (("perf/high", "n2"),)
     assert plan.victim_pods == ("perf/n2-0", "perf/n2-1")
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_reading_the_candidates_node_by_node_plans_as_reading_them_all(seed: int) -> None:
+    # A lone pod's victims read from the nodes visited alone (``on_node``, kept in a UnitCache
+    # between calls) are the victims found from every running pod: the same plan, or the same
+    # refusal and why, on random clusters of CPU nodes with GPU pods, pods under their minimum
+    # runtime and cordoned nodes; asked again later, and for another priority, with the cache of
+    # the first asking.
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(rng.randint(3, 150))]
+    running = [
+        RunningPod(
+            key=f"ns/{node}-{i}",
+            node=node,
+            requests={
+                "cpu": rng.choice((500, 900, 1800)),
+                **({GPU: 1} if rng.random() < 0.2 else {}),
+            },
+            priority=rng.randint(0, 6),
+            started_at=rng.uniform(0, 100),
+            min_runtime_s=rng.choice((None, None, None, 30.0, 500.0)),
+        )
+        for node in names
+        for i in range(rng.randint(0, 5))
+    ]
+    used: dict[str, int] = {}
+    for p in running:
+        used[p.node] = used.get(p.node, 0) + p.requests["cpu"]
+    nodes = [
+        NodeState(
+            name=n,
+            allocatable={"cpu": used.get(n, 0) + 400},
+            free={"cpu": 400},  # the pod fits nowhere as things are
+            schedulable=rng.random() > 0.1,
+        )
+        for n in names
+    ]
+    by_node: dict[str, list[RunningPod]] = {}
+    for p in running:
+        by_node.setdefault(p.node, []).append(p)
+    protections = Protections(min_runtime=DurationRule(default_s=rng.choice((0.0, 20.0))))
+    cache = UnitCache()
+    member = [Member(name="ns/high", requests={"cpu": rng.choice((1000, 2000, 3000, 9000))})]
+    first, second = rng.randint(4, 7), rng.randint(1, 3)
+    roomier = [replace(n, free={"cpu": rng.choice((400, 1500, 2500))}) for n in nodes]
+    other = [Member(name="ns/high", requests={"cpu": rng.choice((1000, 2000, 3000))})]
+    askings = (
+        (110.0, first, nodes, member),
+        (400.0, first, nodes, member),  # later: the same answer, kept
+        (400.0, second, nodes, member),  # another priority
+        (400.0, second, roomier, member),  # the nodes changed
+        (400.0, second, roomier, other),  # another pod
+    )
+    for now, priority, where, asking in askings:
+        kw: dict[str, Any] = {
+            "priority": priority,
+            "nodes": where,
+            "recheck": passes,
+            "now": now,
+            "protections": protections,
+        }
+        everything = select_victims(asking, running=running, **kw)
+        lazy = select_victims(
+            asking,
+            running=lambda: running,
+            on_node=lambda n: by_node.get(n, []),
+            units=cache,
+            **kw,
+        )
+        assert lazy == everything

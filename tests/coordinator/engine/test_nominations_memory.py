@@ -19,6 +19,7 @@ from coordinator.adapters.memory.cluster import MemoryCluster
 from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.core.gangs.cycle import schedule_gang
 from coordinator.core.queue import QueueSettings, SchedulingQueue
+from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.gangs.service import GangRuntime, GangSettings
 from coordinator.engine.loop import RuntimeSettings
@@ -28,7 +29,7 @@ from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
 from tests.support.polling import eventually
-from tests.support.sched_hw import gpu_node, pcie8, running
+from tests.support.sched_hw import gpu_node, pcie8, plain_node, request, running
 
 
 class LingeringCluster(MemoryCluster):
@@ -347,6 +348,114 @@ def test_a_share_nominated_by_the_api_server_alone_holds_a_gpu_with_room() -> No
     assert node.share_room.get(6) is None  # the half GPU 6 had free is urgent's
     assert node.free_whole_gpus == 1  # GPU 7 is still whole
     assert nominations.overlay(snapshot, 1000) is snapshot  # a higher pod sees it all
+
+
+def test_the_overlay_kept_between_attempts_follows_the_cluster_and_the_nominations() -> None:
+    """The overlay is built once and shared while nothing changes, and made again from the last
+    one when something does: a node changed, a pod assumed or forgotten in the snapshot, a
+    nomination made or ended, or another pod's own nomination left out each give what a fresh
+    build gives."""
+    snapshot = Snapshot([plain_node(f"n{i}", cpu=4) for i in range(8)])
+    queue = SchedulingQueue()
+    nominations = Nominations(queue, held=lambda uid: False)
+    high = [request(pod(f"high-{i}", cpu="3", priority=10, uid=f"u{i}")) for i in range(3)]
+    held = {"u0": (high[0], "n0")}
+    nominations.nominate(high[0], "n0")
+
+    def used(view: Snapshot, node: str) -> int:
+        found = view.get(node)
+        assert found is not None
+        return found.requested.get("cpu", 0)
+
+    def as_fresh(view: Snapshot, exclude: frozenset[str] = frozenset()) -> Snapshot:
+        other = Nominations(SchedulingQueue(), held=lambda uid: False)
+        for req, node in held.values():
+            other.nominate(req, node)
+        expected = other.overlay(snapshot, 0, exclude)
+        for node in expected.nodes:
+            got = view.get(node.name)
+            assert got is not None
+            assert got.requested == node.requested, node.name
+            assert [p.key for p in got.pods] == [p.key for p in node.pods], node.name
+        for key in ("default/new", "default/low"):
+            assert view.is_assumed(key) == expected.is_assumed(key)
+        return view
+
+    first = as_fresh(nominations.overlay(snapshot, 0))
+    assert used(first, "n0") == 3000
+    assert used(first, "n1") == 0
+    assert nominations.overlay(snapshot, 0) is first  # nothing changed: the same one
+    own = nominations.overlay(snapshot, 0, {"u0"})  # the preemptor's own view
+    assert used(as_fresh(own, frozenset({"u0"})), "n0") == 0
+    assert nominations.overlay(snapshot, 0) is first
+
+    n0 = snapshot.get("n0")
+    assert n0 is not None
+    snapshot.replace(n0.adding((running(pod("low", cpu="900m", priority=0)),)))
+    after = as_fresh(nominations.overlay(snapshot, 0))
+    assert after is not first
+    assert used(after, "n0") == 3900
+    assert used(snapshot, "n0") == 900  # the snapshot itself holds no nomination
+    assert used(first, "n0") == 3000  # an overlay handed out does not change
+
+    nominations.nominate(high[1], "n1")
+    held["u1"] = (high[1], "n1")
+    as_fresh(nominations.overlay(snapshot, 0))
+    snapshot.assume(request(pod("new", cpu="1", uid="n")), "n2", Placement())
+    assumed = as_fresh(nominations.overlay(snapshot, 0))
+    assert assumed.is_assumed("default/new")
+    assert used(assumed, "n2") == 1000
+    nominations.nominate(high[2], "n2")
+    held["u2"] = (high[2], "n2")
+    assert used(as_fresh(nominations.overlay(snapshot, 0)), "n2") == 4000
+    snapshot.forget("default/new")
+    forgotten = as_fresh(nominations.overlay(snapshot, 0))
+    assert not forgotten.is_assumed("default/new")
+    assert used(forgotten, "n2") == 3000
+    nominations.drop("u0")
+    del held["u0"]
+    assert used(as_fresh(nominations.overlay(snapshot, 0)), "n0") == 900
+    nominations.drop("u1")
+    del held["u1"]
+    assert used(as_fresh(nominations.overlay(snapshot, 0)), "n1") == 0
+    assert nominations.overlay(snapshot, 11) is snapshot  # above every nomination: as it is
+
+
+async def test_a_victim_that_never_goes_is_evicted_again_only_once_its_eviction_expired() -> None:
+    """A victim whose eviction was accepted but which stays (here it lingers) is not evicted
+    twice while its preemptor's nomination lasts (60 s on the engine's clock); after that the
+    preemptor may pick it again, and it no longer counts as being evicted (background
+    compaction waits while any pod does)."""
+    now = [1000.0]
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = LingeringCluster(inventory)
+    memory.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    runtime = memory_runtime(inventory, memory)
+    gangs = GangRuntime(
+        runtime, settings=GangSettings(tick_s=0.05), nominate=memory.nominate, clock=lambda: now[0]
+    )
+    async with runtime, gangs:
+        preemptor = gangs.preemptor
+        assert preemptor is not None
+        memory.create_pod(pod("filler", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        await runtime.settle()
+        memory.create_pod(pod("urgent", gpus=8, priority=100))
+        await eventually(
+            lambda: memory.evicted == ["default/filler"], what="filler evicted", timeout_s=10
+        )
+        plain = {"cpu": "4", "memory": "32Gi", "pods": 110}
+        memory.add_node("cpu-1", allocatable=plain)  # room gained: urgent is tried again
+        await runtime.settle()
+        assert memory.evicted == ["default/filler"]
+        assert set(preemptor.evicting) == {"default/filler"}
+        now[0] += 61
+        await eventually(lambda: not preemptor.evicting, what="the eviction expired", timeout_s=10)
+        memory.add_node("cpu-2", allocatable=plain)
+        await eventually(
+            lambda: memory.evicted == ["default/filler"] * 2,
+            what="filler evicted again",
+            timeout_s=10,
+        )
 
 
 async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backoff() -> None:

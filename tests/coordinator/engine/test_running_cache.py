@@ -8,14 +8,14 @@ from typing import Any
 
 import msgspec
 
-from coordinator.engine.gangs.running import RunningCache, running_pods
+from coordinator.engine.gangs.running import RunningByNode, RunningCache, running_pods
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
 
 
-def _pod(name: str, **fields: Any) -> BoundPod:
+def _pod(name: str, node: str = "n1", **fields: Any) -> BoundPod:
     return BoundPod(
-        uid=f"uid-{name}", namespace="ns", name=name, node="n1", requests={"cpu": 100}, **fields
+        uid=f"uid-{name}", namespace="ns", name=name, node=node, requests={"cpu": 100}, **fields
     )
 
 
@@ -69,3 +69,41 @@ def test_a_bad_min_runtime_is_reported_on_every_call() -> None:
         assert list(problems) == ["uid-a"]
         assert problems["uid-a"][0] == "ns/a"
         assert "topos.io/min-runtime" in problems["uid-a"][1]
+
+
+def test_the_pods_by_node_follow_the_inventory_as_a_fresh_conversion() -> None:
+    """:class:`RunningByNode` gives each node's pods as :func:`running_pods` converts them, sees
+    every change on the next read, keeps unchanged pods' conversions, and says whether any
+    pod names a gang (whose gang it does not work out)."""
+    inventory = Inventory()
+    bad = {"annotations": {"topos.io/min-runtime": "soon"}}
+    gang = {"labels": {"topos.io/gang": "g", "topos.io/gang-min": "2"}}
+    for pod in (_pod("a"), _pod("b", **bad), _pod("c", node="n2", **gang), _pod("d", node="n2")):
+        inventory.upsert_pod(pod)
+    index = RunningByNode(inventory, keep=lambda p: p.key != "ns/d")
+
+    def fresh(node: str) -> list[Any]:
+        return [p for p in running_pods(inventory, {}) if p.node == node and p.key != "ns/d"]
+
+    assert list(index.on("n1")) == fresh("n1")
+    assert [p.key for p in index.on("n1")] == ["ns/a", "ns/b"]
+    assert not index.plain  # c names a gang
+    assert [p.key for p in index.on("n2")] == []  # d is not kept; c is in a gang
+    assert list(index.problems()) == ["uid-b"]
+
+    inventory.delete_pod("uid-c")
+    assert index.plain
+    b = index.on("n1")[1]
+    inventory.upsert_pod(msgspec.structs.replace(_pod("a"), priority=7))
+    assert list(index.on("n1")) == fresh("n1")
+    assert index.on("n1")[0].priority == 7
+    assert index.on("n1")[1] is b  # unchanged: not converted again
+
+    inventory.upsert_pod(_pod("b"))  # its annotation mended
+    assert index.problems() == {}
+    inventory.delete_pod("uid-a")
+    assert [p.key for p in index.on("n1")] == ["ns/b"]
+    assert index.on("n3") == ()
+    index.close()
+    inventory.upsert_pod(_pod("e", node="n3"))
+    assert index.on("n3") == ()  # unsubscribed: changes are no longer seen
