@@ -3,19 +3,15 @@
 A multi-node group that fits in one clique (an NVL72 rack) goes there — the clique the strategy
 ranks best (``balanced``: the one left with the fewest free GPUs, so partly used racks fill up
 before whole ones are broken into; ``consolidated``: the fewest nodes). A group no clique holds
-is split across the fewest cliques of one leaf: of the sets of that many cliques that hold it,
-the one that breaks into the fewest idle cliques (no GPU in use), then the one with the fewest
-free trays left after the split — so racks already partly used are filled up rather than each
-left with a few stranded trays — filled tightest clique first, the leftover in the roomiest.
-Leaf nodes with no clique count as cliques of one node. Wider tiers keep a group's nodes clique
-by clique (:func:`clique_order`).
+is split across the fewest cliques of one leaf: the roomiest cliques first, the last one the
+tightest that completes the group. Leaf nodes with no clique count as cliques of one node. Wider
+tiers keep a group's nodes clique by clique (:func:`clique_order`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Final
 
 from coordinator.core.domains.layout import natural_key
 from coordinator.core.domains.packing import Packing, Placement
@@ -78,7 +74,7 @@ def fewest_cliques(ctx: Packing, scope: set[str]) -> Placement | None:
     for named in [lf for lf in groups if lf is not None]:
         loose = [n for n in layout.leaves[named].nodes if n in scope and n not in layout.clique_of]
         groups[named].extend((n, [n]) for n in loose)
-    best: tuple[tuple[int, int, Rank], str | None, list[str], dict[str, str]] | None = None
+    best: tuple[tuple[int, Rank], str | None, list[str], dict[str, str]] | None = None
     for leaf in sorted(groups, key=lambda lf: (lf is None, natural_key(lf or ""))):
         if best is not None and leaf is None:
             break  # a leaf's cliques before leafless ones
@@ -90,8 +86,7 @@ def fewest_cliques(ctx: Packing, scope: set[str]) -> Placement | None:
             continue
         chosen, used = found
         names = [n for g, ns in parts if g in chosen for n in ns]
-        idle = sum(_idle(ctx, ns) for g, ns in parts if g in chosen)
-        key = (len(chosen), idle, _rank(ctx, names, used))
+        key = (len(chosen), _rank(ctx, names, used))
         if best is None or key < best[0]:
             best = (key, leaf, chosen, used)
     if best is None:
@@ -109,58 +104,12 @@ def fewest_cliques(ctx: Packing, scope: set[str]) -> Placement | None:
     return _noted(ctx.result("leaf", home, used), note)
 
 
-#: Above this many cliques (and lone nodes) in one leaf the set is not searched exactly: the
-#: roomiest first, then the tightest that completes the group.
-_SEARCHED: Final = 48
-
-
-def _idle(ctx: Packing, names: Sequence[str]) -> bool:
-    """No GPU of these nodes is in use (an idle rack: breaking into it strands its rest)."""
-    return all(ctx.nodes[n].gpus_used == 0 for n in names)
-
-
-def _tightest(
-    need: int, room: dict[str, int], idle: dict[str, bool], width: int
-) -> list[str] | None:
-    """Of the sets of ``width`` groups whose room adds up to ``need`` or more, the one with the
-    fewest idle groups, then the least room (the fewest free slots left after the group): a
-    0/1 knapsack over (groups taken, room), each state keeping its fewest idle groups."""
-    best: dict[tuple[int, int], tuple[int, tuple[str, ...]]] = {(0, 0): (0, ())}
-    for g in sorted(room, key=natural_key):
-        r = room[g]
-        if r <= 0:
-            continue
-        for (count, total), (fresh, picked) in sorted(best.items(), reverse=True):
-            if count >= width:
-                continue
-            key = (count + 1, total + r)
-            value = (fresh + idle[g], (*picked, g))
-            have = best.get(key)
-            if have is None or value[0] < have[0]:
-                best[key] = value
-    done = [(v[0], total, v[1]) for (c, total), v in best.items() if c == width and total >= need]
-    if not done:
-        return None
-    _, _, picked = min(done)
-    # the tightest filled first, the leftover in the roomiest
-    return sorted(picked, key=lambda g: (room[g], natural_key(g)))
-
-
 def _fewest(
     ctx: Packing, parts: list[tuple[str, list[str]]]
 ) -> tuple[list[str], dict[str, str]] | None:
     need = ctx.counts[ctx.shape_of[ctx.order[0].name]]
     room = {name: _room(ctx, names) for name, names in parts}
     nodes = dict(parts)
-    if len(parts) <= _SEARCHED:
-        idle = {name: _idle(ctx, names) for name, names in parts}
-        ranked = sorted(room.values(), reverse=True)
-        width = next((w for w in range(1, len(ranked) + 1) if sum(ranked[:w]) >= need), 0)
-        chosen = _tightest(need, room, idle, width) if width else None
-        if chosen is not None:
-            used = ctx.fill([n for g in chosen for n in ctx.ordered(nodes[g])])
-            if used is not None:
-                return chosen, used
     # roomiest first; a real clique before a lone node of equal room
     order = sorted(room, key=lambda g: (-room[g], g not in ctx.layout.cliques, natural_key(g)))
     for width in range(1, len(order) + 1):

@@ -71,28 +71,6 @@ def test_a_gang_no_rack_holds_is_split_across_the_fewest_racks_of_one_leaf() -> 
     assert "no one clique holds the group" in p.explanation
 
 
-def test_a_split_fills_partly_used_racks_rather_than_breaking_into_an_idle_one() -> None:
-    # rack 1 idle (18 free), rack 2 17 free, rack 3 5 free: 20 trays need two racks. The roomiest
-    # first (rack 1) would break into the idle rack and strand 3 trays of rack 3; racks 2 and 3
-    # hold the group with rack 1 left whole and 2 trays left over.
-    nodes = racks(3, used={**{tray(2, 1): 4}, **{tray(3, i): 4 for i in range(1, 14)}})
-    p = placed(place_members(trays(20), nodes))
-    assert cliques_of(p, nodes) == {clique(2), clique(3)}
-    assert "across 2 NVLink cliques of leaf" in p.explanation
-    # the tightest rack filled first, the leftover in the roomiest: rack 3 is full
-    assert {tray(3, i) for i in range(14, 19)} <= set(p.nodes)
-    assert len([n for n in p.nodes if n.startswith("r2-")]) == 15
-
-
-def test_of_splits_breaking_no_idle_rack_the_one_leaving_fewest_free_trays_wins() -> None:
-    # racks 2, 3, 4 partly used with 12, 11, 10 free trays; 21 trays: racks 3 and 4 (21, none
-    # left over) rather than the roomiest rack 2 and the tightest completing it (rack 4: 22)
-    used = {tray(r, i): 4 for r, busy in ((2, 6), (3, 7), (4, 8)) for i in range(1, busy + 1)}
-    nodes = racks(4, used={**used, **{tray(1, i): 4 for i in range(1, 18)}})
-    p = placed(place_members(trays(21), nodes))
-    assert cliques_of(p, nodes) == {clique(3), clique(4)}
-
-
 def test_two_racks_of_one_leaf_before_racks_of_two_leaves() -> None:
     nodes = racks(3, leaf_of={1: "leaf-1", 2: "leaf-2", 3: "leaf-2"})
     p = placed(place_members(trays(24), nodes))
