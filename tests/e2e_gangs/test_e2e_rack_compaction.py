@@ -7,7 +7,8 @@ pods may move — runs in rack 1; two bare pods (never moved) hold two trays of 
 is half used: 8 GPUs stranded in each. With ``compactRacks: true`` background compaction moves
 the gang whole into rack 2's two free trays: its pods are evicted with ``Moved`` Events naming
 the rack freed, the Job controller recreates them, and they bind in rack 2 — its two free trays
-held for them meanwhile, so that a pod coming then waits for rack 1 rather than taking them.
+held for them meanwhile, so that a pod coming then goes to rack 1 rather than taking them
+(without the hold it took one, and the gang went back to rack 1).
 With ``compactRacks: false`` compaction runs and nothing moves.
 """
 
@@ -67,7 +68,7 @@ async def set_up(cluster: GangCluster) -> tuple[dict[str, int], dict[str, str]]:
     return rack_of, placed
 
 
-async def test_compact_racks_moves_a_young_gang_whole_and_its_rack_goes_idle(
+async def test_compact_racks_moves_a_young_gang_whole_into_the_other_rack_in_use(
     cluster: GangCluster,
 ) -> None:
     defrag = DefragSettings(mode="background", interval_s=1.0, compact_racks=True)
@@ -93,8 +94,8 @@ async def test_compact_racks_moves_a_young_gang_whole_and_its_rack_goes_idle(
             ), e["message"]
             assert "its controller recreates it (it fits on r2-t" in e["message"], e["message"]
         # a 4-GPU pod comes while the gang is being recreated: rack 2's two free trays are held
-        # for the gang (a partly used rack is where this pod would go otherwise), so it waits
-        # for the trays the gang leaves in rack 1
+        # for the gang (a partly used rack is where this pod would go otherwise), so it goes to
+        # rack 1, where the gang was
         await cluster.create(
             pods.pod("late", namespace=None, gpus=4, cpu="8", labels={"app": "late"})
         )
