@@ -30,7 +30,9 @@ workload); pods carrying the group's label (``topos.io/placement-group``, writte
 template through Kueue's podSetUpdates) are not held off by it, try its nodes first, and each
 one bound takes one entry off (on its node when there is one there). The rest of the cluster sees
 the room as taken, as for a nomination. A reservation ends when every entry is taken or the
-check releases it (the workload gone, evicted or finished).
+check releases it (the workload gone, evicted or finished). Background compaction reserves the
+same way for a gang it moves whole (group ``gang:namespace/name``, the gang's recreated pods
+its members), until they bind or the nomination TTL ends.
 """
 
 from __future__ import annotations
@@ -105,9 +107,14 @@ PLACEMENT_GROUP = "topos.io/placement-group"
 
 
 def placement_group(request: PodRequest) -> str | None:
-    """The reservation group a pod belongs to (its label), ``namespace/name``."""
+    """The reservation group a pod belongs to: its label's (``namespace/name``), else its
+    gang's (``gang:namespace/name``: room background compaction holds for a gang it moved)."""
     name = request.labels.get(PLACEMENT_GROUP)
-    return f"{request.namespace}/{name}" if name else None
+    if name:
+        return f"{request.namespace}/{name}"
+    if request.gang is not None:
+        return f"gang:{request.namespace}/{request.gang.name}"
+    return None
 
 
 #: Overlays kept (pods of a few priorities are tried in turn; the attempt's cycle and its

@@ -100,6 +100,7 @@ from coordinator.engine.gangs.running import (
     running_pods,
 )
 from coordinator.engine.loop import Scheduler
+from coordinator.engine.nominations import placement_group
 from coordinator.engine.observer import Trigger
 from coordinator.engine.ports import PodRef
 
@@ -251,6 +252,8 @@ class Preemptor:
         self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
         self._leaving: list[tuple[float, str]] = []  # (until, pod) of each eviction: a heap
         self._ending: list[tuple[float, int, str]] = []  # (until, id, unit) of nominations: a heap
+        #: room held for gangs compaction moved (a reservation group → until when)
+        self.reserved_for: dict[str, float] = {}
         self.preemptions = 0
         self.victims = 0
 
@@ -451,12 +454,31 @@ class Preemptor:
         log.info("%s", text)
         until = now + self.nomination_ttl_s
         elsewhere = dict(found.destinations)
+        self._hold_for_gangs(found.moved, elsewhere, until)
         for pod in found.moved:
             self._compacted_at.append(now)
             why = f"Moved by background compaction: {text}; its controller recreates it"
             why += f" (it fits on {elsewhere[pod.key]})"
             self._evict(pod.key, {pod.key: pod.uid}, until, why, reason=REASON_MOVED)
         return text
+
+    def _hold_for_gangs(
+        self, moved: Sequence[RunningPod], where: Mapping[str, str], until: float
+    ) -> None:
+        """The trays a moved gang is to go to are held for its recreated pods (a reservation
+        of its group: nothing of equal or lower priority takes them meanwhile) until they bind
+        or ``until``. Lone moved pods hold nothing: any node in use suits them."""
+        bound = {f"{p.namespace}/{p.name}": p for p in bound_pods(self.scheduler.inventory)}
+        entries: dict[str, list[tuple[PodRequest, str]]] = {}
+        for pod in moved:
+            kept = bound.get(pod.key)
+            request = recreated(kept) if pod.gang is not None and kept is not None else None
+            group = placement_group(request) if request is not None else None
+            if request is not None and group is not None and pod.key in where:
+                entries.setdefault(group, []).append((request, where[pod.key]))
+        for group, pods in entries.items():
+            self.held.reserve(group, pods)
+            self.reserved_for[group] = until
 
     def _forget_after_s(self) -> float:
         rule = self.protections.preemption_delay
@@ -511,6 +533,14 @@ class Preemptor:
             nom = self.nominations.get(unit)
             if nom is not None and id(nom) == ident and nom.until <= now:
                 self._drop(unit)
+        if self.reserved_for:
+            live = self.held.groups()
+            for group, until in tuple(self.reserved_for.items()):
+                if group not in live:
+                    del self.reserved_for[group]  # every entry taken: the gang bound
+                elif until <= now:
+                    del self.reserved_for[group]
+                    self.held.release(group)
 
     def _drop(self, unit: str) -> None:
         nom = self.nominations.pop(unit, None)

@@ -4,7 +4,7 @@ a degraded tray avoided, and the Event and ``/v1/gangs`` name the clique.
 Fleet: two racks of 18 ``gb200-nvl72`` trays (4 GPUs each) in one leaf, each rack its own clique
 (``nvidia.com/gpu.clique``, GFD's ``<clusterUUID>.<cliqueId>``); tray 3 of rack 1 reports its
 NVLink fabric degraded. Members ask for a whole tray (4 GPUs). Pods of one NVIDIA ComputeDomain
-share a rack, gang or no gang.
+share a rack, gang or no gang; a ComputeDomain with a bad ``spec.numNodes`` gets a Warning Event.
 """
 
 from __future__ import annotations
@@ -280,3 +280,15 @@ async def test_the_first_pod_of_a_compute_domain_of_4_nodes_goes_where_4_trays_a
         await cluster.create(lone_domain_pod("sized-0", 4, "sized-channel"))
         (first,) = (await cluster.all_bound("job=sized-0", 1)).values()
         assert rack_of[first] == 2
+        # numNodes -2 (the CRD's schema lets it through): a Warning Event on the ComputeDomain
+        # names the field and the value, and its pod is placed as one of a domain of unknown size
+        bad = await compute_domain(cluster, "negative", cls, num_nodes=-2)
+        warning = await cluster.event("InvalidComputeDomain", name="negative")
+        assert warning["type"] == "Warning"
+        assert warning["involvedObject"]["kind"] == "ComputeDomain"
+        assert warning["involvedObject"]["uid"] == bad
+        assert "spec.numNodes: -2 is not a number of nodes (0 or more)" in warning["message"]
+        await cluster.create(lone_domain_pod("negative-0", 4, "negative-channel"))
+        await cluster.all_bound("job=negative-0", 1)
+        # the other domains were not harmed: no Event about them
+        assert not await cluster.events(name="sized", reason="InvalidComputeDomain")

@@ -288,8 +288,11 @@ def gang_pod(
 class Controllers:
     """The kubelet's and the workload controllers' part, for one namespace (see module doc)."""
 
-    def __init__(self, cluster: GangCluster) -> None:
+    def __init__(self, cluster: GangCluster, *, terminal_phase: bool = False) -> None:
         self.cluster = cluster
+        #: A pod being deleted is first marked ``Failed``, as a kubelet does once its containers
+        #: stopped (a Job with a ``podFailurePolicy`` recreates a pod only once it is terminal).
+        self.terminal_phase = terminal_phase
         #: Nodes whose kubelet is gone (a deleted Node): their pods being deleted stay so.
         self.no_kubelet: set[str] = set()
         self._saved: dict[str, dict[str, Any]] = {}
@@ -326,6 +329,16 @@ class Controllers:
             if (meta.get("labels") or {}).get(RECREATE):
                 self._saved[meta["name"]] = self._template(pod)
             if meta.get("deletionTimestamp") and pod["spec"].get("nodeName") not in self.no_kubelet:
+                phase = (pod.get("status") or {}).get("phase")
+                if self.terminal_phase and phase not in ("Failed", "Succeeded"):
+                    with contextlib.suppress(NotFound):
+                        await kube.patch(
+                            PODS,
+                            meta["name"],
+                            {"status": {"phase": "Failed"}},
+                            namespace=ns,
+                            subresource="status",
+                        )
                 with contextlib.suppress(NotFound):
                     await kube.delete(
                         PODS, meta["name"], namespace=ns, grace_period_seconds=0, uid=meta["uid"]

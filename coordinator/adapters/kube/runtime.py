@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Sequence
 
 from common.kube import POD_GROUPS, KubeClient
+from common.kube.recorder import EventRecorder
+from coordinator.adapters.kube.domainwarnings import ComputeDomainWarnings
 from coordinator.adapters.kube.dra import dra_watch
 from coordinator.adapters.kube.foreigngroups import ForeignGroupStatusWriter, foreign_group_caches
 from coordinator.adapters.kube.groupstatus import PodGroupStatusWriter
@@ -59,7 +61,7 @@ def kube_runtime(
     DeviceClasses, ResourceClaims of ``namespace``; none where ``resource.k8s.io/v1`` is not
     served). ``events_client``: Events go
     through it (default: ``client``), as kube-scheduler's go through their own client and rate
-    limit."""
+    limit; a ComputeDomain placement cannot read gets a Warning Event through it too."""
     dra = DraStore()
     scheduler = Scheduler(
         view=ClusterView(inventory, dra=dra),
@@ -77,6 +79,10 @@ def kube_runtime(
     ]
     namespaces = namespace_watch(client, scheduler)
     claims = dra_watch(client, dra, namespace=namespace)
+    # a ComputeDomain refused (spec.numNodes) gets a Warning Event naming the field and value
+    dra.subscribe(
+        ComputeDomainWarnings(dra, EventRecorder(events_client or client), instance=instance)
+    )
     # Services' and controllers' selectors: PodTopologySpread's default constraints.
     workloads = workload_watches(client, scheduler.view.workloads, owners, namespace=namespace)
     ready = [*(w.synced for w in watches), namespaces.synced, *claims.synced, *owners.synced]
