@@ -559,11 +559,15 @@ class Ratio:
     pods_per_s: float
     cpu_per_pod: float
     requests_per_pod: float
+    #: bound pods/s over the rate the run's pods were created at (:attr:`Run.kept_up`): both
+    #: schedulers bind about as fast as the benchmark creates, which moves from run to run
+    kept_up: float
 
     def line(self, what: str) -> str:
         return (
-            f"Topos/kube-scheduler{what}: pods/s {self.pods_per_s:.2f}x, CPU per pod "
-            f"{self.cpu_per_pod:.2f}x, requests per pod {self.requests_per_pod:.2f}x"
+            f"Topos/kube-scheduler{what}: pods/s {self.pods_per_s:.2f}x (of the creation rate "
+            f"{self.kept_up:.2f}x), CPU per pod {self.cpu_per_pod:.2f}x, requests per pod "
+            f"{self.requests_per_pod:.2f}x"
         )
 
 
@@ -581,6 +585,7 @@ def round_ratios(runs: Sequence[PerfRun], per_round: int) -> list[Ratio]:
                 topos.rate / kube.rate,
                 topos.cpu_ms_per_pod / max(kube.cpu_ms_per_pod, 1e-9),
                 topos.requests_per_pod / max(kube.requests_per_pod, 1e-9),
+                topos.kept_up / kube.kept_up,
             )
         )
     return out
@@ -592,6 +597,7 @@ def median_ratio(ratios: Sequence[Ratio]) -> Ratio:
         statistics.median(r.pods_per_s for r in ratios),
         statistics.median(r.cpu_per_pod for r in ratios),
         statistics.median(r.requests_per_pod for r in ratios),
+        statistics.median(r.kept_up for r in ratios),
     )
 
 
@@ -607,6 +613,7 @@ def row(run: PerfRun) -> dict[str, Any]:
         "requests_per_pod": round(run.requests_per_pod, 2),
         "rss_mib": round(run.rss_mib),
         "created_per_s": round(run.create_rate),
+        "kept_up": round(run.kept_up, 3),
         "connections_opened": run.connections_opened,
         "scheduled_events": run.scheduled_events,
         "timed_out": run.timed_out,
