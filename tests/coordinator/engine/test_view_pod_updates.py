@@ -84,7 +84,8 @@ def test_a_bind_seen_as_assumed_keeps_the_node_its_memos_and_a_different_one_is_
     inventory.upsert_pod(_bound(first))  # the watch shows the bind
     node = view.snapshot().by_name["n1"]
     assert view.held("u1") is None  # the inventory counts it now
-    assert node is assumed and node.memo["verdict"] == "feasible"
+    assert node is assumed
+    assert node.memo["verdict"] == "feasible"
     assert node.requested["cpu"] == 500  # counted once
 
     # Relabelled before its bind was seen: not the pod assumed, so the node is rebuilt with it.
@@ -95,7 +96,8 @@ def test_a_bind_seen_as_assumed_keeps_the_node_its_memos_and_a_different_one_is_
     assumed = view.snapshot().by_name["n1"]
     inventory.upsert_pod(_bound(_pending("u2", app="db")))
     node = view.snapshot().by_name["n1"]
-    assert node is not assumed and "verdict" not in node.memo
+    assert node is not assumed
+    assert "verdict" not in node.memo
     assert node.requested["cpu"] == 1000
     assert [p.labels["app"] for p in node.pods] == ["web", "db"]
     assert [n.name for n, _ in view.snapshot().pods_with_label("app", "db")] == ["n1"]
