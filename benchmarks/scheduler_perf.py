@@ -628,6 +628,7 @@ async def bench(
     order: Sequence[str],
     timeout_s: float,
     profile: Path | None = None,
+    binds: int = 64,
 ) -> list[PerfRun]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
@@ -661,7 +662,7 @@ async def bench(
                 if name == "kube-scheduler":
                     proc = start_kube_scheduler(binaries, plane, work, limit, tag)
                 else:
-                    proc = start_topos(plane, work, limit, tag, binds=64)
+                    proc = start_topos(plane, work, limit, tag, binds=binds)
                 run = PerfRun(name, limit, workload.measured_pods)
                 namespace = f"perf-{tag}"
                 try:
@@ -719,6 +720,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per measured run")
     ap.add_argument(
+        "--binds",
+        type=int,
+        default=64,
+        help="Topos' scheduler.maxBindsInFlight (its default: 64)",
+    )
+    ap.add_argument(
         "--param", action="append", default=[], help="name=count: override a workload parameter"
     )
     ap.add_argument(
@@ -757,6 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             order=runs_order,
             timeout_s=args.timeout,
             profile=args.profile,
+            binds=args.binds,
         )
     )
     rows = [row(r) for r in runs]
