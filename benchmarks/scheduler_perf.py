@@ -46,7 +46,7 @@ an error naming the key and the value. ``--param name=value`` overrides a worklo
 
 **Order.** The Nodes' creation keeps the API server busy for a while after they are Ready, and the
 first pods bound to fresh KWOK Nodes bring LISTs and WATCHes that come only once: both fell on
-the scheduler measured first, which then lost 0.1-0.3x of pods/s against the second (the
+the scheduler measured first, which then lost 0.1-0.4x of pods/s against the second (the
 benchmark also creates its pods slower on a cold server, and bound pods/s follow the creation
 rate). So before the first scheduler starts, the runner waits for the API server to go quiet and
 warms the pod path with no scheduler (``benchmarks/kwok_settle.py``: as many pods as the measured
