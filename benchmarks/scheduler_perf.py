@@ -51,7 +51,8 @@ benchmark also creates its pods slower on a cold server, and bound pods/s follow
 rate). So before the first scheduler starts, the runner waits for the API server to go quiet and
 warms the pod path with no scheduler (``benchmarks/kwok_settle.py``: as many pods as the measured
 phase, one at least on each Node, created, bound, given an Event, Running, deleted). A measured
-phase lasts a few seconds, so one run's ratio still moves by 0.1 or so: ``--repeat N`` runs N
+phase lasts a few seconds, so one run's ratio still moves by 0.1 or so on a quiet machine (under
+load 9-15, pods/s from 0.5x to 1.6x in one invocation): ``--repeat N`` runs N
 rounds of ``--order``, every other one reversed (kube, Topos, Topos, kube, …), prints each
 round's ratios and their median.
 """
