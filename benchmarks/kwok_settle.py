@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -89,10 +90,16 @@ def _warm_pod(i: int, nodes: int) -> dict[str, object]:
 
 
 async def warm_up(
-    plane: ControlPlane, kube: KubeClient, nodes: int, pods: int, *, timeout_s: float = 600.0
+    plane: ControlPlane,
+    kube: KubeClient,
+    nodes: int,
+    pods: int,
+    *,
+    timeout_s: float = 600.0,
+    node: Callable[[int], str] = node_name,
 ) -> WarmUp:
-    """``pods`` pods (at least one on each of ``nodes`` Nodes) until Running, then deleted (see
-    the module doc)."""
+    """``pods`` pods (at least one on each of ``nodes`` Nodes, the ``i``-th named ``node(i)``)
+    until Running, then deleted (see the module doc)."""
     count = max(nodes, pods)
     before = await asyncio.to_thread(requests_total, plane)
     await kube.create(
@@ -106,12 +113,12 @@ async def warm_up(
         async with sem:
             made = await kube.create(PODS, _warm_pod(i, nodes), namespace=WARM_UP_NAMESPACE)
             name = made["metadata"]["name"]
-            node = node_name(i % nodes)
-            await kube.bind(namespace=WARM_UP_NAMESPACE, pod=name, node=node)
+            target = node(i % nodes)
+            await kube.bind(namespace=WARM_UP_NAMESPACE, pod=name, node=target)
             await kube.create_event(
                 regarding=made,
                 reason="Scheduled",
-                message=f"Successfully assigned {WARM_UP_NAMESPACE}/{name} to {node}",
+                message=f"Successfully assigned {WARM_UP_NAMESPACE}/{name} to {target}",
                 component="kwok-warm-up",
             )
 

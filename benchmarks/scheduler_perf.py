@@ -48,10 +48,22 @@ it no workload for; say so).
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
-        [--param initNodes=500 ...] [--profile DIR] [--json]
+        [--param initNodes=500 ...] [--repeat N] [--profile DIR] [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during its measured phase only
 (``DIR/topos-<tag>.txt``, raw collapsed stacks).
+
+**Order.** The Nodes' creation keeps the API server busy for a while after they are Ready, and the
+first pods bound to fresh KWOK Nodes bring LISTs and WATCHes that come only once: both fell on
+the scheduler measured first, which then lost 0.1-0.4x of pods/s against the second (the
+benchmark also creates its pods slower on a cold server, and bound pods/s follow the creation
+rate). So before the first scheduler starts, the runner waits for the API server to go quiet and
+warms the pod path with no scheduler (``benchmarks/kwok_settle.py``: as many pods as the measured
+phase, one at least on each Node, created, bound, given an Event, Running, deleted). A measured
+phase lasts a few seconds, so one run's ratio still moves by 0.1 or so on a quiet machine (under
+load 9-15, pods/s from 0.5x to 1.6x in one invocation): ``--repeat N`` runs N
+rounds of ``--order``, every other one reversed (kube, Topos, Topos, kube, …), prints each
+round's ratios and their median.
 """
 
 from __future__ import annotations
@@ -59,12 +71,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,7 +107,7 @@ from benchmarks.kwok_cluster import (
     wait_ready,
 )
 from benchmarks.kwok_run import Run, cpu_seconds
-from benchmarks.kwok_settle import clear
+from benchmarks.kwok_settle import clear, settle, warm_up
 from benchmarks.kwok_throughput import watch
 from benchmarks.scheduler_perf_claims import AllocateClaims, alloc_op, allocate_claims
 from benchmarks.scheduler_perf_objects import (
@@ -409,7 +423,8 @@ def pod_body(template: Mapping[str, Any], name: str, scheduler: str) -> dict[str
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, "name": name}, "spec": spec}
 
 
-async def create_nodes(kube: KubeClient, workload: Workload) -> None:
+async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
+    """The workload's Nodes, created with their status; their names, in order."""
     sem = asyncio.Semaphore(32)
     bodies: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for step in workload.nodes:
@@ -428,6 +443,7 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> None:
             )
 
     await asyncio.gather(*(one(b, s) for b, s in bodies))
+    return [b["metadata"]["name"] for b, _ in bodies]
 
 
 async def _create(
@@ -655,6 +671,66 @@ def _ms(value: float) -> int | None:
     return None if math.isnan(value) else round(value)  # no pod bound: no latency
 
 
+def alternated(order: Sequence[str], repeat: int) -> list[str]:
+    """``repeat`` rounds of ``order``, every other one reversed (kube, topos, topos, kube, …):
+    neither scheduler is always the one measured first."""
+    if repeat < 1:
+        raise WorkloadError(f"--repeat {repeat}: give at least one round")
+    out: list[str] = []
+    for r in range(repeat):
+        out += order if r % 2 == 0 else reversed(order)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Ratio:
+    """Topos ÷ kube-scheduler in one round (or the median of the rounds')."""
+
+    pods_per_s: float
+    cpu_per_pod: float
+    requests_per_pod: float
+    #: bound pods/s over the rate the run's pods were created at (:attr:`Run.kept_up`): both
+    #: schedulers bind about as fast as the benchmark creates, which moves from run to run
+    kept_up: float
+
+    def line(self, what: str) -> str:
+        return (
+            f"Topos/kube-scheduler{what}: pods/s {self.pods_per_s:.2f}x (of the creation rate "
+            f"{self.kept_up:.2f}x), CPU per pod {self.cpu_per_pod:.2f}x, requests per pod "
+            f"{self.requests_per_pod:.2f}x"
+        )
+
+
+def round_ratios(runs: Sequence[PerfRun], per_round: int) -> list[Ratio]:
+    """Each round's (``per_round`` runs in turn) Topos ÷ kube-scheduler; none where a round lacks
+    either scheduler or kube-scheduler bound nothing."""
+    out: list[Ratio] = []
+    for r in range(0, len(runs) - per_round + 1, per_round):
+        by = {run.scheduler: run for run in runs[r : r + per_round]}
+        kube, topos = by.get("kube-scheduler"), by.get("topos")
+        if kube is None or topos is None or not kube.rate:
+            continue
+        out.append(
+            Ratio(
+                topos.rate / kube.rate,
+                topos.cpu_ms_per_pod / max(kube.cpu_ms_per_pod, 1e-9),
+                topos.requests_per_pod / max(kube.requests_per_pod, 1e-9),
+                topos.kept_up / kube.kept_up,
+            )
+        )
+    return out
+
+
+def median_ratio(ratios: Sequence[Ratio]) -> Ratio:
+    """Each figure's median over the rounds (taken apart: not one round's three)."""
+    return Ratio(
+        statistics.median(r.pods_per_s for r in ratios),
+        statistics.median(r.cpu_per_pod for r in ratios),
+        statistics.median(r.requests_per_pod for r in ratios),
+        statistics.median(r.kept_up for r in ratios),
+    )
+
+
 def row(run: PerfRun) -> dict[str, Any]:
     return {
         "scheduler": run.scheduler,
@@ -667,6 +743,7 @@ def row(run: PerfRun) -> dict[str, Any]:
         "requests_per_pod": round(run.requests_per_pod, 2),
         "rss_mib": round(run.rss_mib),
         "created_per_s": round(run.create_rate),
+        "kept_up": round(run.kept_up, 3),
         "connections_opened": run.connections_opened,
         "scheduled_events": run.scheduled_events,
         "timed_out": run.timed_out,
@@ -681,6 +758,7 @@ async def bench(
     order: Sequence[str],
     timeout_s: float,
     profile: Path | None = None,
+    binds: int = 64,
 ) -> list[PerfRun]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
@@ -706,16 +784,22 @@ async def bench(
         try:
             kwok = start_kwok(binaries, plane, work)
             compile_topos()
-            await create_nodes(kube, workload)
+            names = await create_nodes(kube, workload)
             await wait_ready(kube, workload.node_count)
             for driver in workload.drivers:
                 await publish_slices(kube, driver)
+            # The API server quiet after the Nodes, and the pod path warmed (see the module doc).
+            await settle(plane)
+            warmed = await warm_up(
+                plane, kube, len(names), workload.measured_pods, node=names.__getitem__
+            )
+            print(f"scheduler_perf: {warmed.summary()}", file=sys.stderr)
             for i, name in enumerate(order):
                 tag = f"{name}-{i}"
                 if name == "kube-scheduler":
                     proc = start_kube_scheduler(binaries, plane, work, limit, tag)
                 else:
-                    proc = start_topos(plane, work, limit, tag, binds=64)
+                    proc = start_topos(plane, work, limit, tag, binds=binds)
                 run = PerfRun(name, limit, workload.measured_pods)
                 namespace = f"perf-{tag}"
                 try:
@@ -764,7 +848,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workload", default="500Nodes")
     ap.add_argument("--limit", default="unlimited", help="client QPS/burst, e.g. 50/100")
     ap.add_argument("--order", default="kube-scheduler,topos")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of --order, every other one reversed; prints each round's ratios and "
+        "their median",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per measured run")
+    ap.add_argument(
+        "--binds",
+        type=int,
+        default=64,
+        help="Topos' scheduler.maxBindsInFlight (its default: 64)",
+    )
     ap.add_argument(
         "--param", action="append", default=[], help="name=count: override a workload parameter"
     )
@@ -779,6 +876,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [x for x in order if x not in SCHEDULERS]
     if unknown:
         ap.error(f"--order: {unknown[0]!r} is not a scheduler here ({', '.join(SCHEDULERS)})")
+    try:
+        runs_order = alternated(order, args.repeat)
+    except WorkloadError as exc:
+        ap.error(str(exc))
     limits = parse_limits(args.limit)
     if len(limits) != 1:
         ap.error(f"--limit: {args.limit!r}: give one limit")
@@ -794,9 +895,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     runs = asyncio.run(
-        bench(workload, limit=limits[0], order=order, timeout_s=args.timeout, profile=args.profile)
+        bench(
+            workload,
+            limit=limits[0],
+            order=runs_order,
+            timeout_s=args.timeout,
+            profile=args.profile,
+            binds=args.binds,
+        )
     )
     rows = [row(r) for r in runs]
+    rounds = round_ratios(runs, len(order))
+    median = median_ratio(rounds) if rounds else None
     if args.json:
         print(
             json.dumps(
@@ -805,6 +915,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "workload": workload.name,
                     "params": overrides,
                     "runs": rows,
+                    "rounds": [dataclasses.asdict(r) for r in rounds],
+                    **({} if median is None else {"median": dataclasses.asdict(median)}),
                 }
             )
         )
@@ -827,14 +939,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"               claims allocated and reserved: {r.claims_allocated} "
                     f"(of {r.pods} measured pods)"
                 )
-        by = {r.scheduler: r for r in runs}
-        if {"topos", "kube-scheduler"} <= by.keys() and by["kube-scheduler"].rate:
-            kube, topos = by["kube-scheduler"], by["topos"]
-            print(
-                f"Topos/kube-scheduler: pods/s {topos.rate / kube.rate:.2f}x, CPU per pod "
-                f"{topos.cpu_ms_per_pod / max(kube.cpu_ms_per_pod, 1e-9):.2f}x, requests per pod "
-                f"{topos.requests_per_pod / max(kube.requests_per_pod, 1e-9):.2f}x"
-            )
+        if len(rounds) > 1:
+            for i, ratio in enumerate(rounds):
+                print(ratio.line(f" round {i + 1}, {runs_order[i * len(order)]} first"))
+        if median is not None:
+            print(median.line(f" (median of {len(rounds)})" if len(rounds) > 1 else ""))
     return 1 if any(r.timed_out for r in runs) else 0
 
 

@@ -128,3 +128,68 @@ def test_quick_run_both_schedulers_bind_every_measured_pod(upstream_config: Path
         assert len(run.bound) == 10  # the measured pods, not the 5 created before
         assert run.rate > 0
         assert run.requests["POST", "pods", "binding"] == 10  # one bind per pod, nothing more
+
+
+def _run(
+    scheduler: str, *, seconds: float, cpu_s: float, requests: int, created_s: float = 0.5
+) -> scheduler_perf.PerfRun:
+    """A finished run of 10 pods: sent at 0 (all created in ``created_s``), the last bound at
+    ``seconds``."""
+    run = scheduler_perf.PerfRun(scheduler, parse_limits("unlimited")[0], 10)
+    run.created_s = created_s
+    run.sent = {f"p-{i}": 0.0 for i in range(10)}
+    run.bound = {f"p-{i}": seconds * (i + 1) / 10 for i in range(10)}
+    run.cpu_s = cpu_s
+    run.requests[("POST", "pods", "binding")] = requests
+    return run
+
+
+def test_repeat_alternates_the_order_and_the_median_is_taken_per_figure() -> None:
+    order = ["kube-scheduler", "topos"]
+    assert scheduler_perf.alternated(order, 3) == [
+        "kube-scheduler",
+        "topos",
+        "topos",
+        "kube-scheduler",
+        "kube-scheduler",
+        "topos",
+    ]
+    runs = [
+        # round 1: Topos twice as fast, same CPU
+        _run("kube-scheduler", seconds=2.0, cpu_s=0.010, requests=20),
+        _run("topos", seconds=1.0, cpu_s=0.010, requests=20),
+        # round 2, Topos first: as fast, half the CPU; its pods were created half as fast
+        _run("topos", seconds=1.0, cpu_s=0.005, requests=20, created_s=1.0),
+        _run("kube-scheduler", seconds=1.0, cpu_s=0.010, requests=20),
+        # round 3: half as fast, 0.8x the CPU, 1.5x the requests
+        _run("kube-scheduler", seconds=1.0, cpu_s=0.010, requests=20),
+        _run("topos", seconds=2.0, cpu_s=0.008, requests=30),
+    ]
+    rounds = scheduler_perf.round_ratios(runs, len(order))
+    assert [(r.pods_per_s, r.cpu_per_pod, r.requests_per_pod, r.kept_up) for r in rounds] == [
+        pytest.approx((2.0, 1.0, 1.0, 2.0)),
+        pytest.approx((1.0, 0.5, 1.0, 2.0)),  # kept up with twice the share of its creation rate
+        pytest.approx((0.5, 0.8, 1.5, 0.5)),
+    ]
+    median = scheduler_perf.median_ratio(rounds)
+    # each figure's own median: no round has these four together
+    assert (
+        median.pods_per_s,
+        median.cpu_per_pod,
+        median.requests_per_pod,
+        median.kept_up,
+    ) == pytest.approx((1.0, 0.8, 1.0, 2.0))
+    assert "pods/s 1.00x (of the creation rate 2.00x), CPU per pod 0.80x" in median.line(
+        " (median of 3)"
+    )
+    # a round of one scheduler only has no ratio
+    assert scheduler_perf.round_ratios(runs[:1] + runs[:1], 2) == []
+
+
+def test_repeat_below_one_is_refused_naming_the_value(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(scheduler_perf.WorkloadError, match="--repeat 0"):
+        scheduler_perf.alternated(["kube-scheduler", "topos"], 0)
+    with pytest.raises(SystemExit) as exited:
+        scheduler_perf.main(["--repeat", "-1", "--config", "/nonexistent.yaml"])
+    assert exited.value.code == 2
+    assert "--repeat -1: give at least one round" in capsys.readouterr().err

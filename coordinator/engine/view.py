@@ -139,6 +139,9 @@ class ClusterView:
         self._base: dict[str, tuple[tuple[object, ...], NodeInfo]] = {}
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
         self._pods: dict[str, tuple[BoundPod, PodInfo]] = {}  # uid → cached conversion
+        #: Assumptions the watch just confirmed (uid → the assumed pod), until the next snapshot
+        #: converts the bound pod: an equal conversion is this very object (see :meth:`_pod`).
+        self._confirmed: dict[str, PodInfo] = {}
         self._node_uids: dict[str, frozenset[str]] = {}  # node → uids converted for it
         self._dirty: set[str] = set(inventory.names())  # inventory changed: rebuild
         self._held_dirty: set[str] = set()  # only the assumptions changed: base + held again
@@ -168,7 +171,9 @@ class ClusterView:
             # their assumptions end now (their deletion then frees the room at once).
             seen = {b.uid for b in self.inventory.bound_pods(event.node)}
             for uid in tuple(held & seen):
-                self._drop(uid)
+                found = self._drop(uid)
+                if found is not None:
+                    self._confirmed[uid] = found.info
 
     # --- assumptions -------------------------------------------------------------------------
 
@@ -339,10 +344,15 @@ class ClusterView:
         if cached is not None and (cached[0] is bound or cached[0] == bound):
             return cached[1]
         info = bound_pod_info(bound)
+        assumed = self._confirmed.pop(bound.uid, None)
         if cached is not None and cached[1] == info:
             # Changed in what scheduling does not read (it started): the same PodInfo, so the
             # node is extended rather than rebuilt and the snapshot re-indexes nothing for it.
             info = cached[1]
+        elif assumed is not None and assumed == info:
+            # The bind seen, as it was assumed: the assumed PodInfo, so the node as assumed
+            # (base + this pod) is the new base as it stands (see :meth:`_rebuild`).
+            info = assumed
         self._pods[bound.uid] = (bound, info)
         return info
 
@@ -364,8 +374,18 @@ class ClusterView:
         pods = tuple(self._pod(b) for b in bound)
         part = _node_part(state)
         cached = self._base.get(name)
+        effective = self._effective.get(name)
         if cached is not None and cached[0] == part and _extends(pods, cached[1].pods):
-            base = cached[1].adding(pods[len(cached[1].pods) :])
+            if (
+                effective is not None
+                and len(effective.pods) == len(pods)
+                and _extends(pods, effective.pods)
+            ):
+                # The watch confirmed what was assumed there, nothing else: the node as assumed,
+                # its memos kept (equal to ``cached.adding(…)``, built from the same pods).
+                base = effective
+            else:
+                base = cached[1].adding(pods[len(cached[1].pods) :])
         else:
             base = node_info(state, pods)
         self._base[name] = (part, base)
@@ -400,22 +420,28 @@ class ClusterView:
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
         held, self._held_dirty = self._held_dirty - dirty, set()
+        kept: set[str] = set()  # the snapshot has these nodes as they are (a bind confirmed)
         for name in dirty:
             base = self._rebuild(name)
             if base is None:
                 if self._effective.pop(name, None) is not None:
                     self._order_changed = True
                 continue
-            if name not in self._effective:
+            before = self._effective.get(name)
+            if before is None:
                 self._order_changed = True
-            self._effective[name] = self._effective_node(name, base)
+            effective = self._effective_node(name, base)
+            if effective is before:
+                kept.add(name)
+            self._effective[name] = effective
+        self._confirmed.clear()  # converted above, or their node is gone
         for name in held:
             # Only an assumption came or went: the inventory's part is as it was, and the
             # assumed pods are added to the cached base.
             cached = self._base.get(name)
             if cached is not None and name in self._effective:  # else gone, or not ours
                 self._effective[name] = self._effective_node(name, cached[1])
-        dirty |= held
+        dirty = (dirty | held) - kept
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
             self._snapshot_dra = self._dra()

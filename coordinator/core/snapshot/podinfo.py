@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from common import podkeys
 from coordinator.core.podspec.affinity import (
@@ -70,7 +70,9 @@ class PodInfo:
     # device ids from topos.io/assigned-gpus (GPU UUIDs, MIG UUIDs or "<GPU UUID>/gi<n>"),
     # or from the agent's PodResources report
     device_ids: tuple[str, ...] = ()
-    placement: Placement | None = None  # set when known by index (assumed pods)
+    # set when known by index (assumed pods that hold GPUs, MIG instances or NUMA nodes); an
+    # assumed pod that holds nothing inside its node has none, as its bound self has: equal
+    placement: Placement | None = None
     numa: tuple[int, ...] = ()  # from topos.io/assigned-numa
     exclusive_numa: bool = False
     affinity: tuple[AffinityTerm, ...] = ()
@@ -96,6 +98,9 @@ class PodInfo:
 
     @classmethod
     def from_request(cls, pod: PodRequest, placement: Placement) -> PodInfo:
+        """The pod as assumed onto its node, holding ``placement`` there: equal to what
+        :func:`bound_pod_info` makes of it bound, when its placement holds nothing (no device,
+        no NUMA node) — so the view keeps the node as assumed once the bind is seen."""
         return cls(
             namespace=pod.namespace,
             name=pod.name,
@@ -103,7 +108,7 @@ class PodInfo:
             requests=pod.requests,
             priority=pod.priority,
             uid=pod.uid,
-            placement=placement,
+            placement=None if placement == _HOLDS_NOTHING else placement,
             numa=placement.numa,
             exclusive_numa=placement.exclusive_numa,
             affinity=pod.pod_affinity,
@@ -114,6 +119,9 @@ class PodInfo:
             share=placement.share,
             slices=pod.slices,
         )
+
+
+_HOLDS_NOTHING: Final = Placement()
 
 
 class BoundPodFields(Protocol):
