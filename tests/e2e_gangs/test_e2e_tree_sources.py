@@ -315,7 +315,13 @@ async def test_the_coordinator_wired_from_its_config_follows_the_hypernodes(
     node = await cluster.add_node("w1", "dgx-a100", labels_extra={LEAF: "own"})
     rack = f"rack-w-{run}"
     config = parse_config(
-        {"scheduler": {"namespace": cluster.namespace}, "gangs": {"tree": {"source": "volcano"}}}
+        {
+            "scheduler": {"namespace": cluster.namespace},
+            "gangs": {"tree": {"source": "volcano"}},
+            # a Lease of its own: it writes the Event only while it leads, whatever coordinator
+            # another test of the session left holding the default one
+            "leaderElection": {"leaseName": f"topos-{run}"},
+        }
     )
     app = wire(config, KubeBackend(str(kubeconfig)))
     async with objects(cluster.kube, HYPERNODES) as made, running(app):
