@@ -20,7 +20,6 @@ import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from devcluster.binaries import Binaries, cache_root, ensure
 from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 from devcluster.kubelet import kwok_args
 from devcluster.nodes import capacity
-from devcluster.processes import free_port
+from devcluster.processes import free_port, spawn, stop_group
 
 ROOT = Path(__file__).resolve().parents[1]
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
@@ -192,19 +191,14 @@ async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float | None = 
 
 
 class Process:
-    """A child process in its own process group, its output in a log file."""
+    """A child process in its own process group, its output in a log file. The kernel kills it
+    if the benchmark dies (even by SIGKILL), so a killed run leaves no scheduler behind to load
+    the next one's machine: create it from the main thread."""
 
     def __init__(self, name: str, argv: Sequence[str], log: Path) -> None:
         self.name = name
         self.log = log
-        self._file = log.open("wb")
-        self.popen = subprocess.Popen(
-            list(argv),
-            stdout=self._file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=ROOT,
-        )
+        self.popen = spawn(argv, log_path=log, die_with_parent=True, cwd=ROOT)
 
     @property
     def pid(self) -> int:
@@ -216,14 +210,8 @@ class Process:
             raise RuntimeError(f"{self.name} exited ({self.popen.returncode}):\n{tail}")
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            os.killpg(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.popen.pid, signal.SIGKILL)
-                self.popen.wait()
-        self._file.close()
+        stop_group(self.popen.pid, reap=self.popen.poll)
+        self.popen.poll()
 
 
 #: No controller-manager runs, so nothing would lift the ``node.kubernetes.io/not-ready`` taint
@@ -348,11 +336,8 @@ def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
     if not Path(spy).exists():
         print("py-spy not found; not profiling", file=sys.stderr)
         return None
-    return subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)]
+    return spawn(argv, log_path=path.with_suffix(".log"), die_with_parent=True)
 
 
 @dataclass(frozen=True, slots=True)
