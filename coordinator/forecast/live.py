@@ -14,7 +14,10 @@ mostly bound at once: it calls for no forecast) — then after the cluster chang
 bound pod, or the pending queue) and at most once per ``interval_s`` (60 s), and also when a
 forecast's start has passed without the pod starting (a runtime ran over); at once (at the next
 poll, ``poll_s``) when a waiting pod has no forecast yet — a pod's forecast younger than
-``interval_s`` is kept as it is, so each pod's forecast changes at most once a minute. Pods
+``interval_s`` is kept as it is, so each pod's forecast changes at most once a minute. While
+pods are still to be tried for the first time or being placed (a stream being scheduled: the copy
+would be stale within the second, and the forward run would place them all again), a due refresh
+waits for them, ``interval_s`` at most. Pods
 whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
 ``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
@@ -254,6 +257,7 @@ class LiveForecaster:
         self._dirty = True
         self._queue_seen: int | None = None
         self._last: float | None = None
+        self._put_off_since: float | None = None  # a due forecast waits for pods being placed
         self._running = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -385,6 +389,7 @@ class LiveForecaster:
         """Forecast every pending pod now (one run at a time)."""
         async with self._running:
             self._dirty = False
+            self._put_off_since = None
             now = self._wall()
             self._last = now
             state = self.copy()
@@ -424,9 +429,24 @@ class LiveForecaster:
         return {k: self._forecast(p, "", now) for k, p in found.items()}
 
     def _due(self, now: float) -> bool:
-        waiting = self._waiting_keys()
+        waiting, placing = self._queue_now()
         if not waiting:
+            self._put_off_since = None
             return False  # no explanation to complete: a pod gets a forecast once it waits
+        if not self._wanted(now, waiting):
+            return False
+        if placing:
+            # Pods not tried yet (or being placed for the first time): a stream is being
+            # scheduled. The copy would be stale within the second and the forward run would
+            # place them all again, every poll: wait for them, a minute at most.
+            if self._put_off_since is None:
+                self._put_off_since = now
+            if now - self._put_off_since < self.interval_s:
+                return False
+        self._put_off_since = None
+        return True
+
+    def _wanted(self, now: float, waiting: Sequence[str]) -> bool:
         if any(self.forecasts.get(k) is None for k in waiting):
             return True  # pods waiting with no forecast yet (the others keep theirs a minute)
         if self._last is not None and now - self._last < self.interval_s:
@@ -443,16 +463,22 @@ class LiveForecaster:
                 return True
         return False
 
-    def _waiting_keys(self) -> list[str]:
-        """Pods an attempt could not place: their explanation waits for a forecast. A pod not
-        tried yet is not one (most are bound within the second: a stream of them would copy
-        the cluster and run it forward, all of the queue, for nothing); it gets a forecast if
-        it fails. With none waiting the forecaster does not run at all."""
-        return [
-            e.key
-            for e in self.scheduler.queue.entries()
-            if e.where != "bound" and not e.needs_update and e.last_message
-        ]
+    def _queue_now(self) -> tuple[list[str], bool]:
+        """The pods an attempt could not place (their explanation waits for a forecast), and
+        whether any pod is still to be tried for the first time. A pod not tried yet is not one
+        of the first (most are bound within the second: a stream of them would copy the cluster
+        and run it forward, all of the queue, for nothing); it gets a forecast if it fails. With
+        none waiting the forecaster does not run at all."""
+        waiting: list[str] = []
+        placing = False
+        for e in self.scheduler.queue.entries():
+            if e.where == "bound" or e.needs_update:
+                continue
+            if e.last_message:
+                waiting.append(e.key)
+            elif e.where in ("active", "in_flight"):
+                placing = True
+        return waiting, placing
 
     async def _loop(self) -> None:
         while True:

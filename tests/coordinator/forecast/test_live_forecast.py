@@ -404,3 +404,33 @@ async def test_pods_not_tried_yet_call_for_no_forecast_a_pod_that_failed_does(li
     await settle(live)  # tried: no room until train-7 ends
     assert failures(live.cluster, "train-8")
     assert live.forecaster._due(live.clocks.wall + 1)
+
+
+async def test_a_forecast_waits_while_the_scheduler_has_pods_not_tried_yet_a_minute_at_most(
+    live: Live,
+) -> None:
+    """A stream of pods being placed: the forecast of a pod that waits is put off until the pods
+    not tried yet are placed (the copy would be stale within the second, and the forward run
+    would place them all again: every poll, 5 s), but never for more than a minute."""
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.cluster.create_pod(job_pod("train-8", 8))
+    await settle(live)  # tried: no room until train-7 ends
+    assert failures(live.cluster, "train-8")
+    assert live.forecaster._due(live.clocks.wall + 1)
+
+    live.cluster.create_pod(job_pod("train-9", 1))  # the next of a stream: not tried yet
+    now = live.clocks.wall + 1
+    assert not live.forecaster._due(now)
+    assert not live.forecaster._due(now + 59)
+    assert live.forecaster._due(now + 60)  # a minute of pods still coming: forecast anyway
+    await live.forecaster.refresh()
+    assert live.forecasts.get("ml/train-8") is not None
+
+    live.cluster.create_pod(job_pod("train-10", 8))  # fails too, once tried: no forecast yet
+    live.cluster.create_pod(job_pod("train-11", 1))
+    later = live.clocks.wall + 2
+    assert not live.forecaster._due(later)  # neither tried
+    await settle(live)  # both tried: nothing left to place, two without a forecast
+    assert failures(live.cluster, "train-10")
+    assert live.forecaster._due(later)
