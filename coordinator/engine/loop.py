@@ -186,7 +186,8 @@ class Scheduler:
         self._shapes: dict[str, object] = {}
         #: Only the leader schedules: asked before every cycle and every bind.
         self.leadership: Leadership = ALWAYS
-        self.pauses = 0  # times scheduling stopped because this replica stopped leading
+        self.pauses = 0  # times this replica waited to lead (at start, or having lost the lead)
+        self._has_led = False  # a cycle ran while this replica led
         self.binder = Binder(
             writer,
             node_exists=lambda name: name in view.inventory,
@@ -312,8 +313,8 @@ class Scheduler:
             fw.observe_running(running)
         try:
             while True:
-                if not self.leadership.is_leader():
-                    await self._pause_until_leading()
+                await self.wait_until_leading()
+                self._has_led = True
                 await self.run_once()
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
@@ -323,14 +324,21 @@ class Scheduler:
         finally:
             await self.binder.cancel()
 
-    async def _pause_until_leading(self) -> None:
-        """This replica stopped leading: no cycle (so no bind, Event or condition) until it
-        leads again; then every waiting pod is looked at afresh (the other leader moved on)."""
+    async def wait_until_leading(self) -> None:
+        """Return once this replica leads (at once if it does). Until then no cycle (so no bind,
+        Event or condition), and the log says why: not leading yet, or the lead lost. After a
+        pause every waiting pod is looked at afresh (the other leader moved on)."""
+        if self.leadership.is_leader():
+            return
         self.pauses += 1
-        log.warning("this replica no longer leads: scheduling stopped until it leads again")
+        why = self.leadership.why_not_leading()
+        if self._has_led:
+            log.warning("this replica lost the lead: %s; scheduling stopped until it leads", why)
+        else:
+            log.info("this replica does not lead yet: %s; it schedules once it leads", why)
         self.idle.set()
         await self.leadership.wait_until_leading()
-        log.info("leading again: scheduling resumes")
+        log.info("leading again: scheduling resumes" if self._has_led else "leading")
         self.changes.everything()
 
     async def run_once(self) -> bool:
