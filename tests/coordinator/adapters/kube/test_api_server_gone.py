@@ -5,21 +5,15 @@ On the real control plane, the coordinator's connections cut by ``tests.support.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from pathlib import Path
 
 import pytest
 
 from common.kube import KubeClient
-from coordinator.adapters.kube.inventory_sync import KubeSync
-from coordinator.adapters.kube.runtime import kube_runtime
-from coordinator.app.config.scheduling import load_config
-from coordinator.core.registry import build_profiles
 from coordinator.engine.outage import MAX_WAIT_S
-from coordinator.inventory.store import Inventory
 from devcluster.pods import gpu_pod
-from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
+from tests.support.gpu_cluster import GpuCluster
 from tests.support.polling import eventually
 from tests.support.severable import severable
 
@@ -38,55 +32,36 @@ async def test_binds_back_off_while_the_api_server_is_gone_and_resume_when_it_re
     caplog.set_level(logging.WARNING, logger="coordinator.engine.loop")
     cluster = GpuCluster(kube, kubeconfig, namespace)
     await cluster.add_node("n1", "dgx-h100")
-    async with severable(kubeconfig) as link:
-        client = await KubeClient.connect(link.kubeconfig(kubeconfig, tmp_path / "kubeconfig"))
-        inventory = Inventory(stale_ttl_s=3600)
-        synced = asyncio.Event()
-        sync = KubeSync(client, inventory, on_synced=synced.set)
-        cluster.hello(inventory)
-        runtime = kube_runtime(
-            client,
-            inventory,
-            inventory_synced=synced,
-            namespace=namespace,
-            framework=build_profiles(load_config(None)),
-        )
+    go = asyncio.Event()  # the pods queue up before the first cycle
+    async with (
+        severable(kubeconfig) as link,
+        cluster.coordinator(
+            kubeconfig=link.kubeconfig(kubeconfig, tmp_path / "kubeconfig"), gate=go
+        ) as runtime,
+    ):
         scheduler = runtime.scheduler
-        scheduler.view.node_filter = lambda node: node.labels.get(RUN_LABEL) == cluster.run
-        go = asyncio.Event()
-        runtime.add_gate(go)  # the pods queue up before the first cycle
-        sync_task = asyncio.create_task(sync.run())
-        try:
-            async with runtime:
-                for i in range(PODS):
-                    await cluster.create(gpu_pod(f"p-{i}", 0, namespace=namespace))
-                await eventually(
-                    lambda: all(scheduler.queue.named(f"{namespace}/p-{i}") for i in range(PODS)),
-                    what="every pod queued",
-                )
-                await link.sever()
-                go.set()
-                # 1 + 2 + 4 + 8 s of pauses, each ended by a probe that fails again
-                await eventually(
-                    lambda: scheduler.outage.wait_s == MAX_WAIT_S,
-                    what="the loop's pause grown to its cap",
-                    timeout_s=60,
-                )
-                # Each pod backing off on its own (1 s doubling) would have been tried four or
-                # five times by now: 160 attempts or more.
-                assert scheduler.stats.attempts <= PODS + 8, scheduler.stats.attempts
-                assert scheduler.stats.bound == 0
-                said = [
-                    r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()
-                ]
-                assert 4 <= len(said) <= 5, said  # once per pause, not once per failed bind
-                await link.restore()
-                for i in range(PODS):
-                    await cluster.bound(f"p-{i}", timeout_s=60)
-                assert not scheduler.outage.ongoing
-                assert any("answers again" in r.getMessage() for r in caplog.records)
-        finally:
-            sync_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sync_task
-            await client.close()
+        for i in range(PODS):
+            await cluster.create(gpu_pod(f"p-{i}", 0, namespace=namespace))
+        await eventually(
+            lambda: all(scheduler.queue.named(f"{namespace}/p-{i}") for i in range(PODS)),
+            what="every pod queued",
+        )
+        await link.sever()
+        go.set()
+        # 1 + 2 + 4 + 8 s of pauses, each ended by a probe that fails again
+        await eventually(
+            lambda: scheduler.outage.wait_s == MAX_WAIT_S,
+            what="the loop's pause grown to its cap",
+            timeout_s=60,
+        )
+        # Each pod backing off on its own (1 s doubling) would have been tried four or
+        # five times by now: 160 attempts or more.
+        assert scheduler.stats.attempts <= PODS + 8, scheduler.stats.attempts
+        assert scheduler.stats.bound == 0
+        said = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
+        assert 4 <= len(said) <= 5, said  # once per pause, not once per failed bind
+        await link.restore()
+        for i in range(PODS):
+            await cluster.bound(f"p-{i}", timeout_s=60)
+        assert not scheduler.outage.ongoing
+        assert any("answers again" in r.getMessage() for r in caplog.records)
