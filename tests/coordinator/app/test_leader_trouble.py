@@ -122,11 +122,11 @@ async def test_a_leader_whose_lease_is_taken_stops_scheduling_until_it_leads_aga
     assert all(leading), f"…but {leading.count(False)} while this replica did not lead"
     assert scheduler.stats.bind_errors == 0  # no bind was refused for want of leadership
     assert scheduler.pauses >= 1
-    lost = [r for r in _waits(caplog) if r.levelno == logging.WARNING]
-    assert [r.getMessage() for r in lost][:1] == [
+    lost = [r.getMessage() for r in _waits(caplog) if r.levelno == logging.WARNING]
+    assert (
         f"this replica lost the lead: another replica leads (intruder holds Lease "
         f"{namespace}/{LEASE}); scheduling stopped until it leads"
-    ]
+    ) in lost, lost
 
 
 async def test_a_replica_that_starts_while_another_leads_waits_without_saying_it_lost_the_lead(
@@ -149,10 +149,13 @@ async def test_a_replica_that_starts_while_another_leads_waits_without_saying_it
         )
         await _write_holder(kube, namespace, "")  # the other replica steps down
         await cluster.bound("waits", timeout_s=30)
-    said = [r.getMessage() for r in _waits(caplog)]
-    assert said, "the loop never said why it waited"
-    assert all(m.startswith("this replica does not lead yet: ") for m in said), said
-    assert not [r for r in _waits(caplog) if r.levelno >= logging.WARNING]
+    loop = [r.getMessage() for r in caplog.records if r.name == "coordinator.engine.loop"]
+    assert "leading" in loop, loop
+    # Until it first led, it said it did not lead yet: never that it lost the lead. (Once it
+    # leads, a renewal late on a loaded machine may truly lose it.)
+    before = [m for m in loop[: loop.index("leading")] if m.startswith("this replica")]
+    assert before, "the loop never said why it waited"
+    assert all(m.startswith("this replica does not lead yet: ") for m in before), before
 
 
 async def test_a_lease_namespace_that_does_not_exist_is_not_ready_and_logged_once(
