@@ -54,12 +54,13 @@ async def test_binds_back_off_while_the_api_server_is_gone_and_resume_when_it_re
             what="the loop's pause grown to its cap",
             timeout_s=60,
         )
-        # Each pod backing off on its own (1 s doubling) would have been tried four or
-        # five times by now: 160 attempts or more.
-        assert scheduler.stats.attempts <= PODS + 8, scheduler.stats.attempts
+        # Each pod backing off on its own (1 s doubling) would have been tried four or five
+        # times by now (160 attempts or more; measured before the pause: 160 in the first 10 s).
+        # With it: each pod about once, plus what a pause's probe lets through (20 measured).
+        assert scheduler.stats.attempts < 2 * PODS, scheduler.stats.attempts
         assert scheduler.stats.bound == 0
         said = [r.getMessage() for r in caplog.records if "does not answer" in r.getMessage()]
-        assert 4 <= len(said) <= 5, said  # once per pause, not once per failed bind
+        assert 4 <= len(said) <= 6, said  # once per pause, not once per failed bind
         await link.restore()
         for i in range(PODS):
             await cluster.bound(f"p-{i}", timeout_s=60)
