@@ -44,7 +44,8 @@ the claims are deleted (and released by the controller) before the next. Another
 ``createPods`` key not read here (``skipWaitToCompletion``, persistent volumes), a templated
 (``{{…}}``) file or a bad parameter is an error naming the key and the value.
 ``--param name=value`` overrides a workload's parameter (to run a case at a size upstream gives
-it no workload for; say so).
+it no workload for, or a steady state for longer: ``--param duration=30s``; say so): a count,
+``true``/``false`` or a Go duration, of the kind the workload gives it.
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
@@ -226,7 +227,7 @@ def _count(op: Mapping[str, Any], params: Mapping[str, Any], where: str) -> int:
 
 
 def load_workload(
-    config: Path, case: str, workload: str, overrides: Mapping[str, int] | None = None
+    config: Path, case: str, workload: str, overrides: Mapping[str, ParamValue] | None = None
 ) -> Workload:
     """One workload of one test case of a scheduler_perf ``performance-config.yaml``;
     ``overrides``: parameters replaced (or added)."""
@@ -239,7 +240,7 @@ def load_workload(
     if chosen is None:
         known = ", ".join(str(w.get("name")) for w in found.get("workloads") or ())
         raise WorkloadError(f"{case}: no workload {workload!r} (it has: {known})")
-    params = {**(chosen.get("params") or {}), **(overrides or {})}
+    params = _override(chosen.get("params") or {}, overrides or {})
     base = config.parent
     default_pod = found.get("defaultPodTemplatePath")
     nodes: list[Step] = []
@@ -368,14 +369,49 @@ def _label(op: Mapping[str, Any], where: str) -> tuple[str, tuple[str, ...]] | N
     return key, tuple(str(v) for v in values)
 
 
-def parse_params(items: Sequence[str]) -> dict[str, int]:
-    """``name=value`` pairs (``--param``) as workload parameters."""
-    out: dict[str, int] = {}
+#: A workload parameter as upstream's YAML types them: a count, true/false, a Go duration.
+ParamValue = int | bool | str
+_KINDS: Final = {int: "a count", bool: "true/false", str: "a duration"}
+
+
+def parse_params(items: Sequence[str]) -> dict[str, ParamValue]:
+    """``name=value`` pairs (``--param``) as workload parameters: a count (``initNodes=500``),
+    ``true``/``false`` (``steadyState=false``) or a Go duration (``duration=30s``) — the kinds
+    upstream's performance-config.yaml files use."""
+    out: dict[str, ParamValue] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not name or not value.isdigit():
-            raise WorkloadError(f"--param {item!r}: expected name=count, e.g. initNodes=500")
-        out[name] = int(value)
+        if not sep or not name:
+            raise WorkloadError(f"--param {item!r}: expected name=value, e.g. initNodes=500")
+        out[name] = _param_value(name, value)
+    return out
+
+
+def _param_value(name: str, value: str) -> ParamValue:
+    if value.isdigit():
+        return int(value)
+    if value in ("true", "false"):
+        return value == "true"
+    try:
+        parse_duration(value, f"--param {name}")
+    except WorkloadError:
+        raise WorkloadError(
+            f"--param {name}={value!r}: expected a count (500), true/false or a duration (10s)"
+        ) from None
+    return value
+
+
+def _override(params: Mapping[str, Any], overrides: Mapping[str, ParamValue]) -> dict[str, Any]:
+    """The workload's parameters with ``overrides``: each of the kind the workload gives it."""
+    out = dict(params)
+    for name, value in overrides.items():
+        if name in params and type(value) is not type(params[name]):
+            kind = _KINDS.get(type(params[name]), type(params[name]).__name__)
+            raise WorkloadError(
+                f"--param {name}={value!r}: this workload's {name} is {kind}, "
+                f"not {_KINDS[type(value)]} (it has {params[name]!r})"
+            )
+        out[name] = value
     return out
 
 
@@ -863,7 +899,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Topos' scheduler.maxBindsInFlight (its default: 64)",
     )
     ap.add_argument(
-        "--param", action="append", default=[], help="name=count: override a workload parameter"
+        "--param",
+        action="append",
+        default=[],
+        help="name=value (a count, true/false or a duration): override a workload parameter",
     )
     ap.add_argument(
         "--profile",

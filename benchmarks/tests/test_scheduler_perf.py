@@ -99,7 +99,7 @@ def test_unknown_cases_workloads_and_opcodes_are_named(
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n")
     with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.mode: 'sometimes'"):
         scheduler_perf.load_workload(config, "Churny", "small")
-    with pytest.raises(scheduler_perf.WorkloadError, match="--param 'initNodes=many'"):
+    with pytest.raises(scheduler_perf.WorkloadError, match="--param initNodes='many'"):
         scheduler_perf.parse_params(["initNodes=many"])
     config.write_text(
         "- name: C\n  workloadTemplate:\n  - opcode: createNodes\n    countParam: $nodes\n"

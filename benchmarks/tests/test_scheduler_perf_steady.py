@@ -63,6 +63,27 @@ def test_steady_state_case_is_read_from_upstream_yaml(dra_dir: Path) -> None:
     assert once.allocate == ()
 
 
+def test_params_of_every_kind_upstream_uses_are_overridden_from_the_command_line(
+    dra_dir: Path,
+) -> None:
+    config = dra_dir / "performance-config.yaml"
+    params = scheduler_perf.parse_params(["duration=30s", "initClaims=10"])
+    assert params == {"duration": "30s", "initClaims": 10}
+    longer = scheduler_perf.load_workload(config, CASE, "empty_100nodes", params)
+    assert longer.steady is not None
+    assert longer.steady.steady_s == 30.0  # upstream's 10s, overridden
+    assert scheduler_perf.parse_params(["steadyState=false"]) == {"steadyState": False}
+    for bad in ("duration=soon", "initNodes=1.5", "duration="):
+        name, _, value = bad.partition("=")
+        with pytest.raises(scheduler_perf.WorkloadError, match=f"--param {name}='{value}'"):
+            scheduler_perf.parse_params([bad])
+    # a value of another kind than the workload gives the parameter is named, not coerced
+    with pytest.raises(scheduler_perf.WorkloadError, match=r"duration=3: .* is a duration, not"):
+        scheduler_perf.load_workload(config, CASE, "empty_100nodes", {"duration": 3})
+    with pytest.raises(scheduler_perf.WorkloadError, match=r"initClaims=True: .* is a count"):
+        scheduler_perf.load_workload(config, CASE, "empty_100nodes", {"initClaims": True})
+
+
 def _case(tmp_path: Path, ops: str) -> Path:
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n")
     (tmp_path / "claim.yaml").write_text(

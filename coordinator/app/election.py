@@ -208,6 +208,25 @@ class LeaderElector:
         while not self.is_leader():
             await self._changed.wait()
 
+    def why_not_leading(self) -> str:
+        """Who holds the Lease as this candidate last saw it, or why it cannot tell."""
+        s = self._settings
+        lease = f"Lease {s.namespace}/{s.lease_name}"
+        if self.is_leader():
+            return f"it holds {lease}"
+        if self._trouble is _NOT_READ_YET:
+            return f"it has not read {lease} yet"
+        if self._trouble is not None:
+            return f"{lease} cannot be used: {self._trouble}"
+        holder = self._observed.holder if self._observed else None
+        if holder == self._identity:
+            return (
+                f"it did not renew {lease} within renewDeadlineSeconds ({s.renew_deadline_s:g} s)"
+            )
+        if holder:
+            return f"another replica leads ({holder} holds {lease})"
+        return f"no replica holds {lease} yet"
+
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()

@@ -23,6 +23,11 @@ class Leadership(Protocol):
         """Return once :meth:`is_leader` holds (at once if it does)."""
         ...
 
+    def why_not_leading(self) -> str:
+        """Why :meth:`is_leader` is false, as this replica sees it (who holds the Lease, or that
+        this replica's own renewals failed): what its logs say when it waits."""
+        ...
+
 
 class _Always:
     def is_leader(self) -> bool:
@@ -30,6 +35,9 @@ class _Always:
 
     async def wait_until_leading(self) -> None:
         return None
+
+    def why_not_leading(self) -> str:
+        return "it leads"
 
 
 #: The leadership of a replica that runs alone.

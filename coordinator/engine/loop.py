@@ -52,10 +52,12 @@ from coordinator.engine.forecasts import STATE_EVERY_S, Forecast, Forecasts
 from coordinator.engine.leadership import ALWAYS, Leadership
 from coordinator.engine.nominations import Nominations, placement_group
 from coordinator.engine.observer import Outcome, SchedulingObserver
+from coordinator.engine.outage import MAX_WAIT_S, Outage
 from coordinator.engine.ports import (
     BindConflict,
     ClusterError,
     ClusterWriter,
+    NoAnswer,
     PodRef,
     scheduled_message,
 )
@@ -186,7 +188,10 @@ class Scheduler:
         self._shapes: dict[str, object] = {}
         #: Only the leader schedules: asked before every cycle and every bind.
         self.leadership: Leadership = ALWAYS
-        self.pauses = 0  # times scheduling stopped because this replica stopped leading
+        self.pauses = 0  # times this replica waited to lead (at start, or having lost the lead)
+        self._has_led = False  # a cycle ran while this replica led
+        #: Binds that got no answer pause the whole loop (:mod:`.outage`).
+        self.outage = Outage()
         self.binder = Binder(
             writer,
             node_exists=lambda name: name in view.inventory,
@@ -312,8 +317,9 @@ class Scheduler:
             fw.observe_running(running)
         try:
             while True:
-                if not self.leadership.is_leader():
-                    await self._pause_until_leading()
+                await self.wait_until_leading()
+                self._has_led = True
+                await self._wait_out_outage()
                 await self.run_once()
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
@@ -323,15 +329,29 @@ class Scheduler:
         finally:
             await self.binder.cancel()
 
-    async def _pause_until_leading(self) -> None:
-        """This replica stopped leading: no cycle (so no bind, Event or condition) until it
-        leads again; then every waiting pod is looked at afresh (the other leader moved on)."""
+    async def wait_until_leading(self) -> None:
+        """Return once this replica leads (at once if it does). Until then no cycle (so no bind,
+        Event or condition), and the log says why: not leading yet, or the lead lost. After a
+        pause every waiting pod is looked at afresh (the other leader moved on)."""
+        if self.leadership.is_leader():
+            return
         self.pauses += 1
-        log.warning("this replica no longer leads: scheduling stopped until it leads again")
+        why = self.leadership.why_not_leading()
+        if self._has_led:
+            log.warning("this replica lost the lead: %s; scheduling stopped until it leads", why)
+        else:
+            log.info("this replica does not lead yet: %s; it schedules once it leads", why)
         self.idle.set()
         await self.leadership.wait_until_leading()
-        log.info("leading again: scheduling resumes")
+        log.info("leading again: scheduling resumes" if self._has_led else "leading")
         self.changes.everything()
+
+    async def _wait_out_outage(self) -> None:
+        """The API server did not answer the last binds: no cycle until the pause is over (the
+        next bind is the probe)."""
+        while (left := self.outage.left_s(self._clock())) > 0:
+            self.idle.set()
+            await asyncio.sleep(left)
 
     async def run_once(self) -> bool:
         """Schedule the next ready pod, or wait until one may be ready. True if one was tried."""
@@ -534,6 +554,9 @@ class Scheduler:
 
     def _bound(self, job: BindJob) -> None:
         key = job.request.key
+        if self.outage.ongoing:
+            failed = self.outage.answered()
+            log.warning("the API server answers again (%d binds failed meanwhile)", failed)
         self.view.bind_done(job.entry.uid)
         self.nominations.bound(
             job.request.uid, job.decision.node, group=placement_group(job.request)
@@ -556,6 +579,15 @@ class Scheduler:
         else:
             self.stats.bind_errors += 1
             log.warning("bind of %s failed: %s", key, exc)
+        if isinstance(exc, NoAnswer):
+            wait = self.outage.failed(self._clock())
+            if wait is not None:
+                log.warning(
+                    "the API server does not answer: no scheduling cycle for %g s "
+                    "(the wait doubles, up to %g s, until a bind succeeds)",
+                    wait,
+                    MAX_WAIT_S,
+                )
         self._record(job.entry, "bind-failed", job.decision, str(exc))
         self.queue.retry(job.entry)  # a no-op if the watch already dropped the pod
         self._tell_bind_listeners(job, exc)

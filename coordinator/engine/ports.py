@@ -31,6 +31,7 @@ __all__ = [
     "BindConflict",
     "ClusterError",
     "ClusterWriter",
+    "NoAnswer",
     "PodRef",
     "scheduled_message",
 ]
@@ -45,6 +46,11 @@ CONDITION_REASON: Final = "Unschedulable"
 
 class ClusterError(Exception):
     """A write failed for a reason that may pass (API down, throttled, timeout)."""
+
+
+class NoAnswer(ClusterError):
+    """No answer from the cluster's API at all (connection refused or reset, a timeout): the
+    write may or may not have happened, and every other write would fail the same way."""
 
 
 class BindConflict(ClusterError):

@@ -64,7 +64,7 @@ class SchedulerRuntime:
     async def _main(self) -> None:
         for event in self._ready:
             await event.wait()
-        await self.scheduler.leadership.wait_until_leading()
+        await self.scheduler.wait_until_leading()
         self.started.set()
         log.info("scheduler started")
         await self.scheduler.run()

@@ -28,7 +28,9 @@ from tests.support.gang_cluster import (
     SPINE,
     GangCluster,
     gang_pod,
+    hold_trays,
     install_crd,
+    pinned_pod,
     two_racks,
 )
 from tests.support.nvl72 import CLUSTER_UUID
@@ -236,15 +238,7 @@ async def test_lone_pods_of_a_compute_domain_created_one_after_another_share_a_r
         # a 2-GPU pod on the other rack leaves a half-used tray there: where CliqueKeep and
         # best fit would put the domain's next 2-GPU pod, but its channel belongs with the first
         other = next(n for n, r in rack_of.items() if r != rack_of[first])
-        plain = pods.pod(
-            "plain",
-            namespace=None,
-            gpus=2,
-            cpu="8",
-            labels={"job": "plain"},
-            node_selector={"kubernetes.io/hostname": other},
-        )
-        await cluster.create(plain)
+        await cluster.create(pinned_pod("plain", other, 2, {"job": "plain"}))
         assert (await cluster.all_bound("job=plain", 1)) == {"plain": other}
         await cluster.create(lone_domain_pod("solo-b", 2, "solo-channel"))
         (second,) = (await cluster.all_bound("job=solo-b", 1)).values()
@@ -259,17 +253,7 @@ async def test_the_first_pod_of_a_compute_domain_of_4_nodes_goes_where_4_trays_a
     async with channels(cluster, list(rack_of)) as cls, cluster.gang_coordinator():
         # two trays of rack 1 taken: rack 1 has 2 free trays, rack 2 has 4
         taken = sorted(n for n, r in rack_of.items() if r == 1)[:2]
-        for i, node in enumerate(taken):
-            busy = pods.pod(
-                f"busy-{i}",
-                namespace=None,
-                gpus=4,
-                cpu="8",
-                labels={"job": "busy"},
-                node_selector={"kubernetes.io/hostname": node},
-            )
-            await cluster.create(busy)
-        await cluster.all_bound("job=busy", 2)
+        await hold_trays(cluster, taken)
         # numNodes 0 (unknown): only the pod that exists is counted, the tighter rack 1 taken
         await compute_domain(cluster, "unsized", cls)
         await cluster.create(lone_domain_pod("unsized-0", 4, "unsized-channel"))

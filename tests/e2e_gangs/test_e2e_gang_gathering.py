@@ -16,8 +16,7 @@ from typing import Any
 from common.kube import NODES
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
-from devcluster import pods
-from tests.support.gang_cluster import Controllers, GangCluster, gang_pod, two_racks
+from tests.support.gang_cluster import Controllers, GangCluster, gang_pod, hold_trays, two_racks
 from tests.support.nvl72 import CLUSTER_UUID
 from tests.support.polling import eventually
 from tests.support.workloads import apply
@@ -59,17 +58,7 @@ async def set_up(cluster: GangCluster, inventory: Any) -> dict[str, int]:
     nodes = sorted(rack_of)
     one = [n for n in nodes if rack_of[n] == 1]
     two = [n for n in nodes if rack_of[n] == 2]
-    for k, node in enumerate(two[:2]):
-        held = pods.pod(
-            f"held-{k}",
-            namespace=None,
-            gpus=4,
-            cpu="8",
-            labels={"app": "held"},
-            node_selector={"kubernetes.io/hostname": node},
-        )
-        await cluster.create(held)
-    await cluster.all_bound("app=held", 2)
+    await hold_trays(cluster, two[:2])
     for k, node in enumerate(one[:2]):  # each Deployment's pod on its tray: the others cordoned
         for n in nodes:
             await cluster.kube.patch(NODES, n, {"spec": {"unschedulable": n != node}})

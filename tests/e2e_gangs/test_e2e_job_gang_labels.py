@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from devcluster.kube_wait import wait_for_pods
 from tests.support.gang_cluster import GangCluster
-from tests.support.workloads import JOBS, apply, pods_of
+from tests.support.workloads import JOBS, apply, gpu_job, pods_of
 
 RACK = "example.com/rack"
 
@@ -31,29 +29,9 @@ async def racks(cluster: GangCluster) -> dict[str, str]:
 def job(name: str, parallelism: int, gpus: int, labels: Mapping[str, str] = {}) -> str:
     """A Job of ``parallelism`` pods (no completions: each pod runs until it is done, and the
     parallelism may be changed) whose group stays in one rack."""
-    return yaml.safe_dump(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "annotations": {"topos.io/gang-topology": RACK}},
-            "spec": {
-                "parallelism": parallelism,
-                "template": {
-                    "metadata": {"labels": dict(labels)},
-                    "spec": {
-                        "schedulerName": "topos",
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "work",
-                                "image": "trainer:1",
-                                "resources": {"limits": {"nvidia.com/gpu": gpus}},
-                            }
-                        ],
-                    },
-                },
-            },
-        }
+    annotations = {"topos.io/gang-topology": RACK}
+    return gpu_job(
+        name, annotations, gpus, parallelism=parallelism, completions=False, labels=labels
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
 from devcluster import pods
-from tests.support.gang_cluster import Controllers, GangCluster, gang_pod, two_racks
+from tests.support.gang_cluster import Controllers, GangCluster, gang_pod, hold_trays, two_racks
 from tests.support.nvl72 import CLUSTER_UUID
 from tests.support.polling import eventually
 from tests.support.workloads import apply
@@ -54,17 +54,7 @@ async def set_up(cluster: GangCluster) -> tuple[dict[str, int], dict[str, str]]:
     placed = await cluster.all_bound("app=train", 2, timeout_s=60)
     assert {rack_of[n] for n in placed.values()} == {1}, placed
     two = sorted(n for n, r in rack_of.items() if r == 2)
-    for k, node in enumerate(two[:2]):
-        held = pods.pod(
-            f"held-{k}",
-            namespace=None,
-            gpus=4,
-            cpu="8",
-            labels={"app": "held"},
-            node_selector={"kubernetes.io/hostname": node},
-        )
-        await cluster.create(held)
-    await cluster.all_bound("app=held", 2)
+    await hold_trays(cluster, two[:2])
     return rack_of, placed
 
 

@@ -20,7 +20,7 @@ import yaml
 from devcluster.kube_wait import wait_for_pods
 from devcluster.pods import gpu_pod
 from tests.support.gang_cluster import LEAF, Controllers, GangCluster
-from tests.support.workloads import DEPLOYMENTS, JOBS, STATEFULSETS, apply
+from tests.support.workloads import DEPLOYMENTS, JOBS, STATEFULSETS, apply, gpu_job
 
 
 async def fleet(cluster: GangCluster) -> dict[str, str]:
@@ -30,33 +30,6 @@ async def fleet(cluster: GangCluster) -> dict[str, str]:
         node = await cluster.add_node(short, "dgx-a100", labels_extra={LEAF: leaf})
         leaf_of[node] = leaf
     return leaf_of
-
-
-def job(name: str, annotations: Mapping[str, str], gpus: int, *, parallelism: int = 1) -> str:
-    return yaml.safe_dump(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "annotations": dict(annotations)},
-            "spec": {
-                "parallelism": parallelism,
-                "completions": parallelism,
-                "template": {
-                    "spec": {
-                        "schedulerName": "topos",
-                        "restartPolicy": "Never",
-                        "containers": [
-                            {
-                                "name": "work",
-                                "image": "trainer:1",
-                                "resources": {"limits": {"nvidia.com/gpu": gpus}},
-                            }
-                        ],
-                    }
-                },
-            },
-        }
-    )
 
 
 def deployment(name: str, annotations: Mapping[str, str], gpus: int, replicas: int) -> str:
@@ -129,7 +102,7 @@ async def test_distributed_inference_replicas_land_on_three_nodes(cluster: GangC
 
 async def test_preferred_leaf_is_honoured_for_a_single_eight_gpu_pod(cluster: GangCluster) -> None:
     leaf_of = await fleet(cluster)
-    manifest = job(
+    manifest = gpu_job(
         "multi-gpu-job",
         {"topology.scheduler/gpu-count": "8", "topology.scheduler/preferred-domain": "leaf-1"},
         gpus=8,
@@ -145,7 +118,7 @@ async def test_multi_node_training_job_is_placed_as_one_consolidated_job(
     cluster: GangCluster,
 ) -> None:
     leaf_of = await fleet(cluster)
-    manifest = job(
+    manifest = gpu_job(
         "multi-node-training",
         {
             "topology.scheduler/gpu-count": "16",
@@ -173,7 +146,7 @@ async def test_gpu_count_that_contradicts_the_limits_is_explained_until_the_job_
     cluster: GangCluster,
 ) -> None:
     await fleet(cluster)
-    manifest = job("miscounted", {"topology.scheduler/gpu-count": "8"}, gpus=4)
+    manifest = gpu_job("miscounted", {"topology.scheduler/gpu-count": "8"}, gpus=4)
     async with cluster.gang_coordinator():
         await apply(cluster, manifest)
         pod = await only_pod(cluster, "job-name=miscounted")
@@ -203,7 +176,7 @@ async def test_latency_sensitive_inference_service_and_single_gpu_job_are_placed
         gpus=4,
         replicas=1,
     )
-    single = job("single-gpu-job", {"topology.scheduler/gpu-count": "1"}, gpus=1)
+    single = gpu_job("single-gpu-job", {"topology.scheduler/gpu-count": "1"}, gpus=1)
     async with cluster.gang_coordinator():
         await apply(cluster, service)
         await apply(cluster, single)
@@ -216,7 +189,7 @@ async def test_latency_sensitive_inference_service_and_single_gpu_job_are_placed
 async def test_keys_on_the_pod_template_win_over_the_owners(cluster: GangCluster) -> None:
     leaf_of = await fleet(cluster)
     manifest = yaml.safe_load(
-        job("own-keys", {"topology.scheduler/preferred-domain": "leaf-9"}, gpus=1)
+        gpu_job("own-keys", {"topology.scheduler/preferred-domain": "leaf-9"}, gpus=1)
     )
     template = manifest["spec"]["template"]
     template["metadata"] = {"annotations": {"topology.scheduler/preferred-domain": "leaf-1"}}
@@ -322,7 +295,7 @@ async def test_a_job_counted_by_gpu_count_recovers_from_a_node_going_notready(
     # node is judged with the member still running, not alone ("asks for 8" never agrees).
     # One leaf of three nodes: the lost member alone moves, to the third node.
     await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
-    manifest = job("counted", {"topology.scheduler/gpu-count": "16"}, gpus=8, parallelism=2)
+    manifest = gpu_job("counted", {"topology.scheduler/gpu-count": "16"}, gpus=8, parallelism=2)
     async with Controllers(cluster), cluster.gang_coordinator():
         await apply(cluster, manifest)
         before = await bound(cluster, "job-name=counted", 2)

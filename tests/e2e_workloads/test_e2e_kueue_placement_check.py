@@ -144,6 +144,10 @@ async def test_a_workload_that_cannot_be_placed_waits_and_one_that_can_is_admitt
             said = check_of(waiting, check)
             assert said["state"] == "Pending", said
             assert "Insufficient nvidia.com/gpu" in said["message"], said
+            # the Job the user applied, not the Workload Kueue made for it (job-whole-node-<hash>)
+            assert said["message"].startswith(
+                f"Job {cluster.namespace}/whole-node: cannot place all 1 pods now: "
+            ), said
             assert is_true(waiting, "QuotaReserved")  # the quota fits…
             assert not is_true(waiting, "Admitted")  # …but it is not admitted
             assert (await cluster.kube.get(JOBS, "whole-node", namespace=cluster.namespace))[
@@ -159,6 +163,9 @@ async def test_a_workload_that_cannot_be_placed_waits_and_one_that_can_is_admitt
             admitted = await workload_of(cluster.kube, cluster.namespace, uid, admitted=True)
             ready = check_of(admitted, check)
             assert ready["state"] == "Ready", ready
+            assert ready["message"].startswith(
+                f"Job {cluster.namespace}/whole-node: all 1 pods fit"
+            )
             assert admitted["status"]["admission"]["clusterQueue"] == made.cluster_queues["team-a"]
             (update,) = ready["podSetUpdates"]
             (reserved,) = update["annotations"]["topos.io/placement-nodes"].split(",")

@@ -15,6 +15,8 @@ with pytest's default import mode; test modules themselves keep unique basenames
 - ``agent_topologies``, ``fake_profiles``: topologies for labelers, profiles for the fake NVML.
 - ``nvml``: whether a real NVIDIA driver is present.
 - ``kube_proxy``: a counting HTTP proxy in front of the test API server.
+- ``severable``: a TCP forwarder to the test API server a test can cut (the server gone) and
+  restore.
 - ``pods``: every test's Pod manifests (``pod``, ``gpu_pod``, ``gang_members``, ``host_port``,
   ``yaml_pod``).
 - ``sched_hw``: nodes and a one-shot scheduler for the scheduling-core tests.

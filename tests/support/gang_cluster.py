@@ -397,3 +397,23 @@ async def two_racks(cluster: GangCluster) -> dict[str, int]:
             name = await cluster.add_node(f"r{rack}-t{i}", "gb200-nvl72", labels_extra=labels)
             rack_of[name] = rack
     return rack_of
+
+
+def pinned_pod(name: str, node: str, gpus: int, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A bare pod of ``gpus`` GPUs and 8 CPUs that only ``node`` may take."""
+    return pods.pod(
+        name,
+        namespace=None,
+        gpus=gpus,
+        cpu="8",
+        labels=dict(labels),
+        node_selector={"kubernetes.io/hostname": node},
+    )
+
+
+async def hold_trays(cluster: GangCluster, nodes: Sequence[str]) -> None:
+    """A bare 4-GPU pod (``held-<k>``, label ``app=held``) bound on each of ``nodes``: half of
+    each tray taken by pods no gang owns."""
+    for k, node in enumerate(nodes):
+        await cluster.create(pinned_pod(f"held-{k}", node, 4, {"app": "held"}))
+    await cluster.all_bound("app=held", len(nodes))

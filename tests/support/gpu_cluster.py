@@ -206,14 +206,18 @@ class GpuCluster:
         attach: Attach | None = None,
         client_settings: ClientSettings | None = None,
         profiles: Profiles | None = None,
+        kubeconfig: Path | None = None,
+        gate: asyncio.Event | None = None,
     ) -> AsyncIterator[SchedulerRuntime]:
         """A fresh inventory synced from the API server, the agents' hellos, and the runtime —
         as a coordinator process starting up, scheduling only this test's namespace onto this
         test's nodes. ``attach(client, runtime)`` adds a component (the gang runtime) that is
         entered before the scheduler starts and left after it stops; ``client_settings``: the
         coordinator's client (its QPS/burst), which Events share here; ``profiles``: the
-        scheduling profiles (default: the coordinator's, ``topos`` and ``topos-agentpools``)."""
-        client = await KubeClient.connect(self.kubeconfig, settings=client_settings)
+        scheduling profiles (default: the coordinator's, ``topos`` and ``topos-agentpools``);
+        ``kubeconfig``: the coordinator's own (default: the cluster's); ``gate``: scheduling also
+        waits for it (the runtime is yielded before its first cycle)."""
+        client = await KubeClient.connect(kubeconfig or self.kubeconfig, settings=client_settings)
         inventory = inventory if inventory is not None else Inventory(stale_ttl_s=3600)
         synced = asyncio.Event()
         sync = KubeSync(client, inventory, on_synced=synced.set)
@@ -227,13 +231,16 @@ class GpuCluster:
             framework=profiles if profiles is not None else build_profiles(load_config(None)),
         )
         runtime.scheduler.view.node_filter = lambda node: node.labels.get(RUN_LABEL) == self.run
+        if gate is not None:
+            runtime.add_gate(gate)
         sync_task = asyncio.create_task(sync.run())
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if attach is not None:
                     await stack.enter_async_context(attach(client, runtime))
                 await stack.enter_async_context(runtime)
-                await asyncio.wait_for(runtime.started.wait(), DEFAULT_TIMEOUT_S)
+                if gate is None:
+                    await asyncio.wait_for(runtime.started.wait(), DEFAULT_TIMEOUT_S)
                 self.runtime = runtime
                 yield runtime
         finally:

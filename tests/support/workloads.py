@@ -19,6 +19,38 @@ STATEFULSETS = Resource("apps", "v1", "statefulsets", namespaced=True, kind="Sta
 BY_KIND = {"Job": JOBS, "Deployment": DEPLOYMENTS, "StatefulSet": STATEFULSETS}
 
 
+def gpu_job(
+    name: str,
+    annotations: Mapping[str, str],
+    gpus: int,
+    *,
+    parallelism: int = 1,
+    completions: bool = True,
+    labels: Mapping[str, str] | None = None,
+) -> str:
+    """A Job of ``parallelism`` pods of ``gpus`` GPUs each (scheduler ``topos``), as YAML.
+    ``completions``: as many as ``parallelism``; off, none — each pod runs until it is done and
+    the parallelism may be changed. ``labels``: on the pod template."""
+    spec: dict[str, Any] = {"parallelism": parallelism}
+    if completions:
+        spec["completions"] = parallelism
+    container = {
+        "name": "work",
+        "image": "trainer:1",
+        "resources": {"limits": {"nvidia.com/gpu": gpus}},
+    }
+    template: dict[str, Any] = {
+        "spec": {"schedulerName": "topos", "restartPolicy": "Never", "containers": [container]}
+    }
+    if labels:
+        template["metadata"] = {"labels": dict(labels)}
+    spec["template"] = template
+    metadata = {"name": name, "annotations": dict(annotations)}
+    return yaml.safe_dump(
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+    )
+
+
 async def apply(cluster: GpuCluster, manifest: str | Mapping[str, Any]) -> dict[str, Any]:
     """Create one object from YAML (or a dict) in the test's namespace: a workload, or what
     :meth:`GpuCluster.create` takes (Pods, PriorityClasses). A PriorityClass another test made

@@ -53,6 +53,7 @@ from coordinator.engine.ports import (
     REASON_SCHEDULED,
     BindConflict,
     ClusterError,
+    NoAnswer,
     PodRef,
 )
 from coordinator.engine.preemptor import Nominate
@@ -132,6 +133,8 @@ class KubeClusterWriter:
             if pod.uid and not isinstance(exc, Unreachable | ServerError):
                 # Refused outright (not a bind that may have happened): it may be explained again.
                 self._bind_sent.pop(pod.uid, None)
+            if isinstance(exc, Unreachable):
+                raise NoAnswer(f"bind {pod.key} to {node}: {exc}") from exc
             raise ClusterError(f"bind {pod.key} to {node}: {exc}") from exc
 
     async def record_failure(self, pod: PodRef, message: str) -> None:

@@ -22,6 +22,10 @@ copy of the live state, with room already nominated or reserved held. The answer
   within the check's deadline (the controller's): Kueue evicts the workload, releases its quota and
   queues it again, and the check is asked anew.
 
+Ready and Pending messages begin with what the user applied — the Workload's controller, as
+``JobSet team-a/train``, not the ``jobset-train-<hash>`` Workload Kueue made — and the gang
+(``kueue-<workload>``) follows as detail (:func:`applied`).
+
 Pods that are not Topos's (another ``schedulerName``) are not checked: such a podset is Ready
 with a message saying so. Scheduling gates in a template are ignored (they are lifted before the
 pods are scheduled).
@@ -73,6 +77,22 @@ class Verdict:
 def group_of(workload: Mapping[str, Any]) -> str:
     meta = workload.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def applied(workload: Mapping[str, Any]) -> str:
+    """What the user applied, as the check's message names it: the Workload's controller
+    (``JobSet team-a/train``), or the Workload itself where none is known."""
+    meta = workload.get("metadata") or {}
+    namespace = meta.get("namespace", "")
+    for ref in meta.get("ownerReferences") or ():
+        if (
+            isinstance(ref, Mapping)
+            and ref.get("controller")
+            and ref.get("kind")
+            and ref.get("name")
+        ):
+            return f"{ref['kind']} {namespace}/{ref['name']}"
+    return f"Workload {namespace}/{meta.get('name', '')}"
 
 
 def workload_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -153,9 +173,13 @@ def decide(whatif: WhatIf, workload: Mapping[str, Any]) -> Verdict:
         return Verdict("Rejected", str(exc)[:MAX_MESSAGE])
     name = str((workload.get("metadata") or {}).get("name", ""))
     names = [str(ps.get("name", "main")) for ps in (workload.get("spec") or {}).get("podSets", [])]
+    subject = applied(workload)
+    gang = ours[0]["metadata"]["labels"].get(GANG)
+    detail = f" (gang {gang})" if gang else ""
     if not answer.fits:
         why = "; ".join(u.message for u in answer.units if not u.fits)
-        return Verdict("Pending", f"cannot place all {len(ours)} pods now: {why}"[:MAX_MESSAGE])
+        said = f"{subject}: cannot place all {len(ours)} pods now: {why}"  # why names the gang
+        return Verdict("Pending", said[:MAX_MESSAGE])
     where: dict[str, list[str]] = {n: [] for n in names}
     for unit in answer.units:
         for placement in unit.placements:
@@ -169,7 +193,7 @@ def decide(whatif: WhatIf, workload: Mapping[str, Any]) -> Verdict:
     spread = ", ".join(f"{n} ×{c}" for n, c in sorted(counts.items()))
     return Verdict(
         "Ready",
-        f"all {len(ours)} pods fit now, room held: {spread}"[:MAX_MESSAGE],
+        f"{subject}: all {len(ours)} pods fit now{detail}, room held: {spread}"[:MAX_MESSAGE],
         {k: v for k, v in where.items() if v},
     )
 

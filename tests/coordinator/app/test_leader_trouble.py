@@ -77,12 +77,22 @@ async def _write_holder(kube: KubeClient, namespace: str, holder: str) -> None:
     await kube.update_lease(lease, spec)
 
 
+def _waits(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """What the scheduling loop said each time it waited to lead."""
+    return [
+        r
+        for r in caplog.records
+        if r.name == "coordinator.engine.loop" and r.getMessage().startswith("this replica")
+    ]
+
+
 async def test_a_leader_whose_lease_is_taken_stops_scheduling_until_it_leads_again(
-    kube: KubeClient, kubeconfig: Path, namespace: str
+    kube: KubeClient, kubeconfig: Path, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster = GpuCluster(kube, kubeconfig, namespace)
     await cluster.add_node("n1", "dgx-h100")
     app = _app(cluster, namespace, namespace)
+    caplog.set_level(logging.INFO, logger="coordinator.engine.loop")
     async with running(app):
         elector = app[LEADER]
         await eventually(elector.is_leader, what="leading")
@@ -112,6 +122,40 @@ async def test_a_leader_whose_lease_is_taken_stops_scheduling_until_it_leads_aga
     assert all(leading), f"…but {leading.count(False)} while this replica did not lead"
     assert scheduler.stats.bind_errors == 0  # no bind was refused for want of leadership
     assert scheduler.pauses >= 1
+    lost = [r.getMessage() for r in _waits(caplog) if r.levelno == logging.WARNING]
+    assert (
+        f"this replica lost the lead: another replica leads (intruder holds Lease "
+        f"{namespace}/{LEASE}); scheduling stopped until it leads"
+    ) in lost, lost
+
+
+async def test_a_replica_that_starts_while_another_leads_waits_without_saying_it_lost_the_lead(
+    kube: KubeClient, kubeconfig: Path, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    await cluster.add_node("n1", "dgx-h100")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = {"holderIdentity": "other", "leaseDurationSeconds": 3600, "renewTime": now}
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": spec}
+    await kube.create(LEASES, {**lease, "metadata": {"name": LEASE}}, namespace=namespace)
+    app = _app(cluster, namespace, namespace)
+    caplog.set_level(logging.INFO, logger="coordinator.engine.loop")
+    async with running(app):
+        await cluster.create(gpu_pod("waits", 1, namespace=namespace))
+        await eventually(lambda: app[LEADER].observed_leader == "other", what="the Lease read")
+        assert not app[LEADER].is_leader()
+        assert app[LEADER].why_not_leading() == (
+            f"another replica leads (other holds Lease {namespace}/{LEASE})"
+        )
+        await _write_holder(kube, namespace, "")  # the other replica steps down
+        await cluster.bound("waits", timeout_s=30)
+    loop = [r.getMessage() for r in caplog.records if r.name == "coordinator.engine.loop"]
+    assert "leading" in loop, loop
+    # Until it first led, it said it did not lead yet: never that it lost the lead. (Once it
+    # leads, a renewal late on a loaded machine may truly lose it.)
+    before = [m for m in loop[: loop.index("leading")] if m.startswith("this replica")]
+    assert before, "the loop never said why it waited"
+    assert all(m.startswith("this replica does not lead yet: ") for m in before), before
 
 
 async def test_a_lease_namespace_that_does_not_exist_is_not_ready_and_logged_once(

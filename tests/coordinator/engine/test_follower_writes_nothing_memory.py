@@ -5,7 +5,10 @@ paused; once it leads, the member is moved. (Recovery used to run on followers t
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
+
+import pytest
 
 from agent.devices import discover_profile
 from common.wire import GpuState
@@ -35,6 +38,9 @@ class Switch:
                 await self._changed.wait()
             finally:
                 self.waiting -= 1
+
+    def why_not_leading(self) -> str:
+        return "the test says so"
 
     def set(self, leading: bool) -> None:
         self.leading = leading
@@ -82,3 +88,41 @@ async def test_a_follower_neither_schedules_nor_recovers_until_it_leads() -> Non
             lambda: memory.pod("ml", "waiting")["spec"].get("nodeName"),  # type: ignore[index]
             what="the waiting pod bound",
         )
+
+
+async def test_the_log_tells_a_replica_that_never_led_from_one_that_lost_the_lead(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    inventory = Inventory(stale_ttl_s=3600)
+    memory = MemoryCluster(inventory)
+    memory.add_node(
+        "a", topology=discover_profile("dgx-h100", hostname="a"), allocatable={"nvidia.com/gpu": 8}
+    )
+    runtime = memory_runtime(inventory, memory)
+    switch = Switch()
+    switch.leading = False  # another replica leads when this one starts
+    runtime.follow(switch)
+    with caplog.at_level(logging.INFO, logger="coordinator.engine.loop"):
+        async with runtime:
+            await eventually(lambda: switch.waiting >= 1, what="the loop waiting to lead")
+            assert _waits(caplog) == [
+                "this replica does not lead yet: the test says so; it schedules once it leads"
+            ]
+            switch.set(True)
+            memory.create_pod(pod("first", namespace="ml", gpus=1))
+            await eventually(
+                lambda: memory.pod("ml", "first")["spec"].get("nodeName"),  # type: ignore[index]
+                what="a pod bound while it leads",
+            )
+            switch.set(False)  # the loop notices at its next cycle: a new pod wakes it
+            memory.create_pod(pod("second", namespace="ml", gpus=1))
+            await eventually(lambda: switch.waiting >= 1, what="the loop waiting again")
+    assert _waits(caplog)[1:] == [
+        "this replica lost the lead: the test says so; scheduling stopped until it leads"
+    ]
+
+
+def _waits(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What the loop said each time it waited to lead."""
+    said = (r.getMessage() for r in caplog.records if r.name == "coordinator.engine.loop")
+    return [m for m in said if m.startswith("this replica")]

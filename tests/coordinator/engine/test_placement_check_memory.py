@@ -77,13 +77,33 @@ async def test_the_whole_workload_or_the_reason(
     fits = decide(whatif, workload("two", ("main", 2, 8)))
     assert fits.state == "Ready", fits.message
     assert sorted(fits.nodes["main"]) == ["dgx-a", "dgx-b"]
-    assert "all 2 pods fit now" in fits.message
+    assert fits.message.startswith("Workload default/two: all 2 pods fit now (gang kueue-two)")
     # Three whole nodes' worth on two nodes: not one pod is admitted alone.
     too_big = decide(whatif, workload("three", ("main", 2, 8), ("extra", 1, 8)))
     assert too_big.state == "Pending"
-    assert "cannot place all 3 pods now" in too_big.message
+    assert "Workload default/three: cannot place all 3 pods now" in too_big.message
     assert "Insufficient nvidia.com/gpu" in too_big.message or "members" in too_big.message
     assert too_big.nodes == {}
+
+
+async def test_the_message_names_the_jobset_the_user_applied_and_the_gang_as_detail(
+    cluster: tuple[MemoryCluster, SchedulerRuntime, GangRuntime],
+) -> None:
+    _, runtime, gangs = cluster
+    # Kueue names a JobSet's Workload jobset-<name>-<hash> and owns it by the JobSet
+    wl = workload("jobset-train-5f2a1", ("workers", 3, 8))
+    owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "train"}
+    wl["metadata"]["ownerReferences"] = [{**owner, "uid": "u", "controller": True}]
+    verdict = decide(what_if(runtime, gangs), wl)
+    assert verdict.state == "Pending"
+    said = verdict.message
+    assert said.startswith("JobSet default/train: cannot place all 3 pods now: "), said
+    assert "pod group kueue-jobset-train-5f2a1" in said  # the gang, as detail
+    # an owner that is not the controller is not what the user applied
+    wl["metadata"]["ownerReferences"] = [{**owner, "uid": "u"}]
+    assert decide(what_if(runtime, gangs), wl).message.startswith(
+        "Workload default/jobset-train-5f2a1: cannot place"
+    )
 
 
 async def test_a_template_topos_cannot_read_is_rejected_naming_it(
