@@ -230,7 +230,7 @@ class KubeClientCore:
         """A request whose reply is one JSON object, under the retry policy."""
 
         async def attempt() -> KubeObject:
-            if self._transport is not None and self._transport.pool is not None:
+            if self._transport is not None and self._transport.exchanges(path):
                 raw = await self._exchange(
                     method,
                     path,

@@ -124,6 +124,11 @@ class DirectTransport:
             encoded=True,
         )
 
+    def exchanges(self, path: str) -> bool:
+        """Whether :meth:`exchange` may send to ``path`` (a pool, and the path percent-encoded;
+        else the session, which encodes it)."""
+        return self.pool is not None and _ENCODED_PATH.fullmatch(path) is not None
+
     async def exchange(
         self,
         method: str,
@@ -134,13 +139,11 @@ class DirectTransport:
         content_type: str,
         timeout_s: float | None,
     ) -> Reply:
-        """One request on :attr:`pool` (there must be one), its reply read whole."""
+        """One request on :attr:`pool`, its reply read whole (only where :meth:`exchanges`)."""
         assert self.pool is not None
         if self._configuration.host != self._host:
             self.url(path, query)  # the configuration's server changed: parse its prefix again
         prefix = self._base[2] if self._base is not None else ""
-        if not _ENCODED_PATH.fullmatch(path):
-            raise ValueError(f"path {path!r} is not percent-encoded")
         target = prefix + path
         if query:
             target += "?" + urlencode(list(query.items()))
