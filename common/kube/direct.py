@@ -27,8 +27,10 @@ patches) go further down with :meth:`DirectTransport.exchange`: the same headers
 :class:`~common.kube.http1.Http1Pool` beside the session — the session's TLS context and server
 name, connections of its own — and not through ``ClientSession.request`` at all, about a fifth of
 its CPU per request (see ``common.kube.http1``). Only where the server is a plain ``http``/
-``https`` URL with no credentials in it and no proxy is set; otherwise :meth:`exchange` is not
-offered (``pool`` is ``None``) and those requests go through the session too.
+``https`` URL with no credentials in it and no proxy is set (nor a proxy variable in the
+environment: the session then still trusts it, ``core._skip_environment_lookups``); otherwise
+:meth:`exchange` is not offered (``pool`` is ``None``) and those requests go through the session
+too.
 """
 
 from __future__ import annotations
@@ -183,6 +185,8 @@ def _pool_for(host: str, session: aiohttp.ClientSession, server_hostname: Any) -
         return None
     if url.raw_query_string or url.raw_fragment:
         return None
+    if getattr(session, "trust_env", True):
+        return None  # a proxy variable may apply to the server: aiohttp's handling decides
     connector = getattr(session, "connector", None)
     if not isinstance(connector, aiohttp.TCPConnector):
         return None
