@@ -25,7 +25,7 @@ status handling and error mapping stay in ``KubeClient._send``.
 Requests whose reply is one JSON object (every verb but watches and streams: binds, Events,
 patches) go further down with :meth:`DirectTransport.exchange`: the same headers and body on a
 :class:`~common.kube.http1.Http1Pool` beside the session — the session's TLS context and server
-name, connections of its own — and not through ``ClientSession.request`` at all, about a fifth of
+name, connections of its own — and not through ``ClientSession.request`` at all, about a third of
 its CPU per request (see ``common.kube.http1``). Only where the server is a plain ``http``/
 ``https`` URL with no credentials in it and no proxy is set (nor a proxy variable in the
 environment: the session then still trusts it, ``core._skip_environment_lookups``); otherwise

@@ -3,10 +3,10 @@
 aiohttp's ``ClientSession.request`` does a great deal per request that a request to the API
 server never needs: it builds a ``ClientRequest`` and a ``ClientResponse`` (headers merged into
 multidicts, cookies filtered, auto headers, a payload object looked up in a registry, a timer
-context, the response's stream reader and its flow control). A microbenchmark of a bind-sized
-POST over TLS against a trivial server, 64 in flight, uvloop: about 80-105 µs of client CPU per
-request through aiohttp, about 20-24 µs with the bytes written and the reply read here. Two such
-requests per pod (the bind and its Event) are a tenth of the coordinator's CPU per pod.
+context, the response's stream reader and its flow control). ``benchmarks/request_cpu.py`` (a
+bind-sized POST over TLS to a server that answers at once, 64 in flight, uvloop): 87-93 µs of
+client CPU per request through aiohttp, 29 µs here (load 1.5). With two such requests per pod
+(the bind and its Event) that was about a tenth of the coordinator's CPU per pod.
 
 :class:`Http1Pool` keeps connections to one server open (keep-alive, the most recently used
 first, idle ones closed after ``keepalive_s``) and sends one request at a time on each, with the
