@@ -90,6 +90,7 @@ class KubeClientCore:
         client's."""
         shared = type(self)(self._api, settings=replace(self.settings, rate_limit=rate_limit))
         shared._owns_connection = False
+        shared._transport = self._transport  # one pool of connections, as one session
         return shared
 
     @classmethod
@@ -111,6 +112,8 @@ class KubeClientCore:
 
     async def close(self) -> None:
         if self._owns_connection:
+            if self._transport is not None and self._transport.pool is not None:
+                await self._transport.pool.close()
             await self._api.close()
 
     async def __aenter__(self) -> Self:
@@ -124,6 +127,44 @@ class KubeClientCore:
     ) -> None:
         await self.close()
 
+    async def _admit(self, method: str, path: str, deferrable: Deferrable | None) -> None:
+        """The request's turn under the rate limit; a deferrable one called off raises."""
+        if self._bucket is not None:
+            await self._bucket.wait(deferrable=deferrable is not None)
+        if deferrable is not None and not deferrable.send_now():
+            raise Superseded(f"{method} {path}: called off before it was sent")
+
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int] | None,
+        body: Any,
+        content_type: str,
+        deferrable: Deferrable | None,
+    ) -> bytes:
+        """One request whose reply is read whole, on the transport's own pool (see
+        ``common.kube.http1``): the 2xx reply's body, or the matching ``KubeError``."""
+        assert self._transport is not None
+        await self._admit(method, path, deferrable)
+        try:
+            reply = await self._transport.exchange(
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                timeout_s=self.settings.request_timeout_s,
+            )
+        except (TimeoutError, OSError) as exc:
+            raise Unreachable(f"{method} {path}: {exc or type(exc).__name__}") from exc
+        if 200 <= reply.status < 300:
+            return reply.body
+        raise _error_from_reply(
+            reply.status, reply.reason, reply.headers.get("retry-after"), reply.body, method, path
+        )
+
     async def _send(
         self,
         method: str,
@@ -136,10 +177,7 @@ class KubeClientCore:
         deferrable: Deferrable | None = None,
     ) -> aiohttp.ClientResponse:
         """One HTTP exchange; a non-2xx reply becomes the matching ``KubeError``."""
-        if self._bucket is not None:
-            await self._bucket.wait(deferrable=deferrable is not None)
-        if deferrable is not None and not deferrable.send_now():
-            raise Superseded(f"{method} {path}: called off before it was sent")
+        await self._admit(method, path, deferrable)
         timeout = client_timeout or self._request_timeout
         try:
             if self._transport is not None:
@@ -175,7 +213,9 @@ class KubeClientCore:
             raise Unreachable(f"{method} {path}: {exc}") from exc
         finally:
             response.release()
-        raise _error_from_reply(response, raw, method, path)
+        raise _error_from_reply(
+            response.status, response.reason, response.headers.get("Retry-After"), raw, method, path
+        )
 
     async def _call(
         self,
@@ -190,20 +230,17 @@ class KubeClientCore:
         """A request whose reply is one JSON object, under the retry policy."""
 
         async def attempt() -> KubeObject:
-            response = await self._send(
-                method,
-                path,
-                query=query,
-                body=body,
-                content_type=content_type,
-                deferrable=deferrable,
-            )
-            try:
-                raw = await response.read()
-            except (TimeoutError, aiohttp.ClientError) as exc:
-                raise Unreachable(f"{method} {path}: {exc}") from exc
-            finally:
-                response.release()
+            if self._transport is not None and self._transport.exchanges(path):
+                raw = await self._exchange(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    deferrable=deferrable,
+                )
+            else:
+                raw = await self._send_and_read(method, path, query, body, content_type, deferrable)
             try:
                 decoded = _JSON_DECODER.decode(raw) if raw else {}
             except msgspec.DecodeError as exc:
@@ -213,6 +250,25 @@ class KubeClientCore:
             return decoded
 
         return await call_with_retries(self.settings.retry, method, attempt)
+
+    async def _send_and_read(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str | int] | None,
+        body: Any,
+        content_type: str,
+        deferrable: Deferrable | None,
+    ) -> bytes:
+        response = await self._send(
+            method, path, query=query, body=body, content_type=content_type, deferrable=deferrable
+        )
+        try:
+            return await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise Unreachable(f"{method} {path}: {exc}") from exc
+        finally:
+            response.release()
 
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -245,7 +301,12 @@ def _keep_alive(api: Any, seconds: float) -> None:
 
 
 def _error_from_reply(
-    response: aiohttp.ClientResponse, raw: bytes, method: str, path: str
+    status: int,
+    reason: str | None,
+    retry_after_header: str | None,
+    raw: bytes,
+    method: str,
+    path: str,
 ) -> KubeError:
     body: dict[str, Any] | None = None
     try:
@@ -256,12 +317,12 @@ def _error_from_reply(
         body = None
     if body is None:
         text = raw.decode("utf-8", "replace").strip()[:300]
-        body = {"message": f"{method} {path}: {text or response.reason or 'no body'}"}
+        body = {"message": f"{method} {path}: {text or reason or 'no body'}"}
     retry_after: float | None = None
-    header = response.headers.get("Retry-After")
+    header = retry_after_header
     if header:
         try:
             retry_after = float(header)
         except ValueError:
             retry_after = None
-    return error_for_status(response.status, body, retry_after_s=retry_after)
+    return error_for_status(status, body, retry_after_s=retry_after)

@@ -62,3 +62,12 @@ def test_a_path_not_encoded_and_a_changed_server_are_handled() -> None:
     )
     transport._configuration.host = "https://10.0.0.1:6443"  # e.g. a reloaded kubeconfig
     assert transport.url("/api", {"watch": "true"}) == URL("https://10.0.0.1:6443/api?watch=true")
+
+
+def test_only_encoded_paths_go_on_the_lean_pool() -> None:
+    transport = _transport("https://127.0.0.1:6443")
+    assert transport.pool is None  # no aiohttp session here: nothing to stand beside
+    assert not transport.exchanges("/api/v1/pods")
+    transport.pool = object()  # type: ignore[assignment]
+    assert transport.exchanges("/api/v1/namespaces/a/pods/b%20c/binding")
+    assert not transport.exchanges("/api/v1/namespaces/a/pods/b c")  # the session encodes it

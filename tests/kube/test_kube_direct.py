@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from common.kube import CONFIG_MAPS, SERVICE_ACCOUNTS, KubeClient, Unauthorized
+from common.kube import (
+    CONFIG_MAPS,
+    SERVICE_ACCOUNTS,
+    AlreadyExists,
+    KubeClient,
+    NotFound,
+    Unauthorized,
+)
 from common.kube.direct import DirectTransport
 from common.kube.resources import Resource
 from devcluster.controlplane import ControlPlane
@@ -108,3 +115,32 @@ async def test_bodies_round_trip_non_ascii_text_and_empty_values(
 
 def test_an_api_client_without_a_session_is_not_sent_to_directly() -> None:
     assert DirectTransport.of(object()) is None
+
+
+async def test_json_requests_go_on_the_lean_pool_shared_by_budgets(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Verbs with one JSON reply use ``common.kube.http1`` (kept connections, one pool for every
+    budget over the connection); errors come back as before, naming the object."""
+    async with await KubeClient.connect(control_plane.kubeconfig) as client:
+        events = client.budget(None)
+        assert client._transport is not None
+        assert client._transport.pool is not None
+        assert events._transport is client._transport
+        pool = client._transport.pool
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "lean"}}
+        for i in range(5):
+            body["data"] = {"i": str(i)}
+            if i == 0:
+                await client.create(CONFIG_MAPS, body, namespace=namespace)
+            else:
+                await events.replace(CONFIG_MAPS, "lean", body, namespace=namespace)
+        got = await client.get(CONFIG_MAPS, "lean", namespace=namespace)
+        assert got["data"] == {"i": "4"}
+        assert pool.opened == 1  # one kept connection carried all six, one after the other
+        with pytest.raises(NotFound, match="absent"):
+            await client.get(CONFIG_MAPS, "absent", namespace=namespace)
+        with pytest.raises(AlreadyExists, match="lean"):
+            await events.create(CONFIG_MAPS, body, namespace=namespace)
+        assert pool.opened == 1  # an error reply leaves its connection usable
+    assert pool.idle == 0  # closed with the client

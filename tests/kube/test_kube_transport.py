@@ -25,6 +25,8 @@ async def test_without_proxy_variables_requests_skip_environment_lookups(
 ) -> None:
     async with await KubeClient.connect(kubeconfig) as kube:
         assert kube._api.rest_client.pool_manager.trust_env is False
+        assert kube._transport is not None
+        assert kube._transport.pool is not None  # JSON requests on the lean pool
         assert (await kube.version())["gitVersion"].startswith("v")  # and it still talks
 
 
@@ -34,6 +36,8 @@ async def test_a_proxy_variable_keeps_aiohttps_environment_handling(
     no_proxy_env.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     async with await KubeClient.connect(kubeconfig) as kube:
         assert kube._api.rest_client.pool_manager.trust_env is True
+        assert kube._transport is not None
+        assert kube._transport.pool is None  # never around the proxy: every request via aiohttp
 
 
 async def test_idle_connections_stay_pooled_for_the_keepalive_setting(kubeconfig: Path) -> None:

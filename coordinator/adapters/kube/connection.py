@@ -1,7 +1,8 @@
 """The coordinator's one connection to the API server, and the rate-limit budgets over it.
 
 A coordinator process opens one :class:`KubeConnection` when its app starts (the kubeconfig read
-once, one ``aiohttp`` session: one connection pool, one TLS context, one token refresh) and
+once, one ``aiohttp`` session and the lean pool beside it for JSON requests
+(``common.kube.http1``): one TLS context, one token refresh) and
 closes it when the app stops. Every part of the process talks to the API server through one of
 its clients, each a *budget* — a ``KubeClient`` over the shared session with a rate limit of its
 own (``KubeClient.budget``), as kube-scheduler's clientsets share one transport but not a rate
