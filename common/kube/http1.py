@@ -13,8 +13,11 @@ first, idle ones closed after ``keepalive_s``) and sends one request at a time o
 same TLS context and server name as the aiohttp session it stands beside. What it covers and what
 it does not:
 
-- a reply is read whole: ``Content-Length``, ``Transfer-Encoding: chunked`` or to the end of the
-  connection; watches and other streams stay on aiohttp;
+- the request's bytes are written here (a request line, ``Host``, the caller's headers,
+  ``Content-Length``); the reply is parsed by llhttp, Node.js' HTTP parser, through
+  ``httptools`` (MagicStack's binding, uvicorn's parser) and read whole: ``Content-Length``,
+  ``Transfer-Encoding: chunked`` or to the end of the connection; watches and other streams
+  stay on aiohttp; no ``HEAD``;
 - no ``Accept-Encoding`` is sent, so the reply is never compressed (one that is anyway is refused
   with :class:`BadReply`); no proxy (the caller uses aiohttp when one is set), no redirects, no
   cookies (the API server sets none);
@@ -34,10 +37,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import httptools
+
 __all__ = ["BadReply", "Http1Pool", "Reply"]
 
-_HEAD_LIMIT: Final = 1 << 20  # a reply's status line and headers (and a chunk-size line)
-_NO_BODY: Final = frozenset({204, 304})
+_BUFFER: Final = 1 << 20  # the stream reader's buffer (a LIST reply may be megabytes)
+_READ_SIZE: Final = 1 << 16
 
 
 class BadReply(ConnectionError):
@@ -112,10 +117,8 @@ class Http1Pool:
             try:
                 connection.writer.write(request)
                 reply, reusable = await _read_reply(connection.reader, method)
-            except BaseException as exc:
+            except BaseException:
                 connection.close()
-                if isinstance(exc, asyncio.IncompleteReadError | asyncio.LimitOverrunError):
-                    raise BadReply(f"the reply ended or overran: {exc}") from exc
                 raise
         if reusable:
             self._give_back(connection)
@@ -137,7 +140,7 @@ class Http1Pool:
             self.port,
             ssl=self._tls,
             server_hostname=(self._server_hostname or self.host) if self._tls else None,
-            limit=_HEAD_LIMIT,
+            limit=_BUFFER,
         )
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -180,51 +183,68 @@ def _request_bytes(
     return head + body if body else head
 
 
+class _Collect:
+    """httptools' callbacks for one reply: its headers and body as they are parsed."""
+
+    __slots__ = ("body", "complete", "headed", "headers", "keep", "parser", "reason")
+
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+        self.body: list[bytes] = []
+        self.reason = ""
+        self.headed = False
+        self.complete = False
+        self.keep = False
+        self.parser: httptools.HttpResponseParser | None = None
+
+    def on_status(self, status: bytes) -> None:
+        self.reason += status.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1").strip()
+        self.headers[key] = f"{self.headers[key]}, {text}" if key in self.headers else text
+
+    def on_headers_complete(self) -> None:
+        self.headed = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        # asked here: once the call returns, llhttp is ready for the next message and answers no
+        self.keep = self.parser is not None and self.parser.should_keep_alive()
+
+
 async def _read_reply(reader: asyncio.StreamReader, method: str) -> tuple[Reply, bool]:
-    """The reply, and whether its connection may carry another request."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head[:-4].decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    code, _, reason = rest.partition(" ")
-    if version not in ("HTTP/1.1", "HTTP/1.0") or not code.isdigit():
-        raise BadReply(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    status = int(code)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if not colon:
-            raise BadReply(f"not a header line: {line[:80]!r}")
-        key, value = name.strip().lower(), value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    encoding = headers.get("content-encoding", "identity").lower()
-    if encoding != "identity":
-        raise BadReply(f"a reply in Content-Encoding {encoding!r}, which was not asked for")
-    keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-    if method == "HEAD" or status in _NO_BODY or status < 200:
-        return Reply(status, reason, headers, b""), keep
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return Reply(status, reason, headers, await _chunked(reader)), keep
-    length = headers.get("content-length")
-    if length is not None:
-        if not length.isdigit():
-            raise BadReply(f"Content-Length {length!r} is not a number")
-        return Reply(status, reason, headers, await reader.readexactly(int(length))), keep
-    return Reply(status, reason, headers, await reader.read()), False  # to the end
-
-
-async def _chunked(reader: asyncio.StreamReader) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        size_text = line.split(b";", 1)[0].strip()
+    """The reply, and whether its connection may carry another request. The bytes are parsed
+    by llhttp (Node.js' parser, through httptools): status line, headers, ``Content-Length``,
+    chunked bodies and their trailers; a reply with neither ends with the connection."""
+    if method == "HEAD":
+        raise ValueError("HEAD: this client reads replies with bodies only")
+    reply = _Collect()
+    parser = reply.parser = httptools.HttpResponseParser(reply)
+    while not reply.complete:
+        data = await reader.read(_READ_SIZE)
+        if not data:
+            if reply.headed and _to_the_end(reply.headers):
+                break  # a reply without a length ends with the connection
+            raise ConnectionError("the reply ended before it was whole: the connection closed")
         try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise BadReply(f"not a chunk size: {size_text[:40]!r}") from None
-        if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":
-                pass  # trailers: none wanted
-            return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise BadReply("a chunk does not end with CRLF")
+            parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            start = data.split(b"\r\n", 1)[0][:80].decode("latin-1")
+            raise BadReply(f"not an HTTP/1.x reply ({exc}) at {start!r}") from exc
+        encoding = reply.headers.get("content-encoding", "identity").lower()
+        if encoding != "identity":
+            raise BadReply(f"a reply in Content-Encoding {encoding!r}, which was not asked for")
+    keep = reply.complete and reply.keep
+    status = parser.get_status_code()
+    return Reply(status, reply.reason, reply.headers, b"".join(reply.body)), keep
+
+
+def _to_the_end(headers: Mapping[str, str]) -> bool:
+    return (
+        "content-length" not in headers
+        and "chunked" not in headers.get("transfer-encoding", "").lower()
+    )

@@ -143,7 +143,7 @@ async def test_an_unreadable_reply_fails_that_request_only(
     replies = iter([b"SPDY/3 200 OK\r\n\r\n", _reply(b"{}")])
     async with Server(lambda request: next(replies)) as server:
         pool = pool_of(server)
-        with pytest.raises(BadReply, match=re.escape("status line: 'SPDY/3 200 OK'")):
+        with pytest.raises(BadReply, match=re.escape("at 'SPDY/3 200 OK'")):
             await pool.exchange("GET", "/a", {}, None, timeout_s=5)
         assert pool.idle == 0  # never given back
         assert (await pool.exchange("GET", "/b", {}, None, timeout_s=5)).body == b"{}"
