@@ -52,7 +52,8 @@ it no workload for, or a steady state for longer: ``--param duration=30s``; say 
         [--param initNodes=500 ...] [--repeat N] [--profile DIR] [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during its measured phase only
-(``DIR/topos-<tag>.txt``, raw collapsed stacks).
+(``DIR/topos-<tag>.txt``, raw collapsed stacks), and the API server's Go CPU profile over the
+first seconds of every run's (``DIR/apiserver-<tag>.pprof``, for ``go tool pprof -top``).
 
 **Order.** The Nodes' creation keeps the API server busy for a while after they are Ready, and the
 first pods bound to fresh KWOK Nodes bring LISTs and WATCHes that come only once: both fell on
@@ -92,7 +93,7 @@ from typing import Any, Final
 import psutil
 import yaml
 
-from benchmarks.apiserver_metrics import requests_total, scheduler_share
+from benchmarks.apiserver_metrics import cpu_profile, requests_total, scheduler_share
 from benchmarks.connections import ConnectionCount
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
@@ -437,6 +438,9 @@ def node_body(
     return body, {"capacity": capacity, "allocatable": allocatable}
 
 
+#: Seconds of the API server's CPU profile from the start of a measured phase (``--profile``).
+APISERVER_PROFILE_S = 4
+
 #: What a workload without unmeasured pods binds before measuring: the scheduler is up.
 WARM_UP: Final = {
     "metadata": {},
@@ -577,6 +581,7 @@ async def one_run(
     *,
     timeout_s: float,
     profile: Path | None = None,
+    apiserver_profile: Path | None = None,
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
     spaces = namespaces_of(workload, namespace)
@@ -615,6 +620,14 @@ async def one_run(
     requests0 = await asyncio.to_thread(requests_total, plane)
     spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
+    api0 = cpu_seconds(plane.state.apiserver_pid)
+    pprof = (
+        None
+        if apiserver_profile is None
+        else asyncio.create_task(
+            asyncio.to_thread(cpu_profile, plane, APISERVER_PROFILE_S, apiserver_profile)
+        )
+    )
     connections = ConnectionCount(proc.pid, plane.state.apiserver_port).start()
     steps = [(s, j) for s in workload.pods if s.measured for j in range(s.count)]
     measured = [
@@ -654,6 +667,9 @@ async def one_run(
     stop.set()
     await asyncio.gather(*churning)
     run.cpu_s = cpu_seconds(proc.pid) - cpu0
+    run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
+    if pprof is not None:
+        await pprof
     connections.stop()
     run.connections_opened, run.connections_peak = connections.opened, connections.peak
     if spy is not None:
@@ -809,7 +825,10 @@ async def bench(
                 if workload.dra
                 else ()
             ),
-            extra_apiserver_args=PERF_APISERVER_ARGS,
+            extra_apiserver_args=(
+                *PERF_APISERVER_ARGS,
+                *(["--profiling=true"] if profile is not None else []),
+            ),
             extra_controller_args=CONTROLLER_ARGS,
         ),
     )
@@ -851,6 +870,9 @@ async def bench(
                         namespace,
                         timeout_s=timeout_s,
                         profile=spy,
+                        apiserver_profile=(
+                            None if profile is None else profile / f"apiserver-{tag}.pprof"
+                        ),
                     )
                 finally:
                     proc.stop()
@@ -907,7 +929,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--profile",
         type=Path,
-        help="a folder: py-spy records the coordinator during its measured phase (raw stacks)",
+        help="a folder: py-spy records the coordinator during its measured phase (raw stacks), "
+        f"and the API server's pprof covers the first {APISERVER_PROFILE_S} s of each run's",
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
