@@ -3,10 +3,12 @@ lowest-priority victims that make room (whole gangs as one victim), as the pure
 :func:`~coordinator.core.preemption.victims.select_victims` picks them.
 
 Executing a plan means: ``status.nominatedNodeName`` on every preemptor member (where it will go
-once the room is free), a ``Preempted`` Event on every victim naming the preemptor, a
-``Preempting`` Event on the preemptor naming the victims, and an eviction of every victim through
-the Eviction API (``pods/eviction``: the API server checks PodDisruptionBudgets too — a ``429``
-leaves the victim running, and the preemptor tries again once its nomination expires).
+once the room is free; written with the member's explanation, in one ``pods/status`` patch, by
+:meth:`~coordinator.engine.loop.Scheduler.nominate`), a ``Preempted`` Event on every victim
+naming the preemptor, a ``Preempting`` Event on the preemptor naming the victims, and an
+eviction of every victim through the Eviction API (``pods/eviction``: the API server checks
+PodDisruptionBudgets too — a ``429`` leaves the victim running, and the preemptor tries again
+once its nomination expires).
 
 A pod asking for part of a GPU preempts too: victims are chosen so that one GPU has room for its
 share (:mod:`coordinator.core.preemption.shares`); a GPU fractional pods share is freed for a
