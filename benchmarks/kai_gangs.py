@@ -37,6 +37,11 @@ the next starts on the same empty nodes.
 
     .venv/bin/python -m benchmarks.kai_gangs [--nodes 500] [--cases topology,unschedulable,reclaim]
         [--schedulers kube-scheduler,topos] [--timeout 300] [--profile DIR] [--keep] [--json]
+        [--audit]
+
+``--audit``: the API server keeps an audit log of pod writes, and the reclaim case's note counts
+them by client (``bench-topos``, ``kwok-controller``, ``topos-admin`` the benchmark itself):
+``patch pods/status`` in the request counter lumps KWOK's Running writes with the scheduler's.
 
 Needs ``python -m devcluster.binaries ensure --all`` (kube-scheduler, kwok, stages).
 """
@@ -57,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.apiserver_metrics import by_kind, requests_total
+from benchmarks.kwok_audit import PodWriters, audit_args
 from benchmarks.kwok_cluster import (
     LEAVES_PER_SPINE,
     Fabric,
@@ -299,6 +305,7 @@ class Bench:
     timeout_s: float
     profile: str
     spines: dict[str, str] = field(default_factory=dict)  # node → spine
+    writers: PodWriters | None = None  # ``--audit``: the pod writes by client
 
     def launch(self, scheduler: str, tag: str) -> tuple[Process, list[subprocess.Popen[bytes]]]:
         unlimited = Limit(qps=0, burst=1)
@@ -472,6 +479,8 @@ class Bench:
         await pods.start()
         await fillers.start()
         before = await asyncio.to_thread(requests_total, self.plane)
+        if self.writers is not None:
+            self.writers.read()  # from here on
         t0, began = time.perf_counter(), time.strftime("%H:%M:%S", time.gmtime())
         await self.kube.create(
             POD_GROUPS, pod_group("big", self.nodes, priority_class=HIGH), namespace=namespace
@@ -491,6 +500,11 @@ class Bench:
         result = Result("reclaim", scheduler, self.nodes)
         made = await asyncio.to_thread(requests_total, self.plane)
         made.subtract(before)
+        writes = ""
+        if self.writers is not None:
+            writes = (
+                f"; pod writes meanwhile by client: {self.writers.summary(self.writers.read())}"
+            )
         left = len(fillers.objects)
         seen: dict[str, float] = {}
         for what, fut in watching.items():
@@ -508,6 +522,7 @@ class Bench:
             f"{self.nodes - left:,} of {self.nodes:,} fillers gone"
             + "".join(f"; {what} at {at:.2f} s" for what, at in seen.items())
             + f"; API requests meanwhile (all clients): {by_kind(+made)}"
+            + writes
         )
         return result
 
@@ -518,7 +533,11 @@ async def bench(args: argparse.Namespace) -> list[Result]:
     fabric = Fabric(nodes=args.nodes, leaves=LEAVES)
     gates = "--feature-gates=TopologyAwareWorkloadScheduling=true,WorkloadAwarePreemption=true"
     async with kwok_cluster(
-        "topos-kai-", args.nodes, apiserver_args=lambda _: (gates,), fabric=fabric, keep=args.keep
+        "topos-kai-",
+        args.nodes,
+        apiserver_args=lambda work: (gates, *(audit_args(work, writes=True) if args.audit else ())),
+        fabric=fabric,
+        keep=args.keep,
     ) as cluster:
         binaries, work, plane, kube = cluster.binaries, cluster.work, cluster.plane, cluster.kube
         ready = cluster.ready_s
@@ -537,6 +556,8 @@ async def bench(args: argparse.Namespace) -> list[Result]:
             f"{ready:.1f}s, quiet {quiet:.1f}s after",
         )
         b = Bench(plane, kube, work, binaries, args.nodes, args.timeout, args.profile)
+        if args.audit:
+            b.writers = PodWriters(work / "audit.log")
         b.spines = {
             node_name(i): f"spine-{fabric.leaf(i) // LEAVES_PER_SPINE}" for i in range(args.nodes)
         }
@@ -630,6 +651,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     ap.add_argument("--profile", default="", help="py-spy the coordinator into this directory")
     ap.add_argument("--keep", action="store_true", help="keep the logs and configs")
+    ap.add_argument(
+        "--audit",
+        action="store_true",
+        help="the API server audits pod writes: reclaim's note counts them by client",
+    )
     ap.add_argument("--json", action="store_true", help="print rows as JSON (for run_all)")
     args = ap.parse_args(argv)
     if args.nodes < LEAVES:

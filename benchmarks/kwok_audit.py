@@ -25,7 +25,7 @@ import yaml
 from benchmarks.apiserver_metrics import pod_watch_cache
 from devcluster.controlplane import ControlPlane
 
-__all__ = ["PodListers", "audit_args"]
+__all__ = ["PodListers", "PodWriters", "audit_args"]
 
 _POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -36,12 +36,22 @@ _POLICY = {
         {"level": "None"},
     ],
 }
+#: With ``writes``: every write to a pod or its subresources too (status, binding, eviction).
+_WRITES = {
+    "level": "Metadata",
+    "verbs": ["create", "update", "patch", "delete"],
+    "resources": [{"resources": ["pods", "pods/status", "pods/binding", "pods/eviction"]}],
+}
 
 
-def audit_args(work: Path) -> tuple[str, ...]:
-    """kube-apiserver flags writing the pod LIST/WATCH audit log to ``work/audit.log``."""
+def audit_args(work: Path, *, writes: bool = False) -> tuple[str, ...]:
+    """kube-apiserver flags writing the pod LIST/WATCH audit log to ``work/audit.log``
+    (``writes``: and the pod writes, which :class:`PodWriters` counts)."""
     policy = work / "audit-policy.yaml"
-    policy.write_text(yaml.safe_dump(_POLICY))
+    rules = _POLICY["rules"]
+    assert isinstance(rules, list)
+    body = {**_POLICY, "rules": [*rules[:-1], _WRITES, rules[-1]] if writes else rules}
+    policy.write_text(yaml.safe_dump(body))
     return (
         f"--audit-policy-file={policy}",
         f"--audit-log-path={work / 'audit.log'}",
@@ -103,3 +113,42 @@ class PodListers:
             for (user, agent, verb), n in counts.most_common()
         ]
         return "audit: pod LIST/WATCH by client: " + "; ".join(parts) + closed
+
+
+@dataclass
+class PodWriters:
+    """The pod writes in the audit log (``audit_args(writes=True)``) from where the last reading
+    stopped: (user, verb, subresource) → requests, each counted once it completes."""
+
+    path: Path
+    offset: int = 0
+
+    def read(self) -> Counter[tuple[str, str, str]]:
+        counts: Counter[tuple[str, str, str]] = Counter()
+        if not self.path.exists():
+            return counts
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next reading
+        self.offset += end
+        for line in data[:end].splitlines():
+            event: dict[str, Any] = json.loads(line)
+            ref = event.get("objectRef") or {}
+            verb = event.get("verb", "")
+            if event.get("stage") != "ResponseComplete" or ref.get("resource") != "pods":
+                continue
+            if verb not in ("create", "update", "patch", "delete"):
+                continue
+            user = (event.get("user") or {}).get("username", "?")
+            counts[user, verb, ref.get("subresource", "")] += 1
+        return counts
+
+    @staticmethod
+    def summary(counts: Counter[tuple[str, str, str]]) -> str:
+        """``user: verb pods[/sub] n, ...; ...`` by user, most writes first."""
+        users: dict[str, list[str]] = {}
+        for (user, verb, sub), n in counts.most_common():
+            what = f"pods/{sub}" if sub else "pods"
+            users.setdefault(user, []).append(f"{verb} {what} {n:,}")
+        return "; ".join(f"{user}: {', '.join(parts)}" for user, parts in users.items())

@@ -68,8 +68,8 @@ class _Writer:
         self.scheduler.queue.delete(obj, gone=False)  # the pending watch: no longer pending
         self._bound_pods.apply("ADDED", obj)
 
-    async def record_failure(self, pod: PodRef, message: str) -> None:
-        return None
+    async def explain(self, pod: PodRef, message: str, *, nominated: str = "") -> bool:
+        return False
 
     async def record_scheduled(self, pod: PodRef, message: str) -> None:
         return None

@@ -49,11 +49,14 @@ it no workload for, or a steady state for longer: ``--param duration=30s``; say 
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
-        [--param initNodes=500 ...] [--repeat N] [--profile DIR] [--json]
+        [--param initNodes=500 ...] [--repeat N] [--profile DIR] [--audit] [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during its measured phase only
 (``DIR/topos-<tag>.txt``, raw collapsed stacks), and the API server's Go CPU profile over the
-first seconds of every run's (``DIR/apiserver-<tag>.pprof``, for ``go tool pprof -top``).
+first seconds of every run's (``DIR/apiserver-<tag>.pprof``, for ``go tool pprof -top``). ``--audit``: the API server keeps an audit log
+of pod writes and each run prints its measured phase's by client (``bench-topos``,
+``bench-kube-scheduler``, ``kwok-controller``): the requests per pod leave ``pods/status`` out,
+as KWOK's Running writes share that row with the scheduler's explanations and nominations.
 
 **Order.** The Nodes' creation keeps the API server busy for a while after they are Ready, and the
 first pods bound to fresh KWOK Nodes bring LISTs and WATCHes that come only once: both fell on
@@ -85,6 +88,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +99,7 @@ import yaml
 
 from benchmarks.apiserver_metrics import cpu_profile, requests_total, scheduler_share
 from benchmarks.connections import ConnectionCount
+from benchmarks.kwok_audit import PodWriters, audit_args
 from benchmarks.kwok_cluster import (
     APISERVER_ARGS,
     KWOK_ANNOTATION,
@@ -541,6 +546,8 @@ class PerfRun(Run):
     scheduled_events: int = 0  # Scheduled Events in the measured namespace at the last bind
     #: a steady-state run's measured window (perf_counter seconds): its rate is upstream's
     window: tuple[float, float] | None = None
+    #: ``--audit``: the measured phase's pod writes by (user, verb, subresource), every client
+    pod_writes: Counter[tuple[str, str, str]] | None = None
 
     @property
     def samples(self) -> list[float]:
@@ -582,6 +589,7 @@ async def one_run(
     timeout_s: float,
     profile: Path | None = None,
     apiserver_profile: Path | None = None,
+    writers: PodWriters | None = None,
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
     spaces = namespaces_of(workload, namespace)
@@ -618,6 +626,8 @@ async def one_run(
         done = asyncio.Event()
         watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
     requests0 = await asyncio.to_thread(requests_total, plane)
+    if writers is not None:
+        writers.read()  # from here on
     spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
     api0 = cpu_seconds(plane.state.apiserver_pid)
@@ -680,6 +690,8 @@ async def one_run(
     with contextlib.suppress(psutil.Error):
         run.rss_mib = psutil.Process(proc.pid).memory_info().rss / 2**20
     run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
+    if writers is not None:
+        run.pod_writes = writers.read()
     run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
     run.requests["WATCH", "pods", ""] -= 1
     run.requests["LIST", "events", ""] -= 1  # the benchmark's count of Scheduled Events
@@ -811,9 +823,11 @@ async def bench(
     timeout_s: float,
     profile: Path | None = None,
     binds: int = 64,
+    audit: bool = False,
 ) -> list[PerfRun]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
+    writers = PodWriters(work / "audit.log") if audit else None
     plane = ControlPlane.start(
         binaries=binaries,
         settings=ControlPlaneSettings(
@@ -828,6 +842,7 @@ async def bench(
             extra_apiserver_args=(
                 *PERF_APISERVER_ARGS,
                 *(["--profiling=true"] if profile is not None else []),
+                *(audit_args(work, writes=True) if audit else ()),
             ),
             extra_controller_args=CONTROLLER_ARGS,
         ),
@@ -873,6 +888,7 @@ async def bench(
                         apiserver_profile=(
                             None if profile is None else profile / f"apiserver-{tag}.pprof"
                         ),
+                        writers=writers,
                     )
                 finally:
                     proc.stop()
@@ -932,6 +948,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a folder: py-spy records the coordinator during its measured phase (raw stacks), "
         f"and the API server's pprof covers the first {APISERVER_PROFILE_S} s of each run's",
     )
+    ap.add_argument(
+        "--audit",
+        action="store_true",
+        help="the API server audits pod writes: each run's measured phase counts them by client "
+        "(the request counts leave pods/status out: KWOK's Running writes share the row)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     order = [x.strip() for x in args.order.split(",") if x.strip()]
@@ -964,6 +986,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout_s=args.timeout,
             profile=args.profile,
             binds=args.binds,
+            audit=args.audit,
         )
     )
     rows = [row(r) for r in runs]
@@ -996,6 +1019,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"(at most {r.connections_peak} at once); Scheduled Events at the last bind "
                 f"{r.scheduled_events}/{len(r.bound)}"
             )
+            if r.pod_writes is not None:
+                print(f"{'':14s} pod writes by client: {PodWriters.summary(r.pod_writes)}")
             if r.claims_allocated is not None:
                 print(
                     f"               claims allocated and reserved: {r.claims_allocated} "

@@ -54,10 +54,12 @@ from coordinator.engine.nominations import Nominations, placement_group
 from coordinator.engine.observer import Outcome, SchedulingObserver
 from coordinator.engine.outage import MAX_WAIT_S, Outage
 from coordinator.engine.ports import (
+    REASON_FAILED,
     BindConflict,
     ClusterError,
     ClusterWriter,
     NoAnswer,
+    Nominate,
     PodRef,
     scheduled_message,
 )
@@ -184,6 +186,9 @@ class Scheduler:
         self._calm = asyncio.Event()  # set while there are none
         self._calm.set()
         self._grace_retry: asyncio.TimerHandle | None = None  # retry all at the grace's end
+        #: nominations made during the attempt under way, by pod UID: written with the pod's
+        #: explanation, or alone when the attempt ends (:meth:`nominate`)
+        self._nominating: dict[str, tuple[PodRef, str, Nominate]] = {}
         self.changes = PendingChanges(self.queue, self._wakeup.set)
         self._shapes: dict[str, object] = {}
         #: Only the leader schedules: asked before every cycle and every bind.
@@ -380,6 +385,9 @@ class Scheduler:
             return await self._attempt(entry)
         finally:
             self._attempt_began = None
+            for pod, node, alone in self._nominating.values():  # not explained this attempt
+                self.write(alone(pod, node), f"nominate {pod.key}", urgent=True)
+            self._nominating.clear()
 
     async def _attempt(self, entry: QueuedPod) -> ScheduleResult:
         request = entry.request
@@ -470,7 +478,25 @@ class Scheduler:
         self._posted[entry.uid] = (message, now, forecast)
         if forecast is not None:
             message = f"{message}; {forecast.sentence(self._wall(), clock=True)}"
-        self._background(self.writer.record_failure(pod, message), f"explain {pod.key}")
+        nominated = self._nominating.pop(entry.uid, None)
+        if nominated is not None:
+            # One pods/status patch for both, as kube-scheduler's: urgent, as the nomination is.
+            coro = self._explain(pod, message, nominated=nominated[1])
+            self._background(coro, f"nominate and explain {pod.key}", urgent=True)
+        else:
+            self._background(self._explain(pod, message), f"explain {pod.key}")
+
+    async def _explain(self, pod: PodRef, message: str, *, nominated: str = "") -> None:
+        """``PodScheduled=False`` (with ``nominated``, the nomination too), then the
+        ``FailedScheduling`` Event: in the same write slot, or (after a nomination, which is
+        urgent) as a write of its own that waits its turn behind urgent ones."""
+        if not await self.writer.explain(pod, message, nominated=nominated):
+            return  # bound meanwhile, re-created or gone: nothing to tell
+        event = self.writer.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
+        if nominated:
+            self._background(event, f"explain {pod.key}")
+        else:
+            await event
 
     def restate(self, keys: Iterable[str]) -> None:
         """The stated forecasts of these pending pods changed: write their ``PodScheduled``
@@ -621,6 +647,16 @@ class Scheduler:
         claims = claims_to_write(request, decision, self.view.dra)
         preemptor = self.nominations.node_of(request.uid) is not None
         return BindJob(entry, request, decision, claims, urgent=preemptor)
+
+    def nominate(self, pod: PodRef, node: str, alone: Nominate) -> None:
+        """Write ``pod``'s nomination for ``node``, urgent (ahead of Events and explanations).
+        Made during an attempt, it waits for the attempt's end: a pod the attempt explains gets
+        the nomination and the explanation in one ``pods/status`` patch (as kube-scheduler's
+        one write for a preemptor), any other its nomination ``alone``."""
+        if self._attempt_began is None or not pod.uid:
+            self.write(alone(pod, node), f"nominate {pod.key}", urgent=True)
+        else:
+            self._nominating[pod.uid] = (pod, node, alone)
 
     def write(self, coro: Coroutine[Any, Any, None], what: str, *, urgent: bool = False) -> None:
         """Run a cluster write in the background (bounded, errors logged and counted);

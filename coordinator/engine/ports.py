@@ -2,9 +2,10 @@
 
 ``ClusterWriter`` is the small surface the runtime needs: write a pod's DRA claims (allocated and
 reserved for it, before its Binding; undone when the bind does not happen), bind a pod (decision
-annotations first, then the Binding), record why a pod can't be placed (a ``FailedScheduling``
-Warning Event and the ``PodScheduled=False`` condition), record a success (a ``Scheduled``
-Normal Event), post any other Event (gangs, preemption), and evict.
+annotations first, then the Binding), explain why a pod can't be placed (the ``PodScheduled=False``
+condition, with a preemptor's ``status.nominatedNodeName`` in the same write; the caller adds
+the ``FailedScheduling`` Warning Event), record a success (a ``Scheduled`` Normal Event), post
+any other Event (gangs, preemption), and evict. A :data:`Nominate` writes a nomination alone.
 :mod:`coordinator.adapters.kube.writer` implements it on the API server,
 :mod:`coordinator.adapters.memory.cluster` on an in-process store (the embedded demo,
 ``--in-memory``).
@@ -17,7 +18,7 @@ decision is a :class:`BindConflict` too (the decision was made against an older 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -32,6 +33,7 @@ __all__ = [
     "ClusterError",
     "ClusterWriter",
     "NoAnswer",
+    "Nominate",
     "PodRef",
     "scheduled_message",
 ]
@@ -78,6 +80,10 @@ class PodRef:
         )
 
 
+#: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
+Nominate = Callable[[PodRef, str], Coroutine[Any, Any, None]]
+
+
 class ClusterWriter(Protocol):
     async def allocate_claims(
         self, pod: PodRef, claims: Sequence[ClaimAllocation]
@@ -101,8 +107,12 @@ class ClusterWriter(Protocol):
         """Merge ``annotations`` into the pod, then bind it to ``node``."""
         ...
 
-    async def record_failure(self, pod: PodRef, message: str) -> None:
-        """``FailedScheduling`` Warning Event + ``PodScheduled=False`` (reason Unschedulable)."""
+    async def explain(self, pod: PodRef, message: str, *, nominated: str = "") -> bool:
+        """``PodScheduled=False`` (reason Unschedulable, ``message``) on ``pod``; ``nominated``:
+        the same write sets ``status.nominatedNodeName`` (a preemptor's one write, as
+        kube-scheduler's) and is sent in its turn, not deferred. ``False``: nothing was written
+        and nothing should follow (no ``FailedScheduling`` Event): the pod is bound or being
+        bound, re-created under its name, or gone."""
         ...
 
     async def record_scheduled(self, pod: PodRef, message: str) -> None:

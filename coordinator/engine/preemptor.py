@@ -3,10 +3,12 @@ lowest-priority victims that make room (whole gangs as one victim), as the pure
 :func:`~coordinator.core.preemption.victims.select_victims` picks them.
 
 Executing a plan means: ``status.nominatedNodeName`` on every preemptor member (where it will go
-once the room is free), a ``Preempted`` Event on every victim naming the preemptor, a
-``Preempting`` Event on the preemptor naming the victims, and an eviction of every victim through
-the Eviction API (``pods/eviction``: the API server checks PodDisruptionBudgets too — a ``429``
-leaves the victim running, and the preemptor tries again once its nomination expires).
+once the room is free; written with the member's explanation, in one ``pods/status`` patch, by
+:meth:`~coordinator.engine.loop.Scheduler.nominate`), a ``Preempted`` Event on every victim
+naming the preemptor, a ``Preempting`` Event on the preemptor naming the victims, and an
+eviction of every victim through the Eviction API (``pods/eviction``: the API server checks
+PodDisruptionBudgets too — a ``429`` leaves the victim running, and the preemptor tries again
+once its nomination expires).
 
 A pod asking for part of a GPU preempts too: victims are chosen so that one GPU has room for its
 share (:mod:`coordinator.core.preemption.shares`); a GPU fractional pods share is freed for a
@@ -53,7 +55,7 @@ import heapq
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -102,7 +104,7 @@ from coordinator.engine.gangs.running import (
 from coordinator.engine.loop import Scheduler
 from coordinator.engine.nominations import placement_group
 from coordinator.engine.observer import Trigger
-from coordinator.engine.ports import PodRef
+from coordinator.engine.ports import Nominate, PodRef
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +133,6 @@ HOUR_S: Final = 3600.0
 #: answered (victims that take their time to terminate do not hold every Event meanwhile).
 HOLD_AFTER_EVICTIONS_S: Final = 3.0
 
-#: Records ``status.nominatedNodeName`` on a pod (``""``: clears it).
-Nominate = Callable[[PodRef, str], Coroutine[Any, Any, None]]
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
@@ -1037,8 +1037,9 @@ class Preemptor:
                 writer.event(ref, reason=reason, message=text), f"{reason} for {member}"
             )
             if self.nominate is not None:
-                # with the evictions: where the preemptor goes is said while its victims go
-                self.scheduler.write(self.nominate(ref, node), f"nominate {member}", urgent=True)
+                # with the evictions: where the preemptor goes is said while its victims go (with
+                # its explanation, in one write, when the attempt explains it)
+                self.scheduler.nominate(ref, node, self.nominate)
         return note
 
     def _cliques(self, plan: PreemptionPlan) -> str:

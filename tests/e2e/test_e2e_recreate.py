@@ -86,15 +86,16 @@ async def test_an_explanation_meant_for_a_deleted_pod_never_lands_on_its_success
     old = await cluster.create(gpu_pod("late", 1))
     await kube.delete(PODS, "late", namespace=namespace, grace_period_seconds=0)
     new = await cluster.create(gpu_pod("late", 1))
-    # A failure decided for the old pod and written after the new one exists: refused quietly.
-    await writer.record_failure(
-        PodRef(namespace, "late", old["metadata"]["uid"]), "0/1 nodes are available: stale."
-    )
+    # A failure decided for the old pod and written after the new one exists: refused quietly,
+    # a nomination written with it too.
+    stale = PodRef(namespace, "late", old["metadata"]["uid"])
+    assert not await writer.explain(stale, "0/1 nodes are available: stale.")
+    assert not await writer.explain(stale, "0/1 nodes: preempting.", nominated="dgx-0")
     current = await cluster.pod("late")
     assert current["metadata"]["uid"] == new["metadata"]["uid"]
     assert scheduled_message(current) is None
+    assert "nominatedNodeName" not in current["status"]
     # The same write for the pod that exists is applied.
-    await writer.record_failure(
-        PodRef(namespace, "late", new["metadata"]["uid"]), "0/1 nodes are available: fresh."
-    )
+    fresh = PodRef(namespace, "late", new["metadata"]["uid"])
+    assert await writer.explain(fresh, "0/1 nodes are available: fresh.")
     assert scheduled_message(await cluster.pod("late")) == "0/1 nodes are available: fresh."

@@ -1,9 +1,13 @@
 """The room a preemption frees is held for the preemptor while its victims terminate, on the real
 control plane. No kubelet runs here, so an evicted pod stays ``Terminating`` until the test
 removes it (the kubelet's part): meanwhile a lower-priority pod created later does not take the
-room, and once the victim is gone the preemptor binds on its nominated node."""
+room, and once the victim is gone the preemptor binds on its nominated node. The preemptor's
+nominated node and its ``PodScheduled=False`` condition saying why arrive in one write, as
+kube-scheduler's."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from common.kube import PODS
 from devcluster.kube_wait import wait_for_object
@@ -19,8 +23,9 @@ value: {value}
 """
 
 
-async def nominated(cluster: GangCluster, name: str, node: str) -> None:
-    await wait_for_object(
+async def nominated(cluster: GangCluster, name: str, node: str) -> dict[str, Any]:
+    """The pod as first seen (by watch) with ``status.nominatedNodeName`` ``node``."""
+    return await wait_for_object(
         cluster.kube,
         PODS,
         name,
@@ -53,7 +58,16 @@ async def test_a_lower_priority_pod_does_not_take_the_room_the_victims_are_leavi
         await cluster.create(gpu_pod("filler", 6, priority_class=low))
         assert (await cluster.bound("filler"))["spec"]["nodeName"] == node
         await cluster.create(gpu_pod("urgent", 8, priority_class=high))
-        await nominated(cluster, "urgent", node)
+        # The first version of the pod that names the node says why too: one pods/status write.
+        first = await nominated(cluster, "urgent", node)
+        [scheduled] = [
+            c for c in first["status"].get("conditions") or () if c["type"] == "PodScheduled"
+        ]
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+        assert (
+            f"preempting 1 lower-priority pod: {cluster.namespace}/urgent preempts"
+            in (scheduled["message"])
+        )
         await terminating(cluster, "filler")
         # Two GPUs are free on the node, but they are the preemptor's.
         await cluster.create(gpu_pod("late", 2, priority_class=low))

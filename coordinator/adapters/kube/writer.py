@@ -3,9 +3,11 @@
 Bind is one request: a POST to ``pods/binding`` guarded by ``metadata.uid`` (a pod recreated
 under the same name is refused) that carries the decision annotations — the API server copies a
 Binding's annotations onto the pod in the same update that sets ``spec.nodeName`` (and
-``PodScheduled=True``), so the annotations and the node appear together. Failures write a
-``FailedScheduling`` Event and patch the ``PodScheduled`` condition through ``pods/status``
-(strategic merge on the condition type), as kube-scheduler does.
+``PodScheduled=True``), so the annotations and the node appear together. Failures patch the
+``PodScheduled`` condition through ``pods/status`` (strategic merge on the condition type; the
+scheduler then writes a ``FailedScheduling`` Event), as kube-scheduler does; a preemptor's
+``status.nominatedNodeName`` goes in the same patch (:meth:`KubeClusterWriter.explain`), as
+kube-scheduler's one ``pods/status`` write for a pod whose preemption succeeded.
 
 Per pod (by UID) the condition and the bind are ordered: once a pod's bind is sent, no
 ``PodScheduled=False`` is sent for it any more — a condition write still waiting for its turn is
@@ -13,12 +15,13 @@ called off (:class:`~common.kube.Superseded`), and a bind waits for the answer t
 write already on the wire before it is sent, so the API server always applies the bind last.
 
 Events and condition writes are deferrable (:class:`~common.kube.Deferrable`): under the
-client's QPS limit they yield to binds. Events are aggregated per pod and reason
-(:class:`~common.kube.recorder.EventRecorder`: one Event whose count goes up) and may go through
-their own client (``events=``), as kube-scheduler's do. A preemptor's nominated node is written
-as ``status.nominatedNodeName`` (:func:`kube_nominator`). An eviction carries the pod's UID as a
-precondition (``deleteOptions.preconditions.uid``): one decided for a pod that was deleted and
-re-created under its name since leaves the new pod alone and counts as done.
+client's QPS limit they yield to binds; a condition carrying a nomination is not deferred. Events
+are aggregated per pod and reason (:class:`~common.kube.recorder.EventRecorder`: one Event whose
+count goes up) and may go through their own client (``events=``), as kube-scheduler's do. A
+nomination alone (made without an explanation, or cleared) is written by :func:`kube_nominator`.
+An eviction carries the pod's UID as a precondition (``deleteOptions.preconditions.uid``): one
+decided for a pod that was deleted and re-created under its name since leaves the new pod alone
+and counts as done.
 """
 
 from __future__ import annotations
@@ -54,9 +57,9 @@ from coordinator.engine.ports import (
     BindConflict,
     ClusterError,
     NoAnswer,
+    Nominate,
     PodRef,
 )
-from coordinator.engine.preemptor import Nominate
 
 __all__ = ["KubeClusterWriter", "kube_nominator"]
 
@@ -137,9 +140,9 @@ class KubeClusterWriter:
                 raise NoAnswer(f"bind {pod.key} to {node}: {exc}") from exc
             raise ClusterError(f"bind {pod.key} to {node}: {exc}") from exc
 
-    async def record_failure(self, pod: PodRef, message: str) -> None:
+    async def explain(self, pod: PodRef, message: str, *, nominated: str = "") -> bool:
         if self._bind_was_sent(pod):
-            return  # bound (or being bound): an explanation now would be a stale one
+            return False  # bound (or being bound): an explanation now would be a stale one
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         condition = {
             "type": "PodScheduled",
@@ -149,7 +152,10 @@ class KubeClusterWriter:
             "lastProbeTime": None,
             "lastTransitionTime": now,
         }
-        body: dict[str, object] = {"status": {"conditions": [condition]}}
+        status: dict[str, object] = {"conditions": [condition]}
+        if nominated:
+            status["nominatedNodeName"] = nominated
+        body: dict[str, object] = {"status": status}
         if pod.uid:
             # Only on this pod: one re-created under its name since is another pod.
             body["metadata"] = {"uid": pod.uid}
@@ -163,9 +169,14 @@ class KubeClusterWriter:
             return True
 
         try:
-            await self._patch_condition(pod, body, Deferrable(send_now=send_now))
+            if not nominated:
+                await self._patch_condition(pod, body, Deferrable(send_now=send_now))
+            elif send_now():  # a nomination waits for no one's rate limit
+                await self._patch_condition(pod, body, None)
+            else:
+                return False
         except (Superseded, NotFound):
-            return  # bound meanwhile, re-created, or deleted: nothing to explain to anyone
+            return False  # bound meanwhile, re-created, or deleted: nothing to explain to anyone
         finally:
             answered.set_result(None)
             sent = self._on_wire.get(pod.uid)
@@ -173,12 +184,10 @@ class KubeClusterWriter:
                 sent.discard(answered)
                 if not sent:
                     del self._on_wire[pod.uid]
-        if self._bind_was_sent(pod):
-            return
-        await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
+        return not self._bind_was_sent(pod)
 
     async def _patch_condition(
-        self, pod: PodRef, body: Mapping[str, object], deferrable: Deferrable
+        self, pod: PodRef, body: Mapping[str, object], deferrable: Deferrable | None
     ) -> None:
         for attempt in (1, 2):
             try:

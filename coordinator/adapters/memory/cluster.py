@@ -31,6 +31,7 @@ import datetime
 import itertools
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -45,7 +46,6 @@ from coordinator.engine.claimstatus import extended_claim_status
 from coordinator.engine.ports import (
     COMPONENT,
     CONDITION_REASON,
-    REASON_FAILED,
     REASON_SCHEDULED,
     BindConflict,
     PodRef,
@@ -79,6 +79,8 @@ class MemoryCluster:
         self._rv = itertools.count(1)
         self._listeners: list[PodListener] = []
         self.binds = 0
+        #: pods/status writes (explanations, nominations) by pod ``namespace/name``
+        self.status_writes: Counter[str] = Counter()
         #: ResourceSlices, DeviceClasses and ResourceClaims (the scheduler's view reads
         #: ``dra.store``).
         self.dra = MemoryDra(versions=self._rv)
@@ -412,10 +414,10 @@ class MemoryCluster:
         self.binds += 1
         self._publish("MODIFIED", obj)
 
-    async def record_failure(self, pod: PodRef, message: str) -> None:
+    async def explain(self, pod: PodRef, message: str, *, nominated: str = "") -> bool:
         obj = self._pods.get(pod.key)
         if obj is None:
-            return
+            return False
         self._set_condition(
             obj,
             {
@@ -426,9 +428,26 @@ class MemoryCluster:
                 "lastTransitionTime": _stamp(self._clock()),
             },
         )
+        if nominated:
+            obj["status"]["nominatedNodeName"] = nominated
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.status_writes[pod.key] += 1
         self._publish("MODIFIED", obj)
-        await self.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
+        return True
+
+    async def nominate(self, pod: PodRef, node: str) -> None:
+        """A :data:`~coordinator.engine.ports.Nominate`: ``status.nominatedNodeName`` alone
+        (``""`` clears it), as the API server keeps it."""
+        obj = self._pods.get(pod.key)
+        if obj is None or (pod.uid and obj["metadata"].get("uid") != pod.uid):
+            return
+        if node:
+            obj["status"]["nominatedNodeName"] = node
+        else:
+            obj["status"].pop("nominatedNodeName", None)
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self.status_writes[pod.key] += 1
+        self._publish("MODIFIED", obj)
 
     async def record_scheduled(self, pod: PodRef, message: str) -> None:
         await self.event(pod, reason=REASON_SCHEDULED, message=message)

@@ -33,8 +33,7 @@ from tests.support.sched_hw import gpu_node, pcie8, plain_node, request, running
 
 
 class LingeringCluster(MemoryCluster):
-    """Evicted pods stay (Terminating) until :meth:`terminate`; nominations are written to the
-    pod's status as the API server would keep them."""
+    """Evicted pods stay (Terminating) until :meth:`terminate`."""
 
     def __init__(self, inventory: Inventory) -> None:
         super().__init__(inventory)
@@ -48,16 +47,6 @@ class LingeringCluster(MemoryCluster):
             ns, _, name = key.partition("/")
             self.delete_pod(ns, name)
         self.evicted.clear()
-
-    async def nominate(self, pod: PodRef, node: str) -> None:
-        obj = self._pods.get(pod.key)
-        if obj is None:
-            return
-        if node:
-            obj["status"]["nominatedNodeName"] = node
-        else:
-            obj["status"].pop("nominatedNodeName", None)
-        self._publish("MODIFIED", obj)
 
 
 @contextlib.asynccontextmanager
@@ -572,3 +561,70 @@ async def test_events_wait_while_the_evictions_are_on_the_wire() -> None:
             lambda: any(e["reason"] == "Preempting" for e in memory.events("default", "urgent")),
             what="the Preempting Event once the eviction was answered",
         )
+
+
+def failed_scheduling(cluster: MemoryCluster, name: str) -> list[str]:
+    return [
+        e["message"] for e in cluster.events("default", name) if e["reason"] == "FailedScheduling"
+    ]
+
+
+async def test_a_preemptor_is_nominated_and_told_why_in_one_status_write(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    # kube-scheduler's one pods/status patch for a pod whose preemption succeeded: the nominated
+    # node and PodScheduled=False together; the FailedScheduling Event follows on its own.
+    memory, runtime = cluster
+    await preempted(memory, runtime)
+    urgent = memory.pod("default", "urgent")
+    assert urgent is not None
+    assert urgent["status"]["nominatedNodeName"] == "dgx-a"
+    said = "preempting 1 lower-priority pod: default/urgent preempts default/filler"
+    assert said in message_of(memory, "urgent")
+    assert memory.status_writes["default/urgent"] == 1
+    assert any(said in m for m in failed_scheduling(memory, "urgent"))
+    # Retried while its victim goes: told nothing new, no second write.
+    runtime.scheduler.queue.cluster_changed()
+    await runtime.settle()
+    assert memory.status_writes["default/urgent"] == 1
+    memory.terminate()
+    await eventually(lambda: node_of(memory, "urgent"), what="urgent bound", timeout_s=10)
+    assert memory.status_writes["default/urgent"] == 1
+
+
+async def test_every_gang_member_is_nominated_and_told_why_in_one_status_write() -> None:
+    async with lingering(nodes=("dgx-a", "dgx-b")) as (memory, runtime):
+        for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
+            memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
+        for k in range(2):
+            memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
+        await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
+        await runtime.settle()
+        for k in range(2):
+            member = memory.pod("default", f"big-{k}")
+            assert member is not None
+            assert member["status"]["nominatedNodeName"] in ("dgx-a", "dgx-b")
+            assert "preempting 2 lower-priority pods" in message_of(memory, f"big-{k}")
+            assert memory.status_writes[f"default/big-{k}"] == 1
+        memory.terminate()
+        await eventually(
+            lambda: node_of(memory, "big-0") and node_of(memory, "big-1"), what="gang bound"
+        )
+        assert memory.status_writes["default/big-0"] == memory.status_writes["default/big-1"] == 1
+
+
+async def test_a_nomination_made_outside_an_attempt_is_written_alone_at_once(
+    cluster: tuple[LingeringCluster, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    obj = memory.create_pod(pod("waiting", gpus=8, priority=0, gang=("never", 2)))
+    await runtime.settle()
+    told = message_of(memory, "waiting")
+    writes = memory.status_writes["default/waiting"]
+    runtime.scheduler.nominate(PodRef.of(obj), "dgx-a", memory.nominate)
+    await runtime.settle()
+    waiting = memory.pod("default", "waiting")
+    assert waiting is not None
+    assert waiting["status"]["nominatedNodeName"] == "dgx-a"
+    assert message_of(memory, "waiting") == told  # its explanation is left as it was
+    assert memory.status_writes["default/waiting"] == writes + 1
