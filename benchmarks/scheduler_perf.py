@@ -53,10 +53,11 @@ it no workload for, or a steady state for longer: ``--param duration=30s``; say 
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during its measured phase only
 (``DIR/topos-<tag>.txt``, raw collapsed stacks), and the API server's Go CPU profile over the
-first seconds of every run's (``DIR/apiserver-<tag>.pprof``, for ``go tool pprof -top``). ``--audit``: the API server keeps an audit log
-of pod writes and each run prints its measured phase's by client (``bench-topos``,
-``bench-kube-scheduler``, ``kwok-controller``): the requests per pod leave ``pods/status`` out,
-as KWOK's Running writes share that row with the scheduler's explanations and nominations.
+first seconds of every run's (``DIR/apiserver-<tag>.pprof``, for ``go tool pprof -top``).
+``--audit``: the API server keeps an audit log of pod writes and each run prints its measured
+phase's by client (``bench-topos``, ``bench-kube-scheduler``, ``kwok-controller``): the requests
+per pod leave ``pods/status`` out, as KWOK's Running writes share that row with the scheduler's
+explanations and nominations.
 
 **Order.** The Nodes' creation keeps the API server busy for a while after they are Ready, and the
 first pods bound to fresh KWOK Nodes bring LISTs and WATCHes that come only once: both fell on
