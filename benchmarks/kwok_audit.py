@@ -78,15 +78,8 @@ class PodListers:
 
     def _read(self) -> Counter[tuple[str, str, str]]:
         counts: Counter[tuple[str, str, str]] = Counter()
-        if not self.path.exists():
-            return counts
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next reading
-        self.offset += end
-        for line in data[:end].splitlines():
-            event: dict[str, Any] = json.loads(line)
+        events, self.offset = _events_after(self.path, self.offset)
+        for event in events:
             verb, stage = event.get("verb", ""), event.get("stage", "")
             if (verb, stage) not in (("list", "ResponseComplete"), ("watch", "ResponseStarted")):
                 continue
@@ -115,6 +108,18 @@ class PodListers:
         return "audit: pod LIST/WATCH by client: " + "; ".join(parts) + closed
 
 
+def _events_after(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The audit events written to ``path`` after byte ``offset``, and the offset to read from
+    next (a line still being written waits for the next reading)."""
+    if not path.exists():
+        return [], offset
+    with path.open("rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    return [json.loads(line) for line in data[:end].splitlines()], offset + end
+
+
 @dataclass
 class PodWriters:
     """The pod writes in the audit log (``audit_args(writes=True)``) from where the last reading
@@ -125,15 +130,8 @@ class PodWriters:
 
     def read(self) -> Counter[tuple[str, str, str]]:
         counts: Counter[tuple[str, str, str]] = Counter()
-        if not self.path.exists():
-            return counts
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next reading
-        self.offset += end
-        for line in data[:end].splitlines():
-            event: dict[str, Any] = json.loads(line)
+        events, self.offset = _events_after(self.path, self.offset)
+        for event in events:
             ref = event.get("objectRef") or {}
             verb = event.get("verb", "")
             if event.get("stage") != "ResponseComplete" or ref.get("resource") != "pods":
