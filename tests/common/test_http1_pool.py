@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from common.kube.http1 import BadReply, Http1Pool
+from common.kube.http1 import BadReply, Http1Pool, _read_reply
 
 Script = Callable[[bytes], bytes | None]
 """A request (head and body) → the raw reply (``None``: close the connection)."""
@@ -218,3 +218,29 @@ async def test_a_closed_pool_refuses_requests(pool_of: Callable[[Server], Http1P
         assert pool.idle == 0
         with pytest.raises(ConnectionError, match="closed"):
             await pool.exchange("GET", "/a", {}, None, timeout_s=5)
+
+
+@pytest.mark.parametrize(
+    ("raw", "body"),
+    [
+        (_reply(b'{"kind":"Binding"}', extra="Retry-After: 1\r\n"), b'{"kind":"Binding"}'),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b'4\r\n{"a"\r\n5\r\n:"b"}\r\n0\r\n\r\n',
+            b'{"a":"b"}',
+        ),
+    ],
+    ids=["length", "chunked"],
+)
+async def test_a_reply_split_over_many_reads_is_read_whole(raw: bytes, body: bytes) -> None:
+    # The server's bytes come in pieces of three: the status line, a header, a chunk-size line
+    # and the body each cut across reads, as TCP may deliver them.
+    reader = asyncio.StreamReader()
+    reading = asyncio.create_task(_read_reply(reader, "POST"))
+    for start in range(0, len(raw), 3):
+        assert not reading.done()
+        reader.feed_data(raw[start : start + 3])
+        await asyncio.sleep(0)  # one loop turn: the reader takes what has come
+    reply, reusable = await reading
+    assert (reply.status, reply.reason, reply.body) == (200, "OK", body)
+    assert reusable
