@@ -230,17 +230,16 @@ class KubeClientCore:
         """A request whose reply is one JSON object, under the retry policy."""
 
         async def attempt() -> KubeObject:
-            if self._transport is not None and self._transport.exchanges(path):
-                raw = await self._exchange(
-                    method,
-                    path,
-                    query=query,
-                    body=body,
-                    content_type=content_type,
-                    deferrable=deferrable,
-                )
-            else:
-                raw = await self._send_and_read(method, path, query, body, content_type, deferrable)
+            pooled = self._transport is not None and self._transport.exchanges(path)
+            read = self._exchange if pooled else self._send_and_read
+            raw = await read(
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                deferrable=deferrable,
+            )
             try:
                 decoded = _JSON_DECODER.decode(raw) if raw else {}
             except msgspec.DecodeError as exc:
@@ -255,11 +254,13 @@ class KubeClientCore:
         self,
         method: str,
         path: str,
+        *,
         query: Mapping[str, str | int] | None,
         body: Any,
         content_type: str,
         deferrable: Deferrable | None,
     ) -> bytes:
+        """As :meth:`_exchange`, through the aiohttp session (a proxy, a path to encode)."""
         response = await self._send(
             method, path, query=query, body=body, content_type=content_type, deferrable=deferrable
         )
@@ -319,10 +320,9 @@ def _error_from_reply(
         text = raw.decode("utf-8", "replace").strip()[:300]
         body = {"message": f"{method} {path}: {text or reason or 'no body'}"}
     retry_after: float | None = None
-    header = retry_after_header
-    if header:
+    if retry_after_header:
         try:
-            retry_after = float(header)
+            retry_after = float(retry_after_header)
         except ValueError:
             retry_after = None
     return error_for_status(status, body, retry_after_s=retry_after)

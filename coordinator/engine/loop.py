@@ -354,7 +354,7 @@ class Scheduler:
     async def _wait_out_outage(self) -> None:
         """The API server did not answer the last binds: no cycle until the pause is over (the
         next bind is the probe)."""
-        while (left := self.outage.left_s(self._clock())) > 0:
+        while self.outage.ongoing and (left := self.outage.left_s(self._clock())) > 0:
             self.idle.set()
             await asyncio.sleep(left)
 

@@ -430,9 +430,7 @@ class MemoryCluster:
         )
         if nominated:
             obj["status"]["nominatedNodeName"] = nominated
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self.status_writes[pod.key] += 1
-        self._publish("MODIFIED", obj)
+        self._status_written(pod, obj)
         return True
 
     async def nominate(self, pod: PodRef, node: str) -> None:
@@ -445,6 +443,10 @@ class MemoryCluster:
             obj["status"]["nominatedNodeName"] = node
         else:
             obj["status"].pop("nominatedNodeName", None)
+        self._status_written(pod, obj)
+
+    def _status_written(self, pod: PodRef, obj: dict[str, Any]) -> None:
+        """A ``pods/status`` write applied: a new version, counted and told to the watchers."""
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
         self.status_writes[pod.key] += 1
         self._publish("MODIFIED", obj)

@@ -453,12 +453,7 @@ async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backof
     an hour); once the last victim is gone the gang goes at once."""
     hour = QueueSettings(initial_backoff_s=3600, max_backoff_s=3600)
     async with lingering(nodes=("dgx-a", "dgx-b"), queue=hour) as (memory, runtime):
-        for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
-            memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
-        for k in range(2):
-            memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
-        await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
-        await runtime.settle()
+        await big_gang_over_fillers(memory, runtime)
         assert node_of(memory, "big-0") is None  # the victims still hold the GPUs
         memory.terminate()
         await eventually(
@@ -483,12 +478,7 @@ async def test_a_gang_waits_for_its_victims_without_being_planned_or_told_again(
 
     nodes = ("dgx-a", "dgx-b")
     async with lingering(nodes=nodes, queue=quick, planner=planner) as (memory, runtime):
-        for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
-            memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
-        for k in range(2):
-            memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
-        await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
-        await runtime.settle()
+        await big_gang_over_fillers(memory, runtime)
         told = message_of(memory, "big-0")
         assert "preempting 2 lower-priority pods" in told, told
         failed = [e for e in memory.events("default", "big-0") if e["reason"] == "FailedScheduling"]
@@ -563,6 +553,17 @@ async def test_events_wait_while_the_evictions_are_on_the_wire() -> None:
         )
 
 
+async def big_gang_over_fillers(memory: LingeringCluster, runtime: SchedulerRuntime) -> None:
+    """A 2-member gang of 8-GPU pods over a low-priority 8-GPU pod on each of ``dgx-a`` and
+    ``dgx-b``; returns once both fillers are evicted and the scheduler settled."""
+    for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
+        memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
+    for k in range(2):
+        memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
+    await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
+    await runtime.settle()
+
+
 def failed_scheduling(cluster: MemoryCluster, name: str) -> list[str]:
     return [
         e["message"] for e in cluster.events("default", name) if e["reason"] == "FailedScheduling"
@@ -594,12 +595,7 @@ async def test_a_preemptor_is_nominated_and_told_why_in_one_status_write(
 
 async def test_every_gang_member_is_nominated_and_told_why_in_one_status_write() -> None:
     async with lingering(nodes=("dgx-a", "dgx-b")) as (memory, runtime):
-        for name, node in (("f-a", "dgx-a"), ("f-b", "dgx-b")):
-            memory.create_pod(pod(name, gpus=8, priority=0, scheduler=None, node=node))
-        for k in range(2):
-            memory.create_pod(pod(f"big-{k}", gpus=8, priority=100, gang=("big", 2)))
-        await eventually(lambda: len(memory.evicted) == 2, what="both evictions", timeout_s=10)
-        await runtime.settle()
+        await big_gang_over_fillers(memory, runtime)
         for k in range(2):
             member = memory.pod("default", f"big-{k}")
             assert member is not None
