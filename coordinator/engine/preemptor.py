@@ -249,7 +249,9 @@ class Preemptor:
         self._reported: set[str] = set()  # pods whose bad topos.io/min-runtime was reported
         self.nominations: dict[str, _Nomination] = {}  # preemptor unit → what it evicted
         self.held = scheduler.nominations  # the room held for preemptors, by pod UID
-        self.evicting: dict[str, float] = {}  # victim pod → until when it counts as leaving
+        #: victim pod (its UID; its ``namespace/name`` where none is known) → until when it
+        #: counts as leaving: a pod re-created under a victim's name is another pod, not leaving
+        self.evicting: dict[str, float] = {}
         self._leaving: list[tuple[float, str]] = []  # (until, pod) of each eviction: a heap
         self._ending: list[tuple[float, int, str]] = []  # (until, id, unit) of nominations: a heap
         #: room held for gangs compaction moved (a reservation group → until when)
@@ -605,7 +607,7 @@ class Preemptor:
             observer.preemption_attempted()
         lower = any(  # is any pod it may evict (lower priority, not leaving) running?
             p.priority < priority
-            and f"{p.namespace}/{p.name}" not in self.evicting
+            and (p.uid or f"{p.namespace}/{p.name}") not in self.evicting
             and not admitted_by_queue(p.labels)
             for p in bound_pods(inventory)
         )
@@ -766,7 +768,7 @@ class Preemptor:
                 eligible=eligible,
                 lone=lone,
                 on_node=lambda name: [
-                    p for p in index.on(name) if self.evicting.get(p.key, 0.0) <= now
+                    p for p in index.on(name) if self.evicting.get(p.uid or p.key, 0.0) <= now
                 ],
             )
             if isinstance(plan, PreemptionPlan) and plan.victims:
@@ -918,7 +920,7 @@ class Preemptor:
                 restartable=restartable,
                 cache=self._running,
             )
-            if p.key not in leaving and not admitted_by_queue(p.labels)
+            if (p.uid or p.key) not in leaving and not admitted_by_queue(p.labels)
         ]
 
     def _bounded(self, intent: PlacementIntent | None) -> PlacementIntent:
@@ -1067,8 +1069,9 @@ class Preemptor:
         reason: str = REASON_PREEMPTED,
         nomination: _Nomination | None = None,
     ) -> None:
-        self.evicting[victim] = until
-        heapq.heappush(self._leaving, (until, victim))
+        leaving = uids.get(victim) or victim
+        self.evicting[leaving] = until
+        heapq.heappush(self._leaving, (until, leaving))
         ref = replace(_ref(victim), uid=uids.get(victim, ""))
         writer = self.scheduler.writer
 

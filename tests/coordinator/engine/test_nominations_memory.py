@@ -426,7 +426,7 @@ async def test_a_victim_that_never_goes_is_evicted_again_only_once_its_eviction_
     async with runtime, gangs:
         preemptor = gangs.preemptor
         assert preemptor is not None
-        memory.create_pod(pod("filler", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        filler = memory.create_pod(pod("filler", gpus=8, priority=0, scheduler=None, node="dgx-a"))
         await runtime.settle()
         memory.create_pod(pod("urgent", gpus=8, priority=100))
         await eventually(
@@ -436,7 +436,7 @@ async def test_a_victim_that_never_goes_is_evicted_again_only_once_its_eviction_
         memory.add_node("cpu-1", allocatable=plain)  # room gained: urgent is tried again
         await runtime.settle()
         assert memory.evicted == ["default/filler"]
-        assert set(preemptor.evicting) == {"default/filler"}
+        assert set(preemptor.evicting) == {filler["metadata"]["uid"]}
         now[0] += 61
         await eventually(lambda: not preemptor.evicting, what="the eviction expired", timeout_s=10)
         memory.add_node("cpu-2", allocatable=plain)
@@ -445,6 +445,32 @@ async def test_a_victim_that_never_goes_is_evicted_again_only_once_its_eviction_
             what="filler evicted again",
             timeout_s=10,
         )
+
+
+async def test_a_victim_re_created_under_its_name_is_a_pod_preemption_may_evict() -> None:
+    """A victim deleted and re-applied under the same name while its eviction still counts
+    (within the preemptor's nomination, 60 s) is another pod: the next higher-priority pod
+    preempts it at once, instead of waiting out the old pod's eviction."""
+    async with lingering() as (memory, runtime):
+        memory.create_pod(pod("filler", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        await runtime.settle()
+        memory.create_pod(pod("urgent-1", gpus=8, priority=100))
+        await eventually(
+            lambda: memory.evicted == ["default/filler"], what="filler evicted", timeout_s=10
+        )
+        memory.terminate()
+        await eventually(lambda: node_of(memory, "urgent-1"), what="urgent-1 bound", timeout_s=10)
+        memory.delete_pod("default", "urgent-1")
+        memory.create_pod(pod("filler", gpus=8, priority=0, scheduler=None, node="dgx-a"))
+        await runtime.settle()
+        memory.create_pod(pod("urgent-2", gpus=8, priority=100))
+        await eventually(
+            lambda: memory.evicted == ["default/filler"],
+            what="the re-created filler evicted",
+            timeout_s=10,
+        )
+        memory.terminate()
+        await eventually(lambda: node_of(memory, "urgent-2"), what="urgent-2 bound", timeout_s=10)
 
 
 async def test_a_gang_binds_as_soon_as_its_victims_are_gone_not_after_its_backoff() -> None:
