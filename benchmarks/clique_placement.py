@@ -57,7 +57,7 @@ import argparse
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -587,6 +587,15 @@ def engine_run(
     return out
 
 
+def blind_base(name: str, ran: Collection[str]) -> str | None:
+    """The clique-blind arm Topos arm ``name`` is read against, of those that ``ran``: the one
+    with the same pods and the same defragmentation (``clique-blind+<mode>``), else
+    ``clique-blind``; ``None`` when none of them ran."""
+    mode = name.partition("+")[2]
+    tried = (f"clique-blind+{mode}", f"clique-blind+{mode.partition('+')[0]}") if mode else ()
+    return next((b for b in (*tried, "clique-blind") if b in ran), None)
+
+
 def one_seed_engine(
     seed: int, ticks: int, gang_rate: float, defrag: Sequence[str] = (), only: Sequence[str] = ()
 ) -> tuple[float, float]:
@@ -601,12 +610,8 @@ def one_seed_engine(
         report(arm)
 
     def base_of(name: str) -> tuple[str, float]:
-        """The clique-blind arm a Topos arm is read against: the one with the same pods and
-        the same defragmentation (``clique-blind+<mode>``) when it ran, else ``clique-blind``."""
-        mode = name.partition("+")[2]
-        tried = (f"clique-blind+{mode}", f"clique-blind+{mode.partition('+')[0]}")
-        blind = next((b for b in tried if mode and b in arms), "clique-blind")
-        return blind, statistics.fmean(arms[blind].stranded)
+        blind = blind_base(name, arms) or "clique-blind"
+        return blind, statistics.fmean(arms[blind].stranded) if blind in arms else 0.0
 
     for arm in arms.values():
         blind, base = base_of(arm.name)
@@ -645,8 +650,12 @@ def main() -> None:
     if bad := [m for m in defrag if m not in DEFRAG_MODES]:
         parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
     only = [a for a in args.arms.split(",") if a]
-    if only and "clique-blind" not in only:
-        parser.error("--arms: the goals are read against clique-blind; include it")
+    goal = f"topos+{defrag[-1]}" if defrag else "topos"
+    if only and goal not in only:
+        parser.error(f"--arms: the goals are read on {goal}; include it")
+    ran = {"clique-blind", *(f"clique-blind+{m}" for m in defrag)}.intersection(only)
+    if only and blind_base(goal, ran) is None:
+        parser.error(f"--arms: {goal} is read against a clique-blind arm; include one")
     seeds = range(args.seed, args.seed + args.seeds)
     if args.engine:
         results = [one_seed_engine(s, args.ticks, args.gang_rate, defrag, only) for s in seeds]

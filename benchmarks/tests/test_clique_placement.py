@@ -4,7 +4,7 @@ every arm runs every job."""
 
 from __future__ import annotations
 
-from benchmarks.clique_placement import engine_run, stream, trace
+from benchmarks.clique_placement import blind_base, engine_run, stream, trace
 
 
 def test_the_stream_becomes_a_trace_of_the_same_jobs() -> None:
@@ -25,3 +25,12 @@ def test_on_the_engine_gangs_that_fit_one_rack_get_one_and_clique_blind_ones_do_
     assert blind.inside < blind.could
     assert all(arm.left == 0 for arm in arms.values())
     assert all(len(arm.stranded) == 40 for arm in arms.values())
+
+
+def test_a_topos_arm_is_read_against_the_clique_blind_arm_with_its_moves_when_that_ran() -> None:
+    both = {"clique-blind", "clique-blind+background"}
+    assert blind_base("topos+background+racks", both) == "clique-blind+background"
+    assert blind_base("topos+background+racks", {"clique-blind"}) == "clique-blind"
+    assert blind_base("topos+background", {"clique-blind+background"}) == "clique-blind+background"
+    assert blind_base("topos", both) == "clique-blind"
+    assert blind_base("topos+background+racks", {"firstfit"}) is None
