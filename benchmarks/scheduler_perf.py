@@ -49,7 +49,7 @@ it no workload for, or a steady state for longer: ``--param duration=30s``; say 
 
     .venv/bin/python -m benchmarks.scheduler_perf [--case SchedulingBasic] [--workload 500Nodes]
         [--config misc/performance-config.yaml] [--limit unlimited] [--order kube-scheduler,topos]
-        [--param initNodes=500 ...] [--repeat N] [--profile DIR] [--audit] [--json]
+        [--param initNodes=500 ...] [--repeat N] [--profile DIR] [--audit] [--phases] [--json]
 
 ``--profile DIR`` records the coordinator with ``py-spy`` during its measured phase only
 (``DIR/topos-<tag>.txt``, raw collapsed stacks), and the API server's Go CPU profile over the
@@ -57,7 +57,9 @@ first seconds of every run's (``DIR/apiserver-<tag>.pprof``, for ``go tool pprof
 ``--audit``: the API server keeps an audit log of pod writes and each run prints its measured
 phase's by client (``bench-topos``, ``bench-kube-scheduler``, ``kwok-controller``): the requests
 per pod leave ``pods/status`` out, as KWOK's Running writes share that row with the scheduler's
-explanations and nominations.
+explanations and nominations. ``--phases``: a steady state's pods, step by step (their claim
+made, named in the pod, protected, allocated; the pod bound), p50 ms after the create, from a
+watch of the claims beside the pods'.
 
 **Order.** The Nodes' creation keeps the API server busy for a while after they are Ready, and the
 first pods bound to fresh KWOK Nodes bring LISTs and WATCHes that come only once: both fell on
@@ -130,7 +132,12 @@ from benchmarks.scheduler_perf_objects import (
     resource_driver,
     run_churn,
 )
-from benchmarks.scheduler_perf_steady import parse_duration, steady_state, throughput_samples
+from benchmarks.scheduler_perf_steady import (
+    parse_duration,
+    phase_medians,
+    steady_state,
+    throughput_samples,
+)
 from benchmarks.scheduler_perf_templates import ObjectTemplate, TemplateError, load_template
 from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
@@ -549,6 +556,8 @@ class PerfRun(Run):
     window: tuple[float, float] | None = None
     #: ``--audit``: the measured phase's pod writes by (user, verb, subresource), every client
     pod_writes: Counter[tuple[str, str, str]] | None = None
+    #: ``--phases``: a steady state's steps per pod (see ``scheduler_perf_steady``)
+    phases: dict[str, dict[str, float]] | None = None
 
     @property
     def samples(self) -> list[float]:
@@ -572,11 +581,16 @@ class PerfRun(Run):
             return text
         samples = sorted(self.samples)
         p50 = samples[math.ceil(len(samples) / 2) - 1] if samples else float("nan")
-        return (
+        text = (
             f"{text}\n{'':14s} steady state for {self.window[1] - self.window[0]:g} s: "
             f"upstream's SchedulingThroughput average {self.rate:.1f} pods/s over "
             f"{len(samples)} 1-s samples (p50 {p50:.1f}); {len(self.bound)} pods bound"
         )
+        if self.phases is not None:
+            steps = phase_medians(self.sent, self.phases, self.bound)
+            said = ", ".join(f"{label} {ms:.0f}" for label, ms in steps) or "none seen whole"
+            text += f"\n{'':14s} a pod's steps, ms after its create (p50): {said}"
+        return text
 
 
 async def one_run(
@@ -591,6 +605,7 @@ async def one_run(
     profile: Path | None = None,
     apiserver_profile: Path | None = None,
     writers: PodWriters | None = None,
+    phases: bool = False,
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
     spaces = namespaces_of(workload, namespace)
@@ -656,7 +671,10 @@ async def one_run(
         def body(i: int) -> dict[str, Any]:
             return pod_body(step.template.render(i, step.count), f"p-{i:05d}", name)
 
-        run.window = await steady_state(kube, namespace, body, step.count, steady.steady_s, run)
+        run.phases = {} if phases else None
+        run.window = await steady_state(
+            kube, namespace, body, step.count, steady.steady_s, run, run.phases
+        )
         proc.check()
         run.pods, run.created_s = len(run.sent), steady.steady_s
         run.timed_out = not run.bound
@@ -813,6 +831,16 @@ def row(run: PerfRun) -> dict[str, Any]:
         "scheduled_events": run.scheduled_events,
         "timed_out": run.timed_out,
         **({} if run.claims_allocated is None else {"claims_allocated": run.claims_allocated}),
+        **(
+            {}
+            if run.phases is None
+            else {
+                "phases_ms": {
+                    label: round(ms, 1)
+                    for label, ms in phase_medians(run.sent, run.phases, run.bound)
+                }
+            }
+        ),
     }
 
 
@@ -825,6 +853,7 @@ async def bench(
     profile: Path | None = None,
     binds: int = 64,
     audit: bool = False,
+    phases: bool = False,
 ) -> list[PerfRun]:
     binaries = ensure(extra=True, log=False)
     work = Path(tempfile.mkdtemp(prefix="topos-sched-perf-"))
@@ -890,6 +919,7 @@ async def bench(
                             None if profile is None else profile / f"apiserver-{tag}.pprof"
                         ),
                         writers=writers,
+                        phases=phases,
                     )
                 finally:
                     proc.stop()
@@ -955,6 +985,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the API server audits pod writes: each run's measured phase counts them by client "
         "(the request counts leave pods/status out: KWOK's Running writes share the row)",
     )
+    ap.add_argument(
+        "--phases",
+        action="store_true",
+        help="a steady state: when each pod's claim is made, named in the pod, protected and "
+        "allocated, and the pod bound (a watch of the claims too; p50 ms after the create)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     order = [x.strip() for x in args.order.split(",") if x.strip()]
@@ -988,6 +1024,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile=args.profile,
             binds=args.binds,
             audit=args.audit,
+            phases=args.phases,
         )
     )
     rows = [row(r) for r in runs]

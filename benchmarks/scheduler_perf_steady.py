@@ -18,25 +18,33 @@ A pod's claims made from its ResourceClaimTemplate go when it does, as upstream'
 them: kube-controller-manager's resourceclaim controller takes the deleted pod out of
 ``status.reservedFor`` and deallocates the claim, and its garbage collector deletes the claim
 (the pod owns it).
+
+``phases`` (``--phases``): where a batch's time goes, from a watch of the namespace's claims
+beside the one of its pods: when each pod's claim was first seen made (by the resourceclaim
+controller), named in the pod's ``status.resourceClaimStatuses``, given the scheduler's
+``delete-protection`` finalizer, allocated, and the pod bound, in ms after its create was sent
+(:func:`phase_medians`). The same watches for both schedulers: the differences are theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import re
+import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchmarks.kwok_run import Run
 from benchmarks.scheduler_perf_objects import WorkloadError
-from common.kube import PODS, KubeClient
+from common.kube import PODS, RESOURCE_CLAIMS, KubeClient, Resource
 from common.kube.errors import KubeError
 
-__all__ = ["parse_duration", "steady_state", "throughput_samples"]
+__all__ = ["PHASES", "parse_duration", "phase_medians", "steady_state", "throughput_samples"]
 
 #: Go's ``time.ParseDuration`` units, in seconds.
 _UNITS = {
@@ -52,6 +60,9 @@ _UNITS = {
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 #: upstream's ``throughputSampleInterval``
 SAMPLE_INTERVAL_S = 1.0
+#: A batch's steps, in order (``phases``), then the bind.
+PHASES = ("claim made", "named in the pod", "protected", "allocated")
+_PROTECTION = "resource.kubernetes.io/delete-protection"
 
 
 def parse_duration(text: object, where: str) -> float:
@@ -96,24 +107,57 @@ def throughput_samples(
     return samples
 
 
-async def _watch_binds(
-    kube: KubeClient, namespace: str, rv: str, run: Run, seen: asyncio.Event
+def phase_medians(
+    sent: Mapping[str, float],
+    phases: Mapping[str, Mapping[str, float]],
+    bound: Mapping[str, float],
+) -> list[tuple[str, float]]:
+    """Each of :data:`PHASES` and ``bound``: the median ms from a pod's create to it, over the
+    pods seen through every one (``phases``: phase → pod name → when)."""
+    names = [n for n in sent if n in bound and all(n in phases.get(p, {}) for p in PHASES)]
+    if not names:
+        return []
+    steps = [*((p, phases[p]) for p in PHASES), ("bound", bound)]
+    return [
+        (label, 1000 * statistics.median(when[n] - sent[n] for n in names)) for label, when in steps
+    ]
+
+
+def _note(phases: dict[str, dict[str, float]], phase: str, pod: str, now: float) -> None:
+    phases.setdefault(phase, {}).setdefault(pod, now)
+
+
+async def _watch(
+    kube: KubeClient,
+    resource: Resource,
+    namespace: str,
+    rv: str,
+    seen: Callable[[str, dict[str, Any], float], None],
 ) -> None:
-    """Record when each pod of the namespace is first seen bound; wake ``seen`` at each."""
+    """Hand every event of ``resource`` in the namespace from ``rv`` on to ``seen``."""
     while True:
         try:
             async for kind, obj in kube.watch(
-                PODS, namespace=namespace, resource_version=rv, timeout_seconds=900
+                resource, namespace=namespace, resource_version=rv, timeout_seconds=900
             ):
-                now = time.perf_counter()
-                meta = obj["metadata"]
-                rv = meta.get("resourceVersion") or rv
-                bound = kind in ("ADDED", "MODIFIED") and obj["spec"].get("nodeName")
-                if bound and meta["name"] not in run.bound:
-                    run.bound[meta["name"]] = now
-                    seen.set()
+                rv = obj["metadata"].get("resourceVersion") or rv
+                seen(kind, obj, time.perf_counter())
         except KubeError as exc:
             print(f"watch of {namespace} broke ({exc}); resuming", file=sys.stderr)
+
+
+def _claim_seen(
+    phases: dict[str, dict[str, float]], kind: str, obj: dict[str, Any], now: float
+) -> None:
+    meta = obj["metadata"]
+    owners = [o["name"] for o in meta.get("ownerReferences") or () if o.get("kind") == "Pod"]
+    if kind not in ("ADDED", "MODIFIED") or not owners:
+        return
+    _note(phases, "claim made", owners[0], now)
+    if _PROTECTION in (meta.get("finalizers") or ()):
+        _note(phases, "protected", owners[0], now)
+    if (obj.get("status") or {}).get("allocation"):
+        _note(phases, "allocated", owners[0], now)
 
 
 async def steady_state(
@@ -123,14 +167,40 @@ async def steady_state(
     count: int,
     duration_s: float,
     run: Run,
+    phases: dict[str, dict[str, float]] | None = None,
 ) -> tuple[float, float]:
     """Run the op in ``namespace`` (pod ``i`` is ``body(i)``), recording sends and binds in
-    ``run``; returns the measured window (start, end) in ``time.perf_counter`` seconds."""
-    listed = await kube.list(PODS, namespace=namespace, limit=1)
+    ``run`` (and each pod's :data:`PHASES` in ``phases``, when given); returns the measured
+    window (start, end) in ``time.perf_counter`` seconds."""
     seen = asyncio.Event()
-    watcher = asyncio.create_task(
-        _watch_binds(kube, namespace, listed["resourceVersion"], run, seen)
-    )
+
+    def pod_seen(kind: str, obj: dict[str, Any], now: float) -> None:
+        name = obj["metadata"]["name"]
+        if kind not in ("ADDED", "MODIFIED"):
+            return
+        if phases is not None and (obj.get("status") or {}).get("resourceClaimStatuses"):
+            _note(phases, "named in the pod", name, now)
+        if obj["spec"].get("nodeName") and name not in run.bound:
+            run.bound[name] = now
+            seen.set()
+
+    listed = await kube.list(PODS, namespace=namespace, limit=1)
+    watchers = [
+        asyncio.create_task(_watch(kube, PODS, namespace, listed["resourceVersion"], pod_seen))
+    ]
+    if phases is not None:
+        claims = await kube.list(RESOURCE_CLAIMS, namespace=namespace, limit=1)
+        watchers.append(
+            asyncio.create_task(
+                _watch(
+                    kube,
+                    RESOURCE_CLAIMS,
+                    namespace,
+                    claims["resourceVersion"],
+                    functools.partial(_claim_seen, phases),
+                )
+            )
+        )
     made = 0
 
     async def create(pod: dict[str, Any]) -> None:
@@ -152,7 +222,9 @@ async def steady_state(
     except TimeoutError:
         pass
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
+        for watcher in watchers:
+            watcher.cancel()
+        for watcher in watchers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
     return start, start + duration_s

@@ -2,8 +2,9 @@
 ``benchmarks/scheduler_perf.py`` reads and runs them: upstream's
 SteadyStateClusterResourceClaimTemplate case read from its YAML, the refusals of bad
 parameters, Go durations, upstream's throughput samples, the batch loop against a stand-in API
-server, claims allocated as upstream's op allocates them, and a quick real-plane run where only
-freed devices let later batches bind."""
+server, claims allocated as upstream's op allocates them, where a batch's time goes
+(``--phases``), and a quick real-plane run where only freed devices let later batches bind, each
+pod's claim made, protected and allocated before it is bound."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from benchmarks.kwok_cluster import parse_limits
 from benchmarks.kwok_run import Run
 from benchmarks.scheduler_perf_claims import AllocateClaims, plan_allocations
 from benchmarks.scheduler_perf_objects import WorkloadError, slice_body
-from benchmarks.scheduler_perf_steady import parse_duration, steady_state, throughput_samples
+from benchmarks.scheduler_perf_steady import (
+    PHASES,
+    parse_duration,
+    phase_medians,
+    steady_state,
+    throughput_samples,
+)
 from common.kube import KubeClient
 from common.kube.resources import Resource
 from devcluster.binaries import BinariesUnavailable, find
@@ -190,6 +197,17 @@ def test_throughput_is_sampled_as_upstream_samples_it() -> None:
     assert throughput_samples([0.1, 0.2], 0.0, 5.0) == []  # all before the first tick
 
 
+def test_a_batch_s_steps_are_the_medians_over_pods_seen_through_every_one() -> None:
+    sent = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}
+    at = {"a": 0.010, "b": 0.030, "c": 0.020}  # d's claim never seen: left out
+    phases = {p: {n: sent[n] + (i + 1) * dt for n, dt in at.items()} for i, p in enumerate(PHASES)}
+    bound = {n: sent[n] + 5 * dt for n, dt in at.items()} | {"d": 4.5}
+    steps = phase_medians(sent, phases, bound)
+    assert [label for label, _ in steps] == [*PHASES, "bound"]
+    assert [round(ms) for _, ms in steps] == [20, 40, 60, 80, 100]
+    assert phase_medians(sent, {**phases, "allocated": {}}, bound) == []
+
+
 class _Plane:
     """Stands in for the API server and a scheduler: a created pod is bound at once (a watch
     event), except in batches after ``bind_batches``; records the calls."""
@@ -334,6 +352,7 @@ def test_quick_steady_state_run_frees_and_reuses_devices(dra_dir: Path) -> None:
             limit=parse_limits("unlimited")[0],
             order=["kube-scheduler", "topos"],
             timeout_s=120,
+            phases=True,
         )
     )
     assert [r.scheduler for r in runs] == ["kube-scheduler", "topos"]
@@ -343,3 +362,10 @@ def test_quick_steady_state_run_frees_and_reuses_devices(dra_dir: Path) -> None:
         assert run.rate > 0
         assert run.samples
         assert run.requests["DELETECOLLECTION", "pods", ""] == 0  # the benchmark's, not counted
+        # each pod's claim is made, named in it, protected, allocated, then the pod bound (the
+        # claim's steps come on one watch, in order; the bind is sent once it is allocated)
+        steps = dict(scheduler_perf.phase_medians(run.sent, run.phases or {}, run.bound))
+        assert list(steps) == [*PHASES, "bound"], run.summary()
+        times = [steps[p] for p in ("claim made", "protected", "allocated", "bound")]
+        assert times == sorted(times), run.summary()
+        assert "a pod's steps, ms after its create (p50): claim made" in run.summary()

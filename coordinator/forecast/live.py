@@ -9,17 +9,18 @@ profiles, built from the same configuration: nothing of the live scheduler is sh
 publishes the answers through :class:`~coordinator.engine.forecasts.Forecasts`. Only the copy
 is made on the event loop.
 
-When: only while some pod waits after an attempt could not place it (a pod not tried yet is
-mostly bound at once: it calls for no forecast) — then after the cluster changed (a node or
-bound pod, or the pending queue) and at most once per ``interval_s`` (60 s), and also when a
+When: only while some pod waits after an attempt could not place it (a pod not tried yet is mostly
+bound at once: it calls for no forecast; nor does one the queue holds back before its first attempt
+because a claim made from its template does not exist yet) — then after the cluster changed (a node
+or bound pod, or the pending queue) and at most once per ``interval_s`` (60 s), and also when a
 forecast's start has passed without the pod starting (a runtime ran over); at once (at the next
 poll, ``poll_s``) when a waiting pod has no forecast yet — a pod's forecast younger than
-``interval_s`` is kept as it is, so each pod's forecast changes at most once a minute. While
-pods are still to be tried for the first time or being placed (a stream being scheduled: the copy
-would be stale within the second, and the forward run would place them all again), a due refresh
-waits for them, ``interval_s`` at most. Pods
-whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
-``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
+``interval_s`` is kept as it is, so each pod's forecast changes at most once a minute. While pods
+are still to be tried for the first time or being placed (a stream being scheduled: the copy would
+be stale within the second, and the forward run would place them all again), a due refresh waits
+for them, ``interval_s`` at most. Pods whose stated forecast moved are handed to ``restate`` (the
+scheduler re-writes their ``PodScheduled`` message:
+:meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
 counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``
@@ -474,9 +475,12 @@ class LiveForecaster:
         for e in self.scheduler.queue.entries():
             if e.where == "bound" or e.needs_update:
                 continue
-            if e.last_message:
+            if e.last_message and e.attempts:
                 waiting.append(e.key)
-            elif e.where in ("active", "in_flight"):
+            elif e.where in ("active", "in_flight") or e.last_message:
+                # ... or held back before its first attempt (kube's PreEnqueue: a claim made
+                # from its template is not there yet, usually for some milliseconds): still to
+                # be tried, with nothing a forecast could say.
                 placing = True
         return waiting, placing
 

@@ -357,7 +357,11 @@ class _Allocator:
         consumed = tuple(sorted(self.shares.get((name, device.id), {}).items()))
         return DeviceResult(name, device.id, consumed=consumed, share_id=str(uuid.uuid4()))
 
-    def claim(self, claim: ResourceClaim) -> tuple[DeviceResult, ...] | str:
+    def claim(
+        self, claim: ResourceClaim, *, results: bool = True
+    ) -> tuple[DeviceResult, ...] | str:
+        """The claim's devices (held for this pod's later claims), or why none fit; with
+        ``results`` False, ``()`` when they fit (nothing built for a node not chosen)."""
         plain = self._plain(claim)
         picked = self._requests(claim, list(claim.requests), {}) if plain is None else plain
         if isinstance(picked, str):
@@ -365,6 +369,8 @@ class _Allocator:
         alternatives = {a.name: a for r in claim.requests for a in r.alternatives}
         for name, (devices, _) in picked.items():
             self.hold(alternatives[name], devices)
+        if not results:
+            return ()
         return tuple(
             self.result(name, d, admin)
             for name, (devices, admin) in picked.items()
@@ -573,9 +579,12 @@ def allocate(
     pod_uid: str = "",
     spec_of: Callable[[ResourceClaim], Mapping[str, Any] | None] = lambda _: None,
     extended_requests: tuple[tuple[str, str, str], ...] = (),
+    check_only: bool = False,
 ) -> tuple[ClaimAllocation, ...] | AllocationFailure:
     """Allocate (or, when already allocated, check and reserve) every claim of one pod on
-    ``node``. A claim ``spec_of`` gives a spec for is one to create (KEP-5004)."""
+    ``node``. A claim ``spec_of`` gives a spec for is one to create (KEP-5004). ``check_only``:
+    whether they fit, the same failure if not, ``()`` if they do (the allocations are not built:
+    a cycle needs them for the node it chooses only)."""
     alloc = _Allocator(state, node, labels, chooser)
     out: list[ClaimAllocation] = []
     for claim in claims:
@@ -596,6 +605,8 @@ def allocate(
             alloc.taken.update(
                 r.device for r in claim.allocation.results if not (r.admin_access or r.share_id)
             )
+            if check_only:
+                continue
             out.append(
                 ClaimAllocation(
                     claim.namespace,
@@ -609,7 +620,7 @@ def allocate(
             )
             continue
         try:
-            results = alloc.claim(claim)
+            results = alloc.claim(claim, results=not check_only)
         except _SelectorFailed as failed:
             return AllocationFailure(str(failed), unresolvable=True, error=True)
         if isinstance(results, str):
@@ -619,6 +630,8 @@ def allocate(
                 detail=f"{len(alloc.devices)} devices reachable from node {node}, "
                 f"{alloc.held()} allocated",
             )
+        if check_only:
+            continue
         spec = spec_of(claim)
         out.append(
             ClaimAllocation(

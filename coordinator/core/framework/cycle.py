@@ -411,6 +411,8 @@ def _cycle(
     verdicts = _Verdicts(statuses, feasible, entries, local, cycle, array("d", totals))
     placement = placements.get(best.name) or Placement()
     claims = (state.get(CLAIMS) or {}).get(best.name, ())
+    if callable(claims):  # left to the node chosen
+        claims = claims()
     return Decision(
         pod_key=pod.key,
         node=best.name,

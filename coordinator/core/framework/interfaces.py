@@ -23,7 +23,7 @@ module, never the cycle or the registry.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -61,9 +61,11 @@ __all__ = [
 
 #: Plugins that decide *where inside the node* put the placement for each feasible node here.
 PLACEMENTS: Final = StateKey[dict[str, Placement]]("placements")
-#: The DRA claims a pod gets on each feasible node (the cycle copies the chosen node's into
-#: ``Decision.claims``).
-CLAIMS: Final = StateKey[dict[str, tuple[ClaimAllocation, ...]]]("claims")
+#: The DRA claims a pod gets on each feasible node, or how to make them (the cycle copies the
+#: chosen node's into ``Decision.claims``: a plugin may leave the work to that one node).
+CLAIMS: Final = StateKey[
+    dict[str, tuple[ClaimAllocation, ...] | Callable[[], tuple[ClaimAllocation, ...]]]
+]("claims")
 #: Extended resources DRA serves for this pod where a node's allocatable lacks them (KEP-5004):
 #: NodeResourcesFit and GpuTopology leave those to DRA. Part of the node-local memo key.
 DRA_SERVED: Final = StateKey[frozenset[str]]("dra-served")

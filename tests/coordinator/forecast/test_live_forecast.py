@@ -32,7 +32,7 @@ from coordinator.engine.whatif.service import WhatIf
 from coordinator.forecast.live import LiveForecaster
 from coordinator.forecast.runtimes import EXPECTED_DURATION
 from coordinator.inventory.store import Inventory
-from devcluster.pods import gpu_pod
+from devcluster.pods import gpu_pod, pod
 
 T0 = 1_800_000_000.0
 
@@ -434,3 +434,34 @@ async def test_a_forecast_waits_while_the_scheduler_has_pods_not_tried_yet_a_min
     await settle(live)  # both tried: nothing left to place, two without a forecast
     assert failures(live.cluster, "train-10")
     assert live.forecaster._due(later)
+
+
+async def test_a_pod_held_back_until_its_claim_exists_calls_for_no_forecast(live: Live) -> None:
+    """A pod whose ResourceClaim is not there yet (made from its template by
+    kube-controller-manager, usually within milliseconds) is held back before its first attempt:
+    it gets no forecast of its own (the cluster copied and run forward for it, on every batch of
+    such pods, cost more CPU than scheduling them) and, being still to be tried, puts off the
+    forecast of a pod that waits, a minute at most."""
+    claimed = pod(
+        "infer",
+        namespace="ml",
+        spec={"resourceClaims": [{"name": "gpus", "resourceClaimName": "infer-gpus"}]},
+    )
+    live.cluster.create_pod(claimed)
+    await settle(live)
+    (entry,) = [e for e in live.runtime.scheduler.queue.entries() if e.key == "ml/infer"]
+    assert (entry.where, entry.attempts) == ("unschedulable", 0)
+    assert entry.last_message == "waiting for resource claim infer-gpus to be created"
+    assert not failures(live.cluster, "infer")
+    now = live.clocks.wall + 1
+    assert not live.forecaster._due(now)
+    assert not live.forecaster._due(now + 3600)
+
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.cluster.create_pod(job_pod("train-8", 8))
+    await settle(live)  # tried: no room until train-7 ends
+    assert failures(live.cluster, "train-8")
+    later = live.clocks.wall + 2
+    assert not live.forecaster._due(later)  # infer is still to be tried
+    assert live.forecaster._due(later + 60)

@@ -171,6 +171,38 @@ def test_node_without_agent_topology_takes_devices_first_fit() -> None:
     assert d.placement.gpus == ()  # no agent: no GPU indices to promise
 
 
+def test_first_fit_nodes_give_the_chosen_node_every_claim_of_the_pod() -> None:
+    """On nodes whose devices are taken in slice order, the filter only checks that a pod's
+    claims fit; the chosen node's allocations are the whole answer: a shared claim allocated
+    there already reserved only, each new claim its own devices, and the devices a filled node
+    lacks never offered."""
+    topo_a, topo_b = dgx1("a"), dgx1("b")
+    shared = claim("shared", [exactly("gpus", 1)], allocation=allocated_on("b", ["gpu-0"]))
+    snapshot = Snapshot(
+        [plain_node("a"), plain_node("b")],
+        dra=state(
+            [gpu_slice("a", topo_a), gpu_slice("b", topo_b)],
+            claims=[shared, claim("x", [exactly("gpus", 2)]), claim("y", [exactly("gpus", 3)])],
+        ),
+    )
+    d = decided(schedule(claim_pod("p", "shared", "x", "y"), snapshot))
+    assert d.node == "b"
+    by_name = {c.name: c for c in d.claims}
+    assert by_name["shared"].reserve_only
+    assert devices(by_name["x"]) == ["gpu-1", "gpu-2"]
+    assert devices(by_name["y"]) == ["gpu-3", "gpu-4", "gpu-5"]
+    assert not by_name["x"].reserve_only
+    assert by_name["x"].node == "b"
+    big = claim("big", [exactly("gpus", 8)])  # with the shared one: 9 of 8
+    full = Snapshot(
+        [plain_node("b")],
+        dra=state([gpu_slice("b", topo_b)], claims=[shared, big]),
+    )
+    result = schedule(claim_pod("q", "shared", "big"), full)
+    assert isinstance(result, Failure)
+    assert "cannot allocate claim big" in result.message
+
+
 # --- claims and requests -------------------------------------------------------------------
 
 
