@@ -241,8 +241,9 @@ async def _read_reply(reader: asyncio.StreamReader, method: str) -> tuple[Reply,
                 raise BadReply(f"a reply in Content-Encoding {encoding!r}, which was not asked for")
     finally:
         # The parser holds ``reply``'s callbacks and ``reply`` the parser: a reference cycle
-        # per request, left to the garbage collector (two per bound pod: at 1,000 pods a
-        # gen-0 pass of 5-8 ms every ~150 ms of CPU, ~5 % of the coordinator's). Broken here.
+        # per request (8 objects), left to the garbage collector. Two per bound pod: each gen-0
+        # pass found 1,300-4,300 of them; the collector's CPU over two 1,000-pod
+        # scheduler_perf runs fell from 73-76 ms to 43-48 ms with the cycle broken here.
         reply.parser = None
     keep = reply.complete and reply.keep
     status = parser.get_status_code()
