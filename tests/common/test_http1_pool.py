@@ -5,12 +5,13 @@ reply it cannot read is an error that closes its connection and leaves the next 
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
 from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from common.kube.http1 import BadReply, Http1Pool, _read_reply
+from common.kube.http1 import BadReply, Http1Pool, _Collect, _read_reply
 
 Script = Callable[[bytes], bytes | None]
 """A request (head and body) → the raw reply (``None``: close the connection)."""
@@ -103,6 +104,28 @@ async def test_requests_reuse_one_kept_connection_and_send_what_was_asked(
         assert f"Host: 127.0.0.1:{server.port}\r\n".encode() in first
         assert b"Authorization: Bearer t\r\n" in first
         assert first.endswith(b'Content-Length: 7\r\n\r\n{"a":1}')
+
+
+async def test_replies_read_leave_nothing_for_the_garbage_collector(
+    pool_of: Callable[[Server], Http1Pool],
+) -> None:
+    """Each reply's parser state is freed when the reply is read, not left in a reference cycle
+    for the collector: two requests per bound pod made a gen-0 pass every ~150 ms of CPU."""
+    async with Server(lambda request: _reply(b'{"ok":true}')) as server:
+        pool = pool_of(server)
+        flags = gc.get_debug()
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what a pass finds unreachable stays in gc.garbage
+        try:
+            for _ in range(20):
+                reply = await pool.exchange("GET", "/api/v1/pods", {}, None, timeout_s=5)
+                assert reply.body == b'{"ok":true}'
+            gc.collect()
+            left = [o for o in gc.garbage if isinstance(o, _Collect)]
+        finally:
+            gc.set_debug(flags)
+            gc.garbage.clear()
+        assert left == []
 
 
 async def test_a_chunked_reply_is_joined(pool_of: Callable[[Server], Http1Pool]) -> None:

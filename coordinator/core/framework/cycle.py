@@ -18,6 +18,8 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import Final, cast
 
 from common.model import NodeTopology
@@ -126,7 +128,6 @@ def _cycle(
     allowed: set[str] | None = set(candidate_nodes) if candidate_nodes is not None else None
     skipped: set[str] = set()
     # PreFilter may reject, skip, or narrow; the placements map must exist before it runs.
-    local_names = tuple(f.name for f in fw.filter if fw.is_local(f))
     pending = Placements(snapshot, None)
     state.write(PLACEMENTS, pending)
     for p in fw.pre_filter:
@@ -139,14 +140,13 @@ def _cycle(
             return _pod_rejected(pod.key, nodes, status.with_plugin(p.name))
         if isinstance(result, PreFilterResult) and result.node_names is not None:
             allowed = set(result.node_names) if allowed is None else allowed & result.node_names
-    local_filters = [f for f in fw.filter if f.name not in skipped and fw.is_local(f)]
-    other_filters = [f for f in fw.filter if f.name not in skipped and not fw.is_local(f)]
+    if skipped:
+        local_filters = [f for f in fw.local_filters if f.name not in skipped]
+        other_filters = [f for f in fw.other_filters if f.name not in skipped]
+    else:
+        local_filters, other_filters = list(fw.local_filters), list(fw.other_filters)
     memo_key = fw.intern(
-        (
-            pod_class_key(pod),
-            tuple(n for n in local_names if n not in skipped),
-            state.get(DRA_SERVED),
-        )
+        (pod_class_key(pod), tuple(f.name for f in local_filters), state.get(DRA_SERVED))
     )
     placements = Placements(snapshot, memo_key)
     state.write(PLACEMENTS, placements)
@@ -193,7 +193,7 @@ def _cycle(
 
     def take(part: Sequence[NodeInfo]) -> int:
         """Filter ``part``; keep its feasible nodes up to ``want``. How many of it were needed."""
-        got: list[Memo | None] = [n.memo.get(memo_key) for n in part]  # type: ignore[misc]
+        got: list[Memo | None] = list(map(dict.get, map(_MEMO, part), repeat(memo_key)))
         if None in got:
             for j, e in enumerate(got):
                 if e is None:
@@ -214,7 +214,12 @@ def _cycle(
                         )
                     )
         passed = cast(list[Memo], got)
-        ok = [j for j, e in enumerate(passed) if e.verdict is SUCCESS]
+        verdicts = list(map(_VERDICT, passed))
+        ok: Sequence[int] = (
+            range(len(passed))  # the common case: every node passes (no Status compared)
+            if verdicts.count(SUCCESS) == len(verdicts)
+            else [j for j, v in enumerate(verdicts) if v is SUCCESS]
+        )
         if renew and any(passed[j].epoch != epoch for j in ok):
             for j in ok:
                 old = passed[j]
@@ -237,8 +242,12 @@ def _cycle(
         need = want - len(feasible)
         if len(ok) >= need:
             ok = ok[:need]
-        feasible.extend(part[j] for j in ok)
-        entries.extend(passed[j] for j in ok)
+        if isinstance(ok, range):  # the first len(ok) nodes of the part
+            feasible.extend(part[: len(ok)])
+            entries.extend(passed[: len(ok)])
+        else:
+            feasible.extend(part[j] for j in ok)
+            entries.extend(passed[j] for j in ok)
         return ok[-1] + 1 if len(feasible) >= want and ok else len(part)
 
     def scan(seq: Sequence[NodeInfo] | Sequence[str], start: int) -> int:
@@ -380,7 +389,7 @@ def _cycle(
         cycle.append((name, weight, array("d", values)))
 
     sum_key = fw.intern(tuple((k, w) for _, w, k in local))
-    sums: list[float | None] = [e.sums.get(sum_key) for e in entries]
+    sums: list[float | None] = list(map(dict.get, map(_SUMS, entries), repeat(sum_key)))
     if None in sums:
         for i, (node, entry) in enumerate(zip(feasible, entries, strict=True)):
             if sums[i] is None:
@@ -406,7 +415,16 @@ def _cycle(
             totals = [t + ratio * o for t, o in zip(totals, others, strict=True)]
 
     top = max(totals)
-    best_i = min((i for i, t in enumerate(totals) if t == top), key=lambda i: feasible[i].name)
+    tied = totals.count(top)
+    if tied == 1:
+        best_i = totals.index(top)
+    elif tied == len(totals):  # every node alike (a fresh cluster): the first by name
+        names = list(map(_NAME, feasible))
+        best_i = names.index(min(names))
+    else:  # a tie: the first by name
+        ties = [i for i, t in enumerate(totals) if t == top]
+        names = [feasible[i].name for i in ties]
+        best_i = ties[names.index(min(names))]
     best = feasible[best_i]
     verdicts = _Verdicts(statuses, feasible, entries, local, cycle, array("d", totals))
     placement = placements.get(best.name) or Placement()
@@ -427,6 +445,12 @@ def _cycle(
         claims=claims,
         state=state,
     )
+
+
+_MEMO: Final = attrgetter("memo")
+_VERDICT: Final = attrgetter("verdict")
+_SUMS: Final = attrgetter("sums")
+_NAME: Final = attrgetter("name")
 
 
 def _considered(

@@ -121,6 +121,14 @@ class Framework:
         self.requeue: dict[str, Requeue] = {
             p.name: p.requeue for p in self.plugins if isinstance(p, Plugin)
         }
+        #: The filters in their order, node-local ones and the others (resolved once: a cycle
+        #: would otherwise ask every filter of every pod).
+        self.local_filters: tuple[FilterPlugin, ...] = tuple(
+            f for f in self.filter if self.is_local(f)
+        )
+        self.other_filters: tuple[FilterPlugin, ...] = tuple(
+            f for f in self.filter if not self.is_local(f)
+        )
         local = [p for p in self.plugins if self.is_local(p)]
         if all(isinstance(p, Plugin) and p.alike_nodes for p in local):
             self.alike = Alike.of([f for f in self.filter if self.is_local(f)])

@@ -152,6 +152,8 @@ class Recovery:
                 bad = {g.uuid for g in state.topology.gpus if not g.healthy}
             handled = self._failed_gpus.setdefault(name, set())
             handled &= bad  # a GPU that came back is watched again
+            if not bad:
+                continue  # (every node a bind touched comes here: no pod's GPUs to look at)
             held = {u for p in bound if self._ours(p.namespace) for u in p.assigned_gpus}
             new = (bad & held) - handled
             if new:
