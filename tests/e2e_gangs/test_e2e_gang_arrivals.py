@@ -14,6 +14,7 @@ from typing import Any
 
 from common.kube import EVENTS
 from tests.support.gang_cluster import GangCluster
+from tests.support.polling import eventually
 from tests.support.workloads import apply, gpu_job, pods_of
 
 GRACE_S = 2.0  # GangSettings.arrival_quiet_s
@@ -75,7 +76,11 @@ async def test_a_job_whose_pods_all_come_binds_without_a_failed_scheduling_event
         placed = await cluster.all_bound("job-name=full", 8)
         assert len(placed) == 8
         manager = coord.gangs.step.manager
-        [status] = manager.statuses()
-        assert (status.name, status.phase, status.bound) == ("full", "Bound", 8)
-        await coord.runtime.scheduler.drain()
+        await eventually(  # the binds' answers reach the coordinator after the API server
+            lambda: (
+                [(s.name, s.phase, s.bound) for s in manager.statuses()] == [("full", "Bound", 8)]
+            ),
+            what="the gang bound as the coordinator sees it",
+        )
+        await coord.runtime.scheduler.drain()  # every Event it had to write is written
         assert await failed_scheduling(cluster) == {}
