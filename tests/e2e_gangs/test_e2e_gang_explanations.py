@@ -12,6 +12,7 @@ import pytest
 
 import coordinator.engine.loop as engine_loop
 from common.kube import EVENTS, ClientSettings, RateLimit
+from coordinator.engine.gangs.service import GangSettings
 from coordinator.engine.loop import RuntimeSettings
 from tests.support.gang_cluster import GangCluster, gang_pod
 from tests.support.polling import eventually
@@ -58,10 +59,14 @@ async def test_a_forming_gang_posts_one_event_per_member_and_binds_ahead_of_them
 ) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
     size, qps = 12, 4.0
-    # Every arrival explains every waiting member again (no repost interval): many writes.
+    # Every arrival explains every waiting member again (no repost interval, and members told
+    # at once rather than once their siblings stop arriving): many writes.
     settings = RuntimeSettings(failure_repost_s=0.0)
+    at_once = GangSettings(backoff_s=2.0, arrival_quiet_s=0.0)
     limit = ClientSettings(rate_limit=RateLimit(qps=qps, burst=1))
-    async with cluster.gang_coordinator(settings=settings, client_settings=limit) as coord:
+    async with cluster.gang_coordinator(
+        settings=settings, client_settings=limit, gang_settings=at_once
+    ) as coord:
         scheduler = coord.runtime.scheduler
         for k in range(6):  # one at a time, each seen waiting before the next
             await cluster.create(gang_pod(f"w-{k}", "train", size, gpus=1, cpu="1"))

@@ -113,6 +113,7 @@ class _Gang:
     spec: GangSpec
     first_seen: float
     min_member: int
+    joined: float  # when the newest member joined
     timeout_s: float
     members: set[str] = field(default_factory=set)
     mins: dict[str, int] = field(default_factory=dict)  # member → the minimum it declares
@@ -198,6 +199,7 @@ class GangManager:
             gang = _Gang(
                 spec=spec,
                 first_seen=now,
+                joined=now,
                 min_member=spec.min_member,
                 timeout_s=spec.timeout_s or self._default_timeout,
             )
@@ -208,7 +210,9 @@ class GangManager:
             self.observe(pod, spec, priority=priority, bound=bound, bare=bare)
             return
         self._pod_gang[pod] = spec.key
-        gang.members.add(pod)
+        if pod not in gang.members:
+            gang.joined = now
+            gang.members.add(pod)
         gang.mins[pod] = spec.min_member
         if bare:
             gang.bare.add(pod)
@@ -264,6 +268,17 @@ class GangManager:
         if self._clock() < gang.backoff_until:
             return False
         return len(gang.members) >= gang.min_member
+
+    def arriving(self, key: GangKey, *, quiet_s: float, within_s: float) -> bool:
+        """Fewer than min members exist and more may be on their way: the newest joined less
+        than ``quiet_s`` ago and the gang's timeout began less than ``within_s`` ago. Its
+        members are not told yet that they wait for the others (docs/gangs.md, "What happens to
+        a gang member")."""
+        gang = self._gangs.get(key)
+        if gang is None or gang.complete or gang.problems or len(gang.members) >= gang.min_member:
+            return False
+        now = self._clock()
+        return now - gang.joined < quiet_s and now - gang.first_seen < within_s
 
     def disagreement(self, key: GangKey) -> str:
         """Why the gang's members may not bind (they declare different minimums), or ``""``."""

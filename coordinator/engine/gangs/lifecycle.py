@@ -133,6 +133,8 @@ class GangLifecycle:
         planner: GangPlanner = schedule_gang,
         default_timeout_s: float = 300.0,
         backoff_s: float = 10.0,
+        arrival_quiet_s: float = 2.0,
+        arrival_within_s: float = 30.0,
         namespace: str | None = None,
     ) -> None:
         self.scheduler = scheduler
@@ -148,6 +150,8 @@ class GangLifecycle:
         )
         self.keys = keys
         self.backoff_s = backoff_s
+        self.arrival_quiet_s = arrival_quiet_s
+        self.arrival_within_s = arrival_within_s
         self.preemption = preemption
         self.stats = GangStepStats()
         self._attempts: dict[GangKey, Attempt] = {}
@@ -156,6 +160,7 @@ class GangLifecycle:
         self._basis: dict[GangKey, int] = {}
         self._joining: set[str] = set()  # uids of pods held back once before joining a bound gang
         self._wake: dict[GangKey, float] = {}  # gangs backing off after a timeout → when
+        self._untold: set[GangKey] = set()  # gangs with members parked while their members arrive
         self._restart_partial: set[GangKey] = set()
         self._started = False
         self.recovering: dict[GangKey, _Recovery] = {}
@@ -189,6 +194,7 @@ class GangLifecycle:
         """The gang's last member is gone: nothing of this run is kept (a re-run starts fresh)."""
         self.recovering.pop(key, None)
         self._wake.pop(key, None)
+        self._untold.discard(key)
         self._basis.pop(key, None)
         self._restart_partial.discard(key)
 
@@ -197,19 +203,32 @@ class GangLifecycle:
     def _nodes(self) -> int:
         return len(self.scheduler.view.snapshot().nodes)
 
+    def _arriving(self, key: GangKey) -> bool:
+        """Members of ``key`` are still arriving (:meth:`GangManager.arriving`): a member
+        parked meanwhile is not told why yet; :meth:`tick` tells them all once it stops."""
+        quiet, within = self.arrival_quiet_s, self.arrival_within_s
+        return self.manager.arriving(key, quiet_s=quiet, within_s=within)
+
     def _wait(
-        self, entry: QueuedPod, message: str, *, popped: bool, basis: int | None = None
+        self,
+        entry: QueuedPod,
+        message: str,
+        *,
+        popped: bool,
+        basis: int | None = None,
+        explain: bool = True,
     ) -> Failure:
-        """The member waits for its gang: explained, and parked until something changes.
-        ``basis``: the queue's ``changes`` when the attempt that failed began (default: when the
-        last pod was popped); room freed since then sends the member to its backoff instead."""
+        """The member waits for its gang: explained (unless not ``explain``), and parked until
+        something changes. ``basis``: the queue's ``changes`` when the attempt that failed began
+        (default: when the last pod was popped); room freed since then sends the member to its
+        backoff instead."""
         failure = Failure(entry.key, self._nodes(), {}, message, Status.unschedulable(message))
         queue = self.scheduler.queue
         if queue.entry(entry.uid) is not entry or entry.where == "bound":
             return failure
         if not popped and self.scheduler.view.held(entry.uid) is not None:
             return failure  # part of an attempt in flight
-        self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
+        self.scheduler.report(entry, "unschedulable", failure, message, explain=explain)
         if popped or entry.where != "in_flight":
             queue.failed(entry, message=message, basis=basis)
         return failure
@@ -410,6 +429,23 @@ class GangLifecycle:
             if now >= when:
                 del self._wake[key]
                 self.wake(key)
+        for key in tuple(self._untold):
+            if not self._arriving(key):
+                self._untold.discard(key)
+                self._tell(key)
+
+    def _tell(self, key: GangKey) -> None:
+        """The gang stopped arriving still short of members: each waiting member is told why
+        (parked already, it stays where it is)."""
+        status = self.manager.status(key)
+        if status is None or status.members >= status.min_member or key in self._attempts:
+            return  # gone, or complete: planned now
+        message = self.manager.message(key, live=False)
+        nodes = self._nodes()
+        for entry in self._entries(self.members(key)):
+            if self.scheduler.view.held(entry.uid) is None:
+                failure = Failure(entry.key, nodes, {}, message, Status.unschedulable(message))
+                self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
 
     def wake(self, key: GangKey) -> None:
         """Members of ``key`` parked as unschedulable are tried again (after their backoff)."""

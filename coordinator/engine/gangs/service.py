@@ -46,6 +46,11 @@ class GangSettings:
     """After a timeout a gang waits this long before it is tried again."""
     tick_s: float = 0.5
     """How often timeouts and membership are checked."""
+    arrival_quiet_s: float = 2.0
+    """A member of a gang still short of members is told why it waits once no new member has
+    joined for this long…"""
+    arrival_within_s: float = 30.0
+    """…or this long after the gang's timeout began, whichever comes first (docs/gangs.md)."""
     preemption: bool = True
     """Evict lower-priority pods and gangs for a pod or gang that does not fit."""
     recovery: bool = True
@@ -118,6 +123,8 @@ class GangRuntime:
             planner=planner,
             default_timeout_s=settings.default_timeout_s,
             backoff_s=settings.backoff_s,
+            arrival_quiet_s=settings.arrival_quiet_s,
+            arrival_within_s=settings.arrival_within_s,
             namespace=namespace,
         )
         self.step.attach()

@@ -12,7 +12,9 @@ a member:
    with the gang's message ("waiting for pod group train-1: 0/8 members placed (waiting for all
    8 pods to exist)") in its ``PodScheduled`` condition and a ``FailedScheduling`` Event — the
    same words from the first member to the last, so each member is told once, not at every
-   arrival;
+   arrival; and not while its siblings are still arriving (a new one in the last
+   ``arrival_quiet_s``, 2 s, and the gang's timeout began less than ``arrival_within_s``, 30 s,
+   ago): the tick tells them if the gang stops short (:meth:`GangLifecycle.tick`);
 3. once min members exist, every unplaced member is decided at once with
    :func:`~coordinator.core.gangs.cycle.schedule_gang` (network rules + the per-pod core for each
    member); the decisions are assumed on the scheduler's view, reserved in the manager, every
@@ -113,10 +115,14 @@ class GangStep(GangLifecycle):
         if not self.manager.ready_to_plan(key):
             # Every waiting member reads the same message, unchanged while members arrive: a
             # member told once is not told again at each arrival (the unchanged explanation is
-            # not written again; the live count is in the PodGroup's status).
+            # not written again; the live count is in the PodGroup's status). While members are
+            # still arriving none is told: the tick tells them if the gang stops short.
             message = self.manager.message(key, live=False)
             siblings = [e for e in self._entries(self.members(key)) if e is not entry]
-            return self._refuse_all(key, [entry, *siblings], entry, message)
+            explain = not self._arriving(key)
+            if not explain:
+                self._untold.add(key)
+            return self._refuse_all(key, [entry, *siblings], entry, message, explain=explain)
         return await self._plan(spec, entry)
 
     def _await_binds(self, entry: QueuedPod, key: GangKey) -> Failure:
@@ -369,12 +375,18 @@ class GangStep(GangLifecycle):
         return self._refuse_all(key, entries, popped, message)
 
     def _refuse_all(
-        self, key: GangKey, entries: list[QueuedPod], popped: QueuedPod, message: str
+        self,
+        key: GangKey,
+        entries: list[QueuedPod],
+        popped: QueuedPod,
+        message: str,
+        *,
+        explain: bool = True,
     ) -> Failure:
-        out = self._wait(popped, message, popped=True)
+        out = self._wait(popped, message, popped=True, explain=explain)
         for entry in entries:
             if entry is not popped:
-                self._wait(entry, message, popped=False)
+                self._wait(entry, message, popped=False, explain=explain)
         return out
 
 

@@ -74,6 +74,35 @@ def test_message_counts_missing_pods() -> None:
     assert m.status(key).phase == "Pending"  # type: ignore[union-attr]
 
 
+def test_a_short_gang_is_arriving_while_new_members_keep_joining_and_for_30s_at_most() -> None:
+    clock = ManualClock()
+    m = manager(clock)
+    key = GangKey("ml", "spark")
+
+    def arriving() -> bool:
+        return m.arriving(key, quiet_s=2.0, within_s=30.0)
+
+    assert not arriving()  # unknown
+    m.observe("ml/spark-0", spec("spark", 3))
+    clock.now += 1.9
+    assert arriving()
+    m.observe("ml/spark-0", spec("spark", 3))  # seen again: no new member
+    clock.now += 0.1
+    assert not arriving()  # 2 s without a new member
+    m.observe("ml/spark-1", spec("spark", 3))
+    assert arriving()  # a new member: arriving again
+    for i in range(2, 17):  # a new member every 1.9 s (one leaves: still short), 30.5 s in all
+        clock.now += 1.9
+        m.remove(f"ml/spark-{i - 1}")
+        m.observe(f"ml/spark-{i}", spec("spark", 3))
+        assert arriving() == (clock.now - 1000.0 < 30.0), clock.now  # over 30 s after the first
+    assert round(clock.now - 1000.0, 6) == 30.5
+    full = GangKey("ml", "full")
+    for p in pods("full", 2):
+        m.observe(p, spec("full", 2))
+    assert not m.arriving(full, quiet_s=2.0, within_s=30.0)  # min members exist: none missing
+
+
 def test_whole_gang_plan_reserve_and_a_second_gang_that_no_longer_fits_holds_nothing() -> None:
     m = manager()
     nodes = cluster(4)
