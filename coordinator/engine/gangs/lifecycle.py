@@ -228,8 +228,14 @@ class GangLifecycle:
             return failure
         if not popped and self.scheduler.view.held(entry.uid) is not None:
             return failure  # part of an attempt in flight
+        # A sibling parked already with these words stays as it is: re-parking it at each new
+        # member's arrival counted an attempt (its backoff growing) and recorded one per sibling,
+        # N² of each over a burst of N members.
+        parked = not popped and entry.where == "unschedulable" and entry.last_message == message
+        if parked and not explain:
+            return failure
         self.scheduler.report(entry, "unschedulable", failure, message, explain=explain)
-        if popped or entry.where != "in_flight":
+        if not parked and (popped or entry.where != "in_flight"):
             queue.failed(entry, message=message, basis=basis)
         return failure
 

@@ -232,3 +232,20 @@ async def test_a_coordinator_restarted_while_members_arrive_tells_them_after_a_g
         await eventually(
             lambda: all(node_of(memory, f"w{i}") for i in range(3)), what="all bound", timeout_s=30
         )
+
+
+async def test_a_parked_member_is_not_parked_again_at_each_sibling_arrival() -> None:
+    """20 of a gang of 30 arrive in one burst: each parked member counts one attempt (its backoff
+    the first one's), not one more at every sibling's arrival."""
+    memory, clock = memory_cluster(), Clock()
+    async with coordinator(memory, clock) as (runtime, gangs):
+        for i in range(20):
+            memory.create_pod(member(f"w{i}", 30))
+            await at(clock, 0.01 * i, runtime, gangs)
+        queue = runtime.scheduler.queue
+        entries = [queue.named(f"ml/w{i}") for i in range(20)]
+        assert all(e is not None and e.where == "unschedulable" for e in entries)
+        assert [e.attempts for e in entries if e is not None] == [1] * 20
+        await at(clock, 2.5, runtime, gangs)  # told once the burst stopped; still one attempt
+        assert all(len(told(memory, f"w{i}")) == 1 for i in range(20))
+        assert [e.attempts for e in entries if e is not None] == [1] * 20
