@@ -7,10 +7,11 @@ For each :class:`~coordinator.core.dra.model.ClaimAllocation` of a decision, in 
   JSON patch pinning the decided ``resourceVersion``: the claim changed since the decision →
   ``409``), then ``status.allocation`` and the pod in ``status.reservedFor`` (a PUT of the
   status on the claim as the finalizer write returned it: that ``resourceVersion`` is the
-  precondition again). An allocation without results, or one the core found made already (``reserve_only``: a claim shared with a pod whose write may
-  still be under way), only adds the pod to ``reservedFor`` — after the claim's other writes
-  from this coordinator, one at a time, so a pod sharing a claim waits for the write allocating
-  it rather than conflicting with it; with results, only if the claim holds those devices;
+  precondition again). An allocation without results, or one the core found made already
+  (``reserve_only``: a claim shared with a pod whose write may still be under way), only adds
+  the pod to ``reservedFor`` — after the claim's other writes from this coordinator, one at a
+  time, so a pod sharing a claim waits for the write allocating it rather than conflicting
+  with it; with results, only if the claim holds those devices;
 - an **extended-resource claim** (KEP-5004, ``spec`` set) is created — ``generateName
   <pod>-extended-resources-``, owned by the pod (``controller: true``), annotated
   ``resource.kubernetes.io/extended-resource-claim: "true"``, finalizer set — then allocated and
