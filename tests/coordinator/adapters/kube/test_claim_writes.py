@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from common.kube import PODS, RESOURCE_CLAIMS, KubeClient, NotFound
+from coordinator.adapters.kube.claims import KubeClaimWriter
 from coordinator.adapters.kube.writer import KubeClusterWriter
 from coordinator.core.dra.model import ClaimAllocation, DeviceId, DeviceResult
 from coordinator.engine.ports import BindConflict, PodRef
@@ -96,6 +97,71 @@ async def test_a_claim_changed_since_the_decision_is_a_conflict_and_left_alone(
     results = after["status"]["allocation"]["devices"]["results"]
     assert [r["pool"] for r in results] == ["gpu-2", "gpu-2"]  # never double-allocated
     assert [r["uid"] for r in after["status"]["reservedFor"]] == [rival.uid]
+
+
+class _ChangedAfterProtect:
+    """A client through which the claim changes (a label, by someone else) right after the
+    writer's finalizer write returns, before its allocation write."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    async def patch(self, resource: Any, name: str, patch: Any, **kw: Any) -> Any:
+        reply = await self._kube.patch(resource, name, patch, **kw)
+        if kw.get("patch_type") == "json":  # the finalizer write
+            label = {"metadata": {"labels": {"changed": "meanwhile"}}}
+            await self._kube.patch(resource, name, label, namespace=kw["namespace"])
+        return reply
+
+
+async def test_a_claim_changed_between_its_two_writes_is_a_conflict_and_left_free(
+    kube: KubeClient, namespace: str
+) -> None:
+    """The allocation write is made on the claim as the finalizer write returned it, with that
+    version as precondition: a change in between is a conflict, the finalizer is taken off
+    again and the other writer's change kept."""
+    writer = KubeClaimWriter(cast(KubeClient, _ChangedAfterProtect(kube)))
+    pod = await make_pod(kube, namespace, "racing")
+    claim = await kube.create(RESOURCE_CLAIMS, dra.claim("racing-gpus", 1), namespace=namespace)
+
+    with pytest.raises(BindConflict):
+        await writer.allocate(pod, [decided(claim, "gpu-1", "gpu-0")])
+
+    after = await read(kube, namespace, "racing-gpus")
+    assert not after.get("status", {}).get("allocation")
+    assert not after.get("status", {}).get("reservedFor")
+    assert PROTECTION not in (after["metadata"].get("finalizers") or [])
+    assert after["metadata"]["labels"] == {"changed": "meanwhile"}
+
+
+async def test_the_allocation_write_leaves_the_spec_as_stored(
+    kube: KubeClient, namespace: str
+) -> None:
+    """Opaque driver config written with its keys out of order (as NVIDIA's ComputeDomain
+    channel claims are) stays byte for byte what the user wrote: the status write sends the
+    whole claim back, and the server keeps its stored spec and metadata."""
+    body = dra.claim("opaque-gpus", 1)
+    parameters = {"zeta": 1, "alpha": {"b": 2, "a": 1}, "kind": "ChannelConfig"}
+    body["spec"]["devices"]["config"] = [
+        {"requests": ["gpus"], "opaque": {"driver": DRIVER, "parameters": parameters}}
+    ]
+    body["metadata"]["labels"] = {"team": "a"}
+    claim = await kube.create(RESOURCE_CLAIMS, body, namespace=namespace)
+    pod = await make_pod(kube, namespace, "opaque")
+
+    await KubeClusterWriter(kube).allocate_claims(pod, [decided(claim, "gpu-1", "gpu-2")])
+
+    after = await read(kube, namespace, "opaque-gpus")
+    assert after["spec"] == claim["spec"]
+    stored = after["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert list(stored) == ["zeta", "alpha", "kind"]
+    assert after["metadata"]["labels"] == {"team": "a"}
+    assert after["metadata"]["finalizers"] == [PROTECTION]
+    assert dra.devices(after) == [(DRIVER, "gpu-1", "gpu-2")]
+    assert [r["uid"] for r in after["status"]["reservedFor"]] == [pod.uid]
 
 
 async def test_known_finalizers_are_kept_and_a_stale_knowledge_is_a_conflict(
