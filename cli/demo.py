@@ -23,9 +23,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import aiohttp
@@ -64,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--serve",
         action="store_true",
-        help="keep the API and its topology view (/ui/) up afterwards (Ctrl-C to stop)",
+        help="keep the API and its topology view (/ui/) up afterwards (Ctrl-C or SIGTERM to stop)",
     )
     parser.add_argument("--port", type=int, default=0, help="API port on 127.0.0.1 (default: any)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -255,10 +256,10 @@ async def demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 _print_report(out, coord, nodes, jobs, report, explained, elapsed)
                 out.write(format_steps(scaling))
             if args.serve:
-                _print_serving(out, coord.url)
-                out.flush()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.Event().wait()
+                with _stop_signals() as stopped, contextlib.suppress(asyncio.CancelledError):
+                    _print_serving(out, coord.url)  # once a signal is heard, not before
+                    out.flush()
+                    await stopped.wait()
         finally:
             for agent, _ in agents:
                 agent.stop()
@@ -267,6 +268,23 @@ async def demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if hardware.close is not None:
                     hardware.close()
     return 0
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[asyncio.Event]:
+    """An event set by SIGINT (Ctrl-C) or SIGTERM. The loop's own handlers, not Python's default
+    KeyboardInterrupt: a process started with SIGINT ignored — in the background of a script, as
+    ``nohup … &`` does, which a child inherits — is still stopped by it, and SIGTERM (``kill``,
+    a container runtime) stops it as cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield stop
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 def _print_report(

@@ -215,6 +215,41 @@ def test_serve_keeps_the_api_up_for_curl() -> None:
     assert rc in (0, 130)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_stops_on_sigint_or_sigterm_even_started_with_sigint_ignored(
+    stop: signal.Signals,
+) -> None:
+    """Started as a script's background job does (``nohup topos demo --serve &``: SIGINT
+    ignored, which the process inherits), the demo still stops on Ctrl-C's signal, and on
+    SIGTERM, at once and with status 0."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*TOPOS, "demo", "--serve", "--port", str(port)],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_ignore_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        line = "x"
+        while line and not line.startswith("Serving the API at"):
+            line = proc.stdout.readline()
+        assert line.startswith("Serving the API at"), line
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_bad_port_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--port", "70000"]) == 1
     err = capsys.readouterr().err
