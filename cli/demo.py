@@ -13,7 +13,7 @@ In one process, on loopback:
 4. a realistic workload in two phases (``coordinator.demo.scenario``), then a report of where
    every job went and why, GPU utilisation, fragmentation and locality.
 
-``--serve`` keeps the API up afterwards (Ctrl-C to stop). Authentication is off: the demo
+``--serve`` keeps the API up afterwards (Ctrl-C or SIGTERM to stop). Authentication is off: the demo
 listens on 127.0.0.1 only.
 """
 
