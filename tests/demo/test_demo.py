@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -181,16 +182,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_serve_keeps_the_api_up_for_curl() -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
+def _serve(port: int, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:
+    """``topos demo --serve`` on ``port``, its output read line by line by the test."""
+    return subprocess.Popen(
         [*TOPOS, "demo", "--serve", "--port", str(port)],
         cwd=ROOT,
         env=subprocess_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        preexec_fn=preexec_fn,
     )
+
+
+def test_serve_keeps_the_api_up_for_curl() -> None:
+    port = _free_port()
+    proc = _serve(port)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 90
@@ -226,16 +233,7 @@ def test_serve_stops_on_sigint_or_sigterm_even_started_with_sigint_ignored(
     """Started as a script's background job does (``nohup topos demo --serve &``: SIGINT
     ignored, which the process inherits), the demo still stops on Ctrl-C's signal, and on
     SIGTERM, at once and with status 0."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*TOPOS, "demo", "--serve", "--port", str(port)],
-        cwd=ROOT,
-        env=subprocess_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=_ignore_sigint,
-    )
+    proc = _serve(_free_port(), preexec_fn=_ignore_sigint)
     try:
         assert proc.stdout is not None
         line = "x"
