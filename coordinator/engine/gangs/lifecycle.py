@@ -447,11 +447,8 @@ class GangLifecycle:
         if status is None or status.members >= status.min_member or key in self._attempts:
             return  # gone, or complete: planned now
         message = self.manager.message(key, live=False)
-        nodes = self._nodes()
         for entry in self._entries(self.members(key)):
-            if self.scheduler.view.held(entry.uid) is None:
-                failure = Failure(entry.key, nodes, {}, message, Status.unschedulable(message))
-                self.scheduler.report(entry, "unschedulable", failure, message, explain=True)
+            self._wait(entry, message, popped=False)
 
     def wake(self, key: GangKey) -> None:
         """Members of ``key`` parked as unschedulable are tried again (after their backoff)."""
