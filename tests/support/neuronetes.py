@@ -202,12 +202,16 @@ class Kubelet:
             elif pod["spec"].get("nodeName") and status.get("phase", "Pending") == "Pending":
                 self._ips += 1
                 ready = {"type": "Ready", "status": "True"}
+                # The listed resourceVersion is a precondition: a status another writer set
+                # since the list (the test marking the pod Failed) is never turned back to
+                # Running, as a real kubelet never moves a finished pod back.
                 body = {
+                    "metadata": {"resourceVersion": meta["resourceVersion"]},
                     "status": {
                         "phase": "Running",
                         "podIP": f"10.88.{self._ips // 250}.{self._ips % 250 + 1}",
                         "conditions": [*(status.get("conditions") or []), ready],
-                    }
+                    },
                 }
                 with contextlib.suppress(KubeError):
                     await self.kube.patch(
