@@ -40,6 +40,7 @@ from coordinator.core.plugins import (
     podtopologyspread,
     pools,
     tainttoleration,
+    volumebinding,
 )
 from coordinator.core.plugins.custom import GuardedScorer
 from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, AnySpec, Context
@@ -74,6 +75,7 @@ PLUGINS: Final[tuple[AnySpec, ...]] = (
     nodeports.PLUGIN,
     noderesources.PLUGIN,
     gpu.GPU_TOPOLOGY,
+    volumebinding.PLUGIN,
     dynamicresources.PLUGIN,
     domainclique.PLUGIN,
     podtopologyspread.PLUGIN,
