@@ -28,8 +28,8 @@ def pod_volume_claims(spec: Mapping[str, object], pod_name: str) -> tuple[PodVol
     for i, item in enumerate(sequence(spec, "volumes", "spec")):
         path = f"spec.volumes[{i}]"
         volume = entry(item, path)
-        pvc = mapping(volume, "persistentVolumeClaim", path)
-        if pvc:
+        if volume.get("persistentVolumeClaim") is not None:
+            pvc = mapping(volume, "persistentVolumeClaim", path)
             name = text(pvc, "claimName", f"{path}.persistentVolumeClaim")
             if not name:
                 raise FieldError(f"{path}.persistentVolumeClaim.claimName", "must not be empty")
