@@ -191,7 +191,8 @@ def test_a_lost_claim_names_its_missing_volume() -> None:
 def test_an_unbound_immediate_claim_waits_for_the_pv_controller() -> None:
     store = volumes(claim("data", cls="fast"), storage_class("fast", mode="Immediate"))
     failure = refused(schedule(with_claims("p", "data"), store))
-    assert failure.pod_status is not None and failure.pod_status.reasons == (UNBOUND_IMMEDIATE,)
+    assert failure.pod_status is not None
+    assert failure.pod_status.reasons == (UNBOUND_IMMEDIATE,)
 
 
 def test_a_claim_without_a_class_binds_immediately() -> None:
@@ -202,7 +203,8 @@ def test_a_claim_without_a_class_binds_immediately() -> None:
 def test_an_ephemeral_volume_waits_for_its_claim_then_must_own_it() -> None:
     obj = with_claims("p", ephemeral="scratch", uid="uid-p")
     waiting = refused(schedule(obj, volumes()))
-    assert waiting.pod_status is not None and waiting.pod_status.gated
+    assert waiting.pod_status is not None
+    assert waiting.pod_status.gated
     assert 'create the persistentvolumeclaim "p-scratch"' in waiting.message
     foreign = claim("p-scratch", ownerReferences=[{"uid": "someone", "controller": True}])
     not_ours = refused(schedule(obj, volumes(foreign, storage_class("local"))))
@@ -284,7 +286,8 @@ def test_a_delayed_claim_takes_the_smallest_local_pv_that_fits_and_its_node() ->
     snapshot = Snapshot(nodes(), volumes=store)
     decision = decided(schedule_one(with_claims("p", "data"), snapshot, fw))
     assert decision.verdicts["node-a"].status.reasons == (BIND_CONFLICT,)
-    assert decision.volumes is not None and decision.volumes.node == decision.node
+    assert decision.volumes is not None
+    assert decision.volumes.node == decision.node
     ((pv, bound_claim),) = decision.volumes.bind
     assert (pv.name, bound_claim.name) == (
         {"node-b": "pv-b-big", "node-c": "pv-c-fit"}[decision.node],
@@ -368,6 +371,4 @@ def test_a_pod_without_claims_is_not_touched() -> None:
 def test_a_claim_without_a_name_is_an_invalid_pod_naming_the_field() -> None:
     obj = pod("p", spec={"volumes": [{"name": "v", "persistentVolumeClaim": {}}]})
     failure = refused(schedule(obj, volumes()))
-    assert "spec.volumes[0].persistentVolumeClaim.claimName: must not be empty" in (
-        failure.message
-    )
+    assert "spec.volumes[0].persistentVolumeClaim.claimName: must not be empty" in (failure.message)
