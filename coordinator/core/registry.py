@@ -41,6 +41,7 @@ from coordinator.core.plugins import (
     pools,
     tainttoleration,
     volumebinding,
+    volumerestrictions,
 )
 from coordinator.core.plugins.custom import GuardedScorer
 from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, AnySpec, Context
@@ -75,6 +76,7 @@ PLUGINS: Final[tuple[AnySpec, ...]] = (
     nodeports.PLUGIN,
     noderesources.PLUGIN,
     gpu.GPU_TOPOLOGY,
+    volumerestrictions.PLUGIN,
     volumebinding.PLUGIN,
     dynamicresources.PLUGIN,
     domainclique.PLUGIN,

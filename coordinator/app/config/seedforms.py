@@ -151,7 +151,6 @@ BUILT_IN: Final = frozenset(
 NOT_RUN: Final = frozenset(
     {
         "ImageLocality",
-        "VolumeRestrictions",
         "VolumeZone",
         "NodeVolumeLimits",
         "NodeName",

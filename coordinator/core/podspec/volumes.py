@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from coordinator.core.podspec.fields import FieldError, entry, mapping, sequence, text
 
-__all__ = ["PodVolumeClaim", "pod_volume_claims"]
+__all__ = ["PodVolumeClaim", "bound_claim_names", "pod_volume_claims"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +37,12 @@ def pod_volume_claims(spec: Mapping[str, object], pod_name: str) -> tuple[PodVol
         elif volume.get("ephemeral") is not None:
             out.append(PodVolumeClaim(f"{pod_name}-{text(volume, 'name', path)}", ephemeral=True))
     return tuple(out)
+
+
+def bound_claim_names(spec: Mapping[str, object], pod_name: str) -> tuple[str, ...]:
+    """The claims a running pod uses, leniently (the API server accepted it): ``()`` where
+    ``spec.volumes`` cannot be read."""
+    try:
+        return tuple(c.name for c in pod_volume_claims(spec, pod_name))
+    except FieldError:
+        return ()

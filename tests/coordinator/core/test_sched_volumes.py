@@ -1,11 +1,13 @@
-"""VolumeBinding: pods with PersistentVolumeClaims placed as kube-scheduler places them.
+"""VolumeBinding and VolumeRestrictions: pods with PersistentVolumeClaims placed as
+kube-scheduler places them.
 
 A claim missing, being deleted, not the pod's own (ephemeral) or unbound with Immediate binding
 refuses the pod everywhere, with kube's message; a bound claim's PV must reach the node (its
 ``spec.nodeAffinity``); an unbound WaitForFirstConsumer claim needs an available PV the node
 reaches, or a provisioner whose ``allowedTopologies`` admit the node, and the decision carries
 what binding it there writes (the PV's ``claimRef``, or the claim's ``selected-node``). Objects
-that cannot be read are named with the field.
+that cannot be read are named with the field. A ``ReadWriteOncePod`` claim a placed pod uses
+refuses every node to another pod.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from coordinator.core.plugins.volumebinding import (
     PV_NOT_EXIST,
     UNBOUND_IMMEDIATE,
 )
+from coordinator.core.plugins.volumerestrictions import RWOP_CONFLICT
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.status import Code
 from devcluster.pods import pod
-from tests.support.sched_hw import plain_node
+from tests.support.sched_hw import bound_info, plain_node
 from tests.support.volumes import ZONE, claim, local_pv, storage_class
 
 
@@ -282,3 +285,36 @@ def test_a_claim_without_a_name_is_an_invalid_pod_naming_the_field() -> None:
     obj = pod("p", spec={"volumes": [{"name": "v", "persistentVolumeClaim": {}}]})
     failure = refused(schedule(obj, volumes()))
     assert "spec.volumes[0].persistentVolumeClaim.claimName: must not be empty" in (failure.message)
+
+
+# --- VolumeRestrictions: ReadWriteOncePod -------------------------------------------------------
+
+
+def rwop_cluster(holder: dict[str, Any]) -> Snapshot:
+    info = bound_info(holder, node="node-a")
+    assert info is not None
+    a, *others = nodes()
+    return Snapshot(
+        [a.rebuild((info,)), *others],
+        volumes=volumes(
+            claim("solo", volume="pv-1", bound=True, modes=("ReadWriteOncePod",)),
+            claim("shared", volume="pv-2", bound=True),
+            local_pv("pv-1", None),
+            local_pv("pv-2", None),
+        ),
+    )
+
+
+def test_a_read_write_once_pod_claim_in_use_refuses_every_node() -> None:
+    snapshot = rwop_cluster(with_claims("holder", "solo"))
+    failure = refused(schedule_one(with_claims("p", "solo"), snapshot, build_framework()))
+    assert failure.message == f"0/3 nodes are available: 3 {RWOP_CONFLICT}."
+    assert failure.unresolvable  # Topos's preemption cannot free a claim
+
+
+def test_a_read_write_once_claim_may_be_shared_and_the_holder_is_not_its_own_conflict() -> None:
+    snapshot = rwop_cluster(with_claims("holder", "shared", "solo"))
+    fw = build_framework()
+    assert decided(schedule_one(with_claims("p", "shared"), snapshot, fw))
+    # the holder itself, decided again (its uid): no conflict with itself
+    assert decided(schedule_one(with_claims("holder", "shared", "solo"), snapshot, fw))
