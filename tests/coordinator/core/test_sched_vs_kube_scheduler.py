@@ -743,12 +743,13 @@ async def test_default_spreading_moves_a_sibling_off_the_node_it_would_pack_onto
     assert node == ours.node == f"s{tag}-0"
 
 
-async def test_volume_binding_messages_and_nodes_match(
+async def test_volume_messages_and_nodes_match(
     kube: KubeClient, namespace: str, kube_scheduler: str
 ) -> None:
     """Claims missing, unbound with Immediate binding, bound to a local PV, waiting for their
-    first consumer with and without a PV to take: VolumeBinding's verdicts on both sides (the
-    shared control plane's PV binder completes kube-scheduler's bindings)."""
+    first consumer with and without a PV to take, and a ReadWriteOncePod claim in use:
+    VolumeBinding's and VolumeRestrictions' verdicts on both sides (the shared control plane's
+    PV binder completes kube-scheduler's bindings)."""
     tag = uuid.uuid4().hex[:6]
     for n in ("a", "b", "c"):
         name = f"v{tag}-{n}"
@@ -829,3 +830,28 @@ async def test_volume_binding_messages_and_nodes_match(
     node, message, ours = await compare(kube, namespace, with_claim("follows", "bound"))
     assert isinstance(ours, Decision), ours
     assert (ours.node, node) == (f"v{tag}-b", f"v{tag}-b")
+
+    # A ReadWriteOncePod claim that a pod on node a uses (bound by hand): VolumeRestrictions.
+    solo_pv = pv("pv-solo", f"v{tag}-a", f"solo-{tag}")
+    solo_pv["spec"].pop("nodeAffinity")
+    solo_pv["spec"]["hostPath"] = solo_pv["spec"].pop("local")  # any node reaches it
+    solo_pv["spec"]["accessModes"] = ["ReadWriteOncePod"]
+    solo = pvc("solo", f"solo-{tag}", volume=f"pv-solo-{tag}")
+    solo["spec"]["accessModes"] = ["ReadWriteOncePod"]
+    await kube.create(PERSISTENT_VOLUMES, solo_pv)
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, solo, namespace=namespace)
+    await wait_for_object(
+        kube,
+        PERSISTENT_VOLUME_CLAIMS,
+        "solo",
+        lambda c: (c.get("status") or {}).get("phase") == "Bound",
+        namespace=namespace,
+        what="the PV binder to bind the claim",
+    )
+    holder = with_claim("holder", "solo")
+    holder["spec"]["nodeName"] = f"v{tag}-a"
+    await kube.create(PODS, holder, namespace=namespace)
+    node, message, ours = await compare(kube, namespace, with_claim("second", "solo"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
