@@ -11,7 +11,10 @@ control plane's service-account signing key and root CA, and HTTPS (health only)
 - ``job``, ``replicaset``, ``deployment``: workloads create their pods;
 - ``garbage-collector``: dependents go with their owners (ownerReferences);
 - ``device-taint-eviction``: deletes the pods whose claims hold a device tainted ``NoExecute``
-  (in its ResourceSlice or by a DeviceTaintRule) that they do not tolerate (KEP-5055).
+  (in its ResourceSlice or by a DeviceTaintRule) that they do not tolerate (KEP-5055);
+- ``persistentvolume-binder``: binds PersistentVolumeClaims to PersistentVolumes (a PV the
+  scheduler gave a ``claimRef``), and hands a WaitForFirstConsumer claim the scheduler gave
+  ``volume.kubernetes.io/selected-node`` to its provisioner.
 
 ``topos devcluster up`` (``PLAYGROUND``) adds ``statefulset`` — the tests' shared control plane
 does not, where tests stand in for a StatefulSet's replicas themselves.
@@ -40,6 +43,7 @@ CONTROLLERS: Final = (
     "deployment-controller",
     "garbage-collector-controller",
     "device-taint-eviction-controller",
+    "persistentvolume-binder-controller",
 )
 PLAYGROUND: Final = (*CONTROLLERS, "statefulset-controller")
 """What ``topos devcluster up`` runs: StatefulSets make their pods too."""

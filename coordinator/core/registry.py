@@ -40,6 +40,8 @@ from coordinator.core.plugins import (
     podtopologyspread,
     pools,
     tainttoleration,
+    volumebinding,
+    volumerestrictions,
 )
 from coordinator.core.plugins.custom import GuardedScorer
 from coordinator.core.plugins.declaration import DEFAULT_LEAF_LABEL, AnySpec, Context
@@ -74,6 +76,8 @@ PLUGINS: Final[tuple[AnySpec, ...]] = (
     nodeports.PLUGIN,
     noderesources.PLUGIN,
     gpu.GPU_TOPOLOGY,
+    volumerestrictions.PLUGIN,
+    volumebinding.PLUGIN,
     dynamicresources.PLUGIN,
     domainclique.PLUGIN,
     podtopologyspread.PLUGIN,

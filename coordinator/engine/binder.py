@@ -5,7 +5,8 @@ GPUs taken meanwhile); :meth:`Binder.submit` waits only when ``max_in_flight`` b
 running (back-pressure). Each job checks that the node still exists, writes the decision's DRA
 claims (``ClusterWriter.allocate_claims``: allocated and reserved for the pod — the gang step
 has a gang's written for all members at once with :meth:`Binder.write_claims` before it submits
-any, and they arrive here as ``written``), then
+any, and they arrive here as ``written``), binds its WaitForFirstConsumer volumes to the node
+(``VolumeWriter.bind_volumes``: PVs' ``claimRef``, claims' ``selected-node``), then
 calls ``ClusterWriter.bind``; the outcome goes to ``on_bound`` / ``on_failed``. A bind refused
 for good (:class:`~.ports.BindConflict`) releases the claims written for it; after a transient
 error the bind may have happened, so they stay — the pod's claims are then allocated and reserved
@@ -24,7 +25,13 @@ from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
-from coordinator.engine.ports import BindConflict, ClusterError, ClusterWriter, PodRef
+from coordinator.engine.ports import (
+    BindConflict,
+    ClusterError,
+    ClusterWriter,
+    PodRef,
+    VolumeWriter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +113,11 @@ class Binder:
             if job.written is None and job.claims:
                 written = await self._writer.allocate_claims(job.pod, job.claims)
                 self._on_claims(job, written)
+            volumes = job.decision.volumes
+            if volumes is not None and (volumes.bind or volumes.provision):
+                if not isinstance(self._writer, VolumeWriter):
+                    raise BindConflict("this cluster cannot bind PersistentVolumeClaims")
+                await self._writer.bind_volumes(job.pod, volumes)
             await self._writer.bind(job.pod, node, job.decision.annotations())
         except ClusterError as exc:
             if written and (isinstance(exc, BindConflict) or not self.may_bind()):

@@ -14,7 +14,9 @@ nothing else is ready). Kinds of change:
   released with their claims, by kube-controller-manager, a moment later);
 - **claims** — any other DRA change (a claim created or allocated): pods whose claims were
   refused before any node was looked at (waiting for a claim to exist, or to be fixed);
-- **pods** — a pod appeared or changed somewhere: pods with affinity or spread terms.
+- **pods** — a pod appeared or changed somewhere: pods with affinity or spread terms;
+- **volumes** — a PersistentVolumeClaim, PersistentVolume or StorageClass changed: pods whose
+  volumes name a claim.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ def _affinity_sensitive(pod: QueuedPod) -> bool:
     return isinstance(req, PodRequest) and bool(req.has_affinity_terms or req.spread)
 
 
+def _has_volume_claims(pod: QueuedPod) -> bool:
+    req = pod.request
+    return isinstance(req, PodRequest) and bool(req.volume_claims)
+
+
 def _waits_for_any(pod: QueuedPod) -> bool:
     return pod.waits_for == "any"
 
@@ -47,6 +54,7 @@ class PendingChanges:
         self.queue = queue
         self._wake = wake
         self._everything = self._capacity = self._claims = self._pods = False
+        self._volumes = False
 
     def everything(self) -> None:
         self._everything = True
@@ -67,6 +75,10 @@ class PendingChanges:
         self._pods = True
         self._wake()
 
+    def volumes(self) -> None:
+        self._volumes = True
+        self._wake()
+
     def apply(self) -> None:
         everything, capacity, claims, pods = (
             self._everything,
@@ -75,6 +87,9 @@ class PendingChanges:
             self._pods,
         )
         self._everything = self._capacity = self._claims = self._pods = False
+        volumes, self._volumes = self._volumes, False
+        if volumes and not everything:
+            self.queue.cluster_changed(_has_volume_claims, counts=True)
         if everything or capacity:
             self.queue.cluster_changed(None if everything else _waits_for_any, counts=True)
         elif pods:

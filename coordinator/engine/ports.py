@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from common.linkhealth import health_notes, worst_effective_link
 from common.model import NodeTopology
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.results import Decision
+from coordinator.core.snapshot.volumes import VolumeWrites
 
 __all__ = [
     "COMPONENT",
@@ -131,6 +132,18 @@ class ClusterWriter(Protocol):
         done (the pod it was meant for is gone), as does a pod not found. ``grace_period_s``
         overrides the pod's termination grace period (0: at once, for a pod no kubelet will
         stop, such as one bound to a deleted Node)."""
+        ...
+
+
+@runtime_checkable
+class VolumeWriter(Protocol):
+    """A :class:`ClusterWriter` that can also bind a pod's WaitForFirstConsumer volumes."""
+
+    async def bind_volumes(self, pod: PodRef, writes: VolumeWrites) -> None:
+        """kube-scheduler's VolumeBinding PreBind, before ``pod``'s Binding: each PV matched
+        gets ``spec.claimRef`` (its ``resourceVersion`` as precondition: a PV taken meanwhile is
+        a :class:`BindConflict`), each claim to provision ``volume.kubernetes.io/selected-node``
+        (``writes.node``). It does not wait for the PV controller to finish the bindings."""
         ...
 
 

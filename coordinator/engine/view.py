@@ -49,6 +49,7 @@ from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
 from coordinator.inventory.dra import DraChange, DraStore, claim_allocated
 from coordinator.inventory.state import BoundPod, NodeState
@@ -118,6 +119,7 @@ class ClusterView:
         node_filter: Callable[[NodeState], bool] | None = None,
         dra: DraStore | None = None,
         workloads: WorkloadSelectors | None = None,
+        volumes: Volumes | None = None,
     ) -> None:
         self.inventory = inventory
         self.dra = dra if dra is not None else DraStore()
@@ -135,6 +137,9 @@ class ClusterView:
         #: Services and controllers by selector (default topology spreading); the adapters
         #: keep it current and every snapshot reads it as it is.
         self.workloads = workloads if workloads is not None else WorkloadSelectors()
+        #: PersistentVolumeClaims, PersistentVolumes and StorageClasses (VolumeBinding), kept
+        #: current likewise; every change calls its ``on_change``.
+        self.volumes = volumes if volumes is not None else Volumes()
         #: From the inventory alone, with what of the node (besides its pods) it was built from.
         self._base: dict[str, tuple[tuple[object, ...], NodeInfo]] = {}
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
@@ -450,6 +455,7 @@ class ClusterView:
                 namespaces=self.namespaces,
                 dra=self._snapshot_dra,
                 workloads=self.workloads,
+                volumes=self.volumes,
             )
             self._order_changed = False
         else:

@@ -307,6 +307,9 @@ async def _forward(
     for waiting in state.pending:
         pending = copy.deepcopy(dict(waiting))
         pending.get("spec", {}).pop("nodeName", None)
+        # The copy holds no PersistentVolumeClaims or PVs: where a pod's volumes can go is not
+        # forecast (it would be refused for a claim "not found"); see docs/volumes.md.
+        pending.get("spec", {}).pop("volumes", None)
         pending["status"] = {"phase": "Pending"}
         objs[_key(pending)] = pending
         cluster.create_pod(pending)

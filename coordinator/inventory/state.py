@@ -75,6 +75,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     annotations: dict[str, str] = {}  # only scheduling keys (topos.io/*, KubeNexus NUMA)
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
     host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
+    volume_claims: tuple[str, ...] = ()  # the PVCs its volumes name (ReadWriteOncePod conflicts)
     # For gangs (coordinator.engine.gangs): the run a member belongs to, and whether it is going.
     owner_uid: str = ""  # the workload's UID (JobSet label, controller ownerReference); bare: ""
     owner_kind: str = ""  # that workload's kind (ReplicaSet, Job, JobSet, ...)

@@ -22,6 +22,7 @@ from common.quantity import QuantityError
 from common.wire import FrameError
 from coordinator.core.gangs.identity import workload_owner
 from coordinator.core.podspec.resources import held_requests, quantity
+from coordinator.core.podspec.volumes import bound_claim_names
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
 from coordinator.inventory.validate import check_report
@@ -322,6 +323,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             if k in ("podAffinity", "podAntiAffinity")
         },
         host_ports=bound_host_ports(spec),
+        volume_claims=bound_claim_names(spec, str(meta.get("name", ""))),
         owner_uid=owner[0],
         owner_kind=owner[1],
         terminating=bool(meta.get("deletionTimestamp")),

@@ -108,6 +108,9 @@ COORDINATOR_GRANTS = _expand(
         "devicetaintrules.resource.k8s.io": ["get", "list", "watch", "create", "update", "delete"],
         "resourceclaims.resource.k8s.io": ["get", "list", "watch", "create", "patch", "delete"],
         "resourceclaims.resource.k8s.io/status": ["update", "patch"],
+        "persistentvolumeclaims": ["get", "list", "watch", "patch"],
+        "persistentvolumes": ["get", "list", "watch", "patch"],
+        "storageclasses.storage.k8s.io": ["list", "watch"],
     }
 )
 COORDINATOR_NAMESPACE_GRANTS = _expand(

@@ -24,6 +24,7 @@ from coordinator.adapters.kube.objects import (
     object_key,
 )
 from coordinator.adapters.kube.owners import Owners, inheriting_pending_watch
+from coordinator.adapters.kube.volumes import volume_watches
 from coordinator.adapters.kube.workloads import workload_watches
 from coordinator.adapters.kube.writer import KubeClusterWriter, kube_nominator
 from coordinator.core.framework.profile import Framework
@@ -86,6 +87,8 @@ def kube_runtime(
     # Services' and controllers' selectors: PodTopologySpread's default constraints.
     workloads = workload_watches(client, scheduler.view.workloads, owners, namespace=namespace)
     ready = [*(w.synced for w in watches), namespaces.synced, *claims.synced, *owners.synced]
+    # PersistentVolumeClaims, PersistentVolumes, StorageClasses: VolumeBinding.
+    workloads += volume_watches(client, scheduler.view.volumes, namespace=namespace)
     ready += [w.synced for w in workloads]
     ready += [inventory_synced] if inventory_synced is not None else []
     feeds = [

@@ -48,7 +48,9 @@ from common.kube import (
 from common.kube.recorder import EventRecorder
 from common.kube.types import ObjectReference
 from coordinator.adapters.kube.claims import KubeClaimWriter
+from coordinator.adapters.kube.volumes import bind_volumes
 from coordinator.core.dra.model import ClaimAllocation
+from coordinator.core.snapshot.volumes import VolumeWrites
 from coordinator.engine.ports import (
     COMPONENT,
     CONDITION_REASON,
@@ -116,6 +118,9 @@ class KubeClusterWriter:
 
     async def release_claims(self, pod: PodRef, claims: Sequence[ClaimAllocation]) -> None:
         await self._claims.release(pod, claims)
+
+    async def bind_volumes(self, pod: PodRef, writes: VolumeWrites) -> None:
+        await bind_volumes(self._client, pod, writes)
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         await self._binding(pod)

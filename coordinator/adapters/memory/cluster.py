@@ -39,8 +39,10 @@ from common import podkeys
 from common.allocatable import KUBELET_MAX_PODS, allocatable_from_topology
 from common.model import NodeTopology
 from coordinator.adapters.memory.dra import MemoryDra
+from coordinator.adapters.memory.volumes import MemoryVolumes
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.queue import SchedulingQueue
+from coordinator.core.snapshot.volumes import VolumeWrites
 from coordinator.core.snapshot.workloads import KINDS, WorkloadSelectors
 from coordinator.engine.claimstatus import extended_claim_status
 from coordinator.engine.ports import (
@@ -86,6 +88,9 @@ class MemoryCluster:
         self.dra = MemoryDra(versions=self._rv)
         #: Services' and controllers' selectors (default topology spreading; the view reads it).
         self.workloads = WorkloadSelectors()
+        #: PersistentVolumeClaims, PersistentVolumes, StorageClasses (the view reads
+        #: ``volumes.store``; ``volumes.apply`` adds or changes one).
+        self.volumes = MemoryVolumes(versions=self._rv)
         #: Job objects (``batch/v1``) by ``namespace/name``: defragmentation reads whether a
         #: Job's pods may move (``runtime.jobs``).
         self._jobs: dict[str, dict[str, Any]] = {}
@@ -393,6 +398,10 @@ class MemoryCluster:
             obj["status"].pop("extendedResourceClaimStatus", None)
             obj["metadata"]["resourceVersion"] = str(next(self._rv))
             self._publish("MODIFIED", obj)
+
+    async def bind_volumes(self, pod: PodRef, writes: VolumeWrites) -> None:
+        self._live(pod)
+        self.volumes.bind(pod, writes)
 
     async def bind(self, pod: PodRef, node: str, annotations: Mapping[str, str]) -> None:
         obj = self._live(pod)

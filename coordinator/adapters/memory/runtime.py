@@ -31,7 +31,11 @@ def memory_runtime(
     ``coordinator.sim``), ``wall_clock`` stamps attempts."""
     scheduler = Scheduler(
         view=ClusterView(
-            inventory, dra=cluster.dra.store, workloads=cluster.workloads, clock=clock
+            inventory,
+            dra=cluster.dra.store,
+            workloads=cluster.workloads,
+            volumes=cluster.volumes.store,
+            clock=clock,
         ),
         writer=cluster,
         framework=framework,

@@ -151,8 +151,6 @@ BUILT_IN: Final = frozenset(
 NOT_RUN: Final = frozenset(
     {
         "ImageLocality",
-        "VolumeBinding",
-        "VolumeRestrictions",
         "VolumeZone",
         "NodeVolumeLimits",
         "NodeName",

@@ -28,6 +28,7 @@ from coordinator.core.framework.interfaces import (
     CLAIMS,
     DRA_SERVED,
     PLACEMENTS,
+    VOLUMES,
     FilterPlugin,
     PreFilterResult,
     ScorePlugin,
@@ -443,6 +444,7 @@ def _cycle(
         evaluated=len(nodes),
         feasible=len(feasible),
         claims=claims,
+        volumes=(state.get(VOLUMES) or {}).get(best.name),
         state=state,
     )
 

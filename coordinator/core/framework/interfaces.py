@@ -35,12 +35,14 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.snapshot.volumes import VolumeWrites
 from coordinator.core.status import SUCCESS, Status
 
 __all__ = [
     "CLAIMS",
     "DRA_SERVED",
     "PLACEMENTS",
+    "VOLUMES",
     "BatchScorePlugin",
     "CandidatesPlugin",
     "EpochPlugin",
@@ -69,6 +71,9 @@ CLAIMS: Final = StateKey[
 #: Extended resources DRA serves for this pod where a node's allocatable lacks them (KEP-5004):
 #: NodeResourcesFit and GpuTopology leave those to DRA. Part of the node-local memo key.
 DRA_SERVED: Final = StateKey[frozenset[str]]("dra-served")
+#: What binding the pod's WaitForFirstConsumer volumes to each feasible node writes (the cycle
+#: copies the chosen node's into ``Decision.volumes``).
+VOLUMES: Final = StateKey[dict[str, VolumeWrites]]("volumes")
 
 
 class Requeue(StrEnum):

@@ -10,6 +10,7 @@ from common import podkeys
 from coordinator.core.dra.model import ClaimAllocation
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.snapshot.podinfo import Placement
+from coordinator.core.snapshot.volumes import VolumeWrites
 from coordinator.core.status import Code, Status
 
 __all__ = ["Decision", "Failure", "NodeVerdict", "ScheduleResult"]
@@ -37,6 +38,8 @@ class Decision:
     feasible: int
     # DRA: the claims to allocate (and reserve for the pod) before the Binding, in order.
     claims: tuple[ClaimAllocation, ...] = ()
+    # Volumes: the PVs to bind and claims to provision for the node before the Binding.
+    volumes: VolumeWrites | None = None
     state: CycleState = field(repr=False, compare=False, default_factory=CycleState)
 
     @property

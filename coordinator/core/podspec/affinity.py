@@ -21,6 +21,7 @@ __all__ = [
     "WeightedNodeTerm",
     "label_selector",
     "node_affinity",
+    "node_selector",
     "parse_affinity_terms",
 ]
 
@@ -131,19 +132,21 @@ def _node_term(raw: object, path: str) -> NodeSelectorTerm:
     return NodeSelectorTerm(exprs, fields)
 
 
+def node_selector(raw: object, path: str) -> tuple[NodeSelectorTerm, ...]:
+    """A ``NodeSelector`` (``{nodeSelectorTerms: [...]}``, at least one term): its ORed terms."""
+    terms = sequence(entry(raw, path), "nodeSelectorTerms", path)
+    if not terms:
+        raise FieldError(f"{path}.nodeSelectorTerms", "must not be empty")
+    return tuple(_node_term(t, f"{path}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+
+
 def node_affinity(raw: Mapping[str, object], path: str) -> NodeAffinity | None:
     if not raw:
         return None
     required: tuple[NodeSelectorTerm, ...] | None = None
     req = raw.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
-        rpath = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
-        terms = sequence(entry(req, rpath), "nodeSelectorTerms", rpath)
-        if not terms:
-            raise FieldError(f"{rpath}.nodeSelectorTerms", "must not be empty")
-        required = tuple(
-            _node_term(t, f"{rpath}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms)
-        )
+        required = node_selector(req, f"{path}.requiredDuringSchedulingIgnoredDuringExecution")
     preferred: list[WeightedNodeTerm] = []
     ppath = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
     for i, item in enumerate(

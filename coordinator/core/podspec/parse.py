@@ -54,6 +54,7 @@ from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
 from coordinator.core.podspec.tolerations import Toleration, tolerations
 from coordinator.core.podspec.toposkeys import gpu_memory_mib, mig_demand, numa
+from coordinator.core.podspec.volumes import PodVolumeClaim, pod_volume_claims
 from coordinator.core.status import Reason, Status
 
 __all__ = ["MAX_GPUS_PER_POD", "PodRequest", "PodSpecError", "parse_pod"]
@@ -118,6 +119,8 @@ class PodRequest:
     node_name: str = ""  # spec.nodeName, set when already bound
     host_ports: tuple[HostPort, ...] = ()  # ports the pod binds on its node
     claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
+    # the PersistentVolumeClaims spec.volumes names (persistentVolumeClaim, ephemeral)
+    volume_claims: tuple[PodVolumeClaim, ...] = ()
     # spec.schedulingGates names: while any is left the pod is not scheduled (kube's PreEnqueue)
     scheduling_gates: tuple[str, ...] = ()
     # status.extendedResourceClaimStatus.resourceClaimName: the claim made for its extended
@@ -258,6 +261,7 @@ def _parse(
         node_name=text(spec, "nodeName", "spec"),
         host_ports=host_ports(spec),
         claims=pod_claims(spec, status),
+        volume_claims=pod_volume_claims(spec, name),
         extended_claim=extended_claim(status),
         container_extended=container_extended(spec),
         pool=pool_scheduling(labels, annotations),

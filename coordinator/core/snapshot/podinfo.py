@@ -82,6 +82,7 @@ class PodInfo:
     host_ports: tuple[HostPort, ...] = ()
     share: HeldShare | None = None  # part of its GPU (topos.io/gpu-share); None: whole devices
     slices: SliceAsk | None = None  # its slice keys: which domains it holds exclusively
+    volume_claims: tuple[str, ...] = ()  # the PVCs (in its namespace) its volumes name
 
     @property
     def key(self) -> str:
@@ -118,6 +119,7 @@ class PodInfo:
             host_ports=pod.host_ports,
             share=placement.share,
             slices=pod.slices,
+            volume_claims=tuple(c.name for c in pod.volume_claims),
         )
 
 
@@ -149,6 +151,8 @@ class BoundPodFields(Protocol):
     def affinity(self) -> Mapping[str, object]: ...  # podAffinity/podAntiAffinity as written
     @property
     def host_ports(self) -> tuple[HostPort, ...]: ...
+    @property
+    def volume_claims(self) -> tuple[str, ...]: ...
 
 
 def bound_pod_info(bound: BoundPodFields) -> PodInfo:
@@ -183,6 +187,7 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         host_ports=bound.host_ports,
         share=parse_held(ann.get(podkeys.GPU_SHARE, "")),
         slices=_slices(ann),
+        volume_claims=bound.volume_claims,
     )
 
 

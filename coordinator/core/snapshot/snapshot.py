@@ -25,6 +25,7 @@ from coordinator.core.snapshot.podcounts import (
     TermIndex,
 )
 from coordinator.core.snapshot.podinfo import Placement, PodInfo
+from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
 
 __all__ = ["Snapshot"]
@@ -58,6 +59,7 @@ class Snapshot:
         "_positions",
         "_slots",
         "namespaces",
+        "volumes",
         "workloads",
     )
 
@@ -68,6 +70,7 @@ class Snapshot:
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         dra: DraState | None = None,
         workloads: WorkloadSelectors | None = None,
+        volumes: Volumes | None = None,
     ) -> None:
         self._nodes: dict[str, NodeInfo] = {}
         for n in nodes:
@@ -77,6 +80,8 @@ class Snapshot:
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
         #: Services and controllers by selector (shared with whoever keeps it current).
         self.workloads = workloads if workloads is not None else WorkloadSelectors()
+        #: PersistentVolumeClaims, PersistentVolumes, StorageClasses (shared likewise).
+        self.volumes = volumes if volumes is not None else Volumes()
         self._assumed: dict[str, str] = {}  # pod key → node name
         self._order: NodeOrder | None = None
         self._positions: dict[str, int] | None = None  # unchanged by assume/forget
@@ -122,7 +127,9 @@ class Snapshot:
         return self._dra.gpu_uuids_allocated(node.name, node.labels)
 
     def copy(self) -> Snapshot:
-        other = Snapshot((), namespaces=self.namespaces, workloads=self.workloads)
+        other = Snapshot(
+            (), namespaces=self.namespaces, workloads=self.workloads, volumes=self.volumes
+        )
         other._dra_base, other._dra = self._dra_base, self._dra
         other._claims = dict(self._claims)
         other._nodes = dict(self._nodes)

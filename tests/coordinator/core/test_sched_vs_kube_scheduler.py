@@ -34,6 +34,11 @@ from common.model import Gpu, NodeTopology
 from common.podkeys import GPU_RESOURCE
 from common.quantity import parse_quantity, to_int, to_milli
 from coordinator.adapters.kube.owners import OWNER_KINDS
+from coordinator.adapters.kube.volumes import (
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    STORAGE_CLASSES,
+)
 from coordinator.adapters.kube.workloads import REPLICATION_CONTROLLERS, SERVICES
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Decision, Failure
@@ -42,12 +47,14 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
 from devcluster.kube_wait import scheduled_message, wait_for_object
 from devcluster.pods import host_port, pod
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.sched_hw import bound_info
+from tests.support.volumes import claim, local_pv, storage_class
 
 pytestmark = pytest.mark.kube
 
@@ -179,6 +186,20 @@ async def workload_selectors(kube: KubeClient) -> WorkloadSelectors:
     return out
 
 
+async def volume_objects(kube: KubeClient) -> Volumes:
+    """Claims, PVs and StorageClasses, as the coordinator's watches keep them."""
+    out = Volumes()
+    kinds = (
+        ("PersistentVolumeClaim", PERSISTENT_VOLUME_CLAIMS),
+        ("PersistentVolume", PERSISTENT_VOLUMES),
+        ("StorageClass", STORAGE_CLASSES),
+    )
+    for kind, resource in kinds:
+        for obj in (await kube.list(resource))["items"]:
+            out.put(kind, obj)  # type: ignore[arg-type]
+    return out
+
+
 async def cluster_snapshot(kube: KubeClient) -> Snapshot:
     nodes = (await kube.list(NODES))["items"]
     pods = (await kube.list(PODS))["items"]
@@ -191,6 +212,7 @@ async def cluster_snapshot(kube: KubeClient) -> Snapshot:
     return Snapshot(
         [node_info(n, by_node.get(n["metadata"]["name"], [])) for n in nodes],
         workloads=await workload_selectors(kube),
+        volumes=await volume_objects(kube),
     )
 
 
@@ -719,3 +741,117 @@ async def test_default_spreading_moves_a_sibling_off_the_node_it_would_pack_onto
     node, _, ours = await compare(kube, namespace, sibling("web-2", **own))
     assert isinstance(ours, Decision), getattr(ours, "message", "")
     assert node == ours.node == f"s{tag}-0"
+
+
+async def test_volume_messages_and_nodes_match(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    """Claims missing, unbound with Immediate binding, bound to a local PV, waiting for their
+    first consumer with and without a PV to take, and a ReadWriteOncePod claim in use:
+    VolumeBinding's and VolumeRestrictions' verdicts on both sides (the shared control plane's
+    PV binder completes kube-scheduler's bindings)."""
+    tag = uuid.uuid4().hex[:6]
+    for n in ("a", "b", "c"):
+        name = f"v{tag}-{n}"
+        await make_node(kube, name, labels={"diff": tag, "kubernetes.io/hostname": name})
+    only_ours = {"nodeSelector": {"diff": tag}}
+
+    def with_claim(name: str, claim_name: str) -> dict[str, Any]:
+        volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+        return pod_obj(name, scheduler=kube_scheduler, spec={**only_ours, "volumes": volumes})
+
+    def pvc(name: str, cls: str, *, volume: str = "") -> dict[str, Any]:
+        out = claim(name, cls=cls, volume=volume)
+        out["metadata"] = {"name": name}
+        out.pop("status")
+        return out
+
+    def pv(name: str, node: str, cls: str) -> dict[str, Any]:
+        out = local_pv(f"{name}-{tag}", node, cls=cls)
+        out.pop("status")
+        out["spec"]["persistentVolumeReclaimPolicy"] = "Retain"
+        return out
+
+    # A claim that does not exist.
+    node, message, ours = await compare(kube, namespace, with_claim("missing", "nothing"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+
+    # Unbound, Immediate: the class exists but no PV of it does.
+    await kube.create(STORAGE_CLASSES, storage_class(f"now-{tag}", mode="Immediate"))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("now", f"now-{tag}"), namespace=namespace)
+    node, message, ours = await compare(kube, namespace, with_claim("immediate", "now"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+
+    # WaitForFirstConsumer without a provisioner, no PV: no node can bind it.
+    wffc = f"local-{tag}"
+    await kube.create(STORAGE_CLASSES, storage_class(wffc))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("later", wffc), namespace=namespace)
+    node, message, ours = await compare(kube, namespace, with_claim("no-pv", "later"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message
+
+    # A local PV on node c, of a class of its own (kube-scheduler retries "no-pv" and would take
+    # it for "later" otherwise): the waiting claim takes it, on c, on both sides.
+    own = f"local2-{tag}"
+    await kube.create(STORAGE_CLASSES, storage_class(own))
+    await kube.create(PERSISTENT_VOLUMES, pv("pv-c", f"v{tag}-c", own))
+    await wait_for_object(  # a new PV is Pending until the PV binder has seen it
+        kube,
+        PERSISTENT_VOLUMES,
+        f"pv-c-{tag}",
+        lambda v: (v.get("status") or {}).get("phase") == "Available",
+        what="the PV binder to make the PV Available",
+    )
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("later2", own), namespace=namespace)
+    node, message, ours = await compare(kube, namespace, with_claim("takes-pv", "later2"))
+    assert isinstance(ours, Decision), ours
+    assert (ours.node, node) == (f"v{tag}-c", f"v{tag}-c")
+
+    # A claim bound to a local PV on node b (pre-bound both ways; the PV binder completes it).
+    await kube.create(PERSISTENT_VOLUMES, pv("pv-b", f"v{tag}-b", f"bound-{tag}"))
+    await kube.create(
+        PERSISTENT_VOLUME_CLAIMS,
+        pvc("bound", f"bound-{tag}", volume=f"pv-b-{tag}"),
+        namespace=namespace,
+    )
+    await wait_for_object(
+        kube,
+        PERSISTENT_VOLUME_CLAIMS,
+        "bound",
+        lambda c: (c.get("status") or {}).get("phase") == "Bound",
+        namespace=namespace,
+        what="the PV binder to bind the claim",
+    )
+    node, message, ours = await compare(kube, namespace, with_claim("follows", "bound"))
+    assert isinstance(ours, Decision), ours
+    assert (ours.node, node) == (f"v{tag}-b", f"v{tag}-b")
+
+    # A ReadWriteOncePod claim that a pod on node a uses (bound by hand): VolumeRestrictions.
+    solo_pv = pv("pv-solo", f"v{tag}-a", f"solo-{tag}")
+    solo_pv["spec"].pop("nodeAffinity")
+    solo_pv["spec"]["hostPath"] = solo_pv["spec"].pop("local")  # any node reaches it
+    solo_pv["spec"]["accessModes"] = ["ReadWriteOncePod"]
+    solo = pvc("solo", f"solo-{tag}", volume=f"pv-solo-{tag}")
+    solo["spec"]["accessModes"] = ["ReadWriteOncePod"]
+    await kube.create(PERSISTENT_VOLUMES, solo_pv)
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, solo, namespace=namespace)
+    await wait_for_object(
+        kube,
+        PERSISTENT_VOLUME_CLAIMS,
+        "solo",
+        lambda c: (c.get("status") or {}).get("phase") == "Bound",
+        namespace=namespace,
+        what="the PV binder to bind the claim",
+    )
+    holder = with_claim("holder", "solo")
+    holder["spec"]["nodeName"] = f"v{tag}-a"
+    await kube.create(PODS, holder, namespace=namespace)
+    node, message, ours = await compare(kube, namespace, with_claim("second", "solo"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert ours.message == message

@@ -1,7 +1,8 @@
 """A pod only goes back to the queue for a change that may help it: a failed retry doubles its
 backoff, so waking it for nothing makes it miss the change that frees its room. Pods refused
 only for want of DRA devices wait for devices to be freed, pods waiting for their claim to be
-created go back (without a backoff) on the next DRA change, other pods on any capacity."""
+created go back (without a backoff) on the next DRA change, pods naming volume claims on a
+change of claims, volumes or classes, other pods on any capacity."""
 
 from __future__ import annotations
 
@@ -95,3 +96,21 @@ def test_each_change_sends_back_only_the_pods_it_may_help() -> None:
     changes.apply()
     clock.now += 1.0
     assert names(q) == {"b"}
+
+
+def test_a_volume_change_sends_back_only_the_pods_with_volume_claims() -> None:
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    with_claim = gpu_pod("v", 2)
+    with_claim["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]
+    refused = schedule_one(with_claim, Snapshot([gpu_node("d", dgx1("d"))]), FRAMEWORK)
+    assert isinstance(refused, Failure)
+    assert 'persistentvolumeclaim "d" not found' in refused.message
+    parked(q, with_claim, refused)
+    parked(q, gpu_pod("a", 2, uid="uid-a"), failure(gpu_pod("a", 2)))
+
+    changes.volumes()  # e.g. the claim was created
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"v"}

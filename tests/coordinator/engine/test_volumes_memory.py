@@ -1,0 +1,150 @@
+"""PersistentVolumeClaims in the scheduling loop, over the in-memory cluster: a pod's
+WaitForFirstConsumer claim gets ``volume.kubernetes.io/selected-node`` (or its matched local PV
+the ``claimRef``) before the pod's Binding, on the node the pod is bound to; a PV taken since the
+decision stops the bind and the pod is decided again onto another PV; a pod waiting for a missing
+claim is placed once the claim appears."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
+from coordinator.core.snapshot.volumes import ANN_SELECTED_NODE
+from coordinator.engine.loop import Scheduler
+from coordinator.engine.service import SchedulerRuntime
+from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
+from tests.support.volumes import ZONE, claim, local_pv, storage_class
+
+
+@pytest.fixture
+def cluster() -> MemoryCluster:
+    cluster = MemoryCluster(Inventory())
+    room = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    cluster.add_node("node-a", labels={ZONE: "z1"}, allocatable=room)
+    cluster.add_node("node-b", labels={ZONE: "z2"}, allocatable=room)
+    return cluster
+
+
+class Clock:
+    """The queue's clock: backoff ends when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def runtime(cluster: MemoryCluster, clock: Clock) -> SchedulerRuntime:
+    return memory_runtime(cluster.inventory, cluster, clock=clock)
+
+
+def with_claim(name: str, claim_name: str) -> dict[str, Any]:
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    return pod(name, spec={"volumes": volumes})
+
+
+async def attempt(scheduler: Scheduler, clock: Clock, name: str) -> None:
+    """The loop's next attempt, its backoff over: changes applied, the pod popped and tried,
+    its writes done."""
+    clock.now += 60.0
+    scheduler.changes.apply()
+    entry = scheduler.queue.pop()
+    assert entry is not None
+    assert entry.key == f"default/{name}"
+    await scheduler.schedule(entry)
+    await scheduler.drain()
+
+
+def node_of(cluster: MemoryCluster, name: str) -> str | None:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    return obj["spec"].get("nodeName")
+
+
+async def test_a_claim_to_provision_names_the_node_before_the_pod_is_bound(
+    cluster: MemoryCluster,
+    runtime: SchedulerRuntime,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scheduler = runtime.scheduler
+    cluster.volumes.apply(storage_class("nvme", provisioner="rancher.io/local-path", zones=("z2",)))
+    cluster.volumes.apply(claim("data", cls="nvme"))
+    cluster.create_pod(with_claim("p", "data"))
+    seen: list[str | None] = []
+    bind = cluster.bind
+
+    async def bind_watching(*args: Any) -> None:
+        obj = cluster.volumes.get("PersistentVolumeClaim", "data", "default")
+        assert obj is not None
+        seen.append((obj["metadata"].get("annotations") or {}).get(ANN_SELECTED_NODE))
+        await bind(*args)
+
+    monkeypatch.setattr(cluster, "bind", bind_watching)
+    await attempt(scheduler, clock, "p")
+    assert seen == ["node-b"]
+    assert node_of(cluster, "p") == "node-b"
+
+
+async def test_a_pv_taken_since_the_decision_stops_the_bind_and_another_is_chosen(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+) -> None:
+    scheduler = runtime.scheduler
+    cluster.volumes.apply(storage_class("local"))
+    cluster.volumes.apply(claim("data"))
+    cluster.volumes.apply(local_pv("pv-a", "node-a", size="20Gi"))
+    cluster.volumes.apply(local_pv("pv-b", "node-b", size="200Gi"))
+    cluster.create_pod(with_claim("p", "data"))
+    real_bind = cluster.volumes.bind
+
+    def taken_first(pod_ref: Any, writes: Any) -> None:
+        # Another scheduler binds the PV this decision chose, just before our write.
+        pv_name = writes.bind[0][0].name
+        other = local_pv(pv_name, f"node-{pv_name.removeprefix('pv-')}", size="20Gi")
+        other["spec"]["claimRef"] = {"namespace": "default", "name": "other", "uid": "x"}
+        cluster.volumes.apply(other)
+        cluster.volumes.bind = real_bind  # type: ignore[method-assign]
+        real_bind(pod_ref, writes)
+
+    cluster.volumes.bind = taken_first  # type: ignore[method-assign]
+    await attempt(scheduler, clock, "p")
+    assert node_of(cluster, "p") is None  # the bind was stopped
+    assert scheduler.stats.bind_conflicts == 1
+    taken = cluster.volumes.get("PersistentVolume", "pv-a")  # the first chosen: node-a by name
+    assert taken is not None
+    assert taken["spec"]["claimRef"]["name"] == "other"  # never given twice
+
+    await attempt(scheduler, clock, "p")
+    assert node_of(cluster, "p") == "node-b"
+    pv = cluster.volumes.get("PersistentVolume", "pv-b")
+    assert pv is not None
+    assert pv["spec"]["claimRef"]["name"] == "data"
+    assert pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
+
+
+async def test_a_pod_waiting_for_its_claim_is_placed_once_the_claim_appears(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+) -> None:
+    scheduler = runtime.scheduler
+    cluster.create_pod(with_claim("p", "data"))
+    await attempt(scheduler, clock, "p")
+    assert node_of(cluster, "p") is None
+    last = scheduler.last_attempt("default/p")
+    assert last is not None
+    assert 'persistentvolumeclaim "data" not found' in last.message
+
+    cluster.volumes.apply(claim("data", volume="pv-a", bound=True))
+    cluster.volumes.apply(local_pv("pv-a", "node-a", claim_ref=("data", "")))
+    await attempt(scheduler, clock, "p")
+    assert node_of(cluster, "p") == "node-a"

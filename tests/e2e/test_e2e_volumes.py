@@ -1,0 +1,192 @@
+"""Pods with PersistentVolumeClaims on the real control plane (kube-apiserver, etcd and
+kube-controller-manager's PV binder): a pod follows its bound local PV to its node; an unbound
+WaitForFirstConsumer claim is bound to a matching local PV on the pod's node (the PV gets the
+``claimRef``, the PV controller completes the binding) or, with a provisioner, gets
+``volume.kubernetes.io/selected-node`` (the PV controller then hands it to the provisioner) —
+both before the pod's Binding; a pod naming a missing claim stays Pending with a
+``FailedScheduling`` Event naming the claim, and is placed once the claim exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from common.kube import KubeClient
+from coordinator.adapters.kube.volumes import (
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    STORAGE_CLASSES,
+)
+from devcluster.kube_wait import wait_for_object
+from devcluster.pods import pod
+from tests.support.gpu_cluster import GpuCluster
+
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+NVME = "topos-e2e/nvme"
+
+
+def local_pv(name: str, node: str, cls: str, *, claim: tuple[str, str] | None = None) -> Any:
+    spec: dict[str, Any] = {
+        "capacity": {"storage": "100Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": cls,
+        "persistentVolumeReclaimPolicy": "Retain",
+        "local": {"path": "/mnt/nvme0"},
+        "nodeAffinity": {
+            "required": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                        ]
+                    }
+                ]
+            }
+        },
+    }
+    if claim is not None:
+        spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def pvc(name: str, cls: str, *, volume: str = "") -> Any:
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "10Gi"}},
+        "storageClassName": cls,
+    }
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def storage_class(name: str, provisioner: str, *, only: str = "") -> Any:
+    obj: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    if only:
+        obj["allowedTopologies"] = [{"matchLabelExpressions": [{"key": NVME, "values": [only]}]}]
+    return obj
+
+
+def with_claim(name: str, claim: str, namespace: str) -> Any:
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return pod(name, namespace=namespace, spec={"volumes": volumes})
+
+
+async def claim_where(
+    kube: KubeClient, namespace: str, name: str, done: Any, what: str
+) -> dict[str, Any]:
+    return await wait_for_object(
+        kube, PERSISTENT_VOLUME_CLAIMS, name, done, namespace=namespace, what=what
+    )
+
+
+async def test_a_pod_follows_its_bound_local_volume_to_its_node(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    await cluster.add_node("a", "dgx-h100")
+    b = await cluster.add_node("b", "dgx-h100")
+    await kube.create(
+        PERSISTENT_VOLUMES, local_pv(f"pv-{cluster.run}", b, "local", claim=(namespace, "data"))
+    )
+    await kube.create(
+        PERSISTENT_VOLUME_CLAIMS,
+        pvc("data", "local", volume=f"pv-{cluster.run}"),
+        namespace=namespace,
+    )
+    # the PV controller completes the binding (bind-completed), which VolumeBinding waits for
+    await claim_where(
+        kube, namespace, "data", lambda c: c.get("status", {}).get("phase") == "Bound", "data bound"
+    )
+    async with cluster.coordinator():
+        await cluster.create(with_claim("p", "data", namespace))
+        assert (await cluster.bound("p"))["spec"]["nodeName"] == b
+
+
+async def test_a_waiting_claim_takes_a_local_pv_on_the_pods_node(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    a = await cluster.add_node("a", "dgx-h100")
+    await cluster.add_node("b", "dgx-h100")
+    cls = f"local-{cluster.run}"
+    await kube.create(STORAGE_CLASSES, storage_class(cls, "kubernetes.io/no-provisioner"))
+    await kube.create(PERSISTENT_VOLUMES, local_pv(f"pv-{cluster.run}", a, cls))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls), namespace=namespace)
+    async with cluster.coordinator():
+        await cluster.create(with_claim("p", "data", namespace))
+        assert (await cluster.bound("p"))["spec"]["nodeName"] == a
+    pv = await kube.get(PERSISTENT_VOLUMES, f"pv-{cluster.run}")
+    assert (pv["spec"]["claimRef"]["namespace"], pv["spec"]["claimRef"]["name"]) == (
+        namespace,
+        "data",
+    )
+    bound = await claim_where(
+        kube,
+        namespace,
+        "data",
+        lambda c: c["spec"].get("volumeName"),
+        "the PV controller to bind data",
+    )
+    assert bound["spec"]["volumeName"] == f"pv-{cluster.run}"
+
+
+async def test_a_waiting_claim_gets_the_selected_node_before_the_binding(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    await cluster.add_node("a", "dgx-h100")
+    b = await cluster.add_node("b", "dgx-h100", labels_extra={NVME: cluster.run})
+    cls = f"nvme-{cluster.run}"
+    provisioner = "example.com/nvme"
+    await kube.create(STORAGE_CLASSES, storage_class(cls, provisioner, only=cluster.run))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls), namespace=namespace)
+    async with cluster.coordinator():
+        await cluster.create(with_claim("p", "data", namespace))
+        assert (await cluster.bound("p"))["spec"]["nodeName"] == b
+    claim = await kube.get(PERSISTENT_VOLUME_CLAIMS, "data", namespace=namespace)
+    assert claim["metadata"]["annotations"][SELECTED_NODE] == b
+    # the PV controller hands the claim to its (external) provisioner, which would make the PV
+    await claim_where(
+        kube,
+        namespace,
+        "data",
+        lambda c: (
+            (c["metadata"].get("annotations") or {}).get("volume.kubernetes.io/storage-provisioner")
+            == provisioner
+        ),
+        "the PV controller to pass data to its provisioner",
+    )
+
+
+async def test_a_missing_claim_keeps_the_pod_pending_until_it_exists(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    await cluster.add_node("a", "dgx-h100")
+    b = await cluster.add_node("b", "dgx-h100", labels_extra={NVME: cluster.run})
+    cls = f"nvme-{cluster.run}"
+    async with cluster.coordinator():
+        await cluster.create(with_claim("p", "data", namespace))
+        event = await cluster.warning("p")
+        assert 'persistentvolumeclaim "data" not found' in event["message"]
+        assert not (await cluster.pod("p"))["spec"].get("nodeName")
+        await kube.create(STORAGE_CLASSES, storage_class(cls, "example.com/nvme", only=cluster.run))
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls), namespace=namespace)
+        assert (await cluster.bound("p"))["spec"]["nodeName"] == b

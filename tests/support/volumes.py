@@ -1,0 +1,97 @@
+"""PersistentVolumeClaims, PersistentVolumes and StorageClasses as the API server returns them,
+for the volume tests: a claim (bound or not), a local PV on one node, a StorageClass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def claim(
+    name: str,
+    *,
+    size: str = "10Gi",
+    cls: str | None = "local",
+    volume: str = "",
+    bound: bool = False,
+    modes: tuple[str, ...] = ("ReadWriteOnce",),
+    **meta: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "accessModes": list(modes),
+        "resources": {"requests": {"storage": size}},
+    }
+    if cls is not None:
+        spec["storageClassName"] = cls
+    if volume:
+        spec["volumeName"] = volume
+    annotations = {"pv.kubernetes.io/bind-completed": "yes"} if bound else {}
+    return {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "annotations": annotations,
+            **meta,
+        },
+        "spec": spec,
+        "status": {"phase": "Bound" if bound else "Pending"},
+    }
+
+
+def local_pv(
+    name: str,
+    node: str | None,
+    *,
+    size: str = "100Gi",
+    cls: str = "local",
+    claim_ref: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "capacity": {"storage": size},
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": cls,
+        "local": {"path": "/mnt/nvme0"},
+    }
+    if node is not None:
+        spec["nodeAffinity"] = {
+            "required": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                        ]
+                    }
+                ]
+            }
+        }
+    if claim_ref is not None:
+        spec["claimRef"] = {"namespace": "default", "name": claim_ref[0], "uid": claim_ref[1]}
+    return {
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"phase": "Bound" if claim_ref else "Available"},
+    }
+
+
+def storage_class(
+    name: str,
+    *,
+    mode: str = "WaitForFirstConsumer",
+    provisioner: str = "kubernetes.io/no-provisioner",
+    zones: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+    }
+    if zones:
+        obj["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
+        ]
+    return obj
