@@ -31,6 +31,11 @@ run: ``topos``, ``clique-blind`` (the clique tier off, no ``CliqueKeep``) and ``
 replay's baseline). The measures are read from where and when each job ran; a job waiting when
 the stream ends is still placed (the replay runs until nothing is left), and its run time
 stretches with its placement (:mod:`coordinator.sim.costmodel`), so load differs by arm.
+Each arm's stranded GPUs are printed beside a bound (:mod:`benchmarks.clique_bound`): per tick,
+the work the arm holds in racks re-packed into the fewest racks as if it could all be moved at no
+cost (``re-packed perfectly``; ``gangs whole``: each gang of at most a rack's trays in one) — what
+no placement of that rack work beats, moves included; it keeps what the arm put on the HGX nodes
+and when each job started. The Topos arm's bound is also read as a multiple of clique-blind's.
 
 ``--defrag onDemand,background`` adds to ``--engine`` an arm per defragmentation mode
 (``topos+<mode>``): Topos on the same stream with its pods movable — every lone pod a
