@@ -31,6 +31,11 @@ run: ``topos``, ``clique-blind`` (the clique tier off, no ``CliqueKeep``) and ``
 replay's baseline). The measures are read from where and when each job ran; a job waiting when
 the stream ends is still placed (the replay runs until nothing is left), and its run time
 stretches with its placement (:mod:`coordinator.sim.costmodel`), so load differs by arm.
+Each arm's stranded GPUs are printed beside a bound (:mod:`benchmarks.clique_bound`): per tick,
+the work the arm holds in racks re-packed into the fewest racks as if it could all be moved at no
+cost (``re-packed perfectly``; ``gangs whole``: each gang of at most a rack's trays in one) — what
+no placement of that rack work beats, moves included; it keeps what the arm put on the HGX nodes
+and when each job started. The Topos arm's bound is also read as a multiple of clique-blind's.
 
 ``--defrag onDemand,background`` adds to ``--engine`` an arm per defragmentation mode
 (``topos+<mode>``): Topos on the same stream with its pods movable — every lone pod a
@@ -62,6 +67,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.devices import discover_profile
+from benchmarks.clique_bound import RackWork, stranded_bound
 from coordinator.core.domains.capacity import GPU, node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.summary import clique_stranded
@@ -182,6 +188,10 @@ class Arm:
     moved: int = 0
     compacted: int = 0  # of them, moved by background compaction
     lost: float = 0.0
+    # per tick, the stranded GPUs of the arm's rack work re-packed perfectly (``--engine``;
+    # :mod:`benchmarks.clique_bound`): trays anywhere, and each gang of ≤ 18 trays in one rack
+    bound: list[int] = field(default_factory=list)
+    bound_whole: list[int] = field(default_factory=list)
 
 
 def clique_room(snap: Snapshot) -> dict[str, int]:
@@ -325,6 +335,12 @@ def report(arm: Arm) -> None:
             if arm.gangs_only
             else ""
         )
+        + (
+            f" (re-packed perfectly: {statistics.fmean(arm.bound):5.1f},"
+            f" gangs whole {statistics.fmean(arm.bound_whole):5.1f})"
+            if arm.bound
+            else ""
+        )
         + f"  idle cliques {statistics.fmean(arm.whole):4.2f}"
         f"  GPUs busy {statistics.fmean(arm.busy):4.0%}"
         + (
@@ -342,7 +358,7 @@ def report(arm: Arm) -> None:
     )
 
 
-def one_seed(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
+def one_seed(seed: int, ticks: int, gang_rate: float) -> tuple[float, float, None]:
     """Run every arm on one seeded stream; (topos's share in one NVLink domain, its stranded
     clique GPUs as a multiple of clique-blind's)."""
     jobs = stream(seed, ticks, gang_rate)
@@ -365,7 +381,7 @@ def one_seed(seed: int, ticks: int, gang_rate: float) -> tuple[float, float]:
         stranded[arm.name] = statistics.fmean(arm.stranded)
         report(arm)
     ratio = stranded["topos"] / stranded["clique-blind"] if stranded["clique-blind"] else 0.0
-    return shares["topos"], ratio
+    return shares["topos"], ratio, None
 
 
 # --- the same streams replayed through the production engine (coordinator/sim) ----------------
@@ -478,9 +494,30 @@ def replay_metrics(
             if max(room.values(), default=0) >= job.trays:
                 arm.could += 1
                 arm.inside += len(use) == 1 or (len(cliques) == 1 and None not in cliques)
+
+    def rack_work_at(t: float) -> RackWork:
+        gangs: list[int] = []
+        lone: list[int] = []
+        large = 0
+        for start, end, use, o in spans:
+            if not start <= t < end:
+                continue
+            if o.job.gang_size > 1:
+                trays = sum(1 for node in use if clique_of[node])
+                if o.job.gang_size > TRAYS:
+                    large += trays
+                elif trays:
+                    gangs.append(trays)
+            else:
+                lone.extend(g for node, g in use.items() if clique_of[node] and g)
+        return RackWork(tuple(sorted(gangs)), large, tuple(lone))
+
     total = sum(gpus_of.values())
     for t in range(ticks):
         used = used_at(t * TICK_S)
+        work = rack_work_at(t * TICK_S)
+        arm.bound.append(stranded_bound(work, TRAYS, whole=False))
+        arm.bound_whole.append(stranded_bound(work, TRAYS, whole=True))
         arm.busy.append(sum(used.values()) / total)
         per: dict[str, tuple[int, int]] = {}
         for node, c in clique_of.items():
@@ -598,9 +635,11 @@ def blind_base(name: str, ran: Collection[str]) -> str | None:
 
 def one_seed_engine(
     seed: int, ticks: int, gang_rate: float, defrag: Sequence[str] = (), only: Sequence[str] = ()
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """:func:`one_seed` through the production engine (:func:`engine_run`); with ``defrag``,
-    the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed."""
+    the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed; also the bound
+    (:mod:`benchmarks.clique_bound`: that arm's rack work re-packed perfectly each tick) as a
+    multiple of the same clique-blind arm's stranded GPUs."""
     print(
         f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
         f"seed {seed}, on the production engine"
@@ -616,11 +655,17 @@ def one_seed_engine(
     for arm in arms.values():
         blind, base = base_of(arm.name)
         if arm.name.startswith("topos") and base:
-            print(f"  {arm.name}: stranded {statistics.fmean(arm.stranded) / base:.2f}× {blind}'s")
+            print(
+                f"  {arm.name}: stranded {statistics.fmean(arm.stranded) / base:.2f}× {blind}'s;"
+                f" its rack work re-packed perfectly {statistics.fmean(arm.bound) / base:.2f}×"
+                f" (gangs whole {statistics.fmean(arm.bound_whole) / base:.2f}×)"
+            )
     topos = arms[f"topos+{defrag[-1]}" if defrag else "topos"]
     share = topos.inside / topos.could if topos.could else 1.0
     base = base_of(topos.name)[1]
-    return share, statistics.fmean(topos.stranded) / base if base else 0.0
+    if not base:
+        return share, 0.0, 0.0
+    return share, statistics.fmean(topos.stranded) / base, statistics.fmean(topos.bound) / base
 
 
 def main() -> None:
@@ -657,18 +702,25 @@ def main() -> None:
     if only and blind_base(goal, ran) is None:
         parser.error(f"--arms: {goal} is read against a clique-blind arm; include one")
     seeds = range(args.seed, args.seed + args.seeds)
+    results: list[tuple[float, float, float | None]]
     if args.engine:
         results = [one_seed_engine(s, args.ticks, args.gang_rate, defrag, only) for s in seeds]
     else:
         results = [one_seed(s, args.ticks, args.gang_rate) for s in seeds]
-    share = min(s for s, _ in results)
+    share = min(r[0] for r in results)
     met = "met" if share >= 0.95 else "missed"
     print(f"goal ≥ 95 % of the gangs that could fit one clique inside one: {share:.1%} ({met})")
-    ratios = [r for _, r in results]
+    ratios = [r[1] for r in results]
     mean = statistics.fmean(ratios)
     met = "met" if mean <= 0.5 else "missed"
     each = " / ".join(f"{r:.2f}" for r in ratios)
     print(f"goal stranded clique GPUs ≤ 0.5× clique-blind's: {mean:.2f}× ({met}; by seed {each})")
+    if bounds := [r[2] for r in results if r[2] is not None]:
+        each = " / ".join(f"{b:.2f}" for b in bounds)
+        print(
+            f"no placement of {goal}'s rack work beats {statistics.fmean(bounds):.2f}×"
+            f" clique-blind's (re-packed perfectly each tick; by seed {each})"
+        )
 
 
 if __name__ == "__main__":

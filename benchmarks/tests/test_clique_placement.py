@@ -25,6 +25,10 @@ def test_on_the_engine_gangs_that_fit_one_rack_get_one_and_clique_blind_ones_do_
     assert blind.inside < blind.could
     assert all(arm.left == 0 for arm in arms.values())
     assert all(len(arm.stranded) == 40 for arm in arms.values())
+    for arm in arms.values():  # re-packed perfectly, an arm's rack work strands no more
+        assert all(b <= w for b, w in zip(arm.bound, arm.bound_whole, strict=True))
+        assert all(b <= s for b, s in zip(arm.bound, arm.stranded, strict=True))
+    assert sum(topos.bound) < sum(topos.stranded)
 
 
 def test_a_topos_arm_is_read_against_the_clique_blind_arm_with_its_moves_when_that_ran() -> None:
