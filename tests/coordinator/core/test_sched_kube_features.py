@@ -602,6 +602,22 @@ def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
     assert req.requests["memory"] == 8 * 2**30
 
 
+def test_pod_level_requests_are_what_fits_and_what_a_running_pod_holds() -> None:
+    """PodLevelResources: a pod asking 6 CPUs at pod level fits no 4-CPU node even though its
+    containers ask 100m; a running pod's pod-level 3 CPUs leave 1 on its node."""
+    big = pod("big", cpu="100m")
+    big["spec"]["resources"] = {"requests": {"cpu": "6"}}
+    result = failed(run(big, [plain_node("n", cpu=4)]))
+    assert result.statuses["n"].reasons == ("Insufficient cpu",)
+    holder = pod("holder", cpu="100m")
+    holder["spec"]["resources"] = {"requests": {"cpu": "3"}}
+    busy = plain_node("busy", cpu=4, pods=[running(holder)])
+    assert failed(run(pod("two", cpu="2"), [busy])).statuses["busy"].reasons == (
+        "Insufficient cpu",
+    )
+    assert decided(run(pod("one", cpu="1"), [busy])).node == "busy"
+
+
 def test_own_anti_affinity_reason_when_existing_pods_carry_none() -> None:
     """Existing pods without any anti-affinity: the incoming pod's own term rejects."""
     nodes = [
