@@ -589,6 +589,27 @@ def test_too_many_pods_ephemeral_storage_and_extended_resources() -> None:
     assert result.unresolvable  # bigger than the node's whole allocatable
 
 
+def test_an_extended_resource_few_nodes_list_finds_its_node_and_fails_as_kube_counts() -> None:
+    """scheduler_perf's SchedulingWithExtendedResource: each node lists a resource of its own.
+    The search goes to the nodes listing the pod's (an index) and finds the one; with no room
+    left there, the failure still judges and counts every node, as kube-scheduler's."""
+    nodes = [plain_node(f"n{i:02d}", extra={f"example.com/bar-{i}": 1}) for i in range(40)]
+    asking = pod("p")
+    asking["spec"]["containers"][0]["resources"]["limits"] = {"example.com/bar-17": "1"}
+    snapshot = Snapshot(nodes)
+    assert snapshot.capacity().listing(["cpu", "example.com/bar-17"]) == {"n17"}
+    assert snapshot.capacity().listing(["cpu", "memory"]) is None  # every node: no narrowing
+    fw = build_framework()
+    placed = decided(schedule_one(asking, snapshot, fw))
+    assert placed.node == "n17"
+    snapshot.assume(request(asking), placed.node, placed.placement)
+    again = pod("q")
+    again["spec"]["containers"][0]["resources"]["limits"] = {"example.com/bar-17": "1"}
+    result = failed(schedule_one(again, snapshot, fw))
+    assert len(result.statuses) == 40
+    assert {s.reasons for s in result.statuses.values()} == {("Insufficient example.com/bar-17",)}
+
+
 def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
     obj = pod("p", cpu="2")
     obj["spec"]["initContainers"] = [
