@@ -433,10 +433,12 @@ def node_body(
     template: Mapping[str, Any], index: int, label: Mapping[str, str] | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The Node (named ``<generateName><index>``, as createResourceDriver's ``nodes`` pattern
-    expects, and handed to KWOK) and the status to write, from the node template; ``label``: what
+    expects, or the template's ``name``: SchedulingDaemonset's pods name their node; handed to
+    KWOK) and the status to write, from the node template; ``label``: what
     the step's labelNodePrepareStrategy gives it."""
     meta = dict(template.get("metadata") or {})
-    name = f"{meta.pop('generateName', None) or 'perf-node-'}{index:05d}"
+    generate = meta.pop("generateName", None)
+    name = meta.get("name") or f"{generate or 'perf-node-'}{index:05d}"
     labels = {**(meta.get("labels") or {}), **(label or {})}
     labels |= {"kubernetes.io/hostname": name, "type": "kwok"}
     annotations = {**(meta.get("annotations") or {}), KWOK_ANNOTATION: "fake"}

@@ -174,8 +174,12 @@ class ClusterView:
         if held:
             # The watch caught up: pods the inventory now shows bound are counted there, so
             # their assumptions end now (their deletion then frees the room at once).
-            seen = {b.uid for b in self.inventory.bound_pods(event.node)}
-            for uid in tuple(held & seen):
+            # Looked up by uid: a node's pods can be many (a DaemonSet's node), its held few.
+            inventory = self.inventory
+            for uid in tuple(held):
+                bound = inventory.bound_pod(uid)
+                if bound is None or bound.node != event.node:
+                    continue
                 found = self._drop(uid)
                 if found is not None:
                     self._confirmed[uid] = found.info

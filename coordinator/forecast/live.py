@@ -301,6 +301,12 @@ class LiveForecaster:
         self._dirty = True
         inventory = self.scheduler.inventory
         now = self._wall()
+        if event.changed_in_place is not None and event.node in self._on_node:
+            # The node holds the same pods (one started): that one's new self, no walk over all
+            changed = inventory.bound_pod(event.changed_in_place)
+            if changed is not None:
+                self._on_node[event.node][changed.uid] = changed
+                return
         before = self._on_node.pop(event.node, {})
         pods = (
             {} if event.kind == "removed" else {p.uid: p for p in inventory.bound_pods(event.node)}

@@ -82,6 +82,10 @@ def with_holdings(
     pods: Iterable[BoundPod], allocations: tuple[ContainerAllocation, ...]
 ) -> tuple[BoundPod, ...]:
     """``pods`` with ``held_gpus`` set where the agent reports devices for a pod."""
+    if not allocations:  # no agent's report (KWOK, CPU nodes): as they are, once none claims any
+        as_is = tuple(pods)
+        if not any(p.held_gpus for p in as_is):
+            return as_is
     held = holdings_by_pod(allocations)
     out: list[BoundPod] = []
     for pod in pods:

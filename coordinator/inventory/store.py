@@ -63,6 +63,9 @@ class InventoryEvent:
     node: str
     capacity_gained: bool = False
     pods_only: bool = False  # only its pods changed: labels, taints, hardware are as they were
+    #: the uid of the one pod that changed where it is (started, relabelled): the node holds the
+    #: same pods as before (``None``: pods came or went, or the node itself changed)
+    changed_in_place: str | None = None
 
 
 Listener = Callable[[InventoryEvent], None]
@@ -146,10 +149,15 @@ class Inventory:
         return record.free(rec, self._topology(rec))
 
     def _changed(
-        self, rec: NodeRecord, kind: EventKind, was: _Signature, pods: bool = False
+        self,
+        rec: NodeRecord,
+        kind: EventKind,
+        was: _Signature,
+        pods: bool = False,
+        in_place: str | None = None,
     ) -> None:
         rec.view = rec.sched = rec.bound = None
-        self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods))
+        self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods, in_place))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
         rec = self._records.get(name)
@@ -433,12 +441,14 @@ class Inventory:
         old = None if old_node is None else self._records[old_node].pods.get(pod.uid)
         if old == pod:
             return False
+        in_place = None
         if old is not None and old_node == pod.node:
             # Changed where it is (started, relabelled): one event, and room counts as gained
             # only if its requests shrank (not "it left, then came back").
             rec, new = self._records[pod.node], False
             before = self._signature(rec)
             _take(rec.requested, old.requests)
+            in_place = pod.uid
         else:
             if old_node is not None:
                 self.delete_pod(pod.uid)
@@ -448,7 +458,7 @@ class Inventory:
         for k, v in pod.requests.items():
             rec.requested[k] = rec.requested.get(k, 0) + v
         self._pod_node[pod.uid] = pod.node
-        self._changed(rec, "added" if new else "updated", before, pods=not new)
+        self._changed(rec, "added" if new else "updated", before, pods=not new, in_place=in_place)
         return True
 
     def delete_pod(self, uid: str, *, ended: bool = False) -> None:

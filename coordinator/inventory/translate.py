@@ -341,6 +341,7 @@ _PLACED_BY: Final = (
     "tolerations",
     "topologySpreadConstraints",
     "overhead",
+    "resources",  # pod-level requests (PodLevelResources)
     "restartPolicy",
 )
 _CONTAINER_KEYS: Final = ("name", "resources", "ports", "restartPolicy")

@@ -59,7 +59,8 @@ class _FilterState:
 
 
 _FILTER: Final = StateKey[_FilterState]("InterPodAffinity.filter")
-_SCORE: Final = StateKey[dict[Pair, int]]("InterPodAffinity.score")
+#: Per topology key scored: pods per value and the weight they count with.
+_SCORE: Final = StateKey[list[tuple[str, Mapping[str, int], int]]]("InterPodAffinity.score")
 
 _EXISTING = Status.unschedulable(Reason.EXISTING_ANTI_AFFINITY)
 _ANTI = Status.unschedulable(Reason.POD_ANTI_AFFINITY)
@@ -71,12 +72,6 @@ def _bump(counts: dict[Pair, int], node: NodeInfo, key: str, by: int) -> None:
     if value is not None:
         pair = (key, value)
         counts[pair] = counts.get(pair, 0) + by
-
-
-def _add(counts: dict[Pair, int], key: str, values: Mapping[str, int], weight: int) -> None:
-    for value, n in values.items():
-        pair = (key, value)
-        counts[pair] = counts.get(pair, 0) + weight * n
 
 
 def _matches(
@@ -203,43 +198,68 @@ class InterPodAffinity(Plugin):
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
         ns_labels = snapshot.namespaces
-        counts: dict[Pair, int] = {}
         placed = snapshot.scoring_terms()
         if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or placed):
             return SKIP
+        # Per topology key, the counts per value that score and their weights: the index's own
+        # counts, read (not copied) per node — a term on the hostname holds a value per node.
+        parts: dict[str, list[tuple[Mapping[str, int], int]]] = {}
         for sign, weighted in (
             (1, pod.pod_affinity_preferred),
             (-1, pod.pod_anti_affinity_preferred),
         ):
             for w in weighted:
-                key, by = w.term.topology_key, sign * w.weight
-                for value, n in _matching(w.term, snapshot)[0].items():
-                    if n:
-                        pair = (key, value)
-                        counts[pair] = counts.get(pair, 0) + by * n
+                key = w.term.topology_key
+                parts.setdefault(key, []).append((_matching(w.term, snapshot)[0], sign * w.weight))
         # The placed pods' terms, each distinct term matched once (the index keeps how many
         # pods carry it per topology value).
         own_ns = ns_labels.get(pod.namespace)
         for term, values in placed.affinity.terms.items():
             if term.matches_pod(pod.namespace, pod.labels, own_ns):
-                _add(counts, term.topology_key, values, HARD_POD_AFFINITY_WEIGHT)
+                parts.setdefault(term.topology_key, []).append((values, HARD_POD_AFFINITY_WEIGHT))
         for w, values in placed.affinity_preferred.terms.items():
             if w.term.matches_pod(pod.namespace, pod.labels, own_ns):
-                _add(counts, w.term.topology_key, values, w.weight)
+                parts.setdefault(w.term.topology_key, []).append((values, w.weight))
         for w, values in placed.anti_preferred.terms.items():
             if w.term.matches_pod(pod.namespace, pod.labels, own_ns):
-                _add(counts, w.term.topology_key, values, -w.weight)
-        if not any(counts.values()):
+                parts.setdefault(w.term.topology_key, []).append((values, -w.weight))
+        scoring: list[tuple[str, Mapping[str, int], int]] = []
+        for key, found in parts.items():
+            if len(found) == 1:
+                counts, weight = found[0]
+                if any(counts.values()):
+                    scoring.append((key, counts, weight))
+                continue
+            summed: dict[str, int] = {}
+            for counts, weight in found:
+                for value, n in counts.items():
+                    summed[value] = summed.get(value, 0) + weight * n
+            if any(summed.values()):
+                scoring.append((key, summed, 1))
+        if not scoring:
             return SKIP  # every node would score the same
-        state.write(_SCORE, counts)
+        state.write(_SCORE, scoring)
         return SUCCESS
 
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
-        counts = state.read(_SCORE)
         labels = node.labels
-        if len(counts) < len(labels):
-            return float(sum(n for (k, v), n in counts.items() if labels.get(k) == v))
-        return float(sum(counts.get(pair, 0) for pair in labels.items()))
+        total = 0
+        for key, values, weight in state.read(_SCORE):
+            value = labels.get(key)
+            if value is not None:
+                total += weight * values.get(value, 0)
+        return float(total)
+
+    def score_nodes(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo]
+    ) -> list[float]:
+        scoring = state.read(_SCORE)
+        if len(scoring) == 1:  # the usual case: one topology key
+            ((key, values, weight),) = scoring
+            get = values.get
+            found = [n.labels.get(key) for n in nodes]
+            return [0.0 if v is None else float(weight * get(v, 0)) for v in found]
+        return [self.score(state, pod, n) for n in nodes]
 
     def normalize_scores(
         self, state: CycleState, pod: PodRequest, scores: dict[str, float]

@@ -18,7 +18,7 @@ packing is configured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -139,6 +139,18 @@ class NodeResourcesFit(Plugin):
             return SUCCESS
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
         return Status(code, tuple(reasons), detail="; ".join(details))
+
+    def candidates(
+        self, state: CycleState, pod: PodRequest, snapshot: Snapshot
+    ) -> Collection[str] | None:
+        """The nodes listing every extended resource the pod asks for (an index lookup), when few
+        do: scheduler_perf's SchedulingWithExtendedResource gives each node a resource of its
+        own. ``None`` when the pod asks for one a node not listing it may still pass it with:
+        one DRA serves (KEP-5004), a share's own words (GpuTopology places them)."""
+        served = state.get(DRA_SERVED)
+        if any(r in SHARE_RESOURCES or (served and r in served) for r in pod.requests):
+            return None
+        return snapshot.capacity().listing(pod.requests)
 
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot

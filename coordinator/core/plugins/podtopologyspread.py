@@ -237,7 +237,11 @@ class PodTopologySpread(Plugin):
         scored = nodes
         if require_all:
             keys = {c.topology_key for c in soft}
-            scored = [n for n in nodes if all(k in n.labels for k in keys)]
+            if len(keys) == 1:
+                (key,) = keys
+                scored = [n for n in nodes if key in n.labels]
+            else:
+                scored = [n for n in nodes if all(k in n.labels for k in keys)]
         weights = []
         for c in soft:
             if c.topology_key == HOSTNAME:
@@ -259,6 +263,28 @@ class PodTopologySpread(Plugin):
                 continue
             total += w * values.get(value, 0) + c.max_skew - 1
         return float(_round(total))
+
+    def score_nodes(
+        self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo]
+    ) -> list[float]:
+        """:meth:`score` of each node; for one constraint (the usual case), worked out once
+        per topology value (a zone's nodes score alike)."""
+        counts, weights = state.read(_SCORE)
+        if len(counts.constraints) != 1:
+            return [self.score(state, pod, n) for n in nodes]
+        (c,), (values,), (w,) = counts.constraints, counts.per_value, weights
+        key, extra = c.topology_key, c.max_skew - 1
+        missing = -1.0 if counts.require_all else 0.0
+        by_value: dict[str | None, float] = {}
+        out: list[float] = []
+        for value in [n.labels.get(key) for n in nodes]:
+            found = by_value.get(value)
+            if found is None:
+                found = by_value[value] = (
+                    missing if value is None else float(_round(w * values.get(value, 0) + extra))
+                )
+            out.append(found)
+        return out
 
     def normalize_scores(
         self, state: CycleState, pod: PodRequest, scores: dict[str, float]

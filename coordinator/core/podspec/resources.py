@@ -3,8 +3,10 @@
 Per container, a resource with a limit but no request requests its limit. The pod requests, per
 resource, the larger of the app containers plus the restartable init containers (sidecars, which
 run beside them) and the peak of the init phase (each init container plus the sidecars started
-before it), plus ``spec.overhead``. CPU is counted in millicores, everything else in whole units
-(bytes, devices), rounded up; resources that come to zero are left out.
+before it) — or, for cpu, memory and hugepages, the pod-level ``spec.resources.requests`` where
+it names them (PodLevelResources) —, plus ``spec.overhead``. CPU is counted in millicores,
+everything else in whole units (bytes, devices), rounded up; resources that come to zero are left
+out.
 
 :func:`pod_requests` is strict (a waiting pod: any malformed part is an error naming the field);
 :func:`held_requests` is lenient (a pod already bound holds what can be read of it).
@@ -23,6 +25,10 @@ from coordinator.core.podspec.migprofiles import MIG_RESOURCE_PREFIX
 __all__ = ["held_requests", "pod_requests", "quantity"]
 
 _MILLI_RESOURCES: Final = frozenset({"cpu"})
+#: What pod-level ``spec.resources.requests`` sets for the whole pod (PodLevelResources, beta and
+#: on since 1.34), in place of its containers' sum; other names there are not read.
+_POD_LEVEL: Final = frozenset({"cpu", "memory"})
+_HUGEPAGES: Final = "hugepages-"
 #: Parsed text quantities, keyed by (in millis?, text): pods and nodes repeat a handful of
 #: values ("1", "4Gi", "110"), and parsing through ``Fraction`` is most of a pod's translation.
 _PARSED: dict[tuple[bool, str], int] = {}
@@ -140,6 +146,12 @@ class _Reader:
         _add(total, sidecars)
         for name, amount in init_peak.items():
             total[name] = max(total.get(name, 0), amount)
+        pod_level = self.part(spec, "resources", "spec")
+        for name, amount in self.amounts(
+            self.part(pod_level, "requests", "spec.resources"), "spec.resources.requests"
+        ).items():
+            if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
+                total[name] = amount
         _add(total, self.amounts(self.part(spec, "overhead", "spec"), "spec.overhead"))
         return {name: amount for name, amount in total.items() if amount > 0}
 

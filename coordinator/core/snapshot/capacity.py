@@ -1,6 +1,6 @@
 """Nodes bucketed by free devices (:class:`CapacityIndex`), so a cycle for a pod that needs
-several whole GPUs, a MIG profile or a share of one GPU visits the nodes that have them, not
-every node.
+several whole GPUs, a MIG profile, a share of one GPU or an extended resource few nodes list
+visits the nodes that have them, not every node.
 
 The :class:`~.snapshot.Snapshot` keeps one current through ``assume``/``forget``/``replace``/
 ``remove`` (each moves one node between buckets). Answers are supersets of the nodes a pod's
@@ -29,16 +29,23 @@ def _room(node: NodeInfo) -> int:
     return max((milli for milli, _ in node.share_room.values()), default=0)
 
 
-class CapacityIndex:
-    """Node names by free whole GPUs, by MIG profiles with a free instance and by the most
-    thousandths of a GPU a share could still get there."""
+#: What every node lists: not indexed by :meth:`CapacityIndex.listing`.
+_EVERYWHERE: Final = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+_NONE: Final[frozenset[str]] = frozenset()
 
-    __slots__ = ("_by_gpus", "_by_mig", "_by_room", "_total")
+
+class CapacityIndex:
+    """Node names by free whole GPUs, by MIG profiles with a free instance, by the most
+    thousandths of a GPU a share could still get there, and by the extended resources their
+    allocatable lists."""
+
+    __slots__ = ("_by_gpus", "_by_listed", "_by_mig", "_by_room", "_total")
 
     def __init__(self, nodes: Iterable[NodeInfo] = ()) -> None:
         self._by_gpus: dict[int, set[str]] = {}
         self._by_mig: dict[str, set[str]] = {}
         self._by_room: dict[int, set[str]] = {}
+        self._by_listed: dict[str, set[str]] = {}
         self._total = 0
         for node in nodes:
             self.add(node)
@@ -48,11 +55,15 @@ class CapacityIndex:
         other._by_gpus = {k: set(v) for k, v in self._by_gpus.items()}
         other._by_mig = {k: set(v) for k, v in self._by_mig.items()}
         other._by_room = {k: set(v) for k, v in self._by_room.items()}
+        other._by_listed = {k: set(v) for k, v in self._by_listed.items()}
         other._total = self._total
         return other
 
     def add(self, node: NodeInfo) -> None:
         self._total += 1
+        for resource, amount in node.allocatable.items():
+            if amount > 0 and resource not in _EVERYWHERE:
+                self._by_listed.setdefault(resource, set()).add(node.name)
         if node.topology is None:
             return
         self._by_gpus.setdefault(node.free_whole_gpus, set()).add(node.name)
@@ -63,6 +74,9 @@ class CapacityIndex:
 
     def discard(self, node: NodeInfo) -> None:
         self._total -= 1
+        for resource in node.allocatable:
+            if resource not in _EVERYWHERE:
+                self._by_listed.get(resource, set()).discard(node.name)
         if node.topology is None:
             return
         self._by_gpus.get(node.free_whole_gpus, set()).discard(node.name)
@@ -94,3 +108,15 @@ class CapacityIndex:
         if out is None or len(out) > self._total * _SELECTIVE:
             return None
         return out
+
+    def listing(self, resources: Iterable[str]) -> set[str] | None:
+        """Nodes whose allocatable lists every one of ``resources`` (those every node lists,
+        cpu, memory, pods and ephemeral-storage, are not looked at; ``None``: none other is
+        asked, or too many nodes list them to narrow to)."""
+        listed = [self._by_listed.get(r, _NONE) for r in resources if r not in _EVERYWHERE]
+        if not listed:
+            return None
+        fewest = min(listed, key=len)
+        if len(fewest) > self._total * _SELECTIVE:
+            return None
+        return set(fewest).intersection(*listed)

@@ -288,7 +288,12 @@ class NodeInfo:
         for p in pods:
             for k, v in p.requests.items():
                 req[k] = req.get(k, 0) + v
-        req["pods"] = max(sum(p.requests.get("pods", 0) for p in all_pods), len(all_pods))
+        if self.requested.get("pods", 0) <= len(self.pods) and not any(
+            "pods" in p.requests for p in pods
+        ):  # no pod asks for "pods" (the rule): each counts one, without a walk over them all
+            req["pods"] = len(all_pods)
+        else:
+            req["pods"] = max(sum(p.requests.get("pods", 0) for p in all_pods), len(all_pods))
         gpu_owner = dict(self.gpu_owner)
         gpu_owner.update(taken)
         room = {i: r for i, r in self.share_room.items() if i not in gone}
@@ -311,7 +316,11 @@ class NodeInfo:
             )
             for n in self.numa_free
         )
-        held = sum(p.requests.get(GPU_RESOURCE, 0) for p in all_pods if p.share is None)
+        held = (
+            sum(p.requests.get(GPU_RESOURCE, 0) for p in all_pods if p.share is None)
+            if req.get(GPU_RESOURCE, 0)
+            else 0  # no pod here asks for a GPU: no walk over them all
+        )
         attributed = len(gpu_owner) + len(self.mig_owner)
         use = DeviceUse(gpu_owner, dict(self.mig_owner), dict(self.shared), {}, set())
         state: tuple[object, ...] = (

@@ -79,3 +79,29 @@ def test_malformed_containers_of_a_running_pod_are_skipped_not_fatal() -> None:
     error = parse_pod(pod)
     assert isinstance(error, PodSpecError)
     assert error.field == "spec.containers[0]"
+
+
+def test_pod_level_requests_replace_the_containers_cpu_and_memory_everywhere() -> None:
+    """PodLevelResources (beta, on since 1.34): ``spec.resources.requests`` is what the pod asks
+    for cpu, memory and hugepages, whatever its containers say; other resources stay the
+    containers' sum, and the overhead is added on top — as kube-scheduler's PodRequests."""
+    pod = _pod(
+        {
+            "resources": {
+                "requests": {"cpu": "2", "memory": "1Gi", "hugepages-2Mi": "4Mi"},
+                "limits": {"cpu": "4"},
+            },
+            "containers": [
+                _c({"cpu": "500m", "memory": "4Gi", "example.com/fpga": "1"}),
+                _c({"cpu": "250m"}),
+            ],
+            "overhead": {"cpu": "100m"},
+        }
+    )
+    expected = {"cpu": 2100, "memory": 2**30, "hugepages-2Mi": 4 * 2**20, "example.com/fpga": 1}
+    assert _all_three(pod) == [expected, expected, expected]
+
+
+def test_pod_level_requests_of_one_resource_leave_the_others_to_the_containers() -> None:
+    pod = _pod({"resources": {"requests": {"memory": "8Gi"}}, "containers": [_c({"cpu": "3"})]})
+    assert _all_three(pod) == [{"cpu": 3000, "memory": 8 * 2**30}] * 3

@@ -589,6 +589,27 @@ def test_too_many_pods_ephemeral_storage_and_extended_resources() -> None:
     assert result.unresolvable  # bigger than the node's whole allocatable
 
 
+def test_an_extended_resource_few_nodes_list_finds_its_node_and_fails_as_kube_counts() -> None:
+    """scheduler_perf's SchedulingWithExtendedResource: each node lists a resource of its own.
+    The search goes to the nodes listing the pod's (an index) and finds the one; with no room
+    left there, the failure still judges and counts every node, as kube-scheduler's."""
+    nodes = [plain_node(f"n{i:02d}", extra={f"example.com/bar-{i}": 1}) for i in range(40)]
+    asking = pod("p")
+    asking["spec"]["containers"][0]["resources"]["limits"] = {"example.com/bar-17": "1"}
+    snapshot = Snapshot(nodes)
+    assert snapshot.capacity().listing(["cpu", "example.com/bar-17"]) == {"n17"}
+    assert snapshot.capacity().listing(["cpu", "memory"]) is None  # every node: no narrowing
+    fw = build_framework()
+    placed = decided(schedule_one(asking, snapshot, fw))
+    assert placed.node == "n17"
+    snapshot.assume(request(asking), placed.node, placed.placement)
+    again = pod("q")
+    again["spec"]["containers"][0]["resources"]["limits"] = {"example.com/bar-17": "1"}
+    result = failed(schedule_one(again, snapshot, fw))
+    assert len(result.statuses) == 40
+    assert {s.reasons for s in result.statuses.values()} == {("Insufficient example.com/bar-17",)}
+
+
 def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
     obj = pod("p", cpu="2")
     obj["spec"]["initContainers"] = [
@@ -600,6 +621,22 @@ def test_init_containers_sidecars_and_overhead_follow_kube_rules() -> None:
     # max(app 2 + sidecar 1, init 4 + sidecar 1) + overhead 0.25
     assert req.requests["cpu"] == 5250
     assert req.requests["memory"] == 8 * 2**30
+
+
+def test_pod_level_requests_are_what_fits_and_what_a_running_pod_holds() -> None:
+    """PodLevelResources: a pod asking 6 CPUs at pod level fits no 4-CPU node even though its
+    containers ask 100m; a running pod's pod-level 3 CPUs leave 1 on its node."""
+    big = pod("big", cpu="100m")
+    big["spec"]["resources"] = {"requests": {"cpu": "6"}}
+    result = failed(run(big, [plain_node("n", cpu=4)]))
+    assert result.statuses["n"].reasons == ("Insufficient cpu",)
+    holder = pod("holder", cpu="100m")
+    holder["spec"]["resources"] = {"requests": {"cpu": "3"}}
+    busy = plain_node("busy", cpu=4, pods=[running(holder)])
+    assert failed(run(pod("two", cpu="2"), [busy])).statuses["busy"].reasons == (
+        "Insufficient cpu",
+    )
+    assert decided(run(pod("one", cpu="1"), [busy])).node == "busy"
 
 
 def test_own_anti_affinity_reason_when_existing_pods_carry_none() -> None:

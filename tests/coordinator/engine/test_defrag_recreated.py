@@ -1,7 +1,7 @@
 """A moved pod is placed as its controller would recreate it: the inventory keeps a
 controller-owned pod's scheduling fields (node selector and affinity, tolerations, spreading,
-pod anti-affinity, requests, owner), and the pod rebuilt from them asks what the original asked;
-a bare pod keeps none (it is never moved)."""
+pod anti-affinity, requests — the pod-level ones too —, owner), and the pod rebuilt from them
+asks what the original asked; a bare pod keeps none (it is never moved)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ def web(owned: bool = True) -> dict[str, Any]:
         node_selector={"gpu": "h100"},
         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "web"}],
         affinity=AFFINITY,
-        spec={"topologySpreadConstraints": SPREAD},
+        # pod-level requests (PodLevelResources) over the container's 4 CPUs
+        spec={"topologySpreadConstraints": SPREAD, "resources": {"requests": {"cpu": "6"}}},
     )
     if owned:
         obj["metadata"]["ownerReferences"] = [

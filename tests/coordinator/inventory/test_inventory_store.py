@@ -261,15 +261,21 @@ def test_a_pod_changing_where_it_runs_gains_no_room_unless_its_requests_shrink(
     free = inv.node("node-a").free  # type: ignore[union-attr]
     inv.subscribe(events.append)
     inv.upsert_pod(msgspec.structs.replace(_pod("p1", gpus=2), started_at=5.0))
-    assert events == [InventoryEvent("updated", "node-a", False, pods_only=True)]
+    # the node holds the same pods: listeners may look at that one alone
+    assert events == [
+        InventoryEvent("updated", "node-a", False, pods_only=True, changed_in_place="p1")
+    ]
     assert inv.node("node-a").free == free  # type: ignore[union-attr]
     assert [p.started_at for p in inv.bound_pods("node-a")] == [5.0]
     inv.upsert_pod(_pod("p1", gpus=1))  # resized in place: a GPU freed
-    assert events[-1] == InventoryEvent("updated", "node-a", True, pods_only=True)
+    assert events[-1] == InventoryEvent(
+        "updated", "node-a", True, pods_only=True, changed_in_place="p1"
+    )
     assert inv.node("node-a").free["nvidia.com/gpu"] == free["nvidia.com/gpu"] + 1  # type: ignore[union-attr]
     events.clear()
     inv.upsert_pod(_pod("p1", node="node-b", gpus=1))  # re-bound elsewhere: node-a gains
     assert [(e.node, e.capacity_gained) for e in events] == [("node-a", True), ("node-b", False)]
+    assert [e.changed_in_place for e in events] == [None, None]  # pods went and came
     assert [p.uid for p in inv.bound_pods("node-b")] == ["p1"]
     assert inv.bound_pods("node-a") == ()
 
