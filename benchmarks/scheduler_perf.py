@@ -157,6 +157,16 @@ from benchmarks.scheduler_perf_steady import (
     throughput_samples,
 )
 from benchmarks.scheduler_perf_templates import ObjectTemplate, TemplateError, load_template
+from benchmarks.scheduler_perf_volumes import (
+    NodeAllocatable,
+    Volumes,
+    allocatable_strategy,
+    clear_volumes,
+    create_csinodes,
+    create_volumes,
+    pod_with_claim,
+    volumes_of,
+)
 from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
 from devcluster.binaries import (
@@ -197,6 +207,8 @@ class Step:
     #: createPods without a namespace: upstream's name for its own (``namespace-<op index>``),
     #: which deletePods and barrier name
     alias: str | None = None
+    volumes: Volumes | None = None  # createPods' persistent volume and claim templates
+    allocatable: NodeAllocatable | None = None  # createNodes' nodeAllocatableStrategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,9 +348,13 @@ def load_workload(
                     f"{where}: createNodes after a createPods op is not read by this runner "
                     "(the Nodes stay from one scheduler's turn to the next)"
                 )
+            for key in op:
+                if key not in NODE_KEYS:
+                    raise WorkloadError(f"{where}.{key}: not read by this runner (createNodes)")
             count = _count(op, params, where)
             path = op.get("nodeTemplatePath") or _shared(base, "node-default.yaml")
-            nodes.append(Step(_template(base / path), count, label=_label(op, where)))
+            step = Step(_template(base / path), count, label=_label(op, where))
+            nodes.append(dataclasses.replace(step, allocatable=allocatable_strategy(op, where)))
         elif opcode == "createNamespaces":
             prefix = op.get("prefix")
             if not isinstance(prefix, str) or not prefix:
@@ -366,7 +382,12 @@ def load_workload(
                 )
             alias = None if ns else f"namespace-{i}"  # upstream's name for the op's namespace
             step = Step(_template(base / path), count, measured, ns, steady_s=steady)
-            pods.append(dataclasses.replace(step, skip_wait=skip, alias=alias))
+            pv, pvc = (
+                _plain(base / str(op[k])) if op.get(k) else None
+                for k in ("persistentVolumeTemplatePath", "persistentVolumeClaimTemplatePath")
+            )
+            volumes = volumes_of(pv, pvc, where)
+            pods.append(dataclasses.replace(step, skip_wait=skip, alias=alias, volumes=volumes))
         elif opcode == "churn":
             paths = op.get("templatePaths") or []
             if not isinstance(paths, list) or not paths:
@@ -525,12 +546,24 @@ def _check_order(work: Workload, where: str) -> None:
                 )
 
 
-#: The keys of a ``createPods`` op this runner reads; upstream's others (persistent volumes) are
-#: refused.
+#: The keys of a ``createNodes`` op this runner reads (not upstream's uniqueNodeLabelStrategy).
+NODE_KEYS = frozenset(
+    {
+        "opcode",
+        "count",
+        "countParam",
+        "nodeTemplatePath",
+        "labelNodePrepareStrategy",
+        "nodeAllocatableStrategy",
+    }
+)
+#: The keys of a ``createPods`` op this runner reads (all upstream's).
 POD_KEYS = frozenset(
     {
         "opcode",
         "skipWaitToCompletion",
+        "persistentVolumeTemplatePath",
+        "persistentVolumeClaimTemplatePath",
         "count",
         "countParam",
         "podTemplatePath",
@@ -679,13 +712,18 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
     """The workload's Nodes, created with their status; their names, in order."""
     sem = asyncio.Semaphore(32)
     bodies: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    csi: list[tuple[str, NodeAllocatable]] = []
     for step in workload.nodes:
         for j in range(step.count):
             label = None
             if step.label is not None:
                 key, values = step.label
                 label = {key: values[j % len(values)]}  # round robin, as upstream
-            bodies.append(node_body(step.template.render(j, step.count), len(bodies), label))
+            body, status = node_body(step.template.render(j, step.count), len(bodies), label)
+            if step.allocatable is not None:  # upstream's NodeAllocatableStrategy
+                status["allocatable"] |= step.allocatable.allocatable
+                csi.append((body["metadata"]["name"], step.allocatable))
+            bodies.append((body, status))
 
     async def one(body: dict[str, Any], status: dict[str, Any]) -> None:
         async with sem:
@@ -695,6 +733,8 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
             )
 
     await asyncio.gather(*(one(b, s) for b, s in bodies))
+    for strategy in {id(s): s for _, s in csi}.values():
+        await create_csinodes(kube, [n for n, s in csi if s is strategy], strategy)
     return [b["metadata"]["name"] for b, _ in bodies]
 
 
@@ -911,7 +951,7 @@ async def _measured_step(
     name = SCHEDULERS[run.scheduler]
 
     def body(i: int) -> dict[str, Any]:
-        return pod_body(step.template.render(i, step.count), f"p-{i:05d}", name)
+        return _step_pod(step, i, f"p-{i:05d}", name)
 
     if step.steady_s is not None:
         run.phases = {} if phases else None
@@ -937,10 +977,13 @@ async def _measured_step(
 def _pod_bodies(step: Step, first: int, scheduler: str) -> list[dict[str, Any]]:
     """An unmeasured step's pods, each rendered with its index in the step, named
     ``init-<n>`` from ``first`` on (unique in the turn)."""
-    return [
-        pod_body(step.template.render(j, step.count), f"init-{first + j:05d}", scheduler)
-        for j in range(step.count)
-    ]
+    return [_step_pod(step, j, f"init-{first + j:05d}", scheduler) for j in range(step.count)]
+
+
+def _step_pod(step: Step, j: int, name: str, scheduler: str) -> dict[str, Any]:
+    """Pod ``j`` of the step (with its claim ``pvc-<j>`` when the step has volumes)."""
+    pod = pod_body(step.template.render(j, step.count), name, scheduler)
+    return pod if step.volumes is None else pod_with_claim(pod, j)
 
 
 async def one_run(
@@ -1046,6 +1089,10 @@ async def _sequence(
                 watcher = asyncio.create_task(
                     watch(kube, where, listed["resourceVersion"], run, done)
                 )
+            if item.volumes is not None:  # made before it (see scheduler_perf_volumes)
+                if item.steady_s is not None:
+                    raise WorkloadError(f"{workload.case}: a steady state with volumes")
+                await create_volumes(kube, item.volumes, where, item.count)
             measuring = await measure([where])
             measuring.watcher = watcher
             await _measured_step(kube, proc, run, item, where, timeout_s, phases)
@@ -1058,6 +1105,8 @@ async def _sequence(
             counted = window is not None and start is not None and workload.counted(item, start)
             bodies = _pod_bodies(item, index, scheduler_name)
             index += item.count
+            if item.volumes is not None:
+                await create_volumes(kube, item.volumes, where, item.count)
             t0 = time.perf_counter()
             await _create(kube, where, bodies, run.sent if counted else {})
             if counted:
@@ -1300,6 +1349,8 @@ async def bench(
                 for where in sorted(spaces):
                     await drop_finalizers(kube, where)
                     await clear(kube, where)
+                if any(s.volumes for s in workload.pods):
+                    await clear_volumes(kube, sorted(spaces))
                 for where in sorted(
                     spaces | {o.namespace for o in workload.objects if o.namespace}
                 ):
