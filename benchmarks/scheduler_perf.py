@@ -9,40 +9,54 @@ copied into the repository), takes one test case and workload (``SchedulingBasic
 ``500Nodes`` by default), creates its Nodes with the node template (KWOK makes them Ready and
 runs their pods), then for each scheduler in turn — kube-scheduler of the same version for
 ``schedulerName: default-scheduler``, ``topos coordinator`` for ``topos`` (both as
-``benchmarks/kwok_cluster.py`` starts them, client QPS/burst ``--limit``) — creates the
-``createPods`` steps' pods from their templates: the unmeasured ones first (all bound before
-going on; a workload with none gets one warm-up pod, 1m of CPU: upstream's scheduler runs from
+``benchmarks/kwok_cluster.py`` starts them, client QPS/burst ``--limit``) — runs the workload's
+ops in their order, as upstream's executor does: each ``createPods`` step's pods from its
+template, waiting until they are bound before the next op (a workload with no unmeasured pods
+before its measured phase gets one warm-up pod, 1m of CPU, first: upstream's scheduler runs from
 the start of the workload, so neither scheduler's start-up — Topos's imports and first sync,
-~20 % of its CPU in SchedulingWithMixedChurn — is measured), then the ``collectMetrics`` ones,
-measured as ``benchmarks/kwok_run.py`` measures: pods bound per second from the first create
-sent to the last bind seen on a watch, create→bound latency p50/p99, scheduler CPU per pod, API
-requests per pod, RSS. The pods are deleted before
-the next scheduler's turn; the Nodes stay.
+~20 % of its CPU in SchedulingWithMixedChurn — is measured). The measured phase is the
+``collectMetrics`` step (from its first create to its last bind) or the span from
+``startCollectingMetrics`` to ``stopCollectingMetrics`` (the pods created in it, in its
+``namespaces``, matching its ``labelSelector``), measured as ``benchmarks/kwok_run.py``
+measures: pods bound per second from the first create sent to the last bind seen on a watch,
+create→bound latency p50/p99, scheduler CPU per pod, API requests per pod (less the
+benchmark's own), RSS. The pods are deleted before the next scheduler's turn (their finalizers
+lifted); the Nodes stay.
 
 The opcodes read: ``createNodes`` (with ``labelNodePrepareStrategy``: its label on the nodes,
-values round robin, as upstream's ``LabelNodePrepareStrategy``; each node is named for the
-template's ``generateName``), ``createNamespaces`` (``prefix-0``, ``prefix-1``, …),
-``createPods`` (with its ``namespace``: the affinity templates name ``sched-0`` and ``sched-1``;
-without one, a namespace of the run's), ``churn`` (``create`` mode: its templates' objects
-created every ``intervalMilliseconds`` while the measured pods are, for up to ``number`` ticks —
-upstream's Unschedulable case; ``recreate`` mode: ``number`` slots per template, each tick
-creating into an empty one or deleting the object in a full one — SchedulingWithMixedChurn's
-Node, unschedulable Pod and Service), and the DRA cases' ``createResourceDriver`` (upstream's
-fake driver: a ResourceSlice per matching Node with ``maxClaimsPerNode`` devices, published
-before the schedulers start) and ``createAny`` (one object from a file — a DeviceClass, a
-ResourceClaimTemplate — made at the start of each scheduler's turn). A DRA workload runs
-kube-controller-manager's resourceclaim controller, as upstream's runner does: it creates the
-pods' claims from their templates. ``allocResourceClaims`` allocates the claims of a namespace
-made by ``createAny`` in the test itself, as upstream's op does
-(``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit devices, written to each
-claim's status) at the start of each turn. A ``createPods`` step with ``steadyState`` (and
-``duration``) keeps its ``count`` pods coming for that long: each batch, once bound, is deleted
-and the next created, and the throughput is upstream's average of 1-second samples
-(``benchmarks/scheduler_perf_steady.py``); the controller-manager then also runs the garbage
-collector, which deletes the deleted pods' claims, as upstream's runner does. After each turn
-the claims are deleted (and released by the controller) before the next. Another opcode, a
-``createPods`` key not read here (``skipWaitToCompletion``, persistent volumes), a templated
-(``{{…}}``) file or a bad parameter is an error naming the key and the value.
+values round robin, as upstream's ``LabelNodePrepareStrategy``; with
+``nodeAllocatableStrategy``: extra allocatable and a CSINode per Node,
+``benchmarks/scheduler_perf_volumes.py``; each node is named for the template's
+``generateName``; only before the first createPods, as the Nodes stay from one turn to the
+next), ``createNamespaces`` (``prefix-0``, ``prefix-1``, …, labelled as its
+``namespaceTemplatePath``), ``createPods`` (with its ``namespace``: the affinity templates name
+``sched-0`` and ``sched-1``; without one, a namespace of the run's, which the ops after it call
+``namespace-<op index>`` as upstream's do; ``skipWaitToCompletion``: not waited for — a
+``barrier`` does; ``persistentVolumeTemplatePath``/``persistentVolumeClaimTemplatePath``: a
+bound volume and claim per pod, made before the step's pods), ``createPodSets`` (its
+``createPodsOp`` once per namespace ``<namespacePrefix>-<i>``, unrolled as upstream unrolls
+it), ``barrier``, ``deletePods``, ``startCollectingMetrics``/``stopCollectingMetrics`` and
+``updateAny`` (``benchmarks/scheduler_perf_sequence.py``), ``churn`` (``create`` mode: its
+templates' objects created every ``intervalMilliseconds`` while the measured pods are, for up
+to ``number`` ticks — upstream's Unschedulable case; ``recreate`` mode: ``number`` slots per
+template, each tick creating into an empty one or deleting the object in a full one —
+SchedulingWithMixedChurn's Node, unschedulable Pod and Service), and the DRA cases'
+``createResourceDriver`` (upstream's fake driver: a ResourceSlice per matching Node with
+``maxClaimsPerNode`` devices, published before the schedulers start) and ``createAny`` (one
+object from a file — a DeviceClass, a ResourceClaimTemplate — made at the start of each
+scheduler's turn). A DRA workload runs kube-controller-manager's resourceclaim controller, as
+upstream's runner does: it creates the pods' claims from their templates.
+``allocResourceClaims`` allocates the claims of a namespace made by ``createAny`` in the test
+itself, as upstream's op does (``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit
+devices, written to each claim's status) at the start of each turn. A ``createPods`` step with
+``steadyState`` (and ``duration``) keeps its ``count`` pods coming for that long: each batch,
+once bound, is deleted and the next created, and the throughput is upstream's average of
+1-second samples (``benchmarks/scheduler_perf_steady.py``); the controller-manager then also
+runs the garbage collector, which deletes the deleted pods' claims, as upstream's runner does.
+After each turn the claims (and volumes) are deleted before the next. Another opcode
+(``sleep``), a key not read here, a templated (``{{…}}``) file where one object is read or a bad
+parameter is an error naming the key and the value. A workload's ``featureGates`` are not read:
+the control plane runs with its defaults.
 ``--param name=value`` overrides a workload's parameter (to run a case at a size upstream gives
 it no workload for, or a steady state for longer: ``--param duration=30s``; say so): a count,
 ``true``/``false`` or a Go duration, of the kind the workload gives it.
