@@ -1107,6 +1107,7 @@ async def _sequence(
                 if item.steady_s is not None:
                     raise WorkloadError(f"{workload.case}: a steady state with volumes")
                 await create_volumes(kube, item.volumes, where, item.count)
+            own.clear()  # from here on
             measuring = await measure([where])
             measuring.watcher = watcher
             await _measured_step(kube, proc, run, item, where, timeout_s, phases)
@@ -1151,6 +1152,7 @@ async def _sequence(
                 await deleting
         elif isinstance(item, StartMetrics):
             where_all = [spaces[n] for n in item.namespaces]
+            own.clear()  # from here on
             window = await measure(where_all)
             book.record(run.bound, frozenset(where_all), item.selector)
         elif isinstance(item, StopMetrics):
