@@ -339,3 +339,5 @@ def test_quick_ordered_runs_bind_every_measured_pod(
         assert not run.timed_out
         assert (run.pods, len(run.bound)) == (measured, measured), run.summary()
         assert run.rate > 0
+        # the namespaces the workload names serve both turns: only this turn's Events count
+        assert run.scheduled_events <= measured
