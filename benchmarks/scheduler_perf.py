@@ -11,7 +11,7 @@ runs their pods), then for each scheduler in turn — kube-scheduler of the same
 ``schedulerName: default-scheduler``, ``topos coordinator`` for ``topos`` (both as
 ``benchmarks/kwok_cluster.py`` starts them, client QPS/burst ``--limit``) — runs the workload's
 ops in their order, as upstream's executor does: each ``createPods`` step's pods from its
-template, waiting until they are bound before the next op (a workload with no unmeasured pods
+template, waiting until they are bound before the next op (a workload with no pods waited for
 before its measured phase gets one warm-up pod, 1m of CPU, first: upstream's scheduler runs from
 the start of the workload, so neither scheduler's start-up — Topos's imports and first sync,
 ~20 % of its CPU in SchedulingWithMixedChurn — is measured). The measured phase is the
@@ -1067,8 +1067,10 @@ async def _sequence(
     ordered = workload.in_order()
     start = workload.window
     begins = start or next(s for s in workload.pods if s.measured)
-    if not any(isinstance(i, Step) for i in ordered[: ordered.index(begins)]):
-        # a pod to bind before measuring: the scheduler has started (see the module doc)
+    before = ordered[: ordered.index(begins)]
+    if not any(isinstance(i, Step) and not i.skip_wait for i in before):
+        # a pod to bind before measuring: the scheduler has started (see the module doc); pods
+        # not waited for (skipWaitToCompletion) do not show it
         where = spaces[WARM_UP_SPACE]
         await _create(kube, where, [pod_body(WARM_UP, "warm-up", scheduler_name)], {})
         await book.wait(where, 1, check=proc.check, timeout_s=timeout_s)
