@@ -155,6 +155,7 @@ from benchmarks.scheduler_perf_sequence import (
     StartMetrics,
     StopMetrics,
     UpdateAny,
+    WaitTimeout,
     barrier_op,
     delete_op,
     delete_pods,
@@ -1042,6 +1043,9 @@ async def one_run(
             writers=writers,
             phases=phases,
         )
+    except WaitTimeout as exc:  # the next scheduler still gets its turn
+        print(f"scheduler_perf: {run.scheduler}: {exc}: turn stopped", file=sys.stderr)
+        run.timed_out = True
     finally:
         await book.stop()
     if workload.dra and workload.steady is None:  # a steady state's pods (and claims) are gone
@@ -1092,80 +1096,90 @@ async def _sequence(
         writers=writers,
     )
     index = 0
-    for item in ordered:
-        if isinstance(item, Step) and item.measured:
-            where = spaces[MEASURED_SPACE]
-            pending.setdefault(where, 0)
-            if not workload.sequence:  # nothing waits on the book while measuring
-                await book.stop()
-            watcher = None
-            if item.steady_s is None:  # steady_state watches its own
-                listed = await kube.list(PODS, namespace=where, limit=1)
-                done = asyncio.Event()
-                watcher = asyncio.create_task(
-                    watch(kube, where, listed["resourceVersion"], run, done)
-                )
-            if item.volumes is not None:  # made before it (see scheduler_perf_volumes)
-                if item.steady_s is not None:
-                    raise WorkloadError(f"{workload.case}: a steady state with volumes")
-                await create_volumes(kube, item.volumes, where, item.count)
-            own.clear()  # from here on
-            measuring = await measure([where])
-            measuring.watcher = watcher
-            await _measured_step(kube, proc, run, item, where, timeout_s, phases)
-            own["LIST", "pods", ""] += 1  # the benchmark's own list and watch
-            own["WATCH", "pods", ""] += 1
-            await _end(plane, kube, proc, workload, run, measuring, own, writers)
-        elif isinstance(item, Step):
-            where = spaces[item.namespace or item.alias or ""]
-            pending.setdefault(where, 0)
-            counted = window is not None and start is not None and workload.counted(item, start)
-            bodies = _pod_bodies(item, index, scheduler_name)
-            index += item.count
-            if item.volumes is not None:
-                await create_volumes(kube, item.volumes, where, item.count)
-            t0 = time.perf_counter()
-            await _create(kube, where, bodies, run.sent if counted else {})
-            if counted:
-                run.created_s += time.perf_counter() - t0
-            if item.skip_wait:
-                pending[where] += item.count
-            else:
-                await book.wait(where, item.count, check=proc.check, timeout_s=timeout_s)
-        elif isinstance(item, Barrier):
-            names = [spaces[n] for n in item.namespaces] or list(pending)
-            for where in names:
-                await book.wait(
-                    where,
-                    pending.get(where, 0),
-                    selector=item.selector,
-                    stage=item.stage,
-                    check=proc.check,
-                    timeout_s=timeout_s,
-                )
-            if item.stage == SCHEDULED:
+    try:
+        for item in ordered:
+            if isinstance(item, Step) and item.measured:
+                where = spaces[MEASURED_SPACE]
+                pending.setdefault(where, 0)
+                if not workload.sequence:  # nothing waits on the book while measuring
+                    await book.stop()
+                watcher = None
+                if item.steady_s is None:  # steady_state watches its own
+                    listed = await kube.list(PODS, namespace=where, limit=1)
+                    done = asyncio.Event()
+                    watcher = asyncio.create_task(
+                        watch(kube, where, listed["resourceVersion"], run, done)
+                    )
+                if item.volumes is not None:  # made before it (see scheduler_perf_volumes)
+                    if item.steady_s is not None:
+                        raise WorkloadError(f"{workload.case}: a steady state with volumes")
+                    await create_volumes(kube, item.volumes, where, item.count)
+                own.clear()  # from here on
+                measuring = await measure([where])
+                measuring.watcher = watcher
+                await _measured_step(kube, proc, run, item, where, timeout_s, phases)
+                own["LIST", "pods", ""] += 1  # the benchmark's own list and watch
+                own["WATCH", "pods", ""] += 1
+                await _end(plane, kube, proc, workload, run, measuring, own, writers)
+            elif isinstance(item, Step):
+                where = spaces[item.namespace or item.alias or ""]
+                pending.setdefault(where, 0)
+                counted = window is not None and start is not None and workload.counted(item, start)
+                bodies = _pod_bodies(item, index, scheduler_name)
+                index += item.count
+                if item.volumes is not None:
+                    await create_volumes(kube, item.volumes, where, item.count)
+                t0 = time.perf_counter()
+                await _create(kube, where, bodies, run.sent if counted else {})
+                if counted:
+                    run.created_s += time.perf_counter() - t0
+                if item.skip_wait:
+                    pending[where] += item.count
+                else:
+                    await book.wait(where, item.count, check=proc.check, timeout_s=timeout_s)
+            elif isinstance(item, Barrier):
+                names = [spaces[n] for n in item.namespaces] or list(pending)
                 for where in names:
-                    pending.pop(where, None)
-        elif isinstance(item, DeletePods):
-            deleting = delete_pods(kube, item, spaces[item.namespace], own)
-            if item.skip_wait:
-                background.append(asyncio.create_task(deleting))
-            else:
-                await deleting
-        elif isinstance(item, StartMetrics):
-            where_all = [spaces[n] for n in item.namespaces]
-            own.clear()  # from here on
-            window = await measure(where_all)
-            book.record(run.bound, frozenset(where_all), item.selector)
-        elif isinstance(item, StopMetrics):
-            assert window is not None
+                    await book.wait(
+                        where,
+                        pending.get(where, 0),
+                        selector=item.selector,
+                        stage=item.stage,
+                        check=proc.check,
+                        timeout_s=timeout_s,
+                    )
+                if item.stage == SCHEDULED:
+                    for where in names:
+                        pending.pop(where, None)
+            elif isinstance(item, DeletePods):
+                deleting = delete_pods(kube, item, spaces[item.namespace], own)
+                if item.skip_wait:
+                    background.append(asyncio.create_task(deleting))
+                else:
+                    await deleting
+            elif isinstance(item, StartMetrics):
+                where_all = [spaces[n] for n in item.namespaces]
+                own.clear()  # from here on
+                window = await measure(where_all)
+                book.record(run.bound, frozenset(where_all), item.selector)
+            elif isinstance(item, StopMetrics):
+                assert window is not None
+                book.record(None)
+                run.pods = len(run.sent)
+                await _end(plane, kube, proc, workload, run, window, own, writers)
+                window = None
+            else:  # UpdateAny
+                await update_any(kube, item, spaces.get(item.namespace or "", item.namespace), own)
+        await asyncio.gather(*background)
+    except WaitTimeout:
+        if window is not None:  # what the scheduler did until then
             book.record(None)
             run.pods = len(run.sent)
             await _end(plane, kube, proc, workload, run, window, own, writers)
-            window = None
-        else:  # UpdateAny
-            await update_any(kube, item, spaces.get(item.namespace or "", item.namespace), own)
-    await asyncio.gather(*background)
+        raise
+    finally:
+        for task in background:
+            task.cancel()
 
 
 async def allocated_claims(kube: KubeClient, namespace: str) -> int:

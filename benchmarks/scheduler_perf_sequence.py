@@ -47,6 +47,7 @@ __all__ = [
     "StartMetrics",
     "StopMetrics",
     "UpdateAny",
+    "WaitTimeout",
     "barrier_op",
     "delete_op",
     "delete_pods",
@@ -59,6 +60,12 @@ __all__ = [
 ]
 
 SCHEDULED, ATTEMPTED = "Scheduled", "Attempted"
+
+
+class WaitTimeout(RuntimeError):
+    """Pods a step or barrier waits for did not get there in time: the turn stops there."""
+
+
 Selector = tuple[tuple[str, str], ...]
 
 
@@ -339,7 +346,7 @@ class PodBook:
                 async with asyncio.timeout(max(left, 0)):
                     await self._changed.wait()
             except TimeoutError:
-                raise RuntimeError(
+                raise WaitTimeout(
                     f"{namespace}: {got} of {want} pods {stage.lower()}"
                     f"{f' ({selector_text(selector)})' if selector else ''} in {timeout_s:g} s"
                 ) from None
