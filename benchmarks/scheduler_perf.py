@@ -9,40 +9,54 @@ copied into the repository), takes one test case and workload (``SchedulingBasic
 ``500Nodes`` by default), creates its Nodes with the node template (KWOK makes them Ready and
 runs their pods), then for each scheduler in turn — kube-scheduler of the same version for
 ``schedulerName: default-scheduler``, ``topos coordinator`` for ``topos`` (both as
-``benchmarks/kwok_cluster.py`` starts them, client QPS/burst ``--limit``) — creates the
-``createPods`` steps' pods from their templates: the unmeasured ones first (all bound before
-going on; a workload with none gets one warm-up pod, 1m of CPU: upstream's scheduler runs from
+``benchmarks/kwok_cluster.py`` starts them, client QPS/burst ``--limit``) — runs the workload's
+ops in their order, as upstream's executor does: each ``createPods`` step's pods from its
+template, waiting until they are bound before the next op (a workload with no pods waited for
+before its measured phase gets one warm-up pod, 1m of CPU, first: upstream's scheduler runs from
 the start of the workload, so neither scheduler's start-up — Topos's imports and first sync,
-~20 % of its CPU in SchedulingWithMixedChurn — is measured), then the ``collectMetrics`` ones,
-measured as ``benchmarks/kwok_run.py`` measures: pods bound per second from the first create
-sent to the last bind seen on a watch, create→bound latency p50/p99, scheduler CPU per pod, API
-requests per pod, RSS. The pods are deleted before
-the next scheduler's turn; the Nodes stay.
+~20 % of its CPU in SchedulingWithMixedChurn — is measured). The measured phase is the
+``collectMetrics`` step (from its first create to its last bind) or the span from
+``startCollectingMetrics`` to ``stopCollectingMetrics`` (the pods created in it, in its
+``namespaces``, matching its ``labelSelector``), measured as ``benchmarks/kwok_run.py``
+measures: pods bound per second from the first create sent to the last bind seen on a watch,
+create→bound latency p50/p99, scheduler CPU per pod, API requests per pod (less the
+benchmark's own), RSS. The pods are deleted before the next scheduler's turn (their finalizers
+lifted); the Nodes stay.
 
 The opcodes read: ``createNodes`` (with ``labelNodePrepareStrategy``: its label on the nodes,
-values round robin, as upstream's ``LabelNodePrepareStrategy``; each node is named for the
-template's ``generateName``), ``createNamespaces`` (``prefix-0``, ``prefix-1``, …),
-``createPods`` (with its ``namespace``: the affinity templates name ``sched-0`` and ``sched-1``;
-without one, a namespace of the run's), ``churn`` (``create`` mode: its templates' objects
-created every ``intervalMilliseconds`` while the measured pods are, for up to ``number`` ticks —
-upstream's Unschedulable case; ``recreate`` mode: ``number`` slots per template, each tick
-creating into an empty one or deleting the object in a full one — SchedulingWithMixedChurn's
-Node, unschedulable Pod and Service), and the DRA cases' ``createResourceDriver`` (upstream's
-fake driver: a ResourceSlice per matching Node with ``maxClaimsPerNode`` devices, published
-before the schedulers start) and ``createAny`` (one object from a file — a DeviceClass, a
-ResourceClaimTemplate — made at the start of each scheduler's turn). A DRA workload runs
-kube-controller-manager's resourceclaim controller, as upstream's runner does: it creates the
-pods' claims from their templates. ``allocResourceClaims`` allocates the claims of a namespace
-made by ``createAny`` in the test itself, as upstream's op does
-(``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit devices, written to each
-claim's status) at the start of each turn. A ``createPods`` step with ``steadyState`` (and
-``duration``) keeps its ``count`` pods coming for that long: each batch, once bound, is deleted
-and the next created, and the throughput is upstream's average of 1-second samples
-(``benchmarks/scheduler_perf_steady.py``); the controller-manager then also runs the garbage
-collector, which deletes the deleted pods' claims, as upstream's runner does. After each turn
-the claims are deleted (and released by the controller) before the next. Another opcode, a
-``createPods`` key not read here (``skipWaitToCompletion``, persistent volumes), a templated
-(``{{…}}``) file or a bad parameter is an error naming the key and the value.
+values round robin, as upstream's ``LabelNodePrepareStrategy``; with
+``nodeAllocatableStrategy``: extra allocatable and a CSINode per Node,
+``benchmarks/scheduler_perf_volumes.py``; each node is named for the template's
+``generateName``; only before the first createPods, as the Nodes stay from one turn to the
+next), ``createNamespaces`` (``prefix-0``, ``prefix-1``, …, labelled as its
+``namespaceTemplatePath``), ``createPods`` (with its ``namespace``: the affinity templates name
+``sched-0`` and ``sched-1``; without one, a namespace of the run's, which the ops after it call
+``namespace-<op index>`` as upstream's do; ``skipWaitToCompletion``: not waited for — a
+``barrier`` does; ``persistentVolumeTemplatePath``/``persistentVolumeClaimTemplatePath``: a
+bound volume and claim per pod, made before the step's pods), ``createPodSets`` (its
+``createPodsOp`` once per namespace ``<namespacePrefix>-<i>``, unrolled as upstream unrolls
+it), ``barrier``, ``deletePods``, ``startCollectingMetrics``/``stopCollectingMetrics`` and
+``updateAny`` (``benchmarks/scheduler_perf_sequence.py``), ``churn`` (``create`` mode: its
+templates' objects created every ``intervalMilliseconds`` while the measured pods are, for up
+to ``number`` ticks — upstream's Unschedulable case; ``recreate`` mode: ``number`` slots per
+template, each tick creating into an empty one or deleting the object in a full one —
+SchedulingWithMixedChurn's Node, unschedulable Pod and Service), and the DRA cases'
+``createResourceDriver`` (upstream's fake driver: a ResourceSlice per matching Node with
+``maxClaimsPerNode`` devices, published before the schedulers start) and ``createAny`` (one
+object from a file — a DeviceClass, a ResourceClaimTemplate — made at the start of each
+scheduler's turn). A DRA workload runs kube-controller-manager's resourceclaim controller, as
+upstream's runner does: it creates the pods' claims from their templates.
+``allocResourceClaims`` allocates the claims of a namespace made by ``createAny`` in the test
+itself, as upstream's op does (``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit
+devices, written to each claim's status) at the start of each turn. A ``createPods`` step with
+``steadyState`` (and ``duration``) keeps its ``count`` pods coming for that long: each batch,
+once bound, is deleted and the next created, and the throughput is upstream's average of
+1-second samples (``benchmarks/scheduler_perf_steady.py``); the controller-manager then also
+runs the garbage collector, which deletes the deleted pods' claims, as upstream's runner does.
+After each turn the claims (and volumes) are deleted before the next. Another opcode
+(``sleep``), a key not read here, a templated (``{{…}}``) file where one object is read or a bad
+parameter is an error naming the key and the value. A workload's ``featureGates`` are not read:
+the control plane runs with its defaults.
 ``--param name=value`` overrides a workload's parameter (to run a case at a size upstream gives
 it no workload for, or a steady state for longer: ``--param duration=30s``; say so): a count,
 ``true``/``false`` or a Go duration, of the kind the workload gives it.
@@ -80,6 +94,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -100,7 +115,7 @@ from typing import Any, Final
 import psutil
 import yaml
 
-from benchmarks.apiserver_metrics import cpu_profile, requests_total, scheduler_share
+from benchmarks.apiserver_metrics import Requests, cpu_profile, requests_total, scheduler_share
 from benchmarks.connections import ConnectionCount
 from benchmarks.kwok_audit import PodWriters, audit_args
 from benchmarks.kwok_cluster import (
@@ -132,6 +147,24 @@ from benchmarks.scheduler_perf_objects import (
     resource_driver,
     run_churn,
 )
+from benchmarks.scheduler_perf_sequence import (
+    SCHEDULED,
+    Barrier,
+    DeletePods,
+    PodBook,
+    StartMetrics,
+    StopMetrics,
+    UpdateAny,
+    WaitTimeout,
+    barrier_op,
+    delete_op,
+    delete_pods,
+    drop_finalizers,
+    start_op,
+    stop_op,
+    update_any,
+    update_op,
+)
 from benchmarks.scheduler_perf_steady import (
     parse_duration,
     phase_medians,
@@ -139,6 +172,16 @@ from benchmarks.scheduler_perf_steady import (
     throughput_samples,
 )
 from benchmarks.scheduler_perf_templates import ObjectTemplate, TemplateError, load_template
+from benchmarks.scheduler_perf_volumes import (
+    NodeAllocatable,
+    Volumes,
+    allocatable_strategy,
+    clear_volumes,
+    create_csinodes,
+    create_volumes,
+    pod_with_claim,
+    volumes_of,
+)
 from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from common.kube.errors import AlreadyExists
 from devcluster.binaries import (
@@ -164,6 +207,7 @@ CLAIM_CONTROLLER_ROWS = (("POST", "resourceclaims", ""), ("APPLY", "pods", "stat
 #: batch, the garbage collector deletes the claims the deleted pods owned.
 STEADY_ROWS = (("DELETECOLLECTION", "pods", ""), ("DELETE", "resourceclaims", ""))
 CREATORS = 32
+SequenceOp = Barrier | DeletePods | StartMetrics | StopMetrics | UpdateAny
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +218,12 @@ class Step:
     namespace: str | None = None  # createPods' own (else one of the run's)
     label: tuple[str, tuple[str, ...]] | None = None  # createNodes: key, values round robin
     steady_s: float | None = None  # createPods with steadyState: for how long (seconds)
+    skip_wait: bool = False  # createPods' skipWaitToCompletion: a barrier waits for them
+    #: createPods without a namespace: upstream's name for its own (``namespace-<op index>``),
+    #: which deletePods and barrier name
+    alias: str | None = None
+    volumes: Volumes | None = None  # createPods' persistent volume and claim templates
+    allocatable: NodeAllocatable | None = None  # createNodes' nodeAllocatableStrategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,11 +237,32 @@ class Workload:
     drivers: tuple[ResourceDriver, ...] = ()  # createResourceDriver's
     objects: tuple[AnyObject, ...] = ()  # createAny's, made at the start of each turn
     allocate: tuple[AllocateClaims, ...] = ()  # allocResourceClaims', after the createAny ones
+    #: createNamespaces' namespaceTemplatePath: name → the template's labels
+    namespace_labels: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    #: barrier, deletePods, start/stopCollectingMetrics, updateAny: each with the number of
+    #: createPods steps before it (they run in the workload's order)
+    sequence: tuple[tuple[int, SequenceOp], ...] = ()
 
     @property
     def dra(self) -> bool:
         """Its pods need kube-controller-manager's resourceclaim controller (as upstream runs)."""
         return bool(self.drivers or self.objects or self.allocate)
+
+    def in_order(self) -> list[Step | SequenceOp]:
+        """The createPods steps and the :attr:`sequence` ops, in the workload's order."""
+        out: list[Step | SequenceOp] = []
+        ops = list(self.sequence)
+        for i, step in enumerate(self.pods):
+            while ops and ops[0][0] <= i:
+                out.append(ops.pop(0)[1])
+            out.append(step)
+        return out + [op for _, op in ops]
+
+    @property
+    def window(self) -> StartMetrics | None:
+        """The startCollectingMetrics op, when it (not a createPods step) opens the measured
+        phase."""
+        return next((op for _, op in self.sequence if isinstance(op, StartMetrics)), None)
 
     @property
     def steady(self) -> Step | None:
@@ -204,7 +275,25 @@ class Workload:
 
     @property
     def measured_pods(self) -> int:
-        return sum(s.count for s in self.pods if s.measured)
+        """The collectMetrics step's pods, or those that the startCollectingMetrics op's
+        window will count: created inside it, in its namespaces, matching its selector."""
+        window = self.window
+        if window is None:
+            return sum(s.count for s in self.pods if s.measured)
+        total, inside = 0, False
+        for item in self.in_order():
+            inside = (inside or item is window) and not isinstance(item, StopMetrics)
+            if inside and isinstance(item, Step) and self.counted(item, window):
+                total += item.count
+        return total
+
+    @staticmethod
+    def counted(step: Step, window: StartMetrics) -> bool:
+        """Whether the window counts ``step``'s pods (its namespace and labels)."""
+        labels = (step.template.render(0, step.count).get("metadata") or {}).get("labels") or {}
+        return (step.namespace or step.alias) in window.namespaces and all(
+            labels.get(k) == v for k, v in window.selector
+        )
 
 
 def module_dir() -> Path:
@@ -260,32 +349,60 @@ def load_workload(
     nodes: list[Step] = []
     pods: list[Step] = []
     namespaces: list[str] = []
+    namespace_labels: dict[str, Mapping[str, str]] = {}
     churn: list[Churn] = []
     drivers: list[ResourceDriver] = []
     objects: list[AnyObject] = []
     allocate: list[AllocateClaims] = []
-    for i, op in enumerate(found.get("workloadTemplate") or ()):
-        where = f"{case}.workloadTemplate[{i}]"
+    sequence: list[tuple[int, SequenceOp]] = []
+    for i, (where, op) in enumerate(_unrolled(found.get("workloadTemplate") or (), params, case)):
         opcode = op.get("opcode")
         if opcode == "createNodes":
+            if pods:
+                raise WorkloadError(
+                    f"{where}: createNodes after a createPods op is not read by this runner "
+                    "(the Nodes stay from one scheduler's turn to the next)"
+                )
+            for key in op:
+                if key not in NODE_KEYS:
+                    raise WorkloadError(f"{where}.{key}: not read by this runner (createNodes)")
             count = _count(op, params, where)
-            path = op.get("nodeTemplatePath") or "../templates/node-default.yaml"
-            nodes.append(Step(_template(base / path), count, label=_label(op, where)))
+            path = op.get("nodeTemplatePath") or _shared(base, "node-default.yaml")
+            step = Step(_template(base / path), count, label=_label(op, where))
+            nodes.append(dataclasses.replace(step, allocatable=allocatable_strategy(op, where)))
         elif opcode == "createNamespaces":
             prefix = op.get("prefix")
             if not isinstance(prefix, str) or not prefix:
                 raise WorkloadError(f"{where}.prefix: {prefix!r} is not a namespace prefix")
-            namespaces += [f"{prefix}-{n}" for n in range(_count(op, params, where))]
+            made = [f"{prefix}-{n}" for n in range(_count(op, params, where))]
+            namespaces += made
+            path = op.get("namespaceTemplatePath")
+            if path is not None:
+                labels = _namespace_labels(base / str(path), f"{where}.namespaceTemplatePath")
+                namespace_labels |= dict.fromkeys(made, labels)
         elif opcode == "createPods":
             # Neither: upstream's makeBasePod (testutils.MakePodSpec), which pod-default.yaml is.
-            path = op.get("podTemplatePath") or default_pod or "../templates/pod-default.yaml"
+            path = op.get("podTemplatePath") or default_pod or _shared(base, "pod-default.yaml")
             count = _count(op, params, where)
-            measured = bool(op.get("collectMetrics"))
+            measured = _flag(op, "collectMetrics", where)
+            skip = _flag(op, "skipWaitToCompletion", where)
             ns = op.get("namespace")
             steady = _steady(op, params, where)
             if steady is not None and not measured:
                 raise WorkloadError(f"{where}.steadyState: read only with collectMetrics: true")
-            pods.append(Step(_template(base / path), count, measured, ns, steady_s=steady))
+            if skip and (measured or steady is not None):
+                raise WorkloadError(
+                    f"{where}.skipWaitToCompletion: true with "
+                    f"{'collectMetrics' if measured else 'steadyState'}: true (upstream refuses it)"
+                )
+            alias = None if ns else f"namespace-{i}"  # upstream's name for the op's namespace
+            step = Step(_template(base / path), count, measured, ns, steady_s=steady)
+            pv, pvc = (
+                _plain(base / str(op[k])) if op.get(k) else None
+                for k in ("persistentVolumeTemplatePath", "persistentVolumeClaimTemplatePath")
+            )
+            volumes = volumes_of(pv, pvc, where)
+            pods.append(dataclasses.replace(step, skip_wait=skip, alias=alias, volumes=volumes))
         elif opcode == "churn":
             paths = op.get("templatePaths") or []
             if not isinstance(paths, list) or not paths:
@@ -307,14 +424,23 @@ def load_workload(
             objects.append(obj)
         elif opcode == "allocResourceClaims":
             allocate.append(alloc_op(op, where))
+        elif opcode == "barrier":
+            sequence.append((len(pods), barrier_op(op, where)))
+        elif opcode == "deletePods":
+            sequence.append((len(pods), delete_op(op, where)))
+        elif opcode == "startCollectingMetrics":
+            sequence.append((len(pods), start_op(op, where)))
+        elif opcode == "stopCollectingMetrics":
+            sequence.append((len(pods), stop_op(op, where)))
+        elif opcode == "updateAny":
+            path = op.get("templatePath")
+            if not isinstance(path, str) or not path:
+                raise WorkloadError(f"{where}.templatePath: {path!r} is not a file")
+            count = _count(op, params, where) if "count" in op or "countParam" in op else 1
+            sequence.append((len(pods), update_op(_template(base / path), op, count, where)))
         else:
             raise WorkloadError(f"{where}.opcode: {opcode!r} is not read by this runner")
-    measured_in = {s.namespace for s in pods if s.measured}
-    if not measured_in:
-        raise WorkloadError(f"{case}/{workload}: no createPods step with collectMetrics")
-    if len(measured_in) > 1:
-        raise WorkloadError(f"{case}/{workload}: measured pods in several namespaces")
-    return Workload(
+    work = Workload(
         case,
         workload,
         tuple(nodes),
@@ -324,14 +450,135 @@ def load_workload(
         tuple(drivers),
         tuple(objects),
         tuple(allocate),
+        namespace_labels,
+        tuple(sequence),
     )
+    _check_order(work, f"{case}/{workload}")
+    return work
 
 
-#: The keys of a ``createPods`` op this runner reads; upstream's others (skipWaitToCompletion,
-#: persistent volumes) are refused.
+def _shared(base: Path, name: str) -> Path:
+    """``scheduler_perf/templates/<name>`` seen from a config's folder (``misc/``, or one
+    deeper: ``dra/devicetaints/``): upstream's built-in node and pod, which these files are."""
+    for folder in (base, *base.parents):
+        if (folder / "templates" / name).is_file() and folder != base:
+            return folder / "templates" / name
+    return base / ".." / "templates" / name  # load_template names it: no such template
+
+
+def _unrolled(
+    template: Sequence[Mapping[str, Any]], params: Mapping[str, Any], case: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ops, each with where it is written, a ``createPodSets`` op unrolled into its
+    ``count`` createPods ops in ``<namespacePrefix>-<i>``, as upstream's runner unrolls it (the
+    op indexes that name the namespaces are the unrolled list's)."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for i, op in enumerate(template):
+        where = f"{case}.workloadTemplate[{i}]"
+        if op.get("opcode") != "createPodSets":
+            out.append((where, op))
+            continue
+        for key in op:
+            if key not in ("opcode", "count", "countParam", "namespacePrefix", "createPodsOp"):
+                raise WorkloadError(f"{where}.{key}: not read by this runner (createPodSets)")
+        prefix, inner = op.get("namespacePrefix"), op.get("createPodsOp")
+        if not isinstance(prefix, str) or not prefix:
+            raise WorkloadError(f"{where}.namespacePrefix: {prefix!r} is not a namespace prefix")
+        if not isinstance(inner, dict) or inner.get("opcode", "createPods") != "createPods":
+            raise WorkloadError(f"{where}.createPodsOp: {inner!r} is not a createPods op")
+        if "namespace" in inner:
+            raise WorkloadError(
+                f"{where}.createPodsOp.namespace: {inner['namespace']!r}: each set has its own "
+                f"({prefix}-<i>)"
+            )
+        for n in range(_count(op, params, where)):
+            copy = {**inner, "opcode": "createPods", "namespace": f"{prefix}-{n}"}
+            out.append((f"{where}.createPodsOp (set {n})", copy))
+    return out
+
+
+def _namespace_labels(path: Path, where: str) -> Mapping[str, str]:
+    """A namespace template's labels (upstream reads it whole and sets the name; nothing else
+    in it matters to a scheduler)."""
+    body = _plain(path)
+    if body.get("kind") != "Namespace":
+        raise WorkloadError(f"{where}: {path.name} is a {body.get('kind')!r}, not a Namespace")
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, dict):
+        raise WorkloadError(f"{where}: {path.name}: metadata.labels {labels!r} is not a map")
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def _flag(op: Mapping[str, Any], key: str, where: str) -> bool:
+    value = op.get(key, False)
+    if not isinstance(value, bool):
+        raise WorkloadError(f"{where}.{key}: {value!r} is not true or false")
+    return value
+
+
+def _check_order(work: Workload, where: str) -> None:
+    """One measured phase — a createPods step with collectMetrics, or a
+    startCollectingMetrics…stopCollectingMetrics pair — and every namespace a barrier,
+    deletePods or the window names made by an op before it."""
+    starts = [op for _, op in work.sequence if isinstance(op, StartMetrics)]
+    stops = [op for _, op in work.sequence if isinstance(op, StopMetrics)]
+    measured_in = {s.namespace for s in work.pods if s.measured}
+    if sum(1 for s in work.pods if s.measured) > 1:
+        raise WorkloadError(f"{where}: collectMetrics on several createPods ops")
+    if len(starts) > 1 or len(stops) != len(starts):
+        raise WorkloadError(
+            f"{where}: {len(starts)} startCollectingMetrics and {len(stops)} "
+            "stopCollectingMetrics: this runner measures one phase"
+        )
+    if starts and measured_in:
+        raise WorkloadError(
+            f"{where}: collectMetrics on a createPods op and startCollectingMetrics: this "
+            "runner measures one phase"
+        )
+    if not starts and not measured_in:
+        raise WorkloadError(f"{where}: no createPods step with collectMetrics")
+    known = set(work.namespaces)
+    opened = False
+    for item in work.in_order():
+        if isinstance(item, Step):
+            known.add(item.namespace or item.alias or "")
+            continue
+        if isinstance(item, StopMetrics) and not opened:
+            raise WorkloadError(f"{where}: stopCollectingMetrics before startCollectingMetrics")
+        opened = opened or isinstance(item, StartMetrics)
+        named = (
+            item.namespaces
+            if isinstance(item, Barrier)
+            else (item.namespace,)
+            if isinstance(item, DeletePods)
+            else ()
+        )
+        for ns in named:
+            if ns not in known:
+                raise WorkloadError(
+                    f"{where}: {type(item).__name__} names namespace {ns!r}, which no op "
+                    f"before it made ({', '.join(sorted(known)) or 'none'})"
+                )
+
+
+#: The keys of a ``createNodes`` op this runner reads (not upstream's uniqueNodeLabelStrategy).
+NODE_KEYS = frozenset(
+    {
+        "opcode",
+        "count",
+        "countParam",
+        "nodeTemplatePath",
+        "labelNodePrepareStrategy",
+        "nodeAllocatableStrategy",
+    }
+)
+#: The keys of a ``createPods`` op this runner reads (all upstream's).
 POD_KEYS = frozenset(
     {
         "opcode",
+        "skipWaitToCompletion",
+        "persistentVolumeTemplatePath",
+        "persistentVolumeClaimTemplatePath",
         "count",
         "countParam",
         "podTemplatePath",
@@ -482,13 +729,18 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
     """The workload's Nodes, created with their status; their names, in order."""
     sem = asyncio.Semaphore(32)
     bodies: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    csi: list[tuple[str, NodeAllocatable]] = []
     for step in workload.nodes:
         for j in range(step.count):
             label = None
             if step.label is not None:
                 key, values = step.label
                 label = {key: values[j % len(values)]}  # round robin, as upstream
-            bodies.append(node_body(step.template.render(j, step.count), len(bodies), label))
+            body, status = node_body(step.template.render(j, step.count), len(bodies), label)
+            if step.allocatable is not None:  # upstream's NodeAllocatableStrategy
+                status["allocatable"] |= step.allocatable.allocatable
+                csi.append((body["metadata"]["name"], step.allocatable))
+            bodies.append((body, status))
 
     async def one(body: dict[str, Any], status: dict[str, Any]) -> None:
         async with sem:
@@ -498,6 +750,8 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
             )
 
     await asyncio.gather(*(one(b, s) for b, s in bodies))
+    for strategy in {id(s): s for _, s in csi}.values():
+        await create_csinodes(kube, [n for n, s in csi if s is strategy], strategy)
     return [b["metadata"]["name"] for b, _ in bodies]
 
 
@@ -514,37 +768,37 @@ async def _create(
     await asyncio.gather(*(one(b) for b in bodies))
 
 
-async def _wait_all_bound(
-    kube: KubeClient, namespace: str, count: int, proc: Process, timeout_s: float
+async def _ensure_namespace(
+    kube: KubeClient, name: str, labels: Mapping[str, str] | None = None
 ) -> None:
-    deadline = time.perf_counter() + timeout_s
-    while time.perf_counter() < deadline:
-        proc.check()
-        listed = await kube.list(PODS, namespace=namespace)
-        if sum(1 for p in listed["items"] if p["spec"].get("nodeName")) >= count:
-            return
-        await asyncio.sleep(0.5)
-    raise RuntimeError(f"{proc.name}: the {count} unmeasured pods not all bound in {timeout_s} s")
-
-
-async def _ensure_namespace(kube: KubeClient, name: str) -> None:
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    meta: dict[str, Any] = {"name": name, **({"labels": dict(labels)} if labels else {})}
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
     with contextlib.suppress(AlreadyExists):  # the workload's own, kept between turns
         await kube.create(NAMESPACES, body)
 
 
+WARM_UP_SPACE, MEASURED_SPACE = "(warm-up)", "(measured)"
+
+
 def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
-    """Where each kind of pod goes in one turn: ``init``, ``measured``, ``churn-<i>`` → namespace
-    (a step's own, else one of the run's)."""
-    init = {s.namespace for s in workload.pods if not s.measured}
-    measured = next(s.namespace for s in workload.pods if s.measured)
-    out = {
-        "init": f"{run_namespace}-init",
-        "measured": measured or run_namespace,
-    }
-    out |= {f"init:{ns}": ns for ns in init if ns}
+    """Each namespace the workload names (its ops' own, and upstream's ``namespace-<op index>``
+    of a createPods op without one), and ``(warm-up)``, ``(measured)`` and ``(churn-<i>)`` →
+    the namespace it is in this turn: a name the workload gives stays, the others are the
+    run's (``<run>`` for the measured pods, ``<run>-namespace-<i>``, ``<run>-init``)."""
+    out = {WARM_UP_SPACE: f"{run_namespace}-init"}
+    out |= {n: n for n in workload.namespaces}
+    for s in workload.pods:
+        if s.namespace:
+            out[s.namespace] = s.namespace
+        elif s.alias:
+            out[s.alias] = run_namespace if s.measured else f"{run_namespace}-{s.alias}"
+        if s.measured:
+            out[MEASURED_SPACE] = out[s.namespace or s.alias or ""]
+    window = workload.window
+    for name in window.namespaces if window is not None else ():
+        out.setdefault(name, name)
     for i, churn in enumerate(workload.churn):
-        out[f"churn-{i}"] = churn.namespace or f"{run_namespace}-churn-{i}"
+        out[f"(churn-{i})"] = churn.namespace or f"{run_namespace}-churn-{i}"
     return out
 
 
@@ -595,54 +849,35 @@ class PerfRun(Run):
         return text
 
 
-async def one_run(
+@dataclass(slots=True)
+class _Window:
+    """A measured phase being recorded: what it started from (see :func:`one_run`)."""
+
+    namespaces: tuple[str, ...]
+    requests0: Requests
+    cpu0: float
+    api0: float
+    connections: ConnectionCount
+    stop_churn: asyncio.Event
+    churning: list[asyncio.Task[int]]
+    spy: subprocess.Popen[bytes] | None = None
+    pprof: asyncio.Task[None] | None = None
+    watcher: asyncio.Task[None] | None = None
+
+
+async def _begin(
     plane: ControlPlane,
-    kube: KubeClient,
     proc: Process,
     workload: Workload,
     run: PerfRun,
-    namespace: str,
+    spaces: Mapping[str, str],
+    namespaces: Sequence[str],
+    kube: KubeClient,
     *,
-    timeout_s: float,
-    profile: Path | None = None,
-    apiserver_profile: Path | None = None,
-    writers: PodWriters | None = None,
-    phases: bool = False,
-) -> None:
-    scheduler_name = SCHEDULERS[run.scheduler]
-    spaces = namespaces_of(workload, namespace)
-    objects_in = {o.namespace for o in workload.objects if o.namespace}
-    for name in sorted({*spaces.values(), *workload.namespaces, *objects_in}):
-        await _ensure_namespace(kube, name)  # the watch sees the measured pods only
-    for obj in workload.objects:
-        await create_any(kube, obj)
-    for alloc in workload.allocate:  # the same devices taken in every turn
-        await allocate_claims(kube, alloc, random.Random(0))
-    by_space: dict[str, list[dict[str, Any]]] = {}
-    index = 0
-    for s in workload.pods:
-        if s.measured:
-            continue
-        where = s.namespace or spaces["init"]
-        for j in range(s.count):  # each step's pods rendered with their index in the step
-            by_space.setdefault(where, []).append(
-                pod_body(s.template.render(j, s.count), f"init-{index:05d}", scheduler_name)
-            )
-            index += 1
-    if not by_space:  # a pod to bind before measuring: the scheduler has started (see above)
-        by_space[spaces["init"]] = [pod_body(WARM_UP, "warm-up", scheduler_name)]
-    for where, bodies in by_space.items():
-        await _create(kube, where, bodies, {})
-    # The scheduler has synced and binds once these are bound (its start-up is not measured).
-    for where, bodies in by_space.items():
-        await _wait_all_bound(kube, where, len(bodies), proc, timeout_s)
-    namespace = spaces["measured"]
-    steady = workload.steady
-    watcher = None
-    if steady is None:  # steady_state watches its own
-        listed = await kube.list(PODS, namespace=namespace, limit=1)
-        done = asyncio.Event()
-        watcher = asyncio.create_task(watch(kube, namespace, listed["resourceVersion"], run, done))
+    profile: Path | None,
+    apiserver_profile: Path | None,
+    writers: PodWriters | None,
+) -> _Window:
     requests0 = await asyncio.to_thread(requests_total, plane)
     if writers is not None:
         writers.read()  # from here on
@@ -657,78 +892,296 @@ async def one_run(
         )
     )
     connections = ConnectionCount(proc.pid, plane.state.apiserver_port).start()
-    steps = [(s, j) for s in workload.pods if s.measured for j in range(s.count)]
-    measured = [
-        pod_body(s.template.render(j, s.count), f"p-{i:05d}", scheduler_name)
-        for i, (s, j) in enumerate(steps)
-    ]
     stop = asyncio.Event()
+    name = SCHEDULERS[run.scheduler]
     churning = [
-        asyncio.create_task(run_churn(kube, c, spaces[f"churn-{i}"], scheduler_name, stop))
+        asyncio.create_task(run_churn(kube, c, spaces[f"(churn-{i})"], name, stop))
         for i, c in enumerate(workload.churn)
     ]
-    if steady is not None and steady.steady_s is not None:
-        step, name = steady, scheduler_name
-
-        def body(i: int) -> dict[str, Any]:
-            return pod_body(step.template.render(i, step.count), f"p-{i:05d}", name)
-
-        run.phases = {} if phases else None
-        run.window = await steady_state(
-            kube, namespace, body, step.count, steady.steady_s, run, run.phases
-        )
-        proc.check()
-        run.pods, run.created_s = len(run.sent), steady.steady_s
-        run.timed_out = not run.bound
-    else:
-        t0 = time.perf_counter()
-        await _create(kube, namespace, measured, run.sent)
-        run.created_s = time.perf_counter() - t0
-        try:
-            async with asyncio.timeout(timeout_s):
-                while len(run.bound) < run.pods:
-                    proc.check()
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            run.timed_out = True
-    scheduled = await kube.list(EVENTS, namespace=namespace, field_selector="reason=Scheduled")
-    run.scheduled_events = sum(  # the measured pods' (init pods may share the namespace)
-        1 for e in scheduled["items"] if (e.get("involvedObject") or {}).get("name") in run.sent
+    return _Window(
+        tuple(namespaces), requests0, cpu0, api0, connections, stop, churning, spy, pprof
     )
-    stop.set()
-    await asyncio.gather(*churning)
-    run.cpu_s = cpu_seconds(proc.pid) - cpu0
-    run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - api0
-    if pprof is not None:
-        await pprof
-    connections.stop()
-    run.connections_opened, run.connections_peak = connections.opened, connections.peak
-    if spy is not None:
-        spy.send_signal(signal.SIGINT)
+
+
+async def _end(
+    plane: ControlPlane,
+    kube: KubeClient,
+    proc: Process,
+    workload: Workload,
+    run: PerfRun,
+    window: _Window,
+    own: Counter[tuple[str, str, str]],
+    writers: PodWriters | None,
+) -> None:
+    """Close the measured phase: the scheduler's CPU, memory, connections and API requests (less
+    the benchmark's own: its watches and lists, ``own``) over it."""
+    for where in window.namespaces:
+        scheduled = await kube.list(EVENTS, namespace=where, field_selector="reason=Scheduled")
+        run.scheduled_events += sum(  # the measured pods' (init pods may share the namespace)
+            1 for e in scheduled["items"] if (e.get("involvedObject") or {}).get("name") in run.sent
+        )
+        own["LIST", "events", ""] += 1  # the benchmark's count of Scheduled Events
+    window.stop_churn.set()
+    await asyncio.gather(*window.churning)
+    run.cpu_s = cpu_seconds(proc.pid) - window.cpu0
+    run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - window.api0
+    if window.pprof is not None:
+        await window.pprof
+    window.connections.stop()
+    run.connections_opened = window.connections.opened
+    run.connections_peak = window.connections.peak
+    if window.spy is not None:
+        window.spy.send_signal(signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            await asyncio.to_thread(spy.wait, 30)
+            await asyncio.to_thread(window.spy.wait, 30)
     run.load = os.getloadavg()[0]
     with contextlib.suppress(psutil.Error):
         run.rss_mib = psutil.Process(proc.pid).memory_info().rss / 2**20
-    run.requests = scheduler_share(requests0, await asyncio.to_thread(requests_total, plane))
+    run.requests = scheduler_share(window.requests0, await asyncio.to_thread(requests_total, plane))
     if writers is not None:
         run.pod_writes = writers.read()
-    run.requests["LIST", "pods", ""] -= 1  # the benchmark's own list and watch
-    run.requests["WATCH", "pods", ""] -= 1
-    run.requests["LIST", "events", ""] -= 1  # the benchmark's count of Scheduled Events
+    run.requests.subtract(own)
     if workload.dra:  # kube-controller-manager's resourceclaim controller: claims from templates
         for key in CLAIM_CONTROLLER_ROWS:
             run.requests.pop(key, None)
-    if steady is not None:  # the benchmark's deletes, and the garbage collector's of the claims
+    if workload.steady is not None:  # the benchmark's deletes, the garbage collector's
         for key in STEADY_ROWS:
             run.requests.pop(key, None)
     run.requests = +run.requests
-    if watcher is not None:
-        watcher.cancel()
+    if window.watcher is not None:
+        window.watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-    if workload.dra and steady is None:  # a steady state's pods (and claims) are gone
-        run.claims_allocated = await allocated_claims(kube, namespace)
+            await window.watcher
+
+
+async def _measured_step(
+    kube: KubeClient,
+    proc: Process,
+    run: PerfRun,
+    step: Step,
+    namespace: str,
+    timeout_s: float,
+    phases: bool,
+) -> None:
+    """Create the collectMetrics step's pods and wait until they are bound (or keep them
+    coming for its steady state's duration)."""
+    name = SCHEDULERS[run.scheduler]
+
+    def body(i: int) -> dict[str, Any]:
+        return _step_pod(step, i, f"p-{i:05d}", name)
+
+    if step.steady_s is not None:
+        run.phases = {} if phases else None
+        run.window = await steady_state(
+            kube, namespace, body, step.count, step.steady_s, run, run.phases
+        )
+        proc.check()
+        run.pods, run.created_s = len(run.sent), step.steady_s
+        run.timed_out = not run.bound
+        return
+    t0 = time.perf_counter()
+    await _create(kube, namespace, [body(i) for i in range(step.count)], run.sent)
+    run.created_s = time.perf_counter() - t0
+    try:
+        async with asyncio.timeout(timeout_s):
+            while len(run.bound) < run.pods:
+                proc.check()
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        run.timed_out = True
+
+
+def _pod_bodies(step: Step, first: int, scheduler: str) -> list[dict[str, Any]]:
+    """An unmeasured step's pods, each rendered with its index in the step, named
+    ``init-<n>`` from ``first`` on (unique in the turn)."""
+    return [_step_pod(step, j, f"init-{first + j:05d}", scheduler) for j in range(step.count)]
+
+
+def _step_pod(step: Step, j: int, name: str, scheduler: str) -> dict[str, Any]:
+    """Pod ``j`` of the step (with its claim ``pvc-<j>`` when the step has volumes)."""
+    pod = pod_body(step.template.render(j, step.count), name, scheduler)
+    return pod if step.volumes is None else pod_with_claim(pod, j)
+
+
+async def one_run(
+    plane: ControlPlane,
+    kube: KubeClient,
+    proc: Process,
+    workload: Workload,
+    run: PerfRun,
+    namespace: str,
+    *,
+    timeout_s: float,
+    profile: Path | None = None,
+    apiserver_profile: Path | None = None,
+    writers: PodWriters | None = None,
+    phases: bool = False,
+) -> None:
+    """One scheduler's turn: the workload's ops in order (createPods steps, barriers,
+    deletions, updates), the measured phase from the collectMetrics step's start (or
+    startCollectingMetrics) to its last bind (or stopCollectingMetrics)."""
+    spaces = namespaces_of(workload, namespace)
+    objects_in = {o.namespace for o in workload.objects if o.namespace}
+    for name in sorted({*spaces.values(), *objects_in}):
+        await _ensure_namespace(kube, name, workload.namespace_labels.get(name))
+    for obj in workload.objects:
+        await create_any(kube, obj)
+    for alloc in workload.allocate:  # the same devices taken in every turn
+        await allocate_claims(kube, alloc, random.Random(0))
+    book = PodBook(kube)
+    await book.start()
+    try:
+        await _sequence(
+            plane,
+            kube,
+            proc,
+            workload,
+            run,
+            spaces,
+            book,
+            timeout_s=timeout_s,
+            profile=profile,
+            apiserver_profile=apiserver_profile,
+            writers=writers,
+            phases=phases,
+        )
+    except WaitTimeout as exc:  # the next scheduler still gets its turn
+        print(f"scheduler_perf: {run.scheduler}: {exc}: turn stopped", file=sys.stderr)
+        run.timed_out = True
+    finally:
+        await book.stop()
+    if workload.dra and workload.steady is None:  # a steady state's pods (and claims) are gone
+        run.claims_allocated = await allocated_claims(kube, spaces[MEASURED_SPACE])
+
+
+async def _sequence(
+    plane: ControlPlane,
+    kube: KubeClient,
+    proc: Process,
+    workload: Workload,
+    run: PerfRun,
+    spaces: Mapping[str, str],
+    book: PodBook,
+    *,
+    timeout_s: float,
+    profile: Path | None,
+    apiserver_profile: Path | None,
+    writers: PodWriters | None,
+    phases: bool,
+) -> None:
+    scheduler_name = SCHEDULERS[run.scheduler]
+    ordered = workload.in_order()
+    start = workload.window
+    begins = start or next(s for s in workload.pods if s.measured)
+    before = ordered[: ordered.index(begins)]
+    if not any(isinstance(i, Step) and not i.skip_wait for i in before):
+        # a pod to bind before measuring: the scheduler has started (see the module doc); pods
+        # not waited for (skipWaitToCompletion) do not show it
+        where = spaces[WARM_UP_SPACE]
+        await _create(kube, where, [pod_body(WARM_UP, "warm-up", scheduler_name)], {})
+        await book.wait(where, 1, check=proc.check, timeout_s=timeout_s)
+    #: upstream's numPodsScheduledPerNamespace: the pods a barrier waits for, by namespace
+    pending: dict[str, int] = dict.fromkeys((spaces[n] for n in workload.namespaces), 0)
+    own: Counter[tuple[str, str, str]] = Counter()  # the benchmark's requests while measuring
+    background: list[asyncio.Task[None]] = []
+    window: _Window | None = None
+    measure = functools.partial(
+        _begin,
+        plane,
+        proc,
+        workload,
+        run,
+        spaces,
+        kube=kube,
+        profile=profile,
+        apiserver_profile=apiserver_profile,
+        writers=writers,
+    )
+    index = 0
+    try:
+        for item in ordered:
+            if isinstance(item, Step) and item.measured:
+                where = spaces[MEASURED_SPACE]
+                pending.setdefault(where, 0)
+                if not workload.sequence:  # nothing waits on the book while measuring
+                    await book.stop()
+                watcher = None
+                if item.steady_s is None:  # steady_state watches its own
+                    listed = await kube.list(PODS, namespace=where, limit=1)
+                    done = asyncio.Event()
+                    watcher = asyncio.create_task(
+                        watch(kube, where, listed["resourceVersion"], run, done)
+                    )
+                if item.volumes is not None:  # made before it (see scheduler_perf_volumes)
+                    if item.steady_s is not None:
+                        raise WorkloadError(f"{workload.case}: a steady state with volumes")
+                    await create_volumes(kube, item.volumes, where, item.count)
+                own.clear()  # from here on
+                measuring = await measure([where])
+                measuring.watcher = watcher
+                await _measured_step(kube, proc, run, item, where, timeout_s, phases)
+                own["LIST", "pods", ""] += 1  # the benchmark's own list and watch
+                own["WATCH", "pods", ""] += 1
+                await _end(plane, kube, proc, workload, run, measuring, own, writers)
+            elif isinstance(item, Step):
+                where = spaces[item.namespace or item.alias or ""]
+                pending.setdefault(where, 0)
+                counted = window is not None and start is not None and workload.counted(item, start)
+                bodies = _pod_bodies(item, index, scheduler_name)
+                index += item.count
+                if item.volumes is not None:
+                    await create_volumes(kube, item.volumes, where, item.count)
+                t0 = time.perf_counter()
+                await _create(kube, where, bodies, run.sent if counted else {})
+                if counted:
+                    run.created_s += time.perf_counter() - t0
+                if item.skip_wait:
+                    pending[where] += item.count
+                else:
+                    await book.wait(where, item.count, check=proc.check, timeout_s=timeout_s)
+            elif isinstance(item, Barrier):
+                names = [spaces[n] for n in item.namespaces] or list(pending)
+                for where in names:
+                    await book.wait(
+                        where,
+                        pending.get(where, 0),
+                        selector=item.selector,
+                        stage=item.stage,
+                        check=proc.check,
+                        timeout_s=timeout_s,
+                    )
+                if item.stage == SCHEDULED:
+                    for where in names:
+                        pending.pop(where, None)
+            elif isinstance(item, DeletePods):
+                deleting = delete_pods(kube, item, spaces[item.namespace], own)
+                if item.skip_wait:
+                    background.append(asyncio.create_task(deleting))
+                else:
+                    await deleting
+            elif isinstance(item, StartMetrics):
+                where_all = [spaces[n] for n in item.namespaces]
+                own.clear()  # from here on
+                window = await measure(where_all)
+                book.record(run.bound, frozenset(where_all), item.selector)
+            elif isinstance(item, StopMetrics):
+                assert window is not None
+                book.record(None)
+                run.pods = len(run.sent)
+                await _end(plane, kube, proc, workload, run, window, own, writers)
+                window = None
+            else:  # UpdateAny
+                await update_any(kube, item, spaces.get(item.namespace or "", item.namespace), own)
+        await asyncio.gather(*background)
+    except WaitTimeout:
+        if window is not None:  # what the scheduler did until then
+            book.record(None)
+            run.pods = len(run.sent)
+            await _end(plane, kube, proc, workload, run, window, own, writers)
+        raise
+    finally:
+        for task in background:
+            task.cancel()
 
 
 async def allocated_claims(kube: KubeClient, namespace: str) -> int:
@@ -821,6 +1274,7 @@ def row(run: PerfRun) -> dict[str, Any]:
         "scheduler": run.scheduler,
         "pods": run.pods,
         "bound": len(run.bound),
+        "binds": run.requests["POST", "pods", "binding"],  # earlier ops' pods' too
         "pods_per_s": round(run.rate, 1),
         "p50_ms": _ms(run.latency_ms(50)),
         "p99_ms": _ms(run.latency_ms(99)),
@@ -928,7 +1382,13 @@ async def bench(
                 runs.append(run)
                 spaces = set(namespaces_of(workload, namespace).values())
                 for where in sorted(spaces):
+                    await drop_finalizers(kube, where)
                     await clear(kube, where)
+                    # a namespace the workload names is the next turn's too: its Events would
+                    # count as that turn's (same pod names)
+                    await kube.delete_collection(EVENTS, namespace=where)
+                if any(s.volumes for s in workload.pods):
+                    await clear_volumes(kube, sorted(spaces))
                 for where in sorted(
                     spaces | {o.namespace for o in workload.objects if o.namespace}
                 ):
@@ -1059,6 +1519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"(at most {r.connections_peak} at once); Scheduled Events at the last bind "
                 f"{r.scheduled_events}/{len(r.bound)}"
             )
+            binds = r.requests["POST", "pods", "binding"]
+            if binds > len(r.bound):  # pods of the ops before, bound in the measured phase
+                print(
+                    f"{'':14s} {binds} binds in the measured phase, {binds - len(r.bound)} of "
+                    f"them of earlier ops' pods: CPU per bind {1000 * r.cpu_s / binds:.2f} ms"
+                )
             if r.pod_writes is not None:
                 print(f"{'':14s} pod writes by client: {PodWriters.summary(r.pod_writes)}")
             if r.claims_allocated is not None:

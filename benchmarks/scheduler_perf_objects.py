@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from common.kube.errors import AlreadyExists, NotFound
 from common.kube.resources import (
     CONFIG_MAPS,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     NAMESPACES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
@@ -40,8 +42,12 @@ KINDS: dict[tuple[str, str], Resource] = {
         RESOURCE_CLAIMS,
         RESOURCE_CLAIM_TEMPLATES,
         RESOURCE_SLICES,
+        DEVICE_TAINT_RULES,
     )
 }
+#: The same by (group, kind): another version of one of them (the DRA subfolders' v1beta2
+#: DeviceClass, v1alpha3 DeviceTaintRule) is created at the version the file names.
+BY_GROUP: dict[tuple[str, str], Resource] = {(r.group, r.kind): r for r in KINDS.values()}
 RECREATE, CREATE = "recreate", "create"
 
 
@@ -53,6 +59,10 @@ class WorkloadError(ValueError):
 def resource_of(template: Mapping[str, Any], where: str) -> Resource:
     key = (str(template.get("apiVersion")), str(template.get("kind")))
     found = KINDS.get(key)
+    group, _, version = key[0].rpartition("/")
+    same = BY_GROUP.get((group, key[1]))
+    if found is None and same is not None and version:
+        found = dataclasses.replace(same, version=version)
     if found is None:
         known = ", ".join(f"{v}/{k}" for v, k in KINDS)
         raise WorkloadError(

@@ -19,6 +19,7 @@ from benchmarks.scheduler_perf_objects import (
     Churn,
     ResourceDriver,
     WorkloadError,
+    resource_of,
     run_churn,
     slice_body,
 )
@@ -294,3 +295,10 @@ def test_quick_dra_run_binds_claim_pods_and_allocates_their_claims(perf_dir: Pat
         assert run.claims_allocated == 10  # each pod's claim: allocated and reserved for it
         assert run.requests["POST", "pods", "binding"] == 10
         assert ("POST", "resourceclaims", "") not in run.requests  # the controller's, not theirs
+
+
+def test_another_version_of_a_known_kind_is_created_at_the_version_its_file_names() -> None:
+    beta = resource_of({"apiVersion": "resource.k8s.io/v1beta2", "kind": "DeviceClass"}, "f")
+    assert beta.path(name="c") == "/apis/resource.k8s.io/v1beta2/deviceclasses/c"
+    with pytest.raises(WorkloadError, match="kind apps/v1/Deployment is not one this runner"):
+        resource_of({"apiVersion": "apps/v1", "kind": "Deployment"}, "f")

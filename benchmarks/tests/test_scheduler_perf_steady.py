@@ -140,8 +140,8 @@ MEASURED = (
             r"\[0\]\.steadyState: read only with collectMetrics: true",
         ),
         (
-            MEASURED + "    skipWaitToCompletion: true\n",
-            r"\[0\]\.skipWaitToCompletion: not read by this runner \(createPods\)",
+            MEASURED + "    podsPerSecond: 5\n",
+            r"\[0\]\.podsPerSecond: not read by this runner \(createPods\)",
         ),
         (
             "  - opcode: allocResourceClaims\n" + MEASURED,
