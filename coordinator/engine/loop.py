@@ -255,9 +255,13 @@ class Scheduler:
             self.changes.everything()
         elif event.capacity_gained:
             self.changes.capacity()  # pods ended (their claims are released a moment later)
-        elif event.kind in ("updated", "added"):
-            # A pod appeared or changed somewhere: pods with (anti-)affinity or spread
-            # constraints may fit now (a cache they must sit next to got bound).
+        elif event.came is not None:
+            # A pod appeared: pods whose required affinity or spread it may satisfy may fit
+            # now (a cache they must sit next to got bound).
+            self.changes.pod_came(event.came.namespace, event.came.labels)
+        elif event.kind in ("updated", "added") and not event.labels_kept:
+            # A pod left, or changed its labels: pods with (anti-)affinity or spread
+            # constraints may fit now.
             self.changes.pods()
 
     def _grace_over(self) -> None:

@@ -66,6 +66,12 @@ class InventoryEvent:
     #: the uid of the one pod that changed where it is (started, relabelled): the node holds the
     #: same pods as before (``None``: pods came or went, or the node itself changed)
     changed_in_place: str | None = None
+    #: the one pod that came to the node (bound there, or moved there): only pending pods that
+    #: wait for a pod like it to appear (required pod affinity, topology spread) may fit now
+    came: BoundPod | None = None
+    #: an in-place change that kept the pod's namespace and labels (it started, its status
+    #: moved): no pod's (anti-)affinity or spread can tell it from before
+    labels_kept: bool = False
 
 
 Listener = Callable[[InventoryEvent], None]
@@ -155,9 +161,12 @@ class Inventory:
         was: _Signature,
         pods: bool = False,
         in_place: str | None = None,
+        came: BoundPod | None = None,
+        labels_kept: bool = False,
     ) -> None:
         rec.view = rec.sched = rec.bound = None
-        self._emit(InventoryEvent(kind, rec.name, self._gained(was, rec), pods, in_place))
+        gained = self._gained(was, rec)
+        self._emit(InventoryEvent(kind, rec.name, gained, pods, in_place, came, labels_kept))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
         rec = self._records.get(name)
@@ -441,7 +450,7 @@ class Inventory:
         old = None if old_node is None else self._records[old_node].pods.get(pod.uid)
         if old == pod:
             return False
-        in_place = None
+        in_place, came, labels_kept = None, None, False
         if old is not None and old_node == pod.node:
             # Changed where it is (started, relabelled): one event, and room counts as gained
             # only if its requests shrank (not "it left, then came back").
@@ -449,7 +458,9 @@ class Inventory:
             before = self._signature(rec)
             _take(rec.requested, old.requests)
             in_place = pod.uid
+            labels_kept = old.labels == pod.labels and old.namespace == pod.namespace
         else:
+            came = pod
             if old_node is not None:
                 self.delete_pod(pod.uid)
             rec, new = self._record(pod.node)
@@ -458,7 +469,15 @@ class Inventory:
         for k, v in pod.requests.items():
             rec.requested[k] = rec.requested.get(k, 0) + v
         self._pod_node[pod.uid] = pod.node
-        self._changed(rec, "added" if new else "updated", before, pods=not new, in_place=in_place)
+        self._changed(
+            rec,
+            "added" if new else "updated",
+            before,
+            pods=not new,
+            in_place=in_place,
+            came=came,
+            labels_kept=labels_kept,
+        )
         return True
 
     def delete_pod(self, uid: str, *, ended: bool = False) -> None:

@@ -114,3 +114,81 @@ def test_a_volume_change_sends_back_only_the_pods_with_volume_claims() -> None:
     changes.apply()
     clock.now += 1.0
     assert names(q) == {"v"}
+
+
+def _terms(name: str, **spec: Any) -> dict[str, Any]:
+    obj = gpu_pod(name, 2, uid=f"uid-{name}", namespace="ml")
+    obj["spec"].update(spec)
+    return obj
+
+
+def _term(labels: dict[str, str]) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+
+
+WAITING = [
+    _terms(
+        "near-cache",
+        affinity={
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_term({"app": "cache"})]
+            }
+        },
+    ),
+    _terms(
+        "away-from-cache",
+        affinity={
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [_term({"app": "cache"})]
+            }
+        },
+    ),
+    _terms(
+        "spread-web",
+        topologySpreadConstraints=[
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ],
+    ),
+    _terms("plain"),
+]
+
+
+def _woken(change: Any) -> set[str]:
+    """The waiting pods above that ``change`` (called on a fresh PendingChanges) sends back."""
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    refused = failure(gpu_pod("a", 2))
+    for obj in WAITING:
+        parked(q, obj, refused)
+    change(changes)
+    changes.apply()
+    clock.now += 1.0
+    return names(q)
+
+
+def test_a_bound_pod_sends_back_only_the_pods_it_may_let_in() -> None:
+    """A pod bound somewhere can satisfy a required affinity term or a spread constraint that
+    selects it; it can never lift an anti-affinity. Waking the others would only double their
+    backoff (kube-scheduler's queueing hints draw the same line)."""
+    assert _woken(lambda c: c.pod_came("ml", {"app": "cache"})) == {"near-cache"}
+    assert _woken(lambda c: c.pod_came("ml", {"app": "web"})) == {"spread-web"}
+    # the affinity term names no namespace: its pod's own; spread counts its own namespace
+    assert _woken(lambda c: c.pod_came("other", {"app": "cache"})) == set()
+    assert _woken(lambda c: c.pod_came("other", {"app": "web"})) == set()
+    assert _woken(lambda c: c.pod_came("ml", {"app": "db"})) == set()
+    # a pod that left (or was relabelled): every pod with affinity or spread terms
+    assert _woken(lambda c: c.pods()) == {"near-cache", "away-from-cache", "spread-web"}
+
+
+def test_many_arrivals_at_once_send_back_every_pod_with_terms() -> None:
+    def flood(changes: PendingChanges) -> None:
+        for i in range(100):
+            changes.pod_came("ml", {"app": f"db-{i}"})
+
+    assert _woken(flood) == {"near-cache", "away-from-cache", "spread-web"}

@@ -263,13 +263,15 @@ def test_a_pod_changing_where_it_runs_gains_no_room_unless_its_requests_shrink(
     inv.upsert_pod(msgspec.structs.replace(_pod("p1", gpus=2), started_at=5.0))
     # the node holds the same pods: listeners may look at that one alone
     assert events == [
-        InventoryEvent("updated", "node-a", False, pods_only=True, changed_in_place="p1")
+        InventoryEvent(
+            "updated", "node-a", False, pods_only=True, changed_in_place="p1", labels_kept=True
+        )
     ]
     assert inv.node("node-a").free == free  # type: ignore[union-attr]
     assert [p.started_at for p in inv.bound_pods("node-a")] == [5.0]
     inv.upsert_pod(_pod("p1", gpus=1))  # resized in place: a GPU freed
     assert events[-1] == InventoryEvent(
-        "updated", "node-a", True, pods_only=True, changed_in_place="p1"
+        "updated", "node-a", True, pods_only=True, changed_in_place="p1", labels_kept=True
     )
     assert inv.node("node-a").free["nvidia.com/gpu"] == free["nvidia.com/gpu"] + 1  # type: ignore[union-attr]
     events.clear()
@@ -366,3 +368,27 @@ def test_the_schedulers_view_of_a_node_follows_every_change(inv: Inventory) -> N
     inv.upsert_node(_kube_node(unschedulable=True))
     assert not inv.scheduling_node("node-a").schedulable  # type: ignore[union-attr]
     assert inv.scheduling_node("node-b") is None
+
+
+def test_events_name_the_pod_that_came_and_whether_a_change_kept_its_labels(
+    inv: Inventory,
+) -> None:
+    """What the scheduler wakes pending pods by: a pod bound somewhere (only pods it may let in
+    go back), a pod that started with its labels as they were (no one), a relabel (everyone
+    with affinity or spread terms)."""
+    events: list[InventoryEvent] = []
+    inv.upsert_node(_kube_node())
+    inv.subscribe(events.append)
+    bound = msgspec.structs.replace(_pod("p1"), labels={"app": "cache"})
+    inv.upsert_pod(bound)
+    assert (events[-1].came, events[-1].labels_kept) == (bound, False)
+    inv.upsert_pod(msgspec.structs.replace(bound, started_at=1.0))
+    assert (events[-1].came, events[-1].changed_in_place, events[-1].labels_kept) == (
+        None,
+        "p1",
+        True,
+    )
+    inv.upsert_pod(msgspec.structs.replace(bound, labels={"app": "web"}))
+    assert (events[-1].came, events[-1].labels_kept) == (None, False)
+    inv.delete_pod("p1")
+    assert (events[-1].came, events[-1].labels_kept) == (None, False)
