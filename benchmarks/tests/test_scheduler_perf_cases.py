@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from benchmarks import scheduler_perf
-from devcluster.binaries import BinariesUnavailable
 
 #: (config, case, workload, --param overrides, nodes, measured pods) as the benchmark runs them.
 CASES = [
@@ -43,15 +42,6 @@ CASES = [
         1000,
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def perf_dir() -> Path:
-    try:
-        directory = scheduler_perf.module_dir()
-    except BinariesUnavailable as exc:
-        pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR
 
 
 def _read(perf_dir: Path, area: str, case: str, name: str, params: list[str]) -> Any:

@@ -25,16 +25,7 @@ from benchmarks.scheduler_perf_objects import (
 )
 from common.kube import NODES, PODS, KubeClient
 from common.kube.resources import Resource
-from devcluster.binaries import BinariesUnavailable, find
-
-
-@pytest.fixture(scope="module")
-def perf_dir() -> Path:
-    try:
-        directory = scheduler_perf.module_dir()
-    except BinariesUnavailable as exc:
-        pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR
+from devcluster.binaries import find
 
 
 def test_dra_claim_template_case_is_read_from_upstream_yaml(perf_dir: Path) -> None:

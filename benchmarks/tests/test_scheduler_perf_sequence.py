@@ -27,16 +27,7 @@ from benchmarks.scheduler_perf_sequence import (
     delete_pods,
 )
 from common.kube import KubeClient
-from devcluster.binaries import BinariesUnavailable, find
-
-
-@pytest.fixture(scope="module")
-def perf_dir() -> Path:
-    try:
-        directory = scheduler_perf.module_dir()
-    except BinariesUnavailable as exc:
-        pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR
+from devcluster.binaries import find
 
 
 def test_pod_sets_unroll_into_a_step_per_labelled_namespace(perf_dir: Path) -> None:

@@ -17,16 +17,6 @@ from benchmarks.scheduler_perf_volumes import (
     pod_with_claim,
     volume_pair,
 )
-from devcluster.binaries import BinariesUnavailable
-
-
-@pytest.fixture(scope="module")
-def perf_dir() -> Path:
-    try:
-        directory = scheduler_perf.module_dir()
-    except BinariesUnavailable as exc:
-        pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR
 
 
 def test_csi_case_makes_a_bound_claim_and_volume_per_pod(perf_dir: Path) -> None:
