@@ -143,6 +143,8 @@ from benchmarks.scheduler_perf_objects import (
     any_object,
     churn_op,
     create_any,
+    flag,
+    known_keys,
     publish_slices,
     resource_driver,
     run_churn,
@@ -363,9 +365,7 @@ def load_workload(
                     f"{where}: createNodes after a createPods op is not read by this runner "
                     "(the Nodes stay from one scheduler's turn to the next)"
                 )
-            for key in op:
-                if key not in NODE_KEYS:
-                    raise WorkloadError(f"{where}.{key}: not read by this runner (createNodes)")
+            known_keys(op, NODE_KEYS, "createNodes", where)
             count = _count(op, params, where)
             path = op.get("nodeTemplatePath") or _shared(base, "node-default.yaml")
             step = Step(_template(base / path), count, label=_label(op, where))
@@ -384,8 +384,8 @@ def load_workload(
             # Neither: upstream's makeBasePod (testutils.MakePodSpec), which pod-default.yaml is.
             path = op.get("podTemplatePath") or default_pod or _shared(base, "pod-default.yaml")
             count = _count(op, params, where)
-            measured = _flag(op, "collectMetrics", where)
-            skip = _flag(op, "skipWaitToCompletion", where)
+            measured = flag(op, "collectMetrics", where)
+            skip = flag(op, "skipWaitToCompletion", where)
             ns = op.get("namespace")
             steady = _steady(op, params, where)
             if steady is not None and not measured:
@@ -478,9 +478,7 @@ def _unrolled(
         if op.get("opcode") != "createPodSets":
             out.append((where, op))
             continue
-        for key in op:
-            if key not in ("opcode", "count", "countParam", "namespacePrefix", "createPodsOp"):
-                raise WorkloadError(f"{where}.{key}: not read by this runner (createPodSets)")
+        known_keys(op, POD_SET_KEYS, "createPodSets", where)
         prefix, inner = op.get("namespacePrefix"), op.get("createPodsOp")
         if not isinstance(prefix, str) or not prefix:
             raise WorkloadError(f"{where}.namespacePrefix: {prefix!r} is not a namespace prefix")
@@ -507,13 +505,6 @@ def _namespace_labels(path: Path, where: str) -> Mapping[str, str]:
     if not isinstance(labels, dict):
         raise WorkloadError(f"{where}: {path.name}: metadata.labels {labels!r} is not a map")
     return {str(k): str(v) for k, v in labels.items()}
-
-
-def _flag(op: Mapping[str, Any], key: str, where: str) -> bool:
-    value = op.get(key, False)
-    if not isinstance(value, bool):
-        raise WorkloadError(f"{where}.{key}: {value!r} is not true or false")
-    return value
 
 
 def _check_order(work: Workload, where: str) -> None:
@@ -562,6 +553,7 @@ def _check_order(work: Workload, where: str) -> None:
 
 
 #: The keys of a ``createNodes`` op this runner reads (not upstream's uniqueNodeLabelStrategy).
+POD_SET_KEYS = frozenset({"opcode", "count", "countParam", "namespacePrefix", "createPodsOp"})
 NODE_KEYS = frozenset(
     {
         "opcode",
@@ -604,9 +596,7 @@ def _param(op: Mapping[str, Any], key: str, params: Mapping[str, Any], where: st
 
 def _steady(op: Mapping[str, Any], params: Mapping[str, Any], where: str) -> float | None:
     """createPods' steady-state duration in seconds, or None when it creates its pods once."""
-    for key in op:
-        if key not in POD_KEYS:
-            raise WorkloadError(f"{where}.{key}: not read by this runner (createPods)")
+    known_keys(op, POD_KEYS, "createPods", where)
     steady = _param(op, "steadyState", params, where)
     if steady is None or steady is False:
         return None

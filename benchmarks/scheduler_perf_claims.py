@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.scheduler_perf_objects import WorkloadError
+from benchmarks.scheduler_perf_objects import WorkloadError, known_keys
 from common.kube import DEVICE_CLASSES, NODES, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 from coordinator.core.dra.allocator import AllocationFailure, FirstFit, allocate
 from coordinator.core.dra.objects import DraObjectError
@@ -51,9 +51,7 @@ class AllocateClaims:
 
 
 def alloc_op(op: Mapping[str, Any], where: str) -> AllocateClaims:
-    for key in op:
-        if key not in KEYS:
-            raise WorkloadError(f"{where}.{key}: not read by this runner (allocResourceClaims)")
+    known_keys(op, KEYS, "allocResourceClaims", where)
     namespace = op.get("namespace")
     if not isinstance(namespace, str) or not namespace:
         raise WorkloadError(f"{where}.namespace: {namespace!r} is not a namespace")

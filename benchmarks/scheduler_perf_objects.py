@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,21 @@ class AnyObject:
     resource: Resource
     namespace: str | None = None
     count: int = 1
+
+
+def known_keys(op: Mapping[str, Any], allowed: Collection[str], opcode: str, where: str) -> None:
+    """Refuse a key of ``op`` this runner does not read, naming it."""
+    for key in op:
+        if key not in allowed:
+            raise WorkloadError(f"{where}.{key}: not read by this runner ({opcode})")
+
+
+def flag(op: Mapping[str, Any], key: str, where: str) -> bool:
+    """``op[key]`` as true or false (absent: false)."""
+    value = op.get(key, False)
+    if not isinstance(value, bool):
+        raise WorkloadError(f"{where}.{key}: {value!r} is not true or false")
+    return value
 
 
 def positive_int(op: Mapping[str, Any], key: str, where: str, *, minimum: int = 1) -> int:

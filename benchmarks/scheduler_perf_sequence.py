@@ -33,7 +33,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.scheduler_perf_objects import WorkloadError, positive_int, resource_of
+from benchmarks.scheduler_perf_objects import (
+    WorkloadError,
+    flag,
+    known_keys,
+    positive_int,
+    resource_of,
+)
 from benchmarks.scheduler_perf_templates import ObjectTemplate
 from common.kube import PODS, KubeClient
 from common.kube.errors import KubeError
@@ -105,12 +111,6 @@ class UpdateAny:
     subresources: tuple[str, ...] = ()
 
 
-def _keys(op: Mapping[str, Any], allowed: frozenset[str], opcode: str, where: str) -> None:
-    for key in op:
-        if key not in allowed:
-            raise WorkloadError(f"{where}.{key}: not read by this runner ({opcode})")
-
-
 def _selector(op: Mapping[str, Any], where: str) -> Selector:
     value = op.get("labelSelector")
     if value is None:
@@ -127,13 +127,6 @@ def _names(op: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(n, str) and n for n in value):
         raise WorkloadError(f"{where}.{key}: {value!r} is not a list of namespaces")
     return tuple(value)
-
-
-def _flag(op: Mapping[str, Any], key: str, where: str) -> bool:
-    value = op.get(key, False)
-    if not isinstance(value, bool):
-        raise WorkloadError(f"{where}.{key}: {value!r} is not true or false")
-    return value
 
 
 def _namespace(op: Mapping[str, Any], where: str, *, required: bool) -> str | None:
@@ -153,7 +146,7 @@ BARRIER_KEYS = frozenset({"opcode", "namespaces", "labelSelector", "stageRequire
 
 
 def barrier_op(op: Mapping[str, Any], where: str) -> Barrier:
-    _keys(op, BARRIER_KEYS, "barrier", where)
+    known_keys(op, BARRIER_KEYS, "barrier", where)
     stage = op.get("stageRequirement") or SCHEDULED
     if stage not in (SCHEDULED, ATTEMPTED):
         raise WorkloadError(
@@ -168,14 +161,14 @@ DELETE_KEYS = frozenset(
 
 
 def delete_op(op: Mapping[str, Any], where: str) -> DeletePods:
-    _keys(op, DELETE_KEYS, "deletePods", where)
+    known_keys(op, DELETE_KEYS, "deletePods", where)
     namespace = _namespace(op, where, required=True)
     assert namespace is not None
     return DeletePods(
         namespace,
         _selector(op, where),
         _rate(op, "deletePodsPerSecond", where),
-        _flag(op, "skipWaitToCompletion", where),
+        flag(op, "skipWaitToCompletion", where),
     )
 
 
@@ -183,7 +176,7 @@ START_KEYS = frozenset({"opcode", "name", "namespaces", "labelSelector"})
 
 
 def start_op(op: Mapping[str, Any], where: str) -> StartMetrics:
-    _keys(op, START_KEYS, "startCollectingMetrics", where)
+    known_keys(op, START_KEYS, "startCollectingMetrics", where)
     namespaces = _names(op, "namespaces", where)
     if not namespaces:
         raise WorkloadError(f"{where}.namespaces: {op.get('namespaces')!r}: give at least one")
@@ -194,7 +187,7 @@ def start_op(op: Mapping[str, Any], where: str) -> StartMetrics:
 
 
 def stop_op(op: Mapping[str, Any], where: str) -> StopMetrics:
-    _keys(op, frozenset({"opcode"}), "stopCollectingMetrics", where)
+    known_keys(op, frozenset({"opcode"}), "stopCollectingMetrics", where)
     return StopMetrics()
 
 
@@ -212,7 +205,7 @@ UPDATE_KEYS = frozenset(
 
 
 def update_op(template: ObjectTemplate, op: Mapping[str, Any], count: int, where: str) -> UpdateAny:
-    _keys(op, UPDATE_KEYS, "updateAny", where)
+    known_keys(op, UPDATE_KEYS, "updateAny", where)
     resource = resource_of(template.render(0, max(count, 1)), f"{where}.templatePath")
     namespace = _namespace(op, where, required=False)
     if bool(namespace) != resource.namespaced:
