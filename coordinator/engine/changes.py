@@ -47,12 +47,10 @@ def _affinity_sensitive(pod: QueuedPod) -> bool:
 
 
 def _term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str]) -> bool:
-    if term.selector is None or not term.selector.matches(labels):
-        return False
     selector = term.namespace_selector
-    if selector is not None and not selector.is_empty:
-        return True  # namespace labels are not known here: it may
-    return term.matches_namespace(namespace, None)
+    if selector is not None and not selector.is_empty:  # namespace labels not known here: may
+        return term.selector is not None and term.selector.matches(labels)
+    return term.matches_pod(namespace, labels, None)
 
 
 def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
@@ -60,7 +58,7 @@ def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
 
     def let_in(pod: QueuedPod) -> bool:
         req = pod.request
-        if not isinstance(req, PodRequest) or not (req.has_affinity_terms or req.spread):
+        if not _affinity_sensitive(pod) or not isinstance(req, PodRequest):
             return False
         if req.gang is not None:
             return True  # its siblings' placement is planned with it: as any change

@@ -458,7 +458,7 @@ class Inventory:
             before = self._signature(rec)
             _take(rec.requested, old.requests)
             in_place = pod.uid
-            labels_kept = old.labels == pod.labels and old.namespace == pod.namespace
+            labels_kept = old.labels == pod.labels  # the same uid: the same namespace
         else:
             came = pod
             if old_node is not None:
