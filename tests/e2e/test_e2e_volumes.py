@@ -20,71 +20,24 @@ from coordinator.adapters.kube.volumes import (
 from devcluster.kube_wait import wait_for_object
 from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster
+from tests.support.volumes import claim, local_pv, storage_class
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 NVME = "topos-e2e/nvme"
 
 
-def local_pv(name: str, node: str, cls: str, *, claim: tuple[str, str] | None = None) -> Any:
-    spec: dict[str, Any] = {
-        "capacity": {"storage": "100Gi"},
-        "accessModes": ["ReadWriteOnce"],
-        "storageClassName": cls,
-        "persistentVolumeReclaimPolicy": "Retain",
-        "local": {"path": "/mnt/nvme0"},
-        "nodeAffinity": {
-            "required": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                        ]
-                    }
-                ]
-            }
-        },
-    }
-    if claim is not None:
-        spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+def pvc(name: str, cls: str, namespace: str, *, volume: str = "") -> Any:
+    return claim(name, cls=cls, volume=volume, namespace=namespace)
 
 
-def pvc(name: str, cls: str, *, volume: str = "") -> Any:
-    spec: dict[str, Any] = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": "10Gi"}},
-        "storageClassName": cls,
-    }
-    if volume:
-        spec["volumeName"] = volume
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+def wffc_class(name: str, provisioner: str, *, only: str = "") -> Any:
+    """A WaitForFirstConsumer class; ``only``: the one value of ``NVME`` its volumes reach."""
+    zones = (only,) if only else ()
+    return storage_class(name, provisioner=provisioner, zones=zones, topology_key=NVME)
 
 
-def storage_class(name: str, provisioner: str, *, only: str = "") -> Any:
-    obj: dict[str, Any] = {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": name},
-        "provisioner": provisioner,
-        "volumeBindingMode": "WaitForFirstConsumer",
-    }
-    if only:
-        obj["allowedTopologies"] = [{"matchLabelExpressions": [{"key": NVME, "values": [only]}]}]
-    return obj
-
-
-def with_claim(name: str, claim: str, namespace: str) -> Any:
-    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+def with_claim(name: str, claim_name: str, namespace: str) -> Any:
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
     return pod(name, namespace=namespace, spec={"volumes": volumes})
 
 
@@ -103,11 +56,12 @@ async def test_a_pod_follows_its_bound_local_volume_to_its_node(
     await cluster.add_node("a", "dgx-h100")
     b = await cluster.add_node("b", "dgx-h100")
     await kube.create(
-        PERSISTENT_VOLUMES, local_pv(f"pv-{cluster.run}", b, "local", claim=(namespace, "data"))
+        PERSISTENT_VOLUMES,
+        local_pv(f"pv-{cluster.run}", b, cls="local", claim_ref=("data", ""), namespace=namespace),
     )
     await kube.create(
         PERSISTENT_VOLUME_CLAIMS,
-        pvc("data", "local", volume=f"pv-{cluster.run}"),
+        pvc("data", "local", namespace, volume=f"pv-{cluster.run}"),
         namespace=namespace,
     )
     # the PV controller completes the binding (bind-completed), which VolumeBinding waits for
@@ -126,9 +80,9 @@ async def test_a_waiting_claim_takes_a_local_pv_on_the_pods_node(
     a = await cluster.add_node("a", "dgx-h100")
     await cluster.add_node("b", "dgx-h100")
     cls = f"local-{cluster.run}"
-    await kube.create(STORAGE_CLASSES, storage_class(cls, "kubernetes.io/no-provisioner"))
-    await kube.create(PERSISTENT_VOLUMES, local_pv(f"pv-{cluster.run}", a, cls))
-    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls), namespace=namespace)
+    await kube.create(STORAGE_CLASSES, wffc_class(cls, "kubernetes.io/no-provisioner"))
+    await kube.create(PERSISTENT_VOLUMES, local_pv(f"pv-{cluster.run}", a, cls=cls))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace)
     async with cluster.coordinator():
         await cluster.create(with_claim("p", "data", namespace))
         assert (await cluster.bound("p"))["spec"]["nodeName"] == a
@@ -155,8 +109,8 @@ async def test_a_waiting_claim_gets_the_selected_node_before_the_binding(
     b = await cluster.add_node("b", "dgx-h100", labels_extra={NVME: cluster.run})
     cls = f"nvme-{cluster.run}"
     provisioner = "example.com/nvme"
-    await kube.create(STORAGE_CLASSES, storage_class(cls, provisioner, only=cluster.run))
-    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls), namespace=namespace)
+    await kube.create(STORAGE_CLASSES, wffc_class(cls, provisioner, only=cluster.run))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace)
     async with cluster.coordinator():
         await cluster.create(with_claim("p", "data", namespace))
         assert (await cluster.bound("p"))["spec"]["nodeName"] == b
@@ -187,6 +141,8 @@ async def test_a_missing_claim_keeps_the_pod_pending_until_it_exists(
         event = await cluster.warning("p")
         assert 'persistentvolumeclaim "data" not found' in event["message"]
         assert not (await cluster.pod("p"))["spec"].get("nodeName")
-        await kube.create(STORAGE_CLASSES, storage_class(cls, "example.com/nvme", only=cluster.run))
-        await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls), namespace=namespace)
+        await kube.create(STORAGE_CLASSES, wffc_class(cls, "example.com/nvme", only=cluster.run))
+        await kube.create(
+            PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace
+        )
         assert (await cluster.bound("p"))["spec"]["nodeName"] == b

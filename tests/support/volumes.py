@@ -48,7 +48,9 @@ def local_pv(
     size: str = "100Gi",
     cls: str = "local",
     claim_ref: tuple[str, str] | None = None,
+    namespace: str = "default",
 ) -> dict[str, Any]:
+    """``claim_ref``: (claim name, uid), the claim in ``namespace``; uid "": pre-bound by name."""
     spec: dict[str, Any] = {
         "capacity": {"storage": size},
         "accessModes": ["ReadWriteOnce"],
@@ -68,7 +70,7 @@ def local_pv(
             }
         }
     if claim_ref is not None:
-        spec["claimRef"] = {"namespace": "default", "name": claim_ref[0], "uid": claim_ref[1]}
+        spec["claimRef"] = {"namespace": namespace, "name": claim_ref[0], "uid": claim_ref[1]}
     return {
         "kind": "PersistentVolume",
         "metadata": {"name": name},
@@ -83,7 +85,9 @@ def storage_class(
     mode: str = "WaitForFirstConsumer",
     provisioner: str = "kubernetes.io/no-provisioner",
     zones: tuple[str, ...] = (),
+    topology_key: str = ZONE,
 ) -> dict[str, Any]:
+    """``zones``: the ``allowedTopologies`` values of ``topology_key`` (none: anywhere)."""
     obj: dict[str, Any] = {
         "kind": "StorageClass",
         "metadata": {"name": name},
@@ -92,6 +96,6 @@ def storage_class(
     }
     if zones:
         obj["allowedTopologies"] = [
-            {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
+            {"matchLabelExpressions": [{"key": topology_key, "values": list(zones)}]}
         ]
     return obj
