@@ -14,7 +14,11 @@ control plane's service-account signing key and root CA, and HTTPS (health only)
   (in its ResourceSlice or by a DeviceTaintRule) that they do not tolerate (KEP-5055);
 - ``persistentvolume-binder``: binds PersistentVolumeClaims to PersistentVolumes (a PV the
   scheduler gave a ``claimRef``), and hands a WaitForFirstConsumer claim the scheduler gave
-  ``volume.kubernetes.io/selected-node`` to its provisioner.
+  ``volume.kubernetes.io/selected-node`` to its provisioner;
+- ``persistentvolumeclaim-protection``, ``persistentvolume-protection``: remove the
+  ``kubernetes.io/pvc-protection`` / ``pv-protection`` finalizers the API server puts on every
+  claim and volume, once no pod uses it, so that a deleted claim or PV goes (without them a
+  ``kubectl delete pvc`` stays Terminating for good).
 
 ``topos devcluster up`` (``PLAYGROUND``) adds ``statefulset`` — the tests' shared control plane
 does not, where tests stand in for a StatefulSet's replicas themselves.
@@ -44,6 +48,8 @@ CONTROLLERS: Final = (
     "garbage-collector-controller",
     "device-taint-eviction-controller",
     "persistentvolume-binder-controller",
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
 )
 PLAYGROUND: Final = (*CONTROLLERS, "statefulset-controller")
 """What ``topos devcluster up`` runs: StatefulSets make their pods too."""

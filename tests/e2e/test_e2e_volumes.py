@@ -17,7 +17,7 @@ from coordinator.adapters.kube.volumes import (
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
 )
-from devcluster.kube_wait import wait_for_object
+from devcluster.kube_wait import wait_for, wait_for_object
 from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster
 from tests.support.volumes import claim, local_pv, storage_class
@@ -146,3 +146,35 @@ async def test_a_missing_claim_keeps_the_pod_pending_until_it_exists(
             PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace
         )
         assert (await cluster.bound("p"))["spec"]["nodeName"] == b
+
+
+async def test_a_claim_deleted_and_made_again_under_its_name_lets_the_pod_run(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    """A user deletes the claim a pending pod names and applies it again: while it is being
+    deleted the pod is told so; the claim goes (kube-controller-manager's pvc-protection
+    controller removes its finalizer: no pod uses it), and the pod runs on the new one."""
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    a = await cluster.add_node("a", "dgx-h100")
+    await cluster.add_node("b", "dgx-h100")
+    cls = f"local-{cluster.run}"
+    await kube.create(STORAGE_CLASSES, wffc_class(cls, "kubernetes.io/no-provisioner"))
+    await kube.create(PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace)
+    async with cluster.coordinator():
+        await cluster.create(with_claim("p", "data", namespace))
+        event = await cluster.warning("p")  # no PV yet: nothing to bind on either node
+        assert "didn't find available persistent volumes to bind" in event["message"]
+        await kube.delete(PERSISTENT_VOLUME_CLAIMS, "data", namespace=namespace)
+        await wait_for(
+            kube,
+            PERSISTENT_VOLUME_CLAIMS,
+            lambda claims: True if not claims else None,
+            namespace=namespace,
+            name="data",
+            what="the deleted claim gone",
+        )
+        await kube.create(PERSISTENT_VOLUMES, local_pv(f"pv-{cluster.run}", a, cls=cls))
+        await kube.create(
+            PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace
+        )
+        assert (await cluster.bound("p"))["spec"]["nodeName"] == a
