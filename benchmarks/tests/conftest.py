@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from devcluster.binaries import BinariesUnavailable
 
 
@@ -15,7 +15,7 @@ def perf_dir() -> Path:
     """upstream's ``test/integration/scheduler_perf`` in the k8s.io/kubernetes module (skipped
     where the module cannot be had)."""
     try:
-        directory = scheduler_perf.module_dir()
+        directory = workload_yaml.module_dir()
     except BinariesUnavailable as exc:
         pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR
+    return directory / workload_yaml.PERF_DIR

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.kwok_cluster import parse_limits
 from devcluster.binaries import BinariesUnavailable, find
 
@@ -17,14 +18,14 @@ from devcluster.binaries import BinariesUnavailable, find
 @pytest.fixture(scope="module")
 def upstream_config() -> Path:
     try:
-        directory = scheduler_perf.module_dir()
+        directory = workload_yaml.module_dir()
     except BinariesUnavailable as exc:
         pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR / "misc" / "performance-config.yaml"
+    return directory / workload_yaml.PERF_DIR / "misc" / "performance-config.yaml"
 
 
 def test_scheduling_basic_is_read_from_upstream_yaml(upstream_config: Path) -> None:
-    small = scheduler_perf.load_workload(upstream_config, "SchedulingBasic", "5Nodes")
+    small = workload_yaml.load_workload(upstream_config, "SchedulingBasic", "5Nodes")
     assert small.node_count == 5
     assert small.measured_pods == 10
     assert [(s.count, s.measured) for s in small.pods] == [(5, False), (10, True)]
@@ -38,13 +39,13 @@ def test_scheduling_basic_is_read_from_upstream_yaml(upstream_config: Path) -> N
         "cpu": "100m",
         "memory": "500Mi",
     }
-    big = scheduler_perf.load_workload(upstream_config, "SchedulingBasic", "5000Nodes")
+    big = workload_yaml.load_workload(upstream_config, "SchedulingBasic", "5000Nodes")
     assert big.node_count == 5000
 
 
 def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config: Path) -> None:
     base = upstream_config.parent.parent
-    anti = scheduler_perf.load_workload(
+    anti = workload_yaml.load_workload(
         base / "affinity" / "performance-config.yaml", "SchedulingPodAntiAffinity", "500Nodes"
     )
     assert anti.namespaces == ("sched-0", "sched-1")  # the template's anti-affinity names them
@@ -52,7 +53,7 @@ def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config:
         (100, False, "sched-0"),
         (400, True, "sched-1"),
     ]
-    spread = scheduler_perf.load_workload(
+    spread = workload_yaml.load_workload(
         base / "topology_spreading" / "performance-config.yaml", "TopologySpreading", "500Nodes"
     )
     assert spread.nodes[0].label == ("topology.kubernetes.io/zone", ("moon-1", "moon-2", "moon-3"))
@@ -60,7 +61,7 @@ def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config:
         spread.nodes[0].template.render(), 4, {"topology.kubernetes.io/zone": "moon-2"}
     )
     assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "moon-2"
-    unschedulable = scheduler_perf.load_workload(
+    unschedulable = workload_yaml.load_workload(
         upstream_config, "Unschedulable", "500Nodes/10Init/1kPods"
     )
     (churn,) = unschedulable.churn
@@ -68,11 +69,11 @@ def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config:
     template, resource = churn.templates[0]
     assert resource.kind == "Pod"
     assert template["spec"]["priority"] == 10
-    smaller = scheduler_perf.load_workload(
+    smaller = workload_yaml.load_workload(
         upstream_config,
         "PreemptionBasic",
         "1000Nodes",
-        scheduler_perf.parse_params(["initNodes=500", "initPods=2000", "measurePods=500"]),
+        workload_yaml.parse_params(["initNodes=500", "initPods=2000", "measurePods=500"]),
     )
     assert (smaller.node_count, smaller.measured_pods) == (500, 500)
 
@@ -80,40 +81,40 @@ def test_other_cases_namespaces_node_labels_churn_and_overrides(upstream_config:
 def test_unknown_cases_workloads_and_opcodes_are_named(
     upstream_config: Path, tmp_path: Path
 ) -> None:
-    with pytest.raises(scheduler_perf.WorkloadError, match="'NoSuchCase' is not in"):
-        scheduler_perf.load_workload(upstream_config, "NoSuchCase", "5Nodes")
-    with pytest.raises(scheduler_perf.WorkloadError, match="no workload '7Nodes'"):
-        scheduler_perf.load_workload(upstream_config, "SchedulingBasic", "7Nodes")
+    with pytest.raises(workload_yaml.WorkloadError, match="'NoSuchCase' is not in"):
+        workload_yaml.load_workload(upstream_config, "NoSuchCase", "5Nodes")
+    with pytest.raises(workload_yaml.WorkloadError, match="no workload '7Nodes'"):
+        workload_yaml.load_workload(upstream_config, "SchedulingBasic", "7Nodes")
     config = tmp_path / "performance-config.yaml"
     config.write_text(
         "- name: Sleepy\n  workloadTemplate:\n  - opcode: sleep\n"
         "  workloads:\n  - name: small\n    params: {}\n"
     )
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.opcode: 'sleep'"):
-        scheduler_perf.load_workload(config, "Sleepy", "small")
+    with pytest.raises(workload_yaml.WorkloadError, match=r"\[0\]\.opcode: 'sleep'"):
+        workload_yaml.load_workload(config, "Sleepy", "small")
     config.write_text(
         "- name: Churny\n  workloadTemplate:\n  - opcode: churn\n    mode: sometimes\n"
         "    templatePaths: [pod.yaml]\n"
         "  workloads:\n  - name: small\n    params: {}\n"
     )
     (tmp_path / "pod.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n")
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"\[0\]\.mode: 'sometimes'"):
-        scheduler_perf.load_workload(config, "Churny", "small")
-    with pytest.raises(scheduler_perf.WorkloadError, match="--param initNodes='many'"):
-        scheduler_perf.parse_params(["initNodes=many"])
+    with pytest.raises(workload_yaml.WorkloadError, match=r"\[0\]\.mode: 'sometimes'"):
+        workload_yaml.load_workload(config, "Churny", "small")
+    with pytest.raises(workload_yaml.WorkloadError, match="--param initNodes='many'"):
+        workload_yaml.parse_params(["initNodes=many"])
     config.write_text(
         "- name: C\n  workloadTemplate:\n  - opcode: createNodes\n    countParam: $nodes\n"
         "  workloads:\n  - name: w\n    params: {initNodes: 5}\n"
     )
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"countParam: '\$nodes'"):
-        scheduler_perf.load_workload(config, "C", "w")
+    with pytest.raises(workload_yaml.WorkloadError, match=r"countParam: '\$nodes'"):
+        workload_yaml.load_workload(config, "C", "w")
 
 
 def test_quick_run_both_schedulers_bind_every_measured_pod(upstream_config: Path) -> None:
     found = find(extra=True)
     if found is None or found.kwok is None or found.kube_scheduler is None:
         pytest.skip("kwok / kube-scheduler not built (python -m devcluster.binaries ensure --all)")
-    workload = scheduler_perf.load_workload(upstream_config, "SchedulingBasic", "5Nodes")
+    workload = workload_yaml.load_workload(upstream_config, "SchedulingBasic", "5Nodes")
     runs = asyncio.run(
         scheduler_perf.bench(
             workload,
@@ -187,7 +188,7 @@ def test_repeat_alternates_the_order_and_the_median_is_taken_per_figure() -> Non
 
 
 def test_repeat_below_one_is_refused_naming_the_value(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(scheduler_perf.WorkloadError, match="--repeat 0"):
+    with pytest.raises(workload_yaml.WorkloadError, match="--repeat 0"):
         scheduler_perf.alternated(["kube-scheduler", "topos"], 0)
     with pytest.raises(SystemExit) as exited:
         scheduler_perf.main(["--repeat", "-1", "--config", "/nonexistent.yaml"])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 
 #: (config, case, workload, --param overrides, nodes, measured pods) as the benchmark runs them.
 CASES = [
@@ -46,7 +47,7 @@ CASES = [
 
 def _read(perf_dir: Path, area: str, case: str, name: str, params: list[str]) -> Any:
     config = perf_dir / area / "performance-config.yaml"
-    return scheduler_perf.load_workload(config, case, name, scheduler_perf.parse_params(params))
+    return workload_yaml.load_workload(config, case, name, workload_yaml.parse_params(params))
 
 
 @pytest.mark.parametrize(("area", "case", "name", "params", "nodes", "measured"), CASES)

@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 
 from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.kwok_cluster import parse_limits
 from benchmarks.scheduler_perf_objects import (
     SERVICES,
@@ -30,7 +31,7 @@ from devcluster.binaries import find
 
 def test_dra_claim_template_case_is_read_from_upstream_yaml(perf_dir: Path) -> None:
     config = perf_dir / "dra" / "performance-config.yaml"
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         config, "SchedulingWithResourceClaimTemplate", "5000pods_500nodes"
     )
     assert work.dra
@@ -52,7 +53,7 @@ def test_dra_claim_template_case_is_read_from_upstream_yaml(perf_dir: Path) -> N
     assert pod["spec"]["resourceClaims"] == [
         {"name": "resource", "resourceClaimTemplateName": "test-claim-template"}
     ]
-    smaller = scheduler_perf.load_workload(
+    smaller = workload_yaml.load_workload(
         config, "SchedulingWithResourceClaimTemplate", "5000pods_500nodes", {"maxClaimsPerNode": 4}
     )
     assert smaller.drivers[0].max_claims_per_node == 4
@@ -78,7 +79,7 @@ def test_the_fake_driver_publishes_what_upstream_does() -> None:
 
 
 def test_mixed_churn_is_read_from_upstream_yaml(perf_dir: Path) -> None:
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "misc" / "performance-config.yaml", "SchedulingWithMixedChurn", "1000Nodes"
     )
     (churn,) = work.churn
@@ -192,7 +193,7 @@ def test_bad_op_parameters_are_named(
 ) -> None:
     config = _case(tmp_path, op, files)
     with pytest.raises(WorkloadError, match=message):
-        scheduler_perf.load_workload(config, "Case", "w")
+        workload_yaml.load_workload(config, "Case", "w")
 
 
 class _Recorder:
@@ -268,7 +269,7 @@ def test_quick_dra_run_binds_claim_pods_and_allocates_their_claims(perf_dir: Pat
         pytest.skip("kwok / kube-scheduler not built (python -m devcluster.binaries ensure --all)")
     if found.kube_controller_manager is None:
         pytest.skip("kube-controller-manager not built (its resourceclaim controller is needed)")
-    workload = scheduler_perf.load_workload(
+    workload = workload_yaml.load_workload(
         perf_dir / "dra" / "performance-config.yaml", "SchedulingWithResourceClaimTemplate", "fast"
     )
     runs = asyncio.run(

@@ -15,6 +15,7 @@ from typing import Any, cast
 import pytest
 
 from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.kwok_cluster import parse_limits
 from benchmarks.scheduler_perf_objects import WorkloadError
 from benchmarks.scheduler_perf_sequence import (
@@ -31,7 +32,7 @@ from devcluster.binaries import find
 
 
 def test_pod_sets_unroll_into_a_step_per_labelled_namespace(perf_dir: Path) -> None:
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "affinity" / "performance-config.yaml",
         "SchedulingRequiredPodAntiAffinityWithNSSelector",
         "500Nodes",
@@ -49,7 +50,7 @@ def test_pod_sets_unroll_into_a_step_per_labelled_namespace(perf_dir: Path) -> N
 
 
 def test_gated_case_reads_its_barrier_and_deletions_in_order(perf_dir: Path) -> None:
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "misc" / "performance-config.yaml", "SchedulingWhileGated", "1Node_10GatedPods"
     )
     order = work.in_order()
@@ -61,14 +62,14 @@ def test_gated_case_reads_its_barrier_and_deletions_in_order(perf_dir: Path) -> 
         "Step",
     ]
     gated, barrier, deleting, delete, measured = order
-    assert isinstance(gated, scheduler_perf.Step)
+    assert isinstance(gated, workload_yaml.Step)
     assert gated.skip_wait
     assert gated.alias == "namespace-1"  # upstream's name: the op's index
     assert barrier == Barrier((), (), ATTEMPTED)
-    assert isinstance(deleting, scheduler_perf.Step)
+    assert isinstance(deleting, workload_yaml.Step)
     assert not deleting.skip_wait
     assert delete == DeletePods("namespace-3", (), 50, skip_wait=True)
-    assert isinstance(measured, scheduler_perf.Step)
+    assert isinstance(measured, workload_yaml.Step)
     assert measured.measured
     assert work.measured_pods == 10
     spaces = scheduler_perf.namespaces_of(work, "perf-topos-1")
@@ -79,7 +80,7 @@ def test_gated_case_reads_its_barrier_and_deletions_in_order(perf_dir: Path) -> 
 
 
 def test_metrics_window_counts_the_pods_it_selects(perf_dir: Path) -> None:
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "event_handling" / "performance-config.yaml", "EventHandlingPodAdd", "1000Pods"
     )
     assert work.window == StartMetrics(
@@ -190,7 +191,7 @@ GATED = "  - opcode: createPods\n    count: 2\n    skipWaitToCompletion: true\n"
 )
 def test_bad_ordering_ops_are_named(tmp_path: Path, ops: str, message: str) -> None:
     with pytest.raises(WorkloadError, match=message):
-        scheduler_perf.load_workload(_case(tmp_path, ops), "Case", "w")
+        workload_yaml.load_workload(_case(tmp_path, ops), "Case", "w")
 
 
 def _pod(
@@ -297,7 +298,7 @@ def _quick(perf_dir: Path, config: str, case: str, workload: str) -> list[schedu
     found = find(extra=True)
     if found is None or found.kwok is None or found.kube_scheduler is None:
         pytest.skip("kwok / kube-scheduler not built (python -m devcluster.binaries ensure --all)")
-    work = scheduler_perf.load_workload(perf_dir / config, case, workload)
+    work = workload_yaml.load_workload(perf_dir / config, case, workload)
     return asyncio.run(
         scheduler_perf.bench(
             work,

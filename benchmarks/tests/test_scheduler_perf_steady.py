@@ -18,6 +18,7 @@ from typing import Any, cast
 import pytest
 
 from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.kwok_cluster import parse_limits
 from benchmarks.kwok_run import Run
 from benchmarks.scheduler_perf_claims import AllocateClaims, plan_allocations
@@ -40,15 +41,15 @@ DRIVER = "test-driver.cdi.k8s.io"
 @pytest.fixture(scope="module")
 def dra_dir() -> Path:
     try:
-        directory = scheduler_perf.module_dir()
+        directory = workload_yaml.module_dir()
     except BinariesUnavailable as exc:
         pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    return directory / scheduler_perf.PERF_DIR / "dra"
+    return directory / workload_yaml.PERF_DIR / "dra"
 
 
 def test_steady_state_case_is_read_from_upstream_yaml(dra_dir: Path) -> None:
     config = dra_dir / "performance-config.yaml"
-    full = scheduler_perf.load_workload(config, CASE, "full_500nodes")
+    full = workload_yaml.load_workload(config, CASE, "full_500nodes")
     assert full.node_count == 500
     assert full.allocate == (AllocateClaims("init"),)
     assert [(o.resource.kind, o.namespace, o.count) for o in full.objects] == [
@@ -59,11 +60,11 @@ def test_steady_state_case_is_read_from_upstream_yaml(dra_dir: Path) -> None:
     assert full.steady is not None
     assert (full.steady.count, full.steady.steady_s, full.steady.namespace) == (10, 10.0, "test")
     assert full.dra
-    empty = scheduler_perf.load_workload(config, CASE, "empty_100nodes", {"initClaims": 0})
+    empty = workload_yaml.load_workload(config, CASE, "empty_100nodes", {"initClaims": 0})
     assert empty.objects[1].count == 0
     assert empty.node_count == 100
     # the one-shot DRA case is no steady state
-    once = scheduler_perf.load_workload(
+    once = workload_yaml.load_workload(
         config, "SchedulingWithResourceClaimTemplate", "5000pods_500nodes"
     )
     assert once.steady is None
@@ -74,21 +75,21 @@ def test_params_of_every_kind_upstream_uses_are_overridden_from_the_command_line
     dra_dir: Path,
 ) -> None:
     config = dra_dir / "performance-config.yaml"
-    params = scheduler_perf.parse_params(["duration=30s", "initClaims=10"])
+    params = workload_yaml.parse_params(["duration=30s", "initClaims=10"])
     assert params == {"duration": "30s", "initClaims": 10}
-    longer = scheduler_perf.load_workload(config, CASE, "empty_100nodes", params)
+    longer = workload_yaml.load_workload(config, CASE, "empty_100nodes", params)
     assert longer.steady is not None
     assert longer.steady.steady_s == 30.0  # upstream's 10s, overridden
-    assert scheduler_perf.parse_params(["steadyState=false"]) == {"steadyState": False}
+    assert workload_yaml.parse_params(["steadyState=false"]) == {"steadyState": False}
     for bad in ("duration=soon", "initNodes=1.5", "duration="):
         name, _, value = bad.partition("=")
-        with pytest.raises(scheduler_perf.WorkloadError, match=f"--param {name}='{value}'"):
-            scheduler_perf.parse_params([bad])
+        with pytest.raises(workload_yaml.WorkloadError, match=f"--param {name}='{value}'"):
+            workload_yaml.parse_params([bad])
     # a value of another kind than the workload gives the parameter is named, not coerced
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"duration=3: .* is a duration, not"):
-        scheduler_perf.load_workload(config, CASE, "empty_100nodes", {"duration": 3})
-    with pytest.raises(scheduler_perf.WorkloadError, match=r"initClaims=True: .* is a count"):
-        scheduler_perf.load_workload(config, CASE, "empty_100nodes", {"initClaims": True})
+    with pytest.raises(workload_yaml.WorkloadError, match=r"duration=3: .* is a duration, not"):
+        workload_yaml.load_workload(config, CASE, "empty_100nodes", {"duration": 3})
+    with pytest.raises(workload_yaml.WorkloadError, match=r"initClaims=True: .* is a count"):
+        workload_yaml.load_workload(config, CASE, "empty_100nodes", {"initClaims": True})
 
 
 def _case(tmp_path: Path, ops: str) -> Path:
@@ -163,12 +164,12 @@ def test_bad_steady_state_and_allocation_ops_are_named(
     tmp_path: Path, ops: str, message: str
 ) -> None:
     with pytest.raises(WorkloadError, match=message):
-        scheduler_perf.load_workload(_case(tmp_path, ops), "Case", "w")
+        workload_yaml.load_workload(_case(tmp_path, ops), "Case", "w")
 
 
 def test_steady_state_from_parameters(tmp_path: Path) -> None:
     ops = MEASURED + "    steadyStateParam: $steady\n    durationParam: $d\n"
-    work = scheduler_perf.load_workload(_case(tmp_path, ops), "Case", "w")
+    work = workload_yaml.load_workload(_case(tmp_path, ops), "Case", "w")
     assert work.steady is not None
     assert work.steady.steady_s == 5.0
 
@@ -329,7 +330,7 @@ def test_quick_steady_state_run_frees_and_reuses_devices(dra_dir: Path) -> None:
         pytest.skip("kube-controller-manager not built (its resourceclaim controller is needed)")
     # upstream's case at 4 nodes of 2 devices, 6 of the 8 allocated first: each batch of 2 pods
     # binds only on the devices the batch before it left, once its claims are deallocated
-    workload = scheduler_perf.load_workload(
+    workload = workload_yaml.load_workload(
         dra_dir / "performance-config.yaml",
         CASE,
         "full_100nodes",
@@ -337,11 +338,11 @@ def test_quick_steady_state_run_frees_and_reuses_devices(dra_dir: Path) -> None:
     )
     step = workload.steady
     assert step is not None
-    small = scheduler_perf.Workload(
+    small = workload_yaml.Workload(
         workload.case,
         workload.name,
         workload.nodes,
-        (scheduler_perf.Step(step.template, 2, True, step.namespace, steady_s=4.0),),
+        (workload_yaml.Step(step.template, 2, True, step.namespace, steady_s=4.0),),
         drivers=workload.drivers,
         objects=workload.objects,
         allocate=workload.allocate,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.scheduler_perf_objects import WorkloadError
 from benchmarks.scheduler_perf_templates import TemplateError, load_template, render
 from devcluster.binaries import BinariesUnavailable
@@ -86,15 +86,15 @@ def test_a_churn_file_may_not_be_templated(tmp_path: Path) -> None:
         "  workloads:\n  - name: w\n    params: {}\n"
     )
     with pytest.raises(WorkloadError, match=r"node\.yaml: a templated file .* is not read here"):
-        scheduler_perf.load_workload(config, "C", "w")
+        workload_yaml.load_workload(config, "C", "w")
 
 
 def test_claims_shared_by_five_pods_are_read_from_upstream_yaml() -> None:
     try:
-        perf_dir = scheduler_perf.module_dir() / scheduler_perf.PERF_DIR
+        perf_dir = workload_yaml.module_dir() / workload_yaml.PERF_DIR
     except BinariesUnavailable as exc:
         pytest.skip(f"the k8s.io/kubernetes module is not available: {exc}")
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "dra" / "performance-config.yaml",
         "SchedulingWithResourceClaim",
         "5000pods_500nodes",

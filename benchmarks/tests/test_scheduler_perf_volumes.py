@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import scheduler_perf
+from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.scheduler_perf_objects import WorkloadError
 from benchmarks.scheduler_perf_volumes import (
     MIGRATED_PLUGINS,
@@ -20,7 +21,7 @@ from benchmarks.scheduler_perf_volumes import (
 
 
 def test_csi_case_makes_a_bound_claim_and_volume_per_pod(perf_dir: Path) -> None:
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "volumes" / "performance-config.yaml", "SchedulingCSIPVs", "500Nodes"
     )
     (nodes,) = work.nodes
@@ -57,7 +58,7 @@ def test_csi_case_makes_a_bound_claim_and_volume_per_pod(perf_dir: Path) -> None
 
 
 def test_in_tree_volume_gets_its_own_id(perf_dir: Path) -> None:
-    work = scheduler_perf.load_workload(
+    work = workload_yaml.load_workload(
         perf_dir / "volumes" / "performance-config.yaml", "SchedulingMigratedInTreePVs", "500Nodes"
     )
     assert work.nodes[0].allocatable is not None
@@ -119,4 +120,4 @@ NODES = "  - opcode: createNodes\n    count: 1\n    nodeTemplatePath: pod.yaml\n
 )
 def test_bad_volume_parameters_are_named(tmp_path: Path, ops: str, message: str) -> None:
     with pytest.raises(WorkloadError, match=message):
-        scheduler_perf.load_workload(_case(tmp_path, ops), "Case", "w")
+        workload_yaml.load_workload(_case(tmp_path, ops), "Case", "w")
