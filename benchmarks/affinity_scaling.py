@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from coordinator.core.framework.cycle import schedule_one
@@ -52,7 +52,9 @@ _CONTAINER = {
 }
 
 
-def _pod(name: str, namespace: str, labels: dict[str, str], spec: dict[str, object]) -> PodRequest:
+def _pod(
+    name: str, namespace: str, labels: dict[str, str], spec: Mapping[str, object]
+) -> PodRequest:
     obj = {
         "metadata": {"name": name, "namespace": namespace, "uid": f"{namespace}-{name}"},
         "spec": {"schedulerName": "topos", "containers": [_CONTAINER], **spec},

@@ -20,6 +20,7 @@ import uuid
 from agent.devices import discover_profile
 from common.kube import NAMESPACES, NODES, PODS, KubeClient
 from common.labeling import labels
+from common.model import NodeTopology
 from common.podkeys import GPU_RESOURCE
 from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.kube.runtime import kube_runtime
@@ -33,8 +34,8 @@ from devcluster.nodes import SimNode, node_status
 RUN = uuid.uuid4().hex[:6]
 
 
-async def register(kube: KubeClient, count: int) -> dict[str, object]:
-    topologies: dict[str, object] = {}
+async def register(kube: KubeClient, count: int) -> dict[str, NodeTopology]:
+    topologies: dict[str, NodeTopology] = {}
     sem = asyncio.Semaphore(32)
 
     async def one(i: int) -> None:
@@ -94,7 +95,7 @@ async def create_pods(kube: KubeClient, namespace: str, count: int) -> None:
 
 
 async def measure(
-    plane: ControlPlane, topologies: dict[str, object], pods: int, depth: int
+    plane: ControlPlane, topologies: dict[str, NodeTopology], pods: int, depth: int
 ) -> tuple[float, float, float]:
     """(pods bound per second, seconds, this process's CPU ms per pod from the runtime's start
     until the last bind's Event and watch events are through) for one pipelining depth."""
@@ -109,7 +110,7 @@ async def measure(
     for name, topo in topologies.items():
         inventory.apply_hello(
             name, agent_id=name, agent_version="bench", seq=0, topology=topo, allocations=()
-        )  # type: ignore[arg-type]
+        )
     sync_task = asyncio.create_task(sync.run())
     runtime = kube_runtime(
         client,

@@ -22,14 +22,16 @@ Run: ``.venv/bin/python -m benchmarks.gang_placement [--steps N] [--seed S]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from coordinator.core.domains.capacity import GPU, NodeState, subtract
-from coordinator.core.domains.layout import build_layout
+from coordinator.core.domains.layout import Layout, build_layout
 from coordinator.core.domains.packing import Member, Placement
 from coordinator.core.domains.select import place_members
 from coordinator.core.domains.strategy import PlacementIntent, Strategy
@@ -38,6 +40,8 @@ from coordinator.core.gangs.plan import GangPlan, plan_gang
 from coordinator.sim.baselines.gangs import first_fit_members, spread_members
 
 SPINES, LEAVES_PER_SPINE, NODES, GPUS = 2, 16, 1000, 8
+
+T = TypeVar("T")
 
 
 def cluster() -> list[NodeState]:
@@ -66,10 +70,9 @@ def gang(n: int, gpus: int, tag: str) -> list[Member]:
     ]
 
 
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, object]:
+def timed(fn: Callable[[], T], runs: int) -> tuple[float, float, T]:
     samples = []
-    result: object = None
-    for _ in range(runs):
+    for _ in range(max(runs, 1)):
         t0 = time.perf_counter()
         result = fn()
         samples.append((time.perf_counter() - t0) * 1000)
@@ -95,11 +98,11 @@ def decision_time(runs: int, seed: int) -> None:
     layout_idle, layout_busy = build_layout(idle), build_layout(busy)
     print("1. decision time: 64-pod gang × 8 GPUs on 1,000 nodes (2 spines × 16 leaves)")
     for label, nodes, layout in (("idle", idle, layout_idle), ("60% busy", busy, layout_busy)):
-        med, p90, plan = timed(lambda n=nodes, lay=layout: plan_gang(job, n, layout=lay), runs)
+        med, p90, plan = timed(functools.partial(plan_gang, job, nodes, layout=layout), runs)
         assert isinstance(plan, GangPlan), plan
         p = plan.placement
-        med_l, _, _ = timed(lambda n=nodes: plan_gang(job, n), max(3, runs // 4))
-        base_med, _, _ = timed(lambda n=nodes: first_fit_members(job, n), runs)
+        med_l, _, _ = timed(functools.partial(plan_gang, job, nodes), max(3, runs // 4))
+        base_med, _, _ = timed(functools.partial(first_fit_members, job, nodes), runs)
         verdict = "OK" if med < 100 else "SLOW"
         print(
             f"   {label:9s} topos median {med:6.1f} ms, p90 {p90:6.1f} ms [{verdict} vs 100 ms]"
@@ -145,11 +148,11 @@ def workload(steps: int, seed: int) -> list[list[Job]]:
 
 
 def topos_place(
-    members: Sequence[Member], nodes: Sequence[NodeState], layout: object
+    members: Sequence[Member], nodes: Sequence[NodeState], layout: Layout | None
 ) -> dict[str, str] | None:
     result = place_members(
         members, nodes, layout=layout, intent=PlacementIntent(strategy=Strategy.BALANCED)
-    )  # type: ignore[arg-type]
+    )
     if isinstance(result, Placement):
         return dict(result.assignments)
     return None
@@ -168,14 +171,14 @@ def replay(name: str, stream: list[list[Job]], place: Callable[..., dict[str, st
     t0 = time.perf_counter()
     for step, arrivals in enumerate(stream):
         still = []
-        for end, job, where in running:
+        for end, job, held in running:
             if end <= step:
                 for m in job.members:
-                    node = by_name[where[m.name]]
+                    node = by_name[held[m.name]]
                     for k, v in m.requests.items():
                         node.free[k] += v  # type: ignore[index]
             else:
-                still.append((end, job, where))
+                still.append((end, job, held))
         running = still
         for job in arrivals:
             where = (

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.kwok_throughput import pod_body
+from benchmarks.kwok_pods import pod_body
 from benchmarks.watch_events import _nodes
 from common.kube import KubeClient
 from coordinator.adapters.kube.inventory_sync import KubeSync

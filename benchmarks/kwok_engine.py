@@ -79,7 +79,7 @@ class _Writer:
     ) -> None:
         return None
 
-    async def evict(self, pod: PodRef) -> None:
+    async def evict(self, pod: PodRef, *, grace_period_s: int | None = None) -> None:
         return None
 
 

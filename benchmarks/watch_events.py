@@ -36,7 +36,7 @@ import msgspec
 
 from agent.devices import discover_profile
 from benchmarks.kwok_cluster import PROFILE, node_body
-from benchmarks.kwok_throughput import pod_body
+from benchmarks.kwok_pods import pod_body
 from common.kube import KubeClient
 from common.kube.watch import parse_watch_line
 from coordinator.adapters.kube.inventory_sync import KubeSync

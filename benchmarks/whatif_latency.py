@@ -28,11 +28,12 @@ Run: ``.venv/bin/python -m benchmarks.whatif_latency [--sizes 1000,5000] [--runs
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -51,6 +52,7 @@ from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
 
 NODES_PER_LEAF, LEAVES_PER_SPINE, BUSY = 32, 16, 0.9
+T = TypeVar("T")
 GOAL_S = 1.0
 
 
@@ -136,7 +138,7 @@ CPU: dict[int, list[float]] = {}
 """CPU seconds (``process_time``) of each timed run, by the id of its wall-time list."""
 
 
-def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], object]:
+def timed(fn: Callable[[], T], runs: int) -> tuple[list[float], T]:
     """Wall seconds of ``runs`` calls after one warm-up (memos, first shapes); their CPU
     seconds in :data:`CPU` (steadier on a shared machine)."""
     result = fn()
@@ -149,6 +151,11 @@ def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], object]:
         cpu.append(time.process_time() - c)
     CPU[id(out)] = cpu
     return out, result
+
+
+def _encoded(w: WhatIf, doc: object, **options: Any) -> bytes:
+    """One what-if answer as the API sends it (JSON)."""
+    return msgspec.json.encode(w.answer([doc], **options))
 
 
 def both(values: list[float]) -> str:
@@ -228,9 +235,7 @@ def run(n: int, runs: int, seed: int) -> float:
         )
     )
     for label, doc, fits, baseline in cases:
-        times, answer = timed(
-            lambda doc=doc: msgspec.json.encode(w.answer([doc], budget_s=None)), runs
-        )
+        times, answer = timed(functools.partial(_encoded, w, doc, budget_s=None), runs)
         decoded = msgspec.json.decode(answer)
         assert decoded["fits"] is fits, decoded
         base_times, _ = timed(baseline, runs)
@@ -245,14 +250,14 @@ def run(n: int, runs: int, seed: int) -> float:
         if fits:
             worst = max(worst, p(times, 0.99))
             continue
-        bounded, last = timed(lambda doc=doc: msgspec.json.encode(w.answer([doc])), runs)
+        bounded, last = timed(functools.partial(_encoded, w, doc), runs)
         got = msgspec.json.decode(last)
         tried = ",".join(s["kind"] for s in got.get("suggestions", [])) or "-"
         cut = ",".join(got.get("not_tried") or []) or "-"
         shown = f"  budget {DEFAULT_BUDGET_S:g} s (the default)"
         print(f"  {shown:36s} what-if {both(bounded)}   | suggestions: {tried}; not tried: {cut}")
         worst = max(worst, p(bounded, 0.99))
-        bare, _ = timed(lambda doc=doc: msgspec.json.encode(w.answer([doc], suggest=False)), runs)
+        bare, _ = timed(functools.partial(_encoded, w, doc, suggest=False), runs)
         shown = "  without suggestions"
         print(f"  {shown:36s} what-if {both(bare)}")
     return worst
