@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,12 @@ async def create_nodes(kube: KubeClient, count: int, fabric: Fabric | None = Non
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """Whether a Node's Ready condition is True."""
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float | None = None) -> float:
     """Seconds until ``count`` Nodes report Ready (KWOK's node-initialize stage); by default
     allow two minutes plus 60 ms a node (KWOK takes its time on a busy 2-core machine)."""
@@ -175,14 +181,7 @@ async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float | None = 
     while True:
         # From the watch cache (resourceVersion 0): 5,000 such Nodes are some 50 MB of JSON.
         listed = await kube.list(NODES, label_selector="type=kwok", resource_version="0")
-        ready = sum(
-            1
-            for n in listed["items"]
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in (n.get("status") or {}).get("conditions") or []
-            )
-        )
+        ready = sum(1 for n in listed["items"] if node_ready(n))
         if ready >= count:
             return time.perf_counter() - started
         if time.perf_counter() > deadline:

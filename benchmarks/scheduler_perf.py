@@ -27,8 +27,11 @@ The opcodes read: ``createNodes`` (with ``labelNodePrepareStrategy``: its label 
 values round robin, as upstream's ``LabelNodePrepareStrategy``; with
 ``nodeAllocatableStrategy``: extra allocatable and a CSINode per Node,
 ``benchmarks/scheduler_perf_volumes.py``; each node is named for the template's
-``generateName``; only before the first createPods, as the Nodes stay from one turn to the
-next), ``createNamespaces`` (``prefix-0``, ``prefix-1``, …, labelled as its
+``generateName`` or its ``name``; the Nodes of the createNodes ops before any pod or
+metrics op are made once and stay from one scheduler's turn to the next, those of a later one —
+EventHandlingNodeAdd/NodeUpdate — are made at that point of each turn and deleted after it, and
+a workload with no Nodes of the first kind warms up on a scratch Node deleted before its ops),
+``createNamespaces`` (``prefix-0``, ``prefix-1``, …, labelled as its
 ``namespaceTemplatePath``), ``createPods`` (with its ``namespace``: the affinity templates name
 ``sched-0`` and ``sched-1``; without one, a namespace of the run's, which the ops after it call
 ``namespace-<op index>`` as upstream's do; ``skipWaitToCompletion``: not waited for — a
@@ -107,7 +110,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -123,6 +126,7 @@ from benchmarks.kwok_cluster import (
     Limit,
     Process,
     compile_topos,
+    node_ready,
     parse_limits,
     start_kube_scheduler,
     start_kwok,
@@ -167,13 +171,14 @@ from benchmarks.scheduler_perf_volumes import (
 from benchmarks.scheduler_perf_workload import (
     PERF_DIR,
     Step,
+    TurnNodes,
     Workload,
     load_workload,
     module_dir,
     parse_params,
 )
 from common.kube import EVENTS, NAMESPACES, NODES, PODS, RESOURCE_CLAIMS, KubeClient
-from common.kube.errors import AlreadyExists
+from common.kube.errors import AlreadyExists, NotFound
 from devcluster.binaries import (
     KUBERNETES_VERSION,
     ensure,
@@ -238,24 +243,30 @@ WARM_UP: Final = {
 
 
 def pod_body(template: Mapping[str, Any], name: str, scheduler: str) -> dict[str, Any]:
+    """The pod of a rendered template, named ``name`` unless the template names it (upstream's
+    EventHandlingPodUpdate names its pods ``pod-…-{{ .Index }}``, which its updateAny replaces);
+    for ``scheduler``."""
     meta = dict(template.get("metadata") or {})
     meta.pop("generateName", None)
+    name = meta.get("name") or name
     spec = {**(template.get("spec") or {}), "schedulerName": scheduler}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, "name": name}, "spec": spec}
 
 
-async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
-    """The workload's Nodes, created with their status; their names, in order."""
+async def create_nodes(kube: KubeClient, steps: Sequence[Step], first: int = 0) -> list[str]:
+    """The steps' Nodes, created with their status, indexes from ``first`` on; their names, in
+    order."""
     sem = asyncio.Semaphore(32)
     bodies: list[tuple[dict[str, Any], dict[str, Any]]] = []
     csi: list[tuple[str, NodeAllocatable]] = []
-    for step in workload.nodes:
+    for step in steps:
         for j in range(step.count):
             label = None
             if step.label is not None:
                 key, values = step.label
                 label = {key: values[j % len(values)]}  # round robin, as upstream
-            body, status = node_body(step.template.render(j, step.count), len(bodies), label)
+            render = step.template.render(j, step.count)
+            body, status = node_body(render, first + len(bodies), label)
             if step.allocatable is not None:  # upstream's NodeAllocatableStrategy
                 status["allocatable"] |= step.allocatable.allocatable
                 csi.append((body["metadata"]["name"], step.allocatable))
@@ -272,6 +283,67 @@ async def create_nodes(kube: KubeClient, workload: Workload) -> list[str]:
     for strategy in {id(s): s for _, s in csi}.values():
         await create_csinodes(kube, [n for n, s in csi if s is strategy], strategy)
     return [b["metadata"]["name"] for b, _ in bodies]
+
+
+#: The Node a workload without Nodes of its own warms up on (EventHandlingNodeAdd's are all made
+#: in the turns): made for the warm-up, deleted before the turn's first op.
+SCRATCH_NODE: Final = "perf-warm-up-node"
+
+
+@contextlib.asynccontextmanager
+async def scratch_node(kube: KubeClient) -> AsyncIterator[str]:
+    """A Node for a warm-up where there is no other; deleted, and gone, on the way out."""
+    body, status = node_body({"metadata": {"name": SCRATCH_NODE}, "status": _SCRATCH_STATUS}, 0)
+    await kube.create(NODES, body)
+    await kube.patch(NODES, SCRATCH_NODE, {"status": status}, subresource="status")
+    await wait_ready(kube, 1)
+    try:
+        yield SCRATCH_NODE
+    finally:
+        await delete_nodes(kube, [SCRATCH_NODE])
+
+
+_SCRATCH_STATUS: Final = {"capacity": {"pods": "110", "cpu": "4", "memory": "32Gi"}}
+
+
+async def delete_nodes(kube: KubeClient, names: Sequence[str]) -> None:
+    """Delete the Nodes and wait until they are gone (their pods deleted first)."""
+    for name in names:
+        with contextlib.suppress(NotFound):
+            await kube.delete(NODES, name)
+    left = set(names)
+    while left:
+        listed = await kube.list(NODES, resource_version="0")
+        left &= {n["metadata"]["name"] for n in listed["items"]}
+        if left:
+            await asyncio.sleep(0.2)
+
+
+def _dressed(body: dict[str, Any], scheduler: str) -> dict[str, Any]:
+    """An updateAny body as the runner made the object: a Node as :func:`node_body` makes one
+    (KWOK's annotation, the hostname and ``type`` labels: KWOK drops a Node that loses them) with
+    its status as written, a Pod for ``scheduler`` (a pod's schedulerName cannot change); any
+    other object as it is."""
+    if body.get("kind") == "Pod":
+        return {**body, "spec": {**(body.get("spec") or {}), "schedulerName": scheduler}}
+    if body.get("kind") != "Node":
+        return body
+    node, _ = node_body(body, 0)
+    return {**node, "status": body.get("status") or {}}
+
+
+async def _nodes_ready(kube: KubeClient, count: int, timeout_s: float = 120.0) -> int:
+    """Wait until ``count`` KWOK Nodes are Ready; how many LISTs it took."""
+    deadline = time.perf_counter() + timeout_s
+    lists = 0
+    while True:
+        listed = await kube.list(NODES, label_selector="type=kwok", resource_version="0")
+        lists += 1
+        if sum(1 for n in listed["items"] if node_ready(n)) >= count:
+            return lists
+        if time.perf_counter() > deadline:
+            raise WaitTimeout(f"{count} Nodes not Ready after {timeout_s:g} s")
+        await asyncio.sleep(0.1)
 
 
 async def _create(
@@ -535,10 +607,12 @@ async def one_run(
     apiserver_profile: Path | None = None,
     writers: PodWriters | None = None,
     phases: bool = False,
+    made: list[str] | None = None,
 ) -> None:
     """One scheduler's turn: the workload's ops in order (createPods steps, barriers,
-    deletions, updates), the measured phase from the collectMetrics step's start (or
-    startCollectingMetrics) to its last bind (or stopCollectingMetrics)."""
+    deletions, updates, the turn's Nodes — their names added to ``made``), the measured phase
+    from the collectMetrics step's start (or startCollectingMetrics) to its last bind (or
+    stopCollectingMetrics)."""
     spaces = namespaces_of(workload, namespace)
     objects_in = {o.namespace for o in workload.objects if o.namespace}
     for name in sorted({*spaces.values(), *objects_in}):
@@ -563,6 +637,7 @@ async def one_run(
             apiserver_profile=apiserver_profile,
             writers=writers,
             phases=phases,
+            made=[] if made is None else made,
         )
     except WaitTimeout as exc:  # the next scheduler still gets its turn
         print(f"scheduler_perf: {run.scheduler}: {exc}: turn stopped", file=sys.stderr)
@@ -587,6 +662,7 @@ async def _sequence(
     apiserver_profile: Path | None,
     writers: PodWriters | None,
     phases: bool,
+    made: list[str],
 ) -> None:
     scheduler_name = SCHEDULERS[run.scheduler]
     ordered = workload.in_order()
@@ -597,8 +673,12 @@ async def _sequence(
         # a pod to bind before measuring: the scheduler has started (see the module doc); pods
         # not waited for (skipWaitToCompletion) do not show it
         where = spaces[WARM_UP_SPACE]
-        await _create(kube, where, [pod_body(WARM_UP, "warm-up", scheduler_name)], {})
-        await book.wait(where, 1, check=proc.check, timeout_s=timeout_s)
+        async with contextlib.AsyncExitStack() as stack:
+            if not workload.node_count:  # a Node for it, gone before the turn's first op
+                await stack.enter_async_context(scratch_node(kube))
+            await _create(kube, where, [pod_body(WARM_UP, "warm-up", scheduler_name)], {})
+            await book.wait(where, 1, check=proc.check, timeout_s=timeout_s)
+            await clear(kube, where)
     #: upstream's numPodsScheduledPerNamespace: the pods a barrier waits for, by namespace
     pending: dict[str, int] = dict.fromkeys((spaces[n] for n in workload.namespaces), 0)
     own: Counter[tuple[str, str, str]] = Counter()  # the benchmark's requests while measuring
@@ -689,8 +769,17 @@ async def _sequence(
                 run.pods = len(run.sent)
                 await _end(plane, kube, proc, workload, run, window, own, writers)
                 window = None
+            elif isinstance(item, TurnNodes):
+                made += await create_nodes(kube, [item.step], item.first)
+                own["POST", "nodes", ""] += item.step.count  # the benchmark's, not a scheduler's
+                own["PATCH", "nodes", "status"] += item.step.count
+                own["LIST", "nodes", ""] += await _nodes_ready(
+                    kube, workload.node_count + len(made)
+                )
             else:  # UpdateAny
-                await update_any(kube, item, spaces.get(item.namespace or "", item.namespace), own)
+                target = spaces.get(item.namespace or "", item.namespace)
+                dress = functools.partial(_dressed, scheduler=scheduler_name)
+                await update_any(kube, item, target, own, dress=dress)
         await asyncio.gather(*background)
     except WaitTimeout:
         if window is not None:  # what the scheduler did until then
@@ -859,15 +948,18 @@ async def bench(
         try:
             kwok = start_kwok(binaries, plane, work)
             compile_topos()
-            names = await create_nodes(kube, workload)
+            names = await create_nodes(kube, workload.nodes)
             await wait_ready(kube, workload.node_count)
             for driver in workload.drivers:
                 await publish_slices(kube, driver)
             # The API server quiet after the Nodes, and the pod path warmed (see the module doc).
             await settle(plane)
-            warmed = await warm_up(
-                plane, kube, len(names), workload.measured_pods, node=names.__getitem__
-            )
+            async with contextlib.AsyncExitStack() as stack:
+                if not names:  # all the workload's Nodes are made in the turns
+                    names = [await stack.enter_async_context(scratch_node(kube))]
+                warmed = await warm_up(
+                    plane, kube, len(names), workload.measured_pods, node=names.__getitem__
+                )
             print(f"scheduler_perf: {warmed.summary()}", file=sys.stderr)
             for i, name in enumerate(order):
                 tag = f"{name}-{i}"
@@ -877,6 +969,7 @@ async def bench(
                     proc = start_topos(plane, work, limit, tag, binds=binds)
                 run = PerfRun(name, limit, workload.measured_pods)
                 namespace = f"perf-{tag}"
+                made: list[str] = []  # the turn's Nodes
                 try:
                     spy = None
                     if profile is not None and name == "topos":
@@ -895,6 +988,7 @@ async def bench(
                         ),
                         writers=writers,
                         phases=phases,
+                        made=made,
                     )
                 finally:
                     proc.stop()
@@ -906,6 +1000,8 @@ async def bench(
                     # a namespace the workload names is the next turn's too: its Events would
                     # count as that turn's (same pod names)
                     await kube.delete_collection(EVENTS, namespace=where)
+                await delete_nodes(kube, made)  # the next turn makes them again
+                made.clear()
                 if any(s.volumes for s in workload.pods):
                     await clear_volumes(kube, sorted(spaces))
                 for where in sorted(
@@ -1026,7 +1122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     else:
         print(
-            f"scheduler_perf {workload.case}/{workload.name}: {workload.node_count} KWOK nodes, "
+            f"scheduler_perf {workload.case}/{workload.name}: {workload.node_count} KWOK nodes"
+            f" (+{sum(t.step.count for t in workload.turn_nodes)} made in each turn), "
             f"{workload.measured_pods} measured pods, client {limits[0].label} "
             f"(Kubernetes v{KUBERNETES_VERSION})"
             + (f", params overridden: {overrides}" if overrides else "")

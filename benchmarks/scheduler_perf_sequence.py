@@ -366,10 +366,15 @@ async def delete_pods(
 
 
 async def update_any(
-    kube: KubeClient, op: UpdateAny, namespace: str | None, own: Counter[tuple[str, str, str]]
+    kube: KubeClient,
+    op: UpdateAny,
+    namespace: str | None,
+    own: Counter[tuple[str, str, str]],
+    dress: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> None:
     """Replace the op's objects and then their status (see the module), ``updatePerSecond`` a
-    second; ``own`` counts the writes (the scheduler's share leaves them out)."""
+    second; ``own`` counts the writes (the scheduler's share leaves them out); ``dress``: what
+    the runner adds to each body (a Node's KWOK annotation and labels, as when it was made)."""
     resource = resource_of(op.template.render(0, op.count), str(op.template.path))
     first = op.subresources[0] if op.subresources else ""
     interval = 1 / op.per_second if op.per_second else 0.0
@@ -378,6 +383,8 @@ async def update_any(
         if interval:
             await asyncio.sleep(max(0.0, start + (i + 1) * interval - time.perf_counter()))
         body = op.template.render(i, op.count)
+        if dress is not None:
+            body = dress(body)
         name = body["metadata"]["name"]
         own["PUT", resource.plural, first] += 1
         await kube.replace(resource, name, body, namespace=namespace, subresource=first or None)

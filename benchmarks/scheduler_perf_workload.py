@@ -54,7 +54,19 @@ from devcluster.binaries import KUBERNETES_VERSION, _go, _go_env, _module_downlo
 
 #: Where the test cases are in the ``k8s.io/kubernetes`` module.
 PERF_DIR = "test/integration/scheduler_perf"
-SequenceOp = Barrier | DeletePods | StartMetrics | StopMetrics | UpdateAny
+
+
+@dataclass(frozen=True, slots=True)
+class TurnNodes:
+    """A ``createNodes`` op after a pod op or a metrics/barrier op: its Nodes are made in each
+    scheduler's turn at that point, named from index :attr:`first` on, and deleted after the
+    turn (EventHandlingNodeAdd/NodeUpdate: a second turn must see them added again)."""
+
+    step: Step
+    first: int  # the first Node's index (after the workload's other Nodes)
+
+
+SequenceOp = Barrier | DeletePods | StartMetrics | StopMetrics | UpdateAny | TurnNodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +130,13 @@ class Workload:
 
     @property
     def node_count(self) -> int:
+        """The Nodes made once, before the first turn."""
         return sum(s.count for s in self.nodes)
+
+    @property
+    def turn_nodes(self) -> tuple[TurnNodes, ...]:
+        """The createNodes ops made in each turn (see :class:`TurnNodes`)."""
+        return tuple(op for _, op in self.sequence if isinstance(op, TurnNodes))
 
     @property
     def measured_pods(self) -> int:
@@ -205,16 +223,23 @@ def load_workload(
     for i, (where, op) in enumerate(_unrolled(found.get("workloadTemplate") or (), params, case)):
         opcode = op.get("opcode")
         if opcode == "createNodes":
-            if pods:
-                raise WorkloadError(
-                    f"{where}: createNodes after a createPods op is not read by this runner "
-                    "(the Nodes stay from one scheduler's turn to the next)"
-                )
             known_keys(op, NODE_KEYS, "createNodes", where)
             count = _count(op, params, where)
             path = op.get("nodeTemplatePath") or _shared(base, "node-default.yaml")
             step = Step(_template(base / path), count, label=_label(op, where))
-            nodes.append(dataclasses.replace(step, allocatable=allocatable_strategy(op, where)))
+            step = dataclasses.replace(step, allocatable=allocatable_strategy(op, where))
+            if not pods and not sequence:  # before the first pod: they stay for every turn
+                nodes.append(step)
+                continue
+            if step.allocatable is not None:
+                raise WorkloadError(
+                    f"{where}.nodeAllocatableStrategy: not read on a createNodes op after a pod "
+                    "or metrics op (its Nodes are made in each turn)"
+                )
+            first = sum(s.count for s in nodes) + sum(
+                made.step.count for _, made in sequence if isinstance(made, TurnNodes)
+            )
+            sequence.append((len(pods), TurnNodes(step, first)))
         elif opcode == "createNamespaces":
             prefix = op.get("prefix")
             if not isinstance(prefix, str) or not prefix:

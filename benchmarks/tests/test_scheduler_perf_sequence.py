@@ -1,8 +1,9 @@
 """scheduler_perf's ordering ops as ``benchmarks/scheduler_perf.py`` reads them from upstream's
 YAML — ``createPodSets`` (and namespace templates), ``barrier``, ``skipWaitToCompletion``,
 ``deletePods``, ``startCollectingMetrics``/``stopCollectingMetrics``, ``updateAny`` — their
-refusals of bad parameters, the book of pods a barrier counts, and quick runs of the gated,
-finalizer and pod-add cases: both schedulers bind every measured pod."""
+Nodes made in each turn (``createNodes`` after a pod or metrics op), their refusals of bad
+parameters, the book of pods a barrier counts, and quick runs of the gated, finalizer, pod-add and
+node-update cases: both schedulers bind every measured pod."""
 
 from __future__ import annotations
 
@@ -47,6 +48,40 @@ def test_pod_sets_unroll_into_a_step_per_labelled_namespace(perf_dir: Path) -> N
     spaces = scheduler_perf.namespaces_of(work, "perf-topos-1")
     assert spaces["init-ns-3"] == "init-ns-3"
     assert spaces[scheduler_perf.MEASURED_SPACE] == "measure-ns-0"
+
+
+def test_nodes_made_after_pod_or_metrics_ops_are_made_in_each_turn(perf_dir: Path) -> None:
+    config = perf_dir / "event_handling" / "performance-config.yaml"
+    work = workload_yaml.load_workload(config, "EventHandlingNodeAdd", "2Nodes_20Pods")
+    assert work.node_count == 0  # its first createNodes follows startCollectingMetrics
+    made = [(t.first, t.step.count) for t in work.turn_nodes]
+    assert made == [(0, 1), (1, 1), (2, 2), (4, 2), (6, 2)]  # named one after the other
+    order = [type(i).__name__ for i in work.in_order()]
+    assert order[:5] == ["StartMetrics", "TurnNodes", "Step", "Barrier", "TurnNodes"]
+    # before any pod or metrics op: made once, kept for every turn
+    work = workload_yaml.load_workload(config, "EventHandlingPodAdd", "10Pods")
+    assert (work.node_count, work.turn_nodes) == (2, ())
+
+
+def test_update_bodies_keep_what_the_runner_gave_the_object() -> None:
+    node = {"kind": "Node", "metadata": {"name": "node-1"}, "spec": {"unschedulable": False}}
+    node["status"] = {"capacity": {"cpu": "4"}}
+    dressed = scheduler_perf._dressed(node, "topos")
+    # KWOK keeps managing it (its annotation and labels), the update's spec and status are kept
+    assert dressed["metadata"]["annotations"][scheduler_perf.KWOK_ANNOTATION] == "fake"
+    assert dressed["metadata"]["labels"]["type"] == "kwok"
+    assert (dressed["spec"], dressed["status"]) == (node["spec"], node["status"])
+    pod = {"kind": "Pod", "metadata": {"name": "p-0"}, "spec": {"containers": []}}
+    assert scheduler_perf._dressed(pod, "topos")["spec"]["schedulerName"] == "topos"
+    cm = {"kind": "ConfigMap", "metadata": {"name": "c"}}
+    assert scheduler_perf._dressed(cm, "topos") is cm
+    # a template's own pod name is kept (its updateAny names it); else the runner's
+    named = {"metadata": {"name": "pod-a-3", "generateName": "x-"}, "spec": {}}
+    assert scheduler_perf.pod_body(named, "init-00003", "topos")["metadata"]["name"] == "pod-a-3"
+    unnamed = {"metadata": {"generateName": "x-"}, "spec": {}}
+    assert scheduler_perf.pod_body(unnamed, "init-00003", "topos")["metadata"]["name"] == (
+        "init-00003"
+    )
 
 
 def test_gated_case_reads_its_barrier_and_deletions_in_order(perf_dir: Path) -> None:
@@ -184,8 +219,11 @@ GATED = "  - opcode: createPods\n    count: 2\n    skipWaitToCompletion: true\n"
             r"\[0\]\.subresources: \['resize', 'status'\]: this runner reads one",
         ),
         (
-            MEASURED + "  - opcode: createNodes\n    count: 1\n",
-            r"\[1\]: createNodes after a createPods op is not read by this runner",
+            MEASURED + "  - opcode: createNodes\n    count: 1\n    nodeTemplatePath: cm.yaml\n"
+            "    nodeAllocatableStrategy:\n"
+            "      nodeAllocatable: {attachable-volumes-csi-ebs.csi.aws.com: '39'}\n"
+            "      csiNodeAllocatable: {ebs.csi.aws.com: {count: 39}}\n",
+            r"\[1\]\.nodeAllocatableStrategy: not read on a createNodes op after a pod",
         ),
     ],
 )
@@ -320,6 +358,8 @@ def _quick(perf_dir: Path, config: str, case: str, workload: str) -> list[schedu
             10,
         ),
         ("event_handling/performance-config.yaml", "EventHandlingPodAdd", "10Pods", 20),
+        # Nodes made (and updated) in each turn, none before: a scratch Node for the warm-ups
+        ("event_handling/performance-config.yaml", "EventHandlingNodeUpdate", "2Nodes_20Pods", 120),
     ],
 )
 def test_quick_ordered_runs_bind_every_measured_pod(
