@@ -54,6 +54,7 @@ class ExpectedStart(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     #: (annotation | deadline | learned)
     waits_for: dict[str, str] = {}
     unknown_ends: int = 0  # running pods with no expected end (they never end in the forecast)
+    unknown: str = ""  # why the start cannot be forecast (a claim not made yet)
     made_at: float = 0.0  # unix seconds of the forecast
 
 
@@ -96,6 +97,7 @@ def expected_start(forecast: Forecast, now: float) -> ExpectedStart:
         node=forecast.node,
         waits_for={k: forecast.sources.get(k, "unknown") for k in forecast.after},
         unknown_ends=forecast.unknown_ends,
+        unknown=forecast.unknown,
         made_at=forecast.made_at,
     )
 

@@ -58,9 +58,13 @@ def describe(
     unknown_ends: int = 0,
     horizon_s: float,
     at: float | None = None,
+    unknown: str = "",
 ) -> str:
     """The sentence: ``expected to start in ~40 min, when train-7 ends``; ``at`` (Unix seconds of
-    the start) adds ``(about 11:20 UTC)``."""
+    the start) adds ``(about 11:20 UTC)``; ``unknown``, why the start cannot be forecast:
+    ``start unknown: waiting for resource claim infer-gpus to be created``."""
+    if unknown:
+        return f"start unknown: {unknown}"
     if starts_in_s is None:
         why = (
             f" ({unknown_ends} running pod{'s' * (unknown_ends != 1)} with no expected end)"
@@ -95,6 +99,7 @@ class Forecast:
     after: tuple[str, ...] = ()  # the running pods whose end it waits for
     sources: Mapping[str, str] = field(default_factory=dict)  # … and who said when they end
     unknown_ends: int = 0  # running pods with no expected end
+    unknown: str = ""  # why the start cannot be forecast (then starts_at is None)
 
     def starts_in(self, now: float) -> float | None:
         return None if self.starts_at is None else max(0.0, self.starts_at - now)
@@ -106,15 +111,19 @@ class Forecast:
             unknown_ends=self.unknown_ends,
             horizon_s=self.horizon_s,
             at=self.starts_at if clock else None,
+            unknown=self.unknown,
         )
 
 
 def moved(before: Forecast | None, after: Forecast, now: float) -> bool:
     """Is ``after`` a different statement than ``before``: a start appeared or went, what it
-    waits for changed, or the start moved by more than a minute and a tenth of the wait."""
+    waits for or why it is unknown changed, or the start moved by more than a minute and a tenth
+    of the wait."""
     if before is None:
         return True
     if (before.starts_at is None) != (after.starts_at is None) or before.after != after.after:
+        return True
+    if before.unknown != after.unknown:
         return True
     if before.starts_at is None or after.starts_at is None:
         return False

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from coordinator.core.framework.profiles import Profiles
+from coordinator.core.snapshot.volumes import VolumeKind
 from coordinator.engine.forecasts import Forecast, Forecasts
 from coordinator.engine.loop import Scheduler
 from coordinator.forecast.engine import EngineSettings
@@ -61,6 +62,7 @@ from coordinator.forecast.runtimes import (
     expected_duration,
     expected_runtime,
 )
+from coordinator.inventory.dra import DraKind
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import InventoryEvent
 
@@ -73,6 +75,18 @@ INTERVAL_S: Final = 60.0
 #: How far ahead (simulated seconds) a forecast looks.
 HORIZON_S: Final = 86_400.0
 _RESOURCE_FIELDS: Final = frozenset({"pods"})
+VOLUME_KINDS: Final[tuple[VolumeKind, ...]] = (
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+)
+DRA_KINDS: Final[tuple[DraKind, ...]] = (
+    "DeviceClass",
+    "ResourceSlice",
+    "DeviceTaintRule",
+    "ComputeDomain",
+    "ResourceClaim",
+)
 
 
 def _stamp(unix: float) -> str:
@@ -105,8 +119,9 @@ def node_object(state: NodeState) -> dict[str, Any]:
 
 
 def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
-    """A bound pod as a Pod object: what it holds (requests, GPUs by Topos's annotation), its
-    labels, scheduling annotations, affinity, owner (by UID) and start."""
+    """A bound pod as a Pod object: what it holds (requests, GPUs by Topos's annotation, the
+    PersistentVolumeClaims its volumes name), its labels, scheduling annotations, affinity,
+    owner (by UID) and start."""
     asks = {k: _quantity(k, v) for k, v in pod.requests.items() if k not in _RESOURCE_FIELDS}
     meta: dict[str, Any] = {
         "name": pod.name,
@@ -132,6 +147,11 @@ def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
     }
     if pod.affinity:
         spec["affinity"] = dict(pod.affinity)
+    if pod.volume_claims:  # a ReadWriteOncePod claim it uses is not another pod's until it ends
+        spec["volumes"] = [
+            {"name": f"claim-{i}", "persistentVolumeClaim": {"claimName": claim}}
+            for i, claim in enumerate(pod.volume_claims)
+        ]
     return {
         "metadata": meta,
         "spec": spec,
@@ -156,7 +176,9 @@ def copy_of(
     """What ``scheduler`` knows, as a copy: the nodes it schedules onto, their bound
     pods (``started``: when each started; ``left``: how long it still runs), its queue in the
     scheduler's order (priority, then age) and ``extra`` after it (``duration``: how long each
-    runs once started). ``memo`` keeps the objects made, by node name and pod UID, for the next
+    runs once started), the PersistentVolumeClaims, PVs and StorageClasses and the DRA objects
+    its view holds (the objects themselves: they are replaced on a change, never edited).
+    ``memo`` keeps the objects made, by node name and pod UID, for the next
     copy: a node or pod unchanged since (the inventory's values are immutable) is not made
     again."""
     memo = memo if memo is not None else {}
@@ -195,7 +217,21 @@ def copy_of(
     durations = {_key(o): duration(o) for o in pending}
     for key in [k for k in memo if k not in seen]:
         del memo[key]
-    return ClusterCopy(nodes=nodes, running=running, pending=pending, durations=durations)
+    view = scheduler.view
+    volumes = [(kind, obj) for kind in VOLUME_KINDS for obj in view.volumes.objects(kind).values()]
+    dra = (
+        []
+        if view.dra.empty
+        else [(kind, obj) for kind in DRA_KINDS for obj in view.dra.objects(kind).values()]
+    )
+    return ClusterCopy(
+        nodes=nodes,
+        running=running,
+        pending=pending,
+        durations=durations,
+        volumes=volumes,
+        dra=dra,
+    )
 
 
 def forward(
@@ -390,6 +426,7 @@ class LiveForecaster:
             after=p.after,
             sources=dict(p.sources),
             unknown_ends=p.unknown_ends,
+            unknown=p.unknown,
         )
 
     async def refresh(self) -> None:

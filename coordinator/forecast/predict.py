@@ -2,8 +2,9 @@
 
 The copy (:class:`ClusterCopy`) is what the live state says now: the Node objects with their
 hardware, the running pods each with how long it still runs (:mod:`.runtimes`: which source said
-so), and the pending pods in queue order. :func:`predict_start` loads it into a
-:class:`~coordinator.forecast.engine.SimulatedEngine` on a fresh
+so), the pending pods in queue order, and the PersistentVolumeClaims, PVs, StorageClasses and
+DRA objects (claims with their allocations) the scheduler reads. :func:`predict_start` loads it
+into a :class:`~coordinator.forecast.engine.SimulatedEngine` on a fresh
 :class:`~coordinator.forecast.clock.SimulatedLoop` — the production queue, backoff, gang manager,
 preemption and nominations — ends each running pod at its expected end, and runs simulated time
 forward until the pod asked about binds, or ``horizon_s`` passes. Nothing of the live state is
@@ -17,7 +18,9 @@ touched; the answer names the pods whose end let it start::
 Pods whose end is unknown never end in the prediction; a pod that can start only after one of
 them has no predicted start (``starts_in_s`` None) and the message says how many such pods hold
 what it asks for (:func:`in_the_way`: a DaemonSet's pods, and pods asking none of its extended
-resources — GPUs, MIG devices — when it asks some, are not counted). The prediction is what
+resources — GPUs, MIG devices — when it asks some, are not counted). A pod that waits for someone
+the copy does not hold — a claim to be made, or bound by the PV controller — has no forecast but
+the reason (``Prediction.unknown``, :func:`unforeseen`). The prediction is what
 the engine would do if every expected end held and nothing else arrived.
 """
 
@@ -34,16 +37,20 @@ from common.model import NodeTopology
 from common.quantity import QuantityError
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
+from coordinator.core.plugins.volumebinding import claims_refusal
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.podspec.resources import held_requests, quantity
 from coordinator.core.podspec.selectors import match_node_terms
 from coordinator.core.podspec.tolerations import Taint
+from coordinator.core.snapshot.volumes import VolumeKind, Volumes
 from coordinator.engine.binder import BindJob
+from coordinator.engine.claimgate import unmade_claim
 from coordinator.engine.forecasts import describe
 from coordinator.engine.ports import ClusterError
 from coordinator.forecast.clock import SimulatedLoop
 from coordinator.forecast.engine import EngineSettings, SimulatedEngine
 from coordinator.forecast.runtimes import Runtime, RuntimeSource
+from coordinator.inventory.dra import DraKind, object_key
 
 __all__ = [
     "ClusterCopy",
@@ -77,6 +84,12 @@ class ClusterCopy:
     #: how long each pending pod runs once it starts (by namespace/name; absent or unknown:
     #: it does not end within the prediction)
     durations: Mapping[str, Runtime] = field(default_factory=dict)
+    #: PersistentVolumeClaims, PersistentVolumes and StorageClasses, by kind, as the API server
+    #: returns them (VolumeBinding reads them in the run as it does live)
+    volumes: Sequence[tuple[VolumeKind, Mapping[str, Any]]] = ()
+    #: ResourceSlices, DeviceClasses, ResourceClaims (their allocations and ``reservedFor``: a
+    #: running pod's claims are freed when it ends), DeviceTaintRules and ComputeDomains, by kind
+    dra: Sequence[tuple[DraKind, Mapping[str, Any]]] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +100,7 @@ class Prediction:
     after: tuple[str, ...] = ()  # the running pods whose end it waited for (the last to end)
     sources: Mapping[str, RuntimeSource] = field(default_factory=dict)  # … and who said when
     unknown_ends: int = 0  # running pods with no expected end (they never end here)
+    unknown: str = ""  # why its start cannot be forecast (then starts_in_s is None)
     message: str = ""
 
 
@@ -178,7 +192,24 @@ def in_the_way(waiting: Mapping[str, Any], running: Sequence[Mapping[str, Any]])
 
 
 def _message(p: Prediction, horizon_s: float) -> str:
-    return describe(p.starts_in_s, p.after, unknown_ends=p.unknown_ends, horizon_s=horizon_s)
+    return describe(
+        p.starts_in_s, p.after, unknown_ends=p.unknown_ends, horizon_s=horizon_s, unknown=p.unknown
+    )
+
+
+def unforeseen(obj: Mapping[str, Any], claims: Collection[str], volumes: Volumes) -> str:
+    """Why the start of pending pod ``obj`` cannot be forecast from a copy whose ResourceClaims
+    are ``claims`` (``namespace/name``) and whose PersistentVolumeClaims, PVs and classes are
+    ``volumes``, or ``""``. What it waits for is done by someone the copy does not hold, at a
+    time no copy knows: a ResourceClaim it names is made (from its template by
+    kube-controller-manager, or by its user: the scheduler does not try it until then), or a
+    PersistentVolumeClaim of it is made, bound by the PV controller (Immediate binding), or
+    mended (VolumeBinding refuses it on every node until then: ``persistentvolumeclaim "data"
+    not found``)."""
+    pod = parse_pod(obj)
+    if isinstance(pod, PodSpecError):
+        return ""
+    return unmade_claim(pod, claims) or claims_refusal(pod, volumes) or ""
 
 
 def predict_start(
@@ -216,9 +247,17 @@ def predict_starts(
     # out of the run (a cluster's unschedulable pods would otherwise be retried through the
     # whole horizon at every refresh).
     never = {_key(p) for p in state.pending if fits_nowhere(p, state.nodes)}
+    # A pod waiting for a claim to be made or bound, by someone the copy does not hold, would
+    # wait through the whole run: its start is unknown, with the reason.
+    claims = {object_key(kind, obj) for kind, obj in state.dra if kind == "ResourceClaim"}
+    volumes = Volumes()
+    for kind, obj in state.volumes:
+        volumes.put(kind, obj)
+    unmade = {_key(p): why for p in state.pending if (why := unforeseen(p, claims, volumes))}
+    never |= unmade.keys()
     out: dict[str, Prediction] = {}
     for target in (t for t in targets if t in never):
-        p = Prediction(pod=target, starts_in_s=None)
+        p = Prediction(pod=target, starts_in_s=None, unknown=unmade.get(target, ""))
         out[target] = replace(p, message=_message(p, horizon_s))
     rest = frozenset(t for t in targets if t not in never)
     if not rest:
@@ -264,6 +303,10 @@ async def _forward(
     loop = asyncio.get_running_loop()
     engine = SimulatedEngine(framework=framework, settings=settings)
     cluster = engine.cluster
+    for kind, manifest in state.volumes:
+        cluster.volumes.apply({**manifest, "kind": kind})
+    for dra_kind, manifest in state.dra:
+        cluster.dra.put(dra_kind, manifest)
     for node in state.nodes:
         name = str((node.obj.get("metadata") or {}).get("name") or "")
         cluster.add_node(name, topology=node.topology, **_node_args(node.obj))
@@ -282,7 +325,7 @@ async def _forward(
         obj.setdefault("status", {})["phase"] = "Running"
         key = _key(obj)
         sources[key] = running.runtime.source
-        cluster.create_pod(obj)
+        cluster.create_pod(obj, keep_uid=True)  # claims name it in reservedFor
         left = running.runtime.left_s
         if left is None:
             unknown.append(obj)
@@ -307,12 +350,12 @@ async def _forward(
     for waiting in state.pending:
         pending = copy.deepcopy(dict(waiting))
         pending.get("spec", {}).pop("nodeName", None)
-        # The copy holds no PersistentVolumeClaims or PVs: where a pod's volumes can go is not
-        # forecast (it would be refused for a claim "not found"); see docs/volumes.md.
-        pending.get("spec", {}).pop("volumes", None)
+        made = (pending.get("status") or {}).get("resourceClaimStatuses")
         pending["status"] = {"phase": "Pending"}
+        if made:  # the claims made from its templates
+            pending["status"]["resourceClaimStatuses"] = made
         objs[_key(pending)] = pending
-        cluster.create_pod(pending)
+        cluster.create_pod(pending, keep_uid=True)
     async with engine:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(all_bound.wait(), horizon_s)

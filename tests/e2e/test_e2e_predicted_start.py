@@ -8,7 +8,10 @@ wires it, from each source of a running pod's expected end:
   with the forecast;
 - a Job's ``activeDeadlineSeconds``: the Job controller creates the Job's pod, Topos binds it, and
   a pod waiting behind it is expected to start when that Job reaches its deadline — the Job's
-  ``status.startTime`` plus ``activeDeadlineSeconds``, the source named ``deadline``."""
+  ``status.startTime`` plus ``activeDeadlineSeconds``, the source named ``deadline``;
+- a pod refused for its volume (an Immediate claim no PV is bound to: its provisioner never
+  answers) has an unknown start, with the reason — the forecast's copy of the cluster holds the
+  claims — never "expected to start now"."""
 
 from __future__ import annotations
 
@@ -25,15 +28,17 @@ import pytest
 from aiohttp import ClientSession
 
 from common.kube import PODS, KubeClient
+from coordinator.adapters.kube.volumes import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 from coordinator.app.config.load import parse_config
 from coordinator.app.kube_backend import KubeBackend
 from coordinator.app.main import running, wire
 from coordinator.forecast.runtimes import EXPECTED_DURATION
 from coordinator.inventory.store import Inventory
-from devcluster.pods import gpu_pod
+from devcluster.pods import gpu_pod, pod
 from tests.support.gang_cluster import JOBS
 from tests.support.gpu_cluster import RUN_LABEL, GpuCluster
 from tests.support.polling import eventually
+from tests.support.volumes import claim, storage_class
 
 pytestmark = pytest.mark.kube
 
@@ -189,3 +194,45 @@ async def test_a_pod_waiting_behind_a_job_with_a_deadline_expects_it_then(
         assert start["waits_for"] == {f"{namespace}/{name}": "deadline"}
         assert re.fullmatch(rf"expected to start in ~\d+ min, when {name} ends", start["message"])
         assert abs(float(start["at"]) - ends) < DEADLINE_TOLERANCE_S, (start["at"], ends)
+
+
+async def test_a_pod_refused_for_its_volume_is_not_expected_to_start_now(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    async with forecasting(kube, kubeconfig, namespace) as (cluster, _, url, http):
+        cls = f"remote-{cluster.run}"
+        await kube.create(
+            STORAGE_CLASSES, storage_class(cls, mode="Immediate", provisioner="example.com/none")
+        )
+        await kube.create(
+            PERSISTENT_VOLUME_CLAIMS,
+            claim("data", cls=cls, namespace=namespace),
+            namespace=namespace,
+        )
+        volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        await cluster.create(pod("reader", namespace=namespace, spec={"volumes": volumes}))
+        await cluster.unschedulable("reader")
+
+        async def forecast() -> dict[str, Any] | None:
+            async with http.get(f"{url}/v1/pending") as resp:
+                doc = await resp.json()
+            line = next((p for p in doc["pods"] if p["name"] == "reader"), None)
+            start = (line or {}).get("expected_start")
+            return start if start else None
+
+        start = await eventually(forecast, what="reader's forecast", timeout_s=15)
+        assert start["message"] == "start unknown: pod has unbound immediate PersistentVolumeClaims"
+        assert start["unknown"] == "pod has unbound immediate PersistentVolumeClaims"
+        assert "in_s" not in start
+
+        async def stated() -> str | None:
+            message = condition_message(await cluster.pod("reader"))
+            return message if "start unknown" in message else None
+
+        message = await eventually(stated, what="the forecast on reader's condition")
+        assert message.startswith(
+            "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        ), message
+        assert message.endswith(
+            "; start unknown: pod has unbound immediate PersistentVolumeClaims"
+        ), message

@@ -251,8 +251,11 @@ class MemoryCluster:
 
     # --- pods ----------------------------------------------------------------------------------
 
-    def create_pod(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Create a pod from a manifest (namespace ``default`` unless given)."""
+    def create_pod(self, manifest: Mapping[str, Any], *, keep_uid: bool = False) -> dict[str, Any]:
+        """Create a pod from a manifest (namespace ``default`` unless given). It gets a new
+        ``uid``, as from the API server, unless ``keep_uid`` and the manifest has one (a copy of
+        a cluster: its claims name their pods by UID, in ``reservedFor`` and owner
+        references)."""
         obj = copy.deepcopy(dict(manifest))
         obj.setdefault("apiVersion", "v1")
         obj.setdefault("kind", "Pod")
@@ -263,7 +266,7 @@ class MemoryCluster:
         key = f"{meta['namespace']}/{meta['name']}"
         if key in self._pods:
             raise ValueError(f"pod {key} already exists")
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = (keep_uid and meta.get("uid")) or str(uuid.uuid4())
         meta["creationTimestamp"] = _stamp(self._clock())
         meta["resourceVersion"] = str(next(self._rv))
         spec = obj.setdefault("spec", {})

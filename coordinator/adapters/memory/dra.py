@@ -47,7 +47,8 @@ class MemoryDra:
     # --- objects -------------------------------------------------------------------------------
 
     def put(self, kind: DraKind, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace an object (``kubectl apply``); returns it as stored."""
+        """Create or replace an object (``kubectl apply``); returns it as stored. A new object
+        keeps a ``uid`` it has (one copied from another cluster), else gets one."""
         obj = copy.deepcopy(dict(manifest))
         meta = obj.setdefault("metadata", {})
         if not meta.get("name"):
@@ -56,7 +57,7 @@ class MemoryDra:
             meta.setdefault("namespace", "default")
         key = object_key(kind, obj)
         old = self._objects[kind].get(key)
-        meta["uid"] = old["metadata"]["uid"] if old else str(uuid.uuid4())
+        meta["uid"] = old["metadata"]["uid"] if old else meta.get("uid") or str(uuid.uuid4())
         return self._save(kind, key, obj)
 
     def _save(self, kind: DraKind, key: str, obj: dict[str, Any]) -> dict[str, Any]:

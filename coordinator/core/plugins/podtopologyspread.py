@@ -267,14 +267,51 @@ class PodTopologySpread(Plugin):
     def score_nodes(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo]
     ) -> list[float]:
-        """:meth:`score` of each node; for one constraint (the usual case), worked out once
-        per topology value (a zone's nodes score alike)."""
+        """:meth:`score` of each node, each constraint's part worked out once per topology value
+        (a zone's nodes share their zone's): one constraint or several (the system defaults,
+        zone and hostname)."""
         counts, weights = state.read(_SCORE)
-        if len(counts.constraints) != 1:
-            return [self.score(state, pod, n) for n in nodes]
-        (c,), (values,), (w,) = counts.constraints, counts.per_value, weights
+        require_all = counts.require_all
+        if len(counts.constraints) == 1:
+            (c,), (values,), (w,) = counts.constraints, counts.per_value, weights
+            return self._score_one(c, values, w, require_all, nodes)
+        # Each constraint's part per topology value, as score() adds it (to the bit); a value
+        # with no matching pods has the default part.
+        parts = [
+            (
+                c.topology_key,
+                {value: w * count + c.max_skew - 1 for value, count in values.items()},
+                w * 0 + c.max_skew - 1,
+            )
+            for c, values, w in zip(counts.constraints, counts.per_value, weights, strict=True)
+        ]
+        out: list[float] = []
+        for node in nodes:
+            labels = node.labels
+            total = 0.0
+            for key, table, default in parts:
+                value = labels.get(key)
+                if value is None:
+                    if require_all:
+                        total = -1.0  # ignored node: scored 0 after normalisation
+                        break
+                    continue
+                total += table.get(value, default)
+            else:
+                total = float(_round(total))
+            out.append(total)
+        return out
+
+    @staticmethod
+    def _score_one(
+        c: SpreadConstraint,
+        values: Mapping[str, int],
+        w: float,
+        require_all: bool,
+        nodes: Sequence[NodeInfo],
+    ) -> list[float]:
         key, extra = c.topology_key, c.max_skew - 1
-        missing = -1.0 if counts.require_all else 0.0
+        missing = -1.0 if require_all else 0.0
         by_value: dict[str | None, float] = {}
         out: list[float] = []
         for value in [n.labels.get(key) for n in nodes]:

@@ -38,7 +38,14 @@ from coordinator.core.snapshot.volumes import (
 )
 from coordinator.core.status import SKIP, SUCCESS, Status
 
-__all__ = ["BIND_CONFLICT", "NODE_CONFLICT", "PV_NOT_EXIST", "UNBOUND_IMMEDIATE", "VolumeBinding"]
+__all__ = [
+    "BIND_CONFLICT",
+    "NODE_CONFLICT",
+    "PV_NOT_EXIST",
+    "UNBOUND_IMMEDIATE",
+    "VolumeBinding",
+    "claims_refusal",
+]
 
 #: kube-scheduler's reasons (pkg/scheduler/framework/plugins/volumebinding).
 UNBOUND_IMMEDIATE: Final = "pod has unbound immediate PersistentVolumeClaims"
@@ -89,6 +96,42 @@ def _claim_refusal(pod: PodRequest, volumes: Volumes) -> Status | list[Claim]:
     return claims
 
 
+def _split(pod: PodRequest, volumes: Volumes) -> Status | tuple[list[Claim], list[Claim]]:
+    """The pod's bound claims and those its node decides (WaitForFirstConsumer), or why no node
+    can take it (PreFilter's refusals: only the PV controller, a provisioner or the pod's user
+    can change them)."""
+    claims = _claim_refusal(pod, volumes)
+    if isinstance(claims, Status):
+        return claims
+    bound: list[Claim] = []
+    delayed: list[Claim] = []
+    for claim in claims:
+        if claim.bound:
+            bad = volumes.error("PersistentVolume", claim.volume_name)
+            if bad is not None:
+                return Status.unresolvable(
+                    f'persistentvolume "{claim.volume_name}" of persistentvolumeclaim '
+                    f'"{claim.name}" is invalid: {bad}'
+                )
+            bound.append(claim)
+            continue
+        sc = volumes.storage_class(claim.storage_class) if claim.storage_class else None
+        if sc is None or sc.binding_mode != WAIT_FOR_FIRST_CONSUMER or claim.volume_name:
+            return Status.unresolvable(UNBOUND_IMMEDIATE)  # the PV controller binds it
+        delayed.append(claim)
+    return bound, delayed
+
+
+def claims_refusal(pod: PodRequest, volumes: Volumes) -> str | None:
+    """Why no node can take ``pod`` for its claims now (a claim missing, being deleted, lost,
+    invalid, not its own, or unbound with Immediate binding), or ``None``: what only the PV
+    controller, a provisioner or the pod's user changes — not a pod's end."""
+    if not pod.volume_claims:
+        return None
+    found = _split(pod, volumes)
+    return found.message if isinstance(found, Status) else None
+
+
 class VolumeBinding(Plugin):
     name = "VolumeBinding"
 
@@ -96,25 +139,10 @@ class VolumeBinding(Plugin):
         if not pod.volume_claims:
             return SKIP
         volumes = snapshot.volumes
-        claims = _claim_refusal(pod, volumes)
-        if isinstance(claims, Status):
-            return claims
-        bound: list[Claim] = []
-        delayed: list[Claim] = []
-        for claim in claims:
-            if claim.bound:
-                bad = volumes.error("PersistentVolume", claim.volume_name)
-                if bad is not None:
-                    return Status.unresolvable(
-                        f'persistentvolume "{claim.volume_name}" of persistentvolumeclaim '
-                        f'"{claim.name}" is invalid: {bad}'
-                    )
-                bound.append(claim)
-                continue
-            sc = volumes.storage_class(claim.storage_class) if claim.storage_class else None
-            if sc is None or sc.binding_mode != WAIT_FOR_FIRST_CONSUMER or claim.volume_name:
-                return Status.unresolvable(UNBOUND_IMMEDIATE)  # the PV controller binds it
-            delayed.append(claim)
+        found = _split(pod, volumes)
+        if isinstance(found, Status):
+            return found
+        bound, delayed = found
         state.write(_KEY, _PodVolumes(volumes, bound, delayed))
         if delayed:
             state.write(VOLUMES, {})

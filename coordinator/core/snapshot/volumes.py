@@ -319,9 +319,16 @@ def find_matching_volume(
 class Volumes:
     """Event-loop only (a cycle reads it between changes)."""
 
-    __slots__ = ("_by_class", "_claims", "_classes", "_errors", "_volumes", "on_change")
+    __slots__ = ("_by_class", "_claims", "_classes", "_errors", "_raw", "_volumes", "on_change")
 
     def __init__(self) -> None:
+        #: Every object as last given, by kind and key (read or not): what a copy of the
+        #: cluster carries (the forecast's).
+        self._raw: dict[VolumeKind, dict[str, Mapping[str, object]]] = {
+            "PersistentVolumeClaim": {},
+            "PersistentVolume": {},
+            "StorageClass": {},
+        }
         self._claims: dict[str, Claim] = {}
         self._volumes: dict[str, Volume] = {}
         self._by_class: dict[str, dict[str, Volume]] = {}
@@ -349,6 +356,10 @@ class Volumes:
         out, while it stays unreadable."""
         return self._errors.get((kind, key))
 
+    def objects(self, kind: VolumeKind) -> Mapping[str, Mapping[str, object]]:
+        """Every object of ``kind`` as last given (read or not), by key; read-only."""
+        return self._raw[kind]
+
     # --- what the adapters call ---------------------------------------------------------------
     def put(self, kind: VolumeKind, obj: Mapping[str, object]) -> None:
         """An object added or changed, as the API server returns it."""
@@ -361,6 +372,7 @@ class Volumes:
             else name
         )
         self._drop(kind, key)
+        self._raw[kind][key] = obj
         try:
             if kind == "PersistentVolumeClaim":
                 self._claims[key] = parse_claim(obj)
@@ -380,6 +392,7 @@ class Volumes:
 
     def clear(self, kind: VolumeKind) -> None:
         """Before a fresh list of ``kind``."""
+        self._raw[kind].clear()
         if kind == "PersistentVolumeClaim":
             self._claims.clear()
         elif kind == "PersistentVolume":
@@ -392,6 +405,7 @@ class Volumes:
 
     def _drop(self, kind: VolumeKind, key: str) -> None:
         self._errors.pop((kind, key), None)
+        self._raw[kind].pop(key, None)
         if kind == "PersistentVolumeClaim":
             self._claims.pop(key, None)
         elif kind == "PersistentVolume":

@@ -473,6 +473,11 @@ def with_prediction(
     if not forecasts:
         return answer
     waits = sorted({k for f in forecasts for k in f.after})
+    unforeseen = next((f for f in forecasts if f.unknown), None)
+    if unforeseen is not None:
+        name = unforeseen.pod.split("/", 1)[-1]
+        note = f"start not predicted: {name}: {unforeseen.unknown}"
+        return msgspec.structs.replace(answer, waits_for=waits, notes=[*answer.notes, note])
     if any(f.starts_at is None for f in forecasts):
         horizon = max(f.horizon_s for f in forecasts)
         unknown = max(f.unknown_ends for f in forecasts)

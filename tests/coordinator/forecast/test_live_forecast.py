@@ -1,7 +1,8 @@
 """The live forecast over a scheduler running on an in-memory cluster: a pending pod's predicted
 start in ``/v1/pending`` and its ``PodScheduled`` message (written again only when the forecast
-moves, at most once a minute), the runtime learned from a real pod's end, and what-if's
-predicted start with "wait for these pods" first."""
+moves, at most once a minute), the runtime learned from a real pod's end, what-if's
+predicted start with "wait for these pods" first, and the claims and volumes the copy carries
+(a pod waiting for a claim to be made: "start unknown", with why)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from coordinator.forecast.live import LiveForecaster
 from coordinator.forecast.runtimes import EXPECTED_DURATION
 from coordinator.inventory.store import Inventory
 from devcluster.pods import gpu_pod, pod
+from tests.support.volumes import claim, local_pv, storage_class
 
 T0 = 1_800_000_000.0
 
@@ -465,3 +467,105 @@ async def test_a_pod_held_back_until_its_claim_exists_calls_for_no_forecast(live
     later = live.clocks.wall + 2
     assert not live.forecaster._due(later)  # infer is still to be tried
     assert live.forecaster._due(later + 60)
+
+
+def with_claim(name: str, gpus: int, claim_name: str) -> dict[str, Any]:
+    obj = job_pod(name, gpus)
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}
+    obj["spec"]["volumes"] = [volume]
+    return obj
+
+
+def claim_meta(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": "ml",
+        "uid": f"uid-{name}",
+        "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+    }
+
+
+async def test_a_pod_whose_volume_is_on_a_full_node_waits_for_that_node(live: Live) -> None:
+    """n1 is free, but the pod's claim is bound to a PV on n0, which train-7 fills for 20
+    minutes: the live scheduler refuses it now, and its forecast waits for train-7 on n0."""
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.cluster.add_node("n1", topology=discover_profile("dgx-a100", hostname="n1"))
+    volumes = live.cluster.volumes
+    volumes.apply(storage_class("local"))
+    volumes.apply(local_pv("pv-0", "n0", claim_ref=("data", "uid-data"), namespace="ml"))
+    volumes.apply({**claim("data", volume="pv-0", bound=True), "metadata": claim_meta("data")})
+    live.cluster.create_pod(with_claim("reader", 8, "data"))
+    await settle(live)
+    assert failures(live.cluster, "reader")
+
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/reader")
+    assert forecast is not None
+    assert (forecast.node, forecast.after) == ("n0", ("ml/train-7",))
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_200, abs=15)
+
+
+async def test_a_read_write_once_pod_claim_in_use_is_free_when_its_pod_ends(live: Live) -> None:
+    """A ReadWriteOncePod claim used by a running pod: the forecast's copy of that pod names
+    its claims, so the waiting pod (room enough beside it) starts when it ends, not now."""
+    volumes = live.cluster.volumes
+    volumes.apply(storage_class("local"))
+    volumes.apply(local_pv("pv-0", None, claim_ref=("solo", "uid-solo"), namespace="ml"))
+    solo = claim("solo", volume="pv-0", bound=True, modes=("ReadWriteOncePod",))
+    volumes.apply({**solo, "metadata": claim_meta("solo")})
+    holder = with_claim("holder", 1, "solo")
+    holder["metadata"]["annotations"] = {EXPECTED_DURATION: "30m"}
+    live.cluster.create_pod(holder)
+    await settle(live)
+    live.cluster.create_pod(with_claim("second", 1, "solo"))
+    await settle(live)
+    assert failures(live.cluster, "second")
+
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/second")
+    assert forecast is not None
+    assert forecast.after == ("ml/holder",)
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_800, abs=15)
+
+
+async def test_a_pod_waiting_for_its_claim_to_be_made_has_an_unknown_start(live: Live) -> None:
+    """Forecast beside a pod that waits (its claim is made by kube-controller-manager or its
+    user, when no copy knows): the API says why, never "now"."""
+    claimed = pod(
+        "infer",
+        namespace="ml",
+        spec={"resourceClaims": [{"name": "gpus", "resourceClaimName": "infer-gpus"}]},
+    )
+    live.cluster.create_pod(claimed)
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.cluster.create_pod(job_pod("train-8", 8))
+    await settle(live)
+
+    await live.forecaster.refresh()
+    doc = await (await live.client.get("/v1/pending")).json()
+    starts = {p["name"]: p["expected_start"] for p in doc["pods"]}
+    assert starts["infer"]["message"] == (
+        "start unknown: waiting for resource claim infer-gpus to be created"
+    )
+    assert starts["infer"]["unknown"] == "waiting for resource claim infer-gpus to be created"
+    assert "in_s" not in starts["infer"]
+    assert starts["train-8"]["in_s"] == pytest.approx(1_200, abs=15)
+
+
+async def test_what_if_for_a_pod_whose_claim_is_not_made_says_why(live: Live) -> None:
+    whatif = WhatIf(
+        live.runtime.scheduler, predictor=live.forecaster, wall=lambda: live.clocks.wall
+    )
+    mine = pod(
+        "mine",
+        namespace="ml",
+        spec={"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]},
+    )
+    answer = await whatif.answer_predicted([mine])
+    assert answer.predicted_start_s is None
+    assert (
+        "start not predicted: mine: waiting for resource claim gpus (template two-gpus) "
+        "to be created"
+    ) in answer.notes

@@ -112,15 +112,6 @@ def test_a_pod_that_fits_now_starts_now() -> None:
     assert p.message == "expected to start now"
 
 
-def test_a_pod_with_a_volume_claim_is_predicted_as_if_it_had_none() -> None:
-    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-    copy = ClusterCopy(
-        nodes=[node("gpu-0")], pending=[pod("with-volume", gpus=4, spec={"volumes": volumes})]
-    )
-    p = predict_start(copy, "default/with-volume")
-    assert p.message == "expected to start now"  # the copy has no claims: none is "not found"
-
-
 def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
     copy = ClusterCopy(
         nodes=[node("gpu-0")],
