@@ -96,6 +96,7 @@ def _held(request: PodRequest) -> PodInfo:
         namespace=request.namespace,
         name=request.name,
         requests=requests,
+        nonzero=request.nonzero_on_node,
         priority=request.priority,
         uid=request.uid,
         placement=Placement(),

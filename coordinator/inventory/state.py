@@ -19,6 +19,7 @@ from common import podkeys
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
 from coordinator.core.podspec.ports import HostPort
+from coordinator.core.podspec.resources import NonZero
 from coordinator.inventory.mismatch import GpuMismatch
 
 GPU_RESOURCE: Final = podkeys.GPU_RESOURCE
@@ -67,6 +68,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     node: str
     scheduler: str = "default-scheduler"
     requests: dict[str, int] = {}
+    nonzero: NonZero | None = None  # cpu and memory as kube's scoring counts them (None: requests)
     assigned_gpus: tuple[str, ...] = ()  # from topos.io/assigned-gpus, when Topos placed it
     held_gpus: tuple[str, ...] = ()  # what the agent says it holds (PodResources); set by the store
     priority: int = 0

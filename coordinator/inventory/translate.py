@@ -1,8 +1,8 @@
 """Raw Node and Pod objects (the API server's JSON) → the inventory's :class:`KubeNode` and
 :class:`BoundPod`.
 
-A bound pod holds its effective requests, by the core's one copy of Kubernetes' rule
-(:func:`coordinator.core.podspec.resources.held_requests`).
+A bound pod holds its effective requests, and its cpu and memory as kube's scoring counts them,
+by the core's one copy of Kubernetes' rule (:func:`coordinator.core.podspec.resources.held_demand`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from common.model import ModelError, NodeTopology, topology_from_json
 from common.quantity import QuantityError
 from common.wire import FrameError
 from coordinator.core.gangs.identity import workload_owner
-from coordinator.core.podspec.resources import held_requests, quantity
+from coordinator.core.podspec.resources import held_demand, quantity
 from coordinator.core.podspec.volumes import bound_claim_names
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
@@ -302,13 +302,15 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     assigned = str(annotations.get(ASSIGNED_GPUS_ANNOTATION, ""))
     namespace = str(meta.get("namespace") or "default")
     owner = workload_owner(obj)
+    demand = held_demand(spec)
     return BoundPod(
         uid=str(meta.get("uid") or f"{namespace}/{meta.get('name')}"),
         namespace=namespace,
         name=str(meta.get("name", "")),
         node=str(node),
         scheduler=str(spec.get("schedulerName", "default-scheduler")),
-        requests=held_requests(spec),
+        requests=demand.requests,
+        nonzero=demand.held,
         assigned_gpus=tuple(u.strip() for u in assigned.split(",") if u.strip()),
         priority=int(spec.get("priority") or 0),
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},

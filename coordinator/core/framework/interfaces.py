@@ -260,6 +260,7 @@ def pod_class_key(pod: PodRequest) -> tuple[object, ...]:
     than what its ``memo_epoch(pod)`` names (:class:`EpochPlugin`)."""
     return (
         tuple(sorted(pod.requests.items())),
+        pod.nonzero,
         pod.gpus,
         pod.share,
         pod.mig,

@@ -13,7 +13,10 @@ A pod asking for MIG by ``topos.io/mig-profile`` with ``nvidia.com/gpu`` (the de
 ``nvidia.com/gpu`` is a whole GPU, and the kubelet would hand out one of those or none — with a
 reason naming the resource to ask for instead (:func:`mixed_strategy_reason`).
 Score: LeastAllocated over cpu and memory (kube-scheduler's default), or MostAllocated when
-packing is configured.
+packing is configured, counting what kube's scoring counts: *non-zero* requests, where a
+container that requests no cpu counts 100m and one that requests no memory 200 MiB (on the node,
+:attr:`NodeInfo.nonzero_requested`, and for the pod, :attr:`PodRequest.nonzero`), so pods that
+request nothing spread over equal nodes instead of piling onto the first.
 """
 
 from __future__ import annotations
@@ -160,11 +163,14 @@ class NodeResourcesFit(Plugin):
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         total = 0.0
         n = 0
-        for resource in ("cpu", "memory"):
-            cap = node.allocatable.get(resource, 0)
+        # kube's non-zero requests: a container without a cpu (memory) request counts 100m
+        # (200 MiB) here, on the node and for the pod, so request-less pods spread too.
+        for cap, after in (
+            (node.allocatable.get("cpu", 0), node.nonzero_requested.cpu + pod.nonzero.cpu),
+            (node.allocatable.get("memory", 0), node.nonzero_requested.memory + pod.nonzero.memory),
+        ):
             if cap <= 0:
                 continue
-            after = node.requested.get(resource, 0) + pod.requests.get(resource, 0)
             share = min(1.0, after / cap)
             total += share if self.most_allocated else 1.0 - share
             n += 1

@@ -48,7 +48,7 @@ from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
 from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.protections import min_runtime, preemption_delay
-from coordinator.core.podspec.resources import pod_requests
+from coordinator.core.podspec.resources import DEFAULT_NONZERO, NonZero, pod_demand
 from coordinator.core.podspec.sharing import GpuShare, gpu_share
 from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
@@ -95,6 +95,12 @@ class PodRequest:
     scheduler_name: str = podkeys.SCHEDULER_NAME
     # resource name → amount: cpu in millicores, all else in whole units; zero entries omitted
     requests: Mapping[str, int] = field(default_factory=dict)
+    #: cpu and memory as NodeResourcesFit's scoring counts them (a container without a request
+    #: counts 100m, 200 MiB: :mod:`~coordinator.core.podspec.resources`)
+    nonzero: NonZero = DEFAULT_NONZERO
+    #: what it adds to its node's ``nonzero_requested`` once there (differs from ``nonzero``
+    #: only with pod-level requests that leave out what a container names)
+    nonzero_on_node: NonZero = DEFAULT_NONZERO
     gpus: int = 0  # whole GPUs (nvidia.com/gpu), 0 when the pod asks for MIG instances instead
     # part of one GPU (topos.io/gpu-fraction, -memory and aliases); gpus is then 0
     share: GpuShare | None = None
@@ -193,7 +199,7 @@ def _parse(
     if not sequence(spec, "containers", "spec"):
         raise FieldError("spec.containers", "must name at least one container")
     zeros: dict[str, str] = {}
-    requests = pod_requests(spec, zeros)
+    requests, nonzero, nonzero_on_node = pod_demand(spec, zeros)
     mig, gpus, mig_from_annotation = mig_demand(requests, annotations)
     if gpus > MAX_GPUS_PER_POD:
         raise FieldError(
@@ -239,6 +245,8 @@ def _parse(
         scheduler_name=text(spec, "schedulerName", "spec", "default-scheduler"),
         scheduling_gates=_gates(spec),
         requests=requests,
+        nonzero=nonzero,
+        nonzero_on_node=nonzero_on_node,
         gpus=gpus,
         share=share,
         mig=mig,

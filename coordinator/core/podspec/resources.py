@@ -8,27 +8,48 @@ it names them (PodLevelResources) —, plus ``spec.overhead``. CPU is counted in
 everything else in whole units (bytes, devices), rounded up; resources that come to zero are left
 out.
 
-:func:`pod_requests` is strict (a waiting pod: any malformed part is an error naming the field);
-:func:`held_requests` is lenient (a pod already bound holds what can be read of it).
+kube-scheduler's resource *scoring* (NodeResourcesFit's LeastAllocated and MostAllocated) counts a
+pod's cpu and memory by the same rule with one change (:class:`NonZero`): a container that writes
+no cpu request counts 100m, one that writes no memory request 200 MiB (``DefaultMilliCPURequest``,
+``DefaultMemoryRequest``; a request written as 0 stays 0), so pods that request nothing still
+spread. Filtering counts the real requests.
+
+:func:`pod_demand` is strict (a waiting pod: any malformed part is an error naming the field);
+:func:`held_demand` is lenient (a pod already bound holds what can be read of it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from common.podkeys import GPU_RESOURCE
 from common.quantity import QuantityError, parse_quantity, to_int, to_milli
 from coordinator.core.podspec.fields import FieldError, mapping, sequence
 from coordinator.core.podspec.migprofiles import MIG_RESOURCE_PREFIX
 
-__all__ = ["held_requests", "pod_requests", "quantity"]
+__all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "DEFAULT_NONZERO",
+    "Demand",
+    "NonZero",
+    "held_demand",
+    "held_requests",
+    "nonzero_of",
+    "pod_demand",
+    "quantity",
+]
 
 _MILLI_RESOURCES: Final = frozenset({"cpu"})
 #: What pod-level ``spec.resources.requests`` sets for the whole pod (PodLevelResources, beta and
 #: on since 1.34), in place of its containers' sum; other names there are not read.
 _POD_LEVEL: Final = frozenset({"cpu", "memory"})
 _HUGEPAGES: Final = "hugepages-"
+#: What kube-scheduler's scoring counts for a container that requests no cpu / no memory
+#: (``pkg/scheduler/util``: ``DefaultMilliCPURequest``, ``DefaultMemoryRequest``).
+DEFAULT_MILLI_CPU_REQUEST: Final = 100
+DEFAULT_MEMORY_REQUEST: Final = 200 * 2**20
 #: Parsed text quantities, keyed by (in millis?, text): pods and nodes repeat a handful of
 #: values ("1", "4Gi", "110"), and parsing through ``Fraction`` is most of a pod's translation.
 _PARSED: dict[tuple[bool, str], int] = {}
@@ -125,35 +146,111 @@ class _Reader:
             )
         return requests, raw.get("restartPolicy") == "Always"
 
-    def pod(
-        self, spec: Mapping[str, object], zeros: dict[str, str] | None = None
-    ) -> dict[str, int]:
+    def pod(self, spec: Mapping[str, object], zeros: dict[str, str] | None = None) -> Demand:
         total: dict[str, int] = {}
+        # Beside the requests, kube's NonMissingContainerRequests: each container without a cpu
+        # (memory) request counts the default, summed by the same rule; a request written as 0
+        # is not missing. ``named``: cpu/memory that some container writes.
+        cpu = memory = 0
+        named_cpu = named_memory = False
         for i, c in enumerate(self.items(spec, "containers", "spec")):
-            _add(total, self.container(c, f"spec.containers[{i}]", zeros)[0])
-        sidecars: dict[str, int] = {}
-        init_peak: dict[str, int] = {}
-        for i, c in enumerate(self.items(spec, "initContainers", "spec")):
-            req, sidecar = self.container(c, f"spec.initContainers[{i}]", zeros)
-            if sidecar:  # runs beside the app containers from now on
-                _add(sidecars, req)
-                running = dict(sidecars)
-            else:  # runs alone, beside the sidecars started before it
-                running = dict(sidecars)
-                _add(running, req)
-            for name, amount in running.items():
-                init_peak[name] = max(init_peak.get(name, 0), amount)
-        _add(total, sidecars)
-        for name, amount in init_peak.items():
-            total[name] = max(total.get(name, 0), amount)
+            req = self.container(c, f"spec.containers[{i}]", zeros)[0]
+            _add(total, req)
+            cpu += req.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
+            memory += req.get("memory", DEFAULT_MEMORY_REQUEST)
+            named_cpu = named_cpu or "cpu" in req
+            named_memory = named_memory or "memory" in req
+        inits = self.items(spec, "initContainers", "spec")
+        if inits:
+            sidecars: dict[str, int] = {}
+            init_peak: dict[str, int] = {}
+            side_cpu = side_memory = peak_cpu = peak_memory = 0
+            for i, c in enumerate(inits):
+                req, sidecar = self.container(c, f"spec.initContainers[{i}]", zeros)
+                c_cpu = req.get("cpu", DEFAULT_MILLI_CPU_REQUEST)
+                c_memory = req.get("memory", DEFAULT_MEMORY_REQUEST)
+                named_cpu = named_cpu or "cpu" in req
+                named_memory = named_memory or "memory" in req
+                if sidecar:  # runs beside the app containers from now on
+                    _add(sidecars, req)
+                    running = sidecars
+                    side_cpu += c_cpu
+                    side_memory += c_memory
+                    run_cpu, run_memory = side_cpu, side_memory
+                else:  # runs alone, beside the sidecars started before it
+                    running = dict(sidecars)
+                    _add(running, req)
+                    run_cpu, run_memory = side_cpu + c_cpu, side_memory + c_memory
+                for name, amount in running.items():
+                    init_peak[name] = max(init_peak.get(name, 0), amount)
+                peak_cpu = max(peak_cpu, run_cpu)
+                peak_memory = max(peak_memory, run_memory)
+            _add(total, sidecars)
+            for name, amount in init_peak.items():
+                total[name] = max(total.get(name, 0), amount)
+            cpu = max(cpu + side_cpu, peak_cpu)
+            memory = max(memory + side_memory, peak_memory)
+        level: dict[str, int] = {}
         pod_level = self.part(spec, "resources", "spec")
-        for name, amount in self.amounts(
-            self.part(pod_level, "requests", "spec.resources"), "spec.resources.requests"
-        ).items():
-            if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
-                total[name] = amount
-        _add(total, self.amounts(self.part(spec, "overhead", "spec"), "spec.overhead"))
-        return {name: amount for name, amount in total.items() if amount > 0}
+        if pod_level:
+            for name, amount in self.amounts(
+                self.part(pod_level, "requests", "spec.resources"), "spec.resources.requests"
+            ).items():
+                if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
+                    level[name] = total[name] = amount
+        overhead = self.part(spec, "overhead", "spec")
+        o_cpu = o_memory = 0
+        if overhead:
+            extra = self.amounts(overhead, "spec.overhead")
+            _add(total, extra)
+            o_cpu, o_memory = extra.get("cpu", 0), extra.get("memory", 0)
+            named_cpu = named_cpu or "cpu" in extra
+            named_memory = named_memory or "memory" in extra
+        scored = held = NonZero(
+            level.get("cpu", cpu) + o_cpu, level.get("memory", memory) + o_memory
+        )
+        if level:
+            # A node's NonZeroRequested (kube's PodInfo.CalculateResource) fills in a default
+            # only for what neither the pod level nor any container (nor the overhead) names.
+            held = NonZero(
+                total.get("cpu", 0) if "cpu" in level or named_cpu else cpu,
+                total.get("memory", 0) if "memory" in level or named_memory else memory,
+            )
+        requests = {name: amount for name, amount in total.items() if amount > 0}
+        return Demand(requests, scored, held)
+
+
+class NonZero(NamedTuple):
+    """A pod's cpu (millicores) and memory (bytes) as kube-scheduler's resource scoring counts
+    them: a container without a request for one counts its default."""
+
+    cpu: int
+    memory: int
+
+
+class Demand(NamedTuple):
+    """What a pod asks of its node."""
+
+    #: Its effective requests (the module's rule), resources that come to zero left out.
+    requests: dict[str, int]
+    #: What NodeResourcesFit's scoring counts for it as the pod to place.
+    scored: NonZero
+    #: What it adds to its node's ``nonzero_requested`` once there (kube's
+    #: ``NodeInfo.NonZeroRequested``): ``scored`` but where pod-level requests are set and leave
+    #: out cpu or memory that a container names — then the containers' real sum.
+    held: NonZero
+
+
+#: A pod of one container that requests neither cpu nor memory.
+DEFAULT_NONZERO: Final = NonZero(DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)
+
+
+def nonzero_of(requests: Mapping[str, int]) -> NonZero:
+    """``requests`` of a pod known only by its sums, counted as one container's."""
+    return NonZero(
+        requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST,
+        requests.get("memory") or DEFAULT_MEMORY_REQUEST,
+    )
 
 
 def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
@@ -165,15 +262,20 @@ _STRICT: Final = _Reader(strict=True)
 _LENIENT: Final = _Reader(strict=False)
 
 
-def pod_requests(spec: Mapping[str, object], zeros: dict[str, str] | None = None) -> dict[str, int]:
-    """The effective requests of a pod waiting to be placed; raises :class:`FieldError`.
+def pod_demand(spec: Mapping[str, object], zeros: dict[str, str] | None = None) -> Demand:
+    """What a pod waiting to be placed asks for; raises :class:`FieldError`.
 
-    Resources written as 0 ask for nothing and are left out, as kube-scheduler counts them;
-    ``zeros`` (when given) gains each of them with the first field writing it: to a sharing
-    device plugin a share of 0 is a statement (:mod:`~coordinator.core.podspec.sharing`)."""
+    Resources written as 0 ask for nothing and are left out of its requests, as kube-scheduler
+    counts them; ``zeros`` (when given) gains each of them with the first field writing it: to a
+    sharing device plugin a share of 0 is a statement (:mod:`~coordinator.core.podspec.sharing`)."""
     return _STRICT.pod(spec, zeros)
 
 
-def held_requests(spec: object) -> dict[str, int]:
+def held_demand(spec: object) -> Demand:
     """What a pod already bound (by anyone) holds: a malformed part counts as zero, and only it."""
-    return _LENIENT.pod(spec) if isinstance(spec, Mapping) else {}
+    return _LENIENT.pod(spec if isinstance(spec, Mapping) else {})
+
+
+def held_requests(spec: object) -> dict[str, int]:
+    """:func:`held_demand`'s requests."""
+    return held_demand(spec).requests

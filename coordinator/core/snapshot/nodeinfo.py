@@ -32,6 +32,7 @@ from typing import Final
 from common.model import NodeTopology
 from common.podkeys import GPU_RESOURCE
 from coordinator.core.podspec.ports import HostPort
+from coordinator.core.podspec.resources import NonZero, nonzero_of
 from coordinator.core.podspec.sharing import WHOLE
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.devices import (
@@ -52,6 +53,7 @@ __all__ = ["NOT_READY_TAINT", "UNSCHEDULABLE_TAINT", "NodeInfo"]
 NOT_READY_TAINT: Final = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
 UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 _UNKNOWN: Final = 2**62  # capacity the hardware did not report
+_NONE: Final = NonZero(0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,9 @@ class NodeInfo:
     pods: tuple[PodInfo, ...] = ()
     # --- derived (computed by build) ---
     requested: Mapping[str, int] = field(default_factory=dict)
+    #: The pods' cpu and memory as kube's resource scoring counts them (kube's
+    #: ``NonZeroRequested``: a container without a request counts 100m, 200 MiB).
+    nonzero_requested: NonZero = _NONE
     effective_taints: tuple[Taint, ...] = ()
     gpu_owner: Mapping[int, str] = field(default_factory=dict)
     mig_owner: Mapping[tuple[int, int], str] = field(default_factory=dict)
@@ -128,11 +133,19 @@ class NodeInfo:
         labels.setdefault("kubernetes.io/hostname", name)
         req: dict[str, int] = {}
         if requested is None:
+            cpu = memory = 0
             for p in pods_t:
                 for k, v in p.requests.items():
                     req[k] = req.get(k, 0) + v
+                nz = p.nonzero
+                if nz is None:
+                    nz = nonzero_of(p.requests)
+                cpu += nz[0]
+                memory += nz[1]
+            nonzero = NonZero(cpu, memory)
         else:
             req.update(requested)
+            nonzero = _nonzero_sum(_NONE, pods_t)
         req["pods"] = max(req.get("pods", 0), len(pods_t))
         eff = list(taints)
         if not ready and not any(t.key == NOT_READY_TAINT.key for t in eff):
@@ -221,6 +234,7 @@ class NodeInfo:
             topology=topology,
             pods=pods_t,
             requested=req,
+            nonzero_requested=nonzero,
             effective_taints=eff_t,
             gpu_owner=gpu_owner,
             mig_owner=mig_owner,
@@ -238,7 +252,7 @@ class NodeInfo:
             device_state=state,
             device_token=token,
             shape_key=shape,
-            state_key=state_key(shape, req, token, slots_in_use, shared, ports),
+            state_key=state_key(shape, req, nonzero, token, slots_in_use, shared, ports),
         )
 
     def rebuild(
@@ -288,6 +302,7 @@ class NodeInfo:
         for p in pods:
             for k, v in p.requests.items():
                 req[k] = req.get(k, 0) + v
+        nonzero = _nonzero_sum(self.nonzero_requested, pods)
         if self.requested.get("pods", 0) <= len(self.pods) and not any(
             "pods" in p.requests for p in pods
         ):  # no pod asks for "pods" (the rule): each counts one, without a walk over them all
@@ -346,6 +361,7 @@ class NodeInfo:
             topology=topology,
             pods=all_pods,
             requested=req,
+            nonzero_requested=nonzero,
             effective_taints=self.effective_taints,
             gpu_owner=gpu_owner,
             mig_owner=self.mig_owner,
@@ -365,7 +381,7 @@ class NodeInfo:
             shape_key=self.shape_key,
             state_key=None
             if self.shape_key is None
-            else state_key(self.shape_key, req, token, slots_in_use, self.shared, ports),
+            else state_key(self.shape_key, req, nonzero, token, slots_in_use, self.shared, ports),
         )
 
     def free(self, resource: str) -> int:
@@ -377,6 +393,17 @@ class NodeInfo:
         if self.topology is None:
             return max(0, self.free(GPU_RESOURCE))
         return max(0, len(self.free_gpus) - self.unattributed_gpus)
+
+
+def _nonzero_sum(base: NonZero, pods: Iterable[PodInfo]) -> NonZero:
+    cpu, memory = base
+    for p in pods:
+        nz = p.nonzero
+        if nz is None:
+            nz = nonzero_of(p.requests)
+        cpu += nz[0]
+        memory += nz[1]
+    return NonZero(cpu, memory)
 
 
 def _whole_gpus(

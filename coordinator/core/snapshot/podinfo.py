@@ -23,6 +23,7 @@ from coordinator.core.podspec.affinity import (
 from coordinator.core.podspec.fields import FieldError
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.ports import HostPort, host_ports
+from coordinator.core.podspec.resources import NonZero
 from coordinator.core.podspec.sharing import HeldShare, parse_held
 from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 
@@ -65,6 +66,9 @@ class PodInfo:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     requests: Mapping[str, int] = field(default_factory=dict)
+    #: cpu and memory as kube's resource scoring counts them on its node (a container without a
+    #: request counts 100m, 200 MiB); ``None``: from ``requests``, as one container's
+    nonzero: NonZero | None = None
     priority: int = 0
     uid: str = ""
     # device ids from topos.io/assigned-gpus (GPU UUIDs, MIG UUIDs or "<GPU UUID>/gi<n>"),
@@ -107,6 +111,7 @@ class PodInfo:
             name=pod.name,
             labels=pod.labels,
             requests=pod.requests,
+            nonzero=pod.nonzero_on_node,
             priority=pod.priority,
             uid=pod.uid,
             placement=None if placement == _HOLDS_NOTHING else placement,
@@ -142,6 +147,8 @@ class BoundPodFields(Protocol):
     @property
     def requests(self) -> Mapping[str, int]: ...
     @property
+    def nonzero(self) -> NonZero | None: ...
+    @property
     def priority(self) -> int: ...
     @property
     def assigned_gpus(self) -> tuple[str, ...]: ...
@@ -175,6 +182,7 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         name=bound.name,
         labels=bound.labels,
         requests=bound.requests,
+        nonzero=bound.nonzero,
         priority=bound.priority,
         uid=bound.uid,
         device_ids=bound.held_gpus or bound.assigned_gpus,

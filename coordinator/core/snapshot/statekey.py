@@ -3,7 +3,8 @@
 Two :class:`~coordinator.core.snapshot.nodeinfo.NodeInfo` with the same :func:`state_key` token
 have the same labels (but the hostname), allocatable, taints, cordon, readiness, staleness,
 hardware (the same ``NodeTopology`` but for what names this very machine: hostname, UUIDs, PCI
-addresses), DRA-held GPUs, cached models, requested resources, device state (free GPUs, room on
+addresses), DRA-held GPUs, cached models, requested resources (real and as scoring counts
+them), device state (free GPUs, room on
 shared GPUs, MIG instances, NUMA capacity), GPU slots in use, shared GPUs' sums and bound host
 ports. A node-local plugin declaring ``alike_nodes = True`` reads nothing else of a node (not
 its name, hostname label or pods): its verdicts, placements and scores are then the same on
@@ -104,6 +105,7 @@ def shape_key(
 def state_key(
     shape: object,
     requested: Mapping[str, int],
+    nonzero_requested: tuple[int, int],
     device_token: object,
     gpu_slots_used: int,
     shared: Mapping[int, SharedGpu],
@@ -115,6 +117,7 @@ def state_key(
         (
             shape,
             tuple(sorted(requested.items())),
+            nonzero_requested,
             device_token,
             gpu_slots_used,
             tuple(sorted((i, s.milli, s.memory_mib) for i, s in shared.items())) if shared else (),

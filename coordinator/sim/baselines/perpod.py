@@ -65,12 +65,11 @@ class FirstFreeGpus(Plugin):
         return SUCCESS
 
 
-_SPREAD_RESOURCES: Final = ("cpu", "memory", GPU_RESOURCE)
-
-
 class LeastAllocated(Plugin):
     """kube-scheduler's NodeResourcesFit LeastAllocated strategy over cpu, memory and
-    ``nvidia.com/gpu`` (equal weights): the share left free after placing the pod."""
+    ``nvidia.com/gpu`` (equal weights): the share left free after placing the pod, cpu and
+    memory counted as kube's scoring counts them (non-zero requests: 100m and 200 MiB for a
+    container without a request)."""
 
     name = "LeastAllocated"
     node_local = True
@@ -78,11 +77,16 @@ class LeastAllocated(Plugin):
     def score(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> float:
         total = 0.0
         n = 0
-        for resource in _SPREAD_RESOURCES:
-            cap = node.allocatable.get(resource, 0)
+        for cap, after in (
+            (node.allocatable.get("cpu", 0), node.nonzero_requested.cpu + pod.nonzero.cpu),
+            (node.allocatable.get("memory", 0), node.nonzero_requested.memory + pod.nonzero.memory),
+            (
+                node.allocatable.get(GPU_RESOURCE, 0),
+                node.requested.get(GPU_RESOURCE, 0) + pod.requests.get(GPU_RESOURCE, 0),
+            ),
+        ):
             if cap <= 0:
                 continue
-            after = node.requested.get(resource, 0) + pod.requests.get(resource, 0)
             total += 1.0 - min(1.0, after / cap)
             n += 1
         return 100.0 * total / n if n else 0.0

@@ -10,6 +10,7 @@ import pytest
 
 from coordinator.app.config.scheduling import load_config
 from coordinator.core.framework.config import ConfigError
+from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.results import Decision
 from coordinator.core.plugins.spreadargs import SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.registry import build_framework
@@ -41,6 +42,13 @@ def replica_set(name: str = "web-abc") -> dict[str, Any]:
     }
 
 
+def spread_only(config: str = "") -> Framework:
+    """The default framework (or ``config``'s) without NodeResourcesFit's score: request-less
+    replicas are spread by it too (kube's non-zero requests), and these tests watch the
+    spreading plugin alone."""
+    return build_framework(load_config(config + "\nweights: {node_resources: 0}"))
+
+
 def nodes_of(result: list[object]) -> list[str]:
     out = []
     for r in result:
@@ -53,7 +61,7 @@ def test_replicas_of_a_replica_set_take_a_node_each() -> None:
     workloads = WorkloadSelectors()
     workloads.put("ReplicaSet", replica_set())
     snapshot = Snapshot([plain_node(f"n{i}") for i in range(3)], workloads=workloads)
-    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot))
+    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot, spread_only()))
     assert sorted(placed) == ["n0", "n1", "n2"]
 
 
@@ -66,7 +74,8 @@ def test_a_service_or_other_controller_selects_the_siblings_too(kind: str) -> No
     workloads.put(kind, {"metadata": {"name": "web-abc", "namespace": "default"}, "spec": spec})
     owner = "ReplicaSet" if kind == "Service" else kind  # a Service selects, it owns nothing
     snapshot = Snapshot([plain_node(f"n{i}") for i in range(3)], workloads=workloads)
-    placed = nodes_of(place_all([replica(i, kind=owner) for i in range(3)], snapshot))
+    replicas = [replica(i, kind=owner) for i in range(3)]
+    placed = nodes_of(place_all(replicas, snapshot, spread_only()))
     assert sorted(placed) == ["n0", "n1", "n2"]
 
 
@@ -76,7 +85,7 @@ def test_gpu_replicas_on_gpu_nodes_are_spread_too() -> None:
     snapshot = Snapshot(
         [gpu_node(f"g{i}", dgx_h100(f"g{i}")) for i in range(3)], workloads=workloads
     )
-    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot))
+    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot, spread_only()))
     assert sorted(placed) == ["g0", "g1", "g2"]
 
 
@@ -84,7 +93,7 @@ def test_nothing_selecting_the_pod_means_no_default_spreading() -> None:
     # As kube-scheduler: an empty default selector spreads nothing (the replicas' owner is
     # unknown: its ReplicaSet is not among the workloads).
     snapshot = Snapshot([plain_node(f"n{i}") for i in range(3)])
-    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot))
+    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot, spread_only()))
     assert placed == ["n0", "n0", "n0"]
 
 
@@ -104,7 +113,7 @@ def test_a_pod_with_its_own_constraints_is_spread_by_those_only() -> None:
         ]
     }
     snapshot = Snapshot([plain_node(f"n{i}") for i in range(3)], workloads=workloads)
-    placed = nodes_of(place_all([replica(i, spec=own) for i in range(3)], snapshot))
+    placed = nodes_of(place_all([replica(i, spec=own) for i in range(3)], snapshot, spread_only()))
     assert placed == ["n0", "n0", "n0"]
 
 
@@ -152,13 +161,11 @@ profiles:
 
 
 def test_list_without_constraints_spreads_nothing() -> None:
-    config = load_config(
-        "profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultingType: List}}]}]"
-    )
+    config = "profiles: [{pluginConfig: [{name: PodTopologySpread, args: {defaultingType: List}}]}]"
     workloads = WorkloadSelectors()
     workloads.put("ReplicaSet", replica_set())
     snapshot = Snapshot([plain_node(f"n{i}") for i in range(3)], workloads=workloads)
-    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot, build_framework(config)))
+    placed = nodes_of(place_all([replica(i) for i in range(3)], snapshot, spread_only(config)))
     assert placed == ["n0", "n0", "n0"]
 
 

@@ -653,6 +653,35 @@ async def test_host_port_conflicts_match(
     assert ours.message == message
 
 
+async def test_request_less_pods_spread_as_kube_counts_them(
+    kube: KubeClient, namespace: str, kube_scheduler: str
+) -> None:
+    """Pods that request nothing count 100m and 200 MiB in kube's resource scoring (non-zero
+    requests): on two small nodes, a holds three such pods and b none, so the next three go to
+    b (b's score after each: cpu 90, 80, 70 against a's 60; memory alike), where equal scores
+    would have sent them all to a, the first by name. A fourth would tie (kube: random)."""
+    tag = uuid.uuid4().hex[:6]
+    for k in "ab":
+        await make_node(kube, f"z{tag}-{k}", labels={"diff": tag}, cpu="1", memory="2Gi")
+
+    def bare(name: str, node: str | None = None) -> dict[str, Any]:
+        return pod_obj(
+            name,
+            scheduler=kube_scheduler,
+            node=node,
+            cpu=None,
+            memory=None,
+            spec={"nodeSelector": {"diff": tag}},
+        )
+
+    for i in range(3):
+        await kube.create(PODS, bare(f"there-{i}", f"z{tag}-a"), namespace=namespace)
+    for i in range(3):
+        node, _, ours = await compare(kube, namespace, bare(f"new-{i}"))
+        assert isinstance(ours, Decision), getattr(ours, "message", "")
+        assert (ours.node, node) == (f"z{tag}-b", f"z{tag}-b")
+
+
 # --- default topology spreading (PodTopologySpread defaultingType: System) ------------------------
 
 
