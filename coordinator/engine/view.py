@@ -513,16 +513,18 @@ class ClusterView:
         if extra:
             self._extras[name] = extra
         was = self._effective.get(name)
-        if change is not None and was is not None and not change[0]:
+        if change is None or was is None:
+            return base.adding(extra), None
+        if not change[0]:
             came, k = change[1], len(before)
             if not came and _same(extra[:k], before):  # the same base, pods assumed since
                 return was.adding(extra[k:]), ((), extra[k:])
             if _same((*came, *extra), before):  # binds seen of what was assumed, in order
                 return was, ((), ())
-        effective = base.adding(extra)
-        if change is None:
-            return effective, None
-        return effective, _net((*change[0], *before), (*change[1], *extra))
+        left, came = _net((*change[0], *before), (*change[1], *extra))
+        if was.topology is None:  # worked out from the node as it was (no walk over its pods)
+            return was.with_pods(base.pods + extra, left=left, came=came), (left, came)
+        return base.adding(extra), (left, came)
 
     def snapshot(self) -> Snapshot:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it

@@ -288,7 +288,7 @@ class NodeInfo:
         gone = {i for i, _ in taken}
         if len(gone) < len(taken) or not gone.isdisjoint(self.shared):
             return self.rebuild((*self.pods, *pods))
-        all_pods = (*self.pods, *pods)
+        all_pods = self.pods + tuple(pods)
         req = dict(self.requested)
         req["pods"] = self.pods_asked
         for p in pods:
