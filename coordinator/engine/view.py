@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -48,7 +48,7 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
-from coordinator.core.snapshot.snapshot import Snapshot
+from coordinator.core.snapshot.snapshot import PodChange, Snapshot
 from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
 from coordinator.inventory.dra import DraChange, DraStore, claim_allocated
@@ -63,6 +63,8 @@ __all__ = ["DEFAULT_ASSUME_TTL_S", "Assumed", "ClusterView", "node_info"]
 #: A last-resort safety net only (kube-scheduler has the same one): the bind showing up on the
 #: watch, the pod's deletion or a new pod under its name all release the room at once.
 DEFAULT_ASSUME_TTL_S: Final = 30.0
+#: Stands in :meth:`ClusterView._patch` for a pod that came, until it is converted.
+_COMING: Final = PodInfo("", "")
 
 
 def _node_part(state: NodeState) -> tuple[object, ...]:
@@ -142,16 +144,22 @@ class ClusterView:
         self.volumes = volumes if volumes is not None else Volumes()
         #: From the inventory alone, with what of the node (besides its pods) it was built from.
         self._base: dict[str, tuple[tuple[object, ...], NodeInfo]] = {}
+        #: The base's pods by uid, in its order (nodes with a base): kept in step one pod at a
+        #: time when only pods came, changed or left (see :meth:`_patch`).
+        self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._effective: dict[str, NodeInfo] = {}  # base + assumed pods
+        self._extras: dict[str, tuple[PodInfo, ...]] = {}  # node → the assumed pods it adds
         self._pods: dict[str, tuple[BoundPod, PodInfo]] = {}  # uid → cached conversion
         #: Assumptions the watch just confirmed (uid → the assumed pod), until the next snapshot
         #: converts the bound pod: an equal conversion is this very object (see :meth:`_pod`).
         self._confirmed: dict[str, PodInfo] = {}
-        self._node_uids: dict[str, frozenset[str]] = {}  # node → uids converted for it
         self._dirty: set[str] = set(inventory.names())  # inventory changed: rebuild
+        #: Nodes whose pods alone changed since their base was built: the inventory's events
+        #: that say which (a pod came, changed in place or left), replayed on the base.
+        self._touched: dict[str, list[InventoryEvent]] = {}
         self._held_dirty: set[str] = set()  # only the assumptions changed: base + held again
         self._assumed: dict[str, Assumed] = {}  # uid → assumption
-        self._by_node: dict[str, set[str]] = {}  # node → assumed uids
+        self._by_node: dict[str, dict[str, None]] = {}  # node → assumed uids, in their order
         self._next_expiry = float("inf")  # earliest TTL deadline of a bound assumption
         #: Called when held room is released without the inventory taking it over.
         self.on_release: Callable[[], None] = lambda: None
@@ -167,7 +175,13 @@ class ClusterView:
     # --- inventory changes -------------------------------------------------------------------
 
     def _on_event(self, event: InventoryEvent) -> None:
-        self._dirty.add(event.node)
+        name = event.node
+        one_pod = (event.came, event.changed_in_place, event.left) != (None, None, None)
+        if event.pods_only and one_pod and name not in self._dirty:
+            self._touched.setdefault(name, []).append(event)
+        else:
+            self._dirty.add(name)
+            self._touched.pop(name, None)
         if event.kind in ("added", "removed"):
             self._order_changed = True
         held = self._by_node.get(event.node)
@@ -204,7 +218,7 @@ class ClusterView:
             raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[uid].node}")
         info = PodInfo.from_request(pod, placement)
         self._assumed[uid] = Assumed(pod.key, uid, node, info)
-        self._by_node.setdefault(node, set()).add(uid)
+        self._by_node.setdefault(node, {})[uid] = None
         self._held_dirty.add(node)
         if claims:
             self.hold_claims(uid, claims)
@@ -278,7 +292,7 @@ class ClusterView:
             return None
         held = self._by_node.get(found.node)
         if held is not None:
-            held.discard(uid)
+            held.pop(uid, None)
             if not held:
                 del self._by_node[found.node]
         self._held_dirty.add(found.node)
@@ -371,16 +385,20 @@ class ClusterView:
         (:meth:`NodeInfo.adding`) instead of building it afresh."""
         state = self.inventory.scheduling_node(name)
         bound = self.inventory.bound_pods(name) if state is not None else ()
-        uids = frozenset(b.uid for b in bound)
-        for gone in self._node_uids.get(name, frozenset()) - uids:
-            self._pods.pop(gone, None)
-        self._node_uids[name] = uids
+        uids = [b.uid for b in bound]
+        before = self._on_node.pop(name, None)
+        if before is not None:
+            for gone in before.keys() - set(uids):
+                self._pods.pop(gone, None)
         if state is None or not self.schedules_onto(state):
             # Gone, no Node object (the API server decides which nodes exist, whatever an agent
             # reports: such a node is no target and not one of "0/N nodes"), or not ours to fill.
             self._base.pop(name, None)
             return None
         pods = tuple(self._pod(b) for b in bound)
+        on_node = dict(zip(uids, pods, strict=True))
+        if len(on_node) == len(pods):  # else uids repeat (pods made by hand): always rebuilt
+            self._on_node[name] = on_node
         part = _node_part(state)
         cached = self._base.get(name)
         effective = self._effective.get(name)
@@ -400,20 +418,113 @@ class ClusterView:
         self._base[name] = (part, base)
         return base
 
-    def _extra(self, name: str, pods: tuple[PodInfo, ...]) -> list[PodInfo]:
-        """The pods assumed on ``name`` that ``pods`` (the inventory's) do not count yet."""
+    def _patch(self, name: str, events: list[InventoryEvent]) -> tuple[NodeInfo, PodChange] | None:
+        """The node's base when only its pods came, changed or left since it was built
+        (``events`` name each), and what changed: the cached base with those pods taken out and
+        put in, in the inventory's order, with no walk over the node's other pods (a
+        DaemonSet's node holds thousands). ``None``: it is rebuilt instead (no base yet, the
+        node itself changed, its agent reports which devices its pods hold)."""
+        cached = self._base.get(name)
+        on_node = self._on_node.get(name)
+        inventory = self.inventory
+        if cached is None or on_node is None or inventory.reports_holdings(name):
+            return None
+        state = inventory.scheduling_node(name)
+        if state is None or not self.schedules_onto(state) or _node_part(state) != cached[0]:
+            return None
+        # Replayed as the inventory applied them, so the order is its own: a pod that came is
+        # last, one changed in place keeps its place. ``fresh``: converted below (uid → the
+        # base's version, if it had one).
+        fresh: dict[str, PodInfo | None] = {}
+        left: list[PodInfo] = []
+        for event in events:
+            if event.left is not None:
+                uid = event.left.uid
+                was = on_node.pop(uid, None)
+                if was is not None and was is not _COMING:
+                    left.append(was)
+                fresh.pop(uid, None)
+                if inventory.bound_pod(uid) is None:
+                    self._pods.pop(uid, None)
+            if event.came is not None:
+                uid = event.came.uid
+                was = on_node.pop(uid, None)
+                if was is not None and was is not _COMING:
+                    left.append(was)
+                on_node[uid] = _COMING
+                fresh[uid] = None
+            elif event.changed_in_place is not None:
+                uid = event.changed_in_place
+                was = on_node.get(uid)
+                if was is None:
+                    return None  # not seen come: rebuilt
+                if uid not in fresh:
+                    fresh[uid] = None if was is _COMING else was
+        came: list[PodInfo] = []
+        for uid, was in fresh.items():
+            bound = inventory.bound_pod(uid)
+            if bound is None or bound.node != name or bound.held_gpus:
+                return None  # the events and the inventory disagree: rebuilt
+            info = self._pod(bound)
+            on_node[uid] = info
+            if info is not was:  # else changed in what scheduling does not read (it started)
+                came.append(info)
+                if was is not None:
+                    left.append(was)
+        base = cached[1]
+        if left:
+            base = base.with_pods(tuple(on_node.values()), left=left, came=came)
+        elif came:  # only pods new here, last in the order: added to the base
+            effective = self._effective.get(name)
+            n = len(base.pods)
+            if (
+                effective is not None
+                and len(effective.pods) == n + len(came)
+                and all(a is b for a, b in zip(effective.pods[n:], came, strict=True))
+            ):
+                base = effective  # the binds of what was assumed there seen: its memos kept
+            else:
+                base = base.adding(came)
+        self._base[name] = (cached[0], base)
+        return base, (left, came)
+
+    def _extra(self, name: str, base: NodeInfo) -> tuple[PodInfo, ...]:
+        """The pods assumed on ``name`` that ``base`` (the inventory's) does not count yet."""
         held = self._by_node.get(name)
         if not held:
-            return []
-        present = {p.uid for p in pods if p.uid}
-        return [
+            return ()
+        present: Container[str] | None = self._on_node.get(name)
+        if present is None:
+            present = {p.uid for p in base.pods if p.uid}
+        return tuple(
             self._assumed[uid].info
-            for uid in sorted(held)
+            for uid in held
             if uid not in present  # already counted by the inventory
-        ]
+        )
 
-    def _effective_node(self, name: str, base: NodeInfo) -> NodeInfo:
-        return base.adding(self._extra(name, base.pods))
+    def _effective_node(
+        self, name: str, base: NodeInfo, change: PodChange | None
+    ) -> tuple[NodeInfo, PodChange | None]:
+        """The node as the scheduler sees it — ``base`` with the pods assumed there that it
+        does not count yet — and, given what changed in the base (``change``; ``None``: not
+        known), which pods left and came since the node as it was."""
+        extra = self._extra(name, base)
+        before = self._extras.pop(name, ())
+        if extra:
+            self._extras[name] = extra
+        was = self._effective.get(name)
+        if change is None or was is None:
+            return base.adding(extra), None
+        if not change[0]:
+            came, k = change[1], len(before)
+            if not came and _same(extra[:k], before):  # the same base, pods assumed since
+                return was.adding(extra[k:]), ((), extra[k:])
+            if _same((*came, *extra), before):  # binds seen of what was assumed, in order
+                return was, ((), ())
+        left, came = _net((*change[0], *before), (*change[1], *extra))
+        if was.topology is None:  # worked out from the node as it was (no walk over its pods)
+            return was.with_pods(base.pods + extra, left=left, came=came), (left, came)
+        return base.adding(extra), (left, came)
 
     def snapshot(self) -> Snapshot:
         """The current snapshot. Shared between calls: treat it as read-only, :meth:`copy` it
@@ -421,6 +532,7 @@ class ClusterView:
         self.expire()
         if (
             not self._dirty
+            and not self._touched
             and not self._held_dirty
             and not self._order_changed
             and self._snapshot is not None
@@ -428,20 +540,26 @@ class ClusterView:
             self._set_dra(self._snapshot)
             return self._snapshot
         dirty, self._dirty = self._dirty, set()
-        held, self._held_dirty = self._held_dirty - dirty, set()
+        touched, self._touched = self._touched, {}
+        held, self._held_dirty = self._held_dirty - dirty - touched.keys(), set()
         kept: set[str] = set()  # the snapshot has these nodes as they are (a bind confirmed)
-        for name in dirty:
-            base = self._rebuild(name)
+        changes: dict[str, PodChange] = {}  # node → the pods that left and came, where known
+        for name in dirty | touched.keys():
+            patched = None if name in dirty else self._patch(name, touched[name])
+            base, change = (self._rebuild(name), None) if patched is None else patched
             if base is None:
                 if self._effective.pop(name, None) is not None:
                     self._order_changed = True
+                self._extras.pop(name, None)
                 continue
             before = self._effective.get(name)
             if before is None:
                 self._order_changed = True
-            effective = self._effective_node(name, base)
+            effective, change = self._effective_node(name, base, change)
             if effective is before:
                 kept.add(name)
+            elif change is not None:
+                changes[name] = change
             self._effective[name] = effective
         self._confirmed.clear()  # converted above, or their node is gone
         for name in held:
@@ -449,8 +567,11 @@ class ClusterView:
             # assumed pods are added to the cached base.
             cached = self._base.get(name)
             if cached is not None and name in self._effective:  # else gone, or not ours
-                self._effective[name] = self._effective_node(name, cached[1])
-        dirty = (dirty | held) - kept
+                effective, change = self._effective_node(name, cached[1], ((), ()))
+                if change is not None:
+                    changes[name] = change
+                self._effective[name] = effective
+        dirty = (dirty | touched.keys() | held) - kept
         if self._order_changed or self._snapshot is None:
             ordered = sorted(self._effective)
             self._snapshot_dra = self._dra()
@@ -466,7 +587,7 @@ class ClusterView:
             for name in dirty:
                 info = self._effective.get(name)
                 if info is not None:
-                    self._snapshot.replace(info)
+                    self._snapshot.replace(info, changes.get(name))
             self._set_dra(self._snapshot)
         return self._snapshot
 
@@ -492,7 +613,9 @@ class ClusterView:
     def node_filter(self, value: Callable[[NodeState], bool] | None) -> None:
         self._node_filter = value
         self._dirty.update(self.inventory.names())
+        self._touched.clear()
         self._effective.clear()
+        self._extras.clear()
         self._base.clear()
         self._order_changed = True
 
@@ -503,6 +626,21 @@ class ClusterView:
         else:
             self.namespaces[name] = dict(labels)
         self._order_changed = True
+
+
+def _net(left: Sequence[PodInfo], came: Sequence[PodInfo]) -> PodChange:
+    """``left`` and ``came`` less the pods in both (the same object: it stayed)."""
+    if not left or not came:
+        return left, came
+    stayed = {id(p) for p in left} & {id(p) for p in came}
+    if not stayed:
+        return left, came
+    return [p for p in left if id(p) not in stayed], [p for p in came if id(p) not in stayed]
+
+
+def _same(pods: Sequence[PodInfo], before: Sequence[PodInfo]) -> bool:
+    """The same pods (the same objects) in the same order."""
+    return len(pods) == len(before) and all(a is b for a, b in zip(pods, before, strict=True))
 
 
 def _extends(pods: tuple[PodInfo, ...], before: tuple[PodInfo, ...]) -> bool:

@@ -290,7 +290,6 @@ class LiveForecaster:
         self._wall = wall
         self._seen: dict[str, float] = {}  # bound pod uid → when first seen bound
         self._learns: set[str] = set()  # … seen bound from the start: their run time teaches
-        self._on_node: dict[str, dict[str, BoundPod]] = {}
         self._dirty = True
         self._queue_seen: int | None = None
         self._last: float | None = None
@@ -311,10 +310,8 @@ class LiveForecaster:
         inventory = self.scheduler.inventory
         now = self._wall()
         for name in inventory.names():
-            pods = {p.uid: p for p in inventory.bound_pods(name)}
-            self._on_node[name] = pods
-            for uid in pods:
-                self._seen.setdefault(uid, now)
+            for pod in inventory.bound_pods(name):
+                self._seen.setdefault(pod.uid, now)
         self._unsubscribe = inventory.subscribe(self._on_inventory)
 
     async def _main(self, ready: asyncio.Event | None) -> None:
@@ -334,40 +331,31 @@ class LiveForecaster:
             self._task = None
 
     def _on_inventory(self, event: InventoryEvent) -> None:
+        """One pod at a time (the one that came, or left): never a walk over a node's pods."""
         self._dirty = True
+        came, left = event.came, event.left
+        if came is not None and came.uid not in self._seen:
+            self._seen[came.uid] = self._wall()
+            self._learns.add(came.uid)
+        if left is None:
+            return
         inventory = self.scheduler.inventory
-        now = self._wall()
-        if event.changed_in_place is not None and event.node in self._on_node:
-            # The node holds the same pods (one started): that one's new self, no walk over all
-            changed = inventory.bound_pod(event.changed_in_place)
-            if changed is not None:
-                self._on_node[event.node][changed.uid] = changed
-                return
-        before = self._on_node.pop(event.node, {})
-        pods = (
-            {} if event.kind == "removed" else {p.uid: p for p in inventory.bound_pods(event.node)}
-        )
-        if pods:
-            self._on_node[event.node] = pods
-        for uid in pods.keys() - before.keys():
-            if uid not in self._seen:
-                self._seen[uid] = now
-                self._learns.add(uid)
-        for uid in before.keys() - pods.keys():
-            if inventory.bound_pod(uid) is not None:
-                continue  # moved to another node
-            seen = self._seen.pop(uid, None)
-            # Only a natural end teaches a run time: a pod preempted, evicted or deleted
-            # stopped early (its node's removal says nothing either).
-            if (
-                uid in self._learns
-                and seen is not None
-                and event.kind != "removed"
-                and inventory.ran_to_end(uid)
-            ):
-                self.history.observe(pod_object(before[uid], started=seen), now - seen)
-                self.learned += 1
-            self._learns.discard(uid)
+        uid = left.uid
+        if inventory.bound_pod(uid) is not None:
+            return  # moved to another node
+        seen = self._seen.pop(uid, None)
+        # Only a natural end teaches a run time: a pod preempted, evicted or deleted stopped
+        # early (its node's removal says nothing either).
+        if (
+            uid in self._learns
+            and seen is not None
+            and event.kind != "removed"
+            and inventory.ran_to_end(uid)
+        ):
+            now = self._wall()
+            self.history.observe(pod_object(left, started=seen), now - seen)
+            self.learned += 1
+        self._learns.discard(uid)
 
     # --- the copy ------------------------------------------------------------------------------
 

@@ -72,6 +72,10 @@ class InventoryEvent:
     #: an in-place change that kept the pod's namespace and labels (it started, its status
     #: moved): no pod's (anti-)affinity or spread can tell it from before
     labels_kept: bool = False
+    #: the one pod that left the node (ended, deleted, or moved away), as it was last held:
+    #: with ``came`` and ``changed_in_place``, subscribers follow a node's pods one at a time
+    #: instead of walking them all (a DaemonSet's node holds thousands)
+    left: BoundPod | None = None
 
 
 Listener = Callable[[InventoryEvent], None]
@@ -163,10 +167,11 @@ class Inventory:
         in_place: str | None = None,
         came: BoundPod | None = None,
         labels_kept: bool = False,
+        left: BoundPod | None = None,
     ) -> None:
         rec.view = rec.sched = rec.bound = None
         gained = self._gained(was, rec)
-        self._emit(InventoryEvent(kind, rec.name, gained, pods, in_place, came, labels_kept))
+        self._emit(InventoryEvent(kind, rec.name, gained, pods, in_place, came, labels_kept, left))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
         rec = self._records.get(name)
@@ -500,9 +505,9 @@ class Inventory:
             rec.gone.add(key)  # its agent's word on the pod is stale (none: nothing to hide)
         _take(rec.requested, pod.requests)
         if self._drop_if_empty(rec):
-            self._emit(InventoryEvent("removed", node))
+            self._emit(InventoryEvent("removed", node, left=pod))
         else:
-            self._changed(rec, "updated", before, pods=True)
+            self._changed(rec, "updated", before, pods=True, left=pod)
 
     def replace_nodes(self, nodes: list[KubeNode]) -> None:
         """Resynchronise Node objects after a (re)list: drop those the API server no longer has."""

@@ -72,6 +72,9 @@ class NodeInfo:
     #: The pods' cpu and memory as kube's resource scoring counts them (kube's
     #: ``NonZeroRequested``: a container without a request counts 100m, 200 MiB).
     nonzero_requested: NonZero = _NONE
+    #: The pods' own requests of ``pods`` summed (``requested["pods"]`` is the larger of this
+    #: and the pod count: each pod counts one at least).
+    pods_asked: int = 0
     effective_taints: tuple[Taint, ...] = ()
     gpu_owner: Mapping[int, str] = field(default_factory=dict)
     mig_owner: Mapping[tuple[int, int], str] = field(default_factory=dict)
@@ -146,7 +149,8 @@ class NodeInfo:
         else:
             req.update(requested)
             nonzero = _nonzero_sum(_NONE, pods_t)
-        req["pods"] = max(req.get("pods", 0), len(pods_t))
+        asked = req.get("pods", 0)
+        req["pods"] = max(asked, len(pods_t))
         eff = list(taints)
         if not ready and not any(t.key == NOT_READY_TAINT.key for t in eff):
             eff.append(NOT_READY_TAINT)
@@ -235,6 +239,7 @@ class NodeInfo:
             pods=pods_t,
             requested=req,
             nonzero_requested=nonzero,
+            pods_asked=asked,
             effective_taints=eff_t,
             gpu_owner=gpu_owner,
             mig_owner=mig_owner,
@@ -297,18 +302,15 @@ class NodeInfo:
         gone = {i for i, _ in taken}
         if len(gone) < len(taken) or not gone.isdisjoint(self.shared):
             return self.rebuild((*self.pods, *pods))
-        all_pods = (*self.pods, *pods)
+        all_pods = self.pods + tuple(pods)
         req = dict(self.requested)
+        req["pods"] = self.pods_asked
         for p in pods:
             for k, v in p.requests.items():
                 req[k] = req.get(k, 0) + v
         nonzero = _nonzero_sum(self.nonzero_requested, pods)
-        if self.requested.get("pods", 0) <= len(self.pods) and not any(
-            "pods" in p.requests for p in pods
-        ):  # no pod asks for "pods" (the rule): each counts one, without a walk over them all
-            req["pods"] = len(all_pods)
-        else:
-            req["pods"] = max(sum(p.requests.get("pods", 0) for p in all_pods), len(all_pods))
+        asked = req["pods"]
+        req["pods"] = max(asked, len(all_pods))
         gpu_owner = dict(self.gpu_owner)
         gpu_owner.update(taken)
         room = {i: r for i, r in self.share_room.items() if i not in gone}
@@ -362,6 +364,7 @@ class NodeInfo:
             pods=all_pods,
             requested=req,
             nonzero_requested=nonzero,
+            pods_asked=asked,
             effective_taints=self.effective_taints,
             gpu_owner=gpu_owner,
             mig_owner=self.mig_owner,
@@ -382,6 +385,69 @@ class NodeInfo:
             state_key=None
             if self.shape_key is None
             else state_key(self.shape_key, req, nonzero, token, slots_in_use, self.shared, ports),
+        )
+
+    def with_pods(
+        self, pods: tuple[PodInfo, ...], *, left: Sequence[PodInfo], came: Sequence[PodInfo]
+    ) -> NodeInfo:
+        """This node holding ``pods`` instead: its own less ``left``, with ``came`` (pods new
+        here, or new versions of pods it holds), in the order the caller keeps them. Equal to
+        ``rebuild(pods)``; worked out from what this node derived, with no walk over the pods
+        that stayed, when the node has no device topology and no DRA-held GPUs (a KWOK or CPU
+        node: its pods hold nothing but counts) — the other cases are rebuilt."""
+        if self.topology is not None or self.dra_held or self.shape_key is None:
+            return self.rebuild(pods)
+        req = dict(self.requested)
+        req["pods"] = self.pods_asked
+        held = self.unattributed_gpus  # no topology: every GPU held is held without an index
+        for p in left:
+            for k, v in p.requests.items():
+                req[k] = req.get(k, 0) - v
+            if p.share is None:
+                held -= p.requests.get(GPU_RESOURCE, 0)
+        for p in came:
+            for k, v in p.requests.items():
+                req[k] = req.get(k, 0) + v
+            if p.share is None:
+                held += p.requests.get(GPU_RESOURCE, 0)
+        asked = req["pods"]
+        req = {k: v for k, v in req.items() if v > 0}
+        req["pods"] = max(asked, len(pods))
+        gone = _nonzero_sum(_NONE, left)
+        cpu, memory = _nonzero_sum(self.nonzero_requested, came)
+        nonzero = NonZero(cpu - gone[0], memory - gone[1])
+        if any(p.host_ports for p in left) or any(p.host_ports for p in came):
+            ports = tuple(hp for p in pods for hp in p.host_ports)
+        else:
+            ports = self.used_ports
+        state: tuple[object, ...] = ((), (), max(0, held), (), (), ())
+        token = _intern_state(state)
+        slots_in_use = req.get(GPU_RESOURCE, 0)  # slots_used without a topology
+        return NodeInfo(
+            name=self.name,
+            labels=self.labels,
+            allocatable=self.allocatable,
+            taints=self.taints,
+            unschedulable=self.unschedulable,
+            ready=self.ready,
+            stale=self.stale,
+            topology=None,
+            pods=pods,
+            requested=req,
+            nonzero_requested=nonzero,
+            pods_asked=asked,
+            effective_taints=self.effective_taints,
+            unattributed_gpus=max(0, held),
+            gpu_slots=self.gpu_slots,
+            gpu_slots_used=slots_in_use,
+            used_ports=ports,
+            cached_models=self.cached_models,
+            device_state=state,
+            device_token=token,
+            shape_key=self.shape_key,
+            state_key=state_key(
+                self.shape_key, req, nonzero, token, slots_in_use, self.shared, ports
+            ),
         )
 
     def free(self, resource: str) -> int:

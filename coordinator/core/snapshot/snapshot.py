@@ -28,10 +28,13 @@ from coordinator.core.snapshot.podinfo import Placement, PodInfo
 from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
 
-__all__ = ["Snapshot"]
+__all__ = ["PodChange", "Snapshot"]
 
 _NO_DRA = DraState()  # no DRA objects (immutable; shared)
 _LABELLED_LIMIT: Final = 1024
+
+#: The pods that left a node and those that came, between two versions of it.
+PodChange = tuple[Sequence[PodInfo], Sequence[PodInfo]]
 
 
 class Snapshot:
@@ -192,9 +195,11 @@ class Snapshot:
     def node_names(self) -> Sequence[str]:
         return tuple(self._nodes)
 
-    def replace(self, node: NodeInfo) -> None:
+    def replace(self, node: NodeInfo, changed: PodChange | None = None) -> None:
         """Put a new or rebuilt node in (the inventory's incremental update path). The indexes
-        are updated for that node only."""
+        are updated for that node only. ``changed``: the pods that left the node it replaces
+        and those that came (new versions of pods it held among both), when the caller knows
+        them — then the indexes look at those alone, not at every pod of the node."""
         old = self._nodes.get(node.name)
         held = self._held(node)
         if held != node.dra_held:
@@ -208,7 +213,7 @@ class Snapshot:
         if old is None or old.labels != node.labels:
             self._labelled = {}
         if self._index is not None:
-            self._index.swap_node(old, node)
+            self._index.swap_node(old, node, changed)
         if self._capacity is not None:
             if old is not None:
                 self._capacity.discard(old)
@@ -265,7 +270,7 @@ class Snapshot:
             self._set(node.rebuild(p for p in node.pods if p.key != pod_key))
             if self._index is not None:
                 for p in gone:
-                    self._index.discard(p, node.labels)
+                    self._index.discard(node.name, p, node.labels)
         if self._claims.pop(pod_key, None) is not None:
             self._refresh_dra()
         return True
@@ -447,27 +452,40 @@ class _PodIndex:
         other.domains = self.domains  # node labels do not change with assume/forget
         return other
 
-    def swap_node(self, old: NodeInfo | None, new: NodeInfo | None) -> None:
+    def swap_node(
+        self, old: NodeInfo | None, new: NodeInfo | None, changed: PodChange | None = None
+    ) -> None:
         self.with_affinity_list = None  # holds NodeInfo objects: rebuild after any swap
         # The same node with its pods changed (one assumed, or seen bound): only the pods that
         # differ are re-indexed (``PodInfo`` objects are kept while their pod is unchanged).
         same = old is not None and new is not None and old.labels == new.labels
+        if same and changed is not None and old is not None and new is not None:
+            left, came = changed
+            for p in left:
+                self.discard(new.name, p, new.labels)
+            for p in came:
+                self.add(new.name, p, new.labels)
+        else:
+            self._swap_pods(old, new, same)
+        if old is not None:
+            self.prefer_no_schedule.discard(old.name)
+        if new is not None and any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
+            self.prefer_no_schedule.add(new.name)
+        if not same:
+            self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
+            self.counts, self.owned = {}, set()  # domains changed: count afresh when asked
+
+    def _swap_pods(self, old: NodeInfo | None, new: NodeInfo | None, same: bool) -> None:
         if old is not None:
             staying = {id(p) for p in new.pods} if same and new is not None else set()
             for p in old.pods:
                 if id(p) not in staying:
-                    self.discard(p, old.labels)
-            self.prefer_no_schedule.discard(old.name)
+                    self.discard(old.name, p, old.labels)
         if new is not None:
             stayed = {id(p) for p in old.pods} if same and old is not None else set()
             for p in new.pods:
                 if id(p) not in stayed:
                     self.add(new.name, p, new.labels)
-            if any(t.effect == "PreferNoSchedule" for t in new.effective_taints):
-                self.prefer_no_schedule.add(new.name)
-        if not same:
-            self.domains = {}  # a fresh dict: copies of the snapshot may share the old one
-            self.counts, self.owned = {}, set()  # domains changed: count afresh when asked
 
     # By uid: a pod re-created under a name may sit beside its predecessor until the watch
     # catches up, and each must be found (and dropped) on its own.
@@ -482,16 +500,20 @@ class _PodIndex:
             self.anti.bump(labels, pod.anti_affinity, 1)
         self._count(labels, pod, 1)
 
-    def discard(self, pod: PodInfo, labels: Mapping[str, str]) -> None:
+    def discard(self, node: str, pod: PodInfo, labels: Mapping[str, str]) -> None:
+        """``pod`` is no longer on ``node`` (whose labels are ``labels``). Its entries go only
+        if they are ``node``'s: a pod that moved may be indexed on its new node first."""
         ident = pod.uid or pod.key
-        if self.with_affinity.pop(ident, None) is not None:
+        if pod.has_affinity:
+            if self.with_affinity.get(ident, ("",))[0] == node:
+                del self.with_affinity[ident]
             self.with_affinity_list = None
             self.scoring_terms.bump(labels, pod, -1)
             self.anti.bump(labels, pod.anti_affinity, -1)
         for pair in pod.labels.items():
             bucket = self.by_label.get(pair)
-            if bucket is not None:
-                bucket.pop(ident, None)
+            if bucket is not None and bucket.get(ident, ("",))[0] == node:
+                del bucket[ident]
         self._count(labels, pod, -1)
 
     def _count(self, labels: Mapping[str, str], pod: PodInfo, by: int) -> None:

@@ -74,16 +74,28 @@ class GangMembership:
         #: node → uid → the bound pod last seen there declaring no gang (the same object: not
         #: looked at again)
         self._plain: dict[str, dict[str, BoundPod]] = {}
+        #: node → uids of the pods last seen there that are not plain (members, pods on their
+        #: way out): looked at again whenever the node's pods change
+        self._others: dict[str, set[str]] = {}
         # The nodes whose bound pods changed since the last look (the inventory's events; its
-        # bound pods of a node are the same objects until it tells of a change), and whether
-        # every node must be looked at (at first, and after a PodGroup changed: a bound pod's
-        # gang may depend on one).
+        # bound pods of a node are the same objects until it tells of a change): walked whole,
+        # or — when the events named each pod that came, changed or left — those pods alone;
+        # and whether every node must be looked at (at first, and after a PodGroup changed: a
+        # bound pod's gang may depend on one).
         self._dirty: set[str] = set()
+        self._touched: dict[str, set[str]] = {}
         self._everything = True
         self._unsubscribe = scheduler.inventory.subscribe(self._node_changed)
 
     def _node_changed(self, event: InventoryEvent) -> None:
-        self._dirty.add(event.node)
+        name = event.node
+        pod = event.came or event.left
+        uid = pod.uid if pod is not None else event.changed_in_place
+        if event.pods_only and uid is not None and name not in self._dirty:
+            self._touched.setdefault(name, set()).add(uid)
+        else:
+            self._dirty.add(name)
+            self._touched.pop(name, None)
 
     def close(self) -> None:
         """Stop hearing the inventory (the runtime stops)."""
@@ -189,22 +201,56 @@ class GangMembership:
         when the inventory holds a new version of it: at 40,000 running pods a walk of them all
         cost the loop ~30 ms every tick."""
         inventory = self.scheduler.inventory
+        touched, self._touched = self._touched, {}
         if self._everything:
             self._everything = False
             self._dirty.clear()
+            touched.clear()
             names: Iterable[str] = inventory.names()
             for gone in set(self._plain) - set(names):
                 del self._plain[gone]
+            for gone in set(self._others) - set(names):
+                del self._others[gone]
         else:
             names, self._dirty = self._dirty, set()
         for node in names:
             plain = self._plain.pop(node, {})
+            self._others.pop(node, None)
             kept: dict[str, BoundPod] = {}
+            others: set[str] = set()
             for pod in inventory.bound_pods(node):
                 if plain.get(pod.uid) is pod or self._look_at(pod):
                     kept[pod.uid] = pod
-            if kept:
-                self._plain[node] = kept
+                else:
+                    others.add(pod.uid)
+            self._keep(node, kept, others)
+        for node, uids in touched.items():
+            self._look_again(node, uids)
+
+    def _look_again(self, node: str, uids: set[str]) -> None:
+        """The pods ``uids`` of ``node`` came, changed or left: those, and the node's pods
+        that are not plain, are looked at (not every pod of the node)."""
+        inventory = self.scheduler.inventory
+        plain = self._plain.pop(node, {})
+        others = self._others.pop(node, set())
+        for uid in uids | others:
+            pod = inventory.bound_pod(uid)
+            others.discard(uid)
+            if pod is None or pod.node != node:
+                plain.pop(uid, None)
+            elif plain.get(uid) is not pod:
+                plain.pop(uid, None)
+                if self._look_at(pod):
+                    plain[uid] = pod
+                else:
+                    others.add(uid)
+        self._keep(node, plain, others)
+
+    def _keep(self, node: str, plain: dict[str, BoundPod], others: set[str]) -> None:
+        if plain:
+            self._plain[node] = plain
+        if others:
+            self._others[node] = others
 
     def _look_at(self, pod: BoundPod) -> bool:
         """Observe ``pod`` if it is a member not yet counted; True if it declares no gang."""

@@ -124,7 +124,9 @@ class Recovery:
                 self._deleted.discard(name)
                 continue
             cause = None
-            bound = inventory.bound_pods(name)
+            # Its pods only where they matter (a node deleted, GPUs failed): every node a bind
+            # touched comes here, and a DaemonSet's node holds thousands.
+            bound = inventory.bound_pods(name) if state.ready is None else ()
             # No Node object but pods still bound to it: the Node was deleted (recovery runs only
             # once the inventory is listed, so "not listed yet" is not mistaken for it).
             deleted = state.ready is None and any(self._ours(p.namespace) for p in bound)
@@ -154,6 +156,7 @@ class Recovery:
             handled &= bad  # a GPU that came back is watched again
             if not bad:
                 continue  # (every node a bind touched comes here: no pod's GPUs to look at)
+            bound = bound or inventory.bound_pods(name)
             held = {u for p in bound if self._ours(p.namespace) for u in p.assigned_gpus}
             new = (bad & held) - handled
             if new:

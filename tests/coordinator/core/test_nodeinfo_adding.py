@@ -141,3 +141,78 @@ def test_the_snapshot_order_keeps_each_version_as_it_was() -> None:
     assert [n.name for n in after[60:130]] == names[60:130]
     assert after[-1].name == "n149"
     assert list(after[5:2]) == []
+
+
+def _busy(*extra: PodInfo, topology: bool = False, **kw: object) -> NodeInfo:
+    pods = [
+        running(pod("a", gpus=1, uid="uid-a")),
+        running(pod("b", uid="uid-b", ports=PORTS)),
+        running(pod("c", gpus=2, uid="uid-c")),
+        *extra,
+    ]
+    if topology:
+        return h100(*pods)
+    return plain_node("x", gpus=8, pods=pods, **kw)  # type: ignore[arg-type]
+
+
+ASKS_PODS = replace(running(pod("p", uid="uid-p")), requests={"cpu": 100, "pods": 6})
+
+# (node, the pods it holds afterwards, in their order, given the node's own) with what left
+# and came: a pod deleted, one changed where it is (new requests), one moved to the end.
+CHANGES = {
+    "one left": (_busy(), lambda ps: [ps[0], ps[2]], [1], []),
+    "a GPU pod left": (_busy(), lambda ps: [ps[1], ps[2]], [0], []),
+    "one changed in place": (
+        _busy(),
+        lambda ps: [ps[0], replace(ps[1], requests={"cpu": 5000}), ps[2]],
+        [1],
+        [1],
+    ),
+    "one left and one came": (
+        _busy(),
+        lambda ps: [ps[1], ps[2], running(pod("d", gpus=3, uid="uid-d", ports=PORTS))],
+        [0],
+        [2],
+    ),
+    "every pod left": (_busy(), lambda ps: [], [0, 1, 2], []),
+    "a pod that asks for pods left": (_busy(ASKS_PODS), lambda ps: [ps[0], ps[1], ps[2]], [3], []),
+    "the others left a pod that asks for pods": (
+        _busy(ASKS_PODS),
+        lambda ps: [ps[3]],
+        [0, 1, 2],
+        [],
+    ),
+    "GPUs allocated to claims (rebuilt)": (
+        _busy(dra_held=frozenset({"GPU-0"})),
+        lambda ps: [ps[0]],
+        [1, 2],
+        [],
+    ),
+    "a device topology (rebuilt)": (_busy(topology=True), lambda ps: [ps[1]], [0, 2], []),
+}
+
+
+@pytest.mark.parametrize("case", CHANGES)
+def test_pods_taken_out_and_changed_give_the_node_a_rebuild_gives(case: str) -> None:
+    # What the view does when the watch says pods were deleted or changed on a node: no walk
+    # over the pods that stayed (a DaemonSet's node holds thousands), the same node.
+    node, after, left_at, came_at = CHANGES[case]
+    pods = tuple(after(node.pods))
+    left = [node.pods[i] for i in left_at]
+    came = [pods[i] for i in came_at]
+    changed = node.with_pods(pods, left=left, came=came)
+    rebuilt = node.rebuild(pods)
+    assert changed == rebuilt
+    assert changed.device_token is rebuilt.device_token
+    assert changed.state_key is rebuilt.state_key
+    assert changed.memo == {}
+
+
+def test_a_node_without_the_pods_that_left_has_their_room_and_ports_again() -> None:
+    node = _busy(ASKS_PODS)
+    assert node.requested["pods"] == 6
+    assert node.used_ports
+    after = node.with_pods((node.pods[0],), left=node.pods[1:], came=())
+    assert after.requested == {**node.pods[0].requests, "pods": 1}
+    assert after.unattributed_gpus == 1
+    assert after.used_ports == ()

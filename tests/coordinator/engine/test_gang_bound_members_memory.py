@@ -75,3 +75,26 @@ async def test_members_naming_a_podgroup_made_later_count_from_then(running: Fix
     }
     gangs.step.podgroups_changed("ml", "train")
     await eventually(lambda: bound_count(gangs, key) == 2, what="both counted", timeout_s=10)
+
+
+async def test_bound_pods_relabelled_into_a_gang_beside_many_of_no_gang_count(
+    running: Fixture,
+) -> None:
+    # Many pods of no gang share the node; the runtime looks at the one that changed.
+    cluster, gangs, _ = running
+    for i in range(60):
+        cluster.create_pod(pod(f"web-{i}", namespace="ml", node="h100-0", scheduler=None))
+    cluster.create_pod(pod("w-0", namespace="ml", node="h100-0", gpus=8))
+    cluster.create_pod(pod("w-1", namespace="ml", node="h100-1", gpus=8))
+    await gangs.runtime.settle()
+    gangs.step.start()
+    gangs.step.tick()
+    assert gangs.step.manager.statuses() == []
+    key = GangKey("ml", "late")
+    for name in ("w-0", "w-1"):
+        cluster.update_pod_metadata(
+            "ml",
+            name,
+            labels={"topos.io/gang": "late", "topos.io/gang-min": "2"},
+        )
+    await eventually(lambda: bound_count(gangs, key) == 2, what="both counted", timeout_s=10)

@@ -227,12 +227,14 @@ def test_capacity_gained_is_reported_when_a_pod_leaves_or_a_gpu_heals(inv: Inven
     events: list[InventoryEvent] = []
     inv.upsert_node(_kube_node())
     _hello(inv)
-    inv.upsert_pod(_pod("p1", gpus=2))
+    p1 = _pod("p1", gpus=2)
+    inv.upsert_pod(p1)
     inv.subscribe(events.append)
     inv.upsert_pod(_pod("p2", gpus=1))
     assert events[-1].capacity_gained is False
     inv.delete_pod("p1")
-    assert events[-1] == InventoryEvent("updated", "node-a", True, pods_only=True)
+    # the event names the pod that left, as held (subscribers need not walk the node's pods)
+    assert events[-1] == InventoryEvent("updated", "node-a", True, pods_only=True, left=p1)
     inv.apply_delta(
         "node-a",
         seq=1,
