@@ -481,7 +481,9 @@ class Scheduler:
         ):
             return
         self._posted[entry.uid] = (message, now, forecast)
-        if forecast is not None:
+        if forecast is not None and forecast.unknown and forecast.unknown in message:
+            message = f"{message}; start unknown"  # its reason is the refusal already stated
+        elif forecast is not None:
             message = f"{message}; {forecast.sentence(self._wall(), clock=True)}"
         nominated = self._nominating.pop(entry.uid, None)
         if nominated is not None:
