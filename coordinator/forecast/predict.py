@@ -134,7 +134,12 @@ def fits_nowhere(obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
     ``NoExecute`` taint the pod does not tolerate. ``False`` where the pod cannot be read or a
     node states no allocatable or an unreadable one: it might fit there, the run decides."""
     pod = parse_pod(obj)
-    if isinstance(pod, PodSpecError) or not nodes:
+    return not isinstance(pod, PodSpecError) and _fits_nowhere(pod, obj, nodes)
+
+
+def _fits_nowhere(pod: PodRequest, obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
+    """:func:`fits_nowhere` of ``obj`` parsed as ``pod``."""
+    if not nodes:
         return False
     asks = held_requests(obj.get("spec") or {})
     wanted = {r: asks[r] for r in _STATED if asks.get(r, 0) > 0}
@@ -197,8 +202,8 @@ def _message(p: Prediction, horizon_s: float) -> str:
     )
 
 
-def unforeseen(obj: Mapping[str, Any], claims: Collection[str], volumes: Volumes) -> str:
-    """Why the start of pending pod ``obj`` cannot be forecast from a copy whose ResourceClaims
+def unforeseen(pod: PodRequest, claims: Collection[str], volumes: Volumes) -> str:
+    """Why the start of pending pod ``pod`` cannot be forecast from a copy whose ResourceClaims
     are ``claims`` (``namespace/name``) and whose PersistentVolumeClaims, PVs and classes are
     ``volumes``, or ``""``. What it waits for is done by someone the copy does not hold, at a
     time no copy knows: a ResourceClaim it names is made (from its template by
@@ -206,9 +211,6 @@ def unforeseen(obj: Mapping[str, Any], claims: Collection[str], volumes: Volumes
     PersistentVolumeClaim of it is made, bound by the PV controller (Immediate binding), or
     mended (VolumeBinding refuses it on every node until then: ``persistentvolumeclaim "data"
     not found``)."""
-    pod = parse_pod(obj)
-    if isinstance(pod, PodSpecError):
-        return ""
     return unmade_claim(pod, claims) or claims_refusal(pod, volumes) or ""
 
 
@@ -246,14 +248,22 @@ def predict_starts(
     # does not tolerate) never starts and never moves anyone: it is answered at once and left
     # out of the run (a cluster's unschedulable pods would otherwise be retried through the
     # whole horizon at every refresh).
-    never = {_key(p) for p in state.pending if fits_nowhere(p, state.nodes)}
     # A pod waiting for a claim to be made or bound, by someone the copy does not hold, would
     # wait through the whole run: its start is unknown, with the reason.
     claims = {object_key(kind, obj) for kind, obj in state.dra if kind == "ResourceClaim"}
     volumes = Volumes()
     for kind, obj in state.volumes:
         volumes.put(kind, obj)
-    unmade = {_key(p): why for p in state.pending if (why := unforeseen(p, claims, volumes))}
+    never: set[str] = set()
+    unmade: dict[str, str] = {}
+    for obj in state.pending:  # each parsed once
+        pod = parse_pod(obj)
+        if isinstance(pod, PodSpecError):
+            continue
+        if why := unforeseen(pod, claims, volumes):
+            unmade[_key(obj)] = why
+        elif _fits_nowhere(pod, obj, state.nodes):
+            never.add(_key(obj))
     never |= unmade.keys()
     out: dict[str, Prediction] = {}
     for target in (t for t in targets if t in never):
