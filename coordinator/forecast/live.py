@@ -42,7 +42,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from coordinator.core.framework.profiles import Profiles
 from coordinator.core.snapshot.volumes import VolumeKind
@@ -75,18 +75,8 @@ INTERVAL_S: Final = 60.0
 #: How far ahead (simulated seconds) a forecast looks.
 HORIZON_S: Final = 86_400.0
 _RESOURCE_FIELDS: Final = frozenset({"pods"})
-VOLUME_KINDS: Final[tuple[VolumeKind, ...]] = (
-    "StorageClass",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-)
-DRA_KINDS: Final[tuple[DraKind, ...]] = (
-    "DeviceClass",
-    "ResourceSlice",
-    "DeviceTaintRule",
-    "ComputeDomain",
-    "ResourceClaim",
-)
+VOLUME_KINDS: Final[tuple[VolumeKind, ...]] = get_args(VolumeKind)
+DRA_KINDS: Final[tuple[DraKind, ...]] = get_args(DraKind)
 
 
 def _stamp(unix: float) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from common.quantity import QuantityError, parse_quantity
 from coordinator.core.podspec.affinity import label_selector, node_selector
@@ -325,9 +325,7 @@ class Volumes:
         #: Every object as last given, by kind and key (read or not): what a copy of the
         #: cluster carries (the forecast's).
         self._raw: dict[VolumeKind, dict[str, Mapping[str, object]]] = {
-            "PersistentVolumeClaim": {},
-            "PersistentVolume": {},
-            "StorageClass": {},
+            kind: {} for kind in get_args(VolumeKind)
         }
         self._claims: dict[str, Claim] = {}
         self._volumes: dict[str, Volume] = {}
