@@ -476,12 +476,7 @@ class ClusterView:
             base = base.with_pods(tuple(on_node.values()), left=left, came=came)
         elif came:  # only pods new here, last in the order: added to the base
             effective = self._effective.get(name)
-            n = len(base.pods)
-            if (
-                effective is not None
-                and len(effective.pods) == n + len(came)
-                and all(a is b for a, b in zip(effective.pods[n:], came, strict=True))
-            ):
+            if effective is not None and _same(effective.pods[len(base.pods) :], came):
                 base = effective  # the binds of what was assumed there seen: its memos kept
             else:
                 base = base.adding(came)

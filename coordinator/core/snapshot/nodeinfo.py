@@ -136,19 +136,12 @@ class NodeInfo:
         labels.setdefault("kubernetes.io/hostname", name)
         req: dict[str, int] = {}
         if requested is None:
-            cpu = memory = 0
             for p in pods_t:
                 for k, v in p.requests.items():
                     req[k] = req.get(k, 0) + v
-                nz = p.nonzero
-                if nz is None:
-                    nz = nonzero_of(p.requests)
-                cpu += nz[0]
-                memory += nz[1]
-            nonzero = NonZero(cpu, memory)
         else:
             req.update(requested)
-            nonzero = _nonzero_sum(_NONE, pods_t)
+        nonzero = _nonzero_sum(_NONE, pods_t)
         asked = req.get("pods", 0)
         req["pods"] = max(asked, len(pods_t))
         eff = list(taints)
