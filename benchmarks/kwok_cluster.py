@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,9 +172,17 @@ def node_ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float | None = None) -> float:
-    """Seconds until ``count`` Nodes report Ready (KWOK's node-initialize stage); by default
-    allow two minutes plus 60 ms a node (KWOK takes its time on a busy 2-core machine)."""
+async def wait_ready(
+    kube: KubeClient,
+    count: int,
+    *,
+    timeout_s: float | None = None,
+    poll_s: float = 2.0,
+    requests: Counter[tuple[str, str, str]] | None = None,
+) -> float:
+    """Seconds until ``count`` Nodes report Ready (KWOK's node-initialize stage), listing them
+    every ``poll_s`` (each LIST counted in ``requests``, when given); by default allow two
+    minutes plus 60 ms a node (KWOK takes its time on a busy 2-core machine)."""
     if timeout_s is None:
         timeout_s = 120.0 + 0.06 * count
     started = time.perf_counter()
@@ -181,12 +190,14 @@ async def wait_ready(kube: KubeClient, count: int, *, timeout_s: float | None = 
     while True:
         # From the watch cache (resourceVersion 0): 5,000 such Nodes are some 50 MB of JSON.
         listed = await kube.list(NODES, label_selector="type=kwok", resource_version="0")
+        if requests is not None:
+            requests["LIST", "nodes", ""] += 1
         ready = sum(1 for n in listed["items"] if node_ready(n))
         if ready >= count:
             return time.perf_counter() - started
         if time.perf_counter() > deadline:
             raise RuntimeError(f"only {ready}/{count} KWOK nodes Ready after {timeout_s:.0f}s")
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(poll_s)
 
 
 class Process:

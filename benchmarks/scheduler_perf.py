@@ -126,7 +126,6 @@ from benchmarks.kwok_cluster import (
     Limit,
     Process,
     compile_topos,
-    node_ready,
     parse_limits,
     start_kube_scheduler,
     start_kwok,
@@ -330,20 +329,6 @@ def _dressed(body: dict[str, Any], scheduler: str) -> dict[str, Any]:
         return body
     node, _ = node_body(body, 0)
     return {**node, "status": body.get("status") or {}}
-
-
-async def _nodes_ready(kube: KubeClient, count: int, timeout_s: float = 120.0) -> int:
-    """Wait until ``count`` KWOK Nodes are Ready; how many LISTs it took."""
-    deadline = time.perf_counter() + timeout_s
-    lists = 0
-    while True:
-        listed = await kube.list(NODES, label_selector="type=kwok", resource_version="0")
-        lists += 1
-        if sum(1 for n in listed["items"] if node_ready(n)) >= count:
-            return lists
-        if time.perf_counter() > deadline:
-            raise WaitTimeout(f"{count} Nodes not Ready after {timeout_s:g} s")
-        await asyncio.sleep(0.1)
 
 
 async def _create(
@@ -773,9 +758,11 @@ async def _sequence(
                 made += await create_nodes(kube, [item.step], item.first)
                 own["POST", "nodes", ""] += item.step.count  # the benchmark's, not a scheduler's
                 own["PATCH", "nodes", "status"] += item.step.count
-                own["LIST", "nodes", ""] += await _nodes_ready(
-                    kube, workload.node_count + len(made)
-                )
+                ready = workload.node_count + len(made)
+                try:
+                    await wait_ready(kube, ready, timeout_s=120.0, poll_s=0.1, requests=own)
+                except RuntimeError as exc:  # the turn stops; the next scheduler gets its own
+                    raise WaitTimeout(str(exc)) from None
             else:  # UpdateAny
                 target = spaces.get(item.namespace or "", item.namespace)
                 dress = functools.partial(_dressed, scheduler=scheduler_name)
