@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from common.waiting import wait_set
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
 from coordinator.core.preemption.defrag import DefragPlanner, DefragSettings, plan_defrag
@@ -175,11 +176,7 @@ class GangRuntime:
             if not self._poked.is_set():
                 # Nothing seen since this tick: sleep until the next deadline (a simulation
                 # of days jumps from event to event instead of ticking every half second).
-                # (not wait_for: before Python 3.12 it may swallow a cancel that comes as the
-                # event is set, e.g. as the runtime stops, and this loop would never end)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._idle_s()):
-                        await self._poked.wait()
+                await wait_set(self._poked, self._idle_s())
 
     def _idle_s(self) -> float:
         """Seconds until the step or preemption next has timed work (0: now)."""
