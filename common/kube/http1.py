@@ -15,8 +15,9 @@ Events grows the pool to one connection per request in flight (100-140 in a 1,00
 scheduler_perf run), each with a TLS handshake: a new connection offers the TLS session of one
 opened before, which the API server resumes without signing or checking a certificate
 (:class:`_ResumingObject`; client CPU per new connection and its first request against
-kube-apiserver v1.36.3, uvloop, 2 cores at load 8: 2.0-2.6 ms with a full handshake, 1.4-1.9 ms
-resumed, 0.2 ms for a request on a kept connection). What it covers and what it does not:
+kube-apiserver v1.36.3, uvloop, 2 cores at load 5-9, runs of 100-300 connections: 2.0-3.2 ms
+with a full handshake, 1.4-2.5 ms resumed, a fifth to a third less in each pair of runs; 0.2-0.3
+ms for a request on a kept connection). What it covers and what it does not:
 
 - the request's bytes are written here (a request line, ``Host``, the caller's headers,
   ``Content-Length``); the reply is parsed by llhttp, Node.js' HTTP parser, through
