@@ -384,8 +384,17 @@ class Preemptor:
             if nom.answered_at is not None and now - nom.answered_at > HOLD_AFTER_EVICTIONS_S:
                 self._let_go(nom)
         if self.defrag.mode == "background" and now >= self._next_compaction:
+            if self._being_tried():
+                # Pods just arrived (or sent back by a change) are tried first: compaction looks
+                # once they are placed or wait (a replay's arrivals at the very second a
+                # compaction is due refused it every time).
+                return
             self._next_compaction = now + self.defrag.interval_s
             self.compact(now)
+
+    def _being_tried(self) -> bool:
+        """Pods in the scheduler's active queue or being scheduled now."""
+        return any(p.where in ("active", "in_flight") for p in self.scheduler.queue.entries())
 
     def next_tick(self) -> float | None:
         """When :meth:`tick` next has work of its own (the clock's time; now or earlier: at the
