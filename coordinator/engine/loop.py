@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, 
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from common.waiting import wait_set
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.profile import Framework
 from coordinator.core.framework.profiles import Profiles
@@ -374,8 +375,7 @@ class Scheduler:
             waits = [
                 t for t in (self.queue.next_ready_in(), self.view.next_expiry_in()) if t is not None
             ]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), min(waits, default=None))
+            await wait_set(self._wakeup, min(waits, default=None))
             return False
         self.idle.clear()
         await self.schedule(entry)

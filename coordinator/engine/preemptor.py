@@ -256,6 +256,8 @@ class Preemptor:
         self._ending: list[tuple[float, int, str]] = []  # (until, id, unit) of nominations: a heap
         #: room held for gangs compaction moved (a reservation group → until when)
         self.reserved_for: dict[str, float] = {}
+        #: Called after a pod's preemption was tried: :meth:`next_tick` may be sooner now.
+        self.changed: Callable[[], None] = lambda: None
         self.preemptions = 0
         self.victims = 0
 
@@ -341,14 +343,17 @@ class Preemptor:
         """The runtime's post-filter hook for pods in no gang."""
         if pod.gang is not None or failure.unresolvable:
             return None
-        return await self._preempt(
-            pod.key,
-            [pod],
-            priority=pod.priority,
-            policy=pod.preemption_policy,
-            intent=None,
-            eligible=pod_eligible(failure),
-        )
+        try:
+            return await self._preempt(
+                pod.key,
+                [pod],
+                priority=pod.priority,
+                policy=pod.preemption_policy,
+                intent=None,
+                eligible=pod_eligible(failure),
+            )
+        finally:
+            self.changed()  # it may wait out a delay or its victims now: the ticker looks
 
     # --- the work --------------------------------------------------------------------------------
 
@@ -381,6 +386,25 @@ class Preemptor:
         if self.defrag.mode == "background" and now >= self._next_compaction:
             self._next_compaction = now + self.defrag.interval_s
             self.compact(now)
+
+    def next_tick(self) -> float | None:
+        """When :meth:`tick` next has work of its own (the clock's time; now or earlier: at the
+        next tick), ``None``: only a change can give it some (:attr:`changed`, or an inventory
+        event while a nomination's victims leave)."""
+        if self.nominations:
+            return self._clock()  # victims leaving, evictions answered: looked at every tick
+        dues = [
+            w.wake if w.wake is not None else w.last + self._forget_after_s()
+            for w in self.waiting.values()
+        ]
+        dues.extend(self.reserved_for.values())
+        if self._leaving:
+            dues.append(self._leaving[0][0])
+        if self._ending:
+            dues.append(self._ending[0][0])
+        if self.defrag.mode == "background":
+            dues.append(self._next_compaction)
+        return min(dues, default=None)
 
     def preempting(self, key: GangKey, members: Collection[PodRequest]) -> str | None:
         """While the victims evicted for this gang (these members) are leaving: what it waits

@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from common.kube import KubeClient, KubeError, NotFound, Resource
+from common.waiting import wait_set
 from coordinator.engine.admission.placement import (
     CONTROLLER_NAME,
     PLACEMENT_GROUP,
@@ -219,8 +220,7 @@ class PlacementCheckController:
                 except KubeError as exc:
                     log.warning("placement check: %s", exc)
                 self.ready.set()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self.interval_s)
+                await wait_set(wake, self.interval_s)
                 wake.clear()
         finally:
             unsubscribe()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from common.kube import DEVICE_TAINT_RULES, AlreadyExists, KubeClient, KubeError, NotFound
+from common.waiting import wait_set
 from coordinator.core.dra.healthtaints import (
     UnhealthyGpu,
     owned,
@@ -93,8 +94,7 @@ class HealthTaintWriter:
         )
         try:
             while True:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                await wait_set(self._wake, self.interval_s)
                 self._wake.clear()
                 try:
                     await self.round()

@@ -34,6 +34,7 @@ would create it again, so it stays bound, counts as placed, and the rest complet
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -389,6 +390,12 @@ class GangManager:
                 )
                 out.append((key, self._release(gang, msg)))
         return out
+
+    def next_timeout(self) -> float | None:
+        """When :meth:`tick` may next release a gang (the clock's time), ``None``: no gang that is
+        not bound can time out."""
+        due = min((self._deadline(g) for g in self._gangs.values() if not g.complete), default=None)
+        return None if due is None or math.isinf(due) else due
 
     def order_key(self, key: GangKey) -> tuple[int, float, str, str]:
         """Queue order: higher priority first, then first seen, then namespace/name."""

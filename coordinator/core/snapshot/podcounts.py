@@ -75,7 +75,7 @@ CountKey = tuple[PodMatcher, str, tuple[str, ...]]
 class DomainCounts:
     """Matching pods per topology value, for the nodes carrying every required key."""
 
-    __slots__ = ("counts", "hist", "key", "matcher", "required")
+    __slots__ = ("counts", "gate", "hist", "key", "matcher", "required")
 
     def __init__(self, matcher: PodMatcher, key: str, required: tuple[str, ...]) -> None:
         self.matcher = matcher
@@ -83,6 +83,14 @@ class DomainCounts:
         self.required = required
         self.counts: dict[str, int] = {}
         self.hist: dict[int, int] = {}  # count → how many domains hold it
+        selector = matcher.selector
+        self.gate: tuple[str, str] | None = (
+            selector.match_labels[0] if selector is not None and selector.match_labels else None
+        )
+        """A label every pod counted carries (its selector's first ``matchLabels`` pair): a
+        pod without it is passed over unmatched as pods are assumed and seen (the counts of
+        64 selectors, e.g. 100 pods each with an affinity to a label of its own, were each
+        matched against every pod)."""
 
     @classmethod
     def build(

@@ -517,7 +517,11 @@ class _PodIndex:
         self._count(labels, pod, -1)
 
     def _count(self, labels: Mapping[str, str], pod: PodInfo, by: int) -> None:
+        carried = pod.labels
         for ckey, counts in self.counts.items():
+            gate = counts.gate
+            if gate is not None and carried.get(gate[0]) != gate[1]:
+                continue  # the selector asks for a label this pod lacks
             value = counts.domain_of(labels, pod)
             if value is not None:
                 if ckey not in self.owned:

@@ -165,6 +165,9 @@ class GangLifecycle:
         self._started = False
         self.recovering: dict[GangKey, _Recovery] = {}
         self.recoveries: list[RecoveryRecord] = []
+        #: Called when something may give :meth:`tick` work sooner than :meth:`next_tick` said
+        #: (a pod tried, a PodGroup changed, a recovery began): the gang service's ticker wakes.
+        self.changed: Callable[[], None] = lambda: None
         self.membership = GangMembership(
             scheduler,
             self.manager,
@@ -179,6 +182,7 @@ class GangLifecycle:
     def podgroups_changed(self, namespace: str, name: str) -> None:
         """A PodGroup appeared, changed or went: members waiting on it are looked at again."""
         self.membership.podgroups_changed(namespace)
+        self.changed()
 
     def members(self, key: GangKey) -> list[str]:
         return self.membership.members(key)
@@ -440,6 +444,25 @@ class GangLifecycle:
                 self._untold.discard(key)
                 self._tell(key)
 
+    def next_tick(self) -> float | None:
+        """When :meth:`tick` next has work of its own (the clock's time; now or earlier: at the
+        next tick), ``None``: only a change can give it some — a pod or a PodGroup seen,
+        :attr:`changed` called, an inventory event (:meth:`GangMembership.settled`). A gang
+        waiting for its timeout is not looked at until then."""
+        now = self._clock()
+        if (
+            self._attempts
+            or self._untold
+            or self.recovering
+            or self._restart_partial
+            or not self.membership.settled()
+        ):
+            return now
+        return min(
+            (t for t in (*self._wake.values(), self.manager.next_timeout()) if t is not None),
+            default=None,
+        )
+
     def _tell(self, key: GangKey) -> None:
         """The gang stopped arriving still short of members: each waiting member is told why
         (parked already, it stays where it is)."""
@@ -461,5 +484,6 @@ class GangLifecycle:
         current = self.recovering.get(key)
         if current is None:
             self.recovering[key] = _Recovery(self._clock(), cause, frozenset(scope))
+            self.changed()
         else:
             current.scope = frozenset(scope) or current.scope

@@ -97,6 +97,11 @@ class GangMembership:
             self._dirty.add(name)
             self._touched.pop(name, None)
 
+    def settled(self) -> bool:
+        """Nothing seen since the last :meth:`sync_bound` (no pod or node event, no PodGroup
+        change) that it or :meth:`sync_gone` would have to look at."""
+        return not (self._everything or self._dirty or self._touched)
+
     def close(self) -> None:
         """Stop hearing the inventory (the runtime stops)."""
         self._unsubscribe()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
 
+from common.waiting import wait_set
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.gangs.cycle import GangPlanner, schedule_gang
 from coordinator.core.preemption.defrag import DefragPlanner, DefragSettings, plan_defrag
@@ -45,7 +46,12 @@ class GangSettings:
     backoff_s: float = 10.0
     """After a timeout a gang waits this long before it is tried again."""
     tick_s: float = 0.5
-    """How often timeouts and membership are checked."""
+    """How often timeouts and membership are checked while anything is due: at most every
+    ``tick_s``, and only when a pod, node or PodGroup changed or a deadline (a timeout, the end of
+    a backoff or preemption delay, a compaction) came."""
+    idle_tick_s: float = 30.0
+    """With nothing due, the check still runs this often (what no event announced — a bind held
+    by the scheduler that expired — is seen within this)."""
     arrival_quiet_s: float = 2.0
     """A member of a gang still short of members is told why it waits once no new member has
     joined for this long…"""
@@ -136,6 +142,17 @@ class GangRuntime:
             else None
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._clock = clock
+        # What may give the ticker work: pods pending or gone, inventory events, binds, PodGroups,
+        # a pod tried (the gang step), preemption tried for a pod, a recovery begun.
+        self._poked = asyncio.Event()
+        poke = self._poked.set
+        self.step.changed = poke
+        if self.preemptor is not None:
+            self.preemptor.changed = poke
+        scheduler.queue.listeners.append(lambda pod, present: poke())
+        scheduler.bind_listeners.append(lambda job, exc: poke())
+        self._unsubscribe = scheduler.inventory.subscribe(lambda event: poke())
 
     # --- running -------------------------------------------------------------------------------
 
@@ -148,6 +165,7 @@ class GangRuntime:
         leadership = self.runtime.scheduler.leadership
         while True:
             await leadership.wait_until_leading()  # timeouts evict: the leader's alone
+            self._poked.clear()
             try:
                 self.step.tick()
                 if self.preemptor is not None:
@@ -155,6 +173,19 @@ class GangRuntime:
             except Exception:
                 log.exception("gang tick failed")
             await asyncio.sleep(self.settings.tick_s)
+            if not self._poked.is_set():
+                # Nothing seen since this tick: sleep until the next deadline (a simulation
+                # of days jumps from event to event instead of ticking every half second).
+                await wait_set(self._poked, self._idle_s())
+
+    def _idle_s(self) -> float:
+        """Seconds until the step or preemption next has timed work (0: now)."""
+        dues = [self.step.next_tick()]
+        if self.preemptor is not None:
+            dues.append(self.preemptor.next_tick())
+        due = min((d for d in dues if d is not None), default=None)
+        idle = self.settings.idle_tick_s
+        return idle if due is None else max(0.0, min(idle, due - self._clock()))
 
     async def _recovery(self, recovery: Recovery) -> None:
         # Only once the inventory is listed (and this replica leads): before that a node whose
@@ -177,6 +208,7 @@ class GangRuntime:
                 await task
         self._tasks.clear()
         self.step.membership.close()
+        self._unsubscribe()
         if self.recovery is not None:
             self.recovery.close()
 

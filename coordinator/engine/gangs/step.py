@@ -67,6 +67,12 @@ class GangStep(GangLifecycle):
     # --- the step --------------------------------------------------------------------------------
 
     async def __call__(self, entry: QueuedPod) -> ScheduleResult | Narrowed | None:
+        try:
+            return await self._step(entry)
+        finally:
+            self.changed()  # a gang may wait, bind, back off or preempt now: the ticker looks
+
+    async def _step(self, entry: QueuedPod) -> ScheduleResult | Narrowed | None:
         request = entry.request
         if not isinstance(request, PodRequest):
             return None  # a malformed pod: the per-pod path reports it

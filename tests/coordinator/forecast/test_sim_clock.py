@@ -137,3 +137,66 @@ def test_events_carry_simulated_timestamps() -> None:
 
     stamp = simulate(main)
     assert stamp == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EPOCH + 3_600))
+
+
+def test_an_idle_engine_sleeps_until_something_is_due() -> None:
+    """A running gang and nothing else happening for a simulated day: the gang ticker wakes at
+    its idle interval (30 s), not every half second — a replay of weeks jumps from event to
+    event. A gang still short of members then times out at its timeout, not a tick later."""
+
+    async def main() -> tuple[int, list[float]]:
+        loop = asyncio.get_running_loop()
+        async with SimulatedEngine() as engine:
+            ticks = 0
+            tick = engine.gangs.step.tick
+
+            def counted() -> None:
+                nonlocal ticks
+                ticks += 1
+                tick()
+
+            engine.gangs.step.tick = counted  # type: ignore[method-assign]
+            for k in range(2):
+                name = f"gpu-{k}"
+                engine.cluster.add_node(name, topology=discover_profile("dgx-h100", hostname=name))
+            for k in range(2):
+                engine.cluster.create_pod(gang_member(f"run-{k}", "run", 2))
+            await asyncio.sleep(86_400)
+            day = ticks
+            began = loop.time()
+            engine.cluster.create_pod(gang_member("short-0", "short", 2))  # 1 of 2: never full
+            seen: list[float] = []
+            while not seen and loop.time() < began + 1_000:
+                await asyncio.sleep(1)
+                events = engine.cluster.events("default", "short-0")
+                if any(e["reason"] == "GangTimeout" for e in events):
+                    seen.append(loop.time() - began)
+            return day, seen
+
+    day, seen = simulate(main)
+    assert 86_400 / 31 <= day <= 86_400 / 30  # was 172,800 (every 0.5 s)
+    assert seen
+    assert 300 <= seen[0] <= 301.5
+
+
+def test_a_waiting_gang_whose_pods_are_deleted_is_forgotten_at_once() -> None:
+    """Between deadlines the ticker sleeps; a deletion wakes it: the gang is gone from the
+    manager (``/v1/gangs``) within a tick, not at its timeout."""
+
+    async def main() -> tuple[bool, bool]:
+        async with SimulatedEngine() as engine:
+            topology = discover_profile("dgx-h100", hostname="gpu-0")
+            engine.cluster.add_node("gpu-0", topology=topology)
+            for k in range(2):
+                engine.cluster.create_pod(gang_member(f"w-{k}", "w", 3))  # 2 of 3
+            await asyncio.sleep(60)
+            manager = engine.gangs.step.manager
+            known = any(s.name == "w" for s in manager.statuses())
+            for k in range(2):
+                engine.cluster.delete_pod("default", f"w-{k}")
+            await asyncio.sleep(1)
+            return known, any(s.name == "w" for s in manager.statuses())
+
+    known, still = simulate(main)
+    assert known
+    assert not still
