@@ -536,35 +536,14 @@ def replay_metrics(
     arm.lost = result.lost_gpu_s / run_gpu_s if run_gpu_s else 0.0
 
 
-#: ``--defrag`` arms: Topos with the stream's pods movable and defragmentation in this mode,
-#: then options after ``+``: ``racks`` (``compactRacks``: racks emptied by moving gangs), and
-#: gathering's: ``lossN`` (``gatherMaxLossRatio`` N %), ``capN`` (``gatherMovesPerHour`` N) —
-#: e.g. ``background+racks+loss25+cap10``
-DEFRAG_MODES = ("onDemand", "background")
-DEFRAG_OPTIONS = ("racks", "loss", "cap")
+#: ``--defrag`` arms: Topos with the stream's pods movable and defragmentation in this mode
+#: (``background+racks``: ``background`` with ``compactRacks``: racks emptied by moving gangs)
+DEFRAG_MODES = ("onDemand", "background", "background+racks")
 
 
 def defrag_settings(mode: str) -> DefragSettings:
-    """The settings of ``--defrag`` mode ``mode`` (:data:`DEFRAG_MODES`, options after ``+``);
-    ``ValueError`` naming a bad part."""
-    base, *options = mode.split("+")
-    if base not in DEFRAG_MODES:
-        raise ValueError(f"{mode!r}: {base!r} is none of {', '.join(DEFRAG_MODES)}")
-    settings = DefragSettings(mode=base)
-    for option in options:
-        name = option.rstrip("0123456789")
-        number = option[len(name) :]
-        if name not in DEFRAG_OPTIONS or (name == "racks" and number):
-            raise ValueError(f"{mode!r}: {option!r} is none of {', '.join(DEFRAG_OPTIONS)}")
-        if name != "racks" and not number:
-            raise ValueError(f"{mode!r}: {option!r} needs a number ({name}N)")
-        if name == "racks":
-            settings = replace(settings, compact_racks=True)
-        elif name == "loss":
-            settings = replace(settings, gather_loss_ratio=int(number) / 100)
-        else:
-            settings = replace(settings, gather_moves_per_hour=int(number))
-    return settings
+    base, _, racks = mode.partition("+")
+    return DefragSettings(mode=base, compact_racks=racks == "racks")
 
 
 def movable(sim: Simulator) -> None:
@@ -729,11 +708,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     defrag = [m for m in args.defrag.split(",") if m]
-    for mode in defrag:
-        try:
-            defrag_settings(mode)
-        except ValueError as e:
-            parser.error(f"--defrag: {e}")
+    if bad := [m for m in defrag if m not in DEFRAG_MODES]:
+        parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
     only = [a for a in args.arms.split(",") if a]
     goal = f"topos+{defrag[-1]}" if defrag else "topos"
     if only and goal not in only:

@@ -231,7 +231,6 @@ class Preemptor:
         self.compactions = 0  # background compactions executed
         self.compacted = 0  # pods they moved (counted in ``moved`` too)
         self._compacted_at: deque[float] = deque()  # when each pod compaction moved was evicted
-        self._gathered_at: deque[float] = deque()  # when each pod gathering moved was evicted
         # not before the inventory is synced
         self._next_compaction = clock() + self.defrag.interval_s
         self.podgroups = podgroups
@@ -323,8 +322,6 @@ class Preemptor:
             # (never move twice for one gang).
             left = self._victims_left(pending)
             return f"waiting for {len(left)} moved pod(s) to terminate" if left else None
-        if self._gather_room(self._clock()) == 0:
-            return None  # the hour's gathering moves are spent
         snapshot = self.scheduler.view.snapshot()
         framework = self.scheduler.profiles.for_name(members[0].scheduler_name)
         before = self.moves
@@ -538,13 +535,6 @@ class Preemptor:
         waiting.uids, waiting.last = uids, now
         return waiting
 
-    def _gather_room(self, now: float) -> int | None:
-        """How many more pods gathering may move in this hour (``None``: no cap of its own)."""
-        cap = self.defrag.gather_moves_per_hour
-        while self._gathered_at and self._gathered_at[0] <= now - HOUR_S:
-            self._gathered_at.popleft()
-        return None if cap is None else max(0, cap - len(self._gathered_at))
-
     def _budget_wait(self, victims: int, now: float) -> float:
         """Seconds until evicting ``victims`` more pods stays within the hourly budget."""
         budget = self.protections.evictions_per_hour
@@ -676,7 +666,6 @@ class Preemptor:
                 priority=priority,
                 intent=intent,
                 eligible=eligible,
-                settings=self.defrag.gathering() if moves_only else self.defrag,
             )
             if isinstance(moving, DefragPlan):
                 moves, plan = moving, moving.plan
@@ -699,8 +688,7 @@ class Preemptor:
                 "evicting anyone)"
             )
         wait = self._budget_wait(len(plan.victim_pods), now)
-        room = self._gather_room(now) if moves_only else None
-        if moves_only and (wait > 0 or (room is not None and len(plan.victim_pods) > room)):
+        if wait > 0 and moves_only:
             self._release(members)
             return None
         if wait > 0:
@@ -890,23 +878,23 @@ class Preemptor:
         priority: int,
         intent: PlacementIntent | None,
         eligible: Callable[[Member, NodeState], Status] | None,
-        settings: DefragSettings,
     ) -> DefragPlan | Status:
-        """:func:`plan_defrag` on what :meth:`_select` planned on (read only), under
-        ``settings`` (gathering's or the waiting workload's); a bare pod marked movable gets its
-        ``NotMovable`` Event (once)."""
+        """:func:`plan_defrag` on what :meth:`_select` planned on (read only); a bare pod marked
+        movable gets its ``NotMovable`` Event (once)."""
         asked = members_of(members, view)
         need = sum(m.requests.get(GPU, 0) for m in asked)
         if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
             # Not scattered GPUs: no move helps (plan_defrag says so), nobody is told of marks.
-            return plan_defrag(asked, priority=priority, nodes=nodes, running=(), settings=settings)
+            return plan_defrag(
+                asked, priority=priority, nodes=nodes, running=(), settings=self.defrag
+            )
         self._refuse_marks()
         return self.mover(
             asked,
             priority=priority,
             nodes=nodes,
             running=running,
-            settings=settings,
+            settings=self.defrag,
             budgets=list(self.budgets()),
             intent=self._bounded(intent),
             keys=self.keys,
@@ -1012,8 +1000,6 @@ class Preemptor:
             self.victims += len(plan.victim_pods)
             self.scheduler.observer.preempted(len(plan.victim_pods))
         self._evicted_at.extend(now for _ in plan.victim_pods)  # moves spend the budget too
-        if moves is not None and gathering is not None:
-            self._gathered_at.extend(now for _ in plan.victim_pods)
         until = now + self.nomination_ttl_s
         uids = frozenset(m.uid for m in members)
         text = plan.describe(unit) if moves is None else moves.describe(unit)

@@ -44,14 +44,6 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
     compact_racks: bool = msgspec.field(default=False, name="compactRacks")
     """``background``: compaction may empty a whole NVLink rack, moving its gangs whole into
     other racks in use."""
-    gather_loss_ratio: Annotated[float, msgspec.Meta(ge=0)] | None = msgspec.field(
-        default=None, name="gatherMaxLossRatio"
-    )
-    """Gathering's own ``maxLossRatio`` (unset: ``maxLossRatio``)."""
-    gather_moves_per_hour: Annotated[int, msgspec.Meta(ge=0)] | None = msgspec.field(
-        default=None, name="gatherMovesPerHour"
-    )
-    """The most pods gathering moves in any hour (unset: only the eviction budget bounds it)."""
 
     def __post_init__(self) -> None:
         if self.mode is not False and self.mode not in MODES:
@@ -69,6 +61,4 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
             interval_s=self.interval_s,
             gather=self.gather,
             compact_racks=self.compact_racks,
-            gather_loss_ratio=self.gather_loss_ratio,
-            gather_moves_per_hour=self.gather_moves_per_hour,
         )

@@ -23,7 +23,7 @@ only scattered (docs/defragmentation.md). Pure: plain data in, a plan or a ``Sta
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from coordinator.core.domains.capacity import GPU, NodeState
 from coordinator.core.domains.layout import DomainKeys, Layout, build_layout
@@ -76,11 +76,6 @@ class DefragSettings:
     compact_racks: bool = False
     """``background``: compaction may also empty a whole NVLink rack (clique) by moving its
     movable gangs whole into other racks in use, and its lone pods onto nodes in use."""
-    gather_loss_ratio: float | None = None
-    """Gathering's own ``max_loss_ratio`` (``None``: ``max_loss_ratio``)."""
-    gather_moves_per_hour: int | None = None
-    """The most pods gathering moves in any hour, apart from ``evictions_per_hour`` (``None``:
-    only the preemption budget bounds it)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -95,10 +90,6 @@ class DefragSettings:
             raise ValueError(f"intervalSeconds: {self.interval_s!r} is not positive")
         if self.evictions_per_hour < 0:
             raise ValueError(f"evictionsPerHour: {self.evictions_per_hour!r} is negative")
-        if self.gather_loss_ratio is not None and self.gather_loss_ratio < 0:
-            raise ValueError(f"gatherMaxLossRatio: {self.gather_loss_ratio!r} is negative")
-        if self.gather_moves_per_hour is not None and self.gather_moves_per_hour < 0:
-            raise ValueError(f"gatherMovesPerHour: {self.gather_moves_per_hour!r} is negative")
 
     @property
     def enabled(self) -> bool:
@@ -108,12 +99,6 @@ class DefragSettings:
     def gathers(self) -> bool:
         """Is gathering on (it needs defragmentation on)?"""
         return self.gather and self.enabled
-
-    def gathering(self) -> DefragSettings:
-        """The settings gathering's moves are planned under (its own loss ratio)."""
-        if self.gather_loss_ratio is None:
-            return self
-        return replace(self, max_loss_ratio=self.gather_loss_ratio)
 
 
 def movability(

@@ -21,19 +21,12 @@ defragmentation:
   evictionsPerHour: 8
   intervalSeconds: 30
   compactRacks: true
-  gatherMaxLossRatio: 0.25
-  gatherMovesPerHour: 10
 """
     s = parse_config(load_yaml(text)).defragmentation.settings()
     assert (s.mode, s.max_loss_ratio, s.horizon_s) == ("background", 0.02, 7200.0)
     assert (s.priority_step, s.evictions_per_hour, s.interval_s) == (50, 8, 30.0)
     assert s.compact_racks
-    assert (s.gather_loss_ratio, s.gather_moves_per_hour) == (0.25, 10)
-    assert s.gathering().max_loss_ratio == 0.25
-    default = parse_config(load_yaml("{}")).defragmentation.settings()
-    assert not default.compact_racks
-    assert (default.gather_loss_ratio, default.gather_moves_per_hour) == (None, None)
-    assert default.gathering().max_loss_ratio == 0.05  # gathering under maxLossRatio
+    assert not parse_config(load_yaml("{}")).defragmentation.settings().compact_racks
 
 
 def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
@@ -66,14 +59,6 @@ def test_gathering_is_on_where_defragmentation_is_unless_turned_off() -> None:
         ("defragmentation: {mod: off}", ["defragmentation.mod"]),
         ("defragmentation: {gather: sometimes}", ["defragmentation.gather", "'sometimes'"]),
         ("defragmentation: {gather: 1}", ["defragmentation.gather", "1 is neither"]),
-        (
-            "defragmentation: {gatherMaxLossRatio: -0.1}",
-            ["defragmentation.gatherMaxLossRatio", "-0.1"],
-        ),
-        (
-            "defragmentation: {gatherMovesPerHour: -1}",
-            ["defragmentation.gatherMovesPerHour", "-1"],
-        ),
         (
             "defragmentation: {compactRacks: maybe}",
             ["defragmentation.compactRacks", "true or false"],
