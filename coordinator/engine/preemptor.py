@@ -650,7 +650,8 @@ class Preemptor:
             eligible=eligible,
             now=now,
             problems=problems,
-            victims=not moves_only,
+            # no pod it may evict: no victims to plan (only moves, which any priority may make)
+            victims=lower and not moves_only,
         )
         self._report(problems)
         moves: DefragPlan | None = None
