@@ -53,7 +53,9 @@ defragmentation (its compaction and gathering blind to cliques too), the base a
 Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]]
 [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
 S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
-stream's ratio moves by ±0.15 from seed to seed).
+stream's ratio moves by ±0.15 from seed to seed); with ``--engine`` each Topos arm's figures over
+the seeds are printed too (its ratio by seed, the lowest one-clique share, the work lost, the
+pods moved).
 """
 
 from __future__ import annotations
@@ -633,13 +635,23 @@ def blind_base(name: str, ran: Collection[str]) -> str | None:
     return next((b for b in (*tried, "clique-blind") if b in ran), None)
 
 
+#: per Topos arm, per seed: (stranded ÷ its clique-blind base, share inside one clique, stranded
+#: GPUs, share of GPU-seconds lost, pods moved)
+Tally = dict[str, list[tuple[float, float, float, float, int]]]
+
+
 def one_seed_engine(
-    seed: int, ticks: int, gang_rate: float, defrag: Sequence[str] = (), only: Sequence[str] = ()
+    seed: int,
+    ticks: int,
+    gang_rate: float,
+    defrag: Sequence[str] = (),
+    only: Sequence[str] = (),
+    tally: Tally | None = None,
 ) -> tuple[float, float, float]:
     """:func:`one_seed` through the production engine (:func:`engine_run`); with ``defrag``,
-    the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed; also the bound
-    (:mod:`benchmarks.clique_bound`: that arm's rack work re-packed perfectly each tick) as a
-    multiple of the same clique-blind arm's stranded GPUs."""
+    the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed (and added to
+    ``tally``); also the bound (:mod:`benchmarks.clique_bound`: that arm's rack work re-packed
+    perfectly each tick) as a multiple of the same clique-blind arm's stranded GPUs."""
     print(
         f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
         f"seed {seed}, on the production engine"
@@ -655,6 +667,10 @@ def one_seed_engine(
     for arm in arms.values():
         blind, base = base_of(arm.name)
         if arm.name.startswith("topos") and base:
+            if tally is not None:
+                share = arm.inside / arm.could if arm.could else 1.0
+                own = statistics.fmean(arm.stranded)
+                tally.setdefault(arm.name, []).append((own / base, share, own, arm.lost, arm.moved))
             print(
                 f"  {arm.name}: stranded {statistics.fmean(arm.stranded) / base:.2f}× {blind}'s;"
                 f" its rack work re-packed perfectly {statistics.fmean(arm.bound) / base:.2f}×"
@@ -703,8 +719,21 @@ def main() -> None:
         parser.error(f"--arms: {goal} is read against a clique-blind arm; include one")
     seeds = range(args.seed, args.seed + args.seeds)
     results: list[tuple[float, float, float | None]]
+    tally: Tally = {}
     if args.engine:
-        results = [one_seed_engine(s, args.ticks, args.gang_rate, defrag, only) for s in seeds]
+        results = [
+            one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally) for s in seeds
+        ]
+        for name, rows in tally.items():
+            each = " / ".join(f"{r[0]:.2f}" for r in rows)
+            print(
+                f"{name}: stranded {statistics.fmean(r[0] for r in rows):.2f}× its clique-blind"
+                f" base (by seed {each}), {statistics.fmean(r[2] for r in rows):.1f} GPUs;"
+                f" inside one clique ≥ {min(r[1] for r in rows):.1%};"
+                f" GPU-seconds lost {min(r[3] for r in rows):.2%}–{max(r[3] for r in rows):.2%}"
+                f" (mean {statistics.fmean(r[3] for r in rows):.2%});"
+                f" pods moved {min(r[4] for r in rows)}–{max(r[4] for r in rows)}"
+            )
     else:
         results = [one_seed(s, args.ticks, args.gang_rate) for s in seeds]
     share = min(r[0] for r in results)
