@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from devcluster.crds import YAML_LOADER
 from devcluster.workloads.catalog import Controller, Patch, Webhooks
 
 Document = dict[str, Any]
@@ -40,7 +41,7 @@ def documents(path: Path) -> list[Document]:
     found: list[Document] = []
     for file in files:
         try:
-            loaded = [d for d in yaml.safe_load_all(file.read_text()) if d]
+            loaded = [d for d in yaml.load_all(file.read_text(), Loader=YAML_LOADER) if d]
         except (OSError, yaml.YAMLError) as exc:
             raise ManifestError(f"{file}: {exc}") from exc
         for document in loaded:
