@@ -186,9 +186,15 @@ class Http1Pool:
         it has one it is sent only if this says so (else :class:`CalledOff`, nothing sent)."""
         request = _request_bytes(method, target, self.authority, headers, body)
         connection = await self._take(deferrable is not None)
-        if deferrable is not None and not deferrable():
-            self._release(connection, True, reusable=True)
-            raise CalledOff(f"{method} {target}: called off before it was sent")
+        if deferrable is not None:
+            try:
+                wanted = deferrable()
+            except BaseException:
+                self._release(connection, True, reusable=True)
+                raise
+            if not wanted:
+                self._release(connection, True, reusable=True)
+                raise CalledOff(f"{method} {target}: called off before it was sent")
         try:
             async with asyncio.timeout(timeout_s):
                 if connection is None:
