@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Self
 from urllib.parse import urlencode
 
@@ -59,7 +59,13 @@ class DirectTransport:
 
     __slots__ = ("_api", "_base", "_configuration", "_extra", "_host", "_session", "pool")
 
-    def __init__(self, api_client: Any, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        session: aiohttp.ClientSession,
+        *,
+        deferrable_limit: int | None = None,
+    ) -> None:
         self._api = api_client
         self._configuration = api_client.configuration
         self._session = session
@@ -79,17 +85,20 @@ class DirectTransport:
         host = getattr(self._configuration, "host", "")
         if isinstance(host, str) and host and "proxy" not in extra:
             self.pool = _pool_for(host, session, extra.get("server_hostname"))
+        if self.pool is not None:
+            self.pool.deferrable_limit = deferrable_limit
 
     @classmethod
-    def of(cls, api_client: Any) -> Self | None:
-        """A transport over ``api_client``'s session, or ``None`` when it has none we know."""
+    def of(cls, api_client: Any, *, deferrable_limit: int | None = None) -> Self | None:
+        """A transport over ``api_client``'s session, or ``None`` when it has none we know
+        (``deferrable_limit``: the pool's, :attr:`Http1Pool.deferrable_limit`)."""
         rest = getattr(api_client, "rest_client", None)
         session = getattr(rest, "pool_manager", None)
         if not isinstance(session, aiohttp.ClientSession):
             return None
         if getattr(api_client, "configuration", None) is None:
             return None
-        return cls(api_client, session)
+        return cls(api_client, session, deferrable_limit=deferrable_limit)
 
     async def headers(self, content_type: str) -> dict[str, str]:
         """The headers ``call_api`` would send (auth asked for now: tokens may rotate)."""
@@ -140,8 +149,10 @@ class DirectTransport:
         body: Any,
         content_type: str,
         timeout_s: float | None,
+        deferrable: Callable[[], bool] | None = None,
     ) -> Reply:
-        """One request on :attr:`pool`, its reply read whole (only where :meth:`exchanges`)."""
+        """One request on :attr:`pool`, its reply read whole (only where :meth:`exchanges`);
+        ``deferrable``: see :meth:`Http1Pool.exchange`."""
         assert self.pool is not None
         if self._configuration.host != self._host:
             self.url(path, query)  # the configuration's server changed: parse its prefix again
@@ -151,7 +162,9 @@ class DirectTransport:
             target += "?" + urlencode(list(query.items()))
         data = None if body is None else _ENCODER.encode(body)
         headers = await self.headers(content_type)
-        return await self.pool.exchange(method, target, headers, data, timeout_s=timeout_s)
+        return await self.pool.exchange(
+            method, target, headers, data, timeout_s=timeout_s, deferrable=deferrable
+        )
 
     async def send(
         self,

@@ -10,11 +10,14 @@ client CPU per request through aiohttp, 29 µs here (load 1.5). With two such re
 
 :class:`Http1Pool` keeps connections to one server open (keep-alive, the most recently used
 first, idle ones closed after ``keepalive_s``) and sends one request at a time on each, with the
-same TLS context and server name as the aiohttp session it stands beside. A burst of binds and
-Events grows the pool to one connection per request in flight (100-140 in a 1,000-pod
-scheduler_perf run), each with a TLS handshake: a new connection offers the TLS session of one
-opened before, which the API server resumes without signing or checking a certificate
-(:class:`_ResumingObject`; client CPU per new connection and its first request against
+same TLS context and server name as the aiohttp session it stands beside. A burst of requests
+grows the pool to one connection per request in flight, each with a TLS handshake; requests
+marked ``deferrable`` (Events) hold at most ``deferrable_limit`` connections at once and the
+next waits for one of those, so they add that many to the binds' peak, not their own (binds and
+Events, 64 in flight each, had grown it to 100-130 in a 1,000-pod scheduler_perf run, all of
+them opened in the run: none closed by the server or for idling). A new connection offers the
+TLS session of one opened before, which the API server resumes without signing or checking a
+certificate (:class:`_ResumingObject`; client CPU per new connection and its first request against
 kube-apiserver v1.36.3, uvloop, 2 cores at load 5-9, runs of 100-300 connections: 2.0-3.2 ms
 with a full handshake, 1.4-2.5 ms resumed, a fifth to a third less in each pair of runs; 0.2-0.3
 ms for a request on a kept connection). What it covers and what it does not:
@@ -36,6 +39,7 @@ ms for a request on a kept connection). What it covers and what it does not:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
 import ssl
@@ -46,7 +50,7 @@ from typing import Final
 
 import httptools
 
-__all__ = ["BadReply", "Http1Pool", "Reply"]
+__all__ = ["BadReply", "CalledOff", "Http1Pool", "Reply"]
 
 _BUFFER: Final = 1 << 20  # the stream reader's buffer (a LIST reply may be megabytes)
 _READ_SIZE: Final = 1 << 16
@@ -54,6 +58,10 @@ _READ_SIZE: Final = 1 << 16
 
 class BadReply(ConnectionError):
     """The server's answer is not an HTTP/1.x reply this client can read."""
+
+
+class CalledOff(Exception):
+    """A deferrable request its caller called off once it had a connection: never sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +143,19 @@ class Http1Pool:
         tls: ssl.SSLContext | None,
         server_hostname: str | None = None,
         keepalive_s: float = 60.0,
+        deferrable_limit: int | None = None,
     ) -> None:
         self.host, self.port, self.authority = host, port, authority
         self._tls = tls
         self._server_hostname = server_hostname
         self.keepalive_s = keepalive_s
+        self.deferrable_limit = deferrable_limit
+        """Deferrable requests (Events: nobody waits for them) on connections at once; one more
+        waits for one of them to finish and takes its connection (``None``: no limit). Other
+        requests never wait: each takes an idle connection or opens one."""
         self._idle: list[_Connection] = []  # most recently used last
+        self._deferred = 0  # deferrable requests holding or opening a connection
+        self._waiting: collections.deque[asyncio.Future[_Connection | None]] = collections.deque()
         self._closed = False
         self.opened = 0
         """Connections opened so far."""
@@ -163,32 +178,61 @@ class Http1Pool:
         body: bytes | None,
         *,
         timeout_s: float | None,
+        deferrable: Callable[[], bool] | None = None,
     ) -> Reply:
-        """Send one request (``target``: the encoded path and query) and read its reply."""
+        """Send one request (``target``: the encoded path and query) and read its reply.
+        ``deferrable``: the request may wait for a connection (see :attr:`deferrable_limit`; the
+        wait is not part of ``timeout_s``, which bounds the exchange with the server), and once
+        it has one it is sent only if this says so (else :class:`CalledOff`, nothing sent)."""
         request = _request_bytes(method, target, self.authority, headers, body)
-        async with asyncio.timeout(timeout_s):
-            connection = await self._take()
+        connection = await self._take(deferrable is not None)
+        if deferrable is not None:
             try:
+                wanted = deferrable()
+            except BaseException:
+                self._release(connection, True, reusable=True)
+                raise
+            if not wanted:
+                self._release(connection, True, reusable=True)
+                raise CalledOff(f"{method} {target}: called off before it was sent")
+        try:
+            async with asyncio.timeout(timeout_s):
+                if connection is None:
+                    connection = await self._connect()
                 connection.writer.write(request)
                 reply, reusable = await _read_reply(connection.reader, method)
-            except BaseException:
-                connection.close()
-                raise
-        if reusable:
-            self._give_back(connection)
-        else:
-            connection.close()
+        except BaseException:
+            self._release(connection, deferrable is not None, reusable=False)
+            raise
+        self._release(connection, deferrable is not None, reusable=reusable)
         return reply
 
-    async def _take(self) -> _Connection:
+    async def _take(self, deferrable: bool) -> _Connection | None:
+        """An idle connection, or ``None`` where the caller is to open one."""
         if self._closed:
             raise ConnectionError("the connection pool is closed")
+        limit = self.deferrable_limit
+        if deferrable and limit is not None and self._deferred >= limit:
+            waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            try:
+                return await waiter  # a deferrable request's connection, or None: open one
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():  # handed over, then cancelled
+                    self._release(waiter.result(), True, reusable=True)
+                else:
+                    self._waiting.remove(waiter)
+                raise
+        self._deferred += deferrable
         now = asyncio.get_running_loop().time()
         while self._idle:
             connection = self._idle.pop()
             if now - connection.idle_since < self.keepalive_s and connection.usable():
                 return connection
             connection.close()
+        return None
+
+    async def _connect(self) -> _Connection:
         reader, writer = await asyncio.open_connection(
             self.host,
             self.port,
@@ -203,10 +247,25 @@ class Http1Pool:
         self.opened += 1
         return _Connection(reader, writer)
 
-    def _give_back(self, connection: _Connection) -> None:
-        if self._closed or not connection.usable():
+    def _release(self, connection: _Connection | None, deferrable: bool, *, reusable: bool) -> None:
+        """A request is done with ``connection`` (``None``: it failed to open one). A deferrable
+        request's turn passes to the next waiting one, with the connection where it is still
+        good (else that one opens another)."""
+        kept = connection is not None and reusable and not self._closed and connection.usable()
+        if connection is not None and not kept:
             connection.close()
-            return
+        if deferrable:
+            while self._waiting:
+                waiter = self._waiting.popleft()
+                if not waiter.done():
+                    waiter.set_result(connection if kept else None)
+                    return
+            self._deferred -= 1
+        if kept:
+            assert connection is not None
+            self._keep(connection)
+
+    def _keep(self, connection: _Connection) -> None:
         if not connection.ticketed:
             connection.ticketed = True
             self._keep_session(connection)
@@ -235,6 +294,10 @@ class Http1Pool:
         idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("the connection pool is closed"))
         for connection in idle:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(connection.writer.wait_closed(), 1.0)

@@ -24,8 +24,10 @@ The pool has no connection limit (``ClientSettings.max_connections=None``): over
 request in flight holds a connection, and a shared limit would let binds queue behind the
 inventory's watches or a Lease renewal behind binds. What is in flight is bounded by its callers
 instead: binds by ``scheduler.maxBindsInFlight``, Events and status writes by the scheduler's
-background writes (64 at once), watches by their number, the rest by their budget's rate. Idle
-connections are kept a minute (``ClientSettings.keepalive_s``) for the next burst.
+background writes (64 at once) and, on the lean pool, by
+``ClientSettings.deferrable_connections`` (16 connections at once; more wait for one of those,
+never for a bind's), watches by their number, the rest by their budget's rate. Idle connections
+are kept a minute (``ClientSettings.keepalive_s``) for the next burst.
 """
 
 from __future__ import annotations
