@@ -50,7 +50,18 @@ defragmentation (its compaction and gathering blind to cliques too), the base a
 ``topos+<mode>`` arm's stranding ratio is read against (``clique-blind`` when it is not run).
 ``--arms`` runs only the arms named.
 
-Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]]
+``--causes`` (with ``--engine``) says, per arm, what the stranded GPUs are beside (:data:`CAUSES`,
+means over the ticks): each rack in use by what it holds — a piece of a gang of ≤ 18 trays split
+over racks (``split ≤18``), of a larger one (``split >18``), lone GPU pods only (``small only``),
+whole gangs only (``gangs only``: the holes gangs smaller than the rack leave), whole gangs and
+lone pods (``gangs+small``) — and the gap to the bound (72 GPUs for each rack in use beyond the
+fewest that hold the arm's rack work) by the same causes, of the emptiest racks in use
+(``extra …``); the bound's own stranded GPUs are the last rack's free trays (``bound rounding``)
+and the free GPUs inside lone pods' trays (``bound fragments``). The fleet has no cordoned or
+degraded trays.
+
+Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]
+[--causes]]
 [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
 S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
 stream's ratio moves by ±0.15 from seed to seed); with ``--engine`` each Topos arm's figures over
@@ -815,6 +826,8 @@ def main() -> None:
     if bad := [m for m in defrag if m not in DEFRAG_MODES]:
         parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
     only = [a for a in args.arms.split(",") if a]
+    if args.causes and not args.engine:
+        parser.error("--causes: the causes are read on the engine's replay; add --engine")
     goal = f"topos+{defrag[-1]}" if defrag else "topos"
     if only and goal not in only:
         parser.error(f"--arms: the goals are read on {goal}; include it")
@@ -830,8 +843,8 @@ def main() -> None:
             one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally, causes)
             for s in seeds
         ]
-        for name, rows in (causes or {}).items():
-            means = {c: statistics.fmean(r[c] for r in rows) for c in CAUSES}
+        for name, per_seed in (causes or {}).items():
+            means = {c: statistics.fmean(r[c] for r in per_seed) for c in CAUSES}
             print(f"{name} stranded by cause, mean of the seeds: {causes_line(means)}")
         for name, rows in tally.items():
             each = " / ".join(f"{r[0]:.2f}" for r in rows)
