@@ -50,7 +50,18 @@ defragmentation (its compaction and gathering blind to cliques too), the base a
 ``topos+<mode>`` arm's stranding ratio is read against (``clique-blind`` when it is not run).
 ``--arms`` runs only the arms named.
 
-Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]]
+``--causes`` (with ``--engine``) says, per arm, what the stranded GPUs are beside (:data:`CAUSES`,
+means over the ticks): each rack in use by what it holds — a piece of a gang of ≤ 18 trays split
+over racks (``split ≤18``), of a larger one (``split >18``), lone GPU pods only (``small only``),
+whole gangs only (``gangs only``: the holes gangs smaller than the rack leave), whole gangs and
+lone pods (``gangs+small``) — and the gap to the bound (72 GPUs for each rack in use beyond the
+fewest that hold the arm's rack work) by the same causes, of the emptiest racks in use
+(``extra …``); the bound's own stranded GPUs are the last rack's free trays (``bound rounding``)
+and the free GPUs inside lone pods' trays (``bound fragments``). The fleet has no cordoned or
+degraded trays.
+
+Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]
+[--causes]]
 [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
 S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
 stream's ratio moves by ±0.15 from seed to seed); with ``--engine`` each Topos arm's figures over
@@ -69,7 +80,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.devices import discover_profile
-from benchmarks.clique_bound import RackWork, stranded_bound
+from benchmarks.clique_bound import RackWork, fewest_racks, lone_trays, stranded_bound
 from coordinator.core.domains.capacity import GPU, node_states
 from coordinator.core.domains.layout import DomainKeys
 from coordinator.core.domains.summary import clique_stranded
@@ -194,6 +205,8 @@ class Arm:
     # :mod:`benchmarks.clique_bound`): trays anywhere, and each gang of ≤ 18 trays in one rack
     bound: list[int] = field(default_factory=list)
     bound_whole: list[int] = field(default_factory=list)
+    # ``--causes``: per tick, the stranded GPUs put down to each of :data:`CAUSES`
+    causes: dict[str, list[int]] = field(default_factory=dict)
 
 
 def clique_room(snap: Snapshot) -> dict[str, int]:
@@ -457,9 +470,16 @@ def engine_arms() -> list[Policy]:
 
 
 def replay_metrics(
-    arm: Arm, result: RunResult, jobs: list[Job], nodes: Sequence[NodeInfo], ticks: int
+    arm: Arm,
+    result: RunResult,
+    jobs: list[Job],
+    nodes: Sequence[NodeInfo],
+    ticks: int,
+    *,
+    causes: bool = False,
 ) -> None:
-    """The benchmark's measures from the replay's outcomes: where and when each job ran."""
+    """The benchmark's measures from the replay's outcomes: where and when each job ran
+    (``causes``: also :func:`stranded_causes` each tick)."""
     clique_of = {n.name: n.labels.get(CLIQUE) for n in nodes}
     gpus_of = {n.name: n.allocatable.get(GPU, 0) for n in nodes}
     by_id = {j.name: j for j in jobs}
@@ -518,6 +538,9 @@ def replay_metrics(
     for t in range(ticks):
         used = used_at(t * TICK_S)
         work = rack_work_at(t * TICK_S)
+        if causes:
+            for cause, gpus in stranded_causes(t * TICK_S, spans, clique_of, work).items():
+                arm.causes.setdefault(cause, []).append(gpus)
         arm.bound.append(stranded_bound(work, TRAYS, whole=False))
         arm.bound_whole.append(stranded_bound(work, TRAYS, whole=True))
         arm.busy.append(sum(used.values()) / total)
@@ -534,6 +557,75 @@ def replay_metrics(
     arm.compacted = result.compacted_pods
     run_gpu_s = sum(o.job.gpus * o.job.gang_size * (o.end_s - o.start_s) for *_, o in spans)
     arm.lost = result.lost_gpu_s / run_gpu_s if run_gpu_s else 0.0
+
+
+#: what the stranded GPUs of a rack in use are put down to (``--causes``), by what the rack holds,
+#: the first that applies: a piece of a gang of ≤ 18 trays that runs outside the rack too (no rack
+#: had room for it whole), a piece of a larger gang, lone GPU pods only, gangs wholly inside it
+#: only (the holes gangs smaller than the rack leave), whole gangs and lone pods
+RACK_CAUSES = ("split ≤18", "split >18", "small only", "gangs only", "gangs+small")
+#: besides: the free GPUs inside trays lone pods use (of every cause); the gap to the bound
+#: (72 × the racks in use beyond the fewest that hold the work) put down to the causes of the
+#: emptiest racks in use, one rack each (``extra <cause>``); the bound's own stranded GPUs: the
+#: last rack's free trays and the free GPUs inside the lone pods' trays. The fleet has no
+#: cordoned or degraded trays, so none are stranded that way.
+CAUSES = (
+    *RACK_CAUSES,
+    "tray fragments",
+    *(f"extra {c}" for c in RACK_CAUSES),
+    "bound rounding",
+    "bound fragments",
+)
+
+
+def stranded_causes(
+    t: float,
+    spans: Sequence[tuple[float, float, dict[str, int], Any]],
+    clique_of: dict[str, str | None],
+    work: RackWork,
+) -> dict[str, int]:
+    """The stranded GPUs at ``t`` put down to :data:`CAUSES` (each rack in use its class)."""
+    gpus = 4  # a tray's
+    racks: dict[str, dict[str, int]] = {}  # clique → node → GPUs used
+    kinds: dict[str, set[str]] = {}  # clique → what it holds
+    for start, end, use, o in spans:
+        if not start <= t < end:
+            continue
+        cliques = {clique_of[n] for n in use}
+        for node, g in use.items():
+            c = clique_of[node]
+            if c is None or not g:
+                continue
+            racks.setdefault(c, {})[node] = racks.get(c, {}).get(node, 0) + g
+            if o.job.gang_size <= 1:
+                kind = "small"
+            elif len(cliques) > 1:
+                kind = "split ≤18" if o.job.gang_size <= TRAYS else "split >18"
+            else:
+                kind = "gang"
+            kinds.setdefault(c, set()).add(kind)
+    out = dict.fromkeys(CAUSES, 0)
+    by_rack: list[tuple[int, str]] = []
+    for c, nodes in racks.items():
+        held = kinds[c]
+        cause = next((k for k in RACK_CAUSES[:2] if k in held), None) or (
+            "small only"
+            if held == {"small"}
+            else "gangs only"
+            if held == {"gang"}
+            else "gangs+small"
+        )
+        used = sum(nodes.values())
+        out[cause] += TRAYS * gpus - used
+        out["tray fragments"] += sum(gpus - g for g in nodes.values() if g < gpus)
+        by_rack.append((used, cause))
+    fewest = fewest_racks(work, TRAYS, whole=False)
+    for _, cause in sorted(by_rack)[: max(0, len(by_rack) - fewest)]:
+        out[f"extra {cause}"] += TRAYS * gpus
+    trays = sum(work.gangs) + work.large + lone_trays(work.lone)
+    out["bound rounding"] = (fewest * TRAYS - trays) * gpus
+    out["bound fragments"] = lone_trays(work.lone) * gpus - sum(work.lone)
+    return out
 
 
 #: ``--defrag`` arms: Topos with the stream's pods movable and defragmentation in this mode
@@ -591,13 +683,20 @@ def movable(sim: Simulator) -> None:
 
 
 def engine_run(
-    seed: int, ticks: int, gang_rate: float, defrag: Sequence[str] = (), arms: Sequence[str] = ()
+    seed: int,
+    ticks: int,
+    gang_rate: float,
+    defrag: Sequence[str] = (),
+    arms: Sequence[str] = (),
+    *,
+    causes: bool = False,
 ) -> list[Arm]:
     """Every arm on one stream, replayed as a ``coordinator/sim`` trace by
     :class:`~coordinator.sim.replay.Simulator`: the scheduler and the gang runtime, their queues
     and timers on a simulated clock, as ``topos coordinator --in-memory`` runs them. ``defrag``:
     also Topos with the pods movable (:func:`movable`) and defragmentation in each of these
-    modes (arm ``topos+<mode>``); ``arms``: only these (default: all)."""
+    modes (arm ``topos+<mode>``); ``arms``: only these (default: all); ``causes``: each arm's
+    stranded GPUs put down to :data:`CAUSES` too."""
     jobs = stream(seed, ticks, gang_rate)
     nodes = engine_nodes()
     streamed = trace(jobs)
@@ -621,7 +720,7 @@ def engine_run(
         if arms and policy.name not in arms:
             continue
         arm = Arm(policy.name, lambda job, snap: None)
-        replay_metrics(arm, replay.run(policy), jobs, nodes, ticks)
+        replay_metrics(arm, replay.run(policy), jobs, nodes, ticks, causes=causes)
         out.append(arm)
     return out
 
@@ -647,18 +746,25 @@ def one_seed_engine(
     defrag: Sequence[str] = (),
     only: Sequence[str] = (),
     tally: Tally | None = None,
+    causes: dict[str, list[dict[str, float]]] | None = None,
 ) -> tuple[float, float, float]:
     """:func:`one_seed` through the production engine (:func:`engine_run`); with ``defrag``,
     the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed (and added to
     ``tally``); also the bound (:mod:`benchmarks.clique_bound`: that arm's rack work re-packed
-    perfectly each tick) as a multiple of the same clique-blind arm's stranded GPUs."""
+    perfectly each tick) as a multiple of the same clique-blind arm's stranded GPUs; with
+    ``causes``, each arm's :data:`CAUSES` (mean GPUs) printed and added to it."""
     print(
         f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
         f"seed {seed}, on the production engine"
     )
-    arms = {arm.name: arm for arm in engine_run(seed, ticks, gang_rate, defrag, only)}
+    ran = engine_run(seed, ticks, gang_rate, defrag, only, causes=causes is not None)
+    arms = {arm.name: arm for arm in ran}
     for arm in arms.values():
         report(arm)
+        if causes is not None:
+            means = {c: statistics.fmean(v) for c, v in arm.causes.items()}
+            causes.setdefault(arm.name, []).append(means)
+            print(f"    {arm.name} stranded by cause: " + causes_line(means))
 
     def base_of(name: str) -> tuple[str, float]:
         blind = blind_base(name, arms) or "clique-blind"
@@ -684,6 +790,10 @@ def one_seed_engine(
     return share, statistics.fmean(topos.stranded) / base, statistics.fmean(topos.bound) / base
 
 
+def causes_line(means: dict[str, float]) -> str:
+    return ", ".join(f"{c} {means.get(c, 0.0):.1f}" for c in CAUSES)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=300)
@@ -706,11 +816,18 @@ def main() -> None:
     parser.add_argument(
         "--arms", default="", help="with --engine: comma-separated arms to run (default: all)"
     )
+    parser.add_argument(
+        "--causes",
+        action="store_true",
+        help="with --engine: each arm's stranded GPUs put down to causes (what the racks hold)",
+    )
     args = parser.parse_args()
     defrag = [m for m in args.defrag.split(",") if m]
     if bad := [m for m in defrag if m not in DEFRAG_MODES]:
         parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
     only = [a for a in args.arms.split(",") if a]
+    if args.causes and not args.engine:
+        parser.error("--causes: the causes are read on the engine's replay; add --engine")
     goal = f"topos+{defrag[-1]}" if defrag else "topos"
     if only and goal not in only:
         parser.error(f"--arms: the goals are read on {goal}; include it")
@@ -720,10 +837,15 @@ def main() -> None:
     seeds = range(args.seed, args.seed + args.seeds)
     results: list[tuple[float, float, float | None]]
     tally: Tally = {}
+    causes: dict[str, list[dict[str, float]]] | None = {} if args.causes else None
     if args.engine:
         results = [
-            one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally) for s in seeds
+            one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally, causes)
+            for s in seeds
         ]
+        for name, per_seed in (causes or {}).items():
+            means = {c: statistics.fmean(r[c] for r in per_seed) for c in CAUSES}
+            print(f"{name} stranded by cause, mean of the seeds: {causes_line(means)}")
         for name, rows in tally.items():
             each = " / ".join(f"{r[0]:.2f}" for r in rows)
             print(

@@ -4,7 +4,17 @@ every arm runs every job."""
 
 from __future__ import annotations
 
-from benchmarks.clique_placement import blind_base, engine_run, stream, trace
+from types import SimpleNamespace
+
+from benchmarks.clique_bound import RackWork
+from benchmarks.clique_placement import (
+    RACK_CAUSES,
+    blind_base,
+    engine_run,
+    stranded_causes,
+    stream,
+    trace,
+)
 
 
 def test_the_stream_becomes_a_trace_of_the_same_jobs() -> None:
@@ -17,7 +27,7 @@ def test_the_stream_becomes_a_trace_of_the_same_jobs() -> None:
 
 
 def test_on_the_engine_gangs_that_fit_one_rack_get_one_and_clique_blind_ones_do_not() -> None:
-    arms = {arm.name: arm for arm in engine_run(11, 40, 0.45)}
+    arms = {arm.name: arm for arm in engine_run(11, 40, 0.45, causes=True)}
     assert set(arms) == {"topos", "clique-blind", "firstfit"}
     topos, blind = arms["topos"], arms["clique-blind"]
     assert topos.could > 0
@@ -29,6 +39,39 @@ def test_on_the_engine_gangs_that_fit_one_rack_get_one_and_clique_blind_ones_do_
         assert all(b <= w for b, w in zip(arm.bound, arm.bound_whole, strict=True))
         assert all(b <= s for b, s in zip(arm.bound, arm.stranded, strict=True))
     assert sum(topos.bound) < sum(topos.stranded)
+    for arm in arms.values():  # every stranded GPU put down to one cause, each tick
+        for t, stranded in enumerate(arm.stranded):
+            assert sum(arm.causes[c][t] for c in RACK_CAUSES) == stranded
+            extra = sum(arm.causes[f"extra {c}"][t] for c in RACK_CAUSES)
+            assert extra == stranded - arm.bound[t]
+
+
+def _span(gang_size: int, use: dict[str, int]) -> tuple[float, float, dict[str, int], object]:
+    return (0.0, 10.0, use, SimpleNamespace(job=SimpleNamespace(gang_size=gang_size)))
+
+
+def test_stranded_gpus_are_put_down_to_what_each_rack_holds() -> None:
+    clique_of: dict[str, str | None] = {f"r{r}-t{t}": f"c{r}" for r in (1, 2, 3) for t in range(18)}
+    clique_of["hgx-0"] = None
+    spans = [
+        # a 4-tray gang split over racks 1 and 2 (3 trays in rack 1, 1 in rack 2)
+        _span(4, {"r1-t0": 4, "r1-t1": 4, "r1-t2": 4, "r2-t0": 4}),
+        _span(16, {f"r2-t{t}": 4 for t in range(1, 17)}),  # a whole gang in rack 2
+        _span(1, {"r3-t0": 1}),  # a lone 1-GPU pod alone in rack 3
+        _span(2, {"hgx-0": 8}),  # a gang on an HGX node strands no rack GPU
+    ]
+    work = RackWork(gangs=(4, 16), large=0, lone=(1,))  # the split gang one item
+    causes = stranded_causes(5.0, spans, clique_of, work)
+    # racks 1 and 2 both hold a piece of the split gang; rack 3 lone pods only
+    assert causes["split ≤18"] == (72 - 12) + (72 - 68)
+    assert causes["small only"] == 71
+    assert causes["gangs only"] == causes["gangs+small"] == causes["split >18"] == 0
+    assert causes["tray fragments"] == 3  # the lone pod's tray
+    # 21 trays fit two racks: the emptiest rack in use beyond them is rack 3
+    assert causes["extra small only"] == 72
+    assert causes["bound rounding"] == (36 - 21) * 4
+    assert causes["bound fragments"] == 3
+    assert stranded_causes(20.0, spans, clique_of, RackWork((), 0, ()))["small only"] == 0
 
 
 def test_a_topos_arm_is_read_against_the_clique_blind_arm_with_its_moves_when_that_ran() -> None:
