@@ -329,6 +329,13 @@ def workload_uid(pod: Mapping[str, Any]) -> str:
 REPLICA_CONTROLLERS: Final = frozenset({"ReplicaSet", "StatefulSet"})
 
 
+def read_from_group(spec: GangSpec) -> bool:
+    """Whether ``spec``'s size (and run) came from a group object — a scheduler-plugins or
+    Workload-API PodGroup, a Volcano or KAI group — and so may change with it; otherwise the pod
+    alone decides it."""
+    return spec.source in ("podgroup", "workload") or spec.source in KINDS
+
+
 def gang_instance_of(
     pod: Mapping[str, Any],
     podgroups: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from common.podkeys import GPU_SHARE
-from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of
+from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of, read_from_group
 from coordinator.core.podspec.fields import FieldError
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.protections import min_runtime
@@ -110,10 +110,12 @@ def bound_pods(inventory: Inventory) -> Iterator[BoundPod]:
 
 
 class RunningCache:
-    """The :class:`RunningPod` of each bound pod in no gang, kept while the inventory holds the
-    same ``BoundPod`` (a change replaces it) and its Job's restartability is unchanged: planners
-    ask for every running pod on each attempt, and most of them have not changed since the last.
-    A pod naming a gang is converted every time (its gang also depends on the PodGroups)."""
+    """The :class:`RunningPod` of each bound pod, kept while the inventory holds the same
+    ``BoundPod`` (a change replaces it) and its Job's restartability is unchanged: planners ask
+    for every running pod on each attempt, and most of them have not changed since the last. A
+    pod whose gang is read from a group object (a PodGroup, a Workload's, Volcano's or KAI's) is
+    converted every time: its gang changes with that object; one whose labels or annotations
+    alone declare its gang is kept."""
 
     __slots__ = ("_by_uid",)
 
@@ -150,7 +152,9 @@ def running_pods(
         running, problem = _converted(pod, spec, restarts)
         if problem is not None and problems is not None:
             problems[pod.uid] = problem
-        if spec is None and cache is not None and declares_no_gang(pod):
+        if cache is not None and (
+            not read_from_group(spec) if spec is not None else declares_no_gang(pod)
+        ):
             seen[pod.uid] = (pod, restarts, running, problem)
         out.append(running)
     if cache is not None:

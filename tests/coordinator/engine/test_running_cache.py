@@ -107,3 +107,23 @@ def test_the_pods_by_node_follow_the_inventory_as_a_fresh_conversion() -> None:
     index.close()
     inventory.upsert_pod(_pod("e", node="n3"))
     assert index.on("n3") == ()  # unsubscribed: changes are no longer seen
+
+
+def test_a_labelled_gangs_pod_is_kept_and_a_podgroups_pod_follows_its_podgroup() -> None:
+    """A pod whose labels alone declare its gang is converted once; one whose gang is a
+    scheduler-plugins PodGroup is converted on every call, so the PodGroup made or deleted is
+    seen at once."""
+    inventory = Inventory()
+    labelled = {"labels": {"topos.io/gang": "g", "topos.io/gang-min": "2"}}
+    grouped = {"labels": {"scheduling.x-k8s.io/pod-group": "pg"}}
+    inventory.upsert_pod(_pod("a", **labelled))
+    inventory.upsert_pod(_pod("b", **grouped))
+    cache = RunningCache()
+    first = _same_as_fresh(inventory, cache)
+    assert first["ns/a"].gang == "ns/g"
+    assert first["ns/b"].gang is None  # its PodGroup does not exist yet
+    group = {"metadata": {"uid": "pg-1"}, "spec": {"minMember": 2}}
+    second = _same_as_fresh(inventory, cache, podgroups={("ns", "pg"): group})
+    assert second["ns/a"] is first["ns/a"]
+    assert second["ns/b"].gang == "ns/pg"
+    assert _same_as_fresh(inventory, cache)["ns/b"].gang is None  # the PodGroup deleted
