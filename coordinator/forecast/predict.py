@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -303,6 +304,19 @@ def _node_args(obj: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _without_flush(settings: EngineSettings | None) -> EngineSettings:
+    """The engine's settings with no unschedulable flush. The live queue sends a pod that found
+    no node back after a minute even if nothing seemed to change (a safety net for changes its
+    watches map to no wake-up); in the copy every change is the engine's own, and waking the pods
+    it may help is the queue's, so the flush only retries pods nothing changed for: every waiting
+    pod tried again each simulated minute through the whole horizon (20 pods on a cordoned node,
+    24 h: 10 s of CPU, against 0.2 s without)."""
+    settings = settings or EngineSettings()
+    runtime = settings.runtime
+    queue = replace(runtime.queue, unschedulable_flush_s=math.inf)
+    return replace(settings, runtime=replace(runtime, queue=queue))
+
+
 async def _forward(
     state: ClusterCopy,
     targets: frozenset[str],
@@ -311,7 +325,7 @@ async def _forward(
     settings: EngineSettings | None,
 ) -> dict[str, Prediction]:
     loop = asyncio.get_running_loop()
-    engine = SimulatedEngine(framework=framework, settings=settings)
+    engine = SimulatedEngine(framework=framework, settings=_without_flush(settings))
     cluster = engine.cluster
     for kind, manifest in state.volumes:
         cluster.volumes.apply({**manifest, "kind": kind})

@@ -11,6 +11,9 @@ import pytest
 
 import coordinator.forecast.predict as predict_module
 from agent.devices import discover_profile
+from coordinator.core.framework.results import ScheduleResult
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.loop import Scheduler
 from coordinator.forecast.predict import (
     ClusterCopy,
     NodeCopy,
@@ -121,6 +124,35 @@ def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
     p = predict_start(copy, "default/next", horizon_s=86_400)
     assert p.starts_in_s is None
     assert p.message == "no start expected within 24 h (1 running pod with no expected end)"
+
+
+def test_pods_nothing_in_the_run_can_help_are_tried_once_not_every_minute_to_the_horizon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cordoned node: the pods waiting for it are tried, fail, and wait for a change the run
+    never makes. The live queue's one-minute safety net would retry each of them every simulated
+    minute for 24 h (20 pods: 10 s of the forecast worker's CPU at every refresh)."""
+    cordoned = node("gpu-0")
+    cordoned = NodeCopy({**cordoned.obj, "spec": {"unschedulable": True}}, cordoned.topology)
+    copy = ClusterCopy(
+        nodes=[cordoned],
+        running=[running("forever", "gpu-0", None, gpus=1)],
+        pending=[pod(f"w-{i}", gpus=1) for i in range(20)],
+    )
+    attempts = 0
+    schedule = Scheduler.schedule
+
+    async def counted(self: Scheduler, entry: QueuedPod) -> ScheduleResult:
+        nonlocal attempts
+        attempts += 1
+        return await schedule(self, entry)
+
+    monkeypatch.setattr(Scheduler, "schedule", counted)
+    got = predict_starts(copy, horizon_s=86_400)
+    assert {p.message for p in got.values()} == {
+        "no start expected within 24 h (1 running pod with no expected end)"
+    }
+    assert attempts <= 2 * len(copy.pending)  # each once (a retry on a stale view at most)
 
 
 def cpu_node(name: str, cpu: str) -> NodeCopy:
