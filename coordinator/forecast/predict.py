@@ -138,12 +138,32 @@ def fits_nowhere(obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
     return not isinstance(pod, PodSpecError) and _fits_nowhere(pod, obj, nodes)
 
 
-def _fits_nowhere(pod: PodRequest, obj: Mapping[str, Any], nodes: Sequence[NodeCopy]) -> bool:
-    """:func:`fits_nowhere` of ``obj`` parsed as ``pod``."""
+def _fits_nowhere(
+    pod: PodRequest,
+    obj: Mapping[str, Any],
+    nodes: Sequence[NodeCopy],
+    seen: dict[object, bool] | None = None,
+) -> bool:
+    """:func:`fits_nowhere` of ``obj`` parsed as ``pod``; ``seen``: the answers for the pods
+    looked at before over the same nodes, by what the answer reads of a pod (a workload's pods
+    alike are looked at once, not each over every node)."""
     if not nodes:
         return False
     asks = held_requests(obj.get("spec") or {})
     wanted = {r: asks[r] for r in _STATED if asks.get(r, 0) > 0}
+    if seen is None:
+        return _held_nowhere(pod, wanted, nodes)
+    key = (pod.node_selector, pod.node_affinity, pod.tolerations, tuple(wanted.items()))
+    try:
+        found = seen.get(key)
+    except TypeError:  # an unhashable part: not remembered
+        return _held_nowhere(pod, wanted, nodes)
+    if found is None:
+        found = seen[key] = _held_nowhere(pod, wanted, nodes)
+    return found
+
+
+def _held_nowhere(pod: PodRequest, wanted: Mapping[str, float], nodes: Sequence[NodeCopy]) -> bool:
     for node in nodes:
         try:
             if _could_hold(pod, wanted, node.obj):
@@ -267,13 +287,14 @@ def predict_starts(
         volumes.put(kind, obj)
     never: set[str] = set()
     unmade: dict[str, str] = {}
+    seen: dict[object, bool] = {}
     for obj in state.pending:  # each parsed once
         pod = parse_pod(obj)
         if isinstance(pod, PodSpecError):
             continue
         if why := unforeseen(pod, claims, volumes):
             unmade[_key(obj)] = why
-        elif _fits_nowhere(pod, obj, state.nodes):
+        elif _fits_nowhere(pod, obj, state.nodes, seen):
             never.add(_key(obj))
     never |= unmade.keys()
     out: dict[str, Prediction] = {}

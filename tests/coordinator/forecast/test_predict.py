@@ -258,6 +258,28 @@ def test_a_pod_no_node_admits_by_labels_or_taints_is_answered_without_the_run(
     )
 
 
+def test_pods_alike_but_for_a_toleration_are_each_answered_on_their_own() -> None:
+    """The pods one run answers without the engine are looked at once per kind (a workload's
+    thousand pods alike), the kind taking in all a node's refusal reads: the toleration too."""
+    dedicated = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+    nodes = [labelled("gpu-0", {"pool": "infer"}, dedicated)]
+    refused = [pod(f"infer-{i}", gpus=1, node_selector={"pool": "infer"}) for i in range(3)]
+    tolerant = pod(
+        "tolerant",
+        gpus=1,
+        node_selector={"pool": "infer"},
+        tolerations=[{"key": "dedicated", "operator": "Exists"}],
+    )
+    copy = ClusterCopy(
+        nodes=nodes, running=[running("a", "gpu-0", 600)], pending=[*refused, tolerant]
+    )
+    got = predict_starts(copy, horizon_s=86_400)
+    assert [got[f"default/infer-{i}"].message for i in range(3)] == [
+        "no start expected within 24 h"
+    ] * 3
+    assert got["default/tolerant"].starts_in_s == pytest.approx(600, abs=15)
+
+
 def test_only_pods_holding_what_it_asks_are_named_as_never_ending() -> None:
     # The node's agent (a DaemonSet's pod) and a CPU-only sidecar never end either, but a pod
     # waiting for GPUs waits for the GPU pod alone: the message counts that one.
