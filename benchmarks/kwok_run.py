@@ -13,7 +13,7 @@ import psutil
 from benchmarks.apiserver_metrics import Requests, by_kind
 from benchmarks.kwok_cluster import Limit
 
-__all__ = ["Run", "cpu_seconds"]
+__all__ = ["Run", "cpu_seconds", "worker_cpu_seconds"]
 
 
 @dataclass
@@ -26,6 +26,7 @@ class Run:
     running: dict[str, float] = field(default_factory=dict)
     created_s: float = 0.0
     cpu_s: float = 0.0
+    worker_cpu_s: float = 0.0  # of cpu_s, the scheduler's child processes' (Topos' forecast)
     apiserver_cpu_s: float = 0.0
     timed_out: bool = False
     backlog: bool = False
@@ -97,7 +98,9 @@ class Run:
         return (
             f"{self.scheduler:14s} {self.limit.label:21s} {self.mode:7s} {len(self.bound)}/"
             f"{self.pods} bound in {self.span_s:6.2f}s = {self.rate:6.1f} pods/s  {timing}  "
-            f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s = "
+            f"(created at {self.create_rate:.0f}/s; scheduler CPU {self.cpu_s:.1f}s"
+            + (f" ({self.worker_cpu_s:.1f}s in workers)" if self.worker_cpu_s >= 0.05 else "")
+            + " = "
             f"{self.cpu_ms_per_pod:.2f} ms/pod; "
             f"apiserver CPU {self.apiserver_cpu_s:.1f}s; {running}; RSS {self.rss_mib:.0f} MiB; "
             f"load {self.load:.1f})"
@@ -123,10 +126,19 @@ class Run:
 def cpu_seconds(pid: int) -> float:
     """The process's CPU and its children's, those that ended and those still running (the
     coordinator's forecast runs in a worker process of its own)."""
+    return _cpu_seconds(pid, own=True)
+
+
+def worker_cpu_seconds(pid: int) -> float:
+    """Of :func:`cpu_seconds`, the children's alone."""
+    return _cpu_seconds(pid, own=False)
+
+
+def _cpu_seconds(pid: int, *, own: bool) -> float:
     try:
         process = psutil.Process(pid)
         t = process.cpu_times()
-        total = float(t.user + t.system + t.children_user + t.children_system)
+        total = float((t.user + t.system if own else 0.0) + t.children_user + t.children_system)
         children = process.children(recursive=True)
     except psutil.Error:
         return 0.0

@@ -19,7 +19,9 @@ the start of the workload, so neither scheduler's start-up — Topos's imports a
 ``startCollectingMetrics`` to ``stopCollectingMetrics`` (the pods created in it, in its
 ``namespaces``, matching its ``labelSelector``), measured as ``benchmarks/kwok_run.py``
 measures: pods bound per second from the first create sent to the last bind seen on a watch,
-create→bound latency p50/p99, scheduler CPU per pod, API requests per pod (less the
+create→bound latency p50/p99, scheduler CPU per pod (the scheduler's child processes' included
+and shown apart, "in workers": Topos' forecast worker, spawned at its first forecast, ~1 s of
+CPU to start), API requests per pod (less the
 benchmark's own), RSS. The pods are deleted before the next scheduler's turn (their finalizers
 lifted); the Nodes stay.
 
@@ -133,7 +135,7 @@ from benchmarks.kwok_cluster import (
     start_topos,
     wait_ready,
 )
-from benchmarks.kwok_run import Run, cpu_seconds
+from benchmarks.kwok_run import Run, cpu_seconds, worker_cpu_seconds
 from benchmarks.kwok_settle import clear, settle, warm_up
 from benchmarks.kwok_throughput import watch
 from benchmarks.scheduler_perf_claims import allocate_claims
@@ -432,6 +434,7 @@ class _Window:
     namespaces: tuple[str, ...]
     requests0: Requests
     cpu0: float
+    workers0: float
     api0: float
     connections: ConnectionCount
     stop_churn: asyncio.Event
@@ -459,6 +462,7 @@ async def _begin(
         writers.read()  # from here on
     spy = None if profile is None else start_profiler(proc.pid, profile)
     cpu0 = cpu_seconds(proc.pid)
+    workers0 = worker_cpu_seconds(proc.pid)
     api0 = cpu_seconds(plane.state.apiserver_pid)
     pprof = (
         None
@@ -475,7 +479,7 @@ async def _begin(
         for i, c in enumerate(workload.churn)
     ]
     return _Window(
-        tuple(namespaces), requests0, cpu0, api0, connections, stop, churning, spy, pprof
+        tuple(namespaces), requests0, cpu0, workers0, api0, connections, stop, churning, spy, pprof
     )
 
 
@@ -500,6 +504,7 @@ async def _end(
     window.stop_churn.set()
     await asyncio.gather(*window.churning)
     run.cpu_s = cpu_seconds(proc.pid) - window.cpu0
+    run.worker_cpu_s = worker_cpu_seconds(proc.pid) - window.workers0
     run.apiserver_cpu_s = cpu_seconds(plane.state.apiserver_pid) - window.api0
     if window.pprof is not None:
         await window.pprof

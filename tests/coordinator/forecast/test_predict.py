@@ -11,6 +11,9 @@ import pytest
 
 import coordinator.forecast.predict as predict_module
 from agent.devices import discover_profile
+from coordinator.core.framework.results import ScheduleResult
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.loop import Scheduler
 from coordinator.forecast.predict import (
     ClusterCopy,
     NodeCopy,
@@ -123,6 +126,35 @@ def test_behind_a_pod_with_no_known_end_there_is_no_prediction() -> None:
     assert p.message == "no start expected within 24 h (1 running pod with no expected end)"
 
 
+def test_pods_nothing_in_the_run_can_help_are_tried_once_not_every_minute_to_the_horizon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cordoned node: the pods waiting for it are tried, fail, and wait for a change the run
+    never makes. The live queue's one-minute safety net would retry each of them every simulated
+    minute for 24 h (20 pods: 10 s of the forecast worker's CPU at every refresh)."""
+    cordoned = node("gpu-0")
+    cordoned = NodeCopy({**cordoned.obj, "spec": {"unschedulable": True}}, cordoned.topology)
+    copy = ClusterCopy(
+        nodes=[cordoned],
+        running=[running("forever", "gpu-0", None, gpus=1)],
+        pending=[pod(f"w-{i}", gpus=1) for i in range(20)],
+    )
+    attempts = 0
+    schedule = Scheduler.schedule
+
+    async def counted(self: Scheduler, entry: QueuedPod) -> ScheduleResult:
+        nonlocal attempts
+        attempts += 1
+        return await schedule(self, entry)
+
+    monkeypatch.setattr(Scheduler, "schedule", counted)
+    got = predict_starts(copy, horizon_s=86_400)
+    assert {p.message for p in got.values()} == {
+        "no start expected within 24 h (1 running pod with no expected end)"
+    }
+    assert attempts <= 2 * len(copy.pending)  # each once (a retry on a stale view at most)
+
+
 def cpu_node(name: str, cpu: str) -> NodeCopy:
     status = {
         "conditions": [{"type": "Ready", "status": "True"}],
@@ -224,6 +256,28 @@ def test_a_pod_no_node_admits_by_labels_or_taints_is_answered_without_the_run(
     assert {k: p.message for k, p in got.items()} == dict.fromkeys(
         ("default/gone", "default/infer", "default/named"), "no start expected within 7 d"
     )
+
+
+def test_pods_alike_but_for_a_toleration_are_each_answered_on_their_own() -> None:
+    """The pods one run answers without the engine are looked at once per kind (a workload's
+    thousand pods alike), the kind taking in all a node's refusal reads: the toleration too."""
+    dedicated = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+    nodes = [labelled("gpu-0", {"pool": "infer"}, dedicated)]
+    refused = [pod(f"infer-{i}", gpus=1, node_selector={"pool": "infer"}) for i in range(3)]
+    tolerant = pod(
+        "tolerant",
+        gpus=1,
+        node_selector={"pool": "infer"},
+        tolerations=[{"key": "dedicated", "operator": "Exists"}],
+    )
+    copy = ClusterCopy(
+        nodes=nodes, running=[running("a", "gpu-0", 600)], pending=[*refused, tolerant]
+    )
+    got = predict_starts(copy, horizon_s=86_400)
+    assert [got[f"default/infer-{i}"].message for i in range(3)] == [
+        "no start expected within 24 h"
+    ] * 3
+    assert got["default/tolerant"].starts_in_s == pytest.approx(600, abs=15)
 
 
 def test_only_pods_holding_what_it_asks_are_named_as_never_ending() -> None:
