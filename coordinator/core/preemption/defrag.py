@@ -206,6 +206,14 @@ def plan_defrag(
     placed = relocate(moved, found.nominated)
     if isinstance(placed, str):
         return Status.unschedulable(CANNOT, detail=f"{placed} (no move is made)")
+    if keys is None or keys.clique:
+        split = _gang_leaving_its_clique(nodes, moved, placed, keys or DomainKeys())
+        if split is not None:
+            return Status.unschedulable(
+                CANNOT,
+                detail=f"moving gang {split} would take it out of its NVLink clique: it would "
+                "not fit whole in one clique elsewhere (no move is made)",
+            )
     units = evictable_units(moved, below=priority + 1, now=now)
     lost = sum(u.cost.gpu_seconds for u in units.units)
     value = sum(m.requests.get(GPU, 0) for m in waiting) * settings.horizon_s
@@ -223,6 +231,32 @@ def plan_defrag(
     return DefragPlan(
         plan=found, destinations=tuple(placed), lost_gpu_seconds=lost, value_gpu_seconds=value
     )
+
+
+def _gang_leaving_its_clique(
+    nodes: Sequence[NodeState],
+    moved: Sequence[RunningPod],
+    placed: Sequence[tuple[str, str]],
+    keys: DomainKeys,
+) -> str | None:
+    """A moved gang that runs inside one NVLink clique now and whose destinations are not all in
+    one clique (a move would cost it its NVLink fabric), or ``None``."""
+    layout = build_layout(nodes, keys=keys)
+    if not layout.cliques:
+        return None
+    where = dict(placed)
+    by_gang: dict[str, list[RunningPod]] = {}
+    for pod in moved:
+        if pod.gang:
+            by_gang.setdefault(pod.gang, []).append(pod)
+    for gang, pods in sorted(by_gang.items()):
+        now = {layout.clique_of.get(p.node) for p in pods}
+        if len(now) != 1 or None in now:
+            continue
+        after = {layout.clique_of.get(where.get(p.key, "")) for p in pods}
+        if len(after) != 1 or None in after:
+            return gang
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,13 +3,22 @@ half used by a running gang. Emptying either rack means moving its gang whole in
 free trays; with ``compact_racks`` the rack whose move costs least is emptied (the gang to the
 other rack, on trays no other moved pod takes); without it nothing moves (no tray can be freed
 alone without leaving its rack in use). A gang reaching outside its rack, an unmovable pod, a
-gang no other rack in use holds, or a move over the cost model's allowance empties nothing."""
+gang no other rack in use holds, or a move over the cost model's allowance empties nothing. Room
+made for a waiting gang never moves a gang out of the one rack it runs in."""
 
 from __future__ import annotations
 
 from coordinator.core.domains.capacity import GPU, NodeState
-from coordinator.core.preemption.defrag import DefragSettings, plan_compaction
+from coordinator.core.domains.layout import DomainKeys
+from coordinator.core.domains.packing import Member
+from coordinator.core.preemption.defrag import (
+    DefragPlan,
+    DefragSettings,
+    plan_compaction,
+    plan_defrag,
+)
 from coordinator.core.preemption.model import RunningPod
+from coordinator.core.status import Status
 
 NOW = 1_800_000_000.0
 CLIQUE = "nvidia.com/gpu.clique"
@@ -135,3 +144,46 @@ def test_the_cost_model_bounds_what_a_freed_rack_is_worth() -> None:
     found = plan_compaction(nodes, running, max_pods=10, settings=lenient, now=NOW)
     assert found is not None
     assert found.node == f"{UUID}.1"
+
+
+def test_a_gang_inside_one_rack_is_not_moved_out_of_its_clique_to_make_room() -> None:
+    """Making room for a waiting gang that only trays can take (the ``example.com/fabric`` they
+    alone have) would move gang ``small`` off rack 1 onto two HGX nodes: its NVLink fabric lost.
+    No move is made, and the refusal says why; blind to cliques the same move is planned."""
+    fabric = "example.com/fabric"
+    racks = trays({"r1-t1": 4, "r1-t2": 4, **{f"r2-t{t}": 4 for t in range(1, 5)}})
+    nodes = [
+        NodeState(
+            name=n.name,
+            labels=n.labels,
+            allocatable={**n.allocatable, fabric: 1},
+            free={**n.free, fabric: 1},
+        )
+        for n in racks
+    ]
+    nodes += [
+        NodeState(
+            name=f"hgx-{i}", labels={"topos.io/leaf": "leaf-1"}, allocatable={GPU: 4}, free={GPU: 4}
+        )
+        for i in (1, 2)
+    ]
+    running = [member("small", 0, "r1-t1"), member("small", 1, "r1-t2")]
+    running += [member("fixed", t, f"r2-t{t}", movable=False) for t in range(1, 5)]
+    waiting = [Member(name=f"ml/big-{i}", requests={GPU: 4, fabric: 1}) for i in range(4)]
+    settings = DefragSettings()
+    refused = plan_defrag(
+        waiting, priority=0, nodes=nodes, running=running, settings=settings, now=NOW
+    )
+    assert isinstance(refused, Status)
+    assert "moving gang ml/small would take it out of its NVLink clique" in refused.detail
+    blind = plan_defrag(
+        waiting,
+        priority=0,
+        nodes=nodes,
+        running=running,
+        settings=settings,
+        now=NOW,
+        keys=DomainKeys(clique=""),
+    )
+    assert isinstance(blind, DefragPlan)
+    assert {node for _, node in blind.destinations} == {"hgx-1", "hgx-2"}
