@@ -13,56 +13,43 @@ from collections.abc import AsyncIterator
 import pytest
 
 from common.kube.http1 import CalledOff, Http1Pool
+from tests.support.loopback_server import LoopbackServer
 
 _REPLY = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 
-class Server:
+class Server(LoopbackServer):
     """Answers ``/events/…`` once :attr:`release` is set (``/events/drop…``: closes the
     connection instead), anything else at once."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.release = asyncio.Event()
-        self.connections = 0
         self.paths: list[str] = []
         self._arrived = asyncio.Condition()
-        self._server: asyncio.Server | None = None
-        self.port = 0
 
     async def arrived(self, count: int) -> None:
         """Until ``count`` requests have come in."""
         async with self._arrived:
             await self._arrived.wait_for(lambda: len(self.paths) >= count)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                path = head.split(b" ", 2)[1].decode()
-                async with self._arrived:
-                    self.paths.append(path)
-                    self._arrived.notify_all()
-                if path.startswith("/events/"):
-                    await self.release.wait()
-                    if path.startswith("/events/drop"):
-                        break
-                writer.write(_REPLY)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> Server:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            path = head.split(b" ", 2)[1].decode()
+            async with self._arrived:
+                self.paths.append(path)
+                self._arrived.notify_all()
+            if path.startswith("/events/"):
+                await self.release.wait()
+                if path.startswith("/events/drop"):
+                    return
+            writer.write(_REPLY)
+            await writer.drain()
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
         self.release.set()
-        self._server.close()
+        await super().__aexit__(*exc)
 
 
 @pytest.fixture

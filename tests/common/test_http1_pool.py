@@ -12,50 +12,34 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from common.kube.http1 import BadReply, Http1Pool, _Collect, _read_reply
+from tests.support.loopback_server import LoopbackServer
 
 Script = Callable[[bytes], bytes | None]
 """A request (head and body) → the raw reply (``None``: close the connection)."""
 
 
-class Server:
+class Server(LoopbackServer):
     def __init__(self, script: Script) -> None:
+        super().__init__()
         self.script = script
-        self.connections = 0
         self.requests: list[bytes] = []
-        self.port = 0
-        self._server: asyncio.Server | None = None
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                request = head + await reader.readexactly(length)
-                self.requests.append(request)
-                reply = self.script(request)
-                if reply is None:
-                    break
-                writer.write(reply)
-                await writer.drain()
-                if b"Connection: close" in reply:
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> Server:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            request = head + await reader.readexactly(length)
+            self.requests.append(request)
+            reply = self.script(request)
+            if reply is None:
+                return
+            writer.write(reply)
+            await writer.drain()
+            if b"Connection: close" in reply:
+                return
 
 
 def _reply(body: bytes, *, status: str = "200 OK", extra: str = "") -> bytes:

@@ -16,6 +16,7 @@ import uvloop
 
 from common.kube.http1 import Http1Pool
 from devcluster import pki
+from tests.support.loopback_server import LoopbackServer
 
 _BODY = b'{"kind":"Status","status":"Success"}'
 _REPLY = (
@@ -25,37 +26,22 @@ _REPLY = (
 )
 
 
-class TlsServer:
+class TlsServer(LoopbackServer):
     """Answers every request with ``_REPLY``; records, per connection, whether its TLS session
     was resumed. A fresh server context each: its session tickets are its own."""
 
     def __init__(self, directory: Path) -> None:
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        self.context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(directory / "tls.crt", directory / "tls.key")
+        super().__init__(ssl=context)
         self.resumed: list[bool] = []
-        self.port = 0
-        self._server: asyncio.Server | None = None
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.resumed.append(bool(writer.get_extra_info("ssl_object").session_reused))
-        try:
-            while True:
-                await reader.readuntil(b"\r\n\r\n")
-                writer.write(_REPLY)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def __aenter__(self) -> TlsServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.context)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
+        while True:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(_REPLY)
+            await writer.drain()
 
 
 @pytest.fixture
