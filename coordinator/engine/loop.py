@@ -101,11 +101,11 @@ class Narrowed:
 PodStep = Callable[[QueuedPod], Awaitable[ScheduleResult | Narrowed | None]]
 #: (gangs_runtime) Told about every bind outcome: the job and ``None`` (bound) or the error.
 BindListener = Callable[[BindJob, ClusterError | None], None]
-#: Events and status writes in flight at once. Each request in flight holds an HTTP/1.1
-#: connection of its own, so this bounds the pool (with the binds and the watches); as many as
-#: binds by default (``max_binds_in_flight``), one Event per bind: fewer let the Events fall
-#: behind the binds under load (32: 943 of 1,000 Scheduled Events written by the last bind at
-#: load 13; 8: 418 of 1,500), more only open connections (256: 161 at once, 115 at 32).
+#: Events and status writes in flight at once: as many as binds by default
+#: (``max_binds_in_flight``), one Event per bind. The API client's pool gives them at most
+#: ``ClientSettings.deferrable_connections`` connections (the rest wait for one of theirs), so
+#: this bounds the writes queued, not the connections (measured before that cap: 32 let 943 of
+#: 1,000 Scheduled Events be written by the last bind at load 13; 8: 418 of 1,500).
 _MAX_BACKGROUND_WRITES: Final = 64
 #: Writes that free room a pod waits for (evictions), in a pool of their own: never behind the
 #: Events and explanations of the background pool.
