@@ -206,8 +206,9 @@ def plan_defrag(
     placed = relocate(moved, found.nominated)
     if isinstance(placed, str):
         return Status.unschedulable(CANNOT, detail=f"{placed} (no move is made)")
-    if keys is None or keys.clique:
-        split = _gang_leaving_its_clique(nodes, moved, placed, keys or DomainKeys())
+    keys = keys or DomainKeys()
+    if keys.clique:
+        split = _gang_leaving_its_clique(nodes, moved, placed, keys)
         if split is not None:
             return Status.unschedulable(
                 CANNOT,
@@ -241,14 +242,14 @@ def _gang_leaving_its_clique(
 ) -> str | None:
     """A moved gang that runs inside one NVLink clique now and whose destinations are not all in
     one clique (a move would cost it its NVLink fabric), or ``None``."""
-    layout = build_layout(nodes, keys=keys)
-    if not layout.cliques:
-        return None
-    where = dict(placed)
     by_gang: dict[str, list[RunningPod]] = {}
     for pod in moved:
         if pod.gang:
             by_gang.setdefault(pod.gang, []).append(pod)
+    if not by_gang:
+        return None  # lone pods: the fabric is read only where a gang moves
+    layout = build_layout(nodes, keys=keys)
+    where = dict(placed)
     for gang, pods in sorted(by_gang.items()):
         now = {layout.clique_of.get(p.node) for p in pods}
         if len(now) != 1 or None in now:
