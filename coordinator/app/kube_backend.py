@@ -177,6 +177,7 @@ class KubeBackend:
             whatif,
             namespace=namespace,
             synced=synced,
+            controllers=runtime.controller,
         )
 
     def health_taints(self, runtime: SchedulerRuntime, *, effect: str) -> HealthTaintWriter:

@@ -40,8 +40,15 @@ class SchedulerRuntime:
         ready: Sequence[asyncio.Event] = (),
         detach: Callable[[], None] | None = None,
         jobs: Callable[[], Iterable[Mapping[str, Any]]] = lambda: (),
+        controller: Callable[[str, str, str, str], Mapping[str, Any] | bool | None] = (
+            lambda *_: None
+        ),
     ) -> None:
         self.scheduler = scheduler
+        #: ``controller(kind, namespace, name, uid)``: a pod's (or Workload's) controller as the
+        #: backend caches it — the object, ``False`` while not cached yet, ``None`` for a kind it
+        #: does not watch (the placement check reads the keys its pods will inherit).
+        self.controller = controller
         #: The Job objects the backend watches now (defragmentation reads their retries; their
         #: deadlines end running pods in the forecast); none where it watches none.
         self.jobs = jobs

@@ -79,6 +79,7 @@ async def answering(
         lambda: what_if(runtime, gangs),
         namespace=cluster.namespace,
         interval_s=0.5,
+        controllers=runtime.controller,
     )
     await controller.start()
     try:
@@ -173,6 +174,56 @@ async def test_a_workload_that_cannot_be_placed_waits_and_one_that_can_is_admitt
             placed = await cluster.all_bound("job-name=whole-node", 1)
             assert list(placed.values()) == [reserved]
             assert controller.idle is None
+
+
+async def test_a_bad_key_written_on_the_job_is_rejected_before_any_pod_exists(
+    kueue_controller: object, cluster: GangCluster
+) -> None:
+    """The key on the Job, not its pod template: its pods would inherit it and fail one by one
+    after admission, holding the quota. The check reads it as they would and says Rejected,
+    naming the Job, the key and the value; Kueue deactivates the workload and makes no pod. A
+    good Job in the same queue is admitted as before."""
+    await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=2)
+    async with (
+        cluster.gang_coordinator() as coordinator,
+        Controllers(cluster),
+        admission_check(cluster) as check,
+        answering(cluster, coordinator),
+        queues(cluster.kube, cluster.namespace, gpus_each=16, admission_checks=(check,)),
+    ):
+        bad = job("packed", "team-a", pods=2, gpus=8)
+        bad["metadata"]["annotations"] = {"topology.scheduler/placement-strategy": "packed"}
+        created = await cluster.kube.create(JOBS, bad, namespace=cluster.namespace)
+        workload = await workload_of(cluster.kube, cluster.namespace, created["metadata"]["uid"])
+        refused = await wait_for_object(
+            cluster.kube,
+            WORKLOADS,
+            workload["metadata"]["name"],
+            lambda w: check_of(w, check).get("state") == "Rejected",
+            namespace=cluster.namespace,
+            what="the placement check Rejected",
+        )
+        said = check_of(refused, check)["message"]
+        assert said.startswith(f"Job {cluster.namespace}/packed, inherited by its pods: "), said
+        assert "topology.scheduler/placement-strategy" in said, said
+        assert "'packed'" in said, said
+        deactivated = await wait_for_object(
+            cluster.kube,
+            WORKLOADS,
+            workload["metadata"]["name"],
+            lambda w: w["spec"].get("active") is False,
+            namespace=cluster.namespace,
+            what="Kueue deactivating the workload",
+        )
+        assert not is_true(deactivated, "Admitted")
+        assert await cluster.pods("job-name=packed") == []
+        # nothing else harmed: a Job with a good key on it is admitted and bound
+        good = job("fine", "team-a", pods=2, gpus=8)
+        good["metadata"]["annotations"] = {"topology.scheduler/placement-strategy": "distributed"}
+        made = await cluster.kube.create(JOBS, good, namespace=cluster.namespace)
+        await workload_of(cluster.kube, cluster.namespace, made["metadata"]["uid"], admitted=True)
+        placed = await cluster.all_bound("job-name=fine", 2)
+        assert len(set(placed.values())) == 2  # distributed: one per node
 
 
 async def test_an_admission_check_with_parameters_topos_does_not_know_is_not_active(

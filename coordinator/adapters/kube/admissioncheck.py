@@ -10,7 +10,10 @@
 - Every Workload (``kueue.x-k8s.io/v1beta2``, the storage version of Kueue v0.17) with such a
   check in state ``Pending`` and its quota reserved is decided; the check's ``state``, ``message``
   and ``podSetUpdates`` are written with a JSON patch guarded by the Workload's
-  ``resourceVersion`` (another writer in between: decided again on the next round).
+  ``resourceVersion`` (another writer in between: decided again on the next round). The
+  workload's pods are decided with the keys its controller (the JobSet, Job… the Workload's
+  ``ownerReferences`` name) passes on to them, read from the backend's caches
+  (``controller``); while that object is not cached yet the workload waits for the next round.
 - A Kueue ``Topology`` whose level names a node label none of Topos's nodes has gets a Warning
   Event (reason ``UnknownNodeLabel``) naming the label, once.
 - A Ready check whose workload is admitted but whose room is not held (a restarted coordinator)
@@ -44,6 +47,9 @@ from common.waiting import wait_set
 from coordinator.engine.admission.placement import (
     CONTROLLER_NAME,
     PLACEMENT_GROUP,
+    ControllerKeys,
+    controller,
+    controller_keys,
     decide,
     group_of,
     nodes_from_updates,
@@ -159,8 +165,12 @@ class PlacementCheckController:
         synced: asyncio.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        controllers: Callable[[str, str, str, str], Mapping[str, Any] | bool | None] = (
+            lambda *_: None
+        ),
     ) -> None:
         self.client = client
+        self.controllers = controllers
         self.scheduler = scheduler
         self.whatif = whatif
         self.namespace = namespace
@@ -381,10 +391,13 @@ class PlacementCheckController:
         whatif = self.whatif()
         if whatif is None:
             return
+        cached, keys = self._keys(workload)
+        if not cached:
+            return  # its JobSet / Job not in the cache yet: the next round decides
         self.decisions += 1
         group = group_of(workload)
         state = self._cluster_state()
-        verdict = decide(whatif, workload)
+        verdict = decide(whatif, workload, keys)
         self._asked.pop(group, None)
         version = str(workload["metadata"].get("resourceVersion"))
         if verdict.state != "Pending" or check.get("message") != verdict.message:
@@ -397,7 +410,7 @@ class PlacementCheckController:
             version = written
             log.info("placement check of %s: %s (%s)", group, verdict.state, verdict.message)
             if verdict.state == "Ready":
-                reserve(self.scheduler.nominations, workload, verdict)
+                reserve(self.scheduler.nominations, workload, verdict, keys)
         if verdict.state == "Pending":  # asked again once the workload or the cluster changes
             self._asked[group] = (version, state, self._clock())
 
@@ -455,6 +468,22 @@ class PlacementCheckController:
         log.warning("placement check of %s: Retry (%s)", group, why)
         self.scheduler.nominations.release(group)
 
+    def _keys(self, workload: Mapping[str, Any]) -> tuple[bool, ControllerKeys | None]:
+        """Whether the workload's controller is known, and what it passes on to its pods
+        (``None``: nothing — no controller, or one of a kind not watched)."""
+        ref = controller(workload)
+        if ref is None:
+            return True, None
+        namespace = str(workload["metadata"].get("namespace") or "")
+        found = self.controllers(
+            str(ref["kind"]), namespace, str(ref.get("name")), str(ref.get("uid"))
+        )
+        if found is None:
+            return True, None
+        if isinstance(found, bool):
+            return False, None
+        return True, controller_keys({**found, "kind": ref["kind"]})
+
     def _restore(self, workload: Mapping[str, Any], check: Mapping[str, Any]) -> None:
         """A Ready check whose room this process does not hold (it restarted): hold it again."""
         nodes = nodes_from_updates(check)
@@ -470,5 +499,8 @@ class PlacementCheckController:
                 bound[pod.node] = bound.get(pod.node, 0) + 1
         if sum(len(v) for v in nodes.values()) <= sum(bound.values()):
             return  # every pod is bound: nothing left to hold
-        reserve_from_updates(self.scheduler.nominations, workload, nodes, bound)
+        cached, keys = self._keys(workload)
+        if not cached:
+            return  # its controller not cached yet: held on the next round
+        reserve_from_updates(self.scheduler.nominations, workload, nodes, bound, keys)
         log.info("placement check of %s: room held again after a restart", group_of(workload))

@@ -193,6 +193,20 @@ class Owners:
             return replace(found, annotations=annotations)
         return Owner(kind=kind, name=str(top_meta.get("name") or ""), annotations=annotations)
 
+    def controller(
+        self, kind: str, namespace: str, name: str, uid: str
+    ) -> Mapping[str, Any] | bool | None:
+        """The cached object of a kind watched here (Job, Deployment, StatefulSet, JobSet,
+        LeaderWorkerSet, RayCluster…) with that name and UID; ``None``: a kind not watched, or
+        not served; ``False``: not in the cache (yet), or another object of that name."""
+        cache = self.caches.get(kind) or self.workloads.get(kind)
+        if cache is None or not cache.reflector.installed:
+            return None
+        obj = cache.objects.get((namespace, name))
+        if obj is None or (obj.get("metadata") or {}).get("uid") != uid:
+            return False
+        return obj
+
     def _workload_of(self, meta: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
         """The cached JobSet, LeaderWorkerSet or RayCluster a pod's labels name, if any."""
         labels = meta.get("labels") or {}

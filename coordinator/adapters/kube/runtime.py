@@ -99,7 +99,9 @@ def kube_runtime(
         *(w.run for w in workloads),
     ]
     jobs = owners.caches["Job"].objects
-    return SchedulerRuntime(scheduler, feeds=feeds, ready=ready, jobs=jobs.values)
+    return SchedulerRuntime(
+        scheduler, feeds=feeds, ready=ready, jobs=jobs.values, controller=owners.controller
+    )
 
 
 def kube_gang_runtime(

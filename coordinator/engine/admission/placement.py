@@ -26,6 +26,13 @@ Ready and Pending messages begin with what the user applied — the Workload's c
 ``JobSet team-a/train``, not the ``jobset-train-<hash>`` Workload Kueue made — and the gang
 (``kueue-<workload>``) follows as detail (:func:`applied`).
 
+The pods are the pods the workload's controller will make: the Topos keys written on the
+controller itself (a JobSet's or Job's annotations, a JobSet's replicatedJob template's; the
+adapter finds the object, :class:`ControllerKeys`) are inherited as its pods inherit them
+(:func:`~coordinator.core.podspec.inherit.inheritance`: a key the template writes wins), so the
+check places them by the same strategy, policy and share, and a malformed key there is Rejected
+before any pod exists, not left to fail each pod after admission.
+
 Pods that are not Topos's (another ``schedulerName``) are not checked: such a podset is Ready
 with a message saying so. Scheduling gates in a template are ignored (they are lifted before the
 pods are scheduled).
@@ -39,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from common.podkeys import SCHEDULER_NAME
+from coordinator.core.podspec.inherit import INHERITED, Owner, inheritance
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.nominations import PLACEMENT_GROUP, Nominated, Nominations
@@ -48,7 +56,9 @@ __all__ = [
     "CONTROLLER_NAME",
     "PLACEMENT_GROUP",
     "PLACEMENT_NODES",
+    "ControllerKeys",
     "Verdict",
+    "controller_keys",
     "decide",
     "reserve_from_updates",
     "room_lost",
@@ -74,6 +84,52 @@ class Verdict:
     nodes: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerKeys:
+    """The annotations a workload's controller passes on to its pods: ``annotations`` to every
+    podset's, ``podsets`` (podset name → annotations) on top for one podset's."""
+
+    kind: str
+    name: str
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    podsets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def owner(self, podset: str) -> Owner:
+        merged = {**self.annotations, **self.podsets.get(podset, {})}
+        return Owner(kind=self.kind, name=self.name, annotations=merged)
+
+
+def controller(workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference of ``workload``'s controller (the object the user applied)."""
+    for ref in (workload.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("kind"):
+            return ref
+    return None
+
+
+def controller_keys(obj: Mapping[str, Any]) -> ControllerKeys:
+    """What ``obj`` (a Workload's controller: Job, JobSet, LeaderWorkerSet, RayCluster…) passes
+    on to its pods: its annotations, and for a JobSet each replicatedJob's Job template's on top
+    (that Job's own annotations, nearer to its pods), keyed by the replicatedJob's name, which is
+    its podset's."""
+    meta = obj.get("metadata") or {}
+    podsets: dict[str, Mapping[str, str]] = {}
+    if obj.get("kind") == "JobSet":
+        for job in (obj.get("spec") or {}).get("replicatedJobs") or ():
+            if not isinstance(job, Mapping):
+                continue
+            written = ((job.get("template") or {}).get("metadata") or {}).get("annotations")
+            if isinstance(written, Mapping) and written:
+                podsets[str(job.get("name"))] = {str(k): str(v) for k, v in written.items()}
+    annotations = meta.get("annotations") or {}
+    return ControllerKeys(
+        kind=str(obj.get("kind") or ""),
+        name=str(meta.get("name") or ""),
+        annotations={str(k): str(v) for k, v in annotations.items()},
+        podsets=podsets,
+    )
+
+
 def group_of(workload: Mapping[str, Any]) -> str:
     meta = workload.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -84,19 +140,17 @@ def applied(workload: Mapping[str, Any]) -> str:
     (``JobSet team-a/train``), or the Workload itself where none is known."""
     meta = workload.get("metadata") or {}
     namespace = meta.get("namespace", "")
-    for ref in meta.get("ownerReferences") or ():
-        if (
-            isinstance(ref, Mapping)
-            and ref.get("controller")
-            and ref.get("kind")
-            and ref.get("name")
-        ):
-            return f"{ref['kind']} {namespace}/{ref['name']}"
+    ref = controller(workload)
+    if ref is not None and ref.get("name"):
+        return f"{ref['kind']} {namespace}/{ref['name']}"
     return f"Workload {namespace}/{meta.get('name', '')}"
 
 
-def workload_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The pods of ``workload``'s podSets (template × count), one gang of all of them."""
+def workload_pods(
+    workload: Mapping[str, Any], keys: ControllerKeys | None = None
+) -> list[dict[str, Any]]:
+    """The pods of ``workload``'s podSets (template × count), one gang of all of them, with the
+    keys their controller passes on (``keys``) as they will carry them."""
     meta = workload.get("metadata") or {}
     name, namespace = str(meta.get("name", "")), str(meta.get("namespace", ""))
     podsets = (workload.get("spec") or {}).get("podSets")
@@ -115,6 +169,9 @@ def workload_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
             raise WorkloadError(
                 f"Workload {namespace}/{name}: podSets[{podset.get('name')}].template has no spec"
             )
+        podset_name = str(podset.get("name", "main"))
+        written = dict((template.get("metadata") or {}).get("annotations") or {})
+        annotations = _inherited(written, keys.owner(podset_name)) if keys else written
         for i in range(int(podset["count"])):
             labels = dict((template.get("metadata") or {}).get("labels") or {})
             if GANG not in labels and total > 1:
@@ -124,18 +181,47 @@ def workload_pods(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {
-                        "name": f"{name}-{podset.get('name', 'main')}-{i}",
+                        "name": f"{name}-{podset_name}-{i}",
                         "namespace": namespace,
-                        "uid": f"{meta.get('uid', name)}-{podset.get('name', 'main')}-{i}",
+                        "uid": f"{meta.get('uid', name)}-{podset_name}-{i}",
                         "labels": labels,
-                        "annotations": dict(
-                            (template.get("metadata") or {}).get("annotations") or {}
-                        ),
+                        "annotations": dict(annotations),
                     },
                     "spec": _ungated(template["spec"]),
                 }
             )
     return pods
+
+
+def _inherited(annotations: Mapping[str, str], owner: Owner) -> dict[str, str]:
+    """``annotations`` with the keys ``owner`` passes on, as the pod will carry them (its group
+    labels are the check's own: every pod of the workload is one gang)."""
+    made = inheritance(annotations, {}, owner)
+    out = dict(annotations)
+    for key, value in (made.annotations if made is not None else {}).items():
+        if key == INHERITED:
+            continue
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def _refused(
+    pod: Mapping[str, Any],
+    error: PodSpecError,
+    workload: Mapping[str, Any],
+    keys: ControllerKeys | None,
+) -> str:
+    """Why ``pod`` cannot be read, naming where the key is written: its template, or the
+    controller it inherits the key from."""
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    if keys is not None:
+        bare = next(p for p in workload_pods(workload) if p["metadata"]["name"] == name)
+        if not isinstance(parse_pod(bare), PodSpecError):
+            return f"{keys.kind} {namespace}/{keys.name}, inherited by its pods: {error.text}"
+    return f"pod template of {name}: {error.text}"
 
 
 def _ungated(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,16 +240,19 @@ def _podset_of(pod_name: str, workload: str, podsets: Sequence[str]) -> tuple[st
     return None
 
 
-def decide(whatif: WhatIf, workload: Mapping[str, Any]) -> Verdict:
-    """Whether every pod of ``workload`` fits now, where, or why not (nothing is held here)."""
+def decide(
+    whatif: WhatIf, workload: Mapping[str, Any], keys: ControllerKeys | None = None
+) -> Verdict:
+    """Whether every pod of ``workload`` fits now, where, or why not (nothing is held here);
+    ``keys``: what its controller passes on to its pods."""
     try:
-        pods = workload_pods(workload)
+        pods = workload_pods(workload, keys)
     except WorkloadError as exc:
         return Verdict("Rejected", str(exc))
     for pod in pods:
         request = parse_pod(pod)
         if isinstance(request, PodSpecError):
-            return Verdict("Rejected", f"pod template of {pod['metadata']['name']}: {request.text}")
+            return Verdict("Rejected", _refused(pod, request, workload, keys)[:MAX_MESSAGE])
     ours = [p for p in pods if p["spec"].get("schedulerName") == SCHEDULER_NAME]
     if not ours:
         return Verdict("Ready", f"no pod says schedulerName: {SCHEDULER_NAME}; nothing to place")
@@ -221,9 +310,14 @@ def room_lost(snapshot: Snapshot, held: Sequence[Nominated]) -> str | None:
     return None
 
 
-def reserve(nominations: Nominations, workload: Mapping[str, Any], verdict: Verdict) -> None:
+def reserve(
+    nominations: Nominations,
+    workload: Mapping[str, Any],
+    verdict: Verdict,
+    keys: ControllerKeys | None = None,
+) -> None:
     """Hold the room ``verdict`` found for ``workload``'s pods."""
-    nominations.reserve(group_of(workload), _entries(workload, verdict.nodes, {}))
+    nominations.reserve(group_of(workload), _entries(workload, verdict.nodes, {}, keys))
 
 
 def reserve_from_updates(
@@ -231,18 +325,22 @@ def reserve_from_updates(
     workload: Mapping[str, Any],
     nodes: Mapping[str, Sequence[str]],
     bound: Mapping[str, int],
+    keys: ControllerKeys | None = None,
 ) -> None:
     """After a restart: hold again what ``nodes`` (from the check's podSetUpdates) says, but
     for the pods already bound (``bound``: node → pods of the group bound there)."""
-    nominations.reserve(group_of(workload), _entries(workload, nodes, bound))
+    nominations.reserve(group_of(workload), _entries(workload, nodes, bound, keys))
 
 
 def _entries(
-    workload: Mapping[str, Any], nodes: Mapping[str, Sequence[str]], bound: Mapping[str, int]
+    workload: Mapping[str, Any],
+    nodes: Mapping[str, Sequence[str]],
+    bound: Mapping[str, int],
+    keys: ControllerKeys | None,
 ) -> list[tuple[PodRequest, str]]:
     left = dict(bound)
     requests: dict[str, PodRequest] = {}
-    for pod in workload_pods(workload):
+    for pod in workload_pods(workload, keys):
         parsed = parse_pod(pod)
         if isinstance(parsed, PodRequest):
             requests.setdefault(pod["metadata"]["name"].rsplit("-", 1)[0], parsed)

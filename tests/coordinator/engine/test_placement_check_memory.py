@@ -17,6 +17,7 @@ from coordinator.adapters.memory.runtime import memory_runtime
 from coordinator.app.scheduler import what_if
 from coordinator.engine.admission.placement import (
     PLACEMENT_GROUP,
+    controller_keys,
     decide,
     pod_set_updates,
     reserve,
@@ -118,6 +119,72 @@ async def test_a_template_topos_cannot_read_is_rejected_naming_it(
     assert verdict.state == "Rejected"
     assert "topos.io/gpu-locality" in verdict.message
     assert "same-galaxy" in verdict.message
+
+
+def jobset(name: str, annotations: dict[str, str], **replicated: dict[str, str]) -> dict[str, Any]:
+    """A JobSet with ``annotations``; ``replicated``: a replicatedJob's Job template's."""
+    jobs = [
+        {"name": job, "template": {"metadata": {"annotations": written}}}
+        for job, written in replicated.items()
+    ]
+    return {
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+        "spec": {"replicatedJobs": jobs},
+    }
+
+
+async def test_keys_written_on_the_jobset_are_decided_as_its_pods_will_carry_them(
+    cluster: tuple[MemoryCluster, SchedulerRuntime, GangRuntime],
+) -> None:
+    """17 CPU-only pods each asking 3/4 of a GPU by the JobSet's annotation: 16 GPUs hold 16
+    such shares, so the check waits; the same template read without the JobSet's keys would
+    have said Ready and the pods would then wait after admission. A key the podset's Job
+    template writes wins over the JobSet's."""
+    _, runtime, gangs = cluster
+    whatif = what_if(runtime, gangs)
+    wl = workload("jobset-share-1a2b3", ("workers", 17, 0))
+    assert decide(whatif, wl).state == "Ready"  # read without the JobSet's keys
+    owner = jobset("share", {"topos.io/gpu-fraction": "0.75"})
+    verdict = decide(whatif, wl, controller_keys(owner))
+    assert verdict.state == "Pending", verdict.message
+    assert "16 places on a GPU for a share of 0.75" in verdict.message
+    # the replicatedJob's own template says half a GPU: 34 such shares fit on 16 GPUs
+    nearer = jobset(
+        "share", {"topos.io/gpu-fraction": "0.75"}, workers={"topos.io/gpu-fraction": "0.5"}
+    )
+    assert decide(whatif, wl, controller_keys(nearer)).state == "Ready"
+    # the pod template's own key wins over both
+    template = wl["spec"]["podSets"][0]["template"]["metadata"]
+    template["annotations"] = {"topos.io/gpu-fraction": "0.75"}
+    assert decide(whatif, wl, controller_keys(nearer)).state == "Pending"
+
+
+async def test_a_bad_key_on_the_jobset_is_rejected_naming_the_jobset_and_the_key(
+    cluster: tuple[MemoryCluster, SchedulerRuntime, GangRuntime],
+) -> None:
+    """The user's trial: `topology.scheduler/placement-strategy: packed` on the JobSet. Read
+    without it the check said Ready, Kueue admitted the JobSet and each pod then failed with
+    `pod spec is invalid`, holding the quota; now the check refuses it before any pod exists."""
+    _, runtime, gangs = cluster
+    whatif = what_if(runtime, gangs)
+    wl = workload("jobset-bad-231d9", ("workers", 2, 8))
+    owner = jobset("bad", {"topology.scheduler/placement-strategy": "packed"})
+    verdict = decide(whatif, wl, controller_keys(owner))
+    assert verdict.state == "Rejected"
+    assert verdict.message.startswith("JobSet default/bad, inherited by its pods: "), (
+        verdict.message
+    )
+    assert "topology.scheduler/placement-strategy" in verdict.message
+    assert "'packed'" in verdict.message
+    # nothing else harmed: another workload of the same cluster is decided as before
+    assert decide(whatif, workload("fine", ("main", 2, 8))).state == "Ready"
+    # a bad key in the template itself is still named as the template's
+    wl["spec"]["podSets"][0]["template"]["metadata"]["annotations"] = {
+        "topos.io/gpu-locality": "same-galaxy"
+    }
+    said = decide(whatif, wl, controller_keys(jobset("bad", {}))).message
+    assert said.startswith("pod template of jobset-bad-231d9-workers-0: "), said
 
 
 async def test_ready_holds_the_room_for_the_workloads_own_pods(
