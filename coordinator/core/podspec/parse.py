@@ -45,6 +45,7 @@ from coordinator.core.podspec.fields import (
     text,
 )
 from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
+from coordinator.core.podspec.inherit import INHERITED
 from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.protections import min_runtime, preemption_delay
@@ -176,7 +177,24 @@ def parse_pod(obj: object) -> PodRequest | PodSpecError:
     except FieldError as bad:
         ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
         name = meta.get("name") if isinstance(meta.get("name"), str) else "?"
-        return PodSpecError(f"{ns}/{name}", bad.field.lstrip("."), bad.message)
+        path = bad.field.lstrip(".")
+        return PodSpecError(f"{ns}/{name}", path, bad.message + _inherited_hint(meta, path))
+
+
+def _inherited_hint(meta: Mapping[str, object], path: str) -> str:
+    """Where to mend a bad key the pod got from its workload (``topos.io/inherited`` lists
+    it): on the workload, not in the pod template, which does not have it."""
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, Mapping) or not path.startswith("metadata.annotations["):
+        return ""
+    key = path.removeprefix("metadata.annotations[").partition("]")[0]
+    listed = str(annotations.get(INHERITED, "")).split(",")
+    if key not in listed:
+        return ""
+    return (
+        f"; the pod inherited {key} from the workload that made it (its Job, JobSet, "
+        "LeaderWorkerSet, Deployment…): change it there"
+    )
 
 
 def _gates(spec: Mapping[str, object]) -> tuple[str, ...]:

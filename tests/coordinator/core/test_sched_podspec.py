@@ -353,6 +353,25 @@ def test_bad_pods_name_the_field_and_stay_pending(case: str, change: dict, field
     assert field in result.message
 
 
+def test_a_bad_key_the_pod_inherited_says_to_mend_it_on_the_workload() -> None:
+    """The LeaderWorkerSet's `topos.io/gpu-locality: strict` reached its pods (listed in
+    `topos.io/inherited`): the pod's message says the key came from its workload, whose
+    template the user will otherwise search in vain; a key the pod writes itself does not."""
+    inherited = {"topos.io/gpu-locality": "strict", "topos.io/inherited": "topos.io/gpu-locality"}
+    said = parse_pod(pod("w", gpus=1, annotations=inherited))
+    assert isinstance(said, PodSpecError)
+    assert said.text.startswith(
+        "invalid metadata.annotations[topos.io/gpu-locality]: unknown value 'strict'"
+    )
+    assert said.text.endswith(
+        "; the pod inherited topos.io/gpu-locality from the workload that made it (its Job, "
+        "JobSet, LeaderWorkerSet, Deployment…): change it there"
+    )
+    own = parse_pod(pod("w", gpus=1, annotations={"topos.io/gpu-locality": "strict"}))
+    assert isinstance(own, PodSpecError)
+    assert "inherited" not in own.text
+
+
 def test_a_bad_pod_does_not_disturb_the_next_one() -> None:
     snapshot = Snapshot([gpu_node("h", dgx_h100("h"))])
     fw = build_framework()
