@@ -196,6 +196,12 @@ def test_a_job_switching_to_a_podgroup_object_loses_the_topos_labels() -> None:
             "contradicts Job ml/trial metadata.annotations[topos.io/gang]='other'; use one value",
         ),
         (
+            {"scheduling.x-k8s.io/pod-group": ""},
+            {},
+            "Job ml/trial metadata.labels[scheduling.x-k8s.io/pod-group]",
+            "must not be empty",
+        ),
+        (
             {},
             {"topos.io/gang": "on job"},
             "Job ml/trial metadata.annotations[topos.io/gang]",
