@@ -137,7 +137,7 @@ async def test_a_bad_minimum_on_the_job_stops_only_its_pods_and_says_so(
 ) -> None:
     """``gang-min: "zero"`` on one Job, ``"4"`` on another of parallelism 3 (it would wait for
     ever): their pods wait with the key and value named, as a pod's own label would be; a third
-    Job's group beside them binds."""
+    Job's group beside them binds. The first Job fixed, its pods become a gang of 3."""
     for short in ("n0", "n1", "n2"):
         await cluster.add_node(short, "dgx-a100")
     gang = {"topos.io/gang": "g"}
@@ -153,6 +153,13 @@ async def test_a_bad_minimum_on_the_job_stops_only_its_pods_and_says_so(
         event = await cluster.warning(zero)
         too_many = await cluster.condition(four, field % "four")
         waiting = await cluster.placement("job-name in (zero,four)")
+        # Fixed on the Job: its pods lose the error and wait as a gang of 3 (no room left).
+        fix = {"metadata": {"annotations": {"topos.io/gang-min": "3"}}}
+        await cluster.kube.patch(JOBS, "zero", fix, namespace=cluster.namespace)
+        fixed = await cluster.condition(zero, "waiting for pod group g: 0/3 members placed")
+        (pod,) = [
+            p for p in await pods_of(cluster, "job-name=zero", 3) if p["metadata"]["name"] == zero
+        ]
     assert len(set(placed.values())) == 3, placed
     assert "must be a whole number from 1 to 10000, got 'zero'" in bad_count, bad_count
     assert field % "zero" in event["message"], event["message"]
@@ -161,3 +168,6 @@ async def test_a_bad_minimum_on_the_job_stops_only_its_pods_and_says_so(
         "at once, got '4'"
     ) in too_many, too_many
     assert set(waiting.values()) == {None}, waiting
+    assert "invalid" not in fixed, fixed
+    assert pod["metadata"]["labels"]["topos.io/gang-min"] == "3", pod["metadata"]
+    assert "topos.io/gang-error" not in pod["metadata"]["annotations"], pod["metadata"]
