@@ -8,8 +8,9 @@ controllers would create, labelled as those controllers label them (read from th
   defaults to 1), named ``<job>-<index>``, with the Job controller's labels (``job-name``,
   ``controller-uid``, and for ``completionMode: Indexed`` the completion index label and
   annotation), and the keys the pod inherits from its Job
-  (:func:`~coordinator.core.podspec.inherit.inheritance`: a Job asking for a placement becomes
-  one pod group, as the kube adapter makes it).
+  (:func:`~coordinator.core.podspec.inherit.inheritance`: a Job asking for a placement, or
+  declaring a pod group on its own labels or annotations, becomes one pod group, as the kube
+  adapter makes it).
 - ``JobSet`` (``jobset.x-k8s.io/v1alpha2``, JobSet v0.10.1): for every replicated job, ``replicas``
   child Jobs ``<jobset>-<replicatedJob>-<jobIndex>``, each expanded as a Job; its pods carry the
   labels and annotations the JobSet controller puts on the Job's pod template
@@ -274,8 +275,17 @@ def _job_pods(
     }
     job_annotations = dict((job.get("metadata") or {}).get("annotations") or {})
     written = dict((template.get("metadata") or {}).get("labels") or {})
+    # The Job's own labels may declare its pod group; those its template carries too are the
+    # template's (the API server gives a Job without labels its template's).
+    job_labels = dict((job.get("metadata") or {}).get("labels") or {})
     owner = Owner(
-        kind="Job", name=name, annotations=job_annotations, pods=n, template_labels=written
+        kind="Job",
+        name=name,
+        annotations=job_annotations,
+        pods=n,
+        template_labels=written,
+        labels={k: str(v) for k, v in job_labels.items() if written.get(k) != v},
+        namespace=namespace,
     )
     pods = []
     for i in range(n):

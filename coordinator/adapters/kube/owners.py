@@ -112,6 +112,15 @@ def _pods(kind: str, spec: Mapping[str, Any]) -> int:
     return n if isinstance(n, int) and n > 0 else 1
 
 
+def _most(kind: str, spec: Mapping[str, Any]) -> int:
+    """How many pods of the workload run at once: a Job's :func:`_pods`, the replicas of a
+    Deployment, ReplicaSet or StatefulSet (the largest group minimum it can meet)."""
+    if kind == "Job":
+        return _pods(kind, spec)
+    replicas = spec.get("replicas", 1)
+    return replicas if isinstance(replicas, int) and replicas > 0 else 1
+
+
 class Owners:
     """Event-loop only. The four owner kinds, cached; ``on_change(kind, key)`` after a change."""
 
@@ -138,17 +147,19 @@ class Owners:
             for watcher in self.watchers:
                 watcher(kind, key, obj)
             # Status updates (a ReplicaSet's readyReplicas, a Job's active count) change nothing a
-            # pod inherits: only its annotations, its size and its identity are looked at.
+            # pod inherits: only its labels and annotations, its size and its identity are.
             digest = None
             if obj is not None:
                 meta = obj.get("metadata") or {}
                 annotations = tuple(sorted((meta.get("annotations") or {}).items()))
+                labels = tuple(sorted((meta.get("labels") or {}).items()))
+                spec = obj.get("spec") or {}
                 shape = (
                     workload_digest(obj)
                     if kind in WORKLOAD_KINDS
-                    else _pods(kind, obj.get("spec") or {})
+                    else (_pods(kind, spec), _most(kind, spec))
                 )
-                digest = (meta.get("uid"), annotations, shape)
+                digest = (meta.get("uid"), annotations, labels, shape)
             if self._digests.get((kind, key)) == digest:
                 return
             if digest is None:
@@ -283,17 +294,32 @@ def owner_of(chain: Sequence[tuple[str, Mapping[str, Any]]]) -> Owner:
     and says how many pods run; the nearest owner's annotations win, and its pod template's
     labels are the ones its pods were made with."""
     annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
     for _, obj in reversed(chain):
         annotations.update((obj.get("metadata") or {}).get("annotations") or {})
+        # A label the owner carries as its pod template does is the template's (the API server
+        # gives a Job without labels its template's; a ReplicaSet carries its template's): its
+        # pods carry it themselves, as the user's.
+        own = _template_labels(obj)
+        found = (obj.get("metadata") or {}).get("labels") or {}
+        labels.update({k: v for k, v in found.items() if own.get(k) != v})
     kind, top = chain[-1]
-    template = ((chain[0][1].get("spec") or {}).get("template") or {}).get("metadata") or {}
+    meta = top.get("metadata") or {}
     return Owner(
         kind=kind,
-        name=str((top.get("metadata") or {}).get("name") or ""),
+        name=str(meta.get("name") or ""),
         annotations=annotations,
         pods=_pods(kind, top.get("spec") or {}),
-        template_labels=template.get("labels") or {},
+        template_labels=_template_labels(chain[0][1]),
+        labels=labels,
+        namespace=str(meta.get("namespace") or "default"),
+        most=_most(kind, top.get("spec") or {}),
     )
+
+
+def _template_labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    template = ((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return template.get("labels") or {}
 
 
 class InheritingPending:

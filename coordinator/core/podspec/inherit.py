@@ -7,11 +7,17 @@ template. :func:`inheritance` says what to write on a pending pod so that it car
   does not write itself is copied from the owner, in the owner's spelling (messages then name the
   key the user wrote); the names copied are listed in ``topos.io/inherited``, so a later change
   on the owner replaces (or removes) them, while keys the pod writes itself always win;
+- a workload that declares a pod group on its own metadata (:mod:`.ownergang`: ``topos.io/gang``,
+  KubeNexus' name or ``scheduling.x-k8s.io/pod-group``, and ``topos.io/gang-min``, as labels or
+  annotations) gives its pods that group's labels: the name, and the minimum (the owner's, else
+  its pod count; none for a PodGroup object's group); a group key there that cannot be used
+  gives them ``topos.io/gang-error`` naming the key and value instead (the pods wait with it);
 - a workload whose keys ask for a placement (strategy, preferred domain, GPU count, bandwidth,
-  latency) becomes one pod group: ``topos.io/gang=<owner name>`` and
-  ``topos.io/gang-min=<its pod count>``, listed in ``topos.io/inherited`` too (Topos's mark:
-  they follow the owner's size while the pod is pending, and go when the owner stops asking for
-  a placement), unless the pod declares a group of its own — a group label the pod carries
+  latency) and declares no group becomes one pod group: ``topos.io/gang=<owner name>`` and
+  ``topos.io/gang-min=<its pod count>`` (or the owner's ``gang-min``);
+- the group labels (and error) written are listed in ``topos.io/inherited`` too (Topos's mark:
+  they follow the owner while the pod is pending, and go when the owner stops declaring or
+  asking), unless the pod declares a group of its own — a group label the pod carries
   unmarked is the user's and wins, whatever it is named. Pods labelled before the mark existed
   carry ``topos.io/gang=<owner name>`` unmarked: they are told apart by the owner's pod template
   (no group label there: the labels are Topos's and are marked now; a group label there: the
@@ -36,6 +42,7 @@ from typing import Final
 from common import podkeys
 from common.labels import name_label_value
 from coordinator.core.podspec.gangkeys import GANG_ERROR, GANG_RUN
+from coordinator.core.podspec.ownergang import OwnerGangError, owner_gang
 from coordinator.core.podspec.workloadgangs import WorkloadGang, WorkloadGangError
 
 __all__ = [
@@ -77,8 +84,12 @@ INHERITED_KEYS: Final[tuple[podkeys.Key, ...]] = (
 PLACEMENT_KEYS: Final = podkeys.PLACEMENT_KEYS
 
 _GANG_LABELS: Final = (*podkeys.GANG.names, *podkeys.POD_GROUP_X_K8S.names)
-#: The group labels Topos writes on a placed workload's pods; listed in ``INHERITED`` with them.
-_GANG_MARKS: Final = (podkeys.GANG.canonical, podkeys.GANG_MIN.canonical)
+#: The group labels Topos writes on a workload's pods; those written are listed in ``INHERITED``.
+_GANG_MARKS: Final = (
+    podkeys.GANG.canonical,
+    podkeys.GANG_MIN.canonical,
+    podkeys.POD_GROUP_X_K8S.canonical,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +99,21 @@ class Owner:
     kind: str  # "Job", "Deployment", "ReplicaSet", "StatefulSet", …
     name: str
     annotations: Mapping[str, str] = field(default_factory=dict)  # nearest owner first
-    pods: int = 1  # how many pods run at once (parallelism, replicas)
+    pods: int = 1  # the group's minimum by default (a Job's parallelism; 1 for replicas)
     #: The labels of the pod template its pods are made from (the nearest owner's): what the user
     #: wrote, which the pod's labels started as.
     template_labels: Mapping[str, str] = field(default_factory=dict)
+    #: The owner's own labels (nearest owner first), where a pod group may be declared too.
+    labels: Mapping[str, str] = field(default_factory=dict)
+    namespace: str = ""
+    #: How many pods it runs at once (a Job's parallelism, a Deployment's replicas): the largest
+    #: minimum its group can meet; ``None``: ``pods``.
+    most: int | None = None
+
+    @property
+    def where(self) -> str:
+        """The owner as messages name it: ``Job ml/train``."""
+        return f"{self.kind} {self.namespace or 'default'}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +156,21 @@ def inheritance(
             value = owner.annotations.get(name)
             if value is not None:
                 wanted[name] = value
+    marks = _workload(
+        annotations, labels, before, has_scheduling_group, workload_pod, workload_gang
+    )
+    error: dict[str, str | None] = {}
+    written: list[str] = []
+    if marks is None:
+        marked = before & set(_GANG_MARKS)
+        merged = {**own, **wanted}
+        label_patch, written, problem = _gang(
+            labels, merged, owner, has_scheduling_group, marked, workload_pod
+        )
+        if problem is not None:
+            wanted[GANG_ERROR] = problem
+    else:
+        label_patch, error = marks
     patch: dict[str, str | None] = {}
     for name in before - set(wanted) - set(_GANG_MARKS):
         if name in annotations:
@@ -141,14 +178,7 @@ def inheritance(
     for name, value in wanted.items():
         if annotations.get(name) != value:
             patch[name] = value
-    marks = _workload(annotations, labels, has_scheduling_group, workload_pod, workload_gang)
-    error: dict[str, str | None] = {}
-    if marks is None:
-        marked = podkeys.GANG.canonical in before
-        label_patch, ours = _gang(labels, {**own, **wanted}, owner, has_scheduling_group, marked)
-    else:
-        (label_patch, error), ours = marks, False
-    listed = ",".join(sorted({*wanted, *(_GANG_MARKS if ours else ())}))
+    listed = ",".join(sorted({*wanted, *written}))
     if patch or annotations.get(INHERITED, "") != listed:
         patch[INHERITED] = listed or None
     patch.update(error)
@@ -162,25 +192,60 @@ def _gang(
     merged: Mapping[str, str],
     owner: Owner,
     has_scheduling_group: bool,
-    marked: bool,
-) -> tuple[dict[str, str | None], bool]:
-    """The label changes for a placed workload's group, and whether its labels are Topos's
-    (``marked``: listed in ``INHERITED``) once they are made."""
+    marked: set[str],
+    workload_pod: bool,
+) -> tuple[dict[str, str | None], list[str], str | None]:
+    """The label changes for the owner's group, the group labels that are Topos's once they are
+    made (``marked``: those listed in ``INHERITED`` now), and why the owner's group keys cannot
+    be used (``None``: they can)."""
     group = name_label_value(owner.name)
-    ours = marked or (
+    ours = bool(marked) or (
         labels.get(podkeys.GANG.canonical) == group  # the rule before the mark wrote this …
         and not any(n in owner.template_labels for n in _GANG_LABELS)  # … the user did not
     )
     if not ours and any(n in labels for n in _GANG_LABELS):
-        return _restored(labels, owner, group), False  # the pod names its own group
-    grouped = bool(owner.name) and not has_scheduling_group
-    grouped = grouped and any(n in merged for k in PLACEMENT_KEYS for n in k.names)
+        return _restored(labels, owner, group), [], None  # the pod names its own group
+    if not marked:  # (labelled before the mark: Topos's all the same)
+        marked = {n for n in _GANG_MARKS[:2] if ours and n in labels}
+    want, problem = _owner_group(merged, owner, has_scheduling_group, workload_pod)
+    patch: dict[str, str | None] = {k: v for k, v in want.items() if labels.get(k) != v}
+    # No group of Topos's making (any more), or another one: the marked labels go.
+    patch.update({k: None for k in sorted(marked) if k not in want and k in labels})
+    return patch, sorted(want), problem
+
+
+def _owner_group(
+    merged: Mapping[str, str], owner: Owner, has_scheduling_group: bool, workload_pod: bool
+) -> tuple[dict[str, str], str | None]:
+    """The group labels the owner's pods get: the group its metadata declares
+    (:mod:`.ownergang`), else one named after it when its keys ask for a placement; and the
+    error its group keys make (the pods then wait with it)."""
+    if not owner.name or has_scheduling_group:
+        return {}, None
     if any(k.canonical in merged for k in (podkeys.POD_GROUP_VOLCANO, podkeys.POD_GROUP_KAI)):
-        grouped = False  # … a Volcano or KAI PodGroup
-    if not grouped:  # no group of Topos's making (any more): the marked labels go
-        return ({k: None for k in _GANG_MARKS if k in labels} if marked else {}), False
-    wanted = {podkeys.GANG.canonical: group, podkeys.GANG_MIN.canonical: str(owner.pods)}
-    return {k: v for k, v in wanted.items() if labels.get(k) != v}, True
+        return {}, None  # … a Volcano or KAI PodGroup
+    group = name_label_value(owner.name)
+    placed = any(n in merged for k in PLACEMENT_KEYS for n in k.names)
+    declared = None
+    if not workload_pod:  # (a JobSet's, LWS's, RayCluster's gang keys are its own rule's)
+        most = owner.pods if owner.most is None else owner.most
+        declared = owner_gang(
+            owner.where, owner.labels, owner.annotations, most=most, placed=placed
+        )
+    if isinstance(declared, OwnerGangError):
+        return {podkeys.GANG.canonical: declared.gang or group}, declared.text
+    if declared is not None and declared.key is not None:
+        want = {declared.key.canonical: declared.name}
+        count = declared.min_member
+        if count is None and declared.key is podkeys.GANG:
+            count = owner.pods
+        if count is not None:
+            want[podkeys.GANG_MIN.canonical] = str(count)
+        return want, None
+    if not placed:
+        return {}, None
+    count = owner.pods if declared is None else (declared.min_member or owner.pods)
+    return {podkeys.GANG.canonical: group, podkeys.GANG_MIN.canonical: str(count)}, None
 
 
 def _restored(labels: Mapping[str, str], owner: Owner, group: str) -> dict[str, str | None]:
@@ -199,13 +264,15 @@ _MARKS: Final = (podkeys.GANG.canonical, podkeys.GANG_MIN.canonical, GANG_RUN)
 def _workload(
     annotations: Mapping[str, str],
     labels: Mapping[str, str],
+    before: set[str],
     has_scheduling_group: bool,
     workload_pod: bool,
     gang: WorkloadGang | WorkloadGangError | None,
 ) -> tuple[dict[str, str | None], dict[str, str | None]] | None:
     """The label and annotation changes for a workload controller's gang; ``None``: the rule
     does not apply (no such workload, or the pod names its own group)."""
-    ours = GANG_RUN in labels or GANG_ERROR in annotations
+    # (a ``GANG_ERROR`` listed in ``INHERITED`` is the owner's group keys': not this rule's)
+    ours = GANG_RUN in labels or (GANG_ERROR in annotations and GANG_ERROR not in before)
     names_own = has_scheduling_group or any(n in labels for n in _GANG_LABELS)
     if not ours and (names_own or not workload_pod or gang is None):
         return None

@@ -70,6 +70,22 @@ def test_a_job_asking_for_a_placement_makes_one_pod_group() -> None:
         )
 
 
+def test_a_group_declared_on_the_job_itself_reaches_its_pods_as_in_the_cluster() -> None:
+    """What-if of the playground trial: the group label and minimum on the Job's own metadata
+    make its pods one gang of 3, as the kube adapter writes them; a bad minimum is named."""
+    job = _job("trial", 3)
+    job["metadata"]["labels"] = {"topos.io/gang": "onjob"}
+    job["metadata"]["annotations"] = {"topos.io/gang-min": "3"}
+    for pod in expand([job]).pods:
+        assert _labels(pod)["topos.io/gang"] == "onjob"
+        assert _labels(pod)["topos.io/gang-min"] == "3"
+    job["metadata"]["annotations"] = {"topos.io/gang-min": "4"}
+    refused = parse_pod(expand([job]).pods[0])
+    assert not isinstance(refused, PodRequest)
+    assert "Job default/trial metadata.annotations[topos.io/gang-min]" in str(refused)
+    assert "runs at most 3 pod(s) at once, got '4'" in str(refused)
+
+
 def test_a_jobset_makes_its_jobs_pods_with_jobsets_labels() -> None:
     jobset = {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",

@@ -181,3 +181,18 @@ def test_a_key_written_on_the_jobset_reaches_its_pods_behind_their_jobs_own() ->
     assert ray_owner is not None
     assert (ray_owner.kind, ray_owner.name) == ("RayCluster", "ray")
     assert ray_owner.annotations == {"topos.io/numa-policy": "single-numa"}
+
+
+def test_a_label_put_on_a_job_has_its_pending_pods_looked_at_again() -> None:
+    """A group declared on the Job by label (``kubectl label job trial topos.io/gang=onjob``)
+    reaches its pods not bound yet; a status update alone does not look at them again."""
+    found = owners()
+    heard: list[tuple[str, object]] = []
+    found.listeners.append(lambda kind, key: heard.append((kind, key)))
+    job = {"metadata": {"name": "trial", "namespace": "ml", "uid": "j-1"}, "spec": {}}
+    cache = found.caches["Job"]
+    cache.apply("ADDED", job)
+    cache.apply("MODIFIED", {**job, "status": {"active": 3}})
+    labelled = {**job, "metadata": {**job["metadata"], "labels": {"topos.io/gang": "onjob"}}}
+    cache.apply("MODIFIED", labelled)
+    assert heard == [("Job", ("ml", "trial")), ("Job", ("ml", "trial"))]
