@@ -157,17 +157,25 @@ def opt_out(what: str, gang: str, *metas: Mapping[str, Any]) -> bool | WorkloadG
 def _gang_min(
     kind: str, obj: Mapping[str, Any], gang: str, most: int
 ) -> int | WorkloadGangError | None:
-    """``topos.io/gang-min`` on the workload (label, else annotation), capped at ``most``."""
+    """``topos.io/gang-min`` on the workload (label, else annotation); more than ``most`` (the
+    pods it ever runs at once) is refused, as on a Job: the group would wait for ever."""
     meta = _meta(obj)
     for part in ("labels", "annotations"):
         value = _strs(meta, part).get(podkeys.GANG_MIN.canonical)
         if value is None:
             continue
+        field = f"{_where(kind, obj)} metadata.{part}[{podkeys.GANG_MIN.canonical}]"
         try:
-            return min(member_count(value), most)
+            n = member_count(value)
         except ValueError as exc:
-            field = f"{_where(kind, obj)} metadata.{part}[{podkeys.GANG_MIN.canonical}]"
             return WorkloadGangError(gang, field, str(exc))
+        if n > most:
+            why = (
+                f"the group would wait for ever: {_where(kind, obj)} runs at most {most} "
+                f"pod(s) at once, got {value!r}"
+            )
+            return WorkloadGangError(gang, field, why)
+        return n
     return None
 
 
@@ -307,7 +315,10 @@ def raycluster_gang(cluster: Mapping[str, Any], pod: Mapping[str, Any]) -> Resul
     hosts = [max(1, _int(g.get("numOfHosts"), 1)) for g in groups]
     pairs = list(zip(groups, hosts, strict=True))
     least = 1 + sum(max(0, _int(g.get("minReplicas"), 0)) * h for g, h in pairs)
-    most = 1 + sum(max(0, _int(g.get("replicas"), 0)) * h for g, h in pairs)
+    # what it may ever run: the autoscaler may go up to maxReplicas
+    most = 1 + sum(
+        max(0, _int(g.get("replicas"), 0), _int(g.get("maxReplicas"), 0)) * h for g, h in pairs
+    )
     n = _gang_min("RayCluster", cluster, gang, max(least, most))
     if isinstance(n, WorkloadGangError):
         return n

@@ -104,15 +104,20 @@ def test_depends_on_splits_a_trainjobs_initializers_from_its_nodes() -> None:
     assert (node.name, node.min_member) == ("train-node", 4)
 
 
-def test_gang_min_on_the_jobset_sets_the_minimum_capped_at_its_pods() -> None:
+def test_gang_min_on_the_jobset_sets_the_minimum_and_more_than_its_pods_is_refused() -> None:
     js = jobset(rjob("w", replicas=8), labels={"topos.io/gang-min": "5"})
     gang = jobset_gang(js, POD, replicated_job="w", restart_attempt="0")
     assert isinstance(gang, WorkloadGang)
     assert gang.min_member == 5
+    # 50 of 8 pods would never gather: refused, naming the JobSet, the key and the value (as on
+    # a Job), not quietly lowered to 8
     js = jobset(rjob("w", replicas=8), labels={"topos.io/gang-min": "50"})
-    gang = jobset_gang(js, POD, replicated_job="w", restart_attempt="0")
-    assert isinstance(gang, WorkloadGang)
-    assert gang.min_member == 8
+    bad = jobset_gang(js, POD, replicated_job="w", restart_attempt="0")
+    assert isinstance(bad, WorkloadGangError)
+    assert bad.text == (
+        "JobSet ml/train metadata.labels[topos.io/gang-min]: the group would wait for ever: "
+        "JobSet ml/train runs at most 8 pod(s) at once, got '50'"
+    )
 
 
 def test_gang_min_not_a_number_names_the_jobset_key_and_value() -> None:
