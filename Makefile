@@ -19,7 +19,7 @@ demo: $(STAMP)
 # helm (~/.cache/topos/helm) and the workload controllers (~/.cache/topos/controllers), runs the quality gates, then the whole suite. pytest's exit status 5 (no tests collected) is a failure here too:
 # a green run must have run tests.
 test: $(STAMP) k8s-binaries helm controllers lint typecheck
-	@rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(PY) -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 # --all: kube-scheduler (differential tests) and KWOK (benchmarks) too, not only etcd,
