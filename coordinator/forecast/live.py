@@ -20,15 +20,15 @@ that fail once wait only for a node or pod event that comes within seconds (sche
 EventHandling cases: a pod fails, and is bound a second later): a forecast at the first poll
 started the worker process (~1 s of CPU to spawn and import) and ran the cluster forward for a
 wait already over. The poll is the unit the forecaster already counts in (no setting of its own:
-a shorter wait is one a poll may not even see), and it keeps a pod that waits from seeing its
-forecast later than the second poll. A pod that has waited less may still get its forecast from a
-refresh made for pods already forecast (the run covers the whole queue). A pod's forecast
-younger than ``interval_s`` is kept as it is, so each pod's forecast changes at most once a
-minute. While pods are still to be tried for the first time or being placed (a stream being
-scheduled: the copy would be stale within the second, and the forward run would place them all
-again), a due refresh waits for them, ``interval_s`` at most. Pods whose stated forecast moved
-are handed to ``restate`` (the scheduler re-writes their ``PodScheduled`` message:
-:meth:`coordinator.engine.loop.Scheduler.restate`).
+a shorter wait is one a poll may not even see), and a pod that keeps waiting has its forecast by
+the second poll after it failed (unless a stream being placed puts it off, as below). A pod that
+has waited less may still get its forecast from a refresh made for pods already forecast (the
+run covers the whole queue). A pod's forecast younger than ``interval_s`` is kept as it is, so
+each pod's forecast changes at most once a minute. While pods are still to be tried for the first
+time or being placed (a stream being scheduled: the copy would be stale within the second, and
+the forward run would place them all again), a due refresh waits for them, ``interval_s`` at
+most. Pods whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
+``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
 counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``
