@@ -1,4 +1,7 @@
-"""The forecast's worker process: started with the coordinator's scheduler, ended with it.
+"""The forecast's worker process: its pool made with the coordinator's scheduler, the process
+spawned at the first forward run (a refresh or a what-if: the pool spawns on its first task, so a
+coordinator that never forecasts never pays the ~1 s of CPU a spawn and its imports cost), ended
+with the scheduler.
 
 The live forecast (:mod:`coordinator.forecast.live`) runs the engine forward in a process of its
 own, so a run never holds the event loop's interpreter lock. Two ways that process could outlive
@@ -19,7 +22,8 @@ import threading
 
 
 def start() -> concurrent.futures.ProcessPoolExecutor:
-    """One worker, spawned (not forked: the coordinator has threads and an event loop)."""
+    """One worker, spawned (not forked: the coordinator has threads and an event loop) at the
+    first task submitted, not here."""
     return concurrent.futures.ProcessPoolExecutor(
         max_workers=1,
         mp_context=multiprocessing.get_context("spawn"),

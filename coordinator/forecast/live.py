@@ -13,14 +13,22 @@ When: only while some pod waits after an attempt could not place it (a pod not t
 bound at once: it calls for no forecast; nor does one the queue holds back before its first attempt
 because a claim made from its template does not exist yet) — then after the cluster changed (a node
 or bound pod, or the pending queue) and at most once per ``interval_s`` (60 s), and also when a
-forecast's start has passed without the pod starting (a runtime ran over); at once (at the next
-poll, ``poll_s``) when a waiting pod has no forecast yet — a pod's forecast younger than
-``interval_s`` is kept as it is, so each pod's forecast changes at most once a minute. While pods
-are still to be tried for the first time or being placed (a stream being scheduled: the copy would
-be stale within the second, and the forward run would place them all again), a due refresh waits
-for them, ``interval_s`` at most. Pods whose stated forecast moved are handed to ``restate`` (the
-scheduler re-writes their ``PodScheduled`` message:
-:meth:`coordinator.engine.loop.Scheduler.restate`).
+forecast's start has passed without the pod starting (a runtime ran over); and when a waiting pod
+has no forecast yet, once it has waited a poll: at the first poll ``poll_s`` (5 s) or more after
+the poll that first saw it waiting — the next one, 5–10 s after its failed attempt. Most pods
+that fail once wait only for a node or pod event that comes within seconds (scheduler_perf's
+EventHandling cases: a pod fails, and is bound a second later): a forecast at the first poll
+started the worker process (~1 s of CPU to spawn and import) and ran the cluster forward for a
+wait already over. The poll is the unit the forecaster already counts in (no setting of its own:
+a shorter wait is one a poll may not even see), and a pod that keeps waiting has its forecast by
+the second poll after it failed (unless a stream being placed puts it off, as below). A pod that
+has waited less may still get its forecast from a refresh made for pods already forecast (the
+run covers the whole queue). A pod's forecast younger than ``interval_s`` is kept as it is, so
+each pod's forecast changes at most once a minute. While pods are still to be tried for the first
+time or being placed (a stream being scheduled: the copy would be stale within the second, and
+the forward run would place them all again), a due refresh waits for them, ``interval_s`` at
+most. Pods whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
+``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
 counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``
@@ -284,6 +292,7 @@ class LiveForecaster:
         self._queue_seen: int | None = None
         self._last: float | None = None
         self._put_off_since: float | None = None  # a due forecast waits for pods being placed
+        self._waiting_since: dict[str, float] = {}  # uid → when a poll first saw it waiting
         self._running = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -452,10 +461,12 @@ class LiveForecaster:
 
     def _due(self, now: float) -> bool:
         waiting, placing = self._queue_now()
+        seen = {uid: self._waiting_since.get(uid, now) for uid in waiting.values()}
+        self._waiting_since = seen  # pods no longer waiting (bound, gone) are forgotten
         if not waiting:
             self._put_off_since = None
             return False  # no explanation to complete: a pod gets a forecast once it waits
-        if not self._wanted(now, waiting):
+        if not self._wanted(now, {key: seen[uid] for key, uid in waiting.items()}):
             return False
         if placing:
             # Pods not tried yet (or being placed for the first time): a stream is being
@@ -468,9 +479,13 @@ class LiveForecaster:
         self._put_off_since = None
         return True
 
-    def _wanted(self, now: float, waiting: Sequence[str]) -> bool:
-        if any(self.forecasts.get(k) is None for k in waiting):
-            return True  # pods waiting with no forecast yet (the others keep theirs a minute)
+    def _wanted(self, now: float, waiting: Mapping[str, float]) -> bool:
+        """``waiting``: the waiting pods' keys, each with when a poll first saw it waiting."""
+        fresh = [key for key in waiting if self.forecasts.get(key) is None]
+        if any(now - waiting[key] >= self.poll_s for key in fresh):
+            return True  # waited a poll with no forecast yet (the others keep theirs a minute)
+        if len(fresh) == len(waiting):
+            return False  # none has waited a poll yet: most are bound within seconds
         if self._last is not None and now - self._last < self.interval_s:
             return False
         size = sum(1 for _ in self.scheduler.queue.entries())
@@ -485,19 +500,19 @@ class LiveForecaster:
                 return True
         return False
 
-    def _queue_now(self) -> tuple[list[str], bool]:
-        """The pods an attempt could not place (their explanation waits for a forecast), and
-        whether any pod is still to be tried for the first time. A pod not tried yet is not one
-        of the first (most are bound within the second: a stream of them would copy the cluster
-        and run it forward, all of the queue, for nothing); it gets a forecast if it fails. With
-        none waiting the forecaster does not run at all."""
-        waiting: list[str] = []
+    def _queue_now(self) -> tuple[dict[str, str], bool]:
+        """The pods an attempt could not place (their explanation waits for a forecast), by key
+        with their UIDs, and whether any pod is still to be tried for the first time. A pod not
+        tried yet is not one of the first (most are bound within the second: a stream of them
+        would copy the cluster and run it forward, all of the queue, for nothing); it gets a
+        forecast if it fails. With none waiting the forecaster does not run at all."""
+        waiting: dict[str, str] = {}
         placing = False
         for e in self.scheduler.queue.entries():
             if e.where == "bound" or e.needs_update:
                 continue
             if e.last_message and e.attempts:
-                waiting.append(e.key)
+                waiting[e.key] = e.uid
             elif e.where in ("active", "in_flight") or e.last_message:
                 # ... or held back before its first attempt (kube's PreEnqueue: a claim made
                 # from its template is not there yet, usually for some milliseconds): still to
@@ -505,11 +520,18 @@ class LiveForecaster:
                 placing = True
         return waiting, placing
 
+    async def poll(self) -> bool:
+        """What the forecaster does every ``poll_s``: a refresh, if one is due (see "When" above);
+        whether it made one."""
+        if not self._due(self._wall()):
+            return False
+        await self.refresh()
+        return True
+
     async def _loop(self) -> None:
         while True:
             try:
-                if self._due(self._wall()):
-                    await self.refresh()
+                await self.poll()
             except Exception:  # a failed forecast must not end forecasting
                 log.exception("forecasting pending pods failed")
             await asyncio.sleep(self.poll_s)

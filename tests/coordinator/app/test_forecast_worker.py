@@ -1,8 +1,10 @@
-"""The forecast's worker process ends with the coordinator: at once on a stop, even mid-run, and
-on its own when the coordinator process dies without stopping it (SIGKILL)."""
+"""The forecast's worker process starts at the first forward run, not with the coordinator, and
+ends with the coordinator: at once on a stop, even mid-run, and on its own when the coordinator
+process dies without stopping it (SIGKILL)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -36,6 +38,19 @@ def _wait_gone(pid: int, timeout_s: float) -> bool:
 def _long_run(started: Path) -> None:
     started.write_text(str(os.getpid()))
     time.sleep(120)  # a forward run that would outlast the coordinator
+
+
+def test_no_worker_process_runs_until_the_first_forward_run() -> None:
+    """A coordinator whose pods never wait a poll never pays the worker's spawn and imports."""
+    before = {p.pid for p in multiprocessing.active_children()}
+    pool = forecast_worker.start()
+    try:
+        assert {p.pid for p in multiprocessing.active_children()} == before
+        pid = pool.submit(os.getpid).result(timeout=60)
+        assert pid != os.getpid()
+        assert {p.pid for p in multiprocessing.active_children()} - before == {pid}
+    finally:
+        forecast_worker.stop_now(pool)
 
 
 def test_stop_now_ends_a_worker_in_the_middle_of_a_run(tmp_path: Path) -> None:

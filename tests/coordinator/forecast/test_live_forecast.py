@@ -13,7 +13,7 @@ import re
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -37,6 +37,8 @@ from devcluster.pods import gpu_pod, pod
 from tests.support.volumes import claim, local_pv, storage_class
 
 T0 = 1_800_000_000.0
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass
@@ -189,6 +191,71 @@ async def test_a_forecast_worker_that_died_is_replaced_and_the_forecast_still_ma
         for used in {pool, forecaster.executor}:
             assert isinstance(used, concurrent.futures.ProcessPoolExecutor)
             forecast_worker.stop_now(used)
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A thread pool that counts the forward runs it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.asked = 0
+
+    def submit(
+        self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> concurrent.futures.Future[R]:
+        self.asked += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_a_pod_bound_within_its_first_poll_gets_no_forecast_one_that_waits_does(
+    live: Live,
+) -> None:
+    """A pod that fails once and is bound a few seconds later (the node or pod event it waited
+    for came) gets no forecast and costs no forward run (in the app, none starts the worker
+    process); a pod that keeps waiting gets its forecast at the poll after it waited one."""
+    executor = CountingExecutor()
+    forecaster = LiveForecaster(
+        live.runtime.scheduler,
+        live.forecasts,
+        profiles=build_profiles,
+        restate=live.runtime.scheduler.restate,
+        wall=lambda: live.clocks.wall,
+        poll_s=5.0,
+        executor=executor,
+    )
+    try:
+        live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+        await settle(live)
+        live.cluster.create_pod(job_pod("train-8", 8, duration="10m"))
+        await settle(live)  # no room until train-7 ends
+        assert failures(live.cluster, "train-8")
+        assert not await forecaster.poll()
+
+        live.clocks.advance(2)
+        live.cluster.finish_pod("ml", "train-7")  # ended early: train-8 is bound
+        await settle(live)
+        assert live.cluster.pod("ml", "train-8")["spec"].get("nodeName") == "n0"
+        live.clocks.advance(3)
+        assert not await forecaster.poll()
+        assert executor.asked == 0
+        assert live.forecasts.get("ml/train-8") is None
+        assert all("expected" not in m for m in failures(live.cluster, "train-8"))
+
+        live.cluster.create_pod(job_pod("train-9", 8))
+        await settle(live)  # no room until train-8 ends
+        assert not await forecaster.poll()  # the first poll that sees it waiting
+        await settle(live)
+        assert "expected" not in condition(live.cluster, "train-9")
+        live.clocks.advance(forecaster.poll_s)
+        assert await forecaster.poll()  # it has waited a poll
+        assert executor.asked == 1
+        forecast = live.forecasts.get("ml/train-9")
+        assert forecast is not None
+        assert forecast.after == ("ml/train-8",)
+        await settle(live)
+        assert "expected to start in ~10 min" in condition(live.cluster, "train-9")
+    finally:
+        executor.shutdown()
 
 
 async def test_a_node_the_scheduler_does_not_fill_is_no_room_in_the_forecast(live: Live) -> None:
@@ -405,7 +472,9 @@ async def test_pods_not_tried_yet_call_for_no_forecast_a_pod_that_failed_does(li
 
     await settle(live)  # tried: no room until train-7 ends
     assert failures(live.cluster, "train-8")
-    assert live.forecaster._due(live.clocks.wall + 1)
+    seen = live.clocks.wall + 1
+    assert not live.forecaster._due(seen)  # just failed: mostly bound within seconds
+    assert live.forecaster._due(seen + live.forecaster.poll_s)  # waited a poll: forecast
 
 
 async def test_a_forecast_waits_while_the_scheduler_has_pods_not_tried_yet_a_minute_at_most(
@@ -419,10 +488,13 @@ async def test_a_forecast_waits_while_the_scheduler_has_pods_not_tried_yet_a_min
     live.cluster.create_pod(job_pod("train-8", 8))
     await settle(live)  # tried: no room until train-7 ends
     assert failures(live.cluster, "train-8")
-    assert live.forecaster._due(live.clocks.wall + 1)
+    poll = live.forecaster.poll_s
+    seen = live.clocks.wall + 1
+    assert not live.forecaster._due(seen)
+    assert live.forecaster._due(seen + poll)  # it has waited a poll
 
     live.cluster.create_pod(job_pod("train-9", 1))  # the next of a stream: not tried yet
-    now = live.clocks.wall + 1
+    now = seen + poll
     assert not live.forecaster._due(now)
     assert not live.forecaster._due(now + 59)
     assert live.forecaster._due(now + 60)  # a minute of pods still coming: forecast anyway
@@ -431,11 +503,12 @@ async def test_a_forecast_waits_while_the_scheduler_has_pods_not_tried_yet_a_min
 
     live.cluster.create_pod(job_pod("train-10", 8))  # fails too, once tried: no forecast yet
     live.cluster.create_pod(job_pod("train-11", 1))
-    later = live.clocks.wall + 2
+    later = live.clocks.wall + 2  # train-8's forecast is 2 s old
     assert not live.forecaster._due(later)  # neither tried
-    await settle(live)  # both tried: nothing left to place, two without a forecast
+    await settle(live)  # both tried: nothing left to place, train-10 waits with no forecast
     assert failures(live.cluster, "train-10")
-    assert live.forecaster._due(later)
+    assert not live.forecaster._due(later)  # ... not for a poll yet
+    assert live.forecaster._due(later + poll)
 
 
 async def test_a_pod_held_back_until_its_claim_exists_calls_for_no_forecast(live: Live) -> None:
@@ -465,8 +538,10 @@ async def test_a_pod_held_back_until_its_claim_exists_calls_for_no_forecast(live
     await settle(live)  # tried: no room until train-7 ends
     assert failures(live.cluster, "train-8")
     later = live.clocks.wall + 2
-    assert not live.forecaster._due(later)  # infer is still to be tried
-    assert live.forecaster._due(later + 60)
+    assert not live.forecaster._due(later)  # train-8 just failed
+    waited = later + live.forecaster.poll_s
+    assert not live.forecaster._due(waited)  # it has waited a poll: infer is still to be tried
+    assert live.forecaster._due(waited + 60)
 
 
 def with_claim(name: str, gpus: int, claim_name: str) -> dict[str, Any]:
