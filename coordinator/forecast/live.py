@@ -24,7 +24,11 @@ a shorter wait is one a poll may not even see), and a pod that keeps waiting has
 the second poll after it failed (unless a stream being placed puts it off, as below). A pod that
 has waited less may still get its forecast from a refresh made for pods already forecast (the
 run covers the whole queue). A pod's forecast younger than ``interval_s`` is kept as it is, so
-each pod's forecast changes at most once a minute. While pods are still to be tried for the first
+each pod's forecast changes at most once a minute. However due, a refresh also waits until the
+last one's forward run, ``t`` seconds, is ``t / cpu_share`` seconds behind its start (a tenth of a
+core, ``CPU_SHARE``: a 3 s run is followed by the next 30 s after it began at the earliest), so
+the worker process never takes more than that share of a core on average, however fast pods
+come and fail; new waiting pods then get their first forecast at that run. While pods are still to be tried for the first
 time or being placed (a stream being scheduled: the copy would be stale within the second, and
 the forward run would place them all again), a due refresh waits for them, ``interval_s`` at
 most. Pods whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
@@ -74,7 +78,15 @@ from coordinator.inventory.dra import DraKind
 from coordinator.inventory.state import BoundPod, NodeState
 from coordinator.inventory.store import InventoryEvent
 
-__all__ = ["HORIZON_S", "INTERVAL_S", "LiveForecaster", "copy_of", "node_object", "pod_object"]
+__all__ = [
+    "CPU_SHARE",
+    "HORIZON_S",
+    "INTERVAL_S",
+    "LiveForecaster",
+    "copy_of",
+    "node_object",
+    "pod_object",
+]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +94,9 @@ log = logging.getLogger(__name__)
 INTERVAL_S: Final = 60.0
 #: How far ahead (simulated seconds) a forecast looks.
 HORIZON_S: Final = 86_400.0
+#: The share of one core the forward runs may take on average: after a run of ``t`` seconds the
+#: next begins ``t / CPU_SHARE`` seconds after it began at the earliest.
+CPU_SHARE: Final = 0.1
 _RESOURCE_FIELDS: Final = frozenset({"pods"})
 VOLUME_KINDS: Final[tuple[VolumeKind, ...]] = get_args(VolumeKind)
 DRA_KINDS: Final[tuple[DraKind, ...]] = get_args(DraKind)
@@ -266,6 +281,7 @@ class LiveForecaster:
         interval_s: float = INTERVAL_S,
         poll_s: float = 5.0,
         horizon_s: float = HORIZON_S,
+        cpu_share: float = CPU_SHARE,
         restate: Callable[[Sequence[str]], None] | None = None,
         wall: Callable[[], float] = time.time,
         executor: concurrent.futures.Executor | None = None,
@@ -284,6 +300,9 @@ class LiveForecaster:
         self.interval_s = interval_s
         self.poll_s = poll_s
         self.horizon_s = horizon_s
+        if not 0 < cpu_share <= 1:
+            raise ValueError(f"cpu_share: {cpu_share!r} is not a share of one core (0 < s ≤ 1)")
+        self.cpu_share = cpu_share
         self._restate = restate
         self._wall = wall
         self._seen: dict[str, float] = {}  # bound pod uid → when first seen bound
@@ -425,9 +444,8 @@ class LiveForecaster:
             self._last = now
             state = self.copy()
             uids = {_key(o): str((o.get("metadata") or {}).get("uid") or "") for o in state.pending}
-            began = time.perf_counter()
             found = await self._forward(state, None) if uids else {}
-            self.forecasts.last_run_s = time.perf_counter() - began
+            self.forecasts.last_run_s = max(0.0, self._wall() - now)
             published = {k: self._forecast(p, uids.get(k, ""), now) for k, p in found.items()}
             for key, forecast in published.items():  # at most one new forecast a minute per pod
                 kept = self.forecasts.get(key)
@@ -466,6 +484,8 @@ class LiveForecaster:
         if not waiting:
             self._put_off_since = None
             return False  # no explanation to complete: a pod gets a forecast once it waits
+        if self._last is not None and now - self._last < self.forecasts.last_run_s / self.cpu_share:
+            return False  # the worker rests: its runs take cpu_share of a core at most
         if not self._wanted(now, {key: seen[uid] for key, uid in waiting.items()}):
             return False
         if placing:

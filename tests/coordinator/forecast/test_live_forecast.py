@@ -644,3 +644,69 @@ async def test_what_if_for_a_pod_whose_claim_is_not_made_says_why(live: Live) ->
         "start not predicted: mine: waiting for resource claim gpus (template two-gpus) "
         "to be created"
     ) in answer.notes
+
+
+class SlowExecutor(CountingExecutor):
+    """Each forward run takes ``run_s`` of the test's wall clock."""
+
+    def __init__(self, clocks: Clocks, run_s: float) -> None:
+        super().__init__()
+        self.clocks, self.run_s = clocks, run_s
+
+    def submit(
+        self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> concurrent.futures.Future[R]:
+        self.clocks.advance(self.run_s)
+        return super().submit(fn, *args, **kwargs)
+
+
+async def test_the_worker_takes_a_tenth_of_a_core_however_fast_pods_come_and_fail(
+    live: Live,
+) -> None:
+    """A forward run that took 30 s is followed by the next one 300 s after it began at the
+    earliest: a pod that waited a poll with no forecast meanwhile gets it then, not at once."""
+    executor = SlowExecutor(live.clocks, 30.0)
+    forecaster = LiveForecaster(
+        live.runtime.scheduler,
+        live.forecasts,
+        profiles=build_profiles,
+        restate=live.runtime.scheduler.restate,
+        wall=lambda: live.clocks.wall,
+        poll_s=5.0,
+        executor=executor,
+    )
+    try:
+        live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+        await settle(live)
+        live.cluster.create_pod(job_pod("train-8", 8, duration="10m"))
+        await settle(live)
+        assert not await forecaster.poll()
+        live.clocks.advance(5)
+        began = live.clocks.wall
+        assert await forecaster.poll()  # it ran for 30 s
+        assert live.forecasts.last_run_s == 30.0
+        assert live.forecasts.get("ml/train-8") is not None
+
+        live.cluster.create_pod(job_pod("train-9", 8))
+        await settle(live)
+        assert not await forecaster.poll()  # the poll that first sees it waiting
+        live.clocks.advance(5)
+        assert not await forecaster.poll()  # waited a poll, but the worker rests
+        live.clocks.advance(began + 299 - live.clocks.wall)
+        assert not await forecaster.poll()
+        assert executor.asked == 1
+        assert live.forecasts.get("ml/train-9") is None
+        live.clocks.advance(1)  # 300 s after the run began: 30 s is a tenth of it
+        assert await forecaster.poll()
+        assert executor.asked == 2
+        assert live.forecasts.get("ml/train-9") is not None
+    finally:
+        executor.shutdown()
+
+
+@pytest.mark.parametrize("share", [0.0, -0.1, 1.5])
+def test_a_share_of_a_core_that_is_none_is_refused_naming_it(live: Live, share: float) -> None:
+    with pytest.raises(ValueError, match=rf"cpu_share: {share!r} is not a share of one core"):
+        LiveForecaster(
+            live.runtime.scheduler, live.forecasts, profiles=build_profiles, cpu_share=share
+        )
