@@ -27,12 +27,12 @@ run covers the whole queue). A pod's forecast younger than ``interval_s`` is kep
 each pod's forecast changes at most once a minute. However due, a refresh also waits until the
 last one's forward run, ``t`` seconds, is ``t / cpu_share`` seconds behind its start (a tenth of a
 core, ``CPU_SHARE``: a 3 s run is followed by the next 30 s after it began at the earliest), so
-the worker process never takes more than that share of a core on average, however fast pods
-come and fail; new waiting pods then get their first forecast at that run. While pods are still to be tried for the first
-time or being placed (a stream being scheduled: the copy would be stale within the second, and
-the forward run would place them all again), a due refresh waits for them, ``interval_s`` at
-most. Pods whose stated forecast moved are handed to ``restate`` (the scheduler re-writes their
-``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
+the worker process never takes more than that share of a core on average, however fast pods come
+and fail; new waiting pods then get their first forecast at that run. While pods are still to be
+tried for the first time or being placed (a stream being scheduled: the copy would be stale within
+the second, and the forward run would place them all again), a due refresh waits for them,
+``interval_s`` at most. Pods whose stated forecast moved are handed to ``restate`` (the scheduler
+re-writes their ``PodScheduled`` message: :meth:`coordinator.engine.loop.Scheduler.restate`).
 
 How long each running pod still runs (:mod:`.runtimes`): its ``topos.io/expected-duration``
 counted from when this process first saw it bound, else its Job's ``activeDeadlineSeconds``

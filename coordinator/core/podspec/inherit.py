@@ -205,8 +205,8 @@ def _gang(
     )
     if not ours and any(n in labels for n in _GANG_LABELS):
         return _restored(labels, owner, group), [], None  # the pod names its own group
-    if not marked:  # (labelled before the mark: Topos's all the same)
-        marked = {n for n in _GANG_MARKS[:2] if ours and n in labels}
+    # Labels that only look like Topos's (the owner's name, unmarked: written before the mark,
+    # or by whoever made the pod) are followed when the owner asks for a group, never removed.
     want, problem = _owner_group(merged, owner, has_scheduling_group, workload_pod)
     patch: dict[str, str | None] = {k: v for k, v in want.items() if labels.get(k) != v}
     # No group of Topos's making (any more), or another one: the marked labels go.

@@ -18,7 +18,10 @@ that says why — for the pod decided on only (its UID is the eviction's precond
 kube-controller-manager's PodGC deletes such pods — and the gang step is told where the
 replacements should go (the plan's nodes). The controllers that own the pods (Job, StatefulSet,
 JobSet, …) create the replacements; they arrive as members of the same gang, and the gang step
-plans them together, inside that scope.
+plans them together, inside that scope. A lone pod that no controller would create again (no
+controller ``ownerReference``, in no gang) is not evicted unless its Node was deleted: an eviction
+would delete it for good. It stays with a ``NotRescheduled`` Warning Event saying so, and the
+node's own NoExecute taints evict it after its tolerations, as they would any pod.
 When every member is bound again, the time from the failure is logged, kept for
 ``GET /v1/gangs`` and reported in a ``GangScheduled`` Event.
 """
@@ -47,9 +50,11 @@ from coordinator.inventory.store import InventoryEvent
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REASON_RESCHEDULED", "Recovery"]
+__all__ = ["REASON_LEFT", "REASON_RESCHEDULED", "Recovery"]
 
 REASON_RESCHEDULED: Final = "Rescheduled"
+#: A lone pod with no controller on failed hardware, left where it is (eviction would delete it).
+REASON_LEFT: Final = "NotRescheduled"
 
 
 class Recovery:
@@ -186,16 +191,21 @@ class Recovery:
         # Only pods Topos scheduled are moved: other schedulers' pods on a failed node are the
         # node lifecycle controller's business, as in any cluster.
         movable: set[str] = set()
+        # A lone pod no controller would create again: evicting it would delete it for good.
+        bare: set[str] = set()
         gang_keys: dict[str, GangKey] = {}
         for bound in bound_pods(inventory):
             if not self._ours(bound.namespace):
                 continue
+            key = f"{bound.namespace}/{bound.name}"
             if bound.scheduler == podkeys.SCHEDULER_NAME:
-                movable.add(f"{bound.namespace}/{bound.name}")
+                movable.add(key)
             spec = bound_gang(bound, podgroups)
             if spec is not None:
                 gang_keys[f"gang:{spec.key}"] = spec.key
                 annotations.setdefault(f"gang:{spec.key}", []).append(dict(bound.annotations))
+            elif not bound.owner_uid:
+                bare.add(key)
         for gang, anns in annotations.items():
             intent = gang_intent(anns)
             if isinstance(intent, PlacementIntent):
@@ -245,8 +255,26 @@ class Recovery:
                 self._evicted[pod] = now
                 ns, _, name = pod.partition("/")
                 gone = node_of.get(pod) in self._deleted  # nothing left to stop it: at once
-                self._evict(PodRef(ns, name, uid_of.get(pod, "")), message, now=gone)
+                ref = PodRef(ns, name, uid_of.get(pod, ""))
+                if pod in bare and not gone:
+                    self._leave(ref, cause)
+                    continue
+                self._evict(ref, message, now=gone)
         return plan
+
+    def _leave(self, ref: PodRef, cause: str) -> None:
+        """A lone pod with no controller on failed hardware stays: a Warning Event says why."""
+        message = (
+            f"{cause}: this pod has no controller that would create it again, so it is not "
+            "moved (an eviction would delete it for good); the node's own NoExecute taints "
+            "apply to it as to any pod"
+        )
+        self.scheduler.write(
+            self.scheduler.writer.event(
+                ref, reason=REASON_LEFT, message=message, event_type="Warning"
+            ),
+            f"recovery leaves {ref.key}",
+        )
 
     def _evict(self, ref: PodRef, message: str, *, now: bool) -> None:
         writer = self.scheduler.writer

@@ -75,3 +75,45 @@ async def test_an_eviction_for_a_pod_re_created_since_leaves_the_new_one_alone(
 
     await cluster.evict(PodRef("ml", "w", new["metadata"]["uid"]))
     assert cluster.pod("ml", "w") is None
+
+
+def lone(name: str, node: str, *, owned: bool) -> dict[str, Any]:
+    obj = pod(name, namespace="ml", gpus=1, node_selector={"kubernetes.io/hostname": node})
+    if owned:
+        ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "uid-web"}
+        obj["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+    return obj
+
+
+async def test_a_lone_pod_no_controller_would_recreate_is_left_on_a_notready_node(
+    cluster: MemoryCluster,
+) -> None:
+    """An eviction deletes a bare pod for good: on a node that turns NotReady it stays, with a
+    Warning Event saying why (kube's NoExecute taints evict it after its tolerations, as any
+    pod); a ReplicaSet's pod there is moved. Once the Node is deleted the bare pod goes too
+    (nothing is left to run it)."""
+    cluster.create_pod(lone("bare", "h100-0", owned=False))
+    cluster.create_pod(lone("replica", "h100-0", owned=True))
+    await eventually(
+        lambda: node_of(cluster, "bare") and node_of(cluster, "replica"), what="both bound"
+    )
+
+    cluster.update_node("h100-0", ready=False)
+
+    await eventually(lambda: cluster.pod("ml", "replica") is None, what="the replica moved")
+    (moved,) = [e for e in cluster.events("ml", "replica") if e["reason"] == "Rescheduled"]
+    assert "node h100-0 is NotReady" in moved["message"]
+    await eventually(
+        lambda: any(e["reason"] == "NotRescheduled" for e in cluster.events("ml", "bare")),
+        what="the bare pod's Event",
+    )
+    (left,) = [e for e in cluster.events("ml", "bare") if e["reason"] == "NotRescheduled"]
+    assert left["type"] == "Warning"
+    assert left["message"].startswith(
+        "node h100-0 is NotReady: this pod has no controller that would create it again, so "
+        "it is not moved (an eviction would delete it for good)"
+    )
+    assert node_of(cluster, "bare") == "h100-0"
+
+    cluster.remove_node("h100-0")
+    await eventually(lambda: cluster.pod("ml", "bare") is None, what="the bare pod gone")
