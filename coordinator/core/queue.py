@@ -202,8 +202,10 @@ class SchedulingQueue:
         if pod.after_error:
             heapq.heappush(self._error_backoff, (pod.backoff_until, pod.generation, pod.uid))
         else:
-            entry = (pod.backoff_until, -pod.priority, pod.created, pod.seq, pod.generation, pod.uid)
-            heapq.heappush(self._backoff, entry)
+            until = pod.backoff_until
+            heapq.heappush(
+                self._backoff, (until, -pod.priority, pod.created, pod.seq, pod.generation, pod.uid)
+            )
 
     def add(self, obj: Mapping[str, Any]) -> None:
         """A pending pod appeared or changed (a watch event)."""
