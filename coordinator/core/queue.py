@@ -471,7 +471,8 @@ class SchedulingQueue:
         moved = 0
         now = self._clock()
         if at_once:
-            for *_, gen, uid in (*self._backoff, *self._error_backoff):
+            backing_off = [e[-2:] for e in self._backoff] + [e[-2:] for e in self._error_backoff]
+            for gen, uid in backing_off:
                 pod = self._pods.get(uid)
                 if pod is None or pod.generation != gen or pod.where != "backoff":
                     continue
