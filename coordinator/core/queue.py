@@ -343,6 +343,7 @@ class SchedulingQueue:
         pod.backoff_until = now
         pod.unschedulable_since = now
         pod.needs_update = False
+        pod.after_error = False
         self.gated += 1
         heapq.heappush(self._unschedulable, (now, pod.generation, pod.uid))
 
