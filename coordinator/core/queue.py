@@ -3,7 +3,12 @@
 Three places a pod can wait, as in kube-scheduler:
 
 - **active** — ready now, ordered by priority (highest first), then creation time, then arrival;
-- **backoff** — failed recently, ready again at ``backoff_until`` (1 s doubling to 10 s by default);
+- **backoff** — failed recently, ready again at ``backoff_until`` (1 s doubling to 10 s by default).
+  When no active pod is ready, :meth:`SchedulingQueue.pop` takes the backoff pod whose backoff
+  ends soonest at once (kube-scheduler's ``SchedulerPopFromBackoffQ``, on by default since 1.33):
+  the backoff only keeps a pod from going ahead of others, never idles the scheduler. Not a pod
+  backing off after :meth:`SchedulingQueue.retry` (an API error, a lost bind race, a pod still
+  being bound: kube's error backoff): that one always waits its backoff out;
 - **unschedulable** — the last attempt found no node. It leaves when the cluster changes (a node
   gains capacity, a pod ends: :meth:`SchedulingQueue.cluster_changed`), when the pod itself is
   edited, or after ``unschedulable_flush_s`` as a safety net. A pod rejected for its own spec
@@ -51,6 +56,9 @@ class QueueSettings:
     """Cap on the backoff."""
     unschedulable_flush_s: float = 60.0
     """An unschedulable pod is retried after this long even if nothing seemed to change."""
+    pop_from_backoff: bool = True
+    """With no active pod ready, try the backoff pod whose backoff ends soonest at once
+    (kube-scheduler's ``SchedulerPopFromBackoffQ``); ``False``: every backoff is waited out."""
 
 
 def pod_key(obj: Mapping[str, Any]) -> str:
@@ -98,6 +106,7 @@ class QueuedPod:
     #: slices or classes changed) or nodes changed; "claim": any DRA change (a claim it names)
     waits_for: str = "any"
     moved_while_in_flight: bool = False  # edited while being scheduled
+    after_error: bool = False  # backing off after retry(): waits it out (kube's error backoff)
     generation: int = 0  # bumped whenever it moves; stale heap entries are skipped
     last_message: str = field(default="", repr=False)
 
@@ -132,7 +141,9 @@ class SchedulingQueue:
         self._pods: dict[str, QueuedPod] = {}  # uid → pod
         self._names: dict[str, str] = {}  # namespace/name → uid of the pod under that name
         self._active: list[tuple[int, str, int, int, str]] = []  # (-prio, created, seq, gen, uid)
-        self._backoff: list[tuple[float, int, str]] = []  # (until, gen, uid)
+        # (until, -prio, created, seq, gen, uid): backoffs ending together in the active order
+        self._backoff: list[tuple[float, int, str, int, int, str]] = []
+        self._error_backoff: list[tuple[float, int, str]] = []  # (until, gen, uid): after retry()
         self._unschedulable: list[tuple[float, int, str]] = []  # (since, gen, uid)
         self._seq = 0
         # Cluster-wide changes seen, and how many had been seen when the current attempt began:
@@ -188,7 +199,13 @@ class SchedulingQueue:
             return
         pod.where = "backoff"
         pod.generation += 1
-        heapq.heappush(self._backoff, (pod.backoff_until, pod.generation, pod.uid))
+        if pod.after_error:
+            heapq.heappush(self._error_backoff, (pod.backoff_until, pod.generation, pod.uid))
+        else:
+            until = pod.backoff_until
+            heapq.heappush(
+                self._backoff, (until, -pod.priority, pod.created, pod.seq, pod.generation, pod.uid)
+            )
 
     def add(self, obj: Mapping[str, Any]) -> None:
         """A pending pod appeared or changed (a watch event)."""
@@ -278,13 +295,21 @@ class SchedulingQueue:
             listener(pod, present)
 
     def pop(self) -> QueuedPod | None:
-        """The next pod to try, now in flight; ``None`` if none is ready."""
+        """The next pod to try, now in flight; ``None`` if none is ready. With no active pod,
+        the backoff pod whose backoff ends soonest (not one after :meth:`retry`), unless
+        :attr:`QueueSettings.pop_from_backoff` is off."""
         self._release_due()
-        while self._active:
-            _, _, _, gen, uid = heapq.heappop(self._active)
-            pod = self._pods.get(uid)
-            if pod is None or pod.generation != gen or pod.where != "active":
-                continue
+        while True:
+            if self._active:
+                _, _, _, gen, uid = heapq.heappop(self._active)
+                pod = self._pods.get(uid)
+                if pod is None or pod.generation != gen or pod.where != "active":
+                    continue
+            else:
+                pod = self._backoff_head()
+                if pod is None:
+                    return None
+                heapq.heappop(self._backoff)
             why = self.gate(pod)
             if why is not None:
                 self._park(pod, why)
@@ -294,6 +319,17 @@ class SchedulingQueue:
             pod.moved_while_in_flight = False
             self._attempt_basis = self._changes
             return pod
+
+    def _backoff_head(self) -> QueuedPod | None:
+        """The backoff pod :meth:`pop` may take early (its entry heads ``_backoff``), if any."""
+        if not self.settings.pop_from_backoff:
+            return None
+        while self._backoff:
+            *_, gen, uid = self._backoff[0]
+            pod = self._pods.get(uid)
+            if pod is not None and pod.generation == gen and pod.where == "backoff":
+                return pod
+            heapq.heappop(self._backoff)  # stale: the pod moved on since
         return None
 
     def _park(self, pod: QueuedPod, why: str) -> None:
@@ -307,13 +343,19 @@ class SchedulingQueue:
         pod.backoff_until = now
         pod.unschedulable_since = now
         pod.needs_update = False
+        pod.after_error = False
         self.gated += 1
         heapq.heappush(self._unschedulable, (now, pod.generation, pod.uid))
 
     def _release_due(self) -> None:
         now = self._clock()
         while self._backoff and self._backoff[0][0] <= now:
-            _, gen, uid = heapq.heappop(self._backoff)
+            *_, gen, uid = heapq.heappop(self._backoff)
+            pod = self._pods.get(uid)
+            if pod is not None and pod.generation == gen and pod.where == "backoff":
+                self._to_active(pod)
+        while self._error_backoff and self._error_backoff[0][0] <= now:
+            _, gen, uid = heapq.heappop(self._error_backoff)
             pod = self._pods.get(uid)
             if pod is not None and pod.generation == gen and pod.where == "backoff":
                 self._to_active(pod)
@@ -330,11 +372,16 @@ class SchedulingQueue:
                 self._to_active(pod)
 
     def next_ready_in(self) -> float | None:
-        """Seconds until a waiting pod becomes ready by itself (``None``: nothing scheduled)."""
+        """Seconds until a waiting pod becomes ready by itself (``None``: nothing scheduled);
+        0 when :meth:`pop` would take a backoff pod early."""
+        if self._backoff_head() is not None:
+            return 0.0
         now = self._clock()
         soonest = _FAR
         if self._backoff:
             soonest = self._backoff[0][0]
+        if self._error_backoff:
+            soonest = min(soonest, self._error_backoff[0][0])
         if self._unschedulable:
             soonest = min(soonest, self._unschedulable[0][0] + self.settings.unschedulable_flush_s)
         if soonest == _FAR:
@@ -377,6 +424,7 @@ class SchedulingQueue:
             return  # deleted meanwhile
         now = self._clock()
         pod.attempts += 1
+        pod.after_error = False
         # Pods only the changes that may help them wake ("dra", "claim") need no backoff: a
         # failed retry must not make them miss the next freed device (kube pops them at once).
         quiet = gated or waits_for != "any"
@@ -402,6 +450,7 @@ class SchedulingQueue:
         if self._pods.get(pod.uid) is not pod:
             return
         pod.attempts += 1
+        pod.after_error = True
         pod.backoff_until = self._clock() + self._backoff_s(pod.attempts)
         self._to_backoff(pod)
         self.notify()
@@ -423,7 +472,8 @@ class SchedulingQueue:
         moved = 0
         now = self._clock()
         if at_once:
-            for _, gen, uid in tuple(self._backoff):
+            backing_off = [e[-2:] for e in self._backoff] + [e[-2:] for e in self._error_backoff]
+            for gen, uid in backing_off:
                 pod = self._pods.get(uid)
                 if pod is None or pod.generation != gen or pod.where != "backoff":
                     continue

@@ -1,6 +1,7 @@
 """The scheduling queue's timing rules not covered in test_runtime_memory.py: the flush interval
 that retries a parked pod anyway, and not losing a cluster change that happens while a pod's
-attempt is still being decided; the PreEnqueue gate."""
+attempt is still being decided; the PreEnqueue gate; which backoff pod is tried early when
+nothing else is ready (kube's SchedulerPopFromBackoffQ), and which never is (after an error)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> No
 
 
 def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
-    """Room frees up while the pod's (failing) attempt runs: the pod must come back after its
-    backoff, not sit out the 60 s flush interval."""
+    """Room frees up while the pod's (failing) attempt runs: the pod must come back (at once,
+    nothing else waiting: kube's SchedulerPopFromBackoffQ), not sit out the 60 s flush."""
     clock = ManualClock()
     q = make_queue(clock)
     q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
@@ -39,8 +40,6 @@ def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
     assert attempt is not None
     q.cluster_changed()  # e.g. another job finished while this attempt was being decided
     q.failed(attempt, message="0/1 nodes are available")
-    assert q.pop() is None  # still backing off
-    clock.now += 1.0
     again = q.pop()
     assert again is not None
     assert again.key == "ns/a"
@@ -110,10 +109,11 @@ def test_a_pod_gated_on_its_claim_is_tried_at_once_when_the_claim_appears() -> N
     again = q.pop()
     assert again is not None
     assert again.request.claims[0].resolved_name == "a-gpus-x"  # type: ignore[union-attr]
-    # an ordinary failure still backs off
+    # an ordinary failure still backs off: a pod arriving meanwhile goes first
     q.failed(again, message="0/1 nodes are available")
     q.cluster_changed()
-    assert q.pop() is None
+    q.add(gpu_pod("later", 0, namespace="ns", uid="uid-later"))
+    assert [e.key for e in iter(q.pop, None)] == ["ns/later", "ns/a"]
 
 
 def test_a_change_sends_back_only_the_pods_parked_for_want_of_room() -> None:
@@ -204,5 +204,85 @@ def test_a_gated_pod_is_never_popped_and_comes_back_without_backoff_on_a_claim_c
     missing.clear()  # the claim appeared
     assert q.cluster_changed(only=lambda p: p.waits_for == "claim") == 1
     again = q.pop()  # no backoff to sit out
+    assert again is not None
+    assert again.key == "ns/a"
+
+
+def _sent_back_by_a_change(q: SchedulingQueue, name: str) -> None:
+    """``name`` is tried, found no node, and a cluster change sends it back to wait its backoff."""
+    q.add(gpu_pod(name, 1, namespace="ns", uid=f"uid-{name}"))
+    attempt = q.pop()
+    assert attempt is not None
+    assert attempt.key == f"ns/{name}"
+    q.failed(attempt, message="0/1 nodes are available")
+    assert q.cluster_changed() == 1
+
+
+def test_a_pod_sent_back_by_a_change_waits_its_backoff_behind_the_pods_ready_now() -> None:
+    clock = ManualClock()
+    q = make_queue(clock)
+    _sent_back_by_a_change(q, "a")
+    for name in ("b", "c"):
+        q.add(gpu_pod(name, 1, namespace="ns", uid=f"uid-{name}"))
+    assert [e.key for e in iter(q.pop, None)] == ["ns/b", "ns/c", "ns/a"]
+
+
+def test_a_pod_sent_back_by_a_change_is_tried_at_once_when_nothing_else_is_ready() -> None:
+    """kube-scheduler's SchedulerPopFromBackoffQ: the backoff orders pods, it never idles the
+    scheduler."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    _sent_back_by_a_change(q, "a")
+    assert q.next_ready_in() == 0.0
+    again = q.pop()
+    assert again is not None
+    assert again.key == "ns/a"
+    assert clock.now == 1000.0  # no time passed
+
+
+def test_of_the_pods_backing_off_the_one_whose_backoff_ends_first_is_tried_first() -> None:
+    clock = ManualClock()
+    q = make_queue(clock)
+    _sent_back_by_a_change(q, "a")  # backs off until 1001
+    clock.now += 0.5
+    _sent_back_by_a_change(q, "b")  # until 1001.5
+    q.add(gpu_pod("high", 1, namespace="ns", uid="uid-high", priority=100))
+    high = q.pop()
+    assert high is not None
+    q.failed(high)
+    clock.now += 0.5  # the same change sends "high" back: its backoff ends with b's
+    assert q.cluster_changed() == 1
+    assert [e.key for e in iter(q.pop, None)] == ["ns/a", "ns/high", "ns/b"]
+
+
+def test_a_pod_retried_after_an_error_waits_its_backoff_out() -> None:
+    """An API error or a lost bind race (kube's error backoff): popping it early would retry a
+    pod still being bound in a tight loop."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
+    attempt = q.pop()
+    assert attempt is not None
+    q.retry(attempt)
+    assert q.pop() is None
+    assert q.next_ready_in() == 1.0
+    clock.now += 1.0
+    again = q.pop()
+    assert again is not None
+    assert again.key == "ns/a"
+    # A later unschedulable failure sent back by a change is an ordinary backoff again.
+    q.failed(again)
+    q.cluster_changed()
+    assert q.pop() is again
+
+
+def test_without_pop_from_backoff_every_backoff_is_waited_out() -> None:
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, pop_from_backoff=False), clock=clock)
+    _sent_back_by_a_change(q, "a")
+    assert q.pop() is None
+    assert q.next_ready_in() == 1.0
+    clock.now += 1.0
+    again = q.pop()
     assert again is not None
     assert again.key == "ns/a"
