@@ -372,7 +372,7 @@ async def test_suggestions_not_tried_within_the_budget_are_named(api: Any) -> No
         "not tried within the 0 s budget: relax-locality, fewer-gpus, preempt "
         "(ask with a larger budget_s for them)"
     )
-    unlimited = await _whatif(client, big)
+    unlimited = await _whatif(client, big, budget_s=600)  # 1 s may not be enough under load
     assert "not_tried" not in unlimited
     assert {s["kind"] for s in unlimited["suggestions"]} >= {"fewer-gpus", "preempt"}
     resp = await client.post("/v1/whatif", json={"documents": [big], "budget_s": -1})
