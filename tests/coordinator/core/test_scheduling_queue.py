@@ -5,7 +5,7 @@ nothing else is ready (kube's SchedulerPopFromBackoffQ), and which never is (aft
 
 from __future__ import annotations
 
-from coordinator.core.queue import QueueSettings, SchedulingQueue
+from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from devcluster.pods import gpu_pod
 from tests.support.clock import ManualClock
 
@@ -17,12 +17,18 @@ def make_queue(clock: ManualClock) -> SchedulingQueue:
     )
 
 
-def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> None:
+def trying_a() -> tuple[ManualClock, SchedulingQueue, QueuedPod]:
+    """A queue on a manual clock whose one pod, ns/a, has just been popped."""
     clock = ManualClock()
     q = make_queue(clock)
     q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
     attempt = q.pop()
     assert attempt is not None
+    return clock, q, attempt
+
+
+def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> None:
+    clock, q, attempt = trying_a()
     q.failed(attempt)
     clock.now += 59
     assert q.pop() is None
@@ -33,11 +39,7 @@ def test_an_unschedulable_pod_is_retried_after_the_flush_interval_anyway() -> No
 def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
     """Room frees up while the pod's (failing) attempt runs: the pod must come back (at once,
     nothing else waiting: kube's SchedulerPopFromBackoffQ), not sit out the 60 s flush."""
-    clock = ManualClock()
-    q = make_queue(clock)
-    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
-    attempt = q.pop()
-    assert attempt is not None
+    _, q, attempt = trying_a()
     q.cluster_changed()  # e.g. another job finished while this attempt was being decided
     q.failed(attempt, message="0/1 nodes are available")
     again = q.pop()
@@ -46,11 +48,7 @@ def test_a_cluster_change_during_the_attempt_is_not_lost() -> None:
 
 
 def test_a_change_for_other_pods_does_not_touch_this_attempt() -> None:
-    clock = ManualClock()
-    q = make_queue(clock)
-    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
-    attempt = q.pop()
-    assert attempt is not None
+    clock, q, attempt = trying_a()
     q.cluster_changed(only=lambda p: p.key != "ns/a")
     q.failed(attempt)
     clock.now += 5
@@ -255,21 +253,23 @@ def test_of_the_pods_backing_off_the_one_whose_backoff_ends_first_is_tried_first
     assert [e.key for e in iter(q.pop, None)] == ["ns/a", "ns/high", "ns/b"]
 
 
-def test_a_pod_retried_after_an_error_waits_its_backoff_out() -> None:
-    """An API error or a lost bind race (kube's error backoff): popping it early would retry a
-    pod still being bound in a tight loop."""
-    clock = ManualClock()
-    q = make_queue(clock)
-    q.add(gpu_pod("a", 1, namespace="ns", uid="uid-a"))
-    attempt = q.pop()
-    assert attempt is not None
-    q.retry(attempt)
+def waited_out(q: SchedulingQueue, clock: ManualClock) -> QueuedPod:
+    """ns/a, not ready before its 1 s backoff is over, popped once it is."""
     assert q.pop() is None
     assert q.next_ready_in() == 1.0
     clock.now += 1.0
     again = q.pop()
     assert again is not None
     assert again.key == "ns/a"
+    return again
+
+
+def test_a_pod_retried_after_an_error_waits_its_backoff_out() -> None:
+    """An API error or a lost bind race (kube's error backoff): popping it early would retry a
+    pod still being bound in a tight loop."""
+    clock, q, attempt = trying_a()
+    q.retry(attempt)
+    again = waited_out(q, clock)
     # A later unschedulable failure sent back by a change is an ordinary backoff again.
     q.failed(again)
     q.cluster_changed()
@@ -280,9 +280,4 @@ def test_without_pop_from_backoff_every_backoff_is_waited_out() -> None:
     clock = ManualClock()
     q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, pop_from_backoff=False), clock=clock)
     _sent_back_by_a_change(q, "a")
-    assert q.pop() is None
-    assert q.next_ready_in() == 1.0
-    clock.now += 1.0
-    again = q.pop()
-    assert again is not None
-    assert again.key == "ns/a"
+    waited_out(q, clock)

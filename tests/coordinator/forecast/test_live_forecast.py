@@ -207,14 +207,9 @@ class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
         return super().submit(fn, *args, **kwargs)
 
 
-async def test_a_pod_bound_within_its_first_poll_gets_no_forecast_one_that_waits_does(
-    live: Live,
-) -> None:
-    """A pod that fails once and is bound a few seconds later (the node or pod event it waited
-    for came) gets no forecast and costs no forward run (in the app, none starts the worker
-    process); a pod that keeps waiting gets its forecast at the poll after it waited one."""
-    executor = CountingExecutor()
-    forecaster = LiveForecaster(
+def polling(live: Live, executor: concurrent.futures.Executor) -> LiveForecaster:
+    """A forecaster polled by hand (poll_s 5 s of the test clock), forward runs on ``executor``."""
+    return LiveForecaster(
         live.runtime.scheduler,
         live.forecasts,
         profiles=build_profiles,
@@ -223,11 +218,26 @@ async def test_a_pod_bound_within_its_first_poll_gets_no_forecast_one_that_waits
         poll_s=5.0,
         executor=executor,
     )
+
+
+async def train_8_waits_for_train_7(live: Live) -> None:
+    """train-7 (20 min) takes the node's 8 GPUs; train-8 (10 min) fails and waits for them."""
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    live.cluster.create_pod(job_pod("train-8", 8, duration="10m"))
+    await settle(live)
+
+
+async def test_a_pod_bound_within_its_first_poll_gets_no_forecast_one_that_waits_does(
+    live: Live,
+) -> None:
+    """A pod that fails once and is bound a few seconds later (the node or pod event it waited
+    for came) gets no forecast and costs no forward run (in the app, none starts the worker
+    process); a pod that keeps waiting gets its forecast at the poll after it waited one."""
+    executor = CountingExecutor()
+    forecaster = polling(live, executor)
     try:
-        live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
-        await settle(live)
-        live.cluster.create_pod(job_pod("train-8", 8, duration="10m"))
-        await settle(live)  # no room until train-7 ends
+        await train_8_waits_for_train_7(live)
         assert failures(live.cluster, "train-8")
         assert not await forecaster.poll()
 
@@ -666,20 +676,9 @@ async def test_the_worker_takes_a_tenth_of_a_core_however_fast_pods_come_and_fai
     """A forward run that took 30 s is followed by the next one 300 s after it began at the
     earliest: a pod that waited a poll with no forecast meanwhile gets it then, not at once."""
     executor = SlowExecutor(live.clocks, 30.0)
-    forecaster = LiveForecaster(
-        live.runtime.scheduler,
-        live.forecasts,
-        profiles=build_profiles,
-        restate=live.runtime.scheduler.restate,
-        wall=lambda: live.clocks.wall,
-        poll_s=5.0,
-        executor=executor,
-    )
+    forecaster = polling(live, executor)
     try:
-        live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
-        await settle(live)
-        live.cluster.create_pod(job_pod("train-8", 8, duration="10m"))
-        await settle(live)
+        await train_8_waits_for_train_7(live)
         assert not await forecaster.poll()
         live.clocks.advance(5)
         began = live.clocks.wall
