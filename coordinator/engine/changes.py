@@ -7,9 +7,14 @@ change that frees their room. Pods waiting for DRA devices or claims have no bac
 (they are woken only by DRA changes; kube-scheduler likewise pops a backing-off pod at once when
 nothing else is ready). Kinds of change:
 
-- **everything** — a node's labels, taints or readiness changed, room held for a pod was given
-  back, or DRA devices were freed (a claim deallocated or deleted, a slice or class changed):
-  every unschedulable pod goes back;
+- **everything** — room held for a pod was given back, or DRA devices were freed (a claim
+  deallocated or deleted, a slice or class changed): every unschedulable pod goes back;
+- **nodes** — nodes came, or their labels, taints, readiness or hardware changed: the pods one of
+  them could now hold by its labels, taints and free resources (kube-scheduler's queueing hints
+  for NodeAffinity, TaintToleration, NodeUnschedulable and NodeResourcesFit on a Node's add or
+  update), and every pod whose fit depends on more than that node — required pod (anti-)
+  affinity or spread (a node's labels move domains), a gang, DRA claims, volumes, a GPU share or
+  MIG instances — or that waits for something else than nodes;
 - **capacity** — pods ended: every pod but those only DRA devices hold back (their GPUs are
   released with their claims, by kube-controller-manager, a moment later);
 - **claims** — any other DRA change (a claim created or allocated): pods whose claims were
@@ -26,12 +31,15 @@ nothing else is ready). Kinds of change:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.selectors import match_node_terms
+from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.queue import QueuedPod, SchedulingQueue
+from coordinator.inventory.state import NodeState
 
 __all__ = ["PendingChanges"]
 
@@ -82,6 +90,46 @@ def _has_volume_claims(pod: QueuedPod) -> bool:
     return isinstance(req, PodRequest) and bool(req.volume_claims)
 
 
+_CORDONED: Final = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+_NOT_READY: Final = Taint("node.kubernetes.io/not-ready", "", "NoSchedule")
+
+
+def _could_hold(req: PodRequest, node: NodeState) -> bool:
+    """Whether ``node`` may hold ``req`` by what it alone decides: its labels (node selector,
+    required node affinity), its taints (cordoned, NotReady as kube's taints for them) and its
+    free resources. No: no change of that node lets the pod in."""
+    if any(node.labels.get(k) != v for k, v in req.node_selector):
+        return False
+    required = req.node_affinity.required if req.node_affinity is not None else None
+    if required is not None and not match_node_terms(required, node.name, node.labels):
+        return False
+    taints = [Taint(t.key, t.value or "", t.effect) for t in node.taints]
+    taints += [_CORDONED] if node.unschedulable else []
+    taints += [_NOT_READY] if node.ready is not True else []
+    for taint in taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(
+            t.tolerates(taint) for t in req.tolerations
+        ):
+            return False
+    return all(node.free.get(r, 0) >= n for r, n in req.requests.items() if n > 0)
+
+
+def _helped_by(nodes: Sequence[NodeState]) -> Callable[[QueuedPod], bool]:
+    """The waiting pods a change of ``nodes`` may let in (see the module docstring)."""
+
+    def helped(pod: QueuedPod) -> bool:
+        req = pod.request
+        if not isinstance(req, PodRequest) or pod.waits_for != "any":
+            return True
+        if _affinity_sensitive(pod) or req.gang is not None or req.claims or req.volume_claims:
+            return True
+        if req.share is not None or req.mig:
+            return True
+        return any(_could_hold(req, node) for node in nodes)
+
+    return helped
+
+
 def _waits_for_any(pod: QueuedPod) -> bool:
     return pod.waits_for == "any"
 
@@ -93,12 +141,19 @@ def _waits_for_claim(pod: QueuedPod) -> bool:
 class PendingChanges:
     """Changes noted since the last :meth:`apply`; ``wake`` is called on every note."""
 
-    def __init__(self, queue: SchedulingQueue, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        queue: SchedulingQueue,
+        wake: Callable[[], None],
+        node: Callable[[str], NodeState | None] = lambda _: None,
+    ) -> None:
         self.queue = queue
         self._wake = wake
+        self._node = node  # a node's state now (None: gone)
         self._everything = self._capacity = self._claims = self._pods = False
         self._volumes = False
         self._arrivals: list[Arrival] = []
+        self._nodes: set[str] = set()
 
     def everything(self) -> None:
         self._everything = True
@@ -106,6 +161,11 @@ class PendingChanges:
 
     def capacity(self) -> None:
         self._capacity = True
+        self._wake()
+
+    def nodes(self, names: Iterable[str]) -> None:
+        """Nodes came, or their labels, taints, readiness or hardware changed."""
+        self._nodes.update(names)
         self._wake()
 
     def dra(self, frees: bool) -> None:
@@ -141,8 +201,12 @@ class PendingChanges:
         self._everything = self._capacity = self._claims = self._pods = False
         volumes, self._volumes = self._volumes, False
         arrivals, self._arrivals = self._arrivals, []
+        names, self._nodes = self._nodes, set()
         if volumes and not everything:
             self.queue.cluster_changed(_has_volume_claims, counts=True)
+        if names and not everything:
+            states = [s for s in map(self._node, sorted(names)) if s is not None]
+            self.queue.cluster_changed(_helped_by(states), counts=True)
         if everything or capacity:
             self.queue.cluster_changed(None if everything else _waits_for_any, counts=True)
         elif pods:

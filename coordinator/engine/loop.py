@@ -190,7 +190,7 @@ class Scheduler:
         #: nominations made during the attempt under way, by pod UID: written with the pod's
         #: explanation, or alone when the attempt ends (:meth:`nominate`)
         self._nominating: dict[str, tuple[PodRef, str, Nominate]] = {}
-        self.changes = PendingChanges(self.queue, self._wakeup.set)
+        self.changes = PendingChanges(self.queue, self._wakeup.set, self.inventory.scheduling_node)
         self._shapes: dict[str, object] = {}
         #: Only the leader schedules: asked before every cycle and every bind.
         self.leadership: Leadership = ALWAYS
@@ -252,8 +252,8 @@ class Scheduler:
 
     def _on_inventory(self, event: InventoryEvent) -> None:
         if event.kind != "removed" and not event.pods_only and self._node_shape_changed(event.node):
-            # A node whose labels/taints/readiness changed: anyone may fit now.
-            self.changes.everything()
+            # A node came or its labels/taints/readiness changed: who it may hold may fit now.
+            self.changes.nodes((event.node,))
         elif event.capacity_gained:
             self.changes.capacity()  # pods ended (their claims are released a moment later)
         elif event.came is not None:

@@ -432,14 +432,14 @@ async def test_a_victim_that_never_goes_is_evicted_again_only_once_its_eviction_
         await eventually(
             lambda: memory.evicted == ["default/filler"], what="filler evicted", timeout_s=10
         )
-        plain = {"cpu": "4", "memory": "32Gi", "pods": 110}
-        memory.add_node("cpu-1", allocatable=plain)  # room gained: urgent is tried again
+        # urgent tried again (as the queue's unschedulable flush would, or a change that helps)
+        runtime.scheduler.queue.cluster_changed()
         await runtime.settle()
         assert memory.evicted == ["default/filler"]
         assert set(preemptor.evicting) == {filler["metadata"]["uid"]}
         now[0] += 61
         await eventually(lambda: not preemptor.evicting, what="the eviction expired", timeout_s=10)
-        memory.add_node("cpu-2", allocatable=plain)
+        runtime.scheduler.queue.cluster_changed()
         await eventually(
             lambda: memory.evicted == ["default/filler"] * 2,
             what="filler evicted again",

@@ -6,6 +6,7 @@ change of claims, volumes or classes, other pods on any capacity."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from coordinator.core.framework.cycle import schedule_one
@@ -14,6 +15,7 @@ from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.changes import PendingChanges
+from coordinator.inventory.state import NodeState, Taint
 from devcluster.pods import gpu_pod
 from tests.coordinator.core.dra.dra_objects import (
     claim,
@@ -158,11 +160,13 @@ WAITING = [
 ]
 
 
-def _woken(change: Any) -> set[str]:
-    """The waiting pods above that ``change`` (called on a fresh PendingChanges) sends back."""
+def _woken(change: Any, nodes: Sequence[NodeState] = ()) -> set[str]:
+    """The waiting pods above that ``change`` (called on a fresh PendingChanges) sends back;
+    ``nodes``: the nodes the inventory holds."""
     clock = ManualClock()
     q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
-    changes = PendingChanges(q, lambda: None)
+    by_name = {n.name: n for n in nodes}
+    changes = PendingChanges(q, lambda: None, by_name.get)
     refused = failure(gpu_pod("a", 2))
     for obj in WAITING:
         parked(q, obj, refused)
@@ -192,3 +196,29 @@ def test_many_arrivals_at_once_send_back_every_pod_with_terms() -> None:
             changes.pod_came("ml", {"app": f"db-{i}"})
 
     assert _woken(flood) == {"near-cache", "away-from-cache", "spread-web"}
+
+
+def _node(name: str, gpus: int, **state: Any) -> NodeState:
+    free = {"cpu": 64_000, "memory": 2**40, "pods": 110, "nvidia.com/gpu": gpus}
+    defaults: dict[str, Any] = {"stale": False, "connected": True, "schedulable": True}
+    return NodeState(name=name, free=free, **{**defaults, "ready": True, **state})
+
+
+def test_a_node_sends_back_only_the_pods_it_may_hold_and_those_with_terms() -> None:
+    """A node added or changed can only take the pods its labels, taints and free resources
+    admit (kube-scheduler's queueing hints on a Node's add or update); pods with affinity or
+    spread terms go back whatever the node, since its labels move topology domains. "plain"
+    asks 2 GPUs: a CPU node, a tainted or a cordoned GPU node wakes it no more."""
+    terms = {"near-cache", "away-from-cache", "spread-web"}
+    assert _woken(lambda c: c.nodes(["cpu-1"]), [_node("cpu-1", 0)]) == terms
+    assert _woken(lambda c: c.nodes(["gpu-1"]), [_node("gpu-1", 8)]) == {*terms, "plain"}
+    tainted = _node("gpu-1", 8, taints=(Taint(key="maintenance", effect="NoSchedule"),))
+    assert _woken(lambda c: c.nodes(["gpu-1"]), [tainted]) == terms
+    cordoned = _node("gpu-1", 8, unschedulable=True)
+    assert _woken(lambda c: c.nodes(["gpu-1"]), [cordoned]) == terms
+    not_ready = _node("gpu-1", 8, ready=False)
+    assert _woken(lambda c: c.nodes(["gpu-1"]), [not_ready]) == terms
+    # one of several changed nodes that fits is enough; a node gone since helps nobody
+    both = [_node("cpu-1", 0), _node("gpu-1", 8)]
+    assert _woken(lambda c: c.nodes(["cpu-1", "gpu-1"]), both) == {*terms, "plain"}
+    assert _woken(lambda c: c.nodes(["gone"]), both) == terms
