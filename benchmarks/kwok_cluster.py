@@ -342,11 +342,15 @@ def parse_limits(text: str) -> list[Limit]:
 
 
 def start_profiler(pid: int, path: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy on ``pid``, raw stacks into ``path``: only samples of the thread holding the GIL
+    (``--gil``), so idle executor threads and the event loop waiting in epoll are not counted as
+    work (without it they were a third of the samples of a SchedulingDaemonset run)."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         print("py-spy not found; not profiling", file=sys.stderr)
         return None
-    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "-o", str(path)]
+    argv = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "200", "--gil"]
+    argv += ["-o", str(path)]
     return spawn(argv, log_path=path.with_suffix(".log"), die_with_parent=True)
 
 
