@@ -24,8 +24,9 @@ async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
 ) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
     async with Controllers(cluster), cluster.gang_coordinator() as coord:
+        owner = await cluster.job("train")
         for k in range(3):
-            await cluster.create(gang_pod(f"w-{k}", "train", 3, recreate=True))
+            await cluster.create(gang_pod(f"w-{k}", "train", 3, recreate=True, owner=owner))
         before = await cluster.all_bound("topos.io/gang=train", 3)
         victim = await cluster.pod("w-1")
         node = victim["spec"]["nodeName"]
@@ -60,8 +61,9 @@ async def test_a_gpu_failure_moves_only_the_broken_member_inside_the_leaf(
 async def test_a_node_going_notready_moves_its_member(cluster: GangCluster) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
     async with Controllers(cluster), cluster.gang_coordinator():
+        owner = await cluster.job("train")
         for k in range(4):
-            await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True))
+            await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True, owner=owner))
         before = await cluster.all_bound("topos.io/gang=train", 4)
         down = before["w-2"]
         original = (await cluster.pod("w-2"))["metadata"]["uid"]
@@ -101,8 +103,9 @@ async def test_a_deleted_node_moves_its_member_and_its_pod_goes(cluster: GangClu
     no kubelet being left to confirm it stopped."""
     await cluster.fabric(spines=1, leaves_per_spine=2, nodes_per_leaf=4)
     async with Controllers(cluster) as controllers, cluster.gang_coordinator():
+        owner = await cluster.job("train")
         for k in range(4):
-            await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True))
+            await cluster.create(gang_pod(f"w-{k}", "train", 4, recreate=True, owner=owner))
         before = await cluster.all_bound("topos.io/gang=train", 4)
         deleted = before["w-1"]
         original = (await cluster.pod("w-1"))["metadata"]["uid"]
@@ -129,8 +132,9 @@ async def test_a_deleted_node_moves_its_member_and_its_pod_goes(cluster: GangClu
 async def test_a_stale_agent_moves_its_member_and_the_others_stay(cluster: GangCluster) -> None:
     await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=4)
     async with Controllers(cluster), cluster.gang_coordinator(stale_ttl_s=30) as coord:
+        owner = await cluster.job("pair")
         for k in range(2):
-            await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True))
+            await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True, owner=owner))
         before = await cluster.all_bound("topos.io/gang=pair", 2)
         silent = before["w-0"]
         original = (await cluster.pod("w-0"))["metadata"]["uid"]
@@ -161,8 +165,9 @@ async def test_recovery_keeps_to_the_coordinators_namespace(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}
     )
     async with Controllers(cluster), cluster.gang_coordinator() as coord:
+        owner = await cluster.job("pair")
         for k in range(2):
-            await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True))
+            await cluster.create(gang_pod(f"w-{k}", "pair", 2, recreate=True, owner=owner))
         before = await cluster.all_bound("topos.io/gang=pair", 2)
         down = before["w-0"]
         original = (await cluster.pod("w-0"))["metadata"]["uid"]

@@ -66,8 +66,9 @@ async def test_a_gpu_turning_bad_in_nvml_moves_only_its_member_inside_the_leaf(
                             return (await resp.json()).get("connected") or None
 
                     await eventually(connected, what=f"{name}'s agent to connect")
+            owner = await cluster.job("train")
             for k in range(2):
-                await cluster.create(gang_pod(f"w-{k}", "train", 2, recreate=True))
+                await cluster.create(gang_pod(f"w-{k}", "train", 2, recreate=True, owner=owner))
             before = await cluster.all_bound("topos.io/gang=train", 2)
             leaf = cluster.leaf_of[before["w-0"]]
             assert cluster.leaf_of[before["w-1"]] == leaf  # one leaf, one node free in it

@@ -221,7 +221,9 @@ async def test_a_gang_recovery_and_a_failed_bind_are_timed_and_counted(
     cluster.add_node("n3", labels=spare, topology=dgx_h100("n3"))
     client, app = await coordinator(aiohttp_client, cluster)
     members = gang_members("w", 2, gpus=8, namespace="default")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "w", "uid": "uid-w", "controller": True}
     for member in members:
+        member["metadata"]["ownerReferences"] = [job]  # recovery moves what a controller remakes
         cluster.create_pod(member)
     await eventually(lambda: len(bound(cluster)) == 2, what="the gang bound", timeout_s=15)
     await settle(app)

@@ -308,6 +308,8 @@ class Controllers:
             "kind": "Pod",
             "metadata": {
                 "name": meta["name"],
+                # Its controller's reference: recovery moves only pods a controller recreates.
+                **{k: meta[k] for k in ("ownerReferences",) if k in meta},
                 "labels": dict(meta.get("labels") or {}),
                 "annotations": {
                     k: v

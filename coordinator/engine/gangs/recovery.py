@@ -18,10 +18,11 @@ that says why — for the pod decided on only (its UID is the eviction's precond
 kube-controller-manager's PodGC deletes such pods — and the gang step is told where the
 replacements should go (the plan's nodes). The controllers that own the pods (Job, StatefulSet,
 JobSet, …) create the replacements; they arrive as members of the same gang, and the gang step
-plans them together, inside that scope. A lone pod that no controller would create again (no
-controller ``ownerReference``, in no gang) is not evicted unless its Node was deleted: an eviction
-would delete it for good. It stays with a ``NotRescheduled`` Warning Event saying so, and the
-node's own NoExecute taints evict it after its tolerations, as they would any pod.
+plans them together, inside that scope. A pod that no controller would create again (no
+controller ``ownerReference``), lone or a gang member, is not evicted unless its Node was deleted:
+an eviction would delete it for good (and a gang of such pods would lose every member a move
+planned). It stays with a ``NotRescheduled`` Warning Event where it sits on the failed hardware,
+and the node's own NoExecute taints evict it after its tolerations, as they would any pod.
 When every member is bound again, the time from the failure is logged, kept for
 ``GET /v1/gangs`` and reported in a ``GangScheduled`` Event.
 """
@@ -191,8 +192,9 @@ class Recovery:
         # Only pods Topos scheduled are moved: other schedulers' pods on a failed node are the
         # node lifecycle controller's business, as in any cluster.
         movable: set[str] = set()
-        # A lone pod no controller would create again: evicting it would delete it for good.
+        # A pod no controller would create again: evicting it would delete it for good.
         bare: set[str] = set()
+        gpus_of: dict[str, frozenset[str]] = {}
         gang_keys: dict[str, GangKey] = {}
         for bound in bound_pods(inventory):
             if not self._ours(bound.namespace):
@@ -204,8 +206,9 @@ class Recovery:
             if spec is not None:
                 gang_keys[f"gang:{spec.key}"] = spec.key
                 annotations.setdefault(f"gang:{spec.key}", []).append(dict(bound.annotations))
-            elif not bound.owner_uid:
+            if not bound.owner_uid:
                 bare.add(key)
+                gpus_of[key] = frozenset(bound.assigned_gpus)
         for gang, anns in annotations.items():
             intent = gang_intent(anns)
             if isinstance(intent, PlacementIntent):
@@ -232,16 +235,29 @@ class Recovery:
         # Each unit is told only the failures under its own pods, not every node that failed.
         node_of = {f"{b.namespace}/{b.name}": b.node for b in bound_pods(inventory)}
         uid_of = {f"{b.namespace}/{b.name}": b.uid for b in bound_pods(inventory)}
+        failed = set(new_nodes) | set(new_gpus)
         for unit in plan.units:
             hit = {node_of[p] for p in unit.evict if p in node_of}
             for listener in self.listeners:
-                listener(sorted(hit & (set(new_nodes) | set(new_gpus))))
+                listener(sorted(hit & failed))
             causes = [c for n, c in sorted(new_nodes.items()) if n in hit] + [
                 f"GPU {', '.join(sorted(uuids))} on node {node} is unhealthy"
                 for node, uuids in sorted(new_gpus.items())
                 if node in hit
             ]
             cause = "; ".join(causes) or "hardware under its pods failed"
+            ours = [p for p in unit.evict if p in movable]
+            # A pod no controller would create again stays (unless its Node is gone): a gang
+            # of bare pods is not torn down for one broken member, nor that member deleted.
+            evict = [p for p in ours if p not in bare or node_of.get(p) in self._deleted]
+            for pod in ours:
+                self._evicted[pod] = now
+                if pod not in evict and self._on_failed(pod, node_of, gpus_of, new_nodes, new_gpus):
+                    ns, _, name = pod.partition("/")
+                    self._leave(PodRef(ns, name, uid_of.get(pod, "")), cause)
+            if not evict:
+                log.warning("recovery (%s): %s: no pod moved (no controller)", cause, unit.unit)
+                continue
             log.warning("recovery (%s): %s", cause, unit.message)
             gang_key = gang_keys.get(unit.unit)
             if gang_key is not None:
@@ -249,18 +265,23 @@ class Recovery:
                     gang_key, cause=cause, scope=(node for _, node in unit.moves)
                 )
             message = f"{cause}: {unit.message}"
-            for pod in unit.evict:
-                if pod not in movable:
-                    continue
-                self._evicted[pod] = now
+            for pod in evict:
                 ns, _, name = pod.partition("/")
                 gone = node_of.get(pod) in self._deleted  # nothing left to stop it: at once
-                ref = PodRef(ns, name, uid_of.get(pod, ""))
-                if pod in bare and not gone:
-                    self._leave(ref, cause)
-                    continue
-                self._evict(ref, message, now=gone)
+                self._evict(PodRef(ns, name, uid_of.get(pod, "")), message, now=gone)
         return plan
+
+    @staticmethod
+    def _on_failed(
+        pod: str,
+        node_of: dict[str, str],
+        gpus_of: dict[str, frozenset[str]],
+        nodes: dict[str, str],
+        gpus: dict[str, set[str]],
+    ) -> bool:
+        """Whether ``pod`` itself sits on the failed hardware (not a gang-mate elsewhere)."""
+        node = node_of.get(pod)
+        return node in nodes or bool(node in gpus and gpus_of.get(pod, frozenset()) & gpus[node])
 
     def _leave(self, ref: PodRef, cause: str) -> None:
         """A lone pod with no controller on failed hardware stays: a Warning Event says why."""

@@ -36,6 +36,11 @@ async def cluster() -> AsyncIterator[MemoryCluster]:
         yield cluster
 
 
+def uid_of(cluster: MemoryCluster, name: str) -> str | None:
+    obj = cluster.pod("ml", name)
+    return None if obj is None else str(obj["metadata"]["uid"])
+
+
 def node_of(cluster: MemoryCluster, name: str) -> str | None:
     obj = cluster.pod("ml", name)
     return None if obj is None else obj["spec"].get("nodeName")
@@ -117,3 +122,38 @@ async def test_a_lone_pod_no_controller_would_recreate_is_left_on_a_notready_nod
 
     cluster.remove_node("h100-0")
     await eventually(lambda: cluster.pod("ml", "bare") is None, what="the bare pod gone")
+
+
+async def test_a_gang_of_bare_pods_is_not_torn_down_when_one_member_s_node_fails(
+    cluster: MemoryCluster,
+) -> None:
+    """Pods applied by hand as a gang (no controller) are not evicted when a member's node turns
+    NotReady: each eviction would delete a member for good, and no gang could form again. The
+    member on that node gets a ``NotRescheduled`` Event; its gang-mate is left alone; a
+    ReplicaSet's pod on the same node is still moved."""
+    cluster.create_pod(member("g-0"))
+    cluster.create_pod(member("g-1"))
+    await eventually(
+        lambda: node_of(cluster, "g-0") and node_of(cluster, "g-1"), what="both members bound"
+    )
+    down = node_of(cluster, "g-1")
+    assert down is not None
+    uids = {n: uid_of(cluster, n) for n in ("g-0", "g-1")}
+    replica = pod("replica", namespace="ml", node_selector={"kubernetes.io/hostname": down})
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "uid-web"}
+    replica["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+    cluster.create_pod(replica)
+    await eventually(lambda: node_of(cluster, "replica"), what="the replica bound")
+
+    cluster.update_node(down, ready=False)
+
+    await eventually(lambda: cluster.pod("ml", "replica") is None, what="the replica moved")
+    await eventually(
+        lambda: any(e["reason"] == "NotRescheduled" for e in cluster.events("ml", "g-1")),
+        what="g-1's Event",
+    )
+    (left,) = [e for e in cluster.events("ml", "g-1") if e["reason"] == "NotRescheduled"]
+    assert left["message"].startswith(f"node {down} is NotReady: this pod has no controller")
+    for name, uid in uids.items():
+        assert uid_of(cluster, name) == uid, f"{name} was evicted"
+    assert not [e for e in cluster.events("ml", "g-0") if "Rescheduled" in e["reason"]]
