@@ -161,12 +161,15 @@ class Framework:
         if failure.pod_status is not None:
             plugin = failure.pod_status.plugin
             return "claim" if self.requeue.get(plugin or "") is Requeue.DRA else "any"
-        kinds = {
-            self.requeue.get(s.plugin or "", Requeue.ANY)
-            for s in failure.statuses.values()
-            if s.is_rejection
-        }
-        return "dra" if Requeue.DRA in kinds and kinds <= {Requeue.DRA, Requeue.NODE} else "any"
+        dra = False
+        for status in failure.statuses.values():  # one per node: stop at the first "any"
+            if status.is_rejection:
+                kind = self.requeue.get(status.plugin or "", Requeue.ANY)
+                if kind is Requeue.DRA:
+                    dra = True
+                elif kind is not Requeue.NODE:
+                    return "any"
+        return "dra" if dra else "any"
 
     def observe_running(self, pods: Iterable[PodInfo]) -> None:
         """Hand the pods already running to the plugins that learn from them (the shape mix

@@ -145,6 +145,12 @@ class Recovery:
                     cause = f"node {name} is NotReady"
                 elif state.stale:
                     cause = f"the agent on node {name} is silent past its TTL"
+                if cause is not None and name not in self._failed_nodes:
+                    # Nothing of ours on it, nothing to plan (a Node made NotReady, before its
+                    # kubelet reports, is every new node): looked at again when a pod binds there.
+                    bound = inventory.bound_pods(name)
+                    if not any(self._ours(p.namespace) for p in bound):
+                        cause = None
             if cause is None:
                 self._failed_nodes.pop(name, None)
             elif name not in self._failed_nodes or (deleted and self._failed_nodes[name] != cause):

@@ -6,6 +6,7 @@ for the pod decided on only: one re-created under that name since is left alone.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,8 +25,14 @@ def member(name: str) -> dict[str, Any]:
     return pod(name, namespace="ml", gang=("g", 2), gpus=8, cpu=None, memory=None)
 
 
+@dataclass
+class Running:
+    cluster: MemoryCluster
+    gangs: GangRuntime
+
+
 @pytest.fixture
-async def cluster() -> AsyncIterator[MemoryCluster]:
+async def running() -> AsyncIterator[Running]:
     inventory = Inventory(stale_ttl_s=3600)
     cluster = MemoryCluster(inventory)
     for name in ("h100-0", "h100-1", "h100-2"):
@@ -33,7 +40,12 @@ async def cluster() -> AsyncIterator[MemoryCluster]:
     runtime = memory_runtime(inventory, cluster)
     gangs = GangRuntime(runtime, settings=GangSettings(tick_s=0.05, backoff_s=0.5))
     async with runtime, gangs:
-        yield cluster
+        yield Running(cluster, gangs)
+
+
+@pytest.fixture
+def cluster(running: Running) -> MemoryCluster:
+    return running.cluster
 
 
 def uid_of(cluster: MemoryCluster, name: str) -> str | None:
@@ -157,3 +169,23 @@ async def test_a_gang_of_bare_pods_is_not_torn_down_when_one_member_s_node_fails
     for name, uid in uids.items():
         assert uid_of(cluster, name) == uid, f"{name} was evicted"
     assert not [e for e in cluster.events("ml", "g-0") if "Rescheduled" in e["reason"]]
+
+
+async def test_a_pod_bound_to_a_node_already_notready_is_moved(
+    cluster: MemoryCluster, running: Running
+) -> None:
+    """A node NotReady with nothing on it is no failure yet (every new Node is NotReady until its
+    kubelet reports); a ReplicaSet's pod bound there afterwards (by hand: ``spec.nodeName``) is
+    moved like one that was there when the node failed."""
+    cluster.update_node("h100-2", ready=False)
+    recovery = running.gangs.recovery
+    assert recovery is not None
+    assert recovery.check() is None  # looked at before the pod comes: nothing to move
+    late = pod("late", namespace="ml", node="h100-2")
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "uid-web"}
+    late["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+    cluster.create_pod(late)
+
+    await eventually(lambda: cluster.pod("ml", "late") is None, what="the late pod moved")
+    (moved,) = [e for e in cluster.events("ml", "late") if e["reason"] == "Rescheduled"]
+    assert moved["message"].startswith("node h100-2 is NotReady")
