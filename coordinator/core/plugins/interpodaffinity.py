@@ -215,7 +215,8 @@ class InterPodAffinity(Plugin):
             summed: dict[str, int] = {}
             for counts, weight in found:
                 for value, n in counts.items():
-                    summed[value] = summed.get(value, 0) + weight * n
+                    if n:  # the index's counts hold every domain, most of them at 0
+                        summed[value] = summed.get(value, 0) + weight * n
             if any(summed.values()):
                 scoring.append((key, summed, 1))
         if not scoring:
