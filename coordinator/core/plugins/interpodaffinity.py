@@ -10,8 +10,12 @@ Counts are kept per *topology pair* (a node label key and value). PreFilter gath
   usual case) the snapshot's :meth:`~Snapshot.domain_counts`, as for anti-affinity below; for
   several, walking the pods the first term's selector narrows to;
 - where existing pods match each of its required anti-affinity terms: the snapshot's
-  :meth:`~Snapshot.domain_counts` per term, kept current across cycles (walked per cycle only
-  for a term whose ``namespaceSelector`` names labels).
+  :meth:`~Snapshot.domain_counts` per term, kept current across cycles.
+
+The incoming pod's terms are counted with their ``namespaceSelector`` resolved to the namespaces
+it selects (:meth:`~Snapshot.resolved`, as kube's PreFilter merges them into the term's
+namespaces): one count per term and set of namespaces, kept until a namespace's labels change
+(the view then builds a new snapshot; the waiting pods with terms go back to the queue).
 
 Filter checks the node's pairs, in kube-scheduler's order: the pod's affinity, its
 anti-affinity, then the existing pods' anti-affinity. A pod whose affinity terms no existing pod
@@ -74,37 +78,18 @@ def _bump(counts: dict[Pair, int], node: NodeInfo, key: str, by: int) -> None:
         counts[pair] = counts.get(pair, 0) + by
 
 
-def _matches(
-    term: AffinityTerm,
-    namespace: str,
-    labels: Mapping[str, str],
-    namespaces: Mapping[str, Mapping[str, str]],
-) -> bool:
-    return term.matches_pod(namespace, labels, namespaces.get(namespace))
-
-
 def _matching(term: AffinityTerm, snapshot: Snapshot) -> tuple[Mapping[str, int], int]:
     """Pods ``term`` matches per value of its topology key, and how many values hold one."""
-    ns_selector = term.namespace_selector
-    if ns_selector is None or ns_selector.is_empty:  # decided without namespace labels
-        key = term.topology_key
-        found = snapshot.domain_counts(term, key, (key,))
-        return found.counts, len(found.counts) - found.hist.get(0, 0)
-    counts: dict[str, int] = {}
-    for node, existing in snapshot.pods_selected_by(term.selector):
-        if _matches(term, existing.namespace, existing.labels, snapshot.namespaces):
-            value = node.labels.get(term.topology_key)
-            if value is not None:
-                counts[value] = counts.get(value, 0) + 1
-    return counts, len(counts)
+    key = term.topology_key
+    found = snapshot.domain_counts(snapshot.resolved(term), key, (key,))
+    return found.counts, len(found.counts) - found.hist.get(0, 0)
 
 
 class InterPodAffinity(Plugin):
     name = "InterPodAffinity"
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
-        ns_labels = snapshot.namespaces
-        own_ns = ns_labels.get(pod.namespace)
+        own_ns = snapshot.namespaces.get(pod.namespace)
         existing_anti = [
             (term.topology_key, values)
             for term, values in snapshot.anti_affinity_terms().items()
@@ -114,34 +99,32 @@ class InterPodAffinity(Plugin):
             return SKIP
         fs = _FilterState(existing_anti=existing_anti)
         fs.refused = max((len(values) for _, values in existing_anti), default=0)  # positives
-        if len(pod.pod_affinity) == 1:
-            (t,) = pod.pod_affinity
+        # The terms' namespaceSelectors resolved to namespaces, as kube's PreFilter does: from
+        # here on a pod is matched by its namespace's name and its labels.
+        affinity = [snapshot.resolved(t) for t in pod.pod_affinity]
+        if len(affinity) == 1:
+            (t,) = affinity
             counts, holding = _matching(t, snapshot)
             fs.affinity = [(t.topology_key, counts)]
             fs.any_affinity = holding > 0
-        elif pod.pod_affinity:
+        elif affinity:
             # An existing pod counts when it matches *all* the terms: the first term's
             # selector narrows the candidates.
             pairs: dict[Pair, int] = {}
-            for node, existing in snapshot.pods_selected_by(pod.pod_affinity[0].selector):
-                if all(
-                    _matches(t, existing.namespace, existing.labels, ns_labels)
-                    for t in pod.pod_affinity
-                ):
-                    for t in pod.pod_affinity:
+            for node, existing in snapshot.pods_selected_by(affinity[0].selector):
+                if all(t.matches_pod(existing.namespace, existing.labels, None) for t in affinity):
+                    for t in affinity:
                         _bump(pairs, node, t.topology_key, 1)
             fs.affinity = [
                 (t.topology_key, {v: n for (k, v), n in pairs.items() if k == t.topology_key})
-                for t in pod.pod_affinity
+                for t in affinity
             ]
             fs.any_affinity = bool(pairs)
         for t in pod.pod_anti_affinity:
             counts, refused = _matching(t, snapshot)
             fs.anti.append((t.topology_key, counts))
             fs.refused = max(fs.refused, refused)
-        fs.matches_own_terms = all(
-            _matches(t, pod.namespace, pod.labels, ns_labels) for t in pod.pod_affinity
-        )
+        fs.matches_own_terms = all(t.matches_pod(pod.namespace, pod.labels, None) for t in affinity)
         state.write(_FILTER, fs)
         return SUCCESS
 
@@ -197,7 +180,6 @@ class InterPodAffinity(Plugin):
     def pre_score(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo], snapshot: Snapshot
     ) -> Status:
-        ns_labels = snapshot.namespaces
         placed = snapshot.scoring_terms()
         if not (pod.pod_affinity_preferred or pod.pod_anti_affinity_preferred or placed):
             return SKIP
@@ -213,7 +195,7 @@ class InterPodAffinity(Plugin):
                 parts.setdefault(key, []).append((_matching(w.term, snapshot)[0], sign * w.weight))
         # The placed pods' terms, each distinct term matched once (the index keeps how many
         # pods carry it per topology value).
-        own_ns = ns_labels.get(pod.namespace)
+        own_ns = snapshot.namespaces.get(pod.namespace)
         for term, values in placed.affinity.terms.items():
             if term.matches_pod(pod.namespace, pod.labels, own_ns):
                 parts.setdefault(term.topology_key, []).append((values, HARD_POD_AFFINITY_WEIGHT))
@@ -233,7 +215,8 @@ class InterPodAffinity(Plugin):
             summed: dict[str, int] = {}
             for counts, weight in found:
                 for value, n in counts.items():
-                    summed[value] = summed.get(value, 0) + weight * n
+                    if n:  # the index's counts hold every domain, most of them at 0
+                        summed[value] = summed.get(value, 0) + weight * n
             if any(summed.values()):
                 scoring.append((key, summed, 1))
         if not scoring:

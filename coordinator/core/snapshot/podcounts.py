@@ -12,8 +12,9 @@ per selector and reused by every cycle that asks again instead of walked per pod
   score (required affinity, preferred affinity and anti-affinity): each distinct term is matched
   once per cycle instead of once per pod carrying it.
 
-A matcher must decide from a pod's namespace and labels alone (no namespace labels): terms with
-a ``namespaceSelector`` that names labels are never counted here.
+A matcher must decide from a pod's namespace and labels alone (no namespace labels): a term
+with a ``namespaceSelector`` that names labels is counted once resolved to the namespaces it
+selects (:meth:`~coordinator.core.snapshot.snapshot.Snapshot.resolved`).
 """
 
 from __future__ import annotations

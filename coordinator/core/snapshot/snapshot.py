@@ -32,6 +32,7 @@ __all__ = ["PodChange", "Snapshot"]
 
 _NO_DRA = DraState()  # no DRA objects (immutable; shared)
 _LABELLED_LIMIT: Final = 1024
+_RESOLVED_LIMIT: Final = 1024
 
 #: The pods that left a node and those that came, between two versions of it.
 PodChange = tuple[Sequence[PodInfo], Sequence[PodInfo]]
@@ -60,6 +61,7 @@ class Snapshot:
         "_nodes",
         "_order",
         "_positions",
+        "_resolved",
         "_slots",
         "namespaces",
         "volumes",
@@ -81,6 +83,9 @@ class Snapshot:
                 raise ValueError(f"node {n.name!r} appears twice in the snapshot")
             self._nodes[n.name] = n
         self.namespaces: Mapping[str, Mapping[str, str]] = dict(namespaces or {})
+        # term → the term with the namespaces its namespaceSelector selects (shared by copies:
+        # a snapshot's namespaces never change; new labels come with a new snapshot)
+        self._resolved: dict[AffinityTerm, AffinityTerm] = {}
         #: Services and controllers by selector (shared with whoever keeps it current).
         self.workloads = workloads if workloads is not None else WorkloadSelectors()
         #: PersistentVolumeClaims, PersistentVolumes, StorageClasses (shared likewise).
@@ -140,6 +145,7 @@ class Snapshot:
         other._order = self._order
         other._positions = self._positions
         other._labelled = self._labelled  # replaced, never changed, when labels change
+        other._resolved = self._resolved
         other._index = self._index.copy() if self._index is not None else None
         other._capacity = self._capacity.copy() if self._capacity is not None else None
         other._slots = {k: v.copy() for k, v in self._slots.items()}
@@ -400,6 +406,25 @@ class Snapshot:
             found = DomainCounts.build(ckey, (n.labels for n in self._nodes.values()), pods)
             index.counts[ckey] = found
             index.owned.add(ckey)
+        return found
+
+    def resolved(self, term: AffinityTerm) -> AffinityTerm:
+        """``term`` with a ``namespaceSelector`` that names labels replaced by the namespaces it
+        selects in this snapshot, added to those it lists — as kube-scheduler's InterPodAffinity
+        merges them in PreFilter: the result matches a pod by its namespace's name alone, so
+        :meth:`domain_counts` can count it. An empty selector (every namespace) or none is
+        decided without labels already: ``term`` itself."""
+        ns_selector = term.namespace_selector
+        if ns_selector is None or ns_selector.is_empty:
+            return term
+        found = self._resolved.get(term)
+        if found is None:
+            if len(self._resolved) >= _RESOLVED_LIMIT:
+                self._resolved.clear()
+            selected = (n for n, labels in self.namespaces.items() if ns_selector.matches(labels))
+            found = self._resolved[term] = AffinityTerm(
+                term.selector, term.namespaces.union(selected), None, term.topology_key
+            )
         return found
 
     def anti_affinity_terms(self) -> Mapping[AffinityTerm, Mapping[str, int]]:
