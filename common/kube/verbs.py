@@ -14,7 +14,7 @@ from common.kube.errors import Unreachable
 from common.kube.resources import Resource
 from common.kube.retry import call_with_retries
 from common.kube.types import JsonPatchOperation, KubeObject, ObjectList, PatchType, WatchEventType
-from common.kube.watch import parse_watch_line
+from common.kube.watch import parse_watch_line, stream_lines
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
@@ -146,15 +146,10 @@ class GenericVerbs(KubeClientCore):
             lambda: self._send("GET", path, query=query, client_timeout=timeout),
         )
         try:
-            while True:
-                try:
-                    line = await response.content.readline()
-                except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-                    raise Unreachable(f"watch {path} broke: {exc or type(exc).__name__}") from exc
-                if not line:
-                    return
-                if not line.isspace():
-                    yield line
+            async for line in stream_lines(response.content.readany):
+                yield line
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            raise Unreachable(f"watch {path} broke: {exc or type(exc).__name__}") from exc
         finally:
             response.release()
 

@@ -36,9 +36,12 @@ them into the devices the pod holds.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import operator
 import time
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Final
 
@@ -159,7 +162,10 @@ class ClusterView:
         self._touched: dict[str, list[InventoryEvent]] = {}
         self._held_dirty: set[str] = set()  # only the assumptions changed: base + held again
         self._assumed: dict[str, Assumed] = {}  # uid → assumption
-        self._by_node: dict[str, dict[str, None]] = {}  # node → assumed uids, in their order
+        #: node → the pods assumed there (uid → what it holds), in their order
+        self._by_node: dict[str, dict[str, PodInfo]] = {}
+        #: node → assumed uids the inventory showed bound there when they were assumed
+        self._bound_first: dict[str, set[str]] = {}
         self._next_expiry = float("inf")  # earliest TTL deadline of a bound assumption
         #: Called when held room is released without the inventory taking it over.
         self.on_release: Callable[[], None] = lambda: None
@@ -184,19 +190,34 @@ class ClusterView:
             self._touched.pop(name, None)
         if event.kind in ("added", "removed"):
             self._order_changed = True
-        held = self._by_node.get(event.node)
-        if held:
-            # The watch caught up: pods the inventory now shows bound are counted there, so
-            # their assumptions end now (their deletion then frees the room at once).
-            # Looked up by uid: a node's pods can be many (a DaemonSet's node), its held few.
-            inventory = self.inventory
-            for uid in tuple(held):
-                bound = inventory.bound_pod(uid)
-                if bound is None or bound.node != event.node:
-                    continue
-                found = self._drop(uid)
-                if found is not None:
-                    self._confirmed[uid] = found.info
+        held = self._by_node.get(name)
+        if not held:
+            return
+        # The watch caught up: pods the inventory now shows bound are counted there, so their
+        # assumptions end now (their deletion then frees the room at once). After one pod's
+        # event only that pod can have been shown bound since the last event, besides those
+        # bound there before they were assumed (``_bound_first``): a node's held pods can be
+        # many (binds in flight to a DaemonSet's node), each looked at once, not per event.
+        if event.pods_only and one_pod:
+            first = self._bound_first.get(name)
+            uids: tuple[str, ...] = (
+                *(
+                    u
+                    for u in (event.came.uid if event.came else None, event.changed_in_place)
+                    if u is not None and u in held
+                ),
+                *(first or ()),
+            )
+        else:
+            uids = tuple(held)
+        inventory = self.inventory
+        for uid in uids:
+            bound = inventory.bound_pod(uid)
+            if bound is None or bound.node != name:
+                continue
+            found = self._drop(uid)
+            if found is not None:
+                self._confirmed[uid] = found.info
 
     # --- assumptions -------------------------------------------------------------------------
 
@@ -218,7 +239,10 @@ class ClusterView:
             raise ValueError(f"pod {pod.key} is already assumed on {self._assumed[uid].node}")
         info = PodInfo.from_request(pod, placement)
         self._assumed[uid] = Assumed(pod.key, uid, node, info)
-        self._by_node.setdefault(node, {})[uid] = None
+        self._by_node.setdefault(node, {})[uid] = info
+        bound = self.inventory.bound_pod(uid)
+        if bound is not None and bound.node == node:
+            self._bound_first.setdefault(node, set()).add(uid)
         self._held_dirty.add(node)
         if claims:
             self.hold_claims(uid, claims)
@@ -295,6 +319,11 @@ class ClusterView:
             held.pop(uid, None)
             if not held:
                 del self._by_node[found.node]
+        first = self._bound_first.get(found.node)
+        if first is not None:
+            first.discard(uid)
+            if not first:
+                del self._bound_first[found.node]
         self._held_dirty.add(found.node)
         return found
 
@@ -488,14 +517,14 @@ class ClusterView:
         held = self._by_node.get(name)
         if not held:
             return ()
-        present: Container[str] | None = self._on_node.get(name)
-        if present is None:
-            present = {p.uid for p in base.pods if p.uid}
-        return tuple(
-            self._assumed[uid].info
-            for uid in held
-            if uid not in present  # already counted by the inventory
+        present = self._on_node.get(name)
+        counted: AbstractSet[str] = (
+            present.keys() if present is not None else {p.uid for p in base.pods if p.uid}
         )
+        if counted.isdisjoint(held):
+            return tuple(held.values())
+        # Those the inventory counts already left out (no Python-level loop: held can be many).
+        return tuple(map(held.__getitem__, itertools.filterfalse(counted.__contains__, held)))
 
     def _effective_node(
         self, name: str, base: NodeInfo, change: PodChange | None
@@ -510,13 +539,13 @@ class ClusterView:
         was = self._effective.get(name)
         if change is None or was is None:
             return base.adding(extra), None
-        if not change[0]:
-            came, k = change[1], len(before)
-            if not came and _same(extra[:k], before):  # the same base, pods assumed since
-                return was.adding(extra[k:]), ((), extra[k:])
-            if _same((*came, *extra), before):  # binds seen of what was assumed, in order
-                return was, ((), ())
-        left, came = _net((*change[0], *before), (*change[1], *extra))
+        now = (*change[1], *extra)
+        if not change[0] and _same(now[: len(before)], before):
+            # Binds seen of what was assumed, in order, and pods assumed since: the node as it
+            # was with those pods added.
+            added = now[len(before) :]
+            return was.adding(added), ((), added)
+        left, came = _net((*change[0], *before), now)
         if was.topology is None:  # worked out from the node as it was (no walk over its pods)
             return was.with_pods(base.pods + extra, left=left, came=came), (left, came)
         return base.adding(extra), (left, came)
@@ -627,7 +656,7 @@ def _net(left: Sequence[PodInfo], came: Sequence[PodInfo]) -> PodChange:
     """``left`` and ``came`` less the pods in both (the same object: it stayed)."""
     if not left or not came:
         return left, came
-    stayed = {id(p) for p in left} & {id(p) for p in came}
+    stayed = set(map(id, left)).intersection(map(id, came))
     if not stayed:
         return left, came
     return [p for p in left if id(p) not in stayed], [p for p in came if id(p) not in stayed]
@@ -635,9 +664,9 @@ def _net(left: Sequence[PodInfo], came: Sequence[PodInfo]) -> PodChange:
 
 def _same(pods: Sequence[PodInfo], before: Sequence[PodInfo]) -> bool:
     """The same pods (the same objects) in the same order."""
-    return len(pods) == len(before) and all(a is b for a, b in zip(pods, before, strict=True))
+    return len(pods) == len(before) and all(map(operator.is_, pods, before))
 
 
 def _extends(pods: tuple[PodInfo, ...], before: tuple[PodInfo, ...]) -> bool:
     """``pods`` are ``before`` (the same objects: unchanged) followed by new ones."""
-    return len(pods) >= len(before) and all(a is b for a, b in zip(pods, before, strict=False))
+    return len(pods) >= len(before) and all(map(operator.is_, pods, before))

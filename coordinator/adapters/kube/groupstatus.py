@@ -200,7 +200,8 @@ class PodGroupStatusWriter:
             want = self._plugins_status(obj, counts.get(key, MemberCounts()), gang, generation)
             if want is not None:
                 await self._write(POD_GROUPS, "x", key, uid, want)
-        bound = self._bound_by_group()
+        # Counted only when there is a group to write (a walk of every bound pod).
+        bound = self._bound_by_group() if self._workload_groups else {}
         for obj in list(self._workload_groups.values()):
             key, uid, generation = _meta(obj)
             gang = gangs.get((*key, "workload"))

@@ -25,7 +25,12 @@ from coordinator.core.gangs.identity import (
 from coordinator.core.gangs.manager import GangManager, Phase, Reject
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
-from coordinator.engine.gangs.running import bound_gang, bound_pods, declares_no_gang
+from coordinator.engine.gangs.running import (
+    bound_gang,
+    bound_pods,
+    declares_no_gang,
+    names_no_gang,
+)
 from coordinator.engine.loop import Scheduler
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import InventoryEvent
@@ -266,6 +271,8 @@ class GangMembership:
             return False  # on its way out (deleted, evicted, replaced); the inventory catches up
         if key in self._bound and self._uids.get(key) == pod.uid:
             return False
+        if names_no_gang(pod):
+            return True
         spec = bound_gang(pod, self.podgroups)
         if spec is not None:
             bare = not pod.owner_uid

@@ -11,6 +11,7 @@ from typing import Any
 from common.podkeys import GPU_SHARE
 from coordinator.core.gangs.identity import GangKey, GangSpec, gang_instance_of, read_from_group
 from coordinator.core.podspec.fields import FieldError
+from coordinator.core.podspec.gangkeys import pod_gang_labels
 from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.podspec.protections import min_runtime
 from coordinator.core.podspec.selectors import LabelSelector, Requirement
@@ -102,6 +103,16 @@ def bound_gang(pod: BoundPod, podgroups: PodGroups) -> GangSpec | None:
 def declares_no_gang(pod: BoundPod) -> bool:
     """The pod names no gang at all (whatever PodGroups come to exist)."""
     return gang_instance_of(pod_object(pod)) is None
+
+
+def names_no_gang(pod: BoundPod) -> bool:
+    """The pod's labels, annotations and group name declare no gang: then it is in none, whatever
+    PodGroups exist (:func:`bound_gang` is ``None``, :func:`declares_no_gang` true). Cheaper than
+    either: the common pod, read once where both would read it twice."""
+    try:
+        return pod_gang_labels(pod_object(pod)) is None
+    except FieldError:  # a bad gang key: a problem, which the others report
+        return False
 
 
 def bound_pods(inventory: Inventory) -> Iterator[BoundPod]:

@@ -101,3 +101,24 @@ def test_a_bind_seen_as_assumed_keeps_the_node_its_memos_and_a_different_one_is_
     assert node.requested["cpu"] == 1000
     assert [p.labels["app"] for p in node.pods] == ["web", "db"]
     assert [n.name for n, _ in view.snapshot().pods_with_label("app", "db")] == ["n1"]
+
+
+def test_a_pod_assumed_where_it_is_bound_already_frees_its_room_when_deleted() -> None:
+    # The pending watch lagged behind a bind by someone else: the pod is assumed onto the node
+    # the inventory already shows it on. Another pod's event on that node ends the assumption
+    # (the inventory counts the pod), so its deletion frees the room at once.
+    inventory = Inventory()
+    inventory.upsert_node(KubeNode(name="n1", allocatable={"cpu": 4000, "pods": 110}))
+    view = ClusterView(inventory)
+    view.snapshot()
+    early = _pending("u1")
+    inventory.upsert_pod(_bound(early))
+    request = parse_pod(early)
+    assert isinstance(request, PodRequest)
+    view.assume(request, "n1", Placement())
+    assert view.snapshot().by_name["n1"].requested["cpu"] == 500  # counted once
+
+    inventory.upsert_pod(_bound(_pending("u2")))  # another pod's bind seen there
+    assert view.held("u1") is None
+    inventory.delete_pod("u1")
+    assert view.snapshot().by_name["n1"].requested["cpu"] == 500  # u2's alone
