@@ -47,10 +47,11 @@ to ``number`` ticks — upstream's Unschedulable case; ``recreate`` mode: ``numb
 template, each tick creating into an empty one or deleting the object in a full one —
 SchedulingWithMixedChurn's Node, unschedulable Pod and Service), and the DRA cases'
 ``createResourceDriver`` (upstream's fake driver: a ResourceSlice per matching Node with
-``maxClaimsPerNode`` devices, published before the schedulers start) and ``createAny`` (one
-object from a file — a DeviceClass, a ResourceClaimTemplate — made at the start of each
-scheduler's turn). A DRA workload runs kube-controller-manager's resourceclaim controller, as
-upstream's runner does: it creates the pods' claims from their templates.
+``maxClaimsPerNode`` devices, published before the schedulers start; inside a metrics
+window — PublishResourceSlices, which times the scheduler's informer — refused) and
+``createAny`` (one object from a file — a DeviceClass, a ResourceClaimTemplate — made at the
+start of each scheduler's turn). A DRA workload runs kube-controller-manager's resourceclaim
+controller, as upstream's runner does: it creates the pods' claims from their templates.
 ``allocResourceClaims`` allocates the claims of a namespace made by ``createAny`` in the test
 itself, as upstream's op does (``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit
 devices, written to each claim's status) at the start of each turn. A ``createPods`` step with
