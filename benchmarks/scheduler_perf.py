@@ -164,7 +164,9 @@ from benchmarks.scheduler_perf_steady import (
     throughput_samples,
 )
 from benchmarks.scheduler_perf_volumes import (
+    AttachCount,
     NodeAllocatable,
+    attach_counts,
     clear_volumes,
     create_csinodes,
     create_volumes,
@@ -384,6 +386,8 @@ def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
 @dataclass(slots=True)
 class PerfRun(Run):
     claims_allocated: int | None = None  # DRA cases: the measured namespace's, after the turn
+    #: Nodes with CSINode limits: volumes attached per node at the turn's end, per driver
+    attach: list[AttachCount] = dataclasses.field(default_factory=list)
     connections_opened: int = 0  # to the API server in the measured phase (a floor: sampled)
     connections_peak: int = 0
     scheduled_events: int = 0  # Scheduled Events in the measured namespace at the last bind
@@ -637,6 +641,8 @@ async def one_run(
         await book.stop()
     if workload.dra and workload.steady is None:  # a steady state's pods (and claims) are gone
         run.claims_allocated = await allocated_claims(kube, spaces[MEASURED_SPACE])
+    if any(s.allocatable and s.allocatable.drivers for s in workload.nodes):
+        run.attach = await attach_counts(kube, sorted(set(spaces.values())))
 
 
 async def _sequence(
@@ -888,6 +894,7 @@ def row(run: PerfRun) -> dict[str, Any]:
         "scheduled_events": run.scheduled_events,
         "timed_out": run.timed_out,
         **({} if run.claims_allocated is None else {"claims_allocated": run.claims_allocated}),
+        **({"attach": [dataclasses.asdict(a) for a in run.attach]} if run.attach else {}),
         **(
             {}
             if run.phases is None
@@ -1136,6 +1143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if r.pod_writes is not None:
                 print(f"{'':14s} pod writes by client: {PodWriters.summary(r.pod_writes)}")
+            for count in r.attach:
+                print(f"{'':14s} {count.line()}")
             if r.claims_allocated is not None:
                 print(
                     f"               claims allocated and reserved: {r.claims_allocated} "
