@@ -725,8 +725,9 @@ async def _sequence(
                 counted = window is not None and start is not None and workload.counted(item, start)
                 bodies = _pod_bodies(item, index, scheduler_name)
                 index += item.count
-                if item.volumes is not None:
-                    await create_volumes(kube, item.volumes, where, item.count)
+                if item.volumes is not None:  # in a measured phase: the benchmark's requests
+                    mine = own if window is not None else None
+                    await create_volumes(kube, item.volumes, where, item.count, mine)
                 t0 = time.perf_counter()
                 await _create(kube, where, bodies, run.sent if counted else {})
                 if counted:

@@ -131,9 +131,21 @@ def pod_with_claim(pod: Mapping[str, Any], i: int) -> dict[str, Any]:
     return {**pod, "spec": {**pod["spec"], "volumes": [volume]}}
 
 
-async def create_volumes(kube: KubeClient, volumes: Volumes, namespace: str, count: int) -> None:
-    """The claims and volumes of ``count`` pods in ``namespace``, each with its status."""
+async def create_volumes(
+    kube: KubeClient,
+    volumes: Volumes,
+    namespace: str,
+    count: int,
+    requests: Counter[tuple[str, str, str]] | None = None,
+) -> None:
+    """The claims and volumes of ``count`` pods in ``namespace``, each with its status;
+    ``requests``: where the benchmark's own requests are counted (made in a measured phase,
+    they are not the scheduler's)."""
     sem = asyncio.Semaphore(WRITERS)
+    if requests is not None:
+        for resource in ("persistentvolumeclaims", "persistentvolumes"):
+            requests["POST", resource, ""] += count
+            requests["PUT", resource, "status"] += count
 
     async def one(i: int) -> None:
         claim, volume = volume_pair(volumes, namespace, i)

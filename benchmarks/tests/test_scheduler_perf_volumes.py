@@ -6,8 +6,10 @@ each run prints (kube's NodeVolumeLimits rule)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +23,7 @@ from benchmarks.scheduler_perf_volumes import (
     Volumes,
     attach_count,
     attached,
+    create_volumes,
     csinode_body,
     node_limits,
     pod_with_claim,
@@ -184,3 +187,36 @@ def test_in_tree_volumes_count_only_on_nodes_with_a_csinode(perf_dir: Path) -> N
         AttachCount("ebs.csi.aws.com", 2, 39, 0)
     ]
     assert attached(pods, claims, pvs, {}) == {}
+
+
+class _Writes:
+    """Stands in for the API server: records each create and status write."""
+
+    def __init__(self) -> None:
+        self.made: Counter[tuple[str, str, str]] = Counter()
+
+    async def create(self, resource: Any, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.made["POST", resource.plural, ""] += 1
+        return body
+
+    async def replace(self, resource: Any, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+        self.made["PUT", resource.plural, kw.get("subresource") or ""] += 1
+        return dict(body)
+
+
+def test_volumes_made_in_a_measured_phase_count_as_the_benchmarks_requests(
+    perf_dir: Path,
+) -> None:
+    # EventHandlingPodDelete makes its nodevolumelimits pods' volumes inside its metrics window:
+    # those writes must leave the scheduler's requests per pod.
+    work = workload_yaml.load_workload(
+        perf_dir / "event_handling" / "performance-config.yaml",
+        "EventHandlingPodDelete",
+        "50Nodes_500Pods",
+    )
+    (step,) = [s for s in work.pods if s.namespace == "nodevolumelimits"]
+    assert step.volumes is not None
+    kube, own = _Writes(), Counter[tuple[str, str, str]]()
+    asyncio.run(create_volumes(cast(Any, kube), step.volumes, "nodevolumelimits", 5, own))
+    assert kube.made == own
+    assert own["POST", "persistentvolumes", ""] == own["PUT", "persistentvolumes", "status"] == 5
