@@ -47,10 +47,11 @@ to ``number`` ticks — upstream's Unschedulable case; ``recreate`` mode: ``numb
 template, each tick creating into an empty one or deleting the object in a full one —
 SchedulingWithMixedChurn's Node, unschedulable Pod and Service), and the DRA cases'
 ``createResourceDriver`` (upstream's fake driver: a ResourceSlice per matching Node with
-``maxClaimsPerNode`` devices, published before the schedulers start) and ``createAny`` (one
-object from a file — a DeviceClass, a ResourceClaimTemplate — made at the start of each
-scheduler's turn). A DRA workload runs kube-controller-manager's resourceclaim controller, as
-upstream's runner does: it creates the pods' claims from their templates.
+``maxClaimsPerNode`` devices, published before the schedulers start; inside a metrics
+window — PublishResourceSlices, which times the scheduler's informer — refused) and
+``createAny`` (one object from a file — a DeviceClass, a ResourceClaimTemplate — made at the
+start of each scheduler's turn). A DRA workload runs kube-controller-manager's resourceclaim
+controller, as upstream's runner does: it creates the pods' claims from their templates.
 ``allocResourceClaims`` allocates the claims of a namespace made by ``createAny`` in the test
 itself, as upstream's op does (``benchmarks/scheduler_perf_claims.py``: random nodes, first-fit
 devices, written to each claim's status) at the start of each turn. A ``createPods`` step with
@@ -163,7 +164,9 @@ from benchmarks.scheduler_perf_steady import (
     throughput_samples,
 )
 from benchmarks.scheduler_perf_volumes import (
+    AttachCount,
     NodeAllocatable,
+    attach_counts,
     clear_volumes,
     create_csinodes,
     create_volumes,
@@ -383,6 +386,8 @@ def namespaces_of(workload: Workload, run_namespace: str) -> dict[str, str]:
 @dataclass(slots=True)
 class PerfRun(Run):
     claims_allocated: int | None = None  # DRA cases: the measured namespace's, after the turn
+    #: Nodes with CSINode limits: volumes attached per node at the turn's end, per driver
+    attach: list[AttachCount] = dataclasses.field(default_factory=list)
     connections_opened: int = 0  # to the API server in the measured phase (a floor: sampled)
     connections_peak: int = 0
     scheduled_events: int = 0  # Scheduled Events in the measured namespace at the last bind
@@ -636,6 +641,8 @@ async def one_run(
         await book.stop()
     if workload.dra and workload.steady is None:  # a steady state's pods (and claims) are gone
         run.claims_allocated = await allocated_claims(kube, spaces[MEASURED_SPACE])
+    if any(s.allocatable and s.allocatable.drivers for s in workload.nodes):
+        run.attach = await attach_counts(kube, sorted(set(spaces.values())))
 
 
 async def _sequence(
@@ -718,8 +725,9 @@ async def _sequence(
                 counted = window is not None and start is not None and workload.counted(item, start)
                 bodies = _pod_bodies(item, index, scheduler_name)
                 index += item.count
-                if item.volumes is not None:
-                    await create_volumes(kube, item.volumes, where, item.count)
+                if item.volumes is not None:  # in a measured phase: the benchmark's requests
+                    mine = own if window is not None else None
+                    await create_volumes(kube, item.volumes, where, item.count, mine)
                 t0 = time.perf_counter()
                 await _create(kube, where, bodies, run.sent if counted else {})
                 if counted:
@@ -887,6 +895,7 @@ def row(run: PerfRun) -> dict[str, Any]:
         "scheduled_events": run.scheduled_events,
         "timed_out": run.timed_out,
         **({} if run.claims_allocated is None else {"claims_allocated": run.claims_allocated}),
+        **({"attach": [dataclasses.asdict(a) for a in run.attach]} if run.attach else {}),
         **(
             {}
             if run.phases is None
@@ -1135,6 +1144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if r.pod_writes is not None:
                 print(f"{'':14s} pod writes by client: {PodWriters.summary(r.pod_writes)}")
+            for count in r.attach:
+                print(f"{'':14s} {count.line()}")
             if r.claims_allocated is not None:
                 print(
                     f"               claims allocated and reserved: {r.claims_allocated} "

@@ -16,7 +16,9 @@ entries, and a CSINode of the node's name lists ``csiNodeAllocatable``'s drivers
 ``allocatable``) with ``migratedPlugins`` in its migrated-plugins annotation.
 
 After each turn the claims and volumes go (their protection finalizers lifted: no controller
-here does it).
+here does it). Before they go, :func:`attach_count` counts the volumes each Node's pods attach per
+CSI driver, as kube-scheduler's NodeVolumeLimits counts them, against the Node's CSINode limit:
+a scheduler that put more on a Node than its limit shows in the run's summary.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.scheduler_perf_objects import WorkloadError
-from common.kube import KubeClient
+from common.kube import PODS, KubeClient
 from common.kube.errors import AlreadyExists, NotFound
 from common.kube.resources import Resource
 
@@ -37,13 +40,17 @@ __all__ = [
     "CSI_NODES",
     "PERSISTENT_VOLUMES",
     "PERSISTENT_VOLUME_CLAIMS",
+    "AttachCount",
     "NodeAllocatable",
     "Volumes",
     "allocatable_strategy",
+    "attach_count",
+    "attached",
     "clear_volumes",
     "create_csinodes",
     "create_volumes",
     "csinode_body",
+    "node_limits",
     "pod_with_claim",
     "volume_pair",
     "volumes_of",
@@ -57,6 +64,8 @@ PERSISTENT_VOLUME_CLAIMS = Resource(
 )
 CSI_NODES = Resource("storage.k8s.io", "v1", "csinodes", namespaced=False, kind="CSINode")
 MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"  # v1.MigratedPluginsAnnotationKey
+#: The CSI driver of the in-tree volumes the templates use (csi-translation-lib's for AWS EBS)
+AWS_EBS_DRIVER = "ebs.csi.aws.com"
 WRITERS = 30  # upstream's ParallelizeUntil workers
 
 
@@ -122,9 +131,21 @@ def pod_with_claim(pod: Mapping[str, Any], i: int) -> dict[str, Any]:
     return {**pod, "spec": {**pod["spec"], "volumes": [volume]}}
 
 
-async def create_volumes(kube: KubeClient, volumes: Volumes, namespace: str, count: int) -> None:
-    """The claims and volumes of ``count`` pods in ``namespace``, each with its status."""
+async def create_volumes(
+    kube: KubeClient,
+    volumes: Volumes,
+    namespace: str,
+    count: int,
+    requests: Counter[tuple[str, str, str]] | None = None,
+) -> None:
+    """The claims and volumes of ``count`` pods in ``namespace``, each with its status;
+    ``requests``: where the benchmark's own requests are counted (made in a measured phase,
+    they are not the scheduler's)."""
     sem = asyncio.Semaphore(WRITERS)
+    if requests is not None:
+        for resource in ("persistentvolumeclaims", "persistentvolumes"):
+            requests["POST", resource, ""] += count
+            requests["PUT", resource, "status"] += count
 
     async def one(i: int) -> None:
         claim, volume = volume_pair(volumes, namespace, i)
@@ -249,3 +270,100 @@ async def create_csinodes(
                 await kube.create(CSI_NODES, csinode_body(node, strategy))
 
     await asyncio.gather(*(one(n) for n in nodes))
+
+
+def node_limits(csinodes: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Node → CSI driver → its attach limit (``spec.drivers[].allocatable.count``), as
+    NodeVolumeLimits' ``getVolumeLimits`` reads a CSINode."""
+    out: dict[str, dict[str, int]] = {}
+    for csinode in csinodes:
+        limits = out.setdefault(csinode["metadata"]["name"], {})
+        for driver in (csinode.get("spec") or {}).get("drivers") or ():
+            count = (driver.get("allocatable") or {}).get("count")
+            if count is not None:
+                limits[driver["name"]] = int(count)
+    return out
+
+
+def _volume_id(pv: Mapping[str, Any], migrated: bool) -> tuple[str, str] | None:
+    """A PV's CSI driver and volume handle: a CSI PV's own; an AWS EBS one's translated
+    (``ebs.csi.aws.com``, its ``volumeID``) where the Node has a CSINode (kube's
+    ``isCSIMigrationOn``); else not counted."""
+    spec = pv.get("spec") or {}
+    if "csi" in spec:
+        return str(spec["csi"]["driver"]), str(spec["csi"]["volumeHandle"])
+    if "awsElasticBlockStore" in spec and migrated:
+        return AWS_EBS_DRIVER, str(spec["awsElasticBlockStore"]["volumeID"])
+    return None
+
+
+def attached(
+    pods: Sequence[Mapping[str, Any]],
+    claims: Mapping[tuple[str, str], Mapping[str, Any]],
+    volumes: Mapping[str, Mapping[str, Any]],
+    limits: Mapping[str, Mapping[str, int]],
+) -> dict[str, Counter[str]]:
+    """Node → driver → the distinct volumes its bound pods use (a volume two pods share counts
+    once), as NodeVolumeLimits' ``filterAttachableVolumes``; ``claims`` by (namespace, name)."""
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        namespace = pod["metadata"].get("namespace", "")
+        for vol in pod["spec"].get("volumes") or ():
+            name = str((vol.get("persistentVolumeClaim") or {}).get("claimName", ""))
+            claim = claims.get((namespace, name))
+            pv = volumes.get(((claim or {}).get("spec") or {}).get("volumeName") or "")
+            found = None if pv is None else _volume_id(pv, node in limits)
+            if found is not None:
+                seen.setdefault(node, set()).add(found)
+    return {node: Counter(driver for driver, _ in ids) for node, ids in seen.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class AttachCount:
+    """The fullest Node's count against its limit, and the Nodes past their limit."""
+
+    driver: str
+    most: int
+    limit: int
+    over: int
+
+    def line(self) -> str:
+        return (
+            f"CSI volumes per node ({self.driver}, NodeVolumeLimits' count): at most {self.most}"
+            f" of the CSINode's {self.limit}; {self.over} nodes over it"
+        )
+
+
+def attach_count(
+    counts: Mapping[str, Counter[str]], limits: Mapping[str, Mapping[str, int]]
+) -> list[AttachCount]:
+    """Per limited driver: the highest count on a Node with that limit, and how many exceed it."""
+    out = []
+    for driver in sorted({d for node in limits.values() for d in node}):
+        pairs = [
+            (counts.get(node, Counter())[driver], lim[driver])
+            for node, lim in limits.items()
+            if driver in lim
+        ]
+        most, limit = max(pairs, key=lambda p: (p[0] - p[1], p[0]))
+        out.append(AttachCount(driver, most, limit, sum(1 for c, lim in pairs if c > lim)))
+    return out
+
+
+async def attach_counts(kube: KubeClient, namespaces: Sequence[str]) -> list[AttachCount]:
+    """:func:`attach_count` of the pods bound in ``namespaces`` now (empty with no CSINode
+    limit)."""
+    limits = node_limits((await kube.list(CSI_NODES))["items"])
+    if not any(limits.values()):
+        return []
+    pods: list[Mapping[str, Any]] = []
+    claims: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for ns in namespaces:
+        pods += (await kube.list(PODS, namespace=ns))["items"]
+        for c in (await kube.list(PERSISTENT_VOLUME_CLAIMS, namespace=ns))["items"]:
+            claims[ns, c["metadata"]["name"]] = c
+    volumes = {v["metadata"]["name"]: v for v in (await kube.list(PERSISTENT_VOLUMES))["items"]}
+    return attach_count(attached(pods, claims, volumes, limits), limits)

@@ -279,6 +279,15 @@ def load_workload(
                 raise WorkloadError(f"{where}.templatePaths: {paths!r}: give at least one file")
             churn.append(churn_op([_plain(base / p) for p in paths], op, where))
         elif opcode == "createResourceDriver":
+            if _window_open(sequence):
+                raise WorkloadError(
+                    f"{where}: createResourceDriver inside startCollectingMetrics … "
+                    "stopCollectingMetrics: upstream times its ResourceSlices' creation until the "
+                    "in-process scheduler's informer holds every one (dra.go: "
+                    "draManager.ResourceSlices()), with no pod scheduled — what neither "
+                    "scheduler's process shows from outside; this runner publishes the slices "
+                    "before the schedulers start"
+                )
             drivers.append(resource_driver(op, params, where))
         elif opcode == "createAny":
             path = op.get("templatePath")
@@ -325,6 +334,12 @@ def load_workload(
     )
     _check_order(work, f"{case}/{workload}")
     return work
+
+
+def _window_open(sequence: Sequence[tuple[int, SequenceOp]]) -> bool:
+    """Whether a startCollectingMetrics op is open (not yet stopped) at this point."""
+    ops = [op for _, op in sequence if isinstance(op, StartMetrics | StopMetrics)]
+    return bool(ops) and isinstance(ops[-1], StartMetrics)
 
 
 def _shared(base: Path, name: str) -> Path:
@@ -398,6 +413,11 @@ def _check_order(work: Workload, where: str) -> None:
         )
     if not starts and not measured_in:
         raise WorkloadError(f"{where}: no createPods step with collectMetrics")
+    if starts and not work.measured_pods:
+        raise WorkloadError(
+            f"{where}: startCollectingMetrics (namespaces {list(starts[0].namespaces)}) counts "
+            "no pod created before stopCollectingMetrics: nothing to measure"
+        )
     known = set(work.namespaces)
     opened = False
     for item in work.in_order():

@@ -294,3 +294,36 @@ def test_another_version_of_a_known_kind_is_created_at_the_version_its_file_name
     assert beta.path(name="c") == "/apis/resource.k8s.io/v1beta2/deviceclasses/c"
     with pytest.raises(WorkloadError, match="kind apps/v1/Deployment is not one this runner"):
         resource_of({"apiVersion": "apps/v1", "kind": "Deployment"}, "f")
+
+
+def test_publish_resource_slices_is_refused_naming_what_it_times(perf_dir: Path) -> None:
+    # Upstream's PublishResourceSlices schedules no pod: it times createResourceDriver until
+    # the in-process scheduler's informer holds every slice. A run would print an empty phase.
+    config = perf_dir / "dra" / "performance-config.yaml"
+    with pytest.raises(
+        WorkloadError,
+        match=r"PublishResourceSlices\.workloadTemplate\[3\]: createResourceDriver inside "
+        r"startCollectingMetrics .* informer holds every one",
+    ):
+        workload_yaml.load_workload(config, "PublishResourceSlices", "500nodes")
+
+
+def test_a_metrics_window_that_counts_no_pod_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "pod.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {type: other}}\n"
+    )
+    config = tmp_path / "performance-config.yaml"
+    config.write_text(
+        "- name: Case\n  workloadTemplate:\n"
+        "  - opcode: startCollectingMetrics\n    namespaces: [measured]\n"
+        "    labelSelector: {type: unsched}\n"
+        "  - opcode: createPods\n    count: 3\n    namespace: measured\n"
+        "    podTemplatePath: pod.yaml\n"
+        "  - opcode: stopCollectingMetrics\n"
+        "  workloads:\n  - name: w\n"
+    )
+    with pytest.raises(
+        WorkloadError,
+        match=r"Case/w: startCollectingMetrics \(namespaces \['measured'\]\) counts no pod",
+    ):
+        workload_yaml.load_workload(config, "Case", "w")

@@ -1,11 +1,15 @@
 """scheduler_perf's persistent volumes as ``benchmarks/scheduler_perf.py`` reads and makes them:
 a createPods op's volume and claim templates (a bound pair per pod, the pod naming its claim),
-createNodes' ``nodeAllocatableStrategy`` (allocatable entries, a CSINode per Node), and their
-refusals of bad parameters."""
+createNodes' ``nodeAllocatableStrategy`` (allocatable entries, a CSINode per Node), their
+refusals of bad parameters, and the count of volumes per Node against its CSINode limit that
+each run prints (kube's NodeVolumeLimits rule)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -14,7 +18,14 @@ from benchmarks import scheduler_perf_workload as workload_yaml
 from benchmarks.scheduler_perf_objects import WorkloadError
 from benchmarks.scheduler_perf_volumes import (
     MIGRATED_PLUGINS,
+    AttachCount,
+    NodeAllocatable,
+    Volumes,
+    attach_count,
+    attached,
+    create_volumes,
     csinode_body,
+    node_limits,
     pod_with_claim,
     volume_pair,
 )
@@ -121,3 +132,91 @@ NODES = "  - opcode: createNodes\n    count: 1\n    nodeTemplatePath: pod.yaml\n
 def test_bad_volume_parameters_are_named(tmp_path: Path, ops: str, message: str) -> None:
     with pytest.raises(WorkloadError, match=message):
         workload_yaml.load_workload(_case(tmp_path, ops), "Case", "w")
+
+
+def _placed(
+    volumes: Volumes, namespace: str, placed: dict[int, str]
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], Any], dict[str, Any]]:
+    """Pods ``i`` bound to ``placed[i]``, each naming its claim ``pvc-<i>``, with the claims
+    and volumes the runner makes."""
+    pods, claims, pvs = [], {}, {}
+    for i, node in placed.items():
+        claim, volume = volume_pair(volumes, namespace, i)
+        claims[namespace, claim["metadata"]["name"]] = claim
+        pvs[volume["metadata"]["name"]] = volume
+        pod = pod_with_claim({"metadata": {"name": f"p-{i}"}, "spec": {}}, i)
+        pod["metadata"]["namespace"] = namespace
+        pod["spec"]["nodeName"] = node
+        pods.append(pod)
+    return pods, claims, pvs
+
+
+def test_volumes_per_node_are_counted_against_the_csinode_limit(perf_dir: Path) -> None:
+    # EventHandlingPodDelete's nodes allow 20 CSI volumes; here a limit of 2 on n-0.
+    work = workload_yaml.load_workload(
+        perf_dir / "event_handling" / "performance-config.yaml",
+        "EventHandlingPodDelete",
+        "50Nodes_500Pods",
+    )
+    volumes = work.pods[0].volumes
+    assert volumes is not None
+    tight = NodeAllocatable({}, {"ebs.csi.aws.com": {"count": 2}})
+    limits = node_limits([csinode_body("n-0", tight), csinode_body("n-1", tight)])
+    assert limits == {"n-0": {"ebs.csi.aws.com": 2}, "n-1": {"ebs.csi.aws.com": 2}}
+    pods, claims, pvs = _placed(volumes, "ns", {0: "n-0", 1: "n-0", 2: "n-0", 3: "n-1"})
+    shared = {**pods[0], "metadata": {"name": "p-again", "namespace": "ns"}}  # same claim
+    counts = attached([*pods, shared], claims, pvs, limits)
+    assert counts == {"n-0": {"ebs.csi.aws.com": 3}, "n-1": {"ebs.csi.aws.com": 1}}
+    assert attach_count(counts, limits) == [AttachCount("ebs.csi.aws.com", 3, 2, 1)]
+    assert attach_count({}, limits) == [AttachCount("ebs.csi.aws.com", 0, 2, 0)]
+
+
+def test_in_tree_volumes_count_only_on_nodes_with_a_csinode(perf_dir: Path) -> None:
+    # kube's isCSIMigrationOn: an AWS EBS volume is the EBS CSI driver's where the Node has a
+    # CSINode (SchedulingMigratedInTreePVs), and counted nowhere else (SchedulingInTreePVs).
+    work = workload_yaml.load_workload(
+        perf_dir / "volumes" / "performance-config.yaml", "SchedulingMigratedInTreePVs", "500Nodes"
+    )
+    strategy, volumes = work.nodes[0].allocatable, work.pods[0].volumes
+    assert strategy is not None
+    assert volumes is not None
+    limits = node_limits([csinode_body("n-0", strategy)])
+    pods, claims, pvs = _placed(volumes, "ns", {0: "n-0", 1: "n-0", 2: "n-1"})
+    assert attached(pods, claims, pvs, limits) == {"n-0": {"ebs.csi.aws.com": 2}}
+    assert attach_count(attached(pods, claims, pvs, limits), limits) == [
+        AttachCount("ebs.csi.aws.com", 2, 39, 0)
+    ]
+    assert attached(pods, claims, pvs, {}) == {}
+
+
+class _Writes:
+    """Stands in for the API server: records each create and status write."""
+
+    def __init__(self) -> None:
+        self.made: Counter[tuple[str, str, str]] = Counter()
+
+    async def create(self, resource: Any, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.made["POST", resource.plural, ""] += 1
+        return body
+
+    async def replace(self, resource: Any, name: str, body: Any, **kw: Any) -> dict[str, Any]:
+        self.made["PUT", resource.plural, kw.get("subresource") or ""] += 1
+        return dict(body)
+
+
+def test_volumes_made_in_a_measured_phase_count_as_the_benchmarks_requests(
+    perf_dir: Path,
+) -> None:
+    # EventHandlingPodDelete makes its nodevolumelimits pods' volumes inside its metrics window:
+    # those writes must leave the scheduler's requests per pod.
+    work = workload_yaml.load_workload(
+        perf_dir / "event_handling" / "performance-config.yaml",
+        "EventHandlingPodDelete",
+        "50Nodes_500Pods",
+    )
+    (step,) = [s for s in work.pods if s.namespace == "nodevolumelimits"]
+    assert step.volumes is not None
+    kube, own = _Writes(), Counter[tuple[str, str, str]]()
+    asyncio.run(create_volumes(cast(Any, kube), step.volumes, "nodevolumelimits", 5, own))
+    assert kube.made == own
+    assert own["POST", "persistentvolumes", ""] == own["PUT", "persistentvolumes", "status"] == 5
