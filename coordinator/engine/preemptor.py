@@ -136,6 +136,14 @@ HOLD_AFTER_EVICTIONS_S: Final = 3.0
 PodGroups = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
+#: The running pods preemption or moves plan on, or how to read them when they are needed.
+Candidates = Sequence[RunningPod] | Callable[[], Sequence[RunningPod]]
+
+
+def _read(running: Candidates) -> Sequence[RunningPod]:
+    return running() if callable(running) else running
+
+
 @dataclass(slots=True)
 class _Nomination:
     victims: frozenset[str]
@@ -720,7 +728,7 @@ class Preemptor:
             for key in plan.claims
             if (found := view.dra.claim_by_key.get(key)) is not None
         }
-        uids_of = {p.key: p.uid for p in running}
+        uids_of = {p.key: p.uid for p in _read(running)}
         note = self._execute(
             unit, members, priority, plan, now, claims, uids_of, moves=moves, gathering=gathering
         )
@@ -764,10 +772,10 @@ class Preemptor:
         snapshot: Snapshot | None = None,
         problems: dict[str, tuple[str, str]] | None = None,
         victims: bool = True,
-    ) -> tuple[PreemptionPlan | Status, Snapshot, list[NodeState], list[RunningPod]]:
+    ) -> tuple[PreemptionPlan | Status, Snapshot, list[NodeState], Candidates]:
         """:func:`select_victims` over the cluster now (read only), with the view, the nodes and
-        the candidates it planned on; ``problems`` gains the running pods whose
-        ``topos.io/min-runtime`` does not parse. ``victims=False``: no preemption is planned
+        the candidates it planned on (or how to read them); ``problems`` gains the running pods
+        whose ``topos.io/min-runtime`` does not parse. ``victims=False``: no preemption is planned
         (the plan is a ``Status``), only the rest is read."""
         uids = frozenset(m.uid for m in members)
         # Room held for other preemptors at or above this priority is not this one's to plan on.
@@ -808,7 +816,9 @@ class Preemptor:
             if isinstance(plan, PreemptionPlan) and plan.victims:
                 near = sorted({n for v in plan.victims for n in v.nodes})
                 return plan, view, nodes, [p for n in near for p in index.on(n)]
-            return plan, view, nodes, every() if self.defrag.enabled else []
+            # Moves read every candidate only once they may help (a pod asking GPUs that are
+            # free, scattered): built lazily, not at each failed attempt of a pod asking none.
+            return plan, view, nodes, every if self.defrag.enabled else []
         running = self._candidates(now, problems)
         if not victims:
             return Status.unschedulable("no preemption planned"), view, nodes, running
@@ -884,7 +894,7 @@ class Preemptor:
         *,
         view: Snapshot,
         nodes: Sequence[NodeState],
-        running: Sequence[RunningPod],
+        running: Candidates,
         priority: int,
         intent: PlacementIntent | None,
         eligible: Callable[[Member, NodeState], Status] | None,
@@ -903,7 +913,7 @@ class Preemptor:
             asked,
             priority=priority,
             nodes=nodes,
-            running=running,
+            running=_read(running),
             settings=self.defrag,
             budgets=list(self.budgets()),
             intent=self._bounded(intent),
