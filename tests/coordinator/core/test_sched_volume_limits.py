@@ -17,9 +17,7 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.snapshot.volumes import Volumes
 from devcluster.pods import pod
 from tests.support.sched_hw import bound_info, plain_node
-from tests.support.volumes import claim, storage_class
-
-EBS = "ebs.csi.aws.com"
+from tests.support.volumes import EBS, claim, csi_node, csi_volume, pv, storage_class
 
 
 def with_claims(name: str, *claims: str) -> dict[str, Any]:
@@ -27,41 +25,6 @@ def with_claims(name: str, *claims: str) -> dict[str, Any]:
         {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)
     ]
     return pod(name, uid=f"uid-{name}", spec={"volumes": vols})
-
-
-def pv(name: str, source: dict[str, Any]) -> dict[str, Any]:
-    """A bound PV of ``source`` (``{"csi": …}``, ``{"awsElasticBlockStore": …}``)."""
-    return {
-        "kind": "PersistentVolume",
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "100Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": "local",
-            **source,
-        },
-        "status": {"phase": "Bound"},
-    }
-
-
-def csi_volume(name: str, handle: str = "", driver: str = EBS) -> list[dict[str, Any]]:
-    """Claim ``name`` bound to PV ``pv-<name>`` of ``driver`` (handle: the name unless given)."""
-    return [
-        claim(name, volume=f"pv-{name}", bound=True),
-        pv(f"pv-{name}", {"csi": {"driver": driver, "volumeHandle": handle or name}}),
-    ]
-
-
-def csi_node(node: str, **counts: int | None) -> dict[str, Any]:
-    """The CSINode of ``node``: each driver (``_`` for ``.`` in ``EBS``'s name) with its count
-    (``None``: no count)."""
-    drivers = []
-    for key, count in counts.items():
-        entry: dict[str, Any] = {"name": EBS if key == "ebs" else key, "nodeID": node}
-        if count is not None:
-            entry["allocatable"] = {"count": count}
-        drivers.append(entry)
-    return {"kind": "CSINode", "metadata": {"name": node}, "spec": {"drivers": drivers}}
 
 
 def store(*objs: dict[str, Any] | list[dict[str, Any]]) -> Volumes:
