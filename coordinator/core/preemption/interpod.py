@@ -5,9 +5,9 @@ removed; these are the ones whose verdict a removal changes).
 Evicting a pod changes more than the room on its node: a pod's topology spread counts the
 matching pods in every domain, inter-pod (anti-)affinity looks for the pods a term matches, and
 NodeVolumeLimits counts the volumes of the node's pods.
-:func:`interpod_check` answers, for one pending pod, whether it passes ``PodTopologySpread`` and
-``InterPodAffinity`` (and ``NodeVolumeLimits``) on a node once given pods are gone — run on a copy of the snapshot with those
-pods removed, so both plugins' PreFilter state sees the removal.
+:func:`interpod_check` answers, for one pending pod, whether it passes ``PodTopologySpread``,
+``InterPodAffinity`` and ``NodeVolumeLimits`` on a node once given pods are gone — run on a copy
+of the snapshot with those pods removed, so the plugins' PreFilter state sees the removal.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _SUBSETS: weakref.WeakKeyDictionary[Framework, Framework | None] = weakref.WeakK
 
 
 def _interpod(framework: Framework) -> Framework | None:
-    """The profile's inter-pod filters alone (same config), or None when it has neither."""
+    """The profile's inter-pod filters alone (same config), or None when it has none."""
     if framework not in _SUBSETS:
         chosen = [p for p in framework.filter if getattr(p, "name", "") in INTERPOD_FILTERS]
         _SUBSETS[framework] = Framework(framework.config, chosen) if chosen else None
