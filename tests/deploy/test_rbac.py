@@ -111,6 +111,7 @@ COORDINATOR_GRANTS = _expand(
         "persistentvolumeclaims": ["get", "list", "watch", "patch"],
         "persistentvolumes": ["get", "list", "watch", "patch"],
         "storageclasses.storage.k8s.io": ["list", "watch"],
+        "csinodes.storage.k8s.io": ["list", "watch"],
     }
 )
 COORDINATOR_NAMESPACE_GRANTS = _expand(

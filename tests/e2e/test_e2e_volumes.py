@@ -4,15 +4,18 @@ WaitForFirstConsumer claim is bound to a matching local PV on the pod's node (th
 ``claimRef``, the PV controller completes the binding) or, with a provisioner, gets
 ``volume.kubernetes.io/selected-node`` (the PV controller then hands it to the provisioner) —
 both before the pod's Binding; a pod naming a missing claim stays Pending with a
-``FailedScheduling`` Event naming the claim, and is placed once the claim exists."""
+``FailedScheduling`` Event naming the claim, and is placed once the claim exists; a pod over its
+node's CSINode volume limit stays Pending with kube's reason until a pod with a volume there is
+deleted."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from common.kube import KubeClient
+from common.kube import PODS, KubeClient
 from coordinator.adapters.kube.volumes import (
+    CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
@@ -20,7 +23,7 @@ from coordinator.adapters.kube.volumes import (
 from devcluster.kube_wait import wait_for, wait_for_object
 from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster
-from tests.support.volumes import claim, local_pv, storage_class
+from tests.support.volumes import EBS, claim, csi_node, local_pv, pv, storage_class
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 NVME = "topos-e2e/nvme"
@@ -178,3 +181,34 @@ async def test_a_claim_deleted_and_made_again_under_its_name_lets_the_pod_run(
             PERSISTENT_VOLUME_CLAIMS, pvc("data", cls, namespace), namespace=namespace
         )
         assert (await cluster.bound("p"))["spec"]["nodeName"] == a
+
+
+async def test_a_pod_over_the_nodes_volume_limit_waits_for_a_volume_to_go(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    a = await cluster.add_node("a", "dgx-h100")
+    b = await cluster.add_node("b", "dgx-h100")
+    for name in ("one", "two"):
+        volume = pv(f"pv-{name}-{cluster.run}", {"csi": {"driver": EBS, "volumeHandle": name}})
+        volume["spec"]["claimRef"] = {"namespace": namespace, "name": name}
+        await kube.create(PERSISTENT_VOLUMES, volume)
+        made = pvc(name, "local", namespace, volume=f"pv-{name}-{cluster.run}")
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, made, namespace=namespace)
+        await claim_where(
+            kube, namespace, name, lambda c: c.get("status", {}).get("phase") == "Bound", name
+        )
+    await kube.create(CSI_NODES, csi_node(a, ebs=1))
+    await kube.create(CSI_NODES, csi_node(b, ebs=0))
+    try:
+        async with cluster.coordinator():
+            await cluster.create(with_claim("first", "one", namespace))
+            assert (await cluster.bound("first"))["spec"]["nodeName"] == a
+            await cluster.create(with_claim("second", "two", namespace))
+            event = await cluster.warning("second")
+            assert "2 node(s) exceed max volume count" in event["message"]
+            await kube.delete(PODS, "first", namespace=namespace, grace_period_seconds=0)
+            assert (await cluster.bound("second"))["spec"]["nodeName"] == a
+    finally:
+        for node in (a, b):
+            await kube.delete(CSI_NODES, node)

@@ -1,11 +1,13 @@
-"""PersistentVolumeClaims, PersistentVolumes and StorageClasses as the API server returns them,
-for the volume tests: a claim (bound or not), a local PV on one node, a StorageClass."""
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes as the API server
+returns them, for the volume tests: a claim (bound or not), a local PV on one node, a CSI
+volume, a StorageClass, a node's CSINode."""
 
 from __future__ import annotations
 
 from typing import Any
 
 ZONE = "topology.kubernetes.io/zone"
+EBS = "ebs.csi.aws.com"
 
 
 def claim(
@@ -99,3 +101,38 @@ def storage_class(
             {"matchLabelExpressions": [{"key": topology_key, "values": list(zones)}]}
         ]
     return obj
+
+
+def pv(name: str, source: dict[str, Any]) -> dict[str, Any]:
+    """A bound PV of ``source`` (``{"csi": …}``, ``{"awsElasticBlockStore": …}``)."""
+    return {
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "100Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "local",
+            **source,
+        },
+        "status": {"phase": "Bound"},
+    }
+
+
+def csi_volume(name: str, handle: str = "", driver: str = EBS) -> list[dict[str, Any]]:
+    """Claim ``name`` bound to PV ``pv-<name>`` of ``driver`` (handle: the name unless given)."""
+    return [
+        claim(name, volume=f"pv-{name}", bound=True),
+        pv(f"pv-{name}", {"csi": {"driver": driver, "volumeHandle": handle or name}}),
+    ]
+
+
+def csi_node(node: str, **counts: int | None) -> dict[str, Any]:
+    """The CSINode of ``node``: each driver by name (``ebs``: :data:`EBS`) with its count
+    (``None``: no count)."""
+    drivers = []
+    for key, count in counts.items():
+        entry: dict[str, Any] = {"name": EBS if key == "ebs" else key, "nodeID": node}
+        if count is not None:
+            entry["allocatable"] = {"count": count}
+        drivers.append(entry)
+    return {"kind": "CSINode", "metadata": {"name": node}, "spec": {"drivers": drivers}}

@@ -1,10 +1,10 @@
-"""PersistentVolumeClaims, PersistentVolumes and StorageClasses: watched into the view's
-:class:`~coordinator.core.snapshot.volumes.Volumes` (what VolumeBinding reads), and the writes
-that bind a pod's WaitForFirstConsumer volumes to its node before its Binding
-(:func:`bind_volumes`, kube-scheduler's VolumeBinding PreBind).
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes: watched into the
+view's :class:`~coordinator.core.snapshot.volumes.Volumes` (what VolumeBinding and
+NodeVolumeLimits read), and the writes that bind a pod's WaitForFirstConsumer volumes to its
+node before its Binding (:func:`bind_volumes`, kube-scheduler's VolumeBinding PreBind).
 
-Claims are watched in the namespace the coordinator serves (or all), PVs and StorageClasses
-cluster-wide.
+Claims are watched in the namespace the coordinator serves (or all), PVs, StorageClasses and
+CSINodes cluster-wide.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from coordinator.core.snapshot.volumes import (
 from coordinator.engine.ports import BindConflict, ClusterError, NoAnswer, PodRef
 
 __all__ = [
+    "CSI_NODES",
     "PERSISTENT_VOLUMES",
     "PERSISTENT_VOLUME_CLAIMS",
     "STORAGE_CLASSES",
@@ -48,6 +49,8 @@ PERSISTENT_VOLUMES: Final = Resource(
 STORAGE_CLASSES: Final = Resource(
     "storage.k8s.io", "v1", "storageclasses", namespaced=False, kind="StorageClass"
 )
+
+CSI_NODES: Final = Resource("storage.k8s.io", "v1", "csinodes", namespaced=False, kind="CSINode")
 
 
 class _Feed:
@@ -77,12 +80,13 @@ class _Feed:
 def volume_watches(
     client: KubeClient, volumes: Volumes, *, namespace: str | None
 ) -> list[Reflector]:
-    """Reflectors for claims (in ``namespace``, or all), PVs and StorageClasses (run them,
-    wait for ``synced``)."""
+    """Reflectors for claims (in ``namespace``, or all), PVs, StorageClasses and CSINodes (run
+    them, wait for ``synced``)."""
     kinds: tuple[tuple[Resource, VolumeKind, str | None, str], ...] = (
         (PERSISTENT_VOLUME_CLAIMS, "PersistentVolumeClaim", namespace, "persistent volume claims"),
         (PERSISTENT_VOLUMES, "PersistentVolume", None, "persistent volumes"),
         (STORAGE_CLASSES, "StorageClass", None, "storage classes"),
+        (CSI_NODES, "CSINode", None, "CSI nodes"),
     )
     return [
         Reflector(client, resource, _Feed(volumes, kind), namespace=ns, what=what)

@@ -1,4 +1,4 @@
-"""PersistentVolumeClaims, PersistentVolumes and StorageClasses of the in-memory cluster:
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes of the in-memory cluster:
 :class:`MemoryVolumes` keeps the objects as given (with a ``resourceVersion``), feeds the view's
 :class:`~coordinator.core.snapshot.volumes.Volumes`, and takes the scheduler's volume writes as
 the API server would. There is no PV controller: a claim given ``selected-node`` or a PV given a
@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from coordinator.core.snapshot.volumes import (
     ANN_BOUND_BY_CONTROLLER,
@@ -22,7 +22,7 @@ from coordinator.engine.ports import BindConflict, PodRef
 
 __all__ = ["KINDS", "MemoryVolumes"]
 
-KINDS: Final[tuple[VolumeKind, ...]] = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass")
+KINDS: Final[tuple[VolumeKind, ...]] = get_args(VolumeKind)
 
 
 def _key(kind: VolumeKind, namespace: str, name: str) -> str:
@@ -37,8 +37,8 @@ class MemoryVolumes:
         self.store = Volumes()
 
     def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace a claim (namespace ``default`` unless given), PV or StorageClass;
-        returns it as stored."""
+        """Create or replace a claim (namespace ``default`` unless given), PV, StorageClass or
+        CSINode; returns it as stored."""
         kind = manifest.get("kind")
         if kind not in KINDS:
             raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")

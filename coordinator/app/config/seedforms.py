@@ -152,7 +152,6 @@ NOT_RUN: Final = frozenset(
     {
         "ImageLocality",
         "VolumeZone",
-        "NodeVolumeLimits",
         "NodeName",
         "NodeResourcesBalancedAllocation",
     }

@@ -1,12 +1,13 @@
 """The filters that depend on other pods, re-run with victims gone: what preemption must check
-beyond free capacity (kube-scheduler's DefaultPreemption does it through the PreFilter
-extensions' ``RemovePod``, which exactly these two plugins have).
+beyond free capacity (kube-scheduler's DefaultPreemption runs every filter with the victims
+removed; these are the ones whose verdict a removal changes).
 
 Evicting a pod changes more than the room on its node: a pod's topology spread counts the
-matching pods in every domain, and inter-pod (anti-)affinity looks for the pods a term matches.
-:func:`interpod_check` answers, for one pending pod, whether it passes ``PodTopologySpread`` and
-``InterPodAffinity`` on a node once given pods are gone — run on a copy of the snapshot with those
-pods removed, so both plugins' PreFilter state sees the removal.
+matching pods in every domain, inter-pod (anti-)affinity looks for the pods a term matches, and
+NodeVolumeLimits counts the volumes of the node's pods.
+:func:`interpod_check` answers, for one pending pod, whether it passes ``PodTopologySpread``,
+``InterPodAffinity`` and ``NodeVolumeLimits`` on a node once given pods are gone — run on a copy
+of the snapshot with those pods removed, so the plugins' PreFilter state sees the removal.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from coordinator.core.status import Status
 
 __all__ = ["INTERPOD_FILTERS", "Recheck", "interpod_check", "passes"]
 
-#: The filters whose verdict on a node depends on pods elsewhere.
-INTERPOD_FILTERS: Final = frozenset({"PodTopologySpread", "InterPodAffinity"})
+#: The filters whose verdict on a node depends on other pods.
+INTERPOD_FILTERS: Final = frozenset({"PodTopologySpread", "InterPodAffinity", "NodeVolumeLimits"})
 
 #: ``(node, pods gone) -> Status``: the pod's inter-pod filters on ``node`` once the pods are gone.
 Recheck = Callable[[str, Collection[RunningPod]], Status]
@@ -35,7 +36,7 @@ _SUBSETS: weakref.WeakKeyDictionary[Framework, Framework | None] = weakref.WeakK
 
 
 def _interpod(framework: Framework) -> Framework | None:
-    """The profile's inter-pod filters alone (same config), or None when it has neither."""
+    """The profile's inter-pod filters alone (same config), or None when it has none."""
     if framework not in _SUBSETS:
         chosen = [p for p in framework.filter if getattr(p, "name", "") in INTERPOD_FILTERS]
         _SUBSETS[framework] = Framework(framework.config, chosen) if chosen else None
@@ -44,9 +45,11 @@ def _interpod(framework: Framework) -> Framework | None:
 
 def _concerned(pod: PodRequest, snapshot: Snapshot) -> bool:
     """Could removing pods change the pod's inter-pod verdicts? Only with a hard spread
-    constraint, a required (anti-)affinity term, or running pods' required anti-affinity."""
+    constraint, a required (anti-)affinity term, running pods' required anti-affinity, or
+    volumes (a node's volume limit)."""
     return bool(
-        any(c.when_unsatisfiable == "DoNotSchedule" for c in pod.spread)
+        pod.volume_claims
+        or any(c.when_unsatisfiable == "DoNotSchedule" for c in pod.spread)
         or pod.pod_affinity
         or pod.pod_anti_affinity
         or snapshot.anti_affinity_terms()

@@ -1,5 +1,5 @@
-"""PersistentVolumeClaims, PersistentVolumes and StorageClasses, as kube-scheduler's
-VolumeBinding plugin reads them: :class:`Volumes`.
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as kube-scheduler's
+VolumeBinding and NodeVolumeLimits plugins read them: :class:`Volumes`.
 
 The adapters keep one instance current (:meth:`Volumes.put` with each object as the API server
 returns it, :meth:`Volumes.remove`, :meth:`Volumes.clear` before a fresh list), as they keep
@@ -17,10 +17,12 @@ room, access modes, volume mode and the claim's selector, or the PV already boun
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal, get_args
+from urllib.parse import urlsplit
 
 from common.quantity import QuantityError, parse_quantity
 from coordinator.core.podspec.affinity import label_selector, node_selector
@@ -36,6 +38,7 @@ from coordinator.core.podspec.selectors import LabelSelector, NodeSelectorTerm, 
 
 __all__ = [
     "ANN_SELECTED_NODE",
+    "CSINode",
     "Claim",
     "StorageClass",
     "Volume",
@@ -44,11 +47,12 @@ __all__ = [
     "Volumes",
     "find_matching_volume",
     "parse_claim",
+    "parse_csi_node",
     "parse_storage_class",
     "parse_volume",
 ]
 
-VolumeKind = Literal["PersistentVolumeClaim", "PersistentVolume", "StorageClass"]
+VolumeKind = Literal["PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"]
 
 #: Written on a claim by the scheduler's PreBind: the PV controller (or an external
 #: provisioner) provisions a WaitForFirstConsumer claim's volume for this node.
@@ -60,6 +64,17 @@ _ANN_STORAGE_CLASS: Final = "volume.beta.kubernetes.io/storage-class"
 #: A class with this provisioner (or none) provisions nothing.
 NOT_SUPPORTED_PROVISIONER: Final = "kubernetes.io/no-provisioner"
 WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
+#: The in-tree plugin whose PVs (``spec.awsElasticBlockStore``) count as its CSI driver's.
+AWS_EBS_PLUGIN: Final = "kubernetes.io/aws-ebs"
+#: csi-translation-lib's drivers for the in-tree provisioners whose migration kube-scheduler's
+#: NodeVolumeLimits counts as on (``isCSIMigrationOn``: wherever the node has a CSINode).
+MIGRATED_DRIVERS: Final[Mapping[str, str]] = {
+    AWS_EBS_PLUGIN: "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/portworx-volume": "pxd.portworx.com",
+}
 
 
 class VolumeObjectError(Exception):
@@ -137,6 +152,9 @@ class Volume:
     claim_ref: tuple[str, str, str] | None = None  # (namespace, name, uid)
     phase: str = "Available"
     deleting: bool = False
+    #: (driver, volume handle) it attaches as: ``spec.csi``, or an AWS EBS volume's translation
+    #: (``None``: no CSI driver counts it)
+    csi: tuple[str, str] | None = None
 
     def reaches(self, labels: Mapping[str, str]) -> bool:
         """``CheckNodeAffinity``: kube matches the terms against a node that has only labels, so
@@ -220,6 +238,26 @@ def parse_claim(obj: Mapping[str, object]) -> Claim:
         raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
 
 
+_AWS_VOLUME_ID: Final = re.compile(r"^vol-[^/]*$")
+
+
+def _csi_source(spec: Mapping[str, object]) -> tuple[str, str] | None:
+    """``spec.csi``'s driver and handle, or an in-tree AWS EBS volume's as csi-translation-lib
+    translates it (``aws://<zone>/vol-…`` or ``vol-…``)."""
+    csi = mapping(spec, "csi", "spec")
+    if csi:
+        return text(csi, "driver", "spec.csi"), text(csi, "volumeHandle", "spec.csi")
+    ebs = mapping(spec, "awsElasticBlockStore", "spec")
+    if not ebs:
+        return None
+    volume_id = text(ebs, "volumeID", "spec.awsElasticBlockStore")
+    if volume_id.startswith("aws://"):
+        volume_id = urlsplit(volume_id).path.strip("/")
+        if not _AWS_VOLUME_ID.match(volume_id):
+            return None  # kube cannot translate it: not counted
+    return MIGRATED_DRIVERS[AWS_EBS_PLUGIN], volume_id
+
+
 def parse_volume(obj: Mapping[str, object]) -> Volume:
     try:
         meta, spec = _meta(obj)
@@ -250,6 +288,7 @@ def parse_volume(obj: Mapping[str, object]) -> Volume:
             claim_ref=claim_ref,
             phase=text(mapping(obj, "status", ""), "phase", "status") or "Available",
             deleting=meta.get("deletionTimestamp") is not None,
+            csi=_csi_source(spec),
         )
     except FieldError as bad:
         raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
@@ -278,6 +317,33 @@ def parse_storage_class(obj: Mapping[str, object]) -> StorageClass:
             binding_mode=str(mode) if mode is not None else None,
             allowed_topologies=tuple(terms),
         )
+    except FieldError as bad:
+        raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
+
+
+@dataclass(frozen=True, slots=True)
+class CSINode:
+    """A node's CSINode: how many volumes each driver may attach there
+    (``spec.drivers[].allocatable.count``; a driver without a count is not limited)."""
+
+    name: str
+    limits: Mapping[str, int]
+
+
+def parse_csi_node(obj: Mapping[str, object]) -> CSINode:
+    try:
+        meta, spec = _meta(obj)
+        limits: dict[str, int] = {}
+        for i, raw in enumerate(sequence(spec, "drivers", "spec")):
+            path = f"spec.drivers[{i}]"
+            driver = entry(raw, path)
+            count = mapping(driver, "allocatable", path).get("count")
+            if count is None:
+                continue
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise FieldError(f"{path}.allocatable.count", f"{count!r} is not a count")
+            limits[text(driver, "name", path)] = count
+        return CSINode(name=text(meta, "name", "metadata"), limits=limits)
     except FieldError as bad:
         raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
 
@@ -319,7 +385,16 @@ def find_matching_volume(
 class Volumes:
     """Event-loop only (a cycle reads it between changes)."""
 
-    __slots__ = ("_by_class", "_claims", "_classes", "_errors", "_raw", "_volumes", "on_change")
+    __slots__ = (
+        "_by_class",
+        "_claims",
+        "_classes",
+        "_csi_nodes",
+        "_errors",
+        "_raw",
+        "_volumes",
+        "on_change",
+    )
 
     def __init__(self) -> None:
         #: Every object as last given, by kind and key (read or not): what a copy of the
@@ -331,6 +406,7 @@ class Volumes:
         self._volumes: dict[str, Volume] = {}
         self._by_class: dict[str, dict[str, Volume]] = {}
         self._classes: dict[str, StorageClass] = {}
+        self._csi_nodes: dict[str, CSINode] = {}
         self._errors: dict[tuple[VolumeKind, str], str] = {}
         #: Called after every change.
         self.on_change: Callable[[], None] = lambda: None
@@ -344,6 +420,10 @@ class Volumes:
 
     def storage_class(self, name: str) -> StorageClass | None:
         return self._classes.get(name)
+
+    def csi_node(self, name: str) -> CSINode | None:
+        """Node ``name``'s CSINode (``None``: none, or one that cannot be read)."""
+        return self._csi_nodes.get(name)
 
     def of_class(self, name: str) -> Collection[Volume]:
         """The PVs of StorageClass ``name`` (``""``: those without a class)."""
@@ -378,8 +458,10 @@ class Volumes:
                 v = parse_volume(obj)
                 self._volumes[key] = v
                 self._by_class.setdefault(v.storage_class, {})[key] = v
-            else:
+            elif kind == "StorageClass":
                 self._classes[key] = parse_storage_class(obj)
+            else:
+                self._csi_nodes[key] = parse_csi_node(obj)
         except VolumeObjectError as bad:
             self._errors[(kind, key)] = str(bad)
         self.on_change()
@@ -396,8 +478,10 @@ class Volumes:
         elif kind == "PersistentVolume":
             self._volumes.clear()
             self._by_class.clear()
-        else:
+        elif kind == "StorageClass":
             self._classes.clear()
+        else:
+            self._csi_nodes.clear()
         for k in [k for k in self._errors if k[0] == kind]:
             del self._errors[k]
 
@@ -410,5 +494,7 @@ class Volumes:
             old = self._volumes.pop(key, None)
             if old is not None:
                 self._by_class.get(old.storage_class, {}).pop(key, None)
-        else:
+        elif kind == "StorageClass":
             self._classes.pop(key, None)
+        else:
+            self._csi_nodes.pop(key, None)

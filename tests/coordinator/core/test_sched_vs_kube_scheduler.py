@@ -35,6 +35,7 @@ from common.podkeys import GPU_RESOURCE
 from common.quantity import parse_quantity, to_int, to_milli
 from coordinator.adapters.kube.owners import OWNER_KINDS
 from coordinator.adapters.kube.volumes import (
+    CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
@@ -54,7 +55,8 @@ from devcluster.pods import host_port, pod
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.sched_hw import bound_info
-from tests.support.volumes import claim, local_pv, storage_class
+from tests.support.volumes import EBS, claim, csi_node, local_pv, storage_class
+from tests.support.volumes import pv as csi_pv
 
 pytestmark = pytest.mark.kube
 
@@ -187,12 +189,13 @@ async def workload_selectors(kube: KubeClient) -> WorkloadSelectors:
 
 
 async def volume_objects(kube: KubeClient) -> Volumes:
-    """Claims, PVs and StorageClasses, as the coordinator's watches keep them."""
+    """Claims, PVs, StorageClasses and CSINodes, as the coordinator's watches keep them."""
     out = Volumes()
     kinds = (
         ("PersistentVolumeClaim", PERSISTENT_VOLUME_CLAIMS),
         ("PersistentVolume", PERSISTENT_VOLUMES),
         ("StorageClass", STORAGE_CLASSES),
+        ("CSINode", CSI_NODES),
     )
     for kind, resource in kinds:
         for obj in (await kube.list(resource))["items"]:
@@ -776,8 +779,9 @@ async def test_volume_messages_and_nodes_match(
     kube: KubeClient, namespace: str, kube_scheduler: str
 ) -> None:
     """Claims missing, unbound with Immediate binding, bound to a local PV, waiting for their
-    first consumer with and without a PV to take, and a ReadWriteOncePod claim in use:
-    VolumeBinding's and VolumeRestrictions' verdicts on both sides (the shared control plane's
+    first consumer with and without a PV to take, a ReadWriteOncePod claim in use, and CSI
+    volumes over the nodes' CSINode limits: VolumeBinding's, VolumeRestrictions' and
+    NodeVolumeLimits' verdicts on both sides (the shared control plane's
     PV binder completes kube-scheduler's bindings)."""
     tag = uuid.uuid4().hex[:6]
     for n in ("a", "b", "c"):
@@ -884,3 +888,36 @@ async def test_volume_messages_and_nodes_match(
     assert node is None
     assert isinstance(ours, Failure)
     assert ours.message == message
+
+    # CSI volumes: node a may attach one (a pod there holds it), b and c none.
+    for n, count in (("a", 1), ("b", 0), ("c", 0)):
+        await kube.create(CSI_NODES, csi_node(f"v{tag}-{n}", ebs=count))
+    for name in ("e1", "e2"):
+        volume = csi_pv(
+            f"pv-{name}-{tag}", {"csi": {"driver": EBS, "volumeHandle": f"{name}-{tag}"}}
+        )
+        volume.pop("status")
+        volume["spec"]["storageClassName"] = f"csi-{tag}"
+        volume["spec"]["persistentVolumeReclaimPolicy"] = "Retain"
+        await kube.create(PERSISTENT_VOLUMES, volume)
+        made = pvc(name, f"csi-{tag}", volume=f"pv-{name}-{tag}")
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, made, namespace=namespace)
+        await wait_for_object(
+            kube,
+            PERSISTENT_VOLUME_CLAIMS,
+            name,
+            lambda c: (c.get("status") or {}).get("phase") == "Bound",
+            namespace=namespace,
+            what="the PV binder to bind the claim",
+        )
+    attached = with_claim("attached", "e1")
+    attached["spec"]["nodeName"] = f"v{tag}-a"
+    await kube.create(PODS, attached, namespace=namespace)
+    node, message, ours = await compare(kube, namespace, with_claim("over", "e2"))
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert "3 node(s) exceed max volume count" in message
+    assert ours.message == message
+    node, message, ours = await compare(kube, namespace, with_claim("shares", "e1"))
+    assert isinstance(ours, Decision), ours
+    assert (ours.node, node) == (f"v{tag}-a", f"v{tag}-a")

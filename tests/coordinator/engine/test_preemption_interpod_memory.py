@@ -2,7 +2,7 @@
 as kube-scheduler's DefaultPreemption does: victims are chosen so that the pod passes every filter
 on its node, not only so that it has room (in-memory cluster; evictions recorded, not carried
 out). The first case is upstream's e2e "PodTopologySpread Preemption validates proper pods are
-preempted"."""
+preempted". A pod over a node's CSI volume limit evicts a pod that holds a volume there."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
 from tests.support.polling import eventually
+from tests.support.volumes import csi_node, csi_volume
 
 DOMAIN = "example.com/domain"
 SPREAD_LABEL = "e2e-pts-preemption"
@@ -140,3 +141,27 @@ async def test_a_spread_preemptor_evicts_nobody_when_no_node_can_be_made_to_fit(
     await runtime.settle()
     await runtime.settle()
     assert memory.evicted == []
+
+
+async def test_a_preemptor_over_the_volume_limit_evicts_a_pod_that_holds_a_volume(
+    cluster: tuple[Evictions, SchedulerRuntime],
+) -> None:
+    memory, runtime = cluster
+    for name in ("a1", "b1", "new"):
+        for obj in csi_volume(name):
+            memory.volumes.apply(obj)
+    for node in ("a", "b"):
+        memory.volumes.apply(csi_node(node, ebs=1))
+    memory.create_pod(running("high", "a", 1, 1000, spec={"volumes": claim_volume("a1")}))
+    memory.create_pod(running("bystander", "b", 1, 0))
+    memory.create_pod(running("holder", "b", 1, 0, spec={"volumes": claim_volume("b1")}))
+    memory.create_pod(pod("p", cpu="1", priority=500, spec={"volumes": claim_volume("new")}))
+    await eventually(lambda: memory.evicted, what="the eviction", timeout_s=10)
+    await runtime.settle()
+    # both nodes have room, neither a volume to spare: the low pod holding b's volume goes, the
+    # one without volumes stays (evicting it would free none)
+    assert memory.evicted == ["default/holder"]
+
+
+def claim_volume(name: str) -> list[dict[str, Any]]:
+    return [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]

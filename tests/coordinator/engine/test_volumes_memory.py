@@ -2,7 +2,8 @@
 WaitForFirstConsumer claim gets ``volume.kubernetes.io/selected-node`` (or its matched local PV
 the ``claimRef``) before the pod's Binding, on the node the pod is bound to; a PV taken since the
 decision stops the bind and the pod is decided again onto another PV; a pod waiting for a missing
-claim is placed once the claim appears."""
+claim is placed once the claim appears; a pod refused for its node's CSI volume limit is tried
+again when a pod with volumes there is deleted, or the node's CSINode changes."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from coordinator.engine.loop import Scheduler
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
-from tests.support.volumes import ZONE, claim, local_pv, storage_class
+from tests.support.volumes import ZONE, claim, csi_node, csi_volume, local_pv, storage_class
 
 
 @pytest.fixture
@@ -148,3 +149,51 @@ async def test_a_pod_waiting_for_its_claim_is_placed_once_the_claim_appears(
     cluster.volumes.apply(local_pv("pv-a", "node-a", claim_ref=("data", "")))
     await attempt(scheduler, clock, "p")
     assert node_of(cluster, "p") == "node-a"
+
+
+async def woken(scheduler: Scheduler, clock: Clock, name: str) -> None:
+    """The pod's next attempt well before the queue's 60 s flush: only a change moves it."""
+    clock.now += 20.0
+    scheduler.changes.apply()
+    entry = scheduler.queue.pop()
+    assert entry is not None, f"{name} still waits"
+    assert entry.key == f"default/{name}"
+    await scheduler.schedule(entry)
+    await scheduler.drain()
+
+
+async def test_a_pod_over_the_volume_limit_waits_for_a_pod_deleted_or_the_csinode_changed(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+) -> None:
+    scheduler = runtime.scheduler
+    for name in ("a1", "b1", "new", "later"):
+        for obj in csi_volume(name):
+            cluster.volumes.apply(obj)
+    cluster.volumes.apply(csi_node("node-a", ebs=1))
+    cluster.volumes.apply(csi_node("node-b", ebs=1))
+    for name, claim_name in (("x", "a1"), ("y", "b1")):
+        cluster.create_pod(with_claim(name, claim_name))
+        await attempt(scheduler, clock, name)
+    x_node = node_of(cluster, "x")
+    assert {x_node, node_of(cluster, "y")} == {"node-a", "node-b"}
+
+    cluster.create_pod(with_claim("p", "new"))
+    await attempt(scheduler, clock, "p")
+    assert node_of(cluster, "p") is None
+    last = scheduler.last_attempt("default/p")
+    assert last is not None
+    assert "0/2 nodes are available: 2 node(s) exceed max volume count." in last.message
+    clock.now += 20.0
+    scheduler.changes.apply()
+    assert scheduler.queue.pop() is None  # nothing changed: it waits
+
+    assert cluster.delete_pod("default", "x")
+    await woken(scheduler, clock, "p")
+    assert node_of(cluster, "p") == x_node
+
+    cluster.create_pod(with_claim("q", "later"))
+    await attempt(scheduler, clock, "q")
+    assert node_of(cluster, "q") is None
+    cluster.volumes.apply(csi_node("node-b", ebs=2))
+    await woken(scheduler, clock, "q")
+    assert node_of(cluster, "q") == "node-b"
