@@ -11,6 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from common.kube.watch import stream_lines
+from tests.support.http_app import serving
 
 
 async def _lines(*chunks: bytes) -> list[bytes]:
@@ -53,17 +54,10 @@ async def test_an_object_over_the_http_clients_line_limit_is_delivered() -> None
 
     app = web.Application()
     app.router.add_get("/watch", watch)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"http://127.0.0.1:{port}/watch") as response,
-        ):
-            got = [json.loads(line) async for line in stream_lines(response.content.readany)]
-    finally:
-        await runner.cleanup()
+    async with (
+        serving(app) as url,
+        aiohttp.ClientSession() as session,
+        session.get(f"{url}/watch") as response,
+    ):
+        got = [json.loads(line) async for line in stream_lines(response.content.readany)]
     assert got == events

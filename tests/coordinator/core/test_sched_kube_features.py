@@ -19,6 +19,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import Code
 from devcluster.pods import host_port, pod, yaml_pod
+from tests.support.outcomes import decided
 from tests.support.sched_hw import (
     bound_info,
     dgx_a100,
@@ -30,11 +31,6 @@ from tests.support.sched_hw import (
     run,
     running,
 )
-
-
-def decided(result: object) -> Decision:
-    assert isinstance(result, Decision), getattr(result, "message", result)
-    return result
 
 
 def failed(result: object) -> Failure:

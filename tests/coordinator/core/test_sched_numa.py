@@ -12,6 +12,7 @@ from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.podinfo import NumaUse
 from coordinator.core.snapshot.snapshot import Snapshot
 from devcluster.pods import pod, yaml_pod
+from tests.support.outcomes import decided
 from tests.support.sched_hw import dgx1, dgx_h100, gpu_node, pcie8, place_all, run, running
 
 GiB = 2**30
@@ -63,11 +64,6 @@ spec:
     resources:
       requests: {{cpu: "16", memory: "64Gi", nvidia.com/gpu: "2"}}
 """
-
-
-def decided(result: object) -> Decision:
-    assert isinstance(result, Decision), getattr(result, "message", result)
-    return result
 
 
 def test_ml_training_single_numa_gets_gpus_cpu_and_memory_from_one_numa_node() -> None:

@@ -9,13 +9,13 @@ from typing import Any
 
 from coordinator.app.config.scheduling import load_config
 from coordinator.core.framework.cycle import schedule_one
-from coordinator.core.framework.results import Decision, Failure
 from coordinator.core.plugins.nodevolumelimits import MAX_VOLUME_COUNT_EXCEEDED
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.snapshot.volumes import Volumes
 from devcluster.pods import pod
+from tests.support.outcomes import decided, refused
 from tests.support.sched_hw import bound_info, plain_node
 from tests.support.volumes import EBS, claim, csi_node, csi_volume, pv, storage_class
 
@@ -46,16 +46,6 @@ def node_with(name: str, *pods: dict[str, Any]) -> NodeInfo:
 
 def schedule(obj: dict[str, Any], nodes: list[NodeInfo], volumes: Volumes, **kw: Any) -> object:
     return schedule_one(obj, Snapshot(nodes, volumes=volumes), build_framework(**kw))
-
-
-def refused(result: object) -> Failure:
-    assert isinstance(result, Failure), result
-    return result
-
-
-def decided(result: object) -> Decision:
-    assert isinstance(result, Decision), getattr(result, "message", result)
-    return result
 
 
 def test_a_node_at_its_drivers_limit_is_refused_with_kubes_reason() -> None:

@@ -30,6 +30,7 @@ from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.status import Code
 from devcluster.pods import pod
+from tests.support.outcomes import decided, refused
 from tests.support.sched_hw import bound_info, plain_node
 from tests.support.volumes import ZONE, claim, local_pv, storage_class
 
@@ -61,16 +62,6 @@ def with_claims(name: str, *claims: str, ephemeral: str = "", uid: str = "") -> 
 def schedule(obj: dict[str, Any], store: Volumes) -> Decision | Failure:
     result = schedule_one(obj, Snapshot(nodes(), volumes=store), build_framework())
     assert isinstance(result, Decision | Failure), result
-    return result
-
-
-def refused(result: object) -> Failure:
-    assert isinstance(result, Failure), result
-    return result
-
-
-def decided(result: object) -> Decision:
-    assert isinstance(result, Decision), getattr(result, "message", result)
     return result
 
 

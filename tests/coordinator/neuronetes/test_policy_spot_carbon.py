@@ -27,6 +27,7 @@ from coordinator.neuronetes.decide.policy.spot import (
     spot_replicas_allowed,
 )
 from coordinator.neuronetes.kube.carbon_source import IntensitySource
+from tests.support.http_app import serving
 
 GUIDE_SPOT_POOL = {
     "spotEnabled": True,
@@ -165,15 +166,8 @@ async def intensity_server() -> AsyncIterator[tuple[str, dict[str, object]]]:
 
     app = web.Application()
     app.router.add_get("/intensity", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/intensity", behaviour
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield f"{url}/intensity", behaviour
 
 
 async def test_an_http_source_that_times_out_or_fails_keeps_the_last_values(

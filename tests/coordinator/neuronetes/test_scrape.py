@@ -19,6 +19,7 @@ from coordinator.neuronetes.decide.replicas import OwnedPod
 from coordinator.neuronetes.decide.signals import RateTracker, SignalError
 from coordinator.neuronetes.kube.reconcile import newer
 from coordinator.neuronetes.kube.scrape import binding_lag, pool_tokens
+from tests.support.http_app import serving
 
 METRICS = """\
 # TYPE vllm:num_requests_waiting gauge
@@ -33,14 +34,8 @@ async def serve(routes: dict[str, Any]) -> AsyncIterator[str]:
     app = web.Application()
     for path, handler in routes.items():
         app.router.add_get(path, handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 def _pool(metrics: dict[str, Any]) -> Any:
