@@ -25,8 +25,8 @@ nothing else is ready). Kinds of change:
   queueing hints for InterPodAffinity and PodTopologySpread on a pod's arrival); a pod only its
   own anti-affinity or another pod's holds back is not woken by an arrival, which can only
   tighten those. A pod that changed in place with its labels kept (it started) wakes no one;
-- **volumes** — a PersistentVolumeClaim, PersistentVolume or StorageClass changed: pods whose
-  volumes name a claim;
+- **volumes** — a PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode changed: pods
+  whose volumes name a claim or are in-tree volumes (NodeVolumeLimits counts them);
 - **a volume detached** — a VolumeAttachment was deleted (a node's attach slot freed): pods with
   a ``persistentVolumeClaim`` volume, or an inline in-tree volume of that attacher's driver
   (kube-scheduler's NodeVolumeLimits hint ``isSchedulableAfterVolumeAttachmentDeleted``).
@@ -90,7 +90,7 @@ def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
 
 def _has_volume_claims(pod: QueuedPod) -> bool:
     req = pod.request
-    return isinstance(req, PodRequest) and bool(req.volume_claims)
+    return isinstance(req, PodRequest) and bool(req.volume_claims or req.inline_volumes)
 
 
 def _detach_helps(attachers: frozenset[str]) -> Callable[[QueuedPod], bool]:

@@ -251,3 +251,20 @@ async def test_a_pod_over_the_volume_limit_waits_for_a_volume_attachment_deleted
     await scheduler.drain()
     assert node_of(cluster, "p") == "node-b"
     assert scheduler.queue.pop() is None  # g's inline GCE PD is another driver's: not woken
+
+
+async def test_a_pod_whose_inline_volume_is_over_the_limit_waits_for_the_csinode_to_change(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+) -> None:
+    scheduler = runtime.scheduler
+    for node in ("node-a", "node-b"):
+        cluster.volumes.apply(csi_node(node, ebs=0))
+    inline = {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}
+    cluster.create_pod(pod("p", spec={"volumes": [inline]}))
+    await attempt(scheduler, clock, "p")
+    last = scheduler.last_attempt("default/p")
+    assert last is not None
+    assert "0/2 nodes are available: 2 node(s) exceed max volume count." in last.message
+    cluster.volumes.apply(csi_node("node-a", ebs=1))
+    await woken(scheduler, clock, "p")
+    assert node_of(cluster, "p") == "node-a"
