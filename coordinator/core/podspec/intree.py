@@ -89,7 +89,7 @@ def _gce_handle(pd_name: str, labels: Mapping[str, str]) -> str:
 
 def _handle(field: str, source: Mapping[str, object], path: str, labels: Mapping[str, str]) -> str:
     """The volume handle of a counted in-tree ``source`` (``spec.<field>``); ``labels``: the
-    PV's (``None`` for an inline volume, whose GCE PD zone is unspecified)."""
+    PV's (``{}`` for an inline volume, whose GCE PD zone is unspecified)."""
     if field == "awsElasticBlockStore":
         try:
             return _ebs_volume_id(text(source, "volumeID", path))
