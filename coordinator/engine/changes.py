@@ -25,8 +25,11 @@ nothing else is ready). Kinds of change:
   queueing hints for InterPodAffinity and PodTopologySpread on a pod's arrival); a pod only its
   own anti-affinity or another pod's holds back is not woken by an arrival, which can only
   tighten those. A pod that changed in place with its labels kept (it started) wakes no one;
-- **volumes** — a PersistentVolumeClaim, PersistentVolume or StorageClass changed: pods whose
-  volumes name a claim.
+- **volumes** — a PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode changed: pods
+  whose volumes name a claim or are in-tree volumes (NodeVolumeLimits counts them);
+- **a volume detached** — a VolumeAttachment was deleted (a node's attach slot freed): pods with
+  a ``persistentVolumeClaim`` volume, or an inline in-tree volume of that attacher's driver
+  (kube-scheduler's NodeVolumeLimits hint ``isSchedulableAfterVolumeAttachmentDeleted``).
 """
 
 from __future__ import annotations
@@ -87,7 +90,21 @@ def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
 
 def _has_volume_claims(pod: QueuedPod) -> bool:
     req = pod.request
-    return isinstance(req, PodRequest) and bool(req.volume_claims)
+    return isinstance(req, PodRequest) and bool(req.volume_claims or req.inline_volumes)
+
+
+def _detach_helps(attachers: frozenset[str]) -> Callable[[QueuedPod], bool]:
+    """The waiting pods a VolumeAttachment of one of ``attachers`` deleted may let in."""
+
+    def helped(pod: QueuedPod) -> bool:
+        req = pod.request
+        if not isinstance(req, PodRequest):
+            return False
+        return any(not c.ephemeral for c in req.volume_claims) or any(
+            v.error or v.driver in attachers for v in req.inline_volumes
+        )
+
+    return helped
 
 
 _CORDONED: Final = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
@@ -152,6 +169,7 @@ class PendingChanges:
         self._node = node  # a node's state now (None: gone)
         self._everything = self._capacity = self._claims = self._pods = False
         self._volumes = False
+        self._detached: set[str] = set()  # attachers of VolumeAttachments deleted
         self._arrivals: list[Arrival] = []
         self._nodes: set[str] = set()
 
@@ -191,6 +209,11 @@ class PendingChanges:
         self._volumes = True
         self._wake()
 
+    def volume_detached(self, attacher: str) -> None:
+        """A VolumeAttachment of ``attacher`` was deleted."""
+        self._detached.add(attacher)
+        self._wake()
+
     def apply(self) -> None:
         everything, capacity, claims, pods = (
             self._everything,
@@ -200,10 +223,13 @@ class PendingChanges:
         )
         self._everything = self._capacity = self._claims = self._pods = False
         volumes, self._volumes = self._volumes, False
+        detached, self._detached = frozenset(self._detached), set()
         arrivals, self._arrivals = self._arrivals, []
         names, self._nodes = self._nodes, set()
         if volumes and not everything:
             self.queue.cluster_changed(_has_volume_claims, counts=True)
+        if detached and not everything:
+            self.queue.cluster_changed(_detach_helps(detached), counts=True)
         if names and not everything:
             states = [s for s in map(self._node, sorted(names)) if s is not None]
             self.queue.cluster_changed(_helped_by(states), counts=True)

@@ -211,6 +211,7 @@ class Scheduler:
         )
         view.on_dra_change = self.changes.dra
         view.volumes.on_change = self.changes.volumes  # a claim or volume may fit a pod now
+        view.volumes.on_detach = self.changes.volume_detached  # a node's volume slot freed
         self._unsubscribe = view.inventory.subscribe(self._on_inventory)
         # Room held for preemptors (engine/nominations.py): consulted by every cycle below.
         self.nominations = Nominations(self.queue, held=lambda uid: view.held(uid) is not None)

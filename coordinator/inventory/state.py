@@ -18,6 +18,7 @@ import msgspec
 from common import podkeys
 from common.model import NodeTopology
 from common.wire import ContainerAllocation
+from coordinator.core.podspec.intree import InlineVolume
 from coordinator.core.podspec.ports import HostPort
 from coordinator.core.podspec.resources import NonZero
 from coordinator.inventory.mismatch import GpuMismatch
@@ -78,6 +79,7 @@ class BoundPod(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     affinity: dict[str, Any] = {}  # spec.affinity podAffinity/podAntiAffinity, as written
     host_ports: tuple[HostPort, ...] = ()  # hostPort entries: taken on the node for other pods
     volume_claims: tuple[str, ...] = ()  # the PVCs its volumes name (ReadWriteOncePod conflicts)
+    inline_volumes: tuple[InlineVolume, ...] = ()  # in-tree volumes (NodeVolumeLimits counts)
     # For gangs (coordinator.engine.gangs): the run a member belongs to, and whether it is going.
     owner_uid: str = ""  # the workload's UID (JobSet label, controller ownerReference); bare: ""
     owner_kind: str = ""  # that workload's kind (ReplicaSet, Job, JobSet, ...)

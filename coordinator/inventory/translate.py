@@ -21,6 +21,7 @@ from common.model import ModelError, NodeTopology, topology_from_json
 from common.quantity import QuantityError
 from common.wire import FrameError
 from coordinator.core.gangs.identity import workload_owner
+from coordinator.core.podspec.intree import bound_inline_volumes
 from coordinator.core.podspec.resources import held_demand, quantity
 from coordinator.core.podspec.volumes import bound_claim_names
 from coordinator.core.snapshot.podinfo import bound_host_ports
@@ -326,6 +327,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
         },
         host_ports=bound_host_ports(spec),
         volume_claims=bound_claim_names(spec, str(meta.get("name", ""))),
+        inline_volumes=bound_inline_volumes(spec),
         owner_uid=owner[0],
         owner_kind=owner[1],
         terminating=bool(meta.get("deletionTimestamp")),

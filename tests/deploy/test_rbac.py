@@ -112,6 +112,7 @@ COORDINATOR_GRANTS = _expand(
         "persistentvolumes": ["get", "list", "watch", "patch"],
         "storageclasses.storage.k8s.io": ["list", "watch"],
         "csinodes.storage.k8s.io": ["list", "watch"],
+        "volumeattachments.storage.k8s.io": ["list", "watch"],
     }
 )
 COORDINATOR_NAMESPACE_GRANTS = _expand(

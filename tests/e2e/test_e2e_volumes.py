@@ -6,24 +6,27 @@ WaitForFirstConsumer claim is bound to a matching local PV on the pod's node (th
 both before the pod's Binding; a pod naming a missing claim stays Pending with a
 ``FailedScheduling`` Event naming the claim, and is placed once the claim exists; a pod over its
 node's CSINode volume limit stays Pending with kube's reason until a pod with a volume there is
+deleted, or until the VolumeAttachment of a volume no pod uses any more (still attached) is
 deleted."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
-from common.kube import PODS, KubeClient
+from common.kube import PODS, KubeClient, NotFound
 from coordinator.adapters.kube.volumes import (
     CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
 )
 from devcluster.kube_wait import wait_for, wait_for_object
 from devcluster.pods import pod
 from tests.support.gpu_cluster import GpuCluster
-from tests.support.volumes import EBS, claim, csi_node, local_pv, pv, storage_class
+from tests.support.volumes import EBS, attachment, claim, csi_node, local_pv, pv, storage_class
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 NVME = "topos-e2e/nvme"
@@ -212,3 +215,34 @@ async def test_a_pod_over_the_nodes_volume_limit_waits_for_a_volume_to_go(
     finally:
         for node in (a, b):
             await kube.delete(CSI_NODES, node)
+
+
+async def test_a_volume_still_attached_holds_the_nodes_only_slot_until_detached(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    a = await cluster.add_node("a", "dgx-h100")
+    for name in ("old", "new"):
+        volume = pv(f"pv-{name}-{cluster.run}", {"csi": {"driver": EBS, "volumeHandle": name}})
+        volume["spec"]["claimRef"] = {"namespace": namespace, "name": name}
+        await kube.create(PERSISTENT_VOLUMES, volume)
+        made = pvc(name, "local", namespace, volume=f"pv-{name}-{cluster.run}")
+        await kube.create(PERSISTENT_VOLUME_CLAIMS, made, namespace=namespace)
+        await claim_where(
+            kube, namespace, name, lambda c: c.get("status", {}).get("phase") == "Bound", name
+        )
+    await kube.create(CSI_NODES, csi_node(a, ebs=1))
+    # "old"'s pod has gone; its volume is still attached to the node (the detach is to come)
+    detach = f"va-{cluster.run}"
+    await kube.create(VOLUME_ATTACHMENTS, attachment(detach, a, f"pv-old-{cluster.run}"))
+    try:
+        async with cluster.coordinator():
+            await cluster.create(with_claim("p", "new", namespace))
+            event = await cluster.warning("p")
+            assert "0/1 nodes are available: 1 node(s) exceed max volume count" in event["message"]
+            await kube.delete(VOLUME_ATTACHMENTS, detach)
+            assert (await cluster.bound("p"))["spec"]["nodeName"] == a
+    finally:
+        await kube.delete(CSI_NODES, a)
+        with contextlib.suppress(NotFound):  # the test failed before deleting it
+            await kube.delete(VOLUME_ATTACHMENTS, detach)

@@ -1,6 +1,6 @@
-"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes as the API server
-returns them, for the volume tests: a claim (bound or not), a local PV on one node, a CSI
-volume, a StorageClass, a node's CSINode."""
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and VolumeAttachments as
+the API server returns them, for the volume tests: a claim (bound or not), a local PV on one
+node, a CSI volume, a StorageClass, a node's CSINode, a VolumeAttachment."""
 
 from __future__ import annotations
 
@@ -136,3 +136,15 @@ def csi_node(node: str, **counts: int | None) -> dict[str, Any]:
             entry["allocatable"] = {"count": count}
         drivers.append(entry)
     return {"kind": "CSINode", "metadata": {"name": node}, "spec": {"drivers": drivers}}
+
+
+def attachment(name: str, node: str, volume: str, attacher: str = EBS) -> dict[str, Any]:
+    """A VolumeAttachment of PV ``volume`` to ``node`` by ``attacher`` (``volume`` "": an
+    inline volume's, no PV named)."""
+    source = {"persistentVolumeName": volume} if volume else {"inlineVolumeSpec": {}}
+    return {
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": attacher, "nodeName": node, "source": source},
+        "status": {"attached": True},
+    }

@@ -1,10 +1,11 @@
-"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes: watched into the
-view's :class:`~coordinator.core.snapshot.volumes.Volumes` (what VolumeBinding and
-NodeVolumeLimits read), and the writes that bind a pod's WaitForFirstConsumer volumes to its
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and VolumeAttachments:
+watched into the view's :class:`~coordinator.core.snapshot.volumes.Volumes` (what VolumeBinding
+and NodeVolumeLimits read), and the writes that bind a pod's WaitForFirstConsumer volumes to its
 node before its Binding (:func:`bind_volumes`, kube-scheduler's VolumeBinding PreBind).
 
-Claims are watched in the namespace the coordinator serves (or all), PVs, StorageClasses and
-CSINodes cluster-wide.
+Claims are watched in the namespace the coordinator serves (or all), the others cluster-wide.
+VolumeAttachments are watched whatever the profiles say, as CSINodes are: a profile reloaded
+at run time may turn NodeVolumeLimits on.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "PERSISTENT_VOLUMES",
     "PERSISTENT_VOLUME_CLAIMS",
     "STORAGE_CLASSES",
+    "VOLUME_ATTACHMENTS",
     "bind_volumes",
     "volume_watches",
 ]
@@ -51,6 +53,9 @@ STORAGE_CLASSES: Final = Resource(
 )
 
 CSI_NODES: Final = Resource("storage.k8s.io", "v1", "csinodes", namespaced=False, kind="CSINode")
+VOLUME_ATTACHMENTS: Final = Resource(
+    "storage.k8s.io", "v1", "volumeattachments", namespaced=False, kind="VolumeAttachment"
+)
 
 
 class _Feed:
@@ -80,13 +85,14 @@ class _Feed:
 def volume_watches(
     client: KubeClient, volumes: Volumes, *, namespace: str | None
 ) -> list[Reflector]:
-    """Reflectors for claims (in ``namespace``, or all), PVs, StorageClasses and CSINodes (run
-    them, wait for ``synced``)."""
+    """Reflectors for claims (in ``namespace``, or all), PVs, StorageClasses, CSINodes and
+    VolumeAttachments (run them, wait for ``synced``)."""
     kinds: tuple[tuple[Resource, VolumeKind, str | None, str], ...] = (
         (PERSISTENT_VOLUME_CLAIMS, "PersistentVolumeClaim", namespace, "persistent volume claims"),
         (PERSISTENT_VOLUMES, "PersistentVolume", None, "persistent volumes"),
         (STORAGE_CLASSES, "StorageClass", None, "storage classes"),
         (CSI_NODES, "CSINode", None, "CSI nodes"),
+        (VOLUME_ATTACHMENTS, "VolumeAttachment", None, "volume attachments"),
     )
     return [
         Reflector(client, resource, _Feed(volumes, kind), namespace=ns, what=what)

@@ -1,8 +1,9 @@
-"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes of the in-memory cluster:
-:class:`MemoryVolumes` keeps the objects as given (with a ``resourceVersion``), feeds the view's
-:class:`~coordinator.core.snapshot.volumes.Volumes`, and takes the scheduler's volume writes as
-the API server would. There is no PV controller: a claim given ``selected-node`` or a PV given a
-``claimRef`` stays as written until the caller applies its next version."""
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and VolumeAttachments of
+the in-memory cluster: :class:`MemoryVolumes` keeps the objects as given (with a
+``resourceVersion``), feeds the view's :class:`~coordinator.core.snapshot.volumes.Volumes`, and
+takes the scheduler's volume writes as the API server would. There is no PV controller: a claim
+given ``selected-node`` or a PV given a ``claimRef`` stays as written until the caller applies
+its next version."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ class MemoryVolumes:
         self.store = Volumes()
 
     def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """Create or replace a claim (namespace ``default`` unless given), PV, StorageClass or
-        CSINode; returns it as stored."""
+        """Create or replace a claim (namespace ``default`` unless given), PV, StorageClass,
+        CSINode or VolumeAttachment; returns it as stored."""
         kind = manifest.get("kind")
         if kind not in KINDS:
             raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")

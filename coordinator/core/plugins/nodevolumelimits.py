@@ -4,32 +4,37 @@ node is refused, ``Unschedulable`` "node(s) exceed max volume count".
 
 Each of the pod's claims (``persistentVolumeClaim``, and a generic ephemeral volume's
 ``<pod>-<volume>``) is one volume of a driver: a bound PV's ``spec.csi`` driver and handle (an
-in-tree AWS EBS PV's as ``ebs.csi.aws.com``, the volume ID its handle), else — unbound, or its
-PV not seen — the claim's StorageClass's provisioner (an in-tree one as the CSI driver
-csi-translation-lib names; ``kubernetes.io/azure-file`` and ``kubernetes.io/vsphere-volume``
-are not counted, as kube's do not). The pods on the node count the same way, a volume several
-pods use once, and the pod's volumes already there are not new. A node without a CSINode, or
-a driver without a count, has no limit. A claim the pod names that does not exist refuses it
-everywhere, ``UnschedulableAndUnresolvable``, with kube's message.
+in-tree AWS EBS, GCE PD, Cinder, Azure Disk or Portworx PV's as csi-translation-lib translates
+it, :mod:`coordinator.core.podspec.intree`), else — unbound, or its PV not seen — the claim's
+StorageClass's provisioner (an in-tree one as its CSI driver; ``kubernetes.io/azure-file`` and
+``kubernetes.io/vsphere-volume`` are not counted, as kube's are not). On a node with a CSINode
+the pod's inline in-tree volumes of those five plugins (``spec.volumes[].awsElasticBlockStore``
+…) count too; one the translator refuses fails the Filter there with kube's error. The pods on
+the node count the same way, a volume several pods use once, and the pod's volumes already
+there are not new; the node's VolumeAttachments count each attached PV with ``spec.csi`` (by
+attacher and handle) that no pod there uses, so a volume still attached after its pod ended
+keeps its slot. A node without a CSINode, or a driver without a count, has no limit. A claim
+the pod names that does not exist refuses it everywhere, ``UnschedulableAndUnresolvable``, with
+kube's message.
 
-Not counted, unlike kube's: the node's VolumeAttachments (Topos does not watch them), inline
-in-tree volumes of the pod (``awsElasticBlockStore`` in ``spec.volumes``), and in-tree PVs other
-than AWS EBS (GCE PD, Cinder, Azure Disk, Portworx).
+Not done: ``VolumeLimitScaling``'s check that the driver is installed on the node (CSIDriver
+``preventPodSchedulingIfMissing``), an alpha feature gate off by default in kube v1.36.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.plugins.declaration import PluginSpec
+from coordinator.core.podspec.intree import MIGRATED_DRIVERS
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
+from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.snapshot.snapshot import Snapshot
-from coordinator.core.snapshot.volumes import MIGRATED_DRIVERS, Claim, Volumes
+from coordinator.core.snapshot.volumes import Claim, Volumes
 from coordinator.core.status import SKIP, SUCCESS, Status
 
 __all__ = ["MAX_VOLUME_COUNT_EXCEEDED", "NodeVolumeLimits"]
@@ -46,9 +51,14 @@ _UNBOUND: Final = "\x00unbound"
 @dataclass(frozen=True, slots=True)
 class _PodVolumes:
     volumes: Volumes
-    #: the pod's volumes: unique name (``driver/handle``) → driver
+    #: the pod's claims' volumes: unique name (``driver/handle``) → driver
     new: dict[str, str]
-    #: why the pod cannot be placed anywhere (a claim missing, not its own)
+    #: its inline in-tree volumes, counted where the node has a CSINode
+    inline: dict[str, str]
+    #: why the pod cannot be placed on a node with a CSINode (a claim missing, not its own,
+    #: or an inline volume the translator refuses)
+    refusal_with_csi_node: Status | None
+    #: why it cannot be placed anywhere (a claim missing, not its own)
     refusal: Status | None
 
 
@@ -70,19 +80,41 @@ def _driver(volumes: Volumes, claim: Claim) -> tuple[str, str] | None:
     return driver, f"{driver}/{_UNBOUND}-{claim.namespace}/{claim.name}"
 
 
-def _count(volumes: Volumes, namespace: str, claims: Iterable[str], into: dict[str, str]) -> None:
-    for name in claims:
-        claim = volumes.claim(namespace, name)
+def _count(volumes: Volumes, pod: PodInfo, into: dict[str, str]) -> Status | None:
+    """Add ``pod``'s volumes on a node with a CSINode to ``into``; kube's error for an inline
+    volume the translator refuses."""
+    for name in pod.volume_claims:
+        claim = volumes.claim(pod.namespace, name)
         found = _driver(volumes, claim) if claim is not None else None
         if found is not None:
             into[found[1]] = found[0]
+    for inline in pod.inline_volumes:
+        if inline.error:
+            return Status.error(inline.error)
+        if inline.counted:
+            into[f"{inline.driver}/{inline.handle}"] = inline.driver
+    return None
+
+
+def _attached(volumes: Volumes, node: str) -> dict[str, str]:
+    """``getNodeVolumeAttachmentInfo``: the node's VolumeAttachments of a PV with ``spec.csi``,
+    unique name (``attacher/handle``) → attacher."""
+    out: dict[str, str] = {}
+    for attachment in volumes.attachments(node):
+        if not attachment.attacher or not attachment.volume:
+            continue
+        pv = volumes.volume(attachment.volume)
+        if pv is None or pv.csi is None or pv.in_tree:
+            continue
+        out[f"{attachment.attacher}/{pv.csi[1]}"] = attachment.attacher
+    return out
 
 
 class NodeVolumeLimits(Plugin):
     name = "NodeVolumeLimits"
 
     def pre_filter(self, state: CycleState, pod: PodRequest, snapshot: Snapshot) -> Status:
-        if not pod.volume_claims:
+        if not pod.volume_claims and not pod.inline_volumes:
             return SKIP
         volumes = snapshot.volumes
         new: dict[str, str] = {}
@@ -103,32 +135,49 @@ class NodeVolumeLimits(Plugin):
             found = _driver(volumes, claim)
             if found is not None:
                 new[found[1]] = found[0]
-        if refusal is None and not new:
+        inline: dict[str, str] = {}
+        inline_error: Status | None = None
+        for v in pod.inline_volumes:
+            if v.error:
+                inline_error = Status.error(v.error)
+                break
+            if v.counted:
+                inline[f"{v.driver}/{v.handle}"] = v.driver
+        if refusal is None and inline_error is None and not new and not inline:
             return SKIP
-        state.write(_KEY, _PodVolumes(volumes, new, refusal))
+        state.write(_KEY, _PodVolumes(volumes, new, inline, refusal or inline_error, refusal))
         return SUCCESS
 
     def filter(self, state: CycleState, pod: PodRequest, node: NodeInfo) -> Status:
         data = state.read(_KEY)
-        if data.refusal is not None:
-            return data.refusal
         csi_node = data.volumes.csi_node(node.name)
-        if csi_node is None or not csi_node.limits:
+        if csi_node is None:  # in-tree volumes count only where the node has a CSINode
+            return data.refusal or SUCCESS
+        if data.refusal_with_csi_node is not None:
+            return data.refusal_with_csi_node
+        new = data.new | data.inline if data.inline else data.new
+        if not new or not csi_node.limits:
             return SUCCESS
         attached: dict[str, str] = {}
         for other in node.pods:
-            if other.volume_claims and other.uid != pod.uid:
-                _count(data.volumes, other.namespace, other.volume_claims, attached)
+            if (other.volume_claims or other.inline_volumes) and other.uid != pod.uid:
+                error = _count(data.volumes, other, attached)
+                if error is not None:
+                    return error
+        limits = csi_node.limits
         counts: dict[str, int] = {}
-        for unique, driver in data.new.items():
-            if unique not in attached and driver in csi_node.limits:
+        for unique, driver in new.items():
+            if unique not in attached and driver in limits:
                 counts[driver] = counts.get(driver, 0) + 1
         if not counts:
             return SUCCESS
         for driver in attached.values():
             if driver in counts:
                 counts[driver] += 1
-        if any(n > csi_node.limits[d] for d, n in counts.items()):
+        for unique, driver in _attached(data.volumes, node.name).items():
+            if driver in counts and unique not in attached:
+                counts[driver] += 1
+        if any(n > limits[d] for d, n in counts.items()):
             return _EXCEEDED
         return SUCCESS
 

@@ -46,6 +46,7 @@ from coordinator.core.podspec.fields import (
 )
 from coordinator.core.podspec.gangkeys import GangLabels, declared_gang
 from coordinator.core.podspec.inherit import INHERITED
+from coordinator.core.podspec.intree import InlineVolume, inline_volumes
 from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.protections import min_runtime, preemption_delay
@@ -128,6 +129,8 @@ class PodRequest:
     claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (DRA)
     # the PersistentVolumeClaims spec.volumes names (persistentVolumeClaim, ephemeral)
     volume_claims: tuple[PodVolumeClaim, ...] = ()
+    # in-tree volumes written in spec.volumes (awsElasticBlockStore, ...), translated to CSI
+    inline_volumes: tuple[InlineVolume, ...] = ()
     # spec.schedulingGates names: while any is left the pod is not scheduled (kube's PreEnqueue)
     scheduling_gates: tuple[str, ...] = ()
     # status.extendedResourceClaimStatus.resourceClaimName: the claim made for its extended
@@ -288,6 +291,7 @@ def _parse(
         host_ports=host_ports(spec),
         claims=pod_claims(spec, status),
         volume_claims=pod_volume_claims(spec, name),
+        inline_volumes=inline_volumes(spec),
         extended_claim=extended_claim(status),
         container_extended=container_extended(spec),
         pool=pool_scheduling(labels, annotations),

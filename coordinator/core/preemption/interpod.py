@@ -49,6 +49,7 @@ def _concerned(pod: PodRequest, snapshot: Snapshot) -> bool:
     volumes (a node's volume limit)."""
     return bool(
         pod.volume_claims
+        or pod.inline_volumes
         or any(c.when_unsatisfiable == "DoNotSchedule" for c in pod.spread)
         or pod.pod_affinity
         or pod.pod_anti_affinity

@@ -21,6 +21,7 @@ from coordinator.core.podspec.affinity import (
     parse_affinity_terms,
 )
 from coordinator.core.podspec.fields import FieldError
+from coordinator.core.podspec.intree import InlineVolume
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.resources import NonZero
@@ -87,6 +88,7 @@ class PodInfo:
     share: HeldShare | None = None  # part of its GPU (topos.io/gpu-share); None: whole devices
     slices: SliceAsk | None = None  # its slice keys: which domains it holds exclusively
     volume_claims: tuple[str, ...] = ()  # the PVCs (in its namespace) its volumes name
+    inline_volumes: tuple[InlineVolume, ...] = ()  # its in-tree volumes, translated to CSI
 
     @property
     def key(self) -> str:
@@ -125,6 +127,7 @@ class PodInfo:
             share=placement.share,
             slices=pod.slices,
             volume_claims=tuple(c.name for c in pod.volume_claims),
+            inline_volumes=pod.inline_volumes,
         )
 
 
@@ -160,6 +163,8 @@ class BoundPodFields(Protocol):
     def host_ports(self) -> tuple[HostPort, ...]: ...
     @property
     def volume_claims(self) -> tuple[str, ...]: ...
+    @property
+    def inline_volumes(self) -> tuple[InlineVolume, ...]: ...
 
 
 def bound_pod_info(bound: BoundPodFields) -> PodInfo:
@@ -196,6 +201,7 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         share=parse_held(ann.get(podkeys.GPU_SHARE, "")),
         slices=_slices(ann),
         volume_claims=bound.volume_claims,
+        inline_volumes=bound.inline_volumes,
     )
 
 

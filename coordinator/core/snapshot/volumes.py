@@ -1,5 +1,5 @@
-"""PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, as kube-scheduler's
-VolumeBinding and NodeVolumeLimits plugins read them: :class:`Volumes`.
+"""PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and VolumeAttachments, as
+kube-scheduler's VolumeBinding and NodeVolumeLimits plugins read them: :class:`Volumes`.
 
 The adapters keep one instance current (:meth:`Volumes.put` with each object as the API server
 returns it, :meth:`Volumes.remove`, :meth:`Volumes.clear` before a fresh list), as they keep
@@ -8,7 +8,8 @@ the start of a cycle. Each object is parsed once, on arrival. One that cannot be
 ``spec.nodeAffinity`` has an unknown operator, a quantity that does not parse) is left out and
 its error kept (:meth:`Volumes.error`): a pod whose claim names it is refused with that error,
 naming the object and the field. Every change calls :attr:`Volumes.on_change` (the engine sends
-the pods waiting for volumes back to the queue).
+the pods waiting for volumes back to the queue), but a VolumeAttachment's: only its deletion
+calls :attr:`Volumes.on_detach` (kube-scheduler's NodeVolumeLimits is woken by nothing else).
 
 :func:`find_matching_volume` is component-helpers' ``FindMatchingVolume`` for a node (the
 scheduler's path): the smallest available PV of the claim's class that the node reaches, with
@@ -17,12 +18,10 @@ room, access modes, volume mode and the claim's selector, or the PV already boun
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal, get_args
-from urllib.parse import urlsplit
 
 from common.quantity import QuantityError, parse_quantity
 from coordinator.core.podspec.affinity import label_selector, node_selector
@@ -34,10 +33,12 @@ from coordinator.core.podspec.fields import (
     str_map,
     text,
 )
+from coordinator.core.podspec.intree import translate_pv
 from coordinator.core.podspec.selectors import LabelSelector, NodeSelectorTerm, Requirement
 
 __all__ = [
     "ANN_SELECTED_NODE",
+    "Attachment",
     "CSINode",
     "Claim",
     "StorageClass",
@@ -46,13 +47,16 @@ __all__ = [
     "VolumeWrites",
     "Volumes",
     "find_matching_volume",
+    "parse_attachment",
     "parse_claim",
     "parse_csi_node",
     "parse_storage_class",
     "parse_volume",
 ]
 
-VolumeKind = Literal["PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"]
+VolumeKind = Literal[
+    "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment"
+]
 
 #: Written on a claim by the scheduler's PreBind: the PV controller (or an external
 #: provisioner) provisions a WaitForFirstConsumer claim's volume for this node.
@@ -64,17 +68,6 @@ _ANN_STORAGE_CLASS: Final = "volume.beta.kubernetes.io/storage-class"
 #: A class with this provisioner (or none) provisions nothing.
 NOT_SUPPORTED_PROVISIONER: Final = "kubernetes.io/no-provisioner"
 WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
-#: The in-tree plugin whose PVs (``spec.awsElasticBlockStore``) count as its CSI driver's.
-AWS_EBS_PLUGIN: Final = "kubernetes.io/aws-ebs"
-#: csi-translation-lib's drivers for the in-tree provisioners whose migration kube-scheduler's
-#: NodeVolumeLimits counts as on (``isCSIMigrationOn``: wherever the node has a CSINode).
-MIGRATED_DRIVERS: Final[Mapping[str, str]] = {
-    AWS_EBS_PLUGIN: "ebs.csi.aws.com",
-    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
-    "kubernetes.io/cinder": "cinder.csi.openstack.org",
-    "kubernetes.io/azure-disk": "disk.csi.azure.com",
-    "kubernetes.io/portworx-volume": "pxd.portworx.com",
-}
 
 
 class VolumeObjectError(Exception):
@@ -152,9 +145,11 @@ class Volume:
     claim_ref: tuple[str, str, str] | None = None  # (namespace, name, uid)
     phase: str = "Available"
     deleting: bool = False
-    #: (driver, volume handle) it attaches as: ``spec.csi``, or an AWS EBS volume's translation
-    #: (``None``: no CSI driver counts it)
+    #: (driver, volume handle) it attaches as: ``spec.csi``, or an in-tree source's translation
+    #: (:func:`~coordinator.core.podspec.intree.translate_pv`; ``None``: no CSI driver counts it)
     csi: tuple[str, str] | None = None
+    #: ``csi`` is an in-tree source's translation (a VolumeAttachment counts only ``spec.csi``)
+    in_tree: bool = False
 
     def reaches(self, labels: Mapping[str, str]) -> bool:
         """``CheckNodeAffinity``: kube matches the terms against a node that has only labels, so
@@ -238,26 +233,6 @@ def parse_claim(obj: Mapping[str, object]) -> Claim:
         raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
 
 
-_AWS_VOLUME_ID: Final = re.compile(r"^vol-[^/]*$")
-
-
-def _csi_source(spec: Mapping[str, object]) -> tuple[str, str] | None:
-    """``spec.csi``'s driver and handle, or an in-tree AWS EBS volume's as csi-translation-lib
-    translates it (``aws://<zone>/vol-…`` or ``vol-…``)."""
-    csi = mapping(spec, "csi", "spec")
-    if csi:
-        return text(csi, "driver", "spec.csi"), text(csi, "volumeHandle", "spec.csi")
-    ebs = mapping(spec, "awsElasticBlockStore", "spec")
-    if not ebs:
-        return None
-    volume_id = text(ebs, "volumeID", "spec.awsElasticBlockStore")
-    if volume_id.startswith("aws://"):
-        volume_id = urlsplit(volume_id).path.strip("/")
-        if not _AWS_VOLUME_ID.match(volume_id):
-            return None  # kube cannot translate it: not counted
-    return MIGRATED_DRIVERS[AWS_EBS_PLUGIN], volume_id
-
-
 def parse_volume(obj: Mapping[str, object]) -> Volume:
     try:
         meta, spec = _meta(obj)
@@ -266,6 +241,7 @@ def parse_volume(obj: Mapping[str, object]) -> Volume:
         terms = (
             node_selector(required, "spec.nodeAffinity.required") if required is not None else None
         )
+        labels = str_map(meta, "labels", "metadata")
         ref = mapping(spec, "claimRef", "spec")
         claim_ref = (
             (
@@ -279,7 +255,7 @@ def parse_volume(obj: Mapping[str, object]) -> Volume:
         return Volume(
             name=text(meta, "name", "metadata"),
             resource_version=text(meta, "resourceVersion", "metadata"),
-            labels=str_map(meta, "labels", "metadata"),
+            labels=labels,
             capacity=_storage(mapping(spec, "capacity", "spec"), "spec.capacity"),
             access_modes=_modes(spec),
             storage_class=_class_of(meta, spec),
@@ -288,7 +264,8 @@ def parse_volume(obj: Mapping[str, object]) -> Volume:
             claim_ref=claim_ref,
             phase=text(mapping(obj, "status", ""), "phase", "status") or "Available",
             deleting=meta.get("deletionTimestamp") is not None,
-            csi=_csi_source(spec),
+            csi=translate_pv(spec, labels),
+            in_tree=not mapping(spec, "csi", "spec"),
         )
     except FieldError as bad:
         raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
@@ -348,6 +325,30 @@ def parse_csi_node(obj: Mapping[str, object]) -> CSINode:
         raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A VolumeAttachment: ``spec.attacher`` attaches PV ``spec.source.persistentVolumeName``
+    (``""``: an inline volume's) to node ``spec.nodeName``."""
+
+    name: str
+    node: str
+    attacher: str
+    volume: str = ""
+
+
+def parse_attachment(obj: Mapping[str, object]) -> Attachment:
+    try:
+        meta, spec = _meta(obj)
+        return Attachment(
+            name=text(meta, "name", "metadata"),
+            node=text(spec, "nodeName", "spec"),
+            attacher=text(spec, "attacher", "spec"),
+            volume=text(mapping(spec, "source", "spec"), "persistentVolumeName", "spec.source"),
+        )
+    except FieldError as bad:
+        raise VolumeObjectError(bad.field.lstrip("."), bad.message) from None
+
+
 def find_matching_volume(
     claim: Claim,
     volumes: Iterable[Volume],
@@ -386,7 +387,9 @@ class Volumes:
     """Event-loop only (a cycle reads it between changes)."""
 
     __slots__ = (
+        "_attachments",
         "_by_class",
+        "_by_node",
         "_claims",
         "_classes",
         "_csi_nodes",
@@ -394,6 +397,7 @@ class Volumes:
         "_raw",
         "_volumes",
         "on_change",
+        "on_detach",
     )
 
     def __init__(self) -> None:
@@ -407,9 +411,14 @@ class Volumes:
         self._by_class: dict[str, dict[str, Volume]] = {}
         self._classes: dict[str, StorageClass] = {}
         self._csi_nodes: dict[str, CSINode] = {}
+        self._attachments: dict[str, Attachment] = {}
+        self._by_node: dict[str, dict[str, Attachment]] = {}
         self._errors: dict[tuple[VolumeKind, str], str] = {}
-        #: Called after every change.
+        #: Called after every change but a VolumeAttachment's.
         self.on_change: Callable[[], None] = lambda: None
+        #: Called with its attacher when a VolumeAttachment is deleted (a node's volume slot
+        #: freed); one added or changed calls nothing, as in kube-scheduler.
+        self.on_detach: Callable[[str], None] = lambda _attacher: None
 
     # --- what a cycle reads -------------------------------------------------------------------
     def claim(self, namespace: str, name: str) -> Claim | None:
@@ -424,6 +433,10 @@ class Volumes:
     def csi_node(self, name: str) -> CSINode | None:
         """Node ``name``'s CSINode (``None``: none, or one that cannot be read)."""
         return self._csi_nodes.get(name)
+
+    def attachments(self, node: str) -> Collection[Attachment]:
+        """The VolumeAttachments of node ``node``."""
+        return (self._by_node.get(node) or {}).values()
 
     def of_class(self, name: str) -> Collection[Volume]:
         """The PVs of StorageClass ``name`` (``""``: those without a class)."""
@@ -460,15 +473,24 @@ class Volumes:
                 self._by_class.setdefault(v.storage_class, {})[key] = v
             elif kind == "StorageClass":
                 self._classes[key] = parse_storage_class(obj)
-            else:
+            elif kind == "CSINode":
                 self._csi_nodes[key] = parse_csi_node(obj)
+            else:
+                a = parse_attachment(obj)
+                self._attachments[key] = a
+                self._by_node.setdefault(a.node, {})[key] = a
         except VolumeObjectError as bad:
             self._errors[(kind, key)] = str(bad)
-        self.on_change()
+        if kind != "VolumeAttachment":
+            self.on_change()
 
     def remove(self, kind: VolumeKind, key: str) -> None:
+        attachment = self._attachments.get(key) if kind == "VolumeAttachment" else None
         self._drop(kind, key)
-        self.on_change()
+        if kind != "VolumeAttachment":
+            self.on_change()
+        elif attachment is not None:
+            self.on_detach(attachment.attacher)
 
     def clear(self, kind: VolumeKind) -> None:
         """Before a fresh list of ``kind``."""
@@ -480,8 +502,11 @@ class Volumes:
             self._by_class.clear()
         elif kind == "StorageClass":
             self._classes.clear()
-        else:
+        elif kind == "CSINode":
             self._csi_nodes.clear()
+        else:
+            self._attachments.clear()
+            self._by_node.clear()
         for k in [k for k in self._errors if k[0] == kind]:
             del self._errors[k]
 
@@ -496,5 +521,12 @@ class Volumes:
                 self._by_class.get(old.storage_class, {}).pop(key, None)
         elif kind == "StorageClass":
             self._classes.pop(key, None)
-        else:
+        elif kind == "CSINode":
             self._csi_nodes.pop(key, None)
+        else:
+            gone = self._attachments.pop(key, None)
+            if gone is not None:
+                on_node = self._by_node.get(gone.node, {})
+                on_node.pop(key, None)
+                if not on_node:
+                    self._by_node.pop(gone.node, None)

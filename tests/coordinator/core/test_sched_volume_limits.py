@@ -1,7 +1,9 @@
 """NodeVolumeLimits: a node takes no more volumes of a CSI driver than its CSINode allows, as
-kube-scheduler's: the pods already there count each volume once, an in-tree AWS EBS volume and
+kube-scheduler's: the pods already there count each volume once, a VolumeAttachment whose pod
+has gone still holds its slot, a generic ephemeral volume counts, an in-tree AWS EBS volume and
 an unbound claim's provisioner count as their CSI driver, a node without a CSINode has no limit,
-and a KubeSchedulerConfiguration may turn the plugin off."""
+and a KubeSchedulerConfiguration may turn the plugin off. (In-tree volumes of other plugins and
+inline ones: test_sched_volume_limits_intree.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +19,15 @@ from coordinator.core.snapshot.volumes import Volumes
 from devcluster.pods import pod
 from tests.support.outcomes import decided, refused
 from tests.support.sched_hw import bound_info, plain_node
-from tests.support.volumes import EBS, claim, csi_node, csi_volume, pv, storage_class
+from tests.support.volumes import (
+    EBS,
+    attachment,
+    claim,
+    csi_node,
+    csi_volume,
+    pv,
+    storage_class,
+)
 
 
 def with_claims(name: str, *claims: str) -> dict[str, Any]:
@@ -166,3 +176,61 @@ def test_a_kube_profile_may_turn_the_limit_off() -> None:
     )
     assert decided(schedule(with_claims("p", "new"), nodes, volumes, config=config))
     refused(schedule(with_claims("p", "new"), nodes, volumes))
+
+
+def test_a_volume_still_attached_after_its_pod_left_holds_the_nodes_slot() -> None:
+    volumes = store(
+        *csi_volume("old"),
+        *csi_volume("new"),
+        csi_node("node-a", ebs=1),
+        attachment("va-old", "node-a", "pv-old"),  # no pod uses it: detach still to come
+    )
+    failure = refused(schedule(with_claims("p", "new"), [plain_node("node-a")], volumes))
+    assert failure.message == f"0/1 nodes are available: 1 {MAX_VOLUME_COUNT_EXCEEDED}."
+    assert not failure.unresolvable
+    volumes.remove("VolumeAttachment", "va-old")  # detached
+    assert decided(schedule(with_claims("p", "new"), [plain_node("node-a")], volumes))
+
+
+def test_an_attachment_counts_once_with_its_pod_and_only_for_a_csi_pv_of_its_node() -> None:
+    volumes = store(
+        *csi_volume("a1"),
+        *csi_volume("new"),
+        *csi_volume("more"),
+        claim("old", volume="pv-old", bound=True),
+        pv("pv-old", {"awsElasticBlockStore": {"volumeID": "vol-0123"}}),
+        csi_node("node-a", ebs=2),
+        attachment("va-a1", "node-a", "pv-a1"),  # x's own volume: counted once
+        attachment("va-tree", "node-a", "pv-old"),  # an in-tree PV: kube counts only spec.csi
+        attachment("va-inline", "node-a", ""),  # no PV named
+        attachment("va-gone", "node-a", "pv-gone"),  # its PV not seen
+        attachment("va-b", "node-b", "pv-new"),  # another node's
+    )
+    nodes = [node_with("node-a", with_claims("x", "a1"))]
+    assert decided(schedule(with_claims("p", "new"), nodes, volumes)).node == "node-a"
+    # another attacher's attachment does not count for the EBS driver ...
+    volumes.put("VolumeAttachment", attachment("va-x", "node-a", "pv-more", attacher="other"))
+    assert decided(schedule(with_claims("p", "new"), nodes, volumes))
+    # ... one of a CSI PV no pod there uses fills the second slot
+    volumes.put("VolumeAttachment", attachment("va-y", "node-a", "pv-more"))
+    refused(schedule(with_claims("p", "new"), nodes, volumes))
+
+
+def test_a_generic_ephemeral_volume_counts_as_its_claims_volume() -> None:
+    owned = {"ownerReferences": [{"uid": "uid-p", "controller": True, "kind": "Pod", "name": "p"}]}
+    volumes = store(
+        *csi_volume("a1"),
+        claim("p-scratch", volume="pv-p-scratch", bound=True, **owned),
+        pv("pv-p-scratch", {"csi": {"driver": EBS, "volumeHandle": "scratch"}}),
+        csi_node("node-a", ebs=1),
+        csi_node("node-b", ebs=2),
+    )
+    nodes = [
+        node_with("node-a", with_claims("x", "a1")),
+        node_with("node-b", with_claims("y", "a1")),
+    ]
+    scratch = {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}
+    obj = pod("p", uid="uid-p", spec={"volumes": [scratch]})
+    assert decided(schedule(obj, nodes, volumes)).node == "node-b"
+    failure = refused(schedule(obj, nodes[:1], volumes))
+    assert failure.message == f"0/1 nodes are available: 1 {MAX_VOLUME_COUNT_EXCEEDED}."

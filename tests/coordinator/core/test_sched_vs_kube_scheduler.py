@@ -39,6 +39,7 @@ from coordinator.adapters.kube.volumes import (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
 )
 from coordinator.adapters.kube.workloads import REPLICATION_CONTROLLERS, SERVICES
 from coordinator.core.framework.cycle import schedule_one
@@ -55,7 +56,7 @@ from devcluster.pods import host_port, pod
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.sched_hw import bound_info
-from tests.support.volumes import EBS, claim, csi_node, local_pv, storage_class
+from tests.support.volumes import EBS, attachment, claim, csi_node, local_pv, storage_class
 from tests.support.volumes import pv as csi_pv
 
 pytestmark = pytest.mark.kube
@@ -189,13 +190,15 @@ async def workload_selectors(kube: KubeClient) -> WorkloadSelectors:
 
 
 async def volume_objects(kube: KubeClient) -> Volumes:
-    """Claims, PVs, StorageClasses and CSINodes, as the coordinator's watches keep them."""
+    """Claims, PVs, StorageClasses, CSINodes and VolumeAttachments, as the coordinator's
+    watches keep them."""
     out = Volumes()
     kinds = (
         ("PersistentVolumeClaim", PERSISTENT_VOLUME_CLAIMS),
         ("PersistentVolume", PERSISTENT_VOLUMES),
         ("StorageClass", STORAGE_CLASSES),
         ("CSINode", CSI_NODES),
+        ("VolumeAttachment", VOLUME_ATTACHMENTS),
     )
     for kind, resource in kinds:
         for obj in (await kube.list(resource))["items"]:
@@ -889,10 +892,12 @@ async def test_volume_messages_and_nodes_match(
     assert isinstance(ours, Failure)
     assert ours.message == message
 
-    # CSI volumes: node a may attach one (a pod there holds it), b and c none.
-    for n, count in (("a", 1), ("b", 0), ("c", 0)):
+    # CSI volumes: node a may attach one (a pod there holds it), b one (a volume no pod uses
+    # is still attached there), c none.
+    for n, count in (("a", 1), ("b", 1), ("c", 0)):
         await kube.create(CSI_NODES, csi_node(f"v{tag}-{n}", ebs=count))
-    for name in ("e1", "e2"):
+    await kube.create(VOLUME_ATTACHMENTS, attachment(f"va-{tag}", f"v{tag}-b", f"pv-e3-{tag}"))
+    for name in ("e1", "e2", "e3"):
         volume = csi_pv(
             f"pv-{name}-{tag}", {"csi": {"driver": EBS, "volumeHandle": f"{name}-{tag}"}}
         )
@@ -921,3 +926,10 @@ async def test_volume_messages_and_nodes_match(
     node, message, ours = await compare(kube, namespace, with_claim("shares", "e1"))
     assert isinstance(ours, Decision), ours
     assert (ours.node, node) == (f"v{tag}-a", f"v{tag}-a")
+    ebs = {"name": "d", "awsElasticBlockStore": {"volumeID": f"vol-{tag}"}}  # inline
+    inline = pod_obj("inline", scheduler=kube_scheduler, spec={**only_ours, "volumes": [ebs]})
+    node, message, ours = await compare(kube, namespace, inline)
+    assert node is None
+    assert isinstance(ours, Failure)
+    assert "3 node(s) exceed max volume count" in message
+    assert ours.message == message

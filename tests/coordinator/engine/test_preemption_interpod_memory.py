@@ -143,8 +143,15 @@ async def test_a_spread_preemptor_evicts_nobody_when_no_node_can_be_made_to_fit(
     assert memory.evicted == []
 
 
+@pytest.mark.parametrize(
+    "volume",
+    [
+        {"persistentVolumeClaim": {"claimName": "new"}},
+        {"awsElasticBlockStore": {"volumeID": "vol-new"}},  # inline, counted as EBS CSI
+    ],
+)
 async def test_a_preemptor_over_the_volume_limit_evicts_a_pod_that_holds_a_volume(
-    cluster: tuple[Evictions, SchedulerRuntime],
+    cluster: tuple[Evictions, SchedulerRuntime], volume: dict[str, Any]
 ) -> None:
     memory, runtime = cluster
     for name in ("a1", "b1", "new"):
@@ -155,7 +162,7 @@ async def test_a_preemptor_over_the_volume_limit_evicts_a_pod_that_holds_a_volum
     memory.create_pod(running("high", "a", 1, 1000, spec={"volumes": claim_volume("a1")}))
     memory.create_pod(running("bystander", "b", 1, 0))
     memory.create_pod(running("holder", "b", 1, 0, spec={"volumes": claim_volume("b1")}))
-    memory.create_pod(pod("p", cpu="1", priority=500, spec={"volumes": claim_volume("new")}))
+    memory.create_pod(pod("p", cpu="1", priority=500, spec={"volumes": [{"name": "d", **volume}]}))
     await eventually(lambda: memory.evicted, what="the eviction", timeout_s=10)
     await runtime.settle()
     # both nodes have room, neither a volume to spare: the low pod holding b's volume goes, the

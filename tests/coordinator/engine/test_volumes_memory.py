@@ -3,7 +3,9 @@ WaitForFirstConsumer claim gets ``volume.kubernetes.io/selected-node`` (or its m
 the ``claimRef``) before the pod's Binding, on the node the pod is bound to; a PV taken since the
 decision stops the bind and the pod is decided again onto another PV; a pod waiting for a missing
 claim is placed once the claim appears; a pod refused for its node's CSI volume limit is tried
-again when a pod with volumes there is deleted, or the node's CSINode changes."""
+again when a pod with volumes there is deleted, the node's CSINode changes, or a
+VolumeAttachment holding its slot is deleted (not when one is added or changed, nor for a pod
+whose inline volumes are another driver's)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,15 @@ from coordinator.engine.loop import Scheduler
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
-from tests.support.volumes import ZONE, claim, csi_node, csi_volume, local_pv, storage_class
+from tests.support.volumes import (
+    ZONE,
+    attachment,
+    claim,
+    csi_node,
+    csi_volume,
+    local_pv,
+    storage_class,
+)
 
 
 @pytest.fixture
@@ -197,3 +207,64 @@ async def test_a_pod_over_the_volume_limit_waits_for_a_pod_deleted_or_the_csinod
     cluster.volumes.apply(csi_node("node-b", ebs=2))
     await woken(scheduler, clock, "q")
     assert node_of(cluster, "q") == "node-b"
+
+
+async def test_a_pod_over_the_volume_limit_waits_for_a_volume_attachment_deleted(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+) -> None:
+    scheduler = runtime.scheduler
+    for name in ("old-a", "old-b", "new"):
+        for obj in csi_volume(name):
+            cluster.volumes.apply(obj)
+    for node in ("node-a", "node-b"):  # each node's only slot held by a volume still attached
+        cluster.volumes.apply(csi_node(node, ebs=1, **{"pd.csi.storage.gke.io": 0}))
+        cluster.volumes.apply(attachment(f"va-{node}", node, f"pv-old-{node[-1]}"))
+    cluster.create_pod(with_claim("p", "new"))
+    inline = {"name": "disk", "gcePersistentDisk": {"pdName": "d1"}}  # no room for its driver
+    cluster.create_pod(pod("g", spec={"volumes": [inline]}))
+    clock.now += 60.0
+    scheduler.changes.apply()
+    for name in ("p", "g"):
+        entry = scheduler.queue.pop()
+        assert entry is not None
+        assert entry.key == f"default/{name}"
+        await scheduler.schedule(entry)
+        await scheduler.drain()
+        assert node_of(cluster, name) is None
+        last = scheduler.last_attempt(f"default/{name}")
+        assert last is not None
+        assert "0/2 nodes are available: 2 node(s) exceed max volume count." in last.message
+
+    cluster.volumes.apply(attachment("va-other", "node-b", "pv-new"))  # added: wakes no one
+    clock.now += 5.0
+    scheduler.changes.apply()
+    assert scheduler.queue.pop() is None
+
+    cluster.volumes.delete("VolumeAttachment", "va-other")
+    cluster.volumes.delete("VolumeAttachment", "va-node-b")  # detached: node-b's slot is free
+    clock.now += 5.0
+    scheduler.changes.apply()
+    entry = scheduler.queue.pop()
+    assert entry is not None
+    assert entry.key == "default/p"
+    await scheduler.schedule(entry)
+    await scheduler.drain()
+    assert node_of(cluster, "p") == "node-b"
+    assert scheduler.queue.pop() is None  # g's inline GCE PD is another driver's: not woken
+
+
+async def test_a_pod_whose_inline_volume_is_over_the_limit_waits_for_the_csinode_to_change(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+) -> None:
+    scheduler = runtime.scheduler
+    for node in ("node-a", "node-b"):
+        cluster.volumes.apply(csi_node(node, ebs=0))
+    inline = {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}
+    cluster.create_pod(pod("p", spec={"volumes": [inline]}))
+    await attempt(scheduler, clock, "p")
+    last = scheduler.last_attempt("default/p")
+    assert last is not None
+    assert "0/2 nodes are available: 2 node(s) exceed max volume count." in last.message
+    cluster.volumes.apply(csi_node("node-a", ebs=1))
+    await woken(scheduler, clock, "p")
+    assert node_of(cluster, "p") == "node-a"
