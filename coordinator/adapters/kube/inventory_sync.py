@@ -79,8 +79,10 @@ class _BoundPods:
         self._inventory.replace_pods(pods)
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
-        pod = bound_pod(obj)
-        if kind == "DELETED" or pod is None:
+        # A deleted pod needs only its UID: not read whole (SchedulingWhileGated deletes a bound
+        # pod for each one it schedules).
+        pod = None if kind == "DELETED" else bound_pod(obj)
+        if pod is None:
             uid = str((obj.get("metadata") or {}).get("uid", ""))
             self._inventory.delete_pod(uid, ended=kind != "DELETED" and ran_to_end(obj))
             changed = True
