@@ -65,11 +65,11 @@ class ClientSettings:
     reuse_connections_above: int | None = 16
     """The other requests (binds) on the lean pool's connections at once beyond which one more
     that finds no idle connection waits for one of theirs to come back instead of opening
-    another, as long as one comes back to a waiting request every ``reuse_wait_s`` (``None``:
-    it opens one at once)."""
+    another; while none comes back to a waiting request for ``reuse_wait_s``, one of them opens
+    its own each such wait (``None``: it opens one at once)."""
     reuse_wait_s: float = 0.5
-    """How long no connection may come back to a waiting request before the waiting requests
-    open their own (a stalled server, not a busy one)."""
+    """How long no connection may come back to a waiting request before one of the waiting
+    requests opens its own (a stalled server, not a busy one)."""
 
 
 def _always() -> bool:

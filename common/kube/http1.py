@@ -18,11 +18,15 @@ all of them opened in the run: none closed by the server or for idling). So requ
 for one of those, and beyond ``reuse_above`` connections carrying other requests (binds) the
 next that finds none idle waits for one of those to come back, for as long as one comes back to
 a waiting request every ``reuse_wait_s``; once none has for that long (a stalled server, not a
-busy one), the waiting requests open their own. SchedulingDaemonset's 1,000 measured pods (a
-coordinator started just before them, three alternated pairs at load 8-15): 79 connections
-opened in each run without the second rule; with it 37 and 52 (create→bound p50 1.2 and 1.3 s
-against 5.0-8.6 s, 970-971 of 1,000 Scheduled Events written by the last bind against 769-805),
-and 79 in the run where the loaded API server answered none of its 16 binds for half a second.
+busy one), the first waiting request opens its own, and one more each further ``reuse_wait_s``
+without one. SchedulingDaemonset's 1,000 measured pods (a coordinator started just before them,
+three alternated pairs at load 8-15): 79 connections opened in each run without the second rule;
+with it, when every waiting request opened its own after such a wait, 37 and 52 (create→bound
+p50 1.2 and 1.3 s against 5.0-8.6 s, 970-971 of 1,000 Scheduled Events written by the last bind
+against 769-805), and 79 in a run where the loaded API server answered none of its 16 binds for
+half a second; one at a time, at load 5-6: 43 (p50 0.53 s, 1,000 of 1,000 Events by the last
+bind), and SchedulingBasic's measured phase 7 (35-38 with all at once at load 13; 0 before
+either, its first 500 pods having opened 112).
 ``benchmarks/pool_burst.py`` (1,000 Events, 64 in flight, a cold pool, kube-apiserver at load
 12-13): 16 connections opened against 64, 284 against 297 µs of client CPU per request
 (medians of 4 alternated rounds: within the noise at that load), the burst no slower.
@@ -169,8 +173,8 @@ class Http1Pool:
         self.reuse_above = reuse_above
         """Requests that are not deferrable (binds) on connections at once beyond which one
         more that finds no idle connection waits for one of theirs to come back instead of
-        opening another, as long as one comes back every :attr:`reuse_wait_s` (``None``: it
-        opens one at once)."""
+        opening another; while none comes back to a waiting request for :attr:`reuse_wait_s`,
+        one waiting request opens its own each such wait (``None``: it opens one at once)."""
         self.reuse_wait_s = reuse_wait_s
         self._idle: list[_Connection] = []  # most recently used last
         self._deferred = 0  # deferrable requests holding or opening a connection
@@ -264,8 +268,7 @@ class Http1Pool:
         return None
 
     async def _reuse(self, now: float) -> _Connection | None:
-        """A connection another request gives back, or ``None`` once none has come back to a
-        waiting request for :attr:`reuse_wait_s` (then every waiting request opens its own)."""
+        """A connection another request gives back, or ``None``: open one (:meth:`_stalled`)."""
         waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
         if not self._reusing:
             self._moved = now
@@ -285,21 +288,18 @@ class Http1Pool:
             raise
 
     def _stalled(self) -> None:
-        """No connection came back to a waiting request for :attr:`reuse_wait_s`: the waiting
-        requests open their own; else look again then."""
+        """No connection came back to a waiting request for :attr:`reuse_wait_s`: the first
+        waiting request opens its own (and one more each further such wait); else look again
+        then."""
         self._stall = None
         self._reusing = collections.deque(w for w in self._reusing if not w.done())
         if not self._reusing:
             return
         loop = asyncio.get_running_loop()
-        due = self._moved + self.reuse_wait_s
-        if loop.time() < due:
-            self._stall = loop.call_at(due, self._stalled)
-            return
-        waiting, self._reusing = self._reusing, collections.deque()
-        for waiter in waiting:
-            self._busy += 1
-            waiter.set_result(None)
+        if loop.time() >= self._moved + self.reuse_wait_s:
+            self._hand(None)
+        if self._reusing:
+            self._stall = loop.call_at(self._moved + self.reuse_wait_s, self._stalled)
 
     async def _connect(self) -> _Connection:
         reader, writer = await asyncio.open_connection(
