@@ -58,11 +58,18 @@ class ClientSettings:
     deferrable_connections: int | None = 16
     """Deferrable requests (Events and status explanations: :class:`Deferrable`) on their own
     connections at once: beyond this many, one that finds no idle connection waits for one of
-    theirs to finish instead of opening another (``None``: no limit). Binds and every other
-    request never wait for a connection. Each new connection is a TLS handshake (1.4-2.5 ms of
-    client CPU, against 0.2-0.3 ms for a request on a kept one: ``common.kube.http1``), and over
-    HTTP/1.1 the pool grows to the requests in flight at its peak: binds and their Events
-    together, 64 each, had it at ~128 connections."""
+    theirs to finish instead of opening another (``None``: no limit). Each new connection is a
+    TLS handshake (1.4-2.5 ms of client CPU, against 0.2-0.3 ms for a request on a kept one:
+    ``common.kube.http1``), and over HTTP/1.1 the pool grows to the requests in flight at its
+    peak: binds and their Events together, 64 each, had it at ~128 connections."""
+    reuse_connections_above: int | None = 16
+    """The other requests (binds) on the lean pool's connections at once beyond which one more
+    that finds no idle connection waits for one of theirs to come back instead of opening
+    another; while none comes back to a waiting request for ``reuse_wait_s``, one of them opens
+    its own each such wait (``None``: it opens one at once)."""
+    reuse_wait_s: float = 0.5
+    """How long no connection may come back to a waiting request before one of the waiting
+    requests opens its own (a stalled server, not a busy one)."""
 
 
 def _always() -> bool:
@@ -91,7 +98,10 @@ class KubeClientCore:
         self._bucket: TokenBucket | None = None if limit is None else TokenBucket(limit)
         self._request_timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout_s)
         self._transport = DirectTransport.of(
-            api_client, deferrable_limit=self.settings.deferrable_connections
+            api_client,
+            deferrable_limit=self.settings.deferrable_connections,
+            reuse_above=self.settings.reuse_connections_above,
+            reuse_wait_s=self.settings.reuse_wait_s,
         )
         self._owns_connection = True
 

@@ -65,6 +65,8 @@ class DirectTransport:
         session: aiohttp.ClientSession,
         *,
         deferrable_limit: int | None = None,
+        reuse_above: int | None = None,
+        reuse_wait_s: float = 0.0,
     ) -> None:
         self._api = api_client
         self._configuration = api_client.configuration
@@ -87,18 +89,33 @@ class DirectTransport:
             self.pool = _pool_for(host, session, extra.get("server_hostname"))
         if self.pool is not None:
             self.pool.deferrable_limit = deferrable_limit
+            self.pool.reuse_above, self.pool.reuse_wait_s = reuse_above, reuse_wait_s
 
     @classmethod
-    def of(cls, api_client: Any, *, deferrable_limit: int | None = None) -> Self | None:
+    def of(
+        cls,
+        api_client: Any,
+        *,
+        deferrable_limit: int | None = None,
+        reuse_above: int | None = None,
+        reuse_wait_s: float = 0.0,
+    ) -> Self | None:
         """A transport over ``api_client``'s session, or ``None`` when it has none we know
-        (``deferrable_limit``: the pool's, :attr:`Http1Pool.deferrable_limit`)."""
+        (the pool's :attr:`~Http1Pool.deferrable_limit`, :attr:`~Http1Pool.reuse_above`,
+        :attr:`~Http1Pool.reuse_wait_s`)."""
         rest = getattr(api_client, "rest_client", None)
         session = getattr(rest, "pool_manager", None)
         if not isinstance(session, aiohttp.ClientSession):
             return None
         if getattr(api_client, "configuration", None) is None:
             return None
-        return cls(api_client, session, deferrable_limit=deferrable_limit)
+        return cls(
+            api_client,
+            session,
+            deferrable_limit=deferrable_limit,
+            reuse_above=reuse_above,
+            reuse_wait_s=reuse_wait_s,
+        )
 
     async def headers(self, content_type: str) -> dict[str, str]:
         """The headers ``call_api`` would send (auth asked for now: tokens may rotate)."""

@@ -10,17 +10,33 @@ client CPU per request through aiohttp, 29 µs here (load 1.5). With two such re
 
 :class:`Http1Pool` keeps connections to one server open (keep-alive, the most recently used
 first, idle ones closed after ``keepalive_s``) and sends one request at a time on each, with the
-same TLS context and server name as the aiohttp session it stands beside. A burst of requests
-grows the pool to one connection per request in flight, each with a TLS handshake; requests
-marked ``deferrable`` (Events) hold at most ``deferrable_limit`` connections at once and the
-next waits for one of those, so they add that many to the binds' peak, not their own (binds and
-Events, 64 in flight each, had grown it to 100-130 in a 1,000-pod scheduler_perf run, all of
-them opened in the run: none closed by the server or for idling). A new connection offers the
-TLS session of one opened before, which the API server resumes without signing or checking a
-certificate (:class:`_ResumingObject`; client CPU per new connection and its first request against
-kube-apiserver v1.36.3, uvloop, 2 cores at load 5-9, runs of 100-300 connections: 2.0-3.2 ms
-with a full handshake, 1.4-2.5 ms resumed, a fifth to a third less in each pair of runs; 0.2-0.3
-ms for a request on a kept connection). What it covers and what it does not:
+same TLS context and server name as the aiohttp session it stands beside. Left alone, a burst of
+requests grows the pool to one connection per request in flight, each with a TLS handshake
+(binds and Events, 64 in flight each, had grown it to 100-130 in a 1,000-pod scheduler_perf run,
+all of them opened in the run: none closed by the server or for idling). So requests marked
+``deferrable`` (Events) hold at most ``deferrable_limit`` connections at once and the next waits
+for one of those, and beyond ``reuse_above`` connections carrying other requests (binds) the
+next that finds none idle waits for one of those to come back, for as long as one comes back to
+a waiting request every ``reuse_wait_s``; once none has for that long (a stalled server, not a
+busy one), the first waiting request opens its own, and one more each further ``reuse_wait_s``
+without one. SchedulingDaemonset's 1,000 measured pods (a coordinator started just before them,
+three alternated pairs at load 8-15): 79 connections opened in each run without the second rule;
+with it, when every waiting request opened its own after such a wait, 37 and 52 (create→bound
+p50 1.2 and 1.3 s against 5.0-8.6 s, 970-971 of 1,000 Scheduled Events written by the last bind
+against 769-805), and 79 in a run where the loaded API server answered none of its 16 binds for
+half a second; one at a time, at load 5-6: 43 (p50 0.53 s, 1,000 of 1,000 Events by the last
+bind), and SchedulingBasic's measured phase 7 (35-38 with all at once at load 13; 0 before
+either, its first 500 pods having opened 112).
+``benchmarks/pool_burst.py`` (1,000 Events, 64 in flight, a cold pool, kube-apiserver at load
+12-13): 16 connections opened against 64, 284 against 297 µs of client CPU per request
+(medians of 4 alternated rounds: within the noise at that load), the burst no slower.
+
+A new connection offers the TLS session of one opened before, which the API server resumes
+without signing or checking a certificate (:class:`_ResumingObject`; client CPU per new
+connection and its first request against kube-apiserver v1.36.3, uvloop, 2 cores at load 5-9,
+runs of 100-300 connections: 2.0-3.2 ms with a full handshake, 1.4-2.5 ms resumed, a fifth to a
+third less in each pair of runs; 0.2-0.3 ms for a request on a kept connection). What it covers
+and what it does not:
 
 - the request's bytes are written here (a request line, ``Host``, the caller's headers,
   ``Content-Length``); the reply is parsed by llhttp, Node.js' HTTP parser, through
@@ -144,6 +160,8 @@ class Http1Pool:
         server_hostname: str | None = None,
         keepalive_s: float = 60.0,
         deferrable_limit: int | None = None,
+        reuse_above: int | None = None,
+        reuse_wait_s: float = 0.0,
     ) -> None:
         self.host, self.port, self.authority = host, port, authority
         self._tls = tls
@@ -151,11 +169,20 @@ class Http1Pool:
         self.keepalive_s = keepalive_s
         self.deferrable_limit = deferrable_limit
         """Deferrable requests (Events: nobody waits for them) on connections at once; one more
-        waits for one of them to finish and takes its connection (``None``: no limit). Other
-        requests never wait: each takes an idle connection or opens one."""
+        waits for one of them to finish and takes its connection (``None``: no limit)."""
+        self.reuse_above = reuse_above
+        """Requests that are not deferrable (binds) on connections at once beyond which one
+        more that finds no idle connection waits for one of theirs to come back instead of
+        opening another; while none comes back to a waiting request for :attr:`reuse_wait_s`,
+        one waiting request opens its own each such wait (``None``: it opens one at once)."""
+        self.reuse_wait_s = reuse_wait_s
         self._idle: list[_Connection] = []  # most recently used last
         self._deferred = 0  # deferrable requests holding or opening a connection
+        self._busy = 0  # other requests holding or opening a connection
         self._waiting: collections.deque[asyncio.Future[_Connection | None]] = collections.deque()
+        self._reusing: collections.deque[asyncio.Future[_Connection | None]] = collections.deque()
+        self._moved = 0.0  # when a waiting request last got a connection (or began to wait)
+        self._stall: asyncio.TimerHandle | None = None
         self._closed = False
         self.opened = 0
         """Connections opened so far."""
@@ -228,9 +255,51 @@ class Http1Pool:
         while self._idle:
             connection = self._idle.pop()
             if now - connection.idle_since < self.keepalive_s and connection.usable():
+                self._busy += not deferrable
                 return connection
             connection.close()
+        if deferrable:
+            return None
+        if self.reuse_above is not None and self._busy >= self.reuse_above:
+            reused = await self._reuse(now)
+            if reused is not None:
+                return reused
+        self._busy += 1
         return None
+
+    async def _reuse(self, now: float) -> _Connection | None:
+        """A connection another request gives back, or ``None``: open one (:meth:`_stalled`)."""
+        waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+        if not self._reusing:
+            self._moved = now
+        self._reusing.append(waiter)
+        if self._stall is None:
+            self._stall = asyncio.get_running_loop().call_at(now + self.reuse_wait_s, self._stalled)
+        try:
+            return await waiter
+        except BaseException:
+            if not waiter.done() or waiter.cancelled():
+                with contextlib.suppress(ValueError):
+                    self._reusing.remove(waiter)
+            elif (handed := waiter.result()) is not None:
+                self._release(handed, False, reusable=True)  # handed over, then cancelled
+            else:
+                self._busy -= 1  # told to open one, then cancelled
+            raise
+
+    def _stalled(self) -> None:
+        """No connection came back to a waiting request for :attr:`reuse_wait_s`: the first
+        waiting request opens its own (and one more each further such wait); else look again
+        then."""
+        self._stall = None
+        self._reusing = collections.deque(w for w in self._reusing if not w.done())
+        if not self._reusing:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._moved + self.reuse_wait_s:
+            self._hand(None)
+        if self._reusing:
+            self._stall = loop.call_at(self._moved + self.reuse_wait_s, self._stalled)
 
     async def _connect(self) -> _Connection:
         reader, writer = await asyncio.open_connection(
@@ -250,7 +319,8 @@ class Http1Pool:
     def _release(self, connection: _Connection | None, deferrable: bool, *, reusable: bool) -> None:
         """A request is done with ``connection`` (``None``: it failed to open one). A deferrable
         request's turn passes to the next waiting one, with the connection where it is still
-        good (else that one opens another)."""
+        good (else that one opens another); a good connection no deferrable request takes goes
+        to a request waiting to reuse one, else to the idle ones."""
         kept = connection is not None and reusable and not self._closed and connection.usable()
         if connection is not None and not kept:
             connection.close()
@@ -261,14 +331,32 @@ class Http1Pool:
                     waiter.set_result(connection if kept else None)
                     return
             self._deferred -= 1
+        else:
+            self._busy -= 1
         if kept:
             assert connection is not None
             self._keep(connection)
+        elif not deferrable:
+            self._hand(None)  # a request waiting for this one's connection opens its own
+
+    def _hand(self, connection: _Connection | None) -> bool:
+        """Give ``connection`` (``None``: leave to open one) to the first request waiting to
+        reuse one; whether one was waiting."""
+        while self._reusing:
+            waiter = self._reusing.popleft()
+            if not waiter.done():
+                self._busy += 1
+                self._moved = asyncio.get_running_loop().time()
+                waiter.set_result(connection)
+                return True
+        return False
 
     def _keep(self, connection: _Connection) -> None:
         if not connection.ticketed:
             connection.ticketed = True
             self._keep_session(connection)
+        if self._hand(connection):
+            return
         now = asyncio.get_running_loop().time()
         connection.idle_since = now
         self._idle.append(connection)
@@ -291,13 +379,17 @@ class Http1Pool:
 
     async def close(self) -> None:
         self._closed = True
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()
-        while self._waiting:
-            waiter = self._waiting.popleft()
-            if not waiter.done():
-                waiter.set_exception(ConnectionError("the connection pool is closed"))
+        for waiting in (self._waiting, self._reusing):
+            while waiting:
+                waiter = waiting.popleft()
+                if not waiter.done():
+                    waiter.set_exception(ConnectionError("the connection pool is closed"))
         for connection in idle:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(connection.writer.wait_closed(), 1.0)

@@ -26,8 +26,13 @@ inventory's watches or a Lease renewal behind binds. What is in flight is bounde
 instead: binds by ``scheduler.maxBindsInFlight``, Events and status writes by the scheduler's
 background writes (64 at once) and, on the lean pool, by
 ``ClientSettings.deferrable_connections`` (16 connections at once; more wait for one of those,
-never for a bind's), watches by their number, the rest by their budget's rate. Idle connections
-are kept a minute (``ClientSettings.keepalive_s``) for the next burst.
+never for a bind's), watches by their number, the rest by their budget's rate. The lean pool
+adds no limit either, only a preference: beyond ``ClientSettings.reuse_connections_above`` (16)
+connections carrying other requests, one more (a bind, a Lease renewal) that finds none idle
+waits for one of those to come back — a few milliseconds while the server answers; while none
+comes back for ``reuse_wait_s`` (half a second), one of the waiting requests opens its own each
+half second. Idle connections are kept a minute (``ClientSettings.keepalive_s``) for the next
+burst.
 """
 
 from __future__ import annotations
