@@ -9,7 +9,7 @@ pod that left:
   waiting pod was refused for the pod count somewhere ("Too many pods": any pod's place helps;
   kube's ``isSchedulableAfterPodEvent`` wakes it for any bound pod);
 - **NodePorts** — it held a host port the waiting pod wants;
-- **NodeVolumeLimits** — it used volumes (claims, generic ephemeral volumes) on its node;
+- **NodeVolumeLimits** — it used volumes (claims, generic ephemeral or inline in-tree volumes);
 - **VolumeRestrictions** — it used a claim the waiting pod names, in the waiting pod's namespace
   (a ``ReadWriteOncePod`` claim is free again);
 - **InterPodAffinity** — it matched one of the waiting pod's (anti-)affinity terms, or had
@@ -59,7 +59,7 @@ def _ports(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
 
 
 def _volume_count(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
-    return bool(left.volume_claims)
+    return bool(left.volume_claims or left.inline_volumes)
 
 
 def term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str]) -> bool:

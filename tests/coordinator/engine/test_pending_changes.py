@@ -11,6 +11,7 @@ from typing import Any
 
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure
+from coordinator.core.podspec.intree import InlineVolume
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
@@ -274,3 +275,27 @@ def test_a_pod_leaving_a_node_that_gained_nothing_frees_no_room() -> None:
     changes.apply()
     clock.now += 1.0
     assert names(q) == {"a"}
+
+
+def test_a_pod_over_a_volume_limit_wakes_for_a_pod_with_an_inline_volume_leaving() -> None:
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    q.add(gpu_pod("full", 2))
+    entry = q.pop()
+    assert entry is not None
+    limits = frozenset({"NodeVolumeLimits"})
+    q.failed(
+        entry,
+        message="0/1 nodes are available: 1 node(s) exceed max volume count.",
+        refused_by=limits,
+    )
+    changes.pod_left(_left("no-volumes"), gained=True)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == set()
+    ebs = InlineVolume(name="data", driver="ebs.csi.aws.com", handle="vol-1")
+    changes.pod_left(_left("in-tree", inline_volumes=(ebs,)), gained=True)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"full"}
