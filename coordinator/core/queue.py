@@ -105,6 +105,9 @@ class QueuedPod:
     #: what can help it after a failure: "any" change; "dra": devices freed (claims released,
     #: slices or classes changed) or nodes changed; "claim": any DRA change (a claim it names)
     waits_for: str = "any"
+    #: the plugins whose refusal a pod change may lift (``Requeue.ANY``) that refused it on its
+    #: last attempt; ``None``: not known (any change that gains room may help it)
+    refused_by: frozenset[str] | None = None
     moved_while_in_flight: bool = False  # edited while being scheduled
     after_error: bool = False  # backing off after retry(): waits it out (kube's error backoff)
     generation: int = 0  # bumped whenever it moves; stale heap entries are skipped
@@ -339,6 +342,7 @@ class SchedulingQueue:
         pod.where = "unschedulable"
         pod.generation += 1
         pod.waits_for = "claim"
+        pod.refused_by = None
         pod.last_message = why
         pod.backoff_until = now
         pod.unschedulable_since = now
@@ -412,6 +416,7 @@ class SchedulingQueue:
         basis: int | None = None,
         gated: bool = False,
         waits_for: str = "any",
+        refused_by: frozenset[str] | None = None,
     ) -> None:
         """No node fits: wait for the cluster to change (or for an edit, on a spec error).
 
@@ -419,7 +424,8 @@ class SchedulingQueue:
         was popped); if the cluster changed since, the pod retries after its backoff instead.
         ``gated``: it waits for an object another controller makes (a claim from its template);
         the next change sends it back at once, with no backoff (kube-scheduler's PreEnqueue).
-        ``waits_for``: which changes send it back (:attr:`QueuedPod.waits_for`)."""
+        ``waits_for``: which changes send it back (:attr:`QueuedPod.waits_for`); ``refused_by``:
+        the plugins that refused it (:attr:`QueuedPod.refused_by`)."""
         if self._pods.get(pod.uid) is not pod:
             return  # deleted meanwhile
         now = self._clock()
@@ -430,6 +436,7 @@ class SchedulingQueue:
         quiet = gated or waits_for != "any"
         pod.backoff_until = now if quiet else now + self._backoff_s(pod.attempts)
         pod.waits_for = waits_for
+        pod.refused_by = refused_by
         pod.last_message = message
         began = self._attempt_basis if basis is None else basis
         stale_view = not spec_error and self._changes != began

@@ -15,11 +15,15 @@ nothing else is ready). Kinds of change:
   update), and every pod whose fit depends on more than that node — required pod (anti-)
   affinity or spread (a node's labels move domains), a gang, DRA claims, volumes, a GPU share or
   MIG instances — or that waits for something else than nodes;
-- **capacity** — pods ended: every pod but those only DRA devices hold back (their GPUs are
+- **capacity** — room gained otherwise (a pod shrank in place; more departures than are kept
+  between two applies): every pod but those only DRA devices hold back (their GPUs are
   released with their claims, by kube-controller-manager, a moment later);
+- **a pod left** — a bound pod was deleted, ended or moved away: the pods one of the plugins
+  that refused them may be helped by it (:mod:`.departures`: kube-scheduler's queueing hints
+  on a Pod delete — the room, host ports, volumes, claims, (anti-)affinity or spread it held);
 - **claims** — any other DRA change (a claim created or allocated): pods whose claims were
   refused before any node was looked at (waiting for a claim to exist, or to be fixed);
-- **pods** — a pod left, or changed its labels: pods with affinity or spread terms;
+- **pods** — a pod changed its labels: pods with affinity or spread terms;
 - **a pod came** — a pod was bound somewhere: the pods it may let in, those with a required
   pod affinity term or a ``DoNotSchedule`` spread constraint that selects it (kube-scheduler's
   queueing hints for InterPodAffinity and PodTopologySpread on a pod's arrival); a pod only its
@@ -37,17 +41,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import match_node_terms
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.queue import QueuedPod, SchedulingQueue
-from coordinator.inventory.state import NodeState
+from coordinator.engine.departures import Departure, helped_by_departures, term_may_select
+from coordinator.inventory.state import BoundPod, NodeState
 
 __all__ = ["PendingChanges"]
 
 #: arrivals kept between two applies; beyond them every affinity-sensitive pod goes back
 _ARRIVALS_KEPT: Final = 64
+#: departures kept between two applies; beyond them every pod any room may help goes back
+_DEPARTURES_KEPT: Final = 64
 
 Arrival = tuple[str, Mapping[str, str]]  # (namespace, labels) of a pod that was bound
 
@@ -55,13 +61,6 @@ Arrival = tuple[str, Mapping[str, str]]  # (namespace, labels) of a pod that was
 def _affinity_sensitive(pod: QueuedPod) -> bool:
     req = pod.request
     return isinstance(req, PodRequest) and bool(req.has_affinity_terms or req.spread)
-
-
-def _term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str]) -> bool:
-    selector = term.namespace_selector
-    if selector is not None and not selector.is_empty:  # namespace labels not known here: may
-        return term.selector is not None and term.selector.matches(labels)
-    return term.matches_pod(namespace, labels, None)
 
 
 def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
@@ -74,7 +73,7 @@ def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
         if req.gang is not None:
             return True  # its siblings' placement is planned with it: as any change
         for namespace, labels in arrivals:
-            if any(_term_may_select(t, namespace, labels) for t in req.pod_affinity):
+            if any(term_may_select(t, namespace, labels) for t in req.pod_affinity):
                 return True
             if namespace == req.namespace and any(
                 c.when_unsatisfiable == "DoNotSchedule"
@@ -171,6 +170,7 @@ class PendingChanges:
         self._volumes = False
         self._detached: set[str] = set()  # attachers of VolumeAttachments deleted
         self._arrivals: list[Arrival] = []
+        self._departures: list[Departure] = []
         self._nodes: set[str] = set()
 
     def everything(self) -> None:
@@ -195,6 +195,16 @@ class PendingChanges:
 
     def pods(self) -> None:
         self._pods = True
+        self._wake()
+
+    def pod_left(self, pod: BoundPod, *, gained: bool) -> None:
+        """A bound pod left its node (deleted, ended, moved away); ``gained``: that node can
+        take more than before."""
+        if len(self._departures) < _DEPARTURES_KEPT:
+            self._departures.append(Departure(pod, gained))
+        else:
+            self._capacity = self._capacity or gained
+            self._pods = True
         self._wake()
 
     def pod_came(self, namespace: str, labels: Mapping[str, str]) -> None:
@@ -225,6 +235,7 @@ class PendingChanges:
         volumes, self._volumes = self._volumes, False
         detached, self._detached = frozenset(self._detached), set()
         arrivals, self._arrivals = self._arrivals, []
+        departures, self._departures = self._departures, []
         names, self._nodes = self._nodes, set()
         if volumes and not everything:
             self.queue.cluster_changed(_has_volume_claims, counts=True)
@@ -235,9 +246,12 @@ class PendingChanges:
             self.queue.cluster_changed(_helped_by(states), counts=True)
         if everything or capacity:
             self.queue.cluster_changed(None if everything else _waits_for_any, counts=True)
-        elif pods:
-            self.queue.cluster_changed(_affinity_sensitive)
-        elif arrivals:
-            self.queue.cluster_changed(_let_in_by(arrivals))
+        else:
+            if departures:
+                self.queue.cluster_changed(helped_by_departures(departures), counts=True)
+            if pods:
+                self.queue.cluster_changed(_affinity_sensitive)
+            elif arrivals:
+                self.queue.cluster_changed(_let_in_by(arrivals))
         if claims and not everything:
             self.queue.cluster_changed(_waits_for_claim)

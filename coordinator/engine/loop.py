@@ -255,15 +255,18 @@ class Scheduler:
         if event.kind != "removed" and not event.pods_only and self._node_shape_changed(event.node):
             # A node came or its labels/taints/readiness changed: who it may hold may fit now.
             self.changes.nodes((event.node,))
+        elif event.left is not None and event.came is None and event.changed_in_place is None:
+            # A pod left: those its room, ports, volumes or labels held back may fit now.
+            self.changes.pod_left(event.left, gained=event.capacity_gained)
         elif event.capacity_gained:
-            self.changes.capacity()  # pods ended (their claims are released a moment later)
+            self.changes.capacity()  # room gained otherwise (a pod shrank in place)
         elif event.came is not None:
             # A pod appeared: pods whose required affinity or spread it may satisfy may fit
             # now (a cache they must sit next to got bound).
             self.changes.pod_came(event.came.namespace, event.came.labels)
         elif event.kind in ("updated", "added") and not event.labels_kept:
-            # A pod left, or changed its labels: pods with (anti-)affinity or spread
-            # constraints may fit now.
+            # A pod changed its labels: pods with (anti-)affinity or spread constraints may
+            # fit now.
             self.changes.pods()
 
     def _grace_over(self) -> None:
@@ -449,12 +452,14 @@ class Scheduler:
         else:
             self.stats.unschedulable += 1
         self._record(entry, "invalid" if spec_error else "unschedulable", failure, message)
+        framework = self.framework_for(entry)
         self.queue.failed(
             entry,
             message=message,
             spec_error=spec_error,
             gated=failure.gated,
-            waits_for=self.framework_for(entry).waits_for(failure),
+            waits_for=framework.waits_for(failure),
+            refused_by=framework.refused_by(failure),
         )
         if not (isinstance(request, PodRequest) and request.scheduling_gates):
             self._explain_failure(entry, message)  # gated: the API server's SchedulingGated holds

@@ -171,6 +171,16 @@ class Framework:
                     return "any"
         return "dra" if dra else "any"
 
+    def refused_by(self, failure: Failure) -> frozenset[str]:
+        """The plugins that refused the pod ``failure`` is about whose refusal a change of pods
+        may lift (:class:`~.interfaces.Requeue` ``ANY``; ``""`` for a refusal no plugin
+        signed): what a pod's departure is checked against (``QueuedPod.refused_by``)."""
+        if failure.pod_status is not None:
+            names = {failure.pod_status.plugin or ""}
+        else:
+            names = {s.plugin or "" for s in failure.statuses.values() if s.is_rejection}
+        return frozenset(n for n in names if self.requeue.get(n, Requeue.ANY) is Requeue.ANY)
+
     def observe_running(self, pods: Iterable[PodInfo]) -> None:
         """Hand the pods already running to the plugins that learn from them (the shape mix
         fragmentation scores against): at start and when the settings are reloaded."""

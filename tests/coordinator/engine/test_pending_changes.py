@@ -11,11 +11,12 @@ from typing import Any
 
 from coordinator.core.framework.cycle import schedule_one
 from coordinator.core.framework.results import Failure
+from coordinator.core.podspec.intree import InlineVolume
 from coordinator.core.queue import QueuedPod, QueueSettings, SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.engine.changes import PendingChanges
-from coordinator.inventory.state import NodeState, Taint
+from coordinator.inventory.state import BoundPod, NodeState, Taint
 from devcluster.pods import gpu_pod
 from tests.coordinator.core.dra.dra_objects import (
     claim,
@@ -66,7 +67,13 @@ def parked(q: SchedulingQueue, obj: dict[str, Any], f: Failure) -> QueuedPod:
     q.add(obj)
     entry = q.pop()
     assert entry is not None
-    q.failed(entry, message=f.message, gated=f.gated, waits_for=FRAMEWORK.waits_for(f))
+    q.failed(
+        entry,
+        message=f.message,
+        gated=f.gated,
+        waits_for=FRAMEWORK.waits_for(f),
+        refused_by=FRAMEWORK.refused_by(f),
+    )
     return entry
 
 
@@ -222,3 +229,73 @@ def test_a_node_sends_back_only_the_pods_it_may_hold_and_those_with_terms() -> N
     both = [_node("cpu-1", 0), _node("gpu-1", 8)]
     assert _woken(lambda c: c.nodes(["cpu-1", "gpu-1"]), both) == {*terms, "plain"}
     assert _woken(lambda c: c.nodes(["gone"]), both) == terms
+
+
+def _left(name: str, **fields: Any) -> BoundPod:
+    return BoundPod(uid=f"uid-{name}", namespace="default", name=name, node="d", **fields)
+
+
+def test_a_pod_leaving_wakes_only_the_pods_whose_refusers_it_may_help() -> None:
+    """A pod only its node selector refuses waits for a node change, not for pods to leave; a
+    pod whose refusers are not known (a gang member, a failure no framework cycle made) goes
+    back whenever room was gained."""
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    snapshot = Snapshot([gpu_node("d", dgx1("d"))])
+    elsewhere = gpu_pod("elsewhere", 2, node_selector={"zone": "nowhere"})
+    refused = schedule_one(elsewhere, snapshot, FRAMEWORK)
+    assert isinstance(refused, Failure)
+    assert FRAMEWORK.refused_by(refused) == frozenset()  # NodeAffinity: a node change lifts it
+    q.add(elsewhere)
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry, message=refused.message, refused_by=FRAMEWORK.refused_by(refused))
+    q.add(gpu_pod("unknown", 2))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry, message="0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+
+    changes.pod_left(_left("gpu-job", requests={"nvidia.com/gpu": 8}), gained=True)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"unknown"}
+
+
+def test_a_pod_leaving_a_node_that_gained_nothing_frees_no_room() -> None:
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    parked(q, gpu_pod("a", 2, uid="uid-a"), failure(gpu_pod("a", 2)))
+    changes.pod_left(_left("gpu-job", requests={"nvidia.com/gpu": 8}), gained=False)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == set()  # its node is cordoned, say: the GPUs it freed are no one's
+    changes.pod_left(_left("gpu-job-2", requests={"nvidia.com/gpu": 8}), gained=True)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"a"}
+
+
+def test_a_pod_over_a_volume_limit_wakes_for_a_pod_with_an_inline_volume_leaving() -> None:
+    clock = ManualClock()
+    q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
+    changes = PendingChanges(q, lambda: None)
+    q.add(gpu_pod("full", 2))
+    entry = q.pop()
+    assert entry is not None
+    limits = frozenset({"NodeVolumeLimits"})
+    q.failed(
+        entry,
+        message="0/1 nodes are available: 1 node(s) exceed max volume count.",
+        refused_by=limits,
+    )
+    changes.pod_left(_left("no-volumes"), gained=True)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == set()
+    ebs = InlineVolume(name="data", driver="ebs.csi.aws.com", handle="vol-1")
+    changes.pod_left(_left("in-tree", inline_volumes=(ebs,)), gained=True)
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"full"}

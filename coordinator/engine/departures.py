@@ -1,0 +1,134 @@
+"""Which waiting pods a bound pod's departure (deleted, ended, moved away) may help: kube-
+scheduler's queueing hints on a Pod delete, one per plugin that refused the pod.
+
+A waiting pod goes back if one of the plugins that refused it on its last attempt
+(``QueuedPod.refused_by``, those whose refusal a change of pods may lift) may be helped by the
+pod that left:
+
+- **NodeResourcesFit** — the pod that left held a resource the waiting pod asks for, or the
+  waiting pod was refused for the pod count somewhere ("Too many pods": any pod's place helps;
+  kube's ``isSchedulableAfterPodEvent`` wakes it for any bound pod);
+- **NodePorts** — it held a host port the waiting pod wants;
+- **NodeVolumeLimits** — it used volumes (claims, generic ephemeral or inline in-tree volumes);
+- **VolumeRestrictions** — it used a claim the waiting pod names, in the waiting pod's namespace
+  (a ``ReadWriteOncePod`` claim is free again);
+- **InterPodAffinity** — it matched one of the waiting pod's (anti-)affinity terms, or had
+  required anti-affinity terms of its own (which may have kept the waiting pod away);
+- **PodTopologySpread** — it was in the waiting pod's namespace and a spread constraint's
+  selector matched it (domains' counts changed);
+- any other plugin (GPU topology, MIG, shares, gangs, a user's): whenever the departure gained
+  room on its node — the safe default, so a pod that holds GPUs or devices leaving still wakes
+  every pod those refused.
+
+A pod whose refusers are not known (``refused_by`` ``None``: a gang member, a failure not made by
+a framework cycle) goes back on any departure that gained room, and one with affinity or spread
+terms on any departure. Node-local hints (room, ports, volume counts, unknown plugins) count a
+departure only if it gained room: a pod leaving a cordoned node frees nothing for anyone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from coordinator.core.podspec.affinity import AffinityTerm
+from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.queue import QueuedPod
+from coordinator.core.status import Reason
+from coordinator.inventory.state import BoundPod
+
+__all__ = ["Departure", "helped_by_departures", "term_may_select"]
+
+
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """A bound pod that left its node; ``gained``: its node can take more than before."""
+
+    pod: BoundPod
+    gained: bool
+
+
+def _fit(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+    if Reason.TOO_MANY_PODS in pod.last_message:
+        return True  # any pod's place
+    return any(n > 0 and req.requests.get(k, 0) > 0 for k, n in left.requests.items())
+
+
+def _ports(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+    return any(w.conflicts(h) for h in left.host_ports for w in req.host_ports)
+
+
+def _volume_count(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+    return bool(left.volume_claims or left.inline_volumes)
+
+
+def term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str]) -> bool:
+    """Whether ``term`` may select a pod in ``namespace`` with ``labels`` (the namespace's own
+    labels are not known here: a term with a namespace selector may)."""
+    selector = term.namespace_selector
+    if selector is not None and not selector.is_empty:
+        return term.selector is not None and term.selector.matches(labels)
+    return term.matches_pod(namespace, labels, None)
+
+
+def _terms(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+    if (left.affinity.get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ):
+        return True
+    return any(
+        term_may_select(t, left.namespace, left.labels)
+        for t in (*req.pod_affinity, *req.pod_anti_affinity)
+    )
+
+
+def _spread(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+    return left.namespace == req.namespace and any(
+        c.selector is not None and c.selector.matches(left.labels) for c in req.spread
+    )
+
+
+def _shared_claim(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+    if left.namespace != req.namespace or not left.volume_claims:
+        return False
+    return any(c.name in left.volume_claims for c in req.volume_claims)
+
+
+Hint = Callable[[QueuedPod, PodRequest, BoundPod], bool]
+
+#: plugin → (its hint, whether the departure must have gained room on its node)
+_HINTS: Mapping[str, tuple[Hint, bool]] = {
+    "NodeResourcesFit": (_fit, True),
+    "NodePorts": (_ports, True),
+    "NodeVolumeLimits": (_volume_count, True),
+    "VolumeRestrictions": (_shared_claim, False),
+    "InterPodAffinity": (_terms, False),
+    "PodTopologySpread": (_spread, False),
+}
+
+
+def _sensitive(req: PodRequest) -> bool:
+    return bool(req.has_affinity_terms or req.spread)
+
+
+def helped_by_departures(departures: Sequence[Departure]) -> Callable[[QueuedPod], bool]:
+    """The waiting pods one of ``departures`` may help (see the module docstring)."""
+    gained = any(d.gained for d in departures)
+
+    def helped(pod: QueuedPod) -> bool:
+        req = pod.request
+        refusers = pod.refused_by
+        if refusers is None or not isinstance(req, PodRequest) or req.gang is not None:
+            if gained and pod.waits_for == "any":
+                return True
+            return isinstance(req, PodRequest) and _sensitive(req)
+        for name in refusers:
+            hint, local = _HINTS.get(name, (None, True))
+            for d in departures:
+                if local and not d.gained:
+                    continue
+                if hint is None or hint(pod, req, d.pod):
+                    return True
+        return False
+
+    return helped

@@ -1,0 +1,200 @@
+"""A pod waiting for room goes back to the queue when a bound pod leaves only if that pod may
+help it, judged by the plugins that refused it (kube-scheduler's queueing hints on a Pod
+delete): the holder of the host port it wants, of the resource it lacks, of a volume on a full
+node, of the labels its anti-affinity shuns. Waking it for any other departure costs a cycle, a
+FailedScheduling Event and a status write, and doubles its backoff. A GPU pod still wakes when
+a GPU pod leaves. On the in-memory cluster, the loop driven by hand, its clock too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.devices import discover_profile
+from coordinator.adapters.memory.cluster import MemoryCluster
+from coordinator.adapters.memory.runtime import memory_runtime
+from coordinator.core.queue import QueuedPod
+from coordinator.engine.loop import Scheduler
+from coordinator.engine.service import SchedulerRuntime
+from coordinator.inventory.store import Inventory
+from devcluster.pods import pod
+from tests.support.clock import ManualClock
+from tests.support.volumes import csi_node, csi_volume
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def cluster(clock: ManualClock) -> MemoryCluster:
+    return MemoryCluster(Inventory(stale_ttl_s=3600, clock=clock))
+
+
+@pytest.fixture
+def runtime(cluster: MemoryCluster, clock: ManualClock) -> SchedulerRuntime:
+    return memory_runtime(cluster.inventory, cluster, clock=clock)
+
+
+async def attempt(scheduler: Scheduler, clock: ManualClock, name: str) -> None:
+    """The pod's next attempt, its backoff over: changes applied, the pod popped and tried."""
+    clock.now += 60.0
+    scheduler.changes.apply()
+    entry = scheduler.queue.pop()
+    assert entry is not None
+    assert entry.key == f"default/{name}"
+    await scheduler.schedule(entry)
+    await scheduler.drain()
+
+
+def woken(scheduler: Scheduler, clock: ManualClock) -> QueuedPod | None:
+    """The pod a change sent back, well before the queue's 60 s flush (``None``: none)."""
+    clock.now += 20.0
+    scheduler.changes.apply()
+    return scheduler.queue.pop()
+
+
+def node_of(cluster: MemoryCluster, name: str) -> str | None:
+    obj = cluster.pod("default", name)
+    assert obj is not None
+    return obj["spec"].get("nodeName")
+
+
+async def placed(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock, obj: dict[str, Any]
+) -> None:
+    name = obj["metadata"]["name"]
+    cluster.create_pod(obj)
+    await attempt(runtime.scheduler, clock, name)
+    assert node_of(cluster, name) is not None, f"{name} is not placed"
+
+
+async def refused(
+    cluster: MemoryCluster,
+    runtime: SchedulerRuntime,
+    clock: ManualClock,
+    obj: dict[str, Any],
+    why: str,
+) -> None:
+    name = obj["metadata"]["name"]
+    cluster.create_pod(obj)
+    await attempt(runtime.scheduler, clock, name)
+    assert node_of(cluster, name) is None
+    last = runtime.scheduler.last_attempt(f"default/{name}")
+    assert last is not None
+    assert why in last.message
+
+
+async def retried_and_placed(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock, name: str
+) -> None:
+    entry = woken(runtime.scheduler, clock)
+    assert entry is not None, f"{name} still waits"
+    assert entry.key == f"default/{name}"
+    await runtime.scheduler.schedule(entry)
+    await runtime.scheduler.drain()
+    assert node_of(cluster, name) == "n1"
+
+
+def port_pod(name: str, port: int | None) -> dict[str, Any]:
+    ports = [{"containerPort": 80, "hostPort": port}] if port else []
+    return pod(name, cpu="100m", memory=None, ports=ports)
+
+
+async def test_a_pod_refused_for_a_host_port_waits_for_the_pod_holding_it(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    await placed(cluster, runtime, clock, port_pod("holder", 8080))
+    await placed(cluster, runtime, clock, port_pod("other-port", 8081))
+    await placed(cluster, runtime, clock, port_pod("no-port", None))
+    await refused(cluster, runtime, clock, port_pod("p", 8080), "free ports")
+
+    cluster.delete_pod("default", "no-port")
+    cluster.delete_pod("default", "other-port")
+    assert woken(runtime.scheduler, clock) is None  # neither held 8080
+    cluster.delete_pod("default", "holder")
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
+async def test_a_pod_refused_for_cpu_waits_for_a_pod_that_held_cpu(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    await placed(cluster, runtime, clock, pod("big", cpu="3", memory=None))
+    await placed(cluster, runtime, clock, pod("cache", cpu=None, memory="2Gi"))
+    await refused(cluster, runtime, clock, pod("p", cpu="2", memory=None), "Insufficient cpu")
+
+    cluster.delete_pod("default", "cache")
+    assert woken(runtime.scheduler, clock) is None  # it freed memory, which p does not ask
+    cluster.delete_pod("default", "big")
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
+async def test_a_pod_refused_for_the_pod_count_waits_for_any_pod_to_leave(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "2"})
+    await placed(cluster, runtime, clock, pod("a", cpu=None, memory="1Gi"))
+    await placed(cluster, runtime, clock, pod("b", cpu=None, memory="1Gi"))
+    await refused(cluster, runtime, clock, pod("p", cpu="1", memory=None), "Too many pods")
+
+    cluster.delete_pod("default", "a")  # no cpu freed, but a pod's place
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
+def with_claim(name: str, claim_name: str | None) -> dict[str, Any]:
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    return pod(name, cpu="100m", memory=None, spec={"volumes": volumes} if claim_name else None)
+
+
+async def test_a_pod_over_the_volume_limit_waits_for_a_pod_with_volumes(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    for name in ("held", "new"):
+        for obj in csi_volume(name):
+            cluster.volumes.apply(obj)
+    cluster.volumes.apply(csi_node("n1", ebs=1))
+    await placed(cluster, runtime, clock, with_claim("x", "held"))
+    await placed(cluster, runtime, clock, with_claim("plain", None))
+    await refused(cluster, runtime, clock, with_claim("p", "new"), "exceed max volume count")
+
+    cluster.delete_pod("default", "plain")
+    assert woken(runtime.scheduler, clock) is None  # it attached no volume
+    cluster.delete_pod("default", "x")
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
+def _away_from(labels: dict[str, str]) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+async def test_a_pod_kept_away_by_its_anti_affinity_waits_for_the_pod_it_shuns(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    small = {"cpu": "100m", "memory": None}
+    await placed(cluster, runtime, clock, pod("cache", labels={"app": "cache"}, **small))
+    await placed(cluster, runtime, clock, pod("web", labels={"app": "web"}, **small))
+    away = pod("p", affinity=_away_from({"app": "cache"}), **small)
+    await refused(cluster, runtime, clock, away, "anti-affinity")
+
+    cluster.delete_pod("default", "web")
+    assert woken(runtime.scheduler, clock) is None  # its labels kept p away from nothing
+    cluster.delete_pod("default", "cache")
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
+async def test_a_gpu_pod_waits_for_a_gpu_pod_to_leave(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", topology=discover_profile("dgx-h100", hostname="n1"))
+    await placed(cluster, runtime, clock, pod("trainer", gpus=8))
+    await refused(cluster, runtime, clock, pod("p", gpus=4), "nodes are available")
+
+    cluster.delete_pod("default", "trainer")
+    await retried_and_placed(cluster, runtime, clock, "p")
