@@ -25,10 +25,8 @@ import time
 
 import uvloop
 
-from benchmarks.request_cpu import _HEADERS, _event, _Server, _tls
+from benchmarks.request_cpu import _Server, _tls, apiserver_target
 from common.kube.http1 import Http1Pool
-from devcluster.binaries import ensure
-from devcluster.controlplane import ControlPlane, ControlPlaneSettings
 
 
 async def _burst(
@@ -110,27 +108,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--above", type=int, default=16)
     parser.add_argument("--wait-s", type=float, default=0.5)
     args = parser.parse_args(argv)
-    plane = ControlPlane.start(
-        binaries=ensure(log=False), settings=ControlPlaneSettings(controllers=())
-    )
-    try:
-        port = int(plane.server.rsplit(":", 1)[1])
-        pki = plane.directory / "pki"
-        server = _Server(
-            port,
-            port,
-            pki / "ca.crt",
-            (pki / "admin.crt", pki / "admin.key"),
-            _event,
-            {k: v for k, v in _HEADERS.items() if k != "authorization"},
-        )
+    with apiserver_target() as server:
         print(
             f"load {os.getloadavg()[0]:.1f}, {args.requests} Events per burst, "
             f"{args.in_flight} in flight, uvloop, kube-apiserver, wait {args.wait_s} s"
         )
         uvloop.run(_run(server, args))
-    finally:
-        plane.stop()
 
 
 if __name__ == "__main__":

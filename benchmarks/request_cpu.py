@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import ssl
 import statistics
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -286,14 +287,17 @@ def _start(script: str, work: Path) -> tuple[subprocess.Popen[str], int]:
     return server, int(server.stdout.readline())
 
 
-def _against_apiserver(args: argparse.Namespace) -> None:
+@contextlib.contextmanager
+def apiserver_target() -> Iterator[_Server]:
+    """The test control plane's kube-apiserver (started here, stopped after), as a target for
+    Events in the default namespace with the admin's client certificate."""
     plane = ControlPlane.start(
         binaries=ensure(log=False), settings=ControlPlaneSettings(controllers=())
     )
     try:
         port = int(plane.server.rsplit(":", 1)[1])
         pki = plane.directory / "pki"
-        server = _Server(
+        yield _Server(
             port,
             port,
             pki / "ca.crt",
@@ -301,10 +305,14 @@ def _against_apiserver(args: argparse.Namespace) -> None:
             _event,
             {k: v for k, v in _HEADERS.items() if k != "authorization"},
         )
-        print(f"load {os.getloadavg()[0]:.1f}, {args.in_flight} in flight, uvloop, kube-apiserver")
-        uvloop.run(_run(server, args.requests, args.in_flight, args.rounds))
     finally:
         plane.stop()
+
+
+def _against_apiserver(args: argparse.Namespace) -> None:
+    with apiserver_target() as server:
+        print(f"load {os.getloadavg()[0]:.1f}, {args.in_flight} in flight, uvloop, kube-apiserver")
+        uvloop.run(_run(server, args.requests, args.in_flight, args.rounds))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,43 +13,18 @@ from collections.abc import AsyncIterator
 import pytest
 
 from common.kube.http1 import CalledOff, Http1Pool
-from tests.support.loopback_server import LoopbackServer
-
-_REPLY = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+from tests.support.loopback_server import HoldingServer
 
 
-class Server(LoopbackServer):
+class Server(HoldingServer):
     """Answers ``/events/…`` once :attr:`release` is set (``/events/drop…``: closes the
     connection instead), anything else at once."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.release = asyncio.Event()
-        self.paths: list[str] = []
-        self._arrived = asyncio.Condition()
-
-    async def arrived(self, count: int) -> None:
-        """Until ``count`` requests have come in."""
-        async with self._arrived:
-            await self._arrived.wait_for(lambda: len(self.paths) >= count)
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            path = head.split(b" ", 2)[1].decode()
-            async with self._arrived:
-                self.paths.append(path)
-                self._arrived.notify_all()
-            if path.startswith("/events/"):
-                await self.release.wait()
-                if path.startswith("/events/drop"):
-                    return
-            writer.write(_REPLY)
-            await writer.drain()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release.set()
-        await super().__aexit__(*exc)
+    async def held(self, path: str) -> bool:
+        if path.startswith("/events/"):
+            await self.release.wait()
+            return not path.startswith("/events/drop")
+        return True
 
 
 @pytest.fixture

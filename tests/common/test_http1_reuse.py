@@ -11,45 +11,24 @@ from collections.abc import AsyncIterator
 import pytest
 
 from common.kube.http1 import Http1Pool
-from tests.support.loopback_server import LoopbackServer
-
-_REPLY = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+from tests.support.loopback_server import HoldingServer
 
 
-class Server(LoopbackServer):
+class Server(HoldingServer):
     """Answers ``/held/…`` once :attr:`release` is set (``/held/drop``: closes the connection
     once :attr:`drop` is), anything else at once."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.release = asyncio.Event()
         self.drop = asyncio.Event()
-        self.paths: list[str] = []
-        self._arrived = asyncio.Condition()
 
-    async def arrived(self, count: int) -> None:
-        async with self._arrived:
-            await self._arrived.wait_for(lambda: len(self.paths) >= count)
-
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            await reader.readexactly(2)  # every request here carries b"{}"
-            path = head.split(b" ", 2)[1].decode()
-            async with self._arrived:
-                self.paths.append(path)
-                self._arrived.notify_all()
-            if path == "/held/drop":
-                await self.drop.wait()
-                return
-            if path.startswith("/held/"):
-                await self.release.wait()
-            writer.write(_REPLY)
-            await writer.drain()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release.set()
-        await super().__aexit__(*exc)
+    async def held(self, path: str) -> bool:
+        if path == "/held/drop":
+            await self.drop.wait()
+            return False
+        if path.startswith("/held/"):
+            await self.release.wait()
+        return True
 
 
 @pytest.fixture

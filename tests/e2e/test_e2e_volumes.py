@@ -186,13 +186,11 @@ async def test_a_claim_deleted_and_made_again_under_its_name_lets_the_pod_run(
         assert (await cluster.bound("p"))["spec"]["nodeName"] == a
 
 
-async def test_a_pod_over_the_nodes_volume_limit_waits_for_a_volume_to_go(
-    kube: KubeClient, kubeconfig: Path, namespace: str
+async def bound_ebs_claims(
+    kube: KubeClient, cluster: GpuCluster, namespace: str, *names: str
 ) -> None:
-    cluster = GpuCluster(kube, kubeconfig, namespace)
-    a = await cluster.add_node("a", "dgx-h100")
-    b = await cluster.add_node("b", "dgx-h100")
-    for name in ("one", "two"):
+    """A claim per name, pre-bound to its own EBS CSI PV (handle: the name), once ``Bound``."""
+    for name in names:
         volume = pv(f"pv-{name}-{cluster.run}", {"csi": {"driver": EBS, "volumeHandle": name}})
         volume["spec"]["claimRef"] = {"namespace": namespace, "name": name}
         await kube.create(PERSISTENT_VOLUMES, volume)
@@ -201,6 +199,15 @@ async def test_a_pod_over_the_nodes_volume_limit_waits_for_a_volume_to_go(
         await claim_where(
             kube, namespace, name, lambda c: c.get("status", {}).get("phase") == "Bound", name
         )
+
+
+async def test_a_pod_over_the_nodes_volume_limit_waits_for_a_volume_to_go(
+    kube: KubeClient, kubeconfig: Path, namespace: str
+) -> None:
+    cluster = GpuCluster(kube, kubeconfig, namespace)
+    a = await cluster.add_node("a", "dgx-h100")
+    b = await cluster.add_node("b", "dgx-h100")
+    await bound_ebs_claims(kube, cluster, namespace, "one", "two")
     await kube.create(CSI_NODES, csi_node(a, ebs=1))
     await kube.create(CSI_NODES, csi_node(b, ebs=0))
     try:
@@ -222,15 +229,7 @@ async def test_a_volume_still_attached_holds_the_nodes_only_slot_until_detached(
 ) -> None:
     cluster = GpuCluster(kube, kubeconfig, namespace)
     a = await cluster.add_node("a", "dgx-h100")
-    for name in ("old", "new"):
-        volume = pv(f"pv-{name}-{cluster.run}", {"csi": {"driver": EBS, "volumeHandle": name}})
-        volume["spec"]["claimRef"] = {"namespace": namespace, "name": name}
-        await kube.create(PERSISTENT_VOLUMES, volume)
-        made = pvc(name, "local", namespace, volume=f"pv-{name}-{cluster.run}")
-        await kube.create(PERSISTENT_VOLUME_CLAIMS, made, namespace=namespace)
-        await claim_where(
-            kube, namespace, name, lambda c: c.get("status", {}).get("phase") == "Bound", name
-        )
+    await bound_ebs_claims(kube, cluster, namespace, "old", "new")
     await kube.create(CSI_NODES, csi_node(a, ebs=1))
     # "old"'s pod has gone; its volume is still attached to the node (the detach is to come)
     detach = f"va-{cluster.run}"

@@ -19,6 +19,7 @@ from coordinator.engine.loop import Scheduler
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
+from tests.support.attempts import attempt
 from tests.support.clock import ManualClock
 from tests.support.volumes import csi_node, csi_volume
 
@@ -36,17 +37,6 @@ def cluster(clock: ManualClock) -> MemoryCluster:
 @pytest.fixture
 def runtime(cluster: MemoryCluster, clock: ManualClock) -> SchedulerRuntime:
     return memory_runtime(cluster.inventory, cluster, clock=clock)
-
-
-async def attempt(scheduler: Scheduler, clock: ManualClock, name: str) -> None:
-    """The pod's next attempt, its backoff over: changes applied, the pod popped and tried."""
-    clock.now += 60.0
-    scheduler.changes.apply()
-    entry = scheduler.queue.pop()
-    assert entry is not None
-    assert entry.key == f"default/{name}"
-    await scheduler.schedule(entry)
-    await scheduler.drain()
 
 
 def woken(scheduler: Scheduler, clock: ManualClock) -> QueuedPod | None:

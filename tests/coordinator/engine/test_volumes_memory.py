@@ -20,6 +20,8 @@ from coordinator.engine.loop import Scheduler
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.inventory.store import Inventory
 from devcluster.pods import pod
+from tests.support.attempts import attempt
+from tests.support.clock import ManualClock
 from tests.support.volumes import (
     ZONE,
     attachment,
@@ -40,41 +42,19 @@ def cluster() -> MemoryCluster:
     return cluster
 
 
-class Clock:
-    """The queue's clock: backoff ends when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(0.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def runtime(cluster: MemoryCluster, clock: Clock) -> SchedulerRuntime:
+def runtime(cluster: MemoryCluster, clock: ManualClock) -> SchedulerRuntime:
     return memory_runtime(cluster.inventory, cluster, clock=clock)
 
 
 def with_claim(name: str, claim_name: str) -> dict[str, Any]:
     volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
     return pod(name, spec={"volumes": volumes})
-
-
-async def attempt(scheduler: Scheduler, clock: Clock, name: str) -> None:
-    """The loop's next attempt, its backoff over: changes applied, the pod popped and tried,
-    its writes done."""
-    clock.now += 60.0
-    scheduler.changes.apply()
-    entry = scheduler.queue.pop()
-    assert entry is not None
-    assert entry.key == f"default/{name}"
-    await scheduler.schedule(entry)
-    await scheduler.drain()
 
 
 def node_of(cluster: MemoryCluster, name: str) -> str | None:
@@ -86,7 +66,7 @@ def node_of(cluster: MemoryCluster, name: str) -> str | None:
 async def test_a_claim_to_provision_names_the_node_before_the_pod_is_bound(
     cluster: MemoryCluster,
     runtime: SchedulerRuntime,
-    clock: Clock,
+    clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     scheduler = runtime.scheduler
@@ -109,7 +89,7 @@ async def test_a_claim_to_provision_names_the_node_before_the_pod_is_bound(
 
 
 async def test_a_pv_taken_since_the_decision_stops_the_bind_and_another_is_chosen(
-    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
 ) -> None:
     scheduler = runtime.scheduler
     cluster.volumes.apply(storage_class("local"))
@@ -145,7 +125,7 @@ async def test_a_pv_taken_since_the_decision_stops_the_bind_and_another_is_chose
 
 
 async def test_a_pod_waiting_for_its_claim_is_placed_once_the_claim_appears(
-    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
 ) -> None:
     scheduler = runtime.scheduler
     cluster.create_pod(with_claim("p", "data"))
@@ -161,7 +141,7 @@ async def test_a_pod_waiting_for_its_claim_is_placed_once_the_claim_appears(
     assert node_of(cluster, "p") == "node-a"
 
 
-async def woken(scheduler: Scheduler, clock: Clock, name: str) -> None:
+async def woken(scheduler: Scheduler, clock: ManualClock, name: str) -> None:
     """The pod's next attempt well before the queue's 60 s flush: only a change moves it."""
     clock.now += 20.0
     scheduler.changes.apply()
@@ -173,7 +153,7 @@ async def woken(scheduler: Scheduler, clock: Clock, name: str) -> None:
 
 
 async def test_a_pod_over_the_volume_limit_waits_for_a_pod_deleted_or_the_csinode_changed(
-    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
 ) -> None:
     scheduler = runtime.scheduler
     for name in ("a1", "b1", "new", "later"):
@@ -210,7 +190,7 @@ async def test_a_pod_over_the_volume_limit_waits_for_a_pod_deleted_or_the_csinod
 
 
 async def test_a_pod_over_the_volume_limit_waits_for_a_volume_attachment_deleted(
-    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
 ) -> None:
     scheduler = runtime.scheduler
     for name in ("old-a", "old-b", "new"):
@@ -254,7 +234,7 @@ async def test_a_pod_over_the_volume_limit_waits_for_a_volume_attachment_deleted
 
 
 async def test_a_pod_whose_inline_volume_is_over_the_limit_waits_for_the_csinode_to_change(
-    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: Clock
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
 ) -> None:
     scheduler = runtime.scheduler
     for node in ("node-a", "node-b"):
