@@ -487,8 +487,11 @@ class Scheduler:
         ):
             return
         self._posted[entry.uid] = (message, now, forecast)
-        if forecast is not None and forecast.unknown and forecast.unknown in message:
-            message = f"{message}; start unknown"  # its reason is the refusal already stated
+        if forecast is not None and forecast.unknown:
+            # Its reason is a refusal of the pod's claims: already stated, or no longer true
+            # (the claim made or bound since the forecast) and then not repeated.
+            if forecast.unknown in message:
+                message = f"{message}; start unknown"
         elif forecast is not None:
             message = f"{message}; {forecast.sentence(self._wall(), clock=True)}"
         nominated = self._nominating.pop(entry.uid, None)

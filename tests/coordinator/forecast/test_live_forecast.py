@@ -639,6 +639,34 @@ async def test_a_pod_waiting_for_its_claim_to_be_made_has_an_unknown_start(live:
     assert starts["train-8"]["in_s"] == pytest.approx(1_200, abs=15)
 
 
+async def test_a_start_unknown_for_a_claim_since_bound_is_not_repeated(live: Live) -> None:
+    """The forecast said the start is unknown while the pod's claim was unbound (Immediate
+    binding); once the PV controller binds it, the pod is refused for GPUs alone, and its
+    condition does not repeat the claim's old reason beside the new refusal."""
+    live.cluster.create_pod(job_pod("train-7", 8, duration="20m"))
+    await settle(live)
+    volumes = live.cluster.volumes
+    volumes.apply(storage_class("fast", mode="Immediate"))
+    volumes.apply({**claim("data", cls="fast"), "metadata": claim_meta("data")})
+    live.cluster.create_pod(with_claim("reader", 8, "data"))
+    await settle(live)
+    await live.forecaster.refresh()
+    await settle(live)
+    unbound = "pod has unbound immediate PersistentVolumeClaims"
+    assert condition(live.cluster, "reader").endswith(f"{unbound}.; start unknown")
+
+    volumes.apply(
+        local_pv("pv-0", "n0", cls="fast", claim_ref=("data", "uid-data"), namespace="ml")
+    )
+    bound = claim("data", cls="fast", volume="pv-0", bound=True)
+    volumes.apply({**bound, "metadata": claim_meta("data")})
+    live.clocks.advance(11)  # its backoff over
+    await settle(live)
+    said = condition(live.cluster, "reader")
+    assert "nvidia.com/gpu" in said
+    assert unbound not in said
+
+
 async def test_what_if_for_a_pod_whose_claim_is_not_made_says_why(live: Live) -> None:
     whatif = WhatIf(
         live.runtime.scheduler, predictor=live.forecaster, wall=lambda: live.clocks.wall
