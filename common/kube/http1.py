@@ -261,9 +261,7 @@ class Http1Pool:
         if deferrable:
             return None
         if self.reuse_above is not None and self._busy >= self.reuse_above:
-            reused = await self._reuse(now)
-            if reused is not None:
-                return reused
+            return await self._reuse(now)  # counted in _busy by :meth:`_hand`, either way
         self._busy += 1
         return None
 

@@ -129,6 +129,33 @@ async def test_a_dropped_connection_lets_a_waiting_request_open_its_own(
     await pool.close()
 
 
+async def test_a_request_that_opened_its_own_is_counted_once(server: Server) -> None:
+    """After a waiting request opened its own connection (the one it waited for was dropped)
+    and every request is done, the next request with no idle connection left opens one at once:
+    the pool does not count the earlier one as still holding a connection."""
+    pool = Http1Pool(
+        "127.0.0.1",
+        server.port,
+        authority=f"127.0.0.1:{server.port}",
+        tls=None,
+        keepalive_s=0.0,  # no connection is kept for the next request
+        reuse_above=1,
+        reuse_wait_s=60.0,
+    )
+    dropped = asyncio.create_task(_post(pool, "/held/drop"))
+    await server.arrived(1)
+    waiting = asyncio.create_task(_post(pool, "/pods/p/binding"))
+    await asyncio.sleep(0)
+    server.drop.set()
+    with pytest.raises(ConnectionError):
+        await dropped
+    assert await waiting == 201
+    async with asyncio.timeout(5):  # not the minute a request waiting to reuse one would
+        assert await _post(pool, "/pods/next/binding") == 201
+    assert server.connections == pool.opened == 3
+    await pool.close()
+
+
 async def test_closing_the_pool_fails_the_requests_waiting_for_a_connection(
     server: Server,
 ) -> None:
