@@ -23,13 +23,14 @@ Not done: ``VolumeLimitScaling``'s check that the driver is installed on the nod
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import Plugin
 from coordinator.core.plugins.declaration import PluginSpec
-from coordinator.core.podspec.intree import MIGRATED_DRIVERS
+from coordinator.core.podspec.intree import MIGRATED_DRIVERS, InlineVolume
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import PodInfo
@@ -88,7 +89,13 @@ def _count(volumes: Volumes, pod: PodInfo, into: dict[str, str]) -> Status | Non
         found = _driver(volumes, claim) if claim is not None else None
         if found is not None:
             into[found[1]] = found[0]
-    for inline in pod.inline_volumes:
+    return _count_inline(pod.inline_volumes, into)
+
+
+def _count_inline(volumes: Iterable[InlineVolume], into: dict[str, str]) -> Status | None:
+    """Add the counted inline in-tree ``volumes`` to ``into`` (unique name → driver); kube's
+    error for the first one the translator refuses."""
+    for inline in volumes:
         if inline.error:
             return Status.error(inline.error)
         if inline.counted:
@@ -136,13 +143,7 @@ class NodeVolumeLimits(Plugin):
             if found is not None:
                 new[found[1]] = found[0]
         inline: dict[str, str] = {}
-        inline_error: Status | None = None
-        for v in pod.inline_volumes:
-            if v.error:
-                inline_error = Status.error(v.error)
-                break
-            if v.counted:
-                inline[f"{v.driver}/{v.handle}"] = v.driver
+        inline_error = _count_inline(pod.inline_volumes, inline)
         if refusal is None and inline_error is None and not new and not inline:
             return SKIP
         state.write(_KEY, _PodVolumes(volumes, new, inline, refusal or inline_error, refusal))
