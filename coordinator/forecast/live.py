@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, get_args
 
 from coordinator.core.framework.profiles import Profiles
+from coordinator.core.podspec.intree import inline_source
 from coordinator.core.snapshot.volumes import VolumeKind
 from coordinator.engine.forecasts import Forecast, Forecasts
 from coordinator.engine.loop import Scheduler
@@ -132,9 +133,9 @@ def node_object(state: NodeState) -> dict[str, Any]:
 
 
 def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
-    """A bound pod as a Pod object: what it holds (requests, GPUs by Topos's annotation, the
-    PersistentVolumeClaims its volumes name), its labels, scheduling annotations, affinity,
-    owner (by UID) and start."""
+    """A bound pod as a Pod object: what it holds (requests, GPUs by Topos's annotation, host
+    ports, the PersistentVolumeClaims its volumes name, its inline in-tree volumes), its labels,
+    scheduling annotations, affinity, owner (by UID) and start."""
     asks = {k: _quantity(k, v) for k, v in pod.requests.items() if k not in _RESOURCE_FIELDS}
     meta: dict[str, Any] = {
         "name": pod.name,
@@ -152,19 +153,32 @@ def pod_object(pod: BoundPod, *, started: float) -> dict[str, Any]:
                 "controller": True,
             }
         ]
+    container: dict[str, Any] = {
+        "name": "main",
+        "resources": {"requests": asks, "limits": dict(asks)},
+    }
+    if pod.host_ports:  # taken on its node until it ends
+        container["ports"] = [
+            {"containerPort": p.port, "hostPort": p.port, "protocol": p.protocol, "hostIP": p.ip}
+            for p in pod.host_ports
+        ]
     spec: dict[str, Any] = {
         "nodeName": pod.node,
         "schedulerName": pod.scheduler,
         "priority": pod.priority,
-        "containers": [{"name": "main", "resources": {"requests": asks, "limits": dict(asks)}}],
+        "containers": [container],
     }
     if pod.affinity:
         spec["affinity"] = dict(pod.affinity)
-    if pod.volume_claims:  # a ReadWriteOncePod claim it uses is not another pod's until it ends
-        spec["volumes"] = [
-            {"name": f"claim-{i}", "persistentVolumeClaim": {"claimName": claim}}
-            for i, claim in enumerate(pod.volume_claims)
-        ]
+    # A ReadWriteOncePod claim it uses is not another pod's until it ends; its volumes, claims'
+    # and inline, count toward its node's CSI attach limit.
+    volumes: list[dict[str, Any]] = [
+        {"name": f"claim-{i}", "persistentVolumeClaim": {"claimName": claim}}
+        for i, claim in enumerate(pod.volume_claims)
+    ]
+    volumes.extend(v for v in map(inline_source, pod.inline_volumes) if v is not None)
+    if volumes:
+        spec["volumes"] = volumes
     return {
         "metadata": meta,
         "spec": spec,

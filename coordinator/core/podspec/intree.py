@@ -24,6 +24,7 @@ __all__ = [
     "MIGRATED_DRIVERS",
     "InlineVolume",
     "bound_inline_volumes",
+    "inline_source",
     "inline_volumes",
     "translate_pv",
 ]
@@ -175,3 +176,23 @@ def bound_inline_volumes(spec: Mapping[str, object]) -> tuple[InlineVolume, ...]
         return inline_volumes(spec)
     except FieldError:
         return ()
+
+
+def inline_source(volume: InlineVolume) -> dict[str, object] | None:
+    """A ``spec.volumes`` entry that :func:`inline_volumes` reads back as ``volume`` (a bound
+    pod written again, for a copy of the cluster), or ``None`` for one not counted or refused
+    (only its driver and kube's message are kept)."""
+    if not volume.counted or volume.error:
+        return None
+    handle = volume.handle
+    for field, (_, driver) in _SOURCES.items():
+        if driver != volume.driver:
+            continue
+        if field == "gcePersistentDisk":  # inline: projects/UNSPECIFIED/zones/UNSPECIFIED/…
+            source: dict[str, object] = {"pdName": handle.rsplit("/", 1)[-1]}
+        elif field == "azureDisk":
+            source = {"diskName": handle.rsplit("/", 1)[-1], "diskURI": handle, "kind": "Managed"}
+        else:
+            source = {"volumeID": handle}
+        return {"name": volume.name, field: source}
+    return None

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from coordinator.core.plugins.nodevolumelimits import MAX_VOLUME_COUNT_EXCEEDED
+from coordinator.core.podspec.intree import inline_source, inline_volumes
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from devcluster.pods import pod
 from tests.coordinator.core.test_sched_volume_limits import node_with, schedule, store, with_claims
@@ -151,6 +152,21 @@ def test_inline_volumes_of_each_migrated_plugin_count(
     nodes = [node_with("node-a", with_inline("x", source))]
     refused(schedule(with_claims("p", "new"), nodes, volumes))
     assert decided(schedule(with_claims("p", "same"), nodes, volumes))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [s for s, *_ in COUNTED[:1] + COUNTED[3:]] + [{"awsElasticBlockStore": {"volumeID": "vol-1"}}],
+)
+def test_an_inline_volume_written_again_from_its_translation_reads_back_the_same(
+    source: dict[str, Any],
+) -> None:
+    """A running pod's inline volume written again from what Topos keeps of it (a copy of the
+    cluster for the forecast) counts as the same volume of the same driver."""
+    (kept,) = inline_volumes({"volumes": [{"name": "data", **source}]})
+    again = inline_source(kept)
+    assert again is not None
+    assert inline_volumes({"volumes": [again]}) == (kept,)
 
 
 def test_inline_azure_file_and_vsphere_volumes_are_not_counted() -> None:

@@ -34,7 +34,7 @@ from coordinator.forecast.live import LiveForecaster
 from coordinator.forecast.runtimes import EXPECTED_DURATION
 from coordinator.inventory.store import Inventory
 from devcluster.pods import gpu_pod, pod
-from tests.support.volumes import claim, local_pv, storage_class
+from tests.support.volumes import claim, csi_node, csi_volume, local_pv, storage_class
 
 T0 = 1_800_000_000.0
 P = ParamSpec("P")
@@ -612,6 +612,54 @@ async def test_a_read_write_once_pod_claim_in_use_is_free_when_its_pod_ends(live
     assert forecast is not None
     assert forecast.after == ("ml/holder",)
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_800, abs=15)
+
+
+async def test_a_pod_waiting_for_a_host_port_starts_when_its_holder_ends(live: Live) -> None:
+    """The node has room for both, but the running pod holds host port 8080 for 20 minutes:
+    the forecast's copy keeps the port taken, so the waiting pod starts when it ends, not now."""
+    port = [{"containerPort": 80, "hostPort": 8080}]
+    holder = job_pod("holder", 1, duration="20m")
+    holder["spec"]["containers"][0]["ports"] = port
+    live.cluster.create_pod(holder)
+    await settle(live)
+    waiting = job_pod("web", 1)
+    waiting["spec"]["containers"][0]["ports"] = port
+    live.cluster.create_pod(waiting)
+    await settle(live)
+    assert failures(live.cluster, "web")
+
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/web")
+    assert forecast is not None
+    assert forecast.after == ("ml/holder",)
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_200, abs=15)
+
+
+async def test_a_pod_over_the_volume_limit_starts_when_an_inline_volumes_pod_ends(
+    live: Live,
+) -> None:
+    """n0's CSINode allows one EBS volume, which a running pod's inline ``awsElasticBlockStore``
+    volume takes for 20 minutes: the forecast's copy counts it, so the pod with an EBS claim
+    starts when that pod ends, not now."""
+    volumes = live.cluster.volumes
+    volumes.apply(csi_node("n0", ebs=1))
+    made, volume = csi_volume("data")
+    volumes.apply(volume)
+    volumes.apply({**made, "metadata": claim_meta("data")})
+    holder = job_pod("holder", 1, duration="20m")
+    inline = {"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}
+    holder["spec"]["volumes"] = [inline]
+    live.cluster.create_pod(holder)
+    await settle(live)
+    live.cluster.create_pod(with_claim("reader", 1, "data"))
+    await settle(live)
+    assert "exceed max volume count" in failures(live.cluster, "reader")[-1]
+
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get("ml/reader")
+    assert forecast is not None
+    assert forecast.after == ("ml/holder",)
+    assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_200, abs=15)
 
 
 async def test_a_pod_waiting_for_its_claim_to_be_made_has_an_unknown_start(live: Live) -> None:
