@@ -89,3 +89,60 @@ async def test_an_event_deleted_meanwhile_is_created_again_with_its_count() -> N
     fake.deleted = True
     await rec.record(POD, reason="FailedScheduling", message="m1")
     assert fake.calls == [("create", 1, "m0"), ("create", 2, "m1")]
+
+
+class Clock:
+    """The recorder's clock and sleep: a sleep returns when ``advance`` passes its deadline."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + seconds, done))
+        await done
+
+    async def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for deadline, done in list(self._sleepers):
+            if deadline <= self.now:
+                self._sleepers.remove((deadline, done))
+                done.set_result(None)
+        for _ in range(5):  # let the woken writers run
+            await asyncio.sleep(0)
+
+
+def series_recorder(fake: FakeEvents, clock: Clock) -> EventRecorder:
+    return EventRecorder(
+        cast(GenericVerbs, fake), series_flush_s=60.0, clock=clock, sleep=clock.sleep
+    )
+
+
+async def test_repeated_messages_are_written_when_the_series_starts_then_a_minute_later() -> None:
+    fake, clock = FakeEvents(), Clock()
+    rec = series_recorder(fake, clock)
+    for _ in range(10):
+        await rec.record(POD, reason="FailedScheduling", message="0/3 nodes are available")
+        await clock.advance(1.0)
+    # created, then the series started (x2); the other eight only counted
+    assert [(verb, count) for verb, count, _ in fake.calls] == [("create", 1), ("patch", 2)]
+    await clock.advance(49.0)  # 58 s after the x2 write (at 1 s)
+    assert len(fake.calls) == 2
+    await clock.advance(2.0)  # a minute after it: the count so far
+    assert fake.calls[-1] == ("patch", 10, "0/3 nodes are available")
+    await clock.advance(120.0)  # nothing new: nothing written
+    assert len(fake.calls) == 3
+
+
+async def test_a_repeat_with_a_new_message_is_written_at_once() -> None:
+    fake, clock = FakeEvents(), Clock()
+    rec = series_recorder(fake, clock)
+    for message in ("m0", "m0", "m0", "m0", "m1"):
+        await rec.record(POD, reason="FailedScheduling", message=message)
+    assert fake.calls == [("create", 1, "m0"), ("patch", 2, "m0"), ("patch", 5, "m1")]
+    await clock.advance(60.0)  # the held counts went out with the new message
+    assert len(fake.calls) == 3
