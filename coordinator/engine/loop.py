@@ -9,8 +9,9 @@ Outcomes:
 - **placed** — the pod is assumed on its node and handed to the binder; once bound, a
   ``Scheduled`` Event reads "Successfully assigned ns/pod to node (GPUs 0,1 NVLink; NUMA 0)".
 - **unschedulable** — a ``FailedScheduling`` Event and ``PodScheduled=False`` with the summary
-  ("0/12 nodes are available: …"), posted again only when the message changes or after
-  ``failure_repost_s``; the pod waits for the cluster to change. A pod rejected for its own spec
+  ("0/12 nodes are available: …"), the condition written again only when the message changes
+  (an unchanged one only counts the attempt on the Event, at most once per
+  ``failure_repost_s``); the pod waits for the cluster to change. A pod rejected for its own spec
   waits for an edit instead, and everyone else is served meanwhile.
 
 Every piece of per-pod state (the room held, the explanation last posted, the last attempt) is
@@ -117,7 +118,8 @@ class RuntimeSettings:
     max_binds_in_flight: int = 64
     """Binds running concurrently (pipelining); 1 binds one pod at a time."""
     failure_repost_s: float = 60.0
-    """An unchanged failure explanation is written again at most this often."""
+    """An unchanged failure explanation is counted on its Event at most this often (its
+    ``PodScheduled`` condition is not written again)."""
     explanations_kept: int = 10_000
     """Last attempts remembered for ``/v1/pods/{ns}/{name}/explain``."""
     explanations_detailed: int = 100
@@ -175,8 +177,8 @@ class Scheduler:
         self._attempts = AttemptLog(
             kept=self.settings.explanations_kept, detailed=self.settings.explanations_detailed
         )
-        # uid → (message, when, the forecast stated with it)
-        self._posted: dict[str, tuple[str, float, Forecast | None]] = {}
+        # uid → (message, when, the forecast stated with it, the text written, when counted)
+        self._posted: dict[str, tuple[str, float, Forecast | None, str, float]] = {}
         #: Predicted starts (coordinator.forecast.live fills it): stated after the failure.
         self.forecasts: Forecasts | None = None
         self._restating: set[str] = set()  # uids with a deferred restatement
@@ -479,14 +481,14 @@ class Scheduler:
         if forecast is not None and forecast.uid and forecast.uid != entry.uid:
             forecast = None  # an earlier pod of that name
         last = self._posted.get(entry.uid)
-        if (
-            last is not None
-            and last[0] == message
-            and last[2] is forecast
-            and now - last[1] < self.settings.failure_repost_s
-        ):
+        if last is not None and last[0] == message and last[2] is forecast:
+            # The condition says it already (kube-scheduler writes it only when it changes): the
+            # attempt is counted on the Event, at most once per ``failure_repost_s``.
+            if now - last[4] >= self.settings.failure_repost_s:
+                self._posted[entry.uid] = (*last[:4], now)
+                self._background(self._count_failure(pod, last[3]), f"explain {pod.key}")
             return
-        self._posted[entry.uid] = (message, now, forecast)
+        raw = message
         if forecast is not None and forecast.unknown:
             # Its reason is a refusal of the pod's claims: already stated, or no longer true
             # (the claim made or bound since the forecast) and then not repeated.
@@ -494,6 +496,7 @@ class Scheduler:
                 message = f"{message}; start unknown"
         elif forecast is not None:
             message = f"{message}; {forecast.sentence(self._wall(), clock=True)}"
+        self._posted[entry.uid] = (raw, now, forecast, message, now)
         nominated = self._nominating.pop(entry.uid, None)
         if nominated is not None:
             # One pods/status patch for both, as kube-scheduler's: urgent, as the nomination is.
@@ -513,6 +516,9 @@ class Scheduler:
             self._background(event, f"explain {pod.key}")
         else:
             await event
+
+    async def _count_failure(self, pod: PodRef, message: str) -> None:
+        await self.writer.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
 
     def restate(self, keys: Iterable[str]) -> None:
         """The stated forecasts of these pending pods changed: write their ``PodScheduled``

@@ -356,3 +356,32 @@ async def test_replicas_behind_a_service_are_spread_over_the_nodes(
     assert {assigned(cluster, f"web-{i}")[0] for i in range(2)} == {"h100-0", "h100-1"}
     with pytest.raises(ValueError, match="kind: 'Deployment' is not one of Service"):
         cluster.apply_workload({"kind": "Deployment", "metadata": {"name": "web"}})
+
+
+async def test_an_unchanged_explanation_is_counted_on_the_event_not_written_again() -> None:
+    """kube-scheduler writes ``PodScheduled=False`` only when its message changes and counts
+    every attempt on the FailedScheduling Event; so does Topos (with no repost interval here,
+    every attempt is counted)."""
+    inventory = Inventory(stale_ttl_s=3600)
+    cluster = MemoryCluster(inventory)
+    cluster.add_node("dgx-a", topology=discover_profile("dgx-h100", hostname="dgx-a"))
+    settings = RuntimeSettings(
+        failure_repost_s=0.0, queue=QueueSettings(initial_backoff_s=0.0, max_backoff_s=0.0)
+    )
+    cluster.create_pod(pod("fill", gpus=8))
+    async with memory_runtime(inventory, cluster, settings=settings) as runtime:
+        await runtime.settle()
+        cluster.create_pod(pod("wait", gpus=1))
+        await runtime.settle()
+        stats = runtime.scheduler.stats
+        for _ in range(3):  # the cluster changed in a way that does not help it
+            before = stats.unschedulable
+            runtime.scheduler.changes.everything()
+            async with asyncio.timeout(10):
+                while stats.unschedulable == before:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            await runtime.settle()
+    message = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    failed = [e for e in cluster.events(name="wait") if e["reason"] == "FailedScheduling"]
+    assert [e["message"] for e in failed] == [message] * 4  # every attempt counted
+    assert cluster.status_writes["default/wait"] == 1  # the condition written once
