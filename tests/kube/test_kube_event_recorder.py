@@ -11,6 +11,7 @@ from common.kube import NotFound
 from common.kube.recorder import EventRecorder, SpamFilter
 from common.kube.types import ObjectReference
 from common.kube.verbs import GenericVerbs
+from tests.support.clock import SleepingClock
 
 
 class FakeEvents:
@@ -91,39 +92,14 @@ async def test_an_event_deleted_meanwhile_is_created_again_with_its_count() -> N
     assert fake.calls == [("create", 1, "m0"), ("create", 2, "m1")]
 
 
-class Clock:
-    """The recorder's clock and sleep: a sleep returns when ``advance`` passes its deadline."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._sleepers.append((self.now + seconds, done))
-        await done
-
-    async def advance(self, seconds: float) -> None:
-        self.now += seconds
-        for deadline, done in list(self._sleepers):
-            if deadline <= self.now:
-                self._sleepers.remove((deadline, done))
-                done.set_result(None)
-        for _ in range(5):  # let the woken writers run
-            await asyncio.sleep(0)
-
-
-def series_recorder(fake: FakeEvents, clock: Clock) -> EventRecorder:
+def series_recorder(fake: FakeEvents, clock: SleepingClock) -> EventRecorder:
     return EventRecorder(
         cast(GenericVerbs, fake), series_flush_s=60.0, clock=clock, sleep=clock.sleep
     )
 
 
 async def test_repeated_messages_are_written_when_the_series_starts_then_a_minute_later() -> None:
-    fake, clock = FakeEvents(), Clock()
+    fake, clock = FakeEvents(), SleepingClock()
     rec = series_recorder(fake, clock)
     for _ in range(10):
         await rec.record(POD, reason="FailedScheduling", message="0/3 nodes are available")
@@ -139,7 +115,7 @@ async def test_repeated_messages_are_written_when_the_series_starts_then_a_minut
 
 
 async def test_a_repeat_with_a_new_message_is_written_at_once() -> None:
-    fake, clock = FakeEvents(), Clock()
+    fake, clock = FakeEvents(), SleepingClock()
     rec = series_recorder(fake, clock)
     for message in ("m0", "m0", "m0", "m0", "m1"):
         await rec.record(POD, reason="FailedScheduling", message=message)
