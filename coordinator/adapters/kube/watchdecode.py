@@ -38,6 +38,7 @@ from common.kube.watch import parse_watch_line
 from coordinator.inventory.translate import bound_pod_fields
 
 __all__ = [
+    "BoundPodLines",
     "Fingerprint",
     "FingerprintOf",
     "bound_pod_event",
@@ -119,16 +120,16 @@ def _digest(*parts: bytes | msgspec.Raw) -> int:
     return hash(tuple(bytes(part) for part in parts))
 
 
-def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
-    """A pod's uid, resourceVersion and the digest of its metadata (labels, annotations, owners,
-    deletion), its spec, its phase and start time: everything but the status's other fields."""
+def _pod_fingerprint(line: bytes) -> tuple[_PodEvent, int, int] | None:
+    """The event, the digest of its object's metadata and spec (``base``), and the digest of
+    that with its phase and start time."""
     try:
         event = _POD.decode(line)
     except msgspec.DecodeError:
         return None
     pod = event.object
     meta = pod.metadata
-    digest = _digest(
+    base = _digest(
         meta.name.encode(),
         meta.namespace.encode(),
         (meta.deletionTimestamp or "").encode(),
@@ -136,9 +137,18 @@ def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
         meta.annotations,
         meta.ownerReferences,
         pod.spec,
-        pod.status.phase.encode(),
-        pod.status.startTime.encode(),
     )
+    return event, base, hash((base, pod.status.phase, pod.status.startTime))
+
+
+def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
+    """A pod's uid, resourceVersion and the digest of its metadata (labels, annotations, owners,
+    deletion), its spec, its phase and start time: everything but the status's other fields."""
+    seen = _pod_fingerprint(line)
+    if seen is None:
+        return None
+    event, _, digest = seen
+    meta = event.object.metadata
     return event.type, (meta.uid, meta.resourceVersion, digest)
 
 
@@ -276,3 +286,66 @@ def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
         if bound is not None and bound.type in _TYPES and bound.object.spec.nodeName:
             return "DELETED", {"metadata": msgspec.to_builtins(bound.object.metadata)}
     return parse_watch_line(line, PODS)
+
+
+_ENDED: Final = frozenset({"Succeeded", "Failed"})
+
+
+class BoundPodLines:
+    """The bound-pod watch's :meth:`fingerprint` and :meth:`decode`, sharing what a line's
+    fingerprint read. A ``MODIFIED`` pod whose metadata and spec digest as those of the last
+    object decoded under its uid — only its status moved, as when it starts — and that has not
+    ended is decoded as its status alone: ``{"metadata": {uid, name, namespace,
+    resourceVersion}, "status": {phase, startTime}}``, no ``spec``; the handler applies it to
+    the pod it holds (``known(uid)``: it holds one), instead of translating the pod again. Every
+    other line is decoded by :func:`bound_pod_event`. :meth:`forget` at every list (the objects
+    listed were not decoded here)."""
+
+    def __init__(self, known: Callable[[str], bool]) -> None:
+        self._known = known
+        self._bases: dict[str, int] = {}  # uid → digest of the last object decoded's base
+        self._last: tuple[bytes, _PodEvent, int] | None = None  # the line last fingerprinted
+
+    def fingerprint(self, line: bytes) -> tuple[str, Fingerprint] | None:
+        seen = _pod_fingerprint(line)
+        if seen is None:
+            self._last = None
+            return None
+        event, base, digest = seen
+        self._last = (line, event, base)
+        meta = event.object.metadata
+        return event.type, (meta.uid, meta.resourceVersion, digest)
+
+    def decode(self, line: bytes) -> tuple[WatchEventType, KubeObject]:
+        last, self._last = self._last, None
+        if last is None or last[0] is not line:
+            return bound_pod_event(line)
+        _, event, base = last
+        meta, status = event.object.metadata, event.object.status
+        uid = meta.uid
+        if event.type == "DELETED" or not uid:
+            self._bases.pop(uid, None)
+            return bound_pod_event(line)
+        if (
+            event.type == "MODIFIED"
+            and self._bases.get(uid) == base
+            and status.phase not in _ENDED
+            and self._known(uid)
+        ):
+            restatus = {"phase": status.phase, "startTime": status.startTime}
+            return "MODIFIED", {
+                "metadata": {
+                    "uid": uid,
+                    "name": meta.name,
+                    "namespace": meta.namespace,
+                    "resourceVersion": meta.resourceVersion,
+                },
+                "status": restatus,
+            }
+        kind, obj = bound_pod_event(line)
+        if kind in _TYPES:
+            self._bases[uid] = base
+        return kind, obj
+
+    def forget(self) -> None:
+        self._bases.clear()
