@@ -3,9 +3,12 @@
 **Slim decoding.** :func:`bound_pod_event` decodes a bound-pod watch line straight into what
 :func:`~coordinator.inventory.translate.bound_pod_fields` keeps (the metadata without its managed
 fields, the spec, the phase), and :func:`pending_pod_event` a pending pod's ``DELETED`` into its
-metadata alone (the queue only needs to know which pod left): the managed fields, container
-statuses and conditions are never built as dicts. A line they cannot decode so goes through
+metadata alone (the queue only needs to know which pod left) and its other events into the whole
+pod but its managed fields: the managed fields, and a bound pod's container statuses and
+conditions, are never built as dicts. A line they cannot decode so goes through
 :func:`~common.kube.watch.parse_watch_line` and ``slim`` as before (an ``ERROR`` event included).
+A bound pod that only started (its status alone moved) is not decoded or translated again
+(:class:`BoundPodLines`).
 
 **Fingerprints:** what a watch event of a Node or a bound pod carries that the inventory reads,
 as a digest taken from the raw JSON without building the object.
@@ -216,6 +219,21 @@ class _MetaOnlyEvent(msgspec.Struct):
     object: _MetaOnly
 
 
+class _PendingPod(msgspec.Struct):
+    """A pod as its API object, without ``metadata.managedFields``."""
+
+    kind: str | None = None
+    apiVersion: str | None = None
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None
+
+
+class _PendingPodEvent(msgspec.Struct):
+    type: str
+    object: _PendingPod
+
+
 class _BoundMeta(msgspec.Struct, omit_defaults=True):
     name: str | None = None
     namespace: str | None = None
@@ -239,6 +257,7 @@ class _BoundEvent(msgspec.Struct):
 
 _SLIM_POD = msgspec.json.Decoder(_SlimPodEvent)
 _META_ONLY = msgspec.json.Decoder(_MetaOnlyEvent)
+_PENDING = msgspec.json.Decoder(_PendingPodEvent)
 _BOUND = msgspec.json.Decoder(_BoundEvent)
 #: A pod's ``spec.nodeName`` key as the API server writes it (inside a JSON string, such as an
 #: annotation holding a manifest, its quotes are escaped and this does not match).
@@ -268,9 +287,11 @@ def bound_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
 
 def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
     """A pending-pod watch line; a ``DELETED`` one (the pod was bound or deleted) with its
-    metadata alone, every other one whole. A pod that has a node is no longer pending: it comes
-    as the ``DELETED`` the server sends when a pod leaves a ``spec.nodeName=`` selector, with
-    its name, namespace, UID and resourceVersion (see :func:`~.pending.pending_selector`)."""
+    metadata alone, every other one whole but for its managed fields (the queue keeps the
+    object of every pod waiting; nothing reads those). A pod that has a node is no longer
+    pending: it comes as the ``DELETED`` the server sends when a pod leaves a
+    ``spec.nodeName=`` selector, with its name, namespace, UID and resourceVersion (see
+    :func:`~.pending.pending_selector`)."""
     if line.startswith(_DELETED):
         try:
             event = _META_ONLY.decode(line)
@@ -285,7 +306,17 @@ def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
             bound = None
         if bound is not None and bound.type in _TYPES and bound.object.spec.nodeName:
             return "DELETED", {"metadata": msgspec.to_builtins(bound.object.metadata)}
-    return parse_watch_line(line, PODS)
+    try:
+        whole = _PENDING.decode(line)
+    except msgspec.DecodeError:
+        return parse_watch_line(line, PODS)  # not a pod as the API server writes one
+    if whole.type not in ("ADDED", "MODIFIED"):
+        return parse_watch_line(line, PODS)  # errors raise; bookmarks pass
+    pod = whole.object
+    parts = {"kind": pod.kind, "apiVersion": pod.apiVersion, "spec": pod.spec, "status": pod.status}
+    obj = {k: v for k, v in parts.items() if v is not None}
+    obj["metadata"] = msgspec.to_builtins(pod.metadata)
+    return whole.type, obj  # type: ignore[return-value]
 
 
 _ENDED: Final = frozenset({"Succeeded", "Failed"})
