@@ -7,8 +7,9 @@ change that frees their room. Pods waiting for DRA devices or claims have no bac
 (they are woken only by DRA changes; kube-scheduler likewise pops a backing-off pod at once when
 nothing else is ready). Kinds of change:
 
-- **everything** — room held for a pod was given back, or DRA devices were freed (a claim
-  deallocated or deleted, a slice or class changed): every unschedulable pod goes back;
+- **everything** — DRA devices were freed (a claim deallocated or deleted, a slice or class
+  changed, or held for a pod and given back), bound assumptions expired, or this replica leads
+  again: every unschedulable pod goes back;
 - **nodes** — nodes came, or their labels, taints, readiness or hardware changed: the pods one of
   them could now hold by its labels, taints and free resources (kube-scheduler's queueing hints
   for NodeAffinity, TaintToleration, NodeUnschedulable and NodeResourcesFit on a Node's add or
@@ -18,9 +19,11 @@ nothing else is ready). Kinds of change:
 - **capacity** — room gained otherwise (a pod shrank in place; more departures than are kept
   between two applies): every pod but those only DRA devices hold back (their GPUs are
   released with their claims, by kube-controller-manager, a moment later);
-- **a pod left** — a bound pod was deleted, ended or moved away: the pods one of the plugins
-  that refused them may be helped by it (:mod:`.departures`: kube-scheduler's queueing hints
-  on a Pod delete — the room, host ports, volumes, claims, (anti-)affinity or spread it held);
+- **a pod left** — a bound pod was deleted, ended or moved away, or the room assumed for a pod
+  was given back (its bind failed, or it was deleted before its bind was seen): the pods one of
+  the plugins that refused them may be helped by it (:mod:`.departures`: kube-scheduler's
+  queueing hints on a Pod delete — the room, host ports, volumes, claims, (anti-)affinity or
+  spread it held). A pending pod deleted wakes no one;
 - **claims** — any other DRA change (a claim created or allocated): pods whose claims were
   refused before any node was looked at (waiting for a claim to exist, or to be fixed);
 - **pods** — a pod changed its labels: pods with affinity or spread terms;
@@ -45,8 +48,8 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.selectors import match_node_terms
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.queue import QueuedPod, SchedulingQueue
-from coordinator.engine.departures import Departure, helped_by_departures, term_may_select
-from coordinator.inventory.state import BoundPod, NodeState
+from coordinator.engine.departures import Departure, Left, helped_by_departures, term_may_select
+from coordinator.inventory.state import NodeState
 
 __all__ = ["PendingChanges"]
 
@@ -197,9 +200,9 @@ class PendingChanges:
         self._pods = True
         self._wake()
 
-    def pod_left(self, pod: BoundPod, *, gained: bool) -> None:
-        """A bound pod left its node (deleted, ended, moved away); ``gained``: that node can
-        take more than before."""
+    def pod_left(self, pod: Left, *, gained: bool) -> None:
+        """A bound pod left its node (deleted, ended, moved away), or an assumed one's room was
+        given back; ``gained``: that node can take more than before."""
         if len(self._departures) < _DEPARTURES_KEPT:
             self._departures.append(Departure(pod, gained))
         else:

@@ -1,5 +1,9 @@
 """Which waiting pods a bound pod's departure (deleted, ended, moved away) may help: kube-
-scheduler's queueing hints on a Pod delete, one per plugin that refused the pod.
+scheduler's queueing hints on a Pod delete, one per plugin that refused the pod. A pod assumed
+onto a node whose room is given back (its bind failed, or it was deleted before its bind was
+seen) leaves the same way, as in kube-scheduler (``handleAssumedPodDeletion`` and
+``handleBindingCycleError`` send the assumed pod through the same hints): its
+:class:`~coordinator.core.snapshot.podinfo.PodInfo` stands for it.
 
 A waiting pod goes back if one of the plugins that refused it on its last attempt
 (``QueuedPod.refused_by``, those whose refusal a change of pods may lift) may be helped by the
@@ -34,31 +38,37 @@ from dataclasses import dataclass
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
+from coordinator.core.snapshot.podinfo import PodInfo
 from coordinator.core.status import Reason
 from coordinator.inventory.state import BoundPod
 
 __all__ = ["Departure", "helped_by_departures", "term_may_select"]
 
 
+Left = BoundPod | PodInfo
+"""The pod that left: as the inventory held it bound, or as it was assumed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Departure:
-    """A bound pod that left its node; ``gained``: its node can take more than before."""
+    """A bound (or assumed) pod that left its node; ``gained``: its node can take more than
+    before."""
 
-    pod: BoundPod
+    pod: Left
     gained: bool
 
 
-def _fit(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+def _fit(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
     if Reason.TOO_MANY_PODS in pod.last_message:
         return True  # any pod's place
     return any(n > 0 and req.requests.get(k, 0) > 0 for k, n in left.requests.items())
 
 
-def _ports(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+def _ports(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
     return any(w.conflicts(h) for h in left.host_ports for w in req.host_ports)
 
 
-def _volume_count(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+def _volume_count(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
     return bool(left.volume_claims or left.inline_volumes)
 
 
@@ -71,10 +81,16 @@ def term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str
     return term.matches_pod(namespace, labels, None)
 
 
-def _terms(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
-    if (left.affinity.get("podAntiAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ):
+def _shuns(left: Left) -> bool:
+    """Whether ``left`` had required anti-affinity terms of its own."""
+    if isinstance(left, PodInfo):
+        return bool(left.anti_affinity)
+    anti = left.affinity.get("podAntiAffinity") or {}
+    return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+
+def _terms(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
+    if _shuns(left):
         return True
     return any(
         term_may_select(t, left.namespace, left.labels)
@@ -82,19 +98,19 @@ def _terms(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
     )
 
 
-def _spread(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+def _spread(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
     return left.namespace == req.namespace and any(
         c.selector is not None and c.selector.matches(left.labels) for c in req.spread
     )
 
 
-def _shared_claim(pod: QueuedPod, req: PodRequest, left: BoundPod) -> bool:
+def _shared_claim(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
     if left.namespace != req.namespace or not left.volume_claims:
         return False
     return any(c.name in left.volume_claims for c in req.volume_claims)
 
 
-Hint = Callable[[QueuedPod, PodRequest, BoundPod], bool]
+Hint = Callable[[QueuedPod, PodRequest, Left], bool]
 
 #: plugin → (its hint, whether the departure must have gained room on its node)
 _HINTS: Mapping[str, tuple[Hint, bool]] = {

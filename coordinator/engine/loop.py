@@ -275,10 +275,15 @@ class Scheduler:
         self.inventory.end_grace()  # if the coordinator's own timer has not yet
         self._room_released()
 
-    def _room_released(self) -> None:
-        """Room held for a pod was freed without the inventory taking it over (bind failed, pod
-        deleted before its bind was seen): anyone waiting for room may fit now."""
-        self.changes.everything()
+    def _room_released(self, pod: PodInfo | None = None) -> None:
+        """Room held for ``pod`` was freed without the inventory taking it over (bind failed, pod
+        deleted before its bind was seen): the pods its leaving may help may fit now, as when a
+        bound pod leaves (kube-scheduler sends an assumed pod it forgets through the same
+        queueing hints). ``None``: DRA claims or several pods' room went; anyone may fit."""
+        if pod is None:
+            self.changes.everything()
+        else:
+            self.changes.pod_left(pod, gained=True)
 
     def _left_queue(self, entry: QueuedPod, gone: bool) -> None:
         """A pod left the queue: known to be gone (deleted, replaced under its name), or bound or

@@ -16,8 +16,9 @@ waits for its predecessor's). An assumed pod counts on its node until:
   last-resort safety net for a watch that missed the pod entirely; it does not fire in normal
   operation.
 
-Whenever room is released without the inventory taking it over, ``on_release`` is called (the
-scheduler retries the pods waiting for room).
+Whenever room is released without the inventory taking it over, ``on_release`` is called with
+the pod that held it (the scheduler retries the pods its leaving may help), or ``None`` when
+DRA claims or several pods' room went with it (the scheduler retries every pod waiting).
 
 DRA (:attr:`Snapshot.dra <coordinator.core.snapshot.snapshot.Snapshot.dra>`): the watched
 ResourceSlices, DeviceClasses and ResourceClaims (a :class:`~coordinator.inventory.dra.DraStore`)
@@ -167,8 +168,9 @@ class ClusterView:
         #: node → assumed uids the inventory showed bound there when they were assumed
         self._bound_first: dict[str, set[str]] = {}
         self._next_expiry = float("inf")  # earliest TTL deadline of a bound assumption
-        #: Called when held room is released without the inventory taking it over.
-        self.on_release: Callable[[], None] = lambda: None
+        #: Called when held room is released without the inventory taking it over: with the
+        #: pod assumed there, or ``None`` (claims or several pods released).
+        self.on_release: Callable[[PodInfo | None], None] = lambda _: None
         self._snapshot: Snapshot | None = None
         self._order_changed = True
         self._unsubscribe = inventory.subscribe(self._on_event)
@@ -334,7 +336,7 @@ class ClusterView:
         found = self._drop(uid)
         if found is None and not claims:
             return False
-        self.on_release()
+        self.on_release(None if claims or found is None else found.info)
         return True
 
     def bind_done(self, uid: str) -> None:
@@ -386,7 +388,7 @@ class ClusterView:
             default=float("inf"),
         )
         if expired:
-            self.on_release()
+            self.on_release(None)
         return len(expired)
 
     # --- snapshots ---------------------------------------------------------------------------

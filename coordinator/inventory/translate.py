@@ -338,6 +338,15 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     )
 
 
+def restatused(pod: BoundPod, status: Mapping[str, Any]) -> BoundPod | None:
+    """``pod`` after a change of its status alone (its metadata and spec as they were): what
+    :func:`bound_pod` reads of a status is its phase (``None``: it ended) and start time."""
+    if str(status.get("phase", "Pending")) in TERMINAL_PHASES:
+        return None
+    started = _timestamp(status.get("startTime"))
+    return pod if started == pod.started_at else msgspec.structs.replace(pod, started_at=started)
+
+
 #: The spec fields a pod is placed by (filters and scores), kept for a recreated pod's placement.
 _PLACED_BY: Final = (
     "nodeSelector",

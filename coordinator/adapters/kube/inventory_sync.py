@@ -24,11 +24,7 @@ from typing import Final
 
 from common.kube import NODES, PODS, KubeClient, KubeObject
 from coordinator.adapters.kube.reflector import Change, Reflector
-from coordinator.adapters.kube.watchdecode import (
-    bound_pod_event,
-    bound_pod_fingerprint,
-    node_fingerprint,
-)
+from coordinator.adapters.kube.watchdecode import BoundPodLines, node_fingerprint
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.store import Inventory
 from coordinator.inventory.translate import (
@@ -38,6 +34,7 @@ from coordinator.inventory.translate import (
     kube_node,
     node_fields,
     ran_to_end,
+    restatused,
 )
 
 BOUND_PODS_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -69,8 +66,10 @@ class _BoundPods:
     def __init__(self, inventory: Inventory, counts: Counter[tuple[str, str]]) -> None:
         self._inventory = inventory
         self._counts = counts
+        self.lines = BoundPodLines(known=lambda uid: inventory.bound_pod(uid) is not None)
 
     def replace(self, items: list[KubeObject]) -> None:
+        self.lines.forget()
         pods: list[BoundPod] = []
         for obj in items:
             pod = bound_pod(obj)
@@ -78,10 +77,19 @@ class _BoundPods:
                 pods.append(pod)
         self._inventory.replace_pods(pods)
 
-    def apply(self, kind: Change, obj: KubeObject) -> None:
+    def _translated(self, kind: Change, obj: KubeObject) -> BoundPod | None:
         # A deleted pod needs only its UID: not read whole (SchedulingWhileGated deletes a bound
         # pod for each one it schedules).
-        pod = None if kind == "DELETED" else bound_pod(obj)
+        if kind == "DELETED":
+            return None
+        if "spec" not in obj:  # its status alone changed (BoundPodLines): it started
+            held = self._inventory.bound_pod(str(obj["metadata"]["uid"]))
+            if held is not None:
+                return restatused(held, obj["status"])
+        return bound_pod(obj)
+
+    def apply(self, kind: Change, obj: KubeObject) -> None:
+        pod = self._translated(kind, obj)
         if pod is None:
             uid = str((obj.get("metadata") or {}).get("uid", ""))
             self._inventory.delete_pod(uid, ended=kind != "DELETED" and ran_to_end(obj))
@@ -107,6 +115,7 @@ class KubeSync:
         self._on_synced = on_synced
         #: Watch events by (resource, "applied" | "unchanged").
         self.events: Counter[tuple[str, str]] = Counter()
+        pods = _BoundPods(inventory, self.events)
         self._reflectors = tuple(
             Reflector(
                 client,
@@ -134,12 +143,12 @@ class KubeSync:
                 ),
                 (
                     PODS,
-                    _BoundPods(inventory, self.events),
+                    pods,
                     BOUND_PODS_SELECTOR,
                     "bound pods",
                     bound_pod_fields,
-                    bound_pod_event,
-                    bound_pod_fingerprint,
+                    pods.lines.decode,
+                    pods.lines.fingerprint,
                 ),
             )
         )

@@ -3,9 +3,12 @@
 **Slim decoding.** :func:`bound_pod_event` decodes a bound-pod watch line straight into what
 :func:`~coordinator.inventory.translate.bound_pod_fields` keeps (the metadata without its managed
 fields, the spec, the phase), and :func:`pending_pod_event` a pending pod's ``DELETED`` into its
-metadata alone (the queue only needs to know which pod left): the managed fields, container
-statuses and conditions are never built as dicts. A line they cannot decode so goes through
+metadata alone (the queue only needs to know which pod left) and its other events into the whole
+pod but its managed fields: the managed fields, and a bound pod's container statuses and
+conditions, are never built as dicts. A line they cannot decode so goes through
 :func:`~common.kube.watch.parse_watch_line` and ``slim`` as before (an ``ERROR`` event included).
+A bound pod that only started (its status alone moved) is not decoded or translated again
+(:class:`BoundPodLines`).
 
 **Fingerprints:** what a watch event of a Node or a bound pod carries that the inventory reads,
 as a digest taken from the raw JSON without building the object.
@@ -38,6 +41,7 @@ from common.kube.watch import parse_watch_line
 from coordinator.inventory.translate import bound_pod_fields
 
 __all__ = [
+    "BoundPodLines",
     "Fingerprint",
     "FingerprintOf",
     "bound_pod_event",
@@ -119,16 +123,16 @@ def _digest(*parts: bytes | msgspec.Raw) -> int:
     return hash(tuple(bytes(part) for part in parts))
 
 
-def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
-    """A pod's uid, resourceVersion and the digest of its metadata (labels, annotations, owners,
-    deletion), its spec, its phase and start time: everything but the status's other fields."""
+def _pod_fingerprint(line: bytes) -> tuple[_PodEvent, int, int] | None:
+    """The event, the digest of its object's metadata and spec (``base``), and the digest of
+    that with its phase and start time."""
     try:
         event = _POD.decode(line)
     except msgspec.DecodeError:
         return None
     pod = event.object
     meta = pod.metadata
-    digest = _digest(
+    base = _digest(
         meta.name.encode(),
         meta.namespace.encode(),
         (meta.deletionTimestamp or "").encode(),
@@ -136,9 +140,18 @@ def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
         meta.annotations,
         meta.ownerReferences,
         pod.spec,
-        pod.status.phase.encode(),
-        pod.status.startTime.encode(),
     )
+    return event, base, hash((base, pod.status.phase, pod.status.startTime))
+
+
+def bound_pod_fingerprint(line: bytes) -> tuple[str, Fingerprint] | None:
+    """A pod's uid, resourceVersion and the digest of its metadata (labels, annotations, owners,
+    deletion), its spec, its phase and start time: everything but the status's other fields."""
+    seen = _pod_fingerprint(line)
+    if seen is None:
+        return None
+    event, _, digest = seen
+    meta = event.object.metadata
     return event.type, (meta.uid, meta.resourceVersion, digest)
 
 
@@ -206,6 +219,21 @@ class _MetaOnlyEvent(msgspec.Struct):
     object: _MetaOnly
 
 
+class _PendingPod(msgspec.Struct):
+    """A pod as its API object, without ``metadata.managedFields``."""
+
+    kind: str | None = None
+    apiVersion: str | None = None
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None
+
+
+class _PendingPodEvent(msgspec.Struct):
+    type: str
+    object: _PendingPod
+
+
 class _BoundMeta(msgspec.Struct, omit_defaults=True):
     name: str | None = None
     namespace: str | None = None
@@ -229,6 +257,7 @@ class _BoundEvent(msgspec.Struct):
 
 _SLIM_POD = msgspec.json.Decoder(_SlimPodEvent)
 _META_ONLY = msgspec.json.Decoder(_MetaOnlyEvent)
+_PENDING = msgspec.json.Decoder(_PendingPodEvent)
 _BOUND = msgspec.json.Decoder(_BoundEvent)
 #: A pod's ``spec.nodeName`` key as the API server writes it (inside a JSON string, such as an
 #: annotation holding a manifest, its quotes are escaped and this does not match).
@@ -258,9 +287,11 @@ def bound_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
 
 def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
     """A pending-pod watch line; a ``DELETED`` one (the pod was bound or deleted) with its
-    metadata alone, every other one whole. A pod that has a node is no longer pending: it comes
-    as the ``DELETED`` the server sends when a pod leaves a ``spec.nodeName=`` selector, with
-    its name, namespace, UID and resourceVersion (see :func:`~.pending.pending_selector`)."""
+    metadata alone, every other one whole but for its managed fields (the queue keeps the
+    object of every pod waiting; nothing reads those). A pod that has a node is no longer
+    pending: it comes as the ``DELETED`` the server sends when a pod leaves a
+    ``spec.nodeName=`` selector, with its name, namespace, UID and resourceVersion (see
+    :func:`~.pending.pending_selector`)."""
     if line.startswith(_DELETED):
         try:
             event = _META_ONLY.decode(line)
@@ -275,4 +306,77 @@ def pending_pod_event(line: bytes) -> tuple[WatchEventType, KubeObject]:
             bound = None
         if bound is not None and bound.type in _TYPES and bound.object.spec.nodeName:
             return "DELETED", {"metadata": msgspec.to_builtins(bound.object.metadata)}
-    return parse_watch_line(line, PODS)
+    try:
+        whole = _PENDING.decode(line)
+    except msgspec.DecodeError:
+        return parse_watch_line(line, PODS)  # not a pod as the API server writes one
+    if whole.type not in ("ADDED", "MODIFIED"):
+        return parse_watch_line(line, PODS)  # errors raise; bookmarks pass
+    pod = whole.object
+    parts = {"kind": pod.kind, "apiVersion": pod.apiVersion, "spec": pod.spec, "status": pod.status}
+    obj = {k: v for k, v in parts.items() if v is not None}
+    obj["metadata"] = msgspec.to_builtins(pod.metadata)
+    return whole.type, obj  # type: ignore[return-value]
+
+
+_ENDED: Final = frozenset({"Succeeded", "Failed"})
+
+
+class BoundPodLines:
+    """The bound-pod watch's :meth:`fingerprint` and :meth:`decode`, sharing what a line's
+    fingerprint read. A ``MODIFIED`` pod whose metadata and spec digest as those of the last
+    object decoded under its uid — only its status moved, as when it starts — and that has not
+    ended is decoded as its status alone: ``{"metadata": {uid, name, namespace,
+    resourceVersion}, "status": {phase, startTime}}``, no ``spec``; the handler applies it to
+    the pod it holds (``known(uid)``: it holds one), instead of translating the pod again. Every
+    other line is decoded by :func:`bound_pod_event`. :meth:`forget` at every list (the objects
+    listed were not decoded here)."""
+
+    def __init__(self, known: Callable[[str], bool]) -> None:
+        self._known = known
+        self._bases: dict[str, int] = {}  # uid → digest of the last object decoded's base
+        self._last: tuple[bytes, _PodEvent, int] | None = None  # the line last fingerprinted
+
+    def fingerprint(self, line: bytes) -> tuple[str, Fingerprint] | None:
+        seen = _pod_fingerprint(line)
+        if seen is None:
+            self._last = None
+            return None
+        event, base, digest = seen
+        self._last = (line, event, base)
+        meta = event.object.metadata
+        return event.type, (meta.uid, meta.resourceVersion, digest)
+
+    def decode(self, line: bytes) -> tuple[WatchEventType, KubeObject]:
+        last, self._last = self._last, None
+        if last is None or last[0] is not line:
+            return bound_pod_event(line)
+        _, event, base = last
+        meta, status = event.object.metadata, event.object.status
+        uid = meta.uid
+        if event.type == "DELETED" or not uid:
+            self._bases.pop(uid, None)
+            return bound_pod_event(line)
+        if (
+            event.type == "MODIFIED"
+            and self._bases.get(uid) == base
+            and status.phase not in _ENDED
+            and self._known(uid)
+        ):
+            restatus = {"phase": status.phase, "startTime": status.startTime}
+            return "MODIFIED", {
+                "metadata": {
+                    "uid": uid,
+                    "name": meta.name,
+                    "namespace": meta.namespace,
+                    "resourceVersion": meta.resourceVersion,
+                },
+                "status": restatus,
+            }
+        kind, obj = bound_pod_event(line)
+        if kind in _TYPES:
+            self._bases[uid] = base
+        return kind, obj
+
+    def forget(self) -> None:
+        self._bases.clear()

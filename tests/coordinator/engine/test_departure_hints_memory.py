@@ -188,3 +188,49 @@ async def test_a_gpu_pod_waits_for_a_gpu_pod_to_leave(
 
     cluster.delete_pod("default", "trainer")
     await retried_and_placed(cluster, runtime, clock, "p")
+
+
+def waking(scheduler: Scheduler, clock: ManualClock) -> set[str]:
+    """The names of every pod a change sent back (well before the queue's 60 s flush)."""
+    clock.now += 20.0
+    scheduler.changes.apply()
+    names = set()
+    while (entry := scheduler.queue.pop()) is not None:
+        names.add(entry.key.split("/")[1])
+    return names
+
+
+async def test_a_pod_deleted_before_its_bind_was_seen_wakes_only_pods_it_may_help(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    """kube-scheduler sends an assumed pod it forgets through the Pod-delete hints; a pending
+    pod deleted wakes no one."""
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    scheduler = runtime.scheduler
+    await placed(cluster, runtime, clock, pod("big", cpu="3", memory="1Gi"))
+    cluster.create_pod(pod("cpu", cpu="2", memory=None))
+    cluster.create_pod(pod("mem", cpu=None, memory="9Gi"))
+    for _ in range(2):
+        entry = scheduler.queue.pop()
+        assert entry is not None
+        await scheduler.schedule(entry)
+    await scheduler.drain()
+    for name, why in (("cpu", "Insufficient cpu"), ("mem", "Insufficient memory")):
+        last = scheduler.last_attempt(f"default/{name}")
+        assert last is not None
+        assert why in last.message
+
+    cluster.create_pod(pod("pending", cpu=None, memory="1Gi"))
+    cluster.delete_pod("default", "pending")  # queued, never tried: it held nothing
+    assert waking(scheduler, clock) == set()
+
+    cluster.create_pod(pod("doomed", cpu=None, memory="1Gi"))
+    entry = scheduler.queue.pop()
+    assert entry is not None
+    assert entry.key == "default/doomed"
+    await scheduler.schedule(entry)  # assumed on n1, its bind not done yet
+    assert scheduler.view.held(entry.uid) is not None
+    cluster.delete_pod("default", "doomed")  # deleted before its bind was seen
+    await scheduler.drain()  # its bind fails: nothing more to release
+    assert scheduler.view.held(entry.uid) is None
+    assert waking(scheduler, clock) == {"mem"}  # it held memory, and no cpu

@@ -21,7 +21,7 @@ from coordinator.core.podspec.parse import PodRequest, parse_pod
 from coordinator.core.queue import SchedulingQueue
 from coordinator.core.registry import build_framework
 from coordinator.core.snapshot.nodeinfo import NodeInfo
-from coordinator.core.snapshot.podinfo import Placement, bound_pod_info
+from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
 from coordinator.engine.ports import PodRef
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.view import ClusterView, node_info
@@ -116,15 +116,15 @@ def test_releasing_a_pod_frees_its_room_and_tells_the_scheduler(
     one_node: tuple[MemoryCluster, ClusterView, ManualClock],
 ) -> None:
     _, view, _ = one_node
-    released: list[None] = []
-    view.on_release = lambda: released.append(None)
+    released: list[PodInfo | None] = []
+    view.on_release = released.append
     view.assume(request(pod("a", gpus=8, uid="uid-a")), NODE, WHOLE_NODE)
     view.bind_done("uid-a")
     assert not fits(view, 1)
     assert view.release("uid-a")
     assert fits(view, 8)
     assert not view.release("uid-a")  # twice (bind failure after deletion): nothing more
-    assert len(released) == 1
+    assert [p.uid if p else None for p in released] == ["uid-a"]  # the pod that held it
 
 
 def test_two_pods_of_one_name_hold_room_each_for_itself(
@@ -146,8 +146,8 @@ def test_the_confirmation_deadline_is_only_a_safety_net(
     one_node: tuple[MemoryCluster, ClusterView, ManualClock],
 ) -> None:
     _, view, clock = one_node
-    released: list[None] = []
-    view.on_release = lambda: released.append(None)
+    released: list[PodInfo | None] = []
+    view.on_release = released.append
     view.assume(request(pod("lost", gpus=8, uid="uid-lost")), NODE, WHOLE_NODE)
     assert view.next_expiry_in() is None  # a bind in flight is never expired
     view.bind_done("uid-lost")  # bound, but the watch never shows it

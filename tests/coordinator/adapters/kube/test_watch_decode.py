@@ -16,6 +16,7 @@ import pytest
 
 from common.kube import NODES, PODS, Gone, Invalid, KubeClient, KubeObject, Resource
 from common.kube.watch import parse_watch_line
+from coordinator.adapters.kube.inventory_sync import KubeSync
 from coordinator.adapters.kube.pending import PendingPods
 from coordinator.adapters.kube.reflector import Change, Reflector
 from coordinator.adapters.kube.watchdecode import (
@@ -26,6 +27,8 @@ from coordinator.adapters.kube.watchdecode import (
     pending_pod_event,
 )
 from coordinator.core.queue import SchedulingQueue
+from coordinator.inventory.state import BoundPod
+from coordinator.inventory.store import Inventory
 from coordinator.inventory.translate import bound_pod, bound_pod_fields
 from devcluster.pods import gpu_pod
 
@@ -281,7 +284,9 @@ def test_a_pending_pods_deletion_is_its_metadata_and_the_pod_leaves_the_queue() 
     pending = gpu_pod("wait", 1, namespace="ml", uid="u9")
     pending["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     kind, obj = pending_pod_event(_line("ADDED", pending))
-    assert obj == pending  # whole: the queue parses it
+    assert "managedFields" not in obj["metadata"]  # the queue keeps the object: not those
+    meta = {k: v for k, v in pending["metadata"].items() if k != "managedFields"}
+    assert obj == {**pending, "metadata": meta}  # the rest whole: the queue parses it
     handler.apply(kind, obj)
     assert len(queue) == 1
     kind, obj = pending_pod_event(_line("DELETED", pending))
@@ -324,3 +329,57 @@ def test_a_pod_that_got_a_node_leaves_the_queue_and_is_never_queued_again() -> N
     other["spec"]["nodeName"] = "gpu-2"
     handler.replace([other])
     assert len(queue) == 0
+
+
+def test_a_bound_pod_that_starts_is_not_translated_again_and_every_other_change_is() -> None:
+    """The bound-pod watch's status-only change (the pod started) is applied to the pod the
+    inventory holds, decoded as its status alone; the inventory ends as a whole decode would
+    leave it. A spec or label change, an end, a re-list each go the whole way."""
+    inventory = Inventory()
+    sync = KubeSync(cast(KubeClient, Stream([])), inventory)
+    watch = sync._reflectors[1]
+    lines = watch._handler.lines  # type: ignore[attr-defined]
+    decoded: list[KubeObject] = []
+    decode = lines.decode
+
+    def recording(line: bytes) -> tuple[str, KubeObject]:
+        kind, obj = decode(line)
+        decoded.append(obj)
+        return kind, obj
+
+    watch._decode = recording
+    watch._handler.replace([])
+
+    def served(rv: int, **changes: Any) -> bytes:
+        obj = _bound("u1", rv, **changes)
+        obj["status"].pop("conditions")
+        return _line("MODIFIED" if rv > 2 else "ADDED", obj)
+
+    def held() -> BoundPod | None:
+        return inventory.bound_pod("u1")
+
+    def whole(line: bytes) -> BoundPod | None:
+        return bound_pod(bound_pod_fields(parse_watch_line(line, PODS)[1]))
+
+    watch._event(served(2, status__phase="Pending"), "1")
+    assert held() == whole(served(2, status__phase="Pending"))
+    started = served(3, status__startTime="2026-12-01T09:00:01Z")
+    watch._event(started, "1")
+    assert "spec" not in decoded[-1]  # its status alone
+    assert held() == whole(started)
+    pod = held()
+    assert pod is not None
+    assert pod.started_at is not None
+    relabelled = served(4, status__startTime="2026-12-01T09:00:01Z", metadata__labels={"a": "b"})
+    watch._event(relabelled, "1")
+    assert "spec" in decoded[-1]
+    assert held() == whole(relabelled)
+    watch._handler.replace([parse_watch_line(relabelled, PODS)[1]])  # a list: forget all
+    again = served(5, status__startTime="2026-12-01T09:00:02Z", metadata__labels={"a": "b"})
+    watch._event(again, "1")
+    assert "spec" in decoded[-1]
+    assert held() == whole(again)
+    ended = served(6, status__phase="Succeeded", metadata__labels={"a": "b"})
+    watch._event(ended, "1")
+    assert held() is None
+    assert inventory.ran_to_end("u1")
