@@ -148,6 +148,10 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, str, int, int, str]] = []
         self._error_backoff: list[tuple[float, int, str]] = []  # (until, gen, uid): after retry()
         self._unschedulable: list[tuple[float, int, str]] = []  # (since, gen, uid)
+        # uid → gen of the pods parked as unschedulable, walked by ``cluster_changed``: the heap
+        # also holds the entries of earlier parkings (dropped only at their flush time), many
+        # per pod when a change wakes a backlog over and over.
+        self._parked: dict[str, int] = {}
         self._seq = 0
         # Cluster-wide changes seen, and how many had been seen when the current attempt began:
         # a failure decided on an older view retries after its backoff instead of parking, or it
@@ -350,6 +354,7 @@ class SchedulingQueue:
         pod.after_error = False
         self.gated += 1
         heapq.heappush(self._unschedulable, (now, pod.generation, pod.uid))
+        self._parked[pod.uid] = pod.generation
 
     def _release_due(self) -> None:
         now = self._clock()
@@ -451,6 +456,7 @@ class SchedulingQueue:
         pod.needs_update = spec_error
         if not spec_error:
             heapq.heappush(self._unschedulable, (now, pod.generation, pod.uid))
+            self._parked[pod.uid] = pod.generation
 
     def retry(self, pod: QueuedPod) -> None:
         """A transient problem (API error, lost bind race): try again after a backoff."""
@@ -488,16 +494,19 @@ class SchedulingQueue:
                     pod.backoff_until = now
                     self._to_active(pod)
                     moved += 1
-        # The unschedulable pods are those of the flush heap whose entry is current (pods with a
-        # spec error are never in it): not a walk over every pod queued or bound.
-        for _, gen, uid in tuple(self._unschedulable):
+        # The unschedulable pods are those parked whose entry is current (pods with a spec error
+        # are never parked): not a walk over every pod queued or bound.
+        parked = self._parked
+        for uid, gen in tuple(parked.items()):
             pod = self._pods.get(uid)
             if pod is None or pod.generation != gen or pod.where != "unschedulable":
+                del parked[uid]  # moved on since
                 continue
             if pod.needs_update or (only is not None and not only(pod)):
                 continue
             if at_once:
                 pod.backoff_until = min(pod.backoff_until, now)
+            del parked[uid]
             self._to_backoff(pod)
             moved += 1
         if moved:
