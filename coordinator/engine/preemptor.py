@@ -819,9 +819,21 @@ class Preemptor:
             # Moves read every candidate only once they may help (a pod asking GPUs that are
             # free, scattered): built lazily, not at each failed attempt of a pod asking none.
             return plan, view, nodes, every if self.defrag.enabled else []
-        running = self._candidates(now, problems)
         if not victims:
-            return Status.unschedulable("no preemption planned"), view, nodes, running
+            # Only moves may be planned: the candidates are read once a move may help (a pod
+            # asking GPUs that are free, scattered), not at each failed attempt of a pod that
+            # asks none.
+            every_lazily: list[list[RunningPod]] = []
+
+            def moves_read() -> list[RunningPod]:
+                if not every_lazily:
+                    every_lazily.append(self._candidates(now, problems))
+                    if problems:
+                        self._report(problems)  # read after the caller's report
+                return every_lazily[0]
+
+            return Status.unschedulable("no preemption planned"), view, nodes, moves_read
+        running = self._candidates(now, problems)
         plan = self._plan_victims(
             members,
             view,
