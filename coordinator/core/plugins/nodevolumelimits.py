@@ -103,6 +103,45 @@ def _count_inline(volumes: Iterable[InlineVolume], into: dict[str, str]) -> Stat
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _NodeVolumes:
+    """What a node's pods and VolumeAttachments hold, counted once per node and version of the
+    volume objects (kept on the immutable :class:`NodeInfo`): most cycles find it there."""
+
+    volumes: Volumes
+    version: int
+    used: dict[str, str]  # the node's pods' volumes: unique name → driver
+    users: frozenset[str]  # the uids of the node's pods with volumes
+    error: Status | None  # kube's error for the first inline volume the translator refuses
+    attachments: dict[str, str]  # :func:`_attached`
+
+
+_MEMO_KEY: Final = object()
+
+
+def _node_volumes(volumes: Volumes, node: NodeInfo) -> _NodeVolumes:
+    found = node.memo.get(_MEMO_KEY)
+    if (
+        isinstance(found, _NodeVolumes)
+        and found.volumes is volumes
+        and found.version == volumes.version
+    ):
+        return found
+    used: dict[str, str] = {}
+    users: set[str] = set()
+    error: Status | None = None
+    for other in node.pods:
+        if other.volume_claims or other.inline_volumes:
+            users.add(other.uid)
+            if error is None:
+                error = _count(volumes, other, used)
+    counted = _NodeVolumes(
+        volumes, volumes.version, used, frozenset(users), error, _attached(volumes, node.name)
+    )
+    node.memo[_MEMO_KEY] = counted
+    return counted
+
+
 def _attached(volumes: Volumes, node: str) -> dict[str, str]:
     """``getNodeVolumeAttachmentInfo``: the node's VolumeAttachments of a PV with ``spec.csi``,
     unique name (``attacher/handle``) → attacher."""
@@ -159,12 +198,18 @@ class NodeVolumeLimits(Plugin):
         new = data.new | data.inline if data.inline else data.new
         if not new or not csi_node.limits:
             return SUCCESS
-        attached: dict[str, str] = {}
-        for other in node.pods:
-            if (other.volume_claims or other.inline_volumes) and other.uid != pod.uid:
-                error = _count(data.volumes, other, attached)
-                if error is not None:
-                    return error
+        held = _node_volumes(data.volumes, node)
+        if pod.uid not in held.users:
+            if held.error is not None:
+                return held.error
+            attached = held.used
+        else:  # the pod is on the node already (preemption re-checks it): without it
+            attached = {}
+            for other in node.pods:
+                if (other.volume_claims or other.inline_volumes) and other.uid != pod.uid:
+                    error = _count(data.volumes, other, attached)
+                    if error is not None:
+                        return error
         limits = csi_node.limits
         counts: dict[str, int] = {}
         for unique, driver in new.items():
@@ -175,7 +220,7 @@ class NodeVolumeLimits(Plugin):
         for driver in attached.values():
             if driver in counts:
                 counts[driver] += 1
-        for unique, driver in _attached(data.volumes, node.name).items():
+        for unique, driver in held.attachments.items():
             if driver in counts and unique not in attached:
                 counts[driver] += 1
         if any(n > limits[d] for d, n in counts.items()):

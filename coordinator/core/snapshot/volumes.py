@@ -398,6 +398,7 @@ class Volumes:
         "_volumes",
         "on_change",
         "on_detach",
+        "version",
     )
 
     def __init__(self) -> None:
@@ -419,6 +420,9 @@ class Volumes:
         #: Called with its attacher when a VolumeAttachment is deleted (a node's volume slot
         #: freed); one added or changed calls nothing, as in kube-scheduler.
         self.on_detach: Callable[[str], None] = lambda _attacher: None
+        #: Raised at every change (attachments included): what is computed from these objects
+        #: may be kept while it stands (NodeVolumeLimits' count of a node's volumes).
+        self.version = 0
 
     # --- what a cycle reads -------------------------------------------------------------------
     def claim(self, namespace: str, name: str) -> Claim | None:
@@ -454,6 +458,7 @@ class Volumes:
     # --- what the adapters call ---------------------------------------------------------------
     def put(self, kind: VolumeKind, obj: Mapping[str, object]) -> None:
         """An object added or changed, as the API server returns it."""
+        self.version += 1
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, Mapping) else {}
         name = str(meta.get("name") or "")
@@ -485,6 +490,7 @@ class Volumes:
             self.on_change()
 
     def remove(self, kind: VolumeKind, key: str) -> None:
+        self.version += 1
         attachment = self._attachments.get(key) if kind == "VolumeAttachment" else None
         self._drop(kind, key)
         if kind != "VolumeAttachment":
@@ -494,6 +500,7 @@ class Volumes:
 
     def clear(self, kind: VolumeKind) -> None:
         """Before a fresh list of ``kind``."""
+        self.version += 1
         self._raw[kind].clear()
         if kind == "PersistentVolumeClaim":
             self._claims.clear()

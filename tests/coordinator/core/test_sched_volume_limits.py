@@ -234,3 +234,19 @@ def test_a_generic_ephemeral_volume_counts_as_its_claims_volume() -> None:
     assert decided(schedule(obj, nodes, volumes)).node == "node-b"
     failure = refused(schedule(obj, nodes[:1], volumes))
     assert failure.message == f"0/1 nodes are available: 1 {MAX_VOLUME_COUNT_EXCEEDED}."
+
+
+def test_the_nodes_count_follows_every_change_of_the_volume_objects() -> None:
+    # The count of a node's volumes is kept between cycles: a change of the objects it was
+    # counted from is seen by the next cycle on the very same node.
+    volumes = store(*csi_volume("a1"), *csi_volume("new"), csi_node("node-a", ebs=1))
+    nodes = [node_with("node-a", with_claims("x", "a1"))]
+    refused(schedule(with_claims("p", "new"), nodes, volumes))
+    # a1 turns out to be another driver's disk: the node's EBS slot is free
+    volumes.put("PersistentVolume", csi_volume("a1", driver="pd.csi.storage.gke.io")[1])
+    assert decided(schedule(with_claims("p", "new"), nodes, volumes)).node == "node-a"
+    volumes.put("VolumeAttachment", attachment("va-old", "node-a", "pv-old"))
+    volumes.put("PersistentVolume", pv("pv-old", {"csi": {"driver": EBS, "volumeHandle": "o"}}))
+    refused(schedule(with_claims("p", "new"), nodes, volumes))  # attached, not yet detached
+    volumes.remove("VolumeAttachment", "va-old")
+    assert decided(schedule(with_claims("p", "new"), nodes, volumes)).node == "node-a"
