@@ -13,6 +13,7 @@ import collections
 import dataclasses
 from dataclasses import dataclass
 
+from coordinator.core.framework.cycle import UNSCORED
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.results import Decision, NodeVerdict, ScheduleResult
 from coordinator.core.status import SUCCESS
@@ -39,7 +40,8 @@ def brief(result: ScheduleResult) -> ScheduleResult:
     """A decision with only the chosen node's verdict (and no cycle state); a failure as is."""
     if not isinstance(result, Decision):  # (len(verdicts) would work every node's verdict out)
         return result
-    chosen = NodeVerdict(SUCCESS, dict(result.breakdown), result.score)
+    status = UNSCORED if result.feasible == 1 else SUCCESS  # the only node that fit: unscored
+    chosen = NodeVerdict(status, dict(result.breakdown), result.score)
     return dataclasses.replace(result, verdicts={result.node: chosen}, state=CycleState())
 
 
