@@ -455,7 +455,7 @@ def _decision(
 ) -> Decision:
     """The cycle's decision: ``feasible[best_i]``, with ``score``."""
     best = feasible[best_i]
-    placement = placements.get(best.name) or Placement()
+    placement = placements.get(best.name) or _HOLDS_NOTHING
     claims = (state.get(CLAIMS) or {}).get(best.name, ())
     if callable(claims):  # left to the node chosen
         claims = claims()
@@ -464,7 +464,8 @@ def _decision(
         node=best.name,
         placement=placement,
         # GPUs the agent knows by index; else (no agent report yet) the claims' device UUIDs
-        device_ids=_device_ids(best.topology, placement) or snapshot.dra.uuids_of(claims),
+        device_ids=_device_ids(best.topology, placement)
+        or (snapshot.dra.uuids_of(claims) if claims else ()),
         score=score,
         breakdown=verdicts.breakdown(best_i),
         verdicts=verdicts,
@@ -476,6 +477,7 @@ def _decision(
     )
 
 
+_HOLDS_NOTHING: Final = Placement()  # a pod holding nothing inside its node (immutable: shared)
 _MEMO: Final = attrgetter("memo")
 _VERDICT: Final = attrgetter("verdict")
 _SUMS: Final = attrgetter("sums")
@@ -584,6 +586,8 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         return [n.name for n in self._feasible_nodes]
 
     def breakdown(self, i: int) -> dict[str, float]:
+        if not self._local and not self._cycle:  # not scored
+            return {}
         entry = self._entries[i]
         out = {p.name: w * entry.scores[k] for p, w, k in self._local}
         out.update({plugin: w * values[i] for plugin, w, values in self._cycle})
