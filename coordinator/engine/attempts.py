@@ -10,9 +10,9 @@ and scores (and how many nodes were evaluated and feasible). A failure keeps its
 from __future__ import annotations
 
 import collections
-import dataclasses
 from dataclasses import dataclass
 
+from coordinator.core.framework.cycle import UNSCORED
 from coordinator.core.framework.cyclestate import CycleState
 from coordinator.core.framework.results import Decision, NodeVerdict, ScheduleResult
 from coordinator.core.status import SUCCESS
@@ -39,8 +39,23 @@ def brief(result: ScheduleResult) -> ScheduleResult:
     """A decision with only the chosen node's verdict (and no cycle state); a failure as is."""
     if not isinstance(result, Decision):  # (len(verdicts) would work every node's verdict out)
         return result
-    chosen = NodeVerdict(SUCCESS, dict(result.breakdown), result.score)
-    return dataclasses.replace(result, verdicts={result.node: chosen}, state=CycleState())
+    status = UNSCORED if result.feasible == 1 else SUCCESS  # the only node that fit: unscored
+    chosen = NodeVerdict(status, dict(result.breakdown), result.score)
+    d = result  # every field but the verdicts and the state (dataclasses.replace: twice the cost)
+    return Decision(
+        d.pod_key,
+        d.node,
+        d.placement,
+        d.device_ids,
+        d.score,
+        d.breakdown,
+        {d.node: chosen},
+        d.evaluated,
+        d.feasible,
+        d.claims,
+        d.volumes,
+        CycleState(),
+    )
 
 
 class AttemptLog:
@@ -75,7 +90,10 @@ class AttemptLog:
     def _shorten(self, uid: str) -> None:
         old = self._by_uid.get(uid)
         if old is not None:
-            self._by_uid[uid] = dataclasses.replace(old, result=brief(old.result))
+            o = old  # (no dataclasses.replace: a decision is shortened at every one recorded)
+            self._by_uid[uid] = Attempt(
+                o.pod_key, o.uid, o.at, o.outcome, brief(o.result), o.message, o.profile
+            )
 
     def forget(self, uid: str) -> None:
         old = self._by_uid.pop(uid, None)

@@ -2,7 +2,9 @@
 (kube-scheduler's ``percentageOfNodesToScore``, from a rotating start), PreScore, Score and
 NormalizeScore the feasible ones found, pick the best. A pod no node takes is filtered on every
 node, so its message counts them all; ``percentageOfNodesToScore: 100`` filters and scores every
-node for every pod. A filter that answers ``Error`` (not the node's fault: a claim's selector
+node for every pod. When only one node passes the filters it is chosen with no PreScore or Score
+plugin run, as kube-scheduler does: its score is 0 and its verdict says it was not scored
+(:data:`UNSCORED`). A filter that answers ``Error`` (not the node's fault: a claim's selector
 failing at run time) ends the attempt at once with ``running "<plugin>" filter plugin: …``,
 kube-scheduler's message.
 
@@ -50,7 +52,7 @@ from coordinator.core.snapshot.podinfo import Placement
 from coordinator.core.snapshot.snapshot import Snapshot
 from coordinator.core.status import SUCCESS, Code, Reason, Status, summarize
 
-__all__ = ["schedule_one"]
+__all__ = ["UNSCORED", "schedule_one"]
 
 
 def schedule_one(
@@ -350,6 +352,9 @@ def _cycle(
         total = len(nodes)
         found = statuses()
         return Failure(pod.key, total, found, summarize(total, found))
+    if len(feasible) == 1:  # kube-scheduler's schedulePod: the one feasible node, unscored
+        verdicts = _Verdicts(statuses, feasible, entries, [], [], array("d", (0.0,)), UNSCORED)
+        return _decision(pod, snapshot, nodes, state, placements, feasible, verdicts, 0, 0.0)
 
     # --- scoring --------------------------------------------------------------------------
     # Node-local plugins without normalisation add up to one memoised sum per node; the others
@@ -426,9 +431,31 @@ def _cycle(
         ties = [i for i, t in enumerate(totals) if t == top]
         names = [feasible[i].name for i in ties]
         best_i = ties[names.index(min(names))]
-    best = feasible[best_i]
     verdicts = _Verdicts(statuses, feasible, entries, local, cycle, array("d", totals))
-    placement = placements.get(best.name) or Placement()
+    return _decision(
+        pod, snapshot, nodes, state, placements, feasible, verdicts, best_i, totals[best_i]
+    )
+
+
+#: The chosen node's verdict when it was the only one that passed the filters: like
+#: kube-scheduler, the cycle then runs no PreScore or Score plugin (there is nothing to rank).
+UNSCORED: Final = Status(detail="the only node that passed the filters: not scored")
+
+
+def _decision(
+    pod: PodRequest,
+    snapshot: Snapshot,
+    nodes: Sequence[NodeInfo],
+    state: CycleState,
+    placements: Placements,
+    feasible: Sequence[NodeInfo],
+    verdicts: _Verdicts,
+    best_i: int,
+    score: float,
+) -> Decision:
+    """The cycle's decision: ``feasible[best_i]``, with ``score``."""
+    best = feasible[best_i]
+    placement = placements.get(best.name) or _HOLDS_NOTHING
     claims = (state.get(CLAIMS) or {}).get(best.name, ())
     if callable(claims):  # left to the node chosen
         claims = claims()
@@ -437,8 +464,9 @@ def _cycle(
         node=best.name,
         placement=placement,
         # GPUs the agent knows by index; else (no agent report yet) the claims' device UUIDs
-        device_ids=_device_ids(best.topology, placement) or snapshot.dra.uuids_of(claims),
-        score=totals[best_i],
+        device_ids=_device_ids(best.topology, placement)
+        or (snapshot.dra.uuids_of(claims) if claims else ()),
+        score=score,
         breakdown=verdicts.breakdown(best_i),
         verdicts=verdicts,
         evaluated=len(nodes),
@@ -449,6 +477,7 @@ def _cycle(
     )
 
 
+_HOLDS_NOTHING: Final = Placement()  # a pod holding nothing inside its node (immutable: shared)
 _MEMO: Final = attrgetter("memo")
 _VERDICT: Final = attrgetter("verdict")
 _SUMS: Final = attrgetter("sums")
@@ -534,8 +563,10 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         local: list[tuple[ScorePlugin, float, object]],
         cycle: list[tuple[str, float, Sequence[float]]],
         totals: Sequence[float],
+        chosen: Status = SUCCESS,
     ) -> None:
         self._make_statuses = statuses
+        self._chosen = chosen  # the status of every feasible node (UNSCORED: the only one)
         self._statuses_cache: dict[str, Status] | None = None
         self._feasible_nodes = feasible
         self._index: dict[str, int] | None = None
@@ -555,6 +586,8 @@ class _Verdicts(Mapping[str, NodeVerdict]):
         return [n.name for n in self._feasible_nodes]
 
     def breakdown(self, i: int) -> dict[str, float]:
+        if not self._local and not self._cycle:  # not scored
+            return {}
         entry = self._entries[i]
         out = {p.name: w * entry.scores[k] for p, w, k in self._local}
         out.update({plugin: w * values[i] for plugin, w, values in self._cycle})
@@ -565,7 +598,7 @@ class _Verdicts(Mapping[str, NodeVerdict]):
             self._index = {n: i for i, n in enumerate(self._names)}
         i = self._index.get(name)
         if i is not None:
-            return NodeVerdict(SUCCESS, self.breakdown(i), self._totals[i])
+            return NodeVerdict(self._chosen, self.breakdown(i), self._totals[i])
         return NodeVerdict(self._statuses[name])
 
     def __iter__(self) -> Iterator[str]:

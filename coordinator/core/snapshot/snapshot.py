@@ -290,8 +290,10 @@ class Snapshot:
             slots.swap(old, node)
         self._nodes[node.name] = node
         self._reorder(node)
-        if self._index is not None and any(p.has_affinity for p in node.pods):
-            self._index.with_affinity_list = None  # it holds the node's previous NodeInfo
+        index = self._index
+        listed = index.with_affinity_list if index is not None else None
+        if index is not None and listed and any(n is old for n, _ in listed):
+            index.with_affinity_list = None  # it holds the node's previous NodeInfo
 
     # --- indexes ----------------------------------------------------------------------------
     def capacity(self) -> CapacityIndex:

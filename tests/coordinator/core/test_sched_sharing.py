@@ -437,12 +437,15 @@ def test_a_remembered_decision_is_the_one_made_under_the_current_shape_mix(
     fraction: str | None,
 ) -> None:
     fw = build_framework()
-    (gpu,) = pcie8("a").gpus[3:4]
-    placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
 
-    def cluster() -> Snapshot:
-        half = running(frac("old", "0.5", annotations=placed))
-        return Snapshot([gpu_node("a", pcie8("a"), pods=[half])])
+    def cluster() -> Snapshot:  # two nodes alike (a single feasible node is not scored)
+        nodes = []
+        for name in ("a", "b"):
+            (gpu,) = pcie8(name).gpus[3:4]
+            placed = {"topos.io/assigned-gpus": gpu.uuid, "topos.io/gpu-share": "fraction=0.5"}
+            half = running(frac(f"old-{name}", "0.5", annotations=placed))
+            nodes.append(gpu_node(name, pcie8(name), pods=[half]))
+        return Snapshot(nodes)
 
     def ask_pod(name: str) -> Any:
         return frac(name, fraction, gpus=0 if fraction else 1)
