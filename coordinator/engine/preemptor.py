@@ -244,6 +244,8 @@ class Preemptor:
         self.podgroups = podgroups
         self._running = RunningCache()  # the running pods' conversions, kept between attempts
         self._by_node: RunningByNode | None = None  # and node by node (made on first use)
+        # (inventory generation, the lowest priority of a running pod preemption may evict)
+        self._lowest: tuple[int, int | None] = (-1, None)
         self._units = UnitCache()  # and their eviction units
         self.budgets = budgets
         self.nominate = nominate
@@ -646,11 +648,16 @@ class Preemptor:
         observer = self.scheduler.observer
         if not moves_only:  # gathering moves pods for a gang that could run: no preemption
             observer.preemption_attempted()
-        lower = any(  # is any pod it may evict (lower priority, not leaving) running?
-            p.priority < priority
-            and (p.uid or f"{p.namespace}/{p.name}") not in self.evicting
-            and not admitted_by_queue(p.labels)
-            for p in bound_pods(inventory)
+        lowest = self._lowest_priority()
+        lower = (
+            lowest is not None
+            and lowest < priority
+            and any(  # is any pod it may evict (lower priority, not leaving) running?
+                p.priority < priority
+                and (p.uid or f"{p.namespace}/{p.name}") not in self.evicting
+                and not admitted_by_queue(p.labels)
+                for p in bound_pods(inventory)
+            )
         )
         if not lower and not self.defrag.enabled:
             # select_victims would find no candidate (victims must have lower priority), and
@@ -847,6 +854,19 @@ class Preemptor:
             lone=lone,
         )
         return plan, view, nodes, running
+
+    def _lowest_priority(self) -> int | None:
+        """The lowest priority of the running pods preemption may evict (not Kueue's), read
+        once per inventory generation: a failed attempt in a cluster of one priority asks
+        without walking every running pod."""
+        inventory = self.scheduler.inventory
+        if self._lowest[0] != inventory.generation:
+            lowest = min(
+                (p.priority for p in bound_pods(inventory) if not admitted_by_queue(p.labels)),
+                default=None,
+            )
+            self._lowest = (inventory.generation, lowest)
+        return self._lowest[1]
 
     def _index(self) -> RunningByNode:
         if self._by_node is None:

@@ -172,3 +172,21 @@ async def test_a_preemptor_over_the_volume_limit_evicts_a_pod_that_holds_a_volum
 
 def claim_volume(name: str) -> list[dict[str, Any]]:
     return [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]
+
+
+async def test_a_lower_priority_pod_arriving_after_a_failed_attempt_can_be_preempted(
+    cluster: tuple[Evictions, SchedulerRuntime],
+) -> None:
+    # The lowest running priority is read once per cluster change: a pod that found no one to
+    # preempt finds the lower-priority pod bound since.
+    memory, runtime = cluster
+    for node in ("a", "b"):
+        memory.create_pod(running(f"peer-{node}", node, 8, 1000))
+    memory.create_pod(pod("urgent", cpu="6", memory="1Gi", priority=1000))
+    await eventually(lambda: runtime.scheduler.last_attempt("default/urgent"), what="tried")
+    await runtime.settle()
+    assert memory.evicted == []  # only equals running: nothing to preempt
+    memory.delete_pod("default", "peer-a")
+    memory.create_pod(running("batch", "a", 8, 0))  # takes the room before urgent does
+    await eventually(lambda: memory.evicted, what="the eviction", timeout_s=10)
+    assert memory.evicted == ["default/batch"]
