@@ -105,6 +105,7 @@ from coordinator.engine.loop import Scheduler
 from coordinator.engine.nominations import placement_group
 from coordinator.engine.observer import Trigger
 from coordinator.engine.ports import Nominate, PodRef
+from coordinator.inventory.state import BoundPod
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +247,7 @@ class Preemptor:
         self._by_node: RunningByNode | None = None  # and node by node (made on first use)
         # (inventory generation, the lowest priority of a running pod preemption may evict)
         self._lowest: tuple[int, int | None] = (-1, None)
+        self._lowest_on: dict[str, tuple[tuple[BoundPod, ...], int | None]] = {}  # per node
         self._units = UnitCache()  # and their eviction units
         self.budgets = budgets
         self.nominate = nominate
@@ -861,10 +863,23 @@ class Preemptor:
         without walking every running pod."""
         inventory = self.scheduler.inventory
         if self._lowest[0] != inventory.generation:
-            lowest = min(
-                (p.priority for p in bound_pods(inventory) if not admitted_by_queue(p.labels)),
-                default=None,
-            )
+            lowest: int | None = None
+            per_node = self._lowest_on
+            for name in inventory.names():
+                pods = inventory.bound_pods(name)  # the same tuple while the node is unchanged
+                known = per_node.get(name)
+                if known is None or known[0] is not pods:
+                    low = min(
+                        (p.priority for p in pods if not admitted_by_queue(p.labels)),
+                        default=None,
+                    )
+                    known = per_node[name] = (pods, low)
+                if known[1] is not None and (lowest is None or known[1] < lowest):
+                    lowest = known[1]
+            if len(per_node) > 2 * len(inventory):
+                live = set(inventory.names())
+                for gone in [n for n in per_node if n not in live]:
+                    del per_node[gone]
             self._lowest = (inventory.generation, lowest)
         return self._lowest[1]
 
@@ -933,7 +948,10 @@ class Preemptor:
     ) -> DefragPlan | Status:
         """:func:`plan_defrag` on what :meth:`_select` planned on (read only); a bare pod marked
         movable gets its ``NotMovable`` Event (once)."""
-        asked = members_of(members, view)
+        if not any(m.requests.get(GPU, 0) or m.claims or m.share for m in members):
+            asked: list[Member] = []  # asks no GPU: no move helps (plan_defrag says so)
+        else:
+            asked = members_of(members, view)
         need = sum(m.requests.get(GPU, 0) for m in asked)
         if need == 0 or sum(n.gpus_free for n in nodes if n.schedulable) < need:
             # Not scattered GPUs: no move helps (plan_defrag says so), nobody is told of marks.

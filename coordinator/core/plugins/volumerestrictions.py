@@ -31,6 +31,24 @@ _CONFLICT: Final = Status.unresolvable(RWOP_CONFLICT)
 _RWOP: Final = "ReadWriteOncePod"
 
 
+_USERS: Final = object()  # NodeInfo.memo key of the node's claims in use (a NodeInfo never changes)
+
+
+def _claim_users(node: NodeInfo) -> dict[tuple[str, str], frozenset[str]]:
+    """(namespace, claim) → the uids of the node's pods using it (kube's ``PVCRefCounts``),
+    worked out once per NodeInfo."""
+    found = node.memo.get(_USERS)
+    if isinstance(found, dict):
+        return found
+    users: dict[tuple[str, str], set[str]] = {}
+    for other in node.pods:
+        for name in other.volume_claims:
+            users.setdefault((other.namespace, name), set()).add(other.uid)
+    out = {key: frozenset(uids) for key, uids in users.items()}
+    node.memo[_USERS] = out
+    return out
+
+
 class VolumeRestrictions(Plugin):
     name = "VolumeRestrictions"
 
@@ -45,13 +63,10 @@ class VolumeRestrictions(Plugin):
         if not exclusive:
             return SKIP
         for node in snapshot.nodes:
-            for other in node.pods:
-                if (
-                    other.volume_claims
-                    and other.namespace == pod.namespace
-                    and other.uid != pod.uid
-                    and not exclusive.isdisjoint(other.volume_claims)
-                ):
+            users = _claim_users(node)
+            for name in exclusive:
+                found = users.get((pod.namespace, name))
+                if found and (len(found) > 1 or pod.uid not in found):
                     return SUCCESS  # in use: Filter refuses every node, as kube's does
         return SKIP
 
