@@ -79,13 +79,16 @@ async def test_heartbeats_and_pod_status_churn_raise_no_inventory_event(
     sync = KubeSync(kube, inv)
     task = asyncio.create_task(sync.run())
     try:
-        # Both watches have caught up (the pod may arrive before its Node does).
+        # Both watches have caught up with every write above (the pod may arrive before its
+        # Node does; the Node's allocatable and taint writes come after its first version).
         await until(
             inv,
             lambda: (
                 any(p.name == "bound" for p in inv.bound_pods(node))
-                and inv.node(node).topology is not None
-            ),  # type: ignore[union-attr]
+                and inv.node(node).topology is not None  # type: ignore[union-attr]
+                and inv.node(node).free_gpus == 7  # type: ignore[union-attr]
+                and not inv.node(node).taints  # type: ignore[union-attr]
+            ),
         )
         topology = inv.node(node).topology  # type: ignore[union-attr]
         assert topology is not None
@@ -118,7 +121,7 @@ async def test_heartbeats_and_pod_status_churn_raise_no_inventory_event(
     # Every event came with a real change: none while the node still read "old" (the heartbeat,
     # the pod going Running); the pod's own label change, the allocatable change came through.
     assert seen
-    assert all(label == "new" for label, _ in seen)
+    assert all(label == "new" for label, _ in seen), seen
     assert seen[-1] == ("new", ("new",))
     assert sync.events["nodes", "unchanged"] > unchanged.get(("nodes", "unchanged"), 0)
     assert sync.events["bound pods", "unchanged"] > unchanged.get(("bound pods", "unchanged"), 0)
