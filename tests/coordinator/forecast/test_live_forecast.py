@@ -26,7 +26,7 @@ from coordinator.api.explain import SCHEDULER, SchedulerSlot
 from coordinator.app import forecast_worker
 from coordinator.app.web import build_app
 from coordinator.core.registry import build_profiles
-from coordinator.engine.forecasts import Forecasts
+from coordinator.engine.forecasts import Forecast, Forecasts
 from coordinator.engine.ports import PodRef
 from coordinator.engine.service import SchedulerRuntime
 from coordinator.engine.whatif.service import WhatIf
@@ -107,6 +107,14 @@ async def live(aiohttp_client: Any) -> AsyncIterator[Live]:
             await forecaster.stop()
 
 
+async def refreshed(live: Live, key: str) -> Forecast:
+    """The forecaster run once: ``key``'s forecast (there must be one)."""
+    await live.forecaster.refresh()
+    forecast = live.forecasts.get(key)
+    assert forecast is not None, f"no forecast for {key}"
+    return forecast
+
+
 def failures(cluster: MemoryCluster, name: str) -> list[str]:
     return [
         e["message"] for e in cluster.events("ml", name) if e.get("reason") == "FailedScheduling"
@@ -135,9 +143,7 @@ async def test_a_waiting_pod_shows_when_it_starts_and_whose_end_it_waits_for(liv
         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
     ]
 
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/train-8")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/train-8")
     assert forecast.after == ("ml/train-7",)
     assert forecast.sources == {"ml/train-7": "annotation"}
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(900, abs=15)
@@ -281,9 +287,7 @@ async def test_a_node_the_scheduler_does_not_fill_is_no_room_in_the_forecast(liv
         "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
     ]
 
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/train-8")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/train-8")
     assert (forecast.node, forecast.after) == ("n0", ("ml/train-7",))
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1200, abs=15)
 
@@ -372,9 +376,7 @@ async def test_a_runtime_is_learned_from_a_real_pod_end(live: Live) -> None:
     live.clocks.advance(120)
     live.cluster.create_pod(job_pod("next", 8))
     await settle(live)
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/next")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/next")
     assert forecast.sources == {"ml/etl-1": "learned"}
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(480, abs=15)
 
@@ -401,9 +403,7 @@ async def test_a_pod_preempted_evicted_or_deleted_teaches_no_runtime(live: Live)
     live.cluster.create_pod(job_pod("etl-3", 8, job="etl"))
     live.cluster.create_pod(job_pod("next", 8))
     await settle(live)
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/next")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/next")
     assert forecast.sources == {"ml/etl-3": "learned"}
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(100, abs=15)
 
@@ -423,9 +423,7 @@ async def test_a_running_pod_of_a_job_with_a_deadline_ends_by_it(live: Live) -> 
     live.clocks.advance(300)
     live.cluster.create_pod(job_pod("next", 8))
     await settle(live)
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/next")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/next")
     assert forecast.sources == {"ml/sweep-0": "deadline"}
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(600, abs=15)
 
@@ -584,9 +582,7 @@ async def test_a_pod_whose_volume_is_on_a_full_node_waits_for_that_node(live: Li
     await settle(live)
     assert failures(live.cluster, "reader")
 
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/reader")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/reader")
     assert (forecast.node, forecast.after) == ("n0", ("ml/train-7",))
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_200, abs=15)
 
@@ -607,9 +603,7 @@ async def test_a_read_write_once_pod_claim_in_use_is_free_when_its_pod_ends(live
     await settle(live)
     assert failures(live.cluster, "second")
 
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/second")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/second")
     assert forecast.after == ("ml/holder",)
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_800, abs=15)
 
@@ -628,9 +622,7 @@ async def test_a_pod_waiting_for_a_host_port_starts_when_its_holder_ends(live: L
     await settle(live)
     assert failures(live.cluster, "web")
 
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/web")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/web")
     assert forecast.after == ("ml/holder",)
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_200, abs=15)
 
@@ -655,9 +647,7 @@ async def test_a_pod_over_the_volume_limit_starts_when_an_inline_volumes_pod_end
     await settle(live)
     assert "exceed max volume count" in failures(live.cluster, "reader")[-1]
 
-    await live.forecaster.refresh()
-    forecast = live.forecasts.get("ml/reader")
-    assert forecast is not None
+    forecast = await refreshed(live, "ml/reader")
     assert forecast.after == ("ml/holder",)
     assert forecast.starts_in(live.clocks.wall) == pytest.approx(1_200, abs=15)
 
