@@ -43,18 +43,18 @@ def brief(result: ScheduleResult) -> ScheduleResult:
     chosen = NodeVerdict(status, dict(result.breakdown), result.score)
     d = result  # every field but the verdicts and the state (dataclasses.replace: twice the cost)
     return Decision(
-        d.pod_key,
-        d.node,
-        d.placement,
-        d.device_ids,
-        d.score,
-        d.breakdown,
-        {d.node: chosen},
-        d.evaluated,
-        d.feasible,
-        d.claims,
-        d.volumes,
-        CycleState(),
+        pod_key=d.pod_key,
+        node=d.node,
+        placement=d.placement,
+        device_ids=d.device_ids,
+        score=d.score,
+        breakdown=d.breakdown,
+        verdicts={d.node: chosen},
+        evaluated=d.evaluated,
+        feasible=d.feasible,
+        claims=d.claims,
+        volumes=d.volumes,
+        state=CycleState(),
     )
 
 
@@ -92,7 +92,13 @@ class AttemptLog:
         if old is not None:
             o = old  # (no dataclasses.replace: a decision is shortened at every one recorded)
             self._by_uid[uid] = Attempt(
-                o.pod_key, o.uid, o.at, o.outcome, brief(o.result), o.message, o.profile
+                pod_key=o.pod_key,
+                uid=o.uid,
+                at=o.at,
+                outcome=o.outcome,
+                result=brief(o.result),
+                message=o.message,
+                profile=o.profile,
             )
 
     def forget(self, uid: str) -> None:

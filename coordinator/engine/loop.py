@@ -113,6 +113,19 @@ _MAX_BACKGROUND_WRITES: Final = 64
 _MAX_URGENT_WRITES: Final = 64
 
 
+@dataclass(slots=True)
+class _Posted:
+    """A pod's explanation as last written: the failure's ``message``, when (``at``), the
+    forecast stated with it, the ``text`` written (both together), and when an attempt was last
+    ``counted`` on its Event."""
+
+    message: str
+    at: float
+    forecast: Forecast | None
+    text: str
+    counted: float
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuntimeSettings:
     max_binds_in_flight: int = 64
@@ -177,8 +190,7 @@ class Scheduler:
         self._attempts = AttemptLog(
             kept=self.settings.explanations_kept, detailed=self.settings.explanations_detailed
         )
-        # uid → (message, when, the forecast stated with it, the text written, when counted)
-        self._posted: dict[str, tuple[str, float, Forecast | None, str, float]] = {}
+        self._posted: dict[str, _Posted] = {}  # uid → the explanation last written
         #: Predicted starts (coordinator.forecast.live fills it): stated after the failure.
         self.forecasts: Forecasts | None = None
         self._restating: set[str] = set()  # uids with a deferred restatement
@@ -486,12 +498,15 @@ class Scheduler:
         if forecast is not None and forecast.uid and forecast.uid != entry.uid:
             forecast = None  # an earlier pod of that name
         last = self._posted.get(entry.uid)
-        if last is not None and last[0] == message and last[2] is forecast:
+        if last is not None and last.message == message and last.forecast is forecast:
             # The condition says it already (kube-scheduler writes it only when it changes): the
             # attempt is counted on the Event, at most once per ``failure_repost_s``.
-            if now - last[4] >= self.settings.failure_repost_s:
-                self._posted[entry.uid] = (*last[:4], now)
-                self._background(self._count_failure(pod, last[3]), f"explain {pod.key}")
+            if now - last.counted >= self.settings.failure_repost_s:
+                last.counted = now
+                event = self.writer.event(
+                    pod, reason=REASON_FAILED, message=last.text, event_type="Warning"
+                )
+                self._background(event, f"explain {pod.key}")
             return
         raw = message
         if forecast is not None and forecast.unknown:
@@ -501,7 +516,7 @@ class Scheduler:
                 message = f"{message}; start unknown"
         elif forecast is not None:
             message = f"{message}; {forecast.sentence(self._wall(), clock=True)}"
-        self._posted[entry.uid] = (raw, now, forecast, message, now)
+        self._posted[entry.uid] = _Posted(raw, now, forecast, message, now)
         nominated = self._nominating.pop(entry.uid, None)
         if nominated is not None:
             # One pods/status patch for both, as kube-scheduler's: urgent, as the nomination is.
@@ -522,9 +537,6 @@ class Scheduler:
         else:
             await event
 
-    async def _count_failure(self, pod: PodRef, message: str) -> None:
-        await self.writer.event(pod, reason=REASON_FAILED, message=message, event_type="Warning")
-
     def restate(self, keys: Iterable[str]) -> None:
         """The stated forecasts of these pending pods changed: write their ``PodScheduled``
         message again with it — the first at once, a change at most once per
@@ -543,17 +555,17 @@ class Scheduler:
         last = self._posted.get(uid)
         if last is None:
             return  # never explained: its first explanation will state it
-        wait = last[1] + STATE_EVERY_S - self._clock()
-        if last[2] is None:
+        wait = last.at + STATE_EVERY_S - self._clock()
+        if last.forecast is None:
             wait = 0.0  # its first forecast completes the explanation: stated at once
         if wait > 0:
             if uid not in self._restating:
                 self._restating.add(uid)
                 asyncio.get_running_loop().call_later(wait, self._restate, uid)
             return
-        if self.forecasts is not None and last[2] is self.forecasts.stated(entry.key):
+        if self.forecasts is not None and last.forecast is self.forecasts.stated(entry.key):
             return  # stated already
-        self._explain_failure(entry, last[0])
+        self._explain_failure(entry, last.message)
 
     def warn(self, pod: PodRef, reason: str, message: str) -> None:
         """A Warning Event on ``pod``, written in the background."""

@@ -51,6 +51,7 @@ with ``background``, :meth:`Preemptor.tick` also compacts while nothing waits.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import time
@@ -800,13 +801,7 @@ class Preemptor:
             # of them only when no node can be made to fit (to say why, or to plan moves).
             if problems is not None:
                 problems.update(index.problems())
-            everyone: list[list[RunningPod]] = []
-
-            def every() -> list[RunningPod]:
-                if not everyone:
-                    everyone.append(self._candidates(now))
-                return everyone[0]
-
+            every = functools.cache(lambda: self._candidates(now))
             plan = self._plan_victims(
                 members,
                 view,
@@ -832,14 +827,12 @@ class Preemptor:
             # Only moves may be planned: the candidates are read once a move may help (a pod
             # asking GPUs that are free, scattered), not at each failed attempt of a pod that
             # asks none.
-            every_lazily: list[list[RunningPod]] = []
-
+            @functools.cache
             def moves_read() -> list[RunningPod]:
-                if not every_lazily:
-                    every_lazily.append(self._candidates(now, problems))
-                    if problems:
-                        self._report(problems)  # read after the caller's report
-                return every_lazily[0]
+                running = self._candidates(now, problems)
+                if problems:
+                    self._report(problems)  # read after the caller's report
+                return running
 
             return Status.unschedulable("no preemption planned"), view, nodes, moves_read
         running = self._candidates(now, problems)

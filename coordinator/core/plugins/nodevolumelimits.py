@@ -92,6 +92,16 @@ def _count(volumes: Volumes, pod: PodInfo, into: dict[str, str]) -> Status | Non
     return _count_inline(pod.inline_volumes, into)
 
 
+def _count_pods(volumes: Volumes, pods: Iterable[PodInfo], into: dict[str, str]) -> Status | None:
+    """:func:`_count` for each of ``pods``; kube's error for the first refused inline volume."""
+    for pod in pods:
+        if pod.volume_claims or pod.inline_volumes:
+            error = _count(volumes, pod, into)
+            if error is not None:
+                return error
+    return None
+
+
 def _count_inline(volumes: Iterable[InlineVolume], into: dict[str, str]) -> Status | None:
     """Add the counted inline in-tree ``volumes`` to ``into`` (unique name → driver); kube's
     error for the first one the translator refuses."""
@@ -128,15 +138,10 @@ def _node_volumes(volumes: Volumes, node: NodeInfo) -> _NodeVolumes:
     ):
         return found
     used: dict[str, str] = {}
-    users: set[str] = set()
-    error: Status | None = None
-    for other in node.pods:
-        if other.volume_claims or other.inline_volumes:
-            users.add(other.uid)
-            if error is None:
-                error = _count(volumes, other, used)
+    error = _count_pods(volumes, node.pods, used)
+    users = frozenset(p.uid for p in node.pods if p.volume_claims or p.inline_volumes)
     counted = _NodeVolumes(
-        volumes, volumes.version, used, frozenset(users), error, _attached(volumes, node.name)
+        volumes, volumes.version, used, users, error, _attached(volumes, node.name)
     )
     node.memo[_MEMO_KEY] = counted
     return counted
@@ -205,11 +210,10 @@ class NodeVolumeLimits(Plugin):
             attached = held.used
         else:  # the pod is on the node already (preemption re-checks it): without it
             attached = {}
-            for other in node.pods:
-                if (other.volume_claims or other.inline_volumes) and other.uid != pod.uid:
-                    error = _count(data.volumes, other, attached)
-                    if error is not None:
-                        return error
+            others = (p for p in node.pods if p.uid != pod.uid)
+            error = _count_pods(data.volumes, others, attached)
+            if error is not None:
+                return error
         limits = csi_node.limits
         counts: dict[str, int] = {}
         for unique, driver in new.items():
