@@ -18,6 +18,7 @@ from common.kube import EVENTS, PODS
 from coordinator.adapters.kube.foreigngroups import RESOURCES
 from devcluster.kube_wait import wait_for_object
 from tests.support.gang_cluster import GangCluster, gang_pod
+from tests.support.polling import eventually
 
 VOLCANO = RESOURCES["volcano"]
 KAI = RESOURCES["kai"]
@@ -229,8 +230,13 @@ async def test_a_kai_gang_binds_all_or_nothing_and_its_scheduling_conditions_say
         await status_when(
             cluster, KAI, "external-batch-job", lambda s: not s.get("schedulingConditions")
         )
-        [status] = coord.gangs.step.manager.statuses()
-        assert (status.source, status.min_member, status.phase) == ("kai", 2, "Bound")
+        await eventually(
+            lambda: (
+                [(s.source, s.min_member, s.phase) for s in coord.gangs.step.manager.statuses()]
+                == [("kai", 2, "Bound")]
+            ),
+            what="the gang manager saw both members bound",
+        )
 
         [event] = await podgroup_events(cluster, "external-batch-job")
         assert (event["reason"], event["count"]) == ("QueueIgnored", 1)
