@@ -16,8 +16,12 @@ pod that left:
 - **NodeVolumeLimits** — it used volumes (claims, generic ephemeral or inline in-tree volumes);
 - **VolumeRestrictions** — it used a claim the waiting pod names, in the waiting pod's namespace
   (a ``ReadWriteOncePod`` claim is free again);
-- **InterPodAffinity** — it matched one of the waiting pod's (anti-)affinity terms, or had
-  required anti-affinity terms of its own (which may have kept the waiting pod away);
+- **InterPodAffinity** — it matched one of the waiting pod's required anti-affinity terms, or
+  the waiting pod matched one of its own (kube's ``isSchedulableAfterPodChange`` on a delete,
+  with kubernetes#139161's fix: one matching anti-affinity term refuses a node, so one is enough;
+  v1.36.3 still asks for every term, leaving a pod refused by one of two terms to the periodic
+  flush). A departure never helps affinity (it can only take a matching pod away). A term with
+  a namespace selector may match any namespace (its labels are not known here);
 - **PodTopologySpread** — it was in the waiting pod's namespace and a spread constraint's
   selector matched it (domains' counts changed);
 - any other plugin (GPU topology, MIG, shares, gangs, a user's): whenever the departure gained
@@ -33,12 +37,12 @@ departure only if it gained room: a pod leaving a cordoned node frees nothing fo
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
-from coordinator.core.snapshot.podinfo import PodInfo
+from coordinator.core.snapshot.podinfo import PodInfo, bound_pod_info
 from coordinator.core.status import Reason
 from coordinator.inventory.state import BoundPod
 
@@ -52,24 +56,29 @@ Left = BoundPod | PodInfo
 @dataclass(frozen=True, slots=True)
 class Departure:
     """A bound (or assumed) pod that left its node; ``gained``: its node can take more than
-    before."""
+    before; ``shunned``: the pod's own required anti-affinity terms (read once per departure)."""
 
     pod: Left
     gained: bool
+    shunned: tuple[AffinityTerm, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shunned", _shunned(self.pod))
 
 
-def _fit(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
+def _fit(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
+    left = gone.pod
     if Reason.TOO_MANY_PODS in pod.last_message:
         return True  # any pod's place
     return any(n > 0 and req.requests.get(k, 0) > 0 for k, n in left.requests.items())
 
 
-def _ports(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
-    return any(w.conflicts(h) for h in left.host_ports for w in req.host_ports)
+def _ports(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
+    return any(w.conflicts(h) for h in gone.pod.host_ports for w in req.host_ports)
 
 
-def _volume_count(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
-    return bool(left.volume_claims or left.inline_volumes)
+def _volume_count(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
+    return bool(gone.pod.volume_claims or gone.pod.inline_volumes)
 
 
 def term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str]) -> bool:
@@ -81,36 +90,44 @@ def term_may_select(term: AffinityTerm, namespace: str, labels: Mapping[str, str
     return term.matches_pod(namespace, labels, None)
 
 
-def _shuns(left: Left) -> bool:
-    """Whether ``left`` had required anti-affinity terms of its own."""
+def _any_may_select(
+    terms: Sequence[AffinityTerm], namespace: str, labels: Mapping[str, str]
+) -> bool:
+    return any(term_may_select(t, namespace, labels) for t in terms)
+
+
+def _shunned(left: Left) -> tuple[AffinityTerm, ...]:
+    """``left``'s own required anti-affinity terms."""
     if isinstance(left, PodInfo):
-        return bool(left.anti_affinity)
-    anti = left.affinity.get("podAntiAffinity") or {}
-    return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        return left.anti_affinity
+    anti = left.affinity.get("podAntiAffinity")
+    if not anti:
+        return ()
+    return bound_pod_info(left).anti_affinity
 
 
-def _terms(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
-    if _shuns(left):
+def _terms(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
+    left = gone.pod
+    if _any_may_select(req.pod_anti_affinity, left.namespace, left.labels):
         return True
-    return any(
-        term_may_select(t, left.namespace, left.labels)
-        for t in (*req.pod_affinity, *req.pod_anti_affinity)
-    )
+    return _any_may_select(gone.shunned, req.namespace, req.labels)
 
 
-def _spread(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
+def _spread(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
+    left = gone.pod
     return left.namespace == req.namespace and any(
         c.selector is not None and c.selector.matches(left.labels) for c in req.spread
     )
 
 
-def _shared_claim(pod: QueuedPod, req: PodRequest, left: Left) -> bool:
+def _shared_claim(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
+    left = gone.pod
     if left.namespace != req.namespace or not left.volume_claims:
         return False
     return any(c.name in left.volume_claims for c in req.volume_claims)
 
 
-Hint = Callable[[QueuedPod, PodRequest, Left], bool]
+Hint = Callable[[QueuedPod, PodRequest, Departure], bool]
 
 #: plugin → (its hint, whether the departure must have gained room on its node)
 _HINTS: Mapping[str, tuple[Hint, bool]] = {
@@ -143,7 +160,7 @@ def helped_by_departures(departures: Sequence[Departure]) -> Callable[[QueuedPod
             for d in departures:
                 if local and not d.gained:
                     continue
-                if hint is None or hint(pod, req, d.pod):
+                if hint is None or hint(pod, req, d):
                     return True
         return False
 

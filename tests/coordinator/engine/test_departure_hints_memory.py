@@ -179,6 +179,70 @@ async def test_a_pod_kept_away_by_its_anti_affinity_waits_for_the_pod_it_shuns(
     await retried_and_placed(cluster, runtime, clock, "p")
 
 
+def _near(labels: dict[str, str], away: dict[str, str]) -> dict[str, Any]:
+    def term(match: dict[str, str]) -> dict[str, Any]:
+        return {"labelSelector": {"matchLabels": match}, "topologyKey": "kubernetes.io/hostname"}
+
+    return {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(labels)]},
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(away)]},
+    }
+
+
+async def test_a_pod_leaving_that_its_affinity_matched_does_not_wake_it(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    """A departure can only take away a pod the waiting pod's affinity wants: it never helps."""
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    small = {"cpu": "100m", "memory": None}
+    for name in ("web-a", "web-b"):
+        await placed(cluster, runtime, clock, pod(name, labels={"tier": "front"}, **small))
+    await placed(cluster, runtime, clock, pod("cache", labels={"app": "cache"}, **small))
+    p = pod("p", affinity=_near({"tier": "front"}, {"app": "cache"}), **small)
+    await refused(cluster, runtime, clock, p, "anti-affinity")
+
+    cluster.delete_pod("default", "web-b")
+    assert woken(runtime.scheduler, clock) is None  # one fewer pod it wants near it
+    cluster.delete_pod("default", "cache")
+    await retried_and_placed(cluster, runtime, clock, "p")  # web-a still runs there
+
+
+async def test_a_pod_shunned_by_a_running_pod_waits_for_that_pod_not_for_any_pod_that_shuns(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    small = {"cpu": "100m", "memory": None}
+    loner = pod("loner", labels={"app": "loner"}, affinity=_away_from({"app": "x"}), **small)
+    await placed(cluster, runtime, clock, loner)
+    guard = pod("guard", labels={"app": "guard"}, affinity=_away_from({"app": "p"}), **small)
+    await placed(cluster, runtime, clock, guard)
+    await refused(cluster, runtime, clock, pod("p", labels={"app": "p"}, **small), "anti-affinity")
+
+    cluster.delete_pod("default", "loner")
+    assert woken(runtime.scheduler, clock) is None  # its anti-affinity never selected p
+    cluster.delete_pod("default", "guard")
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
+async def test_one_of_several_anti_affinity_terms_matched_by_the_pod_that_left_wakes(
+    cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
+) -> None:
+    """One matching anti-affinity term refuses a node, so a pod matching one of them leaving
+    may help (kube-scheduler v1.36.3 asks for all of them: kubernetes#139161)."""
+    cluster.add_node("n1", allocatable={"cpu": "4", "memory": "8Gi", "pods": "110"})
+    small = {"cpu": "100m", "memory": None}
+    await placed(cluster, runtime, clock, pod("cache", labels={"app": "cache"}, **small))
+    terms = [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+        for app in ("cache", "db")
+    ]
+    away = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}
+    await refused(cluster, runtime, clock, pod("p", affinity=away, **small), "anti-affinity")
+
+    cluster.delete_pod("default", "cache")
+    await retried_and_placed(cluster, runtime, clock, "p")
+
+
 async def test_a_gpu_pod_waits_for_a_gpu_pod_to_leave(
     cluster: MemoryCluster, runtime: SchedulerRuntime, clock: ManualClock
 ) -> None:
