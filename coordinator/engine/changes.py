@@ -32,8 +32,12 @@ nothing else is ready). Kinds of change:
   queueing hints for InterPodAffinity and PodTopologySpread on a pod's arrival); a pod only its
   own anti-affinity or another pod's holds back is not woken by an arrival, which can only
   tighten those. A pod that changed in place with its labels kept (it started) wakes no one;
-- **volumes** — a PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode changed: pods
-  whose volumes name a claim or are in-tree volumes (NodeVolumeLimits counts them);
+- **volumes** — a PersistentVolumeClaim, PersistentVolume, StorageClass or CSINode changed
+  (kube-scheduler's queueing hints of VolumeBinding, VolumeRestrictions and NodeVolumeLimits):
+  a claim, the pods whose volumes name it; a PV or StorageClass, the pods with claims that
+  VolumeBinding refused; a CSINode, the pods with claims or in-tree volumes that VolumeBinding
+  or NodeVolumeLimits refused. A pod whose refusers are not known (a gang member) goes back on
+  any of these if it has volumes; so does every pod with volumes after a fresh list;
 - **a volume detached** — a VolumeAttachment was deleted (a node's attach slot freed): pods with
   a ``persistentVolumeClaim`` volume, or an inline in-tree volume of that attacher's driver
   (kube-scheduler's NodeVolumeLimits hint ``isSchedulableAfterVolumeAttachmentDeleted``).
@@ -90,9 +94,33 @@ def _let_in_by(arrivals: Sequence[Arrival]) -> Callable[[QueuedPod], bool]:
     return let_in
 
 
-def _has_volume_claims(pod: QueuedPod) -> bool:
-    req = pod.request
-    return isinstance(req, PodRequest) and bool(req.volume_claims or req.inline_volumes)
+#: The plugins a change of a PV, StorageClass or CSINode may help (kube-scheduler's events
+#: registered by VolumeBinding and NodeVolumeLimits); a claim's helps the pods that name it.
+_VOLUME_PLUGINS: Final[Mapping[str, frozenset[str]]] = {
+    "PersistentVolume": frozenset({"VolumeBinding"}),
+    "StorageClass": frozenset({"VolumeBinding"}),
+    "CSINode": frozenset({"VolumeBinding", "NodeVolumeLimits"}),
+}
+
+
+def _volumes_help(claims: frozenset[str], kinds: frozenset[str]) -> Callable[[QueuedPod], bool]:
+    """The waiting pods a change of the claims ``claims`` (``namespace/name``) or of some
+    object of each of ``kinds`` may help (see the module)."""
+
+    def helped(pod: QueuedPod) -> bool:
+        req = pod.request
+        if not isinstance(req, PodRequest) or not (req.volume_claims or req.inline_volumes):
+            return False
+        if claims and any(f"{req.namespace}/{c.name}" in claims for c in req.volume_claims):
+            return True
+        refusers = pod.refused_by
+        for kind in kinds:
+            plugins = _VOLUME_PLUGINS.get(kind)
+            if plugins is None or refusers is None or not refusers.isdisjoint(plugins):
+                return True
+        return False
+
+    return helped
 
 
 def _detach_helps(attachers: frozenset[str]) -> Callable[[QueuedPod], bool]:
@@ -170,7 +198,8 @@ class PendingChanges:
         self._wake = wake
         self._node = node  # a node's state now (None: gone)
         self._everything = self._capacity = self._claims = self._pods = False
-        self._volumes = False
+        self._volume_claims: set[str] = set()  # claims changed (namespace/name)
+        self._volume_kinds: set[str] = set()  # kinds of other volume objects changed
         self._detached: set[str] = set()  # attachers of VolumeAttachments deleted
         self._arrivals: list[Arrival] = []
         self._departures: list[Departure] = []
@@ -218,8 +247,12 @@ class PendingChanges:
             self._pods = True
         self._wake()
 
-    def volumes(self) -> None:
-        self._volumes = True
+    def volumes(self, kind: str, key: str) -> None:
+        """A volume object of ``kind`` changed (``key``: its key; ``""``: any of the kind)."""
+        if kind == "PersistentVolumeClaim" and key:
+            self._volume_claims.add(key)
+        else:
+            self._volume_kinds.add(kind)  # a claim's kind: every pod with claims may be helped
         self._wake()
 
     def volume_detached(self, attacher: str) -> None:
@@ -235,13 +268,14 @@ class PendingChanges:
             self._pods,
         )
         self._everything = self._capacity = self._claims = self._pods = False
-        volumes, self._volumes = self._volumes, False
+        claimed, self._volume_claims = frozenset(self._volume_claims), set()
+        volume_kinds, self._volume_kinds = frozenset(self._volume_kinds), set()
         detached, self._detached = frozenset(self._detached), set()
         arrivals, self._arrivals = self._arrivals, []
         departures, self._departures = self._departures, []
         names, self._nodes = self._nodes, set()
-        if volumes and not everything:
-            self.queue.cluster_changed(_has_volume_claims, counts=True)
+        if (claimed or volume_kinds) and not everything:
+            self.queue.cluster_changed(_volumes_help(claimed, volume_kinds), counts=True)
         if detached and not everything:
             self.queue.cluster_changed(_detach_helps(detached), counts=True)
         if names and not everything:

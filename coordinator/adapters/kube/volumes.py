@@ -69,7 +69,7 @@ class _Feed:
         self._volumes.clear(self._kind)
         for obj in items:
             self._volumes.put(self._kind, obj)
-        self._volumes.on_change()
+        self._volumes.on_change(self._kind, "")  # those gone meanwhile: any of the kind
 
     def apply(self, kind: Change, obj: KubeObject) -> None:
         if kind != "DELETED":

@@ -7,9 +7,10 @@ returns it, :meth:`Volumes.remove`, :meth:`Volumes.clear` before a fresh list), 
 the start of a cycle. Each object is parsed once, on arrival. One that cannot be read (a PV whose
 ``spec.nodeAffinity`` has an unknown operator, a quantity that does not parse) is left out and
 its error kept (:meth:`Volumes.error`): a pod whose claim names it is refused with that error,
-naming the object and the field. Every change calls :attr:`Volumes.on_change` (the engine sends
-the pods waiting for volumes back to the queue), but a VolumeAttachment's: only its deletion
-calls :attr:`Volumes.on_detach` (kube-scheduler's NodeVolumeLimits is woken by nothing else).
+naming the object and the field. Every change calls :attr:`Volumes.on_change` with the object's
+kind and key (the engine sends the pods it may help back to the queue), but a
+VolumeAttachment's: only its deletion calls :attr:`Volumes.on_detach` (kube-scheduler's
+NodeVolumeLimits is woken by nothing else).
 
 :func:`find_matching_volume` is component-helpers' ``FindMatchingVolume`` for a node (the
 scheduler's path): the smallest available PV of the claim's class that the node reaches, with
@@ -415,8 +416,10 @@ class Volumes:
         self._attachments: dict[str, Attachment] = {}
         self._by_node: dict[str, dict[str, Attachment]] = {}
         self._errors: dict[tuple[VolumeKind, str], str] = {}
-        #: Called after every change but a VolumeAttachment's.
-        self.on_change: Callable[[], None] = lambda: None
+        #: Called with the kind and key (``namespace/name`` for a claim, else the name; ``""``:
+        #: any object of the kind, after a fresh list) after every change but a
+        #: VolumeAttachment's.
+        self.on_change: Callable[[VolumeKind, str], None] = lambda _kind, _key: None
         #: Called with its attacher when a VolumeAttachment is deleted (a node's volume slot
         #: freed); one added or changed calls nothing, as in kube-scheduler.
         self.on_detach: Callable[[str], None] = lambda _attacher: None
@@ -487,14 +490,14 @@ class Volumes:
         except VolumeObjectError as bad:
             self._errors[(kind, key)] = str(bad)
         if kind != "VolumeAttachment":
-            self.on_change()
+            self.on_change(kind, key)
 
     def remove(self, kind: VolumeKind, key: str) -> None:
         self.version += 1
         attachment = self._attachments.get(key) if kind == "VolumeAttachment" else None
         self._drop(kind, key)
         if kind != "VolumeAttachment":
-            self.on_change()
+            self.on_change(kind, key)
         elif attachment is not None:
             self.on_detach(attachment.attacher)
 

@@ -107,7 +107,10 @@ def test_each_change_sends_back_only_the_pods_it_may_help() -> None:
     assert names(q) == {"b"}
 
 
-def test_a_volume_change_sends_back_only_the_pods_with_volume_claims() -> None:
+def test_a_volume_change_sends_back_only_the_pods_it_may_help() -> None:
+    """A claim's change wakes the pods naming it, not every pod with claims (a benchmark that
+    creates a claim per pod woke every waiting pod with claims at each); a PV's, the pods
+    VolumeBinding refused; a CSINode's, those NodeVolumeLimits or VolumeBinding refused."""
     clock = ManualClock()
     q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, max_backoff_s=8.0), clock=clock)
     changes = PendingChanges(q, lambda: None)
@@ -116,12 +119,34 @@ def test_a_volume_change_sends_back_only_the_pods_with_volume_claims() -> None:
     refused = schedule_one(with_claim, Snapshot([gpu_node("d", dgx1("d"))]), FRAMEWORK)
     assert isinstance(refused, Failure)
     assert 'persistentvolumeclaim "d" not found' in refused.message
-    parked(q, with_claim, refused)
+    assert FRAMEWORK.refused_by(refused) == frozenset({"VolumeBinding"})
+    v = parked(q, with_claim, refused)
     parked(q, gpu_pod("a", 2, uid="uid-a"), failure(gpu_pod("a", 2)))
 
-    changes.volumes()  # e.g. the claim was created
+    def refused_again() -> None:
+        q.failed(v, message=refused.message, refused_by=FRAMEWORK.refused_by(refused))
+
+    changes.volumes("PersistentVolumeClaim", "default/other")  # another pod's claim
+    changes.volumes("PersistentVolumeClaim", "ml/d")  # its name, another namespace
     changes.apply()
     clock.now += 1.0
+    assert names(q) == set()
+
+    changes.volumes("PersistentVolumeClaim", "default/d")  # the claim was created
+    changes.apply()
+    clock.now += 1.0
+    assert names(q) == {"v"}
+
+    refused_again()
+    changes.volumes("PersistentVolume", "pv-1")  # VolumeBinding refused it: a PV may bind
+    changes.apply()
+    clock.now += 4.0
+    assert names(q) == {"v"}
+
+    refused_again()
+    changes.volumes("PersistentVolumeClaim", "")  # a fresh list of claims: any may be its
+    changes.apply()
+    clock.now += 8.0
     assert names(q) == {"v"}
 
 

@@ -5,7 +5,7 @@ decision stops the bind and the pod is decided again onto another PV; a pod wait
 claim is placed once the claim appears; a pod refused for its node's CSI volume limit is tried
 again when a pod with volumes there is deleted, the node's CSINode changes, or a
 VolumeAttachment holding its slot is deleted (not when one is added or changed, nor for a pod
-whose inline volumes are another driver's)."""
+whose inline volumes are another driver's, nor when another pod's claim or PV is added)."""
 
 from __future__ import annotations
 
@@ -176,6 +176,11 @@ async def test_a_pod_over_the_volume_limit_waits_for_a_pod_deleted_or_the_csinod
     clock.now += 20.0
     scheduler.changes.apply()
     assert scheduler.queue.pop() is None  # nothing changed: it waits
+    for obj in csi_volume("someone-elses"):  # another pod's claim and PV: no slot freed
+        cluster.volumes.apply(obj)
+    clock.now += 20.0
+    scheduler.changes.apply()
+    assert scheduler.queue.pop() is None
 
     assert cluster.delete_pod("default", "x")
     await woken(scheduler, clock, "p")
