@@ -276,6 +276,27 @@ def test_a_pod_retried_after_an_error_waits_its_backoff_out() -> None:
     assert q.pop() is again
 
 
+def test_a_pod_tried_early_that_still_did_not_fit_waits_its_next_backoff_out() -> None:
+    """Under churn every change wakes it: tried early at each, it would be tried after every
+    change. After an early attempt that fails, the next backoff is waited out; after that
+    one, an early try is allowed again."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    _sent_back_by_a_change(q, "a")
+    early = q.pop()  # nothing else ready: at once
+    assert early is not None
+    q.failed(early, message="0/1 nodes are available")
+    assert q.cluster_changed() == 1  # the next pod deleted
+    assert q.pop() is None  # not early again: its 2 s backoff (second failure) is waited out
+    assert q.next_ready_in() == 2.0
+    clock.now += 2.0
+    waited = q.pop()
+    assert waited is early
+    q.failed(waited, message="0/1 nodes are available")
+    assert q.cluster_changed() == 1
+    assert q.pop() is waited  # waited last time: early again
+
+
 def test_without_pop_from_backoff_every_backoff_is_waited_out() -> None:
     clock = ManualClock()
     q = SchedulingQueue(QueueSettings(initial_backoff_s=1.0, pop_from_backoff=False), clock=clock)
