@@ -11,7 +11,9 @@ scheduler's ``PodScheduled`` message, ``GET /v1/pending``, ``/ui`` and the what-
 one last *stated* on the pod's condition, replaced only when the start moved by more than a
 minute and a tenth of the wait, or what it waits for changed (:func:`moved`) — so an unchanged
 prediction writes nothing, and a changed one at most once per
-:data:`STATE_EVERY_S` (the scheduler keeps that bound).
+:data:`STATE_EVERY_S` (the scheduler keeps that bound). A pod's first forecast is written at
+once, unless it is :attr:`Forecast.blind` (no start only because pods in the way declare no
+end): that one waits for the pod's next explanation, or :data:`STATE_EVERY_S` after the last.
 """
 
 from __future__ import annotations
@@ -100,6 +102,12 @@ class Forecast:
     sources: Mapping[str, str] = field(default_factory=dict)  # … and who said when they end
     unknown_ends: int = 0  # running pods with no expected end
     unknown: str = ""  # why the start cannot be forecast (then starts_at is None)
+
+    @property
+    def blind(self) -> bool:
+        """No start found only because running pods in the way declare no end: it says so, but
+        names nothing to wait for (in a cluster whose pods declare no ends, every forecast)."""
+        return self.starts_at is None and not self.unknown and self.unknown_ends > 0
 
     def starts_in(self, now: float) -> float | None:
         return None if self.starts_at is None else max(0.0, self.starts_at - now)

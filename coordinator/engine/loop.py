@@ -556,14 +556,18 @@ class Scheduler:
         if last is None:
             return  # never explained: its first explanation will state it
         wait = last.at + STATE_EVERY_S - self._clock()
-        if last.forecast is None:
-            wait = 0.0  # its first forecast completes the explanation: stated at once
+        stated = self.forecasts.stated(entry.key) if self.forecasts is not None else None
+        if last.forecast is None and (stated is None or not stated.blind):
+            # Its first forecast completes the explanation: stated at once. A blind one (no
+            # start only because running pods declare no end: in most clusters, every pod's)
+            # waits its turn, or rides with the next explanation: one write fewer per pod.
+            wait = 0.0
         if wait > 0:
             if uid not in self._restating:
                 self._restating.add(uid)
                 asyncio.get_running_loop().call_later(wait, self._restate, uid)
             return
-        if self.forecasts is not None and last.forecast is self.forecasts.stated(entry.key):
+        if self.forecasts is not None and last.forecast is stated:
             return  # stated already
         self._explain_failure(entry, last.message)
 

@@ -442,6 +442,20 @@ async def test_a_pod_running_with_no_expected_end_gives_no_start(live: Live) -> 
     start = doc["pods"][0]["expected_start"]
     assert start["message"] == "no start expected within 24 h (1 running pod with no expected end)"
     assert "in_s" not in start
+    # Nothing to wait for: not a status write of its own at once (in a cluster whose pods
+    # declare no ends, that was one more write for every waiting pod) ...
+    await settle(live)
+    assert (
+        condition(live.cluster, "next") == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    )
+    # ... but said with its next explanation (here: tried again at the minute's flush).
+    live.clocks.advance(61)
+    live.runtime.scheduler.queue.notify()  # the loop looks at the queue again
+    await settle(live)
+    assert condition(live.cluster, "next") == (
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.; "
+        "no start expected within 24 h (1 running pod with no expected end)"
+    )
 
 
 async def test_what_if_predicts_its_start_and_suggests_waiting_first(live: Live) -> None:
