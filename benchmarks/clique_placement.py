@@ -60,13 +60,19 @@ fewest that hold the arm's rack work) by the same causes, of the emptiest racks 
 and the free GPUs inside lone pods' trays (``bound fragments``). The fleet has no cordoned or
 degraded trays.
 
+``--replays K`` (with ``--engine``) replays each seed's stream K times, the k-th (k ≥ 1) with
+every job arriving up to a second late (a seeded offset per job, the same for every arm): the
+same work, only the order of events inside a simulated second changed. On the engine one seed's
+stranded ratio moves by up to ±0.2 with that order alone — which compaction runs half a second
+earlier, which of two equal nodes a lone pod gets, and, half an hour later, which rack a gang
+breaks into (docs/topology.md) — so a change is read on the mean over replays and seeds.
+
 Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]
-[--causes]]
-[--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with ``--seeds K`` the streams of seeds
-S … S+K-1, and the goals read over all of them (the lowest share, the mean stranded ratio: one
-stream's ratio moves by ±0.15 from seed to seed); with ``--engine`` each Topos arm's figures over
-the seeds are printed too (its ratio by seed, the lowest one-clique share, the work lost, the
-pods moved).
+[--causes] [--replays K]] [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with
+``--seeds K`` the streams of seeds S … S+K-1, and the goals read over all of them (the lowest
+share, the mean stranded ratio: one stream's ratio moves by ±0.15 from seed to seed); with
+``--engine`` each Topos arm's figures over the seeds are printed too (its ratio by seed — with
+replays, their mean and range —, the lowest one-clique share, the work lost, the pods moved).
 """
 
 from __future__ import annotations
@@ -432,16 +438,20 @@ def engine_nodes() -> list[NodeInfo]:
     return build_nodes(spec, lambda profile: discover_profile(profile, hostname=profile))
 
 
-def trace(jobs: list[Job]) -> list[TraceJob]:
-    """The stream as a ``coordinator/sim`` trace: a tick is a minute."""
+def trace(jobs: list[Job], jitter: int = 0) -> list[TraceJob]:
+    """The stream as a ``coordinator/sim`` trace: a tick is a minute. ``jitter`` > 0: each job
+    arrives up to a second late (a seeded offset per job, to the millisecond; the same for
+    every arm), so that only the order of events inside a simulated second changes."""
+    late = random.Random(jitter)
     out = []
     for j in jobs:
+        offset = round(late.random(), 3) if jitter else 0.0
         gpus = j.pods[0].gpus
         cpu = 8.0 if j.trays else (4.0 if gpus else 2.0)
         out.append(
             TraceJob(
                 job_id=j.name,
-                arrival_s=j.arrive * TICK_S,
+                arrival_s=j.arrive * TICK_S + offset,
                 duration_s=j.duration * TICK_S,
                 gpus=gpus,
                 gang_size=max(1, j.trays),
@@ -690,16 +700,18 @@ def engine_run(
     arms: Sequence[str] = (),
     *,
     causes: bool = False,
+    jitter: int = 0,
 ) -> list[Arm]:
     """Every arm on one stream, replayed as a ``coordinator/sim`` trace by
     :class:`~coordinator.sim.replay.Simulator`: the scheduler and the gang runtime, their queues
     and timers on a simulated clock, as ``topos coordinator --in-memory`` runs them. ``defrag``:
     also Topos with the pods movable (:func:`movable`) and defragmentation in each of these
     modes (arm ``topos+<mode>``); ``arms``: only these (default: all); ``causes``: each arm's
-    stranded GPUs put down to :data:`CAUSES` too."""
+    stranded GPUs put down to :data:`CAUSES` too; ``jitter``: the arrivals up to a second late
+    (:func:`trace`)."""
     jobs = stream(seed, ticks, gang_rate)
     nodes = engine_nodes()
-    streamed = trace(jobs)
+    streamed = trace(jobs, jitter)
     sim = Simulator(nodes, streamed)
     runs: list[tuple[Policy, Simulator]] = [(policy, sim) for policy in engine_arms()]
     for mode in defrag:
@@ -734,9 +746,9 @@ def blind_base(name: str, ran: Collection[str]) -> str | None:
     return next((b for b in (*tried, "clique-blind") if b in ran), None)
 
 
-#: per Topos arm, per seed: (stranded ÷ its clique-blind base, share inside one clique, stranded
-#: GPUs, share of GPU-seconds lost, pods moved)
-Tally = dict[str, list[tuple[float, float, float, float, int]]]
+#: per Topos arm, per replay of a seed: (stranded ÷ its clique-blind base, share inside one clique,
+#: stranded GPUs, share of GPU-seconds lost, pods moved, the seed)
+Tally = dict[str, list[tuple[float, float, float, float, int, int]]]
 
 
 def one_seed_engine(
@@ -747,17 +759,20 @@ def one_seed_engine(
     only: Sequence[str] = (),
     tally: Tally | None = None,
     causes: dict[str, list[dict[str, float]]] | None = None,
+    jitter: int = 0,
 ) -> tuple[float, float, float]:
     """:func:`one_seed` through the production engine (:func:`engine_run`); with ``defrag``,
     the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed (and added to
     ``tally``); also the bound (:mod:`benchmarks.clique_bound`: that arm's rack work re-packed
     perfectly each tick) as a multiple of the same clique-blind arm's stranded GPUs; with
-    ``causes``, each arm's :data:`CAUSES` (mean GPUs) printed and added to it."""
+    ``causes``, each arm's :data:`CAUSES` (mean GPUs) printed and added to it; ``jitter``: the
+    arrivals up to a second late (:func:`trace`)."""
+    late = f", arrivals up to 1 s late (jitter {jitter})" if jitter else ""
     print(
         f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
-        f"seed {seed}, on the production engine"
+        f"seed {seed}{late}, on the production engine"
     )
-    ran = engine_run(seed, ticks, gang_rate, defrag, only, causes=causes is not None)
+    ran = engine_run(seed, ticks, gang_rate, defrag, only, causes=causes is not None, jitter=jitter)
     arms = {arm.name: arm for arm in ran}
     for arm in arms.values():
         report(arm)
@@ -776,7 +791,8 @@ def one_seed_engine(
             if tally is not None:
                 share = arm.inside / arm.could if arm.could else 1.0
                 own = statistics.fmean(arm.stranded)
-                tally.setdefault(arm.name, []).append((own / base, share, own, arm.lost, arm.moved))
+                row = (own / base, share, own, arm.lost, arm.moved, seed)
+                tally.setdefault(arm.name, []).append(row)
             print(
                 f"  {arm.name}: stranded {statistics.fmean(arm.stranded) / base:.2f}× {blind}'s;"
                 f" its rack work re-packed perfectly {statistics.fmean(arm.bound) / base:.2f}×"
@@ -788,6 +804,26 @@ def one_seed_engine(
     if not base:
         return share, 0.0, 0.0
     return share, statistics.fmean(topos.stranded) / base, statistics.fmean(topos.bound) / base
+
+
+def mean_of(replays: Sequence[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """One seed's goals over its replays: the lowest one-clique share, the mean ratios."""
+    return (
+        min(r[0] for r in replays),
+        statistics.fmean(r[1] for r in replays),
+        statistics.fmean(r[2] for r in replays),
+    )
+
+
+def by_seed(ratios: Sequence[tuple[int, float]]) -> list[str]:
+    """Each seed's ratio, in order: with several replays of a seed, their mean and range."""
+    seeds: dict[int, list[float]] = {}
+    for seed, ratio in ratios:
+        seeds.setdefault(seed, []).append(ratio)
+    return [
+        f"{statistics.fmean(r):.2f}" + (f" ({min(r):.2f}–{max(r):.2f})" if len(r) > 1 else "")
+        for r in seeds.values()
+    ]
 
 
 def causes_line(means: dict[str, float]) -> str:
@@ -817,6 +853,14 @@ def main() -> None:
         "--arms", default="", help="with --engine: comma-separated arms to run (default: all)"
     )
     parser.add_argument(
+        "--replays",
+        type=int,
+        default=1,
+        help="with --engine: each seed's stream replayed this many times, the k-th (k ≥ 1) with "
+        "every arrival up to a second late (seeded): only the order of events inside a simulated "
+        "second changes; each seed's figures are the mean of its replays",
+    )
+    parser.add_argument(
         "--causes",
         action="store_true",
         help="with --engine: each arm's stranded GPUs put down to causes (what the racks hold)",
@@ -826,6 +870,8 @@ def main() -> None:
     if bad := [m for m in defrag if m not in DEFRAG_MODES]:
         parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
     only = [a for a in args.arms.split(",") if a]
+    if args.replays < 1 or (args.replays > 1 and not args.engine):
+        parser.error("--replays: 1 or more, and more than 1 only with --engine")
     if args.causes and not args.engine:
         parser.error("--causes: the causes are read on the engine's replay; add --engine")
     goal = f"topos+{defrag[-1]}" if defrag else "topos"
@@ -840,14 +886,19 @@ def main() -> None:
     causes: dict[str, list[dict[str, float]]] | None = {} if args.causes else None
     if args.engine:
         results = [
-            one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally, causes)
+            mean_of(
+                [
+                    one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally, causes, k)
+                    for k in range(args.replays)
+                ]
+            )
             for s in seeds
         ]
         for name, per_seed in (causes or {}).items():
             means = {c: statistics.fmean(r[c] for r in per_seed) for c in CAUSES}
             print(f"{name} stranded by cause, mean of the seeds: {causes_line(means)}")
         for name, rows in tally.items():
-            each = " / ".join(f"{r[0]:.2f}" for r in rows)
+            each = " / ".join(by_seed([(r[5], r[0]) for r in rows]))
             print(
                 f"{name}: stranded {statistics.fmean(r[0] for r in rows):.2f}× its clique-blind"
                 f" base (by seed {each}), {statistics.fmean(r[2] for r in rows):.1f} GPUs;"

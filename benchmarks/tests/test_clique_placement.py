@@ -9,7 +9,9 @@ from types import SimpleNamespace
 from benchmarks.clique_bound import RackWork
 from benchmarks.clique_placement import (
     RACK_CAUSES,
+    TICK_S,
     blind_base,
+    by_seed,
     engine_run,
     stranded_causes,
     stream,
@@ -24,6 +26,33 @@ def test_the_stream_becomes_a_trace_of_the_same_jobs() -> None:
     gang = next(r for r, j in zip(rows, jobs, strict=True) if j.trays)
     assert (gang.gang_size, gang.gpus) == (next(j.trays for j in jobs if j.trays), 4)
     assert {r.gpus for r, j in zip(rows, jobs, strict=True) if not j.trays} <= {0, 1, 2, 3, 4}
+
+
+def test_a_jittered_trace_holds_the_same_jobs_each_up_to_a_second_late() -> None:
+    jobs = stream(11, 30, 0.45)
+    plain, late = trace(jobs), trace(jobs, jitter=1)
+    assert [r.arrival_s for r in plain] == [j.arrive * TICK_S for j in jobs]
+    offsets = [b.arrival_s - a.arrival_s for a, b in zip(plain, late, strict=True)]
+    assert all(0 <= o < 1 for o in offsets)
+    assert len(set(offsets)) > len(jobs) // 2  # each job its own offset, not one shift
+    assert [(r.job_id, r.duration_s, r.gpus, r.gang_size) for r in late] == [
+        (r.job_id, r.duration_s, r.gpus, r.gang_size) for r in plain
+    ]
+    assert trace(jobs, jitter=1) == late  # seeded: every arm replays the same arrivals
+    assert trace(jobs, jitter=2) != late
+
+
+def test_a_jittered_replay_runs_every_job_of_the_stream() -> None:
+    (arm,) = engine_run(11, 30, 0.45, arms=("topos",), jitter=1)
+    assert arm.left == 0
+    assert len(arm.stranded) == 30
+    assert arm.could > 0
+    assert arm.inside == arm.could
+
+
+def test_replays_of_a_seed_are_read_as_their_mean_and_range() -> None:
+    rows = [(11, 0.5), (12, 0.4), (11, 0.7), (11, 0.6)]
+    assert by_seed(rows) == ["0.60 (0.50–0.70)", "0.40"]
 
 
 def test_on_the_engine_gangs_that_fit_one_rack_get_one_and_clique_blind_ones_do_not() -> None:
