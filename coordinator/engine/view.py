@@ -505,7 +505,7 @@ class ClusterView:
                     left.append(was)
         base = cached[1]
         if left:
-            base = base.with_pods(tuple(on_node.values()), left=left, came=came)
+            base = base.with_pods(PodRun.of_list([*on_node.values()]), left=left, came=came)
         elif came:  # only pods new here, last in the order: added to the base
             effective = self._effective.get(name)
             if effective is not None and _same(effective.pod_run.after(len(base.pod_run)), came):
@@ -550,7 +550,8 @@ class ClusterView:
             return was.adding(added), ((), added)
         left, came = _net((*change[0], *before), now)
         if was.topology is None:  # worked out from the node as it was (no walk over its pods)
-            return was.with_pods(base.pods + extra, left=left, came=came), (left, came)
+            pods = base.pod_run.extended(extra)  # (on the base's own list: no copy)
+            return was.with_pods(pods, left=left, came=came), (left, came)
         return base.adding(extra), (left, came)
 
     def snapshot(self) -> Snapshot:

@@ -388,7 +388,11 @@ class NodeInfo:
         )
 
     def with_pods(
-        self, pods: tuple[PodInfo, ...], *, left: Sequence[PodInfo], came: Sequence[PodInfo]
+        self,
+        pods: tuple[PodInfo, ...] | PodRun,
+        *,
+        left: Sequence[PodInfo],
+        came: Sequence[PodInfo],
     ) -> NodeInfo:
         """This node holding ``pods`` instead: its own less ``left``, with ``came`` (pods new
         here, or new versions of pods it holds), in the order the caller keeps them. Equal to
@@ -432,7 +436,7 @@ class NodeInfo:
             ready=self.ready,
             stale=self.stale,
             topology=None,
-            pod_run=PodRun(pods),
+            pod_run=pods if isinstance(pods, PodRun) else PodRun(pods),
             requested=req,
             nonzero_requested=nonzero,
             pods_asked=asked,

@@ -8,8 +8,9 @@ snapshot cost. A run is a prefix of a list that only ever grows at its end: exte
 version appends to the same list, and a version is the list's first ``len`` items, so no version
 sees what was appended after it. Extending an older version copies (the list has moved on), unless
 what it adds is what follows it in the list already (the bind seen of the pod assumed next: the
-node as assumed is shared). The tuple a reader gets (``NodeInfo.pods``) is made on first read
-and kept.
+node as assumed is shared). A pod leaving starts a new list (the view's one copy of the node's
+pods, :meth:`of_list`), and the pods assumed there are appended to it, not copied with it. The
+tuple a reader gets (``NodeInfo.pods``) is made on first read and kept.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ class PodRun:
         self._items: list[PodInfo] | None = None  # made at the first extension
         self._count = len(pods)
         self._tuple: tuple[PodInfo, ...] | None = pods
+
+    @classmethod
+    def of_list(cls, items: list[PodInfo]) -> PodRun:
+        """A run of ``items``, a list the caller hands over (and never changes again)."""
+        return cls._prefix(items, len(items))
 
     @classmethod
     def _prefix(cls, items: list[PodInfo], count: int) -> PodRun:
