@@ -550,7 +550,7 @@ class ClusterView:
             return was.adding(added), ((), added)
         left, came = _net((*change[0], *before), now)
         if was.topology is None:  # worked out from the node as it was (no walk over its pods)
-            pods = base.pod_run.extended(extra)  # (on the base's own list: no copy)
+            pods = base.pod_run.joined(extra)  # the base's list left to the base
             return was.with_pods(pods, left=left, came=came), (left, came)
         return base.adding(extra), (left, came)
 
