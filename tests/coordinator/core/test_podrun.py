@@ -62,3 +62,25 @@ def test_a_run_reads_as_its_tuple() -> None:
     assert run.after(1) == ps[1:]
     assert run == PodRun(ps)
     assert run != PodRun(ps[:3])
+
+
+def test_an_older_version_extended_many_times_keeps_the_newer_ones_intact() -> None:
+    """The node as assumed extended pod by pod while the node as the inventory shows it moves on
+    (binds seen out of order): past the short tail each keeps, the pods are copied once into a
+    list of their own, and every version still holds exactly its pods."""
+    base = PodRun(tuple(pods("old-", 5)))
+    newer = base.extended(pods("seen-", 1))  # the inventory's node moves on: base is older
+    assumed = base.joined([])
+    versions = []
+    expected: list[PodInfo] = list(base.pods())
+    for p in pods("a-", 150):
+        assumed = assumed.extended([p])
+        expected.append(p)
+        versions.append((assumed, tuple(expected)))
+        newer = newer.extended([running(pod(f"n-{len(versions)}", uid=f"n-{len(versions)}"))])
+    for run, want in versions:
+        assert run.pods() == want
+        assert tuple(run) == want
+        assert len(run) == len(want)
+        assert run.after(3) == want[3:]
+    assert len(newer) == 5 + 1 + 150
