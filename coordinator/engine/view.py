@@ -52,6 +52,7 @@ from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.podspec.tolerations import Taint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podinfo import Placement, PodInfo, bound_pod_info
+from coordinator.core.snapshot.podrun import PodRun
 from coordinator.core.snapshot.snapshot import PodChange, Snapshot
 from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
@@ -433,17 +434,17 @@ class ClusterView:
         part = _node_part(state)
         cached = self._base.get(name)
         effective = self._effective.get(name)
-        if cached is not None and cached[0] == part and _extends(pods, cached[1].pods):
+        if cached is not None and cached[0] == part and _extends(pods, cached[1].pod_run):
             if (
                 effective is not None
-                and len(effective.pods) == len(pods)
-                and _extends(pods, effective.pods)
+                and len(effective.pod_run) == len(pods)
+                and _extends(pods, effective.pod_run)
             ):
                 # The watch confirmed what was assumed there, nothing else: the node as assumed,
                 # its memos kept (equal to ``cached.adding(…)``, built from the same pods).
                 base = effective
             else:
-                base = cached[1].adding(pods[len(cached[1].pods) :])
+                base = cached[1].adding(pods[len(cached[1].pod_run) :])
         else:
             base = node_info(state, pods)
         self._base[name] = (part, base)
@@ -504,10 +505,10 @@ class ClusterView:
                     left.append(was)
         base = cached[1]
         if left:
-            base = base.with_pods(tuple(on_node.values()), left=left, came=came)
+            base = base.with_pods(PodRun.of_list([*on_node.values()]), left=left, came=came)
         elif came:  # only pods new here, last in the order: added to the base
             effective = self._effective.get(name)
-            if effective is not None and _same(effective.pods[len(base.pods) :], came):
+            if effective is not None and _same(effective.pod_run.after(len(base.pod_run)), came):
                 base = effective  # the binds of what was assumed there seen: its memos kept
             else:
                 base = base.adding(came)
@@ -549,7 +550,8 @@ class ClusterView:
             return was.adding(added), ((), added)
         left, came = _net((*change[0], *before), now)
         if was.topology is None:  # worked out from the node as it was (no walk over its pods)
-            return was.with_pods(base.pods + extra, left=left, came=came), (left, came)
+            pods = base.pod_run.joined(extra)  # the base's list left to the base
+            return was.with_pods(pods, left=left, came=came), (left, came)
         return base.adding(extra), (left, came)
 
     def snapshot(self) -> Snapshot:
@@ -669,6 +671,6 @@ def _same(pods: Sequence[PodInfo], before: Sequence[PodInfo]) -> bool:
     return len(pods) == len(before) and all(map(operator.is_, pods, before))
 
 
-def _extends(pods: tuple[PodInfo, ...], before: tuple[PodInfo, ...]) -> bool:
+def _extends(pods: tuple[PodInfo, ...], before: PodRun) -> bool:
     """``pods`` are ``before`` (the same objects: unchanged) followed by new ones."""
     return len(pods) >= len(before) and all(map(operator.is_, pods, before))

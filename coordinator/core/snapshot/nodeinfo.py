@@ -46,6 +46,7 @@ from coordinator.core.snapshot.devices import (
     slots_used,
 )
 from coordinator.core.snapshot.podinfo import PodInfo
+from coordinator.core.snapshot.podrun import PodRun
 from coordinator.core.snapshot.statekey import shape_key, state_key
 
 __all__ = ["NOT_READY_TAINT", "UNSCHEDULABLE_TAINT", "NodeInfo"]
@@ -66,7 +67,8 @@ class NodeInfo:
     ready: bool = True
     stale: bool = False  # the node's agent went silent: no new placements
     topology: NodeTopology | None = None
-    pods: tuple[PodInfo, ...] = ()
+    #: The pods (:attr:`pods`), shared with the node this one was made from by :meth:`adding`.
+    pod_run: PodRun = field(default_factory=PodRun)
     # --- derived (computed by build) ---
     requested: Mapping[str, int] = field(default_factory=dict)
     #: The pods' cpu and memory as kube's resource scoring counts them (kube's
@@ -111,6 +113,11 @@ class NodeInfo:
     #: would keep keys that no longer describe it (``build`` or ``rebuild`` one).
     shape_key: object = field(default=None, compare=False, repr=False)
     state_key: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def pods(self) -> tuple[PodInfo, ...]:
+        """The pods on the node, in the inventory's order (assumed ones last)."""
+        return self.pod_run.pods()
 
     @classmethod
     def build(
@@ -229,7 +236,7 @@ class NodeInfo:
             ready=ready,
             stale=stale,
             topology=topology,
-            pods=pods_t,
+            pod_run=PodRun(pods_t),
             requested=req,
             nonzero_requested=nonzero,
             pods_asked=asked,
@@ -295,7 +302,7 @@ class NodeInfo:
         gone = {i for i, _ in taken}
         if len(gone) < len(taken) or not gone.isdisjoint(self.shared):
             return self.rebuild((*self.pods, *pods))
-        all_pods = self.pods + tuple(pods)
+        run = self.pod_run.extended(pods)
         req = dict(self.requested)
         req["pods"] = self.pods_asked
         for p in pods:
@@ -303,7 +310,7 @@ class NodeInfo:
                 req[k] = req.get(k, 0) + v
         nonzero = _nonzero_sum(self.nonzero_requested, pods)
         asked = req["pods"]
-        req["pods"] = max(asked, len(all_pods))
+        req["pods"] = max(asked, len(run))
         gpu_owner = dict(self.gpu_owner)
         gpu_owner.update(taken)
         room = {i: r for i, r in self.share_room.items() if i not in gone}
@@ -327,7 +334,7 @@ class NodeInfo:
             for n in self.numa_free
         )
         held = (
-            sum(p.requests.get(GPU_RESOURCE, 0) for p in all_pods if p.share is None)
+            sum(p.requests.get(GPU_RESOURCE, 0) for p in run if p.share is None)
             if req.get(GPU_RESOURCE, 0)
             else 0  # no pod here asks for a GPU: no walk over them all
         )
@@ -354,7 +361,7 @@ class NodeInfo:
             ready=self.ready,
             stale=self.stale,
             topology=topology,
-            pods=all_pods,
+            pod_run=run,
             requested=req,
             nonzero_requested=nonzero,
             pods_asked=asked,
@@ -381,7 +388,11 @@ class NodeInfo:
         )
 
     def with_pods(
-        self, pods: tuple[PodInfo, ...], *, left: Sequence[PodInfo], came: Sequence[PodInfo]
+        self,
+        pods: tuple[PodInfo, ...] | PodRun,
+        *,
+        left: Sequence[PodInfo],
+        came: Sequence[PodInfo],
     ) -> NodeInfo:
         """This node holding ``pods`` instead: its own less ``left``, with ``came`` (pods new
         here, or new versions of pods it holds), in the order the caller keeps them. Equal to
@@ -425,7 +436,7 @@ class NodeInfo:
             ready=self.ready,
             stale=self.stale,
             topology=None,
-            pods=pods,
+            pod_run=pods if isinstance(pods, PodRun) else PodRun(pods),
             requested=req,
             nonzero_requested=nonzero,
             pods_asked=asked,
