@@ -115,8 +115,9 @@ class QueuedPod:
     refused_by: frozenset[str] | None = None
     moved_while_in_flight: bool = False  # edited while being scheduled
     after_error: bool = False  # backing off after retry(): waits it out (kube's error backoff)
-    early: bool = False  # this attempt was taken from the backoff before its end
-    waits_out: bool = False  # its last attempt was early and failed: waits this backoff out
+    #: its last attempt was taken from the backoff before its end: if it failed, the next
+    #: backoff is waited out
+    early: bool = False
     generation: int = 0  # bumped whenever it moves; stale heap entries are skipped
     last_message: str = field(default="", repr=False)
 
@@ -213,7 +214,7 @@ class SchedulingQueue:
             return
         pod.where = "backoff"
         pod.generation += 1
-        if pod.after_error or pod.waits_out:
+        if pod.after_error or pod.early:
             heapq.heappush(self._error_backoff, (pod.backoff_until, pod.generation, pod.uid))
         else:
             until = pod.backoff_until
@@ -449,7 +450,6 @@ class SchedulingQueue:
         # failed retry must not make them miss the next freed device (kube pops them at once).
         quiet = gated or waits_for != "any"
         pod.backoff_until = now if quiet else now + self._backoff_s(pod.attempts)
-        pod.waits_out = pod.early and not quiet
         pod.waits_for = waits_for
         pod.refused_by = refused_by
         pod.last_message = message

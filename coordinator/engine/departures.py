@@ -36,13 +36,14 @@ departure only if it gained room: a pod leaving a cordoned node frees nothing fo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from coordinator.core.podspec.affinity import AffinityTerm
 from coordinator.core.podspec.parse import PodRequest
 from coordinator.core.queue import QueuedPod
-from coordinator.core.snapshot.podinfo import PodInfo, bound_pod_info
+from coordinator.core.snapshot.podinfo import PodInfo, bound_affinity_terms
 from coordinator.core.status import Reason
 from coordinator.inventory.state import BoundPod
 
@@ -53,17 +54,20 @@ Left = BoundPod | PodInfo
 """The pod that left: as the inventory held it bound, or as it was assumed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Departure:
     """A bound (or assumed) pod that left its node; ``gained``: its node can take more than
-    before; ``shunned``: the pod's own required anti-affinity terms (read once per departure)."""
+    before."""
 
     pod: Left
     gained: bool
-    shunned: tuple[AffinityTerm, ...] = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "shunned", _shunned(self.pod))
+    @functools.cached_property
+    def shunned(self) -> tuple[AffinityTerm, ...]:
+        """The pod's own required anti-affinity terms (read once, when a hint first asks)."""
+        if isinstance(self.pod, PodInfo):
+            return self.pod.anti_affinity
+        return bound_affinity_terms(self.pod, "podAntiAffinity")[0]
 
 
 def _fit(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:
@@ -94,16 +98,6 @@ def _any_may_select(
     terms: Sequence[AffinityTerm], namespace: str, labels: Mapping[str, str]
 ) -> bool:
     return any(term_may_select(t, namespace, labels) for t in terms)
-
-
-def _shunned(left: Left) -> tuple[AffinityTerm, ...]:
-    """``left``'s own required anti-affinity terms."""
-    if isinstance(left, PodInfo):
-        return left.anti_affinity
-    anti = left.affinity.get("podAntiAffinity")
-    if not anti:
-        return ()
-    return bound_pod_info(left).anti_affinity
 
 
 def _terms(pod: QueuedPod, req: PodRequest, gone: Departure) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "NumaUse",
     "Placement",
     "PodInfo",
+    "bound_affinity_terms",
     "bound_host_ports",
     "bound_pod_info",
 ]
@@ -180,8 +181,8 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         if part.strip().isdigit()
     )
     policy, _ = podkeys.lookup(podkeys.NUMA_POLICY, ann)
-    affinity, affinity_pref = _terms(bound, "podAffinity")
-    anti, anti_pref = _terms(bound, "podAntiAffinity")
+    affinity, affinity_pref = bound_affinity_terms(bound, "podAffinity")
+    anti, anti_pref = bound_affinity_terms(bound, "podAntiAffinity")
     return PodInfo(
         namespace=bound.namespace,
         name=bound.name,
@@ -213,9 +214,11 @@ def _slices(annotations: Mapping[str, str]) -> SliceAsk | None:
         return None
 
 
-def _terms(
+def bound_affinity_terms(
     bound: BoundPodFields, kind: str
 ) -> tuple[tuple[AffinityTerm, ...], tuple[WeightedAffinityTerm, ...]]:
+    """A running pod's required and preferred ``kind`` (``podAffinity``/``podAntiAffinity``)
+    terms; a malformed block constrains nothing."""
     block = bound.affinity.get(kind)
     if not isinstance(block, Mapping):
         return (), ()

@@ -104,8 +104,7 @@ class PodRun:
         """These pods followed by ``pods``: in place when this run is the newest of its list,
         shared when ``pods`` are what its list holds next, else kept as its own short tail (and
         copied into a list of their own only when that grows past :data:`_TAIL_MAX`)."""
-        k = len(pods)
-        if not k:
+        if not pods:
             return self
         return self._with_tail(self._tail + tuple(pods), fold=True)
 
