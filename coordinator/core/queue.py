@@ -8,12 +8,14 @@ Three places a pod can wait, as in kube-scheduler:
   ends soonest at once (kube-scheduler's ``SchedulerPopFromBackoffQ``, on by default since 1.33):
   the backoff only keeps a pod from going ahead of others, never idles the scheduler. Not a pod
   backing off after :meth:`SchedulingQueue.retry` (an API error, a lost bind race, a pod still
-  being bound: kube's error backoff), nor one whose last attempt was itself taken early and
-  found no node: those wait their backoff out. Under churn (pods deleted one by one while
-  hundreds wait, each deletion waking them) a pod tried early at every change would be tried
-  after every change, each attempt refused again — 55,000 attempts for 2,960 pods in upstream's
-  EventHandlingPodDelete; waiting out every other backoff bounds it by the backoff, as a busy
-  kube-scheduler's queue does;
+  being bound: kube's error backoff), which waits its backoff out. And once a pod taken early
+  found no node, no pod is taken early until a change sends pods back again: under churn (pods
+  deleted one by one while hundreds wait, each deletion waking them) every waiting pod tried
+  early after every change would be refused again and again — 55,000 attempts for 2,960 pods
+  in upstream's EventHandlingPodDelete, where a busy kube-scheduler's queue is never empty — while
+  a change that lets one pod in (a pod its spread or affinity waits for bound) still gets a
+  waiting pod tried at once (EventHandlingPodAdd). The others wait their backoff out or the next
+  change;
 - **unschedulable** — the last attempt found no node. It leaves when the cluster changes (a node
   gains capacity, a pod ends: :meth:`SchedulingQueue.cluster_changed`), when the pod itself is
   edited, or after ``unschedulable_flush_s`` as a safety net. A pod rejected for its own spec
@@ -115,8 +117,8 @@ class QueuedPod:
     refused_by: frozenset[str] | None = None
     moved_while_in_flight: bool = False  # edited while being scheduled
     after_error: bool = False  # backing off after retry(): waits it out (kube's error backoff)
-    #: its last attempt was taken from the backoff before its end: if it failed, the next
-    #: backoff is waited out
+    #: its last attempt was taken from the backoff before its end (if it failed, no pod is taken
+    #: early again before the next change that sends pods back)
     early: bool = False
     generation: int = 0  # bumped whenever it moves; stale heap entries are skipped
     last_message: str = field(default="", repr=False)
@@ -166,6 +168,12 @@ class SchedulingQueue:
         # would miss room freed while it was being decided (kube-scheduler's moveRequestCycle).
         self._changes = 0
         self._attempt_basis = 0
+        # Pods sent back by changes so far (``cluster_changed`` calls that moved one), the count
+        # when the current attempt began, and the count when a pod taken early from the backoff
+        # last failed: no pod is taken early again until a change sends pods back after that.
+        self._wakes = 0
+        self._attempt_wakes = 0
+        self._early_failed_at = -1
 
     # --- reading -------------------------------------------------------------------------------
 
@@ -214,7 +222,7 @@ class SchedulingQueue:
             return
         pod.where = "backoff"
         pod.generation += 1
-        if pod.after_error or pod.early:
+        if pod.after_error:
             heapq.heappush(self._error_backoff, (pod.backoff_until, pod.generation, pod.uid))
         else:
             until = pod.backoff_until
@@ -335,11 +343,12 @@ class SchedulingQueue:
             pod.generation += 1
             pod.moved_while_in_flight = False
             self._attempt_basis = self._changes
+            self._attempt_wakes = self._wakes
             return pod
 
     def _backoff_head(self) -> QueuedPod | None:
         """The backoff pod :meth:`pop` may take early (its entry heads ``_backoff``), if any."""
-        if not self.settings.pop_from_backoff:
+        if not self.settings.pop_from_backoff or self._early_failed_at == self._wakes:
             return None
         while self._backoff:
             *_, gen, uid = self._backoff[0]
@@ -446,6 +455,8 @@ class SchedulingQueue:
         now = self._clock()
         pod.attempts += 1
         pod.after_error = False
+        if pod.early:
+            self._early_failed_at = self._attempt_wakes
         # Pods only the changes that may help them wake ("dra", "claim") need no backoff: a
         # failed retry must not make them miss the next freed device (kube pops them at once).
         quiet = gated or waits_for != "any"
@@ -520,5 +531,6 @@ class SchedulingQueue:
             self._to_backoff(pod)
             moved += 1
         if moved:
+            self._wakes += 1
             self.notify()
         return moved

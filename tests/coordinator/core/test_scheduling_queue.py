@@ -276,25 +276,45 @@ def test_a_pod_retried_after_an_error_waits_its_backoff_out() -> None:
     assert q.pop() is again
 
 
-def test_a_pod_tried_early_that_still_did_not_fit_waits_its_next_backoff_out() -> None:
-    """Under churn every change wakes it: tried early at each, it would be tried after every
-    change. After an early attempt that fails, the next backoff is waited out; after that
-    one, an early try is allowed again."""
+def test_once_a_pod_tried_early_does_not_fit_none_is_tried_early_before_the_next_change() -> None:
+    """Under churn every change wakes the waiting pods: tried early after each, every one would
+    be refused again and again. After an early attempt that fails, backoffs are waited out until
+    a change sends pods back; then one is tried early again."""
     clock = ManualClock()
     q = make_queue(clock)
     _sent_back_by_a_change(q, "a")
-    early = q.pop()  # nothing else ready: at once
+    _sent_back_by_a_change(q, "b")
+    early = q.pop()  # nothing else ready: the backoff that ends first, at once
     assert early is not None
+    assert early.key == "ns/a"
     q.failed(early, message="0/1 nodes are available")
-    assert q.cluster_changed() == 1  # the next pod deleted
-    assert q.pop() is None  # not early again: its 2 s backoff (second failure) is waited out
+    assert q.pop() is None  # b backs off still: not taken early after a's early failure
+    assert q.next_ready_in() == 1.0  # b's backoff ends (a's second is 2 s)
+    assert q.cluster_changed() == 1  # the next pod deleted sends a back
+    again = q.pop()
+    assert again is not None
+    assert again.key == "ns/b"
+    q.failed(again, message="0/1 nodes are available")
+    assert q.pop() is None  # a's second backoff (2 s) is waited out; b waits for a change
     assert q.next_ready_in() == 2.0
     clock.now += 2.0
-    waited = q.pop()
-    assert waited is early
-    q.failed(waited, message="0/1 nodes are available")
-    assert q.cluster_changed() == 1
-    assert q.pop() is waited  # waited last time: early again
+    assert q.pop() is early
+
+
+def test_a_pod_tried_early_that_fits_leaves_early_tries_open() -> None:
+    """A change that lets a waiting pod in (a pod its spread or affinity waits for bound): the
+    pod tried early binds, and the next one is tried early too."""
+    clock = ManualClock()
+    q = make_queue(clock)
+    _sent_back_by_a_change(q, "a")
+    _sent_back_by_a_change(q, "b")
+    first = q.pop()
+    assert first is not None
+    assert first.key == "ns/a"
+    q.done(first)
+    second = q.pop()
+    assert second is not None
+    assert second.key == "ns/b"
 
 
 def test_without_pop_from_backoff_every_backoff_is_waited_out() -> None:
