@@ -222,9 +222,7 @@ async def test_background_compaction_empties_a_node_and_never_moves_a_bare_pod(
     # waiting, compaction empties one of the Deployments' nodes; the bare pod stays and its
     # mark is refused with an Event.
     nodes = await cluster.fabric(spines=1, leaves_per_spine=1, nodes_per_leaf=3)
-    settings = GangSettings(
-        backoff_s=2.0, defrag=DefragSettings(mode="background", interval_s=1.0, min_pod_age_s=0)
-    )
+    settings = GangSettings(backoff_s=2.0, defrag=DefragSettings(mode="background", interval_s=1.0))
     async with Controllers(cluster), cluster.gang_coordinator(gang_settings=settings) as coord:
         for k in range(2):
             await cordon(cluster, coord.inventory, nodes, keep=nodes[k])

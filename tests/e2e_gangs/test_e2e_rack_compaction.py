@@ -61,7 +61,7 @@ async def set_up(cluster: GangCluster) -> tuple[dict[str, int], dict[str, str]]:
 async def test_compact_racks_moves_a_young_gang_whole_into_the_other_rack_in_use(
     cluster: GangCluster,
 ) -> None:
-    defrag = DefragSettings(mode="background", interval_s=1.0, compact_racks=True, min_pod_age_s=0)
+    defrag = DefragSettings(mode="background", interval_s=1.0, compact_racks=True)
     settings = GangSettings(backoff_s=2.0, defrag=defrag)
     async with (
         Controllers(cluster, terminal_phase=True),
@@ -107,7 +107,7 @@ async def test_compact_racks_moves_a_young_gang_whole_into_the_other_rack_in_use
 
 
 async def test_without_compact_racks_compaction_moves_nothing(cluster: GangCluster) -> None:
-    defrag = DefragSettings(mode="background", interval_s=1.0, compact_racks=False, min_pod_age_s=0)
+    defrag = DefragSettings(mode="background", interval_s=1.0, compact_racks=False)
     settings = GangSettings(backoff_s=2.0, defrag=defrag)
     async with Controllers(cluster), cluster.gang_coordinator(gang_settings=settings) as coord:
         _, before = await set_up(cluster)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from coordinator.core.preemption.defrag import MIN_POD_AGE_S, MODES, DefragSettings
+from coordinator.core.preemption.defrag import MODES, DefragSettings
 
 __all__ = ["DefragmentationSection"]
 
@@ -43,11 +43,7 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
     ``onDemand`` and ``background``); any YAML value is read, so that a bad one is named."""
     compact_racks: bool = msgspec.field(default=False, name="compactRacks")
     """``background``: compaction may empty a whole NVLink rack, moving its gangs whole into
-    other racks in use (and then empties racks only)."""
-    min_pod_age_s: Annotated[float, msgspec.Meta(ge=0)] = msgspec.field(
-        default=MIN_POD_AGE_S, name="minPodAgeSeconds"
-    )
-    """``background``: compaction moves no pod that has run less than this."""
+    other racks in use."""
 
     def __post_init__(self) -> None:
         if self.mode is not False and self.mode not in MODES:
@@ -65,5 +61,4 @@ class DefragmentationSection(msgspec.Struct, frozen=True, kw_only=True, forbid_u
             interval_s=self.interval_s,
             gather=self.gather,
             compact_racks=self.compact_racks,
-            min_pod_age_s=self.min_pod_age_s,
         )

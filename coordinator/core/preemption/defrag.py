@@ -36,7 +36,6 @@ from coordinator.core.preemption.victims import PreemptionPlan, select_victims
 from coordinator.core.status import Status
 
 __all__ = [
-    "MIN_POD_AGE_S",
     "MODES",
     "MOVABLE",
     "RECREATING_KINDS",
@@ -54,8 +53,6 @@ MOVABLE = "topos.io/movable"
 RECREATING_KINDS = frozenset({"ReplicaSet", "StatefulSet", "Deployment"})
 MODES = ("off", "onDemand", "background")
 CANNOT = "defragmentation cannot make room"
-#: ``background``: a pod compaction may move has run at least this long (``minPodAgeSeconds``).
-MIN_POD_AGE_S = 300.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,11 +75,7 @@ class DefragSettings:
     (``gather.py``)."""
     compact_racks: bool = False
     """``background``: compaction may also empty a whole NVLink rack (clique) by moving its
-    movable gangs whole into other racks in use, and its lone pods onto nodes in use; it then
-    empties racks only (no node is emptied for itself)."""
-    min_pod_age_s: float = MIN_POD_AGE_S
-    """``background``: compaction moves no pod that has run less than this, nor a gang one of
-    whose pods has (a pod placed moments ago is where the scheduler just chose to put it)."""
+    movable gangs whole into other racks in use, and its lone pods onto nodes in use."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -97,8 +90,6 @@ class DefragSettings:
             raise ValueError(f"intervalSeconds: {self.interval_s!r} is not positive")
         if self.evictions_per_hour < 0:
             raise ValueError(f"evictionsPerHour: {self.evictions_per_hour!r} is negative")
-        if self.min_pod_age_s < 0:
-            raise ValueError(f"minPodAgeSeconds: {self.min_pod_age_s!r} is negative")
 
     @property
     def enabled(self) -> bool:
@@ -302,21 +293,19 @@ def plan_compaction(
     relocate: RelocateFn | None = None,
     keys: DomainKeys | None = None,
 ) -> Compaction | None:
-    """The node whose GPU pods, all movable, in no gang, past their minimum runtime and
-    ``settings.min_pod_age_s`` and within their PodDisruptionBudgets, fit on other nodes already
-    holding GPU pods — fewest pods, then least work lost; ``None`` when no node can be emptied so
-    (or only by moving more than ``max_pods``, or losing more GPU-seconds than
-    ``settings.max_loss_ratio`` of the node's GPUs × ``settings.horizon_s``: what a whole node
-    freed is worth). ``relocate``: as :func:`plan_defrag`'s.
+    """The node whose GPU pods, all movable, in no gang, past their minimum runtime and within
+    their PodDisruptionBudgets, fit on other nodes already holding GPU pods — fewest pods, then
+    least work lost; ``None`` when no node can be emptied so (or only by moving more than
+    ``max_pods``, or losing more GPU-seconds than ``settings.max_loss_ratio`` of the node's GPUs
+    × ``settings.horizon_s``: what a whole node freed is worth). ``relocate``: as
+    :func:`plan_defrag`'s.
 
     A node of an NVLink clique (``keys.clique``) is emptied only when that leaves the whole
     clique idle: a tray freed in a rack still in use frees nothing a rack-wide gang can have,
     and its GPUs, moved elsewhere, are stranded in the rack (docs/topology.md). With
-    ``settings.compact_racks`` (and cliques in the fleet) only a whole rack is emptied
-    (:func:`_empty_rack`): the hour's moves go to racks, not to nodes outside them, which free
-    nothing a rack-wide gang can have."""
+    ``settings.compact_racks`` a whole rack is emptied first where it can be
+    (:func:`_empty_rack`)."""
     settings = settings or DefragSettings()
-    young = _younger_than(settings.min_pod_age_s, now)
     by_node: dict[str, list[RunningPod]] = {}
     for pod in running:
         by_node.setdefault(pod.node, []).append(pod)
@@ -330,7 +319,7 @@ def plan_compaction(
     if relocate is None:
         relocate = by_requests({n.name: n.free for n in used}, {})
     if settings.compact_racks and layout.cliques:
-        return _empty_rack(
+        rack = _empty_rack(
             layout,
             nodes,
             running,
@@ -341,8 +330,9 @@ def plan_compaction(
             now=now,
             protections=protections,
             relocate=given or by_requests({n.name: n.free for n in nodes if n.schedulable}, {}),
-            young=young,
         )
+        if rack is not None:
+            return rack  # a whole rack first: what a rack-wide gang needs
     best: tuple[int, float, str] | None = None
     found: Compaction | None = None
     for node in used:
@@ -351,7 +341,7 @@ def plan_compaction(
             not pods
             or len(pods) > max_pods
             or node.gpus_free == 0
-            or any(not p.movable or p.gang or young(p) for p in pods)
+            or any(not p.movable or p.gang for p in pods)
         ):
             continue
         clique = layout.clique_of.get(node.name)
@@ -383,18 +373,6 @@ def plan_compaction(
     return found
 
 
-def _younger_than(age_s: float, now: float | None) -> Callable[[RunningPod], bool]:
-    """Whether a pod has run less than ``age_s`` at ``now`` (one not started yet has run 0 s;
-    without ``now`` none is)."""
-
-    def young(pod: RunningPod) -> bool:
-        if now is None or age_s <= 0:
-            return False
-        return pod.started_at is None or now - pod.started_at < age_s
-
-    return young
-
-
 def _holds_gpus(pod: RunningPod) -> bool:
     return pod.requests.get(GPU, 0) > 0 or bool(pod.gpus) or pod.share is not None
 
@@ -411,14 +389,12 @@ def _empty_rack(
     now: float | None,
     protections: Protections | None,
     relocate: RelocateFn,
-    young: Callable[[RunningPod], bool],
 ) -> Compaction | None:
-    """The NVLink rack in use whose GPU pods, all movable, past their minimum runtime and not
-    ``young`` (nor any pod of a gang in it), can leave it so that it is idle: each gang in it
-    whole into one other rack in use (the tightest that holds it, as the planner's ``balanced``
-    clique tier would place it again), each lone pod onto a node in use outside it — fewest
-    pods, then least work lost, at most ``max_pods`` pods and ``settings.max_loss_ratio`` of the
-    rack's GPUs × ``horizon_s``."""
+    """The NVLink rack in use whose GPU pods, all movable and past their minimum runtime, can
+    leave it so that it is idle: each gang in it whole into one other rack in use (the tightest
+    that holds it, as the planner's ``balanced`` clique tier would place it again), each lone
+    pod onto a node in use outside it — fewest pods, then least work lost, at most
+    ``max_pods`` pods and ``settings.max_loss_ratio`` of the rack's GPUs × ``horizon_s``."""
     state = {n.name: n for n in nodes}
     used = {n.name for n in nodes if n.schedulable and n.gpus_used > 0}
     by_gang: dict[str, list[RunningPod]] = {}
@@ -439,8 +415,6 @@ def _empty_rack(
         gangs = {p.gang for p in pods if p.gang}
         if any(q.node not in inside for g in gangs for q in by_gang[g]):
             continue  # a gang reaching outside the rack would leave pieces there
-        if any(map(young, pods)) or any(young(q) for g in gangs for q in by_gang[g]):
-            continue
         units = evictable_units(
             pods, below=max(p.priority for p in pods) + 1, now=now, protections=protections
         )

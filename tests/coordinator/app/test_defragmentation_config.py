@@ -21,16 +21,12 @@ defragmentation:
   evictionsPerHour: 8
   intervalSeconds: 30
   compactRacks: true
-  minPodAgeSeconds: 120
 """
     s = parse_config(load_yaml(text)).defragmentation.settings()
     assert (s.mode, s.max_loss_ratio, s.horizon_s) == ("background", 0.02, 7200.0)
     assert (s.priority_step, s.evictions_per_hour, s.interval_s) == (50, 8, 30.0)
     assert s.compact_racks
-    assert s.min_pod_age_s == 120.0
-    default = parse_config(load_yaml("{}")).defragmentation.settings()
-    assert not default.compact_racks
-    assert default.min_pod_age_s == 300.0
+    assert not parse_config(load_yaml("{}")).defragmentation.settings().compact_racks
 
 
 def test_on_demand_by_default_and_a_bare_off_is_off() -> None:
@@ -61,11 +57,6 @@ def test_gathering_is_on_where_defragmentation_is_unless_turned_off() -> None:
         ("defragmentation: {horizonSeconds: 0}", ["defragmentation.horizonSeconds", "0"]),
         ("defragmentation: {intervalSeconds: soon}", ["defragmentation.intervalSeconds"]),
         ("defragmentation: {mod: off}", ["defragmentation.mod"]),
-        ("defragmentation: {minPodAgeSeconds: -60}", ["defragmentation.minPodAgeSeconds", "-60"]),
-        (
-            "defragmentation: {minPodAgeSeconds: 5m}",
-            ["defragmentation.minPodAgeSeconds", "expected a number"],
-        ),
         ("defragmentation: {gather: sometimes}", ["defragmentation.gather", "'sometimes'"]),
         ("defragmentation: {gather: 1}", ["defragmentation.gather", "1 is neither"]),
         (

@@ -24,7 +24,6 @@ from coordinator.core.status import Status
 
 NOW = 1_800_000_000.0
 SETTINGS = DefragSettings()
-ANY_AGE = DefragSettings(min_pod_age_s=0)  # compaction of pods that ran a minute
 
 
 def nodes(free: dict[str, int]) -> list[NodeState]:
@@ -217,7 +216,7 @@ def test_compaction_empties_the_node_with_fewest_pods_onto_nodes_in_use() -> Non
         web("ml/c", "n2"),
         web("ml/d", "n3", gpus=4),
     ]
-    found = plan_compaction(free, running, max_pods=5, now=NOW, settings=ANY_AGE)
+    found = plan_compaction(free, running, max_pods=5, now=NOW)
     assert found is not None
     assert found.node == "n2"
     assert dict(found.destinations) == {"ml/c": "n3"}  # the tightest node in use
@@ -227,21 +226,16 @@ def test_compaction_empties_the_node_with_fewest_pods_onto_nodes_in_use() -> Non
 def test_compaction_moves_no_bare_pod_and_none_under_its_minimum_runtime() -> None:
     free = nodes({"n1": 7, "n2": 7})
     bare = [web("ml/a", "n1", movable=False), web("ml/b", "n2", movable=False)]
-    assert plan_compaction(free, bare, max_pods=5, now=NOW, settings=ANY_AGE) is None
+    assert plan_compaction(free, bare, max_pods=5, now=NOW) is None
     young = [web("ml/a", "n1"), web("ml/b", "n2")]
     rule = Protections(min_runtime=DurationRule(default_s=600))
-    assert (
-        plan_compaction(free, young, max_pods=5, now=NOW, protections=rule, settings=ANY_AGE)
-        is None
-    )
-    assert (
-        plan_compaction(free, young, max_pods=0, now=NOW, settings=ANY_AGE) is None
-    )  # the budget is spent
-    assert plan_compaction(free, young, max_pods=1, now=NOW, settings=ANY_AGE) is not None
+    assert plan_compaction(free, young, max_pods=5, now=NOW, protections=rule) is None
+    assert plan_compaction(free, young, max_pods=0, now=NOW) is None  # the budget is spent
+    assert plan_compaction(free, young, max_pods=1, now=NOW) is not None
     # 60 GPU-seconds lost against 5 % of 8 GPUs × 1 h (1,440): allowed; a day's run is not.
     old = [web("ml/a", "n1", started_at=NOW - 86400), web("ml/b", "n2", started_at=NOW - 86400)]
-    assert plan_compaction(free, old, max_pods=5, now=NOW, settings=ANY_AGE) is None
-    lenient = DefragSettings(max_loss_ratio=10.0, min_pod_age_s=0)
+    assert plan_compaction(free, old, max_pods=5, now=NOW) is None
+    lenient = DefragSettings(max_loss_ratio=10.0)
     assert plan_compaction(free, old, max_pods=5, now=NOW, settings=lenient) is not None
 
 
@@ -263,12 +257,12 @@ def test_compaction_frees_no_tray_of_a_rack_that_stays_in_use() -> None:
         web("ml/c", "hgx-1"),
         web("ml/d", "hgx-2", gpus=4, movable=False),
     ]
-    found = plan_compaction(free, running, max_pods=5, now=NOW, settings=ANY_AGE)
+    found = plan_compaction(free, running, max_pods=5, now=NOW)
     assert found is not None
     assert found.node == "hgx-1"
     # once the gang's tray is free too, emptying t1 leaves the whole rack idle: it goes first
     running[1] = web("ml/e", "hgx-2", movable=False)
     trays[1] = NodeState(name="t2", labels=rack, allocatable={GPU: 4}, free={GPU: 4})
-    found = plan_compaction(trays + free[2:], running, max_pods=5, now=NOW, settings=ANY_AGE)
+    found = plan_compaction(trays + free[2:], running, max_pods=5, now=NOW)
     assert found is not None
     assert found.node == "t1"

@@ -94,9 +94,7 @@ def test_lone_pods_of_the_rack_go_onto_nodes_in_use_outside_it() -> None:
     running = [
         member("young", 0, "r1-t1"),
         member("young", 1, "r1-t2"),
-        RunningPod(
-            key="ml/web", node="r1-t3", requests={GPU: 1}, started_at=NOW - 300, movable=True
-        ),
+        RunningPod(key="ml/web", node="r1-t3", requests={GPU: 1}, started_at=NOW, movable=True),
         member("old", 0, "r2-t1", ran_s=330),
         member("old", 1, "r2-t2", ran_s=330),
         RunningPod(key="ml/db", node="r2-t3", requests={GPU: 2}, started_at=NOW - 9e5),

@@ -2,15 +2,14 @@
 four trays. A movable 2-tray gang (a Job whose ``podFailurePolicy`` ignores ``DisruptionTarget``)
 runs in rack 1 while rack 2 is full; then rack 2 holds only a pinned 2-tray gang nothing
 recreates. Each rack is half used, 8 GPUs stranded in each. With ``compactRacks`` the engine
-moves the movable gang whole into rack 2's free trays and rack 1 goes idle — at once with no
-minimum pod age, once the gang has run 5 minutes at the default; without it the gang stays and
-both racks stay half used."""
+moves the movable gang whole into rack 2's free trays and rack 1 goes idle; without it the gang
+stays and both racks stay half used."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from coordinator.core.preemption.defrag import MIN_POD_AGE_S, DefragSettings
+from coordinator.core.preemption.defrag import DefragSettings
 from coordinator.engine.gangs.service import GangSettings
 from coordinator.forecast.engine import EngineSettings
 from coordinator.sim import Job, RunResult, Simulator, make_policy
@@ -60,8 +59,8 @@ def _prepare(sim: Simulator) -> None:
     )
 
 
-def _replay(racks: bool, min_pod_age_s: float = 0) -> RunResult:
-    defrag = DefragSettings(mode="background", compact_racks=racks, min_pod_age_s=min_pod_age_s)
+def _replay(racks: bool) -> RunResult:
+    defrag = DefragSettings(mode="background", compact_racks=racks)
     settings = ReplaySettings(engine=EngineSettings(gangs=GangSettings(defrag=defrag)))
     sim = Simulator(two_nvl72_racks(), _jobs(), settings=settings)
     _prepare(sim)
@@ -88,12 +87,3 @@ def test_without_compact_racks_both_racks_stay_half_used() -> None:
     assert racks_of(result, "pinned") == {"r2"}
     assert not result.interrupted
     assert result.compacted_pods == 0
-
-
-def test_compaction_waits_until_the_gang_has_run_the_minimum_pod_age() -> None:
-    result = _replay(racks=True, min_pod_age_s=MIN_POD_AGE_S)  # the default, 5 minutes
-    assert racks_of(result, "train") == {"r2"}  # moved all the same, once it had run 5 minutes
-    moved = [o for o in result.interrupted if o.job.job_id == "train"]
-    assert len(moved) == 1
-    assert moved[0].end_s - moved[0].start_s >= MIN_POD_AGE_S
-    assert moved[0].end_s <= 10 + MIN_POD_AGE_S + 61  # at the first compaction after that
