@@ -55,7 +55,7 @@ class ClientSettings:
     15 s, closes the pool between two bursts of binds and each burst pays a TLS handshake per
     connection again; kube-apiserver keeps an idle connection 90 s, so a minute is reused
     safely."""
-    deferrable_connections: int | None = 4
+    deferrable_connections: int | None = 8
     """Deferrable requests (Events and status explanations: :class:`Deferrable`) on their own
     connections at once: beyond this many, one that finds no idle connection waits for one of
     theirs to finish instead of opening another (``None``: no limit). Each new connection is a
@@ -63,11 +63,12 @@ class ClientSettings:
     ``common.kube.http1``), and over HTTP/1.1 the pool grows to the requests in flight at its
     peak: binds and their Events together, 64 each, had it at ~128 connections. And the API
     server's other clients share its writes: with 16 at once, upstream's scheduler_perf created
-    its pods at 240-255/s beside Topos (SchedulingDaemonset) against 288-310/s with 2-4 and
-    ~300/s beside kube-scheduler, and 348-358/s against 455-612/s in EventHandlingPodAdd, where
-    kube-scheduler's turns saw 405-502/s (kube-scheduler writes its Events one at a time). With 4
-    the Events trail the binds (315-361 of 1,000 Scheduled Events written at the last bind) and
-    catch up within about a second; fewer connections are opened (19-22 against 44-49)."""
+    its pods at 240-255/s beside Topos (SchedulingDaemonset) against 288-310/s with 2-8 and
+    ~300/s beside kube-scheduler, and 348-358/s against 455-612/s with 2-4 in EventHandlingPodAdd,
+    where kube-scheduler's turns saw 405-502/s (kube-scheduler writes its Events one at a time).
+    The Events then trail the binds under a burst: with 8, 598-725 of SchedulingDaemonset's 1,000
+    Scheduled Events written at the last bind, the rest within 0.7-1.0 s (with 4: 345-386, 1.8-1.9
+    s); fewer connections are opened (23-29 against 44-49)."""
     reuse_connections_above: int | None = 16
     """The other requests (binds) on the lean pool's connections at once beyond which one more
     that finds no idle connection waits for one of theirs to come back instead of opening

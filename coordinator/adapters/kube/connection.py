@@ -25,7 +25,7 @@ request in flight holds a connection, and a shared limit would let binds queue b
 inventory's watches or a Lease renewal behind binds. What is in flight is bounded by its callers
 instead: binds by ``scheduler.maxBindsInFlight``, Events and status writes by the scheduler's
 background writes (64 at once) and, on the lean pool, by
-``ClientSettings.deferrable_connections`` (4 connections at once; more wait for one of those,
+``ClientSettings.deferrable_connections`` (8 connections at once; more wait for one of those,
 never for a bind's), watches by their number, the rest by their budget's rate. The lean pool
 adds no limit either, only a preference: beyond ``ClientSettings.reuse_connections_above`` (16)
 connections carrying other requests, one more (a bind, a Lease renewal) that finds none idle
