@@ -129,6 +129,10 @@ def test_quick_run_both_schedulers_bind_every_measured_pod(upstream_config: Path
         assert len(run.bound) == 10  # the measured pods, not the 5 created before
         assert run.rate > 0
         assert run.requests["POST", "pods", "binding"] == 10  # one bind per pod, nothing more
+        # Every Scheduled Event written by the last bind, or the CPU read again once they were.
+        if run.scheduled_events < 10:
+            assert run.events_after_s > 0
+            assert run.cpu_events_s >= run.cpu_s
 
 
 def _run(
