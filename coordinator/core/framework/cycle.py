@@ -389,9 +389,7 @@ def _cycle(
         else:
             values = [plugin.score(state, pod, node) for node in feasible]
         if norm is not None:
-            scores = {n.name: v for n, v in zip(feasible, values, strict=True)}
-            norm.normalize_scores(state, pod, scores)
-            values = [scores[n.name] for n in feasible]
+            values = norm.normalize_scores(state, pod, values)
         cycle.append((name, weight, array("d", values)))
 
     sum_key = fw.intern(tuple((k, w) for _, w, k in local))

@@ -246,11 +246,15 @@ class BatchScorePlugin(Protocol):
 
 @runtime_checkable
 class NormalizeScorePlugin(Protocol):
+    """kube's NormalizeScore over the scores of the feasible nodes, in their order: a list in,
+    the normalised list out (no node names: none of these reads them, and a dict per cycle
+    cost more than the normalising)."""
+
     name: str
 
     def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None: ...
+        self, state: CycleState, pod: PodRequest, scores: Sequence[float]
+    ) -> list[float]: ...
 
 
 def pod_class_key(pod: PodRequest) -> tuple[object, ...]:

@@ -88,11 +88,12 @@ class NodeAffinity(Plugin):
         )
 
     def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None:
-        top = max(scores.values(), default=0.0)
-        for name, value in scores.items():
-            scores[name] = 0.0 if top == 0 else 100.0 * value / top
+        self, state: CycleState, pod: PodRequest, scores: Sequence[float]
+    ) -> list[float]:
+        top = max(scores, default=0.0)
+        if top == 0:
+            return [0.0] * len(scores)
+        return [100.0 * value / top for value in scores]
 
 
 def _term_candidates(term: NodeSelectorTerm, snapshot: Snapshot) -> Collection[str] | None:

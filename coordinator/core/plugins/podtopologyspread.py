@@ -267,38 +267,36 @@ class PodTopologySpread(Plugin):
     def score_nodes(
         self, state: CycleState, pod: PodRequest, nodes: Sequence[NodeInfo]
     ) -> list[float]:
-        """:meth:`score` of each node, each constraint's part worked out once per topology value
-        (a zone's nodes share their zone's): one constraint or several (the system defaults,
-        zone and hostname)."""
+        """:meth:`score` of each node: one constraint's part worked out once per topology value
+        (a zone's nodes share their zone's), several constraints' (the system defaults, zone
+        and hostname) per node."""
         counts, weights = state.read(_SCORE)
         require_all = counts.require_all
         if len(counts.constraints) == 1:
             (c,), (values,), (w,) = counts.constraints, counts.per_value, weights
             return self._score_one(c, values, w, require_all, nodes)
-        # Each constraint's part per topology value, as score() adds it (to the bit); a value
-        # with no matching pods has the default part.
+        # Each constraint's part, as score() adds it (to the bit), worked out per node scored:
+        # a table per topology value would cost a hostname constraint an entry for every node
+        # holding a matching pod, where only the nodes scored (kube's share of them) are read.
         parts = [
-            (
-                c.topology_key,
-                {value: w * count + c.max_skew - 1 for value, count in values.items()},
-                w * 0 + c.max_skew - 1,
-            )
+            (c.topology_key, values, w, c.max_skew)
             for c, values, w in zip(counts.constraints, counts.per_value, weights, strict=True)
         ]
         out: list[float] = []
+        floor = math.floor  # _round inlined: it ran once per node scored
         for node in nodes:
             labels = node.labels
             total = 0.0
-            for key, table, default in parts:
+            for key, values, w, skew in parts:
                 value = labels.get(key)
                 if value is None:
                     if require_all:
                         total = -1.0  # ignored node: scored 0 after normalisation
                         break
                     continue
-                total += table.get(value, default)
+                total += w * values.get(value, 0) + skew - 1
             else:
-                total = float(_round(total))
+                total = float(floor(total + 0.5))
             out.append(total)
         return out
 
@@ -324,21 +322,16 @@ class PodTopologySpread(Plugin):
         return out
 
     def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None:
-        valid = [int(s) for s in scores.values() if s >= 0]
+        self, state: CycleState, pod: PodRequest, scores: Sequence[float]
+    ) -> list[float]:
+        valid = [int(s) for s in scores if s >= 0]
         if not valid:
-            for name in scores:
-                scores[name] = 0.0
-            return
+            return [0.0] * len(scores)
         hi, lo = max(valid), min(valid)
-        for name, s in scores.items():
-            if s < 0:
-                scores[name] = 0.0
-            elif hi == 0:
-                scores[name] = 100.0
-            else:
-                scores[name] = float(100 * (hi + lo - int(s)) // hi)
+        if hi == 0:
+            return [0.0 if s < 0 else 100.0 for s in scores]
+        top = hi + lo  # kube's int64 arithmetic: maxScore * (max + min - s) / max
+        return [0.0 if s < 0 else float(100 * (top - int(s)) // hi) for s in scores]
 
 
 PLUGIN: Final = PluginSpec(

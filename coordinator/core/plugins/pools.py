@@ -112,17 +112,14 @@ class CostEfficiency(Plugin):
         return price / gpus if pod.wants_devices and gpus > 0 else price
 
     def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None:
-        known = [v for v in scores.values() if v != _UNPRICED]
+        self, state: CycleState, pod: PodRequest, scores: Sequence[float]
+    ) -> list[float]:
+        known = [v for v in scores if v != _UNPRICED]
         low = min(known) if known else 0.0
-        for name, price in scores.items():
-            if price == _UNPRICED:
-                scores[name] = 0.0
-            elif price <= low:
-                scores[name] = 100.0
-            else:
-                scores[name] = 100.0 * low / price
+        return [
+            0.0 if price == _UNPRICED else 100.0 if price <= low else 100.0 * low / price
+            for price in scores
+        ]
 
 
 class PreferredRegion(Plugin):

@@ -59,12 +59,13 @@ class TaintToleration(Plugin):
         )
 
     def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None:
+        self, state: CycleState, pod: PodRequest, scores: Sequence[float]
+    ) -> list[float]:
         # Reverse: the node with the most intolerable taints gets 0, none gets 100.
-        top = max(scores.values(), default=0.0)
-        for name, value in scores.items():
-            scores[name] = 100.0 if top == 0 else 100.0 * (top - value) / top
+        top = max(scores, default=0.0)
+        if top == 0:
+            return [100.0] * len(scores)
+        return [100.0 * (top - value) / top for value in scores]
 
 
 def _tolerated(tolerations: list[Toleration], taint: Taint) -> bool:

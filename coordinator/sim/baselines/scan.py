@@ -174,13 +174,14 @@ class ScanInterPodAffinity:
         return float(sum(counts.get(pair, 0) for pair in labels.items()))
 
     def normalize_scores(
-        self, state: CycleState, pod: PodRequest, scores: dict[str, float]
-    ) -> None:
+        self, state: CycleState, pod: PodRequest, scores: Sequence[float]
+    ) -> list[float]:
         if not scores:
-            return
-        lo, hi = min(scores.values()), max(scores.values())
-        for name, value in scores.items():
-            scores[name] = 0.0 if hi == lo else 100.0 * (value - lo) / (hi - lo)
+            return []
+        lo, hi = min(scores), max(scores)
+        if hi == lo:
+            return [0.0] * len(scores)
+        return [100.0 * (value - lo) / (hi - lo) for value in scores]
 
 
 def _included(c: SpreadConstraint, pod: PodRequest, node: NodeInfo) -> bool:
