@@ -241,7 +241,7 @@ class PodTopologySpread(Plugin):
                 (key,) = keys
                 scored = [n for n in nodes if key in n.labels]
             else:
-                scored = [n for n in nodes if all(k in n.labels for k in keys)]
+                scored = [n for n in nodes if keys <= n.labels.keys()]
         weights = []
         for c in soft:
             if c.topology_key == HOSTNAME:
