@@ -275,20 +275,27 @@ class PodTopologySpread(Plugin):
         if len(counts.constraints) == 1:
             (c,), (values,), (w,) = counts.constraints, counts.per_value, weights
             return self._score_one(c, values, w, require_all, nodes)
-        # Each constraint's part, as score() adds it (to the bit), worked out per node scored:
-        # a table per topology value would cost a hostname constraint an entry for every node
-        # holding a matching pod, where only the nodes scored (kube's share of them) are read.
-        parts = [
-            (c.topology_key, values, w, c.max_skew)
+        # Each constraint's part, as score() adds it (to the bit), worked out per node scored,
+        # a constraint at a time (a column of the nodes' values): a table per topology value
+        # would cost a hostname constraint an entry for every node holding a matching pod,
+        # where only the nodes scored (kube's share of them) are read.
+        columns = [
+            ([n.labels.get(c.topology_key) for n in nodes], values, w, c.max_skew)
             for c, values, w in zip(counts.constraints, counts.per_value, weights, strict=True)
         ]
-        out: list[float] = []
         floor = math.floor  # _round inlined: it ran once per node scored
-        for node in nodes:
-            labels = node.labels
+        if not any(None in got for got, _, _, _ in columns):
+            totals = [0.0] * len(nodes)
+            for got, values, w, skew in columns:
+                totals = [
+                    t + (w * values.get(v, 0) + skew - 1) for t, v in zip(totals, got, strict=True)
+                ]
+            return [float(floor(t + 0.5)) for t in totals]
+        out: list[float] = []
+        for i in range(len(nodes)):  # a node lacks a key: ignored, or that part left out
             total = 0.0
-            for key, values, w, skew in parts:
-                value = labels.get(key)
+            for got, values, w, skew in columns:
+                value = got[i]
                 if value is None:
                     if require_all:
                         total = -1.0  # ignored node: scored 0 after normalisation

@@ -1,8 +1,9 @@
-"""PodTopologySpread's batch scoring (``score_nodes``: each constraint's part worked out once per
-topology value) gives every node the score the per-node path (``score``) gives it, to the bit —
-for one constraint and for several (the system defaults' zone and hostname), a node lacking a key
-ignored (a pod's own constraints) or scored by the others (the system defaults), on random
-clusters."""
+"""PodTopologySpread's batch scoring (``score_nodes``: one constraint's part worked out once per
+topology value, several constraints a column at a time) gives every node the score the per-node
+path (``score``) gives it, to the bit — for one constraint and for several (the system defaults'
+zone and hostname), a node lacking a key ignored (a pod's own constraints) or scored by the
+others (the system defaults), on random clusters, and on clusters where every node carries
+every key (the batch's fast path)."""
 
 from __future__ import annotations
 
@@ -25,15 +26,15 @@ HOSTNAME = "kubernetes.io/hostname"
 APP = {"app": "web"}
 
 
-def cluster(rng: random.Random) -> list[NodeInfo]:
-    """Up to 30 nodes, most in one of three zones and four racks, each running up to four pods
-    of two apps."""
+def cluster(rng: random.Random, *, full: bool = False) -> list[NodeInfo]:
+    """Up to 30 nodes, most (``full``: all) in one of three zones and four racks, each running
+    up to four pods of two apps."""
     nodes = []
     for i in range(rng.randint(1, 30)):
         labels = {}
-        if rng.random() < 0.85:
+        if full or rng.random() < 0.85:
             labels[ZONE] = f"zone-{rng.randint(0, 2)}"
-        if rng.random() < 0.7:
+        if full or rng.random() < 0.7:
             labels[RACK] = f"rack-{rng.randint(0, 3)}"
         pods = [
             running(pod(f"p{i}-{j}", labels={"app": rng.choice(["web", "db"])}, node=f"n{i}"))
@@ -53,10 +54,11 @@ def scores(
     return batch, [plugin.score(state, incoming, n) for n in nodes]
 
 
+@pytest.mark.parametrize("full", [False, True])
 @pytest.mark.parametrize("seed", range(60))
-def test_a_pods_own_constraints_score_alike_in_batch_and_per_node(seed: int) -> None:
+def test_a_pods_own_constraints_score_alike_in_batch_and_per_node(seed: int, full: bool) -> None:
     rng = random.Random(seed)
-    nodes = cluster(rng)
+    nodes = cluster(rng, full=full)
     constraints = [
         {
             "maxSkew": rng.randint(1, 3),
@@ -72,12 +74,13 @@ def test_a_pods_own_constraints_score_alike_in_batch_and_per_node(seed: int) -> 
     assert any(s > 0 for s in batch) or not any(n.pods for n in nodes)
 
 
+@pytest.mark.parametrize("full", [False, True])
 @pytest.mark.parametrize("seed", range(30))
-def test_the_system_defaults_score_alike_in_batch_and_per_node(seed: int) -> None:
+def test_the_system_defaults_score_alike_in_batch_and_per_node(seed: int, full: bool) -> None:
     """Zone and hostname, ScheduleAnyway, by the selector of the ReplicaSet owning the pod; a
     node without a zone is scored by its hostname alone."""
     rng = random.Random(seed)
-    nodes = cluster(rng)
+    nodes = cluster(rng, full=full)
     workloads = WorkloadSelectors()
     workloads.put(
         "ReplicaSet",
