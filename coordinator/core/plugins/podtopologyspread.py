@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Final, cast
 
 from coordinator.core.framework.cyclestate import CycleState, StateKey
 from coordinator.core.framework.interfaces import Plugin
@@ -287,8 +287,10 @@ class PodTopologySpread(Plugin):
         if not any(None in got for got, _, _, _ in columns):
             totals = [0.0] * len(nodes)
             for got, values, w, skew in columns:
+                found = cast(list[str], got)  # no None in it
                 totals = [
-                    t + (w * values.get(v, 0) + skew - 1) for t, v in zip(totals, got, strict=True)
+                    t + (w * values.get(v, 0) + skew - 1)
+                    for t, v in zip(totals, found, strict=True)
                 ]
             return [float(floor(t + 0.5)) for t in totals]
         out: list[float] = []
