@@ -43,6 +43,7 @@ from coordinator.core.plugins.declaration import PluginSpec
 from coordinator.core.plugins.nodeaffinity import node_matches_required
 from coordinator.core.plugins.spreadargs import HOSTNAME, SYSTEM_SPREAD, SpreadDefaults
 from coordinator.core.podspec.parse import PodRequest
+from coordinator.core.podspec.selectors import LabelSelector
 from coordinator.core.podspec.spread import SpreadConstraint
 from coordinator.core.snapshot.nodeinfo import NodeInfo
 from coordinator.core.snapshot.podcounts import InNamespace
@@ -138,6 +139,10 @@ def _count(
     return SpreadCounts(constraints, tuple(per_value), require_all), tuple(least)
 
 
+#: How many workloads' default constraints :class:`PodTopologySpread` keeps (then starts over).
+_KEPT_SELECTORS: Final = 256
+
+
 def _round(x: float) -> int:
     """Go's math.Round for the non-negative scores here (halves away from zero)."""
     return math.floor(x + 0.5)
@@ -148,6 +153,9 @@ class PodTopologySpread(Plugin):
 
     def __init__(self, defaults: SpreadDefaults = SYSTEM_SPREAD) -> None:
         self.defaults = defaults
+        # The defaults' constraints of one ``whenUnsatisfiable`` with one workload's selector:
+        # the pods of a workload share them (built once, not twice a cycle).
+        self._with_selector: dict[tuple[str, LabelSelector], tuple[SpreadConstraint, ...]] = {}
 
     def constraints(
         self, pod: PodRequest, snapshot: Snapshot, when: str
@@ -158,13 +166,21 @@ class PodTopologySpread(Plugin):
             return tuple(c for c in pod.spread if c.when_unsatisfiable == when), True
         if pod.placement == "consolidated":
             return (), True  # the pod's own strategy packs it: the defaults do not spread it
-        wanted = [c for c in self.defaults.constraints if c.when_unsatisfiable == when]
-        if not wanted:
+        if not any(c.when_unsatisfiable == when for c in self.defaults.constraints):
             return (), True
         selector = snapshot.workloads.default_selector(pod)
         if selector is None:
             return (), True
-        return tuple(replace(c, selector=selector) for c in wanted), not self.defaults.system
+        found = self._with_selector.get((when, selector))
+        if found is None:
+            if len(self._with_selector) >= _KEPT_SELECTORS:
+                self._with_selector.clear()
+            found = self._with_selector[when, selector] = tuple(
+                replace(c, selector=selector)
+                for c in self.defaults.constraints
+                if c.when_unsatisfiable == when
+            )
+        return found, not self.defaults.system
 
     def count(
         self,
