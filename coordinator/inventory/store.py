@@ -162,15 +162,16 @@ class Inventory:
         self,
         rec: NodeRecord,
         kind: EventKind,
-        was: _Signature,
+        was: _Signature | None,
         pods: bool = False,
         in_place: str | None = None,
         came: BoundPod | None = None,
         labels_kept: bool = False,
         left: BoundPod | None = None,
     ) -> None:
+        """``was``: the node's signature before the change; ``None``: it gained no room."""
         rec.view = rec.sched = rec.bound = None
-        gained = self._gained(was, rec)
+        gained = was is not None and self._gained(was, rec)
         self._emit(InventoryEvent(kind, rec.name, gained, pods, in_place, came, labels_kept, left))
 
     def _record(self, name: str) -> tuple[NodeRecord, bool]:
@@ -456,11 +457,16 @@ class Inventory:
         if old == pod:
             return False
         in_place, came, labels_kept = None, None, False
+        # A pod's coming or change gains the node room only if a request shrank: what makes a
+        # node schedulable or gives it a topology is not its pods, and a pod that came holds
+        # more, never less. So the node's free room is read before and after only then.
+        before: _Signature | None = None
         if old is not None and old_node == pod.node:
             # Changed where it is (started, relabelled): one event, and room counts as gained
             # only if its requests shrank (not "it left, then came back").
             rec, new = self._records[pod.node], False
-            before = self._signature(rec)
+            if any(pod.requests.get(k, 0) < v for k, v in old.requests.items()):
+                before = self._signature(rec)
             _take(rec.requested, old.requests)
             in_place = pod.uid
             labels_kept = old.labels == pod.labels  # the same uid: the same namespace
@@ -469,7 +475,6 @@ class Inventory:
             if old_node is not None:
                 self.delete_pod(pod.uid)
             rec, new = self._record(pod.node)
-            before = self._signature(None if new else rec)
         rec.pods[pod.uid] = pod
         for k, v in pod.requests.items():
             rec.requested[k] = rec.requested.get(k, 0) + v
@@ -477,7 +482,7 @@ class Inventory:
         self._changed(
             rec,
             "added" if new else "updated",
-            before,
+            before,  # None: no room gained
             pods=not new,
             in_place=in_place,
             came=came,
