@@ -23,6 +23,7 @@ from common.wire import FrameError
 from coordinator.core.gangs.identity import workload_owner
 from coordinator.core.podspec.intree import bound_inline_volumes
 from coordinator.core.podspec.resources import held_demand, quantity
+from coordinator.core.podspec.shapes import pod_shape
 from coordinator.core.podspec.volumes import bound_claim_names
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
@@ -299,15 +300,57 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     phase = str(status.get("phase", "Pending"))
     if not node or phase in TERMINAL_PHASES:
         return None
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name", ""))
+    uid = str(meta.get("uid") or f"{namespace}/{meta.get('name')}")
+    shape = pod_shape(meta, spec, _OWN_SPEC)
+    known = None if shape is None else _SHAPES.get(shape)
+    if known is not None:
+        return msgspec.structs.replace(
+            known,
+            uid=uid,
+            name=name,
+            node=str(node),
+            volume_claims=bound_claim_names(spec, name),
+            inline_volumes=bound_inline_volumes(spec),
+            terminating=bool(meta.get("deletionTimestamp")),
+            started_at=_timestamp(status.get("startTime")),
+        )
+    pod = _bound_pod(obj, meta, spec, status, node, uid, namespace, name)
+    if shape is not None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        _SHAPES[shape] = pod
+    return pod
+
+
+#: Bound pods read, by their shape (:mod:`~coordinator.core.podspec.shapes`: their spec less
+#: its node and volumes): the pods of one workload share one, so each after the first is the
+#: first's translation with its own uid, name, node, volumes, deletion and start. Bounded:
+#: started afresh when full.
+_SHAPES: dict[bytes, BoundPod] = {}
+_SHAPES_KEPT: Final = 512
+_OWN_SPEC: Final = ("volumes", "nodeName")
+
+
+def _bound_pod(
+    obj: Mapping[str, Any],
+    meta: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    node: object,
+    uid: str,
+    namespace: str,
+    name: str,
+) -> BoundPod:
     annotations = meta.get("annotations") or {}
     assigned = str(annotations.get(ASSIGNED_GPUS_ANNOTATION, ""))
-    namespace = str(meta.get("namespace") or "default")
     owner = workload_owner(obj)
     demand = held_demand(spec)
     return BoundPod(
-        uid=str(meta.get("uid") or f"{namespace}/{meta.get('name')}"),
+        uid=uid,
         namespace=namespace,
-        name=str(meta.get("name", "")),
+        name=name,
         node=str(node),
         scheduler=str(spec.get("schedulerName", "default-scheduler")),
         requests=demand.requests,
@@ -326,7 +369,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             if k in ("podAffinity", "podAntiAffinity")
         },
         host_ports=bound_host_ports(spec),
-        volume_claims=bound_claim_names(spec, str(meta.get("name", ""))),
+        volume_claims=bound_claim_names(spec, name),
         inline_volumes=bound_inline_volumes(spec),
         owner_uid=owner[0],
         owner_kind=owner[1],

@@ -20,8 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Final
 
-import msgspec
-
 from common import podkeys
 from coordinator.core.podspec.affinity import (
     AffinityTerm,
@@ -54,6 +52,7 @@ from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.protections import min_runtime, preemption_delay
 from coordinator.core.podspec.resources import DEFAULT_NONZERO, NonZero, pod_demand
+from coordinator.core.podspec.shapes import pod_shape
 from coordinator.core.podspec.sharing import GpuShare, gpu_share
 from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
@@ -180,7 +179,7 @@ def parse_pod(obj: object) -> PodRequest | PodSpecError:
         meta = mapping(obj, "metadata", "")
         spec = mapping(obj, "spec", "")
         status = mapping(obj, "status", "")
-        shape = _shape(meta, spec)
+        shape = pod_shape(meta, spec)
         known = None if shape is None else _SHAPES.get(shape)
         if known is not None:
             return _own_parts(known, meta, spec, status)
@@ -213,47 +212,17 @@ def _inherited_hint(meta: Mapping[str, object], path: str) -> str:
     )
 
 
-#: Pods read, by their shape (:func:`_shape`): the pods of one workload (a ReplicaSet's, a Job's,
-#: a DaemonSet's) share one, so each after the first is the first's reading with its own name,
-#: uid, volumes and claims (:func:`_own_parts`) — a pod's reading was a tenth of the CPU it costs
-#: the scheduler from its watch event to its Scheduled Event. Bounded: started afresh when full.
+#: Pods read, by their shape (:mod:`~coordinator.core.podspec.shapes`): the pods of one workload
+#: share one, so each after the first is the first's reading with its own name, uid, volumes and
+#: claims (:func:`_own_parts`) — a pod's reading was a tenth of the CPU it costs the scheduler
+#: from its watch event to its Scheduled Event. Bounded: started afresh when full.
 _SHAPES: dict[bytes, PodRequest] = {}
 _SHAPES_KEPT: Final = 512
-_ENCODE: Final = msgspec.json.Encoder()
 #: What a pod's reading takes from its name, uid, volumes or status: read for each pod.
 _OWN: Final = ("name", "uid", "volume_claims", "inline_volumes", "claims", "extended_claim")
 _FIELDS: Final = tuple(f.name for f in fields(PodRequest))
 _VALUES: Final = operator.attrgetter(*_FIELDS)
 _AT: Final = tuple(_FIELDS.index(name) for name in _OWN)
-
-
-def _shape(meta: Mapping[str, object], spec: Mapping[str, object]) -> bytes | None:
-    """All that :func:`_parse` reads but the pod's own parts (``_OWN``): its namespace,
-    labels, annotations and owners, and its spec without its volumes and where its containers
-    mount them (a ServiceAccount's token volume is named per pod, ``kube-api-access-<random>``).
-    ``None``: a pod not read by shape (one that cannot be encoded; the reading says why)."""
-    shaped = dict(spec)
-    shaped.pop("volumes", None)
-    for kind in ("containers", "initContainers"):
-        containers = shaped.get(kind)
-        if isinstance(containers, list):
-            shaped[kind] = [
-                {k: v for k, v in c.items() if k != "volumeMounts"}
-                if isinstance(c, Mapping) and "volumeMounts" in c
-                else c
-                for c in containers
-            ]
-    parts = (
-        meta.get("namespace"),
-        meta.get("labels"),
-        meta.get("annotations"),
-        meta.get("ownerReferences"),
-        shaped,
-    )
-    try:
-        return _ENCODE.encode(parts)
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _own_parts(

@@ -1,0 +1,50 @@
+"""A pod's *shape*: what reading it depends on besides what is its own, as bytes to key a cache
+of readings by.
+
+The pods of one workload (a ReplicaSet's, a Job's, a DaemonSet's) differ in their name, uid,
+node, status and volumes — a ServiceAccount's token volume is named per pod
+(``kube-api-access-<random>``) and mounted in every container — and in nothing else a reader
+reads: the shape is the pod's namespace, labels, annotations and owner references with its spec
+less the fields the reader reads per pod (``own``: ``volumes`` always) and less the containers'
+``volumeMounts``. Two pods of one shape read alike but for their own parts, which the reader then
+reads for each pod (:func:`~coordinator.core.podspec.parse.parse_pod`,
+:func:`~coordinator.inventory.translate.bound_pod`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import msgspec
+
+__all__ = ["pod_shape"]
+
+_ENCODE: Final = msgspec.json.Encoder()
+
+
+def pod_shape(
+    meta: Mapping[str, object], spec: Mapping[str, object], own: tuple[str, ...] = ("volumes",)
+) -> bytes | None:
+    """The shape of the pod (``None``: one that cannot be encoded; read it whole)."""
+    shaped = {k: v for k, v in spec.items() if k not in own}
+    for kind in ("containers", "initContainers"):
+        containers = shaped.get(kind)
+        if isinstance(containers, list):
+            shaped[kind] = [
+                {k: v for k, v in c.items() if k != "volumeMounts"}
+                if isinstance(c, Mapping) and "volumeMounts" in c
+                else c
+                for c in containers
+            ]
+    parts = (
+        meta.get("namespace"),
+        meta.get("labels"),
+        meta.get("annotations"),
+        meta.get("ownerReferences"),
+        shaped,
+    )
+    try:
+        return _ENCODE.encode(parts)
+    except (TypeError, ValueError, OverflowError):
+        return None
