@@ -68,6 +68,10 @@ class SchedulingMetrics(SchedulingObserver):
         self._decided: dict[str, float] = {}  # uid → when the attempt that placed it began
         self._seen: dict[str, float] = {}  # uid → when the queue first held it
         self._attached: Scheduler | None = None
+        # Each label set's series, looked up once (``labels()`` takes a lock and builds a key at
+        # every call: twice per pod bound).
+        self._by_result: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        self._by_tries: dict[int, Histogram] = {}
         r = registry
         self.attempts = Counter(
             "topos_schedule_attempts",
@@ -205,14 +209,23 @@ class SchedulingMetrics(SchedulingObserver):
         tries = entry.attempts + 1
         self.pod_attempts.observe(tries)
         if first is not None:
-            self.sli_seconds.labels(str(tries)).observe(max(0.0, now - first))
+            series = self._by_tries.get(tries)
+            if series is None:
+                series = self._by_tries[tries] = self.sli_seconds.labels(str(tries))
+            series.observe(max(0.0, now - first))
 
     def _counted(self, result: str, seconds: float, entry: QueuedPod) -> None:
         seconds = max(0.0, seconds)
         # The profile that decided: the one the pod's schedulerName names (kube's label).
         profile = scheduler_name_of(entry.obj) or SCHEDULER_NAME
-        self.attempts.labels(result, profile).inc()
-        self.attempt_seconds.labels(result, profile).observe(seconds)
+        series = self._by_result.get((result, profile))
+        if series is None:
+            series = self._by_result[result, profile] = (
+                self.attempts.labels(result, profile),
+                self.attempt_seconds.labels(result, profile),
+            )
+        series[0].inc()
+        series[1].observe(seconds)
         if self._neuronetes is not None:
             self._neuronetes.attempted(result, seconds)
         if self._topology is not None:
