@@ -175,12 +175,7 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
     capacity, devices or ports it holds (the API server accepted it).
     """
     ann = bound.annotations
-    numa = tuple(
-        int(part)
-        for part in ann.get(podkeys.ASSIGNED_NUMA, "").split(",")
-        if part.strip().isdigit()
-    )
-    policy, _ = podkeys.lookup(podkeys.NUMA_POLICY, ann)
+    numa, exclusive, share, slices = _annotated(ann) if ann else _NOT_ANNOTATED
     affinity, affinity_pref = bound_affinity_terms(bound, "podAffinity")
     anti, anti_pref = bound_affinity_terms(bound, "podAntiAffinity")
     return PodInfo(
@@ -193,17 +188,32 @@ def bound_pod_info(bound: BoundPodFields) -> PodInfo:
         uid=bound.uid,
         device_ids=bound.held_gpus or bound.assigned_gpus,
         numa=numa,
-        exclusive_numa=policy == "isolated" and bool(numa),
+        exclusive_numa=exclusive,
         affinity=affinity,
         affinity_preferred=affinity_pref,
         anti_affinity=anti,
         anti_affinity_preferred=anti_pref,
         host_ports=bound.host_ports,
-        share=parse_held(ann.get(podkeys.GPU_SHARE, "")),
-        slices=_slices(ann),
+        share=share,
+        slices=slices,
         volume_claims=bound.volume_claims,
         inline_volumes=bound.inline_volumes,
     )
+
+
+def _annotated(
+    ann: Mapping[str, str],
+) -> tuple[tuple[int, ...], bool, HeldShare | None, SliceAsk | None]:
+    """What a running pod's scheduling annotations hold: its NUMA nodes, whether it holds them
+    alone, its GPU share and its slice keys."""
+    numa = tuple(
+        int(part)
+        for part in ann.get(podkeys.ASSIGNED_NUMA, "").split(",")
+        if part.strip().isdigit()
+    )
+    policy, _ = podkeys.lookup(podkeys.NUMA_POLICY, ann)
+    share = parse_held(ann.get(podkeys.GPU_SHARE, ""))
+    return numa, policy == "isolated" and bool(numa), share, _slices(ann)
 
 
 def _slices(annotations: Mapping[str, str]) -> SliceAsk | None:
@@ -212,6 +222,10 @@ def _slices(annotations: Mapping[str, str]) -> SliceAsk | None:
         return slice_ask(annotations)
     except FieldError:
         return None
+
+
+#: :func:`_annotated` of a pod with no scheduling annotation (most pods): worked out once.
+_NOT_ANNOTATED: Final = _annotated({})
 
 
 def bound_affinity_terms(
