@@ -48,7 +48,9 @@ rack by moving its gangs whole into other racks in use). Each mode also runs
 ``clique-blind+<mode>``: the clique-blind arm with the same movable pods and the same
 defragmentation (its compaction and gathering blind to cliques too), the base a
 ``topos+<mode>`` arm's stranding ratio is read against (``clique-blind`` when it is not run).
-``--arms`` runs only the arms named.
+``--arms`` runs only the arms named. ``--max-loss-ratio`` and ``--evictions-per-hour`` set
+defragmentation's ``maxLossRatio`` and ``evictionsPerHour`` in every ``--defrag`` arm (both
+arms alike: docs/topology.md has the sweep).
 
 ``--causes`` (with ``--engine``) says, per arm, what the stranded GPUs are beside (:data:`CAUSES`,
 means over the ticks): each rack in use by what it holds — a piece of a gang of ≤ 18 trays split
@@ -68,7 +70,8 @@ earlier, which of two equal nodes a lone pod gets, and, half an hour later, whic
 breaks into (docs/topology.md) — so a change is read on the mean over replays and seeds.
 
 Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]
-[--causes] [--replays K]] [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with
+[--causes] [--replays K] [--max-loss-ratio R] [--evictions-per-hour N]] [--ticks N] [--seed S]
+[--seeds K] [--gang-rate R]``; with
 ``--seeds K`` the streams of seeds S … S+K-1, and the goals read over all of them (the lowest
 share, the mean stranded ratio: one stream's ratio moves by ±0.15 from seed to seed); with
 ``--engine`` each Topos arm's figures over the seeds are printed too (its ratio by seed — with
