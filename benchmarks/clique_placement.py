@@ -48,7 +48,9 @@ rack by moving its gangs whole into other racks in use). Each mode also runs
 ``clique-blind+<mode>``: the clique-blind arm with the same movable pods and the same
 defragmentation (its compaction and gathering blind to cliques too), the base a
 ``topos+<mode>`` arm's stranding ratio is read against (``clique-blind`` when it is not run).
-``--arms`` runs only the arms named.
+``--arms`` runs only the arms named. ``--max-loss-ratio`` and ``--evictions-per-hour`` set
+defragmentation's ``maxLossRatio`` and ``evictionsPerHour`` in every ``--defrag`` arm (both
+arms alike: docs/topology.md has the sweep).
 
 ``--causes`` (with ``--engine``) says, per arm, what the stranded GPUs are beside (:data:`CAUSES`,
 means over the ticks): each rack in use by what it holds — a piece of a gang of ≤ 18 trays split
@@ -68,7 +70,8 @@ earlier, which of two equal nodes a lone pod gets, and, half an hour later, whic
 breaks into (docs/topology.md) — so a change is read on the mean over replays and seeds.
 
 Run: ``.venv/bin/python -m benchmarks.clique_placement [--engine [--defrag MODES] [--arms A]
-[--causes] [--replays K]] [--ticks N] [--seed S] [--seeds K] [--gang-rate R]``; with
+[--causes] [--replays K] [--max-loss-ratio R] [--evictions-per-hour N]] [--ticks N] [--seed S]
+[--seeds K] [--gang-rate R]``; with
 ``--seeds K`` the streams of seeds S … S+K-1, and the goals read over all of them (the lowest
 share, the mean stranded ratio: one stream's ratio moves by ±0.15 from seed to seed); with
 ``--engine`` each Topos arm's figures over the seeds are printed too (its ratio by seed — with
@@ -81,7 +84,7 @@ import argparse
 import random
 import statistics
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -643,9 +646,11 @@ def stranded_causes(
 DEFRAG_MODES = ("onDemand", "background", "background+racks")
 
 
-def defrag_settings(mode: str) -> DefragSettings:
+def defrag_settings(mode: str, **tune: Any) -> DefragSettings:
+    """The settings of a ``--defrag`` mode; ``tune``: fields of :class:`DefragSettings` set
+    otherwise (``--max-loss-ratio``, ``--evictions-per-hour``), the same in every arm."""
     base, _, racks = mode.partition("+")
-    return DefragSettings(mode=base, compact_racks=racks == "racks")
+    return DefragSettings(mode=base, compact_racks=racks == "racks", **tune)
 
 
 def movable(sim: Simulator) -> None:
@@ -701,6 +706,7 @@ def engine_run(
     *,
     causes: bool = False,
     jitter: int = 0,
+    tune: Mapping[str, Any] | None = None,
 ) -> list[Arm]:
     """Every arm on one stream, replayed as a ``coordinator/sim`` trace by
     :class:`~coordinator.sim.replay.Simulator`: the scheduler and the gang runtime, their queues
@@ -708,7 +714,7 @@ def engine_run(
     also Topos with the pods movable (:func:`movable`) and defragmentation in each of these
     modes (arm ``topos+<mode>``); ``arms``: only these (default: all); ``causes``: each arm's
     stranded GPUs put down to :data:`CAUSES` too; ``jitter``: the arrivals up to a second late
-    (:func:`trace`)."""
+    (:func:`trace`); ``tune``: :func:`defrag_settings`' fields set otherwise."""
     jobs = stream(seed, ticks, gang_rate)
     nodes = engine_nodes()
     streamed = trace(jobs, jitter)
@@ -721,7 +727,7 @@ def engine_run(
             (make_policy("topos"), DomainKeys()),
             (engine_arms()[1], DomainKeys(clique="")),
         ):
-            gangs = GangSettings(defrag=defrag_settings(mode), keys=keys)
+            gangs = GangSettings(defrag=defrag_settings(mode, **(tune or {})), keys=keys)
             moving = Simulator(
                 nodes, streamed, settings=ReplaySettings(engine=EngineSettings(gangs=gangs))
             )
@@ -760,6 +766,7 @@ def one_seed_engine(
     tally: Tally | None = None,
     causes: dict[str, list[dict[str, float]]] | None = None,
     jitter: int = 0,
+    tune: Mapping[str, Any] | None = None,
 ) -> tuple[float, float, float]:
     """:func:`one_seed` through the production engine (:func:`engine_run`); with ``defrag``,
     the goals read on the last ``topos+<mode>`` arm, each arm's ratio printed (and added to
@@ -772,7 +779,9 @@ def one_seed_engine(
         f"{RACKS} NVL72 racks + {HGX} HGX nodes; {ticks} ticks (1 tick = 1 simulated minute), "
         f"seed {seed}{late}, on the production engine"
     )
-    ran = engine_run(seed, ticks, gang_rate, defrag, only, causes=causes is not None, jitter=jitter)
+    ran = engine_run(
+        seed, ticks, gang_rate, defrag, only, causes=causes is not None, jitter=jitter, tune=tune
+    )
     arms = {arm.name: arm for arm in ran}
     for arm in arms.values():
         report(arm)
@@ -865,7 +874,31 @@ def main() -> None:
         action="store_true",
         help="with --engine: each arm's stranded GPUs put down to causes (what the racks hold)",
     )
+    parser.add_argument(
+        "--max-loss-ratio",
+        type=float,
+        default=None,
+        help="with --defrag: defragmentation's maxLossRatio in every defrag arm (default 0.05: "
+        "the GPU-seconds a move may lose, as a share of what it frees × horizonSeconds)",
+    )
+    parser.add_argument(
+        "--evictions-per-hour",
+        type=int,
+        default=None,
+        help="with --defrag: compaction's evictionsPerHour in every defrag arm (default 20)",
+    )
     args = parser.parse_args()
+    tune: dict[str, Any] = {}
+    if args.max_loss_ratio is not None:
+        tune["max_loss_ratio"] = args.max_loss_ratio
+    if args.evictions_per_hour is not None:
+        tune["evictions_per_hour"] = args.evictions_per_hour
+    if tune and not args.defrag:
+        parser.error("--max-loss-ratio, --evictions-per-hour: they set --defrag arms; add one")
+    try:
+        defrag_settings("background", **tune)
+    except ValueError as e:
+        parser.error(str(e))
     defrag = [m for m in args.defrag.split(",") if m]
     if bad := [m for m in defrag if m not in DEFRAG_MODES]:
         parser.error(f"--defrag: {bad[0]!r} is none of {', '.join(DEFRAG_MODES)}")
@@ -888,7 +921,9 @@ def main() -> None:
         results = [
             mean_of(
                 [
-                    one_seed_engine(s, args.ticks, args.gang_rate, defrag, only, tally, causes, k)
+                    one_seed_engine(
+                        s, args.ticks, args.gang_rate, defrag, only, tally, causes, k, tune
+                    )
                     for k in range(args.replays)
                 ]
             )
