@@ -4,7 +4,10 @@ every arm runs every job."""
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
+
+import pytest
 
 from benchmarks.clique_bound import RackWork
 from benchmarks.clique_placement import (
@@ -12,7 +15,9 @@ from benchmarks.clique_placement import (
     TICK_S,
     blind_base,
     by_seed,
+    defrag_settings,
     engine_run,
+    main,
     stranded_causes,
     stream,
     trace,
@@ -110,3 +115,20 @@ def test_a_topos_arm_is_read_against_the_clique_blind_arm_with_its_moves_when_th
     assert blind_base("topos+background", {"clique-blind+background"}) == "clique-blind+background"
     assert blind_base("topos", both) == "clique-blind"
     assert blind_base("topos+background+racks", {"firstfit"}) is None
+
+
+def test_the_cost_model_and_move_budget_flags_set_every_defrag_arm_and_bad_ones_are_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tuned = defrag_settings("background+racks", max_loss_ratio=0.1, evictions_per_hour=100)
+    assert (tuned.mode, tuned.compact_racks) == ("background", True)
+    assert (tuned.max_loss_ratio, tuned.evictions_per_hour) == (0.1, 100)
+    for flags, named in (
+        (["--defrag", "background", "--max-loss-ratio", "-1"], "maxLossRatio: -1.0 is negative"),
+        (["--defrag", "background", "--evictions-per-hour", "-5"], "evictionsPerHour: -5"),
+        (["--max-loss-ratio", "0.1"], "add one"),  # no --defrag arm for it to set
+    ):
+        monkeypatch.setattr(sys, "argv", ["clique_placement", "--engine", *flags])
+        with pytest.raises(SystemExit):
+            main()
+        assert named in capsys.readouterr().err
