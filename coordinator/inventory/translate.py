@@ -315,6 +315,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             inline_volumes=bound_inline_volumes(spec),
             terminating=bool(meta.get("deletionTimestamp")),
             started_at=_timestamp(status.get("startTime")),
+            template=placement_template(meta, spec) if known.owner_kind else {},
         )
     pod = _bound_pod(obj, meta, spec, status, node, uid, namespace, name)
     if shape is not None:
@@ -325,9 +326,9 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
 
 
 #: Bound pods read, by their shape (:mod:`~coordinator.core.podspec.shapes`: their spec less
-#: its node and volumes): the pods of one workload share one, so each after the first is the
-#: first's translation with its own uid, name, node, volumes, deletion and start. Bounded:
-#: started afresh when full.
+#: its node, node affinity and volumes): the pods of one workload share one, so each after the
+#: first is the first's translation with its own uid, name, node, volumes, deletion, start and
+#: placement template (it holds the node affinity). Bounded: started afresh when full.
 _SHAPES: dict[bytes, BoundPod] = {}
 _SHAPES_KEPT: Final = 512
 _OWN_SPEC: Final = ("volumes", "nodeName")

@@ -213,13 +213,22 @@ def _inherited_hint(meta: Mapping[str, object], path: str) -> str:
 
 
 #: Pods read, by their shape (:mod:`~coordinator.core.podspec.shapes`): the pods of one workload
-#: share one, so each after the first is the first's reading with its own name, uid, volumes and
-#: claims (:func:`_own_parts`) — a pod's reading was a tenth of the CPU it costs the scheduler
-#: from its watch event to its Scheduled Event. Bounded: started afresh when full.
+#: share one, so each after the first is the first's reading with its own name, uid, node
+#: affinity, volumes and claims (:func:`_own_parts`) — a pod's reading was a tenth of the CPU it
+#: costs the scheduler from its watch event to its Scheduled Event. Bounded: started afresh when
+#: full.
 _SHAPES: dict[bytes, PodRequest] = {}
 _SHAPES_KEPT: Final = 512
 #: What a pod's reading takes from its name, uid, volumes or status: read for each pod.
-_OWN: Final = ("name", "uid", "volume_claims", "inline_volumes", "claims", "extended_claim")
+_OWN: Final = (
+    "name",
+    "uid",
+    "node_affinity",
+    "volume_claims",
+    "inline_volumes",
+    "claims",
+    "extended_claim",
+)
 _FIELDS: Final = tuple(f.name for f in fields(PodRequest))
 _VALUES: Final = operator.attrgetter(*_FIELDS)
 _AT: Final = tuple(_FIELDS.index(name) for name in _OWN)
@@ -234,9 +243,13 @@ def _own_parts(
     """``known`` (a pod of the same shape) with this pod's own parts, read as :func:`_parse`
     reads them."""
     name = text(meta, "name", "metadata")
+    affinity = mapping(spec, "affinity", "spec")
     own = (
         name,
         text(meta, "uid", "metadata"),
+        node_affinity(
+            mapping(affinity, "nodeAffinity", "spec.affinity"), "spec.affinity.nodeAffinity"
+        ),
         pod_volume_claims(spec, name),
         inline_volumes(spec),
         pod_claims(spec, status),

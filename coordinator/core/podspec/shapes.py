@@ -3,11 +3,12 @@ of readings by.
 
 The pods of one workload (a ReplicaSet's, a Job's, a DaemonSet's) differ in their name, uid,
 node, status and volumes — a ServiceAccount's token volume is named per pod
-(``kube-api-access-<random>``) and mounted in every container — and in nothing else a reader
-reads: the shape is the pod's namespace, labels, annotations and owner references with its spec
-less the fields the reader reads per pod (``own``: ``volumes`` always) and less the containers'
-``volumeMounts``. Two pods of one shape read alike but for their own parts, which the reader then
-reads for each pod (:func:`~coordinator.core.podspec.parse.parse_pod`,
+(``kube-api-access-<random>``) and mounted in every container — and, a DaemonSet's, in the node
+affinity that pins each to its node; in nothing else a reader reads. The shape is the pod's
+namespace, labels, annotations and owner references with its spec less the fields the reader
+reads per pod (``own``: ``volumes`` always), less the containers' ``volumeMounts`` and less
+``affinity.nodeAffinity``. Two pods of one shape read alike but for their own parts, which the
+reader then reads for each pod (:func:`~coordinator.core.podspec.parse.parse_pod`,
 :func:`~coordinator.inventory.translate.bound_pod`).
 """
 
@@ -28,6 +29,10 @@ def pod_shape(
 ) -> bytes | None:
     """The shape of the pod (``None``: one that cannot be encoded; read it whole)."""
     shaped = {k: v for k, v in spec.items() if k not in own}
+    affinity = shaped.get("affinity")
+    if isinstance(affinity, Mapping) and "nodeAffinity" in affinity:
+        # a DaemonSet's pod names its node here (matchFields metadata.name): read per pod
+        shaped["affinity"] = {k: v for k, v in affinity.items() if k != "nodeAffinity"}
     for kind in ("containers", "initContainers"):
         containers = shaped.get(kind)
         if isinstance(containers, list):

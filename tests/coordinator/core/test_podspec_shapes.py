@@ -130,3 +130,23 @@ def test_a_different_label_annotation_or_request_is_another_shape() -> None:
     assert len(parse._SHAPES) == 3
     assert [r.labels.get("tier") for r in read if isinstance(r, PodRequest)] == [None, "gold", None]
     assert [r.requests["cpu"] for r in read if isinstance(r, PodRequest)] == [500, 500, 2000]
+
+
+def test_a_daemonsets_pods_pinned_each_to_its_node_share_a_shape_with_their_own_affinity() -> None:
+    pods = []
+    for i, node in enumerate(("node-a", "node-b")):
+        obj = _pod(f"agent-{i:05d}")
+        pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        obj["spec"]["affinity"]["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}
+        }
+        pods.append(obj)
+    read = [parse_pod(p) for p in pods]
+    assert len(parse._SHAPES) == 1
+    for obj, got in zip(pods, read, strict=True):
+        assert got == _alone(obj)
+    assert [
+        r.node_affinity.required[0].match_fields[0].values
+        for r in read
+        if isinstance(r, PodRequest) and r.node_affinity and r.node_affinity.required
+    ] == [("node-a",), ("node-b",)]

@@ -110,3 +110,25 @@ def test_another_annotation_is_another_shape() -> None:
 def test_an_ended_pod_holds_nothing_whatever_its_shape() -> None:
     assert bound_pod(_pod(0, "node-a")) is not None
     assert bound_pod(_pod(1, "node-a", phase="Succeeded")) is None
+
+
+def test_a_daemonsets_pods_keep_their_own_node_affinity_in_their_placement_template() -> None:
+    pods = []
+    for i, node in enumerate(("node-a", "node-b")):
+        obj = _pod(i, node)
+        pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        obj["spec"]["affinity"]["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}
+        }
+        pods.append(obj)
+    got = [bound_pod(p) for p in pods]
+    assert len(translate._SHAPES) == 1
+    for obj, pod in zip(pods, got, strict=True):
+        assert pod == _alone(obj)
+    pinned = [p.template["spec"]["affinity"]["nodeAffinity"] for p in got if p]
+    assert [
+        a["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"][
+            0
+        ]["values"]
+        for a in pinned
+    ] == [["node-a"], ["node-b"]]
