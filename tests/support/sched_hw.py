@@ -333,3 +333,13 @@ def place_all(
             snapshot.assume(request(obj), result.node, result.placement)
         out.append(result)
     return out
+
+
+def pin_to_node(obj: dict[str, Any], node: str) -> dict[str, Any]:
+    """``obj`` (a Pod) pinned to ``node`` as a DaemonSet's pod is: a required node affinity term
+    of ``matchFields`` ``metadata.name In [node]``, beside any pod (anti-)affinity it has."""
+    pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    obj["spec"].setdefault("affinity", {})["nodeAffinity"] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}
+    }
+    return obj

@@ -12,6 +12,7 @@ import pytest
 
 from coordinator.core.podspec import parse
 from coordinator.core.podspec.parse import PodRequest, PodSpecError, parse_pod
+from tests.support.sched_hw import pin_to_node
 
 
 @pytest.fixture(autouse=True)
@@ -133,14 +134,9 @@ def test_a_different_label_annotation_or_request_is_another_shape() -> None:
 
 
 def test_a_daemonsets_pods_pinned_each_to_its_node_share_a_shape_with_their_own_affinity() -> None:
-    pods = []
-    for i, node in enumerate(("node-a", "node-b")):
-        obj = _pod(f"agent-{i:05d}")
-        pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-        obj["spec"]["affinity"]["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}
-        }
-        pods.append(obj)
+    pods = [
+        pin_to_node(_pod(f"agent-{i:05d}"), node) for i, node in enumerate(("node-a", "node-b"))
+    ]
     read = [parse_pod(p) for p in pods]
     assert len(parse._SHAPES) == 1
     for obj, got in zip(pods, read, strict=True):

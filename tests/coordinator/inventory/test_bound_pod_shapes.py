@@ -12,6 +12,7 @@ import pytest
 from coordinator.inventory import translate
 from coordinator.inventory.state import BoundPod
 from coordinator.inventory.translate import bound_pod
+from tests.support.sched_hw import pin_to_node
 
 
 @pytest.fixture(autouse=True)
@@ -113,14 +114,7 @@ def test_an_ended_pod_holds_nothing_whatever_its_shape() -> None:
 
 
 def test_a_daemonsets_pods_keep_their_own_node_affinity_in_their_placement_template() -> None:
-    pods = []
-    for i, node in enumerate(("node-a", "node-b")):
-        obj = _pod(i, node)
-        pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-        obj["spec"]["affinity"]["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}
-        }
-        pods.append(obj)
+    pods = [pin_to_node(_pod(i, node), node) for i, node in enumerate(("node-a", "node-b"))]
     got = [bound_pod(p) for p in pods]
     assert len(translate._SHAPES) == 1
     for obj, pod in zip(pods, got, strict=True):
