@@ -23,7 +23,7 @@ from common.wire import FrameError
 from coordinator.core.gangs.identity import workload_owner
 from coordinator.core.podspec.intree import bound_inline_volumes
 from coordinator.core.podspec.resources import held_demand, quantity
-from coordinator.core.podspec.shapes import pod_shape
+from coordinator.core.podspec.shapes import ByShape, pod_shape
 from coordinator.core.podspec.volumes import bound_claim_names
 from coordinator.core.snapshot.podinfo import bound_host_ports
 from coordinator.inventory.state import ASSIGNED_GPUS_ANNOTATION, BoundPod, KubeNode, Taint
@@ -304,7 +304,7 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
     name = str(meta.get("name", ""))
     uid = str(meta.get("uid") or f"{namespace}/{meta.get('name')}")
     shape = pod_shape(meta, spec, _OWN_SPEC)
-    known = None if shape is None else _SHAPES.get(shape)
+    known = _SHAPES.get(shape)
     if known is not None:
         return msgspec.structs.replace(
             known,
@@ -318,19 +318,15 @@ def bound_pod(obj: Mapping[str, Any]) -> BoundPod | None:
             template=placement_template(meta, spec) if known.owner_kind else {},
         )
     pod = _bound_pod(obj, meta, spec, status, node, uid, namespace, name)
-    if shape is not None:
-        if len(_SHAPES) >= _SHAPES_KEPT:
-            _SHAPES.clear()
-        _SHAPES[shape] = pod
+    _SHAPES.keep(shape, pod)
     return pod
 
 
 #: Bound pods read, by their shape (:mod:`~coordinator.core.podspec.shapes`: their spec less
 #: its node, node affinity and volumes): the pods of one workload share one, so each after the
 #: first is the first's translation with its own uid, name, node, volumes, deletion, start and
-#: placement template (it holds the node affinity). Bounded: started afresh when full.
-_SHAPES: dict[bytes, BoundPod] = {}
-_SHAPES_KEPT: Final = 512
+#: placement template (it holds the node affinity).
+_SHAPES: Final = ByShape[BoundPod]()
 _OWN_SPEC: Final = ("volumes", "nodeName")
 
 

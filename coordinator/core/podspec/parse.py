@@ -52,7 +52,7 @@ from coordinator.core.podspec.poolkeys import PoolScheduling, pool_scheduling
 from coordinator.core.podspec.ports import HostPort, host_ports
 from coordinator.core.podspec.protections import min_runtime, preemption_delay
 from coordinator.core.podspec.resources import DEFAULT_NONZERO, NonZero, pod_demand
-from coordinator.core.podspec.shapes import pod_shape
+from coordinator.core.podspec.shapes import ByShape, pod_shape
 from coordinator.core.podspec.sharing import GpuShare, gpu_share
 from coordinator.core.podspec.slicekeys import SliceAsk, slice_ask
 from coordinator.core.podspec.spread import SpreadConstraint, spread_constraints
@@ -180,14 +180,12 @@ def parse_pod(obj: object) -> PodRequest | PodSpecError:
         spec = mapping(obj, "spec", "")
         status = mapping(obj, "status", "")
         shape = pod_shape(meta, spec)
-        known = None if shape is None else _SHAPES.get(shape)
+        known = _SHAPES.get(shape)
         if known is not None:
             return _own_parts(known, meta, spec, status)
         parsed = _parse(meta, spec, status)
-        if shape is not None and (parsed.gang is None or parsed.gang.source != "pod"):
-            if len(_SHAPES) >= _SHAPES_KEPT:
-                _SHAPES.clear()
-            _SHAPES[shape] = parsed
+        if parsed.gang is None or parsed.gang.source != "pod":  # else named after the pod
+            _SHAPES.keep(shape, parsed)
         return parsed
     except FieldError as bad:
         ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
@@ -215,10 +213,8 @@ def _inherited_hint(meta: Mapping[str, object], path: str) -> str:
 #: Pods read, by their shape (:mod:`~coordinator.core.podspec.shapes`): the pods of one workload
 #: share one, so each after the first is the first's reading with its own name, uid, node
 #: affinity, volumes and claims (:func:`_own_parts`) — a pod's reading was a tenth of the CPU it
-#: costs the scheduler from its watch event to its Scheduled Event. Bounded: started afresh when
-#: full.
-_SHAPES: dict[bytes, PodRequest] = {}
-_SHAPES_KEPT: Final = 512
+#: costs the scheduler from its watch event to its Scheduled Event.
+_SHAPES: Final = ByShape[PodRequest]()
 #: What a pod's reading takes from its name, uid, volumes or status: read for each pod.
 _OWN: Final = (
     "name",

@@ -15,11 +15,13 @@ reader then reads for each pod (:func:`~coordinator.core.podspec.parse.parse_pod
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 import msgspec
 
-__all__ = ["pod_shape"]
+__all__ = ["ByShape", "pod_shape"]
+
+T = TypeVar("T")
 
 _ENCODE: Final = msgspec.json.Encoder()
 
@@ -53,3 +55,30 @@ def pod_shape(
         return _ENCODE.encode(parts)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+class ByShape(Generic[T]):
+    """A reader's readings by shape: the last ``kept`` shapes at most (started afresh when full:
+    a workload's shape is found again at its next pod)."""
+
+    __slots__ = ("_kept", "_readings")
+
+    def __init__(self, kept: int = 512) -> None:
+        self._kept = kept
+        self._readings: dict[bytes, T] = {}
+
+    def __len__(self) -> int:
+        return len(self._readings)
+
+    def get(self, shape: bytes | None) -> T | None:
+        return None if shape is None else self._readings.get(shape)
+
+    def keep(self, shape: bytes | None, reading: T) -> None:
+        if shape is None:
+            return
+        if len(self._readings) >= self._kept:
+            self._readings.clear()
+        self._readings[shape] = reading
+
+    def clear(self) -> None:
+        self._readings.clear()
