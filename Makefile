@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: demo test lint typecheck unit bench k8s-binaries helm controllers conformance clean
+.PHONY: demo test lint typecheck unit bench scheduler-perf k8s-binaries helm controllers conformance clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,13 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m benchmarks.run_all
+
+# Upstream's scheduler_perf cases (v1.36.3 workload YAML) on KWOK, Topos against kube-scheduler in
+# one control plane: the table in docs/benchmarks.md. About 80 minutes on 2 cores: by hand, after a
+# change to the scheduling path, not in CI (docs/testing.md#upstreams-scheduler_perf-cases).
+scheduler-perf: $(STAMP)
+	$(PY) -m devcluster.binaries ensure --all
+	$(PY) -m benchmarks.scheduler_perf_suite
 
 # Upstream's [sig-scheduling] e2e tests against Topos as default-scheduler on KWOK nodes; results in
 # docs/conformance.md. Builds Kubernetes' e2e.test once (~/.cache/topos/e2e). Not part of `test`

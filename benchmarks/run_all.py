@@ -65,6 +65,9 @@ JSON_ROWS = {
     "sharing_trace",
 }
 ORDER = list(ARGS)
+#: Modules that run other benchmarks themselves, each with a make target of its own: not run
+#: here (``scheduler_perf_suite``: ``make scheduler-perf``, over an hour).
+SUITES = {"run_all", "scheduler_perf_suite"}
 #: The generated block of the page lies between these lines; the rest is written by hand.
 BEGIN = "<!-- bench:begin: written by `make bench` (benchmarks/run_all.py); edits here are lost -->"
 END = "<!-- bench:end -->"
@@ -103,7 +106,7 @@ def discover() -> list[str]:
         p.stem
         for p in HERE.glob("*.py")
         if not p.stem.startswith("_")
-        and p.stem != "run_all"
+        and p.stem not in SUITES
         and '__name__ == "__main__"' in p.read_text()  # helpers are not benchmarks
     )
     return [n for n in ORDER if n in found] + [n for n in found if n not in ORDER]
@@ -222,36 +225,42 @@ class PageError(ValueError):
     """The page to write into lacks its markers (the message names the file and the marker)."""
 
 
-def _bounds(page: str, where: str) -> tuple[int, int]:
-    """Where the generated block of ``page`` starts and ends (after :data:`BEGIN`, at
-    :data:`END`)."""
-    for marker in (BEGIN, END):
+#: A generated block's opening and closing marker lines.
+Markers = tuple[str, str]
+BENCH: Markers = (BEGIN, END)
+
+
+def _bounds(page: str, where: str, markers: Markers = BENCH) -> tuple[int, int]:
+    """Where the generated block of ``page`` starts and ends (after the opening marker, at the
+    closing one)."""
+    begin, end_marker = markers
+    for marker in markers:
         count = page.count(marker)
         if count != 1:
             found = "not found" if count == 0 else f"found {count} times"
             raise PageError(f"{where}: marker {marker!r} {found}; it must appear once")
-    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    start, end = page.index(begin) + len(begin), page.index(end_marker)
     if end < start:
-        raise PageError(f"{where}: marker {END!r} comes before {BEGIN!r}")
+        raise PageError(f"{where}: marker {end_marker!r} comes before {begin!r}")
     return start, end
 
 
-def check_page(path: Path) -> None:
+def check_page(path: Path, markers: Markers = BENCH) -> None:
     """Refuse, before any benchmark runs, a page the run could not be written into."""
     if path.exists():
-        _bounds(path.read_text(), str(path))
+        _bounds(path.read_text(), str(path), markers)
 
 
-def splice(page: str, block: str, where: str = "the page") -> str:
+def splice(page: str, block: str, where: str = "the page", markers: Markers = BENCH) -> str:
     """``page`` with the text between its markers replaced by ``block``; the rest unchanged."""
-    start, end = _bounds(page, where)
+    start, end = _bounds(page, where, markers)
     return page[:start] + "\n" + block.rstrip() + "\n" + page[end:]
 
 
-def write_page(path: Path, block: str) -> None:
+def write_page(path: Path, block: str, markers: Markers = BENCH) -> None:
     """Write ``block`` between the markers of ``path`` (a new file: the markers and ``block``)."""
-    page = path.read_text() if path.exists() else f"{BEGIN}\n{END}\n"
-    path.write_text(splice(page, block, str(path)))
+    page = path.read_text() if path.exists() else f"{markers[0]}\n{markers[1]}\n"
+    path.write_text(splice(page, block, str(path), markers))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
