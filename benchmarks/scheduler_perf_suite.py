@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.run_all import Markers, PageError, check_page, commit, machine, write_page
+from benchmarks.scheduler_perf import Ratio
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 MARKERS: Final[Markers] = (
@@ -269,20 +270,18 @@ def load_results(out: Path, cases: Sequence[Case]) -> dict[str, dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One case's figures as the table shows them."""
+    """One case's figures as the table shows them: the runner's ratios (the median of the
+    rounds) and each side's figures."""
 
-    pods_ratio: float
-    cpu_ratio: float
-    requests_ratio: float
-    kept_up_ratio: float
+    ratio: Ratio
     topos: str  # pods/s (of the creation rate), CPU ms per pod (to the Events written)
     kube: str
 
     def goal(self, dra: bool) -> str:
-        pods = self.pods_ratio >= PODS_GOAL
+        pods = self.ratio.pods_per_s >= PODS_GOAL
         if dra:
             return "met" if pods else "pods/s missed"
-        cpu = self.cpu_ratio <= CPU_GOAL
+        cpu = self.ratio.cpu_per_pod <= CPU_GOAL
         if pods and cpu:
             return "met"
         return ", ".join(
@@ -326,14 +325,7 @@ def row_of(report: Mapping[str, Any]) -> Row | None:
     kube = [r for r in runs if r.get("scheduler") == "kube-scheduler"]
     if not topos or not kube:
         return None
-    return Row(
-        float(ratio["pods_per_s"]),
-        float(ratio["cpu_per_pod"]),
-        float(ratio["requests_per_pod"]),
-        float(ratio["kept_up"]),
-        _side(topos),
-        _side(kube),
-    )
+    return Row(Ratio(**{k: float(v) for k, v in ratio.items()}), _side(topos), _side(kube))
 
 
 def _cell(text: str) -> str:
@@ -375,16 +367,16 @@ def render(results: Mapping[str, Mapping[str, Any]], cases: Sequence[Case]) -> s
             cells = (f"{case.label}{rounds}", failed, "", "", "", "", "", when)
         else:
             met["rows"] += 1
-            met["pods"] += row.pods_ratio >= PODS_GOAL
-            met["cpu"] += case.dra or row.cpu_ratio <= CPU_GOAL
+            met["pods"] += row.ratio.pods_per_s >= PODS_GOAL
+            met["cpu"] += case.dra or row.ratio.cpu_per_pod <= CPU_GOAL
             goal = row.goal(case.dra)
             met["both"] += goal == "met"
             timed_out = any(r.get("timed_out") for r in (report or {}).get("runs", []))
             cells = (
                 f"{case.label}{rounds}",
-                f"**{row.pods_ratio:.2f}×** (of the creation rate {row.kept_up_ratio:.2f}×)",
-                f"**{row.cpu_ratio:.2f}×**",
-                f"{row.requests_ratio:.2f}×",
+                f"**{row.ratio.pods_per_s:.2f}×** (of the creation rate {row.ratio.kept_up:.2f}×)",
+                f"**{row.ratio.cpu_per_pod:.2f}×**",
+                f"{row.ratio.requests_per_pod:.2f}×",
                 row.topos,
                 row.kube,
                 goal + (" (a run timed out)" if timed_out else ""),
@@ -442,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + (
                     ""
                     if row is None
-                    else f": pods/s {row.pods_ratio:.2f}×, CPU {row.cpu_ratio:.2f}×"
+                    else f": pods/s {row.ratio.pods_per_s:.2f}×, CPU {row.ratio.cpu_per_pod:.2f}×"
                 ),
                 file=sys.stderr,
                 flush=True,
