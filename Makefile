@@ -53,7 +53,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.run_all
 
 # Upstream's scheduler_perf cases (v1.36.3 workload YAML) on KWOK, Topos against kube-scheduler in
-# one control plane: the table in docs/benchmarks.md. About 80 minutes on 2 cores: by hand, after a
+# one control plane: the table in docs/benchmarks.md. About an hour on 2 cores: by hand, after a
 # change to the scheduling path, not in CI (docs/testing.md#upstreams-scheduler_perf-cases).
 scheduler-perf: $(STAMP)
 	$(PY) -m devcluster.binaries ensure --all

@@ -66,7 +66,7 @@ JSON_ROWS = {
 }
 ORDER = list(ARGS)
 #: Modules that run other benchmarks themselves, each with a make target of its own: not run
-#: here (``scheduler_perf_suite``: ``make scheduler-perf``, over an hour).
+#: here (``scheduler_perf_suite``: ``make scheduler-perf``, about an hour).
 SUITES = {"run_all", "scheduler_perf_suite"}
 #: The generated block of the page lies between these lines; the rest is written by hand.
 BEGIN = "<!-- bench:begin: written by `make bench` (benchmarks/run_all.py); edits here are lost -->"
