@@ -276,6 +276,7 @@ class Row:
     ratio: Ratio
     topos: str  # pods/s (of the creation rate), CPU ms per pod (to the Events written)
     kube: str
+    timed_out: bool = False  # a run of either scheduler stopped at its timeout
 
     def goal(self, dra: bool) -> str:
         pods = self.ratio.pods_per_s >= PODS_GOAL
@@ -311,9 +312,11 @@ def _side(runs: Sequence[Mapping[str, Any]]) -> str:
     return text
 
 
-def row_of(report: Mapping[str, Any]) -> Row | None:
-    """The table's figures from one runner report; ``None`` where a round lacks a ratio (a
-    scheduler bound nothing)."""
+def row_of(report: Mapping[str, Any] | None) -> Row | None:
+    """The table's figures from one runner report; ``None`` where there is none or a round lacks
+    a ratio (a scheduler bound nothing)."""
+    if report is None:
+        return None
     ratio = report.get("median")
     if ratio is None:
         rounds = report.get("rounds") or []
@@ -325,7 +328,10 @@ def row_of(report: Mapping[str, Any]) -> Row | None:
     kube = [r for r in runs if r.get("scheduler") == "kube-scheduler"]
     if not topos or not kube:
         return None
-    return Row(Ratio(**{k: float(v) for k, v in ratio.items()}), _side(topos), _side(kube))
+    timed_out = any(r.get("timed_out") for r in runs)
+    return Row(
+        Ratio(**{k: float(v) for k, v in ratio.items()}), _side(topos), _side(kube), timed_out
+    )
 
 
 def _cell(text: str) -> str:
@@ -361,7 +367,7 @@ def render(results: Mapping[str, Mapping[str, Any]], cases: Sequence[Case]) -> s
             f"{result['load'][0]:.1f} → {result['load'][1]:.1f}, {result['seconds']} s"
         )
         report = result.get("report")
-        row = None if report is None else row_of(report)
+        row = row_of(report)
         if row is None:
             failed = f"**failed** (exit {result['rc']})" if result["rc"] else "**no ratio**"
             cells = (f"{case.label}{rounds}", failed, "", "", "", "", "", when)
@@ -371,7 +377,6 @@ def render(results: Mapping[str, Mapping[str, Any]], cases: Sequence[Case]) -> s
             met["cpu"] += case.dra or row.ratio.cpu_per_pod <= CPU_GOAL
             goal = row.goal(case.dra)
             met["both"] += goal == "met"
-            timed_out = any(r.get("timed_out") for r in (report or {}).get("runs", []))
             cells = (
                 f"{case.label}{rounds}",
                 f"**{row.ratio.pods_per_s:.2f}×** (of the creation rate {row.ratio.kept_up:.2f}×)",
@@ -379,7 +384,7 @@ def render(results: Mapping[str, Mapping[str, Any]], cases: Sequence[Case]) -> s
                 f"{row.ratio.requests_per_pod:.2f}×",
                 row.topos,
                 row.kube,
-                goal + (" (a run timed out)" if timed_out else ""),
+                goal + (" (a run timed out)" if row.timed_out else ""),
                 when,
             )
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
@@ -428,7 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = run_case(case, args.out)
             failed += result["rc"] != 0
             report = result["report"]
-            row = None if report is None else row_of(report)
+            row = row_of(report)
             print(
                 f"    exit {result['rc']}, {result['seconds']} s"
                 + (

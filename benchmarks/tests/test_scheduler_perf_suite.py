@@ -78,6 +78,7 @@ def test_a_row_says_which_goal_is_missed() -> None:
         "dra-claim": _result("dra-claim", pods=2.07, cpu=0.9),  # a DRA case: pods/s alone
         "pod-add": _result("pod-add", pods=0.0, cpu=0.0, rc=1),
     }
+    results["daemonset"]["report"]["runs"][1]["timed_out"] = True  # Topos' run stopped short
     block = suite.render(results, [*suite.SUITE, *suite.LARGE])
     rows = {line.split(" | ")[0]: line for line in block.splitlines() if line.startswith("| ")}
     basic = rows["| SchedulingBasic/500Nodes ×2"]
@@ -87,7 +88,8 @@ def test_a_row_says_which_goal_is_missed() -> None:
     assert "300.0 (97 %), 0.70 ms" in basic  # kube-scheduler's side
     assert "0.53 ms (1.20 ms to its Events)" in basic  # Topos' CPU, and to its Events written
     daemonset = rows["| SchedulingDaemonset/5Nodes (initNodes=500, measurePods=1000) ×2"]
-    assert "| pods/s missed, CPU missed |" in daemonset
+    assert "| pods/s missed, CPU missed (a run timed out) |" in daemonset
+    assert "timed out" not in basic
     assert "| met |" in rows["| SchedulingWithResourceClaim/5000pods_500nodes"]
     assert "**failed** (exit 1)" in rows["| EventHandlingPodAdd/1000Pods (measurePods=100)"]
     assert "2026-12-01 23:00 UTC, `abc1234`, load 0.5 → 2.5, 60 s" in basic
