@@ -7,7 +7,9 @@ Warning Event on the pod — not one per agent report: a pod's mismatch is remem
 with the devices it was given, until the pod leaves the node. ``on_reported`` is called once per
 Event written (the coordinator counts them in ``topos_gpu_assignment_mismatches_total``).
 
-It wakes on inventory changes (and every ``resync_s`` anyway), and writes only while
+It wakes on changes to nodes whose agent reports which devices pods hold, or where it reported
+a mismatch (and every ``resync_s`` anyway): no other node can have one, and a node without an
+agent (KWOK's, a CPU node) changes with every pod bound there. It writes only while
 ``active()`` — the leader, once scheduling has started — so a standby replica writes nothing. A
 new leader reports once more the mismatches it finds; an Event that failed to be written is
 tried again on the next pass.
@@ -60,12 +62,17 @@ class MismatchReporter:
         self._on_reported = on_reported
         self._resync_s = resync_s
         self._reported: dict[str, tuple[str, frozenset[str]]] = {}  # uid -> (node, given)
+        self._reported_on: set[str] = set()  # the nodes of ``_reported``
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
 
     def _changed(self, event: InventoryEvent) -> None:
-        self._dirty.add(event.node)
-        self._wake.set()
+        node = event.node
+        if node in self._dirty:
+            return
+        if self._inventory.reports_holdings(node) or node in self._reported_on:
+            self._dirty.add(node)
+            self._wake.set()
 
     async def run(self) -> None:
         """Until cancelled: check changed nodes as they change, every node every ``resync_s``."""
@@ -90,9 +97,8 @@ class MismatchReporter:
         if not self._active():
             return 0
         written = 0
-        reported = {n for n, _ in self._reported.values()}
         for node in nodes:
-            if node not in reported and not self._inventory.reports_holdings(node):
+            if node not in self._reported_on and not self._inventory.reports_holdings(node):
                 continue  # nothing reported of it, nothing the kubelet says: no mismatch
             state = self._inventory.node(node)
             here = {p.uid for p in self._inventory.bound_pods(node)}
@@ -105,6 +111,7 @@ class MismatchReporter:
                 if await self._write(node, mismatch):
                     self._reported[mismatch.uid] = seen
                     written += 1
+        self._reported_on = {n for n, _ in self._reported.values()}
         return written
 
     async def _write(self, node: str, mismatch: GpuMismatch) -> bool:

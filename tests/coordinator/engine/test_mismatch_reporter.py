@@ -1,9 +1,12 @@
 """The GPU-mismatch reporter over the inventory: one Warning Event per new or changed mismatch,
 none while it may not write (a standby replica), a failed write tried again, a pod that left
-forgotten; and the scheduler counting a pod on the GPUs the node really gave it."""
+forgotten; running, woken only by nodes that can have one; and the scheduler counting a pod on
+the GPUs the node really gave it."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 
 import pytest
@@ -148,3 +151,49 @@ async def test_the_scheduler_counts_a_pod_on_the_gpus_the_node_gave_it(
     held = {p.name: set(p.device_ids) for p in info.pods}
     assert held["train"] == {dgx1.gpus[0].uuid, dgx1.gpus[4].uuid}
     assert held["theirs"] == {dgx1.gpus[5].uuid}  # default-scheduler pods too: the kubelet's word
+
+
+async def test_running_it_reports_at_once_and_ignores_nodes_without_an_agent(
+    dgx1: NodeTopology,
+) -> None:
+    """Running, it wakes for a change on a node whose agent reports holdings (no waiting for the
+    resync) and for none on a node without an agent, whose every bound pod is a change."""
+    inv, events = _inventory(dgx1), Events()
+    inv.upsert_node(KubeNode(name="kwok-0", allocatable={"cpu": 4000, "pods": 110}))
+    reporter = MismatchReporter(inv, events, resync_s=3600)
+    passes: list[list[str]] = []
+    check = reporter.check
+
+    async def counted(nodes: list[str]) -> int:
+        passes.append(list(nodes))
+        return await check(nodes)
+
+    reporter.check = counted  # type: ignore[method-assign]
+    task = asyncio.create_task(reporter.run())
+    try:
+        await _turns()
+        assert passes == [inv.names()]  # the first pass: every node
+        for i in range(50):
+            inv.upsert_pod(BoundPod(uid=f"u-{i}", namespace="ml", name=f"p{i}", node="kwok-0"))
+            await _turns()
+        assert len(passes) == 1  # 50 pods bound on the agent-less node: not woken once
+        _place(inv, dgx1, "train", 0, 3)
+        _give(inv, dgx1, 1, train=(0, 4))
+        await _turns()
+        assert passes[1:] == [[NODE]]
+        assert [(pod.name, reason) for pod, reason, _, _ in events.written] == [
+            ("train", REASON_MISMATCH)
+        ]
+        inv.delete_pod("uid-train")  # it left: the node it was reported on wakes it again
+        inv.apply_hello(NODE, agent_id="a", agent_version="t", seq=0, topology=dgx1, allocations=())
+        await _turns()
+        assert passes[-1] == [NODE]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _turns() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
