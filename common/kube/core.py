@@ -68,7 +68,10 @@ class ClientSettings:
     where kube-scheduler's turns saw 405-502/s (kube-scheduler writes its Events one at a time).
     The Events then trail the binds under a burst: with 8, 598-725 of SchedulingDaemonset's 1,000
     Scheduled Events written at the last bind, the rest within 0.7-1.0 s (with 4: 345-386, 1.8-1.9
-    s); fewer connections are opened (23-29 against 44-49)."""
+    s); fewer connections are opened (23-29 against 44-49). Measured again on 2026-12-02
+    (PreferredTopologySpreading, two invocations of two rounds each per setting): with 32, every
+    Event was written by the last bind, but the benchmark created 209-225 pods/s in Topos' turns
+    against 228-252 with 8, and Topos' pods/s was 0.95x kube-scheduler's against 0.97-1.06x."""
     reuse_connections_above: int | None = 16
     """The other requests (binds) on the lean pool's connections at once beyond which one more
     that finds no idle connection waits for one of theirs to come back instead of opening
