@@ -135,11 +135,14 @@ class Cuttable:
     """The admin client, whose watches can be cut as if the connection dropped and the
     resourceVersion had expired meanwhile: once ``cut`` is set, the next watch line is lost and
     the watch ends in 410 Gone. ``watches`` counts the watches asked for, ``resumed`` those
-    resumed from a resourceVersion, ``watch_lists`` those asked as a watch list."""
+    resumed from a resourceVersion, ``watch_lists`` those asked as a watch list. With ``hold``
+    given, the cut watch waits for it to be set before it ends (the test's changes all made
+    before the reflector lists again)."""
 
     def __init__(self, client: KubeClient) -> None:
         self._client = client
         self.cut = False
+        self.hold: asyncio.Event | None = None
         self.watches = 0
         self.resumed = 0
         self.watch_lists = 0
@@ -154,6 +157,8 @@ class Cuttable:
         async for line in self._client.watch_lines(resource, **kw):
             if self.cut:
                 self.cut = False
+                if self.hold is not None:
+                    await self.hold.wait()
                 raise Gone("too old resource version", status=410)
             yield line
 
@@ -179,9 +184,10 @@ async def test_the_first_sync_streams_what_a_list_gives_and_a_resync_drops_the_d
     await kube.create(CONFIG_MAPS, _config_map("d", "x"), namespace=namespace)
     await eventually(lambda: "d" in names.data, what="the stream going on as the watch")
     # Disconnected: "a" is deleted and "e" created while the watch is lost, then 410 Gone.
-    client.cut = True
+    client.hold, client.cut = asyncio.Event(), True
     await kube.delete(CONFIG_MAPS, "a", namespace=namespace)
     await kube.create(CONFIG_MAPS, _config_map("e", "x"), namespace=namespace)
+    client.hold.set()  # (else the list may come before "e" is made: it then comes as watched)
     await eventually(lambda: reflector.relists == 2, what="the sync after 410 Gone")
     assert names.replaced[-1] == ["b", "c", "d", "e"]
     assert names.deleted == []  # dropped by the replace, not by a watch event
