@@ -184,10 +184,21 @@ async def test_running_it_reports_at_once_and_ignores_nodes_without_an_agent(
         assert [(pod.name, reason) for pod, reason, _, _ in events.written] == [
             ("train", REASON_MISMATCH)
         ]
-        inv.delete_pod("uid-train")  # it left: the node it was reported on wakes it again
+        # The agent stops reporting holdings; the pod then leaves the node it was reported on:
+        # that still wakes it, and the pod is forgotten (mis-served again later: news again).
         inv.apply_hello(NODE, agent_id="a", agent_version="t", seq=0, topology=dgx1, allocations=())
         await _turns()
-        assert passes[-1] == [NODE]
+        before = len(passes)
+        inv.delete_pod("uid-train")
+        await _turns()
+        assert passes[before:] == [[NODE]]
+        _place(inv, dgx1, "train", 0, 3)
+        _give(inv, dgx1, 1, train=(6, 7))
+        await _turns()
+        assert [(pod.name, reason) for pod, reason, _, _ in events.written] == [
+            ("train", REASON_MISMATCH),
+            ("train", REASON_MISMATCH),
+        ]
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
