@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from common.model import NodeTopology
 from common.wire import Delta, GpuState, Hello, encode, gpu_state
 from coordinator.inventory.ingest import AgentSession, SessionRegistry
 from coordinator.inventory.store import Inventory
+from devcluster.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,12 +162,6 @@ def bench_core(nodes: int, rounds: int, repeats: int = 3) -> list[CoreResult]:
 
 
 # --- 2./3. over the network --------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -337,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             else f"  {r.name:34s} {r.rate:>10,.0f} frames/s  {r.bytes_per_frame:>8,.0f} B/frame"
         )
 
-    port = _free_port()
+    port = free_port()
     # All simulated agents share one loopback address; the per-client request limit (meant for
     # one client per address) would refuse most of their WebSocket upgrades, so raise it here.
     config = ROOT / ".devcluster" / "ingest-bench.yaml"

@@ -5,25 +5,74 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import http.client
 import os
+import random
 import signal
 import socket
 import ssl
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Final
 
 _PR_SET_PDEATHSIG = 1
 
 
+#: Where the kernel's local port range is read (``net.ipv4.ip_local_port_range``).
+EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Below this, ports other services are registered for; ``free_port`` stays above.
+_FLOOR: Final = 20000
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the kernel's pick)."""
+    """A TCP port nothing is bound to on ``host`` right now, for a server started next.
+
+    It lies outside the kernel's ephemeral range (``net.ipv4.ip_local_port_range``): a port the
+    kernel picks for ``bind(0)`` comes from that range, which also supplies the local port of
+    every outgoing connection, so between the pick and the server's ``bind`` a client's
+    connection could take it (Kueue once stopped at start with ``listen tcp
+    127.0.0.1:51897: bind: address already in use``). A port outside the range is only ever
+    taken by a server asking for it. Never the same port twice in one process. Where the
+    range leaves no room (a machine that widened it), the kernel's pick."""
+    room = _outside_ephemeral()
+    with _handing_out:
+        for port in random.sample(room, min(100, len(room))):
+            if port not in _handed_out and _bindable(host, port):
+                _handed_out.add(port)
+                return port
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            picked: int = sock.getsockname()[1]
+        _handed_out.add(picked)
+        return picked
+
+
+@functools.cache
+def _outside_ephemeral() -> range:
+    """The ports from ``_FLOOR`` up to the ephemeral range (or above it, where that is the
+    wider room); empty if neither holds 1,000."""
+    try:
+        low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    below, above = range(_FLOOR, low), range(max(high + 1, _FLOOR), 65536)
+    wider = max(below, above, key=len)
+    return wider if len(wider) >= 1000 else range(0)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:

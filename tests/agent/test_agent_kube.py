@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from agent.settings import AgentSettings
 from common import labels as L
 from common.kube import NODES, KubeClient
 from devcluster.kube_wait import wait_for_object
+from devcluster.processes import free_port
 from devcluster.subprocess_env import subprocess_env
 from tests.support.fake_profiles import TWO_L40S
 from tests.support.kube_objects import create_node
@@ -257,18 +257,12 @@ def _create_one(nvml, *, gpu: int, profile_const: str) -> None:  # type: ignore[
         nvml.nvmlShutdown()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_long_running_agent_serves_health_and_stops_on_sigterm(
     kube: KubeClient, kubeconfig: Path, unique_name: Callable[[str], str]
 ) -> None:
     node = unique_name("daemon")
     await _make_node(kube, node)
-    port = _free_port()
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         *TOPOS, "agent", "--profile", "pcie-8x", "--kubeconfig", str(kubeconfig),
         "--listen", f"127.0.0.1:{port}", "--interval", "0.5", "--pod-resources-socket", "",

@@ -24,6 +24,7 @@ import pytest
 
 from cli.demo import demo
 from cli.main import main
+from devcluster.processes import free_port
 from devcluster.subprocess_env import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,12 +177,6 @@ def test_cli_run_prints_the_report_and_exits_zero() -> None:
     assert "Traceback" not in proc.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(port: int, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen[str]:
     """``topos demo --serve`` on ``port``, its output read line by line by the test."""
     return subprocess.Popen(
@@ -196,7 +191,7 @@ def _serve(port: int, preexec_fn: Callable[[], None] | None = None) -> subproces
 
 
 def test_serve_keeps_the_api_up_for_curl() -> None:
-    port = _free_port()
+    port = free_port()
     proc = _serve(port)
     try:
         assert proc.stdout is not None
@@ -233,7 +228,7 @@ def test_serve_stops_on_sigint_or_sigterm_even_started_with_sigint_ignored(
     """Started as a script's background job does (``nohup topos demo --serve &``: SIGINT
     ignored, which the process inherits), the demo still stops on Ctrl-C's signal, and on
     SIGTERM, at once and with status 0."""
-    proc = _serve(_free_port(), preexec_fn=_ignore_sigint)
+    proc = _serve(free_port(), preexec_fn=_ignore_sigint)
     try:
         assert proc.stdout is not None
         line = "x"

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,19 +24,13 @@ from coordinator.app.main import running, wire
 from coordinator.app.memory_backend import MemoryBackend
 from coordinator.app.scheduler import RUNNING
 from devcluster.pods import gpu_pod
+from devcluster.processes import free_port
 from tests.support.ci import skip_or_fail
 from tests.support.grafana import dashboard, expressions
 from tests.support.metrics_coordinator import two_leaf_cluster
 from tests.support.polling import eventually
 
 PROMETHEUS = os.environ.get("TOPOS_PROMETHEUS") or shutil.which("prometheus")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextlib.asynccontextmanager
@@ -49,7 +42,7 @@ async def prometheus(target: str, tmp: Path) -> AsyncIterator[str]:
         "scrape_configs": [{"job_name": "topos", "static_configs": [{"targets": [target]}]}],
     }
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-    listen = f"127.0.0.1:{_free_port()}"
+    listen = f"127.0.0.1:{free_port()}"
     log = (tmp / "prometheus.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
         PROMETHEUS,
