@@ -17,6 +17,10 @@ For each controller (requirements first) :func:`start`:
 5. installs the module's other objects (Trainer's ``torch-distributed`` runtime), which its own
    webhooks vet.
 
+A controller that does not come up is started once more; one that still does not takes down
+what the same call started and the webhook configurations it installed (see
+:func:`start_built`).
+
 The processes are recorded in ``<directory>/state.json`` so another process (``topos devcluster
 down``) can stop them; logs are ``<directory>/<name>/<name>.log``.
 """
@@ -32,6 +36,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Collection, Iterable, Sequence
@@ -75,6 +80,33 @@ _KNOWN: Final = {
 class WorkloadsError(Exception):
     """A controller could not be built, installed or started; the message names it and says
     why (with its last log lines when it ran)."""
+
+
+class NotReady(WorkloadsError):
+    """A controller that exited while starting, or was not ready in time: ``headline`` says
+    which and how; the message adds the error lines and the last lines of its log."""
+
+    def __init__(self, headline: str, log: Path) -> None:
+        self.headline = headline
+        errors = _error_lines(log)
+        shown = f"\nits errors:\n{errors}" if errors else ""
+        super().__init__(f"{headline}{shown}\nlast log lines ({log}):\n{tail(log, 20)}")
+
+
+def _error_lines(log: Path, most: int = 8) -> str:
+    """The last ``most`` error lines of a controller's log (zap's JSON ``"level":"error"``,
+    klog's ``E<date>``), each cut to 500 characters: why a manager stopped is there, often
+    before the shutdown lines that end the log."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    found = [
+        line[:500]
+        for line in lines
+        if '"level":"error"' in line or (line[:1] == "E" and line[1:5].isdigit())
+    ]
+    return "\n".join(found[-most:])
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,28 +194,63 @@ def start(
     log: bool = True,
 ) -> WorkloadControllers:
     """Build (if not cached), install and start ``names`` and what they require on ``plane``
-    (but those in ``running_already``); return once every one is ready. A failure stops what was
-    started and raises ``WorkloadsError``. ``detach``: the processes outlive this one
-    (``devcluster up``). Blocking: call it from synchronous code, not on a running event loop."""
-    controllers = [c for c in with_requirements(list(names)) if c.name not in running_already]
+    (but those in ``running_already``); return once every one is ready. ``detach``: the
+    processes outlive this one (``devcluster up``). Blocking: call it from synchronous code,
+    not on a running event loop. See :func:`start_built` for what a failure leaves."""
+    builds = []
+    for controller in with_requirements(list(names)):
+        if controller.name in running_already:
+            continue
+        try:
+            builds.append(build.ensure(controller, log=log))
+        except BinariesUnavailable as exc:
+            raise WorkloadsError(f"{controller.name}: cannot build: {exc}") from exc
+    return start_built(plane, builds, directory=directory, detach=detach, timeout_s=timeout_s)
+
+
+def start_built(
+    plane: ControlPlane,
+    builds: Sequence[build.Built],
+    *,
+    directory: Path | None = None,
+    detach: bool = False,
+    timeout_s: float = 180.0,
+    attempts: int = 2,
+) -> WorkloadControllers:
+    """Install and start ``builds`` in order; return once every one is ready.
+
+    A controller that exits or is not ready within ``timeout_s`` is started again, up to
+    ``attempts`` times in all (a controller manager can die at start on a loaded machine: a
+    cache that did not sync within its own timeout, a port taken meanwhile); each retry is said
+    on stderr. A failure that remains stops what this call started and removes the webhook
+    configurations it installed (they would send every later request for those kinds to a
+    port nobody listens on: ``failurePolicy: Fail`` refuses them all), then raises
+    ``WorkloadsError`` naming the controller, why, and the error lines of its log."""
     root = directory if directory is not None else plane.directory / "workloads"
     root.mkdir(parents=True, exist_ok=True)
     tied = not detach and threading.current_thread() is threading.main_thread()
     running = WorkloadControllers(root, [])
+    webhooks: list[manifests.Document] = []
     try:
-        for controller in controllers:
-            try:
-                built = build.ensure(controller, log=log)
-                process, child = _start_one(plane, built, root, tied=tied, timeout_s=timeout_s)
-            except BinariesUnavailable as exc:
-                raise WorkloadsError(f"{controller.name}: cannot build: {exc}") from exc
-            except manifests.ManifestError as exc:
-                raise WorkloadsError(f"{controller.name}: {exc}") from exc
+        for built in builds:
+            for attempt in range(1, attempts + 1):
+                try:
+                    process, child = _start_one(
+                        plane, built, root, tied=tied, timeout_s=timeout_s, installed=webhooks
+                    )
+                    break
+                except NotReady as exc:
+                    if attempt == attempts:
+                        raise
+                    print(f"workloads: {exc}\nworkloads: starting it again", file=sys.stderr)
+                except manifests.ManifestError as exc:
+                    raise WorkloadsError(f"{built.controller.name}: {exc}") from exc
             running.processes.append(process)
             running._children[child.pid] = child
             running._record()
     except BaseException:
         running.stop()
+        asyncio.run(_remove(plane.kubeconfig, webhooks))
         raise
     return running
 
@@ -195,7 +262,10 @@ def _start_one(
     *,
     tied: bool,
     timeout_s: float,
+    installed: list[manifests.Document],
 ) -> tuple[Process, subprocess.Popen[bytes]]:
+    """Install and start one controller; ``installed`` gains its webhook configurations
+    before they are put. ``NotReady`` if it exits or is not ready in ``timeout_s``."""
     controller = built.controller
     home = root / controller.name
     if home.exists():
@@ -224,6 +294,7 @@ def _start_one(
         controller, built.module, port=ports.webhook, ca=ca.certificate
     )
     definitions = manifests.crds(controller, built.module, port=ports.webhook, ca=ca.certificate)
+    installed += [w for w in webhooks if _identity(w) not in map(_identity, installed)]
     asyncio.run(_install(plane.kubeconfig, controller, definitions, webhooks, ca, serving))
     if controller.cert_secret is not None:
         _ensure_exists(Path(controller.cert_secret.mounted_check), serving.certificate)
@@ -251,10 +322,7 @@ def _start_one(
     try:
         failure = _wait_ready(child, ports, cert_dir / "ca.crt", bool(webhooks), timeout_s)
         if failure is not None:
-            raise WorkloadsError(
-                f"{controller.name} {controller.version} {failure}; last log lines ({log}):\n"
-                + tail(log, 20)
-            )
+            raise NotReady(f"{controller.name} {controller.version} {failure}", log)
         asyncio.run(_install_objects(plane.kubeconfig, controller, built, definitions))
     except BaseException:
         stop_group(child.pid, grace_s=5.0, reap=child.poll)
@@ -437,6 +505,29 @@ def _get(connection: http.client.HTTPConnection) -> tuple[int, str]:
         return 0, str(exc)
     finally:
         connection.close()
+
+
+def _identity(document: manifests.Document) -> tuple[str, str]:
+    return str(document["kind"]), str(document["metadata"]["name"])
+
+
+async def _remove(kubeconfig: Path, documents: Sequence[manifests.Document]) -> None:
+    """Delete ``documents`` (webhook configurations) where they still are; what cannot be
+    deleted is said on stderr, not raised (the failure being cleaned up after matters more)."""
+    if not documents:
+        return
+    try:
+        async with await KubeClient.connect(kubeconfig) as kube:
+            for document in documents:
+                kind, name = _identity(document)
+                try:
+                    await kube.delete(_KNOWN[kind], name)
+                except NotFound:
+                    pass
+                except Exception as exc:
+                    print(f"workloads: {kind} {name} left installed: {exc}", file=sys.stderr)
+    except Exception as exc:
+        print(f"workloads: webhook configurations left installed: {exc}", file=sys.stderr)
 
 
 def _is_ours(process: Process) -> bool:
