@@ -15,7 +15,6 @@ explicitly afterwards, as a node lifecycle controller would once the node is Rea
 
 from __future__ import annotations
 
-import socket
 import ssl
 import subprocess
 import time
@@ -53,6 +52,7 @@ from coordinator.core.snapshot.volumes import Volumes
 from coordinator.core.snapshot.workloads import WorkloadSelectors
 from devcluster.kube_wait import scheduled_message, wait_for_object
 from devcluster.pods import host_port, pod
+from devcluster.processes import free_port
 from tests.support.ci import skip_or_fail
 from tests.support.kube_objects import create_node
 from tests.support.sched_hw import bound_info
@@ -60,12 +60,6 @@ from tests.support.volumes import EBS, attachment, claim, csi_node, local_pv, st
 from tests.support.volumes import pv as csi_pv
 
 pytestmark = pytest.mark.kube
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ready(proc: subprocess.Popen[bytes], port: int, *, timeout_s: float = 120.0) -> bool:
@@ -110,7 +104,7 @@ def kube_scheduler(control_plane: Any, tmp_path_factory: Any) -> Iterator[str]:
         )
     )
     log = (work / "kube-scheduler.log").open("w")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             str(binary),
@@ -119,6 +113,12 @@ def kube_scheduler(control_plane: Any, tmp_path_factory: Any) -> Iterator[str]:
             "--bind-address=127.0.0.1",
             f"--authentication-kubeconfig={control_plane.kubeconfig}",
             f"--authorization-kubeconfig={control_plane.kubeconfig}",
+            # The GPUs compared here are a device plugin's. With this gate on (beta, default on
+            # in 1.36), a DeviceClass naming `extendedResourceName: nvidia.com/gpu` that a DRA
+            # test left on the shared plane makes kube-scheduler try a node without the
+            # resource by claims ("cannot allocate all claims"), so the result would hang on
+            # the order the tests ran in.
+            "--feature-gates=DRAExtendedResource=false",
             "--v=1",
         ],
         stdout=log,
