@@ -26,6 +26,8 @@ _PR_SET_PDEATHSIG = 1
 EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: Below this, ports other services are registered for; ``free_port`` stays above.
 _FLOOR: Final = 20000
+#: Kubernetes' default Service NodePort range starts here (a playground on a cluster's node).
+_NODE_PORTS: Final = 30000
 _handed_out: set[int] = set()
 _handing_out = threading.Lock()
 
@@ -38,7 +40,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     every outgoing connection, so between the pick and the server's ``bind`` a client's
     connection could take it (Kueue once stopped at start with ``listen tcp
     127.0.0.1:51897: bind: address already in use``). A port outside the range is only ever
-    taken by a server asking for it. Never the same port twice in one process. Where the
+    taken by a server asking for it; it also stays below Kubernetes' NodePort range
+    (30000-32767). Never the same port twice in one process. Where the
     range leaves no room (a machine that widened it), the kernel's pick."""
     room = _outside_ephemeral()
     with _handing_out:
@@ -55,13 +58,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @functools.cache
 def _outside_ephemeral() -> range:
-    """The ports from ``_FLOOR`` up to the ephemeral range (or above it, where that is the
-    wider room); empty if neither holds 1,000."""
+    """The ports from ``_FLOOR`` up to the ephemeral range and Kubernetes' NodePorts (or above
+    the ephemeral range, where that is the wider room); empty if neither holds 1,000."""
     try:
         low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split())
     except (OSError, ValueError):
         low, high = 32768, 60999  # Linux's default
-    below, above = range(_FLOOR, low), range(max(high + 1, _FLOOR), 65536)
+    below = range(_FLOOR, min(low, _NODE_PORTS))
+    above = range(max(high + 1, _FLOOR), 65536)
     wider = max(below, above, key=len)
     return wider if len(wider) >= 1000 else range(0)
 
