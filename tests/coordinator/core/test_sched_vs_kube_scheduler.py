@@ -623,7 +623,8 @@ async def test_random_clusters_and_pods_agree_with_kube_scheduler(
         outcomes["pending" if node is None else "bound"] += 1
         if node is None:
             if not (isinstance(ours, Failure) and ours.message == message):
-                disagreements.append((obj, message, getattr(ours, "message", ours.node)))
+                said = ours.message if isinstance(ours, Failure) else f"bound to {ours.node}"
+                disagreements.append((obj, message, said))
             await kube.delete(PODS, obj["metadata"]["name"], namespace=namespace)
         elif not (isinstance(ours, Decision) and ours.verdicts[node].status.is_success):
             disagreements.append((obj, node, getattr(ours, "message", None)))
