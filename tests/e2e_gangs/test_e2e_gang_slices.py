@@ -1,6 +1,8 @@
 """Slices and exclusive topology on the real control plane, with pods labelled and annotated as
 JobSet v0.10.1 and LeaderWorkerSet v0.7.0 make them (their webhooks' affinities included; who
-creates the pods does not matter to the scheduler).
+creates the pods does not matter to the scheduler where their CRDs are not served: where they
+are, Topos reads a pod's gang from its JobSet or LWS and holds the pod until that is seen, as
+``test_e2e_workload_gangs.py`` tests — which removes those CRDs when done).
 
 Fabric: 1 spine × 4 leaves × 2 DGX A100 nodes (8 GPUs each); leaves leaf-1…leaf-4.
 """

@@ -22,7 +22,7 @@ whoever created the pods:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,7 +32,7 @@ from coordinator.adapters.kube.owners import WORKLOAD_KINDS
 from devcluster import pods
 from devcluster.kube_wait import wait_for, wait_for_pods
 from tests.support.gang_cluster import MANAGED_BY, GangCluster
-from tests.support.workload_crds import install_workload_crds
+from tests.support.workload_crds import install_workload_crds, remove_workload_crds
 from tests.support.workloads import JOBS, STATEFULSETS
 
 JOBSETS: Resource = WORKLOAD_KINDS["JobSet"]
@@ -45,8 +45,11 @@ CONTAINER = {"name": "main", "image": "busybox"}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def workload_crds(kubectl: Callable[..., Any]) -> None:
-    install_workload_crds(kubectl, "JobSet", "TrainJob", "LeaderWorkerSet", "RayCluster")
+def workload_crds(kubectl: Callable[..., Any]) -> Iterator[None]:
+    kinds = ("JobSet", "TrainJob", "LeaderWorkerSet", "RayCluster")
+    install_workload_crds(kubectl, *kinds)
+    yield
+    remove_workload_crds(kubectl, *kinds)
 
 
 def _ref(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:

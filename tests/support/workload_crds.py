@@ -91,3 +91,15 @@ def install_workload_crds(kubectl: Callable[..., Any], *kinds: str) -> None:
                 break
             time.sleep(0.1)
         assert done.returncode == 0, done.stderr
+
+
+def remove_workload_crds(kubectl: Callable[..., Any], *kinds: str) -> None:
+    """Delete the CRDs of ``kinds`` (and so every object of them) and wait until they are gone:
+    a test that installed them on the shared control plane leaves it as it found it (where a
+    JobSet's or LWS's CRD is served, Topos holds a pod carrying their labels until its JobSet
+    or LWS is seen, so tests that make such pods without one would wait)."""
+    for kind in kinds:
+        _, resource = CRDS[kind]
+        name = f"crd/{resource.plural}.{resource.group}"
+        done = kubectl("delete", name, "--ignore-not-found", "--wait=true", timeout=180)
+        assert done.returncode == 0, done.stderr
