@@ -230,7 +230,7 @@ def start_built(
     root.mkdir(parents=True, exist_ok=True)
     tied = not detach and threading.current_thread() is threading.main_thread()
     running = WorkloadControllers(root, [])
-    webhooks: list[manifests.Document] = []
+    webhooks: set[tuple[str, str]] = set()  # (kind, name) of those installed
     try:
         for built in builds:
             for attempt in range(1, attempts + 1):
@@ -262,10 +262,11 @@ def _start_one(
     *,
     tied: bool,
     timeout_s: float,
-    installed: list[manifests.Document],
+    installed: set[tuple[str, str]],
 ) -> tuple[Process, subprocess.Popen[bytes]]:
-    """Install and start one controller; ``installed`` gains its webhook configurations
-    before they are put. ``NotReady`` if it exits or is not ready in ``timeout_s``."""
+    """Install and start one controller; ``installed`` gains its webhook configurations'
+    kinds and names before they are put. ``NotReady`` if it exits or is not ready in
+    ``timeout_s``."""
     controller = built.controller
     home = root / controller.name
     if home.exists():
@@ -294,7 +295,7 @@ def _start_one(
         controller, built.module, port=ports.webhook, ca=ca.certificate
     )
     definitions = manifests.crds(controller, built.module, port=ports.webhook, ca=ca.certificate)
-    installed += [w for w in webhooks if _identity(w) not in map(_identity, installed)]
+    installed.update((str(w["kind"]), str(w["metadata"]["name"])) for w in webhooks)
     asyncio.run(_install(plane.kubeconfig, controller, definitions, webhooks, ca, serving))
     if controller.cert_secret is not None:
         _ensure_exists(Path(controller.cert_secret.mounted_check), serving.certificate)
@@ -507,19 +508,15 @@ def _get(connection: http.client.HTTPConnection) -> tuple[int, str]:
         connection.close()
 
 
-def _identity(document: manifests.Document) -> tuple[str, str]:
-    return str(document["kind"]), str(document["metadata"]["name"])
-
-
-async def _remove(kubeconfig: Path, documents: Sequence[manifests.Document]) -> None:
-    """Delete ``documents`` (webhook configurations) where they still are; what cannot be
-    deleted is said on stderr, not raised (the failure being cleaned up after matters more)."""
-    if not documents:
+async def _remove(kubeconfig: Path, webhooks: Collection[tuple[str, str]]) -> None:
+    """Delete the webhook configurations ``webhooks`` (kind, name) where they still are; what
+    cannot be deleted is said on stderr, not raised (the failure being cleaned up after matters
+    more)."""
+    if not webhooks:
         return
     try:
         async with await KubeClient.connect(kubeconfig) as kube:
-            for document in documents:
-                kind, name = _identity(document)
+            for kind, name in sorted(webhooks):
                 try:
                     await kube.delete(_KNOWN[kind], name)
                 except NotFound:
